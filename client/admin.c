@@ -1,0 +1,84 @@
+#include "client/admin.h"
+
+#include <nng/protocol/reqrep0/req.h>
+#include <stdlib.h>
+
+#include "common/status.h"
+
+struct halo_admin_s {
+  nng_socket socket;
+  nng_ctx ctx;
+  nng_aio *aio;
+};
+
+const char *halo_admin_default_address(const char *address) {
+  if (address && *address) return address;
+  const char *env = getenv("HALO_ADMIN_ADDRESS");
+  if (env && *env) return env;
+  return "ipc:///run/halo/admin.sock";
+}
+
+halo_status_t halo_admin_connect(const char *address, int timeout_ms,
+                                 halo_admin_t **out_admin) {
+  *out_admin = NULL;
+  address = halo_admin_default_address(address);
+  halo_admin_t *admin = calloc(1, sizeof(*admin));
+  if (!admin) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  int rv = nng_req0_open(&admin->socket);
+  if (rv == 0) {
+    nng_socket_set_ms(admin->socket, NNG_OPT_REQ_RESENDTIME,
+                      NNG_DURATION_INFINITE);
+    rv = nng_dial(admin->socket, address, NULL, 0);
+  }
+  if (rv == 0) rv = nng_ctx_open(&admin->ctx, admin->socket);
+  if (rv == 0) rv = nng_aio_alloc(&admin->aio, NULL, NULL);
+  if (rv != 0) {
+    halo_status_t status = halo_status_annotate(
+        halo_wire_status_from_nng(rv, "dial"), "admin socket %s", address);
+    halo_admin_close(admin);
+    return status;
+  }
+  nng_aio_set_timeout(admin->aio, timeout_ms > 0 ? timeout_ms : 10000);
+  *out_admin = admin;
+  return NULL;
+}
+
+void halo_admin_close(halo_admin_t *admin) {
+  if (!admin) return;
+  if (admin->aio) nng_aio_free(admin->aio);
+  nng_close(admin->socket);
+  free(admin);
+}
+
+halo_status_t halo_admin_call(halo_admin_t *admin,
+                              const halo_wire_request_t *request,
+                              halo_wire_response_t **out_response) {
+  return halo_wire_call(admin->ctx, admin->aio, request, out_response);
+}
+
+halo_status_t halo_admin_status(halo_admin_t *admin,
+                                halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminStatus body = HALO__WIRE__ADMIN_STATUS__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_STATUS;
+  request.admin_status = &body;
+  return halo_admin_call(admin, &request, out_response);
+}
+
+halo_status_t halo_admin_sessions(halo_admin_t *admin,
+                                  halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminSessions body = HALO__WIRE__ADMIN_SESSIONS__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_SESSIONS;
+  request.admin_sessions = &body;
+  return halo_admin_call(admin, &request, out_response);
+}
+
+halo_status_t halo_admin_semaphores(halo_admin_t *admin,
+                                    halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminSemaphores body = HALO__WIRE__ADMIN_SEMAPHORES__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_SEMAPHORES;
+  request.admin_semaphores = &body;
+  return halo_admin_call(admin, &request, out_response);
+}

@@ -1,0 +1,251 @@
+// libhalo: the client library of halo, a GPU device server.
+//
+// A client connects to halod, allocates buffers and timeline semaphores and
+// (in later versions) loads executables and submits command buffers. The
+// client never creates a CUDA context: the daemon owns the devices.
+//
+// Conventions
+// - Every fallible call returns a halo_status_t (see halo/status.h): NULL on
+//   success, otherwise an object the caller owns and frees with
+//   halo_status_free(). Output parameters come last, are named out_*, and are
+//   cleared (set to NULL/0) before anything else happens.
+// - Objects returned through out_* are owned by the caller and released with
+//   the matching *_release() call. Releasing an object the daemon still uses
+//   (a buffer bound to in-flight work) is fine: the daemon keeps its own
+//   reference until the work is done.
+// - Thread-safety: a halo_client_t and every object created from it may be
+//   used from any number of threads at once. Releasing an object while
+//   another thread still uses it is the caller's bug. halo_client_close()
+//   must be the last call on a client; objects not yet released are released
+//   by it (their pointers become invalid).
+// - Status codes every call may return besides the ones listed on it:
+//   UNAVAILABLE (the daemon is gone or shutting down; reconnect later),
+//   INVALID_ARGUMENT (a NULL pointer or value out of range, named in the
+//   message), DEADLINE_EXCEEDED (the daemon did not answer within the
+//   client's request timeout).
+#ifndef HALO_HALO_H_
+#define HALO_HALO_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "halo/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Bumped on any incompatible change of this header's types or functions.
+#define HALO_ABI_VERSION 1
+
+// Returns HALO_ABI_VERSION of the loaded library (the Python package checks
+// it before calling anything else).
+HALO_API uint32_t halo_abi_version(void);
+
+// Returns the library's version string ("0.1.0").
+HALO_API const char *halo_version_string(void);
+
+// Timeouts are in nanoseconds; 0 polls once; HALO_TIMEOUT_INFINITE waits
+// for ever (still returning UNAVAILABLE if the daemon dies).
+#define HALO_TIMEOUT_INFINITE INT64_MAX
+
+// A capability that lets another client import an exported object. Treat it
+// like a password: whoever holds it can use the object.
+typedef struct halo_token_t {
+  uint8_t bytes[16];
+} halo_token_t;
+
+// Formats |token| as 32 lowercase hex digits plus a NUL into |out_text|.
+HALO_API void halo_token_format(const halo_token_t *token, char out_text[33]);
+// Parses 32 hex digits. INVALID_ARGUMENT names the offending character.
+HALO_API halo_status_t halo_token_parse(const char *text,
+                                        halo_token_t *out_token);
+
+// ---------------------------------------------------------------- client
+
+typedef struct halo_client_s halo_client_t;
+
+typedef struct halo_client_options_t {
+  // nng address of halod; NULL: $HALO_ADDRESS, else
+  // "ipc:///run/halo/halo.sock". Only ipc:// addresses are supported (the
+  // client shares memory with the daemon).
+  const char *address;
+  // Shown to the operator by haloctl; NULL: the process name.
+  const char *client_name;
+  // Limit for each request to the daemon, in milliseconds; 0: 30000.
+  int32_t request_timeout_ms;
+} halo_client_options_t;
+
+// Connects to halod: opens the control socket, performs the version
+// handshake, and opens the fd channel. |options| may be NULL.
+// Returns UNAVAILABLE if no daemon listens at the address,
+// FAILED_PRECONDITION on a protocol version mismatch.
+HALO_API halo_status_t halo_client_connect(const halo_client_options_t *options,
+                                           halo_client_t **out_client);
+
+// Releases every object still held, closes the connection and frees
+// |client|. NULL is fine.
+HALO_API void halo_client_close(halo_client_t *client);
+
+// The session id the daemon gave this client (shown by haloctl).
+HALO_API uint64_t halo_client_session_id(const halo_client_t *client);
+
+// The daemon's process id, from the fd channel's peer credentials.
+HALO_API int32_t halo_client_daemon_pid(const halo_client_t *client);
+
+// A no-op round trip to the daemon (used to measure the control plane).
+HALO_API halo_status_t halo_client_ping(halo_client_t *client);
+
+// ---------------------------------------------------------------- devices
+
+typedef struct halo_device_info_t {
+  uint32_t ordinal;
+  char driver[16];  // "local" or "cuda"
+  char name[128];
+  uint64_t memory_bytes;
+  uint32_t compute_major;  // 0 for the CPU driver
+  uint32_t compute_minor;
+  uint32_t multiprocessor_count;
+} halo_device_info_t;
+
+// Number of devices the daemon serves (at least 1: the CPU driver).
+HALO_API halo_status_t halo_client_device_count(halo_client_t *client,
+                                                uint32_t *out_count);
+
+// Information about device |ordinal|. OUT_OF_RANGE past the last device.
+HALO_API halo_status_t halo_client_device_info(halo_client_t *client,
+                                               uint32_t ordinal,
+                                               halo_device_info_t *out_info);
+
+// ---------------------------------------------------------------- buffers
+
+typedef enum halo_memory_type_e {
+  // Memory of the device; reached by the client only through
+  // halo_buffer_read/write (on the CPU driver: the daemon's memory).
+  HALO_MEMORY_DEVICE = 0,
+  // Shared memory mapped by the client and the daemon (and registered with
+  // CUDA so kernels and copies reach it): halo_buffer_host_pointer().
+  HALO_MEMORY_HOST_VISIBLE = 1,
+} halo_memory_type_t;
+
+// The object may be exported to other clients. Exportable host-visible
+// buffers get their own memfd (an arena shared by other buffers would
+// expose them too).
+#define HALO_OBJECT_FLAG_EXPORTABLE 1u
+
+typedef struct halo_buffer_s halo_buffer_t;
+
+// Allocates |size| bytes (1 .. 2^40) on |device| with |memory_type|.
+// RESOURCE_EXHAUSTED past the session's quota; OUT_OF_RANGE for an unknown
+// device.
+HALO_API halo_status_t halo_buffer_create(halo_client_t *client,
+                                          uint32_t device,
+                                          halo_memory_type_t memory_type,
+                                          uint64_t size, uint32_t flags,
+                                          halo_buffer_t **out_buffer);
+
+// Drops this client's reference. NULL is fine.
+HALO_API void halo_buffer_release(halo_buffer_t *buffer);
+
+HALO_API uint64_t halo_buffer_size(const halo_buffer_t *buffer);
+HALO_API halo_memory_type_t
+halo_buffer_memory_type(const halo_buffer_t *buffer);
+// The session-local handle (for logs and haloctl).
+HALO_API uint64_t halo_buffer_handle(const halo_buffer_t *buffer);
+
+// The client's mapping of a host-visible buffer; NULL for device buffers.
+// Valid until the buffer is released.
+HALO_API void *halo_buffer_host_pointer(const halo_buffer_t *buffer);
+
+// Copies |length| bytes into / out of the buffer at |offset|. Host-visible
+// buffers are copied locally; device buffers go through the daemon in
+// chunks. OUT_OF_RANGE if [offset, offset+length) exceeds the buffer.
+HALO_API halo_status_t halo_buffer_write(halo_buffer_t *buffer, uint64_t offset,
+                                         const void *data, uint64_t length);
+HALO_API halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,
+                                        void *out_data, uint64_t length);
+
+// Returns a token another client can import. FAILED_PRECONDITION if the
+// buffer was not created with HALO_OBJECT_FLAG_EXPORTABLE.
+HALO_API halo_status_t halo_buffer_export(halo_buffer_t *buffer,
+                                          halo_token_t *out_token);
+// NOT_FOUND if no live exported buffer has |token|.
+HALO_API halo_status_t halo_buffer_import(halo_client_t *client,
+                                          const halo_token_t *token,
+                                          halo_buffer_t **out_buffer);
+
+// ---------------------------------------------------------------- semaphores
+
+// A 64-bit timeline semaphore. Its value only increases and is below 2^63.
+// Its state lives in a daemon-owned page the client maps read-only: query
+// and wait read it directly; signal and fail ask the daemon.
+typedef struct halo_semaphore_s halo_semaphore_t;
+
+#define HALO_SEMAPHORE_MAX_VALUE ((uint64_t)INT64_MAX)
+
+HALO_API halo_status_t halo_semaphore_create(halo_client_t *client,
+                                             uint64_t initial_value,
+                                             uint32_t flags,
+                                             halo_semaphore_t **out_semaphore);
+
+// Drops this client's reference. When the creator's session ends while
+// importers still hold the semaphore, the daemon fails it with ABORTED
+// (waiters for values already reached still succeed).
+HALO_API void halo_semaphore_release(halo_semaphore_t *semaphore);
+
+// Reads the current value without a round trip. If the semaphore failed,
+// returns the failure status (and still sets |out_value|).
+HALO_API halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
+                                            uint64_t *out_value);
+
+// Advances the value to |value|. INVALID_ARGUMENT if |value| is not greater
+// than the current value or is >= 2^63 (values only increase: a signal to a
+// lower or equal value is rejected, never ignored). FAILED_PRECONDITION if
+// the semaphore has failed. Wakes every waiter in every process.
+HALO_API halo_status_t halo_semaphore_signal(halo_semaphore_t *semaphore,
+                                             uint64_t value);
+
+// Fails the semaphore with |code| (not OK) and |message|. The first failure
+// wins; later ones are ignored and return OK. Waiters for values not yet
+// reached wake and return the failure.
+HALO_API halo_status_t halo_semaphore_fail(halo_semaphore_t *semaphore,
+                                           halo_status_code_t code,
+                                           const char *message);
+
+// Waits until the value is >= |value|: spins up to ~20 us, then sleeps on a
+// futex (no message to the daemon). Returns OK, DEADLINE_EXCEEDED after
+// |timeout_ns|, the semaphore's failure status (if it failed before reaching
+// |value|), ABORTED if the semaphore was destroyed, or UNAVAILABLE if the
+// daemon died.
+HALO_API halo_status_t halo_semaphore_wait(halo_semaphore_t *semaphore,
+                                           uint64_t value, int64_t timeout_ns);
+
+typedef enum halo_wait_mode_e {
+  HALO_WAIT_ALL = 0,  // every semaphore reaches its value
+  HALO_WAIT_ANY = 1,  // at least one does
+} halo_wait_mode_t;
+
+// Waits on up to HALO_WAIT_MAX_COUNT semaphores (of one client or several).
+// With HALO_WAIT_ANY, |out_index| (may be NULL) receives the index of a
+// satisfied semaphore. A failure of any semaphore not yet satisfied ends
+// the wait with that failure.
+#define HALO_WAIT_MAX_COUNT 64
+HALO_API halo_status_t halo_semaphore_wait_list(
+    size_t count, halo_semaphore_t *const *semaphores, const uint64_t *values,
+    halo_wait_mode_t mode, int64_t timeout_ns, size_t *out_index);
+
+// Export / import, as for buffers. Exportable semaphores live on their own
+// page (mapping a page exposes every slot on it).
+HALO_API halo_status_t halo_semaphore_export(halo_semaphore_t *semaphore,
+                                             halo_token_t *out_token);
+HALO_API halo_status_t halo_semaphore_import(halo_client_t *client,
+                                             const halo_token_t *token,
+                                             halo_semaphore_t **out_semaphore);
+
+HALO_API uint64_t halo_semaphore_handle(const halo_semaphore_t *semaphore);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // HALO_HALO_H_

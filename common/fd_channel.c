@@ -1,0 +1,87 @@
+#include "common/fd_channel.h"
+
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/status.h"
+
+halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
+                           int fd) {
+  struct iovec iov = {.iov_base = (void *)data, .iov_len = length};
+  union {
+    char buffer[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    msg.msg_control = control.buffer;
+    msg.msg_controllen = sizeof(control.buffer);
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  }
+  ssize_t sent;
+  do {
+    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) return halo_status_from_errno(errno, "fd channel sendmsg");
+  if ((size_t)sent != length) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "fd channel sendmsg: short write %zd of %zu", sent,
+                            length);
+  }
+  return NULL;
+}
+
+halo_status_t halo_fd_recv(int socket_fd, void *data, size_t length,
+                           int *out_fd) {
+  *out_fd = -1;
+  struct iovec iov = {.iov_base = data, .iov_len = length};
+  union {
+    char buffer[CMSG_SPACE(sizeof(int) * 4)];
+    struct cmsghdr align;
+  } control;
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buffer,
+                       .msg_controllen = sizeof(control.buffer)};
+  ssize_t received;
+  do {
+    received = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  if (received < 0) return halo_status_from_errno(errno, "fd channel recvmsg");
+  int fd = -1;
+  for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg;
+       cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
+    size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      memcpy(&passed, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+      if (fd < 0) {
+        fd = passed;
+      } else {
+        close(passed);
+      }
+    }
+  }
+  if (received == 0) {
+    if (fd >= 0) close(fd);
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "fd channel closed by peer");
+  }
+  if ((size_t)received != length || (msg.msg_flags & MSG_TRUNC)) {
+    if (fd >= 0) close(fd);
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "fd channel message of %zd bytes, expected %zu",
+                            received, length);
+  }
+  *out_fd = fd;
+  return NULL;
+}

@@ -1,0 +1,49 @@
+// The fd channel: a plain Unix SOCK_SEQPACKET socket beside the nng socket
+// (nng cannot pass file descriptors). The client sends an AUTH message with
+// its session id and token; the daemon checks that the connection's peer
+// credentials (SO_PEERCRED) are those of the session's nng pipe. Then each
+// GET request names an object (semaphore page, arena) the session may see
+// and the reply carries its memfd as SCM_RIGHTS.
+//
+// Messages are fixed-size little structs in host byte order (both ends are
+// on one host).
+#ifndef HALO_COMMON_FD_CHANNEL_H_
+#define HALO_COMMON_FD_CHANNEL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "halo/status.h"
+
+#define HALO_FD_CHANNEL_MAGIC 0x68616c6fu  // "halo"
+
+typedef enum halo_fd_request_kind_e {
+  HALO_FD_REQUEST_AUTH = 1,
+  HALO_FD_REQUEST_SEMAPHORE_PAGE = 2,
+  HALO_FD_REQUEST_ARENA = 3,
+} halo_fd_request_kind_t;
+
+typedef struct halo_fd_request_t {
+  uint32_t magic;
+  uint32_t kind;      // halo_fd_request_kind_t
+  uint64_t id;        // AUTH: session id; GET: page or arena id
+  uint8_t token[16];  // AUTH only
+} halo_fd_request_t;
+
+typedef struct halo_fd_reply_t {
+  int32_t code;  // halo_status_code_t
+  uint32_t reserved;
+  uint64_t size;  // bytes of the memfd passed with the reply
+  char message[240];
+} halo_fd_reply_t;
+
+// Sends |length| bytes and, if |fd| >= 0, the descriptor as SCM_RIGHTS.
+halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
+                           int fd);
+
+// Receives one message of exactly |length| bytes; a descriptor passed with
+// it lands in |out_fd| (-1 if none). Closes any extra descriptors.
+halo_status_t halo_fd_recv(int socket_fd, void *data, size_t length,
+                           int *out_fd);
+
+#endif  // HALO_COMMON_FD_CHANNEL_H_

@@ -1,0 +1,194 @@
+#include "common/timeline.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+#ifndef FUTEX_32
+#define FUTEX_32 2
+struct futex_waitv {
+  uint64_t val;
+  uint64_t uaddr;
+  uint32_t flags;
+  uint32_t __reserved;
+};
+#endif
+
+static void halo__futex_wake_all(_Atomic uint32_t *word) {
+  // Shared (not FUTEX_PRIVATE_FLAG): waiters are in other processes.
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void halo_timeline_page_initialize(halo_timeline_page_t *page,
+                                   uint64_t incarnation) {
+  memset(page, 0, sizeof(*page));
+  page->header.magic = HALO_TIMELINE_PAGE_MAGIC;
+  page->header.incarnation = incarnation;
+  page->header.slot_count = HALO_TIMELINE_SLOTS_PER_PAGE;
+}
+
+uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
+                                     uint64_t initial_value) {
+  atomic_store_explicit(&slot->value, initial_value, memory_order_relaxed);
+  atomic_store_explicit(&slot->failure, 0, memory_order_relaxed);
+  // The release orders the resets above before anyone sees the generation.
+  uint32_t generation =
+      atomic_load_explicit(&slot->generation, memory_order_relaxed);
+  atomic_store_explicit(&slot->generation, generation, memory_order_release);
+  return generation;
+}
+
+void halo_timeline_slot_notify(halo_timeline_slot_t *slot) {
+  atomic_fetch_add_explicit(&slot->epoch, 1, memory_order_acq_rel);
+  halo__futex_wake_all(&slot->epoch);
+}
+
+void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value) {
+  atomic_store_explicit(&slot->value, value, memory_order_release);
+  halo_timeline_slot_notify(slot);
+}
+
+bool halo_timeline_slot_fail(halo_timeline_slot_t *slot,
+                             halo_status_code_t code) {
+  int32_t expected = 0;
+  bool first = atomic_compare_exchange_strong_explicit(
+      &slot->failure, &expected, (int32_t)code, memory_order_acq_rel,
+      memory_order_acquire);
+  if (first) halo_timeline_slot_notify(slot);
+  return first;
+}
+
+void halo_timeline_slot_retire(halo_timeline_slot_t *slot) {
+  atomic_fetch_add_explicit(&slot->generation, 1, memory_order_acq_rel);
+  halo_timeline_slot_notify(slot);
+}
+
+halo_timeline_wait_result_t halo_timeline_slot_read(
+    const halo_timeline_slot_t *slot, uint32_t generation, uint64_t target,
+    uint64_t *out_value, int32_t *out_failure) {
+  halo_timeline_slot_t *s = (halo_timeline_slot_t *)slot;
+  uint32_t before = atomic_load_explicit(&s->generation, memory_order_acquire);
+  uint64_t value = atomic_load_explicit(&s->value, memory_order_acquire);
+  int32_t failure = atomic_load_explicit(&s->failure, memory_order_acquire);
+  atomic_thread_fence(memory_order_acquire);
+  uint32_t after = atomic_load_explicit(&s->generation, memory_order_relaxed);
+  *out_value = value;
+  *out_failure = failure;
+  if (before != generation || after != generation) {
+    return HALO_TIMELINE_WAIT_RETIRED;
+  }
+  // A value already reached wins over a later failure: the work it stood for
+  // did complete.
+  if (value >= target) return HALO_TIMELINE_WAIT_OK;
+  if (failure != 0) return HALO_TIMELINE_WAIT_FAILED;
+  return HALO_TIMELINE_WAIT_OK;
+}
+
+static void halo__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+static bool halo__owner_dead(int liveness_fd) {
+  if (liveness_fd < 0) return false;
+  struct pollfd pfd = {.fd = liveness_fd, .events = POLLIN};
+  return poll(&pfd, 1, 0) > 0;
+}
+
+// Sleeps until one of |words| differs from |seen| or |deadline_ns|.
+static void halo__futex_wait_any(_Atomic uint32_t *const *words,
+                                 const uint32_t *seen, size_t count,
+                                 int64_t deadline_ns) {
+  if (count == 1) {
+    int64_t remaining = deadline_ns - halo_clock_now_ns();
+    if (remaining <= 0) return;
+    struct timespec ts = {.tv_sec = remaining / 1000000000,
+                          .tv_nsec = remaining % 1000000000};
+    syscall(SYS_futex, (uint32_t *)words[0], FUTEX_WAIT, seen[0], &ts, NULL, 0);
+    return;
+  }
+  struct futex_waitv waiters[128];
+  for (size_t i = 0; i < count; ++i) {
+    waiters[i].val = seen[i];
+    waiters[i].uaddr = (uintptr_t)words[i];
+    waiters[i].flags = FUTEX_32;  // shared: no FUTEX_PRIVATE_FLAG
+    waiters[i].__reserved = 0;
+  }
+  struct timespec abs = {.tv_sec = deadline_ns / 1000000000,
+                         .tv_nsec = deadline_ns % 1000000000};
+  long rc = syscall(SYS_futex_waitv, waiters, (unsigned)count, 0, &abs,
+                    CLOCK_MONOTONIC);
+  if (rc < 0 && errno == ENOSYS) {
+    // Kernels before 5.16: poll the first word in short slices.
+    int64_t slice = deadline_ns - halo_clock_now_ns();
+    if (slice > 1000000) slice = 1000000;
+    if (slice <= 0) return;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = slice};
+    syscall(SYS_futex, (uint32_t *)words[0], FUTEX_WAIT, seen[0], &ts, NULL, 0);
+  }
+}
+
+halo_timeline_wait_result_t halo_timeline_wait(
+    const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
+    int64_t deadline_ns, int liveness_fd, size_t *out_index,
+    int32_t *out_failure) {
+  *out_index = 0;
+  *out_failure = 0;
+  if (count == 0) return HALO_TIMELINE_WAIT_OK;
+  if (count > 128) count = 128;
+  int64_t spin_until = halo_clock_now_ns() + HALO_TIMELINE_SPIN_NS;
+  _Atomic uint32_t *words[128];
+  uint32_t seen[128];
+  for (;;) {
+    // Epochs first (acquire), then the state: a change after this read bumps
+    // the epoch and the futex wait below returns at once.
+    size_t pending = 0;
+    for (size_t i = 0; i < count; ++i) {
+      halo_timeline_slot_t *slot = (halo_timeline_slot_t *)targets[i].slot;
+      uint32_t epoch = atomic_load_explicit(&slot->epoch, memory_order_acquire);
+      uint64_t value;
+      int32_t failure;
+      halo_timeline_wait_result_t result = halo_timeline_slot_read(
+          slot, targets[i].generation, targets[i].value, &value, &failure);
+      if (result != HALO_TIMELINE_WAIT_OK) {
+        *out_index = i;
+        *out_failure = failure;
+        return result;
+      }
+      if (value >= targets[i].value) {
+        if (wait_any) {
+          *out_index = i;
+          return HALO_TIMELINE_WAIT_OK;
+        }
+        continue;
+      }
+      words[pending] = &slot->epoch;
+      seen[pending] = epoch;
+      ++pending;
+    }
+    if (pending == 0) return HALO_TIMELINE_WAIT_OK;
+    int64_t now = halo_clock_now_ns();
+    if (now >= deadline_ns) return HALO_TIMELINE_WAIT_TIMEOUT;
+    if (now < spin_until) {
+      for (int i = 0; i < 64; ++i) halo__cpu_relax();
+      continue;
+    }
+    if (halo__owner_dead(liveness_fd)) return HALO_TIMELINE_WAIT_OWNER_DEAD;
+    int64_t slice_end = now + HALO_TIMELINE_SLICE_NS;
+    if (slice_end > deadline_ns) slice_end = deadline_ns;
+    halo__futex_wait_any(words, seen, pending, slice_end);
+  }
+}

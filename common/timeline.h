@@ -1,0 +1,119 @@
+// Timeline semaphore slots in shared memory: the layout and the protocol
+// shared by the daemon (the only writer on the host side) and every client
+// (read-only mappings). DESIGN.md "Timeline protocol (normative)".
+//
+// Writer (daemon): store value (release), store failure if any, increment
+// epoch, FUTEX_WAKE. GPU signals store the value with cuStreamWriteValue64;
+// the host completion path then bumps the epoch and wakes sleepers.
+// Waiter: read epoch (acquire), then generation / value / failure /
+// generation (a seqlock against reuse), decide; only then FUTEX_WAIT(epoch,
+// seen). The reverse order loses wake-ups.
+//
+// Thread-safety: every function is safe from any thread of any process.
+#ifndef HALO_COMMON_TIMELINE_H_
+#define HALO_COMMON_TIMELINE_H_
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "halo/status.h"
+
+#define HALO_TIMELINE_PAGE_SIZE 4096u
+#define HALO_TIMELINE_PAGE_MAGIC 0x68616c6f74696d65ull  // "halotime"
+#define HALO_TIMELINE_MAX_VALUE ((uint64_t)INT64_MAX)
+
+// One semaphore: one cache line.
+typedef struct halo_timeline_slot_t {
+  alignas(64) _Atomic uint64_t value;
+  _Atomic uint32_t epoch;       // the futex word; bumped on every change
+  _Atomic int32_t failure;      // halo_status_code_t; 0 while healthy (sticky)
+  _Atomic uint32_t generation;  // bumped when the slot is retired
+  uint32_t reserved[11];
+} halo_timeline_slot_t;
+
+// First cache line of every page.
+typedef struct halo_timeline_page_header_t {
+  alignas(64) uint64_t magic;
+  uint64_t incarnation;  // the daemon's, so stale pages are recognizable
+  uint32_t slot_count;
+  uint32_t reserved[11];
+} halo_timeline_page_header_t;
+
+#define HALO_TIMELINE_SLOTS_PER_PAGE \
+  ((HALO_TIMELINE_PAGE_SIZE - sizeof(halo_timeline_page_header_t)) / 64)
+
+typedef struct halo_timeline_page_t {
+  halo_timeline_page_header_t header;
+  halo_timeline_slot_t slots[HALO_TIMELINE_SLOTS_PER_PAGE];
+} halo_timeline_page_t;
+
+_Static_assert(sizeof(halo_timeline_slot_t) == 64, "slot is a cache line");
+_Static_assert(sizeof(halo_timeline_page_t) <= HALO_TIMELINE_PAGE_SIZE,
+               "page fits");
+
+// ---- writer side (daemon)
+
+// Initializes a fresh page.
+void halo_timeline_page_initialize(halo_timeline_page_t *page,
+                                   uint64_t incarnation);
+
+// Puts |slot| in service with |initial_value| and no failure. Returns the
+// generation waiters must see.
+uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
+                                     uint64_t initial_value);
+
+// Stores |value| and wakes every waiter. The caller checked monotonicity.
+void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
+
+// Sets the sticky failure (first failure wins) and wakes every waiter.
+// Returns false if the slot had failed already.
+bool halo_timeline_slot_fail(halo_timeline_slot_t *slot,
+                             halo_status_code_t code);
+
+// Retires the slot: bumps the generation so waiters holding the old one
+// return ABORTED, and wakes them.
+void halo_timeline_slot_retire(halo_timeline_slot_t *slot);
+
+// Bumps the epoch and wakes sleepers (after a GPU store of the value).
+void halo_timeline_slot_notify(halo_timeline_slot_t *slot);
+
+// ---- waiter side (clients; the daemon for its own checks)
+
+typedef struct halo_timeline_wait_target_t {
+  const halo_timeline_slot_t *slot;
+  uint32_t generation;  // expected generation
+  uint64_t value;       // wait until slot value >= value
+} halo_timeline_wait_target_t;
+
+typedef enum halo_timeline_wait_result_e {
+  HALO_TIMELINE_WAIT_OK = 0,
+  HALO_TIMELINE_WAIT_FAILED,   // a target failed: see out_failure
+  HALO_TIMELINE_WAIT_RETIRED,  // a target's slot was retired (destroyed)
+  HALO_TIMELINE_WAIT_TIMEOUT,
+  HALO_TIMELINE_WAIT_OWNER_DEAD,  // |liveness_fd| (a pidfd) became readable
+} halo_timeline_wait_result_t;
+
+#define HALO_TIMELINE_SPIN_NS 20000       // spin at most this before sleeping
+#define HALO_TIMELINE_SLICE_NS 100000000  // sleep at most this, then recheck
+
+// Reads one slot consistently: OK (value may be below target), RETIRED, or
+// FAILED (failure set and value below |target|).
+halo_timeline_wait_result_t halo_timeline_slot_read(
+    const halo_timeline_slot_t *slot, uint32_t generation, uint64_t target,
+    uint64_t *out_value, int32_t *out_failure);
+
+// Waits for all (|wait_any| false) or any of |targets| (count <= 128) until
+// |deadline_ns| (CLOCK_MONOTONIC). Spins up to HALO_TIMELINE_SPIN_NS, then
+// futex-waits in slices of at most HALO_TIMELINE_SLICE_NS, polling
+// |liveness_fd| (a pidfd of the daemon, or -1) between slices.
+// |out_index|: the target that failed/retired, or with |wait_any| the one
+// satisfied. |out_failure|: the failure code for FAILED.
+halo_timeline_wait_result_t halo_timeline_wait(
+    const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
+    int64_t deadline_ns, int liveness_fd, size_t *out_index,
+    int32_t *out_failure);
+
+#endif  // HALO_COMMON_TIMELINE_H_

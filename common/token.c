@@ -1,0 +1,44 @@
+// Tokens: 16 random bytes, formatted as 32 hex digits.
+#include <stdio.h>
+
+#include "common/status.h"
+#include "halo/halo.h"
+
+void halo_token_format(const halo_token_t *token, char out_text[33]) {
+  static const char digits[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    out_text[2 * i] = digits[token->bytes[i] >> 4];
+    out_text[2 * i + 1] = digits[token->bytes[i] & 15];
+  }
+  out_text[32] = '\0';
+}
+
+static int halo__hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+halo_status_t halo_token_parse(const char *text, halo_token_t *out_token) {
+  if (!text || !out_token) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "token text and out_token must not be NULL");
+  }
+  memset(out_token, 0, sizeof(*out_token));
+  for (int i = 0; i < 32; ++i) {
+    int value = halo__hex_value(text[i]);
+    if (value < 0) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "token: character %d is not a hex digit "
+                              "(a token is 32 hex digits)",
+                              i);
+    }
+    out_token->bytes[i / 2] |= (uint8_t)(value << ((i % 2) ? 0 : 4));
+  }
+  if (text[32] != '\0') {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "token: longer than 32 hex digits");
+  }
+  return NULL;
+}

@@ -1,0 +1,94 @@
+#include "common/wire.h"
+
+#include "common/status.h"
+
+halo_status_t halo_wire_pack(const ProtobufCMessage *message,
+                             nng_msg **out_msg) {
+  *out_msg = NULL;
+  size_t size = protobuf_c_message_get_packed_size(message);
+  nng_msg *msg;
+  int rv = nng_msg_alloc(&msg, size);
+  if (rv != 0) return halo_wire_status_from_nng(rv, "nng_msg_alloc");
+  protobuf_c_message_pack(message, nng_msg_body(msg));
+  *out_msg = msg;
+  return NULL;
+}
+
+halo_status_t halo_wire_status_from_nng(int nng_error, const char *what) {
+  halo_status_code_t code;
+  switch (nng_error) {
+    case NNG_ETIMEDOUT:
+      code = HALO_STATUS_DEADLINE_EXCEEDED;
+      break;
+    case NNG_ECONNREFUSED:
+    case NNG_ECONNSHUT:
+    case NNG_ECONNRESET:
+    case NNG_ECLOSED:
+    case NNG_ENOENT:
+    case NNG_ECONNABORTED:
+      code = HALO_STATUS_UNAVAILABLE;
+      break;
+    case NNG_ECANCELED:
+      code = HALO_STATUS_CANCELLED;
+      break;
+    case NNG_ENOMEM:
+      code = HALO_STATUS_RESOURCE_EXHAUSTED;
+      break;
+    case NNG_EMSGSIZE:
+    case NNG_EINVAL:
+    case NNG_EADDRINVAL:
+      code = HALO_STATUS_INVALID_ARGUMENT;
+      break;
+    case NNG_EPERM:
+      code = HALO_STATUS_PERMISSION_DENIED;
+      break;
+    default:
+      code = HALO_STATUS_INTERNAL;
+      break;
+  }
+  return halo_status_make(code, "%s: %s", what, nng_strerror(nng_error));
+}
+
+halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
+                             const halo_wire_request_t *request,
+                             halo_wire_response_t **out_response) {
+  *out_response = NULL;
+  size_t size = halo__wire__request__get_packed_size(request);
+  if (size > HALO_WIRE_MAX_MESSAGE_BYTES) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "request of %zu bytes exceeds the limit of %u",
+                            size, HALO_WIRE_MAX_MESSAGE_BYTES);
+  }
+  nng_msg *msg;
+  HALO_RETURN_IF_ERROR(halo_wire_pack(&request->base, &msg));
+  nng_aio_set_msg(aio, msg);
+  nng_ctx_send(ctx, aio);
+  nng_aio_wait(aio);
+  int rv = nng_aio_result(aio);
+  if (rv != 0) {
+    nng_msg_free(nng_aio_get_msg(aio));
+    return halo_wire_status_from_nng(rv, "sending request to halod");
+  }
+  nng_ctx_recv(ctx, aio);
+  nng_aio_wait(aio);
+  rv = nng_aio_result(aio);
+  if (rv != 0) return halo_wire_status_from_nng(rv, "waiting for halod");
+  msg = nng_aio_get_msg(aio);
+  halo_wire_response_t *response =
+      halo__wire__response__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+  nng_msg_free(msg);
+  if (!response) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "halod sent a response that does not decode");
+  }
+  if (response->code != HALO_STATUS_OK) {
+    halo_status_code_t code = (halo_status_code_t)response->code;
+    if ((unsigned)code >= HALO_STATUS_CODE_COUNT) code = HALO_STATUS_UNKNOWN;
+    halo_status_t status = halo_status_make(
+        code, "%s", response->message ? response->message : "");
+    halo__wire__response__free_unpacked(response, NULL);
+    return status;
+  }
+  *out_response = response;
+  return NULL;
+}

@@ -1,0 +1,39 @@
+// The wire protocol (proto/halo.proto) over nng: encoding, decoding and one
+// request/response round trip. Used by libhalo, haloctl and halod.
+#ifndef HALO_COMMON_WIRE_H_
+#define HALO_COMMON_WIRE_H_
+
+#include <nng/nng.h>
+
+#include "halo.pb-c.h"
+#include "halo/status.h"
+
+// Protocol version exchanged in Hello; bumped on incompatible changes.
+#define HALO_PROTOCOL_VERSION 1
+
+// Largest message halod accepts (NNG_OPT_RECVMAXSZ); requests above it are
+// refused by the client library before sending.
+#define HALO_WIRE_MAX_MESSAGE_BYTES (4u << 20)
+
+// Largest payload of one BufferWrite/BufferRead chunk.
+#define HALO_WIRE_MAX_CHUNK_BYTES (1u << 20)
+
+typedef Halo__Wire__Request halo_wire_request_t;
+typedef Halo__Wire__Response halo_wire_response_t;
+
+// Packs |message| (a protobuf-c message) into a new nng message.
+halo_status_t halo_wire_pack(const ProtobufCMessage *message,
+                             nng_msg **out_msg);
+
+// Maps an nng error to a status ("<what>: <nng_strerror>").
+halo_status_t halo_wire_status_from_nng(int nng_error, const char *what);
+
+// Sends |request| on |ctx| using |aio| (its timeout set by the caller) and
+// waits for the response. On success |out_response| is a response with
+// code OK (free it with halo__wire__response__free_unpacked(r, NULL)).
+// A response with another code becomes the returned status.
+halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
+                             const halo_wire_request_t *request,
+                             halo_wire_response_t **out_response);
+
+#endif  // HALO_COMMON_WIRE_H_
