@@ -1,0 +1,450 @@
+// libhalo: connection, handshake, fd channel, shared mappings.
+#include "client/client.h"
+
+#include <nng/protocol/reqrep0/req.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/fd_channel.h"
+#include "common/memfd.h"
+#include "common/status.h"
+
+uint32_t halo_abi_version(void) {
+  return HALO_ABI_VERSION;
+}
+
+const char *halo_version_string(void) {
+  return HALO_VERSION_STRING;
+}
+
+// nng thread: the pipe to halod went away (daemon exit or crash). Every
+// later call fails fast; a call in flight is aborted instead of waiting for
+// its timeout.
+static void halo_client_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
+                                        void *arg) {
+  (void)pipe;
+  (void)event;
+  halo_client_t *client = arg;
+  atomic_store(&client->lost, true);
+  nng_aio_abort(client->aio, NNG_ECONNSHUT);
+}
+
+static halo_status_t halo_client_lost_status(const halo_client_t *client) {
+  return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                          "the connection to halod at %s is lost; reconnect",
+                          client->address);
+}
+
+halo_status_t halo_client_call(halo_client_t *client,
+                               const halo_wire_request_t *request,
+                               halo_wire_response_t **out_response) {
+  *out_response = NULL;
+  if (atomic_load(&client->lost)) return halo_client_lost_status(client);
+  pthread_mutex_lock(&client->call_mutex);
+  halo_status_t status =
+      halo_wire_call(client->ctx, client->aio, request, out_response);
+  pthread_mutex_unlock(&client->call_mutex);
+  if (status && atomic_load(&client->lost) &&
+      halo_status_code(status) != HALO_STATUS_UNAVAILABLE) {
+    halo_status_free(status);
+    return halo_client_lost_status(client);
+  }
+  return status;
+}
+
+halo_status_t halo_client_call_status(halo_client_t *client,
+                                      const halo_wire_request_t *request) {
+  halo_wire_response_t *response = NULL;
+  halo_status_t status = halo_client_call(client, request, &response);
+  if (response) halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
+// Sends one fd channel request and receives the reply (and its fd).
+static halo_status_t halo_client_fd_request(halo_client_t *client,
+                                            uint32_t kind, uint64_t id,
+                                            int *out_fd, uint64_t *out_size) {
+  *out_fd = -1;
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = kind;
+  request.id = id;
+  if (kind == HALO_FD_REQUEST_AUTH) {
+    memcpy(request.token, client->token, sizeof(request.token));
+  }
+  halo_fd_reply_t reply;
+  int fd = -1;
+  pthread_mutex_lock(&client->fd_mutex);
+  halo_status_t status =
+      halo_fd_send(client->fd_channel, &request, sizeof(request), -1);
+  if (!status)
+    status = halo_fd_recv(client->fd_channel, &reply, sizeof(reply), &fd);
+  pthread_mutex_unlock(&client->fd_mutex);
+  if (status) return status;
+  if (reply.code != HALO_STATUS_OK) {
+    if (fd >= 0) close(fd);
+    reply.message[sizeof(reply.message) - 1] = '\0';
+    halo_status_code_t code = (unsigned)reply.code < HALO_STATUS_CODE_COUNT
+                                  ? (halo_status_code_t)reply.code
+                                  : HALO_STATUS_UNKNOWN;
+    return halo_status_make(code, "fd channel: %s", reply.message);
+  }
+  if (kind != HALO_FD_REQUEST_AUTH && fd < 0) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "fd channel: reply carried no descriptor");
+  }
+  *out_fd = fd;
+  if (out_size) *out_size = reply.size;
+  return NULL;
+}
+
+static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
+                                                 const char *path) {
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof(address.sun_path)) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "fd channel path '%s' is too long", path);
+  }
+  strcpy(address.sun_path, path);
+  client->fd_channel = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (client->fd_channel < 0) {
+    return halo_status_from_errno(errno, "fd channel socket");
+  }
+  if (connect(client->fd_channel, (struct sockaddr *)&address,
+              sizeof(address)) != 0) {
+    return halo_status_from_errno(errno, "connecting the fd channel %s", path);
+  }
+  // The daemon's pid comes from the kernel, not from a message; its pidfd
+  // tells waiters when the daemon is gone.
+  struct ucred credentials;
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(client->fd_channel, SOL_SOCKET, SO_PEERCRED, &credentials,
+                 &length) != 0) {
+    return halo_status_from_errno(errno, "fd channel SO_PEERCRED");
+  }
+  client->daemon_pid = credentials.pid;
+  client->daemon_pidfd = (int)syscall(SYS_pidfd_open, credentials.pid, 0);
+  if (client->daemon_pidfd < 0) {
+    return halo_status_from_errno(errno, "pidfd_open(%d)", credentials.pid);
+  }
+  int fd;
+  return halo_client_fd_request(client, HALO_FD_REQUEST_AUTH,
+                                client->session_id, &fd, NULL);
+}
+
+static halo_status_t halo_client_hello(halo_client_t *client,
+                                       const char *client_name) {
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  hello.client_name = (char *)client_name;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(halo_client_call(client, &request, &response));
+  halo_status_t status = NULL;
+  const Halo__Wire__HelloReply *reply = response->hello;
+  if (response->body_case != HALO__WIRE__RESPONSE__BODY_HELLO ||
+      reply->session_token.len != sizeof(client->token)) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "halod answered Hello with a malformed reply");
+  } else {
+    client->session_id = reply->session_id;
+    client->incarnation = reply->incarnation;
+    memcpy(client->token, reply->session_token.data, sizeof(client->token));
+    status = halo_client_open_fd_channel(client, reply->fd_channel_path);
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
+halo_status_t halo_client_connect(const halo_client_options_t *options,
+                                  halo_client_t **out_client) {
+  HALO_CHECK_ARG(out_client, "out_client must not be NULL");
+  *out_client = NULL;
+  const char *address = options ? options->address : NULL;
+  if (!address || !*address) address = getenv("HALO_ADDRESS");
+  if (!address || !*address) address = "ipc:///run/halo/halo.sock";
+  HALO_CHECK_ARG(strncmp(address, "ipc://", 6) == 0,
+                 "address '%s' is not an ipc:// address (halo clients share "
+                 "memory with the daemon)",
+                 address);
+  halo_client_t *client = calloc(1, sizeof(*client));
+  if (!client) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  snprintf(client->address, sizeof(client->address), "%s", address);
+  client->fd_channel = -1;
+  client->daemon_pidfd = -1;
+  pthread_mutex_init(&client->call_mutex, NULL);
+  pthread_mutex_init(&client->fd_mutex, NULL);
+  pthread_mutex_init(&client->state_mutex, NULL);
+  halo_u64_map_initialize(&client->pages);
+  halo_u64_map_initialize(&client->arenas);
+  client->objects.next = client->objects.prev = &client->objects;
+
+  int timeout_ms = options && options->request_timeout_ms > 0
+                       ? options->request_timeout_ms
+                       : 30000;
+  int rv = nng_req0_open(&client->socket);
+  if (rv == 0) {
+    // A session is tied to one connection: never resend a request on a new
+    // one, and do not redial behind the client's back.
+    nng_socket_set_ms(client->socket, NNG_OPT_REQ_RESENDTIME,
+                      NNG_DURATION_INFINITE);
+    nng_socket_set_ms(client->socket, NNG_OPT_RECONNMINT, 3600000);
+    nng_socket_set_ms(client->socket, NNG_OPT_RECONNMAXT, 3600000);
+    rv = nng_aio_alloc(&client->aio, NULL, NULL);
+  }
+  if (rv == 0) rv = nng_ctx_open(&client->ctx, client->socket);
+  if (rv == 0) {
+    nng_aio_set_timeout(client->aio, timeout_ms);
+    nng_pipe_notify(client->socket, NNG_PIPE_EV_REM_POST,
+                    halo_client_on_pipe_removed, client);
+    rv = nng_dial(client->socket, address, NULL, 0);
+  }
+  halo_status_t status = NULL;
+  if (rv != 0) {
+    status = halo_status_annotate(halo_wire_status_from_nng(rv, "dial"),
+                                  "no halod at %s", address);
+  }
+  if (!status) {
+    char name[64] = "";
+    const char *client_name = options ? options->client_name : NULL;
+    if (!client_name) {
+      FILE *comm = fopen("/proc/self/comm", "r");
+      if (comm) {
+        if (fgets(name, sizeof(name), comm)) name[strcspn(name, "\n")] = '\0';
+        fclose(comm);
+      }
+      client_name = name;
+    }
+    status = halo_client_hello(client, client_name);
+  }
+  if (status) {
+    halo_client_close(client);
+    return status;
+  }
+  *out_client = client;
+  return NULL;
+}
+
+void halo_client_close(halo_client_t *client) {
+  if (!client) return;
+  // Release what the caller did not (in creation order reversed).
+  for (;;) {
+    pthread_mutex_lock(&client->state_mutex);
+    halo_object_link_t *link = client->objects.prev;
+    pthread_mutex_unlock(&client->state_mutex);
+    if (link == &client->objects) break;
+    if (link->is_semaphore) {
+      halo_semaphore_release_link(link);
+    } else {
+      halo_buffer_release_link(link);
+    }
+  }
+  atomic_store(&client->lost, true);
+  nng_close(client->socket);
+  if (client->aio) nng_aio_free(client->aio);
+  if (client->fd_channel >= 0) close(client->fd_channel);
+  if (client->daemon_pidfd >= 0) close(client->daemon_pidfd);
+  halo_u64_map_deinitialize(&client->pages);
+  halo_u64_map_deinitialize(&client->arenas);
+  pthread_mutex_destroy(&client->call_mutex);
+  pthread_mutex_destroy(&client->fd_mutex);
+  pthread_mutex_destroy(&client->state_mutex);
+  free(client);
+}
+
+uint64_t halo_client_session_id(const halo_client_t *client) {
+  return client ? client->session_id : 0;
+}
+
+int32_t halo_client_daemon_pid(const halo_client_t *client) {
+  return client ? client->daemon_pid : 0;
+}
+
+halo_status_t halo_client_ping(halo_client_t *client) {
+  HALO_CHECK_ARG(client, "client must not be NULL");
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  request.ping = &ping;
+  return halo_client_call_status(client, &request);
+}
+
+static halo_status_t halo_client_devices(halo_client_t *client,
+                                         halo_wire_response_t **out_response) {
+  Halo__Wire__DeviceList list = HALO__WIRE__DEVICE_LIST__INIT;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_DEVICE_LIST;
+  request.device_list = &list;
+  HALO_RETURN_IF_ERROR(halo_client_call(client, &request, out_response));
+  if ((*out_response)->body_case != HALO__WIRE__RESPONSE__BODY_DEVICE_LIST) {
+    halo__wire__response__free_unpacked(*out_response, NULL);
+    *out_response = NULL;
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "halod answered DeviceList with another body");
+  }
+  return NULL;
+}
+
+halo_status_t halo_client_device_count(halo_client_t *client,
+                                       uint32_t *out_count) {
+  HALO_CHECK_ARG(client && out_count, "client and out_count must not be NULL");
+  *out_count = 0;
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(halo_client_devices(client, &response));
+  *out_count = (uint32_t)response->device_list->n_devices;
+  halo__wire__response__free_unpacked(response, NULL);
+  return NULL;
+}
+
+halo_status_t halo_client_device_info(halo_client_t *client, uint32_t ordinal,
+                                      halo_device_info_t *out_info) {
+  HALO_CHECK_ARG(client && out_info, "client and out_info must not be NULL");
+  memset(out_info, 0, sizeof(*out_info));
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(halo_client_devices(client, &response));
+  const Halo__Wire__DeviceListReply *list = response->device_list;
+  halo_status_t status = NULL;
+  if (ordinal >= list->n_devices) {
+    status = halo_status_make(HALO_STATUS_OUT_OF_RANGE,
+                              "device %u does not exist (halod has %zu)",
+                              ordinal, list->n_devices);
+  } else {
+    const Halo__Wire__DeviceInfo *info = list->devices[ordinal];
+    out_info->ordinal = info->ordinal;
+    snprintf(out_info->driver, sizeof(out_info->driver), "%s", info->driver);
+    snprintf(out_info->name, sizeof(out_info->name), "%s", info->name);
+    out_info->memory_bytes = info->memory_bytes;
+    out_info->compute_major = info->compute_major;
+    out_info->compute_minor = info->compute_minor;
+    out_info->multiprocessor_count = info->multiprocessor_count;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
+// Maps a memfd from the fd channel, shared by every object on it.
+static halo_status_t halo_client_map(halo_client_t *client, halo_u64_map_t *map,
+                                     uint32_t kind, uint64_t id,
+                                     uint64_t expected_size, int prot,
+                                     void **out_pointer) {
+  *out_pointer = NULL;
+  pthread_mutex_lock(&client->state_mutex);
+  halo_mapping_t *mapping = halo_u64_map_get(map, id);
+  if (mapping) {
+    ++mapping->references;
+    *out_pointer = mapping->pointer;
+    pthread_mutex_unlock(&client->state_mutex);
+    return NULL;
+  }
+  pthread_mutex_unlock(&client->state_mutex);
+
+  int fd;
+  uint64_t size;
+  HALO_RETURN_IF_ERROR(halo_client_fd_request(client, kind, id, &fd, &size));
+  halo_status_t status = NULL;
+  if (expected_size && size != expected_size) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "fd channel: object %llu has %llu bytes, "
+                              "expected %llu",
+                              (unsigned long long)id, (unsigned long long)size,
+                              (unsigned long long)expected_size);
+  }
+  void *pointer = NULL;
+  if (!status) status = halo_memfd_map(fd, size, prot, &pointer);
+  close(fd);
+  if (status) return status;
+
+  pthread_mutex_lock(&client->state_mutex);
+  mapping = halo_u64_map_get(map, id);
+  if (mapping) {
+    // Another thread mapped it meanwhile: use theirs.
+    ++mapping->references;
+    *out_pointer = mapping->pointer;
+    pthread_mutex_unlock(&client->state_mutex);
+    munmap(pointer, size);
+    return NULL;
+  }
+  mapping = calloc(1, sizeof(*mapping));
+  if (mapping) {
+    mapping->pointer = pointer;
+    mapping->size = size;
+    mapping->references = 1;
+    status = halo_u64_map_put(map, id, mapping);
+    if (status) free(mapping);
+  } else {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  pthread_mutex_unlock(&client->state_mutex);
+  if (status) {
+    munmap(pointer, size);
+    return status;
+  }
+  *out_pointer = pointer;
+  return NULL;
+}
+
+static void halo_client_unmap(halo_client_t *client, halo_u64_map_t *map,
+                              uint64_t id) {
+  pthread_mutex_lock(&client->state_mutex);
+  halo_mapping_t *mapping = halo_u64_map_get(map, id);
+  if (mapping && --mapping->references == 0) {
+    halo_u64_map_remove(map, id);
+  } else {
+    mapping = NULL;
+  }
+  pthread_mutex_unlock(&client->state_mutex);
+  if (mapping) {
+    munmap(mapping->pointer, mapping->size);
+    free(mapping);
+  }
+}
+
+halo_status_t halo_client_map_page(halo_client_t *client, uint64_t page_id,
+                                   void **out_pointer) {
+  // Read-only: the page is sealed against new writable mappings anyway.
+  return halo_client_map(client, &client->pages, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                         page_id, 0, PROT_READ, out_pointer);
+}
+
+void halo_client_unmap_page(halo_client_t *client, uint64_t page_id) {
+  halo_client_unmap(client, &client->pages, page_id);
+}
+
+halo_status_t halo_client_map_arena(halo_client_t *client, uint64_t arena_id,
+                                    uint64_t arena_size, void **out_pointer) {
+  return halo_client_map(client, &client->arenas, HALO_FD_REQUEST_ARENA,
+                         arena_id, arena_size, PROT_READ | PROT_WRITE,
+                         out_pointer);
+}
+
+void halo_client_unmap_arena(halo_client_t *client, uint64_t arena_id) {
+  halo_client_unmap(client, &client->arenas, arena_id);
+}
+
+void halo_client_track(halo_client_t *client, halo_object_link_t *link,
+                       bool is_semaphore) {
+  link->is_semaphore = is_semaphore;
+  pthread_mutex_lock(&client->state_mutex);
+  link->prev = client->objects.prev;
+  link->next = &client->objects;
+  client->objects.prev->next = link;
+  client->objects.prev = link;
+  pthread_mutex_unlock(&client->state_mutex);
+}
+
+void halo_client_untrack(halo_client_t *client, halo_object_link_t *link) {
+  pthread_mutex_lock(&client->state_mutex);
+  link->prev->next = link->next;
+  link->next->prev = link->prev;
+  link->prev = link->next = link;
+  pthread_mutex_unlock(&client->state_mutex);
+}

@@ -1,0 +1,291 @@
+// libhalo semaphores: the state is read from the daemon's read-only page;
+// waits never talk to the daemon; signal and fail do.
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/timeline.h"
+
+struct halo_semaphore_s {
+  halo_object_link_t link;  // first: halo_client_close walks links
+  halo_client_t *client;
+  uint64_t handle;
+  uint64_t page_id;
+  uint32_t generation;
+  const halo_timeline_slot_t *slot;
+};
+
+static halo_status_t halo_semaphore_from_reply(
+    halo_client_t *client, const halo_wire_response_t *response,
+    halo_semaphore_t **out_semaphore) {
+  if (response->body_case != HALO__WIRE__RESPONSE__BODY_SEMAPHORE ||
+      response->semaphore->slot >= HALO_TIMELINE_SLOTS_PER_PAGE) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "halod answered with no valid semaphore");
+  }
+  const Halo__Wire__SemaphoreReply *reply = response->semaphore;
+  halo_semaphore_t *semaphore = calloc(1, sizeof(*semaphore));
+  if (!semaphore) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  semaphore->client = client;
+  semaphore->handle = reply->handle;
+  semaphore->page_id = reply->page_id;
+  semaphore->generation = reply->generation;
+  void *page = NULL;
+  halo_status_t status = halo_client_map_page(client, reply->page_id, &page);
+  if (!status && ((const halo_timeline_page_t *)page)->header.magic !=
+                     HALO_TIMELINE_PAGE_MAGIC) {
+    halo_client_unmap_page(client, reply->page_id);
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "semaphore page %llu has no timeline header",
+                              (unsigned long long)reply->page_id);
+  }
+  if (status) {
+    Halo__Wire__SemaphoreRelease release = HALO__WIRE__SEMAPHORE_RELEASE__INIT;
+    release.handle = semaphore->handle;
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+    request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE;
+    request.semaphore_release = &release;
+    halo_status_free(halo_client_call_status(client, &request));
+    free(semaphore);
+    return status;
+  }
+  semaphore->slot = &((const halo_timeline_page_t *)page)->slots[reply->slot];
+  halo_client_track(client, &semaphore->link, true);
+  *out_semaphore = semaphore;
+  return NULL;
+}
+
+halo_status_t halo_semaphore_create(halo_client_t *client,
+                                    uint64_t initial_value, uint32_t flags,
+                                    halo_semaphore_t **out_semaphore) {
+  HALO_CHECK_ARG(out_semaphore, "out_semaphore must not be NULL");
+  *out_semaphore = NULL;
+  HALO_CHECK_ARG(client, "client must not be NULL");
+  HALO_CHECK_ARG((flags & ~HALO_OBJECT_FLAG_EXPORTABLE) == 0,
+                 "unknown semaphore flags 0x%x", flags);
+  HALO_CHECK_ARG(initial_value <= HALO_SEMAPHORE_MAX_VALUE,
+                 "initial value %llu is >= 2^63",
+                 (unsigned long long)initial_value);
+  Halo__Wire__SemaphoreCreate create = HALO__WIRE__SEMAPHORE_CREATE__INIT;
+  create.initial_value = initial_value;
+  create.has_flags = true;
+  create.flags = flags;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE;
+  request.semaphore_create = &create;
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(halo_client_call(client, &request, &response));
+  halo_status_t status =
+      halo_semaphore_from_reply(client, response, out_semaphore);
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
+void halo_semaphore_release_link(halo_object_link_t *link) {
+  halo_semaphore_t *semaphore = (halo_semaphore_t *)link;
+  halo_client_t *client = semaphore->client;
+  halo_client_untrack(client, &semaphore->link);
+  Halo__Wire__SemaphoreRelease release = HALO__WIRE__SEMAPHORE_RELEASE__INIT;
+  release.handle = semaphore->handle;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE;
+  request.semaphore_release = &release;
+  halo_status_free(halo_client_call_status(client, &request));
+  halo_client_unmap_page(client, semaphore->page_id);
+  free(semaphore);
+}
+
+void halo_semaphore_release(halo_semaphore_t *semaphore) {
+  if (semaphore) halo_semaphore_release_link(&semaphore->link);
+}
+
+uint64_t halo_semaphore_handle(const halo_semaphore_t *semaphore) {
+  return semaphore ? semaphore->handle : 0;
+}
+
+// The failure status of |semaphore|: asks the daemon for the message (one
+// round trip, only on failure); falls back to the code alone.
+static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
+                                                   int32_t failure) {
+  halo_status_code_t code = (unsigned)failure < HALO_STATUS_CODE_COUNT
+                                ? (halo_status_code_t)failure
+                                : HALO_STATUS_UNKNOWN;
+  Halo__Wire__SemaphoreQuery query = HALO__WIRE__SEMAPHORE_QUERY__INIT;
+  query.handle = semaphore->handle;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY;
+  request.semaphore_query = &query;
+  halo_wire_response_t *response = NULL;
+  halo_status_t status =
+      halo_client_call(semaphore->client, &request, &response);
+  halo_status_t result;
+  if (!status &&
+      response->body_case == HALO__WIRE__RESPONSE__BODY_SEMAPHORE_QUERY &&
+      response->semaphore_query->failure_message) {
+    result = halo_status_make(code, "semaphore failed: %s",
+                              response->semaphore_query->failure_message);
+  } else {
+    result = halo_status_make(code, "semaphore failed with %s",
+                              halo_status_code_name(code));
+  }
+  halo_status_free(status);
+  if (response) halo__wire__response__free_unpacked(response, NULL);
+  return result;
+}
+
+halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
+                                   uint64_t *out_value) {
+  HALO_CHECK_ARG(semaphore && out_value,
+                 "semaphore and out_value must not be NULL");
+  uint64_t value;
+  int32_t failure;
+  halo_timeline_wait_result_t result = halo_timeline_slot_read(
+      semaphore->slot, semaphore->generation, UINT64_MAX, &value, &failure);
+  *out_value = value;
+  if (result == HALO_TIMELINE_WAIT_RETIRED) {
+    return halo_status_make(HALO_STATUS_ABORTED,
+                            "semaphore handle 0x%llx was destroyed",
+                            (unsigned long long)semaphore->handle);
+  }
+  if (result == HALO_TIMELINE_WAIT_FAILED) {
+    return halo_semaphore_failure_status(semaphore, failure);
+  }
+  return NULL;
+}
+
+halo_status_t halo_semaphore_signal(halo_semaphore_t *semaphore,
+                                    uint64_t value) {
+  HALO_CHECK_ARG(semaphore, "semaphore must not be NULL");
+  Halo__Wire__SemaphoreSignal signal = HALO__WIRE__SEMAPHORE_SIGNAL__INIT;
+  signal.handle = semaphore->handle;
+  signal.value = value;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL;
+  request.semaphore_signal = &signal;
+  return halo_client_call_status(semaphore->client, &request);
+}
+
+halo_status_t halo_semaphore_fail(halo_semaphore_t *semaphore,
+                                  halo_status_code_t code,
+                                  const char *message) {
+  HALO_CHECK_ARG(semaphore, "semaphore must not be NULL");
+  HALO_CHECK_ARG(
+      code != HALO_STATUS_OK && (unsigned)code < HALO_STATUS_CODE_COUNT,
+      "fail code %d is not a failure status code", (int)code);
+  Halo__Wire__SemaphoreFail fail = HALO__WIRE__SEMAPHORE_FAIL__INIT;
+  fail.handle = semaphore->handle;
+  fail.code = (int32_t)code;
+  fail.message = (char *)(message ? message : "");
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_FAIL;
+  request.semaphore_fail = &fail;
+  return halo_client_call_status(semaphore->client, &request);
+}
+
+halo_status_t halo_semaphore_wait_list(size_t count,
+                                       halo_semaphore_t *const *semaphores,
+                                       const uint64_t *values,
+                                       halo_wait_mode_t mode,
+                                       int64_t timeout_ns, size_t *out_index) {
+  if (out_index) *out_index = 0;
+  HALO_CHECK_ARG(count > 0 && count <= HALO_WAIT_MAX_COUNT,
+                 "wait on %zu semaphores (1..%d)", count, HALO_WAIT_MAX_COUNT);
+  HALO_CHECK_ARG(semaphores && values,
+                 "semaphores and values must not be NULL");
+  HALO_CHECK_ARG(mode == HALO_WAIT_ALL || mode == HALO_WAIT_ANY,
+                 "wait mode %d is neither ALL nor ANY", (int)mode);
+  halo_timeline_wait_target_t targets[HALO_WAIT_MAX_COUNT];
+  for (size_t i = 0; i < count; ++i) {
+    HALO_CHECK_ARG(semaphores[i], "semaphores[%zu] is NULL", i);
+    HALO_CHECK_ARG(values[i] <= HALO_SEMAPHORE_MAX_VALUE,
+                   "values[%zu] = %llu is >= 2^63", i,
+                   (unsigned long long)values[i]);
+    targets[i].slot = semaphores[i]->slot;
+    targets[i].generation = semaphores[i]->generation;
+    targets[i].value = values[i];
+  }
+  halo_client_t *client = semaphores[0]->client;
+  size_t index = 0;
+  int32_t failure = 0;
+  halo_timeline_wait_result_t result = halo_timeline_wait(
+      targets, count, mode == HALO_WAIT_ANY, halo_clock_deadline_ns(timeout_ns),
+      client->daemon_pidfd, &index, &failure);
+  if (out_index) *out_index = index;
+  switch (result) {
+    case HALO_TIMELINE_WAIT_OK:
+      return NULL;
+    case HALO_TIMELINE_WAIT_FAILED:
+      return halo_semaphore_failure_status(semaphores[index], failure);
+    case HALO_TIMELINE_WAIT_RETIRED:
+      return halo_status_make(HALO_STATUS_ABORTED,
+                              "semaphore handle 0x%llx was destroyed while "
+                              "waiting",
+                              (unsigned long long)semaphores[index]->handle);
+    case HALO_TIMELINE_WAIT_TIMEOUT:
+      return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                              "wait timed out after %lld ns",
+                              (long long)timeout_ns);
+    case HALO_TIMELINE_WAIT_OWNER_DEAD:
+      return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                              "halod (pid %d) exited while waiting",
+                              (int)client->daemon_pid);
+  }
+  return halo_status_make(HALO_STATUS_INTERNAL, "unknown wait result");
+}
+
+halo_status_t halo_semaphore_wait(halo_semaphore_t *semaphore, uint64_t value,
+                                  int64_t timeout_ns) {
+  HALO_CHECK_ARG(semaphore, "semaphore must not be NULL");
+  return halo_semaphore_wait_list(1, &semaphore, &value, HALO_WAIT_ALL,
+                                  timeout_ns, NULL);
+}
+
+halo_status_t halo_semaphore_export(halo_semaphore_t *semaphore,
+                                    halo_token_t *out_token) {
+  HALO_CHECK_ARG(semaphore && out_token,
+                 "semaphore and out_token must not be NULL");
+  memset(out_token, 0, sizeof(*out_token));
+  Halo__Wire__Export body = HALO__WIRE__EXPORT__INIT;
+  body.handle = semaphore->handle;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_EXPORT;
+  request.semaphore_export = &body;
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(
+      halo_client_call(semaphore->client, &request, &response));
+  halo_status_t status = NULL;
+  if (response->body_case != HALO__WIRE__RESPONSE__BODY_EXPORTED ||
+      response->exported->token.len != sizeof(out_token->bytes)) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "halod answered an export with no token");
+  } else {
+    memcpy(out_token->bytes, response->exported->token.data,
+           sizeof(out_token->bytes));
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
+halo_status_t halo_semaphore_import(halo_client_t *client,
+                                    const halo_token_t *token,
+                                    halo_semaphore_t **out_semaphore) {
+  HALO_CHECK_ARG(out_semaphore, "out_semaphore must not be NULL");
+  *out_semaphore = NULL;
+  HALO_CHECK_ARG(client && token, "client and token must not be NULL");
+  Halo__Wire__Import body = HALO__WIRE__IMPORT__INIT;
+  body.token.data = (uint8_t *)token->bytes;
+  body.token.len = sizeof(token->bytes);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_IMPORT;
+  request.semaphore_import = &body;
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(halo_client_call(client, &request, &response));
+  halo_status_t status =
+      halo_semaphore_from_reply(client, response, out_semaphore);
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}

@@ -1,0 +1,153 @@
+#include "daemon/arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/memfd.h"
+#include "common/status.h"
+
+static uint64_t halod_align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) & ~(alignment - 1);
+}
+
+halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
+                                 uint64_t owner_session,
+                                 halod_arena_t **out_arena) {
+  *out_arena = NULL;
+  size = halod_align_up(size, 4096);
+  halod_arena_t *arena = calloc(1, sizeof(*arena));
+  if (!arena) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  arena->id = halod_next_id(daemon);
+  arena->size = size;
+  arena->exclusive = exclusive;
+  arena->owner_session = owner_session;
+  arena->fd = -1;
+  halo_status_t status = halo_memfd_create("halo-arena", size, &arena->fd);
+  // Sealed before the daemon maps it, and checked: nobody can truncate the
+  // memory under the daemon's mapping (SIGBUS).
+  if (!status) status = halo_memfd_seal(arena->fd, HALO_SEALS_FIXED_SIZE);
+  if (!status)
+    status = halo_memfd_check_seals(arena->fd, HALO_SEALS_FIXED_SIZE);
+  if (!status) {
+    status = halo_memfd_map(arena->fd, size, PROT_READ | PROT_WRITE,
+                            &arena->mapping);
+  }
+  uint32_t registered = 0;
+  for (; !status && registered < daemon->hal.device_count; ++registered) {
+    halo_hal_device_t *device = daemon->hal.devices[registered];
+    status = device->vtable->register_host(device, arena->mapping, size);
+  }
+  if (!status) {
+    arena->free_ranges = malloc(sizeof(*arena->free_ranges) * 4);
+    if (!arena->free_ranges) {
+      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  }
+  if (!status) status = halo_u64_map_put(&daemon->arenas, arena->id, arena);
+  if (status) {
+    // Registration of device |registered - 1| failed or later steps did.
+    for (uint32_t i = 0; arena->mapping && i + 1 < registered; ++i) {
+      halo_hal_device_t *device = daemon->hal.devices[i];
+      device->vtable->unregister_host(device, arena->mapping);
+    }
+    if (arena->mapping) munmap(arena->mapping, size);
+    if (arena->fd >= 0) close(arena->fd);
+    free(arena->free_ranges);
+    free(arena);
+    return halo_status_annotate(status, "creating a host arena of %llu bytes",
+                                (unsigned long long)size);
+  }
+  arena->free_capacity = 4;
+  arena->free_count = 1;
+  arena->free_ranges[0].offset = 0;
+  arena->free_ranges[0].size = size;
+  *out_arena = arena;
+  return NULL;
+}
+
+void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {
+  halo_u64_map_remove(&daemon->arenas, arena->id);
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    halo_hal_device_t *device = daemon->hal.devices[i];
+    device->vtable->unregister_host(device, arena->mapping);
+  }
+  munmap(arena->mapping, arena->size);
+  close(arena->fd);
+  free(arena->free_ranges);
+  free(arena);
+}
+
+bool halod_arena_allocate(halod_arena_t *arena, uint64_t size,
+                          uint64_t *out_offset) {
+  *out_offset = 0;
+  size = halod_align_up(size, HALOD_ARENA_ALIGNMENT);
+  for (uint32_t i = 0; i < arena->free_count; ++i) {
+    halod_arena_range_t *range = &arena->free_ranges[i];
+    if (range->size < size) continue;
+    *out_offset = range->offset;
+    range->offset += size;
+    range->size -= size;
+    if (range->size == 0) {
+      memmove(range, range + 1, (arena->free_count - i - 1) * sizeof(*range));
+      --arena->free_count;
+    }
+    ++arena->live;
+    return true;
+  }
+  return false;
+}
+
+void halod_arena_free(halod_t *daemon, halod_arena_t *arena, uint64_t offset,
+                      uint64_t size) {
+  size = halod_align_up(size, HALOD_ARENA_ALIGNMENT);
+  --arena->live;
+  if (arena->live == 0 && (arena->exclusive || arena->owner_session == 0)) {
+    halod_arena_destroy(daemon, arena);
+    return;
+  }
+  // Insert sorted, then coalesce with the neighbours.
+  uint32_t i = 0;
+  while (i < arena->free_count && arena->free_ranges[i].offset < offset) ++i;
+  if (arena->free_count == arena->free_capacity) {
+    uint32_t capacity = arena->free_capacity * 2;
+    halod_arena_range_t *ranges =
+        realloc(arena->free_ranges, capacity * sizeof(*ranges));
+    if (!ranges) {
+      // Leaks the range (the arena stays usable); logged, not fatal.
+      HALO_LOG_WARN("arena %llu: out of memory returning a range",
+                    (unsigned long long)arena->id);
+      return;
+    }
+    arena->free_ranges = ranges;
+    arena->free_capacity = capacity;
+  }
+  memmove(&arena->free_ranges[i + 1], &arena->free_ranges[i],
+          (arena->free_count - i) * sizeof(halod_arena_range_t));
+  arena->free_ranges[i].offset = offset;
+  arena->free_ranges[i].size = size;
+  ++arena->free_count;
+  if (i + 1 < arena->free_count &&
+      arena->free_ranges[i].offset + arena->free_ranges[i].size ==
+          arena->free_ranges[i + 1].offset) {
+    arena->free_ranges[i].size += arena->free_ranges[i + 1].size;
+    memmove(&arena->free_ranges[i + 1], &arena->free_ranges[i + 2],
+            (arena->free_count - i - 2) * sizeof(halod_arena_range_t));
+    --arena->free_count;
+  }
+  if (i > 0 &&
+      arena->free_ranges[i - 1].offset + arena->free_ranges[i - 1].size ==
+          arena->free_ranges[i].offset) {
+    arena->free_ranges[i - 1].size += arena->free_ranges[i].size;
+    memmove(&arena->free_ranges[i], &arena->free_ranges[i + 1],
+            (arena->free_count - i - 1) * sizeof(halod_arena_range_t));
+    --arena->free_count;
+  }
+}
+
+void halod_arena_orphan(halod_t *daemon, halod_arena_t *arena) {
+  arena->owner_session = 0;
+  if (arena->live == 0) halod_arena_destroy(daemon, arena);
+}

@@ -1,0 +1,54 @@
+// Host-visible arenas: memfds sealed against shrinking and growing, mapped by
+// the daemon and by the client, registered with every device, and
+// sub-allocated into buffers (vm.max_map_count is 65530: one mapping per
+// buffer does not scale). Each session has its own shared arenas; an
+// exportable buffer gets an exclusive arena (mapping an arena exposes every
+// buffer on it).
+//
+// Loop thread only.
+#ifndef HALOD_ARENA_H_
+#define HALOD_ARENA_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+
+#define HALOD_ARENA_ALIGNMENT 256
+
+typedef struct halod_arena_range_t {
+  uint64_t offset;
+  uint64_t size;
+} halod_arena_range_t;
+
+typedef struct halod_arena_t {
+  uint64_t id;
+  int fd;
+  void *mapping;
+  uint64_t size;
+  bool exclusive;
+  uint64_t owner_session;  // 0 once the session ended
+  uint32_t live;           // buffers placed on it
+  // Free ranges sorted by offset, coalesced.
+  halod_arena_range_t *free_ranges;
+  uint32_t free_count;
+  uint32_t free_capacity;
+} halod_arena_t;
+
+halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
+                                 uint64_t owner_session,
+                                 halod_arena_t **out_arena);
+void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena);
+
+// First fit, HALOD_ARENA_ALIGNMENT-aligned. Returns false if no range fits.
+bool halod_arena_allocate(halod_arena_t *arena, uint64_t size,
+                          uint64_t *out_offset);
+// Returns the range; destroys the arena when it is empty and exclusive or
+// orphaned.
+void halod_arena_free(halod_t *daemon, halod_arena_t *arena, uint64_t offset,
+                      uint64_t size);
+
+// The session that owned a shared arena ended.
+void halod_arena_orphan(halod_t *daemon, halod_arena_t *arena);
+
+#endif  // HALOD_ARENA_H_

@@ -1,0 +1,168 @@
+#include "daemon/buffer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "daemon/session.h"
+
+// Places |size| bytes on one of the session's shared arenas, creating one
+// when none has room; exportable or large buffers get an exclusive arena.
+static halo_status_t halod_buffer_place(halod_t *daemon,
+                                        halod_session_t *session, uint64_t size,
+                                        bool exportable,
+                                        halod_arena_t **out_arena,
+                                        uint64_t *out_offset) {
+  *out_arena = NULL;
+  *out_offset = 0;
+  bool exclusive = exportable || size > daemon->config.arena_bytes / 2;
+  if (!exclusive) {
+    for (uint32_t i = 0; i < session->arena_count; ++i) {
+      if (halod_arena_allocate(session->arenas[i], size, out_offset)) {
+        *out_arena = session->arenas[i];
+        return NULL;
+      }
+    }
+  }
+  halod_arena_t *arena = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_arena_create(daemon, exclusive ? size : daemon->config.arena_bytes,
+                         exclusive, session->id, &arena));
+  if (!exclusive) {
+    halo_status_t status = halod_session_add_arena(session, arena);
+    if (status) {
+      halod_arena_destroy(daemon, arena);
+      return status;
+    }
+  }
+  halod_arena_allocate(arena, size, out_offset);  // fits: fresh arena
+  *out_arena = arena;
+  return NULL;
+}
+
+halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
+                                  uint32_t device, uint32_t memory_type,
+                                  uint64_t size, bool exportable,
+                                  halod_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  if (device >= daemon->hal.device_count) {
+    return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
+                            "device %u does not exist (the daemon has %u)",
+                            device, daemon->hal.device_count);
+  }
+  if (size == 0 || size > HALOD_BUFFER_MAX_SIZE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "buffer size %llu is outside [1, 2^40]",
+                            (unsigned long long)size);
+  }
+  bool host = memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE;
+  if (!host && memory_type != HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "unknown memory type %u", memory_type);
+  }
+  uint64_t used = host ? session->host_bytes : session->device_bytes;
+  uint64_t quota = host ? daemon->config.session_host_bytes
+                        : daemon->config.session_device_bytes;
+  if (size > quota || used > quota - size) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "%s buffer of %llu bytes exceeds the session's "
+                            "quota (%llu of %llu bytes in use)",
+                            host ? "host-visible" : "device",
+                            (unsigned long long)size, (unsigned long long)used,
+                            (unsigned long long)quota);
+  }
+  halod_buffer_t *buffer = calloc(1, sizeof(*buffer));
+  if (!buffer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  buffer->refcount = 1;
+  buffer->id = halod_next_id(daemon);
+  buffer->memory_type = memory_type;
+  buffer->device = device;
+  buffer->size = size;
+  buffer->owner_session = session->id;
+  buffer->exportable = exportable;
+  halo_status_t status;
+  if (host) {
+    status = halod_buffer_place(daemon, session, size, exportable,
+                                &buffer->arena, &buffer->offset);
+  } else {
+    halo_hal_device_t *hal_device = daemon->hal.devices[device];
+    status =
+        hal_device->vtable->allocate(hal_device, size, &buffer->device_address);
+  }
+  if (status) {
+    free(buffer);
+    return status;
+  }
+  if (host) {
+    session->host_bytes += size;
+  } else {
+    session->device_bytes += size;
+  }
+  *out_buffer = buffer;
+  return NULL;
+}
+
+void halod_buffer_retain(halod_buffer_t *buffer) {
+  ++buffer->refcount;
+}
+
+void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
+  if (--buffer->refcount > 0) return;
+  if (buffer->exported) halod_export_remove(daemon, buffer->token);
+  halod_session_t *owner =
+      buffer->owner_session
+          ? halo_u64_map_get(&daemon->sessions_by_id, buffer->owner_session)
+          : NULL;
+  if (buffer->arena) {
+    if (owner) owner->host_bytes -= buffer->size;
+    halod_arena_free(daemon, buffer->arena, buffer->offset, buffer->size);
+  } else {
+    if (owner) owner->device_bytes -= buffer->size;
+    halo_hal_device_t *device = daemon->hal.devices[buffer->device];
+    device->vtable->deallocate(device, buffer->device_address, buffer->size);
+  }
+  free(buffer);
+}
+
+halo_status_t halod_buffer_check_range(const halod_buffer_t *buffer,
+                                       uint64_t offset, uint64_t length) {
+  if (offset > buffer->size || length > buffer->size - offset) {
+    return halo_status_make(
+        HALO_STATUS_OUT_OF_RANGE,
+        "range [%llu, %llu + %llu) exceeds buffer %llu of "
+        "%llu bytes",
+        (unsigned long long)offset, (unsigned long long)offset,
+        (unsigned long long)length, (unsigned long long)buffer->id,
+        (unsigned long long)buffer->size);
+  }
+  return NULL;
+}
+
+halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
+                                 uint64_t offset, const void *data,
+                                 uint64_t length) {
+  HALO_RETURN_IF_ERROR(halod_buffer_check_range(buffer, offset, length));
+  if (buffer->arena) {
+    memcpy((char *)buffer->arena->mapping + buffer->offset + offset, data,
+           (size_t)length);
+    return NULL;
+  }
+  halo_hal_device_t *device = daemon->hal.devices[buffer->device];
+  return device->vtable->write(device, buffer->device_address + offset, data,
+                               length);
+}
+
+halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
+                                uint64_t offset, void *out_data,
+                                uint64_t length) {
+  HALO_RETURN_IF_ERROR(halod_buffer_check_range(buffer, offset, length));
+  if (buffer->arena) {
+    memcpy(out_data,
+           (const char *)buffer->arena->mapping + buffer->offset + offset,
+           (size_t)length);
+    return NULL;
+  }
+  halo_hal_device_t *device = daemon->hal.devices[buffer->device];
+  return device->vtable->read(device, buffer->device_address + offset, out_data,
+                              length);
+}

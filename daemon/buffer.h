@@ -1,0 +1,50 @@
+// Buffers in the daemon: host-visible (a range of an arena) or device
+// memory (allocated through the HAL device). Charged to the creating
+// session's quotas.
+//
+// Loop thread only.
+#ifndef HALOD_BUFFER_H_
+#define HALOD_BUFFER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/arena.h"
+#include "daemon/daemon.h"
+
+typedef struct halod_buffer_t {
+  uint32_t refcount;  // handles in sessions (+ in-flight work, later)
+  uint64_t id;
+  uint32_t memory_type;  // HALO__WIRE__MEMORY_TYPE__*
+  uint32_t device;
+  uint64_t size;
+  halod_arena_t *arena;  // host-visible
+  uint64_t offset;
+  uint64_t device_address;  // device memory
+  uint64_t owner_session;   // charged session; 0 once it ended
+  bool exportable;
+  bool exported;
+  uint8_t token[16];
+} halod_buffer_t;
+
+#define HALOD_BUFFER_MAX_SIZE (1ull << 40)
+
+halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
+                                  uint32_t device, uint32_t memory_type,
+                                  uint64_t size, bool exportable,
+                                  halod_buffer_t **out_buffer);
+void halod_buffer_retain(halod_buffer_t *buffer);
+void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer);
+
+// OUT_OF_RANGE unless [offset, offset + length) lies inside the buffer.
+halo_status_t halod_buffer_check_range(const halod_buffer_t *buffer,
+                                       uint64_t offset, uint64_t length);
+
+halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
+                                 uint64_t offset, const void *data,
+                                 uint64_t length);
+halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
+                                uint64_t offset, void *out_data,
+                                uint64_t length);
+
+#endif  // HALOD_BUFFER_H_

@@ -1,0 +1,216 @@
+// halod's lifecycle: start, signals, stop; trust domains; exports.
+#include "daemon/daemon.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/buffer.h"
+#include "daemon/fd_server.h"
+#include "daemon/semaphore.h"
+#include "daemon/session.h"
+
+uint64_t halod_next_id(halod_t *daemon) {
+  return ++daemon->next_id;
+}
+
+halod_domain_t *halod_domain_acquire(halod_t *daemon, uint32_t uid) {
+  uint64_t key = (uint64_t)uid + 1;
+  halod_domain_t *domain = halo_u64_map_get(&daemon->domains, key);
+  if (!domain) {
+    domain = calloc(1, sizeof(*domain));
+    if (!domain) return NULL;
+    domain->key = key;
+    domain->uid = uid;
+    snprintf(domain->name, sizeof(domain->name), "uid:%u", uid);
+    halo_status_t status = halo_u64_map_put(&daemon->domains, key, domain);
+    if (status) {
+      halo_status_free(status);
+      free(domain);
+      return NULL;
+    }
+  }
+  ++domain->sessions;
+  return domain;
+}
+
+void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
+  if (--domain->sessions > 0) return;
+  halo_u64_map_remove(&daemon->domains, domain->key);
+  free(domain);
+}
+
+static uint64_t halod_token_key(const uint8_t *token) {
+  uint64_t key;
+  memcpy(&key, token, sizeof(key));
+  return key ? key : 1;
+}
+
+halo_status_t halod_export_create(halod_t *daemon, uint32_t type, void *object,
+                                  uint8_t out_token[16]) {
+  halod_export_t *entry = calloc(1, sizeof(*entry));
+  if (!entry) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  // A fresh random token; retry on the (astronomically unlikely) collision of
+  // its first 8 bytes with a live export.
+  do {
+    if (getrandom(entry->token, sizeof(entry->token), 0) != 16) {
+      free(entry);
+      return halo_status_from_errno(errno, "getrandom for an export token");
+    }
+  } while (halo_u64_map_get(&daemon->exports, halod_token_key(entry->token)));
+  entry->type = type;
+  entry->object = object;
+  halo_status_t status =
+      halo_u64_map_put(&daemon->exports, halod_token_key(entry->token), entry);
+  if (status) {
+    free(entry);
+    return status;
+  }
+  memcpy(out_token, entry->token, 16);
+  return NULL;
+}
+
+halo_status_t halod_export_lookup(halod_t *daemon, const uint8_t *token,
+                                  size_t token_length, uint32_t type,
+                                  void **out_object) {
+  *out_object = NULL;
+  if (token_length != 16) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "token of %zu bytes (tokens have 16)",
+                            token_length);
+  }
+  halod_export_t *entry =
+      halo_u64_map_get(&daemon->exports, halod_token_key(token));
+  if (!entry || memcmp(entry->token, token, 16) != 0 || entry->type != type) {
+    return halo_status_make(HALO_STATUS_NOT_FOUND,
+                            "no live exported %s has this token",
+                            halod_object_type_name(type));
+  }
+  *out_object = entry->object;
+  return NULL;
+}
+
+void halod_export_remove(halod_t *daemon, const uint8_t token[16]) {
+  free(halo_u64_map_remove(&daemon->exports, halod_token_key(token)));
+}
+
+static void halod_on_signal(uv_signal_t *handle, int signum) {
+  halod_t *daemon = handle->data;
+  HALO_LOG_INFO("received %s; shutting down", strsignal(signum));
+  halod_stop(daemon);
+}
+
+halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
+                          const halod_config_t *config) {
+  memset(daemon, 0, sizeof(*daemon));
+  daemon->loop = loop;
+  daemon->config = *config;
+  daemon->start_ns = halo_clock_now_ns();
+  if (getrandom(&daemon->incarnation, sizeof(daemon->incarnation), 0) != 8) {
+    return halo_status_from_errno(errno, "getrandom for the incarnation");
+  }
+  halo_u64_map_initialize(&daemon->sessions_by_pipe);
+  halo_u64_map_initialize(&daemon->sessions_by_id);
+  halo_u64_map_initialize(&daemon->domains);
+  halo_u64_map_initialize(&daemon->pages);
+  halo_u64_map_initialize(&daemon->arenas);
+  halo_u64_map_initialize(&daemon->semaphores);
+  halo_u64_map_initialize(&daemon->exports);
+
+  HALO_RETURN_IF_ERROR(
+      halo_hal_registry_initialize(config->driver, &daemon->hal));
+  for (int i = 0; i < HALO_HAL_DRIVER_COUNT; ++i) {
+    const halo_hal_driver_info_t *driver = &daemon->hal.drivers[i];
+    if (driver->available) {
+      HALO_LOG_INFO("driver %s: available", driver->name);
+    } else {
+      HALO_LOG_INFO("driver %s: unavailable (%s)", driver->name,
+                    driver->reason);
+    }
+  }
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    HALO_LOG_INFO("device %u: %s %s", i, daemon->hal.devices[i]->info.driver,
+                  daemon->hal.devices[i]->info.name);
+  }
+
+  // The fd channel sits beside the client socket.
+  snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
+           config->listen + strlen("ipc://"));
+  halo_status_t status = halod_fd_server_create(
+      daemon, daemon->fd_channel_path, config->socket_mode, &daemon->fd_server);
+  halod_server_options_t options = {
+      .address = config->listen,
+      .socket_mode = config->socket_mode,
+      .max_message_bytes = config->max_message_bytes,
+      .contexts = config->contexts,
+      .handler = halod_requests_on_event,
+      .user_data = daemon,
+  };
+  if (!status) {
+    status = halod_server_create(loop, &options, &daemon->client_server);
+  }
+  if (!status) {
+    options.address = config->admin;
+    options.handler = halod_admin_on_event;
+    status = halod_server_create(loop, &options, &daemon->admin_server);
+  }
+  if (status) {
+    halod_stop(daemon);
+    return status;
+  }
+  daemon->sigterm.data = daemon->sigint.data = daemon;
+  uv_signal_init(loop, &daemon->sigterm);
+  uv_signal_init(loop, &daemon->sigint);
+  uv_signal_start(&daemon->sigterm, halod_on_signal, SIGTERM);
+  uv_signal_start(&daemon->sigint, halod_on_signal, SIGINT);
+  signal(SIGPIPE, SIG_IGN);
+  HALO_LOG_INFO("ready: listening on %s, admin %s, fd channel %s (pid %d)",
+                config->listen, config->admin, daemon->fd_channel_path,
+                (int)getpid());
+  return NULL;
+}
+
+void halod_stop(halod_t *daemon) {
+  if (daemon->stopping) return;
+  daemon->stopping = true;
+  // Stop accepting: no new requests reach the loop after this.
+  halod_server_destroy(daemon->client_server);
+  daemon->client_server = NULL;
+  halod_server_destroy(daemon->admin_server);
+  daemon->admin_server = NULL;
+  // Outstanding work fails: every waiter wakes with UNAVAILABLE.
+  for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
+    if (!daemon->semaphores.entries[i].key) continue;
+    halod_semaphore_fail(daemon->semaphores.entries[i].value,
+                         HALO_STATUS_UNAVAILABLE, "halod is shutting down");
+  }
+  // Sessions release everything they hold.
+  while (daemon->sessions_by_id.count > 0) {
+    for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+      if (daemon->sessions_by_id.entries[i].key) {
+        halod_session_destroy(daemon, daemon->sessions_by_id.entries[i].value);
+        break;
+      }
+    }
+  }
+  halod_fd_server_destroy(daemon->fd_server);
+  daemon->fd_server = NULL;
+  if (daemon->sigterm.loop) {
+    uv_close((uv_handle_t *)&daemon->sigterm, NULL);
+    uv_close((uv_handle_t *)&daemon->sigint, NULL);
+  }
+  halo_hal_registry_deinitialize(&daemon->hal);
+  halo_u64_map_deinitialize(&daemon->sessions_by_pipe);
+  halo_u64_map_deinitialize(&daemon->sessions_by_id);
+  halo_u64_map_deinitialize(&daemon->domains);
+  halo_u64_map_deinitialize(&daemon->pages);
+  halo_u64_map_deinitialize(&daemon->arenas);
+  halo_u64_map_deinitialize(&daemon->semaphores);
+  halo_u64_map_deinitialize(&daemon->exports);
+}

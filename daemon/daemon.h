@@ -1,0 +1,96 @@
+// halod's state. One libuv loop thread owns all of it; nng threads hand it
+// requests through daemon/server.c's queue. Every function declared in
+// daemon/*.h runs on the loop thread unless it says otherwise.
+#ifndef HALOD_DAEMON_H_
+#define HALOD_DAEMON_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/u64_map.h"
+#include "common/wire.h"
+#include "daemon/config.h"
+#include "daemon/server.h"
+#include "hal/device.h"
+
+typedef struct halod_fd_server_t halod_fd_server_t;
+typedef struct halod_session_t halod_session_t;
+
+// Clients that share a device context can read each other's memory, so they
+// must trust each other: sessions are grouped into trust domains (default:
+// one per uid). Everything runs in one process for now; every session
+// already carries its domain.
+typedef struct halod_domain_t {
+  uint64_t key;  // uid + 1
+  uint32_t uid;
+  char name[32];
+  uint32_t sessions;
+} halod_domain_t;
+
+// An exported object: the token maps to the object while it lives.
+typedef struct halod_export_t {
+  uint8_t token[16];
+  uint32_t type;  // halod_object_type_t
+  void *object;
+} halod_export_t;
+
+typedef struct halod_t {
+  uv_loop_t *loop;
+  halod_config_t config;
+  halo_hal_registry_t hal;
+  halod_server_t *client_server;
+  halod_server_t *admin_server;
+  halod_fd_server_t *fd_server;
+  char fd_channel_path[512];
+  uv_signal_t sigterm;
+  uv_signal_t sigint;
+  uint64_t incarnation;
+  int64_t start_ns;
+  uint64_t next_id;  // sessions, pages, arenas, objects
+  bool stopping;
+
+  halo_u64_map_t sessions_by_pipe;  // pipe id -> session
+  halo_u64_map_t sessions_by_id;    // session id -> session
+  halo_u64_map_t domains;           // uid + 1 -> domain
+  halo_u64_map_t pages;             // page id -> halod_timeline_page_t
+  halo_u64_map_t arenas;            // arena id -> halod_arena_t
+  halo_u64_map_t semaphores;        // semaphore id -> halod_semaphore_t
+  halo_u64_map_t exports;           // first 8 token bytes -> halod_export_t
+} halod_t;
+
+// Starts everything: devices, sockets, signal handlers.
+halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
+                          const halod_config_t *config);
+
+// Stops accepting, fails outstanding work, frees everything; the loop then
+// runs out of handles and uv_run returns.
+void halod_stop(halod_t *daemon);
+
+uint64_t halod_next_id(halod_t *daemon);
+
+// Trust domains.
+halod_domain_t *halod_domain_acquire(halod_t *daemon, uint32_t uid);
+void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
+
+// Exports: |out_token| receives a fresh random token mapped to |object|.
+halo_status_t halod_export_create(halod_t *daemon, uint32_t type, void *object,
+                                  uint8_t out_token[16]);
+// NOT_FOUND unless |token| names a live export of |type|.
+halo_status_t halod_export_lookup(halod_t *daemon, const uint8_t *token,
+                                  size_t token_length, uint32_t type,
+                                  void **out_object);
+void halod_export_remove(halod_t *daemon, const uint8_t token[16]);
+
+// Client socket handler (daemon/requests.c) and admin handler
+// (daemon/admin.c).
+void halod_requests_on_event(void *user_data, halod_server_event_t *event);
+void halod_admin_on_event(void *user_data, halod_server_event_t *event);
+
+// Packs |response| and replies on |context| (daemon/requests.c).
+void halod_reply(halod_server_context_t *context,
+                 const Halo__Wire__Response *response);
+// Replies with just a status (consumed).
+void halod_reply_status(halod_server_context_t *context, halo_status_t status);
+
+#endif  // HALOD_DAEMON_H_

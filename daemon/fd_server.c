@@ -1,0 +1,308 @@
+#include "daemon/fd_server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/fd_channel.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/arena.h"
+#include "daemon/semaphore.h"
+#include "daemon/session.h"
+
+struct halod_fd_connection_t {
+  uv_poll_t poll;
+  halod_fd_server_t *server;
+  int fd;
+  uint32_t peer_uid;
+  uint32_t peer_pid;
+  halod_session_t *session;  // NULL until AUTH succeeds
+  // Links: all connections of the server; connections of one session.
+  halod_fd_connection_t *next;
+  halod_fd_connection_t *prev;
+  halod_fd_connection_t *session_next;
+};
+
+struct halod_fd_server_t {
+  halod_t *daemon;
+  uv_poll_t poll;
+  int fd;
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  halod_fd_connection_t *connections;
+};
+
+static void halod_fd_connection_on_closed(uv_handle_t *handle) {
+  halod_fd_connection_t *connection = handle->data;
+  close(connection->fd);
+  free(connection);
+}
+
+static void halod_fd_connection_close(halod_fd_connection_t *connection) {
+  halod_fd_server_t *server = connection->server;
+  if (connection->prev) {
+    connection->prev->next = connection->next;
+  } else {
+    server->connections = connection->next;
+  }
+  if (connection->next) connection->next->prev = connection->prev;
+  if (connection->session) {
+    halod_fd_connection_t **link = &connection->session->fd_connections;
+    while (*link && *link != connection) link = &(*link)->session_next;
+    if (*link) *link = connection->session_next;
+    connection->session = NULL;
+  }
+  uv_poll_stop(&connection->poll);
+  uv_close((uv_handle_t *)&connection->poll, halod_fd_connection_on_closed);
+}
+
+static void halod_fd_reply(halod_fd_connection_t *connection,
+                           halo_status_t status, int fd, uint64_t size) {
+  halo_fd_reply_t reply;
+  memset(&reply, 0, sizeof(reply));
+  reply.code = (int32_t)halo_status_code(status);
+  reply.size = size;
+  snprintf(reply.message, sizeof(reply.message), "%s",
+           halo_status_message(status));
+  halo_status_free(status);
+  halo_status_t send_status =
+      halo_fd_send(connection->fd, &reply, sizeof(reply), fd);
+  if (send_status) {
+    HALO_LOG_DEBUG("fd channel: %s", halo_status_message(send_status));
+    halo_status_free(send_status);
+  }
+}
+
+static halo_status_t halod_fd_authenticate(halod_fd_connection_t *connection,
+                                           const halo_fd_request_t *request) {
+  halod_t *daemon = connection->server->daemon;
+  if (connection->session) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "fd channel already authenticated");
+  }
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions_by_id, request->id);
+  // The same answer for an unknown session and a wrong token: no oracle.
+  bool token_ok = false;
+  if (session) {
+    uint8_t difference = 0;
+    for (size_t i = 0; i < sizeof(session->token); ++i) {
+      difference |= session->token[i] ^ request->token[i];
+    }
+    token_ok = difference == 0;
+  }
+  if (!session || !token_ok || !session->hello_done) {
+    return halo_status_make(HALO_STATUS_UNAUTHENTICATED,
+                            "unknown session or wrong token");
+  }
+  if (session->uid != connection->peer_uid ||
+      session->pid != connection->peer_pid) {
+    HALO_LOG_WARN(
+        "fd channel: pid %u uid %u presented the token of session "
+        "%llu (pid %u uid %u); refused",
+        connection->peer_pid, connection->peer_uid,
+        (unsigned long long)session->id, session->pid, session->uid);
+    return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                            "peer credentials (pid %u, uid %u) are not those "
+                            "of the session",
+                            connection->peer_pid, connection->peer_uid);
+  }
+  connection->session = session;
+  connection->session_next = session->fd_connections;
+  session->fd_connections = connection;
+  return NULL;
+}
+
+static void halod_fd_serve(halod_fd_connection_t *connection,
+                           const halo_fd_request_t *request) {
+  halod_t *daemon = connection->server->daemon;
+  if (request->magic != HALO_FD_CHANNEL_MAGIC) {
+    halod_fd_reply(
+        connection,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "fd channel: bad magic 0x%x", request->magic),
+        -1, 0);
+    return;
+  }
+  if (request->kind == HALO_FD_REQUEST_AUTH) {
+    halod_fd_reply(connection, halod_fd_authenticate(connection, request), -1,
+                   0);
+    return;
+  }
+  halod_session_t *session = connection->session;
+  if (!session) {
+    halod_fd_reply(connection,
+                   halo_status_make(HALO_STATUS_UNAUTHENTICATED,
+                                    "fd channel: authenticate first"),
+                   -1, 0);
+    return;
+  }
+  if (request->kind == HALO_FD_REQUEST_SEMAPHORE_PAGE) {
+    halod_timeline_page_t *page = halo_u64_map_get(&daemon->pages, request->id);
+    if (!page ||
+        !halod_session_is_granted(session, HALOD_GRANT_PAGE, request->id)) {
+      halod_fd_reply(connection,
+                     halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                                      "semaphore page %llu: the session holds "
+                                      "no semaphore on it",
+                                      (unsigned long long)request->id),
+                     -1, 0);
+      return;
+    }
+    halod_fd_reply(connection, NULL, page->fd, HALO_TIMELINE_PAGE_SIZE);
+    return;
+  }
+  if (request->kind == HALO_FD_REQUEST_ARENA) {
+    halod_arena_t *arena = halo_u64_map_get(&daemon->arenas, request->id);
+    if (!arena ||
+        !halod_session_is_granted(session, HALOD_GRANT_ARENA, request->id)) {
+      halod_fd_reply(connection,
+                     halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                                      "arena %llu: the session holds no "
+                                      "buffer on it",
+                                      (unsigned long long)request->id),
+                     -1, 0);
+      return;
+    }
+    halod_fd_reply(connection, NULL, arena->fd, arena->size);
+    return;
+  }
+  halod_fd_reply(
+      connection,
+      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                       "fd channel: unknown request kind %u", request->kind),
+      -1, 0);
+}
+
+static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
+                                            int events) {
+  halod_fd_connection_t *connection = poll->data;
+  if (status < 0 || (events & UV_DISCONNECT)) {
+    halod_fd_connection_close(connection);
+    return;
+  }
+  halo_fd_request_t request;
+  int passed_fd = -1;
+  halo_status_t recv_status =
+      halo_fd_recv(connection->fd, &request, sizeof(request), &passed_fd);
+  if (passed_fd >= 0) close(passed_fd);  // clients pass nothing (yet)
+  if (recv_status) {
+    halo_status_code_t code = halo_status_code(recv_status);
+    if (code == HALO_STATUS_UNAVAILABLE ||
+        code == HALO_STATUS_RESOURCE_EXHAUSTED) {
+      // Closed, or EAGAIN (spurious wake-up).
+      halo_status_free(recv_status);
+      if (code == HALO_STATUS_UNAVAILABLE)
+        halod_fd_connection_close(connection);
+      return;
+    }
+    halod_fd_reply(connection, recv_status, -1, 0);
+    return;
+  }
+  halod_fd_serve(connection, &request);
+}
+
+static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
+                                          int events) {
+  (void)events;
+  halod_fd_server_t *server = poll->data;
+  if (status < 0) return;
+  int fd = accept4(server->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  struct ucred credentials;
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    close(fd);
+    return;
+  }
+  halod_fd_connection_t *connection = calloc(1, sizeof(*connection));
+  if (!connection) {
+    close(fd);
+    return;
+  }
+  connection->server = server;
+  connection->fd = fd;
+  connection->peer_uid = credentials.uid;
+  connection->peer_pid = (uint32_t)credentials.pid;
+  connection->poll.data = connection;
+  if (uv_poll_init(server->daemon->loop, &connection->poll, fd) != 0) {
+    close(fd);
+    free(connection);
+    return;
+  }
+  connection->next = server->connections;
+  if (server->connections) server->connections->prev = connection;
+  server->connections = connection;
+  uv_poll_start(&connection->poll, UV_READABLE | UV_DISCONNECT,
+                halod_fd_connection_on_readable);
+}
+
+halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
+                                     uint32_t socket_mode,
+                                     halod_fd_server_t **out_server) {
+  *out_server = NULL;
+  halod_fd_server_t *server = calloc(1, sizeof(*server));
+  if (!server) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  server->daemon = daemon;
+  server->fd = -1;
+  if (strlen(path) >= sizeof(server->path)) {
+    free(server);
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "fd channel path '%s' is longer than %zu bytes",
+                            path, sizeof(server->path) - 1);
+  }
+  strcpy(server->path, path);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  strcpy(address.sun_path, path);
+  // A stale socket of a previous run: only a socket is removed.
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
+  server->fd =
+      socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  halo_status_t status = NULL;
+  if (server->fd < 0) {
+    status = halo_status_from_errno(errno, "fd channel socket");
+  } else if (bind(server->fd, (struct sockaddr *)&address, sizeof(address))) {
+    status = halo_status_from_errno(errno, "fd channel bind %s", path);
+  } else if (chmod(path, socket_mode) != 0) {
+    status = halo_status_from_errno(errno, "fd channel chmod %s", path);
+  } else if (listen(server->fd, 128) != 0) {
+    status = halo_status_from_errno(errno, "fd channel listen %s", path);
+  }
+  if (status) {
+    if (server->fd >= 0) close(server->fd);
+    free(server);
+    return status;
+  }
+  server->poll.data = server;
+  uv_poll_init(daemon->loop, &server->poll, server->fd);
+  uv_poll_start(&server->poll, UV_READABLE, halod_fd_server_on_connection);
+  *out_server = server;
+  return NULL;
+}
+
+static void halod_fd_server_on_closed(uv_handle_t *handle) {
+  halod_fd_server_t *server = handle->data;
+  close(server->fd);
+  unlink(server->path);
+  free(server);
+}
+
+void halod_fd_server_destroy(halod_fd_server_t *server) {
+  if (!server) return;
+  while (server->connections) halod_fd_connection_close(server->connections);
+  uv_poll_stop(&server->poll);
+  uv_close((uv_handle_t *)&server->poll, halod_fd_server_on_closed);
+}
+
+void halod_fd_server_drop_session(halod_fd_server_t *server,
+                                  halod_session_t *session) {
+  if (!server) return;
+  while (session->fd_connections) {
+    halod_fd_connection_close(session->fd_connections);
+  }
+}

@@ -1,0 +1,22 @@
+// The fd channel server (protocol in common/fd_channel.h): a Unix
+// SOCK_SEQPACKET socket beside the nng socket. A connection authenticates
+// with its session id and token; the daemon checks that the connection's
+// peer credentials (SO_PEERCRED) are the session's, then hands out memfds of
+// pages and arenas the session holds objects on.
+//
+// Loop thread only.
+#ifndef HALOD_FD_SERVER_H_
+#define HALOD_FD_SERVER_H_
+
+#include "daemon/daemon.h"
+
+halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
+                                     uint32_t socket_mode,
+                                     halod_fd_server_t **out_server);
+void halod_fd_server_destroy(halod_fd_server_t *server);
+
+// Closes every connection authenticated as |session|.
+void halod_fd_server_drop_session(halod_fd_server_t *server,
+                                  halod_session_t *session);
+
+#endif  // HALOD_FD_SERVER_H_

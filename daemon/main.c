@@ -1,0 +1,40 @@
+// halod: the halo GPU device server. Runs in the foreground (systemd style).
+#include <stdio.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include "common/log.h"
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+
+int main(int argc, char **argv) {
+  halod_config_t config;
+  halod_config_initialize(&config);
+  int exit_now = 0;
+  halo_status_t status = halod_config_parse(&config, argc, argv, &exit_now);
+  if (status) {
+    fprintf(stderr, "halod: %s\n", halo_status_message(status));
+    halo_status_free(status);
+    return 2;
+  }
+  if (exit_now) return 0;
+  halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  static halod_t daemon;
+  status = halod_start(&daemon, &loop, &config);
+  if (status) {
+    HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
+    halo_status_free(status);
+    uv_run(&loop, UV_RUN_DEFAULT);  // let closing handles finish
+    uv_loop_close(&loop);
+    return 1;
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  int rc = uv_loop_close(&loop);
+  if (rc != 0)
+    HALO_LOG_WARN("loop closed with handles open: %s", uv_strerror(rc));
+  HALO_LOG_INFO("stopped");
+  return 0;
+}

@@ -1,0 +1,202 @@
+#include "daemon/semaphore.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/memfd.h"
+#include "common/status.h"
+#include "daemon/session.h"
+
+static halo_status_t halod_timeline_page_create(
+    halod_t *daemon, bool exclusive, uint64_t owner_session,
+    halod_timeline_page_t **out_page) {
+  *out_page = NULL;
+  halod_timeline_page_t *page = calloc(1, sizeof(*page));
+  if (!page) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  page->id = halod_next_id(daemon);
+  page->exclusive = exclusive;
+  page->owner_session = owner_session;
+  page->fd = -1;
+  void *mapping = NULL;
+  halo_status_t status =
+      halo_memfd_create("halo-semaphores", HALO_TIMELINE_PAGE_SIZE, &page->fd);
+  // Map read-write before sealing: F_SEAL_FUTURE_WRITE then forbids any new
+  // writable mapping (clients), while ours stays writable.
+  if (!status) {
+    status = halo_memfd_map(page->fd, HALO_TIMELINE_PAGE_SIZE,
+                            PROT_READ | PROT_WRITE, &mapping);
+  }
+  if (!status) status = halo_memfd_seal(page->fd, HALO_SEALS_DAEMON_OWNED);
+  if (!status) {
+    status = halo_u64_map_put(&daemon->pages, page->id, page);
+  }
+  if (status) {
+    if (mapping) munmap(mapping, HALO_TIMELINE_PAGE_SIZE);
+    if (page->fd >= 0) close(page->fd);
+    free(page);
+    return halo_status_annotate(status, "creating a semaphore page");
+  }
+  page->mapping = mapping;
+  halo_timeline_page_initialize(page->mapping, daemon->incarnation);
+  *out_page = page;
+  return NULL;
+}
+
+static void halod_timeline_page_destroy(halod_t *daemon,
+                                        halod_timeline_page_t *page) {
+  halo_u64_map_remove(&daemon->pages, page->id);
+  munmap(page->mapping, HALO_TIMELINE_PAGE_SIZE);
+  close(page->fd);
+  free(page);
+}
+
+void halod_timeline_page_orphan(halod_t *daemon, halod_timeline_page_t *page) {
+  page->owner_session = 0;
+  if (page->used == 0) halod_timeline_page_destroy(daemon, page);
+}
+
+// Finds a free slot: on a fresh exclusive page, or on one of the session's
+// private pages (creating one when all are full).
+static halo_status_t halod_semaphore_place(halod_t *daemon,
+                                           halod_session_t *session,
+                                           bool exportable,
+                                           halod_timeline_page_t **out_page,
+                                           uint32_t *out_slot) {
+  halod_timeline_page_t *page = NULL;
+  if (!exportable) {
+    for (uint32_t i = 0; i < session->page_count; ++i) {
+      if (session->pages[i]->used < HALO_TIMELINE_SLOTS_PER_PAGE) {
+        page = session->pages[i];
+        break;
+      }
+    }
+  }
+  if (!page) {
+    HALO_RETURN_IF_ERROR(
+        halod_timeline_page_create(daemon, exportable, session->id, &page));
+    if (!exportable) {
+      halo_status_t status = halod_session_add_page(session, page);
+      if (status) {
+        halod_timeline_page_destroy(daemon, page);
+        return status;
+      }
+    }
+  }
+  uint32_t slot = (uint32_t)__builtin_ctzll(~page->used_mask);
+  page->used_mask |= 1ull << slot;
+  ++page->used;
+  *out_page = page;
+  *out_slot = slot;
+  return NULL;
+}
+
+halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
+                                     uint64_t initial_value, bool exportable,
+                                     halod_semaphore_t **out_semaphore) {
+  *out_semaphore = NULL;
+  if (initial_value > HALO_TIMELINE_MAX_VALUE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "initial value %llu is >= 2^63",
+                            (unsigned long long)initial_value);
+  }
+  halod_semaphore_t *semaphore = calloc(1, sizeof(*semaphore));
+  if (!semaphore) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  halo_status_t status = halod_semaphore_place(
+      daemon, session, exportable, &semaphore->page, &semaphore->slot_index);
+  if (!status) {
+    semaphore->id = halod_next_id(daemon);
+    status = halo_u64_map_put(&daemon->semaphores, semaphore->id, semaphore);
+  }
+  if (status) {
+    free(semaphore);
+    return status;
+  }
+  semaphore->refcount = 1;
+  semaphore->exportable = exportable;
+  semaphore->creator_session = session->id;
+  semaphore->creator_pid = session->pid;
+  semaphore->slot = &semaphore->page->mapping->slots[semaphore->slot_index];
+  semaphore->generation =
+      halo_timeline_slot_activate(semaphore->slot, initial_value);
+  *out_semaphore = semaphore;
+  return NULL;
+}
+
+void halod_semaphore_retain(halod_semaphore_t *semaphore) {
+  ++semaphore->refcount;
+}
+
+void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
+  if (--semaphore->refcount > 0) return;
+  // Destroying a semaphore wakes its waiters: the generation moves on and
+  // they return ABORTED.
+  halo_timeline_slot_retire(semaphore->slot);
+  if (semaphore->exported) halod_export_remove(daemon, semaphore->token);
+  halo_u64_map_remove(&daemon->semaphores, semaphore->id);
+  halod_timeline_page_t *page = semaphore->page;
+  page->used_mask &= ~(1ull << semaphore->slot_index);
+  --page->used;
+  if (page->used == 0 && (page->exclusive || page->owner_session == 0)) {
+    halod_timeline_page_destroy(daemon, page);
+  }
+  free(semaphore->failure_message);
+  free(semaphore);
+}
+
+uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore) {
+  return atomic_load_explicit(&semaphore->slot->value, memory_order_acquire);
+}
+
+int32_t halod_semaphore_failure(const halod_semaphore_t *semaphore) {
+  return atomic_load_explicit(&semaphore->slot->failure, memory_order_acquire);
+}
+
+halo_status_t halod_semaphore_signal(halod_semaphore_t *semaphore,
+                                     uint64_t value) {
+  int32_t failure = halod_semaphore_failure(semaphore);
+  if (failure != 0) {
+    return halo_status_make(
+        HALO_STATUS_FAILED_PRECONDITION,
+        "semaphore %llu has failed (%s: %s); it cannot be signaled",
+        (unsigned long long)semaphore->id,
+        halo_status_code_name((halo_status_code_t)failure),
+        semaphore->failure_message ? semaphore->failure_message : "");
+  }
+  if (value > HALO_TIMELINE_MAX_VALUE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "signal value %llu is >= 2^63",
+                            (unsigned long long)value);
+  }
+  uint64_t current = halod_semaphore_value(semaphore);
+  if (value <= current) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "signal value %llu is not greater than the "
+                            "current value %llu (values only increase)",
+                            (unsigned long long)value,
+                            (unsigned long long)current);
+  }
+  halo_timeline_slot_signal(semaphore->slot, value);
+  return NULL;
+}
+
+void halod_semaphore_fail(halod_semaphore_t *semaphore, halo_status_code_t code,
+                          const char *format, ...) {
+  if (code == HALO_STATUS_OK) code = HALO_STATUS_UNKNOWN;
+  if (halod_semaphore_failure(semaphore) != 0) return;
+  char message[512];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  // The message first: a waiter woken by the failure may ask for it.
+  free(semaphore->failure_message);
+  semaphore->failure_message = strdup(message);
+  halo_timeline_slot_fail(semaphore->slot, code);
+}

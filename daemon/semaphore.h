@@ -1,0 +1,65 @@
+// Timeline semaphores in the daemon: daemon-owned pages (sealed memfds that
+// clients can map read-only only) holding the slots of common/timeline.h,
+// and the semaphore objects that own the slots.
+//
+// A session's private semaphores share its private pages; an exportable
+// semaphore gets a page of its own (mapping a page exposes every slot on it).
+// Loop thread only.
+#ifndef HALOD_SEMAPHORE_H_
+#define HALOD_SEMAPHORE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/timeline.h"
+#include "daemon/daemon.h"
+
+typedef struct halod_timeline_page_t {
+  uint64_t id;
+  int fd;
+  halo_timeline_page_t *mapping;  // read-write, the daemon's own
+  uint64_t used_mask;             // bit i: slot i in use
+  uint32_t used;
+  bool exclusive;          // one exportable semaphore
+  uint64_t owner_session;  // private pages: the session; 0 once it ended
+} halod_timeline_page_t;
+
+typedef struct halod_semaphore_t {
+  uint32_t refcount;  // handles in sessions (+ in-flight work, later)
+  uint64_t id;
+  halod_timeline_page_t *page;
+  uint32_t slot_index;
+  uint32_t generation;
+  halo_timeline_slot_t *slot;
+  uint64_t creator_session;  // 0 once the creator released or ended
+  uint32_t creator_pid;
+  bool exportable;
+  bool exported;
+  uint8_t token[16];
+  char *failure_message;  // set by the first fail
+} halod_semaphore_t;
+
+halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
+                                     uint64_t initial_value, bool exportable,
+                                     halod_semaphore_t **out_semaphore);
+void halod_semaphore_retain(halod_semaphore_t *semaphore);
+void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
+
+uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore);
+int32_t halod_semaphore_failure(const halod_semaphore_t *semaphore);
+
+// INVALID_ARGUMENT unless current < |value| < 2^63; FAILED_PRECONDITION if
+// the semaphore failed.
+halo_status_t halod_semaphore_signal(halod_semaphore_t *semaphore,
+                                     uint64_t value);
+
+// First failure wins; later calls are ignored. |code| must not be OK.
+void halod_semaphore_fail(halod_semaphore_t *semaphore, halo_status_code_t code,
+                          const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// A session's private page ended with it: pages with live slots stay until
+// their semaphores go.
+void halod_timeline_page_orphan(halod_t *daemon, halod_timeline_page_t *page);
+
+#endif  // HALOD_SEMAPHORE_H_

@@ -1,0 +1,68 @@
+// An nng rep socket served by a pool of contexts. nng's threads never touch
+// daemon state: each received request and each pipe event is queued and the
+// loop thread is woken with uv_async_send (which coalesces, so the loop
+// drains the whole queue each time). The loop answers with
+// halod_server_reply().
+#ifndef HALOD_SERVER_H_
+#define HALOD_SERVER_H_
+
+#include <nng/nng.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "halo/status.h"
+
+typedef struct halod_server_t halod_server_t;
+typedef struct halod_server_context_t halod_server_context_t;
+
+typedef enum halod_server_event_kind_e {
+  HALOD_SERVER_EVENT_REQUEST = 0,
+  HALOD_SERVER_EVENT_PIPE_ADDED = 1,
+  HALOD_SERVER_EVENT_PIPE_REMOVED = 2,
+} halod_server_event_kind_t;
+
+// One queued event. For requests, |context| must be answered exactly once
+// with halod_server_reply(); |message| is owned by the handler.
+typedef struct halod_server_event_t {
+  struct halod_server_event_t *next;
+  halod_server_event_kind_t kind;
+  uint32_t pipe_id;
+  uint64_t peer_uid;  // pipe events only (peer credentials)
+  uint64_t peer_pid;
+  halod_server_context_t *context;  // requests only
+  nng_msg *message;                 // requests only
+} halod_server_event_t;
+
+// Called on the loop thread for each event; the handler frees |event|
+// with halod_server_event_free().
+typedef void (*halod_server_handler_fn)(void *user_data,
+                                        halod_server_event_t *event);
+
+typedef struct halod_server_options_t {
+  const char *address;
+  uint32_t socket_mode;
+  uint64_t max_message_bytes;
+  uint32_t contexts;
+  halod_server_handler_fn handler;
+  void *user_data;
+} halod_server_options_t;
+
+// Loop thread. Binds and starts listening.
+halo_status_t halod_server_create(uv_loop_t *loop,
+                                  const halod_server_options_t *options,
+                                  halod_server_t **out_server);
+
+// Loop thread. Stops accepting, closes the socket (waits for nng callbacks
+// to finish), drops queued requests and frees the server.
+void halod_server_destroy(halod_server_t *server);
+
+// Any thread. Sends |reply| (ownership passes) for the request |context|
+// was serving and makes the context receive again.
+void halod_server_reply(halod_server_context_t *context, nng_msg *reply);
+
+void halod_server_event_free(halod_server_event_t *event);
+
+// Closes a client's pipe (e.g. after a protocol violation).
+void halod_server_close_pipe(uint32_t pipe_id);
+
+#endif  // HALOD_SERVER_H_

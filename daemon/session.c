@@ -1,0 +1,228 @@
+#include "daemon/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/buffer.h"
+#include "daemon/fd_server.h"
+
+halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
+                                   uint32_t uid, uint32_t pid,
+                                   halod_session_t **out_session) {
+  *out_session = NULL;
+  halod_session_t *session = calloc(1, sizeof(*session));
+  if (!session) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  session->id = halod_next_id(daemon);
+  session->pipe_id = pipe_id;
+  session->uid = uid;
+  session->pid = pid;
+  session->created_ns = halo_clock_now_ns();
+  halo_u64_map_initialize(&session->grants);
+  halod_handle_table_initialize(&session->handles, session->id,
+                                daemon->config.session_handles);
+  if (getrandom(session->token, sizeof(session->token), 0) !=
+      (ssize_t)sizeof(session->token)) {
+    free(session);
+    return halo_status_from_errno(errno, "getrandom for a session token");
+  }
+  halo_status_t status =
+      halo_u64_map_put(&daemon->sessions_by_pipe, pipe_id, session);
+  if (!status) {
+    status = halo_u64_map_put(&daemon->sessions_by_id, session->id, session);
+    if (status) halo_u64_map_remove(&daemon->sessions_by_pipe, pipe_id);
+  }
+  if (!status) {
+    session->domain = halod_domain_acquire(daemon, uid);
+    if (!session->domain) {
+      halo_u64_map_remove(&daemon->sessions_by_pipe, pipe_id);
+      halo_u64_map_remove(&daemon->sessions_by_id, session->id);
+      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  }
+  if (status) {
+    halod_handle_table_deinitialize(&session->handles);
+    halo_u64_map_deinitialize(&session->grants);
+    free(session);
+    return status;
+  }
+  HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
+                (unsigned long long)session->id, uid, pid,
+                session->domain->name);
+  *out_session = session;
+  return NULL;
+}
+
+void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
+  // Close the fd channel first: no memfd of this session may stay reachable.
+  halod_fd_server_drop_session(daemon->fd_server, session);
+  // Semaphores the session created and others still hold are failed: only
+  // they could be waiting, and nobody they trust may signal them any more.
+  for (uint32_t i = 0; i < session->handles.capacity; ++i) {
+    halod_handle_entry_t *entry = &session->handles.entries[i];
+    if (!entry->object) continue;
+    if (entry->type == HALOD_OBJECT_SEMAPHORE) {
+      halod_semaphore_t *semaphore = entry->object;
+      if (semaphore->creator_session == session->id) {
+        semaphore->creator_session = 0;
+        if (semaphore->refcount > 1) {
+          halod_semaphore_fail(semaphore, HALO_STATUS_ABORTED,
+                               "the creator of semaphore %llu (session %llu, "
+                               "pid %u) ended",
+                               (unsigned long long)semaphore->id,
+                               (unsigned long long)session->id, session->pid);
+        }
+      }
+      halod_semaphore_release(daemon, semaphore);
+    } else if (entry->type == HALOD_OBJECT_BUFFER) {
+      halod_buffer_t *buffer = entry->object;
+      if (buffer->owner_session == session->id) buffer->owner_session = 0;
+      halod_buffer_release(daemon, buffer);
+    }
+  }
+  for (uint32_t i = 0; i < session->page_count; ++i) {
+    halod_timeline_page_orphan(daemon, session->pages[i]);
+  }
+  for (uint32_t i = 0; i < session->arena_count; ++i) {
+    halod_arena_orphan(daemon, session->arenas[i]);
+  }
+  HALO_LOG_INFO("session %llu: ended (pid %u, %llu requests)",
+                (unsigned long long)session->id, session->pid,
+                (unsigned long long)session->requests);
+  halo_u64_map_remove(&daemon->sessions_by_pipe, session->pipe_id);
+  halo_u64_map_remove(&daemon->sessions_by_id, session->id);
+  halod_domain_release(daemon, session->domain);
+  free(session->pages);
+  free(session->arenas);
+  halod_handle_table_deinitialize(&session->handles);
+  halo_u64_map_deinitialize(&session->grants);
+  free(session);
+}
+
+static halo_status_t halod_session_append(void ***items, uint32_t *count,
+                                          void *item) {
+  void **grown = realloc(*items, (*count + 1) * sizeof(void *));
+  if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  grown[(*count)++] = item;
+  *items = grown;
+  return NULL;
+}
+
+halo_status_t halod_session_add_page(halod_session_t *session,
+                                     halod_timeline_page_t *page) {
+  return halod_session_append((void ***)&session->pages, &session->page_count,
+                              page);
+}
+
+halo_status_t halod_session_add_arena(halod_session_t *session,
+                                      halod_arena_t *arena) {
+  return halod_session_append((void ***)&session->arenas, &session->arena_count,
+                              arena);
+}
+
+static uint64_t halod_grant_key(halod_grant_kind_t kind, uint64_t id) {
+  return ((uint64_t)kind << 56) | id;
+}
+
+halo_status_t halod_session_grant(halod_session_t *session,
+                                  halod_grant_kind_t kind, uint64_t id) {
+  uint64_t key = halod_grant_key(kind, id);
+  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  return halo_u64_map_put(&session->grants, key, (void *)(count + 1));
+}
+
+void halod_session_revoke(halod_session_t *session, halod_grant_kind_t kind,
+                          uint64_t id) {
+  uint64_t key = halod_grant_key(kind, id);
+  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  if (count <= 1) {
+    halo_u64_map_remove(&session->grants, key);
+  } else {
+    halo_u64_map_put(&session->grants, key, (void *)(count - 1));
+  }
+}
+
+bool halod_session_is_granted(const halod_session_t *session,
+                              halod_grant_kind_t kind, uint64_t id) {
+  return halo_u64_map_get(&session->grants, halod_grant_key(kind, id)) != NULL;
+}
+
+halo_status_t halod_session_add_semaphore(halod_t *daemon,
+                                          halod_session_t *session,
+                                          halod_semaphore_t *semaphore,
+                                          uint64_t *out_handle) {
+  halo_status_t status =
+      halod_session_grant(session, HALOD_GRANT_PAGE, semaphore->page->id);
+  if (!status) {
+    status = halod_handle_table_insert(
+        &session->handles, HALOD_OBJECT_SEMAPHORE, semaphore, out_handle);
+    if (status) {
+      halod_session_revoke(session, HALOD_GRANT_PAGE, semaphore->page->id);
+    }
+  }
+  if (status) {
+    halod_semaphore_release(daemon, semaphore);
+    return status;
+  }
+  ++session->semaphores;
+  return NULL;
+}
+
+halo_status_t halod_session_add_buffer(halod_t *daemon,
+                                       halod_session_t *session,
+                                       halod_buffer_t *buffer,
+                                       uint64_t *out_handle) {
+  halo_status_t status = NULL;
+  if (buffer->arena) {
+    status = halod_session_grant(session, HALOD_GRANT_ARENA, buffer->arena->id);
+  }
+  if (!status) {
+    status = halod_handle_table_insert(&session->handles, HALOD_OBJECT_BUFFER,
+                                       buffer, out_handle);
+    if (status && buffer->arena) {
+      halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);
+    }
+  }
+  if (status) {
+    halod_buffer_release(daemon, buffer);
+    return status;
+  }
+  ++session->buffers;
+  return NULL;
+}
+
+halo_status_t halod_session_release_semaphore(halod_t *daemon,
+                                              halod_session_t *session,
+                                              uint64_t handle) {
+  void *object;
+  HALO_RETURN_IF_ERROR(halod_handle_table_remove(
+      &session->handles, handle, HALOD_OBJECT_SEMAPHORE, &object));
+  halod_semaphore_t *semaphore = object;
+  halod_session_revoke(session, HALOD_GRANT_PAGE, semaphore->page->id);
+  --session->semaphores;
+  // An explicit release by the creator is not a crash: importers keep a
+  // working semaphore.
+  if (semaphore->creator_session == session->id) {
+    semaphore->creator_session = 0;
+  }
+  halod_semaphore_release(daemon, semaphore);
+  return NULL;
+}
+
+halo_status_t halod_session_release_buffer(halod_t *daemon,
+                                           halod_session_t *session,
+                                           uint64_t handle) {
+  void *object;
+  HALO_RETURN_IF_ERROR(halod_handle_table_remove(&session->handles, handle,
+                                                 HALOD_OBJECT_BUFFER, &object));
+  halod_buffer_t *buffer = object;
+  if (buffer->arena) {
+    halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);
+  }
+  --session->buffers;
+  halod_buffer_release(daemon, buffer);
+  return NULL;
+}

@@ -1,0 +1,93 @@
+// Sessions: one per client connection (nng pipe). Created when the pipe
+// arrives, destroyed when it goes (exit or crash), releasing everything the
+// client held. uid and pid come from the pipe's peer credentials.
+//
+// Loop thread only.
+#ifndef HALOD_SESSION_H_
+#define HALOD_SESSION_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/u64_map.h"
+#include "daemon/arena.h"
+#include "daemon/daemon.h"
+#include "daemon/handle_table.h"
+#include "daemon/semaphore.h"
+
+typedef struct halod_fd_connection_t halod_fd_connection_t;
+typedef struct halod_buffer_t halod_buffer_t;
+
+// What the fd channel may hand a session: pages and arenas it holds objects
+// on. Keys: kind << 56 | id.
+typedef enum halod_grant_kind_e {
+  HALOD_GRANT_PAGE = 1,
+  HALOD_GRANT_ARENA = 2,
+} halod_grant_kind_t;
+
+struct halod_session_t {
+  uint64_t id;
+  uint32_t pipe_id;
+  uint32_t uid;
+  uint32_t pid;
+  halod_domain_t *domain;
+  bool hello_done;
+  uint8_t token[16];
+  char client_name[64];
+  int64_t created_ns;
+  uint64_t requests;
+
+  halod_handle_table_t handles;
+  halo_u64_map_t grants;  // key -> count (as uintptr_t)
+  uint32_t buffers;
+  uint32_t semaphores;
+  uint64_t host_bytes;
+  uint64_t device_bytes;
+
+  halod_timeline_page_t **pages;  // private semaphore pages
+  uint32_t page_count;
+  halod_arena_t **arenas;  // shared host arenas
+  uint32_t arena_count;
+
+  halod_fd_connection_t *fd_connections;  // closed with the session
+};
+
+halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
+                                   uint32_t uid, uint32_t pid,
+                                   halod_session_t **out_session);
+void halod_session_destroy(halod_t *daemon, halod_session_t *session);
+
+halo_status_t halod_session_add_page(halod_session_t *session,
+                                     halod_timeline_page_t *page);
+halo_status_t halod_session_add_arena(halod_session_t *session,
+                                      halod_arena_t *arena);
+
+// Grants count handles: the fd channel serves a page or arena to a session
+// only while it holds an object on it.
+halo_status_t halod_session_grant(halod_session_t *session,
+                                  halod_grant_kind_t kind, uint64_t id);
+void halod_session_revoke(halod_session_t *session, halod_grant_kind_t kind,
+                          uint64_t id);
+bool halod_session_is_granted(const halod_session_t *session,
+                              halod_grant_kind_t kind, uint64_t id);
+
+// Adds a handle for |semaphore| / |buffer| (taking over one reference) and
+// its grant. On failure the reference is released.
+halo_status_t halod_session_add_semaphore(halod_t *daemon,
+                                          halod_session_t *session,
+                                          halod_semaphore_t *semaphore,
+                                          uint64_t *out_handle);
+halo_status_t halod_session_add_buffer(halod_t *daemon,
+                                       halod_session_t *session,
+                                       halod_buffer_t *buffer,
+                                       uint64_t *out_handle);
+
+// Removes the handle and drops its reference.
+halo_status_t halod_session_release_semaphore(halod_t *daemon,
+                                              halod_session_t *session,
+                                              uint64_t handle);
+halo_status_t halod_session_release_buffer(halod_t *daemon,
+                                           halod_session_t *session,
+                                           uint64_t handle);
+
+#endif  // HALOD_SESSION_H_
