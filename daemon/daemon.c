@@ -100,10 +100,43 @@ void halod_export_remove(halod_t *daemon, const uint8_t token[16]) {
   free(halo_u64_map_remove(&daemon->exports, halod_token_key(token)));
 }
 
+// A signal handler in libuv runs on the loop: the work can happen here.
 static void halod_on_signal(uv_signal_t *handle, int signum) {
   halod_t *daemon = handle->data;
   HALO_LOG_INFO("received %s; shutting down", strsignal(signum));
   halod_stop(daemon);
+}
+
+// SIGHUP: re-read the config file and apply what can change at run time (the
+// log level); the rest needs a restart and is reported.
+static void halod_on_reload(uv_signal_t *handle, int signum) {
+  (void)signum;
+  halod_t *daemon = handle->data;
+  halod_systemd_reloading(0);
+  if (!daemon->config.config_file[0]) {
+    HALO_LOG_INFO("SIGHUP: no config file to reload");
+  } else {
+    halod_config_t fresh;
+    halod_config_initialize(&fresh);
+    char *argv[] = {"halod", "--config", daemon->config.config_file, NULL};
+    int exit_now = 0;
+    halo_status_t status = halod_config_parse(&fresh, 3, argv, &exit_now);
+    if (status) {
+      HALO_LOG_ERROR("SIGHUP: keeping the old configuration: %s",
+                     halo_status_message(status));
+      halo_status_free(status);
+    } else {
+      snprintf(daemon->config.log_level, sizeof(daemon->config.log_level), "%s",
+               fresh.log_level);
+      HALO_LOG_INFO(
+          "SIGHUP: reloaded %s (log-level %s; other settings "
+          "apply at the next start)",
+          daemon->config.config_file, fresh.log_level);
+      halo_log_set_level(
+          (halo_log_level_t)halo_log_level_parse(fresh.log_level));
+    }
+  }
+  halod_systemd_reloading(1);
 }
 
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
@@ -164,21 +197,28 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     halod_stop(daemon);
     return status;
   }
-  daemon->sigterm.data = daemon->sigint.data = daemon;
+  daemon->sigterm.data = daemon->sigint.data = daemon->sighup.data = daemon;
   uv_signal_init(loop, &daemon->sigterm);
   uv_signal_init(loop, &daemon->sigint);
+  uv_signal_init(loop, &daemon->sighup);
   uv_signal_start(&daemon->sigterm, halod_on_signal, SIGTERM);
   uv_signal_start(&daemon->sigint, halod_on_signal, SIGINT);
+  uv_signal_start(&daemon->sighup, halod_on_reload, SIGHUP);
   signal(SIGPIPE, SIG_IGN);
   HALO_LOG_INFO("ready: listening on %s, admin %s, fd channel %s (pid %d)",
                 config->listen, config->admin, daemon->fd_channel_path,
                 (int)getpid());
+  char status_line[640];
+  snprintf(status_line, sizeof(status_line), "serving %u device(s) on %s",
+           daemon->hal.device_count, config->listen);
+  halod_systemd_ready(&daemon->systemd, loop, status_line);
   return NULL;
 }
 
 void halod_stop(halod_t *daemon) {
   if (daemon->stopping) return;
   daemon->stopping = true;
+  halod_systemd_stopping(&daemon->systemd);
   // Stop accepting: no new requests reach the loop after this.
   halod_server_destroy(daemon->client_server);
   daemon->client_server = NULL;
@@ -204,6 +244,7 @@ void halod_stop(halod_t *daemon) {
   if (daemon->sigterm.loop) {
     uv_close((uv_handle_t *)&daemon->sigterm, NULL);
     uv_close((uv_handle_t *)&daemon->sigint, NULL);
+    uv_close((uv_handle_t *)&daemon->sighup, NULL);
   }
   halo_hal_registry_deinitialize(&daemon->hal);
   halo_u64_map_deinitialize(&daemon->sessions_by_pipe);

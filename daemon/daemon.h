@@ -12,6 +12,7 @@
 #include "common/wire.h"
 #include "daemon/config.h"
 #include "daemon/server.h"
+#include "daemon/systemd.h"
 #include "hal/device.h"
 
 typedef struct halod_fd_server_t halod_fd_server_t;
@@ -45,6 +46,8 @@ typedef struct halod_t {
   char fd_channel_path[512];
   uv_signal_t sigterm;
   uv_signal_t sigint;
+  uv_signal_t sighup;
+  halod_systemd_t systemd;
   uint64_t incarnation;
   int64_t start_ns;
   uint64_t next_id;  // sessions, pages, arenas, objects
