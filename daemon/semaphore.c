@@ -136,8 +136,9 @@ void halod_semaphore_retain(halod_semaphore_t *semaphore) {
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
   if (--semaphore->refcount > 0) return;
   // Destroying a semaphore wakes its waiters: the generation moves on and
-  // they return ABORTED.
-  halo_timeline_slot_retire(semaphore->slot);
+  // they return ABORTED. At shutdown the slot keeps the failure halod_stop
+  // stored (UNAVAILABLE) so waiters report that instead; nothing reuses it.
+  if (!daemon->stopping) halo_timeline_slot_retire(semaphore->slot);
   if (semaphore->exported) halod_export_remove(daemon, semaphore->token);
   halo_u64_map_remove(&daemon->semaphores, semaphore->id);
   halod_timeline_page_t *page = semaphore->page;
