@@ -1,0 +1,752 @@
+// Unit tests of the timeline slot protocol (common/timeline.h), without a
+// daemon: waiters on threads of this process and in forked children sharing
+// a memfd page, the writer in this process. Covers signal, fail (first
+// failure wins, reached values stay OK), retire, timeouts, ANY and ALL, the
+// liveness fd, and lost wake-ups under a ping-pong.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include "common/timeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/memfd.h"
+
+#define MS (1000000ll)
+#define DEADLINE_MS 5000
+
+// ---------------------------------------------------------------- helpers
+
+typedef struct page_fixture_t {
+  int fd;
+  halo_timeline_page_t *page;  // read-write mapping (the "daemon" side)
+} page_fixture_t;
+
+static int page_setup(void **state) {
+  page_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  halo_status_t status =
+      halo_memfd_create("timeline-test", HALO_TIMELINE_PAGE_SIZE, &fixture->fd);
+  assert_null(status);
+  void *mapping = NULL;
+  assert_null(halo_memfd_map(fixture->fd, HALO_TIMELINE_PAGE_SIZE,
+                             PROT_READ | PROT_WRITE, &mapping));
+  fixture->page = mapping;
+  halo_timeline_page_initialize(fixture->page, 77);
+  // As the daemon does: clients may only map it read-only from now on.
+  assert_null(halo_memfd_seal(fixture->fd, HALO_SEALS_DAEMON_OWNED));
+  *state = fixture;
+  return 0;
+}
+
+static int page_teardown(void **state) {
+  page_fixture_t *fixture = *state;
+  munmap(fixture->page, HALO_TIMELINE_PAGE_SIZE);
+  close(fixture->fd);
+  free(fixture);
+  return 0;
+}
+
+static pid_t current_tid(void) {
+  return (pid_t)syscall(SYS_gettid);
+}
+
+// Whether thread |tid| of |pid| sleeps in a futex call (or, if /proc hides
+// the call, sleeps at all).
+static bool sleeping_in_futex(pid_t pid, pid_t tid) {
+  char path[96];
+  char text[256];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t got = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (got > 0) {
+      text[got] = '\0';
+      if (strncmp(text, "running", 7) == 0) return false;
+      long number = strtol(text, NULL, 10);
+      return number == SYS_futex || number == 449 /* futex_waitv */;
+    }
+  }
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char *paren = strrchr(text, ')');
+  return paren && paren[1] == ' ' && paren[2] == 'S';
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * MS};
+  nanosleep(&ts, NULL);
+}
+
+// Polls until |pid|/|tid| sleeps; fails the test after DEADLINE_MS.
+static void await_sleeping(pid_t pid, pid_t tid) {
+  int64_t deadline = halo_clock_now_ns() + DEADLINE_MS * MS;
+  while (!sleeping_in_futex(pid, tid)) {
+    if (halo_clock_now_ns() > deadline) {
+      print_error("thread %d of %d never went to sleep\n", tid, pid);
+      fail();
+    }
+    sleep_ms(1);
+  }
+}
+
+// A waiter on its own thread.
+typedef struct waiter_t {
+  pthread_t thread;
+  halo_timeline_wait_target_t targets[4];
+  size_t count;
+  bool wait_any;
+  int64_t deadline_ns;
+  int liveness_fd;
+  _Atomic pid_t tid;
+  _Atomic bool done;
+  halo_timeline_wait_result_t result;
+  size_t index;
+  int32_t failure;
+  int64_t finished_ns;
+} waiter_t;
+
+static void *waiter_main(void *arg) {
+  waiter_t *waiter = arg;
+  atomic_store(&waiter->tid, current_tid());
+  waiter->result = halo_timeline_wait(
+      waiter->targets, waiter->count, waiter->wait_any, waiter->deadline_ns,
+      waiter->liveness_fd, &waiter->index, &waiter->failure);
+  waiter->finished_ns = halo_clock_now_ns();
+  atomic_store(&waiter->done, true);
+  return NULL;
+}
+
+// Starts a waiter on |count| targets and returns once it sleeps.
+static void waiter_start(waiter_t *waiter,
+                         const halo_timeline_wait_target_t *targets,
+                         size_t count, bool wait_any) {
+  memset(waiter, 0, sizeof(*waiter));
+  memcpy(waiter->targets, targets, count * sizeof(*targets));
+  waiter->count = count;
+  waiter->wait_any = wait_any;
+  waiter->deadline_ns = INT64_MAX;
+  waiter->liveness_fd = -1;
+  assert_int_equal(pthread_create(&waiter->thread, NULL, waiter_main, waiter),
+                   0);
+  while (atomic_load(&waiter->tid) == 0) sched_yield();
+  await_sleeping(getpid(), atomic_load(&waiter->tid));
+  assert_false(atomic_load(&waiter->done));
+}
+
+static void waiter_join(waiter_t *waiter) {
+  int64_t deadline = halo_clock_now_ns() + DEADLINE_MS * MS;
+  while (!atomic_load(&waiter->done)) {
+    if (halo_clock_now_ns() > deadline) {
+      print_error("waiter did not wake within %d ms\n", DEADLINE_MS);
+      fail();  // the thread leaks; the process is failing anyway
+    }
+    sleep_ms(1);
+  }
+  assert_int_equal(pthread_join(waiter->thread, NULL), 0);
+}
+
+static halo_timeline_wait_target_t target(halo_timeline_slot_t *slot,
+                                          uint32_t generation, uint64_t value) {
+  halo_timeline_wait_target_t result = {
+      .slot = slot, .generation = generation, .value = value};
+  return result;
+}
+
+// ---------------------------------------------------------------- layout
+
+static void test_page_layout(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_page_t *page = fixture->page;
+  assert_int_equal(page->header.magic, HALO_TIMELINE_PAGE_MAGIC);
+  assert_int_equal(page->header.incarnation, 77);
+  assert_int_equal(page->header.slot_count, HALO_TIMELINE_SLOTS_PER_PAGE);
+  assert_int_equal(HALO_TIMELINE_SLOTS_PER_PAGE, 63);
+  assert_int_equal(offsetof(halo_timeline_page_t, slots), 64);
+  assert_int_equal((uintptr_t)&page->slots[1] - (uintptr_t)&page->slots[0], 64);
+  // Every slot starts idle: value 0, no failure, generation 0.
+  for (size_t i = 0; i < HALO_TIMELINE_SLOTS_PER_PAGE; ++i) {
+    assert_int_equal(atomic_load(&page->slots[i].value), 0);
+    assert_int_equal(atomic_load(&page->slots[i].failure), 0);
+    assert_int_equal(atomic_load(&page->slots[i].generation), 0);
+  }
+}
+
+// ---------------------------------------------------------------- one thread
+
+static void test_activate_and_read(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[3];
+  uint32_t generation = halo_timeline_slot_activate(slot, 5);
+  uint64_t value = 0;
+  int32_t failure = -1;
+  assert_int_equal(
+      halo_timeline_slot_read(slot, generation, 5, &value, &failure),
+      HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(value, 5);
+  assert_int_equal(failure, 0);
+  // Below the target without failure is still OK (the caller compares).
+  assert_int_equal(
+      halo_timeline_slot_read(slot, generation, 6, &value, &failure),
+      HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(value, 5);
+  assert_int_equal(
+      halo_timeline_slot_read(slot, generation + 1, 1, &value, &failure),
+      HALO_TIMELINE_WAIT_RETIRED);
+}
+
+static void test_signal_advances_value_and_epoch(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[0];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  uint32_t epoch = atomic_load(&slot->epoch);
+  halo_timeline_slot_signal(slot, 10);
+  assert_int_equal(atomic_load(&slot->value), 10);
+  assert_int_equal(atomic_load(&slot->epoch), epoch + 1);
+  halo_timeline_slot_signal(slot, HALO_TIMELINE_MAX_VALUE);
+  assert_int_equal(atomic_load(&slot->epoch), epoch + 2);
+  halo_timeline_wait_target_t t =
+      target(slot, generation, HALO_TIMELINE_MAX_VALUE);
+  size_t index;
+  int32_t failure;
+  assert_int_equal(halo_timeline_wait(&t, 1, false, 0, -1, &index, &failure),
+                   HALO_TIMELINE_WAIT_OK);
+}
+
+static void test_wait_reached_value_returns_at_once(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[1];
+  uint32_t generation = halo_timeline_slot_activate(slot, 9);
+  halo_timeline_wait_target_t t = target(slot, generation, 9);
+  size_t index = 99;
+  int32_t failure = 99;
+  // A deadline in the past still reports a reached value.
+  assert_int_equal(halo_timeline_wait(&t, 1, false, 0, -1, &index, &failure),
+                   HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(index, 0);
+  assert_int_equal(failure, 0);
+  assert_int_equal(
+      halo_timeline_wait(NULL, 0, false, INT64_MAX, -1, &index, &failure),
+      HALO_TIMELINE_WAIT_OK);
+}
+
+static void test_wait_times_out(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[2];
+  uint32_t generation = halo_timeline_slot_activate(slot, 1);
+  halo_timeline_wait_target_t t = target(slot, generation, 2);
+  size_t index;
+  int32_t failure;
+  // Poll once.
+  assert_int_equal(halo_timeline_wait(&t, 1, false, halo_clock_now_ns(), -1,
+                                      &index, &failure),
+                   HALO_TIMELINE_WAIT_TIMEOUT);
+  // 50 ms: not earlier, and not much later.
+  int64_t start = halo_clock_now_ns();
+  assert_int_equal(
+      halo_timeline_wait(&t, 1, false, start + 50 * MS, -1, &index, &failure),
+      HALO_TIMELINE_WAIT_TIMEOUT);
+  int64_t elapsed = halo_clock_now_ns() - start;
+  assert_true(elapsed >= 50 * MS);
+  assert_true(elapsed < 2000 * MS);
+  // The same for a list (futex_waitv path).
+  halo_timeline_slot_t *other = &fixture->page->slots[4];
+  uint32_t other_generation = halo_timeline_slot_activate(other, 0);
+  halo_timeline_wait_target_t ts[2] = {t, target(other, other_generation, 1)};
+  start = halo_clock_now_ns();
+  assert_int_equal(
+      halo_timeline_wait(ts, 2, true, start + 50 * MS, -1, &index, &failure),
+      HALO_TIMELINE_WAIT_TIMEOUT);
+  elapsed = halo_clock_now_ns() - start;
+  assert_true(elapsed >= 50 * MS);
+  assert_true(elapsed < 2000 * MS);
+}
+
+static void test_first_failure_wins(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[5];
+  uint32_t generation = halo_timeline_slot_activate(slot, 3);
+  uint32_t epoch = atomic_load(&slot->epoch);
+  assert_true(halo_timeline_slot_fail(slot, HALO_STATUS_DATA_LOSS));
+  assert_int_equal(atomic_load(&slot->epoch), epoch + 1);
+  assert_false(halo_timeline_slot_fail(slot, HALO_STATUS_ABORTED));
+  assert_int_equal(atomic_load(&slot->failure), HALO_STATUS_DATA_LOSS);
+  uint64_t value;
+  int32_t failure;
+  // A value reached before the failure stays reached.
+  assert_int_equal(
+      halo_timeline_slot_read(slot, generation, 3, &value, &failure),
+      HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(
+      halo_timeline_slot_read(slot, generation, 4, &value, &failure),
+      HALO_TIMELINE_WAIT_FAILED);
+  assert_int_equal(failure, HALO_STATUS_DATA_LOSS);
+  assert_int_equal(value, 3);
+  halo_timeline_wait_target_t t = target(slot, generation, 4);
+  size_t index = 9;
+  assert_int_equal(
+      halo_timeline_wait(&t, 1, false, INT64_MAX, -1, &index, &failure),
+      HALO_TIMELINE_WAIT_FAILED);
+  assert_int_equal(index, 0);
+  assert_int_equal(failure, HALO_STATUS_DATA_LOSS);
+}
+
+// ---------------------------------------------------------------- threads
+
+static void test_signal_wakes_sleeping_thread(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[6];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  halo_timeline_wait_target_t t = target(slot, generation, 10);
+  waiter_t waiter;
+  waiter_start(&waiter, &t, 1, false);
+  // A signal below the target wakes it, and it goes back to sleep.
+  halo_timeline_slot_signal(slot, 9);
+  await_sleeping(getpid(), atomic_load(&waiter.tid));
+  assert_false(atomic_load(&waiter.done));
+  int64_t signaled = halo_clock_now_ns();
+  halo_timeline_slot_signal(slot, 10);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_OK);
+  // Woken by the futex, not by the end of a 100 ms slice.
+  assert_true(waiter.finished_ns - signaled < HALO_TIMELINE_SLICE_NS);
+}
+
+static void test_many_threads_wake_on_one_signal(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[7];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  halo_timeline_wait_target_t t = target(slot, generation, 1);
+  waiter_t waiters[8];
+  for (int i = 0; i < 8; ++i) waiter_start(&waiters[i], &t, 1, false);
+  halo_timeline_slot_signal(slot, 1);
+  for (int i = 0; i < 8; ++i) {
+    waiter_join(&waiters[i]);
+    assert_int_equal(waiters[i].result, HALO_TIMELINE_WAIT_OK);
+  }
+}
+
+static void test_fail_wakes_sleeping_thread(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[8];
+  uint32_t generation = halo_timeline_slot_activate(slot, 1);
+  halo_timeline_wait_target_t t = target(slot, generation, 2);
+  waiter_t waiter;
+  waiter_start(&waiter, &t, 1, false);
+  assert_true(halo_timeline_slot_fail(slot, HALO_STATUS_DEVICE_LOST));
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_FAILED);
+  assert_int_equal(waiter.failure, HALO_STATUS_DEVICE_LOST);
+  assert_int_equal(waiter.index, 0);
+}
+
+static void test_retire_wakes_sleeping_thread(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[9];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  halo_timeline_wait_target_t t = target(slot, generation, 1);
+  waiter_t waiter;
+  waiter_start(&waiter, &t, 1, false);
+  halo_timeline_slot_retire(slot);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_RETIRED);
+  // The slot is reused under a new generation; old holders stay RETIRED
+  // even once the new user signals past their value.
+  uint32_t reused = halo_timeline_slot_activate(slot, 0);
+  assert_int_not_equal(reused, generation);
+  halo_timeline_slot_signal(slot, 5);
+  size_t index;
+  int32_t failure;
+  assert_int_equal(
+      halo_timeline_wait(&t, 1, false, INT64_MAX, -1, &index, &failure),
+      HALO_TIMELINE_WAIT_RETIRED);
+  halo_timeline_wait_target_t fresh = target(slot, reused, 5);
+  assert_int_equal(
+      halo_timeline_wait(&fresh, 1, false, INT64_MAX, -1, &index, &failure),
+      HALO_TIMELINE_WAIT_OK);
+}
+
+static void test_notify_after_external_store(void **state) {
+  // The GPU path: the value lands by a device store (no epoch bump), then
+  // the host completion path calls notify.
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[10];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  halo_timeline_wait_target_t t = target(slot, generation, 3);
+  waiter_t waiter;
+  waiter_start(&waiter, &t, 1, false);
+  atomic_store(&slot->value, 3);
+  halo_timeline_slot_notify(slot);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_OK);
+}
+
+static void test_wait_any(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *a = &fixture->page->slots[11];
+  halo_timeline_slot_t *b = &fixture->page->slots[12];
+  halo_timeline_slot_t *c = &fixture->page->slots[13];
+  halo_timeline_wait_target_t ts[3] = {
+      target(a, halo_timeline_slot_activate(a, 0), 1),
+      target(b, halo_timeline_slot_activate(b, 0), 1),
+      target(c, halo_timeline_slot_activate(c, 0), 1)};
+  waiter_t waiter;
+  waiter_start(&waiter, ts, 3, true);
+  halo_timeline_slot_signal(c, 1);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(waiter.index, 2);
+  // Already satisfied: returns at once with that index.
+  size_t index;
+  int32_t failure;
+  assert_int_equal(halo_timeline_wait(ts, 3, true, 0, -1, &index, &failure),
+                   HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(index, 2);
+}
+
+static void test_wait_all(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *a = &fixture->page->slots[14];
+  halo_timeline_slot_t *b = &fixture->page->slots[15];
+  halo_timeline_wait_target_t ts[2] = {
+      target(a, halo_timeline_slot_activate(a, 0), 2),
+      target(b, halo_timeline_slot_activate(b, 0), 4)};
+  waiter_t waiter;
+  waiter_start(&waiter, ts, 2, false);
+  halo_timeline_slot_signal(a, 2);
+  // One of two is not enough: it sleeps again.
+  await_sleeping(getpid(), atomic_load(&waiter.tid));
+  assert_false(atomic_load(&waiter.done));
+  halo_timeline_slot_signal(b, 3);
+  await_sleeping(getpid(), atomic_load(&waiter.tid));
+  assert_false(atomic_load(&waiter.done));
+  halo_timeline_slot_signal(b, 4);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_OK);
+}
+
+static void test_wait_all_ends_on_failure_of_one(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *a = &fixture->page->slots[16];
+  halo_timeline_slot_t *b = &fixture->page->slots[17];
+  halo_timeline_wait_target_t ts[2] = {
+      target(a, halo_timeline_slot_activate(a, 0), 1),
+      target(b, halo_timeline_slot_activate(b, 0), 1)};
+  waiter_t waiter;
+  waiter_start(&waiter, ts, 2, false);
+  assert_true(halo_timeline_slot_fail(b, HALO_STATUS_ABORTED));
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_FAILED);
+  assert_int_equal(waiter.index, 1);
+  assert_int_equal(waiter.failure, HALO_STATUS_ABORTED);
+}
+
+static void test_wait_any_ends_on_retire_of_one(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *a = &fixture->page->slots[18];
+  halo_timeline_slot_t *b = &fixture->page->slots[19];
+  halo_timeline_wait_target_t ts[2] = {
+      target(a, halo_timeline_slot_activate(a, 0), 1),
+      target(b, halo_timeline_slot_activate(b, 0), 1)};
+  waiter_t waiter;
+  waiter_start(&waiter, ts, 2, true);
+  halo_timeline_slot_retire(a);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_RETIRED);
+  assert_int_equal(waiter.index, 0);
+}
+
+static void test_liveness_fd_ends_wait(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[20];
+  halo_timeline_wait_target_t t =
+      target(slot, halo_timeline_slot_activate(slot, 0), 1);
+  // The "daemon": a child that sleeps until killed.
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    for (;;) pause();
+  }
+  int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+  assert_true(pidfd >= 0);
+  waiter_t waiter;
+  memset(&waiter, 0, sizeof(waiter));
+  waiter.targets[0] = t;
+  waiter.count = 1;
+  waiter.deadline_ns = INT64_MAX;
+  waiter.liveness_fd = pidfd;
+  assert_int_equal(pthread_create(&waiter.thread, NULL, waiter_main, &waiter),
+                   0);
+  while (atomic_load(&waiter.tid) == 0) sched_yield();
+  await_sleeping(getpid(), atomic_load(&waiter.tid));
+  int64_t killed = halo_clock_now_ns();
+  assert_int_equal(kill(child, SIGKILL), 0);
+  waiter_join(&waiter);
+  assert_int_equal(waiter.result, HALO_TIMELINE_WAIT_OWNER_DEAD);
+  // Noticed within about one sleep slice, never "for ever".
+  assert_true(waiter.finished_ns - killed < 1000 * MS);
+  assert_int_equal(waitpid(child, NULL, 0), child);
+  close(pidfd);
+}
+
+// Two threads bounce a value between two slots |rounds| times; a lost
+// wake-up shows as a timeout.
+typedef struct ping_pong_t {
+  halo_timeline_slot_t *ping;
+  halo_timeline_slot_t *pong;
+  uint32_t ping_generation;
+  uint32_t pong_generation;
+  uint64_t rounds;
+  halo_timeline_wait_result_t result;
+} ping_pong_t;
+
+static void *pong_main(void *arg) {
+  ping_pong_t *game = arg;
+  game->result = HALO_TIMELINE_WAIT_OK;
+  for (uint64_t i = 1; i <= game->rounds; ++i) {
+    halo_timeline_wait_target_t t =
+        target(game->ping, game->ping_generation, i);
+    size_t index;
+    int32_t failure;
+    game->result = halo_timeline_wait(
+        &t, 1, false, halo_clock_now_ns() + 5000 * MS, -1, &index, &failure);
+    if (game->result != HALO_TIMELINE_WAIT_OK) return NULL;
+    halo_timeline_slot_signal(game->pong, i);
+  }
+  return NULL;
+}
+
+static void test_ping_pong_threads_lose_no_wakeup(void **state) {
+  page_fixture_t *fixture = *state;
+  ping_pong_t game = {.ping = &fixture->page->slots[21],
+                      .pong = &fixture->page->slots[22],
+                      .rounds = 20000};
+  game.ping_generation = halo_timeline_slot_activate(game.ping, 0);
+  game.pong_generation = halo_timeline_slot_activate(game.pong, 0);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, pong_main, &game), 0);
+  halo_timeline_wait_result_t result = HALO_TIMELINE_WAIT_OK;
+  uint64_t i;
+  for (i = 1; i <= game.rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
+    halo_timeline_slot_signal(game.ping, i);
+    halo_timeline_wait_target_t t = target(game.pong, game.pong_generation, i);
+    size_t index;
+    int32_t failure;
+    result = halo_timeline_wait(&t, 1, false, halo_clock_now_ns() + 5000 * MS,
+                                -1, &index, &failure);
+  }
+  if (result != HALO_TIMELINE_WAIT_OK) {
+    // Unblock the other side before failing.
+    halo_timeline_slot_signal(game.ping, game.rounds);
+  }
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  assert_int_equal(result, HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(game.result, HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(atomic_load(&game.pong->value), game.rounds);
+}
+
+// ---------------------------------------------------------------- processes
+
+// Exit code of a child: result * 32 + failure code (both small).
+#define CHILD_EXIT(result, failure) ((int)(result)*32 + (int)(failure))
+#define CHILD_EXIT_WRITABLE 200  // it got a writable mapping: seals broken
+#define CHILD_EXIT_MAP 201
+
+// Forks a child that maps the page read-only (as a client does), checks it
+// cannot map it writable, waits for |value| on slot |slot_index| and exits
+// with CHILD_EXIT(result, failure).
+static pid_t fork_waiter(int fd, size_t slot_index, uint32_t generation,
+                         uint64_t value) {
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child != 0) return child;
+  void *writable = mmap(NULL, HALO_TIMELINE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                        MAP_SHARED, fd, 0);
+  if (writable != MAP_FAILED) _exit(CHILD_EXIT_WRITABLE);
+  halo_timeline_page_t *page =
+      mmap(NULL, HALO_TIMELINE_PAGE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+  if (page == MAP_FAILED) _exit(CHILD_EXIT_MAP);
+  halo_timeline_wait_target_t t = {.slot = &page->slots[slot_index],
+                                   .generation = generation,
+                                   .value = value};
+  size_t index;
+  int32_t failure;
+  halo_timeline_wait_result_t result = halo_timeline_wait(
+      &t, 1, false, halo_clock_now_ns() + 10000 * MS, -1, &index, &failure);
+  _exit(CHILD_EXIT(result, failure));
+}
+
+static int reap(pid_t child) {
+  int64_t deadline = halo_clock_now_ns() + DEADLINE_MS * MS;
+  int wait_status;
+  for (;;) {
+    pid_t reaped = waitpid(child, &wait_status, WNOHANG);
+    if (reaped == child) break;
+    if (halo_clock_now_ns() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, NULL, 0);
+      print_error("child %d did not exit within %d ms\n", child, DEADLINE_MS);
+      fail();
+    }
+    sleep_ms(1);
+  }
+  assert_true(WIFEXITED(wait_status));
+  return WEXITSTATUS(wait_status);
+}
+
+static void test_processes_wake_on_signal(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[30];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  pid_t children[4];
+  for (int i = 0; i < 4; ++i) {
+    children[i] = fork_waiter(fixture->fd, 30, generation, 7);
+  }
+  for (int i = 0; i < 4; ++i) await_sleeping(children[i], children[i]);
+  halo_timeline_slot_signal(slot, 6);  // not yet
+  for (int i = 0; i < 4; ++i) await_sleeping(children[i], children[i]);
+  halo_timeline_slot_signal(slot, 7);
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(reap(children[i]), CHILD_EXIT(HALO_TIMELINE_WAIT_OK, 0));
+  }
+}
+
+static void test_processes_see_failure(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[31];
+  uint32_t generation = halo_timeline_slot_activate(slot, 2);
+  pid_t reached = fork_waiter(fixture->fd, 31, generation, 2);
+  assert_int_equal(reap(reached), CHILD_EXIT(HALO_TIMELINE_WAIT_OK, 0));
+  pid_t child = fork_waiter(fixture->fd, 31, generation, 3);
+  await_sleeping(child, child);
+  assert_true(halo_timeline_slot_fail(slot, HALO_STATUS_ABORTED));
+  assert_int_equal(reap(child),
+                   CHILD_EXIT(HALO_TIMELINE_WAIT_FAILED, HALO_STATUS_ABORTED));
+  // After the failure: a reached value is still OK.
+  reached = fork_waiter(fixture->fd, 31, generation, 2);
+  assert_int_equal(reap(reached), CHILD_EXIT(HALO_TIMELINE_WAIT_OK, 0));
+}
+
+static void test_processes_see_retire(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[32];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  pid_t child = fork_waiter(fixture->fd, 32, generation, 1);
+  await_sleeping(child, child);
+  halo_timeline_slot_retire(slot);
+  assert_int_equal(reap(child), CHILD_EXIT(HALO_TIMELINE_WAIT_RETIRED, 0));
+}
+
+static void test_process_times_out(void **state) {
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[33];
+  uint32_t generation = halo_timeline_slot_activate(slot, 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    halo_timeline_page_t *page = mmap(NULL, HALO_TIMELINE_PAGE_SIZE, PROT_READ,
+                                      MAP_SHARED, fixture->fd, 0);
+    if (page == MAP_FAILED) _exit(CHILD_EXIT_MAP);
+    halo_timeline_wait_target_t t = {
+        .slot = &page->slots[33], .generation = generation, .value = 1};
+    size_t index;
+    int32_t failure;
+    _exit(CHILD_EXIT(
+        halo_timeline_wait(&t, 1, false, halo_clock_now_ns() + 100 * MS, -1,
+                           &index, &failure),
+        failure));
+  }
+  assert_int_equal(reap(child), CHILD_EXIT(HALO_TIMELINE_WAIT_TIMEOUT, 0));
+}
+
+static void test_process_ping_pong_loses_no_wakeup(void **state) {
+  // Here the child writes too (through its inherited read-write mapping):
+  // the protocol must hold for a writer in another process.
+  page_fixture_t *fixture = *state;
+  halo_timeline_slot_t *ping = &fixture->page->slots[34];
+  halo_timeline_slot_t *pong = &fixture->page->slots[35];
+  uint32_t ping_generation = halo_timeline_slot_activate(ping, 0);
+  uint32_t pong_generation = halo_timeline_slot_activate(pong, 0);
+  const uint64_t rounds = 5000;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    for (uint64_t i = 1; i <= rounds; ++i) {
+      halo_timeline_wait_target_t t = target(ping, ping_generation, i);
+      size_t index;
+      int32_t failure;
+      halo_timeline_wait_result_t result = halo_timeline_wait(
+          &t, 1, false, halo_clock_now_ns() + 5000 * MS, -1, &index, &failure);
+      if (result != HALO_TIMELINE_WAIT_OK) _exit(CHILD_EXIT(result, failure));
+      halo_timeline_slot_signal(pong, i);
+    }
+    _exit(0);
+  }
+  halo_timeline_wait_result_t result = HALO_TIMELINE_WAIT_OK;
+  for (uint64_t i = 1; i <= rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
+    halo_timeline_slot_signal(ping, i);
+    halo_timeline_wait_target_t t = target(pong, pong_generation, i);
+    size_t index;
+    int32_t failure;
+    result = halo_timeline_wait(&t, 1, false, halo_clock_now_ns() + 5000 * MS,
+                                -1, &index, &failure);
+  }
+  if (result != HALO_TIMELINE_WAIT_OK) kill(child, SIGKILL);
+  int code = reap(child);
+  assert_int_equal(result, HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(code, 0);
+}
+
+int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, page_setup, page_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_page_layout),
+      T(test_activate_and_read),
+      T(test_signal_advances_value_and_epoch),
+      T(test_wait_reached_value_returns_at_once),
+      T(test_wait_times_out),
+      T(test_first_failure_wins),
+      T(test_signal_wakes_sleeping_thread),
+      T(test_many_threads_wake_on_one_signal),
+      T(test_fail_wakes_sleeping_thread),
+      T(test_retire_wakes_sleeping_thread),
+      T(test_notify_after_external_store),
+      T(test_wait_any),
+      T(test_wait_all),
+      T(test_wait_all_ends_on_failure_of_one),
+      T(test_wait_any_ends_on_retire_of_one),
+      T(test_liveness_fd_ends_wait),
+      T(test_ping_pong_threads_lose_no_wakeup),
+      T(test_processes_wake_on_signal),
+      T(test_processes_see_failure),
+      T(test_processes_see_retire),
+      T(test_process_times_out),
+      T(test_process_ping_pong_loses_no_wakeup),
+  };
+#undef T
+  return cmocka_run_group_tests_name("timeline", tests, NULL, NULL);
+}
