@@ -1,0 +1,823 @@
+#include "tests/support/halo_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/admin.h"
+
+#ifndef HALO_TEST_HALOD
+#error "HALO_TEST_HALOD must name the halod executable"
+#endif
+#ifndef HALO_TEST_PEER
+#error "HALO_TEST_PEER must name the semaphore_peer executable"
+#endif
+
+int64_t halo_test_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+void halo_test_sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000,
+                        .tv_nsec = (long)(ms % 1000) * 1000000l};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+void halo_test_assert_status(halo_status_t status, halo_status_code_t code,
+                             const char *expression, const char *file,
+                             int line) {
+  halo_status_code_t actual = halo_status_code(status);
+  if (actual == code) {
+    halo_status_free(status);
+    return;
+  }
+  print_error("%s:%d: %s\n  returned %s (\"%s\"), expected %s\n", file, line,
+              expression, halo_status_code_name(actual),
+              halo_status_message(status), halo_status_code_name(code));
+  halo_status_free(status);
+  _fail(file, line);
+}
+
+// ---------------------------------------------------------------- daemon
+
+static int halo__remove_entry(const char *path, const struct stat *st, int type,
+                              struct FTW *ftw) {
+  (void)st;
+  (void)type;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void halo__remove_tree(const char *dir) {
+  if (dir[0]) nftw(dir, halo__remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+// Forks and execs |argv| with the death signal set; |stdout_fd| (or -1)
+// becomes the child's stdout.
+static pid_t halo__fork_exec(const char *const *argv, int stdout_fd) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(126);
+    execv(argv[0], (char *const *)argv);
+    dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+static bool halo__daemon_answers(const halo_test_daemon_t *daemon) {
+  halo_admin_t *admin = NULL;
+  halo_status_t status =
+      halo_admin_connect(daemon->admin_address, 1000, &admin);
+  if (status) {
+    halo_status_free(status);
+    return false;
+  }
+  halo_wire_response_t *response = NULL;
+  status = halo_admin_status(admin, &response);
+  bool ok = status == NULL && response && response->admin_status;
+  halo_status_free(status);
+  if (response) halo__wire__response__free_unpacked(response, NULL);
+  halo_admin_close(admin);
+  return ok;
+}
+
+void halo_test_daemon_start(halo_test_daemon_t *daemon) {
+  memset(daemon, 0, sizeof(*daemon));
+  snprintf(daemon->dir, sizeof(daemon->dir), "/tmp/halo-test-XXXXXX");
+  assert_non_null(mkdtemp(daemon->dir));
+  // Traversable by others: the uid test connects from another uid.
+  assert_return_code(chmod(daemon->dir, 0755), errno);
+  snprintf(daemon->socket_path, sizeof(daemon->socket_path), "%s/halo.sock",
+           daemon->dir);
+  snprintf(daemon->listen_address, sizeof(daemon->listen_address), "ipc://%s",
+           daemon->socket_path);
+  snprintf(daemon->admin_address, sizeof(daemon->admin_address),
+           "ipc://%s/admin.sock", daemon->dir);
+  snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
+           daemon->socket_path);
+  const char *argv[] = {HALO_TEST_HALOD,
+                        "--listen",
+                        daemon->listen_address,
+                        "--admin",
+                        daemon->admin_address,
+                        "--driver",
+                        "local",
+                        "--log-level",
+                        "info",
+                        NULL};
+  daemon->pid = halo__fork_exec(argv, -1);
+  int64_t deadline = halo_test_now_ns() + 10000 * HALO_TEST_MS;
+  for (;;) {
+    int wait_status;
+    if (waitpid(daemon->pid, &wait_status, WNOHANG) == daemon->pid) {
+      daemon->pid = 0;
+      print_error("halod exited during start-up (wait status 0x%x)\n",
+                  wait_status);
+      fail();
+    }
+    struct stat st;
+    if (stat(daemon->socket_path, &st) == 0 &&
+        stat(daemon->fd_channel_path, &st) == 0 &&
+        halo__daemon_answers(daemon)) {
+      return;
+    }
+    if (halo_test_now_ns() > deadline) {
+      print_error("halod (pid %d) did not answer on %s within 10 s\n",
+                  daemon->pid, daemon->admin_address);
+      fail();
+    }
+    halo_test_sleep_ms(5);
+  }
+}
+
+// Waits up to |timeout_ms| for |pid| to exit; returns its wait status or -1.
+static int halo__wait_pid(pid_t pid, int timeout_ms) {
+  int64_t deadline = halo_test_now_ns() + (int64_t)timeout_ms * HALO_TEST_MS;
+  for (;;) {
+    int wait_status;
+    pid_t reaped = waitpid(pid, &wait_status, WNOHANG);
+    if (reaped == pid) return wait_status;
+    if (reaped < 0 && errno != EINTR) return -1;
+    if (halo_test_now_ns() > deadline) return -1;
+    halo_test_sleep_ms(1);
+  }
+}
+
+void halo_test_daemon_stop(halo_test_daemon_t *daemon, int signal_number) {
+  assert_true(daemon->pid > 0);
+  assert_return_code(kill(daemon->pid, signal_number), errno);
+  int wait_status = halo__wait_pid(daemon->pid, HALO_TEST_DEADLINE_MS);
+  if (wait_status == -1) {
+    kill(daemon->pid, SIGKILL);
+    waitpid(daemon->pid, NULL, 0);
+    daemon->pid = 0;
+    print_error("halod did not exit within %d ms of signal %d\n",
+                HALO_TEST_DEADLINE_MS, signal_number);
+    fail();
+  }
+  daemon->pid = 0;
+  if (WIFSIGNALED(wait_status)) {
+    print_error("halod died of signal %d after signal %d\n",
+                WTERMSIG(wait_status), signal_number);
+    fail();
+  }
+  if (WEXITSTATUS(wait_status) != 0) {
+    print_error("halod exited with status %d after signal %d\n",
+                WEXITSTATUS(wait_status), signal_number);
+    fail();
+  }
+}
+
+void halo_test_daemon_kill(halo_test_daemon_t *daemon) {
+  if (daemon->pid <= 0) return;
+  assert_return_code(kill(daemon->pid, SIGKILL), errno);
+  assert_int_equal(waitpid(daemon->pid, NULL, 0), daemon->pid);
+  daemon->pid = 0;
+}
+
+void halo_test_daemon_cleanup(halo_test_daemon_t *daemon) {
+  if (daemon->pid > 0) {
+    kill(daemon->pid, SIGKILL);
+    waitpid(daemon->pid, NULL, 0);
+    daemon->pid = 0;
+  }
+  halo__remove_tree(daemon->dir);
+  daemon->dir[0] = '\0';
+}
+
+halo_client_t *halo_test_connect(const halo_test_daemon_t *daemon,
+                                 int32_t timeout_ms) {
+  halo_client_options_t options = {
+      .address = daemon->listen_address,
+      .client_name = "halo-test",
+      .request_timeout_ms = timeout_ms,
+  };
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  assert_non_null(client);
+  return client;
+}
+
+int halo_test_fixture_setup(void **state) {
+  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  halo_test_daemon_start(&fixture->daemon);
+  fixture->client = halo_test_connect(&fixture->daemon, 10000);
+  return 0;
+}
+
+int halo_test_fixture_teardown(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  if (!fixture) return 0;
+  for (int i = 0; i < HALO_TEST_MAX_PEERS; ++i) {
+    halo_test_process_cleanup(&fixture->peers[i]);
+  }
+  halo_client_close(fixture->client);
+  fixture->client = NULL;
+  if (fixture->daemon.pid > 0) {
+    halo_test_daemon_stop(&fixture->daemon, SIGTERM);
+  }
+  halo_test_daemon_cleanup(&fixture->daemon);
+  free(fixture);
+  *state = NULL;
+  return 0;
+}
+
+// ---------------------------------------------------------------- admin
+
+typedef halo_status_t (*halo__admin_call_t)(halo_admin_t *,
+                                            halo_wire_response_t **);
+
+static halo_wire_response_t *halo__admin(const halo_test_daemon_t *daemon,
+                                         halo__admin_call_t call) {
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_connect(daemon->admin_address, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  halo_status_t status = call(admin, &response);
+  halo_admin_close(admin);
+  HALO_TEST_ASSERT_OK(status);
+  assert_non_null(response);
+  return response;
+}
+
+halo_wire_response_t *halo_test_admin_status(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo__admin(daemon, halo_admin_status);
+  assert_non_null(response->admin_status);
+  return response;
+}
+
+halo_wire_response_t *halo_test_admin_sessions(
+    const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo__admin(daemon, halo_admin_sessions);
+  assert_non_null(response->admin_sessions);
+  return response;
+}
+
+halo_wire_response_t *halo_test_admin_semaphores(
+    const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo__admin(daemon, halo_admin_semaphores);
+  assert_non_null(response->admin_semaphores);
+  return response;
+}
+
+uint32_t halo_test_admin_session_count(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo_test_admin_status(daemon);
+  uint32_t sessions = response->admin_status->sessions;
+  halo__wire__response__free_unpacked(response, NULL);
+  return sessions;
+}
+
+bool halo_test_admin_find_session(const halo_test_daemon_t *daemon, pid_t pid,
+                                  Halo__Wire__SessionInfo *out_info) {
+  halo_wire_response_t *response = halo_test_admin_sessions(daemon);
+  bool found = false;
+  for (size_t i = 0; i < response->admin_sessions->n_sessions; ++i) {
+    Halo__Wire__SessionInfo *info = response->admin_sessions->sessions[i];
+    if ((pid_t)info->pid != pid) continue;
+    found = true;
+    if (out_info) {
+      *out_info = *info;
+      out_info->trust_domain = NULL;
+      out_info->client_name = NULL;
+    }
+    break;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return found;
+}
+
+// ---------------------------------------------------------------- raw client
+
+static void halo__raw_pipe_event(nng_pipe pipe, nng_pipe_ev event, void *arg) {
+  (void)pipe;
+  halo_test_raw_t *raw = arg;
+  if (event == NNG_PIPE_EV_REM_POST) {
+    __atomic_add_fetch(&raw->removed_pipes, 1, __ATOMIC_SEQ_CST);
+  }
+}
+
+void halo_test_raw_open(halo_test_raw_t *raw, const char *address,
+                        int timeout_ms) {
+  memset(raw, 0, sizeof(*raw));
+  assert_int_equal(nng_req0_open(&raw->socket), 0);
+  raw->open = true;
+  if (timeout_ms <= 0) timeout_ms = 5000;
+  assert_int_equal(
+      nng_socket_set_ms(raw->socket, NNG_OPT_RECVTIMEO, timeout_ms), 0);
+  assert_int_equal(
+      nng_socket_set_ms(raw->socket, NNG_OPT_SENDTIMEO, timeout_ms), 0);
+  // Never resend on our own: a request the daemon drops stays dropped.
+  assert_int_equal(nng_socket_set_ms(raw->socket, NNG_OPT_REQ_RESENDTIME,
+                                     NNG_DURATION_INFINITE),
+                   0);
+  // Large enough for the oversized-message test's own receive side.
+  nng_socket_set_size(raw->socket, NNG_OPT_RECVMAXSZ, 0);
+  assert_int_equal(nng_pipe_notify(raw->socket, NNG_PIPE_EV_REM_POST,
+                                   halo__raw_pipe_event, raw),
+                   0);
+  int rv = nng_dial(raw->socket, address, NULL, 0);
+  if (rv != 0) {
+    print_error("nng_dial(%s): %s\n", address, nng_strerror(rv));
+    fail();
+  }
+}
+
+void halo_test_raw_close(halo_test_raw_t *raw) {
+  if (!raw->open) return;
+  nng_close(raw->socket);
+  raw->open = false;
+}
+
+halo_wire_response_t *halo_test_raw_call_bytes(halo_test_raw_t *raw,
+                                               const void *bytes,
+                                               size_t length) {
+  int rv = nng_send(raw->socket, (void *)bytes, length, 0);
+  if (rv != 0) {
+    print_error("nng_send of %zu bytes: %s\n", length, nng_strerror(rv));
+    fail();
+  }
+  void *reply = NULL;
+  size_t reply_length = 0;
+  rv = nng_recv(raw->socket, &reply, &reply_length, NNG_FLAG_ALLOC);
+  if (rv != 0) {
+    print_error("no response from halod: %s\n", nng_strerror(rv));
+    fail();
+  }
+  halo_wire_response_t *response =
+      halo__wire__response__unpack(NULL, reply_length, reply);
+  nng_free(reply, reply_length);
+  if (!response) {
+    print_error("halod's response of %zu bytes does not decode\n",
+                reply_length);
+    fail();
+  }
+  return response;
+}
+
+int halo_test_raw_send_bytes(halo_test_raw_t *raw, const void *bytes,
+                             size_t length) {
+  return nng_send(raw->socket, (void *)bytes, length, 0);
+}
+
+halo_wire_response_t *halo_test_raw_call(halo_test_raw_t *raw,
+                                         const halo_wire_request_t *request) {
+  size_t length = halo__wire__request__get_packed_size(request);
+  uint8_t *bytes = malloc(length ? length : 1);
+  assert_non_null(bytes);
+  halo__wire__request__pack(request, bytes);
+  halo_wire_response_t *response = halo_test_raw_call_bytes(raw, bytes, length);
+  free(bytes);
+  return response;
+}
+
+void halo_test_raw_hello(halo_test_raw_t *raw) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  hello.client_name = "halo-test-raw";
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  halo_wire_response_t *response =
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(raw, &request));
+  assert_int_equal(response->body_case, HALO__WIRE__RESPONSE__BODY_HELLO);
+  Halo__Wire__HelloReply *reply = response->hello;
+  assert_int_equal(reply->protocol_version, HALO_PROTOCOL_VERSION);
+  assert_int_equal(reply->session_token.len, 16);
+  assert_int_equal(reply->max_message_bytes, HALO_WIRE_MAX_MESSAGE_BYTES);
+  raw->session_id = reply->session_id;
+  memcpy(raw->session_token, reply->session_token.data, 16);
+  assert_true(strlen(reply->fd_channel_path) < sizeof(raw->fd_channel_path));
+  snprintf(raw->fd_channel_path, sizeof(raw->fd_channel_path), "%s",
+           reply->fd_channel_path);
+  halo__wire__response__free_unpacked(response, NULL);
+}
+
+static bool halo__contains_case(const char *haystack, const char *needle) {
+  size_t length = strlen(needle);
+  for (; *haystack; ++haystack) {
+    if (strncasecmp(haystack, needle, length) == 0) return true;
+  }
+  return length == 0;
+}
+
+void halo_test_expect_error_in(halo_wire_response_t *response,
+                               const halo_status_code_t *codes, size_t count,
+                               const char *substring, const char *file,
+                               int line) {
+  bool code_ok = false;
+  for (size_t i = 0; i < count; ++i) {
+    if (response->code == (int32_t)codes[i]) code_ok = true;
+  }
+  const char *message = response->message ? response->message : "";
+  bool message_ok =
+      substring ? halo__contains_case(message, substring) : message[0] != '\0';
+  if (code_ok && message_ok) {
+    halo__wire__response__free_unpacked(response, NULL);
+    return;
+  }
+  print_error("%s:%d: response %s (\"%s\"), expected %s", file, line,
+              halo_status_code_name((halo_status_code_t)response->code),
+              message, halo_status_code_name(codes[0]));
+  for (size_t i = 1; i < count; ++i) {
+    print_error(" or %s", halo_status_code_name(codes[i]));
+  }
+  print_error(" with a message %s%s%s\n", substring ? "containing \"" : "",
+              substring ? substring : "(non-empty)", substring ? "\"" : "");
+  halo__wire__response__free_unpacked(response, NULL);
+  _fail(file, line);
+}
+
+void halo_test_expect_error(halo_wire_response_t *response,
+                            halo_status_code_t code, const char *substring,
+                            const char *file, int line) {
+  halo_test_expect_error_in(response, &code, 1, substring, file, line);
+}
+
+halo_wire_response_t *halo_test_expect_ok(halo_wire_response_t *response,
+                                          const char *file, int line) {
+  if (response->code != HALO_STATUS_OK) {
+    print_error("%s:%d: response %s (\"%s\"), expected OK\n", file, line,
+                halo_status_code_name((halo_status_code_t)response->code),
+                response->message ? response->message : "");
+    halo__wire__response__free_unpacked(response, NULL);
+    _fail(file, line);
+  }
+  return response;
+}
+
+uint64_t halo_test_raw_semaphore_create(halo_test_raw_t *raw,
+                                        uint64_t initial_value, uint32_t flags,
+                                        uint64_t *out_page_id,
+                                        uint32_t *out_slot) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreCreate body = HALO__WIRE__SEMAPHORE_CREATE__INIT;
+  body.initial_value = initial_value;
+  body.has_flags = true;
+  body.flags = flags;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE;
+  request.semaphore_create = &body;
+  halo_wire_response_t *response =
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(raw, &request));
+  assert_int_equal(response->body_case, HALO__WIRE__RESPONSE__BODY_SEMAPHORE);
+  uint64_t handle = response->semaphore->handle;
+  if (out_page_id) *out_page_id = response->semaphore->page_id;
+  if (out_slot) *out_slot = response->semaphore->slot;
+  halo__wire__response__free_unpacked(response, NULL);
+  return handle;
+}
+
+uint64_t halo_test_raw_buffer_create(halo_test_raw_t *raw, uint64_t size,
+                                     Halo__Wire__MemoryType memory_type,
+                                     uint32_t flags,
+                                     Halo__Wire__HostPlacement *out_placement) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__BufferCreate body = HALO__WIRE__BUFFER_CREATE__INIT;
+  body.device = 0;
+  body.size = size;
+  body.memory_type = memory_type;
+  body.has_flags = true;
+  body.flags = flags;
+  request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_CREATE;
+  request.buffer_create = &body;
+  halo_wire_response_t *response =
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(raw, &request));
+  assert_int_equal(response->body_case, HALO__WIRE__RESPONSE__BODY_BUFFER);
+  assert_int_equal(response->buffer->size, size);
+  uint64_t handle = response->buffer->handle;
+  if (out_placement) {
+    Halo__Wire__HostPlacement empty = HALO__WIRE__HOST_PLACEMENT__INIT;
+    *out_placement = empty;
+    if (memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE) {
+      assert_non_null(response->buffer->placement);
+      *out_placement = *response->buffer->placement;
+    }
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return handle;
+}
+
+halo_wire_response_t *halo_test_raw_semaphore_signal(halo_test_raw_t *raw,
+                                                     uint64_t handle,
+                                                     uint64_t value) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreSignal body = HALO__WIRE__SEMAPHORE_SIGNAL__INIT;
+  body.handle = handle;
+  body.value = value;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL;
+  request.semaphore_signal = &body;
+  return halo_test_raw_call(raw, &request);
+}
+
+// ---------------------------------------------------------------- fd channel
+
+int halo_test_fd_connect(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct timeval timeout = {.tv_sec = 5};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof(address.sun_path)) {
+    close(fd);
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  strcpy(address.sun_path, path);
+  if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+    int error_number = errno;
+    close(fd);
+    errno = error_number;
+    return -1;
+  }
+  return fd;
+}
+
+int halo_test_fd_transact(int socket_fd, uint32_t kind, uint64_t id,
+                          const uint8_t token[16], halo_fd_reply_t *out_reply,
+                          int *out_fd) {
+  *out_fd = -1;
+  memset(out_reply, 0, sizeof(*out_reply));
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = kind;
+  request.id = id;
+  if (token) memcpy(request.token, token, sizeof(request.token));
+  if (send(socket_fd, &request, sizeof(request), MSG_NOSIGNAL) !=
+      (ssize_t)sizeof(request)) {
+    return -1;
+  }
+  struct iovec iov = {.iov_base = out_reply, .iov_len = sizeof(*out_reply)};
+  union {
+    char buffer[CMSG_SPACE(sizeof(int) * 4)];
+    struct cmsghdr align;
+  } control;
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buffer,
+                       .msg_controllen = sizeof(control.buffer)};
+  ssize_t received;
+  do {
+    received = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); received >= 0 && cmsg;
+       cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
+    size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      memcpy(&passed, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+      if (*out_fd < 0) {
+        *out_fd = passed;
+      } else {
+        close(passed);  // more than one: the caller sees only the first
+      }
+    }
+  }
+  if (received < 0) return -1;
+  if (received == 0) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  if ((size_t)received != sizeof(*out_reply)) {
+    errno = EPROTO;
+    return -1;
+  }
+  return 0;
+}
+
+int halo_test_fd_open_session(const halo_test_raw_t *raw) {
+  int socket_fd = halo_test_fd_connect(raw->fd_channel_path);
+  if (socket_fd < 0) {
+    print_error("connect(%s): %s\n", raw->fd_channel_path, strerror(errno));
+    fail();
+  }
+  halo_fd_reply_t reply;
+  int passed = -1;
+  int rc =
+      halo_test_fd_transact(socket_fd, HALO_FD_REQUEST_AUTH, raw->session_id,
+                            raw->session_token, &reply, &passed);
+  if (rc != 0) {
+    print_error("fd channel AUTH: %s\n", strerror(errno));
+    close(socket_fd);
+    fail();
+  }
+  if (passed >= 0) close(passed);
+  if (reply.code != HALO_STATUS_OK) {
+    print_error("fd channel AUTH: %s (%.240s)\n",
+                halo_status_code_name((halo_status_code_t)reply.code),
+                reply.message);
+    close(socket_fd);
+    fail();
+  }
+  assert_int_equal(passed, -1);
+  return socket_fd;
+}
+
+int halo_test_fd_get(int socket_fd, uint32_t kind, uint64_t id,
+                     uint64_t *out_size) {
+  halo_fd_reply_t reply;
+  int passed = -1;
+  int rc = halo_test_fd_transact(socket_fd, kind, id, NULL, &reply, &passed);
+  if (rc != 0) {
+    print_error("fd channel GET %u %llu: %s\n", kind, (unsigned long long)id,
+                strerror(errno));
+    fail();
+  }
+  if (reply.code != HALO_STATUS_OK || passed < 0) {
+    print_error("fd channel GET %u %llu: %s (%.240s), fd %d\n", kind,
+                (unsigned long long)id,
+                halo_status_code_name((halo_status_code_t)reply.code),
+                reply.message, passed);
+    if (passed >= 0) close(passed);
+    fail();
+  }
+  if (out_size) *out_size = reply.size;
+  return passed;
+}
+
+// ---------------------------------------------------------------- processes
+
+void halo_test_spawn(halo_test_process_t *process, const char *const *argv) {
+  memset(process, 0, sizeof(*process));
+  int pipe_fds[2];
+  assert_return_code(pipe2(pipe_fds, O_CLOEXEC), errno);
+  process->pid = halo__fork_exec(argv, pipe_fds[1]);
+  close(pipe_fds[1]);
+  process->stdout_fd = pipe_fds[0];
+}
+
+void halo_test_read_line(halo_test_process_t *process, char *out_line,
+                         size_t capacity, int timeout_ms) {
+  int64_t deadline = halo_test_now_ns() + (int64_t)timeout_ms * HALO_TEST_MS;
+  for (;;) {
+    char *newline = memchr(process->buffer, '\n', process->length);
+    if (newline) {
+      size_t line_length = (size_t)(newline - process->buffer);
+      assert_true(line_length < capacity);
+      memcpy(out_line, process->buffer, line_length);
+      out_line[line_length] = '\0';
+      process->length -= line_length + 1;
+      memmove(process->buffer, newline + 1, process->length);
+      return;
+    }
+    assert_true(process->length < sizeof(process->buffer));
+    int64_t remaining = (deadline - halo_test_now_ns()) / HALO_TEST_MS;
+    if (remaining <= 0) {
+      print_error("process %d wrote no line within %d ms\n", process->pid,
+                  timeout_ms);
+      fail();
+    }
+    struct pollfd pfd = {.fd = process->stdout_fd, .events = POLLIN};
+    int ready = poll(&pfd, 1, (int)remaining);
+    if (ready < 0 && errno == EINTR) continue;
+    assert_true(ready >= 0);
+    if (ready == 0) continue;
+    ssize_t got = read(process->stdout_fd, process->buffer + process->length,
+                       sizeof(process->buffer) - process->length);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      int code = -1;
+      if (halo_test_process_exited(process) &&
+          WIFEXITED(process->wait_status)) {
+        code = WEXITSTATUS(process->wait_status);
+      }
+      print_error("process %d closed its stdout before a line (exit %d)\n",
+                  process->pid, code);
+      fail();
+    }
+    process->length += (size_t)got;
+  }
+}
+
+bool halo_test_process_exited(halo_test_process_t *process) {
+  if (process->pid <= 0) return true;
+  int wait_status;
+  pid_t reaped = waitpid(process->pid, &wait_status, WNOHANG);
+  if (reaped != process->pid) return false;
+  process->wait_status = wait_status;
+  process->pid = 0;
+  return true;
+}
+
+int halo_test_process_wait(halo_test_process_t *process, int timeout_ms) {
+  pid_t pid = process->pid;
+  if (!HALO_TEST_POLL(halo_test_process_exited(process), timeout_ms)) {
+    print_error("process %d did not exit within %d ms\n", pid, timeout_ms);
+    fail();
+  }
+  if (WIFSIGNALED(process->wait_status)) {
+    print_error("process %d died of signal %d\n", pid,
+                WTERMSIG(process->wait_status));
+    fail();
+  }
+  return WEXITSTATUS(process->wait_status);
+}
+
+void halo_test_process_cleanup(halo_test_process_t *process) {
+  if (process->pid > 0) {
+    kill(process->pid, SIGKILL);
+    waitpid(process->pid, &process->wait_status, 0);
+    process->pid = 0;
+  }
+  if (process->stdout_fd > 0) {
+    close(process->stdout_fd);
+    process->stdout_fd = -1;
+  }
+}
+
+void halo_test_spawn_peer(halo_test_process_t *process, const char *address,
+                          const char *const *args) {
+  const char *argv[32];
+  size_t count = 0;
+  argv[count++] = HALO_TEST_PEER;
+  argv[count++] = address;
+  for (; *args; ++args) {
+    assert_true(count < 31);
+    argv[count++] = *args;
+  }
+  argv[count] = NULL;
+  halo_test_spawn(process, argv);
+}
+
+static bool halo__thread_sleeping(pid_t pid, pid_t tid) {
+  char path[96];
+  char text[256];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t got = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (got > 0) {
+      text[got] = '\0';
+      long number = strtol(text, NULL, 10);
+      if (strncmp(text, "running", 7) == 0) return false;
+      return number == 202 /* futex */ || number == 449 /* futex_waitv */;
+    }
+  }
+  // No syscall file (restricted /proc): fall back to the scheduler state.
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char *paren = strrchr(text, ')');
+  return paren && paren[1] == ' ' && paren[2] == 'S';
+}
+
+bool halo_test_wait_until_sleeping(pid_t pid, pid_t tid, int timeout_ms) {
+  return HALO_TEST_POLL(halo__thread_sleeping(pid, tid), timeout_ms);
+}
+
+// ---------------------------------------------------------------- /proc
+
+int halo_test_count_memfds(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+  DIR *dir = opendir(path);
+  if (!dir) return -1;
+  int count = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    char target[256];
+    ssize_t length =
+        readlinkat(dirfd(dir), entry->d_name, target, sizeof(target) - 1);
+    if (length <= 0) continue;
+    target[length] = '\0';
+    if (strncmp(target, "/memfd:", 7) == 0) ++count;
+  }
+  closedir(dir);
+  return count;
+}

@@ -1,0 +1,258 @@
+// Test support for halo's cmocka tests: a real halod on a private socket,
+// raw protocol clients, fd channel helpers, child processes and /proc
+// inspection.
+//
+// Functions that can fail use cmocka assertions (the current test fails and
+// its teardown still runs), so they may only be called from a test, its
+// setup or its teardown, on the thread cmocka runs it on. Never call them in
+// a forked child: children use plain syscalls and _exit().
+#ifndef HALO_TESTS_SUPPORT_HALO_TEST_H_
+#define HALO_TESTS_SUPPORT_HALO_TEST_H_
+
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "common/fd_channel.h"
+#include "common/wire.h"
+#include "halo/halo.h"
+
+// How long a test waits for something that should happen "at once" (a
+// daemon noticing a dead client, a child waking up) before failing.
+#define HALO_TEST_DEADLINE_MS 5000
+
+#define HALO_TEST_MS (1000000ll)  // nanoseconds in a millisecond
+
+// CLOCK_MONOTONIC in nanoseconds.
+int64_t halo_test_now_ns(void);
+
+// Sleeps |ms| milliseconds (only between polls of a condition).
+void halo_test_sleep_ms(int ms);
+
+// Polls |condition| every millisecond until it holds or |timeout_ms|
+// passes; evaluates to whether it held.
+#define HALO_TEST_POLL(condition, timeout_ms)                    \
+  ({                                                             \
+    int64_t halo__deadline =                                     \
+        halo_test_now_ns() + (int64_t)(timeout_ms)*HALO_TEST_MS; \
+    bool halo__held;                                             \
+    while (!(halo__held = (condition)) &&                        \
+           halo_test_now_ns() < halo__deadline) {                \
+      halo_test_sleep_ms(1);                                     \
+    }                                                            \
+    halo__held;                                                  \
+  })
+
+// Fails the test if |status| is not OK, printing its code and message.
+#define HALO_TEST_ASSERT_OK(expr) \
+  halo_test_assert_status((expr), HALO_STATUS_OK, #expr, __FILE__, __LINE__)
+// Fails the test unless |expr| returns a status with |code|; frees it.
+#define HALO_TEST_ASSERT_CODE(expr, code) \
+  halo_test_assert_status((expr), (code), #expr, __FILE__, __LINE__)
+void halo_test_assert_status(halo_status_t status, halo_status_code_t code,
+                             const char *expression, const char *file,
+                             int line);
+
+// ---------------------------------------------------------------- daemon
+
+typedef struct halo_test_daemon_t {
+  pid_t pid;                  // 0 once stopped or killed
+  char dir[64];               // private directory of the sockets
+  char socket_path[128];      // DIR/halo.sock
+  char listen_address[160];   // ipc://DIR/halo.sock
+  char admin_address[160];    // ipc://DIR/admin.sock
+  char fd_channel_path[160];  // DIR/halo.sock.fd
+} halo_test_daemon_t;
+
+// Starts `halod --driver local` on sockets in a fresh private directory and
+// waits until its admin socket answers.
+void halo_test_daemon_start(halo_test_daemon_t *daemon);
+
+// Sends |signal_number| and waits for the daemon to exit; asserts it exits
+// with status 0 within HALO_TEST_DEADLINE_MS.
+void halo_test_daemon_stop(halo_test_daemon_t *daemon, int signal_number);
+
+// SIGKILLs the daemon (if still running) and reaps it.
+void halo_test_daemon_kill(halo_test_daemon_t *daemon);
+
+// Kills a daemon still running (without asserting) and removes the
+// directory. Safe after stop/kill; used by teardowns.
+void halo_test_daemon_cleanup(halo_test_daemon_t *daemon);
+
+// Connects a libhalo client to |daemon| (request timeout |timeout_ms|, 0 for
+// the default).
+halo_client_t *halo_test_connect(const halo_test_daemon_t *daemon,
+                                 int32_t timeout_ms);
+
+// ---------------------------------------------------------------- admin
+
+// One admin round trip; asserts it succeeds. Free the result with
+// halo__wire__response__free_unpacked(r, NULL).
+halo_wire_response_t *halo_test_admin_status(const halo_test_daemon_t *daemon);
+halo_wire_response_t *halo_test_admin_sessions(
+    const halo_test_daemon_t *daemon);
+halo_wire_response_t *halo_test_admin_semaphores(
+    const halo_test_daemon_t *daemon);
+
+// The number of sessions (AdminStatusReply.sessions).
+uint32_t halo_test_admin_session_count(const halo_test_daemon_t *daemon);
+
+// Whether the daemon lists a session of process |pid|; if so and |out_info|
+// is not NULL, copies the counters (strings are not copied).
+bool halo_test_admin_find_session(const halo_test_daemon_t *daemon, pid_t pid,
+                                  Halo__Wire__SessionInfo *out_info);
+
+// ---------------------------------------------------------------- raw client
+
+// A client speaking the wire protocol directly (no libhalo), to send what
+// libhalo never would.
+typedef struct halo_test_raw_t {
+  nng_socket socket;
+  bool open;
+  uint64_t session_id;
+  uint8_t session_token[16];
+  char fd_channel_path[160];
+  int removed_pipes;  // pipes nng reported removed (the daemon dropped us)
+} halo_test_raw_t;
+
+// Dials |address| (no Hello). Receive timeout |timeout_ms| (0: 5000).
+void halo_test_raw_open(halo_test_raw_t *raw, const char *address,
+                        int timeout_ms);
+void halo_test_raw_close(halo_test_raw_t *raw);
+
+// Sends Hello and asserts the reply is OK; keeps the session id, token and
+// fd channel path.
+void halo_test_raw_hello(halo_test_raw_t *raw);
+
+// Sends |request| and returns the decoded response whatever its code;
+// asserts one arrives and decodes. Free it with
+// halo__wire__response__free_unpacked().
+halo_wire_response_t *halo_test_raw_call(halo_test_raw_t *raw,
+                                         const halo_wire_request_t *request);
+// The same with arbitrary bytes as the request.
+halo_wire_response_t *halo_test_raw_call_bytes(halo_test_raw_t *raw,
+                                               const void *bytes,
+                                               size_t length);
+// Sends bytes without waiting for a reply; returns the nng error (0: sent).
+int halo_test_raw_send_bytes(halo_test_raw_t *raw, const void *bytes,
+                             size_t length);
+
+// Asserts |response| has |code| and a message containing |substring| (NULL:
+// any non-empty message; case-insensitive), then frees it.
+#define HALO_TEST_EXPECT_ERROR(response, code, substring) \
+  halo_test_expect_error((response), (code), (substring), __FILE__, __LINE__)
+void halo_test_expect_error(halo_wire_response_t *response,
+                            halo_status_code_t code, const char *substring,
+                            const char *file, int line);
+// Like HALO_TEST_EXPECT_ERROR but any code of |codes| (|count| of them).
+void halo_test_expect_error_in(halo_wire_response_t *response,
+                               const halo_status_code_t *codes, size_t count,
+                               const char *substring, const char *file,
+                               int line);
+// Asserts |response| is OK and returns it.
+#define HALO_TEST_EXPECT_OK(response) \
+  halo_test_expect_ok((response), __FILE__, __LINE__)
+halo_wire_response_t *halo_test_expect_ok(halo_wire_response_t *response,
+                                          const char *file, int line);
+
+// Raw requests used by many tests; each asserts an OK reply and returns the
+// values of interest.
+uint64_t halo_test_raw_semaphore_create(halo_test_raw_t *raw,
+                                        uint64_t initial_value, uint32_t flags,
+                                        uint64_t *out_page_id,
+                                        uint32_t *out_slot);
+uint64_t halo_test_raw_buffer_create(halo_test_raw_t *raw, uint64_t size,
+                                     Halo__Wire__MemoryType memory_type,
+                                     uint32_t flags,
+                                     Halo__Wire__HostPlacement *out_placement);
+// Sends SemaphoreSignal(|handle|, |value|) and returns the response.
+halo_wire_response_t *halo_test_raw_semaphore_signal(halo_test_raw_t *raw,
+                                                     uint64_t handle,
+                                                     uint64_t value);
+
+// ---------------------------------------------------------------- fd channel
+
+// Connects a SOCK_SEQPACKET socket to |path|; -1 with errno on failure.
+int halo_test_fd_connect(const char *path);
+
+// Sends one request and receives one reply (plain syscalls: safe in a forked
+// child). Returns 0 with |*out_reply| filled and |*out_fd| the passed
+// descriptor or -1; -1 if the daemon closed the connection (or on a socket
+// error, errno set).
+int halo_test_fd_transact(int socket_fd, uint32_t kind, uint64_t id,
+                          const uint8_t token[16], halo_fd_reply_t *out_reply,
+                          int *out_fd);
+
+// Connects to |raw|'s fd channel and authenticates its session (asserts).
+int halo_test_fd_open_session(const halo_test_raw_t *raw);
+
+// GETs |kind| |id| on an authenticated channel; asserts an OK reply with a
+// descriptor and returns it.
+int halo_test_fd_get(int socket_fd, uint32_t kind, uint64_t id,
+                     uint64_t *out_size);
+
+// ---------------------------------------------------------------- processes
+
+typedef struct halo_test_process_t {
+  pid_t pid;  // 0 once reaped
+  int stdout_fd;
+  char buffer[512];
+  size_t length;
+  int wait_status;
+} halo_test_process_t;
+
+// Starts |argv| (NULL-terminated) with stdout on a pipe; stderr is
+// inherited. The child dies with the test process (PR_SET_PDEATHSIG).
+void halo_test_spawn(halo_test_process_t *process, const char *const *argv);
+
+// Reads one line of the child's stdout (without the newline) within
+// |timeout_ms|; asserts it arrives.
+void halo_test_read_line(halo_test_process_t *process, char *out_line,
+                         size_t capacity, int timeout_ms);
+
+// Whether the child exited (reaps it; its status lands in wait_status).
+bool halo_test_process_exited(halo_test_process_t *process);
+
+// Waits up to |timeout_ms| for the child to exit and asserts it exited
+// normally; returns its exit code.
+int halo_test_process_wait(halo_test_process_t *process, int timeout_ms);
+
+// SIGKILLs and reaps a child still running; closes its pipe.
+void halo_test_process_cleanup(halo_test_process_t *process);
+
+// Common per-test fixture: one daemon, one libhalo client, and room for the
+// child processes a test starts (the teardown kills those still running).
+#define HALO_TEST_MAX_PEERS 16
+typedef struct halo_test_fixture_t {
+  halo_test_daemon_t daemon;
+  halo_client_t *client;
+  halo_test_process_t peers[HALO_TEST_MAX_PEERS];
+} halo_test_fixture_t;
+int halo_test_fixture_setup(void **state);
+// Kills leftover peers, closes the client and stops the daemon with SIGTERM,
+// asserting exit 0 (under ASan that also means the daemon leaked nothing).
+int halo_test_fixture_teardown(void **state);
+
+// Starts tests/integration/semaphore_peer with |address| and |args|
+// (NULL-terminated).
+void halo_test_spawn_peer(halo_test_process_t *process, const char *address,
+                          const char *const *args);
+
+// Waits until thread |tid| of process |pid| sleeps in a futex call (or, if
+// /proc does not say which call, is asleep); false after |timeout_ms|.
+bool halo_test_wait_until_sleeping(pid_t pid, pid_t tid, int timeout_ms);
+
+// ---------------------------------------------------------------- /proc
+
+// The number of memfds process |pid| holds open (links "/memfd:..." in
+// /proc/PID/fd); -1 if /proc cannot be read.
+int halo_test_count_memfds(pid_t pid);
+
+#endif  // HALO_TESTS_SUPPORT_HALO_TEST_H_
