@@ -144,7 +144,7 @@ static halo_status_t hello_run(hello_t *hello) {
                               0, &hello->device_buffer);
   if (status) return halo_status_annotate(status, "device buffer");
   step(&clock,
-       "created a device buffer of %" PRIu64 " MiB (handle %" PRIu64 ")",
+       "created a device buffer of %" PRIu64 " MiB (handle 0x%" PRIx64 ")",
        device_size >> 20, halo_buffer_handle(hello->device_buffer));
   status = write_and_check(hello->device_buffer, 2);
   if (status) return status;
@@ -154,7 +154,7 @@ static halo_status_t hello_run(hello_t *hello) {
   // A timeline semaphore at 0; a second thread waits for 1.
   status = halo_semaphore_create(hello->client, 0, 0, &hello->semaphore);
   if (status) return halo_status_annotate(status, "creating a semaphore");
-  step(&clock, "created a semaphore (handle %" PRIu64 ") at value 0",
+  step(&clock, "created a semaphore (handle 0x%" PRIx64 ") at value 0",
        halo_semaphore_handle(hello->semaphore));
 
   waiter_t waiter = {.semaphore = hello->semaphore};
