@@ -7,7 +7,10 @@
 //
 // Cases (all processes on one host, CLOCK_MONOTONIC throughout):
 //   ping      halo_client_ping round trip | raw nng req/rep over ipc:// to an
-//             echo process (64-byte messages), no halo in between.
+//             echo process (64-byte messages), no halo in between; the two
+//             alternate in blocks of 250.
+//   signal    halo_semaphore_signal round trip with nobody waiting, and (from
+//             the wake case) with a waiter asleep or spinning.
 //   wake      a waiter process imports an exported semaphore and waits for
 //             k+1; this process calls halo_semaphore_signal(k+1). Latency =
 //             waiter's wake time - time the signal call began (the signal
@@ -21,7 +24,8 @@
 //             open + dial + one round trip + close against the echo process.
 //
 // Every case runs a bounded number of iterations after a warm-up and stops
-// early at --case-seconds, so a whole run stays well under a minute.
+// early at --case-seconds (ping: twice that, for both halves), so a whole
+// run stays under a minute even on a loaded machine.
 //
 // The helper processes are this executable again (fork + exec of
 // /proc/self/exe with a hidden --role argument), so no process forks with
@@ -388,20 +392,20 @@ static bench_row_t *bench_report_add(bench_report_t *report, const char *name,
 }
 
 static void bench_report_print(const bench_report_t *report, FILE *out) {
-  fprintf(out, "%-36s %6s %9s %9s %9s %9s %9s\n", "case (microseconds)", "n",
+  fprintf(out, "%-38s %6s %9s %9s %9s %9s %9s\n", "case (microseconds)", "n",
           "p50", "p99", "mean", "min", "max");
   for (int i = 0; i < report->row_count; ++i) {
     const bench_row_t *row = &report->rows[i];
     const bench_stats_t *h = &row->halo;
-    fprintf(out, "%-36s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", row->name,
+    fprintf(out, "%-38s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", row->name,
             h->count, h->p50_us, h->p99_us, h->mean_us, h->min_us, h->max_us);
     if (!row->native_name) continue;
     const bench_stats_t *n = &row->native;
     char label[64];
     snprintf(label, sizeof(label), "  native: %s", row->native_name);
-    fprintf(out, "%-36s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", label, n->count,
+    fprintf(out, "%-38s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", label, n->count,
             n->p50_us, n->p99_us, n->mean_us, n->min_us, n->max_us);
-    fprintf(out, "%-36s %6s %8.1fx %8.1fx %8.1fx\n", "  halo / native", "",
+    fprintf(out, "%-38s %6s %8.1fx %8.1fx %8.1fx\n", "  halo / native", "",
             n->p50_us > 0 ? h->p50_us / n->p50_us : NAN,
             n->p99_us > 0 ? h->p99_us / n->p99_us : NAN,
             n->mean_us > 0 ? h->mean_us / n->mean_us : NAN);
@@ -445,24 +449,6 @@ static void bench_report_write_csv(const bench_report_t *report,
 static int bench_warmup_for(int iterations) {
   int warmup = iterations / 10;
   return warmup < 10 ? 10 : warmup > 1000 ? 1000 : warmup;
-}
-
-static bench_stats_t bench_case_halo_ping(const bench_options_t *options,
-                                          halo_client_t *client) {
-  int warmup = bench_warmup_for(options->ping_iterations);
-  int64_t *samples = bench_samples_alloc(options->ping_iterations);
-  for (int i = 0; i < warmup; ++i)
-    bench_check(halo_client_ping(client), "ping");
-  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 1e9);
-  int count = 0;
-  while (count < options->ping_iterations && bench_now_ns() < deadline) {
-    int64_t start = bench_now_ns();
-    bench_check(halo_client_ping(client), "ping");
-    samples[count++] = bench_now_ns() - start;
-  }
-  bench_stats_t stats = bench_stats_compute(samples, count);
-  free(samples);
-  return stats;
 }
 
 // The echo process and a req socket dialed to it.
@@ -527,20 +513,75 @@ static nng_socket bench_nng_dial(const char *address) {
   return socket;
 }
 
-static bench_stats_t bench_case_native_ping(const bench_options_t *options,
-                                            const bench_echo_t *echo) {
+typedef struct bench_ping_result_t {
+  bench_stats_t halo;
+  bench_stats_t native;
+} bench_ping_result_t;
+
+// halo_client_ping against a raw nng round trip to the echo process, in
+// alternating blocks so that load from elsewhere on the machine falls on
+// both alike.
+static bench_ping_result_t bench_case_ping(const bench_options_t *options,
+                                           halo_client_t *client,
+                                           const bench_echo_t *echo) {
+  enum { kBlock = 250 };
   nng_socket socket = bench_nng_dial(echo->address);
-  int warmup = bench_warmup_for(options->ping_iterations);
-  int64_t *samples = bench_samples_alloc(options->ping_iterations);
-  for (int i = 0; i < warmup; ++i) bench_nng_round_trip(socket);
-  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 1e9);
-  int count = 0;
-  while (count < options->ping_iterations && bench_now_ns() < deadline) {
-    int64_t start = bench_now_ns();
+  int n = options->ping_iterations;
+  int warmup = bench_warmup_for(n);
+  for (int i = 0; i < warmup; ++i) {
+    bench_check(halo_client_ping(client), "ping");
     bench_nng_round_trip(socket);
-    samples[count++] = bench_now_ns() - start;
+  }
+  int64_t *halo_ns = bench_samples_alloc(n);
+  int64_t *native_ns = bench_samples_alloc(n);
+  // Both halves share the case's time budget.
+  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 2e9);
+  int halo_count = 0;
+  int native_count = 0;
+  while ((halo_count < n || native_count < n) && bench_now_ns() < deadline) {
+    for (int i = 0; i < kBlock && halo_count < n; ++i) {
+      int64_t start = bench_now_ns();
+      bench_check(halo_client_ping(client), "ping");
+      halo_ns[halo_count++] = bench_now_ns() - start;
+    }
+    for (int i = 0; i < kBlock && native_count < n; ++i) {
+      int64_t start = bench_now_ns();
+      bench_nng_round_trip(socket);
+      native_ns[native_count++] = bench_now_ns() - start;
+    }
   }
   nng_close(socket);
+  bench_ping_result_t result = {
+      .halo = bench_stats_compute(halo_ns, halo_count),
+      .native = bench_stats_compute(native_ns, native_count),
+  };
+  free(halo_ns);
+  free(native_ns);
+  return result;
+}
+
+// halo_semaphore_signal with nobody waiting: a request like ping plus the
+// daemon's handle lookup, checks, store and FUTEX_WAKE of an empty queue.
+static bench_stats_t bench_case_signal_alone(const bench_options_t *options,
+                                             halo_client_t *client) {
+  halo_semaphore_t *semaphore = NULL;
+  bench_check(halo_semaphore_create(client, 0, 0, &semaphore),
+              "semaphore create");
+  int n = options->ping_iterations;
+  int warmup = bench_warmup_for(n);
+  int64_t *samples = bench_samples_alloc(n);
+  uint64_t value = 0;
+  for (int i = 0; i < warmup; ++i) {
+    bench_check(halo_semaphore_signal(semaphore, ++value), "semaphore signal");
+  }
+  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 1e9);
+  int count = 0;
+  while (count < n && bench_now_ns() < deadline) {
+    int64_t start = bench_now_ns();
+    bench_check(halo_semaphore_signal(semaphore, ++value), "semaphore signal");
+    samples[count++] = bench_now_ns() - start;
+  }
+  halo_semaphore_release(semaphore);
   bench_stats_t stats = bench_stats_compute(samples, count);
   free(samples);
   return stats;
@@ -725,8 +766,13 @@ static void bench_print_machine(FILE *out, const bench_options_t *options,
   }
   struct utsname uts;
   uname(&uts);
-  fprintf(out, "halo-bench-control %s: halod pid %d at %s\n",
-          halo_version_string(), daemon_pid, options->address);
+  char date[64] = "";
+  time_t now = time(NULL);
+  struct tm tm;
+  if (gmtime_r(&now, &tm))
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", &tm);
+  fprintf(out, "halo-bench-control %s, %s: halod pid %d at %s\n",
+          halo_version_string(), date, daemon_pid, options->address);
   fprintf(out, "host: %ld online CPUs, %s, Linux %s\n",
           sysconf(_SC_NPROCESSORS_ONLN), model, uts.release);
   fprintf(out,
@@ -885,10 +931,11 @@ int main(int argc, char **argv) {
   bench_echo_t echo;
   bench_echo_start(&echo);
 
+  bench_ping_result_t ping = bench_case_ping(&options, client, &echo);
   bench_row_t *row = bench_report_add(&report, "no-op request round trip",
                                       "nng req/rep ipc, 64 B");
-  row->native = bench_case_native_ping(&options, &echo);
-  row->halo = bench_case_halo_ping(&options, client);
+  row->halo = ping.halo;
+  row->native = ping.native;
 
   bench_wake_result_t asleep =
       bench_case_wake(&options, client, false, BENCH_WAKE_ASLEEP);
@@ -908,12 +955,16 @@ int main(int argc, char **argv) {
   row->halo = spinning.wake;
   row->native = spinning_native.wake;
 
-  row = bench_report_add(&report, "signal call (waiter asleep)", NULL);
+  row = bench_report_add(&report, "signal call, nobody waiting", NULL);
+  row->halo = bench_case_signal_alone(&options, client);
+  row = bench_report_add(&report, "signal call, waiter asleep", NULL);
   row->halo = asleep.signal_call;
+  row = bench_report_add(&report, "signal call, waiter spinning", NULL);
+  row->halo = spinning.signal_call;
 
   bench_connect_result_t connect = bench_case_halo_connect(&options);
   row = bench_report_add(&report, "connect + close",
-                         "nng open+dial+1 req/rep+close");
+                         "nng open+dial+req/rep+close");
   row->halo = connect.both;
   row->native = bench_case_native_connect(&options, &echo);
   row = bench_report_add(&report, "  of which connect", NULL);
