@@ -11,20 +11,25 @@
 //             alternate in blocks of 250.
 //   signal    halo_semaphore_signal round trip with nobody waiting, and (from
 //             the wake case) with a waiter asleep or spinning.
+//   idle ping the same two, with a 1 ms pause before each request: what a
+//             client that talks to the daemon now and then sees, once the
+//             threads on the path (and, in a VM, their CPUs) went idle.
 //   wake      a waiter process imports an exported semaphore and waits for
-//             k+1; this process calls halo_semaphore_signal(k+1). Latency =
-//             waiter's wake time - time the signal call began (the signal
-//             request's trip to halod + halod's store + FUTEX_WAKE + the
-//             waiter's wake-up). Two variants: the waiter asleep on the
-//             futex (we sleep 1 ms before signaling) and the waiter
-//             spinning on the mapped slot (halo_semaphore_query).
+//             k+1; this process pauses 1 ms, then calls
+//             halo_semaphore_signal(k+1). Latency = the waiter's wake time -
+//             the time the signal call began (the signal request's trip to
+//             halod + halod's store + FUTEX_WAKE + the waiter's wake-up). Two
+//             variants: the waiter asleep in halo_semaphore_wait (past its
+//             spin, in FUTEX_WAIT) and the waiter spinning on the mapped slot
+//             (halo_semaphore_query), which sees the store at once: the
+//             difference is the cost of waking a sleeping waiter.
 //             Native: the same two processes on a shared memfd word, a store
 //             + FUTEX_WAKE against FUTEX_WAIT (or a spin).
 //   connect   halo_client_connect and halo_client_close | nng req socket
 //             open + dial + one round trip + close against the echo process.
 //
 // Every case runs a bounded number of iterations after a warm-up and stops
-// early at --case-seconds (ping: twice that, for both halves), so a whole
+// early at --case-seconds (the ping cases: both halves together), so a whole
 // run stays under a minute even on a loaded machine.
 //
 // The helper processes are this executable again (fork + exec of
@@ -70,9 +75,10 @@
 #define BENCH_STEP_TIMEOUT_MS 15000
 // How long a waiter waits for one signal before giving up.
 #define BENCH_WAIT_TIMEOUT_NS (10ll * 1000 * 1000 * 1000)
-// The "waiter asleep" variant sleeps this long before signaling: far past
-// the client's ~20 us spin, so the waiter is in FUTEX_WAIT.
-#define BENCH_SLEEP_BEFORE_SIGNAL_NS 1000000
+// The wake cases pause this long before each signal: far past the client's
+// ~20 us spin, so a halo_semaphore_wait waiter is in FUTEX_WAIT. The idle
+// ping case pauses as long before each request.
+#define BENCH_PAUSE_BEFORE_SIGNAL_NS 1000000
 
 typedef enum bench_wake_mode_e {
   BENCH_WAKE_ASLEEP = 0,
@@ -392,30 +398,34 @@ static bench_row_t *bench_report_add(bench_report_t *report, const char *name,
 }
 
 static void bench_report_print(const bench_report_t *report, FILE *out) {
-  fprintf(out, "%-38s %6s %9s %9s %9s %9s %9s\n", "case (microseconds)", "n",
+  fprintf(out, "%-40s %6s %9s %9s %9s %9s %9s\n", "case (microseconds)", "n",
           "p50", "p99", "mean", "min", "max");
   for (int i = 0; i < report->row_count; ++i) {
     const bench_row_t *row = &report->rows[i];
     const bench_stats_t *h = &row->halo;
-    fprintf(out, "%-38s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", row->name,
+    fprintf(out, "%-40s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", row->name,
             h->count, h->p50_us, h->p99_us, h->mean_us, h->min_us, h->max_us);
     if (!row->native_name) continue;
     const bench_stats_t *n = &row->native;
     char label[64];
     snprintf(label, sizeof(label), "  native: %s", row->native_name);
-    fprintf(out, "%-38s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", label, n->count,
+    fprintf(out, "%-40s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", label, n->count,
             n->p50_us, n->p99_us, n->mean_us, n->min_us, n->max_us);
-    fprintf(out, "%-38s %6s %8.1fx %8.1fx %8.1fx\n", "  halo / native", "",
+    fprintf(out, "%-40s %6s %8.1fx %8.1fx %8.1fx\n", "  halo / native", "",
             n->p50_us > 0 ? h->p50_us / n->p50_us : NAN,
             n->p99_us > 0 ? h->p99_us / n->p99_us : NAN,
             n->mean_us > 0 ? h->mean_us / n->mean_us : NAN);
   }
 }
 
+// CSV fields are quoted: case names contain commas.
 static void bench_csv_row(FILE *out, const char *name, const char *impl,
-                          const bench_stats_t *s, const bench_stats_t *base) {
-  fprintf(out, "\"%s\",%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,", name, impl, s->count,
-          s->p50_us, s->p99_us, s->mean_us, s->min_us, s->max_us);
+                          const char *method, const bench_stats_t *s,
+                          const bench_stats_t *base) {
+  while (*name == ' ') ++name;
+  fprintf(out, "\"%s\",%s,\"%s\",%d,%.3f,%.3f,%.3f,%.3f,%.3f,", name, impl,
+          method, s->count, s->p50_us, s->p99_us, s->mean_us, s->min_us,
+          s->max_us);
   if (base && base->p50_us > 0 && base->p99_us > 0) {
     fprintf(out, "%.3f,%.3f\n", s->p50_us / base->p50_us,
             s->p99_us / base->p99_us);
@@ -424,19 +434,24 @@ static void bench_csv_row(FILE *out, const char *name, const char *impl,
   }
 }
 
+// One line per measurement; a native baseline shares its halo line's case
+// name (impl "native", method says what was measured); ratio_* are halo /
+// native on the halo line.
 static void bench_report_write_csv(const bench_report_t *report,
                                    const char *path) {
   FILE *out = fopen(path, "w");
   if (!out) bench_die("cannot write %s: %s", path, strerror(errno));
-  fputs("case,impl,n,p50_us,p99_us,mean_us,min_us,max_us,ratio_p50,ratio_p99\n",
-        out);
+  fputs(
+      "case,impl,method,n,p50_us,p99_us,mean_us,min_us,max_us,ratio_p50,"
+      "ratio_p99\n",
+      out);
   for (int i = 0; i < report->row_count; ++i) {
     const bench_row_t *row = &report->rows[i];
+    bench_csv_row(out, row->name, "halo", "halo", &row->halo,
+                  row->native_name ? &row->native : NULL);
     if (row->native_name) {
-      bench_csv_row(out, row->name, "halo", &row->halo, &row->native);
-      bench_csv_row(out, row->native_name, "native", &row->native, NULL);
-    } else {
-      bench_csv_row(out, row->name, "halo", &row->halo, NULL);
+      bench_csv_row(out, row->name, "native", row->native_name, &row->native,
+                    NULL);
     }
   }
   if (fclose(out) != 0) bench_die("writing %s: %s", path, strerror(errno));
@@ -535,7 +550,7 @@ static bench_ping_result_t bench_case_ping(const bench_options_t *options,
   int64_t *halo_ns = bench_samples_alloc(n);
   int64_t *native_ns = bench_samples_alloc(n);
   // Both halves share the case's time budget.
-  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 2e9);
+  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 1e9);
   int halo_count = 0;
   int native_count = 0;
   while ((halo_count < n || native_count < n) && bench_now_ns() < deadline) {
@@ -545,6 +560,47 @@ static bench_ping_result_t bench_case_ping(const bench_options_t *options,
       halo_ns[halo_count++] = bench_now_ns() - start;
     }
     for (int i = 0; i < kBlock && native_count < n; ++i) {
+      int64_t start = bench_now_ns();
+      bench_nng_round_trip(socket);
+      native_ns[native_count++] = bench_now_ns() - start;
+    }
+  }
+  nng_close(socket);
+  bench_ping_result_t result = {
+      .halo = bench_stats_compute(halo_ns, halo_count),
+      .native = bench_stats_compute(native_ns, native_count),
+  };
+  free(halo_ns);
+  free(native_ns);
+  return result;
+}
+
+// As bench_case_ping, with a pause before each round trip, alternating in
+// blocks of 50.
+static bench_ping_result_t bench_case_ping_idle(const bench_options_t *options,
+                                                halo_client_t *client,
+                                                const bench_echo_t *echo) {
+  enum { kBlock = 50 };
+  nng_socket socket = bench_nng_dial(echo->address);
+  int n = options->wake_iterations;
+  for (int i = 0; i < 10; ++i) {
+    bench_check(halo_client_ping(client), "ping");
+    bench_nng_round_trip(socket);
+  }
+  int64_t *halo_ns = bench_samples_alloc(n);
+  int64_t *native_ns = bench_samples_alloc(n);
+  int64_t deadline = bench_now_ns() + (int64_t)(options->case_seconds * 1e9);
+  int halo_count = 0;
+  int native_count = 0;
+  while ((halo_count < n || native_count < n) && bench_now_ns() < deadline) {
+    for (int i = 0; i < kBlock && halo_count < n; ++i) {
+      bench_sleep_ns(BENCH_PAUSE_BEFORE_SIGNAL_NS);
+      int64_t start = bench_now_ns();
+      bench_check(halo_client_ping(client), "ping");
+      halo_ns[halo_count++] = bench_now_ns() - start;
+    }
+    for (int i = 0; i < kBlock && native_count < n; ++i) {
+      bench_sleep_ns(BENCH_PAUSE_BEFORE_SIGNAL_NS);
       int64_t start = bench_now_ns();
       bench_nng_round_trip(socket);
       native_ns[native_count++] = bench_now_ns() - start;
@@ -635,9 +691,9 @@ static bench_wake_result_t bench_case_wake(const bench_options_t *options,
     }
     bool last = done == total || (deadline && bench_now_ns() > deadline);
     if (last) atomic_store(&shared->stop, 1);
-    if (mode == BENCH_WAKE_ASLEEP && !last) {
-      bench_sleep_ns(BENCH_SLEEP_BEFORE_SIGNAL_NS);
-    }
+    // Both variants pause, so they differ only in the waiter's state (the
+    // pause also lets this host's CPUs go idle: see the idle ping case).
+    if (!last) bench_sleep_ns(BENCH_PAUSE_BEFORE_SIGNAL_NS);
     uint64_t value = (uint64_t)done + 1;
     int64_t start = bench_now_ns();
     if (native) {
@@ -936,6 +992,11 @@ int main(int argc, char **argv) {
                                       "nng req/rep ipc, 64 B");
   row->halo = ping.halo;
   row->native = ping.native;
+  bench_ping_result_t idle = bench_case_ping_idle(&options, client, &echo);
+  row = bench_report_add(&report, "no-op round trip, 1 ms idle before",
+                         "nng req/rep, 1 ms idle before");
+  row->halo = idle.halo;
+  row->native = idle.native;
 
   bench_wake_result_t asleep =
       bench_case_wake(&options, client, false, BENCH_WAKE_ASLEEP);
@@ -955,11 +1016,12 @@ int main(int argc, char **argv) {
   row->halo = spinning.wake;
   row->native = spinning_native.wake;
 
-  row = bench_report_add(&report, "signal call, nobody waiting", NULL);
+  row = bench_report_add(&report, "signal call, back-to-back, no waiter", NULL);
   row->halo = bench_case_signal_alone(&options, client);
-  row = bench_report_add(&report, "signal call, waiter asleep", NULL);
+  row =
+      bench_report_add(&report, "signal call, 1 ms idle, waiter asleep", NULL);
   row->halo = asleep.signal_call;
-  row = bench_report_add(&report, "signal call, waiter spinning", NULL);
+  row = bench_report_add(&report, "signal call, 1 ms idle, waiter spins", NULL);
   row->halo = spinning.signal_call;
 
   bench_connect_result_t connect = bench_case_halo_connect(&options);
