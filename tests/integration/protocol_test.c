@@ -1,0 +1,572 @@
+// Integration tests of the daemon's handling of bad input on the client
+// socket, with raw nng requests: malformed bytes, truncated protobuf, a
+// Request without a body, an unknown request type, requests before Hello,
+// a bad Hello, an oversized message (the daemon's NNG_OPT_RECVMAXSZ drops
+// that pipe), admin requests on the client socket, and every request type
+// with bad fields. Each gets a clear error (a code and a message naming
+// the problem) and a second, normal client keeps working throughout.
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/support/halo_test.h"
+
+typedef struct protocol_fixture_t {
+  halo_test_fixture_t base;  // first: the shared teardown frees it
+  halo_test_raw_t raw;
+} protocol_fixture_t;
+
+static int protocol_setup(void **state) {
+  protocol_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  halo_test_daemon_start(&fixture->base.daemon);
+  fixture->base.client = halo_test_connect(&fixture->base.daemon, 0);
+  halo_test_raw_open(&fixture->raw, fixture->base.daemon.listen_address, 0);
+  return 0;
+}
+
+static int protocol_teardown(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_close(&fixture->raw);
+  return halo_test_fixture_teardown(state);
+}
+
+// The normal client still gets answers, and can still create and use
+// objects.
+static void expect_daemon_serves(protocol_fixture_t *fixture) {
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_create(fixture->base.client, 0, 0, &semaphore));
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(semaphore, 1));
+  halo_semaphore_release(semaphore);
+}
+
+#define EXPECT(response, code, substring) \
+  HALO_TEST_EXPECT_ERROR((response), (code), (substring))
+
+// ---------------------------------------------------------------- framing
+
+static void test_malformed_bytes(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  static const uint8_t garbage[][8] = {
+      {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+      {0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},  // bad wire type
+      {0x0a, 0x7f, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06},  // length past end
+      {'h', 'e', 'l', 'l', 'o', '!', '\n', 0},
+  };
+  for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); ++i) {
+    EXPECT(halo_test_raw_call_bytes(&fixture->raw, garbage[i], 8),
+           HALO_STATUS_INVALID_ARGUMENT, "decode");
+    expect_daemon_serves(fixture);
+  }
+  // The malformed requests did not cost the raw session its Hello.
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  request.ping = &ping;
+  halo__wire__response__free_unpacked(
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(&fixture->raw, &request)), NULL);
+}
+
+static void test_random_garbage_flood(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  srand(99);
+  uint8_t bytes[512];
+  for (int round = 0; round < 300; ++round) {
+    size_t length = 1 + (size_t)(rand() % (int)sizeof(bytes));
+    for (size_t i = 0; i < length; ++i) bytes[i] = (uint8_t)rand();
+    halo_wire_response_t *response =
+        halo_test_raw_call_bytes(&fixture->raw, bytes, length);
+    // Random bytes rarely form a valid request; whatever they form, the
+    // daemon answers (it never crashes or hangs).
+    halo__wire__response__free_unpacked(response, NULL);
+  }
+  expect_daemon_serves(fixture);
+}
+
+static void test_truncated_request(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  // A valid SemaphoreCreate, cut short at every length.
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreCreate create = HALO__WIRE__SEMAPHORE_CREATE__INIT;
+  create.initial_value = 1ull << 40;
+  create.has_flags = true;
+  create.flags = 1;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE;
+  request.semaphore_create = &create;
+  size_t length = halo__wire__request__get_packed_size(&request);
+  uint8_t *bytes = malloc(length);
+  assert_non_null(bytes);
+  halo__wire__request__pack(&request, bytes);
+  for (size_t cut = 1; cut < length; ++cut) {
+    EXPECT(halo_test_raw_call_bytes(&fixture->raw, bytes, cut),
+           HALO_STATUS_INVALID_ARGUMENT, NULL);
+  }
+  free(bytes);
+  // None of them created a semaphore.
+  halo_wire_response_t *response =
+      halo_test_admin_semaphores(&fixture->base.daemon);
+  assert_int_equal(response->admin_semaphores->n_semaphores, 0);
+  halo__wire__response__free_unpacked(response, NULL);
+  expect_daemon_serves(fixture);
+}
+
+static void test_request_without_body(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  // An empty message is a Request with no body.
+  EXPECT(halo_test_raw_call_bytes(&fixture->raw, "", 0),
+         HALO_STATUS_INVALID_ARGUMENT, "body");
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_INVALID_ARGUMENT, "body");
+  expect_daemon_serves(fixture);
+}
+
+static void test_unknown_request_type(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  // Field 50 (no such body), and field 99 as a varint.
+  static const uint8_t unknown_message[] = {0x92, 0x03, 0x02, 0x08, 0x05};
+  static const uint8_t unknown_varint[] = {0x98, 0x06, 0x01};
+  static const halo_status_code_t codes[] = {HALO_STATUS_INVALID_ARGUMENT,
+                                             HALO_STATUS_UNIMPLEMENTED};
+  halo_test_expect_error_in(
+      halo_test_raw_call_bytes(&fixture->raw, unknown_message,
+                               sizeof(unknown_message)),
+      codes, 2, "unknown", __FILE__, __LINE__);
+  halo_test_expect_error_in(
+      halo_test_raw_call_bytes(&fixture->raw, unknown_varint,
+                               sizeof(unknown_varint)),
+      codes, 2, "unknown", __FILE__, __LINE__);
+  expect_daemon_serves(fixture);
+}
+
+static void test_request_before_hello(void **state) {
+  protocol_fixture_t *fixture = *state;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreCreate create = HALO__WIRE__SEMAPHORE_CREATE__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE;
+  request.semaphore_create = &create;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_FAILED_PRECONDITION, "Hello");
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  request.ping = &ping;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_FAILED_PRECONDITION, "Hello");
+  expect_daemon_serves(fixture);
+  // Then Hello works on the same session.
+  halo_test_raw_hello(&fixture->raw);
+  halo__wire__response__free_unpacked(
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(&fixture->raw, &request)), NULL);
+}
+
+static void test_bad_hello(void **state) {
+  protocol_fixture_t *fixture = *state;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  hello.protocol_version = HALO_PROTOCOL_VERSION + 1;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_FAILED_PRECONDITION, "version");
+  hello.protocol_version = 0;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_FAILED_PRECONDITION, "version");
+  expect_daemon_serves(fixture);
+  // A good Hello, then a second one.
+  halo_test_raw_hello(&fixture->raw);
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_FAILED_PRECONDITION, "Hello");
+  // Hello without its required field does not decode.
+  static const uint8_t no_version[] = {0x0a, 0x03, 0x12, 0x01, 'x'};
+  EXPECT(
+      halo_test_raw_call_bytes(&fixture->raw, no_version, sizeof(no_version)),
+      HALO_STATUS_INVALID_ARGUMENT, NULL);
+  expect_daemon_serves(fixture);
+}
+
+static void test_oversized_message_drops_pipe(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  uint32_t sessions = halo_test_admin_session_count(&fixture->base.daemon);
+  assert_int_equal(sessions, 2);
+  // Just under the limit works: a Ping echoes 3 MiB.
+  size_t big = 3u << 20;
+  uint8_t *payload = malloc(HALO_WIRE_MAX_MESSAGE_BYTES + 4096);
+  assert_non_null(payload);
+  memset(payload, 0x5c, HALO_WIRE_MAX_MESSAGE_BYTES + 4096);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  ping.has_payload = true;
+  ping.payload.data = payload;
+  ping.payload.len = big;
+  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  request.ping = &ping;
+  halo_wire_response_t *response =
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(&fixture->raw, &request));
+  assert_int_equal(response->ping->payload.len, big);
+  halo__wire__response__free_unpacked(response, NULL);
+  assert_int_equal(fixture->raw.removed_pipes, 0);
+
+  // Over the limit: the daemon drops the pipe (and with it the session).
+  size_t length = HALO_WIRE_MAX_MESSAGE_BYTES + 1024;
+  assert_int_equal(halo_test_raw_send_bytes(&fixture->raw, payload, length), 0);
+  bool dropped = HALO_TEST_POLL(
+      __atomic_load_n(&fixture->raw.removed_pipes, __ATOMIC_SEQ_CST) > 0,
+      HALO_TEST_DEADLINE_MS);
+  free(payload);
+  halo_test_raw_close(&fixture->raw);
+  if (!dropped) {
+    print_error("halod kept the pipe of a %zu-byte message\n", length);
+    fail();
+  }
+  assert_true(
+      HALO_TEST_POLL(halo_test_admin_session_count(&fixture->base.daemon) == 1,
+                     HALO_TEST_DEADLINE_MS));
+  expect_daemon_serves(fixture);
+  // The daemon says what its limit is.
+  halo_test_raw_t again;
+  halo_test_raw_open(&again, fixture->base.daemon.listen_address, 0);
+  halo_test_raw_hello(&again);  // asserts max_message_bytes == 4 MiB
+  halo_test_raw_close(&again);
+}
+
+static void test_large_write_is_chunked_under_the_limit(void **state) {
+  protocol_fixture_t *fixture = *state;
+  // A device buffer write of more than one message goes in chunks: fine.
+  size_t size = HALO_WIRE_MAX_MESSAGE_BYTES + 12345;
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(fixture->base.client, 0,
+                                         HALO_MEMORY_DEVICE, size, 0, &buffer));
+  uint8_t *data = calloc(1, size);
+  assert_non_null(data);
+  data[size - 1] = 0x42;
+  HALO_TEST_ASSERT_OK(halo_buffer_write(buffer, 0, data, size));
+  uint8_t last = 0;
+  HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, size - 1, &last, 1));
+  assert_int_equal(last, 0x42);
+  free(data);
+  halo_buffer_release(buffer);
+  expect_daemon_serves(fixture);
+}
+
+static void test_admin_requests_on_client_socket(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminStatus status = HALO__WIRE__ADMIN_STATUS__INIT;
+  Halo__Wire__AdminSessions sessions = HALO__WIRE__ADMIN_SESSIONS__INIT;
+  Halo__Wire__AdminSemaphores semaphores = HALO__WIRE__ADMIN_SEMAPHORES__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_STATUS;
+  request.admin_status = &status;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_PERMISSION_DENIED, "admin");
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_SESSIONS;
+  request.admin_sessions = &sessions;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_PERMISSION_DENIED, "admin");
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_SEMAPHORES;
+  request.admin_semaphores = &semaphores;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_PERMISSION_DENIED, "admin");
+  expect_daemon_serves(fixture);
+}
+
+static void test_client_requests_on_admin_socket(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_t admin;
+  halo_test_raw_open(&admin, fixture->base.daemon.admin_address, 0);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreCreate create = HALO__WIRE__SEMAPHORE_CREATE__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE;
+  request.semaphore_create = &create;
+  halo_wire_response_t *response = halo_test_raw_call(&admin, &request);
+  assert_int_not_equal(response->code, HALO_STATUS_OK);
+  assert_non_null(response->message);
+  assert_true(response->message[0] != '\0');
+  halo__wire__response__free_unpacked(response, NULL);
+  static const uint8_t garbage[] = {0xff, 0xff, 0xff};
+  response = halo_test_raw_call_bytes(&admin, garbage, sizeof(garbage));
+  assert_int_not_equal(response->code, HALO_STATUS_OK);
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_test_raw_close(&admin);
+  expect_daemon_serves(fixture);
+}
+
+// ---------------------------------------------------------------- bad fields
+
+static void test_every_request_type_with_bad_fields(void **state) {
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_t *raw = &fixture->raw;
+  halo_test_raw_hello(raw);
+  uint64_t semaphore = halo_test_raw_semaphore_create(raw, 5, 0, NULL, NULL);
+  uint64_t buffer = halo_test_raw_buffer_create(
+      raw, 4096, HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE, 0, NULL);
+  uint64_t device_buffer = halo_test_raw_buffer_create(
+      raw, 4096, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, 0, NULL);
+  Halo__Wire__Request request;
+  uint8_t short_token[3] = {1, 2, 3};
+  uint8_t unknown_token[16];
+  memset(unknown_token, 0xee, sizeof(unknown_token));
+  uint8_t data[8] = {0};
+
+#define RESET()                                            \
+  do {                                                     \
+    Halo__Wire__Request empty = HALO__WIRE__REQUEST__INIT; \
+    request = empty;                                       \
+  } while (0)
+
+  // BufferCreate: size 0, too big, unknown device, unknown memory type,
+  // unknown flags.
+  {
+    Halo__Wire__BufferCreate body = HALO__WIRE__BUFFER_CREATE__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_CREATE;
+    request.buffer_create = &body;
+    body.memory_type = HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE;
+    body.size = 0;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "size");
+    body.size = (1ull << 40) + 1;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "size");
+    body.size = 64;
+    body.device = 1000;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_OUT_OF_RANGE,
+           "device");
+    body.device = 0;
+    body.memory_type = (Halo__Wire__MemoryType)77;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "memory type");
+    body.memory_type = HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE;
+    body.has_flags = true;
+    body.flags = 0x80;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "flags");
+  }
+  // BufferRelease: unknown handle, wrong type.
+  {
+    Halo__Wire__BufferRelease body = HALO__WIRE__BUFFER_RELEASE__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE;
+    request.buffer_release = &body;
+    body.handle = 0;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+    body.handle = semaphore;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+  }
+  // BufferWrite: past the end, offset overflow, on a device buffer too.
+  {
+    Halo__Wire__BufferWrite body = HALO__WIRE__BUFFER_WRITE__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_WRITE;
+    request.buffer_write = &body;
+    body.data.data = data;
+    body.data.len = sizeof(data);
+    uint64_t handles[2] = {buffer, device_buffer};
+    for (int i = 0; i < 2; ++i) {
+      body.handle = handles[i];
+      body.offset = 4096 - 4;
+      EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_OUT_OF_RANGE, NULL);
+      body.offset = UINT64_MAX - 2;
+      EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_OUT_OF_RANGE, NULL);
+    }
+    body.handle = semaphore;
+    body.offset = 0;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+  }
+  // BufferRead: past the end, overflow, more than a chunk.
+  {
+    Halo__Wire__BufferRead body = HALO__WIRE__BUFFER_READ__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_READ;
+    request.buffer_read = &body;
+    body.handle = device_buffer;
+    body.offset = 4000;
+    body.length = 200;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_OUT_OF_RANGE, NULL);
+    body.offset = UINT64_MAX;
+    body.length = 2;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_OUT_OF_RANGE, NULL);
+    body.offset = 0;
+    body.length = HALO_WIRE_MAX_CHUNK_BYTES + 1;
+    static const halo_status_code_t codes[] = {HALO_STATUS_INVALID_ARGUMENT,
+                                               HALO_STATUS_OUT_OF_RANGE};
+    halo_test_expect_error_in(halo_test_raw_call(raw, &request), codes, 2, NULL,
+                              __FILE__, __LINE__);
+    body.length = UINT64_MAX;
+    halo_test_expect_error_in(halo_test_raw_call(raw, &request), codes, 2, NULL,
+                              __FILE__, __LINE__);
+  }
+  // Export of a non-exportable buffer / semaphore, and of wrong types.
+  {
+    Halo__Wire__Export body = HALO__WIRE__EXPORT__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_EXPORT;
+    request.buffer_export = &body;
+    body.handle = buffer;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_FAILED_PRECONDITION,
+           "exportable");
+    body.handle = semaphore;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_EXPORT;
+    request.semaphore_export = &body;
+    body.handle = semaphore;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_FAILED_PRECONDITION,
+           "exportable");
+    body.handle = buffer;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+  }
+  // Import: a token of the wrong length, an unknown token.
+  {
+    Halo__Wire__Import body = HALO__WIRE__IMPORT__INIT;
+    Halo__Wire__Request__BodyCase cases[2] = {
+        HALO__WIRE__REQUEST__BODY_BUFFER_IMPORT,
+        HALO__WIRE__REQUEST__BODY_SEMAPHORE_IMPORT};
+    for (int i = 0; i < 2; ++i) {
+      RESET();
+      request.body_case = cases[i];
+      if (i == 0) {
+        request.buffer_import = &body;
+      } else {
+        request.semaphore_import = &body;
+      }
+      body.token.data = short_token;
+      body.token.len = sizeof(short_token);
+      static const halo_status_code_t codes[] = {HALO_STATUS_INVALID_ARGUMENT,
+                                                 HALO_STATUS_NOT_FOUND};
+      halo_test_expect_error_in(halo_test_raw_call(raw, &request), codes, 2,
+                                "token", __FILE__, __LINE__);
+      body.token.data = NULL;
+      body.token.len = 0;
+      halo_test_expect_error_in(halo_test_raw_call(raw, &request), codes, 2,
+                                "token", __FILE__, __LINE__);
+      body.token.data = unknown_token;
+      body.token.len = sizeof(unknown_token);
+      EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_NOT_FOUND, NULL);
+    }
+  }
+  // SemaphoreCreate: initial value >= 2^63, unknown flags.
+  {
+    Halo__Wire__SemaphoreCreate body = HALO__WIRE__SEMAPHORE_CREATE__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE;
+    request.semaphore_create = &body;
+    body.initial_value = 1ull << 63;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           NULL);
+    body.initial_value = 0;
+    body.has_flags = true;
+    body.flags = 2;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "flags");
+  }
+  // SemaphoreSignal: equal, lower, >= 2^63, wrong handle type.
+  {
+    EXPECT(halo_test_raw_semaphore_signal(raw, semaphore, 5),
+           HALO_STATUS_INVALID_ARGUMENT, "5");
+    EXPECT(halo_test_raw_semaphore_signal(raw, semaphore, 4),
+           HALO_STATUS_INVALID_ARGUMENT, NULL);
+    EXPECT(halo_test_raw_semaphore_signal(raw, semaphore, 1ull << 63),
+           HALO_STATUS_INVALID_ARGUMENT, NULL);
+    EXPECT(halo_test_raw_semaphore_signal(raw, buffer, 6),
+           HALO_STATUS_INVALID_ARGUMENT, "handle");
+  }
+  // SemaphoreFail: code OK, negative, out of range, wrong handle type.
+  {
+    Halo__Wire__SemaphoreFail body = HALO__WIRE__SEMAPHORE_FAIL__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_FAIL;
+    request.semaphore_fail = &body;
+    body.handle = semaphore;
+    body.message = "bad code";
+    int32_t bad_codes[3] = {0, -1, 1000};
+    for (int i = 0; i < 3; ++i) {
+      body.code = bad_codes[i];
+      EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+             "code");
+    }
+    body.code = HALO_STATUS_ABORTED;
+    body.handle = buffer;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+  }
+  // SemaphoreQuery and SemaphoreRelease: wrong handle type, handle 0.
+  {
+    Halo__Wire__SemaphoreQuery query = HALO__WIRE__SEMAPHORE_QUERY__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY;
+    request.semaphore_query = &query;
+    query.handle = buffer;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+    query.handle = 0;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+    Halo__Wire__SemaphoreRelease release = HALO__WIRE__SEMAPHORE_RELEASE__INIT;
+    RESET();
+    request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE;
+    request.semaphore_release = &release;
+    release.handle = device_buffer;
+    EXPECT(halo_test_raw_call(raw, &request), HALO_STATUS_INVALID_ARGUMENT,
+           "handle");
+  }
+#undef RESET
+
+  // After all that, the objects are unharmed.
+  Halo__Wire__Request query_request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreQuery query = HALO__WIRE__SEMAPHORE_QUERY__INIT;
+  query.handle = semaphore;
+  query_request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY;
+  query_request.semaphore_query = &query;
+  halo_wire_response_t *response =
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(raw, &query_request));
+  assert_int_equal(response->semaphore_query->value, 5);
+  assert_int_equal(response->semaphore_query->failure_code, 0);
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_wire_response_t *sessions =
+      halo_test_admin_sessions(&fixture->base.daemon);
+  uint32_t buffers = 0;
+  for (size_t i = 0; i < sessions->admin_sessions->n_sessions; ++i) {
+    Halo__Wire__SessionInfo *session = sessions->admin_sessions->sessions[i];
+    if (session->session_id == raw->session_id) buffers = session->buffers;
+  }
+  halo__wire__response__free_unpacked(sessions, NULL);
+  assert_int_equal(buffers, 2);
+  expect_daemon_serves(fixture);
+}
+
+int main(void) {
+#define T(name) \
+  cmocka_unit_test_setup_teardown(name, protocol_setup, protocol_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_malformed_bytes),
+      T(test_random_garbage_flood),
+      T(test_truncated_request),
+      T(test_request_without_body),
+      T(test_unknown_request_type),
+      T(test_request_before_hello),
+      T(test_bad_hello),
+      T(test_oversized_message_drops_pipe),
+      T(test_large_write_is_chunked_under_the_limit),
+      T(test_admin_requests_on_client_socket),
+      T(test_client_requests_on_admin_socket),
+      T(test_every_request_type_with_bad_fields),
+  };
+#undef T
+  return cmocka_run_group_tests_name("protocol", tests, NULL, NULL);
+}

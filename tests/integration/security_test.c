@@ -1,0 +1,461 @@
+// Integration tests of the shared-memory and fd-channel guarantees, talking
+// the protocols directly (raw nng requests and fd channel messages):
+// - a semaphore page's memfd is sealed: no writable mapping, no write, no
+//   resize, no upgrade of a read-only mapping; it is the live page;
+// - an arena's memfd is sealed against shrinking and growing (the daemon
+//   maps it: a truncation would SIGBUS the daemon) but writable;
+// - the fd channel serves only an authenticated session, only the objects
+//   it holds, and a process of another uid cannot use someone else's
+//   session token.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/timeline.h"
+#include "tests/support/halo_test.h"
+
+typedef struct security_fixture_t {
+  halo_test_fixture_t base;  // first: the shared teardown frees it
+  halo_test_raw_t raw;
+  int channel;
+} security_fixture_t;
+
+static int security_setup(void **state) {
+  security_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  fixture->channel = -1;
+  *state = fixture;
+  halo_test_daemon_start(&fixture->base.daemon);
+  fixture->base.client = halo_test_connect(&fixture->base.daemon, 0);
+  halo_test_raw_open(&fixture->raw, fixture->base.daemon.listen_address, 0);
+  halo_test_raw_hello(&fixture->raw);
+  fixture->channel = halo_test_fd_open_session(&fixture->raw);
+  return 0;
+}
+
+static int security_teardown(void **state) {
+  security_fixture_t *fixture = *state;
+  if (fixture->channel >= 0) close(fixture->channel);
+  halo_test_raw_close(&fixture->raw);
+  return halo_test_fixture_teardown(state);
+}
+
+// The second client of every test keeps working.
+static void expect_daemon_serves(security_fixture_t *fixture) {
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
+}
+
+// Sends one fd channel request; asserts the reply carries no descriptor
+// and returns its code (or -1 if the daemon closed the connection).
+static int transact_expect_no_fd(int channel, uint32_t kind, uint64_t id,
+                                 const uint8_t *token) {
+  halo_fd_reply_t reply;
+  int passed = -1;
+  int rc = halo_test_fd_transact(channel, kind, id, token, &reply, &passed);
+  if (passed >= 0) {
+    close(passed);
+    print_error("fd channel request %u %llu got a descriptor (code %d)\n", kind,
+                (unsigned long long)id, reply.code);
+    fail();
+  }
+  if (rc != 0) return -1;
+  // An error names what was wrong.
+  if (reply.code != HALO_STATUS_OK) {
+    assert_true(strnlen(reply.message, sizeof(reply.message)) > 0);
+  }
+  return reply.code;
+}
+
+// ---------------------------------------------------------------- pages
+
+static void test_semaphore_page_is_sealed(void **state) {
+  security_fixture_t *fixture = *state;
+  uint64_t page_id = 0;
+  uint32_t slot = 0;
+  uint64_t handle =
+      halo_test_raw_semaphore_create(&fixture->raw, 41, 0, &page_id, &slot);
+  assert_true(slot < HALO_TIMELINE_SLOTS_PER_PAGE);
+  uint64_t size = 0;
+  int fd = halo_test_fd_get(fixture->channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                            page_id, &size);
+  assert_int_equal(size, HALO_TIMELINE_PAGE_SIZE);
+  int seals = fcntl(fd, F_GET_SEALS);
+  assert_true(seals >= 0);
+  int required =
+      F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+  assert_int_equal(seals & required, required);
+
+  // No writable shared mapping.
+  void *writable = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  assert_ptr_equal(writable, MAP_FAILED);
+  assert_int_equal(errno, EPERM);
+  // No write, no resize.
+  char byte = 0;
+  assert_int_equal(pwrite(fd, &byte, 1, 64), -1);
+  assert_int_equal(errno, EPERM);
+  assert_int_equal(ftruncate(fd, 0), -1);
+  assert_int_equal(errno, EPERM);
+  assert_int_equal(ftruncate(fd, (off_t)size * 2), -1);
+  assert_int_equal(errno, EPERM);
+  // No way around it through a read-write re-open.
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  int reopened = open(path, O_RDWR | O_CLOEXEC);
+  if (reopened >= 0) {
+    void *again =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, reopened, 0);
+    assert_ptr_equal(again, MAP_FAILED);
+    assert_int_equal(write(reopened, &byte, 1), -1);
+    close(reopened);
+  }
+  // The seals cannot be changed any more.
+  assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+
+  // Read-only is fine, cannot be upgraded, and is the live page.
+  const halo_timeline_page_t *page =
+      mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  assert_ptr_not_equal(page, MAP_FAILED);
+  assert_int_equal(mprotect((void *)page, size, PROT_READ | PROT_WRITE), -1);
+  assert_int_equal(page->header.magic, HALO_TIMELINE_PAGE_MAGIC);
+  assert_int_equal(atomic_load(&page->slots[slot].value), 41);
+  halo_wire_response_t *response =
+      halo_test_raw_semaphore_signal(&fixture->raw, handle, 42);
+  halo__wire__response__free_unpacked(HALO_TEST_EXPECT_OK(response), NULL);
+  assert_int_equal(atomic_load(&page->slots[slot].value), 42);
+  munmap((void *)page, size);
+  close(fd);
+  expect_daemon_serves(fixture);
+}
+
+static void test_arena_is_sealed_against_resize(void **state) {
+  security_fixture_t *fixture = *state;
+  Halo__Wire__HostPlacement placement;
+  uint64_t handle = halo_test_raw_buffer_create(
+      &fixture->raw, 4096, HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE, 0,
+      &placement);
+  uint64_t size = 0;
+  int fd = halo_test_fd_get(fixture->channel, HALO_FD_REQUEST_ARENA,
+                            placement.arena_id, &size);
+  assert_int_equal(size, placement.arena_size);
+  assert_true(placement.offset + 4096 <= size);
+  int seals = fcntl(fd, F_GET_SEALS);
+  assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW),
+                   F_SEAL_SHRINK | F_SEAL_GROW);
+  // The seals cannot be lifted.
+  assert_true(seals & F_SEAL_SEAL);
+  assert_int_equal(ftruncate(fd, 0), -1);
+  assert_int_equal(errno, EPERM);
+  assert_int_equal(ftruncate(fd, (off_t)size / 2), -1);
+  assert_int_equal(errno, EPERM);
+  assert_int_equal(ftruncate(fd, (off_t)size * 2), -1);
+  assert_int_equal(errno, EPERM);
+  assert_int_equal(fallocate(fd, 0, 0, (off_t)size * 2), -1);
+  // Writable by the client, and the daemon sees the same memory.
+  uint8_t *mapping =
+      mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  assert_ptr_not_equal(mapping, MAP_FAILED);
+  for (int i = 0; i < 64; ++i) mapping[placement.offset + i] = (uint8_t)(i + 1);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__BufferRead read = HALO__WIRE__BUFFER_READ__INIT;
+  read.handle = handle;
+  read.offset = 0;
+  read.length = 64;
+  request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_READ;
+  request.buffer_read = &read;
+  halo_wire_response_t *response =
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(&fixture->raw, &request));
+  assert_int_equal(response->body_case, HALO__WIRE__RESPONSE__BODY_BUFFER_READ);
+  assert_int_equal(response->buffer_read->data.len, 64);
+  assert_memory_equal(response->buffer_read->data.data,
+                      mapping + placement.offset, 64);
+  halo__wire__response__free_unpacked(response, NULL);
+  munmap(mapping, size);
+  close(fd);
+  expect_daemon_serves(fixture);
+}
+
+static void test_exportable_objects_get_their_own_memory(void **state) {
+  // Mapping a page or arena exposes everything on it: exportable objects
+  // must not share one with anything else.
+  security_fixture_t *fixture = *state;
+  uint64_t shared_a = 0, shared_b = 0, exported_a = 0, exported_b = 0;
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 0, &shared_a, NULL);
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 0, &shared_b, NULL);
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 1, &exported_a, NULL);
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 1, &exported_b, NULL);
+  assert_int_equal(shared_a, shared_b);  // plain ones share a page
+  assert_int_not_equal(exported_a, shared_a);
+  assert_int_not_equal(exported_b, shared_a);
+  assert_int_not_equal(exported_a, exported_b);
+  Halo__Wire__HostPlacement plain_1, plain_2, exported_1;
+  halo_test_raw_buffer_create(&fixture->raw, 4096,
+                              HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE, 0,
+                              &plain_1);
+  halo_test_raw_buffer_create(&fixture->raw, 4096,
+                              HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE, 1,
+                              &exported_1);
+  halo_test_raw_buffer_create(&fixture->raw, 4096,
+                              HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE, 0,
+                              &plain_2);
+  assert_int_equal(plain_1.arena_id, plain_2.arena_id);  // sub-allocated
+  assert_int_not_equal(plain_1.offset, plain_2.offset);
+  assert_int_not_equal(exported_1.arena_id, plain_1.arena_id);
+  assert_int_equal(exported_1.offset, 0);
+}
+
+// ---------------------------------------------------------------- fd channel
+
+static void test_fd_channel_requires_authentication(void **state) {
+  security_fixture_t *fixture = *state;
+  uint64_t page_id = 0;
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 0, &page_id, NULL);
+  int channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  // GET before AUTH.
+  int code = transact_expect_no_fd(channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                                   page_id, NULL);
+  assert_true(code == -1 || code == HALO_STATUS_UNAUTHENTICATED ||
+              code == HALO_STATUS_PERMISSION_DENIED);
+  close(channel);
+  // AUTH with a wrong token, then GET.
+  channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  uint8_t wrong[16];
+  memcpy(wrong, fixture->raw.session_token, 16);
+  wrong[7] ^= 1;
+  code = transact_expect_no_fd(channel, HALO_FD_REQUEST_AUTH,
+                               fixture->raw.session_id, wrong);
+  assert_true(code == -1 || code == HALO_STATUS_UNAUTHENTICATED ||
+              code == HALO_STATUS_PERMISSION_DENIED);
+  if (code != -1) {
+    code = transact_expect_no_fd(channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                                 page_id, NULL);
+    assert_int_not_equal(code, HALO_STATUS_OK);
+  }
+  close(channel);
+  // AUTH of a session that does not exist.
+  channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  code = transact_expect_no_fd(channel, HALO_FD_REQUEST_AUTH, 999999,
+                               fixture->raw.session_token);
+  assert_true(code == -1 || code == HALO_STATUS_UNAUTHENTICATED ||
+              code == HALO_STATUS_PERMISSION_DENIED);
+  close(channel);
+  expect_daemon_serves(fixture);
+}
+
+static void test_fd_channel_serves_only_own_objects(void **state) {
+  security_fixture_t *fixture = *state;
+  // Another session of the same process holds a page and an arena.
+  halo_test_raw_t other;
+  halo_test_raw_open(&other, fixture->base.daemon.listen_address, 0);
+  halo_test_raw_hello(&other);
+  uint64_t other_page = 0;
+  halo_test_raw_semaphore_create(&other, 0, 0, &other_page, NULL);
+  Halo__Wire__HostPlacement other_placement;
+  halo_test_raw_buffer_create(&other, 4096,
+                              HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE, 0,
+                              &other_placement);
+  // Our session may not fetch them.
+  int code = transact_expect_no_fd(
+      fixture->channel, HALO_FD_REQUEST_SEMAPHORE_PAGE, other_page, NULL);
+  assert_true(code == HALO_STATUS_PERMISSION_DENIED ||
+              code == HALO_STATUS_NOT_FOUND);
+  code = transact_expect_no_fd(fixture->channel, HALO_FD_REQUEST_ARENA,
+                               other_placement.arena_id, NULL);
+  assert_true(code == HALO_STATUS_PERMISSION_DENIED ||
+              code == HALO_STATUS_NOT_FOUND);
+  // Nor ids that do not exist.
+  code = transact_expect_no_fd(fixture->channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                               0, NULL);
+  assert_int_not_equal(code, HALO_STATUS_OK);
+  code = transact_expect_no_fd(fixture->channel, HALO_FD_REQUEST_ARENA,
+                               UINT64_MAX, NULL);
+  assert_int_not_equal(code, HALO_STATUS_OK);
+  // Nor a page of a semaphore it released.
+  uint64_t page_id = 0;
+  uint64_t handle =
+      halo_test_raw_semaphore_create(&fixture->raw, 0, 1, &page_id, NULL);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__SemaphoreRelease release = HALO__WIRE__SEMAPHORE_RELEASE__INIT;
+  release.handle = handle;
+  request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE;
+  request.semaphore_release = &release;
+  halo__wire__response__free_unpacked(
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(&fixture->raw, &request)), NULL);
+  code = transact_expect_no_fd(fixture->channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                               page_id, NULL);
+  assert_int_not_equal(code, HALO_STATUS_OK);
+  // The other session gets its own, on its own channel.
+  int other_channel = halo_test_fd_open_session(&other);
+  int fd = halo_test_fd_get(other_channel, HALO_FD_REQUEST_ARENA,
+                            other_placement.arena_id, NULL);
+  close(fd);
+  fd = halo_test_fd_get(other_channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                        other_page, NULL);
+  close(fd);
+  close(other_channel);
+  halo_test_raw_close(&other);
+  expect_daemon_serves(fixture);
+}
+
+// Whether process |pid| has an open descriptor on the file of |fd|.
+static bool process_holds_file(pid_t pid, int fd) {
+  struct stat mine;
+  assert_int_equal(fstat(fd, &mine), 0);
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+  DIR *dir = opendir(path);
+  assert_non_null(dir);
+  bool holds = false;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    struct stat theirs;
+    if (fstatat(dirfd(dir), entry->d_name, &theirs, 0) == 0 &&
+        theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev) {
+      holds = true;
+    }
+  }
+  closedir(dir);
+  return holds;
+}
+
+static void test_fd_channel_rejects_garbage(void **state) {
+  security_fixture_t *fixture = *state;
+  // Unknown kind and bad magic on an authenticated channel.
+  int code = transact_expect_no_fd(fixture->channel, 99, 1, NULL);
+  assert_true(code == -1 || code == HALO_STATUS_INVALID_ARGUMENT);
+  int channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = 0xdeadbeef;
+  request.kind = HALO_FD_REQUEST_AUTH;
+  assert_int_equal(send(channel, &request, sizeof(request), MSG_NOSIGNAL),
+                   (ssize_t)sizeof(request));
+  halo_fd_reply_t reply;
+  ssize_t got = recv(channel, &reply, sizeof(reply), 0);
+  assert_true(got <= 0 || reply.code != HALO_STATUS_OK);
+  close(channel);
+  // A short message, then a descriptor sent to the daemon.
+  channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  assert_int_equal(send(channel, "abc", 3, MSG_NOSIGNAL), 3);
+  got = recv(channel, &reply, sizeof(reply), 0);
+  assert_true(got <= 0 || reply.code != HALO_STATUS_OK);
+  close(channel);
+  channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  int pipe_fds[2];
+  assert_int_equal(pipe(pipe_fds), 0);
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = HALO_FD_REQUEST_AUTH;
+  request.id = fixture->raw.session_id;
+  memcpy(request.token, fixture->raw.session_token, 16);
+  halo_status_t status =
+      halo_fd_send(channel, &request, sizeof(request), pipe_fds[0]);
+  halo_status_free(status);
+  got = recv(channel, &reply, sizeof(reply), 0);
+  (void)got;  // whatever it answers, it must not keep our descriptor
+  close(channel);
+  close(pipe_fds[0]);
+  // The daemon closed the descriptor it was sent.
+  pid_t daemon_pid = fixture->base.daemon.pid;
+  bool dropped = HALO_TEST_POLL(!process_holds_file(daemon_pid, pipe_fds[1]),
+                                HALO_TEST_DEADLINE_MS);
+  close(pipe_fds[1]);
+  assert_true(dropped);
+  expect_daemon_serves(fixture);
+  // The session's own channel still works.
+  uint64_t page_id = 0;
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 0, &page_id, NULL);
+  int fd = halo_test_fd_get(fixture->channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                            page_id, NULL);
+  close(fd);
+}
+
+// Exit codes of the setuid child.
+#define CHILD_DENIED 0
+#define CHILD_SETUID_FAILED 10
+#define CHILD_CONNECT_FAILED 11
+#define CHILD_AUTH_ACCEPTED 12
+#define CHILD_GOT_DESCRIPTOR 13
+#define CHILD_WRONG_CODE 14
+
+static void test_other_uid_cannot_use_session_token(void **state) {
+  security_fixture_t *fixture = *state;
+  if (geteuid() != 0) {
+    print_message("not root: cannot setuid() to another uid; skipped\n");
+    skip();
+  }
+  uint64_t page_id = 0;
+  halo_test_raw_semaphore_create(&fixture->raw, 0, 0, &page_id, NULL);
+  // The socket must be reachable by the other uid, so that the daemon's
+  // credential check (not the file mode) is what refuses it.
+  assert_int_equal(chmod(fixture->raw.fd_channel_path, 0666), 0);
+  uint64_t session_id = fixture->raw.session_id;
+  uint8_t token[16];
+  memcpy(token, fixture->raw.session_token, 16);
+  const char *path = fixture->raw.fd_channel_path;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(CHILD_SETUID_FAILED);
+    int channel = halo_test_fd_connect(path);
+    if (channel < 0) _exit(CHILD_CONNECT_FAILED);
+    halo_fd_reply_t reply;
+    int passed = -1;
+    int rc = halo_test_fd_transact(channel, HALO_FD_REQUEST_AUTH, session_id,
+                                   token, &reply, &passed);
+    if (passed >= 0) _exit(CHILD_GOT_DESCRIPTOR);
+    if (rc == 0 && reply.code == HALO_STATUS_OK) _exit(CHILD_AUTH_ACCEPTED);
+    if (rc == 0 && reply.code != HALO_STATUS_PERMISSION_DENIED &&
+        reply.code != HALO_STATUS_UNAUTHENTICATED) {
+      _exit(CHILD_WRONG_CODE);
+    }
+    // Even so, a GET must not produce the page.
+    if (rc == 0) {
+      rc = halo_test_fd_transact(channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                                 page_id, NULL, &reply, &passed);
+      if (passed >= 0) _exit(CHILD_GOT_DESCRIPTOR);
+    }
+    _exit(CHILD_DENIED);
+  }
+  int wait_status = 0;
+  assert_int_equal(waitpid(child, &wait_status, 0), child);
+  assert_true(WIFEXITED(wait_status));
+  assert_int_equal(WEXITSTATUS(wait_status), CHILD_DENIED);
+  // The rightful owner still can.
+  int fd = halo_test_fd_get(fixture->channel, HALO_FD_REQUEST_SEMAPHORE_PAGE,
+                            page_id, NULL);
+  close(fd);
+  expect_daemon_serves(fixture);
+}
+
+int main(void) {
+#define T(name) \
+  cmocka_unit_test_setup_teardown(name, security_setup, security_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_semaphore_page_is_sealed),
+      T(test_arena_is_sealed_against_resize),
+      T(test_exportable_objects_get_their_own_memory),
+      T(test_fd_channel_requires_authentication),
+      T(test_fd_channel_serves_only_own_objects),
+      T(test_fd_channel_rejects_garbage),
+      T(test_other_uid_cannot_use_session_token),
+  };
+#undef T
+  return cmocka_run_group_tests_name("security", tests, NULL, NULL);
+}
