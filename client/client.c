@@ -236,7 +236,11 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
 
 void halo_client_close(halo_client_t *client) {
   if (!client) return;
-  // Release what the caller did not (in creation order reversed).
+  // Closing ends the session: the daemon releases everything the session
+  // held in one go (and fails semaphores it created that others imported,
+  // as for a crash). So no per-object release requests: the objects the
+  // caller did not release are only freed and unmapped here.
+  atomic_store(&client->lost, true);
   for (;;) {
     pthread_mutex_lock(&client->state_mutex);
     halo_object_link_t *link = client->objects.prev;
@@ -248,7 +252,6 @@ void halo_client_close(halo_client_t *client) {
       halo_buffer_release_link(link);
     }
   }
-  atomic_store(&client->lost, true);
   nng_close(client->socket);
   if (client->aio) nng_aio_free(client->aio);
   if (client->fd_channel >= 0) close(client->fd_channel);
