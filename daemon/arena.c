@@ -37,8 +37,14 @@ halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
   }
   uint32_t registered = 0;
   for (; !status && registered < daemon->hal.device_count; ++registered) {
-    halo_hal_device_t *device = daemon->hal.devices[registered];
-    status = device->vtable->register_host(device, arena->mapping, size);
+    halo_hal_allocator_t *allocator =
+        daemon->hal.devices[registered]->allocator;
+    uint64_t device_address = 0;
+    status = allocator->vtable->register_host(allocator, arena->mapping, size,
+                                              &device_address);
+    if (registered < HALO_HAL_MAX_DEVICES) {
+      arena->device_addresses[registered] = device_address;
+    }
   }
   if (!status) {
     arena->free_ranges = malloc(sizeof(*arena->free_ranges) * 4);
@@ -50,8 +56,8 @@ halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
   if (status) {
     // Registration of device |registered - 1| failed or later steps did.
     for (uint32_t i = 0; arena->mapping && i + 1 < registered; ++i) {
-      halo_hal_device_t *device = daemon->hal.devices[i];
-      device->vtable->unregister_host(device, arena->mapping);
+      halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
+      allocator->vtable->unregister_host(allocator, arena->mapping);
     }
     if (arena->mapping) munmap(arena->mapping, size);
     if (arena->fd >= 0) close(arena->fd);
@@ -71,8 +77,8 @@ halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {
   halo_u64_map_remove(&daemon->arenas, arena->id);
   for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-    halo_hal_device_t *device = daemon->hal.devices[i];
-    device->vtable->unregister_host(device, arena->mapping);
+    halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
+    allocator->vtable->unregister_host(allocator, arena->mapping);
   }
   munmap(arena->mapping, arena->size);
   close(arena->fd);

@@ -29,6 +29,8 @@ typedef struct halod_arena_t {
   bool exclusive;
   uint64_t owner_session;  // 0 once the session ended
   uint32_t live;           // buffers placed on it
+  // Where each device reaches the mapping (registered host memory).
+  uint64_t device_addresses[HALO_HAL_MAX_DEVICES];
   // Free ranges sorted by offset, coalesced.
   halod_arena_range_t *free_ranges;
   uint32_t free_count;

@@ -85,9 +85,9 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
     status = halod_buffer_place(daemon, session, size, exportable,
                                 &buffer->arena, &buffer->offset);
   } else {
-    halo_hal_device_t *hal_device = daemon->hal.devices[device];
+    halo_hal_allocator_t *allocator = daemon->hal.devices[device]->allocator;
     status =
-        hal_device->vtable->allocate(hal_device, size, &buffer->device_address);
+        allocator->vtable->allocate(allocator, size, &buffer->device_address);
   }
   if (status) {
     free(buffer);
@@ -118,8 +118,10 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
     halod_arena_free(daemon, buffer->arena, buffer->offset, buffer->size);
   } else {
     if (owner) owner->device_bytes -= buffer->size;
-    halo_hal_device_t *device = daemon->hal.devices[buffer->device];
-    device->vtable->deallocate(device, buffer->device_address, buffer->size);
+    halo_hal_allocator_t *allocator =
+        daemon->hal.devices[buffer->device]->allocator;
+    allocator->vtable->deallocate(allocator, buffer->device_address,
+                                  buffer->size);
   }
   free(buffer);
 }
@@ -147,9 +149,10 @@ halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
            (size_t)length);
     return NULL;
   }
-  halo_hal_device_t *device = daemon->hal.devices[buffer->device];
-  return device->vtable->write(device, buffer->device_address + offset, data,
-                               length);
+  halo_hal_allocator_t *allocator =
+      daemon->hal.devices[buffer->device]->allocator;
+  return allocator->vtable->write(allocator, buffer->device_address + offset,
+                                  data, length);
 }
 
 halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
@@ -162,7 +165,8 @@ halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
            (size_t)length);
     return NULL;
   }
-  halo_hal_device_t *device = daemon->hal.devices[buffer->device];
-  return device->vtable->read(device, buffer->device_address + offset, out_data,
-                              length);
+  halo_hal_allocator_t *allocator =
+      daemon->hal.devices[buffer->device]->allocator;
+  return allocator->vtable->read(allocator, buffer->device_address + offset,
+                                 out_data, length);
 }

@@ -1,7 +1,6 @@
-// The device abstraction (HAL): one vtable per driver. This first cut covers
-// what sessions and buffers need (device info, device memory, host memory
-// registration); executables, command buffers and queues come with the
-// execution model.
+// The device abstraction (HAL): a device creates executables, prepares
+// command buffers and creates queues; its allocator owns device memory and
+// host registrations. One folder per driver: hal/local/ (CPU) and hal/cuda/.
 //
 // Thread-safety: devices are thread-safe (the CUDA driver will call them from
 // its submission thread); the registry functions run on the loop thread.
@@ -12,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hal/allocator.h"
+#include "hal/command_buffer.h"
+#include "hal/executable.h"
+#include "hal/queue.h"
 #include "halo/status.h"
 
 typedef struct halo_hal_device_t halo_hal_device_t;
@@ -25,25 +28,41 @@ typedef struct halo_hal_device_info_t {
   uint32_t multiprocessor_count;
 } halo_hal_device_info_t;
 
+typedef enum halo_hal_executable_format_e {
+  HALO_HAL_EXECUTABLE_FORMAT_ELF = 1,
+  HALO_HAL_EXECUTABLE_FORMAT_PTX = 2,
+  HALO_HAL_EXECUTABLE_FORMAT_CUBIN = 3,
+  HALO_HAL_EXECUTABLE_FORMAT_FATBIN = 4,
+  HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE = 5,
+} halo_hal_executable_format_t;
+
+typedef struct halo_hal_executable_params_t {
+  uint32_t format;  // halo_hal_executable_format_t
+  const void *data;
+  uint64_t size;
+  const char *const *options;
+  uint32_t option_count;
+} halo_hal_executable_params_t;
+
 typedef struct halo_hal_device_vtable_t {
   void (*destroy)(halo_hal_device_t *device);
-  // Device memory: an opaque address (a CUdeviceptr on CUDA).
-  halo_status_t (*allocate)(halo_hal_device_t *device, uint64_t size,
-                            uint64_t *out_address);
-  void (*deallocate)(halo_hal_device_t *device, uint64_t address,
-                     uint64_t size);
-  halo_status_t (*write)(halo_hal_device_t *device, uint64_t address,
-                         const void *data, uint64_t length);
-  halo_status_t (*read)(halo_hal_device_t *device, uint64_t address,
-                        void *out_data, uint64_t length);
-  // Makes host memory (an arena mapping) reachable by the device.
-  halo_status_t (*register_host)(halo_hal_device_t *device, void *pointer,
-                                 uint64_t size);
-  void (*unregister_host)(halo_hal_device_t *device, void *pointer);
+  // UNIMPLEMENTED for formats the driver does not take; INVALID_ARGUMENT
+  // with the loader's or compiler's log when the code does not load.
+  halo_status_t (*create_executable)(halo_hal_device_t *device,
+                                     const halo_hal_executable_params_t *params,
+                                     halo_hal_executable_t **out_executable);
+  // Prepares |recording| (moved into the command buffer on success; left to
+  // the caller on failure).
+  halo_status_t (*prepare_command_buffer)(
+      halo_hal_device_t *device, halo_hal_recording_t *recording,
+      halo_hal_command_buffer_t **out_command_buffer);
+  halo_status_t (*create_queue)(halo_hal_device_t *device, int32_t priority,
+                                halo_hal_queue_t **out_queue);
 } halo_hal_device_vtable_t;
 
 struct halo_hal_device_t {
   const halo_hal_device_vtable_t *vtable;
+  halo_hal_allocator_t *allocator;
   halo_hal_device_info_t info;
 };
 

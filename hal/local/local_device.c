@@ -1,86 +1,55 @@
-// The CPU ("local") driver: device memory is the daemon's own heap; host
-// memory needs no registration. The embedded default without a GPU, and
-// what CI exercises.
+// The local (CPU) device.
+#include "hal/local/local_device.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "common/status.h"
-#include "hal/device.h"
 
 typedef struct halo_hal_local_device_t {
   halo_hal_device_t base;
+  halo_hal_allocator_t allocator;
 } halo_hal_local_device_t;
 
 static void halo_hal_local_device_destroy(halo_hal_device_t *device) {
   free(device);
 }
 
-static halo_status_t halo_hal_local_device_allocate(halo_hal_device_t *device,
-                                                    uint64_t size,
-                                                    uint64_t *out_address) {
+static halo_status_t halo_hal_local_device_create_executable(
+    halo_hal_device_t *device, const halo_hal_executable_params_t *params,
+    halo_hal_executable_t **out_executable) {
   (void)device;
-  *out_address = 0;
-  // Zeroed like fresh device memory from a pool would not be: clients must
-  // not rely on it, but it keeps one session from reading another's bytes.
-  void *memory = calloc(1, (size_t)size);
-  if (!memory) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "local device: cannot allocate %llu bytes",
-                            (unsigned long long)size);
-  }
-  *out_address = (uint64_t)(uintptr_t)memory;
-  return NULL;
+  (void)params;
+  *out_executable = NULL;
+  return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
+                          "local executables are not implemented yet");
 }
 
-static void halo_hal_local_device_deallocate(halo_hal_device_t *device,
-                                             uint64_t address, uint64_t size) {
+static halo_status_t halo_hal_local_device_prepare_command_buffer(
+    halo_hal_device_t *device, halo_hal_recording_t *recording,
+    halo_hal_command_buffer_t **out_command_buffer) {
   (void)device;
-  (void)size;
-  free((void *)(uintptr_t)address);
+  (void)recording;
+  *out_command_buffer = NULL;
+  return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
+                          "local command buffers are not implemented yet");
 }
 
-static halo_status_t halo_hal_local_device_write(halo_hal_device_t *device,
-                                                 uint64_t address,
-                                                 const void *data,
-                                                 uint64_t length) {
+static halo_status_t halo_hal_local_device_create_queue(
+    halo_hal_device_t *device, int32_t priority, halo_hal_queue_t **out_queue) {
   (void)device;
-  memcpy((void *)(uintptr_t)address, data, (size_t)length);
-  return NULL;
-}
-
-static halo_status_t halo_hal_local_device_read(halo_hal_device_t *device,
-                                                uint64_t address,
-                                                void *out_data,
-                                                uint64_t length) {
-  (void)device;
-  memcpy(out_data, (const void *)(uintptr_t)address, (size_t)length);
-  return NULL;
-}
-
-static halo_status_t halo_hal_local_device_register_host(
-    halo_hal_device_t *device, void *pointer, uint64_t size) {
-  (void)device;
-  (void)pointer;
-  (void)size;
-  return NULL;
-}
-
-static void halo_hal_local_device_unregister_host(halo_hal_device_t *device,
-                                                  void *pointer) {
-  (void)device;
-  (void)pointer;
+  (void)priority;
+  *out_queue = NULL;
+  return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
+                          "local queues are not implemented yet");
 }
 
 static const halo_hal_device_vtable_t halo_hal_local_device_vtable = {
     .destroy = halo_hal_local_device_destroy,
-    .allocate = halo_hal_local_device_allocate,
-    .deallocate = halo_hal_local_device_deallocate,
-    .write = halo_hal_local_device_write,
-    .read = halo_hal_local_device_read,
-    .register_host = halo_hal_local_device_register_host,
-    .unregister_host = halo_hal_local_device_unregister_host,
+    .create_executable = halo_hal_local_device_create_executable,
+    .prepare_command_buffer = halo_hal_local_device_prepare_command_buffer,
+    .create_queue = halo_hal_local_device_create_queue,
 };
 
 halo_status_t halo_hal_local_device_create(halo_hal_device_t **out_device) {
@@ -88,6 +57,8 @@ halo_status_t halo_hal_local_device_create(halo_hal_device_t **out_device) {
   halo_hal_local_device_t *device = calloc(1, sizeof(*device));
   if (!device) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   device->base.vtable = &halo_hal_local_device_vtable;
+  halo_hal_local_allocator_initialize(&device->allocator);
+  device->base.allocator = &device->allocator;
   snprintf(device->base.info.driver, sizeof(device->base.info.driver), "local");
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   snprintf(device->base.info.name, sizeof(device->base.info.name),

@@ -83,8 +83,9 @@ typedef struct halo_client_options_t {
 HALO_API halo_status_t halo_client_connect(const halo_client_options_t *options,
                                            halo_client_t **out_client);
 
-// Releases every object still held, closes the connection and frees
-// |client|. NULL is fine.
+// Ends the session: closes the connection (the daemon then releases
+// everything the session held, exactly as if the process had exited), frees
+// the objects the caller did not release and frees |client|. NULL is fine.
 HALO_API void halo_client_close(halo_client_t *client);
 
 // The session id the daemon gave this client (shown by haloctl).
@@ -188,9 +189,11 @@ HALO_API halo_status_t halo_semaphore_create(halo_client_t *client,
                                              uint32_t flags,
                                              halo_semaphore_t **out_semaphore);
 
-// Drops this client's reference. When the creator's session ends while
-// importers still hold the semaphore, the daemon fails it with ABORTED
-// (waiters for values already reached still succeed).
+// Drops this client's reference. An explicit release by the creator hands
+// the semaphore over to its importers (it keeps working). When the
+// creator's session ends instead (halo_client_close, exit or crash) while
+// importers still hold it, the daemon fails it with ABORTED (waiters for
+// values already reached still succeed).
 HALO_API void halo_semaphore_release(halo_semaphore_t *semaphore);
 
 // Reads the current value without a round trip. If the semaphore failed,
@@ -243,6 +246,204 @@ HALO_API halo_status_t halo_semaphore_import(halo_client_t *client,
                                              halo_semaphore_t **out_semaphore);
 
 HALO_API uint64_t halo_semaphore_handle(const halo_semaphore_t *semaphore);
+
+// ---------------------------------------------------------------- executables
+
+typedef enum halo_executable_format_e {
+  // An ELF shared object for the local (CPU) driver. Entry points are
+  // functions `void entry(const halo_dispatch_state_t *state)` (see
+  // halo/local_kernel.h). Loading native code is a trust decision: by default
+  // halod accepts it only from clients with the daemon's uid or root
+  // (config key native-code); others get PERMISSION_DENIED.
+  HALO_EXECUTABLE_FORMAT_ELF = 1,
+  HALO_EXECUTABLE_FORMAT_PTX = 2,
+  HALO_EXECUTABLE_FORMAT_CUBIN = 3,
+  HALO_EXECUTABLE_FORMAT_FATBIN = 4,
+  HALO_EXECUTABLE_FORMAT_CUDA_SOURCE = 5,
+} halo_executable_format_t;
+
+typedef struct halo_executable_s halo_executable_t;
+
+typedef struct halo_executable_params_t {
+  halo_executable_format_t format;
+  const void *data;
+  size_t size;
+  // Compiler options (CUDA source); may be NULL.
+  const char *const *options;
+  size_t option_count;
+} halo_executable_params_t;
+
+// Loads an executable on |device|. The same bytes (and options) loaded by
+// any number of clients are one executable in the daemon (content-hashed).
+// UNIMPLEMENTED if the device's driver does not take |format|;
+// INVALID_ARGUMENT with the loader's or compiler's whole log if the code
+// does not load; PERMISSION_DENIED for native code from an untrusted uid.
+HALO_API halo_status_t halo_executable_create(
+    halo_client_t *client, uint32_t device,
+    const halo_executable_params_t *params, halo_executable_t **out_executable);
+// Reads |path| and loads it; the format is guessed from the extension
+// (.so ELF, .ptx, .cubin, .fatbin, .cu) unless |format| is nonzero.
+HALO_API halo_status_t halo_executable_create_from_file(
+    halo_client_t *client, uint32_t device, const char *path,
+    halo_executable_format_t format, halo_executable_t **out_executable);
+HALO_API void halo_executable_release(halo_executable_t *executable);
+// The daemon's content hash of the executable (64 hex digits).
+HALO_API const char *halo_executable_content_hash(
+    const halo_executable_t *executable);
+
+// ---------------------------------------------------------------- commands
+
+// A command buffer is recorded once on the client (nothing is sent until
+// halo_command_buffer_end), validated and memoized by the daemon, then
+// executed any number of times (REUSABLE) or once (ONE_SHOT) with a binding
+// table that fills its indirect buffer references.
+//
+// Thread-compatible: record from one thread at a time. After end() a
+// command buffer may be executed from any number of threads at once.
+typedef struct halo_command_buffer_s halo_command_buffer_t;
+
+#define HALO_COMMAND_BUFFER_ONE_SHOT 1u
+#define HALO_COMMAND_BUFFER_REUSABLE 2u
+
+// Limits enforced at record time (client) and again at end() (daemon).
+#define HALO_MAX_COMMANDS 65536
+#define HALO_MAX_BINDINGS 4096
+#define HALO_MAX_DISPATCH_ARGS 64
+#define HALO_MAX_CONSTANT_BYTES 4096      // one CONSTANT argument
+#define HALO_MAX_UPDATE_BYTES 65536       // one update command
+#define HALO_MAX_INLINE_BYTES (1u << 20)  // all inline bytes of a recording
+
+// Length meaning "from the offset to the end of the buffer".
+#define HALO_WHOLE_BUFFER UINT64_MAX
+
+// A reference to bytes of a buffer: direct (|buffer| set) or indirect
+// (|buffer| NULL: binding table entry |slot|). For indirect references the
+// offset composes: table entry offset + reference offset.
+typedef struct halo_buffer_ref_t {
+  halo_buffer_t *buffer;
+  uint32_t slot;
+  uint64_t offset;
+  uint64_t length;
+} halo_buffer_ref_t;
+
+static inline halo_buffer_ref_t halo_buffer_ref(halo_buffer_t *buffer,
+                                                uint64_t offset,
+                                                uint64_t length) {
+  halo_buffer_ref_t ref = {buffer, 0, offset, length};
+  return ref;
+}
+
+static inline halo_buffer_ref_t halo_binding_ref(uint32_t slot, uint64_t offset,
+                                                 uint64_t length) {
+  halo_buffer_ref_t ref = {NULL, slot, offset, length};
+  return ref;
+}
+
+typedef enum halo_dispatch_arg_kind_e {
+  // The device address of |ref| (on the local driver: a pointer).
+  HALO_DISPATCH_ARG_BUFFER = 0,
+  // |size| bytes at |data|, passed by value.
+  HALO_DISPATCH_ARG_CONSTANT = 1,
+  // The device address of the submission's binding table: an array of
+  // binding_capacity uint64_t addresses (entry offset applied).
+  HALO_DISPATCH_ARG_BINDING_TABLE = 2,
+} halo_dispatch_arg_kind_t;
+
+typedef struct halo_dispatch_arg_t {
+  halo_dispatch_arg_kind_t kind;
+  halo_buffer_ref_t ref;
+  const void *data;
+  size_t size;
+} halo_dispatch_arg_t;
+
+typedef struct halo_dispatch_params_t {
+  halo_executable_t *executable;
+  const char *entry;
+  uint32_t grid[3];   // workgroups (CUDA: blocks)
+  uint32_t block[3];  // workgroup size (CUDA: threads per block)
+  uint32_t shared_memory_bytes;
+  const halo_dispatch_arg_t *args;  // in the kernel's parameter order
+  size_t arg_count;
+} halo_dispatch_params_t;
+
+// |flags|: ONE_SHOT or REUSABLE. |binding_capacity|: slots of the binding
+// table (0 .. HALO_MAX_BINDINGS).
+HALO_API halo_status_t halo_command_buffer_begin(
+    halo_client_t *client, uint32_t device, uint32_t flags,
+    uint32_t binding_capacity, halo_command_buffer_t **out_command_buffer);
+// Fills |target| with a 1-, 2- or 4-byte |pattern| (target offset and length
+// multiples of the pattern size).
+HALO_API halo_status_t halo_command_buffer_fill(
+    halo_command_buffer_t *command_buffer, halo_buffer_ref_t target,
+    const void *pattern, size_t pattern_size);
+// Copies |source| to |target| (equal lengths; HALO_WHOLE_BUFFER takes the
+// other side's length).
+HALO_API halo_status_t
+halo_command_buffer_copy(halo_command_buffer_t *command_buffer,
+                         halo_buffer_ref_t source, halo_buffer_ref_t target);
+// Writes |size| inline bytes (copied now) to |target|.
+HALO_API halo_status_t halo_command_buffer_update(
+    halo_command_buffer_t *command_buffer, const void *data, size_t size,
+    halo_buffer_ref_t target);
+HALO_API halo_status_t
+halo_command_buffer_dispatch(halo_command_buffer_t *command_buffer,
+                             const halo_dispatch_params_t *params);
+// Like dispatch, but the grid is read at execution from |workgroup_count|
+// (three uint32_t).
+HALO_API halo_status_t halo_command_buffer_dispatch_indirect(
+    halo_command_buffer_t *command_buffer, const halo_dispatch_params_t *params,
+    halo_buffer_ref_t workgroup_count);
+// Everything recorded before runs before anything recorded after. Commands
+// between barriers may run concurrently.
+HALO_API halo_status_t
+halo_command_buffer_barrier(halo_command_buffer_t *command_buffer);
+// Sends the recording; the daemon validates it (errors name the command
+// index and argument) and memoizes it. No command may be added afterwards.
+HALO_API halo_status_t
+halo_command_buffer_end(halo_command_buffer_t *command_buffer);
+// True if the daemon found an identical prepared recording (after end()).
+HALO_API int halo_command_buffer_memo_hit(
+    const halo_command_buffer_t *command_buffer);
+HALO_API void halo_command_buffer_release(
+    halo_command_buffer_t *command_buffer);
+
+// ---------------------------------------------------------------- queues
+
+// Queues are unordered except through semaphores: submissions whose waits
+// are met may run concurrently and complete in any order.
+typedef struct halo_queue_s halo_queue_t;
+
+HALO_API halo_status_t halo_queue_create(halo_client_t *client, uint32_t device,
+                                         int32_t priority,
+                                         halo_queue_t **out_queue);
+HALO_API void halo_queue_release(halo_queue_t *queue);
+
+typedef struct halo_binding_t {
+  halo_buffer_t *buffer;
+  uint64_t offset;
+  uint64_t length;  // HALO_WHOLE_BUFFER: to the end
+} halo_binding_t;
+
+typedef struct halo_semaphore_value_t {
+  halo_semaphore_t *semaphore;
+  uint64_t value;
+} halo_semaphore_value_t;
+
+// Submits |command_buffer| with |bindings| (binding_count <= its capacity).
+// Returns as soon as the daemon accepted the submission; the work starts
+// when every wait is met (a wait may precede its signal) and signals every
+// semaphore in |signals| when done. A failed wait or a failed execution
+// fails the signal semaphores with the cause. The daemon copies the table
+// and keeps the command buffer and every bound buffer alive until the work
+// is done. |queue| NULL: the session's default queue of the command
+// buffer's device. INVALID_ARGUMENT names the binding or semaphore that
+// was wrong (slot out of range, buffer too small for what the recording
+// needs, a signal value not above the current or a pending one).
+HALO_API halo_status_t
+halo_queue_execute(halo_queue_t *queue, halo_command_buffer_t *command_buffer,
+                   const halo_binding_t *bindings, size_t binding_count,
+                   const halo_semaphore_value_t *waits, size_t wait_count,
+                   const halo_semaphore_value_t *signals, size_t signal_count);
 
 #ifdef __cplusplus
 }

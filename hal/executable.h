@@ -1,0 +1,47 @@
+// Executables: code loaded on one device (a shared object on the local
+// driver; a CUmodule on CUDA), entry points looked up by name.
+//
+// Thread-safety: immutable after creation; lookups are thread-safe.
+#ifndef HALO_HAL_EXECUTABLE_H_
+#define HALO_HAL_EXECUTABLE_H_
+
+#include <stdint.h>
+
+#include "halo/status.h"
+
+typedef struct halo_hal_executable_t halo_hal_executable_t;
+
+// What the driver knows of an entry's parameters (CUDA: cuFuncGetParamInfo).
+// |param_count| HALO_HAL_PARAMS_UNKNOWN: the driver cannot tell (local ELF).
+#define HALO_HAL_PARAMS_UNKNOWN UINT32_MAX
+#define HALO_HAL_MAX_PARAMS 64
+typedef struct halo_hal_entry_info_t {
+  uint32_t ordinal;  // driver-specific index, stored in recorded commands
+  uint32_t param_count;
+  uint32_t param_sizes[HALO_HAL_MAX_PARAMS];
+} halo_hal_entry_info_t;
+
+typedef struct halo_hal_executable_vtable_t {
+  void (*destroy)(halo_hal_executable_t *executable);
+  // NOT_FOUND naming |name| if the executable has no such entry.
+  halo_status_t (*lookup_entry)(halo_hal_executable_t *executable,
+                                const char *name,
+                                halo_hal_entry_info_t *out_info);
+} halo_hal_executable_vtable_t;
+
+struct halo_hal_executable_t {
+  const halo_hal_executable_vtable_t *vtable;
+};
+
+static inline void halo_hal_executable_destroy(
+    halo_hal_executable_t *executable) {
+  executable->vtable->destroy(executable);
+}
+
+static inline halo_status_t halo_hal_executable_lookup_entry(
+    halo_hal_executable_t *executable, const char *name,
+    halo_hal_entry_info_t *out_info) {
+  return executable->vtable->lookup_entry(executable, name, out_info);
+}
+
+#endif  // HALO_HAL_EXECUTABLE_H_

@@ -1,0 +1,52 @@
+// Queues: where released work runs (local: a worker thread pool; CUDA: a
+// stream or a small pool of them). Queues are unordered: the deferred queue
+// (hal/deferred_queue.h) releases an execution only when its waits are met,
+// so a queue runs whatever it is given as soon as it can.
+//
+// Thread-safety: execute is called on the loop thread; the completion
+// callback runs on a driver thread.
+#ifndef HALO_HAL_QUEUE_H_
+#define HALO_HAL_QUEUE_H_
+
+#include <stdint.h>
+
+#include "hal/command_buffer.h"
+#include "halo/status.h"
+
+typedef struct halo_hal_queue_t halo_hal_queue_t;
+
+// Called exactly once per execution, from any thread, with the outcome
+// (ownership of |status| passes to the callee).
+typedef void (*halo_hal_completion_fn)(void *user_data, halo_status_t status);
+
+typedef struct halo_hal_execution_t {
+  halo_hal_command_buffer_t *command_buffer;
+  // binding_capacity entries, valid until completion.
+  const halo_hal_binding_t *bindings;
+  uint32_t binding_count;
+  halo_hal_completion_fn completion;
+  void *user_data;
+} halo_hal_execution_t;
+
+typedef struct halo_hal_queue_vtable_t {
+  void (*destroy)(halo_hal_queue_t *queue);
+  // Starts |execution| (copied). An error return means the execution did
+  // not start and completion will not be called.
+  halo_status_t (*execute)(halo_hal_queue_t *queue,
+                           const halo_hal_execution_t *execution);
+} halo_hal_queue_vtable_t;
+
+struct halo_hal_queue_t {
+  const halo_hal_queue_vtable_t *vtable;
+};
+
+static inline void halo_hal_queue_destroy(halo_hal_queue_t *queue) {
+  queue->vtable->destroy(queue);
+}
+
+static inline halo_status_t halo_hal_queue_execute(
+    halo_hal_queue_t *queue, const halo_hal_execution_t *execution) {
+  return queue->vtable->execute(queue, execution);
+}
+
+#endif  // HALO_HAL_QUEUE_H_

@@ -1,0 +1,145 @@
+#include "hal/semaphore.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+
+void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
+                                   halo_timeline_slot_t *slot,
+                                   uint64_t initial_value) {
+  memset(semaphore, 0, sizeof(*semaphore));
+  semaphore->slot = slot;
+  semaphore->pending_max = initial_value;
+}
+
+void halo_hal_semaphore_deinitialize(halo_hal_semaphore_t *semaphore) {
+  if (semaphore->timepoints) {
+    halo_hal_semaphore_fail(
+        semaphore,
+        halo_status_make(HALO_STATUS_ABORTED, "the semaphore was destroyed"));
+  }
+  free(semaphore->failure_message);
+  semaphore->failure_message = NULL;
+}
+
+uint64_t halo_hal_semaphore_value(const halo_hal_semaphore_t *semaphore) {
+  return atomic_load_explicit(&semaphore->slot->value, memory_order_acquire);
+}
+
+int32_t halo_hal_semaphore_failure(const halo_hal_semaphore_t *semaphore) {
+  return atomic_load_explicit(&semaphore->slot->failure, memory_order_acquire);
+}
+
+halo_status_t halo_hal_semaphore_failure_status(
+    const halo_hal_semaphore_t *semaphore) {
+  int32_t failure = halo_hal_semaphore_failure(semaphore);
+  if (failure == 0) return NULL;
+  return halo_status_make((halo_status_code_t)failure, "%s",
+                          semaphore->failure_message
+                              ? semaphore->failure_message
+                              : halo_status_code_name(failure));
+}
+
+halo_status_t halo_hal_semaphore_check_signal(
+    const halo_hal_semaphore_t *semaphore, uint64_t value) {
+  if (halo_hal_semaphore_failure(semaphore) != 0) {
+    halo_status_t failure = halo_hal_semaphore_failure_status(semaphore);
+    halo_status_t status = halo_status_make(
+        HALO_STATUS_FAILED_PRECONDITION,
+        "the semaphore has failed (%s: %s); it cannot be signaled",
+        halo_status_code_name(halo_status_code(failure)),
+        halo_status_message(failure));
+    halo_status_free(failure);
+    return status;
+  }
+  if (value > HALO_TIMELINE_MAX_VALUE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "signal value %llu is >= 2^63",
+                            (unsigned long long)value);
+  }
+  uint64_t current = halo_hal_semaphore_value(semaphore);
+  if (value <= current) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "signal value %llu is not greater than the "
+                            "current value %llu (values only increase)",
+                            (unsigned long long)value,
+                            (unsigned long long)current);
+  }
+  if (value <= semaphore->pending_max) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "signal value %llu is not greater than %llu, "
+                            "which a pending submission will signal (values "
+                            "only increase)",
+                            (unsigned long long)value,
+                            (unsigned long long)semaphore->pending_max);
+  }
+  return NULL;
+}
+
+void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
+                               uint64_t value) {
+  if (value > semaphore->pending_max) semaphore->pending_max = value;
+  if (value > halo_hal_semaphore_value(semaphore)) {
+    halo_timeline_slot_signal(semaphore->slot, value);
+  }
+  // Fire the timepoints now reached (the list is sorted by value).
+  while (semaphore->timepoints && semaphore->timepoints->value <= value) {
+    halo_hal_timepoint_t *timepoint = semaphore->timepoints;
+    semaphore->timepoints = timepoint->next;
+    timepoint->next = NULL;
+    timepoint->linked = false;
+    timepoint->callback(timepoint, NULL);
+  }
+}
+
+void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
+                             halo_status_t status) {
+  halo_status_code_t code = halo_status_code(status);
+  if (code == HALO_STATUS_OK) code = HALO_STATUS_UNKNOWN;
+  if (halo_hal_semaphore_failure(semaphore) == 0) {
+    free(semaphore->failure_message);
+    semaphore->failure_message = strdup(halo_status_message(status));
+    halo_timeline_slot_fail(semaphore->slot, code);
+  }
+  halo_status_free(status);
+  // Every timepoint still linked lies beyond the value: it fails.
+  while (semaphore->timepoints) {
+    halo_hal_timepoint_t *timepoint = semaphore->timepoints;
+    semaphore->timepoints = timepoint->next;
+    timepoint->next = NULL;
+    timepoint->linked = false;
+    timepoint->callback(timepoint,
+                        halo_hal_semaphore_failure_status(semaphore));
+  }
+}
+
+void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
+                                      halo_hal_timepoint_t *timepoint) {
+  timepoint->next = NULL;
+  timepoint->linked = false;
+  if (halo_hal_semaphore_value(semaphore) >= timepoint->value) {
+    timepoint->callback(timepoint, NULL);
+    return;
+  }
+  if (halo_hal_semaphore_failure(semaphore) != 0) {
+    timepoint->callback(timepoint,
+                        halo_hal_semaphore_failure_status(semaphore));
+    return;
+  }
+  halo_hal_timepoint_t **link = &semaphore->timepoints;
+  while (*link && (*link)->value <= timepoint->value) link = &(*link)->next;
+  timepoint->next = *link;
+  *link = timepoint;
+  timepoint->linked = true;
+}
+
+void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
+                                         halo_hal_timepoint_t *timepoint) {
+  if (!timepoint->linked) return;
+  halo_hal_timepoint_t **link = &semaphore->timepoints;
+  while (*link && *link != timepoint) link = &(*link)->next;
+  if (*link) *link = timepoint->next;
+  timepoint->next = NULL;
+  timepoint->linked = false;
+}
