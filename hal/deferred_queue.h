@@ -1,0 +1,95 @@
+// The deferred queue: executions accepted from clients wait here until every
+// semaphore they wait on reaches its value (wait-before-signal is legal),
+// then go to their device queue; completions come back from driver threads
+// through an inbox the loop drains. A failed wait or a failed execution
+// fails the action's signal semaphores with the cause. Driver-independent.
+//
+// Loop thread, except halo_hal_deferred_queue_post_completion (any thread).
+#ifndef HALO_HAL_DEFERRED_QUEUE_H_
+#define HALO_HAL_DEFERRED_QUEUE_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hal/queue.h"
+#include "hal/semaphore.h"
+
+typedef struct halo_hal_deferred_queue_t halo_hal_deferred_queue_t;
+typedef struct halo_hal_action_t halo_hal_action_t;
+
+typedef enum halo_hal_action_state_e {
+  HALO_HAL_ACTION_WAITING = 0,  // some waits not met yet
+  HALO_HAL_ACTION_ISSUED = 1,   // handed to the device queue
+  HALO_HAL_ACTION_RETIRED = 2,
+} halo_hal_action_state_t;
+
+typedef struct halo_hal_action_wait_t {
+  halo_hal_timepoint_t timepoint;  // first: the callback finds the wait
+  halo_hal_action_t *action;
+  halo_hal_semaphore_t *semaphore;
+} halo_hal_action_wait_t;
+
+typedef struct halo_hal_action_signal_t {
+  halo_hal_semaphore_t *semaphore;
+  uint64_t value;
+} halo_hal_action_signal_t;
+
+// Called on the loop thread once the action is done (signals applied or
+// failed): the owner releases what the action held, frees |failure| (NULL
+// on success) and frees the action.
+typedef void (*halo_hal_action_retire_fn)(halo_hal_action_t *action);
+
+struct halo_hal_action_t {
+  halo_hal_deferred_queue_t *deferred_queue;
+  halo_hal_queue_t *queue;
+  halo_hal_execution_t execution;  // completion fields set by the queue
+  halo_hal_action_wait_t *waits;
+  uint32_t wait_count;
+  halo_hal_action_signal_t *signals;
+  uint32_t signal_count;
+  halo_hal_action_retire_fn retire;
+  void *user_data;
+  // Internal.
+  halo_hal_action_state_t state;
+  uint32_t pending_waits;
+  halo_status_t failure;  // why the action failed (owned)
+  halo_hal_action_t *inbox_next;
+  int64_t issued_ns;
+  int64_t completed_ns;
+};
+
+// Wakes the loop (uv_async_send); called from any thread.
+typedef void (*halo_hal_wake_fn)(void *wake_data);
+
+struct halo_hal_deferred_queue_t {
+  pthread_mutex_t mutex;  // guards the inbox
+  halo_hal_action_t *inbox_head;
+  halo_hal_action_t *inbox_tail;
+  halo_hal_wake_fn wake;
+  void *wake_data;
+  uint32_t waiting;  // actions not yet issued
+  uint32_t issued;   // actions on a device queue
+};
+
+void halo_hal_deferred_queue_initialize(halo_hal_deferred_queue_t *queue,
+                                        halo_hal_wake_fn wake, void *wake_data);
+// Every action must have retired (issued ones complete first).
+void halo_hal_deferred_queue_deinitialize(halo_hal_deferred_queue_t *queue);
+
+// Accepts |action| (fields above "Internal" set; signal values already
+// reserved by the caller): registers its waits and issues it as soon as
+// they are met — possibly before this returns, possibly retiring it at once
+// if a wait already failed.
+void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
+                                    halo_hal_action_t *action);
+
+// Fails a waiting action with |status| (taken): its timepoints are removed,
+// its signals fail, it retires. Issued actions are left to complete.
+void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,
+                                    halo_status_t status);
+
+// Drains completions posted by driver threads (on the loop, after a wake).
+void halo_hal_deferred_queue_drain(halo_hal_deferred_queue_t *queue);
+
+#endif  // HALO_HAL_DEFERRED_QUEUE_H_
