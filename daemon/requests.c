@@ -334,7 +334,7 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       halo__wire__semaphore_query_reply__init(&bodies->semaphore_query);
       bodies->semaphore_query.value = halod_semaphore_value(semaphore);
       bodies->semaphore_query.failure_code = halod_semaphore_failure(semaphore);
-      bodies->semaphore_query.failure_message = semaphore->failure_message;
+      bodies->semaphore_query.failure_message = semaphore->hal.failure_message;
       response->body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE_QUERY;
       response->semaphore_query = &bodies->semaphore_query;
       return NULL;

@@ -125,6 +125,8 @@ halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
   semaphore->slot = &semaphore->page->mapping->slots[semaphore->slot_index];
   semaphore->generation =
       halo_timeline_slot_activate(semaphore->slot, initial_value);
+  halo_hal_semaphore_initialize(&semaphore->hal, semaphore->slot,
+                                initial_value);
   *out_semaphore = semaphore;
   return NULL;
 }
@@ -135,6 +137,7 @@ void halod_semaphore_retain(halod_semaphore_t *semaphore) {
 
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
   if (--semaphore->refcount > 0) return;
+  halo_hal_semaphore_deinitialize(&semaphore->hal);
   // Destroying a semaphore wakes its waiters: the generation moves on and
   // they return ABORTED. At shutdown the slot keeps the failure halod_stop
   // stored (UNAVAILABLE) so waiters report that instead; nothing reuses it.
@@ -147,57 +150,30 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
   if (page->used == 0 && (page->exclusive || page->owner_session == 0)) {
     halod_timeline_page_destroy(daemon, page);
   }
-  free(semaphore->failure_message);
   free(semaphore);
 }
 
 uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore) {
-  return atomic_load_explicit(&semaphore->slot->value, memory_order_acquire);
+  return halo_hal_semaphore_value(&semaphore->hal);
 }
 
 int32_t halod_semaphore_failure(const halod_semaphore_t *semaphore) {
-  return atomic_load_explicit(&semaphore->slot->failure, memory_order_acquire);
+  return halo_hal_semaphore_failure(&semaphore->hal);
 }
 
 halo_status_t halod_semaphore_signal(halod_semaphore_t *semaphore,
                                      uint64_t value) {
-  int32_t failure = halod_semaphore_failure(semaphore);
-  if (failure != 0) {
-    return halo_status_make(
-        HALO_STATUS_FAILED_PRECONDITION,
-        "semaphore %llu has failed (%s: %s); it cannot be signaled",
-        (unsigned long long)semaphore->id,
-        halo_status_code_name((halo_status_code_t)failure),
-        semaphore->failure_message ? semaphore->failure_message : "");
-  }
-  if (value > HALO_TIMELINE_MAX_VALUE) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "signal value %llu is >= 2^63",
-                            (unsigned long long)value);
-  }
-  uint64_t current = halod_semaphore_value(semaphore);
-  if (value <= current) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "signal value %llu is not greater than the "
-                            "current value %llu (values only increase)",
-                            (unsigned long long)value,
-                            (unsigned long long)current);
-  }
-  halo_timeline_slot_signal(semaphore->slot, value);
+  HALO_RETURN_IF_ERROR(halo_hal_semaphore_check_signal(&semaphore->hal, value));
+  halo_hal_semaphore_signal(&semaphore->hal, value);
   return NULL;
 }
 
 void halod_semaphore_fail(halod_semaphore_t *semaphore, halo_status_code_t code,
                           const char *format, ...) {
   if (code == HALO_STATUS_OK) code = HALO_STATUS_UNKNOWN;
-  if (halod_semaphore_failure(semaphore) != 0) return;
-  char message[512];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  halo_status_t status = halo_status_makev(code, format, args);
   va_end(args);
-  // The message first: a waiter woken by the failure may ask for it.
-  free(semaphore->failure_message);
-  semaphore->failure_message = strdup(message);
-  halo_timeline_slot_fail(semaphore->slot, code);
+  halo_hal_semaphore_fail(&semaphore->hal, status);
 }

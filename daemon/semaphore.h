@@ -13,6 +13,7 @@
 
 #include "common/timeline.h"
 #include "daemon/daemon.h"
+#include "hal/semaphore.h"
 
 typedef struct halod_timeline_page_t {
   uint64_t id;
@@ -36,7 +37,8 @@ typedef struct halod_semaphore_t {
   bool exportable;
   bool exported;
   uint8_t token[16];
-  char *failure_message;  // set by the first fail
+  // Value checks, failure message and the timepoints of deferred work.
+  halo_hal_semaphore_t hal;
 } halod_semaphore_t;
 
 halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
@@ -48,8 +50,8 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore);
 int32_t halod_semaphore_failure(const halod_semaphore_t *semaphore);
 
-// INVALID_ARGUMENT unless current < |value| < 2^63; FAILED_PRECONDITION if
-// the semaphore failed.
+// INVALID_ARGUMENT unless |value| < 2^63 is above the current value and
+// every pending signal; FAILED_PRECONDITION if the semaphore failed.
 halo_status_t halod_semaphore_signal(halod_semaphore_t *semaphore,
                                      uint64_t value);
 
