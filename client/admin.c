@@ -82,3 +82,21 @@ halo_status_t halo_admin_semaphores(halo_admin_t *admin,
   request.admin_semaphores = &body;
   return halo_admin_call(admin, &request, out_response);
 }
+
+halo_status_t halo_admin_memo_cache(halo_admin_t *admin,
+                                    halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminMemoCache body = HALO__WIRE__ADMIN_MEMO_CACHE__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_MEMO_CACHE;
+  request.admin_memo_cache = &body;
+  return halo_admin_call(admin, &request, out_response);
+}
+
+halo_status_t halo_admin_queues(halo_admin_t *admin,
+                                halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminQueues body = HALO__WIRE__ADMIN_QUEUES__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES;
+  request.admin_queues = &body;
+  return halo_admin_call(admin, &request, out_response);
+}

@@ -33,4 +33,9 @@ halo_status_t halo_admin_sessions(halo_admin_t *admin,
 halo_status_t halo_admin_semaphores(halo_admin_t *admin,
                                     halo_wire_response_t **out_response);
 
+halo_status_t halo_admin_memo_cache(halo_admin_t *admin,
+                                    halo_wire_response_t **out_response);
+halo_status_t halo_admin_queues(halo_admin_t *admin,
+                                halo_wire_response_t **out_response);
+
 #endif  // HALO_CLIENT_ADMIN_H_

@@ -5,7 +5,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/queue.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 
@@ -141,6 +143,95 @@ static void halod_admin_semaphores(halod_t *daemon,
   free(pointers);
 }
 
+static void halod_admin_memo_cache(halod_t *daemon,
+                                   halod_server_context_t *context) {
+  size_t count = daemon->memo_cache.count;
+  Halo__Wire__MemoEntry *infos = calloc(count + 1, sizeof(*infos));
+  Halo__Wire__MemoEntry **pointers = calloc(count + 1, sizeof(*pointers));
+  if (!infos || !pointers) {
+    free(infos);
+    free(pointers);
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < daemon->memo_cache.capacity; ++i) {
+    if (!daemon->memo_cache.entries[i].key) continue;
+    halod_memo_entry_t *entry = daemon->memo_cache.entries[i].value;
+    Halo__Wire__MemoEntry *info = &infos[n];
+    halo__wire__memo_entry__init(info);
+    info->key = entry->key_text;
+    info->device = entry->device;
+    info->commands = entry->command_count;
+    info->hits = entry->hits;
+    info->sharers = entry->sharers;
+    pointers[n++] = info;
+  }
+  Halo__Wire__AdminMemoCacheReply reply =
+      HALO__WIRE__ADMIN_MEMO_CACHE_REPLY__INIT;
+  reply.n_entries = n;
+  reply.entries = pointers;
+  reply.hits = daemon->memo_hits;
+  reply.misses = daemon->memo_misses;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_MEMO_CACHE;
+  response.admin_memo_cache = &reply;
+  halod_reply(context, &response);
+  free(infos);
+  free(pointers);
+}
+
+static void halod_admin_queues(halod_t *daemon,
+                               halod_server_context_t *context) {
+  size_t count = 0;
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (halod_queue_t *q = session->queues; q; q = q->session_next) ++count;
+  }
+  Halo__Wire__QueueInfo *infos = calloc(count + 1, sizeof(*infos));
+  Halo__Wire__QueueInfo **pointers = calloc(count + 1, sizeof(*pointers));
+  if (!infos || !pointers) {
+    free(infos);
+    free(pointers);
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (halod_queue_t *queue = session->queues; queue;
+         queue = queue->session_next) {
+      Halo__Wire__QueueInfo *info = &infos[n];
+      halo__wire__queue_info__init(info);
+      info->session_id = session->id;
+      info->queue_handle = queue->handle;
+      info->device = queue->device;
+      info->pending = queue->waiting;
+      info->in_flight = queue->in_flight;
+      info->completed = queue->completed;
+      info->failed = queue->failed;
+      info->mean_latency_us =
+          queue->completed
+              ? (double)queue->latency_ns_total / (double)queue->completed / 1e3
+              : 0.0;
+      pointers[n++] = info;
+    }
+  }
+  Halo__Wire__AdminQueuesReply reply = HALO__WIRE__ADMIN_QUEUES_REPLY__INIT;
+  reply.n_queues = n;
+  reply.queues = pointers;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_QUEUES;
+  response.admin_queues = &reply;
+  halod_reply(context, &response);
+  free(infos);
+  free(pointers);
+}
+
 void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
   halod_t *daemon = user_data;
   if (event->kind != HALOD_SERVER_EVENT_REQUEST) {
@@ -161,6 +252,10 @@ void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
     halod_admin_sessions(daemon, event->context);
   } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_SEMAPHORES) {
     halod_admin_semaphores(daemon, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_MEMO_CACHE) {
+    halod_admin_memo_cache(daemon, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES) {
+    halod_admin_queues(daemon, event->context);
   } else {
     halod_reply_status(event->context,
                        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

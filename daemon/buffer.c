@@ -170,3 +170,22 @@ halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
   return allocator->vtable->read(allocator, buffer->device_address + offset,
                                  out_data, length);
 }
+
+halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
+                                          uint32_t device,
+                                          uint64_t *out_address) {
+  *out_address = 0;
+  if (buffer->arena) {
+    *out_address = buffer->arena->device_addresses[device] + buffer->offset;
+    return NULL;
+  }
+  if (buffer->device != device) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "buffer %llu is device memory of device %u, not "
+                            "of device %u",
+                            (unsigned long long)buffer->id, buffer->device,
+                            device);
+  }
+  *out_address = buffer->device_address;
+  return NULL;
+}

@@ -40,6 +40,12 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer);
 halo_status_t halod_buffer_check_range(const halod_buffer_t *buffer,
                                        uint64_t offset, uint64_t length);
 
+// The address |device| reaches the buffer at: host-visible buffers are
+// registered with every device; device buffers only on their own.
+halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
+                                          uint32_t device,
+                                          uint64_t *out_address);
+
 halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
                                  uint64_t offset, const void *data,
                                  uint64_t length);

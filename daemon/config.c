@@ -61,6 +61,12 @@ static const halod_config_entry_t halod_config_entries[] = {
      UINT64_MAX, "quota of device bytes per session"},
     {"session-handles", HALOD_NUMBER(HALOD_CONFIG_U32, session_handles),
      "65536", 16, 1u << 20, "quota of live handles per session"},
+    {"native-code", HALOD_STRING(native_code), "owner", 0, 0,
+     "who may load native code (local-driver ELF executables): owner (the "
+     "daemon's uid and root), any, or none; it runs inside halod"},
+    {"session-pending", HALOD_NUMBER(HALOD_CONFIG_U32, session_pending),
+     "65536", 1, 1u << 24,
+     "quota of submissions per session not yet completed"},
 };
 
 #define HALOD_CONFIG_COUNT \
@@ -238,6 +244,13 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                             "log-level: '%s' is not one of error, warn, info, "
                             "debug",
                             config->log_level);
+  }
+  if (strcmp(config->native_code, "owner") != 0 &&
+      strcmp(config->native_code, "any") != 0 &&
+      strcmp(config->native_code, "none") != 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "native-code: '%s' is not one of owner, any, none",
+                            config->native_code);
   }
   if (strncmp(config->listen, "ipc://", 6) != 0) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

@@ -23,6 +23,8 @@ typedef struct halod_config_t {
   uint64_t session_host_bytes;    // quota of host-visible bytes per session
   uint64_t session_device_bytes;  // quota of device bytes per session
   uint32_t session_handles;       // quota of live handles per session
+  char native_code[16];           // owner | any | none
+  uint32_t session_pending;       // quota of unfinished submissions
 } halod_config_t;
 
 // Sets every entry to its default.

@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/buffer.h"
 #include "daemon/fd_server.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
+#include "daemon/submission.h"
 
 uint64_t halod_next_id(halod_t *daemon) {
   return ++daemon->next_id;
@@ -101,6 +103,16 @@ void halod_export_remove(halod_t *daemon, const uint8_t token[16]) {
 }
 
 // A signal handler in libuv runs on the loop: the work can happen here.
+// Driver threads: a completion is in the deferred queue's inbox.
+static void halod_wake_loop(void *wake_data) {
+  uv_async_send((uv_async_t *)wake_data);
+}
+
+static void halod_on_completion(uv_async_t *async) {
+  halod_t *daemon = async->data;
+  halo_hal_deferred_queue_drain(&daemon->deferred);
+}
+
 static void halod_on_signal(uv_signal_t *handle, int signum) {
   halod_t *daemon = handle->data;
   HALO_LOG_INFO("received %s; shutting down", strsignal(signum));
@@ -155,6 +167,13 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_u64_map_initialize(&daemon->arenas);
   halo_u64_map_initialize(&daemon->semaphores);
   halo_u64_map_initialize(&daemon->exports);
+  halo_u64_map_initialize(&daemon->executables);
+  halo_u64_map_initialize(&daemon->memo_cache);
+  HALO_RETURN_IF_ERROR(halo_hash_library_initialize());
+  daemon->completion_async.data = daemon;
+  uv_async_init(loop, &daemon->completion_async, halod_on_completion);
+  halo_hal_deferred_queue_initialize(&daemon->deferred, halod_wake_loop,
+                                     &daemon->completion_async);
 
   HALO_RETURN_IF_ERROR(
       halo_hal_registry_initialize(config->driver, &daemon->hal));
@@ -239,6 +258,21 @@ void halod_stop(halod_t *daemon) {
       }
     }
   }
+  // Issued work finishes (nothing preempts it); its completions retire it.
+  int64_t deadline = halo_clock_now_ns() + 30ll * 1000000000;
+  while (daemon->deferred.issued > 0 && halo_clock_now_ns() < deadline) {
+    halo_hal_deferred_queue_drain(&daemon->deferred);
+    if (daemon->deferred.issued > 0) usleep(1000);
+  }
+  if (daemon->deferred.issued > 0) {
+    HALO_LOG_WARN("%u executions still running after 30 s; exiting anyway",
+                  daemon->deferred.issued);
+  } else {
+    halo_hal_deferred_queue_deinitialize(&daemon->deferred);
+  }
+  if (daemon->completion_async.loop) {
+    uv_close((uv_handle_t *)&daemon->completion_async, NULL);
+  }
   halod_fd_server_destroy(daemon->fd_server);
   daemon->fd_server = NULL;
   if (daemon->sigterm.loop) {
@@ -254,4 +288,6 @@ void halod_stop(halod_t *daemon) {
   halo_u64_map_deinitialize(&daemon->arenas);
   halo_u64_map_deinitialize(&daemon->semaphores);
   halo_u64_map_deinitialize(&daemon->exports);
+  halo_u64_map_deinitialize(&daemon->executables);
+  halo_u64_map_deinitialize(&daemon->memo_cache);
 }

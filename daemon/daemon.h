@@ -13,6 +13,7 @@
 #include "daemon/config.h"
 #include "daemon/server.h"
 #include "daemon/systemd.h"
+#include "hal/deferred_queue.h"
 #include "hal/device.h"
 
 typedef struct halod_fd_server_t halod_fd_server_t;
@@ -60,6 +61,13 @@ typedef struct halod_t {
   halo_u64_map_t arenas;            // arena id -> halod_arena_t
   halo_u64_map_t semaphores;        // semaphore id -> halod_semaphore_t
   halo_u64_map_t exports;           // first 8 token bytes -> halod_export_t
+  halo_u64_map_t executables;       // content hash key -> halod_executable_t
+  halo_u64_map_t memo_cache;        // recording hash key -> halod_memo_entry_t
+  uint64_t memo_hits;
+  uint64_t memo_misses;
+  // Submissions waiting on semaphores; completions from driver threads.
+  halo_hal_deferred_queue_t deferred;
+  uv_async_t completion_async;
 } halod_t;
 
 // Starts everything: devices, sockets, signal handlers.
@@ -84,6 +92,10 @@ halo_status_t halod_export_lookup(halod_t *daemon, const uint8_t *token,
                                   size_t token_length, uint32_t type,
                                   void **out_object);
 void halod_export_remove(halod_t *daemon, const uint8_t token[16]);
+
+// Drops one reference of |object| of halod_object_type_t |type|
+// (daemon/session.c).
+void halod_object_release(halod_t *daemon, uint32_t type, void *object);
 
 // Client socket handler (daemon/requests.c) and admin handler
 // (daemon/admin.c).

@@ -13,6 +13,12 @@ const char *halod_object_type_name(uint32_t type) {
       return "buffer";
     case HALOD_OBJECT_SEMAPHORE:
       return "semaphore";
+    case HALOD_OBJECT_EXECUTABLE:
+      return "executable";
+    case HALOD_OBJECT_COMMAND_BUFFER:
+      return "command buffer";
+    case HALOD_OBJECT_QUEUE:
+      return "queue";
     default:
       return "unknown object";
   }

@@ -16,6 +16,9 @@
 typedef enum halod_object_type_e {
   HALOD_OBJECT_BUFFER = 1,
   HALOD_OBJECT_SEMAPHORE = 2,
+  HALOD_OBJECT_EXECUTABLE = 3,
+  HALOD_OBJECT_COMMAND_BUFFER = 4,
+  HALOD_OBJECT_QUEUE = 5,
 } halod_object_type_t;
 
 const char *halod_object_type_name(uint32_t type);

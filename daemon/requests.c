@@ -6,9 +6,13 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/buffer.h"
+#include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/executable.h"
+#include "daemon/queue.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
+#include "daemon/submission.h"
 
 void halod_reply(halod_server_context_t *context,
                  const Halo__Wire__Response *response) {
@@ -138,6 +142,10 @@ typedef struct halod_reply_bodies_t {
   Halo__Wire__ExportReply exported;
   Halo__Wire__SemaphoreReply semaphore;
   Halo__Wire__SemaphoreQueryReply semaphore_query;
+  Halo__Wire__ExecutableReply executable;
+  Halo__Wire__CommandBufferReply command_buffer;
+  Halo__Wire__QueueReply queue;
+  Halo__Wire__QueueExecuteReply queue_execute;
   uint8_t token[16];
   void *heap;  // freed after packing
 } halod_reply_bodies_t;
@@ -381,9 +389,86 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       return NULL;
     }
 
+    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE: {
+      halod_executable_t *executable;
+      bool cached = false;
+      HALO_RETURN_IF_ERROR(halod_executable_create(
+          daemon, session, wire->executable_create, &executable, &cached));
+      uint64_t handle;
+      HALO_RETURN_IF_ERROR(halod_session_add_object(
+          daemon, session, HALOD_OBJECT_EXECUTABLE, executable, &handle));
+      halo__wire__executable_reply__init(&bodies->executable);
+      bodies->executable.handle = handle;
+      bodies->executable.content_hash = executable->hash_text;
+      bodies->executable.cached = cached;
+      response->body_case = HALO__WIRE__RESPONSE__BODY_EXECUTABLE;
+      response->executable = &bodies->executable;
+      return NULL;
+    }
+
+    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE:
+      return halod_session_release_object(daemon, session,
+                                          HALOD_OBJECT_EXECUTABLE,
+                                          wire->executable_release->handle);
+
+    case HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_CREATE: {
+      halod_command_buffer_t *command_buffer;
+      HALO_RETURN_IF_ERROR(halod_command_buffer_create(
+          daemon, session, wire->command_buffer_create, &command_buffer));
+      uint64_t handle;
+      HALO_RETURN_IF_ERROR(halod_session_add_object(daemon, session,
+                                                    HALOD_OBJECT_COMMAND_BUFFER,
+                                                    command_buffer, &handle));
+      halo__wire__command_buffer_reply__init(&bodies->command_buffer);
+      bodies->command_buffer.handle = handle;
+      bodies->command_buffer.memo_hit = command_buffer->memo_hit;
+      bodies->command_buffer.memo_key = command_buffer->entry->key_text;
+      response->body_case = HALO__WIRE__RESPONSE__BODY_COMMAND_BUFFER;
+      response->command_buffer = &bodies->command_buffer;
+      return NULL;
+    }
+
+    case HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_RELEASE:
+      return halod_session_release_object(daemon, session,
+                                          HALOD_OBJECT_COMMAND_BUFFER,
+                                          wire->command_buffer_release->handle);
+
+    case HALO__WIRE__REQUEST__BODY_QUEUE_CREATE: {
+      halod_queue_t *queue;
+      HALO_RETURN_IF_ERROR(
+          halod_queue_create(daemon, session, wire->queue_create->device,
+                             wire->queue_create->priority, &queue));
+      uint64_t handle;
+      HALO_RETURN_IF_ERROR(halod_session_add_object(
+          daemon, session, HALOD_OBJECT_QUEUE, queue, &handle));
+      queue->handle = handle;
+      halo__wire__queue_reply__init(&bodies->queue);
+      bodies->queue.handle = handle;
+      response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE;
+      response->queue = &bodies->queue;
+      return NULL;
+    }
+
+    case HALO__WIRE__REQUEST__BODY_QUEUE_RELEASE:
+      return halod_session_release_object(daemon, session, HALOD_OBJECT_QUEUE,
+                                          wire->queue_release->handle);
+
+    case HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE: {
+      uint64_t id;
+      HALO_RETURN_IF_ERROR(
+          halod_submission_create(daemon, session, wire->queue_execute, &id));
+      halo__wire__queue_execute_reply__init(&bodies->queue_execute);
+      bodies->queue_execute.submission_id = id;
+      response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;
+      response->queue_execute = &bodies->queue_execute;
+      return NULL;
+    }
+
     case HALO__WIRE__REQUEST__BODY_ADMIN_STATUS:
     case HALO__WIRE__REQUEST__BODY_ADMIN_SESSIONS:
     case HALO__WIRE__REQUEST__BODY_ADMIN_SEMAPHORES:
+    case HALO__WIRE__REQUEST__BODY_ADMIN_MEMO_CACHE:
+    case HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES:
       return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
                               "admin requests are served on the admin "
                               "socket only");

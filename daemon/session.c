@@ -8,7 +8,11 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/buffer.h"
+#include "daemon/command_buffer.h"
+#include "daemon/executable.h"
 #include "daemon/fd_server.h"
+#include "daemon/queue.h"
+#include "daemon/submission.h"
 
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
@@ -59,6 +63,10 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
 void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   // Close the fd channel first: no memfd of this session may stay reachable.
   halod_fd_server_drop_session(daemon->fd_server, session);
+  // Work still waiting on semaphores can never be asked for again: it fails
+  // (and fails what it would have signaled). Issued work completes and
+  // retires on its own; it holds references to all it uses.
+  halod_submission_cancel_session(daemon, session);
   // Semaphores the session created and others still hold are failed: only
   // they could be waiting, and nobody they trust may signal them any more.
   for (uint32_t i = 0; i < session->handles.capacity; ++i) {
@@ -81,8 +89,23 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
       halod_buffer_t *buffer = entry->object;
       if (buffer->owner_session == session->id) buffer->owner_session = 0;
       halod_buffer_release(daemon, buffer);
+    } else {
+      halod_object_release(daemon, entry->type, entry->object);
     }
   }
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    if (session->default_queues[i]) {
+      halod_queue_release(daemon, session->default_queues[i]);
+    }
+  }
+  // Queues kept alive by issued work no longer belong to a session.
+  for (halod_queue_t *queue = session->queues; queue;) {
+    halod_queue_t *next = queue->session_next;
+    queue->session_next = NULL;
+    queue->session_id = 0;
+    queue = next;
+  }
+  session->queues = NULL;
   for (uint32_t i = 0; i < session->page_count; ++i) {
     halod_timeline_page_orphan(daemon, session->pages[i]);
   }
@@ -100,6 +123,64 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   halod_handle_table_deinitialize(&session->handles);
   halo_u64_map_deinitialize(&session->grants);
   free(session);
+}
+
+void halod_object_release(halod_t *daemon, uint32_t type, void *object) {
+  switch (type) {
+    case HALOD_OBJECT_BUFFER:
+      halod_buffer_release(daemon, object);
+      break;
+    case HALOD_OBJECT_SEMAPHORE:
+      halod_semaphore_release(daemon, object);
+      break;
+    case HALOD_OBJECT_EXECUTABLE:
+      halod_executable_release(daemon, object);
+      break;
+    case HALOD_OBJECT_COMMAND_BUFFER:
+      halod_command_buffer_release(daemon, object);
+      break;
+    case HALOD_OBJECT_QUEUE:
+      halod_queue_release(daemon, object);
+      break;
+  }
+}
+
+static uint32_t *halod_session_counter(halod_session_t *session,
+                                       uint32_t type) {
+  static uint32_t none;
+  switch (type) {
+    case HALOD_OBJECT_EXECUTABLE:
+      return &session->executables;
+    case HALOD_OBJECT_COMMAND_BUFFER:
+      return &session->command_buffers;
+    default:
+      none = 0;
+      return &none;
+  }
+}
+
+halo_status_t halod_session_add_object(halod_t *daemon,
+                                       halod_session_t *session, uint32_t type,
+                                       void *object, uint64_t *out_handle) {
+  halo_status_t status =
+      halod_handle_table_insert(&session->handles, type, object, out_handle);
+  if (status) {
+    halod_object_release(daemon, type, object);
+    return status;
+  }
+  ++*halod_session_counter(session, type);
+  return NULL;
+}
+
+halo_status_t halod_session_release_object(halod_t *daemon,
+                                           halod_session_t *session,
+                                           uint32_t type, uint64_t handle) {
+  void *object;
+  HALO_RETURN_IF_ERROR(
+      halod_handle_table_remove(&session->handles, handle, type, &object));
+  --*halod_session_counter(session, type);
+  halod_object_release(daemon, type, object);
+  return NULL;
 }
 
 static halo_status_t halod_session_append(void ***items, uint32_t *count,

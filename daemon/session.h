@@ -17,6 +17,8 @@
 
 typedef struct halod_fd_connection_t halod_fd_connection_t;
 typedef struct halod_buffer_t halod_buffer_t;
+typedef struct halod_queue_t halod_queue_t;
+typedef struct halod_submission_t halod_submission_t;
 
 // What the fd channel may hand a session: pages and arenas it holds objects
 // on. Keys: kind << 56 | id.
@@ -50,6 +52,13 @@ struct halod_session_t {
   uint32_t arena_count;
 
   halod_fd_connection_t *fd_connections;  // closed with the session
+
+  uint32_t executables;
+  uint32_t command_buffers;
+  halod_queue_t *queues;  // every queue of the session (list)
+  halod_queue_t *default_queues[HALO_HAL_MAX_DEVICES];
+  halod_submission_t *submissions;  // not yet retired (list)
+  uint32_t pending_submissions;
 };
 
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
@@ -81,6 +90,16 @@ halo_status_t halod_session_add_buffer(halod_t *daemon,
                                        halod_session_t *session,
                                        halod_buffer_t *buffer,
                                        uint64_t *out_handle);
+
+// Adds a handle for an executable, command buffer or queue (taking over one
+// reference; released on failure).
+halo_status_t halod_session_add_object(halod_t *daemon,
+                                       halod_session_t *session, uint32_t type,
+                                       void *object, uint64_t *out_handle);
+// Removes such a handle and drops its reference.
+halo_status_t halod_session_release_object(halod_t *daemon,
+                                           halod_session_t *session,
+                                           uint32_t type, uint64_t handle);
 
 // Removes the handle and drops its reference.
 halo_status_t halod_session_release_semaphore(halod_t *daemon,

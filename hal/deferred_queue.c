@@ -68,6 +68,7 @@ static void halo_hal_action_issue(halo_hal_action_t *action) {
   ++queue->issued;
   action->state = HALO_HAL_ACTION_ISSUED;
   action->issued_ns = halo_clock_now_ns();
+  if (action->on_issue) action->on_issue(action);
   action->execution.completion = halo_hal_action_on_complete;
   action->execution.user_data = action;
   halo_status_t status =

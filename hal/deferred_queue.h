@@ -49,6 +49,9 @@ struct halo_hal_action_t {
   halo_hal_action_signal_t *signals;
   uint32_t signal_count;
   halo_hal_action_retire_fn retire;
+  // Optional: called on the loop thread when the waits are met, just before
+  // the action goes to its device queue.
+  void (*on_issue)(halo_hal_action_t *action);
   void *user_data;
   // Internal.
   halo_hal_action_state_t state;

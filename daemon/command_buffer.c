@@ -1,0 +1,627 @@
+#include "daemon/command_buffer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/session.h"
+#include "hal/device.h"
+
+// Collects what a recording needs while it is validated.
+typedef struct halod_recorder_t {
+  halod_t *daemon;
+  halod_session_t *session;
+  uint32_t device;
+  halo_hal_recording_t recording;
+  uint32_t command_capacity;
+  uint32_t arg_capacity;
+  uint32_t data_capacity;
+  halod_slot_requirement_t *slots;
+  halod_executable_t **executables;
+  uint32_t executable_count;
+  halod_buffer_t **buffers;
+  uint32_t buffer_count;
+  halo_hasher_t hasher;
+  // For error messages.
+  uint32_t index;
+  const char *what;
+} halod_recorder_t;
+
+static const char *halod_command_name(uint32_t type) {
+  switch (type) {
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_FILL:
+      return "fill";
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_COPY:
+      return "copy";
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_UPDATE:
+      return "update";
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH:
+      return "dispatch";
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH_INDIRECT:
+      return "dispatch_indirect";
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_BARRIER:
+      return "barrier";
+    default:
+      return "unknown";
+  }
+}
+
+// An error about the command being validated: "command 3 (dispatch): ...".
+static halo_status_t halod_recorder_error(halod_recorder_t *recorder,
+                                          halo_status_code_t code,
+                                          const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static halo_status_t halod_recorder_error(halod_recorder_t *recorder,
+                                          halo_status_code_t code,
+                                          const char *format, ...) {
+  char message[768];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  return halo_status_make(code, "command %u (%s): %s", recorder->index,
+                          recorder->what, message);
+}
+
+static halo_status_t halod_recorder_annotate(halod_recorder_t *recorder,
+                                             halo_status_t status) {
+  return halo_status_annotate(status, "command %u (%s)", recorder->index,
+                              recorder->what);
+}
+
+static halo_status_t halod_recorder_append_data(halod_recorder_t *recorder,
+                                                const uint8_t *data,
+                                                size_t size,
+                                                uint32_t *out_offset) {
+  halo_hal_recording_t *recording = &recorder->recording;
+  if (size > HALOD_MAX_INLINE_BYTES - recording->data_size) {
+    return halod_recorder_error(recorder, HALO_STATUS_RESOURCE_EXHAUSTED,
+                                "inline bytes of the recording exceed %u",
+                                HALOD_MAX_INLINE_BYTES);
+  }
+  if (recording->data_size + size > recorder->data_capacity) {
+    uint32_t capacity = recorder->data_capacity ? recorder->data_capacity : 256;
+    while (capacity < recording->data_size + size) capacity *= 2;
+    uint8_t *data_grown = realloc(recording->data, capacity);
+    if (!data_grown)
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    recording->data = data_grown;
+    recorder->data_capacity = capacity;
+  }
+  *out_offset = recording->data_size;
+  if (size) memcpy(recording->data + recording->data_size, data, size);
+  recording->data_size += (uint32_t)size;
+  halo_hasher_update_bytes(&recorder->hasher, data, size);
+  return NULL;
+}
+
+static halo_status_t halod_recorder_keep_buffer(halod_recorder_t *recorder,
+                                                halod_buffer_t *buffer) {
+  for (uint32_t i = 0; i < recorder->buffer_count; ++i) {
+    if (recorder->buffers[i] == buffer) return NULL;
+  }
+  halod_buffer_t **grown =
+      realloc(recorder->buffers, (recorder->buffer_count + 1) * sizeof(*grown));
+  if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  recorder->buffers = grown;
+  halod_buffer_retain(buffer);
+  recorder->buffers[recorder->buffer_count++] = buffer;
+  return NULL;
+}
+
+static halo_status_t halod_recorder_keep_executable(
+    halod_recorder_t *recorder, halod_executable_t *executable) {
+  for (uint32_t i = 0; i < recorder->executable_count; ++i) {
+    if (recorder->executables[i] == executable) return NULL;
+  }
+  halod_executable_t **grown = realloc(
+      recorder->executables, (recorder->executable_count + 1) * sizeof(*grown));
+  if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  recorder->executables = grown;
+  halod_executable_retain(executable);
+  recorder->executables[recorder->executable_count++] = executable;
+  return NULL;
+}
+
+typedef enum halod_ref_use_e {
+  HALOD_REF_BYTES,    // the command touches exactly ref.length bytes
+  HALOD_REF_ADDRESS,  // only the address matters (dispatch arguments)
+} halod_ref_use_t;
+
+// Resolves |wire| into |out_ref|: direct references are checked against
+// the buffer now; indirect ones add to the slot's requirements.
+static halo_status_t halod_recorder_resolve_ref(
+    halod_recorder_t *recorder, const Halo__Wire__BufferRef *wire,
+    const char *role, halod_ref_use_t use, uint32_t alignment,
+    halo_hal_buffer_ref_t *out_ref) {
+  memset(out_ref, 0, sizeof(*out_ref));
+  if (!wire) {
+    return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                "%s: missing buffer reference", role);
+  }
+  bool whole = wire->length == UINT64_MAX;
+  if (wire->buffer != 0) {
+    void *object;
+    halo_status_t status =
+        halod_handle_table_lookup(&recorder->session->handles, wire->buffer,
+                                  HALOD_OBJECT_BUFFER, &object);
+    if (status) {
+      return halo_status_annotate(status, "command %u (%s): %s",
+                                  recorder->index, recorder->what, role);
+    }
+    halod_buffer_t *buffer = object;
+    uint64_t address;
+    status = halod_buffer_device_address(buffer, recorder->device, &address);
+    if (status) {
+      return halo_status_annotate(status, "command %u (%s): %s",
+                                  recorder->index, recorder->what, role);
+    }
+    uint64_t length =
+        whole ? buffer->size -
+                    (wire->offset <= buffer->size ? wire->offset : buffer->size)
+              : wire->length;
+    if (wire->offset > buffer->size || length > buffer->size - wire->offset ||
+        (use == HALOD_REF_BYTES && length == 0)) {
+      return halod_recorder_error(
+          recorder, HALO_STATUS_OUT_OF_RANGE,
+          "%s: range [%llu, +%llu) does not fit buffer handle 0x%llx of "
+          "%llu bytes",
+          role, (unsigned long long)wire->offset, (unsigned long long)length,
+          (unsigned long long)wire->buffer, (unsigned long long)buffer->size);
+    }
+    if ((address + wire->offset) % alignment != 0) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "%s: offset %llu is not %u-byte aligned",
+                                  role, (unsigned long long)wire->offset,
+                                  alignment);
+    }
+    HALO_RETURN_IF_ERROR(halod_recorder_keep_buffer(recorder, buffer));
+    out_ref->slot = HALO_HAL_SLOT_DIRECT;
+    out_ref->address = address + wire->offset;
+    out_ref->offset = 0;
+    out_ref->length = length;
+    halo_hasher_update_u64(&recorder->hasher, 1);
+    halo_hasher_update_u64(&recorder->hasher, buffer->id);
+  } else {
+    uint32_t capacity = recorder->recording.binding_capacity;
+    if (wire->slot >= capacity) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "%s: slot %u out of range (binding "
+                                  "capacity %u)",
+                                  role, wire->slot, capacity);
+    }
+    if (whole && use == HALOD_REF_BYTES) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "%s: an indirect reference (slot %u) needs "
+                                  "an explicit length",
+                                  role, wire->slot);
+    }
+    if (use == HALOD_REF_BYTES && wire->length == 0) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "%s: zero length", role);
+    }
+    if (!whole && wire->length > UINT64_MAX - wire->offset) {
+      return halod_recorder_error(recorder, HALO_STATUS_OUT_OF_RANGE,
+                                  "%s: offset + length overflows", role);
+    }
+    if (wire->offset % alignment != 0) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "%s: offset %llu is not %u-byte aligned",
+                                  role, (unsigned long long)wire->offset,
+                                  alignment);
+    }
+    halod_slot_requirement_t *slot = &recorder->slots[wire->slot];
+    uint64_t end = whole ? wire->offset + 1 : wire->offset + wire->length;
+    if (end > slot->min_length) slot->min_length = end;
+    if (alignment > slot->alignment) slot->alignment = alignment;
+    slot->used = true;
+    out_ref->slot = wire->slot;
+    out_ref->offset = wire->offset;
+    out_ref->length = wire->length;
+    halo_hasher_update_u64(&recorder->hasher, 2);
+    halo_hasher_update_u64(&recorder->hasher, wire->slot);
+  }
+  halo_hasher_update_u64(&recorder->hasher, wire->offset);
+  halo_hasher_update_u64(&recorder->hasher, wire->length);
+  return NULL;
+}
+
+static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
+                                             const Halo__Wire__Command *wire,
+                                             halo_hal_command_t *command) {
+  void *object;
+  halo_status_t status =
+      halod_handle_table_lookup(&recorder->session->handles, wire->executable,
+                                HALOD_OBJECT_EXECUTABLE, &object);
+  if (status) return halod_recorder_annotate(recorder, status);
+  halod_executable_t *executable = object;
+  if (executable->device != recorder->device) {
+    return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                "executable %.16s is loaded on device %u, "
+                                "the command buffer is for device %u",
+                                executable->hash_text, executable->device,
+                                recorder->device);
+  }
+  if (!wire->entry || !*wire->entry) {
+    return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                "no entry point named");
+  }
+  halo_hal_entry_info_t info;
+  status =
+      halo_hal_executable_lookup_entry(executable->hal, wire->entry, &info);
+  if (status) return halod_recorder_annotate(recorder, status);
+  HALO_RETURN_IF_ERROR(halod_recorder_keep_executable(recorder, executable));
+  halo_hasher_update(&recorder->hasher, executable->hash.bytes,
+                     HALO_HASH_BYTES);
+  halo_hasher_update_bytes(&recorder->hasher, wire->entry, strlen(wire->entry));
+  command->executable = executable->hal;
+  command->entry_ordinal = info.ordinal;
+
+  if (wire->n_grid != 3 || wire->n_block != 3) {
+    return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                "grid and block need 3 values each (got %zu "
+                                "and %zu)",
+                                wire->n_grid, wire->n_block);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (wire->block[i] == 0 ||
+        (wire->type == HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH &&
+         wire->grid[i] == 0)) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "grid %ux%ux%u / block %ux%ux%u: every "
+                                  "dimension must be at least 1",
+                                  wire->grid[0], wire->grid[1], wire->grid[2],
+                                  wire->block[0], wire->block[1],
+                                  wire->block[2]);
+    }
+    command->grid[i] = wire->grid[i];
+    command->block[i] = wire->block[i];
+    halo_hasher_update_u64(&recorder->hasher, wire->grid[i]);
+    halo_hasher_update_u64(&recorder->hasher, wire->block[i]);
+  }
+  if (wire->shared_memory_bytes > HALOD_MAX_SHARED_MEMORY_BYTES) {
+    return halod_recorder_error(recorder, HALO_STATUS_OUT_OF_RANGE,
+                                "%u bytes of shared memory (at most %u)",
+                                wire->shared_memory_bytes,
+                                HALOD_MAX_SHARED_MEMORY_BYTES);
+  }
+  command->shared_memory_bytes = wire->shared_memory_bytes;
+  halo_hasher_update_u64(&recorder->hasher, wire->shared_memory_bytes);
+
+  if (wire->n_args > HALOD_MAX_DISPATCH_ARGS) {
+    return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                "%zu arguments (at most %d)", wire->n_args,
+                                HALOD_MAX_DISPATCH_ARGS);
+  }
+  if (info.param_count != HALO_HAL_PARAMS_UNKNOWN &&
+      info.param_count != wire->n_args) {
+    return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                "entry '%s' takes %u parameters, %zu "
+                                "arguments given",
+                                wire->entry, info.param_count, wire->n_args);
+  }
+  halo_hal_recording_t *recording = &recorder->recording;
+  if (recording->arg_count + wire->n_args > recorder->arg_capacity) {
+    uint32_t capacity = recorder->arg_capacity ? recorder->arg_capacity : 16;
+    while (capacity < recording->arg_count + wire->n_args) capacity *= 2;
+    halo_hal_dispatch_arg_t *grown =
+        realloc(recording->args, capacity * sizeof(*grown));
+    if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    recording->args = grown;
+    recorder->arg_capacity = capacity;
+  }
+  command->arg_first = recording->arg_count;
+  command->arg_count = (uint32_t)wire->n_args;
+  halo_hasher_update_u64(&recorder->hasher, wire->n_args);
+  for (size_t i = 0; i < wire->n_args; ++i) {
+    const Halo__Wire__DispatchArg *arg_wire = wire->args[i];
+    halo_hal_dispatch_arg_t *arg = &recording->args[recording->arg_count++];
+    memset(arg, 0, sizeof(*arg));
+    arg->kind = (uint32_t)arg_wire->kind;
+    halo_hasher_update_u64(&recorder->hasher, arg->kind);
+    uint64_t size = 8;  // a device address
+    char role[32];
+    snprintf(role, sizeof(role), "argument %zu", i);
+    switch (arg_wire->kind) {
+      case HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_BUFFER:
+        HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(
+            recorder, arg_wire->ref, role, HALOD_REF_ADDRESS, 1, &arg->ref));
+        break;
+      case HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_CONSTANT:
+        if (!arg_wire->has_constant || arg_wire->constant.len == 0 ||
+            arg_wire->constant.len > HALOD_MAX_CONSTANT_BYTES) {
+          return halod_recorder_error(
+              recorder, HALO_STATUS_INVALID_ARGUMENT,
+              "argument %zu: a constant of %zu bytes (1..%d)", i,
+              arg_wire->has_constant ? arg_wire->constant.len : 0,
+              HALOD_MAX_CONSTANT_BYTES);
+        }
+        size = arg_wire->constant.len;
+        arg->data_size = (uint32_t)size;
+        HALO_RETURN_IF_ERROR(halod_recorder_append_data(
+            recorder, arg_wire->constant.data, arg_wire->constant.len,
+            &arg->data_offset));
+        break;
+      case HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_BINDING_TABLE:
+        if (recording->binding_capacity == 0) {
+          return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                      "argument %zu: BINDING_TABLE with a "
+                                      "binding capacity of 0",
+                                      i);
+        }
+        break;
+      default:
+        return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                    "argument %zu: unknown kind %d", i,
+                                    (int)arg_wire->kind);
+    }
+    if (info.param_count != HALO_HAL_PARAMS_UNKNOWN &&
+        info.param_sizes[i] != size) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "argument %zu: %llu bytes, but parameter "
+                                  "%zu of '%s' has %u",
+                                  i, (unsigned long long)size, i, wire->entry,
+                                  info.param_sizes[i]);
+    }
+  }
+  if (wire->type == HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH_INDIRECT) {
+    if (!wire->workgroup_count || wire->workgroup_count->length != 12) {
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "workgroup_count must reference exactly 12 "
+                                  "bytes (three uint32)");
+    }
+    HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(
+        recorder, wire->workgroup_count, "workgroup_count", HALOD_REF_BYTES, 4,
+        &command->workgroup_count));
+  }
+  return NULL;
+}
+
+static halo_status_t halod_recorder_command(halod_recorder_t *recorder,
+                                            const Halo__Wire__Command *wire,
+                                            halo_hal_command_t *command) {
+  memset(command, 0, sizeof(*command));
+  command->type = (uint32_t)wire->type;
+  halo_hasher_update_u64(&recorder->hasher, command->type);
+  switch (wire->type) {
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_FILL: {
+      size_t pattern = wire->has_data ? wire->data.len : 0;
+      if (pattern != 1 && pattern != 2 && pattern != 4) {
+        return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                    "pattern of %zu bytes (1, 2 or 4)",
+                                    pattern);
+      }
+      HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(
+          recorder, wire->target, "target", HALOD_REF_BYTES, (uint32_t)pattern,
+          &command->target));
+      if (command->target.length % pattern != 0) {
+        return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                    "target length %llu is not a multiple "
+                                    "of the %zu-byte pattern",
+                                    (unsigned long long)command->target.length,
+                                    pattern);
+      }
+      command->data_size = (uint32_t)pattern;
+      return halod_recorder_append_data(recorder, wire->data.data, pattern,
+                                        &command->data_offset);
+    }
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_COPY: {
+      HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(recorder, wire->source,
+                                                      "source", HALOD_REF_BYTES,
+                                                      1, &command->source));
+      HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(recorder, wire->target,
+                                                      "target", HALOD_REF_BYTES,
+                                                      1, &command->target));
+      if (command->source.length != command->target.length) {
+        return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                    "source has %llu bytes, target %llu",
+                                    (unsigned long long)command->source.length,
+                                    (unsigned long long)command->target.length);
+      }
+      return NULL;
+    }
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_UPDATE: {
+      size_t size = wire->has_data ? wire->data.len : 0;
+      if (size == 0 || size > HALOD_MAX_UPDATE_BYTES) {
+        return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                    "%zu inline bytes (1..%d)", size,
+                                    HALOD_MAX_UPDATE_BYTES);
+      }
+      HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(recorder, wire->target,
+                                                      "target", HALOD_REF_BYTES,
+                                                      1, &command->target));
+      if (command->target.length != size) {
+        return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                    "%zu inline bytes for a target of %llu",
+                                    size,
+                                    (unsigned long long)command->target.length);
+      }
+      command->data_size = (uint32_t)size;
+      return halod_recorder_append_data(recorder, wire->data.data, size,
+                                        &command->data_offset);
+    }
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH:
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH_INDIRECT:
+      return halod_recorder_dispatch(recorder, wire, command);
+    case HALO__WIRE__COMMAND_TYPE__COMMAND_BARRIER:
+      return NULL;
+    default:
+      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
+                                  "unknown command type %d", (int)wire->type);
+  }
+}
+
+static void halod_recorder_release(halod_recorder_t *recorder) {
+  for (uint32_t i = 0; i < recorder->executable_count; ++i) {
+    halod_executable_release(recorder->daemon, recorder->executables[i]);
+  }
+  for (uint32_t i = 0; i < recorder->buffer_count; ++i) {
+    halod_buffer_release(recorder->daemon, recorder->buffers[i]);
+  }
+  free(recorder->executables);
+  free(recorder->buffers);
+  free(recorder->slots);
+  halo_hal_recording_deinitialize(&recorder->recording);
+}
+
+static void halod_memo_entry_destroy(halod_t *daemon,
+                                     halod_memo_entry_t *entry) {
+  if (entry->in_cache) {
+    halo_u64_map_remove(&daemon->memo_cache, halo_hash_key(&entry->key));
+  }
+  halo_hal_command_buffer_destroy(entry->hal);
+  for (uint32_t i = 0; i < entry->executable_count; ++i) {
+    halod_executable_release(daemon, entry->executables[i]);
+  }
+  for (uint32_t i = 0; i < entry->buffer_count; ++i) {
+    halod_buffer_release(daemon, entry->buffers[i]);
+  }
+  free(entry->executables);
+  free(entry->buffers);
+  free(entry->slots);
+  free(entry);
+}
+
+halo_status_t halod_command_buffer_create(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__CommandBufferCreate *request,
+    halod_command_buffer_t **out_command_buffer) {
+  *out_command_buffer = NULL;
+  if (request->device >= daemon->hal.device_count) {
+    return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
+                            "device %u does not exist (the daemon has %u)",
+                            request->device, daemon->hal.device_count);
+  }
+  if (request->flags != HALO_HAL_RECORDING_ONE_SHOT &&
+      request->flags != HALO_HAL_RECORDING_REUSABLE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "command buffer flags 0x%x: exactly one of "
+                            "ONE_SHOT (1) or REUSABLE (2)",
+                            request->flags);
+  }
+  if (request->binding_capacity > HALOD_MAX_BINDINGS) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "binding capacity %u (at most %d)",
+                            request->binding_capacity, HALOD_MAX_BINDINGS);
+  }
+  if (request->n_commands > HALOD_MAX_COMMANDS) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%zu commands (at most %d)", request->n_commands,
+                            HALOD_MAX_COMMANDS);
+  }
+  halod_recorder_t recorder;
+  memset(&recorder, 0, sizeof(recorder));
+  recorder.daemon = daemon;
+  recorder.session = session;
+  recorder.device = request->device;
+  recorder.recording.flags = request->flags;
+  recorder.recording.binding_capacity = request->binding_capacity;
+  recorder.slots =
+      calloc(request->binding_capacity + 1, sizeof(*recorder.slots));
+  recorder.recording.commands =
+      calloc(request->n_commands + 1, sizeof(*recorder.recording.commands));
+  if (!recorder.slots || !recorder.recording.commands) {
+    halod_recorder_release(&recorder);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  halo_hasher_initialize(&recorder.hasher);
+  halo_hasher_update_u64(&recorder.hasher, request->device);
+  halo_hasher_update_u64(&recorder.hasher, request->flags);
+  halo_hasher_update_u64(&recorder.hasher, request->binding_capacity);
+  halo_hasher_update_u64(&recorder.hasher, request->n_commands);
+  halo_status_t status = NULL;
+  for (size_t i = 0; i < request->n_commands && !status; ++i) {
+    recorder.index = (uint32_t)i;
+    recorder.what = halod_command_name((uint32_t)request->commands[i]->type);
+    status = halod_recorder_command(&recorder, request->commands[i],
+                                    &recorder.recording.commands[i]);
+    recorder.recording.command_count = (uint32_t)i + 1;
+  }
+  for (uint32_t i = 0; i < request->binding_capacity; ++i) {
+    if (recorder.slots[i].alignment == 0) recorder.slots[i].alignment = 1;
+  }
+  if (status) {
+    halod_recorder_release(&recorder);
+    return status;
+  }
+  halo_hash_t key;
+  halo_hasher_finalize(&recorder.hasher, &key);
+
+  halod_command_buffer_t *command_buffer = calloc(1, sizeof(*command_buffer));
+  if (!command_buffer) {
+    halod_recorder_release(&recorder);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  command_buffer->refcount = 1;
+  command_buffer->id = halod_next_id(daemon);
+
+  bool reusable = request->flags == HALO_HAL_RECORDING_REUSABLE;
+  halod_memo_entry_t *entry =
+      reusable ? halo_u64_map_get(&daemon->memo_cache, halo_hash_key(&key))
+               : NULL;
+  if (entry && memcmp(entry->key.bytes, key.bytes, HALO_HASH_BYTES) == 0) {
+    // An identical recording is prepared already: share it.
+    ++entry->sharers;
+    ++entry->hits;
+    ++daemon->memo_hits;
+    halod_recorder_release(&recorder);
+    command_buffer->entry = entry;
+    command_buffer->memo_hit = true;
+    *out_command_buffer = command_buffer;
+    return NULL;
+  }
+  entry = calloc(1, sizeof(*entry));
+  if (!entry) {
+    free(command_buffer);
+    halod_recorder_release(&recorder);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  halo_hal_device_t *device = daemon->hal.devices[request->device];
+  uint32_t command_count = recorder.recording.command_count;
+  status = device->vtable->prepare_command_buffer(device, &recorder.recording,
+                                                  &entry->hal);
+  if (status) {
+    free(entry);
+    free(command_buffer);
+    halod_recorder_release(&recorder);
+    return halo_status_annotate(status, "preparing the command buffer");
+  }
+  entry->key = key;
+  halo_hash_format(&key, entry->key_text);
+  entry->device = request->device;
+  entry->flags = request->flags;
+  entry->sharers = 1;
+  entry->command_count = command_count;
+  entry->binding_capacity = request->binding_capacity;
+  entry->slots = recorder.slots;
+  entry->executables = recorder.executables;
+  entry->executable_count = recorder.executable_count;
+  entry->buffers = recorder.buffers;
+  entry->buffer_count = recorder.buffer_count;
+  ++daemon->memo_misses;
+  if (reusable && !halo_u64_map_get(&daemon->memo_cache, halo_hash_key(&key))) {
+    halo_status_t put =
+        halo_u64_map_put(&daemon->memo_cache, halo_hash_key(&key), entry);
+    if (put) {
+      halo_status_free(put);  // works, just unshared
+    } else {
+      entry->in_cache = true;
+    }
+  }
+  command_buffer->entry = entry;
+  *out_command_buffer = command_buffer;
+  return NULL;
+}
+
+void halod_command_buffer_retain(halod_command_buffer_t *command_buffer) {
+  ++command_buffer->refcount;
+}
+
+void halod_command_buffer_release(halod_t *daemon,
+                                  halod_command_buffer_t *command_buffer) {
+  if (--command_buffer->refcount > 0) return;
+  halod_memo_entry_t *entry = command_buffer->entry;
+  if (--entry->sharers == 0) halod_memo_entry_destroy(daemon, entry);
+  free(command_buffer);
+}

@@ -1,0 +1,72 @@
+// Command buffers in the daemon. A client's recording is validated (every
+// error names the command index and argument) into a halo_hal_recording_t
+// and prepared once by the device. REUSABLE recordings are memoized: an
+// identical recording (same commands, same executables, same directly
+// referenced buffers) from any session shares the prepared form. Each
+// recording also yields per-slot requirements that every submission's
+// binding table is checked against in O(bindings).
+//
+// Loop thread only.
+#ifndef HALOD_COMMAND_BUFFER_H_
+#define HALOD_COMMAND_BUFFER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/hash.h"
+#include "daemon/buffer.h"
+#include "daemon/daemon.h"
+#include "daemon/executable.h"
+#include "hal/command_buffer.h"
+
+// What a recording needs of binding table slot i.
+typedef struct halod_slot_requirement_t {
+  uint64_t min_length;  // bytes the binding must cover
+  uint32_t alignment;   // of the bound address
+  bool used;
+} halod_slot_requirement_t;
+
+// A prepared recording, shared by every command buffer recorded the same.
+typedef struct halod_memo_entry_t {
+  halo_hash_t key;
+  char key_text[65];
+  uint32_t device;
+  uint32_t flags;
+  uint32_t sharers;  // command buffers using it
+  uint64_t hits;     // times an identical recording found it
+  bool in_cache;     // REUSABLE: in daemon->memo_cache
+  uint32_t command_count;
+  uint32_t binding_capacity;
+  halod_slot_requirement_t *slots;
+  halo_hal_command_buffer_t *hal;
+  halod_executable_t **executables;  // retained
+  uint32_t executable_count;
+  halod_buffer_t **buffers;  // directly referenced, retained
+  uint32_t buffer_count;
+} halod_memo_entry_t;
+
+typedef struct halod_command_buffer_t {
+  uint32_t refcount;  // handle + submissions in flight
+  uint64_t id;
+  halod_memo_entry_t *entry;
+  bool memo_hit;
+  bool executed;  // ONE_SHOT: at most once
+} halod_command_buffer_t;
+
+#define HALOD_MAX_COMMANDS 65536
+#define HALOD_MAX_BINDINGS 4096
+#define HALOD_MAX_DISPATCH_ARGS 64
+#define HALOD_MAX_CONSTANT_BYTES 4096
+#define HALOD_MAX_UPDATE_BYTES 65536
+#define HALOD_MAX_INLINE_BYTES (1u << 20)
+#define HALOD_MAX_SHARED_MEMORY_BYTES (228u << 10)
+
+halo_status_t halod_command_buffer_create(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__CommandBufferCreate *request,
+    halod_command_buffer_t **out_command_buffer);
+void halod_command_buffer_retain(halod_command_buffer_t *command_buffer);
+void halod_command_buffer_release(halod_t *daemon,
+                                  halod_command_buffer_t *command_buffer);
+
+#endif  // HALOD_COMMAND_BUFFER_H_

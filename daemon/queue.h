@@ -1,0 +1,37 @@
+// Queues in the daemon: a session's default queue per device (created on
+// first use) and the queues it creates. Each wraps a HAL queue (local: the
+// worker pool; CUDA: streams) and keeps the numbers haloctl shows.
+//
+// Loop thread only.
+#ifndef HALOD_QUEUE_H_
+#define HALOD_QUEUE_H_
+
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+#include "hal/queue.h"
+
+typedef struct halod_queue_t {
+  uint32_t refcount;  // handle or default slot + submissions
+  uint64_t id;
+  uint64_t session_id;
+  uint64_t handle;  // 0 for a default queue
+  uint32_t device;
+  int32_t priority;
+  halo_hal_queue_t *hal;
+  // Statistics.
+  uint32_t waiting;
+  uint32_t in_flight;
+  uint64_t completed;
+  uint64_t failed;
+  int64_t latency_ns_total;            // issue -> completion, completed ones
+  struct halod_queue_t *session_next;  // the session's queues
+} halod_queue_t;
+
+halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
+                                 uint32_t device, int32_t priority,
+                                 halod_queue_t **out_queue);
+void halod_queue_retain(halod_queue_t *queue);
+void halod_queue_release(halod_t *daemon, halod_queue_t *queue);
+
+#endif  // HALOD_QUEUE_H_

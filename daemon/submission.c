@@ -1,0 +1,337 @@
+#include "daemon/submission.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/session.h"
+
+static void halod_submission_free(halod_submission_t *submission) {
+  halod_t *daemon = submission->daemon;
+  for (uint32_t i = 0; i < submission->buffer_count; ++i) {
+    halod_buffer_release(daemon, submission->buffers[i]);
+  }
+  for (uint32_t i = 0; i < submission->semaphore_count; ++i) {
+    halod_semaphore_release(daemon, submission->semaphores[i]);
+  }
+  if (submission->command_buffer) {
+    halod_command_buffer_release(daemon, submission->command_buffer);
+  }
+  if (submission->queue) halod_queue_release(daemon, submission->queue);
+  free(submission->bindings);
+  free(submission->buffers);
+  free(submission->semaphores);
+  free(submission->action.waits);
+  free(submission->action.signals);
+  free(submission);
+}
+
+// Loop thread: the deferred queue is done with the submission.
+static void halod_submission_on_retire(halo_hal_action_t *action) {
+  halod_submission_t *submission = (halod_submission_t *)action;
+  halod_t *daemon = submission->daemon;
+  halod_queue_t *queue = submission->queue;
+  if (action->issued_ns) {
+    --queue->in_flight;
+    if (action->failure) {
+      ++queue->failed;
+    } else {
+      ++queue->completed;
+      queue->latency_ns_total += action->completed_ns - action->issued_ns;
+    }
+  } else {
+    --queue->waiting;
+    ++queue->failed;
+  }
+  if (action->failure) {
+    HALO_LOG_DEBUG("submission %llu failed: %s",
+                   (unsigned long long)submission->id,
+                   halo_status_message(action->failure));
+    halo_status_free(action->failure);
+    action->failure = NULL;
+  }
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions_by_id, submission->session_id);
+  if (session) {
+    if (submission->session_prev) {
+      submission->session_prev->session_next = submission->session_next;
+    } else {
+      session->submissions = submission->session_next;
+    }
+    if (submission->session_next) {
+      submission->session_next->session_prev = submission->session_prev;
+    }
+    --session->pending_submissions;
+  }
+  halod_submission_free(submission);
+}
+
+static void halod_submission_on_issue(halo_hal_action_t *action) {
+  halod_queue_t *queue = ((halod_submission_t *)action)->queue;
+  --queue->waiting;
+  ++queue->in_flight;
+}
+
+static halo_status_t halod_submission_queue(halod_t *daemon,
+                                            halod_session_t *session,
+                                            uint64_t handle, uint32_t device,
+                                            halod_queue_t **out_queue) {
+  *out_queue = NULL;
+  if (handle) {
+    void *object;
+    HALO_RETURN_IF_ERROR(halod_handle_table_lookup(
+        &session->handles, handle, HALOD_OBJECT_QUEUE, &object));
+    halod_queue_t *queue = object;
+    if (queue->device != device) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "queue handle 0x%llx is on device %u, the "
+                              "command buffer on device %u",
+                              (unsigned long long)handle, queue->device,
+                              device);
+    }
+    *out_queue = queue;
+    return NULL;
+  }
+  if (!session->default_queues[device]) {
+    HALO_RETURN_IF_ERROR(halod_queue_create(daemon, session, device, 0,
+                                            &session->default_queues[device]));
+  }
+  *out_queue = session->default_queues[device];
+  return NULL;
+}
+
+// Checks the binding table against the recording's slot requirements and
+// resolves it: O(bindings).
+static halo_status_t halod_submission_bind(
+    halod_submission_t *submission, halod_session_t *session,
+    const halod_memo_entry_t *entry, const Halo__Wire__QueueExecute *request) {
+  uint32_t capacity = entry->binding_capacity;
+  if (request->n_bindings > capacity) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%zu bindings for a command buffer with binding "
+                            "capacity %u",
+                            request->n_bindings, capacity);
+  }
+  submission->bindings = calloc(capacity + 1, sizeof(*submission->bindings));
+  submission->buffers =
+      calloc(request->n_bindings + 1, sizeof(*submission->buffers));
+  if (!submission->bindings || !submission->buffers) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  for (uint32_t i = 0; i < capacity; ++i) {
+    const halod_slot_requirement_t *slot = &entry->slots[i];
+    const Halo__Wire__Binding *binding =
+        i < request->n_bindings ? request->bindings[i] : NULL;
+    if (!binding || binding->buffer == 0) {
+      if (slot->used) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "binding %u: missing, but the command buffer "
+                                "uses slot %u (at least %llu bytes)",
+                                i, i, (unsigned long long)slot->min_length);
+      }
+      continue;
+    }
+    void *object;
+    halo_status_t status = halod_handle_table_lookup(
+        &session->handles, binding->buffer, HALOD_OBJECT_BUFFER, &object);
+    if (status) return halo_status_annotate(status, "binding %u", i);
+    halod_buffer_t *buffer = object;
+    uint64_t address;
+    status = halod_buffer_device_address(buffer, entry->device, &address);
+    if (status) return halo_status_annotate(status, "binding %u", i);
+    if (binding->offset > buffer->size) {
+      return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
+                              "binding %u: offset %llu is past the end of "
+                              "the buffer (%llu bytes)",
+                              i, (unsigned long long)binding->offset,
+                              (unsigned long long)buffer->size);
+    }
+    uint64_t length = binding->length == UINT64_MAX
+                          ? buffer->size - binding->offset
+                          : binding->length;
+    if (length > buffer->size - binding->offset) {
+      return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
+                              "binding %u: range [%llu, +%llu) exceeds the "
+                              "buffer's %llu bytes",
+                              i, (unsigned long long)binding->offset,
+                              (unsigned long long)length,
+                              (unsigned long long)buffer->size);
+    }
+    if (slot->used && length < slot->min_length) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "binding %u: %llu bytes bound, but the command "
+                              "buffer needs at least %llu in slot %u",
+                              i, (unsigned long long)length,
+                              (unsigned long long)slot->min_length, i);
+    }
+    if ((address + binding->offset) % slot->alignment != 0) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "binding %u: offset %llu is not %u-byte "
+                              "aligned, as slot %u needs",
+                              i, (unsigned long long)binding->offset,
+                              slot->alignment, i);
+    }
+    submission->bindings[i].address = address + binding->offset;
+    submission->bindings[i].length = length;
+    halod_buffer_retain(buffer);
+    submission->buffers[submission->buffer_count++] = buffer;
+  }
+  return NULL;
+}
+
+static halo_status_t halod_submission_semaphore(halod_submission_t *submission,
+                                                halod_session_t *session,
+                                                const char *role, size_t index,
+                                                uint64_t handle,
+                                                halod_semaphore_t **out) {
+  void *object;
+  halo_status_t status = halod_handle_table_lookup(
+      &session->handles, handle, HALOD_OBJECT_SEMAPHORE, &object);
+  if (status) return halo_status_annotate(status, "%s %zu", role, index);
+  halod_semaphore_retain(object);
+  submission->semaphores[submission->semaphore_count++] = object;
+  *out = object;
+  return NULL;
+}
+
+static halo_status_t halod_submission_sync(
+    halod_submission_t *submission, halod_session_t *session,
+    const Halo__Wire__QueueExecute *request) {
+  size_t total = request->n_waits + request->n_signals;
+  if (total > 1024) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%zu waits and %zu signals (at most 1024 in all)",
+                            request->n_waits, request->n_signals);
+  }
+  halo_hal_action_t *action = &submission->action;
+  submission->semaphores = calloc(total + 1, sizeof(*submission->semaphores));
+  action->waits = calloc(request->n_waits + 1, sizeof(*action->waits));
+  action->signals = calloc(request->n_signals + 1, sizeof(*action->signals));
+  if (!submission->semaphores || !action->waits || !action->signals) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  for (size_t i = 0; i < request->n_waits; ++i) {
+    halod_semaphore_t *semaphore;
+    HALO_RETURN_IF_ERROR(
+        halod_submission_semaphore(submission, session, "wait", i,
+                                   request->waits[i]->semaphore, &semaphore));
+    if (request->waits[i]->value > HALO_TIMELINE_MAX_VALUE) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "wait %zu: value %llu is >= 2^63", i,
+                              (unsigned long long)request->waits[i]->value);
+    }
+    action->waits[i].semaphore = &semaphore->hal;
+    action->waits[i].timepoint.value = request->waits[i]->value;
+    ++action->wait_count;
+  }
+  for (size_t i = 0; i < request->n_signals; ++i) {
+    halod_semaphore_t *semaphore;
+    HALO_RETURN_IF_ERROR(
+        halod_submission_semaphore(submission, session, "signal", i,
+                                   request->signals[i]->semaphore, &semaphore));
+    uint64_t value = request->signals[i]->value;
+    halo_status_t status =
+        halo_hal_semaphore_check_signal(&semaphore->hal, value);
+    if (status) return halo_status_annotate(status, "signal %zu", i);
+    for (uint32_t j = 0; j < action->signal_count; ++j) {
+      if (action->signals[j].semaphore == &semaphore->hal) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "signal %zu: the semaphore is signaled twice "
+                                "by one submission (signal %u)",
+                                i, j);
+      }
+    }
+    action->signals[i].semaphore = &semaphore->hal;
+    action->signals[i].value = value;
+    ++action->signal_count;
+  }
+  return NULL;
+}
+
+halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
+                                      const Halo__Wire__QueueExecute *request,
+                                      uint64_t *out_id) {
+  *out_id = 0;
+  if (session->pending_submissions >= daemon->config.session_pending) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "%u submissions of this session are unfinished "
+                            "(its quota); wait for some to complete",
+                            session->pending_submissions);
+  }
+  void *object;
+  halo_status_t status =
+      halod_handle_table_lookup(&session->handles, request->command_buffer,
+                                HALOD_OBJECT_COMMAND_BUFFER, &object);
+  if (status) return status;
+  halod_command_buffer_t *command_buffer = object;
+  halod_memo_entry_t *entry = command_buffer->entry;
+  if (command_buffer->executed && entry->flags == HALO_HAL_RECORDING_ONE_SHOT) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "command buffer handle 0x%llx is ONE_SHOT and "
+                            "was executed already",
+                            (unsigned long long)request->command_buffer);
+  }
+  halod_submission_t *submission = calloc(1, sizeof(*submission));
+  if (!submission)
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  submission->daemon = daemon;
+  submission->session_id = session->id;
+  halod_queue_t *queue = NULL;
+  status = halod_submission_queue(daemon, session, request->queue,
+                                  entry->device, &queue);
+  if (!status)
+    status = halod_submission_bind(submission, session, entry, request);
+  if (!status) status = halod_submission_sync(submission, session, request);
+  if (status) {
+    halod_submission_free(submission);
+    return status;
+  }
+  // Accepted: take the references and reserve the signal values.
+  halod_queue_retain(queue);
+  submission->queue = queue;
+  halod_command_buffer_retain(command_buffer);
+  submission->command_buffer = command_buffer;
+  command_buffer->executed = true;
+  halo_hal_action_t *action = &submission->action;
+  for (uint32_t i = 0; i < action->signal_count; ++i) {
+    action->signals[i].semaphore->pending_max = action->signals[i].value;
+  }
+  submission->id = halod_next_id(daemon);
+  submission->accepted_ns = halo_clock_now_ns();
+  action->queue = queue->hal;
+  action->execution.command_buffer = entry->hal;
+  action->execution.bindings = submission->bindings;
+  action->execution.binding_count = entry->binding_capacity;
+  action->retire = halod_submission_on_retire;
+  action->on_issue = halod_submission_on_issue;
+  submission->session_next = session->submissions;
+  if (session->submissions) session->submissions->session_prev = submission;
+  session->submissions = submission;
+  ++session->pending_submissions;
+  ++queue->waiting;
+  *out_id = submission->id;
+  // May issue (and even retire) the submission before returning.
+  halo_hal_deferred_queue_submit(&daemon->deferred, action);
+  return NULL;
+}
+
+void halod_submission_cancel_session(halod_t *daemon,
+                                     halod_session_t *session) {
+  (void)daemon;
+  halod_submission_t *submission = session->submissions;
+  while (submission) {
+    halod_submission_t *next = submission->session_next;
+    if (submission->action.state == HALO_HAL_ACTION_WAITING) {
+      halo_hal_deferred_queue_cancel(
+          &submission->action,
+          halo_status_make(HALO_STATUS_ABORTED,
+                           "submission %llu was cancelled: its session "
+                           "(%llu, pid %u) ended",
+                           (unsigned long long)submission->id,
+                           (unsigned long long)session->id, session->pid));
+    }
+    submission = next;
+  }
+}
