@@ -60,7 +60,7 @@ static halo_status_t halo_buffer_from_reply(
     free(buffer);
     return status;
   }
-  halo_client_track(client, &buffer->link, false);
+  halo_client_track(client, &buffer->link, HALO_OBJECT_BUFFER);
   *out_buffer = buffer;
   return NULL;
 }
@@ -122,6 +122,10 @@ halo_memory_type_t halo_buffer_memory_type(const halo_buffer_t *buffer) {
 
 uint64_t halo_buffer_handle(const halo_buffer_t *buffer) {
   return buffer ? buffer->handle : 0;
+}
+
+halo_client_t *halo_buffer_client(const halo_buffer_t *buffer) {
+  return buffer->client;
 }
 
 void *halo_buffer_host_pointer(const halo_buffer_t *buffer) {

@@ -246,10 +246,22 @@ void halo_client_close(halo_client_t *client) {
     halo_object_link_t *link = client->objects.prev;
     pthread_mutex_unlock(&client->state_mutex);
     if (link == &client->objects) break;
-    if (link->is_semaphore) {
-      halo_semaphore_release_link(link);
-    } else {
-      halo_buffer_release_link(link);
+    switch (link->kind) {
+      case HALO_OBJECT_BUFFER:
+        halo_buffer_release_link(link);
+        break;
+      case HALO_OBJECT_SEMAPHORE:
+        halo_semaphore_release_link(link);
+        break;
+      case HALO_OBJECT_EXECUTABLE:
+        halo_executable_release_link(link);
+        break;
+      case HALO_OBJECT_COMMAND_BUFFER:
+        halo_command_buffer_release_link(link);
+        break;
+      case HALO_OBJECT_QUEUE:
+        halo_queue_release_link(link);
+        break;
     }
   }
   nng_close(client->socket);
@@ -434,8 +446,8 @@ void halo_client_unmap_arena(halo_client_t *client, uint64_t arena_id) {
 }
 
 void halo_client_track(halo_client_t *client, halo_object_link_t *link,
-                       bool is_semaphore) {
-  link->is_semaphore = is_semaphore;
+                       halo_object_kind_t kind) {
+  link->kind = kind;
   pthread_mutex_lock(&client->state_mutex);
   link->prev = client->objects.prev;
   link->next = &client->objects;

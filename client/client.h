@@ -1,4 +1,5 @@
-// libhalo internals shared by client.c, buffer.c and semaphore.c.
+// libhalo internals shared by client.c and the object files (buffer.c,
+// semaphore.c, executable.c, command_buffer.c, queue.c).
 #ifndef HALO_CLIENT_CLIENT_H_
 #define HALO_CLIENT_CLIENT_H_
 
@@ -17,11 +18,20 @@ typedef struct halo_mapping_t {
   uint32_t references;
 } halo_mapping_t;
 
+// The kinds of objects a client tracks; each has a *_release_link below.
+typedef enum halo_object_kind_e {
+  HALO_OBJECT_BUFFER = 0,
+  HALO_OBJECT_SEMAPHORE = 1,
+  HALO_OBJECT_EXECUTABLE = 2,
+  HALO_OBJECT_COMMAND_BUFFER = 3,
+  HALO_OBJECT_QUEUE = 4,
+} halo_object_kind_t;
+
 // Objects the client still holds (released by halo_client_close).
 typedef struct halo_object_link_t {
   struct halo_object_link_t *prev;
   struct halo_object_link_t *next;
-  bool is_semaphore;
+  halo_object_kind_t kind;
 } halo_object_link_t;
 
 struct halo_client_s {
@@ -66,12 +76,39 @@ halo_status_t halo_client_map_arena(halo_client_t *client, uint64_t arena_id,
 void halo_client_unmap_arena(halo_client_t *client, uint64_t arena_id);
 
 void halo_client_track(halo_client_t *client, halo_object_link_t *link,
-                       bool is_semaphore);
+                       halo_object_kind_t kind);
 void halo_client_untrack(halo_client_t *client, halo_object_link_t *link);
 
-// Release helpers for halo_client_close (buffer.c, semaphore.c).
+// Release helpers for halo_client_close, one per halo_object_kind_t. Once
+// the client is closing (|lost| set) their release requests fail fast and
+// only the local state is freed.
 void halo_buffer_release_link(halo_object_link_t *link);
 void halo_semaphore_release_link(halo_object_link_t *link);
+void halo_executable_release_link(halo_object_link_t *link);
+void halo_command_buffer_release_link(halo_object_link_t *link);
+void halo_queue_release_link(halo_object_link_t *link);
+
+// The client an object belongs to (record and execute refuse objects of
+// another client: their handles mean nothing in this session).
+halo_client_t *halo_buffer_client(const halo_buffer_t *buffer);
+halo_client_t *halo_semaphore_client(const halo_semaphore_t *semaphore);
+halo_client_t *halo_executable_client(const halo_executable_t *executable);
+uint64_t halo_executable_handle(const halo_executable_t *executable);
+uint32_t halo_executable_device(const halo_executable_t *executable);
+
+// What queue.c needs of an ended command buffer.
+typedef struct halo_command_buffer_info_t {
+  halo_client_t *client;
+  uint32_t device;
+  uint64_t handle;
+  uint32_t binding_capacity;
+} halo_command_buffer_info_t;
+
+// Fills |out_info|; FAILED_PRECONDITION if |command_buffer| was not ended
+// successfully (still recording, or its end() failed).
+halo_status_t halo_command_buffer_query_ended(
+    const halo_command_buffer_t *command_buffer,
+    halo_command_buffer_info_t *out_info);
 
 #define HALO_CHECK_ARG(cond, ...)                                         \
   do {                                                                    \

@@ -54,7 +54,7 @@ static halo_status_t halo_semaphore_from_reply(
     return status;
   }
   semaphore->slot = &((const halo_timeline_page_t *)page)->slots[reply->slot];
-  halo_client_track(client, &semaphore->link, true);
+  halo_client_track(client, &semaphore->link, HALO_OBJECT_SEMAPHORE);
   *out_semaphore = semaphore;
   return NULL;
 }
@@ -105,6 +105,10 @@ void halo_semaphore_release(halo_semaphore_t *semaphore) {
 
 uint64_t halo_semaphore_handle(const halo_semaphore_t *semaphore) {
   return semaphore ? semaphore->handle : 0;
+}
+
+halo_client_t *halo_semaphore_client(const halo_semaphore_t *semaphore) {
+  return semaphore->client;
 }
 
 // The failure status of |semaphore|: asks the daemon for the message (one
