@@ -2,7 +2,8 @@
 //
 //   haloctl [--admin ADDR] [--json] [--timeout MS] COMMAND
 //
-// Commands: status, clients, semaphores. Human output is aligned tables;
+// Commands: status, clients, semaphores, queues, cache. Human output is aligned
+// tables;
 // --json prints one JSON document (strings escaped, invalid UTF-8 replaced
 // by U+FFFD) so scripts can parse it.
 //
@@ -601,22 +602,144 @@ static void haloctl_semaphores_print_text(
   haloctl_table_deinitialize(&table);
 }
 
-static int haloctl_command_semaphores(const haloctl_options_t *options) {
+// Runs one admin call and prints its body with |print_json| or
+// |print_text|; |body| picks the reply body out of the response.
+typedef const void *(*haloctl_body_fn)(const halo_wire_response_t *response);
+typedef void (*haloctl_print_fn)(const void *body);
+
+static int haloctl_run_listing(
+    const haloctl_options_t *options, const char *command,
+    halo_status_t (*call)(halo_admin_t *, halo_wire_response_t **),
+    haloctl_body_fn body, haloctl_print_fn print_json,
+    haloctl_print_fn print_text) {
   halo_wire_response_t *response = NULL;
-  if (!haloctl_call(options, "semaphores", halo_admin_semaphores, &response)) {
+  if (!haloctl_call(options, command, call, &response)) {
     return HALOCTL_EXIT_FAILURE;
   }
   int exit_code = HALOCTL_EXIT_FAILURE;
-  if (haloctl_check_body(response, response->admin_semaphores, "semaphores")) {
-    if (options->json) {
-      haloctl_semaphores_print_json(response->admin_semaphores);
-    } else {
-      haloctl_semaphores_print_text(response->admin_semaphores);
-    }
+  const void *reply = body(response);
+  if (haloctl_check_body(response, reply, command)) {
+    (options->json ? print_json : print_text)(reply);
     exit_code = HALOCTL_EXIT_OK;
   }
   halo__wire__response__free_unpacked(response, NULL);
   return exit_code;
+}
+
+static const void *haloctl_semaphores_body(const halo_wire_response_t *r) {
+  return r->admin_semaphores;
+}
+
+static int haloctl_command_semaphores(const haloctl_options_t *options) {
+  return haloctl_run_listing(options, "semaphores", halo_admin_semaphores,
+                             haloctl_semaphores_body,
+                             (haloctl_print_fn)haloctl_semaphores_print_json,
+                             (haloctl_print_fn)haloctl_semaphores_print_text);
+}
+
+// ------------------------------------------------------------------ queues
+
+static void haloctl_queues_print_json(const Halo__Wire__AdminQueuesReply *r) {
+  FILE *out = stdout;
+  fputc('[', out);
+  for (size_t i = 0; i < r->n_queues; ++i) {
+    const Halo__Wire__QueueInfo *q = r->queues[i];
+    fprintf(out,
+            "%s{\"session_id\":%" PRIu64 ",\"queue_handle\":%" PRIu64
+            ",\"device\":%" PRIu32 ",\"pending\":%" PRIu32
+            ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
+            ",\"failed\":%" PRIu64 ",\"mean_latency_us\":%.3f}",
+            i ? "," : "", q->session_id, q->queue_handle, q->device, q->pending,
+            q->in_flight, q->completed, q->failed, q->mean_latency_us);
+  }
+  fputs("]\n", out);
+}
+
+static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
+  if (r->n_queues == 0) {
+    fputs("no queues\n", stdout);
+    return;
+  }
+  static const char *const kColumns[] = {
+      ">SESSION",   ">QUEUE",  ">DEVICE",       ">PENDING", ">IN FLIGHT",
+      ">COMPLETED", ">FAILED", ">MEAN LATENCY", NULL};
+  haloctl_table_t table;
+  haloctl_table_initialize(&table, kColumns);
+  for (size_t i = 0; i < r->n_queues; ++i) {
+    const Halo__Wire__QueueInfo *q = r->queues[i];
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->session_id));
+    haloctl_table_add(
+        &table, q->queue_handle ? haloctl_format("0x%" PRIx64, q->queue_handle)
+                                : haloctl_format("default"));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->device));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->pending));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->in_flight));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->completed));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->failed));
+    haloctl_table_add(&table, haloctl_format("%.1f us", q->mean_latency_us));
+  }
+  haloctl_table_print(&table, stdout, "");
+  haloctl_table_deinitialize(&table);
+}
+
+static const void *haloctl_queues_body(const halo_wire_response_t *r) {
+  return r->admin_queues;
+}
+
+static int haloctl_command_queues(const haloctl_options_t *options) {
+  return haloctl_run_listing(options, "queues", halo_admin_queues,
+                             haloctl_queues_body,
+                             (haloctl_print_fn)haloctl_queues_print_json,
+                             (haloctl_print_fn)haloctl_queues_print_text);
+}
+
+// ------------------------------------------------------------------ cache
+
+static void haloctl_cache_print_json(const Halo__Wire__AdminMemoCacheReply *r) {
+  FILE *out = stdout;
+  fprintf(out, "{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64 ",\"entries\":[",
+          r->hits, r->misses);
+  for (size_t i = 0; i < r->n_entries; ++i) {
+    const Halo__Wire__MemoEntry *e = r->entries[i];
+    fprintf(out, "%s{\"key\":", i ? "," : "");
+    haloctl_json_string(out, e->key);
+    fprintf(out,
+            ",\"device\":%" PRIu32 ",\"commands\":%" PRIu32 ",\"hits\":%" PRIu64
+            ",\"sharers\":%" PRIu32 "}",
+            e->device, e->commands, e->hits, e->sharers);
+  }
+  fputs("]}\n", out);
+}
+
+static void haloctl_cache_print_text(const Halo__Wire__AdminMemoCacheReply *r) {
+  printf("memoized recordings: %zu (hits %" PRIu64 ", misses %" PRIu64 ")\n",
+         r->n_entries, r->hits, r->misses);
+  if (r->n_entries == 0) return;
+  static const char *const kColumns[] = {"KEY",   ">DEVICE",  ">COMMANDS",
+                                         ">HITS", ">SHARERS", NULL};
+  haloctl_table_t table;
+  haloctl_table_initialize(&table, kColumns);
+  for (size_t i = 0; i < r->n_entries; ++i) {
+    const Halo__Wire__MemoEntry *e = r->entries[i];
+    haloctl_table_add(&table, haloctl_format("%.16s", e->key));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->device));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->commands));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, e->hits));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->sharers));
+  }
+  haloctl_table_print(&table, stdout, "");
+  haloctl_table_deinitialize(&table);
+}
+
+static const void *haloctl_cache_body(const halo_wire_response_t *r) {
+  return r->admin_memo_cache;
+}
+
+static int haloctl_command_cache(const haloctl_options_t *options) {
+  return haloctl_run_listing(options, "cache", halo_admin_memo_cache,
+                             haloctl_cache_body,
+                             (haloctl_print_fn)haloctl_cache_print_json,
+                             (haloctl_print_fn)haloctl_cache_print_text);
 }
 
 // ------------------------------------------------------------------ main
@@ -634,6 +757,10 @@ static const haloctl_command_t kCommands[] = {
      "connected sessions and what each one holds"},
     {"semaphores", haloctl_command_semaphores,
      "timeline semaphores: value, failure, holders"},
+    {"queues", haloctl_command_queues,
+     "queues: pending, in flight, completed, failed, latency"},
+    {"cache", haloctl_command_cache,
+     "memoized command buffers: entries, hits, sharers"},
 };
 
 static void haloctl_usage(FILE *out) {
