@@ -158,16 +158,35 @@ static halo_status_t halo_command_buffer_check_inline(
   return NULL;
 }
 
+// How a command uses a reference (as in the daemon's validation).
+typedef enum halo_ref_use_e {
+  // The command touches exactly the referenced bytes (fill, copy, update,
+  // workgroup count): the length must be known and nonzero.
+  HALO_REF_BYTES = 0,
+  // Only the address matters (a dispatch argument).
+  HALO_REF_ADDRESS = 1,
+} halo_ref_use_t;
+
 // Checks |ref|, named |what| ("target", "argument 2") in errors: a slot
 // within the binding capacity, or a buffer of this client whose size covers
 // the range.
 static halo_status_t halo_command_buffer_check_ref(
     const halo_command_buffer_t *command_buffer, const char *name,
-    const char *what, const halo_buffer_ref_t *ref) {
+    const char *what, const halo_buffer_ref_t *ref, halo_ref_use_t use) {
   if (!ref->buffer) {
     HALO_COMMAND_CHECK(ref->slot < command_buffer->binding_capacity,
                        "%s: slot %u out of range (binding capacity %u)", what,
                        ref->slot, command_buffer->binding_capacity);
+    HALO_COMMAND_CHECK(
+        use != HALO_REF_BYTES || ref->length != HALO_WHOLE_BUFFER,
+        "%s: an indirect reference (slot %u) needs an explicit "
+        "length",
+        what, ref->slot);
+    HALO_COMMAND_CHECK(use != HALO_REF_BYTES || ref->length > 0,
+                       "%s: zero length", what);
+    HALO_COMMAND_CHECK(ref->length == HALO_WHOLE_BUFFER ||
+                           ref->length <= UINT64_MAX - ref->offset,
+                       "%s: offset + length overflows", what);
     return NULL;
   }
   const halo_buffer_t *buffer = ref->buffer;
@@ -175,18 +194,19 @@ static halo_status_t halo_command_buffer_check_ref(
                      "%s: buffer 0x%llx belongs to another client", what,
                      (unsigned long long)halo_buffer_handle(buffer));
   uint64_t size = halo_buffer_size(buffer);
-  HALO_COMMAND_CHECK(ref->offset <= size,
-                     "%s: offset %llu is past the end of buffer 0x%llx (%llu "
-                     "bytes)",
-                     what, (unsigned long long)ref->offset,
-                     (unsigned long long)halo_buffer_handle(buffer),
-                     (unsigned long long)size);
-  HALO_COMMAND_CHECK(
-      ref->length == HALO_WHOLE_BUFFER || ref->length <= size - ref->offset,
-      "%s: range [%llu, %llu + %llu) exceeds buffer 0x%llx (%llu bytes)", what,
-      (unsigned long long)ref->offset, (unsigned long long)ref->offset,
-      (unsigned long long)ref->length,
-      (unsigned long long)halo_buffer_handle(buffer), (unsigned long long)size);
+  uint64_t length = ref->length == HALO_WHOLE_BUFFER
+                        ? size - (ref->offset <= size ? ref->offset : size)
+                        : ref->length;
+  if (ref->offset > size || length > size - ref->offset) {
+    return halo_command_buffer_error(
+        command_buffer, name, HALO_STATUS_OUT_OF_RANGE,
+        "%s: range [%llu, +%llu) does not fit buffer 0x%llx of %llu bytes",
+        what, (unsigned long long)ref->offset, (unsigned long long)length,
+        (unsigned long long)halo_buffer_handle(buffer),
+        (unsigned long long)size);
+  }
+  HALO_COMMAND_CHECK(use != HALO_REF_BYTES || length > 0, "%s: zero length",
+                     what);
   return NULL;
 }
 
@@ -298,8 +318,8 @@ halo_status_t halo_command_buffer_fill(halo_command_buffer_t *command_buffer,
       "pattern size %zu is not 1, 2 or 4", pattern_size);
   HALO_RETURN_IF_ERROR(
       halo_command_buffer_check_inline(command_buffer, name, pattern_size));
-  HALO_RETURN_IF_ERROR(
-      halo_command_buffer_check_ref(command_buffer, name, "target", &target));
+  HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(
+      command_buffer, name, "target", &target, HALO_REF_BYTES));
   HALO_COMMAND_CHECK(target.offset % pattern_size == 0,
                      "target: offset %llu is not a multiple of the pattern "
                      "size %zu",
@@ -328,28 +348,19 @@ halo_status_t halo_command_buffer_copy(halo_command_buffer_t *command_buffer,
   static const char name[] = "copy";
   HALO_RETURN_IF_ERROR(
       halo_command_buffer_check_recording(command_buffer, name));
-  HALO_RETURN_IF_ERROR(
-      halo_command_buffer_check_ref(command_buffer, name, "source", &source));
-  HALO_RETURN_IF_ERROR(
-      halo_command_buffer_check_ref(command_buffer, name, "target", &target));
+  // HALO_WHOLE_BUFFER on one side takes the other side's length (the wire
+  // form has explicit lengths wherever one side has one).
+  if (source.length == HALO_WHOLE_BUFFER) source.length = target.length;
+  if (target.length == HALO_WHOLE_BUFFER) target.length = source.length;
+  HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(
+      command_buffer, name, "source", &source, HALO_REF_BYTES));
+  HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(
+      command_buffer, name, "target", &target, HALO_REF_BYTES));
   uint64_t source_length = halo_buffer_ref_known_length(&source);
   uint64_t target_length = halo_buffer_ref_known_length(&target);
-  if (source.length != HALO_WHOLE_BUFFER &&
-      target.length != HALO_WHOLE_BUFFER) {
-    HALO_COMMAND_CHECK(source_length == target_length,
-                       "source length %llu differs from target length %llu",
-                       (unsigned long long)source_length,
-                       (unsigned long long)target_length);
-  } else if (source.length != target.length && source_length != UINT64_MAX &&
-             target_length != UINT64_MAX) {
-    // One side takes the other's length: it must have room for it.
-    HALO_COMMAND_CHECK(
-        source.length == HALO_WHOLE_BUFFER ? source_length >= target_length
-                                           : target_length >= source_length,
-        "source (%llu bytes) and target (%llu bytes) differ and the whole "
-        "buffer side is too short",
-        (unsigned long long)source_length, (unsigned long long)target_length);
-  }
+  HALO_COMMAND_CHECK(
+      source_length == target_length, "source has %llu bytes, target %llu",
+      (unsigned long long)source_length, (unsigned long long)target_length);
   Halo__Wire__Command *command = halo_command_buffer_new_command(
       command_buffer, HALO__WIRE__COMMAND_TYPE__COMMAND_COPY);
   if (command) {
@@ -379,8 +390,8 @@ halo_status_t halo_command_buffer_update(halo_command_buffer_t *command_buffer,
   // The update writes exactly |size| bytes: that is the range checked and
   // sent, whatever the target's length said.
   target.length = size;
-  HALO_RETURN_IF_ERROR(
-      halo_command_buffer_check_ref(command_buffer, name, "target", &target));
+  HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(
+      command_buffer, name, "target", &target, HALO_REF_BYTES));
   Halo__Wire__Command *command = halo_command_buffer_new_command(
       command_buffer, HALO__WIRE__COMMAND_TYPE__COMMAND_UPDATE);
   if (command) {
@@ -433,8 +444,8 @@ static halo_status_t halo_command_buffer_check_dispatch(
     snprintf(what, sizeof(what), "argument %zu", i);
     switch (arg->kind) {
       case HALO_DISPATCH_ARG_BUFFER:
-        HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(command_buffer, name,
-                                                           what, &arg->ref));
+        HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(
+            command_buffer, name, what, &arg->ref, HALO_REF_ADDRESS));
         break;
       case HALO_DISPATCH_ARG_CONSTANT:
         HALO_COMMAND_CHECK(arg->data, "%s: constant data is NULL", what);
@@ -445,6 +456,9 @@ static halo_status_t halo_command_buffer_check_dispatch(
         inline_bytes += arg->size;
         break;
       case HALO_DISPATCH_ARG_BINDING_TABLE:
+        HALO_COMMAND_CHECK(command_buffer->binding_capacity > 0,
+                           "%s: BINDING_TABLE with a binding capacity of 0",
+                           what);
         break;
       default:
         HALO_COMMAND_CHECK(false,
@@ -530,15 +544,18 @@ halo_status_t halo_command_buffer_dispatch_indirect(
       command_buffer, name, params, true, &inline_bytes));
   HALO_RETURN_IF_ERROR(
       halo_command_buffer_check_inline(command_buffer, name, inline_bytes));
-  HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(
-      command_buffer, name, "workgroup_count", &workgroup_count));
+  // The count is three uint32_t: HALO_WHOLE_BUFFER means those 12 bytes.
+  if (workgroup_count.length == HALO_WHOLE_BUFFER) workgroup_count.length = 12;
+  HALO_COMMAND_CHECK(workgroup_count.length == 12,
+                     "workgroup_count: %llu bytes referenced, it must be "
+                     "exactly 12 (three uint32_t)",
+                     (unsigned long long)workgroup_count.length);
   HALO_COMMAND_CHECK(workgroup_count.offset % 4 == 0,
                      "workgroup_count: offset %llu is not a multiple of 4",
                      (unsigned long long)workgroup_count.offset);
-  uint64_t length = halo_buffer_ref_known_length(&workgroup_count);
-  HALO_COMMAND_CHECK(length == UINT64_MAX || length >= 12,
-                     "workgroup_count: %llu bytes cannot hold three uint32_t",
-                     (unsigned long long)length);
+  HALO_RETURN_IF_ERROR(
+      halo_command_buffer_check_ref(command_buffer, name, "workgroup_count",
+                                    &workgroup_count, HALO_REF_BYTES));
   Halo__Wire__Command *command = halo_command_buffer_new_dispatch(
       command_buffer, HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH_INDIRECT,
       params);

@@ -132,16 +132,17 @@ static halo_status_t halo_queue_bindings(halo_client_t *client,
                    "than the command buffer",
                    i, (unsigned long long)halo_buffer_handle(buffer));
     uint64_t size = halo_buffer_size(buffer);
-    HALO_CHECK_ARG(
-        binding->offset <= size && (binding->length == HALO_WHOLE_BUFFER ||
-                                    binding->length <= size - binding->offset),
-        "bindings[%zu]: range [%llu, %llu + %llu) exceeds buffer "
-        "0x%llx (%llu bytes)",
-        i, (unsigned long long)binding->offset,
-        (unsigned long long)binding->offset,
-        (unsigned long long)binding->length,
-        (unsigned long long)halo_buffer_handle(buffer),
-        (unsigned long long)size);
+    if (binding->offset > size || (binding->length != HALO_WHOLE_BUFFER &&
+                                   binding->length > size - binding->offset)) {
+      return halo_status_make(
+          HALO_STATUS_OUT_OF_RANGE,
+          "bindings[%zu]: range [%llu, +%llu) does not fit buffer 0x%llx of "
+          "%llu bytes",
+          i, (unsigned long long)binding->offset,
+          (unsigned long long)binding->length,
+          (unsigned long long)halo_buffer_handle(buffer),
+          (unsigned long long)size);
+    }
     messages[i].buffer = halo_buffer_handle(buffer);
     messages[i].offset = binding->offset;
     messages[i].length = binding->length;
