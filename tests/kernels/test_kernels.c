@@ -1,0 +1,109 @@
+// Test kernels for the local driver (tests/unit/hal_local_test.c and any
+// test that loads an ELF executable). Each entry runs once per workgroup.
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "halo/local_kernel.h"
+
+#ifndef TEST_KERNELS_WHICH
+#define TEST_KERNELS_WHICH 0
+#endif
+
+static uint32_t linear_id(const halo_dispatch_state_t *state) {
+  return state->workgroup_id[0] +
+         state->workgroup_count[0] *
+             (state->workgroup_id[1] +
+              state->workgroup_count[1] * state->workgroup_id[2]);
+}
+
+// c[i] = a[i] + b[i] for i < n; args: a, b, c (BUFFER), n (uint32).
+HALO_LOCAL_KERNEL(add) {
+  const float *a = HALO_ARG(state, 0, const float *);
+  const float *b = HALO_ARG(state, 1, const float *);
+  float *c = HALO_ARG(state, 2, float *);
+  uint32_t n = HALO_ARG(state, 3, uint32_t);
+  uint32_t first = state->workgroup_id[0] * state->workgroup_size[0];
+  for (uint32_t i = first; i < first + state->workgroup_size[0] && i < n; ++i) {
+    c[i] = a[i] + b[i];
+  }
+}
+
+// The same through the binding table: table[0..2] are a, b, c; args:
+// BINDING_TABLE, n (uint32).
+HALO_LOCAL_KERNEL(add_table) {
+  const uint64_t *table = HALO_ARG(state, 0, const uint64_t *);
+  uint32_t n = HALO_ARG(state, 1, uint32_t);
+  const float *a = (const float *)(uintptr_t)table[0];
+  const float *b = (const float *)(uintptr_t)table[1];
+  float *c = (float *)(uintptr_t)table[2];
+  uint32_t first = state->workgroup_id[0] * state->workgroup_size[0];
+  for (uint32_t i = first; i < first + state->workgroup_size[0] && i < n; ++i) {
+    c[i] = a[i] + b[i];
+  }
+}
+
+// out[i] = table[i] for i < count; args: out (BUFFER), BINDING_TABLE,
+// count (uint32).
+HALO_LOCAL_KERNEL(table_probe) {
+  uint64_t *out = HALO_ARG(state, 0, uint64_t *);
+  const uint64_t *table = HALO_ARG(state, 1, const uint64_t *);
+  uint32_t count = HALO_ARG(state, 2, uint32_t);
+  for (uint32_t i = 0; i < count; ++i) out[i] = table[i];
+}
+
+// Per workgroup l (x fastest): out[4l..4l+2] = id, out[4l+3] += 1; counts
+// (BUFFER, 3 uint32) = workgroup_count; args: out, counts.
+HALO_LOCAL_KERNEL(ids) {
+  uint32_t *out = HALO_ARG(state, 0, uint32_t *);
+  uint32_t *counts = HALO_ARG(state, 1, uint32_t *);
+  uint32_t l = linear_id(state);
+  out[4 * l + 0] = state->workgroup_id[0];
+  out[4 * l + 1] = state->workgroup_id[1];
+  out[4 * l + 2] = state->workgroup_id[2];
+  __atomic_fetch_add(&out[4 * l + 3], 1, __ATOMIC_RELAXED);
+  for (int d = 0; d < 3; ++d) {
+    __atomic_store_n(&counts[d], state->workgroup_count[d], __ATOMIC_RELAXED);
+  }
+}
+
+// Fills its shared memory with l + i and sums it back: out[l] = the sum;
+// args: out (BUFFER).
+HALO_LOCAL_KERNEL(shared_sum) {
+  uint32_t *out = HALO_ARG(state, 0, uint32_t *);
+  uint32_t *shared = state->shared_memory;
+  uint32_t count = state->shared_memory_bytes / sizeof(uint32_t);
+  uint32_t l = linear_id(state);
+  for (uint32_t i = 0; i < count; ++i) shared[i] = l + i;
+  uint32_t sum = 0;
+  for (uint32_t i = 0; i < count; ++i) sum += shared[i];
+  out[l] = sum;
+}
+
+// Constants of assorted sizes; args: out (BUFFER, 4 uint64), uint8,
+// uint64, double, uint16.
+HALO_LOCAL_KERNEL(constants) {
+  uint64_t *out = HALO_ARG(state, 0, uint64_t *);
+  out[0] = HALO_ARG(state, 1, uint8_t);
+  out[1] = HALO_ARG(state, 2, uint64_t);
+  double d = HALO_ARG(state, 3, double);
+  memcpy(&out[2], &d, sizeof(d));
+  out[3] = HALO_ARG(state, 4, uint16_t);
+}
+
+// *out = which copy of this file this is; args: out (BUFFER).
+HALO_LOCAL_KERNEL(which) {
+  uint32_t *out = HALO_ARG(state, 0, uint32_t *);
+  *out = TEST_KERNELS_WHICH;
+}
+
+// Sleeps |microseconds|, then counts itself; args: counter (BUFFER, uint32),
+// microseconds (uint32).
+HALO_LOCAL_KERNEL(sleepy) {
+  uint32_t *counter = HALO_ARG(state, 0, uint32_t *);
+  usleep(HALO_ARG(state, 1, uint32_t));
+  __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
+// Not an entry point: lookup_entry must refuse it.
+__attribute__((visibility("default"))) int not_a_function = 7;
