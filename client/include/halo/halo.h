@@ -368,6 +368,18 @@ typedef struct halo_dispatch_params_t {
 
 // |flags|: ONE_SHOT or REUSABLE. |binding_capacity|: slots of the binding
 // table (0 .. HALO_MAX_BINDINGS).
+//
+// Each record call checks what the client can (slots against the capacity,
+// direct ranges against the buffer's size, pattern and inline sizes,
+// objects of another client) and fails with INVALID_ARGUMENT or
+// OUT_OF_RANGE naming the command index and argument ("command 3
+// (dispatch): argument 2: slot 9 out of range (binding capacity 4)"),
+// RESOURCE_EXHAUSTED past HALO_MAX_COMMANDS or HALO_MAX_INLINE_BYTES, and
+// FAILED_PRECONDITION after end(). A failed record call records nothing:
+// recording may go on. An indirect reference of a fill, copy, update or
+// workgroup count needs an explicit length. The executables and buffers a
+// recording names must stay alive until end() returns (then the daemon
+// holds its own references).
 HALO_API halo_status_t halo_command_buffer_begin(
     halo_client_t *client, uint32_t device, uint32_t flags,
     uint32_t binding_capacity, halo_command_buffer_t **out_command_buffer);
@@ -399,6 +411,7 @@ HALO_API halo_status_t
 halo_command_buffer_barrier(halo_command_buffer_t *command_buffer);
 // Sends the recording; the daemon validates it (errors name the command
 // index and argument) and memoizes it. No command may be added afterwards.
+// After a failed end() the command buffer can only be released.
 HALO_API halo_status_t
 halo_command_buffer_end(halo_command_buffer_t *command_buffer);
 // True if the daemon found an identical prepared recording (after end()).
@@ -439,6 +452,11 @@ typedef struct halo_semaphore_value_t {
 // buffer's device. INVALID_ARGUMENT names the binding or semaphore that
 // was wrong (slot out of range, buffer too small for what the recording
 // needs, a signal value not above the current or a pending one).
+// FAILED_PRECONDITION if |command_buffer| was not ended (or a ONE_SHOT one
+// ran already). Every object must belong to the command buffer's client.
+// A binding entry {NULL, 0, 0} leaves its slot unbound, as do the slots
+// past |binding_count|; the daemon refuses an unbound slot the recording
+// uses.
 HALO_API halo_status_t
 halo_queue_execute(halo_queue_t *queue, halo_command_buffer_t *command_buffer,
                    const halo_binding_t *bindings, size_t binding_count,
