@@ -2,6 +2,7 @@
 // test that loads an ELF executable). Each entry runs once per workgroup.
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "halo/local_kernel.h"
@@ -103,6 +104,53 @@ HALO_LOCAL_KERNEL(sleepy) {
   uint32_t *counter = HALO_ARG(state, 0, uint32_t *);
   usleep(HALO_ARG(state, 1, uint32_t));
   __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Waits (at most 10 s) until *flag is nonzero.
+static void wait_for(const uint32_t *flag) {
+  int64_t deadline = now_ms() + 10000;
+  while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) && now_ms() < deadline) {
+    usleep(100);
+  }
+}
+
+// Each workgroup arrives, then waits (at most 10 s) for all n to have
+// arrived: out[l] = 1 only if they ran at the same time. args: arrived
+// (BUFFER, uint32), n (uint32), out (BUFFER, uint32 per workgroup).
+HALO_LOCAL_KERNEL(rendezvous) {
+  uint32_t *arrived = HALO_ARG(state, 0, uint32_t *);
+  uint32_t n = HALO_ARG(state, 1, uint32_t);
+  uint32_t *out = HALO_ARG(state, 2, uint32_t *);
+  __atomic_fetch_add(arrived, 1, __ATOMIC_ACQ_REL);
+  int64_t deadline = now_ms() + 10000;
+  while (__atomic_load_n(arrived, __ATOMIC_ACQUIRE) < n &&
+         now_ms() < deadline) {
+    usleep(100);
+  }
+  out[linear_id(state)] = __atomic_load_n(arrived, __ATOMIC_ACQUIRE) >= n;
+}
+
+// Counts itself as started, then holds its worker until *gate is set;
+// args: started (BUFFER, uint32), gate (BUFFER, uint32).
+HALO_LOCAL_KERNEL(gate) {
+  uint32_t *started = HALO_ARG(state, 0, uint32_t *);
+  const uint32_t *gate = HALO_ARG(state, 1, const uint32_t *);
+  __atomic_fetch_add(started, 1, __ATOMIC_ACQ_REL);
+  wait_for(gate);
+}
+
+// *out = the next number of a shared sequence; args: sequence (BUFFER,
+// uint32), out (BUFFER, uint32).
+HALO_LOCAL_KERNEL(order) {
+  uint32_t *sequence = HALO_ARG(state, 0, uint32_t *);
+  uint32_t *out = HALO_ARG(state, 1, uint32_t *);
+  *out = __atomic_fetch_add(sequence, 1, __ATOMIC_ACQ_REL);
 }
 
 // Not an entry point: lookup_entry must refuse it.

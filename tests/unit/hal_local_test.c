@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hal/device.h"
 #include "hal/local/local_device.h"
@@ -431,18 +432,24 @@ static void test_lookup_entry(void **state) {
   assert_int_not_equal(add, ids);
 }
 
-// Two objects loaded one after the other, with the first destroyed in
-// between, are each their own code (dlopen names must not collide).
+// Objects loaded one after the other, some destroyed in between, are each
+// their own code: dlopen names (/proc/self/fd/N) must not collide, neither
+// with a live object nor with one that was never unloaded (c: -z nodelete).
 static void test_executables_are_distinct(void **state) {
   (void)state;
-  uint64_t size_b = 0;
-  void *bytes_b = read_file(HALO_TEST_KERNELS_B, &size_b);
+  uint64_t sizes[3] = {fixture.kernels_size, 0, 0};
+  void *bytes[3] = {fixture.kernels, read_file(HALO_TEST_KERNELS_B, &sizes[1]),
+                    read_file(HALO_TEST_KERNELS_C, &sizes[2])};
   uint32_t out = 0;
-  for (int round = 0; round < 3; ++round) {
-    halo_hal_executable_t *a = load(fixture.kernels, fixture.kernels_size);
-    halo_hal_executable_t *b = load(bytes_b, size_b);
-    halo_hal_executable_t *executables[2] = {a, b};
-    for (int i = 0; i < 2; ++i) {
+  for (int round = 0; round < 6; ++round) {
+    // Rotate the load order, so that each object in turn gets the lowest
+    // free descriptor, the one an earlier round's object was named after.
+    halo_hal_executable_t *executables[3];
+    for (int k = 0; k < 3; ++k) {
+      int i = (k + round) % 3;
+      executables[i] = load(bytes[i], sizes[i]);
+    }
+    for (int i = 0; i < 3; ++i) {
       builder_t builder;
       builder_begin(&builder, 0);
       halo_hal_entry_info_t info;
@@ -461,16 +468,12 @@ static void test_executables_are_distinct(void **state) {
       assert_int_equal(out, (uint32_t)(i + 1));
       halo_hal_command_buffer_destroy(command_buffer);
     }
-    // Destroy in a different order each round, so fd numbers get reused.
-    if (round % 2) {
-      halo_hal_executable_destroy(a);
-      halo_hal_executable_destroy(b);
-    } else {
-      halo_hal_executable_destroy(b);
-      halo_hal_executable_destroy(a);
+    for (int k = 0; k < 3; ++k) {
+      halo_hal_executable_destroy(executables[(k + 2 * round) % 3]);
     }
   }
-  free(bytes_b);
+  free(bytes[1]);
+  free(bytes[2]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -913,6 +916,99 @@ static void test_concurrent_executions(void **state) {
   free(outcomes);
 }
 
+// The workgroups of one dispatch run at the same time on the pool: two
+// workgroups that each wait for the other both see the other arrive.
+static void test_workgroups_run_in_parallel(void **state) {
+  (void)state;
+  uint32_t arrived = 0;
+  uint32_t out[2] = {0, 0};
+  builder_t builder;
+  builder_begin(&builder, 0);
+  uint32_t d = add_dispatch(&builder, "rendezvous", 2, 1, 1, 1);
+  arg_buffer(&builder, d, direct(&arrived, sizeof(arrived)));
+  arg_u32(&builder, d, 2);
+  arg_buffer(&builder, d, direct(out, sizeof(out)));
+  halo_hal_command_buffer_t *command_buffer = prepare(&builder);
+  run_ok(command_buffer, NULL, 0);
+  assert_int_equal(out[0], 1);
+  assert_int_equal(out[1], 1);
+  halo_hal_command_buffer_destroy(command_buffer);
+}
+
+static void spin_until(const uint32_t *value, uint32_t at_least) {
+  for (int i = 0; i < 100000; ++i) {
+    if (__atomic_load_n(value, __ATOMIC_ACQUIRE) >= at_least) return;
+    usleep(100);
+  }
+  fail_msg("timed out waiting for %u (at %u)", at_least,
+           __atomic_load_n(value, __ATOMIC_ACQUIRE));
+}
+
+// With every worker held, work queued on a higher-priority queue runs
+// before work queued earlier on a lower-priority one.
+static void test_priority(void **state) {
+  (void)state;
+  // The pool has max(2, online CPUs) workers.
+  uint32_t workers = fixture.device->info.multiprocessor_count;
+  if (workers < 2) workers = 2;
+  uint32_t started = 0;
+  uint32_t *gates = calloc(workers, sizeof(uint32_t));
+  builder_t builder;
+  builder_begin(&builder, 1);
+  uint32_t d = add_dispatch(&builder, "gate", 1, 1, 1, 1);
+  arg_buffer(&builder, d, direct(&started, sizeof(started)));
+  arg_buffer(&builder, d, indirect(0, 0, 0));
+  halo_hal_command_buffer_t *gate = prepare(&builder);
+  uint32_t sequence = 0;
+  uint32_t low_order = UINT32_MAX, high_order = UINT32_MAX;
+  builder_begin(&builder, 1);
+  d = add_dispatch(&builder, "order", 1, 1, 1, 1);
+  arg_buffer(&builder, d, direct(&sequence, sizeof(sequence)));
+  arg_buffer(&builder, d, indirect(0, 0, 0));
+  halo_hal_command_buffer_t *order = prepare(&builder);
+
+  waiter_t waiter;
+  waiter_initialize(&waiter);
+  outcome_t *outcomes = calloc(workers + 2, sizeof(*outcomes));
+  halo_hal_binding_t *bindings = calloc(workers + 2, sizeof(*bindings));
+  halo_hal_queue_t *low = create_queue(0);
+  halo_hal_queue_t *high = create_queue(5);
+  for (uint32_t i = 0; i < workers; ++i) {
+    bindings[i] = bind(&gates[i], sizeof(uint32_t));
+    outcomes[i].waiter = &waiter;
+    submit(low, gate, &bindings[i], 1, &outcomes[i]);
+  }
+  spin_until(&started, workers);
+  // Low first, then high: FIFO would run low first.
+  bindings[workers] = bind(&low_order, sizeof(uint32_t));
+  outcomes[workers].waiter = &waiter;
+  submit(low, order, &bindings[workers], 1, &outcomes[workers]);
+  bindings[workers + 1] = bind(&high_order, sizeof(uint32_t));
+  outcomes[workers + 1].waiter = &waiter;
+  submit(high, order, &bindings[workers + 1], 1, &outcomes[workers + 1]);
+  // One worker freed: it takes the high-priority execution.
+  __atomic_store_n(&gates[0], 1, __ATOMIC_RELEASE);
+  spin_until(&sequence, 1);
+  for (uint32_t i = 1; i < workers; ++i) {
+    __atomic_store_n(&gates[i], 1, __ATOMIC_RELEASE);
+  }
+  waiter_wait(&waiter, workers + 2);
+  halo_hal_queue_destroy(low);
+  halo_hal_queue_destroy(high);
+  assert_int_equal(high_order, 0);
+  assert_int_equal(low_order, 1);
+  for (uint32_t i = 0; i < workers + 2; ++i) {
+    assert_int_equal(atomic_load(&outcomes[i].calls), 1);
+    assert_int_equal(outcomes[i].code, HALO_STATUS_OK);
+  }
+  waiter_deinitialize(&waiter);
+  halo_hal_command_buffer_destroy(gate);
+  halo_hal_command_buffer_destroy(order);
+  free(gates);
+  free(outcomes);
+  free(bindings);
+}
+
 // Destroying a queue waits for its executions: every completion has run
 // when destroy returns.
 static void test_queue_destroy_waits(void **state) {
@@ -979,6 +1075,8 @@ int main(void) {
       cmocka_unit_test(test_unbound_and_short_bindings_fail),
       cmocka_unit_test(test_prepare_rejects),
       cmocka_unit_test(test_concurrent_executions),
+      cmocka_unit_test(test_workgroups_run_in_parallel),
+      cmocka_unit_test(test_priority),
       cmocka_unit_test(test_queue_destroy_waits),
       cmocka_unit_test(test_device_lifecycle),
   };
