@@ -63,8 +63,8 @@ halo_status_t halo_hal_local_device_create(halo_hal_device_t **out_device) {
   // At least two workers, so that one long kernel never holds up every
   // other execution of the device.
   uint32_t threads = cpus < 2 ? 2 : (uint32_t)cpus;
-  halo_status_t status =
-      halo_hal_local_worker_pool_create(threads, &device->pool);
+  halo_status_t status = halo_hal_local_worker_pool_create(
+      threads, HALO_HAL_LOCAL_WORKER_SPIN_NS, &device->pool);
   if (status) {
     free(device);
     return halo_status_annotate(status, "local device");

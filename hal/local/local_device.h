@@ -15,6 +15,11 @@
 //   the execution with OUT_OF_RANGE.
 // - Queue priority is honored: the pool runs higher-priority work first
 //   (strictly), FIFO within a priority.
+// - Lifetimes: destroying a queue waits for its executions (their
+//   completions have returned), so a completion must not destroy its own
+//   queue; every queue must be destroyed before the device, whose destroy
+//   joins the pool. Each executable holds one descriptor (its memfd) while
+//   it is loaded (hal/local/local_executable.c says why).
 #ifndef HALO_HAL_LOCAL_LOCAL_DEVICE_H_
 #define HALO_HAL_LOCAL_LOCAL_DEVICE_H_
 
@@ -25,6 +30,11 @@
 // The largest workgroup count per dimension an indirect dispatch may read
 // (CUDA's limit for grid y and z; a CPU would take hours past it).
 #define HALO_HAL_LOCAL_MAX_INDIRECT_COUNT 65535u
+
+// How long an idle worker spins for the next task before it sleeps: at most
+// this much CPU per idle transition, for a round trip without a thread
+// wake-up when executions follow each other closely.
+#define HALO_HAL_LOCAL_WORKER_SPIN_NS 20000
 
 typedef void (*halo_hal_local_entry_fn)(const halo_dispatch_state_t *state);
 

@@ -41,9 +41,11 @@ struct halo_hal_local_task_t {
   uint64_t sequence;
 };
 
-// Starts |thread_count| threads (at least 1).
+// Starts |thread_count| threads (at least 1). A worker without a task spins
+// |spin_ns| (0: none) before it sleeps, trading idle CPU for latency.
 halo_status_t halo_hal_local_worker_pool_create(
-    uint32_t thread_count, halo_hal_local_worker_pool_t **out_pool);
+    uint32_t thread_count, int64_t spin_ns,
+    halo_hal_local_worker_pool_t **out_pool);
 
 // Runs every task still queued, then joins the threads and frees the pool.
 // No task may be submitted concurrently or afterwards.
