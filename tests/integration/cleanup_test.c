@@ -83,9 +83,8 @@ static void test_many_sigkilled_clients(void **state) {
   for (int i = 0; i < HOLDERS; ++i) {
     assert_int_equal(kill(fixture->peers[i].pid, SIGKILL), 0);
   }
-  assert_true(
-      HALO_TEST_POLL(halo_test_admin_session_count(&fixture->daemon) == 1,
-                     HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
+                                                   HALO_TEST_DEADLINE_MS));
   assert_true(
       HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) == baseline_memfds,
                      HALO_TEST_DEADLINE_MS));
@@ -148,9 +147,8 @@ static void test_orderly_close_leaves_nothing(void **state) {
   }
   assert_true(halo_test_count_memfds(daemon_pid) > baseline_memfds);
   halo_client_close(client);
-  assert_true(
-      HALO_TEST_POLL(halo_test_admin_session_count(&fixture->daemon) == 1,
-                     HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
+                                                   HALO_TEST_DEADLINE_MS));
   assert_true(
       HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) == baseline_memfds,
                      HALO_TEST_DEADLINE_MS));

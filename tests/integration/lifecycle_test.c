@@ -85,9 +85,8 @@ static void test_sessions_come_and_go(void **state) {
   halo__wire__response__free_unpacked(response, NULL);
   for (int i = 0; i < 4; ++i) halo_client_close(clients[i]);
   // The daemon notices each pipe going away.
-  assert_true(
-      HALO_TEST_POLL(halo_test_admin_session_count(&fixture->daemon) == 1,
-                     HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
+                                                   HALO_TEST_DEADLINE_MS));
 }
 
 static void test_connect_close_cycles_leave_nothing(void **state) {
@@ -103,12 +102,36 @@ static void test_connect_close_cycles_leave_nothing(void **state) {
                                            4096, 0, &buffer));
     halo_client_close(client);  // releases both
   }
-  assert_true(
-      HALO_TEST_POLL(halo_test_admin_session_count(&fixture->daemon) == 1,
-                     HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
+                                                   HALO_TEST_DEADLINE_MS));
   assert_true(
       HALO_TEST_POLL(halo_test_count_memfds(fixture->daemon.pid) == baseline,
                      HALO_TEST_DEADLINE_MS));
+}
+
+static void test_clients_vanishing_at_once_leave_no_session(void **state) {
+  // Connections that close right after the handshake race the daemon's
+  // pipe events (a pipe may be gone before its "added" event is handled):
+  // none may leave a session or a descriptor behind. Not tested here, as
+  // nng 1.5.2 itself leaks then (tests/NOTES-for-daemon.md): connections
+  // closing before the greeting, and ones closing with a request in flight.
+  halo_test_fixture_t *fixture = *state;
+  int baseline_fds = halo_test_count_fds(fixture->daemon.pid);
+  assert_true(baseline_fds > 0);
+  for (int i = 0; i < 400; ++i) {
+    close(halo_test_ipc_connect(fixture->daemon.socket_path));
+  }
+  // The daemon let go of every connection (sockets and all)...
+  if (!HALO_TEST_POLL(halo_test_count_fds(fixture->daemon.pid) == baseline_fds,
+                      HALO_TEST_DEADLINE_MS)) {
+    print_error("halod holds %d descriptors, %d before the burst\n",
+                halo_test_count_fds(fixture->daemon.pid), baseline_fds);
+    fail();
+  }
+  // ...and has no session for any of them.
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
+                                                   HALO_TEST_DEADLINE_MS));
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
 }
 
 static void test_sigint_exits_cleanly(void **state) {
@@ -222,6 +245,7 @@ int main(void) {
       T(test_devices),
       T(test_sessions_come_and_go),
       T(test_connect_close_cycles_leave_nothing),
+      T(test_clients_vanishing_at_once_leave_no_session),
       T(test_sigint_exits_cleanly),
       T(test_sigterm_wakes_waiters),
       cmocka_unit_test(test_connect_without_daemon_is_unavailable),

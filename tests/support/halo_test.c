@@ -169,27 +169,45 @@ static int halo__wait_pid(pid_t pid, int timeout_ms) {
   }
 }
 
-void halo_test_daemon_stop(halo_test_daemon_t *daemon, int signal_number) {
-  assert_true(daemon->pid > 0);
-  assert_return_code(kill(daemon->pid, signal_number), errno);
+// Signals the daemon and reaps it; false (with the reason in |why|) unless
+// it exits with status 0 within HALO_TEST_DEADLINE_MS.
+static bool halo__daemon_stop(halo_test_daemon_t *daemon, int signal_number,
+                              char *why, size_t why_size) {
+  if (kill(daemon->pid, signal_number) != 0) {
+    snprintf(why, why_size, "kill(%d, %d): %s", daemon->pid, signal_number,
+             strerror(errno));
+    return false;
+  }
   int wait_status = halo__wait_pid(daemon->pid, HALO_TEST_DEADLINE_MS);
   if (wait_status == -1) {
     kill(daemon->pid, SIGKILL);
     waitpid(daemon->pid, NULL, 0);
     daemon->pid = 0;
-    print_error("halod did not exit within %d ms of signal %d\n",
-                HALO_TEST_DEADLINE_MS, signal_number);
-    fail();
+    snprintf(why, why_size, "halod did not exit within %d ms of signal %d",
+             HALO_TEST_DEADLINE_MS, signal_number);
+    return false;
   }
   daemon->pid = 0;
   if (WIFSIGNALED(wait_status)) {
-    print_error("halod died of signal %d after signal %d\n",
-                WTERMSIG(wait_status), signal_number);
-    fail();
+    snprintf(why, why_size, "halod died of signal %d after signal %d",
+             WTERMSIG(wait_status), signal_number);
+    return false;
   }
   if (WEXITSTATUS(wait_status) != 0) {
-    print_error("halod exited with status %d after signal %d\n",
-                WEXITSTATUS(wait_status), signal_number);
+    snprintf(why, why_size,
+             "halod exited with status %d after signal %d (under ASan: "
+             "look for its leak report above)",
+             WEXITSTATUS(wait_status), signal_number);
+    return false;
+  }
+  return true;
+}
+
+void halo_test_daemon_stop(halo_test_daemon_t *daemon, int signal_number) {
+  assert_true(daemon->pid > 0);
+  char why[256];
+  if (!halo__daemon_stop(daemon, signal_number, why, sizeof(why))) {
+    print_error("%s\n", why);
     fail();
   }
 }
@@ -241,12 +259,18 @@ int halo_test_fixture_teardown(void **state) {
   }
   halo_client_close(fixture->client);
   fixture->client = NULL;
+  bool stopped = true;
+  char why[256] = "";
   if (fixture->daemon.pid > 0) {
-    halo_test_daemon_stop(&fixture->daemon, SIGTERM);
+    stopped = halo__daemon_stop(&fixture->daemon, SIGTERM, why, sizeof(why));
   }
   halo_test_daemon_cleanup(&fixture->daemon);
   free(fixture);
   *state = NULL;
+  if (!stopped) {
+    print_error("%s\n", why);
+    fail();
+  }
   return 0;
 }
 
@@ -313,15 +337,33 @@ bool halo_test_admin_find_session(const halo_test_daemon_t *daemon, pid_t pid,
   return found;
 }
 
-// ---------------------------------------------------------------- raw client
-
-static void halo__raw_pipe_event(nng_pipe pipe, nng_pipe_ev event, void *arg) {
-  (void)pipe;
-  halo_test_raw_t *raw = arg;
-  if (event == NNG_PIPE_EV_REM_POST) {
-    __atomic_add_fetch(&raw->removed_pipes, 1, __ATOMIC_SEQ_CST);
+void halo_test_admin_print_sessions(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo_test_admin_sessions(daemon);
+  for (size_t i = 0; i < response->admin_sessions->n_sessions; ++i) {
+    Halo__Wire__SessionInfo *info = response->admin_sessions->sessions[i];
+    print_error(
+        "  session %llu: pid %u uid %u client \"%s\" age %.3f s, "
+        "%llu requests, %u buffers, %u semaphores\n",
+        (unsigned long long)info->session_id, info->pid, info->uid,
+        info->client_name ? info->client_name : "", info->age_seconds,
+        (unsigned long long)info->requests, info->buffers, info->semaphores);
   }
+  halo__wire__response__free_unpacked(response, NULL);
 }
+
+bool halo_test_admin_expect_session_count(const halo_test_daemon_t *daemon,
+                                          uint32_t count, int timeout_ms) {
+  if (HALO_TEST_POLL(halo_test_admin_session_count(daemon) == count,
+                     timeout_ms)) {
+    return true;
+  }
+  print_error("halod lists %u sessions after %d ms, expected %u:\n",
+              halo_test_admin_session_count(daemon), timeout_ms, count);
+  halo_test_admin_print_sessions(daemon);
+  return false;
+}
+
+// ---------------------------------------------------------------- raw client
 
 void halo_test_raw_open(halo_test_raw_t *raw, const char *address,
                         int timeout_ms) {
@@ -336,11 +378,6 @@ void halo_test_raw_open(halo_test_raw_t *raw, const char *address,
   // Never resend on our own: a request the daemon drops stays dropped.
   assert_int_equal(nng_socket_set_ms(raw->socket, NNG_OPT_REQ_RESENDTIME,
                                      NNG_DURATION_INFINITE),
-                   0);
-  // Large enough for the oversized-message test's own receive side.
-  nng_socket_set_size(raw->socket, NNG_OPT_RECVMAXSZ, 0);
-  assert_int_equal(nng_pipe_notify(raw->socket, NNG_PIPE_EV_REM_POST,
-                                   halo__raw_pipe_event, raw),
                    0);
   int rv = nng_dial(raw->socket, address, NULL, 0);
   if (rv != 0) {
@@ -533,6 +570,125 @@ halo_wire_response_t *halo_test_raw_semaphore_signal(halo_test_raw_t *raw,
   request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL;
   request.semaphore_signal = &body;
   return halo_test_raw_call(raw, &request);
+}
+
+// ---------------------------------------------------------------- raw ipc
+
+// nng's ipc transport: an 8-byte greeting {0, 'S', 'P', 0, protocol (16 bits,
+// big-endian), 0, 0} each way, then frames of {1, length (64 bits,
+// big-endian), bytes}. req0 is protocol 0x30, rep0 0x31; a req0 message
+// starts with a 4-byte request id whose top bit is set.
+#define HALO__NNG_REQ0 0x30
+#define HALO__NNG_REP0 0x31
+
+static bool halo__write_all(int fd, const void *data, size_t length) {
+  const char *bytes = data;
+  while (length > 0) {
+    ssize_t sent = send(fd, bytes, length, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) return false;
+    bytes += sent;
+    length -= (size_t)sent;
+  }
+  return true;
+}
+
+static bool halo__read_all(int fd, void *data, size_t length) {
+  char *bytes = data;
+  while (length > 0) {
+    ssize_t got = recv(fd, bytes, length, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    bytes += got;
+    length -= (size_t)got;
+  }
+  return true;
+}
+
+int halo_test_ipc_connect(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct timeval timeout = {.tv_sec = 5};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  assert_true(strlen(path) < sizeof(address.sun_path));
+  strcpy(address.sun_path, path);
+  if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+    print_error("connect(%s): %s\n", path, strerror(errno));
+    close(fd);
+    fail();
+  }
+  const uint8_t greeting[8] = {0, 'S', 'P', 0, 0, HALO__NNG_REQ0, 0, 0};
+  assert_true(halo__write_all(fd, greeting, sizeof(greeting)));
+  uint8_t theirs[8];
+  if (!halo__read_all(fd, theirs, sizeof(theirs))) {
+    print_error("no nng greeting from %s\n", path);
+    close(fd);
+    fail();
+  }
+  const uint8_t expected[8] = {0, 'S', 'P', 0, 0, HALO__NNG_REP0, 0, 0};
+  assert_memory_equal(theirs, expected, sizeof(expected));
+  return fd;
+}
+
+bool halo_test_ipc_send_frame(int fd, uint64_t declared_length,
+                              const void *data, size_t length) {
+  uint8_t header[9];
+  header[0] = 1;
+  for (int i = 0; i < 8; ++i) {
+    header[1 + i] = (uint8_t)(declared_length >> (56 - 8 * i));
+  }
+  return halo__write_all(fd, header, sizeof(header)) &&
+         halo__write_all(fd, data, length);
+}
+
+halo_wire_response_t *halo_test_ipc_call(int fd, uint32_t request_id,
+                                         const void *body, size_t length) {
+  uint8_t *frame = malloc(length + 4);
+  assert_non_null(frame);
+  uint32_t id = request_id | 0x80000000u;
+  for (int i = 0; i < 4; ++i) frame[i] = (uint8_t)(id >> (24 - 8 * i));
+  memcpy(frame + 4, body, length);
+  bool sent = halo_test_ipc_send_frame(fd, length + 4, frame, length + 4);
+  free(frame);
+  assert_true(sent);
+  uint8_t header[9];
+  assert_true(halo__read_all(fd, header, sizeof(header)));
+  assert_int_equal(header[0], 1);
+  uint64_t reply_length = 0;
+  for (int i = 0; i < 8; ++i)
+    reply_length = (reply_length << 8) | header[1 + i];
+  assert_true(reply_length >= 4 && reply_length < (64u << 20));
+  uint8_t *reply = malloc(reply_length);
+  assert_non_null(reply);
+  assert_true(halo__read_all(fd, reply, reply_length));
+  uint32_t echoed = ((uint32_t)reply[0] << 24) | ((uint32_t)reply[1] << 16) |
+                    ((uint32_t)reply[2] << 8) | reply[3];
+  assert_int_equal(echoed, id);
+  halo_wire_response_t *response =
+      halo__wire__response__unpack(NULL, reply_length - 4, reply + 4);
+  free(reply);
+  assert_non_null(response);
+  return response;
+}
+
+bool halo_test_ipc_wait_closed(int fd, int timeout_ms) {
+  int64_t deadline = halo_test_now_ns() + (int64_t)timeout_ms * HALO_TEST_MS;
+  for (;;) {
+    int remaining = (int)((deadline - halo_test_now_ns()) / HALO_TEST_MS);
+    if (remaining <= 0) return false;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int ready = poll(&pfd, 1, remaining);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    char byte;
+    ssize_t got = recv(fd, &byte, 1, MSG_DONTWAIT);
+    if (got == 0) return true;
+    if (got < 0 && errno != EAGAIN && errno != EINTR) return true;
+    // Bytes arrived instead of a close: not what the caller expects.
+    if (got > 0) return false;
+  }
 }
 
 // ---------------------------------------------------------------- fd channel
@@ -801,6 +957,20 @@ bool halo_test_wait_until_sleeping(pid_t pid, pid_t tid, int timeout_ms) {
 }
 
 // ---------------------------------------------------------------- /proc
+
+int halo_test_count_fds(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+  DIR *dir = opendir(path);
+  if (!dir) return -1;
+  int count = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  closedir(dir);
+  return count;
+}
 
 int halo_test_count_memfds(pid_t pid) {
   char path[64];

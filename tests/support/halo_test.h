@@ -109,6 +109,14 @@ uint32_t halo_test_admin_session_count(const halo_test_daemon_t *daemon);
 bool halo_test_admin_find_session(const halo_test_daemon_t *daemon, pid_t pid,
                                   Halo__Wire__SessionInfo *out_info);
 
+// Prints every session the daemon lists (for failure messages).
+void halo_test_admin_print_sessions(const halo_test_daemon_t *daemon);
+
+// Polls until the daemon lists |count| sessions; on timeout prints them and
+// returns false.
+bool halo_test_admin_expect_session_count(const halo_test_daemon_t *daemon,
+                                          uint32_t count, int timeout_ms);
+
 // ---------------------------------------------------------------- raw client
 
 // A client speaking the wire protocol directly (no libhalo), to send what
@@ -119,7 +127,6 @@ typedef struct halo_test_raw_t {
   uint64_t session_id;
   uint8_t session_token[16];
   char fd_channel_path[160];
-  int removed_pipes;  // pipes nng reported removed (the daemon dropped us)
 } halo_test_raw_t;
 
 // Dials |address| (no Hello). Receive timeout |timeout_ms| (0: 5000).
@@ -176,6 +183,23 @@ uint64_t halo_test_raw_buffer_create(halo_test_raw_t *raw, uint64_t size,
 halo_wire_response_t *halo_test_raw_semaphore_signal(halo_test_raw_t *raw,
                                                      uint64_t handle,
                                                      uint64_t value);
+
+// ---------------------------------------------------------------- raw ipc
+
+// The client socket at the level of nng's ipc framing (plain syscalls), to
+// send frames nng itself would refuse to build. Connects to |path| and
+// exchanges the req0/rep0 greeting (asserts).
+int halo_test_ipc_connect(const char *path);
+// Sends a frame header announcing |declared_length| bytes, then |length|
+// bytes of |data|; false if the peer closed the connection.
+bool halo_test_ipc_send_frame(int fd, uint64_t declared_length,
+                              const void *data, size_t length);
+// Sends |body| as request |request_id| and returns the decoded response
+// (asserts one arrives).
+halo_wire_response_t *halo_test_ipc_call(int fd, uint32_t request_id,
+                                         const void *body, size_t length);
+// Whether the daemon closes the connection within |timeout_ms|.
+bool halo_test_ipc_wait_closed(int fd, int timeout_ms);
 
 // ---------------------------------------------------------------- fd channel
 
@@ -250,6 +274,10 @@ void halo_test_spawn_peer(halo_test_process_t *process, const char *address,
 bool halo_test_wait_until_sleeping(pid_t pid, pid_t tid, int timeout_ms);
 
 // ---------------------------------------------------------------- /proc
+
+// The number of descriptors process |pid| holds open; -1 if /proc cannot be
+// read.
+int halo_test_count_fds(pid_t pid);
 
 // The number of memfds process |pid| holds open (links "/memfd:..." in
 // /proc/PID/fd); -1 if /proc cannot be read.
