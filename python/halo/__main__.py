@@ -1,0 +1,62 @@
+"""``python -m halo info [--address ADDRESS]``: the library, the session and
+the devices of a running halod, as this client sees them."""
+
+import argparse
+import sys
+import time
+
+import halo
+
+
+def _size(count):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else \
+                f"{count:.1f} {unit}"
+        count /= 1024
+
+
+def info(args):
+    print(f"halo package {halo.__version__} (ABI {halo.ABI_VERSION})")
+    try:
+        print(f"libhalo      {halo.library_version()} at "
+              f"{halo.library_path()}")
+        with halo.connect(args.address, client_name="halo-info") as client:
+            started = time.perf_counter()
+            client.ping()
+            ping_us = (time.perf_counter() - started) * 1e6
+            print(f"daemon       pid {client.daemon_pid} at {client.address}")
+            print(f"session      {client.session_id} (ping {ping_us:.0f} us)")
+            devices = client.devices
+            print(f"devices      {len(devices)}")
+            for device in devices:
+                line = (f"  {device.ordinal}: {device.driver:<6} "
+                        f"{device.name}, {_size(device.memory_bytes)}")
+                if device.driver != "local":
+                    major, minor = device.compute_capability
+                    line += (f", compute {major}.{minor}, "
+                             f"{device.multiprocessor_count} SMs")
+                print(line)
+    except (halo.HaloError, halo.LibraryError) as error:
+        print(f"python -m halo info: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m halo",
+        description="halo's Python client: status of a running halod")
+    commands = parser.add_subparsers(dest="command", required=True)
+    command = commands.add_parser(
+        "info", help="the library, the daemon's pid and devices")
+    command.add_argument(
+        "--address", default=None,
+        help="halod's ipc:// address (default: $HALO_ADDRESS, else "
+             "ipc:///run/halo/halo.sock)")
+    args = parser.parse_args(argv)
+    return info(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Liveness of C objects, tracked on the Python side.
+
+libhalo's contract (halo.h) leaves three things to the caller: an object
+must not be released while another thread uses it, halo_client_close() must
+be the last call on a client (it frees every object not yet released), and
+a host-visible mapping is valid only until its buffer is released. Python
+code cannot be trusted with that, so every C pointer lives in a Handle and
+every call goes through ``enter()``/``leave()``:
+
+- A Session (one per halo_client_t) counts the calls in flight. Closing it
+  stops new calls at once (they raise ClosedError), waits for the calls in
+  flight on other threads, then calls halo_client_close(). Semaphore waits
+  run in slices of at most WAIT_SLICE_S, so a waiter notices within that
+  time and raises ClosedError instead of keeping close() waiting.
+- A Handle counts its uses: calls in flight, holds (a command buffer being
+  recorded holds the buffers and executables it references: the recording
+  has only their handles until end()) and maps (live memoryviews and numpy
+  arrays over a host-visible buffer). Releasing a Handle stops new uses at
+  once; the C release runs when the last use ends.
+- While maps are alive the session is not closed either (closing would
+  unmap the memory under them): closing marks everything closed at once and
+  the C close runs when the last view is garbage-collected.
+- After fork() a child never touches its parent's sessions: every object
+  inherited from the parent raises ClosedError, and the child's garbage
+  collection of them calls nothing in libhalo.
+
+The locks are re-entrant: a garbage-collection pass may run a finalizer
+(which releases a handle) in the middle of this module's own bookkeeping.
+"""
+
+import os
+import threading
+
+from .errors import ClosedError
+
+# Longest slice of a semaphore wait, in seconds: how quickly a waiter sees
+# that its client was closed (and how quickly Ctrl-C interrupts a wait).
+WAIT_SLICE_S = 0.1
+
+_fork_generation = 0
+
+
+def _after_fork_in_child():
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+_CALL, _HOLD, _MAP = 0, 1, 2
+
+
+class Session:
+    """The liveness of one halo_client_t (see the module docstring)."""
+
+    def __init__(self, lib, pointer, address):
+        self.lib = lib
+        self.pointer = pointer
+        self.address = address
+        self.generation = _fork_generation
+        self.pid = os.getpid()
+        self.lock = threading.RLock()
+        self.idle = threading.Condition(self.lock)
+        self.closing = False  # no new calls
+        self.closed = False  # halo_client_close() ran (or never will)
+        self.calls = 0  # calls in flight (including C releases)
+        self.maps = 0  # live views of host-visible memory
+        self.threads = {}  # thread id -> calls in flight on it
+        self.reason = "the client was closed"
+
+    def foreign(self):
+        return self.generation != _fork_generation
+
+    def foreign_error(self):
+        return ClosedError(
+            f"this halo client was created by process {self.pid}, not this "
+            f"one (pid {os.getpid()}): a forked child inherits no halo "
+            "session; connect again in the child (and share objects with "
+            "export()/import)")
+
+    def check_open(self):
+        """Raises ClosedError if no new call may start (under the lock)."""
+        if self.closing:
+            raise ClosedError(self.reason)
+
+    def _finish_locked(self):
+        """After a counter went down: wakes close() and reports whether the
+        deferred C close may run now (it then marks it done)."""
+        if self.calls == 0:
+            self.idle.notify_all()
+        if self.closing and not self.closed and self.calls == 0 \
+                and self.maps == 0:
+            self.closed = True
+            return True
+        return False
+
+    def _close_now(self):
+        pointer, self.pointer = self.pointer, None
+        self.lib.halo_client_close(pointer)
+
+    def close(self, reason=None):
+        """Ends the session (see the module docstring). Idempotent."""
+        if self.foreign():
+            # Never touch the parent's state (its lock may be held by a
+            # thread that does not exist here).
+            self.closing = self.closed = True
+            return
+        with self.lock:
+            if self.closing:
+                return
+            self.closing = True
+            if reason:
+                self.reason = reason
+            mine = self.threads.get(threading.get_ident(), 0)
+            while self.calls > mine:
+                self.idle.wait()
+            close_now = self._finish_locked()
+        if close_now:
+            self._close_now()
+
+
+class Handle:
+    """One C object: its pointer, its release function and its uses."""
+
+    __slots__ = ("session", "pointer", "release_function", "kind", "name",
+                 "uses", "released", "freed", "__weakref__")
+
+    def __init__(self, session, pointer, release_function, kind, name):
+        self.session = session
+        self.pointer = pointer
+        self.release_function = release_function
+        self.kind = kind  # "buffer", "semaphore", ...
+        self.name = name  # shown in errors: "buffer 0x12"
+        self.uses = 0
+        self.released = False
+        self.freed = False
+
+    def released_error(self):
+        return ClosedError(f"{self.name} was released")
+
+
+def _acquire(session, handles, what):
+    if session.foreign():
+        raise session.foreign_error()
+    with session.lock:
+        session.check_open()
+        for handle in handles:
+            if handle.released:
+                raise handle.released_error()
+        for handle in handles:
+            handle.uses += 1
+        if what == _CALL:
+            session.calls += 1
+            thread = threading.get_ident()
+            session.threads[thread] = session.threads.get(thread, 0) + 1
+        elif what == _MAP:
+            session.maps += 1
+
+
+def _release_uses(session, handles, what):
+    if session.foreign():
+        return
+    to_free = []
+    with session.lock:
+        for handle in handles:
+            handle.uses -= 1
+            if handle.uses == 0 and handle.released and not handle.freed:
+                handle.freed = True
+                if not session.closing:  # else halo_client_close frees it
+                    to_free.append(handle)
+        if what == _CALL:
+            thread = threading.get_ident()
+            left = session.threads[thread] - 1
+            if left:
+                session.threads[thread] = left
+            else:
+                del session.threads[thread]
+            session.calls -= 1
+        elif what == _MAP:
+            session.maps -= 1
+        if to_free:
+            session.calls += 1  # the releases below are calls in flight
+            close_now = False
+        else:
+            close_now = session._finish_locked()
+    if to_free:
+        _free(session, to_free)
+    elif close_now:
+        session._close_now()
+
+
+def _free(session, handles):
+    """Runs the C releases of |handles|; the caller counted one call."""
+    try:
+        for handle in handles:
+            handle.release_function(handle.pointer)
+            handle.pointer = None
+    finally:
+        with session.lock:
+            session.calls -= 1
+            close_now = session._finish_locked()
+        if close_now:
+            session._close_now()
+
+
+class Call:
+    """``with Call(session, *handles) as call:`` one call into libhalo with
+    |handles| in use. Raises ClosedError if the session is closed or a
+    handle released."""
+
+    __slots__ = ("session", "handles")
+
+    def __init__(self, session, *handles):
+        self.session = session
+        self.handles = handles
+
+    def __enter__(self):
+        _acquire(self.session, self.handles, _CALL)
+        return self
+
+    def __exit__(self, *exc_info):
+        _release_uses(self.session, self.handles, _CALL)
+
+
+def calls(groups):
+    """Enters one Call per (session, handles) in |groups| (a wait on
+    semaphores of several clients); returns the list to leave with
+    leave_all()."""
+    entered = []
+    try:
+        for session, handles in groups:
+            call = Call(session, *handles)
+            call.__enter__()
+            entered.append(call)
+    except BaseException:
+        leave_all(entered)
+        raise
+    return entered
+
+
+def leave_all(entered):
+    for call in reversed(entered):
+        call.__exit__(None, None, None)
+
+
+def hold(handle):
+    """Keeps |handle| from being freed (not from being released) until
+    unhold(); raises ClosedError if it is already released."""
+    _acquire(handle.session, (handle,), _HOLD)
+
+
+def unhold(handle):
+    _release_uses(handle.session, (handle,), _HOLD)
+
+
+def map_pin(handle):
+    """Keeps |handle| and its session's mappings alive until map_unpin()."""
+    _acquire(handle.session, (handle,), _MAP)
+
+
+def map_unpin(handle):
+    _release_uses(handle.session, (handle,), _MAP)
+
+
+def release(handle):
+    """Releases |handle| now, or when its last use ends. Idempotent; fine
+    after the session closed and in a forked child (no C call then)."""
+    session = handle.session
+    if session.foreign():
+        handle.released = True
+        return
+    with session.lock:
+        if handle.released:
+            return
+        handle.released = True
+        if handle.uses or session.closing:
+            if session.closing:
+                handle.freed = True  # halo_client_close frees it
+            return
+        handle.freed = True
+        session.calls += 1
+    _free(session, (handle,))

@@ -1,0 +1,145 @@
+"""The base of every halo object (buffer, semaphore, executable, ...) and
+argument checks shared by the modules."""
+
+import operator
+import weakref
+
+from . import _core
+from .errors import ClosedError
+
+
+class HaloObject:
+    """A C object of one client.
+
+    ``release()`` (or leaving a ``with`` block, or garbage collection)
+    drops this client's reference. A released object raises ClosedError
+    from every method; the C release itself waits until calls in flight on
+    other threads, command buffers still recording it and views of its
+    memory are done with it. Every object keeps its Client alive.
+    """
+
+    _kind = "object"
+
+    def __init__(self, client, handle, ident):
+        self._client = client
+        self._handle = handle
+        self._id = ident
+        finalizer = weakref.finalize(self, _core.release, handle)
+        # At interpreter exit the process ends the session anyway.
+        finalizer.atexit = False
+        self._finalizer = finalizer
+
+    @property
+    def client(self):
+        """The Client this object belongs to."""
+        return self._client
+
+    @property
+    def released(self):
+        """True once this object was released or its client closed."""
+        return self._handle.released or self._handle.session.closing
+
+    def release(self):
+        """Drops this client's reference (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+    @property
+    def handle(self):
+        """The session-local handle (as haloctl and the daemon's logs show
+        it)."""
+        return self._id
+
+    def _check_alive(self):
+        """Raises ClosedError if this object may not be used (no C call)."""
+        handle = self._handle
+        session = handle.session
+        if session.foreign():
+            raise session.foreign_error()
+        if session.closing:
+            raise ClosedError(session.reason)
+        if handle.released:
+            raise handle.released_error()
+
+    def _call(self, *others):
+        """A Call with this object (and |others|' handles) in use."""
+        return _core.Call(self._handle.session, self._handle, *others)
+
+    def __repr__(self):
+        state = " released" if self.released else ""
+        return f"<halo.{type(self).__name__} {self._handle.name}{state}>"
+
+
+def check_int(value, name, low=0, high=2**64 - 1):
+    """|value| as an int in [low, high]; TypeError / ValueError otherwise."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an int, not {type(value).__name__}") from None
+    if value < low or value > high:
+        raise ValueError(f"{name} = {value} is out of range [{low}, {high}]")
+    return value
+
+
+def check_timeout(timeout):
+    """Seconds (None: for ever) as nanoseconds for libhalo."""
+    from ._lib import TIMEOUT_INFINITE
+
+    if timeout is None:
+        return TIMEOUT_INFINITE
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(
+            f"timeout must be seconds (int or float) or None, not "
+            f"{type(timeout).__name__}")
+    if timeout != timeout or timeout < 0:
+        raise ValueError(f"timeout must be >= 0 seconds, not {timeout}")
+    ns = timeout * 1e9
+    return TIMEOUT_INFINITE if ns >= TIMEOUT_INFINITE else int(ns)
+
+
+def check_client(obj, client, what):
+    """Objects of another client mean nothing in this session."""
+    if obj._client is not client:
+        raise ValueError(
+            f"{what} ({obj._handle.name}) belongs to another client")
+
+
+def parse_token(token):
+    """An import token (32 hex digits, as export() returns, or its 16 raw
+    bytes) as a _lib.Token; TypeError / ValueError before any C call."""
+    from ._lib import Token
+
+    if isinstance(token, str):
+        text = token.strip()
+        if len(text) != 32:
+            raise ValueError(
+                f"a token is 32 hex digits, not {len(text)} characters")
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raise ValueError(f"token {token!r} is not hex") from None
+    elif isinstance(token, (bytes, bytearray, memoryview)):
+        raw = bytes(token)
+        if len(raw) != 16:
+            raise ValueError(f"a raw token is 16 bytes, not {len(raw)}")
+    else:
+        raise TypeError(
+            f"a token is a hex string (or 16 bytes), not "
+            f"{type(token).__name__}")
+    result = Token()
+    result.bytes[:] = raw
+    return result
+
+
+def format_token(lib, token):
+    """A _lib.Token as 32 lowercase hex digits (halo_token_format's
+    format)."""
+    return bytes(token.bytes).hex()

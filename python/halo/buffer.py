@@ -1,0 +1,373 @@
+"""Buffers, buffer references and the host views of host-visible buffers."""
+
+import ctypes
+import enum
+import weakref
+
+from . import _core, _lib
+from ._object import HaloObject, check_int, format_token
+from .errors import check
+
+
+class MemoryType(enum.IntEnum):
+    """halo_memory_type_t.
+
+    DEVICE: memory of the device, reached from Python only through
+    Buffer.read()/write() (on the CPU driver: the daemon's memory).
+    HOST_VISIBLE: shared memory mapped by this process and the daemon (and
+    registered with CUDA so kernels reach it): Buffer.numpy() and
+    Buffer.memoryview() view it without a copy.
+    """
+
+    DEVICE = 0
+    HOST_VISIBLE = 1
+
+
+def memory_type(value):
+    """A MemoryType from a MemoryType, int or name ("device",
+    "host_visible"; "host" for short)."""
+    if isinstance(value, MemoryType):
+        return value
+    if isinstance(value, str):
+        name = value.strip().lower().replace("-", "_")
+        if name == "host":
+            name = "host_visible"
+        try:
+            return MemoryType[name.upper()]
+        except KeyError:
+            raise ValueError(
+                f"memory type {value!r} is neither 'device' nor "
+                "'host_visible'") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return MemoryType(value)
+        except ValueError:
+            raise ValueError(f"{value} is not a halo memory type") from None
+    raise TypeError(
+        f"memory type must be a MemoryType or name, not "
+        f"{type(value).__name__}")
+
+
+def _length(length, name="length"):
+    if length is None:
+        return _lib.WHOLE_BUFFER
+    return check_int(length, name)
+
+
+class BufferRef:
+    """A direct reference to bytes of a buffer: ``(buffer, offset,
+    length)``; length None means "to the end of the buffer". Made by
+    Buffer.ref(); a Buffer itself stands for ``buffer.ref()``."""
+
+    __slots__ = ("buffer", "offset", "length")
+
+    def __init__(self, buffer, offset=0, length=None):
+        if not isinstance(buffer, Buffer):
+            raise TypeError(
+                f"BufferRef needs a Buffer, not {type(buffer).__name__}")
+        self.buffer = buffer
+        self.offset = check_int(offset, "offset")
+        self.length = None if length is None else check_int(length, "length")
+
+    def __repr__(self):
+        return (f"BufferRef({self.buffer!r}, offset={self.offset}, "
+                f"length={self.length})")
+
+
+class SlotRef:
+    """An indirect reference: entry |slot| of the binding table given at
+    execution, plus |offset| (added to the entry's offset) and |length|
+    (None: to the end of the bound range). Made by halo.slot()."""
+
+    __slots__ = ("slot", "offset", "length")
+
+    def __init__(self, slot, offset=0, length=None):
+        self.slot = check_int(slot, "slot", 0, _lib.MAX_BINDINGS - 1)
+        self.offset = check_int(offset, "offset")
+        self.length = None if length is None else check_int(length, "length")
+
+    def __repr__(self):
+        return (f"halo.slot({self.slot}, offset={self.offset}, "
+                f"length={self.length})")
+
+
+def slot(index, offset=0, length=None):
+    """An indirect buffer reference to binding-table entry |index|."""
+    return SlotRef(index, offset, length)
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError(
+            "numpy is not installed: Buffer.numpy() needs it (install numpy, "
+            "or use Buffer.memoryview(), read() and write())") from None
+    return numpy
+
+
+def readable(data):
+    """(pointer argument, length, object to keep alive) for bytes-like
+    |data|: bytes, bytearray, memoryview, numpy arrays, array.array, ...
+    Contiguous data is passed without a copy; other data is copied once."""
+    if isinstance(data, bytes):
+        return data, len(data), data
+    if isinstance(data, str):
+        raise TypeError("data must be bytes-like, not str (encode it)")
+    interface = getattr(data, "__array_interface__", None)
+    if isinstance(interface, dict) and interface.get("strides") is None \
+            and isinstance(interface.get("data"), tuple):
+        # A C-contiguous numpy array (read-only ones too): its address.
+        nbytes = int(data.nbytes)
+        return (interface["data"][0] if nbytes else None), nbytes, data
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(
+            f"data must be bytes-like (bytes, bytearray, memoryview, numpy "
+            f"array), not {type(data).__name__}") from None
+    if not view.c_contiguous or view.readonly:
+        copy = view.tobytes()
+        return copy, len(copy), copy
+    nbytes = view.nbytes
+    if nbytes == 0:
+        return None, 0, None
+    array = (ctypes.c_char * nbytes).from_buffer(view.cast("B"))
+    return ctypes.addressof(array), nbytes, array
+
+
+def writable(out):
+    """(pointer, length, keep-alive) for a writable C-contiguous buffer."""
+    interface = getattr(out, "__array_interface__", None)
+    if isinstance(interface, dict) and isinstance(interface.get("data"),
+                                                  tuple):
+        if interface["data"][1]:
+            raise ValueError("out is a read-only array")
+        if interface.get("strides") is not None:
+            raise ValueError("out must be a C-contiguous array")
+        nbytes = int(out.nbytes)
+        return (interface["data"][0] if nbytes else None), nbytes, out
+    try:
+        view = memoryview(out)
+    except TypeError:
+        raise TypeError(
+            f"out must be a writable bytes-like object (bytearray, "
+            f"memoryview, numpy array), not {type(out).__name__}") from None
+    if view.readonly:
+        raise TypeError(f"out ({type(out).__name__}) is read-only")
+    if not view.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    nbytes = view.nbytes
+    if nbytes == 0:
+        return None, 0, None
+    array = (ctypes.c_char * nbytes).from_buffer(view.cast("B"))
+    return ctypes.addressof(array), nbytes, array
+
+
+class Buffer(HaloObject):
+    """A buffer of a device (Client.create_buffer / import_buffer).
+
+    Thread safety: any method may be called from any thread. Writes and
+    reads of overlapping bytes from several threads (or through views) at
+    once are not ordered: order them with semaphores.
+
+    Host views: memoryview() and numpy() of a HOST_VISIBLE buffer are views
+    of the shared memory itself, no copy. Each view keeps the mapping
+    alive: releasing the buffer (or closing the client) while views exist
+    invalidates the Buffer object at once, but the memory stays mapped
+    (and the daemon's buffer alive) until the last view is
+    garbage-collected.
+    """
+
+    _kind = "buffer"
+
+    def __init__(self, client, handle, ident, size, memory_type, device,
+                 host_pointer, exportable):
+        super().__init__(client, handle, ident)
+        self._size = size
+        self._memory_type = memory_type
+        self._device = device
+        self._host_pointer = host_pointer
+        self._exportable = exportable
+
+    @property
+    def size(self):
+        """Size in bytes."""
+        return self._size
+
+    @property
+    def nbytes(self):
+        """Size in bytes (as numpy spells it)."""
+        return self._size
+
+    def __len__(self):
+        return self._size
+
+    @property
+    def memory_type(self):
+        return self._memory_type
+
+    @property
+    def host_visible(self):
+        return self._memory_type == MemoryType.HOST_VISIBLE
+
+    @property
+    def device(self):
+        """The device ordinal, or None for an imported buffer (libhalo does
+        not say where an imported buffer lives)."""
+        return self._device
+
+    @property
+    def exportable(self):
+        """True if created exportable; None for an imported buffer."""
+        return self._exportable
+
+    @property
+    def host_pointer(self):
+        """The address of the client's mapping (an int), None for a device
+        buffer. Valid only while the buffer is alive: prefer numpy() and
+        memoryview(), which keep the mapping alive."""
+        self._check_alive()
+        return self._host_pointer
+
+    def ref(self, offset=0, length=None):
+        """A direct reference to [offset, offset + length) of this buffer
+        (length None: to the end)."""
+        return BufferRef(self, offset, length)
+
+    # ---------------------------------------------------------- copies
+
+    def write(self, data, offset=0):
+        """Copies bytes-like |data| into the buffer at |offset|.
+
+        Host-visible buffers are copied locally; device buffers go through
+        the daemon. OutOfRangeError if the data does not fit."""
+        offset = check_int(offset, "offset")
+        pointer, length, keep = readable(data)
+        lib = _lib.load()
+        with self._call():
+            status = lib.halo_buffer_write(self._handle.pointer, offset,
+                                           pointer, length)
+        del keep
+        check(lib, status)
+
+    def read(self, length=None, offset=0):
+        """Returns |length| bytes (None: to the end) from |offset| as
+        bytes."""
+        offset = check_int(offset, "offset")
+        if length is None:
+            if offset > self._size:
+                length = 0  # libhalo reports the bad offset
+            else:
+                length = self._size - offset
+        length = check_int(length, "length")
+        out = bytearray(length)
+        self.readinto(out, offset)
+        return bytes(out)
+
+    def readinto(self, out, offset=0):
+        """Fills the writable bytes-like |out| (bytearray, memoryview,
+        C-contiguous numpy array) from |offset|; returns the byte count."""
+        offset = check_int(offset, "offset")
+        pointer, length, keep = writable(out)
+        lib = _lib.load()
+        with self._call():
+            status = lib.halo_buffer_read(self._handle.pointer, offset,
+                                          pointer, length)
+        del keep
+        check(lib, status)
+        return length
+
+    # ---------------------------------------------------------- views
+
+    def _exporter(self, offset, length):
+        """A ctypes array over [offset, offset + length) of the mapping that
+        keeps the mapping (and this buffer's C object) alive."""
+        self._check_alive()
+        if self._host_pointer is None:
+            raise ValueError(
+                f"{self._handle.name} is a device buffer: it has no host "
+                "mapping (use read()/write(), or create the buffer with "
+                "memory='host_visible')")
+        handle = self._handle
+        _core.map_pin(handle)
+        try:
+            array = (ctypes.c_ubyte * length).from_address(
+                self._host_pointer + offset)
+            weakref.finalize(array, _core.map_unpin, handle).atexit = False
+        except BaseException:
+            _core.map_unpin(handle)
+            raise
+        return array
+
+    def memoryview(self, offset=0, length=None):
+        """A writable memoryview (format 'B') of a host-visible buffer's
+        bytes [offset, offset + length), without a copy. It keeps the
+        mapping alive (see the class docstring)."""
+        offset = check_int(offset, "offset")
+        if offset > self._size:
+            raise ValueError(
+                f"offset {offset} is past the buffer's {self._size} bytes")
+        length = self._size - offset if length is None else check_int(
+            length, "length")
+        if length > self._size - offset:
+            raise ValueError(
+                f"[{offset}, {offset} + {length}) exceeds the buffer's "
+                f"{self._size} bytes")
+        return memoryview(self._exporter(offset, length)).cast("B")
+
+    def numpy(self, dtype=None, shape=None, offset=0, strides=None):
+        """A numpy array over a host-visible buffer, without a copy.
+
+        |dtype| (default uint8), |shape| (default: as many items as fit
+        from |offset| to the end; an int or a tuple), |offset| in bytes and
+        |strides| in bytes (default C order) are numpy's; numpy checks that
+        the array fits in the buffer. The array keeps the mapping alive
+        (see the class docstring).
+        """
+        np = _numpy()
+        dtype = np.dtype("uint8" if dtype is None else dtype)
+        offset = check_int(offset, "offset")
+        if offset > self._size:
+            raise ValueError(
+                f"offset {offset} is past the buffer's {self._size} bytes")
+        if shape is None:
+            available = self._size - offset
+            if dtype.itemsize == 0 or available % dtype.itemsize:
+                raise ValueError(
+                    f"{available} bytes from offset {offset} are not a whole "
+                    f"number of {dtype} items ({dtype.itemsize} bytes); pass "
+                    "a shape")
+            shape = (available // dtype.itemsize,)
+        elif not isinstance(shape, tuple):
+            shape = (check_int(shape, "shape"),)
+        exporter = self._exporter(0, self._size)
+        return np.ndarray(shape, dtype, buffer=exporter, offset=offset,
+                          strides=strides)
+
+    # ---------------------------------------------------------- sharing
+
+    def export(self):
+        """A token (32 hex digits) another client can pass to
+        Client.import_buffer(). FailedPreconditionError unless the buffer
+        was created with exportable=True. Treat it like a password."""
+        lib = _lib.load()
+        token = _lib.Token()
+        with self._call():
+            status = lib.halo_buffer_export(self._handle.pointer,
+                                            ctypes.byref(token))
+        check(lib, status)
+        return format_token(lib, token)
+
+
+def make_buffer(client, session, pointer, device, exportable):
+    """Wraps a new halo_buffer_t (called inside the creating Call)."""
+    lib = _lib.load()
+    handle_value = lib.halo_buffer_handle(pointer)
+    handle = _core.Handle(session, pointer, lib.halo_buffer_release,
+                          "buffer", f"buffer 0x{handle_value:x}")
+    kind = MemoryType(lib.halo_buffer_memory_type(pointer))
+    host = lib.halo_buffer_host_pointer(pointer) if \
+        kind == MemoryType.HOST_VISIBLE else None
+    return Buffer(client, handle, handle_value, lib.halo_buffer_size(pointer),
+                  kind, device, host, exportable)

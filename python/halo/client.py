@@ -1,0 +1,397 @@
+"""The connection to halod."""
+
+import ctypes
+import os
+import weakref
+from dataclasses import dataclass
+
+from . import _core, _lib
+from ._object import check_int, parse_token
+from .buffer import MemoryType, make_buffer, memory_type
+from .command_buffer import make_command_buffer
+from .errors import check
+from .executable import (ExecutableFormat, code_bytes, executable_format,
+                         format_from_path, make_executable, options_array)
+from .queue import execute, make_queue
+from .semaphore import make_semaphore
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device the daemon serves (halo_device_info_t)."""
+
+    ordinal: int
+    driver: str  # "local" or "cuda"
+    name: str
+    memory_bytes: int
+    compute_capability: tuple  # (major, minor); (0, 0) for the CPU driver
+    multiprocessor_count: int
+
+
+def connect(address=None, *, client_name=None, request_timeout=None):
+    """Connects to halod and returns a Client (a context manager: leaving
+    the ``with`` block closes it).
+
+    |address|: halod's ipc:// address; None: $HALO_ADDRESS, else
+    ipc:///run/halo/halo.sock. |client_name| is shown to the operator by
+    haloctl (None: the process name). |request_timeout| limits each request
+    to the daemon, in seconds (None: 30).
+
+    Raises UnavailableError if no daemon listens there,
+    FailedPreconditionError on a protocol version mismatch, LibraryError if
+    libhalo cannot be loaded."""
+    if address is not None:
+        if not isinstance(address, str):
+            raise TypeError(
+                f"address must be a str, not {type(address).__name__}")
+        if not address.startswith("ipc://"):
+            raise ValueError(
+                f"address {address!r} is not an ipc:// address (halo "
+                "clients share memory with the daemon)")
+    if client_name is not None and not isinstance(client_name, str):
+        raise TypeError(
+            f"client_name must be a str, not {type(client_name).__name__}")
+    timeout_ms = 0
+    if request_timeout is not None:
+        if isinstance(request_timeout, bool) or not isinstance(
+                request_timeout, (int, float)):
+            raise TypeError("request_timeout must be seconds (int or float)")
+        if not 0 < request_timeout * 1000 <= 2**31 - 1:
+            raise ValueError(
+                f"request_timeout {request_timeout} s is out of range")
+        timeout_ms = max(1, int(request_timeout * 1000))
+    lib = _lib.load()
+    options = _lib.ClientOptions()
+    if address is not None:
+        options.address = address.encode()
+    if client_name is not None:
+        options.client_name = client_name.encode()
+    options.request_timeout_ms = timeout_ms
+    pointer = ctypes.c_void_p()
+    check(lib, lib.halo_client_connect(ctypes.byref(options),
+                                       ctypes.byref(pointer)))
+    resolved = address or os.environ.get("HALO_ADDRESS") or \
+        "ipc:///run/halo/halo.sock"
+    return Client(_core.Session(lib, pointer.value, resolved))
+
+
+class Client:
+    """A session with halod (halo.connect()).
+
+    Thread safety: a Client and every object made from it may be used from
+    any number of threads at once.
+
+    Lifetime: close() (or leaving the ``with`` block, or garbage
+    collection of the Client once no object of it is left) ends the
+    session: the daemon releases everything it held, exactly as if the
+    process had exited. Every object of the client then raises ClosedError
+    (a FailedPreconditionError) without calling libhalo, never a crash.
+    close() waits for calls in flight on other threads (semaphore waits
+    notice within 0.1 s and raise ClosedError). If numpy arrays or
+    memoryviews of host-visible buffers are still alive, the memory stays
+    mapped and the session open until the last of them is collected.
+
+    fork(): a child process inherits no session; objects inherited from the
+    parent raise ClosedError in the child. Connect again there and share
+    objects with export() / import_*().
+    """
+
+    def __init__(self, session):
+        self._session = session
+        self._devices = None
+        lib = session.lib
+        self._session_id = lib.halo_client_session_id(session.pointer)
+        self._daemon_pid = lib.halo_client_daemon_pid(session.pointer)
+        self._finalizer = weakref.finalize(self, session.close)
+        self._finalizer.atexit = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self):
+        state = " closed" if self.closed else ""
+        return (f"<halo.Client session {self._session_id} at "
+                f"{self._session.address}{state}>")
+
+    def close(self):
+        """Ends the session (idempotent); see the class docstring."""
+        self._finalizer()
+
+    @property
+    def closed(self):
+        return self._session.closing
+
+    @property
+    def address(self):
+        return self._session.address
+
+    @property
+    def session_id(self):
+        """The session id the daemon gave this client (haloctl shows it)."""
+        return self._session_id
+
+    @property
+    def daemon_pid(self):
+        """The daemon's process id (from the kernel, not a message)."""
+        return self._daemon_pid
+
+    def _call(self, *handles):
+        return _core.Call(self._session, *handles)
+
+    def ping(self):
+        """A no-op round trip to the daemon."""
+        lib = self._session.lib
+        with self._call():
+            status = lib.halo_client_ping(self._session.pointer)
+        check(lib, status)
+
+    @property
+    def devices(self):
+        """The devices the daemon serves (a tuple of Device; at least the
+        CPU driver's). Asked once per client."""
+        if self._devices is None:
+            lib = self._session.lib
+            count = ctypes.c_uint32()
+            devices = []
+            with self._call():
+                check(lib, lib.halo_client_device_count(
+                    self._session.pointer, ctypes.byref(count)))
+                for ordinal in range(count.value):
+                    info = _lib.DeviceInfo()
+                    check(lib, lib.halo_client_device_info(
+                        self._session.pointer, ordinal, ctypes.byref(info)))
+                    devices.append(Device(
+                        ordinal=info.ordinal,
+                        driver=info.driver.decode(errors="replace"),
+                        name=info.name.decode(errors="replace"),
+                        memory_bytes=info.memory_bytes,
+                        compute_capability=(info.compute_major,
+                                            info.compute_minor),
+                        multiprocessor_count=info.multiprocessor_count))
+            self._devices = tuple(devices)
+        return self._devices
+
+    # ---------------------------------------------------------- buffers
+
+    def create_buffer(self, size, *, memory="device", device=0,
+                      exportable=False):
+        """Allocates |size| bytes (1 .. 2**40) on |device|.
+
+        |memory|: "device" (MemoryType.DEVICE, reached with read/write) or
+        "host_visible" (MemoryType.HOST_VISIBLE: shared memory, viewable
+        with numpy() / memoryview()). |exportable|: may be exported to
+        other clients (export()). ResourceExhaustedError past the
+        session's quota; OutOfRangeError for an unknown device."""
+        size = check_int(size, "size", 1, 2**40)
+        kind = memory_type(memory)
+        device = check_int(device, "device", 0, 2**32 - 1)
+        flags = _lib.OBJECT_FLAG_EXPORTABLE if exportable else 0
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_buffer_create(self._session.pointer, device,
+                                            kind, size, flags,
+                                            ctypes.byref(pointer))
+            if not status:
+                return make_buffer(self, self._session, pointer.value, device,
+                                   bool(exportable))
+        check(lib, status)
+
+    def import_buffer(self, token):
+        """Imports a buffer another client exported (its token: 32 hex
+        digits). NotFoundError if no live exported buffer has it."""
+        token = parse_token(token)
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_buffer_import(self._session.pointer,
+                                            ctypes.byref(token),
+                                            ctypes.byref(pointer))
+            if not status:
+                return make_buffer(self, self._session, pointer.value, None,
+                                   None)
+        check(lib, status)
+
+    # ---------------------------------------------------------- semaphores
+
+    def create_semaphore(self, initial_value=0, *, exportable=False):
+        """A timeline semaphore starting at |initial_value| (< 2**63)."""
+        initial_value = check_int(initial_value, "initial_value", 0,
+                                  _lib.SEMAPHORE_MAX_VALUE)
+        flags = _lib.OBJECT_FLAG_EXPORTABLE if exportable else 0
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_semaphore_create(self._session.pointer,
+                                               initial_value, flags,
+                                               ctypes.byref(pointer))
+            if not status:
+                return make_semaphore(self, self._session, pointer.value)
+        check(lib, status)
+
+    def import_semaphore(self, token):
+        """Imports a semaphore another client exported (its token)."""
+        token = parse_token(token)
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_semaphore_import(self._session.pointer,
+                                               ctypes.byref(token),
+                                               ctypes.byref(pointer))
+            if not status:
+                return make_semaphore(self, self._session, pointer.value)
+        check(lib, status)
+
+    # ---------------------------------------------------------- executables
+
+    def load_executable(self, code, format, *, device=0, options=None):
+        """Loads |code| (bytes; str for PTX and CUDA source) of |format|
+        (an ExecutableFormat or "elf", "ptx", "cubin", "fatbin", "cuda") on
+        |device|. |options|: compiler options for CUDA source.
+
+        The same code loaded by any number of clients is compiled once.
+        UnimplementedError if the device's driver does not take |format|;
+        InvalidArgumentError with the loader's or compiler's whole log if
+        the code does not load; PermissionDeniedError for native code (ELF)
+        from a uid the daemon does not trust."""
+        fmt = executable_format(format)
+        data = code_bytes(code, fmt)
+        device = check_int(device, "device", 0, 2**32 - 1)
+        option_array, option_count, keep = options_array(options)
+        params = _lib.ExecutableParams()
+        params.format = fmt
+        buffer = ctypes.create_string_buffer(data, len(data))
+        params.data = ctypes.addressof(buffer)
+        params.size = len(data)
+        params.options = option_array
+        params.option_count = option_count
+        return self._create_executable(device, fmt, params, keep)
+
+    def _create_executable(self, device, fmt, params, keep):
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_executable_create(self._session.pointer, device,
+                                                ctypes.byref(params),
+                                                ctypes.byref(pointer))
+            if not status:
+                return make_executable(self, self._session, pointer.value,
+                                       device, fmt, None)
+        del keep
+        check(lib, status)
+
+    def load_executable_file(self, path, format=None, *, device=0,
+                             options=None):
+        """Loads the file at |path|; the format comes from the extension
+        (.so ELF, .ptx, .cubin, .fatbin, .cu) unless |format| is given."""
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            path = os.fsdecode(path)
+        fmt = format_from_path(path) if format is None else \
+            executable_format(format)
+        device = check_int(device, "device", 0, 2**32 - 1)
+        if options is not None:
+            with open(path, "rb") as file:
+                code = file.read()
+            return self.load_executable(code, fmt, device=device,
+                                        options=options)
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_executable_create_from_file(
+                self._session.pointer, device, os.fsencode(path), fmt,
+                ctypes.byref(pointer))
+            if not status:
+                return make_executable(self, self._session, pointer.value,
+                                       device, fmt, None)
+        check(lib, status)
+
+    def load_ptx(self, ptx, *, device=0):
+        """Loads PTX text (str or bytes)."""
+        return self.load_executable(ptx, ExecutableFormat.PTX, device=device)
+
+    def load_cubin(self, cubin, *, device=0):
+        return self.load_executable(cubin, ExecutableFormat.CUBIN,
+                                    device=device)
+
+    def load_fatbin(self, fatbin, *, device=0):
+        return self.load_executable(fatbin, ExecutableFormat.FATBIN,
+                                    device=device)
+
+    def load_cuda_source(self, source, *, device=0, options=None):
+        """Compiles CUDA C++ |source| in the daemon (NVRTC) with |options|
+        (e.g. ["-DN=4", "--use_fast_math"]); the whole compiler log comes
+        back in the InvalidArgumentError on failure."""
+        return self.load_executable(source, ExecutableFormat.CUDA_SOURCE,
+                                    device=device, options=options)
+
+    def load_shared_object(self, so, *, device=0):
+        """Loads a CPU-driver kernel library: a path (str or os.PathLike)
+        or the bytes of an ELF shared object (see halo/local_kernel.h)."""
+        if isinstance(so, (bytes, bytearray, memoryview)):
+            return self.load_executable(so, ExecutableFormat.ELF,
+                                        device=device)
+        return self.load_executable_file(so, ExecutableFormat.ELF,
+                                         device=device)
+
+    # ---------------------------------------------------------- commands
+
+    def record(self, bindings=0, *, device=0, one_shot=False):
+        """Begins a CommandBuffer on |device| with a binding table of
+        |bindings| slots (0 .. 4096). |one_shot|: executed at most once
+        (else reusable). Use it as ``with client.record(bindings=4) as cb:``
+        (end() at the end of the block) or call end() yourself."""
+        bindings = check_int(bindings, "bindings", 0, _lib.MAX_BINDINGS)
+        device = check_int(device, "device", 0, 2**32 - 1)
+        flags = _lib.COMMAND_BUFFER_ONE_SHOT if one_shot else \
+            _lib.COMMAND_BUFFER_REUSABLE
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_command_buffer_begin(self._session.pointer,
+                                                   device, flags, bindings,
+                                                   ctypes.byref(pointer))
+            if not status:
+                return make_command_buffer(self, self._session, pointer.value,
+                                           device, flags, bindings)
+        check(lib, status)
+
+    # ---------------------------------------------------------- queues
+
+    def create_queue(self, *, device=0, priority=0):
+        """A Queue on |device| with |priority| (higher runs first where the
+        driver supports priorities)."""
+        device = check_int(device, "device", 0, 2**32 - 1)
+        priority = check_int(priority, "priority", -2**31, 2**31 - 1)
+        lib = self._session.lib
+        pointer = ctypes.c_void_p()
+        with self._call():
+            status = lib.halo_queue_create(self._session.pointer, device,
+                                           priority, ctypes.byref(pointer))
+            if not status:
+                return make_queue(self, self._session, pointer.value, device,
+                                  priority)
+        check(lib, status)
+
+    def execute(self, command_buffer, bindings=(), wait=(), signal=(), *,
+                queue=None):
+        """Submits an ended |command_buffer|.
+
+        |bindings|: the binding table, up to its binding capacity; each
+        entry a Buffer, buffer.ref(offset, length), (buffer, offset[,
+        length]) or None (unbound: fine for slots the recording does not
+        use). |wait| and |signal|: (Semaphore, value) pairs. Returns as
+        soon as the daemon accepted the submission; the work starts when
+        every wait is met and signals every semaphore of |signal| when
+        done; a failure fails the signal semaphores with the cause (so
+        wait on them to learn it). The daemon keeps the command buffer and
+        the bound buffers alive until the work is done, even if they are
+        released meanwhile. |queue| None: the session's default queue of
+        the command buffer's device."""
+        execute(self, queue, command_buffer, bindings, wait, signal)
+
+
+__all__ = ["Client", "Device", "MemoryType", "connect"]

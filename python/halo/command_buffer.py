@@ -1,0 +1,463 @@
+"""Command buffers: recorded once, validated and memoized by the daemon,
+executed any number of times with a binding table."""
+
+import ctypes
+import itertools
+import struct
+import threading
+import weakref
+
+from . import _core, _lib
+from ._object import HaloObject, check_client, check_int
+from .buffer import Buffer, BufferRef, SlotRef, readable
+from .errors import check
+from .executable import Executable
+
+
+class _BindingTableArgument:
+    """The dispatch argument that passes the address of the submission's
+    binding table (binding_capacity uint64 addresses)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "halo.BINDING_TABLE"
+
+    def __reduce__(self):
+        return "BINDING_TABLE"
+
+
+BINDING_TABLE = _BindingTableArgument()
+
+# libhalo has no public handle accessor for command buffers: number them.
+_numbers = itertools.count(1)
+
+_CONSTANT_FORMATS = {
+    "int8": "b", "uint8": "B", "int16": "h", "uint16": "H",
+    "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q",
+    "float16": "e", "float32": "f", "float64": "d", "bool": "?",
+    "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i", "u32": "I",
+    "i64": "q", "u64": "Q", "f16": "e", "f32": "f", "f64": "d",
+}
+
+
+class Constant:
+    """Bytes passed by value to a dispatch (a CONSTANT argument)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"Constant takes bytes, not {type(data).__name__}")
+        data = bytes(data)
+        if not 0 < len(data) <= _lib.MAX_CONSTANT_BYTES:
+            raise ValueError(
+                f"a constant is 1..{_lib.MAX_CONSTANT_BYTES} bytes, not "
+                f"{len(data)}")
+        self.data = data
+
+    def __repr__(self):
+        return f"halo.Constant({self.data!r})"
+
+
+def constant(value, dtype):
+    """A constant argument: |value| packed as |dtype|, a numpy-style name
+    ("uint32", "float32", "int64", ...; "u32", "f32" for short) or a
+    struct format ("<I", "2f", ...)."""
+    if not isinstance(dtype, str):
+        dtype = getattr(dtype, "__name__", None) or str(dtype)
+    fmt = _CONSTANT_FORMATS.get(dtype.lower(), dtype)
+    if fmt[:1] not in "<>=!@":
+        fmt = "=" + fmt  # native byte order, no padding
+    try:
+        if isinstance(value, (tuple, list)):
+            data = struct.pack(fmt, *value)
+        else:
+            data = struct.pack(fmt, value)
+    except struct.error as error:
+        raise ValueError(f"cannot pack {value!r} as {dtype!r}: {error}") \
+            from None
+    return Constant(data)
+
+
+def constant_bytes(value, what):
+    """The bytes of a constant-like |value| (Constant, bytes, a numpy scalar
+    or 0-d array, a ctypes instance)."""
+    if isinstance(value, Constant):
+        return value.data
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    elif isinstance(value, (ctypes._SimpleCData, ctypes.Structure,
+                            ctypes.Union, ctypes.Array)):
+        data = ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value))
+    elif getattr(value, "shape", None) == () and hasattr(value, "tobytes") \
+            and hasattr(value, "dtype"):
+        data = value.tobytes()  # a numpy scalar or 0-d array
+    elif isinstance(value, (bool, int, float)):
+        raise TypeError(
+            f"{what}: a plain {type(value).__name__} has no size; pass "
+            f"numpy.uint32({value!r}), ctypes.c_uint32({value!r}) or "
+            f"halo.constant({value!r}, 'uint32') (with the kernel's type)")
+    else:
+        raise TypeError(
+            f"{what}: expected a Buffer, BufferRef, halo.slot(), "
+            f"halo.BINDING_TABLE or a constant (numpy scalar, ctypes value, "
+            f"bytes, halo.constant), not {type(value).__name__}")
+    if not 0 < len(data) <= _lib.MAX_CONSTANT_BYTES:
+        raise ValueError(
+            f"{what}: a constant is 1..{_lib.MAX_CONSTANT_BYTES} bytes, not "
+            f"{len(data)}")
+    return data
+
+
+def _dims(value, name, minimum):
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        value = tuple(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an int or a tuple of 1 to 3 ints") from None
+    if not 1 <= len(value) <= 3:
+        raise ValueError(f"{name} must have 1 to 3 dimensions, not "
+                         f"{len(value)}")
+    value = tuple(check_int(v, f"{name}[{i}]", minimum, 2**32 - 1)
+                  for i, v in enumerate(value))
+    return value + (1,) * (3 - len(value))
+
+
+class CommandBuffer(HaloObject):
+    """A recording of commands for one device (Client.record).
+
+    Record with fill / copy / update / dispatch / dispatch_indirect /
+    barrier, then end(): nothing goes to the daemon until end(), which
+    validates and memoizes the recording (errors name the command index and
+    argument). Used as ``with client.record(bindings=4) as cb:`` the block's
+    end calls end() (or, if the block raised, releases the recording).
+
+    Buffer references: a Buffer (all of it), buffer.ref(offset, length)
+    (direct) or halo.slot(i, offset, length) (entry i of the binding table
+    passed to execute()).
+
+    Thread safety: record calls are serialized by a lock; after end() the
+    command buffer may be executed from any number of threads. Lifetime:
+    buffers and executables referenced directly are kept alive until end()
+    returns (the recording holds their handles only); after end() the
+    daemon holds its own references, and execute() keeps what a submission
+    uses alive until the work is done.
+    """
+
+    _kind = "command buffer"
+
+    def __init__(self, client, handle, device, flags, binding_capacity):
+        super().__init__(client, handle, None)
+        self._device = device
+        self._flags = flags
+        self._binding_capacity = binding_capacity
+        self._lock = threading.Lock()
+        self._ended = False
+        self._memo_hit = None
+        self._held = {}  # id(handle) -> handle held until end()
+        # Releasing the recording also lets go of what it holds.
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _release_recording, handle,
+                                           self._held)
+        self._finalizer.atexit = False
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def binding_capacity(self):
+        return self._binding_capacity
+
+    @property
+    def one_shot(self):
+        return self._flags == _lib.COMMAND_BUFFER_ONE_SHOT
+
+    @property
+    def ended(self):
+        """True once end() succeeded."""
+        return self._ended
+
+    @property
+    def memo_hit(self):
+        """After end(): True if the daemon already had an identical
+        prepared recording (None before end())."""
+        return self._memo_hit
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is None:
+            if not self._ended:
+                self.end()
+        else:
+            self.release()
+
+    # ---------------------------------------------------------- helpers
+
+    def _hold(self, handle):
+        if id(handle) not in self._held:
+            _core.hold(handle)
+            self._held[id(handle)] = handle
+
+    def _ref(self, value, what, handles):
+        """A _lib.BufferRef for |value|; holds and collects the handle of a
+        direct reference."""
+        if isinstance(value, Buffer):
+            value = BufferRef(value)
+        if isinstance(value, BufferRef):
+            buffer = value.buffer
+            check_client(buffer, self._client, what)
+            self._hold(buffer._handle)
+            handles.append(buffer._handle)
+            length = _lib.WHOLE_BUFFER if value.length is None else \
+                value.length
+            return _lib.BufferRef(None, 0, value.offset, length)
+        if isinstance(value, SlotRef):
+            if value.slot >= self._binding_capacity:
+                raise ValueError(
+                    f"{what}: slot {value.slot} is out of range (the "
+                    f"binding capacity is {self._binding_capacity})")
+            length = _lib.WHOLE_BUFFER if value.length is None else \
+                value.length
+            return _lib.BufferRef(None, value.slot, value.offset, length)
+        raise TypeError(
+            f"{what}: expected a Buffer, BufferRef or halo.slot(), not "
+            f"{type(value).__name__}")
+
+    def _record(self, function, handles, *args, refs=()):
+        """Calls libhalo's record |function| with the C pointers of the
+        direct references |refs| (pairs of _lib.BufferRef and handle index
+        in |handles|) filled in inside the call."""
+        lib = _lib.load()
+        with self._lock:
+            if self._ended:
+                raise _core.ClosedError(
+                    "the command buffer was ended; nothing can be recorded "
+                    "after end()")
+            with _core.Call(self._handle.session, self._handle, *handles):
+                for ref, handle in refs:
+                    if handle is not None:
+                        ref.buffer = handle.pointer
+                status = function(self._handle.pointer, *args)
+        check(lib, status)
+
+    # ---------------------------------------------------------- commands
+
+    def fill(self, target, pattern):
+        """Fills |target| with a 1-, 2- or 4-byte |pattern| (bytes, a numpy
+        scalar, a ctypes value). Target offset and length are multiples of
+        the pattern size."""
+        data = constant_bytes(pattern, "pattern")
+        if len(data) not in (1, 2, 4):
+            raise ValueError(
+                f"a fill pattern is 1, 2 or 4 bytes, not {len(data)}")
+        handles = []
+        ref = self._ref(target, "target", handles)
+        pattern_buffer = ctypes.create_string_buffer(data, len(data))
+        lib = _lib.load()
+        self._record(lib.halo_command_buffer_fill, handles, ref,
+                     pattern_buffer, len(data),
+                     refs=[(ref, handles[0] if handles else None)])
+
+    def copy(self, source, target):
+        """Copies |source| to |target| (equal lengths; a reference without
+        a length takes the other side's)."""
+        handles = []
+        source_ref = self._ref(source, "source", handles)
+        source_handle = handles[-1] if handles else None
+        count = len(handles)
+        target_ref = self._ref(target, "target", handles)
+        target_handle = handles[-1] if len(handles) > count else None
+        lib = _lib.load()
+        self._record(lib.halo_command_buffer_copy, handles, source_ref,
+                     target_ref, refs=[(source_ref, source_handle),
+                                       (target_ref, target_handle)])
+
+    def update(self, data, target):
+        """Writes bytes-like |data| (copied now, at most 64 KiB) to
+        |target|."""
+        pointer, length, keep = readable(data)
+        if not 0 < length <= _lib.MAX_UPDATE_BYTES:
+            raise ValueError(
+                f"an update writes 1..{_lib.MAX_UPDATE_BYTES} bytes, not "
+                f"{length}")
+        handles = []
+        ref = self._ref(target, "target", handles)
+        lib = _lib.load()
+        self._record(lib.halo_command_buffer_update, handles, pointer,
+                     length, ref,
+                     refs=[(ref, handles[0] if handles else None)])
+        del keep
+
+    def _dispatch_params(self, executable, entry, grid, block, args,
+                         shared_memory, indirect):
+        if not isinstance(executable, Executable):
+            raise TypeError(
+                f"expected an Executable, not {type(executable).__name__}")
+        check_client(executable, self._client, "executable")
+        if not isinstance(entry, str) or not entry:
+            raise TypeError("entry must be a non-empty str")
+        block = _dims(block, "block", 1)
+        grid = (1, 1, 1) if grid is None else _dims(grid, "grid", 1)
+        shared_memory = check_int(shared_memory, "shared_memory", 0,
+                                  2**32 - 1)
+        args = list(args)
+        if len(args) > _lib.MAX_DISPATCH_ARGS:
+            raise ValueError(
+                f"{len(args)} arguments exceed the limit of "
+                f"{_lib.MAX_DISPATCH_ARGS}")
+        handles = []
+        refs = []
+        keep = []
+        c_args = (_lib.DispatchArg * max(1, len(args)))()
+        for i, value in enumerate(args):
+            what = f"argument {i}"
+            c_arg = c_args[i]
+            if value is BINDING_TABLE:
+                if self._binding_capacity == 0:
+                    raise ValueError(
+                        f"{what}: BINDING_TABLE in a command buffer without "
+                        "bindings")
+                c_arg.kind = _lib.DISPATCH_ARG_BINDING_TABLE
+            elif isinstance(value, (Buffer, BufferRef, SlotRef)):
+                count = len(handles)
+                ref = self._ref(value, what, handles)
+                c_arg.kind = _lib.DISPATCH_ARG_BUFFER
+                c_arg.ref = ref
+                refs.append((i, handles[-1] if len(handles) > count
+                             else None))
+            else:
+                data = constant_bytes(value, what)
+                storage = ctypes.create_string_buffer(data, len(data))
+                keep.append(storage)
+                c_arg.kind = _lib.DISPATCH_ARG_CONSTANT
+                c_arg.data = ctypes.addressof(storage)
+                c_arg.size = len(data)
+        self._hold(executable._handle)
+        handles.append(executable._handle)
+        params = _lib.DispatchParams()
+        params.entry = entry.encode()
+        params.grid[:] = grid
+        params.block[:] = block
+        params.shared_memory_bytes = shared_memory
+        params.args = c_args
+        params.arg_count = len(args)
+        keep.append(c_args)
+        return params, handles, refs, keep, c_args
+
+    def dispatch(self, executable, entry, grid, block=1, args=(),
+                 shared_memory=0):
+        """Records a dispatch of |entry| of |executable|.
+
+        |grid| (workgroups, CUDA blocks) and |block| (workgroup size, CUDA
+        threads per block) are ints or tuples of up to 3 ints. |args| are
+        in the kernel's parameter order: a Buffer / BufferRef / halo.slot()
+        passes an address, halo.BINDING_TABLE the binding table's address,
+        anything else is a constant passed by value (numpy scalar, ctypes
+        value, bytes, halo.constant(); plain ints are refused: their size
+        is unknown). |shared_memory| is the dynamic shared memory in
+        bytes."""
+        self._dispatch(executable, entry, grid, block, args, shared_memory,
+                       None)
+
+    def dispatch_indirect(self, executable, entry, workgroup_count, block=1,
+                          args=(), shared_memory=0):
+        """Like dispatch(), with the grid read at execution from
+        |workgroup_count|: a reference to three uint32 (12 bytes)."""
+        self._dispatch(executable, entry, None, block, args, shared_memory,
+                       workgroup_count)
+
+    def _dispatch(self, executable, entry, grid, block, args, shared_memory,
+                  workgroup_count):
+        params, handles, refs, keep, c_args = self._dispatch_params(
+            executable, entry, grid, block, args, shared_memory,
+            workgroup_count is not None)
+        lib = _lib.load()
+        extra = ()
+        count_ref = None
+        count_handle = None
+        if workgroup_count is not None:
+            count = len(handles)
+            count_ref = self._ref(workgroup_count, "workgroup_count", handles)
+            if len(handles) > count:
+                count_handle = handles[-1]
+            extra = (count_ref,)
+        with self._lock:
+            if self._ended:
+                raise _core.ClosedError(
+                    "the command buffer was ended; nothing can be recorded "
+                    "after end()")
+            with _core.Call(self._handle.session, self._handle, *handles):
+                params.executable = executable._handle.pointer
+                for i, handle in refs:
+                    if handle is not None:
+                        c_args[i].ref.buffer = handle.pointer
+                if count_ref is not None and count_handle is not None:
+                    count_ref.buffer = count_handle.pointer
+                if workgroup_count is None:
+                    status = lib.halo_command_buffer_dispatch(
+                        self._handle.pointer, ctypes.byref(params))
+                else:
+                    status = lib.halo_command_buffer_dispatch_indirect(
+                        self._handle.pointer, ctypes.byref(params), *extra)
+        del keep
+        check(lib, status)
+
+    def barrier(self):
+        """Everything recorded before runs before anything recorded after;
+        commands between barriers may run concurrently."""
+        lib = _lib.load()
+        self._record(lib.halo_command_buffer_barrier, [])
+
+    def end(self):
+        """Sends the recording; the daemon validates and memoizes it. After
+        a failed end() the command buffer can only be released."""
+        lib = _lib.load()
+        with self._lock:
+            if self._ended:
+                raise _core.ClosedError("end() was already called")
+            try:
+                with self._call():
+                    status = lib.halo_command_buffer_end(self._handle.pointer)
+                    memo_hit = None if status else bool(
+                        lib.halo_command_buffer_memo_hit(self._handle.pointer))
+            finally:
+                # The daemon holds its own references now (or the recording
+                # failed): let go of ours.
+                _unhold_all(self._held)
+            check(lib, status)
+            self._ended = True
+            self._memo_hit = memo_hit
+        return self
+
+
+def _unhold_all(held):
+    handles = list(held.values())
+    held.clear()
+    for handle in handles:
+        _core.unhold(handle)
+
+
+def _release_recording(handle, held):
+    _core.release(handle)
+    _unhold_all(held)
+
+
+def make_command_buffer(client, session, pointer, device, flags,
+                        binding_capacity):
+    lib = _lib.load()
+    handle = _core.Handle(session, pointer, lib.halo_command_buffer_release,
+                          "command buffer",
+                          f"command buffer #{next(_numbers)}")
+    return CommandBuffer(client, handle, device, flags, binding_capacity)

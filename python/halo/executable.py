@@ -1,0 +1,154 @@
+"""Executables: code a device runs (PTX, CUBIN, FATBIN, CUDA source, ELF
+shared objects for the CPU driver)."""
+
+import ctypes
+import enum
+import os
+
+from . import _core, _lib
+from ._object import HaloObject
+
+
+class ExecutableFormat(enum.IntEnum):
+    """halo_executable_format_t."""
+
+    ELF = 1  # a shared object for the local (CPU) driver
+    PTX = 2
+    CUBIN = 3
+    FATBIN = 4
+    CUDA_SOURCE = 5
+
+
+_FORMAT_NAMES = {
+    "elf": ExecutableFormat.ELF,
+    "so": ExecutableFormat.ELF,
+    "shared_object": ExecutableFormat.ELF,
+    "ptx": ExecutableFormat.PTX,
+    "cubin": ExecutableFormat.CUBIN,
+    "fatbin": ExecutableFormat.FATBIN,
+    "cuda": ExecutableFormat.CUDA_SOURCE,
+    "cu": ExecutableFormat.CUDA_SOURCE,
+    "cuda_source": ExecutableFormat.CUDA_SOURCE,
+}
+
+_EXTENSIONS = {
+    ".so": ExecutableFormat.ELF,
+    ".ptx": ExecutableFormat.PTX,
+    ".cubin": ExecutableFormat.CUBIN,
+    ".fatbin": ExecutableFormat.FATBIN,
+    ".cu": ExecutableFormat.CUDA_SOURCE,
+}
+
+
+def executable_format(value):
+    """An ExecutableFormat from an ExecutableFormat, int or name ("elf",
+    "so", "ptx", "cubin", "fatbin", "cuda")."""
+    if isinstance(value, ExecutableFormat):
+        return value
+    if isinstance(value, str):
+        try:
+            return _FORMAT_NAMES[value.strip().lower().replace("-", "_")]
+        except KeyError:
+            raise ValueError(
+                f"unknown executable format {value!r} (one of "
+                f"{', '.join(sorted(_FORMAT_NAMES))})") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return ExecutableFormat(value)
+        except ValueError:
+            raise ValueError(
+                f"{value} is not a halo executable format") from None
+    raise TypeError(
+        f"format must be an ExecutableFormat or name, not "
+        f"{type(value).__name__}")
+
+
+def format_from_path(path):
+    """The format a file name's extension says (as libhalo guesses it)."""
+    extension = os.path.splitext(os.fspath(path))[1]
+    try:
+        return _EXTENSIONS[extension]
+    except KeyError:
+        raise ValueError(
+            f"cannot tell the format of {os.fspath(path)!r} from its "
+            "extension (.so, .ptx, .cubin, .fatbin or .cu); pass format="
+        ) from None
+
+
+def code_bytes(data, fmt):
+    """The bytes of |data| for |fmt|: text formats (PTX, CUDA source) take
+    str or bytes, binary ones bytes-like."""
+    if isinstance(data, str):
+        if fmt not in (ExecutableFormat.PTX, ExecutableFormat.CUDA_SOURCE):
+            raise TypeError(
+                f"{fmt.name} code is binary: pass bytes, not str")
+        data = data.encode()
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+    else:
+        raise TypeError(
+            f"executable code must be bytes (or str for PTX and CUDA "
+            f"source), not {type(data).__name__}")
+    if not data:
+        raise ValueError("executable code is empty")
+    return data
+
+
+def options_array(options):
+    """(ctypes array of char*, count, keep-alive) for compiler options."""
+    if options is None:
+        return None, 0, None
+    if isinstance(options, (str, bytes)):
+        raise TypeError("options must be a sequence of str, not one string")
+    encoded = []
+    for i, option in enumerate(options):
+        if not isinstance(option, str):
+            raise TypeError(
+                f"options[{i}] must be a str, not {type(option).__name__}")
+        if "\0" in option:
+            raise ValueError(f"options[{i}] contains a NUL character")
+        encoded.append(option.encode())
+    if not encoded:
+        return None, 0, None
+    array = (ctypes.c_char_p * len(encoded))(*encoded)
+    return array, len(encoded), (array, encoded)
+
+
+class Executable(HaloObject):
+    """Code loaded on one device (Client.load_executable and friends).
+
+    The daemon content-hashes what it loads: the same code (and options)
+    loaded by any number of clients is one executable there, compiled once.
+    Thread safety: usable from any thread; a command buffer that records a
+    dispatch of it keeps it alive until its end()."""
+
+    _kind = "executable"
+
+    def __init__(self, client, handle, ident, device, fmt, content_hash):
+        super().__init__(client, handle, ident)
+        self._device = device
+        self._format = fmt
+        self._content_hash = content_hash
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def format(self):
+        return self._format
+
+    @property
+    def content_hash(self):
+        """The daemon's content hash (64 hex digits)."""
+        return self._content_hash
+
+
+def make_executable(client, session, pointer, device, fmt, ident):
+    lib = _lib.load()
+    content_hash = lib.halo_executable_content_hash(pointer).decode()
+    label = f"executable {content_hash[:12]}" if ident is None else \
+        f"executable 0x{ident:x}"
+    handle = _core.Handle(session, pointer, lib.halo_executable_release,
+                          "executable", label)
+    return Executable(client, handle, ident, device, fmt, content_hash)

@@ -1,0 +1,138 @@
+"""Queues and submissions (halo_queue_execute)."""
+
+from . import _core, _lib
+from ._object import HaloObject, check_client, check_int
+from .buffer import Buffer, BufferRef
+from .command_buffer import CommandBuffer
+from .errors import check
+from .semaphore import Semaphore
+
+
+class Queue(HaloObject):
+    """A queue of one device (Client.create_queue).
+
+    Queues are unordered except through semaphores (IREE semantics):
+    submissions whose waits are met may run concurrently and complete in
+    any order. Thread safety: execute() may be called from any number of
+    threads at once."""
+
+    _kind = "queue"
+
+    def __init__(self, client, handle, device, priority):
+        super().__init__(client, handle, None)
+        self._device = device
+        self._priority = priority
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def priority(self):
+        return self._priority
+
+    def execute(self, command_buffer, bindings=(), wait=(), signal=()):
+        """Submits |command_buffer| on this queue; see Client.execute()."""
+        execute(self._client, self, command_buffer, bindings, wait, signal)
+
+
+def _binding(value, i, client):
+    """(buffer or None, offset, length) for binding-table entry |i|."""
+    if value is None:
+        return None, 0, 0
+    if isinstance(value, Buffer):
+        value = BufferRef(value)
+    elif isinstance(value, tuple):
+        if not 1 <= len(value) <= 3 or not isinstance(value[0], Buffer):
+            raise TypeError(
+                f"bindings[{i}] must be a Buffer, buffer.ref(...), "
+                "(buffer, offset[, length]) or None")
+        value = BufferRef(*value)
+    if not isinstance(value, BufferRef):
+        raise TypeError(
+            f"bindings[{i}] must be a Buffer, buffer.ref(...), (buffer, "
+            f"offset[, length]) or None, not {type(value).__name__}")
+    check_client(value.buffer, client, f"bindings[{i}]")
+    length = _lib.WHOLE_BUFFER if value.length is None else value.length
+    return value.buffer, value.offset, length
+
+
+def _values(pairs, what, client):
+    try:
+        pairs = list(pairs)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be an iterable of (Semaphore, value) pairs") \
+            from None
+    result = []
+    for i, pair in enumerate(pairs):
+        try:
+            semaphore, value = pair
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{what}[{i}] must be a (Semaphore, value) pair") from None
+        if not isinstance(semaphore, Semaphore):
+            raise TypeError(
+                f"{what}[{i}]: expected a Semaphore, not "
+                f"{type(semaphore).__name__}")
+        check_client(semaphore, client, f"{what}[{i}]")
+        result.append((semaphore, check_int(
+            value, f"{what}[{i}] value", 0, _lib.SEMAPHORE_MAX_VALUE)))
+    return result
+
+
+def execute(client, queue, command_buffer, bindings, wait, signal):
+    if not isinstance(command_buffer, CommandBuffer):
+        raise TypeError(
+            f"expected a CommandBuffer, not {type(command_buffer).__name__}")
+    check_client(command_buffer, client, "command buffer")
+    if queue is not None:
+        check_client(queue, client, "queue")
+        if queue.device != command_buffer.device:
+            raise ValueError(
+                f"the queue is on device {queue.device}, the command buffer "
+                f"on device {command_buffer.device}")
+    if isinstance(bindings, (Buffer, BufferRef)):
+        raise TypeError("bindings must be a sequence (a list of buffers)")
+    bindings = [_binding(value, i, client)
+                for i, value in enumerate(bindings)]
+    if len(bindings) > command_buffer.binding_capacity:
+        raise ValueError(
+            f"{len(bindings)} bindings exceed the command buffer's binding "
+            f"capacity {command_buffer.binding_capacity}")
+    waits = _values(wait, "wait", client)
+    signals = _values(signal, "signal", client)
+
+    handles = [command_buffer._handle]
+    if queue is not None:
+        handles.append(queue._handle)
+    handles.extend(buffer._handle for buffer, _, _ in bindings if buffer)
+    handles.extend(semaphore._handle for semaphore, _ in waits)
+    handles.extend(semaphore._handle for semaphore, _ in signals)
+
+    c_bindings = (_lib.Binding * max(1, len(bindings)))()
+    c_waits = (_lib.SemaphoreValue * max(1, len(waits)))()
+    c_signals = (_lib.SemaphoreValue * max(1, len(signals)))()
+    lib = _lib.load()
+    with _core.Call(client._session, *handles):
+        for i, (buffer, offset, length) in enumerate(bindings):
+            if buffer is not None:
+                c_bindings[i].buffer = buffer._handle.pointer
+                c_bindings[i].offset = offset
+                c_bindings[i].length = length
+        for array, pairs in ((c_waits, waits), (c_signals, signals)):
+            for i, (semaphore, value) in enumerate(pairs):
+                array[i].semaphore = semaphore._handle.pointer
+                array[i].value = value
+        status = lib.halo_queue_execute(
+            queue._handle.pointer if queue is not None else None,
+            command_buffer._handle.pointer, c_bindings, len(bindings),
+            c_waits, len(waits), c_signals, len(signals))
+    check(lib, status)
+
+
+def make_queue(client, session, pointer, device, priority):
+    lib = _lib.load()
+    handle = _core.Handle(session, pointer, lib.halo_queue_release, "queue",
+                          f"queue (device {device}, priority {priority})")
+    return Queue(client, handle, device, priority)

@@ -1,0 +1,197 @@
+"""Timeline semaphores and waits on several of them."""
+
+import ctypes
+import time
+
+from . import _core, _lib
+from ._object import HaloObject, check_int, check_timeout, format_token
+from .errors import (DeadlineExceededError, StatusCode, check, status_code,
+                     take_error)
+
+
+class Semaphore(HaloObject):
+    """A 64-bit timeline semaphore (Client.create_semaphore /
+    import_semaphore).
+
+    Its value only increases and stays below 2**63. Its state lives in a
+    page of the daemon that this process maps read-only: ``value`` and
+    ``wait()`` read it without a message to the daemon; ``signal()`` and
+    ``fail()`` ask the daemon, which wakes every waiter in every process.
+
+    Thread safety: every method may be called from any number of threads at
+    once. wait() releases the GIL while it sleeps (so do all calls into
+    libhalo).
+
+    Lifetime: release() drops this client's reference. An explicit release
+    by the creator hands the semaphore over to its importers; if the
+    creator's session ends instead (close, exit or crash) while importers
+    still hold it, the daemon fails it with ABORTED.
+    """
+
+    _kind = "semaphore"
+
+    @property
+    def value(self):
+        """The current value (query()); raises the failure if the semaphore
+        failed."""
+        return self.query()
+
+    def query(self):
+        """Returns the current value without a round trip. If the semaphore
+        failed, raises its failure (the exception's ``value`` attribute
+        holds the value it had reached)."""
+        lib = _lib.load()
+        value = ctypes.c_uint64()
+        with self._call():
+            status = lib.halo_semaphore_query(self._handle.pointer,
+                                              ctypes.byref(value))
+        if status:
+            error = take_error(lib, status)
+            error.value = value.value
+            raise error
+        return value.value
+
+    def signal(self, value):
+        """Advances the value to |value| and wakes every waiter.
+
+        InvalidArgumentError if |value| is not above the current value
+        (values only increase: a lower or equal signal is rejected, never
+        ignored); FailedPreconditionError if the semaphore has failed."""
+        value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
+        lib = _lib.load()
+        with self._call():
+            status = lib.halo_semaphore_signal(self._handle.pointer, value)
+        check(lib, status)
+
+    def fail(self, code, message=""):
+        """Fails the semaphore with |code| (a StatusCode, its name, or a
+        HaloError subclass; not OK) and |message|. The first failure wins;
+        later ones are ignored. Waiters for values not yet reached wake and
+        raise the failure (the exception class of |code|)."""
+        code = status_code(code)
+        if code == StatusCode.OK:
+            raise ValueError("a semaphore cannot fail with OK")
+        if not isinstance(message, str):
+            raise TypeError(
+                f"message must be a str, not {type(message).__name__}")
+        lib = _lib.load()
+        with self._call():
+            status = lib.halo_semaphore_fail(self._handle.pointer, code,
+                                             message.encode())
+        check(lib, status)
+
+    def wait(self, value, timeout=None):
+        """Waits until the value is >= |value|.
+
+        |timeout| in seconds (None: for ever; 0: poll once). Raises
+        DeadlineExceededError (a TimeoutError) when it passes, the
+        semaphore's failure if it failed before reaching |value|,
+        AbortedError if it was destroyed, UnavailableError if the daemon
+        died, ClosedError if this semaphore is released or its client
+        closed meanwhile (noticed within 0.1 s). Spins ~20 us, then sleeps
+        on a futex with the GIL released; never messages the daemon."""
+        _wait([(self, value)], _lib.WAIT_ALL, timeout)
+
+    def export(self):
+        """A token (32 hex digits) another client can pass to
+        Client.import_semaphore(). FailedPreconditionError unless created
+        with exportable=True. Treat it like a password."""
+        lib = _lib.load()
+        token = _lib.Token()
+        with self._call():
+            status = lib.halo_semaphore_export(self._handle.pointer,
+                                               ctypes.byref(token))
+        check(lib, status)
+        return format_token(lib, token)
+
+
+def _pairs(pairs):
+    try:
+        pairs = list(pairs)
+    except TypeError:
+        raise TypeError(
+            "expected an iterable of (Semaphore, value) pairs") from None
+    if not 1 <= len(pairs) <= _lib.WAIT_MAX_COUNT:
+        raise ValueError(
+            f"wait on {len(pairs)} semaphores (1..{_lib.WAIT_MAX_COUNT})")
+    checked = []
+    for i, pair in enumerate(pairs):
+        try:
+            semaphore, value = pair
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"waits[{i}] must be a (Semaphore, value) pair") from None
+        if not isinstance(semaphore, Semaphore):
+            raise TypeError(
+                f"waits[{i}]: expected a Semaphore, not "
+                f"{type(semaphore).__name__}")
+        checked.append((semaphore, check_int(
+            value, f"waits[{i}] value", 0, _lib.SEMAPHORE_MAX_VALUE)))
+    return checked
+
+
+def _wait(pairs, mode, timeout):
+    """Waits in slices of at most _core.WAIT_SLICE_S; returns the index
+    libhalo reports (the satisfied semaphore for WAIT_ANY)."""
+    pairs = _pairs(pairs)
+    timeout_ns = check_timeout(timeout)
+    lib = _lib.load()
+    count = len(pairs)
+    groups = {}
+    for semaphore, _ in pairs:
+        handle = semaphore._handle
+        groups.setdefault(id(handle.session), (handle.session, []))[1].append(
+            handle)
+    groups = list(groups.values())
+    pointers = (ctypes.c_void_p * count)()
+    values = (ctypes.c_uint64 * count)(*(value for _, value in pairs))
+    index = ctypes.c_size_t()
+    slice_ns = int(_core.WAIT_SLICE_S * 1e9)
+    infinite = timeout_ns >= _lib.TIMEOUT_INFINITE
+    deadline = None if infinite else time.monotonic_ns() + timeout_ns
+    while True:
+        entered = _core.calls(groups)
+        try:
+            for i, (semaphore, _) in enumerate(pairs):
+                pointers[i] = semaphore._handle.pointer
+            if deadline is None:
+                this_slice = slice_ns
+            else:
+                this_slice = min(slice_ns,
+                                 max(0, deadline - time.monotonic_ns()))
+            status = lib.halo_semaphore_wait_list(count, pointers, values,
+                                                  mode, this_slice,
+                                                  ctypes.byref(index))
+        finally:
+            _core.leave_all(entered)
+        if not status:
+            return index.value
+        if lib.halo_status_code(status) == StatusCode.DEADLINE_EXCEEDED:
+            lib.halo_status_free(status)
+            if deadline is None or time.monotonic_ns() < deadline:
+                continue
+            what = ", ".join(f"{s._handle.name} >= {v}" for s, v in pairs)
+            raise DeadlineExceededError(
+                f"wait for {what} timed out after {timeout} s")
+        raise take_error(lib, status)
+
+
+def wait_all(pairs, timeout=None):
+    """Waits until every (semaphore, value) of |pairs| is reached (up to 64
+    semaphores, of one client or several). Errors as Semaphore.wait(); a
+    failure of any semaphore not yet satisfied ends the wait."""
+    _wait(pairs, _lib.WAIT_ALL, timeout)
+
+
+def wait_any(pairs, timeout=None):
+    """Waits until at least one (semaphore, value) of |pairs| is reached;
+    returns its index in |pairs|. Errors as Semaphore.wait()."""
+    return _wait(pairs, _lib.WAIT_ANY, timeout)
+
+
+def make_semaphore(client, session, pointer):
+    lib = _lib.load()
+    ident = lib.halo_semaphore_handle(pointer)
+    handle = _core.Handle(session, pointer, lib.halo_semaphore_release,
+                          "semaphore", f"semaphore 0x{ident:x}")
+    return Semaphore(client, handle, ident)
