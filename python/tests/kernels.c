@@ -1,0 +1,56 @@
+// CPU-driver kernels of the Python tests (compiled by conftest.py with
+// cc -shared -fPIC -O2 -I client/include). Each entry runs once per
+// workgroup, possibly on several threads at once.
+#include <stdint.h>
+
+#include "halo/local_kernel.h"
+
+// c[i] = a[i] + b[i] for i < n; args: a, b, c (BUFFER), n (uint32).
+HALO_LOCAL_KERNEL(add) {
+  const float *a = HALO_ARG(state, 0, const float *);
+  const float *b = HALO_ARG(state, 1, const float *);
+  float *c = HALO_ARG(state, 2, float *);
+  uint32_t n = HALO_ARG(state, 3, uint32_t);
+  uint32_t first = state->workgroup_id[0] * state->workgroup_size[0];
+  for (uint32_t i = first; i < first + state->workgroup_size[0] && i < n; ++i) {
+    c[i] = a[i] + b[i];
+  }
+}
+
+// y[i] = a * x[i] + y[i] for i < n; args: a (float), x, y (BUFFER),
+// n (uint64).
+HALO_LOCAL_KERNEL(saxpy) {
+  float a = HALO_ARG(state, 0, float);
+  const float *x = HALO_ARG(state, 1, const float *);
+  float *y = HALO_ARG(state, 2, float *);
+  uint64_t n = HALO_ARG(state, 3, uint64_t);
+  uint64_t first = (uint64_t)state->workgroup_id[0] * state->workgroup_size[0];
+  for (uint64_t i = first; i < first + state->workgroup_size[0] && i < n; ++i) {
+    y[i] = a * x[i] + y[i];
+  }
+}
+
+// Through the binding table: table[0..2] are a, b, c; args: BINDING_TABLE,
+// n (uint32).
+HALO_LOCAL_KERNEL(add_table) {
+  const uint64_t *table = HALO_ARG(state, 0, const uint64_t *);
+  uint32_t n = HALO_ARG(state, 1, uint32_t);
+  const float *a = (const float *)(uintptr_t)table[0];
+  const float *b = (const float *)(uintptr_t)table[1];
+  float *c = (float *)(uintptr_t)table[2];
+  uint32_t first = state->workgroup_id[0] * state->workgroup_size[0];
+  for (uint32_t i = first; i < first + state->workgroup_size[0] && i < n; ++i) {
+    c[i] = a[i] + b[i];
+  }
+}
+
+// out[3 * l + d] = workgroup_count[d] for the workgroup l (x fastest);
+// args: out (BUFFER of uint32).
+HALO_LOCAL_KERNEL(counts) {
+  uint32_t *out = HALO_ARG(state, 0, uint32_t *);
+  uint32_t l = state->workgroup_id[0] +
+               state->workgroup_count[0] *
+                   (state->workgroup_id[1] +
+                    state->workgroup_count[1] * state->workgroup_id[2]);
+  for (int d = 0; d < 3; ++d) out[3 * l + d] = state->workgroup_count[d];
+}

@@ -1,0 +1,234 @@
+"""Buffers: copies from every bytes-like type, zero-copy numpy views and
+their lifetime, export/import."""
+
+import array
+import gc
+
+import numpy as np
+import pytest
+
+import halo
+
+
+@pytest.fixture(params=["host_visible", "device"])
+def memory(request):
+    return request.param
+
+
+def test_create_properties(client, memory):
+    buffer = client.create_buffer(1000, memory=memory)
+    assert buffer.size == len(buffer) == buffer.nbytes == 1000
+    assert buffer.memory_type == (halo.MemoryType.HOST_VISIBLE
+                                  if memory == "host_visible" else
+                                  halo.MemoryType.DEVICE)
+    assert buffer.device == 0
+    assert buffer.handle > 0
+    assert (buffer.host_pointer is not None) == (memory == "host_visible")
+    assert buffer.host_visible == (memory == "host_visible")
+    buffer.release()
+    assert buffer.released
+    with pytest.raises(halo.ClosedError, match="released"):
+        buffer.read()
+
+
+@pytest.mark.parametrize("make", [
+    lambda raw: raw,
+    lambda raw: bytearray(raw),
+    lambda raw: memoryview(raw),
+    lambda raw: memoryview(bytearray(raw)),
+    lambda raw: np.frombuffer(raw, np.uint8),  # read-only array
+    lambda raw: np.frombuffer(raw, np.uint8).copy(),
+    lambda raw: np.frombuffer(raw, np.float32).reshape(4, 16),
+    lambda raw: array.array("B", raw),
+])
+def test_write_accepts_bytes_like(client, memory, make):
+    raw = bytes(range(256))
+    buffer = client.create_buffer(256, memory=memory)
+    buffer.write(make(raw))
+    assert buffer.read() == raw
+
+
+def test_write_non_contiguous_copies(client, memory):
+    data = np.arange(64, dtype=np.int32).reshape(8, 8)
+    view = data[:, ::2]  # not contiguous
+    buffer = client.create_buffer(view.nbytes, memory=memory)
+    buffer.write(view)
+    assert np.array_equal(np.frombuffer(buffer.read(), np.int32),
+                          view.ravel())
+
+
+def test_read_ranges_and_readinto(client, memory):
+    buffer = client.create_buffer(64, memory=memory)
+    buffer.write(bytes(range(64)))
+    assert buffer.read(4, offset=10) == bytes([10, 11, 12, 13])
+    assert buffer.read(offset=60) == bytes([60, 61, 62, 63])
+    out = np.zeros(8, np.uint16)
+    assert buffer.readinto(out, offset=16) == 16
+    assert out.tobytes() == bytes(range(16, 32))
+    target = bytearray(4)
+    buffer.readinto(memoryview(target))
+    assert target == bytes(range(4))
+
+
+def test_out_of_range_is_the_daemons_error(client, memory):
+    buffer = client.create_buffer(16, memory=memory)
+    with pytest.raises(halo.OutOfRangeError, match="16 bytes"):
+        buffer.write(b"x" * 17)
+    with pytest.raises(halo.OutOfRangeError):
+        buffer.read(4, offset=14)
+
+
+def test_wrong_types_before_any_call(client):
+    buffer = client.create_buffer(16, memory="host_visible")
+    with pytest.raises(TypeError, match="str"):
+        buffer.write("text")
+    with pytest.raises(TypeError):
+        buffer.write(12)
+    with pytest.raises(ValueError):
+        buffer.write(b"x", offset=-1)
+    with pytest.raises(TypeError):
+        buffer.read(offset=1.5)
+    with pytest.raises(TypeError, match="read-only"):
+        buffer.readinto(b"immutable")
+    with pytest.raises(ValueError, match="read-only"):
+        buffer.readinto(np.frombuffer(b"abcd", np.uint8))
+    with pytest.raises(ValueError, match="contiguous"):
+        buffer.readinto(np.zeros((4, 4), np.uint8)[:, ::2])
+    with pytest.raises(ValueError):
+        client.create_buffer(0)
+    with pytest.raises(ValueError):
+        client.create_buffer(16, memory="shared")
+    with pytest.raises(TypeError):
+        client.create_buffer("16")
+
+
+def test_numpy_view_is_zero_copy(client):
+    buffer = client.create_buffer(64 * 4, memory="host_visible")
+    view = buffer.numpy(np.float32)
+    assert view.shape == (64,) and view.dtype == np.float32
+    assert view.ctypes.data == buffer.host_pointer
+    view[:] = np.arange(64)
+    assert np.array_equal(np.frombuffer(buffer.read(), np.float32),
+                          np.arange(64, dtype=np.float32))
+    buffer.write(np.full(64, 7, np.float32))
+    assert (view == 7).all()
+
+
+def test_numpy_dtype_shape_strides(client):
+    buffer = client.create_buffer(4096, memory="host_visible")
+    matrix = buffer.numpy(np.float64, shape=(16, 8), offset=64)
+    assert matrix.shape == (16, 8)
+    assert matrix.strides == (64, 8)
+    assert matrix.ctypes.data == buffer.host_pointer + 64
+    matrix[:] = np.arange(128).reshape(16, 8)
+    columns = buffer.numpy(np.float64, shape=(8, 16), offset=64,
+                           strides=(8, 64))
+    assert np.array_equal(columns, matrix.T)
+    records = buffer.numpy(np.dtype([("x", "<u4"), ("y", "<f4")]),
+                           shape=512)
+    assert records.shape == (512,)
+    assert buffer.numpy(np.int16, shape=()).shape == ()
+    with pytest.raises(ValueError, match="whole number"):
+        buffer.numpy(np.float32, offset=2)
+    with pytest.raises((TypeError, ValueError)):
+        buffer.numpy(np.float64, shape=(1000,))  # numpy: too small
+
+
+def test_memoryview(client):
+    buffer = client.create_buffer(32, memory="host_visible")
+    view = buffer.memoryview(8, 8)
+    assert view.format == "B" and view.nbytes == 8 and not view.readonly
+    view[:] = b"12345678"
+    assert buffer.read(8, offset=8) == b"12345678"
+    with pytest.raises(ValueError):
+        buffer.memoryview(30, 8)
+
+
+def test_device_buffer_has_no_view(client):
+    buffer = client.create_buffer(32)
+    with pytest.raises(ValueError, match="device buffer"):
+        buffer.numpy()
+    with pytest.raises(ValueError, match="device buffer"):
+        buffer.memoryview()
+    assert buffer.host_pointer is None
+
+
+def test_view_keeps_mapping_alive_after_release(client):
+    buffer = client.create_buffer(4096, memory="host_visible")
+    view = buffer.numpy(np.uint32)
+    view[:] = 42
+    handle = buffer._handle
+    buffer.release()
+    assert buffer.released and not handle.freed
+    with pytest.raises(halo.ClosedError):
+        buffer.numpy()
+    assert (view == 42).all()  # still mapped
+    view[:] = 43
+    del view
+    gc.collect()
+    assert handle.freed
+
+
+def test_views_defer_close(address):
+    client = halo.connect(address)
+    buffer = client.create_buffer(4096, memory="host_visible")
+    view = buffer.numpy(np.uint8)
+    session = client._session
+    client.close()
+    assert client.closed and not session.closed
+    with pytest.raises(halo.ClosedError):
+        buffer.read()
+    view[:] = 1  # still mapped, no crash
+    assert view.sum() == 4096
+    del view
+    gc.collect()
+    assert session.closed
+
+
+def test_views_of_the_garbage_collected_buffer(client):
+    view = client.create_buffer(64, memory="host_visible").numpy(np.int64)
+    gc.collect()
+    view[:] = np.arange(8)
+    assert view.sum() == 28
+
+
+def test_export_import(client, other_client, memory):
+    buffer = client.create_buffer(64, memory=memory, exportable=True)
+    buffer.write(b"shared!!" * 8)
+    token = buffer.export()
+    assert isinstance(token, str) and len(token) == 32
+    int(token, 16)
+    imported = other_client.import_buffer(token)
+    assert imported.size == 64
+    assert imported.device is None and imported.exportable is None
+    assert imported.read(8) == b"shared!!"
+    imported.write(b"answer")
+    assert buffer.read(6) == b"answer"
+    if memory == "host_visible":
+        assert (imported.numpy()[:6] == np.frombuffer(b"answer",
+                                                     np.uint8)).all()
+    # Raw token bytes work too.
+    other_client.import_buffer(bytes.fromhex(token)).release()
+
+
+def test_export_needs_exportable(client):
+    buffer = client.create_buffer(16)
+    with pytest.raises(halo.FailedPreconditionError):
+        buffer.export()
+
+
+def test_import_errors(client):
+    with pytest.raises(halo.NotFoundError):
+        client.import_buffer("00" * 16)
+    with pytest.raises(ValueError):
+        client.import_buffer("xyz")
+    with pytest.raises(ValueError):
+        client.import_buffer("zz" * 16)
+    with pytest.raises(TypeError):
+        client.import_buffer(1234)
+
+
+def test_buffer_as_context_manager(client):
+    with client.create_buffer(16) as buffer:
+        buffer.write(b"x" * 16)
+    assert buffer.released

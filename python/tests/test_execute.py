@@ -1,0 +1,429 @@
+"""Executables, command buffers and execution on the CPU driver, with the
+kernels of tests/kernels.c."""
+
+import ctypes
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import halo
+
+N = 1000
+
+
+def host(client, count, dtype=np.float32):
+    buffer = client.create_buffer(count * np.dtype(dtype).itemsize,
+                                  memory="host_visible")
+    return buffer, buffer.numpy(dtype)
+
+
+def test_load_shared_object(client, kernels_so, kernels):
+    assert isinstance(kernels, halo.Executable)
+    assert kernels.format == halo.ExecutableFormat.ELF
+    assert kernels.device == 0
+    assert len(kernels.content_hash) == 64
+    # Content-hashed: the same bytes are the same executable.
+    with open(kernels_so, "rb") as file:
+        again = client.load_executable(file.read(), "elf")
+    assert again.content_hash == kernels.content_hash
+    from_file = client.load_executable_file(kernels_so)
+    assert from_file.content_hash == kernels.content_hash
+
+
+def test_load_errors(client, tmp_path):
+    with pytest.raises(halo.InvalidArgumentError):
+        client.load_executable(b"not an ELF file", "elf")
+    with pytest.raises(halo.UnimplementedError):
+        client.load_ptx(".version 8.0\n.target sm_90\n")
+    with pytest.raises(halo.UnimplementedError):
+        client.load_cuda_source("__global__ void k() {}", options=["-DX=1"])
+    with pytest.raises(ValueError, match="extension"):
+        client.load_executable_file(tmp_path / "kernel.bin")
+    with pytest.raises(halo.HaloError, match="no_such.so"):
+        client.load_executable_file(tmp_path / "no_such.so")
+    with pytest.raises(TypeError):
+        client.load_executable("text", "cubin")
+    with pytest.raises(ValueError):
+        client.load_executable(b"", "elf")
+    with pytest.raises(ValueError):
+        client.load_executable(b"x", "wasm")
+    with pytest.raises(TypeError):
+        client.load_cuda_source("x", options="-O3")
+
+
+def test_vector_add_through_slots(client, kernels):
+    a, va = host(client, N)
+    b, vb = host(client, N)
+    c, vc = host(client, N)
+    va[:] = np.arange(N)
+    vb[:] = 2 * np.arange(N)
+    done = client.create_semaphore()
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=(N + 63) // 64, block=64,
+                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                          np.uint32(N)])
+    assert cb.ended and cb.memo_hit is False
+    client.execute(cb, bindings=[a, b, c], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert np.array_equal(vc, 3 * np.arange(N, dtype=np.float32))
+    # Reusable: again with another table (c = a + c).
+    client.execute(cb, bindings=[a, c, b], signal=[(done, 2)])
+    done.wait(2, timeout=10)
+    assert np.array_equal(vb, 4 * np.arange(N, dtype=np.float32))
+
+
+def test_memo_hit_for_identical_recording(client, kernels):
+    def record():
+        with client.record(bindings=3) as cb:
+            cb.dispatch(kernels, "add", grid=4, block=64,
+                        args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                              np.uint32(256)])
+        return cb
+
+    first = record()
+    assert record().memo_hit is True
+    first.release()
+
+
+def test_direct_references_and_constants(client, kernels):
+    x, vx = host(client, N)
+    y, vy = host(client, N)
+    vx[:] = 1.0
+    vy[:] = np.arange(N)
+    done = client.create_semaphore()
+    with client.record() as cb:
+        cb.dispatch(kernels, "saxpy", grid=(N + 127) // 128, block=128,
+                    args=[ctypes.c_float(2.0), x, y.ref(),
+                          halo.constant(N, "uint64")])
+    client.execute(cb, signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert np.array_equal(vy, np.arange(N) + 2.0)
+
+
+def test_binding_table_argument(client, kernels):
+    a, va = host(client, 64)
+    b, vb = host(client, 64)
+    c, vc = host(client, 64)
+    va[:] = 1
+    vb[:] = 2
+    done = client.create_semaphore()
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add_table", grid=1, block=64,
+                    args=[halo.BINDING_TABLE, np.uint32(64)])
+    client.execute(cb, bindings=[a, b, c], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert (vc == 3).all()
+
+
+def test_binding_offsets(client, kernels):
+    big, view = host(client, 3 * 256)
+    view[:256] = 1
+    view[256:512] = 5
+    done = client.create_semaphore()
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=4, block=64,
+                    args=[halo.slot(0), halo.slot(1), halo.slot(2, 0),
+                          np.uint32(256)])
+    client.execute(cb, bindings=[big.ref(0, 1024), (big, 1024, 1024),
+                                 (big, 2048)], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert (view[512:] == 6).all()
+
+
+def test_fill_update_copy_on_device_memory(client):
+    device = client.create_buffer(64)
+    out = client.create_buffer(64, memory="host_visible")
+    done = client.create_semaphore()
+    with client.record(one_shot=True) as cb:
+        cb.fill(device, np.uint32(0xAABBCCDD))
+        cb.barrier()
+        cb.update(b"halo", device.ref(8, 4))
+        cb.barrier()
+        cb.copy(device, out)
+    assert cb.one_shot
+    client.execute(cb, signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    words = out.numpy(np.uint32)
+    assert words[0] == 0xAABBCCDD and words[3] == 0xAABBCCDD
+    assert out.read(4, offset=8) == b"halo"
+    assert device.read(4, offset=8) == b"halo"
+
+
+def test_indirect_fill_and_copy(client):
+    source = client.create_buffer(32, memory="host_visible")
+    target = client.create_buffer(32, memory="host_visible")
+    source.write(bytes(range(32)))
+    done = client.create_semaphore()
+    with client.record(bindings=2) as cb:
+        cb.copy(halo.slot(0, 0, 16), halo.slot(1, 16))
+        cb.fill(halo.slot(1, 0, 16), b"\x07")
+    client.execute(cb, bindings=[source, target], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert target.read() == b"\x07" * 16 + bytes(range(16))
+
+
+def test_dispatch_indirect(client, kernels):
+    counts = client.create_buffer(12, memory="host_visible")
+    counts.numpy(np.uint32)[:] = (2, 3, 1)
+    out, view = host(client, 3 * 6, np.uint32)
+    done = client.create_semaphore()
+    with client.record() as cb:
+        cb.dispatch_indirect(kernels, "counts", workgroup_count=counts,
+                             args=[out])
+    client.execute(cb, signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert (view.reshape(6, 3) == (2, 3, 1)).all()
+
+
+def test_queue(client, kernels):
+    queue = client.create_queue(priority=1)
+    assert queue.device == 0 and queue.priority == 1
+    a, va = host(client, 64)
+    va[:] = 1
+    done = client.create_semaphore()
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=1, block=64,
+                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                          np.uint32(64)])
+    queue.execute(cb, bindings=[a, a, a], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    client.execute(cb, bindings=[a, a, a], signal=[(done, 2)], queue=queue)
+    done.wait(2, timeout=10)
+    assert (va == 4).all()
+
+
+def test_waits_order_submissions(client, kernels):
+    a, va = host(client, 64)
+    va[:] = 1
+    start = client.create_semaphore()
+    done = client.create_semaphore()
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=1, block=64,
+                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                          np.uint32(64)])
+    # Submitted before its wait is met: runs only after start reaches 1.
+    client.execute(cb, bindings=[a, a, a], wait=[(start, 1)],
+                   signal=[(done, 1)])
+    with pytest.raises(halo.DeadlineExceededError):
+        done.wait(1, timeout=0.1)
+    assert (va == 1).all()
+    start.signal(1)
+    done.wait(1, timeout=10)
+    assert (va == 2).all()
+
+
+def test_failed_wait_fails_the_signals(client, kernels):
+    a, _ = host(client, 64)
+    start = client.create_semaphore()
+    done = client.create_semaphore()
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=1, block=64,
+                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                          np.uint32(64)])
+    client.execute(cb, bindings=[a, a, a], wait=[(start, 1)],
+                   signal=[(done, 1)])
+    start.fail("data_loss", "upstream stage lost its input")
+    with pytest.raises(halo.DataLossError, match="upstream stage"):
+        done.wait(1, timeout=10)
+
+
+def test_record_errors_name_command_and_argument(client, kernels):
+    buffer = client.create_buffer(64)
+    cb = client.record(bindings=1)
+    cb.barrier()
+    with pytest.raises(halo.InvalidArgumentError, match="command 1"):
+        cb.fill(buffer.ref(1, 8), np.uint32(0))  # offset not a multiple
+    with pytest.raises(halo.OutOfRangeError, match="command 1"):
+        cb.update(b"x" * 8, buffer.ref(60))
+    with pytest.raises(ValueError, match="slot 1"):
+        cb.copy(halo.slot(1, 0, 4), buffer)
+    cb.release()
+
+
+def test_daemon_validation_at_end(client, kernels):
+    cb = client.record()
+    cb.dispatch(kernels, "no_such_entry", grid=1, args=[])
+    with pytest.raises(halo.HaloError, match="no_such_entry"):
+        cb.end()
+    assert not cb.ended
+    # After a failed end() the command buffer can only be released.
+    with pytest.raises(halo.FailedPreconditionError):
+        cb.barrier()
+    with pytest.raises(halo.FailedPreconditionError):
+        client.execute(cb)
+    cb.release()
+
+
+def test_python_checks_before_any_call(client, kernels):
+    buffer = client.create_buffer(64)
+    cb = client.record(bindings=2)
+    with pytest.raises(TypeError, match="numpy.uint32"):
+        cb.dispatch(kernels, "add", grid=1, args=[64])
+    with pytest.raises(TypeError):
+        cb.dispatch(kernels, "add", grid=1, args=["text"])
+    with pytest.raises(TypeError):
+        cb.dispatch("kernels", "add", grid=1)
+    with pytest.raises(TypeError):
+        cb.dispatch(kernels, None, grid=1)
+    with pytest.raises(ValueError):
+        cb.dispatch(kernels, "add", grid=(1, 1, 1, 1))
+    with pytest.raises(ValueError):
+        cb.dispatch(kernels, "add", grid=0)
+    with pytest.raises(ValueError):
+        cb.dispatch(kernels, "add", grid=1, args=[b"x" * 4097])
+    with pytest.raises(ValueError):
+        cb.dispatch(kernels, "add", grid=1, args=[np.uint8(0)] * 65)
+    with pytest.raises(ValueError):
+        cb.fill(buffer, b"abc")
+    with pytest.raises(ValueError):
+        cb.update(b"", buffer)
+    with pytest.raises(TypeError):
+        cb.copy(buffer, 3)
+    with pytest.raises(ValueError):
+        halo.slot(4096)
+    with pytest.raises(ValueError):
+        client.record(bindings=4097)
+    cb.end()
+    with pytest.raises(ValueError, match="binding capacity"):
+        client.execute(cb, bindings=[buffer, buffer, buffer])
+    with pytest.raises(TypeError):
+        client.execute(cb, bindings=buffer)
+    with pytest.raises(TypeError):
+        client.execute(cb, bindings=["buffer"])
+    with pytest.raises(TypeError):
+        client.execute(cb, signal=[buffer])
+    with pytest.raises(ValueError):
+        client.execute(cb, signal=[(client.create_semaphore(), -1)])
+    with pytest.raises(TypeError):
+        client.execute("cb")
+
+
+def test_execute_errors_from_libhalo(client, kernels):
+    small = client.create_buffer(16)
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=1, block=64,
+                    args=[halo.slot(0, 0, 256), halo.slot(1), halo.slot(2),
+                          np.uint32(64)])
+    with pytest.raises(halo.InvalidArgumentError, match="binding 0"):
+        client.execute(cb, bindings=[small, small, small])
+    semaphore = client.create_semaphore(5)
+    with pytest.raises(halo.InvalidArgumentError):
+        client.execute(cb, bindings=[small] * 3, signal=[(semaphore, 5)])
+    recording = client.record()
+    with pytest.raises(halo.FailedPreconditionError):
+        client.execute(recording)
+
+
+def test_objects_of_another_client_are_refused(client, other_client,
+                                               kernels):
+    foreign = other_client.create_buffer(64)
+    cb = client.record(bindings=1)
+    with pytest.raises(ValueError, match="another client"):
+        cb.fill(foreign, b"\0")
+    cb.end()
+    with pytest.raises(ValueError, match="another client"):
+        client.execute(cb, bindings=[foreign])
+    with pytest.raises(ValueError, match="another client"):
+        client.execute(cb, signal=[(other_client.create_semaphore(), 1)])
+
+
+def test_with_block_that_raises_releases_the_recording(client, kernels):
+    with pytest.raises(RuntimeError):
+        with client.record() as cb:
+            cb.barrier()
+            raise RuntimeError("abandon")
+    assert cb.released and not cb.ended
+
+
+def test_recording_holds_its_buffers(client):
+    buffer = client.create_buffer(64, memory="host_visible")
+    out = client.create_buffer(64, memory="host_visible")
+    buffer.write(b"k" * 64)
+    handle = buffer._handle
+    cb = client.record()
+    cb.copy(buffer, out)
+    buffer.release()  # before end(): the C release waits for end()
+    assert buffer.released and not handle.freed
+    cb.end()
+    assert handle.freed
+    done = client.create_semaphore()
+    client.execute(cb, signal=[(done, 1)])  # the daemon kept it alive
+    done.wait(1, timeout=10)
+    assert out.read() == b"k" * 64
+
+
+def test_released_buffer_cannot_be_recorded(client):
+    buffer = client.create_buffer(64)
+    buffer.release()
+    cb = client.record()
+    with pytest.raises(halo.ClosedError, match="released"):
+        cb.fill(buffer, b"\0")
+
+
+def test_bound_buffers_may_be_released_after_execute(client, kernels):
+    a, va = host(client, 64)
+    va[:] = 2
+    del va
+    start = client.create_semaphore()
+    done = client.create_semaphore()
+    out = client.create_buffer(256, memory="host_visible")
+    with client.record(bindings=2) as cb:
+        cb.copy(halo.slot(0, 0, 256), halo.slot(1, 0, 256))
+    client.execute(cb, bindings=[a, out], wait=[(start, 1)],
+                   signal=[(done, 1)])
+    a.release()
+    cb.release()
+    gc.collect()
+    start.signal(1)
+    done.wait(1, timeout=10)
+    assert (out.numpy(np.float32) == 2).all()
+
+
+def test_concurrent_execution_from_threads(client, kernels):
+    a, va = host(client, 64)
+    va[:] = 0
+    b, vb = host(client, 64)
+    vb[:] = 1
+    with client.record(bindings=3) as cb:
+        cb.dispatch(kernels, "add", grid=1, block=64,
+                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                          np.uint32(64)])
+    semaphores = [client.create_semaphore() for _ in range(4)]
+    outputs = [host(client, 64) for _ in range(4)]
+    errors = []
+
+    def worker(i):
+        try:
+            for step in range(1, 11):
+                client.execute(cb, bindings=[a, b, outputs[i][0]],
+                               signal=[(semaphores[i], step)])
+                semaphores[i].wait(step, timeout=10)
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for _, view in outputs:
+        assert (view == 1).all()
+
+
+def test_close_with_recordings_and_queues(address, kernels_so):
+    client = halo.connect(address)
+    kernels = client.load_shared_object(kernels_so)
+    buffer = client.create_buffer(64)
+    queue = client.create_queue()
+    recording = client.record()
+    recording.fill(buffer, b"\0")
+    client.close()
+    for call in (recording.end, recording.barrier,
+                 lambda: queue.execute(recording),
+                 lambda: client.record()):
+        with pytest.raises(halo.ClosedError):
+            call()
+    assert kernels.released

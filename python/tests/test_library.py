@@ -1,0 +1,132 @@
+"""Finding and checking libhalo, and the package without numpy (run in
+subprocesses: the library is loaded once per process)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import halo
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+# Where the halo under test comes from (the installed one, or python/).
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(
+    halo.__file__)))
+
+
+def run_python(code, env_update, check=False):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PACKAGE_PARENT + os.pathsep + env.get("PYTHONPATH",
+                                                              "")
+    for key, value in env_update.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                          env=env, capture_output=True, text=True,
+                          check=check, timeout=60)
+
+
+def test_import_needs_no_library():
+    result = run_python(
+        "import halo; print(halo.ABI_VERSION)",
+        {"HALO_LIBRARY": "/nonexistent/libhalo.so"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
+
+
+def test_missing_library_is_a_library_error():
+    result = run_python("""
+        import halo
+        try:
+            halo.connect("ipc:///nonexistent/halo.sock")
+        except halo.LibraryError as error:
+            print("LibraryError", error)
+        """, {"HALO_LIBRARY": "/nonexistent/libhalo.so"})
+    assert result.returncode == 0, result.stderr
+    assert "LibraryError HALO_LIBRARY=/nonexistent/libhalo.so" in \
+        result.stdout
+
+
+def test_other_abi_version_is_refused(tmp_path):
+    compiler = shutil.which("cc")
+    if not compiler:
+        pytest.skip("no cc")
+    source = tmp_path / "fake.c"
+    source.write_text(
+        "unsigned halo_abi_version(void) { return 999; }\n"
+        "int halo_client_connect(void) { return 0; }\n")
+    fake = tmp_path / "libhalo.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(fake),
+                    str(source)], check=True)
+    result = run_python("""
+        import halo
+        try:
+            halo.library_path()
+        except halo.LibraryError as error:
+            print("LibraryError", error)
+        """, {"HALO_LIBRARY": str(fake)})
+    assert result.returncode == 0, result.stderr
+    assert "ABI version 999" in result.stdout
+    assert "written for ABI version 1" in result.stdout
+
+
+def test_loaded_library_has_our_abi():
+    path = halo.library_path()
+    assert os.path.exists(path)
+    assert halo.library_version()
+    if os.environ.get("HALO_LIBRARY"):
+        assert os.path.samefile(path, os.environ["HALO_LIBRARY"])
+
+
+def test_build_tree_is_found_without_the_variable():
+    # A package inside a checkout (python/halo, or a venv in build/) finds
+    # build/lib/libhalo.so above it, unless an installed one comes first.
+    folder = os.path.dirname(os.path.abspath(halo.__file__))
+    build_lib = None
+    while os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+        candidate = os.path.join(folder, "build", "lib", "libhalo.so")
+        if os.path.exists(candidate):
+            build_lib = candidate
+            break
+    if build_lib is None:
+        pytest.skip("the package under test is not inside a build tree")
+    if not os.path.samefile(build_lib, halo.library_path()):
+        pytest.skip(f"{build_lib} is not the libhalo under test")
+    result = run_python("import halo; print(halo.library_path())",
+                        {"HALO_LIBRARY": None, "LD_LIBRARY_PATH": None})
+    assert result.returncode == 0, result.stderr
+    found = result.stdout.strip()
+    installed = not found.startswith(os.path.dirname(
+        os.path.dirname(build_lib)))
+    assert installed or os.path.samefile(found, build_lib)
+
+
+def test_without_numpy(daemon):
+    # numpy is optional: block its import and use buffers through bytes.
+    result = run_python(f"""
+        import sys
+        sys.modules["numpy"] = None
+        import halo
+        with halo.connect({daemon.address!r}) as client:
+            buffer = client.create_buffer(16, memory="host_visible")
+            buffer.write(b"0123456789abcdef")
+            view = buffer.memoryview()
+            view[0:4] = b"ABCD"
+            del view
+            print(buffer.read())
+            try:
+                buffer.numpy()
+            except ImportError as error:
+                print("ImportError", error)
+        """, {})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "b'ABCD456789abcdef'"
+    assert lines[1].startswith("ImportError numpy is not installed")
