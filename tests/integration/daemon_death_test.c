@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@ typedef struct blocked_wait_t {
   _Atomic pid_t tid;
   halo_status_code_t code;
   int64_t finished_ns;
+  _Atomic bool done;
 } blocked_wait_t;
 
 static void *blocked_wait_main(void *arg) {
@@ -27,6 +29,7 @@ static void *blocked_wait_main(void *arg) {
   wait->code = halo_status_consume_code(
       halo_semaphore_wait(wait->semaphore, 1, HALO_TIMEOUT_INFINITE));
   wait->finished_ns = halo_test_now_ns();
+  atomic_store(&wait->done, true);
   return NULL;
 }
 
@@ -80,15 +83,23 @@ static void test_sigkill_wakes_waiters_with_unavailable(void **state) {
         halo_test_process_wait(&fixture->peers[i], HALO_TEST_DEADLINE_MS),
         HALO_STATUS_UNAVAILABLE);
   }
+  // The in-process waiter waits for ever: if it never wakes, fail rather
+  // than join (the process exit ends the thread).
+  if (!HALO_TEST_POLL(atomic_load(&wait.done), 2000)) {
+    print_error(
+        "the waiter in this process still sleeps 2 s after halod "
+        "died\n");
+    fail();
+  }
   assert_int_equal(pthread_join(thread, NULL), 0);
   assert_int_equal(wait.code, HALO_STATUS_UNAVAILABLE);
   assert_true(wait.finished_ns - killed < 1000 * MS);
 
-  // A new wait on the dead daemon's semaphore returns at once-ish too.
+  // A new wait on the dead daemon's semaphore ends at once too (3 s bound
+  // so a broken client fails here rather than hanging).
   int64_t start = halo_test_now_ns();
-  HALO_TEST_ASSERT_CODE(
-      halo_semaphore_wait(semaphore, 1, HALO_TIMEOUT_INFINITE),
-      HALO_STATUS_UNAVAILABLE);
+  HALO_TEST_ASSERT_CODE(halo_semaphore_wait(semaphore, 1, 3000 * MS),
+                        HALO_STATUS_UNAVAILABLE);
   assert_true(halo_test_now_ns() - start < 1000 * MS);
   halo_semaphore_release(semaphore);
 }

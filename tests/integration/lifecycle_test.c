@@ -148,6 +148,7 @@ typedef struct blocked_wait_t {
   _Atomic pid_t tid;
   halo_status_code_t code;
   int64_t finished_ns;
+  _Atomic bool done;
 } blocked_wait_t;
 
 static void *blocked_wait_main(void *arg) {
@@ -156,6 +157,7 @@ static void *blocked_wait_main(void *arg) {
   wait->code = halo_status_consume_code(
       halo_semaphore_wait(wait->semaphore, wait->value, HALO_TIMEOUT_INFINITE));
   wait->finished_ns = halo_test_now_ns();
+  atomic_store(&wait->done, true);
   return NULL;
 }
 
@@ -186,6 +188,12 @@ static void test_sigterm_wakes_waiters(void **state) {
 
   int64_t stopped = halo_test_now_ns();
   halo_test_daemon_stop(&fixture->daemon, SIGTERM);  // asserts exit 0
+  if (!HALO_TEST_POLL(atomic_load(&wait.done), 2000)) {
+    print_error(
+        "the waiter in this process still sleeps 2 s after halod "
+        "stopped\n");
+    fail();  // the process exit ends the thread
+  }
   assert_int_equal(pthread_join(thread, NULL), 0);
   // Woken with a status (not left asleep, not "success").
   assert_int_equal(wait.code, HALO_STATUS_UNAVAILABLE);
