@@ -22,7 +22,9 @@ every call goes through ``enter()``/``leave()``:
   the C close runs when the last view is garbage-collected.
 - After fork() a child never touches its parent's sessions: every object
   inherited from the parent raises ClosedError, and the child's garbage
-  collection of them calls nothing in libhalo.
+  collection of them calls nothing in libhalo. A child forked after the
+  parent connected cannot connect either (nng aborts such a child), so
+  connect() raises FailedPreconditionError there.
 
 The locks are re-entrant: a garbage-collection pass may run a finalizer
 (which releases a handle) in the middle of this module's own bookkeeping.
@@ -31,7 +33,7 @@ The locks are re-entrant: a garbage-collection pass may run a finalizer
 import os
 import threading
 
-from .errors import ClosedError
+from .errors import ClosedError, FailedPreconditionError
 
 # Longest slice of a semaphore wait, in seconds: how quickly a waiter sees
 # that its client was closed (and how quickly Ctrl-C interrupts a wait).
@@ -48,6 +50,26 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _CALL, _HOLD, _MAP = 0, 1, 2
+
+# The fork generation in which libhalo first opened a connection (and so
+# started nng's threads); None before. nng panics ("nng is not
+# fork-reentrant safe") when a child forked after that opens a socket, so
+# connect() refuses in such a child.
+_nng_generation = None
+
+
+def check_can_connect():
+    """Raises FailedPreconditionError in a child forked after this process
+    (or an ancestor) used libhalo; notes the first use otherwise."""
+    global _nng_generation
+    if _nng_generation is None:
+        _nng_generation = _fork_generation
+    elif _nng_generation != _fork_generation:
+        raise FailedPreconditionError(
+            "libhalo cannot connect in a process forked after its parent "
+            "connected (nng, its transport, is not fork-safe and would abort "
+            "the process): start workers with multiprocessing's 'spawn' or "
+            "'forkserver' method, or fork before the first connect")
 
 
 class Session:

@@ -38,8 +38,10 @@ def connect(address=None, *, client_name=None, request_timeout=None):
     to the daemon, in seconds (None: 30).
 
     Raises UnavailableError if no daemon listens there,
-    FailedPreconditionError on a protocol version mismatch, LibraryError if
-    libhalo cannot be loaded."""
+    FailedPreconditionError on a protocol version mismatch or in a process
+    forked after its parent connected (libhalo's transport, nng, would abort
+    it: use multiprocessing's spawn or forkserver), LibraryError if libhalo
+    cannot be loaded."""
     if address is not None:
         if not isinstance(address, str):
             raise TypeError(
@@ -67,6 +69,7 @@ def connect(address=None, *, client_name=None, request_timeout=None):
     if client_name is not None:
         options.client_name = client_name.encode()
     options.request_timeout_ms = timeout_ms
+    _core.check_can_connect()
     pointer = ctypes.c_void_p()
     check(lib, lib.halo_client_connect(ctypes.byref(options),
                                        ctypes.byref(pointer)))
@@ -92,8 +95,11 @@ class Client:
     mapped and the session open until the last of them is collected.
 
     fork(): a child process inherits no session; objects inherited from the
-    parent raise ClosedError in the child. Connect again there and share
-    objects with export() / import_*().
+    parent raise ClosedError in the child. A child forked after the parent
+    connected cannot connect at all (nng is not fork-safe), so start
+    workers with multiprocessing's spawn or forkserver method (or fork
+    before the first connect) and share objects with export() /
+    import_*().
     """
 
     def __init__(self, session):

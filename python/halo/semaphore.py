@@ -9,6 +9,9 @@ from .errors import (DeadlineExceededError, StatusCode, check, status_code,
                      take_error)
 
 
+_SLICE_NS = int(_core.WAIT_SLICE_S * 1e9)
+
+
 class Semaphore(HaloObject):
     """A 64-bit timeline semaphore (Client.create_semaphore /
     import_semaphore).
@@ -90,7 +93,30 @@ class Semaphore(HaloObject):
         died, ClosedError if this semaphore is released or its client
         closed meanwhile (noticed within 0.1 s). Spins ~20 us, then sleeps
         on a futex with the GIL released; never messages the daemon."""
-        _wait([(self, value)], _lib.WAIT_ALL, timeout)
+        value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
+        timeout_ns = check_timeout(timeout)
+        lib = _lib.load()
+        slice_ns = _SLICE_NS
+        deadline = None if timeout_ns >= _lib.TIMEOUT_INFINITE else \
+            time.monotonic_ns() + timeout_ns
+        this_slice = slice_ns if deadline is None else min(slice_ns,
+                                                           timeout_ns)
+        while True:
+            with self._call():
+                status = lib.halo_semaphore_wait(self._handle.pointer, value,
+                                                 this_slice)
+            if not status:
+                return
+            if lib.halo_status_code(status) != StatusCode.DEADLINE_EXCEEDED:
+                raise take_error(lib, status)
+            lib.halo_status_free(status)
+            if deadline is not None:
+                remaining = deadline - time.monotonic_ns()
+                if remaining <= 0:
+                    raise DeadlineExceededError(
+                        f"wait for {self._handle.name} >= {value} timed out "
+                        f"after {timeout} s")
+                this_slice = min(slice_ns, remaining)
 
     def export(self):
         """A token (32 hex digits) another client can pass to
@@ -146,7 +172,7 @@ def _wait(pairs, mode, timeout):
     pointers = (ctypes.c_void_p * count)()
     values = (ctypes.c_uint64 * count)(*(value for _, value in pairs))
     index = ctypes.c_size_t()
-    slice_ns = int(_core.WAIT_SLICE_S * 1e9)
+    slice_ns = _SLICE_NS
     infinite = timeout_ns >= _lib.TIMEOUT_INFINITE
     deadline = None if infinite else time.monotonic_ns() + timeout_ns
     while True:
