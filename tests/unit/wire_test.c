@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/proto_fill.h"
+
 // ---------------------------------------------------------------- helpers
 
 // Packs |message| and returns the bytes (caller frees) and their length.
@@ -54,149 +56,6 @@ static ProtobufCMessage *round_trip(const ProtobufCMessage *message) {
 
 static uint8_t token_bytes[16] = {1, 2,  3,  4,  5,  6,  7,  8,
                                   9, 10, 11, 12, 13, 14, 15, 16};
-
-// ---------------------------------------------------------------- filler
-
-// Allocations of one filled message tree, freed together.
-typedef struct allocations_t {
-  void *blocks[512];
-  size_t count;
-} allocations_t;
-
-static void *allocate(allocations_t *allocations, size_t size) {
-  assert_true(allocations->count < 512);
-  void *block = calloc(1, size ? size : 1);
-  assert_non_null(block);
-  allocations->blocks[allocations->count++] = block;
-  return block;
-}
-
-static void allocations_free(allocations_t *allocations) {
-  for (size_t i = 0; i < allocations->count; ++i) free(allocations->blocks[i]);
-  allocations->count = 0;
-}
-
-static void fill_message(ProtobufCMessage *message, int depth,
-                         allocations_t *allocations);
-
-// Stores one non-default value of |field|'s type at |slot|.
-static void fill_value(const ProtobufCFieldDescriptor *field, void *slot,
-                       int depth, allocations_t *allocations) {
-  switch (field->type) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-      *(int32_t *)slot = -(int32_t)field->id - 1;
-      break;
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-      *(uint32_t *)slot = 0x80000000u + field->id;
-      break;
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-      *(int64_t *)slot = -(int64_t)(1ll << 40) - field->id;
-      break;
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-      *(uint64_t *)slot = (1ull << 63) + field->id;
-      break;
-    case PROTOBUF_C_TYPE_FLOAT:
-      *(float *)slot = 1.5f;
-      break;
-    case PROTOBUF_C_TYPE_DOUBLE:
-      *(double *)slot = 2.25;
-      break;
-    case PROTOBUF_C_TYPE_BOOL:
-      *(protobuf_c_boolean *)slot = 1;
-      break;
-    case PROTOBUF_C_TYPE_ENUM: {
-      // The last declared value: valid and (usually) not the default.
-      const ProtobufCEnumDescriptor *enum_descriptor = field->descriptor;
-      *(int *)slot =
-          enum_descriptor->values[enum_descriptor->n_values - 1].value;
-      break;
-    }
-    case PROTOBUF_C_TYPE_STRING:
-      *(char **)slot = (char *)field->name;
-      break;
-    case PROTOBUF_C_TYPE_BYTES: {
-      ProtobufCBinaryData *bytes = slot;
-      bytes->data = token_bytes;
-      bytes->len = sizeof(token_bytes);
-      break;
-    }
-    case PROTOBUF_C_TYPE_MESSAGE: {
-      const ProtobufCMessageDescriptor *descriptor = field->descriptor;
-      ProtobufCMessage *child =
-          allocate(allocations, descriptor->sizeof_message);
-      protobuf_c_message_init(descriptor, child);
-      fill_message(child, depth + 1, allocations);
-      *(ProtobufCMessage **)slot = child;
-      break;
-    }
-  }
-}
-
-static size_t value_size(const ProtobufCFieldDescriptor *field) {
-  switch (field->type) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-      return 8;
-    case PROTOBUF_C_TYPE_STRING:
-    case PROTOBUF_C_TYPE_MESSAGE:
-      return sizeof(void *);
-    case PROTOBUF_C_TYPE_BYTES:
-      return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_BOOL:
-      return sizeof(protobuf_c_boolean);
-    default:
-      return 4;
-  }
-}
-
-// Sets every field of |message| (oneof members excepted) to a non-default
-// value; repeated fields get two elements. Deep trees stop at depth 4.
-static void fill_message(ProtobufCMessage *message, int depth,
-                         allocations_t *allocations) {
-  const ProtobufCMessageDescriptor *descriptor = message->descriptor;
-  for (unsigned i = 0; i < descriptor->n_fields; ++i) {
-    const ProtobufCFieldDescriptor *field = &descriptor->fields[i];
-    if (field->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) continue;
-    char *slot = (char *)message + field->offset;
-    if (field->label == PROTOBUF_C_LABEL_REPEATED) {
-      if (depth >= 4) continue;
-      size_t size = value_size(field);
-      char *array = allocate(allocations, 2 * size);
-      fill_value(field, array, depth, allocations);
-      fill_value(field, array + size, depth, allocations);
-      *(void **)slot = array;
-      *(size_t *)((char *)message + field->quantifier_offset) = 2;
-      continue;
-    }
-    if (field->label == PROTOBUF_C_LABEL_OPTIONAL && depth >= 4) continue;
-    fill_value(field, slot, depth, allocations);
-    if (field->label == PROTOBUF_C_LABEL_OPTIONAL &&
-        field->type != PROTOBUF_C_TYPE_STRING &&
-        field->type != PROTOBUF_C_TYPE_MESSAGE) {
-      *(protobuf_c_boolean *)((char *)message + field->quantifier_offset) = 1;
-    }
-  }
-}
-
-// Sets |envelope|'s oneof member |field| to a filled body.
-static void fill_oneof(ProtobufCMessage *envelope,
-                       const ProtobufCFieldDescriptor *field,
-                       allocations_t *allocations) {
-  assert_true(field->flags & PROTOBUF_C_FIELD_FLAG_ONEOF);
-  assert_int_equal(field->type, PROTOBUF_C_TYPE_MESSAGE);
-  fill_value(field, (char *)envelope + field->offset, 0, allocations);
-  *(uint32_t *)((char *)envelope + field->quantifier_offset) = field->id;
-}
 
 // ---------------------------------------------------------------- requests
 
@@ -384,14 +243,14 @@ static void test_every_request_body_round_trips(void **state) {
   for (unsigned i = 0; i < descriptor->n_fields; ++i) {
     const ProtobufCFieldDescriptor *field = &descriptor->fields[i];
     assert_true(field->flags & PROTOBUF_C_FIELD_FLAG_ONEOF);
-    allocations_t allocations = {.count = 0};
+    halo_test_allocations_t allocations = {.count = 0};
     Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-    fill_oneof(&request.base, field, &allocations);
+    halo_test_proto_fill_oneof(&request.base, field, &allocations);
     Halo__Wire__Request *decoded =
         (Halo__Wire__Request *)round_trip(&request.base);
     assert_int_equal(decoded->body_case, field->id);
     halo__wire__request__free_unpacked(decoded, NULL);
-    allocations_free(&allocations);
+    halo_test_allocations_free(&allocations);
     ++bodies;
   }
   assert_true(bodies >= 19);
@@ -569,15 +428,15 @@ static void test_every_response_body_round_trips(void **state) {
     if (!(field->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) continue;  // code...
     ++bodies;
     // Generic: every field filled from the descriptors.
-    allocations_t allocations = {.count = 0};
+    halo_test_allocations_t allocations = {.count = 0};
     Halo__Wire__Response generic = HALO__WIRE__RESPONSE__INIT;
     generic.code = HALO_STATUS_OK;
-    fill_oneof(&generic.base, field, &allocations);
+    halo_test_proto_fill_oneof(&generic.base, field, &allocations);
     Halo__Wire__Response *decoded =
         (Halo__Wire__Response *)round_trip(&generic.base);
     assert_int_equal(decoded->body_case, field->id);
     halo__wire__response__free_unpacked(decoded, NULL);
-    allocations_free(&allocations);
+    halo_test_allocations_free(&allocations);
     // By hand, for the bodies this test knows.
     Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
     response.code = HALO_STATUS_OK;
@@ -676,12 +535,13 @@ static void test_truncated_messages_do_not_decode(void **state) {
   const ProtobufCMessageDescriptor *descriptor =
       &halo__wire__request__descriptor;
   for (unsigned i = 0; i < descriptor->n_fields; ++i) {
-    allocations_t allocations = {.count = 0};
+    halo_test_allocations_t allocations = {.count = 0};
     Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-    fill_oneof(&request.base, &descriptor->fields[i], &allocations);
+    halo_test_proto_fill_oneof(&request.base, &descriptor->fields[i],
+                               &allocations);
     size_t length;
     uint8_t *bytes = pack(&request.base, &length);
-    allocations_free(&allocations);
+    halo_test_allocations_free(&allocations);
     // The body is the Request's only field, so every non-empty strict
     // prefix cuts it and must fail (the empty one is a Request without a
     // body). None may crash or leak (ASan watches).
