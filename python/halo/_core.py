@@ -26,8 +26,12 @@ every call goes through ``enter()``/``leave()``:
   parent connected cannot connect either (nng aborts such a child), so
   connect() raises FailedPreconditionError there.
 
-The locks are re-entrant: a garbage-collection pass may run a finalizer
-(which releases a handle) in the middle of this module's own bookkeeping.
+Garbage collection may run a finalizer (releasing a handle, or closing an
+unreachable client) at any allocation, in the middle of this module's own
+bookkeeping on the same thread. So the locks are re-entrant, every piece of
+bookkeeping counts itself as a call in flight before it looks at anything
+(a close then defers the C close to the last call out instead of freeing
+the client under it), and a close run by garbage collection never waits.
 """
 
 import os
@@ -85,9 +89,9 @@ class Session:
         self.idle = threading.Condition(self.lock)
         self.closing = False  # no new calls
         self.closed = False  # halo_client_close() ran (or never will)
-        self.calls = 0  # calls in flight (including C releases)
+        self.calls = 0  # calls in flight, C releases and bookkeeping
         self.maps = 0  # live views of host-visible memory
-        self.threads = {}  # thread id -> calls in flight on it
+        self.threads = {}  # thread id -> its part of |calls|
         self.reason = "the client was closed"
 
     def foreign(self):
@@ -97,19 +101,27 @@ class Session:
         return ClosedError(
             f"this halo client was created by process {self.pid}, not this "
             f"one (pid {os.getpid()}): a forked child inherits no halo "
-            "session; connect again in the child (and share objects with "
-            "export()/import)")
+            "session (connect in the child, or start it with "
+            "multiprocessing's spawn method, and share objects by token)")
 
-    def check_open(self):
-        """Raises ClosedError if no new call may start (under the lock)."""
+    # Under the lock: one more / one fewer call in flight on this thread.
+    def _begin_locked(self):
+        self.calls += 1
+        thread = threading.get_ident()
+        self.threads[thread] = self.threads.get(thread, 0) + 1
+
+    def _end_locked(self):
+        """Returns True if the deferred C close must run now (the caller
+        runs it after letting go of the lock)."""
+        thread = threading.get_ident()
+        left = self.threads[thread] - 1
+        if left:
+            self.threads[thread] = left
+        else:
+            del self.threads[thread]
+        self.calls -= 1
         if self.closing:
-            raise ClosedError(self.reason)
-
-    def _finish_locked(self):
-        """After a counter went down: wakes close() and reports whether the
-        deferred C close may run now (it then marks it done)."""
-        if self.calls == 0:
-            self.idle.notify_all()
+            self.idle.notify_all()  # close() may wait for this
         if self.closing and not self.closed and self.calls == 0 \
                 and self.maps == 0:
             self.closed = True
@@ -120,8 +132,16 @@ class Session:
         pointer, self.pointer = self.pointer, None
         self.lib.halo_client_close(pointer)
 
-    def close(self, reason=None):
-        """Ends the session (see the module docstring). Idempotent."""
+    def end_call(self):
+        with self.lock:
+            close_now = self._end_locked()
+        if close_now:
+            self._close_now()
+
+    def close(self, reason=None, wait=True):
+        """Ends the session (see the module docstring). Idempotent. With
+        |wait|, waits for the calls in flight on other threads first;
+        without (garbage collection), the last of them closes."""
         if self.foreign():
             # Never touch the parent's state (its lock may be held by a
             # thread that does not exist here).
@@ -133,12 +153,12 @@ class Session:
             self.closing = True
             if reason:
                 self.reason = reason
-            mine = self.threads.get(threading.get_ident(), 0)
-            while self.calls > mine:
-                self.idle.wait()
-            close_now = self._finish_locked()
-        if close_now:
-            self._close_now()
+            self._begin_locked()
+            if wait:
+                mine = self.threads[threading.get_ident()]
+                while self.calls > mine:
+                    self.idle.wait()
+        self.end_call()
 
 
 class Handle:
@@ -162,67 +182,62 @@ class Handle:
 
 
 def _acquire(session, handles, what):
+    """Starts a use of |handles|: a call (counted until _release_uses), a
+    hold or a map."""
     if session.foreign():
         raise session.foreign_error()
     with session.lock:
-        session.check_open()
-        for handle in handles:
-            if handle.released:
-                raise handle.released_error()
-        for handle in handles:
-            handle.uses += 1
-        if what == _CALL:
-            session.calls += 1
-            thread = threading.get_ident()
-            session.threads[thread] = session.threads.get(thread, 0) + 1
-        elif what == _MAP:
-            session.maps += 1
+        session._begin_locked()  # first: no close can free the client now
+        try:
+            if session.closing:
+                raise ClosedError(session.reason)
+            for handle in handles:
+                if handle.released:
+                    raise handle.released_error()
+            for handle in handles:
+                handle.uses += 1
+            if what == _MAP:
+                session.maps += 1
+        except BaseException as raised:
+            error = raised
+            close_now = session._end_locked()
+        else:
+            error = None
+    if error is not None:
+        if close_now:
+            session._close_now()
+        raise error
+    if what != _CALL:
+        session.end_call()  # only a call stays counted
 
 
 def _release_uses(session, handles, what):
+    """Ends a use started by _acquire; frees the handles that were released
+    meanwhile (unless the session is closing: its close frees them)."""
     if session.foreign():
         return
-    to_free = []
     with session.lock:
+        if what != _CALL:
+            session._begin_locked()  # bookkeeping counts as a call
+        to_free = None
         for handle in handles:
             handle.uses -= 1
             if handle.uses == 0 and handle.released and not handle.freed:
                 handle.freed = True
-                if not session.closing:  # else halo_client_close frees it
-                    to_free.append(handle)
-        if what == _CALL:
-            thread = threading.get_ident()
-            left = session.threads[thread] - 1
-            if left:
-                session.threads[thread] = left
-            else:
-                del session.threads[thread]
-            session.calls -= 1
-        elif what == _MAP:
+                if not session.closing:
+                    if to_free is None:
+                        to_free = [handle]
+                    else:
+                        to_free.append(handle)
+        if what == _MAP:
             session.maps -= 1
-        if to_free:
-            session.calls += 1  # the releases below are calls in flight
-            close_now = False
-        else:
-            close_now = session._finish_locked()
-    if to_free:
-        _free(session, to_free)
-    elif close_now:
-        session._close_now()
-
-
-def _free(session, handles):
-    """Runs the C releases of |handles|; the caller counted one call."""
     try:
-        for handle in handles:
-            handle.release_function(handle.pointer)
-            handle.pointer = None
+        if to_free:
+            for handle in to_free:
+                pointer, handle.pointer = handle.pointer, None
+                handle.release_function(pointer)
     finally:
-        with session.lock:
-            session.calls -= 1
-            close_now = session._finish_locked()
-        if close_now:
-            session._close_now()
+        session.end_call()
 
 
 class Call:
@@ -295,10 +310,14 @@ def release(handle):
         if handle.released:
             return
         handle.released = True
-        if handle.uses or session.closing:
-            if session.closing:
-                handle.freed = True  # halo_client_close frees it
-            return
+        if handle.uses:
+            return  # the last use frees it
         handle.freed = True
-        session.calls += 1
-    _free(session, (handle,))
+        if session.closing:
+            return  # halo_client_close frees it
+        session._begin_locked()
+    try:
+        pointer, handle.pointer = handle.pointer, None
+        handle.release_function(pointer)
+    finally:
+        session.end_call()

@@ -108,7 +108,9 @@ class Client:
         lib = session.lib
         self._session_id = lib.halo_client_session_id(session.pointer)
         self._daemon_pid = lib.halo_client_daemon_pid(session.pointer)
-        self._finalizer = weakref.finalize(self, session.close)
+        # Garbage collection closes without waiting (it may run on a thread
+        # in the middle of a call of this very session).
+        self._finalizer = weakref.finalize(self, session.close, None, False)
         self._finalizer.atexit = False
 
     def __enter__(self):
@@ -124,7 +126,8 @@ class Client:
 
     def close(self):
         """Ends the session (idempotent); see the class docstring."""
-        self._finalizer()
+        self._finalizer.detach()
+        self._session.close()
 
     @property
     def closed(self):

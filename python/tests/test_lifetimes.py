@@ -191,3 +191,37 @@ def test_fork_before_the_first_connect_is_fine(address):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_garbage_collection_at_every_allocation(address):
+    # Finalizers (releases, closes of unreachable clients) then run in the
+    # middle of the package's own bookkeeping: no deadlock, no crash.
+    class Cycle:
+        pass
+
+    old = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        for _ in range(20):
+            client = halo.connect(address)
+            holder = Cycle()
+            holder.self = holder
+            holder.client = client
+            holder.buffer = client.create_buffer(64, memory="host_visible")
+            holder.view = holder.buffer.numpy()
+            holder.semaphore = client.create_semaphore()
+            holder.semaphore.signal(1)
+            holder.semaphore.wait(1, timeout=5)
+            holder.view[:] = 5
+            del client, holder  # only the cycle holds them now
+        with halo.connect(address) as client:
+            for _ in range(50):
+                other = Cycle()
+                other.self = other
+                other.buffer = client.create_buffer(32, memory="host_visible")
+                other.view = other.buffer.memoryview()
+                client.ping()
+                del other
+    finally:
+        gc.set_threshold(*old)
+    gc.collect()
