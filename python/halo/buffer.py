@@ -339,7 +339,9 @@ class Buffer(HaloObject):
                     f"number of {dtype} items ({dtype.itemsize} bytes); pass "
                     "a shape")
             shape = (available // dtype.itemsize,)
-        elif not isinstance(shape, tuple):
+        elif isinstance(shape, (tuple, list)):
+            shape = tuple(check_int(n, "shape") for n in shape)
+        else:
             shape = (check_int(shape, "shape"),)
         exporter = self._exporter(0, self._size)
         return np.ndarray(shape, dtype, buffer=exporter, offset=offset,

@@ -128,6 +128,9 @@ def test_numpy_dtype_shape_strides(client):
                            shape=512)
     assert records.shape == (512,)
     assert buffer.numpy(np.int16, shape=()).shape == ()
+    assert buffer.numpy(np.uint8, shape=[2, 3]).shape == (2, 3)
+    with pytest.raises(TypeError):
+        buffer.numpy(np.uint8, shape="12")
     with pytest.raises(ValueError, match="whole number"):
         buffer.numpy(np.float32, offset=2)
     with pytest.raises((TypeError, ValueError)):
