@@ -163,6 +163,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_u64_map_initialize(&daemon->sessions_by_pipe);
   halo_u64_map_initialize(&daemon->sessions_by_id);
   halo_u64_map_initialize(&daemon->domains);
+  halo_u64_map_initialize(&daemon->removed_pipes);
   halo_u64_map_initialize(&daemon->pages);
   halo_u64_map_initialize(&daemon->arenas);
   halo_u64_map_initialize(&daemon->semaphores);
@@ -284,6 +285,7 @@ void halod_stop(halod_t *daemon) {
   halo_u64_map_deinitialize(&daemon->sessions_by_pipe);
   halo_u64_map_deinitialize(&daemon->sessions_by_id);
   halo_u64_map_deinitialize(&daemon->domains);
+  halo_u64_map_deinitialize(&daemon->removed_pipes);
   halo_u64_map_deinitialize(&daemon->pages);
   halo_u64_map_deinitialize(&daemon->arenas);
   halo_u64_map_deinitialize(&daemon->semaphores);

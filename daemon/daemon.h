@@ -57,6 +57,7 @@ typedef struct halod_t {
   halo_u64_map_t sessions_by_pipe;  // pipe id -> session
   halo_u64_map_t sessions_by_id;    // session id -> session
   halo_u64_map_t domains;           // uid + 1 -> domain
+  halo_u64_map_t removed_pipes;     // pipes removed before their ADD event
   halo_u64_map_t pages;             // page id -> halod_timeline_page_t
   halo_u64_map_t arenas;            // arena id -> halod_arena_t
   halo_u64_map_t semaphores;        // semaphore id -> halod_semaphore_t
