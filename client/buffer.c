@@ -220,19 +220,7 @@ halo_status_t halo_buffer_export(halo_buffer_t *buffer,
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_EXPORT;
   request.buffer_export = &body;
-  halo_wire_response_t *response;
-  HALO_RETURN_IF_ERROR(halo_client_call(buffer->client, &request, &response));
-  halo_status_t status = NULL;
-  if (response->body_case != HALO__WIRE__RESPONSE__BODY_EXPORTED ||
-      response->exported->token.len != sizeof(out_token->bytes)) {
-    status = halo_status_make(HALO_STATUS_INTERNAL,
-                              "halod answered an export with no token");
-  } else {
-    memcpy(out_token->bytes, response->exported->token.data,
-           sizeof(out_token->bytes));
-  }
-  halo__wire__response__free_unpacked(response, NULL);
-  return status;
+  return halo_client_export(buffer->client, &request, out_token);
 }
 
 halo_status_t halo_buffer_import(halo_client_t *client,

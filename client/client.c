@@ -66,6 +66,24 @@ halo_status_t halo_client_call_status(halo_client_t *client,
   return status;
 }
 
+halo_status_t halo_client_export(halo_client_t *client,
+                                 const halo_wire_request_t *request,
+                                 halo_token_t *out_token) {
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(halo_client_call(client, request, &response));
+  halo_status_t status = NULL;
+  if (response->body_case != HALO__WIRE__RESPONSE__BODY_EXPORTED ||
+      response->exported->token.len != sizeof(out_token->bytes)) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "halod answered an export with no token");
+  } else {
+    memcpy(out_token->bytes, response->exported->token.data,
+           sizeof(out_token->bytes));
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
 // Sends one fd channel request and receives the reply (and its fd).
 static halo_status_t halo_client_fd_request(halo_client_t *client,
                                             uint32_t kind, uint64_t id,

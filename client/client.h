@@ -62,6 +62,11 @@ halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response);
 
+// Sends an export request (body set by the caller) and copies the token.
+halo_status_t halo_client_export(halo_client_t *client,
+                                 const halo_wire_request_t *request,
+                                 halo_token_t *out_token);
+
 // Same, for requests whose reply has no body.
 halo_status_t halo_client_call_status(halo_client_t *client,
                                       const halo_wire_request_t *request);

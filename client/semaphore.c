@@ -258,20 +258,7 @@ halo_status_t halo_semaphore_export(halo_semaphore_t *semaphore,
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_EXPORT;
   request.semaphore_export = &body;
-  halo_wire_response_t *response;
-  HALO_RETURN_IF_ERROR(
-      halo_client_call(semaphore->client, &request, &response));
-  halo_status_t status = NULL;
-  if (response->body_case != HALO__WIRE__RESPONSE__BODY_EXPORTED ||
-      response->exported->token.len != sizeof(out_token->bytes)) {
-    status = halo_status_make(HALO_STATUS_INTERNAL,
-                              "halod answered an export with no token");
-  } else {
-    memcpy(out_token->bytes, response->exported->token.data,
-           sizeof(out_token->bytes));
-  }
-  halo__wire__response__free_unpacked(response, NULL);
-  return status;
+  return halo_client_export(semaphore->client, &request, out_token);
 }
 
 halo_status_t halo_semaphore_import(halo_client_t *client,
