@@ -1,4 +1,5 @@
 // The admin socket: what haloctl shows the operator. Read-only for now.
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -61,16 +62,29 @@ static void halod_admin_status(halod_t *daemon,
   halod_reply(context, &response);
 }
 
+// Storage for a listing reply: |count| items of |item_size| bytes and as
+// many pointers. Answers RESOURCE_EXHAUSTED and returns false without it.
+static bool halod_admin_listing_allocate(halod_server_context_t *context,
+                                         size_t count, size_t item_size,
+                                         void **out_items,
+                                         void ***out_pointers) {
+  *out_items = calloc(count + 1, item_size);
+  *out_pointers = calloc(count + 1, sizeof(void *));
+  if (*out_items && *out_pointers) return true;
+  free(*out_items);
+  free(*out_pointers);
+  halod_reply_status(context,
+                     halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  return false;
+}
+
 static void halod_admin_sessions(halod_t *daemon,
                                  halod_server_context_t *context) {
   size_t count = daemon->sessions_by_id.count;
-  Halo__Wire__SessionInfo *infos = calloc(count + 1, sizeof(*infos));
-  Halo__Wire__SessionInfo **pointers = calloc(count + 1, sizeof(*pointers));
-  if (!infos || !pointers) {
-    free(infos);
-    free(pointers);
-    halod_reply_status(context,
-                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  Halo__Wire__SessionInfo *infos;
+  Halo__Wire__SessionInfo **pointers;
+  if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
+                                    (void **)&infos, (void ***)&pointers)) {
     return;
   }
   int64_t now = halo_clock_now_ns();
@@ -108,13 +122,10 @@ static void halod_admin_sessions(halod_t *daemon,
 static void halod_admin_semaphores(halod_t *daemon,
                                    halod_server_context_t *context) {
   size_t count = daemon->semaphores.count;
-  Halo__Wire__SemaphoreInfo *infos = calloc(count + 1, sizeof(*infos));
-  Halo__Wire__SemaphoreInfo **pointers = calloc(count + 1, sizeof(*pointers));
-  if (!infos || !pointers) {
-    free(infos);
-    free(pointers);
-    halod_reply_status(context,
-                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  Halo__Wire__SemaphoreInfo *infos;
+  Halo__Wire__SemaphoreInfo **pointers;
+  if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
+                                    (void **)&infos, (void ***)&pointers)) {
     return;
   }
   size_t n = 0;
@@ -146,13 +157,10 @@ static void halod_admin_semaphores(halod_t *daemon,
 static void halod_admin_memo_cache(halod_t *daemon,
                                    halod_server_context_t *context) {
   size_t count = daemon->memo_cache.count;
-  Halo__Wire__MemoEntry *infos = calloc(count + 1, sizeof(*infos));
-  Halo__Wire__MemoEntry **pointers = calloc(count + 1, sizeof(*pointers));
-  if (!infos || !pointers) {
-    free(infos);
-    free(pointers);
-    halod_reply_status(context,
-                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  Halo__Wire__MemoEntry *infos;
+  Halo__Wire__MemoEntry **pointers;
+  if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
+                                    (void **)&infos, (void ***)&pointers)) {
     return;
   }
   size_t n = 0;
@@ -190,13 +198,10 @@ static void halod_admin_queues(halod_t *daemon,
     halod_session_t *session = daemon->sessions_by_id.entries[i].value;
     for (halod_queue_t *q = session->queues; q; q = q->session_next) ++count;
   }
-  Halo__Wire__QueueInfo *infos = calloc(count + 1, sizeof(*infos));
-  Halo__Wire__QueueInfo **pointers = calloc(count + 1, sizeof(*pointers));
-  if (!infos || !pointers) {
-    free(infos);
-    free(pointers);
-    halod_reply_status(context,
-                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  Halo__Wire__QueueInfo *infos;
+  Halo__Wire__QueueInfo **pointers;
+  if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
+                                    (void **)&infos, (void ***)&pointers)) {
     return;
   }
   size_t n = 0;
