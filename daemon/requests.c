@@ -150,6 +150,29 @@ typedef struct halod_reply_bodies_t {
   void *heap;  // freed after packing
 } halod_reply_bodies_t;
 
+// Exports |object| once (later exports return the same token) and copies
+// its token to |out_token|. FAILED_PRECONDITION unless it was created
+// exportable.
+static halo_status_t halod_export_object(halod_t *daemon, uint32_t type,
+                                         void *object, uint64_t handle,
+                                         bool exportable, bool *exported,
+                                         uint8_t token[16],
+                                         uint8_t out_token[16]) {
+  if (!exportable) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "%s handle 0x%llx was not created exportable "
+                            "(HALO_OBJECT_FLAG_EXPORTABLE)",
+                            halod_object_type_name(type),
+                            (unsigned long long)handle);
+  }
+  if (!*exported) {
+    HALO_RETURN_IF_ERROR(halod_export_create(daemon, type, object, token));
+    *exported = true;
+  }
+  memcpy(out_token, token, 16);
+  return NULL;
+}
+
 static halo_status_t halod_dispatch(halod_request_t *request,
                                     const Halo__Wire__Request *wire,
                                     halod_reply_bodies_t *bodies) {
@@ -256,19 +279,9 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       halod_buffer_t *buffer;
       HALO_RETURN_IF_ERROR(
           halod_buffer_lookup(session, wire->buffer_export->handle, &buffer));
-      if (!buffer->exportable) {
-        return halo_status_make(
-            HALO_STATUS_FAILED_PRECONDITION,
-            "buffer handle 0x%llx was not created "
-            "exportable (HALO_OBJECT_FLAG_EXPORTABLE)",
-            (unsigned long long)wire->buffer_export->handle);
-      }
-      if (!buffer->exported) {
-        HALO_RETURN_IF_ERROR(halod_export_create(daemon, HALOD_OBJECT_BUFFER,
-                                                 buffer, buffer->token));
-        buffer->exported = true;
-      }
-      memcpy(bodies->token, buffer->token, 16);
+      HALO_RETURN_IF_ERROR(halod_export_object(
+          daemon, HALOD_OBJECT_BUFFER, buffer, wire->buffer_export->handle,
+          buffer->exportable, &buffer->exported, buffer->token, bodies->token));
       goto reply_token;
     }
 
@@ -356,19 +369,10 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       halod_semaphore_t *semaphore;
       HALO_RETURN_IF_ERROR(halod_semaphore_lookup(
           session, wire->semaphore_export->handle, &semaphore));
-      if (!semaphore->exportable) {
-        return halo_status_make(
-            HALO_STATUS_FAILED_PRECONDITION,
-            "semaphore handle 0x%llx was not created exportable "
-            "(HALO_OBJECT_FLAG_EXPORTABLE)",
-            (unsigned long long)wire->semaphore_export->handle);
-      }
-      if (!semaphore->exported) {
-        HALO_RETURN_IF_ERROR(halod_export_create(daemon, HALOD_OBJECT_SEMAPHORE,
-                                                 semaphore, semaphore->token));
-        semaphore->exported = true;
-      }
-      memcpy(bodies->token, semaphore->token, 16);
+      HALO_RETURN_IF_ERROR(halod_export_object(
+          daemon, HALOD_OBJECT_SEMAPHORE, semaphore,
+          wire->semaphore_export->handle, semaphore->exportable,
+          &semaphore->exported, semaphore->token, bodies->token));
       goto reply_token;
     }
 
