@@ -427,23 +427,24 @@ static void bench_csv_row(FILE *out, const char *name, const char *impl,
           method, s->count, s->p50_us, s->p99_us, s->mean_us, s->min_us,
           s->max_us);
   if (base && base->p50_us > 0 && base->p99_us > 0) {
-    fprintf(out, "%.3f,%.3f\n", s->p50_us / base->p50_us,
+    fprintf(out, "%.3f,%.3f,,\n", s->p50_us / base->p50_us,
             s->p99_us / base->p99_us);
   } else {
-    fputs(",\n", out);
+    fputs(",,,\n", out);
   }
 }
 
 // One line per measurement; a native baseline shares its halo line's case
 // name (impl "native", method says what was measured); ratio_* are halo /
-// native on the halo line.
+// native on the halo line. per_second and ratio_per_second stay empty here:
+// halo-bench-execute fills them (its rows follow in scripts/bench's CSV).
 static void bench_report_write_csv(const bench_report_t *report,
                                    const char *path) {
   FILE *out = fopen(path, "w");
   if (!out) bench_die("cannot write %s: %s", path, strerror(errno));
   fputs(
       "case,impl,method,n,p50_us,p99_us,mean_us,min_us,max_us,ratio_p50,"
-      "ratio_p99\n",
+      "ratio_p99,per_second,ratio_per_second\n",
       out);
   for (int i = 0; i < report->row_count; ++i) {
     const bench_row_t *row = &report->rows[i];
