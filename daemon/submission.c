@@ -320,18 +320,26 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
 void halod_submission_cancel_session(halod_t *daemon,
                                      halod_session_t *session) {
   (void)daemon;
-  halod_submission_t *submission = session->submissions;
-  while (submission) {
-    halod_submission_t *next = submission->session_next;
-    if (submission->action.state == HALO_HAL_ACTION_WAITING) {
-      halo_hal_deferred_queue_cancel(
-          &submission->action,
-          halo_status_make(HALO_STATUS_ABORTED,
-                           "submission %llu was cancelled: its session "
-                           "(%llu, pid %u) ended",
-                           (unsigned long long)submission->id,
-                           (unsigned long long)session->id, session->pid));
+  // Cancelling a submission fails its signals, which retires (and frees)
+  // every waiting submission that waits on them, this session's included,
+  // wherever it sits in the list. Only waiting submissions retire that way:
+  // the cursor is the last issued one passed (or the head), never a pointer
+  // kept across a cancel.
+  halod_submission_t *issued = NULL;
+  for (;;) {
+    halod_submission_t *submission =
+        issued ? issued->session_next : session->submissions;
+    if (!submission) break;
+    if (submission->action.state != HALO_HAL_ACTION_WAITING) {
+      issued = submission;
+      continue;
     }
-    submission = next;
+    halo_hal_deferred_queue_cancel(
+        &submission->action,
+        halo_status_make(HALO_STATUS_ABORTED,
+                         "submission %llu was cancelled: its session "
+                         "(%llu, pid %u) ended",
+                         (unsigned long long)submission->id,
+                         (unsigned long long)session->id, session->pid));
   }
 }
