@@ -363,6 +363,34 @@ bool halo_test_admin_expect_session_count(const halo_test_daemon_t *daemon,
   return false;
 }
 
+halo_wire_response_t *halo_test_admin_queues(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo__admin(daemon, halo_admin_queues);
+  assert_non_null(response->admin_queues);
+  return response;
+}
+
+void halo_test_admin_queue_totals(const halo_test_daemon_t *daemon,
+                                  uint32_t *out_pending,
+                                  uint32_t *out_in_flight) {
+  halo_wire_response_t *response = halo_test_admin_queues(daemon);
+  uint32_t pending = 0;
+  uint32_t in_flight = 0;
+  for (size_t i = 0; i < response->admin_queues->n_queues; ++i) {
+    pending += response->admin_queues->queues[i]->pending;
+    in_flight += response->admin_queues->queues[i]->in_flight;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  if (out_pending) *out_pending = pending;
+  if (out_in_flight) *out_in_flight = in_flight;
+}
+
+uint32_t halo_test_admin_semaphore_count(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo_test_admin_semaphores(daemon);
+  uint32_t count = (uint32_t)response->admin_semaphores->n_semaphores;
+  halo__wire__response__free_unpacked(response, NULL);
+  return count;
+}
+
 // ---------------------------------------------------------------- raw client
 
 void halo_test_raw_open(halo_test_raw_t *raw, const char *address,

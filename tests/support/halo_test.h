@@ -117,6 +117,20 @@ void halo_test_admin_print_sessions(const halo_test_daemon_t *daemon);
 bool halo_test_admin_expect_session_count(const halo_test_daemon_t *daemon,
                                           uint32_t count, int timeout_ms);
 
+// The queues of live sessions (AdminQueuesReply); free as above.
+halo_wire_response_t *halo_test_admin_queues(const halo_test_daemon_t *daemon);
+
+// Sums over every queue the daemon lists: submissions waiting on
+// semaphores (|out_pending|) and released to the device (|out_in_flight|).
+// Either may be NULL.
+void halo_test_admin_queue_totals(const halo_test_daemon_t *daemon,
+                                  uint32_t *out_pending,
+                                  uint32_t *out_in_flight);
+
+// The number of semaphores the daemon holds (AdminSemaphoresReply), those
+// kept alive only by unfinished submissions included.
+uint32_t halo_test_admin_semaphore_count(const halo_test_daemon_t *daemon);
+
 // ---------------------------------------------------------------- raw client
 
 // A client speaking the wire protocol directly (no libhalo), to send what
