@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -98,6 +99,7 @@ typedef void (*bench_kernel_t)(const halo_dispatch_state_t *state);
 typedef struct bench_process_t {
   int64_t count;   // measured steps
   int64_t end_ns;  // when its measured loop ended
+  int64_t cpu_ns;  // CPU time of the process (all threads) in that loop
   int32_t daemon_pid;
   char error[256];
   int64_t samples[BENCH_RING];  // step i's duration at i % BENCH_RING
@@ -144,6 +146,34 @@ static void bench_die(const char *format, ...) {
   fputc('\n', stderr);
   va_end(args);
   exit(1);
+}
+
+// CPU time (user + system) of this process, all threads.
+static int64_t bench_self_cpu_ns(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return ((int64_t)usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000000 +
+         ((int64_t)usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1000;
+}
+
+// CPU time (user + system) of process |pid| from /proc/PID/stat, at clock
+// tick resolution (10 ms); -1 if it cannot be read.
+static int64_t bench_process_cpu_ns(pid_t pid) {
+  char path[64], text[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *file = fopen(path, "r");
+  if (!file) return -1;
+  size_t length = fread(text, 1, sizeof(text) - 1, file);
+  fclose(file);
+  text[length] = '\0';
+  // Fields 14 and 15, counted after the command name's closing parenthesis.
+  const char *p = strrchr(text, ')');
+  unsigned long user = 0, system = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                   &user, &system) != 2) {
+    return -1;
+  }
+  return (int64_t)(user + system) * 1000000000 / sysconf(_SC_CLK_TCK);
 }
 
 static long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
@@ -391,6 +421,7 @@ static int bench_process_main(const bench_options_t *options, bench_impl_t impl,
   int64_t deadline = g_shared->deadline_ns;
   int64_t max_count = g_shared->max_count;
   int64_t count = 0;
+  int64_t cpu = bench_self_cpu_ns();
   int64_t t = bench_now_ns();
   while (count < max_count && t < deadline) {
     if (!bench_work_step(work, self)) return 1;
@@ -401,6 +432,7 @@ static int bench_process_main(const bench_options_t *options, bench_impl_t impl,
   }
   self->count = count;
   self->end_ns = t;
+  self->cpu_ns = bench_self_cpu_ns() - cpu;
   bool ok = bench_work_teardown(work, self);
   free(work);
   return ok ? 0 : 1;
@@ -413,6 +445,9 @@ typedef struct bench_stats_t {
   double p50_us, p99_us, mean_us, min_us, max_us;
   double per_second;  // all processes together
   double per_process_mean, per_process_min, per_process_max;
+  double elapsed_s;      // the start until the last process ended
+  double cpu_us;         // CPU of the processes per step, all threads
+  double daemon_cpu_us;  // halod's CPU per step; -1: not measured
 } bench_stats_t;
 
 static int bench_compare_i64(const void *a, const void *b) {
@@ -484,6 +519,10 @@ static bench_stats_t bench_case_run(const bench_options_t *options,
     usleep(1000);
   }
 
+  // halod's CPU time over the case (all of halod: the case is alone).
+  pid_t daemon_pid =
+      impl == BENCH_IMPL_HALO ? g_shared->processes[0].daemon_pid : 0;
+  int64_t daemon_cpu = daemon_pid > 0 ? bench_process_cpu_ns(daemon_pid) : -1;
   int64_t start = bench_now_ns();
   g_shared->start_ns = start;
   g_shared->deadline_ns = start + (int64_t)(seconds * 1e9);
@@ -499,14 +538,19 @@ static bench_stats_t bench_case_run(const bench_options_t *options,
     }
     pids[i] = 0;
   }
+  if (daemon_cpu >= 0) {
+    int64_t after = bench_process_cpu_ns(daemon_pid);
+    daemon_cpu = after >= 0 ? after - daemon_cpu : -1;
+  }
 
   // Figures: executions/s of all and of each; latency of every step kept.
   bench_stats_t stats = {.per_process_min = INFINITY};
-  int64_t kept = 0, end = start;
+  int64_t kept = 0, end = start, cpu = 0;
   double per_process_sum = 0;
   for (int i = 0; i < count; ++i) {
     const bench_process_t *process = &g_shared->processes[i];
     stats.count += process->count;
+    cpu += process->cpu_ns;
     kept += process->count < BENCH_RING ? process->count : BENCH_RING;
     if (process->end_ns > end) end = process->end_ns;
     double rate =
@@ -520,6 +564,10 @@ static bench_stats_t bench_case_run(const bench_options_t *options,
   stats.per_process_mean = per_process_sum / count;
   stats.per_second =
       end > start ? (double)stats.count * 1e9 / (double)(end - start) : 0;
+  stats.elapsed_s = (double)(end - start) / 1e9;
+  double steps = stats.count > 0 ? (double)stats.count : 1;
+  stats.cpu_us = (double)cpu / 1e3 / steps;
+  stats.daemon_cpu_us = daemon_cpu >= 0 ? (double)daemon_cpu / 1e3 / steps : -1;
   int64_t *samples = calloc((size_t)kept, sizeof(int64_t));
   if (!samples) bench_die("out of memory");
   int64_t n = 0;
@@ -577,23 +625,29 @@ static void bench_print_latency(const bench_row_t *row, int iterations) {
          bench_ratio(h->mean_us, n->mean_us));
 }
 
+// "cpu/step": CPU time of the case's processes (every thread) per step;
+// "halod/step": halod's, for halo. Both in microseconds.
 static void bench_print_throughput(const bench_row_t *rows, int count,
                                    double seconds) {
   printf(
       "executions per second, N processes at once for %.0f s, one execution "
       "in flight each\n",
       seconds);
-  printf("%-36s %5s %10s %10s %10s %10s %10s %8s %8s\n", "case", "procs",
+  printf("%-36s %5s %9s %9s %9s %9s %9s %8s %8s %8s %8s\n", "case", "procs",
          "steps", "per s", "per proc", "proc min", "proc max", "p50 us",
-         "p99 us");
+         "p99 us", "cpu/step", "halod");
   for (int r = 0; r < count; ++r) {
     const bench_row_t *row = &rows[r];
     for (int i = 0; i < BENCH_IMPL_COUNT; ++i) {
       const bench_stats_t *s = &row->impl[i];
-      printf("%-36s %5d %10lld %10.0f %10.0f %10.0f %10.0f %8.2f %8.2f\n",
+      char daemon[16] = "";
+      if (s->daemon_cpu_us >= 0) {
+        snprintf(daemon, sizeof(daemon), "%.1f", s->daemon_cpu_us);
+      }
+      printf("%-36s %5d %9lld %9.0f %9.0f %9.0f %9.0f %8.2f %8.2f %8.2f %8s\n",
              kImplLabel[i], row->processes, (long long)s->count, s->per_second,
              s->per_process_mean, s->per_process_min, s->per_process_max,
-             s->p50_us, s->p99_us);
+             s->p50_us, s->p99_us, s->cpu_us, daemon);
     }
     const bench_stats_t *h = &row->impl[BENCH_IMPL_HALO];
     const bench_stats_t *n = &row->impl[BENCH_IMPL_HANDOFF];
@@ -603,6 +657,16 @@ static void bench_print_throughput(const bench_row_t *rows, int count,
         row->processes, row->processes == 1 ? "" : "es",
         bench_ratio(n->per_second, h->per_second),
         bench_ratio(h->p50_us, n->p50_us), bench_ratio(h->p99_us, n->p99_us));
+    if (h->daemon_cpu_us >= 0) {
+      printf(
+          "  %d process%s: halo used %.2f CPUs (clients %.2f, halod %.2f) of "
+          "%ld\n",
+          row->processes, row->processes == 1 ? "" : "es",
+          (h->cpu_us + h->daemon_cpu_us) * h->per_second / 1e6,
+          h->cpu_us * h->per_second / 1e6,
+          h->daemon_cpu_us * h->per_second / 1e6,
+          sysconf(_SC_NPROCESSORS_ONLN));
+    }
   }
 }
 
