@@ -7,10 +7,11 @@
 //   execute_peer ADDRESS load KERNELS COUNT [STOP_TOKEN]
 //       Loads KERNELS, records c = a + b over 256 floats (slots 0, 1, 2),
 //       prints "ready" and executes it COUNT times, alternating two queues,
-//       with a new binding table each time (inputs and output picked by the
-//       execution's number). Execution i waits for the semaphore to reach
-//       i - 1 and signals i; up to 4 run ahead. Every value is waited for
-//       and every result checked. With STOP_TOKEN it goes on past COUNT
+//       with a new binding table each time: execution i adds an input
+//       region to execution i - 1's output, waits for the semaphore to
+//       reach i - 1 and signals i; up to 4 are submitted ahead. Every value
+//       is waited for and every result checked (a wrong order gives wrong
+//       sums). With STOP_TOKEN it goes on past COUNT
 //       until that imported semaphore reaches 1. Prints "done N".
 //   execute_peer ADDRESS chain S1_TOKEN S3_TOKEN CODE CAUSE
 //       Imports s1 and s3, creates an exportable s2, submits Y (a fill)
@@ -171,16 +172,15 @@ static halo_command_buffer_t *peer_record_add(halo_client_t *client,
   return cb;
 }
 
-// The input regions execution |i| adds.
-static uint32_t load_first_input(uint64_t i) {
-  return (uint32_t)(i % LOAD_INPUTS);
-}
-static uint32_t load_second_input(uint64_t i) {
+// The input region execution |i| adds to the previous execution's output.
+static uint32_t load_input(uint64_t i) {
   return (uint32_t)((i * 5 + i / LOAD_INPUTS + 3) % LOAD_INPUTS);
 }
 
-// Waits for execution |i| and checks its output region.
-static int load_check(halo_semaphore_t *done, const float *out, uint64_t i) {
+// Waits for execution |i| and checks its output region against what the
+// chain of executions 1..i must have produced.
+static int load_check(halo_semaphore_t *done, const float *out,
+                      const float *expected, uint64_t i) {
   int code = peer_report(halo_semaphore_wait(done, i, PEER_TIMEOUT_NS), "wait");
   if (code) {
     fprintf(stderr, "execute_peer load: execution %" PRIu64 " not observed\n",
@@ -188,12 +188,11 @@ static int load_check(halo_semaphore_t *done, const float *out, uint64_t i) {
     return code;
   }
   const float *c = out + (i % LOAD_WINDOW) * LOAD_N;
-  float base = (float)(1000 * (load_first_input(i) + load_second_input(i)));
+  const float *e = expected + (i % LOAD_WINDOW) * LOAD_N;
   for (uint32_t j = 0; j < LOAD_N; ++j) {
-    float expected = base + (float)(2 * j);
-    if (c[j] != expected) {
+    if (c[j] != e[j]) {
       peer_mismatch("execution %" PRIu64 ": c[%u] = %f, expected %f", i, j,
-                    (double)c[j], (double)expected);
+                    (double)c[j], (double)e[j]);
     }
   }
   return 0;
@@ -215,7 +214,8 @@ static int peer_load(halo_client_t *client, char **args, int arg_count) {
   float *host_in = halo_buffer_host_pointer(in);
   for (uint32_t r = 0; r < LOAD_INPUTS; ++r) {
     for (uint32_t j = 0; j < LOAD_N; ++j) {
-      host_in[r * LOAD_N + j] = (float)(1000 * r + j);
+      // Small integers: the running sums stay exact in a float.
+      host_in[r * LOAD_N + j] = (float)(8 * r + j % 8 + 1);
     }
   }
   const float *host_out = halo_buffer_host_pointer(out);
@@ -225,6 +225,10 @@ static int peer_load(halo_client_t *client, char **args, int arg_count) {
   printf("ready\n");
   fflush(stdout);
 
+  // Execution i adds an input region to execution i - 1's output (the
+  // first to input region 0): a result is right only if the executions ran
+  // in order, each after the one it waits for.
+  static float expected[LOAD_WINDOW * LOAD_N];
   int64_t deadline = peer_now_ns() + PEER_TIMEOUT_NS;
   uint64_t i = 0;
   for (;;) {
@@ -239,14 +243,20 @@ static int peer_load(halo_client_t *client, char **args, int arg_count) {
     ++i;
     // The region execution i writes was last written by i - WINDOW.
     if (i > LOAD_WINDOW) {
-      int code = load_check(done, host_out, i - LOAD_WINDOW);
+      int code = load_check(done, host_out, expected, i - LOAD_WINDOW);
       if (code) return code;
     }
+    uint64_t previous = i > 1 ? ((i - 1) % LOAD_WINDOW) * region : 0;
     halo_binding_t bindings[3] = {
-        {in, load_first_input(i) * region, region},
-        {in, load_second_input(i) * region, region},
+        {i > 1 ? out : in, previous, region},
+        {in, load_input(i) * region, region},
         {out, (i % LOAD_WINDOW) * region, region},
     };
+    const float *a =
+        i > 1 ? expected + ((i - 1) % LOAD_WINDOW) * LOAD_N : host_in;
+    const float *b = host_in + load_input(i) * LOAD_N;
+    float *c = expected + (i % LOAD_WINDOW) * LOAD_N;
+    for (uint32_t j = 0; j < LOAD_N; ++j) c[j] = a[j] + b[j];
     halo_semaphore_value_t wait = {done, i - 1};
     halo_semaphore_value_t signal = {done, i};
     int code =
@@ -256,7 +266,7 @@ static int peer_load(halo_client_t *client, char **args, int arg_count) {
     if (code) return code;
   }
   for (uint64_t j = i > LOAD_WINDOW ? i - LOAD_WINDOW + 1 : 1; j <= i; ++j) {
-    int code = load_check(done, host_out, j);
+    int code = load_check(done, host_out, expected, j);
     if (code) return code;
   }
   printf("done %" PRIu64 "\n", i);
