@@ -187,7 +187,8 @@ static void bytes_assert(halo_buffer_t *buffer, const uint8_t *expected,
   }
 }
 
-// Executes the ended ONE_SHOT |cb| with |bindings| and waits for it.
+// Executes the ended ONE_SHOT |cb| with |bindings|, waits for it and
+// releases it.
 static void run_once(halo_command_buffer_t *cb, const halo_binding_t *bindings,
                      size_t binding_count, halo_semaphore_t *done,
                      uint64_t *value) {
