@@ -1,6 +1,7 @@
 #include "daemon/semaphore.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +32,30 @@ static halo_status_t halod_timeline_page_create(
     status = halo_memfd_map(page->fd, HALO_TIMELINE_PAGE_SIZE,
                             PROT_READ | PROT_WRITE, &mapping);
   }
+  // Registered with every device before sealing (DESIGN.md "Shared
+  // memory"): GPU stores of signal values land in the page.
+  for (; !status && page->registered < daemon->hal.device_count;
+       ++page->registered) {
+    halo_hal_allocator_t *allocator =
+        daemon->hal.devices[page->registered]->allocator;
+    status = allocator->vtable->register_host(
+        allocator, mapping, HALO_TIMELINE_PAGE_SIZE,
+        &page->device_addresses[page->registered]);
+    if (status) {
+      status = halo_status_annotate(status, "registering it with device %u",
+                                    page->registered);
+      break;
+    }
+  }
   if (!status) status = halo_memfd_seal(page->fd, HALO_SEALS_DAEMON_OWNED);
   if (!status) {
     status = halo_u64_map_put(&daemon->pages, page->id, page);
   }
   if (status) {
+    for (uint32_t i = 0; i < page->registered; ++i) {
+      halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
+      allocator->vtable->unregister_host(allocator, mapping);
+    }
     if (mapping) munmap(mapping, HALO_TIMELINE_PAGE_SIZE);
     if (page->fd >= 0) close(page->fd);
     free(page);
@@ -50,6 +70,12 @@ static halo_status_t halod_timeline_page_create(
 static void halod_timeline_page_destroy(halod_t *daemon,
                                         halod_timeline_page_t *page) {
   halo_u64_map_remove(&daemon->pages, page->id);
+  // Every submission that could store into the page has retired (they hold
+  // its semaphores); the allocator unregisters off the loop thread.
+  for (uint32_t i = 0; i < page->registered; ++i) {
+    halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
+    allocator->vtable->unregister_host(allocator, page->mapping);
+  }
   munmap(page->mapping, HALO_TIMELINE_PAGE_SIZE);
   close(page->fd);
   free(page);
@@ -151,6 +177,16 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
     halod_timeline_page_destroy(daemon, page);
   }
   free(semaphore);
+}
+
+uint64_t halod_semaphore_device_address(const halod_semaphore_t *semaphore,
+                                        uint32_t device) {
+  const halod_timeline_page_t *page = semaphore->page;
+  if (device >= page->registered || !page->device_addresses[device]) return 0;
+  return page->device_addresses[device] +
+         offsetof(halo_timeline_page_t, slots) +
+         (uint64_t)semaphore->slot_index * sizeof(halo_timeline_slot_t) +
+         offsetof(halo_timeline_slot_t, value);
 }
 
 uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore) {

@@ -23,6 +23,10 @@ typedef struct halod_timeline_page_t {
   uint32_t used;
   bool exclusive;          // one exportable semaphore
   uint64_t owner_session;  // private pages: the session; 0 once it ended
+  // The page on each device (allocator register_host), so that the device
+  // can store signal values into its slots (CUDA: cuStreamWriteValue64).
+  uint64_t device_addresses[HALO_HAL_MAX_DEVICES];
+  uint32_t registered;  // devices the page is registered with
 } halod_timeline_page_t;
 
 typedef struct halod_semaphore_t {
@@ -46,6 +50,11 @@ halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
                                      halod_semaphore_t **out_semaphore);
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
+
+// The device address of the semaphore's 64-bit value on |device| (0 if
+// the page is not registered there).
+uint64_t halod_semaphore_device_address(const halod_semaphore_t *semaphore,
+                                        uint32_t device);
 
 uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore);
 int32_t halod_semaphore_failure(const halod_semaphore_t *semaphore);

@@ -25,6 +25,7 @@ static void halod_submission_free(halod_submission_t *submission) {
   free(submission->semaphores);
   free(submission->action.waits);
   free(submission->action.signals);
+  free(submission->device_signals);
   free(submission);
 }
 
@@ -197,7 +198,7 @@ static halo_status_t halod_submission_semaphore(halod_submission_t *submission,
 }
 
 static halo_status_t halod_submission_sync(
-    halod_submission_t *submission, halod_session_t *session,
+    halod_submission_t *submission, halod_session_t *session, uint32_t device,
     const Halo__Wire__QueueExecute *request) {
   size_t total = request->n_waits + request->n_signals;
   if (total > 1024) {
@@ -209,7 +210,10 @@ static halo_status_t halod_submission_sync(
   submission->semaphores = calloc(total + 1, sizeof(*submission->semaphores));
   action->waits = calloc(request->n_waits + 1, sizeof(*action->waits));
   action->signals = calloc(request->n_signals + 1, sizeof(*action->signals));
-  if (!submission->semaphores || !action->waits || !action->signals) {
+  submission->device_signals =
+      calloc(request->n_signals + 1, sizeof(*submission->device_signals));
+  if (!submission->semaphores || !action->waits || !action->signals ||
+      !submission->device_signals) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   for (size_t i = 0; i < request->n_waits; ++i) {
@@ -245,6 +249,9 @@ static halo_status_t halod_submission_sync(
     }
     action->signals[i].semaphore = &semaphore->hal;
     action->signals[i].value = value;
+    submission->device_signals[i].device_address =
+        halod_semaphore_device_address(semaphore, device);
+    submission->device_signals[i].value = value;
     ++action->signal_count;
   }
   return NULL;
@@ -283,7 +290,9 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
                                   entry->device, &queue);
   if (!status)
     status = halod_submission_bind(submission, session, entry, request);
-  if (!status) status = halod_submission_sync(submission, session, request);
+  if (!status) {
+    status = halod_submission_sync(submission, session, entry->device, request);
+  }
   if (status) {
     halod_submission_free(submission);
     return status;
@@ -304,6 +313,8 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
   action->execution.command_buffer = entry->hal;
   action->execution.bindings = submission->bindings;
   action->execution.binding_count = entry->binding_capacity;
+  action->execution.signals = submission->device_signals;
+  action->execution.signal_count = action->signal_count;
   action->retire = halod_submission_on_retire;
   action->on_issue = halod_submission_on_issue;
   submission->session_next = session->submissions;

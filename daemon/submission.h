@@ -29,6 +29,9 @@ typedef struct halod_submission_t {
   uint32_t buffer_count;
   halod_semaphore_t **semaphores;  // waits then signals, retained
   uint32_t semaphore_count;
+  // The signals as the device stores them (slot address on the queue's
+  // device, value): action.execution.signals.
+  halo_hal_execution_signal_t *device_signals;
   int64_t accepted_ns;
   // The session's submissions not yet retired.
   struct halod_submission_t *session_prev;

@@ -19,6 +19,19 @@ typedef struct halo_hal_queue_t halo_hal_queue_t;
 // (ownership of |status| passes to the callee).
 typedef void (*halo_hal_completion_fn)(void *user_data, halo_status_t status);
 
+// A signal the device itself stores when the work is done, before the
+// host completion path signals the semaphore (which it still does: that
+// bumps the epoch and wakes futex sleepers). CUDA: cuStreamWriteValue64 of
+// |value| into the semaphore's slot, registered with the device, so that a
+// waiter spinning on the slot sees it without a host hop. Drivers without
+// device stores (local) ignore it.
+typedef struct halo_hal_execution_signal_t {
+  // The device address of the slot's 64-bit value on the queue's device;
+  // 0: the host path only.
+  uint64_t device_address;
+  uint64_t value;
+} halo_hal_execution_signal_t;
+
 typedef struct halo_hal_execution_t {
   halo_hal_command_buffer_t *command_buffer;
   // binding_capacity entries, valid until completion.
@@ -26,6 +39,9 @@ typedef struct halo_hal_execution_t {
   uint32_t binding_count;
   halo_hal_completion_fn completion;
   void *user_data;
+  // The execution's signals, valid until completion (may be NULL).
+  const halo_hal_execution_signal_t *signals;
+  uint32_t signal_count;
 } halo_hal_execution_t;
 
 typedef struct halo_hal_queue_vtable_t {

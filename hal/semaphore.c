@@ -82,6 +82,10 @@ void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
   if (value > semaphore->pending_max) semaphore->pending_max = value;
   if (value > halo_hal_semaphore_value(semaphore)) {
     halo_timeline_slot_signal(semaphore->slot, value);
+  } else {
+    // The device stored the value already (a GPU signal): accepted, and
+    // sleepers still need the epoch bump and the wake.
+    halo_timeline_slot_notify(semaphore->slot);
   }
   // Fire the timepoints now reached (the list is sorted by value).
   while (semaphore->timepoints && semaphore->timepoints->value <= value) {

@@ -53,7 +53,9 @@ halo_status_t halo_hal_semaphore_check_signal(
     const halo_hal_semaphore_t *semaphore, uint64_t value);
 
 // Advances to |value| (checked by the caller), wakes every waiter in every
-// process and fires the timepoints it reaches.
+// process and fires the timepoints it reaches. A value the device stored
+// into the slot already (a GPU signal) is accepted the same way: the epoch
+// still moves and sleepers still wake.
 void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore, uint64_t value);
 
 // Sets the sticky failure (first one wins; later ones are ignored), wakes

@@ -1,0 +1,1659 @@
+// CUDA command buffers: a validated recording prepared once (loop thread,
+// no driver call) and executed on the device's submission thread.
+//
+// Graph recordings (REUSABLE, and ONE_SHOT ones with a dispatch_indirect)
+// become CUDA graphs with real dependency edges: the commands between two
+// barriers form a stage, every node of a stage depends on the previous
+// stage (on its one node, or on an empty join node when it has several),
+// so independent commands run concurrently ("Commands between barriers may
+// run concurrently", halo.h). fill becomes a memset node, copy a memcpy
+// node, update a DtoD memcpy node from the recording's inline bytes
+// (uploaded once to device memory), dispatch a kernel node, and
+// dispatch_indirect a device-updatable kernel node preceded by a one-thread
+// node of the built-in PTX kernel below, which reads the three counts and
+// sets the node's grid (cudaGraphKernelNodeSetGridDim), disabling the node
+// for a zero or out-of-range count.
+//
+// The recording is memoized, not one exec: launches of one CUgraphExec
+// never overlap, even across streams, so each recording owns a pool of up
+// to HALO_HAL_CUDA_MAX_GRAPH_INSTANCES instances (own CUgraph/CUgraphExec,
+// own device binding-table slot and pinned staging), shared by every
+// session that recorded the same thing. An execution takes a free instance
+// (creates one when none is free, parks when the bound is reached),
+// updates it and launches it on its queue's stream; the instance is busy
+// until the execution's completion.
+//
+// Binding strategy, per argument, from how the client recorded it:
+// - BUFFER arguments (and fill/copy/update targets and sources) with an
+//   indirect reference are re-pointed with cuGraphExec*SetParams, only on
+//   the nodes whose slots' resolved addresses changed since that
+//   instance's last launch (no GPU cost; CPU per changed node);
+// - BINDING_TABLE arguments point at the instance's device table, a fixed
+//   address per instance, so they are never re-pointed: the table's
+//   binding_capacity addresses are copied (cuMemcpyHtoDAsync from the
+//   instance's pinned staging, on the same stream, before the launch) when
+//   they changed since the instance's last launch (O(bindings) CPU, one
+//   indirection per kernel on the GPU).
+//
+// ONE_SHOT recordings replay on the stream directly, in order, which also
+// honours every barrier; a BINDING_TABLE then lives in stream-ordered
+// memory allocated and freed on the stream around the commands.
+#include "hal/cuda/cuda_command_buffer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/status.h"
+
+// Each argument value gets its own slot, aligned for any type a kernel may
+// read it as (the driver copies the parameter's size from it).
+#define HALO_HAL_CUDA_VALUE_ALIGNMENT 16u
+
+// Built with `nvcc -arch=compute_75 -ptx` from:
+//   extern "C" __global__ void halo_indirect_set_grid(
+//       cudaGraphDeviceNode_t node, const unsigned *counts, unsigned max_x,
+//       unsigned max_yz) {
+//     unsigned x = counts[0], y = counts[1], z = counts[2];
+//     bool ok = x != 0 && y != 0 && z != 0 && x <= max_x && y <= max_yz &&
+//               z <= max_yz;
+//     if (ok) cudaGraphKernelNodeSetGridDim(node, dim3(x, y, z));
+//     cudaGraphKernelNodeSetEnabled(node, ok);
+//   }
+// The device-side graph update calls are driver builtins: plain PTX loaded
+// with cuModuleLoadData resolves them (no -rdc, no cudadevrt).
+static const char halo_hal_cuda_builtin_ptx[] =
+    ".version 9.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".extern .func (.param .b32 func_retval0) cudaGraphKernelNodeSetGridDim\n"
+    "(\n"
+    "  .param .b64 cudaGraphKernelNodeSetGridDim_param_0,\n"
+    "  .param .align 4 .b8 cudaGraphKernelNodeSetGridDim_param_1[12]\n"
+    ");\n"
+    ".extern .func (.param .b32 func_retval0) cudaGraphKernelNodeSetEnabled\n"
+    "(\n"
+    "  .param .b64 cudaGraphKernelNodeSetEnabled_param_0,\n"
+    "  .param .b32 cudaGraphKernelNodeSetEnabled_param_1\n"
+    ");\n"
+    ".visible .entry halo_indirect_set_grid(\n"
+    "  .param .u64 halo_indirect_set_grid_param_0,\n"
+    "  .param .u64 halo_indirect_set_grid_param_1,\n"
+    "  .param .u32 halo_indirect_set_grid_param_2,\n"
+    "  .param .u32 halo_indirect_set_grid_param_3\n"
+    ")\n"
+    "{\n"
+    "  .reg .pred %p<13>;\n"
+    "  .reg .b32 %r<9>;\n"
+    "  .reg .b64 %rd<4>;\n"
+    "  ld.param.u64 %rd1, [halo_indirect_set_grid_param_0];\n"
+    "  ld.param.u64 %rd2, [halo_indirect_set_grid_param_1];\n"
+    "  ld.param.u32 %r4, [halo_indirect_set_grid_param_2];\n"
+    "  ld.param.u32 %r5, [halo_indirect_set_grid_param_3];\n"
+    "  cvta.to.global.u64 %rd3, %rd2;\n"
+    "  ld.global.u32 %r1, [%rd3];\n"
+    "  setp.ne.s32 %p2, %r1, 0;\n"
+    "  ld.global.u32 %r2, [%rd3+4];\n"
+    "  setp.ne.s32 %p3, %r2, 0;\n"
+    "  and.pred %p4, %p2, %p3;\n"
+    "  ld.global.u32 %r3, [%rd3+8];\n"
+    "  setp.ne.s32 %p5, %r3, 0;\n"
+    "  and.pred %p6, %p4, %p5;\n"
+    "  setp.le.u32 %p7, %r1, %r4;\n"
+    "  and.pred %p8, %p7, %p6;\n"
+    "  setp.le.u32 %p9, %r2, %r5;\n"
+    "  and.pred %p10, %p9, %p8;\n"
+    "  setp.le.u32 %p11, %r3, %r5;\n"
+    "  and.pred %p1, %p11, %p10;\n"
+    "  not.pred %p12, %p1;\n"
+    "  @%p12 bra $L__BB0_2;\n"
+    "  {\n"
+    "  .param .b64 param0;\n"
+    "  st.param.b64 [param0+0], %rd1;\n"
+    "  .param .align 4 .b8 param1[12];\n"
+    "  st.param.b32 [param1+0], %r1;\n"
+    "  st.param.b32 [param1+4], %r2;\n"
+    "  st.param.b32 [param1+8], %r3;\n"
+    "  .param .b32 retval0;\n"
+    "  call.uni (retval0), cudaGraphKernelNodeSetGridDim, (param0, param1);\n"
+    "  ld.param.b32 %r6, [retval0+0];\n"
+    "  }\n"
+    "$L__BB0_2:\n"
+    "  selp.u32 %r7, 1, 0, %p1;\n"
+    "  {\n"
+    "  .param .b64 param0;\n"
+    "  st.param.b64 [param0+0], %rd1;\n"
+    "  .param .b32 param1;\n"
+    "  st.param.b32 [param1+0], %r7;\n"
+    "  .param .b32 retval0;\n"
+    "  call.uni (retval0), cudaGraphKernelNodeSetEnabled, (param0, param1);\n"
+    "  ld.param.b32 %r8, [retval0+0];\n"
+    "  }\n"
+    "  ret;\n"
+    "}\n";
+
+struct halo_hal_cuda_graph_instance_t {
+  halo_hal_cuda_graph_instance_t *next;  // free list
+  halo_hal_cuda_graph_instance_t *all_next;
+  CUgraph graph;
+  CUgraphExec exec;
+  // Per command: its node (dispatch_indirect: the dispatch's node), the
+  // grid-setting node and the device handle of dispatch_indirects.
+  CUgraphNode *nodes;
+  CUgraphNode *setter_nodes;
+  CUgraphDeviceNode *device_nodes;
+  // binding_capacity addresses the nodes and the device table hold.
+  uint64_t *bound;
+  uint64_t table;     // device binding table (BINDING_TABLE recordings)
+  uint64_t *staging;  // its pinned host copy
+  bool table_valid;   // the device table holds |bound|
+  bool needs_upload;  // cuGraphUpload before the next launch
+};
+
+typedef struct halo_hal_cuda_command_buffer_t {
+  halo_hal_command_buffer_t base;
+  halo_hal_cuda_device_t *device;
+  bool use_graph;
+  bool uses_binding_table;
+  bool has_indirect;
+  bool has_update;
+  bool has_patches;  // some command references a binding slot
+  // Per command: dispatch function, first value byte, value bytes.
+  CUfunction *functions;
+  uint32_t *command_values;
+  uint32_t *command_value_sizes;
+  // Per argument (parallel to recording.args): its value's offset.
+  uint32_t *arg_values;
+  uint8_t *values;  // template: constants and direct addresses filled in
+  uint32_t values_size;
+  uint32_t max_arg_count;
+  uint32_t max_command_values;
+  // Commands per binding slot (CSR): slot s is used by
+  // slot_commands[slot_first[s] .. slot_first[s + 1]).
+  uint32_t *slot_first;
+  uint32_t *slot_commands;
+
+  // Submission thread only.
+  bool realized;
+  uint64_t data_device;  // the recording's inline bytes (graph updates)
+  uint32_t stamp;
+  uint32_t *command_stamps;
+  void **scratch_pointers;
+  uint8_t *scratch_values;
+  CUgraphNode *stage_previous;
+  CUgraphNode *stage_current;
+
+  // The instance pool (any thread).
+  pthread_mutex_t mutex;
+  halo_hal_cuda_graph_instance_t *free_instances;
+  halo_hal_cuda_graph_instance_t *all_instances;
+  uint32_t instance_count;  // created or being created
+  halo_hal_cuda_task_t *parked_head;
+  halo_hal_cuda_task_t *parked_tail;
+  halo_hal_cuda_task_t reap_task;  // destroy on the reaper
+} halo_hal_cuda_command_buffer_t;
+
+static const halo_hal_command_buffer_vtable_t
+    halo_hal_cuda_command_buffer_vtable;
+
+bool halo_hal_cuda_command_buffer_isa(
+    const halo_hal_command_buffer_t *command_buffer) {
+  return command_buffer &&
+         command_buffer->vtable == &halo_hal_cuda_command_buffer_vtable;
+}
+
+static const char *halo_hal_cuda_command_name(uint32_t type) {
+  switch (type) {
+    case HALO_HAL_COMMAND_FILL:
+      return "fill";
+    case HALO_HAL_COMMAND_COPY:
+      return "copy";
+    case HALO_HAL_COMMAND_UPDATE:
+      return "update";
+    case HALO_HAL_COMMAND_DISPATCH:
+      return "dispatch";
+    case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
+      return "dispatch_indirect";
+    case HALO_HAL_COMMAND_BARRIER:
+      return "barrier";
+    default:
+      return "unknown";
+  }
+}
+
+static uint32_t halo_hal_cuda_value_bytes(const halo_hal_dispatch_arg_t *arg) {
+  uint32_t size = arg->kind == HALO_HAL_ARG_CONSTANT ? arg->data_size : 8;
+  return (size + HALO_HAL_CUDA_VALUE_ALIGNMENT - 1) &
+         ~(HALO_HAL_CUDA_VALUE_ALIGNMENT - 1);
+}
+
+// A failed driver call of command |index|: "command 3 (dispatch):
+// cuGraphAddKernelNode: CUDA_ERROR_...: ...".
+static halo_status_t halo_hal_cuda_command_error(
+    const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    CUresult result, const char *call) {
+  const halo_hal_command_t *command =
+      &command_buffer->base.recording.commands[index];
+  return halo_status_annotate(
+      halo_hal_cuda_result_to_status(command_buffer->device->cu, result, call),
+      "command %u (%s)", index, halo_hal_cuda_command_name(command->type));
+}
+
+#define HALO_CUDA_COMMAND_RETURN_IF_ERROR(command_buffer, index, call, ...)  \
+  do {                                                                       \
+    CUresult halo__result = (command_buffer)->device->cu->call(__VA_ARGS__); \
+    if (halo__result != CUDA_SUCCESS) {                                      \
+      return halo_hal_cuda_command_error((command_buffer), (index),          \
+                                         halo__result, #call);               \
+    }                                                                        \
+  } while (0)
+
+//===----------------------------------------------------------------------===//
+// Prepare (loop thread: checks and tables, no driver call)
+//===----------------------------------------------------------------------===//
+
+static halo_status_t halo_hal_cuda_check_ref(
+    const halo_hal_recording_t *recording, uint32_t index, const char *role,
+    const halo_hal_buffer_ref_t *ref) {
+  if (ref->slot != HALO_HAL_SLOT_DIRECT &&
+      ref->slot >= recording->binding_capacity) {
+    return halo_status_make(
+        HALO_STATUS_INVALID_ARGUMENT,
+        "command %u (%s): %s slot %u out of range (binding capacity %u)", index,
+        halo_hal_cuda_command_name(recording->commands[index].type), role,
+        ref->slot, recording->binding_capacity);
+  }
+  if (ref->slot == HALO_HAL_SLOT_DIRECT && ref->address == 0) {
+    return halo_status_make(
+        HALO_STATUS_INVALID_ARGUMENT, "command %u (%s): %s has a null address",
+        index, halo_hal_cuda_command_name(recording->commands[index].type),
+        role);
+  }
+  return NULL;
+}
+
+static halo_status_t halo_hal_cuda_check_data(
+    const halo_hal_recording_t *recording, uint32_t index, const char *role,
+    uint32_t offset, uint32_t size) {
+  if (offset > recording->data_size || size > recording->data_size - offset) {
+    return halo_status_make(
+        HALO_STATUS_INVALID_ARGUMENT,
+        "command %u (%s): %s bytes [%u, +%u) outside the recording's %u data "
+        "bytes",
+        index, halo_hal_cuda_command_name(recording->commands[index].type),
+        role, offset, size, recording->data_size);
+  }
+  return NULL;
+}
+
+static halo_status_t halo_hal_cuda_check_dispatch(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_command_t *command = &recording->commands[index];
+  const char *name = halo_hal_cuda_command_name(command->type);
+  if (command->arg_first > recording->arg_count ||
+      command->arg_count > recording->arg_count - command->arg_first) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "command %u (%s): arguments [%u, +%u) outside "
+                            "the recording's %u",
+                            index, name, command->arg_first, command->arg_count,
+                            recording->arg_count);
+  }
+  for (uint32_t i = 0; i < command->arg_count; ++i) {
+    const halo_hal_dispatch_arg_t *arg =
+        &recording->args[command->arg_first + i];
+    char role[32];
+    snprintf(role, sizeof(role), "argument %u", i);
+    switch (arg->kind) {
+      case HALO_HAL_ARG_BUFFER:
+        HALO_RETURN_IF_ERROR(
+            halo_hal_cuda_check_ref(recording, index, role, &arg->ref));
+        break;
+      case HALO_HAL_ARG_CONSTANT:
+        if (arg->data_size == 0 || arg->data_size > 4096) {
+          return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                  "command %u (%s): argument %u is a "
+                                  "constant of %u bytes",
+                                  index, name, i, arg->data_size);
+        }
+        HALO_RETURN_IF_ERROR(halo_hal_cuda_check_data(
+            recording, index, role, arg->data_offset, arg->data_size));
+        break;
+      case HALO_HAL_ARG_BINDING_TABLE:
+        if (recording->binding_capacity == 0) {
+          return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                  "command %u (%s): argument %u is the "
+                                  "binding table of a recording without "
+                                  "bindings",
+                                  index, name, i);
+        }
+        command_buffer->uses_binding_table = true;
+        break;
+      default:
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "command %u (%s): argument %u has unknown "
+                                "kind %u",
+                                index, name, i, arg->kind);
+    }
+  }
+  if (command->type == HALO_HAL_COMMAND_DISPATCH_INDIRECT) {
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_check_ref(
+        recording, index, "workgroup_count", &command->workgroup_count));
+    command_buffer->has_indirect = true;
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (command->block[d] == 0 ||
+        (command->type == HALO_HAL_COMMAND_DISPATCH && command->grid[d] == 0)) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "command %u (%s): grid %ux%ux%u / block "
+                              "%ux%ux%u has a zero dimension",
+                              index, name, command->grid[0], command->grid[1],
+                              command->grid[2], command->block[0],
+                              command->block[1], command->block[2]);
+    }
+  }
+  if (!command->executable) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "command %u (%s): no executable", index, name);
+  }
+  halo_status_t status = halo_hal_cuda_executable_function(
+      command->executable, command->entry_ordinal,
+      &command_buffer->functions[index]);
+  if (status) {
+    return halo_status_annotate(status, "command %u (%s)", index, name);
+  }
+  if (command->arg_count > command_buffer->max_arg_count) {
+    command_buffer->max_arg_count = command->arg_count;
+  }
+  return NULL;
+}
+
+static halo_status_t halo_hal_cuda_check_command(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_command_t *command = &recording->commands[index];
+  switch (command->type) {
+    case HALO_HAL_COMMAND_FILL:
+      if (command->data_size != 1 && command->data_size != 2 &&
+          command->data_size != 4) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "command %u (fill): pattern of %u bytes (1, "
+                                "2 or 4)",
+                                index, command->data_size);
+      }
+      if (command->target.length % command->data_size != 0) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "command %u (fill): %llu bytes are not a "
+                                "multiple of the %u-byte pattern",
+                                index,
+                                (unsigned long long)command->target.length,
+                                command->data_size);
+      }
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_data(recording, index, "pattern",
+                                                    command->data_offset,
+                                                    command->data_size));
+      return halo_hal_cuda_check_ref(recording, index, "target",
+                                     &command->target);
+    case HALO_HAL_COMMAND_COPY:
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_ref(recording, index, "source",
+                                                   &command->source));
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_ref(recording, index, "target",
+                                                   &command->target));
+      if (command->source.length != command->target.length) {
+        return halo_status_make(
+            HALO_STATUS_INVALID_ARGUMENT,
+            "command %u (copy): source has %llu bytes, target %llu", index,
+            (unsigned long long)command->source.length,
+            (unsigned long long)command->target.length);
+      }
+      return NULL;
+    case HALO_HAL_COMMAND_UPDATE:
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_data(recording, index, "inline",
+                                                    command->data_offset,
+                                                    command->data_size));
+      if (command->target.length != command->data_size) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "command %u (update): %u inline bytes for a "
+                                "target of %llu",
+                                index, command->data_size,
+                                (unsigned long long)command->target.length);
+      }
+      command_buffer->has_update = true;
+      return halo_hal_cuda_check_ref(recording, index, "target",
+                                     &command->target);
+    case HALO_HAL_COMMAND_DISPATCH:
+    case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
+      return halo_hal_cuda_check_dispatch(command_buffer, index);
+    case HALO_HAL_COMMAND_BARRIER:
+      return NULL;
+    default:
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "command %u: unknown type %u", index,
+                              command->type);
+  }
+}
+
+// Calls |visit| for every binding slot command |index| references (a slot
+// may repeat).
+typedef void (*halo_hal_cuda_slot_visit_fn)(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t slot,
+    uint32_t index);
+
+static void halo_hal_cuda_visit_slots(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    halo_hal_cuda_slot_visit_fn visit) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_command_t *command = &recording->commands[index];
+  switch (command->type) {
+    case HALO_HAL_COMMAND_COPY:
+      if (command->source.slot != HALO_HAL_SLOT_DIRECT) {
+        visit(command_buffer, command->source.slot, index);
+      }
+      __attribute__((fallthrough));
+    case HALO_HAL_COMMAND_FILL:
+    case HALO_HAL_COMMAND_UPDATE:
+      if (command->target.slot != HALO_HAL_SLOT_DIRECT) {
+        visit(command_buffer, command->target.slot, index);
+      }
+      break;
+    case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
+      if (command->workgroup_count.slot != HALO_HAL_SLOT_DIRECT) {
+        visit(command_buffer, command->workgroup_count.slot, index);
+      }
+      __attribute__((fallthrough));
+    case HALO_HAL_COMMAND_DISPATCH:
+      for (uint32_t i = 0; i < command->arg_count; ++i) {
+        const halo_hal_dispatch_arg_t *arg =
+            &recording->args[command->arg_first + i];
+        if (arg->kind == HALO_HAL_ARG_BUFFER &&
+            arg->ref.slot != HALO_HAL_SLOT_DIRECT) {
+          visit(command_buffer, arg->ref.slot, index);
+        }
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+static void halo_hal_cuda_count_slot(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t slot,
+    uint32_t index) {
+  // Counted once per command: the stamp marks the last command counted.
+  if (command_buffer->command_stamps[slot] == index + 1) return;
+  command_buffer->command_stamps[slot] = index + 1;
+  ++command_buffer->slot_first[slot + 1];
+}
+
+static void halo_hal_cuda_place_slot(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t slot,
+    uint32_t index) {
+  if (command_buffer->command_stamps[slot] == index + 1) return;
+  command_buffer->command_stamps[slot] = index + 1;
+  // slot_first[slot] runs ahead while placing; restored afterwards.
+  command_buffer->slot_commands[command_buffer->slot_first[slot]++] = index;
+}
+
+// Builds the slot -> commands table (two passes over the references).
+static halo_status_t halo_hal_cuda_build_slot_table(
+    halo_hal_cuda_command_buffer_t *command_buffer) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  uint32_t capacity = recording->binding_capacity;
+  command_buffer->slot_first = calloc(capacity + 2, sizeof(uint32_t));
+  uint32_t *stamps = calloc(capacity + 1, sizeof(uint32_t));
+  if (!command_buffer->slot_first || !stamps) {
+    free(stamps);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "oom for the binding slot table");
+  }
+  command_buffer->command_stamps = stamps;  // borrowed while building
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    halo_hal_cuda_visit_slots(command_buffer, i, halo_hal_cuda_count_slot);
+  }
+  for (uint32_t s = 0; s < capacity; ++s) {
+    command_buffer->slot_first[s + 1] += command_buffer->slot_first[s];
+  }
+  uint32_t total = command_buffer->slot_first[capacity];
+  command_buffer->has_patches = total > 0;
+  command_buffer->slot_commands = calloc(total + 1, sizeof(uint32_t));
+  if (!command_buffer->slot_commands) {
+    free(stamps);
+    command_buffer->command_stamps = NULL;
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "oom for the binding slot table");
+  }
+  memset(stamps, 0, (capacity + 1) * sizeof(uint32_t));
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    halo_hal_cuda_visit_slots(command_buffer, i, halo_hal_cuda_place_slot);
+  }
+  // Each slot_first[s] now holds the end of slot s: shift back.
+  for (uint32_t s = capacity; s > 0; --s) {
+    command_buffer->slot_first[s] = command_buffer->slot_first[s - 1];
+  }
+  command_buffer->slot_first[0] = 0;
+  free(stamps);
+  command_buffer->command_stamps = NULL;
+  return NULL;
+}
+
+// Lays out every dispatch's argument values and fills in what is known at
+// record time (constants, direct addresses).
+static halo_status_t halo_hal_cuda_build_values(
+    halo_hal_cuda_command_buffer_t *command_buffer) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    const halo_hal_command_t *command = &recording->commands[i];
+    if (command->type != HALO_HAL_COMMAND_DISPATCH &&
+        command->type != HALO_HAL_COMMAND_DISPATCH_INDIRECT) {
+      continue;
+    }
+    command_buffer->command_values[i] = total;
+    for (uint32_t a = 0; a < command->arg_count; ++a) {
+      const halo_hal_dispatch_arg_t *arg =
+          &recording->args[command->arg_first + a];
+      command_buffer->arg_values[command->arg_first + a] = total;
+      total += halo_hal_cuda_value_bytes(arg);
+    }
+    uint32_t size = total - command_buffer->command_values[i];
+    command_buffer->command_value_sizes[i] = size;
+    if (size > command_buffer->max_command_values) {
+      command_buffer->max_command_values = size;
+    }
+  }
+  command_buffer->values_size = total;
+  command_buffer->values = calloc(total + HALO_HAL_CUDA_VALUE_ALIGNMENT, 1);
+  if (!command_buffer->values) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "oom for %u bytes of argument values", total);
+  }
+  for (uint32_t i = 0; i < recording->arg_count; ++i) {
+    const halo_hal_dispatch_arg_t *arg = &recording->args[i];
+    uint8_t *value = command_buffer->values + command_buffer->arg_values[i];
+    if (arg->kind == HALO_HAL_ARG_CONSTANT) {
+      memcpy(value, recording->data + arg->data_offset, arg->data_size);
+    } else if (arg->kind == HALO_HAL_ARG_BUFFER &&
+               arg->ref.slot == HALO_HAL_SLOT_DIRECT) {
+      memcpy(value, &arg->ref.address, sizeof(uint64_t));
+    }
+  }
+  return NULL;
+}
+
+static void halo_hal_cuda_command_buffer_free(
+    halo_hal_cuda_command_buffer_t *command_buffer) {
+  halo_hal_recording_deinitialize(&command_buffer->base.recording);
+  free(command_buffer->functions);
+  free(command_buffer->command_values);
+  free(command_buffer->command_value_sizes);
+  free(command_buffer->arg_values);
+  free(command_buffer->values);
+  free(command_buffer->slot_first);
+  free(command_buffer->slot_commands);
+  free(command_buffer->command_stamps);
+  free(command_buffer->scratch_pointers);
+  free(command_buffer->scratch_values);
+  free(command_buffer->stage_previous);
+  free(command_buffer->stage_current);
+  pthread_mutex_destroy(&command_buffer->mutex);
+  free(command_buffer);
+}
+
+halo_status_t halo_hal_cuda_command_buffer_prepare(
+    halo_hal_cuda_device_t *device, halo_hal_recording_t *recording,
+    halo_hal_command_buffer_t **out_command_buffer) {
+  *out_command_buffer = NULL;
+  if (recording->command_count && !recording->commands) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "recording of %u commands without commands",
+                            recording->command_count);
+  }
+  if (recording->flags != HALO_HAL_RECORDING_ONE_SHOT &&
+      recording->flags != HALO_HAL_RECORDING_REUSABLE) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "recording flags 0x%x: exactly one of ONE_SHOT "
+                            "or REUSABLE",
+                            recording->flags);
+  }
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      calloc(1, sizeof(*command_buffer));
+  if (!command_buffer) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  pthread_mutex_init(&command_buffer->mutex, NULL);
+  command_buffer->base.vtable = &halo_hal_cuda_command_buffer_vtable;
+  command_buffer->device = device;
+  // Checked in place; the recording stays the caller's until this succeeds.
+  command_buffer->base.recording = *recording;
+  uint32_t count = recording->command_count ? recording->command_count : 1;
+  uint32_t args = recording->arg_count ? recording->arg_count : 1;
+  command_buffer->functions = calloc(count, sizeof(CUfunction));
+  command_buffer->command_values = calloc(count, sizeof(uint32_t));
+  command_buffer->command_value_sizes = calloc(count, sizeof(uint32_t));
+  command_buffer->arg_values = calloc(args, sizeof(uint32_t));
+  halo_status_t status = NULL;
+  if (!command_buffer->functions || !command_buffer->command_values ||
+      !command_buffer->command_value_sizes || !command_buffer->arg_values) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  for (uint32_t i = 0; !status && i < recording->command_count; ++i) {
+    status = halo_hal_cuda_check_command(command_buffer, i);
+  }
+  if (!status) status = halo_hal_cuda_build_values(command_buffer);
+  if (!status) status = halo_hal_cuda_build_slot_table(command_buffer);
+  if (!status) {
+    command_buffer->use_graph =
+        recording->flags == HALO_HAL_RECORDING_REUSABLE ||
+        command_buffer->has_indirect;
+    command_buffer->command_stamps = calloc(count, sizeof(uint32_t));
+    command_buffer->scratch_pointers =
+        calloc(command_buffer->max_arg_count + 1, sizeof(void *));
+    command_buffer->scratch_values =
+        calloc(command_buffer->max_command_values + 16, 1);
+    command_buffer->stage_previous = calloc(count, sizeof(CUgraphNode));
+    command_buffer->stage_current = calloc(count, sizeof(CUgraphNode));
+    if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
+        !command_buffer->scratch_values || !command_buffer->stage_previous ||
+        !command_buffer->stage_current) {
+      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  }
+  if (status) {
+    // The recording's arrays go back to the caller untouched.
+    memset(&command_buffer->base.recording, 0,
+           sizeof(command_buffer->base.recording));
+    halo_hal_cuda_command_buffer_free(command_buffer);
+    return status;
+  }
+  memset(recording, 0, sizeof(*recording));
+  *out_command_buffer = &command_buffer->base;
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Destroy (loop thread; the driver calls run on the reaper)
+//===----------------------------------------------------------------------===//
+
+static void halo_hal_cuda_instance_destroy(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance) {
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  const halo_hal_cuda_symbols_t *cu = device->cu;
+  if (instance->exec) cu->cuGraphExecDestroy(instance->exec);
+  if (instance->graph) cu->cuGraphDestroy(instance->graph);
+  if (instance->table) {
+    device->base.allocator->vtable->deallocate(
+        device->base.allocator, instance->table,
+        command_buffer->base.recording.binding_capacity * sizeof(uint64_t));
+  }
+  if (instance->staging) cu->cuMemFreeHost(instance->staging);
+  free(instance->nodes);
+  free(instance->setter_nodes);
+  free(instance->device_nodes);
+  free(instance->bound);
+  free(instance);
+}
+
+// Reaper thread: graph teardown and frees may wait for the device.
+static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      (halo_hal_cuda_command_buffer_t *)((char *)task -
+                                         offsetof(
+                                             halo_hal_cuda_command_buffer_t,
+                                             reap_task));
+  halo_hal_cuda_graph_instance_t *instance = command_buffer->all_instances;
+  while (instance) {
+    halo_hal_cuda_graph_instance_t *next = instance->all_next;
+    halo_hal_cuda_instance_destroy(command_buffer, instance);
+    instance = next;
+  }
+  if (command_buffer->data_device) {
+    halo_hal_allocator_t *allocator = command_buffer->device->base.allocator;
+    allocator->vtable->deallocate(allocator, command_buffer->data_device,
+                                  command_buffer->base.recording.data_size);
+  }
+  halo_hal_cuda_command_buffer_free(command_buffer);
+}
+
+// Every execution has retired (the daemon holds a reference until then), so
+// every instance is free.
+static void halo_hal_cuda_command_buffer_destroy(
+    halo_hal_command_buffer_t *base_command_buffer) {
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      (halo_hal_cuda_command_buffer_t *)base_command_buffer;
+  if (!command_buffer->all_instances && !command_buffer->data_device) {
+    halo_hal_cuda_command_buffer_free(command_buffer);
+    return;
+  }
+  command_buffer->reap_task.run = halo_hal_cuda_command_buffer_reap;
+  halo_hal_cuda_thread_post(&command_buffer->device->reaper,
+                            &command_buffer->reap_task);
+}
+
+static const halo_hal_command_buffer_vtable_t
+    halo_hal_cuda_command_buffer_vtable = {
+        .destroy = halo_hal_cuda_command_buffer_destroy,
+};
+
+//===----------------------------------------------------------------------===//
+// Realize (submission thread, once per recording)
+//===----------------------------------------------------------------------===//
+
+// Loads the built-in grid-setting kernel of dispatch_indirect (once per
+// device; a failure is kept and reported by every later attempt).
+static halo_status_t halo_hal_cuda_builtin_load(
+    halo_hal_cuda_device_t *device) {
+  if (device->builtin_set_grid) return NULL;
+  if (device->builtin_failure) {
+    return halo_status_make(halo_status_code(device->builtin_failure), "%s",
+                            halo_status_message(device->builtin_failure));
+  }
+  const halo_hal_cuda_symbols_t *cu = device->cu;
+  char log[2048] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, (void *)(uintptr_t)sizeof(log)};
+  CUmodule module = NULL;
+  CUresult result = cu->cuModuleLoadDataEx(&module, halo_hal_cuda_builtin_ptx,
+                                           2, options, values);
+  halo_status_t status = NULL;
+  if (result != CUDA_SUCCESS) {
+    halo_status_t cause =
+        halo_hal_cuda_result_to_status(cu, result, "cuModuleLoadDataEx");
+    status = halo_status_make(
+        HALO_STATUS_UNIMPLEMENTED,
+        "dispatch_indirect is unavailable on CUDA device %u: its built-in "
+        "grid-setting kernel (device-updatable kernel nodes) does not load: "
+        "%s%s%s",
+        device->ordinal, halo_status_message(cause),
+        log[0] ? "; JIT log: " : "", log);
+    halo_status_free(cause);
+  }
+  CUfunction function = NULL;
+  if (!status) {
+    result =
+        cu->cuModuleGetFunction(&function, module, "halo_indirect_set_grid");
+    if (result != CUDA_SUCCESS) {
+      status = halo_status_annotate(
+          halo_hal_cuda_result_to_status(cu, result, "cuModuleGetFunction"),
+          "the built-in kernel of dispatch_indirect");
+    }
+  }
+  int grid[3] = {0, 0, 0};
+  if (!status) {
+    CUdevice_attribute attributes[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+                                        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                                        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+    for (int d = 0; d < 3 && !status; ++d) {
+      result =
+          cu->cuDeviceGetAttribute(&grid[d], attributes[d], device->device);
+      if (result != CUDA_SUCCESS) {
+        status =
+            halo_hal_cuda_result_to_status(cu, result, "cuDeviceGetAttribute");
+      }
+    }
+  }
+  if (status) {
+    if (module) cu->cuModuleUnload(module);
+    HALO_LOG_WARN("CUDA device %u: %s", device->ordinal,
+                  halo_status_message(status));
+    device->builtin_failure = status;
+    return halo_status_make(halo_status_code(status), "%s",
+                            halo_status_message(status));
+  }
+  // Unloaded with the context (the device never unloads it while running).
+  device->builtin_module = module;
+  device->builtin_set_grid = function;
+  device->builtin_max_grid[0] = (uint32_t)grid[0];
+  device->builtin_max_grid[1] =
+      (uint32_t)(grid[1] < grid[2] ? grid[1] : grid[2]);
+  return NULL;
+}
+
+static halo_status_t halo_hal_cuda_command_buffer_realize(
+    halo_hal_cuda_command_buffer_t *command_buffer) {
+  if (command_buffer->realized) return NULL;
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  const halo_hal_cuda_symbols_t *cu = device->cu;
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  // Dynamic shared memory above the default 48 KiB needs the function's
+  // opt-in (kept at the largest any recording asked for).
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    const halo_hal_command_t *command = &recording->commands[i];
+    if (!command_buffer->functions[i] ||
+        command->shared_memory_bytes <= 48u * 1024u) {
+      continue;
+    }
+    int current = 0;
+    cu->cuFuncGetAttribute(&current,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           command_buffer->functions[i]);
+    if ((uint32_t)current < command->shared_memory_bytes) {
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, i, cuFuncSetAttribute, command_buffer->functions[i],
+          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+          (int)command->shared_memory_bytes);
+    }
+  }
+  if (command_buffer->has_indirect) {
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_builtin_load(device));
+  }
+  if (command_buffer->use_graph && command_buffer->has_update &&
+      !command_buffer->data_device) {
+    // update commands copy from here (DtoD memcpy nodes).
+    halo_hal_allocator_t *allocator = device->base.allocator;
+    uint64_t address = 0;
+    HALO_RETURN_IF_ERROR(
+        allocator->vtable->allocate(allocator, recording->data_size, &address));
+    halo_status_t status = allocator->vtable->write(
+        allocator, address, recording->data, recording->data_size);
+    if (status) {
+      allocator->vtable->deallocate(allocator, address, recording->data_size);
+      return halo_status_annotate(status,
+                                  "uploading the recording's %u inline bytes",
+                                  recording->data_size);
+    }
+    command_buffer->data_device = address;
+  }
+  command_buffer->realized = true;
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Node parameters (submission thread)
+//===----------------------------------------------------------------------===//
+
+// The address |ref| of command |index| resolves to under |execution|.
+static halo_status_t halo_hal_cuda_resolve(
+    const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const char *role, const halo_hal_buffer_ref_t *ref,
+    const halo_hal_execution_t *execution, uint64_t *out_address) {
+  if (ref->slot == HALO_HAL_SLOT_DIRECT) {
+    *out_address = ref->address;
+    return NULL;
+  }
+  if (ref->slot >= execution->binding_count || !execution->bindings ||
+      execution->bindings[ref->slot].address == 0) {
+    *out_address = 0;
+    return halo_status_make(
+        HALO_STATUS_FAILED_PRECONDITION,
+        "command %u (%s): %s: binding slot %u is unbound", index,
+        halo_hal_cuda_command_name(
+            command_buffer->base.recording.commands[index].type),
+        role, ref->slot);
+  }
+  *out_address = execution->bindings[ref->slot].address + ref->offset;
+  return NULL;
+}
+
+// The kernelParams of dispatch |index| in the scratch area (valid until the
+// next call): constants, resolved buffers, |table| for BINDING_TABLE.
+static halo_status_t halo_hal_cuda_kernel_params(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const halo_hal_execution_t *execution, uint64_t table, void ***out_params) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_command_t *command = &recording->commands[index];
+  uint32_t base = command_buffer->command_values[index];
+  uint8_t *values = command_buffer->scratch_values;
+  memcpy(values, command_buffer->values + base,
+         command_buffer->command_value_sizes[index]);
+  for (uint32_t a = 0; a < command->arg_count; ++a) {
+    const halo_hal_dispatch_arg_t *arg =
+        &recording->args[command->arg_first + a];
+    uint8_t *value =
+        values + (command_buffer->arg_values[command->arg_first + a] - base);
+    command_buffer->scratch_pointers[a] = value;
+    if (arg->kind == HALO_HAL_ARG_BUFFER &&
+        arg->ref.slot != HALO_HAL_SLOT_DIRECT) {
+      char role[32];
+      snprintf(role, sizeof(role), "argument %u", a);
+      uint64_t address;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
+          command_buffer, index, role, &arg->ref, execution, &address));
+      memcpy(value, &address, sizeof(address));
+    } else if (arg->kind == HALO_HAL_ARG_BINDING_TABLE) {
+      memcpy(value, &table, sizeof(table));
+    }
+  }
+  *out_params = command_buffer->scratch_pointers;
+  return NULL;
+}
+
+static void halo_hal_cuda_kernel_node_params(
+    const halo_hal_command_t *command, CUfunction function, void **params,
+    CUDA_KERNEL_NODE_PARAMS *out_params) {
+  memset(out_params, 0, sizeof(*out_params));
+  out_params->func = function;
+  out_params->gridDimX = command->grid[0] ? command->grid[0] : 1;
+  out_params->gridDimY = command->grid[1] ? command->grid[1] : 1;
+  out_params->gridDimZ = command->grid[2] ? command->grid[2] : 1;
+  out_params->blockDimX = command->block[0];
+  out_params->blockDimY = command->block[1];
+  out_params->blockDimZ = command->block[2];
+  out_params->sharedMemBytes = command->shared_memory_bytes;
+  out_params->kernelParams = params;
+}
+
+static halo_status_t halo_hal_cuda_memset_params(
+    const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const halo_hal_execution_t *execution,
+    CUDA_MEMSET_NODE_PARAMS *out_params) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_command_t *command = &recording->commands[index];
+  memset(out_params, 0, sizeof(*out_params));
+  uint64_t target;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
+      command_buffer, index, "target", &command->target, execution, &target));
+  uint32_t value = 0;
+  const uint8_t *pattern = recording->data + command->data_offset;
+  if (command->data_size == 1) {
+    value = pattern[0];
+  } else if (command->data_size == 2) {
+    uint16_t value16;
+    memcpy(&value16, pattern, 2);
+    value = value16;
+  } else {
+    memcpy(&value, pattern, 4);
+  }
+  out_params->dst = (CUdeviceptr)target;
+  out_params->value = value;
+  out_params->elementSize = command->data_size;
+  out_params->width = (size_t)(command->target.length / command->data_size);
+  out_params->height = 1;
+  return NULL;
+}
+
+// copy: source -> target; update: the uploaded inline bytes -> target.
+static halo_status_t halo_hal_cuda_memcpy_params(
+    const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const halo_hal_execution_t *execution, CUDA_MEMCPY3D *out_params) {
+  const halo_hal_command_t *command =
+      &command_buffer->base.recording.commands[index];
+  memset(out_params, 0, sizeof(*out_params));
+  uint64_t source, target;
+  if (command->type == HALO_HAL_COMMAND_UPDATE) {
+    source = command_buffer->data_device + command->data_offset;
+  } else {
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
+        command_buffer, index, "source", &command->source, execution, &source));
+  }
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
+      command_buffer, index, "target", &command->target, execution, &target));
+  out_params->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  out_params->srcDevice = (CUdeviceptr)source;
+  out_params->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  out_params->dstDevice = (CUdeviceptr)target;
+  out_params->WidthInBytes = (size_t)command->target.length;
+  out_params->Height = 1;
+  out_params->Depth = 1;
+  return NULL;
+}
+
+// The grid-setting kernel's parameters for dispatch_indirect |index|.
+typedef struct halo_hal_cuda_setter_args_t {
+  CUgraphDeviceNode node;
+  uint64_t counts;
+  uint32_t max_x;
+  uint32_t max_yz;
+  void *pointers[4];
+} halo_hal_cuda_setter_args_t;
+
+static halo_status_t halo_hal_cuda_setter_params(
+    const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const halo_hal_execution_t *execution, CUgraphDeviceNode node,
+    halo_hal_cuda_setter_args_t *args, CUDA_KERNEL_NODE_PARAMS *out_params) {
+  const halo_hal_cuda_device_t *device = command_buffer->device;
+  const halo_hal_command_t *command =
+      &command_buffer->base.recording.commands[index];
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
+      command_buffer, index, "workgroup_count", &command->workgroup_count,
+      execution, &args->counts));
+  args->node = node;
+  args->max_x = device->builtin_max_grid[0];
+  args->max_yz = device->builtin_max_grid[1];
+  args->pointers[0] = &args->node;
+  args->pointers[1] = &args->counts;
+  args->pointers[2] = &args->max_x;
+  args->pointers[3] = &args->max_yz;
+  memset(out_params, 0, sizeof(*out_params));
+  out_params->func = device->builtin_set_grid;
+  out_params->gridDimX = out_params->gridDimY = out_params->gridDimZ = 1;
+  out_params->blockDimX = out_params->blockDimY = out_params->blockDimZ = 1;
+  out_params->kernelParams = args->pointers;
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Graph instances (submission thread, except retire)
+//===----------------------------------------------------------------------===//
+
+// The dependencies of the next node: the previous stage's one node, or a
+// join node (created on first use) when it has several.
+typedef struct halo_hal_cuda_stages_t {
+  CUgraphNode *previous;
+  uint32_t previous_count;
+  CUgraphNode *current;
+  uint32_t current_count;
+  CUgraphNode join;
+} halo_hal_cuda_stages_t;
+
+static halo_status_t halo_hal_cuda_stage_dependencies(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance, halo_hal_cuda_stages_t *stages,
+    uint32_t index, const CUgraphNode **out_nodes, size_t *out_count) {
+  if (stages->previous_count <= 1) {
+    *out_nodes = stages->previous;
+    *out_count = stages->previous_count;
+    return NULL;
+  }
+  if (!stages->join) {
+    HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+        command_buffer, index, cuGraphAddEmptyNode, &stages->join,
+        instance->graph, stages->previous, stages->previous_count);
+  }
+  *out_nodes = &stages->join;
+  *out_count = 1;
+  return NULL;
+}
+
+static halo_status_t halo_hal_cuda_add_dispatch(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance, uint32_t index,
+    const halo_hal_execution_t *execution, const CUgraphNode *dependencies,
+    size_t dependency_count) {
+  const halo_hal_command_t *command =
+      &command_buffer->base.recording.commands[index];
+  const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
+  bool indirect = command->type == HALO_HAL_COMMAND_DISPATCH_INDIRECT;
+  halo_hal_cuda_setter_args_t setter_args;
+  CUDA_KERNEL_NODE_PARAMS params;
+  if (indirect) {
+    // The setter first (its device node handle is filled in below).
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_setter_params(
+        command_buffer, index, execution, NULL, &setter_args, &params));
+    HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+        command_buffer, index, cuGraphAddKernelNode,
+        &instance->setter_nodes[index], instance->graph, dependencies,
+        dependency_count, &params);
+    dependencies = &instance->setter_nodes[index];
+    dependency_count = 1;
+  }
+  void **kernel_params;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_kernel_params(
+      command_buffer, index, execution, instance->table, &kernel_params));
+  halo_hal_cuda_kernel_node_params(command, command_buffer->functions[index],
+                                   kernel_params, &params);
+  HALO_CUDA_COMMAND_RETURN_IF_ERROR(command_buffer, index, cuGraphAddKernelNode,
+                                    &instance->nodes[index], instance->graph,
+                                    dependencies, dependency_count, &params);
+  if (!indirect) return NULL;
+  CUlaunchAttributeValue value;
+  memset(&value, 0, sizeof(value));
+  value.deviceUpdatableKernelNode.deviceUpdatable = 1;
+  HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+      command_buffer, index, cuGraphKernelNodeSetAttribute,
+      instance->nodes[index], CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE,
+      &value);
+  CUgraphDeviceNode device_node = value.deviceUpdatableKernelNode.devNode;
+  CUlaunchAttributeValue read;
+  memset(&read, 0, sizeof(read));
+  if (cu->cuGraphKernelNodeGetAttribute(
+          instance->nodes[index],
+          CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE,
+          &read) == CUDA_SUCCESS &&
+      read.deviceUpdatableKernelNode.devNode) {
+    device_node = read.deviceUpdatableKernelNode.devNode;
+  }
+  if (!device_node) {
+    return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
+                            "command %u (dispatch_indirect): the driver gave "
+                            "no device handle for a device-updatable kernel "
+                            "node",
+                            index);
+  }
+  instance->device_nodes[index] = device_node;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_setter_params(
+      command_buffer, index, execution, device_node, &setter_args, &params));
+  HALO_CUDA_COMMAND_RETURN_IF_ERROR(command_buffer, index,
+                                    cuGraphKernelNodeSetParams,
+                                    instance->setter_nodes[index], &params);
+  return NULL;
+}
+
+// Adds every command's node(s) with the addresses |execution| resolves to.
+static halo_status_t halo_hal_cuda_instance_build(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance,
+    const halo_hal_execution_t *execution) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  halo_hal_cuda_stages_t stages = {
+      .previous = command_buffer->stage_previous,
+      .current = command_buffer->stage_current,
+  };
+  uint32_t node_count = 0;
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    const halo_hal_command_t *command = &recording->commands[i];
+    if (command->type == HALO_HAL_COMMAND_BARRIER) {
+      if (stages.current_count > 0) {
+        CUgraphNode *swap = stages.previous;
+        stages.previous = stages.current;
+        stages.previous_count = stages.current_count;
+        stages.current = swap;
+        stages.current_count = 0;
+        stages.join = NULL;
+      }
+      continue;
+    }
+    const CUgraphNode *dependencies = NULL;
+    size_t dependency_count = 0;
+    HALO_RETURN_IF_ERROR(
+        halo_hal_cuda_stage_dependencies(command_buffer, instance, &stages, i,
+                                         &dependencies, &dependency_count));
+    switch (command->type) {
+      case HALO_HAL_COMMAND_FILL: {
+        CUDA_MEMSET_NODE_PARAMS params;
+        HALO_RETURN_IF_ERROR(
+            halo_hal_cuda_memset_params(command_buffer, i, execution, &params));
+        HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+            command_buffer, i, cuGraphAddMemsetNode, &instance->nodes[i],
+            instance->graph, dependencies, dependency_count, &params,
+            device->context);
+        break;
+      }
+      case HALO_HAL_COMMAND_COPY:
+      case HALO_HAL_COMMAND_UPDATE: {
+        CUDA_MEMCPY3D params;
+        HALO_RETURN_IF_ERROR(
+            halo_hal_cuda_memcpy_params(command_buffer, i, execution, &params));
+        HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+            command_buffer, i, cuGraphAddMemcpyNode, &instance->nodes[i],
+            instance->graph, dependencies, dependency_count, &params,
+            device->context);
+        break;
+      }
+      case HALO_HAL_COMMAND_DISPATCH:
+      case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
+        HALO_RETURN_IF_ERROR(
+            halo_hal_cuda_add_dispatch(command_buffer, instance, i, execution,
+                                       dependencies, dependency_count));
+        break;
+    }
+    stages.current[stages.current_count++] = instance->nodes[i];
+    ++node_count;
+  }
+  if (node_count == 0) {
+    // An empty recording still launches (and completes) as a graph.
+    CUgraphNode empty;
+    HALO_CUDA_RETURN_IF_ERROR(device->cu, cuGraphAddEmptyNode, &empty,
+                              instance->graph, NULL, 0);
+  }
+  return NULL;
+}
+
+static halo_status_t halo_hal_cuda_instance_create(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    const halo_hal_execution_t *execution,
+    halo_hal_cuda_graph_instance_t **out_instance) {
+  *out_instance = NULL;
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  const halo_hal_cuda_symbols_t *cu = device->cu;
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  uint32_t capacity = recording->binding_capacity;
+  uint32_t count = recording->command_count ? recording->command_count : 1;
+  halo_hal_cuda_graph_instance_t *instance = calloc(1, sizeof(*instance));
+  if (!instance) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "oom for a graph instance");
+  }
+  instance->nodes = calloc(count, sizeof(CUgraphNode));
+  instance->bound = calloc(capacity + 1, sizeof(uint64_t));
+  if (command_buffer->has_indirect) {
+    instance->setter_nodes = calloc(count, sizeof(CUgraphNode));
+    instance->device_nodes = calloc(count, sizeof(CUgraphDeviceNode));
+  }
+  halo_status_t status = NULL;
+  if (!instance->nodes || !instance->bound ||
+      (command_buffer->has_indirect &&
+       (!instance->setter_nodes || !instance->device_nodes))) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "oom for a graph instance");
+  }
+  size_t table_bytes = (size_t)capacity * sizeof(uint64_t);
+  if (!status && command_buffer->uses_binding_table) {
+    halo_hal_allocator_t *allocator = device->base.allocator;
+    status =
+        allocator->vtable->allocate(allocator, table_bytes, &instance->table);
+    if (!status) {
+      CUresult result =
+          cu->cuMemAllocHost((void **)&instance->staging, table_bytes);
+      if (result != CUDA_SUCCESS) {
+        instance->staging = NULL;
+        status = halo_hal_cuda_result_to_status(cu, result, "cuMemAllocHost");
+      }
+    }
+    if (status) {
+      status = halo_status_annotate(status,
+                                    "the binding table of a graph instance "
+                                    "(%u slots)",
+                                    capacity);
+    }
+  }
+  if (!status) {
+    CUresult result = cu->cuGraphCreate(&instance->graph, 0);
+    if (result != CUDA_SUCCESS) {
+      status = halo_hal_cuda_result_to_status(cu, result, "cuGraphCreate");
+    }
+  }
+  if (!status) {
+    status = halo_hal_cuda_instance_build(command_buffer, instance, execution);
+  }
+  if (!status) {
+    CUresult result =
+        cu->cuGraphInstantiateWithFlags(&instance->exec, instance->graph, 0);
+    if (result != CUDA_SUCCESS) {
+      instance->exec = NULL;
+      status = halo_hal_cuda_result_to_status(cu, result,
+                                              "cuGraphInstantiateWithFlags");
+    }
+  }
+  if (status) {
+    halo_hal_cuda_instance_destroy(command_buffer, instance);
+    return halo_status_annotate(status, "building a CUDA graph of %u commands",
+                                recording->command_count);
+  }
+  for (uint32_t s = 0; s < capacity; ++s) {
+    instance->bound[s] = s < execution->binding_count && execution->bindings
+                             ? execution->bindings[s].address
+                             : 0;
+  }
+  // Device-updatable nodes need an explicit upload before the first launch.
+  instance->needs_upload = command_buffer->has_indirect;
+  *out_instance = instance;
+  return NULL;
+}
+
+// Takes a free instance, or reserves the right to create one; parks
+// |waiter| when the pool is at its bound.
+static void halo_hal_cuda_instance_take(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_graph_instance_t **out_instance,
+    bool *out_create, bool *out_parked) {
+  *out_instance = NULL;
+  *out_create = false;
+  *out_parked = false;
+  pthread_mutex_lock(&command_buffer->mutex);
+  halo_hal_cuda_graph_instance_t *instance = command_buffer->free_instances;
+  if (instance) {
+    command_buffer->free_instances = instance->next;
+    instance->next = NULL;
+    *out_instance = instance;
+  } else if (command_buffer->instance_count <
+             HALO_HAL_CUDA_MAX_GRAPH_INSTANCES) {
+    ++command_buffer->instance_count;
+    *out_create = true;
+  } else {
+    waiter->next = NULL;
+    if (command_buffer->parked_tail) {
+      command_buffer->parked_tail->next = waiter;
+    } else {
+      command_buffer->parked_head = waiter;
+    }
+    command_buffer->parked_tail = waiter;
+    *out_parked = true;
+  }
+  pthread_mutex_unlock(&command_buffer->mutex);
+}
+
+// Returns |instance| (NULL: a reservation that was not used) and wakes the
+// first parked execution, if any. Any thread; no driver call.
+static void halo_hal_cuda_instance_give(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance) {
+  pthread_mutex_lock(&command_buffer->mutex);
+  if (instance) {
+    instance->next = command_buffer->free_instances;
+    command_buffer->free_instances = instance;
+  } else {
+    --command_buffer->instance_count;
+  }
+  halo_hal_cuda_task_t *waiter = command_buffer->parked_head;
+  if (waiter) {
+    command_buffer->parked_head = waiter->next;
+    if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
+    waiter->next = NULL;
+  }
+  pthread_mutex_unlock(&command_buffer->mutex);
+  if (waiter) {
+    halo_hal_cuda_thread_post(&command_buffer->device->submission, waiter);
+  }
+}
+
+// Re-points command |index| of |instance| at what |execution| binds.
+static halo_status_t halo_hal_cuda_instance_update_command(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance, uint32_t index,
+    const halo_hal_execution_t *execution) {
+  const halo_hal_command_t *command =
+      &command_buffer->base.recording.commands[index];
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  switch (command->type) {
+    case HALO_HAL_COMMAND_FILL: {
+      CUDA_MEMSET_NODE_PARAMS params;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_memset_params(command_buffer, index,
+                                                       execution, &params));
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuGraphExecMemsetNodeSetParams, instance->exec,
+          instance->nodes[index], &params, device->context);
+      return NULL;
+    }
+    case HALO_HAL_COMMAND_COPY:
+    case HALO_HAL_COMMAND_UPDATE: {
+      CUDA_MEMCPY3D params;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_memcpy_params(command_buffer, index,
+                                                       execution, &params));
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuGraphExecMemcpyNodeSetParams, instance->exec,
+          instance->nodes[index], &params, device->context);
+      return NULL;
+    }
+    case HALO_HAL_COMMAND_DISPATCH_INDIRECT: {
+      halo_hal_cuda_setter_args_t setter_args;
+      CUDA_KERNEL_NODE_PARAMS params;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_setter_params(
+          command_buffer, index, execution, instance->device_nodes[index],
+          &setter_args, &params));
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuGraphExecKernelNodeSetParams, instance->exec,
+          instance->setter_nodes[index], &params);
+      // Host-side updates of a device-updatable node need a new upload.
+      instance->needs_upload = true;
+      __attribute__((fallthrough));
+    }
+    case HALO_HAL_COMMAND_DISPATCH: {
+      void **kernel_params;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_kernel_params(
+          command_buffer, index, execution, instance->table, &kernel_params));
+      CUDA_KERNEL_NODE_PARAMS params;
+      halo_hal_cuda_kernel_node_params(
+          command, command_buffer->functions[index], kernel_params, &params);
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuGraphExecKernelNodeSetParams, instance->exec,
+          instance->nodes[index], &params);
+      return NULL;
+    }
+    default:
+      return NULL;
+  }
+}
+
+// Applies |execution|'s bindings to |instance|: SetParams on the commands
+// whose slots changed, the binding table into the instance's slot.
+static halo_status_t halo_hal_cuda_instance_update(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance,
+    const halo_hal_execution_t *execution, CUstream stream,
+    halo_hal_cuda_issue_t *issue) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
+  uint32_t capacity = recording->binding_capacity;
+  bool changed = false;
+  if (++command_buffer->stamp == 0) {
+    memset(command_buffer->command_stamps, 0,
+           recording->command_count * sizeof(uint32_t));
+    command_buffer->stamp = 1;
+  }
+  uint32_t stamp = command_buffer->stamp;
+  for (uint32_t s = 0; s < capacity; ++s) {
+    uint64_t address = s < execution->binding_count && execution->bindings
+                           ? execution->bindings[s].address
+                           : 0;
+    if (address == instance->bound[s]) continue;
+    changed = true;
+    for (uint32_t j = command_buffer->slot_first[s];
+         j < command_buffer->slot_first[s + 1]; ++j) {
+      uint32_t index = command_buffer->slot_commands[j];
+      if (command_buffer->command_stamps[index] == stamp) continue;
+      command_buffer->command_stamps[index] = stamp;
+      // A failure leaves the instance half re-pointed: the caller forgets
+      // what it holds (halo_hal_cuda_instance_forget).
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_instance_update_command(
+          command_buffer, instance, index, execution));
+      ++issue->nodes_updated;
+    }
+    instance->bound[s] = address;
+  }
+  if (command_buffer->uses_binding_table &&
+      (changed || !instance->table_valid)) {
+    memcpy(instance->staging, instance->bound, capacity * sizeof(uint64_t));
+    CUresult result =
+        cu->cuMemcpyHtoDAsync((CUdeviceptr)instance->table, instance->staging,
+                              capacity * sizeof(uint64_t), stream);
+    if (result != CUDA_SUCCESS) {
+      instance->table_valid = false;
+      return halo_status_annotate(
+          halo_hal_cuda_result_to_status(cu, result, "cuMemcpyHtoDAsync"),
+          "copying the binding table (%u slots)", capacity);
+    }
+    issue->enqueued = true;
+    issue->table_copied = true;
+    instance->table_valid = true;
+  }
+  return NULL;
+}
+
+// After a failed update or launch nothing is known of what the nodes and
+// the device table hold: the next execution re-points everything.
+static void halo_hal_cuda_instance_forget(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_graph_instance_t *instance) {
+  // An address no allocation has: every slot compares unequal next time.
+  for (uint32_t s = 0; s < command_buffer->base.recording.binding_capacity;
+       ++s) {
+    instance->bound[s] = UINT64_MAX;
+  }
+  instance->table_valid = false;
+}
+
+static halo_status_t halo_hal_cuda_issue_graph(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    const halo_hal_execution_t *execution, CUstream stream,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *issue,
+    bool *out_parked) {
+  const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
+  halo_hal_cuda_graph_instance_t *instance;
+  bool create;
+  halo_hal_cuda_instance_take(command_buffer, waiter, &instance, &create,
+                              out_parked);
+  if (*out_parked) return NULL;
+  halo_status_t status = NULL;
+  if (create) {
+    status =
+        halo_hal_cuda_instance_create(command_buffer, execution, &instance);
+    if (status) {
+      // The reservation goes back; a parked execution tries in its turn.
+      halo_hal_cuda_instance_give(command_buffer, NULL);
+      return status;
+    }
+    pthread_mutex_lock(&command_buffer->mutex);
+    instance->all_next = command_buffer->all_instances;
+    command_buffer->all_instances = instance;
+    pthread_mutex_unlock(&command_buffer->mutex);
+    issue->instance_created = true;
+  }
+  issue->instance = instance;
+  status = halo_hal_cuda_instance_update(command_buffer, instance, execution,
+                                         stream, issue);
+  if (!status && instance->needs_upload) {
+    CUresult result = cu->cuGraphUpload(instance->exec, stream);
+    if (result != CUDA_SUCCESS) {
+      status = halo_hal_cuda_result_to_status(cu, result, "cuGraphUpload");
+    } else {
+      issue->enqueued = true;
+      instance->needs_upload = false;
+    }
+  }
+  if (!status) {
+    CUresult result = cu->cuGraphLaunch(instance->exec, stream);
+    if (result != CUDA_SUCCESS) {
+      status = halo_hal_cuda_result_to_status(cu, result, "cuGraphLaunch");
+    } else {
+      issue->enqueued = true;
+    }
+  }
+  if (status) halo_hal_cuda_instance_forget(command_buffer, instance);
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
+// Stream replay (ONE_SHOT, submission thread)
+//===----------------------------------------------------------------------===//
+
+static halo_status_t halo_hal_cuda_replay_command(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const halo_hal_execution_t *execution, CUstream stream, uint64_t table) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_command_t *command = &recording->commands[index];
+  switch (command->type) {
+    case HALO_HAL_COMMAND_FILL: {
+      CUDA_MEMSET_NODE_PARAMS params;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_memset_params(command_buffer, index,
+                                                       execution, &params));
+      if (params.elementSize == 1) {
+        HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+            command_buffer, index, cuMemsetD8Async, params.dst,
+            (unsigned char)params.value, params.width, stream);
+      } else if (params.elementSize == 2) {
+        HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+            command_buffer, index, cuMemsetD16Async, params.dst,
+            (unsigned short)params.value, params.width, stream);
+      } else {
+        HALO_CUDA_COMMAND_RETURN_IF_ERROR(command_buffer, index,
+                                          cuMemsetD32Async, params.dst,
+                                          params.value, params.width, stream);
+      }
+      return NULL;
+    }
+    case HALO_HAL_COMMAND_COPY: {
+      uint64_t source, target;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
+                                                 "source", &command->source,
+                                                 execution, &source));
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
+                                                 "target", &command->target,
+                                                 execution, &target));
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuMemcpyAsync, (CUdeviceptr)target,
+          (CUdeviceptr)source, (size_t)command->target.length, stream);
+      return NULL;
+    }
+    case HALO_HAL_COMMAND_UPDATE: {
+      uint64_t target;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
+                                                 "target", &command->target,
+                                                 execution, &target));
+      // Pageable source: the driver stages it before returning.
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuMemcpyHtoDAsync, (CUdeviceptr)target,
+          recording->data + command->data_offset, command->data_size, stream);
+      return NULL;
+    }
+    case HALO_HAL_COMMAND_DISPATCH: {
+      void **params;
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_kernel_params(
+          command_buffer, index, execution, table, &params));
+      HALO_CUDA_COMMAND_RETURN_IF_ERROR(
+          command_buffer, index, cuLaunchKernel,
+          command_buffer->functions[index], command->grid[0], command->grid[1],
+          command->grid[2], command->block[0], command->block[1],
+          command->block[2], command->shared_memory_bytes, stream, params,
+          NULL);
+      return NULL;
+    }
+    default:
+      // Barriers: one stream runs everything in order. dispatch_indirect
+      // never replays (it makes the recording a graph one).
+      return NULL;
+  }
+}
+
+static halo_status_t halo_hal_cuda_issue_replay(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    const halo_hal_execution_t *execution, CUstream stream,
+    halo_hal_cuda_issue_t *issue) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
+  CUdeviceptr table = 0;
+  if (command_buffer->uses_binding_table) {
+    uint32_t capacity = recording->binding_capacity;
+    size_t bytes = (size_t)capacity * sizeof(uint64_t);
+    uint64_t *host = malloc(bytes);
+    if (!host) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "oom for a binding table of %u slots", capacity);
+    }
+    for (uint32_t s = 0; s < capacity; ++s) {
+      host[s] = s < execution->binding_count && execution->bindings
+                    ? execution->bindings[s].address
+                    : 0;
+    }
+    CUresult result = cu->cuMemAllocAsync(&table, bytes, stream);
+    if (result == CUDA_SUCCESS) {
+      issue->enqueued = true;
+      // Pageable source: staged before the call returns.
+      result = cu->cuMemcpyHtoDAsync(table, host, bytes, stream);
+      if (result != CUDA_SUCCESS) {
+        cu->cuMemFreeAsync(table, stream);
+        free(host);
+        return halo_hal_cuda_result_to_status(cu, result, "cuMemcpyHtoDAsync");
+      }
+    }
+    free(host);
+    if (result != CUDA_SUCCESS) {
+      return halo_hal_cuda_result_to_status(cu, result, "cuMemAllocAsync");
+    }
+  }
+  halo_status_t status = NULL;
+  for (uint32_t i = 0; i < recording->command_count && !status; ++i) {
+    status = halo_hal_cuda_replay_command(command_buffer, i, execution, stream,
+                                          (uint64_t)table);
+    if (!status && recording->commands[i].type != HALO_HAL_COMMAND_BARRIER) {
+      issue->enqueued = true;
+    }
+  }
+  if (table) cu->cuMemFreeAsync(table, stream);
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
+// Issue / retire
+//===----------------------------------------------------------------------===//
+
+halo_status_t halo_hal_cuda_command_buffer_issue(
+    halo_hal_command_buffer_t *base_command_buffer,
+    const halo_hal_execution_t *execution, CUstream stream,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
+    bool *out_parked) {
+  memset(out_issue, 0, sizeof(*out_issue));
+  *out_parked = false;
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      (halo_hal_cuda_command_buffer_t *)base_command_buffer;
+  out_issue->command_buffer = base_command_buffer;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_command_buffer_realize(command_buffer));
+  if (command_buffer->use_graph) {
+    return halo_hal_cuda_issue_graph(command_buffer, execution, stream, waiter,
+                                     out_issue, out_parked);
+  }
+  return halo_hal_cuda_issue_replay(command_buffer, execution, stream,
+                                    out_issue);
+}
+
+void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue) {
+  if (!issue->instance) return;
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      (halo_hal_cuda_command_buffer_t *)issue->command_buffer;
+  halo_hal_cuda_instance_give(command_buffer, issue->instance);
+  issue->instance = NULL;
+}

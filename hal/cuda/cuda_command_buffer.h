@@ -1,0 +1,64 @@
+// CUDA command buffers (cuda_command_buffer.c), the part the queues use.
+//
+// A prepared recording is shared by every session that recorded the same
+// thing (the daemon's memo cache) and may be executed by several queues at
+// once. Graph recordings (REUSABLE, and ONE_SHOT ones with a
+// dispatch_indirect) own a pool of graph instances, each with its own
+// CUgraph/CUgraphExec and device binding-table slot, because launches of
+// one CUgraphExec never overlap, even across streams. ONE_SHOT recordings
+// otherwise replay on the stream (cuLaunchKernel, cuMemset*Async,
+// cuMemcpy*Async in order).
+//
+// Thread-safety: issue runs on the device's submission thread only; retire
+// on any thread (a cuLaunchHostFunc callback included: no driver call).
+#ifndef HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_
+#define HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hal/cuda/cuda_device.h"
+
+// At most this many graph instances per recording; an execution that finds
+// all of them busy waits (parked, not blocking the submission thread) for
+// the first one released.
+#define HALO_HAL_CUDA_MAX_GRAPH_INSTANCES 8
+
+typedef struct halo_hal_cuda_graph_instance_t halo_hal_cuda_graph_instance_t;
+
+// What one issued execution holds until its work completed.
+typedef struct halo_hal_cuda_issue_t {
+  halo_hal_command_buffer_t *command_buffer;
+  halo_hal_cuda_graph_instance_t *instance;  // NULL: replayed on the stream
+  // Work was enqueued on the stream (even when issue failed later): the
+  // caller must not retire before the stream has passed it.
+  bool enqueued;
+  // Statistics of this issue (benchmarks, logs).
+  uint32_t nodes_updated;  // cuGraphExec*SetParams calls
+  bool table_copied;       // binding table copied into the instance's slot
+  bool instance_created;
+} halo_hal_cuda_issue_t;
+
+bool halo_hal_cuda_command_buffer_isa(
+    const halo_hal_command_buffer_t *command_buffer);
+
+// Submission thread. Enqueues |execution|'s commands on |stream|. A graph
+// recording takes a free instance (creating one, up to the bound, when none
+// is free), re-points the nodes whose resolved arguments changed since that
+// instance's last launch, copies the binding table into the instance's slot
+// when the recording has BINDING_TABLE arguments and the table changed, and
+// launches. When every instance is busy and the bound is reached, |waiter|
+// is parked and *out_parked set (OK is returned, nothing is enqueued): the
+// pool posts |waiter| to the submission thread again when an instance is
+// released.
+halo_status_t halo_hal_cuda_command_buffer_issue(
+    halo_hal_command_buffer_t *command_buffer,
+    const halo_hal_execution_t *execution, CUstream stream,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
+    bool *out_parked);
+
+// Any thread, no driver call: the work of |issue| completed (or will never
+// run); its instance goes back to the pool.
+void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue);
+
+#endif  // HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_

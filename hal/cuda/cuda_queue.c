@@ -1,0 +1,810 @@
+// CUDA queues: each queue its own non-blocking stream (created on the
+// submission thread at first use; the client's priority mapped into the
+// device's range), executions handed from the loop thread to the device's
+// submission thread, GPU semaphore stores, and the two completion paths.
+//
+// Threads:
+// - execute, create and destroy run on the daemon's loop thread and make no
+//   driver call: execute posts the execution to the device's submission
+//   thread (halo_hal_cuda_thread_post); streams are created and destroyed
+//   there too.
+// - the submission thread issues the command buffer (cuda_command_buffer.c),
+//   stores every signal's value from the stream (cuStreamWriteValue64 into
+//   the semaphore's registered page, default flags: the store fences the
+//   work before it, like __threadfence_system(); never
+//   CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER), so a waiter spinning on the
+//   slot sees it at once, records one pooled event after it, and hands the
+//   execution to the completion path. The host completion path then runs
+//   as on every driver: the deferred queue's retire signals the semaphore,
+//   which bumps the epoch and wakes futex sleepers (a value the GPU stored
+//   already is accepted and still wakes: hal/semaphore.c).
+// - completion (device option |completion|, config key cuda_completion):
+//   THREAD: one completion thread per device polls the pending events
+//     (cuEventQuery; only the oldest pending execution of each stream, since
+//     a stream completes in order), spins a while after the last progress,
+//     then blocks in cuEventSynchronize when one stream is pending or naps
+//     50 us between polls when several are;
+//   HOST_FUNC: the design card's cuLaunchHostFunc on a callback stream of
+//     the queue (a host function blocks the work after it in its stream, so
+//     never the queue's own), after a cuStreamWaitEvent on the execution's
+//     event. The host function makes no driver call. Host functions are not
+//     called once the context has failed, so the same completion thread
+//     watches the oldest pending event every 10 ms for a sticky error.
+// Ordering of GPU stores: two GPU signals of one semaphore must never land
+// backwards. A store issued on another stream than the previous store of
+// the same semaphore waits (cuStreamWaitEvent) for the event recorded after
+// that store, unless it has completed already; the last event per
+// semaphore lives in a map on the submission thread (one event serving
+// every later wait: cuda_event_pool.h).
+//
+// Faults: a failed driver call fails its execution with a status naming
+// the call. A sticky error (the context is unusable) reports the device
+// lost (device->lost: the daemon fails every semaphore with DEVICE_LOST and
+// restarts) and fails every pending and later execution with DEVICE_LOST.
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/u64_map.h"
+#include "hal/cuda/cuda_command_buffer.h"
+#include "hal/cuda/cuda_event_pool.h"
+
+// THREAD completion: spin this long after the last progress before
+// blocking or napping.
+#define HALO_HAL_CUDA_COMPLETION_SPIN_NS 50000
+#define HALO_HAL_CUDA_COMPLETION_NAP_NS 50000
+// HOST_FUNC completion: how often the watchdog looks for a sticky error.
+#define HALO_HAL_CUDA_WATCHDOG_NS 10000000
+// Prune completed entries of the GPU store order map past this size.
+#define HALO_HAL_CUDA_SIGNAL_ORDER_PRUNE 256
+
+typedef struct halo_hal_cuda_queue_t halo_hal_cuda_queue_t;
+typedef struct halo_hal_cuda_execution_t halo_hal_cuda_execution_t;
+
+// The last GPU store of one semaphore (submission thread).
+typedef struct halo_hal_cuda_signal_order_t {
+  halo_hal_cuda_event_t *event;  // recorded after the store
+  CUstream stream;
+} halo_hal_cuda_signal_order_t;
+
+typedef struct halo_hal_cuda_queue_shared_t {
+  halo_hal_cuda_device_t *device;
+  uint32_t queue_count;  // loop thread
+  halo_hal_cuda_event_pool_t events;
+  atomic_bool lost;
+  // The completion thread.
+  pthread_t thread;
+  bool thread_started;
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool stopping;
+  // THREAD: executions handed over, not yet taken by the thread.
+  halo_hal_cuda_execution_t *inbox_head;
+  halo_hal_cuda_execution_t *inbox_tail;
+  // HOST_FUNC: executions whose host function has not run (doubly linked,
+  // oldest first).
+  halo_hal_cuda_execution_t *watch_head;
+  halo_hal_cuda_execution_t *watch_tail;
+  // Submission thread only: slot device address -> signal order.
+  halo_u64_map_t signal_order;
+  halo_hal_cuda_task_t teardown_task;
+} halo_hal_cuda_queue_shared_t;
+
+struct halo_hal_cuda_queue_t {
+  halo_hal_queue_t base;
+  halo_hal_cuda_device_t *device;
+  halo_hal_cuda_queue_shared_t *shared;
+  int32_t priority;
+  int cuda_priority;
+  // Submission thread.
+  CUstream stream;
+  CUstream callback_stream;  // HOST_FUNC
+  // Completion thread: the poll round in which this stream's oldest
+  // pending execution was found unfinished.
+  uint64_t blocked_round;
+  pthread_mutex_t mutex;
+  pthread_cond_t idle;  // in_flight reached 0
+  uint32_t in_flight;
+  halo_hal_cuda_task_t destroy_task;
+};
+
+struct halo_hal_cuda_execution_t {
+  halo_hal_cuda_task_t task;  // first: the submission thread hands it back
+  halo_hal_cuda_queue_t *queue;
+  halo_hal_execution_t execution;
+  halo_hal_cuda_issue_t issue;
+  halo_hal_cuda_event_t *event;  // recorded after the work and the stores
+  halo_hal_cuda_execution_t *prev;
+  halo_hal_cuda_execution_t *next;
+  bool watched;            // in shared->watch_head (under shared->mutex)
+  atomic_bool completed;   // the completion callback ran (exactly once)
+  atomic_uint references;  // the paths that may still touch it
+};
+
+static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
+
+//===----------------------------------------------------------------------===//
+// Completion (any thread)
+//===----------------------------------------------------------------------===//
+
+static void halo_hal_cuda_execution_release(
+    halo_hal_cuda_execution_t *execution) {
+  if (atomic_fetch_sub_explicit(&execution->references, 1,
+                                memory_order_acq_rel) == 1) {
+    free(execution);
+  }
+}
+
+// Reports the outcome once (the first caller wins; later ones free their
+// |status|). No driver call: legal in a host function.
+static void halo_hal_cuda_execution_complete(
+    halo_hal_cuda_execution_t *execution, halo_status_t status) {
+  bool expected = false;
+  if (!atomic_compare_exchange_strong(&execution->completed, &expected, true)) {
+    halo_status_free(status);
+    return;
+  }
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_command_buffer_retire(&execution->issue);
+  if (execution->event) {
+    halo_hal_cuda_event_release(execution->event);
+    execution->event = NULL;
+  }
+  execution->execution.completion(execution->execution.user_data, status);
+  // Last: once in_flight drops, destroy may free the queue.
+  pthread_mutex_lock(&queue->mutex);
+  if (--queue->in_flight == 0) pthread_cond_broadcast(&queue->idle);
+  pthread_mutex_unlock(&queue->mutex);
+}
+
+// A sticky error: the context is gone for good. The first report goes to
+// the daemon (device->lost); every later execution fails at once.
+static void halo_hal_cuda_queue_report_lost(
+    halo_hal_cuda_queue_shared_t *shared, const halo_status_t status) {
+  if (atomic_exchange(&shared->lost, true)) return;
+  halo_hal_cuda_device_t *device = shared->device;
+  halo_status_t copy = halo_status_make(
+      HALO_STATUS_DEVICE_LOST, "CUDA device %u (%s) lost: %s", device->ordinal,
+      device->base.info.name, halo_status_message(status));
+  HALO_LOG_ERROR("%s", halo_status_message(copy));
+  if (device->lost) {
+    device->lost(device->lost_user_data, device, copy);
+  } else {
+    halo_status_free(copy);
+  }
+}
+
+static halo_status_t halo_hal_cuda_queue_lost_status(
+    halo_hal_cuda_queue_shared_t *shared) {
+  return halo_status_make(HALO_STATUS_DEVICE_LOST,
+                          "CUDA device %u was lost (a sticky error poisoned "
+                          "its context); halod restarts",
+                          shared->device->ordinal);
+}
+
+// A status for |result| of |call| on a finished execution's event; reports
+// the device lost for a sticky error.
+static halo_status_t halo_hal_cuda_queue_event_status(
+    halo_hal_cuda_queue_shared_t *shared, CUresult result, const char *call) {
+  halo_status_t status =
+      halo_hal_cuda_result_to_status(shared->device->cu, result, call);
+  if (halo_hal_cuda_result_is_sticky(result)) {
+    halo_hal_cuda_queue_report_lost(shared, status);
+  }
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
+// The completion thread
+//===----------------------------------------------------------------------===//
+
+static void halo_hal_cuda_nap(int64_t ns) {
+  struct timespec delay = {.tv_sec = 0, .tv_nsec = ns};
+  nanosleep(&delay, NULL);
+}
+
+// Fails every execution of |list| (singly linked by next) with a copy of
+// |status|.
+static void halo_hal_cuda_fail_list(halo_hal_cuda_execution_t *list,
+                                    halo_status_t status) {
+  while (list) {
+    halo_hal_cuda_execution_t *next = list->next;
+    halo_hal_cuda_execution_complete(
+        list, halo_status_make(halo_status_code(status), "%s",
+                               halo_status_message(status)));
+    halo_hal_cuda_execution_release(list);
+    list = next;
+  }
+}
+
+// THREAD completion.
+static void halo_hal_cuda_completion_poll(
+    halo_hal_cuda_queue_shared_t *shared) {
+  const halo_hal_cuda_symbols_t *cu = shared->device->cu;
+  halo_hal_cuda_execution_t *head = NULL;
+  halo_hal_cuda_execution_t **tail = &head;
+  uint64_t round = 0;
+  int64_t progress_ns = halo_clock_now_ns();
+  for (;;) {
+    pthread_mutex_lock(&shared->mutex);
+    while (!shared->inbox_head && !head && !shared->stopping) {
+      pthread_cond_wait(&shared->cond, &shared->mutex);
+      progress_ns = halo_clock_now_ns();
+    }
+    if (shared->inbox_head) {
+      *tail = shared->inbox_head;
+      tail = &shared->inbox_tail->next;
+      shared->inbox_head = shared->inbox_tail = NULL;
+      progress_ns = halo_clock_now_ns();  // new work: spin again
+    }
+    bool stopping = shared->stopping;
+    pthread_mutex_unlock(&shared->mutex);
+    if (!head && stopping) break;
+
+    ++round;
+    bool progress = false;
+    uint32_t blocked = 0;
+    halo_hal_cuda_execution_t *first_blocked = NULL;
+    halo_status_t lost = NULL;
+    for (halo_hal_cuda_execution_t **link = &head; *link;) {
+      halo_hal_cuda_execution_t *execution = *link;
+      halo_hal_cuda_queue_t *queue = execution->queue;
+      if (queue->blocked_round == round) {  // an older one is still running
+        link = &execution->next;
+        continue;
+      }
+      CUresult result = cu->cuEventQuery(execution->event->handle);
+      if (result == CUDA_ERROR_NOT_READY) {
+        queue->blocked_round = round;
+        if (!first_blocked) first_blocked = execution;
+        ++blocked;
+        link = &execution->next;
+        continue;
+      }
+      *link = execution->next;
+      if (!*link) tail = link;
+      execution->next = NULL;
+      halo_status_t status = NULL;
+      if (result != CUDA_SUCCESS) {
+        status =
+            halo_hal_cuda_queue_event_status(shared, result, "cuEventQuery");
+        if (halo_hal_cuda_result_is_sticky(result)) {
+          lost = halo_status_make(halo_status_code(status), "%s",
+                                  halo_status_message(status));
+        }
+      }
+      halo_hal_cuda_execution_complete(execution, status);
+      halo_hal_cuda_execution_release(execution);
+      progress = true;
+      if (lost) break;
+    }
+    if (lost) {
+      // Nothing pending will finish: fail all of it now.
+      halo_hal_cuda_fail_list(head, lost);
+      head = NULL;
+      tail = &head;
+      halo_status_free(lost);
+      continue;
+    }
+    int64_t now = halo_clock_now_ns();
+    if (progress) {
+      progress_ns = now;
+      continue;
+    }
+    if (!head) continue;
+    if (now - progress_ns < HALO_HAL_CUDA_COMPLETION_SPIN_NS) {
+      sched_yield();
+      continue;
+    }
+    if (blocked == 1) {
+      // One stream pending: let the driver wait (its own spin or sleep, per
+      // the context's scheduling flags). Its completion is found next round.
+      cu->cuEventSynchronize(first_blocked->event->handle);
+    } else {
+      halo_hal_cuda_nap(HALO_HAL_CUDA_COMPLETION_NAP_NS);
+    }
+  }
+}
+
+// HOST_FUNC: host functions complete executions; this thread only watches
+// for a sticky error (host functions never run after one).
+static void halo_hal_cuda_completion_watch(
+    halo_hal_cuda_queue_shared_t *shared) {
+  const halo_hal_cuda_symbols_t *cu = shared->device->cu;
+  pthread_mutex_lock(&shared->mutex);
+  while (!shared->stopping) {
+    if (!shared->watch_head) {
+      pthread_cond_wait(&shared->cond, &shared->mutex);
+      continue;
+    }
+    halo_hal_cuda_event_t *event = shared->watch_head->event;
+    halo_hal_cuda_event_retain(event);
+    pthread_mutex_unlock(&shared->mutex);
+    CUresult result = cu->cuEventQuery(event->handle);
+    halo_hal_cuda_event_release(event);
+    if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY) {
+      halo_status_t status =
+          halo_hal_cuda_queue_event_status(shared, result, "cuEventQuery");
+      pthread_mutex_lock(&shared->mutex);
+      halo_hal_cuda_execution_t *list = shared->watch_head;
+      for (halo_hal_cuda_execution_t *e = list; e; e = e->next) {
+        e->watched = false;
+      }
+      shared->watch_head = shared->watch_tail = NULL;
+      pthread_mutex_unlock(&shared->mutex);
+      // Each keeps the host function's reference (it never runs now).
+      halo_hal_cuda_fail_list(list, status);
+      halo_status_free(status);
+      pthread_mutex_lock(&shared->mutex);
+      continue;
+    }
+    halo_hal_cuda_nap(HALO_HAL_CUDA_WATCHDOG_NS);
+    pthread_mutex_lock(&shared->mutex);
+  }
+  pthread_mutex_unlock(&shared->mutex);
+}
+
+static void *halo_hal_cuda_completion_main(void *arg) {
+  halo_hal_cuda_queue_shared_t *shared = arg;
+  char name[16];
+  snprintf(name, sizeof(name), "halo-cu%u-done", shared->device->ordinal);
+  pthread_setname_np(pthread_self(), name);
+  halo_status_t status = halo_hal_cuda_device_make_current(shared->device);
+  if (status) {
+    // Every query then fails and names the call.
+    HALO_LOG_ERROR("%s: %s", name, halo_status_message(status));
+    halo_status_free(status);
+  }
+  if (shared->device->options.completion ==
+      HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
+    halo_hal_cuda_completion_watch(shared);
+  } else {
+    halo_hal_cuda_completion_poll(shared);
+  }
+  return NULL;
+}
+
+static void CUDA_CB halo_hal_cuda_host_function(void *user_data) {
+  halo_hal_cuda_execution_t *execution = user_data;
+  halo_hal_cuda_queue_shared_t *shared = execution->queue->shared;
+  bool unlinked = false;
+  pthread_mutex_lock(&shared->mutex);
+  if (execution->watched) {
+    if (execution->prev) {
+      execution->prev->next = execution->next;
+    } else {
+      shared->watch_head = execution->next;
+    }
+    if (execution->next) {
+      execution->next->prev = execution->prev;
+    } else {
+      shared->watch_tail = execution->prev;
+    }
+    execution->watched = false;
+    unlinked = true;
+  }
+  pthread_mutex_unlock(&shared->mutex);
+  halo_hal_cuda_execution_complete(execution, NULL);
+  if (unlinked) halo_hal_cuda_execution_release(execution);  // the watch's
+  halo_hal_cuda_execution_release(execution);  // the host function's
+}
+
+//===----------------------------------------------------------------------===//
+// Shared state (loop thread; teardown on the submission thread)
+//===----------------------------------------------------------------------===//
+
+static halo_status_t halo_hal_cuda_queue_shared_acquire(
+    halo_hal_cuda_device_t *device, halo_hal_cuda_queue_shared_t **out_shared) {
+  *out_shared = NULL;
+  halo_hal_cuda_queue_shared_t *shared = device->queue_shared;
+  if (shared) {
+    ++shared->queue_count;
+    *out_shared = shared;
+    return NULL;
+  }
+  shared = calloc(1, sizeof(*shared));
+  if (!shared) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  shared->device = device;
+  halo_hal_cuda_event_pool_initialize(&shared->events, device->cu);
+  pthread_mutex_init(&shared->mutex, NULL);
+  pthread_cond_init(&shared->cond, NULL);
+  halo_u64_map_initialize(&shared->signal_order);
+  atomic_init(&shared->lost, false);
+  int error = pthread_create(&shared->thread, NULL,
+                             halo_hal_cuda_completion_main, shared);
+  if (error != 0) {
+    halo_u64_map_deinitialize(&shared->signal_order);
+    pthread_cond_destroy(&shared->cond);
+    pthread_mutex_destroy(&shared->mutex);
+    halo_hal_cuda_event_pool_deinitialize(&shared->events);
+    free(shared);
+    return halo_status_from_errno(error,
+                                  "starting the completion thread of CUDA "
+                                  "device %u",
+                                  device->ordinal);
+  }
+  shared->thread_started = true;
+  shared->queue_count = 1;
+  device->queue_shared = shared;
+  *out_shared = shared;
+  return NULL;
+}
+
+// Submission thread: the driver objects go.
+static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
+  halo_hal_cuda_queue_shared_t *shared =
+      (halo_hal_cuda_queue_shared_t *)((char *)task -
+                                       offsetof(halo_hal_cuda_queue_shared_t,
+                                                teardown_task));
+  for (size_t i = 0; i < shared->signal_order.capacity; ++i) {
+    if (!shared->signal_order.entries[i].key) continue;
+    halo_hal_cuda_signal_order_t *order = shared->signal_order.entries[i].value;
+    halo_hal_cuda_event_release(order->event);
+    free(order);
+  }
+  halo_u64_map_deinitialize(&shared->signal_order);
+  halo_hal_cuda_event_pool_deinitialize(&shared->events);
+  pthread_cond_destroy(&shared->cond);
+  pthread_mutex_destroy(&shared->mutex);
+  free(shared);
+}
+
+static void halo_hal_cuda_queue_shared_release(
+    halo_hal_cuda_queue_shared_t *shared) {
+  if (--shared->queue_count > 0) return;
+  halo_hal_cuda_device_t *device = shared->device;
+  device->queue_shared = NULL;
+  // Nothing is pending (every queue waited for its executions).
+  pthread_mutex_lock(&shared->mutex);
+  shared->stopping = true;
+  pthread_cond_broadcast(&shared->cond);
+  pthread_mutex_unlock(&shared->mutex);
+  if (shared->thread_started) pthread_join(shared->thread, NULL);
+  shared->teardown_task.run = halo_hal_cuda_queue_shared_teardown;
+  halo_hal_cuda_thread_post(&device->submission, &shared->teardown_task);
+}
+
+//===----------------------------------------------------------------------===//
+// Submission thread
+//===----------------------------------------------------------------------===//
+
+static halo_status_t halo_hal_cuda_queue_ensure_streams(
+    halo_hal_cuda_queue_t *queue) {
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  if (!queue->stream) {
+    HALO_CUDA_RETURN_IF_ERROR(cu, cuStreamCreateWithPriority, &queue->stream,
+                              CU_STREAM_NON_BLOCKING, queue->cuda_priority);
+  }
+  if (!queue->callback_stream &&
+      queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
+    HALO_CUDA_RETURN_IF_ERROR(cu, cuStreamCreateWithPriority,
+                              &queue->callback_stream, CU_STREAM_NON_BLOCKING,
+                              queue->cuda_priority);
+  }
+  return NULL;
+}
+
+// Drops the entries whose stores completed long ago.
+static void halo_hal_cuda_signal_order_prune(
+    halo_hal_cuda_queue_shared_t *shared) {
+  const halo_hal_cuda_symbols_t *cu = shared->device->cu;
+  halo_u64_map_t *map = &shared->signal_order;
+  uint64_t *done = calloc(map->count + 1, sizeof(uint64_t));
+  if (!done) return;
+  size_t done_count = 0;
+  for (size_t i = 0; i < map->capacity; ++i) {
+    if (!map->entries[i].key) continue;
+    halo_hal_cuda_signal_order_t *order = map->entries[i].value;
+    if (cu->cuEventQuery(order->event->handle) == CUDA_SUCCESS) {
+      done[done_count++] = map->entries[i].key;
+    }
+  }
+  for (size_t i = 0; i < done_count; ++i) {
+    halo_hal_cuda_signal_order_t *order = halo_u64_map_remove(map, done[i]);
+    halo_hal_cuda_event_release(order->event);
+    free(order);
+  }
+  free(done);
+}
+
+// Orders each GPU store after the previous store of the same semaphore made
+// on another stream (if it may not have landed yet), then enqueues it.
+static halo_status_t halo_hal_cuda_execution_store_signals(
+    halo_hal_cuda_execution_t *execution, bool *enqueued) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  const halo_hal_execution_t *hal = &execution->execution;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    const halo_hal_execution_signal_t *signal = &hal->signals[i];
+    if (!signal->device_address) continue;
+    halo_hal_cuda_signal_order_t *order =
+        halo_u64_map_get(&shared->signal_order, signal->device_address);
+    if (order && order->stream != queue->stream) {
+      CUresult result = cu->cuEventQuery(order->event->handle);
+      if (result == CUDA_ERROR_NOT_READY) {
+        result = cu->cuStreamWaitEvent(queue->stream, order->event->handle, 0);
+        if (result != CUDA_SUCCESS) {
+          return halo_status_annotate(
+              halo_hal_cuda_result_to_status(cu, result, "cuStreamWaitEvent"),
+              "signal %u: ordering after the semaphore's previous GPU store",
+              i);
+        }
+      } else if (result != CUDA_SUCCESS) {
+        return halo_status_annotate(
+            halo_hal_cuda_result_to_status(cu, result, "cuEventQuery"),
+            "signal %u: the semaphore's previous GPU store", i);
+      }
+    }
+    CUresult result = cu->cuStreamWriteValue64(
+        queue->stream, (CUdeviceptr)signal->device_address, signal->value,
+        CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (result != CUDA_SUCCESS) {
+      return halo_status_annotate(
+          halo_hal_cuda_result_to_status(cu, result, "cuStreamWriteValue64"),
+          "signal %u: storing value %llu at 0x%llx", i,
+          (unsigned long long)signal->value,
+          (unsigned long long)signal->device_address);
+    }
+    *enqueued = true;
+  }
+  return NULL;
+}
+
+// After the event was recorded: it becomes the last store of every signaled
+// semaphore.
+static void halo_hal_cuda_execution_note_signals(
+    halo_hal_cuda_execution_t *execution) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  const halo_hal_execution_t *hal = &execution->execution;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    uint64_t address = hal->signals[i].device_address;
+    if (!address) continue;
+    halo_hal_cuda_signal_order_t *order =
+        halo_u64_map_get(&shared->signal_order, address);
+    if (!order) {
+      if (shared->signal_order.count >= HALO_HAL_CUDA_SIGNAL_ORDER_PRUNE) {
+        halo_hal_cuda_signal_order_prune(shared);
+      }
+      order = calloc(1, sizeof(*order));
+      if (!order) continue;  // no order kept: the next store waits for none
+      halo_status_t status =
+          halo_u64_map_put(&shared->signal_order, address, order);
+      if (status) {
+        halo_status_free(status);
+        free(order);
+        continue;
+      }
+    } else {
+      halo_hal_cuda_event_release(order->event);
+    }
+    halo_hal_cuda_event_retain(execution->event);
+    order->event = execution->event;
+    order->stream = queue->stream;
+  }
+}
+
+// Hands an issued execution to the completion path.
+static halo_status_t halo_hal_cuda_execution_watch(
+    halo_hal_cuda_execution_t *execution) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
+    pthread_mutex_lock(&shared->mutex);
+    execution->next = NULL;
+    if (shared->inbox_tail) {
+      shared->inbox_tail->next = execution;
+    } else {
+      shared->inbox_head = execution;
+    }
+    shared->inbox_tail = execution;
+    pthread_cond_signal(&shared->cond);
+    pthread_mutex_unlock(&shared->mutex);
+    return NULL;
+  }
+  CUresult result = cu->cuStreamWaitEvent(queue->callback_stream,
+                                          execution->event->handle, 0);
+  if (result != CUDA_SUCCESS) {
+    return halo_hal_cuda_result_to_status(cu, result, "cuStreamWaitEvent");
+  }
+  // Two references from here: the host function's and the watch list's.
+  atomic_store(&execution->references, 2);
+  pthread_mutex_lock(&shared->mutex);
+  bool was_empty = shared->watch_head == NULL;
+  execution->next = NULL;
+  execution->prev = shared->watch_tail;
+  if (shared->watch_tail) {
+    shared->watch_tail->next = execution;
+  } else {
+    shared->watch_head = execution;
+  }
+  shared->watch_tail = execution;
+  execution->watched = true;
+  if (was_empty) pthread_cond_signal(&shared->cond);
+  pthread_mutex_unlock(&shared->mutex);
+  result = cu->cuLaunchHostFunc(queue->callback_stream,
+                                halo_hal_cuda_host_function, execution);
+  if (result == CUDA_SUCCESS) return NULL;
+  // Not enqueued: take it back from the watch list (unless the watchdog
+  // already failed it) and drop the host function's reference.
+  pthread_mutex_lock(&shared->mutex);
+  bool unlinked = false;
+  if (execution->watched) {
+    if (execution->prev) {
+      execution->prev->next = execution->next;
+    } else {
+      shared->watch_head = execution->next;
+    }
+    if (execution->next) {
+      execution->next->prev = execution->prev;
+    } else {
+      shared->watch_tail = execution->prev;
+    }
+    execution->watched = false;
+    unlinked = true;
+  }
+  pthread_mutex_unlock(&shared->mutex);
+  // The host function's reference becomes the caller's, which completes
+  // and releases it; the watch list's goes with the unlinking (else the
+  // watchdog, which failed it, releases it).
+  if (unlinked) atomic_fetch_sub(&execution->references, 1);
+  return halo_hal_cuda_result_to_status(cu, result, "cuLaunchHostFunc");
+}
+
+// The submission thread's task: issue, stores, event, completion path.
+static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
+  halo_hal_cuda_execution_t *execution = (halo_hal_cuda_execution_t *)task;
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  halo_status_t status = NULL;
+  if (atomic_load(&shared->lost)) {
+    status = halo_hal_cuda_queue_lost_status(shared);
+  }
+  if (!status) status = halo_hal_cuda_queue_ensure_streams(queue);
+  if (!status) {
+    bool parked = false;
+    status = halo_hal_cuda_command_buffer_issue(
+        execution->execution.command_buffer, &execution->execution,
+        queue->stream, &execution->task, &execution->issue, &parked);
+    if (!status && parked) return;  // posted again when an instance frees
+  }
+  if (!status) {
+    status = halo_hal_cuda_execution_store_signals(execution,
+                                                   &execution->issue.enqueued);
+  }
+  if (!status) {
+    status =
+        halo_hal_cuda_event_pool_acquire(&shared->events, &execution->event);
+  }
+  if (!status) {
+    CUresult result =
+        cu->cuEventRecord(execution->event->handle, queue->stream);
+    if (result != CUDA_SUCCESS) {
+      status = halo_hal_cuda_result_to_status(cu, result, "cuEventRecord");
+    }
+  }
+  if (!status) {
+    halo_hal_cuda_execution_note_signals(execution);
+    status = halo_hal_cuda_execution_watch(execution);
+    if (!status) return;
+  }
+  // Failed: whatever was enqueued must finish before the instance and the
+  // execution's resources are released.
+  if (execution->issue.enqueued && queue->stream) {
+    cu->cuStreamSynchronize(queue->stream);
+  }
+  if (halo_status_code(status) == HALO_STATUS_DEVICE_LOST &&
+      !atomic_load(&shared->lost)) {
+    halo_hal_cuda_queue_report_lost(shared, status);
+  }
+  halo_hal_cuda_execution_complete(execution, status);
+  halo_hal_cuda_execution_release(execution);
+}
+
+//===----------------------------------------------------------------------===//
+// The queue (loop thread)
+//===----------------------------------------------------------------------===//
+
+static halo_status_t halo_hal_cuda_queue_execute(
+    halo_hal_queue_t *base_queue, const halo_hal_execution_t *execution) {
+  halo_hal_cuda_queue_t *queue = (halo_hal_cuda_queue_t *)base_queue;
+  if (!halo_hal_cuda_command_buffer_isa(execution->command_buffer)) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "CUDA queue: the command buffer was not prepared "
+                            "by the CUDA driver");
+  }
+  if (!execution->completion) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "CUDA queue: execution without a completion");
+  }
+  halo_hal_cuda_execution_t *cuda = calloc(1, sizeof(*cuda));
+  if (!cuda) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "CUDA queue: oom for an execution");
+  }
+  cuda->task.run = halo_hal_cuda_execution_run;
+  cuda->queue = queue;
+  cuda->execution = *execution;
+  atomic_init(&cuda->completed, false);
+  atomic_init(&cuda->references, 1);
+  pthread_mutex_lock(&queue->mutex);
+  ++queue->in_flight;
+  pthread_mutex_unlock(&queue->mutex);
+  halo_hal_cuda_thread_post(&queue->device->submission, &cuda->task);
+  return NULL;
+}
+
+// Submission thread: after every execution of the queue.
+static void halo_hal_cuda_queue_destroy_run(halo_hal_cuda_task_t *task) {
+  halo_hal_cuda_queue_t *queue =
+      (halo_hal_cuda_queue_t *)((char *)task -
+                                offsetof(halo_hal_cuda_queue_t, destroy_task));
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  if (queue->stream) cu->cuStreamDestroy(queue->stream);
+  if (queue->callback_stream) cu->cuStreamDestroy(queue->callback_stream);
+  pthread_cond_destroy(&queue->idle);
+  pthread_mutex_destroy(&queue->mutex);
+  free(queue);
+}
+
+static void halo_hal_cuda_queue_destroy(halo_hal_queue_t *base_queue) {
+  halo_hal_cuda_queue_t *queue = (halo_hal_cuda_queue_t *)base_queue;
+  pthread_mutex_lock(&queue->mutex);
+  while (queue->in_flight) pthread_cond_wait(&queue->idle, &queue->mutex);
+  pthread_mutex_unlock(&queue->mutex);
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  halo_hal_cuda_device_t *device = queue->device;
+  queue->destroy_task.run = halo_hal_cuda_queue_destroy_run;
+  halo_hal_cuda_thread_post(&device->submission, &queue->destroy_task);
+  halo_hal_cuda_queue_shared_release(shared);
+}
+
+static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable = {
+    .destroy = halo_hal_cuda_queue_destroy,
+    .execute = halo_hal_cuda_queue_execute,
+};
+
+// Client priorities are "higher runs first" (as on the local driver); CUDA
+// stream priorities are "lower runs first" within [greatest, least]
+// (H100: -5 .. 0). 0 maps to the default (least), each step above it one
+// CUDA level up, clamped at the greatest; negative values map to least.
+static int halo_hal_cuda_queue_map_priority(
+    const halo_hal_cuda_device_t *device, int32_t priority) {
+  int least = device->stream_priority_least;
+  int greatest = device->stream_priority_greatest;
+  int span = least - greatest;
+  if (priority <= 0) return least;
+  if (priority > span) priority = span;
+  return least - priority;
+}
+
+halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
+                                         int32_t priority,
+                                         halo_hal_queue_t **out_queue) {
+  *out_queue = NULL;
+  halo_hal_cuda_queue_t *queue = calloc(1, sizeof(*queue));
+  if (!queue) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  halo_status_t status =
+      halo_hal_cuda_queue_shared_acquire(device, &queue->shared);
+  if (status) {
+    free(queue);
+    return status;
+  }
+  queue->base.vtable = &halo_hal_cuda_queue_vtable;
+  queue->device = device;
+  queue->priority = priority;
+  queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);
+  pthread_mutex_init(&queue->mutex, NULL);
+  pthread_cond_init(&queue->idle, NULL);
+  *out_queue = &queue->base;
+  return NULL;
+}
