@@ -1,0 +1,147 @@
+// A lost device: fail everything, name what was in flight, exit for a
+// restart (see the header).
+#include "daemon/device_lost.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/queue.h"
+#include "daemon/semaphore.h"
+#include "daemon/session.h"
+#include "daemon/submission.h"
+#ifdef HALO_HAVE_CUDA
+#include "hal/cuda/cuda_device.h"
+#endif
+
+// One daemon per process: the driver's callback finds the loop here.
+static struct {
+  halod_t *daemon;
+  uv_async_t async;
+  bool watching;
+  pthread_mutex_t mutex;
+  halo_status_t status;  // the first report (owned)
+  uint32_t device;
+} halod_device_lost_state = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+
+// Appends "12 (session 3, pid 456)" entries for the submissions issued to
+// |device|, at most |limit| of them, to |text|; returns how many there were.
+static uint32_t halod_device_lost_in_flight(halod_t *daemon, uint32_t device,
+                                            char *text, size_t size,
+                                            uint32_t limit) {
+  uint32_t count = 0;
+  size_t used = strlen(text);
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (halod_submission_t *submission = session->submissions; submission;
+         submission = submission->session_next) {
+      if (submission->action.state != HALO_HAL_ACTION_ISSUED ||
+          !submission->queue || submission->queue->device != device) {
+        continue;
+      }
+      if (count < limit && used < size) {
+        int written =
+            snprintf(text + used, size - used, "%s%llu (session %llu, pid %u)",
+                     count ? ", " : "", (unsigned long long)submission->id,
+                     (unsigned long long)session->id, session->pid);
+        if (written > 0) used += (size_t)written;
+      }
+      ++count;
+    }
+  }
+  if (count > limit && used < size) {
+    snprintf(text + used, size - used, " and %u more", count - limit);
+  }
+  if (count == 0) snprintf(text, size, "none");
+  return count;
+}
+
+// Loop thread.
+static void halod_device_lost_on_async(uv_async_t *async) {
+  halod_t *daemon = async->data;
+  pthread_mutex_lock(&halod_device_lost_state.mutex);
+  halo_status_t status = halod_device_lost_state.status;
+  uint32_t device = halod_device_lost_state.device;
+  pthread_mutex_unlock(&halod_device_lost_state.mutex);
+  if (!status) return;
+  static char in_flight[4096];
+  in_flight[0] = '\0';
+  uint32_t count = halod_device_lost_in_flight(daemon, device, in_flight,
+                                               sizeof(in_flight), 32);
+  HALO_LOG_ERROR(
+      "device %u lost: %s; %u submission(s) in flight on it: %s. Failing "
+      "every semaphore with DEVICE_LOST and exiting (status 1) so that the "
+      "service manager restarts halod",
+      device, halo_status_message(status), count, in_flight);
+  for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
+    if (!daemon->semaphores.entries[i].key) continue;
+    halod_semaphore_fail(daemon->semaphores.entries[i].value,
+                         HALO_STATUS_DEVICE_LOST,
+                         "device %u lost: %s; submissions in flight on it: "
+                         "%s; halod restarts (reconnect and rebuild)",
+                         device, halo_status_message(status), in_flight);
+  }
+  halod_systemd_stopping(&daemon->systemd);
+  fflush(NULL);
+  // No orderly teardown: the context is poisoned, and driver calls made
+  // while tearing it down may hang or fail. The semaphores' failures are in
+  // shared memory already; clients see the daemon exit through its pidfd.
+  _exit(1);
+}
+
+#ifdef HALO_HAVE_CUDA
+// A driver thread.
+static void halod_device_lost_on_cuda(void *user_data,
+                                      halo_hal_cuda_device_t *device,
+                                      halo_status_t status) {
+  (void)user_data;
+  pthread_mutex_lock(&halod_device_lost_state.mutex);
+  if (!halod_device_lost_state.status) {
+    halod_device_lost_state.status = status;
+    halod_device_lost_state.device = device->ordinal;
+    status = NULL;
+  }
+  // Under the mutex: unwatch closes the handle only after it clears
+  // |watching|.
+  if (halod_device_lost_state.watching) {
+    uv_async_send(&halod_device_lost_state.async);
+  }
+  pthread_mutex_unlock(&halod_device_lost_state.mutex);
+  halo_status_free(status);
+}
+#endif
+
+void halod_device_lost_watch(halod_t *daemon) {
+  halod_device_lost_state.daemon = daemon;
+  halod_device_lost_state.async.data = daemon;
+  uv_async_init(daemon->loop, &halod_device_lost_state.async,
+                halod_device_lost_on_async);
+  pthread_mutex_lock(&halod_device_lost_state.mutex);
+  halod_device_lost_state.watching = true;
+  pthread_mutex_unlock(&halod_device_lost_state.mutex);
+#ifdef HALO_HAVE_CUDA
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    halo_hal_cuda_device_t *device =
+        halo_hal_cuda_device_cast(daemon->hal.devices[i]);
+    if (!device) continue;
+    device->lost_user_data = daemon;
+    device->lost = halod_device_lost_on_cuda;
+  }
+#endif
+}
+
+void halod_device_lost_unwatch(halod_t *daemon) {
+  (void)daemon;
+  pthread_mutex_lock(&halod_device_lost_state.mutex);
+  bool watching = halod_device_lost_state.watching;
+  halod_device_lost_state.watching = false;
+  pthread_mutex_unlock(&halod_device_lost_state.mutex);
+  if (watching) {
+    uv_close((uv_handle_t *)&halod_device_lost_state.async, NULL);
+  }
+}
