@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,16 +68,33 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"session-pending", HALOD_NUMBER(HALOD_CONFIG_U32, session_pending),
      "65536", 1, 1u << 24,
      "quota of submissions per session not yet completed"},
+    {"cuda-completion", HALOD_STRING(cuda_completion), "thread", 0, 0,
+     "how the CUDA driver learns that GPU work finished: thread (a "
+     "completion thread waits on events) or host_func (cuLaunchHostFunc)"},
+    {"cache-directory", HALOD_STRING(cache_directory), "", 0, 0,
+     "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
+     "by clients; CUDA_CACHE_PATH points below it unless set. Default: "
+     "$CACHE_DIRECTORY (systemd's CacheDirectory=), else none"},
 };
 
 #define HALOD_CONFIG_COUNT \
   (sizeof(halod_config_entries) / sizeof(halod_config_entries[0]))
 
+// Names match with '_' and '-' alike (cuda_completion = cuda-completion).
+static bool halod_config_name_equals(const char *entry, const char *name,
+                                     size_t length) {
+  if (strlen(entry) != length) return false;
+  for (size_t i = 0; i < length; ++i) {
+    char c = name[i] == '_' ? '-' : name[i];
+    if (entry[i] != c) return false;
+  }
+  return true;
+}
+
 static const halod_config_entry_t *halod_config_find(const char *name,
                                                      size_t length) {
   for (size_t i = 0; i < HALOD_CONFIG_COUNT; ++i) {
-    const char *entry = halod_config_entries[i].name;
-    if (strlen(entry) == length && strncmp(entry, name, length) == 0) {
+    if (halod_config_name_equals(halod_config_entries[i].name, name, length)) {
       return &halod_config_entries[i];
     }
   }
@@ -251,6 +269,27 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "native-code: '%s' is not one of owner, any, none",
                             config->native_code);
+  }
+  if (strcmp(config->cuda_completion, "thread") != 0 &&
+      strcmp(config->cuda_completion, "host_func") != 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "cuda-completion: '%s' is not one of thread, "
+                            "host_func",
+                            config->cuda_completion);
+  }
+  // Under systemd, CacheDirectory= exports $CACHE_DIRECTORY: the default.
+  const char *systemd_cache = getenv("CACHE_DIRECTORY");
+  if (!config->cache_directory[0] && systemd_cache && systemd_cache[0] == '/') {
+    size_t length = strcspn(systemd_cache, ":");
+    if (length < sizeof(config->cache_directory)) {
+      memcpy(config->cache_directory, systemd_cache, length);
+      config->cache_directory[length] = '\0';
+    }
+  }
+  if (config->cache_directory[0] && config->cache_directory[0] != '/') {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "cache-directory: '%s' is not an absolute path",
+                            config->cache_directory);
   }
   if (strncmp(config->listen, "ipc://", 6) != 0) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

@@ -25,6 +25,8 @@ typedef struct halod_config_t {
   uint32_t session_handles;       // quota of live handles per session
   char native_code[16];           // owner | any | none
   uint32_t session_pending;       // quota of unfinished submissions
+  char cuda_completion[16];       // thread | host_func
+  char cache_directory[256];      // compiled GPU code; "" for none
 } halod_config_t;
 
 // Sets every entry to its default.

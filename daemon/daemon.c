@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/buffer.h"
+#include "daemon/device_lost.h"
+#include "daemon/executable.h"
 #include "daemon/fd_server.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
@@ -176,8 +178,18 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_hal_deferred_queue_initialize(&daemon->deferred, halod_wake_loop,
                                      &daemon->completion_async);
 
-  HALO_RETURN_IF_ERROR(
-      halo_hal_registry_initialize(config->driver, &daemon->hal));
+  halo_hal_registry_options_t hal_options = {
+      .driver = config->driver,
+      .cuda_completion = config->cuda_completion,
+      .cache_directory = config->cache_directory,
+  };
+  halo_status_t status =
+      halo_hal_registry_initialize_with_options(&hal_options, &daemon->hal);
+  if (status) {
+    halod_stop(daemon);  // closes the handles opened so far
+    return status;
+  }
+  halod_device_lost_watch(daemon);
   for (int i = 0; i < HALO_HAL_DRIVER_COUNT; ++i) {
     const halo_hal_driver_info_t *driver = &daemon->hal.drivers[i];
     if (driver->available) {
@@ -195,7 +207,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   // The fd channel sits beside the client socket.
   snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
            config->listen + strlen("ipc://"));
-  halo_status_t status = halod_fd_server_create(
+  status = halod_fd_server_create(
       daemon, daemon->fd_channel_path, config->socket_mode, &daemon->fd_server);
   halod_server_options_t options = {
       .address = config->listen,
@@ -281,6 +293,8 @@ void halod_stop(halod_t *daemon) {
     uv_close((uv_handle_t *)&daemon->sigint, NULL);
     uv_close((uv_handle_t *)&daemon->sighup, NULL);
   }
+  halod_executable_stop_loads(daemon);
+  halod_device_lost_unwatch(daemon);
   halo_hal_registry_deinitialize(&daemon->hal);
   halo_u64_map_deinitialize(&daemon->sessions_by_pipe);
   halo_u64_map_deinitialize(&daemon->sessions_by_id);

@@ -18,6 +18,7 @@
 
 typedef struct halod_fd_server_t halod_fd_server_t;
 typedef struct halod_session_t halod_session_t;
+typedef struct halod_executable_load_t halod_executable_load_t;
 
 // Clients that share a device context can read each other's memory, so they
 // must trust each other: sessions are grouped into trust domains (default:
@@ -64,6 +65,7 @@ typedef struct halod_t {
   halo_u64_map_t exports;           // first 8 token bytes -> halod_export_t
   halo_u64_map_t executables;       // content hash key -> halod_executable_t
   halo_u64_map_t memo_cache;        // recording hash key -> halod_memo_entry_t
+  halod_executable_load_t *executable_loads;  // in flight (executable.c)
   uint64_t memo_hits;
   uint64_t memo_misses;
   // Submissions waiting on semaphores; completions from driver threads.

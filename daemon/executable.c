@@ -1,5 +1,6 @@
 #include "daemon/executable.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -59,12 +60,40 @@ static void halod_executable_hash(const Halo__Wire__ExecutableCreate *request,
   halo_hasher_finalize(&hasher, out_hash);
 }
 
-halo_status_t halod_executable_create(
+// A request waiting for a load.
+struct halod_executable_waiter_t {
+  halod_executable_waiter_t *next;
+  halod_server_context_t *context;
+  uint64_t session_id;
+  bool cached;  // it found the load already under way
+};
+
+// One load in flight on a libuv worker. The worker reads the copies below
+// and writes the results; the loop reads the results only after the worker
+// is done (uv's after-work callback, or |done| in halod_stop).
+struct halod_executable_load_t {
+  uv_work_t work;
+  halod_t *daemon;
+  halod_executable_load_t *next;  // daemon->executable_loads
+  halod_executable_t *executable;
+  halo_hal_device_t *device;
+  // Copies of the request (freed once its handler returns).
+  uint32_t format;
+  void *data;
+  size_t size;
+  char **options;
+  uint32_t option_count;
+  // Results.
+  halo_hal_executable_t *hal;
+  halo_status_t status;
+  int64_t load_ns;
+  atomic_bool done;
+  bool abandoned;  // dropped by halod_stop
+};
+
+static halo_status_t halod_executable_check(
     halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__ExecutableCreate *request,
-    halod_executable_t **out_executable, bool *out_cached) {
-  *out_executable = NULL;
-  *out_cached = false;
+    const Halo__Wire__ExecutableCreate *request) {
   uint32_t format = (uint32_t)request->format;
   const char *format_name = halod_executable_format_name(format);
   if (!format_name) {
@@ -88,60 +117,296 @@ halo_status_t halod_executable_create(
   if (format == HALO_HAL_EXECUTABLE_FORMAT_ELF) {
     HALO_RETURN_IF_ERROR(halod_executable_check_trust(daemon, session));
   }
+  return NULL;
+}
+
+// Answers |context| with a new handle of |session| on |executable|, whose
+// reference for that handle the caller took.
+static void halod_executable_reply(halod_t *daemon, halod_session_t *session,
+                                   halod_executable_t *executable,
+                                   halod_server_context_t *context,
+                                   bool cached) {
+  uint64_t handle = 0;
+  halo_status_t status = halod_session_add_object(
+      daemon, session, HALOD_OBJECT_EXECUTABLE, executable, &handle);
+  if (status) {
+    halod_reply_status(context, status);
+    return;
+  }
+  Halo__Wire__ExecutableReply reply = HALO__WIRE__EXECUTABLE_REPLY__INIT;
+  reply.handle = handle;
+  reply.content_hash = executable->hash_text;
+  reply.cached = cached;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_EXECUTABLE;
+  response.executable = &reply;
+  halod_reply(context, &response);
+}
+
+static halo_status_t halod_executable_add_waiter(
+    halod_executable_t *executable, halod_session_t *session,
+    halod_server_context_t *context, bool cached) {
+  halod_executable_waiter_t *waiter = calloc(1, sizeof(*waiter));
+  if (!waiter) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  waiter->context = context;
+  waiter->session_id = session->id;
+  waiter->cached = cached;
+  // Appended: requests are answered in arrival order.
+  halod_executable_waiter_t **link = &executable->waiters;
+  while (*link) link = &(*link)->next;
+  *link = waiter;
+  return NULL;
+}
+
+static void halod_executable_load_free(halod_executable_load_t *load) {
+  for (uint32_t i = 0; i < load->option_count; ++i) free(load->options[i]);
+  free(load->options);
+  free(load->data);
+  halo_status_free(load->status);
+  free(load);
+}
+
+// libuv worker thread: the driver's work, nothing of the daemon's state.
+static void halod_executable_load_work(uv_work_t *work) {
+  halod_executable_load_t *load = work->data;
+  halo_hal_executable_params_t params = {
+      .format = load->format,
+      .data = load->data,
+      .size = load->size,
+      .options = (const char *const *)load->options,
+      .option_count = load->option_count,
+  };
+  int64_t start = halo_clock_now_ns();
+  load->status = load->device->vtable->create_executable(load->device, &params,
+                                                         &load->hal);
+  load->load_ns = halo_clock_now_ns() - start;
+  atomic_store_explicit(&load->done, true, memory_order_release);
+}
+
+static void halod_executable_unlink_load(halod_t *daemon,
+                                         halod_executable_load_t *load) {
+  halod_executable_load_t **link = &daemon->executable_loads;
+  while (*link && *link != load) link = &(*link)->next;
+  if (*link) *link = load->next;
+}
+
+// Loop thread: publish the executable (or the error) and answer every
+// request that waited for it.
+static void halod_executable_load_done(uv_work_t *work, int uv_status) {
+  halod_executable_load_t *load = work->data;
+  halod_t *daemon = load->daemon;
+  halod_executable_unlink_load(daemon, load);
+  if (load->abandoned) {
+    halod_executable_load_free(load);
+    return;
+  }
+  halod_executable_t *executable = load->executable;
+  if (uv_status == UV_ECANCELED && !load->status) {
+    load->status = halo_status_make(HALO_STATUS_CANCELLED,
+                                    "the load was cancelled (halod is "
+                                    "stopping)");
+  }
+  const char *format_name = halod_executable_format_name(executable->format);
+  executable->loading = false;
+  halod_executable_waiter_t *waiter = executable->waiters;
+  executable->waiters = NULL;
+  if (load->status) {
+    halo_status_t status = halo_status_annotate(
+        load->status, "loading a %s executable of %zu bytes", format_name,
+        load->size);
+    load->status = NULL;
+    HALO_LOG_DEBUG("executable %.16s: %s", executable->hash_text,
+                   halo_status_message(status));
+    halo_u64_map_remove(&daemon->executables, halo_hash_key(&executable->hash));
+    free(executable);
+    while (waiter) {
+      halod_executable_waiter_t *next = waiter->next;
+      halod_reply_status(waiter->context,
+                         halo_status_make(halo_status_code(status), "%s",
+                                          halo_status_message(status)));
+      free(waiter);
+      waiter = next;
+    }
+    halo_status_free(status);
+    halod_executable_load_free(load);
+    return;
+  }
+  executable->hal = load->hal;
+  executable->load_ns = load->load_ns;
+  HALO_LOG_INFO(
+      "executable %.16s: %s, %zu bytes, loaded on device %u in "
+      "%.3f ms",
+      executable->hash_text, format_name, load->size, executable->device,
+      (double)executable->load_ns / 1e6);
+  // A reference of our own while answering, so that a failed handle does
+  // not free the executable under the next waiter.
+  ++executable->refcount;
+  while (waiter) {
+    halod_executable_waiter_t *next = waiter->next;
+    halod_session_t *session =
+        halo_u64_map_get(&daemon->sessions_by_id, waiter->session_id);
+    if (session) {
+      ++executable->refcount;
+      halod_executable_reply(daemon, session, executable, waiter->context,
+                             waiter->cached);
+    } else {
+      // The client went away while its executable loaded. The context is
+      // answered anyway so that it serves again (nng drops the reply).
+      halod_reply_status(waiter->context,
+                         halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                          "the session ended while its "
+                                          "executable loaded"));
+    }
+    free(waiter);
+    waiter = next;
+  }
+  halod_executable_load_free(load);
+  halod_executable_release(daemon, executable);
+}
+
+// Copies what the worker needs of |request| into |load|.
+static halo_status_t halod_executable_load_copy(
+    halod_executable_load_t *load,
+    const Halo__Wire__ExecutableCreate *request) {
+  load->format = (uint32_t)request->format;
+  load->size = request->data.len;
+  load->data = malloc(load->size);
+  load->options = calloc(request->n_options + 1, sizeof(char *));
+  if (!load->data || !load->options) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  memcpy(load->data, request->data.data, load->size);
+  for (size_t i = 0; i < request->n_options; ++i) {
+    load->options[i] = strdup(request->options[i]);
+    if (!load->options[i]) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+    ++load->option_count;
+  }
+  return NULL;
+}
+
+// Starts loading: the executable is in the map as loading, |session|'s
+// request its first waiter.
+static halo_status_t halod_executable_start_load(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__ExecutableCreate *request, const halo_hash_t *hash,
+    halod_server_context_t *context) {
+  halod_executable_t *executable = calloc(1, sizeof(*executable));
+  halod_executable_load_t *load = calloc(1, sizeof(*load));
+  halo_status_t status =
+      executable && load
+          ? halod_executable_load_copy(load, request)
+          : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!status) {
+    executable->id = halod_next_id(daemon);
+    executable->device = request->device;
+    executable->format = (uint32_t)request->format;
+    executable->hash = *hash;
+    halo_hash_format(hash, executable->hash_text);
+    executable->loading = true;
+    status = halod_executable_add_waiter(executable, session, context, false);
+  }
+  if (!status) {
+    status =
+        halo_u64_map_put(&daemon->executables, halo_hash_key(hash), executable);
+  }
+  if (status) {
+    if (executable) free(executable->waiters);
+    free(executable);
+    if (load) halod_executable_load_free(load);
+    return status;
+  }
+  load->daemon = daemon;
+  load->executable = executable;
+  load->device = daemon->hal.devices[request->device];
+  atomic_init(&load->done, false);
+  load->work.data = load;
+  int rc = uv_queue_work(daemon->loop, &load->work, halod_executable_load_work,
+                         halod_executable_load_done);
+  if (rc != 0) {
+    halo_u64_map_remove(&daemon->executables, halo_hash_key(hash));
+    free(executable->waiters);
+    free(executable);
+    halod_executable_load_free(load);
+    return halo_status_make(HALO_STATUS_INTERNAL, "uv_queue_work: %s",
+                            uv_strerror(rc));
+  }
+  load->next = daemon->executable_loads;
+  daemon->executable_loads = load;
+  HALO_LOG_DEBUG(
+      "executable %.16s: loading a %s of %zu bytes on device %u "
+      "(session %llu)",
+      executable->hash_text, halod_executable_format_name(executable->format),
+      request->data.len, request->device, (unsigned long long)session->id);
+  return NULL;
+}
+
+void halod_executable_load(halod_t *daemon, halod_session_t *session,
+                           const Halo__Wire__ExecutableCreate *request,
+                           halod_server_context_t *context) {
+  halo_status_t status = halod_executable_check(daemon, session, request);
+  if (status) {
+    halod_reply_status(context, status);
+    return;
+  }
   halo_hash_t hash;
   halod_executable_hash(request, &hash);
   halod_executable_t *existing =
       halo_u64_map_get(&daemon->executables, halo_hash_key(&hash));
-  if (existing && memcmp(existing->hash.bytes, hash.bytes, sizeof(hash)) == 0) {
-    ++existing->refcount;
-    *out_executable = existing;
-    *out_cached = true;
-    return NULL;
+  if (existing && memcmp(existing->hash.bytes, hash.bytes, sizeof(hash)) != 0) {
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_INTERNAL,
+                                        "executable hash prefix collision; "
+                                        "not loaded"));
+    return;
+  }
+  if (existing && existing->loading) {
+    // Another session's load of the same bytes is under way: share it.
+    status = halod_executable_add_waiter(existing, session, context, true);
+    if (status) halod_reply_status(context, status);
+    return;
   }
   if (existing) {
-    return halo_status_make(HALO_STATUS_INTERNAL,
-                            "executable hash prefix collision; not loaded");
+    ++existing->refcount;
+    halod_executable_reply(daemon, session, existing, context, true);
+    return;
   }
-
-  halod_executable_t *executable = calloc(1, sizeof(*executable));
-  if (!executable) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  }
-  halo_hal_device_t *device = daemon->hal.devices[request->device];
-  halo_hal_executable_params_t params = {
-      .format = format,
-      .data = request->data.data,
-      .size = request->data.len,
-      .options = (const char *const *)request->options,
-      .option_count = (uint32_t)request->n_options,
-  };
-  int64_t start = halo_clock_now_ns();
-  halo_status_t status =
-      device->vtable->create_executable(device, &params, &executable->hal);
-  if (!status) {
-    executable->refcount = 1;
-    executable->id = halod_next_id(daemon);
-    executable->device = request->device;
-    executable->format = format;
-    executable->hash = hash;
-    halo_hash_format(&hash, executable->hash_text);
-    executable->load_ns = halo_clock_now_ns() - start;
-    status = halo_u64_map_put(&daemon->executables, halo_hash_key(&hash),
-                              executable);
-    if (status) halo_hal_executable_destroy(executable->hal);
-  }
+  status =
+      halod_executable_start_load(daemon, session, request, &hash, context);
   if (status) {
-    free(executable);
-    return halo_status_annotate(status, "loading a %s executable of %zu bytes",
-                                format_name, request->data.len);
+    halod_reply_status(
+        context, halo_status_annotate(
+                     status, "loading a %s executable of %zu bytes",
+                     halod_executable_format_name((uint32_t)request->format),
+                     request->data.len));
   }
-  HALO_LOG_INFO(
-      "executable %.16s: %s, %zu bytes, loaded on device %u in "
-      "%.3f ms (session %llu)",
-      executable->hash_text, format_name, request->data.len, request->device,
-      (double)executable->load_ns / 1e6, (unsigned long long)session->id);
-  *out_executable = executable;
-  return NULL;
+}
+
+void halod_executable_stop_loads(halod_t *daemon) {
+  for (halod_executable_load_t *load = daemon->executable_loads; load;
+       load = load->next) {
+    if (load->abandoned) continue;
+    // Not started yet: it never will (its after-work callback still runs,
+    // with UV_ECANCELED). Started: wait for the driver to finish.
+    bool cancelled = uv_cancel((uv_req_t *)&load->work) == 0;
+    while (!cancelled &&
+           !atomic_load_explicit(&load->done, memory_order_acquire)) {
+      usleep(1000);
+    }
+    if (load->hal) halo_hal_executable_destroy(load->hal);
+    load->hal = NULL;
+    load->abandoned = true;
+    halod_executable_t *executable = load->executable;
+    halo_u64_map_remove(&daemon->executables, halo_hash_key(&executable->hash));
+    while (executable->waiters) {
+      halod_executable_waiter_t *next = executable->waiters->next;
+      free(executable->waiters);
+      executable->waiters = next;
+    }
+    free(executable);
+    load->executable = NULL;
+  }
 }
 
 void halod_executable_retain(halod_executable_t *executable) {

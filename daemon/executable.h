@@ -1,6 +1,13 @@
 // Executables in the daemon: loaded once per (device, content hash) and
 // shared by every session that loads the same bytes with the same options.
 //
+// Loading runs off the loop thread (a libuv worker: NVRTC, PTX JIT and the
+// driver's module load can take from milliseconds to seconds, and a module
+// load waits for the device's running kernels); the request is answered
+// when it is done. Meanwhile the executable is in the daemon's map as
+// loading: a second session loading the same bytes waits for the same load
+// instead of starting another.
+//
 // Loop thread only.
 #ifndef HALOD_EXECUTABLE_H_
 #define HALOD_EXECUTABLE_H_
@@ -12,6 +19,8 @@
 #include "daemon/daemon.h"
 #include "hal/executable.h"
 
+typedef struct halod_executable_waiter_t halod_executable_waiter_t;
+
 typedef struct halod_executable_t {
   uint32_t refcount;  // handles + command buffers using it
   uint64_t id;
@@ -19,18 +28,26 @@ typedef struct halod_executable_t {
   uint32_t format;
   halo_hash_t hash;
   char hash_text[65];
-  halo_hal_executable_t *hal;
-  int64_t load_ns;  // how long the driver took to load it
+  halo_hal_executable_t *hal;  // NULL while loading
+  int64_t load_ns;             // how long the driver took to load it
+  bool loading;
+  halod_executable_waiter_t *waiters;  // requests answered when loaded
 } halod_executable_t;
 
-// Loads (or finds) the executable. |out_cached| tells whether it was
-// already loaded. PERMISSION_DENIED for native code from a session the
+// Loads (or finds) the executable |request| describes for |session| and
+// answers |context| (an ExecutableReply with a new handle, or the error):
+// at once for an error or an executable already loaded, after the load
+// otherwise. PERMISSION_DENIED for native code from a session the
 // native-code setting does not trust.
-halo_status_t halod_executable_create(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__ExecutableCreate *request,
-    halod_executable_t **out_executable, bool *out_cached);
+void halod_executable_load(halod_t *daemon, halod_session_t *session,
+                           const Halo__Wire__ExecutableCreate *request,
+                           halod_server_context_t *context);
 void halod_executable_retain(halod_executable_t *executable);
 void halod_executable_release(halod_t *daemon, halod_executable_t *executable);
+
+// Called by halod_stop before the devices go: waits for the loads in
+// flight and drops their results (their requests are not answered: the
+// sockets are closed by then).
+void halod_executable_stop_loads(halod_t *daemon);
 
 #endif  // HALOD_EXECUTABLE_H_

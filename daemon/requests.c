@@ -41,6 +41,9 @@ typedef struct halod_request_t {
   halod_t *daemon;
   halod_session_t *session;
   Halo__Wire__Response response;
+  // Answered elsewhere (an executable load finishes off the loop thread).
+  halod_server_context_t *context;
+  bool deferred;
 } halod_request_t;
 
 static halo_status_t halod_hello(halod_request_t *request,
@@ -142,7 +145,6 @@ typedef struct halod_reply_bodies_t {
   Halo__Wire__ExportReply exported;
   Halo__Wire__SemaphoreReply semaphore;
   Halo__Wire__SemaphoreQueryReply semaphore_query;
-  Halo__Wire__ExecutableReply executable;
   Halo__Wire__CommandBufferReply command_buffer;
   Halo__Wire__QueueReply queue;
   Halo__Wire__QueueExecuteReply queue_execute;
@@ -393,22 +395,12 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       return NULL;
     }
 
-    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE: {
-      halod_executable_t *executable;
-      bool cached = false;
-      HALO_RETURN_IF_ERROR(halod_executable_create(
-          daemon, session, wire->executable_create, &executable, &cached));
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(halod_session_add_object(
-          daemon, session, HALOD_OBJECT_EXECUTABLE, executable, &handle));
-      halo__wire__executable_reply__init(&bodies->executable);
-      bodies->executable.handle = handle;
-      bodies->executable.content_hash = executable->hash_text;
-      bodies->executable.cached = cached;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_EXECUTABLE;
-      response->executable = &bodies->executable;
+    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE:
+      // Compiles and loads run off the loop; the reply comes from there.
+      request->deferred = true;
+      halod_executable_load(daemon, session, wire->executable_create,
+                            request->context);
       return NULL;
-    }
 
     case HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE:
       return halod_session_release_object(daemon, session,
@@ -543,7 +535,8 @@ static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
                          nng_msg_len(event->message)));
     return;
   }
-  halod_request_t request = {.daemon = daemon, .session = session};
+  halod_request_t request = {
+      .daemon = daemon, .session = session, .context = event->context};
   halo__wire__response__init(&request.response);
   halod_reply_bodies_t *bodies = calloc(1, sizeof(*bodies));
   halo_status_t status =
@@ -554,7 +547,7 @@ static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
                    (unsigned long long)session->id, (int)wire->body_case,
                    halo_status_message(status));
     halod_reply_status(event->context, status);
-  } else {
+  } else if (!request.deferred) {
     halod_reply(event->context, &request.response);
   }
   if (bodies) free(bodies->heap);

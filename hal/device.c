@@ -1,27 +1,83 @@
+// The driver registry: probes the drivers and creates the devices the
+// daemon serves.
 #include "hal/device.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/status.h"
+#ifdef HALO_HAVE_CUDA
+#include "hal/cuda/cuda_device.h"
+#endif
 
-bool halo_hal_cuda_probe(char *out_reason, size_t reason_size) {
-  // The CUDA driver (hal/cuda/) is not built yet; say so rather than pretend.
+// Probes CUDA; |out_count| receives the number of GPUs.
+static bool halo_hal_cuda_probe_devices(const char *cache_directory,
+                                        char *out_reason, size_t reason_size,
+                                        uint32_t *out_count) {
+  *out_count = 0;
+#ifdef HALO_HAVE_CUDA
+  return halo_hal_cuda_driver_probe(cache_directory, out_reason, reason_size,
+                                    out_count);
+#else
+  (void)cache_directory;
   snprintf(out_reason, reason_size,
-           "the CUDA driver is not part of this build yet");
+           "halod was built without cuda.h (the CUDA driver is not part of "
+           "this build)");
   return false;
+#endif
 }
 
-halo_status_t halo_hal_registry_initialize(const char *driver_name,
-                                           halo_hal_registry_t *registry) {
-  memset(registry, 0, sizeof(*registry));
-  halo_hal_driver_info_t *cuda = &registry->drivers[0];
-  halo_hal_driver_info_t *local = &registry->drivers[1];
-  cuda->name = "cuda";
-  cuda->available = halo_hal_cuda_probe(cuda->reason, sizeof(cuda->reason));
-  local->name = "local";
-  local->available = true;
+bool halo_hal_cuda_probe(char *out_reason, size_t reason_size) {
+  uint32_t count = 0;
+  return halo_hal_cuda_probe_devices(NULL, out_reason, reason_size, &count);
+}
 
+#ifdef HALO_HAVE_CUDA
+// One device per GPU; on failure the devices created so far are destroyed.
+static halo_status_t halo_hal_registry_create_cuda_devices(
+    const halo_hal_registry_options_t *options, uint32_t count,
+    halo_hal_registry_t *registry) {
+  halo_hal_cuda_device_options_t cuda_options;
+  memset(&cuda_options, 0, sizeof(cuda_options));
+  const char *completion = options->cuda_completion;
+  if (!completion || !*completion || strcmp(completion, "thread") == 0) {
+    cuda_options.completion = HALO_HAL_CUDA_COMPLETION_THREAD;
+  } else if (strcmp(completion, "host_func") == 0) {
+    cuda_options.completion = HALO_HAL_CUDA_COMPLETION_HOST_FUNC;
+  } else {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "cuda completion mode '%s' (expected thread or "
+                            "host_func)",
+                            completion);
+  }
+  if (options->cache_directory) {
+    snprintf(cuda_options.cache_directory, sizeof(cuda_options.cache_directory),
+             "%s", options->cache_directory);
+  }
+  if (count > HALO_HAL_MAX_DEVICES) {
+    HALO_LOG_WARN("cuda: %u GPUs, serving the first %d", count,
+                  HALO_HAL_MAX_DEVICES);
+    count = HALO_HAL_MAX_DEVICES;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    halo_hal_device_t *device = NULL;
+    halo_status_t status =
+        halo_hal_cuda_device_create(i, &cuda_options, &device);
+    if (status) {
+      halo_hal_registry_deinitialize(registry);
+      return status;
+    }
+    registry->devices[registry->device_count++] = device;
+  }
+  return NULL;
+}
+#endif
+
+halo_status_t halo_hal_registry_initialize_with_options(
+    const halo_hal_registry_options_t *options, halo_hal_registry_t *registry) {
+  memset(registry, 0, sizeof(*registry));
+  const char *driver_name = options->driver ? options->driver : "auto";
   bool want_cuda = strcmp(driver_name, "cuda") == 0;
   bool want_local = strcmp(driver_name, "local") == 0;
   if (!want_cuda && !want_local && strcmp(driver_name, "auto") != 0) {
@@ -30,15 +86,50 @@ halo_status_t halo_hal_registry_initialize(const char *driver_name,
                             "cuda)",
                             driver_name);
   }
+  halo_hal_driver_info_t *cuda = &registry->drivers[0];
+  halo_hal_driver_info_t *local = &registry->drivers[1];
+  cuda->name = "cuda";
+  local->name = "local";
+  local->available = true;
+  // --driver local never touches the GPU driver.
+  uint32_t gpu_count = 0;
+  if (want_local) {
+    snprintf(cuda->reason, sizeof(cuda->reason), "not probed (driver local)");
+  } else {
+    cuda->available =
+        halo_hal_cuda_probe_devices(options->cache_directory, cuda->reason,
+                                    sizeof(cuda->reason), &gpu_count);
+  }
   if (want_cuda && !cuda->available) {
     return halo_status_make(HALO_STATUS_UNAVAILABLE,
                             "driver cuda unavailable: %s", cuda->reason);
   }
-  // Only the local driver creates devices until hal/cuda/ exists.
+#ifdef HALO_HAVE_CUDA
+  if (cuda->available && !want_local) {
+    halo_status_t status =
+        halo_hal_registry_create_cuda_devices(options, gpu_count, registry);
+    if (!status) return NULL;
+    if (want_cuda || halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT) {
+      return status;
+    }
+    // auto: a GPU that cannot be served leaves the local driver.
+    snprintf(cuda->reason, sizeof(cuda->reason), "%s",
+             halo_status_message(status));
+    cuda->available = false;
+    HALO_LOG_WARN("driver cuda: %s; serving the local driver", cuda->reason);
+    halo_status_free(status);
+  }
+#endif
   halo_hal_device_t *device = NULL;
   HALO_RETURN_IF_ERROR(halo_hal_local_device_create(&device));
   registry->devices[registry->device_count++] = device;
   return NULL;
+}
+
+halo_status_t halo_hal_registry_initialize(const char *driver_name,
+                                           halo_hal_registry_t *registry) {
+  halo_hal_registry_options_t options = {.driver = driver_name};
+  return halo_hal_registry_initialize_with_options(&options, registry);
 }
 
 void halo_hal_registry_deinitialize(halo_hal_registry_t *registry) {

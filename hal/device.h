@@ -82,16 +82,33 @@ typedef struct halo_hal_registry_t {
   uint32_t device_count;
 } halo_hal_registry_t;
 
-// Probes the drivers and creates the devices of |driver_name|: "auto" picks
-// the best available (cuda, else local), "local" or "cuda" insist on one and
-// fail with the driver's reason if it is unavailable.
+// What the daemon's configuration says about the drivers.
+typedef struct halo_hal_registry_options_t {
+  const char *driver;  // auto | local | cuda
+  // CUDA: how finished GPU work reaches the host: "thread" (a completion
+  // thread waits on events) or "host_func" (cuLaunchHostFunc callbacks).
+  // NULL or "" for the default (thread).
+  const char *cuda_completion;
+  // Compiled code on disk (CUDA: NVRTC and PTX JIT results; the driver's
+  // CUDA_CACHE_PATH below it). NULL or "" for none.
+  const char *cache_directory;
+} halo_hal_registry_options_t;
+
+// Probes the drivers and creates the devices of |options|->driver: "auto"
+// picks the best available (cuda with one device per GPU, else local),
+// "local" or "cuda" insist on one and fail with the driver's reason if it
+// is unavailable.
+halo_status_t halo_hal_registry_initialize_with_options(
+    const halo_hal_registry_options_t *options, halo_hal_registry_t *registry);
+// The same with default options.
 halo_status_t halo_hal_registry_initialize(const char *driver_name,
                                            halo_hal_registry_t *registry);
 void halo_hal_registry_deinitialize(halo_hal_registry_t *registry);
 
 // Drivers.
 halo_status_t halo_hal_local_device_create(halo_hal_device_t **out_device);
-// Fills |out_reason| and returns false when CUDA is unavailable.
+// Fills |out_reason| and returns false when CUDA is unavailable (no
+// driver, no GPU, or a build without cuda.h).
 bool halo_hal_cuda_probe(char *out_reason, size_t reason_size);
 
 #endif  // HALO_HAL_DEVICE_H_

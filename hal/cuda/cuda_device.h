@@ -61,6 +61,9 @@ void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task);
 // Runs the tasks already posted, then joins.
 void halo_hal_cuda_thread_stop(halo_hal_cuda_thread_t *thread);
+// [added by the device/allocator/executable engineer] Any thread but
+// |thread| itself. Returns once every task posted before it has run.
+void halo_hal_cuda_thread_flush(halo_hal_cuda_thread_t *thread);
 
 // ---- cuda_device.c
 
@@ -77,6 +80,24 @@ typedef struct halo_hal_cuda_device_options_t {
 } halo_hal_cuda_device_options_t;
 
 typedef struct halo_hal_cuda_device_t halo_hal_cuda_device_t;
+
+// ---- [added by the device/allocator/executable engineer; additive only:
+// new fields at the end of halo_hal_cuda_device_t, new functions below it]
+// How executables are loaded into the context (cuda_executable.c): as
+// CUlibrary (context-independent; CUkernel handles, cuLaunchKernel accepts
+// a CUkernel cast to CUfunction) or as CUmodule. Either way every entry has
+// a CUfunction for the device's context (halo_hal_cuda_executable_function).
+typedef enum halo_hal_cuda_loader_e {
+  HALO_HAL_CUDA_LOADER_LIBRARY = 0,
+  HALO_HAL_CUDA_LOADER_MODULE = 1,
+} halo_hal_cuda_loader_t;
+
+// A host registration (cuda_allocator.c): the allocator registers its own
+// alias of the caller's MAP_SHARED mapping, so that the caller may unmap
+// its view right after unregister_host while the reaper unregisters the
+// alias later (cuMemHostUnregister waits for the device's running work).
+typedef struct halo_hal_cuda_host_registration_t
+    halo_hal_cuda_host_registration_t;
 
 // Called on a driver thread when the device hit a sticky error: the context
 // is unusable and the process must restart (DESIGN.md "Faults"). |status|
@@ -104,7 +125,42 @@ struct halo_hal_cuda_device_t {
   halo_hal_cuda_thread_t reaper;
   halo_hal_cuda_lost_fn lost;
   void *lost_user_data;
+  // ---- [added] Fields below belong to cuda_device.c / cuda_allocator.c /
+  // cuda_executable.c.
+  // Guards transfer_stream: control-plane copies, allocations and frees
+  // (stream-ordered, then synchronized, so memory is usable on any stream).
+  pthread_mutex_t transfer_mutex;
+  halo_hal_cuda_loader_t loader;
+  pthread_mutex_t registration_mutex;  // guards registrations
+  halo_hal_cuda_host_registration_t *registrations;
+  char pci_bus_id[32];
+  // ---- [added by the command buffer/queue engineer] Fields below belong to
+  // cuda_command_buffer.c and cuda_queue.c.
+  // dispatch_indirect's built-in grid-setting kernel, loaded on first use
+  // (submission thread only); unloaded with the context. |builtin_failure|
+  // keeps why it did not load.
+  CUmodule builtin_module;
+  CUfunction builtin_set_grid;
+  uint32_t builtin_max_grid[2];  // x, and the smaller of y and z
+  halo_status_t builtin_failure;
+  // What the device's queues share (completion thread, event pool, the
+  // order of GPU semaphore stores): created with the first queue, destroyed
+  // with the last (loop thread).
+  struct halo_hal_cuda_queue_shared_t *queue_shared;
 };
+
+// [added] Loads the driver (once) and counts the devices; false with the
+// reason when CUDA is unavailable. Sets CUDA_CACHE_PATH below
+// |cache_directory| (if not "") before the driver is initialized.
+bool halo_hal_cuda_driver_probe(const char *cache_directory, char *out_reason,
+                                size_t reason_size, uint32_t *out_count);
+
+// [added] Any thread: makes the device's context current on the calling
+// thread (uv worker threads, the loop thread for non-stalling calls).
+halo_status_t halo_hal_cuda_device_make_current(halo_hal_cuda_device_t *device);
+
+// [added] The device of |device| if it is a CUDA one, else NULL.
+halo_hal_cuda_device_t *halo_hal_cuda_device_cast(halo_hal_device_t *device);
 
 halo_status_t halo_hal_cuda_device_create(
     uint32_t ordinal, const halo_hal_cuda_device_options_t *options,
@@ -122,6 +178,38 @@ halo_status_t halo_hal_cuda_executable_create(
 halo_status_t halo_hal_cuda_executable_function(
     halo_hal_executable_t *executable, uint32_t ordinal,
     CUfunction *out_function);
+// [added] How an executable came to be (tests, logs, haloctl).
+typedef struct halo_hal_cuda_executable_info_t {
+  bool from_disk_cache;  // compiled code came from the cache directory
+  bool compiled;         // NVRTC or PTX JIT ran (or was served from disk)
+  int64_t compile_ns;    // NVRTC / PTX JIT, or reading the disk cache
+  int64_t load_ns;       // loading into the context
+  uint32_t entry_count;
+} halo_hal_cuda_executable_info_t;
+halo_status_t halo_hal_cuda_executable_query(
+    halo_hal_executable_t *executable,
+    halo_hal_cuda_executable_info_t *out_info);
+
+// ---- cuda_compiler.c [added]: NVRTC and the driver's PTX linker, with the
+// disk cache. Any thread with the device's context current.
+// Turns |params| into an image the loader takes (CUBIN or FATBIN): CUBIN
+// and FATBIN pass through (*out_image == params->data, nothing to free);
+// PTX is linked to a CUBIN by the driver's JIT and CUDA C compiled by NVRTC
+// to a CUBIN for the device's architecture, both looked up in and written
+// to the disk cache. INVALID_ARGUMENT with the whole compiler log when the
+// code does not compile; UNIMPLEMENTED for CUDA C without NVRTC.
+typedef struct halo_hal_cuda_image_t {
+  const void *data;
+  size_t size;
+  void *owned;  // free() this (NULL when |data| is the caller's)
+  bool from_disk_cache;
+  bool compiled;
+} halo_hal_cuda_image_t;
+// mkdir -p |path| (mode 0700).
+halo_status_t halo_hal_cuda_make_directory(const char *path);
+halo_status_t halo_hal_cuda_compiler_build(
+    halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
+    halo_hal_cuda_image_t *out_image);
 
 // ---- cuda_command_buffer.c
 halo_status_t halo_hal_cuda_command_buffer_prepare(

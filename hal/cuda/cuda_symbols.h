@@ -58,7 +58,20 @@
   X(cuGraphAddNode) X(cuGraphInstantiateWithFlags) X(cuGraphExecDestroy)    \
   X(cuGraphLaunch) X(cuGraphUpload)                                         \
   X(cuGraphExecKernelNodeSetParams) X(cuGraphExecMemsetNodeSetParams)       \
-  X(cuGraphExecMemcpyNodeSetParams) X(cuGraphExecNodeSetParams)
+  X(cuGraphExecMemcpyNodeSetParams) X(cuGraphExecNodeSetParams)          \
+  /* added by cuda_executable.c / cuda_compiler.c (additive): libraries, */ \
+  /* module enumeration, the driver's PTX linker */                         \
+  X(cuModuleLoadDataEx) X(cuModuleGetFunctionCount)                         \
+  X(cuModuleEnumerateFunctions) X(cuFuncGetName)                            \
+  X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernelCount)        \
+  X(cuLibraryEnumerateKernels) X(cuKernelGetName) X(cuKernelGetFunction)    \
+  X(cuKernelGetParamInfo) X(cuLibraryGetKernel)                             \
+  X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)       \
+  X(cuCtxGetDevice) X(cuDeviceGetPCIBusId)                                  \
+  /* added by cuda_command_buffer.c / cuda_queue.c (additive): pinned */    \
+  /* binding-table staging, device-updatable kernel nodes */                \
+  X(cuMemAllocHost) X(cuMemFreeHost) X(cuGraphKernelNodeSetParams)          \
+  X(cuGraphKernelNodeSetAttribute) X(cuGraphKernelNodeGetAttribute)
 
 #define HALO_HAL_CUDA_NVRTC_SYMBOLS(X)                                       \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram)              \

@@ -1,0 +1,119 @@
+// A driver thread of one device (cuda_device.h): runs posted tasks in
+// order with the device's primary context current. The submission thread
+// and the reaper are two of these. The reaper takes every task queued when
+// it wakes as one batch, so that calls that each wait for the device's
+// running work (cuModuleUnload, cuMemHostUnregister) wait once together.
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "hal/cuda/cuda_device.h"
+
+static void *halo_hal_cuda_thread_main(void *arg) {
+  halo_hal_cuda_thread_t *thread = arg;
+  pthread_setname_np(pthread_self(), thread->name);
+  CUresult result = thread->cu->cuCtxSetCurrent(thread->context);
+  if (result != CUDA_SUCCESS) {
+    // Tasks still run (and fail on their own calls, each with a status).
+    halo_status_t status =
+        halo_hal_cuda_result_to_status(thread->cu, result, "cuCtxSetCurrent");
+    HALO_LOG_ERROR("%s: %s", thread->name, halo_status_message(status));
+    halo_status_free(status);
+  }
+  pthread_mutex_lock(&thread->mutex);
+  for (;;) {
+    while (!thread->head && !thread->stopping) {
+      pthread_cond_wait(&thread->cond, &thread->mutex);
+    }
+    halo_hal_cuda_task_t *batch = thread->head;
+    thread->head = thread->tail = NULL;
+    if (!batch && thread->stopping) break;
+    pthread_mutex_unlock(&thread->mutex);
+    while (batch) {
+      halo_hal_cuda_task_t *next = batch->next;
+      batch->next = NULL;
+      batch->run(batch);  // owns the task from here on
+      batch = next;
+    }
+    pthread_mutex_lock(&thread->mutex);
+  }
+  pthread_mutex_unlock(&thread->mutex);
+  return NULL;
+}
+
+halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
+                                         const char *name,
+                                         const halo_hal_cuda_symbols_t *cu,
+                                         CUcontext context) {
+  memset(thread, 0, sizeof(*thread));
+  snprintf(thread->name, sizeof(thread->name), "%s", name);
+  thread->cu = cu;
+  thread->context = context;
+  pthread_mutex_init(&thread->mutex, NULL);
+  pthread_cond_init(&thread->cond, NULL);
+  int error =
+      pthread_create(&thread->thread, NULL, halo_hal_cuda_thread_main, thread);
+  if (error != 0) {
+    pthread_cond_destroy(&thread->cond);
+    pthread_mutex_destroy(&thread->mutex);
+    return halo_status_from_errno(error, "starting the CUDA thread %s", name);
+  }
+  thread->started = true;
+  return NULL;
+}
+
+void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
+                               halo_hal_cuda_task_t *task) {
+  task->next = NULL;
+  pthread_mutex_lock(&thread->mutex);
+  if (thread->tail) {
+    thread->tail->next = task;
+  } else {
+    thread->head = task;
+  }
+  thread->tail = task;
+  pthread_cond_signal(&thread->cond);
+  pthread_mutex_unlock(&thread->mutex);
+}
+
+void halo_hal_cuda_thread_stop(halo_hal_cuda_thread_t *thread) {
+  if (!thread->started) return;
+  pthread_mutex_lock(&thread->mutex);
+  thread->stopping = true;
+  pthread_cond_signal(&thread->cond);
+  pthread_mutex_unlock(&thread->mutex);
+  pthread_join(thread->thread, NULL);
+  pthread_cond_destroy(&thread->cond);
+  pthread_mutex_destroy(&thread->mutex);
+  thread->started = false;
+}
+
+typedef struct halo_hal_cuda_flush_task_t {
+  halo_hal_cuda_task_t task;
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool done;
+} halo_hal_cuda_flush_task_t;
+
+static void halo_hal_cuda_flush_task_run(halo_hal_cuda_task_t *base_task) {
+  halo_hal_cuda_flush_task_t *task = (halo_hal_cuda_flush_task_t *)base_task;
+  pthread_mutex_lock(&task->mutex);
+  task->done = true;
+  pthread_cond_signal(&task->cond);
+  pthread_mutex_unlock(&task->mutex);
+}
+
+void halo_hal_cuda_thread_flush(halo_hal_cuda_thread_t *thread) {
+  if (!thread->started) return;
+  halo_hal_cuda_flush_task_t task = {.task.run = halo_hal_cuda_flush_task_run};
+  pthread_mutex_init(&task.mutex, NULL);
+  pthread_cond_init(&task.cond, NULL);
+  halo_hal_cuda_thread_post(thread, &task.task);
+  pthread_mutex_lock(&task.mutex);
+  while (!task.done) pthread_cond_wait(&task.cond, &task.mutex);
+  pthread_mutex_unlock(&task.mutex);
+  pthread_cond_destroy(&task.cond);
+  pthread_mutex_destroy(&task.mutex);
+}
