@@ -1,0 +1,832 @@
+// halo-bench-cuda: the CUDA driver's costs beside native driver-API
+// baselines measured in the same run, in the same process, on the same GPU.
+//
+//   halo-bench-cuda [--iterations N] [--steps N] [--completion MODE]
+//   halo-bench-cuda --address ADDR [--label TEXT] [--iterations N]
+//                   [--steps N]
+//
+// Without --address (in process, no daemon): the HAL's CUDA device is
+// created here for each completion path (MODE: thread, host_func or both,
+// the default) and driven as halod drives it: queue execute() on this
+// thread (what halod's loop thread does after validating a request), the
+// execution's completion callback on a driver thread, the GPU's store of the
+// signal value into a registered host page. The native baselines use the
+// same context, the same CUfunctions and the same symbol table (plain
+// driver API calls, no halo code in between).
+//
+// Cases (microseconds; p50, p99, mean over the iterations after a warm-up):
+//   small kernel, submit -> observed completion (one block of 32 threads):
+//     native launch+sync     cuLaunchKernel + cuStreamSynchronize
+//     native launch+store    cuLaunchKernel + cuStreamWriteValue64 into a
+//                            registered host page, host spins on the word
+//     halo GPU store seen    execute() until this thread sees the value the
+//                            GPU stored into the semaphore page
+//     halo completion        execute() until the completion callback ran
+//   1000-dispatch command buffer, a chain (a barrier between dispatches,
+//   one block of 128 threads each), 16 bindings, all 16 changed every step
+//   (two sets of 16 buffers, alternating), submit -> completion per step:
+//     native stream          1000 cuLaunchKernel + cuStreamSynchronize
+//     native graph           cuGraphLaunch of the chain (fixed addresses)
+//     native graph+SetParams every node re-pointed, then cuGraphLaunch
+//     native graph+table     the table kernels, 16 addresses copied
+//                            (cuMemcpyHtoDAsync from pinned), cuGraphLaunch
+//     halo SetParams         the recording with indirect BUFFER arguments
+//     halo binding table     the recording with BINDING_TABLE arguments
+//
+// With --address: the same recordings through a running halod (libhalo,
+// nng control plane): halo_queue_execute + halo_semaphore_wait, and the
+// small kernel also with a client spinning on halo_semaphore_query (it sees
+// the GPU's store). --label names the daemon's setting in the output.
+#include <getopt.h>
+#include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "hal/cuda/cuda_device.h"
+#include "hal/device.h"
+#include "halo/halo.h"
+
+static const char kKernels[] =
+    "extern \"C\" __global__ void tiny(float *p) {\n"
+    "  if (threadIdx.x == 0) p[0] += 1.0f;\n"
+    "}\n"
+    "extern \"C\" __global__ void step(const float *x, float *y) {\n"
+    "  y[threadIdx.x] = x[threadIdx.x] * 0.5f + 1.0f;\n"
+    "}\n"
+    "extern \"C\" __global__ void step_table(\n"
+    "    const unsigned long long *table, unsigned x, unsigned y) {\n"
+    "  const float *in = (const float *)table[x];\n"
+    "  float *out = (float *)table[y];\n"
+    "  out[threadIdx.x] = in[threadIdx.x] * 0.5f + 1.0f;\n"
+    "}\n";
+
+#define CHAIN 1000u
+#define SLOTS 16u
+#define STEP_THREADS 128u
+
+static struct {
+  int iterations;
+  int steps;
+  const char *completion;
+  const char *address;
+  const char *label;
+} options = {.iterations = 2000, .steps = 200, .completion = "both"};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void die(const char *what, halo_status_t status) {
+  fprintf(stderr, "halo-bench-cuda: %s: %s: %s\n", what,
+          halo_status_code_name(halo_status_code(status)),
+          halo_status_message(status));
+  exit(1);
+}
+#define CHECK(what, expr)                        \
+  do {                                           \
+    halo_status_t check__status = (expr);        \
+    if (check__status) die(what, check__status); \
+  } while (0)
+
+static const halo_hal_cuda_symbols_t *cu;
+
+static void cu_check(CUresult result, const char *call) {
+  if (result != CUDA_SUCCESS) {
+    die("driver call", halo_hal_cuda_result_to_status(cu, result, call));
+  }
+}
+#define CU(call, ...) cu_check(cu->call(__VA_ARGS__), #call)
+
+//===----------------------------------------------------------------------===//
+// Samples
+//===----------------------------------------------------------------------===//
+
+typedef struct samples_t {
+  double *us;
+  int count;
+} samples_t;
+
+static samples_t samples_new(int capacity) {
+  samples_t samples = {.us = calloc((size_t)capacity, sizeof(double))};
+  if (!samples.us)
+    die("samples", halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  return samples;
+}
+
+static void samples_add(samples_t *samples, int64_t ns) {
+  samples->us[samples->count++] = (double)ns / 1000.0;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct summary_t {
+  double p50, p99, mean, min;
+} summary_t;
+
+static summary_t samples_report(const char *name, samples_t *samples) {
+  summary_t summary = {0};
+  if (samples->count == 0) return summary;
+  qsort(samples->us, (size_t)samples->count, sizeof(double), compare_doubles);
+  double total = 0;
+  for (int i = 0; i < samples->count; ++i) total += samples->us[i];
+  summary.p50 = samples->us[samples->count / 2];
+  summary.p99 = samples->us[(int)((samples->count - 1) * 0.99)];
+  summary.mean = total / samples->count;
+  summary.min = samples->us[0];
+  printf("  %-44s %6d %10.1f %10.1f %10.1f %10.1f\n", name, samples->count,
+         summary.p50, summary.p99, summary.mean, summary.min);
+  fflush(stdout);
+  free(samples->us);
+  samples->us = NULL;
+  return summary;
+}
+
+static void header(const char *title) {
+  printf("\n%s\n  %-44s %6s %10s %10s %10s %10s\n", title, "case (us)", "n",
+         "p50", "p99", "mean", "min");
+}
+
+//===----------------------------------------------------------------------===//
+// In process: the HAL's CUDA device and native baselines
+//===----------------------------------------------------------------------===//
+
+typedef struct bench_device_t {
+  halo_hal_device_t *device;
+  halo_hal_cuda_device_t *cuda;
+  halo_hal_allocator_t *allocator;
+  halo_hal_executable_t *executable;
+  uint32_t tiny, step, step_table;  // entry ordinals
+  CUfunction tiny_function, step_function, step_table_function;
+  uint64_t counter;         // tiny's float
+  uint64_t sets[2][SLOTS];  // the chain's buffers
+  volatile uint64_t *page;  // registered host page (GPU stores)
+  uint64_t page_address;
+} bench_device_t;
+
+static void bench_device_open(bench_device_t *bench,
+                              halo_hal_cuda_completion_mode_t mode) {
+  memset(bench, 0, sizeof(*bench));
+  halo_hal_cuda_device_options_t device_options;
+  memset(&device_options, 0, sizeof(device_options));
+  device_options.completion = mode;
+  CHECK("creating the CUDA device",
+        halo_hal_cuda_device_create(0, &device_options, &bench->device));
+  bench->cuda = halo_hal_cuda_device_cast(bench->device);
+  bench->allocator = bench->device->allocator;
+  CHECK("make current", halo_hal_cuda_device_make_current(bench->cuda));
+  halo_hal_executable_params_t params = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = kKernels,
+      .size = sizeof(kKernels) - 1,
+  };
+  CHECK("compiling the kernels",
+        bench->device->vtable->create_executable(bench->device, &params,
+                                                 &bench->executable));
+  const char *names[3] = {"tiny", "step", "step_table"};
+  uint32_t *ordinals[3] = {&bench->tiny, &bench->step, &bench->step_table};
+  CUfunction *functions[3] = {&bench->tiny_function, &bench->step_function,
+                              &bench->step_table_function};
+  for (int i = 0; i < 3; ++i) {
+    halo_hal_entry_info_t info;
+    CHECK(names[i],
+          halo_hal_executable_lookup_entry(bench->executable, names[i], &info));
+    *ordinals[i] = info.ordinal;
+    CHECK(names[i], halo_hal_cuda_executable_function(
+                        bench->executable, info.ordinal, functions[i]));
+  }
+  CHECK("allocate", bench->allocator->vtable->allocate(bench->allocator, 256,
+                                                       &bench->counter));
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t i = 0; i < SLOTS; ++i) {
+      CHECK("allocate", bench->allocator->vtable->allocate(
+                            bench->allocator, STEP_THREADS * sizeof(float),
+                            &bench->sets[s][i]));
+    }
+  }
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) {
+    die("mmap", halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "mmap"));
+  }
+  bench->page = page;
+  CHECK("register_host",
+        bench->allocator->vtable->register_host(bench->allocator, page, 4096,
+                                                &bench->page_address));
+}
+
+static void bench_device_close(bench_device_t *bench) {
+  bench->allocator->vtable->unregister_host(bench->allocator,
+                                            (void *)bench->page);
+  bench->allocator->vtable->deallocate(bench->allocator, bench->counter, 256);
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t i = 0; i < SLOTS; ++i) {
+      bench->allocator->vtable->deallocate(bench->allocator, bench->sets[s][i],
+                                           STEP_THREADS * sizeof(float));
+    }
+  }
+  halo_hal_executable_destroy(bench->executable);
+  bench->device->vtable->destroy(bench->device);
+  munmap((void *)bench->page, 4096);
+}
+
+// ---- native baselines
+
+static void native_small_kernel(bench_device_t *bench) {
+  CUstream stream;
+  CU(cuStreamCreateWithPriority, &stream, CU_STREAM_NON_BLOCKING, 0);
+  void *params[1] = {&bench->counter};
+  int warmup = options.iterations / 10 + 10;
+  samples_t sync = samples_new(options.iterations);
+  samples_t store = samples_new(options.iterations);
+  for (int i = -warmup; i < options.iterations; ++i) {
+    int64_t start = now_ns();
+    CU(cuLaunchKernel, bench->tiny_function, 1, 1, 1, 32, 1, 1, 0, stream,
+       params, NULL);
+    CU(cuStreamSynchronize, stream);
+    if (i >= 0) samples_add(&sync, now_ns() - start);
+  }
+  volatile uint64_t *word = &bench->page[8];
+  for (int i = -warmup; i < options.iterations; ++i) {
+    uint64_t value = (uint64_t)(i + warmup + 1);
+    int64_t start = now_ns();
+    CU(cuLaunchKernel, bench->tiny_function, 1, 1, 1, 32, 1, 1, 0, stream,
+       params, NULL);
+    CU(cuStreamWriteValue64, stream, (CUdeviceptr)(bench->page_address + 64),
+       value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    while (atomic_load_explicit((_Atomic uint64_t *)word,
+                                memory_order_acquire) < value) {
+    }
+    if (i >= 0) samples_add(&store, now_ns() - start);
+  }
+  CU(cuStreamSynchronize, stream);
+  samples_report("native launch+sync", &sync);
+  samples_report("native launch+store, host spins", &store);
+  CU(cuStreamDestroy, stream);
+}
+
+// The chain's graph: node i runs |function| on |params_of(i)|.
+static void native_chain_params(bench_device_t *bench, int set, uint32_t i,
+                                bool table, uint64_t *table_address,
+                                uint32_t slots[2], void *params[3]) {
+  slots[0] = i % SLOTS;
+  slots[1] = (i + 1) % SLOTS;
+  if (table) {
+    params[0] = table_address;
+    params[1] = &slots[0];
+    params[2] = &slots[1];
+  } else {
+    params[0] = &bench->sets[set][slots[0]];
+    params[1] = &bench->sets[set][slots[1]];
+  }
+}
+
+static void native_chain(bench_device_t *bench) {
+  CUstream stream;
+  CU(cuStreamCreateWithPriority, &stream, CU_STREAM_NON_BLOCKING, 0);
+  int warmup = options.steps / 10 + 3;
+  // 1000 launches a step.
+  samples_t launches = samples_new(options.steps);
+  samples_t launches_cpu = samples_new(options.steps);
+  for (int s = -warmup; s < options.steps; ++s) {
+    int set = (s + warmup) % 2;
+    int64_t start = now_ns();
+    for (uint32_t i = 0; i < CHAIN; ++i) {
+      uint32_t slots[2];
+      void *params[3];
+      native_chain_params(bench, set, i, false, NULL, slots, params);
+      CU(cuLaunchKernel, bench->step_function, 1, 1, 1, STEP_THREADS, 1, 1, 0,
+         stream, params, NULL);
+    }
+    int64_t enqueued = now_ns();
+    CU(cuStreamSynchronize, stream);
+    if (s >= 0) {
+      samples_add(&launches, now_ns() - start);
+      samples_add(&launches_cpu, enqueued - start);
+    }
+  }
+  // Graphs: one of direct kernels (its nodes kept for SetParams), one of
+  // table kernels.
+  uint64_t table = 0;
+  CHECK("allocate", bench->allocator->vtable->allocate(
+                        bench->allocator, SLOTS * sizeof(uint64_t), &table));
+  uint64_t *staging = NULL;
+  CU(cuMemAllocHost, (void **)&staging, SLOTS * sizeof(uint64_t));
+  CUgraph graphs[2];
+  CUgraphExec execs[2];
+  CUgraphNode *node_lists[2] = {calloc(CHAIN, sizeof(CUgraphNode)),
+                                calloc(CHAIN, sizeof(CUgraphNode))};
+  for (int g = 0; g < 2; ++g) {
+    CUgraphNode *nodes = node_lists[g];
+    CU(cuGraphCreate, &graphs[g], 0);
+    for (uint32_t i = 0; i < CHAIN; ++i) {
+      uint32_t slots[2];
+      void *params[3];
+      native_chain_params(bench, 0, i, g == 1, &table, slots, params);
+      CUDA_KERNEL_NODE_PARAMS node;
+      memset(&node, 0, sizeof(node));
+      node.func = g == 1 ? bench->step_table_function : bench->step_function;
+      node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+      node.blockDimX = STEP_THREADS;
+      node.blockDimY = node.blockDimZ = 1;
+      node.kernelParams = params;
+      CU(cuGraphAddKernelNode, &nodes[i], graphs[g], i ? &nodes[i - 1] : NULL,
+         i ? 1 : 0, &node);
+    }
+    CU(cuGraphInstantiateWithFlags, &execs[g], graphs[g], 0);
+  }
+  CUgraphNode *direct_nodes = node_lists[0];
+  samples_t graph_only = samples_new(options.steps);
+  samples_t graph_cpu = samples_new(options.steps);
+  for (int s = -warmup; s < options.steps; ++s) {
+    int64_t start = now_ns();
+    CU(cuGraphLaunch, execs[0], stream);
+    int64_t enqueued = now_ns();
+    CU(cuStreamSynchronize, stream);
+    if (s >= 0) {
+      samples_add(&graph_only, now_ns() - start);
+      samples_add(&graph_cpu, enqueued - start);
+    }
+  }
+  samples_t set_params = samples_new(options.steps);
+  samples_t set_params_cpu = samples_new(options.steps);
+  for (int s = -warmup; s < options.steps; ++s) {
+    int set = (s + warmup + 1) % 2;
+    int64_t start = now_ns();
+    for (uint32_t i = 0; i < CHAIN; ++i) {
+      uint32_t slots[2];
+      void *params[3];
+      native_chain_params(bench, set, i, false, NULL, slots, params);
+      CUDA_KERNEL_NODE_PARAMS node;
+      memset(&node, 0, sizeof(node));
+      node.func = bench->step_function;
+      node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+      node.blockDimX = STEP_THREADS;
+      node.blockDimY = node.blockDimZ = 1;
+      node.kernelParams = params;
+      CU(cuGraphExecKernelNodeSetParams, execs[0], direct_nodes[i], &node);
+    }
+    CU(cuGraphLaunch, execs[0], stream);
+    int64_t enqueued = now_ns();
+    CU(cuStreamSynchronize, stream);
+    if (s >= 0) {
+      samples_add(&set_params, now_ns() - start);
+      samples_add(&set_params_cpu, enqueued - start);
+    }
+  }
+  samples_t by_table = samples_new(options.steps);
+  samples_t by_table_cpu = samples_new(options.steps);
+  for (int s = -warmup; s < options.steps; ++s) {
+    int set = (s + warmup) % 2;
+    int64_t start = now_ns();
+    for (uint32_t i = 0; i < SLOTS; ++i) staging[i] = bench->sets[set][i];
+    CU(cuMemcpyHtoDAsync, (CUdeviceptr)table, staging, SLOTS * sizeof(uint64_t),
+       stream);
+    CU(cuGraphLaunch, execs[1], stream);
+    int64_t enqueued = now_ns();
+    CU(cuStreamSynchronize, stream);
+    if (s >= 0) {
+      samples_add(&by_table, now_ns() - start);
+      samples_add(&by_table_cpu, enqueued - start);
+    }
+  }
+  samples_report("native stream: 1000 launches + sync", &launches);
+  samples_report("  of which enqueueing (CPU)", &launches_cpu);
+  samples_report("native graph launch + sync", &graph_only);
+  samples_report("  of which enqueueing (CPU)", &graph_cpu);
+  samples_report("native graph, 1000 SetParams + launch + sync", &set_params);
+  samples_report("  of which SetParams + enqueueing (CPU)", &set_params_cpu);
+  samples_report("native graph, table copy + launch + sync", &by_table);
+  samples_report("  of which copy + enqueueing (CPU)", &by_table_cpu);
+  for (int g = 0; g < 2; ++g) {
+    CU(cuGraphExecDestroy, execs[g]);
+    CU(cuGraphDestroy, graphs[g]);
+  }
+  free(node_lists[0]);
+  free(node_lists[1]);
+  CU(cuMemFreeHost, staging);
+  bench->allocator->vtable->deallocate(bench->allocator, table,
+                                       SLOTS * sizeof(uint64_t));
+  CU(cuStreamDestroy, stream);
+}
+
+// ---- halo through the HAL
+
+typedef struct bench_completion_t {
+  _Atomic uint64_t done;  // the value of the last completed execution
+  _Atomic int failed;
+  uint64_t value;
+} bench_completion_t;
+
+static bench_completion_t completion;
+
+static void bench_on_complete(void *user_data, halo_status_t status) {
+  uint64_t value = (uint64_t)(uintptr_t)user_data;
+  if (status) {
+    fprintf(stderr, "halo-bench-cuda: execution %llu failed: %s\n",
+            (unsigned long long)value, halo_status_message(status));
+    halo_status_free(status);
+    atomic_store(&completion.failed, 1);
+  }
+  atomic_store_explicit(&completion.done, value, memory_order_release);
+}
+
+static void wait_completion(uint64_t value) {
+  while (atomic_load_explicit(&completion.done, memory_order_acquire) < value) {
+    if (atomic_load(&completion.failed)) exit(1);
+  }
+}
+
+// A recording of |command_count| commands, |arg_count| arguments and
+// |data_size| inline bytes, zeroed.
+static halo_hal_recording_t recording_new(uint32_t binding_capacity,
+                                          uint32_t command_count,
+                                          uint32_t arg_count,
+                                          uint32_t data_size) {
+  halo_hal_recording_t recording = {
+      .flags = HALO_HAL_RECORDING_REUSABLE,
+      .binding_capacity = binding_capacity,
+      .commands = calloc(command_count + 1, sizeof(halo_hal_command_t)),
+      .command_count = command_count,
+      .args = calloc(arg_count + 1, sizeof(halo_hal_dispatch_arg_t)),
+      .arg_count = arg_count,
+      .data = calloc(data_size + 1, 1),
+      .data_size = data_size,
+  };
+  return recording;
+}
+
+static void halo_small_kernel(bench_device_t *bench, const char *label) {
+  halo_hal_recording_t recording = recording_new(1, 1, 1, 0);
+  halo_hal_command_t *command = &recording.commands[0];
+  command->type = HALO_HAL_COMMAND_DISPATCH;
+  command->executable = bench->executable;
+  command->entry_ordinal = bench->tiny;
+  command->grid[0] = command->grid[1] = command->grid[2] = 1;
+  command->block[0] = 32;
+  command->block[1] = command->block[2] = 1;
+  command->arg_count = 1;
+  recording.args[0].kind = HALO_HAL_ARG_BUFFER;
+  recording.args[0].ref.slot = 0;
+  halo_hal_command_buffer_t *command_buffer = NULL;
+  CHECK("prepare", bench->device->vtable->prepare_command_buffer(
+                       bench->device, &recording, &command_buffer));
+  halo_hal_queue_t *queue = NULL;
+  CHECK("queue", bench->device->vtable->create_queue(bench->device, 0, &queue));
+  halo_hal_binding_t binding = {bench->counter, 256};
+  halo_hal_execution_signal_t signal = {bench->page_address, 0};
+  volatile uint64_t *word = bench->page;
+  word[0] = 0;
+  atomic_store(&completion.done, 0);
+  int warmup = options.iterations / 10 + 10;
+  samples_t stored = samples_new(options.iterations);
+  samples_t completed = samples_new(options.iterations);
+  for (int i = -warmup; i < options.iterations; ++i) {
+    uint64_t value = (uint64_t)(i + warmup + 1);
+    signal.value = value;
+    halo_hal_execution_t execution = {
+        .command_buffer = command_buffer,
+        .bindings = &binding,
+        .binding_count = 1,
+        .completion = bench_on_complete,
+        .user_data = (void *)(uintptr_t)value,
+        .signals = &signal,
+        .signal_count = 1,
+    };
+    int64_t start = now_ns();
+    CHECK("execute", halo_hal_queue_execute(queue, &execution));
+    while (atomic_load_explicit((_Atomic uint64_t *)word,
+                                memory_order_acquire) < value) {
+      if (atomic_load(&completion.failed)) exit(1);
+    }
+    int64_t seen = now_ns();
+    wait_completion(value);
+    int64_t done = now_ns();
+    if (i >= 0) {
+      samples_add(&stored, seen - start);
+      samples_add(&completed, done - start);
+    }
+  }
+  char name[96];
+  snprintf(name, sizeof(name), "halo [%s] GPU store seen", label);
+  samples_report(name, &stored);
+  snprintf(name, sizeof(name), "halo [%s] completion callback", label);
+  samples_report(name, &completed);
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(command_buffer);
+}
+
+static halo_hal_command_buffer_t *halo_chain_prepare(bench_device_t *bench,
+                                                     bool table) {
+  uint32_t per = table ? 3 : 2;
+  // Dispatches with a barrier after each but the last.
+  halo_hal_recording_t recording =
+      recording_new(SLOTS, 2 * CHAIN - 1, per * CHAIN, table ? 8 * CHAIN : 0);
+  uint32_t *data = (uint32_t *)recording.data;
+  for (uint32_t i = 0; i < CHAIN; ++i) {
+    halo_hal_command_t *command = &recording.commands[2 * i];
+    if (i + 1 < CHAIN)
+      recording.commands[2 * i + 1].type = HALO_HAL_COMMAND_BARRIER;
+    command->type = HALO_HAL_COMMAND_DISPATCH;
+    command->executable = bench->executable;
+    command->entry_ordinal = table ? bench->step_table : bench->step;
+    command->grid[0] = command->grid[1] = command->grid[2] = 1;
+    command->block[0] = STEP_THREADS;
+    command->block[1] = command->block[2] = 1;
+    command->arg_first = per * i;
+    command->arg_count = per;
+    halo_hal_dispatch_arg_t *args = &recording.args[per * i];
+    if (table) {
+      args[0].kind = HALO_HAL_ARG_BINDING_TABLE;
+      for (int a = 0; a < 2; ++a) {
+        args[1 + a].kind = HALO_HAL_ARG_CONSTANT;
+        args[1 + a].data_offset = (2 * i + (uint32_t)a) * 4;
+        args[1 + a].data_size = 4;
+        data[2 * i + (uint32_t)a] = (i + (uint32_t)a) % SLOTS;
+      }
+    } else {
+      for (int a = 0; a < 2; ++a) {
+        args[a].kind = HALO_HAL_ARG_BUFFER;
+        args[a].ref.slot = (i + (uint32_t)a) % SLOTS;
+        args[a].ref.length = STEP_THREADS * sizeof(float);
+      }
+    }
+  }
+  halo_hal_command_buffer_t *command_buffer = NULL;
+  CHECK("prepare", bench->device->vtable->prepare_command_buffer(
+                       bench->device, &recording, &command_buffer));
+  return command_buffer;
+}
+
+static void halo_chain(bench_device_t *bench, const char *label) {
+  halo_hal_queue_t *queue = NULL;
+  CHECK("queue", bench->device->vtable->create_queue(bench->device, 0, &queue));
+  halo_hal_binding_t bindings[2][SLOTS];
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t i = 0; i < SLOTS; ++i) {
+      bindings[s][i].address = bench->sets[s][i];
+      bindings[s][i].length = STEP_THREADS * sizeof(float);
+    }
+  }
+  for (int table = 0; table < 2; ++table) {
+    halo_hal_command_buffer_t *command_buffer =
+        halo_chain_prepare(bench, table == 1);
+    atomic_store(&completion.done, 0);
+    int warmup = options.steps / 10 + 3;
+    samples_t steps = samples_new(options.steps);
+    for (int s = -warmup; s < options.steps; ++s) {
+      uint64_t value = (uint64_t)(s + warmup + 1);
+      halo_hal_execution_t execution = {
+          .command_buffer = command_buffer,
+          .bindings = bindings[(s + warmup) % 2],
+          .binding_count = SLOTS,
+          .completion = bench_on_complete,
+          .user_data = (void *)(uintptr_t)value,
+      };
+      int64_t start = now_ns();
+      CHECK("execute", halo_hal_queue_execute(queue, &execution));
+      wait_completion(value);
+      if (s >= 0) samples_add(&steps, now_ns() - start);
+    }
+    char name[96];
+    snprintf(name, sizeof(name), "halo [%s] %s, 16 changed", label,
+             table ? "binding table" : "SetParams");
+    samples_report(name, &steps);
+    halo_hal_command_buffer_destroy(command_buffer);
+  }
+  halo_hal_queue_destroy(queue);
+}
+
+static void bench_in_process(void) {
+  const char *modes[2] = {"thread", "host_func"};
+  bool native_done = false;
+  for (int m = 0; m < 2; ++m) {
+    if (strcmp(options.completion, "both") != 0 &&
+        strcmp(options.completion, modes[m]) != 0) {
+      continue;
+    }
+    bench_device_t bench;
+    bench_device_open(&bench, m == 0 ? HALO_HAL_CUDA_COMPLETION_THREAD
+                                     : HALO_HAL_CUDA_COMPLETION_HOST_FUNC);
+    if (!native_done) {
+      printf("device: %s (sm_%d, %u SMs), driver %d.%d\n",
+             bench.device->info.name, bench.cuda->arch,
+             bench.device->info.multiprocessor_count, cu->driver_version / 1000,
+             cu->driver_version % 1000 / 10);
+      header("small kernel (1 block x 32 threads), submit -> completion");
+      native_small_kernel(&bench);
+    }
+    halo_small_kernel(&bench, modes[m]);
+    if (!native_done) {
+      header("1000-dispatch chain, 16 bindings changed every step");
+      native_chain(&bench);
+    }
+    halo_chain(&bench, modes[m]);
+    native_done = true;
+    bench_device_close(&bench);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Through halod
+//===----------------------------------------------------------------------===//
+
+static void bench_daemon(void) {
+  halo_client_options_t client_options = {.address = options.address,
+                                          .request_timeout_ms = 60000};
+  halo_client_t *client = NULL;
+  CHECK("connect", halo_client_connect(&client_options, &client));
+  halo_device_info_t info;
+  CHECK("device", halo_client_device_info(client, 0, &info));
+  printf("halod at %s [%s], device 0: %s %s\n", options.address,
+         options.label ? options.label : "?", info.driver, info.name);
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = kKernels,
+      .size = sizeof(kKernels) - 1};
+  halo_executable_t *executable = NULL;
+  CHECK("executable", halo_executable_create(client, 0, &params, &executable));
+  halo_queue_t *queue = NULL;
+  CHECK("queue", halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *semaphore = NULL;
+  CHECK("semaphore", halo_semaphore_create(client, 0, 0, &semaphore));
+  uint64_t value = 0;
+  char name[96];
+  const char *label = options.label ? options.label : "halod";
+
+  header("through halod: small kernel, halo_queue_execute -> completion");
+  halo_buffer_t *counter = NULL;
+  CHECK("buffer",
+        halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 256, 0, &counter));
+  halo_dispatch_arg_t tiny_args[1] = {
+      {.kind = HALO_DISPATCH_ARG_BUFFER,
+       .ref = halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)}};
+  halo_dispatch_params_t tiny = {.executable = executable,
+                                 .entry = "tiny",
+                                 .grid = {1, 1, 1},
+                                 .block = {32, 1, 1},
+                                 .args = tiny_args,
+                                 .arg_count = 1};
+  halo_command_buffer_t *small = NULL;
+  CHECK("begin", halo_command_buffer_begin(
+                     client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1, &small));
+  CHECK("dispatch", halo_command_buffer_dispatch(small, &tiny));
+  CHECK("end", halo_command_buffer_end(small));
+  halo_binding_t counter_binding = {counter, 0, HALO_WHOLE_BUFFER};
+  for (int spin = 0; spin < 2; ++spin) {
+    int warmup = options.iterations / 10 + 10;
+    samples_t samples = samples_new(options.iterations);
+    for (int i = -warmup; i < options.iterations; ++i) {
+      halo_semaphore_value_t signal = {semaphore, ++value};
+      int64_t start = now_ns();
+      CHECK("execute", halo_queue_execute(queue, small, &counter_binding, 1,
+                                          NULL, 0, &signal, 1));
+      if (spin) {
+        uint64_t seen = 0;
+        while (seen < value) {
+          CHECK("query", halo_semaphore_query(semaphore, &seen));
+        }
+      } else {
+        CHECK("wait",
+              halo_semaphore_wait(semaphore, value, HALO_TIMEOUT_INFINITE));
+      }
+      if (i >= 0) samples_add(&samples, now_ns() - start);
+    }
+    snprintf(name, sizeof(name), "halod [%s] execute + %s", label,
+             spin ? "spin on query" : "semaphore wait");
+    samples_report(name, &samples);
+  }
+  // The completion must have retired before the next case reuses nothing:
+  // a wait for the last value is enough.
+  CHECK("wait", halo_semaphore_wait(semaphore, value, HALO_TIMEOUT_INFINITE));
+
+  header("through halod: 1000-dispatch chain, 16 bindings changed per step");
+  halo_buffer_t *sets[2][SLOTS];
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t i = 0; i < SLOTS; ++i) {
+      CHECK("buffer",
+            halo_buffer_create(client, 0, HALO_MEMORY_DEVICE,
+                               STEP_THREADS * sizeof(float), 0, &sets[s][i]));
+    }
+  }
+  halo_binding_t bindings[2][SLOTS];
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t i = 0; i < SLOTS; ++i) {
+      bindings[s][i] = (halo_binding_t){sets[s][i], 0, HALO_WHOLE_BUFFER};
+    }
+  }
+  for (int table = 0; table < 2; ++table) {
+    halo_command_buffer_t *chain = NULL;
+    CHECK("begin", halo_command_buffer_begin(
+                       client, 0, HALO_COMMAND_BUFFER_REUSABLE, SLOTS, &chain));
+    for (uint32_t i = 0; i < CHAIN; ++i) {
+      uint32_t x = i % SLOTS, y = (i + 1) % SLOTS;
+      halo_dispatch_arg_t args[3];
+      halo_dispatch_params_t dispatch = {.executable = executable,
+                                         .grid = {1, 1, 1},
+                                         .block = {STEP_THREADS, 1, 1},
+                                         .args = args};
+      if (table) {
+        args[0] =
+            (halo_dispatch_arg_t){.kind = HALO_DISPATCH_ARG_BINDING_TABLE};
+        args[1] = (halo_dispatch_arg_t){
+            .kind = HALO_DISPATCH_ARG_CONSTANT, .data = &x, .size = 4};
+        args[2] = (halo_dispatch_arg_t){
+            .kind = HALO_DISPATCH_ARG_CONSTANT, .data = &y, .size = 4};
+        dispatch.entry = "step_table";
+        dispatch.arg_count = 3;
+      } else {
+        args[0] = (halo_dispatch_arg_t){
+            .kind = HALO_DISPATCH_ARG_BUFFER,
+            .ref = halo_binding_ref(x, 0, HALO_WHOLE_BUFFER)};
+        args[1] = (halo_dispatch_arg_t){
+            .kind = HALO_DISPATCH_ARG_BUFFER,
+            .ref = halo_binding_ref(y, 0, HALO_WHOLE_BUFFER)};
+        dispatch.entry = "step";
+        dispatch.arg_count = 2;
+      }
+      CHECK("dispatch", halo_command_buffer_dispatch(chain, &dispatch));
+      if (i + 1 < CHAIN) CHECK("barrier", halo_command_buffer_barrier(chain));
+    }
+    CHECK("end", halo_command_buffer_end(chain));
+    int warmup = options.steps / 10 + 3;
+    samples_t samples = samples_new(options.steps);
+    for (int s = -warmup; s < options.steps; ++s) {
+      halo_semaphore_value_t signal = {semaphore, ++value};
+      int64_t start = now_ns();
+      CHECK("execute",
+            halo_queue_execute(queue, chain, bindings[(s + warmup) % 2], SLOTS,
+                               NULL, 0, &signal, 1));
+      CHECK("wait",
+            halo_semaphore_wait(semaphore, value, HALO_TIMEOUT_INFINITE));
+      if (s >= 0) samples_add(&samples, now_ns() - start);
+    }
+    snprintf(name, sizeof(name), "halod [%s] %s, 16 changed", label,
+             table ? "binding table" : "SetParams");
+    samples_report(name, &samples);
+    halo_command_buffer_release(chain);
+  }
+  halo_client_close(client);
+}
+
+int main(int argc, char **argv) {
+  static const struct option long_options[] = {
+      {"iterations", required_argument, NULL, 'i'},
+      {"steps", required_argument, NULL, 's'},
+      {"completion", required_argument, NULL, 'c'},
+      {"address", required_argument, NULL, 'a'},
+      {"label", required_argument, NULL, 'l'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  int option;
+  while ((option = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+    switch (option) {
+      case 'i':
+        options.iterations = atoi(optarg);
+        break;
+      case 's':
+        options.steps = atoi(optarg);
+        break;
+      case 'c':
+        options.completion = optarg;
+        break;
+      case 'a':
+        options.address = optarg;
+        break;
+      case 'l':
+        options.label = optarg;
+        break;
+      default:
+        fprintf(stderr,
+                "usage: halo-bench-cuda [--iterations N] [--steps N] "
+                "[--completion thread|host_func|both]\n"
+                "       halo-bench-cuda --address ADDR [--label TEXT] "
+                "[--iterations N] [--steps N]\n");
+        return option == 'h' ? 0 : 2;
+    }
+  }
+  if (options.iterations < 1 || options.steps < 1) {
+    fprintf(stderr, "halo-bench-cuda: --iterations and --steps must be >= 1\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (options.address) {
+    bench_daemon();
+    return 0;
+  }
+  CHECK("loading CUDA", halo_hal_cuda_symbols_load(&cu));
+  bench_in_process();
+  return 0;
+}

@@ -1,0 +1,862 @@
+// Executions on the CUDA driver through halod (label cuda; exits 77 without
+// a GPU): two clients launching one memoized recording concurrently with
+// their own tables, the binding strategies (SetParams on indirect BUFFER
+// arguments, the device binding table) against direct launches, barriers as
+// graph edges (two branches joined), dispatch_indirect, and a kernel that
+// faults: a waiter in another process wakes with DEVICE_LOST within a
+// second and halod exits non-zero. Each group runs against a halod of its
+// own, with the completion thread and with cuLaunchHostFunc.
+//
+// The kernels are CUDA C compiled by halod's NVRTC path.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hal/device.h"
+#include "halo/halo.h"
+
+static const char kKernels[] =
+    "extern \"C\" __global__ void axpy(const float *x, float *y, float a,\n"
+    "                                  unsigned n) {\n"
+    "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = a * x[i] + y[i];\n"
+    "}\n"
+    // The same through the binding table: slots of x and y.
+    "extern \"C\" __global__ void axpy_table(\n"
+    "    const unsigned long long *table, float a, unsigned n,\n"
+    "    unsigned x_slot, unsigned y_slot) {\n"
+    "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  const float *x = (const float *)table[x_slot];\n"
+    "  float *y = (float *)table[y_slot];\n"
+    "  if (i < n) y[i] = a * x[i] + y[i];\n"
+    "}\n"
+    // y = a * x after |ns| of the GPU's global timer in every block: long
+    // enough for two clients' executions to overlap.
+    "extern \"C\" __global__ void slow_scale(const float *x, float *y,\n"
+    "                                        float a, unsigned n,\n"
+    "                                        unsigned long long ns) {\n"
+    "  if (threadIdx.x == 0) {\n"
+    "    unsigned long long start, now;\n"
+    "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(start));\n"
+    "    do {\n"
+    "      asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(now));\n"
+    "    } while (now - start < ns);\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = a * x[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void add(const float *a, const float *b,\n"
+    "                                 float *c, unsigned n) {\n"
+    "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) c[i] = a[i] + b[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void scale_add(const float *x, float *y,\n"
+    "                                       float a, float b, unsigned n) {\n"
+    "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = a * x[i] + b;\n"
+    "}\n"
+    // Writes through a pointer the host made up: an illegal address.
+    "extern \"C\" __global__ void fault(unsigned long long address) {\n"
+    "  *(volatile unsigned long long *)address = 1;\n"
+    "}\n";
+
+#define N 4096u
+#define BLOCK 256u
+#define TIMEOUT_NS (20ll * 1000000000ll)
+
+static struct {
+  pid_t pid;
+  char dir[64];
+  char listen[160];
+  char admin[160];
+  const char *completion;
+} daemon_state;
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void expect_ok_at(halo_status_t status, const char *what, int line) {
+  if (status) {
+    fail_msg("line %d: %s: %s: %s", line, what,
+             halo_status_code_name(halo_status_code(status)),
+             halo_status_message(status));
+  }
+}
+#define expect_ok(expr) expect_ok_at((expr), #expr, __LINE__)
+
+static halo_client_t *connect_client(void) {
+  halo_client_options_t options = {.address = daemon_state.listen,
+                                   .request_timeout_ms = 60000};
+  halo_client_t *client = NULL;
+  expect_ok(halo_client_connect(&options, &client));
+  return client;
+}
+
+// Starts halod --driver cuda with |completion| and waits until a client
+// connects.
+static int daemon_start(const char *completion) {
+  memset(&daemon_state, 0, sizeof(daemon_state));
+  daemon_state.completion = completion;
+  snprintf(daemon_state.dir, sizeof(daemon_state.dir),
+           "/tmp/halo-cuda-exec-XXXXXX");
+  if (!mkdtemp(daemon_state.dir)) return -1;
+  snprintf(daemon_state.listen, sizeof(daemon_state.listen),
+           "ipc://%s/halo.sock", daemon_state.dir);
+  snprintf(daemon_state.admin, sizeof(daemon_state.admin),
+           "ipc://%s/admin.sock", daemon_state.dir);
+  char cache[128];
+  snprintf(cache, sizeof(cache), "%s/cache", daemon_state.dir);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execl(HALO_TEST_HALOD, HALO_TEST_HALOD, "--listen", daemon_state.listen,
+          "--admin", daemon_state.admin, "--driver", "cuda",
+          "--cuda-completion", completion, "--cache-directory", cache,
+          "--log-level", "info", (char *)NULL);
+    _exit(127);
+  }
+  daemon_state.pid = pid;
+  int64_t deadline = now_ns() + 60ll * 1000000000ll;
+  while (now_ns() < deadline) {
+    int wait_status;
+    if (waitpid(pid, &wait_status, WNOHANG) == pid) {
+      daemon_state.pid = 0;
+      fprintf(stderr, "halod exited during start-up (0x%x)\n", wait_status);
+      return -1;
+    }
+    halo_client_options_t options = {.address = daemon_state.listen,
+                                     .request_timeout_ms = 2000};
+    halo_client_t *client = NULL;
+    halo_status_t status = halo_client_connect(&options, &client);
+    if (!status) {
+      halo_client_close(client);
+      return 0;
+    }
+    halo_status_free(status);
+    usleep(20000);
+  }
+  return -1;
+}
+
+// Waits up to |timeout_ms| for halod to exit; returns its wait status, or
+// -1 if it did not exit.
+static int daemon_wait(int timeout_ms) {
+  int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000;
+  while (daemon_state.pid > 0) {
+    int wait_status;
+    pid_t reaped = waitpid(daemon_state.pid, &wait_status, WNOHANG);
+    if (reaped == daemon_state.pid) {
+      daemon_state.pid = 0;
+      return wait_status;
+    }
+    if (now_ns() > deadline) return -1;
+    usleep(1000);
+  }
+  return -1;
+}
+
+static void daemon_stop(void) {
+  if (daemon_state.pid > 0) {
+    kill(daemon_state.pid, SIGTERM);
+    if (daemon_wait(30000) == -1 && daemon_state.pid > 0) {
+      kill(daemon_state.pid, SIGKILL);
+      daemon_wait(5000);
+    }
+  }
+  char command[128];
+  snprintf(command, sizeof(command), "rm -rf %s", daemon_state.dir);
+  if (daemon_state.dir[0] && system(command) != 0) {
+    fprintf(stderr, "could not remove %s\n", daemon_state.dir);
+  }
+}
+
+static int setup_thread(void **state) {
+  (void)state;
+  return daemon_start("thread");
+}
+static int setup_host_func(void **state) {
+  (void)state;
+  return daemon_start("host_func");
+}
+static int teardown(void **state) {
+  (void)state;
+  daemon_stop();
+  return 0;
+}
+
+static halo_executable_t *load_kernels(halo_client_t *client) {
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = kKernels,
+      .size = sizeof(kKernels) - 1,
+  };
+  halo_executable_t *executable = NULL;
+  expect_ok(halo_executable_create(client, 0, &params, &executable));
+  return executable;
+}
+
+static halo_buffer_t *new_buffer(halo_client_t *client, uint64_t size) {
+  halo_buffer_t *buffer = NULL;
+  expect_ok(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, size, 0, &buffer));
+  return buffer;
+}
+
+static void write_floats(halo_buffer_t *buffer, const float *values,
+                         uint32_t count) {
+  expect_ok(halo_buffer_write(buffer, 0, values, count * sizeof(float)));
+}
+
+static void read_floats(halo_buffer_t *buffer, float *values, uint32_t count) {
+  expect_ok(halo_buffer_read(buffer, 0, values, count * sizeof(float)));
+}
+
+static void fill_floats(halo_buffer_t *buffer, float value) {
+  static float values[N];
+  for (uint32_t i = 0; i < N; ++i) values[i] = value;
+  write_floats(buffer, values, N);
+}
+
+// Executes |command_buffer| with |bindings| and waits for |semaphore| to
+// reach |value|.
+static halo_status_t execute_and_wait(halo_queue_t *queue,
+                                      halo_command_buffer_t *command_buffer,
+                                      const halo_binding_t *bindings,
+                                      size_t binding_count,
+                                      halo_semaphore_t *semaphore,
+                                      uint64_t value) {
+  halo_semaphore_value_t signal = {semaphore, value};
+  halo_status_t status = halo_queue_execute(queue, command_buffer, bindings,
+                                            binding_count, NULL, 0, &signal, 1);
+  if (status) return status;
+  return halo_semaphore_wait(semaphore, value, TIMEOUT_NS);
+}
+
+static halo_dispatch_arg_t buffer_arg(halo_buffer_ref_t ref) {
+  halo_dispatch_arg_t arg = {.kind = HALO_DISPATCH_ARG_BUFFER, .ref = ref};
+  return arg;
+}
+static halo_dispatch_arg_t constant_arg(const void *data, size_t size) {
+  halo_dispatch_arg_t arg = {
+      .kind = HALO_DISPATCH_ARG_CONSTANT, .data = data, .size = size};
+  return arg;
+}
+
+//===----------------------------------------------------------------------===//
+// Two clients, one recording, their own tables
+//===----------------------------------------------------------------------===//
+
+typedef struct shared_client_t {
+  int index;
+  pthread_barrier_t *barrier;
+  int iterations;
+  int memo_hit;
+  int mismatches;
+  char failure[512];
+} shared_client_t;
+
+static void *shared_client_thread(void *arg) {
+  shared_client_t *me = arg;
+  halo_client_options_t options = {.address = daemon_state.listen,
+                                   .request_timeout_ms = 60000};
+  halo_client_t *client = NULL;
+  halo_status_t status = halo_client_connect(&options, &client);
+  halo_executable_t *executable = NULL;
+  halo_queue_t *queue = NULL;
+  halo_command_buffer_t *command_buffer = NULL;
+  halo_semaphore_t *semaphore = NULL;
+  halo_buffer_t *x[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
+  if (!status) {
+    halo_executable_params_t params = {
+        .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
+        .data = kKernels,
+        .size = sizeof(kKernels) - 1};
+    status = halo_executable_create(client, 0, &params, &executable);
+  }
+  if (!status) status = halo_queue_create(client, 0, 0, &queue);
+  if (!status) status = halo_semaphore_create(client, 0, 0, &semaphore);
+  for (int i = 0; i < 2 && !status; ++i) {
+    status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE,
+                                N * sizeof(float), 0, &x[i]);
+    if (!status) {
+      status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE,
+                                  N * sizeof(float), 0, &y[i]);
+    }
+  }
+  // The same recording in both clients: slots only, same constants.
+  float a = 3.0f;
+  uint32_t n = N;
+  uint64_t ns = 300000;  // 0.3 ms
+  halo_dispatch_arg_t args[5] = {
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&a, sizeof(a)),
+      constant_arg(&n, sizeof(n)),
+      constant_arg(&ns, sizeof(ns)),
+  };
+  halo_dispatch_params_t dispatch = {.executable = executable,
+                                     .entry = "slow_scale",
+                                     .grid = {N / BLOCK, 1, 1},
+                                     .block = {BLOCK, 1, 1},
+                                     .args = args,
+                                     .arg_count = 5};
+  // Both record at the same moment: one of them finds the other's.
+  pthread_barrier_wait(me->barrier);
+  if (!status) {
+    status = halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                       2, &command_buffer);
+  }
+  if (!status) status = halo_command_buffer_dispatch(command_buffer, &dispatch);
+  if (!status) status = halo_command_buffer_end(command_buffer);
+  if (!status) me->memo_hit = halo_command_buffer_memo_hit(command_buffer);
+  pthread_barrier_wait(me->barrier);
+  static float values[2][N];
+  float *input = values[me->index];
+  for (int iteration = 0; iteration < me->iterations && !status; ++iteration) {
+    int pair = iteration % 2;
+    float base = (float)(me->index * 100000 + iteration * 10);
+    for (uint32_t i = 0; i < N; ++i) input[i] = base + (float)(i % 7);
+    status = halo_buffer_write(x[pair], 0, input, N * sizeof(float));
+    halo_binding_t bindings[2] = {{x[pair], 0, HALO_WHOLE_BUFFER},
+                                  {y[pair], 0, HALO_WHOLE_BUFFER}};
+    if (!status) {
+      status = execute_and_wait(queue, command_buffer, bindings, 2, semaphore,
+                                (uint64_t)iteration + 1);
+    }
+    float output[N];
+    if (!status) {
+      status = halo_buffer_read(y[pair], 0, output, sizeof(output));
+    }
+    for (uint32_t i = 0; !status && i < N; ++i) {
+      if (output[i] != a * input[i]) {
+        if (me->mismatches++ == 0) {
+          snprintf(me->failure, sizeof(me->failure),
+                   "client %d iteration %d: y[%u] = %g, expected %g", me->index,
+                   iteration, i, output[i], a * input[i]);
+        }
+      }
+    }
+  }
+  if (status) {
+    snprintf(me->failure, sizeof(me->failure), "client %d: %s: %s", me->index,
+             halo_status_code_name(halo_status_code(status)),
+             halo_status_message(status));
+    halo_status_free(status);
+    me->mismatches = -1;
+  }
+  halo_client_close(client);
+  return NULL;
+}
+
+static void test_two_clients_share_a_recording(void **state) {
+  (void)state;
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, 2);
+  shared_client_t clients[2] = {
+      {.index = 0, .barrier = &barrier, .iterations = 40},
+      {.index = 1, .barrier = &barrier, .iterations = 40},
+  };
+  pthread_t threads[2];
+  int64_t start = now_ns();
+  for (int i = 0; i < 2; ++i) {
+    pthread_create(&threads[i], NULL, shared_client_thread, &clients[i]);
+  }
+  for (int i = 0; i < 2; ++i) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  print_message(
+      "[%s] two clients x 40 executions of one recording: %.1f ms; "
+      "memo hits %d/%d\n",
+      daemon_state.completion, (double)(now_ns() - start) / 1e6,
+      clients[0].memo_hit, clients[1].memo_hit);
+  for (int i = 0; i < 2; ++i) {
+    if (clients[i].mismatches) fail_msg("%s", clients[i].failure);
+  }
+  // One of the two recorded second and shared the prepared recording.
+  assert_int_equal(clients[0].memo_hit + clients[1].memo_hit, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Binding strategies against direct launches
+//===----------------------------------------------------------------------===//
+
+static void test_binding_strategies_match_direct(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *semaphore = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &semaphore));
+  uint64_t value = 0;
+  enum { INPUTS = 3, WAYS = 4 };
+  halo_buffer_t *x[INPUTS];
+  halo_buffer_t *y[WAYS];
+  static float inputs[INPUTS][N];
+  for (int k = 0; k < INPUTS; ++k) {
+    x[k] = new_buffer(client, N * sizeof(float));
+    for (uint32_t i = 0; i < N; ++i) {
+      inputs[k][i] = (float)(k + 1) * 0.25f + (float)i * 0.001f;
+    }
+    write_floats(x[k], inputs[k], N);
+  }
+  for (int w = 0; w < WAYS; ++w) y[w] = new_buffer(client, N * sizeof(float));
+  float a = 1.5f;
+  uint32_t n = N;
+  uint32_t x_slot = 0, y_slot = 1;
+  // SetParams: indirect BUFFER arguments.
+  halo_dispatch_arg_t set_params_args[4] = {
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&a, sizeof(a)),
+      constant_arg(&n, sizeof(n)),
+  };
+  // The device binding table.
+  halo_dispatch_arg_t table_args[5] = {
+      {.kind = HALO_DISPATCH_ARG_BINDING_TABLE},
+      constant_arg(&a, sizeof(a)),
+      constant_arg(&n, sizeof(n)),
+      constant_arg(&x_slot, sizeof(x_slot)),
+      constant_arg(&y_slot, sizeof(y_slot)),
+  };
+  halo_dispatch_params_t dispatch = {.executable = executable,
+                                     .grid = {N / BLOCK, 1, 1},
+                                     .block = {BLOCK, 1, 1}};
+  halo_command_buffer_t *by_params = NULL, *by_table = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &by_params));
+  dispatch.entry = "axpy";
+  dispatch.args = set_params_args;
+  dispatch.arg_count = 4;
+  expect_ok(halo_command_buffer_dispatch(by_params, &dispatch));
+  expect_ok(halo_command_buffer_end(by_params));
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &by_table));
+  dispatch.entry = "axpy_table";
+  dispatch.args = table_args;
+  dispatch.arg_count = 5;
+  expect_ok(halo_command_buffer_dispatch(by_table, &dispatch));
+  expect_ok(halo_command_buffer_end(by_table));
+
+  static float results[WAYS][N];
+  for (int round = 0; round < 6; ++round) {
+    int k = round % INPUTS;  // a different x every round: re-pointed
+    float y0 = (float)round;
+    for (int w = 0; w < WAYS; ++w) fill_floats(y[w], y0);
+    halo_binding_t bindings[2] = {{x[k], 0, HALO_WHOLE_BUFFER},
+                                  {y[0], 0, HALO_WHOLE_BUFFER}};
+    expect_ok(
+        execute_and_wait(queue, by_params, bindings, 2, semaphore, ++value));
+    bindings[1].buffer = y[1];
+    expect_ok(
+        execute_and_wait(queue, by_table, bindings, 2, semaphore, ++value));
+    // Direct references: replayed on the stream (ONE_SHOT) and as a graph
+    // without patches (REUSABLE).
+    for (int direct = 0; direct < 2; ++direct) {
+      halo_dispatch_arg_t direct_args[4] = {
+          buffer_arg(halo_buffer_ref(x[k], 0, HALO_WHOLE_BUFFER)),
+          buffer_arg(halo_buffer_ref(y[2 + direct], 0, HALO_WHOLE_BUFFER)),
+          constant_arg(&a, sizeof(a)),
+          constant_arg(&n, sizeof(n)),
+      };
+      halo_command_buffer_t *direct_buffer = NULL;
+      expect_ok(halo_command_buffer_begin(
+          client, 0,
+          direct ? HALO_COMMAND_BUFFER_REUSABLE : HALO_COMMAND_BUFFER_ONE_SHOT,
+          0, &direct_buffer));
+      dispatch.entry = "axpy";
+      dispatch.args = direct_args;
+      dispatch.arg_count = 4;
+      expect_ok(halo_command_buffer_dispatch(direct_buffer, &dispatch));
+      expect_ok(halo_command_buffer_end(direct_buffer));
+      expect_ok(
+          execute_and_wait(queue, direct_buffer, NULL, 0, semaphore, ++value));
+      halo_command_buffer_release(direct_buffer);
+    }
+    for (int w = 0; w < WAYS; ++w) read_floats(y[w], results[w], N);
+    for (uint32_t i = 0; i < N; ++i) {
+      float expected = a * inputs[k][i] + y0;
+      for (int w = 0; w < WAYS; ++w) {
+        if (results[w][i] != results[2][i] ||
+            fabsf(results[w][i] - expected) > 1e-3f) {
+          fail_msg(
+              "round %d way %d (0 SetParams, 1 table, 2 one-shot, 3 "
+              "reusable direct): y[%u] = %.9g, one-shot %.9g, "
+              "expected %.9g",
+              round, w, i, results[w][i], results[2][i], expected);
+        }
+      }
+    }
+  }
+  print_message(
+      "[%s] SetParams, binding table, one-shot and reusable direct "
+      "launches agree over 6 rounds of 3 inputs\n",
+      daemon_state.completion);
+  halo_command_buffer_release(by_params);
+  halo_command_buffer_release(by_table);
+  halo_client_close(client);
+}
+
+//===----------------------------------------------------------------------===//
+// Barriers as edges
+//===----------------------------------------------------------------------===//
+
+// Stage 1: fill A with 1.0, update B with i; barrier; stage 2, two
+// independent branches: C = 3 A + 0, D = 1 B + 10; barrier; stage 3: E =
+// C + D; barrier; stage 4: F = copy of E. F[i] = 13 + i.
+static halo_command_buffer_t *record_diamond(halo_client_t *client,
+                                             halo_executable_t *executable,
+                                             uint32_t flags) {
+  static float inline_bytes[N];
+  for (uint32_t i = 0; i < N; ++i) inline_bytes[i] = (float)i;
+  static const float one = 1.0f;
+  static const float three = 3.0f, zero = 0.0f, unit = 1.0f, ten = 10.0f;
+  static const uint32_t n = N;
+  uint64_t bytes = N * sizeof(float);
+  halo_command_buffer_t *command_buffer = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, flags, 6, &command_buffer));
+  expect_ok(halo_command_buffer_fill(command_buffer,
+                                     halo_binding_ref(0, 0, bytes), &one, 4));
+  expect_ok(halo_command_buffer_update(command_buffer, inline_bytes, bytes,
+                                       halo_binding_ref(1, 0, bytes)));
+  expect_ok(halo_command_buffer_barrier(command_buffer));
+  halo_dispatch_arg_t branch_c[5] = {
+      buffer_arg(halo_binding_ref(0, 0, bytes)),
+      buffer_arg(halo_binding_ref(2, 0, bytes)),
+      constant_arg(&three, 4),
+      constant_arg(&zero, 4),
+      constant_arg(&n, 4),
+  };
+  halo_dispatch_arg_t branch_d[5] = {
+      buffer_arg(halo_binding_ref(1, 0, bytes)),
+      buffer_arg(halo_binding_ref(3, 0, bytes)),
+      constant_arg(&unit, 4),
+      constant_arg(&ten, 4),
+      constant_arg(&n, 4),
+  };
+  halo_dispatch_params_t dispatch = {.executable = executable,
+                                     .entry = "scale_add",
+                                     .grid = {N / BLOCK, 1, 1},
+                                     .block = {BLOCK, 1, 1},
+                                     .args = branch_c,
+                                     .arg_count = 5};
+  expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+  dispatch.args = branch_d;
+  expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+  expect_ok(halo_command_buffer_barrier(command_buffer));
+  halo_dispatch_arg_t join[4] = {
+      buffer_arg(halo_binding_ref(2, 0, bytes)),
+      buffer_arg(halo_binding_ref(3, 0, bytes)),
+      buffer_arg(halo_binding_ref(4, 0, bytes)),
+      constant_arg(&n, 4),
+  };
+  dispatch.entry = "add";
+  dispatch.args = join;
+  dispatch.arg_count = 4;
+  expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+  expect_ok(halo_command_buffer_barrier(command_buffer));
+  expect_ok(halo_command_buffer_copy(command_buffer,
+                                     halo_binding_ref(4, 0, bytes),
+                                     halo_binding_ref(5, 0, bytes)));
+  expect_ok(halo_command_buffer_end(command_buffer));
+  return command_buffer;
+}
+
+static void test_barriers_join_two_branches(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *semaphore = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &semaphore));
+  uint64_t value = 0;
+  // Two sets of six buffers: the second round re-points every node (memset,
+  // memcpy and kernel nodes).
+  halo_buffer_t *buffers[2][6];
+  for (int s = 0; s < 2; ++s) {
+    for (int b = 0; b < 6; ++b) {
+      buffers[s][b] = new_buffer(client, N * sizeof(float));
+      fill_floats(buffers[s][b], -1.0f);
+    }
+  }
+  halo_command_buffer_t *reusable =
+      record_diamond(client, executable, HALO_COMMAND_BUFFER_REUSABLE);
+  for (int round = 0; round < 4; ++round) {
+    int s = round % 2;
+    halo_command_buffer_t *command_buffer =
+        round < 3
+            ? reusable
+            : record_diamond(client, executable, HALO_COMMAND_BUFFER_ONE_SHOT);
+    halo_binding_t bindings[6];
+    for (int b = 0; b < 6; ++b) {
+      bindings[b] = (halo_binding_t){buffers[s][b], 0, HALO_WHOLE_BUFFER};
+    }
+    fill_floats(buffers[s][5], -1.0f);
+    expect_ok(execute_and_wait(queue, command_buffer, bindings, 6, semaphore,
+                               ++value));
+    static float result[N];
+    read_floats(buffers[s][5], result, N);
+    for (uint32_t i = 0; i < N; ++i) {
+      if (result[i] != 13.0f + (float)i) {
+        fail_msg("round %d (%s): F[%u] = %g, expected %g", round,
+                 round < 3 ? "graph" : "one-shot replay", i, result[i],
+                 13.0f + (float)i);
+      }
+    }
+    if (command_buffer != reusable) halo_command_buffer_release(command_buffer);
+  }
+  print_message(
+      "[%s] fill+update | barrier | two branches | barrier | join "
+      "| barrier | copy: right as a graph (3 rounds, 2 tables) and "
+      "replayed\n",
+      daemon_state.completion);
+  halo_command_buffer_release(reusable);
+  halo_client_close(client);
+}
+
+//===----------------------------------------------------------------------===//
+// dispatch_indirect
+//===----------------------------------------------------------------------===//
+
+static void test_dispatch_indirect(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *semaphore = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &semaphore));
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *y = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *counts = new_buffer(client, 16);
+  fill_floats(x, 2.0f);
+  float a = 1.0f;
+  uint32_t n = N;
+  halo_dispatch_arg_t args[4] = {
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&a, sizeof(a)),
+      constant_arg(&n, sizeof(n)),
+  };
+  halo_dispatch_params_t dispatch = {.executable = executable,
+                                     .entry = "axpy",
+                                     .grid = {0, 0, 0},
+                                     .block = {BLOCK, 1, 1},
+                                     .args = args,
+                                     .arg_count = 4};
+  halo_command_buffer_t *command_buffer = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      3, &command_buffer));
+  expect_ok(halo_command_buffer_dispatch_indirect(command_buffer, &dispatch,
+                                                  halo_binding_ref(2, 0, 12)));
+  expect_ok(halo_command_buffer_end(command_buffer));
+  halo_binding_t bindings[3] = {{x, 0, HALO_WHOLE_BUFFER},
+                                {y, 0, HALO_WHOLE_BUFFER},
+                                {counts, 0, HALO_WHOLE_BUFFER}};
+  // All blocks, then half of them, then none (a zero count skips it).
+  uint32_t blocks[3] = {N / BLOCK, N / BLOCK / 2, 0};
+  for (int round = 0; round < 3; ++round) {
+    fill_floats(y, 1.0f);
+    uint32_t grid[4] = {blocks[round], 1, 1, 0};
+    expect_ok(halo_buffer_write(counts, 0, grid, sizeof(grid)));
+    halo_status_t status = execute_and_wait(queue, command_buffer, bindings, 3,
+                                            semaphore, (uint64_t)round + 1);
+    if (halo_status_code(status) == HALO_STATUS_UNIMPLEMENTED) {
+      print_message("dispatch_indirect: %s\n", halo_status_message(status));
+      halo_status_free(status);
+      halo_client_close(client);
+      skip();
+    }
+    expect_ok(status);
+    static float result[N];
+    read_floats(y, result, N);
+    uint32_t done = blocks[round] * BLOCK;
+    for (uint32_t i = 0; i < N; ++i) {
+      float expected = i < done ? 3.0f : 1.0f;
+      if (result[i] != expected) {
+        fail_msg("round %d (%u blocks): y[%u] = %g, expected %g", round,
+                 blocks[round], i, result[i], expected);
+      }
+    }
+  }
+  print_message(
+      "[%s] dispatch_indirect: grids of %u, %u and %u blocks read "
+      "from the buffer on the GPU\n",
+      daemon_state.completion, blocks[0], blocks[1], blocks[2]);
+  halo_command_buffer_release(command_buffer);
+  halo_client_close(client);
+}
+
+//===----------------------------------------------------------------------===//
+// A fault
+//===----------------------------------------------------------------------===//
+
+// A child process imports |token|'s semaphore and waits for value 1; it
+// reports the wait's status code and when it woke.
+typedef struct fault_report_t {
+  int32_t code;
+  int64_t woke_ns;
+  char message[400];
+} fault_report_t;
+
+static void fault_waiter(int token_fd, int report_fd) {
+  halo_token_t token;
+  fault_report_t report = {.code = -1};
+  if (read(token_fd, &token, sizeof(token)) != (ssize_t)sizeof(token)) {
+    _exit(2);
+  }
+  halo_client_options_t options = {.address = daemon_state.listen,
+                                   .request_timeout_ms = 10000};
+  halo_client_t *client = NULL;
+  halo_semaphore_t *semaphore = NULL;
+  halo_status_t status = halo_client_connect(&options, &client);
+  if (!status) status = halo_semaphore_import(client, &token, &semaphore);
+  char ready = status ? 'x' : 'r';
+  if (write(report_fd, &ready, 1) != 1) _exit(2);
+  if (!status) status = halo_semaphore_wait(semaphore, 1, TIMEOUT_NS);
+  report.woke_ns = now_ns();
+  report.code = halo_status_code(status);
+  snprintf(report.message, sizeof(report.message), "%s",
+           status ? halo_status_message(status) : "");
+  halo_status_free(status);
+  if (write(report_fd, &report, sizeof(report)) != (ssize_t)sizeof(report)) {
+    _exit(2);
+  }
+  // No close: the daemon is gone; exit without talking to it.
+  _exit(0);
+}
+
+static void test_fault_wakes_waiters_with_device_lost(void **state) {
+  (void)state;
+  int token_pipe[2], report_pipe[2];
+  assert_int_equal(pipe(token_pipe), 0);
+  assert_int_equal(pipe(report_pipe), 0);
+  // Forked before this process connects (nng must not cross a fork).
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    close(token_pipe[1]);
+    close(report_pipe[0]);
+    fault_waiter(token_pipe[0], report_pipe[1]);
+  }
+  close(token_pipe[0]);
+  close(report_pipe[1]);
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *semaphore = NULL;
+  expect_ok(halo_semaphore_create(client, 0, HALO_OBJECT_FLAG_EXPORTABLE,
+                                  &semaphore));
+  halo_token_t token;
+  expect_ok(halo_semaphore_export(semaphore, &token));
+  assert_int_equal(write(token_pipe[1], &token, sizeof(token)),
+                   (ssize_t)sizeof(token));
+  char ready = 0;
+  assert_int_equal(read(report_pipe[0], &ready, 1), 1);
+  assert_int_equal(ready, 'r');
+  usleep(50000);  // the child is asleep in its wait by now
+
+  uint64_t address = 0x10;  // nothing is mapped there
+  halo_dispatch_arg_t args[1] = {constant_arg(&address, sizeof(address))};
+  halo_dispatch_params_t dispatch = {.executable = executable,
+                                     .entry = "fault",
+                                     .grid = {1, 1, 1},
+                                     .block = {1, 1, 1},
+                                     .args = args,
+                                     .arg_count = 1};
+  halo_command_buffer_t *command_buffer = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_ONE_SHOT,
+                                      0, &command_buffer));
+  expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+  expect_ok(halo_command_buffer_end(command_buffer));
+  halo_semaphore_value_t signal = {semaphore, 1};
+  int64_t submitted = now_ns();
+  expect_ok(
+      halo_queue_execute(queue, command_buffer, NULL, 0, NULL, 0, &signal, 1));
+  halo_status_t own = halo_semaphore_wait(semaphore, 1, TIMEOUT_NS);
+  int64_t own_woke = now_ns();
+  fault_report_t report;
+  assert_int_equal(read(report_pipe[0], &report, sizeof(report)),
+                   (ssize_t)sizeof(report));
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  double child_ms = (double)(report.woke_ns - submitted) / 1e6;
+  print_message(
+      "[%s] fault: this client woke after %.1f ms with %s (%s); "
+      "the other process after %.1f ms with %s (%s)\n",
+      daemon_state.completion, (double)(own_woke - submitted) / 1e6,
+      halo_status_code_name(halo_status_code(own)),
+      own ? halo_status_message(own) : "", child_ms,
+      halo_status_code_name(report.code), report.message);
+  assert_int_equal(halo_status_code(own), HALO_STATUS_DEVICE_LOST);
+  halo_status_free(own);
+  assert_int_equal(report.code, HALO_STATUS_DEVICE_LOST);
+  assert_true(child_ms < 1000.0);
+  // halod exits non-zero for its service manager to restart it.
+  int wait_status = daemon_wait(10000);
+  print_message("[%s] halod exit: %s %d\n", daemon_state.completion,
+                wait_status == -1        ? "still running"
+                : WIFEXITED(wait_status) ? "status"
+                                         : "signal",
+                wait_status == -1        ? 0
+                : WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
+                                         : WTERMSIG(wait_status));
+  assert_true(wait_status != -1);
+  assert_true(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0);
+  // Later calls see a daemon that is gone.
+  halo_status_t status = halo_client_ping(client);
+  assert_true(halo_status_code(status) == HALO_STATUS_UNAVAILABLE ||
+              halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED);
+  halo_status_free(status);
+  halo_client_close(client);
+}
+
+int main(void) {
+  char reason[256];
+  if (!halo_hal_cuda_probe(reason, sizeof(reason))) {
+    printf("SKIP: the CUDA driver is unavailable: %s\n", reason);
+    return 77;
+  }
+  const struct CMUnitTest work[] = {
+      cmocka_unit_test(test_two_clients_share_a_recording),
+      cmocka_unit_test(test_binding_strategies_match_direct),
+      cmocka_unit_test(test_barriers_join_two_branches),
+      cmocka_unit_test(test_dispatch_indirect),
+  };
+  const struct CMUnitTest fault[] = {
+      cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),
+  };
+  int failed = 0;
+  failed += _cmocka_run_group_tests("cuda_execute (completion thread)", work,
+                                    sizeof(work) / sizeof(work[0]),
+                                    setup_thread, teardown);
+  failed += _cmocka_run_group_tests("cuda_execute (cuLaunchHostFunc)", work,
+                                    sizeof(work) / sizeof(work[0]),
+                                    setup_host_func, teardown);
+  failed += _cmocka_run_group_tests("cuda_fault (completion thread)", fault, 1,
+                                    setup_thread, teardown);
+  failed += _cmocka_run_group_tests("cuda_fault (cuLaunchHostFunc)", fault, 1,
+                                    setup_host_func, teardown);
+  return failed ? 1 : 0;
+}
