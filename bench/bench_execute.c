@@ -2,7 +2,8 @@
 // halod, each case beside native baselines measured in the same run.
 //
 //   halo-bench-execute [--address ADDR] [--csv FILE] [--iterations N]
-//                      [--seconds S] [--processes LIST] KERNEL.so
+//                      [--seconds S] [--processes LIST]
+//                      [--native-spin-us US] KERNEL.so
 //
 // The work of one execution: one dispatch of vector_add over 256 floats
 // (examples/kernels/vector_add.c, built as bin/vector_add.so), one
@@ -27,9 +28,13 @@
 //                   dispatch to it and waits for its completion, as a client
 //                   hands an execution to halod's worker and waits on its
 //                   semaphore: a store + FUTEX_WAKE (only when the other side
-//                   sleeps) each way, each side spinning up to 20 us before
-//                   FUTEX_WAIT (halo's semaphore wait and local worker spin
-//                   as long). The ratios are against this baseline.
+//                   sleeps) each way, the waiting side in FUTEX_WAIT at once.
+//                   The ratios are against this baseline. halo's waits spin
+//                   up to 20 us first, but at halo's 100+ us per step they
+//                   sleep anyway; --native-spin-us 20 makes the baseline spin
+//                   as long (with an idle CPU per thread a handoff is then a
+//                   cache-line transfer, 0.2 us; with more threads than CPUs
+//                   the spinning collapses and the figures swing by 10x).
 //   native direct   the loop calls the kernel itself: the work alone.
 //
 // Every process is forked before it connects (this parent never uses
@@ -67,7 +72,6 @@
 #define BENCH_MAX_CASES 8         // values in --processes
 #define BENCH_RING 65536          // samples kept per process (the last ones)
 #define BENCH_WARMUP 200          // steps before a process reports ready
-#define BENCH_SPIN_NS 20000       // the native handoff's spin, as halo's
 #define BENCH_SETUP_TIMEOUT_S 60  // connect + load + warm-up of a case
 #define BENCH_LATENCY_CAP_S 60    // the latency case stops here whatever
 #define BENCH_STEP_TIMEOUT_NS (10ll * 1000 * 1000 * 1000)
@@ -126,6 +130,7 @@ typedef struct bench_options_t {
 } bench_options_t;
 
 static bench_kernel_t g_kernel;
+static int64_t g_spin_ns;  // --native-spin-us
 static bench_shared_t *g_shared;
 
 // ------------------------------------------------------------------ utilities
@@ -221,7 +226,8 @@ static void bench_kernel_call(bench_work_t *work) {
 }
 
 // A native event: a sequence number a thread waits to reach. Signal stores
-// and wakes only if someone sleeps; wait spins BENCH_SPIN_NS, then sleeps.
+// and wakes only if someone sleeps; wait spins g_spin_ns (default 0), then
+// sleeps.
 // Sequentially consistent both ways (store value, load sleepers / add
 // sleeper, load value), so no wake-up is lost.
 static void bench_event_signal(_Atomic uint32_t *value,
@@ -234,9 +240,9 @@ static void bench_event_signal(_Atomic uint32_t *value,
 
 static void bench_event_wait(_Atomic uint32_t *value,
                              _Atomic uint32_t *sleepers, uint32_t sequence) {
-  int64_t spin_end = bench_now_ns() + BENCH_SPIN_NS;
+  int64_t spin_end = g_spin_ns > 0 ? bench_now_ns() + g_spin_ns : 0;
   while (atomic_load_explicit(value, memory_order_acquire) < sequence) {
-    if (bench_now_ns() < spin_end) continue;
+    if (spin_end && bench_now_ns() < spin_end) continue;
     atomic_fetch_add(sleepers, 1);
     uint32_t seen = atomic_load(value);
     if (seen < sequence) bench_futex(value, FUTEX_WAIT_PRIVATE, seen, NULL);
@@ -736,8 +742,10 @@ static void bench_print_machine(const bench_options_t *options,
   printf(
       "work: one dispatch of vector_add over %d floats per step (%s);\n"
       "native handoff: a worker thread per process, store + FUTEX_WAKE each "
-      "way,\n  %d us spin before FUTEX_WAIT; %d warm-up steps per process\n\n",
-      BENCH_N, options->kernel_path, BENCH_SPIN_NS / 1000, BENCH_WARMUP);
+      "way,\n  %lld us spin before FUTEX_WAIT; %d warm-up steps per "
+      "process\n\n",
+      BENCH_N, options->kernel_path, (long long)(g_spin_ns / 1000),
+      BENCH_WARMUP);
 }
 
 // ------------------------------------------------------------------ main
@@ -760,7 +768,9 @@ static void bench_usage(FILE *out) {
       "  --iterations N    steps of the latency case (default 3000)\n"
       "  --seconds S       length of each throughput case (default 3)\n"
       "  --processes LIST  process counts of the throughput cases (default "
-      "1,4,8)\n",
+      "1,4,8)\n"
+      "  --native-spin-us US  the native handoff spins this long before\n"
+      "                    FUTEX_WAIT (default 0; halo's waits spin 20)\n",
       out);
 }
 
@@ -793,6 +803,7 @@ int main(int argc, char **argv) {
     kOptIterations,
     kOptSeconds,
     kOptProcesses,
+    kOptNativeSpin,
   };
   static const struct option kLongOptions[] = {
       {"address", required_argument, NULL, kOptAddress},
@@ -800,6 +811,7 @@ int main(int argc, char **argv) {
       {"iterations", required_argument, NULL, kOptIterations},
       {"seconds", required_argument, NULL, kOptSeconds},
       {"processes", required_argument, NULL, kOptProcesses},
+      {"native-spin-us", required_argument, NULL, kOptNativeSpin},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -834,6 +846,16 @@ int main(int argc, char **argv) {
       case kOptProcesses:
         bench_parse_processes(&options, optarg);
         break;
+      case kOptNativeSpin: {
+        long spin = strtol(optarg, &end, 10);
+        if (!*optarg || *end || spin < 0 || spin > 1000000) {
+          fprintf(stderr,
+                  "halo-bench-execute: --native-spin-us wants 0..1e6\n");
+          return 2;
+        }
+        g_spin_ns = spin * 1000;
+        break;
+      }
       case 'h':
         bench_usage(stdout);
         return 0;
