@@ -172,6 +172,9 @@ static void halo_hal_cuda_device_destroy(halo_hal_device_t *base_device) {
     cu->cuCtxSetCurrent(NULL);
     cu->cuDevicePrimaryCtxRelease(device->device);
   }
+  // dispatch_indirect's built-in kernel (cuda_command_buffer.c): its
+  // module goes with the context, the reason it did not load with us.
+  halo_status_free(device->builtin_failure);
   pthread_mutex_destroy(&device->registration_mutex);
   pthread_mutex_destroy(&device->transfer_mutex);
   free(device);
