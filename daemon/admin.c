@@ -1,6 +1,11 @@
-// The admin socket: what haloctl shows the operator. Read-only for now.
+// The admin socket: what haloctl shows the operator, and the few things it
+// may do (kill a client, drain before an upgrade).
+#include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -8,9 +13,35 @@
 #include "common/status.h"
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/executable.h"
+#include "daemon/metrics.h"
 #include "daemon/queue.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
+#include "daemon/submission.h"
+
+// Submissions waiting on semaphores and issued to devices, over every live
+// queue.
+static void halod_admin_work_totals(halod_t *daemon, uint32_t *out_pending,
+                                    uint32_t *out_in_flight) {
+  uint32_t pending = 0, in_flight = 0;
+  for (halod_queue_t *queue = daemon->stats.queues; queue;
+       queue = queue->all_next) {
+    pending += queue->waiting;
+    in_flight += queue->in_flight;
+  }
+  *out_pending = pending;
+  *out_in_flight = in_flight;
+}
+
+void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity) {
+  uint32_t pending, in_flight;
+  halod_admin_work_totals(daemon, &pending, &in_flight);
+  snprintf(out_text, capacity,
+           "%s%zu session(s), %u pending, %u in flight on %u device(s)",
+           daemon->draining ? "draining: " : "", daemon->sessions_by_id.count,
+           pending, in_flight, daemon->hal.device_count);
+}
 
 static void halod_admin_status(halod_t *daemon,
                                halod_server_context_t *context) {
@@ -23,6 +54,11 @@ static void halod_admin_status(halod_t *daemon,
   reply.incarnation = daemon->incarnation;
   reply.listen_address = daemon->config.listen;
   reply.trust_domains = (uint32_t)daemon->domains.count;
+  reply.has_draining = true;
+  reply.draining = daemon->draining;
+  reply.has_pending = reply.has_in_flight = true;
+  halod_admin_work_totals(daemon, &reply.pending, &reply.in_flight);
+  reply.admin_address = daemon->config.admin;
 
   Halo__Wire__DriverInfo drivers[HALO_HAL_DRIVER_COUNT];
   Halo__Wire__DriverInfo *driver_pointers[HALO_HAL_DRIVER_COUNT];
@@ -78,6 +114,60 @@ static bool halod_admin_listing_allocate(halod_server_context_t *context,
   return false;
 }
 
+// Per-device usage of one session: the buffers it owns (is charged for).
+typedef struct halod_admin_usage_t {
+  Halo__Wire__DeviceUsage items[HALO_HAL_MAX_DEVICES];
+  Halo__Wire__DeviceUsage *pointers[HALO_HAL_MAX_DEVICES];
+} halod_admin_usage_t;
+
+static void halod_admin_session_devices(halod_t *daemon,
+                                        const halod_session_t *session,
+                                        halod_admin_usage_t *usage,
+                                        Halo__Wire__SessionInfo *info) {
+  uint32_t count = daemon->hal.device_count;
+  for (uint32_t d = 0; d < count; ++d) {
+    halo__wire__device_usage__init(&usage->items[d]);
+    usage->items[d].device = d;
+    usage->pointers[d] = &usage->items[d];
+  }
+  for (uint32_t i = 0; i < session->handles.capacity; ++i) {
+    const halod_handle_entry_t *entry = &session->handles.entries[i];
+    if (!entry->object || entry->type != HALOD_OBJECT_BUFFER) continue;
+    const halod_buffer_t *buffer = entry->object;
+    if (buffer->owner_session != session->id || buffer->device >= count) {
+      continue;
+    }
+    Halo__Wire__DeviceUsage *item = &usage->items[buffer->device];
+    ++item->buffers;
+    if (buffer->arena) {
+      item->host_bytes += buffer->size;
+    } else {
+      item->device_bytes += buffer->size;
+    }
+  }
+  info->n_device_usage = count;
+  info->device_usage = usage->pointers;
+}
+
+// The session's submissions, over its live queues and those it freed.
+static void halod_admin_session_work(const halod_session_t *session,
+                                     Halo__Wire__SessionInfo *info) {
+  info->has_queues = info->has_submissions = info->has_pending = true;
+  info->has_in_flight = info->has_completed = info->has_failures = true;
+  info->submissions = session->retired_submitted;
+  info->completed = session->retired_completed;
+  info->failures = session->retired_failed;
+  for (const halod_queue_t *queue = session->queues; queue;
+       queue = queue->session_next) {
+    ++info->queues;
+    info->submissions += halod_queue_submitted(queue);
+    info->completed += queue->completed;
+    info->failures += queue->failed;
+    info->pending += queue->waiting;
+    info->in_flight += queue->in_flight;
+  }
+}
+
 static void halod_admin_sessions(halod_t *daemon,
                                  halod_server_context_t *context) {
   size_t count = daemon->sessions_by_id.count;
@@ -85,6 +175,14 @@ static void halod_admin_sessions(halod_t *daemon,
   Halo__Wire__SessionInfo **pointers;
   if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
                                     (void **)&infos, (void ***)&pointers)) {
+    return;
+  }
+  halod_admin_usage_t *usage = calloc(count + 1, sizeof(*usage));
+  if (!usage) {
+    free(infos);
+    free(pointers);
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
     return;
   }
   int64_t now = halo_clock_now_ns();
@@ -106,6 +204,11 @@ static void halod_admin_sessions(halod_t *daemon,
     info->device_bytes = session->device_bytes;
     info->arenas = session->arena_count;
     info->requests = session->requests;
+    halod_admin_session_work(session, info);
+    info->has_executables = info->has_command_buffers = true;
+    info->executables = session->executables;
+    info->command_buffers = session->command_buffers;
+    halod_admin_session_devices(daemon, session, &usage[n], info);
     pointers[n++] = info;
   }
   Halo__Wire__AdminSessionsReply reply = HALO__WIRE__ADMIN_SESSIONS_REPLY__INIT;
@@ -117,15 +220,59 @@ static void halod_admin_sessions(halod_t *daemon,
   halod_reply(context, &response);
   free(infos);
   free(pointers);
+  free(usage);
+}
+
+// Counts, per object id, the sessions holding a handle of |type| to it,
+// leaving out the session whose id the object names as its owner
+// (|owner_of| NULL: every session counts).
+static halo_status_t halod_admin_count_holders(
+    halod_t *daemon, uint32_t type, uint64_t (*id_of)(const void *object),
+    uint64_t (*owner_of)(const void *object), halo_u64_map_t *out_counts) {
+  halo_u64_map_initialize(out_counts);
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (uint32_t h = 0; h < session->handles.capacity; ++h) {
+      const halod_handle_entry_t *entry = &session->handles.entries[h];
+      if (!entry->object || entry->type != type) continue;
+      if (owner_of && owner_of(entry->object) == session->id) continue;
+      uint64_t id = id_of(entry->object);
+      uintptr_t count = (uintptr_t)halo_u64_map_get(out_counts, id);
+      HALO_RETURN_IF_ERROR(
+          halo_u64_map_put(out_counts, id, (void *)(count + 1)));
+    }
+  }
+  return NULL;
+}
+
+static uint64_t halod_admin_semaphore_id(const void *object) {
+  return ((const halod_semaphore_t *)object)->id;
+}
+static uint64_t halod_admin_semaphore_owner(const void *object) {
+  return ((const halod_semaphore_t *)object)->creator_session;
+}
+static uint64_t halod_admin_executable_id(const void *object) {
+  return ((const halod_executable_t *)object)->id;
 }
 
 static void halod_admin_semaphores(halod_t *daemon,
                                    halod_server_context_t *context) {
   size_t count = daemon->semaphores.count;
+  halo_u64_map_t importers;
+  halo_status_t status = halod_admin_count_holders(
+      daemon, HALOD_OBJECT_SEMAPHORE, halod_admin_semaphore_id,
+      halod_admin_semaphore_owner, &importers);
+  if (status) {
+    halo_u64_map_deinitialize(&importers);
+    halod_reply_status(context, status);
+    return;
+  }
   Halo__Wire__SemaphoreInfo *infos;
   Halo__Wire__SemaphoreInfo **pointers;
   if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
                                     (void **)&infos, (void ***)&pointers)) {
+    halo_u64_map_deinitialize(&importers);
     return;
   }
   size_t n = 0;
@@ -140,8 +287,23 @@ static void halod_admin_semaphores(halod_t *daemon,
     info->failure_code = halod_semaphore_failure(semaphore);
     info->holders = semaphore->refcount;
     info->exportable = semaphore->exportable;
+    info->has_waiters = info->has_importers = true;
+    for (const halo_hal_timepoint_t *t = semaphore->hal.timepoints; t;
+         t = t->next) {
+      ++info->waiters;
+    }
+    info->importers =
+        (uint32_t)(uintptr_t)halo_u64_map_get(&importers, semaphore->id);
+    info->failure_message = semaphore->hal.failure_message;
+    if (semaphore->creator_session) {
+      info->has_owner_pid = true;
+      info->owner_pid = semaphore->creator_pid;
+    }
+    info->has_pending_value = true;
+    info->pending_value = semaphore->hal.pending_max;
     pointers[n++] = info;
   }
+  halo_u64_map_deinitialize(&importers);
   Halo__Wire__AdminSemaphoresReply reply =
       HALO__WIRE__ADMIN_SEMAPHORES_REPLY__INIT;
   reply.n_semaphores = n;
@@ -153,6 +315,166 @@ static void halod_admin_semaphores(halod_t *daemon,
   free(infos);
   free(pointers);
 }
+
+// ------------------------------------------------------------ executables
+
+typedef struct halod_admin_executable_list_t {
+  Halo__Wire__ExecutableInfo *items;
+  Halo__Wire__ExecutableInfo **pointers;
+  size_t count;
+} halod_admin_executable_list_t;
+
+static const char *halod_admin_format_name(uint32_t format) {
+  switch (format) {
+    case HALO_HAL_EXECUTABLE_FORMAT_ELF:
+      return "ELF";
+    case HALO_HAL_EXECUTABLE_FORMAT_PTX:
+      return "PTX";
+    case HALO_HAL_EXECUTABLE_FORMAT_CUBIN:
+      return "CUBIN";
+    case HALO_HAL_EXECUTABLE_FORMAT_FATBIN:
+      return "FATBIN";
+    case HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE:
+      return "CUDA source";
+    default:
+      return "unknown";
+  }
+}
+
+static void halod_admin_executable_list_free(
+    halod_admin_executable_list_t *list) {
+  free(list->items);
+  free(list->pointers);
+}
+
+static halo_status_t halod_admin_executable_list(
+    halod_t *daemon, halod_admin_executable_list_t *out_list) {
+  memset(out_list, 0, sizeof(*out_list));
+  halo_u64_map_t sessions;
+  halo_status_t status =
+      halod_admin_count_holders(daemon, HALOD_OBJECT_EXECUTABLE,
+                                halod_admin_executable_id, NULL, &sessions);
+  size_t count = daemon->executables.count;
+  if (!status) {
+    out_list->items = calloc(count + 1, sizeof(*out_list->items));
+    out_list->pointers = calloc(count + 1, sizeof(*out_list->pointers));
+    if (!out_list->items || !out_list->pointers) {
+      halod_admin_executable_list_free(out_list);
+      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  }
+  if (status) {
+    halo_u64_map_deinitialize(&sessions);
+    return status;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < daemon->executables.capacity; ++i) {
+    if (!daemon->executables.entries[i].key) continue;
+    halod_executable_t *executable = daemon->executables.entries[i].value;
+    Halo__Wire__ExecutableInfo *info = &out_list->items[n];
+    halo__wire__executable_info__init(info);
+    info->executable_id = executable->id;
+    info->device = executable->device;
+    info->format = (char *)halod_admin_format_name(executable->format);
+    info->hash = executable->hash_text;
+    info->users = executable->refcount;
+    info->sessions =
+        (uint32_t)(uintptr_t)halo_u64_map_get(&sessions, executable->id);
+    info->state = executable->loading ? "loading" : "loaded";
+    info->load_ms = (double)executable->load_ns / 1e6;
+    out_list->pointers[n++] = info;
+  }
+  out_list->count = n;
+  halo_u64_map_deinitialize(&sessions);
+  return NULL;
+}
+
+static void halod_admin_executables(halod_t *daemon,
+                                    halod_server_context_t *context) {
+  halod_admin_executable_list_t list;
+  halo_status_t status = halod_admin_executable_list(daemon, &list);
+  if (status) {
+    halod_reply_status(context, status);
+    return;
+  }
+  Halo__Wire__AdminExecutablesReply reply =
+      HALO__WIRE__ADMIN_EXECUTABLES_REPLY__INIT;
+  reply.n_executables = list.count;
+  reply.executables = list.pointers;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_EXECUTABLES;
+  response.admin_executables = &reply;
+  halod_reply(context, &response);
+  halod_admin_executable_list_free(&list);
+}
+
+// ------------------------------------------------------------ buffers
+
+// Every buffer some session holds a handle to, once each.
+static void halod_admin_buffers(halod_t *daemon,
+                                halod_server_context_t *context) {
+  size_t capacity = 0;
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    capacity += session->buffers + session->handles.live;
+  }
+  Halo__Wire__BufferInfo *infos;
+  Halo__Wire__BufferInfo **pointers;
+  if (!halod_admin_listing_allocate(context, capacity, sizeof(*infos),
+                                    (void **)&infos, (void ***)&pointers)) {
+    return;
+  }
+  halo_u64_map_t index;  // buffer id -> position + 1
+  halo_u64_map_initialize(&index);
+  halo_status_t status = NULL;
+  size_t n = 0;
+  for (size_t i = 0; !status && i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (uint32_t h = 0; !status && h < session->handles.capacity; ++h) {
+      const halod_handle_entry_t *entry = &session->handles.entries[h];
+      if (!entry->object || entry->type != HALOD_OBJECT_BUFFER) continue;
+      const halod_buffer_t *buffer = entry->object;
+      uintptr_t position = (uintptr_t)halo_u64_map_get(&index, buffer->id);
+      if (position) {
+        ++infos[position - 1].sessions;
+        continue;
+      }
+      if (n == capacity) break;
+      Halo__Wire__BufferInfo *info = &infos[n];
+      halo__wire__buffer_info__init(info);
+      info->buffer_id = buffer->id;
+      info->owner_session = buffer->owner_session;
+      info->device = buffer->device;
+      info->memory_type = buffer->arena ? "host_visible" : "device";
+      info->size = buffer->size;
+      info->holders = buffer->refcount;
+      info->sessions = 1;
+      info->exportable = buffer->exportable;
+      info->exported = buffer->exported;
+      pointers[n] = info;
+      status = halo_u64_map_put(&index, buffer->id, (void *)(n + 1));
+      ++n;
+    }
+  }
+  halo_u64_map_deinitialize(&index);
+  if (status) {
+    halod_reply_status(context, status);
+  } else {
+    Halo__Wire__AdminBuffersReply reply = HALO__WIRE__ADMIN_BUFFERS_REPLY__INIT;
+    reply.n_buffers = n;
+    reply.buffers = pointers;
+    Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+    response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_BUFFERS;
+    response.admin_buffers = &reply;
+    halod_reply(context, &response);
+  }
+  free(infos);
+  free(pointers);
+}
+
+// ------------------------------------------------------------ memo cache
 
 static void halod_admin_memo_cache(halod_t *daemon,
                                    halod_server_context_t *context) {
@@ -182,59 +504,299 @@ static void halod_admin_memo_cache(halod_t *daemon,
   reply.entries = pointers;
   reply.hits = daemon->memo_hits;
   reply.misses = daemon->memo_misses;
+  halod_admin_executable_list_t executables;
+  halo_status_t status = halod_admin_executable_list(daemon, &executables);
+  if (status) {
+    free(infos);
+    free(pointers);
+    halod_reply_status(context, status);
+    return;
+  }
+  reply.n_executables = executables.count;
+  reply.executables = executables.pointers;
+  reply.has_executable_hits = reply.has_executable_misses = true;
+  reply.executable_hits = daemon->stats.executable_hits;
+  reply.executable_misses = daemon->stats.executable_misses;
+  reply.cache_directory = daemon->config.cache_directory;
   Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
   response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_MEMO_CACHE;
   response.admin_memo_cache = &reply;
   halod_reply(context, &response);
+  halod_admin_executable_list_free(&executables);
   free(infos);
   free(pointers);
+}
+
+#define HALOD_ADMIN_MAX_PENDING_SHOWN 32
+
+// Blocks a reply points into, freed after it is sent.
+typedef struct halod_admin_blocks_t {
+  void **blocks;
+  size_t count;
+  size_t capacity;
+  bool failed;
+} halod_admin_blocks_t;
+
+static void *halod_admin_blocks_calloc(halod_admin_blocks_t *blocks,
+                                       size_t count, size_t size) {
+  if (blocks->failed) return NULL;
+  if (blocks->count == blocks->capacity) {
+    size_t capacity = blocks->capacity ? blocks->capacity * 2 : 16;
+    void **grown = realloc(blocks->blocks, capacity * sizeof(void *));
+    if (!grown) {
+      blocks->failed = true;
+      return NULL;
+    }
+    blocks->blocks = grown;
+    blocks->capacity = capacity;
+  }
+  void *block = calloc(count + 1, size);
+  if (!block) {
+    blocks->failed = true;
+    return NULL;
+  }
+  blocks->blocks[blocks->count++] = block;
+  return block;
+}
+
+static void halod_admin_blocks_free(halod_admin_blocks_t *blocks) {
+  for (size_t i = 0; i < blocks->count; ++i) free(blocks->blocks[i]);
+  free(blocks->blocks);
+}
+
+// The daemon's semaphore around the HAL semaphore a wait names.
+static const halod_semaphore_t *halod_admin_semaphore_of(
+    const halo_hal_semaphore_t *hal) {
+  return (const halod_semaphore_t *)((const char *)hal -
+                                     offsetof(halod_semaphore_t, hal));
+}
+
+// The oldest waiting submissions of |queue| (at most
+// HALOD_ADMIN_MAX_PENDING_SHOWN) with their waits.
+static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
+                                      int64_t now, halod_admin_blocks_t *blocks,
+                                      Halo__Wire__QueueInfo *info) {
+  if (!queue->waiting || !queue->session_id) return;
+  const halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions_by_id, queue->session_id);
+  if (!session) return;
+  // The session's list is newest first: keep the last ones seen.
+  const halod_submission_t *shown[HALOD_ADMIN_MAX_PENDING_SHOWN];
+  size_t seen = 0;
+  for (const halod_submission_t *submission = session->submissions; submission;
+       submission = submission->session_next) {
+    if (submission->queue != queue ||
+        submission->action.state != HALO_HAL_ACTION_WAITING) {
+      continue;
+    }
+    shown[seen % HALOD_ADMIN_MAX_PENDING_SHOWN] = submission;
+    ++seen;
+  }
+  size_t count = seen < HALOD_ADMIN_MAX_PENDING_SHOWN
+                     ? seen
+                     : HALOD_ADMIN_MAX_PENDING_SHOWN;
+  Halo__Wire__PendingAction *actions =
+      halod_admin_blocks_calloc(blocks, count, sizeof(*actions));
+  Halo__Wire__PendingAction **action_pointers =
+      halod_admin_blocks_calloc(blocks, count, sizeof(*action_pointers));
+  if (!actions || !action_pointers) return;
+  for (size_t k = 0; k < count; ++k) {
+    // Oldest first: the most recently stored slot is the oldest.
+    const halod_submission_t *submission =
+        shown[(seen - 1 - k) % HALOD_ADMIN_MAX_PENDING_SHOWN];
+    Halo__Wire__PendingAction *action = &actions[k];
+    halo__wire__pending_action__init(action);
+    action->submission_id = submission->id;
+    action->age_seconds = (double)(now - submission->accepted_ns) / 1e9;
+    uint32_t wait_count = submission->action.wait_count;
+    Halo__Wire__PendingWait *waits =
+        halod_admin_blocks_calloc(blocks, wait_count, sizeof(*waits));
+    Halo__Wire__PendingWait **wait_pointers =
+        halod_admin_blocks_calloc(blocks, wait_count, sizeof(*wait_pointers));
+    if (!waits || !wait_pointers) return;
+    for (uint32_t w = 0; w < wait_count; ++w) {
+      const halo_hal_action_wait_t *wait = &submission->action.waits[w];
+      const halod_semaphore_t *semaphore =
+          halod_admin_semaphore_of(wait->semaphore);
+      halo__wire__pending_wait__init(&waits[w]);
+      waits[w].semaphore_id = semaphore->id;
+      waits[w].value = wait->timepoint.value;
+      waits[w].current = halod_semaphore_value(semaphore);
+      waits[w].met = !wait->timepoint.linked;
+      wait_pointers[w] = &waits[w];
+    }
+    action->n_waits = wait_count;
+    action->waits = wait_pointers;
+    action_pointers[k] = action;
+  }
+  info->n_pending_actions = count;
+  info->pending_actions = action_pointers;
 }
 
 static void halod_admin_queues(halod_t *daemon,
                                halod_server_context_t *context) {
   size_t count = 0;
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
-    for (halod_queue_t *q = session->queues; q; q = q->session_next) ++count;
-  }
+  for (halod_queue_t *q = daemon->stats.queues; q; q = q->all_next) ++count;
   Halo__Wire__QueueInfo *infos;
   Halo__Wire__QueueInfo **pointers;
   if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
                                     (void **)&infos, (void ***)&pointers)) {
     return;
   }
+  halod_admin_blocks_t blocks = {0};
+  int64_t now = halo_clock_now_ns();
   size_t n = 0;
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
-    for (halod_queue_t *queue = session->queues; queue;
-         queue = queue->session_next) {
-      Halo__Wire__QueueInfo *info = &infos[n];
-      halo__wire__queue_info__init(info);
-      info->session_id = session->id;
-      info->queue_handle = queue->handle;
-      info->device = queue->device;
-      info->pending = queue->waiting;
-      info->in_flight = queue->in_flight;
-      info->completed = queue->completed;
-      info->failed = queue->failed;
-      info->mean_latency_us =
-          queue->completed
-              ? (double)queue->latency_ns_total / (double)queue->completed / 1e3
-              : 0.0;
-      pointers[n++] = info;
-    }
+  for (halod_queue_t *queue = daemon->stats.queues; queue;
+       queue = queue->all_next) {
+    Halo__Wire__QueueInfo *info = &infos[n];
+    halo__wire__queue_info__init(info);
+    info->session_id = queue->session_id;
+    info->queue_handle = queue->handle;
+    info->device = queue->device;
+    info->pending = queue->waiting;
+    info->in_flight = queue->in_flight;
+    info->completed = queue->completed;
+    info->failed = queue->failed;
+    info->mean_latency_us =
+        queue->completed
+            ? (double)queue->latency_ns_total / (double)queue->completed / 1e3
+            : 0.0;
+    info->has_latency_p50_us = info->has_latency_p99_us = true;
+    info->latency_p50_us =
+        halod_latency_quantile_ns(&queue->latency, 0.50) / 1e3;
+    info->latency_p99_us =
+        halod_latency_quantile_ns(&queue->latency, 0.99) / 1e3;
+    info->has_priority = true;
+    info->priority = queue->priority;
+    info->has_session_live = true;
+    info->session_live = queue->session_id != 0;
+    halod_admin_queue_pending(daemon, queue, now, &blocks, info);
+    pointers[n++] = info;
   }
-  Halo__Wire__AdminQueuesReply reply = HALO__WIRE__ADMIN_QUEUES_REPLY__INIT;
-  reply.n_queues = n;
-  reply.queues = pointers;
-  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
-  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_QUEUES;
-  response.admin_queues = &reply;
-  halod_reply(context, &response);
+  if (blocks.failed) {
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  } else {
+    Halo__Wire__AdminQueuesReply reply = HALO__WIRE__ADMIN_QUEUES_REPLY__INIT;
+    reply.n_queues = n;
+    reply.queues = pointers;
+    Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+    response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_QUEUES;
+    response.admin_queues = &reply;
+    halod_reply(context, &response);
+  }
+  halod_admin_blocks_free(&blocks);
   free(infos);
   free(pointers);
+}
+
+// ------------------------------------------------------------ actions
+
+static void halod_admin_kill_client(halod_t *daemon,
+                                    const Halo__Wire__AdminKillClient *request,
+                                    halod_server_context_t *context) {
+  // Collected first: destroying a session changes the map.
+  size_t capacity = daemon->sessions_by_id.count;
+  uint64_t *ids = calloc(capacity + 1, sizeof(*ids));
+  if (!ids) {
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity && n < capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    if (session->pid == request->pid) ids[n++] = session->id;
+  }
+  if (n == 0) {
+    free(ids);
+    halod_reply_status(context, halo_status_make(HALO_STATUS_NOT_FOUND,
+                                                 "no session of process %u is "
+                                                 "connected",
+                                                 request->pid));
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    halod_session_t *session =
+        halo_u64_map_get(&daemon->sessions_by_id, ids[k]);
+    if (!session) continue;
+    HALO_LOG_WARN(
+        "session %llu: killed by an administrator (pid %u, %u submissions "
+        "not completed)",
+        (unsigned long long)session->id, session->pid,
+        session->pending_submissions);
+    // The client's own waiters wake with the reason, not just a lost
+    // connection: every semaphore it created fails first.
+    for (uint32_t h = 0; h < session->handles.capacity; ++h) {
+      halod_handle_entry_t *entry = &session->handles.entries[h];
+      if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
+      halod_semaphore_t *semaphore = entry->object;
+      if (semaphore->creator_session != session->id) continue;
+      halod_semaphore_fail(semaphore, HALO_STATUS_ABORTED,
+                           "session %llu (pid %u) was killed by an "
+                           "administrator (haloctl kill-client)",
+                           (unsigned long long)session->id, session->pid);
+    }
+    // Closed before the session goes: a request still queued for the pipe
+    // then finds no connection instead of creating a new session.
+    halod_server_close_pipe(session->pipe_id);
+    halod_session_destroy(daemon, session);
+    ++daemon->stats.sessions_killed;
+  }
+  Halo__Wire__AdminKillClientReply reply =
+      HALO__WIRE__ADMIN_KILL_CLIENT_REPLY__INIT;
+  reply.n_session_ids = n;
+  reply.session_ids = ids;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_KILL_CLIENT;
+  response.admin_kill_client = &reply;
+  halod_reply(context, &response);
+  free(ids);
+}
+
+static void halod_admin_drain(halod_t *daemon,
+                              const Halo__Wire__AdminDrain *request,
+                              halod_server_context_t *context) {
+  bool draining = !request->cancel;
+  if (draining != daemon->draining) {
+    daemon->draining = draining;
+    if (draining) {
+      HALO_LOG_WARN(
+          "draining: new sessions and submissions are refused until a "
+          "restart (or haloctl undrain)");
+    } else {
+      HALO_LOG_INFO("drain cancelled: accepting sessions and submissions");
+    }
+    char summary[256];
+    halod_admin_summary(daemon, summary, sizeof(summary));
+    halod_systemd_status(summary);
+  }
+  Halo__Wire__AdminDrainReply reply = HALO__WIRE__ADMIN_DRAIN_REPLY__INIT;
+  reply.draining = daemon->draining;
+  reply.sessions = (uint32_t)daemon->sessions_by_id.count;
+  halod_admin_work_totals(daemon, &reply.pending, &reply.in_flight);
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_DRAIN;
+  response.admin_drain = &reply;
+  halod_reply(context, &response);
+}
+
+static void halod_admin_metrics(halod_t *daemon,
+                                halod_server_context_t *context) {
+  char *text = halod_metrics_render(daemon);
+  if (!text) {
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return;
+  }
+  Halo__Wire__AdminMetricsReply reply = HALO__WIRE__ADMIN_METRICS_REPLY__INIT;
+  reply.text = text;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_METRICS;
+  response.admin_metrics = &reply;
+  halod_reply(context, &response);
+  free(text);
 }
 
 void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
@@ -261,6 +823,16 @@ void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
     halod_admin_memo_cache(daemon, event->context);
   } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES) {
     halod_admin_queues(daemon, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_BUFFERS) {
+    halod_admin_buffers(daemon, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_EXECUTABLES) {
+    halod_admin_executables(daemon, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_KILL_CLIENT) {
+    halod_admin_kill_client(daemon, wire->admin_kill_client, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_DRAIN) {
+    halod_admin_drain(daemon, wire->admin_drain, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_METRICS) {
+    halod_admin_metrics(daemon, event->context);
   } else {
     halod_reply_status(event->context,
                        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

@@ -93,10 +93,14 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
     free(buffer);
     return status;
   }
+  halod_device_stats_t *stats = &daemon->stats.devices[device];
+  ++stats->buffers;
   if (host) {
     session->host_bytes += size;
+    stats->host_bytes += size;
   } else {
     session->device_bytes += size;
+    stats->device_bytes += size;
   }
   *out_buffer = buffer;
   return NULL;
@@ -113,10 +117,14 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
       buffer->owner_session
           ? halo_u64_map_get(&daemon->sessions_by_id, buffer->owner_session)
           : NULL;
+  halod_device_stats_t *stats = &daemon->stats.devices[buffer->device];
+  --stats->buffers;
   if (buffer->arena) {
+    stats->host_bytes -= buffer->size;
     if (owner) owner->host_bytes -= buffer->size;
     halod_arena_free(daemon, buffer->arena, buffer->offset, buffer->size);
   } else {
+    stats->device_bytes -= buffer->size;
     if (owner) owner->device_bytes -= buffer->size;
     halo_hal_allocator_t *allocator =
         daemon->hal.devices[buffer->device]->allocator;

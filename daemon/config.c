@@ -1,6 +1,7 @@
 #include "daemon/config.h"
 
 #include <errno.h>
+#include <ini.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,8 +13,11 @@
 
 typedef enum halod_config_type_e {
   HALOD_CONFIG_STRING,
+  HALOD_CONFIG_CHOICE,  // one of |choices|
+  HALOD_CONFIG_PATH,    // absolute, or "" for none
   HALOD_CONFIG_U32,
   HALOD_CONFIG_U64,
+  HALOD_CONFIG_BYTES,  // u64 with an optional K/M/G/T (binary) suffix
   HALOD_CONFIG_OCTAL,
 } halod_config_type_t;
 
@@ -25,60 +29,91 @@ typedef struct halod_config_entry_t {
   const char *default_value;
   uint64_t min;
   uint64_t max;
+  const char *choices;  // CHOICE: "a|b|c"
+  bool live;            // SIGHUP applies it; otherwise at the next start
   const char *help;
 } halod_config_entry_t;
 
-#define HALOD_STRING(field)                             \
-  HALOD_CONFIG_STRING, offsetof(halod_config_t, field), \
-      sizeof(((halod_config_t *)0)->field)
-#define HALOD_NUMBER(type, field) type, offsetof(halod_config_t, field), 0
+#define HALOD_FIELD(field) \
+  offsetof(halod_config_t, field), sizeof(((halod_config_t *)0)->field)
+#define HALOD_STRING(field) HALOD_CONFIG_STRING, HALOD_FIELD(field)
+#define HALOD_PATH(field) HALOD_CONFIG_PATH, HALOD_FIELD(field)
+#define HALOD_CHOICE(field) HALOD_CONFIG_CHOICE, HALOD_FIELD(field)
+#define HALOD_NUMBER(type, field) type, HALOD_FIELD(field)
 
+#define LIVE true
+#define START false
+
+// The table. Keep docs/operations.md, systemd/halod.conf and
+// docs/man/halod.8 in step (config_test checks the example file).
 static const halod_config_entry_t halod_config_entries[] = {
-    {"listen", HALOD_STRING(listen), "ipc:///run/halo/halo.sock", 0, 0,
+    {"listen", HALOD_STRING(listen), "ipc:///run/halo/halo.sock", 0, 0, NULL,
+     START,
      "client socket (ipc:// only: clients share memory with the daemon); "
      "the fd channel is its path + \".fd\""},
-    {"admin", HALOD_STRING(admin), "ipc:///run/halo/admin.sock", 0, 0,
-     "admin socket (haloctl)"},
-    {"driver", HALOD_STRING(driver), "auto", 0, 0,
-     "auto | local | cuda: auto serves the best available driver"},
-    {"log-level", HALOD_STRING(log_level), "info", 0, 0,
-     "error | warn | info | debug"},
-    {"config", HALOD_STRING(config_file), "", 0, 0,
+    {"admin", HALOD_STRING(admin), "ipc:///run/halo/admin.sock", 0, 0, NULL,
+     START, "admin socket (haloctl); ipc:// only"},
+    {"driver", HALOD_CHOICE(driver), "auto", 0, 0, "auto|local|cuda", START,
+     "auto serves the best available driver"},
+    {"log-level", HALOD_CHOICE(log_level), "info", 0, 0,
+     "error|warn|info|debug", LIVE, "the least severe level logged"},
+    {"config", HALOD_PATH(config_file), "", 0, 0, NULL, START,
      "config file of \"name = value\" lines (same names as the flags)"},
     {"socket-mode", HALOD_NUMBER(HALOD_CONFIG_OCTAL, socket_mode), "0660", 0,
-     0777, "permissions of the client and admin sockets"},
-    {"max-message-bytes", HALOD_NUMBER(HALOD_CONFIG_U64, max_message_bytes),
-     "4194304", 4096, 1u << 30,
+     0777, NULL, START, "permissions of the client and admin sockets"},
+    {"socket-group", HALOD_STRING(socket_group), "", 0, 0, NULL, START,
+     "group (name or number) of the client socket and fd channel: who may "
+     "use the GPUs; default halod's own group"},
+    {"admin-group", HALOD_STRING(admin_group), "", 0, 0, NULL, START,
+     "group (name or number) of the admin socket: who may run haloctl; "
+     "default halod's own group. halod must be a member"},
+    {"max-message-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, max_message_bytes),
+     "4194304", 4096, 1u << 30, NULL, START,
      "NNG_OPT_RECVMAXSZ: larger messages drop the sender's connection"},
-    {"contexts", HALOD_NUMBER(HALOD_CONFIG_U32, contexts), "16", 1, 1024,
-     "nng rep contexts per socket (requests served concurrently)"},
-    {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_U64, arena_bytes), "67108864",
-     1u << 16, 1ull << 40,
-     "size of a session's host-visible arena (larger buffers get their own)"},
-    {"session-host-bytes", HALOD_NUMBER(HALOD_CONFIG_U64, session_host_bytes),
-     "17179869184", 0, UINT64_MAX, "quota of host-visible bytes per session"},
+    {"contexts", HALOD_NUMBER(HALOD_CONFIG_U32, contexts), "16", 1, 1024, NULL,
+     START, "nng rep contexts per socket (requests served concurrently)"},
+    {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, arena_bytes), "67108864",
+     1u << 16, 1ull << 40, NULL, LIVE,
+     "size of a session's host-visible arena (larger buffers get their own); "
+     "live: for arenas created after a reload"},
+    {"session-host-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, session_host_bytes),
+     "17179869184", 0, UINT64_MAX, NULL, LIVE,
+     "quota of host-visible bytes per session"},
     {"session-device-bytes",
-     HALOD_NUMBER(HALOD_CONFIG_U64, session_device_bytes), "17179869184", 0,
-     UINT64_MAX, "quota of device bytes per session"},
+     HALOD_NUMBER(HALOD_CONFIG_BYTES, session_device_bytes), "17179869184", 0,
+     UINT64_MAX, NULL, LIVE, "quota of device bytes per session"},
     {"session-handles", HALOD_NUMBER(HALOD_CONFIG_U32, session_handles),
-     "65536", 16, 1u << 20, "quota of live handles per session"},
-    {"native-code", HALOD_STRING(native_code), "owner", 0, 0,
+     "65536", 16, 1u << 20, NULL, LIVE,
+     "quota of live handles per session; live: for sessions that connect "
+     "after a reload"},
+    {"native-code", HALOD_CHOICE(native_code), "owner", 0, 0, "owner|any|none",
+     LIVE,
      "who may load native code (local-driver ELF executables): owner (the "
      "daemon's uid and root), any, or none; it runs inside halod"},
     {"session-pending", HALOD_NUMBER(HALOD_CONFIG_U32, session_pending),
-     "65536", 1, 1u << 24,
+     "65536", 1, 1u << 24, NULL, LIVE,
      "quota of submissions per session not yet completed"},
-    {"cuda-completion", HALOD_STRING(cuda_completion), "thread", 0, 0,
+    {"cuda-completion", HALOD_CHOICE(cuda_completion), "thread", 0, 0,
+     "thread|host_func", START,
      "how the CUDA driver learns that GPU work finished: thread (a "
      "completion thread waits on events) or host_func (cuLaunchHostFunc)"},
-    {"cache-directory", HALOD_STRING(cache_directory), "", 0, 0,
+    {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "
      "$CACHE_DIRECTORY (systemd's CacheDirectory=), else none"},
+    {"metrics-textfile", HALOD_PATH(metrics_textfile), "", 0, 0, NULL, LIVE,
+     "write the Prometheus metrics (haloctl metrics) to this file every "
+     "metrics-interval seconds, for node-exporter's textfile collector "
+     "(a *.prom file in its directory); none by default"},
+    {"metrics-interval", HALOD_NUMBER(HALOD_CONFIG_U32, metrics_interval), "15",
+     1, 86400, NULL, LIVE, "seconds between metrics-textfile writes"},
 };
 
 #define HALOD_CONFIG_COUNT \
   (sizeof(halod_config_entries) / sizeof(halod_config_entries[0]))
+
+_Static_assert(HALOD_CONFIG_COUNT <= HALOD_CONFIG_MAX_ENTRIES,
+               "raise HALOD_CONFIG_MAX_ENTRIES");
 
 // Names match with '_' and '-' alike (cuda_completion = cuda-completion).
 static bool halod_config_name_equals(const char *entry, const char *name,
@@ -101,40 +136,137 @@ static const halod_config_entry_t *halod_config_find(const char *name,
   return NULL;
 }
 
-static halo_status_t halod_config_set(halod_config_t *config,
-                                      const halod_config_entry_t *entry,
-                                      const char *value) {
-  char *field = (char *)config + entry->offset;
-  if (entry->type == HALOD_CONFIG_STRING) {
-    if (strlen(value) >= entry->size) {
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "%s: value longer than %zu characters",
-                              entry->name, entry->size - 1);
-    }
-    strcpy(field, value);
-    return NULL;
+static size_t halod_config_index(const halod_config_entry_t *entry) {
+  return (size_t)(entry - halod_config_entries);
+}
+
+// Whether |value| is one of the '|'-separated |choices|.
+static bool halod_config_is_choice(const char *choices, const char *value) {
+  size_t length = strlen(value);
+  for (const char *c = choices; *c;) {
+    size_t n = strcspn(c, "|");
+    if (n == length && strncmp(c, value, n) == 0) return true;
+    c += n;
+    if (*c == '|') ++c;
   }
+  return false;
+}
+
+// "one of a, b, c" for |choices| "a|b|c".
+static void halod_config_choice_list(const char *choices, char *out,
+                                     size_t capacity) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (const char *c = choices; *c && used + 1 < capacity; ++c) {
+    used += (size_t)snprintf(out + used, capacity - used, "%s",
+                             *c == '|' ? ", " : (char[]){*c, '\0'});
+  }
+}
+
+// Parses a number, with a binary K/M/G/T suffix for BYTES.
+static halo_status_t halod_config_number(const halod_config_entry_t *entry,
+                                         const char *value,
+                                         uint64_t *out_number) {
   errno = 0;
   char *end = NULL;
   int base = entry->type == HALOD_CONFIG_OCTAL ? 8 : 10;
   unsigned long long number = strtoull(value, &end, base);
-  if (errno || end == value || *end != '\0' || value[0] == '-') {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%s: '%s' is not a%s number", entry->name, value,
-                            base == 8 ? "n octal" : "");
+  if (errno || end == value || value[0] == '-' || value[0] == '+' ||
+      value[0] == ' ') {
+    goto bad;
   }
+  if (entry->type == HALOD_CONFIG_BYTES && *end) {
+    static const char kSuffixes[] = "KMGT";
+    const char *suffix = strchr(kSuffixes, *end);
+    if (!suffix || !*suffix) goto bad;
+    unsigned shift = 10u * (unsigned)(suffix - kSuffixes + 1);
+    ++end;
+    if (*end == 'i' && end[1] == 'B') end += 2;
+    if (number > (UINT64_MAX >> shift)) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT, "'%s' is too large",
+                              value);
+    }
+    number <<= shift;
+  }
+  if (*end) goto bad;
   if (number < entry->min || number > entry->max) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%s: %llu is out of range [%" PRIu64 ", %" PRIu64
-                            "]",
-                            entry->name, number, entry->min, entry->max);
+                            "%llu is out of range [%" PRIu64 ", %" PRIu64 "]",
+                            number, entry->min, entry->max);
   }
-  if (entry->type == HALOD_CONFIG_U64) {
-    *(uint64_t *)field = number;
-  } else {
-    *(uint32_t *)field = (uint32_t)number;
-  }
+  *out_number = number;
   return NULL;
+bad:
+  return halo_status_make(
+      HALO_STATUS_INVALID_ARGUMENT, "'%s' is not a%s number%s", value,
+      base == 8 ? "n octal" : "",
+      entry->type == HALOD_CONFIG_BYTES ? " of bytes (suffixes K, M, G, T)"
+                                        : "");
+}
+
+// Checks and stores |value|; the error names neither the setting nor where
+// it came from (the caller adds both).
+static halo_status_t halod_config_set(halod_config_t *config,
+                                      const halod_config_entry_t *entry,
+                                      const char *value) {
+  char *field = (char *)config + entry->offset;
+  switch (entry->type) {
+    case HALOD_CONFIG_CHOICE:
+      if (!halod_config_is_choice(entry->choices, value)) {
+        char list[128];
+        halod_config_choice_list(entry->choices, list, sizeof(list));
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "'%s' is not one of %s", value, list);
+      }
+      break;
+    case HALOD_CONFIG_PATH:
+      if (value[0] && value[0] != '/') {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "'%s' is not an absolute path", value);
+      }
+      break;
+    case HALOD_CONFIG_STRING:
+      break;
+    default: {
+      uint64_t number = 0;
+      HALO_RETURN_IF_ERROR(halod_config_number(entry, value, &number));
+      if (entry->type == HALOD_CONFIG_U32 ||
+          entry->type == HALOD_CONFIG_OCTAL) {
+        *(uint32_t *)field = (uint32_t)number;
+      } else {
+        *(uint64_t *)field = number;
+      }
+      return NULL;
+    }
+  }
+  if (strlen(value) >= entry->size) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "value longer than %zu characters",
+                            entry->size - 1);
+  }
+  strcpy(field, value);
+  return NULL;
+}
+
+// The value of |entry| in |config| as text.
+static void halod_config_format(const halod_config_t *config,
+                                const halod_config_entry_t *entry, char *out,
+                                size_t capacity) {
+  const char *field = (const char *)config + entry->offset;
+  switch (entry->type) {
+    case HALOD_CONFIG_U32:
+      snprintf(out, capacity, "%" PRIu32, *(const uint32_t *)field);
+      break;
+    case HALOD_CONFIG_OCTAL:
+      snprintf(out, capacity, "0%" PRIo32, *(const uint32_t *)field);
+      break;
+    case HALOD_CONFIG_U64:
+    case HALOD_CONFIG_BYTES:
+      snprintf(out, capacity, "%" PRIu64, *(const uint64_t *)field);
+      break;
+    default:
+      snprintf(out, capacity, "%s", field);
+  }
 }
 
 void halod_config_initialize(halod_config_t *config) {
@@ -147,50 +279,111 @@ void halod_config_initialize(halod_config_t *config) {
   }
 }
 
-static char *halod_trim(char *text) {
-  while (*text == ' ' || *text == '\t') ++text;
-  char *end = text + strlen(text);
-  while (end > text && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' ||
-                        end[-1] == '\r')) {
-    *--end = '\0';
+// ------------------------------------------------------------------ file
+
+// inih's reader and handler state: the reader counts lines, so the handler
+// knows which line it is called for.
+typedef struct halod_config_file_t {
+  halod_config_t *config;
+  const char *path;
+  FILE *file;
+  int line;
+  bool indented;  // the current line starts with blanks
+  bool too_long;  // the current line did not fit
+  uint32_t set_on_line[HALOD_CONFIG_MAX_ENTRIES];  // 0: not in the file
+  halo_status_t status;                            // the first error
+} halod_config_file_t;
+
+static char *halod_config_file_read_line(char *line, int capacity,
+                                         void *stream) {
+  halod_config_file_t *file = stream;
+  char text[2048];
+  if (!fgets(text, sizeof(text), file->file)) return NULL;
+  ++file->line;
+  size_t length = strlen(text);
+  bool complete = length > 0 && text[length - 1] == '\n';
+  if (!complete && !feof(file->file)) {
+    // Skip the rest of the line; it is reported below.
+    int c;
+    while ((c = fgetc(file->file)) != EOF && c != '\n') {
+    }
   }
-  return text;
+  file->indented = text[0] == ' ' || text[0] == '\t';
+  file->too_long =
+      (!complete && !feof(file->file)) || length >= (size_t)capacity;
+  if (file->too_long) {
+    if (!file->status) {
+      file->status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                      "%s:%d: line longer than %d characters",
+                                      file->path, file->line, capacity - 2);
+    }
+    snprintf(line, (size_t)capacity, "\n");
+    return line;
+  }
+  memcpy(line, text, length + 1);
+  return line;
+}
+
+static int halod_config_file_on_value(void *user, const char *section,
+                                      const char *name, const char *value) {
+  halod_config_file_t *file = user;
+  if (file->status) return 1;  // only the first error is reported
+  halo_status_t status = NULL;
+  const halod_config_entry_t *entry = halod_config_find(name, strlen(name));
+  if (file->indented) {
+    status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "%s: an indented line continues the value "
+                              "of the line before; write one setting a line, "
+                              "unindented",
+                              name);
+  } else if (section[0]) {
+    status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "%s: settings take no [section] (found [%s])",
+                              name, section);
+  } else if (!entry || strcmp(entry->name, "config") == 0) {
+    status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "unknown setting '%s' (halod --help lists them)",
+                              name);
+  } else if (file->set_on_line[halod_config_index(entry)]) {
+    status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "%s: set twice (first on line %u)", entry->name,
+                              file->set_on_line[halod_config_index(entry)]);
+  } else {
+    status = halo_status_annotate(halod_config_set(file->config, entry, value),
+                                  "%s", entry->name);
+    file->set_on_line[halod_config_index(entry)] = (uint32_t)file->line;
+    snprintf(file->config->sources[halod_config_index(entry)],
+             sizeof(file->config->sources[0]), "%s:%d", file->path, file->line);
+  }
+  if (status) {
+    file->status =
+        halo_status_annotate(status, "%s:%d", file->path, file->line);
+    return 0;
+  }
+  return 1;
 }
 
 static halo_status_t halod_config_read_file(halod_config_t *config,
                                             const char *path) {
-  FILE *file = fopen(path, "r");
-  if (!file) return halo_status_from_errno(errno, "config file %s", path);
-  char line[1024];
-  int number = 0;
-  halo_status_t status = NULL;
-  while (!status && fgets(line, sizeof(line), file)) {
-    ++number;
-    char *text = halod_trim(line);
-    if (*text == '\0' || *text == '#') continue;
-    char *equals = strchr(text, '=');
-    if (!equals) {
-      status =
-          halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                           "%s:%d: expected \"name = value\"", path, number);
-      break;
-    }
-    *equals = '\0';
-    char *name = halod_trim(text);
-    char *value = halod_trim(equals + 1);
-    const halod_config_entry_t *entry = halod_config_find(name, strlen(name));
-    if (!entry || strcmp(entry->name, "config") == 0) {
-      status =
-          halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                           "%s:%d: unknown setting '%s'", path, number, name);
-      break;
-    }
-    status = halo_status_annotate(halod_config_set(config, entry, value),
-                                  "%s:%d", path, number);
+  halod_config_file_t file = {.config = config, .path = path};
+  file.file = fopen(path, "r");
+  if (!file.file) return halo_status_from_errno(errno, "config file %s", path);
+  int rv = ini_parse_stream(halod_config_file_read_line, &file,
+                            halod_config_file_on_value, &file);
+  fclose(file.file);
+  if (file.status) return file.status;
+  if (rv > 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%s:%d: expected \"name = value\"", path, rv);
   }
-  fclose(file);
-  return status;
+  if (rv < 0) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "%s: inih could not parse it (error %d)", path, rv);
+  }
+  return NULL;
 }
+
+// ------------------------------------------------------------------ flags
 
 void halod_config_print_help(FILE *stream) {
   fprintf(stream,
@@ -198,85 +391,102 @@ void halod_config_print_help(FILE *stream) {
           "halo's GPU device server; runs in the foreground.\n\n");
   for (size_t i = 0; i < HALOD_CONFIG_COUNT; ++i) {
     const halod_config_entry_t *entry = &halod_config_entries[i];
-    fprintf(stream, "  --%-22s %s\n  %-24s (default: %s)\n", entry->name,
-            entry->help, "",
-            entry->default_value[0] ? entry->default_value : "none");
+    char choices[128] = "";
+    if (entry->choices) {
+      halod_config_choice_list(entry->choices, choices, sizeof(choices));
+    }
+    fprintf(stream, "  --%-22s %s%s%s\n  %-24s (default: %s%s)\n", entry->name,
+            entry->help, entry->choices ? "; one of " : "", choices, "",
+            entry->default_value[0] ? entry->default_value : "none",
+            entry->live ? "; SIGHUP applies it" : "");
   }
-  fprintf(stream, "  --%-22s %s\n  --%-22s %s\n", "help", "this text",
+  fprintf(stream, "  --%-22s %s\n  --%-22s %s\n  --%-22s %s\n", "print-config",
+          "print the effective configuration and exit", "help", "this text",
           "version", "print the version");
+}
+
+void halod_config_print(const halod_config_t *config, FILE *stream) {
+  fprintf(stream,
+          "# halod %s: effective configuration. Settings marked live are "
+          "applied by\n# SIGHUP (systemctl reload halod); the others at the "
+          "next start.\n",
+          HALO_VERSION_STRING);
+  for (size_t i = 0; i < HALOD_CONFIG_COUNT; ++i) {
+    const halod_config_entry_t *entry = &halod_config_entries[i];
+    char value[600];
+    halod_config_format(config, entry, value, sizeof(value));
+    const char *source = config->sources[i];
+    fprintf(stream, "%s%s = %s\n",
+            strcmp(entry->name, "config") == 0 ? "# " : "", entry->name, value);
+    if (source[0] || entry->live) {
+      fprintf(stream, "#   %s%s%s\n", source[0] ? "from " : "", source,
+              entry->live ? (source[0] ? "; live" : "live") : "");
+    }
+  }
+}
+
+// One pass over the flags: --config only (|config_pass|) or the others.
+static halo_status_t halod_config_parse_flags(halod_config_t *config, int argc,
+                                              char **argv, bool config_pass,
+                                              int *out_exit) {
+  for (int i = 1; i < argc; ++i) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      if (config_pass) halod_config_print_help(stdout);
+      *out_exit = 1;
+      return NULL;
+    }
+    if (strcmp(arg, "--version") == 0) {
+      if (config_pass) printf("halod %s\n", HALO_VERSION_STRING);
+      *out_exit = 1;
+      return NULL;
+    }
+    if (strcmp(arg, "--print-config") == 0) continue;
+    if (strncmp(arg, "--", 2) != 0) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "unexpected argument '%s' (flags start with "
+                              "--; see --help)",
+                              arg);
+    }
+    const char *name = arg + 2;
+    const char *equals = strchr(name, '=');
+    size_t length = equals ? (size_t)(equals - name) : strlen(name);
+    const halod_config_entry_t *entry = halod_config_find(name, length);
+    if (!entry) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "unknown flag '%s' (see --help)", arg);
+    }
+    const char *value = equals ? equals + 1 : NULL;
+    if (!value) {
+      if (i + 1 >= argc) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "flag --%s needs a value", entry->name);
+      }
+      value = argv[++i];
+    }
+    bool is_config = strcmp(entry->name, "config") == 0;
+    if (is_config != config_pass) continue;
+    HALO_RETURN_IF_ERROR(halo_status_annotate(
+        halod_config_set(config, entry, value), "--%s", entry->name));
+    snprintf(config->sources[halod_config_index(entry)],
+             sizeof(config->sources[0]), "--%s", entry->name);
+  }
+  return NULL;
 }
 
 halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                                  int *out_exit) {
   *out_exit = 0;
-  // Pass 1: find --config so the file is applied before the flags.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 1; i < argc; ++i) {
-      const char *arg = argv[i];
-      if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-        if (pass == 0) halod_config_print_help(stdout);
-        *out_exit = 1;
-        return NULL;
-      }
-      if (strcmp(arg, "--version") == 0) {
-        printf("halod %s\n", HALO_VERSION_STRING);
-        *out_exit = 1;
-        return NULL;
-      }
-      if (strncmp(arg, "--", 2) != 0) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "unexpected argument '%s' (flags start with "
-                                "--; see --help)",
-                                arg);
-      }
-      const char *name = arg + 2;
-      const char *equals = strchr(name, '=');
-      size_t length = equals ? (size_t)(equals - name) : strlen(name);
-      const halod_config_entry_t *entry = halod_config_find(name, length);
-      if (!entry) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "unknown flag '%s' (see --help)", arg);
-      }
-      const char *value = equals ? equals + 1 : NULL;
-      if (!value) {
-        if (i + 1 >= argc) {
-          return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                  "flag --%s needs a value", entry->name);
-        }
-        value = argv[++i];
-      }
-      bool is_config = strcmp(entry->name, "config") == 0;
-      if (pass == 0 && is_config) {
-        HALO_RETURN_IF_ERROR(halod_config_set(config, entry, value));
-        if (*config->config_file) {
-          HALO_RETURN_IF_ERROR(
-              halod_config_read_file(config, config->config_file));
-        }
-      } else if (pass == 1 && !is_config) {
-        HALO_RETURN_IF_ERROR(halod_config_set(config, entry, value));
-      }
-    }
+  config->argc = argc;
+  config->argv = argv;
+  HALO_RETURN_IF_ERROR(
+      halod_config_parse_flags(config, argc, argv, true, out_exit));
+  if (*out_exit) return NULL;
+  if (config->config_file[0]) {
+    HALO_RETURN_IF_ERROR(halod_config_read_file(config, config->config_file));
   }
-  if (halo_log_level_parse(config->log_level) < 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "log-level: '%s' is not one of error, warn, info, "
-                            "debug",
-                            config->log_level);
-  }
-  if (strcmp(config->native_code, "owner") != 0 &&
-      strcmp(config->native_code, "any") != 0 &&
-      strcmp(config->native_code, "none") != 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "native-code: '%s' is not one of owner, any, none",
-                            config->native_code);
-  }
-  if (strcmp(config->cuda_completion, "thread") != 0 &&
-      strcmp(config->cuda_completion, "host_func") != 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "cuda-completion: '%s' is not one of thread, "
-                            "host_func",
-                            config->cuda_completion);
-  }
+  HALO_RETURN_IF_ERROR(
+      halod_config_parse_flags(config, argc, argv, false, out_exit));
   // Under systemd, CacheDirectory= exports $CACHE_DIRECTORY: the default.
   const char *systemd_cache = getenv("CACHE_DIRECTORY");
   if (!config->cache_directory[0] && systemd_cache && systemd_cache[0] == '/') {
@@ -284,12 +494,11 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
     if (length < sizeof(config->cache_directory)) {
       memcpy(config->cache_directory, systemd_cache, length);
       config->cache_directory[length] = '\0';
+      const halod_config_entry_t *entry =
+          halod_config_find("cache-directory", strlen("cache-directory"));
+      snprintf(config->sources[halod_config_index(entry)],
+               sizeof(config->sources[0]), "$CACHE_DIRECTORY");
     }
-  }
-  if (config->cache_directory[0] && config->cache_directory[0] != '/') {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "cache-directory: '%s' is not an absolute path",
-                            config->cache_directory);
   }
   if (strncmp(config->listen, "ipc://", 6) != 0) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -297,6 +506,52 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                             "share memory with the daemon, so they must be "
                             "local)",
                             config->listen);
+  }
+  if (strncmp(config->admin, "ipc://", 6) != 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "admin: '%s' is not an ipc:// address (the admin "
+                            "socket's permissions are its protection)",
+                            config->admin);
+  }
+  if (strcmp(config->listen, config->admin) == 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "admin: the admin socket must differ from the "
+                            "client socket (%s)",
+                            config->listen);
+  }
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--print-config") == 0) {
+      halod_config_print(config, stdout);
+      *out_exit = 1;
+      break;
+    }
+  }
+  return NULL;
+}
+
+halo_status_t halod_config_reload(const halod_config_t *current,
+                                  halod_config_t *out_next) {
+  halod_config_initialize(out_next);
+  int exit_now = 0;
+  // --print-config on the original command line exited long ago.
+  HALO_RETURN_IF_ERROR(
+      halod_config_parse(out_next, current->argc, current->argv, &exit_now));
+  for (size_t i = 0; i < HALOD_CONFIG_COUNT; ++i) {
+    const halod_config_entry_t *entry = &halod_config_entries[i];
+    char before[600], after[600];
+    halod_config_format(current, entry, before, sizeof(before));
+    halod_config_format(out_next, entry, after, sizeof(after));
+    if (strcmp(before, after) == 0) continue;
+    if (entry->live) {
+      HALO_LOG_INFO("reload: %s: %s -> %s", entry->name, before, after);
+    } else {
+      HALO_LOG_WARN("reload: %s: %s -> %s needs a restart; ignored (still %s)",
+                    entry->name, before, after, before);
+      memcpy((char *)out_next + entry->offset,
+             (const char *)current + entry->offset, entry->size);
+      memcpy(out_next->sources[i], current->sources[i],
+             sizeof(out_next->sources[i]));
+    }
   }
   return NULL;
 }

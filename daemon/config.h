@@ -1,14 +1,23 @@
-// halod's configuration: one table of entries (name, default, bounds, help)
-// from which flag parsing, the config file, validation and --help all come.
+// halod's configuration: one table of settings (name, type, bounds,
+// default, whether SIGHUP applies it live, help) from which the flags, the
+// config file (parsed by inih), validation, --help and --print-config all
+// come, in the manner of redis's config table.
+//
+// Precedence: defaults, then the file named by --config, then the other
+// flags. A bad value is an error naming the file and line (or the flag)
+// and the setting.
 //
 // Loop thread only.
 #ifndef HALOD_CONFIG_H_
 #define HALOD_CONFIG_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "halo/status.h"
+
+#define HALOD_CONFIG_MAX_ENTRIES 48
 
 typedef struct halod_config_t {
   char listen[512];
@@ -16,7 +25,9 @@ typedef struct halod_config_t {
   char driver[16];
   char log_level[16];
   char config_file[512];
-  uint32_t socket_mode;  // octal, for the client and admin sockets
+  uint32_t socket_mode;   // octal, for the client and admin sockets
+  char socket_group[64];  // group of the client sockets; "" for halod's
+  char admin_group[64];   // group of the admin socket; "" for halod's
   uint64_t max_message_bytes;
   uint32_t contexts;  // nng rep contexts per socket
   uint64_t arena_bytes;
@@ -27,16 +38,36 @@ typedef struct halod_config_t {
   uint32_t session_pending;       // quota of unfinished submissions
   char cuda_completion[16];       // thread | host_func
   char cache_directory[256];      // compiled GPU code; "" for none
+  char metrics_textfile[512];     // node-exporter textfile; "" for none
+  uint32_t metrics_interval;      // seconds between textfile writes
+
+  // Not settings: where each value came from, and the command line (kept
+  // for SIGHUP, which re-reads the file and applies the flags again).
+  char sources[HALOD_CONFIG_MAX_ENTRIES][96];  // "" for the default
+  int argc;
+  char **argv;
 } halod_config_t;
 
 // Sets every entry to its default.
 void halod_config_initialize(halod_config_t *config);
 
 // Parses argv (flags override the file named by --config, which is read
-// first). Returns INVALID_ARGUMENT naming the flag or line that was wrong.
-// |out_exit| is set when --help/--version was handled (exit 0).
+// first). Returns INVALID_ARGUMENT naming the flag, or the file, line and
+// setting, that was wrong. |out_exit| is set when --help, --version or
+// --print-config was handled (exit 0). |argv| must outlive |config|.
 halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                                  int *out_exit);
+
+// SIGHUP: re-reads the file and the flags of |current| into |out_next|.
+// Settings that apply only at start keep their current values; each one
+// that changed is logged as ignored, each live one that changed as
+// applied. On error |out_next| is unusable and |current| stays in force.
+halo_status_t halod_config_reload(const halod_config_t *current,
+                                  halod_config_t *out_next);
+
+// Writes the effective configuration as a config file (every setting,
+// with where non-default values came from).
+void halod_config_print(const halod_config_t *config, FILE *stream);
 
 // Writes the flag reference (the same table) to |stream|.
 void halod_config_print_help(FILE *stream);

@@ -121,36 +121,36 @@ static void halod_on_signal(uv_signal_t *handle, int signum) {
   halod_stop(daemon);
 }
 
-// SIGHUP: re-read the config file and apply what can change at run time (the
-// log level); the rest needs a restart and is reported.
+// SIGHUP: re-read the config file (and the flags again) and apply what can
+// change at run time; daemon/config.c logs each change, and each setting
+// left for the next start.
 static void halod_on_reload(uv_signal_t *handle, int signum) {
   (void)signum;
   halod_t *daemon = handle->data;
   halod_systemd_reloading(0);
-  if (!daemon->config.config_file[0]) {
-    HALO_LOG_INFO("SIGHUP: no config file to reload");
+  halod_config_t *next = malloc(sizeof(*next));
+  halo_status_t status =
+      next ? halod_config_reload(&daemon->config, next)
+           : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (status) {
+    HALO_LOG_ERROR("reload: keeping the running configuration: %s",
+                   halo_status_message(status));
+    halo_status_free(status);
   } else {
-    halod_config_t fresh;
-    halod_config_initialize(&fresh);
-    char *argv[] = {"halod", "--config", daemon->config.config_file, NULL};
-    int exit_now = 0;
-    halo_status_t status = halod_config_parse(&fresh, 3, argv, &exit_now);
-    if (status) {
-      HALO_LOG_ERROR("SIGHUP: keeping the old configuration: %s",
-                     halo_status_message(status));
-      halo_status_free(status);
-    } else {
-      snprintf(daemon->config.log_level, sizeof(daemon->config.log_level), "%s",
-               fresh.log_level);
-      HALO_LOG_INFO(
-          "SIGHUP: reloaded %s (log-level %s; other settings "
-          "apply at the next start)",
-          daemon->config.config_file, fresh.log_level);
-      halo_log_set_level(
-          (halo_log_level_t)halo_log_level_parse(fresh.log_level));
-    }
+    daemon->config = *next;
+    halo_log_set_level(
+        (halo_log_level_t)halo_log_level_parse(daemon->config.log_level));
+    halod_metrics_configure(daemon);
+    HALO_LOG_INFO("reload: done (%s)", daemon->config.config_file[0]
+                                           ? daemon->config.config_file
+                                           : "no config file; flags only");
   }
+  free(next);
   halod_systemd_reloading(1);
+}
+
+static void halod_summary(void *user_data, char *out_text, size_t capacity) {
+  halod_admin_summary(user_data, out_text, capacity);
 }
 
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
@@ -207,11 +207,13 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   // The fd channel sits beside the client socket.
   snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
            config->listen + strlen("ipc://"));
-  status = halod_fd_server_create(
-      daemon, daemon->fd_channel_path, config->socket_mode, &daemon->fd_server);
+  status = halod_fd_server_create(daemon, daemon->fd_channel_path,
+                                  config->socket_mode, config->socket_group,
+                                  &daemon->fd_server);
   halod_server_options_t options = {
       .address = config->listen,
       .socket_mode = config->socket_mode,
+      .socket_group = config->socket_group,
       .max_message_bytes = config->max_message_bytes,
       .contexts = config->contexts,
       .handler = halod_requests_on_event,
@@ -222,6 +224,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   }
   if (!status) {
     options.address = config->admin;
+    options.socket_group = config->admin_group;
     options.handler = halod_admin_on_event;
     status = halod_server_create(loop, &options, &daemon->admin_server);
   }
@@ -240,10 +243,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   HALO_LOG_INFO("ready: listening on %s, admin %s, fd channel %s (pid %d)",
                 config->listen, config->admin, daemon->fd_channel_path,
                 (int)getpid());
-  char status_line[640];
-  snprintf(status_line, sizeof(status_line), "serving %u device(s) on %s",
-           daemon->hal.device_count, config->listen);
-  halod_systemd_ready(&daemon->systemd, loop, status_line);
+  halod_metrics_configure(daemon);
+  halod_systemd_ready(&daemon->systemd, loop, halod_summary, daemon);
   return NULL;
 }
 
@@ -251,6 +252,7 @@ void halod_stop(halod_t *daemon) {
   if (daemon->stopping) return;
   daemon->stopping = true;
   halod_systemd_stopping(&daemon->systemd);
+  halod_metrics_stop(daemon);
   // Stop accepting: no new requests reach the loop after this.
   halod_server_destroy(daemon->client_server);
   daemon->client_server = NULL;

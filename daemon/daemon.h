@@ -11,7 +11,9 @@
 #include "common/u64_map.h"
 #include "common/wire.h"
 #include "daemon/config.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
+#include "daemon/stats.h"
 #include "daemon/systemd.h"
 #include "hal/deferred_queue.h"
 #include "hal/device.h"
@@ -54,6 +56,10 @@ typedef struct halod_t {
   int64_t start_ns;
   uint64_t next_id;  // sessions, pages, arenas, objects
   bool stopping;
+  // haloctl drain: new sessions and submissions are refused.
+  bool draining;
+  halod_stats_t stats;
+  halod_metrics_t metrics;
 
   halo_u64_map_t sessions_by_pipe;  // pipe id -> session
   halo_u64_map_t sessions_by_id;    // session id -> session
@@ -104,6 +110,9 @@ void halod_object_release(halod_t *daemon, uint32_t type, void *object);
 // (daemon/admin.c).
 void halod_requests_on_event(void *user_data, halod_server_event_t *event);
 void halod_admin_on_event(void *user_data, halod_server_event_t *event);
+// One line for systemd's STATUS= and the log: sessions, pending and in-flight
+// work, draining (daemon/admin.c).
+void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity);
 
 // Packs |response| and replies on |context| (daemon/requests.c).
 void halod_reply(halod_server_context_t *context,

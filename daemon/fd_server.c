@@ -243,6 +243,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
 
 halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
+                                     const char *socket_group,
                                      halod_fd_server_t **out_server) {
   *out_server = NULL;
   halod_fd_server_t *server = calloc(1, sizeof(*server));
@@ -268,9 +269,17 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
     status = halo_status_from_errno(errno, "fd channel socket");
   } else if (bind(server->fd, (struct sockaddr *)&address, sizeof(address))) {
     status = halo_status_from_errno(errno, "fd channel bind %s", path);
+  } else if (socket_group && socket_group[0]) {
+    // Owner only until the group is set (see halod_server_set_socket_group).
+    if (chmod(path, socket_mode & 0700) != 0) {
+      status = halo_status_from_errno(errno, "fd channel chmod %s", path);
+    } else {
+      status = halod_server_set_socket_group(path, socket_group, socket_mode);
+    }
   } else if (chmod(path, socket_mode) != 0) {
     status = halo_status_from_errno(errno, "fd channel chmod %s", path);
-  } else if (listen(server->fd, 128) != 0) {
+  }
+  if (!status && listen(server->fd, 128) != 0) {
     status = halo_status_from_errno(errno, "fd channel listen %s", path);
   }
   if (status) {

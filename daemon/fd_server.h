@@ -10,8 +10,10 @@
 
 #include "daemon/daemon.h"
 
+// |socket_group|: as halod_server_options_t's (NULL or "": halod's group).
 halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
+                                     const char *socket_group,
                                      halod_fd_server_t **out_server);
 void halod_fd_server_destroy(halod_fd_server_t *server);
 

@@ -31,6 +31,9 @@ halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
   queue->priority = priority;
   queue->session_next = session->queues;
   session->queues = queue;
+  queue->all_next = daemon->stats.queues;
+  if (queue->all_next) queue->all_next->all_prev = queue;
+  daemon->stats.queues = queue;
   *out_queue = queue;
   return NULL;
 }
@@ -47,8 +50,32 @@ void halod_queue_release(halod_t *daemon, halod_queue_t *queue) {
     halod_queue_t **link = &session->queues;
     while (*link && *link != queue) link = &(*link)->session_next;
     if (*link) *link = queue->session_next;
+    session->retired_submitted += halod_queue_submitted(queue);
+    session->retired_completed += queue->completed;
+    session->retired_failed += queue->failed;
   }
+  halod_device_stats_t *device = &daemon->stats.devices[queue->device];
+  device->retired_submitted += halod_queue_submitted(queue);
+  device->retired_completed += queue->completed;
+  device->retired_failed += queue->failed;
+  if (queue->all_prev) {
+    queue->all_prev->all_next = queue->all_next;
+  } else {
+    daemon->stats.queues = queue->all_next;
+  }
+  if (queue->all_next) queue->all_next->all_prev = queue->all_prev;
   // Every submission holds a reference, so nothing runs on it any more.
   halo_hal_queue_destroy(queue->hal);
   free(queue);
+}
+
+void halod_queue_record_latency(halod_t *daemon, halod_queue_t *queue,
+                                int64_t ns) {
+  queue->latency_ns_total += ns;
+  halod_latency_record(&queue->latency, ns);
+  halod_latency_record(&daemon->stats.devices[queue->device].latency, ns);
+}
+
+uint64_t halod_queue_submitted(const halod_queue_t *queue) {
+  return queue->completed + queue->failed + queue->waiting + queue->in_flight;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "daemon/daemon.h"
+#include "daemon/stats.h"
 #include "hal/queue.h"
 
 typedef struct halod_queue_t {
@@ -25,13 +26,26 @@ typedef struct halod_queue_t {
   uint64_t completed;
   uint64_t failed;
   int64_t latency_ns_total;            // issue -> completion, completed ones
+  halod_latency_t latency;             // the same, as a histogram
   struct halod_queue_t *session_next;  // the session's queues
+  // Every live queue (daemon->stats.queues), sessions ended or not.
+  struct halod_queue_t *all_prev;
+  struct halod_queue_t *all_next;
 } halod_queue_t;
 
 halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
                                  uint32_t device, int32_t priority,
                                  halod_queue_t **out_queue);
 void halod_queue_retain(halod_queue_t *queue);
+// The last release adds the queue's totals to its session's and its
+// device's (daemon->stats), then frees it.
 void halod_queue_release(halod_t *daemon, halod_queue_t *queue);
+
+// A submission on |queue| completed |ns| after it was issued.
+void halod_queue_record_latency(halod_t *daemon, halod_queue_t *queue,
+                                int64_t ns);
+
+// Submissions ever accepted on |queue|.
+uint64_t halod_queue_submitted(const halod_queue_t *queue);
 
 #endif  // HALOD_QUEUE_H_

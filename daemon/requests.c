@@ -54,6 +54,11 @@ static halo_status_t halod_hello(halod_request_t *request,
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "Hello was already received on this session");
   }
+  if (request->daemon->draining) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "halod is draining before a restart (haloctl "
+                            "drain); connect again once it is back");
+  }
   if (hello->protocol_version != HALO_PROTOCOL_VERSION) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "protocol version %u is not supported (halod "
@@ -188,6 +193,12 @@ static halo_status_t halod_dispatch(halod_request_t *request,
   if (!session->hello_done) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "the first request of a session must be Hello");
+  }
+  // Body numbers 100 and up are admin requests (proto/halo.proto).
+  if (wire->body_case >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
+    return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                            "admin requests are served on the admin socket "
+                            "only");
   }
   switch (wire->body_case) {
     case HALO__WIRE__REQUEST__BODY_PING:
@@ -450,6 +461,11 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                                           wire->queue_release->handle);
 
     case HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE: {
+      if (daemon->draining) {
+        return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                "halod is draining before a restart "
+                                "(haloctl drain): no new submissions");
+      }
       uint64_t id;
       HALO_RETURN_IF_ERROR(
           halod_submission_create(daemon, session, wire->queue_execute, &id));
@@ -459,15 +475,6 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       response->queue_execute = &bodies->queue_execute;
       return NULL;
     }
-
-    case HALO__WIRE__REQUEST__BODY_ADMIN_STATUS:
-    case HALO__WIRE__REQUEST__BODY_ADMIN_SESSIONS:
-    case HALO__WIRE__REQUEST__BODY_ADMIN_SEMAPHORES:
-    case HALO__WIRE__REQUEST__BODY_ADMIN_MEMO_CACHE:
-    case HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES:
-      return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
-                              "admin requests are served on the admin "
-                              "socket only");
 
     case HALO__WIRE__REQUEST__BODY__NOT_SET:
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

@@ -1,10 +1,15 @@
 #include "daemon/server.h"
 
+#include <errno.h>
+#include <grp.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/transport/ipc/ipc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/status.h"
@@ -182,16 +187,25 @@ halo_status_t halod_server_create(uv_loop_t *loop,
                   server);
   nng_pipe_notify(server->socket, NNG_PIPE_EV_REM_POST, halod_server_on_pipe,
                   server);
+  bool grouped = options->socket_group && options->socket_group[0];
   rv = nng_listener_create(&server->listener, server->socket, options->address);
   if (rv == 0) {
-    rv = nng_listener_set_int(server->listener, NNG_OPT_IPC_PERMISSIONS,
-                              (int)options->socket_mode);
+    // With a group to set, only the owner may connect until it is set.
+    rv = nng_listener_set_int(
+        server->listener, NNG_OPT_IPC_PERMISSIONS,
+        (int)(grouped ? options->socket_mode & 0700 : options->socket_mode));
   }
   if (rv == 0) rv = nng_listener_start(server->listener, 0);
   if (rv != 0) {
     status = halo_status_annotate(halo_wire_status_from_nng(rv, "listen"), "%s",
                                   options->address);
     goto fail;
+  }
+  if (grouped) {
+    status = halod_server_set_socket_group(options->address + strlen("ipc://"),
+                                           options->socket_group,
+                                           options->socket_mode);
+    if (status) goto fail;
   }
   server->context_count = options->contexts;
   server->contexts = calloc(options->contexts, sizeof(*server->contexts));
@@ -249,4 +263,47 @@ void halod_server_destroy(halod_server_t *server) {
   }
   server->head = server->tail = NULL;
   uv_close((uv_handle_t *)&server->async, halod_server_on_async_closed);
+}
+
+halo_status_t halod_server_resolve_group(const char *group, gid_t *out_gid) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long number = strtoul(group, &end, 10);
+  if (group[0] >= '0' && group[0] <= '9' && !*end && !errno &&
+      number < (unsigned long)(gid_t)-1) {
+    *out_gid = (gid_t)number;
+    return NULL;
+  }
+  struct group entry;
+  struct group *found = NULL;
+  char buffer[16384];
+  int rv = getgrnam_r(group, &entry, buffer, sizeof(buffer), &found);
+  if (rv != 0) {
+    return halo_status_from_errno(rv, "looking up group '%s'", group);
+  }
+  if (!found) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "there is no group '%s' (create it: "
+                            "systemd-sysusers, or groupadd --system)",
+                            group);
+  }
+  *out_gid = found->gr_gid;
+  return NULL;
+}
+
+halo_status_t halod_server_set_socket_group(const char *path, const char *group,
+                                            uint32_t mode) {
+  if (!group || !group[0]) return NULL;
+  gid_t gid;
+  HALO_RETURN_IF_ERROR(halod_server_resolve_group(group, &gid));
+  if (chown(path, (uid_t)-1, gid) != 0) {
+    return halo_status_from_errno(errno,
+                                  "giving %s to group %s (halod must be a "
+                                  "member: SupplementaryGroups=)",
+                                  path, group);
+  }
+  if (chmod(path, mode) != 0) {
+    return halo_status_from_errno(errno, "chmod %s", path);
+  }
+  return NULL;
 }

@@ -8,6 +8,7 @@
 
 #include <nng/nng.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "halo/status.h"
@@ -41,6 +42,8 @@ typedef void (*halod_server_handler_fn)(void *user_data,
 typedef struct halod_server_options_t {
   const char *address;
   uint32_t socket_mode;
+  // Group (name or number) the socket is given; NULL or "" keeps halod's.
+  const char *socket_group;
   uint64_t max_message_bytes;
   uint32_t contexts;
   halod_server_handler_fn handler;
@@ -61,6 +64,16 @@ void halod_server_destroy(halod_server_t *server);
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply);
 
 void halod_server_event_free(halod_server_event_t *event);
+
+// Resolves |group| (a name or a number) to its id. INVALID_ARGUMENT naming
+// it if the system has no such group.
+halo_status_t halod_server_resolve_group(const char *group, gid_t *out_gid);
+
+// Gives the socket file at |path| to |group| (NULL or "": nothing) and
+// then |mode|. The socket must have been created with at most mode 0700 so
+// that nobody of its previous group could connect in between.
+halo_status_t halod_server_set_socket_group(const char *path, const char *group,
+                                            uint32_t mode);
 
 // Closes a client's pipe (e.g. after a protocol violation).
 void halod_server_close_pipe(uint32_t pipe_id);

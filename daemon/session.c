@@ -53,6 +53,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     free(session);
     return status;
   }
+  ++daemon->stats.sessions_total;
   HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
                 (unsigned long long)session->id, uid, pid,
                 session->domain->name);

@@ -59,6 +59,10 @@ struct halod_session_t {
   halod_queue_t *default_queues[HALO_HAL_MAX_DEVICES];
   halod_submission_t *submissions;  // not yet retired (list)
   uint32_t pending_submissions;
+  // Totals of the session's queues already freed (daemon/queue.c).
+  uint64_t retired_submitted;
+  uint64_t retired_completed;
+  uint64_t retired_failed;
 };
 
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,

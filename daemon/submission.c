@@ -40,7 +40,8 @@ static void halod_submission_on_retire(halo_hal_action_t *action) {
       ++queue->failed;
     } else {
       ++queue->completed;
-      queue->latency_ns_total += action->completed_ns - action->issued_ns;
+      halod_queue_record_latency(daemon, queue,
+                                 action->completed_ns - action->issued_ns);
     }
   } else {
     --queue->waiting;

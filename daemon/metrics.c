@@ -1,0 +1,397 @@
+#include "daemon/metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "daemon/command_buffer.h"
+#include "daemon/daemon.h"
+#include "daemon/queue.h"
+#include "daemon/session.h"
+
+// A growing string; |failed| once an allocation failed.
+typedef struct halod_text_t {
+  char *data;
+  size_t length;
+  size_t capacity;
+  bool failed;
+} halod_text_t;
+
+static void halod_text_append(halod_text_t *text, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static void halod_text_append(halod_text_t *text, const char *format, ...) {
+  if (text->failed) return;
+  for (;;) {
+    va_list args;
+    va_start(args, format);
+    size_t room = text->capacity - text->length;
+    int n = vsnprintf(text->data ? text->data + text->length : NULL, room,
+                      format, args);
+    va_end(args);
+    if (n < 0) {
+      text->failed = true;
+      return;
+    }
+    if ((size_t)n < room) {
+      text->length += (size_t)n;
+      return;
+    }
+    size_t capacity = text->capacity ? text->capacity * 2 : 8192;
+    while (capacity - text->length <= (size_t)n) capacity *= 2;
+    char *data = realloc(text->data, capacity);
+    if (!data) {
+      text->failed = true;
+      return;
+    }
+    text->data = data;
+    text->capacity = capacity;
+  }
+}
+
+// A label value: backslash, double quote and newline escaped.
+static void halod_text_label(halod_text_t *text, const char *value) {
+  for (const char *c = value ? value : ""; *c; ++c) {
+    if (*c == '\\') {
+      halod_text_append(text, "\\\\");
+    } else if (*c == '"') {
+      halod_text_append(text, "\\\"");
+    } else if (*c == '\n') {
+      halod_text_append(text, "\\n");
+    } else {
+      halod_text_append(text, "%c", *c);
+    }
+  }
+}
+
+static void halod_text_header(halod_text_t *text, const char *name,
+                              const char *type, const char *help) {
+  halod_text_append(text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                    type);
+}
+
+// One sample without labels.
+static void halod_text_sample(halod_text_t *text, const char *name,
+                              const char *type, const char *help,
+                              double value) {
+  halod_text_header(text, name, type, help);
+  halod_text_append(text, "%s %.17g\n", name, value);
+}
+
+// Upper bounds (seconds) of the latency histogram's buckets.
+static const double kLatencyBounds[] = {
+    1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+    2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10,   30};
+
+typedef struct halod_device_totals_t {
+  uint64_t submitted;
+  uint64_t completed;
+  uint64_t failed;
+  uint32_t pending;
+  uint32_t in_flight;
+} halod_device_totals_t;
+
+static void halod_metrics_device_totals(halod_t *daemon,
+                                        halod_device_totals_t *totals) {
+  for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
+    const halod_device_stats_t *stats = &daemon->stats.devices[d];
+    totals[d].submitted = stats->retired_submitted;
+    totals[d].completed = stats->retired_completed;
+    totals[d].failed = stats->retired_failed;
+  }
+  for (halod_queue_t *queue = daemon->stats.queues; queue;
+       queue = queue->all_next) {
+    halod_device_totals_t *t = &totals[queue->device];
+    t->submitted += halod_queue_submitted(queue);
+    t->completed += queue->completed;
+    t->failed += queue->failed;
+    t->pending += queue->waiting;
+    t->in_flight += queue->in_flight;
+  }
+}
+
+static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
+  halod_device_totals_t totals[HALO_HAL_MAX_DEVICES];
+  memset(totals, 0, sizeof(totals));
+  halod_metrics_device_totals(daemon, totals);
+  uint32_t count = daemon->hal.device_count;
+
+  halod_text_header(text, "halo_device_info", "gauge",
+                    "A device halod serves (value 1).");
+  for (uint32_t d = 0; d < count; ++d) {
+    const halo_hal_device_t *device = daemon->hal.devices[d];
+    halod_text_append(text, "halo_device_info{device=\"%u\",driver=\"", d);
+    halod_text_label(text, device->info.driver);
+    halod_text_append(text, "\",name=\"");
+    halod_text_label(text, device->info.name);
+    halod_text_append(text, "\"} 1\n");
+  }
+  halod_text_header(text, "halo_device_memory_total_bytes", "gauge",
+                    "Memory of the device.");
+  for (uint32_t d = 0; d < count; ++d) {
+    halod_text_append(
+        text, "halo_device_memory_total_bytes{device=\"%u\"} %" PRIu64 "\n", d,
+        daemon->hal.devices[d]->info.memory_bytes);
+  }
+  halod_text_header(text, "halo_device_allocated_bytes", "gauge",
+                    "Bytes of live buffers on the device, by memory type.");
+  for (uint32_t d = 0; d < count; ++d) {
+    const halod_device_stats_t *stats = &daemon->stats.devices[d];
+    halod_text_append(text,
+                      "halo_device_allocated_bytes{device=\"%u\",memory="
+                      "\"device\"} %" PRIu64
+                      "\nhalo_device_allocated_bytes{device=\"%u\",memory="
+                      "\"host_visible\"} %" PRIu64 "\n",
+                      d, stats->device_bytes, d, stats->host_bytes);
+  }
+  halod_text_header(text, "halo_device_buffers", "gauge",
+                    "Live buffers on the device.");
+  for (uint32_t d = 0; d < count; ++d) {
+    halod_text_append(text, "halo_device_buffers{device=\"%u\"} %u\n", d,
+                      daemon->stats.devices[d].buffers);
+  }
+
+  static const struct {
+    const char *name;
+    const char *type;
+    const char *help;
+    size_t offset;
+    bool is_32;
+  } kSeries[] = {
+      {"halo_submissions_total", "counter", "Submissions accepted.",
+       offsetof(halod_device_totals_t, submitted), false},
+      {"halo_completions_total", "counter",
+       "Submissions that completed successfully.",
+       offsetof(halod_device_totals_t, completed), false},
+      {"halo_failures_total", "counter",
+       "Submissions that failed (a failed wait, a device error, a cancel).",
+       offsetof(halod_device_totals_t, failed), false},
+      {"halo_pending_submissions", "gauge",
+       "Submissions waiting on semaphores.",
+       offsetof(halod_device_totals_t, pending), true},
+      {"halo_in_flight_submissions", "gauge",
+       "Submissions issued to the device and not completed.",
+       offsetof(halod_device_totals_t, in_flight), true},
+  };
+  for (size_t s = 0; s < sizeof(kSeries) / sizeof(kSeries[0]); ++s) {
+    halod_text_header(text, kSeries[s].name, kSeries[s].type, kSeries[s].help);
+    for (uint32_t d = 0; d < count; ++d) {
+      const char *field = (const char *)&totals[d] + kSeries[s].offset;
+      uint64_t value = kSeries[s].is_32 ? *(const uint32_t *)field
+                                        : *(const uint64_t *)field;
+      halod_text_append(text, "%s{device=\"%u\"} %" PRIu64 "\n",
+                        kSeries[s].name, d, value);
+    }
+  }
+
+  halod_text_header(text, "halo_execution_latency_seconds", "histogram",
+                    "Issue to completion of completed submissions (bucket "
+                    "counts exact to within 12.5% of a bound).");
+  for (uint32_t d = 0; d < count; ++d) {
+    const halod_latency_t *latency = &daemon->stats.devices[d].latency;
+    for (size_t b = 0; b < sizeof(kLatencyBounds) / sizeof(kLatencyBounds[0]);
+         ++b) {
+      halod_text_append(
+          text,
+          "halo_execution_latency_seconds_bucket{device=\"%u\",le=\"%g\"} "
+          "%" PRIu64 "\n",
+          d, kLatencyBounds[b],
+          halod_latency_count_at_most(latency, kLatencyBounds[b] * 1e9));
+    }
+    halod_text_append(text,
+                      "halo_execution_latency_seconds_bucket{device=\"%u\","
+                      "le=\"+Inf\"} %" PRIu64
+                      "\nhalo_execution_latency_seconds_sum{device=\"%u\"} "
+                      "%.9f\nhalo_execution_latency_seconds_count{device="
+                      "\"%u\"} %" PRIu64 "\n",
+                      d, latency->count, d, (double)latency->sum_ns / 1e9, d,
+                      latency->count);
+  }
+}
+
+static void halod_metrics_session_labels(halod_text_t *text,
+                                         const halod_session_t *session) {
+  halod_text_append(text, "session=\"%" PRIu64 "\",pid=\"%u\",uid=\"%u\",",
+                    session->id, session->pid, session->uid);
+  halod_text_append(text, "name=\"");
+  halod_text_label(text, session->client_name);
+  halod_text_append(text, "\"");
+}
+
+static void halod_metrics_sessions(halod_t *daemon, halod_text_t *text) {
+  const halo_u64_map_t *sessions = &daemon->sessions_by_id;
+  halod_text_header(text, "halo_session_allocated_bytes", "gauge",
+                    "Bytes of the buffers a session owns, by memory type.");
+  for (size_t i = 0; i < sessions->capacity; ++i) {
+    if (!sessions->entries[i].key) continue;
+    const halod_session_t *session = sessions->entries[i].value;
+    static const char *const kMemory[] = {"device", "host_visible"};
+    for (int m = 0; m < 2; ++m) {
+      halod_text_append(text, "halo_session_allocated_bytes{");
+      halod_metrics_session_labels(text, session);
+      halod_text_append(text, ",memory=\"%s\"} %" PRIu64 "\n", kMemory[m],
+                        m == 0 ? session->device_bytes : session->host_bytes);
+    }
+  }
+  halod_text_header(text, "halo_session_pending_submissions", "gauge",
+                    "Submissions of a session not yet completed.");
+  for (size_t i = 0; i < sessions->capacity; ++i) {
+    if (!sessions->entries[i].key) continue;
+    const halod_session_t *session = sessions->entries[i].value;
+    halod_text_append(text, "halo_session_pending_submissions{");
+    halod_metrics_session_labels(text, session);
+    halod_text_append(text, "} %u\n", session->pending_submissions);
+  }
+}
+
+char *halod_metrics_render(halod_t *daemon) {
+  halod_text_t text = {0};
+  halod_text_header(&text, "halo_build_info", "gauge",
+                    "halod's version and protocol (value 1).");
+  halod_text_append(&text,
+                    "halo_build_info{version=\"%s\",protocol=\"%d\"} 1\n",
+                    HALO_VERSION_STRING, HALO_PROTOCOL_VERSION);
+  struct timespec now_real;
+  clock_gettime(CLOCK_REALTIME, &now_real);
+  double uptime = (double)(halo_clock_now_ns() - daemon->start_ns) / 1e9;
+  halod_text_sample(&text, "halo_start_time_seconds", "gauge",
+                    "When halod started (Unix time).",
+                    (double)now_real.tv_sec - uptime);
+  halod_text_sample(&text, "halo_draining", "gauge",
+                    "1 while halod drains (haloctl drain).",
+                    daemon->draining ? 1 : 0);
+  halod_text_sample(&text, "halo_sessions", "gauge", "Connected sessions.",
+                    (double)daemon->sessions_by_id.count);
+  halod_text_sample(&text, "halo_sessions_total", "counter",
+                    "Sessions ever connected.",
+                    (double)daemon->stats.sessions_total);
+  halod_text_sample(&text, "halo_sessions_killed_total", "counter",
+                    "Sessions ended by haloctl kill-client.",
+                    (double)daemon->stats.sessions_killed);
+  halod_text_sample(&text, "halo_trust_domains", "gauge",
+                    "Trust domains with sessions.",
+                    (double)daemon->domains.count);
+  halod_text_sample(&text, "halo_semaphores", "gauge", "Live semaphores.",
+                    (double)daemon->semaphores.count);
+  halod_text_sample(&text, "halo_executables", "gauge",
+                    "Executables loaded (or loading).",
+                    (double)daemon->executables.count);
+  halod_text_sample(&text, "halo_executable_cache_hits_total", "counter",
+                    "Executable loads that found it loaded already.",
+                    (double)daemon->stats.executable_hits);
+  halod_text_sample(&text, "halo_executable_cache_misses_total", "counter",
+                    "Executable loads that went to the driver.",
+                    (double)daemon->stats.executable_misses);
+  halod_text_sample(&text, "halo_memo_cache_entries", "gauge",
+                    "Memoized recordings.", (double)daemon->memo_cache.count);
+  halod_text_sample(&text, "halo_memo_cache_hits_total", "counter",
+                    "Recordings that found an identical one memoized.",
+                    (double)daemon->memo_hits);
+  halod_text_sample(&text, "halo_memo_cache_misses_total", "counter",
+                    "Recordings prepared anew.", (double)daemon->memo_misses);
+  halod_metrics_devices(daemon, &text);
+  halod_metrics_sessions(daemon, &text);
+  if (text.failed) {
+    free(text.data);
+    return NULL;
+  }
+  return text.data ? text.data : strdup("");
+}
+
+bool halod_metrics_write_textfile(halod_t *daemon) {
+  const char *path = daemon->config.metrics_textfile;
+  if (!path[0]) return true;
+  char *text = halod_metrics_render(daemon);
+  char temporary[sizeof(daemon->config.metrics_textfile) + 32];
+  snprintf(temporary, sizeof(temporary), "%s.%d.tmp", path, (int)getpid());
+  const char *failed = NULL;
+  int error = 0;
+  int fd = -1;
+  if (!text) {
+    failed = "rendering";
+    error = ENOMEM;
+  } else if ((fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                        0644)) < 0) {
+    failed = "creating";
+    error = errno;
+  } else {
+    size_t length = strlen(text);
+    size_t done = 0;
+    while (done < length) {
+      ssize_t n = write(fd, text + done, length - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        failed = "writing";
+        error = n < 0 ? errno : EIO;
+        break;
+      }
+      done += (size_t)n;
+    }
+    if (close(fd) != 0 && !failed) {
+      failed = "writing";
+      error = errno;
+    }
+    if (!failed && rename(temporary, path) != 0) {
+      failed = "renaming";
+      error = errno;
+    }
+    if (failed) unlink(temporary);
+  }
+  free(text);
+  if (failed) {
+    if (!daemon->metrics.failing) {
+      HALO_LOG_WARN(
+          "metrics: %s %s failed: %s (logged once until a write "
+          "succeeds)",
+          failed, temporary, strerror(error));
+    }
+    daemon->metrics.failing = true;
+    return false;
+  }
+  if (daemon->metrics.failing) {
+    HALO_LOG_INFO("metrics: writing %s again", path);
+  }
+  daemon->metrics.failing = false;
+  return true;
+}
+
+static void halod_metrics_on_timer(uv_timer_t *timer) {
+  halod_t *daemon = timer->data;
+  halod_metrics_write_textfile(daemon);
+}
+
+void halod_metrics_configure(halod_t *daemon) {
+  halod_metrics_t *metrics = &daemon->metrics;
+  uint64_t interval_ms = (uint64_t)daemon->config.metrics_interval * 1000;
+  if (!daemon->config.metrics_textfile[0]) {
+    if (metrics->timer_active) uv_timer_stop(&metrics->timer);
+    return;
+  }
+  // Initialized once, closed only by halod_metrics_stop.
+  if (!metrics->timer_active) {
+    uv_timer_init(daemon->loop, &metrics->timer);
+    metrics->timer.data = daemon;
+    metrics->timer_active = true;
+  }
+  metrics->interval_ms = interval_ms;
+  // Due at once, then every interval.
+  uv_timer_start(&metrics->timer, halod_metrics_on_timer, 0, interval_ms);
+  HALO_LOG_INFO("metrics: writing %s every %u s",
+                daemon->config.metrics_textfile,
+                daemon->config.metrics_interval);
+}
+
+void halod_metrics_stop(halod_t *daemon) {
+  halod_metrics_t *metrics = &daemon->metrics;
+  if (!metrics->timer_active) return;
+  uv_timer_stop(&metrics->timer);
+  uv_close((uv_handle_t *)&metrics->timer, NULL);
+  metrics->timer_active = false;
+}

@@ -1,0 +1,38 @@
+// Prometheus metrics: the text exposition format (0.0.4) that `haloctl
+// metrics` prints, and a writer that puts the same text into a
+// node-exporter textfile-collector file every metrics-interval seconds
+// (written beside it, then renamed, so the collector never reads half a
+// file).
+//
+// Loop thread only.
+#ifndef HALOD_METRICS_H_
+#define HALOD_METRICS_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct halod_t halod_t;
+
+typedef struct halod_metrics_t {
+  uv_timer_t timer;
+  bool timer_active;  // initialized (closed by halod_metrics_stop)
+  uint64_t interval_ms;
+  bool failing;  // the last write failed (logged once until one succeeds)
+} halod_metrics_t;
+
+// Every metric of |daemon| as exposition text; the caller frees it. NULL
+// when out of memory.
+char *halod_metrics_render(halod_t *daemon);
+
+// Starts (or, after a reload, restarts or stops) the textfile writer as the
+// metrics-textfile and metrics-interval settings say; writes once at once.
+void halod_metrics_configure(halod_t *daemon);
+// Stops the writer (the file stays: node-exporter reports its age).
+void halod_metrics_stop(halod_t *daemon);
+
+// Writes the metrics to metrics-textfile now. False (and the reason in
+// the log, once until a write succeeds) if it could not.
+bool halod_metrics_write_textfile(halod_t *daemon);
+
+#endif  // HALOD_METRICS_H_
