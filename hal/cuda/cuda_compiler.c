@@ -71,6 +71,45 @@ static const char *halo_hal_cuda_format_name(uint32_t format) {
   }
 }
 
+// The driver takes anything that parses as PTX text in place of a CUBIN
+// (and has loaded arbitrary bytes as an empty image), so a client's
+// mislabelled or damaged binary is refused here by its header: a CUBIN is
+// a 64-bit ELF file for EM_CUDA, a FATBIN starts with the fatbin magic.
+#define HALO_HAL_CUDA_ELF_MACHINE_CUDA 190
+#define HALO_HAL_CUDA_FATBIN_MAGIC 0xBA55ED50u
+static halo_status_t halo_hal_cuda_check_binary_header(
+    const halo_hal_executable_params_t *params) {
+  const uint8_t *bytes = params->data;
+  if (params->format == HALO_HAL_EXECUTABLE_FORMAT_CUBIN) {
+    uint16_t machine = 0;
+    if (params->size >= 20) memcpy(&machine, bytes + 18, sizeof(machine));
+    if (params->size < 64 ||
+        memcmp(bytes,
+               "\x7f"
+               "ELF",
+               4) != 0 ||
+        bytes[4] != 2 /* ELFCLASS64 */ ||
+        machine != HALO_HAL_CUDA_ELF_MACHINE_CUDA) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "the CUBIN executable (%llu bytes) is not a "
+                              "64-bit CUDA ELF image (wrong header); pass "
+                              "PTX text as format PTX",
+                              (unsigned long long)params->size);
+    }
+    return NULL;
+  }
+  uint32_t magic = 0;
+  if (params->size >= sizeof(magic)) memcpy(&magic, bytes, sizeof(magic));
+  if (params->size < 16 || magic != HALO_HAL_CUDA_FATBIN_MAGIC) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "the FATBIN executable (%llu bytes) does not start "
+                            "with the fatbin magic 0x%08x",
+                            (unsigned long long)params->size,
+                            HALO_HAL_CUDA_FATBIN_MAGIC);
+  }
+  return NULL;
+}
+
 //===----------------------------------------------------------------------===//
 // Disk cache
 //===----------------------------------------------------------------------===//
@@ -482,6 +521,7 @@ halo_status_t halo_hal_cuda_compiler_build(
                                 "options apply to PTX and CUDA source",
                                 format_name, params->options[0]);
       }
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_binary_header(params));
       out_image->data = params->data;
       out_image->size = (size_t)params->size;
       return NULL;
