@@ -26,6 +26,12 @@
 // The API version every driver symbol is resolved at.
 #define HALO_HAL_CUDA_API_VERSION CUDA_VERSION
 
+// Never list cuCtxSynchronize, cuCtxGetDevice or cuStreamGetCtx: at API
+// version 13000 cuGetProcAddress returns their _v2 variants (which take a
+// CUcontext), while cuda.h declares the v1 prototypes under the base name;
+// the call then passes garbage for the context (seen on the H100:
+// cuCtxSynchronize() failed with CUDA_ERROR_CONTEXT_IS_DESTROYED). Use
+// stream synchronization instead.
 // clang-format off
 #define HALO_HAL_CUDA_DRIVER_SYMBOLS(X)                                      \
   /* initialization, devices, contexts */                                   \
@@ -33,7 +39,7 @@
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                     \
   X(cuDeviceTotalMem) X(cuDeviceGetAttribute)                               \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                  \
-  X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)                 \
+  X(cuCtxSetCurrent) X(cuCtxGetCurrent)                                     \
   X(cuCtxGetStreamPriorityRange)                                            \
   /* streams and events */                                                  \
   X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)   \
@@ -67,7 +73,7 @@
   X(cuLibraryEnumerateKernels) X(cuKernelGetName) X(cuKernelGetFunction)    \
   X(cuKernelGetParamInfo) X(cuLibraryGetKernel)                             \
   X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)       \
-  X(cuCtxGetDevice) X(cuDeviceGetPCIBusId)                                  \
+  X(cuDeviceGetPCIBusId)                                                    \
   /* added by cuda_command_buffer.c / cuda_queue.c (additive): pinned */    \
   /* binding-table staging, device-updatable kernel nodes */                \
   X(cuMemAllocHost) X(cuMemFreeHost) X(cuGraphKernelNodeSetParams)          \

@@ -73,6 +73,13 @@ static void start_spin(void) {
   usleep(30000);  // running, not just queued
 }
 
+// Waits for both streams (the symbol table has no cuCtxSynchronize:
+// hal/cuda/cuda_symbols.h says why).
+static void sync_streams(void) {
+  CHECK(cuStreamSynchronize, busy);
+  CHECK(cuStreamSynchronize, side);
+}
+
 // Times |op| idle, then under the spin kernel; prints both.
 typedef void (*op_fn)(void);
 static void measure(const char *name, op_fn op, op_fn undo) {
@@ -80,7 +87,7 @@ static void measure(const char *name, op_fn op, op_fn undo) {
   op();
   double idle = now_ms() - t0;
   if (undo) undo();
-  CHECK(cuCtxSynchronize);
+  sync_streams();
   start_spin();
   t0 = now_ms();
   op();
@@ -88,7 +95,7 @@ static void measure(const char *name, op_fn op, op_fn undo) {
   double spin_left = SPIN_MS - 30;
   CHECK(cuStreamSynchronize, busy);
   if (undo) undo();
-  CHECK(cuCtxSynchronize);
+  sync_streams();
   printf(
       "load-stall: %-5s %-46s idle %8.3f ms, under a running kernel "
       "%8.3f ms%s\n",
