@@ -174,6 +174,9 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_u64_map_initialize(&daemon->memo_cache);
   HALO_RETURN_IF_ERROR(halo_hash_library_initialize());
   daemon->completion_async.data = daemon;
+  // Before the completion handle: a lost device is handled before the
+  // completions that report it (libuv runs pending handles in this order).
+  halod_device_lost_start(daemon);
   uv_async_init(loop, &daemon->completion_async, halod_on_completion);
   halo_hal_deferred_queue_initialize(&daemon->deferred, halod_wake_loop,
                                      &daemon->completion_async);

@@ -74,17 +74,17 @@ static void halod_device_lost_on_async(uv_async_t *async) {
   uint32_t count = halod_device_lost_in_flight(daemon, device, in_flight,
                                                sizeof(in_flight), 32);
   HALO_LOG_ERROR(
-      "device %u lost: %s; %u submission(s) in flight on it: %s. Failing "
-      "every semaphore with DEVICE_LOST and exiting (status 1) so that the "
+      "%s; %u submission(s) in flight on device %u: %s. Failing every "
+      "semaphore with DEVICE_LOST and exiting (status 1) so that the "
       "service manager restarts halod",
-      device, halo_status_message(status), count, in_flight);
+      halo_status_message(status), count, device, in_flight);
   for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
     if (!daemon->semaphores.entries[i].key) continue;
     halod_semaphore_fail(daemon->semaphores.entries[i].value,
                          HALO_STATUS_DEVICE_LOST,
-                         "device %u lost: %s; submissions in flight on it: "
-                         "%s; halod restarts (reconnect and rebuild)",
-                         device, halo_status_message(status), in_flight);
+                         "%s; submissions in flight on device %u: %s; halod "
+                         "restarts (reconnect and rebuild)",
+                         halo_status_message(status), device, in_flight);
   }
   halod_systemd_stopping(&daemon->systemd);
   fflush(NULL);
@@ -116,7 +116,7 @@ static void halod_device_lost_on_cuda(void *user_data,
 }
 #endif
 
-void halod_device_lost_watch(halod_t *daemon) {
+void halod_device_lost_start(halod_t *daemon) {
   halod_device_lost_state.daemon = daemon;
   halod_device_lost_state.async.data = daemon;
   uv_async_init(daemon->loop, &halod_device_lost_state.async,
@@ -124,6 +124,9 @@ void halod_device_lost_watch(halod_t *daemon) {
   pthread_mutex_lock(&halod_device_lost_state.mutex);
   halod_device_lost_state.watching = true;
   pthread_mutex_unlock(&halod_device_lost_state.mutex);
+}
+
+void halod_device_lost_watch(halod_t *daemon) {
 #ifdef HALO_HAVE_CUDA
   for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
     halo_hal_cuda_device_t *device =
@@ -132,6 +135,8 @@ void halod_device_lost_watch(halod_t *daemon) {
     device->lost_user_data = daemon;
     device->lost = halod_device_lost_on_cuda;
   }
+#else
+  (void)daemon;
 #endif
 }
 

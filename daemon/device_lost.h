@@ -15,8 +15,14 @@
 
 #include "daemon/daemon.h"
 
-// Installs the lost callback on every device that can be lost (CUDA).
-// After the registry is up.
+// Opens the loop handle, before the deferred queue's completion handle:
+// libuv runs pending handles in the order they were opened, so a lost
+// device is handled (and the process exits) before the completions of the
+// failed executions retire them, and the message still names them.
+void halod_device_lost_start(halod_t *daemon);
+
+// Installs the lost callback on every device that can be lost (CUDA),
+// once the registry is up.
 void halod_device_lost_watch(halod_t *daemon);
 
 // Closes the loop handle (halod_stop).

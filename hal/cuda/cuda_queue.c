@@ -88,9 +88,11 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_execution_t *inbox_head;
   halo_hal_cuda_execution_t *inbox_tail;
   // HOST_FUNC: executions whose host function has not run (doubly linked,
-  // oldest first).
+  // oldest first), and those the watchdog failed after a sticky error,
+  // whose host functions will never run (freed at teardown).
   halo_hal_cuda_execution_t *watch_head;
   halo_hal_cuda_execution_t *watch_tail;
+  halo_hal_cuda_execution_t *orphans;
   // Submission thread only: slot device address -> signal order.
   halo_u64_map_t signal_order;
   halo_hal_cuda_task_t teardown_task;
@@ -122,9 +124,16 @@ struct halo_hal_cuda_execution_t {
   halo_hal_cuda_event_t *event;  // recorded after the work and the stores
   halo_hal_cuda_execution_t *prev;
   halo_hal_cuda_execution_t *next;
-  bool watched;            // in shared->watch_head (under shared->mutex)
-  atomic_bool completed;   // the completion callback ran (exactly once)
-  atomic_uint references;  // the paths that may still touch it
+  bool watched;           // in shared->watch_head (under shared->mutex)
+  atomic_bool completed;  // the completion callback ran (exactly once)
+  // References: the submission's (run, then the completion path it hands
+  // the execution to), and under HOST_FUNC the watch list's (then the
+  // orphan list's, once the watchdog failed it). |host_reference|: the
+  // host function holds the submission's; whoever clears it releases it
+  // (the host function, or the teardown of a lost device whose host
+  // functions never run).
+  atomic_uint references;
+  atomic_bool host_reference;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -333,13 +342,25 @@ static void halo_hal_cuda_completion_watch(
           halo_hal_cuda_queue_event_status(shared, result, "cuEventQuery");
       pthread_mutex_lock(&shared->mutex);
       halo_hal_cuda_execution_t *list = shared->watch_head;
+      shared->watch_head = shared->watch_tail = NULL;
       for (halo_hal_cuda_execution_t *e = list; e; e = e->next) {
         e->watched = false;
       }
-      shared->watch_head = shared->watch_tail = NULL;
       pthread_mutex_unlock(&shared->mutex);
-      // Each keeps the host function's reference (it never runs now).
-      halo_hal_cuda_fail_list(list, status);
+      // Their host functions never run now: fail them here. Each keeps the
+      // watch list's reference on the orphan list until teardown.
+      while (list) {
+        halo_hal_cuda_execution_t *next = list->next;
+        halo_hal_cuda_execution_complete(
+            list, halo_status_make(halo_status_code(status), "%s",
+                                   halo_status_message(status)));
+        pthread_mutex_lock(&shared->mutex);
+        list->prev = NULL;
+        list->next = shared->orphans;
+        shared->orphans = list;
+        pthread_mutex_unlock(&shared->mutex);
+        list = next;
+      }
       halo_status_free(status);
       pthread_mutex_lock(&shared->mutex);
       continue;
@@ -392,7 +413,9 @@ static void CUDA_CB halo_hal_cuda_host_function(void *user_data) {
   pthread_mutex_unlock(&shared->mutex);
   halo_hal_cuda_execution_complete(execution, NULL);
   if (unlinked) halo_hal_cuda_execution_release(execution);  // the watch's
-  halo_hal_cuda_execution_release(execution);  // the host function's
+  if (atomic_exchange(&execution->host_reference, false)) {
+    halo_hal_cuda_execution_release(execution);  // the submission's
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -442,6 +465,15 @@ static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
       (halo_hal_cuda_queue_shared_t *)((char *)task -
                                        offsetof(halo_hal_cuda_queue_shared_t,
                                                 teardown_task));
+  // A lost device's host functions never ran: their references go now.
+  while (shared->orphans) {
+    halo_hal_cuda_execution_t *orphan = shared->orphans;
+    shared->orphans = orphan->next;
+    if (atomic_exchange(&orphan->host_reference, false)) {
+      halo_hal_cuda_execution_release(orphan);
+    }
+    halo_hal_cuda_execution_release(orphan);
+  }
   for (size_t i = 0; i < shared->signal_order.capacity; ++i) {
     if (!shared->signal_order.entries[i].key) continue;
     halo_hal_cuda_signal_order_t *order = shared->signal_order.entries[i].value;
@@ -615,8 +647,10 @@ static halo_status_t halo_hal_cuda_execution_watch(
   if (result != CUDA_SUCCESS) {
     return halo_hal_cuda_result_to_status(cu, result, "cuStreamWaitEvent");
   }
-  // Two references from here: the host function's and the watch list's.
-  atomic_store(&execution->references, 2);
+  // The host function takes the submission's reference; the watch list
+  // gets one of its own.
+  atomic_fetch_add(&execution->references, 1);
+  atomic_store(&execution->host_reference, true);
   pthread_mutex_lock(&shared->mutex);
   bool was_empty = shared->watch_head == NULL;
   execution->next = NULL;
@@ -652,9 +686,10 @@ static halo_status_t halo_hal_cuda_execution_watch(
     unlinked = true;
   }
   pthread_mutex_unlock(&shared->mutex);
-  // The host function's reference becomes the caller's, which completes
+  // The submission's reference comes back to the caller, which completes
   // and releases it; the watch list's goes with the unlinking (else the
-  // watchdog, which failed it, releases it).
+  // watchdog failed it and keeps it with the orphans).
+  atomic_store(&execution->host_reference, false);
   if (unlinked) atomic_fetch_sub(&execution->references, 1);
   return halo_hal_cuda_result_to_status(cu, result, "cuLaunchHostFunc");
 }
@@ -736,6 +771,7 @@ static halo_status_t halo_hal_cuda_queue_execute(
   cuda->execution = *execution;
   atomic_init(&cuda->completed, false);
   atomic_init(&cuda->references, 1);
+  atomic_init(&cuda->host_reference, false);
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);

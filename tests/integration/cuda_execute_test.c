@@ -7,7 +7,11 @@
 // second and halod exits non-zero. Each group runs against a halod of its
 // own, with the completion thread and with cuLaunchHostFunc.
 //
-// The kernels are CUDA C compiled by halod's NVRTC path.
+// The kernels are CUDA C compiled by halod's NVRTC path. With
+// HALO_TEST_FAKE_CUDA=1 and the fake libcuda.so.1 on LD_LIBRARY_PATH
+// (ctest integration.cuda_execute_fake_test) everything but the GPU runs:
+// halod, its CUDA driver, the daemon's paths, on host versions of the
+// kernels.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -204,12 +208,31 @@ static int teardown(void **state) {
   return 0;
 }
 
-static halo_executable_t *load_kernels(halo_client_t *client) {
+// The kernels: CUDA C for NVRTC, or with HALO_TEST_FAKE_CUDA=1 (halod on
+// the fake libcuda.so.1 of tests/unit/hal_cuda_fake_driver.c, no GPU) the
+// fake's library, which holds host versions of the same kernels.
+static halo_executable_params_t kernel_params(void) {
+  // What tests/unit/hal_cuda_fake_driver.c loads its library from: a 64-bit
+  // EM_CUDA ELF header, then its name at byte 64.
+  static uint8_t fake_image[96] = {0x7f, 'E', 'L', 'F', 2};
+  fake_image[18] = 190;
+  memcpy(fake_image + 64, "halo-fake-library", 17);
+  const char *fake = getenv("HALO_TEST_FAKE_CUDA");
   halo_executable_params_t params = {
       .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
       .data = kKernels,
       .size = sizeof(kKernels) - 1,
   };
+  if (fake && strcmp(fake, "1") == 0) {
+    params.format = HALO_EXECUTABLE_FORMAT_CUBIN;
+    params.data = fake_image;
+    params.size = sizeof(fake_image);
+  }
+  return params;
+}
+
+static halo_executable_t *load_kernels(halo_client_t *client) {
+  halo_executable_params_t params = kernel_params();
   halo_executable_t *executable = NULL;
   expect_ok(halo_executable_create(client, 0, &params, &executable));
   return executable;
@@ -287,10 +310,7 @@ static void *shared_client_thread(void *arg) {
   halo_semaphore_t *semaphore = NULL;
   halo_buffer_t *x[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
   if (!status) {
-    halo_executable_params_t params = {
-        .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
-        .data = kKernels,
-        .size = sizeof(kKernels) - 1};
+    halo_executable_params_t params = kernel_params();
     status = halo_executable_create(client, 0, &params, &executable);
   }
   if (!status) status = halo_queue_create(client, 0, 0, &queue);
@@ -719,20 +739,22 @@ typedef struct fault_report_t {
   char message[400];
 } fault_report_t;
 
-static void fault_waiter(int token_fd, int report_fd) {
+// A fresh process (this test re-executed: nng must not cross a fork of a
+// process that used it).
+static int fault_waiter(const char *address, int token_fd, int report_fd) {
   halo_token_t token;
   fault_report_t report = {.code = -1};
   if (read(token_fd, &token, sizeof(token)) != (ssize_t)sizeof(token)) {
-    _exit(2);
+    return 2;
   }
-  halo_client_options_t options = {.address = daemon_state.listen,
+  halo_client_options_t options = {.address = address,
                                    .request_timeout_ms = 10000};
   halo_client_t *client = NULL;
   halo_semaphore_t *semaphore = NULL;
   halo_status_t status = halo_client_connect(&options, &client);
   if (!status) status = halo_semaphore_import(client, &token, &semaphore);
   char ready = status ? 'x' : 'r';
-  if (write(report_fd, &ready, 1) != 1) _exit(2);
+  if (write(report_fd, &ready, 1) != 1) return 2;
   if (!status) status = halo_semaphore_wait(semaphore, 1, TIMEOUT_NS);
   report.woke_ns = now_ns();
   report.code = halo_status_code(status);
@@ -740,7 +762,7 @@ static void fault_waiter(int token_fd, int report_fd) {
            status ? halo_status_message(status) : "");
   halo_status_free(status);
   if (write(report_fd, &report, sizeof(report)) != (ssize_t)sizeof(report)) {
-    _exit(2);
+    return 2;
   }
   // No close: the daemon is gone; exit without talking to it.
   _exit(0);
@@ -751,13 +773,17 @@ static void test_fault_wakes_waiters_with_device_lost(void **state) {
   int token_pipe[2], report_pipe[2];
   assert_int_equal(pipe(token_pipe), 0);
   assert_int_equal(pipe(report_pipe), 0);
-  // Forked before this process connects (nng must not cross a fork).
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
     close(token_pipe[1]);
     close(report_pipe[0]);
-    fault_waiter(token_pipe[0], report_pipe[1]);
+    char token_fd[16], report_fd[16];
+    snprintf(token_fd, sizeof(token_fd), "%d", token_pipe[0]);
+    snprintf(report_fd, sizeof(report_fd), "%d", report_pipe[1]);
+    execl("/proc/self/exe", "cuda_execute_test", "--fault-waiter",
+          daemon_state.listen, token_fd, report_fd, (char *)NULL);
+    _exit(127);
   }
   close(token_pipe[0]);
   close(report_pipe[1]);
@@ -832,7 +858,10 @@ static void test_fault_wakes_waiters_with_device_lost(void **state) {
   halo_client_close(client);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "--fault-waiter") == 0) {
+    return fault_waiter(argv[2], atoi(argv[3]), atoi(argv[4]));
+  }
   char reason[256];
   if (!halo_hal_cuda_probe(reason, sizeof(reason))) {
     printf("SKIP: the CUDA driver is unavailable: %s\n", reason);

@@ -1,0 +1,839 @@
+// The CUDA driver's command buffers and queues on a fake driver
+// (hal_cuda_fake_driver.c: no GPU needed, so this runs everywhere the
+// driver is built): results of graph and stream executions with both
+// binding strategies, barriers as edges, dispatch_indirect, the instance
+// pool under concurrent executions (never two launches of one exec at
+// once, parking past the bound), GPU semaphore stores and their order
+// across streams, and a sticky error (the device reported lost once,
+// pending and later executions failing with DEVICE_LOST) — each under the
+// completion thread and under cuLaunchHostFunc. Run under ASan it checks
+// the lifetimes (execution references, instances, events) as well.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "hal/cuda/cuda_command_buffer.h"
+#include "hal/cuda/cuda_device.h"
+#include "tests/unit/hal_cuda_fake_driver.h"
+
+#define N 1024u
+
+//===----------------------------------------------------------------------===//
+// Kernels of the fake driver
+//===----------------------------------------------------------------------===//
+
+static void kernel_axpy(void **args, uint64_t threads) {
+  const float *x = *(float **)args[0];
+  float *y = *(float **)args[1];
+  float a = *(float *)args[2];
+  uint32_t n = *(uint32_t *)args[3];
+  for (uint64_t i = 0; i < threads && i < n; ++i) y[i] = a * x[i] + y[i];
+}
+
+static void kernel_axpy_table(void **args, uint64_t threads) {
+  const uint64_t *table = *(uint64_t **)args[0];
+  float a = *(float *)args[1];
+  uint32_t n = *(uint32_t *)args[2];
+  const float *x = (const float *)(uintptr_t)table[*(uint32_t *)args[3]];
+  float *y = (float *)(uintptr_t)table[*(uint32_t *)args[4]];
+  for (uint64_t i = 0; i < threads && i < n; ++i) y[i] = a * x[i] + y[i];
+}
+
+static void kernel_scale_add(void **args, uint64_t threads) {
+  const float *x = *(float **)args[0];
+  float *y = *(float **)args[1];
+  float a = *(float *)args[2], b = *(float *)args[3];
+  uint32_t n = *(uint32_t *)args[4];
+  for (uint64_t i = 0; i < threads && i < n; ++i) y[i] = a * x[i] + b;
+}
+
+static void kernel_add(void **args, uint64_t threads) {
+  const float *a = *(float **)args[0];
+  const float *b = *(float **)args[1];
+  float *c = *(float **)args[2];
+  uint32_t n = *(uint32_t *)args[3];
+  for (uint64_t i = 0; i < threads && i < n; ++i) c[i] = a[i] + b[i];
+}
+
+// y = x + 1 after |us| microseconds.
+static void kernel_slow(void **args, uint64_t threads) {
+  const float *x = *(float **)args[0];
+  float *y = *(float **)args[1];
+  uint32_t n = *(uint32_t *)args[2];
+  usleep(*(uint32_t *)args[3]);
+  for (uint64_t i = 0; i < threads && i < n; ++i) y[i] = x[i] + 1.0f;
+}
+
+static void kernel_fault(void **args, uint64_t threads) {
+  (void)args;
+  (void)threads;
+  fake_driver_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+enum {
+  KERNEL_AXPY,
+  KERNEL_AXPY_TABLE,
+  KERNEL_SCALE_ADD,
+  KERNEL_ADD,
+  KERNEL_SLOW,
+  KERNEL_FAULT,
+  KERNEL_COUNT,
+};
+
+static const fake_kernel_t kKernels[KERNEL_COUNT] = {
+    {"axpy", kernel_axpy, 4, {8, 8, 4, 4}},
+    {"axpy_table", kernel_axpy_table, 5, {8, 4, 4, 4, 4}},
+    {"scale_add", kernel_scale_add, 5, {8, 8, 4, 4, 4}},
+    {"add", kernel_add, 4, {8, 8, 8, 4}},
+    {"slow", kernel_slow, 4, {8, 8, 4, 4}},
+    {"fault", kernel_fault, 1, {8}},
+};
+
+//===----------------------------------------------------------------------===//
+// A device on the fake driver
+//===----------------------------------------------------------------------===//
+
+static struct {
+  halo_hal_cuda_device_t *device;
+  halo_hal_executable_t *executable;
+  uint32_t ordinals[KERNEL_COUNT];
+  const char *mode;
+  atomic_int lost_reports;
+} state;
+
+static void on_lost(void *user_data, halo_hal_cuda_device_t *device,
+                    halo_status_t status) {
+  (void)user_data;
+  (void)device;
+  atomic_fetch_add(&state.lost_reports, 1);
+  halo_status_free(status);
+}
+
+static int device_open(halo_hal_cuda_completion_mode_t mode) {
+  const halo_hal_cuda_symbols_t *cu =
+      fake_driver_initialize(kKernels, KERNEL_COUNT);
+  fake_driver_set_sticky(CUDA_SUCCESS);
+  fake_driver_reset_counters();
+  halo_hal_cuda_device_t *device = calloc(1, sizeof(*device));
+  device->cu = cu;
+  device->options.completion = mode;
+  device->context = (CUcontext)(uintptr_t)0x1000;
+  device->stream_priority_least = 0;
+  device->stream_priority_greatest = -5;
+  device->arch = 90;
+  snprintf(device->base.info.name, sizeof(device->base.info.name), "fake GPU");
+  pthread_mutex_init(&device->transfer_mutex, NULL);
+  pthread_mutex_init(&device->registration_mutex, NULL);
+  halo_hal_cuda_allocator_initialize(device);
+  device->base.allocator = &device->allocator;
+  device->lost = on_lost;
+  if (cu->cuStreamCreateWithPriority(&device->transfer_stream,
+                                     CU_STREAM_NON_BLOCKING, 0)) {
+    return -1;
+  }
+  halo_status_t status = halo_hal_cuda_thread_start(
+      &device->submission, "halo-fake-sub", cu, device->context);
+  if (!status) {
+    status = halo_hal_cuda_thread_start(&device->reaper, "halo-fake-reap", cu,
+                                        device->context);
+  }
+  static uint8_t image[FAKE_CUDA_IMAGE_SIZE];
+  fake_driver_image(image);
+  halo_hal_executable_params_t params = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN,
+      .data = image,
+      .size = sizeof(image),
+  };
+  if (!status) {
+    status =
+        halo_hal_cuda_executable_create(device, &params, &state.executable);
+  }
+  for (int i = 0; !status && i < KERNEL_COUNT; ++i) {
+    halo_hal_entry_info_t info;
+    status = halo_hal_executable_lookup_entry(state.executable,
+                                              kKernels[i].name, &info);
+    if (!status) state.ordinals[i] = info.ordinal;
+  }
+  if (status) {
+    fprintf(stderr, "device_open: %s\n", halo_status_message(status));
+    halo_status_free(status);
+    return -1;
+  }
+  state.device = device;
+  atomic_store(&state.lost_reports, 0);
+  return 0;
+}
+
+static int setup_thread(void **unused) {
+  (void)unused;
+  state.mode = "thread";
+  return device_open(HALO_HAL_CUDA_COMPLETION_THREAD);
+}
+
+static int setup_host_func(void **unused) {
+  (void)unused;
+  state.mode = "host_func";
+  return device_open(HALO_HAL_CUDA_COMPLETION_HOST_FUNC);
+}
+
+static int device_close(void **unused) {
+  (void)unused;
+  halo_hal_cuda_device_t *device = state.device;
+  if (!device) return 0;
+  halo_hal_executable_destroy(state.executable);
+  halo_hal_cuda_thread_stop(&device->submission);
+  halo_hal_cuda_thread_stop(&device->reaper);
+  fake_driver_set_sticky(CUDA_SUCCESS);
+  device->cu->cuStreamSynchronize(device->transfer_stream);
+  device->cu->cuStreamDestroy(device->transfer_stream);
+  fake_driver_quiesce();
+  if (device->builtin_module)
+    device->cu->cuModuleUnload(device->builtin_module);
+  halo_status_free(device->builtin_failure);
+  pthread_mutex_destroy(&device->transfer_mutex);
+  pthread_mutex_destroy(&device->registration_mutex);
+  free(device);
+  state.device = NULL;
+  fake_counters_t counters = fake_driver_counters();
+  assert_int_equal(counters.exec_overlaps, 0);
+  assert_int_equal(counters.destroyed_pending, 0);
+  assert_int_equal(counters.missing_uploads, 0);
+  assert_int_equal(counters.store_regressions, 0);
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static uint64_t device_allocate(uint64_t bytes) {
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  uint64_t address = 0;
+  halo_status_t status =
+      allocator->vtable->allocate(allocator, bytes, &address);
+  assert_null(status);
+  return address;
+}
+
+static void device_free(uint64_t address, uint64_t bytes) {
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  allocator->vtable->deallocate(allocator, address, bytes);
+}
+
+static float *floats(uint64_t address) {
+  return (float *)(uintptr_t)address;
+}
+
+// A recording under construction.
+typedef struct recorder_t {
+  halo_hal_recording_t recording;
+  uint32_t command_capacity;
+  uint32_t arg_capacity;
+  uint32_t data_capacity;
+} recorder_t;
+
+static void recorder_begin(recorder_t *recorder, uint32_t flags,
+                           uint32_t binding_capacity) {
+  memset(recorder, 0, sizeof(*recorder));
+  recorder->recording.flags = flags;
+  recorder->recording.binding_capacity = binding_capacity;
+  recorder->command_capacity = 4096;
+  recorder->arg_capacity = 8192;
+  recorder->data_capacity = 1u << 20;
+  recorder->recording.commands =
+      calloc(recorder->command_capacity, sizeof(halo_hal_command_t));
+  recorder->recording.args =
+      calloc(recorder->arg_capacity, sizeof(halo_hal_dispatch_arg_t));
+  recorder->recording.data = calloc(recorder->data_capacity, 1);
+}
+
+static uint32_t recorder_data(recorder_t *recorder, const void *data,
+                              uint32_t size) {
+  uint32_t offset = recorder->recording.data_size;
+  memcpy(recorder->recording.data + offset, data, size);
+  recorder->recording.data_size += size;
+  return offset;
+}
+
+static halo_hal_command_t *recorder_command(recorder_t *recorder,
+                                            uint32_t type) {
+  halo_hal_command_t *command =
+      &recorder->recording.commands[recorder->recording.command_count++];
+  command->type = type;
+  return command;
+}
+
+static halo_hal_buffer_ref_t slot_ref(uint32_t slot, uint64_t length) {
+  halo_hal_buffer_ref_t ref = {.slot = slot, .length = length};
+  return ref;
+}
+static halo_hal_buffer_ref_t direct_ref(uint64_t address, uint64_t length) {
+  halo_hal_buffer_ref_t ref = {
+      .slot = HALO_HAL_SLOT_DIRECT, .address = address, .length = length};
+  return ref;
+}
+
+typedef struct arg_t {
+  uint32_t kind;
+  halo_hal_buffer_ref_t ref;
+  const void *data;
+  uint32_t size;
+} arg_t;
+
+static arg_t arg_buffer(halo_hal_buffer_ref_t ref) {
+  arg_t arg = {.kind = HALO_HAL_ARG_BUFFER, .ref = ref};
+  return arg;
+}
+static arg_t arg_constant(const void *data, uint32_t size) {
+  arg_t arg = {.kind = HALO_HAL_ARG_CONSTANT, .data = data, .size = size};
+  return arg;
+}
+static arg_t arg_table(void) {
+  arg_t arg = {.kind = HALO_HAL_ARG_BINDING_TABLE};
+  return arg;
+}
+
+static halo_hal_command_t *recorder_dispatch(recorder_t *recorder, int kernel,
+                                             uint32_t blocks, const arg_t *args,
+                                             uint32_t arg_count) {
+  halo_hal_command_t *command =
+      recorder_command(recorder, HALO_HAL_COMMAND_DISPATCH);
+  command->executable = state.executable;
+  command->entry_ordinal = state.ordinals[kernel];
+  command->grid[0] = blocks;
+  command->grid[1] = command->grid[2] = 1;
+  command->block[0] = 64;
+  command->block[1] = command->block[2] = 1;
+  command->arg_first = recorder->recording.arg_count;
+  command->arg_count = arg_count;
+  for (uint32_t i = 0; i < arg_count; ++i) {
+    halo_hal_dispatch_arg_t *arg =
+        &recorder->recording.args[recorder->recording.arg_count++];
+    arg->kind = args[i].kind;
+    arg->ref = args[i].ref;
+    if (args[i].kind == HALO_HAL_ARG_CONSTANT) {
+      arg->data_size = args[i].size;
+      arg->data_offset = recorder_data(recorder, args[i].data, args[i].size);
+    }
+  }
+  return command;
+}
+
+static void recorder_barrier(recorder_t *recorder) {
+  recorder_command(recorder, HALO_HAL_COMMAND_BARRIER);
+}
+
+static void recorder_fill(recorder_t *recorder, halo_hal_buffer_ref_t target,
+                          const void *pattern, uint32_t size) {
+  halo_hal_command_t *command =
+      recorder_command(recorder, HALO_HAL_COMMAND_FILL);
+  command->target = target;
+  command->data_size = size;
+  command->data_offset = recorder_data(recorder, pattern, size);
+}
+
+static void recorder_update(recorder_t *recorder, const void *data,
+                            uint32_t size, halo_hal_buffer_ref_t target) {
+  halo_hal_command_t *command =
+      recorder_command(recorder, HALO_HAL_COMMAND_UPDATE);
+  command->target = target;
+  command->data_size = size;
+  command->data_offset = recorder_data(recorder, data, size);
+}
+
+static void recorder_copy(recorder_t *recorder, halo_hal_buffer_ref_t source,
+                          halo_hal_buffer_ref_t target) {
+  halo_hal_command_t *command =
+      recorder_command(recorder, HALO_HAL_COMMAND_COPY);
+  command->source = source;
+  command->target = target;
+}
+
+static halo_hal_command_buffer_t *recorder_end(recorder_t *recorder) {
+  halo_hal_command_buffer_t *command_buffer = NULL;
+  halo_status_t status = halo_hal_cuda_command_buffer_prepare(
+      state.device, &recorder->recording, &command_buffer);
+  if (status) {
+    fail_msg("prepare: %s", halo_status_message(status));
+  }
+  return command_buffer;
+}
+
+// One execution's completion.
+typedef struct completion_t {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool done;
+  halo_status_code_t code;
+  char message[512];
+  // For GPU stores: the word and the value it must hold when the
+  // completion arrives.
+  volatile uint64_t *word;
+  uint64_t value;
+  bool stored_first;
+} completion_t;
+
+static void completion_init(completion_t *completion) {
+  memset(completion, 0, sizeof(*completion));
+  pthread_mutex_init(&completion->mutex, NULL);
+  pthread_cond_init(&completion->cond, NULL);
+}
+
+static void on_complete(void *user_data, halo_status_t status) {
+  completion_t *completion = user_data;
+  pthread_mutex_lock(&completion->mutex);
+  completion->code = halo_status_code(status);
+  snprintf(completion->message, sizeof(completion->message), "%s",
+           status ? halo_status_message(status) : "");
+  if (completion->word) {
+    completion->stored_first =
+        __atomic_load_n(completion->word, __ATOMIC_ACQUIRE) >=
+        completion->value;
+  }
+  completion->done = true;
+  pthread_cond_signal(&completion->cond);
+  pthread_mutex_unlock(&completion->mutex);
+  halo_status_free(status);
+}
+
+static halo_status_code_t completion_wait(completion_t *completion) {
+  pthread_mutex_lock(&completion->mutex);
+  while (!completion->done) {
+    pthread_cond_wait(&completion->cond, &completion->mutex);
+  }
+  pthread_mutex_unlock(&completion->mutex);
+  pthread_cond_destroy(&completion->cond);
+  pthread_mutex_destroy(&completion->mutex);
+  return completion->code;
+}
+
+static halo_hal_queue_t *queue_new(void) {
+  halo_hal_queue_t *queue = NULL;
+  halo_status_t status = halo_hal_cuda_queue_create(state.device, 0, &queue);
+  assert_null(status);
+  return queue;
+}
+
+static void execute(halo_hal_queue_t *queue,
+                    halo_hal_command_buffer_t *command_buffer,
+                    const halo_hal_binding_t *bindings, uint32_t count,
+                    const halo_hal_execution_signal_t *signals,
+                    uint32_t signal_count, completion_t *completion) {
+  halo_hal_execution_t execution = {
+      .command_buffer = command_buffer,
+      .bindings = bindings,
+      .binding_count = count,
+      .completion = on_complete,
+      .user_data = completion,
+      .signals = signals,
+      .signal_count = signal_count,
+  };
+  halo_status_t status = halo_hal_queue_execute(queue, &execution);
+  if (status) fail_msg("execute: %s", halo_status_message(status));
+}
+
+static void execute_and_wait(halo_hal_queue_t *queue,
+                             halo_hal_command_buffer_t *command_buffer,
+                             const halo_hal_binding_t *bindings,
+                             uint32_t count) {
+  completion_t completion;
+  completion_init(&completion);
+  execute(queue, command_buffer, bindings, count, NULL, 0, &completion);
+  if (completion_wait(&completion) != HALO_STATUS_OK) {
+    fail_msg("[%s] execution failed: %s", state.mode, completion.message);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tests
+//===----------------------------------------------------------------------===//
+
+// SetParams (indirect BUFFER arguments), the device binding table, stream
+// replay and a direct graph agree, over rounds that re-point every node.
+static void test_binding_strategies(void **unused) {
+  (void)unused;
+  enum { INPUTS = 3, WAYS = 4 };
+  uint64_t x[INPUTS], y[WAYS];
+  for (int k = 0; k < INPUTS; ++k) {
+    x[k] = device_allocate(N * 4);
+    for (uint32_t i = 0; i < N; ++i) {
+      floats(x[k])[i] = (float)(k + 1) * 0.5f + (float)i;
+    }
+  }
+  for (int w = 0; w < WAYS; ++w) y[w] = device_allocate(N * 4);
+  float a = 2.0f;
+  uint32_t n = N, x_slot = 0, y_slot = 1;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
+  arg_t by_params[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
+                        arg_constant(&a, 4), arg_constant(&n, 4)};
+  recorder_dispatch(&recorder, KERNEL_AXPY, N / 64, by_params, 4);
+  halo_hal_command_buffer_t *params_buffer = recorder_end(&recorder);
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
+  arg_t by_table[5] = {arg_table(), arg_constant(&a, 4), arg_constant(&n, 4),
+                       arg_constant(&x_slot, 4), arg_constant(&y_slot, 4)};
+  recorder_dispatch(&recorder, KERNEL_AXPY_TABLE, N / 64, by_table, 5);
+  halo_hal_command_buffer_t *table_buffer = recorder_end(&recorder);
+  halo_hal_queue_t *queue = queue_new();
+  fake_driver_reset_counters();
+  for (int round = 0; round < 6; ++round) {
+    int k = round % INPUTS;
+    for (int w = 0; w < WAYS; ++w) {
+      for (uint32_t i = 0; i < N; ++i) floats(y[w])[i] = (float)round;
+    }
+    halo_hal_binding_t bindings[2] = {{x[k], N * 4}, {y[0], N * 4}};
+    execute_and_wait(queue, params_buffer, bindings, 2);
+    bindings[1].address = y[1];
+    execute_and_wait(queue, table_buffer, bindings, 2);
+    for (int direct = 0; direct < 2; ++direct) {
+      recorder_begin(
+          &recorder,
+          direct ? HALO_HAL_RECORDING_REUSABLE : HALO_HAL_RECORDING_ONE_SHOT,
+          0);
+      arg_t args[4] = {arg_buffer(direct_ref(x[k], N * 4)),
+                       arg_buffer(direct_ref(y[2 + direct], N * 4)),
+                       arg_constant(&a, 4), arg_constant(&n, 4)};
+      recorder_dispatch(&recorder, KERNEL_AXPY, N / 64, args, 4);
+      halo_hal_command_buffer_t *direct_buffer = recorder_end(&recorder);
+      execute_and_wait(queue, direct_buffer, NULL, 0);
+      halo_hal_command_buffer_destroy(direct_buffer);
+    }
+    for (uint32_t i = 0; i < N; ++i) {
+      float expected = a * ((float)(k + 1) * 0.5f + (float)i) + (float)round;
+      for (int w = 0; w < WAYS; ++w) {
+        if (floats(y[w])[i] != expected) {
+          fail_msg("[%s] round %d way %d: y[%u] = %g, expected %g", state.mode,
+                   round, w, i, floats(y[w])[i], expected);
+        }
+      }
+    }
+  }
+  fake_counters_t counters = fake_driver_counters();
+  // 6 rounds: the first x rebinds nothing (the instance was built with
+  // it), each later round re-points the one dispatch of the SetParams
+  // recording; the table recording is never re-pointed.
+  assert_int_equal(counters.exec_set_params, 5);
+  // ONE_SHOT replays with cuLaunchKernel; graphs launch.
+  assert_int_equal(counters.kernel_launches, 6);
+  assert_int_equal(counters.graph_launches, 6 * 3);
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(params_buffer);
+  halo_hal_command_buffer_destroy(table_buffer);
+  for (int k = 0; k < INPUTS; ++k) device_free(x[k], N * 4);
+  for (int w = 0; w < WAYS; ++w) device_free(y[w], N * 4);
+}
+
+// fill + update | barrier | two branches | barrier | join | barrier | copy.
+static halo_hal_command_buffer_t *diamond(uint32_t flags) {
+  static float inline_values[N];
+  for (uint32_t i = 0; i < N; ++i) inline_values[i] = (float)i;
+  static const float one = 1.0f, three = 3.0f, zero = 0.0f, unit = 1.0f,
+                     ten = 10.0f;
+  static const uint32_t n = N;
+  recorder_t recorder;
+  recorder_begin(&recorder, flags, 6);
+  recorder_fill(&recorder, slot_ref(0, N * 4), &one, 4);
+  recorder_update(&recorder, inline_values, N * 4, slot_ref(1, N * 4));
+  recorder_barrier(&recorder);
+  arg_t c[5] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(2, 0)),
+                arg_constant(&three, 4), arg_constant(&zero, 4),
+                arg_constant(&n, 4)};
+  arg_t d[5] = {arg_buffer(slot_ref(1, 0)), arg_buffer(slot_ref(3, 0)),
+                arg_constant(&unit, 4), arg_constant(&ten, 4),
+                arg_constant(&n, 4)};
+  recorder_dispatch(&recorder, KERNEL_SCALE_ADD, N / 64, c, 5);
+  recorder_dispatch(&recorder, KERNEL_SCALE_ADD, N / 64, d, 5);
+  recorder_barrier(&recorder);
+  arg_t join[4] = {arg_buffer(slot_ref(2, 0)), arg_buffer(slot_ref(3, 0)),
+                   arg_buffer(slot_ref(4, 0)), arg_constant(&n, 4)};
+  recorder_dispatch(&recorder, KERNEL_ADD, N / 64, join, 4);
+  recorder_barrier(&recorder);
+  recorder_copy(&recorder, slot_ref(4, N * 4), slot_ref(5, N * 4));
+  return recorder_end(&recorder);
+}
+
+static void test_barriers_and_transfers(void **unused) {
+  (void)unused;
+  uint64_t buffers[2][6];
+  for (int s = 0; s < 2; ++s) {
+    for (int b = 0; b < 6; ++b) buffers[s][b] = device_allocate(N * 4);
+  }
+  halo_hal_command_buffer_t *graph = diamond(HALO_HAL_RECORDING_REUSABLE);
+  halo_hal_queue_t *queue = queue_new();
+  for (int round = 0; round < 5; ++round) {
+    int s = round % 2;
+    halo_hal_command_buffer_t *command_buffer =
+        round < 4 ? graph : diamond(HALO_HAL_RECORDING_ONE_SHOT);
+    halo_hal_binding_t bindings[6];
+    for (int b = 0; b < 6; ++b) {
+      bindings[b].address = buffers[s][b];
+      bindings[b].length = N * 4;
+      memset(floats(buffers[s][b]), 0xff, N * 4);
+    }
+    execute_and_wait(queue, command_buffer, bindings, 6);
+    for (uint32_t i = 0; i < N; ++i) {
+      if (floats(buffers[s][5])[i] != 13.0f + (float)i) {
+        fail_msg("[%s] round %d: F[%u] = %g, expected %g", state.mode, round, i,
+                 floats(buffers[s][5])[i], 13.0f + (float)i);
+      }
+    }
+    if (command_buffer != graph)
+      halo_hal_command_buffer_destroy(command_buffer);
+  }
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(graph);
+  for (int s = 0; s < 2; ++s) {
+    for (int b = 0; b < 6; ++b) device_free(buffers[s][b], N * 4);
+  }
+}
+
+static void test_dispatch_indirect(void **unused) {
+  (void)unused;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint64_t counts = device_allocate(16);
+  for (uint32_t i = 0; i < N; ++i) floats(x)[i] = 2.0f;
+  float a = 1.0f;
+  uint32_t n = N;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 3);
+  arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
+                   arg_constant(&a, 4), arg_constant(&n, 4)};
+  halo_hal_command_t *command =
+      recorder_dispatch(&recorder, KERNEL_AXPY, 0, args, 4);
+  command->type = HALO_HAL_COMMAND_DISPATCH_INDIRECT;
+  command->grid[1] = command->grid[2] = 0;
+  command->workgroup_count = slot_ref(2, 12);
+  halo_hal_command_buffer_t *command_buffer = recorder_end(&recorder);
+  halo_hal_queue_t *queue = queue_new();
+  uint32_t blocks[4] = {N / 64, N / 64 / 2, 0, N / 64 / 4};
+  for (int round = 0; round < 4; ++round) {
+    for (uint32_t i = 0; i < N; ++i) floats(y)[i] = 1.0f;
+    uint32_t *grid = (uint32_t *)(uintptr_t)counts;
+    grid[0] = blocks[round];
+    grid[1] = grid[2] = 1;
+    // Round 3 binds the same buffers at another offset: every node is
+    // re-pointed from the host (the graph must be uploaded again).
+    uint64_t shift = round == 3 ? 64 * 4 : 0;
+    halo_hal_binding_t bindings[3] = {
+        {x + shift, N * 4 - shift}, {y + shift, N * 4 - shift}, {counts, 16}};
+    execute_and_wait(queue, command_buffer, bindings, 3);
+    for (uint32_t i = 0; i < N; ++i) {
+      uint32_t first = (uint32_t)(shift / 4);
+      float expected =
+          i >= first && i - first < blocks[round] * 64 ? 3.0f : 1.0f;
+      if (floats(y)[i] != expected) {
+        fail_msg("[%s] round %d (%u blocks): y[%u] = %g, expected %g",
+                 state.mode, round, blocks[round], i, floats(y)[i], expected);
+      }
+    }
+  }
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(command_buffer);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  device_free(counts, 16);
+}
+
+// 24 executions of one recording at once over three queues, each with its
+// own buffers: at most HALO_HAL_CUDA_MAX_GRAPH_INSTANCES instances, the
+// rest park; never two launches of one exec pending.
+static void test_instance_pool(void **unused) {
+  (void)unused;
+  enum { EXECUTIONS = 24, QUEUES = 3 };
+  uint32_t n = N;
+  uint32_t us = 2000;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
+  arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
+                   arg_constant(&n, 4), arg_constant(&us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, N / 64, args, 4);
+  halo_hal_command_buffer_t *command_buffer = recorder_end(&recorder);
+  halo_hal_queue_t *queues[QUEUES];
+  for (int q = 0; q < QUEUES; ++q) queues[q] = queue_new();
+  uint64_t x[EXECUTIONS], y[EXECUTIONS];
+  static halo_hal_binding_t bindings[EXECUTIONS][2];
+  static completion_t completions[EXECUTIONS];
+  fake_driver_reset_counters();
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    x[e] = device_allocate(N * 4);
+    y[e] = device_allocate(N * 4);
+    for (uint32_t i = 0; i < N; ++i) floats(x[e])[i] = (float)(e * 1000 + i);
+    bindings[e][0] = (halo_hal_binding_t){x[e], N * 4};
+    bindings[e][1] = (halo_hal_binding_t){y[e], N * 4};
+    completion_init(&completions[e]);
+  }
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    execute(queues[e % QUEUES], command_buffer, bindings[e], 2, NULL, 0,
+            &completions[e]);
+  }
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    if (completion_wait(&completions[e]) != HALO_STATUS_OK) {
+      fail_msg("[%s] execution %d: %s", state.mode, e, completions[e].message);
+    }
+    for (uint32_t i = 0; i < N; ++i) {
+      if (floats(y[e])[i] != (float)(e * 1000 + i) + 1.0f) {
+        fail_msg("[%s] execution %d: y[%u] = %g", state.mode, e, i,
+                 floats(y[e])[i]);
+      }
+    }
+  }
+  fake_counters_t counters = fake_driver_counters();
+  print_message(
+      "[%s] %d concurrent executions of one recording on %d "
+      "queues: %d graph instances, %d SetParams\n",
+      state.mode, EXECUTIONS, QUEUES, counters.instantiations,
+      counters.exec_set_params);
+  assert_true(counters.instantiations >= 2);
+  assert_true(counters.instantiations <= HALO_HAL_CUDA_MAX_GRAPH_INSTANCES);
+  assert_int_equal(counters.exec_overlaps, 0);
+  for (int q = 0; q < QUEUES; ++q) halo_hal_queue_destroy(queues[q]);
+  halo_hal_command_buffer_destroy(command_buffer);
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    device_free(x[e], N * 4);
+    device_free(y[e], N * 4);
+  }
+}
+
+// A slow execution on one queue signals value 1, a fast one on another
+// queue value 2 of the same semaphore right after: the second store waits
+// for the first (never backwards), and each store lands before its
+// completion is reported.
+static void test_gpu_stores(void **unused) {
+  (void)unused;
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(page != MAP_FAILED);
+  uint64_t page_address = 0;
+  assert_null(
+      allocator->vtable->register_host(allocator, page, 4096, &page_address));
+  volatile uint64_t *word = (volatile uint64_t *)page + 8;
+  uint64_t word_address = page_address + 64;
+  uint32_t n = N;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint64_t y2 = device_allocate(N * 4);
+  recorder_t recorder;
+  uint32_t slow_us = 30000, fast_us = 0;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t slow_args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                        arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                        arg_constant(&slow_us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, slow_args, 4);
+  halo_hal_command_buffer_t *slow = recorder_end(&recorder);
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t fast_args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                        arg_buffer(direct_ref(y2, N * 4)), arg_constant(&n, 4),
+                        arg_constant(&fast_us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, fast_args, 4);
+  halo_hal_command_buffer_t *fast = recorder_end(&recorder);
+  halo_hal_queue_t *first = queue_new(), *second = queue_new();
+  for (int round = 0; round < 3; ++round) {
+    uint64_t base = (uint64_t)round * 2;
+    halo_hal_execution_signal_t one = {word_address, base + 1};
+    halo_hal_execution_signal_t two = {word_address, base + 2};
+    completion_t a, b;
+    completion_init(&a);
+    completion_init(&b);
+    a.word = b.word = word;
+    a.value = base + 1;
+    b.value = base + 2;
+    execute(first, slow, NULL, 0, &one, 1, &a);
+    execute(second, fast, NULL, 0, &two, 1, &b);
+    assert_int_equal(completion_wait(&b), HALO_STATUS_OK);
+    assert_int_equal(completion_wait(&a), HALO_STATUS_OK);
+    assert_true(a.stored_first);
+    assert_true(b.stored_first);
+    assert_int_equal(*word, base + 2);
+  }
+  fake_counters_t counters = fake_driver_counters();
+  assert_int_equal(counters.store_regressions, 0);
+  halo_hal_queue_destroy(first);
+  halo_hal_queue_destroy(second);
+  halo_hal_command_buffer_destroy(slow);
+  halo_hal_command_buffer_destroy(fast);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  device_free(y2, N * 4);
+  allocator->vtable->unregister_host(allocator, page);
+  // The reaper unregisters (the fake does nothing); the page stays mapped
+  // until the device's threads have stopped: unmapped at teardown.
+  halo_hal_cuda_thread_flush(&state.device->reaper);
+  munmap(page, 4096);
+}
+
+// A kernel faults: its execution and the slow one pending on another queue
+// fail with DEVICE_LOST, the device is reported lost once, and a later
+// execution fails at once. Last in its group (the context stays lost).
+static void test_sticky_error(void **unused) {
+  (void)unused;
+  uint32_t n = N, us = 50000;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint64_t address = 0x10;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t slow_args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                        arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                        arg_constant(&us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, slow_args, 4);
+  halo_hal_command_buffer_t *slow = recorder_end(&recorder);
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
+  arg_t fault_args[1] = {arg_constant(&address, 8)};
+  recorder_dispatch(&recorder, KERNEL_FAULT, 1, fault_args, 1);
+  halo_hal_command_buffer_t *fault = recorder_end(&recorder);
+  halo_hal_queue_t *first = queue_new(), *second = queue_new();
+  completion_t pending, faulting, later;
+  completion_init(&pending);
+  completion_init(&faulting);
+  completion_init(&later);
+  execute(first, slow, NULL, 0, NULL, 0, &pending);
+  usleep(5000);
+  execute(second, fault, NULL, 0, NULL, 0, &faulting);
+  assert_int_equal(completion_wait(&faulting), HALO_STATUS_DEVICE_LOST);
+  assert_int_equal(completion_wait(&pending), HALO_STATUS_DEVICE_LOST);
+  print_message("[%s] fault: %s\n", state.mode, faulting.message);
+  assert_non_null(strstr(faulting.message, "CUDA_ERROR_ILLEGAL_ADDRESS"));
+  execute(first, slow, NULL, 0, NULL, 0, &later);
+  assert_int_equal(completion_wait(&later), HALO_STATUS_DEVICE_LOST);
+  assert_int_equal(atomic_load(&state.lost_reports), 1);
+  // On a GPU nothing runs after a sticky error; the fake's slow kernel
+  // finishes its sleep: let it, before its exec is destroyed.
+  usleep(2 * us);
+  halo_hal_queue_destroy(first);
+  halo_hal_queue_destroy(second);
+  halo_hal_command_buffer_destroy(slow);
+  halo_hal_command_buffer_destroy(fault);
+  fake_driver_set_sticky(CUDA_SUCCESS);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_binding_strategies),
+      cmocka_unit_test(test_barriers_and_transfers),
+      cmocka_unit_test(test_dispatch_indirect),
+      cmocka_unit_test(test_instance_pool),
+      cmocka_unit_test(test_gpu_stores),
+      cmocka_unit_test(test_sticky_error),
+  };
+  int failed = 0;
+  failed += _cmocka_run_group_tests("hal_cuda_queue (completion thread)", tests,
+                                    sizeof(tests) / sizeof(tests[0]),
+                                    setup_thread, device_close);
+  failed += _cmocka_run_group_tests("hal_cuda_queue (cuLaunchHostFunc)", tests,
+                                    sizeof(tests) / sizeof(tests[0]),
+                                    setup_host_func, device_close);
+  return failed ? 1 : 0;
+}
