@@ -67,6 +67,28 @@ static const char kKernels[] =
     "  out[threadIdx.x] = in[threadIdx.x] * 0.5f + 1.0f;\n"
     "}\n";
 
+// With HALO_TEST_FAKE_CUDA=1 (and the fake libcuda.so.1 of
+// tests/unit/hal_cuda_fake_driver.c on LD_LIBRARY_PATH) the kernels come
+// from the fake's library instead: a smoke test without a GPU, whose
+// figures mean nothing.
+static halo_hal_executable_params_t bench_kernel_params(void) {
+  static uint8_t fake_image[96] = {0x7f, 'E', 'L', 'F', 2};
+  halo_hal_executable_params_t params = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = kKernels,
+      .size = sizeof(kKernels) - 1,
+  };
+  const char *fake = getenv("HALO_TEST_FAKE_CUDA");
+  if (fake && strcmp(fake, "1") == 0) {
+    fake_image[18] = 190;  // EM_CUDA
+    memcpy(fake_image + 64, "halo-fake-library", 17);
+    params.format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN;
+    params.data = fake_image;
+    params.size = sizeof(fake_image);
+  }
+  return params;
+}
+
 #define CHAIN 1000u
 #define SLOTS 16u
 #define STEP_THREADS 128u
@@ -186,11 +208,7 @@ static void bench_device_open(bench_device_t *bench,
   bench->cuda = halo_hal_cuda_device_cast(bench->device);
   bench->allocator = bench->device->allocator;
   CHECK("make current", halo_hal_cuda_device_make_current(bench->cuda));
-  halo_hal_executable_params_t params = {
-      .format = HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
-      .data = kKernels,
-      .size = sizeof(kKernels) - 1,
-  };
+  halo_hal_executable_params_t params = bench_kernel_params();
   CHECK("compiling the kernels",
         bench->device->vtable->create_executable(bench->device, &params,
                                                  &bench->executable));
@@ -651,10 +669,11 @@ static void bench_daemon(void) {
   CHECK("device", halo_client_device_info(client, 0, &info));
   printf("halod at %s [%s], device 0: %s %s\n", options.address,
          options.label ? options.label : "?", info.driver, info.name);
+  halo_hal_executable_params_t hal_params = bench_kernel_params();
   halo_executable_params_t params = {
-      .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
-      .data = kKernels,
-      .size = sizeof(kKernels) - 1};
+      .format = (halo_executable_format_t)hal_params.format,
+      .data = hal_params.data,
+      .size = (size_t)hal_params.size};
   halo_executable_t *executable = NULL;
   CHECK("executable", halo_executable_create(client, 0, &params, &executable));
   halo_queue_t *queue = NULL;
