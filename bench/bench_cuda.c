@@ -27,7 +27,12 @@
 //   (two sets of 16 buffers, alternating), submit -> completion per step:
 //     native stream          1000 cuLaunchKernel + cuStreamSynchronize
 //     native graph           cuGraphLaunch of the chain (fixed addresses)
-//     native graph+SetParams every node re-pointed, then cuGraphLaunch
+//     native graph+SetParams every node re-pointed, then cuGraphLaunch;
+//                            also with the completion seen through an
+//                            event (cuEventSynchronize, as halo's
+//                            completion thread sees it), and with SetParams
+//                            and launch done by a thread woken for each
+//                            step (as halo's submission thread)
 //     native graph+table     the table kernels, 16 addresses copied
 //                            (cuMemcpyHtoDAsync from pinned), cuGraphLaunch
 //     halo SetParams         the recording with indirect BUFFER arguments
@@ -39,6 +44,7 @@
 // the GPU's store). --label names the daemon's setting in the output.
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -310,6 +316,91 @@ static void native_chain_params(bench_device_t *bench, int set, uint32_t i,
   }
 }
 
+// Re-points every node of the direct chain at buffer set |set| and
+// launches it.
+static void native_set_params_launch(bench_device_t *bench, CUgraphExec exec,
+                                     CUgraphNode *nodes, int set,
+                                     CUstream stream) {
+  for (uint32_t i = 0; i < CHAIN; ++i) {
+    uint32_t slots[2];
+    void *params[3];
+    native_chain_params(bench, set, i, false, NULL, slots, params);
+    CUDA_KERNEL_NODE_PARAMS node;
+    memset(&node, 0, sizeof(node));
+    node.func = bench->step_function;
+    node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+    node.blockDimX = STEP_THREADS;
+    node.blockDimY = node.blockDimZ = 1;
+    node.kernelParams = params;
+    CU(cuGraphExecKernelNodeSetParams, exec, nodes[i], &node);
+  }
+  CU(cuGraphLaunch, exec, stream);
+}
+
+// A thread that sleeps on a condition variable between steps, like
+// halo's submission thread.
+typedef struct native_worker_t {
+  bench_device_t *bench;
+  CUgraphExec exec;
+  CUgraphNode *nodes;
+  CUstream stream;
+  pthread_t thread;
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  int set;    // -1: idle
+  bool done;  // the step was launched
+  bool stopping;
+} native_worker_t;
+
+static void *native_worker_main(void *arg) {
+  native_worker_t *worker = arg;
+  CHECK("make current", halo_hal_cuda_device_make_current(worker->bench->cuda));
+  pthread_mutex_lock(&worker->mutex);
+  for (;;) {
+    while (worker->set < 0 && !worker->stopping) {
+      pthread_cond_wait(&worker->cond, &worker->mutex);
+    }
+    if (worker->stopping) break;
+    int set = worker->set;
+    pthread_mutex_unlock(&worker->mutex);
+    native_set_params_launch(worker->bench, worker->exec, worker->nodes, set,
+                             worker->stream);
+    pthread_mutex_lock(&worker->mutex);
+    worker->set = -1;
+    worker->done = true;
+    pthread_cond_broadcast(&worker->cond);
+  }
+  pthread_mutex_unlock(&worker->mutex);
+  return NULL;
+}
+
+static void native_worker_start(native_worker_t *worker) {
+  pthread_mutex_init(&worker->mutex, NULL);
+  pthread_cond_init(&worker->cond, NULL);
+  worker->set = -1;
+  pthread_create(&worker->thread, NULL, native_worker_main, worker);
+}
+
+// Hands step |set| to the worker and returns once it launched.
+static void native_worker_step(native_worker_t *worker, int set) {
+  pthread_mutex_lock(&worker->mutex);
+  worker->done = false;
+  worker->set = set;
+  pthread_cond_broadcast(&worker->cond);
+  while (!worker->done) pthread_cond_wait(&worker->cond, &worker->mutex);
+  pthread_mutex_unlock(&worker->mutex);
+}
+
+static void native_worker_stop(native_worker_t *worker) {
+  pthread_mutex_lock(&worker->mutex);
+  worker->stopping = true;
+  pthread_cond_broadcast(&worker->cond);
+  pthread_mutex_unlock(&worker->mutex);
+  pthread_join(worker->thread, NULL);
+  pthread_cond_destroy(&worker->cond);
+  pthread_mutex_destroy(&worker->mutex);
+}
+
 static void native_chain(bench_device_t *bench) {
   CUstream stream;
   CU(cuStreamCreateWithPriority, &stream, CU_STREAM_NON_BLOCKING, 0);
@@ -377,32 +468,47 @@ static void native_chain(bench_device_t *bench) {
       samples_add(&graph_cpu, enqueued - start);
     }
   }
+  // Three ways to re-point all 1000 nodes and wait: on this thread with a
+  // stream sync; the same with the completion seen through an event (as
+  // halo's completion thread sees it); SetParams and launch by a thread
+  // woken for each step (as halo's submission thread).
   samples_t set_params = samples_new(options.steps);
   samples_t set_params_cpu = samples_new(options.steps);
-  for (int s = -warmup; s < options.steps; ++s) {
-    int set = (s + warmup + 1) % 2;
-    int64_t start = now_ns();
-    for (uint32_t i = 0; i < CHAIN; ++i) {
-      uint32_t slots[2];
-      void *params[3];
-      native_chain_params(bench, set, i, false, NULL, slots, params);
-      CUDA_KERNEL_NODE_PARAMS node;
-      memset(&node, 0, sizeof(node));
-      node.func = bench->step_function;
-      node.gridDimX = node.gridDimY = node.gridDimZ = 1;
-      node.blockDimX = STEP_THREADS;
-      node.blockDimY = node.blockDimZ = 1;
-      node.kernelParams = params;
-      CU(cuGraphExecKernelNodeSetParams, execs[0], direct_nodes[i], &node);
-    }
-    CU(cuGraphLaunch, execs[0], stream);
-    int64_t enqueued = now_ns();
-    CU(cuStreamSynchronize, stream);
-    if (s >= 0) {
-      samples_add(&set_params, now_ns() - start);
-      samples_add(&set_params_cpu, enqueued - start);
+  samples_t set_params_event = samples_new(options.steps);
+  samples_t set_params_woken = samples_new(options.steps);
+  CUevent event;
+  CU(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
+  native_worker_t worker = {.bench = bench,
+                            .exec = execs[0],
+                            .nodes = direct_nodes,
+                            .stream = stream};
+  native_worker_start(&worker);
+  for (int way = 0; way < 3; ++way) {
+    for (int s = -warmup; s < options.steps; ++s) {
+      int set = (s + warmup + 1) % 2;
+      int64_t start = now_ns();
+      if (way == 2) {
+        native_worker_step(&worker, set);
+      } else {
+        native_set_params_launch(bench, execs[0], direct_nodes, set, stream);
+      }
+      int64_t enqueued = now_ns();
+      if (way == 1) {
+        CU(cuEventRecord, event, stream);
+        CU(cuEventSynchronize, event);
+      } else {
+        CU(cuStreamSynchronize, stream);
+      }
+      if (s < 0) continue;
+      samples_add(way == 0   ? &set_params
+                  : way == 1 ? &set_params_event
+                             : &set_params_woken,
+                  now_ns() - start);
+      if (way == 0) samples_add(&set_params_cpu, enqueued - start);
     }
   }
+  native_worker_stop(&worker);
+  CU(cuEventDestroy, event);
   samples_t by_table = samples_new(options.steps);
   samples_t by_table_cpu = samples_new(options.steps);
   for (int s = -warmup; s < options.steps; ++s) {
@@ -425,6 +531,8 @@ static void native_chain(bench_device_t *bench) {
   samples_report("  of which enqueueing (CPU)", &graph_cpu);
   samples_report("native graph, 1000 SetParams + launch + sync", &set_params);
   samples_report("  of which SetParams + enqueueing (CPU)", &set_params_cpu);
+  samples_report("  the same, completion seen by an event", &set_params_event);
+  samples_report("  the same, SetParams by a woken thread", &set_params_woken);
   samples_report("native graph, table copy + launch + sync", &by_table);
   samples_report("  of which copy + enqueueing (CPU)", &by_table_cpu);
   for (int g = 0; g < 2; ++g) {

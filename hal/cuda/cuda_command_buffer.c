@@ -866,26 +866,34 @@ static halo_status_t halo_hal_cuda_command_buffer_realize(
 //===----------------------------------------------------------------------===//
 
 // The address |ref| of command |index| resolves to under |execution|.
+// |role| names the reference in an error ("argument %u" with |argument|
+// for dispatch arguments, else UINT32_MAX); formatted only then: this runs
+// for every re-pointed node.
 static halo_status_t halo_hal_cuda_resolve(
     const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
-    const char *role, const halo_hal_buffer_ref_t *ref,
+    const char *role, uint32_t argument, const halo_hal_buffer_ref_t *ref,
     const halo_hal_execution_t *execution, uint64_t *out_address) {
   if (ref->slot == HALO_HAL_SLOT_DIRECT) {
     *out_address = ref->address;
     return NULL;
   }
-  if (ref->slot >= execution->binding_count || !execution->bindings ||
-      execution->bindings[ref->slot].address == 0) {
-    *out_address = 0;
-    return halo_status_make(
-        HALO_STATUS_FAILED_PRECONDITION,
-        "command %u (%s): %s: binding slot %u is unbound", index,
-        halo_hal_cuda_command_name(
-            command_buffer->base.recording.commands[index].type),
-        role, ref->slot);
+  if (ref->slot < execution->binding_count && execution->bindings &&
+      execution->bindings[ref->slot].address != 0) {
+    *out_address = execution->bindings[ref->slot].address + ref->offset;
+    return NULL;
   }
-  *out_address = execution->bindings[ref->slot].address + ref->offset;
-  return NULL;
+  *out_address = 0;
+  char name[32];
+  if (argument != UINT32_MAX) {
+    snprintf(name, sizeof(name), "%s %u", role, argument);
+    role = name;
+  }
+  return halo_status_make(
+      HALO_STATUS_FAILED_PRECONDITION,
+      "command %u (%s): %s: binding slot %u is unbound", index,
+      halo_hal_cuda_command_name(
+          command_buffer->base.recording.commands[index].type),
+      role, ref->slot);
 }
 
 // The kernelParams of dispatch |index| in the scratch area (valid until the
@@ -907,11 +915,10 @@ static halo_status_t halo_hal_cuda_kernel_params(
     command_buffer->scratch_pointers[a] = value;
     if (arg->kind == HALO_HAL_ARG_BUFFER &&
         arg->ref.slot != HALO_HAL_SLOT_DIRECT) {
-      char role[32];
-      snprintf(role, sizeof(role), "argument %u", a);
       uint64_t address;
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
-          command_buffer, index, role, &arg->ref, execution, &address));
+      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
+                                                 "argument", a, &arg->ref,
+                                                 execution, &address));
       memcpy(value, &address, sizeof(address));
     } else if (arg->kind == HALO_HAL_ARG_BINDING_TABLE) {
       memcpy(value, &table, sizeof(table));
@@ -944,8 +951,9 @@ static halo_status_t halo_hal_cuda_memset_params(
   const halo_hal_command_t *command = &recording->commands[index];
   memset(out_params, 0, sizeof(*out_params));
   uint64_t target;
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
-      command_buffer, index, "target", &command->target, execution, &target));
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index, "target",
+                                             UINT32_MAX, &command->target,
+                                             execution, &target));
   uint32_t value = 0;
   const uint8_t *pattern = recording->data + command->data_offset;
   if (command->data_size == 1) {
@@ -976,11 +984,13 @@ static halo_status_t halo_hal_cuda_memcpy_params(
   if (command->type == HALO_HAL_COMMAND_UPDATE) {
     source = command_buffer->data_device + command->data_offset;
   } else {
-    HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
-        command_buffer, index, "source", &command->source, execution, &source));
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index, "source",
+                                               UINT32_MAX, &command->source,
+                                               execution, &source));
   }
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
-      command_buffer, index, "target", &command->target, execution, &target));
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index, "target",
+                                             UINT32_MAX, &command->target,
+                                             execution, &target));
   out_params->srcMemoryType = CU_MEMORYTYPE_DEVICE;
   out_params->srcDevice = (CUdeviceptr)source;
   out_params->dstMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -1008,8 +1018,8 @@ static halo_status_t halo_hal_cuda_setter_params(
   const halo_hal_command_t *command =
       &command_buffer->base.recording.commands[index];
   HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(
-      command_buffer, index, "workgroup_count", &command->workgroup_count,
-      execution, &args->counts));
+      command_buffer, index, "workgroup_count", UINT32_MAX,
+      &command->workgroup_count, execution, &args->counts));
   args->node = node;
   args->max_x = device->builtin_max_grid[0];
   args->max_yz = device->builtin_max_grid[1];
@@ -1538,12 +1548,12 @@ static halo_status_t halo_hal_cuda_replay_command(
     }
     case HALO_HAL_COMMAND_COPY: {
       uint64_t source, target;
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
-                                                 "source", &command->source,
-                                                 execution, &source));
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
-                                                 "target", &command->target,
-                                                 execution, &target));
+      HALO_RETURN_IF_ERROR(
+          halo_hal_cuda_resolve(command_buffer, index, "source", UINT32_MAX,
+                                &command->source, execution, &source));
+      HALO_RETURN_IF_ERROR(
+          halo_hal_cuda_resolve(command_buffer, index, "target", UINT32_MAX,
+                                &command->target, execution, &target));
       HALO_CUDA_COMMAND_RETURN_IF_ERROR(
           command_buffer, index, cuMemcpyAsync, (CUdeviceptr)target,
           (CUdeviceptr)source, (size_t)command->target.length, stream);
@@ -1551,9 +1561,9 @@ static halo_status_t halo_hal_cuda_replay_command(
     }
     case HALO_HAL_COMMAND_UPDATE: {
       uint64_t target;
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_resolve(command_buffer, index,
-                                                 "target", &command->target,
-                                                 execution, &target));
+      HALO_RETURN_IF_ERROR(
+          halo_hal_cuda_resolve(command_buffer, index, "target", UINT32_MAX,
+                                &command->target, execution, &target));
       // Pageable source: the driver stages it before returning.
       HALO_CUDA_COMMAND_RETURN_IF_ERROR(
           command_buffer, index, cuMemcpyHtoDAsync, (CUdeviceptr)target,

@@ -535,6 +535,43 @@ static void test_binding_strategies(void **unused) {
   for (int w = 0; w < WAYS; ++w) device_free(y[w], N * 4);
 }
 
+// A slot the recording uses left unbound (the daemon refuses that first;
+// the driver still checks): the execution fails naming the command, the
+// argument and the slot, on a graph and on the stream; the graph's
+// instance reservation is given back.
+static void test_unbound_slot(void **unused) {
+  (void)unused;
+  uint64_t x = device_allocate(N * 4);
+  float a = 1.0f;
+  uint32_t n = N;
+  halo_hal_queue_t *queue = queue_new();
+  for (int one_shot = 0; one_shot < 2; ++one_shot) {
+    recorder_t recorder;
+    recorder_begin(
+        &recorder,
+        one_shot ? HALO_HAL_RECORDING_ONE_SHOT : HALO_HAL_RECORDING_REUSABLE,
+        2);
+    arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
+                     arg_constant(&a, 4), arg_constant(&n, 4)};
+    recorder_dispatch(&recorder, KERNEL_AXPY, N / 64, args, 4);
+    halo_hal_command_buffer_t *command_buffer = recorder_end(&recorder);
+    for (int round = 0; round < 2; ++round) {
+      halo_hal_binding_t bindings[2] = {{x, N * 4}, {0, 0}};
+      completion_t completion;
+      completion_init(&completion);
+      execute(queue, command_buffer, bindings, 2, NULL, 0, &completion);
+      assert_int_equal(completion_wait(&completion),
+                       HALO_STATUS_FAILED_PRECONDITION);
+      assert_non_null(strstr(completion.message,
+                             "command 0 (dispatch): argument 1: binding "
+                             "slot 1 is unbound"));
+    }
+    halo_hal_command_buffer_destroy(command_buffer);
+  }
+  halo_hal_queue_destroy(queue);
+  device_free(x, N * 4);
+}
+
 // fill + update | barrier | two branches | barrier | join | barrier | copy.
 static halo_hal_command_buffer_t *diamond(uint32_t flags) {
   static float inline_values[N];
@@ -822,6 +859,7 @@ static void test_sticky_error(void **unused) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binding_strategies),
+      cmocka_unit_test(test_unbound_slot),
       cmocka_unit_test(test_barriers_and_transfers),
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
