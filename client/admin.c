@@ -28,6 +28,9 @@ halo_status_t halo_admin_connect(const char *address, int timeout_ms,
   if (rv == 0) {
     nng_socket_set_ms(admin->socket, NNG_OPT_REQ_RESENDTIME,
                       NNG_DURATION_INFINITE);
+    // Listings of a busy daemon exceed nng's default limit; the daemon is
+    // trusted here.
+    nng_socket_set_size(admin->socket, NNG_OPT_RECVMAXSZ, 256u << 20);
     rv = nng_dial(admin->socket, address, NULL, 0);
   }
   if (rv == 0) rv = nng_ctx_open(&admin->ctx, admin->socket);
@@ -98,5 +101,44 @@ halo_status_t halo_admin_queues(halo_admin_t *admin,
   Halo__Wire__AdminQueues body = HALO__WIRE__ADMIN_QUEUES__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES;
   request.admin_queues = &body;
+  return halo_admin_call(admin, &request, out_response);
+}
+
+// Requests without fields.
+#define HALO_ADMIN_SIMPLE(function, Type, TYPE, field)          \
+  halo_status_t function(halo_admin_t *admin,                   \
+                         halo_wire_response_t **out_response) { \
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;    \
+    Halo__Wire__##Type body = HALO__WIRE__##TYPE##__INIT;       \
+    request.body_case = HALO__WIRE__REQUEST__BODY_##TYPE;       \
+    request.field = &body;                                      \
+    return halo_admin_call(admin, &request, out_response);      \
+  }
+
+HALO_ADMIN_SIMPLE(halo_admin_buffers, AdminBuffers, ADMIN_BUFFERS,
+                  admin_buffers)
+HALO_ADMIN_SIMPLE(halo_admin_executables, AdminExecutables, ADMIN_EXECUTABLES,
+                  admin_executables)
+HALO_ADMIN_SIMPLE(halo_admin_metrics, AdminMetrics, ADMIN_METRICS,
+                  admin_metrics)
+
+halo_status_t halo_admin_kill_client(halo_admin_t *admin, uint32_t pid,
+                                     halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminKillClient body = HALO__WIRE__ADMIN_KILL_CLIENT__INIT;
+  body.pid = pid;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_KILL_CLIENT;
+  request.admin_kill_client = &body;
+  return halo_admin_call(admin, &request, out_response);
+}
+
+halo_status_t halo_admin_drain(halo_admin_t *admin, bool cancel,
+                               halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminDrain body = HALO__WIRE__ADMIN_DRAIN__INIT;
+  body.has_cancel = true;
+  body.cancel = cancel;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_DRAIN;
+  request.admin_drain = &body;
   return halo_admin_call(admin, &request, out_response);
 }

@@ -6,6 +6,9 @@
 #ifndef HALO_CLIENT_ADMIN_H_
 #define HALO_CLIENT_ADMIN_H_
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "common/wire.h"
 
 typedef struct halo_admin_s halo_admin_t;
@@ -37,5 +40,18 @@ halo_status_t halo_admin_memo_cache(halo_admin_t *admin,
                                     halo_wire_response_t **out_response);
 halo_status_t halo_admin_queues(halo_admin_t *admin,
                                 halo_wire_response_t **out_response);
+halo_status_t halo_admin_buffers(halo_admin_t *admin,
+                                 halo_wire_response_t **out_response);
+halo_status_t halo_admin_executables(halo_admin_t *admin,
+                                     halo_wire_response_t **out_response);
+halo_status_t halo_admin_metrics(halo_admin_t *admin,
+                                 halo_wire_response_t **out_response);
+// Ends every session of process |pid| (NOT_FOUND if none).
+halo_status_t halo_admin_kill_client(halo_admin_t *admin, uint32_t pid,
+                                     halo_wire_response_t **out_response);
+// Starts draining (|cancel| false) or stops it; either way the reply says
+// what work is left.
+halo_status_t halo_admin_drain(halo_admin_t *admin, bool cancel,
+                               halo_wire_response_t **out_response);
 
 #endif  // HALO_CLIENT_ADMIN_H_

@@ -1,16 +1,20 @@
 // haloctl: the operator's view of a running halod, over its admin socket.
 //
-//   haloctl [--admin ADDR] [--json] [--timeout MS] COMMAND
+//   haloctl [--admin ADDR] [--json] [--timeout MS] [--watch SECONDS
+//           [--count N]] COMMAND [ARGS]
 //
-// Commands: status, clients, semaphores, queues, cache. Human output is aligned
-// tables;
-// --json prints one JSON document (strings escaped, invalid UTF-8 replaced
-// by U+FFFD) so scripts can parse it.
+// Commands: status, clients, queues, semaphores, buffers, executables,
+// cache, metrics, kill-client PID, drain [SECONDS], undrain. Human output
+// is aligned tables; --json prints one JSON document per command (one per
+// line under --watch; strings escaped, invalid UTF-8 replaced by U+FFFD)
+// so scripts can parse it. docs/man/haloctl.1 is the manual.
 //
-// Exit status: 0 success, 1 the daemon could not be reached or refused the
-// request, 2 usage error.
+// Exit status: 0 success, 1 the daemon answered with an error (or a drain
+// did not finish in time), 2 usage error, 3 the daemon could not be
+// reached.
 //
 // Single-threaded.
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -20,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "client/admin.h"
 #include "common/wire.h"
@@ -27,11 +33,14 @@
 #define HALOCTL_EXIT_OK 0
 #define HALOCTL_EXIT_FAILURE 1
 #define HALOCTL_EXIT_USAGE 2
+#define HALOCTL_EXIT_UNREACHABLE 3
 
 typedef struct haloctl_options_t {
   const char *admin_address;  // resolved: flag, $HALO_ADMIN_ADDRESS, default
   bool json;
   int timeout_ms;
+  double watch_seconds;  // 0: run once
+  long watch_count;      // 0: until interrupted
 } haloctl_options_t;
 
 // ------------------------------------------------------------------ text
@@ -285,52 +294,79 @@ static void haloctl_table_print(const haloctl_table_t *table, FILE *out,
 
 // ------------------------------------------------------------------ admin
 
-// Connects and runs one admin request. Prints the error and returns false on
-// failure (the caller exits 1).
-typedef halo_status_t (*haloctl_request_fn)(halo_admin_t *admin,
+typedef halo_status_t (*haloctl_simple_fn)(halo_admin_t *admin,
+                                           halo_wire_response_t **out);
+// |data| is the request's argument.
+typedef halo_status_t (*haloctl_request_fn)(halo_admin_t *admin, void *data,
                                             halo_wire_response_t **out);
 
-static bool haloctl_call(const haloctl_options_t *options, const char *command,
-                         haloctl_request_fn request,
-                         halo_wire_response_t **out_response) {
+// Connects, runs one admin request and checks the reply has |body_case|.
+// Prints what went wrong and returns the exit code (0: |*out_response| is
+// the reply).
+static int haloctl_call(const haloctl_options_t *options, const char *command,
+                        haloctl_request_fn request, void *request_data,
+                        int body_case, halo_wire_response_t **out_response) {
   *out_response = NULL;
   halo_admin_t *admin = NULL;
   halo_status_t status =
       halo_admin_connect(options->admin_address, options->timeout_ms, &admin);
   if (!status) {
-    status = request(admin, out_response);
+    status = request(admin, request_data, out_response);
     halo_admin_close(admin);
     if (status && (halo_status_code(status) == HALO_STATUS_UNAVAILABLE ||
                    halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED)) {
-      // Connected, but no answer: the daemon is as unreachable as if the
-      // dial had failed.
+      // Connected, but no answer: as unreachable as if the dial had failed.
     } else if (status) {
       fprintf(stderr, "haloctl: %s: halod at %s answered %s: %s\n", command,
               options->admin_address,
               halo_status_code_name(halo_status_code(status)),
               halo_status_message(status));
       halo_status_free(status);
-      return false;
+      return HALOCTL_EXIT_FAILURE;
     }
   }
   if (status) {
-    fprintf(stderr, "haloctl: cannot reach halod at %s: %s\n",
-            options->admin_address, halo_status_message(status));
+    bool denied = halo_status_code(status) == HALO_STATUS_PERMISSION_DENIED ||
+                  strstr(halo_status_message(status), "ermission") != NULL;
+    fprintf(stderr, "haloctl: cannot reach halod at %s: %s%s\n",
+            options->admin_address, halo_status_message(status),
+            denied ? " (the admin socket admits root and the members of "
+                     "halod's admin group)"
+                   : "");
     halo_status_free(status);
-    return false;
+    return HALOCTL_EXIT_UNREACHABLE;
   }
-  return true;
+  if ((int)(*out_response)->body_case != body_case) {
+    fprintf(stderr,
+            "haloctl: %s: halod answered without the expected reply "
+            "(body case %d); is it a different protocol version?\n",
+            command, (int)(*out_response)->body_case);
+    halo__wire__response__free_unpacked(*out_response, NULL);
+    *out_response = NULL;
+    return HALOCTL_EXIT_FAILURE;
+  }
+  return HALOCTL_EXIT_OK;
 }
 
-// A reply body the daemon left out is a protocol error, not a crash.
-static bool haloctl_check_body(const halo_wire_response_t *response,
-                               const void *body, const char *command) {
-  if (body) return true;
-  fprintf(stderr,
-          "haloctl: %s: halod answered without the expected reply "
-          "(body case %d); is it a different protocol version?\n",
-          command, (int)response->body_case);
-  return false;
+static void haloctl_json_nullable_string(FILE *out, const char *text) {
+  if (text) {
+    haloctl_json_string(out, text);
+  } else {
+    fputs("null", out);
+  }
+}
+
+static const char *haloctl_failure_name(int32_t code) {
+  if (code == 0) return "OK";
+  return halo_status_code_name((halo_status_code_t)code);
+}
+
+// "12.3 us", "4.5 ms", "1.20 s".
+static char *haloctl_format_us(double us) {
+  if (!isfinite(us) || us <= 0) return haloctl_format("-");
+  if (us < 1000) return haloctl_format("%.1f us", us);
+  if (us < 1e6) return haloctl_format("%.2f ms", us / 1e3);
+  return haloctl_format("%.2f s", us / 1e6);
 }
 
 // ------------------------------------------------------------------ status
@@ -345,6 +381,8 @@ static void haloctl_status_print_json(const Halo__Wire__AdminStatusReply *s) {
           s->protocol_version, s->pid, haloctl_json_seconds(s->uptime_seconds),
           s->incarnation);
   haloctl_json_string(out, s->listen_address);
+  fputs(",\"admin\":", out);
+  haloctl_json_nullable_string(out, s->admin_address);
   fputs(",\"drivers\":[", out);
   for (size_t i = 0; i < s->n_drivers; ++i) {
     const Halo__Wire__DriverInfo *d = s->drivers[i];
@@ -352,11 +390,7 @@ static void haloctl_status_print_json(const Halo__Wire__AdminStatusReply *s) {
     haloctl_json_string(out, d->name);
     fprintf(out,
             ",\"available\":%s,\"reason\":", d->available ? "true" : "false");
-    if (d->reason) {
-      haloctl_json_string(out, d->reason);
-    } else {
-      fputs("null", out);
-    }
+    haloctl_json_nullable_string(out, d->reason);
     fputc('}', out);
   }
   fputs("],\"devices\":[", out);
@@ -377,8 +411,12 @@ static void haloctl_status_print_json(const Halo__Wire__AdminStatusReply *s) {
                               d->multiprocessor_count);
     fputc('}', out);
   }
-  fprintf(out, "],\"sessions\":%" PRIu32 ",\"trust_domains\":%" PRIu32 "}\n",
-          s->sessions, s->trust_domains);
+  fprintf(out,
+          "],\"sessions\":%" PRIu32 ",\"trust_domains\":%" PRIu32
+          ",\"draining\":%s,\"pending\":%" PRIu32 ",\"in_flight\":%" PRIu32
+          "}\n",
+          s->sessions, s->trust_domains, s->draining ? "true" : "false",
+          s->pending, s->in_flight);
 }
 
 static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
@@ -386,14 +424,21 @@ static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
   char *version = haloctl_printable(s->daemon_version);
   char *listen = haloctl_printable(s->listen_address);
   char *uptime = haloctl_format_duration(s->uptime_seconds);
-  fprintf(out, "halod %s (protocol %" PRIu32 ")\n", version,
-          s->protocol_version);
+  fprintf(out, "halod %s (protocol %" PRIu32 ")%s\n", version,
+          s->protocol_version, s->draining ? "  DRAINING" : "");
   fprintf(out, "  pid            %" PRIu64 "\n", s->pid);
   fprintf(out, "  uptime         %s\n", uptime);
   fprintf(out, "  incarnation    %016" PRIx64 "\n", s->incarnation);
   fprintf(out, "  listen         %s\n", listen);
+  if (s->admin_address) {
+    char *admin = haloctl_printable(s->admin_address);
+    fprintf(out, "  admin          %s\n", admin);
+    free(admin);
+  }
   fprintf(out, "  sessions       %" PRIu32 "\n", s->sessions);
   fprintf(out, "  trust domains  %" PRIu32 "\n", s->trust_domains);
+  fprintf(out, "  work           %" PRIu32 " pending, %" PRIu32 " in flight\n",
+          s->pending, s->in_flight);
   free(version);
   free(listen);
   free(uptime);
@@ -444,24 +489,6 @@ static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
   haloctl_table_deinitialize(&devices);
 }
 
-static int haloctl_command_status(const haloctl_options_t *options) {
-  halo_wire_response_t *response = NULL;
-  if (!haloctl_call(options, "status", halo_admin_status, &response)) {
-    return HALOCTL_EXIT_FAILURE;
-  }
-  int exit_code = HALOCTL_EXIT_FAILURE;
-  if (haloctl_check_body(response, response->admin_status, "status")) {
-    if (options->json) {
-      haloctl_status_print_json(response->admin_status);
-    } else {
-      haloctl_status_print_text(response->admin_status);
-    }
-    exit_code = HALOCTL_EXIT_OK;
-  }
-  halo__wire__response__free_unpacked(response, NULL);
-  return exit_code;
-}
-
 // ------------------------------------------------------------------ clients
 
 static void haloctl_clients_print_json(
@@ -476,20 +503,51 @@ static void haloctl_clients_print_json(
             i ? "," : "", s->session_id, s->uid, s->pid);
     haloctl_json_string(out, s->trust_domain);
     fputs(",\"client_name\":", out);
-    if (s->client_name) {
-      haloctl_json_string(out, s->client_name);
-    } else {
-      fputs("null", out);
-    }
+    haloctl_json_nullable_string(out, s->client_name);
     fprintf(out,
             ",\"age_seconds\":%.3f,\"buffers\":%" PRIu32
             ",\"semaphores\":%" PRIu32 ",\"arenas\":%" PRIu32
             ",\"host_bytes\":%" PRIu64 ",\"device_bytes\":%" PRIu64
-            ",\"requests\":%" PRIu64 "}",
+            ",\"requests\":%" PRIu64 ",\"executables\":%" PRIu32
+            ",\"command_buffers\":%" PRIu32 ",\"queues\":%" PRIu32
+            ",\"submissions\":%" PRIu64 ",\"pending\":%" PRIu32
+            ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
+            ",\"failures\":%" PRIu64 ",\"devices\":[",
             haloctl_json_seconds(s->age_seconds), s->buffers, s->semaphores,
-            s->arenas, s->host_bytes, s->device_bytes, s->requests);
+            s->arenas, s->host_bytes, s->device_bytes, s->requests,
+            s->executables, s->command_buffers, s->queues, s->submissions,
+            s->pending, s->in_flight, s->completed, s->failures);
+    for (size_t d = 0; d < s->n_device_usage; ++d) {
+      const Halo__Wire__DeviceUsage *u = s->device_usage[d];
+      fprintf(out,
+              "%s{\"device\":%" PRIu32 ",\"buffers\":%" PRIu32
+              ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 "}",
+              d ? "," : "", u->device, u->buffers, u->device_bytes,
+              u->host_bytes);
+    }
+    fputs("]}", out);
   }
   fputs("]\n", out);
+}
+
+// "0:2/1.0 MiB 1:1/512 B" over the devices where the session owns buffers.
+static char *haloctl_clients_per_device(const Halo__Wire__SessionInfo *s) {
+  char *text = haloctl_format("%s", "");
+  for (size_t d = 0; d < s->n_device_usage; ++d) {
+    const Halo__Wire__DeviceUsage *u = s->device_usage[d];
+    if (!u->buffers) continue;
+    char *bytes = haloctl_format_bytes(u->device_bytes + u->host_bytes);
+    char *next = haloctl_format("%s%s%" PRIu32 ":%" PRIu32 "/%s", text,
+                                *text ? " " : "", u->device, u->buffers, bytes);
+    free(bytes);
+    free(text);
+    text = next;
+  }
+  if (!*text) {
+    free(text);
+    text = haloctl_format("-");
+  }
+  return text;
 }
 
 static void haloctl_clients_print_text(
@@ -499,56 +557,133 @@ static void haloctl_clients_print_text(
     return;
   }
   static const char *const kColumns[] = {
-      ">SESSION",      ">UID",      ">PID",        "DOMAIN",  "NAME",
-      ">AGE",          ">BUFFERS",  ">SEMAPHORES", ">ARENAS", ">HOST BYTES",
-      ">DEVICE BYTES", ">REQUESTS", NULL};
+      ">SESSION",   ">PID",     ">UID",       "NAME",       ">AGE",
+      ">BUFFERS",   ">HOST",    ">DEVICE",    "PER DEVICE", ">QUEUES",
+      ">SUBMITTED", ">PENDING", ">IN FLIGHT", ">FAILED",    NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < reply->n_sessions; ++i) {
     const Halo__Wire__SessionInfo *s = reply->sessions[i];
     haloctl_table_add(&table, haloctl_format("%" PRIu64, s->session_id));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->uid));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->pid));
-    haloctl_table_add(&table, haloctl_printable(s->trust_domain));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->uid));
     haloctl_table_add(
         &table, haloctl_printable(
                     s->client_name && *s->client_name ? s->client_name : "-"));
     haloctl_table_add(&table, haloctl_format_duration(s->age_seconds));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->buffers));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->semaphores));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->arenas));
     haloctl_table_add(&table, haloctl_format_bytes(s->host_bytes));
     haloctl_table_add(&table, haloctl_format_bytes(s->device_bytes));
-    haloctl_table_add(&table, haloctl_format("%" PRIu64, s->requests));
+    haloctl_table_add(&table, haloctl_clients_per_device(s));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->queues));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, s->submissions));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->pending));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->in_flight));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, s->failures));
   }
   haloctl_table_print(&table, stdout, "");
   haloctl_table_deinitialize(&table);
 }
 
-static int haloctl_command_clients(const haloctl_options_t *options) {
-  halo_wire_response_t *response = NULL;
-  if (!haloctl_call(options, "clients", halo_admin_sessions, &response)) {
-    return HALOCTL_EXIT_FAILURE;
-  }
-  int exit_code = HALOCTL_EXIT_FAILURE;
-  if (haloctl_check_body(response, response->admin_sessions, "clients")) {
-    if (options->json) {
-      haloctl_clients_print_json(response->admin_sessions);
-    } else {
-      haloctl_clients_print_text(response->admin_sessions);
+// ------------------------------------------------------------------ queues
+
+static void haloctl_queues_print_json(const Halo__Wire__AdminQueuesReply *r) {
+  FILE *out = stdout;
+  fputc('[', out);
+  for (size_t i = 0; i < r->n_queues; ++i) {
+    const Halo__Wire__QueueInfo *q = r->queues[i];
+    fprintf(out,
+            "%s{\"session_id\":%" PRIu64
+            ",\"session_live\":%s"
+            ",\"queue_handle\":%" PRIu64 ",\"device\":%" PRIu32
+            ",\"priority\":%" PRId32 ",\"pending\":%" PRIu32
+            ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
+            ",\"failed\":%" PRIu64
+            ",\"mean_latency_us\":%.3f,\"latency_p50_us\":%.3f"
+            ",\"latency_p99_us\":%.3f,\"pending_actions\":[",
+            i ? "," : "", q->session_id, q->session_live ? "true" : "false",
+            q->queue_handle, q->device, q->priority, q->pending, q->in_flight,
+            q->completed, q->failed, q->mean_latency_us, q->latency_p50_us,
+            q->latency_p99_us);
+    for (size_t a = 0; a < q->n_pending_actions; ++a) {
+      const Halo__Wire__PendingAction *action = q->pending_actions[a];
+      fprintf(out,
+              "%s{\"submission_id\":%" PRIu64
+              ",\"age_seconds\":%.3f,\"waits\":[",
+              a ? "," : "", action->submission_id,
+              haloctl_json_seconds(action->age_seconds));
+      for (size_t w = 0; w < action->n_waits; ++w) {
+        const Halo__Wire__PendingWait *wait = action->waits[w];
+        fprintf(out,
+                "%s{\"semaphore_id\":%" PRIu64 ",\"value\":%" PRIu64
+                ",\"current\":%" PRIu64 ",\"met\":%s}",
+                w ? "," : "", wait->semaphore_id, wait->value, wait->current,
+                wait->met ? "true" : "false");
+      }
+      fputs("]}", out);
     }
-    exit_code = HALOCTL_EXIT_OK;
+    fputs("]}", out);
   }
-  halo__wire__response__free_unpacked(response, NULL);
-  return exit_code;
+  fputs("]\n", out);
+}
+
+static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
+  if (r->n_queues == 0) {
+    fputs("no queues\n", stdout);
+    return;
+  }
+  static const char *const kColumns[] = {
+      ">SESSION",   ">QUEUE",  ">DEVICE", ">PRIO", ">PENDING", ">IN FLIGHT",
+      ">COMPLETED", ">FAILED", ">P50",    ">P99",  NULL};
+  haloctl_table_t table;
+  haloctl_table_initialize(&table, kColumns);
+  bool any_pending = false;
+  for (size_t i = 0; i < r->n_queues; ++i) {
+    const Halo__Wire__QueueInfo *q = r->queues[i];
+    any_pending |= q->n_pending_actions > 0;
+    haloctl_table_add(&table, q->session_live
+                                  ? haloctl_format("%" PRIu64, q->session_id)
+                                  : haloctl_format("(ended)"));
+    haloctl_table_add(
+        &table, q->queue_handle ? haloctl_format("0x%" PRIx64, q->queue_handle)
+                                : haloctl_format("default"));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->device));
+    haloctl_table_add(&table, haloctl_format("%" PRId32, q->priority));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->pending));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->in_flight));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->completed));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->failed));
+    haloctl_table_add(&table, haloctl_format_us(q->latency_p50_us));
+    haloctl_table_add(&table, haloctl_format_us(q->latency_p99_us));
+  }
+  haloctl_table_print(&table, stdout, "");
+  haloctl_table_deinitialize(&table);
+  if (!any_pending) return;
+  fputs("\npending (oldest first)\n", stdout);
+  for (size_t i = 0; i < r->n_queues; ++i) {
+    const Halo__Wire__QueueInfo *q = r->queues[i];
+    for (size_t a = 0; a < q->n_pending_actions; ++a) {
+      const Halo__Wire__PendingAction *action = q->pending_actions[a];
+      char *age = haloctl_format_duration(action->age_seconds);
+      printf("  session %" PRIu64 " submission %" PRIu64 " (%s):",
+             q->session_id, action->submission_id, age);
+      free(age);
+      for (size_t w = 0; w < action->n_waits; ++w) {
+        const Halo__Wire__PendingWait *wait = action->waits[w];
+        if (wait->met) continue;
+        printf(" semaphore %" PRIu64 " >= %" PRIu64 " (now %" PRIu64 ")",
+               wait->semaphore_id, wait->value, wait->current);
+      }
+      putchar('\n');
+    }
+    if (q->pending > q->n_pending_actions) {
+      printf("  session %" PRIu64 ": %" PRIu32 " more\n", q->session_id,
+             q->pending - (uint32_t)q->n_pending_actions);
+    }
+  }
 }
 
 // ------------------------------------------------------------------ semaphores
-
-static const char *haloctl_failure_name(int32_t code) {
-  if (code == 0) return "OK";
-  return halo_status_code_name((halo_status_code_t)code);
-}
 
 static void haloctl_semaphores_print_json(
     const Halo__Wire__AdminSemaphoresReply *reply) {
@@ -556,17 +691,21 @@ static void haloctl_semaphores_print_json(
   fputc('[', out);
   for (size_t i = 0; i < reply->n_semaphores; ++i) {
     const Halo__Wire__SemaphoreInfo *s = reply->semaphores[i];
+    fprintf(out, "%s{\"semaphore_id\":%" PRIu64 ",\"owner_session\":%" PRIu64,
+            i ? "," : "", s->semaphore_id, s->owner_session);
+    haloctl_json_optional_u32(out, "owner_pid", s->has_owner_pid, s->owner_pid);
     fprintf(out,
-            "%s{\"semaphore_id\":%" PRIu64 ",\"owner_session\":%" PRIu64
-            ",\"value\":%" PRIu64 ",\"failure_code\":%" PRId32 ",\"failure\":",
-            i ? "," : "", s->semaphore_id, s->owner_session, s->value,
-            s->failure_code);
-    if (s->failure_code) {
-      haloctl_json_string(out, haloctl_failure_name(s->failure_code));
-    } else {
-      fputs("null", out);
-    }
-    fprintf(out, ",\"holders\":%" PRIu32 ",\"exportable\":%s}", s->holders,
+            ",\"value\":%" PRIu64 ",\"pending_value\":%" PRIu64
+            ",\"failure_code\":%" PRId32 ",\"failure\":",
+            s->value, s->pending_value, s->failure_code);
+    haloctl_json_nullable_string(
+        out, s->failure_code ? haloctl_failure_name(s->failure_code) : NULL);
+    fputs(",\"failure_message\":", out);
+    haloctl_json_nullable_string(out, s->failure_message);
+    fprintf(out,
+            ",\"waiters\":%" PRIu32 ",\"importers\":%" PRIu32
+            ",\"holders\":%" PRIu32 ",\"exportable\":%s}",
+            s->waiters, s->importers, s->holders,
             s->exportable ? "true" : "false");
   }
   fputs("]\n", out);
@@ -578,119 +717,152 @@ static void haloctl_semaphores_print_text(
     fputs("no semaphores\n", stdout);
     return;
   }
-  static const char *const kColumns[] = {">SEMAPHORE", ">OWNER",   ">VALUE",
-                                         "STATE",      ">HOLDERS", "EXPORTABLE",
-                                         NULL};
+  static const char *const kColumns[] = {
+      ">SEMAPHORE", "OWNER",    ">VALUE",     ">PENDING", ">WAITERS",
+      ">IMPORTERS", ">HOLDERS", "EXPORTABLE", "STATE",    NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < reply->n_semaphores; ++i) {
     const Halo__Wire__SemaphoreInfo *s = reply->semaphores[i];
     haloctl_table_add(&table, haloctl_format("%" PRIu64, s->semaphore_id));
-    haloctl_table_add(&table, s->owner_session
-                                  ? haloctl_format("%" PRIu64, s->owner_session)
-                                  : haloctl_format("-"));
+    haloctl_table_add(&table,
+                      s->owner_session
+                          ? haloctl_format("%" PRIu64 " (pid %" PRIu32 ")",
+                                           s->owner_session, s->owner_pid)
+                          : haloctl_format("-"));
     haloctl_table_add(&table, haloctl_format("%" PRIu64, s->value));
-    haloctl_table_add(
-        &table, s->failure_code
-                    ? haloctl_format("failed: %s",
-                                     haloctl_failure_name(s->failure_code))
-                    : haloctl_format("ok"));
+    haloctl_table_add(&table, s->pending_value > s->value
+                                  ? haloctl_format("%" PRIu64, s->pending_value)
+                                  : haloctl_format("-"));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->waiters));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, s->importers));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->holders));
     haloctl_table_add(&table, haloctl_format(s->exportable ? "yes" : "no"));
+    if (s->failure_code) {
+      char *message = haloctl_printable(s->failure_message);
+      haloctl_table_add(&table,
+                        haloctl_format("failed: %s%s%s",
+                                       haloctl_failure_name(s->failure_code),
+                                       *message ? ": " : "", message));
+      free(message);
+    } else {
+      haloctl_table_add(&table, haloctl_format("ok"));
+    }
   }
   haloctl_table_print(&table, stdout, "");
   haloctl_table_deinitialize(&table);
 }
 
-// Runs one admin call and prints its body with |print_json| or
-// |print_text|; |body| picks the reply body out of the response.
-typedef const void *(*haloctl_body_fn)(const halo_wire_response_t *response);
-typedef void (*haloctl_print_fn)(const void *body);
+// ------------------------------------------------------------------ buffers
 
-static int haloctl_run_listing(
-    const haloctl_options_t *options, const char *command,
-    halo_status_t (*call)(halo_admin_t *, halo_wire_response_t **),
-    haloctl_body_fn body, haloctl_print_fn print_json,
-    haloctl_print_fn print_text) {
-  halo_wire_response_t *response = NULL;
-  if (!haloctl_call(options, command, call, &response)) {
-    return HALOCTL_EXIT_FAILURE;
-  }
-  int exit_code = HALOCTL_EXIT_FAILURE;
-  const void *reply = body(response);
-  if (haloctl_check_body(response, reply, command)) {
-    (options->json ? print_json : print_text)(reply);
-    exit_code = HALOCTL_EXIT_OK;
-  }
-  halo__wire__response__free_unpacked(response, NULL);
-  return exit_code;
-}
-
-static const void *haloctl_semaphores_body(const halo_wire_response_t *r) {
-  return r->admin_semaphores;
-}
-
-static int haloctl_command_semaphores(const haloctl_options_t *options) {
-  return haloctl_run_listing(options, "semaphores", halo_admin_semaphores,
-                             haloctl_semaphores_body,
-                             (haloctl_print_fn)haloctl_semaphores_print_json,
-                             (haloctl_print_fn)haloctl_semaphores_print_text);
-}
-
-// ------------------------------------------------------------------ queues
-
-static void haloctl_queues_print_json(const Halo__Wire__AdminQueuesReply *r) {
+static void haloctl_buffers_print_json(const Halo__Wire__AdminBuffersReply *r) {
   FILE *out = stdout;
   fputc('[', out);
-  for (size_t i = 0; i < r->n_queues; ++i) {
-    const Halo__Wire__QueueInfo *q = r->queues[i];
+  for (size_t i = 0; i < r->n_buffers; ++i) {
+    const Halo__Wire__BufferInfo *b = r->buffers[i];
     fprintf(out,
-            "%s{\"session_id\":%" PRIu64 ",\"queue_handle\":%" PRIu64
-            ",\"device\":%" PRIu32 ",\"pending\":%" PRIu32
-            ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
-            ",\"failed\":%" PRIu64 ",\"mean_latency_us\":%.3f}",
-            i ? "," : "", q->session_id, q->queue_handle, q->device, q->pending,
-            q->in_flight, q->completed, q->failed, q->mean_latency_us);
+            "%s{\"buffer_id\":%" PRIu64 ",\"owner_session\":%" PRIu64
+            ",\"device\":%" PRIu32 ",\"memory_type\":",
+            i ? "," : "", b->buffer_id, b->owner_session, b->device);
+    haloctl_json_string(out, b->memory_type);
+    fprintf(out,
+            ",\"size\":%" PRIu64 ",\"holders\":%" PRIu32
+            ",\"sessions\":%" PRIu32 ",\"exportable\":%s,\"exported\":%s}",
+            b->size, b->holders, b->sessions, b->exportable ? "true" : "false",
+            b->exported ? "true" : "false");
   }
   fputs("]\n", out);
 }
 
-static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
-  if (r->n_queues == 0) {
-    fputs("no queues\n", stdout);
+static void haloctl_buffers_print_text(const Halo__Wire__AdminBuffersReply *r) {
+  if (r->n_buffers == 0) {
+    fputs("no buffers\n", stdout);
     return;
   }
-  static const char *const kColumns[] = {
-      ">SESSION",   ">QUEUE",  ">DEVICE",       ">PENDING", ">IN FLIGHT",
-      ">COMPLETED", ">FAILED", ">MEAN LATENCY", NULL};
+  static const char *const kColumns[] = {">BUFFER",   ">OWNER", ">DEVICE",
+                                         "MEMORY",    ">SIZE",  ">HOLDERS",
+                                         ">SESSIONS", "EXPORT", NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
-  for (size_t i = 0; i < r->n_queues; ++i) {
-    const Halo__Wire__QueueInfo *q = r->queues[i];
-    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->session_id));
-    haloctl_table_add(
-        &table, q->queue_handle ? haloctl_format("0x%" PRIx64, q->queue_handle)
-                                : haloctl_format("default"));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->device));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->pending));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, q->in_flight));
-    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->completed));
-    haloctl_table_add(&table, haloctl_format("%" PRIu64, q->failed));
-    haloctl_table_add(&table, haloctl_format("%.1f us", q->mean_latency_us));
+  for (size_t i = 0; i < r->n_buffers; ++i) {
+    const Halo__Wire__BufferInfo *b = r->buffers[i];
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, b->buffer_id));
+    haloctl_table_add(&table, b->owner_session
+                                  ? haloctl_format("%" PRIu64, b->owner_session)
+                                  : haloctl_format("-"));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, b->device));
+    haloctl_table_add(&table, haloctl_printable(b->memory_type));
+    haloctl_table_add(&table, haloctl_format_bytes(b->size));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, b->holders));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, b->sessions));
+    haloctl_table_add(&table, haloctl_format(b->exported     ? "exported"
+                                             : b->exportable ? "exportable"
+                                                             : "no"));
   }
   haloctl_table_print(&table, stdout, "");
   haloctl_table_deinitialize(&table);
 }
 
-static const void *haloctl_queues_body(const halo_wire_response_t *r) {
-  return r->admin_queues;
+// ------------------------------------------------------------------
+// executables
+
+static void haloctl_executables_json(FILE *out,
+                                     Halo__Wire__ExecutableInfo *const *items,
+                                     size_t count) {
+  fputc('[', out);
+  for (size_t i = 0; i < count; ++i) {
+    const Halo__Wire__ExecutableInfo *e = items[i];
+    fprintf(out,
+            "%s{\"executable_id\":%" PRIu64 ",\"device\":%" PRIu32
+            ",\"format\":",
+            i ? "," : "", e->executable_id, e->device);
+    haloctl_json_string(out, e->format);
+    fputs(",\"hash\":", out);
+    haloctl_json_string(out, e->hash);
+    fputs(",\"state\":", out);
+    haloctl_json_string(out, e->state);
+    fprintf(out,
+            ",\"load_ms\":%.3f,\"users\":%" PRIu32 ",\"sessions\":%" PRIu32 "}",
+            isfinite(e->load_ms) ? e->load_ms : 0.0, e->users, e->sessions);
+  }
+  fputc(']', out);
 }
 
-static int haloctl_command_queues(const haloctl_options_t *options) {
-  return haloctl_run_listing(options, "queues", halo_admin_queues,
-                             haloctl_queues_body,
-                             (haloctl_print_fn)haloctl_queues_print_json,
-                             (haloctl_print_fn)haloctl_queues_print_text);
+static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
+                                      size_t count, const char *indent) {
+  static const char *const kColumns[] = {">EXECUTABLE", ">DEVICE",   "FORMAT",
+                                         "HASH",        "STATE",     ">LOAD",
+                                         ">USERS",      ">SESSIONS", NULL};
+  haloctl_table_t table;
+  haloctl_table_initialize(&table, kColumns);
+  for (size_t i = 0; i < count; ++i) {
+    const Halo__Wire__ExecutableInfo *e = items[i];
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, e->executable_id));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->device));
+    haloctl_table_add(&table, haloctl_printable(e->format));
+    haloctl_table_add(&table, haloctl_format("%.16s", e->hash));
+    haloctl_table_add(&table, haloctl_printable(e->state));
+    haloctl_table_add(&table, haloctl_format_us(e->load_ms * 1e3));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->users));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->sessions));
+  }
+  haloctl_table_print(&table, stdout, indent);
+  haloctl_table_deinitialize(&table);
+}
+
+static void haloctl_executables_print_json(
+    const Halo__Wire__AdminExecutablesReply *r) {
+  haloctl_executables_json(stdout, r->executables, r->n_executables);
+  fputc('\n', stdout);
+}
+
+static void haloctl_executables_print_text(
+    const Halo__Wire__AdminExecutablesReply *r) {
+  if (r->n_executables == 0) {
+    fputs("no executables\n", stdout);
+    return;
+  }
+  haloctl_executables_table(r->executables, r->n_executables, "");
 }
 
 // ------------------------------------------------------------------ cache
@@ -708,93 +880,433 @@ static void haloctl_cache_print_json(const Halo__Wire__AdminMemoCacheReply *r) {
             ",\"sharers\":%" PRIu32 "}",
             e->device, e->commands, e->hits, e->sharers);
   }
-  fputs("]}\n", out);
+  fprintf(out,
+          "],\"executable_hits\":%" PRIu64 ",\"executable_misses\":%" PRIu64
+          ",\"cache_directory\":",
+          r->executable_hits, r->executable_misses);
+  haloctl_json_nullable_string(out, r->cache_directory && *r->cache_directory
+                                        ? r->cache_directory
+                                        : NULL);
+  fputs(",\"executables\":", out);
+  haloctl_executables_json(out, r->executables, r->n_executables);
+  fputs("}\n", out);
 }
 
 static void haloctl_cache_print_text(const Halo__Wire__AdminMemoCacheReply *r) {
   printf("memoized recordings: %zu (hits %" PRIu64 ", misses %" PRIu64 ")\n",
          r->n_entries, r->hits, r->misses);
-  if (r->n_entries == 0) return;
-  static const char *const kColumns[] = {"KEY",   ">DEVICE",  ">COMMANDS",
-                                         ">HITS", ">SHARERS", NULL};
-  haloctl_table_t table;
-  haloctl_table_initialize(&table, kColumns);
-  for (size_t i = 0; i < r->n_entries; ++i) {
-    const Halo__Wire__MemoEntry *e = r->entries[i];
-    haloctl_table_add(&table, haloctl_format("%.16s", e->key));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->device));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->commands));
-    haloctl_table_add(&table, haloctl_format("%" PRIu64, e->hits));
-    haloctl_table_add(&table, haloctl_format("%" PRIu32, e->sharers));
+  if (r->n_entries > 0) {
+    static const char *const kColumns[] = {"KEY",   ">DEVICE",  ">COMMANDS",
+                                           ">HITS", ">SHARERS", NULL};
+    haloctl_table_t table;
+    haloctl_table_initialize(&table, kColumns);
+    for (size_t i = 0; i < r->n_entries; ++i) {
+      const Halo__Wire__MemoEntry *e = r->entries[i];
+      haloctl_table_add(&table, haloctl_format("%.16s", e->key));
+      haloctl_table_add(&table, haloctl_format("%" PRIu32, e->device));
+      haloctl_table_add(&table, haloctl_format("%" PRIu32, e->commands));
+      haloctl_table_add(&table, haloctl_format("%" PRIu64, e->hits));
+      haloctl_table_add(&table, haloctl_format("%" PRIu32, e->sharers));
+    }
+    haloctl_table_print(&table, stdout, "  ");
+    haloctl_table_deinitialize(&table);
   }
-  haloctl_table_print(&table, stdout, "");
-  haloctl_table_deinitialize(&table);
+  char *directory = haloctl_printable(
+      r->cache_directory && *r->cache_directory ? r->cache_directory : "none");
+  printf("\nexecutables: %zu loaded (hits %" PRIu64 ", misses %" PRIu64
+         "); compiled code on disk: %s\n",
+         r->n_executables, r->executable_hits, r->executable_misses, directory);
+  free(directory);
+  if (r->n_executables > 0) {
+    haloctl_executables_table(r->executables, r->n_executables, "  ");
+  }
 }
 
-static const void *haloctl_cache_body(const halo_wire_response_t *r) {
-  return r->admin_memo_cache;
+// ------------------------------------------------------------------ metrics
+
+// Writes one Prometheus sample line ("name{a=\"b\"} value") as a JSON
+// object; false if it does not parse.
+static bool haloctl_metrics_sample_json(FILE *out, const char *line,
+                                        bool first) {
+  size_t name_length = strcspn(line, "{ ");
+  if (name_length == 0) return false;
+  const char *c = line + name_length;
+  fprintf(out, "%s{\"name\":\"%.*s\",\"labels\":{", first ? "" : ",",
+          (int)name_length, line);
+  if (*c == '{') {
+    ++c;
+    bool first_label = true;
+    while (*c && *c != '}') {
+      size_t key_length = strcspn(c, "=");
+      if (c[key_length] != '=' || c[key_length + 1] != '"') return false;
+      fprintf(out, "%s\"%.*s\":\"", first_label ? "" : ",", (int)key_length, c);
+      first_label = false;
+      c += key_length + 2;
+      while (*c && *c != '"') {
+        if (*c == '\\' && c[1]) {
+          ++c;
+          fputs(*c == 'n' ? "\\n" : *c == '"' ? "\\\"" : "\\\\", out);
+        } else if ((unsigned char)*c < 0x20) {
+          fprintf(out, "\\u%04x", (unsigned char)*c);
+        } else {
+          fputc(*c, out);
+        }
+        ++c;
+      }
+      if (*c != '"') return false;
+      fputc('"', out);
+      ++c;
+      if (*c == ',') ++c;
+    }
+    if (*c != '}') return false;
+    ++c;
+  }
+  while (*c == ' ') ++c;
+  char *end = NULL;
+  double value = strtod(c, &end);
+  if (end == c) return false;
+  if (isfinite(value)) {
+    fprintf(out, "},\"value\":%.17g}", value);
+  } else {
+    fprintf(out, "},\"value\":\"%s\"}",
+            isnan(value) ? "NaN"
+            : value > 0  ? "+Inf"
+                         : "-Inf");
+  }
+  return true;
 }
 
-static int haloctl_command_cache(const haloctl_options_t *options) {
-  return haloctl_run_listing(options, "cache", halo_admin_memo_cache,
-                             haloctl_cache_body,
-                             (haloctl_print_fn)haloctl_cache_print_json,
-                             (haloctl_print_fn)haloctl_cache_print_text);
+static void haloctl_metrics_print_json(const Halo__Wire__AdminMetricsReply *r) {
+  FILE *out = stdout;
+  fputc('[', out);
+  bool first = true;
+  const char *line = r->text;
+  while (line && *line) {
+    size_t length = strcspn(line, "\n");
+    if (line[0] != '#' && length > 0) {
+      char *copy = haloctl_format("%.*s", (int)length, line);
+      if (haloctl_metrics_sample_json(out, copy, first)) first = false;
+      free(copy);
+    }
+    line += length;
+    if (*line == '\n') ++line;
+  }
+  fputs("]\n", out);
+}
+
+static void haloctl_metrics_print_text(const Halo__Wire__AdminMetricsReply *r) {
+  fputs(r->text, stdout);
+}
+
+// ------------------------------------------------------------------ listings
+
+// A command that fetches one reply and prints it.
+typedef struct haloctl_listing_t {
+  haloctl_simple_fn request;
+  int body_case;
+  size_t body_offset;  // of the reply body's pointer in the response
+  void (*print_json)(const void *body);
+  void (*print_text)(const void *body);
+} haloctl_listing_t;
+
+#define HALOCTL_LISTING(fn, BODY, field, prefix)     \
+  {                                                  \
+    fn, HALO__WIRE__RESPONSE__BODY_##BODY,           \
+        offsetof(halo_wire_response_t, field),       \
+        (void (*)(const void *))prefix##_print_json, \
+        (void (*)(const void *))prefix##_print_text  \
+  }
+
+static const haloctl_listing_t kStatus = HALOCTL_LISTING(
+    halo_admin_status, ADMIN_STATUS, admin_status, haloctl_status);
+static const haloctl_listing_t kClients = HALOCTL_LISTING(
+    halo_admin_sessions, ADMIN_SESSIONS, admin_sessions, haloctl_clients);
+static const haloctl_listing_t kQueues = HALOCTL_LISTING(
+    halo_admin_queues, ADMIN_QUEUES, admin_queues, haloctl_queues);
+static const haloctl_listing_t kSemaphores =
+    HALOCTL_LISTING(halo_admin_semaphores, ADMIN_SEMAPHORES, admin_semaphores,
+                    haloctl_semaphores);
+static const haloctl_listing_t kBuffers = HALOCTL_LISTING(
+    halo_admin_buffers, ADMIN_BUFFERS, admin_buffers, haloctl_buffers);
+static const haloctl_listing_t kExecutables =
+    HALOCTL_LISTING(halo_admin_executables, ADMIN_EXECUTABLES,
+                    admin_executables, haloctl_executables);
+static const haloctl_listing_t kCache = HALOCTL_LISTING(
+    halo_admin_memo_cache, ADMIN_MEMO_CACHE, admin_memo_cache, haloctl_cache);
+static const haloctl_listing_t kMetrics = HALOCTL_LISTING(
+    halo_admin_metrics, ADMIN_METRICS, admin_metrics, haloctl_metrics);
+
+static halo_status_t haloctl_listing_request(halo_admin_t *admin, void *data,
+                                             halo_wire_response_t **out) {
+  return ((const haloctl_listing_t *)data)->request(admin, out);
+}
+
+static int haloctl_run_listing(const haloctl_options_t *options,
+                               const char *command,
+                               const haloctl_listing_t *listing) {
+  halo_wire_response_t *response = NULL;
+  int exit_code = haloctl_call(options, command, haloctl_listing_request,
+                               (void *)listing, listing->body_case, &response);
+  if (exit_code) return exit_code;
+  const void *body =
+      *(const void *const *)((const char *)response + listing->body_offset);
+  (options->json ? listing->print_json : listing->print_text)(body);
+  halo__wire__response__free_unpacked(response, NULL);
+  return HALOCTL_EXIT_OK;
+}
+
+// ------------------------------------------------------------------ actions
+
+static halo_status_t haloctl_kill_request(halo_admin_t *admin, void *data,
+                                          halo_wire_response_t **out) {
+  return halo_admin_kill_client(admin, *(uint32_t *)data, out);
+}
+
+static int haloctl_command_kill_client(const haloctl_options_t *options,
+                                       uint32_t pid) {
+  halo_wire_response_t *response = NULL;
+  int exit_code =
+      haloctl_call(options, "kill-client", haloctl_kill_request, &pid,
+                   HALO__WIRE__RESPONSE__BODY_ADMIN_KILL_CLIENT, &response);
+  if (exit_code) return exit_code;
+  const Halo__Wire__AdminKillClientReply *reply = response->admin_kill_client;
+  if (options->json) {
+    printf("{\"pid\":%" PRIu32 ",\"sessions\":[", pid);
+    for (size_t i = 0; i < reply->n_session_ids; ++i) {
+      printf("%s%" PRIu64, i ? "," : "", reply->session_ids[i]);
+    }
+    fputs("]}\n", stdout);
+  } else {
+    printf("killed %zu session(s) of pid %" PRIu32 ":", reply->n_session_ids,
+           pid);
+    for (size_t i = 0; i < reply->n_session_ids; ++i) {
+      printf(" %" PRIu64, reply->session_ids[i]);
+    }
+    fputs(
+        " (waiting work and their semaphores failed; work already on a "
+        "device finishes first)\n",
+        stdout);
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return HALOCTL_EXIT_OK;
+}
+
+static halo_status_t haloctl_drain_request(halo_admin_t *admin, void *data,
+                                           halo_wire_response_t **out) {
+  return halo_admin_drain(admin, *(bool *)data, out);
+}
+
+static void haloctl_sleep(double seconds) {
+  struct timespec ts = {.tv_sec = (time_t)seconds,
+                        .tv_nsec = (long)((seconds - floor(seconds)) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static double haloctl_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+// drain: asks halod to drain, then polls until no work is pending or in
+// flight, or |wait_seconds| pass (0: does not wait). undrain: |cancel|.
+static int haloctl_command_drain(const haloctl_options_t *options, bool cancel,
+                                 double wait_seconds) {
+  const char *command = cancel ? "undrain" : "drain";
+  double deadline = haloctl_now() + wait_seconds;
+  bool reported = false;
+  for (;;) {
+    halo_wire_response_t *response = NULL;
+    int exit_code =
+        haloctl_call(options, command, haloctl_drain_request, &cancel,
+                     HALO__WIRE__RESPONSE__BODY_ADMIN_DRAIN, &response);
+    if (exit_code) return exit_code;
+    const Halo__Wire__AdminDrainReply *r = response->admin_drain;
+    bool idle = r->pending == 0 && r->in_flight == 0;
+    bool done = cancel || idle || haloctl_now() >= deadline;
+    if (done) {
+      if (options->json) {
+        printf("{\"draining\":%s,\"drained\":%s,\"sessions\":%" PRIu32
+               ",\"pending\":%" PRIu32 ",\"in_flight\":%" PRIu32 "}\n",
+               r->draining ? "true" : "false",
+               r->draining && idle ? "true" : "false", r->sessions, r->pending,
+               r->in_flight);
+      } else if (cancel) {
+        puts("halod accepts new sessions and submissions again");
+      } else if (idle) {
+        printf("drained: no work pending or in flight (%" PRIu32
+               " session(s) still connected); restart halod now "
+               "(systemctl restart halod)\n",
+               r->sessions);
+      } else if (wait_seconds > 0) {
+        printf("still draining after %.0f s: %" PRIu32 " pending, %" PRIu32
+               " in flight\n",
+               wait_seconds, r->pending, r->in_flight);
+      } else {
+        printf("draining: %" PRIu32 " pending, %" PRIu32
+               " in flight; new sessions and submissions are refused\n",
+               r->pending, r->in_flight);
+      }
+      halo__wire__response__free_unpacked(response, NULL);
+      return cancel || idle || wait_seconds == 0 ? HALOCTL_EXIT_OK
+                                                 : HALOCTL_EXIT_FAILURE;
+    }
+    if (!options->json && !reported) {
+      printf("draining: waiting for %" PRIu32 " pending and %" PRIu32
+             " in-flight submission(s) (up to %.0f s)\n",
+             r->pending, r->in_flight, wait_seconds);
+      fflush(stdout);
+      reported = true;
+    }
+    halo__wire__response__free_unpacked(response, NULL);
+    haloctl_sleep(0.1);
+  }
 }
 
 // ------------------------------------------------------------------ main
 
 typedef struct haloctl_command_t {
   const char *name;
-  int (*run)(const haloctl_options_t *options);
+  const char *arguments;             // for the usage text
+  const haloctl_listing_t *listing;  // NULL: handled in main
+  bool watchable;
   const char *help;
 } haloctl_command_t;
 
 static const haloctl_command_t kCommands[] = {
-    {"status", haloctl_command_status,
-     "daemon version, uptime, drivers, devices, session count"},
-    {"clients", haloctl_command_clients,
-     "connected sessions and what each one holds"},
-    {"semaphores", haloctl_command_semaphores,
-     "timeline semaphores: value, failure, holders"},
-    {"queues", haloctl_command_queues,
-     "queues: pending, in flight, completed, failed, latency"},
-    {"cache", haloctl_command_cache,
-     "memoized command buffers: entries, hits, sharers"},
+    {"status", "", &kStatus, true,
+     "daemon, drivers, devices, sessions, work, draining"},
+    {"clients", "", &kClients, true,
+     "sessions: pid, uid, name, bytes per device, work, failures"},
+    {"queues", "", &kQueues, true,
+     "queues: pending (and on what), in flight, done, p50/p99"},
+    {"semaphores", "", &kSemaphores, false,
+     "semaphores: value, waiters, owner, importers, failure"},
+    {"buffers", "", &kBuffers, false,
+     "buffers: owner, device, memory, size, holders"},
+    {"executables", "", &kExecutables, false,
+     "executables: format, hash, users, load state, load time"},
+    {"cache", "", &kCache, false, "memo and executable caches: entries, hits"},
+    {"metrics", "", &kMetrics, false,
+     "Prometheus text exposition of halod's metrics"},
+    {"kill-client", " PID", NULL, false,
+     "end PID's sessions: fail its work, release its objects"},
+    {"drain", " [SECONDS]", NULL, false,
+     "refuse new sessions, work; wait SECONDS (60) for the rest"},
+    {"undrain", "", NULL, false, "accept sessions and submissions again"},
 };
+
+#define HALOCTL_COMMAND_COUNT (sizeof(kCommands) / sizeof(kCommands[0]))
 
 static void haloctl_usage(FILE *out) {
   fputs(
-      "usage: haloctl [--admin ADDR] [--json] [--timeout MS] COMMAND\n"
+      "usage: haloctl [OPTIONS] COMMAND [ARGS]\n"
       "\n"
-      "Shows the state of a running halod over its admin socket.\n"
+      "Shows and steers a running halod over its admin socket.\n"
       "\n"
       "commands:\n",
       out);
-  for (size_t i = 0; i < sizeof(kCommands) / sizeof(kCommands[0]); ++i) {
-    fprintf(out, "  %-12s %s\n", kCommands[i].name, kCommands[i].help);
+  for (size_t i = 0; i < HALOCTL_COMMAND_COUNT; ++i) {
+    char name[40];
+    snprintf(name, sizeof(name), "%s%s", kCommands[i].name,
+             kCommands[i].arguments);
+    fprintf(out, "  %-18s %s\n", name, kCommands[i].help);
   }
   fputs(
       "\n"
       "options:\n"
-      "  --admin ADDR   admin socket of halod (default: $HALO_ADMIN_ADDRESS,\n"
-      "                 else ipc:///run/halo/admin.sock)\n"
-      "  --json         print JSON instead of tables\n"
-      "  --timeout MS   give up on the daemon after MS milliseconds "
+      "  --admin ADDR       admin socket of halod (default: "
+      "$HALO_ADMIN_ADDRESS,\n"
+      "                     else ipc:///run/halo/admin.sock)\n"
+      "  --json             print JSON instead of tables (every command)\n"
+      "  --timeout MS       give up on the daemon after MS milliseconds "
       "(default 5000)\n"
-      "  --help         show this help\n"
-      "  --version      show haloctl's version\n"
+      "  --watch SECONDS    status, clients, queues: print again every "
+      "SECONDS\n"
+      "                     (--json: one document a line) until interrupted\n"
+      "  --count N          with --watch: stop after N times\n"
+      "  --help             show this help\n"
+      "  --version          show haloctl's version\n"
       "\n"
-      "exit status: 0 ok, 1 daemon unreachable or request refused, 2 usage\n",
+      "exit status: 0 ok, 1 error from the daemon (or drain timed out), "
+      "2 usage,\n"
+      "3 cannot connect to the daemon. See haloctl(1).\n",
       out);
 }
 
+static int haloctl_usage_error(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+static int haloctl_usage_error(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  fputs("haloctl: ", stderr);
+  vfprintf(stderr, format, args);
+  fputc('\n', stderr);
+  va_end(args);
+  haloctl_usage(stderr);
+  return HALOCTL_EXIT_USAGE;
+}
+
+static bool haloctl_parse_double(const char *text, double min, double max,
+                                 double *out) {
+  char *end = NULL;
+  errno = 0;
+  double value = strtod(text, &end);
+  if (!*text || *end || errno || !isfinite(value) || value < min ||
+      value > max) {
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+static int haloctl_run(const haloctl_options_t *options,
+                       const haloctl_command_t *command, int argc,
+                       char **argv) {
+  if (command->listing) {
+    if (argc > 0) {
+      return haloctl_usage_error("%s takes no arguments, got '%s'",
+                                 command->name, argv[0]);
+    }
+    return haloctl_run_listing(options, command->name, command->listing);
+  }
+  if (strcmp(command->name, "kill-client") == 0) {
+    double pid = 0;
+    if (argc != 1 || !haloctl_parse_double(argv[0], 1, 4194304, &pid) ||
+        pid != floor(pid)) {
+      return haloctl_usage_error("kill-client wants one process id");
+    }
+    return haloctl_command_kill_client(options, (uint32_t)pid);
+  }
+  if (strcmp(command->name, "drain") == 0) {
+    double seconds = 60;
+    if (argc > 1 ||
+        (argc == 1 && !haloctl_parse_double(argv[0], 0, 86400, &seconds))) {
+      return haloctl_usage_error("drain takes at most SECONDS (0..86400)");
+    }
+    return haloctl_command_drain(options, false, seconds);
+  }
+  if (argc > 0) {
+    return haloctl_usage_error("%s takes no arguments", command->name);
+  }
+  return haloctl_command_drain(options, true, 0);
+}
+
 int main(int argc, char **argv) {
-  enum { kOptionAdmin = 256, kOptionJson, kOptionTimeout };
+  enum {
+    kOptionAdmin = 256,
+    kOptionJson,
+    kOptionTimeout,
+    kOptionWatch,
+    kOptionCount
+  };
   static const struct option kLongOptions[] = {
       {"admin", required_argument, NULL, kOptionAdmin},
       {"json", no_argument, NULL, kOptionJson},
       {"timeout", required_argument, NULL, kOptionTimeout},
+      {"watch", required_argument, NULL, kOptionWatch},
+      {"count", required_argument, NULL, kOptionCount},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -802,7 +1314,9 @@ int main(int argc, char **argv) {
   haloctl_options_t options = {.timeout_ms = 5000};
   const char *admin_flag = NULL;
   int opt;
-  while ((opt = getopt_long(argc, argv, "hV", kLongOptions, NULL)) != -1) {
+  // "+": options end at the command (its arguments are its own).
+  while ((opt = getopt_long(argc, argv, "+hV", kLongOptions, NULL)) != -1) {
+    double value = 0;
     switch (opt) {
       case kOptionAdmin:
         admin_flag = optarg;
@@ -810,19 +1324,29 @@ int main(int argc, char **argv) {
       case kOptionJson:
         options.json = true;
         break;
-      case kOptionTimeout: {
-        char *end = NULL;
-        long value = strtol(optarg, &end, 10);
-        if (!*optarg || *end || value <= 0 || value > 3600000) {
-          fprintf(stderr,
-                  "haloctl: --timeout wants milliseconds in 1..3600000, "
-                  "got '%s'\n",
-                  optarg);
-          return HALOCTL_EXIT_USAGE;
+      case kOptionTimeout:
+        if (!haloctl_parse_double(optarg, 1, 3600000, &value) ||
+            value != floor(value)) {
+          return haloctl_usage_error(
+              "--timeout wants milliseconds in 1..3600000, got '%s'", optarg);
         }
         options.timeout_ms = (int)value;
         break;
-      }
+      case kOptionWatch:
+        if (!haloctl_parse_double(optarg, 0.1, 86400, &value)) {
+          return haloctl_usage_error(
+              "--watch wants seconds in 0.1..86400, got '%s'", optarg);
+        }
+        options.watch_seconds = value;
+        break;
+      case kOptionCount:
+        if (!haloctl_parse_double(optarg, 1, 1e9, &value) ||
+            value != floor(value)) {
+          return haloctl_usage_error("--count wants a positive count, got '%s'",
+                                     optarg);
+        }
+        options.watch_count = (long)value;
+        break;
       case 'h':
         haloctl_usage(stdout);
         return HALOCTL_EXIT_OK;
@@ -835,29 +1359,44 @@ int main(int argc, char **argv) {
         return HALOCTL_EXIT_USAGE;
     }
   }
-  if (optind >= argc) {
-    fputs("haloctl: no command given\n", stderr);
-    haloctl_usage(stderr);
-    return HALOCTL_EXIT_USAGE;
-  }
-  if (argc - optind > 1) {
-    fprintf(stderr, "haloctl: unexpected argument '%s'\n", argv[optind + 1]);
-    haloctl_usage(stderr);
-    return HALOCTL_EXIT_USAGE;
-  }
+  if (optind >= argc) return haloctl_usage_error("no command given");
   const char *name = argv[optind];
-  options.admin_address = halo_admin_default_address(admin_flag);
-  for (size_t i = 0; i < sizeof(kCommands) / sizeof(kCommands[0]); ++i) {
-    if (strcmp(name, kCommands[i].name) == 0) {
-      int exit_code = kCommands[i].run(&options);
-      if (fflush(stdout) != 0 || ferror(stdout)) {
-        perror("haloctl: writing output");
-        return HALOCTL_EXIT_FAILURE;
-      }
-      return exit_code;
-    }
+  const haloctl_command_t *command = NULL;
+  for (size_t i = 0; i < HALOCTL_COMMAND_COUNT; ++i) {
+    if (strcmp(name, kCommands[i].name) == 0) command = &kCommands[i];
   }
-  fprintf(stderr, "haloctl: unknown command '%s'\n", name);
-  haloctl_usage(stderr);
-  return HALOCTL_EXIT_USAGE;
+  if (!command) return haloctl_usage_error("unknown command '%s'", name);
+  if (options.watch_count && !options.watch_seconds) {
+    return haloctl_usage_error("--count goes with --watch");
+  }
+  if (options.watch_seconds && !command->watchable) {
+    return haloctl_usage_error(
+        "--watch works with status, clients and queues, not %s", name);
+  }
+  options.admin_address = halo_admin_default_address(admin_flag);
+  int command_argc = argc - optind - 1;
+  char **command_argv = argv + optind + 1;
+  bool clear = options.watch_seconds && !options.json && isatty(STDOUT_FILENO);
+  int exit_code = HALOCTL_EXIT_OK;
+  for (long round = 1;; ++round) {
+    if (options.watch_seconds && !options.json) {
+      if (clear) fputs("\033[H\033[2J", stdout);
+      time_t now = time(NULL);
+      char stamp[32];
+      strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime(&now));
+      printf("every %gs: haloctl %s    %s\n\n", options.watch_seconds, name,
+             stamp);
+    }
+    exit_code = haloctl_run(&options, command, command_argc, command_argv);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      perror("haloctl: writing output");
+      return HALOCTL_EXIT_FAILURE;
+    }
+    // Under --watch a daemon that is down (restarting) is reported and
+    // asked again; a usage error ends it.
+    if (!options.watch_seconds || exit_code == HALOCTL_EXIT_USAGE) break;
+    if (options.watch_count && round >= options.watch_count) break;
+    haloctl_sleep(options.watch_seconds);
+  }
+  return exit_code;
 }
