@@ -41,7 +41,12 @@
 // With --address: the same recordings through a running halod (libhalo,
 // nng control plane): halo_queue_execute + halo_semaphore_wait, and the
 // small kernel also with a client spinning on halo_semaphore_query (it sees
-// the GPU's store). --label names the daemon's setting in the output.
+// the GPU's store). --label names the daemon's setting in the output, and
+// halod's CPU per execution (/proc/PID of halo_client_daemon_pid) is
+// reported for each case.
+//
+// --csv FILE appends every figure as a row of bench_common.h's CSV
+// (workload L1 for the small kernel, S1 for the chain; scripts/gpu-bench).
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -55,6 +60,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "hal/cuda/cuda_device.h"
 #include "hal/device.h"
 #include "halo/halo.h"
@@ -105,6 +111,7 @@ static struct {
   const char *completion;
   const char *address;
   const char *label;
+  const char *csv;
 } options = {.iterations = 2000, .steps = 200, .completion = "both"};
 
 static int64_t now_ns(void) {
@@ -154,31 +161,64 @@ static void samples_add(samples_t *samples, int64_t ns) {
   samples->us[samples->count++] = (double)ns / 1000.0;
 }
 
-static int compare_doubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 typedef struct summary_t {
   double p50, p99, mean, min;
 } summary_t;
 
-static summary_t samples_report(const char *name, samples_t *samples) {
+// The last case not indented (the CSV names an indented case after it).
+static char csv_case[96];
+
+// Prints (and writes to the CSV) a case; |daemon_cpu_us| (NAN: none) is
+// halod's CPU per sample.
+static summary_t samples_report_cpu(const char *name, samples_t *samples,
+                                    double daemon_cpu_us) {
   summary_t summary = {0};
   if (samples->count == 0) return summary;
-  qsort(samples->us, (size_t)samples->count, sizeof(double), compare_doubles);
-  double total = 0;
-  for (int i = 0; i < samples->count; ++i) total += samples->us[i];
-  summary.p50 = samples->us[samples->count / 2];
-  summary.p99 = samples->us[(int)((samples->count - 1) * 0.99)];
-  summary.mean = total / samples->count;
-  summary.min = samples->us[0];
+  bench_summary_t all = bench_summarize(samples->us, samples->count);
+  summary = (summary_t){all.p50, all.p99, all.mean, all.min};
   printf("  %-44s %6d %10.1f %10.1f %10.1f %10.1f\n", name, samples->count,
          summary.p50, summary.p99, summary.mean, summary.min);
+  if (!isnan(daemon_cpu_us)) {
+    printf("    %-42s %17.1f\n", "halod CPU per execution", daemon_cpu_us);
+  }
   fflush(stdout);
+  char csv_name[160];
+  if (name[0] == ' ') {
+    snprintf(csv_name, sizeof(csv_name), "%s / %s", csv_case, name + 2);
+  } else {
+    snprintf(csv_case, sizeof(csv_case), "%s", name);
+    snprintf(csv_name, sizeof(csv_name), "%s", name);
+  }
+  // S1: the chain's cases; L1: the small kernel's.
+  bool chain = strstr(csv_name, "16 changed") || strstr(csv_name, "graph") ||
+               strstr(csv_name, "1000");
+  bench_row_t row = bench_row(chain ? "S1" : "L1", csv_name,
+                              strncmp(name, "halod", 5) == 0   ? "halod"
+                              : strncmp(name, "halo ", 5) == 0 ? "hal"
+                                                               : "native");
+  row.clients = 1;
+  row.n = samples->count;
+  row.p50_us = all.p50;
+  row.p99_us = all.p99;
+  row.mean_us = all.mean;
+  row.per_second = 1e6 / all.mean;
+  row.daemon_cpu_us = daemon_cpu_us;
+  bench_csv_write(&row);
   free(samples->us);
   samples->us = NULL;
   return summary;
+}
+
+static summary_t samples_report(const char *name, samples_t *samples) {
+  return samples_report_cpu(name, samples, NAN);
+}
+
+// halod's CPU time since |since| (bench_process_cpu_ns), per one of |count|
+// samples; NAN if it cannot be read.
+static double daemon_cpu_per(pid_t pid, int64_t since, int count) {
+  int64_t now = pid > 0 ? bench_process_cpu_ns(pid) : -1;
+  if (now < 0 || since < 0 || count <= 0) return NAN;
+  return (double)(now - since) / 1e3 / count;
 }
 
 static void header(const char *title) {
@@ -773,6 +813,8 @@ static void bench_daemon(void) {
                                           .request_timeout_ms = 60000};
   halo_client_t *client = NULL;
   CHECK("connect", halo_client_connect(&client_options, &client));
+  pid_t daemon_pid = halo_client_daemon_pid(client);
+  int64_t daemon_cpu = -1;
   halo_device_info_t info;
   CHECK("device", halo_client_device_info(client, 0, &info));
   printf("halod at %s [%s], device 0: %s %s\n", options.address,
@@ -815,6 +857,7 @@ static void bench_daemon(void) {
     int warmup = options.iterations / 10 + 10;
     samples_t samples = samples_new(options.iterations);
     for (int i = -warmup; i < options.iterations; ++i) {
+      if (i == 0) daemon_cpu = bench_process_cpu_ns(daemon_pid);
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
       CHECK("execute", halo_queue_execute(queue, small, &counter_binding, 1,
@@ -830,9 +873,10 @@ static void bench_daemon(void) {
       }
       if (i >= 0) samples_add(&samples, now_ns() - start);
     }
+    double cpu = daemon_cpu_per(daemon_pid, daemon_cpu, options.iterations);
     snprintf(name, sizeof(name), "halod [%s] execute + %s", label,
              spin ? "spin on query" : "semaphore wait");
-    samples_report(name, &samples);
+    samples_report_cpu(name, &samples, cpu);
   }
   // The completion must have retired before the next case reuses nothing:
   // a wait for the last value is enough.
@@ -890,6 +934,7 @@ static void bench_daemon(void) {
     int warmup = options.steps / 10 + 3;
     samples_t samples = samples_new(options.steps);
     for (int s = -warmup; s < options.steps; ++s) {
+      if (s == 0) daemon_cpu = bench_process_cpu_ns(daemon_pid);
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
       CHECK("execute",
@@ -899,9 +944,10 @@ static void bench_daemon(void) {
             halo_semaphore_wait(semaphore, value, HALO_TIMEOUT_INFINITE));
       if (s >= 0) samples_add(&samples, now_ns() - start);
     }
+    double cpu = daemon_cpu_per(daemon_pid, daemon_cpu, options.steps);
     snprintf(name, sizeof(name), "halod [%s] %s, 16 changed", label,
              table ? "binding table" : "SetParams");
-    samples_report(name, &samples);
+    samples_report_cpu(name, &samples, cpu);
     halo_command_buffer_release(chain);
   }
   halo_client_close(client);
@@ -914,6 +960,7 @@ int main(int argc, char **argv) {
       {"completion", required_argument, NULL, 'c'},
       {"address", required_argument, NULL, 'a'},
       {"label", required_argument, NULL, 'l'},
+      {"csv", required_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -935,12 +982,15 @@ int main(int argc, char **argv) {
       case 'l':
         options.label = optarg;
         break;
+      case 'v':
+        options.csv = optarg;
+        break;
       default:
         fprintf(stderr,
                 "usage: halo-bench-cuda [--iterations N] [--steps N] "
-                "[--completion thread|host_func|both]\n"
+                "[--completion thread|host_func|both] [--csv FILE]\n"
                 "       halo-bench-cuda --address ADDR [--label TEXT] "
-                "[--iterations N] [--steps N]\n");
+                "[--iterations N] [--steps N] [--csv FILE]\n");
         return option == 'h' ? 0 : 2;
     }
   }
@@ -949,6 +999,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (options.csv) bench_csv_open(options.csv, "halo-bench-cuda");
   if (options.address) {
     bench_daemon();
     return 0;

@@ -1,0 +1,205 @@
+// Shared pieces of the benchmarks (bench_common.h).
+#include "bench_common.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int64_t bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t bench_self_cpu_ns(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return ((int64_t)usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000000 +
+         ((int64_t)usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1000;
+}
+
+// Reads up to |size| - 1 bytes of |path|; false if it cannot be opened.
+static bool bench_read_text(const char *path, char *text, size_t size) {
+  FILE *file = fopen(path, "r");
+  if (!file) return false;
+  size_t length = fread(text, 1, size - 1, file);
+  fclose(file);
+  text[length] = '\0';
+  return true;
+}
+
+// The sum of the first field of /proc/PID/task/*/schedstat (time on a CPU,
+// nanoseconds); -1 without schedstat.
+static int64_t bench_process_schedstat_ns(pid_t pid) {
+  char path[96], text[256];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR *tasks = opendir(path);
+  if (!tasks) return -1;
+  int64_t total = 0;
+  int found = 0;
+  struct dirent *entry;
+  while ((entry = readdir(tasks))) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", (int)pid,
+             entry->d_name);
+    unsigned long long ns = 0;
+    if (bench_read_text(path, text, sizeof(text)) &&
+        sscanf(text, "%llu", &ns) == 1) {
+      total += (int64_t)ns;
+      ++found;
+    }
+  }
+  closedir(tasks);
+  return found ? total : -1;
+}
+
+int64_t bench_process_cpu_ns(pid_t pid) {
+  int64_t ns = bench_process_schedstat_ns(pid);
+  if (ns >= 0) return ns;
+  char path[64], text[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  if (!bench_read_text(path, text, sizeof(text))) return -1;
+  // Fields 14 and 15, counted after the command name's closing parenthesis.
+  const char *p = strrchr(text, ')');
+  unsigned long user = 0, system = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                   &user, &system) != 2) {
+    return -1;
+  }
+  return (int64_t)(user + system) * 1000000000 / sysconf(_SC_CLK_TCK);
+}
+
+long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
+                 const struct timespec *timeout) {
+  return syscall(SYS_futex, word, op, value, timeout, NULL, 0);
+}
+
+static int bench_compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+bench_summary_t bench_summarize(double *us, int64_t count) {
+  bench_summary_t summary = {.count = count};
+  if (count <= 0) return summary;
+  qsort(us, (size_t)count, sizeof(double), bench_compare_doubles);
+  double total = 0;
+  for (int64_t i = 0; i < count; ++i) total += us[i];
+  summary.p50 = us[count / 2];
+  summary.p99 = us[(int64_t)((double)(count - 1) * 0.99)];
+  summary.mean = total / (double)count;
+  summary.min = us[0];
+  summary.max = us[count - 1];
+  return summary;
+}
+
+//===----------------------------------------------------------------------===//
+// CSV
+//===----------------------------------------------------------------------===//
+
+static FILE *bench_csv;
+static const char *bench_csv_program;
+
+bench_row_t bench_row(const char *workload, const char *name,
+                      const char *impl) {
+  bench_row_t row = {
+      .workload = workload,
+      .name = name,
+      .impl = impl,
+      .n = -1,
+      .p50_us = NAN,
+      .p99_us = NAN,
+      .mean_us = NAN,
+      .per_second = NAN,
+      .cpu_us = NAN,
+      .daemon_cpu_us = NAN,
+      .memory_mib = NAN,
+      .ms = NAN,
+  };
+  return row;
+}
+
+void bench_csv_open(const char *path, const char *program) {
+  bench_csv = fopen(path, "a");
+  if (!bench_csv) {
+    perror(path);
+    exit(2);
+  }
+  bench_csv_program = program;
+  struct stat info;
+  if (fstat(fileno(bench_csv), &info) == 0 && info.st_size == 0) {
+    fputs(
+        "workload,name,impl,clients,n,p50_us,p99_us,mean_us,per_second,"
+        "cpu_us,daemon_cpu_us,memory_mib,ms,program,note\n",
+        bench_csv);
+  }
+}
+
+void bench_csv_close(void) {
+  if (bench_csv) fclose(bench_csv);
+  bench_csv = NULL;
+}
+
+// A quoted field; double quotes inside become single ones.
+static void bench_csv_text(const char *text) {
+  fputc('"', bench_csv);
+  for (const char *c = text ? text : ""; *c; ++c) {
+    fputc(*c == '"' ? '\'' : *c == '\n' ? ' ' : *c, bench_csv);
+  }
+  fputc('"', bench_csv);
+}
+
+static void bench_csv_figure(double value) {
+  if (isfinite(value)) fprintf(bench_csv, "%.3f", value);
+  fputc(',', bench_csv);
+}
+
+void bench_csv_write(const bench_row_t *row) {
+  if (!bench_csv) return;
+  fprintf(bench_csv, "%s,", row->workload);
+  bench_csv_text(row->name);
+  fprintf(bench_csv, ",%s,", row->impl);
+  if (row->clients > 0) fprintf(bench_csv, "%d", row->clients);
+  fputc(',', bench_csv);
+  if (row->n >= 0) fprintf(bench_csv, "%lld", (long long)row->n);
+  fputc(',', bench_csv);
+  bench_csv_figure(row->p50_us);
+  bench_csv_figure(row->p99_us);
+  bench_csv_figure(row->mean_us);
+  bench_csv_figure(row->per_second);
+  bench_csv_figure(row->cpu_us);
+  bench_csv_figure(row->daemon_cpu_us);
+  bench_csv_figure(row->memory_mib);
+  bench_csv_figure(row->ms);
+  fprintf(bench_csv, "%s,", bench_csv_program);
+  bench_csv_text(row->note);
+  fputc('\n', bench_csv);
+  fflush(bench_csv);
+}
+
+//===----------------------------------------------------------------------===//
+// The fake driver
+//===----------------------------------------------------------------------===//
+
+bool bench_fake_cuda(void) {
+  const char *fake = getenv("HALO_TEST_FAKE_CUDA");
+  return fake && strcmp(fake, "1") == 0;
+}
+
+void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
+                      uint8_t variant) {
+  memset(out_image, 0, BENCH_FAKE_IMAGE_SIZE);
+  memcpy(out_image,
+         "\x7f"
+         "ELF",
+         4);
+  out_image[4] = 2;     // ELFCLASS64
+  out_image[18] = 190;  // EM_CUDA
+  memcpy(out_image + 64, "halo-fake-library", 17);
+  out_image[90] = variant;
+}

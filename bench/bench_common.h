@@ -1,0 +1,82 @@
+// Pieces shared by the benchmarks of bench/: clocks, CPU time of this
+// process and of another (halod), futexes, percentiles, and the CSV rows
+// that scripts/gpu-bench gathers into one table (bench/plot.py).
+//
+// Thread-safety: the CSV writer is for one thread of one process at a time;
+// the rest is thread-safe.
+#ifndef HALO_BENCH_BENCH_COMMON_H_
+#define HALO_BENCH_BENCH_COMMON_H_
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+// CLOCK_MONOTONIC in nanoseconds (one clock for every process of a host).
+int64_t bench_now_ns(void);
+
+// CPU time (user + system) of this process, all threads.
+int64_t bench_self_cpu_ns(void);
+
+// CPU time of process |pid|, all its threads: the sum of
+// /proc/PID/task/*/schedstat (nanoseconds), else /proc/PID/stat's utime +
+// stime (clock ticks: 10 ms). -1 if neither can be read.
+int64_t bench_process_cpu_ns(pid_t pid);
+
+long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
+                 const struct timespec *timeout);
+
+typedef struct bench_summary_t {
+  int64_t count;
+  double p50, p99, mean, min, max;
+} bench_summary_t;
+
+// Sorts |us| (|count| samples in microseconds) and summarizes them; all
+// zero when |count| is 0.
+bench_summary_t bench_summarize(double *us, int64_t count);
+
+// One row of the CSV (bench/plot.py reads it). NAN leaves a figure empty.
+//   workload   L1, S1, T8, M1 or C1 (the names)
+//   name       what was measured
+//   impl       native, mps, streams (one process, a stream per client),
+//              hal (halo's CUDA driver in process), halod (through halod)
+//   clients    client processes (or threads) of the case
+//   n          samples or steps
+//   per_second rate: steps/s of all clients together
+//   cpu_us     the clients' CPU per step (or a native enqueue's)
+//   daemon_cpu_us  halod's CPU per step
+//   memory_mib GPU memory
+//   ms         a duration in milliseconds (loads)
+//   note       free text
+typedef struct bench_row_t {
+  const char *workload;
+  const char *name;
+  const char *impl;
+  int clients;
+  int64_t n;
+  double p50_us, p99_us, mean_us, per_second, cpu_us, daemon_cpu_us;
+  double memory_mib, ms;
+  const char *note;
+} bench_row_t;
+
+// A row with every figure NAN.
+bench_row_t bench_row(const char *workload, const char *name, const char *impl);
+
+// Opens |path| for appending (the header goes first into an empty file);
+// exits on failure. Without it bench_csv_write does nothing.
+void bench_csv_open(const char *path, const char *program);
+void bench_csv_write(const bench_row_t *row);
+void bench_csv_close(void);
+
+// HALO_TEST_FAKE_CUDA=1: the kernels come from the fake driver of
+// tests/unit/hal_cuda_fake_driver.c (a smoke test without a GPU; the
+// figures mean nothing). Its CUBIN is 96 bytes; |variant| changes a byte
+// the fake ignores (distinct content hashes).
+bool bench_fake_cuda(void);
+#define BENCH_FAKE_IMAGE_SIZE 96
+void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
+                      uint8_t variant);
+
+#endif  // HALO_BENCH_BENCH_COMMON_H_
