@@ -555,6 +555,10 @@ static int client_process_main(int index) {
 
 static void *stream_thread_main(void *arg) {
   worker_t *worker = arg;
+  // The first stream sets up alone (M1's "first client").
+  if (worker->slot != &g_shared->clients[0]) {
+    futex_wait_for(&g_shared->phase, 1);
+  }
   if (!worker_run(worker) &&
       atomic_load(&worker->slot->state) == CLIENT_SETTING_UP) {
     settle_failed(worker->slot);
@@ -655,8 +659,8 @@ static int run_case(void) {
   const int n = options.clients;
   const char *impl = impl_name();
   char name[96];
-  snprintf(name, sizeof(name), "%d tenants, %.0f us kernel + wait", n,
-           options.kernel_us);
+  snprintf(name, sizeof(name), "%d tenant%s, %.0f us kernel + wait", n,
+           n == 1 ? "" : "s", options.kernel_us);
   memset(g_shared, 0, offsetof(shared_t, clients));
   for (int i = 0; i < n; ++i) {
     client_slot_t *slot = &g_shared->clients[i];
@@ -685,12 +689,9 @@ static int run_case(void) {
   }
   int64_t deadline = setup_start + (int64_t)(options.setup_timeout * 1e9);
   // The first client alone, then the others.
-  bool in_time = true;
-  if (options.impl != IMPL_STREAMS) {
-    in_time = wait_settled(pids, process_count, 1, deadline);
-    memory_snapshot(first);
-    futex_set(&g_shared->phase, 1);
-  }
+  bool in_time = wait_settled(pids, process_count, 1, deadline);
+  memory_snapshot(first);
+  futex_set(&g_shared->phase, 1);
   in_time = in_time && wait_settled(pids, process_count, (uint32_t)n, deadline);
   double setup_s = (double)(bench_now_ns() - setup_start) / 1e9;
   if (!in_time) {
@@ -850,16 +851,10 @@ static int run_case(void) {
   row.note = t8_note;
   bench_csv_write(&row);
 
-  // M1: GPU memory.
+  // M1: GPU memory. Every row names the case's client count.
   double base_mib = before->used_mib, first_mib = first->used_mib,
          all_mib = all->used_mib;
-  double per_additional = NAN, first_client = NAN;
-  if (options.impl != IMPL_STREAMS) {
-    first_client = first_mib - base_mib;
-    if (ready > 1) per_additional = (all_mib - first_mib) / (ready - 1);
-  } else {
-    per_additional = (all_mib - base_mib) / n;  // whole process / clients
-  }
+  double per_additional = ready > 1 ? (all_mib - first_mib) / (ready - 1) : NAN;
   // Client processes in NVML's list (halo's: none expected).
   int listed = 0;
   double listed_mib = 0;
@@ -874,8 +869,9 @@ static int run_case(void) {
       listed_mib += mib;
     }
   }
+  bool have_nvml = !nvml.why[0];
   double daemon_first = NAN, daemon_all = NAN;
-  if (daemon_pid > 0 && !nvml.why[0]) {
+  if (daemon_pid > 0 && have_nvml) {
     daemon_first = memory_of(first, daemon_pid, NULL);
     daemon_all = memory_of(all, daemon_pid, NULL);
   }
@@ -889,49 +885,37 @@ static int run_case(void) {
     printf("; halod %.0f MiB with 1 client, %.0f with %d", daemon_first,
            daemon_all, ready);
   }
-  printf("%s%s\n", nvml.why[0] ? "; " : "", nvml.why);
-  const char *nvml_note = nvml.why[0] ? nvml.why : NULL;
-  char m1_note[512];
+  printf("%s%s\n", have_nvml ? "" : "; ", nvml.why);
+  char m1_note[256];
   snprintf(m1_note, sizeof(m1_note),
-           "device used: %.0f MiB before; %.0f with 1 client; %.0f with %d%s%s",
-           base_mib, first_mib, all_mib, ready, nvml_note ? "; " : "",
-           nvml_note ? nvml_note : "");
-  bench_row_t m1 = bench_row("M1", "GPU memory per additional client", impl);
-  m1.clients = ready;
-  m1.memory_mib = per_additional;
-  m1.note = m1_note;
-  bench_csv_write(&m1);
-  if (options.impl != IMPL_STREAMS) {
-    m1 = bench_row("M1", "GPU memory of the first client", impl);
-    m1.clients = 1;
-    m1.memory_mib = first_client;
-    m1.note = nvml_note;
-    bench_csv_write(&m1);
-  }
-  char listed_note[160];
-  snprintf(
-      listed_note, sizeof(listed_note),
-      "%d of %d client processes listed by NVML%s", listed,
-      options.impl == IMPL_STREAMS ? 1 : ready,
-      options.impl == IMPL_HALO ? " (a halo client holds no context)" : "");
-  m1 = bench_row("M1", "GPU memory of a client process (NVML)", impl);
-  m1.clients = ready;
-  m1.memory_mib = nvml_note ? NAN : listed ? listed_mib / listed : 0;
-  m1.note = nvml_note ? nvml_note : listed_note;
-  bench_csv_write(&m1);
-  if (daemon_pid > 0) {
-    m1 = bench_row("M1", "halod's GPU memory (NVML) with 1 client", impl);
-    m1.clients = 1;
-    m1.memory_mib = daemon_first;
-    m1.note = nvml_note;
-    bench_csv_write(&m1);
-    char with[64];
-    snprintf(with, sizeof(with), "halod's GPU memory (NVML) with %d clients",
-             ready);
-    m1 = bench_row("M1", with, impl);
+           "%s%s%d of %d client processes listed by NVML%s",
+           have_nvml ? "" : nvml.why, have_nvml ? "" : "; ", listed,
+           options.impl == IMPL_STREAMS ? 1 : ready,
+           options.impl == IMPL_HALO      ? " (a halo client holds no context)"
+           : options.impl == IMPL_STREAMS ? " (one process)"
+                                          : "");
+  const struct {
+    const char *name;
+    double mib;
+  } figures[] = {
+      {"device used before", base_mib},
+      {"device used with the first client", first_mib},
+      {"device used with all", all_mib},
+      {"first client", first_mib - base_mib},
+      {"per additional client", per_additional},
+      {"client process (NVML)",
+       have_nvml ? (listed ? listed_mib / listed : 0) : NAN},
+      {"halod with the first client (NVML)", daemon_first},
+      {"halod with all (NVML)", daemon_all},
+  };
+  for (size_t i = 0; i < sizeof(figures) / sizeof(figures[0]); ++i) {
+    if (options.impl != IMPL_HALO && strncmp(figures[i].name, "halod", 5) == 0)
+      continue;
+    bench_row_t m1 = bench_row("M1", figures[i].name, impl);
     m1.clients = ready;
-    m1.memory_mib = daemon_all;
-    m1.note = nvml_note;
+    m1.memory_mib = figures[i].mib;
+    if (strcmp(figures[i].name, "per additional client") == 0)
+      m1.note = m1_note;
     bench_csv_write(&m1);
   }
   free(before);
