@@ -74,6 +74,82 @@ int64_t bench_process_cpu_ns(pid_t pid) {
   return (int64_t)(user + system) * 1000000000 / sysconf(_SC_CLK_TCK);
 }
 
+int bench_tasks(pid_t pid, bench_task_t *out_tasks, int capacity) {
+  char path[96], text[256];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR *tasks = opendir(path);
+  if (!tasks) return 0;
+  int count = 0;
+  struct dirent *entry;
+  while (count < capacity && (entry = readdir(tasks))) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    bench_task_t *task = &out_tasks[count];
+    task->tid = (pid_t)atoi(entry->d_name);
+    unsigned long long ns = 0;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid,
+             (int)task->tid);
+    if (!bench_read_text(path, text, sizeof(text)) ||
+        sscanf(text, "%llu", &ns) != 1) {
+      continue;
+    }
+    task->ns = (int64_t)ns;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid,
+             (int)task->tid);
+    if (!bench_read_text(path, task->name, sizeof(task->name))) {
+      strcpy(task->name, "?");
+    }
+    task->name[strcspn(task->name, "\n")] = '\0';
+    ++count;
+  }
+  closedir(tasks);
+  return count;
+}
+
+void bench_tasks_print_delta(void *file, const char *indent,
+                             const bench_task_t *before, int before_count,
+                             const bench_task_t *after, int after_count,
+                             double per) {
+  // Groups by name, in order of first appearance.
+  struct {
+    char name[20];
+    int threads;
+    int64_t ns;
+  } groups[64];
+  int group_count = 0;
+  int64_t total = 0;
+  for (int a = 0; a < after_count; ++a) {
+    int64_t base = 0;
+    bool found = false;
+    for (int b = 0; b < before_count && !found; ++b) {
+      if (before[b].tid == after[a].tid) {
+        base = before[b].ns;
+        found = true;
+      }
+    }
+    int64_t delta = after[a].ns - base;  // a new thread: all of it
+    int g = 0;
+    while (g < group_count && strcmp(groups[g].name, after[a].name)) ++g;
+    if (g == group_count) {
+      if (group_count == 64) continue;
+      snprintf(groups[g].name, sizeof(groups[g].name), "%s", after[a].name);
+      groups[g].threads = 0;
+      groups[g].ns = 0;
+      ++group_count;
+    }
+    ++groups[g].threads;
+    groups[g].ns += delta;
+    total += delta;
+  }
+  FILE *out = file;
+  for (int g = 0; g < group_count; ++g) {
+    if (groups[g].ns <= 0) continue;
+    fprintf(out, "%s%-18s x%-3d %9.2f us\n", indent, groups[g].name,
+            groups[g].threads, (double)groups[g].ns / 1e3 / per);
+  }
+  fprintf(out, "%s%-23s %9.2f us\n", indent, "all threads",
+          (double)total / 1e3 / per);
+}
+
 long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
                  const struct timespec *timeout) {
   return syscall(SYS_futex, word, op, value, timeout, NULL, 0);
