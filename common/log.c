@@ -2,12 +2,37 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Atomic int halo__log_level = HALO_LOG_INFO;
+
+// Whether stderr is the journal: $JOURNAL_STREAM names its device and inode
+// (a program started by systemd may pass the variable on to a child whose
+// stderr is something else). -1: not decided yet.
+static _Atomic int halo__log_journal = -1;
+
+static bool halo__log_to_journal(void) {
+  int journal = atomic_load(&halo__log_journal);
+  if (journal >= 0) return journal;
+  journal = 0;
+  const char *stream = getenv("JOURNAL_STREAM");
+  unsigned long long device, inode;
+  struct stat st;
+  if (stream && sscanf(stream, "%llu:%llu", &device, &inode) == 2 &&
+      fstat(STDERR_FILENO, &st) == 0 &&
+      (unsigned long long)st.st_dev == device &&
+      (unsigned long long)st.st_ino == inode) {
+    journal = 1;
+  }
+  atomic_store(&halo__log_journal, journal);
+  return journal;
+}
 
 void halo_log_set_level(halo_log_level_t level) {
   atomic_store(&halo__log_level, (int)level);
@@ -32,7 +57,7 @@ void halo_log(halo_log_level_t level, const char *format, ...) {
   static const int priorities[] = {3, 4, 6, 7};
   char line[2048];
   int used;
-  if (getenv("JOURNAL_STREAM")) {
+  if (halo__log_to_journal()) {
     used = snprintf(line, sizeof(line), "<%d>", priorities[level]);
   } else {
     struct timespec ts;

@@ -1,6 +1,6 @@
 // Logging to stderr, one line per event, journald-friendly: when stderr is
-// the journal (JOURNAL_STREAM set) lines carry a <N> syslog priority prefix
-// instead of a timestamp.
+// the journal ($JOURNAL_STREAM names stderr's device and inode) lines carry
+// a <N> syslog priority prefix instead of a timestamp.
 //
 // Thread-safe.
 #ifndef HALO_COMMON_LOG_H_

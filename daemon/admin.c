@@ -717,6 +717,13 @@ static void halod_admin_kill_client(halod_t *daemon,
                                                  request->pid));
     return;
   }
+  // nng in the client dials again on its own once its pipe closes: that
+  // process's new connections are refused (until it exits).
+  uint64_t start = halod_session_process_start(request->pid);
+  if (start) {
+    halo_status_free(halo_u64_map_put(&daemon->killed_processes, request->pid,
+                                      (void *)(uintptr_t)(start + 1)));
+  }
   for (size_t k = 0; k < n; ++k) {
     halod_session_t *session =
         halo_u64_map_get(&daemon->sessions_by_id, ids[k]);

@@ -172,6 +172,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_u64_map_initialize(&daemon->exports);
   halo_u64_map_initialize(&daemon->executables);
   halo_u64_map_initialize(&daemon->memo_cache);
+  halo_u64_map_initialize(&daemon->killed_processes);
   HALO_RETURN_IF_ERROR(halo_hash_library_initialize());
   daemon->completion_async.data = daemon;
   // Before the completion handle: a lost device is handled before the
@@ -311,4 +312,5 @@ void halod_stop(halod_t *daemon) {
   halo_u64_map_deinitialize(&daemon->exports);
   halo_u64_map_deinitialize(&daemon->executables);
   halo_u64_map_deinitialize(&daemon->memo_cache);
+  halo_u64_map_deinitialize(&daemon->killed_processes);
 }

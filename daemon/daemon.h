@@ -60,6 +60,9 @@ typedef struct halod_t {
   bool draining;
   halod_stats_t stats;
   halod_metrics_t metrics;
+  // Processes haloctl kill-client ended: pid -> start time + 1. Their new
+  // connections are refused (nng would dial again on its own).
+  halo_u64_map_t killed_processes;
 
   halo_u64_map_t sessions_by_pipe;  // pipe id -> session
   halo_u64_map_t sessions_by_id;    // session id -> session

@@ -361,6 +361,7 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
                                         "not loaded"));
     return;
   }
+  if (existing) ++daemon->stats.executable_hits;
   if (existing && existing->loading) {
     // Another session's load of the same bytes is under way: share it.
     status = halod_executable_add_waiter(existing, session, context, true);
@@ -372,6 +373,7 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
     halod_executable_reply(daemon, session, existing, context, true);
     return;
   }
+  ++daemon->stats.executable_misses;
   status =
       halod_executable_start_load(daemon, session, request, &hash, context);
   if (status) {

@@ -512,8 +512,12 @@ static halod_session_t *halod_session_for_pipe(halod_t *daemon,
   halo_status_t status = halod_session_create(daemon, pipe_id, (uint32_t)uid,
                                               (uint32_t)pid, &session);
   if (status) {
-    HALO_LOG_ERROR("pipe %u: %s", pipe_id, halo_status_message(status));
+    halo_log(halo_status_code(status) == HALO_STATUS_PERMISSION_DENIED
+                 ? HALO_LOG_DEBUG
+                 : HALO_LOG_ERROR,
+             "pipe %u: %s", pipe_id, halo_status_message(status));
     halo_status_free(status);
+    halod_server_close_pipe(pipe_id);
     return NULL;
   }
   return session;
@@ -575,8 +579,12 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
           (uint32_t)event->peer_pid, &session);
       if (status) {
-        HALO_LOG_ERROR("pipe %u: %s; closing it", event->pipe_id,
-                       halo_status_message(status));
+        // A killed client dialing again is expected, and often.
+        halo_log(halo_status_code(status) == HALO_STATUS_PERMISSION_DENIED
+                     ? HALO_LOG_DEBUG
+                     : HALO_LOG_ERROR,
+                 "pipe %u: %s; closing it", event->pipe_id,
+                 halo_status_message(status));
         halo_status_free(status);
         halod_server_close_pipe(event->pipe_id);
       }

@@ -1,5 +1,6 @@
 #include "daemon/session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -14,10 +15,40 @@
 #include "daemon/queue.h"
 #include "daemon/submission.h"
 
+uint64_t halod_session_process_start(uint32_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  FILE *file = fopen(path, "r");
+  if (!file) return 0;
+  char text[1024];
+  size_t length = fread(text, 1, sizeof(text) - 1, file);
+  fclose(file);
+  text[length] = '\0';
+  // After the command name (which may hold spaces and parentheses), field
+  // 3 is the state; the start time is field 22.
+  char *field = strrchr(text, ')');
+  unsigned long long start = 0;
+  for (int i = 2; field && i < 22; ++i) field = strchr(field + 1, ' ');
+  if (!field || sscanf(field + 1, "%llu", &start) != 1) return 0;
+  return start;
+}
+
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
                                    halod_session_t **out_session) {
   *out_session = NULL;
+  uintptr_t killed =
+      (uintptr_t)halo_u64_map_get(&daemon->killed_processes, pid);
+  if (killed) {
+    if (killed == halod_session_process_start(pid) + 1) {
+      return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                              "process %u was killed by an administrator "
+                              "(haloctl kill-client); it may connect again "
+                              "once restarted",
+                              pid);
+    }
+    halo_u64_map_remove(&daemon->killed_processes, pid);  // another process
+  }
   halod_session_t *session = calloc(1, sizeof(*session));
   if (!session) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   session->id = halod_next_id(daemon);

@@ -65,9 +65,14 @@ struct halod_session_t {
   uint64_t retired_failed;
 };
 
+// PERMISSION_DENIED for a process haloctl kill-client ended.
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
                                    halod_session_t **out_session);
+
+// When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
+// it cannot be read. With the pid it names one process (pids are reused).
+uint64_t halod_session_process_start(uint32_t pid);
 void halod_session_destroy(halod_t *daemon, halod_session_t *session);
 
 halo_status_t halod_session_add_page(halod_session_t *session,

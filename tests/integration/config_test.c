@@ -1,0 +1,261 @@
+// halod's configuration: errors name the file, line and setting (or the
+// flag); --print-config shows the effective configuration and where each
+// value came from; the example file (systemd/halod.conf) parses and covers
+// every setting; SIGHUP applies live settings, names those it ignores and
+// keeps the running configuration when the file is wrong; the metrics
+// textfile.
+#include "tests/integration/ops_support.h"
+
+#ifndef HALO_TEST_HALOD
+#error "HALO_TEST_HALOD must name the halod executable"
+#endif
+#ifndef HALO_TEST_EXAMPLE_CONFIG
+#error "HALO_TEST_EXAMPLE_CONFIG must name systemd/halod.conf"
+#endif
+
+typedef struct config_fixture_t {
+  ops_daemon_t daemon;
+  char path[200];  // the config file
+} config_fixture_t;
+
+static int config_setup(void **state) {
+  config_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  ops_daemon_prepare(&fixture->daemon);
+  snprintf(fixture->path, sizeof(fixture->path), "%s/halod.conf",
+           fixture->daemon.dir);
+  *state = fixture;
+  return 0;
+}
+
+static int config_teardown(void **state) {
+  config_fixture_t *fixture = *state;
+  int code = ops_daemon_stop(&fixture->daemon);
+  ops_daemon_cleanup(&fixture->daemon);
+  free(fixture);
+  assert_int_equal(code, 0);
+  return 0;
+}
+
+// `halod --config PATH ARGS... --print-config`.
+static void config_print(const config_fixture_t *fixture,
+                         const char *const *args, ops_result_t *out_result) {
+  const char *argv[16] = {HALO_TEST_HALOD, "--config", fixture->path};
+  size_t n = 3;
+  while (args && *args && n < 14) argv[n++] = *args++;
+  argv[n++] = "--print-config";
+  argv[n] = NULL;
+  ops_run(argv, NULL, out_result);
+}
+
+static void test_errors_name_file_line_and_setting(void **state) {
+  config_fixture_t *fixture = *state;
+  static const struct {
+    const char *text;
+    const char *expected;  // after "PATH:"
+  } kCases[] = {
+      {"log-level = info\nbogus = 1\n", "2: unknown setting 'bogus'"},
+      {"# comment\n\ncontexts = many\n", "3: contexts: 'many' is not a number"},
+      {"contexts = 0\n", "1: contexts: 0 is out of range [1, 1024]"},
+      {"contexts = 2048\n", "1: contexts: 2048 is out of range"},
+      {"log-level = loud\n",
+       "1: log-level: 'loud' is not one of error, warn, info, debug"},
+      {"driver = gpu\n", "1: driver: 'gpu' is not one of auto, local, cuda"},
+      {"metrics-textfile = halo.prom\n",
+       "1: metrics-textfile: 'halo.prom' is not an absolute path"},
+      {"socket-mode = 0999\n", "1: socket-mode: '0999' is not an octal"},
+      {"session-host-bytes = 12Q\n",
+       "1: session-host-bytes: '12Q' is not a number of bytes"},
+      {"log-level = info\nlog_level = debug\n",
+       "2: log-level: set twice (first on line 1)"},
+      {"[halod]\nlog-level = info\n", "2: log-level: settings take no"},
+      {"log-level = info\njust words\n", "2: expected \"name = value\""},
+      {"config = /etc/other.conf\n", "1: unknown setting 'config'"},
+      {"log-level = info\n  contexts = 4\n", "2: log-level: an indented line"},
+  };
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    ops_write_file(fixture->path, kCases[i].text);
+    ops_result_t r;
+    config_print(fixture, NULL, &r);
+    char expected[400];
+    snprintf(expected, sizeof(expected), "halod: %s:%s", fixture->path,
+             kCases[i].expected);
+    OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, expected) && !r.out[0]);
+    ops_result_free(&r);
+  }
+  // A line too long for inih.
+  char *long_line = malloc(400);
+  assert_non_null(long_line);
+  snprintf(long_line, 400, "metrics-textfile = /%0300d\n", 0);
+  ops_write_file(fixture->path, long_line);
+  free(long_line);
+  ops_result_t r;
+  config_print(fixture, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, ":1: line longer than"));
+  ops_result_free(&r);
+  // A missing file; a bad flag names the flag.
+  const char *missing[] = {HALO_TEST_HALOD, "--config", "/nonexistent/h.conf",
+                           NULL};
+  ops_run(missing, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "/nonexistent/h.conf") &&
+                     strstr(r.err, "No such file"));
+  ops_result_free(&r);
+  const char *flag[] = {HALO_TEST_HALOD, "--session-pending", "0", NULL};
+  ops_run(flag, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 &&
+                     strstr(r.err, "--session-pending: 0 is out of range"));
+  ops_result_free(&r);
+  const char *unknown[] = {HALO_TEST_HALOD, "--frobnicate", "1", NULL};
+  ops_run(unknown, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "unknown flag"));
+  ops_result_free(&r);
+}
+
+static void test_print_config(void **state) {
+  config_fixture_t *fixture = *state;
+  ops_write_file(fixture->path,
+                 "# halo\n"
+                 "log_level = debug ; inline comment\n"
+                 "session-device-bytes = 2G\n"
+                 "contexts = 8\n");
+  ops_result_t r;
+  config_print(fixture, (const char *const[]){"--contexts", "4", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && !r.err[0]);
+  char from_file[300];
+  snprintf(from_file, sizeof(from_file),
+           "log-level = debug\n#   from %s:2; live\n", fixture->path);
+  OPS_EXPECT(&r, strstr(r.out, from_file));
+  OPS_EXPECT(&r, strstr(r.out, "session-device-bytes = 2147483648\n"));
+  // Flags override the file.
+  OPS_EXPECT(&r, strstr(r.out, "contexts = 4\n#   from --contexts\n"));
+  OPS_EXPECT(&r, strstr(r.out, "socket-mode = 0660\n"));
+  OPS_EXPECT(&r, strstr(r.out, "listen = ipc:///run/halo/halo.sock\n"));
+  // The output is itself a config file halod accepts.
+  char printed[220];
+  snprintf(printed, sizeof(printed), "%s/printed.conf", fixture->daemon.dir);
+  ops_write_file(printed, r.out);
+  ops_result_free(&r);
+  const char *again[] = {HALO_TEST_HALOD, "--config", printed, "--print-config",
+                         NULL};
+  ops_run(again, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "contexts = 4\n"));
+  ops_result_free(&r);
+  // --help lists every setting with its default and whether SIGHUP applies
+  // it.
+  const char *help[] = {HALO_TEST_HALOD, "--help", NULL};
+  ops_run(help, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "--metrics-textfile") &&
+                     strstr(r.out, "SIGHUP applies it") &&
+                     strstr(r.out, "--print-config"));
+  ops_result_free(&r);
+}
+
+static void test_example_config_covers_every_setting(void **state) {
+  (void)state;
+  ops_result_t r;
+  const char *argv[] = {HALO_TEST_HALOD, "--config", HALO_TEST_EXAMPLE_CONFIG,
+                        "--print-config", NULL};
+  ops_run(argv, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  char *example = ops_read_file(HALO_TEST_EXAMPLE_CONFIG);
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    char name[64];
+    assert_int_equal(sscanf(line, "%63s =", name), 1);
+    char set[80], commented[80];
+    snprintf(set, sizeof(set), "\n%s = ", name);
+    snprintf(commented, sizeof(commented), "\n# %s = ", name);
+    if (!strstr(example, set) && !strstr(example, commented)) {
+      print_error("%s does not mention '%s'\n", HALO_TEST_EXAMPLE_CONFIG, name);
+      fail();
+    }
+  }
+  free(example);
+  ops_result_free(&r);
+}
+
+static void test_reload(void **state) {
+  config_fixture_t *fixture = *state;
+  char metrics[220];
+  snprintf(metrics, sizeof(metrics), "%s/halo.prom", fixture->daemon.dir);
+  ops_write_file(fixture->path, "log-level = info\ncontexts = 4\n");
+  ops_daemon_start(&fixture->daemon,
+                   (const char *const[]){"--config", fixture->path, NULL},
+                   NULL);
+  // Live settings apply; a setting that needs a restart is named and
+  // ignored.
+  char text[600];
+  snprintf(text, sizeof(text),
+           "log-level = debug\ncontexts = 8\nsession-pending = 5\n"
+           "metrics-textfile = %s\nmetrics-interval = 1\n",
+           metrics);
+  ops_write_file(fixture->path, text);
+  kill(fixture->daemon.pid, SIGHUP);
+  assert_true(ops_daemon_log_has(&fixture->daemon,
+                                 "reload: log-level: info -> debug", 5000));
+  assert_true(ops_daemon_log_has(&fixture->daemon,
+                                 "reload: session-pending: 65536 -> 5", 5000));
+  assert_true(ops_daemon_log_has(
+      &fixture->daemon,
+      "reload: contexts: 4 -> 8 needs a restart; ignored (still 4)", 5000));
+  assert_true(ops_daemon_log_has(&fixture->daemon, "reload: done", 5000));
+  // The metrics textfile appears (written at once, then every second).
+  int64_t deadline = ops_now_ms() + 5000;
+  char *prom = NULL;
+  for (;;) {
+    prom = ops_read_file(metrics);
+    if (strstr(prom, "halo_sessions ") || ops_now_ms() > deadline) break;
+    free(prom);
+    ops_sleep_ms(20);
+  }
+  assert_non_null(strstr(prom, "# TYPE halo_sessions_total counter"));
+  free(prom);
+
+  // A wrong file: reported with its line, the running configuration kept.
+  ops_write_file(fixture->path, "log-level = debug\nsession-pending = -1\n");
+  kill(fixture->daemon.pid, SIGHUP);
+  char expected[300];
+  snprintf(expected, sizeof(expected),
+           "reload: keeping the running configuration: %s:2: "
+           "session-pending: '-1' is not a number",
+           fixture->path);
+  assert_true(ops_daemon_log_has(&fixture->daemon, expected, 5000));
+  assert_true(ops_daemon_answers(&fixture->daemon));
+  // The metrics file is still rewritten: the running configuration stands.
+  struct stat before, after;
+  assert_int_equal(stat(metrics, &before), 0);
+  ops_sleep_ms(1300);
+  assert_int_equal(stat(metrics, &after), 0);
+  assert_true(after.st_mtim.tv_sec > before.st_mtim.tv_sec ||
+              after.st_mtim.tv_nsec != before.st_mtim.tv_nsec);
+}
+
+static void test_metrics_textfile_failure_is_logged_once(void **state) {
+  config_fixture_t *fixture = *state;
+  ops_daemon_start(
+      &fixture->daemon,
+      (const char *const[]){"--metrics-textfile", "/nonexistent/dir/halo.prom",
+                            "--metrics-interval", "1", NULL},
+      NULL);
+  assert_true(ops_daemon_log_has(
+      &fixture->daemon, "metrics: creating /nonexistent/dir/halo.prom", 5000));
+  ops_sleep_ms(2300);  // two more failed writes
+  char *log = ops_read_file(fixture->daemon.log_path);
+  const char *first = strstr(log, "metrics: creating");
+  assert_non_null(first);
+  assert_null(strstr(first + 1, "metrics: creating"));
+  free(log);
+  assert_true(ops_daemon_answers(&fixture->daemon));
+}
+
+int main(void) {
+#define T(name) \
+  cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_errors_name_file_line_and_setting),       T(test_print_config),
+      T(test_example_config_covers_every_setting),     T(test_reload),
+      T(test_metrics_textfile_failure_is_logged_once),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,502 @@
+// haloctl against a running halod with clients: every command in both
+// output modes (tables and JSON that parses), what it shows of the clients'
+// work, kill-client, drain, metrics, --watch, the exit codes, and that the
+// client socket refuses every admin request.
+#include "tests/integration/ops_support.h"
+// clang-format off
+#include "tests/support/halo_test.h"
+// clang-format on
+
+#include <inttypes.h>
+
+#include "halo/halo.h"
+
+#ifndef HALO_TEST_HALOCTL
+#error "HALO_TEST_HALOCTL must name the haloctl executable"
+#endif
+#ifndef HALO_TEST_PEER
+#error "HALO_TEST_PEER must name semaphore_peer"
+#endif
+
+typedef struct haloctl_fixture_t {
+  ops_daemon_t daemon;
+  halo_client_t *client;
+  pid_t peer;
+} haloctl_fixture_t;
+
+static int haloctl_setup(void **state) {
+  haloctl_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  ops_daemon_prepare(&fixture->daemon);
+  ops_daemon_start(&fixture->daemon, NULL, NULL);
+  halo_client_options_t options = {.address = fixture->daemon.listen,
+                                   .client_name = "haloctl-test \"quoted\""};
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &fixture->client));
+  return 0;
+}
+
+static int haloctl_teardown(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  if (fixture->peer) {
+    kill(fixture->peer, SIGKILL);
+    waitpid(fixture->peer, NULL, 0);
+  }
+  halo_client_close(fixture->client);
+  int code = ops_daemon_stop(&fixture->daemon);
+  ops_daemon_cleanup(&fixture->daemon);
+  free(fixture);
+  assert_int_equal(code, 0);  // under ASan: nothing leaked
+  return 0;
+}
+
+// Runs haloctl against the fixture's daemon with |args| (NULL-terminated).
+static void haloctl_run(const haloctl_fixture_t *fixture,
+                        const char *const *args, ops_result_t *out_result) {
+  const char *argv[24] = {HALO_TEST_HALOCTL, "--admin", fixture->daemon.admin};
+  size_t n = 3;
+  while (*args && n < 23) argv[n++] = *args++;
+  argv[n] = NULL;
+  ops_run(argv, NULL, out_result);
+}
+
+// The fixture's client: a device buffer, a host-visible one and a
+// semaphore; a fill submission waiting on the semaphore (value 1).
+typedef struct haloctl_work_t {
+  halo_buffer_t *device_buffer;
+  halo_buffer_t *host_buffer;
+  halo_semaphore_t *gate;
+  halo_semaphore_t *done;
+  halo_command_buffer_t *command_buffer;
+} haloctl_work_t;
+
+static void haloctl_work_begin(haloctl_fixture_t *fixture,
+                               haloctl_work_t *work) {
+  memset(work, 0, sizeof(*work));
+  halo_client_t *client = fixture->client;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 4096, 0,
+                                         &work->device_buffer));
+  HALO_TEST_ASSERT_OK(halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE,
+                                         1 << 20, 0, &work->host_buffer));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &work->gate));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &work->done));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_REUSABLE, 0, &work->command_buffer));
+  uint32_t pattern = 0x5a5a5a5a;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      work->command_buffer, halo_buffer_ref(work->device_buffer, 0, 4096),
+      &pattern, sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(work->command_buffer));
+  halo_semaphore_value_t wait = {work->gate, 1};
+  halo_semaphore_value_t signal = {work->done, 1};
+  HALO_TEST_ASSERT_OK(halo_queue_execute(NULL, work->command_buffer, NULL, 0,
+                                         &wait, 1, &signal, 1));
+}
+
+// Opens the gate and waits for the submission.
+static void haloctl_work_finish(haloctl_work_t *work) {
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(work->gate, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(work->done, 1, 5000000000ll));
+}
+
+static void haloctl_work_release(haloctl_work_t *work) {
+  halo_command_buffer_release(work->command_buffer);
+  halo_semaphore_release(work->gate);
+  halo_semaphore_release(work->done);
+  halo_buffer_release(work->device_buffer);
+  halo_buffer_release(work->host_buffer);
+}
+
+static void test_every_command_in_both_modes(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_work_t work;
+  haloctl_work_begin(fixture, &work);
+  static const char *const kCommands[] = {
+      "status",  "clients",     "queues", "semaphores",
+      "buffers", "executables", "cache",  "metrics"};
+  for (size_t i = 0; i < sizeof(kCommands) / sizeof(kCommands[0]); ++i) {
+    ops_result_t text, json;
+    haloctl_run(fixture, (const char *const[]){kCommands[i], NULL}, &text);
+    haloctl_run(fixture, (const char *const[]){"--json", kCommands[i], NULL},
+                &json);
+    OPS_EXPECT(&text, text.exit_code == 0 && text.out[0] && !text.err[0]);
+    OPS_EXPECT(&json, json.exit_code == 0 && ops_json_valid(json.out));
+    ops_result_free(&text);
+    ops_result_free(&json);
+  }
+  haloctl_work_finish(&work);
+  haloctl_work_release(&work);
+}
+
+static void test_clients_show_the_work_of_each(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_work_t work;
+  haloctl_work_begin(fixture, &work);
+  char pid[32];
+  snprintf(pid, sizeof(pid), "\"pid\":%d,", (int)getpid());
+
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  OPS_EXPECT(&r, strstr(r.out, pid));
+  OPS_EXPECT(&r,
+             strstr(r.out, "\"client_name\":\"haloctl-test \\\"quoted\\\"\""));
+  OPS_EXPECT(&r, strstr(r.out, "\"device_bytes\":4096"));
+  OPS_EXPECT(&r, strstr(r.out, "\"host_bytes\":1048576"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "\"devices\":[{\"device\":0,\"buffers\":2,"
+                        "\"device_bytes\":4096,\"host_bytes\":1048576}]"));
+  OPS_EXPECT(&r, strstr(r.out, "\"submissions\":1,\"pending\":1,"));
+  ops_result_free(&r);
+
+  haloctl_run(fixture, (const char *const[]){"clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), " %d ", (int)getpid());
+  OPS_EXPECT(&r, strstr(r.out, "PER DEVICE") && strstr(r.out, pid_text));
+  OPS_EXPECT(&r, strstr(r.out, "0:2/1.0 MiB"));
+  ops_result_free(&r);
+
+  // The queue: the pending submission waits on the gate for 1.
+  haloctl_run(fixture, (const char *const[]){"--json", "queues", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  OPS_EXPECT(&r, strstr(r.out, "\"pending\":1,"));
+  OPS_EXPECT(&r, strstr(r.out, "\"value\":1,\"current\":0,\"met\":false"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"queues", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  OPS_EXPECT(&r, strstr(r.out, "pending (oldest first)") &&
+                     strstr(r.out, ">= 1 (now 0)"));
+  ops_result_free(&r);
+
+  // The semaphore it waits on has a daemon-side waiter; the one it will
+  // signal has a pending value.
+  haloctl_run(fixture, (const char *const[]){"--json", "semaphores", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  OPS_EXPECT(&r, strstr(r.out, "\"waiters\":1,"));
+  OPS_EXPECT(&r, strstr(r.out, "\"pending_value\":1,"));
+  ops_result_free(&r);
+
+  haloctl_work_finish(&work);
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  OPS_EXPECT(&r, strstr(r.out,
+                        "\"submissions\":1,\"pending\":0,"
+                        "\"in_flight\":0,\"completed\":1,"
+                        "\"failures\":0"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"--json", "queues", NULL}, &r);
+  OPS_EXPECT(&r, strstr(r.out, "\"completed\":1,") &&
+                     !strstr(r.out, "\"latency_p50_us\":0.000,"));
+  ops_result_free(&r);
+
+  // A failed semaphore shows its failure.
+  HALO_TEST_ASSERT_OK(halo_semaphore_fail(work.gate, HALO_STATUS_DATA_LOSS,
+                                          "broken on purpose"));
+  haloctl_run(fixture, (const char *const[]){"semaphores", NULL}, &r);
+  OPS_EXPECT(&r, strstr(r.out, "failed: DATA_LOSS") &&
+                     strstr(r.out, "broken on purpose"));
+  ops_result_free(&r);
+  haloctl_work_release(&work);
+}
+
+static void test_buffers_and_cache(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_work_t work;
+  haloctl_work_begin(fixture, &work);
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"--json", "buffers", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  OPS_EXPECT(&r, strstr(r.out, "\"memory_type\":\"device\",\"size\":4096"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "\"memory_type\":\"host_visible\","
+                        "\"size\":1048576"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"--json", "cache", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  OPS_EXPECT(&r, strstr(r.out, "\"misses\":1,\"entries\":[{"));
+  OPS_EXPECT(&r, strstr(r.out, "\"executables\":[]"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"cache", NULL}, &r);
+  OPS_EXPECT(&r, strstr(r.out, "memoized recordings: 1") &&
+                     strstr(r.out, "executables: 0 loaded"));
+  ops_result_free(&r);
+  haloctl_work_finish(&work);
+  haloctl_work_release(&work);
+}
+
+static void test_metrics(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_work_t work;
+  haloctl_work_begin(fixture, &work);
+  haloctl_work_finish(&work);
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"metrics", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  OPS_EXPECT(&r, strstr(r.out,
+                        "# TYPE halo_submissions_total counter\n"
+                        "halo_submissions_total{device=\"0\"} 1\n"));
+  OPS_EXPECT(&r, strstr(r.out, "halo_completions_total{device=\"0\"} 1\n"));
+  OPS_EXPECT(&r, strstr(r.out, "halo_pending_submissions{device=\"0\"} 0\n"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "# TYPE halo_execution_latency_seconds "
+                        "histogram"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "halo_execution_latency_seconds_bucket{"
+                        "device=\"0\",le=\"+Inf\"} 1\n"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "halo_execution_latency_seconds_count{"
+                        "device=\"0\"} 1\n"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "halo_device_allocated_bytes{device=\"0\","
+                        "memory=\"device\"} 4096\n"));
+  char session[160];
+  snprintf(session, sizeof(session),
+           "pid=\"%d\",uid=\"%d\",name=\"haloctl-test \\\"quoted\\\"\","
+           "memory=\"host_visible\"} 1048576\n",
+           (int)getpid(), (int)getuid());
+  OPS_EXPECT(&r, strstr(r.out, session));
+  OPS_EXPECT(&r, strstr(r.out, "halo_sessions 1\n"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"--json", "metrics", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "{\"name\":\"halo_completions_total\","
+                        "\"labels\":{\"device\":\"0\"},\"value\":1}"));
+  ops_result_free(&r);
+  haloctl_work_release(&work);
+}
+
+// Reads the peer's stdout file until a line starts with |prefix|.
+static char *haloctl_wait_output(const char *path, const char *prefix) {
+  int64_t deadline = ops_now_ms() + 5000;
+  for (;;) {
+    char *text = ops_read_file(path);
+    char *line = strstr(text, prefix);
+    if (line && strchr(line, '\n')) return text;
+    free(text);
+    if (ops_now_ms() > deadline) {
+      print_error("no \"%s\" from the peer\n", prefix);
+      fail();
+    }
+    ops_sleep_ms(10);
+  }
+}
+
+static void test_kill_client(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  char out_path[200];
+  snprintf(out_path, sizeof(out_path), "%s/peer.out", fixture->daemon.dir);
+  const char *argv[] = {HALO_TEST_PEER, fixture->daemon.listen, "create", "0",
+                        NULL};
+  fixture->peer = ops_spawn(argv, NULL, out_path, NULL);
+  char *text = haloctl_wait_output(out_path, "token ");
+  halo_token_t token;
+  char hex[33] = {0};
+  assert_int_equal(sscanf(strstr(text, "token ") + 6, "%32s", hex), 1);
+  free(text);
+  HALO_TEST_ASSERT_OK(halo_token_parse(hex, &token));
+  halo_semaphore_t *imported = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_import(fixture->client, &token, &imported));
+
+  char pid[16];
+  snprintf(pid, sizeof(pid), "%d", (int)fixture->peer);
+  ops_result_t r;
+  haloctl_run(fixture,
+              (const char *const[]){"--json", "kill-client", pid, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  unsigned long long session_id = 0;
+  char prefix[64];
+  snprintf(prefix, sizeof(prefix), "{\"pid\":%s,\"sessions\":[", pid);
+  OPS_EXPECT(&r, strncmp(r.out, prefix, strlen(prefix)) == 0 &&
+                     sscanf(r.out + strlen(prefix), "%llu", &session_id) == 1);
+  ops_result_free(&r);
+  // The peer's semaphore failed with the reason; its session is gone (nng
+  // in the peer may dial again, which makes a new session without Hello).
+  halo_status_t status = halo_semaphore_wait(imported, 1, 5000000000ll);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_ABORTED);
+  assert_non_null(strstr(halo_status_message(status), "administrator"));
+  halo_status_free(status);
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  char needle[64];
+  snprintf(needle, sizeof(needle), "\"session_id\":%llu,", session_id);
+  OPS_EXPECT(&r, r.exit_code == 0 && !strstr(r.out, needle));
+  ops_result_free(&r);
+  halo_semaphore_release(imported);
+  // The process's connection is refused from now on (nng dials again).
+  ops_sleep_ms(300);
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  snprintf(needle, sizeof(needle), "\"pid\":%s,", pid);
+  OPS_EXPECT(&r, r.exit_code == 0 && !strstr(r.out, needle));
+  ops_result_free(&r);
+
+  // No session of that pid any more: an error from the daemon, exit 1.
+  haloctl_run(fixture, (const char *const[]){"kill-client", pid, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 1 && strstr(r.err, "NOT_FOUND"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"kill-client", "x", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2);
+  ops_result_free(&r);
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
+}
+
+static void test_drain_and_undrain(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_work_t work;
+  haloctl_work_begin(fixture, &work);
+  // Work pending: a drain that does not wait reports it; one that waits a
+  // little times out (exit 1).
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"--json", "drain", "0", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out) &&
+                     strstr(r.out, "\"draining\":true,\"drained\":false"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"drain", "0.3", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 1 && strstr(r.out, "still draining"));
+  ops_result_free(&r);
+
+  // New sessions and new submissions are refused; accepted work finishes.
+  halo_client_options_t options = {.address = fixture->daemon.listen};
+  halo_client_t *late = NULL;
+  halo_status_t status = halo_client_connect(&options, &late);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_UNAVAILABLE);
+  assert_non_null(strstr(halo_status_message(status), "draining"));
+  halo_status_free(status);
+  halo_semaphore_value_t signal = {work.done, 2};
+  status = halo_queue_execute(NULL, work.command_buffer, NULL, 0, NULL, 0,
+                              &signal, 1);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_UNAVAILABLE);
+  halo_status_free(status);
+  haloctl_work_finish(&work);
+  haloctl_run(fixture, (const char *const[]){"drain", "5", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "drained"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"--json", "status", NULL}, &r);
+  OPS_EXPECT(&r, strstr(r.out, "\"draining\":true"));
+  ops_result_free(&r);
+
+  haloctl_run(fixture, (const char *const[]){"undrain", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  ops_result_free(&r);
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &late));
+  halo_client_close(late);
+  haloctl_work_release(&work);
+}
+
+static void test_watch(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  ops_result_t r;
+  haloctl_run(fixture,
+              (const char *const[]){"--json", "--watch", "0.1", "--count", "3",
+                                    "status", NULL},
+              &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  // One document a line.
+  int lines = 0;
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+    OPS_EXPECT(&r, ops_json_valid(line));
+    ++lines;
+  }
+  assert_int_equal(lines, 3);
+  ops_result_free(&r);
+  haloctl_run(
+      fixture,
+      (const char *const[]){"--watch", "0.1", "--count", "2", "queues", NULL},
+      &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out,
+                                            "every 0.1s: haloctl "
+                                            "queues"));
+  ops_result_free(&r);
+  // Only status, clients and queues can be watched.
+  haloctl_run(fixture,
+              (const char *const[]){"--watch", "1", "semaphores", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2);
+  ops_result_free(&r);
+}
+
+static void test_exit_codes_and_help(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  ops_result_t r;
+  const char *help[] = {HALO_TEST_HALOCTL, "--help", NULL};
+  ops_run(help, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "exit status") &&
+                     strstr(r.out, "kill-client PID"));
+  ops_result_free(&r);
+  // Usage: 2.
+  haloctl_run(fixture, (const char *const[]){"frobnicate", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "unknown command"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2);
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"status", "extra", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2);
+  ops_result_free(&r);
+  // Cannot connect: 3.
+  char nowhere[200];
+  snprintf(nowhere, sizeof(nowhere), "ipc://%s/nobody.sock",
+           fixture->daemon.dir);
+  const char *unreachable[] = {HALO_TEST_HALOCTL, "--admin", nowhere, "status",
+                               NULL};
+  ops_run(unreachable, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 3 && strstr(r.err, "cannot reach"));
+  ops_result_free(&r);
+  // $HALO_ADMIN_ADDRESS when --admin is not given.
+  char env[200];
+  snprintf(env, sizeof(env), "HALO_ADMIN_ADDRESS=%s", fixture->daemon.admin);
+  const char *plain[] = {HALO_TEST_HALOCTL, "status", NULL};
+  ops_run(plain, (const char *const[]){env, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "halod "));
+  ops_result_free(&r);
+}
+
+static void test_client_socket_refuses_admin_requests(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  halo_test_raw_t raw;
+  halo_test_raw_open(&raw, fixture->daemon.listen, 0);
+  halo_test_raw_hello(&raw);
+  // Every admin body of the protocol (numbers 100 and up).
+  const ProtobufCMessageDescriptor *descriptor =
+      &halo__wire__request__descriptor;
+  int admin_types = 0;
+  for (unsigned i = 0; i < descriptor->n_fields; ++i) {
+    const ProtobufCFieldDescriptor *field = &descriptor->fields[i];
+    if (field->id < 100) continue;
+    ++admin_types;
+    const ProtobufCMessageDescriptor *body = field->descriptor;
+    ProtobufCMessage *message = calloc(1, body->sizeof_message);
+    assert_non_null(message);
+    protobuf_c_message_init(body, message);
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+    *(ProtobufCMessage **)((char *)&request + field->offset) = message;
+    *(uint32_t *)((char *)&request + field->quantifier_offset) = field->id;
+    HALO_TEST_EXPECT_ERROR(halo_test_raw_call(&raw, &request),
+                           HALO_STATUS_PERMISSION_DENIED, "admin socket");
+    free(message);
+  }
+  assert_true(admin_types >= 10);
+  halo_test_raw_close(&raw);
+  // Still there.
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"status", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  ops_result_free(&r);
+}
+
+int main(void) {
+#define T(name) \
+  cmocka_unit_test_setup_teardown(name, haloctl_setup, haloctl_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_every_command_in_both_modes),
+      T(test_clients_show_the_work_of_each),
+      T(test_buffers_and_cache),
+      T(test_metrics),
+      T(test_kill_client),
+      T(test_drain_and_undrain),
+      T(test_watch),
+      T(test_exit_codes_and_help),
+      T(test_client_socket_refuses_admin_requests),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
