@@ -815,6 +815,9 @@ static void bench_daemon(void) {
   CHECK("connect", halo_client_connect(&client_options, &client));
   pid_t daemon_pid = halo_client_daemon_pid(client);
   int64_t daemon_cpu = -1;
+  // halod's threads around the chain's steps: where its CPU goes.
+  static bench_task_t tasks[512];
+  int tasks_before = 0;
   halo_device_info_t info;
   CHECK("device", halo_client_device_info(client, 0, &info));
   printf("halod at %s [%s], device 0: %s %s\n", options.address,
@@ -934,7 +937,10 @@ static void bench_daemon(void) {
     int warmup = options.steps / 10 + 3;
     samples_t samples = samples_new(options.steps);
     for (int s = -warmup; s < options.steps; ++s) {
-      if (s == 0) daemon_cpu = bench_process_cpu_ns(daemon_pid);
+      if (s == 0) {
+        daemon_cpu = bench_process_cpu_ns(daemon_pid);
+        tasks_before = bench_tasks(daemon_pid, tasks, 256);
+      }
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
       CHECK("execute",
@@ -945,9 +951,13 @@ static void bench_daemon(void) {
       if (s >= 0) samples_add(&samples, now_ns() - start);
     }
     double cpu = daemon_cpu_per(daemon_pid, daemon_cpu, options.steps);
+    int tasks_after = bench_tasks(daemon_pid, tasks + 256, 256);
     snprintf(name, sizeof(name), "halod [%s] %s, 16 changed", label,
              table ? "binding table" : "SetParams");
     samples_report_cpu(name, &samples, cpu);
+    printf("    halod CPU per step by thread (name x threads):\n");
+    bench_tasks_print_delta(stdout, "      ", tasks, tasks_before, tasks + 256,
+                            tasks_after, options.steps);
     halo_command_buffer_release(chain);
   }
   halo_client_close(client);

@@ -222,7 +222,7 @@ static double native_load_ms(const void *code, const char *what) {
   return ms;
 }
 
-static int native_main(const char *source, const char *ptx) {
+static int native_main(const char *source) {
   // An empty JIT cache of its own.
   char cache[] = "/tmp/halo-bench-load-cache.XXXXXX";
   if (!mkdtemp(cache)) {
@@ -247,8 +247,12 @@ static int native_main(const char *source, const char *ptx) {
                            device);
   cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                            device);
-  char arch[16];
+  char arch[16], virtual_arch[24];
   snprintf(arch, sizeof(arch), "sm_%d%d", major, minor);
+  snprintf(virtual_arch, sizeof(virtual_arch), "compute_%d%d", major, minor);
+  char *ptx = NULL;
+  size_t ptx_size = 0;
+  CHECK("NVRTC to PTX", compile(source, virtual_arch, true, &ptx, &ptx_size));
   char *cubin = NULL;
   size_t cubin_size = 0;
   start = bench_now_ns();
@@ -266,6 +270,7 @@ static int native_main(const char *source, const char *ptx) {
   report("PTX: again (the driver's JIT cache)", "native",
          native_load_ms(ptx, "PTX"), NULL);
   free(cubin);
+  free(ptx);
   char command[128];
   snprintf(command, sizeof(command), "rm -rf '%s'", cache);
   if (system(command) != 0) fprintf(stderr, "could not remove %s\n", cache);
@@ -311,6 +316,33 @@ int main(int argc, char **argv) {
   bool cold = strcmp(options.phase, "cold") == 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (options.csv) bench_csv_open(options.csv, "halo-bench-load");
+
+  // The native process is forked before this one touches NVRTC or libhalo
+  // (CUDA must not be initialized before a fork); it starts when the halod
+  // cases are done (a byte on |go|; end of file: it leaves).
+  pid_t native = -1;
+  int go[2] = {-1, -1};
+  if (cold && !bench_fake_cuda()) {
+    if (pipe(go) != 0) {
+      perror("pipe");
+      return 1;
+    }
+    fflush(NULL);
+    native = fork();
+    if (native == 0) {
+      close(go[1]);
+      char byte = 0;
+      ssize_t got = read(go[0], &byte, 1);
+      if (got != 1) _exit(1);
+      char *text = source_text();
+      int status = native_main(text);
+      free(text);
+      bench_csv_close();
+      _exit(status);
+    }
+    close(go[0]);
+    if (native < 0) perror("fork");
+  }
 
   halo_client_options_t client_options = {.address = options.address,
                                           .request_timeout_ms = 120000};
@@ -386,16 +418,17 @@ int main(int argc, char **argv) {
   halo_client_close(client);
 
   int rc = 0;
-  if (cold && !fake) {
+  if (native > 0) {
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) _exit(native_main(source, ptx));
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
+    if (write(go[1], "g", 1) != 1 || waitpid(native, &status, 0) != native ||
+        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       fprintf(stderr, "halo-bench-load: the native process failed\n");
       rc = 1;
     }
+    close(go[1]);
+  } else if (native < 0 && go[1] >= 0) {
+    rc = 1;
   }
   free(source);
   free(ptx);

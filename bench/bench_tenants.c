@@ -37,6 +37,12 @@
 //       (all - first) / (N - 1); NVML's per-process figures for the client
 //       processes (halo's hold no context: NVML does not list them) and for
 //       halod with 1 and with N clients.
+// --memory-stages (halo): the clients after the first pause after each
+// step of their set-up (connect, executable, buffer, command buffer, queue,
+// semaphore, warm-up) while the parent reads the GPU memory in use: M1
+// split by what a client asks halod for.
+// Native clients load modules as CUDA does by default (LAZY) unless
+// CUDA_MODULE_LOADING is set (halod loads EAGER).
 // --allow-failures: clients that fail to set up (MPS refuses clients past
 // its limit) are counted and named, the others measured; otherwise a
 // failed client fails the case (exit 1).
@@ -90,6 +96,7 @@ static struct {
   const char *address;
   const char *csv;
   bool allow_failures;
+  bool memory_stages;
   double setup_timeout;
 } options = {.clients = 8, .seconds = 3, .kernel_us = 20, .setup_timeout = 60};
 
@@ -117,11 +124,25 @@ typedef struct shared_t {
   alignas(64) _Atomic uint32_t go;        // futex: 1 once deadline_ns is set
   alignas(64) _Atomic uint32_t finished;  // clients out of their loop
   alignas(64) _Atomic uint32_t release;   // futex: 1 once they may close
+  _Atomic uint32_t stage_count[8];        // --memory-stages: clients there
   int64_t deadline_ns;
   client_slot_t clients[TENANTS_MAX_CLIENTS];
 } shared_t;
 
 static shared_t *g_shared;
+
+// --memory-stages (halo): the clients after the first stop after each step
+// of their set-up until the parent has read the GPU memory in use.
+enum { kStageCount = 7 };
+static const char *const kStages[kStageCount] = {
+    "connect",
+    "executable (a content-hash hit)",
+    "device buffer (256 B)",
+    "command buffer (recorded; a memo hit)",
+    "queue",
+    "semaphore",
+    "first executions (warm-up)",
+};
 
 static void die(const char *format, ...)
     __attribute__((format(printf, 1, 2), noreturn));
@@ -287,6 +308,12 @@ static bool fail_status(client_slot_t *slot, const char *what,
   return false;
 }
 
+static void stage_reached(client_slot_t *slot, int stage) {
+  if (!options.memory_stages || slot == &g_shared->clients[0]) return;
+  atomic_fetch_add(&g_shared->stage_count[stage], 1);
+  futex_wait_for(&g_shared->phase, (uint32_t)stage + 2);
+}
+
 #define TRY(slot, what, expr)                                     \
   do {                                                            \
     halo_status_t try__status = (expr);                           \
@@ -300,6 +327,7 @@ static bool halo_worker_setup(worker_t *worker) {
   halo_client_options_t client_options = {.address = options.address,
                                           .request_timeout_ms = 60000};
   TRY(slot, "connect", halo_client_connect(&client_options, &worker->client));
+  stage_reached(slot, 0);
   slot->daemon_pid = halo_client_daemon_pid(worker->client);
   uint8_t fake_image[BENCH_FAKE_IMAGE_SIZE];
   halo_executable_params_t params = {
@@ -315,9 +343,11 @@ static bool halo_worker_setup(worker_t *worker) {
   }
   TRY(slot, "executable",
       halo_executable_create(worker->client, 0, &params, &worker->executable));
+  stage_reached(slot, 1);
   TRY(slot, "buffer",
       halo_buffer_create(worker->client, 0, HALO_MEMORY_DEVICE, 256, 0,
                          &worker->counter));
+  stage_reached(slot, 2);
   TRY(slot, "begin",
       halo_command_buffer_begin(worker->client, 0, HALO_COMMAND_BUFFER_REUSABLE,
                                 1, &worker->command_buffer));
@@ -336,9 +366,12 @@ static bool halo_worker_setup(worker_t *worker) {
   TRY(slot, "dispatch",
       halo_command_buffer_dispatch(worker->command_buffer, &dispatch));
   TRY(slot, "end", halo_command_buffer_end(worker->command_buffer));
+  stage_reached(slot, 3);
   TRY(slot, "queue", halo_queue_create(worker->client, 0, 0, &worker->queue));
+  stage_reached(slot, 4);
   TRY(slot, "semaphore",
       halo_semaphore_create(worker->client, 0, 0, &worker->semaphore));
+  stage_reached(slot, 5);
   return true;
 }
 
@@ -417,6 +450,9 @@ static bool native_compile(client_slot_t *slot, CUdevice device,
 
 // The process's context (device 0's primary context) and the kernel.
 static bool native_process_setup(client_slot_t *slot) {
+  // CUDA's own default, which a process of its own gets (halo's loader
+  // would set EAGER); CUDA_MODULE_LOADING=EAGER in the environment wins.
+  setenv("CUDA_MODULE_LOADING", "LAZY", 0);
   TRY(slot, "loading CUDA", halo_hal_cuda_symbols_load(&cu));
   CUdevice device;
   CU_TRY(slot, cuDeviceGet, &device, 0);
@@ -493,6 +529,7 @@ static bool worker_run(worker_t *worker) {
                                       : native_worker_setup(worker);
   for (int i = 0; ok && i < TENANTS_WARMUP; ++i) ok = worker_step(worker);
   if (!ok) return false;
+  if (options.impl == IMPL_HALO) stage_reached(slot, 6);
   atomic_store(&slot->state, CLIENT_READY);
   atomic_fetch_add(&g_shared->settled, 1);
   futex_wait_for(&g_shared->go, 1);
@@ -692,6 +729,30 @@ static int run_case(void) {
   bool in_time = wait_settled(pids, process_count, 1, deadline);
   memory_snapshot(first);
   futex_set(&g_shared->phase, 1);
+  // --memory-stages: GPU memory after each set-up step of the others.
+  double stage_mib[kStageCount + 1] = {first->used_mib};
+  bool staged = options.memory_stages && options.impl == IMPL_HALO && n > 1;
+  for (int k = 0; staged && in_time && k < kStageCount; ++k) {
+    for (;;) {
+      reap_during_setup(pids, process_count);
+      uint32_t failed_now = 0;
+      for (int i = 1; i < n; ++i) {
+        failed_now += atomic_load(&g_shared->clients[i].state) == CLIENT_FAILED;
+      }
+      if (atomic_load(&g_shared->stage_count[k]) + failed_now >=
+          (uint32_t)(n - 1)) {
+        break;
+      }
+      if (bench_now_ns() > deadline) {
+        in_time = false;
+        break;
+      }
+      usleep(1000);
+    }
+    stage_mib[k + 1] = nvml_used_mib();
+    futex_set(&g_shared->phase, (uint32_t)k + 2);
+  }
+  if (staged) futex_set(&g_shared->phase, kStageCount + 2);
   in_time = in_time && wait_settled(pids, process_count, (uint32_t)n, deadline);
   double setup_s = (double)(bench_now_ns() - setup_start) / 1e9;
   if (!in_time) {
@@ -849,10 +910,14 @@ static int run_case(void) {
   }
   free(tasks);
   char t8_note[1024];
+  const char *loading = getenv("CUDA_MODULE_LOADING");
   snprintf(t8_note, sizeof(t8_note),
-           "%.1f us kernel; per client %.0f-%.0f /s; set-up %.1f s%s%s",
-           options.kernel_us, rate_min, rate_max, setup_s, note[0] ? "; " : "",
-           note);
+           "per client %.0f-%.0f /s; set-up %.1f s%s%s%s%s", rate_min, rate_max,
+           setup_s, options.impl == IMPL_HALO ? "" : "; CUDA_MODULE_LOADING=",
+           options.impl == IMPL_HALO ? ""
+           : loading                 ? loading
+                                     : "LAZY",
+           note[0] ? "; " : "", note);
   bench_row_t row = bench_row("T8", name, impl);
   row.clients = n;
   row.n = steps;
@@ -922,6 +987,20 @@ static int run_case(void) {
       {"halod with the first client (NVML)", daemon_first},
       {"halod with all (NVML)", daemon_all},
   };
+  if (staged) {
+    printf("  M1 %s: GPU memory per additional client by set-up step:", impl);
+    for (int k = 0; k < kStageCount; ++k) {
+      double mib = (stage_mib[k + 1] - stage_mib[k]) / (n - 1);
+      printf("%s %s %.2f MiB", k ? "," : "", kStages[k], mib);
+      char step_name[96];
+      snprintf(step_name, sizeof(step_name), "set-up step: %s", kStages[k]);
+      bench_row_t m1 = bench_row("M1", step_name, impl);
+      m1.clients = ready;
+      m1.memory_mib = mib;
+      bench_csv_write(&m1);
+    }
+    printf("\n");
+  }
   for (size_t i = 0; i < sizeof(figures) / sizeof(figures[0]); ++i) {
     if (options.impl != IMPL_HALO && strncmp(figures[i].name, "halod", 5) == 0)
       continue;
@@ -947,6 +1026,7 @@ int main(int argc, char **argv) {
       {"csv", required_argument, NULL, 'c'},
       {"allow-failures", no_argument, NULL, 'f'},
       {"setup-timeout", required_argument, NULL, 't'},
+      {"memory-stages", no_argument, NULL, 'm'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -981,12 +1061,16 @@ int main(int argc, char **argv) {
       case 't':
         options.setup_timeout = atof(optarg);
         break;
+      case 'm':
+        options.memory_stages = true;
+        break;
       default:
         fprintf(stderr,
                 "usage: halo-bench-tenants --impl halo|native|streams "
                 "[--clients N] [--seconds S] [--kernel-us US]\n"
                 "       [--label TEXT] [--address ADDR] [--csv FILE] "
-                "[--allow-failures] [--setup-timeout S]\n");
+                "[--allow-failures] [--setup-timeout S] "
+                "[--memory-stages]\n");
         return option == 'h' ? 0 : 2;
     }
   }
