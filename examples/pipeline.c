@@ -20,7 +20,12 @@
 //   fill slot 1, signal filled=1 -> run execution 1 -> signal done=1
 //   wait done>=1, check slot 1, fill slot 2, ...
 //
-//   halo-pipeline [KERNEL.so]   (default: affine.so beside the binary)
+//   halo-pipeline [KERNEL]
+//
+// KERNEL defaults to the build's kernel for device 0's driver, beside the
+// binary: affine.so (kernels/affine.c) for the local (CPU) driver,
+// affine.ptx (kernels/affine.cu, built by nvcc) for CUDA. The producer
+// picks it and passes it to the consumer.
 //
 // Exits non-zero on any error or wrong value. libhalo (nng) must not be used
 // across fork(): the child calls only exec, so the consumer starts from a
@@ -233,9 +238,27 @@ static int producer_wait_submitted(producer_t *producer) {
   return 0;
 }
 
-static int producer_run(producer_t *producer, const char *kernel_path) {
+// |kernel_arg|: KERNEL from the command line, or "" for the build's kernel for
+// device 0's driver.
+static int producer_run(producer_t *producer, const char *kernel_arg) {
   halo_client_options_t options = {.client_name = "halo-pipeline-producer"};
   CHECK("connect", halo_client_connect(&options, &producer->client));
+  halo_device_info_t device;
+  CHECK("device info", halo_client_device_info(producer->client, 0, &device));
+  char kernel_path[PATH_MAX];
+  if (kernel_arg[0]) {
+    snprintf(kernel_path, sizeof(kernel_path), "%s", kernel_arg);
+  } else {
+    // An ELF shared object for the CPU, PTX for a GPU.
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[n > 0 ? n : 0] = '\0';
+    const char *extension = strcmp(device.driver, "cuda") == 0 ? "ptx" : "so";
+    snprintf(kernel_path, sizeof(kernel_path), "%s/affine.%s", dirname(self),
+             extension);
+  }
+  printf("producer: device 0: %s (driver %s), kernel %s\n", device.name,
+         device.driver, kernel_path);
   CHECK("buffer",
         halo_buffer_create(producer->client, 0, HALO_MEMORY_HOST_VISIBLE,
                            ITEMS * SLOT_BYTES, HALO_OBJECT_FLAG_EXPORTABLE,
@@ -321,18 +344,8 @@ int main(int argc, char **argv) {
   if (argc == 7 && strcmp(argv[1], "--consumer") == 0) {
     return consumer_main(argv);
   }
-  char kernel_path[PATH_MAX];
-  if (argc > 1) {
-    snprintf(kernel_path, sizeof(kernel_path), "%s", argv[1]);
-  } else {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    self[n > 0 ? n : 0] = '\0';
-    snprintf(kernel_path, sizeof(kernel_path), "%s/affine.so", dirname(self));
-  }
-
   producer_t producer = {.report_fd = -1};
-  int failed = producer_run(&producer, kernel_path);
+  int failed = producer_run(&producer, argc > 1 ? argv[1] : "");
   if (producer_finish(&producer, failed)) failed = 1;
   if (!failed) printf("producer: ok\n");
   return failed;

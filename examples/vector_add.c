@@ -3,7 +3,11 @@
 // buffers are binding slots 0..2, then binds a different (a, b, c) each
 // time, waits on a semaphore the submission signals, and checks c.
 //
-//   halo-vector-add [KERNEL.so]   (default: vector_add.so beside the binary)
+//   halo-vector-add [KERNEL]
+//
+// KERNEL defaults to the build's kernel for device 0's driver, beside the
+// binary: vector_add.so (kernels/vector_add.c) for the local (CPU) driver,
+// vector_add.ptx (kernels/vector_add.cu, built by nvcc) for CUDA.
 #include <halo/halo.h>
 #include <libgen.h>
 #include <limits.h>
@@ -30,6 +34,14 @@ static int fail(const char *what, halo_status_t status) {
   } while (0)
 
 int main(int argc, char **argv) {
+  halo_client_t *client;
+  CHECK("connect", halo_client_connect(NULL, &client));
+  halo_device_info_t device;
+  CHECK("device info", halo_client_device_info(client, 0, &device));
+  printf("device 0: %s (driver %s)\n", device.name, device.driver);
+
+  // The kernel for that driver: an ELF shared object for the CPU, PTX for
+  // a GPU.
   char kernel_path[PATH_MAX];
   if (argc > 1) {
     snprintf(kernel_path, sizeof(kernel_path), "%s", argv[1]);
@@ -37,12 +49,10 @@ int main(int argc, char **argv) {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     self[n > 0 ? n : 0] = '\0';
-    snprintf(kernel_path, sizeof(kernel_path), "%s/vector_add.so",
-             dirname(self));
+    const char *extension = strcmp(device.driver, "cuda") == 0 ? "ptx" : "so";
+    snprintf(kernel_path, sizeof(kernel_path), "%s/vector_add.%s",
+             dirname(self), extension);
   }
-
-  halo_client_t *client;
-  CHECK("connect", halo_client_connect(NULL, &client));
   halo_executable_t *executable;
   CHECK("load kernel", halo_executable_create_from_file(client, 0, kernel_path,
                                                         0, &executable));

@@ -2,9 +2,10 @@
 // record-time errors found by the client (they name the command index and
 // the argument), errors only the daemon can find (entry points, unknown
 // handles, binding tables against the recording's slot requirements),
-// queue_execute's checks, and real work through the local driver: a vector
-// add executed with three binding tables, offsets that compose, fills,
-// updates and copies, and the memo cache.
+// queue_execute's checks, and real work through the driver under test
+// (HALO_TEST_DRIVER: local, or cuda for the cuda.* variant): a vector add
+// executed with three binding tables, offsets that compose, fills, updates
+// and copies, and the memo cache.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,9 @@ static halo_buffer_t *create_buffer(halo_client_t *client, uint64_t size) {
   return buffer;
 }
 
+// The test kernels of the driver under test (tests/kernels/).
 static halo_executable_t *load_kernels(halo_client_t *client) {
-  halo_executable_t *executable = NULL;
-  HALO_TEST_ASSERT_OK(halo_executable_create_from_file(
-      client, 0, COMMAND_BUFFER_TEST_KERNELS, 0, &executable));
-  assert_non_null(executable);
-  return executable;
+  return halo_test_load_kernels(client);
 }
 
 static halo_command_buffer_t *begin(halo_client_t *client, uint32_t flags,
@@ -375,11 +373,23 @@ static void test_executable_from_file_errors(void **state) {
   EXPECT_STATUS(
       halo_executable_create(fixture->client, 0, &params, &executable),
       HALO_STATUS_INVALID_ARGUMENT, "an executable needs data");
-  // Bytes that are not a shared object: the loader's message comes back.
   params.data =
       "not an ELF file, but long enough for the header of one. "
       "not an ELF file, but long enough for the header of one.";
   params.size = strlen(params.data);
+  if (halo_test_driver_is("cuda")) {
+    // A GPU takes no ELF; bytes that are not PTX do not load.
+    EXPECT_STATUS(
+        halo_executable_create(fixture->client, 0, &params, &executable),
+        HALO_STATUS_UNIMPLEMENTED, "cannot load ELF");
+    params.format = HALO_EXECUTABLE_FORMAT_PTX;
+    EXPECT_STATUS(
+        halo_executable_create(fixture->client, 0, &params, &executable),
+        HALO_STATUS_INVALID_ARGUMENT, NULL);
+    assert_null(executable);
+  }
+  HALO_TEST_LOCAL_ONLY("the ELF loader's message for bytes that are not ELF");
+  // Bytes that are not a shared object: the loader's message comes back.
   EXPECT_STATUS(
       halo_executable_create(fixture->client, 0, &params, &executable),
       HALO_STATUS_INVALID_ARGUMENT, "not an ELF file (bad magic");
@@ -829,6 +839,7 @@ static void test_close_frees_unreleased_objects(void **state) {
 }
 
 int main(void) {
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
 #define TEST(name)                                               \
   cmocka_unit_test_setup_teardown(name, halo_test_fixture_setup, \

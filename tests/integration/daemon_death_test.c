@@ -136,6 +136,7 @@ static void test_calls_after_daemon_death_fail_quickly(void **state) {
 }
 
 int main(void) {
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name)                                                  \
   cmocka_unit_test_setup_teardown(name, halo_test_fixture_setup, \
                                   halo_test_fixture_teardown)

@@ -1,7 +1,8 @@
 // The client process of execute_test's multi-process tests: it connects to
 // halod with libhalo after it starts (a fresh program, exec'd by the test:
 // nng cannot be used in a child forked after its parent used it), records
-// and executes command buffers on the CPU driver and exits with 0 when
+// and executes command buffers on device 0 (KERNELS: the test kernels of
+// the driver under test, format from the extension) and exits with 0 when
 // everything it checked held.
 //
 //   execute_peer ADDRESS load KERNELS COUNT [STOP_TOKEN]

@@ -269,6 +269,7 @@ static void test_imported_handle_is_per_session(void **state) {
 }
 
 int main(void) {
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, handle_setup, handle_teardown)
   const struct CMUnitTest tests[] = {

@@ -692,6 +692,7 @@ static void test_every_request_type_survives_generic_bad_fields(void **state) {
 }
 
 int main(void) {
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, protocol_setup, protocol_teardown)
   const struct CMUnitTest tests[] = {

@@ -445,6 +445,7 @@ static void test_other_uid_cannot_use_session_token(void **state) {
 }
 
 int main(void) {
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, security_setup, security_teardown)
   const struct CMUnitTest tests[] = {

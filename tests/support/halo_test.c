@@ -29,6 +29,12 @@
 #ifndef HALO_TEST_PEER
 #error "HALO_TEST_PEER must name the semaphore_peer executable"
 #endif
+#ifndef HALO_TEST_KERNELS_LOCAL
+#error "HALO_TEST_KERNELS_LOCAL must name the local test kernels (ELF)"
+#endif
+#ifndef HALO_TEST_KERNELS_CUDA
+#define HALO_TEST_KERNELS_CUDA ""  // built without nvcc
+#endif
 
 int64_t halo_test_now_ns(void) {
   struct timespec ts;
@@ -73,9 +79,10 @@ static void halo__remove_tree(const char *dir) {
   if (dir[0]) nftw(dir, halo__remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-// Forks and execs |argv| with the death signal set; |stdout_fd| (or -1)
-// becomes the child's stdout.
-static pid_t halo__fork_exec(const char *const *argv, int stdout_fd) {
+// Forks and execs |argv| with the death signal set; |stdout_fd| and
+// |stderr_fd| (or -1: inherited) become the child's stdout and stderr.
+static pid_t halo__fork_exec(const char *const *argv, int stdout_fd,
+                             int stderr_fd) {
   pid_t parent = getpid();
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -83,6 +90,7 @@ static pid_t halo__fork_exec(const char *const *argv, int stdout_fd) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(126);
     if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(126);
+    if (stderr_fd >= 0 && dup2(stderr_fd, STDERR_FILENO) < 0) _exit(126);
     execv(argv[0], (char *const *)argv);
     dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -107,12 +115,17 @@ static bool halo__daemon_answers(const halo_test_daemon_t *daemon) {
   return ok;
 }
 
-void halo_test_daemon_start(halo_test_daemon_t *daemon) {
+// Makes |daemon|'s private directory and names its sockets; false (errno
+// set) if the directory cannot be made.
+static bool halo__daemon_prepare(halo_test_daemon_t *daemon) {
   memset(daemon, 0, sizeof(*daemon));
   snprintf(daemon->dir, sizeof(daemon->dir), "/tmp/halo-test-XXXXXX");
-  assert_non_null(mkdtemp(daemon->dir));
+  if (!mkdtemp(daemon->dir)) {
+    daemon->dir[0] = '\0';
+    return false;
+  }
   // Traversable by others: the uid test connects from another uid.
-  assert_return_code(chmod(daemon->dir, 0755), errno);
+  if (chmod(daemon->dir, 0755) != 0) return false;
   snprintf(daemon->socket_path, sizeof(daemon->socket_path), "%s/halo.sock",
            daemon->dir);
   snprintf(daemon->listen_address, sizeof(daemon->listen_address), "ipc://%s",
@@ -121,35 +134,64 @@ void halo_test_daemon_start(halo_test_daemon_t *daemon) {
            "ipc://%s/admin.sock", daemon->dir);
   snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
            daemon->socket_path);
+  return true;
+}
+
+// Starts halod for |daemon| with the test driver; |stderr_fd| (or -1)
+// becomes its stderr.
+static void halo__daemon_spawn(halo_test_daemon_t *daemon, int stderr_fd) {
   const char *argv[] = {HALO_TEST_HALOD,
                         "--listen",
                         daemon->listen_address,
                         "--admin",
                         daemon->admin_address,
                         "--driver",
-                        "local",
+                        halo_test_driver(),
                         "--log-level",
                         "info",
                         NULL};
-  daemon->pid = halo__fork_exec(argv, -1);
-  int64_t deadline = halo_test_now_ns() + 10000 * HALO_TEST_MS;
+  daemon->pid = halo__fork_exec(argv, -1, stderr_fd);
+}
+
+// Whether |daemon| has its sockets and answers an admin request.
+static bool halo__daemon_ready(const halo_test_daemon_t *daemon) {
+  struct stat st;
+  return stat(daemon->socket_path, &st) == 0 &&
+         stat(daemon->fd_channel_path, &st) == 0 &&
+         halo__daemon_answers(daemon);
+}
+
+// How long halod may take to answer: a GPU driver's initialization (cuInit,
+// a context per device) can take seconds.
+static int halo__daemon_start_timeout_ms(void) {
+  return halo_test_driver_is("local") ? 10000 : 60000;
+}
+
+void halo_test_daemon_start(halo_test_daemon_t *daemon) {
+  halo_test_require_driver();
+  if (!halo__daemon_prepare(daemon)) {
+    print_error("private directory %s: %s\n", daemon->dir, strerror(errno));
+    fail();
+  }
+  halo__daemon_spawn(daemon, -1);
+  int timeout_ms = halo__daemon_start_timeout_ms();
+  int64_t deadline = halo_test_now_ns() + timeout_ms * HALO_TEST_MS;
   for (;;) {
     int wait_status;
     if (waitpid(daemon->pid, &wait_status, WNOHANG) == daemon->pid) {
       daemon->pid = 0;
-      print_error("halod exited during start-up (wait status 0x%x)\n",
-                  wait_status);
+      print_error(
+          "halod --driver %s exited during start-up (wait status 0x%x; its "
+          "log is above)\n",
+          halo_test_driver(), wait_status);
       fail();
     }
-    struct stat st;
-    if (stat(daemon->socket_path, &st) == 0 &&
-        stat(daemon->fd_channel_path, &st) == 0 &&
-        halo__daemon_answers(daemon)) {
-      return;
-    }
+    if (halo__daemon_ready(daemon)) return;
     if (halo_test_now_ns() > deadline) {
-      print_error("halod (pid %d) did not answer on %s within 10 s\n",
-                  daemon->pid, daemon->admin_address);
+      print_error(
+          "halod --driver %s (pid %d) did not answer on %s within %d "
+          "ms\n",
+          halo_test_driver(), daemon->pid, daemon->admin_address, timeout_ms);
       fail();
     }
     halo_test_sleep_ms(5);
@@ -272,6 +314,203 @@ int halo_test_fixture_teardown(void **state) {
     fail();
   }
   return 0;
+}
+
+// ---------------------------------------------------------------- drivers
+
+const char *halo_test_driver(void) {
+  const char *driver = getenv("HALO_TEST_DRIVER");
+  return driver && driver[0] ? driver : "local";
+}
+
+bool halo_test_driver_is(const char *name) {
+  return strcmp(halo_test_driver(), name) == 0;
+}
+
+const char *halo_test_kernels_path(void) {
+  const char *path = getenv("HALO_TEST_KERNELS");
+  if (path && path[0]) return path;
+  return halo_test_driver_is("local") ? HALO_TEST_KERNELS_LOCAL
+                                      : HALO_TEST_KERNELS_CUDA;
+}
+
+halo_executable_t *halo_test_load_kernels(halo_client_t *client) {
+  const char *path = halo_test_kernels_path();
+  if (!path[0]) {
+    print_error(
+        "no test kernels for driver %s: the build found no nvcc (set "
+        "HALO_TEST_KERNELS to a .ptx, .cubin or .fatbin of "
+        "tests/kernels/test_kernels.cu)\n",
+        halo_test_driver());
+    fail();
+  }
+  halo_executable_t *executable = NULL;
+  halo_status_t status =
+      halo_executable_create_from_file(client, 0, path, 0, &executable);
+  if (status) {
+    print_error(
+        "loading the test kernels on device 0 (driver %s) from %s: "
+        "%s: %s\n",
+        halo_test_driver(), path,
+        halo_status_code_name(halo_status_code(status)),
+        halo_status_message(status));
+    halo_status_free(status);
+    fail();
+  }
+  assert_non_null(executable);
+  return executable;
+}
+
+void halo_test_local_only(const char *reason, const char *file, int line) {
+  if (halo_test_driver_is("local")) return;
+  print_message("%s:%d: skipped on driver %s (local driver only): %s\n", file,
+                line, halo_test_driver(), reason);
+  _skip(file, line);
+}
+
+// Appends what can be read now from the non-blocking |fd| to |log| (at
+// most |capacity| - 1 bytes in all, NUL-terminated).
+static void halo__read_log(int fd, char *log, size_t capacity, size_t *length) {
+  char chunk[4096];
+  for (;;) {
+    ssize_t got = read(fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return;
+    size_t room = capacity - 1 - *length;
+    size_t take = (size_t)got < room ? (size_t)got : room;
+    memcpy(log + *length, chunk, take);
+    *length += take;
+    log[*length] = '\0';
+  }
+}
+
+// Prints device 0 of the daemon at |address| (what the tests run on).
+static void halo__print_device(const char *address) {
+  halo_client_options_t options = {.address = address,
+                                   .client_name = "halo-test probe"};
+  halo_client_t *client = NULL;
+  halo_device_info_t info;
+  halo_status_t status = halo_client_connect(&options, &client);
+  if (!status) status = halo_client_device_info(client, 0, &info);
+  if (status) {
+    printf("halo-test: device 0: %s: %s\n",
+           halo_status_code_name(halo_status_code(status)),
+           halo_status_message(status));
+  } else {
+    printf(
+        "halo-test: device 0: %s %s (compute %u.%u, %u multiprocessors, "
+        "%llu MiB)\n",
+        info.driver, info.name, info.compute_major, info.compute_minor,
+        info.multiprocessor_count,
+        (unsigned long long)(info.memory_bytes >> 20));
+  }
+  halo_status_free(status);
+  halo_client_close(client);
+}
+
+void halo_test_require_driver(void) {
+  static bool checked;
+  if (checked) return;
+  checked = true;
+  const char *driver = halo_test_driver();
+  if (!halo_test_driver_is("local") && !halo_test_driver_is("cuda")) {
+    fprintf(stderr, "halo-test: HALO_TEST_DRIVER=%s: expected local or cuda\n",
+            driver);
+    exit(2);
+  }
+  if (halo_test_driver_is("local")) return;
+  const char *kernels = halo_test_kernels_path();
+  printf("halo-test: driver %s; halod %s; test kernels %s\n", driver,
+         HALO_TEST_HALOD,
+         kernels[0] ? kernels : "(none: no nvcc in the build)");
+  fflush(stdout);
+
+  // One halod with the driver, its log on a pipe: does it start?
+  halo_test_daemon_t daemon;
+  int pipe_fds[2];
+  if (!halo__daemon_prepare(&daemon) || pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    fprintf(stderr, "halo-test: probing driver %s: %s\n", driver,
+            strerror(errno));
+    halo__remove_tree(daemon.dir);
+    exit(1);
+  }
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  halo__daemon_spawn(&daemon, pipe_fds[1]);
+  close(pipe_fds[1]);
+  static char log[16384];
+  size_t length = 0;
+  int64_t start = halo_test_now_ns();
+  int64_t deadline = start + halo__daemon_start_timeout_ms() * HALO_TEST_MS;
+  int wait_status = 0;
+  bool exited = false;
+  bool answered = false;
+  while (!exited && !answered && halo_test_now_ns() < deadline) {
+    halo__read_log(pipe_fds[0], log, sizeof(log), &length);
+    if (waitpid(daemon.pid, &wait_status, WNOHANG) == daemon.pid) {
+      daemon.pid = 0;
+      exited = true;
+    } else if (halo__daemon_ready(&daemon)) {
+      answered = true;
+    } else {
+      halo_test_sleep_ms(10);
+    }
+  }
+  double elapsed_ms = (double)(halo_test_now_ns() - start) / 1e6;
+
+  if (answered) {
+    printf("halo-test: halod --driver %s answered after %.0f ms\n", driver,
+           elapsed_ms);
+    halo__print_device(daemon.listen_address);
+    fflush(stdout);
+    kill(daemon.pid, SIGTERM);
+    wait_status = halo__wait_pid(daemon.pid, HALO_TEST_DEADLINE_MS);
+    if (wait_status == -1) {
+      kill(daemon.pid, SIGKILL);
+      waitpid(daemon.pid, NULL, 0);
+    }
+    halo__read_log(pipe_fds[0], log, sizeof(log), &length);
+    close(pipe_fds[0]);
+    halo__remove_tree(daemon.dir);
+    if (wait_status == -1 || !WIFEXITED(wait_status) ||
+        WEXITSTATUS(wait_status) != 0) {
+      fprintf(stderr,
+              "%shalo-test: halod --driver %s did not stop cleanly on "
+              "SIGTERM (wait status 0x%x)\n",
+              log, driver, wait_status);
+      exit(1);
+    }
+    return;
+  }
+
+  if (!exited) {
+    kill(daemon.pid, SIGKILL);
+    waitpid(daemon.pid, NULL, 0);
+  }
+  halo__read_log(pipe_fds[0], log, sizeof(log), &length);
+  close(pipe_fds[0]);
+  halo__remove_tree(daemon.dir);
+  fputs(log, stderr);
+  char unavailable[64];
+  snprintf(unavailable, sizeof(unavailable), "driver %s unavailable", driver);
+  const char *reason = exited ? strstr(log, unavailable) : NULL;
+  if (reason) {
+    size_t line = strcspn(reason, "\n");
+    printf("SKIP: halod cannot serve driver %s here: %.*s\n", driver, (int)line,
+           reason);
+    exit(HALO_TEST_EXIT_SKIPPED);
+  }
+  if (exited) {
+    fprintf(stderr,
+            "halo-test: halod --driver %s exited during start-up (wait "
+            "status 0x%x; its log is above)\n",
+            driver, wait_status);
+  } else {
+    fprintf(stderr,
+            "halo-test: halod --driver %s did not answer within %.0f ms (its "
+            "log is above)\n",
+            driver, elapsed_ms);
+  }
+  exit(1);
 }
 
 // ---------------------------------------------------------------- admin
@@ -855,7 +1094,7 @@ void halo_test_spawn(halo_test_process_t *process, const char *const *argv) {
   memset(process, 0, sizeof(*process));
   int pipe_fds[2];
   assert_return_code(pipe2(pipe_fds, O_CLOEXEC), errno);
-  process->pid = halo__fork_exec(argv, pipe_fds[1]);
+  process->pid = halo__fork_exec(argv, pipe_fds[1], -1);
   close(pipe_fds[1]);
   process->stdout_fd = pipe_fds[0];
 }

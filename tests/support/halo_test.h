@@ -71,8 +71,9 @@ typedef struct halo_test_daemon_t {
   char fd_channel_path[160];  // DIR/halo.sock.fd
 } halo_test_daemon_t;
 
-// Starts `halod --driver local` on sockets in a fresh private directory and
-// waits until its admin socket answers.
+// Starts `halod --driver DRIVER` (halo_test_driver()) on sockets in a fresh
+// private directory and waits until its admin socket answers. The first
+// start of a test program calls halo_test_require_driver() first.
 void halo_test_daemon_start(halo_test_daemon_t *daemon);
 
 // Sends |signal_number| and waits for the daemon to exit; asserts it exits
@@ -90,6 +91,49 @@ void halo_test_daemon_cleanup(halo_test_daemon_t *daemon);
 // the default).
 halo_client_t *halo_test_connect(const halo_test_daemon_t *daemon,
                                  int32_t timeout_ms);
+
+// ---------------------------------------------------------------- drivers
+//
+// A test program runs against the driver named by the environment variable
+// HALO_TEST_DRIVER: "local" (the default) or "cuda". tests/CMakeLists.txt
+// registers the integration tests a second time as cuda.<name> with
+// HALO_TEST_DRIVER=cuda, the ctest label cuda and SKIP_RETURN_CODE 77.
+
+// The exit code of a test program that did not run (ctest reports it as
+// skipped: SKIP_RETURN_CODE).
+#define HALO_TEST_EXIT_SKIPPED 77
+
+// HALO_TEST_DRIVER, or "local" when unset or empty.
+const char *halo_test_driver(void);
+
+// Whether halo_test_driver() is |name|.
+bool halo_test_driver_is(const char *name);
+
+// Call first in main(). Exits 2 for an unknown HALO_TEST_DRIVER. For a
+// driver other than local, starts halod once with it (then stops it) and
+// prints the driver, the halod and the kernel file the tests will use; if
+// halod exits at start-up saying "driver DRIVER unavailable" (no GPU, no
+// libcuda, built without cuda.h), prints its reason and exits
+// HALO_TEST_EXIT_SKIPPED; if it fails otherwise, prints its output and
+// exits 1. Does its work once per process (later calls return at once).
+void halo_test_require_driver(void);
+
+// The test kernels for halo_test_driver(): the environment variable
+// HALO_TEST_KERNELS if set (format from its extension: .so, .ptx, .cubin,
+// .fatbin, .cu), else tests/kernels' ELF shared object (local) or
+// nvcc-built PTX (cuda; "" when the build found no nvcc).
+const char *halo_test_kernels_path(void);
+
+// Loads halo_test_kernels_path() on device 0 of |client| (asserts; the
+// failure message names the driver, the file and the status).
+halo_executable_t *halo_test_load_kernels(halo_client_t *client);
+
+// Skips the current test (cmocka skip()) when the driver is not local,
+// printing |reason|: for the cases of a test that only make sense on the
+// local driver.
+#define HALO_TEST_LOCAL_ONLY(reason) \
+  halo_test_local_only((reason), __FILE__, __LINE__)
+void halo_test_local_only(const char *reason, const char *file, int line);
 
 // ---------------------------------------------------------------- admin
 

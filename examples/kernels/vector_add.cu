@@ -1,0 +1,9 @@
+// The CUDA twin of vector_add.c: c[i] = a[i] + b[i] for i < n, one thread
+// per element. Arguments: a, b, c (BUFFER), n (CONSTANT uint32). Built by
+// nvcc to bin/vector_add.ptx; halo-vector-add loads it when device 0 is a
+// GPU. extern "C": the entry point keeps its name.
+extern "C" __global__ void vector_add(const float *a, const float *b,
+                                      float *c, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
