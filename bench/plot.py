@@ -349,8 +349,8 @@ def plot(rows, path, title):
         "streams": "one process, a stream per tenant",
         "hal": "halo's CUDA driver in process (no daemon)",
         "halod": "through halod (libhalo clients)"}.items())
-    axes[1][2].text(0, 0.5, title + "\n\n" + legend, fontsize=10,
-                    va="center")
+    axes[1][2].text(0, 0.5, legend, fontsize=10, va="center")
+    fig.suptitle(title, fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
