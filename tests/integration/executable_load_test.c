@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/halo_test.h"
 
@@ -107,7 +108,12 @@ static void test_an_error_reaches_every_waiting_client(void **state) {
 }
 
 // Sends an ExecutableCreate on |raw| without waiting for the reply.
-static void send_load(halo_test_raw_t *raw, const uint8_t *data, size_t size) {
+// Sends a load of |data| as request |request_id| and does not wait for the
+// reply. Spoken at nng's ipc framing: these clients go away with requests
+// in flight, which nng 1.5.2's own sockets cannot do safely (nng_close hung
+// under ASan with other tests running; tests/NOTES-for-daemon.md).
+static void send_load(int fd, uint32_t request_id, const uint8_t *data,
+                      size_t size) {
   Halo__Wire__ExecutableCreate create = HALO__WIRE__EXECUTABLE_CREATE__INIT;
   create.device = 0;
   create.format = HALO__WIRE__EXECUTABLE_FORMAT__EXECUTABLE_FORMAT_ELF;
@@ -116,12 +122,7 @@ static void send_load(halo_test_raw_t *raw, const uint8_t *data, size_t size) {
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE;
   request.executable_create = &create;
-  size_t packed_size = halo__wire__request__get_packed_size(&request);
-  uint8_t *packed = malloc(packed_size);
-  assert_non_null(packed);
-  halo__wire__request__pack(&request, packed);
-  assert_int_equal(halo_test_raw_send_bytes(raw, packed, packed_size), 0);
-  free(packed);
+  assert_true(halo_test_ipc_send_request(fd, request_id, &request));
 }
 
 static void test_clients_gone_while_loading(void **state) {
@@ -130,11 +131,9 @@ static void test_clients_gone_while_loading(void **state) {
   for (int round = 0; round < 20; ++round) {
     size_t size;
     uint8_t *data = read_kernels((size_t)round + 1, &size);
-    halo_test_raw_t raw;
-    halo_test_raw_open(&raw, fixture->daemon.listen_address, 0);
-    halo_test_raw_hello(&raw);
-    send_load(&raw, data, size);
-    halo_test_raw_close(&raw);
+    int fd = halo_test_ipc_open_session(fixture->daemon.socket_path);
+    send_load(fd, 2, data, size);
+    close(fd);
     free(data);
   }
   assert_true(
@@ -151,18 +150,16 @@ static void test_clients_gone_while_loading(void **state) {
 
 static void test_daemon_stopped_while_loading(void **state) {
   halo_test_fixture_t *fixture = *state;
-  halo_test_raw_t raw;
-  halo_test_raw_open(&raw, fixture->daemon.listen_address, 0);
-  halo_test_raw_hello(&raw);
+  int fd = halo_test_ipc_open_session(fixture->daemon.socket_path);
   for (int round = 0; round < 8; ++round) {
     size_t size;
     uint8_t *data = read_kernels((size_t)round + 1, &size);
-    send_load(&raw, data, size);
+    send_load(fd, 2 + (uint32_t)round, data, size);
     free(data);
   }
   // The teardown's SIGTERM lands while loads may still run: halod waits
   // for them, drops their results and exits 0.
-  halo_test_raw_close(&raw);
+  close(fd);
 }
 
 int main(void) {

@@ -910,6 +910,37 @@ bool halo_test_ipc_send_frame(int fd, uint64_t declared_length,
          halo__write_all(fd, data, length);
 }
 
+bool halo_test_ipc_send_request(int fd, uint32_t request_id,
+                                const Halo__Wire__Request *request) {
+  size_t length = halo__wire__request__get_packed_size(request);
+  uint8_t *frame = malloc(length + 4);
+  assert_non_null(frame);
+  uint32_t id = request_id | 0x80000000u;
+  for (int i = 0; i < 4; ++i) frame[i] = (uint8_t)(id >> (24 - 8 * i));
+  halo__wire__request__pack(request, frame + 4);
+  bool sent = halo_test_ipc_send_frame(fd, length + 4, frame, length + 4);
+  free(frame);
+  return sent;
+}
+
+int halo_test_ipc_open_session(const char *path) {
+  int fd = halo_test_ipc_connect(path);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  hello.client_name = "halo-test-ipc";
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  size_t length = halo__wire__request__get_packed_size(&request);
+  uint8_t *body = malloc(length);
+  assert_non_null(body);
+  halo__wire__request__pack(&request, body);
+  halo_wire_response_t *response = halo_test_ipc_call(fd, 1, body, length);
+  free(body);
+  halo__wire__response__free_unpacked(HALO_TEST_EXPECT_OK(response), NULL);
+  return fd;
+}
+
 halo_wire_response_t *halo_test_ipc_call(int fd, uint32_t request_id,
                                          const void *body, size_t length) {
   uint8_t *frame = malloc(length + 4);

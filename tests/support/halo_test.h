@@ -258,6 +258,14 @@ halo_wire_response_t *halo_test_ipc_call(int fd, uint32_t request_id,
                                          const void *body, size_t length);
 // Whether the daemon closes the connection within |timeout_ms|.
 bool halo_test_ipc_wait_closed(int fd, int timeout_ms);
+// Connects to |path| and opens a session with a Hello (asserts): a client
+// that can go away with requests in flight by a plain close(), which nng
+// 1.5.2's own sockets cannot do safely (nng_close may hang).
+int halo_test_ipc_open_session(const char *path);
+// Packs |request| and sends it as request |request_id| without waiting for
+// the reply; false if the peer closed the connection.
+bool halo_test_ipc_send_request(int fd, uint32_t request_id,
+                                const Halo__Wire__Request *request);
 
 // ---------------------------------------------------------------- fd channel
 
