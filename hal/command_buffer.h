@@ -83,6 +83,22 @@ typedef struct halo_hal_recording_t {
 // Frees the arrays of |recording| (not the executables it points at).
 void halo_hal_recording_deinitialize(halo_hal_recording_t *recording);
 
+// "fill", "copy", ..., "unknown".
+const char *halo_hal_command_type_name(uint32_t type);
+
+// Checks the driver-independent structure of command |index| of |recording|:
+// slots within the binding capacity, direct references not null, inline
+// bytes and argument ranges inside the recording, fill patterns of 1, 2 or
+// 4 bytes dividing the target, equal copy lengths, update sizes, CONSTANT
+// arguments of 1..HALO_MAX_CONSTANT_BYTES, BINDING_TABLE arguments only with
+// bindings, indirect workgroup counts of 12 bytes, no zero block (or direct
+// grid) dimension and an executable for dispatches. The daemon validated the
+// recording already (daemon/command_buffer.c); drivers call this at prepare
+// for what they rely on. Errors are INVALID_ARGUMENT naming the command
+// index, type and argument.
+halo_status_t halo_hal_recording_check_command(
+    const halo_hal_recording_t *recording, uint32_t index);
+
 // One entry of an execution's binding table. |address| 0: unbound.
 typedef struct halo_hal_binding_t {
   uint64_t address;

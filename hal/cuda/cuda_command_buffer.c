@@ -204,25 +204,6 @@ bool halo_hal_cuda_command_buffer_isa(
          command_buffer->vtable == &halo_hal_cuda_command_buffer_vtable;
 }
 
-static const char *halo_hal_cuda_command_name(uint32_t type) {
-  switch (type) {
-    case HALO_HAL_COMMAND_FILL:
-      return "fill";
-    case HALO_HAL_COMMAND_COPY:
-      return "copy";
-    case HALO_HAL_COMMAND_UPDATE:
-      return "update";
-    case HALO_HAL_COMMAND_DISPATCH:
-      return "dispatch";
-    case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
-      return "dispatch_indirect";
-    case HALO_HAL_COMMAND_BARRIER:
-      return "barrier";
-    default:
-      return "unknown";
-  }
-}
-
 static uint32_t halo_hal_cuda_value_bytes(const halo_hal_dispatch_arg_t *arg) {
   uint32_t size = arg->kind == HALO_HAL_ARG_CONSTANT ? arg->data_size : 8;
   return (size + HALO_HAL_CUDA_VALUE_ALIGNMENT - 1) &
@@ -238,7 +219,7 @@ static halo_status_t halo_hal_cuda_command_error(
       &command_buffer->base.recording.commands[index];
   return halo_status_annotate(
       halo_hal_cuda_result_to_status(command_buffer->device->cu, result, call),
-      "command %u (%s)", index, halo_hal_cuda_command_name(command->type));
+      "command %u (%s)", index, halo_hal_command_type_name(command->type));
 }
 
 #define HALO_CUDA_COMMAND_RETURN_IF_ERROR(command_buffer, index, call, ...)  \
@@ -254,185 +235,40 @@ static halo_status_t halo_hal_cuda_command_error(
 // Prepare (loop thread: checks and tables, no driver call)
 //===----------------------------------------------------------------------===//
 
-static halo_status_t halo_hal_cuda_check_ref(
-    const halo_hal_recording_t *recording, uint32_t index, const char *role,
-    const halo_hal_buffer_ref_t *ref) {
-  if (ref->slot != HALO_HAL_SLOT_DIRECT &&
-      ref->slot >= recording->binding_capacity) {
-    return halo_status_make(
-        HALO_STATUS_INVALID_ARGUMENT,
-        "command %u (%s): %s slot %u out of range (binding capacity %u)", index,
-        halo_hal_cuda_command_name(recording->commands[index].type), role,
-        ref->slot, recording->binding_capacity);
-  }
-  if (ref->slot == HALO_HAL_SLOT_DIRECT && ref->address == 0) {
-    return halo_status_make(
-        HALO_STATUS_INVALID_ARGUMENT, "command %u (%s): %s has a null address",
-        index, halo_hal_cuda_command_name(recording->commands[index].type),
-        role);
-  }
-  return NULL;
-}
-
-static halo_status_t halo_hal_cuda_check_data(
-    const halo_hal_recording_t *recording, uint32_t index, const char *role,
-    uint32_t offset, uint32_t size) {
-  if (offset > recording->data_size || size > recording->data_size - offset) {
-    return halo_status_make(
-        HALO_STATUS_INVALID_ARGUMENT,
-        "command %u (%s): %s bytes [%u, +%u) outside the recording's %u data "
-        "bytes",
-        index, halo_hal_cuda_command_name(recording->commands[index].type),
-        role, offset, size, recording->data_size);
-  }
-  return NULL;
-}
-
-static halo_status_t halo_hal_cuda_check_dispatch(
+// The structure is checked by halo_hal_recording_check_command; here only
+// what the CUDA driver derives: functions, which features the graph needs.
+static halo_status_t halo_hal_cuda_check_command(
     halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index) {
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  HALO_RETURN_IF_ERROR(halo_hal_recording_check_command(recording, index));
   const halo_hal_command_t *command = &recording->commands[index];
-  const char *name = halo_hal_cuda_command_name(command->type);
-  if (command->arg_first > recording->arg_count ||
-      command->arg_count > recording->arg_count - command->arg_first) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "command %u (%s): arguments [%u, +%u) outside "
-                            "the recording's %u",
-                            index, name, command->arg_first, command->arg_count,
-                            recording->arg_count);
+  if (command->type == HALO_HAL_COMMAND_UPDATE) {
+    command_buffer->has_update = true;
+  }
+  if (command->type != HALO_HAL_COMMAND_DISPATCH &&
+      command->type != HALO_HAL_COMMAND_DISPATCH_INDIRECT) {
+    return NULL;
   }
   for (uint32_t i = 0; i < command->arg_count; ++i) {
-    const halo_hal_dispatch_arg_t *arg =
-        &recording->args[command->arg_first + i];
-    char role[32];
-    snprintf(role, sizeof(role), "argument %u", i);
-    switch (arg->kind) {
-      case HALO_HAL_ARG_BUFFER:
-        HALO_RETURN_IF_ERROR(
-            halo_hal_cuda_check_ref(recording, index, role, &arg->ref));
-        break;
-      case HALO_HAL_ARG_CONSTANT:
-        if (arg->data_size == 0 || arg->data_size > 4096) {
-          return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                  "command %u (%s): argument %u is a "
-                                  "constant of %u bytes",
-                                  index, name, i, arg->data_size);
-        }
-        HALO_RETURN_IF_ERROR(halo_hal_cuda_check_data(
-            recording, index, role, arg->data_offset, arg->data_size));
-        break;
-      case HALO_HAL_ARG_BINDING_TABLE:
-        if (recording->binding_capacity == 0) {
-          return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                  "command %u (%s): argument %u is the "
-                                  "binding table of a recording without "
-                                  "bindings",
-                                  index, name, i);
-        }
-        command_buffer->uses_binding_table = true;
-        break;
-      default:
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "command %u (%s): argument %u has unknown "
-                                "kind %u",
-                                index, name, i, arg->kind);
+    if (recording->args[command->arg_first + i].kind ==
+        HALO_HAL_ARG_BINDING_TABLE) {
+      command_buffer->uses_binding_table = true;
     }
   }
   if (command->type == HALO_HAL_COMMAND_DISPATCH_INDIRECT) {
-    HALO_RETURN_IF_ERROR(halo_hal_cuda_check_ref(
-        recording, index, "workgroup_count", &command->workgroup_count));
     command_buffer->has_indirect = true;
-  }
-  for (int d = 0; d < 3; ++d) {
-    if (command->block[d] == 0 ||
-        (command->type == HALO_HAL_COMMAND_DISPATCH && command->grid[d] == 0)) {
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "command %u (%s): grid %ux%ux%u / block "
-                              "%ux%ux%u has a zero dimension",
-                              index, name, command->grid[0], command->grid[1],
-                              command->grid[2], command->block[0],
-                              command->block[1], command->block[2]);
-    }
-  }
-  if (!command->executable) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "command %u (%s): no executable", index, name);
   }
   halo_status_t status = halo_hal_cuda_executable_function(
       command->executable, command->entry_ordinal,
       &command_buffer->functions[index]);
   if (status) {
-    return halo_status_annotate(status, "command %u (%s)", index, name);
+    return halo_status_annotate(status, "command %u (%s)", index,
+                                halo_hal_command_type_name(command->type));
   }
   if (command->arg_count > command_buffer->max_arg_count) {
     command_buffer->max_arg_count = command->arg_count;
   }
   return NULL;
-}
-
-static halo_status_t halo_hal_cuda_check_command(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index) {
-  const halo_hal_recording_t *recording = &command_buffer->base.recording;
-  const halo_hal_command_t *command = &recording->commands[index];
-  switch (command->type) {
-    case HALO_HAL_COMMAND_FILL:
-      if (command->data_size != 1 && command->data_size != 2 &&
-          command->data_size != 4) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "command %u (fill): pattern of %u bytes (1, "
-                                "2 or 4)",
-                                index, command->data_size);
-      }
-      if (command->target.length % command->data_size != 0) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "command %u (fill): %llu bytes are not a "
-                                "multiple of the %u-byte pattern",
-                                index,
-                                (unsigned long long)command->target.length,
-                                command->data_size);
-      }
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_data(recording, index, "pattern",
-                                                    command->data_offset,
-                                                    command->data_size));
-      return halo_hal_cuda_check_ref(recording, index, "target",
-                                     &command->target);
-    case HALO_HAL_COMMAND_COPY:
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_ref(recording, index, "source",
-                                                   &command->source));
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_ref(recording, index, "target",
-                                                   &command->target));
-      if (command->source.length != command->target.length) {
-        return halo_status_make(
-            HALO_STATUS_INVALID_ARGUMENT,
-            "command %u (copy): source has %llu bytes, target %llu", index,
-            (unsigned long long)command->source.length,
-            (unsigned long long)command->target.length);
-      }
-      return NULL;
-    case HALO_HAL_COMMAND_UPDATE:
-      HALO_RETURN_IF_ERROR(halo_hal_cuda_check_data(recording, index, "inline",
-                                                    command->data_offset,
-                                                    command->data_size));
-      if (command->target.length != command->data_size) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "command %u (update): %u inline bytes for a "
-                                "target of %llu",
-                                index, command->data_size,
-                                (unsigned long long)command->target.length);
-      }
-      command_buffer->has_update = true;
-      return halo_hal_cuda_check_ref(recording, index, "target",
-                                     &command->target);
-    case HALO_HAL_COMMAND_DISPATCH:
-    case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
-      return halo_hal_cuda_check_dispatch(command_buffer, index);
-    case HALO_HAL_COMMAND_BARRIER:
-      return NULL;
-    default:
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "command %u: unknown type %u", index,
-                              command->type);
-  }
 }
 
 // Calls |visit| for every binding slot command |index| references (a slot
@@ -891,7 +727,7 @@ static halo_status_t halo_hal_cuda_resolve(
   return halo_status_make(
       HALO_STATUS_FAILED_PRECONDITION,
       "command %u (%s): %s: binding slot %u is unbound", index,
-      halo_hal_cuda_command_name(
+      halo_hal_command_type_name(
           command_buffer->base.recording.commands[index].type),
       role, ref->slot);
 }
