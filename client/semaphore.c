@@ -1,5 +1,6 @@
 // libhalo semaphores: the state is read from the daemon's read-only page;
 // waits never talk to the daemon; signal and fail do.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,13 +112,75 @@ halo_client_t *halo_semaphore_client(const halo_semaphore_t *semaphore) {
   return semaphore->client;
 }
 
+// The name of a CUDA driver error that loses a device (a sticky error), or
+// NULL: libhalo links no CUDA, so the few that matter are listed here.
+static const char *halo_semaphore_cuda_error_name(int32_t result) {
+  switch (result) {
+    case 214:
+      return "CUDA_ERROR_ECC_UNCORRECTABLE";
+    case 220:
+      return "CUDA_ERROR_NVLINK_UNCORRECTABLE";
+    case 700:
+      return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 702:
+      return "CUDA_ERROR_LAUNCH_TIMEOUT";
+    case 710:
+      return "CUDA_ERROR_ASSERT";
+    case 714:
+      return "CUDA_ERROR_HARDWARE_STACK_ERROR";
+    case 715:
+      return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
+    case 716:
+      return "CUDA_ERROR_MISALIGNED_ADDRESS";
+    case 717:
+      return "CUDA_ERROR_INVALID_ADDRESS_SPACE";
+    case 718:
+      return "CUDA_ERROR_INVALID_PC";
+    case 719:
+      return "CUDA_ERROR_LAUNCH_FAILED";
+    default:
+      return NULL;
+  }
+}
+
+// A lost device's failure, from the slot alone: the daemon is exiting and
+// answers nothing (its log has the whole story).
+static halo_status_t halo_semaphore_device_lost_status(
+    const halo_timeline_failure_info_t *info) {
+  char error[96];
+  const char *name = halo_semaphore_cuda_error_name(info->detail);
+  if (name) {
+    snprintf(error, sizeof(error), "%s (%d), a sticky error", name,
+             (int)info->detail);
+  } else if (info->detail != 0) {
+    snprintf(error, sizeof(error), "CUDA error %d, a sticky error",
+             (int)info->detail);
+  } else {
+    snprintf(error, sizeof(error), "a sticky CUDA error");
+  }
+  return halo_status_make(
+      HALO_STATUS_DEVICE_LOST,
+      "semaphore failed: device %u lost: %s poisoned its context, with %u "
+      "submission(s) of any client in flight on it (the fault is in one of "
+      "them); halod restarts: reconnect and rebuild your objects. The "
+      "daemon log (journalctl -u halod) names the submissions in flight",
+      info->device, error, info->count);
+}
+
 // The failure status of |semaphore|: asks the daemon for the message (one
-// round trip, only on failure); falls back to the code alone.
+// round trip, only on failure); falls back to the code alone. A lost
+// device's failure is told from the slot, without asking.
 static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
                                                    int32_t failure) {
   halo_status_code_t code = (unsigned)failure < HALO_STATUS_CODE_COUNT
                                 ? (halo_status_code_t)failure
                                 : HALO_STATUS_UNKNOWN;
+  halo_timeline_failure_info_t info =
+      halo_timeline_slot_failure_info(semaphore->slot);
+  if (code == HALO_STATUS_DEVICE_LOST &&
+      info.reason == HALO_TIMELINE_FAILURE_DEVICE_LOST) {
+    return halo_semaphore_device_lost_status(&info);
+  }
   Halo__Wire__SemaphoreQuery query = HALO__WIRE__SEMAPHORE_QUERY__INIT;
   query.handle = semaphore->handle;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;

@@ -41,6 +41,10 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
                                      uint64_t initial_value) {
   atomic_store_explicit(&slot->value, initial_value, memory_order_relaxed);
   atomic_store_explicit(&slot->failure, 0, memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_reason, 0, memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_device, 0, memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_detail, 0, memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_count, 0, memory_order_relaxed);
   // The release orders the resets above before anyone sees the generation.
   uint32_t generation =
       atomic_load_explicit(&slot->generation, memory_order_relaxed);
@@ -66,6 +70,35 @@ bool halo_timeline_slot_fail(halo_timeline_slot_t *slot,
       memory_order_acquire);
   if (first) halo_timeline_slot_notify(slot);
   return first;
+}
+
+void halo_timeline_slot_set_failure_info(
+    halo_timeline_slot_t *slot, const halo_timeline_failure_info_t *info) {
+  if (atomic_load_explicit(&slot->failure, memory_order_acquire) != 0) return;
+  // Relaxed: halo_timeline_slot_fail's compare-exchange (acq_rel) publishes
+  // them with the failure.
+  atomic_store_explicit(&slot->failure_reason, info->reason,
+                        memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_device, info->device,
+                        memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_detail, info->detail,
+                        memory_order_relaxed);
+  atomic_store_explicit(&slot->failure_count, info->count,
+                        memory_order_relaxed);
+}
+
+halo_timeline_failure_info_t halo_timeline_slot_failure_info(
+    const halo_timeline_slot_t *slot) {
+  halo_timeline_slot_t *s = (halo_timeline_slot_t *)slot;
+  halo_timeline_failure_info_t info = {0};
+  if (atomic_load_explicit(&s->failure, memory_order_acquire) == 0) {
+    return info;
+  }
+  info.reason = atomic_load_explicit(&s->failure_reason, memory_order_relaxed);
+  info.device = atomic_load_explicit(&s->failure_device, memory_order_relaxed);
+  info.detail = atomic_load_explicit(&s->failure_detail, memory_order_relaxed);
+  info.count = atomic_load_explicit(&s->failure_count, memory_order_relaxed);
+  return info;
 }
 
 void halo_timeline_slot_retire(halo_timeline_slot_t *slot) {

@@ -25,14 +25,42 @@
 #define HALO_TIMELINE_PAGE_MAGIC 0x68616c6f74696d65ull  // "halotime"
 #define HALO_TIMELINE_MAX_VALUE ((uint64_t)INT64_MAX)
 
-// One semaphore: one cache line.
+// Why a slot failed, beyond its status code, for a waiter that cannot ask
+// the daemon (it is exiting): halo_timeline_slot_t.failure_reason.
+typedef enum halo_timeline_failure_reason_e {
+  HALO_TIMELINE_FAILURE_UNSPECIFIED = 0,  // ask the daemon for the message
+  // The device was lost to a sticky error (its context is unusable) and
+  // halod exits for a restart. failure_device: the device's ordinal;
+  // failure_detail: the driver's error (CUDA: the CUresult; 0 unknown);
+  // failure_count: the submissions in flight on the device (the culprit
+  // is among them; the daemon log names them).
+  HALO_TIMELINE_FAILURE_DEVICE_LOST = 1,
+} halo_timeline_failure_reason_t;
+
+// One semaphore: one cache line. The failure_* words were reserved (zero)
+// in earlier versions of the layout: readers that do not know them keep
+// working, and a zero reason means "unspecified".
 typedef struct halo_timeline_slot_t {
   alignas(64) _Atomic uint64_t value;
   _Atomic uint32_t epoch;       // the futex word; bumped on every change
   _Atomic int32_t failure;      // halo_status_code_t; 0 while healthy (sticky)
   _Atomic uint32_t generation;  // bumped when the slot is retired
-  uint32_t reserved[11];
+  // Stored before |failure| (which is set with release ordering) and read
+  // after it (acquire); meaningful only while |failure| is set.
+  _Atomic uint32_t failure_reason;  // halo_timeline_failure_reason_t
+  _Atomic uint32_t failure_device;
+  _Atomic int32_t failure_detail;
+  _Atomic uint32_t failure_count;
+  uint32_t reserved[7];
 } halo_timeline_slot_t;
+
+// The failure_* words of a slot.
+typedef struct halo_timeline_failure_info_t {
+  uint32_t reason;  // halo_timeline_failure_reason_t
+  uint32_t device;
+  int32_t detail;
+  uint32_t count;
+} halo_timeline_failure_info_t;
 
 // First cache line of every page.
 typedef struct halo_timeline_page_header_t {
@@ -73,6 +101,12 @@ void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
 bool halo_timeline_slot_fail(halo_timeline_slot_t *slot,
                              halo_status_code_t code);
 
+// Stores why the next failure happens (call just before failing the slot;
+// the daemon is the only writer). Does nothing if the slot failed already,
+// so the first failure keeps its reason.
+void halo_timeline_slot_set_failure_info(
+    halo_timeline_slot_t *slot, const halo_timeline_failure_info_t *info);
+
 // Retires the slot: bumps the generation so waiters holding the old one
 // return ABORTED, and wakes them.
 void halo_timeline_slot_retire(halo_timeline_slot_t *slot);
@@ -104,6 +138,11 @@ typedef enum halo_timeline_wait_result_e {
 halo_timeline_wait_result_t halo_timeline_slot_read(
     const halo_timeline_slot_t *slot, uint32_t generation, uint64_t target,
     uint64_t *out_value, int32_t *out_failure);
+
+// The failure's reason words (all zero while healthy or unspecified). Read
+// after seeing the failure.
+halo_timeline_failure_info_t halo_timeline_slot_failure_info(
+    const halo_timeline_slot_t *slot);
 
 // Waits for all (|wait_any| false) or any of |targets| (count <= 128) until
 // |deadline_ns| (CLOCK_MONOTONIC). Spins up to HALO_TIMELINE_SPIN_NS, then

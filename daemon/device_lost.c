@@ -26,6 +26,7 @@ static struct {
   pthread_mutex_t mutex;
   halo_status_t status;  // the first report (owned)
   uint32_t device;
+  int32_t result;  // the driver's error (CUresult; 0 unknown)
 } halod_device_lost_state = {.mutex = PTHREAD_MUTEX_INITIALIZER};
 
 // Appends "12 (session 3, pid 456)" entries for the submissions issued to
@@ -67,6 +68,7 @@ static void halod_device_lost_on_async(uv_async_t *async) {
   pthread_mutex_lock(&halod_device_lost_state.mutex);
   halo_status_t status = halod_device_lost_state.status;
   uint32_t device = halod_device_lost_state.device;
+  int32_t result = halod_device_lost_state.result;
   pthread_mutex_unlock(&halod_device_lost_state.mutex);
   if (!status) return;
   static char in_flight[4096];
@@ -78,10 +80,19 @@ static void halod_device_lost_on_async(uv_async_t *async) {
       "semaphore with DEVICE_LOST and exiting (status 1) so that the "
       "service manager restarts halod",
       halo_status_message(status), count, device, in_flight);
+  // The slot says why, too: a client that wakes cannot ask this daemon for
+  // the message (it exits below), so libhalo builds one from these words.
+  halo_timeline_failure_info_t info = {
+      .reason = HALO_TIMELINE_FAILURE_DEVICE_LOST,
+      .device = device,
+      .detail = result,
+      .count = count,
+  };
   for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
     if (!daemon->semaphores.entries[i].key) continue;
-    halod_semaphore_fail(daemon->semaphores.entries[i].value,
-                         HALO_STATUS_DEVICE_LOST,
+    halod_semaphore_t *semaphore = daemon->semaphores.entries[i].value;
+    halo_timeline_slot_set_failure_info(semaphore->hal.slot, &info);
+    halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST,
                          "%s; submissions in flight on device %u: %s; halod "
                          "restarts (reconnect and rebuild)",
                          halo_status_message(status), device, in_flight);
@@ -104,6 +115,7 @@ static void halod_device_lost_on_cuda(void *user_data,
   if (!halod_device_lost_state.status) {
     halod_device_lost_state.status = status;
     halod_device_lost_state.device = device->ordinal;
+    halod_device_lost_state.result = device->lost_result;
     status = NULL;
   }
   // Under the mutex: unwatch closes the handle only after it clears

@@ -1,3 +1,5 @@
+// The deferred queue (see the header). Loop thread, except
+// halo_hal_action_on_complete (a driver thread).
 #include "hal/deferred_queue.h"
 
 #include <stdlib.h>
@@ -21,6 +23,22 @@ void halo_hal_deferred_queue_deinitialize(halo_hal_deferred_queue_t *queue) {
   pthread_mutex_destroy(&queue->mutex);
 }
 
+// Drops the covering fences the action still holds.
+static void halo_hal_action_release_fences(halo_hal_action_t *action) {
+  for (uint32_t i = 0; i < action->wait_count; ++i) {
+    halo_hal_fence_release(action->waits[i].fence);
+    action->waits[i].fence = NULL;
+  }
+}
+
+// Unlinks the timepoints that have not fired.
+static void halo_hal_action_remove_timepoints(halo_hal_action_t *action) {
+  for (uint32_t i = 0; i < action->wait_count; ++i) {
+    halo_hal_semaphore_remove_timepoint(action->waits[i].semaphore,
+                                        &action->waits[i].timepoint);
+  }
+}
+
 // Applies the outcome to the signal semaphores and hands the action back.
 static void halo_hal_action_retire(halo_hal_action_t *action) {
   halo_hal_deferred_queue_t *queue = action->deferred_queue;
@@ -30,6 +48,17 @@ static void halo_hal_action_retire(halo_hal_action_t *action) {
     --queue->issued;
   }
   action->state = HALO_HAL_ACTION_RETIRED;
+  halo_hal_action_remove_timepoints(action);
+  halo_hal_action_release_fences(action);
+  if (!action->failure && action->wait_failure) {
+    action->failure = halo_status_annotate(
+        action->wait_failure,
+        "the submission was released on the device after work it waited "
+        "for, which then failed");
+    action->wait_failure = NULL;
+  }
+  halo_status_free(action->wait_failure);
+  action->wait_failure = NULL;
   for (uint32_t i = 0; i < action->signal_count; ++i) {
     halo_hal_action_signal_t *signal = &action->signals[i];
     if (action->failure) {
@@ -41,7 +70,16 @@ static void halo_hal_action_retire(halo_hal_action_t *action) {
       halo_hal_semaphore_signal(signal->semaphore, signal->value);
     }
   }
+  if (action->submitting) return;  // submit hands it back
   action->retire(action);
+}
+
+// The device queue reported the outcome (drained on the loop). An action
+// released early on device fences retires once its covered waits resolved.
+static void halo_hal_action_on_outcome(halo_hal_action_t *action) {
+  action->completed = true;
+  if (action->pending_waits > 0) return;  // the last wait retires it
+  halo_hal_action_retire(action);
 }
 
 // Driver thread: the device finished the action.
@@ -69,22 +107,55 @@ static void halo_hal_action_issue(halo_hal_action_t *action) {
   action->state = HALO_HAL_ACTION_ISSUED;
   action->issued_ns = halo_clock_now_ns();
   if (action->on_issue) action->on_issue(action);
+  // The fences of the waits not reached yet (every one of them covered).
+  halo_hal_fence_t *stack_fences[8];
+  halo_hal_fence_t **fences = stack_fences;
+  uint32_t fence_count = 0;
+  if (action->pending_waits > 8) {
+    fences = calloc(action->pending_waits, sizeof(*fences));
+  }
+  if (!fences) {
+    action->failure = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                                       "oom for the submission's fences");
+    halo_hal_action_retire(action);
+    return;
+  }
+  for (uint32_t i = 0; i < action->wait_count; ++i) {
+    halo_hal_action_wait_t *wait = &action->waits[i];
+    if (!wait->reached && wait->fence) fences[fence_count++] = wait->fence;
+  }
+  halo_hal_fence_t *fence = NULL;
   action->execution.completion = halo_hal_action_on_complete;
   action->execution.user_data = action;
+  action->execution.wait_fences = fences;
+  action->execution.wait_fence_count = fence_count;
+  action->execution.out_fence = action->queue->fence_domain ? &fence : NULL;
   halo_status_t status =
       halo_hal_queue_execute(action->queue, &action->execution);
+  action->execution.wait_fences = NULL;
+  action->execution.wait_fence_count = 0;
+  action->execution.out_fence = NULL;
+  if (fences != stack_fences) free(fences);
+  // The driver retained the fences it waits on.
+  halo_hal_action_release_fences(action);
   if (status) {
     action->failure = halo_status_annotate(status, "starting the execution");
     halo_hal_action_retire(action);
+    return;
   }
+  if (!fence) return;
+  // Device work that waits for these values can now be released on the
+  // fence. May issue other actions (this one is in flight: no callback
+  // here retires it before its completion is drained).
+  for (uint32_t i = 0; i < action->signal_count; ++i) {
+    halo_hal_semaphore_add_fence(action->signals[i].semaphore,
+                                 action->signals[i].value, fence);
+  }
+  halo_hal_fence_release(fence);
 }
 
 static void halo_hal_action_fail(halo_hal_action_t *action,
                                  halo_status_t status) {
-  for (uint32_t i = 0; i < action->wait_count; ++i) {
-    halo_hal_semaphore_remove_timepoint(action->waits[i].semaphore,
-                                        &action->waits[i].timepoint);
-  }
   halo_status_free(action->failure);
   action->failure = status;
   halo_hal_action_retire(action);
@@ -94,8 +165,24 @@ static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
                                     halo_status_t status) {
   halo_hal_action_wait_t *wait = (halo_hal_action_wait_t *)timepoint;
   halo_hal_action_t *action = wait->action;
-  if (action->state != HALO_HAL_ACTION_WAITING) {
+  if (wait->reached || action->state == HALO_HAL_ACTION_RETIRED) {
     halo_status_free(status);
+    return;
+  }
+  wait->reached = true;
+  --action->pending_waits;
+  if (!wait->covered) --action->uncovered_waits;
+  if (action->state == HALO_HAL_ACTION_ISSUED) {
+    // Released early on this wait's fence: the outcome waits for it.
+    if (status && !action->wait_failure) {
+      action->wait_failure =
+          halo_status_annotate(status, "a wait of the submission failed");
+    } else {
+      halo_status_free(status);
+    }
+    if (action->pending_waits == 0 && action->completed) {
+      halo_hal_action_retire(action);
+    }
     return;
   }
   if (status) {
@@ -104,7 +191,28 @@ static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
         halo_status_annotate(status, "a wait of the submission failed"));
     return;
   }
-  if (--action->pending_waits == 0) halo_hal_action_issue(action);
+  if (action->uncovered_waits == 0) halo_hal_action_issue(action);
+}
+
+// Marks |wait| covered by |fence| (borrowed).
+static void halo_hal_action_cover(halo_hal_action_wait_t *wait,
+                                  halo_hal_fence_t *fence) {
+  halo_hal_fence_retain(fence);
+  wait->fence = fence;
+  wait->covered = true;
+  --wait->action->uncovered_waits;
+}
+
+static void halo_hal_action_on_covered(halo_hal_timepoint_t *timepoint,
+                                       halo_hal_fence_t *fence) {
+  halo_hal_action_wait_t *wait = (halo_hal_action_wait_t *)timepoint;
+  halo_hal_action_t *action = wait->action;
+  if (action->state != HALO_HAL_ACTION_WAITING || wait->reached ||
+      wait->covered || fence->domain != action->queue->fence_domain) {
+    return;
+  }
+  halo_hal_action_cover(wait, fence);
+  if (action->uncovered_waits == 0) halo_hal_action_issue(action);
 }
 
 void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
@@ -112,18 +220,45 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
   action->deferred_queue = queue;
   action->state = HALO_HAL_ACTION_WAITING;
   action->failure = NULL;
+  action->wait_failure = NULL;
+  action->completed = false;
+  action->submitting = false;
   ++queue->waiting;
+  const void *domain = action->queue->fence_domain;
   // One extra count held while registering, so a wait met during
   // registration cannot issue the action before all are registered.
   action->pending_waits = action->wait_count + 1;
+  action->uncovered_waits = action->wait_count + 1;
   for (uint32_t i = 0; i < action->wait_count; ++i) {
     halo_hal_action_wait_t *wait = &action->waits[i];
     wait->action = action;
+    wait->reached = false;
+    wait->covered = false;
+    wait->fence = NULL;
     wait->timepoint.callback = halo_hal_action_on_wait;
-    halo_hal_semaphore_add_timepoint(wait->semaphore, &wait->timepoint);
-    if (action->state != HALO_HAL_ACTION_WAITING) return;  // failed
+    wait->timepoint.covered = domain ? halo_hal_action_on_covered : NULL;
+    wait->timepoint.linked = false;
   }
-  if (--action->pending_waits == 0) halo_hal_action_issue(action);
+  // A wait that failed already retires the action during registration: its
+  // owner gets it back only after the loop (the retire callback frees it).
+  action->submitting = true;
+  for (uint32_t i = 0; i < action->wait_count; ++i) {
+    halo_hal_action_wait_t *wait = &action->waits[i];
+    halo_hal_semaphore_add_timepoint(wait->semaphore, &wait->timepoint);
+    if (action->state != HALO_HAL_ACTION_WAITING) break;  // failed
+    if (domain && !wait->reached) {
+      halo_hal_fence_t *fence = halo_hal_semaphore_find_fence(
+          wait->semaphore, wait->timepoint.value, domain);
+      if (fence) halo_hal_action_cover(wait, fence);
+    }
+  }
+  action->submitting = false;
+  if (action->state == HALO_HAL_ACTION_RETIRED) {
+    action->retire(action);
+    return;
+  }
+  --action->pending_waits;
+  if (--action->uncovered_waits == 0) halo_hal_action_issue(action);
 }
 
 void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,
@@ -142,7 +277,7 @@ void halo_hal_deferred_queue_drain(halo_hal_deferred_queue_t *queue) {
   pthread_mutex_unlock(&queue->mutex);
   while (action) {
     halo_hal_action_t *next = action->inbox_next;
-    halo_hal_action_retire(action);
+    halo_hal_action_on_outcome(action);
     action = next;
   }
 }

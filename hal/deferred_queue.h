@@ -4,6 +4,21 @@
 // through an inbox the loop drains. A failed wait or a failed execution
 // fails the action's signal semaphores with the cause. Driver-independent.
 //
+// GPU-to-GPU waits (hal/fence.h): a wait not reached yet is *covered* when
+// device work already handed to a queue of the same fence domain will reach
+// it (the semaphore records that work's fence when it is issued). An action
+// whose every remaining wait is covered is released at once with those
+// fences: the device orders it after them, without a host round trip. A
+// value a client will signal from the host never covers a wait: such
+// actions stay here until the value is reached.
+// Semantics of an action released early: it retires only after each
+// covered wait was reached on the host as well (so its signals land after
+// those of the work it waited on). If a covered wait fails instead (the
+// producer failed, or its semaphore was failed), the action's signals fail
+// too, naming that failure, even though the device may have run the work
+// already (its device stores of the values may have landed: a waiter that
+// saw a value before the failure saw work that did run).
+//
 // Loop thread, except halo_hal_deferred_queue_post_completion (any thread).
 #ifndef HALO_HAL_DEFERRED_QUEUE_H_
 #define HALO_HAL_DEFERRED_QUEUE_H_
@@ -28,6 +43,10 @@ typedef struct halo_hal_action_wait_t {
   halo_hal_timepoint_t timepoint;  // first: the callback finds the wait
   halo_hal_action_t *action;
   halo_hal_semaphore_t *semaphore;
+  // Internal.
+  bool reached;             // the timepoint fired (reached or failed)
+  bool covered;             // a device fence covers it (see above)
+  halo_hal_fence_t *fence;  // the covering fence until the action issues
 } halo_hal_action_wait_t;
 
 typedef struct halo_hal_action_signal_t {
@@ -55,8 +74,15 @@ struct halo_hal_action_t {
   void *user_data;
   // Internal.
   halo_hal_action_state_t state;
-  uint32_t pending_waits;
-  halo_status_t failure;  // why the action failed (owned)
+  uint32_t pending_waits;    // waits whose timepoint has not fired
+  uint32_t uncovered_waits;  // ... and that no device fence covers
+  halo_status_t failure;     // why the action failed (owned)
+  // Released early on device fences: the first covered wait that failed,
+  // and whether the device queue reported the outcome already (retirement
+  // then waits for the covered waits to resolve).
+  halo_status_t wait_failure;
+  bool completed;
+  bool submitting;  // inside halo_hal_deferred_queue_submit
   halo_hal_action_t *inbox_next;
   int64_t issued_ns;
   int64_t completed_ns;
@@ -82,8 +108,8 @@ void halo_hal_deferred_queue_deinitialize(halo_hal_deferred_queue_t *queue);
 
 // Accepts |action| (fields above "Internal" set; signal values already
 // reserved by the caller): registers its waits and issues it as soon as
-// they are met — possibly before this returns, possibly retiring it at once
-// if a wait already failed.
+// they are met or covered by device fences — possibly before this returns,
+// possibly retiring it at once if a wait already failed.
 void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
                                     halo_hal_action_t *action);
 

@@ -3,6 +3,10 @@
 // (hal/deferred_queue.h) releases an execution only when its waits are met,
 // so a queue runs whatever it is given as soon as it can.
 //
+// GPU-to-GPU waits: a queue with a |fence_domain| hands out a fence of each
+// execution's device work and takes fences to wait for on the device
+// (hal/fence.h); the deferred queue decides which waits they cover.
+//
 // Thread-safety: execute is called on the loop thread; the completion
 // callback runs on a driver thread.
 #ifndef HALO_HAL_QUEUE_H_
@@ -11,6 +15,7 @@
 #include <stdint.h>
 
 #include "hal/command_buffer.h"
+#include "hal/fence.h"
 #include "halo/status.h"
 
 typedef struct halo_hal_queue_t halo_hal_queue_t;
@@ -42,18 +47,32 @@ typedef struct halo_hal_execution_t {
   // The execution's signals, valid until completion (may be NULL).
   const halo_hal_execution_signal_t *signals;
   uint32_t signal_count;
+  // Fences of the queue's fence_domain the work waits for on the device
+  // before it starts; read during execute (the driver retains what it
+  // keeps). Only for queues with a fence_domain.
+  halo_hal_fence_t *const *wait_fences;
+  uint32_t wait_fence_count;
+  // When not NULL: execute stores a fence of this execution's device work
+  // (a reference the caller owns) or NULL when the queue has none. Set
+  // before the execution can complete, so the fence is valid even if the
+  // work already finished.
+  halo_hal_fence_t **out_fence;
 } halo_hal_execution_t;
 
 typedef struct halo_hal_queue_vtable_t {
   void (*destroy)(halo_hal_queue_t *queue);
   // Starts |execution| (copied). An error return means the execution did
-  // not start and completion will not be called.
+  // not start and completion will not be called (and *out_fence is NULL).
   halo_status_t (*execute)(halo_hal_queue_t *queue,
                            const halo_hal_execution_t *execution);
 } halo_hal_queue_vtable_t;
 
 struct halo_hal_queue_t {
   const halo_hal_queue_vtable_t *vtable;
+  // Fences of this domain can be waited on by the queue's device work
+  // (hal/fence.h); NULL: the queue has no device fences (waits go through
+  // the host).
+  const void *fence_domain;
 };
 
 static inline void halo_hal_queue_destroy(halo_hal_queue_t *queue) {

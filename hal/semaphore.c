@@ -13,7 +13,19 @@ void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
   semaphore->pending_max = initial_value;
 }
 
+// Drops the recorded fences at or below |value| (UINT64_MAX: all).
+static void halo_hal_semaphore_drop_fences(halo_hal_semaphore_t *semaphore,
+                                           uint64_t value) {
+  while (semaphore->fences && semaphore->fences->value <= value) {
+    halo_hal_semaphore_fence_t *entry = semaphore->fences;
+    semaphore->fences = entry->next;
+    halo_hal_fence_release(entry->fence);
+    free(entry);
+  }
+}
+
 void halo_hal_semaphore_deinitialize(halo_hal_semaphore_t *semaphore) {
+  halo_hal_semaphore_drop_fences(semaphore, UINT64_MAX);
   if (semaphore->timepoints) {
     halo_hal_semaphore_fail(
         semaphore,
@@ -87,6 +99,7 @@ void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
     // sleepers still need the epoch bump and the wake.
     halo_timeline_slot_notify(semaphore->slot);
   }
+  halo_hal_semaphore_drop_fences(semaphore, value);
   // Fire the timepoints now reached (the list is sorted by value).
   while (semaphore->timepoints && semaphore->timepoints->value <= value) {
     halo_hal_timepoint_t *timepoint = semaphore->timepoints;
@@ -107,6 +120,7 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
     halo_timeline_slot_fail(semaphore->slot, code);
   }
   halo_status_free(status);
+  halo_hal_semaphore_drop_fences(semaphore, UINT64_MAX);
   // Every timepoint still linked lies beyond the value: it fails.
   while (semaphore->timepoints) {
     halo_hal_timepoint_t *timepoint = semaphore->timepoints;
@@ -122,6 +136,7 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint) {
   timepoint->next = NULL;
   timepoint->linked = false;
+  timepoint->offered = 0;
   if (halo_hal_semaphore_value(semaphore) >= timepoint->value) {
     timepoint->callback(timepoint, NULL);
     return;
@@ -146,4 +161,47 @@ void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
   if (*link) *link = timepoint->next;
   timepoint->next = NULL;
   timepoint->linked = false;
+}
+
+void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,
+                                  uint64_t value, halo_hal_fence_t *fence) {
+  if (!fence || halo_hal_semaphore_failure(semaphore) != 0 ||
+      halo_hal_semaphore_value(semaphore) >= value) {
+    return;
+  }
+  halo_hal_semaphore_fence_t *entry = calloc(1, sizeof(*entry));
+  if (!entry) return;  // the waits go through the host
+  entry->value = value;
+  entry->fence = fence;
+  halo_hal_fence_retain(fence);
+  halo_hal_semaphore_fence_t **link = &semaphore->fences;
+  while (*link && (*link)->value <= value) link = &(*link)->next;
+  entry->next = *link;
+  *link = entry;
+  // Offer it to the timepoints it reaches. A callback may issue work that
+  // changes this list (fires, removes or adds timepoints, adds fences), so
+  // nothing is kept across a call: the walk restarts, skipping the
+  // timepoints this round offered already.
+  uint64_t round = ++semaphore->fence_rounds;
+  for (;;) {
+    halo_hal_timepoint_t *timepoint = semaphore->timepoints;
+    while (timepoint && timepoint->value <= value &&
+           (!timepoint->covered || timepoint->offered >= round)) {
+      timepoint = timepoint->next;
+    }
+    if (!timepoint || timepoint->value > value) break;
+    timepoint->offered = round;
+    timepoint->covered(timepoint, fence);
+  }
+}
+
+halo_hal_fence_t *halo_hal_semaphore_find_fence(
+    const halo_hal_semaphore_t *semaphore, uint64_t value, const void *domain) {
+  for (const halo_hal_semaphore_fence_t *entry = semaphore->fences; entry;
+       entry = entry->next) {
+    if (entry->value >= value && entry->fence->domain == domain) {
+      return entry->fence;
+    }
+  }
+  return NULL;
 }

@@ -3,6 +3,15 @@
 // Driver-independent: the CUDA driver stores values from the GPU into the
 // same slot and then reports completion, which signals here.
 //
+// Device fences (hal/fence.h): when an execution that signals value v is
+// handed to a device queue that has fences, the deferred queue records
+// "v is reached when fence F fires" here (add_fence). A timepoint with a
+// |covered| callback is offered every such fence of a value at or above
+// its own, so that device work waiting for it can be released at once and
+// wait on the device. The fences are dropped when the value reaches them
+// or the semaphore fails: a recorded fence always belongs to work not yet
+// retired.
+//
 // Loop thread only.
 #ifndef HALO_HAL_SEMAPHORE_H_
 #define HALO_HAL_SEMAPHORE_H_
@@ -11,6 +20,7 @@
 #include <stdint.h>
 
 #include "common/timeline.h"
+#include "hal/fence.h"
 #include "halo/status.h"
 
 typedef struct halo_hal_timepoint_t halo_hal_timepoint_t;
@@ -21,20 +31,38 @@ typedef struct halo_hal_timepoint_t halo_hal_timepoint_t;
 typedef void (*halo_hal_timepoint_fn)(halo_hal_timepoint_t *timepoint,
                                       halo_status_t status);
 
+// Optional: called when device work that will reach the timepoint's value
+// was issued with |fence| (borrowed: retain it to keep it). The timepoint
+// stays linked; |callback| still fires when the value is reached or the
+// semaphore fails.
+typedef void (*halo_hal_timepoint_covered_fn)(halo_hal_timepoint_t *timepoint,
+                                              halo_hal_fence_t *fence);
+
 struct halo_hal_timepoint_t {
   halo_hal_timepoint_t *next;
   uint64_t value;
   halo_hal_timepoint_fn callback;
+  halo_hal_timepoint_covered_fn covered;  // NULL: not interested
   void *user_data;
   bool linked;
+  uint64_t offered;  // internal: the last add_fence round it was offered
 };
+
+// A pending device signal: |value| is reached when |fence| fires.
+typedef struct halo_hal_semaphore_fence_t {
+  struct halo_hal_semaphore_fence_t *next;
+  uint64_t value;
+  halo_hal_fence_t *fence;  // a reference
+} halo_hal_semaphore_fence_t;
 
 typedef struct halo_hal_semaphore_t {
   halo_timeline_slot_t *slot;
   // The highest value an accepted submission will signal (>= the value).
   uint64_t pending_max;
-  char *failure_message;             // set by the first failure
-  halo_hal_timepoint_t *timepoints;  // sorted by value
+  char *failure_message;               // set by the first failure
+  halo_hal_timepoint_t *timepoints;    // sorted by value
+  halo_hal_semaphore_fence_t *fences;  // sorted by value, above the value
+  uint64_t fence_rounds;               // add_fence calls so far
 } halo_hal_semaphore_t;
 
 void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
@@ -74,5 +102,19 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
 // Unlinks a timepoint that has not fired.
 void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
                                          halo_hal_timepoint_t *timepoint);
+
+// Records that |value| is reached when |fence| fires (retained until the
+// value is reached or the semaphore fails) and offers it to every linked
+// timepoint at or below |value| that has a |covered| callback. The
+// callbacks may issue work (which may add fences and fire or remove
+// timepoints of this semaphore): the walk restarts after each. Ignored if
+// the semaphore failed or reached |value| already.
+void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,
+                                  uint64_t value, halo_hal_fence_t *fence);
+
+// The fence of |domain| that reaches |value| soonest (the lowest recorded
+// value at or above it), borrowed; NULL if none.
+halo_hal_fence_t *halo_hal_semaphore_find_fence(
+    const halo_hal_semaphore_t *semaphore, uint64_t value, const void *domain);
 
 #endif  // HALO_HAL_SEMAPHORE_H_

@@ -9,8 +9,10 @@
 // - the submission thread (cuda_thread.c): launches, graph parameter
 //   updates, binding-table copies, GPU semaphore stores, in submission order;
 // - the completion thread (cuda_queue.c): turns finished GPU work into
-//   completion callbacks (or cuLaunchHostFunc callbacks on a dedicated
-//   stream: HALO_HAL_CUDA_COMPLETION_HOST_FUNC);
+//   completion callbacks, polling without ever blocking in the driver, with
+//   a sleeper thread that blocks on the oldest unfinished event for an
+//   exact wake (or cuLaunchHostFunc callbacks on a dedicated stream:
+//   HALO_HAL_CUDA_COMPLETION_HOST_FUNC);
 // - the reaper (cuda_thread.c): the calls that wait for every stream of the
 //   device (cuModuleUnload, cuMemHostUnregister, ...), batched, so a stall
 //   never holds up the loop thread or a launch.
@@ -147,6 +149,9 @@ struct halo_hal_cuda_device_t {
   // order of GPU semaphore stores): created with the first queue, destroyed
   // with the last (loop thread).
   struct halo_hal_cuda_queue_shared_t *queue_shared;
+  // [added by the queue engineer] The sticky CUresult that lost the device
+  // (0 when unknown), set on the driver thread before |lost| is called.
+  int32_t lost_result;
 };
 
 // [added] Loads the driver (once) and counts the devices; false with the

@@ -1,8 +1,10 @@
 // A pool of reference-counted CUevents (CU_EVENT_DISABLE_TIMING) shared by
 // a device's queues. One recorded event serves many users at once: the
-// completion path of the execution that recorded it, and every later GPU
-// signal of the same semaphore that must be ordered after it (one event,
-// many waits: seeds/iree-cuda-hal-semaphores.md). The last release returns
+// completion path of the execution that recorded it (and the completion
+// thread's sleeper), every later GPU signal of the same semaphore that must
+// be ordered after it, and the execution's fence, through which every
+// consumer released on it waits on the device (one event, many waits:
+// seeds/iree-cuda-hal-semaphores.md). The last release returns
 // the event to the pool, never to the driver, so a release is legal on any
 // thread, cuLaunchHostFunc callbacks included (they may not call CUDA).
 //

@@ -21,15 +21,34 @@
 // - completion (device option |completion|, config key cuda_completion):
 //   THREAD: one completion thread per device polls the pending events
 //     (cuEventQuery; only the oldest pending execution of each stream, since
-//     a stream completes in order), spins a while after the last progress,
-//     then blocks in cuEventSynchronize when one stream is pending or naps
-//     50 us between polls when several are;
+//     a stream completes in order). It spins (sched_yield between polls)
+//     for 50 us after new work or the last completion, then naps with
+//     exponential backoff from 2 us to at most 100 us between polls, on its
+//     condition variable so that new work wakes it at once. It never blocks
+//     in the driver: a pending execution of one queue must never hold up
+//     the completion of another (queues are unordered). For an exact wake
+//     on long-running work, a second thread (the sleeper) blocks in
+//     cuEventSynchronize on the oldest unfinished event and wakes the
+//     poller when it returns. Idle (nothing pending), both sleep on
+//     condition variables: no CPU. Hundreds of queues cost one poll of
+//     each pending stream's oldest event per round, not a thread each;
 //   HOST_FUNC: the design card's cuLaunchHostFunc on a callback stream of
 //     the queue (a host function blocks the work after it in its stream, so
 //     never the queue's own), after a cuStreamWaitEvent on the execution's
 //     event. The host function makes no driver call. Host functions are not
 //     called once the context has failed, so the same completion thread
 //     watches the oldest pending event every 10 ms for a sticky error.
+// GPU-to-GPU waits (hal/fence.h): an execution asked for a fence
+// (out_fence) gets one at execute; the submission thread binds it to the
+// execution's event right after recording it (or fails it with the
+// producer's error if the execution fails first). An execution that waits
+// on fences issues cuStreamWaitEvent on each bound fence's event before
+// its work; a fence not bound yet means its producer is parked (every
+// graph instance busy): the consumer parks on the fence and is posted
+// again when the producer binds or fails it. A failed fence fails the
+// consumer with the producer's error. Fences are the device's: every
+// queue of the device (one context) can wait for any of them.
+//
 // Ordering of GPU stores: two GPU signals of one semaphore must never land
 // backwards. A store issued on another stream than the previous store of
 // the same semaphore waits (cuStreamWaitEvent) for the event recorded after
@@ -46,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -55,10 +75,11 @@
 #include "hal/cuda/cuda_command_buffer.h"
 #include "hal/cuda/cuda_event_pool.h"
 
-// THREAD completion: spin this long after the last progress before
-// blocking or napping.
+// THREAD completion: spin this long after new work or the last completion,
+// then nap between polls from the first to the longest nap, doubling.
 #define HALO_HAL_CUDA_COMPLETION_SPIN_NS 50000
-#define HALO_HAL_CUDA_COMPLETION_NAP_NS 50000
+#define HALO_HAL_CUDA_COMPLETION_NAP_FIRST_NS 2000
+#define HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS 100000
 // HOST_FUNC completion: how often the watchdog looks for a sticky error.
 #define HALO_HAL_CUDA_WATCHDOG_NS 10000000
 // Prune completed entries of the GPU store order map past this size.
@@ -82,8 +103,16 @@ typedef struct halo_hal_cuda_queue_shared_t {
   pthread_t thread;
   bool thread_started;
   pthread_mutex_t mutex;
-  pthread_cond_t cond;
+  pthread_cond_t cond;  // CLOCK_MONOTONIC (the poller's timed naps)
   bool stopping;
+  // THREAD: the sleeper (under |mutex|): the event handed to it, whether
+  // it is waiting on one, and whether it returned since the poller looked.
+  pthread_t sleeper;
+  bool sleeper_started;
+  pthread_cond_t sleeper_cond;
+  halo_hal_cuda_event_t *sleeper_event;
+  bool sleeper_busy;
+  bool sleeper_woke;
   // THREAD: executions handed over, not yet taken by the thread.
   halo_hal_cuda_execution_t *inbox_head;
   halo_hal_cuda_execution_t *inbox_tail;
@@ -116,12 +145,32 @@ struct halo_hal_cuda_queue_t {
   halo_hal_cuda_task_t destroy_task;
 };
 
+// A fence of one execution's device work (hal/fence.h). The fields below
+// |base| belong to the submission thread.
+typedef struct halo_hal_cuda_fence_t {
+  halo_hal_fence_t base;
+  halo_hal_cuda_event_t *event;  // bound: recorded after the producer's work
+  CUstream stream;               // where it was recorded
+  halo_status_t failure;         // failed: the producer never recorded it
+  // Executions waiting for it to be bound or failed (linked by
+  // parked_next); each holds a reference to the fence.
+  halo_hal_cuda_execution_t *parked;
+} halo_hal_cuda_fence_t;
+
 struct halo_hal_cuda_execution_t {
   halo_hal_cuda_task_t task;  // first: the submission thread hands it back
   halo_hal_cuda_queue_t *queue;
   halo_hal_execution_t execution;
   halo_hal_cuda_issue_t issue;
   halo_hal_cuda_event_t *event;  // recorded after the work and the stores
+  // Its own fence until the submission thread binds or fails it (one
+  // reference), and the fences it waits on (one reference each, released
+  // at completion); |waits_enqueued| of them are waited on already.
+  halo_hal_cuda_fence_t *fence;
+  halo_hal_cuda_fence_t **wait_fences;
+  uint32_t wait_fence_count;
+  uint32_t waits_enqueued;
+  halo_hal_cuda_execution_t *parked_next;  // in a fence's parked list
   halo_hal_cuda_execution_t *prev;
   halo_hal_cuda_execution_t *next;
   bool watched;           // in shared->watch_head (under shared->mutex)
@@ -146,9 +195,22 @@ static void halo_hal_cuda_execution_release(
     halo_hal_cuda_execution_t *execution) {
   if (atomic_fetch_sub_explicit(&execution->references, 1,
                                 memory_order_acq_rel) == 1) {
+    free(execution->wait_fences);
     free(execution);
   }
 }
+
+// Any thread, no driver call: the last reference to a fence went.
+static void halo_hal_cuda_fence_destroy(halo_hal_fence_t *base) {
+  halo_hal_cuda_fence_t *fence = (halo_hal_cuda_fence_t *)base;
+  if (fence->event) halo_hal_cuda_event_release(fence->event);
+  halo_status_free(fence->failure);
+  free(fence);
+}
+
+static const halo_hal_fence_vtable_t halo_hal_cuda_fence_vtable = {
+    .destroy = halo_hal_cuda_fence_destroy,
+};
 
 // Reports the outcome once (the first caller wins; later ones free their
 // |status|). No driver call: legal in a host function.
@@ -165,6 +227,13 @@ static void halo_hal_cuda_execution_complete(
     halo_hal_cuda_event_release(execution->event);
     execution->event = NULL;
   }
+  // The submission thread resolved its own fence before any path that
+  // completes it; the fences it waited on are done with.
+  for (uint32_t i = 0; i < execution->wait_fence_count; ++i) {
+    halo_hal_fence_release(&execution->wait_fences[i]->base);
+    execution->wait_fences[i] = NULL;
+  }
+  execution->wait_fence_count = 0;
   execution->execution.completion(execution->execution.user_data, status);
   // Last: once in_flight drops, destroy may free the queue.
   pthread_mutex_lock(&queue->mutex);
@@ -173,11 +242,14 @@ static void halo_hal_cuda_execution_complete(
 }
 
 // A sticky error: the context is gone for good. The first report goes to
-// the daemon (device->lost); every later execution fails at once.
+// the daemon (device->lost, with the error in device->lost_result: 0 when
+// unknown); every later execution fails at once.
 static void halo_hal_cuda_queue_report_lost(
-    halo_hal_cuda_queue_shared_t *shared, const halo_status_t status) {
+    halo_hal_cuda_queue_shared_t *shared, const halo_status_t status,
+    CUresult result) {
   if (atomic_exchange(&shared->lost, true)) return;
   halo_hal_cuda_device_t *device = shared->device;
+  device->lost_result = (int32_t)result;
   halo_status_t copy = halo_status_make(
       HALO_STATUS_DEVICE_LOST, "CUDA device %u (%s) lost: %s", device->ordinal,
       device->base.info.name, halo_status_message(status));
@@ -204,7 +276,7 @@ static halo_status_t halo_hal_cuda_queue_event_status(
   halo_status_t status =
       halo_hal_cuda_result_to_status(shared->device->cu, result, call);
   if (halo_hal_cuda_result_is_sticky(result)) {
-    halo_hal_cuda_queue_report_lost(shared, status);
+    halo_hal_cuda_queue_report_lost(shared, status, result);
   }
   return status;
 }
@@ -216,6 +288,15 @@ static halo_status_t halo_hal_cuda_queue_event_status(
 static void halo_hal_cuda_nap(int64_t ns) {
   struct timespec delay = {.tv_sec = 0, .tv_nsec = ns};
   nanosleep(&delay, NULL);
+}
+
+// Waits on |cond| (CLOCK_MONOTONIC) for at most |ns|; |mutex| held.
+static void halo_hal_cuda_cond_nap(pthread_cond_t *cond, pthread_mutex_t *mutex,
+                                   int64_t ns) {
+  int64_t deadline = halo_clock_now_ns() + ns;
+  struct timespec until = {.tv_sec = deadline / 1000000000,
+                           .tv_nsec = deadline % 1000000000};
+  pthread_cond_timedwait(cond, mutex, &until);
 }
 
 // Fails every execution of |list| (singly linked by next) with a copy of
@@ -232,33 +313,38 @@ static void halo_hal_cuda_fail_list(halo_hal_cuda_execution_t *list,
   }
 }
 
-// THREAD completion.
+// THREAD completion: the poller. Never blocks in the driver (see the top
+// of the file).
 static void halo_hal_cuda_completion_poll(
     halo_hal_cuda_queue_shared_t *shared) {
   const halo_hal_cuda_symbols_t *cu = shared->device->cu;
+  // Timed naps of a few microseconds: without this the kernel's default
+  // timer slack (50 us) would stretch each of them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   halo_hal_cuda_execution_t *head = NULL;
   halo_hal_cuda_execution_t **tail = &head;
   uint64_t round = 0;
   int64_t progress_ns = halo_clock_now_ns();
+  int64_t nap_ns = 0;
   for (;;) {
     pthread_mutex_lock(&shared->mutex);
     while (!shared->inbox_head && !head && !shared->stopping) {
       pthread_cond_wait(&shared->cond, &shared->mutex);
-      progress_ns = halo_clock_now_ns();
     }
     if (shared->inbox_head) {
       *tail = shared->inbox_head;
       tail = &shared->inbox_tail->next;
       shared->inbox_head = shared->inbox_tail = NULL;
       progress_ns = halo_clock_now_ns();  // new work: spin again
+      nap_ns = 0;
     }
+    shared->sleeper_woke = false;
     bool stopping = shared->stopping;
     pthread_mutex_unlock(&shared->mutex);
     if (!head && stopping) break;
 
     ++round;
     bool progress = false;
-    uint32_t blocked = 0;
     halo_hal_cuda_execution_t *first_blocked = NULL;
     halo_status_t lost = NULL;
     for (halo_hal_cuda_execution_t **link = &head; *link;) {
@@ -272,7 +358,6 @@ static void halo_hal_cuda_completion_poll(
       if (result == CUDA_ERROR_NOT_READY) {
         queue->blocked_round = round;
         if (!first_blocked) first_blocked = execution;
-        ++blocked;
         link = &execution->next;
         continue;
       }
@@ -304,6 +389,7 @@ static void halo_hal_cuda_completion_poll(
     int64_t now = halo_clock_now_ns();
     if (progress) {
       progress_ns = now;
+      nap_ns = 0;
       continue;
     }
     if (!head) continue;
@@ -311,14 +397,60 @@ static void halo_hal_cuda_completion_poll(
       sched_yield();
       continue;
     }
-    if (blocked == 1) {
-      // One stream pending: let the driver wait (its own spin or sleep, per
-      // the context's scheduling flags). Its completion is found next round.
-      cu->cuEventSynchronize(first_blocked->event->handle);
-    } else {
-      halo_hal_cuda_nap(HALO_HAL_CUDA_COMPLETION_NAP_NS);
+    // Nothing finished for a while: the oldest unfinished event goes to the
+    // sleeper (an exact wake when it finishes), and the poller naps, longer
+    // each time; new work or the sleeper's return ends a nap early.
+    nap_ns = nap_ns ? nap_ns * 2 : HALO_HAL_CUDA_COMPLETION_NAP_FIRST_NS;
+    if (nap_ns > HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS) {
+      nap_ns = HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS;
     }
+    pthread_mutex_lock(&shared->mutex);
+    if (first_blocked && shared->sleeper_started && !shared->sleeper_busy) {
+      halo_hal_cuda_event_retain(first_blocked->event);
+      shared->sleeper_event = first_blocked->event;
+      shared->sleeper_busy = true;
+      pthread_cond_signal(&shared->sleeper_cond);
+    }
+    if (!shared->inbox_head && !shared->stopping && !shared->sleeper_woke) {
+      halo_hal_cuda_cond_nap(&shared->cond, &shared->mutex, nap_ns);
+    }
+    pthread_mutex_unlock(&shared->mutex);
   }
+}
+
+// THREAD completion: the sleeper blocks in cuEventSynchronize on the event
+// the poller hands it (holding a reference, so the pool cannot reuse it),
+// then wakes the poller. Whatever the result, the poller's next query
+// finds it (an error included).
+static void *halo_hal_cuda_sleeper_main(void *arg) {
+  halo_hal_cuda_queue_shared_t *shared = arg;
+  char name[16];
+  snprintf(name, sizeof(name), "halo-cu%u-sleep", shared->device->ordinal);
+  pthread_setname_np(pthread_self(), name);
+  halo_status_t status = halo_hal_cuda_device_make_current(shared->device);
+  if (status) {
+    HALO_LOG_ERROR("%s: %s", name, halo_status_message(status));
+    halo_status_free(status);
+  }
+  const halo_hal_cuda_symbols_t *cu = shared->device->cu;
+  pthread_mutex_lock(&shared->mutex);
+  for (;;) {
+    while (!shared->sleeper_event && !shared->stopping) {
+      pthread_cond_wait(&shared->sleeper_cond, &shared->mutex);
+    }
+    halo_hal_cuda_event_t *event = shared->sleeper_event;
+    shared->sleeper_event = NULL;
+    if (!event) break;  // stopping
+    pthread_mutex_unlock(&shared->mutex);
+    cu->cuEventSynchronize(event->handle);
+    halo_hal_cuda_event_release(event);
+    pthread_mutex_lock(&shared->mutex);
+    shared->sleeper_busy = false;
+    shared->sleeper_woke = true;
+    pthread_cond_broadcast(&shared->cond);
+  }
+  pthread_mutex_unlock(&shared->mutex);
+  return NULL;
 }
 
 // HOST_FUNC: host functions complete executions; this thread only watches
@@ -436,23 +568,41 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   shared->device = device;
   halo_hal_cuda_event_pool_initialize(&shared->events, device->cu);
   pthread_mutex_init(&shared->mutex, NULL);
-  pthread_cond_init(&shared->cond, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&shared->cond, &attr);
+  pthread_condattr_destroy(&attr);
+  pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
   atomic_init(&shared->lost, false);
   int error = pthread_create(&shared->thread, NULL,
                              halo_hal_cuda_completion_main, shared);
+  if (error == 0) {
+    shared->thread_started = true;
+    if (device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD) {
+      error = pthread_create(&shared->sleeper, NULL, halo_hal_cuda_sleeper_main,
+                             shared);
+      shared->sleeper_started = error == 0;
+    }
+  }
   if (error != 0) {
+    pthread_mutex_lock(&shared->mutex);
+    shared->stopping = true;
+    pthread_cond_broadcast(&shared->cond);
+    pthread_mutex_unlock(&shared->mutex);
+    if (shared->thread_started) pthread_join(shared->thread, NULL);
     halo_u64_map_deinitialize(&shared->signal_order);
+    pthread_cond_destroy(&shared->sleeper_cond);
     pthread_cond_destroy(&shared->cond);
     pthread_mutex_destroy(&shared->mutex);
     halo_hal_cuda_event_pool_deinitialize(&shared->events);
     free(shared);
     return halo_status_from_errno(error,
-                                  "starting the completion thread of CUDA "
+                                  "starting the completion threads of CUDA "
                                   "device %u",
                                   device->ordinal);
   }
-  shared->thread_started = true;
   shared->queue_count = 1;
   device->queue_shared = shared;
   *out_shared = shared;
@@ -482,6 +632,7 @@ static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
   }
   halo_u64_map_deinitialize(&shared->signal_order);
   halo_hal_cuda_event_pool_deinitialize(&shared->events);
+  pthread_cond_destroy(&shared->sleeper_cond);
   pthread_cond_destroy(&shared->cond);
   pthread_mutex_destroy(&shared->mutex);
   free(shared);
@@ -496,8 +647,10 @@ static void halo_hal_cuda_queue_shared_release(
   pthread_mutex_lock(&shared->mutex);
   shared->stopping = true;
   pthread_cond_broadcast(&shared->cond);
+  pthread_cond_broadcast(&shared->sleeper_cond);
   pthread_mutex_unlock(&shared->mutex);
   if (shared->thread_started) pthread_join(shared->thread, NULL);
+  if (shared->sleeper_started) pthread_join(shared->sleeper, NULL);
   shared->teardown_task.run = halo_hal_cuda_queue_shared_teardown;
   halo_hal_cuda_thread_post(&device->submission, &shared->teardown_task);
 }
@@ -694,7 +847,82 @@ static halo_status_t halo_hal_cuda_execution_watch(
   return halo_hal_cuda_result_to_status(cu, result, "cuLaunchHostFunc");
 }
 
-// The submission thread's task: issue, stores, event, completion path.
+// Binds the execution's fence to its recorded event (|failure| NULL) or
+// fails it with a copy of |failure|, and posts the executions parked on it
+// again.
+static void halo_hal_cuda_execution_resolve_fence(
+    halo_hal_cuda_execution_t *execution, halo_status_t failure) {
+  halo_hal_cuda_fence_t *fence = execution->fence;
+  if (!fence) return;
+  execution->fence = NULL;
+  if (failure) {
+    fence->failure = halo_status_make(halo_status_code(failure), "%s",
+                                      halo_status_message(failure));
+  } else {
+    halo_hal_cuda_event_retain(execution->event);
+    fence->event = execution->event;
+    fence->stream = execution->queue->stream;
+  }
+  halo_hal_cuda_execution_t *parked = fence->parked;
+  fence->parked = NULL;
+  while (parked) {
+    halo_hal_cuda_execution_t *next = parked->parked_next;
+    parked->parked_next = NULL;
+    halo_hal_cuda_thread_post(&execution->queue->device->submission,
+                              &parked->task);
+    parked = next;
+  }
+  halo_hal_fence_release(&fence->base);
+}
+
+// Orders the execution's work after the fences it waits on. A fence not
+// bound yet (its producer is parked) parks the execution on it
+// (*out_parked); a failed one fails the execution.
+static halo_status_t halo_hal_cuda_execution_wait_fences(
+    halo_hal_cuda_execution_t *execution, bool *out_parked) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  *out_parked = false;
+  for (; execution->waits_enqueued < execution->wait_fence_count;
+       ++execution->waits_enqueued) {
+    halo_hal_cuda_fence_t *fence =
+        execution->wait_fences[execution->waits_enqueued];
+    if (fence->failure) {
+      return halo_status_make(halo_status_code(fence->failure),
+                              "the device work this execution waits for "
+                              "failed before it started: %s",
+                              halo_status_message(fence->failure));
+    }
+    if (!fence->event) {
+      execution->parked_next = fence->parked;
+      fence->parked = execution;
+      *out_parked = true;
+      return NULL;
+    }
+    if (fence->stream == queue->stream) continue;  // in stream order already
+    CUresult result =
+        cu->cuStreamWaitEvent(queue->stream, fence->event->handle, 0);
+    if (result != CUDA_SUCCESS) {
+      return halo_status_annotate(
+          halo_hal_cuda_result_to_status(cu, result, "cuStreamWaitEvent"),
+          "waiting on the device for the work of wait fence %u",
+          execution->waits_enqueued);
+    }
+  }
+  return NULL;
+}
+
+// The CUresult of a sticky error that a status of DEVICE_LOST came from
+// (the context returns it from every call now); 0 if none.
+static CUresult halo_hal_cuda_queue_sticky_result(
+    halo_hal_cuda_queue_t *queue) {
+  if (!queue->stream) return CUDA_SUCCESS;
+  CUresult result = queue->device->cu->cuStreamQuery(queue->stream);
+  return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_SUCCESS;
+}
+
+// The submission thread's task: fence waits, issue, stores, event, fence,
+// completion path.
 static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_execution_t *execution = (halo_hal_cuda_execution_t *)task;
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -705,6 +933,11 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     status = halo_hal_cuda_queue_lost_status(shared);
   }
   if (!status) status = halo_hal_cuda_queue_ensure_streams(queue);
+  if (!status) {
+    bool parked = false;
+    status = halo_hal_cuda_execution_wait_fences(execution, &parked);
+    if (!status && parked) return;  // posted again when the fence resolves
+  }
   if (!status) {
     bool parked = false;
     status = halo_hal_cuda_command_buffer_issue(
@@ -729,6 +962,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   }
   if (!status) {
     halo_hal_cuda_execution_note_signals(execution);
+    // Bound before the completion path can complete (and free) it.
+    halo_hal_cuda_execution_resolve_fence(execution, NULL);
     status = halo_hal_cuda_execution_watch(execution);
     if (!status) return;
   }
@@ -739,8 +974,10 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   }
   if (halo_status_code(status) == HALO_STATUS_DEVICE_LOST &&
       !atomic_load(&shared->lost)) {
-    halo_hal_cuda_queue_report_lost(shared, status);
+    halo_hal_cuda_queue_report_lost(shared, status,
+                                    halo_hal_cuda_queue_sticky_result(queue));
   }
+  halo_hal_cuda_execution_resolve_fence(execution, status);
   halo_hal_cuda_execution_complete(execution, status);
   halo_hal_cuda_execution_release(execution);
 }
@@ -752,6 +989,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
 static halo_status_t halo_hal_cuda_queue_execute(
     halo_hal_queue_t *base_queue, const halo_hal_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = (halo_hal_cuda_queue_t *)base_queue;
+  if (execution->out_fence) *execution->out_fence = NULL;
   if (!halo_hal_cuda_command_buffer_isa(execution->command_buffer)) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "CUDA queue: the command buffer was not prepared "
@@ -761,14 +999,49 @@ static halo_status_t halo_hal_cuda_queue_execute(
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "CUDA queue: execution without a completion");
   }
+  for (uint32_t i = 0; i < execution->wait_fence_count; ++i) {
+    if (execution->wait_fences[i]->domain != queue->device) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "CUDA queue: wait fence %u is not a fence of "
+                              "CUDA device %u",
+                              i, queue->device->ordinal);
+    }
+  }
   halo_hal_cuda_execution_t *cuda = calloc(1, sizeof(*cuda));
-  if (!cuda) {
+  halo_hal_cuda_fence_t *fence =
+      execution->out_fence ? calloc(1, sizeof(*fence)) : NULL;
+  halo_hal_cuda_fence_t **wait_fences =
+      execution->wait_fence_count
+          ? calloc(execution->wait_fence_count, sizeof(*wait_fences))
+          : NULL;
+  if (!cuda || (execution->out_fence && !fence) ||
+      (execution->wait_fence_count && !wait_fences)) {
+    free(cuda);
+    free(fence);
+    free(wait_fences);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "CUDA queue: oom for an execution");
   }
   cuda->task.run = halo_hal_cuda_execution_run;
   cuda->queue = queue;
   cuda->execution = *execution;
+  cuda->execution.wait_fences = NULL;
+  cuda->execution.wait_fence_count = 0;
+  cuda->execution.out_fence = NULL;
+  for (uint32_t i = 0; i < execution->wait_fence_count; ++i) {
+    halo_hal_fence_retain(execution->wait_fences[i]);
+    wait_fences[i] = (halo_hal_cuda_fence_t *)execution->wait_fences[i];
+  }
+  cuda->wait_fences = wait_fences;
+  cuda->wait_fence_count = execution->wait_fence_count;
+  if (fence) {
+    // One reference for the caller, one the execution resolves.
+    fence->base.vtable = &halo_hal_cuda_fence_vtable;
+    atomic_init(&fence->base.references, 2);
+    fence->base.domain = queue->device;
+    cuda->fence = fence;
+    *execution->out_fence = &fence->base;
+  }
   atomic_init(&cuda->completed, false);
   atomic_init(&cuda->references, 1);
   atomic_init(&cuda->host_reference, false);
@@ -836,6 +1109,7 @@ halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
     return status;
   }
   queue->base.vtable = &halo_hal_cuda_queue_vtable;
+  queue->base.fence_domain = device;
   queue->device = device;
   queue->priority = priority;
   queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);

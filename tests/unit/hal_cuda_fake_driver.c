@@ -567,6 +567,7 @@ static CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event,
   op->event = event;
   pthread_mutex_lock(&fake.mutex);
   op->sequence = event->recorded;
+  if (event->completed < event->recorded) ++fake.counters.stream_waits;
   pthread_mutex_unlock(&fake.mutex);
   return fake_enqueue(stream, op);
 }

@@ -4,10 +4,16 @@
 // binding strategies, barriers as edges, dispatch_indirect, the instance
 // pool under concurrent executions (never two launches of one exec at
 // once, parking past the bound), GPU semaphore stores and their order
-// across streams, and a sticky error (the device reported lost once,
-// pending and later executions failing with DEVICE_LOST) — each under the
-// completion thread and under cuLaunchHostFunc. Run under ASan it checks
-// the lifetimes (execution references, instances, events) as well.
+// across streams, independent queues (a long execution on one never delays
+// the completion of a short one on another), GPU-to-GPU waits through the
+// deferred queue (a consumer released on its producer's fence before the
+// producer finished, a producer parked in the instance pool, a producer
+// failing before it reached the device, a semaphore failed after the
+// consumer was released), and a sticky error (the device reported lost
+// once, pending and later executions failing with DEVICE_LOST) — each
+// under the completion thread and under cuLaunchHostFunc. Run under ASan
+// it checks the lifetimes (execution references, instances, events,
+// fences) as well.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,8 +30,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/status.h"
 #include "hal/cuda/cuda_command_buffer.h"
 #include "hal/cuda/cuda_device.h"
+#include "hal/deferred_queue.h"
+#include "hal/semaphore.h"
 #include "tests/unit/hal_cuda_fake_driver.h"
 
 #define N 1024u
@@ -810,6 +820,408 @@ static void test_gpu_stores(void **unused) {
   munmap(page, 4096);
 }
 
+static bool completion_done(completion_t *completion) {
+  pthread_mutex_lock(&completion->mutex);
+  bool done = completion->done;
+  pthread_mutex_unlock(&completion->mutex);
+  return done;
+}
+
+// A recording of the slow kernel over slots 0 (x) and 1 (y): y = x + 1
+// after |us| microseconds.
+static halo_hal_command_buffer_t *slow_recording(uint32_t *n, uint32_t *us) {
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
+  arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
+                   arg_constant(n, 4), arg_constant(us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, N / 64, args, 4);
+  return recorder_end(&recorder);
+}
+
+// Queues are unordered: a long execution pending on queue A must not hold
+// up the completion of a short one submitted after it on queue B (the
+// completion thread used to block in cuEventSynchronize on A's event when
+// A's stream was the only one pending).
+static void test_independent_queues(void **unused) {
+  (void)unused;
+  uint32_t n = N, long_us = 300000, short_us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint64_t y2 = device_allocate(N * 4);
+  halo_hal_command_buffer_t *slow = slow_recording(&n, &long_us);
+  halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
+  halo_hal_queue_t *a = queue_new(), *b = queue_new();
+  halo_hal_binding_t slow_bindings[2] = {{x, N * 4}, {y, N * 4}};
+  halo_hal_binding_t fast_bindings[2] = {{x, N * 4}, {y2, N * 4}};
+  completion_t long_done;
+  completion_init(&long_done);
+  execute(a, slow, slow_bindings, 2, NULL, 0, &long_done);
+  // Long past the completion thread's spin: it is waiting on A by now.
+  usleep(30000);
+  double worst_ms = 0;
+  for (int round = 0; round < 3; ++round) {
+    completion_t short_done;
+    completion_init(&short_done);
+    int64_t start = halo_clock_now_ns();
+    execute(b, fast, fast_bindings, 2, NULL, 0, &short_done);
+    assert_int_equal(completion_wait(&short_done), HALO_STATUS_OK);
+    double ms = (double)(halo_clock_now_ns() - start) / 1e6;
+    if (ms > worst_ms) worst_ms = ms;
+    // B completed while A is still running.
+    assert_false(completion_done(&long_done));
+    usleep(20000);
+  }
+  print_message(
+      "[%s] a short execution on queue B completed %.2f ms (worst of 3) "
+      "after its submission while a 300 ms one was pending on queue A\n",
+      state.mode, worst_ms);
+  assert_true(worst_ms < 100.0);
+  assert_int_equal(completion_wait(&long_done), HALO_STATUS_OK);
+  halo_hal_queue_destroy(a);
+  halo_hal_queue_destroy(b);
+  halo_hal_command_buffer_destroy(slow);
+  halo_hal_command_buffer_destroy(fast);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  device_free(y2, N * 4);
+}
+
+//===----------------------------------------------------------------------===//
+// GPU-to-GPU waits through the deferred queue
+//===----------------------------------------------------------------------===//
+
+// The deferred queue and semaphores on a page registered with the device,
+// as halod has them; this thread is the loop.
+#define SEMAPHORES 4
+static struct {
+  halo_hal_deferred_queue_t deferred;
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  int wakes;
+  halo_timeline_page_t *page;
+  uint64_t page_address;
+  halo_hal_semaphore_t semaphores[SEMAPHORES];
+  int retirements;
+} sync_state;
+
+typedef struct test_action_t {
+  halo_hal_action_t action;  // first: the retire callback finds it
+  halo_hal_action_wait_t waits[1];
+  halo_hal_action_signal_t signals[1];
+  halo_hal_execution_signal_t device_signals[1];
+  halo_hal_binding_t bindings[2];
+  bool retired;
+  int retire_order;
+  halo_status_code_t code;
+  char message[512];
+} test_action_t;
+
+static void sync_wake(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&sync_state.mutex);
+  ++sync_state.wakes;
+  pthread_cond_signal(&sync_state.cond);
+  pthread_mutex_unlock(&sync_state.mutex);
+}
+
+static void sync_open(void) {
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  pthread_mutex_init(&sync_state.mutex, NULL);
+  pthread_cond_init(&sync_state.cond, NULL);
+  sync_state.wakes = 0;
+  sync_state.retirements = 0;
+  halo_hal_deferred_queue_initialize(&sync_state.deferred, sync_wake, NULL);
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(page != MAP_FAILED);
+  sync_state.page = page;
+  halo_timeline_page_initialize(sync_state.page, 1);
+  assert_null(allocator->vtable->register_host(allocator, page, 4096,
+                                               &sync_state.page_address));
+  for (int i = 0; i < SEMAPHORES; ++i) {
+    halo_timeline_slot_activate(&sync_state.page->slots[i], 0);
+    halo_hal_semaphore_initialize(&sync_state.semaphores[i],
+                                  &sync_state.page->slots[i], 0);
+  }
+}
+
+static void sync_close(void) {
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  for (int i = 0; i < SEMAPHORES; ++i) {
+    assert_null(sync_state.semaphores[i].fences);  // all dropped
+    halo_hal_semaphore_deinitialize(&sync_state.semaphores[i]);
+  }
+  assert_int_equal(sync_state.deferred.waiting, 0);
+  assert_int_equal(sync_state.deferred.issued, 0);
+  halo_hal_deferred_queue_deinitialize(&sync_state.deferred);
+  allocator->vtable->unregister_host(allocator, sync_state.page);
+  halo_hal_cuda_thread_flush(&state.device->reaper);
+  munmap(sync_state.page, 4096);
+  pthread_cond_destroy(&sync_state.cond);
+  pthread_mutex_destroy(&sync_state.mutex);
+}
+
+static void test_action_retire(halo_hal_action_t *action) {
+  test_action_t *test = (test_action_t *)action;
+  test->retired = true;
+  test->retire_order = ++sync_state.retirements;
+  test->code = halo_status_code(action->failure);
+  snprintf(test->message, sizeof(test->message), "%s",
+           action->failure ? halo_status_message(action->failure) : "");
+  halo_status_free(action->failure);
+  action->failure = NULL;
+}
+
+// Submits |command_buffer| on |queue| with |bindings|, waiting for
+// semaphore |wait| (-1: none) to reach |wait_value| and signaling
+// semaphore |signal| to |signal_value| (from the GPU and the host).
+static void sync_submit(test_action_t *test, halo_hal_queue_t *queue,
+                        halo_hal_command_buffer_t *command_buffer,
+                        const halo_hal_binding_t bindings[2], int wait,
+                        uint64_t wait_value, int signal,
+                        uint64_t signal_value) {
+  memset(test, 0, sizeof(*test));
+  memcpy(test->bindings, bindings, sizeof(test->bindings));
+  halo_hal_action_t *action = &test->action;
+  action->queue = queue;
+  action->execution.command_buffer = command_buffer;
+  action->execution.bindings = test->bindings;
+  action->execution.binding_count = 2;
+  if (wait >= 0) {
+    test->waits[0].semaphore = &sync_state.semaphores[wait];
+    test->waits[0].timepoint.value = wait_value;
+    action->waits = test->waits;
+    action->wait_count = 1;
+  }
+  halo_hal_semaphore_t *semaphore = &sync_state.semaphores[signal];
+  assert_null(halo_hal_semaphore_check_signal(semaphore, signal_value));
+  semaphore->pending_max = signal_value;  // reserved, as halod does
+  test->signals[0].semaphore = semaphore;
+  test->signals[0].value = signal_value;
+  action->signals = test->signals;
+  action->signal_count = 1;
+  test->device_signals[0].device_address =
+      sync_state.page_address + offsetof(halo_timeline_page_t, slots) +
+      (uint64_t)signal * sizeof(halo_timeline_slot_t);
+  test->device_signals[0].value = signal_value;
+  action->execution.signals = test->device_signals;
+  action->execution.signal_count = 1;
+  action->retire = test_action_retire;
+  halo_hal_deferred_queue_submit(&sync_state.deferred, action);
+}
+
+// Runs the loop (drains completions) until |test| retired.
+static void sync_run_until(test_action_t *test) {
+  int64_t deadline = halo_clock_now_ns() + 10000000000ll;
+  int seen = -1;
+  while (!test->retired) {
+    pthread_mutex_lock(&sync_state.mutex);
+    while (sync_state.wakes == seen) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += 10000000;
+      if (until.tv_nsec >= 1000000000) {
+        until.tv_nsec -= 1000000000;
+        ++until.tv_sec;
+      }
+      pthread_cond_timedwait(&sync_state.cond, &sync_state.mutex, &until);
+      if (halo_clock_now_ns() > deadline) break;
+    }
+    seen = sync_state.wakes;
+    pthread_mutex_unlock(&sync_state.mutex);
+    halo_hal_deferred_queue_drain(&sync_state.deferred);
+    if (halo_clock_now_ns() > deadline) fail_msg("action never retired");
+  }
+}
+
+enum { SEM_S = 0, SEM_T = 1 };
+
+// A producer P (y = x + 1 after 100 ms) on queue A signals S; a consumer C
+// (z = y + 1) on queue B waits for S. C is released to its queue as soon
+// as P is on the device (not when P completes), waits for P's event on the
+// device, and computes from P's output; it retires after P. Both orders of
+// submission (C before P: wait-before-signal; P before C).
+static void test_gpu_waits(void **unused) {
+  (void)unused;
+  sync_open();
+  uint32_t n = N, producer_us = 100000, consumer_us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint64_t z = device_allocate(N * 4);
+  halo_hal_command_buffer_t *producer = slow_recording(&n, &producer_us);
+  halo_hal_command_buffer_t *consumer = slow_recording(&n, &consumer_us);
+  halo_hal_queue_t *a = queue_new(), *b = queue_new();
+  halo_hal_binding_t p_bindings[2] = {{x, N * 4}, {y, N * 4}};
+  halo_hal_binding_t c_bindings[2] = {{y, N * 4}, {z, N * 4}};
+  fake_driver_reset_counters();
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t i = 0; i < N; ++i) {
+      floats(x)[i] = (float)(round * 100 + (int)i);
+      floats(y)[i] = -1.0f;
+      floats(z)[i] = -1.0f;
+    }
+    uint64_t value = (uint64_t)round + 1;
+    test_action_t p, c;
+    if (round == 0) {
+      sync_submit(&c, b, consumer, c_bindings, SEM_S, value, SEM_T, value);
+      assert_int_equal(c.action.state, HALO_HAL_ACTION_WAITING);
+      sync_submit(&p, a, producer, p_bindings, -1, 0, SEM_S, value);
+    } else {
+      sync_submit(&p, a, producer, p_bindings, -1, 0, SEM_S, value);
+      sync_submit(&c, b, consumer, c_bindings, SEM_S, value, SEM_T, value);
+    }
+    // Released on P's fence while P still runs.
+    assert_int_equal(c.action.state, HALO_HAL_ACTION_ISSUED);
+    assert_false(p.retired);
+    sync_run_until(&c);
+    sync_run_until(&p);
+    assert_int_equal(p.code, HALO_STATUS_OK);
+    if (c.code != HALO_STATUS_OK) fail_msg("consumer: %s", c.message);
+    assert_true(p.retire_order < c.retire_order);
+    for (uint32_t i = 0; i < N; ++i) {
+      float expected = (float)(round * 100 + (int)i) + 2.0f;
+      if (floats(z)[i] != expected) {
+        fail_msg(
+            "[%s] round %d: z[%u] = %g, expected %g (the consumer did "
+            "not wait for the producer)",
+            state.mode, round, i, floats(z)[i], expected);
+      }
+    }
+    assert_int_equal(halo_hal_semaphore_value(&sync_state.semaphores[SEM_T]),
+                     value);
+    assert_int_equal(halo_hal_semaphore_failure(&sync_state.semaphores[SEM_T]),
+                     0);
+  }
+  assert_true(fake_driver_counters().stream_waits >= 2);
+  halo_hal_queue_destroy(a);
+  halo_hal_queue_destroy(b);
+  halo_hal_command_buffer_destroy(producer);
+  halo_hal_command_buffer_destroy(consumer);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  device_free(z, N * 4);
+  sync_close();
+}
+
+// The producer parks in the instance pool (every instance of its recording
+// busy): it has no event yet when its consumer, released on its fence,
+// reaches the submission thread. The consumer parks on the fence and runs
+// after the producer, on its output.
+static void test_gpu_wait_on_parked_producer(void **unused) {
+  (void)unused;
+  enum { FILLERS = HALO_HAL_CUDA_MAX_GRAPH_INSTANCES, QUEUES = 4 };
+  sync_open();
+  uint32_t n = N, busy_us = 60000, consumer_us = 0;
+  halo_hal_command_buffer_t *busy = slow_recording(&n, &busy_us);
+  halo_hal_command_buffer_t *consumer = slow_recording(&n, &consumer_us);
+  halo_hal_queue_t *queues[QUEUES];
+  for (int q = 0; q < QUEUES; ++q) queues[q] = queue_new();
+  uint64_t x = device_allocate(N * 4), scratch = device_allocate(N * 4);
+  uint64_t y = device_allocate(N * 4), z = device_allocate(N * 4);
+  for (uint32_t i = 0; i < N; ++i) floats(x)[i] = (float)i;
+  halo_hal_binding_t filler_bindings[2] = {{x, N * 4}, {scratch, N * 4}};
+  static completion_t fillers[FILLERS];
+  fake_driver_reset_counters();
+  for (int f = 0; f < FILLERS; ++f) {
+    completion_init(&fillers[f]);
+    execute(queues[f % QUEUES], busy, filler_bindings, 2, NULL, 0, &fillers[f]);
+  }
+  halo_hal_binding_t p_bindings[2] = {{x, N * 4}, {y, N * 4}};
+  halo_hal_binding_t c_bindings[2] = {{y, N * 4}, {z, N * 4}};
+  test_action_t p, c;
+  sync_submit(&p, queues[0], busy, p_bindings, -1, 0, SEM_S, 1);
+  sync_submit(&c, queues[1], consumer, c_bindings, SEM_S, 1, SEM_T, 1);
+  assert_int_equal(c.action.state, HALO_HAL_ACTION_ISSUED);
+  sync_run_until(&c);
+  sync_run_until(&p);
+  assert_int_equal(p.code, HALO_STATUS_OK);
+  if (c.code != HALO_STATUS_OK) fail_msg("consumer: %s", c.message);
+  for (uint32_t i = 0; i < N; ++i) {
+    if (floats(z)[i] != (float)i + 2.0f) {
+      fail_msg("[%s] z[%u] = %g, expected %g", state.mode, i, floats(z)[i],
+               (float)i + 2.0f);
+    }
+  }
+  for (int f = 0; f < FILLERS; ++f) {
+    assert_int_equal(completion_wait(&fillers[f]), HALO_STATUS_OK);
+  }
+  // The busy recording's bound, and the consumer's one instance.
+  assert_true(fake_driver_counters().instantiations <=
+              HALO_HAL_CUDA_MAX_GRAPH_INSTANCES + 1);
+  for (int q = 0; q < QUEUES; ++q) halo_hal_queue_destroy(queues[q]);
+  halo_hal_command_buffer_destroy(busy);
+  halo_hal_command_buffer_destroy(consumer);
+  device_free(x, N * 4);
+  device_free(scratch, N * 4);
+  device_free(y, N * 4);
+  device_free(z, N * 4);
+  sync_close();
+}
+
+// Failures reach a consumer released early: a producer that fails before
+// its work reached the device fails the consumer with its error; a
+// semaphore failed (by its owner) after the consumer was released fails
+// the consumer's signals although the consumer ran.
+static void test_gpu_wait_failures(void **unused) {
+  (void)unused;
+  sync_open();
+  uint32_t n = N, producer_us = 100000, consumer_us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint64_t z = device_allocate(N * 4);
+  halo_hal_command_buffer_t *producer = slow_recording(&n, &producer_us);
+  halo_hal_command_buffer_t *consumer = slow_recording(&n, &consumer_us);
+  halo_hal_queue_t *a = queue_new(), *b = queue_new();
+  halo_hal_binding_t c_bindings[2] = {{y, N * 4}, {z, N * 4}};
+  // 1. The producer's slot 1 is unbound: it fails on the submission thread,
+  // after the consumer was released on its fence.
+  halo_hal_binding_t unbound[2] = {{x, N * 4}, {0, 0}};
+  test_action_t p, c;
+  sync_submit(&p, a, producer, unbound, -1, 0, SEM_S, 1);
+  sync_submit(&c, b, consumer, c_bindings, SEM_S, 1, SEM_T, 1);
+  assert_int_equal(c.action.state, HALO_HAL_ACTION_ISSUED);
+  sync_run_until(&c);
+  sync_run_until(&p);
+  print_message("[%s] consumer of a failed producer: %s\n", state.mode,
+                c.message);
+  assert_int_equal(p.code, HALO_STATUS_FAILED_PRECONDITION);
+  assert_int_equal(c.code, HALO_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(c.message, "waits for failed before it started"));
+  assert_non_null(strstr(c.message, "binding slot 1 is unbound"));
+  assert_int_equal(halo_hal_semaphore_failure(&sync_state.semaphores[SEM_T]),
+                   HALO_STATUS_FAILED_PRECONDITION);
+  sync_close();
+  // 2. The producer runs; its semaphore is failed while it does, after the
+  // consumer was released. The consumer runs on the device but its
+  // signals fail, naming the failure.
+  sync_open();
+  halo_hal_binding_t p_bindings[2] = {{x, N * 4}, {y, N * 4}};
+  for (uint32_t i = 0; i < N; ++i) floats(x)[i] = (float)i;
+  sync_submit(&p, a, producer, p_bindings, -1, 0, SEM_S, 1);
+  sync_submit(&c, b, consumer, c_bindings, SEM_S, 1, SEM_T, 1);
+  assert_int_equal(c.action.state, HALO_HAL_ACTION_ISSUED);
+  halo_hal_semaphore_fail(
+      &sync_state.semaphores[SEM_S],
+      halo_status_make(HALO_STATUS_ABORTED, "the owner gave up on it"));
+  sync_run_until(&c);
+  sync_run_until(&p);
+  print_message("[%s] consumer of a failed semaphore: %s\n", state.mode,
+                c.message);
+  assert_int_equal(p.code, HALO_STATUS_OK);
+  assert_int_equal(c.code, HALO_STATUS_ABORTED);
+  assert_non_null(strstr(c.message, "the owner gave up on it"));
+  assert_non_null(strstr(c.message, "released on the device"));
+  assert_int_equal(halo_hal_semaphore_failure(&sync_state.semaphores[SEM_T]),
+                   HALO_STATUS_ABORTED);
+  // It did run, after the producer.
+  for (uint32_t i = 0; i < N; ++i) assert_true(floats(z)[i] == (float)i + 2);
+  sync_close();
+  halo_hal_queue_destroy(a);
+  halo_hal_queue_destroy(b);
+  halo_hal_command_buffer_destroy(producer);
+  halo_hal_command_buffer_destroy(consumer);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  device_free(z, N * 4);
+}
+
 // A kernel faults: its execution and the slow one pending on another queue
 // fail with DEVICE_LOST, the device is reported lost once, and a later
 // execution fails at once. Last in its group (the context stays lost).
@@ -864,6 +1276,10 @@ int main(void) {
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_gpu_stores),
+      cmocka_unit_test(test_independent_queues),
+      cmocka_unit_test(test_gpu_waits),
+      cmocka_unit_test(test_gpu_wait_on_parked_producer),
+      cmocka_unit_test(test_gpu_wait_failures),
       cmocka_unit_test(test_sticky_error),
   };
   int failed = 0;
