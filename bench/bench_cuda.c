@@ -22,6 +22,9 @@
 //     halo GPU store seen    execute() until this thread sees the value the
 //                            GPU stored into the semaphore page
 //     halo completion        execute() until the completion callback ran
+//   two queues: the same small kernel on queue B, submitted while queue A
+//   runs a 2 ms kernel (submitted 200 us before); B's execute() until B's
+//   completion callback. Queues are unordered: B must not wait for A.
 //   1000-dispatch command buffer, a chain (a barrier between dispatches,
 //   one block of 128 threads each), 16 bindings, all 16 changed every step
 //   (two sets of 16 buffers, alternating), submit -> completion per step:
@@ -37,6 +40,8 @@
 //                            (cuMemcpyHtoDAsync from pinned), cuGraphLaunch
 //     halo SetParams         the recording with indirect BUFFER arguments
 //     halo binding table     the recording with BINDING_TABLE arguments
+//                            (each also until the GPU's store of its
+//                            signal was seen, before the completion path)
 //
 // With --address: the same recordings through a running halod (libhalo,
 // nng control plane): halo_queue_execute + halo_semaphore_wait, and the
@@ -77,6 +82,17 @@ static const char kKernels[] =
     "  const float *in = (const float *)table[x];\n"
     "  float *out = (float *)table[y];\n"
     "  out[threadIdx.x] = in[threadIdx.x] * 0.5f + 1.0f;\n"
+    "}\n"
+    // y = a * x after |ns| of the GPU's global timer (the two-queue case).
+    "extern \"C\" __global__ void slow_scale(const float *x, float *y,\n"
+    "                                        float a, unsigned n,\n"
+    "                                        unsigned long long ns) {\n"
+    "  unsigned long long start, now;\n"
+    "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(start));\n"
+    "  do {\n"
+    "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(now));\n"
+    "  } while (now - start < ns);\n"
+    "  if (threadIdx.x < n) y[threadIdx.x] = a * x[threadIdx.x];\n"
     "}\n";
 
 // With HALO_TEST_FAKE_CUDA=1 (and the fake libcuda.so.1 of
@@ -235,7 +251,7 @@ typedef struct bench_device_t {
   halo_hal_cuda_device_t *cuda;
   halo_hal_allocator_t *allocator;
   halo_hal_executable_t *executable;
-  uint32_t tiny, step, step_table;  // entry ordinals
+  uint32_t tiny, step, step_table, slow_scale;  // entry ordinals
   CUfunction tiny_function, step_function, step_table_function;
   uint64_t counter;         // tiny's float
   uint64_t sets[2][SLOTS];  // the chain's buffers
@@ -270,6 +286,10 @@ static void bench_device_open(bench_device_t *bench,
     CHECK(names[i], halo_hal_cuda_executable_function(
                         bench->executable, info.ordinal, functions[i]));
   }
+  halo_hal_entry_info_t slow_info;
+  CHECK("slow_scale", halo_hal_executable_lookup_entry(
+                          bench->executable, "slow_scale", &slow_info));
+  bench->slow_scale = slow_info.ordinal;
   CHECK("allocate", bench->allocator->vtable->allocate(bench->allocator, 256,
                                                        &bench->counter));
   for (int s = 0; s < 2; ++s) {
@@ -633,7 +653,8 @@ static halo_hal_recording_t recording_new(uint32_t binding_capacity,
   return recording;
 }
 
-static void halo_small_kernel(bench_device_t *bench, const char *label) {
+// The small kernel: tiny on slot 0, one block of 32 threads.
+static halo_hal_command_buffer_t *tiny_prepare(bench_device_t *bench) {
   halo_hal_recording_t recording = recording_new(1, 1, 1, 0);
   halo_hal_command_t *command = &recording.commands[0];
   command->type = HALO_HAL_COMMAND_DISPATCH;
@@ -648,6 +669,11 @@ static void halo_small_kernel(bench_device_t *bench, const char *label) {
   halo_hal_command_buffer_t *command_buffer = NULL;
   CHECK("prepare", bench->device->vtable->prepare_command_buffer(
                        bench->device, &recording, &command_buffer));
+  return command_buffer;
+}
+
+static void halo_small_kernel(bench_device_t *bench, const char *label) {
+  halo_hal_command_buffer_t *command_buffer = tiny_prepare(bench);
   halo_hal_queue_t *queue = NULL;
   CHECK("queue", bench->device->vtable->create_queue(bench->device, 0, &queue));
   halo_hal_binding_t binding = {bench->counter, 256};
@@ -691,6 +717,110 @@ static void halo_small_kernel(bench_device_t *bench, const char *label) {
   samples_report(name, &completed);
   halo_hal_queue_destroy(queue);
   halo_hal_command_buffer_destroy(command_buffer);
+}
+
+static _Atomic int long_done;
+
+static void bench_on_long_complete(void *user_data, halo_status_t status) {
+  (void)user_data;
+  if (status) {
+    fprintf(stderr, "halo-bench-cuda: the long execution failed: %s\n",
+            halo_status_message(status));
+    halo_status_free(status);
+    atomic_store(&completion.failed, 1);
+  }
+  atomic_store_explicit(&long_done, 1, memory_order_release);
+}
+
+static void spin_us(int64_t us) {
+  int64_t until = now_ns() + us * 1000;
+  while (now_ns() < until) {
+  }
+}
+
+// The small kernel on queue B while queue A runs a 2 ms kernel: B's
+// completion must not wait for A's (queues are unordered).
+static void halo_two_queues(bench_device_t *bench, const char *label) {
+  const uint64_t long_ns = 2000000;
+  halo_hal_recording_t recording = recording_new(2, 1, 5, 16);
+  halo_hal_command_t *command = &recording.commands[0];
+  command->type = HALO_HAL_COMMAND_DISPATCH;
+  command->executable = bench->executable;
+  command->entry_ordinal = bench->slow_scale;
+  command->grid[0] = command->grid[1] = command->grid[2] = 1;
+  command->block[0] = 32;
+  command->block[1] = command->block[2] = 1;
+  command->arg_count = 5;
+  float a = 0.5f;
+  uint32_t n = 32;
+  memcpy(recording.data, &a, 4);
+  memcpy(recording.data + 4, &n, 4);
+  memcpy(recording.data + 8, &long_ns, 8);
+  for (int i = 0; i < 2; ++i) {
+    recording.args[i].kind = HALO_HAL_ARG_BUFFER;
+    recording.args[i].ref.slot = (uint32_t)i;
+  }
+  uint32_t offsets[3] = {0, 4, 8}, sizes[3] = {4, 4, 8};
+  for (int i = 0; i < 3; ++i) {
+    recording.args[2 + i].kind = HALO_HAL_ARG_CONSTANT;
+    recording.args[2 + i].data_offset = offsets[i];
+    recording.args[2 + i].data_size = sizes[i];
+  }
+  halo_hal_command_buffer_t *slow = NULL;
+  CHECK("prepare", bench->device->vtable->prepare_command_buffer(
+                       bench->device, &recording, &slow));
+  halo_hal_command_buffer_t *tiny = tiny_prepare(bench);
+  halo_hal_queue_t *queue_a = NULL, *queue_b = NULL;
+  CHECK("queue",
+        bench->device->vtable->create_queue(bench->device, 0, &queue_a));
+  CHECK("queue",
+        bench->device->vtable->create_queue(bench->device, 0, &queue_b));
+  halo_hal_binding_t slow_bindings[2] = {
+      {bench->sets[1][0], STEP_THREADS * sizeof(float)},
+      {bench->sets[1][1], STEP_THREADS * sizeof(float)}};
+  halo_hal_binding_t tiny_binding = {bench->counter, 256};
+  atomic_store(&completion.done, 0);
+  int iterations = options.iterations < 300 ? options.iterations : 300;
+  int warmup = 5;
+  int a_first = 0;
+  samples_t samples = samples_new(iterations);
+  for (int i = -warmup; i < iterations; ++i) {
+    uint64_t value = (uint64_t)(i + warmup + 1);
+    atomic_store(&long_done, 0);
+    halo_hal_execution_t long_execution = {
+        .command_buffer = slow,
+        .bindings = slow_bindings,
+        .binding_count = 2,
+        .completion = bench_on_long_complete,
+    };
+    CHECK("execute", halo_hal_queue_execute(queue_a, &long_execution));
+    spin_us(200);  // A is on the GPU; the completion thread spun past it
+    halo_hal_execution_t execution = {
+        .command_buffer = tiny,
+        .bindings = &tiny_binding,
+        .binding_count = 1,
+        .completion = bench_on_complete,
+        .user_data = (void *)(uintptr_t)value,
+    };
+    int64_t start = now_ns();
+    CHECK("execute", halo_hal_queue_execute(queue_b, &execution));
+    wait_completion(value);
+    int64_t done = now_ns();
+    if (atomic_load_explicit(&long_done, memory_order_acquire)) ++a_first;
+    while (!atomic_load_explicit(&long_done, memory_order_acquire)) {
+      if (atomic_load(&completion.failed)) exit(1);
+    }
+    if (i >= 0) samples_add(&samples, done - start);
+  }
+  char name[96];
+  snprintf(name, sizeof(name), "halo [%s] queue B while A runs 2 ms", label);
+  samples_report(name, &samples);
+  printf("    %-42s %10d of %d\n", "A had finished before B (should be 0)",
+         a_first, iterations + warmup);
+  halo_hal_queue_destroy(queue_a);
+  halo_hal_queue_destroy(queue_b);
+  halo_hal_command_buffer_destroy(slow);
+  halo_hal_command_buffer_destroy(tiny);
 }
 
 static halo_hal_command_buffer_t *halo_chain_prepare(bench_device_t *bench,
@@ -745,30 +875,49 @@ static void halo_chain(bench_device_t *bench, const char *label) {
       bindings[s][i].length = STEP_THREADS * sizeof(float);
     }
   }
+  // Each step also signals a word of the page from the GPU (as halod's
+  // executions do): the step until its store is seen, then until the
+  // completion callback, tell the GPU's end from the completion path's.
+  volatile uint64_t *word = &bench->page[16];
+  halo_hal_execution_signal_t signal = {bench->page_address + 128, 0};
   for (int table = 0; table < 2; ++table) {
     halo_hal_command_buffer_t *command_buffer =
         halo_chain_prepare(bench, table == 1);
     atomic_store(&completion.done, 0);
+    word[0] = 0;
     int warmup = options.steps / 10 + 3;
     samples_t steps = samples_new(options.steps);
+    samples_t stored = samples_new(options.steps);
     for (int s = -warmup; s < options.steps; ++s) {
       uint64_t value = (uint64_t)(s + warmup + 1);
+      signal.value = value;
       halo_hal_execution_t execution = {
           .command_buffer = command_buffer,
           .bindings = bindings[(s + warmup) % 2],
           .binding_count = SLOTS,
           .completion = bench_on_complete,
           .user_data = (void *)(uintptr_t)value,
+          .signals = &signal,
+          .signal_count = 1,
       };
       int64_t start = now_ns();
       CHECK("execute", halo_hal_queue_execute(queue, &execution));
+      while (atomic_load_explicit((_Atomic uint64_t *)word,
+                                  memory_order_acquire) < value) {
+        if (atomic_load(&completion.failed)) exit(1);
+      }
+      int64_t seen = now_ns();
       wait_completion(value);
-      if (s >= 0) samples_add(&steps, now_ns() - start);
+      if (s >= 0) {
+        samples_add(&steps, now_ns() - start);
+        samples_add(&stored, seen - start);
+      }
     }
     char name[96];
     snprintf(name, sizeof(name), "halo [%s] %s, 16 changed", label,
              table ? "binding table" : "SetParams");
     samples_report(name, &steps);
+    samples_report("  until the GPU store was seen", &stored);
     halo_hal_command_buffer_destroy(command_buffer);
   }
   halo_hal_queue_destroy(queue);
@@ -794,6 +943,7 @@ static void bench_in_process(void) {
       native_small_kernel(&bench);
     }
     halo_small_kernel(&bench, modes[m]);
+    halo_two_queues(&bench, modes[m]);
     if (!native_done) {
       header("1000-dispatch chain, 16 bindings changed every step");
       native_chain(&bench);

@@ -48,6 +48,8 @@
 // again when the producer binds or fails it. A failed fence fails the
 // consumer with the producer's error. Fences are the device's: every
 // queue of the device (one context) can wait for any of them.
+// HALO_CUDA_GPU_WAITS=0 in halod's environment turns them off (every wait
+// then goes through the host), to compare.
 //
 // Ordering of GPU stores: two GPU signals of one semaphore must never land
 // backwards. A store issued on another stream than the previous store of
@@ -1109,7 +1111,11 @@ halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
     return status;
   }
   queue->base.vtable = &halo_hal_cuda_queue_vtable;
-  queue->base.fence_domain = device;
+  // HALO_CUDA_GPU_WAITS=0 (a diagnostic, to compare): no fences, every
+  // wait goes through the host.
+  const char *gpu_waits = getenv("HALO_CUDA_GPU_WAITS");
+  queue->base.fence_domain =
+      gpu_waits && strcmp(gpu_waits, "0") == 0 ? NULL : device;
   queue->device = device;
   queue->priority = priority;
   queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);

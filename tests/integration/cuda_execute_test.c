@@ -2,9 +2,12 @@
 // a GPU): two clients launching one memoized recording concurrently with
 // their own tables, the binding strategies (SetParams on indirect BUFFER
 // arguments, the device binding table) against direct launches, barriers as
-// graph edges (two branches joined), dispatch_indirect, and a kernel that
+// graph edges (two branches joined), dispatch_indirect, a GPU-to-GPU wait
+// (a consumer on one queue waiting for a producer's semaphore on another,
+// released to the GPU before the producer finished), and a kernel that
 // faults: a waiter in another process wakes with DEVICE_LOST within a
-// second and halod exits non-zero. Each group runs against a halod of its
+// second, the message naming the CUDA error without asking the exiting
+// daemon, and halod exits non-zero. Each group runs against a halod of its
 // own, with the completion thread and with cuLaunchHostFunc.
 //
 // The kernels are CUDA C compiled by halod's NVRTC path. With
@@ -413,6 +416,131 @@ static void test_two_clients_share_a_recording(void **state) {
   }
   // One of the two recorded second and shared the prepared recording.
   assert_int_equal(clients[0].memo_hit + clients[1].memo_hit, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// GPU-to-GPU waits
+//===----------------------------------------------------------------------===//
+
+// Spins on |semaphore| until it reaches |value|; returns when it saw it.
+static int64_t spin_until(halo_semaphore_t *semaphore, uint64_t value) {
+  int64_t deadline = now_ns() + TIMEOUT_NS;
+  uint64_t seen = 0;
+  while (seen < value) {
+    expect_ok(halo_semaphore_query(semaphore, &seen));
+    if (now_ns() > deadline)
+      fail_msg("semaphore never reached %llu", (unsigned long long)value);
+  }
+  return now_ns();
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+// A producer (y = 2x after 5 ms on the GPU) on queue A signals S; a
+// consumer (z = y + 1) on queue B waits for S and signals T. halod releases
+// the consumer as soon as the producer is on the device, and the GPU orders
+// them (an event wait): T follows S by the consumer's own time, not by a
+// host round trip. Both orders of submission (consumer first: a wait
+// before its signal).
+static void test_gpu_to_gpu_wait(void **state) {
+  (void)state;
+  enum { ROUNDS = 20 };
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue_a = NULL, *queue_b = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue_a));
+  expect_ok(halo_queue_create(client, 0, 0, &queue_b));
+  halo_semaphore_t *produced = NULL, *consumed = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &produced));
+  expect_ok(halo_semaphore_create(client, 0, 0, &consumed));
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *y = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *z = new_buffer(client, N * sizeof(float));
+  float two = 2.0f, one = 1.0f;
+  uint32_t n = N;
+  uint64_t ns = 5000000;
+  halo_dispatch_arg_t producer_args[5] = {
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&two, sizeof(two)), constant_arg(&n, sizeof(n)),
+      constant_arg(&ns, sizeof(ns))};
+  halo_dispatch_params_t producer_dispatch = {.executable = executable,
+                                              .entry = "slow_scale",
+                                              .grid = {N / BLOCK, 1, 1},
+                                              .block = {BLOCK, 1, 1},
+                                              .args = producer_args,
+                                              .arg_count = 5};
+  halo_dispatch_arg_t consumer_args[5] = {
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&one, sizeof(one)), constant_arg(&one, sizeof(one)),
+      constant_arg(&n, sizeof(n))};
+  halo_dispatch_params_t consumer_dispatch = {.executable = executable,
+                                              .entry = "scale_add",
+                                              .grid = {N / BLOCK, 1, 1},
+                                              .block = {BLOCK, 1, 1},
+                                              .args = consumer_args,
+                                              .arg_count = 5};
+  halo_command_buffer_t *producer = NULL, *consumer = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &producer));
+  expect_ok(halo_command_buffer_dispatch(producer, &producer_dispatch));
+  expect_ok(halo_command_buffer_end(producer));
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &consumer));
+  expect_ok(halo_command_buffer_dispatch(consumer, &consumer_dispatch));
+  expect_ok(halo_command_buffer_end(consumer));
+  halo_binding_t producer_bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
+                                         {y, 0, HALO_WHOLE_BUFFER}};
+  halo_binding_t consumer_bindings[2] = {{y, 0, HALO_WHOLE_BUFFER},
+                                         {z, 0, HALO_WHOLE_BUFFER}};
+  static float input[N], output[N];
+  double gaps_us[ROUNDS];
+  for (int round = 0; round < ROUNDS; ++round) {
+    for (uint32_t i = 0; i < N; ++i) input[i] = (float)(round * 10 + i % 13);
+    write_floats(x, input, N);
+    fill_floats(y, -1.0f);
+    fill_floats(z, -1.0f);
+    uint64_t value = (uint64_t)round + 1;
+    halo_semaphore_value_t s = {produced, value}, t = {consumed, value};
+    if (round % 2 == 0) {
+      expect_ok(halo_queue_execute(queue_b, consumer, consumer_bindings, 2, &s,
+                                   1, &t, 1));
+      expect_ok(halo_queue_execute(queue_a, producer, producer_bindings, 2,
+                                   NULL, 0, &s, 1));
+    } else {
+      expect_ok(halo_queue_execute(queue_a, producer, producer_bindings, 2,
+                                   NULL, 0, &s, 1));
+      expect_ok(halo_queue_execute(queue_b, consumer, consumer_bindings, 2, &s,
+                                   1, &t, 1));
+    }
+    int64_t s_seen = spin_until(produced, value);
+    int64_t t_seen = spin_until(consumed, value);
+    gaps_us[round] = (double)(t_seen - s_seen) / 1e3;
+    expect_ok(halo_semaphore_wait(consumed, value, TIMEOUT_NS));
+    read_floats(z, output, N);
+    for (uint32_t i = 0; i < N; ++i) {
+      if (output[i] != 2.0f * input[i] + 1.0f) {
+        fail_msg(
+            "[%s] round %d: z[%u] = %g, expected %g (the consumer did "
+            "not wait for the producer)",
+            daemon_state.completion, round, i, output[i],
+            2.0f * input[i] + 1.0f);
+      }
+    }
+  }
+  qsort(gaps_us, ROUNDS, sizeof(gaps_us[0]), compare_doubles);
+  print_message(
+      "[%s] GPU-to-GPU wait: the consumer's value seen %.1f us (median of "
+      "%d; min %.1f, max %.1f) after the producer's\n",
+      daemon_state.completion, gaps_us[ROUNDS / 2], ROUNDS, gaps_us[0],
+      gaps_us[ROUNDS - 1]);
+  halo_command_buffer_release(producer);
+  halo_command_buffer_release(consumer);
+  halo_client_close(client);
 }
 
 //===----------------------------------------------------------------------===//
@@ -836,8 +964,14 @@ static void test_fault_wakes_waiters_with_device_lost(void **state) {
       own ? halo_status_message(own) : "", child_ms,
       halo_status_code_name(report.code), report.message);
   assert_int_equal(halo_status_code(own), HALO_STATUS_DEVICE_LOST);
+  // Told from the slot: the error, the device, where to look.
+  assert_non_null(strstr(halo_status_message(own), "device 0 lost"));
+  assert_non_null(
+      strstr(halo_status_message(own), "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+  assert_non_null(strstr(halo_status_message(own), "journalctl -u halod"));
   halo_status_free(own);
   assert_int_equal(report.code, HALO_STATUS_DEVICE_LOST);
+  assert_non_null(strstr(report.message, "CUDA_ERROR_ILLEGAL_ADDRESS"));
   assert_true(child_ms < 1000.0);
   // halod exits non-zero for its service manager to restart it.
   int wait_status = daemon_wait(10000);
@@ -872,6 +1006,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_binding_strategies_match_direct),
       cmocka_unit_test(test_barriers_join_two_branches),
       cmocka_unit_test(test_dispatch_indirect),
+      cmocka_unit_test(test_gpu_to_gpu_wait),
   };
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),

@@ -512,6 +512,16 @@ static CUresult fake_cuStreamSynchronize(CUstream stream) {
   return result;
 }
 
+// Like the driver: a sticky error first, then whether the work is done.
+static CUresult fake_cuStreamQuery(CUstream stream) {
+  pthread_mutex_lock(&fake.mutex);
+  CUresult result = fake.sticky                       ? fake.sticky
+                    : stream->done < stream->enqueued ? CUDA_ERROR_NOT_READY
+                                                      : CUDA_SUCCESS;
+  pthread_mutex_unlock(&fake.mutex);
+  return result;
+}
+
 static CUresult fake_cuEventCreate(CUevent *out, unsigned flags) {
   (void)flags;
   FAKE_RETURN_IF_STICKY();
@@ -1135,6 +1145,7 @@ const halo_hal_cuda_symbols_t *fake_driver_initialize(
   s->cuStreamCreateWithPriority = fake_cuStreamCreateWithPriority;
   s->cuStreamDestroy = fake_cuStreamDestroy;
   s->cuStreamSynchronize = fake_cuStreamSynchronize;
+  s->cuStreamQuery = fake_cuStreamQuery;
   s->cuStreamWaitEvent = fake_cuStreamWaitEvent;
   s->cuStreamWriteValue64 = fake_cuStreamWriteValue64;
   s->cuLaunchHostFunc = fake_cuLaunchHostFunc;

@@ -132,6 +132,7 @@ static void on_lost(void *user_data, halo_hal_cuda_device_t *device,
 }
 
 static int device_open(halo_hal_cuda_completion_mode_t mode) {
+  unsetenv("HALO_CUDA_GPU_WAITS");  // the GPU-to-GPU wait tests need them
   const halo_hal_cuda_symbols_t *cu =
       fake_driver_initialize(kKernels, KERNEL_COUNT);
   fake_driver_set_sticky(CUDA_SUCCESS);
