@@ -46,6 +46,8 @@ halo_status_t halo_client_call(halo_client_t *client,
                                halo_wire_response_t **out_response) {
   *out_response = NULL;
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
+  // Nothing sent on the socket may overtake a record in the ring.
+  HALO_RETURN_IF_ERROR(halo_client_ring_flush(client));
   pthread_mutex_lock(&client->call_mutex);
   halo_status_t status =
       halo_wire_call(client->ctx, client->aio, request, out_response);
@@ -123,6 +125,13 @@ static halo_status_t halo_client_fd_request(halo_client_t *client,
   return NULL;
 }
 
+halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
+                                 uint64_t id, int *out_fd, uint64_t *out_size);
+halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
+                                 uint64_t id, int *out_fd, uint64_t *out_size) {
+  return halo_client_fd_request(client, kind, id, out_fd, out_size);
+}
+
 static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
                                                  const char *path) {
   struct sockaddr_un address = {.sun_family = AF_UNIX};
@@ -178,6 +187,7 @@ static halo_status_t halo_client_hello(halo_client_t *client,
     client->incarnation = reply->incarnation;
     memcpy(client->token, reply->session_token.data, sizeof(client->token));
     status = halo_client_open_fd_channel(client, reply->fd_channel_path);
+    if (!status) halo_client_ring_open(client);
   }
   halo__wire__response__free_unpacked(response, NULL);
   return status;
@@ -202,6 +212,8 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   pthread_mutex_init(&client->call_mutex, NULL);
   pthread_mutex_init(&client->fd_mutex, NULL);
   pthread_mutex_init(&client->state_mutex, NULL);
+  pthread_mutex_init(&client->ring.mutex, NULL);
+  client->ring.doorbell = -1;
   halo_u64_map_initialize(&client->pages);
   halo_u64_map_initialize(&client->arenas);
   client->objects.next = client->objects.prev = &client->objects;
@@ -283,6 +295,7 @@ void halo_client_close(halo_client_t *client) {
     }
   }
   nng_close(client->socket);
+  halo_client_ring_close(client);
   if (client->aio) nng_aio_free(client->aio);
   if (client->fd_channel >= 0) close(client->fd_channel);
   if (client->daemon_pidfd >= 0) close(client->daemon_pidfd);

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "common/ring.h"
 #include "common/u64_map.h"
 #include "common/wire.h"
 #include "halo/halo.h"
@@ -34,6 +35,20 @@ typedef struct halo_object_link_t {
   halo_object_kind_t kind;
 } halo_object_link_t;
 
+// The producer end of the session's submission ring (common/ring.h).
+typedef struct halo_client_ring_t {
+  pthread_mutex_t mutex;       // one producer at a time
+  halo_ring_header_t *header;  // NULL: no ring, the socket carries all
+  uint8_t *records;
+  uint64_t map_size;
+  int doorbell;       // eventfd
+  uint64_t tail;      // bytes published (ours; the header's is a copy)
+  uint64_t sequence;  // of the next record
+  // $HALO_RING_ASYNC=1: queue_execute does not wait for the daemon's
+  // verdict (rejections fail the signal semaphores instead).
+  bool async;
+} halo_client_ring_t;
+
 struct halo_client_s {
   nng_socket socket;
   nng_ctx ctx;
@@ -54,7 +69,29 @@ struct halo_client_s {
   halo_u64_map_t pages;        // page id -> halo_mapping_t
   halo_u64_map_t arenas;       // arena id -> halo_mapping_t
   halo_object_link_t objects;  // sentinel
+  halo_client_ring_t ring;
 };
+
+// Opens the session's submission ring unless $HALO_RING is "0" (or the
+// daemon has none): afterwards queue_execute and semaphore signals go
+// through it. Failing to get one is not an error: the socket serves.
+void halo_client_ring_open(halo_client_t *client);
+void halo_client_ring_close(halo_client_t *client);
+// Whether the ring carries records now (open and not broken).
+bool halo_client_ring_usable(halo_client_t *client);
+// Waits until the daemon consumed every published record, so a socket
+// request never overtakes a ring record (halo_client_call does this).
+halo_status_t halo_client_ring_flush(halo_client_t *client);
+// Appends an EXECUTE record (waits for space: backpressure). *out_used is
+// false when the ring cannot take it (none, broken, record too long): the
+// caller sends the request over the socket instead.
+halo_status_t halo_client_ring_execute(halo_client_t *client,
+                                       const Halo__Wire__QueueExecute *execute,
+                                       bool *out_used);
+// Appends a SIGNAL record and waits until the daemon processed it,
+// returning its status (as the socket's reply would).
+halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
+                                      uint64_t value, bool *out_used);
 
 // One request/response round trip (thread-safe). Frees nothing of
 // |request|; the caller frees |*out_response|.

@@ -221,18 +221,25 @@ halo_status_t halo_queue_execute(
     execute.waits = wait_wire;
     execute.n_signals = signal_count;
     execute.signals = signal_wire;
-    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-    request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE;
-    request.queue_execute = &execute;
-    halo_wire_response_t *response = NULL;
-    status = halo_client_call(info.client, &request, &response);
-    if (!status &&
-        response->body_case != HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE) {
-      status = halo_status_make(HALO_STATUS_INTERNAL,
-                                "halod answered QueueExecute with another "
-                                "body");
+    // The ring when the session has one (what only the daemon can check
+    // then fails the signal semaphores, halo.h); else, or for a record too
+    // long for it, the socket, after the ring drained.
+    bool used = false;
+    status = halo_client_ring_execute(info.client, &execute, &used);
+    if (!status && !used) {
+      Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+      request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE;
+      request.queue_execute = &execute;
+      halo_wire_response_t *response = NULL;
+      status = halo_client_call(info.client, &request, &response);
+      if (!status &&
+          response->body_case != HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE) {
+        status = halo_status_make(HALO_STATUS_INTERNAL,
+                                  "halod answered QueueExecute with another "
+                                  "body");
+      }
+      if (response) halo__wire__response__free_unpacked(response, NULL);
     }
-    if (response) halo__wire__response__free_unpacked(response, NULL);
   }
   free(block);
   return status;

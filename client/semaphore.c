@@ -227,6 +227,10 @@ halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
 halo_status_t halo_semaphore_signal(halo_semaphore_t *semaphore,
                                     uint64_t value) {
   HALO_CHECK_ARG(semaphore, "semaphore must not be NULL");
+  bool used = false;
+  halo_status_t status = halo_client_ring_signal(
+      semaphore->client, semaphore->handle, value, &used);
+  if (used || status) return status;
   Halo__Wire__SemaphoreSignal signal = HALO__WIRE__SEMAPHORE_SIGNAL__INIT;
   signal.handle = semaphore->handle;
   signal.value = value;

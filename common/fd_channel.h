@@ -21,6 +21,10 @@ typedef enum halo_fd_request_kind_e {
   HALO_FD_REQUEST_AUTH = 1,
   HALO_FD_REQUEST_SEMAPHORE_PAGE = 2,
   HALO_FD_REQUEST_ARENA = 3,
+  // The session's submission ring (memfd; once per session) and its
+  // doorbell (eventfd). common/ring.h.
+  HALO_FD_REQUEST_RING = 4,
+  HALO_FD_REQUEST_DOORBELL = 5,
 } halo_fd_request_kind_t;
 
 typedef struct halo_fd_request_t {

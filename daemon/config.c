@@ -93,6 +93,10 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"session-pending", HALOD_NUMBER(HALOD_CONFIG_U32, session_pending),
      "65536", 1, 1u << 24, NULL, LIVE,
      "quota of submissions per session not yet completed"},
+    {"ring-poll-us", HALOD_NUMBER(HALOD_CONFIG_U32, ring_poll_us), "50", 0,
+     1000000, NULL, LIVE,
+     "microseconds the loop keeps polling a session's submission ring after "
+     "its last record before it asks for the doorbell (0: never poll)"},
     {"cuda-completion", HALOD_CHOICE(cuda_completion), "thread", 0, 0,
      "thread|host_func", START,
      "how the CUDA driver learns that GPU work finished: thread (a "

@@ -36,6 +36,7 @@ typedef struct halod_config_t {
   uint32_t session_handles;       // quota of live handles per session
   char native_code[16];           // owner | any | none
   uint32_t session_pending;       // quota of unfinished submissions
+  uint32_t ring_poll_us;          // submission ring polling window
   char cuda_completion[16];       // thread | host_func
   char cache_directory[256];      // compiled GPU code; "" for none
   char metrics_textfile[512];     // node-exporter textfile; "" for none

@@ -16,6 +16,7 @@
 #include "daemon/device_lost.h"
 #include "daemon/executable.h"
 #include "daemon/fd_server.h"
+#include "daemon/ring.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
@@ -214,6 +215,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   status = halod_fd_server_create(daemon, daemon->fd_channel_path,
                                   config->socket_mode, config->socket_group,
                                   &daemon->fd_server);
+  if (!status) status = halod_rings_start(daemon);
   halod_server_options_t options = {
       .address = config->listen,
       .socket_mode = config->socket_mode,
@@ -294,6 +296,7 @@ void halod_stop(halod_t *daemon) {
   }
   halod_fd_server_destroy(daemon->fd_server);
   daemon->fd_server = NULL;
+  halod_rings_stop(daemon);
   if (daemon->sigterm.loop) {
     uv_close((uv_handle_t *)&daemon->sigterm, NULL);
     uv_close((uv_handle_t *)&daemon->sigint, NULL);

@@ -21,6 +21,7 @@
 typedef struct halod_fd_server_t halod_fd_server_t;
 typedef struct halod_session_t halod_session_t;
 typedef struct halod_executable_load_t halod_executable_load_t;
+typedef struct halod_rings_t halod_rings_t;
 
 // Clients that share a device context can read each other's memory, so they
 // must trust each other: sessions are grouped into trust domains (default:
@@ -80,6 +81,7 @@ typedef struct halod_t {
   // Submissions waiting on semaphores; completions from driver threads.
   halo_hal_deferred_queue_t deferred;
   uv_async_t completion_async;
+  halod_rings_t *rings;  // the sessions' submission rings (daemon/ring.h)
 } halod_t;
 
 // Starts everything: devices, sockets, signal handlers.

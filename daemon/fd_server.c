@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/arena.h"
+#include "daemon/ring.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 
@@ -169,6 +170,26 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
       return;
     }
     halod_fd_reply(connection, NULL, arena->fd, arena->size);
+    return;
+  }
+  if (request->kind == HALO_FD_REQUEST_RING) {
+    // The daemon keeps only its mapping: the memfd goes to the client.
+    int memfd;
+    uint64_t size;
+    halo_status_t status = halod_ring_create(daemon, session, &memfd, &size);
+    halod_fd_reply(connection, status, status ? -1 : memfd, size);
+    if (memfd >= 0) close(memfd);
+    return;
+  }
+  if (request->kind == HALO_FD_REQUEST_DOORBELL) {
+    int doorbell = halod_ring_doorbell(session);
+    halod_fd_reply(connection,
+                   doorbell < 0
+                       ? halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                                          "fd channel: the session "
+                                          "has no submission ring")
+                       : NULL,
+                   doorbell, 0);
     return;
   }
   halod_fd_reply(

@@ -1,5 +1,7 @@
 // The client socket's requests: decoded on the loop thread, dispatched by
 // body type, answered with a status and a body.
+#include "daemon/requests.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +113,27 @@ static halo_status_t halod_buffer_lookup(halod_session_t *session,
                                          halod_buffer_t **out) {
   return halod_handle_table_lookup(&session->handles, handle,
                                    HALOD_OBJECT_BUFFER, (void **)out);
+}
+
+halo_status_t halod_requests_queue_execute(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueExecute *request, uint64_t *out_submission_id) {
+  *out_submission_id = 0;
+  if (daemon->draining) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "halod is draining before a restart "
+                            "(haloctl drain): no new submissions");
+  }
+  return halod_submission_create(daemon, session, request, out_submission_id);
+}
+
+halo_status_t halod_requests_semaphore_signal(halod_t *daemon,
+                                              halod_session_t *session,
+                                              uint64_t handle, uint64_t value) {
+  (void)daemon;
+  halod_semaphore_t *semaphore;
+  HALO_RETURN_IF_ERROR(halod_semaphore_lookup(session, handle, &semaphore));
+  return halod_semaphore_signal(semaphore, value);
 }
 
 static void halod_fill_semaphore_reply(const halod_semaphore_t *semaphore,
@@ -338,12 +361,10 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       return NULL;
     }
 
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL: {
-      halod_semaphore_t *semaphore;
-      HALO_RETURN_IF_ERROR(halod_semaphore_lookup(
-          session, wire->semaphore_signal->handle, &semaphore));
-      return halod_semaphore_signal(semaphore, wire->semaphore_signal->value);
-    }
+    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL:
+      return halod_requests_semaphore_signal(daemon, session,
+                                             wire->semaphore_signal->handle,
+                                             wire->semaphore_signal->value);
 
     case HALO__WIRE__REQUEST__BODY_SEMAPHORE_FAIL: {
       const Halo__Wire__SemaphoreFail *fail = wire->semaphore_fail;
@@ -461,14 +482,9 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                                           wire->queue_release->handle);
 
     case HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE: {
-      if (daemon->draining) {
-        return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                                "halod is draining before a restart "
-                                "(haloctl drain): no new submissions");
-      }
       uint64_t id;
-      HALO_RETURN_IF_ERROR(
-          halod_submission_create(daemon, session, wire->queue_execute, &id));
+      HALO_RETURN_IF_ERROR(halod_requests_queue_execute(
+          daemon, session, wire->queue_execute, &id));
       halo__wire__queue_execute_reply__init(&bodies->queue_execute);
       bodies->queue_execute.submission_id = id;
       response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;

@@ -13,6 +13,7 @@
 #include "daemon/executable.h"
 #include "daemon/fd_server.h"
 #include "daemon/queue.h"
+#include "daemon/ring.h"
 #include "daemon/submission.h"
 
 uint64_t halod_session_process_start(uint32_t pid) {
@@ -95,6 +96,9 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
 void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   // Close the fd channel first: no memfd of this session may stay reachable.
   halod_fd_server_drop_session(daemon->fd_server, session);
+  // Records not yet read are dropped, as a request in flight on a closed
+  // socket is.
+  halod_ring_destroy(daemon, session);
   // Work still waiting on semaphores can never be asked for again: it fails
   // (and fails what it would have signaled). Issued work completes and
   // retires on its own; it holds references to all it uses.

@@ -19,6 +19,7 @@ typedef struct halod_fd_connection_t halod_fd_connection_t;
 typedef struct halod_buffer_t halod_buffer_t;
 typedef struct halod_queue_t halod_queue_t;
 typedef struct halod_submission_t halod_submission_t;
+typedef struct halod_ring_t halod_ring_t;
 
 // What the fd channel may hand a session: pages and arenas it holds objects
 // on. Keys: kind << 56 | id.
@@ -52,6 +53,7 @@ struct halod_session_t {
   uint32_t arena_count;
 
   halod_fd_connection_t *fd_connections;  // closed with the session
+  halod_ring_t *ring;  // submission ring (daemon/ring.h); NULL until asked
 
   uint32_t executables;
   uint32_t command_buffers;

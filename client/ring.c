@@ -1,0 +1,289 @@
+// libhalo's end of the submission ring (common/ring.h): a single producer
+// (|ring.mutex| serializes the client's threads) that writes records in
+// place, publishes them by storing |tail| and rings the doorbell only when
+// the daemon asked for it.
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/clock.h"
+#include "common/fd_channel.h"
+#include "common/status.h"
+
+// Spin this long on the ring (space, consumption) before sleeping.
+#define HALO_RING_SPIN_NS 20000
+#define HALO_RING_SLEEP_MAX_NS 1000000
+
+halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
+                                 uint64_t id, int *out_fd, uint64_t *out_size);
+
+void halo_client_ring_open(halo_client_t *client) {
+  halo_client_ring_t *ring = &client->ring;
+  const char *env = getenv("HALO_RING");
+  if (env && strcmp(env, "0") == 0) return;
+  int memfd = -1;
+  uint64_t size = 0;
+  halo_status_t status =
+      halo_client_fd_get(client, HALO_FD_REQUEST_RING, 0, &memfd, &size);
+  void *pointer = MAP_FAILED;
+  if (!status && size != HALO_RING_HEADER_BYTES + HALO_RING_CAPACITY) {
+    status = halo_status_make(HALO_STATUS_INTERNAL, "ring of %llu bytes",
+                              (unsigned long long)size);
+  }
+  if (!status) {
+    pointer = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (pointer == MAP_FAILED) status = halo_status_from_errno(errno, "mmap");
+  }
+  if (memfd >= 0) close(memfd);
+  if (!status) {
+    const halo_ring_header_t *header = pointer;
+    if (header->magic != HALO_RING_MAGIC ||
+        header->version != HALO_RING_VERSION ||
+        header->capacity != HALO_RING_CAPACITY) {
+      status = halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                                "ring layout %u of %u bytes not known",
+                                header->version, header->capacity);
+    }
+  }
+  if (!status) {
+    status = halo_client_fd_get(client, HALO_FD_REQUEST_DOORBELL, 0,
+                                &ring->doorbell, NULL);
+  }
+  if (status) {
+    // An older halod, or no descriptors left: the socket serves.
+    halo_status_free(status);
+    if (pointer != MAP_FAILED) munmap(pointer, size);
+    return;
+  }
+  const char *async = getenv("HALO_RING_ASYNC");
+  ring->async = async && strcmp(async, "1") == 0;
+  ring->header = pointer;
+  ring->records = (uint8_t *)pointer + HALO_RING_HEADER_BYTES;
+  ring->map_size = size;
+  ring->tail = atomic_load(&ring->header->tail);
+}
+
+void halo_client_ring_close(halo_client_t *client) {
+  halo_client_ring_t *ring = &client->ring;
+  if (ring->header) munmap(ring->header, ring->map_size);
+  ring->header = NULL;
+  if (ring->doorbell >= 0) close(ring->doorbell);
+  ring->doorbell = -1;
+  pthread_mutex_destroy(&ring->mutex);
+}
+
+static bool halo_ring_broken(const halo_client_ring_t *ring) {
+  return atomic_load_explicit(&ring->header->flags, memory_order_acquire) &
+         HALO_RING_FLAG_BROKEN;
+}
+
+bool halo_client_ring_usable(halo_client_t *client) {
+  return client->ring.header && !halo_ring_broken(&client->ring);
+}
+
+static bool halo_client_daemon_gone(halo_client_t *client) {
+  if (atomic_load(&client->lost)) return true;
+  if (client->daemon_pidfd < 0) return false;
+  struct pollfd fd = {.fd = client->daemon_pidfd, .events = POLLIN};
+  return poll(&fd, 1, 0) > 0;
+}
+
+// Waits until the daemon's head reaches |target| (or the ring breaks):
+// spins ~20 us, then sleeps in growing slices, watching the daemon.
+static halo_status_t halo_ring_wait_head(halo_client_t *client,
+                                         uint64_t target) {
+  halo_ring_header_t *header = client->ring.header;
+  int64_t start = 0;
+  int64_t sleep_ns = 10000;
+  for (uint32_t i = 0;; ++i) {
+    uint64_t head = atomic_load_explicit(&header->head, memory_order_acquire);
+    if (head >= target || halo_ring_broken(&client->ring)) return NULL;
+    if ((i & 63) != 63) continue;
+    int64_t now = halo_clock_now_ns();
+    if (!start) start = now;
+    if (now - start < HALO_RING_SPIN_NS) continue;
+    if (halo_client_daemon_gone(client)) {
+      return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                              "halod went away with records in the "
+                              "submission ring; reconnect");
+    }
+    struct timespec pause = {.tv_nsec = sleep_ns};
+    nanosleep(&pause, NULL);
+    if (sleep_ns < HALO_RING_SLEEP_MAX_NS) sleep_ns *= 2;
+  }
+}
+
+halo_status_t halo_client_ring_flush(halo_client_t *client) {
+  halo_client_ring_t *ring = &client->ring;
+  if (!ring->header) return NULL;
+  uint64_t tail =
+      atomic_load_explicit(&ring->header->tail, memory_order_acquire);
+  if (atomic_load_explicit(&ring->header->head, memory_order_acquire) >= tail)
+    return NULL;
+  return halo_ring_wait_head(client, tail);
+}
+
+// Makes room for a record of |length| bytes (with a PAD record before it
+// if it would cross the ring's end) and returns where it goes. Ring mutex
+// held.
+static halo_status_t halo_ring_reserve(halo_client_t *client, uint32_t length,
+                                       uint8_t **out_record) {
+  halo_client_ring_t *ring = &client->ring;
+  uint32_t offset = (uint32_t)(ring->tail % HALO_RING_CAPACITY);
+  uint32_t contiguous = HALO_RING_CAPACITY - offset;
+  uint64_t need = length + (length > contiguous ? contiguous : 0);
+  // Backpressure: wait for the daemon to consume enough.
+  uint64_t end = ring->tail + need;
+  if (end > HALO_RING_CAPACITY) {
+    HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, end - HALO_RING_CAPACITY));
+  }
+  if (length > contiguous) {
+    halo_ring_record_header_t pad = {.type = HALO_RING_RECORD_PAD,
+                                     .length = contiguous,
+                                     .sequence = ring->sequence++};
+    memcpy(ring->records + offset, &pad, sizeof(pad));
+    ring->tail += contiguous;
+    offset = 0;
+  }
+  *out_record = ring->records + offset;
+  return NULL;
+}
+
+// Publishes everything written up to |ring->tail| and rings the doorbell if
+// the daemon asked for it. Ring mutex held.
+static void halo_ring_publish(halo_client_ring_t *ring) {
+  atomic_store_explicit(&ring->header->tail, ring->tail, memory_order_release);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&ring->header->flags, memory_order_seq_cst) &
+      HALO_RING_FLAG_NEED_WAKEUP) {
+    uint64_t one = 1;
+    ssize_t written = write(ring->doorbell, &one, sizeof(one));
+    (void)written;  // EAGAIN: the counter is full, the daemon wakes anyway
+  }
+}
+
+// Waits until the daemon processed record |sequence| (ending at
+// |ring->tail|) and returns its verdict. Ring mutex held.
+static halo_status_t halo_ring_verdict(halo_client_t *client,
+                                       uint64_t sequence) {
+  halo_client_ring_t *ring = &client->ring;
+  HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, ring->tail));
+  halo_ring_header_t *header = ring->header;
+  if (atomic_load_explicit(&header->head, memory_order_acquire) < ring->tail) {
+    return halo_status_make(HALO_STATUS_DATA_LOSS, "%.*s",
+                            (int)sizeof(header->error_message),
+                            header->error_message);
+  }
+  if (atomic_load_explicit(&header->error_sequence, memory_order_acquire) !=
+      sequence + 1) {
+    return NULL;
+  }
+  int32_t code = header->error_code;
+  return halo_status_make(
+      code > 0 && code < HALO_STATUS_CODE_COUNT ? (halo_status_code_t)code
+                                                : HALO_STATUS_UNKNOWN,
+      "%.*s", (int)sizeof(header->error_message), header->error_message);
+}
+
+halo_status_t halo_client_ring_execute(halo_client_t *client,
+                                       const Halo__Wire__QueueExecute *execute,
+                                       bool *out_used) {
+  *out_used = false;
+  halo_client_ring_t *ring = &client->ring;
+  if (!ring->header) return NULL;
+  uint32_t length = halo_ring_execute_length(
+      execute->n_bindings, execute->n_waits, execute->n_signals);
+  if (length == 0) {
+    // Too long for a record: over the socket, after the ring drained.
+    return NULL;
+  }
+  pthread_mutex_lock(&ring->mutex);
+  if (halo_ring_broken(ring)) {
+    pthread_mutex_unlock(&ring->mutex);
+    return NULL;
+  }
+  uint8_t *record;
+  halo_status_t status = halo_ring_reserve(client, length, &record);
+  if (!status && halo_ring_broken(ring)) {
+    pthread_mutex_unlock(&ring->mutex);
+    return NULL;
+  }
+  if (status) {
+    pthread_mutex_unlock(&ring->mutex);
+    return status;
+  }
+  uint64_t sequence = ring->sequence++;
+  halo_ring_record_header_t header = {
+      .type = HALO_RING_RECORD_EXECUTE, .length = length, .sequence = sequence};
+  halo_ring_execute_t body = {
+      .queue = execute->queue,
+      .command_buffer = execute->command_buffer,
+      .binding_count = (uint32_t)execute->n_bindings,
+      .wait_count = (uint32_t)execute->n_waits,
+      .signal_count = (uint32_t)execute->n_signals,
+      .flags = ring->async ? HALO_RING_EXECUTE_ASYNC : 0};
+  uint8_t *cursor = record;
+  memcpy(cursor, &header, sizeof(header));
+  cursor += sizeof(header);
+  memcpy(cursor, &body, sizeof(body));
+  cursor += sizeof(body);
+  for (size_t i = 0; i < execute->n_bindings; ++i) {
+    halo_ring_binding_t binding = {.buffer = execute->bindings[i]->buffer,
+                                   .offset = execute->bindings[i]->offset,
+                                   .length = execute->bindings[i]->length};
+    memcpy(cursor, &binding, sizeof(binding));
+    cursor += sizeof(binding);
+  }
+  for (size_t i = 0; i < execute->n_waits + execute->n_signals; ++i) {
+    const Halo__Wire__SemaphoreValue *wire =
+        i < execute->n_waits ? execute->waits[i]
+                             : execute->signals[i - execute->n_waits];
+    halo_ring_semaphore_value_t value = {.semaphore = wire->semaphore,
+                                         .value = wire->value};
+    memcpy(cursor, &value, sizeof(value));
+    cursor += sizeof(value);
+  }
+  ring->tail += length;
+  halo_ring_publish(ring);
+  if (!ring->async) status = halo_ring_verdict(client, sequence);
+  pthread_mutex_unlock(&ring->mutex);
+  *out_used = true;
+  return status;
+}
+
+halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
+                                      uint64_t value, bool *out_used) {
+  *out_used = false;
+  halo_client_ring_t *ring = &client->ring;
+  if (!ring->header) return NULL;
+  pthread_mutex_lock(&ring->mutex);
+  uint8_t *record = NULL;
+  halo_status_t status = NULL;
+  if (!halo_ring_broken(ring)) {
+    status = halo_ring_reserve(client, HALO_RING_SIGNAL_LENGTH, &record);
+  }
+  if (status || !record || halo_ring_broken(ring)) {
+    pthread_mutex_unlock(&ring->mutex);
+    return status;
+  }
+  uint64_t sequence = ring->sequence++;
+  halo_ring_record_header_t header = {.type = HALO_RING_RECORD_SIGNAL,
+                                      .length = HALO_RING_SIGNAL_LENGTH,
+                                      .sequence = sequence};
+  halo_ring_semaphore_value_t body = {.semaphore = handle, .value = value};
+  memcpy(record, &header, sizeof(header));
+  memcpy(record + sizeof(header), &body, sizeof(body));
+  ring->tail += HALO_RING_SIGNAL_LENGTH;
+  halo_ring_publish(ring);
+  // The signal is synchronous, as over the socket: wait for the daemon to
+  // process it and take its verdict from the header.
+  status = halo_ring_verdict(client, sequence);
+  pthread_mutex_unlock(&ring->mutex);
+  *out_used = true;
+  return status;
+}

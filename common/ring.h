@@ -1,0 +1,130 @@
+// The submission ring (normative layout; docs/architecture.md "Submission
+// ring"): one per session, in a memfd the daemon creates, sealed against
+// shrinking and growing (HALO_SEALS_FIXED_SIZE) and mapped read-write by
+// both ends. The client (single producer; libhalo serializes its threads)
+// writes self-contained records and publishes them by advancing |tail|; the
+// daemon's loop thread (single consumer) copies each record out, validates
+// the copy and advances |head| once it has processed it. The memory is
+// untrusted: the daemon keeps its own head and record sequence and never
+// reads a shared field back as truth.
+//
+// Doorbell (io_uring style): before it stops polling a ring the daemon sets
+// HALO_RING_FLAG_NEED_WAKEUP, issues a full fence and re-reads |tail|; the
+// client, after publishing |tail|, issues a full fence and rings the
+// session's eventfd only if the flag is set. Either the daemon sees the new
+// tail or the client sees the flag: no lost wake-up.
+//
+// Both ends are on one host: host byte order, naturally aligned fields.
+#ifndef HALO_COMMON_RING_H_
+#define HALO_COMMON_RING_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HALO_RING_MAGIC 0x676e6972u  // "ring"
+#define HALO_RING_VERSION 1u
+// The header takes one page; records follow it.
+#define HALO_RING_HEADER_BYTES 4096u
+// Bytes of records (a power of two).
+#define HALO_RING_CAPACITY (64u * 1024u)
+// Records are multiples of 16 bytes and at most this long; a longer
+// queue_execute goes over the socket.
+#define HALO_RING_RECORD_ALIGN 16u
+#define HALO_RING_MAX_RECORD_BYTES 16384u
+
+// |flags| bits. NEED_WAKEUP: the daemon stopped polling, ring the doorbell.
+// BROKEN: the daemon found a framing error and reads this ring no more
+// (|error_*| says why); later operations go over the socket.
+#define HALO_RING_FLAG_NEED_WAKEUP 1u
+#define HALO_RING_FLAG_BROKEN 2u
+
+typedef struct halo_ring_header_t {
+  // Written by the daemon at creation.
+  uint32_t magic;
+  uint32_t version;
+  uint32_t capacity;          // record bytes after the header
+  uint32_t max_record_bytes;  // HALO_RING_MAX_RECORD_BYTES
+  uint8_t reserved0[48];
+  // Client: bytes published (monotonic; offset = tail % capacity).
+  _Alignas(64) _Atomic uint64_t tail;
+  uint8_t reserved1[56];
+  // Daemon: bytes consumed, advanced after each record was processed.
+  _Alignas(64) _Atomic uint64_t head;
+  uint8_t reserved2[56];
+  // Daemon: HALO_RING_FLAG_*.
+  _Alignas(64) _Atomic uint32_t flags;
+  int32_t error_code;  // of the last rejected record (halo_status_code_t)
+  // Daemon: sequence + 1 of the last rejected record (0: none), stored
+  // (release) after |error_code| and |error_message| and before |head|
+  // passes the record.
+  _Atomic uint64_t error_sequence;
+  char error_message[240];
+} halo_ring_header_t;
+
+typedef enum halo_ring_record_type_e {
+  // Skips to the end of the ring (a record never wraps).
+  HALO_RING_RECORD_PAD = 1,
+  // halo_ring_execute_t, then binding_count halo_ring_binding_t, then
+  // wait_count and signal_count halo_ring_semaphore_value_t.
+  HALO_RING_RECORD_EXECUTE = 2,
+  // halo_ring_semaphore_value_t: a host signal.
+  HALO_RING_RECORD_SIGNAL = 3,
+} halo_ring_record_type_t;
+
+typedef struct halo_ring_record_header_t {
+  uint32_t type;      // halo_ring_record_type_t
+  uint32_t length;    // bytes including this header; multiple of 16
+  uint64_t sequence;  // 0, 1, 2, ... per ring, PAD records included
+} halo_ring_record_header_t;
+
+// Objects are named by the session's handles, exactly as on the socket.
+typedef struct halo_ring_execute_t {
+  uint64_t queue;  // 0: the default queue of the command buffer's device
+  uint64_t command_buffer;
+  uint32_t binding_count;
+  uint32_t wait_count;
+  uint32_t signal_count;
+  uint32_t flags;  // HALO_RING_EXECUTE_*
+} halo_ring_execute_t;
+
+// The client does not wait for the daemon's verdict on this record: a
+// rejection fails the record's signal semaphores with the reason (without
+// the flag, the client waits for |head| to pass the record and returns the
+// verdict from |error_*| as the socket's reply would; the semaphores stay).
+#define HALO_RING_EXECUTE_ASYNC 1u
+
+typedef struct halo_ring_binding_t {
+  uint64_t buffer;  // 0: empty slot
+  uint64_t offset;
+  uint64_t length;  // UINT64_MAX: to the end
+} halo_ring_binding_t;
+
+typedef struct halo_ring_semaphore_value_t {
+  uint64_t semaphore;
+  uint64_t value;
+} halo_ring_semaphore_value_t;
+
+// Bytes of an EXECUTE record with these counts, rounded up to the record
+// alignment; 0 if it exceeds HALO_RING_MAX_RECORD_BYTES.
+static inline uint32_t halo_ring_execute_length(uint64_t binding_count,
+                                                uint64_t wait_count,
+                                                uint64_t signal_count) {
+  uint64_t bytes =
+      sizeof(halo_ring_record_header_t) + sizeof(halo_ring_execute_t) +
+      binding_count * sizeof(halo_ring_binding_t) +
+      (wait_count + signal_count) * sizeof(halo_ring_semaphore_value_t);
+  if (binding_count > HALO_RING_MAX_RECORD_BYTES ||
+      wait_count + signal_count > HALO_RING_MAX_RECORD_BYTES) {
+    return 0;
+  }
+  bytes = (bytes + HALO_RING_RECORD_ALIGN - 1) &
+          ~(uint64_t)(HALO_RING_RECORD_ALIGN - 1);
+  return bytes <= HALO_RING_MAX_RECORD_BYTES ? (uint32_t)bytes : 0;
+}
+
+#define HALO_RING_SIGNAL_LENGTH                   \
+  ((uint32_t)(sizeof(halo_ring_record_header_t) + \
+              sizeof(halo_ring_semaphore_value_t)))
+
+#endif  // HALO_COMMON_RING_H_

@@ -1,0 +1,578 @@
+#include "daemon/ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/memfd.h"
+#include "common/ring.h"
+#include "common/status.h"
+#include "daemon/requests.h"
+#include "daemon/session.h"
+
+// Records one ring may yield per loop iteration before the next ring's
+// turn: busy sessions are drained fairly.
+#define HALOD_RING_BUDGET 16
+// How often rings stalled on the session's pending quota look again.
+#define HALOD_RING_STALL_MS 1
+
+struct halod_ring_t {
+  halod_t *daemon;
+  halod_session_t *session;
+  halo_ring_header_t *header;
+  uint8_t *records;  // header + HALO_RING_HEADER_BYTES
+  uint64_t map_size;
+  int eventfd;
+  uv_poll_t poll;
+  // The daemon's own view: never read back from the shared header.
+  uint64_t head;
+  uint64_t sequence;
+  bool broken;
+  bool active;   // on the drain list
+  bool stalled;  // waiting for the session's pending quota
+  int64_t last_work_ns;
+  halod_ring_t *next;  // drain list or stalled list
+  halod_ring_t *prev;
+  uint64_t records_done;
+  uint64_t records_rejected;
+  uint64_t doorbells;
+};
+
+typedef struct halod_rings_t {
+  uv_idle_t idle;
+  uv_timer_t stall_timer;
+  halod_ring_t *active;   // drain list
+  halod_ring_t *stalled;  // pending quota full
+  int closed;             // handles closed (halod_rings_stop)
+  // Scratch for one copied record and the wire structs built from it.
+  _Alignas(16) uint8_t record[HALO_RING_MAX_RECORD_BYTES];
+  Halo__Wire__Binding bindings[HALO_RING_MAX_RECORD_BYTES / 24];
+  Halo__Wire__Binding *binding_pointers[HALO_RING_MAX_RECORD_BYTES / 24];
+  Halo__Wire__SemaphoreValue values[HALO_RING_MAX_RECORD_BYTES / 16];
+  Halo__Wire__SemaphoreValue *value_pointers[HALO_RING_MAX_RECORD_BYTES / 16];
+} halod_rings_t;
+
+typedef enum halod_ring_step_e {
+  HALOD_RING_EMPTY,
+  HALOD_RING_PROGRESS,
+  HALOD_RING_STALLED,
+  HALOD_RING_BROKEN,
+} halod_ring_step_t;
+
+static void halod_ring_unlink(halod_ring_t *ring, halod_ring_t **list) {
+  if (ring->prev) {
+    ring->prev->next = ring->next;
+  } else {
+    *list = ring->next;
+  }
+  if (ring->next) ring->next->prev = ring->prev;
+  ring->next = ring->prev = NULL;
+}
+
+static void halod_ring_link(halod_ring_t *ring, halod_ring_t **list) {
+  ring->prev = NULL;
+  ring->next = *list;
+  if (*list) (*list)->prev = ring;
+  *list = ring;
+}
+
+static void halod_rings_on_idle(uv_idle_t *idle);
+static void halod_rings_on_stall_timer(uv_timer_t *timer);
+
+static void halod_ring_activate(halod_ring_t *ring) {
+  halod_rings_t *rings = ring->daemon->rings;
+  if (ring->active || ring->stalled || ring->broken) return;
+  ring->active = true;
+  ring->last_work_ns = halo_clock_now_ns();
+  halod_ring_link(ring, &rings->active);
+  uv_idle_start(&rings->idle, halod_rings_on_idle);
+}
+
+static void halod_ring_deactivate(halod_ring_t *ring) {
+  halod_rings_t *rings = ring->daemon->rings;
+  if (ring->active) halod_ring_unlink(ring, &rings->active);
+  if (ring->stalled) halod_ring_unlink(ring, &rings->stalled);
+  ring->active = ring->stalled = false;
+}
+
+// Records the rejection of record |sequence| in the header (release: before
+// head passes the record) for the client that waits on it.
+static void halod_ring_report(halod_ring_t *ring, uint64_t sequence,
+                              halo_status_t status) {
+  halo_ring_header_t *header = ring->header;
+  header->error_code = (int32_t)halo_status_code(status);
+  snprintf(header->error_message, sizeof(header->error_message), "%s",
+           halo_status_message(status));
+  atomic_store_explicit(&header->error_sequence, sequence + 1,
+                        memory_order_release);
+  ++ring->records_rejected;
+}
+
+// A framing error: the ring is read no more; the semaphores the session
+// created fail with the reason so its waiters wake.
+static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
+                                          const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
+                                          const char *format, ...) {
+  char reason[200];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(reason, sizeof(reason), format, args);
+  va_end(args);
+  halod_t *daemon = ring->daemon;
+  halod_session_t *session = ring->session;
+  HALO_LOG_WARN("session %llu (pid %u): submission ring broken: %s",
+                (unsigned long long)session->id, session->pid, reason);
+  ring->broken = true;
+  halod_ring_deactivate(ring);
+  uv_poll_stop(&ring->poll);
+  halo_status_t status =
+      halo_status_make(HALO_STATUS_DATA_LOSS,
+                       "the session's submission ring is broken: %s", reason);
+  halod_ring_report(ring, ring->sequence, status);
+  halo_status_free(status);
+  atomic_fetch_or_explicit(&ring->header->flags, HALO_RING_FLAG_BROKEN,
+                           memory_order_seq_cst);
+  // Collected first: failing a semaphore may retire work and free others.
+  halod_semaphore_t **created =
+      calloc(daemon->semaphores.count + 1, sizeof(*created));
+  size_t count = 0;
+  for (size_t i = 0; created && i < daemon->semaphores.capacity; ++i) {
+    if (!daemon->semaphores.entries[i].key) continue;
+    halod_semaphore_t *semaphore = daemon->semaphores.entries[i].value;
+    if (semaphore->creator_session != session->id) continue;
+    halod_semaphore_retain(semaphore);
+    created[count++] = semaphore;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    halod_semaphore_fail(created[i], HALO_STATUS_DATA_LOSS,
+                         "the submission ring of session %llu (pid %u) is "
+                         "broken, its later records are lost: %s",
+                         (unsigned long long)session->id, session->pid, reason);
+    halod_semaphore_release(daemon, created[i]);
+  }
+  free(created);
+  return HALOD_RING_BROKEN;
+}
+
+// A queue_execute record the daemon refused: its signal semaphores fail
+// with the reason (there is no reply to carry it).
+static void halod_ring_reject_execute(
+    halod_ring_t *ring, uint64_t sequence,
+    const halo_ring_semaphore_value_t *signals, uint32_t signal_count,
+    halo_status_t status) {
+  halod_session_t *session = ring->session;
+  for (uint32_t i = 0; i < signal_count; ++i) {
+    void *object;
+    halo_status_t lookup =
+        halod_handle_table_lookup(&session->handles, signals[i].semaphore,
+                                  HALOD_OBJECT_SEMAPHORE, &object);
+    if (lookup) {
+      halo_status_free(lookup);
+      continue;
+    }
+    halod_semaphore_fail(object, halo_status_code(status),
+                         "queue_execute (submission ring record %llu) was "
+                         "rejected: %s",
+                         (unsigned long long)sequence,
+                         halo_status_message(status));
+  }
+  HALO_LOG_DEBUG("session %llu: ring record %llu: %s",
+                 (unsigned long long)session->id, (unsigned long long)sequence,
+                 halo_status_message(status));
+  halod_ring_report(ring, sequence, status);
+  halo_status_free(status);
+}
+
+static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
+                               const uint8_t *record, uint32_t length) {
+  halod_rings_t *rings = ring->daemon->rings;
+  halo_ring_execute_t execute;
+  memcpy(&execute, record + sizeof(halo_ring_record_header_t), sizeof(execute));
+  const uint8_t *cursor =
+      record + sizeof(halo_ring_record_header_t) + sizeof(halo_ring_execute_t);
+  uint32_t expected = halo_ring_execute_length(
+      execute.binding_count, execute.wait_count, execute.signal_count);
+  if (expected == 0 || expected != length) {
+    halod_ring_reject_execute(
+        ring, sequence, NULL, 0,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "queue_execute record of %u bytes does not hold "
+                         "%u bindings, %u waits and %u signals",
+                         length, execute.binding_count, execute.wait_count,
+                         execute.signal_count));
+    return;
+  }
+  const halo_ring_binding_t *bindings = (const halo_ring_binding_t *)cursor;
+  const halo_ring_semaphore_value_t *waits =
+      (const halo_ring_semaphore_value_t *)(cursor + execute.binding_count *
+                                                         sizeof(*bindings));
+  const halo_ring_semaphore_value_t *signals = waits + execute.wait_count;
+  Halo__Wire__QueueExecute request = HALO__WIRE__QUEUE_EXECUTE__INIT;
+  request.has_queue = true;
+  request.queue = execute.queue;
+  request.command_buffer = execute.command_buffer;
+  request.n_bindings = execute.binding_count;
+  request.bindings = rings->binding_pointers;
+  for (uint32_t i = 0; i < execute.binding_count; ++i) {
+    Halo__Wire__Binding *binding = &rings->bindings[i];
+    halo__wire__binding__init(binding);
+    binding->buffer = bindings[i].buffer;
+    binding->offset = bindings[i].offset;
+    binding->length = bindings[i].length;
+    rings->binding_pointers[i] = binding;
+  }
+  uint32_t value_count = execute.wait_count + execute.signal_count;
+  for (uint32_t i = 0; i < value_count; ++i) {
+    Halo__Wire__SemaphoreValue *value = &rings->values[i];
+    halo__wire__semaphore_value__init(value);
+    value->semaphore = waits[i].semaphore;
+    value->value = waits[i].value;
+    rings->value_pointers[i] = value;
+  }
+  request.n_waits = execute.wait_count;
+  request.waits = rings->value_pointers;
+  request.n_signals = execute.signal_count;
+  request.signals = rings->value_pointers + execute.wait_count;
+  uint64_t id;
+  halo_status_t status =
+      halod_requests_queue_execute(ring->daemon, ring->session, &request, &id);
+  if (status) {
+    // A client waiting for the verdict reads it from the header; one that
+    // does not learns it from the signal semaphores.
+    bool async = execute.flags & HALO_RING_EXECUTE_ASYNC;
+    halod_ring_reject_execute(ring, sequence, signals,
+                              async ? execute.signal_count : 0, status);
+  }
+}
+
+// Copies out and processes the record at the ring's head, if any.
+static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
+  if (ring->broken) return HALOD_RING_BROKEN;
+  halo_ring_header_t *header = ring->header;
+  uint64_t tail = atomic_load_explicit(&header->tail, memory_order_acquire);
+  if (tail == ring->head) return HALOD_RING_EMPTY;
+  if (tail < ring->head || tail - ring->head > HALO_RING_CAPACITY ||
+      tail % HALO_RING_RECORD_ALIGN) {
+    return halod_ring_break(ring,
+                            "tail %llu is out of bounds (head %llu, capacity "
+                            "%u, records aligned to %u)",
+                            (unsigned long long)tail,
+                            (unsigned long long)ring->head, HALO_RING_CAPACITY,
+                            HALO_RING_RECORD_ALIGN);
+  }
+  uint32_t offset = (uint32_t)(ring->head % HALO_RING_CAPACITY);
+  uint64_t available = tail - ring->head;
+  uint32_t contiguous = HALO_RING_CAPACITY - offset;
+  halo_ring_record_header_t record;
+  memcpy(&record, ring->records + offset, sizeof(record));
+  if (record.sequence != ring->sequence) {
+    return halod_ring_break(ring,
+                            "record at byte %llu has sequence %llu, expected "
+                            "%llu (written after its tail was published, or "
+                            "overwritten)",
+                            (unsigned long long)ring->head,
+                            (unsigned long long)record.sequence,
+                            (unsigned long long)ring->sequence);
+  }
+  if (record.length < sizeof(record) ||
+      record.length % HALO_RING_RECORD_ALIGN ||
+      record.length > HALO_RING_MAX_RECORD_BYTES ||
+      record.length > contiguous || record.length > available) {
+    return halod_ring_break(
+        ring,
+        "record %llu at byte %llu has length %u (at "
+        "least %zu, a multiple of %u, at most %u, within "
+        "the %u bytes to the ring's end and the %llu "
+        "published)",
+        (unsigned long long)record.sequence, (unsigned long long)ring->head,
+        record.length, sizeof(record), HALO_RING_RECORD_ALIGN,
+        HALO_RING_MAX_RECORD_BYTES, contiguous, (unsigned long long)available);
+  }
+  if (record.type == HALO_RING_RECORD_EXECUTE &&
+      ring->session->pending_submissions >=
+          ring->daemon->config.session_pending) {
+    return HALOD_RING_STALLED;  // backpressure: the record stays
+  }
+  // From here on only the copy is read: the client may still write the
+  // ring.
+  halod_rings_t *rings = ring->daemon->rings;
+  memcpy(rings->record, ring->records + offset, record.length);
+  switch (record.type) {
+    case HALO_RING_RECORD_PAD:
+      break;
+    case HALO_RING_RECORD_EXECUTE:
+      if (record.length < sizeof(record) + sizeof(halo_ring_execute_t)) {
+        halod_ring_reject_execute(
+            ring, record.sequence, NULL, 0,
+            halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                             "queue_execute record of %u bytes is too short",
+                             record.length));
+        break;
+      }
+      halod_ring_execute(ring, record.sequence, rings->record, record.length);
+      break;
+    case HALO_RING_RECORD_SIGNAL: {
+      halo_ring_semaphore_value_t signal;
+      if (record.length != HALO_RING_SIGNAL_LENGTH) {
+        halod_ring_report(
+            ring, record.sequence,
+            halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                             "signal record of %u bytes (%u "
+                             "expected)",
+                             record.length, HALO_RING_SIGNAL_LENGTH));
+        break;
+      }
+      memcpy(&signal, rings->record + sizeof(record), sizeof(signal));
+      halo_status_t status = halod_requests_semaphore_signal(
+          ring->daemon, ring->session, signal.semaphore, signal.value);
+      // The client waits for this record and returns the status itself.
+      if (status) {
+        halod_ring_report(ring, record.sequence, status);
+        halo_status_free(status);
+      }
+      break;
+    }
+    default: {
+      halo_status_t status =
+          halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                           "unknown ring record type %u", record.type);
+      halod_ring_report(ring, record.sequence, status);
+      halo_status_free(status);
+      break;
+    }
+  }
+  // Processing may have ended the ring (never the session: sessions end on
+  // pipe events only).
+  ring->head += record.length;
+  ++ring->sequence;
+  ++ring->records_done;
+  atomic_store_explicit(&header->head, ring->head, memory_order_release);
+  return HALOD_RING_PROGRESS;
+}
+
+// Empty after its polling window: ask for the doorbell, then look once
+// more (the client fences between publishing its tail and reading the
+// flag).
+static bool halod_ring_try_sleep(halod_ring_t *ring) {
+  halo_ring_header_t *header = ring->header;
+  atomic_fetch_or_explicit(&header->flags, HALO_RING_FLAG_NEED_WAKEUP,
+                           memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&header->tail, memory_order_seq_cst) != ring->head) {
+    atomic_fetch_and_explicit(&header->flags, ~HALO_RING_FLAG_NEED_WAKEUP,
+                              memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
+  halod_rings_t *rings = ring->daemon->rings;
+  halod_ring_step_t step = HALOD_RING_EMPTY;
+  int done = 0;
+  while (done < HALOD_RING_BUDGET) {
+    step = halod_ring_step(ring);
+    if (step != HALOD_RING_PROGRESS) break;
+    ++done;
+  }
+  if (done) ring->last_work_ns = now_ns;
+  if (step == HALOD_RING_STALLED) {
+    halod_ring_unlink(ring, &rings->active);
+    ring->active = false;
+    ring->stalled = true;
+    halod_ring_link(ring, &rings->stalled);
+    if (!uv_is_active((uv_handle_t *)&rings->stall_timer)) {
+      uv_timer_start(&rings->stall_timer, halod_rings_on_stall_timer,
+                     HALOD_RING_STALL_MS, HALOD_RING_STALL_MS);
+    }
+    return;
+  }
+  if (step != HALOD_RING_EMPTY || !ring->active) return;
+  int64_t window = (int64_t)ring->daemon->config.ring_poll_us * 1000;
+  if (now_ns - ring->last_work_ns >= window && halod_ring_try_sleep(ring)) {
+    halod_ring_unlink(ring, &rings->active);
+    ring->active = false;
+  }
+}
+
+static void halod_rings_on_idle(uv_idle_t *idle) {
+  halod_t *daemon = idle->data;
+  halod_rings_t *rings = daemon->rings;
+  int64_t now_ns = halo_clock_now_ns();
+  halod_ring_t *ring = rings->active;
+  while (ring) {
+    halod_ring_t *next = ring->next;
+    halod_ring_drain(ring, now_ns);
+    ring = next;
+  }
+  if (!rings->active) uv_idle_stop(&rings->idle);
+}
+
+static void halod_rings_on_stall_timer(uv_timer_t *timer) {
+  halod_t *daemon = timer->data;
+  halod_rings_t *rings = daemon->rings;
+  halod_ring_t *ring = rings->stalled;
+  while (ring) {
+    halod_ring_t *next = ring->next;
+    if (ring->session->pending_submissions < daemon->config.session_pending) {
+      halod_ring_unlink(ring, &rings->stalled);
+      ring->stalled = false;
+      halod_ring_activate(ring);
+    }
+    ring = next;
+  }
+  if (!rings->stalled) uv_timer_stop(&rings->stall_timer);
+}
+
+static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events) {
+  (void)events;
+  halod_ring_t *ring = poll->data;
+  uint64_t count;
+  while (read(ring->eventfd, &count, sizeof(count)) == sizeof(count)) {
+  }
+  if (status < 0) return;
+  ++ring->doorbells;
+  atomic_fetch_and_explicit(&ring->header->flags, ~HALO_RING_FLAG_NEED_WAKEUP,
+                            memory_order_seq_cst);
+  if (ring->active || ring->stalled) return;
+  // Drain now rather than one loop iteration later.
+  halod_ring_activate(ring);
+  halod_ring_drain(ring, halo_clock_now_ns());
+}
+
+halo_status_t halod_rings_start(halod_t *daemon) {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
+    rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      HALO_LOG_DEBUG("RLIMIT_NOFILE raised from %llu to %llu",
+                     (unsigned long long)before,
+                     (unsigned long long)limit.rlim_cur);
+    }
+  }
+  halod_rings_t *rings = calloc(1, sizeof(*rings));
+  if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  uv_idle_init(daemon->loop, &rings->idle);
+  uv_timer_init(daemon->loop, &rings->stall_timer);
+  rings->idle.data = rings->stall_timer.data = daemon;
+  daemon->rings = rings;
+  return NULL;
+}
+
+// The second of the two handles to close frees the state (libuv runs
+// close callbacks in no promised order).
+static void halod_rings_on_closed(uv_handle_t *handle) {
+  halod_t *daemon = handle->data;
+  halod_rings_t *rings = daemon->rings;
+  if (++rings->closed == 2) {
+    daemon->rings = NULL;
+    free(rings);
+  }
+}
+
+void halod_rings_stop(halod_t *daemon) {
+  halod_rings_t *rings = daemon->rings;
+  if (!rings) return;
+  uv_close((uv_handle_t *)&rings->idle, halod_rings_on_closed);
+  uv_close((uv_handle_t *)&rings->stall_timer, halod_rings_on_closed);
+}
+
+halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
+                                int *out_memfd, uint64_t *out_size) {
+  *out_memfd = -1;
+  *out_size = 0;
+  if (!daemon->rings) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE, "halod is stopping");
+  }
+  if (session->ring) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "the session's submission ring was handed out "
+                            "already (one per session)");
+  }
+  halod_ring_t *ring = calloc(1, sizeof(*ring));
+  if (!ring) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  ring->daemon = daemon;
+  ring->session = session;
+  ring->eventfd = -1;
+  ring->map_size = HALO_RING_HEADER_BYTES + HALO_RING_CAPACITY;
+  int memfd = -1;
+  void *pointer = NULL;
+  halo_status_t status = halo_memfd_create("halo-ring", ring->map_size, &memfd);
+  if (!status) status = halo_memfd_seal(memfd, HALO_SEALS_FIXED_SIZE);
+  if (!status) {
+    status =
+        halo_memfd_map(memfd, ring->map_size, PROT_READ | PROT_WRITE, &pointer);
+  }
+  if (!status) {
+    ring->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ring->eventfd < 0) status = halo_status_from_errno(errno, "eventfd");
+  }
+  if (!status && uv_poll_init(daemon->loop, &ring->poll, ring->eventfd) != 0) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "cannot watch the ring's doorbell");
+  }
+  if (status) {
+    if (pointer) munmap(pointer, ring->map_size);
+    if (memfd >= 0) close(memfd);
+    if (ring->eventfd >= 0) close(ring->eventfd);
+    free(ring);
+    return halo_status_annotate(status, "creating the submission ring");
+  }
+  ring->header = pointer;
+  ring->records = (uint8_t *)pointer + HALO_RING_HEADER_BYTES;
+  ring->header->magic = HALO_RING_MAGIC;
+  ring->header->version = HALO_RING_VERSION;
+  ring->header->capacity = HALO_RING_CAPACITY;
+  ring->header->max_record_bytes = HALO_RING_MAX_RECORD_BYTES;
+  // Idle from the start: the first record rings the doorbell.
+  atomic_store(&ring->header->flags, HALO_RING_FLAG_NEED_WAKEUP);
+  ring->poll.data = ring;
+  uv_poll_start(&ring->poll, UV_READABLE, halod_ring_on_doorbell);
+  session->ring = ring;
+  *out_memfd = memfd;
+  *out_size = ring->map_size;
+  return NULL;
+}
+
+int halod_ring_doorbell(const halod_session_t *session) {
+  return session->ring ? session->ring->eventfd : -1;
+}
+
+static void halod_ring_on_closed(uv_handle_t *handle) {
+  halod_ring_t *ring = handle->data;
+  close(ring->eventfd);
+  munmap(ring->header, ring->map_size);
+  free(ring);
+}
+
+void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
+  (void)daemon;
+  halod_ring_t *ring = session->ring;
+  if (!ring) return;
+  session->ring = NULL;
+  if (ring->records_rejected) {
+    HALO_LOG_DEBUG(
+        "session %llu: ring: %llu records, %llu rejected, %llu "
+        "doorbells",
+        (unsigned long long)session->id, (unsigned long long)ring->records_done,
+        (unsigned long long)ring->records_rejected,
+        (unsigned long long)ring->doorbells);
+  }
+  halod_ring_deactivate(ring);
+  uv_poll_stop(&ring->poll);
+  uv_close((uv_handle_t *)&ring->poll, halod_ring_on_closed);
+}

@@ -1,0 +1,42 @@
+// The daemon's end of the sessions' submission rings (layout and protocol
+// in common/ring.h, design in docs/architecture.md "Submission ring"). A
+// ring is created when its session asks for it over the fd channel; its
+// doorbell eventfd is watched by the loop (uv_poll). Rings with work are
+// drained round-robin, a bounded number of records each per loop
+// iteration, and polled for the configured window (ring-poll-us) after
+// their last record before they ask for the doorbell again: an idle daemon
+// sleeps in epoll.
+//
+// Every record is copied out before it is validated, through the same
+// functions as the socket's requests (daemon/requests.h). A rejected
+// queue_execute fails its signal semaphores with the reason; a framing
+// error (a tail out of bounds, a record of impossible length or out of
+// sequence) breaks the ring: it is read no more and the semaphores the
+// session created fail with the reason. Other sessions never notice.
+//
+// Loop thread only.
+#ifndef HALOD_RING_H_
+#define HALOD_RING_H_
+
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+
+typedef struct halod_ring_t halod_ring_t;
+
+// Raises RLIMIT_NOFILE to its hard limit (each session holds a socket, an
+// fd channel connection and a doorbell) and prepares the drain loop.
+halo_status_t halod_rings_start(halod_t *daemon);
+void halod_rings_stop(halod_t *daemon);
+
+// Creates |session|'s ring (once) and returns its memfd, which the caller
+// sends and then closes with halod_ring_memfd_sent. FAILED_PRECONDITION if
+// the session has one already.
+halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
+                                int *out_memfd, uint64_t *out_size);
+// The session's doorbell eventfd (owned by the ring; -1 if no ring).
+int halod_ring_doorbell(const halod_session_t *session);
+// Stops reading the ring and frees it (session end).
+void halod_ring_destroy(halod_t *daemon, halod_session_t *session);
+
+#endif  // HALOD_RING_H_
