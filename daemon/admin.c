@@ -324,6 +324,17 @@ typedef struct halod_admin_executable_list_t {
   size_t count;
 } halod_admin_executable_list_t;
 
+static const char *halod_admin_origin_name(uint32_t origin) {
+  switch (origin) {
+    case HALO_HAL_EXECUTABLE_ORIGIN_COMPILED:
+      return "compiled";
+    case HALO_HAL_EXECUTABLE_ORIGIN_DISK_CACHE:
+      return "disk cache";
+    default:
+      return "as given";
+  }
+}
+
 static const char *halod_admin_format_name(uint32_t format) {
   switch (format) {
     case HALO_HAL_EXECUTABLE_FORMAT_ELF:
@@ -381,6 +392,10 @@ static halo_status_t halod_admin_executable_list(
     info->sessions =
         (uint32_t)(uintptr_t)halo_u64_map_get(&sessions, executable->id);
     info->state = executable->loading ? "loading" : "loaded";
+    info->origin =
+        (char *)(executable->hal
+                     ? halod_admin_origin_name(executable->hal->origin)
+                     : "");
     info->load_ms = (double)executable->load_ns / 1e6;
     out_list->pointers[n++] = info;
   }

@@ -29,8 +29,16 @@ typedef struct halo_hal_executable_vtable_t {
                                 halo_hal_entry_info_t *out_info);
 } halo_hal_executable_vtable_t;
 
+// How the driver came by an executable's code (haloctl executables).
+typedef enum halo_hal_executable_origin_e {
+  HALO_HAL_EXECUTABLE_ORIGIN_AS_GIVEN = 0,    // loaded as the client sent it
+  HALO_HAL_EXECUTABLE_ORIGIN_COMPILED = 1,    // compiled or JIT-linked now
+  HALO_HAL_EXECUTABLE_ORIGIN_DISK_CACHE = 2,  // compiled code from the cache
+} halo_hal_executable_origin_t;
+
 struct halo_hal_executable_t {
   const halo_hal_executable_vtable_t *vtable;
+  uint32_t origin;  // halo_hal_executable_origin_t, set by the driver
 };
 
 static inline void halo_hal_executable_destroy(

@@ -821,6 +821,8 @@ static void haloctl_executables_json(FILE *out,
     haloctl_json_string(out, e->hash);
     fputs(",\"state\":", out);
     haloctl_json_string(out, e->state);
+    fputs(",\"origin\":", out);
+    haloctl_json_string(out, e->origin ? e->origin : "");
     fprintf(out,
             ",\"load_ms\":%.3f,\"users\":%" PRIu32 ",\"sessions\":%" PRIu32 "}",
             isfinite(e->load_ms) ? e->load_ms : 0.0, e->users, e->sessions);
@@ -830,9 +832,9 @@ static void haloctl_executables_json(FILE *out,
 
 static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
                                       size_t count, const char *indent) {
-  static const char *const kColumns[] = {">EXECUTABLE", ">DEVICE",   "FORMAT",
-                                         "HASH",        "STATE",     ">LOAD",
-                                         ">USERS",      ">SESSIONS", NULL};
+  static const char *const kColumns[] = {
+      ">EXECUTABLE", ">DEVICE", "FORMAT", "HASH",      "STATE",
+      "ORIGIN",      ">LOAD",   ">USERS", ">SESSIONS", NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < count; ++i) {
@@ -842,6 +844,8 @@ static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
     haloctl_table_add(&table, haloctl_printable(e->format));
     haloctl_table_add(&table, haloctl_format("%.16s", e->hash));
     haloctl_table_add(&table, haloctl_printable(e->state));
+    haloctl_table_add(
+        &table, haloctl_printable(e->origin && *e->origin ? e->origin : "-"));
     haloctl_table_add(&table, haloctl_format_us(e->load_ms * 1e3));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, e->users));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, e->sessions));

@@ -269,6 +269,10 @@ halo_status_t halo_hal_cuda_executable_create(
                                 device->ordinal, image.size);
   }
   executable->info.from_disk_cache = image.from_disk_cache;
+  executable->base.origin =
+      image.from_disk_cache ? HALO_HAL_EXECUTABLE_ORIGIN_DISK_CACHE
+      : image.compiled      ? HALO_HAL_EXECUTABLE_ORIGIN_COMPILED
+                            : HALO_HAL_EXECUTABLE_ORIGIN_AS_GIVEN;
   executable->info.compiled = image.compiled;
   executable->info.compile_ns = built - start;
   executable->info.load_ns = loaded - built;

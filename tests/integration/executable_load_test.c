@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/admin.h"
 #include "tests/support/halo_test.h"
 
 static uint8_t *read_kernels(size_t extra, size_t *out_size) {
@@ -92,6 +93,44 @@ static void test_clients_loading_the_same_bytes_share_it(void **state) {
   free(data);
 }
 
+// The admin listing (haloctl executables) shows a loaded executable with
+// its hash, state, origin and users.
+static void test_admin_lists_the_executable(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  size_t size;
+  uint8_t *data = read_kernels(32, &size);
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = data, .size = size};
+  halo_executable_t *executable = NULL;
+  HALO_TEST_ASSERT_OK(halo_executable_create(client, 0, &params, &executable));
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_admin_connect(fixture->daemon.admin_address, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_executables(admin, &response));
+  const Halo__Wire__ExecutableInfo *found = NULL;
+  for (size_t i = 0; i < response->admin_executables->n_executables; ++i) {
+    const Halo__Wire__ExecutableInfo *info =
+        response->admin_executables->executables[i];
+    if (strcmp(info->hash, halo_executable_content_hash(executable)) == 0) {
+      found = info;
+    }
+  }
+  assert_non_null(found);
+  assert_string_equal(found->state, "loaded");
+  assert_string_equal(found->format, "ELF");
+  // The local driver loads a shared object as the client sent it.
+  assert_non_null(found->origin);
+  assert_string_equal(found->origin, "as given");
+  assert_true(found->users >= 1);
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_admin_close(admin);
+  halo_executable_release(executable);
+  halo_client_close(client);
+  free(data);
+}
+
 static void test_an_error_reaches_every_waiting_client(void **state) {
   halo_test_fixture_t *fixture = *state;
   size_t size;
@@ -107,7 +146,6 @@ static void test_an_error_reaches_every_waiting_client(void **state) {
   free(data);
 }
 
-// Sends an ExecutableCreate on |raw| without waiting for the reply.
 // Sends a load of |data| as request |request_id| and does not wait for the
 // reply. Spoken at nng's ipc framing: these clients go away with requests
 // in flight, which nng 1.5.2's own sockets cannot do safely (nng_close hung
@@ -168,6 +206,7 @@ int main(void) {
   cmocka_unit_test_setup_teardown(name, halo_test_fixture_setup, \
                                   halo_test_fixture_teardown)
       TEST(test_clients_loading_the_same_bytes_share_it),
+      TEST(test_admin_lists_the_executable),
       TEST(test_an_error_reaches_every_waiting_client),
       TEST(test_clients_gone_while_loading),
       TEST(test_daemon_stopped_while_loading),
