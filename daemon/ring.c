@@ -23,8 +23,6 @@
 // Records one ring may yield per loop iteration before the next ring's
 // turn: busy sessions are drained fairly.
 #define HALOD_RING_BUDGET 16
-// How often rings stalled on the session's pending quota look again.
-#define HALOD_RING_STALL_MS 1
 
 struct halod_ring_t {
   halod_t *daemon;
@@ -38,10 +36,9 @@ struct halod_ring_t {
   uint64_t head;
   uint64_t sequence;
   bool broken;
-  bool active;   // on the drain list
-  bool stalled;  // waiting for the session's pending quota
+  bool active;  // on the drain list
   int64_t last_work_ns;
-  halod_ring_t *next;  // drain list or stalled list
+  halod_ring_t *next;  // drain list
   halod_ring_t *prev;
   uint64_t records_done;
   uint64_t records_rejected;
@@ -50,10 +47,7 @@ struct halod_ring_t {
 
 typedef struct halod_rings_t {
   uv_idle_t idle;
-  uv_timer_t stall_timer;
-  halod_ring_t *active;   // drain list
-  halod_ring_t *stalled;  // pending quota full
-  int closed;             // handles closed (halod_rings_stop)
+  halod_ring_t *active;  // drain list
   // Scratch for one copied record and the wire structs built from it.
   _Alignas(16) uint8_t record[HALO_RING_MAX_RECORD_BYTES];
   Halo__Wire__Binding bindings[HALO_RING_MAX_RECORD_BYTES / 24];
@@ -65,7 +59,6 @@ typedef struct halod_rings_t {
 typedef enum halod_ring_step_e {
   HALOD_RING_EMPTY,
   HALOD_RING_PROGRESS,
-  HALOD_RING_STALLED,
   HALOD_RING_BROKEN,
 } halod_ring_step_t;
 
@@ -87,11 +80,10 @@ static void halod_ring_link(halod_ring_t *ring, halod_ring_t **list) {
 }
 
 static void halod_rings_on_idle(uv_idle_t *idle);
-static void halod_rings_on_stall_timer(uv_timer_t *timer);
 
 static void halod_ring_activate(halod_ring_t *ring) {
   halod_rings_t *rings = ring->daemon->rings;
-  if (ring->active || ring->stalled || ring->broken) return;
+  if (ring->active || ring->broken) return;
   ring->active = true;
   ring->last_work_ns = halo_clock_now_ns();
   halod_ring_link(ring, &rings->active);
@@ -101,8 +93,7 @@ static void halod_ring_activate(halod_ring_t *ring) {
 static void halod_ring_deactivate(halod_ring_t *ring) {
   halod_rings_t *rings = ring->daemon->rings;
   if (ring->active) halod_ring_unlink(ring, &rings->active);
-  if (ring->stalled) halod_ring_unlink(ring, &rings->stalled);
-  ring->active = ring->stalled = false;
+  ring->active = false;
 }
 
 // Records the rejection of record |sequence| in the header (release: before
@@ -300,11 +291,10 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
         record.length, sizeof(record), HALO_RING_RECORD_ALIGN,
         HALO_RING_MAX_RECORD_BYTES, contiguous, (unsigned long long)available);
   }
-  if (record.type == HALO_RING_RECORD_EXECUTE &&
-      ring->session->pending_submissions >=
-          ring->daemon->config.session_pending) {
-    return HALOD_RING_STALLED;  // backpressure: the record stays
-  }
+  // A session at its pending quota is not stalled here: its execute is
+  // refused with RESOURCE_EXHAUSTED by the shared path, as over the socket.
+  // Leaving the record in the ring would block the signals queued behind
+  // it, which may be what the pending work waits for: a deadlock.
   // From here on only the copy is read: the client may still write the
   // ring.
   halod_rings_t *rings = ring->daemon->rings;
@@ -388,17 +378,6 @@ static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
     ++done;
   }
   if (done) ring->last_work_ns = now_ns;
-  if (step == HALOD_RING_STALLED) {
-    halod_ring_unlink(ring, &rings->active);
-    ring->active = false;
-    ring->stalled = true;
-    halod_ring_link(ring, &rings->stalled);
-    if (!uv_is_active((uv_handle_t *)&rings->stall_timer)) {
-      uv_timer_start(&rings->stall_timer, halod_rings_on_stall_timer,
-                     HALOD_RING_STALL_MS, HALOD_RING_STALL_MS);
-    }
-    return;
-  }
   if (step != HALOD_RING_EMPTY || !ring->active) return;
   int64_t window = (int64_t)ring->daemon->config.ring_poll_us * 1000;
   if (now_ns - ring->last_work_ns >= window && halod_ring_try_sleep(ring)) {
@@ -420,22 +399,6 @@ static void halod_rings_on_idle(uv_idle_t *idle) {
   if (!rings->active) uv_idle_stop(&rings->idle);
 }
 
-static void halod_rings_on_stall_timer(uv_timer_t *timer) {
-  halod_t *daemon = timer->data;
-  halod_rings_t *rings = daemon->rings;
-  halod_ring_t *ring = rings->stalled;
-  while (ring) {
-    halod_ring_t *next = ring->next;
-    if (ring->session->pending_submissions < daemon->config.session_pending) {
-      halod_ring_unlink(ring, &rings->stalled);
-      ring->stalled = false;
-      halod_ring_activate(ring);
-    }
-    ring = next;
-  }
-  if (!rings->stalled) uv_timer_stop(&rings->stall_timer);
-}
-
 static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events) {
   (void)events;
   halod_ring_t *ring = poll->data;
@@ -446,7 +409,7 @@ static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events) {
   ++ring->doorbells;
   atomic_fetch_and_explicit(&ring->header->flags, ~HALO_RING_FLAG_NEED_WAKEUP,
                             memory_order_seq_cst);
-  if (ring->active || ring->stalled) return;
+  if (ring->active) return;
   // Drain now rather than one loop iteration later.
   halod_ring_activate(ring);
   halod_ring_drain(ring, halo_clock_now_ns());
@@ -467,28 +430,21 @@ halo_status_t halod_rings_start(halod_t *daemon) {
   halod_rings_t *rings = calloc(1, sizeof(*rings));
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   uv_idle_init(daemon->loop, &rings->idle);
-  uv_timer_init(daemon->loop, &rings->stall_timer);
-  rings->idle.data = rings->stall_timer.data = daemon;
+  rings->idle.data = daemon;
   daemon->rings = rings;
   return NULL;
 }
 
-// The second of the two handles to close frees the state (libuv runs
-// close callbacks in no promised order).
 static void halod_rings_on_closed(uv_handle_t *handle) {
   halod_t *daemon = handle->data;
-  halod_rings_t *rings = daemon->rings;
-  if (++rings->closed == 2) {
-    daemon->rings = NULL;
-    free(rings);
-  }
+  free(daemon->rings);
+  daemon->rings = NULL;
 }
 
 void halod_rings_stop(halod_t *daemon) {
   halod_rings_t *rings = daemon->rings;
   if (!rings) return;
   uv_close((uv_handle_t *)&rings->idle, halod_rings_on_closed);
-  uv_close((uv_handle_t *)&rings->stall_timer, halod_rings_on_closed);
 }
 
 halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,

@@ -454,6 +454,64 @@ static uint64_t process_ticks(pid_t pid) {
   return utime + stime;
 }
 
+// At the session's pending quota an execute is refused (RESOURCE_EXHAUSTED,
+// synchronously, or through its signal semaphore in async mode), as over
+// the socket; the ring is not held back, so the signal queued behind it
+// still releases the pending work (holding the record back would deadlock:
+// the pending work waits for that signal).
+static int setup_small_quota(void **state) {
+  static const char *const args[] = {"--session-pending", "4", NULL};
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  *state = fixture;
+  return 0;
+}
+
+static void test_pending_quota_refuses_rather_than_stalls(void **state) {
+  fixture_t *fixture = *state;
+  for (int async = 0; async < 2; ++async) {
+    if (async) setenv("HALO_RING_ASYNC", "1", 1);
+    halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+    unsetenv("HALO_RING_ASYNC");
+    ring_of(client);
+    work_t work;
+    work_create(client, &work);
+    halo_semaphore_t *gate, *done, *refused;
+    HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &gate));
+    HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+    HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &refused));
+    halo_semaphore_value_t wait = {gate, 1};
+    for (uint64_t i = 1; i <= 4; ++i) {
+      halo_semaphore_value_t signal = {done, i};
+      HALO_TEST_ASSERT_OK(
+          halo_queue_execute(NULL, work.cb, NULL, 0, &wait, 1, &signal, 1));
+    }
+    halo_semaphore_value_t signal = {refused, 1};
+    halo_status_t status =
+        halo_queue_execute(NULL, work.cb, NULL, 0, &wait, 1, &signal, 1);
+    if (async) {
+      HALO_TEST_ASSERT_OK(status);
+      HALO_TEST_ASSERT_CODE(halo_semaphore_wait(refused, 1, DEADLINE_NS),
+                            HALO_STATUS_RESOURCE_EXHAUSTED);
+    } else {
+      HALO_TEST_ASSERT_CODE(status, HALO_STATUS_RESOURCE_EXHAUSTED);
+    }
+    // The gate's signal goes through the ring behind the refused execute.
+    HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 4, DEADLINE_NS));
+    // Below the quota again: executes are accepted.
+    halo_semaphore_value_t more = {done, 5};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, work.cb, NULL, 0, &wait, 1, &more, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 5, DEADLINE_NS));
+    halo_semaphore_release(gate);
+    halo_semaphore_release(done);
+    halo_semaphore_release(refused);
+    work_release(&work);
+    halo_client_close(client);
+  }
+}
+
 static void test_idle_daemon_uses_no_cpu(void **state) {
   fixture_t *fixture = *state;
   // Sessions with rings, some work, then nothing.
@@ -500,6 +558,9 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_1000_sessions_with_rings, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(
+          test_pending_quota_refuses_rather_than_stalls, setup_small_quota,
+          teardown),
       cmocka_unit_test_setup_teardown(test_idle_daemon_uses_no_cpu, setup,
                                       teardown),
   };

@@ -137,19 +137,24 @@ static bool halo__daemon_prepare(halo_test_daemon_t *daemon) {
   return true;
 }
 
-// Starts halod for |daemon| with the test driver; |stderr_fd| (or -1)
-// becomes its stderr.
-static void halo__daemon_spawn(halo_test_daemon_t *daemon, int stderr_fd) {
-  const char *argv[] = {HALO_TEST_HALOD,
-                        "--listen",
-                        daemon->listen_address,
-                        "--admin",
-                        daemon->admin_address,
-                        "--driver",
-                        halo_test_driver(),
-                        "--log-level",
-                        "info",
-                        NULL};
+// Starts halod for |daemon| with the test driver and |extra_args| (NULL or
+// NULL-terminated); |stderr_fd| (or -1) becomes its stderr.
+static void halo__daemon_spawn(halo_test_daemon_t *daemon, int stderr_fd,
+                               const char *const *extra_args) {
+  const char *argv[20] = {HALO_TEST_HALOD,
+                          "--listen",
+                          daemon->listen_address,
+                          "--admin",
+                          daemon->admin_address,
+                          "--driver",
+                          halo_test_driver(),
+                          "--log-level",
+                          "info"};
+  size_t argc = 9;
+  for (size_t i = 0; extra_args && extra_args[i]; ++i) {
+    assert_true(argc < sizeof(argv) / sizeof(argv[0]) - 1);
+    argv[argc++] = extra_args[i];
+  }
   daemon->pid = halo__fork_exec(argv, -1, stderr_fd);
 }
 
@@ -168,12 +173,17 @@ static int halo__daemon_start_timeout_ms(void) {
 }
 
 void halo_test_daemon_start(halo_test_daemon_t *daemon) {
+  halo_test_daemon_start_with_args(daemon, NULL);
+}
+
+void halo_test_daemon_start_with_args(halo_test_daemon_t *daemon,
+                                      const char *const *extra_args) {
   halo_test_require_driver();
   if (!halo__daemon_prepare(daemon)) {
     print_error("private directory %s: %s\n", daemon->dir, strerror(errno));
     fail();
   }
-  halo__daemon_spawn(daemon, -1);
+  halo__daemon_spawn(daemon, -1, extra_args);
   int timeout_ms = halo__daemon_start_timeout_ms();
   int64_t deadline = halo_test_now_ns() + timeout_ms * HALO_TEST_MS;
   for (;;) {
@@ -435,7 +445,7 @@ void halo_test_require_driver(void) {
     exit(1);
   }
   fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
-  halo__daemon_spawn(&daemon, pipe_fds[1]);
+  halo__daemon_spawn(&daemon, pipe_fds[1], NULL);
   close(pipe_fds[1]);
   static char log[16384];
   size_t length = 0;

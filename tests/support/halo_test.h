@@ -75,6 +75,10 @@ typedef struct halo_test_daemon_t {
 // private directory and waits until its admin socket answers. The first
 // start of a test program calls halo_test_require_driver() first.
 void halo_test_daemon_start(halo_test_daemon_t *daemon);
+// The same with more halod flags: |extra_args| NULL-terminated (at most 8),
+// e.g. {"--session-pending", "4", NULL}.
+void halo_test_daemon_start_with_args(halo_test_daemon_t *daemon,
+                                      const char *const *extra_args);
 
 // Sends |signal_number| and waits for the daemon to exit; asserts it exits
 // with status 0 within HALO_TEST_DEADLINE_MS.
