@@ -289,9 +289,14 @@ static void *racer_main(void *arg) {
   return NULL;
 }
 
-// A thread scribbles over the ring while another submits: whatever
-// happens to this client's work, it ends (done or failed) and the daemon
-// and other sessions carry on.
+// A thread scribbles over the ring while another submits: the daemon and
+// other sessions carry on. This client's own work may end in any way: a
+// framing error breaks the ring and fails its semaphores, but a record the
+// scribbling left well formed runs as written (e.g. signaling another
+// value), which the daemon cannot tell from the client's intent, so its
+// wait may also time out (seen about once in six runs under load). A
+// per-record checksum would turn those into failures too (not done:
+// docs/architecture.md, "Submission ring").
 static void test_client_racing_its_own_ring(void **state) {
   fixture_t *fixture = *state;
   halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
@@ -314,14 +319,20 @@ static void test_client_racing_its_own_ring(void **state) {
   }
   atomic_store(&racer.stop, true);
   pthread_join(thread, NULL);
-  halo_status_t status =
-      halo_semaphore_wait(semaphore, submitted ? submitted : 1, DEADLINE_NS);
-  print_message("racing client: %llu submitted, wait: %s\n",
+  halo_status_t status = halo_semaphore_wait(
+      semaphore, submitted ? submitted : 1, 2000 * HALO_TEST_MS);
+  print_message("racing client: %llu submitted, wait: %s: %s\n",
                 (unsigned long long)submitted,
-                status ? halo_status_message(status) : "OK");
-  assert_true(halo_status_code(status) != HALO_STATUS_DEADLINE_EXCEEDED);
+                halo_status_code_name(halo_status_code(status)),
+                status ? halo_status_message(status) : "");
   halo_status_free(status);
   other_session_works(fixture);
+  // The client itself still works (over the socket if its ring broke).
+  halo_semaphore_t *fresh;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &fresh));
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(fresh, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(fresh, 1, DEADLINE_NS));
+  halo_semaphore_release(fresh);
   halo_semaphore_release(semaphore);
   work_release(&work);
   halo_client_close(client);
