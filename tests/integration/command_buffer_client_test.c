@@ -43,14 +43,6 @@ static halo_executable_t *load_kernels(halo_client_t *client) {
   return halo_test_load_kernels(client);
 }
 
-static halo_command_buffer_t *begin(halo_client_t *client, uint32_t flags,
-                                    uint32_t binding_capacity) {
-  halo_command_buffer_t *command_buffer = NULL;
-  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
-      client, 0, flags, binding_capacity, &command_buffer));
-  return command_buffer;
-}
-
 // ---------------------------------------------------------------- recording
 
 static void test_begin_checks_flags_and_capacity(void **state) {
@@ -75,8 +67,8 @@ static void test_begin_checks_flags_and_capacity(void **state) {
   EXPECT_STATUS(halo_command_buffer_begin(
                     fixture->client, 0, HALO_COMMAND_BUFFER_REUSABLE, 0, NULL),
                 HALO_STATUS_INVALID_ARGUMENT, "out_command_buffer");
-  command_buffer =
-      begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, HALO_MAX_BINDINGS);
+  command_buffer = halo_test_begin(
+      fixture->client, HALO_COMMAND_BUFFER_REUSABLE, HALO_MAX_BINDINGS);
   halo_command_buffer_release(command_buffer);
 }
 
@@ -84,7 +76,7 @@ static void test_record_errors_name_command_and_argument(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_buffer_t *buffer = create_buffer(fixture->client, 64);
   halo_command_buffer_t *cb =
-      begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 4);
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 4);
   uint32_t pattern = 0x01020304;
 
   EXPECT_STATUS(
@@ -182,7 +174,7 @@ static void test_record_errors_name_command_and_argument(void **state) {
 static void test_record_limits(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_command_buffer_t *cb =
-      begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 1);
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 1);
   static char bytes[HALO_MAX_UPDATE_BYTES];
   // 16 updates of 64 KiB are exactly the inline limit.
   for (uint32_t i = 0; i < HALO_MAX_INLINE_BYTES / HALO_MAX_UPDATE_BYTES; ++i) {
@@ -197,7 +189,7 @@ static void test_record_limits(void **state) {
       "1048577, over the limit of 1048576");
   halo_command_buffer_release(cb);
 
-  cb = begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  cb = halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   for (uint32_t i = 0; i < HALO_MAX_COMMANDS; ++i) {
     halo_status_t status = halo_command_buffer_barrier(cb);
     if (status) HALO_TEST_ASSERT_OK(status);
@@ -213,7 +205,7 @@ static void test_dispatch_errors(void **state) {
   halo_executable_t *executable = load_kernels(fixture->client);
   halo_buffer_t *buffer = create_buffer(fixture->client, 64);
   halo_command_buffer_t *cb =
-      begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 4);
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 4);
   uint32_t n = 16;
   halo_dispatch_arg_t args[HALO_MAX_DISPATCH_ARGS + 1] = {
       {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, 64), NULL, 0},
@@ -314,7 +306,7 @@ static void test_dispatch_errors(void **state) {
 
   // A binding table argument needs a binding table.
   halo_command_buffer_t *no_table =
-      begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   halo_dispatch_arg_t table_args[2] = {
       {HALO_DISPATCH_ARG_BINDING_TABLE, {0}, NULL, 0},
       {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
@@ -419,7 +411,7 @@ static void test_daemon_validation_errors(void **state) {
   };
   // An unknown entry point: only the daemon can tell.
   halo_command_buffer_t *cb =
-      begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 3);
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 3);
   HALO_TEST_ASSERT_OK(halo_command_buffer_barrier(cb));
   HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
   halo_status_t status = halo_command_buffer_end(cb);
@@ -451,7 +443,7 @@ static void test_daemon_validation_errors(void **state) {
 
   // A direct buffer released before end(): its handle is gone.
   halo_buffer_t *buffer = create_buffer(fixture->client, 16);
-  cb = begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  cb = halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   uint8_t pattern = 7;
   HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
       cb, halo_buffer_ref(buffer, 0, 16), &pattern, 1));
@@ -477,7 +469,7 @@ static void test_execute_errors(void **state) {
   HALO_TEST_ASSERT_OK(halo_semaphore_create(fixture->client, 0, 0, &semaphore));
   // Slot 0 needs 32 bytes; slot 1 is unused.
   halo_command_buffer_t *cb =
-      begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 2);
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 2);
   uint32_t pattern = 0xabababab;
   HALO_TEST_ASSERT_OK(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 16, 16), &pattern, 4));
@@ -570,40 +562,17 @@ static void test_execute_errors(void **state) {
   halo_buffer_release(large);
 }
 
-// Records c = a + b over |n| floats with a, b, c in binding slots 0, 1, 2.
-static halo_command_buffer_t *record_vector_add(halo_client_t *client,
-                                                halo_executable_t *executable,
-                                                uint32_t *n) {
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
-  uint64_t bytes = *n * sizeof(float);
-  halo_dispatch_arg_t args[4] = {
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
-      {HALO_DISPATCH_ARG_CONSTANT, {0}, n, sizeof(*n)},
-  };
-  halo_dispatch_params_t params = {
-      .executable = executable,
-      .entry = "add",
-      .grid = {(*n + 63) / 64, 1, 1},
-      .block = {64, 1, 1},
-      .args = args,
-      .arg_count = 4,
-  };
-  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
-  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
-  return cb;
-}
-
 static void test_vector_add_with_three_binding_tables(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_client_t *client = fixture->client;
   halo_executable_t *executable = load_kernels(client);
   uint32_t n = 1000;
   size_t bytes = n * sizeof(float);
-  halo_command_buffer_t *cb = record_vector_add(client, executable, &n);
+  halo_command_buffer_t *cb =
+      halo_test_record_vector_add(client, executable, &n);
   // An identical recording shares the prepared one.
-  halo_command_buffer_t *again = record_vector_add(client, executable, &n);
+  halo_command_buffer_t *again =
+      halo_test_record_vector_add(client, executable, &n);
   assert_true(halo_command_buffer_memo_hit(again));
   halo_command_buffer_release(again);
 
@@ -664,7 +633,8 @@ static void test_binding_table_argument_and_offsets_compose(void **state) {
 
   // add through a BUFFER argument: slot 0 at table offset 64 plus reference
   // offset 16 reads from byte 80 (float 20).
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
   halo_dispatch_arg_t args[4] = {
       {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 16, 400), NULL, 0},
       {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, 400), NULL, 0},
@@ -712,7 +682,8 @@ static void test_binding_table_argument_and_offsets_compose(void **state) {
   }
   // Run only the first dispatch's arithmetic again to see the composed
   // reference offset: a fresh ONE_SHOT recording of it alone.
-  halo_command_buffer_t *first = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 3);
+  halo_command_buffer_t *first =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 3);
   params.entry = "add";
   params.args = args;
   params.arg_count = 4;
@@ -742,7 +713,8 @@ static void test_fill_update_copy(void **state) {
   halo_client_t *client = fixture->client;
   halo_buffer_t *direct = create_buffer(client, 64);
   halo_buffer_t *bound = create_buffer(client, 64);
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_REUSABLE, 1);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 1);
   uint16_t pattern16 = 0x1122;
   uint8_t pattern8 = 0x5a;
   const char text[] = "halo";
@@ -792,7 +764,8 @@ static void test_wait_before_signal_then_release(void **state) {
   halo_semaphore_t *done = NULL;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &go));
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   uint32_t pattern = 0xdeadbeef;
   HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
       cb, halo_buffer_ref(buffer, 0, 16), &pattern, 4));
@@ -823,10 +796,11 @@ static void test_close_frees_unreleased_objects(void **state) {
   halo_queue_t *queue = NULL;
   HALO_TEST_ASSERT_OK(halo_queue_create(client, 0, 0, &queue));
   halo_command_buffer_t *recording =
-      begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 1);
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 1);
   HALO_TEST_ASSERT_OK(halo_command_buffer_barrier(recording));
   uint32_t n = 8;
-  halo_command_buffer_t *ended = record_vector_add(client, executable, &n);
+  halo_command_buffer_t *ended =
+      halo_test_record_vector_add(client, executable, &n);
   (void)ended;
   create_buffer(client, 128);
   halo_semaphore_t *semaphore = NULL;

@@ -84,39 +84,6 @@ static halo_executable_t *load_kernels(halo_client_t *client) {
   return halo_test_load_kernels(client);
 }
 
-static halo_command_buffer_t *begin(halo_client_t *client, uint32_t flags,
-                                    uint32_t binding_capacity) {
-  halo_command_buffer_t *command_buffer = NULL;
-  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
-      client, 0, flags, binding_capacity, &command_buffer));
-  return command_buffer;
-}
-
-// Records c = a + b over |*n| floats, a, b, c in slots 0, 1, 2 (REUSABLE).
-static halo_command_buffer_t *record_add(halo_client_t *client,
-                                         halo_executable_t *executable,
-                                         const uint32_t *n) {
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
-  uint64_t bytes = *n * sizeof(float);
-  halo_dispatch_arg_t args[4] = {
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
-      {HALO_DISPATCH_ARG_CONSTANT, {0}, n, sizeof(*n)},
-  };
-  halo_dispatch_params_t params = {
-      .executable = executable,
-      .entry = "add",
-      .grid = {(*n + 63) / 64, 1, 1},
-      .block = {64, 1, 1},
-      .args = args,
-      .arg_count = 4,
-  };
-  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
-  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
-  return cb;
-}
-
 static void export_semaphore(halo_semaphore_t *semaphore, char text[33]) {
   halo_token_t token;
   HALO_TEST_ASSERT_OK(halo_semaphore_export(semaphore, &token));
@@ -256,7 +223,7 @@ static void test_fills_and_copies_touch_exactly_their_bytes(void **state) {
                             ? BYTES_SIZE - fill->offset
                             : fill->length;
       halo_command_buffer_t *cb =
-          begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 1);
+          halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 1);
       halo_buffer_ref_t ref =
           fill->indirect
               ? halo_binding_ref(0, fill->offset - fill->binding_offset, length)
@@ -323,7 +290,7 @@ static void test_fills_and_copies_touch_exactly_their_bytes(void **state) {
                                  length)
               : halo_buffer_ref(target, copies[c].target_offset, length);
       halo_command_buffer_t *cb =
-          begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 2);
+          halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 2);
       HALO_TEST_ASSERT_OK(halo_command_buffer_copy(cb, from, to));
       HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
       halo_binding_t bindings[2] = {
@@ -368,7 +335,8 @@ static void test_validation_errors_name_binding_slot_and_command(void **state) {
   halo_buffer_t *large = create_host(client, 4096);
 
   // Record time: slots past the capacity in every kind of reference.
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
   uint8_t bytes[8] = {0};
   EXPECT_STATUS(halo_command_buffer_copy(cb, halo_buffer_ref(large, 0, 8),
                                          halo_binding_ref(3, 0, 8)),
@@ -447,7 +415,7 @@ static void test_validation_errors_name_binding_slot_and_command(void **state) {
   halo_command_buffer_release(cb);
 
   // A slot filled with a 4-byte pattern needs 4-byte aligned bindings.
-  cb = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 1);
+  cb = halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 1);
   uint32_t pattern = 0x01020304;
   HALO_TEST_ASSERT_OK(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 8, 16), &pattern, 4));
@@ -480,7 +448,8 @@ static void test_execution_failure_names_command_and_propagates(void **state) {
   words[0] = 70000;  // over the local driver's 65535 per dimension
   words[1] = 1;
   words[2] = 1;
-  halo_command_buffer_t *cb = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   uint8_t marker = 0x77;
   HALO_TEST_ASSERT_OK(
       halo_command_buffer_fill(cb, halo_buffer_ref(buffer, 64, 4), &marker, 1));
@@ -501,7 +470,8 @@ static void test_execution_failure_names_command_and_propagates(void **state) {
       cb, &params, halo_buffer_ref(buffer, 0, 12)));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
 
-  halo_command_buffer_t *after = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_command_buffer_t *after =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   uint8_t other = 0x33;
   HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
       after, halo_buffer_ref(buffer, 224, 32), &other, 1));
@@ -560,7 +530,8 @@ static void test_waiting_submission_outlives_released_objects(void **state) {
   uint64_t bytes = N * sizeof(float);
   halo_executable_t *executable = load_kernels(client);
   uint32_t n = N;
-  halo_command_buffer_t *cb = record_add(client, executable, &n);
+  halo_command_buffer_t *cb =
+      halo_test_record_vector_add(client, executable, &n);
   static float a_values[N];
   static float b_values[N];
   static float sentinel[N];
@@ -716,7 +687,8 @@ static void test_diamond_across_two_queues_submitted_in_reverse(void **state) {
   uint64_t bytes = N * sizeof(float);
   halo_executable_t *executable = load_kernels(client);
   uint32_t n = N;
-  halo_command_buffer_t *cb = record_add(client, executable, &n);
+  halo_command_buffer_t *cb =
+      halo_test_record_vector_add(client, executable, &n);
   halo_buffer_t *in = create_host(client, bytes);
   halo_buffer_t *v[4];  // va, vb, vc, vd
   float *x = halo_buffer_host_pointer(in);
@@ -818,7 +790,8 @@ static void test_failure_propagates_along_chain_across_processes(void **state) {
   export_semaphore(s3, s3_text);
   halo_buffer_t *buffer = create_host(client, 128);
   uint8_t pattern = 0x99;
-  halo_command_buffer_t *x = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_command_buffer_t *x =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   HALO_TEST_ASSERT_OK(
       halo_command_buffer_fill(x, halo_buffer_ref(buffer, 0, 64), &pattern, 1));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(x));
@@ -838,7 +811,8 @@ static void test_failure_propagates_along_chain_across_processes(void **state) {
   char s2_text[33];
   assert_int_equal(sscanf(line, "token %32s", s2_text), 1);
   halo_semaphore_t *s2 = import_semaphore(client, s2_text);
-  halo_command_buffer_t *z = begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_command_buffer_t *z =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
       z, halo_buffer_ref(buffer, 64, 64), &pattern, 1));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(z));

@@ -1299,3 +1299,37 @@ int halo_test_count_memfds(pid_t pid) {
   closedir(dir);
   return count;
 }
+
+// ---------------------------------------------------------------- recording
+
+halo_command_buffer_t *halo_test_begin(halo_client_t *client, uint32_t flags,
+                                       uint32_t binding_capacity) {
+  halo_command_buffer_t *command_buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, flags, binding_capacity, &command_buffer));
+  return command_buffer;
+}
+
+halo_command_buffer_t *halo_test_record_vector_add(
+    halo_client_t *client, halo_executable_t *executable, const uint32_t *n) {
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
+  uint64_t bytes = *n * sizeof(float);
+  halo_dispatch_arg_t args[4] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, n, sizeof(*n)},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "add",
+      .grid = {(*n + 63) / 64, 1, 1},
+      .block = {64, 1, 1},
+      .args = args,
+      .arg_count = 4,
+  };
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  return cb;
+}

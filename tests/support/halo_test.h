@@ -246,6 +246,16 @@ halo_wire_response_t *halo_test_raw_semaphore_signal(halo_test_raw_t *raw,
                                                      uint64_t handle,
                                                      uint64_t value);
 
+// ---------------------------------------------------------------- recording
+
+// halo_command_buffer_begin on device 0 (asserts).
+halo_command_buffer_t *halo_test_begin(halo_client_t *client, uint32_t flags,
+                                       uint32_t binding_capacity);
+// Records c = a + b over |*n| floats with the test kernels' "add" entry, a,
+// b and c in binding slots 0, 1, 2 (REUSABLE, ended; asserts).
+halo_command_buffer_t *halo_test_record_vector_add(
+    halo_client_t *client, halo_executable_t *executable, const uint32_t *n);
+
 // ---------------------------------------------------------------- raw ipc
 
 // The client socket at the level of nng's ipc framing (plain syscalls), to
