@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 int64_t bench_now_ns(void) {
@@ -278,4 +279,36 @@ void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
   out_image[18] = 190;  // EM_CUDA
   memcpy(out_image + 64, "halo-fake-library", 17);
   out_image[90] = variant;
+}
+
+void bench_print_header(FILE *out, const char *program, const char *version,
+                        int32_t daemon_pid, const char *address) {
+  char model[256] = "unknown CPU";
+  FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+  if (cpuinfo) {
+    char line[512];
+    while (fgets(line, sizeof(line), cpuinfo)) {
+      if (strncmp(line, "model name", 10) == 0) {
+        char *colon = strchr(line, ':');
+        if (colon) {
+          snprintf(model, sizeof(model), "%s", colon + 2);
+          model[strcspn(model, "\n")] = '\0';
+        }
+        break;
+      }
+    }
+    fclose(cpuinfo);
+  }
+  struct utsname uts;
+  uname(&uts);
+  char date[64] = "";
+  time_t now = time(NULL);
+  struct tm tm;
+  if (gmtime_r(&now, &tm)) {
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", &tm);
+  }
+  fprintf(out, "%s %s, %s: halod pid %d at %s\n", program, version, date,
+          daemon_pid, address);
+  fprintf(out, "host: %ld online CPUs, %s, Linux %s\n",
+          sysconf(_SC_NPROCESSORS_ONLN), model, uts.release);
 }

@@ -11,8 +11,15 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
+
+// The first lines of a benchmark's report: "PROGRAM VERSION, DATE UTC:
+// halod pid PID at ADDRESS" and "host: N online CPUs, CPU model, Linux
+// RELEASE".
+void bench_print_header(FILE *out, const char *program, const char *version,
+                        int32_t daemon_pid, const char *address);
 
 // CLOCK_MONOTONIC in nanoseconds (one clock for every process of a host).
 int64_t bench_now_ns(void);

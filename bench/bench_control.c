@@ -57,11 +57,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "halo/halo.h"
 
 // Fixed descriptor numbers the helper processes find their shared memory
@@ -108,12 +108,6 @@ static char g_self_path[PATH_MAX];
 
 // ------------------------------------------------------------------ utilities
 
-static int64_t bench_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void bench_sleep_ns(int64_t ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -143,11 +137,6 @@ static int64_t *bench_samples_alloc(int count) {
   int64_t *samples = calloc((size_t)count, sizeof(int64_t));
   if (!samples) bench_die("out of memory");
   return samples;
-}
-
-static long bench_futex(_Atomic uint32_t *word, int op, uint32_t value) {
-  // Shared (not FUTEX_PRIVATE): the word lives in a memfd two processes map.
-  return syscall(SYS_futex, word, op, value, NULL, NULL, 0);
 }
 
 // Writes all of |size| bytes (a pipe: 4-byte writes are atomic).
@@ -373,24 +362,25 @@ static bench_stats_t bench_stats_compute(int64_t *samples, int count) {
 
 // One line of the report: a halo figure and, where there is one, its native
 // baseline.
-typedef struct bench_row_t {
+typedef struct bench_report_row_t {
   const char *name;
   const char *native_name;  // NULL: no baseline
   bench_stats_t halo;
   bench_stats_t native;
-} bench_row_t;
+} bench_report_row_t;
 
 #define BENCH_MAX_ROWS 16
 
 typedef struct bench_report_t {
-  bench_row_t rows[BENCH_MAX_ROWS];
+  bench_report_row_t rows[BENCH_MAX_ROWS];
   int row_count;
 } bench_report_t;
 
-static bench_row_t *bench_report_add(bench_report_t *report, const char *name,
-                                     const char *native_name) {
+static bench_report_row_t *bench_report_add(bench_report_t *report,
+                                            const char *name,
+                                            const char *native_name) {
   if (report->row_count == BENCH_MAX_ROWS) bench_die("too many rows");
-  bench_row_t *row = &report->rows[report->row_count++];
+  bench_report_row_t *row = &report->rows[report->row_count++];
   memset(row, 0, sizeof(*row));
   row->name = name;
   row->native_name = native_name;
@@ -401,7 +391,7 @@ static void bench_report_print(const bench_report_t *report, FILE *out) {
   fprintf(out, "%-40s %6s %9s %9s %9s %9s %9s\n", "case (microseconds)", "n",
           "p50", "p99", "mean", "min", "max");
   for (int i = 0; i < report->row_count; ++i) {
-    const bench_row_t *row = &report->rows[i];
+    const bench_report_row_t *row = &report->rows[i];
     const bench_stats_t *h = &row->halo;
     fprintf(out, "%-40s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", row->name,
             h->count, h->p50_us, h->p99_us, h->mean_us, h->min_us, h->max_us);
@@ -447,7 +437,7 @@ static void bench_report_write_csv(const bench_report_t *report,
       "ratio_p99,per_second,ratio_per_second\n",
       out);
   for (int i = 0; i < report->row_count; ++i) {
-    const bench_row_t *row = &report->rows[i];
+    const bench_report_row_t *row = &report->rows[i];
     bench_csv_row(out, row->name, "halo", "halo", &row->halo,
                   row->native_name ? &row->native : NULL);
     if (row->native_name) {
@@ -700,7 +690,7 @@ static bench_wake_result_t bench_case_wake(const bench_options_t *options,
     if (native) {
       atomic_store_explicit(&shared->futex_word, (uint32_t)value,
                             memory_order_release);
-      bench_futex(&shared->futex_word, FUTEX_WAKE, INT_MAX);
+      bench_futex(&shared->futex_word, FUTEX_WAKE, INT_MAX, NULL);
     } else {
       bench_check(halo_semaphore_signal(semaphore, value), "semaphore signal");
     }
@@ -805,33 +795,8 @@ static bench_stats_t bench_case_native_connect(const bench_options_t *options,
 
 static void bench_print_machine(FILE *out, const bench_options_t *options,
                                 int32_t daemon_pid) {
-  char model[256] = "unknown CPU";
-  FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
-  if (cpuinfo) {
-    char line[512];
-    while (fgets(line, sizeof(line), cpuinfo)) {
-      if (strncmp(line, "model name", 10) == 0) {
-        char *colon = strchr(line, ':');
-        if (colon) {
-          snprintf(model, sizeof(model), "%s", colon + 2);
-          model[strcspn(model, "\n")] = '\0';
-        }
-        break;
-      }
-    }
-    fclose(cpuinfo);
-  }
-  struct utsname uts;
-  uname(&uts);
-  char date[64] = "";
-  time_t now = time(NULL);
-  struct tm tm;
-  if (gmtime_r(&now, &tm))
-    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", &tm);
-  fprintf(out, "halo-bench-control %s, %s: halod pid %d at %s\n",
-          halo_version_string(), date, daemon_pid, options->address);
-  fprintf(out, "host: %ld online CPUs, %s, Linux %s\n",
-          sysconf(_SC_NPROCESSORS_ONLN), model, uts.release);
+  bench_print_header(out, "halo-bench-control", halo_version_string(),
+                     daemon_pid, options->address);
   fprintf(out,
           "iterations (after warm-up, capped at %.0f s a case): ping %d, "
           "wake %d, connect %d\n\n",
@@ -989,8 +954,8 @@ int main(int argc, char **argv) {
   bench_echo_start(&echo);
 
   bench_ping_result_t ping = bench_case_ping(&options, client, &echo);
-  bench_row_t *row = bench_report_add(&report, "no-op request round trip",
-                                      "nng req/rep ipc, 64 B");
+  bench_report_row_t *row = bench_report_add(
+      &report, "no-op request round trip", "nng req/rep ipc, 64 B");
   row->halo = ping.halo;
   row->native = ping.native;
   bench_ping_result_t idle = bench_case_ping_idle(&options, client, &echo);

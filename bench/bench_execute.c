@@ -62,10 +62,11 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_common.h"
 
 #define BENCH_N 256               // floats per buffer
 #define BENCH_MAX_PROCESSES 64    // --processes values
@@ -135,12 +136,6 @@ static bench_shared_t *g_shared;
 
 // ------------------------------------------------------------------ utilities
 
-static int64_t bench_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void bench_die(const char *format, ...)
     __attribute__((format(printf, 1, 2), noreturn));
 static void bench_die(const char *format, ...) {
@@ -151,39 +146,6 @@ static void bench_die(const char *format, ...) {
   fputc('\n', stderr);
   va_end(args);
   exit(1);
-}
-
-// CPU time (user + system) of this process, all threads.
-static int64_t bench_self_cpu_ns(void) {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return ((int64_t)usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000000 +
-         ((int64_t)usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1000;
-}
-
-// CPU time (user + system) of process |pid| from /proc/PID/stat, at clock
-// tick resolution (10 ms); -1 if it cannot be read.
-static int64_t bench_process_cpu_ns(pid_t pid) {
-  char path[64], text[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *file = fopen(path, "r");
-  if (!file) return -1;
-  size_t length = fread(text, 1, sizeof(text) - 1, file);
-  fclose(file);
-  text[length] = '\0';
-  // Fields 14 and 15, counted after the command name's closing parenthesis.
-  const char *p = strrchr(text, ')');
-  unsigned long user = 0, system = 0;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                   &user, &system) != 2) {
-    return -1;
-  }
-  return (int64_t)(user + system) * 1000000000 / sysconf(_SC_CLK_TCK);
-}
-
-static long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
-                        const struct timespec *timeout) {
-  return syscall(SYS_futex, word, op, value, timeout, NULL, 0);
 }
 
 // ------------------------------------------------------------------ the work
@@ -604,17 +566,17 @@ static bench_stats_t bench_case_run(const bench_options_t *options,
 // ------------------------------------------------------------------ report
 
 // One case: every implementation with |processes| processes.
-typedef struct bench_row_t {
+typedef struct bench_report_row_t {
   char name[64];
   int processes;
   bench_stats_t impl[BENCH_IMPL_COUNT];
-} bench_row_t;
+} bench_report_row_t;
 
 static double bench_ratio(double x, double y) {
   return y > 0 ? x / y : NAN;
 }
 
-static void bench_print_latency(const bench_row_t *row, int iterations) {
+static void bench_print_latency(const bench_report_row_t *row, int iterations) {
   printf("execute + wait, one process, %d steps (microseconds)\n", iterations);
   printf("%-40s %8s %9s %9s %9s %9s %9s\n", "case", "n", "p50", "p99", "mean",
          "min", "max");
@@ -633,7 +595,7 @@ static void bench_print_latency(const bench_row_t *row, int iterations) {
 
 // "cpu/step": CPU time of the case's processes (every thread) per step;
 // "halod/step": halod's, for halo. Both in microseconds.
-static void bench_print_throughput(const bench_row_t *rows, int count,
+static void bench_print_throughput(const bench_report_row_t *rows, int count,
                                    double seconds) {
   printf(
       "executions per second, N processes at once for %.0f s, one execution "
@@ -643,7 +605,7 @@ static void bench_print_throughput(const bench_row_t *rows, int count,
          "steps", "per s", "per proc", "proc min", "proc max", "p50 us",
          "p99 us", "cpu/step", "halod");
   for (int r = 0; r < count; ++r) {
-    const bench_row_t *row = &rows[r];
+    const bench_report_row_t *row = &rows[r];
     for (int i = 0; i < BENCH_IMPL_COUNT; ++i) {
       const bench_stats_t *s = &row->impl[i];
       char daemon[16] = "";
@@ -680,7 +642,7 @@ static void bench_print_throughput(const bench_row_t *rows, int count,
 // per second, all processes) and ratio_per_second (native / halo: like
 // ratio_p50, how many times halo's cost). The native handoff is the
 // baseline of the ratios; native-direct rows have none.
-static void bench_write_csv(const char *path, const bench_row_t *rows,
+static void bench_write_csv(const char *path, const bench_report_row_t *rows,
                             int count) {
   FILE *out = fopen(path, "w");
   if (!out) bench_die("cannot write %s: %s", path, strerror(errno));
@@ -689,7 +651,7 @@ static void bench_write_csv(const char *path, const bench_row_t *rows,
       "ratio_p99,per_second,ratio_per_second\n",
       out);
   for (int r = 0; r < count; ++r) {
-    const bench_row_t *row = &rows[r];
+    const bench_report_row_t *row = &rows[r];
     const bench_stats_t *native = &row->impl[BENCH_IMPL_HANDOFF];
     for (int i = 0; i < BENCH_IMPL_COUNT; ++i) {
       const bench_stats_t *s = &row->impl[i];
@@ -711,34 +673,8 @@ static void bench_write_csv(const char *path, const bench_row_t *rows,
 
 static void bench_print_machine(const bench_options_t *options,
                                 int32_t daemon_pid) {
-  char model[256] = "unknown CPU";
-  FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
-  if (cpuinfo) {
-    char line[512];
-    while (fgets(line, sizeof(line), cpuinfo)) {
-      if (strncmp(line, "model name", 10) == 0) {
-        char *colon = strchr(line, ':');
-        if (colon) {
-          snprintf(model, sizeof(model), "%s", colon + 2);
-          model[strcspn(model, "\n")] = '\0';
-        }
-        break;
-      }
-    }
-    fclose(cpuinfo);
-  }
-  struct utsname uts;
-  uname(&uts);
-  char date[64] = "";
-  time_t now = time(NULL);
-  struct tm tm;
-  if (gmtime_r(&now, &tm)) {
-    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", &tm);
-  }
-  printf("halo-bench-execute %s, %s: halod pid %d at %s\n",
-         halo_version_string(), date, daemon_pid, options->address);
-  printf("host: %ld online CPUs, %s, Linux %s\n", sysconf(_SC_NPROCESSORS_ONLN),
-         model, uts.release);
+  bench_print_header(stdout, "halo-bench-execute", halo_version_string(),
+                     daemon_pid, options->address);
   printf(
       "work: one dispatch of vector_add over %d floats per step (%s);\n"
       "native handoff: a worker thread per process, store + FUTEX_WAKE each "
@@ -883,9 +819,9 @@ int main(int argc, char **argv) {
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (g_shared == MAP_FAILED) bench_die("mmap: %s", strerror(errno));
 
-  bench_row_t rows[1 + BENCH_MAX_CASES];
+  bench_report_row_t rows[1 + BENCH_MAX_CASES];
   memset(rows, 0, sizeof(rows));
-  bench_row_t *latency = &rows[0];
+  bench_report_row_t *latency = &rows[0];
   snprintf(latency->name, sizeof(latency->name), "execute + wait");
   latency->processes = 1;
   for (int i = 0; i < BENCH_IMPL_COUNT; ++i) {
@@ -901,7 +837,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   for (int c = 0; c < options.case_count; ++c) {
-    bench_row_t *row = &rows[1 + c];
+    bench_report_row_t *row = &rows[1 + c];
     row->processes = options.process_counts[c];
     snprintf(row->name, sizeof(row->name), "executions/s, %d process%s",
              row->processes, row->processes == 1 ? "" : "es");
