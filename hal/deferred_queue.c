@@ -107,6 +107,10 @@ static void halo_hal_action_issue(halo_hal_action_t *action) {
   action->state = HALO_HAL_ACTION_ISSUED;
   action->issued_ns = halo_clock_now_ns();
   if (action->on_issue) action->on_issue(action);
+  if (action->run_on_host) {
+    action->run_on_host(action);  // may retire it
+    return;
+  }
   // The fences of the waits not reached yet (every one of them covered).
   halo_hal_fence_t *stack_fences[8];
   halo_hal_fence_t **fences = stack_fences;
@@ -224,7 +228,8 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
   action->completed = false;
   action->submitting = false;
   ++queue->waiting;
-  const void *domain = action->queue->fence_domain;
+  // Host actions take no fences: their waits are met on the host.
+  const void *domain = action->run_on_host ? NULL : action->queue->fence_domain;
   // One extra count held while registering, so a wait met during
   // registration cannot issue the action before all are registered.
   action->pending_waits = action->wait_count + 1;
@@ -259,6 +264,14 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
   }
   --action->pending_waits;
   if (--action->uncovered_waits == 0) halo_hal_action_issue(action);
+}
+
+void halo_hal_deferred_queue_complete(halo_hal_action_t *action,
+                                      halo_status_t status) {
+  action->completed_ns = halo_clock_now_ns();
+  halo_status_free(action->failure);
+  action->failure = status;
+  halo_hal_action_on_outcome(action);
 }
 
 void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,

@@ -4,6 +4,11 @@
 // through an inbox the loop drains. A failed wait or a failed execution
 // fails the action's signal semaphores with the cause. Driver-independent.
 //
+// Host actions (|run_on_host|: queue-ordered alloca and dealloca) have no
+// device work: once their waits are met on the host they run on the loop
+// thread and complete through halo_hal_deferred_queue_complete, whose
+// outcome is applied to their signals like an execution's.
+//
 // GPU-to-GPU waits (hal/fence.h): a wait not reached yet is *covered* when
 // device work already handed to a queue of the same fence domain will reach
 // it (the semaphore records that work's fence when it is issued). An action
@@ -71,6 +76,13 @@ struct halo_hal_action_t {
   // Optional: called on the loop thread when the waits are met, just before
   // the action goes to its device queue.
   void (*on_issue)(halo_hal_action_t *action);
+  // Optional: the action has no device work (queue-ordered alloca and
+  // dealloca). Its waits are met on the host only (no device fence covers
+  // them: nothing would run on the device to order after the fences), and
+  // then, instead of |queue| executing anything, the loop calls
+  // |run_on_host|, which completes the action with
+  // halo_hal_deferred_queue_complete, at once or later.
+  void (*run_on_host)(halo_hal_action_t *action);
   void *user_data;
   // Internal.
   halo_hal_action_state_t state;
@@ -112,6 +124,12 @@ void halo_hal_deferred_queue_deinitialize(halo_hal_deferred_queue_t *queue);
 // possibly retiring it at once if a wait already failed.
 void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
                                     halo_hal_action_t *action);
+
+// Completes an issued action that runs on the host (|run_on_host|) with
+// |status| (taken; NULL: success): its signals are applied (or failed) and
+// it retires, before this returns. Loop thread.
+void halo_hal_deferred_queue_complete(halo_hal_action_t *action,
+                                      halo_status_t status);
 
 // Fails a waiting action with |status| (taken): its timepoints are removed,
 // its signals fail, it retires. Issued actions are left to complete.
