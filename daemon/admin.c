@@ -623,6 +623,11 @@ static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
     halo__wire__pending_action__init(action);
     action->submission_id = submission->id;
     action->age_seconds = (double)(now - submission->accepted_ns) / 1e9;
+    action->kind = (char *)halod_submission_kind_name(submission->kind);
+    if (submission->kind != HALOD_SUBMISSION_EXECUTE) {
+      action->has_buffer_id = true;
+      action->buffer_id = submission->buffer_id;
+    }
     uint32_t wait_count = submission->action.wait_count;
     Halo__Wire__PendingWait *waits =
         halod_admin_blocks_calloc(blocks, wait_count, sizeof(*waits));

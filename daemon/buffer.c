@@ -64,12 +64,13 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
   uint64_t quota = host ? daemon->config.session_host_bytes
                         : daemon->config.session_device_bytes;
   if (size > quota || used > quota - size) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "%s buffer of %llu bytes exceeds the session's "
-                            "quota (%llu of %llu bytes in use)",
-                            host ? "host-visible" : "device",
-                            (unsigned long long)size, (unsigned long long)used,
-                            (unsigned long long)quota);
+    return halo_status_make(
+        HALO_STATUS_RESOURCE_EXHAUSTED,
+        "%s buffer of %llu bytes exceeds the session's "
+        "quota %s (%llu of %llu bytes in use)",
+        host ? "host-visible" : "device", (unsigned long long)size,
+        host ? "session-host-bytes" : "session-device-bytes",
+        (unsigned long long)used, (unsigned long long)quota);
   }
   halod_buffer_t *buffer = calloc(1, sizeof(*buffer));
   if (!buffer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -131,7 +132,10 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
     allocator->vtable->deallocate(allocator, buffer->device_address,
                                   buffer->size);
   }
+  void (*on_freed)(void *) = buffer->on_freed;
+  void *on_freed_data = buffer->on_freed_data;
   free(buffer);
+  if (on_freed) on_freed(on_freed_data);
 }
 
 halo_status_t halod_buffer_check_range(const halod_buffer_t *buffer,

@@ -25,6 +25,11 @@ typedef struct halod_buffer_t {
   bool exportable;
   bool exported;
   uint8_t token[16];
+  // Called once the last reference went and the memory was freed (the
+  // buffer itself is gone by then): a queue_dealloca waiting for it
+  // (daemon/submission.c). NULL: nobody waits.
+  void (*on_freed)(void *user_data);
+  void *on_freed_data;
 } halod_buffer_t;
 
 #define HALOD_BUFFER_MAX_SIZE (1ull << 40)
@@ -34,6 +39,8 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
                                   uint64_t size, bool exportable,
                                   halod_buffer_t **out_buffer);
 void halod_buffer_retain(halod_buffer_t *buffer);
+// The last release frees the memory (and uncharges the owner), then calls
+// |on_freed|.
 void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer);
 
 // OUT_OF_RANGE unless [offset, offset + length) lies inside the buffer.

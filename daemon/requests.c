@@ -115,16 +115,42 @@ static halo_status_t halod_buffer_lookup(halod_session_t *session,
                                    HALOD_OBJECT_BUFFER, (void **)out);
 }
 
-halo_status_t halod_requests_queue_execute(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueExecute *request, uint64_t *out_submission_id) {
-  *out_submission_id = 0;
+static halo_status_t halod_requests_check_draining(const halod_t *daemon) {
   if (daemon->draining) {
     return halo_status_make(HALO_STATUS_UNAVAILABLE,
                             "halod is draining before a restart "
                             "(haloctl drain): no new submissions");
   }
+  return NULL;
+}
+
+halo_status_t halod_requests_queue_execute(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueExecute *request, uint64_t *out_submission_id) {
+  *out_submission_id = 0;
+  HALO_RETURN_IF_ERROR(halod_requests_check_draining(daemon));
   return halod_submission_create(daemon, session, request, out_submission_id);
+}
+
+halo_status_t halod_requests_queue_alloca(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueAlloca *request, halod_buffer_t **out_buffer,
+    uint64_t *out_handle, uint64_t *out_submission_id) {
+  *out_buffer = NULL;
+  *out_handle = 0;
+  *out_submission_id = 0;
+  HALO_RETURN_IF_ERROR(halod_requests_check_draining(daemon));
+  return halod_submission_create_alloca(daemon, session, request, out_buffer,
+                                        out_handle, out_submission_id);
+}
+
+halo_status_t halod_requests_queue_dealloca(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueDealloca *request, uint64_t *out_submission_id) {
+  *out_submission_id = 0;
+  HALO_RETURN_IF_ERROR(halod_requests_check_draining(daemon));
+  return halod_submission_create_dealloca(daemon, session, request,
+                                          out_submission_id);
 }
 
 halo_status_t halod_requests_semaphore_signal(halod_t *daemon,
@@ -485,6 +511,33 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       uint64_t id;
       HALO_RETURN_IF_ERROR(halod_requests_queue_execute(
           daemon, session, wire->queue_execute, &id));
+      halo__wire__queue_execute_reply__init(&bodies->queue_execute);
+      bodies->queue_execute.submission_id = id;
+      response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;
+      response->queue_execute = &bodies->queue_execute;
+      return NULL;
+    }
+
+    case HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA: {
+      halod_buffer_t *buffer;
+      uint64_t handle, id;
+      HALO_RETURN_IF_ERROR(halod_requests_queue_alloca(
+          daemon, session, wire->queue_alloca, &buffer, &handle, &id));
+      halo__wire__buffer_reply__init(&bodies->buffer);
+      halo__wire__host_placement__init(&bodies->placement);
+      halod_fill_buffer_reply(buffer, handle, &bodies->buffer,
+                              &bodies->placement);
+      bodies->buffer.has_submission_id = true;
+      bodies->buffer.submission_id = id;
+      response->body_case = HALO__WIRE__RESPONSE__BODY_BUFFER;
+      response->buffer = &bodies->buffer;
+      return NULL;
+    }
+
+    case HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA: {
+      uint64_t id;
+      HALO_RETURN_IF_ERROR(halod_requests_queue_dealloca(
+          daemon, session, wire->queue_dealloca, &id));
       halo__wire__queue_execute_reply__init(&bodies->queue_execute);
       bodies->queue_execute.submission_id = id;
       response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;

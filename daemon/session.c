@@ -329,9 +329,10 @@ halo_status_t halod_session_release_semaphore(halod_t *daemon,
   return NULL;
 }
 
-halo_status_t halod_session_release_buffer(halod_t *daemon,
-                                           halod_session_t *session,
-                                           uint64_t handle) {
+halo_status_t halod_session_remove_buffer(halod_session_t *session,
+                                          uint64_t handle,
+                                          halod_buffer_t **out_buffer) {
+  *out_buffer = NULL;
   void *object;
   HALO_RETURN_IF_ERROR(halod_handle_table_remove(&session->handles, handle,
                                                  HALOD_OBJECT_BUFFER, &object));
@@ -340,6 +341,15 @@ halo_status_t halod_session_release_buffer(halod_t *daemon,
     halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);
   }
   --session->buffers;
+  *out_buffer = buffer;
+  return NULL;
+}
+
+halo_status_t halod_session_release_buffer(halod_t *daemon,
+                                           halod_session_t *session,
+                                           uint64_t handle) {
+  halod_buffer_t *buffer;
+  HALO_RETURN_IF_ERROR(halod_session_remove_buffer(session, handle, &buffer));
   halod_buffer_release(daemon, buffer);
   return NULL;
 }

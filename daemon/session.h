@@ -119,5 +119,10 @@ halo_status_t halod_session_release_semaphore(halod_t *daemon,
 halo_status_t halod_session_release_buffer(halod_t *daemon,
                                            halod_session_t *session,
                                            uint64_t handle);
+// Removes the handle and hands its reference to the caller (a
+// queue_dealloca keeps the buffer until its waits are met).
+halo_status_t halod_session_remove_buffer(halod_session_t *session,
+                                          uint64_t handle,
+                                          halod_buffer_t **out_buffer);
 
 #endif  // HALOD_SESSION_H_

@@ -8,6 +8,18 @@
 #include "common/status.h"
 #include "daemon/session.h"
 
+const char *halod_submission_kind_name(halod_submission_kind_t kind) {
+  switch (kind) {
+    case HALOD_SUBMISSION_EXECUTE:
+      return "execute";
+    case HALOD_SUBMISSION_ALLOCA:
+      return "alloca";
+    case HALOD_SUBMISSION_DEALLOCA:
+      return "dealloca";
+  }
+  return "unknown";
+}
+
 static void halod_submission_free(halod_submission_t *submission) {
   halod_t *daemon = submission->daemon;
   for (uint32_t i = 0; i < submission->buffer_count; ++i) {
@@ -40,16 +52,20 @@ static void halod_submission_on_retire(halo_hal_action_t *action) {
       ++queue->failed;
     } else {
       ++queue->completed;
-      halod_queue_record_latency(daemon, queue,
-                                 action->completed_ns - action->issued_ns);
+      // Device latency only: host actions take no device time.
+      if (submission->kind == HALOD_SUBMISSION_EXECUTE) {
+        halod_queue_record_latency(daemon, queue,
+                                   action->completed_ns - action->issued_ns);
+      }
     }
   } else {
     --queue->waiting;
     ++queue->failed;
   }
   if (action->failure) {
-    HALO_LOG_DEBUG("submission %llu failed: %s",
+    HALO_LOG_DEBUG("submission %llu (%s) failed: %s",
                    (unsigned long long)submission->id,
+                   halod_submission_kind_name(submission->kind),
                    halo_status_message(action->failure));
     halo_status_free(action->failure);
     action->failure = NULL;
@@ -198,9 +214,18 @@ static halo_status_t halod_submission_semaphore(halod_submission_t *submission,
   return NULL;
 }
 
+// The waits and signals of a request (QueueExecute, QueueAlloca,
+// QueueDealloca).
+typedef struct halod_submission_values_t {
+  Halo__Wire__SemaphoreValue **waits;
+  size_t n_waits;
+  Halo__Wire__SemaphoreValue **signals;
+  size_t n_signals;
+} halod_submission_values_t;
+
 static halo_status_t halod_submission_sync(
     halod_submission_t *submission, halod_session_t *session, uint32_t device,
-    const Halo__Wire__QueueExecute *request) {
+    const halod_submission_values_t *request) {
   size_t total = request->n_waits + request->n_signals;
   if (total > 1024) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -258,16 +283,79 @@ static halo_status_t halod_submission_sync(
   return NULL;
 }
 
+// A session's pending quota covers every kind of submission.
+static halo_status_t halod_submission_check_quota(
+    const halod_t *daemon, const halod_session_t *session) {
+  if (session->pending_submissions >= daemon->config.session_pending) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "%u submissions of this session are unfinished "
+                            "(its quota, session-pending); wait for some to "
+                            "complete",
+                            session->pending_submissions);
+  }
+  return NULL;
+}
+
+// Accepted: takes the queue's reference, reserves the signal values, links
+// the submission to its session and hands it to the deferred queue, which
+// may issue (and even retire) it before this returns.
+static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
+                                    halod_submission_t *submission,
+                                    halod_queue_t *queue, uint64_t *out_id) {
+  halod_queue_retain(queue);
+  submission->queue = queue;
+  halo_hal_action_t *action = &submission->action;
+  for (uint32_t i = 0; i < action->signal_count; ++i) {
+    action->signals[i].semaphore->pending_max = action->signals[i].value;
+  }
+  submission->id = halod_next_id(daemon);
+  submission->accepted_ns = halo_clock_now_ns();
+  action->queue = queue->hal;
+  action->retire = halod_submission_on_retire;
+  action->on_issue = halod_submission_on_issue;
+  submission->session_next = session->submissions;
+  if (session->submissions) session->submissions->session_prev = submission;
+  session->submissions = submission;
+  ++session->pending_submissions;
+  ++queue->waiting;
+  *out_id = submission->id;
+  halo_hal_deferred_queue_submit(&daemon->deferred, action);
+}
+
+// Loop thread: the last reference of a dealloca's buffer went.
+static void halod_submission_on_buffer_freed(void *user_data) {
+  halod_submission_t *submission = user_data;
+  halo_hal_deferred_queue_complete(&submission->action, NULL);
+}
+
+// Loop thread: the waits of an alloca or dealloca are met. An alloca's
+// memory exists already: it completes. A dealloca drops the buffer's
+// reference it took from the handle and completes once the memory is
+// freed: now, or when the last execution that bound it retires.
+static void halod_submission_run_on_host(halo_hal_action_t *action) {
+  halod_submission_t *submission = (halod_submission_t *)action;
+  if (submission->kind != HALOD_SUBMISSION_DEALLOCA ||
+      submission->buffer_count == 0) {
+    halo_hal_deferred_queue_complete(action, NULL);
+    return;
+  }
+  halod_buffer_t *buffer = submission->buffers[0];
+  submission->buffer_count = 0;
+  if (buffer->refcount > 1) {
+    buffer->on_freed = halod_submission_on_buffer_freed;
+    buffer->on_freed_data = submission;
+    halod_buffer_release(submission->daemon, buffer);
+    return;
+  }
+  halod_buffer_release(submission->daemon, buffer);
+  halo_hal_deferred_queue_complete(action, NULL);
+}
+
 halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
                                       const Halo__Wire__QueueExecute *request,
                                       uint64_t *out_id) {
   *out_id = 0;
-  if (session->pending_submissions >= daemon->config.session_pending) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "%u submissions of this session are unfinished "
-                            "(its quota); wait for some to complete",
-                            session->pending_submissions);
-  }
+  HALO_RETURN_IF_ERROR(halod_submission_check_quota(daemon, session));
   void *object;
   halo_status_t status =
       halod_handle_table_lookup(&session->handles, request->command_buffer,
@@ -292,40 +380,141 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
   if (!status)
     status = halod_submission_bind(submission, session, entry, request);
   if (!status) {
-    status = halod_submission_sync(submission, session, entry->device, request);
+    halod_submission_values_t values = {request->waits, request->n_waits,
+                                        request->signals, request->n_signals};
+    status = halod_submission_sync(submission, session, entry->device, &values);
   }
   if (status) {
     halod_submission_free(submission);
     return status;
   }
-  // Accepted: take the references and reserve the signal values.
-  halod_queue_retain(queue);
-  submission->queue = queue;
   halod_command_buffer_retain(command_buffer);
   submission->command_buffer = command_buffer;
   command_buffer->executed = true;
   halo_hal_action_t *action = &submission->action;
-  for (uint32_t i = 0; i < action->signal_count; ++i) {
-    action->signals[i].semaphore->pending_max = action->signals[i].value;
-  }
-  submission->id = halod_next_id(daemon);
-  submission->accepted_ns = halo_clock_now_ns();
-  action->queue = queue->hal;
   action->execution.command_buffer = entry->hal;
   action->execution.bindings = submission->bindings;
   action->execution.binding_count = entry->binding_capacity;
   action->execution.signals = submission->device_signals;
   action->execution.signal_count = action->signal_count;
-  action->retire = halod_submission_on_retire;
-  action->on_issue = halod_submission_on_issue;
-  submission->session_next = session->submissions;
-  if (session->submissions) session->submissions->session_prev = submission;
-  session->submissions = submission;
-  ++session->pending_submissions;
-  ++queue->waiting;
-  *out_id = submission->id;
-  // May issue (and even retire) the submission before returning.
-  halo_hal_deferred_queue_submit(&daemon->deferred, action);
+  halod_submission_accept(daemon, session, submission, queue, out_id);
+  return NULL;
+}
+
+// The queue an alloca or dealloca names (a handle: there is no default
+// queue to pick without a device).
+static halo_status_t halod_submission_named_queue(halod_session_t *session,
+                                                  uint64_t handle,
+                                                  halod_queue_t **out_queue) {
+  void *object = NULL;
+  halo_status_t status = halod_handle_table_lookup(&session->handles, handle,
+                                                   HALOD_OBJECT_QUEUE, &object);
+  *out_queue = object;
+  return halo_status_annotate(status, "queue");
+}
+
+// A new host submission (alloca, dealloca) with its waits and signals
+// checked.
+static halo_status_t halod_submission_create_host(
+    halod_t *daemon, halod_session_t *session, halod_submission_kind_t kind,
+    const halod_queue_t *queue, const halod_submission_values_t *values,
+    halod_submission_t **out_submission) {
+  *out_submission = NULL;
+  halod_submission_t *submission = calloc(1, sizeof(*submission));
+  if (!submission) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  submission->daemon = daemon;
+  submission->kind = kind;
+  submission->session_id = session->id;
+  halo_status_t status =
+      halod_submission_sync(submission, session, queue->device, values);
+  if (status) {
+    halod_submission_free(submission);
+    return status;
+  }
+  submission->action.run_on_host = halod_submission_run_on_host;
+  *out_submission = submission;
+  return NULL;
+}
+
+halo_status_t halod_submission_create_alloca(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueAlloca *request, halod_buffer_t **out_buffer,
+    uint64_t *out_handle, uint64_t *out_id) {
+  *out_buffer = NULL;
+  *out_handle = 0;
+  *out_id = 0;
+  HALO_RETURN_IF_ERROR(halod_submission_check_quota(daemon, session));
+  halod_queue_t *queue;
+  HALO_RETURN_IF_ERROR(
+      halod_submission_named_queue(session, request->queue, &queue));
+  halod_submission_values_t values = {request->waits, request->n_waits,
+                                      request->signals, request->n_signals};
+  halod_submission_t *submission;
+  HALO_RETURN_IF_ERROR(halod_submission_create_host(
+      daemon, session, HALOD_SUBMISSION_ALLOCA, queue, &values, &submission));
+  // Everything else checked: allocate (memory type, size and quota are
+  // checked there, with the messages buffer create gives).
+  halod_buffer_t *buffer = NULL;
+  halo_status_t status = halod_buffer_create(daemon, session, queue->device,
+                                             (uint32_t)request->memory_type,
+                                             request->size, false, &buffer);
+  uint64_t handle = 0;
+  if (!status) {
+    status = halod_session_add_buffer(daemon, session, buffer, &handle);
+  }
+  if (status) {
+    halod_submission_free(submission);
+    return halo_status_annotate(status, "queue_alloca");
+  }
+  submission->buffer_id = buffer->id;
+  *out_buffer = buffer;
+  *out_handle = handle;
+  // May complete (and retire) the submission before returning.
+  halod_submission_accept(daemon, session, submission, queue, out_id);
+  return NULL;
+}
+
+halo_status_t halod_submission_create_dealloca(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueDealloca *request, uint64_t *out_id) {
+  *out_id = 0;
+  HALO_RETURN_IF_ERROR(halod_submission_check_quota(daemon, session));
+  halod_queue_t *queue;
+  HALO_RETURN_IF_ERROR(
+      halod_submission_named_queue(session, request->queue, &queue));
+  void *object;
+  halo_status_t status = halod_handle_table_lookup(
+      &session->handles, request->buffer, HALOD_OBJECT_BUFFER, &object);
+  if (status) return halo_status_annotate(status, "queue_dealloca");
+  halod_buffer_t *buffer = object;
+  if (buffer->exportable) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "queue_dealloca: buffer handle 0x%llx is "
+                            "exportable (other sessions may hold it): "
+                            "release it instead",
+                            (unsigned long long)request->buffer);
+  }
+  halod_submission_values_t values = {request->waits, request->n_waits,
+                                      request->signals, request->n_signals};
+  halod_submission_t *submission;
+  HALO_RETURN_IF_ERROR(halod_submission_create_host(
+      daemon, session, HALOD_SUBMISSION_DEALLOCA, queue, &values, &submission));
+  submission->buffers = calloc(1, sizeof(*submission->buffers));
+  if (!submission->buffers) {
+    halod_submission_free(submission);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  // The handle goes now; its reference is the submission's.
+  status = halod_session_remove_buffer(session, request->buffer, &buffer);
+  if (status) {  // looked up above: cannot fail
+    halod_submission_free(submission);
+    return status;
+  }
+  submission->buffers[submission->buffer_count++] = buffer;
+  submission->buffer_id = buffer->id;
+  halod_submission_accept(daemon, session, submission, queue, out_id);
   return NULL;
 }
 

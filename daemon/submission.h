@@ -1,9 +1,18 @@
-// Submissions: one queue_execute. Validated in O(bindings + waits +
-// signals), then handed to the deferred queue (hal/deferred_queue.h), which
-// releases it to the device when its waits are met. A submission holds a
-// reference to everything it uses (command buffer, bound buffers,
-// semaphores, queue) until it retires, so clients may release them right
-// after submitting.
+// Submissions: one queue_execute, queue_alloca or queue_dealloca.
+// Validated in O(bindings + waits + signals), then handed to the deferred
+// queue (hal/deferred_queue.h), which releases it when its waits are met:
+// an execution to the device, an alloca or dealloca to the loop thread (a
+// host action: it has no device work). A submission holds a reference to
+// everything it uses (command buffer, bound buffers, semaphores, queue)
+// until it retires, so clients may release them right after submitting.
+//
+// Alloca and dealloca (docs/architecture.md "Queue-ordered alloca and
+// dealloca"): the alloca's memory is allocated when the request is
+// processed, through halod_buffer_create; the submission only orders its
+// signals after its waits. The dealloca takes over the reference of the
+// buffer's handle (removed at once); once its waits are met it drops that
+// reference, and it completes (its signals) when the buffer's memory is
+// freed: at once, or when the last execution that bound it retires.
 //
 // Loop thread only.
 #ifndef HALOD_SUBMISSION_H_
@@ -17,16 +26,29 @@
 #include "daemon/semaphore.h"
 #include "hal/deferred_queue.h"
 
+typedef enum halod_submission_kind_e {
+  HALOD_SUBMISSION_EXECUTE = 0,
+  HALOD_SUBMISSION_ALLOCA = 1,
+  HALOD_SUBMISSION_DEALLOCA = 2,
+} halod_submission_kind_t;
+
+// "execute" | "alloca" | "dealloca".
+const char *halod_submission_kind_name(halod_submission_kind_t kind);
+
 typedef struct halod_submission_t {
   halo_hal_action_t action;  // first: the retire callback finds us
   halod_t *daemon;
+  halod_submission_kind_t kind;
   uint64_t id;
   uint64_t session_id;
   halod_queue_t *queue;
   halod_command_buffer_t *command_buffer;
   halo_hal_binding_t *bindings;  // binding_capacity entries
-  halod_buffer_t **buffers;      // bound, retained
+  // Bound, retained (a dealloca: its buffer, until its waits are met).
+  halod_buffer_t **buffers;
   uint32_t buffer_count;
+  // Alloca and dealloca: the buffer's id (haloctl queues).
+  uint64_t buffer_id;
   halod_semaphore_t **semaphores;  // waits then signals, retained
   uint32_t semaphore_count;
   // The signals as the device stores them (slot address on the queue's
@@ -42,6 +64,22 @@ typedef struct halod_submission_t {
 halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
                                       const Halo__Wire__QueueExecute *request,
                                       uint64_t *out_id);
+
+// queue_alloca: validates |request|, allocates the buffer (as
+// halod_buffer_create, charged to the session at once), adds its handle
+// (|out_handle|; |out_buffer| borrowed from it) and accepts the submission
+// that signals |request|'s signals after its waits. On error nothing is
+// left behind.
+halo_status_t halod_submission_create_alloca(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueAlloca *request, halod_buffer_t **out_buffer,
+    uint64_t *out_handle, uint64_t *out_id);
+
+// queue_dealloca: validates |request|, removes the buffer's handle and
+// accepts the submission that frees it (see above).
+halo_status_t halod_submission_create_dealloca(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__QueueDealloca *request, uint64_t *out_id);
 
 // The session ended: its submissions still waiting fail with ABORTED
 // (their signal semaphores too); issued ones complete and retire.

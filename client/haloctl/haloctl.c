@@ -609,9 +609,13 @@ static void haloctl_queues_print_json(const Halo__Wire__AdminQueuesReply *r) {
       const Halo__Wire__PendingAction *action = q->pending_actions[a];
       fprintf(out,
               "%s{\"submission_id\":%" PRIu64
-              ",\"age_seconds\":%.3f,\"waits\":[",
-              a ? "," : "", action->submission_id,
+              ",\"kind\":\"%s\",\"age_seconds\":%.3f",
+              a ? "," : "", action->submission_id, action->kind,
               haloctl_json_seconds(action->age_seconds));
+      if (action->has_buffer_id) {
+        fprintf(out, ",\"buffer_id\":%" PRIu64, action->buffer_id);
+      }
+      fputs(",\"waits\":[", out);
       for (size_t w = 0; w < action->n_waits; ++w) {
         const Halo__Wire__PendingWait *wait = action->waits[w];
         fprintf(out,
@@ -665,8 +669,10 @@ static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
     for (size_t a = 0; a < q->n_pending_actions; ++a) {
       const Halo__Wire__PendingAction *action = q->pending_actions[a];
       char *age = haloctl_format_duration(action->age_seconds);
-      printf("  session %" PRIu64 " submission %" PRIu64 " (%s):",
-             q->session_id, action->submission_id, age);
+      printf("  session %" PRIu64 " submission %" PRIu64 " %s", q->session_id,
+             action->submission_id, action->kind);
+      if (action->has_buffer_id) printf(" buffer %" PRIu64, action->buffer_id);
+      printf(" (%s):", age);
       free(age);
       for (size_t w = 0; w < action->n_waits; ++w) {
         const Halo__Wire__PendingWait *wait = action->waits[w];
