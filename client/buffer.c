@@ -1,5 +1,8 @@
 // libhalo buffers: host-visible ones are mapped from the session's arenas;
-// device ones are reached through the daemon in chunks.
+// device ones are reached through the daemon in chunks. Buffers of
+// halo_queue_alloca are built here too (halo_buffer_from_buffer_reply), and
+// halo_queue_dealloca marks them deallocated.
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,17 +17,15 @@ struct halo_buffer_s {
   halo_memory_type_t memory_type;
   uint64_t arena_id;  // host-visible only
   uint8_t *host_pointer;
+  // halo_queue_dealloca took the daemon's handle: the buffer is only
+  // released locally from then on.
+  atomic_bool deallocated;
 };
 
-// Builds a halo_buffer_t from a BufferReply, mapping its arena.
-static halo_status_t halo_buffer_from_reply(
-    halo_client_t *client, const halo_wire_response_t *response,
+halo_status_t halo_buffer_from_buffer_reply(
+    halo_client_t *client, const Halo__Wire__BufferReply *reply,
     halo_buffer_t **out_buffer) {
-  if (response->body_case != HALO__WIRE__RESPONSE__BODY_BUFFER) {
-    return halo_status_make(HALO_STATUS_INTERNAL,
-                            "halod answered with no buffer");
-  }
-  const Halo__Wire__BufferReply *reply = response->buffer;
+  *out_buffer = NULL;
   halo_buffer_t *buffer = calloc(1, sizeof(*buffer));
   if (!buffer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   buffer->client = client;
@@ -65,6 +66,18 @@ static halo_status_t halo_buffer_from_reply(
   return NULL;
 }
 
+// Builds a halo_buffer_t from a response carrying a BufferReply.
+static halo_status_t halo_buffer_from_reply(
+    halo_client_t *client, const halo_wire_response_t *response,
+    halo_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  if (response->body_case != HALO__WIRE__RESPONSE__BODY_BUFFER) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "halod answered with no buffer");
+  }
+  return halo_buffer_from_buffer_reply(client, response->buffer, out_buffer);
+}
+
 halo_status_t halo_buffer_create(halo_client_t *client, uint32_t device,
                                  halo_memory_type_t memory_type, uint64_t size,
                                  uint32_t flags, halo_buffer_t **out_buffer) {
@@ -96,14 +109,18 @@ void halo_buffer_release_link(halo_object_link_t *link) {
   halo_buffer_t *buffer = (halo_buffer_t *)link;
   halo_client_t *client = buffer->client;
   halo_client_untrack(client, &buffer->link);
-  Halo__Wire__BufferRelease release = HALO__WIRE__BUFFER_RELEASE__INIT;
-  release.handle = buffer->handle;
-  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-  request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE;
-  request.buffer_release = &release;
-  // A failure here (daemon gone) leaves nothing to release: the daemon
-  // frees a session's objects when its connection ends.
-  halo_status_free(halo_client_call_status(client, &request));
+  // After a dealloca the daemon holds no handle: nothing to send (and no
+  // round trip on the hot path).
+  if (!atomic_load(&buffer->deallocated)) {
+    Halo__Wire__BufferRelease release = HALO__WIRE__BUFFER_RELEASE__INIT;
+    release.handle = buffer->handle;
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+    request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE;
+    request.buffer_release = &release;
+    // A failure here (daemon gone) leaves nothing to release: the daemon
+    // frees a session's objects when its connection ends.
+    halo_status_free(halo_client_call_status(client, &request));
+  }
   if (buffer->host_pointer) halo_client_unmap_arena(client, buffer->arena_id);
   free(buffer);
 }
@@ -129,11 +146,28 @@ halo_client_t *halo_buffer_client(const halo_buffer_t *buffer) {
 }
 
 void *halo_buffer_host_pointer(const halo_buffer_t *buffer) {
-  return buffer ? buffer->host_pointer : NULL;
+  if (!buffer || atomic_load(&buffer->deallocated)) return NULL;
+  return buffer->host_pointer;
+}
+
+halo_status_t halo_buffer_check_live(const halo_buffer_t *buffer) {
+  if (atomic_load(&buffer->deallocated)) {
+    return halo_status_make(HALO_STATUS_NOT_FOUND,
+                            "buffer handle 0x%llx was deallocated "
+                            "(halo_queue_dealloca); only "
+                            "halo_buffer_release may follow",
+                            (unsigned long long)buffer->handle);
+  }
+  return NULL;
+}
+
+void halo_buffer_set_deallocated(halo_buffer_t *buffer) {
+  atomic_store(&buffer->deallocated, true);
 }
 
 static halo_status_t halo_buffer_check_range(const halo_buffer_t *buffer,
                                              uint64_t offset, uint64_t length) {
+  HALO_RETURN_IF_ERROR(halo_buffer_check_live(buffer));
   if (offset > buffer->size || length > buffer->size - offset) {
     return halo_status_make(
         HALO_STATUS_OUT_OF_RANGE,
@@ -215,6 +249,7 @@ halo_status_t halo_buffer_export(halo_buffer_t *buffer,
                                  halo_token_t *out_token) {
   HALO_CHECK_ARG(buffer && out_token, "buffer and out_token must not be NULL");
   memset(out_token, 0, sizeof(*out_token));
+  HALO_RETURN_IF_ERROR(halo_buffer_check_live(buffer));
   Halo__Wire__Export body = HALO__WIRE__EXPORT__INIT;
   body.handle = buffer->handle;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;

@@ -138,6 +138,18 @@ halo_client_t *halo_executable_client(const halo_executable_t *executable);
 uint64_t halo_executable_handle(const halo_executable_t *executable);
 uint32_t halo_executable_device(const halo_executable_t *executable);
 
+// Builds a buffer from |reply| (BufferCreate, BufferImport, QueueAlloca),
+// mapping its arena if it is host-visible; on failure the daemon's handle
+// is given back.
+halo_status_t halo_buffer_from_buffer_reply(
+    halo_client_t *client, const Halo__Wire__BufferReply *reply,
+    halo_buffer_t **out_buffer);
+// NOT_FOUND, naming the handle, once halo_queue_dealloca took the buffer.
+halo_status_t halo_buffer_check_live(const halo_buffer_t *buffer);
+// halo_queue_dealloca took the daemon's handle: later uses fail with
+// NOT_FOUND and the release is local only.
+void halo_buffer_set_deallocated(halo_buffer_t *buffer);
+
 // What queue.c needs of an ended command buffer.
 typedef struct halo_command_buffer_info_t {
   halo_client_t *client;

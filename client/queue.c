@@ -1,7 +1,7 @@
-// libhalo queues: create/release and queue_execute, which sends the command
+// libhalo queues: create/release; queue_execute, which sends the command
 // buffer's handle with a binding table and the semaphore values to wait on
-// and to signal. The daemon copies all of it; nothing here outlives the
-// call.
+// and to signal; queue_alloca and queue_dealloca (queue-ordered buffers).
+// The daemon copies all of it; nothing here outlives the call.
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,9 +76,10 @@ void halo_queue_release(halo_queue_t *queue) {
 }
 
 // Checks |count| semaphore values named |what| ("waits", "signals") and
-// fills |messages| and |wire| (|count| entries each) from them.
+// fills |messages| and |wire| (|count| entries each) from them. |owner|
+// names the object whose client they must belong to.
 static halo_status_t halo_queue_semaphore_values(
-    halo_client_t *client, const char *what,
+    halo_client_t *client, const char *owner, const char *what,
     const halo_semaphore_value_t *values, size_t count,
     Halo__Wire__SemaphoreValue *messages, Halo__Wire__SemaphoreValue **wire) {
   HALO_CHECK_ARG(values || count == 0, "%s is NULL but its count is %zu", what,
@@ -88,9 +89,9 @@ static halo_status_t halo_queue_semaphore_values(
     HALO_CHECK_ARG(semaphore, "%s[%zu]: semaphore is NULL", what, i);
     HALO_CHECK_ARG(halo_semaphore_client(semaphore) == client,
                    "%s[%zu]: semaphore 0x%llx belongs to another client "
-                   "than the command buffer",
+                   "than the %s",
                    what, i,
-                   (unsigned long long)halo_semaphore_handle(semaphore));
+                   (unsigned long long)halo_semaphore_handle(semaphore), owner);
     HALO_CHECK_ARG(values[i].value <= HALO_SEMAPHORE_MAX_VALUE,
                    "%s[%zu]: value %llu is >= 2^63", what, i,
                    (unsigned long long)values[i].value);
@@ -131,6 +132,8 @@ static halo_status_t halo_queue_bindings(halo_client_t *client,
                    "bindings[%zu]: buffer 0x%llx belongs to another client "
                    "than the command buffer",
                    i, (unsigned long long)halo_buffer_handle(buffer));
+    halo_status_t status = halo_buffer_check_live(buffer);
+    if (status) return halo_status_annotate(status, "bindings[%zu]", i);
     uint64_t size = halo_buffer_size(buffer);
     if (binding->offset > size || (binding->length != HALO_WHOLE_BUFFER &&
                                    binding->length > size - binding->offset)) {
@@ -202,13 +205,14 @@ halo_status_t halo_queue_execute(
   halo_status_t status = halo_queue_bindings(
       info.client, bindings, binding_count, binding_messages, binding_wire);
   if (!status) {
-    status = halo_queue_semaphore_values(info.client, "waits", waits,
-                                         wait_count, wait_messages, wait_wire);
+    status = halo_queue_semaphore_values(info.client, "command buffer", "waits",
+                                         waits, wait_count, wait_messages,
+                                         wait_wire);
   }
   if (!status) {
-    status =
-        halo_queue_semaphore_values(info.client, "signals", signals,
-                                    signal_count, signal_messages, signal_wire);
+    status = halo_queue_semaphore_values(info.client, "command buffer",
+                                         "signals", signals, signal_count,
+                                         signal_messages, signal_wire);
   }
   if (!status) {
     Halo__Wire__QueueExecute execute = HALO__WIRE__QUEUE_EXECUTE__INIT;
@@ -242,5 +246,134 @@ halo_status_t halo_queue_execute(
     }
   }
   free(block);
+  return status;
+}
+
+// The waits and signals of an alloca or dealloca as wire messages, in one
+// heap block (freed by the caller).
+typedef struct halo_queue_values_t {
+  void *block;
+  Halo__Wire__SemaphoreValue **waits;
+  Halo__Wire__SemaphoreValue **signals;
+} halo_queue_values_t;
+
+static halo_status_t halo_queue_values(halo_queue_t *queue,
+                                       const halo_semaphore_value_t *waits,
+                                       size_t wait_count,
+                                       const halo_semaphore_value_t *signals,
+                                       size_t signal_count,
+                                       halo_queue_values_t *out_values) {
+  memset(out_values, 0, sizeof(*out_values));
+  const size_t max_values = HALO_WIRE_MAX_MESSAGE_BYTES / 4;
+  HALO_CHECK_ARG(wait_count <= max_values && signal_count <= max_values,
+                 "%zu waits and %zu signals cannot fit in one request",
+                 wait_count, signal_count);
+  size_t count = wait_count + signal_count;
+  void *block = malloc((count + 1) * (sizeof(Halo__Wire__SemaphoreValue) +
+                                      sizeof(Halo__Wire__SemaphoreValue *)));
+  if (!block) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  Halo__Wire__SemaphoreValue *messages = block;
+  Halo__Wire__SemaphoreValue **wire =
+      (Halo__Wire__SemaphoreValue **)(messages + count + 1);
+  halo_status_t status = halo_queue_semaphore_values(
+      queue->client, "queue", "waits", waits, wait_count, messages, wire);
+  if (!status) {
+    status = halo_queue_semaphore_values(
+        queue->client, "queue", "signals", signals, signal_count,
+        messages + wait_count, wire + wait_count);
+  }
+  if (status) {
+    free(block);
+    return status;
+  }
+  out_values->block = block;
+  out_values->waits = wire;
+  out_values->signals = wire + wait_count;
+  return NULL;
+}
+
+halo_status_t halo_queue_alloca(
+    halo_queue_t *queue, const halo_semaphore_value_t *waits, size_t wait_count,
+    const halo_semaphore_value_t *signals, size_t signal_count,
+    halo_memory_type_t memory_type, uint64_t size, halo_buffer_t **out_buffer) {
+  HALO_CHECK_ARG(out_buffer, "out_buffer must not be NULL");
+  *out_buffer = NULL;
+  HALO_CHECK_ARG(queue, "queue must not be NULL");
+  HALO_CHECK_ARG(memory_type == HALO_MEMORY_DEVICE ||
+                     memory_type == HALO_MEMORY_HOST_VISIBLE,
+                 "memory_type %d is not a halo_memory_type_t", memory_type);
+  halo_queue_values_t values;
+  HALO_RETURN_IF_ERROR(halo_queue_values(queue, waits, wait_count, signals,
+                                         signal_count, &values));
+  Halo__Wire__QueueAlloca alloca = HALO__WIRE__QUEUE_ALLOCA__INIT;
+  alloca.queue = queue->handle;
+  alloca.memory_type = (Halo__Wire__MemoryType)memory_type;
+  alloca.size = size;
+  alloca.n_waits = wait_count;
+  alloca.waits = values.waits;
+  alloca.n_signals = signal_count;
+  alloca.signals = values.signals;
+  halo_status_t status = NULL;
+  {
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+    request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA;
+    request.queue_alloca = &alloca;
+    halo_wire_response_t *response = NULL;
+    status = halo_client_call(queue->client, &request, &response);
+    if (!status && response->body_case != HALO__WIRE__RESPONSE__BODY_BUFFER) {
+      status = halo_status_make(HALO_STATUS_INTERNAL,
+                                "halod answered QueueAlloca with another "
+                                "body");
+    }
+    if (!status) {
+      status = halo_buffer_from_buffer_reply(queue->client, response->buffer,
+                                             out_buffer);
+    }
+    if (response) halo__wire__response__free_unpacked(response, NULL);
+  }
+  free(values.block);
+  return status;
+}
+
+halo_status_t halo_queue_dealloca(halo_queue_t *queue,
+                                  const halo_semaphore_value_t *waits,
+                                  size_t wait_count,
+                                  const halo_semaphore_value_t *signals,
+                                  size_t signal_count, halo_buffer_t *buffer) {
+  HALO_CHECK_ARG(queue, "queue must not be NULL");
+  HALO_CHECK_ARG(buffer, "buffer must not be NULL");
+  HALO_CHECK_ARG(halo_buffer_client(buffer) == queue->client,
+                 "buffer 0x%llx belongs to another client than the queue",
+                 (unsigned long long)halo_buffer_handle(buffer));
+  HALO_RETURN_IF_ERROR(halo_buffer_check_live(buffer));
+  halo_queue_values_t values;
+  HALO_RETURN_IF_ERROR(halo_queue_values(queue, waits, wait_count, signals,
+                                         signal_count, &values));
+  Halo__Wire__QueueDealloca dealloca = HALO__WIRE__QUEUE_DEALLOCA__INIT;
+  dealloca.queue = queue->handle;
+  dealloca.buffer = halo_buffer_handle(buffer);
+  dealloca.n_waits = wait_count;
+  dealloca.waits = values.waits;
+  dealloca.n_signals = signal_count;
+  dealloca.signals = values.signals;
+  halo_status_t status = NULL;
+  {
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+    request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA;
+    request.queue_dealloca = &dealloca;
+    halo_wire_response_t *response = NULL;
+    status = halo_client_call(queue->client, &request, &response);
+    if (!status &&
+        response->body_case != HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE) {
+      status = halo_status_make(HALO_STATUS_INTERNAL,
+                                "halod answered QueueDealloca with another "
+                                "body");
+    }
+    if (response) halo__wire__response__free_unpacked(response, NULL);
+  }
+  // Accepted (or, asynchronously over the ring, handed over: the daemon
+  // drops the handle even if it rejects the record).
+  if (!status) halo_buffer_set_deallocated(buffer);
+  free(values.block);
   return status;
 }

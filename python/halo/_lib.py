@@ -222,6 +222,16 @@ _PROTOTYPES = {
          ctypes.POINTER(SemaphoreValue), _size,
          ctypes.POINTER(SemaphoreValue), _size],
     ),
+    "halo_queue_alloca": (
+        c_status,
+        [_P, ctypes.POINTER(SemaphoreValue), _size,
+         ctypes.POINTER(SemaphoreValue), _size, c_enum, _u64, _PP],
+    ),
+    "halo_queue_dealloca": (
+        c_status,
+        [_P, ctypes.POINTER(SemaphoreValue), _size,
+         ctypes.POINTER(SemaphoreValue), _size, _P],
+    ),
 }
 
 _lock = threading.Lock()

@@ -6,7 +6,7 @@ import weakref
 
 from . import _core, _lib
 from ._object import HaloObject, check_int, format_token
-from .errors import check
+from .errors import NotFoundError, check
 
 
 class MemoryType(enum.IntEnum):
@@ -177,6 +177,11 @@ class Buffer(HaloObject):
     invalidates the Buffer object at once, but the memory stays mapped
     (and the daemon's buffer alive) until the last view is
     garbage-collected.
+
+    Queue.dealloca() hands the buffer back: from then on every use raises
+    NotFoundError naming its handle (``deallocated`` is True) and
+    release() is local. Views made before stay mapped, but the daemon may
+    give their bytes to another buffer once the dealloca completed.
     """
 
     _kind = "buffer"
@@ -189,6 +194,19 @@ class Buffer(HaloObject):
         self._device = device
         self._host_pointer = host_pointer
         self._exportable = exportable
+        self._deallocated = False
+
+    @property
+    def deallocated(self):
+        """True once Queue.dealloca() took the buffer."""
+        return self._deallocated
+
+    def _check_allocated(self):
+        self._check_alive()
+        if self._deallocated:
+            raise NotFoundError(
+                f"buffer handle 0x{self._id:x} was deallocated "
+                "(Queue.dealloca); only release() may follow")
 
     @property
     def size(self):
@@ -227,7 +245,7 @@ class Buffer(HaloObject):
         """The address of the client's mapping (an int), None for a device
         buffer. Valid only while the buffer is alive: prefer numpy() and
         memoryview(), which keep the mapping alive."""
-        self._check_alive()
+        self._check_allocated()
         return self._host_pointer
 
     def ref(self, offset=0, length=None):
@@ -283,7 +301,7 @@ class Buffer(HaloObject):
     def _exporter(self, offset, length):
         """A ctypes array over [offset, offset + length) of the mapping that
         keeps the mapping (and this buffer's C object) alive."""
-        self._check_alive()
+        self._check_allocated()
         if self._host_pointer is None:
             raise ValueError(
                 f"{self._handle.name} is a device buffer: it has no host "

@@ -1,8 +1,11 @@
-"""Queues and submissions (halo_queue_execute)."""
+"""Queues and submissions (halo_queue_execute, halo_queue_alloca,
+halo_queue_dealloca)."""
+
+import ctypes
 
 from . import _core, _lib
 from ._object import HaloObject, check_client, check_int
-from .buffer import Buffer, BufferRef
+from .buffer import Buffer, BufferRef, make_buffer, memory_type
 from .command_buffer import CommandBuffer
 from .errors import check
 from .semaphore import Semaphore
@@ -34,6 +37,60 @@ class Queue(HaloObject):
     def execute(self, command_buffer, bindings=(), wait=(), signal=()):
         """Submits |command_buffer| on this queue; see Client.execute()."""
         execute(self._client, self, command_buffer, bindings, wait, signal)
+
+    def alloca(self, size, *, memory="device", wait=(), signal=()):
+        """Queue-ordered allocation (halo_queue_alloca): returns a Buffer
+        of |size| bytes (1 .. 2**40) on this queue's device at once; work
+        that waits on |signal| ((Semaphore, value) pairs) may use it, and
+        |signal| is signaled once |wait| is met (a failed wait fails it).
+
+        The memory is allocated now, not when |wait| is met: the session's
+        quota is charged at once (ResourceExhaustedError names it).
+        |memory|: "device" or "host_visible", as Client.create_buffer()."""
+        size = check_int(size, "size", 1, 2**40)
+        kind = memory_type(memory)
+        waits = _values(wait, "wait", self._client)
+        signals = _values(signal, "signal", self._client)
+        c_waits, c_signals, handles = _c_values(waits, signals)
+        lib = _lib.load()
+        session = self._handle.session
+        pointer = ctypes.c_void_p()
+        with _core.Call(session, self._handle, *handles):
+            _fill_values(c_waits, waits)
+            _fill_values(c_signals, signals)
+            status = lib.halo_queue_alloca(
+                self._handle.pointer, c_waits, len(waits), c_signals,
+                len(signals), kind, size, ctypes.byref(pointer))
+            if not status:
+                return make_buffer(self._client, session, pointer.value,
+                                   self._device, False)
+        check(lib, status)
+
+    def dealloca(self, buffer, *, wait=(), signal=()):
+        """Queue-ordered deallocation (halo_queue_dealloca) of |buffer|
+        (not exportable): its handle goes at once (later uses raise
+        NotFoundError; release() stays local), the memory is freed once
+        |wait| is met and every execution that bound it is done, and then
+        |signal| is signaled. Work waiting on |signal| must not use the
+        buffer."""
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"expected a Buffer, not {type(buffer).__name__}")
+        check_client(buffer, self._client, "buffer")
+        buffer._check_allocated()
+        waits = _values(wait, "wait", self._client)
+        signals = _values(signal, "signal", self._client)
+        c_waits, c_signals, handles = _c_values(waits, signals)
+        lib = _lib.load()
+        with _core.Call(self._handle.session, self._handle, buffer._handle,
+                        *handles):
+            _fill_values(c_waits, waits)
+            _fill_values(c_signals, signals)
+            status = lib.halo_queue_dealloca(
+                self._handle.pointer, c_waits, len(waits), c_signals,
+                len(signals), buffer._handle.pointer)
+            if not status:
+                buffer._deallocated = True
+        check(lib, status)
 
 
 def _binding(value, i, client):
@@ -81,6 +138,23 @@ def _values(pairs, what, client):
     return result
 
 
+def _c_values(waits, signals):
+    """ctypes arrays for |waits| and |signals| and the semaphores' handles
+    (to hold during the call)."""
+    c_waits = (_lib.SemaphoreValue * max(1, len(waits)))()
+    c_signals = (_lib.SemaphoreValue * max(1, len(signals)))()
+    handles = [semaphore._handle for semaphore, _ in waits]
+    handles.extend(semaphore._handle for semaphore, _ in signals)
+    return c_waits, c_signals, handles
+
+
+def _fill_values(array, pairs):
+    """Fills |array| (inside the Call that holds the semaphores)."""
+    for i, (semaphore, value) in enumerate(pairs):
+        array[i].semaphore = semaphore._handle.pointer
+        array[i].value = value
+
+
 def execute(client, queue, command_buffer, bindings, wait, signal):
     if not isinstance(command_buffer, CommandBuffer):
         raise TypeError(
@@ -120,10 +194,8 @@ def execute(client, queue, command_buffer, bindings, wait, signal):
                 c_bindings[i].buffer = buffer._handle.pointer
                 c_bindings[i].offset = offset
                 c_bindings[i].length = length
-        for array, pairs in ((c_waits, waits), (c_signals, signals)):
-            for i, (semaphore, value) in enumerate(pairs):
-                array[i].semaphore = semaphore._handle.pointer
-                array[i].value = value
+        _fill_values(c_waits, waits)
+        _fill_values(c_signals, signals)
         status = lib.halo_queue_execute(
             queue._handle.pointer if queue is not None else None,
             command_buffer._handle.pointer, c_bindings, len(bindings),

@@ -475,6 +475,46 @@ halo_queue_execute(halo_queue_t *queue, halo_command_buffer_t *command_buffer,
                    const halo_semaphore_value_t *waits, size_t wait_count,
                    const halo_semaphore_value_t *signals, size_t signal_count);
 
+// Queue-ordered allocation (IREE queue_alloca): returns a buffer of |size|
+// bytes (1 .. 2^40) and |memory_type| on |queue|'s device at once; work
+// that waits on |signals| may use it (bind it, read or write it); |signals|
+// are signaled once |waits| are met. A failed wait fails |signals| with the
+// cause (the buffer stays allocated: dealloca or release it).
+// The memory is allocated when the daemon processes the call, not when the
+// waits are met (docs/architecture.md "Queue-ordered alloca and
+// dealloca"): the session's quota is charged at once, and an over-quota
+// size is RESOURCE_EXHAUSTED naming the quota (session-device-bytes,
+// session-host-bytes) here, never a failure of |signals| later. A
+// host-visible buffer is mapped as halo_buffer_create's are. The buffer is
+// not exportable. |queue| must not be NULL; every semaphore must belong to
+// its client. INVALID_ARGUMENT names the wait or signal that was wrong.
+// Over the submission ring the call waits for the daemon's verdict (it
+// returns the new handle), even with $HALO_RING_ASYNC=1.
+HALO_API halo_status_t halo_queue_alloca(
+    halo_queue_t *queue, const halo_semaphore_value_t *waits, size_t wait_count,
+    const halo_semaphore_value_t *signals, size_t signal_count,
+    halo_memory_type_t memory_type, uint64_t size, halo_buffer_t **out_buffer);
+
+// Queue-ordered deallocation (IREE queue_dealloca) of |buffer|, which need
+// not come from halo_queue_alloca but must not be exportable
+// (FAILED_PRECONDITION: other sessions may hold it; release it instead).
+// The daemon's handle goes at once: from then on every use of |buffer|
+// (bindings, read, write, export, another dealloca) fails with NOT_FOUND
+// naming the handle, and halo_buffer_host_pointer returns NULL; the caller
+// still releases |buffer| with halo_buffer_release (locally, no message).
+// The memory is freed once |waits| are met and every execution that bound
+// the buffer (or a command buffer that names it directly) is done with
+// it; then |signals| are signaled. A failed wait fails |signals| (the
+// memory is still freed once nothing uses it). Work that waits on
+// |signals| must not use the buffer: it would wait for itself.
+// With $HALO_RING_ASYNC=1 the call returns once its record is in the ring;
+// a rejection then fails |signals| with the reason (the handle is dropped
+// all the same).
+HALO_API halo_status_t
+halo_queue_dealloca(halo_queue_t *queue, const halo_semaphore_value_t *waits,
+                    size_t wait_count, const halo_semaphore_value_t *signals,
+                    size_t signal_count, halo_buffer_t *buffer);
+
 #ifdef __cplusplus
 }
 #endif
