@@ -27,6 +27,13 @@
 //       and signaling the imported DONE, sleeping kernels, and a `gate`
 //       kernel that runs until word 1 of an exportable buffer is set. Prints
 //       "ready GATE_BUFFER_TOKEN" once the gate kernel runs.
+//   execute_peer ADDRESS alloca KERNELS
+//       Leaves queue-ordered allocations behind, then stays until killed:
+//       allocas of device and host-visible memory waiting on a semaphore
+//       nobody signals, executions binding them waiting on the allocas'
+//       signals, deallocas waiting on those executions; and an alloca whose
+//       buffer a `sleepy` kernel (1 s) is using, already deallocated (the
+//       memory waits for the kernel). Prints "ready" once all is submitted.
 //
 // Setup failures exit with PEER_EXIT_SETUP + code, failed checks with
 // PEER_EXIT_MISMATCH (or the status code of the failed call); the reason
@@ -446,6 +453,84 @@ static _Noreturn void peer_victim(halo_client_t *client, char **args,
   for (;;) pause();
 }
 
+// ---------------------------------------------------------------- alloca
+
+static _Noreturn void peer_alloca(halo_client_t *client, char **args,
+                                  int arg_count) {
+  if (arg_count != 1) exit(PEER_EXIT_USAGE);
+  halo_executable_t *executable = NULL;
+  peer_setup_check(
+      halo_executable_create_from_file(client, 0, args[0], 0, &executable),
+      "load kernels");
+  halo_queue_t *queue = NULL;
+  peer_setup_check(halo_queue_create(client, 0, 0, &queue), "create queue");
+  halo_semaphore_t *never = peer_semaphore(client, 0);
+  halo_command_buffer_t *fill = NULL;
+  peer_setup_check(halo_command_buffer_begin(
+                       client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1, &fill),
+                   "begin");
+  uint32_t pattern = 0xfeedface;
+  peer_setup_check(
+      halo_command_buffer_fill(fill, halo_binding_ref(0, 0, 64), &pattern, 4),
+      "fill");
+  peer_setup_check(halo_command_buffer_end(fill), "end");
+  // Waiting: alloca -> execute -> dealloca, all behind |never|.
+  for (int i = 0; i < 8; ++i) {
+    halo_semaphore_t *step = peer_semaphore(client, 0);
+    halo_semaphore_value_t wait = {never, 1};
+    halo_semaphore_value_t signal = {step, 1};
+    halo_buffer_t *buffer = NULL;
+    peer_setup_check(
+        halo_queue_alloca(queue, &wait, 1, &signal, 1,
+                          i % 2 ? HALO_MEMORY_HOST_VISIBLE : HALO_MEMORY_DEVICE,
+                          4096 * (uint64_t)(i + 1), &buffer),
+        "alloca");
+    halo_binding_t binding = {buffer, 0, 64};
+    halo_semaphore_value_t executed = {step, 2};
+    peer_execute(queue, fill, &binding, 1, &signal, 1, &executed, 1);
+    halo_semaphore_value_t freed = {step, 3};
+    peer_setup_check(
+        halo_queue_dealloca(queue, &executed, 1, &freed, 1, buffer),
+        "dealloca");
+    halo_buffer_release(buffer);
+    halo_semaphore_release(step);
+  }
+  // In flight: a sleepy kernel uses a buffer already deallocated.
+  halo_semaphore_t *ran = peer_semaphore(client, 0);
+  halo_semaphore_value_t allocated = {ran, 1};
+  halo_buffer_t *buffer = NULL;
+  peer_setup_check(halo_queue_alloca(queue, NULL, 0, &allocated, 1,
+                                     HALO_MEMORY_HOST_VISIBLE, 64, &buffer),
+                   "alloca");
+  halo_command_buffer_t *sleepy = NULL;
+  peer_setup_check(halo_command_buffer_begin(
+                       client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 1, &sleepy),
+                   "begin");
+  uint32_t microseconds = 1000000;
+  halo_dispatch_arg_t sleepy_args[2] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, 4), NULL, 0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, &microseconds, sizeof(microseconds)},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "sleepy",
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .args = sleepy_args,
+      .arg_count = 2,
+  };
+  peer_setup_check(halo_command_buffer_dispatch(sleepy, &params), "dispatch");
+  peer_setup_check(halo_command_buffer_end(sleepy), "end");
+  halo_binding_t binding = {buffer, 0, 64};
+  peer_execute(queue, sleepy, &binding, 1, &allocated, 1, NULL, 0);
+  peer_setup_check(halo_queue_dealloca(queue, NULL, 0, NULL, 0, buffer),
+                   "dealloca");
+  printf("ready\n");
+  fflush(stdout);
+  alarm(60);
+  for (;;) pause();
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: execute_peer ADDRESS COMMAND ARGS...\n");
@@ -467,6 +552,8 @@ int main(int argc, char **argv) {
     code = peer_chain(client, args, arg_count);
   } else if (strcmp(peer_command, "victim") == 0) {
     peer_victim(client, args, arg_count);
+  } else if (strcmp(peer_command, "alloca") == 0) {
+    peer_alloca(client, args, arg_count);
   }
   if (code == PEER_EXIT_USAGE) {
     fprintf(stderr, "execute_peer: bad command or argument count: %s\n",
