@@ -322,10 +322,14 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   halo_hal_deferred_queue_submit(&daemon->deferred, action);
 }
 
-// Loop thread: the last reference of a dealloca's buffer went.
+// Loop thread: the last reference of a dealloca's buffer went, when a
+// submission that bound it retired or a command buffer naming it went. The
+// dealloca completes on the next drain of the inbox, not here: a retirement
+// inside this release could free the submission a caller walks past
+// (halod_submission_cancel_session's cursor).
 static void halod_submission_on_buffer_freed(void *user_data) {
   halod_submission_t *submission = user_data;
-  halo_hal_deferred_queue_complete(&submission->action, NULL);
+  halo_hal_deferred_queue_post_completion(&submission->action, NULL);
 }
 
 // Loop thread: the waits of an alloca or dealloca are met. An alloca's

@@ -82,7 +82,7 @@ static void halo_hal_action_on_outcome(halo_hal_action_t *action) {
   halo_hal_action_retire(action);
 }
 
-// Driver thread: the device finished the action.
+// Driver thread (or any thread): the action's work finished.
 static void halo_hal_action_on_complete(void *user_data, halo_status_t status) {
   halo_hal_action_t *action = user_data;
   halo_hal_deferred_queue_t *queue = action->deferred_queue;
@@ -272,6 +272,11 @@ void halo_hal_deferred_queue_complete(halo_hal_action_t *action,
   halo_status_free(action->failure);
   action->failure = status;
   halo_hal_action_on_outcome(action);
+}
+
+void halo_hal_deferred_queue_post_completion(halo_hal_action_t *action,
+                                             halo_status_t status) {
+  halo_hal_action_on_complete(action, status);
 }
 
 void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,

@@ -127,9 +127,18 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
 
 // Completes an issued action that runs on the host (|run_on_host|) with
 // |status| (taken; NULL: success): its signals are applied (or failed) and
-// it retires, before this returns. Loop thread.
+// it retires, before this returns. Only from |run_on_host| itself: an
+// action that retires while its owner walks its own lists (cancelling a
+// session's work) would pull the ground from under the walk.
 void halo_hal_deferred_queue_complete(halo_hal_action_t *action,
                                       halo_status_t status);
+
+// The same, later: the outcome is queued in the inbox like a device
+// completion and applied when the loop next drains it. For a host action
+// that finishes outside |run_on_host| (a dealloca whose memory is freed
+// when another submission retires). Any thread.
+void halo_hal_deferred_queue_post_completion(halo_hal_action_t *action,
+                                             halo_status_t status);
 
 // Fails a waiting action with |status| (taken): its timepoints are removed,
 // its signals fail, it retires. Issued actions are left to complete.

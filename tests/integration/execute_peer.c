@@ -31,7 +31,8 @@
 //       Leaves queue-ordered allocations behind, then stays until killed:
 //       allocas of device and host-visible memory waiting on a semaphore
 //       nobody signals, executions binding them waiting on the allocas'
-//       signals, deallocas waiting on those executions; and an alloca whose
+//       signals, deallocas waiting on those executions; a dealloca waiting
+//       only for an execution that waits on that semaphore; and an alloca whose
 //       buffer a `sleepy` kernel (1 s) is using, already deallocated (the
 //       memory waits for the kernel). Prints "ready" once all is submitted.
 //
@@ -494,6 +495,21 @@ static _Noreturn void peer_alloca(halo_client_t *client, char **args,
         "dealloca");
     halo_buffer_release(buffer);
     halo_semaphore_release(step);
+  }
+  // Deallocated at once, but bound by an execution that waits on |never|:
+  // the dealloca is issued and waits for that execution, which the end of
+  // the session cancels.
+  {
+    halo_buffer_t *held = NULL;
+    peer_setup_check(halo_queue_alloca(queue, NULL, 0, NULL, 0,
+                                       HALO_MEMORY_DEVICE, 4096, &held),
+                     "alloca");
+    halo_binding_t binding = {held, 0, 64};
+    halo_semaphore_value_t wait = {never, 1};
+    peer_execute(queue, fill, &binding, 1, &wait, 1, NULL, 0);
+    peer_setup_check(halo_queue_dealloca(queue, NULL, 0, NULL, 0, held),
+                     "dealloca");
+    halo_buffer_release(held);
   }
   // In flight: a sleepy kernel uses a buffer already deallocated.
   halo_semaphore_t *ran = peer_semaphore(client, 0);
