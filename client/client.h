@@ -41,12 +41,17 @@ typedef struct halo_client_ring_t {
   halo_ring_header_t *header;  // NULL: no ring, the socket carries all
   uint8_t *records;
   uint64_t map_size;
-  int doorbell;       // eventfd
+  // Read from the header once, at open (the header is shared memory).
+  uint32_t capacity;                 // record bytes, a power of two
+  uint8_t key[HALO_RING_KEY_BYTES];  // of the records' checksums
+  int doorbell;                      // eventfd
   uint64_t tail;      // bytes published (ours; the header's is a copy)
   uint64_t sequence;  // of the next record
   // $HALO_RING_ASYNC=1: queue_execute does not wait for the daemon's
   // verdict (rejections fail the signal semaphores instead).
   bool async;
+  // Each record is built and sealed here, then copied into the ring.
+  _Alignas(16) uint8_t scratch[HALO_RING_MAX_RECORD_BYTES];
 } halo_client_ring_t;
 
 struct halo_client_s {

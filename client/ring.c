@@ -1,6 +1,7 @@
 // libhalo's end of the submission ring (common/ring.h): a single producer
-// (|ring.mutex| serializes the client's threads) that writes records in
-// place, publishes them by storing |tail| and rings the doorbell only when
+// (|ring.mutex| serializes the client's threads) that builds each record in
+// its private scratch, seals it with the ring's checksum, copies it into
+// the ring, publishes it by storing |tail| and rings the doorbell only when
 // the daemon asked for it.
 #include <errno.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include "client/client.h"
 #include "common/clock.h"
 #include "common/fd_channel.h"
+#include "common/log.h"
 #include "common/status.h"
 
 // Spin this long on the ring (space, consumption) before sleeping.
@@ -21,6 +23,36 @@
 
 halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
                                  uint64_t id, int *out_fd, uint64_t *out_size);
+
+// Checks the layout of the mapped ring (|size| bytes) and takes the
+// capacity and checksum key from its header, once: the header is shared
+// memory and is not read for them again.
+static halo_status_t halo_ring_adopt_header(halo_client_ring_t *ring,
+                                            const halo_ring_header_t *header,
+                                            uint64_t size) {
+  if (header->magic != HALO_RING_MAGIC) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "not a submission ring (magic %#x)", header->magic);
+  }
+  if (header->version != HALO_RING_VERSION) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "halod's submission ring has layout version %u, "
+                            "this libhalo speaks version %u",
+                            header->version, HALO_RING_VERSION);
+  }
+  uint32_t capacity = header->capacity;
+  if (!halo_ring_capacity_valid(capacity) ||
+      capacity > size - HALO_RING_HEADER_BYTES) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "ring capacity %u is not a power of two from %u "
+                            "to %u within the %llu-byte mapping",
+                            capacity, HALO_RING_MIN_CAPACITY,
+                            HALO_RING_MAX_CAPACITY, (unsigned long long)size);
+  }
+  ring->capacity = capacity;
+  memcpy(ring->key, header->checksum_key, sizeof(ring->key));
+  return NULL;
+}
 
 void halo_client_ring_open(halo_client_t *client) {
   halo_client_ring_t *ring = &client->ring;
@@ -31,7 +63,7 @@ void halo_client_ring_open(halo_client_t *client) {
   halo_status_t status =
       halo_client_fd_get(client, HALO_FD_REQUEST_RING, 0, &memfd, &size);
   void *pointer = MAP_FAILED;
-  if (!status && size != HALO_RING_HEADER_BYTES + HALO_RING_CAPACITY) {
+  if (!status && size <= HALO_RING_HEADER_BYTES) {
     status = halo_status_make(HALO_STATUS_INTERNAL, "ring of %llu bytes",
                               (unsigned long long)size);
   }
@@ -41,13 +73,14 @@ void halo_client_ring_open(halo_client_t *client) {
   }
   if (memfd >= 0) close(memfd);
   if (!status) {
-    const halo_ring_header_t *header = pointer;
-    if (header->magic != HALO_RING_MAGIC ||
-        header->version != HALO_RING_VERSION ||
-        header->capacity != HALO_RING_CAPACITY) {
-      status = halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
-                                "ring layout %u of %u bytes not known",
-                                header->version, header->capacity);
+    status = halo_ring_adopt_header(ring, pointer, size);
+    if (!status) status = halo_ring_library_initialize();
+    if (status) {
+      // Another halod or libhalo version: say why the ring is not used.
+      HALO_LOG_WARN(
+          "libhalo: session %llu: the submission ring is not used, "
+          "queue_execute and semaphore signals go over the socket: %s",
+          (unsigned long long)client->session_id, halo_status_message(status));
     }
   }
   if (!status) {
@@ -134,18 +167,21 @@ halo_status_t halo_client_ring_flush(halo_client_t *client) {
 static halo_status_t halo_ring_reserve(halo_client_t *client, uint32_t length,
                                        uint8_t **out_record) {
   halo_client_ring_t *ring = &client->ring;
-  uint32_t offset = (uint32_t)(ring->tail % HALO_RING_CAPACITY);
-  uint32_t contiguous = HALO_RING_CAPACITY - offset;
+  uint32_t offset = (uint32_t)(ring->tail & (ring->capacity - 1));
+  uint32_t contiguous = ring->capacity - offset;
+  // At most 2 * HALO_RING_MAX_RECORD_BYTES <= capacity: it always fits.
   uint64_t need = length + (length > contiguous ? contiguous : 0);
   // Backpressure: wait for the daemon to consume enough.
   uint64_t end = ring->tail + need;
-  if (end > HALO_RING_CAPACITY) {
-    HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, end - HALO_RING_CAPACITY));
+  if (end > ring->capacity) {
+    HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, end - ring->capacity));
   }
   if (length > contiguous) {
+    // contiguous < length <= HALO_RING_MAX_RECORD_BYTES fits in 16 bits.
     halo_ring_record_header_t pad = {.type = HALO_RING_RECORD_PAD,
-                                     .length = contiguous,
-                                     .sequence = ring->sequence++};
+                                     .length = (uint16_t)contiguous,
+                                     .sequence = (uint32_t)ring->sequence++};
+    halo_ring_record_seal(ring->key, &pad);
     memcpy(ring->records + offset, &pad, sizeof(pad));
     ring->tail += contiguous;
     offset = 0;
@@ -218,8 +254,9 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
     return status;
   }
   uint64_t sequence = ring->sequence++;
-  halo_ring_record_header_t header = {
-      .type = HALO_RING_RECORD_EXECUTE, .length = length, .sequence = sequence};
+  halo_ring_record_header_t header = {.type = HALO_RING_RECORD_EXECUTE,
+                                      .length = (uint16_t)length,
+                                      .sequence = (uint32_t)sequence};
   halo_ring_execute_t body = {
       .queue = execute->queue,
       .command_buffer = execute->command_buffer,
@@ -227,7 +264,9 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
       .wait_count = (uint32_t)execute->n_waits,
       .signal_count = (uint32_t)execute->n_signals,
       .flags = ring->async ? HALO_RING_EXECUTE_ASYNC : 0};
-  uint8_t *cursor = record;
+  // Built in private memory and sealed there: what the daemon verifies is
+  // what this function wrote, whatever else writes into the ring.
+  uint8_t *cursor = ring->scratch;
   memcpy(cursor, &header, sizeof(header));
   cursor += sizeof(header);
   memcpy(cursor, &body, sizeof(body));
@@ -248,6 +287,9 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
     memcpy(cursor, &value, sizeof(value));
     cursor += sizeof(value);
   }
+  memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
+  halo_ring_record_seal(ring->key, ring->scratch);
+  memcpy(record, ring->scratch, length);
   ring->tail += length;
   halo_ring_publish(ring);
   if (!ring->async) status = halo_ring_verdict(client, sequence);
@@ -274,10 +316,12 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {.type = HALO_RING_RECORD_SIGNAL,
                                       .length = HALO_RING_SIGNAL_LENGTH,
-                                      .sequence = sequence};
+                                      .sequence = (uint32_t)sequence};
   halo_ring_semaphore_value_t body = {.semaphore = handle, .value = value};
-  memcpy(record, &header, sizeof(header));
-  memcpy(record + sizeof(header), &body, sizeof(body));
+  memcpy(ring->scratch, &header, sizeof(header));
+  memcpy(ring->scratch + sizeof(header), &body, sizeof(body));
+  halo_ring_record_seal(ring->key, ring->scratch);
+  memcpy(record, ring->scratch, HALO_RING_SIGNAL_LENGTH);
   ring->tail += HALO_RING_SIGNAL_LENGTH;
   halo_ring_publish(ring);
   // The signal is synchronous, as over the socket: wait for the daemon to

@@ -2,11 +2,19 @@
 // ring"): one per session, in a memfd the daemon creates, sealed against
 // shrinking and growing (HALO_SEALS_FIXED_SIZE) and mapped read-write by
 // both ends. The client (single producer; libhalo serializes its threads)
-// writes self-contained records and publishes them by advancing |tail|; the
-// daemon's loop thread (single consumer) copies each record out, validates
-// the copy and advances |head| once it has processed it. The memory is
-// untrusted: the daemon keeps its own head and record sequence and never
-// reads a shared field back as truth.
+// builds each record in private memory, seals it with a checksum
+// (halo_ring_record_seal), copies it into the ring and publishes it by
+// advancing |tail|; the daemon's loop thread (single consumer) copies each
+// record out, verifies the checksum on its copy (halo_ring_record_verify),
+// validates the copy and advances |head| once it has processed it. The
+// memory is untrusted: the daemon keeps its own head, record sequence,
+// capacity and checksum key and never reads a shared field back as truth.
+//
+// The checksum catches a record that changed between libhalo writing it
+// and the daemon copying it out (another thread of the client writing into
+// the ring): such a record is rejected with DATA_LOSS instead of running
+// as changed. It is no authentication: the key is in the shared header, and
+// a client may write what it likes into its own session anyway.
 //
 // Doorbell (io_uring style): before it stops polling a ring the daemon sets
 // HALO_RING_FLAG_NEED_WAKEUP, issues a full fence and re-reads |tail|; the
@@ -19,19 +27,30 @@
 #define HALO_COMMON_RING_H_
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "halo/status.h"
+
 #define HALO_RING_MAGIC 0x676e6972u  // "ring"
-#define HALO_RING_VERSION 1u
+// 2: record checksums (|checksum_key|, halo_ring_record_header_t.checksum)
+// and a capacity set by halod (ring-bytes).
+#define HALO_RING_VERSION 2u
 // The header takes one page; records follow it.
 #define HALO_RING_HEADER_BYTES 4096u
-// Bytes of records (a power of two).
-#define HALO_RING_CAPACITY (64u * 1024u)
 // Records are multiples of 16 bytes and at most this long; a longer
 // queue_execute goes over the socket.
 #define HALO_RING_RECORD_ALIGN 16u
 #define HALO_RING_MAX_RECORD_BYTES 16384u
+// Bytes of records: a power of two in [MIN, MAX] (halod's ring-bytes). At
+// least twice the longest record, so that a record and the PAD before it
+// always fit.
+#define HALO_RING_DEFAULT_CAPACITY (64u * 1024u)
+#define HALO_RING_MIN_CAPACITY (2u * HALO_RING_MAX_RECORD_BYTES)
+#define HALO_RING_MAX_CAPACITY (16u * 1024u * 1024u)
+// The key of the records' checksums (crypto_shorthash_KEYBYTES).
+#define HALO_RING_KEY_BYTES 16u
 
 // |flags| bits. NEED_WAKEUP: the daemon stopped polling, ring the doorbell.
 // BROKEN: the daemon found a framing error and reads this ring no more
@@ -45,7 +64,9 @@ typedef struct halo_ring_header_t {
   uint32_t version;
   uint32_t capacity;          // record bytes after the header
   uint32_t max_record_bytes;  // HALO_RING_MAX_RECORD_BYTES
-  uint8_t reserved0[48];
+  // Random per ring: the key of the records' checksums.
+  uint8_t checksum_key[HALO_RING_KEY_BYTES];
+  uint8_t reserved0[32];
   // Client: bytes published (monotonic; offset = tail % capacity).
   _Alignas(64) _Atomic uint64_t tail;
   uint8_t reserved1[56];
@@ -73,10 +94,17 @@ typedef enum halo_ring_record_type_e {
 } halo_ring_record_type_t;
 
 typedef struct halo_ring_record_header_t {
-  uint32_t type;      // halo_ring_record_type_t
-  uint32_t length;    // bytes including this header; multiple of 16
-  uint64_t sequence;  // 0, 1, 2, ... per ring, PAD records included
+  uint16_t type;      // halo_ring_record_type_t
+  uint16_t length;    // bytes including this header; multiple of 16
+  uint32_t sequence;  // 0, 1, 2, ... per ring (modulo 2^32), PAD included
+  // halo_ring_record_checksum of the record.
+  uint64_t checksum;
 } halo_ring_record_header_t;
+
+_Static_assert(sizeof(halo_ring_record_header_t) == HALO_RING_RECORD_ALIGN,
+               "a PAD record is a bare header and may be 16 bytes long");
+_Static_assert(HALO_RING_MAX_RECORD_BYTES <= UINT16_MAX,
+               "record lengths fit in 16 bits");
 
 // Objects are named by the session's handles, exactly as on the socket.
 typedef struct halo_ring_execute_t {
@@ -126,5 +154,36 @@ static inline uint32_t halo_ring_execute_length(uint64_t binding_count,
 #define HALO_RING_SIGNAL_LENGTH                   \
   ((uint32_t)(sizeof(halo_ring_record_header_t) + \
               sizeof(halo_ring_semaphore_value_t)))
+
+// Once per process before the functions below (sodium_init; thread-safe).
+// INTERNAL if libsodium cannot start.
+halo_status_t halo_ring_library_initialize(void);
+
+// A fresh random checksum key (halod, at the ring's creation).
+void halo_ring_key_generate(uint8_t out_key[HALO_RING_KEY_BYTES]);
+
+// Whether |capacity| is a ring capacity: a power of two in
+// [HALO_RING_MIN_CAPACITY, HALO_RING_MAX_CAPACITY].
+bool halo_ring_capacity_valid(uint64_t capacity);
+
+// The checksum of the record at |record| (a halo_ring_record_header_t, then
+// its body), in memory that only the caller writes: SipHash-2-4
+// (crypto_shorthash) keyed with |key| over the header with its |checksum|
+// field read as zero and the body, |length| bytes in all; a PAD record
+// covers its header alone (the bytes it skips are not content). Any record
+// type: the type is not interpreted otherwise. The caller guarantees that
+// |length| bytes are readable (the daemon checked the length before its
+// copy). |record| is written to (|checksum| is zeroed while hashing) and
+// restored.
+uint64_t halo_ring_record_checksum(const uint8_t key[HALO_RING_KEY_BYTES],
+                                   void *record);
+// Client: stores the record's checksum in its header, on the private copy
+// before it is written into the ring.
+void halo_ring_record_seal(const uint8_t key[HALO_RING_KEY_BYTES],
+                           void *record);
+// Daemon: whether the checksum in the record's header (its private copy)
+// matches the record.
+bool halo_ring_record_verify(const uint8_t key[HALO_RING_KEY_BYTES],
+                             void *record);
 
 #endif  // HALO_COMMON_RING_H_

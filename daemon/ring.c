@@ -30,6 +30,8 @@ struct halod_ring_t {
   halo_ring_header_t *header;
   uint8_t *records;  // header + HALO_RING_HEADER_BYTES
   uint64_t map_size;
+  uint32_t capacity;                 // record bytes, a power of two
+  uint8_t key[HALO_RING_KEY_BYTES];  // of the records' checksums
   int eventfd;
   uv_poll_t poll;
   // The daemon's own view: never read back from the shared header.
@@ -157,8 +159,8 @@ static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
   return HALOD_RING_BROKEN;
 }
 
-// A queue_execute record the daemon refused: its signal semaphores fail
-// with the reason (there is no reply to carry it).
+// A queue_execute record the daemon refused: the signal semaphores of an
+// asynchronous one fail with the reason (there is no reply to carry it).
 static void halod_ring_reject_execute(
     halod_ring_t *ring, uint64_t sequence,
     const halo_ring_semaphore_value_t *signals, uint32_t signal_count,
@@ -248,34 +250,126 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
   }
 }
 
+// Processes the verified copy |record| of record |sequence|, its length
+// checked by the caller.
+static void halod_ring_process(halod_ring_t *ring, uint64_t sequence,
+                               const uint8_t *record) {
+  halo_ring_record_header_t header;
+  memcpy(&header, record, sizeof(header));
+  switch (header.type) {
+    case HALO_RING_RECORD_PAD:
+      break;
+    case HALO_RING_RECORD_EXECUTE:
+      if (header.length < sizeof(header) + sizeof(halo_ring_execute_t)) {
+        halod_ring_reject_execute(
+            ring, sequence, NULL, 0,
+            halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                             "queue_execute record of %u bytes is too short",
+                             header.length));
+        break;
+      }
+      halod_ring_execute(ring, sequence, record, header.length);
+      break;
+    case HALO_RING_RECORD_SIGNAL: {
+      halo_status_t status = NULL;
+      if (header.length != HALO_RING_SIGNAL_LENGTH) {
+        status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                  "signal record of %u bytes (%u expected)",
+                                  header.length, HALO_RING_SIGNAL_LENGTH);
+      } else {
+        halo_ring_semaphore_value_t signal;
+        memcpy(&signal, record + sizeof(header), sizeof(signal));
+        status = halod_requests_semaphore_signal(
+            ring->daemon, ring->session, signal.semaphore, signal.value);
+      }
+      // The client waits for this record and returns the status itself.
+      if (status) {
+        halod_ring_report(ring, sequence, status);
+        halo_status_free(status);
+      }
+      break;
+    }
+    default: {
+      halo_status_t status =
+          halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                           "unknown ring record type %u", header.type);
+      halod_ring_report(ring, sequence, status);
+      halo_status_free(status);
+      break;
+    }
+  }
+}
+
+// Record |sequence| (the copy |record|, its length checked) does not match
+// its checksum: it changed between libhalo sealing it and the daemon
+// copying it out, so another thread of the client wrote into the ring. It
+// is rejected like any other record, not run: a synchronous one's verdict
+// goes to the header; an asynchronous execute fails its signal semaphores,
+// as far as the changed copy still names them (flags and signal list are
+// read from it, because there is nothing else to read them from).
+static void halod_ring_reject_changed(halod_ring_t *ring, uint64_t sequence,
+                                      const uint8_t *record) {
+  halo_ring_record_header_t header;
+  memcpy(&header, record, sizeof(header));
+  halo_status_t status = halo_status_make(
+      HALO_STATUS_DATA_LOSS,
+      "submission ring record %llu changed after it was written (its "
+      "checksum does not match: another thread of the client wrote into the "
+      "ring while libhalo published it); not run",
+      (unsigned long long)sequence);
+  if (header.type != HALO_RING_RECORD_EXECUTE ||
+      header.length < sizeof(header) + sizeof(halo_ring_execute_t)) {
+    HALO_LOG_DEBUG("session %llu: %s", (unsigned long long)ring->session->id,
+                   halo_status_message(status));
+    halod_ring_report(ring, sequence, status);
+    halo_status_free(status);
+    return;
+  }
+  halo_ring_execute_t execute;
+  memcpy(&execute, record + sizeof(header), sizeof(execute));
+  uint32_t signal_count = 0;
+  const halo_ring_semaphore_value_t *signals = NULL;
+  if ((execute.flags & HALO_RING_EXECUTE_ASYNC) &&
+      halo_ring_execute_length(execute.binding_count, execute.wait_count,
+                               execute.signal_count) == header.length) {
+    const uint8_t *values = record + sizeof(header) + sizeof(execute) +
+                            execute.binding_count * sizeof(halo_ring_binding_t);
+    signals = (const halo_ring_semaphore_value_t *)values + execute.wait_count;
+    signal_count = execute.signal_count;
+  }
+  halod_ring_reject_execute(ring, sequence, signals, signal_count, status);
+}
+
 // Copies out and processes the record at the ring's head, if any.
 static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   if (ring->broken) return HALOD_RING_BROKEN;
   halo_ring_header_t *header = ring->header;
   uint64_t tail = atomic_load_explicit(&header->tail, memory_order_acquire);
   if (tail == ring->head) return HALOD_RING_EMPTY;
-  if (tail < ring->head || tail - ring->head > HALO_RING_CAPACITY ||
+  if (tail < ring->head || tail - ring->head > ring->capacity ||
       tail % HALO_RING_RECORD_ALIGN) {
     return halod_ring_break(ring,
                             "tail %llu is out of bounds (head %llu, capacity "
                             "%u, records aligned to %u)",
                             (unsigned long long)tail,
-                            (unsigned long long)ring->head, HALO_RING_CAPACITY,
+                            (unsigned long long)ring->head, ring->capacity,
                             HALO_RING_RECORD_ALIGN);
   }
-  uint32_t offset = (uint32_t)(ring->head % HALO_RING_CAPACITY);
+  uint32_t offset = (uint32_t)(ring->head & (ring->capacity - 1));
   uint64_t available = tail - ring->head;
-  uint32_t contiguous = HALO_RING_CAPACITY - offset;
+  uint32_t contiguous = ring->capacity - offset;
   halo_ring_record_header_t record;
   memcpy(&record, ring->records + offset, sizeof(record));
-  if (record.sequence != ring->sequence) {
+  // Records carry the low 32 bits of their sequence; the daemon's own count
+  // names them.
+  uint64_t sequence = ring->sequence;
+  if (record.sequence != (uint32_t)sequence) {
     return halod_ring_break(ring,
-                            "record at byte %llu has sequence %llu, expected "
-                            "%llu (written after its tail was published, or "
-                            "overwritten)",
-                            (unsigned long long)ring->head,
-                            (unsigned long long)record.sequence,
-                            (unsigned long long)ring->sequence);
+                            "record at byte %llu has sequence %u, expected "
+                            "%u (record %llu; written after its tail was "
+                            "published, or overwritten)",
+                            (unsigned long long)ring->head, record.sequence,
+                            (uint32_t)sequence, (unsigned long long)sequence);
   }
   if (record.length < sizeof(record) ||
       record.length % HALO_RING_RECORD_ALIGN ||
@@ -287,7 +381,7 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
         "least %zu, a multiple of %u, at most %u, within "
         "the %u bytes to the ring's end and the %llu "
         "published)",
-        (unsigned long long)record.sequence, (unsigned long long)ring->head,
+        (unsigned long long)sequence, (unsigned long long)ring->head,
         record.length, sizeof(record), HALO_RING_RECORD_ALIGN,
         HALO_RING_MAX_RECORD_BYTES, contiguous, (unsigned long long)available);
   }
@@ -299,49 +393,10 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   // ring.
   halod_rings_t *rings = ring->daemon->rings;
   memcpy(rings->record, ring->records + offset, record.length);
-  switch (record.type) {
-    case HALO_RING_RECORD_PAD:
-      break;
-    case HALO_RING_RECORD_EXECUTE:
-      if (record.length < sizeof(record) + sizeof(halo_ring_execute_t)) {
-        halod_ring_reject_execute(
-            ring, record.sequence, NULL, 0,
-            halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                             "queue_execute record of %u bytes is too short",
-                             record.length));
-        break;
-      }
-      halod_ring_execute(ring, record.sequence, rings->record, record.length);
-      break;
-    case HALO_RING_RECORD_SIGNAL: {
-      halo_ring_semaphore_value_t signal;
-      if (record.length != HALO_RING_SIGNAL_LENGTH) {
-        halod_ring_report(
-            ring, record.sequence,
-            halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                             "signal record of %u bytes (%u "
-                             "expected)",
-                             record.length, HALO_RING_SIGNAL_LENGTH));
-        break;
-      }
-      memcpy(&signal, rings->record + sizeof(record), sizeof(signal));
-      halo_status_t status = halod_requests_semaphore_signal(
-          ring->daemon, ring->session, signal.semaphore, signal.value);
-      // The client waits for this record and returns the status itself.
-      if (status) {
-        halod_ring_report(ring, record.sequence, status);
-        halo_status_free(status);
-      }
-      break;
-    }
-    default: {
-      halo_status_t status =
-          halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                           "unknown ring record type %u", record.type);
-      halod_ring_report(ring, record.sequence, status);
-      halo_status_free(status);
-      break;
-    }
+  if (!halo_ring_record_verify(ring->key, rings->record)) {
+    halod_ring_reject_changed(ring, sequence, rings->record);
+  } else {
+    halod_ring_process(ring, sequence, rings->record);
   }
   // Processing may have ended the ring (never the session: sessions end on
   // pipe events only).
@@ -427,6 +482,7 @@ halo_status_t halod_rings_start(halod_t *daemon) {
                      (unsigned long long)limit.rlim_cur);
     }
   }
+  HALO_RETURN_IF_ERROR(halo_ring_library_initialize());
   halod_rings_t *rings = calloc(1, sizeof(*rings));
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   uv_idle_init(daemon->loop, &rings->idle);
@@ -459,12 +515,15 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
                             "the session's submission ring was handed out "
                             "already (one per session)");
   }
+  uint64_t capacity = HALO_RING_DEFAULT_CAPACITY;
   halod_ring_t *ring = calloc(1, sizeof(*ring));
   if (!ring) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   ring->daemon = daemon;
   ring->session = session;
   ring->eventfd = -1;
-  ring->map_size = HALO_RING_HEADER_BYTES + HALO_RING_CAPACITY;
+  ring->capacity = (uint32_t)capacity;
+  halo_ring_key_generate(ring->key);
+  ring->map_size = HALO_RING_HEADER_BYTES + capacity;
   int memfd = -1;
   void *pointer = NULL;
   halo_status_t status = halo_memfd_create("halo-ring", ring->map_size, &memfd);
@@ -492,8 +551,9 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
   ring->records = (uint8_t *)pointer + HALO_RING_HEADER_BYTES;
   ring->header->magic = HALO_RING_MAGIC;
   ring->header->version = HALO_RING_VERSION;
-  ring->header->capacity = HALO_RING_CAPACITY;
+  ring->header->capacity = ring->capacity;
   ring->header->max_record_bytes = HALO_RING_MAX_RECORD_BYTES;
+  memcpy(ring->header->checksum_key, ring->key, sizeof(ring->key));
   // Idle from the start: the first record rings the doorbell.
   atomic_store(&ring->header->flags, HALO_RING_FLAG_NEED_WAKEUP);
   ring->poll.data = ring;

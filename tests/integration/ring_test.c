@@ -1,9 +1,10 @@
 // The submission ring (docs/architecture.md "Submission ring"): ordering and
 // backpressure, a client writing garbage into its own ring, racing it or
 // leaving a record half-written (only its own semaphores fail, with the
-// reason; the daemon and other sessions carry on), rejected records failing
-// their signal semaphores, 64 busy clients drained fairly, 1000 sessions,
-// and an idle daemon using no CPU.
+// reason; the daemon and other sessions carry on), records changed after
+// they were written rejected by their checksum (DATA_LOSS naming them),
+// rejected records failing their signal semaphores, 64 busy clients drained
+// fairly, 1000 sessions, and an idle daemon using no CPU.
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -76,7 +77,16 @@ static void test_ring_is_negotiated_and_can_be_refused(void **state) {
   halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
   halo_ring_header_t *header = ring_of(client);
   assert_int_equal(header->magic, HALO_RING_MAGIC);
-  assert_int_equal(header->capacity, HALO_RING_CAPACITY);
+  assert_int_equal(header->version, HALO_RING_VERSION);
+  assert_int_equal(header->capacity, HALO_RING_DEFAULT_CAPACITY);
+  assert_int_equal(client->ring.capacity, HALO_RING_DEFAULT_CAPACITY);
+  // Each ring has its own random checksum key; libhalo keeps a copy.
+  assert_memory_equal(client->ring.key, header->checksum_key,
+                      HALO_RING_KEY_BYTES);
+  halo_client_t *second = halo_test_connect(&fixture->daemon, 0);
+  assert_memory_not_equal(ring_of(second)->checksum_key, header->checksum_key,
+                          HALO_RING_KEY_BYTES);
+  halo_client_close(second);
   halo_client_close(client);
   setenv("HALO_RING", "0", 1);
   client = halo_test_connect(&fixture->daemon, 0);
@@ -150,19 +160,45 @@ static void test_identical_errors_ring_and_socket(void **state) {
   }
 }
 
-// Writes one raw record at the ring's tail and publishes it (the client's
-// own bookkeeping follows, as if libhalo had written it).
-static void raw_publish(halo_client_t *client, const void *record,
-                        uint32_t length, uint64_t advance) {
+// Writes raw bytes at the ring's tail and advances the client's own
+// bookkeeping by |advance| bytes and one record, as if libhalo had written
+// a record there; returns where they went. Publishes nothing.
+static uint8_t *raw_write(halo_client_t *client, const void *record,
+                          uint32_t length, uint64_t advance) {
   halo_client_ring_t *ring = &client->ring;
   pthread_mutex_lock(&ring->mutex);
-  memcpy(ring->records + ring->tail % HALO_RING_CAPACITY, record, length);
+  uint8_t *at = ring->records + (ring->tail & (ring->capacity - 1));
+  memcpy(at, record, length);
   ring->tail += advance;
   ring->sequence += 1;
-  atomic_store(&ring->header->tail, ring->tail);
-  uint64_t one = 1;
-  assert_int_equal(write(ring->doorbell, &one, sizeof(one)), sizeof(one));
   pthread_mutex_unlock(&ring->mutex);
+  return at;
+}
+
+// Publishes the client's tail; rings the doorbell if |doorbell|.
+static void raw_publish_tail(halo_client_t *client, bool doorbell) {
+  halo_client_ring_t *ring = &client->ring;
+  pthread_mutex_lock(&ring->mutex);
+  atomic_store(&ring->header->tail, ring->tail);
+  if (doorbell) {
+    uint64_t one = 1;
+    assert_int_equal(write(ring->doorbell, &one, sizeof(one)), sizeof(one));
+  }
+  pthread_mutex_unlock(&ring->mutex);
+}
+
+// Writes one raw record at the ring's tail and publishes it.
+static void raw_publish(halo_client_t *client, const void *record,
+                        uint32_t length, uint64_t advance) {
+  raw_write(client, record, length, advance);
+  raw_publish_tail(client, true);
+}
+
+// Waits until the daemon has consumed everything published.
+static void wait_ring_drained(halo_client_t *client) {
+  halo_ring_header_t *header = client->ring.header;
+  assert_true(HALO_TEST_POLL(
+      atomic_load(&header->head) == atomic_load(&header->tail), 5000));
 }
 
 // Another session runs work through its ring: the daemon carries on.
@@ -247,9 +283,10 @@ static void test_rejected_record_fails_its_signals(void **state) {
   uint8_t record[64] = {0};
   uint32_t length = halo_ring_execute_length(0, 0, 1);
   assert_int_equal(length, sizeof(record));
-  halo_ring_record_header_t header = {.type = HALO_RING_RECORD_EXECUTE,
-                                      .length = length,
-                                      .sequence = client->ring.sequence};
+  halo_ring_record_header_t header = {
+      .type = HALO_RING_RECORD_EXECUTE,
+      .length = (uint16_t)length,
+      .sequence = (uint32_t)client->ring.sequence};
   halo_ring_execute_t execute = {.command_buffer = 0xdead,
                                  .signal_count = 1,
                                  .flags = HALO_RING_EXECUTE_ASYNC};
@@ -257,6 +294,7 @@ static void test_rejected_record_fails_its_signals(void **state) {
   memcpy(record, &header, sizeof(header));
   memcpy(record + sizeof(header), &execute, sizeof(execute));
   memcpy(record + sizeof(header) + sizeof(execute), &signal, sizeof(signal));
+  halo_ring_record_seal(client->ring.key, record);
   raw_publish(client, record, length, length);
   expect_wait_failure(semaphore, 1, HALO_STATUS_INVALID_ARGUMENT, "rejected");
   // The ring itself is fine: later records go through.
@@ -274,6 +312,111 @@ static void test_rejected_record_fails_its_signals(void **state) {
   halo_client_close(client);
 }
 
+// Record 0 (an asynchronous execute) and record 1 (a host signal) are
+// written and published while the daemon is idle on this fresh ring (no
+// doorbell), then one byte of each record's body changes in the ring before
+// the doorbell rings: both are rejected with DATA_LOSS naming them, the
+// execute through its signal semaphore, the signal through the header's
+// verdict; neither ran as changed. The same signal unchanged then runs, and
+// the ring, the daemon and other sessions carry on.
+static void test_changed_record_is_rejected(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_ring_header_t *header = ring_of(client);
+  halo_semaphore_t *executed, *host;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &executed));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &host));
+  // Nothing was written into the ring: the daemon has not read it and
+  // waits for the doorbell.
+  assert_int_equal(client->ring.sequence, 0);
+  assert_int_equal(atomic_load(&header->tail), 0);
+  assert_true(atomic_load(&header->flags) & HALO_RING_FLAG_NEED_WAKEUP);
+
+  // Record 0: unchanged it would be refused as INVALID_ARGUMENT (unknown
+  // command buffer; test_rejected_record_fails_its_signals): the checksum
+  // is checked first.
+  _Alignas(16) uint8_t execute_record[64] = {0};
+  uint32_t execute_length = halo_ring_execute_length(0, 0, 1);
+  assert_int_equal(execute_length, sizeof(execute_record));
+  halo_ring_record_header_t record = {.type = HALO_RING_RECORD_EXECUTE,
+                                      .length = (uint16_t)execute_length,
+                                      .sequence = 0};
+  halo_ring_execute_t execute = {.command_buffer = 0xdead,
+                                 .signal_count = 1,
+                                 .flags = HALO_RING_EXECUTE_ASYNC};
+  halo_ring_semaphore_value_t signal = {halo_semaphore_handle(executed), 1};
+  memcpy(execute_record, &record, sizeof(record));
+  memcpy(execute_record + sizeof(record), &execute, sizeof(execute));
+  memcpy(execute_record + sizeof(record) + sizeof(execute), &signal,
+         sizeof(signal));
+  halo_ring_record_seal(client->ring.key, execute_record);
+  // Record 1: a host signal of |host| to 7.
+  _Alignas(16) uint8_t signal_record[HALO_RING_SIGNAL_LENGTH];
+  record = (halo_ring_record_header_t){.type = HALO_RING_RECORD_SIGNAL,
+                                       .length = HALO_RING_SIGNAL_LENGTH,
+                                       .sequence = 1};
+  halo_ring_semaphore_value_t host_value = {halo_semaphore_handle(host), 7};
+  memcpy(signal_record, &record, sizeof(record));
+  memcpy(signal_record + sizeof(record), &host_value, sizeof(host_value));
+  halo_ring_record_seal(client->ring.key, signal_record);
+
+  uint8_t *in_ring_execute =
+      raw_write(client, execute_record, execute_length, execute_length);
+  uint8_t *in_ring_signal = raw_write(
+      client, signal_record, HALO_RING_SIGNAL_LENGTH, HALO_RING_SIGNAL_LENGTH);
+  raw_publish_tail(client, false);
+  // Published; now a racing writer changes one byte of each body: the
+  // command buffer handle of record 0, the value of record 1 (7 -> 71).
+  in_ring_execute[sizeof(record) +
+                  offsetof(halo_ring_execute_t, command_buffer)] ^= 0x01;
+  in_ring_signal[sizeof(record) +
+                 offsetof(halo_ring_semaphore_value_t, value)] ^= 0x40;
+  raw_publish_tail(client, true);
+
+  expect_wait_failure(executed, 1, HALO_STATUS_DATA_LOSS,
+                      "submission ring record 0 changed after it was "
+                      "written");
+  wait_ring_drained(client);
+  assert_int_equal(atomic_load(&header->error_sequence), 2);
+  assert_int_equal(header->error_code, HALO_STATUS_DATA_LOSS);
+  assert_non_null(strstr(header->error_message,
+                         "submission ring record 1 changed after it was "
+                         "written"));
+  print_message("%s\n", header->error_message);
+  uint64_t value;
+  HALO_TEST_ASSERT_OK(halo_semaphore_query(host, &value));
+  assert_int_equal(value, 0);  // not 71: the changed record did not run
+  assert_false(atomic_load(&header->flags) & HALO_RING_FLAG_BROKEN);
+
+  // The same signal, unchanged, as record 2: it runs.
+  record.sequence = 2;
+  memcpy(signal_record, &record, sizeof(record));
+  halo_ring_record_seal(client->ring.key, signal_record);
+  raw_publish(client, signal_record, HALO_RING_SIGNAL_LENGTH,
+              HALO_RING_SIGNAL_LENGTH);
+  wait_ring_drained(client);
+  assert_int_equal(atomic_load(&header->error_sequence), 2);
+  HALO_TEST_ASSERT_OK(halo_semaphore_query(host, &value));
+  assert_int_equal(value, 7);
+
+  // libhalo's own records go on through the ring.
+  work_t work;
+  work_create(client, &work);
+  halo_semaphore_t *next;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &next));
+  HALO_TEST_ASSERT_OK(execute_signal(&work, next, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(host, 8));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(next, 1, DEADLINE_NS));
+  assert_false(atomic_load(&header->flags) & HALO_RING_FLAG_BROKEN);
+  assert_int_equal(client->ring.sequence, 5);
+  other_session_works(fixture);
+  halo_semaphore_release(next);
+  work_release(&work);
+  halo_semaphore_release(executed);
+  halo_semaphore_release(host);
+  halo_client_close(client);
+}
+
 typedef struct racer_t {
   halo_client_t *client;
   atomic_bool stop;
@@ -281,26 +424,46 @@ typedef struct racer_t {
 
 static void *racer_main(void *arg) {
   racer_t *racer = arg;
+  halo_client_ring_t *ring = &racer->client->ring;
   uint32_t x = 12345;
   while (!atomic_load(&racer->stop)) {
     x = x * 1103515245u + 12345u;
-    racer->client->ring.records[x % HALO_RING_CAPACITY] = (uint8_t)(x >> 24);
+    ring->records[x & (ring->capacity - 1)] = (uint8_t)(x >> 24);
   }
   return NULL;
 }
 
-// A thread scribbles over the ring while another submits: the daemon and
-// other sessions carry on. This client's own work may end in any way: a
-// framing error breaks the ring and fails its semaphores, but a record the
-// scribbling left well formed runs as written (e.g. signaling another
-// value), which the daemon cannot tell from the client's intent, so its
-// wait may also time out (seen about once in six runs under load). A
-// per-record checksum would turn those into failures too (not done:
-// docs/architecture.md, "Submission ring").
-static void test_client_racing_its_own_ring(void **state) {
-  fixture_t *fixture = *state;
+static bool ring_broken(halo_client_t *client) {
+  return atomic_load(&client->ring.header->flags) & HALO_RING_FLAG_BROKEN;
+}
+
+// What a record hit by the racer ends in: rejected by its checksum, or (its
+// framing hit) the ring broken.
+static void expect_racer_failure(halo_status_t status) {
+  assert_int_equal(halo_status_code(status), HALO_STATUS_DATA_LOSS);
+  const char *message = halo_status_message(status);
+  // The verdict says "the session's submission ring is broken", a failed
+  // semaphore "the submission ring of session N (pid P) is broken".
+  if (!strstr(message, "changed after it was written") &&
+      !(strstr(message, "submission ring") && strstr(message, "is broken"))) {
+    fail_msg("unexpected failure: %s", message);
+  }
+}
+
+// A thread scribbles over the ring while another submits 2000 executions.
+// Every record the daemon runs is one libhalo wrote (the checksum), so
+// nothing runs as changed and no wait is left hanging: a synchronous
+// execute the racer hit returns DATA_LOSS naming its record (or the broken
+// ring), and the executes before it all complete; asynchronously, the
+// semaphore reaches the last value published after the racer stopped or
+// fails with DATA_LOSS. The daemon and other sessions carry on, and so does
+// the client (over the socket if its ring broke).
+static void race_own_ring(fixture_t *fixture, bool async) {
+  if (async) setenv("HALO_RING_ASYNC", "1", 1);
   halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  unsetenv("HALO_RING_ASYNC");
   ring_of(client);
+  assert_int_equal(client->ring.async, async);
   work_t work;
   work_create(client, &work);
   halo_semaphore_t *semaphore;
@@ -309,22 +472,66 @@ static void test_client_racing_its_own_ring(void **state) {
   pthread_t thread;
   pthread_create(&thread, NULL, racer_main, &racer);
   uint64_t submitted = 0;
-  for (uint64_t i = 1; i <= 2000; ++i) {
-    halo_status_t status = execute_signal(&work, semaphore, i);
-    if (status) {
-      halo_status_free(status);
-      break;
-    }
+  halo_status_t failure = NULL;
+  // Up to the first failure or the ring breaking (later executes would go
+  // over the socket).
+  for (uint64_t i = 1; i <= 2000 && !ring_broken(client); ++i) {
+    failure = execute_signal(&work, semaphore, i);
+    if (failure) break;
     submitted = i;
   }
   atomic_store(&racer.stop, true);
   pthread_join(thread, NULL);
-  halo_status_t status = halo_semaphore_wait(
-      semaphore, submitted ? submitted : 1, 2000 * HALO_TEST_MS);
-  print_message("racing client: %llu submitted, wait: %s: %s\n",
-                (unsigned long long)submitted,
-                halo_status_code_name(halo_status_code(status)),
-                status ? halo_status_message(status) : "");
+  bool broken = ring_broken(client);
+  char failure_text[300] = "";
+  if (failure) {
+    // Only a synchronous execute hears the verdict; an asynchronous one
+    // fails only if the ring broke before it (over the socket then).
+    if (async) {
+      assert_true(broken);
+    } else {
+      expect_racer_failure(failure);
+    }
+    snprintf(failure_text, sizeof(failure_text), "%s",
+             halo_status_message(failure));
+    halo_status_free(failure);
+  }
+  uint64_t target = submitted;
+  if (async && !broken) {
+    // Published after the racer stopped: it runs as written.
+    target = 2001;
+    HALO_TEST_ASSERT_OK(execute_signal(&work, semaphore, target));
+  }
+  halo_status_t status = NULL;
+  if (target) {
+    status = halo_semaphore_wait(semaphore, target, DEADLINE_NS);
+    if (status) {
+      // Never a timeout: a rejected asynchronous record fails its
+      // semaphore; a broken ring fails them all.
+      expect_racer_failure(status);
+      assert_true(async || ring_broken(client));
+    } else {
+      // Reached; exactly (nothing ran as changed), unless the ring broke
+      // after it was reached and failed the semaphore.
+      uint64_t value = 0;
+      halo_status_t query = halo_semaphore_query(semaphore, &value);
+      if (query) {
+        expect_racer_failure(query);
+        assert_true(ring_broken(client));
+        halo_status_free(query);
+      } else {
+        assert_int_equal(value, target);
+      }
+    }
+  }
+  print_message(
+      "racing client (%s): %llu submitted%s%s, ring %s, wait for %llu: "
+      "%s%s%s\n",
+      async ? "async" : "sync", (unsigned long long)submitted,
+      failure_text[0] ? ", then " : "", failure_text,
+      ring_broken(client) ? "broken" : "intact", (unsigned long long)target,
+      halo_status_code_name(halo_status_code(status)), status ? ": " : "",
+      status ? halo_status_message(status) : "");
   halo_status_free(status);
   other_session_works(fixture);
   // The client itself still works (over the socket if its ring broke).
@@ -336,6 +543,14 @@ static void test_client_racing_its_own_ring(void **state) {
   halo_semaphore_release(semaphore);
   work_release(&work);
   halo_client_close(client);
+}
+
+static void test_client_racing_its_own_ring(void **state) {
+  race_own_ring(*state, false);
+}
+
+static void test_client_racing_its_own_ring_async(void **state) {
+  race_own_ring(*state, true);
 }
 
 typedef struct busy_t {
@@ -563,8 +778,12 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_rejected_record_fails_its_signals,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_changed_record_is_rejected, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_client_racing_its_own_ring, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_client_racing_its_own_ring_async,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_64_busy_clients_drained_fairly,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_1000_sessions_with_rings, setup,
