@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/ring.h"
 #include "common/status.h"
 
 typedef enum halod_config_type_e {
@@ -18,6 +19,7 @@ typedef enum halod_config_type_e {
   HALOD_CONFIG_U32,
   HALOD_CONFIG_U64,
   HALOD_CONFIG_BYTES,  // u64 with an optional K/M/G/T (binary) suffix
+  HALOD_CONFIG_BYTES_POWER_OF_TWO,  // BYTES, and a power of two
   HALOD_CONFIG_OCTAL,
 } halod_config_type_t;
 
@@ -97,6 +99,11 @@ static const halod_config_entry_t halod_config_entries[] = {
      1000000, NULL, LIVE,
      "microseconds the loop keeps polling a session's submission ring after "
      "its last record before it asks for the doorbell (0: never poll)"},
+    {"ring-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES_POWER_OF_TWO, ring_bytes),
+     "65536", HALO_RING_MIN_CAPACITY, HALO_RING_MAX_CAPACITY, NULL, LIVE,
+     "record bytes of a session's submission ring, a power of two (a full "
+     "ring makes the client wait); live: for sessions that connect after a "
+     "reload"},
     {"cuda-completion", HALOD_CHOICE(cuda_completion), "thread", 0, 0,
      "thread|host_func", START,
      "how the CUDA driver learns that GPU work finished: thread (a "
@@ -167,10 +174,15 @@ static void halod_config_choice_list(const char *choices, char *out,
   }
 }
 
+static bool halod_config_is_bytes(halod_config_type_t type) {
+  return type == HALOD_CONFIG_BYTES || type == HALOD_CONFIG_BYTES_POWER_OF_TWO;
+}
+
 // Parses a number, with a binary K/M/G/T suffix for BYTES.
 static halo_status_t halod_config_number(const halod_config_entry_t *entry,
                                          const char *value,
                                          uint64_t *out_number) {
+  bool bytes = halod_config_is_bytes(entry->type);
   errno = 0;
   char *end = NULL;
   int base = entry->type == HALOD_CONFIG_OCTAL ? 8 : 10;
@@ -179,7 +191,7 @@ static halo_status_t halod_config_number(const halod_config_entry_t *entry,
       value[0] == ' ') {
     goto bad;
   }
-  if (entry->type == HALOD_CONFIG_BYTES && *end) {
+  if (bytes && *end) {
     static const char kSuffixes[] = "KMGT";
     const char *suffix = strchr(kSuffixes, *end);
     if (!suffix || !*suffix) goto bad;
@@ -198,14 +210,18 @@ static halo_status_t halod_config_number(const halod_config_entry_t *entry,
                             "%llu is out of range [%" PRIu64 ", %" PRIu64 "]",
                             number, entry->min, entry->max);
   }
+  if (entry->type == HALOD_CONFIG_BYTES_POWER_OF_TWO &&
+      (number & (number - 1)) != 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "'%s' (%llu) is not a power of two", value, number);
+  }
   *out_number = number;
   return NULL;
 bad:
-  return halo_status_make(
-      HALO_STATUS_INVALID_ARGUMENT, "'%s' is not a%s number%s", value,
-      base == 8 ? "n octal" : "",
-      entry->type == HALOD_CONFIG_BYTES ? " of bytes (suffixes K, M, G, T)"
-                                        : "");
+  return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                          "'%s' is not a%s number%s", value,
+                          base == 8 ? "n octal" : "",
+                          bytes ? " of bytes (suffixes K, M, G, T)" : "");
 }
 
 // Checks and stores |value|; the error names neither the setting nor where
@@ -266,6 +282,7 @@ static void halod_config_format(const halod_config_t *config,
       break;
     case HALOD_CONFIG_U64:
     case HALOD_CONFIG_BYTES:
+    case HALOD_CONFIG_BYTES_POWER_OF_TWO:
       snprintf(out, capacity, "%" PRIu64, *(const uint64_t *)field);
       break;
     default:

@@ -37,6 +37,7 @@ typedef struct halod_config_t {
   char native_code[16];           // owner | any | none
   uint32_t session_pending;       // quota of unfinished submissions
   uint32_t ring_poll_us;          // submission ring polling window
+  uint64_t ring_bytes;            // submission ring capacity (power of two)
   char cuda_completion[16];       // thread | host_func
   char cache_directory[256];      // compiled GPU code; "" for none
   char metrics_textfile[512];     // node-exporter textfile; "" for none

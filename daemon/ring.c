@@ -515,7 +515,14 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
                             "the session's submission ring was handed out "
                             "already (one per session)");
   }
-  uint64_t capacity = HALO_RING_DEFAULT_CAPACITY;
+  // ring-bytes as configured now (live: rings created after a reload get
+  // the new size); config.c accepts only valid capacities.
+  uint64_t capacity = daemon->config.ring_bytes;
+  if (!halo_ring_capacity_valid(capacity)) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "ring-bytes %llu is not a ring capacity",
+                            (unsigned long long)capacity);
+  }
   halod_ring_t *ring = calloc(1, sizeof(*ring));
   if (!ring) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   ring->daemon = daemon;

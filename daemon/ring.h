@@ -7,9 +7,10 @@
 // their last record before they ask for the doorbell again: an idle daemon
 // sleeps in epoll.
 //
-// A ring has a random checksum key. Every record is copied out, its checksum
-// verified on the copy (a mismatch rejects it with DATA_LOSS: it changed after
-// libhalo wrote it), then validated through the same functions as the socket's
+// A ring has the capacity configured (ring-bytes) when it is created and a
+// random checksum key. Every record is copied out, its checksum verified on
+// the copy (a mismatch rejects it with DATA_LOSS: it changed after libhalo
+// wrote it), then validated through the same functions as the socket's
 // requests (daemon/requests.h). A rejected asynchronous queue_execute fails
 // its signal semaphores with the reason, a synchronous record's verdict goes
 // to the header; a framing error (a tail out of bounds, a record of

@@ -66,6 +66,11 @@ static void test_errors_name_file_line_and_setting(void **state) {
       {"socket-mode = 0999\n", "1: socket-mode: '0999' is not an octal"},
       {"session-host-bytes = 12Q\n",
        "1: session-host-bytes: '12Q' is not a number of bytes"},
+      {"ring-bytes = 48K\n",
+       "1: ring-bytes: '48K' (49152) is not a power of two"},
+      {"ring-bytes = 16K\n",
+       "1: ring-bytes: 16384 is out of range [32768, 16777216]"},
+      {"ring-bytes = 32M\n", "1: ring-bytes: 33554432 is out of range"},
       {"log-level = info\nlog_level = debug\n",
        "2: log-level: set twice (first on line 1)"},
       {"[halod]\nlog-level = info\n", "2: log-level: settings take no"},
@@ -104,6 +109,13 @@ static void test_errors_name_file_line_and_setting(void **state) {
   ops_run(flag, NULL, &r);
   OPS_EXPECT(&r, r.exit_code == 2 &&
                      strstr(r.err, "--session-pending: 0 is out of range"));
+  ops_result_free(&r);
+  const char *ring[] = {HALO_TEST_HALOD, "--ring-bytes", "100000", NULL};
+  ops_run(ring, NULL, &r);
+  OPS_EXPECT(
+      &r, r.exit_code == 2 && strstr(r.err,
+                                     "--ring-bytes: '100000' (100000) is not "
+                                     "a power of two"));
   ops_result_free(&r);
   const char *unknown[] = {HALO_TEST_HALOD, "--frobnicate", "1", NULL};
   ops_run(unknown, NULL, &r);

@@ -3,8 +3,10 @@
 // leaving a record half-written (only its own semaphores fail, with the
 // reason; the daemon and other sessions carry on), records changed after
 // they were written rejected by their checksum (DATA_LOSS naming them),
-// rejected records failing their signal semaphores, 64 busy clients drained
-// fairly, 1000 sessions, and an idle daemon using no CPU.
+// rejected records failing their signal semaphores, a configured ring size
+// (ring-bytes: a small ring's backpressure loses nothing; SIGHUP applies it
+// to later sessions), 64 busy clients drained fairly, 1000 sessions, and an
+// idle daemon using no CPU.
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -553,6 +555,80 @@ static void test_client_racing_its_own_ring_async(void **state) {
   race_own_ring(*state, true);
 }
 
+// A halod with a small ring (32 KiB, ring-bytes): libhalo takes the
+// capacity from the header; many more records than it holds, with many
+// executes in flight (async) and the longest record that fits, all go
+// through the ring and complete, nothing rejected or lost.
+static int setup_small_ring(void **state) {
+  static const char *const args[] = {"--ring-bytes", "32K", NULL};
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  *state = fixture;
+  return 0;
+}
+
+static void test_small_ring_backpressure_loses_nothing(void **state) {
+  fixture_t *fixture = *state;
+  setenv("HALO_RING_ASYNC", "1", 1);
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  unsetenv("HALO_RING_ASYNC");
+  halo_ring_header_t *header = ring_of(client);
+  assert_int_equal(header->capacity, 32768);
+  assert_int_equal(client->ring.capacity, 32768);
+  work_t work;
+  work_create(client, &work);
+  halo_semaphore_t *executed, *host;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &executed));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &host));
+  const uint64_t count = 5000;  // ~15 times what the ring holds
+  uint64_t most_in_flight = 0;
+  for (uint64_t i = 1; i <= count; ++i) {
+    HALO_TEST_ASSERT_OK(execute_signal(&work, executed, i));
+    // A few synchronous host signals (each waits for the ring to drain).
+    if (i % 500 == 0) HALO_TEST_ASSERT_OK(halo_semaphore_signal(host, i));
+    uint64_t in_flight =
+        atomic_load(&header->tail) - atomic_load(&header->head);
+    if (in_flight > most_in_flight) most_in_flight = in_flight;
+    assert_true(in_flight <= 32768);
+  }
+  // libhalo writes records faster than halod runs them: the ring filled
+  // and the client waited for space.
+  assert_true(most_in_flight > 32768 / 2);
+  // The longest record: 1000 waits (on values reached) and a signal, in a
+  // ring twice its size.
+  enum { WAITS = 1000 };
+  uint32_t length = halo_ring_execute_length(0, WAITS, 1);
+  assert_true(length > HALO_RING_MAX_RECORD_BYTES - 512 &&
+              length <= HALO_RING_MAX_RECORD_BYTES);
+  halo_semaphore_value_t *waits = calloc(WAITS, sizeof(*waits));
+  for (int i = 0; i < WAITS; ++i) {
+    waits[i] = (halo_semaphore_value_t){host, 500};
+  }
+  uint64_t sequence = client->ring.sequence;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    halo_semaphore_value_t signal = {executed, count + i};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, work.cb, NULL, 0, waits, WAITS, &signal, 1));
+  }
+  free(waits);
+  // Through the ring (PAD records included when one did not fit before
+  // the end), not the socket.
+  assert_true(client->ring.sequence >= sequence + 5);
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(executed, count + 5, DEADLINE_NS));
+  uint64_t value;
+  HALO_TEST_ASSERT_OK(halo_semaphore_query(host, &value));
+  assert_int_equal(value, count);
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  assert_int_equal(atomic_load(&header->error_sequence), 0);
+  assert_false(atomic_load(&header->flags) & HALO_RING_FLAG_BROKEN);
+  print_message("32 KiB ring: %llu executes, at most %llu bytes in flight\n",
+                (unsigned long long)count, (unsigned long long)most_in_flight);
+  halo_semaphore_release(executed);
+  halo_semaphore_release(host);
+  work_release(&work);
+  halo_client_close(client);
+}
+
 typedef struct busy_t {
   const halo_test_daemon_t *daemon;
   uint64_t count;
@@ -653,6 +729,57 @@ static void test_1000_sessions_with_rings(void **state) {
   }
   free(semaphores);
   free(clients);
+}
+
+// The capacity of a new session's ring (0: none).
+static uint32_t new_session_ring_capacity(const halo_test_daemon_t *daemon) {
+  halo_client_t *client = halo_test_connect(daemon, 0);
+  uint32_t capacity = client->ring.header ? client->ring.capacity : 0;
+  halo_client_close(client);
+  return capacity;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *file = fopen(path, "w");
+  assert_non_null(file);
+  assert_int_equal(fputs(text, file) >= 0, 1);
+  assert_int_equal(fclose(file), 0);
+}
+
+// ring-bytes is live: after SIGHUP, sessions that connect get rings of the
+// new size; a session's ring keeps the size it was created with.
+static void test_ring_bytes_reload_applies_to_new_sessions(void **state) {
+  (void)state;
+  char path[] = "/tmp/halo-ring-test-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  write_file(path, "ring-bytes = 32K\n");
+  const char *const args[] = {"--config", path, NULL};
+  halo_test_daemon_t daemon;
+  halo_test_daemon_start_with_args(&daemon, args);
+  halo_client_t *before = halo_test_connect(&daemon, 0);
+  assert_int_equal(ring_of(before)->capacity, 32768);
+  write_file(path, "ring-bytes = 1M\n");
+  assert_int_equal(kill(daemon.pid, SIGHUP), 0);
+  assert_true(
+      HALO_TEST_POLL(new_session_ring_capacity(&daemon) == 1u << 20, 5000));
+  // The older session keeps its 32 KiB ring, which works on.
+  assert_int_equal(before->ring.capacity, 32768);
+  work_t work;
+  work_create(before, &work);
+  halo_semaphore_t *semaphore;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(before, 0, 0, &semaphore));
+  for (uint64_t i = 1; i <= 1000; ++i) {
+    HALO_TEST_ASSERT_OK(execute_signal(&work, semaphore, i));
+  }
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(semaphore, 1000, DEADLINE_NS));
+  halo_semaphore_release(semaphore);
+  work_release(&work);
+  halo_client_close(before);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+  unlink(path);
 }
 
 // utime + stime of |pid| in clock ticks.
@@ -784,6 +911,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_client_racing_its_own_ring_async,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_small_ring_backpressure_loses_nothing, setup_small_ring,
+          teardown),
+      cmocka_unit_test(test_ring_bytes_reload_applies_to_new_sessions),
       cmocka_unit_test_setup_teardown(test_64_busy_clients_drained_fairly,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_1000_sessions_with_rings, setup,
