@@ -93,6 +93,20 @@ halo_status_t halo_client_ring_flush(halo_client_t *client);
 halo_status_t halo_client_ring_execute(halo_client_t *client,
                                        const Halo__Wire__QueueExecute *execute,
                                        bool *out_used);
+// Appends an ALLOCA record, waits for the daemon's verdict (always: the
+// call returns the new handle) and fills |out_reply| (and |out_placement|,
+// which it points to, for host-visible memory) as the socket's BufferReply
+// would be. *out_used as for execute.
+halo_status_t halo_client_ring_alloca(halo_client_t *client,
+                                      const Halo__Wire__QueueAlloca *alloca,
+                                      Halo__Wire__BufferReply *out_reply,
+                                      Halo__Wire__HostPlacement *out_placement,
+                                      bool *out_used);
+// Appends a DEALLOCA record; waits for the verdict unless $HALO_RING_ASYNC
+// (then a rejection fails its signals and still drops the handle).
+halo_status_t halo_client_ring_dealloca(
+    halo_client_t *client, const Halo__Wire__QueueDealloca *dealloca,
+    bool *out_used);
 // Appends a SIGNAL record and waits until the daemon processed it,
 // returning its status (as the socket's reply would).
 halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,

@@ -313,8 +313,16 @@ halo_status_t halo_queue_alloca(
   alloca.waits = values.waits;
   alloca.n_signals = signal_count;
   alloca.signals = values.signals;
-  halo_status_t status = NULL;
-  {
+  // The ring when the session has one: the call waits for the daemon's
+  // verdict and takes the new handle from the ring's header.
+  Halo__Wire__BufferReply reply = HALO__WIRE__BUFFER_REPLY__INIT;
+  Halo__Wire__HostPlacement placement = HALO__WIRE__HOST_PLACEMENT__INIT;
+  bool used = false;
+  halo_status_t status = halo_client_ring_alloca(queue->client, &alloca, &reply,
+                                                 &placement, &used);
+  if (!status && used) {
+    status = halo_buffer_from_buffer_reply(queue->client, &reply, out_buffer);
+  } else if (!status) {
     Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
     request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA;
     request.queue_alloca = &alloca;
@@ -356,8 +364,10 @@ halo_status_t halo_queue_dealloca(halo_queue_t *queue,
   dealloca.waits = values.waits;
   dealloca.n_signals = signal_count;
   dealloca.signals = values.signals;
-  halo_status_t status = NULL;
-  {
+  bool used = false;
+  halo_status_t status =
+      halo_client_ring_dealloca(queue->client, &dealloca, &used);
+  if (!status && !used) {
     Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
     request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA;
     request.queue_dealloca = &dealloca;

@@ -79,7 +79,8 @@ void halo_client_ring_open(halo_client_t *client) {
       // Another halod or libhalo version: say why the ring is not used.
       HALO_LOG_WARN(
           "libhalo: session %llu: the submission ring is not used, "
-          "queue_execute and semaphore signals go over the socket: %s",
+          "queue_execute, queue_alloca, queue_dealloca and semaphore "
+          "signals go over the socket: %s",
           (unsigned long long)client->session_id, halo_status_message(status));
     }
   }
@@ -330,4 +331,117 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
   pthread_mutex_unlock(&ring->mutex);
   *out_used = true;
   return status;
+}
+
+// Appends a record of |type|: |body| (|body_bytes|, after the record
+// header), then the waits and signals. Waits for the daemon's verdict when
+// |wait_verdict|, and then copies the record's result to |out_result| if
+// not NULL. *out_used is false when the ring cannot take the record (none,
+// broken, too long): the caller goes over the socket.
+static halo_status_t halo_ring_submit_values(
+    halo_client_t *client, uint16_t type, const void *body, uint32_t body_bytes,
+    Halo__Wire__SemaphoreValue *const *waits, size_t wait_count,
+    Halo__Wire__SemaphoreValue *const *signals, size_t signal_count,
+    bool wait_verdict, halo_ring_alloca_result_t *out_result, bool *out_used) {
+  *out_used = false;
+  halo_client_ring_t *ring = &client->ring;
+  if (!ring->header) return NULL;
+  uint32_t length =
+      halo_ring_values_length(body_bytes, wait_count, signal_count);
+  if (length == 0) return NULL;
+  pthread_mutex_lock(&ring->mutex);
+  uint8_t *record = NULL;
+  halo_status_t status = NULL;
+  if (!halo_ring_broken(ring)) {
+    status = halo_ring_reserve(client, length, &record);
+  }
+  if (status || !record || halo_ring_broken(ring)) {
+    pthread_mutex_unlock(&ring->mutex);
+    return status;
+  }
+  uint64_t sequence = ring->sequence++;
+  halo_ring_record_header_t header = {
+      .type = type, .length = (uint16_t)length, .sequence = (uint32_t)sequence};
+  uint8_t *cursor = ring->scratch;
+  memcpy(cursor, &header, sizeof(header));
+  cursor += sizeof(header);
+  memcpy(cursor, body, body_bytes);
+  cursor += body_bytes;
+  for (size_t i = 0; i < wait_count + signal_count; ++i) {
+    const Halo__Wire__SemaphoreValue *wire =
+        i < wait_count ? waits[i] : signals[i - wait_count];
+    halo_ring_semaphore_value_t value = {.semaphore = wire->semaphore,
+                                         .value = wire->value};
+    memcpy(cursor, &value, sizeof(value));
+    cursor += sizeof(value);
+  }
+  memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
+  halo_ring_record_seal(ring->key, ring->scratch);
+  memcpy(record, ring->scratch, length);
+  ring->tail += length;
+  halo_ring_publish(ring);
+  if (wait_verdict) status = halo_ring_verdict(client, sequence);
+  if (!status && out_result) {
+    // The verdict was OK: the result was stored before |head| passed.
+    halo_ring_header_t *shared = ring->header;
+    if (atomic_load_explicit(&shared->result_sequence, memory_order_acquire) !=
+        sequence + 1) {
+      status = halo_status_make(HALO_STATUS_INTERNAL,
+                                "halod accepted submission ring record %llu "
+                                "but left no result for it",
+                                (unsigned long long)sequence);
+    } else {
+      memcpy(out_result, &shared->alloca_result, sizeof(*out_result));
+    }
+  }
+  pthread_mutex_unlock(&ring->mutex);
+  *out_used = true;
+  return status;
+}
+
+halo_status_t halo_client_ring_alloca(halo_client_t *client,
+                                      const Halo__Wire__QueueAlloca *alloca,
+                                      Halo__Wire__BufferReply *out_reply,
+                                      Halo__Wire__HostPlacement *out_placement,
+                                      bool *out_used) {
+  halo_ring_alloca_t body = {.queue = alloca->queue,
+                             .size = alloca->size,
+                             .memory_type = (uint32_t)alloca->memory_type,
+                             .wait_count = (uint32_t)alloca->n_waits,
+                             .signal_count = (uint32_t)alloca->n_signals};
+  halo_ring_alloca_result_t result = {0};
+  // Always synchronous: the call returns the new handle.
+  HALO_RETURN_IF_ERROR(halo_ring_submit_values(
+      client, HALO_RING_RECORD_ALLOCA, &body, sizeof(body), alloca->waits,
+      alloca->n_waits, alloca->signals, alloca->n_signals, true, &result,
+      out_used));
+  if (!*out_used) return NULL;
+  out_reply->handle = result.handle;
+  out_reply->size = alloca->size;
+  out_reply->memory_type = alloca->memory_type;
+  out_reply->has_submission_id = true;
+  out_reply->submission_id = result.submission_id;
+  if (alloca->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE) {
+    out_placement->arena_id = result.arena_id;
+    out_placement->arena_size = result.arena_size;
+    out_placement->offset = result.offset;
+    out_reply->placement = out_placement;
+  }
+  return NULL;
+}
+
+halo_status_t halo_client_ring_dealloca(
+    halo_client_t *client, const Halo__Wire__QueueDealloca *dealloca,
+    bool *out_used) {
+  halo_client_ring_t *ring = &client->ring;
+  halo_ring_dealloca_t body = {
+      .queue = dealloca->queue,
+      .buffer = dealloca->buffer,
+      .wait_count = (uint32_t)dealloca->n_waits,
+      .signal_count = (uint32_t)dealloca->n_signals,
+      .flags = ring->async ? HALO_RING_EXECUTE_ASYNC : 0};
+  return halo_ring_submit_values(
+      client, HALO_RING_RECORD_DEALLOCA, &body, sizeof(body), dealloca->waits,
+      dealloca->n_waits, dealloca->signals, dealloca->n_signals, !ring->async,
+      NULL, out_used);
 }

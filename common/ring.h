@@ -36,7 +36,8 @@
 #define HALO_RING_MAGIC 0x676e6972u  // "ring"
 // 2: record checksums (|checksum_key|, halo_ring_record_header_t.checksum)
 // and a capacity set by halod (ring-bytes).
-#define HALO_RING_VERSION 2u
+// 3: ALLOCA and DEALLOCA records, and the header's |result| of an ALLOCA.
+#define HALO_RING_VERSION 3u
 // The header takes one page; records follow it.
 #define HALO_RING_HEADER_BYTES 4096u
 // Records are multiples of 16 bytes and at most this long; a longer
@@ -57,6 +58,18 @@
 // (|error_*| says why); later operations go over the socket.
 #define HALO_RING_FLAG_NEED_WAKEUP 1u
 #define HALO_RING_FLAG_BROKEN 2u
+
+// What an ALLOCA record yields (the fields of a BufferReply the client does
+// not know already).
+typedef struct halo_ring_alloca_result_t {
+  uint64_t handle;  // the new buffer's, in the session's handle table
+  uint64_t submission_id;
+  // A host-visible buffer's placement (as HostPlacement); 0 for device
+  // memory.
+  uint64_t arena_id;
+  uint64_t arena_size;
+  uint64_t offset;
+} halo_ring_alloca_result_t;
 
 typedef struct halo_ring_header_t {
   // Written by the daemon at creation.
@@ -81,7 +94,16 @@ typedef struct halo_ring_header_t {
   // passes the record.
   _Atomic uint64_t error_sequence;
   char error_message[240];
+  // Daemon: sequence + 1 of the last record that has a result (0: none),
+  // stored (release) after |alloca_result| and before |head| passes the
+  // record. Only a record the client waits for has one (the client holds
+  // the ring until it read it), so one slot serves.
+  _Alignas(64) _Atomic uint64_t result_sequence;
+  halo_ring_alloca_result_t alloca_result;
 } halo_ring_header_t;
+
+_Static_assert(sizeof(halo_ring_header_t) <= HALO_RING_HEADER_BYTES,
+               "the header fits its page");
 
 typedef enum halo_ring_record_type_e {
   // Skips to the end of the ring (a record never wraps).
@@ -91,6 +113,14 @@ typedef enum halo_ring_record_type_e {
   HALO_RING_RECORD_EXECUTE = 2,
   // halo_ring_semaphore_value_t: a host signal.
   HALO_RING_RECORD_SIGNAL = 3,
+  // halo_ring_alloca_t, then wait_count and signal_count
+  // halo_ring_semaphore_value_t: a queue-ordered allocation. Always
+  // synchronous: the client waits for |head| to pass it and reads the
+  // buffer from |alloca_result| (or the verdict from |error_*|).
+  HALO_RING_RECORD_ALLOCA = 4,
+  // halo_ring_dealloca_t, then wait_count and signal_count
+  // halo_ring_semaphore_value_t: a queue-ordered deallocation.
+  HALO_RING_RECORD_DEALLOCA = 5,
 } halo_ring_record_type_t;
 
 typedef struct halo_ring_record_header_t {
@@ -122,6 +152,28 @@ typedef struct halo_ring_execute_t {
 // verdict from |error_*| as the socket's reply would; the semaphores stay).
 #define HALO_RING_EXECUTE_ASYNC 1u
 
+typedef struct halo_ring_alloca_t {
+  uint64_t queue;  // a queue handle (no default queue: 0 is refused)
+  uint64_t size;
+  uint32_t memory_type;  // halo_memory_type_t (Halo__Wire__MemoryType)
+  uint32_t wait_count;
+  uint32_t signal_count;
+  uint32_t flags;  // none defined: 0
+} halo_ring_alloca_t;
+
+// With HALO_RING_EXECUTE_ASYNC in |flags| the client does not wait for the
+// verdict, as for EXECUTE: a rejection fails the record's signal
+// semaphores with the reason and still drops the handle |buffer| (the
+// client forgot it when it published the record).
+typedef struct halo_ring_dealloca_t {
+  uint64_t queue;  // a queue handle (no default queue: 0 is refused)
+  uint64_t buffer;
+  uint32_t wait_count;
+  uint32_t signal_count;
+  uint32_t flags;     // HALO_RING_EXECUTE_ASYNC
+  uint32_t reserved;  // 0
+} halo_ring_dealloca_t;
+
 typedef struct halo_ring_binding_t {
   uint64_t buffer;  // 0: empty slot
   uint64_t offset;
@@ -146,6 +198,22 @@ static inline uint32_t halo_ring_execute_length(uint64_t binding_count,
       wait_count + signal_count > HALO_RING_MAX_RECORD_BYTES) {
     return 0;
   }
+  bytes = (bytes + HALO_RING_RECORD_ALIGN - 1) &
+          ~(uint64_t)(HALO_RING_RECORD_ALIGN - 1);
+  return bytes <= HALO_RING_MAX_RECORD_BYTES ? (uint32_t)bytes : 0;
+}
+
+// Bytes of a record of |body_bytes| (after the record header) and these
+// counts of semaphore values, rounded up to the record alignment; 0 if it
+// exceeds HALO_RING_MAX_RECORD_BYTES. ALLOCA: sizeof(halo_ring_alloca_t);
+// DEALLOCA: sizeof(halo_ring_dealloca_t).
+static inline uint32_t halo_ring_values_length(uint32_t body_bytes,
+                                               uint64_t wait_count,
+                                               uint64_t signal_count) {
+  if (wait_count + signal_count > HALO_RING_MAX_RECORD_BYTES) return 0;
+  uint64_t bytes =
+      sizeof(halo_ring_record_header_t) + body_bytes +
+      (wait_count + signal_count) * sizeof(halo_ring_semaphore_value_t);
   bytes = (bytes + HALO_RING_RECORD_ALIGN - 1) &
           ~(uint64_t)(HALO_RING_RECORD_ALIGN - 1);
   return bytes <= HALO_RING_MAX_RECORD_BYTES ? (uint32_t)bytes : 0;

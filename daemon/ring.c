@@ -159,12 +159,13 @@ static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
   return HALOD_RING_BROKEN;
 }
 
-// A queue_execute record the daemon refused: the signal semaphores of an
-// asynchronous one fail with the reason (there is no reply to carry it).
-static void halod_ring_reject_execute(
-    halod_ring_t *ring, uint64_t sequence,
-    const halo_ring_semaphore_value_t *signals, uint32_t signal_count,
-    halo_status_t status) {
+// A record (|what|: "queue_execute", "queue_dealloca") the daemon
+// refused: the signal semaphores of an asynchronous one fail with the
+// reason (there is no reply to carry it).
+static void halod_ring_reject(halod_ring_t *ring, const char *what,
+                              uint64_t sequence,
+                              const halo_ring_semaphore_value_t *signals,
+                              uint32_t signal_count, halo_status_t status) {
   halod_session_t *session = ring->session;
   for (uint32_t i = 0; i < signal_count; ++i) {
     void *object;
@@ -176,9 +177,8 @@ static void halod_ring_reject_execute(
       continue;
     }
     halod_semaphore_fail(object, halo_status_code(status),
-                         "queue_execute (submission ring record %llu) was "
-                         "rejected: %s",
-                         (unsigned long long)sequence,
+                         "%s (submission ring record %llu) was rejected: %s",
+                         what, (unsigned long long)sequence,
                          halo_status_message(status));
   }
   HALO_LOG_DEBUG("session %llu: ring record %llu: %s",
@@ -198,8 +198,8 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
   uint32_t expected = halo_ring_execute_length(
       execute.binding_count, execute.wait_count, execute.signal_count);
   if (expected == 0 || expected != length) {
-    halod_ring_reject_execute(
-        ring, sequence, NULL, 0,
+    halod_ring_reject(
+        ring, "queue_execute", sequence, NULL, 0,
         halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                          "queue_execute record of %u bytes does not hold "
                          "%u bindings, %u waits and %u signals",
@@ -245,9 +245,139 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
     // A client waiting for the verdict reads it from the header; one that
     // does not learns it from the signal semaphores.
     bool async = execute.flags & HALO_RING_EXECUTE_ASYNC;
-    halod_ring_reject_execute(ring, sequence, signals,
-                              async ? execute.signal_count : 0, status);
+    halod_ring_reject(ring, "queue_execute", sequence, signals,
+                      async ? execute.signal_count : 0, status);
   }
+}
+
+// The waits and signals that follow an ALLOCA or DEALLOCA record's body, as
+// wire values (the rings' scratch; the counts fit the record's length).
+static void halod_ring_values(halod_rings_t *rings,
+                              const halo_ring_semaphore_value_t *values,
+                              uint32_t wait_count, uint32_t signal_count,
+                              Halo__Wire__SemaphoreValue ***out_waits,
+                              Halo__Wire__SemaphoreValue ***out_signals) {
+  for (uint32_t i = 0; i < wait_count + signal_count; ++i) {
+    Halo__Wire__SemaphoreValue *value = &rings->values[i];
+    halo__wire__semaphore_value__init(value);
+    value->semaphore = values[i].semaphore;
+    value->value = values[i].value;
+    rings->value_pointers[i] = value;
+  }
+  *out_waits = rings->value_pointers;
+  *out_signals = rings->value_pointers + wait_count;
+}
+
+// An ALLOCA record: always synchronous. The new buffer goes to the header's
+// |alloca_result| (its sequence stored last), a refusal to |error_*|.
+static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
+                              const uint8_t *record, uint32_t length) {
+  halo_ring_alloca_t alloca;
+  if (length < sizeof(halo_ring_record_header_t) + sizeof(alloca)) {
+    halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0,
+                      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                       "queue_alloca record of %u bytes is "
+                                       "too short",
+                                       length));
+    return;
+  }
+  memcpy(&alloca, record + sizeof(halo_ring_record_header_t), sizeof(alloca));
+  uint32_t expected = halo_ring_values_length(sizeof(alloca), alloca.wait_count,
+                                              alloca.signal_count);
+  if (expected == 0 || expected != length || alloca.flags != 0) {
+    halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0,
+                      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                       "queue_alloca record of %u bytes with "
+                                       "%u waits, %u signals and flags 0x%x "
+                                       "(none defined) is malformed",
+                                       length, alloca.wait_count,
+                                       alloca.signal_count, alloca.flags));
+    return;
+  }
+  Halo__Wire__QueueAlloca request = HALO__WIRE__QUEUE_ALLOCA__INIT;
+  request.queue = alloca.queue;
+  request.size = alloca.size;
+  request.memory_type = (Halo__Wire__MemoryType)alloca.memory_type;
+  request.n_waits = alloca.wait_count;
+  request.n_signals = alloca.signal_count;
+  halod_ring_values(
+      ring->daemon->rings,
+      (const halo_ring_semaphore_value_t *)(record +
+                                            sizeof(halo_ring_record_header_t) +
+                                            sizeof(alloca)),
+      alloca.wait_count, alloca.signal_count, &request.waits, &request.signals);
+  halod_buffer_t *buffer;
+  uint64_t handle, id;
+  halo_status_t status = halod_requests_queue_alloca(
+      ring->daemon, ring->session, &request, &buffer, &handle, &id);
+  if (status) {
+    halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0, status);
+    return;
+  }
+  halo_ring_header_t *header = ring->header;
+  halo_ring_alloca_result_t result = {.handle = handle, .submission_id = id};
+  if (buffer->arena) {
+    result.arena_id = buffer->arena->id;
+    result.arena_size = buffer->arena->size;
+    result.offset = buffer->offset;
+  }
+  header->alloca_result = result;
+  atomic_store_explicit(&header->result_sequence, sequence + 1,
+                        memory_order_release);
+}
+
+// A DEALLOCA record. A refused asynchronous one fails its signals and still
+// drops the buffer's handle: its client no longer knows it.
+static void halod_ring_dealloca(halod_ring_t *ring, uint64_t sequence,
+                                const uint8_t *record, uint32_t length) {
+  halo_ring_dealloca_t dealloca;
+  if (length < sizeof(halo_ring_record_header_t) + sizeof(dealloca)) {
+    halod_ring_reject(ring, "queue_dealloca", sequence, NULL, 0,
+                      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                       "queue_dealloca record of %u bytes is "
+                                       "too short",
+                                       length));
+    return;
+  }
+  memcpy(&dealloca, record + sizeof(halo_ring_record_header_t),
+         sizeof(dealloca));
+  const halo_ring_semaphore_value_t *values =
+      (const halo_ring_semaphore_value_t *)(record +
+                                            sizeof(halo_ring_record_header_t) +
+                                            sizeof(dealloca));
+  uint32_t expected = halo_ring_values_length(
+      sizeof(dealloca), dealloca.wait_count, dealloca.signal_count);
+  bool async = dealloca.flags & HALO_RING_EXECUTE_ASYNC;
+  halo_status_t status = NULL;
+  if (expected == 0 || expected != length ||
+      (dealloca.flags & ~HALO_RING_EXECUTE_ASYNC) || dealloca.reserved) {
+    // The counts cannot be trusted: no signal is failed.
+    status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "queue_dealloca record of %u bytes with %u "
+                              "waits, %u signals and flags 0x%x is malformed",
+                              length, dealloca.wait_count,
+                              dealloca.signal_count, dealloca.flags);
+    values = NULL;
+  } else {
+    Halo__Wire__QueueDealloca request = HALO__WIRE__QUEUE_DEALLOCA__INIT;
+    request.queue = dealloca.queue;
+    request.buffer = dealloca.buffer;
+    request.n_waits = dealloca.wait_count;
+    request.n_signals = dealloca.signal_count;
+    halod_ring_values(ring->daemon->rings, values, dealloca.wait_count,
+                      dealloca.signal_count, &request.waits, &request.signals);
+    uint64_t id;
+    status = halod_requests_queue_dealloca(ring->daemon, ring->session,
+                                           &request, &id);
+  }
+  if (!status) return;
+  if (async) {
+    halo_status_free(halod_session_release_buffer(ring->daemon, ring->session,
+                                                  dealloca.buffer));
+  }
+  halod_ring_reject(ring, "queue_dealloca", sequence,
+                    values ? values + dealloca.wait_count : NULL,
+                    values && async ? dealloca.signal_count : 0, status);
 }
 
 // Processes the verified copy |record| of record |sequence|, its length
@@ -261,14 +391,20 @@ static void halod_ring_process(halod_ring_t *ring, uint64_t sequence,
       break;
     case HALO_RING_RECORD_EXECUTE:
       if (header.length < sizeof(header) + sizeof(halo_ring_execute_t)) {
-        halod_ring_reject_execute(
-            ring, sequence, NULL, 0,
+        halod_ring_reject(
+            ring, "queue_execute", sequence, NULL, 0,
             halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                              "queue_execute record of %u bytes is too short",
                              header.length));
         break;
       }
       halod_ring_execute(ring, sequence, record, header.length);
+      break;
+    case HALO_RING_RECORD_ALLOCA:
+      halod_ring_alloca(ring, sequence, record, header.length);
+      break;
+    case HALO_RING_RECORD_DEALLOCA:
+      halod_ring_dealloca(ring, sequence, record, header.length);
       break;
     case HALO_RING_RECORD_SIGNAL: {
       halo_status_t status = NULL;
@@ -317,6 +453,27 @@ static void halod_ring_reject_changed(halod_ring_t *ring, uint64_t sequence,
       "checksum does not match: another thread of the client wrote into the "
       "ring while libhalo published it); not run",
       (unsigned long long)sequence);
+  if (header.type == HALO_RING_RECORD_DEALLOCA &&
+      header.length >= sizeof(header) + sizeof(halo_ring_dealloca_t)) {
+    // Its signals as the changed copy names them; its buffer handle is not
+    // dropped (the copy may name another buffer): the session keeps it
+    // until it ends.
+    halo_ring_dealloca_t dealloca;
+    memcpy(&dealloca, record + sizeof(header), sizeof(dealloca));
+    uint32_t signal_count = 0;
+    const halo_ring_semaphore_value_t *signals = NULL;
+    if ((dealloca.flags & HALO_RING_EXECUTE_ASYNC) &&
+        halo_ring_values_length(sizeof(dealloca), dealloca.wait_count,
+                                dealloca.signal_count) == header.length) {
+      signals = (const halo_ring_semaphore_value_t *)(record + sizeof(header) +
+                                                      sizeof(dealloca)) +
+                dealloca.wait_count;
+      signal_count = dealloca.signal_count;
+    }
+    halod_ring_reject(ring, "queue_dealloca", sequence, signals, signal_count,
+                      status);
+    return;
+  }
   if (header.type != HALO_RING_RECORD_EXECUTE ||
       header.length < sizeof(header) + sizeof(halo_ring_execute_t)) {
     HALO_LOG_DEBUG("session %llu: %s", (unsigned long long)ring->session->id,
@@ -337,7 +494,8 @@ static void halod_ring_reject_changed(halod_ring_t *ring, uint64_t sequence,
     signals = (const halo_ring_semaphore_value_t *)values + execute.wait_count;
     signal_count = execute.signal_count;
   }
-  halod_ring_reject_execute(ring, sequence, signals, signal_count, status);
+  halod_ring_reject(ring, "queue_execute", sequence, signals, signal_count,
+                    status);
 }
 
 // Copies out and processes the record at the ring's head, if any.

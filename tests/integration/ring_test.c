@@ -3,7 +3,9 @@
 // leaving a record half-written (only its own semaphores fail, with the
 // reason; the daemon and other sessions carry on), records changed after
 // they were written rejected by their checksum (DATA_LOSS naming them),
-// rejected records failing their signal semaphores, a configured ring size
+// rejected records failing their signal semaphores, queue-ordered alloca and
+// dealloca records (the alloca's result in the header, a refused
+// asynchronous dealloca dropping its handle), a configured ring size
 // (ring-bytes: a small ring's backpressure loses nothing; SIGHUP applies it
 // to later sessions), 64 busy clients drained fairly, 1000 sessions, and an
 // idle daemon using no CPU.
@@ -416,6 +418,175 @@ static void test_changed_record_is_rejected(void **state) {
   work_release(&work);
   halo_semaphore_release(executed);
   halo_semaphore_release(host);
+  halo_client_close(client);
+}
+
+// Builds a sealed DEALLOCA record (asynchronous) of |buffer| on |queue|
+// signaling |signal| to 1, with sequence |sequence|, into |out| (64 bytes).
+static uint32_t dealloca_record(halo_client_t *client, uint64_t sequence,
+                                uint64_t queue, uint64_t buffer,
+                                halo_semaphore_t *signal, uint8_t out[64]) {
+  uint32_t length =
+      halo_ring_values_length(sizeof(halo_ring_dealloca_t), 0, signal ? 1 : 0);
+  assert_true(length <= 64);
+  memset(out, 0, 64);
+  halo_ring_record_header_t header = {.type = HALO_RING_RECORD_DEALLOCA,
+                                      .length = (uint16_t)length,
+                                      .sequence = (uint32_t)sequence};
+  halo_ring_dealloca_t dealloca = {.queue = queue,
+                                   .buffer = buffer,
+                                   .signal_count = signal ? 1 : 0,
+                                   .flags = HALO_RING_EXECUTE_ASYNC};
+  memcpy(out, &header, sizeof(header));
+  memcpy(out + sizeof(header), &dealloca, sizeof(dealloca));
+  if (signal) {
+    halo_ring_semaphore_value_t value = {halo_semaphore_handle(signal), 1};
+    memcpy(out + sizeof(header) + sizeof(dealloca), &value, sizeof(value));
+  }
+  halo_ring_record_seal(client->ring.key, out);
+  return length;
+}
+
+// The socket requests the daemon counted for |client|'s session, and the
+// buffers it holds handles to.
+static uint64_t session_counts(const fixture_t *fixture, halo_client_t *client,
+                               uint32_t *out_buffers) {
+  halo_wire_response_t *response = halo_test_admin_sessions(&fixture->daemon);
+  uint64_t requests = UINT64_MAX;
+  for (size_t i = 0; i < response->admin_sessions->n_sessions; ++i) {
+    const Halo__Wire__SessionInfo *info = response->admin_sessions->sessions[i];
+    if (info->session_id == halo_client_session_id(client)) {
+      requests = info->requests;
+      if (out_buffers) *out_buffers = info->buffers;
+    }
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  assert_true(requests != UINT64_MAX);
+  return requests;
+}
+
+// Queue-ordered alloca and dealloca through the ring: libhalo's go through
+// records (no socket request; the alloca's handle in the header's result),
+// a malformed ALLOCA is refused in the verdict, and a refused asynchronous
+// DEALLOCA fails its signal and still drops the buffer's handle, whether
+// raw, from libhalo with $HALO_RING_ASYNC=1, or changed after it was
+// written (then the handle stays: the copy may name another buffer).
+static void test_alloca_and_dealloca_records(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_ring_header_t *header = ring_of(client);
+  halo_queue_t *queue;
+  HALO_TEST_ASSERT_OK(halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *s;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &s));
+  uint64_t requests = session_counts(fixture, client, NULL);
+  uint64_t sequence = client->ring.sequence;
+  halo_semaphore_value_t allocated = {s, 1};
+  halo_buffer_t *host = NULL;
+  HALO_TEST_ASSERT_OK(halo_queue_alloca(queue, NULL, 0, &allocated, 1,
+                                        HALO_MEMORY_HOST_VISIBLE, 256, &host));
+  assert_int_equal(atomic_load(&header->result_sequence), sequence + 1);
+  assert_int_equal(header->alloca_result.handle, halo_buffer_handle(host));
+  assert_true(header->alloca_result.arena_id != 0);
+  memset(halo_buffer_host_pointer(host), 0x3c, 256);
+  halo_buffer_t *device = NULL;
+  HALO_TEST_ASSERT_OK(halo_queue_alloca(queue, &allocated, 1, NULL, 0,
+                                        HALO_MEMORY_DEVICE, 256, &device));
+  halo_semaphore_value_t freed = {s, 2};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_dealloca(queue, &allocated, 1, &freed, 1, host));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(s, 2, DEADLINE_NS));
+  assert_int_equal(client->ring.sequence, sequence + 3);
+  // Only the query of the sessions in between: no socket request.
+  assert_int_equal(session_counts(fixture, client, NULL), requests);
+  halo_buffer_release(host);
+
+  // A malformed ALLOCA (flags set): the verdict says why.
+  _Alignas(16) uint8_t record[64] = {0};
+  uint32_t length = halo_ring_values_length(sizeof(halo_ring_alloca_t), 0, 0);
+  halo_ring_record_header_t record_header = {
+      .type = HALO_RING_RECORD_ALLOCA,
+      .length = (uint16_t)length,
+      .sequence = (uint32_t)client->ring.sequence};
+  halo_ring_alloca_t alloca = {
+      .queue = 1, .size = 64, .memory_type = 0, .flags = 4};
+  memcpy(record, &record_header, sizeof(record_header));
+  memcpy(record + sizeof(record_header), &alloca, sizeof(alloca));
+  halo_ring_record_seal(client->ring.key, record);
+  uint64_t alloca_sequence = client->ring.sequence;
+  raw_publish(client, record, length, length);
+  wait_ring_drained(client);
+  assert_int_equal(atomic_load(&header->error_sequence), alloca_sequence + 1);
+  assert_int_equal(header->error_code, HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(header->error_message, "flags 0x4"));
+
+  // A raw asynchronous DEALLOCA naming no queue: refused, its signal fails,
+  // and the handle goes all the same.
+  halo_semaphore_t *d;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &d));
+  length = dealloca_record(client, client->ring.sequence, 0,
+                           halo_buffer_handle(device), d, record);
+  raw_publish(client, record, length, length);
+  expect_wait_failure(d, 1, HALO_STATUS_INVALID_ARGUMENT,
+                      "queue_dealloca (submission ring record");
+  uint8_t byte;
+  halo_status_t status = halo_buffer_read(device, 0, &byte, 1);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_NOT_FOUND);
+  halo_status_free(status);
+  halo_buffer_release(device);  // sends a release the daemon refuses
+
+  // The same, changed after it was written: DATA_LOSS on its signal; the
+  // handle stays (the changed copy could name another buffer).
+  halo_buffer_t *kept = NULL;
+  HALO_TEST_ASSERT_OK(halo_queue_alloca(queue, NULL, 0, NULL, 0,
+                                        HALO_MEMORY_DEVICE, 64, &kept));
+  halo_semaphore_t *e;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &e));
+  length = dealloca_record(client, client->ring.sequence, 0,
+                           halo_buffer_handle(kept), e, record);
+  uint8_t *in_ring = raw_write(client, record, length, length);
+  in_ring[sizeof(halo_ring_record_header_t) +
+          offsetof(halo_ring_dealloca_t, queue)] ^= 0x01;
+  raw_publish_tail(client, true);
+  expect_wait_failure(e, 1, HALO_STATUS_DATA_LOSS, "changed after it was");
+  HALO_TEST_ASSERT_OK(halo_buffer_read(kept, 0, &byte, 1));
+  HALO_TEST_ASSERT_OK(halo_queue_dealloca(queue, NULL, 0, NULL, 0, kept));
+  halo_buffer_release(kept);
+
+  // libhalo with $HALO_RING_ASYNC=1: the dealloca returns at once; refused
+  // (a signal value that does not increase) it fails its signal, and the
+  // daemon dropped the handle.
+  setenv("HALO_RING_ASYNC", "1", 1);
+  halo_client_t *async = halo_test_connect(&fixture->daemon, 0);
+  unsetenv("HALO_RING_ASYNC");
+  assert_true(async->ring.async);
+  halo_queue_t *async_queue;
+  HALO_TEST_ASSERT_OK(halo_queue_create(async, 0, 0, &async_queue));
+  halo_semaphore_t *f;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(async, 3, 0, &f));
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_queue_alloca(async_queue, NULL, 0, NULL, 0,
+                                        HALO_MEMORY_HOST_VISIBLE, 64, &buffer));
+  uint32_t buffers = 0;
+  session_counts(fixture, async, &buffers);
+  assert_int_equal(buffers, 1);
+  halo_semaphore_value_t stale = {f, 3};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_dealloca(async_queue, NULL, 0, &stale, 1, buffer));
+  expect_wait_failure(f, 4, HALO_STATUS_INVALID_ARGUMENT, "signal 0");
+  session_counts(fixture, async, &buffers);
+  assert_int_equal(buffers, 0);
+  halo_buffer_release(buffer);
+  halo_semaphore_release(f);
+  halo_queue_release(async_queue);
+  halo_client_close(async);
+
+  assert_false(atomic_load(&header->flags) & HALO_RING_FLAG_BROKEN);
+  other_session_works(fixture);
+  halo_semaphore_release(d);
+  halo_semaphore_release(e);
+  halo_semaphore_release(s);
+  halo_queue_release(queue);
   halo_client_close(client);
 }
 
@@ -906,6 +1077,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_rejected_record_fails_its_signals,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_changed_record_is_rejected, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_alloca_and_dealloca_records, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_client_racing_its_own_ring, setup,
                                       teardown),

@@ -82,13 +82,14 @@ typedef struct halo_client_options_t {
 // FAILED_PRECONDITION on a protocol version mismatch.
 // The hot path: when halod offers one, the session gets a shared-memory
 // submission ring (docs/architecture.md "Submission ring"), and
-// halo_queue_execute and halo_semaphore_signal go through it instead of the
-// socket, with the same results: each waits for the daemon's verdict on its
-// record and returns it. $HALO_RING=0 keeps everything on the socket.
-// $HALO_RING_ASYNC=1 makes halo_queue_execute return as soon as its record
-// is in the ring: errors it can check locally (NULL arguments, objects of
-// another client, binding ranges, counts) are still returned; what only the
-// daemon checks (slot requirements, handles, signal values, quota,
+// halo_queue_execute, halo_queue_alloca, halo_queue_dealloca and
+// halo_semaphore_signal go through it instead of the socket, with the same
+// results: each waits for the daemon's verdict on its record and returns
+// it. $HALO_RING=0 keeps everything on the socket. $HALO_RING_ASYNC=1 makes
+// halo_queue_execute (and halo_queue_dealloca: see there) return as soon as
+// its record is in the ring: errors it can check locally (NULL arguments,
+// objects of another client, binding ranges, counts) are still returned; what
+// only the daemon checks (slot requirements, handles, signal values, quota,
 // draining) then fails the execution's signal semaphores with the reason
 // instead. A full ring makes the call wait; order is kept across the ring
 // and the socket.
