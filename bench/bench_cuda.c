@@ -22,6 +22,13 @@
 //     halo GPU store seen    execute() until this thread sees the value the
 //                            GPU stored into the semaphore page
 //     halo completion        execute() until the completion callback ran
+//   one execution's driver calls: what halo's submission thread issues for
+//   one execution of a one-node recording whose binding changed
+//   (cuGraphExecKernelNodeSetParams, cuGraphLaunch, cuStreamWriteValue64,
+//   cuEventRecord, cuEventQuery), each call's CPU time; then the same five
+//   calls issued by T = 1, 2, 4, 8 threads of the one context, each with its
+//   own stream and graph: steps issued per second in all (the streams are
+//   drained every 64 steps) and CPU per step. --calls-only stops after it.
 //   two queues: the same small kernel on queue B, submitted while queue A
 //   runs a 2 ms kernel (submitted 200 us before); B's execute() until B's
 //   completion callback. Queues are unordered: B must not wait for A.
@@ -128,6 +135,7 @@ static struct {
   const char *address;
   const char *label;
   const char *csv;
+  bool calls_only;
 } options = {.iterations = 2000, .steps = 200, .completion = "both"};
 
 static int64_t now_ns(void) {
@@ -358,6 +366,174 @@ static void native_small_kernel(bench_device_t *bench) {
   samples_report("native launch+sync", &sync);
   samples_report("native launch+store, host spins", &store);
   CU(cuStreamDestroy, stream);
+}
+
+// ---- what one execution costs a submission thread in driver calls, and
+// how that work scales over threads of one context
+
+// One thread's graph (one tiny kernel node), stream and event.
+typedef struct call_worker_t {
+  bench_device_t *bench;
+  CUstream stream;
+  CUgraph graph;
+  CUgraphNode node;
+  CUgraphExec exec;
+  CUevent event;
+  uint64_t slot;  // device address of this worker's word on the page
+  int steps;
+  pthread_t thread;
+  pthread_barrier_t *start;
+  int64_t cpu_ns;  // issuing only
+} call_worker_t;
+
+static void call_worker_open(call_worker_t *worker, bench_device_t *bench,
+                             int index) {
+  memset(worker, 0, sizeof(*worker));
+  worker->bench = bench;
+  worker->slot = bench->page_address + 256 + 8 * (uint64_t)index;
+  CU(cuStreamCreateWithPriority, &worker->stream, CU_STREAM_NON_BLOCKING, 0);
+  CU(cuGraphCreate, &worker->graph, 0);
+  CUDA_KERNEL_NODE_PARAMS node;
+  memset(&node, 0, sizeof(node));
+  void *params[1] = {&bench->counter};
+  node.func = bench->tiny_function;
+  node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = 32;
+  node.blockDimY = node.blockDimZ = 1;
+  node.kernelParams = params;
+  CU(cuGraphAddKernelNode, &worker->node, worker->graph, NULL, 0, &node);
+  CU(cuGraphInstantiateWithFlags, &worker->exec, worker->graph, 0);
+  CU(cuEventCreate, &worker->event, CU_EVENT_DISABLE_TIMING);
+}
+
+static void call_worker_close(call_worker_t *worker) {
+  CU(cuStreamSynchronize, worker->stream);
+  CU(cuEventDestroy, worker->event);
+  CU(cuGraphExecDestroy, worker->exec);
+  CU(cuGraphDestroy, worker->graph);
+  CU(cuStreamDestroy, worker->stream);
+}
+
+// What halo's submission thread issues for one execution of a one-node
+// recording whose binding changed: SetParams, launch, the semaphore store,
+// the completion event. |costs| (NULL: not timed one by one) gets each
+// call's time.
+static void call_worker_step(call_worker_t *worker, int i, samples_t *costs) {
+  CUDA_KERNEL_NODE_PARAMS node;
+  memset(&node, 0, sizeof(node));
+  void *params[1] = {&worker->bench->counter};
+  node.func = worker->bench->tiny_function;
+  node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = 32;
+  node.blockDimY = node.blockDimZ = 1;
+  node.kernelParams = params;
+  int64_t t0 = now_ns();
+  CU(cuGraphExecKernelNodeSetParams, worker->exec, worker->node, &node);
+  int64_t t1 = now_ns();
+  CU(cuGraphLaunch, worker->exec, worker->stream);
+  int64_t t2 = now_ns();
+  CU(cuStreamWriteValue64, worker->stream, (CUdeviceptr)worker->slot,
+     (uint64_t)i + 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+  int64_t t3 = now_ns();
+  CU(cuEventRecord, worker->event, worker->stream);
+  int64_t t4 = now_ns();
+  CUresult query = cu->cuEventQuery(worker->event);
+  int64_t t5 = now_ns();
+  if (query != CUDA_SUCCESS && query != CUDA_ERROR_NOT_READY) {
+    cu_check(query, "cuEventQuery");
+  }
+  if (costs) {
+    samples_add(&costs[0], t1 - t0);
+    samples_add(&costs[1], t2 - t1);
+    samples_add(&costs[2], t3 - t2);
+    samples_add(&costs[3], t4 - t3);
+    samples_add(&costs[4], t5 - t4);
+    samples_add(&costs[5], t5 - t0);
+  }
+}
+
+// Steps issued in batches; the stream is drained between batches (not
+// timed), so the launch queue never fills.
+#define CALL_BATCH 64
+
+static void *call_worker_main(void *arg) {
+  call_worker_t *worker = arg;
+  CHECK("make current", halo_hal_cuda_device_make_current(worker->bench->cuda));
+  pthread_barrier_wait(worker->start);
+  for (int i = 0; i < worker->steps; ++i) {
+    int64_t start = now_ns();
+    call_worker_step(worker, i, NULL);
+    worker->cpu_ns += now_ns() - start;
+    if (i % CALL_BATCH == CALL_BATCH - 1) {
+      CU(cuStreamSynchronize, worker->stream);
+    }
+  }
+  CU(cuStreamSynchronize, worker->stream);
+  return NULL;
+}
+
+static void native_call_costs(bench_device_t *bench) {
+  static const char *const names[6] = {
+      "  cuGraphExecKernelNodeSetParams (1 node)",
+      "  cuGraphLaunch (1 node)",
+      "  cuStreamWriteValue64",
+      "  cuEventRecord",
+      "  cuEventQuery (not finished)",
+      "  all five (one execution's calls)",
+  };
+  call_worker_t worker;
+  call_worker_open(&worker, bench, 0);
+  samples_t costs[6];
+  for (int c = 0; c < 6; ++c) costs[c] = samples_new(options.iterations);
+  int warmup = options.iterations / 10 + 10;
+  for (int i = -warmup; i < options.iterations; ++i) {
+    call_worker_step(&worker, i + warmup, i >= 0 ? costs : NULL);
+    if ((i + warmup) % CALL_BATCH == CALL_BATCH - 1) {
+      CU(cuStreamSynchronize, worker.stream);
+    }
+  }
+  call_worker_close(&worker);
+  snprintf(csv_case, sizeof(csv_case), "driver calls of one execution");
+  for (int c = 0; c < 6; ++c) samples_report(names[c], &costs[c]);
+  // The same calls from T threads of one context, each on its own stream
+  // and graph: steps issued per second in all.
+  printf("  %-44s %10s %12s %14s\n", "issuing threads, one context", "steps",
+         "steps/s", "CPU us / step");
+  static const int thread_counts[4] = {1, 2, 4, 8};
+  for (int t = 0; t < 4; ++t) {
+    int threads = thread_counts[t];
+    call_worker_t workers[8];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+    for (int w = 0; w < threads; ++w) {
+      call_worker_open(&workers[w], bench, w);
+      workers[w].steps = options.iterations * 2;
+      workers[w].start = &start;
+      pthread_create(&workers[w].thread, NULL, call_worker_main, &workers[w]);
+    }
+    pthread_barrier_wait(&start);
+    int64_t begin = now_ns();
+    int64_t cpu = 0;
+    for (int w = 0; w < threads; ++w) {
+      pthread_join(workers[w].thread, NULL);
+      cpu += workers[w].cpu_ns;
+    }
+    double seconds = (double)(now_ns() - begin) / 1e9;
+    int total = threads * options.iterations * 2;
+    for (int w = 0; w < threads; ++w) call_worker_close(&workers[w]);
+    pthread_barrier_destroy(&start);
+    char name[64];
+    snprintf(name, sizeof(name), "  %d thread%s", threads,
+             threads == 1 ? "" : "s");
+    printf("  %-44s %10d %12.0f %14.2f\n", name, total, total / seconds,
+           (double)cpu / 1e3 / total);
+    bench_row_t row = bench_row("calls", name + 2, "native");
+    row.clients = threads;
+    row.n = total;
+    row.per_second = total / seconds;
+    row.mean_us = (double)cpu / 1e3 / total;
+    bench_csv_write(&row);
+  }
 }
 
 // The chain's graph: node i runs |function| on |params_of(i)|.
@@ -677,7 +853,7 @@ static void halo_small_kernel(bench_device_t *bench, const char *label) {
   halo_hal_queue_t *queue = NULL;
   CHECK("queue", bench->device->vtable->create_queue(bench->device, 0, &queue));
   halo_hal_binding_t binding = {bench->counter, 256};
-  halo_hal_execution_signal_t signal = {bench->page_address, 0};
+  halo_hal_execution_signal_t signal = {bench->page_address, 0, NULL};
   volatile uint64_t *word = bench->page;
   word[0] = 0;
   atomic_store(&completion.done, 0);
@@ -879,7 +1055,7 @@ static void halo_chain(bench_device_t *bench, const char *label) {
   // executions do): the step until its store is seen, then until the
   // completion callback, tell the GPU's end from the completion path's.
   volatile uint64_t *word = &bench->page[16];
-  halo_hal_execution_signal_t signal = {bench->page_address + 128, 0};
+  halo_hal_execution_signal_t signal = {bench->page_address + 128, 0, NULL};
   for (int table = 0; table < 2; ++table) {
     halo_hal_command_buffer_t *command_buffer =
         halo_chain_prepare(bench, table == 1);
@@ -941,6 +1117,14 @@ static void bench_in_process(void) {
              cu->driver_version % 1000 / 10);
       header("small kernel (1 block x 32 threads), submit -> completion");
       native_small_kernel(&bench);
+      header(
+          "one execution's driver calls (CPU time of each), then the "
+          "same from T threads");
+      native_call_costs(&bench);
+      if (options.calls_only) {
+        bench_device_close(&bench);
+        return;
+      }
     }
     halo_small_kernel(&bench, modes[m]);
     halo_two_queues(&bench, modes[m]);
@@ -1121,6 +1305,7 @@ int main(int argc, char **argv) {
       {"address", required_argument, NULL, 'a'},
       {"label", required_argument, NULL, 'l'},
       {"csv", required_argument, NULL, 'v'},
+      {"calls-only", no_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -1145,10 +1330,14 @@ int main(int argc, char **argv) {
       case 'v':
         options.csv = optarg;
         break;
+      case 'o':
+        options.calls_only = true;
+        break;
       default:
         fprintf(stderr,
                 "usage: halo-bench-cuda [--iterations N] [--steps N] "
                 "[--completion thread|host_func|both] [--csv FILE]\n"
+                "                       [--calls-only]\n"
                 "       halo-bench-cuda --address ADDR [--label TEXT] "
                 "[--iterations N] [--steps N] [--csv FILE]\n");
         return option == 'h' ? 0 : 2;
