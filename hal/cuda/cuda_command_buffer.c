@@ -1121,19 +1121,54 @@ static halo_status_t halo_hal_cuda_instance_create(
   return NULL;
 }
 
+// Whether |instance| is bound to exactly what |execution| binds (then it
+// needs no SetParams and no table copy).
+static bool halo_hal_cuda_instance_matches(
+    const halo_hal_cuda_command_buffer_t *command_buffer,
+    const halo_hal_cuda_graph_instance_t *instance,
+    const halo_hal_execution_t *execution) {
+  uint32_t capacity = command_buffer->base.recording.binding_capacity;
+  if (!instance->table_valid && command_buffer->uses_binding_table) {
+    return false;
+  }
+  for (uint32_t s = 0; s < capacity; ++s) {
+    uint64_t address = s < execution->binding_count && execution->bindings
+                           ? execution->bindings[s].address
+                           : 0;
+    if (address != instance->bound[s]) return false;
+  }
+  return true;
+}
+
 // Takes a free instance, or reserves the right to create one; parks
-// |waiter| when the pool is at its bound.
+// |waiter| when the pool is at its bound. Of the free instances it prefers
+// one already bound to what |execution| binds (clients sharing a recording
+// each find "their" instance again: no SetParams, no table copy), up to
+// HALO_HAL_CUDA_AFFINITY_SLOTS slots (past that, comparing would cost more
+// than it saves).
 static void halo_hal_cuda_instance_take(
     halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_task_t *waiter, halo_hal_cuda_graph_instance_t **out_instance,
-    bool *out_create, bool *out_parked) {
+    const halo_hal_execution_t *execution, halo_hal_cuda_task_t *waiter,
+    halo_hal_cuda_graph_instance_t **out_instance, bool *out_create,
+    bool *out_parked) {
   *out_instance = NULL;
   *out_create = false;
   *out_parked = false;
   pthread_mutex_lock(&command_buffer->mutex);
-  halo_hal_cuda_graph_instance_t *instance = command_buffer->free_instances;
+  halo_hal_cuda_graph_instance_t **link = &command_buffer->free_instances;
+  if (*link && command_buffer->device->instance_affinity &&
+      command_buffer->base.recording.binding_capacity <=
+          HALO_HAL_CUDA_AFFINITY_SLOTS) {
+    for (halo_hal_cuda_graph_instance_t **l = link; *l; l = &(*l)->next) {
+      if (halo_hal_cuda_instance_matches(command_buffer, *l, execution)) {
+        link = l;
+        break;
+      }
+    }
+  }
+  halo_hal_cuda_graph_instance_t *instance = *link;
   if (instance) {
-    command_buffer->free_instances = instance->next;
+    *link = instance->next;
     instance->next = NULL;
     *out_instance = instance;
   } else if (command_buffer->instance_count <
@@ -1311,8 +1346,8 @@ static halo_status_t halo_hal_cuda_issue_graph(
   const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
   halo_hal_cuda_graph_instance_t *instance;
   bool create;
-  halo_hal_cuda_instance_take(command_buffer, waiter, &instance, &create,
-                              out_parked);
+  halo_hal_cuda_instance_take(command_buffer, execution, waiter, &instance,
+                              &create, out_parked);
   if (*out_parked) return NULL;
   halo_status_t status = NULL;
   if (create) {

@@ -23,6 +23,9 @@
 // all of them busy waits (parked, not blocking the submission thread) for
 // the first one released.
 #define HALO_HAL_CUDA_MAX_GRAPH_INSTANCES 8
+// Recordings of at most this many binding slots look for a free instance
+// already bound to an execution's addresses.
+#define HALO_HAL_CUDA_AFFINITY_SLOTS 64
 
 typedef struct halo_hal_cuda_graph_instance_t halo_hal_cuda_graph_instance_t;
 
