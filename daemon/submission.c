@@ -278,6 +278,7 @@ static halo_status_t halod_submission_sync(
     submission->device_signals[i].device_address =
         halod_semaphore_device_address(semaphore, device);
     submission->device_signals[i].value = value;
+    submission->device_signals[i].slot = semaphore->hal.slot;
     ++action->signal_count;
   }
   return NULL;

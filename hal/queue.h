@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "common/timeline.h"
 #include "hal/command_buffer.h"
 #include "hal/fence.h"
 #include "halo/status.h"
@@ -30,11 +31,17 @@ typedef void (*halo_hal_completion_fn)(void *user_data, halo_status_t status);
 // |value| into the semaphore's slot, registered with the device, so that a
 // waiter spinning on the slot sees it without a host hop. Drivers without
 // device stores (local) ignore it.
+//
+// |slot|, the host's view of the same slot (NULL: none), lets a completion
+// path wake the slot's futex sleepers as soon as the device's store has
+// landed (an epoch bump and a wake, no value written: the device wrote
+// it), ahead of the host path's signal, which follows on the loop thread.
 typedef struct halo_hal_execution_signal_t {
   // The device address of the slot's 64-bit value on the queue's device;
   // 0: the host path only.
   uint64_t device_address;
   uint64_t value;
+  halo_timeline_slot_t *slot;
 } halo_hal_execution_signal_t;
 
 typedef struct halo_hal_execution_t {

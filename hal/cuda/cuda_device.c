@@ -238,11 +238,12 @@ static halo_status_t halo_hal_cuda_device_initialize(
                             0);
   char name[16];
   snprintf(name, sizeof(name), "halo-cu%u-sub", device->ordinal);
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_thread_start(&device->submission, name, cu,
-                                                  device->context));
-  snprintf(name, sizeof(name), "halo-cu%u-reap", device->ordinal);
   HALO_RETURN_IF_ERROR(
-      halo_hal_cuda_thread_start(&device->reaper, name, cu, device->context));
+      halo_hal_cuda_thread_start(&device->submission, name, cu, device->context,
+                                 HALO_HAL_CUDA_SUBMISSION_SPIN_NS));
+  snprintf(name, sizeof(name), "halo-cu%u-reap", device->ordinal);
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_thread_start(&device->reaper, name, cu,
+                                                  device->context, 0));
   return NULL;
 }
 
@@ -258,6 +259,8 @@ halo_status_t halo_hal_cuda_device_create(
   device->cu = cu;
   device->ordinal = ordinal;
   if (options) device->options = *options;
+  const char *affinity = getenv("HALO_CUDA_INSTANCE_AFFINITY");
+  device->instance_affinity = !affinity || strcmp(affinity, "0") != 0;
   device->loader = halo_hal_cuda_device_loader();
   pthread_mutex_init(&device->transfer_mutex, NULL);
   pthread_mutex_init(&device->registration_mutex, NULL);

@@ -25,6 +25,7 @@
 #define HALO_HAL_CUDA_CUDA_DEVICE_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -49,15 +50,25 @@ typedef struct halo_hal_cuda_thread_t {
   halo_hal_cuda_task_t *tail;
   bool stopping;
   bool started;
+  // With the queue empty the thread spins this long (checking |posted|)
+  // before it sleeps on |cond|: under load a post then costs no futex wake
+  // on either side. 0: sleep at once (the reaper).
+  int64_t spin_ns;
+  _Atomic uint64_t posted;  // tasks posted so far
+  bool sleeping;            // waiting on |cond| (under |mutex|)
   const halo_hal_cuda_symbols_t *cu;
   CUcontext context;
   char name[16];  // pthread name, e.g. "halo-cu0-submit"
 } halo_hal_cuda_thread_t;
 
+// How long the submission thread spins for the next task before it
+// sleeps (the ring poller's default window, ring-poll-us, is the same).
+#define HALO_HAL_CUDA_SUBMISSION_SPIN_NS 50000
+
 halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
                                          const char *name,
                                          const halo_hal_cuda_symbols_t *cu,
-                                         CUcontext context);
+                                         CUcontext context, int64_t spin_ns);
 // Any thread. Runs |task| after every task posted before it.
 void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task);
@@ -145,6 +156,10 @@ struct halo_hal_cuda_device_t {
   CUfunction builtin_set_grid;
   uint32_t builtin_max_grid[2];  // x, and the smaller of y and z
   halo_status_t builtin_failure;
+  // An execution prefers a free graph instance already bound to its
+  // addresses (cuda_command_buffer.c). HALO_CUDA_INSTANCE_AFFINITY=0 in
+  // halod's environment turns it off (a diagnostic, to compare).
+  bool instance_affinity;
   // What the device's queues share (completion thread, event pool, the
   // order of GPU semaphore stores): created with the first queue, destroyed
   // with the last (loop thread).

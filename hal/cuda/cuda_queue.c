@@ -21,17 +21,23 @@
 // - completion (device option |completion|, config key cuda_completion):
 //   THREAD: one completion thread per device polls the pending events
 //     (cuEventQuery; only the oldest pending execution of each stream, since
-//     a stream completes in order). It spins (sched_yield between polls)
-//     for 50 us after new work or the last completion, then naps with
-//     exponential backoff from 2 us to at most 100 us between polls, on its
-//     condition variable so that new work wakes it at once. It never blocks
-//     in the driver: a pending execution of one queue must never hold up
-//     the completion of another (queues are unordered). For an exact wake
-//     on long-running work, a second thread (the sleeper) blocks in
-//     cuEventSynchronize on the oldest unfinished event and wakes the
-//     poller when it returns. Idle (nothing pending), both sleep on
-//     condition variables: no CPU. Hundreds of queues cost one poll of
-//     each pending stream's oldest event per round, not a thread each;
+//     a stream completes in order). An execution whose signals the GPU
+//     stores is first watched through the stores themselves (a load from
+//     the semaphore page, no driver call): its event is queried once they
+//     landed, else only every 100 us, so that polling does not contend for
+//     the context's lock with the submission thread's launches. When the
+//     stores land the poller wakes the slots' futex sleepers at once (an
+//     epoch bump), ahead of the host path's signal on the loop thread. It spins
+//     (sched_yield between polls) for 50 us after new work or the last
+//     completion, then naps with exponential backoff from 2 us to at most 100
+//     us between polls, on its condition variable so that new work wakes it at
+//     once. It never blocks in the driver: a pending execution of one queue
+//     must never hold up the completion of another (queues are unordered). For
+//     an exact wake on long-running work, a second thread (the sleeper) blocks
+//     in cuEventSynchronize on the oldest unfinished event and wakes the poller
+//     when it returns. Idle (nothing pending), both sleep on condition
+//     variables: no CPU. Hundreds of queues cost one poll of each pending
+//     stream's oldest event per round, not a thread each;
 //   HOST_FUNC: the design card's cuLaunchHostFunc on a callback stream of
 //     the queue (a host function blocks the work after it in its stream, so
 //     never the queue's own), after a cuStreamWaitEvent on the execution's
@@ -82,6 +88,10 @@
 #define HALO_HAL_CUDA_COMPLETION_SPIN_NS 50000
 #define HALO_HAL_CUDA_COMPLETION_NAP_FIRST_NS 2000
 #define HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS 100000
+// THREAD completion: an unfinished execution's event is queried when its
+// GPU stores landed, else at most this often (each query takes the
+// context's lock, which the submission thread's launches need too).
+#define HALO_HAL_CUDA_COMPLETION_QUERY_NS 100000
 // HOST_FUNC completion: how often the watchdog looks for a sticky error.
 #define HALO_HAL_CUDA_WATCHDOG_NS 10000000
 // Prune completed entries of the GPU store order map past this size.
@@ -185,6 +195,11 @@ struct halo_hal_cuda_execution_t {
   // functions never run).
   atomic_uint references;
   atomic_bool host_reference;
+  // THREAD completion (the poller): when the event is queried next even if
+  // the GPU stores have not landed, and whether the stores' sleepers were
+  // woken already (also by execution_complete, on any path).
+  int64_t next_query_ns;
+  atomic_bool stores_woken;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -214,6 +229,35 @@ static const halo_hal_fence_vtable_t halo_hal_cuda_fence_vtable = {
     .destroy = halo_hal_cuda_fence_destroy,
 };
 
+// Whether every GPU store of |execution| that has a host view landed
+// (true when none has one). Then, once, wakes each slot's futex sleepers
+// (an epoch bump: the GPU wrote the value), ahead of the host path's
+// signal on the loop thread: a client asleep on its semaphore does not
+// wait for the loop thread. A later or a host signal may also have raised
+// the value: that wakes early (harmless; waiters re-check) and never
+// completes anything (the event decides).
+static bool halo_hal_cuda_execution_stores_landed(
+    halo_hal_cuda_execution_t *execution) {
+  const halo_hal_execution_t *hal = &execution->execution;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    const halo_hal_execution_signal_t *signal = &hal->signals[i];
+    if (!signal->device_address || !signal->slot) continue;
+    if (atomic_load_explicit(&signal->slot->value, memory_order_acquire) <
+        signal->value) {
+      return false;
+    }
+  }
+  if (!atomic_exchange(&execution->stores_woken, true)) {
+    for (uint32_t i = 0; i < hal->signal_count; ++i) {
+      const halo_hal_execution_signal_t *signal = &hal->signals[i];
+      if (signal->device_address && signal->slot) {
+        halo_timeline_slot_notify(signal->slot);
+      }
+    }
+  }
+  return true;
+}
+
 // Reports the outcome once (the first caller wins; later ones free their
 // |status|). No driver call: legal in a host function.
 static void halo_hal_cuda_execution_complete(
@@ -224,6 +268,8 @@ static void halo_hal_cuda_execution_complete(
     return;
   }
   halo_hal_cuda_queue_t *queue = execution->queue;
+  // Finished work: its stores landed; wake their sleepers now.
+  if (!status) halo_hal_cuda_execution_stores_landed(execution);
   halo_hal_cuda_command_buffer_retire(&execution->issue);
   if (execution->event) {
     halo_hal_cuda_event_release(execution->event);
@@ -346,6 +392,7 @@ static void halo_hal_cuda_completion_poll(
     if (!head && stopping) break;
 
     ++round;
+    int64_t round_ns = halo_clock_now_ns();
     bool progress = false;
     halo_hal_cuda_execution_t *first_blocked = NULL;
     halo_status_t lost = NULL;
@@ -356,7 +403,16 @@ static void halo_hal_cuda_completion_poll(
         link = &execution->next;
         continue;
       }
-      CUresult result = cu->cuEventQuery(execution->event->handle);
+      // The GPU stores landing (a load from host memory, no driver call)
+      // say when to query; without them the event is still queried every
+      // HALO_HAL_CUDA_COMPLETION_QUERY_NS (for an error, or a store that
+      // another signal's value hides).
+      CUresult result = CUDA_ERROR_NOT_READY;
+      if (halo_hal_cuda_execution_stores_landed(execution) ||
+          round_ns >= execution->next_query_ns) {
+        execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
+        result = cu->cuEventQuery(execution->event->handle);
+      }
       if (result == CUDA_ERROR_NOT_READY) {
         queue->blocked_round = round;
         if (!first_blocked) first_blocked = execution;
@@ -1047,6 +1103,7 @@ static halo_status_t halo_hal_cuda_queue_execute(
   atomic_init(&cuda->completed, false);
   atomic_init(&cuda->references, 1);
   atomic_init(&cuda->host_reference, false);
+  atomic_init(&cuda->stores_woken, false);
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);

@@ -155,10 +155,11 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
     return -1;
   }
   halo_status_t status = halo_hal_cuda_thread_start(
-      &device->submission, "halo-fake-sub", cu, device->context);
+      &device->submission, "halo-fake-sub", cu, device->context,
+      HALO_HAL_CUDA_SUBMISSION_SPIN_NS);
   if (!status) {
     status = halo_hal_cuda_thread_start(&device->reaper, "halo-fake-reap", cu,
-                                        device->context);
+                                        device->context, 0);
   }
   static uint8_t image[FAKE_CUDA_IMAGE_SIZE];
   fake_driver_image(image);
@@ -394,6 +395,9 @@ typedef struct completion_t {
   volatile uint64_t *word;
   uint64_t value;
   bool stored_first;
+  // A timeline slot whose epoch the completion records (NULL: none).
+  halo_timeline_slot_t *slot;
+  uint32_t slot_epoch;
 } completion_t;
 
 static void completion_init(completion_t *completion) {
@@ -412,6 +416,10 @@ static void on_complete(void *user_data, halo_status_t status) {
     completion->stored_first =
         __atomic_load_n(completion->word, __ATOMIC_ACQUIRE) >=
         completion->value;
+  }
+  if (completion->slot) {
+    completion->slot_epoch =
+        atomic_load_explicit(&completion->slot->epoch, memory_order_acquire);
   }
   completion->done = true;
   pthread_cond_signal(&completion->cond);
@@ -789,8 +797,8 @@ static void test_gpu_stores(void **unused) {
   halo_hal_queue_t *first = queue_new(), *second = queue_new();
   for (int round = 0; round < 3; ++round) {
     uint64_t base = (uint64_t)round * 2;
-    halo_hal_execution_signal_t one = {word_address, base + 1};
-    halo_hal_execution_signal_t two = {word_address, base + 2};
+    halo_hal_execution_signal_t one = {word_address, base + 1, NULL};
+    halo_hal_execution_signal_t two = {word_address, base + 2, NULL};
     completion_t a, b;
     completion_init(&a);
     completion_init(&b);
@@ -817,6 +825,56 @@ static void test_gpu_stores(void **unused) {
   allocator->vtable->unregister_host(allocator, page);
   // The reaper unregisters (the fake does nothing); the page stays mapped
   // until the device's threads have stopped: unmapped at teardown.
+  halo_hal_cuda_thread_flush(&state.device->reaper);
+  munmap(page, 4096);
+}
+
+// A GPU store into a timeline slot wakes the slot's futex sleepers (an
+// epoch bump) before the execution's completion is reported: a client
+// asleep on its semaphore does not wait for the daemon's host path, which
+// signals only after the completion.
+static void test_gpu_store_wakes_sleepers(void **unused) {
+  (void)unused;
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(page != MAP_FAILED);
+  uint64_t page_address = 0;
+  assert_null(
+      allocator->vtable->register_host(allocator, page, 4096, &page_address));
+  halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
+  uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
+                           (uint64_t)offsetof(halo_timeline_slot_t, value);
+  uint32_t n = N, us = 2000;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                   arg_constant(&us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *slow = recorder_end(&recorder);
+  halo_hal_queue_t *queue = queue_new();
+  for (uint64_t value = 1; value <= 3; ++value) {
+    uint32_t before = atomic_load_explicit(&slot->epoch, memory_order_acquire);
+    halo_hal_execution_signal_t signal = {value_address, value, slot};
+    completion_t completion;
+    completion_init(&completion);
+    completion.word = (volatile uint64_t *)&slot->value;
+    completion.value = value;
+    completion.slot = slot;
+    execute(queue, slow, NULL, 0, &signal, 1, &completion);
+    assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
+    assert_true(completion.stored_first);
+    // Woken exactly once by the driver for this store, before the report.
+    assert_int_equal(completion.slot_epoch, before + 1);
+    assert_int_equal(atomic_load(&slot->value), value);
+  }
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(slow);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  allocator->vtable->unregister_host(allocator, page);
   halo_hal_cuda_thread_flush(&state.device->reaper);
   munmap(page, 4096);
 }
@@ -1277,6 +1335,7 @@ int main(void) {
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_gpu_stores),
+      cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_independent_queues),
       cmocka_unit_test(test_gpu_waits),
       cmocka_unit_test(test_gpu_wait_on_parked_producer),
