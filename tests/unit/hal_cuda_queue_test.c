@@ -762,19 +762,35 @@ static void test_instance_pool(void **unused) {
   }
 }
 
+// A page of host memory registered with the device (GPU stores land in
+// it); |out_address| is its device address.
+static void *host_page_register(uint64_t *out_address) {
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(page != MAP_FAILED);
+  assert_null(
+      allocator->vtable->register_host(allocator, page, 4096, out_address));
+  return page;
+}
+
+static void host_page_unregister(void *page) {
+  halo_hal_allocator_t *allocator = state.device->base.allocator;
+  allocator->vtable->unregister_host(allocator, page);
+  // The reaper unregisters (the fake does nothing); the page stays mapped
+  // until the device's threads have stopped: unmapped at teardown.
+  halo_hal_cuda_thread_flush(&state.device->reaper);
+  munmap(page, 4096);
+}
+
 // A slow execution on one queue signals value 1, a fast one on another
 // queue value 2 of the same semaphore right after: the second store waits
 // for the first (never backwards), and each store lands before its
 // completion is reported.
 static void test_gpu_stores(void **unused) {
   (void)unused;
-  halo_hal_allocator_t *allocator = state.device->base.allocator;
-  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(page != MAP_FAILED);
   uint64_t page_address = 0;
-  assert_null(
-      allocator->vtable->register_host(allocator, page, 4096, &page_address));
+  void *page = host_page_register(&page_address);
   volatile uint64_t *word = (volatile uint64_t *)page + 8;
   uint64_t word_address = page_address + 64;
   uint32_t n = N;
@@ -822,11 +838,7 @@ static void test_gpu_stores(void **unused) {
   device_free(x, N * 4);
   device_free(y, N * 4);
   device_free(y2, N * 4);
-  allocator->vtable->unregister_host(allocator, page);
-  // The reaper unregisters (the fake does nothing); the page stays mapped
-  // until the device's threads have stopped: unmapped at teardown.
-  halo_hal_cuda_thread_flush(&state.device->reaper);
-  munmap(page, 4096);
+  host_page_unregister(page);
 }
 
 // A GPU store into a timeline slot wakes the slot's futex sleepers (an
@@ -835,13 +847,8 @@ static void test_gpu_stores(void **unused) {
 // signals only after the completion.
 static void test_gpu_store_wakes_sleepers(void **unused) {
   (void)unused;
-  halo_hal_allocator_t *allocator = state.device->base.allocator;
-  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(page != MAP_FAILED);
   uint64_t page_address = 0;
-  assert_null(
-      allocator->vtable->register_host(allocator, page, 4096, &page_address));
+  void *page = host_page_register(&page_address);
   halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
   uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
                            (uint64_t)offsetof(halo_timeline_slot_t, value);
@@ -874,9 +881,7 @@ static void test_gpu_store_wakes_sleepers(void **unused) {
   halo_hal_command_buffer_destroy(slow);
   device_free(x, N * 4);
   device_free(y, N * 4);
-  allocator->vtable->unregister_host(allocator, page);
-  halo_hal_cuda_thread_flush(&state.device->reaper);
-  munmap(page, 4096);
+  host_page_unregister(page);
 }
 
 static bool completion_done(completion_t *completion) {
