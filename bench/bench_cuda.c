@@ -386,6 +386,21 @@ typedef struct call_worker_t {
   int64_t cpu_ns;  // issuing only
 } call_worker_t;
 
+// The tiny kernel on the counter, one block of 32 threads; |params| (one
+// entry) must outlive the use of the result.
+static CUDA_KERNEL_NODE_PARAMS call_node_params(bench_device_t *bench,
+                                                void *params[1]) {
+  CUDA_KERNEL_NODE_PARAMS node;
+  memset(&node, 0, sizeof(node));
+  params[0] = &bench->counter;
+  node.func = bench->tiny_function;
+  node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = 32;
+  node.blockDimY = node.blockDimZ = 1;
+  node.kernelParams = params;
+  return node;
+}
+
 static void call_worker_open(call_worker_t *worker, bench_device_t *bench,
                              int index) {
   memset(worker, 0, sizeof(*worker));
@@ -393,14 +408,8 @@ static void call_worker_open(call_worker_t *worker, bench_device_t *bench,
   worker->slot = bench->page_address + 256 + 8 * (uint64_t)index;
   CU(cuStreamCreateWithPriority, &worker->stream, CU_STREAM_NON_BLOCKING, 0);
   CU(cuGraphCreate, &worker->graph, 0);
-  CUDA_KERNEL_NODE_PARAMS node;
-  memset(&node, 0, sizeof(node));
-  void *params[1] = {&bench->counter};
-  node.func = bench->tiny_function;
-  node.gridDimX = node.gridDimY = node.gridDimZ = 1;
-  node.blockDimX = 32;
-  node.blockDimY = node.blockDimZ = 1;
-  node.kernelParams = params;
+  void *params[1];
+  CUDA_KERNEL_NODE_PARAMS node = call_node_params(bench, params);
   CU(cuGraphAddKernelNode, &worker->node, worker->graph, NULL, 0, &node);
   CU(cuGraphInstantiateWithFlags, &worker->exec, worker->graph, 0);
   CU(cuEventCreate, &worker->event, CU_EVENT_DISABLE_TIMING);
@@ -419,14 +428,8 @@ static void call_worker_close(call_worker_t *worker) {
 // the completion event. |costs| (NULL: not timed one by one) gets each
 // call's time.
 static void call_worker_step(call_worker_t *worker, int i, samples_t *costs) {
-  CUDA_KERNEL_NODE_PARAMS node;
-  memset(&node, 0, sizeof(node));
-  void *params[1] = {&worker->bench->counter};
-  node.func = worker->bench->tiny_function;
-  node.gridDimX = node.gridDimY = node.gridDimZ = 1;
-  node.blockDimX = 32;
-  node.blockDimY = node.blockDimZ = 1;
-  node.kernelParams = params;
+  void *params[1];
+  CUDA_KERNEL_NODE_PARAMS node = call_node_params(worker->bench, params);
   int64_t t0 = now_ns();
   CU(cuGraphExecKernelNodeSetParams, worker->exec, worker->node, &node);
   int64_t t1 = now_ns();
