@@ -204,6 +204,58 @@ static void halo_ring_publish(halo_client_ring_t *ring) {
   }
 }
 
+// Locks the ring mutex and reserves |length| bytes for the next record.
+// When the ring takes it, returns NULL with the mutex held and *out_record
+// set. Otherwise returns with the mutex unlocked and *out_record NULL: the
+// status of a failed wait for room, or NULL when the ring is broken (the
+// caller goes over the socket).
+static halo_status_t halo_ring_lock_reserve(halo_client_t *client,
+                                            uint32_t length,
+                                            uint8_t **out_record) {
+  *out_record = NULL;
+  halo_client_ring_t *ring = &client->ring;
+  pthread_mutex_lock(&ring->mutex);
+  uint8_t *record = NULL;
+  halo_status_t status = NULL;
+  if (!halo_ring_broken(ring)) {
+    status = halo_ring_reserve(client, length, &record);
+  }
+  if (status || !record || halo_ring_broken(ring)) {
+    pthread_mutex_unlock(&ring->mutex);
+    return status;
+  }
+  *out_record = record;
+  return NULL;
+}
+
+// Seals the record of |length| bytes built in |ring->scratch|, copies it to
+// |record| (reserved by halo_ring_lock_reserve) and publishes it. Ring mutex
+// held.
+static void halo_ring_commit(halo_client_ring_t *ring, uint8_t *record,
+                             uint32_t length) {
+  halo_ring_record_seal(ring->key, ring->scratch);
+  memcpy(record, ring->scratch, length);
+  ring->tail += length;
+  halo_ring_publish(ring);
+}
+
+// Writes |waits| then |signals| as ring semaphore values at |cursor|;
+// returns the end of what it wrote.
+static uint8_t *halo_ring_write_values(
+    uint8_t *cursor, Halo__Wire__SemaphoreValue *const *waits,
+    size_t wait_count, Halo__Wire__SemaphoreValue *const *signals,
+    size_t signal_count) {
+  for (size_t i = 0; i < wait_count + signal_count; ++i) {
+    const Halo__Wire__SemaphoreValue *wire =
+        i < wait_count ? waits[i] : signals[i - wait_count];
+    halo_ring_semaphore_value_t value = {.semaphore = wire->semaphore,
+                                         .value = wire->value};
+    memcpy(cursor, &value, sizeof(value));
+    cursor += sizeof(value);
+  }
+  return cursor;
+}
+
 // Waits until the daemon processed record |sequence| (ending at
 // |ring->tail|) and returns its verdict. Ring mutex held.
 static halo_status_t halo_ring_verdict(halo_client_t *client,
@@ -239,21 +291,9 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
     // Too long for a record: over the socket, after the ring drained.
     return NULL;
   }
-  pthread_mutex_lock(&ring->mutex);
-  if (halo_ring_broken(ring)) {
-    pthread_mutex_unlock(&ring->mutex);
-    return NULL;
-  }
   uint8_t *record;
-  halo_status_t status = halo_ring_reserve(client, length, &record);
-  if (!status && halo_ring_broken(ring)) {
-    pthread_mutex_unlock(&ring->mutex);
-    return NULL;
-  }
-  if (status) {
-    pthread_mutex_unlock(&ring->mutex);
-    return status;
-  }
+  halo_status_t status = halo_ring_lock_reserve(client, length, &record);
+  if (!record) return status;
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {.type = HALO_RING_RECORD_EXECUTE,
                                       .length = (uint16_t)length,
@@ -279,20 +319,10 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
     memcpy(cursor, &binding, sizeof(binding));
     cursor += sizeof(binding);
   }
-  for (size_t i = 0; i < execute->n_waits + execute->n_signals; ++i) {
-    const Halo__Wire__SemaphoreValue *wire =
-        i < execute->n_waits ? execute->waits[i]
-                             : execute->signals[i - execute->n_waits];
-    halo_ring_semaphore_value_t value = {.semaphore = wire->semaphore,
-                                         .value = wire->value};
-    memcpy(cursor, &value, sizeof(value));
-    cursor += sizeof(value);
-  }
+  cursor = halo_ring_write_values(cursor, execute->waits, execute->n_waits,
+                                  execute->signals, execute->n_signals);
   memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
-  halo_ring_record_seal(ring->key, ring->scratch);
-  memcpy(record, ring->scratch, length);
-  ring->tail += length;
-  halo_ring_publish(ring);
+  halo_ring_commit(ring, record, length);
   if (!ring->async) status = halo_ring_verdict(client, sequence);
   pthread_mutex_unlock(&ring->mutex);
   *out_used = true;
@@ -304,16 +334,10 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
   *out_used = false;
   halo_client_ring_t *ring = &client->ring;
   if (!ring->header) return NULL;
-  pthread_mutex_lock(&ring->mutex);
-  uint8_t *record = NULL;
-  halo_status_t status = NULL;
-  if (!halo_ring_broken(ring)) {
-    status = halo_ring_reserve(client, HALO_RING_SIGNAL_LENGTH, &record);
-  }
-  if (status || !record || halo_ring_broken(ring)) {
-    pthread_mutex_unlock(&ring->mutex);
-    return status;
-  }
+  uint8_t *record;
+  halo_status_t status =
+      halo_ring_lock_reserve(client, HALO_RING_SIGNAL_LENGTH, &record);
+  if (!record) return status;
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {.type = HALO_RING_RECORD_SIGNAL,
                                       .length = HALO_RING_SIGNAL_LENGTH,
@@ -321,10 +345,7 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
   halo_ring_semaphore_value_t body = {.semaphore = handle, .value = value};
   memcpy(ring->scratch, &header, sizeof(header));
   memcpy(ring->scratch + sizeof(header), &body, sizeof(body));
-  halo_ring_record_seal(ring->key, ring->scratch);
-  memcpy(record, ring->scratch, HALO_RING_SIGNAL_LENGTH);
-  ring->tail += HALO_RING_SIGNAL_LENGTH;
-  halo_ring_publish(ring);
+  halo_ring_commit(ring, record, HALO_RING_SIGNAL_LENGTH);
   // The signal is synchronous, as over the socket: wait for the daemon to
   // process it and take its verdict from the header.
   status = halo_ring_verdict(client, sequence);
@@ -349,16 +370,9 @@ static halo_status_t halo_ring_submit_values(
   uint32_t length =
       halo_ring_values_length(body_bytes, wait_count, signal_count);
   if (length == 0) return NULL;
-  pthread_mutex_lock(&ring->mutex);
-  uint8_t *record = NULL;
-  halo_status_t status = NULL;
-  if (!halo_ring_broken(ring)) {
-    status = halo_ring_reserve(client, length, &record);
-  }
-  if (status || !record || halo_ring_broken(ring)) {
-    pthread_mutex_unlock(&ring->mutex);
-    return status;
-  }
+  uint8_t *record;
+  halo_status_t status = halo_ring_lock_reserve(client, length, &record);
+  if (!record) return status;
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {
       .type = type, .length = (uint16_t)length, .sequence = (uint32_t)sequence};
@@ -367,19 +381,10 @@ static halo_status_t halo_ring_submit_values(
   cursor += sizeof(header);
   memcpy(cursor, body, body_bytes);
   cursor += body_bytes;
-  for (size_t i = 0; i < wait_count + signal_count; ++i) {
-    const Halo__Wire__SemaphoreValue *wire =
-        i < wait_count ? waits[i] : signals[i - wait_count];
-    halo_ring_semaphore_value_t value = {.semaphore = wire->semaphore,
-                                         .value = wire->value};
-    memcpy(cursor, &value, sizeof(value));
-    cursor += sizeof(value);
-  }
+  cursor =
+      halo_ring_write_values(cursor, waits, wait_count, signals, signal_count);
   memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
-  halo_ring_record_seal(ring->key, ring->scratch);
-  memcpy(record, ring->scratch, length);
-  ring->tail += length;
-  halo_ring_publish(ring);
+  halo_ring_commit(ring, record, length);
   if (wait_verdict) status = halo_ring_verdict(client, sequence);
   if (!status && out_result) {
     // The verdict was OK: the result was stored before |head| passed.

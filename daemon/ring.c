@@ -188,11 +188,50 @@ static void halod_ring_reject(halod_ring_t *ring, const char *what,
   halo_status_free(status);
 }
 
+// Copies the fixed part of a record's body (|body_bytes| after the record
+// header) to |out_body|; false, the record rejected as |what|, when
+// |length| is too short to hold it.
+static bool halod_ring_read_body(halod_ring_t *ring, const char *what,
+                                 uint64_t sequence, const uint8_t *record,
+                                 uint32_t length, void *out_body,
+                                 size_t body_bytes) {
+  if (length < sizeof(halo_ring_record_header_t) + body_bytes) {
+    halod_ring_reject(
+        ring, what, sequence, NULL, 0,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "%s record of %u bytes is too short", what, length));
+    return false;
+  }
+  memcpy(out_body, record + sizeof(halo_ring_record_header_t), body_bytes);
+  return true;
+}
+
+// The waits and signals that follow a record's body, as wire values (the rings'
+// scratch; the counts fit the record's length).
+static void halod_ring_values(halod_rings_t *rings,
+                              const halo_ring_semaphore_value_t *values,
+                              uint32_t wait_count, uint32_t signal_count,
+                              Halo__Wire__SemaphoreValue ***out_waits,
+                              Halo__Wire__SemaphoreValue ***out_signals) {
+  for (uint32_t i = 0; i < wait_count + signal_count; ++i) {
+    Halo__Wire__SemaphoreValue *value = &rings->values[i];
+    halo__wire__semaphore_value__init(value);
+    value->semaphore = values[i].semaphore;
+    value->value = values[i].value;
+    rings->value_pointers[i] = value;
+  }
+  *out_waits = rings->value_pointers;
+  *out_signals = rings->value_pointers + wait_count;
+}
+
 static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
                                const uint8_t *record, uint32_t length) {
   halod_rings_t *rings = ring->daemon->rings;
   halo_ring_execute_t execute;
-  memcpy(&execute, record + sizeof(halo_ring_record_header_t), sizeof(execute));
+  if (!halod_ring_read_body(ring, "queue_execute", sequence, record, length,
+                            &execute, sizeof(execute))) {
+    return;
+  }
   const uint8_t *cursor =
       record + sizeof(halo_ring_record_header_t) + sizeof(halo_ring_execute_t);
   uint32_t expected = halo_ring_execute_length(
@@ -226,18 +265,10 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
     binding->length = bindings[i].length;
     rings->binding_pointers[i] = binding;
   }
-  uint32_t value_count = execute.wait_count + execute.signal_count;
-  for (uint32_t i = 0; i < value_count; ++i) {
-    Halo__Wire__SemaphoreValue *value = &rings->values[i];
-    halo__wire__semaphore_value__init(value);
-    value->semaphore = waits[i].semaphore;
-    value->value = waits[i].value;
-    rings->value_pointers[i] = value;
-  }
   request.n_waits = execute.wait_count;
-  request.waits = rings->value_pointers;
   request.n_signals = execute.signal_count;
-  request.signals = rings->value_pointers + execute.wait_count;
+  halod_ring_values(rings, waits, execute.wait_count, execute.signal_count,
+                    &request.waits, &request.signals);
   uint64_t id;
   halo_status_t status =
       halod_requests_queue_execute(ring->daemon, ring->session, &request, &id);
@@ -250,38 +281,15 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
   }
 }
 
-// The waits and signals that follow an ALLOCA or DEALLOCA record's body, as
-// wire values (the rings' scratch; the counts fit the record's length).
-static void halod_ring_values(halod_rings_t *rings,
-                              const halo_ring_semaphore_value_t *values,
-                              uint32_t wait_count, uint32_t signal_count,
-                              Halo__Wire__SemaphoreValue ***out_waits,
-                              Halo__Wire__SemaphoreValue ***out_signals) {
-  for (uint32_t i = 0; i < wait_count + signal_count; ++i) {
-    Halo__Wire__SemaphoreValue *value = &rings->values[i];
-    halo__wire__semaphore_value__init(value);
-    value->semaphore = values[i].semaphore;
-    value->value = values[i].value;
-    rings->value_pointers[i] = value;
-  }
-  *out_waits = rings->value_pointers;
-  *out_signals = rings->value_pointers + wait_count;
-}
-
 // An ALLOCA record: always synchronous. The new buffer goes to the header's
 // |alloca_result| (its sequence stored last), a refusal to |error_*|.
 static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
                               const uint8_t *record, uint32_t length) {
   halo_ring_alloca_t alloca;
-  if (length < sizeof(halo_ring_record_header_t) + sizeof(alloca)) {
-    halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0,
-                      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                       "queue_alloca record of %u bytes is "
-                                       "too short",
-                                       length));
+  if (!halod_ring_read_body(ring, "queue_alloca", sequence, record, length,
+                            &alloca, sizeof(alloca))) {
     return;
   }
-  memcpy(&alloca, record + sizeof(halo_ring_record_header_t), sizeof(alloca));
   uint32_t expected = halo_ring_values_length(sizeof(alloca), alloca.wait_count,
                                               alloca.signal_count);
   if (expected == 0 || expected != length || alloca.flags != 0) {
@@ -331,16 +339,10 @@ static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
 static void halod_ring_dealloca(halod_ring_t *ring, uint64_t sequence,
                                 const uint8_t *record, uint32_t length) {
   halo_ring_dealloca_t dealloca;
-  if (length < sizeof(halo_ring_record_header_t) + sizeof(dealloca)) {
-    halod_ring_reject(ring, "queue_dealloca", sequence, NULL, 0,
-                      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                       "queue_dealloca record of %u bytes is "
-                                       "too short",
-                                       length));
+  if (!halod_ring_read_body(ring, "queue_dealloca", sequence, record, length,
+                            &dealloca, sizeof(dealloca))) {
     return;
   }
-  memcpy(&dealloca, record + sizeof(halo_ring_record_header_t),
-         sizeof(dealloca));
   const halo_ring_semaphore_value_t *values =
       (const halo_ring_semaphore_value_t *)(record +
                                             sizeof(halo_ring_record_header_t) +
@@ -390,14 +392,6 @@ static void halod_ring_process(halod_ring_t *ring, uint64_t sequence,
     case HALO_RING_RECORD_PAD:
       break;
     case HALO_RING_RECORD_EXECUTE:
-      if (header.length < sizeof(header) + sizeof(halo_ring_execute_t)) {
-        halod_ring_reject(
-            ring, "queue_execute", sequence, NULL, 0,
-            halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                             "queue_execute record of %u bytes is too short",
-                             header.length));
-        break;
-      }
       halod_ring_execute(ring, sequence, record, header.length);
       break;
     case HALO_RING_RECORD_ALLOCA:

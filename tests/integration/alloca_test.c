@@ -38,25 +38,6 @@
 #define DEADLINE_NS (HALO_TEST_DEADLINE_MS * HALO_TEST_MS)
 #define N 1024  // floats of the vector-add buffers
 
-// Asserts |status| has |code| and (unless NULL) a message containing
-// |substring|; frees it.
-#define EXPECT_STATUS(expr, code, substring) \
-  expect_status((expr), (code), (substring), #expr, __FILE__, __LINE__)
-static void expect_status(halo_status_t status, halo_status_code_t code,
-                          const char *substring, const char *expression,
-                          const char *file, int line) {
-  halo_status_code_t actual = halo_status_code(status);
-  const char *message = status ? halo_status_message(status) : "";
-  if (actual != code || (substring && !strstr(message, substring))) {
-    print_error("%s:%d: %s returned %s '%s'; expected %s with '%s'\n", file,
-                line, expression, halo_status_code_name(actual), message,
-                halo_status_code_name(code), substring ? substring : "");
-    halo_status_free(status);
-    fail();
-  }
-  halo_status_free(status);
-}
-
 static halo_semaphore_t *create_semaphore(halo_client_t *client) {
   halo_semaphore_t *semaphore = NULL;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &semaphore));
@@ -67,15 +48,6 @@ static halo_queue_t *create_queue(halo_client_t *client) {
   halo_queue_t *queue = NULL;
   HALO_TEST_ASSERT_OK(halo_queue_create(client, 0, 0, &queue));
   return queue;
-}
-
-static halo_buffer_t *create_buffer(halo_client_t *client,
-                                    halo_memory_type_t type, uint64_t size,
-                                    uint32_t flags) {
-  halo_buffer_t *buffer = NULL;
-  HALO_TEST_ASSERT_OK(
-      halo_buffer_create(client, 0, type, size, flags, &buffer));
-  return buffer;
 }
 
 static halo_buffer_t *alloca_buffer(halo_queue_t *queue,
@@ -199,10 +171,10 @@ static void round_trip(halo_test_fixture_t *fixture, halo_memory_type_t type) {
   halo_command_buffer_t *add =
       halo_test_record_vector_add(client, executable, &n);
   halo_queue_t *queue = create_queue(client);
-  halo_buffer_t *a =
-      create_buffer(client, HALO_MEMORY_HOST_VISIBLE, N * sizeof(float), 0);
+  halo_buffer_t *a = halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE,
+                                             N * sizeof(float), 0);
   halo_buffer_t *b =
-      create_buffer(client, HALO_MEMORY_DEVICE, N * sizeof(float), 0);
+      halo_test_create_buffer(client, HALO_MEMORY_DEVICE, N * sizeof(float), 0);
   write_floats(a, 0.0f, 1.0f);
   write_floats(b, 1.0f, 0.0f);
   halo_semaphore_t *s = create_semaphore(client);
@@ -237,17 +209,19 @@ static void round_trip(halo_test_fixture_t *fixture, halo_memory_type_t type) {
   snprintf(handle, sizeof(handle), "0x%llx",
            (unsigned long long)halo_buffer_handle(c));
   float word;
-  EXPECT_STATUS(halo_buffer_read(c, 0, &word, sizeof(word)),
-                HALO_STATUS_NOT_FOUND, handle);
-  EXPECT_STATUS(halo_buffer_write(c, 0, &word, sizeof(word)),
-                HALO_STATUS_NOT_FOUND, handle);
+  HALO_TEST_EXPECT_STATUS(halo_buffer_read(c, 0, &word, sizeof(word)),
+                          HALO_STATUS_NOT_FOUND, handle);
+  HALO_TEST_EXPECT_STATUS(halo_buffer_write(c, 0, &word, sizeof(word)),
+                          HALO_STATUS_NOT_FOUND, handle);
   assert_null(halo_buffer_host_pointer(c));
-  EXPECT_STATUS(halo_queue_dealloca(queue, NULL, 0, NULL, 0, c),
-                HALO_STATUS_NOT_FOUND, handle);
-  EXPECT_STATUS(halo_queue_execute(queue, add, bindings, 3, NULL, 0, NULL, 0),
-                HALO_STATUS_NOT_FOUND, handle);
+  HALO_TEST_EXPECT_STATUS(halo_queue_dealloca(queue, NULL, 0, NULL, 0, c),
+                          HALO_STATUS_NOT_FOUND, handle);
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(queue, add, bindings, 3, NULL, 0, NULL, 0),
+      HALO_STATUS_NOT_FOUND, handle);
   halo_token_t token;
-  EXPECT_STATUS(halo_buffer_export(c, &token), HALO_STATUS_NOT_FOUND, handle);
+  HALO_TEST_EXPECT_STATUS(halo_buffer_export(c, &token), HALO_STATUS_NOT_FOUND,
+                          handle);
   halo_buffer_release(c);  // local only
 
   halo_buffer_release(a);
@@ -289,8 +263,8 @@ static void test_alloca_waits_in_queue_order(void **state) {
   // there); the signal is what orders users.
   uint8_t bytes[16] = {1, 2, 3};
   HALO_TEST_ASSERT_OK(halo_buffer_write(c, 0, bytes, sizeof(bytes)));
-  EXPECT_STATUS(halo_semaphore_wait(s, 1, 20 * HALO_TEST_MS),
-                HALO_STATUS_DEADLINE_EXCEEDED, NULL);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(s, 1, 20 * HALO_TEST_MS),
+                          HALO_STATUS_DEADLINE_EXCEEDED, NULL);
 
   // haloctl queues: the pending alloca with its kind and buffer.
   halo_wire_response_t *response = halo_test_admin_queues(&fixture->daemon);
@@ -377,11 +351,14 @@ static void test_dealloca_waits_for_executions(void **state) {
       halo_test_record_vector_add(client, executable, &n);
   halo_queue_t *queue = create_queue(client);
   const uint64_t bytes = N * sizeof(float);
-  halo_buffer_t *a = create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
-  halo_buffer_t *b = create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+  halo_buffer_t *a =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+  halo_buffer_t *b =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
   halo_buffer_t *zero =
-      create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
-  halo_buffer_t *o = create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+  halo_buffer_t *o =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
   write_floats(a, 5.0f, 2.0f);
   write_floats(b, 1.0f, 1.0f);
   write_floats(zero, 0.0f, 0.0f);
@@ -462,11 +439,11 @@ static void test_failed_waits_fail_signals(void **state) {
   halo_buffer_release(c);
   HALO_TEST_ASSERT_OK(
       halo_semaphore_fail(upstream, HALO_STATUS_DATA_LOSS, "upstream broke"));
-  EXPECT_STATUS(halo_semaphore_wait(s, 1, DEADLINE_NS), HALO_STATUS_DATA_LOSS,
-                "upstream broke");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(s, 1, DEADLINE_NS),
+                          HALO_STATUS_DATA_LOSS, "upstream broke");
   // The failure travels on through the dealloca (whose memory still goes).
-  EXPECT_STATUS(halo_semaphore_wait(d, 1, DEADLINE_NS), HALO_STATUS_DATA_LOSS,
-                "upstream broke");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(d, 1, DEADLINE_NS),
+                          HALO_STATUS_DATA_LOSS, "upstream broke");
   halo_semaphore_release(upstream);
   halo_semaphore_release(s);
   halo_semaphore_release(d);
@@ -484,52 +461,56 @@ static void test_errors_name_what_was_wrong(void **state) {
   halo_semaphore_t *s = create_semaphore(client);
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(s, 5));
   halo_buffer_t *buffer = NULL;
-  EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, NULL, 0, HALO_MEMORY_DEVICE,
-                                  0, &buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "size 0");
+  HALO_TEST_EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, NULL, 0,
+                                            HALO_MEMORY_DEVICE, 0, &buffer),
+                          HALO_STATUS_INVALID_ARGUMENT, "size 0");
   assert_null(buffer);
-  EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, NULL, 0,
-                                  (halo_memory_type_t)7, 64, &buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "memory_type 7");
-  EXPECT_STATUS(halo_queue_alloca(NULL, NULL, 0, NULL, 0, HALO_MEMORY_DEVICE,
-                                  64, &buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "queue");
+  HALO_TEST_EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, NULL, 0,
+                                            (halo_memory_type_t)7, 64, &buffer),
+                          HALO_STATUS_INVALID_ARGUMENT, "memory_type 7");
+  HALO_TEST_EXPECT_STATUS(halo_queue_alloca(NULL, NULL, 0, NULL, 0,
+                                            HALO_MEMORY_DEVICE, 64, &buffer),
+                          HALO_STATUS_INVALID_ARGUMENT, "queue");
   halo_semaphore_value_t stale_signal = {s, 5};
-  EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, &stale_signal, 1,
-                                  HALO_MEMORY_DEVICE, 64, &buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "signal 0");
+  HALO_TEST_EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, &stale_signal, 1,
+                                            HALO_MEMORY_DEVICE, 64, &buffer),
+                          HALO_STATUS_INVALID_ARGUMENT, "signal 0");
   halo_semaphore_value_t too_big = {s, HALO_SEMAPHORE_MAX_VALUE + 1};
-  EXPECT_STATUS(halo_queue_alloca(queue, &too_big, 1, NULL, 0,
-                                  HALO_MEMORY_DEVICE, 64, &buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "2^63");
+  HALO_TEST_EXPECT_STATUS(halo_queue_alloca(queue, &too_big, 1, NULL, 0,
+                                            HALO_MEMORY_DEVICE, 64, &buffer),
+                          HALO_STATUS_INVALID_ARGUMENT, "2^63");
   assert_null(buffer);
 
   // Objects of another client.
   halo_client_t *other = halo_test_connect(&fixture->daemon, 0);
-  halo_buffer_t *foreign = create_buffer(other, HALO_MEMORY_DEVICE, 64, 0);
-  EXPECT_STATUS(halo_queue_dealloca(queue, NULL, 0, NULL, 0, foreign),
-                HALO_STATUS_INVALID_ARGUMENT, "another client");
+  halo_buffer_t *foreign =
+      halo_test_create_buffer(other, HALO_MEMORY_DEVICE, 64, 0);
+  HALO_TEST_EXPECT_STATUS(halo_queue_dealloca(queue, NULL, 0, NULL, 0, foreign),
+                          HALO_STATUS_INVALID_ARGUMENT, "another client");
   halo_semaphore_t *foreign_semaphore = create_semaphore(other);
   halo_semaphore_value_t foreign_signal = {foreign_semaphore, 1};
-  EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, &foreign_signal, 1,
-                                  HALO_MEMORY_DEVICE, 64, &buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "another client");
+  HALO_TEST_EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, &foreign_signal, 1,
+                                            HALO_MEMORY_DEVICE, 64, &buffer),
+                          HALO_STATUS_INVALID_ARGUMENT, "another client");
   halo_semaphore_release(foreign_semaphore);
   halo_buffer_release(foreign);
   halo_client_close(other);
 
   // Exportable buffers may be held by other sessions.
-  halo_buffer_t *exported = create_buffer(client, HALO_MEMORY_DEVICE, 64,
-                                          HALO_OBJECT_FLAG_EXPORTABLE);
-  EXPECT_STATUS(halo_queue_dealloca(queue, NULL, 0, NULL, 0, exported),
-                HALO_STATUS_FAILED_PRECONDITION, "exportable");
+  halo_buffer_t *exported = halo_test_create_buffer(
+      client, HALO_MEMORY_DEVICE, 64, HALO_OBJECT_FLAG_EXPORTABLE);
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_dealloca(queue, NULL, 0, NULL, 0, exported),
+      HALO_STATUS_FAILED_PRECONDITION, "exportable");
   halo_buffer_release(exported);
 
   // A refused dealloca leaves the buffer as it was; a created (not
   // alloca'd) buffer may be deallocated too.
-  halo_buffer_t *plain = create_buffer(client, HALO_MEMORY_DEVICE, 64, 0);
-  EXPECT_STATUS(halo_queue_dealloca(queue, NULL, 0, &stale_signal, 1, plain),
-                HALO_STATUS_INVALID_ARGUMENT, "signal 0");
+  halo_buffer_t *plain =
+      halo_test_create_buffer(client, HALO_MEMORY_DEVICE, 64, 0);
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_dealloca(queue, NULL, 0, &stale_signal, 1, plain),
+      HALO_STATUS_INVALID_ARGUMENT, "signal 0");
   uint8_t bytes[8] = {9};
   HALO_TEST_ASSERT_OK(halo_buffer_write(plain, 0, bytes, sizeof(bytes)));
   HALO_TEST_ASSERT_OK(halo_queue_dealloca(queue, NULL, 0, NULL, 0, plain));
@@ -647,14 +628,15 @@ static void test_quota_is_charged_at_alloca(void **state) {
   halo_buffer_t *buffer = NULL;
   for (int type = 0; type < 2; ++type) {
     const char *quota = type ? "session-host-bytes" : "session-device-bytes";
-    EXPECT_STATUS(halo_queue_alloca(queue, NULL, 0, NULL, 0,
-                                    (halo_memory_type_t)type, 2 << 20, &buffer),
-                  HALO_STATUS_RESOURCE_EXHAUSTED, quota);
+    HALO_TEST_EXPECT_STATUS(
+        halo_queue_alloca(queue, NULL, 0, NULL, 0, (halo_memory_type_t)type,
+                          2 << 20, &buffer),
+        HALO_STATUS_RESOURCE_EXHAUSTED, quota);
     // Charged while the alloca still waits.
     halo_semaphore_value_t wait = {gate, 1 + (uint64_t)type};
     halo_buffer_t *first =
         alloca_buffer(queue, &wait, NULL, (halo_memory_type_t)type, 768 << 10);
-    EXPECT_STATUS(
+    HALO_TEST_EXPECT_STATUS(
         halo_queue_alloca(queue, NULL, 0, NULL, 0, (halo_memory_type_t)type,
                           512 << 10, &buffer),
         HALO_STATUS_RESOURCE_EXHAUSTED, quota);

@@ -12,25 +12,6 @@
 
 #include "tests/support/halo_test.h"
 
-// Asserts |status| has |code| and (unless NULL) a message containing
-// |substring|; frees it.
-#define EXPECT_STATUS(expr, code, substring) \
-  expect_status((expr), (code), (substring), #expr, __FILE__, __LINE__)
-static void expect_status(halo_status_t status, halo_status_code_t code,
-                          const char *substring, const char *expression,
-                          const char *file, int line) {
-  halo_status_code_t actual = halo_status_code(status);
-  const char *message = status ? halo_status_message(status) : "";
-  if (actual != code || (substring && !strstr(message, substring))) {
-    print_error("%s:%d: %s returned %s '%s'; expected %s with '%s'\n", file,
-                line, expression, halo_status_code_name(actual), message,
-                halo_status_code_name(code), substring ? substring : "");
-    halo_status_free(status);
-    fail();
-  }
-  halo_status_free(status);
-}
-
 static halo_buffer_t *create_buffer(halo_client_t *client, uint64_t size) {
   halo_buffer_t *buffer = NULL;
   HALO_TEST_ASSERT_OK(halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE,
@@ -48,25 +29,29 @@ static halo_executable_t *load_kernels(halo_client_t *client) {
 static void test_begin_checks_flags_and_capacity(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_command_buffer_t *command_buffer = (halo_command_buffer_t *)1;
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_begin(fixture->client, 0, 0, 0, &command_buffer),
       HALO_STATUS_INVALID_ARGUMENT, "exactly one of ONE_SHOT");
   assert_null(command_buffer);
-  EXPECT_STATUS(halo_command_buffer_begin(
-                    fixture->client, 0,
-                    HALO_COMMAND_BUFFER_ONE_SHOT | HALO_COMMAND_BUFFER_REUSABLE,
-                    0, &command_buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "flags 0x3");
-  EXPECT_STATUS(halo_command_buffer_begin(
-                    fixture->client, 0, HALO_COMMAND_BUFFER_REUSABLE,
-                    HALO_MAX_BINDINGS + 1, &command_buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "binding capacity 4097");
-  EXPECT_STATUS(halo_command_buffer_begin(NULL, 0, HALO_COMMAND_BUFFER_REUSABLE,
-                                          0, &command_buffer),
-                HALO_STATUS_INVALID_ARGUMENT, "client");
-  EXPECT_STATUS(halo_command_buffer_begin(
-                    fixture->client, 0, HALO_COMMAND_BUFFER_REUSABLE, 0, NULL),
-                HALO_STATUS_INVALID_ARGUMENT, "out_command_buffer");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_begin(
+          fixture->client, 0,
+          HALO_COMMAND_BUFFER_ONE_SHOT | HALO_COMMAND_BUFFER_REUSABLE, 0,
+          &command_buffer),
+      HALO_STATUS_INVALID_ARGUMENT, "flags 0x3");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_begin(
+                              fixture->client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                              HALO_MAX_BINDINGS + 1, &command_buffer),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "binding capacity 4097");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_begin(NULL, 0, HALO_COMMAND_BUFFER_REUSABLE, 0,
+                                &command_buffer),
+      HALO_STATUS_INVALID_ARGUMENT, "client");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_begin(fixture->client, 0,
+                                HALO_COMMAND_BUFFER_REUSABLE, 0, NULL),
+      HALO_STATUS_INVALID_ARGUMENT, "out_command_buffer");
   command_buffer = halo_test_begin(
       fixture->client, HALO_COMMAND_BUFFER_REUSABLE, HALO_MAX_BINDINGS);
   halo_command_buffer_release(command_buffer);
@@ -79,81 +64,87 @@ static void test_record_errors_name_command_and_argument(void **state) {
       halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_REUSABLE, 4);
   uint32_t pattern = 0x01020304;
 
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 16), &pattern, 3),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 0 (fill): pattern size 3 is not 1, 2 or 4");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 16), NULL, 4),
       HALO_STATUS_INVALID_ARGUMENT, "command 0 (fill): pattern is NULL");
   HALO_TEST_ASSERT_OK(halo_command_buffer_barrier(cb));
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(9, 0, 16), &pattern, 4),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 1 (fill): target: slot 9 out of range (binding "
       "capacity 4)");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 2, 16), &pattern, 4),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 1 (fill): target: offset 2 is not a multiple of the "
       "pattern size 4");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 6), &pattern, 4),
       HALO_STATUS_INVALID_ARGUMENT,
       "target: length 6 is not a multiple of the pattern size 4");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 0, HALO_WHOLE_BUFFER),
                                &pattern, 4),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 1 (fill): target: an indirect reference (slot 0) needs an "
       "explicit length");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 0), &pattern, 4),
       HALO_STATUS_INVALID_ARGUMENT, "command 1 (fill): target: zero length");
-  EXPECT_STATUS(halo_command_buffer_fill(cb, halo_buffer_ref(buffer, 32, 64),
-                                         &pattern, 4),
-                HALO_STATUS_OUT_OF_RANGE,
-                "command 1 (fill): target: range [32, +64) does not fit "
-                "buffer");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_fill(cb, halo_buffer_ref(buffer, 32, 64), &pattern,
+                               4),
+      HALO_STATUS_OUT_OF_RANGE,
+      "command 1 (fill): target: range [32, +64) does not fit "
+      "buffer");
 
   char big[HALO_MAX_UPDATE_BYTES + 1] = {0};
-  EXPECT_STATUS(halo_command_buffer_update(cb, big, sizeof(big),
-                                           halo_binding_ref(0, 0, sizeof(big))),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 1 (update): update of 65537 bytes (1 .. 65536)");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_update(cb, big, sizeof(big),
+                                 halo_binding_ref(0, 0, sizeof(big))),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 1 (update): update of 65537 bytes (1 .. 65536)");
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_update(cb, big, 8, halo_binding_ref(0, 0, 16)),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 1 (update): target length 16 differs from the 8 bytes");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_update(cb, NULL, 8, halo_binding_ref(0, 0, 8)),
       HALO_STATUS_INVALID_ARGUMENT, "command 1 (update): data is NULL");
 
-  EXPECT_STATUS(halo_command_buffer_copy(cb, halo_binding_ref(0, 0, 8),
-                                         halo_buffer_ref(buffer, 0, 16)),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 1 (copy): source has 8 bytes, target 16");
-  EXPECT_STATUS(halo_command_buffer_copy(cb, halo_binding_ref(4, 0, 8),
-                                         halo_buffer_ref(buffer, 0, 8)),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 1 (copy): source: slot 4 out of range");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_copy(cb, halo_binding_ref(0, 0, 8),
+                               halo_buffer_ref(buffer, 0, 16)),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 1 (copy): source has 8 bytes, target 16");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_copy(cb, halo_binding_ref(4, 0, 8),
+                               halo_buffer_ref(buffer, 0, 8)),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 1 (copy): source: slot 4 out of range");
   // HALO_WHOLE_BUFFER takes the other side's length: 64 bytes do not fit
   // from offset 8.
-  EXPECT_STATUS(halo_command_buffer_copy(
-                    cb, halo_buffer_ref(buffer, 0, HALO_WHOLE_BUFFER),
-                    halo_binding_ref(0, 8, HALO_WHOLE_BUFFER)),
-                HALO_STATUS_INVALID_ARGUMENT, "needs an explicit length");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_copy(
+                              cb, halo_buffer_ref(buffer, 0, HALO_WHOLE_BUFFER),
+                              halo_binding_ref(0, 8, HALO_WHOLE_BUFFER)),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "needs an explicit length");
 
   // A buffer of another client means nothing in this session.
   halo_client_t *other = halo_test_connect(&fixture->daemon, 10000);
   halo_buffer_t *foreign = create_buffer(other, 64);
-  EXPECT_STATUS(halo_command_buffer_fill(cb, halo_buffer_ref(foreign, 0, 64),
-                                         &pattern, 4),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 1 (fill): target: buffer 0x");
-  EXPECT_STATUS(halo_command_buffer_fill(cb, halo_buffer_ref(foreign, 0, 64),
-                                         &pattern, 4),
-                HALO_STATUS_INVALID_ARGUMENT, "belongs to another client");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_fill(
+                              cb, halo_buffer_ref(foreign, 0, 64), &pattern, 4),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 1 (fill): target: buffer 0x");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_fill(
+                              cb, halo_buffer_ref(foreign, 0, 64), &pattern, 4),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "belongs to another client");
   halo_client_close(other);
 
   // None of the failed calls recorded anything: the next command is 1.
@@ -162,11 +153,11 @@ static void test_record_errors_name_command_and_argument(void **state) {
   HALO_TEST_ASSERT_OK(halo_command_buffer_copy(
       cb, halo_buffer_ref(buffer, 8, HALO_WHOLE_BUFFER),
       halo_binding_ref(1, 0, 56)));
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(5, 0, 4), &pattern, 4),
       HALO_STATUS_INVALID_ARGUMENT, "command 3 (fill): target: slot 5");
-  EXPECT_STATUS(halo_command_buffer_barrier(NULL), HALO_STATUS_INVALID_ARGUMENT,
-                "command_buffer");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_barrier(NULL),
+                          HALO_STATUS_INVALID_ARGUMENT, "command_buffer");
   halo_command_buffer_release(cb);
   halo_buffer_release(buffer);
 }
@@ -182,7 +173,7 @@ static void test_record_limits(void **state) {
         cb, bytes, sizeof(bytes), halo_binding_ref(0, 0, sizeof(bytes))));
   }
   uint8_t pattern = 1;
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 4), &pattern, 1),
       HALO_STATUS_RESOURCE_EXHAUSTED,
       "command 16 (fill): 1 inline bytes would bring the recording to "
@@ -194,9 +185,10 @@ static void test_record_limits(void **state) {
     halo_status_t status = halo_command_buffer_barrier(cb);
     if (status) HALO_TEST_ASSERT_OK(status);
   }
-  EXPECT_STATUS(halo_command_buffer_barrier(cb), HALO_STATUS_RESOURCE_EXHAUSTED,
-                "command 65536 (barrier): a recording holds at most 65536 "
-                "commands");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_barrier(cb), HALO_STATUS_RESOURCE_EXHAUSTED,
+      "command 65536 (barrier): a recording holds at most 65536 "
+      "commands");
   halo_command_buffer_release(cb);
 }
 
@@ -223,79 +215,81 @@ static void test_dispatch_errors(void **state) {
   };
   for (int i = 0; i < 3; ++i)
     HALO_TEST_ASSERT_OK(halo_command_buffer_barrier(cb));
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 3 (dispatch): argument 2: slot 9 out of range "
-                "(binding capacity 4)");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch(cb, &params), HALO_STATUS_INVALID_ARGUMENT,
+      "command 3 (dispatch): argument 2: slot 9 out of range "
+      "(binding capacity 4)");
   args[2].ref = halo_binding_ref(2, 0, 64);
 
   params.grid[1] = 0;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 3 (dispatch): grid[1] is 0");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 3 (dispatch): grid[1] is 0");
   params.grid[1] = 1;
   params.block[2] = 0;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT, "block[2] is 0");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT, "block[2] is 0");
   params.block[2] = 1;
 
   params.entry = NULL;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 3 (dispatch): entry is NULL");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 3 (dispatch): entry is NULL");
   params.entry = "add";
   params.executable = NULL;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT, "executable is NULL");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT, "executable is NULL");
   params.executable = executable;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, NULL),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 3 (dispatch): params is NULL");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, NULL),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 3 (dispatch): params is NULL");
 
   params.arg_count = HALO_MAX_DISPATCH_ARGS + 1;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "65 arguments exceed the limit of 64");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "65 arguments exceed the limit of 64");
   params.arg_count = 4;
   args[3].size = 0;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "argument 3: constant of 0 bytes (1 .. 4096)");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "argument 3: constant of 0 bytes (1 .. 4096)");
   args[3].size = HALO_MAX_CONSTANT_BYTES + 1;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "argument 3: constant of 4097 bytes");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "argument 3: constant of 4097 bytes");
   args[3].size = sizeof(n);
   args[3].data = NULL;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "argument 3: constant data is NULL");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "argument 3: constant data is NULL");
   args[3].data = &n;
   args[1].kind = (halo_dispatch_arg_kind_t)7;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "argument 1: kind 7 is not a halo_dispatch_arg_kind_t");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch(cb, &params), HALO_STATUS_INVALID_ARGUMENT,
+      "argument 1: kind 7 is not a halo_dispatch_arg_kind_t");
   args[1].kind = HALO_DISPATCH_ARG_BUFFER;
   args[1].ref = halo_buffer_ref(buffer, 65, 0);
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_OUT_OF_RANGE,
-                "command 3 (dispatch): argument 1: range [65, +0) does not "
-                "fit buffer");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch(cb, &params), HALO_STATUS_OUT_OF_RANGE,
+      "command 3 (dispatch): argument 1: range [65, +0) does not "
+      "fit buffer");
   args[1].ref = halo_buffer_ref(buffer, 0, HALO_WHOLE_BUFFER);
 
   // dispatch_indirect: the count is exactly three uint32_t, 4-aligned.
-  EXPECT_STATUS(halo_command_buffer_dispatch_indirect(
-                    cb, &params, halo_buffer_ref(buffer, 0, 8)),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 3 (dispatch_indirect): workgroup_count: 8 bytes "
-                "referenced, it must be exactly 12");
-  EXPECT_STATUS(halo_command_buffer_dispatch_indirect(
-                    cb, &params, halo_buffer_ref(buffer, 2, 12)),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "workgroup_count: offset 2 is not a multiple of 4");
-  EXPECT_STATUS(halo_command_buffer_dispatch_indirect(
-                    cb, &params, halo_buffer_ref(buffer, 60, 12)),
-                HALO_STATUS_OUT_OF_RANGE, "workgroup_count: range [60, +12)");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch_indirect(cb, &params,
+                                            halo_buffer_ref(buffer, 0, 8)),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 3 (dispatch_indirect): workgroup_count: 8 bytes "
+      "referenced, it must be exactly 12");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch_indirect(
+                              cb, &params, halo_buffer_ref(buffer, 2, 12)),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "workgroup_count: offset 2 is not a multiple of 4");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch_indirect(
+                              cb, &params, halo_buffer_ref(buffer, 60, 12)),
+                          HALO_STATUS_OUT_OF_RANGE,
+                          "workgroup_count: range [60, +12)");
 
   // The corrected dispatch records (grid of an indirect one is not read).
   HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
@@ -315,10 +309,11 @@ static void test_dispatch_errors(void **state) {
   table_params.entry = "add_table";
   table_params.args = table_args;
   table_params.arg_count = 2;
-  EXPECT_STATUS(halo_command_buffer_dispatch(no_table, &table_params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 0 (dispatch): argument 0: BINDING_TABLE with a "
-                "binding capacity of 0");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch(no_table, &table_params),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 0 (dispatch): argument 0: BINDING_TABLE with a "
+      "binding capacity of 0");
   halo_command_buffer_release(no_table);
 
   // An executable of another client.
@@ -329,9 +324,9 @@ static void test_dispatch_errors(void **state) {
                       halo_executable_content_hash(executable));
   assert_int_equal(strlen(halo_executable_content_hash(executable)), 64);
   params.executable = foreign;
-  EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 5 (dispatch): executable 0x");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 5 (dispatch): executable 0x");
   halo_client_close(other);
 
   halo_command_buffer_release(cb);
@@ -342,12 +337,13 @@ static void test_dispatch_errors(void **state) {
 static void test_executable_from_file_errors(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_executable_t *executable = (halo_executable_t *)1;
-  EXPECT_STATUS(halo_executable_create_from_file(
-                    fixture->client, 0, "/tmp/kernels.weird", 0, &executable),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "cannot tell the format of /tmp/kernels.weird");
+  HALO_TEST_EXPECT_STATUS(
+      halo_executable_create_from_file(fixture->client, 0, "/tmp/kernels.weird",
+                                       0, &executable),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "cannot tell the format of /tmp/kernels.weird");
   assert_null(executable);
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_executable_create_from_file(
           fixture->client, 0, "/nonexistent/dir/kernels.so", 0, &executable),
       HALO_STATUS_NOT_FOUND,
@@ -362,7 +358,7 @@ static void test_executable_from_file_errors(void **state) {
   }
   halo_status_free(status);
   halo_executable_params_t params = {.format = HALO_EXECUTABLE_FORMAT_ELF};
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_executable_create(fixture->client, 0, &params, &executable),
       HALO_STATUS_INVALID_ARGUMENT, "an executable needs data");
   params.data =
@@ -371,18 +367,18 @@ static void test_executable_from_file_errors(void **state) {
   params.size = strlen(params.data);
   if (halo_test_driver_is("cuda")) {
     // A GPU takes no ELF; bytes that are not PTX do not load.
-    EXPECT_STATUS(
+    HALO_TEST_EXPECT_STATUS(
         halo_executable_create(fixture->client, 0, &params, &executable),
         HALO_STATUS_UNIMPLEMENTED, "cannot load ELF");
     params.format = HALO_EXECUTABLE_FORMAT_PTX;
-    EXPECT_STATUS(
+    HALO_TEST_EXPECT_STATUS(
         halo_executable_create(fixture->client, 0, &params, &executable),
         HALO_STATUS_INVALID_ARGUMENT, NULL);
     assert_null(executable);
   }
   HALO_TEST_LOCAL_ONLY("the ELF loader's message for bytes that are not ELF");
   // Bytes that are not a shared object: the loader's message comes back.
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_executable_create(fixture->client, 0, &params, &executable),
       HALO_STATUS_INVALID_ARGUMENT, "not an ELF file (bad magic");
   assert_null(executable);
@@ -423,13 +419,14 @@ static void test_daemon_validation_errors(void **state) {
   }
   halo_status_free(status);
   // A failed end leaves nothing to record into, end or execute.
-  EXPECT_STATUS(halo_command_buffer_barrier(cb),
-                HALO_STATUS_FAILED_PRECONDITION,
-                "command 2 (barrier): the command buffer was ended");
-  EXPECT_STATUS(halo_command_buffer_end(cb), HALO_STATUS_FAILED_PRECONDITION,
-                "already ended");
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
-                HALO_STATUS_FAILED_PRECONDITION, "end() failed");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_barrier(cb),
+                          HALO_STATUS_FAILED_PRECONDITION,
+                          "command 2 (barrier): the command buffer was ended");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_end(cb),
+                          HALO_STATUS_FAILED_PRECONDITION, "already ended");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
+      HALO_STATUS_FAILED_PRECONDITION, "end() failed");
   assert_false(halo_command_buffer_memo_hit(cb));
   halo_command_buffer_release(cb);
 
@@ -437,8 +434,8 @@ static void test_daemon_validation_errors(void **state) {
   halo_command_buffer_t *far = NULL;
   HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
       fixture->client, 7, HALO_COMMAND_BUFFER_ONE_SHOT, 0, &far));
-  EXPECT_STATUS(halo_command_buffer_end(far), HALO_STATUS_OUT_OF_RANGE,
-                "device 7");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_end(far),
+                          HALO_STATUS_OUT_OF_RANGE, "device 7");
   halo_command_buffer_release(far);
 
   // A direct buffer released before end(): its handle is gone.
@@ -473,54 +470,64 @@ static void test_execute_errors(void **state) {
   uint32_t pattern = 0xabababab;
   HALO_TEST_ASSERT_OK(
       halo_command_buffer_fill(cb, halo_binding_ref(0, 16, 16), &pattern, 4));
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
-                HALO_STATUS_FAILED_PRECONDITION, "still recording");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
+      HALO_STATUS_FAILED_PRECONDITION, "still recording");
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
-  EXPECT_STATUS(halo_command_buffer_barrier(cb),
-                HALO_STATUS_FAILED_PRECONDITION,
-                "command 1 (barrier): the command buffer was ended");
-  EXPECT_STATUS(halo_command_buffer_end(cb), HALO_STATUS_FAILED_PRECONDITION,
-                "already ended");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_barrier(cb),
+                          HALO_STATUS_FAILED_PRECONDITION,
+                          "command 1 (barrier): the command buffer was ended");
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_end(cb),
+                          HALO_STATUS_FAILED_PRECONDITION, "already ended");
 
   halo_binding_t bindings[3] = {
       {large, 0, HALO_WHOLE_BUFFER}, {NULL, 0, 0}, {NULL, 0, 0}};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "3 bindings exceed the command buffer's binding capacity 2");
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, NULL, 1, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT, "bindings is NULL");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "3 bindings exceed the command buffer's binding capacity 2");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, NULL, 1, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT, "bindings is NULL");
   bindings[1].offset = 8;
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "bindings[1]: buffer is NULL but offset 8");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT, "bindings[1]: buffer is NULL but offset 8");
   bindings[1].offset = 0;
   bindings[0] = (halo_binding_t){large, 32, 64};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
-                HALO_STATUS_OUT_OF_RANGE,
-                "bindings[0]: range [32, +64) does not fit buffer");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
+      HALO_STATUS_OUT_OF_RANGE,
+      "bindings[0]: range [32, +64) does not fit buffer");
   // Missing or too small for what the recording needs: the daemon says.
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 0: missing, but the command buffer uses slot 0 (at "
-                "least 32 bytes)");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 0: missing, but the command buffer uses slot 0 (at "
+      "least 32 bytes)");
   bindings[0] = (halo_binding_t){NULL, 0, 0};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT, "binding 0: missing");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT, "binding 0: missing");
   bindings[0] = (halo_binding_t){small, 0, HALO_WHOLE_BUFFER};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 0: 8 bytes bound, but the command buffer needs at "
-                "least 32 in slot 0");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 0: 8 bytes bound, but the command buffer needs at "
+      "least 32 in slot 0");
 
   bindings[0] = (halo_binding_t){large, 0, HALO_WHOLE_BUFFER};
   halo_semaphore_value_t signal = {NULL, 1};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, &signal, 1),
-                HALO_STATUS_INVALID_ARGUMENT, "signals[0]: semaphore is NULL");
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 1, NULL, 1, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT, "waits is NULL");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, &signal, 1),
+      HALO_STATUS_INVALID_ARGUMENT, "signals[0]: semaphore is NULL");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 1, NULL, 1, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT, "waits is NULL");
   signal = (halo_semaphore_value_t){semaphore, HALO_SEMAPHORE_MAX_VALUE + 1};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, &signal, 1),
-                HALO_STATUS_INVALID_ARGUMENT, "signals[0]: value");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, &signal, 1),
+      HALO_STATUS_INVALID_ARGUMENT, "signals[0]: value");
 
   // Objects of another client.
   halo_client_t *other = halo_test_connect(&fixture->daemon, 10000);
@@ -530,15 +537,16 @@ static void test_execute_errors(void **state) {
   halo_queue_t *foreign_queue = NULL;
   HALO_TEST_ASSERT_OK(halo_queue_create(other, 0, 0, &foreign_queue));
   halo_semaphore_value_t foreign_wait = {foreign_semaphore, 1};
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_queue_execute(NULL, cb, bindings, 1, &foreign_wait, 1, NULL, 0),
       HALO_STATUS_INVALID_ARGUMENT, "waits[0]: semaphore 0x");
   bindings[0].buffer = foreign_buffer;
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "belongs to another client than the command buffer");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "belongs to another client than the command buffer");
   bindings[0].buffer = large;
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
       halo_queue_execute(foreign_queue, cb, bindings, 1, NULL, 0, NULL, 0),
       HALO_STATUS_INVALID_ARGUMENT, "queue 0x");
   halo_client_close(other);
@@ -553,8 +561,9 @@ static void test_execute_errors(void **state) {
   for (int i = 0; i < 64; ++i) {
     assert_int_equal(host[i], i >= 16 && i < 32 ? 0xab : 0);
   }
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, NULL, 0),
-                HALO_STATUS_FAILED_PRECONDITION, "ONE_SHOT");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 1, NULL, 0, NULL, 0),
+      HALO_STATUS_FAILED_PRECONDITION, "ONE_SHOT");
 
   halo_command_buffer_release(cb);
   halo_semaphore_release(semaphore);
@@ -775,8 +784,8 @@ static void test_wait_before_signal_then_release(void **state) {
   HALO_TEST_ASSERT_OK(
       halo_queue_execute(NULL, cb, NULL, 0, &wait, 1, &signal, 1));
   halo_command_buffer_release(cb);
-  EXPECT_STATUS(halo_semaphore_wait(done, 1, 20 * HALO_TEST_MS),
-                HALO_STATUS_DEADLINE_EXCEEDED, NULL);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(done, 1, 20 * HALO_TEST_MS),
+                          HALO_STATUS_DEADLINE_EXCEEDED, NULL);
   const uint32_t *host = halo_buffer_host_pointer(buffer);
   assert_int_equal(host[0], 0);
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(go, 1));

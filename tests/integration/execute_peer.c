@@ -145,6 +145,50 @@ static void peer_execute(halo_queue_t *queue, halo_command_buffer_t *cb,
                    "execute");
 }
 
+// halo_command_buffer_begin on device 0 (exits on failure).
+static halo_command_buffer_t *peer_begin(halo_client_t *client, uint32_t flags,
+                                         uint32_t binding_capacity) {
+  halo_command_buffer_t *cb = NULL;
+  peer_setup_check(
+      halo_command_buffer_begin(client, 0, flags, binding_capacity, &cb),
+      "begin");
+  return cb;
+}
+
+// Records a fill of |target| with |pattern| (|pattern_length| bytes), ended.
+static halo_command_buffer_t *peer_record_fill(
+    halo_client_t *client, uint32_t flags, uint32_t binding_capacity,
+    halo_buffer_ref_t target, const void *pattern, size_t pattern_length) {
+  halo_command_buffer_t *cb = peer_begin(client, flags, binding_capacity);
+  peer_setup_check(
+      halo_command_buffer_fill(cb, target, pattern, pattern_length), "fill");
+  peer_setup_check(halo_command_buffer_end(cb), "end");
+  return cb;
+}
+
+// Records one thread of the test kernels' "sleepy" entry: it sleeps
+// |microseconds| with |word| (4 bytes) as its buffer argument; ended.
+static halo_command_buffer_t *peer_record_sleepy(
+    halo_client_t *client, halo_executable_t *executable, uint32_t flags,
+    uint32_t binding_capacity, halo_buffer_ref_t word, uint32_t microseconds) {
+  halo_command_buffer_t *cb = peer_begin(client, flags, binding_capacity);
+  halo_dispatch_arg_t args[2] = {
+      {HALO_DISPATCH_ARG_BUFFER, word, NULL, 0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, &microseconds, sizeof(microseconds)},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "sleepy",
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .args = args,
+      .arg_count = 2,
+  };
+  peer_setup_check(halo_command_buffer_dispatch(cb, &params), "dispatch");
+  peer_setup_check(halo_command_buffer_end(cb), "end");
+  return cb;
+}
+
 // ---------------------------------------------------------------- load
 
 enum {
@@ -158,10 +202,8 @@ static halo_command_buffer_t *peer_record_add(halo_client_t *client,
                                               halo_executable_t *executable) {
   static const uint32_t n = LOAD_N;
   uint64_t bytes = LOAD_N * sizeof(float);
-  halo_command_buffer_t *cb = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_REUSABLE, 3, &cb),
-                   "begin");
+  halo_command_buffer_t *cb =
+      peer_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
   halo_dispatch_arg_t args[4] = {
       {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
       {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
@@ -317,15 +359,10 @@ static int peer_chain(halo_client_t *client, char **args, int arg_count) {
   const char *cause = args[3];
   halo_semaphore_t *s2 = peer_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
   halo_buffer_t *buffer = peer_buffer(client, 64, 0);
-  halo_command_buffer_t *cb = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 0, &cb),
-                   "begin");
-  uint8_t pattern = 0x5a;
-  peer_setup_check(
-      halo_command_buffer_fill(cb, halo_buffer_ref(buffer, 0, 64), &pattern, 1),
-      "fill");
-  peer_setup_check(halo_command_buffer_end(cb), "end");
+  static const uint8_t pattern = 0x5a;
+  halo_command_buffer_t *cb =
+      peer_record_fill(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0,
+                       halo_buffer_ref(buffer, 0, 64), &pattern, 1);
   halo_semaphore_value_t wait = {s1, 1};
   halo_semaphore_value_t signal = {s2, 1};
   peer_execute(NULL, cb, NULL, 0, &wait, 1, &signal, 1);
@@ -373,15 +410,10 @@ static _Noreturn void peer_victim(halo_client_t *client, char **args,
   // Chains waiting on |never|: link k waits for chain[k - 1] and signals
   // chain[k]; the last link is submitted first.
   enum { CHAINS = 4, LINKS = 6 };
-  halo_command_buffer_t *fill = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1, &fill),
-                   "begin");
-  uint32_t pattern = 0xfeedface;
-  peer_setup_check(
-      halo_command_buffer_fill(fill, halo_binding_ref(0, 0, 64), &pattern, 4),
-      "fill");
-  peer_setup_check(halo_command_buffer_end(fill), "end");
+  static const uint32_t pattern = 0xfeedface;
+  halo_command_buffer_t *fill =
+      peer_record_fill(client, HALO_COMMAND_BUFFER_REUSABLE, 1,
+                       halo_binding_ref(0, 0, 64), &pattern, sizeof(pattern));
   for (int c = 0; c < CHAINS; ++c) {
     halo_semaphore_t *links[LINKS];
     for (int k = 0; k < LINKS; ++k) links[k] = peer_semaphore(client, 0);
@@ -402,38 +434,26 @@ static _Noreturn void peer_victim(halo_client_t *client, char **args,
   peer_execute(queue, fill, &binding, 1, &wait, 1, &signal, 1);
 
   // Executing: sleeping kernels and the gate.
-  halo_command_buffer_t *sleepy = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_REUSABLE, 0, &sleepy),
-                   "begin");
-  uint32_t microseconds = 100000;
-  halo_dispatch_arg_t sleepy_args[2] = {
-      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(data, 3072, 4), NULL, 0},
-      {HALO_DISPATCH_ARG_CONSTANT, {0}, &microseconds, sizeof(microseconds)},
-  };
-  halo_dispatch_params_t params = {
-      .executable = executable,
-      .entry = "sleepy",
-      .grid = {1, 1, 1},
-      .block = {1, 1, 1},
-      .args = sleepy_args,
-      .arg_count = 2,
-  };
-  peer_setup_check(halo_command_buffer_dispatch(sleepy, &params), "dispatch");
-  peer_setup_check(halo_command_buffer_end(sleepy), "end");
+  halo_command_buffer_t *sleepy =
+      peer_record_sleepy(client, executable, HALO_COMMAND_BUFFER_REUSABLE, 0,
+                         halo_buffer_ref(data, 3072, 4), 100000);
   for (int i = 0; i < 3; ++i)
     peer_execute(queue, sleepy, NULL, 0, NULL, 0, NULL, 0);
 
-  halo_command_buffer_t *gated = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 0, &gated),
-                   "begin");
+  halo_command_buffer_t *gated =
+      peer_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   halo_dispatch_arg_t gate_args[2] = {
       {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(gate, 0, 4), NULL, 0},
       {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(gate, 4, 4), NULL, 0},
   };
-  params.entry = "gate";
-  params.args = gate_args;
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "gate",
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .args = gate_args,
+      .arg_count = 2,
+  };
   peer_setup_check(halo_command_buffer_dispatch(gated, &params), "dispatch");
   peer_setup_check(halo_command_buffer_end(gated), "end");
   halo_semaphore_t *gate_done = peer_semaphore(client, 0);
@@ -466,15 +486,10 @@ static _Noreturn void peer_alloca(halo_client_t *client, char **args,
   halo_queue_t *queue = NULL;
   peer_setup_check(halo_queue_create(client, 0, 0, &queue), "create queue");
   halo_semaphore_t *never = peer_semaphore(client, 0);
-  halo_command_buffer_t *fill = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1, &fill),
-                   "begin");
-  uint32_t pattern = 0xfeedface;
-  peer_setup_check(
-      halo_command_buffer_fill(fill, halo_binding_ref(0, 0, 64), &pattern, 4),
-      "fill");
-  peer_setup_check(halo_command_buffer_end(fill), "end");
+  static const uint32_t pattern = 0xfeedface;
+  halo_command_buffer_t *fill =
+      peer_record_fill(client, HALO_COMMAND_BUFFER_REUSABLE, 1,
+                       halo_binding_ref(0, 0, 64), &pattern, sizeof(pattern));
   // Waiting: alloca -> execute -> dealloca, all behind |never|.
   for (int i = 0; i < 8; ++i) {
     halo_semaphore_t *step = peer_semaphore(client, 0);
@@ -518,25 +533,9 @@ static _Noreturn void peer_alloca(halo_client_t *client, char **args,
   peer_setup_check(halo_queue_alloca(queue, NULL, 0, &allocated, 1,
                                      HALO_MEMORY_HOST_VISIBLE, 64, &buffer),
                    "alloca");
-  halo_command_buffer_t *sleepy = NULL;
-  peer_setup_check(halo_command_buffer_begin(
-                       client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 1, &sleepy),
-                   "begin");
-  uint32_t microseconds = 1000000;
-  halo_dispatch_arg_t sleepy_args[2] = {
-      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, 4), NULL, 0},
-      {HALO_DISPATCH_ARG_CONSTANT, {0}, &microseconds, sizeof(microseconds)},
-  };
-  halo_dispatch_params_t params = {
-      .executable = executable,
-      .entry = "sleepy",
-      .grid = {1, 1, 1},
-      .block = {1, 1, 1},
-      .args = sleepy_args,
-      .arg_count = 2,
-  };
-  peer_setup_check(halo_command_buffer_dispatch(sleepy, &params), "dispatch");
-  peer_setup_check(halo_command_buffer_end(sleepy), "end");
+  halo_command_buffer_t *sleepy =
+      peer_record_sleepy(client, executable, HALO_COMMAND_BUFFER_ONE_SHOT, 1,
+                         halo_binding_ref(0, 0, 4), 1000000);
   halo_binding_t binding = {buffer, 0, 64};
   peer_execute(queue, sleepy, &binding, 1, &allocated, 1, NULL, 0);
   peer_setup_check(halo_queue_dealloca(queue, NULL, 0, NULL, 0, buffer),

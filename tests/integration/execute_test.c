@@ -39,36 +39,8 @@
 #define MS HALO_TEST_MS
 #define DEADLINE_NS (HALO_TEST_DEADLINE_MS * HALO_TEST_MS)
 
-// Asserts |status| has |code| and (unless NULL) a message containing
-// |substring|; frees it.
-#define EXPECT_STATUS(expr, code, substring) \
-  expect_status((expr), (code), (substring), #expr, __FILE__, __LINE__)
-static void expect_status(halo_status_t status, halo_status_code_t code,
-                          const char *substring, const char *expression,
-                          const char *file, int line) {
-  halo_status_code_t actual = halo_status_code(status);
-  const char *message = status ? halo_status_message(status) : "";
-  if (actual != code || (substring && !strstr(message, substring))) {
-    print_error("%s:%d: %s returned %s '%s'; expected %s with '%s'\n", file,
-                line, expression, halo_status_code_name(actual), message,
-                halo_status_code_name(code), substring ? substring : "");
-    halo_status_free(status);
-    fail();
-  }
-  halo_status_free(status);
-}
-
-static halo_buffer_t *create_buffer(halo_client_t *client,
-                                    halo_memory_type_t type, uint64_t size,
-                                    uint32_t flags) {
-  halo_buffer_t *buffer = NULL;
-  HALO_TEST_ASSERT_OK(
-      halo_buffer_create(client, 0, type, size, flags, &buffer));
-  return buffer;
-}
-
 static halo_buffer_t *create_host(halo_client_t *client, uint64_t size) {
-  return create_buffer(client, HALO_MEMORY_HOST_VISIBLE, size, 0);
+  return halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, size, 0);
 }
 
 static halo_semaphore_t *create_semaphore(halo_client_t *client,
@@ -216,7 +188,8 @@ static void test_fills_and_copies_touch_exactly_their_bytes(void **state) {
         device ? HALO_MEMORY_DEVICE : HALO_MEMORY_HOST_VISIBLE;
     for (size_t c = 0; c < sizeof(fills) / sizeof(fills[0]); ++c) {
       const fill_case_t *fill = &fills[c];
-      halo_buffer_t *target = create_buffer(client, type, BYTES_SIZE, 0);
+      halo_buffer_t *target =
+          halo_test_create_buffer(client, type, BYTES_SIZE, 0);
       bytes_store(target, guard);
       const uint8_t *pattern = patterns[fill->pattern_size];
       uint64_t length = fill->length == HALO_WHOLE_BUFFER
@@ -272,8 +245,10 @@ static void test_fills_and_copies_touch_exactly_their_bytes(void **state) {
     halo_memory_type_t target_type =
         types & 2 ? HALO_MEMORY_DEVICE : HALO_MEMORY_HOST_VISIBLE;
     for (size_t c = 0; c < sizeof(copies) / sizeof(copies[0]); ++c) {
-      halo_buffer_t *source = create_buffer(client, source_type, BYTES_SIZE, 0);
-      halo_buffer_t *target = create_buffer(client, target_type, BYTES_SIZE, 0);
+      halo_buffer_t *source =
+          halo_test_create_buffer(client, source_type, BYTES_SIZE, 0);
+      halo_buffer_t *target =
+          halo_test_create_buffer(client, target_type, BYTES_SIZE, 0);
       bytes_store(source, source_bytes);
       bytes_store(target, guard);
       uint64_t length = copies[c].length;
@@ -338,12 +313,13 @@ static void test_validation_errors_name_binding_slot_and_command(void **state) {
   halo_command_buffer_t *cb =
       halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 3);
   uint8_t bytes[8] = {0};
-  EXPECT_STATUS(halo_command_buffer_copy(cb, halo_buffer_ref(large, 0, 8),
-                                         halo_binding_ref(3, 0, 8)),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 0 (copy): target: slot 3 out of range (binding "
-                "capacity 3)");
-  EXPECT_STATUS(
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_copy(cb, halo_buffer_ref(large, 0, 8),
+                               halo_binding_ref(3, 0, 8)),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 0 (copy): target: slot 3 out of range (binding "
+      "capacity 3)");
+  HALO_TEST_EXPECT_STATUS(
       halo_command_buffer_update(cb, bytes, 8, halo_binding_ref(7, 0, 8)),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 0 (update): target: slot 7 out of range");
@@ -363,11 +339,12 @@ static void test_validation_errors_name_binding_slot_and_command(void **state) {
       .args = args,
       .arg_count = 4,
   };
-  EXPECT_STATUS(halo_command_buffer_dispatch_indirect(
-                    cb, &params, halo_binding_ref(5, 0, 12)),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "command 0 (dispatch_indirect): workgroup_count: slot 5 out of "
-                "range (binding capacity 3)");
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch_indirect(cb, &params,
+                                            halo_binding_ref(5, 0, 12)),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 0 (dispatch_indirect): workgroup_count: slot 5 out of "
+      "range (binding capacity 3)");
   HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
 
@@ -378,28 +355,33 @@ static void test_validation_errors_name_binding_slot_and_command(void **state) {
       {large, 2048, 400},
       {large, 0, 0},
   };
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 1: 64 bytes bound, but the command buffer needs at "
-                "least 400 in slot 1");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 1: 64 bytes bound, but the command buffer needs at "
+      "least 400 in slot 1");
   bindings[1] = (halo_binding_t){large, 3800, HALO_WHOLE_BUFFER};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 1: 296 bytes bound, but the command buffer needs at "
-                "least 400 in slot 1");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 1: 296 bytes bound, but the command buffer needs at "
+      "least 400 in slot 1");
   bindings[1] = (halo_binding_t){large, 1024, 400};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 2: missing, but the command buffer uses slot 2 (at "
-                "least 400 bytes)");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 2: missing, but the command buffer uses slot 2 (at "
+      "least 400 bytes)");
   bindings[1] = (halo_binding_t){NULL, 0, 0};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 1: missing, but the command buffer uses slot 1");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 1: missing, but the command buffer uses slot 1");
   bindings[1] = (halo_binding_t){large, 1024, 400};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, bindings, 4, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "4 bindings exceed the command buffer's binding capacity 3");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 4, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "4 bindings exceed the command buffer's binding capacity 3");
   // None of the refused submissions ran or stayed: the corrected one runs.
   halo_semaphore_t *done = create_semaphore(client, 0);
   float *host = halo_buffer_host_pointer(large);
@@ -421,9 +403,10 @@ static void test_validation_errors_name_binding_slot_and_command(void **state) {
       halo_command_buffer_fill(cb, halo_binding_ref(0, 8, 16), &pattern, 4));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
   halo_binding_t binding = {large, 2, 64};
-  EXPECT_STATUS(halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, NULL, 0),
-                HALO_STATUS_INVALID_ARGUMENT,
-                "binding 0: offset 2 is not 4-byte aligned, as slot 0 needs");
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, NULL, 0),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 0: offset 2 is not 4-byte aligned, as slot 0 needs");
   halo_command_buffer_release(cb);
 
   halo_semaphore_release(done);
@@ -488,13 +471,14 @@ static void test_execution_failure_names_command_and_propagates(void **state) {
   const char *cause =
       "command 2 (dispatch_indirect): workgroup count 70000x1x1 read from "
       "the buffer exceeds 65535 per dimension";
-  EXPECT_STATUS(halo_semaphore_wait(first, 1, DEADLINE_NS),
-                HALO_STATUS_OUT_OF_RANGE, cause);
-  EXPECT_STATUS(halo_semaphore_wait(second, 1, DEADLINE_NS),
-                HALO_STATUS_OUT_OF_RANGE, cause);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(first, 1, DEADLINE_NS),
+                          HALO_STATUS_OUT_OF_RANGE, cause);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(second, 1, DEADLINE_NS),
+                          HALO_STATUS_OUT_OF_RANGE, cause);
   uint64_t value = 7;
-  EXPECT_STATUS(halo_semaphore_query(second, &value), HALO_STATUS_OUT_OF_RANGE,
-                "a wait of the submission failed");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_query(second, &value),
+                          HALO_STATUS_OUT_OF_RANGE,
+                          "a wait of the submission failed");
   assert_int_equal(value, 0);
   const uint8_t *bytes = halo_buffer_host_pointer(buffer);
   for (int i = 224; i < 256; ++i) assert_int_equal(bytes[i], 0);
@@ -543,10 +527,11 @@ static void test_waiting_submission_outlives_released_objects(void **state) {
     expected[i] = (float)(4 * (i + 1));
   }
   // a on the device, b host-visible, c host-visible and exportable.
-  halo_buffer_t *a = create_buffer(client, HALO_MEMORY_DEVICE, bytes, 0);
+  halo_buffer_t *a =
+      halo_test_create_buffer(client, HALO_MEMORY_DEVICE, bytes, 0);
   halo_buffer_t *b = create_host(client, bytes);
-  halo_buffer_t *c = create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes,
-                                   HALO_OBJECT_FLAG_EXPORTABLE);
+  halo_buffer_t *c = halo_test_create_buffer(
+      client, HALO_MEMORY_HOST_VISIBLE, bytes, HALO_OBJECT_FLAG_EXPORTABLE);
   HALO_TEST_ASSERT_OK(halo_buffer_write(a, 0, a_values, bytes));
   HALO_TEST_ASSERT_OK(halo_buffer_write(b, 0, b_values, bytes));
   HALO_TEST_ASSERT_OK(halo_buffer_write(c, 0, sentinel, bytes));
@@ -588,13 +573,13 @@ static void test_waiting_submission_outlives_released_objects(void **state) {
   static float garbage[N];
   for (int i = 0; i < N; ++i) garbage[i] = 1e9f;
   for (int i = 0; i < 6; ++i) {
-    churn[i] = create_buffer(
+    churn[i] = halo_test_create_buffer(
         client, i % 2 ? HALO_MEMORY_DEVICE : HALO_MEMORY_HOST_VISIBLE, bytes,
         i == 4 ? HALO_OBJECT_FLAG_EXPORTABLE : 0);
     HALO_TEST_ASSERT_OK(halo_buffer_write(churn[i], 0, garbage, bytes));
   }
-  EXPECT_STATUS(halo_semaphore_wait(done_import, 1, 50 * MS),
-                HALO_STATUS_DEADLINE_EXCEEDED, NULL);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(done_import, 1, 50 * MS),
+                          HALO_STATUS_DEADLINE_EXCEEDED, NULL);
   assert_floats(halo_buffer_host_pointer(c_import), sentinel, N,
                 "c before the signal");
 
@@ -734,8 +719,8 @@ static void test_diamond_across_two_queues_submitted_in_reverse(void **state) {
 
   // All four wait; nothing ran.
   assert_queue_totals(&fixture->daemon, 4, 0);
-  EXPECT_STATUS(halo_semaphore_wait(s[3], 1, 20 * MS),
-                HALO_STATUS_DEADLINE_EXCEEDED, NULL);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(s[3], 1, 20 * MS),
+                          HALO_STATUS_DEADLINE_EXCEEDED, NULL);
   for (int k = 0; k < 4; ++k) {
     uint64_t value = 9;
     HALO_TEST_ASSERT_OK(halo_semaphore_query(s[k], &value));
@@ -822,20 +807,21 @@ static void test_failure_propagates_along_chain_across_processes(void **state) {
       halo_queue_execute(NULL, z, NULL, 0, &z_wait, 1, &z_signal, 1));
   halo_command_buffer_release(z);
   // Nothing moved yet.
-  EXPECT_STATUS(halo_semaphore_wait(s3, 1, 20 * MS),
-                HALO_STATUS_DEADLINE_EXCEEDED, NULL);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(s3, 1, 20 * MS),
+                          HALO_STATUS_DEADLINE_EXCEEDED, NULL);
 
   int64_t start = halo_test_now_ns();
   HALO_TEST_ASSERT_OK(halo_semaphore_fail(s0, code, cause));
   halo_semaphore_t *chain[4] = {s0, s1, s2, s3};
   for (int k = 0; k < 4; ++k) {
-    EXPECT_STATUS(halo_semaphore_wait(chain[k], 1, DEADLINE_NS), code, cause);
+    HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(chain[k], 1, DEADLINE_NS), code,
+                            cause);
   }
   // Downstream of s0 the message says how the failure arrived.
   for (int k = 1; k < 4; ++k) {
     uint64_t value = 9;
-    EXPECT_STATUS(halo_semaphore_query(chain[k], &value), code,
-                  "a wait of the submission failed");
+    HALO_TEST_EXPECT_STATUS(halo_semaphore_query(chain[k], &value), code,
+                            "a wait of the submission failed");
     assert_int_equal(value, 0);
   }
   int64_t elapsed_ms = (halo_test_now_ns() - start) / MS;
@@ -851,7 +837,7 @@ static void test_failure_propagates_along_chain_across_processes(void **state) {
   assert_string_equal(line, "checked");
   assert_int_equal(halo_test_process_wait(peer, HALO_TEST_DEADLINE_MS), 0);
   // The peer's end did not replace the failure s2 carries.
-  EXPECT_STATUS(halo_semaphore_wait(s2, 1, DEADLINE_NS), code, cause);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(s2, 1, DEADLINE_NS), code, cause);
   const uint8_t *bytes = halo_buffer_host_pointer(buffer);
   for (int i = 0; i < 128; ++i) assert_int_equal(bytes[i], 0);
   for (int k = 0; k < 4; ++k) halo_semaphore_release(chain[k]);
@@ -955,9 +941,10 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
       HALO_TEST_POLL(halo_test_process_exited(victim), HALO_TEST_DEADLINE_MS));
   assert_true(WIFSIGNALED(victim->wait_status));
   // The submission that waited for go was cancelled and failed done.
-  EXPECT_STATUS(halo_semaphore_wait(done, 1, DEADLINE_NS), HALO_STATUS_ABORTED,
-                "its session");
-  EXPECT_STATUS(halo_semaphore_wait(done, 1, 0), HALO_STATUS_ABORTED, "ended");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(done, 1, DEADLINE_NS),
+                          HALO_STATUS_ABORTED, "its session");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(done, 1, 0), HALO_STATUS_ABORTED,
+                          "ended");
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(go, 1));
   // Its session is gone at once; the gate kernel still runs.
   assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 2, 5000));

@@ -64,6 +64,22 @@ void halo_test_assert_status(halo_status_t status, halo_status_code_t code,
   _fail(file, line);
 }
 
+void halo_test_expect_status(halo_status_t status, halo_status_code_t code,
+                             const char *substring, const char *expression,
+                             const char *file, int line) {
+  halo_status_code_t actual = halo_status_code(status);
+  const char *message = status ? halo_status_message(status) : "";
+  if (actual == code && (!substring || strstr(message, substring))) {
+    halo_status_free(status);
+    return;
+  }
+  print_error("%s:%d: %s returned %s '%s'; expected %s with '%s'\n", file, line,
+              expression, halo_status_code_name(actual), message,
+              halo_status_code_name(code), substring ? substring : "");
+  halo_status_free(status);
+  _fail(file, line);
+}
+
 // ---------------------------------------------------------------- daemon
 
 static int halo__remove_entry(const char *path, const struct stat *st, int type,
@@ -1301,6 +1317,15 @@ int halo_test_count_memfds(pid_t pid) {
 }
 
 // ---------------------------------------------------------------- recording
+
+halo_buffer_t *halo_test_create_buffer(halo_client_t *client,
+                                       halo_memory_type_t type, uint64_t size,
+                                       uint32_t flags) {
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, type, size, flags, &buffer));
+  return buffer;
+}
 
 halo_command_buffer_t *halo_test_begin(halo_client_t *client, uint32_t flags,
                                        uint32_t binding_capacity) {

@@ -59,6 +59,14 @@ void halo_test_sleep_ms(int ms);
 void halo_test_assert_status(halo_status_t status, halo_status_code_t code,
                              const char *expression, const char *file,
                              int line);
+// Fails the test unless |expr| returns a status with |code| and (unless
+// |substring| is NULL) a message containing |substring|; frees it.
+#define HALO_TEST_EXPECT_STATUS(expr, code, substring)                  \
+  halo_test_expect_status((expr), (code), (substring), #expr, __FILE__, \
+                          __LINE__)
+void halo_test_expect_status(halo_status_t status, halo_status_code_t code,
+                             const char *substring, const char *expression,
+                             const char *file, int line);
 
 // ---------------------------------------------------------------- daemon
 
@@ -247,6 +255,11 @@ halo_wire_response_t *halo_test_raw_semaphore_signal(halo_test_raw_t *raw,
                                                      uint64_t value);
 
 // ---------------------------------------------------------------- recording
+
+// halo_buffer_create on device 0 (asserts).
+halo_buffer_t *halo_test_create_buffer(halo_client_t *client,
+                                       halo_memory_type_t type, uint64_t size,
+                                       uint32_t flags);
 
 // halo_command_buffer_begin on device 0 (asserts).
 halo_command_buffer_t *halo_test_begin(halo_client_t *client, uint32_t flags,
