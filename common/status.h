@@ -1,5 +1,5 @@
-// Internal helpers around the public halo_status_t (client/include/halo/
-// status.h): early-return macros used by the daemon, the HAL and libhalo.
+// Internal helpers around the public halo_status_t (include/halo/status.h):
+// early-return macros used by the daemon, the HAL and libhalo.
 #ifndef HALO_COMMON_STATUS_H_
 #define HALO_COMMON_STATUS_H_
 

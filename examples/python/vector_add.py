@@ -55,10 +55,10 @@ extern "C" __global__ void add(const float *a, const float *b, float *c,
 
 def include_dir():
     """The folder holding halo/local_kernel.h: the source tree's
-    client/include (this file is examples/python/vector_add.py), else the
+    include (this file is examples/python/vector_add.py), else the
     installed headers."""
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(here, "..", "..", "client", "include"),
+    candidates = [os.path.join(here, "..", "..", "include"),
                   "/usr/local/include", "/usr/include"]
     for folder in candidates:
         if os.path.exists(os.path.join(folder, "halo", "local_kernel.h")):

@@ -1,7 +1,7 @@
 """halo: the Python client of halo, a GPU device server.
 
 A thin layer over libhalo (through ctypes, no compiled extension) that
-mirrors its C API (client/include/halo/halo.h) in Python style::
+mirrors its C API (include/halo/halo.h) in Python style::
 
     import halo, numpy as np
 

@@ -15,7 +15,7 @@ ABI_VERSION``; a library of another ABI is refused with LibraryError (no
 other function of it is called). Loading is lazy: ``import halo`` works
 without libhalo, the first call that needs it loads it.
 
-Every prototype here mirrors client/include/halo/halo.h and status.h of
+Every prototype here mirrors include/halo/halo.h and status.h of
 HALO_ABI_VERSION 1; tests/test_abi.py compiles a C program that checks the
 structure layouts below against the header.
 """

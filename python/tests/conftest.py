@@ -26,7 +26,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-INCLUDE = os.path.join(REPO, "client", "include")
+INCLUDE = os.path.join(REPO, "include")
 
 
 DRIVER = os.environ.get("HALO_TEST_DRIVER") or "local"

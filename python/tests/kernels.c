@@ -1,5 +1,5 @@
 // CPU-driver kernels of the Python tests (compiled by conftest.py with
-// cc -shared -fPIC -O2 -I client/include). Each entry runs once per
+// cc -shared -fPIC -O2 -I include). Each entry runs once per
 // workgroup, possibly on several threads at once.
 #include <stdint.h>
 

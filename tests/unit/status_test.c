@@ -1,4 +1,4 @@
-// Unit tests of the status type (client/include/halo/status.h,
+// Unit tests of the status type (include/halo/status.h,
 // common/status.h): construction, codes and their names, annotation, errno
 // mapping, ownership.
 // clang-format off
