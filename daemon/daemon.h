@@ -17,6 +17,7 @@
 #include "daemon/systemd.h"
 #include "hal/deferred_queue.h"
 #include "hal/device.h"
+#include "hal/registry.h"
 
 typedef struct halod_fd_server_t halod_fd_server_t;
 typedef struct halod_session_t halod_session_t;

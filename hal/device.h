@@ -3,7 +3,8 @@
 // host registrations. One folder per driver: hal/local/ (CPU) and hal/cuda/.
 //
 // Thread-safety: devices are thread-safe (the CUDA driver will call them from
-// its submission thread); the registry functions run on the loop thread.
+// its submission thread). The registry that probes the drivers and creates
+// the devices is hal/registry.h.
 #ifndef HALO_HAL_DEVICE_H_
 #define HALO_HAL_DEVICE_H_
 
@@ -66,49 +67,8 @@ struct halo_hal_device_t {
   halo_hal_device_info_t info;
 };
 
-// A driver as the daemon sees it: available or not, and why.
-typedef struct halo_hal_driver_info_t {
-  const char *name;
-  bool available;
-  char reason[256];
-} halo_hal_driver_info_t;
-
+// The most devices one registry (hal/registry.h) serves: the daemon sizes
+// its per-device tables with it.
 #define HALO_HAL_MAX_DEVICES 16
-#define HALO_HAL_DRIVER_COUNT 2
-
-typedef struct halo_hal_registry_t {
-  halo_hal_driver_info_t drivers[HALO_HAL_DRIVER_COUNT];
-  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
-  uint32_t device_count;
-} halo_hal_registry_t;
-
-// What the daemon's configuration says about the drivers.
-typedef struct halo_hal_registry_options_t {
-  const char *driver;  // auto | local | cuda
-  // CUDA: how finished GPU work reaches the host: "thread" (a completion
-  // thread waits on events) or "host_func" (cuLaunchHostFunc callbacks).
-  // NULL or "" for the default (thread).
-  const char *cuda_completion;
-  // Compiled code on disk (CUDA: NVRTC and PTX JIT results; the driver's
-  // CUDA_CACHE_PATH below it). NULL or "" for none.
-  const char *cache_directory;
-} halo_hal_registry_options_t;
-
-// Probes the drivers and creates the devices of |options|->driver: "auto"
-// picks the best available (cuda with one device per GPU, else local),
-// "local" or "cuda" insist on one and fail with the driver's reason if it
-// is unavailable.
-halo_status_t halo_hal_registry_initialize_with_options(
-    const halo_hal_registry_options_t *options, halo_hal_registry_t *registry);
-// The same with default options.
-halo_status_t halo_hal_registry_initialize(const char *driver_name,
-                                           halo_hal_registry_t *registry);
-void halo_hal_registry_deinitialize(halo_hal_registry_t *registry);
-
-// Drivers.
-halo_status_t halo_hal_local_device_create(halo_hal_device_t **out_device);
-// Fills |out_reason| and returns false when CUDA is unavailable (no
-// driver, no GPU, or a build without cuda.h).
-bool halo_hal_cuda_probe(char *out_reason, size_t reason_size);
 
 #endif  // HALO_HAL_DEVICE_H_

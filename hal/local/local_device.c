@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/status.h"
+#include "hal/registry.h"
 
 typedef struct halo_hal_local_device_t {
   halo_hal_device_t base;

@@ -25,6 +25,7 @@
 
 #include "client/admin.h"
 #include "hal/device.h"
+#include "hal/registry.h"
 #include "halo/halo.h"
 
 static struct {

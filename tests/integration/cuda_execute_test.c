@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "hal/device.h"
+#include "hal/registry.h"
 #include "halo/halo.h"
 
 static const char kKernels[] =

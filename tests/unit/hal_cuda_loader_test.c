@@ -18,6 +18,7 @@
 
 #include "hal/cuda/cuda_symbols.h"
 #include "hal/device.h"
+#include "hal/registry.h"
 
 typedef int (*requested_fn)(int index, const char **out_name, int *out_version);
 typedef const char *(*loading_fn)(void);

@@ -24,6 +24,7 @@
 
 #include "hal/cuda/cuda_device.h"
 #include "hal/device.h"
+#include "hal/registry.h"
 
 //===----------------------------------------------------------------------===//
 // Fixture
@@ -215,6 +216,7 @@ static void test_probe_and_registry(void **state) {
   expect_ok(halo_hal_registry_initialize_with_options(&options, &registry));
   assert_true(registry.drivers[0].available);
   assert_true(registry.device_count >= 1);
+  uint32_t registry_gpu_count = registry.device_count;
   for (uint32_t i = 0; i < registry.device_count; ++i) {
     halo_hal_cuda_device_t *device =
         halo_hal_cuda_device_cast(registry.devices[i]);
@@ -224,6 +226,21 @@ static void test_probe_and_registry(void **state) {
                      HALO_HAL_CUDA_COMPLETION_HOST_FUNC);
   }
   halo_hal_registry_deinitialize(&registry);
+  // A device filter: the last GPU alone, as the registry's device 0.
+  options.has_device_filter = true;
+  options.device_filter = registry_gpu_count - 1;
+  expect_ok(halo_hal_registry_initialize_with_options(&options, &registry));
+  assert_int_equal(registry.device_count, 1);
+  assert_int_equal(halo_hal_cuda_device_cast(registry.devices[0])->ordinal,
+                   registry_gpu_count - 1);
+  halo_hal_registry_deinitialize(&registry);
+  options.device_filter = registry_gpu_count;
+  halo_status_t filter_status =
+      halo_hal_registry_initialize_with_options(&options, &registry);
+  assert_int_equal(halo_status_code(filter_status),
+                   HALO_STATUS_INVALID_ARGUMENT);
+  halo_status_free(filter_status);
+  options.has_device_filter = false;
   options.cuda_completion = "sometimes";
   halo_status_t status =
       halo_hal_registry_initialize_with_options(&options, &registry);

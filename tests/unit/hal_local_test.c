@@ -20,6 +20,7 @@
 
 #include "hal/device.h"
 #include "hal/local/local_device.h"
+#include "hal/registry.h"
 
 //===----------------------------------------------------------------------===//
 // Fixture: one device and the test kernels, shared by every test
@@ -1058,6 +1059,35 @@ static void test_device_lifecycle(void **state) {
   }
 }
 
+// The registry with a device filter: the local driver has device 0 only,
+// created as the registry's device 0; any other is INVALID_ARGUMENT naming
+// it. Without a filter (zero options) the registry serves every device.
+static void test_registry_device_filter(void **state) {
+  (void)state;
+  halo_hal_registry_t registry;
+  halo_hal_registry_options_t options = {.driver = "local"};
+  expect_ok(halo_hal_registry_initialize_with_options(&options, &registry));
+  assert_int_equal(registry.device_count, 1);
+  assert_string_equal(registry.devices[0]->info.driver, "local");
+  halo_hal_registry_deinitialize(&registry);
+
+  options.has_device_filter = true;
+  options.device_filter = 0;
+  expect_ok(halo_hal_registry_initialize_with_options(&options, &registry));
+  assert_int_equal(registry.device_count, 1);
+  assert_string_equal(registry.devices[0]->info.driver, "local");
+  halo_hal_registry_deinitialize(&registry);
+
+  options.device_filter = 1;
+  halo_status_t status =
+      halo_hal_registry_initialize_with_options(&options, &registry);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(halo_status_message(status), "device 1"));
+  assert_non_null(strstr(halo_status_message(status), "1 device"));
+  halo_status_free(status);
+  assert_int_equal(registry.device_count, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_elf),
@@ -1079,6 +1109,7 @@ int main(void) {
       cmocka_unit_test(test_priority),
       cmocka_unit_test(test_queue_destroy_waits),
       cmocka_unit_test(test_device_lifecycle),
+      cmocka_unit_test(test_registry_device_filter),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

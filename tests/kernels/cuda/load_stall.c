@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hal/cuda/cuda_device.h"
+#include "hal/registry.h"
 
 #define SPIN_MS 1000
 

@@ -1,6 +1,6 @@
 // The driver registry: probes the drivers and creates the devices the
 // daemon serves.
-#include "hal/device.h"
+#include "hal/registry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +34,8 @@ bool halo_hal_cuda_probe(char *out_reason, size_t reason_size) {
 }
 
 #ifdef HALO_HAVE_CUDA
-// One device per GPU; on failure the devices created so far are destroyed.
+// One device per GPU, or GPU |options|->device_filter's alone; on failure
+// the devices created so far are destroyed.
 static halo_status_t halo_hal_registry_create_cuda_devices(
     const halo_hal_registry_options_t *options, uint32_t count,
     halo_hal_registry_t *registry) {
@@ -55,12 +56,22 @@ static halo_status_t halo_hal_registry_create_cuda_devices(
     snprintf(cuda_options.cache_directory, sizeof(cuda_options.cache_directory),
              "%s", options->cache_directory);
   }
-  if (count > HALO_HAL_MAX_DEVICES) {
+  uint32_t first = 0;
+  if (options->has_device_filter) {
+    if (options->device_filter >= count) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "device %u out of range: driver cuda has %u "
+                              "GPU(s)",
+                              options->device_filter, count);
+    }
+    first = options->device_filter;
+    count = first + 1;
+  } else if (count > HALO_HAL_MAX_DEVICES) {
     HALO_LOG_WARN("cuda: %u GPUs, serving the first %d", count,
                   HALO_HAL_MAX_DEVICES);
     count = HALO_HAL_MAX_DEVICES;
   }
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = first; i < count; ++i) {
     halo_hal_device_t *device = NULL;
     halo_status_t status =
         halo_hal_cuda_device_create(i, &cuda_options, &device);
@@ -109,10 +120,12 @@ halo_status_t halo_hal_registry_initialize_with_options(
     halo_status_t status =
         halo_hal_registry_create_cuda_devices(options, gpu_count, registry);
     if (!status) return NULL;
-    if (want_cuda || halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT) {
+    // auto: a GPU that cannot be served leaves the local driver, unless the
+    // filter asks for a device the local driver does not have.
+    if (want_cuda || halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT ||
+        (options->has_device_filter && options->device_filter != 0)) {
       return status;
     }
-    // auto: a GPU that cannot be served leaves the local driver.
     snprintf(cuda->reason, sizeof(cuda->reason), "%s",
              halo_status_message(status));
     cuda->available = false;
@@ -120,6 +133,20 @@ halo_status_t halo_hal_registry_initialize_with_options(
     halo_status_free(status);
   }
 #endif
+  // The local driver has one device, 0.
+  if (options->has_device_filter && options->device_filter != 0) {
+    if (want_local) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "device %u out of range: driver local has 1 "
+                              "device",
+                              options->device_filter);
+    }
+    // auto with CUDA unavailable: no GPU.
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "device %u out of range: 0 GPUs (driver cuda "
+                            "unavailable: %s) and driver local has 1 device",
+                            options->device_filter, cuda->reason);
+  }
   halo_hal_device_t *device = NULL;
   HALO_RETURN_IF_ERROR(halo_hal_local_device_create(&device));
   registry->devices[registry->device_count++] = device;
