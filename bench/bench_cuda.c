@@ -314,7 +314,7 @@ static void bench_device_open(bench_device_t *bench,
   }
   bench->page = page;
   CHECK("register_host",
-        bench->allocator->vtable->register_host(bench->allocator, page, 4096,
+        bench->allocator->vtable->register_host(bench->allocator, page, 4096, -1,
                                                 &bench->page_address));
 }
 

@@ -19,6 +19,7 @@
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
+#include "daemon/workers.h"
 
 // Submissions waiting on semaphores and issued to devices, over every live
 // queue.
@@ -76,17 +77,7 @@ static void halod_admin_status(halod_t *daemon,
   Halo__Wire__DeviceInfo devices[HALO_HAL_MAX_DEVICES];
   Halo__Wire__DeviceInfo *device_pointers[HALO_HAL_MAX_DEVICES];
   for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-    const halo_hal_device_t *device = daemon->hal.devices[i];
-    halo__wire__device_info__init(&devices[i]);
-    devices[i].ordinal = i;
-    devices[i].driver = (char *)device->info.driver;
-    devices[i].name = (char *)device->info.name;
-    devices[i].memory_bytes = device->info.memory_bytes;
-    devices[i].has_compute_major = devices[i].has_compute_minor = true;
-    devices[i].compute_major = device->info.compute_major;
-    devices[i].compute_minor = device->info.compute_minor;
-    devices[i].has_multiprocessor_count = true;
-    devices[i].multiprocessor_count = device->info.multiprocessor_count;
+    halod_fill_device_info(halod_device_info(daemon, i), i, &devices[i]);
     device_pointers[i] = &devices[i];
   }
   reply.n_devices = daemon->hal.device_count;

@@ -8,12 +8,25 @@
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
+#include "daemon/workers.h"
 
 static uint64_t halod_align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) & ~(alignment - 1);
 }
 
-halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
+// Unregisters the mapping from the devices it reached and drops them.
+static void halod_arena_unregister(halod_arena_t *arena) {
+  for (uint32_t i = 0; i < arena->registered; ++i) {
+    halo_hal_allocator_t *allocator = arena->devices[i]->allocator;
+    allocator->vtable->unregister_host(allocator, arena->mapping);
+    halod_device_release(arena->devices[i]);
+    arena->devices[i] = NULL;
+  }
+  arena->registered = 0;
+}
+
+halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
+                                 uint64_t size, bool exclusive,
                                  uint64_t owner_session,
                                  halod_arena_t **out_arena) {
   *out_arena = NULL;
@@ -35,16 +48,17 @@ halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
     status = halo_memfd_map(arena->fd, size, PROT_READ | PROT_WRITE,
                             &arena->mapping);
   }
-  uint32_t registered = 0;
-  for (; !status && registered < daemon->hal.device_count; ++registered) {
-    halo_hal_allocator_t *allocator =
-        daemon->hal.devices[registered]->allocator;
-    uint64_t device_address = 0;
+  for (uint32_t i = 0; !status && i < daemon->hal.device_count; ++i) {
+    halo_hal_device_t *device = NULL;
+    status = halod_domain_device(daemon, domain, i, &device);
+    if (status) break;
+    halo_hal_allocator_t *allocator = device->allocator;
     status = allocator->vtable->register_host(allocator, arena->mapping, size,
-                                              &device_address);
-    if (registered < HALO_HAL_MAX_DEVICES) {
-      arena->device_addresses[registered] = device_address;
-    }
+                                              arena->fd,
+                                              &arena->device_addresses[i]);
+    if (status) break;
+    halod_device_retain(device);
+    arena->devices[arena->registered++] = device;
   }
   if (!status) {
     arena->free_ranges = malloc(sizeof(*arena->free_ranges) * 4);
@@ -54,11 +68,7 @@ halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
   }
   if (!status) status = halo_u64_map_put(&daemon->arenas, arena->id, arena);
   if (status) {
-    // Registration of device |registered - 1| failed or later steps did.
-    for (uint32_t i = 0; arena->mapping && i + 1 < registered; ++i) {
-      halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
-      allocator->vtable->unregister_host(allocator, arena->mapping);
-    }
+    halod_arena_unregister(arena);
     if (arena->mapping) munmap(arena->mapping, size);
     if (arena->fd >= 0) close(arena->fd);
     free(arena->free_ranges);
@@ -76,10 +86,7 @@ halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
 
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {
   halo_u64_map_remove(&daemon->arenas, arena->id);
-  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-    halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
-    allocator->vtable->unregister_host(allocator, arena->mapping);
-  }
+  halod_arena_unregister(arena);
   munmap(arena->mapping, arena->size);
   close(arena->fd);
   free(arena->free_ranges);

@@ -29,15 +29,20 @@ typedef struct halod_arena_t {
   bool exclusive;
   uint64_t owner_session;  // 0 once the session ended
   uint32_t live;           // buffers placed on it
-  // Where each device reaches the mapping (registered host memory).
+  // Where each device reaches the mapping (registered host memory), and
+  // the devices it is registered with (the owner's trust domain's; held).
   uint64_t device_addresses[HALO_HAL_MAX_DEVICES];
+  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
+  uint32_t registered;
   // Free ranges sorted by offset, coalesced.
   halod_arena_range_t *free_ranges;
   uint32_t free_count;
   uint32_t free_capacity;
 } halod_arena_t;
 
-halo_status_t halod_arena_create(halod_t *daemon, uint64_t size, bool exclusive,
+// Registered with every device of |domain| (its sessions' devices).
+halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
+                                 uint64_t size, bool exclusive,
                                  uint64_t owner_session,
                                  halod_arena_t **out_arena);
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena);

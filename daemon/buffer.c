@@ -5,6 +5,7 @@
 
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
 
 // Places |size| bytes on one of the session's shared arenas, creating one
 // when none has room; exportable or large buffers get an exclusive arena.
@@ -25,9 +26,9 @@ static halo_status_t halod_buffer_place(halod_t *daemon,
     }
   }
   halod_arena_t *arena = NULL;
-  HALO_RETURN_IF_ERROR(
-      halod_arena_create(daemon, exclusive ? size : daemon->config.arena_bytes,
-                         exclusive, session->id, &arena));
+  HALO_RETURN_IF_ERROR(halod_arena_create(
+      daemon, session->domain, exclusive ? size : daemon->config.arena_bytes,
+      exclusive, session->id, &arena));
   if (!exclusive) {
     halo_status_t status = halod_session_add_arena(session, arena);
     if (status) {
@@ -45,11 +46,9 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
                                   uint64_t size, bool exportable,
                                   halod_buffer_t **out_buffer) {
   *out_buffer = NULL;
-  if (device >= daemon->hal.device_count) {
-    return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
-                            "device %u does not exist (the daemon has %u)",
-                            device, daemon->hal.device_count);
-  }
+  halo_hal_device_t *hal_device = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_domain_device(daemon, session->domain, device, &hal_device));
   if (size == 0 || size > HALOD_BUFFER_MAX_SIZE) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "buffer size %llu is outside [1, 2^40]",
@@ -86,9 +85,13 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
     status = halod_buffer_place(daemon, session, size, exportable,
                                 &buffer->arena, &buffer->offset);
   } else {
-    halo_hal_allocator_t *allocator = daemon->hal.devices[device]->allocator;
+    halo_hal_allocator_t *allocator = hal_device->allocator;
     status =
         allocator->vtable->allocate(allocator, size, &buffer->device_address);
+    if (!status) {
+      halod_device_retain(hal_device);
+      buffer->hal_device = hal_device;
+    }
   }
   if (status) {
     free(buffer);
@@ -127,10 +130,10 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
   } else {
     stats->device_bytes -= buffer->size;
     if (owner) owner->device_bytes -= buffer->size;
-    halo_hal_allocator_t *allocator =
-        daemon->hal.devices[buffer->device]->allocator;
+    halo_hal_allocator_t *allocator = buffer->hal_device->allocator;
     allocator->vtable->deallocate(allocator, buffer->device_address,
                                   buffer->size);
+    halod_device_release(buffer->hal_device);
   }
   void (*on_freed)(void *) = buffer->on_freed;
   void *on_freed_data = buffer->on_freed_data;
@@ -161,8 +164,8 @@ halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
            (size_t)length);
     return NULL;
   }
-  halo_hal_allocator_t *allocator =
-      daemon->hal.devices[buffer->device]->allocator;
+  (void)daemon;
+  halo_hal_allocator_t *allocator = buffer->hal_device->allocator;
   return allocator->vtable->write(allocator, buffer->device_address + offset,
                                   data, length);
 }
@@ -177,26 +180,41 @@ halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
            (size_t)length);
     return NULL;
   }
-  halo_hal_allocator_t *allocator =
-      daemon->hal.devices[buffer->device]->allocator;
+  (void)daemon;
+  halo_hal_allocator_t *allocator = buffer->hal_device->allocator;
   return allocator->vtable->read(allocator, buffer->device_address + offset,
                                  out_data, length);
 }
 
 halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
-                                          uint32_t device,
+                                          const halo_hal_device_t *hal_device,
+                                          uint32_t index,
                                           uint64_t *out_address) {
   *out_address = 0;
   if (buffer->arena) {
-    *out_address = buffer->arena->device_addresses[device] + buffer->offset;
+    if (index >= buffer->arena->registered ||
+        buffer->arena->devices[index] != hal_device) {
+      return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                              "buffer %llu is host memory of another trust "
+                              "domain: device %u of this one cannot reach it",
+                              (unsigned long long)buffer->id, index);
+    }
+    *out_address = buffer->arena->device_addresses[index] + buffer->offset;
     return NULL;
   }
-  if (buffer->device != device) {
+  if (buffer->device != index) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "buffer %llu is device memory of device %u, not "
                             "of device %u",
                             (unsigned long long)buffer->id, buffer->device,
-                            device);
+                            index);
+  }
+  if (buffer->hal_device != hal_device) {
+    return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                            "buffer %llu is device memory of another trust "
+                            "domain (its own device worker): it cannot be "
+                            "bound here",
+                            (unsigned long long)buffer->id);
   }
   *out_address = buffer->device_address;
   return NULL;

@@ -21,7 +21,10 @@ typedef struct halod_buffer_t {
   halod_arena_t *arena;  // host-visible
   uint64_t offset;
   uint64_t device_address;  // device memory
-  uint64_t owner_session;   // charged session; 0 once it ended
+  // Device memory: the device (of the owner's trust domain) it lives on
+  // (held).
+  halo_hal_device_t *hal_device;
+  uint64_t owner_session;  // charged session; 0 once it ended
   bool exportable;
   bool exported;
   uint8_t token[16];
@@ -47,10 +50,14 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer);
 halo_status_t halod_buffer_check_range(const halod_buffer_t *buffer,
                                        uint64_t offset, uint64_t length);
 
-// The address |device| reaches the buffer at: host-visible buffers are
-// registered with every device; device buffers only on their own.
+// The address |hal_device| (device |index| of some trust domain) reaches
+// the buffer at: host-visible buffers are registered with every device of
+// their owner's domain; device buffers only with their own device. Memory
+// of another trust domain is refused (PERMISSION_DENIED): it lives in
+// another worker process.
 halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
-                                          uint32_t device,
+                                          const halo_hal_device_t *hal_device,
+                                          uint32_t index,
                                           uint64_t *out_address);
 
 halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,

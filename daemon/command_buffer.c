@@ -13,6 +13,7 @@ typedef struct halod_recorder_t {
   halod_t *daemon;
   halod_session_t *session;
   uint32_t device;
+  halo_hal_device_t *hal_device;  // the session's trust domain's
   halo_hal_recording_t recording;
   uint32_t command_capacity;
   uint32_t arg_capacity;
@@ -152,7 +153,8 @@ static halo_status_t halod_recorder_resolve_ref(
     }
     halod_buffer_t *buffer = object;
     uint64_t address;
-    status = halod_buffer_device_address(buffer, recorder->device, &address);
+    status = halod_buffer_device_address(buffer, recorder->hal_device,
+                                         recorder->device, &address);
     if (status) {
       return halo_status_annotate(status, "command %u (%s): %s",
                                   recorder->index, recorder->what, role);
@@ -515,6 +517,7 @@ halo_status_t halod_command_buffer_create(
   recorder.daemon = daemon;
   recorder.session = session;
   recorder.device = request->device;
+  recorder.hal_device = session->domain->devices[request->device];
   recorder.recording.flags = request->flags;
   recorder.recording.binding_capacity = request->binding_capacity;
   recorder.slots =
@@ -527,6 +530,9 @@ halo_status_t halod_command_buffer_create(
   }
   halo_hasher_initialize(&recorder.hasher);
   halo_hasher_update_u64(&recorder.hasher, request->device);
+  // Recordings are shared within a trust domain (each has its own device).
+  halo_hasher_update_u64(&recorder.hasher,
+                         (uint64_t)(uintptr_t)recorder.hal_device);
   halo_hasher_update_u64(&recorder.hasher, request->flags);
   halo_hasher_update_u64(&recorder.hasher, request->binding_capacity);
   halo_hasher_update_u64(&recorder.hasher, request->n_commands);
@@ -577,7 +583,7 @@ halo_status_t halod_command_buffer_create(
     halod_recorder_release(&recorder);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
-  halo_hal_device_t *device = daemon->hal.devices[request->device];
+  halo_hal_device_t *device = recorder.hal_device;
   uint32_t command_count = recorder.recording.command_count;
   status = device->vtable->prepare_command_buffer(device, &recorder.recording,
                                                   &entry->hal);

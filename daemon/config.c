@@ -108,6 +108,22 @@ static const halod_config_entry_t halod_config_entries[] = {
      "thread|host_func", START,
      "how the CUDA driver learns that GPU work finished: thread (a "
      "completion thread waits on events) or host_func (cuLaunchHostFunc)"},
+    {"device-workers", HALOD_CHOICE(device_workers), "process", 0, 0,
+     "process|inline", START,
+     "where device work runs: process (one worker process per device and "
+     "trust domain, so a fault ends only that domain's worker) or inline "
+     "(in halod itself: a device fault ends halod)"},
+    {"trust-domain", HALOD_CHOICE(trust_domain), "uid", 0, 0, "uid|process",
+     START,
+     "what groups clients into trust domains, which share a device context "
+     "and its faults: uid (one domain per user) or process (one per client "
+     "process)"},
+    {"submission-deadline-ms",
+     HALOD_NUMBER(HALOD_CONFIG_U32, submission_deadline_ms), "0", 0, 86400000,
+     NULL, START,
+     "milliseconds an execution may run on a device worker before it fails "
+     "with DEADLINE_EXCEEDED and its worker is replaced (0: no deadline; "
+     "device-workers process only)"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "

@@ -31,17 +31,20 @@ typedef struct halod_config_t {
   uint64_t max_message_bytes;
   uint32_t contexts;  // nng rep contexts per socket
   uint64_t arena_bytes;
-  uint64_t session_host_bytes;    // quota of host-visible bytes per session
-  uint64_t session_device_bytes;  // quota of device bytes per session
-  uint32_t session_handles;       // quota of live handles per session
-  char native_code[16];           // owner | any | none
-  uint32_t session_pending;       // quota of unfinished submissions
-  uint32_t ring_poll_us;          // submission ring polling window
-  uint64_t ring_bytes;            // submission ring capacity (power of two)
-  char cuda_completion[16];       // thread | host_func
-  char cache_directory[256];      // compiled GPU code; "" for none
-  char metrics_textfile[512];     // node-exporter textfile; "" for none
-  uint32_t metrics_interval;      // seconds between textfile writes
+  uint64_t session_host_bytes;      // quota of host-visible bytes per session
+  uint64_t session_device_bytes;    // quota of device bytes per session
+  uint32_t session_handles;         // quota of live handles per session
+  char native_code[16];             // owner | any | none
+  uint32_t session_pending;         // quota of unfinished submissions
+  uint32_t ring_poll_us;            // submission ring polling window
+  uint64_t ring_bytes;              // submission ring capacity (power of two)
+  char cuda_completion[16];         // thread | host_func
+  char cache_directory[256];        // compiled GPU code; "" for none
+  char device_workers[16];          // process | inline
+  char trust_domain[16];            // uid | process
+  uint32_t submission_deadline_ms;  // 0: none
+  char metrics_textfile[512];       // node-exporter textfile; "" for none
+  uint32_t metrics_interval;        // seconds between textfile writes
 
   // Not settings: where each value came from, and the command line (kept
   // for SIGHUP, which re-reads the file and applies the flags again).

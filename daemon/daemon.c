@@ -20,33 +20,53 @@
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
+#include "daemon/workers.h"
 
 uint64_t halod_next_id(halod_t *daemon) {
   return ++daemon->next_id;
 }
 
-halod_domain_t *halod_domain_acquire(halod_t *daemon, uint32_t uid) {
-  uint64_t key = (uint64_t)uid + 1;
+halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
+                                   halod_domain_t **out_domain) {
+  *out_domain = NULL;
+  bool by_process = strcmp(daemon->config.trust_domain, "process") == 0;
+  uint64_t key = by_process ? ((uint64_t)pid | 1ull << 32) : (uint64_t)uid + 1;
   halod_domain_t *domain = halo_u64_map_get(&daemon->domains, key);
   if (!domain) {
     domain = calloc(1, sizeof(*domain));
-    if (!domain) return NULL;
+    if (!domain) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     domain->key = key;
     domain->uid = uid;
-    snprintf(domain->name, sizeof(domain->name), "uid:%u", uid);
+    if (by_process) {
+      snprintf(domain->name, sizeof(domain->name), "pid:%u", pid);
+    } else {
+      snprintf(domain->name, sizeof(domain->name), "uid:%u", uid);
+    }
     halo_status_t status = halo_u64_map_put(&daemon->domains, key, domain);
     if (status) {
-      halo_status_free(status);
       free(domain);
-      return NULL;
+      return status;
     }
   }
+  // A new domain, or one whose worker was lost: its devices start now, so
+  // that its semaphore pages and arenas are registered with them.
+  halo_status_t status = halod_domain_start_devices(daemon, domain);
+  if (status) {
+    if (domain->sessions == 0) {
+      halod_domain_stop_devices(daemon, domain);
+      halo_u64_map_remove(&daemon->domains, domain->key);
+      free(domain);
+    }
+    return status;
+  }
   ++domain->sessions;
-  return domain;
+  *out_domain = domain;
+  return NULL;
 }
 
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
   if (--domain->sessions > 0) return;
+  halod_domain_stop_devices(daemon, domain);
   halo_u64_map_remove(&daemon->domains, domain->key);
   free(domain);
 }
@@ -183,18 +203,11 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_hal_deferred_queue_initialize(&daemon->deferred, halod_wake_loop,
                                      &daemon->completion_async);
 
-  halo_hal_registry_options_t hal_options = {
-      .driver = config->driver,
-      .cuda_completion = config->cuda_completion,
-      .cache_directory = config->cache_directory,
-  };
-  halo_status_t status =
-      halo_hal_registry_initialize_with_options(&hal_options, &daemon->hal);
+  halo_status_t status = halod_workers_start(daemon);
   if (status) {
     halod_stop(daemon);  // closes the handles opened so far
     return status;
   }
-  halod_device_lost_watch(daemon);
   for (int i = 0; i < HALO_HAL_DRIVER_COUNT; ++i) {
     const halo_hal_driver_info_t *driver = &daemon->hal.drivers[i];
     if (driver->available) {
@@ -205,8 +218,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     }
   }
   for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-    HALO_LOG_INFO("device %u: %s %s", i, daemon->hal.devices[i]->info.driver,
-                  daemon->hal.devices[i]->info.name);
+    const halo_hal_device_info_t *info = halod_device_info(daemon, i);
+    HALO_LOG_INFO("device %u: %s %s", i, info->driver, info->name);
   }
 
   // The fd channel sits beside the client socket.
@@ -304,7 +317,7 @@ void halod_stop(halod_t *daemon) {
   }
   halod_executable_stop_loads(daemon);
   halod_device_lost_unwatch(daemon);
-  halo_hal_registry_deinitialize(&daemon->hal);
+  halod_workers_stop(daemon);
   halo_u64_map_deinitialize(&daemon->sessions_by_pipe);
   halo_u64_map_deinitialize(&daemon->sessions_by_id);
   halo_u64_map_deinitialize(&daemon->domains);

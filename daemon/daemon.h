@@ -29,10 +29,17 @@ typedef struct halod_rings_t halod_rings_t;
 // one per uid). Everything runs in one process for now; every session
 // already carries its domain.
 typedef struct halod_domain_t {
-  uint64_t key;  // uid + 1
+  uint64_t key;  // trust-domain uid: uid + 1; process: pid | 1 << 32
   uint32_t uid;
   char name[32];
   uint32_t sessions;
+  // Its devices (daemon/workers.h): with device-workers=process, the proxies
+  // of its worker processes (owned; NULL until started or after a loss);
+  // inline, the registry's.
+  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
+  uint32_t workers_started;
+  uint32_t faults;  // workers lost
+  char last_fault[512];
 } halod_domain_t;
 
 // An exported object: the token maps to the object while it lives.
@@ -83,6 +90,7 @@ typedef struct halod_t {
   halo_hal_deferred_queue_t deferred;
   uv_async_t completion_async;
   halod_rings_t *rings;  // the sessions' submission rings (daemon/ring.h)
+  struct halod_workers_state_t *workers;  // daemon/workers.c
 } halod_t;
 
 // Starts everything: devices, sockets, signal handlers.
@@ -95,8 +103,10 @@ void halod_stop(halod_t *daemon);
 
 uint64_t halod_next_id(halod_t *daemon);
 
-// Trust domains.
-halod_domain_t *halod_domain_acquire(halod_t *daemon, uint32_t uid);
+// Trust domains: the session's (keyed by uid or pid, as trust-domain says),
+// its device workers started (daemon/workers.h).
+halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
+                                   halod_domain_t **out_domain);
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
 
 // Exports: |out_token| receives a fresh random token mapped to |object|.
@@ -119,6 +129,10 @@ void halod_admin_on_event(void *user_data, halod_server_event_t *event);
 // One line for systemd's STATUS= and the log: sessions, pending and in-flight
 // work, draining (daemon/admin.c).
 void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity);
+
+// The wire form of device |ordinal|'s info (daemon/requests.c).
+void halod_fill_device_info(const halo_hal_device_info_t *device,
+                            uint32_t ordinal, Halo__Wire__DeviceInfo *info);
 
 // Packs |response| and replies on |context| (daemon/requests.c).
 void halod_reply(halod_server_context_t *context,

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
 
 #define HALOD_MAX_EXECUTABLE_OPTIONS 256
 
@@ -45,11 +46,15 @@ static halo_status_t halod_executable_check_trust(halod_t *daemon,
                           session->uid, policy);
 }
 
+// Content, options and the device it loads on: executables are shared by
+// the sessions of one trust domain (each domain's device is its own worker).
 static void halod_executable_hash(const Halo__Wire__ExecutableCreate *request,
+                                  const halo_hal_device_t *device,
                                   halo_hash_t *out_hash) {
   halo_hasher_t hasher;
   halo_hasher_initialize(&hasher);
   halo_hasher_update_u64(&hasher, request->device);
+  halo_hasher_update_u64(&hasher, (uint64_t)(uintptr_t)device);
   halo_hasher_update_u64(&hasher, (uint64_t)request->format);
   halo_hasher_update_u64(&hasher, request->n_options);
   for (size_t i = 0; i < request->n_options; ++i) {
@@ -159,6 +164,7 @@ static halo_status_t halod_executable_add_waiter(
 }
 
 static void halod_executable_load_free(halod_executable_load_t *load) {
+  if (load->device) halod_device_release(load->device);
   for (uint32_t i = 0; i < load->option_count; ++i) free(load->options[i]);
   free(load->options);
   free(load->data);
@@ -319,7 +325,8 @@ static halo_status_t halod_executable_start_load(
   }
   load->daemon = daemon;
   load->executable = executable;
-  load->device = daemon->hal.devices[request->device];
+  load->device = session->domain->devices[request->device];
+  halod_device_retain(load->device);
   atomic_init(&load->done, false);
   load->work.data = load;
   int rc = uv_queue_work(daemon->loop, &load->work, halod_executable_load_work,
@@ -350,8 +357,15 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
     halod_reply_status(context, status);
     return;
   }
+  halo_hal_device_t *device = NULL;
+  status =
+      halod_domain_device(daemon, session->domain, request->device, &device);
+  if (status) {
+    halod_reply_status(context, status);
+    return;
+  }
   halo_hash_t hash;
-  halod_executable_hash(request, &hash);
+  halod_executable_hash(request, device, &hash);
   halod_executable_t *existing =
       halo_u64_map_get(&daemon->executables, halo_hash_key(&hash));
   if (existing && memcmp(existing->hash.bytes, hash.bytes, sizeof(hash)) != 0) {

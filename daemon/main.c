@@ -1,13 +1,19 @@
 // halod: the halo GPU device server. Runs in the foreground (systemd style).
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/worker_process.h"
 
 int main(int argc, char **argv) {
+  // A device worker process (daemon/workers.h) runs the same binary.
+  if (argc > 1 && strcmp(argv[1], "--worker") == 0) {
+    return halod_worker_main(argc, argv);
+  }
   halod_config_t config;
   halod_config_initialize(&config);
   int exit_now = 0;

@@ -16,6 +16,7 @@
 #include "daemon/daemon.h"
 #include "daemon/queue.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
 
 // A growing string; |failed| once an allocation failed.
 typedef struct halod_text_t {
@@ -126,11 +127,11 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
   halod_text_header(text, "halo_device_info", "gauge",
                     "A device halod serves (value 1).");
   for (uint32_t d = 0; d < count; ++d) {
-    const halo_hal_device_t *device = daemon->hal.devices[d];
+    const halo_hal_device_info_t *info = halod_device_info(daemon, d);
     halod_text_append(text, "halo_device_info{device=\"%u\",driver=\"", d);
-    halod_text_label(text, device->info.driver);
+    halod_text_label(text, info->driver);
     halod_text_append(text, "\",name=\"");
-    halod_text_label(text, device->info.name);
+    halod_text_label(text, info->name);
     halod_text_append(text, "\"} 1\n");
   }
   halod_text_header(text, "halo_device_memory_total_bytes", "gauge",
@@ -138,7 +139,7 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
   for (uint32_t d = 0; d < count; ++d) {
     halod_text_append(
         text, "halo_device_memory_total_bytes{device=\"%u\"} %" PRIu64 "\n", d,
-        daemon->hal.devices[d]->info.memory_bytes);
+        halod_device_info(daemon, d)->memory_bytes);
   }
   halod_text_header(text, "halo_device_allocated_bytes", "gauge",
                     "Bytes of live buffers on the device, by memory type.");

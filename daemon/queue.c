@@ -4,19 +4,17 @@
 
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
 
 halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
                                  uint32_t device, int32_t priority,
                                  halod_queue_t **out_queue) {
   *out_queue = NULL;
-  if (device >= daemon->hal.device_count) {
-    return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
-                            "device %u does not exist (the daemon has %u)",
-                            device, daemon->hal.device_count);
-  }
+  halo_hal_device_t *hal_device = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_domain_device(daemon, session->domain, device, &hal_device));
   halod_queue_t *queue = calloc(1, sizeof(*queue));
   if (!queue) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  halo_hal_device_t *hal_device = daemon->hal.devices[device];
   halo_status_t status =
       hal_device->vtable->create_queue(hal_device, priority, &queue->hal);
   if (status) {
@@ -28,6 +26,8 @@ halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
   queue->id = halod_next_id(daemon);
   queue->session_id = session->id;
   queue->device = device;
+  halod_device_retain(hal_device);
+  queue->hal_device = hal_device;
   queue->priority = priority;
   queue->session_next = session->queues;
   session->queues = queue;
@@ -66,6 +66,7 @@ void halod_queue_release(halod_t *daemon, halod_queue_t *queue) {
   if (queue->all_next) queue->all_next->all_prev = queue->all_prev;
   // Every submission holds a reference, so nothing runs on it any more.
   halo_hal_queue_destroy(queue->hal);
+  halod_device_release(queue->hal_device);
   free(queue);
 }
 

@@ -20,6 +20,8 @@ typedef struct halod_queue_t {
   uint32_t device;
   int32_t priority;
   halo_hal_queue_t *hal;
+  // The device (of the session's trust domain) it runs on (held).
+  halo_hal_device_t *hal_device;
   // Statistics.
   uint32_t waiting;
   uint32_t in_flight;

@@ -15,6 +15,7 @@
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
+#include "daemon/workers.h"
 
 void halod_reply(halod_server_context_t *context,
                  const Halo__Wire__Response *response) {
@@ -86,19 +87,18 @@ static halo_status_t halod_hello(halod_request_t *request,
   return NULL;
 }
 
-static void halod_fill_device_info(const halo_hal_device_t *device,
-                                   uint32_t ordinal,
-                                   Halo__Wire__DeviceInfo *info) {
+void halod_fill_device_info(const halo_hal_device_info_t *device,
+                            uint32_t ordinal, Halo__Wire__DeviceInfo *info) {
   halo__wire__device_info__init(info);
   info->ordinal = ordinal;
-  info->driver = (char *)device->info.driver;
-  info->name = (char *)device->info.name;
-  info->memory_bytes = device->info.memory_bytes;
+  info->driver = (char *)device->driver;
+  info->name = (char *)device->name;
+  info->memory_bytes = device->memory_bytes;
   info->has_compute_major = info->has_compute_minor = true;
-  info->compute_major = device->info.compute_major;
-  info->compute_minor = device->info.compute_minor;
+  info->compute_major = device->compute_major;
+  info->compute_minor = device->compute_minor;
   info->has_multiprocessor_count = true;
-  info->multiprocessor_count = device->info.multiprocessor_count;
+  info->multiprocessor_count = device->multiprocessor_count;
 }
 
 static halo_status_t halod_semaphore_lookup(halod_session_t *session,
@@ -229,6 +229,22 @@ static halo_status_t halod_export_object(halod_t *daemon, uint32_t type,
   return NULL;
 }
 
+// A lost session (daemon/workers.h) may still learn why its semaphores
+// failed and release its handles.
+static bool halod_request_allowed_when_lost(const Halo__Wire__Request *wire) {
+  switch (wire->body_case) {
+    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY:
+    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE:
+    case HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE:
+    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE:
+    case HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_RELEASE:
+    case HALO__WIRE__REQUEST__BODY_QUEUE_RELEASE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 static halo_status_t halod_dispatch(halod_request_t *request,
                                     const Halo__Wire__Request *wire,
                                     halod_reply_bodies_t *bodies) {
@@ -242,6 +258,10 @@ static halo_status_t halod_dispatch(halod_request_t *request,
   if (!session->hello_done) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "the first request of a session must be Hello");
+  }
+  if (session->lost_reason && !halod_request_allowed_when_lost(wire)) {
+    return halo_status_make(HALO_STATUS_SESSION_LOST, "%s",
+                            session->lost_reason);
   }
   // Body numbers 100 and up are admin requests (proto/halo.proto).
   if (wire->body_case >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
@@ -263,7 +283,7 @@ static halo_status_t halod_dispatch(halod_request_t *request,
     case HALO__WIRE__REQUEST__BODY_DEVICE_LIST: {
       halo__wire__device_list_reply__init(&bodies->device_list);
       for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-        halod_fill_device_info(daemon->hal.devices[i], i,
+        halod_fill_device_info(halod_device_info(daemon, i), i,
                                &bodies->device_infos[i]);
         bodies->device_info_pointers[i] = &bodies->device_infos[i];
       }

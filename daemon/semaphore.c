@@ -12,10 +12,23 @@
 #include "common/memfd.h"
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
+
+// Unregisters the page from the devices it reached and drops them.
+static void halod_timeline_page_unregister(halod_timeline_page_t *page,
+                                           void *mapping) {
+  for (uint32_t i = 0; i < page->registered; ++i) {
+    halo_hal_allocator_t *allocator = page->devices[i]->allocator;
+    allocator->vtable->unregister_host(allocator, mapping);
+    halod_device_release(page->devices[i]);
+    page->devices[i] = NULL;
+  }
+  page->registered = 0;
+}
 
 static halo_status_t halod_timeline_page_create(
-    halod_t *daemon, bool exclusive, uint64_t owner_session,
-    halod_timeline_page_t **out_page) {
+    halod_t *daemon, halod_domain_t *domain, bool exclusive,
+    uint64_t owner_session, halod_timeline_page_t **out_page) {
   *out_page = NULL;
   halod_timeline_page_t *page = calloc(1, sizeof(*page));
   if (!page) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -34,28 +47,28 @@ static halo_status_t halod_timeline_page_create(
   }
   // Registered with every device before sealing (DESIGN.md "Shared
   // memory"): GPU stores of signal values land in the page.
-  for (; !status && page->registered < daemon->hal.device_count;
-       ++page->registered) {
-    halo_hal_allocator_t *allocator =
-        daemon->hal.devices[page->registered]->allocator;
-    status = allocator->vtable->register_host(
-        allocator, mapping, HALO_TIMELINE_PAGE_SIZE,
-        &page->device_addresses[page->registered]);
+  for (uint32_t i = 0; !status && i < daemon->hal.device_count; ++i) {
+    halo_hal_device_t *device = NULL;
+    status = halod_domain_device(daemon, domain, i, &device);
+    halo_hal_allocator_t *allocator = device ? device->allocator : NULL;
+    if (!status) {
+      status = allocator->vtable->register_host(
+          allocator, mapping, HALO_TIMELINE_PAGE_SIZE, page->fd,
+          &page->device_addresses[i]);
+    }
     if (status) {
-      status = halo_status_annotate(status, "registering it with device %u",
-                                    page->registered);
+      status = halo_status_annotate(status, "registering it with device %u", i);
       break;
     }
+    halod_device_retain(device);
+    page->devices[page->registered++] = device;
   }
   if (!status) status = halo_memfd_seal(page->fd, HALO_SEALS_DAEMON_OWNED);
   if (!status) {
     status = halo_u64_map_put(&daemon->pages, page->id, page);
   }
   if (status) {
-    for (uint32_t i = 0; i < page->registered; ++i) {
-      halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
-      allocator->vtable->unregister_host(allocator, mapping);
-    }
+    halod_timeline_page_unregister(page, mapping);
     if (mapping) munmap(mapping, HALO_TIMELINE_PAGE_SIZE);
     if (page->fd >= 0) close(page->fd);
     free(page);
@@ -72,10 +85,7 @@ static void halod_timeline_page_destroy(halod_t *daemon,
   halo_u64_map_remove(&daemon->pages, page->id);
   // Every submission that could store into the page has retired (they hold
   // its semaphores); the allocator unregisters off the loop thread.
-  for (uint32_t i = 0; i < page->registered; ++i) {
-    halo_hal_allocator_t *allocator = daemon->hal.devices[i]->allocator;
-    allocator->vtable->unregister_host(allocator, page->mapping);
-  }
+  halod_timeline_page_unregister(page, page->mapping);
   munmap(page->mapping, HALO_TIMELINE_PAGE_SIZE);
   close(page->fd);
   free(page);
@@ -103,8 +113,8 @@ static halo_status_t halod_semaphore_place(halod_t *daemon,
     }
   }
   if (!page) {
-    HALO_RETURN_IF_ERROR(
-        halod_timeline_page_create(daemon, exportable, session->id, &page));
+    HALO_RETURN_IF_ERROR(halod_timeline_page_create(
+        daemon, session->domain, exportable, session->id, &page));
     if (!exportable) {
       halo_status_t status = halod_session_add_page(session, page);
       if (status) {
@@ -180,9 +190,13 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
 }
 
 uint64_t halod_semaphore_device_address(const halod_semaphore_t *semaphore,
+                                        const halo_hal_device_t *hal_device,
                                         uint32_t device) {
   const halod_timeline_page_t *page = semaphore->page;
-  if (device >= page->registered || !page->device_addresses[device]) return 0;
+  if (device >= page->registered || page->devices[device] != hal_device ||
+      !page->device_addresses[device]) {
+    return 0;
+  }
   return page->device_addresses[device] +
          offsetof(halo_timeline_page_t, slots) +
          (uint64_t)semaphore->slot_index * sizeof(halo_timeline_slot_t) +

@@ -26,7 +26,9 @@ typedef struct halod_timeline_page_t {
   // The page on each device (allocator register_host), so that the device
   // can store signal values into its slots (CUDA: cuStreamWriteValue64).
   uint64_t device_addresses[HALO_HAL_MAX_DEVICES];
-  uint32_t registered;  // devices the page is registered with
+  // The devices it is registered with: its creator's trust domain's (held).
+  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
+  uint32_t registered;
 } halod_timeline_page_t;
 
 typedef struct halod_semaphore_t {
@@ -51,9 +53,11 @@ halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 
-// The device address of the semaphore's 64-bit value on |device| (0 if
-// the page is not registered there).
+// The device address of the semaphore's 64-bit value on |hal_device|,
+// device |device| of some trust domain (0 if the page is not registered
+// there: a semaphore of another domain is signaled by the host).
 uint64_t halod_semaphore_device_address(const halod_semaphore_t *semaphore,
+                                        const halo_hal_device_t *hal_device,
                                         uint32_t device);
 
 uint64_t halod_semaphore_value(const halod_semaphore_t *semaphore);

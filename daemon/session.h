@@ -35,6 +35,9 @@ struct halod_session_t {
   uint32_t pid;
   halod_domain_t *domain;
   bool hello_done;
+  // Its trust domain's device worker was lost (daemon/workers.h): every
+  // request but Hello gets SESSION_LOST with this reason. NULL: alive.
+  char *lost_reason;
   uint8_t token[16];
   char client_name[64];
   int64_t created_ns;
@@ -75,6 +78,12 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
 // When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
 // it cannot be read. With the pid it names one process (pids are reused).
 uint64_t halod_session_process_start(uint32_t pid);
+// The session's device worker was lost: its semaphores fail with
+// DEVICE_LOST and |reason|, everything it holds is released, and later
+// requests get SESSION_LOST. The client reconnects to rebuild.
+void halod_session_lose(halod_t *daemon, halod_session_t *session,
+                        const char *reason);
+
 void halod_session_destroy(halod_t *daemon, halod_session_t *session);
 
 halo_status_t halod_session_add_page(halod_session_t *session,

@@ -124,7 +124,8 @@ static halo_status_t halod_submission_queue(halod_t *daemon,
 // resolves it: O(bindings).
 static halo_status_t halod_submission_bind(
     halod_submission_t *submission, halod_session_t *session,
-    const halod_memo_entry_t *entry, const Halo__Wire__QueueExecute *request) {
+    const halod_memo_entry_t *entry, const halod_queue_t *queue,
+    const Halo__Wire__QueueExecute *request) {
   uint32_t capacity = entry->binding_capacity;
   if (request->n_bindings > capacity) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -157,7 +158,8 @@ static halo_status_t halod_submission_bind(
     if (status) return halo_status_annotate(status, "binding %u", i);
     halod_buffer_t *buffer = object;
     uint64_t address;
-    status = halod_buffer_device_address(buffer, entry->device, &address);
+    status = halod_buffer_device_address(buffer, queue->hal_device,
+                                         queue->device, &address);
     if (status) return halo_status_annotate(status, "binding %u", i);
     if (binding->offset > buffer->size) {
       return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
@@ -224,8 +226,8 @@ typedef struct halod_submission_values_t {
 } halod_submission_values_t;
 
 static halo_status_t halod_submission_sync(
-    halod_submission_t *submission, halod_session_t *session, uint32_t device,
-    const halod_submission_values_t *request) {
+    halod_submission_t *submission, halod_session_t *session,
+    const halod_queue_t *queue, const halod_submission_values_t *request) {
   size_t total = request->n_waits + request->n_signals;
   if (total > 1024) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -276,7 +278,8 @@ static halo_status_t halod_submission_sync(
     action->signals[i].semaphore = &semaphore->hal;
     action->signals[i].value = value;
     submission->device_signals[i].device_address =
-        halod_semaphore_device_address(semaphore, device);
+        halod_semaphore_device_address(semaphore, queue->hal_device,
+                                       queue->device);
     submission->device_signals[i].value = value;
     submission->device_signals[i].slot = semaphore->hal.slot;
     ++action->signal_count;
@@ -383,11 +386,11 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
   status = halod_submission_queue(daemon, session, request->queue,
                                   entry->device, &queue);
   if (!status)
-    status = halod_submission_bind(submission, session, entry, request);
+    status = halod_submission_bind(submission, session, entry, queue, request);
   if (!status) {
     halod_submission_values_t values = {request->waits, request->n_waits,
                                         request->signals, request->n_signals};
-    status = halod_submission_sync(submission, session, entry->device, &values);
+    status = halod_submission_sync(submission, session, queue, &values);
   }
   if (status) {
     halod_submission_free(submission);
@@ -433,7 +436,7 @@ static halo_status_t halod_submission_create_host(
   submission->kind = kind;
   submission->session_id = session->id;
   halo_status_t status =
-      halod_submission_sync(submission, session, queue->device, values);
+      halod_submission_sync(submission, session, queue, values);
   if (status) {
     halod_submission_free(submission);
     return status;

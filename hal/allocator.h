@@ -20,10 +20,12 @@ typedef struct halo_hal_allocator_vtable_t {
                          const void *data, uint64_t length);
   halo_status_t (*read)(halo_hal_allocator_t *allocator, uint64_t address,
                         void *out_data, uint64_t length);
-  // Makes host memory (an arena mapping) reachable by the device and
-  // returns the device address of |pointer|.
+  // Makes host memory (an arena or semaphore page mapping) reachable by the
+  // device and returns the device address of |pointer|. |fd| is the memfd
+  // mapped at |pointer| from offset 0 (-1: none): a driver in another
+  // process (hal/remote/) maps the same memory through it.
   halo_status_t (*register_host)(halo_hal_allocator_t *allocator, void *pointer,
-                                 uint64_t size, uint64_t *out_address);
+                                 uint64_t size, int fd, uint64_t *out_address);
   void (*unregister_host)(halo_hal_allocator_t *allocator, void *pointer);
 } halo_hal_allocator_vtable_t;
 

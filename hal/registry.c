@@ -33,6 +33,11 @@ bool halo_hal_cuda_probe(char *out_reason, size_t reason_size) {
   return halo_hal_cuda_probe_devices(NULL, out_reason, reason_size, &count);
 }
 
+bool halo_hal_cuda_probe_count(char *out_reason, size_t reason_size,
+                               uint32_t *out_count) {
+  return halo_hal_cuda_probe_devices(NULL, out_reason, reason_size, out_count);
+}
+
 #ifdef HALO_HAVE_CUDA
 // One device per GPU, or GPU |options|->device_filter's alone; on failure
 // the devices created so far are destroyed.

@@ -63,5 +63,9 @@ halo_status_t halo_hal_local_device_create(halo_hal_device_t **out_device);
 // Fills |out_reason| and returns false when CUDA is unavailable (no
 // driver, no GPU, or a build without cuda.h).
 bool halo_hal_cuda_probe(char *out_reason, size_t reason_size);
+// The same, and |out_count| receives the number of GPUs (no context is
+// created: a supervisor probes what its workers will serve).
+bool halo_hal_cuda_probe_count(char *out_reason, size_t reason_size,
+                               uint32_t *out_count);
 
 #endif  // HALO_HAL_REGISTRY_H_

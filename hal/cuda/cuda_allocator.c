@@ -160,8 +160,9 @@ static halo_status_t halo_hal_cuda_allocator_read(
 }
 
 static halo_status_t halo_hal_cuda_allocator_register_host(
-    halo_hal_allocator_t *allocator, void *pointer, uint64_t size,
+    halo_hal_allocator_t *allocator, void *pointer, uint64_t size, int fd,
     uint64_t *out_address) {
+  (void)fd;
   *out_address = 0;
   halo_hal_cuda_device_t *device = halo_hal_cuda_allocator_device(allocator);
   const halo_hal_cuda_symbols_t *cu = device->cu;

@@ -46,9 +46,10 @@ static halo_status_t halo_hal_local_allocator_read(
 }
 
 static halo_status_t halo_hal_local_allocator_register_host(
-    halo_hal_allocator_t *allocator, void *pointer, uint64_t size,
+    halo_hal_allocator_t *allocator, void *pointer, uint64_t size, int fd,
     uint64_t *out_address) {
   (void)allocator;
+  (void)fd;
   (void)size;
   *out_address = (uint64_t)(uintptr_t)pointer;
   return NULL;

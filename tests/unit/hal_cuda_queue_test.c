@@ -770,7 +770,7 @@ static void *host_page_register(uint64_t *out_address) {
                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   assert_true(page != MAP_FAILED);
   assert_null(
-      allocator->vtable->register_host(allocator, page, 4096, out_address));
+      allocator->vtable->register_host(allocator, page, 4096, -1, out_address));
   return page;
 }
 
@@ -999,7 +999,7 @@ static void sync_open(void) {
   assert_true(page != MAP_FAILED);
   sync_state.page = page;
   halo_timeline_page_initialize(sync_state.page, 1);
-  assert_null(allocator->vtable->register_host(allocator, page, 4096,
+  assert_null(allocator->vtable->register_host(allocator, page, 4096, -1,
                                                &sync_state.page_address));
   for (int i = 0; i < SEMAPHORES; ++i) {
     halo_timeline_slot_activate(&sync_state.page->slots[i], 0);

@@ -313,7 +313,7 @@ static void test_host_registration(void **state) {
     assert_true(mapping != MAP_FAILED);
     mapping[10] = 42;
     uint64_t device_address = 0;
-    expect_ok(allocator->vtable->register_host(allocator, mapping, size,
+    expect_ok(allocator->vtable->register_host(allocator, mapping, size, -1,
                                                &device_address));
     assert_true(device_address != 0);
     // A copy through the device address lands in the caller's view.

@@ -1,0 +1,406 @@
+// Device workers: start, probe, loss (see the header).
+#include "daemon/workers.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/command_buffer.h"
+#include "daemon/device_lost.h"
+#include "daemon/queue.h"
+#include "daemon/semaphore.h"
+#include "daemon/session.h"
+#include "daemon/submission.h"
+#include "hal/registry.h"
+#include "hal/remote/remote_device.h"
+
+// Lost workers reported by their reader threads, handled on the loop.
+struct halod_workers_state_t {
+  bool enabled;
+  char driver[16];  // the driver the workers run: local | cuda
+  halo_hal_device_info_t infos[HALO_HAL_MAX_DEVICES];
+  uv_async_t lost_async;
+  pthread_mutex_t mutex;
+  halo_hal_device_t *lost[64];  // retained
+  uint32_t lost_count;
+};
+
+bool halod_workers_enabled(const halod_t *daemon) {
+  return daemon->workers && daemon->workers->enabled;
+}
+
+const halo_hal_device_info_t *halod_device_info(const halod_t *daemon,
+                                                uint32_t index) {
+  if (halod_workers_enabled(daemon)) return &daemon->workers->infos[index];
+  return &daemon->hal.devices[index]->info;
+}
+
+void halod_device_retain(halo_hal_device_t *device) {
+  if (halo_hal_remote_device_is(device)) halo_hal_remote_device_retain(device);
+}
+
+void halod_device_release(halo_hal_device_t *device) {
+  if (halo_hal_remote_device_is(device)) device->vtable->destroy(device);
+}
+
+// A reader thread.
+static void halod_workers_on_lost(void *user_data, halo_hal_device_t *device) {
+  halod_t *daemon = user_data;
+  struct halod_workers_state_t *state = daemon->workers;
+  pthread_mutex_lock(&state->mutex);
+  if (state->lost_count < sizeof(state->lost) / sizeof(state->lost[0])) {
+    halo_hal_remote_device_retain(device);
+    state->lost[state->lost_count++] = device;
+    uv_async_send(&state->lost_async);
+  } else {
+    // Cannot happen with fewer live workers than slots; never leave the
+    // work in flight hanging.
+    halo_hal_remote_device_complete_lost(device);
+  }
+  pthread_mutex_unlock(&state->mutex);
+}
+
+// The worker's command line (its driver options are halod's).
+static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
+                                        const char *domain_name,
+                                        int64_t start_timeout_ns,
+                                        halo_hal_device_t **out_device) {
+  struct halod_workers_state_t *state = daemon->workers;
+  char device_text[16];
+  snprintf(device_text, sizeof(device_text), "%u", index);
+  const char *argv[16];
+  int argc = 0;
+  argv[argc++] = "halod";
+  argv[argc++] = "--worker";
+  argv[argc++] = "--driver";
+  argv[argc++] = state->driver;
+  argv[argc++] = "--device";
+  argv[argc++] = device_text;
+  argv[argc++] = "--log-level";
+  argv[argc++] = daemon->config.log_level;
+  if (daemon->config.cuda_completion[0]) {
+    argv[argc++] = "--cuda-completion";
+    argv[argc++] = daemon->config.cuda_completion;
+  }
+  if (daemon->config.cache_directory[0]) {
+    argv[argc++] = "--cache-directory";
+    argv[argc++] = daemon->config.cache_directory;
+  }
+  argv[argc] = NULL;
+  char label[160];
+  snprintf(label, sizeof(label), "device %u, trust domain %s", index,
+           domain_name);
+  halo_hal_remote_options_t options = {
+      .program = "/proc/self/exe",
+      .argv = argv,
+      .label = label,
+      .deadline_ns = (int64_t)daemon->config.submission_deadline_ms * 1000000ll,
+      .start_timeout_ns = start_timeout_ns,
+      .lost = halod_workers_on_lost,
+      .lost_user_data = daemon,
+  };
+  return halo_hal_remote_device_create(&options, out_device);
+}
+
+// Appends "12 (session 3, pid 456, command buffer 7)" for the submissions
+// issued to |device|; returns how many there were.
+static uint32_t halod_workers_in_flight(halod_t *daemon,
+                                        halo_hal_device_t *device, char *text,
+                                        size_t size, uint32_t limit) {
+  uint32_t count = 0;
+  size_t used = strlen(text);
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (halod_submission_t *submission = session->submissions; submission;
+         submission = submission->session_next) {
+      if (submission->action.state != HALO_HAL_ACTION_ISSUED ||
+          !submission->queue || submission->queue->hal_device != device) {
+        continue;
+      }
+      if (count < limit && used < size) {
+        int written =
+            snprintf(text + used, size - used,
+                     "%s%llu (session %llu, pid %u, command buffer %llu)",
+                     count ? ", " : "", (unsigned long long)submission->id,
+                     (unsigned long long)session->id, session->pid,
+                     submission->command_buffer
+                         ? (unsigned long long)submission->command_buffer->id
+                         : 0ull);
+        if (written > 0) used += (size_t)written;
+      }
+      ++count;
+    }
+  }
+  if (count > limit && used < size) {
+    snprintf(text + used, size - used, " and %u more", count - limit);
+  }
+  if (count == 0) snprintf(text, size, "none");
+  return count;
+}
+
+// Fails the signals of |device|'s in-flight submissions before they
+// complete (the first failure wins), so that each names them all.
+static void halod_workers_fail_in_flight(halod_t *daemon,
+                                         halo_hal_device_t *device,
+                                         const char *reason,
+                                         const char *in_flight) {
+  int64_t deadline_ms = daemon->config.submission_deadline_ms;
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (halod_submission_t *submission = session->submissions; submission;
+         submission = submission->session_next) {
+      if (submission->action.state != HALO_HAL_ACTION_ISSUED ||
+          !submission->queue || submission->queue->hal_device != device) {
+        continue;
+      }
+      bool overdue =
+          halo_hal_remote_device_overdue(device, &submission->action);
+      uint32_t first_signal = submission->action.wait_count;
+      for (uint32_t s = first_signal; s < submission->semaphore_count; ++s) {
+        halod_semaphore_t *semaphore = submission->semaphores[s];
+        if (overdue) {
+          halod_semaphore_fail(
+              semaphore, HALO_STATUS_DEADLINE_EXCEEDED,
+              "submission %llu (session %llu, pid %u) ran past the submission "
+              "deadline of %lld ms (submission-deadline-ms) on %s; the "
+              "worker was replaced and the domain's sessions are lost "
+              "(reconnect and rebuild)",
+              (unsigned long long)submission->id,
+              (unsigned long long)session->id, session->pid,
+              (long long)deadline_ms, reason);
+        } else {
+          halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST,
+                               "%s; submissions in flight: %s; the domain's "
+                               "sessions are lost (reconnect and rebuild)",
+                               reason, in_flight);
+        }
+      }
+    }
+  }
+}
+
+// The loop: a worker was lost.
+static void halod_workers_handle_lost(halod_t *daemon,
+                                      halo_hal_device_t *device) {
+  char reason[512];
+  halo_hal_remote_device_lost(device, reason, sizeof(reason));
+  // Its domain, if it still uses this worker.
+  halod_domain_t *domain = NULL;
+  uint32_t index = 0;
+  for (size_t i = 0; !domain && i < daemon->domains.capacity; ++i) {
+    if (!daemon->domains.entries[i].key) continue;
+    halod_domain_t *candidate = daemon->domains.entries[i].value;
+    for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
+      if (candidate->devices[d] == device) {
+        domain = candidate;
+        index = d;
+      }
+    }
+  }
+  static char in_flight[4096];
+  in_flight[0] = '\0';
+  uint32_t count =
+      halod_workers_in_flight(daemon, device, in_flight, sizeof(in_flight), 32);
+  HALO_LOG_ERROR("%s; %u submission(s) in flight: %s", reason, count,
+                 in_flight);
+  if (!daemon->stopping) {
+    halod_workers_fail_in_flight(daemon, device, reason, in_flight);
+  }
+  halo_hal_remote_device_complete_lost(device);
+  // Completions were posted; apply them now, while the sessions still hold
+  // what the submissions name.
+  halo_hal_deferred_queue_drain(&daemon->deferred);
+  if (!domain) return;
+  ++domain->faults;
+  snprintf(domain->last_fault, sizeof(domain->last_fault), "%s", reason);
+  domain->devices[index] = NULL;
+  ++daemon->stats.workers_lost;
+  // Every session of the domain shared the context: all are lost.
+  char session_reason[1024];
+  snprintf(session_reason, sizeof(session_reason),
+           "%s; every session of trust domain %s is lost (reconnect and "
+           "rebuild)",
+           reason, domain->name);
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    if (session->domain != domain) continue;
+    halod_session_lose(daemon, session, session_reason);
+  }
+  halod_device_release(device);
+}
+
+static void halod_workers_on_lost_async(uv_async_t *async) {
+  halod_t *daemon = async->data;
+  struct halod_workers_state_t *state = daemon->workers;
+  for (;;) {
+    pthread_mutex_lock(&state->mutex);
+    halo_hal_device_t *device = NULL;
+    if (state->lost_count > 0) {
+      device = state->lost[0];
+      memmove(state->lost, state->lost + 1,
+              (state->lost_count - 1) * sizeof(state->lost[0]));
+      --state->lost_count;
+    }
+    pthread_mutex_unlock(&state->mutex);
+    if (!device) break;
+    halod_workers_handle_lost(daemon, device);
+    halod_device_release(device);  // the reference the report took
+  }
+}
+
+// Probes with one short-lived worker per device: the device infos, and a
+// driver that does not work in a worker fails at start, not at the first
+// client.
+static halo_status_t halod_workers_probe(halod_t *daemon) {
+  struct halod_workers_state_t *state = daemon->workers;
+  halo_hal_registry_t *registry = &daemon->hal;
+  memset(registry, 0, sizeof(*registry));
+  const char *driver = daemon->config.driver;
+  registry->drivers[0].name = "cuda";
+  registry->drivers[1].name = "local";
+  registry->drivers[1].available = true;
+  uint32_t gpu_count = 0;
+  if (strcmp(driver, "local") == 0) {
+    snprintf(registry->drivers[0].reason, sizeof(registry->drivers[0].reason),
+             "not probed (driver local)");
+  } else {
+    registry->drivers[0].available = halo_hal_cuda_probe_count(
+        registry->drivers[0].reason, sizeof(registry->drivers[0].reason),
+        &gpu_count);
+  }
+  if (strcmp(driver, "cuda") == 0 && !registry->drivers[0].available) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "driver cuda unavailable: %s",
+                            registry->drivers[0].reason);
+  }
+  bool cuda = registry->drivers[0].available && strcmp(driver, "local") != 0;
+  snprintf(state->driver, sizeof(state->driver), "%s", cuda ? "cuda" : "local");
+  uint32_t count = cuda ? gpu_count : 1;
+  if (count > HALO_HAL_MAX_DEVICES) count = HALO_HAL_MAX_DEVICES;
+  for (uint32_t i = 0; i < count; ++i) {
+    halo_hal_device_t *device = NULL;
+    halo_status_t status =
+        halod_worker_spawn(daemon, i, "probe", 120ll * 1000000000ll, &device);
+    if (status && cuda && i == 0 && strcmp(driver, "auto") == 0) {
+      // auto: a GPU that cannot be served leaves the local driver.
+      snprintf(registry->drivers[0].reason, sizeof(registry->drivers[0].reason),
+               "%s", halo_status_message(status));
+      registry->drivers[0].available = false;
+      HALO_LOG_WARN("driver cuda: %s; serving the local driver",
+                    registry->drivers[0].reason);
+      halo_status_free(status);
+      snprintf(state->driver, sizeof(state->driver), "local");
+      cuda = false;
+      count = 1;
+      status =
+          halod_worker_spawn(daemon, 0, "probe", 120ll * 1000000000ll, &device);
+    }
+    if (status) return status;
+    state->infos[i] = device->info;
+    device->vtable->destroy(device);
+  }
+  registry->device_count = count;
+  return NULL;
+}
+
+halo_status_t halod_workers_start(halod_t *daemon) {
+  struct halod_workers_state_t *state = calloc(1, sizeof(*state));
+  if (!state) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  daemon->workers = state;
+  pthread_mutex_init(&state->mutex, NULL);
+  state->lost_async.data = daemon;
+  uv_async_init(daemon->loop, &state->lost_async, halod_workers_on_lost_async);
+  state->enabled = strcmp(daemon->config.device_workers, "process") == 0;
+  if (state->enabled) {
+    HALO_RETURN_IF_ERROR(halod_workers_probe(daemon));
+    HALO_LOG_INFO(
+        "device workers: one process per device and trust domain "
+        "(trust-domain %s, driver %s)",
+        daemon->config.trust_domain, state->driver);
+    return NULL;
+  }
+  halo_hal_registry_options_t options = {
+      .driver = daemon->config.driver,
+      .cuda_completion = daemon->config.cuda_completion,
+      .cache_directory = daemon->config.cache_directory,
+  };
+  HALO_RETURN_IF_ERROR(
+      halo_hal_registry_initialize_with_options(&options, &daemon->hal));
+  halod_device_lost_watch(daemon);
+  return NULL;
+}
+
+void halod_workers_stop(halod_t *daemon) {
+  struct halod_workers_state_t *state = daemon->workers;
+  if (!state) return;
+  if (state->lost_async.loop) {
+    // Reports still queued: their work completes now.
+    halod_workers_on_lost_async(&state->lost_async);
+    uv_close((uv_handle_t *)&state->lost_async, NULL);
+  }
+  if (state->enabled) {
+    uint32_t left = halo_hal_remote_wait_all(5ll * 1000000000ll);
+    if (left) HALO_LOG_WARN("%u device worker(s) still running at exit", left);
+  } else {
+    halo_hal_registry_deinitialize(&daemon->hal);
+  }
+}
+
+halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
+                                  uint32_t index,
+                                  halo_hal_device_t **out_device) {
+  *out_device = NULL;
+  if (index >= daemon->hal.device_count) {
+    return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
+                            "device %u does not exist (the daemon has %u)",
+                            index, daemon->hal.device_count);
+  }
+  if (!halod_workers_enabled(daemon)) {
+    domain->devices[index] = daemon->hal.devices[index];
+    *out_device = domain->devices[index];
+    return NULL;
+  }
+  if (!domain->devices[index]) {
+    int64_t started = halo_clock_now_ns();
+    halo_status_t status = halod_worker_spawn(daemon, index, domain->name, 0,
+                                              &domain->devices[index]);
+    if (status) {
+      return halo_status_annotate(status,
+                                  "starting the worker of device %u for "
+                                  "trust domain %s",
+                                  index, domain->name);
+    }
+    ++domain->workers_started;
+    ++daemon->stats.workers_started;
+    HALO_LOG_INFO("device %u, trust domain %s: worker pid %d ready in %.1f ms",
+                  index, domain->name,
+                  (int)halo_hal_remote_device_pid(domain->devices[index]),
+                  (double)(halo_clock_now_ns() - started) / 1e6);
+  }
+  *out_device = domain->devices[index];
+  return NULL;
+}
+
+halo_status_t halod_domain_start_devices(halod_t *daemon,
+                                         halod_domain_t *domain) {
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    halo_hal_device_t *device = NULL;
+    HALO_RETURN_IF_ERROR(halod_domain_device(daemon, domain, i, &device));
+  }
+  return NULL;
+}
+
+void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain) {
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    if (!domain->devices[i]) continue;
+    if (halod_workers_enabled(daemon)) halod_device_release(domain->devices[i]);
+    domain->devices[i] = NULL;
+  }
+}

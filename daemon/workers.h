@@ -1,0 +1,58 @@
+// Device workers (DESIGN.md "Trust model", "Faults"): with
+// device-workers=process (the default) halod is a supervisor and each
+// (device, trust domain) is served by a `halod --worker` process that owns
+// the device context (hal/remote/). A trust domain's devices start with its
+// first session; when a worker dies (a sticky CUDA error, a native kernel's
+// crash, SIGKILL, OOM, the submission deadline), the supervisor:
+//   1. fails the signals of the submissions that were in flight on it with
+//      DEVICE_LOST (DEADLINE_EXCEEDED for the one past the deadline),
+//      naming the device, the domain and each submission (session, pid,
+//      command buffer);
+//   2. loses every session of the domain: their semaphores fail with
+//      DEVICE_LOST, their objects are released, and every later request
+//      gets SESSION_LOST with the reason (a client reconnects and rebuilds);
+//   3. starts a fresh worker when the domain's next session connects.
+// Other domains never notice. With device-workers=inline, devices live in
+// halod as before (daemon/device_lost.c: a fault ends halod).
+//
+// Loop thread, except where a function says otherwise.
+#ifndef HALOD_WORKERS_H_
+#define HALOD_WORKERS_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+
+// Creates the devices (inline) or probes them with one worker per device
+// (process): fills daemon->hal's drivers and device count and the infos.
+halo_status_t halod_workers_start(halod_t *daemon);
+// After every session went: waits for the workers to exit (bounded).
+void halod_workers_stop(halod_t *daemon);
+
+// Whether device work runs in worker processes.
+bool halod_workers_enabled(const halod_t *daemon);
+
+// The info of device |index| (< daemon->hal.device_count).
+const halo_hal_device_info_t *halod_device_info(const halod_t *daemon,
+                                                uint32_t index);
+
+// The domain's device |index|, its worker started if need be (blocks until
+// the worker is ready). UNAVAILABLE with the worker's reason if it cannot.
+halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
+                                  uint32_t index,
+                                  halo_hal_device_t **out_device);
+// Starts every device of |domain| that has no worker (a new domain, or one
+// whose worker was lost).
+halo_status_t halod_domain_start_devices(halod_t *daemon,
+                                         halod_domain_t *domain);
+// Releases the domain's devices (its last session ended).
+void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain);
+
+// References on a device for objects that outlive their session (pages,
+// arenas, buffers): a worker's proxy stays until the last goes. No-ops for
+// inline devices (the registry owns them).
+void halod_device_retain(halo_hal_device_t *device);
+void halod_device_release(halo_hal_device_t *device);
+
+#endif  // HALOD_WORKERS_H_

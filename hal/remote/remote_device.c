@@ -1,0 +1,1204 @@
+// The supervisor's proxy of a device worker (see the header).
+#include "hal/remote/remote_device.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/timeline.h"
+#include "common/u64_map.h"
+#include "hal/remote/remote_link.h"
+
+extern char **environ;
+
+// How long a control call may take before the worker counts as hung (an
+// executable's compile gets longer: NVRTC and PTX JIT).
+#define HALO_REMOTE_CALL_TIMEOUT_NS (30ll * 1000000000ll)
+#define HALO_REMOTE_COMPILE_TIMEOUT_NS (300ll * 1000000000ll)
+
+typedef struct halo_hal_remote_call_t {
+  struct halo_hal_remote_call_t *next;
+  uint64_t id;
+  bool done;
+  halo_status_t status;
+  uint64_t values[2];
+  void *data;  // reply data (malloc'd)
+  uint64_t data_size;
+} halo_hal_remote_call_t;
+
+typedef struct halo_hal_remote_execution_t {
+  halo_hal_completion_fn completion;
+  void *user_data;
+  int64_t issued_ns;
+  bool overdue;
+} halo_hal_remote_execution_t;
+
+typedef struct halo_hal_remote_device_t {
+  halo_hal_device_t base;
+  halo_hal_allocator_t allocator;
+  // The device's own reference (destroy drops it) and one per object.
+  atomic_uint references;
+  halo_remote_link_t link;
+  pid_t pid;
+  pthread_t reader;
+  char label[160];
+  int64_t deadline_ns;
+  halo_hal_remote_lost_fn lost_fn;
+  void *lost_user_data;
+
+  pthread_mutex_t mutex;  // everything below
+  pthread_cond_t cond;
+  uint64_t next_id;
+  halo_hal_remote_call_t *calls;
+  halo_u64_map_t executions;     // id -> halo_hal_remote_execution_t
+  halo_u64_map_t registrations;  // key (page-aligned mapping) -> size
+  bool ready;
+  bool closing;  // the last reference went
+  bool lost;
+  bool completed_lost;
+  bool deadline_fired;
+  char lost_reason[1024];
+} halo_hal_remote_device_t;
+
+static const halo_hal_device_vtable_t halo_hal_remote_device_vtable;
+static const halo_hal_allocator_vtable_t halo_hal_remote_allocator_vtable;
+
+// Remote devices alive in the process (halo_hal_remote_wait_all).
+static struct {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  uint32_t count;
+} halo_hal_remote_live = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                          0};
+
+static halo_hal_remote_device_t *halo_hal_remote_device_cast(
+    halo_hal_device_t *device) {
+  return device->vtable == &halo_hal_remote_device_vtable
+             ? (halo_hal_remote_device_t *)device
+             : NULL;
+}
+
+bool halo_hal_remote_device_is(const halo_hal_device_t *device) {
+  return device && device->vtable == &halo_hal_remote_device_vtable;
+}
+
+static void halo_hal_remote_device_retain_(halo_hal_remote_device_t *device) {
+  atomic_fetch_add_explicit(&device->references, 1, memory_order_relaxed);
+}
+
+// The last reference: the link closes, the reader sees the end, reaps the
+// worker and frees the device.
+static void halo_hal_remote_device_release(halo_hal_remote_device_t *device) {
+  if (atomic_fetch_sub_explicit(&device->references, 1, memory_order_acq_rel) !=
+      1) {
+    return;
+  }
+  pthread_mutex_lock(&device->mutex);
+  device->closing = true;
+  pthread_cond_broadcast(&device->cond);
+  pthread_mutex_unlock(&device->mutex);
+  shutdown(device->link.fd, SHUT_RDWR);
+}
+
+// ---------------------------------------------------------------- calls
+
+static halo_status_t halo_hal_remote_lost_status(
+    halo_hal_remote_device_t *device) {
+  return halo_status_make(HALO_STATUS_DEVICE_LOST, "%s", device->lost_reason);
+}
+
+// Sends a request and waits for its reply. |out_call| (optional) receives
+// the reply's values and data (halo_hal_remote_call_free).
+static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
+                                          uint32_t type,
+                                          const halo_remote_part_t *parts,
+                                          uint32_t part_count, int fd,
+                                          int64_t timeout_ns,
+                                          halo_hal_remote_call_t *out_call) {
+  halo_hal_remote_call_t call = {0};
+  pthread_mutex_lock(&device->mutex);
+  if (device->lost) {
+    halo_status_t status = halo_hal_remote_lost_status(device);
+    pthread_mutex_unlock(&device->mutex);
+    return status;
+  }
+  call.id = ++device->next_id;
+  call.next = device->calls;
+  device->calls = &call;
+  pthread_mutex_unlock(&device->mutex);
+  halo_status_t status = halo_remote_link_send(&device->link, type, call.id,
+                                               parts, part_count, fd);
+  int64_t deadline = halo_clock_now_ns() + timeout_ns;
+  pthread_mutex_lock(&device->mutex);
+  bool timed_out = false;
+  while (!status && !call.done && !device->lost) {
+    int64_t now = halo_clock_now_ns();
+    if (now >= deadline) {
+      timed_out = true;
+      break;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    int64_t wait_ns = deadline - now;
+    if (wait_ns > 100000000) wait_ns = 100000000;
+    until.tv_sec += wait_ns / 1000000000;
+    until.tv_nsec += wait_ns % 1000000000;
+    if (until.tv_nsec >= 1000000000) {
+      until.tv_sec += 1;
+      until.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&device->cond, &device->mutex, &until);
+  }
+  halo_hal_remote_call_t **link = &device->calls;
+  while (*link && *link != &call) link = &(*link)->next;
+  if (*link) *link = call.next;
+  if (!status && !call.done) {
+    status = device->lost
+                 ? halo_hal_remote_lost_status(device)
+                 : halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                                    "%s: the worker (pid %d) did not "
+                                    "answer within %lld s",
+                                    device->label, (int)device->pid,
+                                    (long long)(timeout_ns / 1000000000));
+  }
+  pid_t pid = device->pid;
+  pthread_mutex_unlock(&device->mutex);
+  // A worker that cannot answer a control call is hung: replace it.
+  if (timed_out && pid > 0) {
+    HALO_LOG_ERROR("%s: worker pid %d hung in a control call; killing it",
+                   device->label, (int)pid);
+    kill(pid, SIGKILL);
+  }
+  if (!status) status = call.status;
+  if (status || !out_call) {
+    free(call.data);
+    return status;
+  }
+  *out_call = call;
+  return NULL;
+}
+
+static void halo_hal_remote_send_destroy(halo_hal_remote_device_t *device,
+                                         uint32_t kind, uint64_t id) {
+  halo_remote_object_t object = {.kind = kind, .id = id};
+  halo_remote_part_t part = {&object, sizeof(object)};
+  halo_status_free(halo_remote_link_send(&device->link, HALO_REMOTE_DESTROY, 0,
+                                         &part, 1, -1));
+}
+
+// ---------------------------------------------------------------- allocator
+
+static halo_hal_remote_device_t *halo_hal_remote_allocator_device(
+    halo_hal_allocator_t *allocator) {
+  return (halo_hal_remote_device_t *)((char *)allocator -
+                                      offsetof(halo_hal_remote_device_t,
+                                               allocator));
+}
+
+static halo_status_t halo_hal_remote_allocate(halo_hal_allocator_t *allocator,
+                                              uint64_t size,
+                                              uint64_t *out_address) {
+  *out_address = 0;
+  halo_hal_remote_device_t *device =
+      halo_hal_remote_allocator_device(allocator);
+  halo_remote_allocate_t request = {.size = size};
+  halo_remote_part_t part = {&request, sizeof(request)};
+  halo_hal_remote_call_t call;
+  HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_ALLOCATE, &part,
+                                            1, -1, HALO_REMOTE_CALL_TIMEOUT_NS,
+                                            &call));
+  free(call.data);
+  *out_address = call.values[0];
+  return NULL;
+}
+
+static void halo_hal_remote_deallocate(halo_hal_allocator_t *allocator,
+                                       uint64_t address, uint64_t size) {
+  halo_hal_remote_device_t *device =
+      halo_hal_remote_allocator_device(allocator);
+  halo_remote_allocate_t request = {.address = address, .size = size};
+  halo_remote_part_t part = {&request, sizeof(request)};
+  halo_status_free(halo_remote_link_send(&device->link, HALO_REMOTE_DEALLOCATE,
+                                         0, &part, 1, -1));
+}
+
+static halo_status_t halo_hal_remote_write(halo_hal_allocator_t *allocator,
+                                           uint64_t address, const void *data,
+                                           uint64_t length) {
+  halo_hal_remote_device_t *device =
+      halo_hal_remote_allocator_device(allocator);
+  halo_remote_memory_t request = {.address = address, .length = length};
+  halo_remote_part_t parts[2] = {{&request, sizeof(request)},
+                                 {data, (size_t)length}};
+  return halo_hal_remote_call(device, HALO_REMOTE_WRITE, parts, 2, -1,
+                              HALO_REMOTE_CALL_TIMEOUT_NS, NULL);
+}
+
+static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
+                                          uint64_t address, void *out_data,
+                                          uint64_t length) {
+  halo_hal_remote_device_t *device =
+      halo_hal_remote_allocator_device(allocator);
+  halo_remote_memory_t request = {.address = address, .length = length};
+  halo_remote_part_t part = {&request, sizeof(request)};
+  halo_hal_remote_call_t call;
+  HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_READ, &part, 1,
+                                            -1, HALO_REMOTE_CALL_TIMEOUT_NS,
+                                            &call));
+  halo_status_t status = NULL;
+  if (call.data_size != length) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "%s: a read of %llu bytes returned %llu",
+                              device->label, (unsigned long long)length,
+                              (unsigned long long)call.data_size);
+  } else if (length) {
+    memcpy(out_data, call.data, length);
+  }
+  free(call.data);
+  return status;
+}
+
+static halo_status_t halo_hal_remote_register_host(
+    halo_hal_allocator_t *allocator, void *pointer, uint64_t size, int fd,
+    uint64_t *out_address) {
+  *out_address = 0;
+  halo_hal_remote_device_t *device =
+      halo_hal_remote_allocator_device(allocator);
+  if (fd < 0) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "%s: host memory without its memfd cannot reach "
+                            "a worker process",
+                            device->label);
+  }
+  halo_remote_register_t request = {.key = (uint64_t)(uintptr_t)pointer,
+                                    .size = size};
+  halo_remote_part_t part = {&request, sizeof(request)};
+  halo_hal_remote_call_t call;
+  HALO_RETURN_IF_ERROR(
+      halo_hal_remote_call(device, HALO_REMOTE_REGISTER_HOST, &part, 1, fd,
+                           HALO_REMOTE_CALL_TIMEOUT_NS, &call));
+  free(call.data);
+  pthread_mutex_lock(&device->mutex);
+  halo_status_t status = halo_u64_map_put(&device->registrations, request.key,
+                                          (void *)(uintptr_t)size);
+  pthread_mutex_unlock(&device->mutex);
+  if (status) {
+    halo_status_free(halo_remote_link_send(
+        &device->link, HALO_REMOTE_UNREGISTER_HOST, 0, &part, 1, -1));
+    return status;
+  }
+  *out_address = call.values[0];
+  return NULL;
+}
+
+static void halo_hal_remote_unregister_host(halo_hal_allocator_t *allocator,
+                                            void *pointer) {
+  halo_hal_remote_device_t *device =
+      halo_hal_remote_allocator_device(allocator);
+  halo_remote_register_t request = {.key = (uint64_t)(uintptr_t)pointer};
+  pthread_mutex_lock(&device->mutex);
+  halo_u64_map_remove(&device->registrations, request.key);
+  pthread_mutex_unlock(&device->mutex);
+  halo_remote_part_t part = {&request, sizeof(request)};
+  halo_status_free(halo_remote_link_send(
+      &device->link, HALO_REMOTE_UNREGISTER_HOST, 0, &part, 1, -1));
+}
+
+static const halo_hal_allocator_vtable_t halo_hal_remote_allocator_vtable = {
+    .allocate = halo_hal_remote_allocate,
+    .deallocate = halo_hal_remote_deallocate,
+    .write = halo_hal_remote_write,
+    .read = halo_hal_remote_read,
+    .register_host = halo_hal_remote_register_host,
+    .unregister_host = halo_hal_remote_unregister_host,
+};
+
+// ---------------------------------------------------------------- executables
+
+typedef struct halo_hal_remote_executable_t {
+  halo_hal_executable_t base;
+  halo_hal_remote_device_t *device;
+  uint64_t id;
+} halo_hal_remote_executable_t;
+
+static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable;
+
+static void halo_hal_remote_executable_destroy(
+    halo_hal_executable_t *base_executable) {
+  halo_hal_remote_executable_t *executable =
+      (halo_hal_remote_executable_t *)base_executable;
+  halo_hal_remote_send_destroy(executable->device,
+                               HALO_REMOTE_OBJECT_EXECUTABLE, executable->id);
+  halo_hal_remote_device_release(executable->device);
+  free(executable);
+}
+
+static halo_status_t halo_hal_remote_executable_lookup_entry(
+    halo_hal_executable_t *base_executable, const char *name,
+    halo_hal_entry_info_t *out_info) {
+  halo_hal_remote_executable_t *executable =
+      (halo_hal_remote_executable_t *)base_executable;
+  memset(out_info, 0, sizeof(*out_info));
+  halo_remote_object_t object = {.kind = HALO_REMOTE_OBJECT_EXECUTABLE,
+                                 .id = executable->id};
+  halo_remote_part_t parts[2] = {{&object, sizeof(object)},
+                                 {name, strlen(name) + 1}};
+  halo_hal_remote_call_t call;
+  HALO_RETURN_IF_ERROR(
+      halo_hal_remote_call(executable->device, HALO_REMOTE_LOOKUP_ENTRY, parts,
+                           2, -1, HALO_REMOTE_CALL_TIMEOUT_NS, &call));
+  halo_status_t status = NULL;
+  if (call.data_size != sizeof(*out_info)) {
+    status = halo_status_make(
+        HALO_STATUS_INTERNAL, "%s: an entry lookup returned %llu bytes",
+        executable->device->label, (unsigned long long)call.data_size);
+  } else {
+    memcpy(out_info, call.data, sizeof(*out_info));
+  }
+  free(call.data);
+  return status;
+}
+
+static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable = {
+    .destroy = halo_hal_remote_executable_destroy,
+    .lookup_entry = halo_hal_remote_executable_lookup_entry,
+};
+
+static halo_status_t halo_hal_remote_device_create_executable(
+    halo_hal_device_t *base_device, const halo_hal_executable_params_t *params,
+    halo_hal_executable_t **out_executable) {
+  *out_executable = NULL;
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  size_t options_size = 0;
+  for (uint32_t i = 0; i < params->option_count; ++i) {
+    options_size += strlen(params->options[i]) + 1;
+  }
+  char *options = malloc(options_size ? options_size : 1);
+  if (!options) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  size_t used = 0;
+  for (uint32_t i = 0; i < params->option_count; ++i) {
+    size_t length = strlen(params->options[i]) + 1;
+    memcpy(options + used, params->options[i], length);
+    used += length;
+  }
+  halo_remote_executable_t request = {.format = params->format,
+                                      .option_count = params->option_count,
+                                      .options_size = options_size,
+                                      .code_size = params->size};
+  halo_remote_part_t parts[3] = {{&request, sizeof(request)},
+                                 {options, options_size},
+                                 {params->data, (size_t)params->size}};
+  halo_hal_remote_call_t call;
+  halo_status_t status =
+      halo_hal_remote_call(device, HALO_REMOTE_CREATE_EXECUTABLE, parts, 3, -1,
+                           HALO_REMOTE_COMPILE_TIMEOUT_NS, &call);
+  free(options);
+  if (status) return status;
+  free(call.data);
+  halo_hal_remote_executable_t *executable = calloc(1, sizeof(*executable));
+  if (!executable) {
+    halo_hal_remote_send_destroy(device, HALO_REMOTE_OBJECT_EXECUTABLE,
+                                 call.values[0]);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  executable->base.vtable = &halo_hal_remote_executable_vtable;
+  executable->base.origin = (uint32_t)call.values[1];
+  executable->device = device;
+  executable->id = call.values[0];
+  halo_hal_remote_device_retain_(device);
+  *out_executable = &executable->base;
+  return NULL;
+}
+
+// ---------------------------------------------------------------- command
+// buffers
+
+typedef struct halo_hal_remote_command_buffer_t {
+  halo_hal_command_buffer_t base;
+  halo_hal_remote_device_t *device;
+  uint64_t id;
+} halo_hal_remote_command_buffer_t;
+
+static void halo_hal_remote_command_buffer_destroy(
+    halo_hal_command_buffer_t *base_command_buffer) {
+  halo_hal_remote_command_buffer_t *command_buffer =
+      (halo_hal_remote_command_buffer_t *)base_command_buffer;
+  halo_hal_remote_send_destroy(command_buffer->device,
+                               HALO_REMOTE_OBJECT_COMMAND_BUFFER,
+                               command_buffer->id);
+  halo_hal_recording_deinitialize(&command_buffer->base.recording);
+  halo_hal_remote_device_release(command_buffer->device);
+  free(command_buffer);
+}
+
+static const halo_hal_command_buffer_vtable_t
+    halo_hal_remote_command_buffer_vtable = {
+        .destroy = halo_hal_remote_command_buffer_destroy,
+};
+
+static halo_status_t halo_hal_remote_device_prepare_command_buffer(
+    halo_hal_device_t *base_device, halo_hal_recording_t *recording,
+    halo_hal_command_buffer_t **out_command_buffer) {
+  *out_command_buffer = NULL;
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  // The commands travel with their executables' remote ids.
+  size_t commands_size = sizeof(halo_hal_command_t) * recording->command_count;
+  halo_hal_command_t *commands = malloc(commands_size ? commands_size : 1);
+  if (!commands) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  memcpy(commands, recording->commands, commands_size);
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    halo_hal_executable_t *executable = commands[i].executable;
+    if (!executable) continue;
+    if (executable->vtable != &halo_hal_remote_executable_vtable ||
+        ((halo_hal_remote_executable_t *)executable)->device != device) {
+      free(commands);
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "command %u uses an executable of another "
+                              "device or trust domain",
+                              i);
+    }
+    commands[i].executable =
+        (halo_hal_executable_t *)(uintptr_t)((halo_hal_remote_executable_t *)
+                                                 executable)
+            ->id;
+  }
+  halo_remote_prepare_t request = {
+      .flags = recording->flags,
+      .binding_capacity = recording->binding_capacity,
+      .command_count = recording->command_count,
+      .arg_count = recording->arg_count,
+      .data_size = recording->data_size,
+  };
+  halo_remote_part_t parts[4] = {
+      {&request, sizeof(request)},
+      {commands, commands_size},
+      {recording->args, sizeof(*recording->args) * recording->arg_count},
+      {recording->data, recording->data_size},
+  };
+  halo_hal_remote_call_t call;
+  halo_status_t status =
+      halo_hal_remote_call(device, HALO_REMOTE_PREPARE, parts, 4, -1,
+                           HALO_REMOTE_CALL_TIMEOUT_NS, &call);
+  free(commands);
+  if (status) return status;
+  free(call.data);
+  halo_hal_remote_command_buffer_t *command_buffer =
+      calloc(1, sizeof(*command_buffer));
+  if (!command_buffer) {
+    halo_hal_remote_send_destroy(device, HALO_REMOTE_OBJECT_COMMAND_BUFFER,
+                                 call.values[0]);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  command_buffer->base.vtable = &halo_hal_remote_command_buffer_vtable;
+  command_buffer->base.recording = *recording;
+  memset(recording, 0, sizeof(*recording));
+  command_buffer->device = device;
+  command_buffer->id = call.values[0];
+  halo_hal_remote_device_retain_(device);
+  *out_command_buffer = &command_buffer->base;
+  return NULL;
+}
+
+// ---------------------------------------------------------------- fences
+
+typedef struct halo_hal_remote_fence_t {
+  halo_hal_fence_t base;
+  halo_hal_remote_device_t *device;
+  uint64_t id;
+} halo_hal_remote_fence_t;
+
+static void halo_hal_remote_fence_destroy(halo_hal_fence_t *base_fence) {
+  halo_hal_remote_fence_t *fence = (halo_hal_remote_fence_t *)base_fence;
+  halo_hal_remote_send_destroy(fence->device, HALO_REMOTE_OBJECT_FENCE,
+                               fence->id);
+  halo_hal_remote_device_release(fence->device);
+  free(fence);
+}
+
+static const halo_hal_fence_vtable_t halo_hal_remote_fence_vtable = {
+    .destroy = halo_hal_remote_fence_destroy,
+};
+
+// ---------------------------------------------------------------- queues
+
+typedef struct halo_hal_remote_queue_t {
+  halo_hal_queue_t base;
+  halo_hal_remote_device_t *device;
+  uint64_t id;
+} halo_hal_remote_queue_t;
+
+static void halo_hal_remote_queue_destroy(halo_hal_queue_t *base_queue) {
+  halo_hal_remote_queue_t *queue = (halo_hal_remote_queue_t *)base_queue;
+  halo_hal_remote_send_destroy(queue->device, HALO_REMOTE_OBJECT_QUEUE,
+                               queue->id);
+  halo_hal_remote_device_release(queue->device);
+  free(queue);
+}
+
+// The slot's page as the worker knows it (0: not registered there).
+static void halo_hal_remote_locate_slot(halo_hal_remote_device_t *device,
+                                        const halo_timeline_slot_t *slot,
+                                        halo_remote_signal_t *out_signal) {
+  if (!slot) return;
+  uint64_t address = (uint64_t)(uintptr_t)slot;
+  uint64_t key = address & ~(uint64_t)(HALO_TIMELINE_PAGE_SIZE - 1);
+  if (halo_u64_map_get(&device->registrations, key)) {
+    out_signal->slot_key = key;
+    out_signal->slot_offset = address - key;
+  }
+}
+
+static halo_status_t halo_hal_remote_queue_execute(
+    halo_hal_queue_t *base_queue, const halo_hal_execution_t *execution) {
+  halo_hal_remote_queue_t *queue = (halo_hal_remote_queue_t *)base_queue;
+  halo_hal_remote_device_t *device = queue->device;
+  if (execution->out_fence) *execution->out_fence = NULL;
+  halo_hal_remote_command_buffer_t *command_buffer =
+      (halo_hal_remote_command_buffer_t *)execution->command_buffer;
+  if (command_buffer->base.vtable != &halo_hal_remote_command_buffer_vtable ||
+      command_buffer->device != device) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%s: the command buffer belongs to another device "
+                            "or trust domain",
+                            device->label);
+  }
+  halo_remote_signal_t signals_inline[8];
+  uint64_t fences_inline[8];
+  halo_remote_signal_t *signals =
+      execution->signal_count <= 8
+          ? signals_inline
+          : calloc(execution->signal_count, sizeof(*signals));
+  uint64_t *fence_ids =
+      execution->wait_fence_count <= 8
+          ? fences_inline
+          : calloc(execution->wait_fence_count, sizeof(*fence_ids));
+  halo_hal_remote_fence_t *out_fence = NULL;
+  if (execution->out_fence && queue->base.fence_domain) {
+    out_fence = calloc(1, sizeof(*out_fence));
+  }
+  halo_hal_remote_execution_t *record = calloc(1, sizeof(*record));
+  if (!signals || !fence_ids || !record ||
+      (execution->out_fence && queue->base.fence_domain && !out_fence)) {
+    if (signals != signals_inline) free(signals);
+    if (fence_ids != fences_inline) free(fence_ids);
+    free(out_fence);
+    free(record);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  pthread_mutex_lock(&device->mutex);
+  if (device->lost) {
+    halo_status_t status = halo_hal_remote_lost_status(device);
+    pthread_mutex_unlock(&device->mutex);
+    if (signals != signals_inline) free(signals);
+    if (fence_ids != fences_inline) free(fence_ids);
+    free(out_fence);
+    free(record);
+    return status;
+  }
+  for (uint32_t i = 0; i < execution->signal_count; ++i) {
+    memset(&signals[i], 0, sizeof(signals[i]));
+    signals[i].device_address = execution->signals[i].device_address;
+    signals[i].value = execution->signals[i].value;
+    halo_hal_remote_locate_slot(device, execution->signals[i].slot,
+                                &signals[i]);
+  }
+  for (uint32_t i = 0; i < execution->wait_fence_count; ++i) {
+    fence_ids[i] = ((halo_hal_remote_fence_t *)execution->wait_fences[i])->id;
+  }
+  uint64_t id = ++device->next_id;
+  halo_remote_execute_t request = {
+      .queue = queue->id,
+      .command_buffer = command_buffer->id,
+      .binding_count = execution->binding_count,
+      .signal_count = execution->signal_count,
+      .wait_fence_count = execution->wait_fence_count,
+  };
+  if (out_fence) request.out_fence = ++device->next_id;
+  record->completion = execution->completion;
+  record->user_data = execution->user_data;
+  record->issued_ns = halo_clock_now_ns();
+  halo_status_t status = halo_u64_map_put(&device->executions, id, record);
+  pthread_mutex_unlock(&device->mutex);
+  if (!status) {
+    halo_remote_part_t parts[4] = {
+        {&request, sizeof(request)},
+        {execution->bindings,
+         sizeof(*execution->bindings) * execution->binding_count},
+        {signals, sizeof(*signals) * execution->signal_count},
+        {fence_ids, sizeof(*fence_ids) * execution->wait_fence_count},
+    };
+    status = halo_remote_link_send(&device->link, HALO_REMOTE_EXECUTE, id,
+                                   parts, 4, -1);
+    if (status) {
+      // Not sent: unless the loss already took it over, it never started.
+      pthread_mutex_lock(&device->mutex);
+      bool mine = halo_u64_map_remove(&device->executions, id) != NULL;
+      pthread_mutex_unlock(&device->mutex);
+      if (mine) {
+        free(record);
+      } else {
+        halo_status_free(status);
+        status = NULL;
+      }
+    }
+  } else {
+    free(record);
+  }
+  if (signals != signals_inline) free(signals);
+  if (fence_ids != fences_inline) free(fence_ids);
+  if (status) {
+    free(out_fence);
+    return status;
+  }
+  if (out_fence) {
+    out_fence->base.vtable = &halo_hal_remote_fence_vtable;
+    atomic_init(&out_fence->base.references, 1);
+    out_fence->base.domain = queue->base.fence_domain;
+    out_fence->device = device;
+    out_fence->id = request.out_fence;
+    halo_hal_remote_device_retain_(device);
+    *execution->out_fence = &out_fence->base;
+  }
+  return NULL;
+}
+
+static const halo_hal_queue_vtable_t halo_hal_remote_queue_vtable = {
+    .destroy = halo_hal_remote_queue_destroy,
+    .execute = halo_hal_remote_queue_execute,
+};
+
+static halo_status_t halo_hal_remote_device_create_queue(
+    halo_hal_device_t *base_device, int32_t priority,
+    halo_hal_queue_t **out_queue) {
+  *out_queue = NULL;
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  halo_remote_queue_t request = {.priority = priority};
+  halo_remote_part_t part = {&request, sizeof(request)};
+  halo_hal_remote_call_t call;
+  HALO_RETURN_IF_ERROR(
+      halo_hal_remote_call(device, HALO_REMOTE_CREATE_QUEUE, &part, 1, -1,
+                           HALO_REMOTE_CALL_TIMEOUT_NS, &call));
+  free(call.data);
+  halo_hal_remote_queue_t *queue = calloc(1, sizeof(*queue));
+  if (!queue) {
+    halo_hal_remote_send_destroy(device, HALO_REMOTE_OBJECT_QUEUE,
+                                 call.values[0]);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  queue->base.vtable = &halo_hal_remote_queue_vtable;
+  // The worker's queues share its context: their fences are one domain.
+  queue->base.fence_domain = call.values[1] ? device : NULL;
+  queue->device = device;
+  queue->id = call.values[0];
+  halo_hal_remote_device_retain_(device);
+  *out_queue = &queue->base;
+  return NULL;
+}
+
+// ---------------------------------------------------------------- the device
+
+static void halo_hal_remote_device_destroy(halo_hal_device_t *base_device) {
+  halo_hal_remote_device_release(halo_hal_remote_device_cast(base_device));
+}
+
+static const halo_hal_device_vtable_t halo_hal_remote_device_vtable = {
+    .destroy = halo_hal_remote_device_destroy,
+    .create_executable = halo_hal_remote_device_create_executable,
+    .prepare_command_buffer = halo_hal_remote_device_prepare_command_buffer,
+    .create_queue = halo_hal_remote_device_create_queue,
+};
+
+// A REPLY: hands it to the waiting call.
+static void halo_hal_remote_on_reply(halo_hal_remote_device_t *device,
+                                     const halo_remote_header_t *header,
+                                     void *payload) {
+  halo_remote_reply_t reply = {0};
+  const char *message = "";
+  char *data = NULL;
+  uint64_t data_size = 0;
+  bool valid = header->length >= sizeof(reply);
+  if (valid) {
+    memcpy(&reply, payload, sizeof(reply));
+    valid = sizeof(reply) + (uint64_t)reply.message_length <= header->length;
+  }
+  if (valid) {
+    message = (const char *)payload + sizeof(reply);
+    data_size = header->length - sizeof(reply) - reply.message_length;
+    if (data_size) {
+      data = malloc(data_size);
+      if (data) {
+        memcpy(data, (char *)payload + sizeof(reply) + reply.message_length,
+               data_size);
+      }
+    }
+  }
+  pthread_mutex_lock(&device->mutex);
+  halo_hal_remote_call_t *call = device->calls;
+  while (call && call->id != header->id) call = call->next;
+  if (call) {
+    if (!valid) {
+      call->status = halo_status_make(HALO_STATUS_INTERNAL,
+                                      "%s: a malformed reply from the worker",
+                                      device->label);
+    } else if (reply.code != HALO_STATUS_OK) {
+      call->status = halo_status_make((halo_status_code_t)reply.code, "%.*s",
+                                      (int)reply.message_length, message);
+    } else {
+      call->values[0] = reply.values[0];
+      call->values[1] = reply.values[1];
+      call->data = data;
+      call->data_size = data ? data_size : 0;
+      data = NULL;
+    }
+    call->done = true;
+    pthread_cond_broadcast(&device->cond);
+  }
+  pthread_mutex_unlock(&device->mutex);
+  free(data);
+}
+
+static void halo_hal_remote_on_complete(halo_hal_remote_device_t *device,
+                                        const halo_remote_header_t *header,
+                                        const void *payload) {
+  pthread_mutex_lock(&device->mutex);
+  halo_hal_remote_execution_t *record =
+      halo_u64_map_remove(&device->executions, header->id);
+  pthread_mutex_unlock(&device->mutex);
+  if (!record) return;
+  halo_status_t status = NULL;
+  halo_remote_complete_t complete = {0};
+  if (header->length >= sizeof(complete)) {
+    memcpy(&complete, payload, sizeof(complete));
+  }
+  if (complete.code != HALO_STATUS_OK) {
+    uint32_t length = complete.message_length;
+    if (sizeof(complete) + (uint64_t)length > header->length) length = 0;
+    status =
+        halo_status_make((halo_status_code_t)complete.code, "%.*s", (int)length,
+                         (const char *)payload + sizeof(complete));
+  }
+  record->completion(record->user_data, status);
+  free(record);
+}
+
+void halo_hal_remote_device_complete_lost(halo_hal_device_t *base_device) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  if (device->completed_lost || !device->lost) {
+    pthread_mutex_unlock(&device->mutex);
+    return;
+  }
+  device->completed_lost = true;
+  size_t count = device->executions.count;
+  halo_hal_remote_execution_t **records =
+      calloc(count ? count : 1, sizeof(*records));
+  size_t n = 0;
+  for (size_t i = 0; records && i < device->executions.capacity; ++i) {
+    if (!device->executions.entries[i].key) continue;
+    records[n++] = device->executions.entries[i].value;
+  }
+  if (records) {
+    halo_u64_map_deinitialize(&device->executions);
+    halo_u64_map_initialize(&device->executions);
+  }
+  char reason[sizeof(device->lost_reason)];
+  memcpy(reason, device->lost_reason, sizeof(reason));
+  int64_t deadline_ms = device->deadline_ns / 1000000;
+  pthread_mutex_unlock(&device->mutex);
+  if (!records) {
+    HALO_LOG_ERROR("%s: out of memory completing lost work", device->label);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    halo_status_t status =
+        records[i]->overdue
+            ? halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                               "%s: the execution ran past the submission "
+                               "deadline of %lld ms (submission-deadline-ms); "
+                               "its worker was replaced",
+                               device->label, (long long)deadline_ms)
+            : halo_status_make(HALO_STATUS_DEVICE_LOST, "%s", reason);
+    records[i]->completion(records[i]->user_data, status);
+    free(records[i]);
+  }
+  free(records);
+}
+
+// The worker ended (or must end): record why, fail the calls waiting.
+static void halo_hal_remote_mark_lost(halo_hal_remote_device_t *device,
+                                      pid_t pid, const char *cause) {
+  pthread_mutex_lock(&device->mutex);
+  if (!device->lost) {
+    device->lost = true;
+    snprintf(device->lost_reason, sizeof(device->lost_reason),
+             "%s: the trust domain's device worker (pid %d) %s", device->label,
+             (int)pid, cause);
+  }
+  pthread_cond_broadcast(&device->cond);
+  pthread_mutex_unlock(&device->mutex);
+}
+
+// Reaps the worker and describes how it ended.
+static void halo_hal_remote_reap(halo_hal_remote_device_t *device,
+                                 char *out_cause, size_t capacity) {
+  int wstatus = 0;
+  pid_t pid = device->pid;
+  snprintf(out_cause, capacity, "closed its link");
+  if (pid <= 0) return;
+  // The link closed: the worker is exiting or gone. Give it a moment, then
+  // make sure (a worker that closed its link but hangs is as good as dead).
+  int64_t deadline = halo_clock_now_ns() + 2000000000ll;
+  pid_t reaped = 0;
+  while ((reaped = waitpid(pid, &wstatus, WNOHANG)) == 0 &&
+         halo_clock_now_ns() < deadline) {
+    usleep(1000);
+  }
+  if (reaped == 0) {
+    kill(pid, SIGKILL);
+    reaped = waitpid(pid, &wstatus, 0);
+  }
+  if (reaped == pid) {
+    if (WIFSIGNALED(wstatus)) {
+      snprintf(out_cause, capacity, "was killed by signal %d (%s)",
+               WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
+    } else if (WIFEXITED(wstatus)) {
+      snprintf(out_cause, capacity, "exited with status %d",
+               WEXITSTATUS(wstatus));
+    }
+  }
+  pthread_mutex_lock(&device->mutex);
+  device->pid = 0;
+  pthread_mutex_unlock(&device->mutex);
+}
+
+// The watchdog: marks the executions past the deadline and kills the
+// worker; returns whether it fired.
+static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
+  if (device->deadline_ns <= 0) return false;
+  int64_t now = halo_clock_now_ns();
+  bool fire = false;
+  pthread_mutex_lock(&device->mutex);
+  for (size_t i = 0; !device->deadline_fired && i < device->executions.capacity;
+       ++i) {
+    if (!device->executions.entries[i].key) continue;
+    halo_hal_remote_execution_t *record = device->executions.entries[i].value;
+    if (now - record->issued_ns > device->deadline_ns) {
+      record->overdue = true;
+      fire = true;
+    }
+  }
+  if (fire) device->deadline_fired = true;
+  pid_t pid = device->pid;
+  pthread_mutex_unlock(&device->mutex);
+  if (fire && pid > 0) {
+    HALO_LOG_ERROR(
+        "%s: an execution ran past the submission deadline of "
+        "%lld ms; killing worker pid %d",
+        device->label, (long long)(device->deadline_ns / 1000000), (int)pid);
+    kill(pid, SIGKILL);
+  }
+  return fire;
+}
+
+static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
+  bool counted = device->ready;
+  halo_remote_link_deinitialize(&device->link);
+  halo_u64_map_deinitialize(&device->executions);
+  halo_u64_map_deinitialize(&device->registrations);
+  pthread_cond_destroy(&device->cond);
+  pthread_mutex_destroy(&device->mutex);
+  free(device);
+  if (counted) {
+    pthread_mutex_lock(&halo_hal_remote_live.mutex);
+    --halo_hal_remote_live.count;
+    pthread_cond_broadcast(&halo_hal_remote_live.cond);
+    pthread_mutex_unlock(&halo_hal_remote_live.mutex);
+  }
+}
+
+void halo_hal_remote_device_retain(halo_hal_device_t *base_device) {
+  halo_hal_remote_device_retain_(halo_hal_remote_device_cast(base_device));
+}
+
+uint32_t halo_hal_remote_wait_all(int64_t timeout_ns) {
+  int64_t deadline = halo_clock_now_ns() + timeout_ns;
+  pthread_mutex_lock(&halo_hal_remote_live.mutex);
+  while (halo_hal_remote_live.count > 0 && halo_clock_now_ns() < deadline) {
+    pthread_mutex_unlock(&halo_hal_remote_live.mutex);
+    usleep(1000);
+    pthread_mutex_lock(&halo_hal_remote_live.mutex);
+  }
+  uint32_t left = halo_hal_remote_live.count;
+  pthread_mutex_unlock(&halo_hal_remote_live.mutex);
+  return left;
+}
+
+// The reader thread: replies, completions, the end of the worker.
+static void *halo_hal_remote_reader_main(void *argument) {
+  halo_hal_remote_device_t *device = argument;
+  char lost_message[256] = "";
+  for (;;) {
+    struct pollfd poll_fd = {.fd = device->link.fd, .events = POLLIN};
+    int timeout_ms = device->deadline_ns > 0 ? 20 : -1;
+    int ready = poll(&poll_fd, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      halo_hal_remote_watchdog(device);
+      continue;
+    }
+    halo_remote_header_t header;
+    void *payload = NULL;
+    int fd = -1;
+    halo_status_t status =
+        halo_remote_link_receive(&device->link, &header, &payload, &fd);
+    if (fd >= 0) close(fd);
+    if (status) {
+      halo_status_free(status);
+      break;
+    }
+    if (header.type == HALO_REMOTE_REPLY) {
+      halo_hal_remote_on_reply(device, &header, payload);
+    } else if (header.type == HALO_REMOTE_COMPLETE) {
+      halo_hal_remote_on_complete(device, &header, payload);
+    } else if (header.type == HALO_REMOTE_LOST) {
+      snprintf(lost_message, sizeof(lost_message), "%.*s", (int)header.length,
+               payload ? (const char *)payload : "");
+    }
+    free(payload);
+    if (device->deadline_ns > 0) halo_hal_remote_watchdog(device);
+  }
+  pthread_mutex_lock(&device->mutex);
+  bool closing = device->closing;
+  bool deadline = device->deadline_fired;
+  pthread_mutex_unlock(&device->mutex);
+  char cause[256];
+  pid_t pid = device->pid;
+  halo_hal_remote_reap(device, cause, sizeof(cause));
+  if (!closing) {
+    char text[640];
+    if (lost_message[0]) {
+      snprintf(text, sizeof(text), "lost the device (%s) and %s", lost_message,
+               cause);
+    } else if (deadline) {
+      snprintf(text, sizeof(text),
+               "was killed by the watchdog: an execution ran past the "
+               "submission deadline of %lld ms",
+               (long long)(device->deadline_ns / 1000000));
+    } else {
+      snprintf(text, sizeof(text), "%s", cause);
+    }
+    halo_hal_remote_mark_lost(device, pid, text);
+    HALO_LOG_ERROR("%s", device->lost_reason);
+    if (device->lost_fn) {
+      device->lost_fn(device->lost_user_data, &device->base);
+    } else {
+      halo_hal_remote_device_complete_lost(&device->base);
+    }
+  } else {
+    halo_hal_remote_mark_lost(device, pid, "was stopped");
+  }
+  // Objects may live on after the loss: the device goes with the last.
+  pthread_mutex_lock(&device->mutex);
+  while (!device->closing) pthread_cond_wait(&device->cond, &device->mutex);
+  pthread_mutex_unlock(&device->mutex);
+  halo_hal_remote_device_free(device);
+  return NULL;
+}
+
+// Reads the worker's first message: READY with its device, or FAILED.
+static halo_status_t halo_hal_remote_await_ready(
+    halo_hal_remote_device_t *device, int64_t timeout_ns) {
+  struct pollfd poll_fd = {.fd = device->link.fd, .events = POLLIN};
+  int timeout_ms = (int)(timeout_ns / 1000000);
+  int ready;
+  do {
+    ready = poll(&poll_fd, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) {
+    return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                            "%s: the worker did not start within %d ms",
+                            device->label, timeout_ms);
+  }
+  halo_remote_header_t header;
+  void *payload = NULL;
+  int fd = -1;
+  halo_status_t status =
+      halo_remote_link_receive(&device->link, &header, &payload, &fd);
+  if (fd >= 0) close(fd);
+  if (status) {
+    return halo_status_annotate(status, "%s: starting the worker",
+                                device->label);
+  }
+  if (header.type == HALO_REMOTE_FAILED) {
+    status = halo_status_make(HALO_STATUS_UNAVAILABLE, "%s: %.*s",
+                              device->label, (int)header.length,
+                              payload ? (const char *)payload : "");
+  } else if (header.type != HALO_REMOTE_READY ||
+             header.length != sizeof(halo_remote_ready_t)) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "%s: the worker's first message is not READY",
+                              device->label);
+  } else {
+    halo_remote_ready_t ready_message;
+    memcpy(&ready_message, payload, sizeof(ready_message));
+    if (ready_message.version != HALO_REMOTE_LINK_VERSION ||
+        ready_message.header_size != sizeof(halo_remote_header_t) ||
+        ready_message.execute_size != sizeof(halo_remote_execute_t) ||
+        ready_message.command_size != sizeof(halo_hal_command_t)) {
+      status = halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                                "%s: the worker speaks link version %u, "
+                                "halod %u (another build?)",
+                                device->label, ready_message.version,
+                                HALO_REMOTE_LINK_VERSION);
+    } else {
+      device->base.info = ready_message.info;
+    }
+  }
+  free(payload);
+  return status;
+}
+
+halo_status_t halo_hal_remote_device_create(
+    const halo_hal_remote_options_t *options, halo_hal_device_t **out_device) {
+  *out_device = NULL;
+  halo_hal_remote_device_t *device = calloc(1, sizeof(*device));
+  if (!device) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  device->base.vtable = &halo_hal_remote_device_vtable;
+  device->base.allocator = &device->allocator;
+  device->allocator.vtable = &halo_hal_remote_allocator_vtable;
+  atomic_init(&device->references, 1);
+  snprintf(device->label, sizeof(device->label), "%s",
+           options->label ? options->label : "device");
+  device->deadline_ns = options->deadline_ns;
+  device->lost_fn = options->lost;
+  device->lost_user_data = options->lost_user_data;
+  pthread_mutex_init(&device->mutex, NULL);
+  pthread_condattr_t attributes;
+  pthread_condattr_init(&attributes);
+  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+  pthread_cond_init(&device->cond, &attributes);
+  pthread_condattr_destroy(&attributes);
+  halo_u64_map_initialize(&device->executions);
+  halo_u64_map_initialize(&device->registrations);
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    halo_status_t status = halo_status_from_errno(
+        errno, "%s: socketpair for a worker", device->label);
+    halo_remote_link_initialize(&device->link, -1);
+    halo_hal_remote_device_free(device);
+    return status;
+  }
+  halo_remote_link_initialize(&device->link, pair[0]);
+  // The child gets its end as descriptor 3 (dup2 clears CLOEXEC).
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pair[1], 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // The worker must not take the supervisor's signal dispositions or mask:
+  // libuv blocks nothing, but start from defaults.
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGHUP);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const char *program = options->program ? options->program : options->argv[0];
+  int error = posix_spawn(&pid, program, &actions, &attr,
+                          (char *const *)options->argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(pair[1]);
+  if (error) {
+    halo_status_t status = halo_status_from_errno(
+        error, "%s: starting worker %s", device->label, program);
+    halo_hal_remote_device_free(device);
+    return status;
+  }
+  device->pid = pid;
+  int64_t timeout =
+      options->start_timeout_ns > 0 ? options->start_timeout_ns : 30000000000ll;
+  halo_status_t status = halo_hal_remote_await_ready(device, timeout);
+  if (!status) {
+    error = pthread_create(&device->reader, NULL, halo_hal_remote_reader_main,
+                           device);
+    if (error) {
+      status = halo_status_from_errno(error, "%s: a worker reader thread",
+                                      device->label);
+    }
+  }
+  if (status) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    halo_hal_remote_device_free(device);
+    return status;
+  }
+  pthread_detach(device->reader);
+  pthread_mutex_lock(&halo_hal_remote_live.mutex);
+  device->ready = true;
+  ++halo_hal_remote_live.count;
+  pthread_mutex_unlock(&halo_hal_remote_live.mutex);
+  *out_device = &device->base;
+  return NULL;
+}
+
+pid_t halo_hal_remote_device_pid(halo_hal_device_t *base_device) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  pid_t pid = device->pid;
+  pthread_mutex_unlock(&device->mutex);
+  return pid;
+}
+
+bool halo_hal_remote_device_lost(halo_hal_device_t *base_device,
+                                 char *out_reason, size_t capacity) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  bool lost = device->lost;
+  if (out_reason && capacity) {
+    snprintf(out_reason, capacity, "%s", lost ? device->lost_reason : "");
+  }
+  pthread_mutex_unlock(&device->mutex);
+  return lost;
+}
+
+bool halo_hal_remote_device_overdue(halo_hal_device_t *base_device,
+                                    const void *user_data) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  bool overdue = false;
+  pthread_mutex_lock(&device->mutex);
+  for (size_t i = 0; !overdue && i < device->executions.capacity; ++i) {
+    if (!device->executions.entries[i].key) continue;
+    const halo_hal_remote_execution_t *record =
+        device->executions.entries[i].value;
+    overdue = record->user_data == user_data && record->overdue;
+  }
+  pthread_mutex_unlock(&device->mutex);
+  return overdue;
+}
+
+void halo_hal_remote_device_kill(halo_hal_device_t *base_device) {
+  pid_t pid = halo_hal_remote_device_pid(base_device);
+  if (pid > 0) kill(pid, SIGKILL);
+}

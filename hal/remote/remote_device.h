@@ -1,0 +1,93 @@
+// A device served by a worker process (DESIGN.md "Trust model"): the
+// supervisor's view of one (device, trust domain). It implements the HAL
+// device interface by forwarding every call over a link (remote_link.h) to
+// a `halod --worker` process that owns the real device (a CUDA context, or
+// the local driver running the domain's native kernels). A fault in the
+// worker (a sticky CUDA error, a native kernel's segfault, SIGKILL, OOM)
+// ends only that process: the proxy reports the loss, fails what was in
+// flight and refuses further work, and the supervisor starts a new worker.
+//
+// Semaphore pages and arenas reach the worker as memfds (register_host's
+// |fd|): GPU stores land in the same pages, and the worker wakes a slot's
+// futex sleepers itself when its store has landed.
+//
+// Watchdog: an execution still in flight |deadline_ns| after it was issued
+// gets its worker killed; it fails with DEADLINE_EXCEEDED, the others in
+// flight with DEVICE_LOST.
+//
+// Thread-safety: as the HAL interfaces say (devices thread-safe). Each
+// proxy runs one reader thread for the link, which calls completions, the
+// lost callback and, after a loss, waits for the last reference to go.
+#ifndef HALO_HAL_REMOTE_REMOTE_DEVICE_H_
+#define HALO_HAL_REMOTE_REMOTE_DEVICE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hal/device.h"
+#include "halo/status.h"
+
+// The worker was lost (its reader thread). The callee must eventually call
+// halo_hal_remote_device_complete_lost (on any thread; the daemon does it on
+// its loop after naming the work in flight).
+typedef void (*halo_hal_remote_lost_fn)(void *user_data,
+                                        halo_hal_device_t *device);
+
+typedef struct halo_hal_remote_options_t {
+  // The program to run (halod) and its command line, NULL-terminated. The
+  // link's socket is passed as descriptor 3.
+  const char *program;
+  const char *const *argv;
+  // Names the device and domain in messages: "device 0, trust domain uid:7".
+  const char *label;
+  int64_t deadline_ns;           // 0: no watchdog
+  int64_t start_timeout_ns;      // 0: 30 s
+  halo_hal_remote_lost_fn lost;  // NULL: in-flight work completes at once
+  void *lost_user_data;
+} halo_hal_remote_options_t;
+
+// Starts the worker and waits until it reports its device (or fails with
+// the worker's reason). The device's |info| is the worker's device's.
+halo_status_t halo_hal_remote_device_create(
+    const halo_hal_remote_options_t *options, halo_hal_device_t **out_device);
+
+// Whether |device| is a remote one (the functions below take only those).
+bool halo_hal_remote_device_is(const halo_hal_device_t *device);
+
+// One more reference (halo_hal_device_t's destroy drops one): the proxy and
+// its reader stay until the last one goes.
+void halo_hal_remote_device_retain(halo_hal_device_t *device);
+
+// Waits until every remote device of the process has been freed (their
+// workers reaped), at most |timeout_ns|; returns how many are left.
+uint32_t halo_hal_remote_wait_all(int64_t timeout_ns);
+
+// The worker's pid (0 once reaped).
+pid_t halo_hal_remote_device_pid(halo_hal_device_t *device);
+
+// Whether the worker was lost, and why (a copy into |out_reason|).
+bool halo_hal_remote_device_lost(halo_hal_device_t *device, char *out_reason,
+                                 size_t capacity);
+
+// Whether the execution whose completion |user_data| is |user_data| is in
+// flight and ran past the deadline (the watchdog's culprit).
+bool halo_hal_remote_device_overdue(halo_hal_device_t *device,
+                                    const void *user_data);
+
+// After a loss: completes every execution still in flight (DEADLINE_EXCEEDED
+// for the overdue ones, DEVICE_LOST for the rest), once.
+void halo_hal_remote_device_complete_lost(halo_hal_device_t *device);
+
+// Kills the worker (SIGKILL) as a fault: for tests and the operator.
+void halo_hal_remote_device_kill(halo_hal_device_t *device);
+
+// The worker side (`halod --worker`): serves |device| over the link on
+// descriptor |fd| until the supervisor closes it. Returns the exit status.
+int halo_hal_remote_serve(halo_hal_device_t *device, int fd);
+
+// The worker side: the device is lost (a sticky CUDA error). Tells the
+// supervisor why and ends the process (any thread; does not return).
+void halo_hal_remote_serve_lost(const char *message) __attribute__((noreturn));
+
+#endif  // HALO_HAL_REMOTE_REMOTE_DEVICE_H_

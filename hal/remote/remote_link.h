@@ -1,0 +1,196 @@
+// The link between halod (the supervisor) and a device worker process: one
+// Unix stream socket carrying framed messages, with a file descriptor
+// attached to a message where one travels (SCM_RIGHTS on its header).
+//
+// Both ends are the same halod binary (the supervisor starts the worker as
+// `halod --worker`), so payloads are plain C structs of this header; the
+// worker's first message carries HALO_REMOTE_LINK_VERSION and the size of
+// the structs so that a mismatch is refused, not misread.
+//
+// Messages, supervisor -> worker, with the payload that follows the header:
+//   ALLOCATE        halo_remote_allocate_t               reply: address
+//   DEALLOCATE      halo_remote_allocate_t               no reply
+//   WRITE           halo_remote_memory_t + bytes         reply
+//   READ            halo_remote_memory_t                 reply: bytes
+//   REGISTER_HOST   halo_remote_register_t + memfd       reply: address
+//   UNREGISTER_HOST halo_remote_register_t               no reply
+//   CREATE_EXECUTABLE halo_remote_executable_t + options + code
+//                                                        reply: id, origin
+//   LOOKUP_ENTRY    halo_remote_object_t + name          reply: entry info
+//   PREPARE         halo_remote_prepare_t + commands + args + data
+//                                                        reply: id
+//   CREATE_QUEUE    halo_remote_queue_t                  reply: id, fences
+//   DESTROY         halo_remote_object_t (executable, command buffer,
+//                   queue or fence)                      no reply
+//   EXECUTE         halo_remote_execute_t + bindings + signals + fence ids
+//                                                        COMPLETE later
+// worker -> supervisor:
+//   READY           halo_remote_ready_t (or FAILED: a message)
+//   REPLY           halo_remote_reply_t + message + data
+//   COMPLETE        halo_remote_complete_t + message
+//   LOST            a message: the device is lost; the worker exits next.
+//
+// Thread-safety: a link's send side is guarded by its own mutex; one
+// thread receives.
+#ifndef HALO_HAL_REMOTE_REMOTE_LINK_H_
+#define HALO_HAL_REMOTE_REMOTE_LINK_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hal/command_buffer.h"
+#include "hal/device.h"
+#include "halo/status.h"
+
+#define HALO_REMOTE_LINK_VERSION 1u
+// Longest payload a link accepts: a binding table, a recording or a buffer
+// read of the daemon's largest message.
+#define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
+
+typedef enum halo_remote_message_type_e {
+  HALO_REMOTE_ALLOCATE = 1,
+  HALO_REMOTE_DEALLOCATE = 2,
+  HALO_REMOTE_WRITE = 3,
+  HALO_REMOTE_READ = 4,
+  HALO_REMOTE_REGISTER_HOST = 5,
+  HALO_REMOTE_UNREGISTER_HOST = 6,
+  HALO_REMOTE_CREATE_EXECUTABLE = 7,
+  HALO_REMOTE_LOOKUP_ENTRY = 8,
+  HALO_REMOTE_PREPARE = 9,
+  HALO_REMOTE_CREATE_QUEUE = 10,
+  HALO_REMOTE_DESTROY = 11,
+  HALO_REMOTE_EXECUTE = 12,
+  HALO_REMOTE_READY = 32,
+  HALO_REMOTE_FAILED = 33,
+  HALO_REMOTE_REPLY = 34,
+  HALO_REMOTE_COMPLETE = 35,
+  HALO_REMOTE_LOST = 36,
+} halo_remote_message_type_t;
+
+typedef enum halo_remote_object_kind_e {
+  HALO_REMOTE_OBJECT_EXECUTABLE = 1,
+  HALO_REMOTE_OBJECT_COMMAND_BUFFER = 2,
+  HALO_REMOTE_OBJECT_QUEUE = 3,
+  HALO_REMOTE_OBJECT_FENCE = 4,
+} halo_remote_object_kind_t;
+
+typedef struct halo_remote_header_t {
+  uint32_t type;  // halo_remote_message_type_t
+  uint32_t reserved;
+  uint64_t id;      // request id (0: no reply wanted) or execution id
+  uint64_t length;  // payload bytes after the header
+} halo_remote_header_t;
+
+typedef struct halo_remote_ready_t {
+  uint32_t version;
+  uint32_t header_size;
+  uint32_t execute_size;
+  uint32_t command_size;
+  int32_t pid;
+  uint32_t reserved;
+  halo_hal_device_info_t info;
+} halo_remote_ready_t;
+
+typedef struct halo_remote_reply_t {
+  int32_t code;  // halo_status_code_t
+  uint32_t message_length;
+  uint64_t values[2];
+  // message_length bytes of message, then the rest of the payload is data.
+} halo_remote_reply_t;
+
+typedef struct halo_remote_allocate_t {
+  uint64_t address;
+  uint64_t size;
+} halo_remote_allocate_t;
+
+typedef struct halo_remote_memory_t {
+  uint64_t address;
+  uint64_t length;
+} halo_remote_memory_t;
+
+typedef struct halo_remote_register_t {
+  uint64_t key;  // the supervisor's address of the mapping
+  uint64_t size;
+} halo_remote_register_t;
+
+typedef struct halo_remote_executable_t {
+  uint32_t format;
+  uint32_t option_count;
+  uint64_t options_size;  // NUL-terminated options, back to back
+  uint64_t code_size;
+} halo_remote_executable_t;
+
+typedef struct halo_remote_object_t {
+  uint32_t kind;  // halo_remote_object_kind_t
+  uint32_t reserved;
+  uint64_t id;
+} halo_remote_object_t;
+
+typedef struct halo_remote_prepare_t {
+  uint32_t flags;
+  uint32_t binding_capacity;
+  uint32_t command_count;  // halo_hal_command_t, executable = its remote id
+  uint32_t arg_count;
+  uint32_t data_size;
+  uint32_t reserved;
+} halo_remote_prepare_t;
+
+typedef struct halo_remote_queue_t {
+  int32_t priority;
+  uint32_t reserved;
+} halo_remote_queue_t;
+
+// A signal: |slot_key| the supervisor's address of the registered page
+// holding the slot (0: none), |slot_offset| the slot's offset in it.
+typedef struct halo_remote_signal_t {
+  uint64_t device_address;
+  uint64_t value;
+  uint64_t slot_key;
+  uint64_t slot_offset;
+} halo_remote_signal_t;
+
+typedef struct halo_remote_execute_t {
+  uint64_t queue;
+  uint64_t command_buffer;
+  uint64_t out_fence;  // 0: none wanted; else the id the fence will have
+  uint32_t binding_count;
+  uint32_t signal_count;
+  uint32_t wait_fence_count;  // uint64_t fence ids after the signals
+  uint32_t reserved;
+} halo_remote_execute_t;
+
+typedef struct halo_remote_complete_t {
+  int32_t code;
+  uint32_t message_length;
+} halo_remote_complete_t;
+
+typedef struct halo_remote_link_t {
+  int fd;
+  pthread_mutex_t send_mutex;
+} halo_remote_link_t;
+
+void halo_remote_link_initialize(halo_remote_link_t *link, int fd);
+// Closes the socket.
+void halo_remote_link_deinitialize(halo_remote_link_t *link);
+
+// Sends one message: |parts| byte ranges back to back as the payload, and
+// |fd| (>= 0) attached. Any thread. UNAVAILABLE when the peer is gone.
+typedef struct halo_remote_part_t {
+  const void *data;
+  size_t size;
+} halo_remote_part_t;
+halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
+                                    uint64_t id,
+                                    const halo_remote_part_t *parts,
+                                    uint32_t part_count, int fd);
+
+// Receives one message; |out_payload| is malloc'd (NULL when empty) and
+// |out_fd| receives an attached descriptor or -1. UNAVAILABLE at the end of
+// the stream (the peer closed or died). The receiving thread only.
+halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
+                                       halo_remote_header_t *out_header,
+                                       void **out_payload, int *out_fd);
+
+#endif  // HALO_HAL_REMOTE_REMOTE_LINK_H_
