@@ -153,5 +153,25 @@ HALO_LOCAL_KERNEL(order) {
   *out = __atomic_fetch_add(sequence, 1, __ATOMIC_ACQ_REL);
 }
 
+// Writes through a bad pointer (address 16): a real SIGSEGV in whatever process
+// runs it (containment_test: a crash must take down only its trust domain's
+// worker); no args.
+HALO_LOCAL_KERNEL(crash) {
+  (void)state;
+  volatile uintptr_t bad = 16;  // nothing is mapped there
+  *(volatile int *)bad = 1;
+}
+
+// Sets *started to 1, then spins for ever (the volatile counter keeps the
+// compiler from removing the loop); only a kill ends it (containment_test:
+// a killed worker, the submission deadline). args: started (BUFFER,
+// uint32).
+HALO_LOCAL_KERNEL(spin) {
+  uint32_t *started = HALO_ARG(state, 0, uint32_t *);
+  __atomic_store_n(started, 1, __ATOMIC_RELEASE);
+  volatile uint64_t spins = 0;
+  for (;;) spins = spins + 1;
+}
+
 // Not an entry point: lookup_entry must refuse it.
 __attribute__((visibility("default"))) int not_a_function = 7;

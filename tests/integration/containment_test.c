@@ -1,0 +1,733 @@
+// Fault containment between trust domains (device-workers=process, the
+// default): halod runs each (device, trust domain)'s device work in a
+// worker process of its own, so a native kernel that crashes, a worker
+// killed from outside or an execution past its deadline takes down only
+// that domain's worker. halod (the supervisor) survives, fails the work
+// that was in flight, restarts the worker and serves on. Local driver only:
+// the `crash` and `spin` kernels are tests/kernels/test_kernels.c's.
+//
+// Every case but the last starts halod with --trust-domain process (one
+// domain per client process). The attacker is this test process; the
+// victim is another process (this program re-executed with --victim),
+// looping vector adds with its results checked, each wait bounded:
+// - crash: the attacker dispatches `crash` (a real SIGSEGV): its wait
+//   returns DEVICE_LOST naming the worker and the trust domain; halod is
+//   still running and its admin socket answers; the attacker's next
+//   requests on the old client return SESSION_LOST; after reconnecting it
+//   runs a vector add correctly; the victim completed every step, some
+//   after the crash;
+// - killed worker: the attacker's worker (a child of halod that appeared
+//   with the attacker's session) is SIGKILLed while it runs `spin` (no
+//   deadline): the same outcome, and halod reaps the dead worker;
+// - deadline: with --submission-deadline-ms 500 the attacker's `spin`
+//   fails with DEADLINE_EXCEEDED naming the deadline, within a few seconds
+//   and not before 500 ms; the victim completed every step; a reconnect
+//   works;
+// - one domain (--trust-domain uid, the default): two client processes of
+//   one uid share a worker, so the attacker's crash loses the other
+//   session too (its wait or next request returns DEVICE_LOST or
+//   SESSION_LOST); it rebuilds by reconnecting.
+//
+// Against a halod without worker processes the crash kills halod itself;
+// these tests then fail saying so.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/support/halo_test.h"
+
+#define MS HALO_TEST_MS
+// Every semaphore wait in this test, parent or child, ends within this.
+#define WAIT_NS (10000 * MS)
+#define N 256  // floats of the vector adds
+// The victim stops by itself after this even if never told to.
+#define VICTIM_MAX_NS (30000 * MS)
+// Steps the victim must complete after the attacker's loss was observed.
+#define VICTIM_MIN_STEPS_AFTER 3
+
+// This program (the victims are it, re-executed).
+static char self_path[PATH_MAX];
+
+// ---------------------------------------------------------------- vector add
+//
+// Used by the victims (plain libhalo: no cmocka in a child) and by the
+// attacker after reconnecting: three host-visible buffers, c = a + b
+// recorded once (REUSABLE), executed and waited for at each step.
+
+typedef struct adder_t {
+  halo_executable_t *executable;
+  halo_buffer_t *a, *b, *c;
+  halo_command_buffer_t *cb;
+  halo_semaphore_t *done;
+  uint64_t value;
+} adder_t;
+
+static halo_status_t adder_open(adder_t *adder, halo_client_t *client,
+                                const char *kernels) {
+  memset(adder, 0, sizeof(*adder));
+  halo_status_t status = halo_executable_create_from_file(client, 0, kernels, 0,
+                                                          &adder->executable);
+  halo_buffer_t **buffers[3] = {&adder->a, &adder->b, &adder->c};
+  for (int i = 0; i < 3 && !status; ++i) {
+    status = halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE,
+                                N * sizeof(float), 0, buffers[i]);
+  }
+  if (!status) status = halo_semaphore_create(client, 0, 0, &adder->done);
+  if (!status) {
+    status = halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                       3, &adder->cb);
+  }
+  if (!status) {
+    uint32_t n = N;
+    uint64_t bytes = N * sizeof(float);
+    halo_dispatch_arg_t args[4] = {
+        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
+        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
+        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
+        {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
+    };
+    halo_dispatch_params_t params = {
+        .executable = adder->executable,
+        .entry = "add",
+        .grid = {(N + 63) / 64, 1, 1},
+        .block = {64, 1, 1},
+        .args = args,
+        .arg_count = 4,
+    };
+    status = halo_command_buffer_dispatch(adder->cb, &params);
+  }
+  if (!status) status = halo_command_buffer_end(adder->cb);
+  return status;
+}
+
+// One execution with inputs that depend on |step| (a stale result shows),
+// waited for (at most WAIT_NS) and checked.
+static halo_status_t adder_step(adder_t *adder, uint64_t step) {
+  float *a = halo_buffer_host_pointer(adder->a);
+  float *b = halo_buffer_host_pointer(adder->b);
+  float *c = halo_buffer_host_pointer(adder->c);
+  for (uint32_t i = 0; i < N; ++i) {
+    a[i] = (float)(i + step % 1000);
+    b[i] = (float)(2 * i);
+    c[i] = -1.0f;
+  }
+  halo_binding_t bindings[3] = {{adder->a, 0, HALO_WHOLE_BUFFER},
+                                {adder->b, 0, HALO_WHOLE_BUFFER},
+                                {adder->c, 0, HALO_WHOLE_BUFFER}};
+  halo_semaphore_value_t signal = {adder->done, adder->value + 1};
+  halo_status_t status =
+      halo_queue_execute(NULL, adder->cb, bindings, 3, NULL, 0, &signal, 1);
+  if (status)
+    return halo_status_annotate(status, "step %" PRIu64 ": execute", step);
+  ++adder->value;
+  status = halo_semaphore_wait(adder->done, adder->value, WAIT_NS);
+  if (status)
+    return halo_status_annotate(status, "step %" PRIu64 ": wait", step);
+  for (uint32_t i = 0; i < N; ++i) {
+    float expected = (float)(3 * i + step % 1000);
+    if (c[i] != expected) {
+      return halo_status_make(HALO_STATUS_INTERNAL,
+                              "step %" PRIu64 ": c[%u] = %f, expected %f", step,
+                              i, (double)c[i], (double)expected);
+    }
+  }
+  return NULL;
+}
+
+// ---------------------------------------------------------------- victim
+//
+//   containment_test --victim ADDRESS KERNELS DIR MODE
+//
+// Connects, loads KERNELS, prints "ready" after a first correct vector add
+// and goes on, one step at a time, until DIR/stop exists, a step fails or
+// VICTIM_MAX_NS passed. Counts the steps that began after DIR/crashed
+// existed. Prints "done STEPS AFTER CODE MESSAGE" (CODE: the failed step's
+// status code, 0 if none). MODE "rebuild": after a failed step, closes the
+// client, connects again and runs one step: prints "rebuilt CODE MESSAGE".
+// Setup failures print "setup CODE MESSAGE" and exit 2.
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static bool file_exists(const char *dir, const char *name) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+// Prints "LABEL CODE MESSAGE" (the message on one line) and frees |status|.
+static void victim_print(const char *label, halo_status_t status) {
+  char message[300];
+  snprintf(message, sizeof(message), "%s", halo_status_message(status));
+  for (char *p = message; *p; ++p) {
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  }
+  printf("%s %d %s\n", label, (int)halo_status_code(status), message);
+  fflush(stdout);
+  if (status) {
+    fprintf(stderr, "containment victim (pid %d): %s: %s: %s\n", (int)getpid(),
+            label, halo_status_code_name(halo_status_code(status)), message);
+  }
+  halo_status_free(status);
+}
+
+static halo_status_t victim_connect(const char *address, const char *kernels,
+                                    halo_client_t **out_client,
+                                    adder_t *adder) {
+  halo_client_options_t options = {.address = address,
+                                   .client_name = "containment-victim",
+                                   .request_timeout_ms = 10000};
+  halo_status_t status = halo_client_connect(&options, out_client);
+  if (!status) status = adder_open(adder, *out_client, kernels);
+  return status;
+}
+
+static int victim_main(const char *address, const char *kernels,
+                       const char *dir, const char *mode) {
+  halo_client_t *client = NULL;
+  adder_t adder;
+  halo_status_t status = victim_connect(address, kernels, &client, &adder);
+  uint64_t steps = 0;
+  if (!status) status = adder_step(&adder, steps++);
+  if (status) {
+    victim_print("setup", status);
+    return 2;
+  }
+  printf("ready\n");
+  fflush(stdout);
+  uint64_t after = 0;
+  int64_t give_up = now_ns() + VICTIM_MAX_NS;
+  while (!file_exists(dir, "stop") && now_ns() < give_up) {
+    bool crashed = file_exists(dir, "crashed");
+    status = adder_step(&adder, steps);
+    if (status) break;
+    ++steps;
+    if (crashed) ++after;
+  }
+  char label[64];
+  snprintf(label, sizeof(label), "done %" PRIu64 " %" PRIu64, steps, after);
+  bool failed = status != NULL;
+  victim_print(label, status);
+  if (failed && strcmp(mode, "rebuild") == 0) {
+    halo_client_close(client);
+    client = NULL;
+    status = victim_connect(address, kernels, &client, &adder);
+    if (!status) status = adder_step(&adder, steps);
+    victim_print("rebuilt", status);
+  }
+  halo_client_close(client);
+  return 0;
+}
+
+// ---------------------------------------------------------------- harness
+
+typedef struct victim_report_t {
+  unsigned long long steps, after;
+  int code;
+  char message[400];
+} victim_report_t;
+
+// Starts a victim (MODE "stop" or "rebuild") and waits for its "ready".
+static void victim_start(halo_test_fixture_t *fixture,
+                         halo_test_process_t *process, const char *mode) {
+  const char *argv[] = {self_path,
+                        "--victim",
+                        fixture->daemon.listen_address,
+                        halo_test_kernels_path(),
+                        fixture->daemon.dir,
+                        mode,
+                        NULL};
+  halo_test_spawn(process, argv);
+  char line[512];
+  halo_test_read_line(process, line, sizeof(line), 20000);
+  if (strcmp(line, "ready") != 0) {
+    print_error("victim %d did not start: %s\n", process->pid, line);
+    fail();
+  }
+}
+
+static void touch(const halo_test_fixture_t *fixture, const char *name) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/%s", fixture->daemon.dir, name);
+  int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+}
+
+// Reads the victim's "done" line (it ends by itself after a failure, or
+// after DIR/stop appears).
+static void victim_read_report(halo_test_process_t *process,
+                               victim_report_t *report) {
+  char line[512];
+  halo_test_read_line(process, line, sizeof(line), 30000);
+  int consumed = 0;
+  memset(report, 0, sizeof(*report));
+  if (sscanf(line, "done %llu %llu %d %n", &report->steps, &report->after,
+             &report->code, &consumed) < 3) {
+    print_error("victim %d: unexpected report: %s\n", process->pid, line);
+    fail();
+  }
+  snprintf(report->message, sizeof(report->message), "%s", line + consumed);
+  print_message(
+      "victim %d: %llu steps, %llu after the attacker's loss; %s%s%s\n",
+      process->pid, report->steps, report->after,
+      report->code ? halo_status_code_name(report->code) : "no failure",
+      report->code ? ": " : "", report->message);
+}
+
+// Stops a victim that should have noticed nothing and checks its report:
+// no failed step, and steps completed after the attacker's loss.
+static void victim_expect_unaffected(halo_test_fixture_t *fixture,
+                                     halo_test_process_t *process) {
+  // Let it run on for a while after the attacker's loss.
+  int64_t until = halo_test_now_ns() + 500 * MS;
+  while (halo_test_now_ns() < until) halo_test_sleep_ms(10);
+  touch(fixture, "stop");
+  victim_report_t report;
+  victim_read_report(process, &report);
+  if (report.code != 0) {
+    print_error(
+        "the victim (another trust domain) failed a step after %llu good "
+        "ones: %s: %s\n",
+        report.steps, halo_status_code_name(report.code), report.message);
+    fail();
+  }
+  assert_true(report.after >= VICTIM_MIN_STEPS_AFTER);
+  assert_int_equal(halo_test_process_wait(process, HALO_TEST_DEADLINE_MS), 0);
+}
+
+// Fails unless halod is still running (not even a zombie) and its admin
+// socket answers.
+static void expect_daemon_alive(halo_test_daemon_t *daemon, const char *when) {
+  assert_true(daemon->pid > 0);
+  int wait_status = 0;
+  pid_t reaped = waitpid(daemon->pid, &wait_status, WNOHANG);
+  if (reaped == daemon->pid) {
+    daemon->pid = 0;
+    if (WIFSIGNALED(wait_status)) {
+      print_error(
+          "halod died of signal %d (%s) %s: the fault was not contained in "
+          "its trust domain's worker\n",
+          WTERMSIG(wait_status), strsignal(WTERMSIG(wait_status)), when);
+    } else {
+      print_error("halod exited with status %d %s\n", WEXITSTATUS(wait_status),
+                  when);
+    }
+    fail();
+  }
+  assert_int_equal(kill(daemon->pid, 0), 0);
+  halo_wire_response_t *response = halo_test_admin_status(daemon);
+  halo__wire__response__free_unpacked(response, NULL);
+  print_message("halod (pid %d) is running %s; it lists %u sessions\n",
+                daemon->pid, when, halo_test_admin_session_count(daemon));
+}
+
+// Fails unless |status| has |code| and its message contains every one of
+// |substrings| (NULL-terminated); prints it either way, frees it.
+static void expect_status(halo_status_t status, halo_status_code_t code,
+                          const char *const *substrings, const char *what) {
+  const char *message = halo_status_message(status);
+  print_message("%s: %s: %s\n", what,
+                halo_status_code_name(halo_status_code(status)), message);
+  bool ok = halo_status_code(status) == code;
+  for (const char *const *s = substrings; ok && s && *s; ++s) {
+    ok = strstr(message, *s) != NULL;
+  }
+  if (!ok) {
+    print_error("%s: expected %s", what, halo_status_code_name(code));
+    for (const char *const *s = substrings; s && *s; ++s) {
+      print_error(" with \"%s\"", *s);
+    }
+    print_error(" in the message, got %s: %s\n",
+                halo_status_code_name(halo_status_code(status)), message);
+    halo_status_free(status);
+    fail();
+  }
+  halo_status_free(status);
+}
+
+static const char *const worker_lost[] = {"worker", "trust domain", NULL};
+
+// The attacker's objects: its kernels, a host-visible word (the `spin`
+// kernel's started flag) and a semaphore.
+typedef struct attacker_t {
+  halo_client_t *client;  // fixture->client
+  halo_executable_t *executable;
+  halo_buffer_t *word;
+  halo_semaphore_t *done;
+} attacker_t;
+
+static void attacker_open(halo_test_fixture_t *fixture, attacker_t *attacker) {
+  memset(attacker, 0, sizeof(*attacker));
+  fixture->client = halo_test_connect(&fixture->daemon, 10000);
+  attacker->client = fixture->client;
+  attacker->executable = halo_test_load_kernels(attacker->client);
+  attacker->word = halo_test_create_buffer(
+      attacker->client, HALO_MEMORY_HOST_VISIBLE, sizeof(uint32_t), 0);
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_create(attacker->client, 0, 0, &attacker->done));
+  // Its domain works before the attack (and has its worker).
+  adder_t adder;
+  HALO_TEST_ASSERT_OK(
+      adder_open(&adder, attacker->client, halo_test_kernels_path()));
+  HALO_TEST_ASSERT_OK(adder_step(&adder, 1));
+}
+
+// Executes one workgroup of |entry| (`crash`: no args; `spin`: the started
+// word), signaling done = 1.
+static void attacker_submit(attacker_t *attacker, const char *entry) {
+  uint32_t *started = halo_buffer_host_pointer(attacker->word);
+  __atomic_store_n(started, 0, __ATOMIC_RELEASE);
+  bool spin = strcmp(entry, "spin") == 0;
+  halo_dispatch_arg_t args[1] = {
+      {HALO_DISPATCH_ARG_BUFFER,
+       halo_buffer_ref(attacker->word, 0, sizeof(uint32_t)), NULL, 0},
+  };
+  halo_dispatch_params_t params = {
+      .executable = attacker->executable,
+      .entry = entry,
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .args = spin ? args : NULL,
+      .arg_count = spin ? 1 : 0,
+  };
+  halo_command_buffer_t *cb =
+      halo_test_begin(attacker->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_semaphore_value_t signal = {attacker->done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+  halo_command_buffer_release(cb);
+}
+
+// After the attacker's loss: its old session answers SESSION_LOST; closing
+// it and connecting again gives a session whose vector add is correct.
+static void attacker_rebuild(halo_test_fixture_t *fixture, attacker_t *attacker,
+                             bool expect_session_lost) {
+  if (expect_session_lost) {
+    halo_buffer_t *buffer = NULL;
+    expect_status(halo_buffer_create(attacker->client, 0,
+                                     HALO_MEMORY_HOST_VISIBLE, 64, 0, &buffer),
+                  HALO_STATUS_SESSION_LOST, NULL,
+                  "the attacker's next request on its old client");
+    halo_semaphore_t *semaphore = NULL;
+    expect_status(halo_semaphore_create(attacker->client, 0, 0, &semaphore),
+                  HALO_STATUS_SESSION_LOST, NULL,
+                  "the attacker's semaphore_create on its old client");
+  }
+  halo_client_close(attacker->client);
+  fixture->client = halo_test_connect(&fixture->daemon, 10000);
+  attacker->client = fixture->client;
+  adder_t adder;
+  HALO_TEST_ASSERT_OK(
+      adder_open(&adder, attacker->client, halo_test_kernels_path()));
+  for (uint64_t step = 0; step < 3; ++step) {
+    HALO_TEST_ASSERT_OK(adder_step(&adder, step));
+  }
+  print_message("the attacker reconnected: vector adds correct\n");
+}
+
+// ---------------------------------------------------------------- /proc
+
+// The state and parent of process |pid|, and its CPU time in clock ticks;
+// false if it does not exist.
+static bool proc_stat(pid_t pid, char *out_state, pid_t *out_ppid,
+                      unsigned long long *out_ticks) {
+  char path[64], text[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char *end = strrchr(text, ')');  // the name may hold anything
+  if (!end) return false;
+  char state = 0;
+  int ppid = 0;
+  unsigned long long utime = 0, stime = 0;
+  if (sscanf(end + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+             &state, &ppid, &utime, &stime) != 4) {
+    return false;
+  }
+  if (out_state) *out_state = state;
+  if (out_ppid) *out_ppid = ppid;
+  if (out_ticks) *out_ticks = utime + stime;
+  return true;
+}
+
+// The live (not zombie) children of |parent|, from /proc/*/stat (the
+// kernel may lack /proc/PID/task/TID/children). Returns how many; at most
+// |capacity| are stored.
+static size_t children_of(pid_t parent, pid_t *out, size_t capacity) {
+  DIR *proc = opendir("/proc");
+  assert_non_null(proc);
+  size_t count = 0;
+  struct dirent *entry;
+  while ((entry = readdir(proc))) {
+    char *end = NULL;
+    long pid = strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end) continue;
+    char state;
+    pid_t ppid;
+    if (!proc_stat((pid_t)pid, &state, &ppid, NULL)) continue;
+    if (ppid != parent || state == 'Z') continue;
+    if (count < capacity) out[count] = (pid_t)pid;
+    ++count;
+  }
+  closedir(proc);
+  return count;
+}
+
+static bool contains(const pid_t *pids, size_t count, pid_t pid) {
+  for (size_t i = 0; i < count; ++i) {
+    if (pids[i] == pid) return true;
+  }
+  return false;
+}
+
+// Whether |pid| is no longer a child of |parent| (exited and reaped).
+static bool reaped_by(pid_t pid, pid_t parent) {
+  pid_t ppid = 0;
+  return !proc_stat(pid, NULL, &ppid, NULL) || ppid != parent;
+}
+
+// The attacker's worker: among halod's children that were not in
+// |before|, the one burning CPU (it runs `spin`).
+static pid_t find_spinning_worker(pid_t halod, const pid_t *before,
+                                  size_t before_count) {
+  pid_t children[64], fresh[64];
+  size_t count = children_of(halod, children, 64);
+  size_t fresh_count = 0;
+  for (size_t i = 0; i < count && i < 64; ++i) {
+    if (!contains(before, before_count, children[i])) {
+      fresh[fresh_count++] = children[i];
+    }
+  }
+  print_message(
+      "halod (pid %d) has %zu child processes, %zu new since the attacker "
+      "connected\n",
+      halod, count, fresh_count);
+  if (fresh_count == 0) {
+    print_error(
+        "halod has no child process that appeared with the attacker's "
+        "session: no worker process for its trust domain (device-workers "
+        "process?)\n");
+    fail();
+  }
+  if (fresh_count == 1) return fresh[0];
+  unsigned long long ticks[64] = {0};
+  for (size_t i = 0; i < fresh_count; ++i) {
+    proc_stat(fresh[i], NULL, NULL, &ticks[i]);
+  }
+  halo_test_sleep_ms(500);
+  pid_t busiest = 0;
+  unsigned long long most = 0;
+  for (size_t i = 0; i < fresh_count; ++i) {
+    unsigned long long now = 0;
+    if (!proc_stat(fresh[i], NULL, NULL, &now)) continue;
+    if (!busiest || now - ticks[i] > most) {
+      busiest = fresh[i];
+      most = now - ticks[i];
+    }
+  }
+  assert_true(busiest > 0);
+  return busiest;
+}
+
+// ---------------------------------------------------------------- fixtures
+
+static int setup_with(void **state, const char *const *args) {
+  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  // The attacker connects in the test (after the victim started).
+  return 0;
+}
+
+static int setup_process_domains(void **state) {
+  static const char *const args[] = {"--trust-domain", "process", NULL};
+  return setup_with(state, args);
+}
+
+static int setup_deadline(void **state) {
+  static const char *const args[] = {"--trust-domain", "process",
+                                     "--submission-deadline-ms", "500", NULL};
+  return setup_with(state, args);
+}
+
+static int setup_uid_domain(void **state) {
+  static const char *const args[] = {NULL};  // --trust-domain uid: default
+  return setup_with(state, args);
+}
+
+// ---------------------------------------------------------------- tests
+
+static void test_crash_is_contained_in_its_domain(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  HALO_TEST_LOCAL_ONLY("the crash kernel is an ELF for the local driver");
+  halo_test_process_t *victim = &fixture->peers[0];
+  victim_start(fixture, victim, "stop");
+  attacker_t attacker;
+  attacker_open(fixture, &attacker);
+
+  attacker_submit(&attacker, "crash");
+  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
+  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
+  touch(fixture, "crashed");
+  expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                "the attacker's wait for its crashing execution");
+  attacker_rebuild(fixture, &attacker, true);
+  victim_expect_unaffected(fixture, victim);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
+static void test_killed_worker_is_contained_in_its_domain(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  HALO_TEST_LOCAL_ONLY("the spin kernel is an ELF for the local driver");
+  halo_test_process_t *victim = &fixture->peers[0];
+  victim_start(fixture, victim, "stop");
+  // halod's children before the attacker's session: the victim's worker.
+  pid_t before[64];
+  size_t before_count = children_of(fixture->daemon.pid, before, 64);
+  assert_true(before_count <= 64);
+  attacker_t attacker;
+  attacker_open(fixture, &attacker);
+
+  attacker_submit(&attacker, "spin");
+  const uint32_t *started = halo_buffer_host_pointer(attacker.word);
+  if (!HALO_TEST_POLL(__atomic_load_n(started, __ATOMIC_ACQUIRE) == 1,
+                      HALO_TEST_DEADLINE_MS)) {
+    print_error("the attacker's spin kernel did not start\n");
+    fail();
+  }
+  pid_t worker =
+      find_spinning_worker(fixture->daemon.pid, before, before_count);
+  print_message("SIGKILL to the attacker's worker, pid %d\n", worker);
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
+  expect_daemon_alive(&fixture->daemon, "after its worker was killed");
+  touch(fixture, "crashed");
+  expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                "the attacker's wait for its execution in the killed worker");
+  if (!HALO_TEST_POLL(reaped_by(worker, fixture->daemon.pid),
+                      HALO_TEST_DEADLINE_MS)) {
+    print_error("halod did not reap its killed worker %d\n", worker);
+    fail();
+  }
+  attacker_rebuild(fixture, &attacker, true);
+  victim_expect_unaffected(fixture, victim);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
+static void test_deadline_replaces_a_spinning_worker(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  HALO_TEST_LOCAL_ONLY("the spin kernel is an ELF for the local driver");
+  halo_test_process_t *victim = &fixture->peers[0];
+  victim_start(fixture, victim, "stop");
+  attacker_t attacker;
+  attacker_open(fixture, &attacker);
+
+  int64_t submitted = halo_test_now_ns();
+  attacker_submit(&attacker, "spin");
+  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
+  int64_t elapsed_ms = (halo_test_now_ns() - submitted) / MS;
+  expect_daemon_alive(&fixture->daemon, "after the deadline");
+  touch(fixture, "crashed");
+  print_message("the attacker's spin ended after %lld ms\n",
+                (long long)elapsed_ms);
+  static const char *const deadline[] = {"deadline", NULL};
+  expect_status(status, HALO_STATUS_DEADLINE_EXCEEDED, deadline,
+                "the attacker's wait for its spinning execution");
+  // Not before the deadline (500 ms), and well within the wait's 10 s.
+  assert_true(elapsed_ms >= 450);
+  assert_true(elapsed_ms < 5000);
+  attacker_rebuild(fixture, &attacker, false);
+  victim_expect_unaffected(fixture, victim);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
+static void test_sessions_of_one_domain_share_fate(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  HALO_TEST_LOCAL_ONLY("the crash kernel is an ELF for the local driver");
+  // Another process of this uid: the same trust domain (--trust-domain
+  // uid), so the same worker.
+  halo_test_process_t *sharer = &fixture->peers[0];
+  victim_start(fixture, sharer, "rebuild");
+  attacker_t attacker;
+  attacker_open(fixture, &attacker);
+
+  attacker_submit(&attacker, "crash");
+  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
+  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
+  touch(fixture, "crashed");
+  expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                "the attacker's wait for its crashing execution");
+  attacker_rebuild(fixture, &attacker, true);
+  // The sharer stops at its first failed step; if it noticed nothing, it
+  // stops here.
+  touch(fixture, "stop");
+  victim_report_t report;
+  victim_read_report(sharer, &report);
+  if (report.code != HALO_STATUS_DEVICE_LOST &&
+      report.code != HALO_STATUS_SESSION_LOST) {
+    print_error(
+        "the other session of the attacker's trust domain should have been "
+        "lost (DEVICE_LOST or SESSION_LOST), got %s: %s\n",
+        report.code ? halo_status_code_name(report.code) : "no failure",
+        report.message);
+    fail();
+  }
+  char line[512];
+  halo_test_read_line(sharer, line, sizeof(line), 30000);
+  print_message("sharer: %s\n", line);
+  if (strncmp(line, "rebuilt 0 ", 10) != 0) {
+    print_error("the sharer could not rebuild after reconnecting: %s\n", line);
+    fail();
+  }
+  assert_int_equal(halo_test_process_wait(sharer, HALO_TEST_DEADLINE_MS), 0);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
+int main(int argc, char **argv) {
+  if (argc == 6 && strcmp(argv[1], "--victim") == 0) {
+    return victim_main(argv[2], argv[3], argv[4], argv[5]);
+  }
+  ssize_t length = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
+  if (length <= 0) {
+    perror("readlink /proc/self/exe");
+    return 1;
+  }
+  self_path[length] = '\0';
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_crash_is_contained_in_its_domain,
+                                      setup_process_domains,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_killed_worker_is_contained_in_its_domain, setup_process_domains,
+          halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_deadline_replaces_a_spinning_worker,
+                                      setup_deadline,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_sessions_of_one_domain_share_fate,
+                                      setup_uid_domain,
+                                      halo_test_fixture_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
