@@ -8,6 +8,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/worker_process.h"
+#include "daemon/workers.h"
 
 int main(int argc, char **argv) {
   // A device worker process (daemon/workers.h) runs the same binary.
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   uv_run(&loop, UV_RUN_DEFAULT);
+  halod_workers_wait();
   int rc = uv_loop_close(&loop);
   if (rc != 0)
     HALO_LOG_WARN("loop closed with handles open: %s", uv_strerror(rc));

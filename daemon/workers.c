@@ -345,12 +345,9 @@ void halod_workers_stop(halod_t *daemon) {
     halod_workers_on_lost_async(&state->lost_async);
     uv_close((uv_handle_t *)&state->lost_async, NULL);
   }
-  if (state->enabled) {
-    uint32_t left = halo_hal_remote_wait_all(5ll * 1000000000ll);
-    if (left) HALO_LOG_WARN("%u device worker(s) still running at exit", left);
-  } else {
-    halo_hal_registry_deinitialize(&daemon->hal);
-  }
+  // Workers end once the loop has run the last callbacks that hold them
+  // (loads finishing): main() waits for them (halod_workers_wait).
+  if (!state->enabled) halo_hal_registry_deinitialize(&daemon->hal);
 }
 
 halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
@@ -403,4 +400,9 @@ void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain) {
     if (halod_workers_enabled(daemon)) halod_device_release(domain->devices[i]);
     domain->devices[i] = NULL;
   }
+}
+
+void halod_workers_wait(void) {
+  uint32_t left = halo_hal_remote_wait_all(5ll * 1000000000ll);
+  if (left) HALO_LOG_WARN("%u device worker(s) still running at exit", left);
 }
