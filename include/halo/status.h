@@ -39,9 +39,14 @@ typedef enum halo_status_code_e {
   HALO_STATUS_UNAVAILABLE = 14,
   HALO_STATUS_DATA_LOSS = 15,
   HALO_STATUS_UNAUTHENTICATED = 16,
-  // The device's context was lost (GPU fault); work on it failed.
+  // The device's context was lost (a GPU fault, or the trust domain's device
+  // worker ended: crash, kill, submission deadline); work on it failed. The
+  // message names the device, the trust domain and the work in flight.
   HALO_STATUS_DEVICE_LOST = 17,
-  // The session was lost (daemon restart, worker restart); rebuild objects.
+  // The session was lost with its trust domain's device worker: every call
+  // but semaphore queries and releases fails with this code. Rebuild: close
+  // the client, connect again (a fresh worker serves the new session) and
+  // load, allocate and record anew.
   HALO_STATUS_SESSION_LOST = 18,
 } halo_status_code_t;
 
