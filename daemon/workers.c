@@ -53,13 +53,13 @@ static void halod_workers_on_lost(void *user_data, halo_hal_device_t *device) {
   struct halod_workers_state_t *state = daemon->workers;
   pthread_mutex_lock(&state->mutex);
   if (state->lost_count < sizeof(state->lost) / sizeof(state->lost[0])) {
-    halo_hal_remote_device_retain(device);
-    state->lost[state->lost_count++] = device;
+    state->lost[state->lost_count++] = device;  // with the reference given
     uv_async_send(&state->lost_async);
   } else {
     // Cannot happen with fewer live workers than slots; never leave the
     // work in flight hanging.
     halo_hal_remote_device_complete_lost(device);
+    device->vtable->destroy(device);
   }
   pthread_mutex_unlock(&state->mutex);
 }

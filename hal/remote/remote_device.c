@@ -50,8 +50,9 @@ typedef struct halo_hal_remote_execution_t {
 typedef struct halo_hal_remote_device_t {
   halo_hal_device_t base;
   halo_hal_allocator_t allocator;
-  // The device's own reference (destroy drops it) and one per object.
-  atomic_uint references;
+  // The device's own reference (destroy drops it) and one per object;
+  // under |mutex|.
+  uint32_t references;
   halo_remote_link_t link;
   pid_t pid;
   pthread_t reader;
@@ -67,7 +68,8 @@ typedef struct halo_hal_remote_device_t {
   halo_u64_map_t executions;     // id -> halo_hal_remote_execution_t
   halo_u64_map_t registrations;  // key (page-aligned mapping) -> size
   bool ready;
-  bool closing;  // the last reference went
+  bool releasing;  // the last reference went: the link's end is no loss
+  bool closing;    // ... and the link is shut: the reader frees the device
   bool lost;
   bool completed_lost;
   bool deadline_fired;
@@ -96,22 +98,27 @@ bool halo_hal_remote_device_is(const halo_hal_device_t *device) {
   return device && device->vtable == &halo_hal_remote_device_vtable;
 }
 
-static void halo_hal_remote_device_retain_(halo_hal_remote_device_t *device) {
-  atomic_fetch_add_explicit(&device->references, 1, memory_order_relaxed);
+static void halo_hal_remote_device_add_reference(
+    halo_hal_remote_device_t *device) {
+  pthread_mutex_lock(&device->mutex);
+  ++device->references;
+  pthread_mutex_unlock(&device->mutex);
 }
 
 // The last reference: the link closes, the reader sees the end, reaps the
-// worker and frees the device.
+// worker and frees the device (not a loss: |releasing| says so).
 static void halo_hal_remote_device_release(halo_hal_remote_device_t *device) {
-  if (atomic_fetch_sub_explicit(&device->references, 1, memory_order_acq_rel) !=
-      1) {
-    return;
-  }
+  pthread_mutex_lock(&device->mutex);
+  bool last = --device->references == 0;
+  if (last) device->releasing = true;
+  pthread_mutex_unlock(&device->mutex);
+  if (!last) return;
+  // The link first: once |closing| is set, the reader may free the device.
+  shutdown(device->link.fd, SHUT_RDWR);
   pthread_mutex_lock(&device->mutex);
   device->closing = true;
   pthread_cond_broadcast(&device->cond);
   pthread_mutex_unlock(&device->mutex);
-  shutdown(device->link.fd, SHUT_RDWR);
 }
 
 // ---------------------------------------------------------------- calls
@@ -419,7 +426,7 @@ static halo_status_t halo_hal_remote_device_create_executable(
   executable->base.origin = (uint32_t)call.values[1];
   executable->device = device;
   executable->id = call.values[0];
-  halo_hal_remote_device_retain_(device);
+  halo_hal_remote_device_add_reference(device);
   *out_executable = &executable->base;
   return NULL;
 }
@@ -508,7 +515,7 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
   memset(recording, 0, sizeof(*recording));
   command_buffer->device = device;
   command_buffer->id = call.values[0];
-  halo_hal_remote_device_retain_(device);
+  halo_hal_remote_device_add_reference(device);
   *out_command_buffer = &command_buffer->base;
   return NULL;
 }
@@ -670,7 +677,7 @@ static halo_status_t halo_hal_remote_queue_execute(
     out_fence->base.domain = queue->base.fence_domain;
     out_fence->device = device;
     out_fence->id = request.out_fence;
-    halo_hal_remote_device_retain_(device);
+    halo_hal_remote_device_add_reference(device);
     *execution->out_fence = &out_fence->base;
   }
   return NULL;
@@ -704,7 +711,7 @@ static halo_status_t halo_hal_remote_device_create_queue(
   queue->base.fence_domain = call.values[1] ? device : NULL;
   queue->device = device;
   queue->id = call.values[0];
-  halo_hal_remote_device_retain_(device);
+  halo_hal_remote_device_add_reference(device);
   *out_queue = &queue->base;
   return NULL;
 }
@@ -931,7 +938,8 @@ static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
 }
 
 void halo_hal_remote_device_retain(halo_hal_device_t *base_device) {
-  halo_hal_remote_device_retain_(halo_hal_remote_device_cast(base_device));
+  halo_hal_remote_device_add_reference(
+      halo_hal_remote_device_cast(base_device));
 }
 
 uint32_t halo_hal_remote_wait_all(int64_t timeout_ns) {
@@ -981,18 +989,20 @@ static void *halo_hal_remote_reader_main(void *argument) {
     free(payload);
     if (device->deadline_ns > 0) halo_hal_remote_watchdog(device);
   }
-  pthread_mutex_lock(&device->mutex);
-  bool closing = device->closing;
-  bool deadline = device->deadline_fired;
-  pthread_mutex_unlock(&device->mutex);
   char cause[256];
   pid_t pid = device->pid;
   halo_hal_remote_reap(device, cause, sizeof(cause));
-  if (!closing) {
+  pthread_mutex_lock(&device->mutex);
+  bool releasing = device->releasing;
+  bool deadline = device->deadline_fired;
+  // The reference handed to the lost callback.
+  if (!releasing && device->lost_fn) ++device->references;
+  pthread_mutex_unlock(&device->mutex);
+  if (!releasing) {
     char text[640];
     if (lost_message[0]) {
-      snprintf(text, sizeof(text), "lost the device (%s) and %s", lost_message,
-               cause);
+      snprintf(text, sizeof(text), "lost the device (%s) and %s",
+               lost_message, cause);
     } else if (deadline) {
       snprintf(text, sizeof(text),
                "was killed by the watchdog: an execution ran past the "
@@ -1080,7 +1090,7 @@ halo_status_t halo_hal_remote_device_create(
   device->base.vtable = &halo_hal_remote_device_vtable;
   device->base.allocator = &device->allocator;
   device->allocator.vtable = &halo_hal_remote_allocator_vtable;
-  atomic_init(&device->references, 1);
+  device->references = 1;
   snprintf(device->label, sizeof(device->label), "%s",
            options->label ? options->label : "device");
   device->deadline_ns = options->deadline_ns;

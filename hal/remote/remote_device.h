@@ -28,9 +28,10 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-// The worker was lost (its reader thread). The callee must eventually call
-// halo_hal_remote_device_complete_lost (on any thread; the daemon does it on
-// its loop after naming the work in flight).
+// The worker was lost (its reader thread). The callee gets a reference to
+// |device| (it releases it with the device's destroy) and must eventually
+// call halo_hal_remote_device_complete_lost (on any thread; the daemon does
+// it on its loop after naming the work in flight).
 typedef void (*halo_hal_remote_lost_fn)(void *user_data,
                                         halo_hal_device_t *device);
 
