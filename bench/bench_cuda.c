@@ -314,8 +314,8 @@ static void bench_device_open(bench_device_t *bench,
   }
   bench->page = page;
   CHECK("register_host",
-        bench->allocator->vtable->register_host(bench->allocator, page, 4096, -1,
-                                                &bench->page_address));
+        bench->allocator->vtable->register_host(bench->allocator, page, 4096,
+                                                -1, &bench->page_address));
 }
 
 static void bench_device_close(bench_device_t *bench) {

@@ -1001,8 +1001,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
   if (!releasing) {
     char text[640];
     if (lost_message[0]) {
-      snprintf(text, sizeof(text), "lost the device (%s) and %s",
-               lost_message, cause);
+      snprintf(text, sizeof(text), "lost the device (%s) and %s", lost_message,
+               cause);
     } else if (deadline) {
       snprintf(text, sizeof(text),
                "was killed by the watchdog: an execution ran past the "
