@@ -746,16 +746,11 @@ static void halod_admin_kill_client(halod_t *daemon,
         session->pending_submissions);
     // The client's own waiters wake with the reason, not just a lost
     // connection: every semaphore it created fails first.
-    for (uint32_t h = 0; h < session->handles.capacity; ++h) {
-      halod_handle_entry_t *entry = &session->handles.entries[h];
-      if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
-      halod_semaphore_t *semaphore = entry->object;
-      if (semaphore->creator_session != session->id) continue;
-      halod_semaphore_fail(semaphore, HALO_STATUS_ABORTED,
-                           "session %llu (pid %u) was killed by an "
-                           "administrator (haloctl kill-client)",
-                           (unsigned long long)session->id, session->pid);
-    }
+    halod_session_fail_semaphores(session, HALO_STATUS_ABORTED,
+                                  "session %llu (pid %u) was killed by an "
+                                  "administrator (haloctl kill-client)",
+                                  (unsigned long long)session->id,
+                                  session->pid);
     // Closed before the session goes: a request still queued for the pipe
     // then finds no connection instead of creating a new session.
     halod_server_close_pipe(session->pipe_id);

@@ -155,24 +155,21 @@ halo_status_t halod_buffer_check_range(const halod_buffer_t *buffer,
   return NULL;
 }
 
-halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
-                                 uint64_t offset, const void *data,
-                                 uint64_t length) {
+halo_status_t halod_buffer_write(halod_buffer_t *buffer, uint64_t offset,
+                                 const void *data, uint64_t length) {
   HALO_RETURN_IF_ERROR(halod_buffer_check_range(buffer, offset, length));
   if (buffer->arena) {
     memcpy((char *)buffer->arena->mapping + buffer->offset + offset, data,
            (size_t)length);
     return NULL;
   }
-  (void)daemon;
   halo_hal_allocator_t *allocator = buffer->hal_device->allocator;
   return allocator->vtable->write(allocator, buffer->device_address + offset,
                                   data, length);
 }
 
-halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
-                                uint64_t offset, void *out_data,
-                                uint64_t length) {
+halo_status_t halod_buffer_read(halod_buffer_t *buffer, uint64_t offset,
+                                void *out_data, uint64_t length) {
   HALO_RETURN_IF_ERROR(halod_buffer_check_range(buffer, offset, length));
   if (buffer->arena) {
     memcpy(out_data,
@@ -180,7 +177,6 @@ halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
            (size_t)length);
     return NULL;
   }
-  (void)daemon;
   halo_hal_allocator_t *allocator = buffer->hal_device->allocator;
   return allocator->vtable->read(allocator, buffer->device_address + offset,
                                  out_data, length);

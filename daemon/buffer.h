@@ -60,11 +60,9 @@ halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
                                           uint32_t index,
                                           uint64_t *out_address);
 
-halo_status_t halod_buffer_write(halod_t *daemon, halod_buffer_t *buffer,
-                                 uint64_t offset, const void *data,
-                                 uint64_t length);
-halo_status_t halod_buffer_read(halod_t *daemon, halod_buffer_t *buffer,
-                                uint64_t offset, void *out_data,
-                                uint64_t length);
+halo_status_t halod_buffer_write(halod_buffer_t *buffer, uint64_t offset,
+                                 const void *data, uint64_t length);
+halo_status_t halod_buffer_read(halod_buffer_t *buffer, uint64_t offset,
+                                void *out_data, uint64_t length);
 
 #endif  // HALOD_BUFFER_H_

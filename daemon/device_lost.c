@@ -29,39 +29,6 @@ static struct {
   int32_t result;  // the driver's error (CUresult; 0 unknown)
 } halod_device_lost_state = {.mutex = PTHREAD_MUTEX_INITIALIZER};
 
-// Appends "12 (session 3, pid 456)" entries for the submissions issued to
-// |device|, at most |limit| of them, to |text|; returns how many there were.
-static uint32_t halod_device_lost_in_flight(halod_t *daemon, uint32_t device,
-                                            char *text, size_t size,
-                                            uint32_t limit) {
-  uint32_t count = 0;
-  size_t used = strlen(text);
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
-    for (halod_submission_t *submission = session->submissions; submission;
-         submission = submission->session_next) {
-      if (submission->action.state != HALO_HAL_ACTION_ISSUED ||
-          !submission->queue || submission->queue->device != device) {
-        continue;
-      }
-      if (count < limit && used < size) {
-        int written =
-            snprintf(text + used, size - used, "%s%llu (session %llu, pid %u)",
-                     count ? ", " : "", (unsigned long long)submission->id,
-                     (unsigned long long)session->id, session->pid);
-        if (written > 0) used += (size_t)written;
-      }
-      ++count;
-    }
-  }
-  if (count > limit && used < size) {
-    snprintf(text + used, size - used, " and %u more", count - limit);
-  }
-  if (count == 0) snprintf(text, size, "none");
-  return count;
-}
-
 // Loop thread.
 static void halod_device_lost_on_async(uv_async_t *async) {
   halod_t *daemon = async->data;
@@ -72,9 +39,8 @@ static void halod_device_lost_on_async(uv_async_t *async) {
   pthread_mutex_unlock(&halod_device_lost_state.mutex);
   if (!status) return;
   static char in_flight[4096];
-  in_flight[0] = '\0';
-  uint32_t count = halod_device_lost_in_flight(daemon, device, in_flight,
-                                               sizeof(in_flight), 32);
+  uint32_t count = halod_submission_describe_issued(
+      daemon, daemon->hal.devices[device], in_flight, sizeof(in_flight), 32);
   HALO_LOG_ERROR(
       "%s; %u submission(s) in flight on device %u: %s. Failing every "
       "semaphore with DEVICE_LOST and exiting (status 1) so that the "

@@ -326,7 +326,7 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       halod_buffer_t *buffer;
       HALO_RETURN_IF_ERROR(
           halod_buffer_lookup(session, write->handle, &buffer));
-      return halod_buffer_write(daemon, buffer, write->offset, write->data.data,
+      return halod_buffer_write(buffer, write->offset, write->data.data,
                                 write->data.len);
     }
 
@@ -347,8 +347,8 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       if (!bodies->heap) {
         return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
       }
-      HALO_RETURN_IF_ERROR(halod_buffer_read(daemon, buffer, read->offset,
-                                             bodies->heap, read->length));
+      HALO_RETURN_IF_ERROR(
+          halod_buffer_read(buffer, read->offset, bodies->heap, read->length));
       halo__wire__buffer_read_reply__init(&bodies->buffer_read);
       bodies->buffer_read.data.data = bodies->heap;
       bodies->buffer_read.data.len = read->length;

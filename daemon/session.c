@@ -1,5 +1,6 @@
 #include "daemon/session.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,10 +93,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   return NULL;
 }
 
-// Everything the session holds goes: fd channel, ring, waiting work,
-// handles, queues, pages and arenas. The session itself stays.
-static void halod_session_release_objects(halod_t *daemon,
-                                          halod_session_t *session) {
+void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   // Close the fd channel first: no memfd of this session may stay reachable.
   halod_fd_server_drop_session(daemon->fd_server, session);
   // Records not yet read are dropped, as a request in flight on a closed
@@ -144,44 +142,12 @@ static void halod_session_release_objects(halod_t *daemon,
     queue = next;
   }
   session->queues = NULL;
-  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
-    session->default_queues[i] = NULL;
-  }
   for (uint32_t i = 0; i < session->page_count; ++i) {
     halod_timeline_page_orphan(daemon, session->pages[i]);
   }
-  session->page_count = 0;
   for (uint32_t i = 0; i < session->arena_count; ++i) {
     halod_arena_orphan(daemon, session->arenas[i]);
   }
-  session->arena_count = 0;
-}
-
-void halod_session_lose(halod_t *daemon, halod_session_t *session,
-                        const char *reason) {
-  if (session->lost_reason) return;
-  session->lost_reason = strdup(reason);
-  if (!session->lost_reason) session->lost_reason = strdup("device lost");
-  HALO_LOG_WARN("session %llu: lost (pid %u): %s",
-                (unsigned long long)session->id, session->pid, reason);
-  // The client's own waiters wake with the reason first.
-  for (uint32_t h = 0; h < session->handles.capacity; ++h) {
-    halod_handle_entry_t *entry = &session->handles.entries[h];
-    if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
-    halod_semaphore_t *semaphore = entry->object;
-    if (semaphore->creator_session != session->id) continue;
-    halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST, "%s", reason);
-  }
-  // Its ring and the work still waiting go: they could only reach the lost
-  // worker. Handles stay until the client releases them or disconnects
-  // (releases and semaphore queries are still served, so that a waiter
-  // learns why), objects on the dead worker fail every use.
-  halod_ring_destroy(daemon, session);
-  halod_submission_cancel_session(daemon, session);
-}
-
-void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
-  halod_session_release_objects(daemon, session);
   HALO_LOG_INFO("session %llu: ended (pid %u, %llu requests)",
                 (unsigned long long)session->id, session->pid,
                 (unsigned long long)session->requests);
@@ -194,6 +160,40 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   halod_handle_table_deinitialize(&session->handles);
   halo_u64_map_deinitialize(&session->grants);
   free(session);
+}
+
+void halod_session_fail_semaphores(halod_session_t *session,
+                                   halo_status_code_t code, const char *format,
+                                   ...) {
+  char message[1024];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  for (uint32_t h = 0; h < session->handles.capacity; ++h) {
+    halod_handle_entry_t *entry = &session->handles.entries[h];
+    if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
+    halod_semaphore_t *semaphore = entry->object;
+    if (semaphore->creator_session != session->id) continue;
+    halod_semaphore_fail(semaphore, code, "%s", message);
+  }
+}
+
+void halod_session_lose(halod_t *daemon, halod_session_t *session,
+                        const char *reason) {
+  if (session->lost_reason) return;
+  session->lost_reason = strdup(reason);
+  if (!session->lost_reason) session->lost_reason = strdup("device lost");
+  HALO_LOG_WARN("session %llu: lost (pid %u): %s",
+                (unsigned long long)session->id, session->pid, reason);
+  // The client's own waiters wake with the reason first.
+  halod_session_fail_semaphores(session, HALO_STATUS_DEVICE_LOST, "%s", reason);
+  // Its ring and the work still waiting go: they could only reach the lost
+  // worker. Handles stay until the client releases them or disconnects
+  // (releases and semaphore queries are still served, so that a waiter
+  // learns why), objects on the dead worker fail every use.
+  halod_ring_destroy(daemon, session);
+  halod_submission_cancel_session(daemon, session);
 }
 
 void halod_object_release(halod_t *daemon, uint32_t type, void *object) {

@@ -78,6 +78,11 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
 // When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
 // it cannot be read. With the pid it names one process (pids are reused).
 uint64_t halod_session_process_start(uint32_t pid);
+// Fails every semaphore the session created with |code| and the message.
+void halod_session_fail_semaphores(halod_session_t *session,
+                                   halo_status_code_t code, const char *format,
+                                   ...) __attribute__((format(printf, 3, 4)));
+
 // The session's device worker was lost: its semaphores fail with
 // DEVICE_LOST and |reason|, everything it holds is released, and later
 // requests get SESSION_LOST. The client reconnects to rebuild.

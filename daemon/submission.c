@@ -552,3 +552,60 @@ void halod_submission_cancel_session(halod_t *daemon,
                          (unsigned long long)session->id, session->pid));
   }
 }
+
+void halod_submission_for_each_issued(halod_t *daemon,
+                                      const halo_hal_device_t *device,
+                                      halod_submission_visit_fn visit,
+                                      void *user_data) {
+  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
+    if (!daemon->sessions_by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+    for (halod_submission_t *submission = session->submissions; submission;
+         submission = submission->session_next) {
+      if (submission->action.state == HALO_HAL_ACTION_ISSUED &&
+          submission->queue && submission->queue->hal_device == device) {
+        visit(user_data, session, submission);
+      }
+    }
+  }
+}
+
+typedef struct halod_submission_text_t {
+  char *text;
+  size_t size;
+  size_t used;
+  uint32_t count;
+  uint32_t limit;
+} halod_submission_text_t;
+
+static void halod_submission_describe_one(void *user_data,
+                                          halod_session_t *session,
+                                          halod_submission_t *submission) {
+  halod_submission_text_t *text = user_data;
+  if (text->count++ >= text->limit || text->used >= text->size) return;
+  int written =
+      snprintf(text->text + text->used, text->size - text->used,
+               "%s%llu (session %llu, pid %u, command buffer %llu)",
+               text->count > 1 ? ", " : "", (unsigned long long)submission->id,
+               (unsigned long long)session->id, session->pid,
+               submission->command_buffer
+                   ? (unsigned long long)submission->command_buffer->id
+                   : 0ull);
+  if (written > 0) text->used += (size_t)written;
+}
+
+uint32_t halod_submission_describe_issued(halod_t *daemon,
+                                          const halo_hal_device_t *device,
+                                          char *text, size_t size,
+                                          uint32_t limit) {
+  halod_submission_text_t state = {.text = text, .size = size, .limit = limit};
+  text[0] = '\0';
+  halod_submission_for_each_issued(daemon, device,
+                                   halod_submission_describe_one, &state);
+  if (state.count > limit && state.used < size) {
+    snprintf(text + state.used, size - state.used, " and %u more",
+             state.count - limit);
+  }
+  if (state.count == 0) snprintf(text, size, "none");
+  return state.count;
+}

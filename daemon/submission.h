@@ -85,4 +85,22 @@ halo_status_t halod_submission_create_dealloca(
 // (their signal semaphores too); issued ones complete and retire.
 void halod_submission_cancel_session(halod_t *daemon, halod_session_t *session);
 
+// Calls |visit| for every submission issued to |device| (on the device,
+// not yet completed), in every session.
+typedef void (*halod_submission_visit_fn)(void *user_data,
+                                          halod_session_t *session,
+                                          halod_submission_t *submission);
+void halod_submission_for_each_issued(halod_t *daemon,
+                                      const halo_hal_device_t *device,
+                                      halod_submission_visit_fn visit,
+                                      void *user_data);
+
+// Writes "12 (session 3, pid 456, command buffer 7), ..." for the
+// submissions issued to |device|, at most |limit| of them ("none" when
+// there are none) into |text|; returns how many there are.
+uint32_t halod_submission_describe_issued(halod_t *daemon,
+                                          const halo_hal_device_t *device,
+                                          char *text, size_t size,
+                                          uint32_t limit);
+
 #endif  // HALOD_SUBMISSION_H_

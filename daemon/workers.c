@@ -106,81 +106,38 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   return halo_hal_remote_device_create(&options, out_device);
 }
 
-// Appends "12 (session 3, pid 456, command buffer 7)" for the submissions
-// issued to |device|; returns how many there were.
-static uint32_t halod_workers_in_flight(halod_t *daemon,
-                                        halo_hal_device_t *device, char *text,
-                                        size_t size, uint32_t limit) {
-  uint32_t count = 0;
-  size_t used = strlen(text);
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
-    for (halod_submission_t *submission = session->submissions; submission;
-         submission = submission->session_next) {
-      if (submission->action.state != HALO_HAL_ACTION_ISSUED ||
-          !submission->queue || submission->queue->hal_device != device) {
-        continue;
-      }
-      if (count < limit && used < size) {
-        int written =
-            snprintf(text + used, size - used,
-                     "%s%llu (session %llu, pid %u, command buffer %llu)",
-                     count ? ", " : "", (unsigned long long)submission->id,
-                     (unsigned long long)session->id, session->pid,
-                     submission->command_buffer
-                         ? (unsigned long long)submission->command_buffer->id
-                         : 0ull);
-        if (written > 0) used += (size_t)written;
-      }
-      ++count;
-    }
-  }
-  if (count > limit && used < size) {
-    snprintf(text + used, size - used, " and %u more", count - limit);
-  }
-  if (count == 0) snprintf(text, size, "none");
-  return count;
-}
+typedef struct halod_workers_failure_t {
+  halod_t *daemon;
+  halo_hal_device_t *device;
+  const char *reason;
+  const char *in_flight;
+} halod_workers_failure_t;
 
-// Fails the signals of |device|'s in-flight submissions before they
-// complete (the first failure wins), so that each names them all.
-static void halod_workers_fail_in_flight(halod_t *daemon,
-                                         halo_hal_device_t *device,
-                                         const char *reason,
-                                         const char *in_flight) {
-  int64_t deadline_ms = daemon->config.submission_deadline_ms;
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
-    for (halod_submission_t *submission = session->submissions; submission;
-         submission = submission->session_next) {
-      if (submission->action.state != HALO_HAL_ACTION_ISSUED ||
-          !submission->queue || submission->queue->hal_device != device) {
-        continue;
-      }
-      bool overdue =
-          halo_hal_remote_device_overdue(device, &submission->action);
-      uint32_t first_signal = submission->action.wait_count;
-      for (uint32_t s = first_signal; s < submission->semaphore_count; ++s) {
-        halod_semaphore_t *semaphore = submission->semaphores[s];
-        if (overdue) {
-          halod_semaphore_fail(
-              semaphore, HALO_STATUS_DEADLINE_EXCEEDED,
-              "submission %llu (session %llu, pid %u) ran past the submission "
-              "deadline of %lld ms (submission-deadline-ms) on %s; the "
-              "worker was replaced and the domain's sessions are lost "
-              "(reconnect and rebuild)",
-              (unsigned long long)submission->id,
-              (unsigned long long)session->id, session->pid,
-              (long long)deadline_ms, reason);
-        } else {
-          halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST,
-                               "%s; submissions in flight: %s; the domain's "
-                               "sessions are lost (reconnect and rebuild)",
-                               reason, in_flight);
-        }
-      }
+// Fails the signals of one submission in flight on a lost worker: before it
+// completes (the first failure wins), so that the message names them all.
+static void halod_workers_fail_one(void *user_data, halod_session_t *session,
+                                   halod_submission_t *submission) {
+  const halod_workers_failure_t *failure = user_data;
+  bool overdue =
+      halo_hal_remote_device_overdue(failure->device, &submission->action);
+  for (uint32_t s = submission->action.wait_count;
+       s < submission->semaphore_count; ++s) {
+    halod_semaphore_t *semaphore = submission->semaphores[s];
+    if (overdue) {
+      halod_semaphore_fail(
+          semaphore, HALO_STATUS_DEADLINE_EXCEEDED,
+          "submission %llu (session %llu, pid %u) ran past the submission "
+          "deadline of %u ms (submission-deadline-ms) on %s; the worker was "
+          "replaced and the domain's sessions are lost (reconnect and "
+          "rebuild)",
+          (unsigned long long)submission->id, (unsigned long long)session->id,
+          session->pid, failure->daemon->config.submission_deadline_ms,
+          failure->reason);
+    } else {
+      halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST,
+                           "%s; submissions in flight: %s; the domain's "
+                           "sessions are lost (reconnect and rebuild)",
+                           failure->reason, failure->in_flight);
     }
   }
 }
@@ -204,13 +161,14 @@ static void halod_workers_handle_lost(halod_t *daemon,
     }
   }
   static char in_flight[4096];
-  in_flight[0] = '\0';
-  uint32_t count =
-      halod_workers_in_flight(daemon, device, in_flight, sizeof(in_flight), 32);
+  uint32_t count = halod_submission_describe_issued(daemon, device, in_flight,
+                                                    sizeof(in_flight), 32);
   HALO_LOG_ERROR("%s; %u submission(s) in flight: %s", reason, count,
                  in_flight);
   if (!daemon->stopping) {
-    halod_workers_fail_in_flight(daemon, device, reason, in_flight);
+    halod_workers_failure_t failure = {daemon, device, reason, in_flight};
+    halod_submission_for_each_issued(daemon, device, halod_workers_fail_one,
+                                     &failure);
   }
   halo_hal_remote_device_complete_lost(device);
   // Completions were posted; apply them now, while the sessions still hold

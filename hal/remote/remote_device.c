@@ -30,13 +30,14 @@ extern char **environ;
 #define HALO_REMOTE_CALL_TIMEOUT_NS (30ll * 1000000000ll)
 #define HALO_REMOTE_COMPILE_TIMEOUT_NS (300ll * 1000000000ll)
 
+// A control call waiting for its reply: the reader fills it in.
 typedef struct halo_hal_remote_call_t {
   struct halo_hal_remote_call_t *next;
   uint64_t id;
   bool done;
   halo_status_t status;
   uint64_t values[2];
-  void *data;  // reply data (malloc'd)
+  void *data;  // where the reply's data goes (exactly |data_size| bytes)
   uint64_t data_size;
 } halo_hal_remote_call_t;
 
@@ -128,15 +129,17 @@ static halo_status_t halo_hal_remote_lost_status(
   return halo_status_make(HALO_STATUS_DEVICE_LOST, "%s", device->lost_reason);
 }
 
-// Sends a request and waits for its reply. |out_call| (optional) receives
-// the reply's values and data (halo_hal_remote_call_free).
+// Sends a request and waits for its reply (at most |timeout_ns|: then the
+// worker is hung and killed). |out_values| (optional) receives the reply's
+// two values; |out_data| (optional) exactly |data_size| bytes of reply data.
 static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
                                           uint32_t type,
                                           const halo_remote_part_t *parts,
                                           uint32_t part_count, int fd,
                                           int64_t timeout_ns,
-                                          halo_hal_remote_call_t *out_call) {
-  halo_hal_remote_call_t call = {0};
+                                          uint64_t out_values[2],
+                                          void *out_data, uint64_t data_size) {
+  halo_hal_remote_call_t call = {.data = out_data, .data_size = data_size};
   pthread_mutex_lock(&device->mutex);
   if (device->lost) {
     halo_status_t status = halo_hal_remote_lost_status(device);
@@ -149,31 +152,25 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
   pthread_mutex_unlock(&device->mutex);
   halo_status_t status = halo_remote_link_send(&device->link, type, call.id,
                                                parts, part_count, fd);
-  int64_t deadline = halo_clock_now_ns() + timeout_ns;
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += timeout_ns / 1000000000;
+  deadline.tv_nsec += timeout_ns % 1000000000;
+  if (deadline.tv_nsec >= 1000000000) {
+    deadline.tv_sec += 1;
+    deadline.tv_nsec -= 1000000000;
+  }
   pthread_mutex_lock(&device->mutex);
   bool timed_out = false;
-  while (!status && !call.done && !device->lost) {
-    int64_t now = halo_clock_now_ns();
-    if (now >= deadline) {
-      timed_out = true;
-      break;
-    }
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    int64_t wait_ns = deadline - now;
-    if (wait_ns > 100000000) wait_ns = 100000000;
-    until.tv_sec += wait_ns / 1000000000;
-    until.tv_nsec += wait_ns % 1000000000;
-    if (until.tv_nsec >= 1000000000) {
-      until.tv_sec += 1;
-      until.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&device->cond, &device->mutex, &until);
+  while (!status && !call.done && !device->lost && !timed_out) {
+    timed_out = pthread_cond_timedwait(&device->cond, &device->mutex,
+                                       &deadline) == ETIMEDOUT;
   }
   halo_hal_remote_call_t **link = &device->calls;
   while (*link && *link != &call) link = &(*link)->next;
   if (*link) *link = call.next;
   if (!status && !call.done) {
+    timed_out = !device->lost;
     status = device->lost
                  ? halo_hal_remote_lost_status(device)
                  : halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
@@ -191,12 +188,11 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
     kill(pid, SIGKILL);
   }
   if (!status) status = call.status;
-  if (status || !out_call) {
-    free(call.data);
-    return status;
+  if (!status && out_values) {
+    out_values[0] = call.values[0];
+    out_values[1] = call.values[1];
   }
-  *out_call = call;
-  return NULL;
+  return status;
 }
 
 static void halo_hal_remote_send_destroy(halo_hal_remote_device_t *device,
@@ -224,12 +220,11 @@ static halo_status_t halo_hal_remote_allocate(halo_hal_allocator_t *allocator,
       halo_hal_remote_allocator_device(allocator);
   halo_remote_allocate_t request = {.size = size};
   halo_remote_part_t part = {&request, sizeof(request)};
-  halo_hal_remote_call_t call;
+  uint64_t values[2];
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_ALLOCATE, &part,
                                             1, -1, HALO_REMOTE_CALL_TIMEOUT_NS,
-                                            &call));
-  free(call.data);
-  *out_address = call.values[0];
+                                            values, NULL, 0));
+  *out_address = values[0];
   return NULL;
 }
 
@@ -252,7 +247,7 @@ static halo_status_t halo_hal_remote_write(halo_hal_allocator_t *allocator,
   halo_remote_part_t parts[2] = {{&request, sizeof(request)},
                                  {data, (size_t)length}};
   return halo_hal_remote_call(device, HALO_REMOTE_WRITE, parts, 2, -1,
-                              HALO_REMOTE_CALL_TIMEOUT_NS, NULL);
+                              HALO_REMOTE_CALL_TIMEOUT_NS, NULL, NULL, 0);
 }
 
 static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
@@ -262,21 +257,9 @@ static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
       halo_hal_remote_allocator_device(allocator);
   halo_remote_memory_t request = {.address = address, .length = length};
   halo_remote_part_t part = {&request, sizeof(request)};
-  halo_hal_remote_call_t call;
-  HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_READ, &part, 1,
-                                            -1, HALO_REMOTE_CALL_TIMEOUT_NS,
-                                            &call));
-  halo_status_t status = NULL;
-  if (call.data_size != length) {
-    status = halo_status_make(HALO_STATUS_INTERNAL,
-                              "%s: a read of %llu bytes returned %llu",
-                              device->label, (unsigned long long)length,
-                              (unsigned long long)call.data_size);
-  } else if (length) {
-    memcpy(out_data, call.data, length);
-  }
-  free(call.data);
-  return status;
+  return halo_hal_remote_call(device, HALO_REMOTE_READ, &part, 1, -1,
+                              HALO_REMOTE_CALL_TIMEOUT_NS, NULL, out_data,
+                              length);
 }
 
 static halo_status_t halo_hal_remote_register_host(
@@ -294,11 +277,10 @@ static halo_status_t halo_hal_remote_register_host(
   halo_remote_register_t request = {.key = (uint64_t)(uintptr_t)pointer,
                                     .size = size};
   halo_remote_part_t part = {&request, sizeof(request)};
-  halo_hal_remote_call_t call;
+  uint64_t values[2];
   HALO_RETURN_IF_ERROR(
       halo_hal_remote_call(device, HALO_REMOTE_REGISTER_HOST, &part, 1, fd,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, &call));
-  free(call.data);
+                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0));
   pthread_mutex_lock(&device->mutex);
   halo_status_t status = halo_u64_map_put(&device->registrations, request.key,
                                           (void *)(uintptr_t)size);
@@ -308,7 +290,7 @@ static halo_status_t halo_hal_remote_register_host(
         &device->link, HALO_REMOTE_UNREGISTER_HOST, 0, &part, 1, -1));
     return status;
   }
-  *out_address = call.values[0];
+  *out_address = values[0];
   return NULL;
 }
 
@@ -334,12 +316,50 @@ static const halo_hal_allocator_vtable_t halo_hal_remote_allocator_vtable = {
     .unregister_host = halo_hal_remote_unregister_host,
 };
 
+// ---------------------------------------------------------------- objects
+
+// What every proxy holds after its HAL base: the worker's object.
+typedef struct halo_hal_remote_object_t {
+  halo_hal_remote_device_t *device;  // held
+  uint64_t id;                       // the worker's id of it
+  uint32_t kind;                     // halo_remote_object_kind_t
+} halo_hal_remote_object_t;
+
+// Allocates a proxy of |size| bytes whose halo_hal_remote_object_t is at
+// |offset|, for the worker's object |id|; NULL on oom (the worker's object
+// is destroyed again).
+static void *halo_hal_remote_object_create(halo_hal_remote_device_t *device,
+                                           uint32_t kind, uint64_t id,
+                                           size_t size, size_t offset) {
+  char *proxy = calloc(1, size);
+  if (!proxy) {
+    halo_hal_remote_send_destroy(device, kind, id);
+    return NULL;
+  }
+  halo_hal_remote_object_t *object =
+      (halo_hal_remote_object_t *)(proxy + offset);
+  object->device = device;
+  object->id = id;
+  object->kind = kind;
+  halo_hal_remote_device_add_reference(device);
+  return proxy;
+}
+
+// Destroys the worker's object and drops the device (the caller frees the
+// proxy).
+static void halo_hal_remote_object_destroy(halo_hal_remote_object_t *object) {
+  halo_hal_remote_send_destroy(object->device, object->kind, object->id);
+  halo_hal_remote_device_release(object->device);
+}
+
+#define HALO_HAL_REMOTE_OOM() \
+  halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom")
+
 // ---------------------------------------------------------------- executables
 
 typedef struct halo_hal_remote_executable_t {
   halo_hal_executable_t base;
-  halo_hal_remote_device_t *device;
-  uint64_t id;
+  halo_hal_remote_object_t remote;
 } halo_hal_remote_executable_t;
 
 static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable;
@@ -348,9 +368,7 @@ static void halo_hal_remote_executable_destroy(
     halo_hal_executable_t *base_executable) {
   halo_hal_remote_executable_t *executable =
       (halo_hal_remote_executable_t *)base_executable;
-  halo_hal_remote_send_destroy(executable->device,
-                               HALO_REMOTE_OBJECT_EXECUTABLE, executable->id);
-  halo_hal_remote_device_release(executable->device);
+  halo_hal_remote_object_destroy(&executable->remote);
   free(executable);
 }
 
@@ -361,23 +379,12 @@ static halo_status_t halo_hal_remote_executable_lookup_entry(
       (halo_hal_remote_executable_t *)base_executable;
   memset(out_info, 0, sizeof(*out_info));
   halo_remote_object_t object = {.kind = HALO_REMOTE_OBJECT_EXECUTABLE,
-                                 .id = executable->id};
+                                 .id = executable->remote.id};
   halo_remote_part_t parts[2] = {{&object, sizeof(object)},
                                  {name, strlen(name) + 1}};
-  halo_hal_remote_call_t call;
-  HALO_RETURN_IF_ERROR(
-      halo_hal_remote_call(executable->device, HALO_REMOTE_LOOKUP_ENTRY, parts,
-                           2, -1, HALO_REMOTE_CALL_TIMEOUT_NS, &call));
-  halo_status_t status = NULL;
-  if (call.data_size != sizeof(*out_info)) {
-    status = halo_status_make(
-        HALO_STATUS_INTERNAL, "%s: an entry lookup returned %llu bytes",
-        executable->device->label, (unsigned long long)call.data_size);
-  } else {
-    memcpy(out_info, call.data, sizeof(*out_info));
-  }
-  free(call.data);
-  return status;
+  return halo_hal_remote_call(
+      executable->remote.device, HALO_REMOTE_LOOKUP_ENTRY, parts, 2, -1,
+      HALO_REMOTE_CALL_TIMEOUT_NS, NULL, out_info, sizeof(*out_info));
 }
 
 static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable = {
@@ -409,24 +416,18 @@ static halo_status_t halo_hal_remote_device_create_executable(
   halo_remote_part_t parts[3] = {{&request, sizeof(request)},
                                  {options, options_size},
                                  {params->data, (size_t)params->size}};
-  halo_hal_remote_call_t call;
+  uint64_t values[2];
   halo_status_t status =
       halo_hal_remote_call(device, HALO_REMOTE_CREATE_EXECUTABLE, parts, 3, -1,
-                           HALO_REMOTE_COMPILE_TIMEOUT_NS, &call);
+                           HALO_REMOTE_COMPILE_TIMEOUT_NS, values, NULL, 0);
   free(options);
   if (status) return status;
-  free(call.data);
-  halo_hal_remote_executable_t *executable = calloc(1, sizeof(*executable));
-  if (!executable) {
-    halo_hal_remote_send_destroy(device, HALO_REMOTE_OBJECT_EXECUTABLE,
-                                 call.values[0]);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  }
+  halo_hal_remote_executable_t *executable = halo_hal_remote_object_create(
+      device, HALO_REMOTE_OBJECT_EXECUTABLE, values[0], sizeof(*executable),
+      offsetof(halo_hal_remote_executable_t, remote));
+  if (!executable) return HALO_HAL_REMOTE_OOM();
   executable->base.vtable = &halo_hal_remote_executable_vtable;
-  executable->base.origin = (uint32_t)call.values[1];
-  executable->device = device;
-  executable->id = call.values[0];
-  halo_hal_remote_device_add_reference(device);
+  executable->base.origin = (uint32_t)values[1];
   *out_executable = &executable->base;
   return NULL;
 }
@@ -436,19 +437,15 @@ static halo_status_t halo_hal_remote_device_create_executable(
 
 typedef struct halo_hal_remote_command_buffer_t {
   halo_hal_command_buffer_t base;
-  halo_hal_remote_device_t *device;
-  uint64_t id;
+  halo_hal_remote_object_t remote;
 } halo_hal_remote_command_buffer_t;
 
 static void halo_hal_remote_command_buffer_destroy(
     halo_hal_command_buffer_t *base_command_buffer) {
   halo_hal_remote_command_buffer_t *command_buffer =
       (halo_hal_remote_command_buffer_t *)base_command_buffer;
-  halo_hal_remote_send_destroy(command_buffer->device,
-                               HALO_REMOTE_OBJECT_COMMAND_BUFFER,
-                               command_buffer->id);
+  halo_hal_remote_object_destroy(&command_buffer->remote);
   halo_hal_recording_deinitialize(&command_buffer->base.recording);
-  halo_hal_remote_device_release(command_buffer->device);
   free(command_buffer);
 }
 
@@ -471,7 +468,7 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
     halo_hal_executable_t *executable = commands[i].executable;
     if (!executable) continue;
     if (executable->vtable != &halo_hal_remote_executable_vtable ||
-        ((halo_hal_remote_executable_t *)executable)->device != device) {
+        ((halo_hal_remote_executable_t *)executable)->remote.device != device) {
       free(commands);
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                               "command %u uses an executable of another "
@@ -481,7 +478,7 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
     commands[i].executable =
         (halo_hal_executable_t *)(uintptr_t)((halo_hal_remote_executable_t *)
                                                  executable)
-            ->id;
+            ->remote.id;
   }
   halo_remote_prepare_t request = {
       .flags = recording->flags,
@@ -496,26 +493,21 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
       {recording->args, sizeof(*recording->args) * recording->arg_count},
       {recording->data, recording->data_size},
   };
-  halo_hal_remote_call_t call;
+  uint64_t values[2];
   halo_status_t status =
       halo_hal_remote_call(device, HALO_REMOTE_PREPARE, parts, 4, -1,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, &call);
+                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0);
   free(commands);
   if (status) return status;
-  free(call.data);
   halo_hal_remote_command_buffer_t *command_buffer =
-      calloc(1, sizeof(*command_buffer));
-  if (!command_buffer) {
-    halo_hal_remote_send_destroy(device, HALO_REMOTE_OBJECT_COMMAND_BUFFER,
-                                 call.values[0]);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  }
+      halo_hal_remote_object_create(
+          device, HALO_REMOTE_OBJECT_COMMAND_BUFFER, values[0],
+          sizeof(*command_buffer),
+          offsetof(halo_hal_remote_command_buffer_t, remote));
+  if (!command_buffer) return HALO_HAL_REMOTE_OOM();
   command_buffer->base.vtable = &halo_hal_remote_command_buffer_vtable;
   command_buffer->base.recording = *recording;
   memset(recording, 0, sizeof(*recording));
-  command_buffer->device = device;
-  command_buffer->id = call.values[0];
-  halo_hal_remote_device_add_reference(device);
   *out_command_buffer = &command_buffer->base;
   return NULL;
 }
@@ -524,15 +516,12 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
 
 typedef struct halo_hal_remote_fence_t {
   halo_hal_fence_t base;
-  halo_hal_remote_device_t *device;
-  uint64_t id;
+  halo_hal_remote_object_t remote;
 } halo_hal_remote_fence_t;
 
 static void halo_hal_remote_fence_destroy(halo_hal_fence_t *base_fence) {
   halo_hal_remote_fence_t *fence = (halo_hal_remote_fence_t *)base_fence;
-  halo_hal_remote_send_destroy(fence->device, HALO_REMOTE_OBJECT_FENCE,
-                               fence->id);
-  halo_hal_remote_device_release(fence->device);
+  halo_hal_remote_object_destroy(&fence->remote);
   free(fence);
 }
 
@@ -544,15 +533,12 @@ static const halo_hal_fence_vtable_t halo_hal_remote_fence_vtable = {
 
 typedef struct halo_hal_remote_queue_t {
   halo_hal_queue_t base;
-  halo_hal_remote_device_t *device;
-  uint64_t id;
+  halo_hal_remote_object_t remote;
 } halo_hal_remote_queue_t;
 
 static void halo_hal_remote_queue_destroy(halo_hal_queue_t *base_queue) {
   halo_hal_remote_queue_t *queue = (halo_hal_remote_queue_t *)base_queue;
-  halo_hal_remote_send_destroy(queue->device, HALO_REMOTE_OBJECT_QUEUE,
-                               queue->id);
-  halo_hal_remote_device_release(queue->device);
+  halo_hal_remote_object_destroy(&queue->remote);
   free(queue);
 }
 
@@ -572,113 +558,102 @@ static void halo_hal_remote_locate_slot(halo_hal_remote_device_t *device,
 static halo_status_t halo_hal_remote_queue_execute(
     halo_hal_queue_t *base_queue, const halo_hal_execution_t *execution) {
   halo_hal_remote_queue_t *queue = (halo_hal_remote_queue_t *)base_queue;
-  halo_hal_remote_device_t *device = queue->device;
+  halo_hal_remote_device_t *device = queue->remote.device;
   if (execution->out_fence) *execution->out_fence = NULL;
   halo_hal_remote_command_buffer_t *command_buffer =
       (halo_hal_remote_command_buffer_t *)execution->command_buffer;
   if (command_buffer->base.vtable != &halo_hal_remote_command_buffer_vtable ||
-      command_buffer->device != device) {
+      command_buffer->remote.device != device) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "%s: the command buffer belongs to another device "
                             "or trust domain",
                             device->label);
   }
-  halo_remote_signal_t signals_inline[8];
-  uint64_t fences_inline[8];
-  halo_remote_signal_t *signals =
-      execution->signal_count <= 8
-          ? signals_inline
-          : calloc(execution->signal_count, sizeof(*signals));
-  uint64_t *fence_ids =
-      execution->wait_fence_count <= 8
-          ? fences_inline
-          : calloc(execution->wait_fence_count, sizeof(*fence_ids));
-  halo_hal_remote_fence_t *out_fence = NULL;
-  if (execution->out_fence && queue->base.fence_domain) {
-    out_fence = calloc(1, sizeof(*out_fence));
-  }
+  // The signals, then the fence ids waited for, in one block.
+  size_t signals_size = sizeof(halo_remote_signal_t) * execution->signal_count;
+  size_t tail_size =
+      signals_size + sizeof(uint64_t) * execution->wait_fence_count;
+  uint64_t tail_inline[64];
+  void *tail =
+      tail_size <= sizeof(tail_inline) ? tail_inline : malloc(tail_size);
   halo_hal_remote_execution_t *record = calloc(1, sizeof(*record));
-  if (!signals || !fence_ids || !record ||
-      (execution->out_fence && queue->base.fence_domain && !out_fence)) {
-    if (signals != signals_inline) free(signals);
-    if (fence_ids != fences_inline) free(fence_ids);
-    free(out_fence);
+  if (!tail || !record) {
+    if (tail != tail_inline) free(tail);
     free(record);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return HALO_HAL_REMOTE_OOM();
   }
-  pthread_mutex_lock(&device->mutex);
-  if (device->lost) {
-    halo_status_t status = halo_hal_remote_lost_status(device);
-    pthread_mutex_unlock(&device->mutex);
-    if (signals != signals_inline) free(signals);
-    if (fence_ids != fences_inline) free(fence_ids);
-    free(out_fence);
-    free(record);
-    return status;
-  }
-  for (uint32_t i = 0; i < execution->signal_count; ++i) {
-    memset(&signals[i], 0, sizeof(signals[i]));
-    signals[i].device_address = execution->signals[i].device_address;
-    signals[i].value = execution->signals[i].value;
-    halo_hal_remote_locate_slot(device, execution->signals[i].slot,
-                                &signals[i]);
-  }
+  halo_remote_signal_t *signals = tail;
+  uint64_t *fence_ids = (uint64_t *)((char *)tail + signals_size);
   for (uint32_t i = 0; i < execution->wait_fence_count; ++i) {
-    fence_ids[i] = ((halo_hal_remote_fence_t *)execution->wait_fences[i])->id;
+    fence_ids[i] =
+        ((halo_hal_remote_fence_t *)execution->wait_fences[i])->remote.id;
   }
-  uint64_t id = ++device->next_id;
+  record->completion = execution->completion;
+  record->user_data = execution->user_data;
   halo_remote_execute_t request = {
-      .queue = queue->id,
-      .command_buffer = command_buffer->id,
+      .queue = queue->remote.id,
+      .command_buffer = command_buffer->remote.id,
       .binding_count = execution->binding_count,
       .signal_count = execution->signal_count,
       .wait_fence_count = execution->wait_fence_count,
   };
-  if (out_fence) request.out_fence = ++device->next_id;
-  record->completion = execution->completion;
-  record->user_data = execution->user_data;
-  record->issued_ns = halo_clock_now_ns();
-  halo_status_t status = halo_u64_map_put(&device->executions, id, record);
+  pthread_mutex_lock(&device->mutex);
+  halo_status_t status =
+      device->lost ? halo_hal_remote_lost_status(device) : NULL;
+  uint64_t id = 0;
+  if (!status) {
+    for (uint32_t i = 0; i < execution->signal_count; ++i) {
+      memset(&signals[i], 0, sizeof(signals[i]));
+      signals[i].device_address = execution->signals[i].device_address;
+      signals[i].value = execution->signals[i].value;
+      halo_hal_remote_locate_slot(device, execution->signals[i].slot,
+                                  &signals[i]);
+    }
+    id = ++device->next_id;
+    if (execution->out_fence && queue->base.fence_domain) {
+      request.out_fence = ++device->next_id;
+    }
+    record->issued_ns = halo_clock_now_ns();
+    status = halo_u64_map_put(&device->executions, id, record);
+  }
   pthread_mutex_unlock(&device->mutex);
   if (!status) {
-    halo_remote_part_t parts[4] = {
+    halo_remote_part_t parts[3] = {
         {&request, sizeof(request)},
         {execution->bindings,
          sizeof(*execution->bindings) * execution->binding_count},
-        {signals, sizeof(*signals) * execution->signal_count},
-        {fence_ids, sizeof(*fence_ids) * execution->wait_fence_count},
+        {tail, tail_size},
     };
     status = halo_remote_link_send(&device->link, HALO_REMOTE_EXECUTE, id,
-                                   parts, 4, -1);
+                                   parts, 3, -1);
     if (status) {
       // Not sent: unless the loss already took it over, it never started.
       pthread_mutex_lock(&device->mutex);
       bool mine = halo_u64_map_remove(&device->executions, id) != NULL;
       pthread_mutex_unlock(&device->mutex);
-      if (mine) {
-        free(record);
-      } else {
+      if (!mine) {
         halo_status_free(status);
         status = NULL;
+        record = NULL;  // the loss completes it
       }
+    } else {
+      record = NULL;  // the completion frees it
     }
-  } else {
-    free(record);
   }
-  if (signals != signals_inline) free(signals);
-  if (fence_ids != fences_inline) free(fence_ids);
-  if (status) {
-    free(out_fence);
-    return status;
-  }
-  if (out_fence) {
-    out_fence->base.vtable = &halo_hal_remote_fence_vtable;
-    atomic_init(&out_fence->base.references, 1);
-    out_fence->base.domain = queue->base.fence_domain;
-    out_fence->device = device;
-    out_fence->id = request.out_fence;
-    halo_hal_remote_device_add_reference(device);
-    *execution->out_fence = &out_fence->base;
+  if (tail != tail_inline) free(tail);
+  free(record);
+  if (status) return status;
+  if (request.out_fence) {
+    // NULL on oom: the consumers then wait through the host.
+    halo_hal_remote_fence_t *fence = halo_hal_remote_object_create(
+        device, HALO_REMOTE_OBJECT_FENCE, request.out_fence, sizeof(*fence),
+        offsetof(halo_hal_remote_fence_t, remote));
+    if (fence) {
+      fence->base.vtable = &halo_hal_remote_fence_vtable;
+      atomic_init(&fence->base.references, 1);
+      fence->base.domain = queue->base.fence_domain;
+      *execution->out_fence = &fence->base;
+    }
   }
   return NULL;
 }
@@ -695,23 +670,17 @@ static halo_status_t halo_hal_remote_device_create_queue(
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
   halo_remote_queue_t request = {.priority = priority};
   halo_remote_part_t part = {&request, sizeof(request)};
-  halo_hal_remote_call_t call;
+  uint64_t values[2];
   HALO_RETURN_IF_ERROR(
       halo_hal_remote_call(device, HALO_REMOTE_CREATE_QUEUE, &part, 1, -1,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, &call));
-  free(call.data);
-  halo_hal_remote_queue_t *queue = calloc(1, sizeof(*queue));
-  if (!queue) {
-    halo_hal_remote_send_destroy(device, HALO_REMOTE_OBJECT_QUEUE,
-                                 call.values[0]);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  }
+                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0));
+  halo_hal_remote_queue_t *queue = halo_hal_remote_object_create(
+      device, HALO_REMOTE_OBJECT_QUEUE, values[0], sizeof(*queue),
+      offsetof(halo_hal_remote_queue_t, remote));
+  if (!queue) return HALO_HAL_REMOTE_OOM();
   queue->base.vtable = &halo_hal_remote_queue_vtable;
   // The worker's queues share its context: their fences are one domain.
-  queue->base.fence_domain = call.values[1] ? device : NULL;
-  queue->device = device;
-  queue->id = call.values[0];
-  halo_hal_remote_device_add_reference(device);
+  queue->base.fence_domain = values[1] ? device : NULL;
   *out_queue = &queue->base;
   return NULL;
 }
@@ -732,27 +701,17 @@ static const halo_hal_device_vtable_t halo_hal_remote_device_vtable = {
 // A REPLY: hands it to the waiting call.
 static void halo_hal_remote_on_reply(halo_hal_remote_device_t *device,
                                      const halo_remote_header_t *header,
-                                     void *payload) {
+                                     const void *payload) {
   halo_remote_reply_t reply = {0};
-  const char *message = "";
-  char *data = NULL;
-  uint64_t data_size = 0;
   bool valid = header->length >= sizeof(reply);
   if (valid) {
     memcpy(&reply, payload, sizeof(reply));
     valid = sizeof(reply) + (uint64_t)reply.message_length <= header->length;
   }
-  if (valid) {
-    message = (const char *)payload + sizeof(reply);
-    data_size = header->length - sizeof(reply) - reply.message_length;
-    if (data_size) {
-      data = malloc(data_size);
-      if (data) {
-        memcpy(data, (char *)payload + sizeof(reply) + reply.message_length,
-               data_size);
-      }
-    }
-  }
+  const char *message = (const char *)payload + sizeof(reply);
+  const char *data = message + (valid ? reply.message_length : 0);
+  uint64_t data_size =
+      valid ? header->length - sizeof(reply) - reply.message_length : 0;
   pthread_mutex_lock(&device->mutex);
   halo_hal_remote_call_t *call = device->calls;
   while (call && call->id != header->id) call = call->next;
@@ -764,18 +723,20 @@ static void halo_hal_remote_on_reply(halo_hal_remote_device_t *device,
     } else if (reply.code != HALO_STATUS_OK) {
       call->status = halo_status_make((halo_status_code_t)reply.code, "%.*s",
                                       (int)reply.message_length, message);
+    } else if (call->data && data_size != call->data_size) {
+      call->status = halo_status_make(
+          HALO_STATUS_INTERNAL, "%s: %llu bytes of reply where %llu were due",
+          device->label, (unsigned long long)data_size,
+          (unsigned long long)call->data_size);
     } else {
       call->values[0] = reply.values[0];
       call->values[1] = reply.values[1];
-      call->data = data;
-      call->data_size = data ? data_size : 0;
-      data = NULL;
+      if (call->data && data_size) memcpy(call->data, data, data_size);
     }
     call->done = true;
     pthread_cond_broadcast(&device->cond);
   }
   pthread_mutex_unlock(&device->mutex);
-  free(data);
 }
 
 static void halo_hal_remote_on_complete(halo_hal_remote_device_t *device,

@@ -155,9 +155,10 @@ static void halo_remote_on_unregister(halo_remote_server_t *server,
   pthread_mutex_unlock(&server->mutex);
   if (!mapping) return;
   halo_hal_allocator_t *allocator = server->device->allocator;
+  // As in the supervisor (daemon/semaphore.c, daemon/arena.c): a driver
+  // that unregisters later (the CUDA reaper) takes that into account.
   allocator->vtable->unregister_host(allocator, mapping->pointer);
-  // The driver may unregister later (a reaper): the mapping stays until the
-  // worker exits, as the supervisor's own does until it unmaps after this.
+  munmap(mapping->pointer, mapping->size);
   free(mapping);
 }
 
