@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "checked_add.h"
 #include "halo/halo.h"
 
 #define WAIT_NS (10000ll * 1000000ll)  // every semaphore wait
@@ -136,101 +137,23 @@ static halo_status_t connect_client(const char *name,
   return halo_client_connect(&client_options, out_client);
 }
 
-// c = a + b over N floats: three host-visible buffers, recorded once
-// (REUSABLE), executed and waited for at each step.
-typedef struct adder_t {
-  halo_buffer_t *a, *b, *c;
-  halo_command_buffer_t *cb;
-  halo_semaphore_t *done;
-  uint64_t value;
-} adder_t;
-
-static halo_status_t adder_open(adder_t *adder, halo_client_t *client,
-                                halo_executable_t *executable) {
-  memset(adder, 0, sizeof(*adder));
-  halo_status_t status = NULL;
-  halo_buffer_t **buffers[3] = {&adder->a, &adder->b, &adder->c};
-  for (int i = 0; i < 3 && !status; ++i) {
-    status = halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE,
-                                N * sizeof(float), 0, buffers[i]);
-  }
-  if (!status) status = halo_semaphore_create(client, 0, 0, &adder->done);
-  if (!status) {
-    status = halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
-                                       3, &adder->cb);
-  }
-  if (!status) {
-    uint32_t n = N;
-    uint64_t bytes = N * sizeof(float);
-    halo_dispatch_arg_t args[4] = {
-        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
-        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
-        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
-        {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
-    };
-    halo_dispatch_params_t params = {
-        .executable = executable,
-        .entry = "add",
-        .grid = {(N + 63) / 64, 1, 1},
-        .block = {64, 1, 1},
-        .args = args,
-        .arg_count = 4,
-    };
-    status = halo_command_buffer_dispatch(adder->cb, &params);
-  }
-  if (!status) status = halo_command_buffer_end(adder->cb);
-  return status;
-}
-
-// One execution with inputs that depend on |step|, waited for (at most
-// WAIT_NS) and checked.
-static halo_status_t adder_step(adder_t *adder, uint64_t step) {
-  float *a = halo_buffer_host_pointer(adder->a);
-  float *b = halo_buffer_host_pointer(adder->b);
-  float *c = halo_buffer_host_pointer(adder->c);
-  for (uint32_t i = 0; i < N; ++i) {
-    a[i] = (float)(i + step % 1000);
-    b[i] = (float)(2 * i);
-    c[i] = -1.0f;
-  }
-  halo_binding_t bindings[3] = {{adder->a, 0, HALO_WHOLE_BUFFER},
-                                {adder->b, 0, HALO_WHOLE_BUFFER},
-                                {adder->c, 0, HALO_WHOLE_BUFFER}};
-  halo_semaphore_value_t signal = {adder->done, adder->value + 1};
-  halo_status_t status =
-      halo_queue_execute(NULL, adder->cb, bindings, 3, NULL, 0, &signal, 1);
-  if (status) return status;
-  ++adder->value;
-  status = halo_semaphore_wait(adder->done, adder->value, WAIT_NS);
-  if (status) return status;
-  for (uint32_t i = 0; i < N; ++i) {
-    float expected = (float)(3 * i + step % 1000);
-    if (c[i] != expected) {
-      return halo_status_make(HALO_STATUS_INTERNAL,
-                              "step %" PRIu64 ": c[%u] = %f, expected %f", step,
-                              i, (double)c[i], (double)expected);
-    }
-  }
-  return NULL;
-}
-
 // ---------------------------------------------------------------- victim
 
 // Connects, loads, runs a first step; NULL or why not.
 static halo_status_t victim_setup(halo_client_t **client,
                                   halo_executable_t **executable,
-                                  adder_t *adder) {
+                                  halo_checked_add_t *adder) {
   halo_status_t status = connect_client("bench-workers-victim", client);
   if (!status) status = load_kernels(*client, executable);
-  if (!status) status = adder_open(adder, *client, *executable);
-  if (!status) status = adder_step(adder, 0);
+  if (!status) status = halo_checked_add_open(adder, *client, *executable);
+  if (!status) status = halo_checked_add_step(adder, 0, WAIT_NS);
   return status;
 }
 
 static int victim_main(void) {
   halo_client_t *client = NULL;
   halo_executable_t *executable = NULL;
-  adder_t adder;
+  halo_checked_add_t adder;
   halo_status_t status = victim_setup(&client, &executable, &adder);
   if (status) {
     describe(status, g_shared->error, sizeof(g_shared->error));
@@ -242,7 +165,7 @@ static int victim_main(void) {
   // A runaway bound: the parent always stops it long before.
   int64_t give_up = bench_now_ns() + 3600ll * 1000000000ll;
   while (!atomic_load(&g_shared->stop) && bench_now_ns() < give_up) {
-    status = adder_step(&adder, step);
+    status = halo_checked_add_step(&adder, step, WAIT_NS);
     int64_t now = bench_now_ns();
     bool measuring = atomic_load(&g_shared->measuring) != 0;
     if (status) {
@@ -401,11 +324,11 @@ int main(int argc, char **argv) {
   // The attacker's first session.
   halo_client_t *client = NULL;
   halo_executable_t *executable = NULL;
-  adder_t adder;
+  halo_checked_add_t adder;
   halo_status_t status = connect_client("bench-workers-attacker", &client);
   if (!status) status = load_kernels(client, &executable);
-  if (!status) status = adder_open(&adder, client, executable);
-  if (!status) status = adder_step(&adder, 0);
+  if (!status) status = halo_checked_add_open(&adder, client, executable);
+  if (!status) status = halo_checked_add_step(&adder, 0, WAIT_NS);
   if (status) die_status(status, "attacker: setup");
   bench_print_header(stdout, "halo-bench-workers", halo_version_string(),
                      halo_client_daemon_pid(client), options.address);
@@ -433,8 +356,9 @@ int main(int argc, char **argv) {
     status = load_kernels(client, &executable);
     if (status) die_status(status, "attacker: load after reconnect");
     int64_t t3 = bench_now_ns();
-    status = adder_open(&adder, client, executable);
-    if (!status) status = adder_step(&adder, (uint64_t)round + 1);
+    status = halo_checked_add_open(&adder, client, executable);
+    if (!status)
+      status = halo_checked_add_step(&adder, (uint64_t)round + 1, WAIT_NS);
     if (status) die_status(status, "attacker: first add after reconnect");
     int64_t t4 = bench_now_ns();
     samples[kClose][round] = (double)(t1 - t0) / 1e3;

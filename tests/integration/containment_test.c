@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checked_add.h"
 #include "tests/support/halo_test.h"
 
 #define MS HALO_TEST_MS
@@ -66,10 +67,7 @@ static char self_path[PATH_MAX];
 
 typedef struct adder_t {
   halo_executable_t *executable;
-  halo_buffer_t *a, *b, *c;
-  halo_command_buffer_t *cb;
-  halo_semaphore_t *done;
-  uint64_t value;
+  halo_checked_add_t add;
 } adder_t;
 
 static halo_status_t adder_open(adder_t *adder, halo_client_t *client,
@@ -77,71 +75,14 @@ static halo_status_t adder_open(adder_t *adder, halo_client_t *client,
   memset(adder, 0, sizeof(*adder));
   halo_status_t status = halo_executable_create_from_file(client, 0, kernels, 0,
                                                           &adder->executable);
-  halo_buffer_t **buffers[3] = {&adder->a, &adder->b, &adder->c};
-  for (int i = 0; i < 3 && !status; ++i) {
-    status = halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE,
-                                N * sizeof(float), 0, buffers[i]);
-  }
-  if (!status) status = halo_semaphore_create(client, 0, 0, &adder->done);
   if (!status) {
-    status = halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
-                                       3, &adder->cb);
+    status = halo_checked_add_open(&adder->add, client, adder->executable);
   }
-  if (!status) {
-    uint32_t n = N;
-    uint64_t bytes = N * sizeof(float);
-    halo_dispatch_arg_t args[4] = {
-        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
-        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
-        {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
-        {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
-    };
-    halo_dispatch_params_t params = {
-        .executable = adder->executable,
-        .entry = "add",
-        .grid = {(N + 63) / 64, 1, 1},
-        .block = {64, 1, 1},
-        .args = args,
-        .arg_count = 4,
-    };
-    status = halo_command_buffer_dispatch(adder->cb, &params);
-  }
-  if (!status) status = halo_command_buffer_end(adder->cb);
   return status;
 }
 
-// One execution with inputs that depend on |step| (a stale result shows),
-// waited for (at most WAIT_NS) and checked.
 static halo_status_t adder_step(adder_t *adder, uint64_t step) {
-  float *a = halo_buffer_host_pointer(adder->a);
-  float *b = halo_buffer_host_pointer(adder->b);
-  float *c = halo_buffer_host_pointer(adder->c);
-  for (uint32_t i = 0; i < N; ++i) {
-    a[i] = (float)(i + step % 1000);
-    b[i] = (float)(2 * i);
-    c[i] = -1.0f;
-  }
-  halo_binding_t bindings[3] = {{adder->a, 0, HALO_WHOLE_BUFFER},
-                                {adder->b, 0, HALO_WHOLE_BUFFER},
-                                {adder->c, 0, HALO_WHOLE_BUFFER}};
-  halo_semaphore_value_t signal = {adder->done, adder->value + 1};
-  halo_status_t status =
-      halo_queue_execute(NULL, adder->cb, bindings, 3, NULL, 0, &signal, 1);
-  if (status)
-    return halo_status_annotate(status, "step %" PRIu64 ": execute", step);
-  ++adder->value;
-  status = halo_semaphore_wait(adder->done, adder->value, WAIT_NS);
-  if (status)
-    return halo_status_annotate(status, "step %" PRIu64 ": wait", step);
-  for (uint32_t i = 0; i < N; ++i) {
-    float expected = (float)(3 * i + step % 1000);
-    if (c[i] != expected) {
-      return halo_status_make(HALO_STATUS_INTERNAL,
-                              "step %" PRIu64 ": c[%u] = %f, expected %f", step,
-                              i, (double)c[i], (double)expected);
-    }
-  }
-  return NULL;
+  return halo_checked_add_step(&adder->add, step, WAIT_NS);
 }
 
 // ---------------------------------------------------------------- victim
