@@ -346,6 +346,16 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
 halo_status_t halod_domain_start_devices(halod_t *daemon,
                                          halod_domain_t *domain) {
   for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    // A worker that died and whose loss the loop has not handled yet (a
+    // client that saw its execution fail reconnects at once): handle it now,
+    // so that the new session gets a fresh worker, not the dead one.
+    halo_hal_device_t *device = domain->devices[i];
+    if (device && halo_hal_remote_device_is(device) &&
+        halo_hal_remote_device_lost(device, NULL, 0)) {
+      halod_workers_handle_lost(daemon, device);
+    }
+  }
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
     halo_hal_device_t *device = NULL;
     HALO_RETURN_IF_ERROR(halod_domain_device(daemon, domain, i, &device));
   }

@@ -129,6 +129,16 @@ static halo_status_t halo_hal_remote_lost_status(
   return halo_status_make(HALO_STATUS_DEVICE_LOST, "%s", device->lost_reason);
 }
 
+// A send that failed: the worker is gone (its reader reports the loss).
+static halo_status_t halo_hal_remote_send_failed(
+    halo_hal_remote_device_t *device, halo_status_t status) {
+  halo_status_t lost = halo_status_make(
+      HALO_STATUS_DEVICE_LOST, "%s: the device worker is gone (%s)",
+      device->label, halo_status_message(status));
+  halo_status_free(status);
+  return lost;
+}
+
 // Sends a request and waits for its reply (at most |timeout_ns|: then the
 // worker is hung and killed). |out_values| (optional) receives the reply's
 // two values; |out_data| (optional) exactly |data_size| bytes of reply data.
@@ -152,6 +162,7 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
   pthread_mutex_unlock(&device->mutex);
   halo_status_t status = halo_remote_link_send(&device->link, type, call.id,
                                                parts, part_count, fd);
+  if (status) status = halo_hal_remote_send_failed(device, status);
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += timeout_ns / 1000000000;
@@ -627,6 +638,7 @@ static halo_status_t halo_hal_remote_queue_execute(
     status = halo_remote_link_send(&device->link, HALO_REMOTE_EXECUTE, id,
                                    parts, 3, -1);
     if (status) {
+      status = halo_hal_remote_send_failed(device, status);
       // Not sent: unless the loss already took it over, it never started.
       pthread_mutex_lock(&device->mutex);
       bool mine = halo_u64_map_remove(&device->executions, id) != NULL;
@@ -1145,7 +1157,19 @@ pid_t halo_hal_remote_device_pid(halo_hal_device_t *base_device) {
 bool halo_hal_remote_device_lost(halo_hal_device_t *base_device,
                                  char *out_reason, size_t capacity) {
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  // A link the worker hung up is a loss its reader is about to report
+  // (it reaps the worker first): wait for that, briefly.
+  struct pollfd poll_fd = {.fd = device->link.fd, .events = POLLRDHUP};
+  bool hung_up = poll(&poll_fd, 1, 0) == 1 &&
+                 (poll_fd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += 3;
   pthread_mutex_lock(&device->mutex);
+  while (hung_up && !device->lost &&
+         pthread_cond_timedwait(&device->cond, &device->mutex, &deadline) !=
+             ETIMEDOUT) {
+  }
   bool lost = device->lost;
   if (out_reason && capacity) {
     snprintf(out_reason, capacity, "%s", lost ? device->lost_reason : "");

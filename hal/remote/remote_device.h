@@ -67,7 +67,9 @@ uint32_t halo_hal_remote_wait_all(int64_t timeout_ns);
 // The worker's pid (0 once reaped).
 pid_t halo_hal_remote_device_pid(halo_hal_device_t *device);
 
-// Whether the worker was lost, and why (a copy into |out_reason|).
+// Whether the worker was lost, and why (a copy into |out_reason|). A worker
+// that hung up its link counts as lost: this waits (at most 3 s) for its
+// reader to record why.
 bool halo_hal_remote_device_lost(halo_hal_device_t *device, char *out_reason,
                                  size_t capacity);
 
