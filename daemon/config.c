@@ -124,6 +124,11 @@ static const halod_config_entry_t halod_config_entries[] = {
      "milliseconds an execution may run on a device worker before it fails "
      "with DEADLINE_EXCEEDED and its worker is replaced (0: no deadline; "
      "device-workers process only)"},
+    {"worker-poll-us", HALOD_NUMBER(HALOD_CONFIG_U32, worker_poll_us), "50", 0,
+     1000000, NULL, START,
+     "microseconds each end of a device worker's link keeps polling for the "
+     "next message before it sleeps (executions and completions that follow "
+     "closely are taken at once; 0: never poll)"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "

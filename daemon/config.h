@@ -43,6 +43,7 @@ typedef struct halod_config_t {
   char device_workers[16];          // process | inline
   char trust_domain[16];            // uid | process
   uint32_t submission_deadline_ms;  // 0: none
+  uint32_t worker_poll_us;          // device link polling window
   char metrics_textfile[512];       // node-exporter textfile; "" for none
   uint32_t metrics_interval;        // seconds between textfile writes
 

@@ -5,7 +5,7 @@
 // (hal/remote/remote_device.h) until the supervisor closes it.
 //
 //   halod --worker --driver local|cuda --device N [--cuda-completion M]
-//         [--cache-directory DIR] [--log-level LEVEL]
+//         [--cache-directory DIR] [--log-level LEVEL] [--poll-us US]
 #include "daemon/worker_process.h"
 
 #include <signal.h>
@@ -64,6 +64,7 @@ int halod_worker_main(int argc, char **argv) {
   const char *cache_directory = NULL;
   const char *log_level = "info";
   long device_index = 0;
+  long poll_us = 0;
   for (int i = 1; i < argc; ++i) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--worker") == 0) continue;
@@ -76,6 +77,8 @@ int halod_worker_main(int argc, char **argv) {
       completion = value;
     } else if (strcmp(argv[i], "--cache-directory") == 0) {
       cache_directory = value;
+    } else if (strcmp(argv[i], "--poll-us") == 0) {
+      poll_us = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--log-level") == 0) {
       log_level = value;
     } else {
@@ -106,7 +109,8 @@ int halod_worker_main(int argc, char **argv) {
   halo_hal_cuda_device_t *cuda = halo_hal_cuda_device_cast(device);
   if (cuda) cuda->lost = halod_worker_on_lost;
 #endif
-  int code = halo_hal_remote_serve(device, HALOD_WORKER_FD);
+  int code =
+      halo_hal_remote_serve(device, HALOD_WORKER_FD, (int64_t)poll_us * 1000);
   // No teardown: work may still be in flight on the driver's threads, and
   // the process's end releases the context and every mapping.
   fflush(NULL);

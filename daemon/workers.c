@@ -72,6 +72,8 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   struct halod_workers_state_t *state = daemon->workers;
   char device_text[16];
   snprintf(device_text, sizeof(device_text), "%u", index);
+  char poll_text[16];
+  snprintf(poll_text, sizeof(poll_text), "%u", daemon->config.worker_poll_us);
   const char *argv[16];
   int argc = 0;
   argv[argc++] = "halod";
@@ -80,6 +82,8 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   argv[argc++] = state->driver;
   argv[argc++] = "--device";
   argv[argc++] = device_text;
+  argv[argc++] = "--poll-us";
+  argv[argc++] = poll_text;
   argv[argc++] = "--log-level";
   argv[argc++] = daemon->config.log_level;
   if (daemon->config.cuda_completion[0]) {
@@ -100,6 +104,7 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
       .label = label,
       .deadline_ns = (int64_t)daemon->config.submission_deadline_ms * 1000000ll,
       .start_timeout_ns = start_timeout_ns,
+      .poll_ns = (int64_t)daemon->config.worker_poll_us * 1000,
       .lost = halod_workers_on_lost,
       .lost_user_data = daemon,
   };

@@ -59,6 +59,7 @@ typedef struct halo_hal_remote_device_t {
   pthread_t reader;
   char label[160];
   int64_t deadline_ns;
+  int64_t poll_ns;  // the link's polling window (options.poll_ns)
   halo_hal_remote_lost_fn lost_fn;
   void *lost_user_data;
 
@@ -933,11 +934,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
   halo_hal_remote_device_t *device = argument;
   char lost_message[256] = "";
   for (;;) {
-    struct pollfd poll_fd = {.fd = device->link.fd, .events = POLLIN};
     int timeout_ms = device->deadline_ns > 0 ? 20 : -1;
-    int ready = poll(&poll_fd, 1, timeout_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
+    if (!halo_remote_link_wait(&device->link, device->poll_ns, timeout_ms)) {
       halo_hal_remote_watchdog(device);
       continue;
     }
@@ -1067,6 +1065,7 @@ halo_status_t halo_hal_remote_device_create(
   snprintf(device->label, sizeof(device->label), "%s",
            options->label ? options->label : "device");
   device->deadline_ns = options->deadline_ns;
+  device->poll_ns = options->poll_ns;
   device->lost_fn = options->lost;
   device->lost_user_data = options->lost_user_data;
   pthread_mutex_init(&device->mutex, NULL);

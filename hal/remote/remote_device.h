@@ -42,8 +42,12 @@ typedef struct halo_hal_remote_options_t {
   const char *const *argv;
   // Names the device and domain in messages: "device 0, trust domain uid:7".
   const char *label;
-  int64_t deadline_ns;           // 0: no watchdog
-  int64_t start_timeout_ns;      // 0: 30 s
+  int64_t deadline_ns;       // 0: no watchdog
+  int64_t start_timeout_ns;  // 0: 30 s
+  // After each message from the worker, how long the reader polls for the
+  // next before it sleeps (completions that follow closely are taken at
+  // once); the worker gets its own window on its command line.
+  int64_t poll_ns;
   halo_hal_remote_lost_fn lost;  // NULL: in-flight work completes at once
   void *lost_user_data;
 } halo_hal_remote_options_t;
@@ -87,7 +91,9 @@ void halo_hal_remote_device_kill(halo_hal_device_t *device);
 
 // The worker side (`halod --worker`): serves |device| over the link on
 // descriptor |fd| until the supervisor closes it. Returns the exit status.
-int halo_hal_remote_serve(halo_hal_device_t *device, int fd);
+// After each message, the worker polls |poll_ns| for the next before it
+// sleeps.
+int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns);
 
 // The worker side: the device is lost (a sticky CUDA error). Tells the
 // supervisor why and ends the process (any thread; does not return).

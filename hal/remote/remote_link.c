@@ -2,10 +2,12 @@
 #include "hal/remote/remote_link.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/status.h"
@@ -165,4 +167,24 @@ halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
   }
   *out_payload = payload;
   return NULL;
+}
+
+static int64_t halo_remote_link_now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec;
+}
+
+bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
+                           int timeout_ms) {
+  struct pollfd poll_fd = {.fd = link->fd, .events = POLLIN};
+  int64_t spin_until = halo_remote_link_now_ns() + spin_ns;
+  do {
+    if (poll(&poll_fd, 1, 0) == 1) return true;
+  } while (spin_ns > 0 && halo_remote_link_now_ns() < spin_until);
+  int ready;
+  do {
+    ready = poll(&poll_fd, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  return ready > 0;
 }

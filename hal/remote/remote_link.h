@@ -186,6 +186,14 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
                                     const halo_remote_part_t *parts,
                                     uint32_t part_count, int fd);
 
+// Waits until a message can be read: polls for |spin_ns| first (without
+// sleeping: a message that follows the last one closely is taken at once,
+// as the submission ring's and the CUDA submission thread's windows do),
+// then sleeps in poll(2) for at most |timeout_ms| (-1: no limit). Returns
+// whether the link is readable (or closed: the receive then says so).
+bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
+                           int timeout_ms);
+
 // Receives one message; |out_payload| is malloc'd (NULL when empty) and
 // |out_fd| receives an attached descriptor or -1. UNAVAILABLE at the end of
 // the stream (the peer closed or died). The receiving thread only.

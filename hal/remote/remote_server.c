@@ -621,7 +621,7 @@ void halo_hal_remote_serve_lost(const char *message) {
   _exit(3);
 }
 
-int halo_hal_remote_serve(halo_hal_device_t *device, int fd) {
+int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns) {
   halo_remote_server_t server;
   memset(&server, 0, sizeof(server));
   server.device = device;
@@ -648,6 +648,7 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd) {
     halo_remote_header_t header;
     void *payload = NULL;
     int received_fd = -1;
+    halo_remote_link_wait(&server.link, poll_ns, -1);
     status =
         halo_remote_link_receive(&server.link, &header, &payload, &received_fd);
     if (status) break;
