@@ -124,6 +124,12 @@ static const halod_config_entry_t halod_config_entries[] = {
      "milliseconds an execution may run on a device worker before it fails "
      "with DEADLINE_EXCEEDED and its worker is replaced (0: no deadline; "
      "device-workers process only)"},
+    {"worker-spares", HALOD_NUMBER(HALOD_CONFIG_U32, worker_spares), "1", 0, 4,
+     NULL, START,
+     "device workers per device started ahead of need: a new trust domain "
+     "(or one whose worker was lost) takes one at once instead of halod "
+     "waiting for a context to be created; each holds a context's memory "
+     "(device-workers process only)"},
     {"worker-poll-us", HALOD_NUMBER(HALOD_CONFIG_U32, worker_poll_us), "50", 0,
      1000000, NULL, START,
      "microseconds each end of a device worker's link keeps polling for the "

@@ -44,6 +44,7 @@ typedef struct halod_config_t {
   char trust_domain[16];            // uid | process
   uint32_t submission_deadline_ms;  // 0: none
   uint32_t worker_poll_us;          // device link polling window
+  uint32_t worker_spares;           // started ahead, per device
   char metrics_textfile[512];       // node-exporter textfile; "" for none
   uint32_t metrics_interval;        // seconds between textfile writes
 

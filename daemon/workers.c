@@ -27,6 +27,10 @@ struct halod_workers_state_t {
   pthread_mutex_t mutex;
   halo_hal_device_t *lost[64];  // retained
   uint32_t lost_count;
+  // Spare workers per device (worker-spares): started ahead, taken by the
+  // next domain that needs one, so that starting a domain's worker (a CUDA
+  // context: ~190 ms on an H100) does not hold up the loop.
+  halo_hal_device_t *spares[HALO_HAL_MAX_DEVICES][HALOD_WORKER_SPARES_MAX];
 };
 
 bool halod_workers_enabled(const halod_t *daemon) {
@@ -65,9 +69,10 @@ static void halod_workers_on_lost(void *user_data, halo_hal_device_t *device) {
 }
 
 // The worker's command line (its driver options are halod's).
+// Starts a worker for device |index|; |wait|: until it reports its device.
 static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
                                         const char *domain_name,
-                                        int64_t start_timeout_ns,
+                                        int64_t start_timeout_ns, bool wait,
                                         halo_hal_device_t **out_device) {
   struct halod_workers_state_t *state = daemon->workers;
   char device_text[16];
@@ -96,8 +101,12 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   }
   argv[argc] = NULL;
   char label[160];
-  snprintf(label, sizeof(label), "device %u, trust domain %s", index,
-           domain_name);
+  if (strcmp(domain_name, "spare") == 0 || strcmp(domain_name, "probe") == 0) {
+    snprintf(label, sizeof(label), "device %u, %s worker", index, domain_name);
+  } else {
+    snprintf(label, sizeof(label), "device %u, trust domain %s", index,
+             domain_name);
+  }
   halo_hal_remote_options_t options = {
       .program = "/proc/self/exe",
       .argv = argv,
@@ -108,7 +117,8 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
       .lost = halod_workers_on_lost,
       .lost_user_data = daemon,
   };
-  return halo_hal_remote_device_create(&options, out_device);
+  return wait ? halo_hal_remote_device_create(&options, out_device)
+              : halo_hal_remote_device_start(&options, out_device);
 }
 
 typedef struct halod_workers_failure_t {
@@ -147,6 +157,8 @@ static void halod_workers_fail_one(void *user_data, halod_session_t *session,
   }
 }
 
+static void halod_workers_refill(halod_t *daemon, uint32_t index);
+
 // The loop: a worker was lost.
 static void halod_workers_handle_lost(halod_t *daemon,
                                       halo_hal_device_t *device) {
@@ -179,7 +191,18 @@ static void halod_workers_handle_lost(halod_t *daemon,
   // Completions were posted; apply them now, while the sessions still hold
   // what the submissions name.
   halo_hal_deferred_queue_drain(&daemon->deferred);
-  if (!domain) return;
+  if (!domain) {
+    // A spare that died (never used): replace it.
+    for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
+      for (uint32_t k = 0; k < HALOD_WORKER_SPARES_MAX; ++k) {
+        if (daemon->workers->spares[d][k] != device) continue;
+        daemon->workers->spares[d][k] = NULL;
+        halod_device_release(device);
+        if (!daemon->stopping) halod_workers_refill(daemon, d);
+      }
+    }
+    return;
+  }
   ++domain->faults;
   snprintf(domain->last_fault, sizeof(domain->last_fault), "%s", reason);
   domain->devices[index] = NULL;
@@ -249,8 +272,8 @@ static halo_status_t halod_workers_probe(halod_t *daemon) {
   if (count > HALO_HAL_MAX_DEVICES) count = HALO_HAL_MAX_DEVICES;
   for (uint32_t i = 0; i < count; ++i) {
     halo_hal_device_t *device = NULL;
-    halo_status_t status =
-        halod_worker_spawn(daemon, i, "probe", 120ll * 1000000000ll, &device);
+    halo_status_t status = halod_worker_spawn(
+        daemon, i, "probe", 120ll * 1000000000ll, true, &device);
     if (status && cuda && i == 0 && strcmp(driver, "auto") == 0) {
       // auto: a GPU that cannot be served leaves the local driver.
       snprintf(registry->drivers[0].reason, sizeof(registry->drivers[0].reason),
@@ -262,12 +285,20 @@ static halo_status_t halod_workers_probe(halod_t *daemon) {
       snprintf(state->driver, sizeof(state->driver), "local");
       cuda = false;
       count = 1;
-      status =
-          halod_worker_spawn(daemon, 0, "probe", 120ll * 1000000000ll, &device);
+      status = halod_worker_spawn(daemon, 0, "probe", 120ll * 1000000000ll,
+                                  true, &device);
     }
     if (status) return status;
     state->infos[i] = device->info;
-    device->vtable->destroy(device);
+    // The probe is the first spare (or goes).
+    if (daemon->config.worker_spares > 0) {
+      char label[64];
+      snprintf(label, sizeof(label), "device %u, spare worker", i);
+      halo_hal_remote_device_set_label(device, label);
+      state->spares[i][0] = device;
+    } else {
+      device->vtable->destroy(device);
+    }
   }
   registry->device_count = count;
   return NULL;
@@ -308,9 +339,50 @@ void halod_workers_stop(halod_t *daemon) {
     halod_workers_on_lost_async(&state->lost_async);
     uv_close((uv_handle_t *)&state->lost_async, NULL);
   }
+  for (uint32_t d = 0; d < HALO_HAL_MAX_DEVICES; ++d) {
+    for (uint32_t k = 0; k < HALOD_WORKER_SPARES_MAX; ++k) {
+      if (state->spares[d][k]) halod_device_release(state->spares[d][k]);
+      state->spares[d][k] = NULL;
+    }
+  }
   // Workers end once the loop has run the last callbacks that hold them
   // (loads finishing): main() waits for them (halod_workers_wait).
   if (!state->enabled) halo_hal_registry_deinitialize(&daemon->hal);
+}
+
+// Starts spares for device |index| where a slot is empty or its spare died
+// (without waiting: the loop goes on).
+static void halod_workers_refill(halod_t *daemon, uint32_t index) {
+  struct halod_workers_state_t *state = daemon->workers;
+  for (uint32_t k = 0; k < daemon->config.worker_spares; ++k) {
+    halo_hal_device_t **slot = &state->spares[index][k];
+    if (*slot && halo_hal_remote_device_lost(*slot, NULL, 0)) {
+      halod_device_release(*slot);
+      *slot = NULL;
+    }
+    if (*slot) continue;
+    halo_status_t status = halod_worker_spawn(
+        daemon, index, "spare", 120ll * 1000000000ll, false, slot);
+    if (status) {
+      HALO_LOG_WARN("device %u: no spare worker: %s", index,
+                    halo_status_message(status));
+      halo_status_free(status);
+    }
+  }
+}
+
+// A spare of device |index| that is up, or NULL.
+static halo_hal_device_t *halod_workers_take_spare(halod_t *daemon,
+                                                   uint32_t index) {
+  struct halod_workers_state_t *state = daemon->workers;
+  for (uint32_t k = 0; k < daemon->config.worker_spares; ++k) {
+    halo_hal_device_t *spare = state->spares[index][k];
+    if (spare && halo_hal_remote_device_is_ready(spare)) {
+      state->spares[index][k] = NULL;
+      return spare;
+    }
+  }
+  return NULL;
 }
 
 halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
@@ -329,8 +401,19 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
   }
   if (!domain->devices[index]) {
     int64_t started = halo_clock_now_ns();
-    halo_status_t status = halod_worker_spawn(daemon, index, domain->name, 0,
-                                              &domain->devices[index]);
+    char label[160];
+    snprintf(label, sizeof(label), "device %u, trust domain %s", index,
+             domain->name);
+    halo_hal_device_t *spare = halod_workers_take_spare(daemon, index);
+    halo_status_t status = NULL;
+    if (spare) {
+      halo_hal_remote_device_set_label(spare, label);
+      domain->devices[index] = spare;
+    } else {
+      status = halod_worker_spawn(daemon, index, domain->name, 0, true,
+                                  &domain->devices[index]);
+    }
+    halod_workers_refill(daemon, index);
     if (status) {
       return halo_status_annotate(status,
                                   "starting the worker of device %u for "
@@ -339,9 +422,10 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
     }
     ++domain->workers_started;
     ++daemon->stats.workers_started;
-    HALO_LOG_INFO("device %u, trust domain %s: worker pid %d ready in %.1f ms",
+    HALO_LOG_INFO("device %u, trust domain %s: worker pid %d %s in %.1f ms",
                   index, domain->name,
                   (int)halo_hal_remote_device_pid(domain->devices[index]),
+                  spare ? "(a spare) taken" : "started",
                   (double)(halo_clock_now_ns() - started) / 1e6);
   }
   *out_device = domain->devices[index];
@@ -378,4 +462,47 @@ void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain) {
 void halod_workers_wait(void) {
   uint32_t left = halo_hal_remote_wait_all(5ll * 1000000000ll);
   if (left) HALO_LOG_WARN("%u device worker(s) still running at exit", left);
+}
+
+void halod_workers_visit(halod_t *daemon,
+                         void (*visit)(void *user_data,
+                                       const halod_worker_view_t *view),
+                         void *user_data) {
+  if (!halod_workers_enabled(daemon)) return;
+  for (size_t i = 0; i < daemon->domains.capacity; ++i) {
+    if (!daemon->domains.entries[i].key) continue;
+    const halod_domain_t *domain = daemon->domains.entries[i].value;
+    for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
+      halo_hal_device_t *device = domain->devices[d];
+      if (!device && !domain->faults) continue;
+      halod_worker_view_t view = {
+          .device = d,
+          .domain = domain->name,
+          .pid = device ? (int32_t)halo_hal_remote_device_pid(device) : 0,
+          .state = !device                                   ? "lost"
+                   : halo_hal_remote_device_is_ready(device) ? "serving"
+                                                             : "starting",
+          .sessions = domain->sessions,
+          .started = domain->workers_started,
+          .faults = domain->faults,
+          .last_fault = domain->last_fault,
+      };
+      visit(user_data, &view);
+    }
+  }
+  for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
+    for (uint32_t k = 0; k < HALOD_WORKER_SPARES_MAX; ++k) {
+      halo_hal_device_t *spare = daemon->workers->spares[d][k];
+      if (!spare) continue;
+      halod_worker_view_t view = {
+          .device = d,
+          .domain = "",
+          .pid = (int32_t)halo_hal_remote_device_pid(spare),
+          .state =
+              halo_hal_remote_device_is_ready(spare) ? "spare" : "starting",
+          .last_fault = "",
+      };
+      visit(user_data, &view);
+    }
+  }
 }

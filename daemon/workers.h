@@ -24,6 +24,9 @@
 
 #include "daemon/daemon.h"
 
+// Most spare workers per device (worker-spares).
+#define HALOD_WORKER_SPARES_MAX 4
+
 // Creates the devices (inline) or probes them with one worker per device
 // (process): fills daemon->hal's drivers and device count and the infos.
 halo_status_t halod_workers_start(halod_t *daemon);
@@ -58,5 +61,25 @@ void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain);
 // inline devices (the registry owns them).
 void halod_device_retain(halo_hal_device_t *device);
 void halod_device_release(halo_hal_device_t *device);
+
+// What haloctl workers shows of one worker (valid during the visit).
+typedef struct halod_worker_view_t {
+  uint32_t device;
+  const char *domain;      // "uid:1000", "pid:42"; "" for a spare
+  int32_t pid;             // 0: none running (lost, not yet replaced)
+  const char *state;       // "serving" | "spare" | "starting" | "lost"
+  uint32_t sessions;       // of its domain
+  uint32_t started;        // workers the domain has started on this device
+  uint32_t faults;         // workers the domain has lost
+  const char *last_fault;  // "" for none
+} halod_worker_view_t;
+
+// Visits every worker: each domain's per device (a domain whose worker was
+// lost shows "lost" until its next session starts one) and the spares.
+// Nothing with device-workers inline.
+void halod_workers_visit(halod_t *daemon,
+                         void (*visit)(void *user_data,
+                                       const halod_worker_view_t *view),
+                         void *user_data);
 
 #endif  // HALOD_WORKERS_H_

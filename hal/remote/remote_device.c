@@ -69,7 +69,10 @@ typedef struct halo_hal_remote_device_t {
   halo_hal_remote_call_t *calls;
   halo_u64_map_t executions;     // id -> halo_hal_remote_execution_t
   halo_u64_map_t registrations;  // key (page-aligned mapping) -> size
-  bool ready;
+  bool ready;                    // the worker reported its device
+  halo_status_t start_failure;   // why it never did (owned)
+  int64_t start_timeout_ns;
+  bool counted;    // in halo_hal_remote_live
   bool releasing;  // the last reference went: the link's end is no loss
   bool closing;    // ... and the link is shut: the reader frees the device
   bool lost;
@@ -896,7 +899,8 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
 }
 
 static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
-  bool counted = device->ready;
+  bool counted = device->counted;
+  halo_status_free(device->start_failure);
   halo_remote_link_deinitialize(&device->link);
   halo_u64_map_deinitialize(&device->executions);
   halo_u64_map_deinitialize(&device->registrations);
@@ -929,10 +933,87 @@ uint32_t halo_hal_remote_wait_all(int64_t timeout_ns) {
   return left;
 }
 
+// Reads the worker's first message: READY with its device, or FAILED.
+static halo_status_t halo_hal_remote_await_ready(
+    halo_hal_remote_device_t *device, int64_t timeout_ns) {
+  struct pollfd poll_fd = {.fd = device->link.fd, .events = POLLIN};
+  int timeout_ms = (int)(timeout_ns / 1000000);
+  int ready;
+  do {
+    ready = poll(&poll_fd, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) {
+    return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                            "%s: the worker did not start within %d ms",
+                            device->label, timeout_ms);
+  }
+  halo_remote_header_t header;
+  void *payload = NULL;
+  int fd = -1;
+  halo_status_t status =
+      halo_remote_link_receive(&device->link, &header, &payload, &fd);
+  if (fd >= 0) close(fd);
+  if (status) {
+    return halo_status_annotate(status, "%s: starting the worker",
+                                device->label);
+  }
+  if (header.type == HALO_REMOTE_FAILED) {
+    status = halo_status_make(HALO_STATUS_UNAVAILABLE, "%s: %.*s",
+                              device->label, (int)header.length,
+                              payload ? (const char *)payload : "");
+  } else if (header.type != HALO_REMOTE_READY ||
+             header.length != sizeof(halo_remote_ready_t)) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "%s: the worker's first message is not READY",
+                              device->label);
+  } else {
+    halo_remote_ready_t ready_message;
+    memcpy(&ready_message, payload, sizeof(ready_message));
+    if (ready_message.version != HALO_REMOTE_LINK_VERSION ||
+        ready_message.header_size != sizeof(halo_remote_header_t) ||
+        ready_message.execute_size != sizeof(halo_remote_execute_t) ||
+        ready_message.command_size != sizeof(halo_hal_command_t)) {
+      status = halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                                "%s: the worker speaks link version %u, "
+                                "halod %u (another build?)",
+                                device->label, ready_message.version,
+                                HALO_REMOTE_LINK_VERSION);
+    } else {
+      device->base.info = ready_message.info;
+    }
+  }
+  free(payload);
+  return status;
+}
+
 // The reader thread: replies, completions, the end of the worker.
 static void *halo_hal_remote_reader_main(void *argument) {
   halo_hal_remote_device_t *device = argument;
   char lost_message[256] = "";
+  halo_status_t started =
+      halo_hal_remote_await_ready(device, device->start_timeout_ns);
+  pthread_mutex_lock(&device->mutex);
+  if (started) {
+    device->start_failure = started;
+    device->lost = true;
+    snprintf(device->lost_reason, sizeof(device->lost_reason), "%s",
+             halo_status_message(started));
+  } else {
+    device->ready = true;
+  }
+  pthread_cond_broadcast(&device->cond);
+  pthread_mutex_unlock(&device->mutex);
+  if (started) {
+    // Nothing ran on it: no loss to report. It goes with its last reference.
+    if (device->pid > 0) kill(device->pid, SIGKILL);
+    char cause[256];
+    halo_hal_remote_reap(device, cause, sizeof(cause));
+    pthread_mutex_lock(&device->mutex);
+    while (!device->closing) pthread_cond_wait(&device->cond, &device->mutex);
+    pthread_mutex_unlock(&device->mutex);
+    halo_hal_remote_device_free(device);
+    return NULL;
+  }
   for (;;) {
     int timeout_ms = device->deadline_ns > 0 ? 20 : -1;
     if (!halo_remote_link_wait(&device->link, device->poll_ns, timeout_ms)) {
@@ -1000,60 +1081,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
   return NULL;
 }
 
-// Reads the worker's first message: READY with its device, or FAILED.
-static halo_status_t halo_hal_remote_await_ready(
-    halo_hal_remote_device_t *device, int64_t timeout_ns) {
-  struct pollfd poll_fd = {.fd = device->link.fd, .events = POLLIN};
-  int timeout_ms = (int)(timeout_ns / 1000000);
-  int ready;
-  do {
-    ready = poll(&poll_fd, 1, timeout_ms);
-  } while (ready < 0 && errno == EINTR);
-  if (ready == 0) {
-    return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
-                            "%s: the worker did not start within %d ms",
-                            device->label, timeout_ms);
-  }
-  halo_remote_header_t header;
-  void *payload = NULL;
-  int fd = -1;
-  halo_status_t status =
-      halo_remote_link_receive(&device->link, &header, &payload, &fd);
-  if (fd >= 0) close(fd);
-  if (status) {
-    return halo_status_annotate(status, "%s: starting the worker",
-                                device->label);
-  }
-  if (header.type == HALO_REMOTE_FAILED) {
-    status = halo_status_make(HALO_STATUS_UNAVAILABLE, "%s: %.*s",
-                              device->label, (int)header.length,
-                              payload ? (const char *)payload : "");
-  } else if (header.type != HALO_REMOTE_READY ||
-             header.length != sizeof(halo_remote_ready_t)) {
-    status = halo_status_make(HALO_STATUS_INTERNAL,
-                              "%s: the worker's first message is not READY",
-                              device->label);
-  } else {
-    halo_remote_ready_t ready_message;
-    memcpy(&ready_message, payload, sizeof(ready_message));
-    if (ready_message.version != HALO_REMOTE_LINK_VERSION ||
-        ready_message.header_size != sizeof(halo_remote_header_t) ||
-        ready_message.execute_size != sizeof(halo_remote_execute_t) ||
-        ready_message.command_size != sizeof(halo_hal_command_t)) {
-      status = halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
-                                "%s: the worker speaks link version %u, "
-                                "halod %u (another build?)",
-                                device->label, ready_message.version,
-                                HALO_REMOTE_LINK_VERSION);
-    } else {
-      device->base.info = ready_message.info;
-    }
-  }
-  free(payload);
-  return status;
-}
 
-halo_status_t halo_hal_remote_device_create(
+halo_status_t halo_hal_remote_device_start(
     const halo_hal_remote_options_t *options, halo_hal_device_t **out_device) {
   *out_device = NULL;
   halo_hal_remote_device_t *device = calloc(1, sizeof(*device));
@@ -1119,16 +1148,14 @@ halo_status_t halo_hal_remote_device_create(
     return status;
   }
   device->pid = pid;
-  int64_t timeout =
+  device->start_timeout_ns =
       options->start_timeout_ns > 0 ? options->start_timeout_ns : 30000000000ll;
-  halo_status_t status = halo_hal_remote_await_ready(device, timeout);
-  if (!status) {
-    error = pthread_create(&device->reader, NULL, halo_hal_remote_reader_main,
-                           device);
-    if (error) {
-      status = halo_status_from_errno(error, "%s: a worker reader thread",
-                                      device->label);
-    }
+  halo_status_t status = NULL;
+  error = pthread_create(&device->reader, NULL, halo_hal_remote_reader_main,
+                         device);
+  if (error) {
+    status = halo_status_from_errno(error, "%s: a worker reader thread",
+                                    device->label);
   }
   if (status) {
     kill(pid, SIGKILL);
@@ -1138,11 +1165,55 @@ halo_status_t halo_hal_remote_device_create(
   }
   pthread_detach(device->reader);
   pthread_mutex_lock(&halo_hal_remote_live.mutex);
-  device->ready = true;
+  device->counted = true;
   ++halo_hal_remote_live.count;
   pthread_mutex_unlock(&halo_hal_remote_live.mutex);
   *out_device = &device->base;
   return NULL;
+}
+
+halo_status_t halo_hal_remote_device_wait_ready(
+    halo_hal_device_t *base_device) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  while (!device->ready && !device->lost) {
+    pthread_cond_wait(&device->cond, &device->mutex);
+  }
+  halo_status_t status =
+      device->start_failure
+          ? halo_status_make(halo_status_code(device->start_failure), "%s",
+                             halo_status_message(device->start_failure))
+      : device->lost ? halo_hal_remote_lost_status(device)
+                     : NULL;
+  pthread_mutex_unlock(&device->mutex);
+  return status;
+}
+
+bool halo_hal_remote_device_is_ready(halo_hal_device_t *base_device) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  bool ready = device->ready && !device->lost;
+  pthread_mutex_unlock(&device->mutex);
+  return ready;
+}
+
+halo_status_t halo_hal_remote_device_create(
+    const halo_hal_remote_options_t *options, halo_hal_device_t **out_device) {
+  HALO_RETURN_IF_ERROR(halo_hal_remote_device_start(options, out_device));
+  halo_status_t status = halo_hal_remote_device_wait_ready(*out_device);
+  if (status) {
+    (*out_device)->vtable->destroy(*out_device);
+    *out_device = NULL;
+  }
+  return status;
+}
+
+void halo_hal_remote_device_set_label(halo_hal_device_t *base_device,
+                                      const char *label) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  snprintf(device->label, sizeof(device->label), "%s", label);
+  pthread_mutex_unlock(&device->mutex);
 }
 
 pid_t halo_hal_remote_device_pid(halo_hal_device_t *base_device) {

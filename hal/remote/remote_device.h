@@ -52,10 +52,23 @@ typedef struct halo_hal_remote_options_t {
   void *lost_user_data;
 } halo_hal_remote_options_t;
 
-// Starts the worker and waits until it reports its device (or fails with
-// the worker's reason). The device's |info| is the worker's device's.
+// Starts the worker and returns at once; its reader thread takes the
+// worker's first message (its device, or why it cannot serve). Calls made
+// before then are answered once it is up.
+halo_status_t halo_hal_remote_device_start(
+    const halo_hal_remote_options_t *options, halo_hal_device_t **out_device);
+// Waits until the worker reported its device: NULL, or why it never will.
+halo_status_t halo_hal_remote_device_wait_ready(halo_hal_device_t *device);
+// Whether it did (without waiting) and is not lost.
+bool halo_hal_remote_device_is_ready(halo_hal_device_t *device);
+// Start + wait_ready: the device's |info| is the worker's device's.
 halo_status_t halo_hal_remote_device_create(
     const halo_hal_remote_options_t *options, halo_hal_device_t **out_device);
+
+// Names the device and domain in later messages (a spare worker taken by
+// a trust domain).
+void halo_hal_remote_device_set_label(halo_hal_device_t *device,
+                                      const char *label);
 
 // Whether |device| is a remote one (the functions below take only those).
 bool halo_hal_remote_device_is(const halo_hal_device_t *device);
