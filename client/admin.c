@@ -121,6 +121,8 @@ HALO_ADMIN_SIMPLE(halo_admin_executables, AdminExecutables, ADMIN_EXECUTABLES,
                   admin_executables)
 HALO_ADMIN_SIMPLE(halo_admin_metrics, AdminMetrics, ADMIN_METRICS,
                   admin_metrics)
+HALO_ADMIN_SIMPLE(halo_admin_workers, AdminWorkers, ADMIN_WORKERS,
+                  admin_workers)
 
 halo_status_t halo_admin_kill_client(halo_admin_t *admin, uint32_t pid,
                                      halo_wire_response_t **out_response) {

@@ -46,6 +46,9 @@ halo_status_t halo_admin_executables(halo_admin_t *admin,
                                      halo_wire_response_t **out_response);
 halo_status_t halo_admin_metrics(halo_admin_t *admin,
                                  halo_wire_response_t **out_response);
+// The device worker processes: per (device, trust domain) and the spares.
+halo_status_t halo_admin_workers(halo_admin_t *admin,
+                                 halo_wire_response_t **out_response);
 // Ends every session of process |pid| (NOT_FOUND if none).
 halo_status_t halo_admin_kill_client(halo_admin_t *admin, uint32_t pid,
                                      halo_wire_response_t **out_response);

@@ -199,6 +199,7 @@ static void halod_admin_sessions(halod_t *daemon,
     info->has_executables = info->has_command_buffers = true;
     info->executables = session->executables;
     info->command_buffers = session->command_buffers;
+    info->lost = session->lost_reason ? session->lost_reason : "";
     halod_admin_session_devices(daemon, session, &usage[n], info);
     pointers[n++] = info;
   }
@@ -812,6 +813,72 @@ static void halod_admin_metrics(halod_t *daemon,
   free(text);
 }
 
+// ------------------------------------------------------------ workers
+
+typedef struct halod_admin_worker_list_t {
+  Halo__Wire__WorkerInfo *items;
+  Halo__Wire__WorkerInfo **pointers;
+  size_t count;
+  size_t capacity;
+  bool failed;
+} halod_admin_worker_list_t;
+
+// The views' strings stay valid until the reply is sent (the loop thread
+// changes nothing meanwhile): they are not copied.
+static void halod_admin_worker_visit(void *user_data,
+                                     const halod_worker_view_t *view) {
+  halod_admin_worker_list_t *list = user_data;
+  if (list->failed) return;
+  if (list->count == list->capacity) {
+    size_t capacity = list->capacity ? list->capacity * 2 : 16;
+    Halo__Wire__WorkerInfo *items =
+        realloc(list->items, capacity * sizeof(*items));
+    if (!items) {
+      list->failed = true;
+      return;
+    }
+    list->items = items;
+    list->capacity = capacity;
+  }
+  Halo__Wire__WorkerInfo *info = &list->items[list->count++];
+  halo__wire__worker_info__init(info);
+  info->device = view->device;
+  info->domain = (char *)(view->domain ? view->domain : "");
+  info->pid = view->pid;
+  info->state = (char *)view->state;
+  info->sessions = view->sessions;
+  info->started = view->started;
+  info->faults = view->faults;
+  info->last_fault = (char *)(view->last_fault ? view->last_fault : "");
+}
+
+static void halod_admin_workers(halod_t *daemon,
+                                halod_server_context_t *context) {
+  halod_admin_worker_list_t list = {0};
+  halod_workers_visit(daemon, halod_admin_worker_visit, &list);
+  if (!list.failed && list.count) {
+    // Pointers last: the items moved while the list grew.
+    list.pointers = calloc(list.count, sizeof(*list.pointers));
+    if (!list.pointers) list.failed = true;
+  }
+  if (list.failed) {
+    free(list.items);
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return;
+  }
+  for (size_t i = 0; i < list.count; ++i) list.pointers[i] = &list.items[i];
+  Halo__Wire__AdminWorkersReply reply = HALO__WIRE__ADMIN_WORKERS_REPLY__INIT;
+  reply.n_workers = list.count;
+  reply.workers = list.pointers;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_WORKERS;
+  response.admin_workers = &reply;
+  halod_reply(context, &response);
+  free(list.items);
+  free(list.pointers);
+}
+
 void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
   halod_t *daemon = user_data;
   if (event->kind != HALOD_SERVER_EVENT_REQUEST) {
@@ -846,6 +913,8 @@ void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
     halod_admin_drain(daemon, wire->admin_drain, event->context);
   } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_METRICS) {
     halod_admin_metrics(daemon, event->context);
+  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_WORKERS) {
+    halod_admin_workers(daemon, event->context);
   } else {
     halod_reply_status(event->context,
                        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

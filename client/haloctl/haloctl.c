@@ -512,11 +512,13 @@ static void haloctl_clients_print_json(
             ",\"command_buffers\":%" PRIu32 ",\"queues\":%" PRIu32
             ",\"submissions\":%" PRIu64 ",\"pending\":%" PRIu32
             ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
-            ",\"failures\":%" PRIu64 ",\"devices\":[",
+            ",\"failures\":%" PRIu64 ",\"lost\":",
             haloctl_json_seconds(s->age_seconds), s->buffers, s->semaphores,
             s->arenas, s->host_bytes, s->device_bytes, s->requests,
             s->executables, s->command_buffers, s->queues, s->submissions,
             s->pending, s->in_flight, s->completed, s->failures);
+    haloctl_json_nullable_string(out, s->lost && *s->lost ? s->lost : NULL);
+    fputs(",\"devices\":[", out);
     for (size_t d = 0; d < s->n_device_usage; ++d) {
       const Halo__Wire__DeviceUsage *u = s->device_usage[d];
       fprintf(out,
@@ -583,6 +585,19 @@ static void haloctl_clients_print_text(
   }
   haloctl_table_print(&table, stdout, "");
   haloctl_table_deinitialize(&table);
+  bool any_lost = false;
+  for (size_t i = 0; i < reply->n_sessions; ++i) {
+    const Halo__Wire__SessionInfo *s = reply->sessions[i];
+    if (!s->lost || !*s->lost) continue;
+    if (!any_lost) {
+      fputs("\nlost (SESSION_LOST until the client reconnects)\n", stdout);
+      any_lost = true;
+    }
+    char *reason = haloctl_printable(s->lost);
+    printf("  session %" PRIu64 " (pid %" PRIu32 "): %s\n", s->session_id,
+           s->pid, reason);
+    free(reason);
+  }
 }
 
 // ------------------------------------------------------------------ queues
@@ -687,6 +702,56 @@ static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
              q->pending - (uint32_t)q->n_pending_actions);
     }
   }
+}
+
+// ------------------------------------------------------------------ workers
+
+static void haloctl_workers_print_json(const Halo__Wire__AdminWorkersReply *r) {
+  FILE *out = stdout;
+  fputc('[', out);
+  for (size_t i = 0; i < r->n_workers; ++i) {
+    const Halo__Wire__WorkerInfo *w = r->workers[i];
+    fprintf(out, "%s{\"device\":%" PRIu32 ",\"domain\":", i ? "," : "",
+            w->device);
+    haloctl_json_string(out, w->domain);
+    fprintf(out, ",\"pid\":%" PRId32 ",\"state\":", w->pid);
+    haloctl_json_string(out, w->state);
+    fprintf(out,
+            ",\"sessions\":%" PRIu32 ",\"started\":%" PRIu32
+            ",\"faults\":%" PRIu32 ",\"last_fault\":",
+            w->sessions, w->started, w->faults);
+    haloctl_json_string(out, w->last_fault);
+    fputc('}', out);
+  }
+  fputs("]\n", out);
+}
+
+static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
+  if (r->n_workers == 0) {
+    fputs("no worker processes (device-workers inline?)\n", stdout);
+    return;
+  }
+  static const char *const kColumns[] = {">DEVICE", "DOMAIN",     ">PID",
+                                         "STATE",   ">SESSIONS",  ">STARTED",
+                                         ">FAULTS", "LAST FAULT", NULL};
+  haloctl_table_t table;
+  haloctl_table_initialize(&table, kColumns);
+  for (size_t i = 0; i < r->n_workers; ++i) {
+    const Halo__Wire__WorkerInfo *w = r->workers[i];
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, w->device));
+    haloctl_table_add(&table,
+                      haloctl_printable(*w->domain ? w->domain : "(spare)"));
+    haloctl_table_add(&table, w->pid > 0 ? haloctl_format("%" PRId32, w->pid)
+                                         : haloctl_format("-"));
+    haloctl_table_add(&table, haloctl_printable(w->state));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, w->sessions));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, w->started));
+    haloctl_table_add(&table, haloctl_format("%" PRIu32, w->faults));
+    haloctl_table_add(&table,
+                      haloctl_printable(*w->last_fault ? w->last_fault : "-"));
+  }
+  haloctl_table_print(&table, stdout, "");
+  haloctl_table_deinitialize(&table);
 }
 
 // ------------------------------------------------------------------ semaphores
@@ -1033,6 +1098,8 @@ static const haloctl_listing_t kClients = HALOCTL_LISTING(
     halo_admin_sessions, ADMIN_SESSIONS, admin_sessions, haloctl_clients);
 static const haloctl_listing_t kQueues = HALOCTL_LISTING(
     halo_admin_queues, ADMIN_QUEUES, admin_queues, haloctl_queues);
+static const haloctl_listing_t kWorkers = HALOCTL_LISTING(
+    halo_admin_workers, ADMIN_WORKERS, admin_workers, haloctl_workers);
 static const haloctl_listing_t kSemaphores =
     HALOCTL_LISTING(halo_admin_semaphores, ADMIN_SEMAPHORES, admin_semaphores,
                     haloctl_semaphores);
@@ -1191,6 +1258,8 @@ static const haloctl_command_t kCommands[] = {
      "sessions: pid, uid, name, bytes per device, work, failures"},
     {"queues", "", &kQueues, true,
      "queues: pending (and on what), in flight, done, p50/p99"},
+    {"workers", "", &kWorkers, false,
+     "device worker processes: domain, pid, state, faults"},
     {"semaphores", "", &kSemaphores, false,
      "semaphores: value, waiters, owner, importers, failure"},
     {"buffers", "", &kBuffers, false,

@@ -1,7 +1,8 @@
 // haloctl against a running halod with clients: every command in both
 // output modes (tables and JSON that parses), what it shows of the clients'
-// work, kill-client, drain, metrics, --watch, the exit codes, and that the
-// client socket refuses every admin request.
+// work, the device workers (and a session lost with its worker), kill-client,
+// drain, metrics, --watch, the exit codes, and that the client socket
+// refuses every admin request.
 #include "tests/integration/ops_support.h"
 // clang-format off
 #include "tests/support/halo_test.h"
@@ -112,7 +113,7 @@ static void test_every_command_in_both_modes(void **state) {
   haloctl_work_t work;
   haloctl_work_begin(fixture, &work);
   static const char *const kCommands[] = {
-      "status",  "clients",     "queues", "semaphores",
+      "status",  "clients",     "queues", "workers", "semaphores",
       "buffers", "executables", "cache",  "metrics"};
   for (size_t i = 0; i < sizeof(kCommands) / sizeof(kCommands[0]); ++i) {
     ops_result_t text, json;
@@ -264,6 +265,121 @@ static void test_metrics(void **state) {
                         "\"labels\":{\"device\":\"0\"},\"value\":1}"));
   ops_result_free(&r);
   haloctl_work_release(&work);
+}
+
+// The pid after |key| ("\"domain\":\"uid:1000\",\"pid\":") in the output of
+// `haloctl --json workers`, if the worker's state is |state|; 0 if none.
+static pid_t haloctl_worker_pid(const char *json, const char *key,
+                                const char *state) {
+  char expected[64];
+  snprintf(expected, sizeof(expected), ",\"state\":\"%s\"", state);
+  for (const char *at = strstr(json, key); at; at = strstr(at + 1, key)) {
+    int pid = 0, consumed = 0;
+    if (sscanf(at + strlen(key), "%d%n", &pid, &consumed) == 1 &&
+        strncmp(at + strlen(key) + consumed, expected, strlen(expected)) == 0) {
+      return (pid_t)pid;
+    }
+  }
+  return 0;
+}
+
+// Whether |pid| is a live (not zombie) child of |parent|.
+static bool haloctl_live_child_of(pid_t pid, pid_t parent) {
+  char path[64], text[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char *end = strrchr(text, ')');
+  char state = 0;
+  int ppid = 0;
+  return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 &&
+         ppid == parent && state != 'Z';
+}
+
+// Runs `haloctl --json workers` until it lists a worker of |domain| ("" for
+// a spare) in |state| (at most 10 s); returns its pid.
+static pid_t haloctl_wait_worker(const haloctl_fixture_t *fixture,
+                                 const char *domain, const char *state) {
+  char key[64];
+  snprintf(key, sizeof(key), "\"domain\":\"%s\",\"pid\":", domain);
+  int64_t deadline = ops_now_ms() + 10000;
+  for (;;) {
+    ops_result_t r;
+    haloctl_run(fixture, (const char *const[]){"--json", "workers", NULL}, &r);
+    OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+    pid_t pid = haloctl_worker_pid(r.out, key, state);
+    if (pid || ops_now_ms() > deadline) {
+      if (!pid) {
+        print_error("no %s worker of domain \"%s\" listed:\n%s\n", state,
+                    domain, r.out);
+      }
+      ops_result_free(&r);
+      assert_true(pid > 0 || strcmp(state, "lost") == 0);
+      return pid;
+    }
+    ops_result_free(&r);
+    ops_sleep_ms(20);
+  }
+}
+
+static void test_workers(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  // The fixture's client made its domain (--trust-domain uid, the default)
+  // take a worker; a spare is started beside it.
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%d", (int)getuid());
+  pid_t serving = haloctl_wait_worker(fixture, domain, "serving");
+  assert_true(haloctl_live_child_of(serving, fixture->daemon.pid));
+  pid_t spare = haloctl_wait_worker(fixture, "", "spare");
+  assert_true(haloctl_live_child_of(spare, fixture->daemon.pid));
+  assert_int_not_equal(serving, spare);
+
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"--json", "workers", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
+  char needle[160];
+  snprintf(needle, sizeof(needle),
+           "{\"device\":0,\"domain\":\"%s\",\"pid\":%d,"
+           "\"state\":\"serving\",\"sessions\":1,\"started\":1,"
+           "\"faults\":0,\"last_fault\":\"\"}",
+           domain, (int)serving);
+  OPS_EXPECT(&r, strstr(r.out, needle));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"workers", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && !r.err[0]);
+  OPS_EXPECT(&r, strstr(r.out, "DEVICE") && strstr(r.out, "LAST FAULT"));
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), " %d  serving ", (int)serving);
+  OPS_EXPECT(&r, strstr(r.out, domain) && strstr(r.out, pid_text));
+  snprintf(pid_text, sizeof(pid_text), " %d  spare ", (int)spare);
+  OPS_EXPECT(&r, strstr(r.out, "(spare)") && strstr(r.out, pid_text));
+  ops_result_free(&r);
+
+  // The worker dies: it is listed as lost with the fault, and the session
+  // as lost with the reason.
+  assert_int_equal(kill(serving, SIGKILL), 0);
+  haloctl_wait_worker(fixture, domain, "lost");
+  haloctl_run(fixture, (const char *const[]){"--json", "workers", NULL}, &r);
+  snprintf(needle, sizeof(needle),
+           "\"domain\":\"%s\",\"pid\":0,\"state\":\"lost\","
+           "\"sessions\":1,\"started\":1,\"faults\":1,\"last_fault\":\"",
+           domain);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, needle) &&
+                     strstr(r.out, "killed by signal 9"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out) &&
+                     strstr(r.out, "\"lost\":\"") &&
+                     !strstr(r.out, "\"lost\":null"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "\nlost (SESSION_LOST"));
+  ops_result_free(&r);
 }
 
 // Reads the peer's stdout file until a line starts with |prefix|.
@@ -490,6 +606,7 @@ int main(void) {
       T(test_every_command_in_both_modes),
       T(test_clients_show_the_work_of_each),
       T(test_buffers_and_cache),
+      T(test_workers),
       T(test_metrics),
       T(test_kill_client),
       T(test_drain_and_undrain),

@@ -656,6 +656,27 @@ uint32_t halo_test_admin_semaphore_count(const halo_test_daemon_t *daemon) {
   return count;
 }
 
+halo_wire_response_t *halo_test_admin_workers(
+    const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo__admin(daemon, halo_admin_workers);
+  assert_non_null(response->admin_workers);
+  return response;
+}
+
+pid_t halo_test_admin_worker_pid(const halo_test_daemon_t *daemon,
+                                 const char *domain) {
+  halo_wire_response_t *response = halo_test_admin_workers(daemon);
+  pid_t pid = 0;
+  for (size_t i = 0; i < response->admin_workers->n_workers && !pid; ++i) {
+    const Halo__Wire__WorkerInfo *worker = response->admin_workers->workers[i];
+    if (strcmp(worker->domain, domain) == 0 && worker->pid > 0) {
+      pid = (pid_t)worker->pid;
+    }
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return pid;
+}
+
 // ---------------------------------------------------------------- raw client
 
 void halo_test_raw_open(halo_test_raw_t *raw, const char *address,

@@ -187,6 +187,15 @@ void halo_test_admin_queue_totals(const halo_test_daemon_t *daemon,
 // kept alive only by unfinished submissions included.
 uint32_t halo_test_admin_semaphore_count(const halo_test_daemon_t *daemon);
 
+// The device worker processes (AdminWorkersReply); free as above.
+halo_wire_response_t *halo_test_admin_workers(const halo_test_daemon_t *daemon);
+
+// The pid of the worker serving trust domain |domain| ("uid:1000",
+// "pid:42"; "" names a spare) on any device, from `haloctl workers`'s admin
+// request; 0 if none is running.
+pid_t halo_test_admin_worker_pid(const halo_test_daemon_t *daemon,
+                                 const char *domain);
+
 // ---------------------------------------------------------------- raw client
 
 // A client speaking the wire protocol directly (no libhalo), to send what
