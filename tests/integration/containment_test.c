@@ -16,9 +16,10 @@
 //   requests on the old client return SESSION_LOST; after reconnecting it
 //   runs a vector add correctly; the victim completed every step, some
 //   after the crash;
-// - killed worker: the attacker's worker (a child of halod that appeared
-//   with the attacker's session) is SIGKILLed while it runs `spin` (no
-//   deadline): the same outcome, and halod reaps the dead worker;
+// - killed worker: the attacker's worker (the one halod's admin socket
+//   lists for the attacker's domain, pid:<this process>, as `haloctl
+//   workers` does; a live child of halod) is SIGKILLed while it runs `spin`
+//   (no deadline): the same outcome, and halod reaps the dead worker;
 // - deadline: with --submission-deadline-ms 500 the attacker's `spin`
 //   fails with DEADLINE_EXCEEDED naming the deadline, within a few seconds
 //   and not before 500 ms; the victim completed every step; a reconnect
@@ -30,7 +31,6 @@
 //
 // Against a halod without worker processes the crash kills halod itself;
 // these tests then fail saying so.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -384,10 +384,8 @@ static void attacker_rebuild(halo_test_fixture_t *fixture, attacker_t *attacker,
 
 // ---------------------------------------------------------------- /proc
 
-// The state and parent of process |pid|, and its CPU time in clock ticks;
-// false if it does not exist.
-static bool proc_stat(pid_t pid, char *out_state, pid_t *out_ppid,
-                      unsigned long long *out_ticks) {
+// The state and parent of process |pid|; false if it does not exist.
+static bool proc_stat(pid_t pid, char *out_state, pid_t *out_ppid) {
   char path[64], text[1024];
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -400,94 +398,46 @@ static bool proc_stat(pid_t pid, char *out_state, pid_t *out_ppid,
   if (!end) return false;
   char state = 0;
   int ppid = 0;
-  unsigned long long utime = 0, stime = 0;
-  if (sscanf(end + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-             &state, &ppid, &utime, &stime) != 4) {
-    return false;
-  }
+  if (sscanf(end + 1, " %c %d", &state, &ppid) != 2) return false;
   if (out_state) *out_state = state;
   if (out_ppid) *out_ppid = ppid;
-  if (out_ticks) *out_ticks = utime + stime;
   return true;
-}
-
-// The live (not zombie) children of |parent|, from /proc/*/stat (the
-// kernel may lack /proc/PID/task/TID/children). Returns how many; at most
-// |capacity| are stored.
-static size_t children_of(pid_t parent, pid_t *out, size_t capacity) {
-  DIR *proc = opendir("/proc");
-  assert_non_null(proc);
-  size_t count = 0;
-  struct dirent *entry;
-  while ((entry = readdir(proc))) {
-    char *end = NULL;
-    long pid = strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end) continue;
-    char state;
-    pid_t ppid;
-    if (!proc_stat((pid_t)pid, &state, &ppid, NULL)) continue;
-    if (ppid != parent || state == 'Z') continue;
-    if (count < capacity) out[count] = (pid_t)pid;
-    ++count;
-  }
-  closedir(proc);
-  return count;
-}
-
-static bool contains(const pid_t *pids, size_t count, pid_t pid) {
-  for (size_t i = 0; i < count; ++i) {
-    if (pids[i] == pid) return true;
-  }
-  return false;
 }
 
 // Whether |pid| is no longer a child of |parent| (exited and reaped).
 static bool reaped_by(pid_t pid, pid_t parent) {
   pid_t ppid = 0;
-  return !proc_stat(pid, NULL, &ppid, NULL) || ppid != parent;
+  return !proc_stat(pid, NULL, &ppid) || ppid != parent;
 }
 
-// The attacker's worker: among halod's children that were not in
-// |before|, the one burning CPU (it runs `spin`).
-static pid_t find_spinning_worker(pid_t halod, const pid_t *before,
-                                  size_t before_count) {
-  pid_t children[64], fresh[64];
-  size_t count = children_of(halod, children, 64);
-  size_t fresh_count = 0;
-  for (size_t i = 0; i < count && i < 64; ++i) {
-    if (!contains(before, before_count, children[i])) {
-      fresh[fresh_count++] = children[i];
-    }
-  }
-  print_message(
-      "halod (pid %d) has %zu child processes, %zu new since the attacker "
-      "connected\n",
-      halod, count, fresh_count);
-  if (fresh_count == 0) {
+// The attacker's worker: the one halod lists for this process's trust
+// domain (--trust-domain process: "pid:<pid>"), which must be a live child
+// of halod. (Not "a child that appeared with the attacker's session": the
+// domain takes a spare that was already running, and a fresh spare starts.)
+static pid_t find_attacker_worker(const halo_test_daemon_t *daemon) {
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
+  pid_t worker = halo_test_admin_worker_pid(daemon, domain);
+  if (worker == 0) {
     print_error(
-        "halod has no child process that appeared with the attacker's "
-        "session: no worker process for its trust domain (device-workers "
-        "process?)\n");
+        "halod lists no worker process for the attacker's trust domain %s "
+        "(device-workers process?)\n",
+        domain);
     fail();
   }
-  if (fresh_count == 1) return fresh[0];
-  unsigned long long ticks[64] = {0};
-  for (size_t i = 0; i < fresh_count; ++i) {
-    proc_stat(fresh[i], NULL, NULL, &ticks[i]);
+  char state = 0;
+  pid_t ppid = 0;
+  if (!proc_stat(worker, &state, &ppid) || ppid != daemon->pid ||
+      state == 'Z') {
+    print_error(
+        "the worker halod lists for %s, pid %d, is not a live child of halod "
+        "(pid %d)\n",
+        domain, (int)worker, (int)daemon->pid);
+    fail();
   }
-  halo_test_sleep_ms(500);
-  pid_t busiest = 0;
-  unsigned long long most = 0;
-  for (size_t i = 0; i < fresh_count; ++i) {
-    unsigned long long now = 0;
-    if (!proc_stat(fresh[i], NULL, NULL, &now)) continue;
-    if (!busiest || now - ticks[i] > most) {
-      busiest = fresh[i];
-      most = now - ticks[i];
-    }
-  }
-  assert_true(busiest > 0);
-  return busiest;
+  print_message("the attacker's trust domain %s: worker pid %d\n", domain,
+                (int)worker);
+  return worker;
 }
 
 // ---------------------------------------------------------------- fixtures
@@ -543,10 +493,6 @@ static void test_killed_worker_is_contained_in_its_domain(void **state) {
   HALO_TEST_LOCAL_ONLY("the spin kernel is an ELF for the local driver");
   halo_test_process_t *victim = &fixture->peers[0];
   victim_start(fixture, victim, "stop");
-  // halod's children before the attacker's session: the victim's worker.
-  pid_t before[64];
-  size_t before_count = children_of(fixture->daemon.pid, before, 64);
-  assert_true(before_count <= 64);
   attacker_t attacker;
   attacker_open(fixture, &attacker);
 
@@ -557,8 +503,7 @@ static void test_killed_worker_is_contained_in_its_domain(void **state) {
     print_error("the attacker's spin kernel did not start\n");
     fail();
   }
-  pid_t worker =
-      find_spinning_worker(fixture->daemon.pid, before, before_count);
+  pid_t worker = find_attacker_worker(&fixture->daemon);
   print_message("SIGKILL to the attacker's worker, pid %d\n", worker);
   assert_int_equal(kill(worker, SIGKILL), 0);
   halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
