@@ -15,6 +15,7 @@
 #define HALO_REMOTE_MAX_PARTS 8
 
 void halo_remote_link_initialize(halo_remote_link_t *link, int fd) {
+  memset(link, 0, sizeof(*link));
   link->fd = fd;
   pthread_mutex_init(&link->send_mutex, NULL);
 }
@@ -22,6 +23,10 @@ void halo_remote_link_initialize(halo_remote_link_t *link, int fd) {
 void halo_remote_link_deinitialize(halo_remote_link_t *link) {
   if (link->fd >= 0) close(link->fd);
   link->fd = -1;
+  for (uint32_t i = 0; i < link->fd_count; ++i) close(link->fds[i]);
+  link->fd_count = 0;
+  free(link->in);
+  link->in = NULL;
   pthread_mutex_destroy(&link->send_mutex);
 }
 
@@ -93,43 +98,81 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
   return status;
 }
 
-// Reads exactly |size| bytes; the first read may carry a descriptor.
-static halo_status_t halo_remote_link_read_all(int socket_fd, void *data,
-                                               size_t size, int *inout_fd) {
-  char *bytes = data;
-  while (size > 0) {
-    union {
-      struct cmsghdr header;
-      char bytes[CMSG_SPACE(sizeof(int))];
-    } control;
-    struct iovec iov = {.iov_base = bytes, .iov_len = size};
-    struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (inout_fd) {
-      message.msg_control = control.bytes;
-      message.msg_controllen = sizeof(control.bytes);
+// One read of at most |size| bytes into |data|; descriptors that come with
+// it join the link's queue. 0 bytes: the peer closed.
+static halo_status_t halo_remote_link_read(halo_remote_link_t *link, void *data,
+                                           size_t size, size_t *out_read) {
+  union {
+    struct cmsghdr header;
+    char bytes[CMSG_SPACE(sizeof(int) * HALO_REMOTE_LINK_MAX_FDS)];
+  } control;
+  struct iovec iov = {.iov_base = data, .iov_len = size};
+  struct msghdr message = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.bytes,
+                           .msg_controllen = sizeof(control.bytes)};
+  ssize_t got;
+  do {
+    got = recvmsg(link->fd, &message, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    return halo_status_from_errno(errno, "receiving from the device link");
+  }
+  for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message); cmsg;
+       cmsg = CMSG_NXTHDR(&message, cmsg)) {
+    if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+      continue;
     }
-    ssize_t got = recvmsg(socket_fd, &message, MSG_CMSG_CLOEXEC);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return halo_status_from_errno(errno, "receiving from the device link");
-    }
-    if (got == 0) {
-      return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                              "the device link closed");
-    }
-    if (inout_fd) {
-      for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message); cmsg;
-           cmsg = CMSG_NXTHDR(&message, cmsg)) {
-        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-          int fd = -1;
-          memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
-          if (*inout_fd >= 0) close(*inout_fd);
-          *inout_fd = fd;
-        }
+    size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t k = 0; k < count; ++k) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cmsg) + k * sizeof(int), sizeof(int));
+      if (link->fd_count < HALO_REMOTE_LINK_MAX_FDS) {
+        link->fds[link->fd_count++] = fd;
+      } else {
+        close(fd);
       }
     }
-    bytes += got;
-    size -= (size_t)got;
+  }
+  *out_read = (size_t)got;
+  if (got == 0) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE, "the device link closed");
+  }
+  return NULL;
+}
+
+// Fills |out| with |size| bytes: buffered ones first, then from the socket
+// (small reads through the buffer, so that what follows is read ahead).
+static halo_status_t halo_remote_link_take(halo_remote_link_t *link, void *out,
+                                           size_t size) {
+  char *bytes = out;
+  while (size > 0) {
+    size_t buffered = link->in_end - link->in_start;
+    if (buffered > 0) {
+      size_t n = buffered < size ? buffered : size;
+      memcpy(bytes, link->in + link->in_start, n);
+      link->in_start += n;
+      bytes += n;
+      size -= n;
+      continue;
+    }
+    size_t got = 0;
+    if (size >= HALO_REMOTE_LINK_BUFFER) {
+      HALO_RETURN_IF_ERROR(halo_remote_link_read(link, bytes, size, &got));
+      bytes += got;
+      size -= got;
+      continue;
+    }
+    if (!link->in) {
+      link->in = malloc(HALO_REMOTE_LINK_BUFFER);
+      if (!link->in) {
+        return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+      }
+    }
+    link->in_start = link->in_end = 0;
+    HALO_RETURN_IF_ERROR(
+        halo_remote_link_read(link, link->in, HALO_REMOTE_LINK_BUFFER, &got));
+    link->in_end = got;
   }
   return NULL;
 }
@@ -139,33 +182,34 @@ halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
                                        void **out_payload, int *out_fd) {
   *out_payload = NULL;
   *out_fd = -1;
-  halo_status_t status = halo_remote_link_read_all(link->fd, out_header,
-                                                   sizeof(*out_header), out_fd);
-  if (status) return status;
+  HALO_RETURN_IF_ERROR(
+      halo_remote_link_take(link, out_header, sizeof(*out_header)));
   if (out_header->length > HALO_REMOTE_MAX_PAYLOAD) {
-    if (*out_fd >= 0) close(*out_fd);
-    *out_fd = -1;
     return halo_status_make(HALO_STATUS_DATA_LOSS,
                             "a device link message of %llu bytes",
                             (unsigned long long)out_header->length);
   }
-  if (out_header->length == 0) return NULL;
-  void *payload = malloc(out_header->length);
-  if (!payload) {
-    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+  if (out_header->length > 0) {
+    void *payload = malloc(out_header->length);
+    if (!payload) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "oom (a device link message of %llu bytes)",
                               (unsigned long long)out_header->length);
-  } else {
-    status =
-        halo_remote_link_read_all(link->fd, payload, out_header->length, NULL);
+    }
+    halo_status_t status =
+        halo_remote_link_take(link, payload, out_header->length);
+    if (status) {
+      free(payload);
+      return status;
+    }
+    *out_payload = payload;
   }
-  if (status) {
-    free(payload);
-    if (*out_fd >= 0) close(*out_fd);
-    *out_fd = -1;
-    return status;
+  // Descriptors travel only with REGISTER_HOST, one each, in order.
+  if (out_header->type == HALO_REMOTE_REGISTER_HOST && link->fd_count > 0) {
+    *out_fd = link->fds[0];
+    memmove(link->fds, link->fds + 1, (link->fd_count - 1) * sizeof(int));
+    --link->fd_count;
   }
-  *out_payload = payload;
   return NULL;
 }
 
@@ -177,6 +221,7 @@ static int64_t halo_remote_link_now_ns(void) {
 
 bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms) {
+  if (link->in_end > link->in_start) return true;  // read ahead
   struct pollfd poll_fd = {.fd = link->fd, .events = POLLIN};
   int64_t spin_until = halo_remote_link_now_ns() + spin_ns;
   do {

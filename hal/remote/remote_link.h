@@ -166,13 +166,24 @@ typedef struct halo_remote_complete_t {
   uint32_t message_length;
 } halo_remote_complete_t;
 
+#define HALO_REMOTE_LINK_BUFFER (64 * 1024)
+#define HALO_REMOTE_LINK_MAX_FDS 16
+
 typedef struct halo_remote_link_t {
   int fd;
   pthread_mutex_t send_mutex;
+  // Receiving side (one thread): bytes read ahead, so that messages that
+  // arrived together are taken with one read, and descriptors received
+  // but not yet handed to their REGISTER_HOST message (in order).
+  uint8_t *in;
+  size_t in_start;
+  size_t in_end;
+  int fds[HALO_REMOTE_LINK_MAX_FDS];
+  uint32_t fd_count;
 } halo_remote_link_t;
 
 void halo_remote_link_initialize(halo_remote_link_t *link, int fd);
-// Closes the socket.
+// Closes the socket (and descriptors received but never claimed).
 void halo_remote_link_deinitialize(halo_remote_link_t *link);
 
 // Sends one message: |parts| byte ranges back to back as the payload, and
@@ -195,8 +206,9 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms);
 
 // Receives one message; |out_payload| is malloc'd (NULL when empty) and
-// |out_fd| receives an attached descriptor or -1. UNAVAILABLE at the end of
-// the stream (the peer closed or died). The receiving thread only.
+// |out_fd| receives the descriptor a REGISTER_HOST message carries, else -1.
+// UNAVAILABLE at the end of the stream (the peer closed or died). The receiving
+// thread only.
 halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
                                        halo_remote_header_t *out_header,
                                        void **out_payload, int *out_fd);
