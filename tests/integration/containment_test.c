@@ -384,30 +384,10 @@ static void attacker_rebuild(halo_test_fixture_t *fixture, attacker_t *attacker,
 
 // ---------------------------------------------------------------- /proc
 
-// The state and parent of process |pid|; false if it does not exist.
-static bool proc_stat(pid_t pid, char *out_state, pid_t *out_ppid) {
-  char path[64], text[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t got = read(fd, text, sizeof(text) - 1);
-  close(fd);
-  if (got <= 0) return false;
-  text[got] = '\0';
-  const char *end = strrchr(text, ')');  // the name may hold anything
-  if (!end) return false;
-  char state = 0;
-  int ppid = 0;
-  if (sscanf(end + 1, " %c %d", &state, &ppid) != 2) return false;
-  if (out_state) *out_state = state;
-  if (out_ppid) *out_ppid = ppid;
-  return true;
-}
-
 // Whether |pid| is no longer a child of |parent| (exited and reaped).
 static bool reaped_by(pid_t pid, pid_t parent) {
   pid_t ppid = 0;
-  return !proc_stat(pid, NULL, &ppid) || ppid != parent;
+  return !halo_test_proc_stat(pid, NULL, &ppid) || ppid != parent;
 }
 
 // The attacker's worker: the one halod lists for this process's trust
@@ -425,10 +405,7 @@ static pid_t find_attacker_worker(const halo_test_daemon_t *daemon) {
         domain);
     fail();
   }
-  char state = 0;
-  pid_t ppid = 0;
-  if (!proc_stat(worker, &state, &ppid) || ppid != daemon->pid ||
-      state == 'Z') {
+  if (!halo_test_is_live_child(worker, daemon->pid)) {
     print_error(
         "the worker halod lists for %s, pid %d, is not a live child of halod "
         "(pid %d)\n",

@@ -283,23 +283,6 @@ static pid_t haloctl_worker_pid(const char *json, const char *key,
   return 0;
 }
 
-// Whether |pid| is a live (not zombie) child of |parent|.
-static bool haloctl_live_child_of(pid_t pid, pid_t parent) {
-  char path[64], text[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t got = read(fd, text, sizeof(text) - 1);
-  close(fd);
-  if (got <= 0) return false;
-  text[got] = '\0';
-  const char *end = strrchr(text, ')');
-  char state = 0;
-  int ppid = 0;
-  return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 &&
-         ppid == parent && state != 'Z';
-}
-
 // Runs `haloctl --json workers` until it lists a worker of |domain| ("" for
 // a spare) in |state| (at most 10 s); returns its pid.
 static pid_t haloctl_wait_worker(const haloctl_fixture_t *fixture,
@@ -334,9 +317,9 @@ static void test_workers(void **state) {
   char domain[32];
   snprintf(domain, sizeof(domain), "uid:%d", (int)getuid());
   pid_t serving = haloctl_wait_worker(fixture, domain, "serving");
-  assert_true(haloctl_live_child_of(serving, fixture->daemon.pid));
+  assert_true(halo_test_is_live_child(serving, fixture->daemon.pid));
   pid_t spare = haloctl_wait_worker(fixture, "", "spare");
-  assert_true(haloctl_live_child_of(spare, fixture->daemon.pid));
+  assert_true(halo_test_is_live_child(spare, fixture->daemon.pid));
   assert_int_not_equal(serving, spare);
 
   ops_result_t r;

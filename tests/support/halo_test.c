@@ -1379,3 +1379,29 @@ halo_command_buffer_t *halo_test_record_vector_add(
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
   return cb;
 }
+
+bool halo_test_proc_stat(pid_t pid, char *out_state, pid_t *out_ppid) {
+  char path[64], text[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char *end = strrchr(text, ')');  // the name may hold anything
+  if (!end) return false;
+  char state = 0;
+  int ppid = 0;
+  if (sscanf(end + 1, " %c %d", &state, &ppid) != 2) return false;
+  if (out_state) *out_state = state;
+  if (out_ppid) *out_ppid = ppid;
+  return true;
+}
+
+bool halo_test_is_live_child(pid_t pid, pid_t parent) {
+  char state = 0;
+  pid_t ppid = 0;
+  return halo_test_proc_stat(pid, &state, &ppid) && ppid == parent &&
+         state != 'Z';
+}

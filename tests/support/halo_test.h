@@ -326,6 +326,13 @@ int halo_test_fd_get(int socket_fd, uint32_t kind, uint64_t id,
 
 // ---------------------------------------------------------------- processes
 
+// The state ('R', 'S', 'Z', ...) and parent of process |pid| from
+// /proc/PID/stat; false if it does not exist. Either output may be NULL.
+bool halo_test_proc_stat(pid_t pid, char *out_state, pid_t *out_ppid);
+
+// Whether |pid| is a live (not zombie) child of |parent|.
+bool halo_test_is_live_child(pid_t pid, pid_t parent);
+
 typedef struct halo_test_process_t {
   pid_t pid;  // 0 once reaped
   int stdout_fd;
