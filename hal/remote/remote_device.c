@@ -1081,7 +1081,6 @@ static void *halo_hal_remote_reader_main(void *argument) {
   return NULL;
 }
 
-
 halo_status_t halo_hal_remote_device_start(
     const halo_hal_remote_options_t *options, halo_hal_device_t **out_device) {
   *out_device = NULL;

@@ -54,3 +54,11 @@ HALO_LOCAL_KERNEL(counts) {
                     state->workgroup_count[1] * state->workgroup_id[2]);
   for (int d = 0; d < 3; ++d) out[3 * l + d] = state->workgroup_count[d];
 }
+
+// Writes to address 16: a real SIGSEGV in the trust domain's device worker
+// (tests/test_containment.py); no arguments.
+HALO_LOCAL_KERNEL(crash) {
+  (void)state;
+  int *volatile target = (int *)16;
+  *target = 1;
+}
