@@ -372,17 +372,28 @@ static void halod_workers_refill(halod_t *daemon, uint32_t index) {
 }
 
 // A spare of device |index| that is up, or NULL.
+// A spare of device |index|: one that is up, else one still starting (the
+// caller waits for it rather than starting yet another context), else NULL.
 static halo_hal_device_t *halod_workers_take_spare(halod_t *daemon,
                                                    uint32_t index) {
   struct halod_workers_state_t *state = daemon->workers;
+  halo_hal_device_t **starting = NULL;
   for (uint32_t k = 0; k < daemon->config.worker_spares; ++k) {
-    halo_hal_device_t *spare = state->spares[index][k];
-    if (spare && halo_hal_remote_device_is_ready(spare)) {
-      state->spares[index][k] = NULL;
+    halo_hal_device_t **slot = &state->spares[index][k];
+    if (!*slot) continue;
+    if (halo_hal_remote_device_is_ready(*slot)) {
+      halo_hal_device_t *spare = *slot;
+      *slot = NULL;
       return spare;
     }
+    if (!starting && !halo_hal_remote_device_lost(*slot, NULL, 0)) {
+      starting = slot;
+    }
   }
-  return NULL;
+  if (!starting) return NULL;
+  halo_hal_device_t *spare = *starting;
+  *starting = NULL;
+  return spare;
 }
 
 halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
@@ -406,6 +417,13 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
              domain->name);
     halo_hal_device_t *spare = halod_workers_take_spare(daemon, index);
     halo_status_t status = NULL;
+    if (spare) status = halo_hal_remote_device_wait_ready(spare);
+    if (spare && status) {
+      halod_device_release(spare);  // it died starting: start another
+      spare = NULL;
+      halo_status_free(status);
+      status = NULL;
+    }
     if (spare) {
       halo_hal_remote_device_set_label(spare, label);
       domain->devices[index] = spare;
