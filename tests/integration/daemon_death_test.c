@@ -107,6 +107,10 @@ static void test_sigkill_wakes_waiters_with_unavailable(void **state) {
 static void test_calls_after_daemon_death_fail_quickly(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_client_close(fixture->client);
+  // The 1 s request timeout below bounds the calls after halod's death; the
+  // reconnect must not wait for a device worker's start (the domain's
+  // worker went with its last session).
+  assert_true(halo_test_admin_wait_spare(&fixture->daemon, 60000));
   fixture->client = halo_test_connect(&fixture->daemon, 1000);
   halo_semaphore_t *semaphore = NULL;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(fixture->client, 0, 0, &semaphore));

@@ -677,6 +677,22 @@ pid_t halo_test_admin_worker_pid(const halo_test_daemon_t *daemon,
   return pid;
 }
 
+static bool halo_test_spare_ready(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo_test_admin_workers(daemon);
+  size_t count = response->admin_workers->n_workers;
+  bool ready = count == 0;  // inline: no workers
+  for (size_t i = 0; i < count && !ready; ++i) {
+    ready = strcmp(response->admin_workers->workers[i]->state, "spare") == 0;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return ready;
+}
+
+bool halo_test_admin_wait_spare(const halo_test_daemon_t *daemon,
+                                int timeout_ms) {
+  return HALO_TEST_POLL(halo_test_spare_ready(daemon), timeout_ms);
+}
+
 // ---------------------------------------------------------------- raw client
 
 void halo_test_raw_open(halo_test_raw_t *raw, const char *address,

@@ -196,6 +196,13 @@ halo_wire_response_t *halo_test_admin_workers(const halo_test_daemon_t *daemon);
 pid_t halo_test_admin_worker_pid(const halo_test_daemon_t *daemon,
                                  const char *domain);
 
+// Waits (at most |timeout_ms|) until halod has a spare worker up, so that
+// a new trust domain's session gets its worker at once (not after a
+// context's creation, which a loaded GPU can stretch past a short request
+// timeout). True at once with device-workers inline (no workers).
+bool halo_test_admin_wait_spare(const halo_test_daemon_t *daemon,
+                                int timeout_ms);
+
 // ---------------------------------------------------------------- raw client
 
 // A client speaking the wire protocol directly (no libhalo), to send what
