@@ -44,8 +44,9 @@ void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity) {
            pending, in_flight, daemon->hal.device_count);
 }
 
-static void halod_admin_status(halod_t *daemon,
+static void halod_admin_status(halod_t *daemon, const Halo__Wire__Request *wire,
                                halod_server_context_t *context) {
+  (void)wire;
   Halo__Wire__AdminStatusReply reply = HALO__WIRE__ADMIN_STATUS_REPLY__INIT;
   reply.daemon_version = HALO_VERSION_STRING;
   reply.protocol_version = HALO_PROTOCOL_VERSION;
@@ -160,7 +161,9 @@ static void halod_admin_session_work(const halod_session_t *session,
 }
 
 static void halod_admin_sessions(halod_t *daemon,
+                                 const Halo__Wire__Request *wire,
                                  halod_server_context_t *context) {
+  (void)wire;
   size_t count = daemon->sessions_by_id.count;
   Halo__Wire__SessionInfo *infos;
   Halo__Wire__SessionInfo **pointers;
@@ -249,7 +252,9 @@ static uint64_t halod_admin_executable_id(const void *object) {
 }
 
 static void halod_admin_semaphores(halod_t *daemon,
+                                   const Halo__Wire__Request *wire,
                                    halod_server_context_t *context) {
+  (void)wire;
   size_t count = daemon->semaphores.count;
   halo_u64_map_t importers;
   halo_status_t status = halod_admin_count_holders(
@@ -397,7 +402,9 @@ static halo_status_t halod_admin_executable_list(
 }
 
 static void halod_admin_executables(halod_t *daemon,
+                                    const Halo__Wire__Request *wire,
                                     halod_server_context_t *context) {
+  (void)wire;
   halod_admin_executable_list_t list;
   halo_status_t status = halod_admin_executable_list(daemon, &list);
   if (status) {
@@ -419,7 +426,9 @@ static void halod_admin_executables(halod_t *daemon,
 
 // Every buffer some session holds a handle to, once each.
 static void halod_admin_buffers(halod_t *daemon,
+                                const Halo__Wire__Request *wire,
                                 halod_server_context_t *context) {
+  (void)wire;
   size_t capacity = 0;
   for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
     if (!daemon->sessions_by_id.entries[i].key) continue;
@@ -484,7 +493,9 @@ static void halod_admin_buffers(halod_t *daemon,
 // ------------------------------------------------------------ memo cache
 
 static void halod_admin_memo_cache(halod_t *daemon,
+                                   const Halo__Wire__Request *wire,
                                    halod_server_context_t *context) {
+  (void)wire;
   size_t count = daemon->memo_cache.count;
   Halo__Wire__MemoEntry *infos;
   Halo__Wire__MemoEntry **pointers;
@@ -645,8 +656,9 @@ static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
   info->pending_actions = action_pointers;
 }
 
-static void halod_admin_queues(halod_t *daemon,
+static void halod_admin_queues(halod_t *daemon, const Halo__Wire__Request *wire,
                                halod_server_context_t *context) {
+  (void)wire;
   size_t count = 0;
   for (halod_queue_t *q = daemon->stats.queues; q; q = q->all_next) ++count;
   Halo__Wire__QueueInfo *infos;
@@ -705,8 +717,9 @@ static void halod_admin_queues(halod_t *daemon,
 // ------------------------------------------------------------ actions
 
 static void halod_admin_kill_client(halod_t *daemon,
-                                    const Halo__Wire__AdminKillClient *request,
+                                    const Halo__Wire__Request *wire,
                                     halod_server_context_t *context) {
+  const Halo__Wire__AdminKillClient *request = wire->admin_kill_client;
   // Collected first: destroying a session changes the map.
   size_t capacity = daemon->sessions_by_id.count;
   uint64_t *ids = calloc(capacity + 1, sizeof(*ids));
@@ -769,9 +782,9 @@ static void halod_admin_kill_client(halod_t *daemon,
   free(ids);
 }
 
-static void halod_admin_drain(halod_t *daemon,
-                              const Halo__Wire__AdminDrain *request,
+static void halod_admin_drain(halod_t *daemon, const Halo__Wire__Request *wire,
                               halod_server_context_t *context) {
+  const Halo__Wire__AdminDrain *request = wire->admin_drain;
   bool draining = !request->cancel;
   if (draining != daemon->draining) {
     daemon->draining = draining;
@@ -797,7 +810,9 @@ static void halod_admin_drain(halod_t *daemon,
 }
 
 static void halod_admin_metrics(halod_t *daemon,
+                                const Halo__Wire__Request *wire,
                                 halod_server_context_t *context) {
+  (void)wire;
   char *text = halod_metrics_render(daemon);
   if (!text) {
     halod_reply_status(context,
@@ -853,7 +868,9 @@ static void halod_admin_worker_visit(void *user_data,
 }
 
 static void halod_admin_workers(halod_t *daemon,
+                                const Halo__Wire__Request *wire,
                                 halod_server_context_t *context) {
+  (void)wire;
   halod_admin_worker_list_t list = {0};
   halod_workers_visit(daemon, halod_admin_worker_visit, &list);
   if (!list.failed && list.count) {
@@ -879,6 +896,28 @@ static void halod_admin_workers(halod_t *daemon,
   free(list.pointers);
 }
 
+typedef void (*halod_admin_fn)(halod_t *daemon, const Halo__Wire__Request *wire,
+                               halod_server_context_t *context);
+
+// Indexed by body number less HALO__WIRE__REQUEST__BODY_ADMIN_STATUS (admin
+// bodies are numbered from 100, proto/halo.proto).
+#define HALOD_ADMIN(body) \
+  [HALO__WIRE__REQUEST__BODY_##body - HALO__WIRE__REQUEST__BODY_ADMIN_STATUS]
+static const halod_admin_fn halod_admin_handlers[] = {
+    HALOD_ADMIN(ADMIN_STATUS) = halod_admin_status,
+    HALOD_ADMIN(ADMIN_SESSIONS) = halod_admin_sessions,
+    HALOD_ADMIN(ADMIN_SEMAPHORES) = halod_admin_semaphores,
+    HALOD_ADMIN(ADMIN_MEMO_CACHE) = halod_admin_memo_cache,
+    HALOD_ADMIN(ADMIN_QUEUES) = halod_admin_queues,
+    HALOD_ADMIN(ADMIN_BUFFERS) = halod_admin_buffers,
+    HALOD_ADMIN(ADMIN_EXECUTABLES) = halod_admin_executables,
+    HALOD_ADMIN(ADMIN_KILL_CLIENT) = halod_admin_kill_client,
+    HALOD_ADMIN(ADMIN_DRAIN) = halod_admin_drain,
+    HALOD_ADMIN(ADMIN_METRICS) = halod_admin_metrics,
+    HALOD_ADMIN(ADMIN_WORKERS) = halod_admin_workers,
+};
+#undef HALOD_ADMIN
+
 void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
   halod_t *daemon = user_data;
   if (event->kind != HALOD_SERVER_EVENT_REQUEST) {
@@ -887,34 +926,19 @@ void halod_admin_on_event(void *user_data, halod_server_event_t *event) {
   }
   Halo__Wire__Request *wire = halo__wire__request__unpack(
       NULL, nng_msg_len(event->message), nng_msg_body(event->message));
+  size_t index =
+      wire ? (size_t)wire->body_case - HALO__WIRE__REQUEST__BODY_ADMIN_STATUS
+           : SIZE_MAX;
+  size_t count = sizeof(halod_admin_handlers) / sizeof(halod_admin_handlers[0]);
   if (!wire) {
     halod_reply_status(event->context,
                        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                                         "admin request of %zu bytes does not "
                                         "decode",
                                         nng_msg_len(event->message)));
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
-    halod_admin_status(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_SESSIONS) {
-    halod_admin_sessions(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_SEMAPHORES) {
-    halod_admin_semaphores(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_MEMO_CACHE) {
-    halod_admin_memo_cache(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_QUEUES) {
-    halod_admin_queues(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_BUFFERS) {
-    halod_admin_buffers(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_EXECUTABLES) {
-    halod_admin_executables(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_KILL_CLIENT) {
-    halod_admin_kill_client(daemon, wire->admin_kill_client, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_DRAIN) {
-    halod_admin_drain(daemon, wire->admin_drain, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_METRICS) {
-    halod_admin_metrics(daemon, event->context);
-  } else if (wire->body_case == HALO__WIRE__REQUEST__BODY_ADMIN_WORKERS) {
-    halod_admin_workers(daemon, event->context);
+  } else if (wire->body_case >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS &&
+             index < count && halod_admin_handlers[index]) {
+    halod_admin_handlers[index](daemon, wire, event->context);
   } else {
     halod_reply_status(event->context,
                        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

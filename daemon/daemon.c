@@ -16,6 +16,7 @@
 #include "daemon/device_lost.h"
 #include "daemon/executable.h"
 #include "daemon/fd_server.h"
+#include "daemon/requests.h"
 #include "daemon/ring.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"

@@ -122,9 +122,8 @@ void halod_export_remove(halod_t *daemon, const uint8_t token[16]);
 // (daemon/session.c).
 void halod_object_release(halod_t *daemon, uint32_t type, void *object);
 
-// Client socket handler (daemon/requests.c) and admin handler
-// (daemon/admin.c).
-void halod_requests_on_event(void *user_data, halod_server_event_t *event);
+// Admin socket handler (daemon/admin.c; the client socket's is
+// daemon/requests.h).
 void halod_admin_on_event(void *user_data, halod_server_event_t *event);
 // One line for systemd's STATUS= and the log: sessions, pending and in-flight
 // work, draining (daemon/admin.c).

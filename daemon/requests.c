@@ -11,6 +11,7 @@
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
+#include "daemon/operation.h"
 #include "daemon/queue.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
@@ -115,53 +116,6 @@ static halo_status_t halod_buffer_lookup(halod_session_t *session,
                                    HALOD_OBJECT_BUFFER, (void **)out);
 }
 
-static halo_status_t halod_requests_check_draining(const halod_t *daemon) {
-  if (daemon->draining) {
-    return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                            "halod is draining before a restart "
-                            "(haloctl drain): no new submissions");
-  }
-  return NULL;
-}
-
-halo_status_t halod_requests_queue_execute(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueExecute *request, uint64_t *out_submission_id) {
-  *out_submission_id = 0;
-  HALO_RETURN_IF_ERROR(halod_requests_check_draining(daemon));
-  return halod_submission_create(daemon, session, request, out_submission_id);
-}
-
-halo_status_t halod_requests_queue_alloca(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueAlloca *request, halod_buffer_t **out_buffer,
-    uint64_t *out_handle, uint64_t *out_submission_id) {
-  *out_buffer = NULL;
-  *out_handle = 0;
-  *out_submission_id = 0;
-  HALO_RETURN_IF_ERROR(halod_requests_check_draining(daemon));
-  return halod_submission_create_alloca(daemon, session, request, out_buffer,
-                                        out_handle, out_submission_id);
-}
-
-halo_status_t halod_requests_queue_dealloca(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueDealloca *request, uint64_t *out_submission_id) {
-  *out_submission_id = 0;
-  HALO_RETURN_IF_ERROR(halod_requests_check_draining(daemon));
-  return halod_submission_create_dealloca(daemon, session, request,
-                                          out_submission_id);
-}
-
-halo_status_t halod_requests_semaphore_signal(halod_t *daemon,
-                                              halod_session_t *session,
-                                              uint64_t handle, uint64_t value) {
-  (void)daemon;
-  halod_semaphore_t *semaphore;
-  HALO_RETURN_IF_ERROR(halod_semaphore_lookup(session, handle, &semaphore));
-  return halod_semaphore_signal(semaphore, value);
-}
-
 static void halod_fill_semaphore_reply(const halod_semaphore_t *semaphore,
                                        uint64_t handle,
                                        Halo__Wire__SemaphoreReply *reply) {
@@ -204,7 +158,21 @@ typedef struct halod_reply_bodies_t {
   Halo__Wire__QueueExecuteReply queue_execute;
   uint8_t token[16];
   void *heap;  // freed after packing
+  // The decoded spans of a queue operation (daemon/operation.h): inline
+  // when they fit, else |spans| (values) and |heap| (bindings).
+  halod_op_binding_t bindings[16];
+  halod_op_value_t values[16];
+  void *spans;
 } halod_reply_bodies_t;
+
+// |count| elements of |size| bytes: |inline_storage| (|capacity| of them)
+// when they fit, else a heap block left in |*owned| (freed with the bodies).
+static void *halod_request_span(void *inline_storage, size_t capacity,
+                                size_t count, size_t size, void **owned) {
+  if (count <= capacity) return inline_storage;
+  *owned = calloc(count, size);
+  return *owned;
+}
 
 // Exports |object| once (later exports return the same token) and copies
 // its token to |out_token|. FAILED_PRECONDITION unless it was created
@@ -229,359 +197,558 @@ static halo_status_t halod_export_object(halod_t *daemon, uint32_t type,
   return NULL;
 }
 
-// A lost session (daemon/workers.h) may still learn why its semaphores
-// failed and release its handles.
-static bool halod_request_allowed_when_lost(const Halo__Wire__Request *wire) {
-  switch (wire->body_case) {
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY:
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE:
-    case HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE:
-    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE:
-    case HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_RELEASE:
-    case HALO__WIRE__REQUEST__BODY_QUEUE_RELEASE:
-      return true;
-    default:
-      return false;
-  }
+// ------------------------------------------------------------- the handlers
+// One per request body: each decodes its body into the operation below it
+// and fills the reply's body.
+
+typedef halo_status_t (*halod_request_fn)(halod_request_t *request,
+                                          const Halo__Wire__Request *wire,
+                                          halod_reply_bodies_t *bodies);
+
+static halo_status_t halod_request_hello(halod_request_t *request,
+                                         const Halo__Wire__Request *wire,
+                                         halod_reply_bodies_t *bodies) {
+  halo__wire__hello_reply__init(&bodies->hello);
+  return halod_hello(request, wire->hello, &bodies->hello);
 }
+
+static halo_status_t halod_request_ping(halod_request_t *request,
+                                        const Halo__Wire__Request *wire,
+                                        halod_reply_bodies_t *bodies) {
+  halo__wire__ping_reply__init(&bodies->ping);
+  if (wire->ping->has_payload) {
+    bodies->ping.has_payload = true;
+    bodies->ping.payload = wire->ping->payload;
+  }
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_PING;
+  request->response.ping = &bodies->ping;
+  return NULL;
+}
+
+static halo_status_t halod_request_device_list(halod_request_t *request,
+                                               const Halo__Wire__Request *wire,
+                                               halod_reply_bodies_t *bodies) {
+  (void)wire;
+  halod_t *daemon = request->daemon;
+  halo__wire__device_list_reply__init(&bodies->device_list);
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    halod_fill_device_info(halod_device_info(daemon, i), i,
+                           &bodies->device_infos[i]);
+    bodies->device_info_pointers[i] = &bodies->device_infos[i];
+  }
+  bodies->device_list.n_devices = daemon->hal.device_count;
+  bodies->device_list.devices = bodies->device_info_pointers;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_DEVICE_LIST;
+  request->response.device_list = &bodies->device_list;
+  return NULL;
+}
+
+// Replies with the buffer of the session's |handle| (|submission_id|: an
+// alloca's, 0 for none).
+static void halod_reply_buffer(halod_request_t *request,
+                               const halod_buffer_t *buffer, uint64_t handle,
+                               uint64_t submission_id,
+                               halod_reply_bodies_t *bodies) {
+  halo__wire__buffer_reply__init(&bodies->buffer);
+  halo__wire__host_placement__init(&bodies->placement);
+  halod_fill_buffer_reply(buffer, handle, &bodies->buffer, &bodies->placement);
+  if (submission_id) {
+    bodies->buffer.has_submission_id = true;
+    bodies->buffer.submission_id = submission_id;
+  }
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_BUFFER;
+  request->response.buffer = &bodies->buffer;
+}
+
+static halo_status_t halod_request_buffer_create(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const Halo__Wire__BufferCreate *create = wire->buffer_create;
+  if (create->flags & ~1u) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "BufferCreate: unknown flags 0x%x",
+                            create->flags & ~1u);
+  }
+  halod_buffer_t *buffer = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_buffer_create(request->daemon, request->session, create->device,
+                          (uint32_t)create->memory_type, create->size,
+                          create->flags & 1u, &buffer));
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_buffer(
+      request->daemon, request->session, buffer, &handle));
+  halod_reply_buffer(request, buffer, handle, 0, bodies);
+  return NULL;
+}
+
+static halo_status_t halod_request_buffer_release(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  return halod_session_release_buffer(request->daemon, request->session,
+                                      wire->buffer_release->handle);
+}
+
+static halo_status_t halod_request_buffer_write(halod_request_t *request,
+                                                const Halo__Wire__Request *wire,
+                                                halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  const Halo__Wire__BufferWrite *write = wire->buffer_write;
+  halod_buffer_t *buffer;
+  HALO_RETURN_IF_ERROR(
+      halod_buffer_lookup(request->session, write->handle, &buffer));
+  return halod_buffer_write(buffer, write->offset, write->data.data,
+                            write->data.len);
+}
+
+static halo_status_t halod_request_buffer_read(halod_request_t *request,
+                                               const Halo__Wire__Request *wire,
+                                               halod_reply_bodies_t *bodies) {
+  const Halo__Wire__BufferRead *read = wire->buffer_read;
+  halod_buffer_t *buffer;
+  HALO_RETURN_IF_ERROR(
+      halod_buffer_lookup(request->session, read->handle, &buffer));
+  if (read->length > HALO_WIRE_MAX_CHUNK_BYTES) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "BufferRead of %llu bytes exceeds the chunk "
+                            "limit of %u",
+                            (unsigned long long)read->length,
+                            HALO_WIRE_MAX_CHUNK_BYTES);
+  }
+  HALO_RETURN_IF_ERROR(
+      halod_buffer_check_range(buffer, read->offset, read->length));
+  bodies->heap = malloc(read->length ? read->length : 1);
+  if (!bodies->heap) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  HALO_RETURN_IF_ERROR(
+      halod_buffer_read(buffer, read->offset, bodies->heap, read->length));
+  halo__wire__buffer_read_reply__init(&bodies->buffer_read);
+  bodies->buffer_read.data.data = bodies->heap;
+  bodies->buffer_read.data.len = read->length;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_BUFFER_READ;
+  request->response.buffer_read = &bodies->buffer_read;
+  return NULL;
+}
+
+static void halod_reply_token(halod_request_t *request,
+                              halod_reply_bodies_t *bodies) {
+  halo__wire__export_reply__init(&bodies->exported);
+  bodies->exported.token.data = bodies->token;
+  bodies->exported.token.len = 16;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_EXPORTED;
+  request->response.exported = &bodies->exported;
+}
+
+static halo_status_t halod_request_buffer_export(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  uint64_t handle = wire->buffer_export->handle;
+  halod_buffer_t *buffer;
+  HALO_RETURN_IF_ERROR(halod_buffer_lookup(request->session, handle, &buffer));
+  HALO_RETURN_IF_ERROR(halod_export_object(
+      request->daemon, HALOD_OBJECT_BUFFER, buffer, handle, buffer->exportable,
+      &buffer->exported, buffer->token, bodies->token));
+  halod_reply_token(request, bodies);
+  return NULL;
+}
+
+static halo_status_t halod_request_buffer_import(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const ProtobufCBinaryData *token = &wire->buffer_import->token;
+  void *object;
+  HALO_RETURN_IF_ERROR(halod_export_lookup(
+      request->daemon, token->data, token->len, HALOD_OBJECT_BUFFER, &object));
+  halod_buffer_t *buffer = object;
+  halod_buffer_retain(buffer);
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_buffer(
+      request->daemon, request->session, buffer, &handle));
+  halod_reply_buffer(request, buffer, handle, 0, bodies);
+  return NULL;
+}
+
+static void halod_reply_semaphore(halod_request_t *request,
+                                  const halod_semaphore_t *semaphore,
+                                  uint64_t handle,
+                                  halod_reply_bodies_t *bodies) {
+  halo__wire__semaphore_reply__init(&bodies->semaphore);
+  halod_fill_semaphore_reply(semaphore, handle, &bodies->semaphore);
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE;
+  request->response.semaphore = &bodies->semaphore;
+}
+
+static halo_status_t halod_request_semaphore_create(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const Halo__Wire__SemaphoreCreate *create = wire->semaphore_create;
+  if (create->flags & ~1u) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "SemaphoreCreate: unknown flags 0x%x",
+                            create->flags & ~1u);
+  }
+  halod_semaphore_t *semaphore;
+  HALO_RETURN_IF_ERROR(halod_semaphore_create(request->daemon, request->session,
+                                              create->initial_value,
+                                              create->flags & 1u, &semaphore));
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_semaphore(
+      request->daemon, request->session, semaphore, &handle));
+  halod_reply_semaphore(request, semaphore, handle, bodies);
+  return NULL;
+}
+
+static halo_status_t halod_request_semaphore_signal(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  halod_op_value_t signal = {.semaphore = wire->semaphore_signal->handle,
+                             .value = wire->semaphore_signal->value};
+  return halod_op_signal(request->daemon, request->session, &signal);
+}
+
+static halo_status_t halod_request_semaphore_fail(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  const Halo__Wire__SemaphoreFail *fail = wire->semaphore_fail;
+  halod_semaphore_t *semaphore;
+  HALO_RETURN_IF_ERROR(
+      halod_semaphore_lookup(request->session, fail->handle, &semaphore));
+  if (fail->code <= 0 || fail->code >= HALO_STATUS_CODE_COUNT) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "SemaphoreFail: code %d is not a failure "
+                            "status code (1..%d)",
+                            fail->code, HALO_STATUS_CODE_COUNT - 1);
+  }
+  halod_semaphore_fail(semaphore, (halo_status_code_t)fail->code, "%s",
+                       fail->message ? fail->message : "");
+  return NULL;
+}
+
+static halo_status_t halod_request_semaphore_query(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  halod_semaphore_t *semaphore;
+  HALO_RETURN_IF_ERROR(halod_semaphore_lookup(
+      request->session, wire->semaphore_query->handle, &semaphore));
+  halo__wire__semaphore_query_reply__init(&bodies->semaphore_query);
+  bodies->semaphore_query.value = halod_semaphore_value(semaphore);
+  bodies->semaphore_query.failure_code = halod_semaphore_failure(semaphore);
+  bodies->semaphore_query.failure_message = semaphore->hal.failure_message;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE_QUERY;
+  request->response.semaphore_query = &bodies->semaphore_query;
+  return NULL;
+}
+
+static halo_status_t halod_request_semaphore_release(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  return halod_session_release_semaphore(request->daemon, request->session,
+                                         wire->semaphore_release->handle);
+}
+
+static halo_status_t halod_request_semaphore_export(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  uint64_t handle = wire->semaphore_export->handle;
+  halod_semaphore_t *semaphore;
+  HALO_RETURN_IF_ERROR(
+      halod_semaphore_lookup(request->session, handle, &semaphore));
+  HALO_RETURN_IF_ERROR(
+      halod_export_object(request->daemon, HALOD_OBJECT_SEMAPHORE, semaphore,
+                          handle, semaphore->exportable, &semaphore->exported,
+                          semaphore->token, bodies->token));
+  halod_reply_token(request, bodies);
+  return NULL;
+}
+
+static halo_status_t halod_request_semaphore_import(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const ProtobufCBinaryData *token = &wire->semaphore_import->token;
+  void *object;
+  HALO_RETURN_IF_ERROR(halod_export_lookup(request->daemon, token->data,
+                                           token->len, HALOD_OBJECT_SEMAPHORE,
+                                           &object));
+  halod_semaphore_t *semaphore = object;
+  halod_semaphore_retain(semaphore);
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_semaphore(
+      request->daemon, request->session, semaphore, &handle));
+  halod_reply_semaphore(request, semaphore, handle, bodies);
+  return NULL;
+}
+
+static halo_status_t halod_request_executable_create(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  // Compiles and loads run off the loop; the reply comes from there.
+  request->deferred = true;
+  halod_executable_load(request->daemon, request->session,
+                        wire->executable_create, request->context);
+  return NULL;
+}
+
+static halo_status_t halod_request_executable_release(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  return halod_session_release_object(request->daemon, request->session,
+                                      HALOD_OBJECT_EXECUTABLE,
+                                      wire->executable_release->handle);
+}
+
+static halo_status_t halod_request_command_buffer_create(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  halod_command_buffer_t *command_buffer;
+  HALO_RETURN_IF_ERROR(halod_command_buffer_create(
+      request->daemon, request->session, wire->command_buffer_create,
+      &command_buffer));
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_object(
+      request->daemon, request->session, HALOD_OBJECT_COMMAND_BUFFER,
+      command_buffer, &handle));
+  halo__wire__command_buffer_reply__init(&bodies->command_buffer);
+  bodies->command_buffer.handle = handle;
+  bodies->command_buffer.memo_hit = command_buffer->memo_hit;
+  bodies->command_buffer.memo_key = command_buffer->entry->key_text;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_COMMAND_BUFFER;
+  request->response.command_buffer = &bodies->command_buffer;
+  return NULL;
+}
+
+static halo_status_t halod_request_command_buffer_release(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  return halod_session_release_object(request->daemon, request->session,
+                                      HALOD_OBJECT_COMMAND_BUFFER,
+                                      wire->command_buffer_release->handle);
+}
+
+static halo_status_t halod_request_queue_create(halod_request_t *request,
+                                                const Halo__Wire__Request *wire,
+                                                halod_reply_bodies_t *bodies) {
+  halod_queue_t *queue;
+  HALO_RETURN_IF_ERROR(halod_queue_create(
+      request->daemon, request->session, wire->queue_create->device,
+      wire->queue_create->priority, &queue));
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_object(
+      request->daemon, request->session, HALOD_OBJECT_QUEUE, queue, &handle));
+  queue->handle = handle;
+  halo__wire__queue_reply__init(&bodies->queue);
+  bodies->queue.handle = handle;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_QUEUE;
+  request->response.queue = &bodies->queue;
+  return NULL;
+}
+
+static halo_status_t halod_request_queue_release(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  (void)bodies;
+  return halod_session_release_object(request->daemon, request->session,
+                                      HALOD_OBJECT_QUEUE,
+                                      wire->queue_release->handle);
+}
+
+// Decoded semaphore values (the bodies' storage).
+static halo_status_t halod_request_values(
+    halod_reply_bodies_t *bodies, Halo__Wire__SemaphoreValue *const *waits,
+    size_t wait_count, Halo__Wire__SemaphoreValue *const *signals,
+    size_t signal_count, halod_op_sync_t *out_sync) {
+  size_t total = wait_count + signal_count;
+  halod_op_value_t *values = halod_request_span(
+      bodies->values, 16, total, sizeof(*values), &bodies->spans);
+  if (!values) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  for (size_t i = 0; i < total; ++i) {
+    const Halo__Wire__SemaphoreValue *value =
+        i < wait_count ? waits[i] : signals[i - wait_count];
+    values[i].semaphore = value->semaphore;
+    values[i].value = value->value;
+  }
+  *out_sync = (halod_op_sync_t){.waits = values,
+                                .wait_count = (uint32_t)wait_count,
+                                .signals = values + wait_count,
+                                .signal_count = (uint32_t)signal_count};
+  return NULL;
+}
+
+static halo_status_t halod_request_queue_execute(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const Halo__Wire__QueueExecute *execute = wire->queue_execute;
+  halod_op_execute_t op = {.queue = execute->queue,
+                           .command_buffer = execute->command_buffer,
+                           .binding_count = (uint32_t)execute->n_bindings};
+  if (execute->n_bindings > HALOD_MAX_BINDINGS) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%zu bindings (at most %u)", execute->n_bindings,
+                            HALOD_MAX_BINDINGS);
+  }
+  HALO_RETURN_IF_ERROR(halod_request_values(bodies, execute->waits,
+                                            execute->n_waits, execute->signals,
+                                            execute->n_signals, &op.sync));
+  halod_op_binding_t *bindings =
+      halod_request_span(bodies->bindings, 16, execute->n_bindings,
+                         sizeof(*bindings), &bodies->heap);
+  if (!bindings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  for (size_t i = 0; i < execute->n_bindings; ++i) {
+    bindings[i].buffer = execute->bindings[i]->buffer;
+    bindings[i].offset = execute->bindings[i]->offset;
+    bindings[i].length = execute->bindings[i]->length;
+  }
+  op.bindings = bindings;
+  uint64_t id;
+  HALO_RETURN_IF_ERROR(
+      halod_op_execute(request->daemon, request->session, &op, &id));
+  halo__wire__queue_execute_reply__init(&bodies->queue_execute);
+  bodies->queue_execute.submission_id = id;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;
+  request->response.queue_execute = &bodies->queue_execute;
+  return NULL;
+}
+
+static halo_status_t halod_request_queue_alloca(halod_request_t *request,
+                                                const Halo__Wire__Request *wire,
+                                                halod_reply_bodies_t *bodies) {
+  const Halo__Wire__QueueAlloca *alloca = wire->queue_alloca;
+  halod_op_alloca_t op = {.queue = alloca->queue,
+                          .size = alloca->size,
+                          .memory_type = (uint32_t)alloca->memory_type};
+  HALO_RETURN_IF_ERROR(halod_request_values(bodies, alloca->waits,
+                                            alloca->n_waits, alloca->signals,
+                                            alloca->n_signals, &op.sync));
+  halod_buffer_t *buffer;
+  uint64_t handle, id;
+  HALO_RETURN_IF_ERROR(halod_op_alloca(request->daemon, request->session, &op,
+                                       &buffer, &handle, &id));
+  halod_reply_buffer(request, buffer, handle, id, bodies);
+  return NULL;
+}
+
+static halo_status_t halod_request_queue_dealloca(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const Halo__Wire__QueueDealloca *dealloca = wire->queue_dealloca;
+  halod_op_dealloca_t op = {.queue = dealloca->queue,
+                            .buffer = dealloca->buffer};
+  HALO_RETURN_IF_ERROR(
+      halod_request_values(bodies, dealloca->waits, dealloca->n_waits,
+                           dealloca->signals, dealloca->n_signals, &op.sync));
+  uint64_t id;
+  HALO_RETURN_IF_ERROR(
+      halod_op_dealloca(request->daemon, request->session, &op, &id));
+  halo__wire__queue_execute_reply__init(&bodies->queue_execute);
+  bodies->queue_execute.submission_id = id;
+  request->response.body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;
+  request->response.queue_execute = &bodies->queue_execute;
+  return NULL;
+}
+
+// ---------------------------------------------------------------- dispatch
+
+// May run before Hello (only Hello itself).
+#define HALOD_REQUEST_BEFORE_HELLO 1u
+// Served to a lost session (daemon/workers.h): it may still learn why its
+// semaphores failed and release its handles.
+#define HALOD_REQUEST_WHEN_LOST 2u
+
+typedef struct halod_request_handler_t {
+  halod_request_fn serve;
+  uint32_t flags;
+} halod_request_handler_t;
+
+// Indexed by body number (proto/halo.proto); admin requests (100 and up)
+// are served on the admin socket (daemon/admin.c).
+static const halod_request_handler_t halod_request_handlers[] = {
+    [HALO__WIRE__REQUEST__BODY_HELLO] = {halod_request_hello,
+                                         HALOD_REQUEST_BEFORE_HELLO},
+    [HALO__WIRE__REQUEST__BODY_PING] = {halod_request_ping, 0},
+    [HALO__WIRE__REQUEST__BODY_DEVICE_LIST] = {halod_request_device_list, 0},
+    [HALO__WIRE__REQUEST__BODY_BUFFER_CREATE] = {halod_request_buffer_create,
+                                                 0},
+    [HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE] = {halod_request_buffer_release,
+                                                  HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_BUFFER_WRITE] = {halod_request_buffer_write, 0},
+    [HALO__WIRE__REQUEST__BODY_BUFFER_READ] = {halod_request_buffer_read, 0},
+    [HALO__WIRE__REQUEST__BODY_BUFFER_EXPORT] = {halod_request_buffer_export,
+                                                 0},
+    [HALO__WIRE__REQUEST__BODY_BUFFER_IMPORT] = {halod_request_buffer_import,
+                                                 0},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE] =
+        {halod_request_semaphore_create, 0},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL] =
+        {halod_request_semaphore_signal, 0},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_FAIL] = {halod_request_semaphore_fail,
+                                                  0},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY] =
+        {halod_request_semaphore_query, HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE] =
+        {halod_request_semaphore_release, HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_EXPORT] =
+        {halod_request_semaphore_export, 0},
+    [HALO__WIRE__REQUEST__BODY_SEMAPHORE_IMPORT] =
+        {halod_request_semaphore_import, 0},
+    [HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE] =
+        {halod_request_executable_create, 0},
+    [HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE] =
+        {halod_request_executable_release, HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_CREATE] =
+        {halod_request_command_buffer_create, 0},
+    [HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_RELEASE] =
+        {halod_request_command_buffer_release, HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_QUEUE_CREATE] = {halod_request_queue_create, 0},
+    [HALO__WIRE__REQUEST__BODY_QUEUE_RELEASE] = {halod_request_queue_release,
+                                                 HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE] = {halod_request_queue_execute,
+                                                 0},
+    [HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA] = {halod_request_queue_alloca, 0},
+    [HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA] = {halod_request_queue_dealloca,
+                                                  0},
+};
+
+#define HALOD_REQUEST_HANDLER_COUNT \
+  (sizeof(halod_request_handlers) / sizeof(halod_request_handlers[0]))
 
 static halo_status_t halod_dispatch(halod_request_t *request,
                                     const Halo__Wire__Request *wire,
                                     halod_reply_bodies_t *bodies) {
-  halod_t *daemon = request->daemon;
   halod_session_t *session = request->session;
-  Halo__Wire__Response *response = &request->response;
-  if (wire->body_case == HALO__WIRE__REQUEST__BODY_HELLO) {
-    halo__wire__hello_reply__init(&bodies->hello);
-    return halod_hello(request, wire->hello, &bodies->hello);
-  }
-  if (!session->hello_done) {
+  uint32_t body = (uint32_t)wire->body_case;
+  const halod_request_handler_t *handler =
+      body < HALOD_REQUEST_HANDLER_COUNT && halod_request_handlers[body].serve
+          ? &halod_request_handlers[body]
+          : NULL;
+  uint32_t flags = handler ? handler->flags : 0;
+  if (!session->hello_done && !(flags & HALOD_REQUEST_BEFORE_HELLO)) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "the first request of a session must be Hello");
   }
-  if (session->lost_reason && !halod_request_allowed_when_lost(wire)) {
+  if (session->lost_reason &&
+      !(flags & (HALOD_REQUEST_WHEN_LOST | HALOD_REQUEST_BEFORE_HELLO))) {
     return halo_status_make(HALO_STATUS_SESSION_LOST, "%s",
                             session->lost_reason);
   }
+  if (handler) return handler->serve(request, wire, bodies);
+  if (body == HALO__WIRE__REQUEST__BODY__NOT_SET) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "request has no body (unknown request type?)");
+  }
   // Body numbers 100 and up are admin requests (proto/halo.proto).
-  if (wire->body_case >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
+  if (body >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
     return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
                             "admin requests are served on the admin socket "
                             "only");
   }
-  switch (wire->body_case) {
-    case HALO__WIRE__REQUEST__BODY_PING:
-      halo__wire__ping_reply__init(&bodies->ping);
-      if (wire->ping->has_payload) {
-        bodies->ping.has_payload = true;
-        bodies->ping.payload = wire->ping->payload;
-      }
-      response->body_case = HALO__WIRE__RESPONSE__BODY_PING;
-      response->ping = &bodies->ping;
-      return NULL;
-
-    case HALO__WIRE__REQUEST__BODY_DEVICE_LIST: {
-      halo__wire__device_list_reply__init(&bodies->device_list);
-      for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-        halod_fill_device_info(halod_device_info(daemon, i), i,
-                               &bodies->device_infos[i]);
-        bodies->device_info_pointers[i] = &bodies->device_infos[i];
-      }
-      bodies->device_list.n_devices = daemon->hal.device_count;
-      bodies->device_list.devices = bodies->device_info_pointers;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_DEVICE_LIST;
-      response->device_list = &bodies->device_list;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_BUFFER_CREATE: {
-      const Halo__Wire__BufferCreate *create = wire->buffer_create;
-      if (create->flags & ~1u) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "BufferCreate: unknown flags 0x%x",
-                                create->flags & ~1u);
-      }
-      halod_buffer_t *buffer = NULL;
-      HALO_RETURN_IF_ERROR(halod_buffer_create(
-          daemon, session, create->device, (uint32_t)create->memory_type,
-          create->size, create->flags & 1u, &buffer));
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(
-          halod_session_add_buffer(daemon, session, buffer, &handle));
-      halo__wire__buffer_reply__init(&bodies->buffer);
-      halo__wire__host_placement__init(&bodies->placement);
-      halod_fill_buffer_reply(buffer, handle, &bodies->buffer,
-                              &bodies->placement);
-      response->body_case = HALO__WIRE__RESPONSE__BODY_BUFFER;
-      response->buffer = &bodies->buffer;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_BUFFER_RELEASE:
-      return halod_session_release_buffer(daemon, session,
-                                          wire->buffer_release->handle);
-
-    case HALO__WIRE__REQUEST__BODY_BUFFER_WRITE: {
-      const Halo__Wire__BufferWrite *write = wire->buffer_write;
-      halod_buffer_t *buffer;
-      HALO_RETURN_IF_ERROR(
-          halod_buffer_lookup(session, write->handle, &buffer));
-      return halod_buffer_write(buffer, write->offset, write->data.data,
-                                write->data.len);
-    }
-
-    case HALO__WIRE__REQUEST__BODY_BUFFER_READ: {
-      const Halo__Wire__BufferRead *read = wire->buffer_read;
-      halod_buffer_t *buffer;
-      HALO_RETURN_IF_ERROR(halod_buffer_lookup(session, read->handle, &buffer));
-      if (read->length > HALO_WIRE_MAX_CHUNK_BYTES) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "BufferRead of %llu bytes exceeds the chunk "
-                                "limit of %u",
-                                (unsigned long long)read->length,
-                                HALO_WIRE_MAX_CHUNK_BYTES);
-      }
-      HALO_RETURN_IF_ERROR(
-          halod_buffer_check_range(buffer, read->offset, read->length));
-      bodies->heap = malloc(read->length ? read->length : 1);
-      if (!bodies->heap) {
-        return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-      }
-      HALO_RETURN_IF_ERROR(
-          halod_buffer_read(buffer, read->offset, bodies->heap, read->length));
-      halo__wire__buffer_read_reply__init(&bodies->buffer_read);
-      bodies->buffer_read.data.data = bodies->heap;
-      bodies->buffer_read.data.len = read->length;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_BUFFER_READ;
-      response->buffer_read = &bodies->buffer_read;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_BUFFER_EXPORT: {
-      halod_buffer_t *buffer;
-      HALO_RETURN_IF_ERROR(
-          halod_buffer_lookup(session, wire->buffer_export->handle, &buffer));
-      HALO_RETURN_IF_ERROR(halod_export_object(
-          daemon, HALOD_OBJECT_BUFFER, buffer, wire->buffer_export->handle,
-          buffer->exportable, &buffer->exported, buffer->token, bodies->token));
-      goto reply_token;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_BUFFER_IMPORT: {
-      const ProtobufCBinaryData *token = &wire->buffer_import->token;
-      void *object;
-      HALO_RETURN_IF_ERROR(halod_export_lookup(daemon, token->data, token->len,
-                                               HALOD_OBJECT_BUFFER, &object));
-      halod_buffer_t *buffer = object;
-      halod_buffer_retain(buffer);
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(
-          halod_session_add_buffer(daemon, session, buffer, &handle));
-      halo__wire__buffer_reply__init(&bodies->buffer);
-      halo__wire__host_placement__init(&bodies->placement);
-      halod_fill_buffer_reply(buffer, handle, &bodies->buffer,
-                              &bodies->placement);
-      response->body_case = HALO__WIRE__RESPONSE__BODY_BUFFER;
-      response->buffer = &bodies->buffer;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE: {
-      const Halo__Wire__SemaphoreCreate *create = wire->semaphore_create;
-      if (create->flags & ~1u) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "SemaphoreCreate: unknown flags 0x%x",
-                                create->flags & ~1u);
-      }
-      halod_semaphore_t *semaphore;
-      HALO_RETURN_IF_ERROR(
-          halod_semaphore_create(daemon, session, create->initial_value,
-                                 create->flags & 1u, &semaphore));
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(
-          halod_session_add_semaphore(daemon, session, semaphore, &handle));
-      halo__wire__semaphore_reply__init(&bodies->semaphore);
-      halod_fill_semaphore_reply(semaphore, handle, &bodies->semaphore);
-      response->body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE;
-      response->semaphore = &bodies->semaphore;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_SIGNAL:
-      return halod_requests_semaphore_signal(daemon, session,
-                                             wire->semaphore_signal->handle,
-                                             wire->semaphore_signal->value);
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_FAIL: {
-      const Halo__Wire__SemaphoreFail *fail = wire->semaphore_fail;
-      halod_semaphore_t *semaphore;
-      HALO_RETURN_IF_ERROR(
-          halod_semaphore_lookup(session, fail->handle, &semaphore));
-      if (fail->code <= 0 || fail->code >= HALO_STATUS_CODE_COUNT) {
-        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "SemaphoreFail: code %d is not a failure "
-                                "status code (1..%d)",
-                                fail->code, HALO_STATUS_CODE_COUNT - 1);
-      }
-      halod_semaphore_fail(semaphore, (halo_status_code_t)fail->code, "%s",
-                           fail->message ? fail->message : "");
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY: {
-      halod_semaphore_t *semaphore;
-      HALO_RETURN_IF_ERROR(halod_semaphore_lookup(
-          session, wire->semaphore_query->handle, &semaphore));
-      halo__wire__semaphore_query_reply__init(&bodies->semaphore_query);
-      bodies->semaphore_query.value = halod_semaphore_value(semaphore);
-      bodies->semaphore_query.failure_code = halod_semaphore_failure(semaphore);
-      bodies->semaphore_query.failure_message = semaphore->hal.failure_message;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE_QUERY;
-      response->semaphore_query = &bodies->semaphore_query;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_RELEASE:
-      return halod_session_release_semaphore(daemon, session,
-                                             wire->semaphore_release->handle);
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_EXPORT: {
-      halod_semaphore_t *semaphore;
-      HALO_RETURN_IF_ERROR(halod_semaphore_lookup(
-          session, wire->semaphore_export->handle, &semaphore));
-      HALO_RETURN_IF_ERROR(halod_export_object(
-          daemon, HALOD_OBJECT_SEMAPHORE, semaphore,
-          wire->semaphore_export->handle, semaphore->exportable,
-          &semaphore->exported, semaphore->token, bodies->token));
-      goto reply_token;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_SEMAPHORE_IMPORT: {
-      const ProtobufCBinaryData *token = &wire->semaphore_import->token;
-      void *object;
-      HALO_RETURN_IF_ERROR(halod_export_lookup(
-          daemon, token->data, token->len, HALOD_OBJECT_SEMAPHORE, &object));
-      halod_semaphore_t *semaphore = object;
-      halod_semaphore_retain(semaphore);
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(
-          halod_session_add_semaphore(daemon, session, semaphore, &handle));
-      halo__wire__semaphore_reply__init(&bodies->semaphore);
-      halod_fill_semaphore_reply(semaphore, handle, &bodies->semaphore);
-      response->body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE;
-      response->semaphore = &bodies->semaphore;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE:
-      // Compiles and loads run off the loop; the reply comes from there.
-      request->deferred = true;
-      halod_executable_load(daemon, session, wire->executable_create,
-                            request->context);
-      return NULL;
-
-    case HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE:
-      return halod_session_release_object(daemon, session,
-                                          HALOD_OBJECT_EXECUTABLE,
-                                          wire->executable_release->handle);
-
-    case HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_CREATE: {
-      halod_command_buffer_t *command_buffer;
-      HALO_RETURN_IF_ERROR(halod_command_buffer_create(
-          daemon, session, wire->command_buffer_create, &command_buffer));
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(halod_session_add_object(daemon, session,
-                                                    HALOD_OBJECT_COMMAND_BUFFER,
-                                                    command_buffer, &handle));
-      halo__wire__command_buffer_reply__init(&bodies->command_buffer);
-      bodies->command_buffer.handle = handle;
-      bodies->command_buffer.memo_hit = command_buffer->memo_hit;
-      bodies->command_buffer.memo_key = command_buffer->entry->key_text;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_COMMAND_BUFFER;
-      response->command_buffer = &bodies->command_buffer;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_RELEASE:
-      return halod_session_release_object(daemon, session,
-                                          HALOD_OBJECT_COMMAND_BUFFER,
-                                          wire->command_buffer_release->handle);
-
-    case HALO__WIRE__REQUEST__BODY_QUEUE_CREATE: {
-      halod_queue_t *queue;
-      HALO_RETURN_IF_ERROR(
-          halod_queue_create(daemon, session, wire->queue_create->device,
-                             wire->queue_create->priority, &queue));
-      uint64_t handle;
-      HALO_RETURN_IF_ERROR(halod_session_add_object(
-          daemon, session, HALOD_OBJECT_QUEUE, queue, &handle));
-      queue->handle = handle;
-      halo__wire__queue_reply__init(&bodies->queue);
-      bodies->queue.handle = handle;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE;
-      response->queue = &bodies->queue;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_QUEUE_RELEASE:
-      return halod_session_release_object(daemon, session, HALOD_OBJECT_QUEUE,
-                                          wire->queue_release->handle);
-
-    case HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE: {
-      uint64_t id;
-      HALO_RETURN_IF_ERROR(halod_requests_queue_execute(
-          daemon, session, wire->queue_execute, &id));
-      halo__wire__queue_execute_reply__init(&bodies->queue_execute);
-      bodies->queue_execute.submission_id = id;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;
-      response->queue_execute = &bodies->queue_execute;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA: {
-      halod_buffer_t *buffer;
-      uint64_t handle, id;
-      HALO_RETURN_IF_ERROR(halod_requests_queue_alloca(
-          daemon, session, wire->queue_alloca, &buffer, &handle, &id));
-      halo__wire__buffer_reply__init(&bodies->buffer);
-      halo__wire__host_placement__init(&bodies->placement);
-      halod_fill_buffer_reply(buffer, handle, &bodies->buffer,
-                              &bodies->placement);
-      bodies->buffer.has_submission_id = true;
-      bodies->buffer.submission_id = id;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_BUFFER;
-      response->buffer = &bodies->buffer;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA: {
-      uint64_t id;
-      HALO_RETURN_IF_ERROR(halod_requests_queue_dealloca(
-          daemon, session, wire->queue_dealloca, &id));
-      halo__wire__queue_execute_reply__init(&bodies->queue_execute);
-      bodies->queue_execute.submission_id = id;
-      response->body_case = HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE;
-      response->queue_execute = &bodies->queue_execute;
-      return NULL;
-    }
-
-    case HALO__WIRE__REQUEST__BODY__NOT_SET:
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "request has no body (unknown request type?)");
-
-    default:
-      return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
-                              "request type %d is not known to this halod",
-                              (int)wire->body_case);
-  }
-
-reply_token:
-  halo__wire__export_reply__init(&bodies->exported);
-  bodies->exported.token.data = bodies->token;
-  bodies->exported.token.len = 16;
-  response->body_case = HALO__WIRE__RESPONSE__BODY_EXPORTED;
-  response->exported = &bodies->exported;
-  return NULL;
+  return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
+                          "request type %u is not known to this halod", body);
 }
 
 static halod_session_t *halod_session_for_pipe(halod_t *daemon,
@@ -650,7 +817,10 @@ static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
   } else if (!request.deferred) {
     halod_reply(event->context, &request.response);
   }
-  if (bodies) free(bodies->heap);
+  if (bodies) {
+    free(bodies->heap);
+    free(bodies->spans);
+  }
   free(bodies);
   halo__wire__request__free_unpacked(wire, NULL);
 }

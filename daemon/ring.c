@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 #include "common/memfd.h"
 #include "common/ring.h"
 #include "common/status.h"
-#include "daemon/requests.h"
+#include "daemon/buffer.h"
+#include "daemon/operation.h"
 #include "daemon/session.h"
 
 // Records one ring may yield per loop iteration before the next ring's
@@ -50,13 +52,25 @@ struct halod_ring_t {
 typedef struct halod_rings_t {
   uv_idle_t idle;
   halod_ring_t *active;  // drain list
-  // Scratch for one copied record and the wire structs built from it.
+  // Scratch for one copied record: the operations point into it.
   _Alignas(16) uint8_t record[HALO_RING_MAX_RECORD_BYTES];
-  Halo__Wire__Binding bindings[HALO_RING_MAX_RECORD_BYTES / 24];
-  Halo__Wire__Binding *binding_pointers[HALO_RING_MAX_RECORD_BYTES / 24];
-  Halo__Wire__SemaphoreValue values[HALO_RING_MAX_RECORD_BYTES / 16];
-  Halo__Wire__SemaphoreValue *value_pointers[HALO_RING_MAX_RECORD_BYTES / 16];
 } halod_rings_t;
+
+// A record's bindings and semaphore values are the operations' spans as
+// they are (daemon/operation.h): no copy between the record and validation.
+#define HALOD_RING_SAME_LAYOUT(ring_type, op_type, field)                \
+  _Static_assert(offsetof(ring_type, field) == offsetof(op_type, field), \
+                 #ring_type "." #field " moved")
+_Static_assert(sizeof(halo_ring_binding_t) == sizeof(halod_op_binding_t),
+               "ring binding and operation binding differ");
+HALOD_RING_SAME_LAYOUT(halo_ring_binding_t, halod_op_binding_t, buffer);
+HALOD_RING_SAME_LAYOUT(halo_ring_binding_t, halod_op_binding_t, offset);
+HALOD_RING_SAME_LAYOUT(halo_ring_binding_t, halod_op_binding_t, length);
+_Static_assert(sizeof(halo_ring_semaphore_value_t) == sizeof(halod_op_value_t),
+               "ring semaphore value and operation value differ");
+HALOD_RING_SAME_LAYOUT(halo_ring_semaphore_value_t, halod_op_value_t,
+                       semaphore);
+HALOD_RING_SAME_LAYOUT(halo_ring_semaphore_value_t, halod_op_value_t, value);
 
 typedef enum halod_ring_step_e {
   HALOD_RING_EMPTY,
@@ -206,27 +220,20 @@ static bool halod_ring_read_body(halod_ring_t *ring, const char *what,
   return true;
 }
 
-// The waits and signals that follow a record's body, as wire values (the rings'
-// scratch; the counts fit the record's length).
-static void halod_ring_values(halod_rings_t *rings,
-                              const halo_ring_semaphore_value_t *values,
-                              uint32_t wait_count, uint32_t signal_count,
-                              Halo__Wire__SemaphoreValue ***out_waits,
-                              Halo__Wire__SemaphoreValue ***out_signals) {
-  for (uint32_t i = 0; i < wait_count + signal_count; ++i) {
-    Halo__Wire__SemaphoreValue *value = &rings->values[i];
-    halo__wire__semaphore_value__init(value);
-    value->semaphore = values[i].semaphore;
-    value->value = values[i].value;
-    rings->value_pointers[i] = value;
-  }
-  *out_waits = rings->value_pointers;
-  *out_signals = rings->value_pointers + wait_count;
+// The waits and signals that follow a record's body (the counts fit the
+// record's length).
+static halod_op_sync_t halod_ring_sync(
+    const halo_ring_semaphore_value_t *values, uint32_t wait_count,
+    uint32_t signal_count) {
+  const halod_op_value_t *waits = (const halod_op_value_t *)values;
+  return (halod_op_sync_t){.waits = waits,
+                           .wait_count = wait_count,
+                           .signals = waits + wait_count,
+                           .signal_count = signal_count};
 }
 
 static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
                                const uint8_t *record, uint32_t length) {
-  halod_rings_t *rings = ring->daemon->rings;
   halo_ring_execute_t execute;
   if (!halod_ring_read_body(ring, "queue_execute", sequence, record, length,
                             &execute, sizeof(execute))) {
@@ -251,27 +258,16 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
       (const halo_ring_semaphore_value_t *)(cursor + execute.binding_count *
                                                          sizeof(*bindings));
   const halo_ring_semaphore_value_t *signals = waits + execute.wait_count;
-  Halo__Wire__QueueExecute request = HALO__WIRE__QUEUE_EXECUTE__INIT;
-  request.has_queue = true;
-  request.queue = execute.queue;
-  request.command_buffer = execute.command_buffer;
-  request.n_bindings = execute.binding_count;
-  request.bindings = rings->binding_pointers;
-  for (uint32_t i = 0; i < execute.binding_count; ++i) {
-    Halo__Wire__Binding *binding = &rings->bindings[i];
-    halo__wire__binding__init(binding);
-    binding->buffer = bindings[i].buffer;
-    binding->offset = bindings[i].offset;
-    binding->length = bindings[i].length;
-    rings->binding_pointers[i] = binding;
-  }
-  request.n_waits = execute.wait_count;
-  request.n_signals = execute.signal_count;
-  halod_ring_values(rings, waits, execute.wait_count, execute.signal_count,
-                    &request.waits, &request.signals);
+  halod_op_execute_t op = {
+      .queue = execute.queue,
+      .command_buffer = execute.command_buffer,
+      .bindings = (const halod_op_binding_t *)bindings,
+      .binding_count = execute.binding_count,
+      .sync = halod_ring_sync(waits, execute.wait_count, execute.signal_count),
+  };
   uint64_t id;
   halo_status_t status =
-      halod_requests_queue_execute(ring->daemon, ring->session, &request, &id);
+      halod_op_execute(ring->daemon, ring->session, &op, &id);
   if (status) {
     // A client waiting for the verdict reads it from the header; one that
     // does not learns it from the signal semaphores.
@@ -302,22 +298,19 @@ static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
                                        alloca.signal_count, alloca.flags));
     return;
   }
-  Halo__Wire__QueueAlloca request = HALO__WIRE__QUEUE_ALLOCA__INIT;
-  request.queue = alloca.queue;
-  request.size = alloca.size;
-  request.memory_type = (Halo__Wire__MemoryType)alloca.memory_type;
-  request.n_waits = alloca.wait_count;
-  request.n_signals = alloca.signal_count;
-  halod_ring_values(
-      ring->daemon->rings,
-      (const halo_ring_semaphore_value_t *)(record +
-                                            sizeof(halo_ring_record_header_t) +
-                                            sizeof(alloca)),
-      alloca.wait_count, alloca.signal_count, &request.waits, &request.signals);
+  halod_op_alloca_t op = {
+      .queue = alloca.queue,
+      .size = alloca.size,
+      .memory_type = alloca.memory_type,
+      .sync = halod_ring_sync(
+          (const halo_ring_semaphore_value_t
+               *)(record + sizeof(halo_ring_record_header_t) + sizeof(alloca)),
+          alloca.wait_count, alloca.signal_count),
+  };
   halod_buffer_t *buffer;
   uint64_t handle, id;
-  halo_status_t status = halod_requests_queue_alloca(
-      ring->daemon, ring->session, &request, &buffer, &handle, &id);
+  halo_status_t status =
+      halod_op_alloca(ring->daemon, ring->session, &op, &buffer, &handle, &id);
   if (status) {
     halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0, status);
     return;
@@ -361,16 +354,14 @@ static void halod_ring_dealloca(halod_ring_t *ring, uint64_t sequence,
                               dealloca.signal_count, dealloca.flags);
     values = NULL;
   } else {
-    Halo__Wire__QueueDealloca request = HALO__WIRE__QUEUE_DEALLOCA__INIT;
-    request.queue = dealloca.queue;
-    request.buffer = dealloca.buffer;
-    request.n_waits = dealloca.wait_count;
-    request.n_signals = dealloca.signal_count;
-    halod_ring_values(ring->daemon->rings, values, dealloca.wait_count,
-                      dealloca.signal_count, &request.waits, &request.signals);
+    halod_op_dealloca_t op = {
+        .queue = dealloca.queue,
+        .buffer = dealloca.buffer,
+        .sync =
+            halod_ring_sync(values, dealloca.wait_count, dealloca.signal_count),
+    };
     uint64_t id;
-    status = halod_requests_queue_dealloca(ring->daemon, ring->session,
-                                           &request, &id);
+    status = halod_op_dealloca(ring->daemon, ring->session, &op, &id);
   }
   if (!status) return;
   if (async) {
@@ -407,10 +398,9 @@ static void halod_ring_process(halod_ring_t *ring, uint64_t sequence,
                                   "signal record of %u bytes (%u expected)",
                                   header.length, HALO_RING_SIGNAL_LENGTH);
       } else {
-        halo_ring_semaphore_value_t signal;
+        halod_op_value_t signal;
         memcpy(&signal, record + sizeof(header), sizeof(signal));
-        status = halod_requests_semaphore_signal(
-            ring->daemon, ring->session, signal.semaphore, signal.value);
+        status = halod_op_signal(ring->daemon, ring->session, &signal);
       }
       // The client waits for this record and returns the status itself.
       if (status) {

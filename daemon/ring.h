@@ -11,7 +11,7 @@
 // random checksum key. Every record is copied out, its checksum verified on
 // the copy (a mismatch rejects it with DATA_LOSS: it changed after libhalo
 // wrote it), then validated through the same functions as the socket's
-// requests (daemon/requests.h). A rejected asynchronous queue_execute or
+// requests: as operations (daemon/operation.h). A rejected asynchronous queue_execute or
 // queue_dealloca fails its signal semaphores with the reason (the dealloca
 // still drops its buffer's handle), a synchronous record's verdict goes to
 // the header, and an accepted queue_alloca (always synchronous) leaves the

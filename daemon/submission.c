@@ -122,27 +122,28 @@ static halo_status_t halod_submission_queue(halod_t *daemon,
 
 // Checks the binding table against the recording's slot requirements and
 // resolves it: O(bindings).
-static halo_status_t halod_submission_bind(
-    halod_submission_t *submission, halod_session_t *session,
-    const halod_memo_entry_t *entry, const halod_queue_t *queue,
-    const Halo__Wire__QueueExecute *request) {
+static halo_status_t halod_submission_bind(halod_submission_t *submission,
+                                           halod_session_t *session,
+                                           const halod_memo_entry_t *entry,
+                                           const halod_queue_t *queue,
+                                           const halod_op_execute_t *op) {
   uint32_t capacity = entry->binding_capacity;
-  if (request->n_bindings > capacity) {
+  if (op->binding_count > capacity) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%zu bindings for a command buffer with binding "
+                            "%u bindings for a command buffer with binding "
                             "capacity %u",
-                            request->n_bindings, capacity);
+                            op->binding_count, capacity);
   }
   submission->bindings = calloc(capacity + 1, sizeof(*submission->bindings));
   submission->buffers =
-      calloc(request->n_bindings + 1, sizeof(*submission->buffers));
+      calloc(op->binding_count + 1, sizeof(*submission->buffers));
   if (!submission->bindings || !submission->buffers) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   for (uint32_t i = 0; i < capacity; ++i) {
     const halod_slot_requirement_t *slot = &entry->slots[i];
-    const Halo__Wire__Binding *binding =
-        i < request->n_bindings ? request->bindings[i] : NULL;
+    const halod_op_binding_t *binding =
+        i < op->binding_count ? &op->bindings[i] : NULL;
     if (!binding || binding->buffer == 0) {
       if (slot->used) {
         return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -216,54 +217,45 @@ static halo_status_t halod_submission_semaphore(halod_submission_t *submission,
   return NULL;
 }
 
-// The waits and signals of a request (QueueExecute, QueueAlloca,
-// QueueDealloca).
-typedef struct halod_submission_values_t {
-  Halo__Wire__SemaphoreValue **waits;
-  size_t n_waits;
-  Halo__Wire__SemaphoreValue **signals;
-  size_t n_signals;
-} halod_submission_values_t;
-
-static halo_status_t halod_submission_sync(
-    halod_submission_t *submission, halod_session_t *session,
-    const halod_queue_t *queue, const halod_submission_values_t *request) {
-  size_t total = request->n_waits + request->n_signals;
+static halo_status_t halod_submission_sync(halod_submission_t *submission,
+                                           halod_session_t *session,
+                                           const halod_queue_t *queue,
+                                           const halod_op_sync_t *sync) {
+  size_t total = (size_t)sync->wait_count + sync->signal_count;
   if (total > 1024) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%zu waits and %zu signals (at most 1024 in all)",
-                            request->n_waits, request->n_signals);
+                            "%u waits and %u signals (at most 1024 in all)",
+                            sync->wait_count, sync->signal_count);
   }
   halo_hal_action_t *action = &submission->action;
   submission->semaphores = calloc(total + 1, sizeof(*submission->semaphores));
-  action->waits = calloc(request->n_waits + 1, sizeof(*action->waits));
-  action->signals = calloc(request->n_signals + 1, sizeof(*action->signals));
+  action->waits = calloc(sync->wait_count + 1, sizeof(*action->waits));
+  action->signals = calloc(sync->signal_count + 1, sizeof(*action->signals));
   submission->device_signals =
-      calloc(request->n_signals + 1, sizeof(*submission->device_signals));
+      calloc(sync->signal_count + 1, sizeof(*submission->device_signals));
   if (!submission->semaphores || !action->waits || !action->signals ||
       !submission->device_signals) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
-  for (size_t i = 0; i < request->n_waits; ++i) {
+  for (size_t i = 0; i < sync->wait_count; ++i) {
     halod_semaphore_t *semaphore;
-    HALO_RETURN_IF_ERROR(
-        halod_submission_semaphore(submission, session, "wait", i,
-                                   request->waits[i]->semaphore, &semaphore));
-    if (request->waits[i]->value > HALO_TIMELINE_MAX_VALUE) {
+    HALO_RETURN_IF_ERROR(halod_submission_semaphore(
+        submission, session, "wait", i, sync->waits[i].semaphore, &semaphore));
+    if (sync->waits[i].value > HALO_TIMELINE_MAX_VALUE) {
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                               "wait %zu: value %llu is >= 2^63", i,
-                              (unsigned long long)request->waits[i]->value);
+                              (unsigned long long)sync->waits[i].value);
     }
     action->waits[i].semaphore = &semaphore->hal;
-    action->waits[i].timepoint.value = request->waits[i]->value;
+    action->waits[i].timepoint.value = sync->waits[i].value;
     ++action->wait_count;
   }
-  for (size_t i = 0; i < request->n_signals; ++i) {
+  for (size_t i = 0; i < sync->signal_count; ++i) {
     halod_semaphore_t *semaphore;
     HALO_RETURN_IF_ERROR(
         halod_submission_semaphore(submission, session, "signal", i,
-                                   request->signals[i]->semaphore, &semaphore));
-    uint64_t value = request->signals[i]->value;
+                                   sync->signals[i].semaphore, &semaphore));
+    uint64_t value = sync->signals[i].value;
     halo_status_t status =
         halo_hal_semaphore_check_signal(&semaphore->hal, value);
     if (status) return halo_status_annotate(status, "signal %zu", i);
@@ -360,13 +352,13 @@ static void halod_submission_run_on_host(halo_hal_action_t *action) {
 }
 
 halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
-                                      const Halo__Wire__QueueExecute *request,
+                                      const halod_op_execute_t *op,
                                       uint64_t *out_id) {
   *out_id = 0;
   HALO_RETURN_IF_ERROR(halod_submission_check_quota(daemon, session));
   void *object;
   halo_status_t status =
-      halod_handle_table_lookup(&session->handles, request->command_buffer,
+      halod_handle_table_lookup(&session->handles, op->command_buffer,
                                 HALOD_OBJECT_COMMAND_BUFFER, &object);
   if (status) return status;
   halod_command_buffer_t *command_buffer = object;
@@ -375,7 +367,7 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "command buffer handle 0x%llx is ONE_SHOT and "
                             "was executed already",
-                            (unsigned long long)request->command_buffer);
+                            (unsigned long long)op->command_buffer);
   }
   halod_submission_t *submission = calloc(1, sizeof(*submission));
   if (!submission)
@@ -383,14 +375,13 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
   submission->daemon = daemon;
   submission->session_id = session->id;
   halod_queue_t *queue = NULL;
-  status = halod_submission_queue(daemon, session, request->queue,
-                                  entry->device, &queue);
-  if (!status)
-    status = halod_submission_bind(submission, session, entry, queue, request);
+  status =
+      halod_submission_queue(daemon, session, op->queue, entry->device, &queue);
   if (!status) {
-    halod_submission_values_t values = {request->waits, request->n_waits,
-                                        request->signals, request->n_signals};
-    status = halod_submission_sync(submission, session, queue, &values);
+    status = halod_submission_bind(submission, session, entry, queue, op);
+  }
+  if (!status) {
+    status = halod_submission_sync(submission, session, queue, &op->sync);
   }
   if (status) {
     halod_submission_free(submission);
@@ -425,7 +416,7 @@ static halo_status_t halod_submission_named_queue(halod_session_t *session,
 // checked.
 static halo_status_t halod_submission_create_host(
     halod_t *daemon, halod_session_t *session, halod_submission_kind_t kind,
-    const halod_queue_t *queue, const halod_submission_values_t *values,
+    const halod_queue_t *queue, const halod_op_sync_t *sync,
     halod_submission_t **out_submission) {
   *out_submission = NULL;
   halod_submission_t *submission = calloc(1, sizeof(*submission));
@@ -436,7 +427,7 @@ static halo_status_t halod_submission_create_host(
   submission->kind = kind;
   submission->session_id = session->id;
   halo_status_t status =
-      halod_submission_sync(submission, session, queue, values);
+      halod_submission_sync(submission, session, queue, sync);
   if (status) {
     halod_submission_free(submission);
     return status;
@@ -447,27 +438,24 @@ static halo_status_t halod_submission_create_host(
 }
 
 halo_status_t halod_submission_create_alloca(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueAlloca *request, halod_buffer_t **out_buffer,
-    uint64_t *out_handle, uint64_t *out_id) {
+    halod_t *daemon, halod_session_t *session, const halod_op_alloca_t *op,
+    halod_buffer_t **out_buffer, uint64_t *out_handle, uint64_t *out_id) {
   *out_buffer = NULL;
   *out_handle = 0;
   *out_id = 0;
   HALO_RETURN_IF_ERROR(halod_submission_check_quota(daemon, session));
   halod_queue_t *queue;
   HALO_RETURN_IF_ERROR(
-      halod_submission_named_queue(session, request->queue, &queue));
-  halod_submission_values_t values = {request->waits, request->n_waits,
-                                      request->signals, request->n_signals};
+      halod_submission_named_queue(session, op->queue, &queue));
   halod_submission_t *submission;
   HALO_RETURN_IF_ERROR(halod_submission_create_host(
-      daemon, session, HALOD_SUBMISSION_ALLOCA, queue, &values, &submission));
+      daemon, session, HALOD_SUBMISSION_ALLOCA, queue, &op->sync, &submission));
   // Everything else checked: allocate (memory type, size and quota are
   // checked there, with the messages buffer create gives).
   halod_buffer_t *buffer = NULL;
-  halo_status_t status = halod_buffer_create(daemon, session, queue->device,
-                                             (uint32_t)request->memory_type,
-                                             request->size, false, &buffer);
+  halo_status_t status =
+      halod_buffer_create(daemon, session, queue->device, op->memory_type,
+                          op->size, false, &buffer);
   uint64_t handle = 0;
   if (!status) {
     status = halod_session_add_buffer(daemon, session, buffer, &handle);
@@ -484,17 +472,18 @@ halo_status_t halod_submission_create_alloca(
   return NULL;
 }
 
-halo_status_t halod_submission_create_dealloca(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueDealloca *request, uint64_t *out_id) {
+halo_status_t halod_submission_create_dealloca(halod_t *daemon,
+                                               halod_session_t *session,
+                                               const halod_op_dealloca_t *op,
+                                               uint64_t *out_id) {
   *out_id = 0;
   HALO_RETURN_IF_ERROR(halod_submission_check_quota(daemon, session));
   halod_queue_t *queue;
   HALO_RETURN_IF_ERROR(
-      halod_submission_named_queue(session, request->queue, &queue));
+      halod_submission_named_queue(session, op->queue, &queue));
   void *object;
   halo_status_t status = halod_handle_table_lookup(
-      &session->handles, request->buffer, HALOD_OBJECT_BUFFER, &object);
+      &session->handles, op->buffer, HALOD_OBJECT_BUFFER, &object);
   if (status) return halo_status_annotate(status, "queue_dealloca");
   halod_buffer_t *buffer = object;
   if (buffer->exportable) {
@@ -502,20 +491,19 @@ halo_status_t halod_submission_create_dealloca(
                             "queue_dealloca: buffer handle 0x%llx is "
                             "exportable (other sessions may hold it): "
                             "release it instead",
-                            (unsigned long long)request->buffer);
+                            (unsigned long long)op->buffer);
   }
-  halod_submission_values_t values = {request->waits, request->n_waits,
-                                      request->signals, request->n_signals};
   halod_submission_t *submission;
-  HALO_RETURN_IF_ERROR(halod_submission_create_host(
-      daemon, session, HALOD_SUBMISSION_DEALLOCA, queue, &values, &submission));
+  HALO_RETURN_IF_ERROR(
+      halod_submission_create_host(daemon, session, HALOD_SUBMISSION_DEALLOCA,
+                                   queue, &op->sync, &submission));
   submission->buffers = calloc(1, sizeof(*submission->buffers));
   if (!submission->buffers) {
     halod_submission_free(submission);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   // The handle goes now; its reference is the submission's.
-  status = halod_session_remove_buffer(session, request->buffer, &buffer);
+  status = halod_session_remove_buffer(session, op->buffer, &buffer);
   if (status) {  // looked up above: cannot fail
     halod_submission_free(submission);
     return status;

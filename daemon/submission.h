@@ -22,6 +22,7 @@
 
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/operation.h"
 #include "daemon/queue.h"
 #include "daemon/semaphore.h"
 #include "hal/deferred_queue.h"
@@ -60,26 +61,26 @@ typedef struct halod_submission_t {
   struct halod_submission_t *session_next;
 } halod_submission_t;
 
-// Validates and accepts |request|; |out_id| is the submission's id.
+// Validates and accepts |op|; |out_id| is the submission's id.
 halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
-                                      const Halo__Wire__QueueExecute *request,
+                                      const halod_op_execute_t *op,
                                       uint64_t *out_id);
 
-// queue_alloca: validates |request|, allocates the buffer (as
+// queue_alloca: validates |op|, allocates the buffer (as
 // halod_buffer_create, charged to the session at once), adds its handle
 // (|out_handle|; |out_buffer| borrowed from it) and accepts the submission
-// that signals |request|'s signals after its waits. On error nothing is
+// that signals |op|'s signals after its waits. On error nothing is
 // left behind.
 halo_status_t halod_submission_create_alloca(
     halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueAlloca *request, halod_buffer_t **out_buffer,
+    const halod_op_alloca_t *op, halod_buffer_t **out_buffer,
     uint64_t *out_handle, uint64_t *out_id);
 
-// queue_dealloca: validates |request|, removes the buffer's handle and
+// queue_dealloca: validates |op|, removes the buffer's handle and
 // accepts the submission that frees it (see above).
 halo_status_t halod_submission_create_dealloca(
     halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__QueueDealloca *request, uint64_t *out_id);
+    const halod_op_dealloca_t *op, uint64_t *out_id);
 
 // The session ended: its submissions still waiting fail with ABORTED
 // (their signal semaphores too); issued ones complete and retire.
