@@ -87,26 +87,67 @@ bool halo_client_ring_usable(halo_client_t *client);
 // Waits until the daemon consumed every published record, so a socket
 // request never overtakes a ring record (halo_client_call does this).
 halo_status_t halo_client_ring_flush(halo_client_t *client);
+// A queue operation as libhalo checked it, before a transport carries it:
+// handles and plain values, which the submission ring writes as a record
+// (its layout is the same: one copy) and the socket as a protobuf request
+// (client/queue.c). Spans are borrowed for the call.
+typedef struct halo_client_value_t {
+  uint64_t semaphore;  // handle
+  uint64_t value;
+} halo_client_value_t;
+
+typedef struct halo_client_binding_t {
+  uint64_t buffer;  // handle; 0: the slot is unbound
+  uint64_t offset;
+  uint64_t length;  // HALO_WHOLE_BUFFER: to the end
+} halo_client_binding_t;
+
+// |values|: the waits, then the signals.
+typedef struct halo_client_sync_t {
+  const halo_client_value_t *values;
+  size_t wait_count;
+  size_t signal_count;
+} halo_client_sync_t;
+
+typedef struct halo_client_execute_t {
+  uint64_t queue;  // 0: the command buffer's device's default queue
+  uint64_t command_buffer;
+  const halo_client_binding_t *bindings;
+  size_t binding_count;
+  halo_client_sync_t sync;
+} halo_client_execute_t;
+
+typedef struct halo_client_alloca_t {
+  uint64_t queue;
+  uint64_t size;
+  uint32_t memory_type;  // halo_memory_type_t
+  halo_client_sync_t sync;
+} halo_client_alloca_t;
+
+typedef struct halo_client_dealloca_t {
+  uint64_t queue;
+  uint64_t buffer;
+  halo_client_sync_t sync;
+} halo_client_dealloca_t;
+
 // Appends an EXECUTE record (waits for space: backpressure). *out_used is
 // false when the ring cannot take it (none, broken, record too long): the
 // caller sends the request over the socket instead.
 halo_status_t halo_client_ring_execute(halo_client_t *client,
-                                       const Halo__Wire__QueueExecute *execute,
+                                       const halo_client_execute_t *execute,
                                        bool *out_used);
 // Appends an ALLOCA record, waits for the daemon's verdict (always: the
-// call returns the new handle) and fills |out_reply| (and |out_placement|,
-// which it points to, for host-visible memory) as the socket's BufferReply
-// would be. *out_used as for execute.
+// call returns the new handle) and copies the new buffer's handle,
+// submission and placement to |out_result|. *out_used as for execute.
 halo_status_t halo_client_ring_alloca(halo_client_t *client,
-                                      const Halo__Wire__QueueAlloca *alloca,
-                                      Halo__Wire__BufferReply *out_reply,
-                                      Halo__Wire__HostPlacement *out_placement,
+                                      const halo_client_alloca_t *alloca,
+                                      halo_ring_alloca_result_t *out_result,
                                       bool *out_used);
 // Appends a DEALLOCA record; waits for the verdict unless $HALO_RING_ASYNC
 // (then a rejection fails its signals and still drops the handle).
-halo_status_t halo_client_ring_dealloca(
-    halo_client_t *client, const Halo__Wire__QueueDealloca *dealloca,
-    bool *out_used);
+halo_status_t halo_client_ring_dealloca(halo_client_t *client,
+                                        const halo_client_dealloca_t *dealloca,
+                                        bool *out_used);
 // Appends a SIGNAL record and waits until the daemon processed it,
 // returning its status (as the socket's reply would).
 halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,

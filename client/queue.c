@@ -76,12 +76,12 @@ void halo_queue_release(halo_queue_t *queue) {
 }
 
 // Checks |count| semaphore values named |what| ("waits", "signals") and
-// fills |messages| and |wire| (|count| entries each) from them. |owner|
-// names the object whose client they must belong to.
-static halo_status_t halo_queue_semaphore_values(
+// copies their handles and values to |out|. |owner| names the object whose
+// client they must belong to.
+static halo_status_t halo_queue_check_values(
     halo_client_t *client, const char *owner, const char *what,
     const halo_semaphore_value_t *values, size_t count,
-    Halo__Wire__SemaphoreValue *messages, Halo__Wire__SemaphoreValue **wire) {
+    halo_client_value_t *out) {
   HALO_CHECK_ARG(values || count == 0, "%s is NULL but its count is %zu", what,
                  count);
   for (size_t i = 0; i < count; ++i) {
@@ -95,30 +95,26 @@ static halo_status_t halo_queue_semaphore_values(
     HALO_CHECK_ARG(values[i].value <= HALO_SEMAPHORE_MAX_VALUE,
                    "%s[%zu]: value %llu is >= 2^63", what, i,
                    (unsigned long long)values[i].value);
-    messages[i] = (Halo__Wire__SemaphoreValue)HALO__WIRE__SEMAPHORE_VALUE__INIT;
-    messages[i].semaphore = halo_semaphore_handle(semaphore);
-    messages[i].value = values[i].value;
-    wire[i] = &messages[i];
+    out[i].semaphore = halo_semaphore_handle(semaphore);
+    out[i].value = values[i].value;
   }
   return NULL;
 }
 
-// Checks the binding table and fills |messages| and |wire| from it. An entry
+// Checks the binding table and copies it to |out| as handles. An entry
 // whose buffer is NULL must be all zero: it leaves its slot unbound (sent as
 // buffer 0), which is fine for slots the recording does not use; the daemon
 // refuses an unbound slot the recording needs. Entries past
 // |binding_count| (up to the capacity) are unbound too.
-static halo_status_t halo_queue_bindings(halo_client_t *client,
-                                         const halo_binding_t *bindings,
-                                         size_t binding_count,
-                                         Halo__Wire__Binding *messages,
-                                         Halo__Wire__Binding **wire) {
+static halo_status_t halo_queue_check_bindings(halo_client_t *client,
+                                               const halo_binding_t *bindings,
+                                               size_t binding_count,
+                                               halo_client_binding_t *out) {
   HALO_CHECK_ARG(bindings || binding_count == 0,
                  "bindings is NULL but binding_count is %zu", binding_count);
   for (size_t i = 0; i < binding_count; ++i) {
     const halo_binding_t *binding = &bindings[i];
-    messages[i] = (Halo__Wire__Binding)HALO__WIRE__BINDING__INIT;
-    wire[i] = &messages[i];
+    out[i] = (halo_client_binding_t){0};
     if (!binding->buffer) {
       HALO_CHECK_ARG(binding->offset == 0 && binding->length == 0,
                      "bindings[%zu]: buffer is NULL but offset %llu / length "
@@ -146,11 +142,173 @@ static halo_status_t halo_queue_bindings(halo_client_t *client,
           (unsigned long long)halo_buffer_handle(buffer),
           (unsigned long long)size);
     }
-    messages[i].buffer = halo_buffer_handle(buffer);
-    messages[i].offset = binding->offset;
-    messages[i].length = binding->length;
+    out[i].buffer = halo_buffer_handle(buffer);
+    out[i].offset = binding->offset;
+    out[i].length = binding->length;
   }
   return NULL;
+}
+
+// Storage for one operation's checked spans: inline for the common small
+// case, else one heap block.
+#define HALO_QUEUE_INLINE_SPAN 16
+typedef struct halo_queue_spans_t {
+  halo_client_binding_t bindings_inline[HALO_QUEUE_INLINE_SPAN];
+  halo_client_value_t values_inline[HALO_QUEUE_INLINE_SPAN];
+  halo_client_binding_t *bindings;
+  halo_client_value_t *values;
+  void *block;
+} halo_queue_spans_t;
+
+static halo_status_t halo_queue_spans_allocate(halo_queue_spans_t *spans,
+                                               size_t binding_count,
+                                               size_t value_count) {
+  spans->block = NULL;
+  spans->bindings = spans->bindings_inline;
+  spans->values = spans->values_inline;
+  size_t bytes = 0;
+  if (binding_count > HALO_QUEUE_INLINE_SPAN) {
+    bytes += binding_count * sizeof(halo_client_binding_t);
+  }
+  if (value_count > HALO_QUEUE_INLINE_SPAN) {
+    bytes += value_count * sizeof(halo_client_value_t);
+  }
+  if (!bytes) return NULL;
+  spans->block = malloc(bytes);
+  if (!spans->block) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  uint8_t *cursor = spans->block;
+  if (binding_count > HALO_QUEUE_INLINE_SPAN) {
+    spans->bindings = (halo_client_binding_t *)cursor;
+    cursor += binding_count * sizeof(halo_client_binding_t);
+  }
+  if (value_count > HALO_QUEUE_INLINE_SPAN) {
+    spans->values = (halo_client_value_t *)cursor;
+  }
+  return NULL;
+}
+
+// Checks waits and signals into |spans->values| and describes them in
+// |out_sync|. Each entry takes at least 4 bytes on the wire: larger counts
+// can only be wrong, and bounding them keeps the sizes from overflowing.
+static halo_status_t halo_queue_check_sync(
+    halo_client_t *client, const char *owner,
+    const halo_semaphore_value_t *waits, size_t wait_count,
+    const halo_semaphore_value_t *signals, size_t signal_count,
+    size_t binding_count, halo_queue_spans_t *spans,
+    halo_client_sync_t *out_sync) {
+  const size_t max_values = HALO_WIRE_MAX_MESSAGE_BYTES / 4;
+  HALO_CHECK_ARG(wait_count <= max_values && signal_count <= max_values,
+                 "%zu waits and %zu signals cannot fit in one request",
+                 wait_count, signal_count);
+  HALO_RETURN_IF_ERROR(halo_queue_spans_allocate(spans, binding_count,
+                                                 wait_count + signal_count));
+  halo_status_t status = halo_queue_check_values(client, owner, "waits", waits,
+                                                 wait_count, spans->values);
+  if (!status) {
+    status = halo_queue_check_values(client, owner, "signals", signals,
+                                     signal_count, spans->values + wait_count);
+  }
+  if (status) {
+    free(spans->block);
+    spans->block = NULL;
+    return status;
+  }
+  *out_sync = (halo_client_sync_t){.values = spans->values,
+                                   .wait_count = wait_count,
+                                   .signal_count = signal_count};
+  return NULL;
+}
+
+// The socket's form of a checked operation: protobuf messages for its
+// bindings and values, in one heap block (freed by the caller).
+typedef struct halo_queue_wire_t {
+  void *block;
+  Halo__Wire__Binding **bindings;
+  Halo__Wire__SemaphoreValue **waits;
+  Halo__Wire__SemaphoreValue **signals;
+} halo_queue_wire_t;
+
+static halo_status_t halo_queue_wire(const halo_client_binding_t *bindings,
+                                     size_t binding_count,
+                                     const halo_client_sync_t *sync,
+                                     halo_queue_wire_t *out) {
+  size_t value_count = sync->wait_count + sync->signal_count;
+  size_t bytes = binding_count * (sizeof(Halo__Wire__Binding) +
+                                  sizeof(Halo__Wire__Binding *)) +
+                 value_count * (sizeof(Halo__Wire__SemaphoreValue) +
+                                sizeof(Halo__Wire__SemaphoreValue *));
+  out->block = malloc(bytes ? bytes : 1);
+  if (!out->block)
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  Halo__Wire__Binding *binding_messages = out->block;
+  Halo__Wire__SemaphoreValue *value_messages =
+      (Halo__Wire__SemaphoreValue *)(binding_messages + binding_count);
+  out->bindings = (Halo__Wire__Binding **)(value_messages + value_count);
+  out->waits = (Halo__Wire__SemaphoreValue **)(out->bindings + binding_count);
+  out->signals = out->waits + sync->wait_count;
+  for (size_t i = 0; i < binding_count; ++i) {
+    binding_messages[i] = (Halo__Wire__Binding)HALO__WIRE__BINDING__INIT;
+    binding_messages[i].buffer = bindings[i].buffer;
+    binding_messages[i].offset = bindings[i].offset;
+    binding_messages[i].length = bindings[i].length;
+    out->bindings[i] = &binding_messages[i];
+  }
+  for (size_t i = 0; i < value_count; ++i) {
+    value_messages[i] =
+        (Halo__Wire__SemaphoreValue)HALO__WIRE__SEMAPHORE_VALUE__INIT;
+    value_messages[i].semaphore = sync->values[i].semaphore;
+    value_messages[i].value = sync->values[i].value;
+    out->waits[i] = &value_messages[i];
+  }
+  return NULL;
+}
+
+// Sends |request| over the socket; its reply must have body |expected|
+// (|what| names the request). |out_response|, if not NULL, receives it.
+static halo_status_t halo_queue_call(halo_client_t *client,
+                                     const Halo__Wire__Request *request,
+                                     Halo__Wire__Response__BodyCase expected,
+                                     const char *what,
+                                     halo_wire_response_t **out_response) {
+  halo_wire_response_t *response = NULL;
+  halo_status_t status = halo_client_call(client, request, &response);
+  if (!status && response->body_case != expected) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "halod answered %s with another body", what);
+  }
+  if (!status && out_response) {
+    *out_response = response;
+    return NULL;
+  }
+  if (response) halo__wire__response__free_unpacked(response, NULL);
+  return status;
+}
+
+static halo_status_t halo_queue_send_execute(halo_client_t *client,
+                                             const halo_client_execute_t *op) {
+  halo_queue_wire_t wire;
+  HALO_RETURN_IF_ERROR(
+      halo_queue_wire(op->bindings, op->binding_count, &op->sync, &wire));
+  Halo__Wire__QueueExecute execute = HALO__WIRE__QUEUE_EXECUTE__INIT;
+  execute.has_queue = true;
+  execute.queue = op->queue;
+  execute.command_buffer = op->command_buffer;
+  execute.n_bindings = op->binding_count;
+  execute.bindings = wire.bindings;
+  execute.n_waits = op->sync.wait_count;
+  execute.waits = wire.waits;
+  execute.n_signals = op->sync.signal_count;
+  execute.signals = wire.signals;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE;
+  request.queue_execute = &execute;
+  halo_status_t status = halo_queue_call(
+      client, &request, HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE,
+      "QueueExecute", NULL);
+  free(wire.block);
+  return status;
 }
 
 halo_status_t halo_queue_execute(
@@ -176,120 +334,24 @@ halo_status_t halo_queue_execute(
                  "%zu bindings exceed the command buffer's binding capacity "
                  "%u",
                  binding_count, info.binding_capacity);
-  // Each entry takes at least 4 bytes on the wire: larger counts can only
-  // be wrong, and bounding them keeps the sizes below from overflowing.
-  const size_t max_values = HALO_WIRE_MAX_MESSAGE_BYTES / 4;
-  HALO_CHECK_ARG(wait_count <= max_values && signal_count <= max_values,
-                 "%zu waits and %zu signals cannot fit in one request",
-                 wait_count, signal_count);
-  // One heap block for the wire messages and their pointer arrays.
-  size_t value_count = wait_count + signal_count;
-  size_t bytes = binding_count * (sizeof(Halo__Wire__Binding) +
-                                  sizeof(Halo__Wire__Binding *)) +
-                 value_count * (sizeof(Halo__Wire__SemaphoreValue) +
-                                sizeof(Halo__Wire__SemaphoreValue *));
-  void *block = bytes ? malloc(bytes) : NULL;
-  if (bytes && !block) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  }
-  Halo__Wire__Binding *binding_messages = block;
-  Halo__Wire__SemaphoreValue *wait_messages =
-      (Halo__Wire__SemaphoreValue *)(binding_messages + binding_count);
-  Halo__Wire__SemaphoreValue *signal_messages = wait_messages + wait_count;
-  Halo__Wire__Binding **binding_wire =
-      (Halo__Wire__Binding **)(signal_messages + signal_count);
-  Halo__Wire__SemaphoreValue **wait_wire =
-      (Halo__Wire__SemaphoreValue **)(binding_wire + binding_count);
-  Halo__Wire__SemaphoreValue **signal_wire = wait_wire + wait_count;
-
-  halo_status_t status = halo_queue_bindings(
-      info.client, bindings, binding_count, binding_messages, binding_wire);
-  if (!status) {
-    status = halo_queue_semaphore_values(info.client, "command buffer", "waits",
-                                         waits, wait_count, wait_messages,
-                                         wait_wire);
-  }
-  if (!status) {
-    status = halo_queue_semaphore_values(info.client, "command buffer",
-                                         "signals", signals, signal_count,
-                                         signal_messages, signal_wire);
-  }
-  if (!status) {
-    Halo__Wire__QueueExecute execute = HALO__WIRE__QUEUE_EXECUTE__INIT;
-    execute.has_queue = true;
-    execute.queue = queue ? queue->handle : 0;
-    execute.command_buffer = info.handle;
-    execute.n_bindings = binding_count;
-    execute.bindings = binding_wire;
-    execute.n_waits = wait_count;
-    execute.waits = wait_wire;
-    execute.n_signals = signal_count;
-    execute.signals = signal_wire;
-    // The ring when the session has one (what only the daemon can check
-    // then fails the signal semaphores, halo.h); else, or for a record too
-    // long for it, the socket, after the ring drained.
-    bool used = false;
-    status = halo_client_ring_execute(info.client, &execute, &used);
-    if (!status && !used) {
-      Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-      request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE;
-      request.queue_execute = &execute;
-      halo_wire_response_t *response = NULL;
-      status = halo_client_call(info.client, &request, &response);
-      if (!status &&
-          response->body_case != HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE) {
-        status = halo_status_make(HALO_STATUS_INTERNAL,
-                                  "halod answered QueueExecute with another "
-                                  "body");
-      }
-      if (response) halo__wire__response__free_unpacked(response, NULL);
-    }
-  }
-  free(block);
+  halo_queue_spans_t spans;
+  halo_client_execute_t op = {.queue = queue ? queue->handle : 0,
+                              .command_buffer = info.handle,
+                              .binding_count = binding_count};
+  HALO_RETURN_IF_ERROR(halo_queue_check_sync(
+      info.client, "command buffer", waits, wait_count, signals, signal_count,
+      binding_count, &spans, &op.sync));
+  op.bindings = spans.bindings;
+  halo_status_t status = halo_queue_check_bindings(
+      info.client, bindings, binding_count, spans.bindings);
+  // The ring when the session has one (what only the daemon can check then
+  // fails the signal semaphores, halo.h); else, or for a record too long for
+  // it, the socket, after the ring drained.
+  bool used = false;
+  if (!status) status = halo_client_ring_execute(info.client, &op, &used);
+  if (!status && !used) status = halo_queue_send_execute(info.client, &op);
+  free(spans.block);
   return status;
-}
-
-// The waits and signals of an alloca or dealloca as wire messages, in one
-// heap block (freed by the caller).
-typedef struct halo_queue_values_t {
-  void *block;
-  Halo__Wire__SemaphoreValue **waits;
-  Halo__Wire__SemaphoreValue **signals;
-} halo_queue_values_t;
-
-static halo_status_t halo_queue_values(halo_queue_t *queue,
-                                       const halo_semaphore_value_t *waits,
-                                       size_t wait_count,
-                                       const halo_semaphore_value_t *signals,
-                                       size_t signal_count,
-                                       halo_queue_values_t *out_values) {
-  memset(out_values, 0, sizeof(*out_values));
-  const size_t max_values = HALO_WIRE_MAX_MESSAGE_BYTES / 4;
-  HALO_CHECK_ARG(wait_count <= max_values && signal_count <= max_values,
-                 "%zu waits and %zu signals cannot fit in one request",
-                 wait_count, signal_count);
-  size_t count = wait_count + signal_count;
-  void *block = malloc((count + 1) * (sizeof(Halo__Wire__SemaphoreValue) +
-                                      sizeof(Halo__Wire__SemaphoreValue *)));
-  if (!block) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  Halo__Wire__SemaphoreValue *messages = block;
-  Halo__Wire__SemaphoreValue **wire =
-      (Halo__Wire__SemaphoreValue **)(messages + count + 1);
-  halo_status_t status = halo_queue_semaphore_values(
-      queue->client, "queue", "waits", waits, wait_count, messages, wire);
-  if (!status) {
-    status = halo_queue_semaphore_values(
-        queue->client, "queue", "signals", signals, signal_count,
-        messages + wait_count, wire + wait_count);
-  }
-  if (status) {
-    free(block);
-    return status;
-  }
-  out_values->block = block;
-  out_values->waits = wire;
-  out_values->signals = wire + wait_count;
-  return NULL;
 }
 
 halo_status_t halo_queue_alloca(
@@ -302,44 +364,62 @@ halo_status_t halo_queue_alloca(
   HALO_CHECK_ARG(memory_type == HALO_MEMORY_DEVICE ||
                      memory_type == HALO_MEMORY_HOST_VISIBLE,
                  "memory_type %d is not a halo_memory_type_t", memory_type);
-  halo_queue_values_t values;
-  HALO_RETURN_IF_ERROR(halo_queue_values(queue, waits, wait_count, signals,
-                                         signal_count, &values));
-  Halo__Wire__QueueAlloca alloca = HALO__WIRE__QUEUE_ALLOCA__INIT;
-  alloca.queue = queue->handle;
-  alloca.memory_type = (Halo__Wire__MemoryType)memory_type;
-  alloca.size = size;
-  alloca.n_waits = wait_count;
-  alloca.waits = values.waits;
-  alloca.n_signals = signal_count;
-  alloca.signals = values.signals;
+  halo_queue_spans_t spans;
+  halo_client_alloca_t op = {.queue = queue->handle,
+                             .size = size,
+                             .memory_type = (uint32_t)memory_type};
+  HALO_RETURN_IF_ERROR(halo_queue_check_sync(queue->client, "queue", waits,
+                                             wait_count, signals, signal_count,
+                                             0, &spans, &op.sync));
   // The ring when the session has one: the call waits for the daemon's
   // verdict and takes the new handle from the ring's header.
-  Halo__Wire__BufferReply reply = HALO__WIRE__BUFFER_REPLY__INIT;
-  Halo__Wire__HostPlacement placement = HALO__WIRE__HOST_PLACEMENT__INIT;
+  halo_ring_alloca_result_t result = {0};
   bool used = false;
-  halo_status_t status = halo_client_ring_alloca(queue->client, &alloca, &reply,
-                                                 &placement, &used);
+  halo_status_t status =
+      halo_client_ring_alloca(queue->client, &op, &result, &used);
   if (!status && used) {
+    Halo__Wire__BufferReply reply = HALO__WIRE__BUFFER_REPLY__INIT;
+    Halo__Wire__HostPlacement placement = HALO__WIRE__HOST_PLACEMENT__INIT;
+    reply.handle = result.handle;
+    reply.size = size;
+    reply.memory_type = (Halo__Wire__MemoryType)memory_type;
+    reply.has_submission_id = true;
+    reply.submission_id = result.submission_id;
+    if (memory_type == HALO_MEMORY_HOST_VISIBLE) {
+      placement.arena_id = result.arena_id;
+      placement.arena_size = result.arena_size;
+      placement.offset = result.offset;
+      reply.placement = &placement;
+    }
     status = halo_buffer_from_buffer_reply(queue->client, &reply, out_buffer);
   } else if (!status) {
-    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-    request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA;
-    request.queue_alloca = &alloca;
-    halo_wire_response_t *response = NULL;
-    status = halo_client_call(queue->client, &request, &response);
-    if (!status && response->body_case != HALO__WIRE__RESPONSE__BODY_BUFFER) {
-      status = halo_status_make(HALO_STATUS_INTERNAL,
-                                "halod answered QueueAlloca with another "
-                                "body");
-    }
+    halo_queue_wire_t wire;
+    status = halo_queue_wire(NULL, 0, &op.sync, &wire);
     if (!status) {
-      status = halo_buffer_from_buffer_reply(queue->client, response->buffer,
-                                             out_buffer);
+      Halo__Wire__QueueAlloca alloca = HALO__WIRE__QUEUE_ALLOCA__INIT;
+      alloca.queue = op.queue;
+      alloca.memory_type = (Halo__Wire__MemoryType)memory_type;
+      alloca.size = size;
+      alloca.n_waits = wait_count;
+      alloca.waits = wire.waits;
+      alloca.n_signals = signal_count;
+      alloca.signals = wire.signals;
+      Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+      request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA;
+      request.queue_alloca = &alloca;
+      halo_wire_response_t *response = NULL;
+      status = halo_queue_call(queue->client, &request,
+                               HALO__WIRE__RESPONSE__BODY_BUFFER, "QueueAlloca",
+                               &response);
+      if (!status) {
+        status = halo_buffer_from_buffer_reply(queue->client, response->buffer,
+                                               out_buffer);
+        halo__wire__response__free_unpacked(response, NULL);
+      }
+      free(wire.block);
     }
-    if (response) halo__wire__response__free_unpacked(response, NULL);
   }
-  free(values.block);
+  free(spans.block);
   return status;
 }
 
@@ -354,36 +434,37 @@ halo_status_t halo_queue_dealloca(halo_queue_t *queue,
                  "buffer 0x%llx belongs to another client than the queue",
                  (unsigned long long)halo_buffer_handle(buffer));
   HALO_RETURN_IF_ERROR(halo_buffer_check_live(buffer));
-  halo_queue_values_t values;
-  HALO_RETURN_IF_ERROR(halo_queue_values(queue, waits, wait_count, signals,
-                                         signal_count, &values));
-  Halo__Wire__QueueDealloca dealloca = HALO__WIRE__QUEUE_DEALLOCA__INIT;
-  dealloca.queue = queue->handle;
-  dealloca.buffer = halo_buffer_handle(buffer);
-  dealloca.n_waits = wait_count;
-  dealloca.waits = values.waits;
-  dealloca.n_signals = signal_count;
-  dealloca.signals = values.signals;
+  halo_queue_spans_t spans;
+  halo_client_dealloca_t op = {.queue = queue->handle,
+                               .buffer = halo_buffer_handle(buffer)};
+  HALO_RETURN_IF_ERROR(halo_queue_check_sync(queue->client, "queue", waits,
+                                             wait_count, signals, signal_count,
+                                             0, &spans, &op.sync));
   bool used = false;
-  halo_status_t status =
-      halo_client_ring_dealloca(queue->client, &dealloca, &used);
+  halo_status_t status = halo_client_ring_dealloca(queue->client, &op, &used);
   if (!status && !used) {
-    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-    request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA;
-    request.queue_dealloca = &dealloca;
-    halo_wire_response_t *response = NULL;
-    status = halo_client_call(queue->client, &request, &response);
-    if (!status &&
-        response->body_case != HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE) {
-      status = halo_status_make(HALO_STATUS_INTERNAL,
-                                "halod answered QueueDealloca with another "
-                                "body");
+    halo_queue_wire_t wire;
+    status = halo_queue_wire(NULL, 0, &op.sync, &wire);
+    if (!status) {
+      Halo__Wire__QueueDealloca dealloca = HALO__WIRE__QUEUE_DEALLOCA__INIT;
+      dealloca.queue = op.queue;
+      dealloca.buffer = op.buffer;
+      dealloca.n_waits = wait_count;
+      dealloca.waits = wire.waits;
+      dealloca.n_signals = signal_count;
+      dealloca.signals = wire.signals;
+      Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+      request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA;
+      request.queue_dealloca = &dealloca;
+      status = halo_queue_call(queue->client, &request,
+                               HALO__WIRE__RESPONSE__BODY_QUEUE_EXECUTE,
+                               "QueueDealloca", NULL);
+      free(wire.block);
     }
-    if (response) halo__wire__response__free_unpacked(response, NULL);
   }
   // Accepted (or, asynchronously over the ring, handed over: the daemon
   // drops the handle even if it rejects the record).
   if (!status) halo_buffer_set_deallocated(buffer);
-  free(values.block);
+  free(spans.block);
   return status;
 }

@@ -5,6 +5,7 @@
 // the daemon asked for it.
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -239,21 +240,28 @@ static void halo_ring_commit(halo_client_ring_t *ring, uint8_t *record,
   halo_ring_publish(ring);
 }
 
-// Writes |waits| then |signals| as ring semaphore values at |cursor|;
-// returns the end of what it wrote.
-static uint8_t *halo_ring_write_values(
-    uint8_t *cursor, Halo__Wire__SemaphoreValue *const *waits,
-    size_t wait_count, Halo__Wire__SemaphoreValue *const *signals,
-    size_t signal_count) {
-  for (size_t i = 0; i < wait_count + signal_count; ++i) {
-    const Halo__Wire__SemaphoreValue *wire =
-        i < wait_count ? waits[i] : signals[i - wait_count];
-    halo_ring_semaphore_value_t value = {.semaphore = wire->semaphore,
-                                         .value = wire->value};
-    memcpy(cursor, &value, sizeof(value));
-    cursor += sizeof(value);
-  }
-  return cursor;
+// libhalo's checked operations (client/client.h) are written as they are.
+_Static_assert(sizeof(halo_client_binding_t) == sizeof(halo_ring_binding_t) &&
+                   offsetof(halo_client_binding_t, buffer) ==
+                       offsetof(halo_ring_binding_t, buffer) &&
+                   offsetof(halo_client_binding_t, offset) ==
+                       offsetof(halo_ring_binding_t, offset) &&
+                   offsetof(halo_client_binding_t, length) ==
+                       offsetof(halo_ring_binding_t, length),
+               "halo_client_binding_t is not a ring binding");
+_Static_assert(sizeof(halo_client_value_t) ==
+                       sizeof(halo_ring_semaphore_value_t) &&
+                   offsetof(halo_client_value_t, semaphore) ==
+                       offsetof(halo_ring_semaphore_value_t, semaphore) &&
+                   offsetof(halo_client_value_t, value) ==
+                       offsetof(halo_ring_semaphore_value_t, value),
+               "halo_client_value_t is not a ring semaphore value");
+
+// Copies |count| elements of |size| bytes to |cursor|; returns the end.
+static uint8_t *halo_ring_write(uint8_t *cursor, const void *elements,
+                                size_t count, size_t size) {
+  if (count) memcpy(cursor, elements, count * size);
+  return cursor + count * size;
 }
 
 // Waits until the daemon processed record |sequence| (ending at
@@ -280,13 +288,14 @@ static halo_status_t halo_ring_verdict(halo_client_t *client,
 }
 
 halo_status_t halo_client_ring_execute(halo_client_t *client,
-                                       const Halo__Wire__QueueExecute *execute,
+                                       const halo_client_execute_t *execute,
                                        bool *out_used) {
   *out_used = false;
   halo_client_ring_t *ring = &client->ring;
   if (!ring->header) return NULL;
+  const halo_client_sync_t *sync = &execute->sync;
   uint32_t length = halo_ring_execute_length(
-      execute->n_bindings, execute->n_waits, execute->n_signals);
+      execute->binding_count, sync->wait_count, sync->signal_count);
   if (length == 0) {
     // Too long for a record: over the socket, after the ring drained.
     return NULL;
@@ -301,9 +310,9 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
   halo_ring_execute_t body = {
       .queue = execute->queue,
       .command_buffer = execute->command_buffer,
-      .binding_count = (uint32_t)execute->n_bindings,
-      .wait_count = (uint32_t)execute->n_waits,
-      .signal_count = (uint32_t)execute->n_signals,
+      .binding_count = (uint32_t)execute->binding_count,
+      .wait_count = (uint32_t)sync->wait_count,
+      .signal_count = (uint32_t)sync->signal_count,
       .flags = ring->async ? HALO_RING_EXECUTE_ASYNC : 0};
   // Built in private memory and sealed there: what the daemon verifies is
   // what this function wrote, whatever else writes into the ring.
@@ -312,15 +321,11 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
   cursor += sizeof(header);
   memcpy(cursor, &body, sizeof(body));
   cursor += sizeof(body);
-  for (size_t i = 0; i < execute->n_bindings; ++i) {
-    halo_ring_binding_t binding = {.buffer = execute->bindings[i]->buffer,
-                                   .offset = execute->bindings[i]->offset,
-                                   .length = execute->bindings[i]->length};
-    memcpy(cursor, &binding, sizeof(binding));
-    cursor += sizeof(binding);
-  }
-  cursor = halo_ring_write_values(cursor, execute->waits, execute->n_waits,
-                                  execute->signals, execute->n_signals);
+  cursor = halo_ring_write(cursor, execute->bindings, execute->binding_count,
+                           sizeof(halo_ring_binding_t));
+  cursor = halo_ring_write(cursor, sync->values,
+                           sync->wait_count + sync->signal_count,
+                           sizeof(halo_ring_semaphore_value_t));
   memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
   halo_ring_commit(ring, record, length);
   if (!ring->async) status = halo_ring_verdict(client, sequence);
@@ -361,14 +366,13 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
 // broken, too long): the caller goes over the socket.
 static halo_status_t halo_ring_submit_values(
     halo_client_t *client, uint16_t type, const void *body, uint32_t body_bytes,
-    Halo__Wire__SemaphoreValue *const *waits, size_t wait_count,
-    Halo__Wire__SemaphoreValue *const *signals, size_t signal_count,
-    bool wait_verdict, halo_ring_alloca_result_t *out_result, bool *out_used) {
+    const halo_client_sync_t *sync, bool wait_verdict,
+    halo_ring_alloca_result_t *out_result, bool *out_used) {
   *out_used = false;
   halo_client_ring_t *ring = &client->ring;
   if (!ring->header) return NULL;
   uint32_t length =
-      halo_ring_values_length(body_bytes, wait_count, signal_count);
+      halo_ring_values_length(body_bytes, sync->wait_count, sync->signal_count);
   if (length == 0) return NULL;
   uint8_t *record;
   halo_status_t status = halo_ring_lock_reserve(client, length, &record);
@@ -381,8 +385,9 @@ static halo_status_t halo_ring_submit_values(
   cursor += sizeof(header);
   memcpy(cursor, body, body_bytes);
   cursor += body_bytes;
-  cursor =
-      halo_ring_write_values(cursor, waits, wait_count, signals, signal_count);
+  cursor = halo_ring_write(cursor, sync->values,
+                           sync->wait_count + sync->signal_count,
+                           sizeof(halo_ring_semaphore_value_t));
   memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
   halo_ring_commit(ring, record, length);
   if (wait_verdict) status = halo_ring_verdict(client, sequence);
@@ -405,48 +410,32 @@ static halo_status_t halo_ring_submit_values(
 }
 
 halo_status_t halo_client_ring_alloca(halo_client_t *client,
-                                      const Halo__Wire__QueueAlloca *alloca,
-                                      Halo__Wire__BufferReply *out_reply,
-                                      Halo__Wire__HostPlacement *out_placement,
+                                      const halo_client_alloca_t *alloca,
+                                      halo_ring_alloca_result_t *out_result,
                                       bool *out_used) {
-  halo_ring_alloca_t body = {.queue = alloca->queue,
-                             .size = alloca->size,
-                             .memory_type = (uint32_t)alloca->memory_type,
-                             .wait_count = (uint32_t)alloca->n_waits,
-                             .signal_count = (uint32_t)alloca->n_signals};
-  halo_ring_alloca_result_t result = {0};
+  halo_ring_alloca_t body = {
+      .queue = alloca->queue,
+      .size = alloca->size,
+      .memory_type = alloca->memory_type,
+      .wait_count = (uint32_t)alloca->sync.wait_count,
+      .signal_count = (uint32_t)alloca->sync.signal_count};
   // Always synchronous: the call returns the new handle.
-  HALO_RETURN_IF_ERROR(halo_ring_submit_values(
-      client, HALO_RING_RECORD_ALLOCA, &body, sizeof(body), alloca->waits,
-      alloca->n_waits, alloca->signals, alloca->n_signals, true, &result,
-      out_used));
-  if (!*out_used) return NULL;
-  out_reply->handle = result.handle;
-  out_reply->size = alloca->size;
-  out_reply->memory_type = alloca->memory_type;
-  out_reply->has_submission_id = true;
-  out_reply->submission_id = result.submission_id;
-  if (alloca->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE) {
-    out_placement->arena_id = result.arena_id;
-    out_placement->arena_size = result.arena_size;
-    out_placement->offset = result.offset;
-    out_reply->placement = out_placement;
-  }
-  return NULL;
+  return halo_ring_submit_values(client, HALO_RING_RECORD_ALLOCA, &body,
+                                 sizeof(body), &alloca->sync, true, out_result,
+                                 out_used);
 }
 
-halo_status_t halo_client_ring_dealloca(
-    halo_client_t *client, const Halo__Wire__QueueDealloca *dealloca,
-    bool *out_used) {
+halo_status_t halo_client_ring_dealloca(halo_client_t *client,
+                                        const halo_client_dealloca_t *dealloca,
+                                        bool *out_used) {
   halo_client_ring_t *ring = &client->ring;
   halo_ring_dealloca_t body = {
       .queue = dealloca->queue,
       .buffer = dealloca->buffer,
-      .wait_count = (uint32_t)dealloca->n_waits,
-      .signal_count = (uint32_t)dealloca->n_signals,
+      .wait_count = (uint32_t)dealloca->sync.wait_count,
+      .signal_count = (uint32_t)dealloca->sync.signal_count,
       .flags = ring->async ? HALO_RING_EXECUTE_ASYNC : 0};
-  return halo_ring_submit_values(
-      client, HALO_RING_RECORD_DEALLOCA, &body, sizeof(body), dealloca->waits,
-      dealloca->n_waits, dealloca->signals, dealloca->n_signals, !ring->async,
-      NULL, out_used);
+  return halo_ring_submit_values(client, HALO_RING_RECORD_DEALLOCA, &body,
+                                 sizeof(body), &dealloca->sync, !ring->async,
+                                 NULL, out_used);
 }
