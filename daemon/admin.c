@@ -40,7 +40,7 @@ void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity) {
   halod_admin_work_totals(daemon, &pending, &in_flight);
   snprintf(out_text, capacity,
            "%s%zu session(s), %u pending, %u in flight on %u device(s)",
-           daemon->draining ? "draining: " : "", daemon->sessions_by_id.count,
+           daemon->draining ? "draining: " : "", daemon->sessions.by_id.count,
            pending, in_flight, daemon->hal.device_count);
 }
 
@@ -52,10 +52,10 @@ static void halod_admin_status(halod_t *daemon, const Halo__Wire__Request *wire,
   reply.protocol_version = HALO_PROTOCOL_VERSION;
   reply.pid = (uint64_t)getpid();
   reply.uptime_seconds = (double)(halo_clock_now_ns() - daemon->start_ns) / 1e9;
-  reply.sessions = (uint32_t)daemon->sessions_by_id.count;
+  reply.sessions = (uint32_t)daemon->sessions.by_id.count;
   reply.incarnation = daemon->incarnation;
   reply.listen_address = daemon->config.listen;
-  reply.trust_domains = (uint32_t)daemon->domains.count;
+  reply.trust_domains = (uint32_t)daemon->sessions.domains.count;
   reply.has_draining = true;
   reply.draining = daemon->draining;
   reply.has_pending = reply.has_in_flight = true;
@@ -164,7 +164,7 @@ static void halod_admin_sessions(halod_t *daemon,
                                  const Halo__Wire__Request *wire,
                                  halod_server_context_t *context) {
   (void)wire;
-  size_t count = daemon->sessions_by_id.count;
+  size_t count = daemon->sessions.by_id.count;
   Halo__Wire__SessionInfo *infos;
   Halo__Wire__SessionInfo **pointers;
   if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
@@ -181,9 +181,9 @@ static void halod_admin_sessions(halod_t *daemon,
   }
   int64_t now = halo_clock_now_ns();
   size_t n = 0;
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     Halo__Wire__SessionInfo *info = &infos[n];
     halo__wire__session_info__init(info);
     info->session_id = session->id;
@@ -225,9 +225,9 @@ static halo_status_t halod_admin_count_holders(
     halod_t *daemon, uint32_t type, uint64_t (*id_of)(const void *object),
     uint64_t (*owner_of)(const void *object), halo_u64_map_t *out_counts) {
   halo_u64_map_initialize(out_counts);
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     for (uint32_t h = 0; h < session->handles.capacity; ++h) {
       const halod_handle_entry_t *entry = &session->handles.entries[h];
       if (!entry->object || entry->type != type) continue;
@@ -255,7 +255,7 @@ static void halod_admin_semaphores(halod_t *daemon,
                                    const Halo__Wire__Request *wire,
                                    halod_server_context_t *context) {
   (void)wire;
-  size_t count = daemon->semaphores.count;
+  size_t count = daemon->shared.semaphores.count;
   halo_u64_map_t importers;
   halo_status_t status = halod_admin_count_holders(
       daemon, HALOD_OBJECT_SEMAPHORE, halod_admin_semaphore_id,
@@ -273,9 +273,9 @@ static void halod_admin_semaphores(halod_t *daemon,
     return;
   }
   size_t n = 0;
-  for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
-    if (!daemon->semaphores.entries[i].key) continue;
-    halod_semaphore_t *semaphore = daemon->semaphores.entries[i].value;
+  for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
+    if (!daemon->shared.semaphores.entries[i].key) continue;
+    halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
     Halo__Wire__SemaphoreInfo *info = &infos[n];
     halo__wire__semaphore_info__init(info);
     info->semaphore_id = semaphore->id;
@@ -362,7 +362,7 @@ static halo_status_t halod_admin_executable_list(
   halo_status_t status =
       halod_admin_count_holders(daemon, HALOD_OBJECT_EXECUTABLE,
                                 halod_admin_executable_id, NULL, &sessions);
-  size_t count = daemon->executables.count;
+  size_t count = daemon->cache.executables.count;
   if (!status) {
     out_list->items = calloc(count + 1, sizeof(*out_list->items));
     out_list->pointers = calloc(count + 1, sizeof(*out_list->pointers));
@@ -376,9 +376,9 @@ static halo_status_t halod_admin_executable_list(
     return status;
   }
   size_t n = 0;
-  for (size_t i = 0; i < daemon->executables.capacity; ++i) {
-    if (!daemon->executables.entries[i].key) continue;
-    halod_executable_t *executable = daemon->executables.entries[i].value;
+  for (size_t i = 0; i < daemon->cache.executables.capacity; ++i) {
+    if (!daemon->cache.executables.entries[i].key) continue;
+    halod_executable_t *executable = daemon->cache.executables.entries[i].value;
     Halo__Wire__ExecutableInfo *info = &out_list->items[n];
     halo__wire__executable_info__init(info);
     info->executable_id = executable->id;
@@ -430,9 +430,9 @@ static void halod_admin_buffers(halod_t *daemon,
                                 halod_server_context_t *context) {
   (void)wire;
   size_t capacity = 0;
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     capacity += session->buffers + session->handles.live;
   }
   Halo__Wire__BufferInfo *infos;
@@ -445,9 +445,9 @@ static void halod_admin_buffers(halod_t *daemon,
   halo_u64_map_initialize(&index);
   halo_status_t status = NULL;
   size_t n = 0;
-  for (size_t i = 0; !status && i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; !status && i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     for (uint32_t h = 0; !status && h < session->handles.capacity; ++h) {
       const halod_handle_entry_t *entry = &session->handles.entries[h];
       if (!entry->object || entry->type != HALOD_OBJECT_BUFFER) continue;
@@ -496,7 +496,7 @@ static void halod_admin_memo_cache(halod_t *daemon,
                                    const Halo__Wire__Request *wire,
                                    halod_server_context_t *context) {
   (void)wire;
-  size_t count = daemon->memo_cache.count;
+  size_t count = daemon->cache.memo.count;
   Halo__Wire__MemoEntry *infos;
   Halo__Wire__MemoEntry **pointers;
   if (!halod_admin_listing_allocate(context, count, sizeof(*infos),
@@ -504,9 +504,9 @@ static void halod_admin_memo_cache(halod_t *daemon,
     return;
   }
   size_t n = 0;
-  for (size_t i = 0; i < daemon->memo_cache.capacity; ++i) {
-    if (!daemon->memo_cache.entries[i].key) continue;
-    halod_memo_entry_t *entry = daemon->memo_cache.entries[i].value;
+  for (size_t i = 0; i < daemon->cache.memo.capacity; ++i) {
+    if (!daemon->cache.memo.entries[i].key) continue;
+    halod_memo_entry_t *entry = daemon->cache.memo.entries[i].value;
     Halo__Wire__MemoEntry *info = &infos[n];
     halo__wire__memo_entry__init(info);
     info->key = entry->key_text;
@@ -520,8 +520,8 @@ static void halod_admin_memo_cache(halod_t *daemon,
       HALO__WIRE__ADMIN_MEMO_CACHE_REPLY__INIT;
   reply.n_entries = n;
   reply.entries = pointers;
-  reply.hits = daemon->memo_hits;
-  reply.misses = daemon->memo_misses;
+  reply.hits = daemon->cache.memo_hits;
+  reply.misses = daemon->cache.memo_misses;
   halod_admin_executable_list_t executables;
   halo_status_t status = halod_admin_executable_list(daemon, &executables);
   if (status) {
@@ -596,7 +596,7 @@ static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
                                       Halo__Wire__QueueInfo *info) {
   if (!queue->waiting || !queue->session_id) return;
   const halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions_by_id, queue->session_id);
+      halo_u64_map_get(&daemon->sessions.by_id, queue->session_id);
   if (!session) return;
   // The session's list is newest first: keep the last ones seen.
   const halod_submission_t *shown[HALOD_ADMIN_MAX_PENDING_SHOWN];
@@ -721,7 +721,7 @@ static void halod_admin_kill_client(halod_t *daemon,
                                     halod_server_context_t *context) {
   const Halo__Wire__AdminKillClient *request = wire->admin_kill_client;
   // Collected first: destroying a session changes the map.
-  size_t capacity = daemon->sessions_by_id.count;
+  size_t capacity = daemon->sessions.by_id.count;
   uint64_t *ids = calloc(capacity + 1, sizeof(*ids));
   if (!ids) {
     halod_reply_status(context,
@@ -729,9 +729,9 @@ static void halod_admin_kill_client(halod_t *daemon,
     return;
   }
   size_t n = 0;
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity && n < capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    const halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity && n < capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     if (session->pid == request->pid) ids[n++] = session->id;
   }
   if (n == 0) {
@@ -746,12 +746,13 @@ static void halod_admin_kill_client(halod_t *daemon,
   // process's new connections are refused (until it exits).
   uint64_t start = halod_session_process_start(request->pid);
   if (start) {
-    halo_status_free(halo_u64_map_put(&daemon->killed_processes, request->pid,
+    halo_status_free(halo_u64_map_put(&daemon->sessions.killed_processes,
+                                      request->pid,
                                       (void *)(uintptr_t)(start + 1)));
   }
   for (size_t k = 0; k < n; ++k) {
     halod_session_t *session =
-        halo_u64_map_get(&daemon->sessions_by_id, ids[k]);
+        halo_u64_map_get(&daemon->sessions.by_id, ids[k]);
     if (!session) continue;
     HALO_LOG_WARN(
         "session %llu: killed by an administrator (pid %u, %u submissions "
@@ -801,7 +802,7 @@ static void halod_admin_drain(halod_t *daemon, const Halo__Wire__Request *wire,
   }
   Halo__Wire__AdminDrainReply reply = HALO__WIRE__ADMIN_DRAIN_REPLY__INIT;
   reply.draining = daemon->draining;
-  reply.sessions = (uint32_t)daemon->sessions_by_id.count;
+  reply.sessions = (uint32_t)daemon->sessions.by_id.count;
   halod_admin_work_totals(daemon, &reply.pending, &reply.in_flight);
   Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
   response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_DRAIN;

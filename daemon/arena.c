@@ -66,7 +66,8 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
       status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
   }
-  if (!status) status = halo_u64_map_put(&daemon->arenas, arena->id, arena);
+  if (!status)
+    status = halo_u64_map_put(&daemon->shared.arenas, arena->id, arena);
   if (status) {
     halod_arena_unregister(arena);
     if (arena->mapping) munmap(arena->mapping, size);
@@ -85,7 +86,7 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
 }
 
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {
-  halo_u64_map_remove(&daemon->arenas, arena->id);
+  halo_u64_map_remove(&daemon->shared.arenas, arena->id);
   halod_arena_unregister(arena);
   munmap(arena->mapping, arena->size);
   close(arena->fd);

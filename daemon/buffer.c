@@ -119,7 +119,7 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
   if (buffer->exported) halod_export_remove(daemon, buffer->token);
   halod_session_t *owner =
       buffer->owner_session
-          ? halo_u64_map_get(&daemon->sessions_by_id, buffer->owner_session)
+          ? halo_u64_map_get(&daemon->sessions.by_id, buffer->owner_session)
           : NULL;
   halod_device_stats_t *stats = &daemon->stats.devices[buffer->device];
   --stats->buffers;

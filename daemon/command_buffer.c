@@ -470,7 +470,7 @@ static void halod_recorder_release(halod_recorder_t *recorder) {
 static void halod_memo_entry_destroy(halod_t *daemon,
                                      halod_memo_entry_t *entry) {
   if (entry->in_cache) {
-    halo_u64_map_remove(&daemon->memo_cache, halo_hash_key(&entry->key));
+    halo_u64_map_remove(&daemon->cache.memo, halo_hash_key(&entry->key));
   }
   halo_hal_command_buffer_destroy(entry->hal);
   for (uint32_t i = 0; i < entry->executable_count; ++i) {
@@ -564,13 +564,13 @@ halo_status_t halod_command_buffer_create(
 
   bool reusable = request->flags == HALO_HAL_RECORDING_REUSABLE;
   halod_memo_entry_t *entry =
-      reusable ? halo_u64_map_get(&daemon->memo_cache, halo_hash_key(&key))
+      reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))
                : NULL;
   if (entry && memcmp(entry->key.bytes, key.bytes, HALO_HASH_BYTES) == 0) {
     // An identical recording is prepared already: share it.
     ++entry->sharers;
     ++entry->hits;
-    ++daemon->memo_hits;
+    ++daemon->cache.memo_hits;
     halod_recorder_release(&recorder);
     command_buffer->entry = entry;
     command_buffer->memo_hit = true;
@@ -605,10 +605,10 @@ halo_status_t halod_command_buffer_create(
   entry->executable_count = recorder.executable_count;
   entry->buffers = recorder.buffers;
   entry->buffer_count = recorder.buffer_count;
-  ++daemon->memo_misses;
-  if (reusable && !halo_u64_map_get(&daemon->memo_cache, halo_hash_key(&key))) {
+  ++daemon->cache.memo_misses;
+  if (reusable && !halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))) {
     halo_status_t put =
-        halo_u64_map_put(&daemon->memo_cache, halo_hash_key(&key), entry);
+        halo_u64_map_put(&daemon->cache.memo, halo_hash_key(&key), entry);
     if (put) {
       halo_status_free(put);  // works, just unshared
     } else {

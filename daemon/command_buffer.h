@@ -34,7 +34,7 @@ typedef struct halod_memo_entry_t {
   uint32_t flags;
   uint32_t sharers;  // command buffers using it
   uint64_t hits;     // times an identical recording found it
-  bool in_cache;     // REUSABLE: in daemon->memo_cache
+  bool in_cache;     // REUSABLE: in daemon->cache.memo
   uint32_t command_count;
   uint32_t binding_capacity;
   halod_slot_requirement_t *slots;

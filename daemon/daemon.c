@@ -32,7 +32,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
   *out_domain = NULL;
   bool by_process = strcmp(daemon->config.trust_domain, "process") == 0;
   uint64_t key = by_process ? ((uint64_t)pid | 1ull << 32) : (uint64_t)uid + 1;
-  halod_domain_t *domain = halo_u64_map_get(&daemon->domains, key);
+  halod_domain_t *domain = halo_u64_map_get(&daemon->sessions.domains, key);
   if (!domain) {
     domain = calloc(1, sizeof(*domain));
     if (!domain) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -43,7 +43,8 @@ halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
     } else {
       snprintf(domain->name, sizeof(domain->name), "uid:%u", uid);
     }
-    halo_status_t status = halo_u64_map_put(&daemon->domains, key, domain);
+    halo_status_t status =
+        halo_u64_map_put(&daemon->sessions.domains, key, domain);
     if (status) {
       free(domain);
       return status;
@@ -55,7 +56,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
   if (status) {
     if (domain->sessions == 0) {
       halod_domain_stop_devices(daemon, domain);
-      halo_u64_map_remove(&daemon->domains, domain->key);
+      halo_u64_map_remove(&daemon->sessions.domains, domain->key);
       free(domain);
     }
     return status;
@@ -68,7 +69,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
   if (--domain->sessions > 0) return;
   halod_domain_stop_devices(daemon, domain);
-  halo_u64_map_remove(&daemon->domains, domain->key);
+  halo_u64_map_remove(&daemon->sessions.domains, domain->key);
   free(domain);
 }
 
@@ -89,11 +90,12 @@ halo_status_t halod_export_create(halod_t *daemon, uint32_t type, void *object,
       free(entry);
       return halo_status_from_errno(errno, "getrandom for an export token");
     }
-  } while (halo_u64_map_get(&daemon->exports, halod_token_key(entry->token)));
+  } while (
+      halo_u64_map_get(&daemon->shared.exports, halod_token_key(entry->token)));
   entry->type = type;
   entry->object = object;
-  halo_status_t status =
-      halo_u64_map_put(&daemon->exports, halod_token_key(entry->token), entry);
+  halo_status_t status = halo_u64_map_put(&daemon->shared.exports,
+                                          halod_token_key(entry->token), entry);
   if (status) {
     free(entry);
     return status;
@@ -112,7 +114,7 @@ halo_status_t halod_export_lookup(halod_t *daemon, const uint8_t *token,
                             token_length);
   }
   halod_export_t *entry =
-      halo_u64_map_get(&daemon->exports, halod_token_key(token));
+      halo_u64_map_get(&daemon->shared.exports, halod_token_key(token));
   if (!entry || memcmp(entry->token, token, 16) != 0 || entry->type != type) {
     return halo_status_make(HALO_STATUS_NOT_FOUND,
                             "no live exported %s has this token",
@@ -123,7 +125,7 @@ halo_status_t halod_export_lookup(halod_t *daemon, const uint8_t *token,
 }
 
 void halod_export_remove(halod_t *daemon, const uint8_t token[16]) {
-  free(halo_u64_map_remove(&daemon->exports, halod_token_key(token)));
+  free(halo_u64_map_remove(&daemon->shared.exports, halod_token_key(token)));
 }
 
 // A signal handler in libuv runs on the loop: the work can happen here.
@@ -134,7 +136,7 @@ static void halod_wake_loop(void *wake_data) {
 
 static void halod_on_completion(uv_async_t *async) {
   halod_t *daemon = async->data;
-  halo_hal_deferred_queue_drain(&daemon->deferred);
+  halo_hal_deferred_queue_drain(&daemon->work.deferred);
 }
 
 static void halod_on_signal(uv_signal_t *handle, int signum) {
@@ -175,6 +177,20 @@ static void halod_summary(void *user_data, char *out_text, size_t capacity) {
   halod_admin_summary(user_data, out_text, capacity);
 }
 
+void halod_shared_initialize(halod_shared_t *shared) {
+  halo_u64_map_initialize(&shared->pages);
+  halo_u64_map_initialize(&shared->arenas);
+  halo_u64_map_initialize(&shared->semaphores);
+  halo_u64_map_initialize(&shared->exports);
+}
+
+void halod_shared_deinitialize(halod_shared_t *shared) {
+  halo_u64_map_deinitialize(&shared->pages);
+  halo_u64_map_deinitialize(&shared->arenas);
+  halo_u64_map_deinitialize(&shared->semaphores);
+  halo_u64_map_deinitialize(&shared->exports);
+}
+
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
                           const halod_config_t *config) {
   memset(daemon, 0, sizeof(*daemon));
@@ -184,25 +200,17 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   if (getrandom(&daemon->incarnation, sizeof(daemon->incarnation), 0) != 8) {
     return halo_status_from_errno(errno, "getrandom for the incarnation");
   }
-  halo_u64_map_initialize(&daemon->sessions_by_pipe);
-  halo_u64_map_initialize(&daemon->sessions_by_id);
-  halo_u64_map_initialize(&daemon->domains);
-  halo_u64_map_initialize(&daemon->removed_pipes);
-  halo_u64_map_initialize(&daemon->pages);
-  halo_u64_map_initialize(&daemon->arenas);
-  halo_u64_map_initialize(&daemon->semaphores);
-  halo_u64_map_initialize(&daemon->exports);
-  halo_u64_map_initialize(&daemon->executables);
-  halo_u64_map_initialize(&daemon->memo_cache);
-  halo_u64_map_initialize(&daemon->killed_processes);
+  halod_sessions_initialize(&daemon->sessions);
+  halod_shared_initialize(&daemon->shared);
+  halod_cache_initialize(&daemon->cache);
   HALO_RETURN_IF_ERROR(halo_hash_library_initialize());
-  daemon->completion_async.data = daemon;
+  daemon->work.completion_async.data = daemon;
   // Before the completion handle: a lost device is handled before the
   // completions that report it (libuv runs pending handles in this order).
   halod_device_lost_start(daemon);
-  uv_async_init(loop, &daemon->completion_async, halod_on_completion);
-  halo_hal_deferred_queue_initialize(&daemon->deferred, halod_wake_loop,
-                                     &daemon->completion_async);
+  uv_async_init(loop, &daemon->work.completion_async, halod_on_completion);
+  halo_hal_deferred_queue_initialize(&daemon->work.deferred, halod_wake_loop,
+                                     &daemon->work.completion_async);
 
   halo_status_t status = halod_workers_start(daemon);
   if (status) {
@@ -279,34 +287,34 @@ void halod_stop(halod_t *daemon) {
   halod_server_destroy(daemon->admin_server);
   daemon->admin_server = NULL;
   // Outstanding work fails: every waiter wakes with UNAVAILABLE.
-  for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
-    if (!daemon->semaphores.entries[i].key) continue;
-    halod_semaphore_fail(daemon->semaphores.entries[i].value,
+  for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
+    if (!daemon->shared.semaphores.entries[i].key) continue;
+    halod_semaphore_fail(daemon->shared.semaphores.entries[i].value,
                          HALO_STATUS_UNAVAILABLE, "halod is shutting down");
   }
   // Sessions release everything they hold.
-  while (daemon->sessions_by_id.count > 0) {
-    for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-      if (daemon->sessions_by_id.entries[i].key) {
-        halod_session_destroy(daemon, daemon->sessions_by_id.entries[i].value);
+  while (daemon->sessions.by_id.count > 0) {
+    for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+      if (daemon->sessions.by_id.entries[i].key) {
+        halod_session_destroy(daemon, daemon->sessions.by_id.entries[i].value);
         break;
       }
     }
   }
   // Issued work finishes (nothing preempts it); its completions retire it.
   int64_t deadline = halo_clock_now_ns() + 30ll * 1000000000;
-  while (daemon->deferred.issued > 0 && halo_clock_now_ns() < deadline) {
-    halo_hal_deferred_queue_drain(&daemon->deferred);
-    if (daemon->deferred.issued > 0) usleep(1000);
+  while (daemon->work.deferred.issued > 0 && halo_clock_now_ns() < deadline) {
+    halo_hal_deferred_queue_drain(&daemon->work.deferred);
+    if (daemon->work.deferred.issued > 0) usleep(1000);
   }
-  if (daemon->deferred.issued > 0) {
+  if (daemon->work.deferred.issued > 0) {
     HALO_LOG_WARN("%u executions still running after 30 s; exiting anyway",
-                  daemon->deferred.issued);
+                  daemon->work.deferred.issued);
   } else {
-    halo_hal_deferred_queue_deinitialize(&daemon->deferred);
+    halo_hal_deferred_queue_deinitialize(&daemon->work.deferred);
   }
-  if (daemon->completion_async.loop) {
-    uv_close((uv_handle_t *)&daemon->completion_async, NULL);
+  if (daemon->work.completion_async.loop) {
+    uv_close((uv_handle_t *)&daemon->work.completion_async, NULL);
   }
   halod_fd_server_destroy(daemon->fd_server);
   daemon->fd_server = NULL;
@@ -319,15 +327,7 @@ void halod_stop(halod_t *daemon) {
   halod_executable_stop_loads(daemon);
   halod_device_lost_unwatch(daemon);
   halod_workers_stop(daemon);
-  halo_u64_map_deinitialize(&daemon->sessions_by_pipe);
-  halo_u64_map_deinitialize(&daemon->sessions_by_id);
-  halo_u64_map_deinitialize(&daemon->domains);
-  halo_u64_map_deinitialize(&daemon->removed_pipes);
-  halo_u64_map_deinitialize(&daemon->pages);
-  halo_u64_map_deinitialize(&daemon->arenas);
-  halo_u64_map_deinitialize(&daemon->semaphores);
-  halo_u64_map_deinitialize(&daemon->exports);
-  halo_u64_map_deinitialize(&daemon->executables);
-  halo_u64_map_deinitialize(&daemon->memo_cache);
-  halo_u64_map_deinitialize(&daemon->killed_processes);
+  halod_sessions_deinitialize(&daemon->sessions);
+  halod_shared_deinitialize(&daemon->shared);
+  halod_cache_deinitialize(&daemon->cache);
 }

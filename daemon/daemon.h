@@ -49,6 +49,56 @@ typedef struct halod_export_t {
   void *object;
 } halod_export_t;
 
+// The sessions and who may open one (daemon/session.c, daemon/workers.c).
+typedef struct halod_sessions_t {
+  halo_u64_map_t by_pipe;        // pipe id -> session
+  halo_u64_map_t by_id;          // session id -> session
+  halo_u64_map_t removed_pipes;  // pipes removed before their ADD event
+  halo_u64_map_t domains;        // domain key -> halod_domain_t
+  // Processes haloctl kill-client ended: pid -> start time + 1. Their new
+  // connections are refused (nng would dial again on its own).
+  halo_u64_map_t killed_processes;
+} halod_sessions_t;
+void halod_sessions_initialize(halod_sessions_t *sessions);
+// Once every session has ended.
+void halod_sessions_deinitialize(halod_sessions_t *sessions);
+
+// What the supervisor shares through memory with clients and workers, and
+// the tokens that let other sessions import it (daemon/semaphore.c,
+// daemon/arena.c).
+typedef struct halod_shared_t {
+  halo_u64_map_t pages;       // page id -> halod_timeline_page_t
+  halo_u64_map_t arenas;      // arena id -> halod_arena_t
+  halo_u64_map_t semaphores;  // semaphore id -> halod_semaphore_t
+  halo_u64_map_t exports;     // first 8 token bytes -> halod_export_t
+} halod_shared_t;
+void halod_shared_initialize(halod_shared_t *shared);
+// Once every object in it was released.
+void halod_shared_deinitialize(halod_shared_t *shared);
+
+// Device code and recordings, shared by the sessions of a trust domain
+// (their keys include the domain's device): daemon/executable.c,
+// daemon/command_buffer.c.
+typedef struct halod_cache_t {
+  halo_u64_map_t executables;      // content hash key -> halod_executable_t
+  halo_u64_map_t memo;             // recording hash key -> halod_memo_entry_t
+  halod_executable_load_t *loads;  // in flight (executable.c)
+  uint64_t memo_hits;
+  uint64_t memo_misses;
+} halod_cache_t;
+void halod_cache_initialize(halod_cache_t *cache);
+// Once loads have stopped and every entry was released.
+void halod_cache_deinitialize(halod_cache_t *cache);
+
+// Work in flight: submissions waiting on semaphores (the deferred queue,
+// completions from driver threads) and the sessions' submission rings
+// (daemon/submission.c, daemon/ring.c).
+typedef struct halod_work_t {
+  halo_hal_deferred_queue_t deferred;
+  uv_async_t completion_async;
+  halod_rings_t *rings;
+} halod_work_t;
+
 typedef struct halod_t {
   uv_loop_t *loop;
   halod_config_t config;
@@ -69,28 +119,13 @@ typedef struct halod_t {
   bool draining;
   halod_stats_t stats;
   halod_metrics_t metrics;
-  // Processes haloctl kill-client ended: pid -> start time + 1. Their new
-  // connections are refused (nng would dial again on its own).
-  halo_u64_map_t killed_processes;
-
-  halo_u64_map_t sessions_by_pipe;  // pipe id -> session
-  halo_u64_map_t sessions_by_id;    // session id -> session
-  halo_u64_map_t domains;           // uid + 1 -> domain
-  halo_u64_map_t removed_pipes;     // pipes removed before their ADD event
-  halo_u64_map_t pages;             // page id -> halod_timeline_page_t
-  halo_u64_map_t arenas;            // arena id -> halod_arena_t
-  halo_u64_map_t semaphores;        // semaphore id -> halod_semaphore_t
-  halo_u64_map_t exports;           // first 8 token bytes -> halod_export_t
-  halo_u64_map_t executables;       // content hash key -> halod_executable_t
-  halo_u64_map_t memo_cache;        // recording hash key -> halod_memo_entry_t
-  halod_executable_load_t *executable_loads;  // in flight (executable.c)
-  uint64_t memo_hits;
-  uint64_t memo_misses;
-  // Submissions waiting on semaphores; completions from driver threads.
-  halo_hal_deferred_queue_t deferred;
-  uv_async_t completion_async;
-  halod_rings_t *rings;  // the sessions' submission rings (daemon/ring.h)
-  struct halod_workers_state_t *workers;  // daemon/workers.c
+  halod_sessions_t sessions;
+  halod_shared_t shared;
+  halod_cache_t cache;
+  halod_work_t work;
+  // The device workers per (device, trust domain) and the spares
+  // (daemon/workers.c).
+  struct halod_workers_state_t *workers;
 } halod_t;
 
 // Starts everything: devices, sockets, signal handlers.

@@ -54,9 +54,9 @@ static void halod_device_lost_on_async(uv_async_t *async) {
       .detail = result,
       .count = count,
   };
-  for (size_t i = 0; i < daemon->semaphores.capacity; ++i) {
-    if (!daemon->semaphores.entries[i].key) continue;
-    halod_semaphore_t *semaphore = daemon->semaphores.entries[i].value;
+  for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
+    if (!daemon->shared.semaphores.entries[i].key) continue;
+    halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
     halo_timeline_slot_set_failure_info(semaphore->hal.slot, &info);
     halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST,
                          "%s; submissions in flight on device %u: %s; halod "

@@ -79,7 +79,7 @@ struct halod_executable_waiter_t {
 struct halod_executable_load_t {
   uv_work_t work;
   halod_t *daemon;
-  halod_executable_load_t *next;  // daemon->executable_loads
+  halod_executable_load_t *next;  // daemon->cache.loads
   halod_executable_t *executable;
   halo_hal_device_t *device;
   // Copies of the request (freed once its handler returns).
@@ -191,7 +191,7 @@ static void halod_executable_load_work(uv_work_t *work) {
 
 static void halod_executable_unlink_load(halod_t *daemon,
                                          halod_executable_load_t *load) {
-  halod_executable_load_t **link = &daemon->executable_loads;
+  halod_executable_load_t **link = &daemon->cache.loads;
   while (*link && *link != load) link = &(*link)->next;
   if (*link) *link = load->next;
 }
@@ -223,7 +223,8 @@ static void halod_executable_load_done(uv_work_t *work, int uv_status) {
     load->status = NULL;
     HALO_LOG_DEBUG("executable %.16s: %s", executable->hash_text,
                    halo_status_message(status));
-    halo_u64_map_remove(&daemon->executables, halo_hash_key(&executable->hash));
+    halo_u64_map_remove(&daemon->cache.executables,
+                        halo_hash_key(&executable->hash));
     free(executable);
     while (waiter) {
       halod_executable_waiter_t *next = waiter->next;
@@ -250,7 +251,7 @@ static void halod_executable_load_done(uv_work_t *work, int uv_status) {
   while (waiter) {
     halod_executable_waiter_t *next = waiter->next;
     halod_session_t *session =
-        halo_u64_map_get(&daemon->sessions_by_id, waiter->session_id);
+        halo_u64_map_get(&daemon->sessions.by_id, waiter->session_id);
     if (session) {
       ++executable->refcount;
       halod_executable_reply(daemon, session, executable, waiter->context,
@@ -314,8 +315,8 @@ static halo_status_t halod_executable_start_load(
     status = halod_executable_add_waiter(executable, session, context, false);
   }
   if (!status) {
-    status =
-        halo_u64_map_put(&daemon->executables, halo_hash_key(hash), executable);
+    status = halo_u64_map_put(&daemon->cache.executables, halo_hash_key(hash),
+                              executable);
   }
   if (status) {
     if (executable) free(executable->waiters);
@@ -332,15 +333,15 @@ static halo_status_t halod_executable_start_load(
   int rc = uv_queue_work(daemon->loop, &load->work, halod_executable_load_work,
                          halod_executable_load_done);
   if (rc != 0) {
-    halo_u64_map_remove(&daemon->executables, halo_hash_key(hash));
+    halo_u64_map_remove(&daemon->cache.executables, halo_hash_key(hash));
     free(executable->waiters);
     free(executable);
     halod_executable_load_free(load);
     return halo_status_make(HALO_STATUS_INTERNAL, "uv_queue_work: %s",
                             uv_strerror(rc));
   }
-  load->next = daemon->executable_loads;
-  daemon->executable_loads = load;
+  load->next = daemon->cache.loads;
+  daemon->cache.loads = load;
   HALO_LOG_DEBUG(
       "executable %.16s: loading a %s of %zu bytes on device %u "
       "(session %llu)",
@@ -367,7 +368,7 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
   halo_hash_t hash;
   halod_executable_hash(request, device, &hash);
   halod_executable_t *existing =
-      halo_u64_map_get(&daemon->executables, halo_hash_key(&hash));
+      halo_u64_map_get(&daemon->cache.executables, halo_hash_key(&hash));
   if (existing && memcmp(existing->hash.bytes, hash.bytes, sizeof(hash)) != 0) {
     halod_reply_status(context,
                        halo_status_make(HALO_STATUS_INTERNAL,
@@ -400,7 +401,7 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
 }
 
 void halod_executable_stop_loads(halod_t *daemon) {
-  for (halod_executable_load_t *load = daemon->executable_loads; load;
+  for (halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
     if (load->abandoned) continue;
     // Not started yet: it never will (its after-work callback still runs,
@@ -414,7 +415,8 @@ void halod_executable_stop_loads(halod_t *daemon) {
     load->hal = NULL;
     load->abandoned = true;
     halod_executable_t *executable = load->executable;
-    halo_u64_map_remove(&daemon->executables, halo_hash_key(&executable->hash));
+    halo_u64_map_remove(&daemon->cache.executables,
+                        halo_hash_key(&executable->hash));
     while (executable->waiters) {
       halod_executable_waiter_t *next = executable->waiters->next;
       free(executable->waiters);
@@ -431,7 +433,20 @@ void halod_executable_retain(halod_executable_t *executable) {
 
 void halod_executable_release(halod_t *daemon, halod_executable_t *executable) {
   if (--executable->refcount > 0) return;
-  halo_u64_map_remove(&daemon->executables, halo_hash_key(&executable->hash));
+  halo_u64_map_remove(&daemon->cache.executables,
+                      halo_hash_key(&executable->hash));
   halo_hal_executable_destroy(executable->hal);
   free(executable);
+}
+
+void halod_cache_initialize(halod_cache_t *cache) {
+  halo_u64_map_initialize(&cache->executables);
+  halo_u64_map_initialize(&cache->memo);
+  cache->loads = NULL;
+  cache->memo_hits = cache->memo_misses = 0;
+}
+
+void halod_cache_deinitialize(halod_cache_t *cache) {
+  halo_u64_map_deinitialize(&cache->executables);
+  halo_u64_map_deinitialize(&cache->memo);
 }

@@ -86,7 +86,7 @@ static halo_status_t halod_fd_authenticate(halod_fd_connection_t *connection,
                             "fd channel already authenticated");
   }
   halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions_by_id, request->id);
+      halo_u64_map_get(&daemon->sessions.by_id, request->id);
   // The same answer for an unknown session and a wrong token: no oracle.
   bool token_ok = false;
   if (session) {
@@ -143,7 +143,8 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
     return;
   }
   if (request->kind == HALO_FD_REQUEST_SEMAPHORE_PAGE) {
-    halod_timeline_page_t *page = halo_u64_map_get(&daemon->pages, request->id);
+    halod_timeline_page_t *page =
+        halo_u64_map_get(&daemon->shared.pages, request->id);
     if (!page ||
         !halod_session_is_granted(session, HALOD_GRANT_PAGE, request->id)) {
       halod_fd_reply(connection,
@@ -158,7 +159,8 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
     return;
   }
   if (request->kind == HALO_FD_REQUEST_ARENA) {
-    halod_arena_t *arena = halo_u64_map_get(&daemon->arenas, request->id);
+    halod_arena_t *arena =
+        halo_u64_map_get(&daemon->shared.arenas, request->id);
     if (!arena ||
         !halod_session_is_granted(session, HALOD_GRANT_ARENA, request->id)) {
       halod_fd_reply(connection,

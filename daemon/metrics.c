@@ -227,7 +227,7 @@ static void halod_metrics_session_labels(halod_text_t *text,
 }
 
 static void halod_metrics_sessions(halod_t *daemon, halod_text_t *text) {
-  const halo_u64_map_t *sessions = &daemon->sessions_by_id;
+  const halo_u64_map_t *sessions = &daemon->sessions.by_id;
   halod_text_header(text, "halo_session_allocated_bytes", "gauge",
                     "Bytes of the buffers a session owns, by memory type.");
   for (size_t i = 0; i < sessions->capacity; ++i) {
@@ -269,7 +269,7 @@ char *halod_metrics_render(halod_t *daemon) {
                     "1 while halod drains (haloctl drain).",
                     daemon->draining ? 1 : 0);
   halod_text_sample(&text, "halo_sessions", "gauge", "Connected sessions.",
-                    (double)daemon->sessions_by_id.count);
+                    (double)daemon->sessions.by_id.count);
   halod_text_sample(&text, "halo_sessions_total", "counter",
                     "Sessions ever connected.",
                     (double)daemon->stats.sessions_total);
@@ -278,12 +278,12 @@ char *halod_metrics_render(halod_t *daemon) {
                     (double)daemon->stats.sessions_killed);
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains with sessions.",
-                    (double)daemon->domains.count);
+                    (double)daemon->sessions.domains.count);
   halod_text_sample(&text, "halo_semaphores", "gauge", "Live semaphores.",
-                    (double)daemon->semaphores.count);
+                    (double)daemon->shared.semaphores.count);
   halod_text_sample(&text, "halo_executables", "gauge",
                     "Executables loaded (or loading).",
-                    (double)daemon->executables.count);
+                    (double)daemon->cache.executables.count);
   halod_text_sample(&text, "halo_executable_cache_hits_total", "counter",
                     "Executable loads that found it loaded already.",
                     (double)daemon->stats.executable_hits);
@@ -291,12 +291,13 @@ char *halod_metrics_render(halod_t *daemon) {
                     "Executable loads that went to the driver.",
                     (double)daemon->stats.executable_misses);
   halod_text_sample(&text, "halo_memo_cache_entries", "gauge",
-                    "Memoized recordings.", (double)daemon->memo_cache.count);
+                    "Memoized recordings.", (double)daemon->cache.memo.count);
   halod_text_sample(&text, "halo_memo_cache_hits_total", "counter",
                     "Recordings that found an identical one memoized.",
-                    (double)daemon->memo_hits);
+                    (double)daemon->cache.memo_hits);
   halod_text_sample(&text, "halo_memo_cache_misses_total", "counter",
-                    "Recordings prepared anew.", (double)daemon->memo_misses);
+                    "Recordings prepared anew.",
+                    (double)daemon->cache.memo_misses);
   halod_metrics_devices(daemon, &text);
   halod_metrics_sessions(daemon, &text);
   if (text.failed) {

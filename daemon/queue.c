@@ -45,7 +45,7 @@ void halod_queue_retain(halod_queue_t *queue) {
 void halod_queue_release(halod_t *daemon, halod_queue_t *queue) {
   if (--queue->refcount > 0) return;
   halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions_by_id, queue->session_id);
+      halo_u64_map_get(&daemon->sessions.by_id, queue->session_id);
   if (session) {
     halod_queue_t **link = &session->queues;
     while (*link && *link != queue) link = &(*link)->session_next;

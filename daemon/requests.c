@@ -754,7 +754,7 @@ static halo_status_t halod_dispatch(halod_request_t *request,
 static halod_session_t *halod_session_for_pipe(halod_t *daemon,
                                                uint32_t pipe_id) {
   halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions_by_pipe, pipe_id);
+      halo_u64_map_get(&daemon->sessions.by_pipe, pipe_id);
   if (session) return session;
   // A request raced ahead of its pipe event: read the credentials now. A pipe
   // that is already gone fails here and gets no session.
@@ -829,10 +829,11 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
   halod_t *daemon = user_data;
   switch (event->kind) {
     case HALOD_SERVER_EVENT_PIPE_ADDED: {
-      if (halo_u64_map_get(&daemon->sessions_by_pipe, event->pipe_id)) break;
+      if (halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id)) break;
       // nng runs the ADD and REM callbacks on different threads, unordered:
       // a pipe whose removal was queued first gets no session.
-      if (halo_u64_map_remove(&daemon->removed_pipes, event->pipe_id)) break;
+      if (halo_u64_map_remove(&daemon->sessions.removed_pipes, event->pipe_id))
+        break;
       halod_session_t *session;
       halo_status_t status = halod_session_create(
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
@@ -851,16 +852,16 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
     }
     case HALOD_SERVER_EVENT_PIPE_REMOVED: {
       halod_session_t *session =
-          halo_u64_map_get(&daemon->sessions_by_pipe, event->pipe_id);
+          halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
       if (session) {
         halod_session_destroy(daemon, session);
       } else {
         // Removed before its ADD event was handled (see above). Pipe ids are
         // not reused soon; the set is pruned when it grows large.
-        if (daemon->removed_pipes.count > 4096) {
-          halo_u64_map_deinitialize(&daemon->removed_pipes);
+        if (daemon->sessions.removed_pipes.count > 4096) {
+          halo_u64_map_deinitialize(&daemon->sessions.removed_pipes);
         }
-        halo_status_free(halo_u64_map_put(&daemon->removed_pipes,
+        halo_status_free(halo_u64_map_put(&daemon->sessions.removed_pipes,
                                           event->pipe_id, (void *)1));
       }
       break;

@@ -98,7 +98,7 @@ static void halod_ring_link(halod_ring_t *ring, halod_ring_t **list) {
 static void halod_rings_on_idle(uv_idle_t *idle);
 
 static void halod_ring_activate(halod_ring_t *ring) {
-  halod_rings_t *rings = ring->daemon->rings;
+  halod_rings_t *rings = ring->daemon->work.rings;
   if (ring->active || ring->broken) return;
   ring->active = true;
   ring->last_work_ns = halo_clock_now_ns();
@@ -107,7 +107,7 @@ static void halod_ring_activate(halod_ring_t *ring) {
 }
 
 static void halod_ring_deactivate(halod_ring_t *ring) {
-  halod_rings_t *rings = ring->daemon->rings;
+  halod_rings_t *rings = ring->daemon->work.rings;
   if (ring->active) halod_ring_unlink(ring, &rings->active);
   ring->active = false;
 }
@@ -153,11 +153,11 @@ static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
                            memory_order_seq_cst);
   // Collected first: failing a semaphore may retire work and free others.
   halod_semaphore_t **created =
-      calloc(daemon->semaphores.count + 1, sizeof(*created));
+      calloc(daemon->shared.semaphores.count + 1, sizeof(*created));
   size_t count = 0;
-  for (size_t i = 0; created && i < daemon->semaphores.capacity; ++i) {
-    if (!daemon->semaphores.entries[i].key) continue;
-    halod_semaphore_t *semaphore = daemon->semaphores.entries[i].value;
+  for (size_t i = 0; created && i < daemon->shared.semaphores.capacity; ++i) {
+    if (!daemon->shared.semaphores.entries[i].key) continue;
+    halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
     if (semaphore->creator_session != session->id) continue;
     halod_semaphore_retain(semaphore);
     created[count++] = semaphore;
@@ -533,7 +533,7 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   // it, which may be what the pending work waits for: a deadlock.
   // From here on only the copy is read: the client may still write the
   // ring.
-  halod_rings_t *rings = ring->daemon->rings;
+  halod_rings_t *rings = ring->daemon->work.rings;
   memcpy(rings->record, ring->records + offset, record.length);
   if (!halo_ring_record_verify(ring->key, rings->record)) {
     halod_ring_reject_changed(ring, sequence, rings->record);
@@ -566,7 +566,7 @@ static bool halod_ring_try_sleep(halod_ring_t *ring) {
 }
 
 static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
-  halod_rings_t *rings = ring->daemon->rings;
+  halod_rings_t *rings = ring->daemon->work.rings;
   halod_ring_step_t step = HALOD_RING_EMPTY;
   int done = 0;
   while (done < HALOD_RING_BUDGET) {
@@ -585,7 +585,7 @@ static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
 
 static void halod_rings_on_idle(uv_idle_t *idle) {
   halod_t *daemon = idle->data;
-  halod_rings_t *rings = daemon->rings;
+  halod_rings_t *rings = daemon->work.rings;
   int64_t now_ns = halo_clock_now_ns();
   halod_ring_t *ring = rings->active;
   while (ring) {
@@ -629,18 +629,18 @@ halo_status_t halod_rings_start(halod_t *daemon) {
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   uv_idle_init(daemon->loop, &rings->idle);
   rings->idle.data = daemon;
-  daemon->rings = rings;
+  daemon->work.rings = rings;
   return NULL;
 }
 
 static void halod_rings_on_closed(uv_handle_t *handle) {
   halod_t *daemon = handle->data;
-  free(daemon->rings);
-  daemon->rings = NULL;
+  free(daemon->work.rings);
+  daemon->work.rings = NULL;
 }
 
 void halod_rings_stop(halod_t *daemon) {
-  halod_rings_t *rings = daemon->rings;
+  halod_rings_t *rings = daemon->work.rings;
   if (!rings) return;
   uv_close((uv_handle_t *)&rings->idle, halod_rings_on_closed);
 }
@@ -649,7 +649,7 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
                                 int *out_memfd, uint64_t *out_size) {
   *out_memfd = -1;
   *out_size = 0;
-  if (!daemon->rings) {
+  if (!daemon->work.rings) {
     return halo_status_make(HALO_STATUS_UNAVAILABLE, "halod is stopping");
   }
   if (session->ring) {

@@ -11,14 +11,14 @@
 // random checksum key. Every record is copied out, its checksum verified on
 // the copy (a mismatch rejects it with DATA_LOSS: it changed after libhalo
 // wrote it), then validated through the same functions as the socket's
-// requests: as operations (daemon/operation.h). A rejected asynchronous queue_execute or
-// queue_dealloca fails its signal semaphores with the reason (the dealloca
-// still drops its buffer's handle), a synchronous record's verdict goes to
-// the header, and an accepted queue_alloca (always synchronous) leaves the
-// new buffer in the header's |alloca_result|; a framing error (a tail out of
-// bounds, a record of impossible length or out of sequence) breaks the ring: it
-// is read no more and the semaphores the session created fail with the reason.
-// Other sessions never notice.
+// requests: as operations (daemon/operation.h). A rejected asynchronous
+// queue_execute or queue_dealloca fails its signal semaphores with the reason
+// (the dealloca still drops its buffer's handle), a synchronous record's
+// verdict goes to the header, and an accepted queue_alloca (always synchronous)
+// leaves the new buffer in the header's |alloca_result|; a framing error (a
+// tail out of bounds, a record of impossible length or out of sequence) breaks
+// the ring: it is read no more and the semaphores the session created fail with
+// the reason. Other sessions never notice.
 //
 // Loop thread only.
 #ifndef HALOD_RING_H_

@@ -65,7 +65,7 @@ static halo_status_t halod_timeline_page_create(
   }
   if (!status) status = halo_memfd_seal(page->fd, HALO_SEALS_DAEMON_OWNED);
   if (!status) {
-    status = halo_u64_map_put(&daemon->pages, page->id, page);
+    status = halo_u64_map_put(&daemon->shared.pages, page->id, page);
   }
   if (status) {
     halod_timeline_page_unregister(page, mapping);
@@ -82,7 +82,7 @@ static halo_status_t halod_timeline_page_create(
 
 static void halod_timeline_page_destroy(halod_t *daemon,
                                         halod_timeline_page_t *page) {
-  halo_u64_map_remove(&daemon->pages, page->id);
+  halo_u64_map_remove(&daemon->shared.pages, page->id);
   // Every submission that could store into the page has retired (they hold
   // its semaphores); the allocator unregisters off the loop thread.
   halod_timeline_page_unregister(page, page->mapping);
@@ -148,7 +148,8 @@ halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
       daemon, session, exportable, &semaphore->page, &semaphore->slot_index);
   if (!status) {
     semaphore->id = halod_next_id(daemon);
-    status = halo_u64_map_put(&daemon->semaphores, semaphore->id, semaphore);
+    status =
+        halo_u64_map_put(&daemon->shared.semaphores, semaphore->id, semaphore);
   }
   if (status) {
     free(semaphore);
@@ -179,7 +180,7 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
   // stored (UNAVAILABLE) so waiters report that instead; nothing reuses it.
   if (!daemon->stopping) halo_timeline_slot_retire(semaphore->slot);
   if (semaphore->exported) halod_export_remove(daemon, semaphore->token);
-  halo_u64_map_remove(&daemon->semaphores, semaphore->id);
+  halo_u64_map_remove(&daemon->shared.semaphores, semaphore->id);
   halod_timeline_page_t *page = semaphore->page;
   page->used_mask &= ~(1ull << semaphore->slot_index);
   --page->used;

@@ -40,7 +40,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    halod_session_t **out_session) {
   *out_session = NULL;
   uintptr_t killed =
-      (uintptr_t)halo_u64_map_get(&daemon->killed_processes, pid);
+      (uintptr_t)halo_u64_map_get(&daemon->sessions.killed_processes, pid);
   if (killed) {
     if (killed == halod_session_process_start(pid) + 1) {
       return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
@@ -49,7 +49,8 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                               "once restarted",
                               pid);
     }
-    halo_u64_map_remove(&daemon->killed_processes, pid);  // another process
+    halo_u64_map_remove(&daemon->sessions.killed_processes,
+                        pid);  // another process
   }
   halod_session_t *session = calloc(1, sizeof(*session));
   if (!session) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -67,16 +68,16 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     return halo_status_from_errno(errno, "getrandom for a session token");
   }
   halo_status_t status =
-      halo_u64_map_put(&daemon->sessions_by_pipe, pipe_id, session);
+      halo_u64_map_put(&daemon->sessions.by_pipe, pipe_id, session);
   if (!status) {
-    status = halo_u64_map_put(&daemon->sessions_by_id, session->id, session);
-    if (status) halo_u64_map_remove(&daemon->sessions_by_pipe, pipe_id);
+    status = halo_u64_map_put(&daemon->sessions.by_id, session->id, session);
+    if (status) halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
   }
   if (!status) {
     status = halod_domain_acquire(daemon, uid, pid, &session->domain);
     if (status) {
-      halo_u64_map_remove(&daemon->sessions_by_pipe, pipe_id);
-      halo_u64_map_remove(&daemon->sessions_by_id, session->id);
+      halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
+      halo_u64_map_remove(&daemon->sessions.by_id, session->id);
     }
   }
   if (status) {
@@ -151,8 +152,8 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   HALO_LOG_INFO("session %llu: ended (pid %u, %llu requests)",
                 (unsigned long long)session->id, session->pid,
                 (unsigned long long)session->requests);
-  halo_u64_map_remove(&daemon->sessions_by_pipe, session->pipe_id);
-  halo_u64_map_remove(&daemon->sessions_by_id, session->id);
+  halo_u64_map_remove(&daemon->sessions.by_pipe, session->pipe_id);
+  halo_u64_map_remove(&daemon->sessions.by_id, session->id);
   halod_domain_release(daemon, session->domain);
   free(session->lost_reason);
   free(session->pages);
@@ -387,4 +388,20 @@ halo_status_t halod_session_release_buffer(halod_t *daemon,
   HALO_RETURN_IF_ERROR(halod_session_remove_buffer(session, handle, &buffer));
   halod_buffer_release(daemon, buffer);
   return NULL;
+}
+
+void halod_sessions_initialize(halod_sessions_t *sessions) {
+  halo_u64_map_initialize(&sessions->by_pipe);
+  halo_u64_map_initialize(&sessions->by_id);
+  halo_u64_map_initialize(&sessions->removed_pipes);
+  halo_u64_map_initialize(&sessions->domains);
+  halo_u64_map_initialize(&sessions->killed_processes);
+}
+
+void halod_sessions_deinitialize(halod_sessions_t *sessions) {
+  halo_u64_map_deinitialize(&sessions->by_pipe);
+  halo_u64_map_deinitialize(&sessions->by_id);
+  halo_u64_map_deinitialize(&sessions->removed_pipes);
+  halo_u64_map_deinitialize(&sessions->domains);
+  halo_u64_map_deinitialize(&sessions->killed_processes);
 }

@@ -71,7 +71,7 @@ static void halod_submission_on_retire(halo_hal_action_t *action) {
     action->failure = NULL;
   }
   halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions_by_id, submission->session_id);
+      halo_u64_map_get(&daemon->sessions.by_id, submission->session_id);
   if (session) {
     if (submission->session_prev) {
       submission->session_prev->session_next = submission->session_next;
@@ -315,7 +315,7 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   ++session->pending_submissions;
   ++queue->waiting;
   *out_id = submission->id;
-  halo_hal_deferred_queue_submit(&daemon->deferred, action);
+  halo_hal_deferred_queue_submit(&daemon->work.deferred, action);
 }
 
 // Loop thread: the last reference of a dealloca's buffer went, when a
@@ -545,9 +545,9 @@ void halod_submission_for_each_issued(halod_t *daemon,
                                       const halo_hal_device_t *device,
                                       halod_submission_visit_fn visit,
                                       void *user_data) {
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     for (halod_submission_t *submission = session->submissions; submission;
          submission = submission->session_next) {
       if (submission->action.state == HALO_HAL_ACTION_ISSUED &&

@@ -72,15 +72,15 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
 // that signals |op|'s signals after its waits. On error nothing is
 // left behind.
 halo_status_t halod_submission_create_alloca(
-    halod_t *daemon, halod_session_t *session,
-    const halod_op_alloca_t *op, halod_buffer_t **out_buffer,
-    uint64_t *out_handle, uint64_t *out_id);
+    halod_t *daemon, halod_session_t *session, const halod_op_alloca_t *op,
+    halod_buffer_t **out_buffer, uint64_t *out_handle, uint64_t *out_id);
 
 // queue_dealloca: validates |op|, removes the buffer's handle and
 // accepts the submission that frees it (see above).
-halo_status_t halod_submission_create_dealloca(
-    halod_t *daemon, halod_session_t *session,
-    const halod_op_dealloca_t *op, uint64_t *out_id);
+halo_status_t halod_submission_create_dealloca(halod_t *daemon,
+                                               halod_session_t *session,
+                                               const halod_op_dealloca_t *op,
+                                               uint64_t *out_id);
 
 // The session ended: its submissions still waiting fail with ABORTED
 // (their signal semaphores too); issued ones complete and retire.

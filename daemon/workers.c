@@ -167,9 +167,9 @@ static void halod_workers_handle_lost(halod_t *daemon,
   // Its domain, if it still uses this worker.
   halod_domain_t *domain = NULL;
   uint32_t index = 0;
-  for (size_t i = 0; !domain && i < daemon->domains.capacity; ++i) {
-    if (!daemon->domains.entries[i].key) continue;
-    halod_domain_t *candidate = daemon->domains.entries[i].value;
+  for (size_t i = 0; !domain && i < daemon->sessions.domains.capacity; ++i) {
+    if (!daemon->sessions.domains.entries[i].key) continue;
+    halod_domain_t *candidate = daemon->sessions.domains.entries[i].value;
     for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
       if (candidate->devices[d] == device) {
         domain = candidate;
@@ -190,7 +190,7 @@ static void halod_workers_handle_lost(halod_t *daemon,
   halo_hal_remote_device_complete_lost(device);
   // Completions were posted; apply them now, while the sessions still hold
   // what the submissions name.
-  halo_hal_deferred_queue_drain(&daemon->deferred);
+  halo_hal_deferred_queue_drain(&daemon->work.deferred);
   if (!domain) {
     // A spare that died (never used): replace it.
     for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
@@ -213,9 +213,9 @@ static void halod_workers_handle_lost(halod_t *daemon,
            "%s; every session of trust domain %s is lost (reconnect and "
            "rebuild)",
            reason, domain->name);
-  for (size_t i = 0; i < daemon->sessions_by_id.capacity; ++i) {
-    if (!daemon->sessions_by_id.entries[i].key) continue;
-    halod_session_t *session = daemon->sessions_by_id.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     if (session->domain != domain) continue;
     halod_session_lose(daemon, session, session_reason);
   }
@@ -487,9 +487,9 @@ void halod_workers_visit(halod_t *daemon,
                                        const halod_worker_view_t *view),
                          void *user_data) {
   if (!halod_workers_enabled(daemon)) return;
-  for (size_t i = 0; i < daemon->domains.capacity; ++i) {
-    if (!daemon->domains.entries[i].key) continue;
-    const halod_domain_t *domain = daemon->domains.entries[i].value;
+  for (size_t i = 0; i < daemon->sessions.domains.capacity; ++i) {
+    if (!daemon->sessions.domains.entries[i].key) continue;
+    const halod_domain_t *domain = daemon->sessions.domains.entries[i].value;
     for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
       halo_hal_device_t *device = domain->devices[d];
       if (!device && !domain->faults) continue;
