@@ -1,6 +1,6 @@
 // Timeline semaphore slots in shared memory: the layout and the protocol
 // shared by the daemon (the only writer on the host side) and every client
-// (read-only mappings). DESIGN.md "Timeline protocol (normative)".
+// (read-only mappings). docs/architecture.md "Shared memory".
 //
 // Writer (daemon): store value (release), store failure if any, increment
 // epoch, FUTEX_WAKE. GPU signals store the value with cuStreamWriteValue64;

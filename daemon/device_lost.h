@@ -1,6 +1,6 @@
-// A lost device (DESIGN.md "Faults"): a sticky CUDA error (illegal
-// address, launch failure, trap) poisons every context of the process, so
-// no later work can run and only a new process recovers. The driver reports
+// A lost device (docs/architecture.md "CUDA driver"): a sticky CUDA error
+// (illegal address, launch failure, trap) poisons every context of the process,
+// so no later work can run and only a new process recovers. The driver reports
 // it from one of its threads; the loop then fails every semaphore with
 // DEVICE_LOST and a message naming the device, the error and the
 // submissions that were in flight on the lost device (a single culprit is

@@ -45,7 +45,7 @@ static halo_status_t halod_timeline_page_create(
     status = halo_memfd_map(page->fd, HALO_TIMELINE_PAGE_SIZE,
                             PROT_READ | PROT_WRITE, &mapping);
   }
-  // Registered with every device before sealing (DESIGN.md "Shared
+  // Registered with every device before sealing (docs/architecture.md "Shared
   // memory"): GPU stores of signal values land in the page.
   for (uint32_t i = 0; !status && i < daemon->hal.device_count; ++i) {
     halo_hal_device_t *device = NULL;

@@ -1,8 +1,8 @@
-// `halod --worker`: a device worker process (DESIGN.md "Trust model"). The
-// supervisor starts one per (device, trust domain) with the link's socket
-// as descriptor 3; it creates its one device (a CUDA context, or the local
-// driver that runs the domain's native kernels) and serves it over the link
-// (hal/remote/remote_device.h) until the supervisor closes it.
+// `halod --worker`: a device worker process (docs/architecture.md "Device
+// workers"). The supervisor starts one per (device, trust domain) with the
+// link's socket as descriptor 3; it creates its one device (a CUDA context, or
+// the local driver that runs the domain's native kernels) and serves it over
+// the link (hal/remote/remote_device.h) until the supervisor closes it.
 //
 //   halod --worker --driver local|cuda --device N [--cuda-completion M]
 //         [--cache-directory DIR] [--log-level LEVEL] [--poll-us US]

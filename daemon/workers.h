@@ -1,4 +1,4 @@
-// Device workers (DESIGN.md "Trust model", "Faults"): with
+// Device workers (docs/architecture.md "Device workers"): with
 // device-workers=process (the default) halod is a supervisor and each
 // (device, trust domain) is served by a `halod --worker` process that owns
 // the device context (hal/remote/). A trust domain's devices start with its

@@ -1,4 +1,4 @@
-// Device fences: GPU-to-GPU waits without the host (DESIGN.md "CUDA
+// Device fences: GPU-to-GPU waits without the host (docs/architecture.md "CUDA
 // driver": GPU-to-GPU waits use events, one event serving many waits).
 //
 // A fence stands for the device work of one execution (its commands and

@@ -5,11 +5,11 @@
 // host registrations with cuMemHostRegister(DEVICEMAP|PORTABLE).
 //
 // Host registrations and the reaper: cuMemHostUnregister waits until every
-// running kernel of the context ends (DESIGN.md "Measured facts"), so it
-// runs on the reaper. The caller (daemon/arena.c) unmaps its mapping right
-// after unregister_host returns, and the kernel may hand the same virtual
-// addresses to the next mapping, whose registration would then fail with
-// HOST_MEMORY_ALREADY_REGISTERED while the old one waits on the reaper. So
+// running kernel of the context ends (docs/performance.md "CUDA driver
+// (H100)"), so it runs on the reaper. The caller (daemon/arena.c) unmaps its
+// mapping right after unregister_host returns, and the kernel may hand the same
+// virtual addresses to the next mapping, whose registration would then fail
+// with HOST_MEMORY_ALREADY_REGISTERED while the old one waits on the reaper. So
 // the allocator never registers the caller's mapping itself: it registers
 // an alias, a second mapping of the same shared pages (mremap with an old
 // size of 0 duplicates a MAP_SHARED mapping), owns it, and the reaper

@@ -2,7 +2,8 @@
 // halo_hal_cuda_compiler_build): CUDA C through NVRTC and PTX through the
 // driver's JIT linker (cuLink*), both to a CUBIN for the device's
 // architecture, cached on disk so that a restart or a second client skips
-// the compile (NVRTC ~20 ms, PTX JIT ~100 ms: DESIGN.md "Measured facts").
+// the compile (NVRTC ~20 ms, PTX JIT ~100 ms: docs/performance.md "CUDA driver
+// (H100)").
 //
 // Disk cache: <cache_directory>/kernels/<key>.cubin, key = BLAKE2b-256 of
 // the format, the bytes, the options, the GPU architecture, the driver's

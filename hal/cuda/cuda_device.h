@@ -4,8 +4,8 @@
 // FATBIN or CUDA C (NVRTC), REUSABLE command buffers memoized as pools of
 // CUDA graph instances, queues over streams.
 //
-// Threads (DESIGN.md "CUDA driver"; the driver calls that stall the device
-// are in its facts table). Per device:
+// Threads (docs/architecture.md "CUDA driver"; the driver calls that stall the
+// device are in its facts table). Per device:
 // - the submission thread (cuda_thread.c): launches, graph parameter
 //   updates, binding-table copies, GPU semaphore stores, in submission order;
 // - the completion thread (cuda_queue.c): turns finished GPU work into
@@ -113,9 +113,10 @@ typedef struct halo_hal_cuda_host_registration_t
     halo_hal_cuda_host_registration_t;
 
 // Called on a driver thread when the device hit a sticky error: the context
-// is unusable and the process must restart (DESIGN.md "Faults"). |status|
-// (owned by the callee) names the error; the daemon fails every semaphore
-// with DEVICE_LOST naming the submissions in flight and exits non-zero.
+// is unusable and the process must restart (docs/architecture.md "CUDA
+// driver"). |status| (owned by the callee) names the error; the daemon fails
+// every semaphore with DEVICE_LOST naming the submissions in flight and exits
+// non-zero.
 typedef void (*halo_hal_cuda_lost_fn)(void *user_data,
                                       halo_hal_cuda_device_t *device,
                                       halo_status_t status);

@@ -6,8 +6,8 @@
 // cuKernelGetParamInfo), so that lookup_entry makes no driver call and the
 // daemon can check dispatch arguments at record time.
 //
-// Unloading waits for the device's running kernels (DESIGN.md "Measured
-// facts"), so destroy hands it to the reaper.
+// Unloading waits for the device's running kernels (docs/performance.md "CUDA
+// driver (H100)"), so destroy hands it to the reaper.
 //
 // Thread-safety: creation on any thread (it makes the context current);
 // immutable afterwards.

@@ -49,9 +49,9 @@ static void halo_hal_cuda_driver_load_once(void) {
   halo_hal_cuda_load_result_t *result = &halo_hal_cuda_driver_result;
   halo_hal_cuda_symbols_t *cu = &halo_hal_cuda_driver_symbols;
   // Lazy loading defers a kernel's upload to its first launch, which then
-  // waits for every running kernel of the context (DESIGN.md "Measured
-  // facts"): load eagerly, at a time we choose, off the launch path. The
-  // variable is read by cuInit, so it must be set before.
+  // waits for every running kernel of the context (docs/performance.md "CUDA
+  // driver (H100)"): load eagerly, at a time we choose, off the launch path.
+  // The variable is read by cuInit, so it must be set before.
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 
   dlerror();

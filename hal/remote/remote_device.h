@@ -1,5 +1,5 @@
-// A device served by a worker process (DESIGN.md "Trust model"): the
-// supervisor's view of one (device, trust domain). It implements the HAL
+// A device served by a worker process (docs/architecture.md "Device workers"):
+// the supervisor's view of one (device, trust domain). It implements the HAL
 // device interface by forwarding every call over a link (remote_link.h) to
 // a `halod --worker` process that owns the real device (a CUDA context, or
 // the local driver running the domain's native kernels). A fault in the
