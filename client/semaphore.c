@@ -263,12 +263,14 @@ halo_status_t halo_semaphore_wait_list(size_t count,
                                        halo_wait_mode_t mode,
                                        int64_t timeout_ns, size_t *out_index) {
   if (out_index) *out_index = 0;
-  HALO_CHECK_ARG(count > 0 && count <= HALO_WAIT_MAX_COUNT,
-                 "wait on %zu semaphores (1..%d)", count, HALO_WAIT_MAX_COUNT);
-  HALO_CHECK_ARG(semaphores && values,
-                 "semaphores and values must not be NULL");
+  HALO_CHECK_ARG(count <= HALO_WAIT_MAX_COUNT, "wait on %zu semaphores (0..%d)",
+                 count, HALO_WAIT_MAX_COUNT);
   HALO_CHECK_ARG(mode == HALO_WAIT_ALL || mode == HALO_WAIT_ANY,
                  "wait mode %d is neither ALL nor ANY", (int)mode);
+  // Nothing to wait for: an empty list is satisfied at once, in either mode.
+  if (count == 0) return NULL;
+  HALO_CHECK_ARG(semaphores && values,
+                 "semaphores and values must not be NULL");
   halo_timeline_wait_target_t targets[HALO_WAIT_MAX_COUNT];
   for (size_t i = 0; i < count; ++i) {
     HALO_CHECK_ARG(semaphores[i], "semaphores[%zu] is NULL", i);

@@ -244,7 +244,9 @@ typedef enum halo_wait_mode_e {
 // Waits on up to HALO_WAIT_MAX_COUNT semaphores (of one client or several).
 // With HALO_WAIT_ANY, |out_index| (may be NULL) receives the index of a
 // satisfied semaphore. A failure of any semaphore not yet satisfied ends
-// the wait with that failure.
+// the wait with that failure. A |count| of 0 returns OK at once in either
+// mode (|semaphores| and |values| may then be NULL); |out_index| receives
+// 0, which names no semaphore.
 #define HALO_WAIT_MAX_COUNT 64
 HALO_API halo_status_t halo_semaphore_wait_list(
     size_t count, halo_semaphore_t *const *semaphores, const uint64_t *values,

@@ -137,9 +137,9 @@ def _pairs(pairs):
     except TypeError:
         raise TypeError(
             "expected an iterable of (Semaphore, value) pairs") from None
-    if not 1 <= len(pairs) <= _lib.WAIT_MAX_COUNT:
+    if len(pairs) > _lib.WAIT_MAX_COUNT:
         raise ValueError(
-            f"wait on {len(pairs)} semaphores (1..{_lib.WAIT_MAX_COUNT})")
+            f"wait on {len(pairs)} semaphores (0..{_lib.WAIT_MAX_COUNT})")
     checked = []
     for i, pair in enumerate(pairs):
         try:
@@ -158,9 +158,12 @@ def _pairs(pairs):
 
 def _wait(pairs, mode, timeout):
     """Waits in slices of at most _core.WAIT_SLICE_S; returns the index
-    libhalo reports (the satisfied semaphore for WAIT_ANY)."""
+    libhalo reports (the satisfied semaphore for WAIT_ANY), or None for an
+    empty |pairs|, which is satisfied at once."""
     pairs = _pairs(pairs)
     timeout_ns = check_timeout(timeout)
+    if not pairs:
+        return None
     lib = _lib.load()
     count = len(pairs)
     groups = {}
@@ -204,14 +207,16 @@ def _wait(pairs, mode, timeout):
 
 def wait_all(pairs, timeout=None):
     """Waits until every (semaphore, value) of |pairs| is reached (up to 64
-    semaphores, of one client or several). Errors as Semaphore.wait(); a
-    failure of any semaphore not yet satisfied ends the wait."""
+    semaphores, of one client or several; none returns at once). Errors as
+    Semaphore.wait(); a failure of any semaphore not yet satisfied ends the
+    wait."""
     _wait(pairs, _lib.WAIT_ALL, timeout)
 
 
 def wait_any(pairs, timeout=None):
     """Waits until at least one (semaphore, value) of |pairs| is reached;
-    returns its index in |pairs|. Errors as Semaphore.wait()."""
+    returns its index in |pairs|. An empty |pairs| is satisfied at once and
+    returns None (no semaphore to name). Errors as Semaphore.wait()."""
     return _wait(pairs, _lib.WAIT_ANY, timeout)
 
 

@@ -215,8 +215,12 @@ def test_wait_all_and_any(client, other_client):
         halo.wait_all([(a, 1), (c, 1)], timeout=0.05)
     a.signal(2)
     halo.wait_all([(a, 2), (c, 1)], timeout=5)
+    # An empty list is satisfied at once; wait_any has no index to return.
+    assert halo.wait_all([], timeout=0) is None
+    assert halo.wait_any([]) is None
+    assert halo.wait_any(iter(()), timeout=0) is None
     with pytest.raises(ValueError):
-        halo.wait_all([])
+        halo.wait_all([], timeout=-1)
     with pytest.raises(ValueError):
         halo.wait_all([(a, 1)] * 65)
     with pytest.raises(TypeError):

@@ -2,8 +2,8 @@
 // (the multi-process cases are in multiprocess_test.c): values only
 // increase (a signal to a lower or equal value is INVALID_ARGUMENT, never
 // ignored), values >= 2^63 are rejected, the first failure wins and reached
-// values stay reached, timeouts, wait lists with ANY and ALL, export and
-// import, and what the admin API shows.
+// values stay reached, timeouts, wait lists with ANY and ALL (an empty one
+// is satisfied at once), export and import, and what the admin API shows.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -252,6 +252,21 @@ static void test_wait_list_arguments(void **state) {
       HALO_STATUS_INVALID_ARGUMENT);
   HALO_TEST_ASSERT_CODE(
       halo_semaphore_wait_list(2, semaphores, NULL, HALO_WAIT_ALL, 0, NULL),
+      HALO_STATUS_INVALID_ARGUMENT);
+  // An empty list is satisfied at once in either mode, even with no time
+  // to wait; the arrays may be NULL and the index names no semaphore.
+  size_t index = 7;
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait_list(0, NULL, NULL, HALO_WAIT_ALL, 0, &index));
+  assert_int_equal(index, 0);
+  index = 7;
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait_list(0, NULL, NULL, HALO_WAIT_ANY,
+                                               HALO_TIMEOUT_INFINITE, &index));
+  assert_int_equal(index, 0);
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait_list(0, semaphores, values, HALO_WAIT_ANY, 0, NULL));
+  HALO_TEST_ASSERT_CODE(
+      halo_semaphore_wait_list(0, NULL, NULL, (halo_wait_mode_t)2, 0, NULL),
       HALO_STATUS_INVALID_ARGUMENT);
   for (int i = 0; i <= HALO_WAIT_MAX_COUNT; ++i) {
     halo_semaphore_release(semaphores[i]);
