@@ -409,8 +409,7 @@ halo_status_t halo_command_buffer_update(halo_command_buffer_t *command_buffer,
 // its constants.
 static halo_status_t halo_command_buffer_check_dispatch(
     const halo_command_buffer_t *command_buffer, const char *name,
-    const halo_dispatch_params_t *params, bool indirect,
-    uint64_t *out_inline_bytes) {
+    const halo_dispatch_params_t *params, uint64_t *out_inline_bytes) {
   *out_inline_bytes = 0;
   HALO_COMMAND_CHECK(params, "params is NULL");
   HALO_COMMAND_CHECK(params->executable, "executable is NULL");
@@ -427,9 +426,9 @@ static halo_status_t halo_command_buffer_check_dispatch(
       halo_executable_device(executable), command_buffer->device);
   HALO_COMMAND_CHECK(params->entry && params->entry[0], "entry is %s",
                      params->entry ? "empty" : "NULL");
+  // A zero grid dimension makes a no-op dispatch (an indirect one reads its
+  // grid at execution); a workgroup needs at least one thread.
   for (int i = 0; i < 3; ++i) {
-    // The grid of an indirect dispatch is read at execution.
-    HALO_COMMAND_CHECK(indirect || params->grid[i] > 0, "grid[%d] is 0", i);
     HALO_COMMAND_CHECK(params->block[i] > 0, "block[%d] is 0", i);
   }
   HALO_COMMAND_CHECK(params->arg_count <= HALO_MAX_DISPATCH_ARGS,
@@ -525,7 +524,7 @@ halo_status_t halo_command_buffer_dispatch(
       halo_command_buffer_check_recording(command_buffer, name));
   uint64_t inline_bytes;
   HALO_RETURN_IF_ERROR(halo_command_buffer_check_dispatch(
-      command_buffer, name, params, false, &inline_bytes));
+      command_buffer, name, params, &inline_bytes));
   HALO_RETURN_IF_ERROR(
       halo_command_buffer_check_inline(command_buffer, name, inline_bytes));
   Halo__Wire__Command *command = halo_command_buffer_new_dispatch(
@@ -541,7 +540,7 @@ halo_status_t halo_command_buffer_dispatch_indirect(
       halo_command_buffer_check_recording(command_buffer, name));
   uint64_t inline_bytes;
   HALO_RETURN_IF_ERROR(halo_command_buffer_check_dispatch(
-      command_buffer, name, params, true, &inline_bytes));
+      command_buffer, name, params, &inline_bytes));
   HALO_RETURN_IF_ERROR(
       halo_command_buffer_check_inline(command_buffer, name, inline_bytes));
   // The count is three uint32_t: HALO_WHOLE_BUFFER means those 12 bytes.

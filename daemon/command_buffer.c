@@ -266,14 +266,13 @@ static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
                                 "and %zu)",
                                 wire->n_grid, wire->n_block);
   }
+  // A zero grid dimension is allowed (the dispatch is a no-op); a workgroup
+  // of no threads is not.
   for (int i = 0; i < 3; ++i) {
-    if (wire->block[i] == 0 ||
-        (wire->type == HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH &&
-         wire->grid[i] == 0)) {
+    if (wire->block[i] == 0) {
       return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
-                                  "grid %ux%ux%u / block %ux%ux%u: every "
-                                  "dimension must be at least 1",
-                                  wire->grid[0], wire->grid[1], wire->grid[2],
+                                  "block %ux%ux%u: every dimension must be "
+                                  "at least 1",
                                   wire->block[0], wire->block[1],
                                   wire->block[2]);
     }
@@ -378,6 +377,15 @@ static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
         &command->workgroup_count));
   }
   return NULL;
+}
+
+// A direct dispatch with a zero grid dimension does nothing. The daemon
+// drops it after validation, so drivers never see an empty grid (a CUDA
+// kernel node with one is an error) and the HAL can stay strict.
+static bool halod_command_is_noop(const halo_hal_command_t *command) {
+  return command->type == HALO_HAL_COMMAND_DISPATCH &&
+         (command->grid[0] == 0 || command->grid[1] == 0 ||
+          command->grid[2] == 0);
 }
 
 static halo_status_t halod_recorder_command(halod_recorder_t *recorder,
@@ -537,13 +545,24 @@ halo_status_t halod_command_buffer_create(
   halo_hasher_update_u64(&recorder.hasher, request->binding_capacity);
   halo_hasher_update_u64(&recorder.hasher, request->n_commands);
   halo_status_t status = NULL;
+  uint32_t kept = 0;
   for (size_t i = 0; i < request->n_commands && !status; ++i) {
     recorder.index = (uint32_t)i;
     recorder.what = halod_command_name((uint32_t)request->commands[i]->type);
-    status = halod_recorder_command(&recorder, request->commands[i],
-                                    &recorder.recording.commands[i]);
-    recorder.recording.command_count = (uint32_t)i + 1;
+    halo_hal_command_t *command = &recorder.recording.commands[kept];
+    status = halod_recorder_command(&recorder, request->commands[i], command);
+    if (!status && halod_command_is_noop(command)) {
+      // Validated, hashed and holding its objects and slot requirements
+      // like any other, but left out of what the device prepares. Its
+      // arguments were the last appended; drivers lay out every argument of
+      // a recording, so they go too. Its constants' bytes stay (unused):
+      // they count toward the inline limit, as in libhalo.
+      recorder.recording.arg_count = command->arg_first;
+      continue;
+    }
+    ++kept;
   }
+  recorder.recording.command_count = kept;
   for (uint32_t i = 0; i < request->binding_capacity; ++i) {
     if (recorder.slots[i].alignment == 0) recorder.slots[i].alignment = 1;
   }
@@ -584,7 +603,6 @@ halo_status_t halod_command_buffer_create(
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   halo_hal_device_t *device = recorder.hal_device;
-  uint32_t command_count = recorder.recording.command_count;
   status = device->vtable->prepare_command_buffer(device, &recorder.recording,
                                                   &entry->hal);
   if (status) {
@@ -598,7 +616,7 @@ halo_status_t halod_command_buffer_create(
   entry->device = request->device;
   entry->flags = request->flags;
   entry->sharers = 1;
-  entry->command_count = command_count;
+  entry->command_count = (uint32_t)request->n_commands;
   entry->binding_capacity = request->binding_capacity;
   entry->slots = recorder.slots;
   entry->executables = recorder.executables;

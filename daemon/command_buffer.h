@@ -35,6 +35,7 @@ typedef struct halod_memo_entry_t {
   uint32_t sharers;  // command buffers using it
   uint64_t hits;     // times an identical recording found it
   bool in_cache;     // REUSABLE: in daemon->cache.memo
+  // As recorded (no-op dispatches included; the device has only the rest).
   uint32_t command_count;
   uint32_t binding_capacity;
   halod_slot_requirement_t *slots;

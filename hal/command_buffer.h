@@ -93,9 +93,10 @@ const char *halo_hal_command_type_name(uint32_t type);
 // arguments of 1..HALO_MAX_CONSTANT_BYTES, BINDING_TABLE arguments only with
 // bindings, indirect workgroup counts of 12 bytes, no zero block (or direct
 // grid) dimension and an executable for dispatches. The daemon validated the
-// recording already (daemon/command_buffer.c); drivers call this at prepare
-// for what they rely on. Errors are INVALID_ARGUMENT naming the command
-// index, type and argument.
+// recording already (daemon/command_buffer.c) and left out direct dispatches
+// with a zero grid dimension (no-ops); drivers call this at prepare for what
+// they rely on. Errors are INVALID_ARGUMENT naming the command index, type
+// and argument.
 halo_status_t halo_hal_recording_check_command(
     const halo_hal_recording_t *recording, uint32_t index);
 

@@ -412,11 +412,18 @@ halo_command_buffer_copy(halo_command_buffer_t *command_buffer,
 HALO_API halo_status_t halo_command_buffer_update(
     halo_command_buffer_t *command_buffer, const void *data, size_t size,
     halo_buffer_ref_t target);
+// Records a dispatch of |params|->grid workgroups of |params|->block
+// threads each. A 0 in any grid dimension makes a no-op: the dispatch is
+// checked like any other (its errors are reported at record or end(), its
+// binding slots count toward the binding table's requirements) and does
+// nothing at execution, while the other commands run and the execution
+// signals as usual. A 0 in any block dimension is INVALID_ARGUMENT.
 HALO_API halo_status_t
 halo_command_buffer_dispatch(halo_command_buffer_t *command_buffer,
                              const halo_dispatch_params_t *params);
 // Like dispatch, but the grid is read at execution from |workgroup_count|
-// (three uint32_t).
+// (three uint32_t; |params|->grid is ignored). A 0 count in any dimension
+// makes that execution's dispatch a no-op, as for dispatch.
 HALO_API halo_status_t halo_command_buffer_dispatch_indirect(
     halo_command_buffer_t *command_buffer, const halo_dispatch_params_t *params,
     halo_buffer_ref_t workgroup_count);

@@ -309,7 +309,7 @@ class CommandBuffer(HaloObject):
         if not isinstance(entry, str) or not entry:
             raise TypeError("entry must be a non-empty str")
         block = _dims(block, "block", 1)
-        grid = (1, 1, 1) if grid is None else _dims(grid, "grid", 1)
+        grid = (1, 1, 1) if grid is None else _dims(grid, "grid", 0)
         shared_memory = check_int(shared_memory, "shared_memory", 0,
                                   2**32 - 1)
         args = list(args)
@@ -361,20 +361,23 @@ class CommandBuffer(HaloObject):
         """Records a dispatch of |entry| of |executable|.
 
         |grid| (workgroups, CUDA blocks) and |block| (workgroup size, CUDA
-        threads per block) are ints or tuples of up to 3 ints. |args| are
-        in the kernel's parameter order: a Buffer / BufferRef / halo.slot()
-        passes an address, halo.BINDING_TABLE the binding table's address,
-        anything else is a constant passed by value (numpy scalar, ctypes
-        value, bytes, halo.constant(); plain ints are refused: their size
-        is unknown). |shared_memory| is the dynamic shared memory in
-        bytes."""
+        threads per block) are ints or tuples of up to 3 ints. A 0 in
+        |grid| makes a no-op (checked like any dispatch; the rest of the
+        command buffer runs and signals as usual); |block| is at least 1
+        in each dimension. |args| are in the kernel's parameter order: a
+        Buffer / BufferRef / halo.slot() passes an address,
+        halo.BINDING_TABLE the binding table's address, anything else is a
+        constant passed by value (numpy scalar, ctypes value, bytes,
+        halo.constant(); plain ints are refused: their size is unknown).
+        |shared_memory| is the dynamic shared memory in bytes."""
         self._dispatch(executable, entry, grid, block, args, shared_memory,
                        None)
 
     def dispatch_indirect(self, executable, entry, workgroup_count, block=1,
                           args=(), shared_memory=0):
         """Like dispatch(), with the grid read at execution from
-        |workgroup_count|: a reference to three uint32 (12 bytes)."""
+        |workgroup_count|: a reference to three uint32 (12 bytes). A 0
+        count makes that execution's dispatch a no-op."""
         self._dispatch(executable, entry, None, block, args, shared_memory,
                        workgroup_count)
 

@@ -177,6 +177,36 @@ def test_dispatch_indirect(client, kernels):
     assert (view.reshape(6, 3) == (2, 3, 1)).all()
 
 
+def test_zero_grid_dispatch_is_a_noop(client, kernels):
+    a, va = host(client, 64)
+    b, vb = host(client, 64)
+    c, vc = host(client, 64)
+    untouched, vu = host(client, 64)
+    va[:] = np.arange(64)
+    vb[:] = 2 * np.arange(64)
+    done = client.create_semaphore()
+    with client.record(bindings=1) as cb:
+        cb.dispatch(kernels, "add", grid=(1, 0), block=64,
+                    args=[a, b, halo.slot(0), np.uint32(64)])
+        cb.barrier()
+        cb.dispatch(kernels, "add", grid=1, block=64,
+                    args=[a, b, c, np.uint32(64)])
+    # The no-op's slot is required like any other.
+    with pytest.raises(halo.InvalidArgumentError, match="slot 0"):
+        client.execute(cb, signal=[(done, 1)])
+    client.execute(cb, bindings=[untouched], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert np.array_equal(vc, 3 * np.arange(64, dtype=np.float32))
+    assert (vu == 0).all()
+    # Nothing but a no-op: the execution still signals.
+    with client.record(one_shot=True) as only:
+        only.dispatch(kernels, "add", grid=(0, 0, 0), block=64,
+                      args=[a, b, untouched, np.uint32(64)])
+    client.execute(only, signal=[(done, 2)])
+    done.wait(2, timeout=10)
+    assert (vu == 0).all()
+
+
 def test_queue(client, kernels):
     queue = client.create_queue(priority=1)
     assert queue.device == 0 and queue.priority == 1
@@ -270,7 +300,9 @@ def test_python_checks_before_any_call(client, kernels):
     with pytest.raises(ValueError):
         cb.dispatch(kernels, "add", grid=(1, 1, 1, 1))
     with pytest.raises(ValueError):
-        cb.dispatch(kernels, "add", grid=0)
+        cb.dispatch(kernels, "add", grid=-1)
+    with pytest.raises(ValueError):
+        cb.dispatch(kernels, "add", grid=1, block=(64, 0))
     with pytest.raises(ValueError):
         cb.dispatch(kernels, "add", grid=1, args=[b"x" * 4097])
     with pytest.raises(ValueError):

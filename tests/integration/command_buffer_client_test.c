@@ -5,7 +5,7 @@
 // queue_execute's checks, and real work through the driver under test
 // (HALO_TEST_DRIVER: local, or cuda for the cuda.* variant): a vector add
 // executed with three binding tables, offsets that compose, fills, updates
-// and copies, and the memo cache.
+// and copies, a dispatch of a zero grid as a no-op, and the memo cache.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,14 +221,12 @@ static void test_dispatch_errors(void **state) {
       "(binding capacity 4)");
   args[2].ref = halo_binding_ref(2, 0, 64);
 
-  params.grid[1] = 0;
-  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                          HALO_STATUS_INVALID_ARGUMENT,
-                          "command 3 (dispatch): grid[1] is 0");
-  params.grid[1] = 1;
+  // A zero grid is a no-op (test_zero_grid_dispatch_is_a_noop); a zero
+  // block is an error.
   params.block[2] = 0;
   HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
-                          HALO_STATUS_INVALID_ARGUMENT, "block[2] is 0");
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 3 (dispatch): block[2] is 0");
   params.block[2] = 1;
 
   params.entry = NULL;
@@ -763,6 +761,138 @@ static void test_fill_update_copy(void **state) {
   halo_buffer_release(bound);
 }
 
+// A direct dispatch with a 0 in its grid is checked like any other (errors
+// at record and end(), its slots required at execution) and does nothing:
+// the other commands run and the execution signals, also when the no-op is
+// all the recording holds.
+static void test_zero_grid_dispatch_is_a_noop(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_executable_t *executable = load_kernels(client);
+  uint32_t n = 64;
+  uint64_t bytes = n * sizeof(float);
+  halo_buffer_t *a = create_buffer(client, bytes);
+  halo_buffer_t *b = create_buffer(client, bytes);
+  halo_buffer_t *c = create_buffer(client, bytes);
+  halo_buffer_t *untouched = create_buffer(client, bytes);
+  float *host_a = halo_buffer_host_pointer(a);
+  float *host_b = halo_buffer_host_pointer(b);
+  for (uint32_t i = 0; i < n; ++i) {
+    host_a[i] = (float)i;
+    host_b[i] = (float)(2 * i);
+  }
+  // The no-op writes through slot 0, its sibling to c directly.
+  halo_dispatch_arg_t args[4] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(a, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(b, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "add",
+      .grid = {1, 0, 1},
+      .block = {64, 1, 1},
+      .args = args,
+      .arg_count = 4,
+  };
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 1);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_barrier(cb));
+  params.grid[1] = 1;
+  args[2].ref = halo_buffer_ref(c, 0, bytes);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  // Errors of a zero-grid dispatch are still reported at record.
+  params.grid[0] = 0;
+  args[2].ref = halo_binding_ref(3, 0, bytes);
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_dispatch(cb, &params), HALO_STATUS_INVALID_ARGUMENT,
+      "command 3 (dispatch): argument 2: slot 3 out of range (binding "
+      "capacity 1)");
+  args[2].ref = halo_buffer_ref(untouched, 0, bytes);
+  params.block[0] = 0;
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_dispatch(cb, &params),
+                          HALO_STATUS_INVALID_ARGUMENT,
+                          "command 3 (dispatch): block[0] is 0");
+  params.block[0] = 64;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+
+  // The no-op's slot is required like any other.
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_semaphore_value_t signal = {done, 1};
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "binding 0: missing, but the command buffer uses slot 0");
+  halo_binding_t binding = {untouched, 0, HALO_WHOLE_BUFFER};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(done, 1, HALO_TEST_DEADLINE_MS * HALO_TEST_MS));
+  const float *host_c = halo_buffer_host_pointer(c);
+  const float *host_untouched = halo_buffer_host_pointer(untouched);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (host_c[i] != (float)(3 * i) || host_untouched[i] != 0.0f) {
+      print_error("c[%u] = %f (expected %f), untouched[%u] = %f\n", i,
+                  host_c[i], (float)(3 * i), i, host_untouched[i]);
+      fail();
+    }
+  }
+
+  // A recording of nothing but a no-op executes and signals.
+  halo_command_buffer_t *only =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  params.grid[0] = params.grid[1] = params.grid[2] = 0;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(only, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(only));
+  signal.value = 2;
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, only, NULL, 0, NULL, 0, &signal, 1));
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(done, 2, HALO_TEST_DEADLINE_MS * HALO_TEST_MS));
+  for (uint32_t i = 0; i < n; ++i) assert_true(host_untouched[i] == 0.0f);
+  // The same recording shares it; an empty one does not (it holds no
+  // executable or buffer).
+  halo_command_buffer_t *again =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(again, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(again));
+  assert_true(halo_command_buffer_memo_hit(again));
+  halo_command_buffer_t *empty =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(empty));
+  assert_false(halo_command_buffer_memo_hit(empty));
+
+  // Errors only the daemon finds are still reported at end().
+  halo_command_buffer_t *unknown =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  params.entry = "no_such_entry";
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(unknown, &params));
+  halo_status_t status = halo_command_buffer_end(unknown);
+  assert_non_null(status);
+  if (!strstr(halo_status_message(status), "command 0 (dispatch)") ||
+      !strstr(halo_status_message(status), "no_such_entry")) {
+    print_error("end: %s\n", halo_status_message(status));
+    fail();
+  }
+  halo_status_free(status);
+
+  halo_command_buffer_release(unknown);
+  halo_command_buffer_release(empty);
+  halo_command_buffer_release(again);
+  halo_command_buffer_release(only);
+  halo_command_buffer_release(cb);
+  halo_semaphore_release(done);
+  halo_buffer_release(untouched);
+  halo_buffer_release(c);
+  halo_buffer_release(b);
+  halo_buffer_release(a);
+  halo_executable_release(executable);
+}
+
 // Submissions wait for their semaphores (even one signaled after the
 // submission) and the command buffer may be released right after.
 static void test_wait_before_signal_then_release(void **state) {
@@ -837,6 +967,7 @@ int main(void) {
       TEST(test_vector_add_with_three_binding_tables),
       TEST(test_binding_table_argument_and_offsets_compose),
       TEST(test_fill_update_copy),
+      TEST(test_zero_grid_dispatch_is_a_noop),
       TEST(test_wait_before_signal_then_release),
       TEST(test_close_frees_unreleased_objects),
 #undef TEST

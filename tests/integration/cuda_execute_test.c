@@ -2,13 +2,14 @@
 // a GPU): two clients launching one memoized recording concurrently with
 // their own tables, the binding strategies (SetParams on indirect BUFFER
 // arguments, the device binding table) against direct launches, barriers as
-// graph edges (two branches joined), dispatch_indirect, a GPU-to-GPU wait
-// (a consumer on one queue waiting for a producer's semaphore on another,
-// released to the GPU before the producer finished), and a kernel that
-// faults: a waiter in another process wakes with DEVICE_LOST within a
-// second, the message naming the CUDA error without asking the exiting
-// daemon, and halod exits non-zero. Each group runs against a halod of its
-// own, with the completion thread and with cuLaunchHostFunc.
+// graph edges (two branches joined), dispatch_indirect, a dispatch of a
+// zero grid (a no-op), a GPU-to-GPU wait (a consumer on one queue waiting
+// for a producer's semaphore on another, released to the GPU before the
+// producer finished), and a kernel that faults: a waiter in another process
+// wakes with DEVICE_LOST within a second, the message naming the CUDA error
+// without asking the exiting daemon, and halod exits non-zero. Each group
+// runs against a halod of its own, with the completion thread and with
+// cuLaunchHostFunc.
 //
 // The kernels are CUDA C compiled by halod's NVRTC path. With
 // HALO_TEST_FAKE_CUDA=1 and the fake libcuda.so.1 on LD_LIBRARY_PATH
@@ -857,6 +858,97 @@ static void test_dispatch_indirect(void **state) {
 }
 
 //===----------------------------------------------------------------------===//
+// A dispatch of a zero grid
+//===----------------------------------------------------------------------===//
+
+// A direct dispatch with a 0 in its grid does nothing (halod leaves it out
+// of the recording: a kernel node with a zero grid is a CUDA error), while
+// a sibling with other constants runs, as a graph and replayed; a recording
+// of nothing else still executes and signals.
+static void test_zero_grid_dispatch_is_a_noop(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  halo_semaphore_t *semaphore = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &semaphore));
+  uint64_t value = 0;
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *y = new_buffer(client, N * sizeof(float));
+  fill_floats(x, 2.0f);
+  halo_binding_t binding = {y, 0, HALO_WHOLE_BUFFER};
+  float skipped_a = 5.0f, a = 1.0f;
+  uint32_t n = N;
+  // x direct: its address is laid out at prepare, where the arguments of a
+  // dispatch left out must not land on it.
+  halo_dispatch_arg_t args[4] = {
+      buffer_arg(halo_buffer_ref(x, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&skipped_a, sizeof(skipped_a)),
+      constant_arg(&n, sizeof(n)),
+  };
+  halo_dispatch_params_t dispatch = {.executable = executable,
+                                     .entry = "axpy",
+                                     .block = {BLOCK, 1, 1},
+                                     .args = args,
+                                     .arg_count = 4};
+  const uint32_t flags[2] = {HALO_COMMAND_BUFFER_REUSABLE,
+                             HALO_COMMAND_BUFFER_ONE_SHOT};
+  for (int round = 0; round < 2; ++round) {
+    const char *how = round == 0 ? "graph" : "one-shot replay";
+    // no-op (a = 5) | barrier | y = 1 * x + y | no-op
+    halo_command_buffer_t *command_buffer = NULL;
+    expect_ok(
+        halo_command_buffer_begin(client, 0, flags[round], 1, &command_buffer));
+    dispatch.grid[0] = N / BLOCK;
+    dispatch.grid[1] = 0;
+    dispatch.grid[2] = 1;
+    args[2] = constant_arg(&skipped_a, sizeof(skipped_a));
+    expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+    expect_ok(halo_command_buffer_barrier(command_buffer));
+    dispatch.grid[1] = 1;
+    args[2] = constant_arg(&a, sizeof(a));
+    expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+    dispatch.grid[0] = 0;
+    args[2] = constant_arg(&skipped_a, sizeof(skipped_a));
+    expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+    expect_ok(halo_command_buffer_end(command_buffer));
+    fill_floats(y, 1.0f);
+    expect_ok(execute_and_wait(queue, command_buffer, &binding, 1, semaphore,
+                               ++value));
+    static float result[N];
+    read_floats(y, result, N);
+    for (uint32_t i = 0; i < N; ++i) {
+      if (result[i] != 3.0f) {
+        fail_msg("%s: y[%u] = %g, expected 3", how, i, result[i]);
+      }
+    }
+    halo_command_buffer_release(command_buffer);
+
+    // Nothing but a no-op.
+    expect_ok(
+        halo_command_buffer_begin(client, 0, flags[round], 1, &command_buffer));
+    expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+    expect_ok(halo_command_buffer_end(command_buffer));
+    expect_ok(execute_and_wait(queue, command_buffer, &binding, 1, semaphore,
+                               ++value));
+    read_floats(y, result, N);
+    for (uint32_t i = 0; i < N; ++i) {
+      if (result[i] != 3.0f) {
+        fail_msg("%s, only a no-op: y[%u] = %g, expected 3", how, i, result[i]);
+      }
+    }
+    halo_command_buffer_release(command_buffer);
+  }
+  print_message(
+      "[%s] dispatches of a zero grid: skipped beside a sibling and "
+      "alone, as a graph and replayed\n",
+      daemon_state.completion);
+  halo_client_close(client);
+}
+
+//===----------------------------------------------------------------------===//
 // A fault
 //===----------------------------------------------------------------------===//
 
@@ -1007,6 +1099,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_binding_strategies_match_direct),
       cmocka_unit_test(test_barriers_join_two_branches),
       cmocka_unit_test(test_dispatch_indirect),
+      cmocka_unit_test(test_zero_grid_dispatch_is_a_noop),
       cmocka_unit_test(test_gpu_to_gpu_wait),
   };
   const struct CMUnitTest fault[] = {
