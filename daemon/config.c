@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/ring.h"
 #include "common/status.h"
+#include "daemon/fault_budget.h"
 
 typedef enum halod_config_type_e {
   HALOD_CONFIG_STRING,
@@ -135,6 +136,18 @@ static const halod_config_entry_t halod_config_entries[] = {
      "microseconds each end of a device worker's link keeps polling for the "
      "next message before it sleeps (executions and completions that follow "
      "closely are taken at once; 0: never poll)"},
+    {"fault-budget", HALOD_NUMBER(HALOD_CONFIG_U32, fault_budget), "3", 0,
+     HALOD_FAULT_BUDGET_MAX, NULL, LIVE,
+     "device faults a client process may cause within "
+     "fault-budget-window-s before its sessions are refused with "
+     "RESOURCE_EXHAUSTED (a fault: its execution was in flight on a device "
+     "worker that was lost, or ran past submission-deadline-ms); 0: no "
+     "limit"},
+    {"fault-budget-window-s",
+     HALOD_NUMBER(HALOD_CONFIG_U32, fault_budget_window_s), "600", 1, 604800,
+     NULL, LIVE,
+     "seconds over which fault-budget counts a process's faults: it is "
+     "refused until enough of them are older than this"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "

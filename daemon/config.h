@@ -45,6 +45,8 @@ typedef struct halod_config_t {
   uint32_t submission_deadline_ms;  // 0: none
   uint32_t worker_poll_us;          // device link polling window
   uint32_t worker_spares;           // started ahead, per device
+  uint32_t fault_budget;            // faults per client process; 0: no limit
+  uint32_t fault_budget_window_s;   // ... within this many seconds
   char metrics_textfile[512];       // node-exporter textfile; "" for none
   uint32_t metrics_interval;        // seconds between textfile writes
 

@@ -11,6 +11,7 @@
 #include "common/u64_map.h"
 #include "common/wire.h"
 #include "daemon/config.h"
+#include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
@@ -58,6 +59,9 @@ typedef struct halod_sessions_t {
   // Processes haloctl kill-client ended: pid -> start time + 1. Their new
   // connections are refused (nng would dial again on its own).
   halo_u64_map_t killed_processes;
+  // Device faults charged to client processes: those over fault-budget are
+  // refused (daemon/fault_budget.h).
+  halod_fault_budget_t fault_budget;
 } halod_sessions_t;
 void halod_sessions_initialize(halod_sessions_t *sessions);
 // Once every session has ended.

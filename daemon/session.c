@@ -396,6 +396,7 @@ void halod_sessions_initialize(halod_sessions_t *sessions) {
   halo_u64_map_initialize(&sessions->removed_pipes);
   halo_u64_map_initialize(&sessions->domains);
   halo_u64_map_initialize(&sessions->killed_processes);
+  halod_fault_budget_initialize(&sessions->fault_budget);
 }
 
 void halod_sessions_deinitialize(halod_sessions_t *sessions) {
@@ -404,4 +405,5 @@ void halod_sessions_deinitialize(halod_sessions_t *sessions) {
   halo_u64_map_deinitialize(&sessions->removed_pipes);
   halo_u64_map_deinitialize(&sessions->domains);
   halo_u64_map_deinitialize(&sessions->killed_processes);
+  halod_fault_budget_deinitialize(&sessions->fault_budget);
 }
