@@ -189,7 +189,7 @@ static void halod_admin_sessions(halod_t *daemon,
     info->session_id = session->id;
     info->uid = session->uid;
     info->pid = session->pid;
-    info->trust_domain = session->domain->name;
+    info->trust_domain = session->domain ? session->domain->name : "";
     info->client_name = session->client_name;
     info->age_seconds = (double)(now - session->created_ns) / 1e9;
     info->buffers = session->buffers;

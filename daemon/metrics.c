@@ -276,6 +276,12 @@ char *halod_metrics_render(halod_t *daemon) {
   halod_text_sample(&text, "halo_sessions_killed_total", "counter",
                     "Sessions ended by haloctl kill-client.",
                     (double)daemon->stats.sessions_killed);
+  halod_text_sample(&text, "halo_sessions_refused_total", "counter",
+                    "Sessions refused: their process was over fault-budget.",
+                    (double)daemon->stats.sessions_refused);
+  halod_text_sample(&text, "halo_client_faults_total", "counter",
+                    "Device faults charged to client processes (fault-budget).",
+                    (double)daemon->stats.client_faults);
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains with sessions.",
                     (double)daemon->sessions.domains.count);

@@ -721,6 +721,10 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                                     const Halo__Wire__Request *wire,
                                     halod_reply_bodies_t *bodies) {
   halod_session_t *session = request->session;
+  if (session->refused_reason) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "%s",
+                            session->refused_reason);
+  }
   uint32_t body = (uint32_t)wire->body_case;
   const halod_request_handler_t *handler =
       body < HALOD_REQUEST_HANDLER_COUNT && halod_request_handlers[body].serve

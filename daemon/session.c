@@ -35,14 +35,27 @@ uint64_t halod_session_process_start(uint32_t pid) {
   return start;
 }
 
+// NULL, or why |session|'s process is refused (the fault budget).
+static char *halod_session_refusal(halod_t *daemon,
+                                   const halod_session_t *session) {
+  halo_status_t status =
+      halod_fault_budget_check(&daemon->sessions.fault_budget, &daemon->config,
+                               &session->process, halo_clock_now_ns());
+  if (!status) return NULL;
+  char *reason = strdup(halo_status_message(status));
+  halo_status_free(status);
+  return reason ? reason : strdup("over the fault budget");
+}
+
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
                                    halod_session_t **out_session) {
   *out_session = NULL;
+  uint64_t start = halod_session_process_start(pid);
   uintptr_t killed =
       (uintptr_t)halo_u64_map_get(&daemon->sessions.killed_processes, pid);
   if (killed) {
-    if (killed == halod_session_process_start(pid) + 1) {
+    if (killed == start + 1) {
       return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
                               "process %u was killed by an administrator "
                               "(haloctl kill-client); it may connect again "
@@ -58,6 +71,8 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   session->pipe_id = pipe_id;
   session->uid = uid;
   session->pid = pid;
+  session->process =
+      (halod_client_process_t){.pid = pid, .uid = uid, .start = start};
   session->created_ns = halo_clock_now_ns();
   halo_u64_map_initialize(&session->grants);
   halod_handle_table_initialize(&session->handles, session->id,
@@ -67,13 +82,15 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     free(session);
     return halo_status_from_errno(errno, "getrandom for a session token");
   }
+  // A refused process starts no worker.
+  session->refused_reason = halod_session_refusal(daemon, session);
   halo_status_t status =
       halo_u64_map_put(&daemon->sessions.by_pipe, pipe_id, session);
   if (!status) {
     status = halo_u64_map_put(&daemon->sessions.by_id, session->id, session);
     if (status) halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
   }
-  if (!status) {
+  if (!status && !session->refused_reason) {
     status = halod_domain_acquire(daemon, uid, pid, &session->domain);
     if (status) {
       halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
@@ -83,13 +100,30 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   if (status) {
     halod_handle_table_deinitialize(&session->handles);
     halo_u64_map_deinitialize(&session->grants);
+    free(session->refused_reason);
     free(session);
     return status;
   }
+  if (!session->refused_reason) {
+    // Acquiring the domain handles a loss of its worker that the loop had
+    // not handled yet, which may have charged this process.
+    session->refused_reason = halod_session_refusal(daemon, session);
+    if (session->refused_reason) {
+      halod_domain_release(daemon, session->domain);
+      session->domain = NULL;
+    }
+  }
   ++daemon->stats.sessions_total;
-  HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
-                (unsigned long long)session->id, uid, pid,
-                session->domain->name);
+  if (session->refused_reason) {
+    ++daemon->stats.sessions_refused;
+    HALO_LOG_WARN("session %llu: refused (uid %u, pid %u): %s",
+                  (unsigned long long)session->id, uid, pid,
+                  session->refused_reason);
+  } else {
+    HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
+                  (unsigned long long)session->id, uid, pid,
+                  session->domain->name);
+  }
   *out_session = session;
   return NULL;
 }
@@ -154,8 +188,9 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
                 (unsigned long long)session->requests);
   halo_u64_map_remove(&daemon->sessions.by_pipe, session->pipe_id);
   halo_u64_map_remove(&daemon->sessions.by_id, session->id);
-  halod_domain_release(daemon, session->domain);
+  if (session->domain) halod_domain_release(daemon, session->domain);
   free(session->lost_reason);
+  free(session->refused_reason);
   free(session->pages);
   free(session->arenas);
   halod_handle_table_deinitialize(&session->handles);

@@ -12,6 +12,7 @@
 #include "common/u64_map.h"
 #include "daemon/arena.h"
 #include "daemon/daemon.h"
+#include "daemon/fault_budget.h"
 #include "daemon/handle_table.h"
 #include "daemon/semaphore.h"
 
@@ -33,11 +34,18 @@ struct halod_session_t {
   uint32_t pipe_id;
   uint32_t uid;
   uint32_t pid;
+  halod_client_process_t process;  // pid, uid and the process's start time
+  // NULL for a session refused over the fault budget (it has no devices).
   halod_domain_t *domain;
   bool hello_done;
   // Its trust domain's device worker was lost (daemon/workers.h): every
   // request but Hello gets SESSION_LOST with this reason. NULL: alive.
   char *lost_reason;
+  // Its process was over the fault budget when it connected
+  // (daemon/fault_budget.h): every request, Hello first, gets
+  // RESOURCE_EXHAUSTED with this reason. NULL: accepted.
+  char *refused_reason;
+  uint32_t faults;  // device faults charged to it
   uint8_t token[16];
   char client_name[64];
   int64_t created_ns;
@@ -70,7 +78,10 @@ struct halod_session_t {
   uint64_t retired_failed;
 };
 
-// PERMISSION_DENIED for a process haloctl kill-client ended.
+// PERMISSION_DENIED for a process haloctl kill-client ended. A process
+// over the fault budget gets a session without a trust domain whose every
+// request is refused (refused_reason): a closed connection would not tell
+// the client why.
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
                                    halod_session_t **out_session);

@@ -374,6 +374,7 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   submission->daemon = daemon;
   submission->session_id = session->id;
+  submission->process = session->process;
   halod_queue_t *queue = NULL;
   status =
       halod_submission_queue(daemon, session, op->queue, entry->device, &queue);
@@ -426,6 +427,7 @@ static halo_status_t halod_submission_create_host(
   submission->daemon = daemon;
   submission->kind = kind;
   submission->session_id = session->id;
+  submission->process = session->process;
   halo_status_t status =
       halod_submission_sync(submission, session, queue, sync);
   if (status) {

@@ -22,6 +22,7 @@
 
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/fault_budget.h"
 #include "daemon/operation.h"
 #include "daemon/queue.h"
 #include "daemon/semaphore.h"
@@ -42,6 +43,9 @@ typedef struct halod_submission_t {
   halod_submission_kind_t kind;
   uint64_t id;
   uint64_t session_id;
+  // Its session's process: charged if the work faults, even after the
+  // session ended (daemon/fault_budget.h).
+  halod_client_process_t process;
   halod_queue_t *queue;
   halod_command_buffer_t *command_buffer;
   halo_hal_binding_t *bindings;  // binding_capacity entries

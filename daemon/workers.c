@@ -2,6 +2,7 @@
 #include "daemon/workers.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "common/status.h"
 #include "daemon/command_buffer.h"
 #include "daemon/device_lost.h"
+#include "daemon/fault_budget.h"
 #include "daemon/queue.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
@@ -130,11 +132,23 @@ typedef struct halod_workers_failure_t {
 
 // Fails the signals of one submission in flight on a lost worker: before it
 // completes (the first failure wins), so that the message names them all.
+// After the charges: a process now over its fault budget learns that its
+// reconnect will be refused.
 static void halod_workers_fail_one(void *user_data, halod_session_t *session,
                                    halod_submission_t *submission) {
   const halod_workers_failure_t *failure = user_data;
+  halod_t *daemon = failure->daemon;
   bool overdue =
       halo_hal_remote_device_overdue(failure->device, &submission->action);
+  halo_status_t refused =
+      halod_fault_budget_check(&daemon->sessions.fault_budget, &daemon->config,
+                               &submission->process, halo_clock_now_ns());
+  char advice[512];
+  snprintf(
+      advice, sizeof(advice), "%s%s",
+      refused ? ", and a reconnect is refused: " : " (reconnect and rebuild)",
+      refused ? halo_status_message(refused) : "");
+  halo_status_free(refused);
   for (uint32_t s = submission->action.wait_count;
        s < submission->semaphore_count; ++s) {
     halod_semaphore_t *semaphore = submission->semaphores[s];
@@ -143,18 +157,103 @@ static void halod_workers_fail_one(void *user_data, halod_session_t *session,
           semaphore, HALO_STATUS_DEADLINE_EXCEEDED,
           "submission %llu (session %llu, pid %u) ran past the submission "
           "deadline of %u ms (submission-deadline-ms) on %s; the worker was "
-          "replaced and the domain's sessions are lost (reconnect and "
-          "rebuild)",
+          "replaced and the domain's sessions are lost%s",
           (unsigned long long)submission->id, (unsigned long long)session->id,
-          session->pid, failure->daemon->config.submission_deadline_ms,
-          failure->reason);
+          session->pid, daemon->config.submission_deadline_ms, failure->reason,
+          advice);
     } else {
       halod_semaphore_fail(semaphore, HALO_STATUS_DEVICE_LOST,
                            "%s; submissions in flight: %s; the domain's "
-                           "sessions are lost (reconnect and rebuild)",
-                           failure->reason, failure->in_flight);
+                           "sessions are lost%s",
+                           failure->reason, failure->in_flight, advice);
     }
   }
+}
+
+// The executions in flight on a lost worker, to charge (the rule is in
+// daemon/fault_budget.h).
+typedef struct halod_workers_charges_t {
+  halod_submission_t **submissions;  // borrowed: retired after the charges
+  size_t count;
+  size_t capacity;
+  bool overdue;  // some ran past the deadline: only those are charged
+  bool failed;   // out of memory: nobody is charged
+} halod_workers_charges_t;
+
+// Under the device's mutex: only collects.
+static void halod_workers_collect_charge(void *visit_data, void *user_data,
+                                         bool overdue) {
+  halod_workers_charges_t *charges = visit_data;
+  if (charges->failed || (charges->overdue && !overdue)) return;
+  if (overdue && !charges->overdue) {
+    charges->overdue = true;
+    charges->count = 0;  // the watchdog named the culprits
+  }
+  if (charges->count == charges->capacity) {
+    size_t capacity = charges->capacity ? charges->capacity * 2 : 16;
+    halod_submission_t **grown =
+        realloc(charges->submissions, capacity * sizeof(*grown));
+    if (!grown) {
+      charges->failed = true;
+      return;
+    }
+    charges->submissions = grown;
+    charges->capacity = capacity;
+  }
+  // The deferred queue's executions carry their action, and halod's only
+  // actions are the first member of its submissions (daemon/submission.h).
+  _Static_assert(offsetof(halod_submission_t, action) == 0,
+                 "a submission starts with its action");
+  charges->submissions[charges->count++] = (halod_submission_t *)user_data;
+}
+
+// Whether |key| was in |seen| with |value| already; records it if not.
+static bool halod_workers_seen(halo_u64_map_t *seen, uint64_t key,
+                               uintptr_t value) {
+  if ((uintptr_t)halo_u64_map_get(seen, key) == value) return true;
+  halo_status_free(halo_u64_map_put(seen, key, (void *)value));
+  return false;
+}
+
+// Charges the processes (once each) and sessions whose work was in flight
+// on the lost |device|.
+static void halod_workers_charge(halod_t *daemon, halo_hal_device_t *device) {
+  halod_workers_charges_t charges = {0};
+  halo_hal_remote_device_visit_in_flight(device, halod_workers_collect_charge,
+                                         &charges);
+  if (charges.failed) {
+    HALO_LOG_ERROR("fault budget: out of memory: nobody charged");
+  }
+  halo_u64_map_t sessions, processes;  // seen: id -> 1, pid + 1 -> start + 1
+  halo_u64_map_initialize(&sessions);
+  halo_u64_map_initialize(&processes);
+  int64_t now = halo_clock_now_ns();
+  for (size_t i = 0; !charges.failed && i < charges.count; ++i) {
+    const halod_submission_t *submission = charges.submissions[i];
+    const halod_client_process_t *process = &submission->process;
+    halod_session_t *session =
+        halo_u64_map_get(&daemon->sessions.by_id, submission->session_id);
+    if (session && !halod_workers_seen(&sessions, session->id, 1)) {
+      ++session->faults;
+    }
+    if (halod_workers_seen(&processes, (uint64_t)process->pid + 1,
+                           (uintptr_t)process->start + 1)) {
+      continue;
+    }
+    uint32_t faults = halod_fault_budget_charge(&daemon->sessions.fault_budget,
+                                                &daemon->config, process, now);
+    ++daemon->stats.client_faults;
+    HALO_LOG_WARN(
+        "fault budget: client pid %u (uid %u) charged a device fault%s: %u "
+        "in the last %u s (fault-budget %u%s)",
+        process->pid, process->uid,
+        charges.overdue ? " (past the submission deadline)" : "", faults,
+        daemon->config.fault_budget_window_s, daemon->config.fault_budget,
+        daemon->config.fault_budget ? "" : ": no limit");
+  }
+  halo_u64_map_deinitialize(&sessions);
+  halo_u64_map_deinitialize(&processes);
+  free(charges.submissions);
 }
 
 static void halod_workers_refill(halod_t *daemon, uint32_t index);
@@ -183,6 +282,7 @@ static void halod_workers_handle_lost(halod_t *daemon,
   HALO_LOG_ERROR("%s; %u submission(s) in flight: %s", reason, count,
                  in_flight);
   if (!daemon->stopping) {
+    halod_workers_charge(daemon, device);
     halod_workers_failure_t failure = {daemon, device, reason, in_flight};
     halod_submission_for_each_issued(daemon, device, halod_workers_fail_one,
                                      &failure);
@@ -207,16 +307,30 @@ static void halod_workers_handle_lost(halod_t *daemon,
   snprintf(domain->last_fault, sizeof(domain->last_fault), "%s", reason);
   domain->devices[index] = NULL;
   ++daemon->stats.workers_lost;
-  // Every session of the domain shared the context: all are lost.
-  char session_reason[1024];
-  snprintf(session_reason, sizeof(session_reason),
-           "%s; every session of trust domain %s is lost (reconnect and "
-           "rebuild)",
-           reason, domain->name);
+  // Every session of the domain shared the context: all are lost. A
+  // session whose process is now over its fault budget says so: its
+  // reconnect will be refused.
+  int64_t now = halo_clock_now_ns();
   for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
     if (!daemon->sessions.by_id.entries[i].key) continue;
     halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     if (session->domain != domain) continue;
+    halo_status_t refused =
+        halod_fault_budget_check(&daemon->sessions.fault_budget,
+                                 &daemon->config, &session->process, now);
+    char session_reason[1536];
+    if (refused) {
+      snprintf(session_reason, sizeof(session_reason),
+               "%s; every session of trust domain %s is lost, and a "
+               "reconnect is refused: %s",
+               reason, domain->name, halo_status_message(refused));
+    } else {
+      snprintf(session_reason, sizeof(session_reason),
+               "%s; every session of trust domain %s is lost (reconnect and "
+               "rebuild)",
+               reason, domain->name);
+    }
+    halo_status_free(refused);
     halod_session_lose(daemon, session, session_reason);
   }
   halod_device_release(device);

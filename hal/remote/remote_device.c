@@ -1262,6 +1262,22 @@ bool halo_hal_remote_device_overdue(halo_hal_device_t *base_device,
   return overdue;
 }
 
+void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *base_device,
+                                            void (*visit)(void *visit_data,
+                                                          void *user_data,
+                                                          bool overdue),
+                                            void *visit_data) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  for (size_t i = 0; i < device->executions.capacity; ++i) {
+    if (!device->executions.entries[i].key) continue;
+    const halo_hal_remote_execution_t *record =
+        device->executions.entries[i].value;
+    visit(visit_data, record->user_data, record->overdue);
+  }
+  pthread_mutex_unlock(&device->mutex);
+}
+
 void halo_hal_remote_device_kill(halo_hal_device_t *base_device) {
   pid_t pid = halo_hal_remote_device_pid(base_device);
   if (pid > 0) kill(pid, SIGKILL);

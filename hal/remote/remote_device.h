@@ -95,6 +95,16 @@ bool halo_hal_remote_device_lost(halo_hal_device_t *device, char *out_reason,
 bool halo_hal_remote_device_overdue(halo_hal_device_t *device,
                                     const void *user_data);
 
+// Visits the executions still in flight on |device| (after a loss: until
+// halo_hal_remote_device_complete_lost): each one's completion |user_data|
+// and whether it ran past the deadline. |visit| runs under the device's
+// mutex: it must not call into the device.
+void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *device,
+                                            void (*visit)(void *visit_data,
+                                                          void *user_data,
+                                                          bool overdue),
+                                            void *visit_data);
+
 // After a loss: completes every execution still in flight (DEADLINE_EXCEEDED
 // for the overdue ones, DEVICE_LOST for the rest), once.
 void halo_hal_remote_device_complete_lost(halo_hal_device_t *device);
