@@ -134,6 +134,16 @@ halo_status_t halo_admin_kill_client(halo_admin_t *admin, uint32_t pid,
   return halo_admin_call(admin, &request, out_response);
 }
 
+halo_status_t halo_admin_forgive_client(halo_admin_t *admin, uint32_t pid,
+                                        halo_wire_response_t **out_response) {
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__AdminForgiveClient body = HALO__WIRE__ADMIN_FORGIVE_CLIENT__INIT;
+  body.pid = pid;
+  request.body_case = HALO__WIRE__REQUEST__BODY_ADMIN_FORGIVE_CLIENT;
+  request.admin_forgive_client = &body;
+  return halo_admin_call(admin, &request, out_response);
+}
+
 halo_status_t halo_admin_drain(halo_admin_t *admin, bool cancel,
                                halo_wire_response_t **out_response) {
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;

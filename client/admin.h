@@ -52,6 +52,10 @@ halo_status_t halo_admin_workers(halo_admin_t *admin,
 // Ends every session of process |pid| (NOT_FOUND if none).
 halo_status_t halo_admin_kill_client(halo_admin_t *admin, uint32_t pid,
                                      halo_wire_response_t **out_response);
+// Forgets the device faults charged to process |pid| (the fault budget;
+// NOT_FOUND if none are counted).
+halo_status_t halo_admin_forgive_client(halo_admin_t *admin, uint32_t pid,
+                                        halo_wire_response_t **out_response);
 // Starts draining (|cancel| false) or stops it; either way the reply says
 // what work is left.
 halo_status_t halo_admin_drain(halo_admin_t *admin, bool cancel,

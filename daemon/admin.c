@@ -1,5 +1,6 @@
 // The admin socket: what haloctl shows the operator, and the few things it
-// may do (kill a client, drain before an upgrade).
+// may do (kill a client, forgive one its device faults, drain before an
+// upgrade).
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
+#include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/queue.h"
 #include "daemon/semaphore.h"
@@ -203,12 +205,21 @@ static void halod_admin_sessions(halod_t *daemon,
     info->executables = session->executables;
     info->command_buffers = session->command_buffers;
     info->lost = session->lost_reason ? session->lost_reason : "";
+    info->has_faults = info->has_process_faults = true;
+    info->faults = session->faults;
+    info->process_faults =
+        halod_fault_budget_count(&daemon->sessions.fault_budget,
+                                 &daemon->config, &session->process, now);
+    info->refused = session->refused_reason ? session->refused_reason : "";
     halod_admin_session_devices(daemon, session, &usage[n], info);
     pointers[n++] = info;
   }
   Halo__Wire__AdminSessionsReply reply = HALO__WIRE__ADMIN_SESSIONS_REPLY__INIT;
   reply.n_sessions = n;
   reply.sessions = pointers;
+  reply.has_fault_budget = reply.has_fault_budget_window_s = true;
+  reply.fault_budget = daemon->config.fault_budget;
+  reply.fault_budget_window_s = daemon->config.fault_budget_window_s;
   Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
   response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_SESSIONS;
   response.admin_sessions = &reply;
@@ -783,6 +794,35 @@ static void halod_admin_kill_client(halod_t *daemon,
   free(ids);
 }
 
+static void halod_admin_forgive_client(halod_t *daemon,
+                                       const Halo__Wire__Request *wire,
+                                       halod_server_context_t *context) {
+  const Halo__Wire__AdminForgiveClient *request = wire->admin_forgive_client;
+  uint32_t faults = halod_fault_budget_forgive(&daemon->sessions.fault_budget,
+                                               &daemon->config, request->pid,
+                                               halo_clock_now_ns());
+  if (faults == 0) {
+    halod_reply_status(
+        context,
+        halo_status_make(HALO_STATUS_NOT_FOUND,
+                         "no device fault of process %u is counted "
+                         "(within fault-budget-window-s = %u s)",
+                         request->pid, daemon->config.fault_budget_window_s));
+    return;
+  }
+  HALO_LOG_WARN(
+      "fault budget: client pid %u forgiven by an administrator (%u "
+      "fault(s) forgotten); its new sessions are accepted",
+      request->pid, faults);
+  Halo__Wire__AdminForgiveClientReply reply =
+      HALO__WIRE__ADMIN_FORGIVE_CLIENT_REPLY__INIT;
+  reply.faults = faults;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_FORGIVE_CLIENT;
+  response.admin_forgive_client = &reply;
+  halod_reply(context, &response);
+}
+
 static void halod_admin_drain(halod_t *daemon, const Halo__Wire__Request *wire,
                               halod_server_context_t *context) {
   const Halo__Wire__AdminDrain *request = wire->admin_drain;
@@ -913,6 +953,7 @@ static const halod_admin_fn halod_admin_handlers[] = {
     HALOD_ADMIN(ADMIN_BUFFERS) = halod_admin_buffers,
     HALOD_ADMIN(ADMIN_EXECUTABLES) = halod_admin_executables,
     HALOD_ADMIN(ADMIN_KILL_CLIENT) = halod_admin_kill_client,
+    HALOD_ADMIN(ADMIN_FORGIVE_CLIENT) = halod_admin_forgive_client,
     HALOD_ADMIN(ADMIN_DRAIN) = halod_admin_drain,
     HALOD_ADMIN(ADMIN_METRICS) = halod_admin_metrics,
     HALOD_ADMIN(ADMIN_WORKERS) = halod_admin_workers,

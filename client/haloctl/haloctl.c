@@ -3,11 +3,12 @@
 //   haloctl [--admin ADDR] [--json] [--timeout MS] [--watch SECONDS
 //           [--count N]] COMMAND [ARGS]
 //
-// Commands: status, clients, queues, semaphores, buffers, executables,
-// cache, metrics, kill-client PID, drain [SECONDS], undrain. Human output
-// is aligned tables; --json prints one JSON document per command (one per
-// line under --watch; strings escaped, invalid UTF-8 replaced by U+FFFD)
-// so scripts can parse it. docs/man/haloctl.1 is the manual.
+// Commands: status, clients, queues, workers, semaphores, buffers,
+// executables, cache, metrics, kill-client PID, forgive-client PID, drain
+// [SECONDS], undrain. Human output is aligned tables; --json prints one
+// JSON document per command (one per line under --watch; strings escaped,
+// invalid UTF-8 replaced by U+FFFD) so scripts can parse it.
+// docs/man/haloctl.1 is the manual.
 //
 // Exit status: 0 success, 1 the daemon answered with an error (or a drain
 // did not finish in time), 2 usage error, 3 the daemon could not be
@@ -504,20 +505,24 @@ static void haloctl_clients_print_json(
     haloctl_json_string(out, s->trust_domain);
     fputs(",\"client_name\":", out);
     haloctl_json_nullable_string(out, s->client_name);
-    fprintf(out,
-            ",\"age_seconds\":%.3f,\"buffers\":%" PRIu32
-            ",\"semaphores\":%" PRIu32 ",\"arenas\":%" PRIu32
-            ",\"host_bytes\":%" PRIu64 ",\"device_bytes\":%" PRIu64
-            ",\"requests\":%" PRIu64 ",\"executables\":%" PRIu32
-            ",\"command_buffers\":%" PRIu32 ",\"queues\":%" PRIu32
-            ",\"submissions\":%" PRIu64 ",\"pending\":%" PRIu32
-            ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
-            ",\"failures\":%" PRIu64 ",\"lost\":",
-            haloctl_json_seconds(s->age_seconds), s->buffers, s->semaphores,
-            s->arenas, s->host_bytes, s->device_bytes, s->requests,
-            s->executables, s->command_buffers, s->queues, s->submissions,
-            s->pending, s->in_flight, s->completed, s->failures);
+    fprintf(
+        out,
+        ",\"age_seconds\":%.3f,\"buffers\":%" PRIu32 ",\"semaphores\":%" PRIu32
+        ",\"arenas\":%" PRIu32 ",\"host_bytes\":%" PRIu64
+        ",\"device_bytes\":%" PRIu64 ",\"requests\":%" PRIu64
+        ",\"executables\":%" PRIu32 ",\"command_buffers\":%" PRIu32
+        ",\"queues\":%" PRIu32 ",\"submissions\":%" PRIu64
+        ",\"pending\":%" PRIu32 ",\"in_flight\":%" PRIu32
+        ",\"completed\":%" PRIu64 ",\"failures\":%" PRIu64
+        ",\"faults\":%" PRIu32 ",\"process_faults\":%" PRIu32 ",\"lost\":",
+        haloctl_json_seconds(s->age_seconds), s->buffers, s->semaphores,
+        s->arenas, s->host_bytes, s->device_bytes, s->requests, s->executables,
+        s->command_buffers, s->queues, s->submissions, s->pending, s->in_flight,
+        s->completed, s->failures, s->faults, s->process_faults);
     haloctl_json_nullable_string(out, s->lost && *s->lost ? s->lost : NULL);
+    fputs(",\"refused\":", out);
+    haloctl_json_nullable_string(out,
+                                 s->refused && *s->refused ? s->refused : NULL);
     fputs(",\"devices\":[", out);
     for (size_t d = 0; d < s->n_device_usage; ++d) {
       const Halo__Wire__DeviceUsage *u = s->device_usage[d];
@@ -559,9 +564,10 @@ static void haloctl_clients_print_text(
     return;
   }
   static const char *const kColumns[] = {
-      ">SESSION",   ">PID",     ">UID",       "NAME",       ">AGE",
-      ">BUFFERS",   ">HOST",    ">DEVICE",    "PER DEVICE", ">QUEUES",
-      ">SUBMITTED", ">PENDING", ">IN FLIGHT", ">FAILED",    NULL};
+      ">SESSION",   ">PID",     ">UID",       "NAME",
+      ">AGE",       ">BUFFERS", ">HOST",      ">DEVICE",
+      "PER DEVICE", ">QUEUES",  ">SUBMITTED", ">PENDING",
+      ">IN FLIGHT", ">FAILED",  ">FAULTS",    NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < reply->n_sessions; ++i) {
@@ -582,6 +588,12 @@ static void haloctl_clients_print_text(
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->pending));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->in_flight));
     haloctl_table_add(&table, haloctl_format("%" PRIu64, s->failures));
+    // The process's faults in the window, against the budget.
+    haloctl_table_add(
+        &table, reply->fault_budget
+                    ? haloctl_format("%" PRIu32 "/%" PRIu32, s->process_faults,
+                                     reply->fault_budget)
+                    : haloctl_format("%" PRIu32, s->process_faults));
   }
   haloctl_table_print(&table, stdout, "");
   haloctl_table_deinitialize(&table);
@@ -594,6 +606,19 @@ static void haloctl_clients_print_text(
       any_lost = true;
     }
     char *reason = haloctl_printable(s->lost);
+    printf("  session %" PRIu64 " (pid %" PRIu32 "%s): %s\n", s->session_id,
+           s->pid, s->faults ? ", charged a fault" : "", reason);
+    free(reason);
+  }
+  bool any_refused = false;
+  for (size_t i = 0; i < reply->n_sessions; ++i) {
+    const Halo__Wire__SessionInfo *s = reply->sessions[i];
+    if (!s->refused || !*s->refused) continue;
+    if (!any_refused) {
+      fputs("\nrefused (over the fault budget: RESOURCE_EXHAUSTED)\n", stdout);
+      any_refused = true;
+    }
+    char *reason = haloctl_printable(s->refused);
     printf("  session %" PRIu64 " (pid %" PRIu32 "): %s\n", s->session_id,
            s->pid, reason);
     free(reason);
@@ -1168,6 +1193,32 @@ static int haloctl_command_kill_client(const haloctl_options_t *options,
   return HALOCTL_EXIT_OK;
 }
 
+static halo_status_t haloctl_forgive_request(halo_admin_t *admin, void *data,
+                                             halo_wire_response_t **out) {
+  return halo_admin_forgive_client(admin, *(uint32_t *)data, out);
+}
+
+static int haloctl_command_forgive_client(const haloctl_options_t *options,
+                                          uint32_t pid) {
+  halo_wire_response_t *response = NULL;
+  int exit_code =
+      haloctl_call(options, "forgive-client", haloctl_forgive_request, &pid,
+                   HALO__WIRE__RESPONSE__BODY_ADMIN_FORGIVE_CLIENT, &response);
+  if (exit_code) return exit_code;
+  const Halo__Wire__AdminForgiveClientReply *reply =
+      response->admin_forgive_client;
+  if (options->json) {
+    printf("{\"pid\":%" PRIu32 ",\"faults\":%" PRIu32 "}\n", pid,
+           reply->faults);
+  } else {
+    printf("forgave pid %" PRIu32 " %" PRIu32
+           " device fault(s): its next connection is accepted\n",
+           pid, reply->faults);
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return HALOCTL_EXIT_OK;
+}
+
 static halo_status_t haloctl_drain_request(halo_admin_t *admin, void *data,
                                            halo_wire_response_t **out) {
   return halo_admin_drain(admin, *(bool *)data, out);
@@ -1255,7 +1306,7 @@ static const haloctl_command_t kCommands[] = {
     {"status", "", &kStatus, true,
      "daemon, drivers, devices, sessions, work, draining"},
     {"clients", "", &kClients, true,
-     "sessions: pid, uid, name, bytes per device, work, failures"},
+     "sessions: pid, uid, name, bytes per device, work, faults"},
     {"queues", "", &kQueues, true,
      "queues: pending (and on what), in flight, done, p50/p99"},
     {"workers", "", &kWorkers, false,
@@ -1271,6 +1322,8 @@ static const haloctl_command_t kCommands[] = {
      "Prometheus text exposition of halod's metrics"},
     {"kill-client", " PID", NULL, false,
      "end PID's sessions: fail its work, release its objects"},
+    {"forgive-client", " PID", NULL, false,
+     "forget PID's device faults: a refused client may connect"},
     {"drain", " [SECONDS]", NULL, false,
      "refuse new sessions, work; wait SECONDS (60) for the rest"},
     {"undrain", "", NULL, false, "accept sessions and submissions again"},
@@ -1350,13 +1403,15 @@ static int haloctl_run(const haloctl_options_t *options,
     }
     return haloctl_run_listing(options, command->name, command->listing);
   }
-  if (strcmp(command->name, "kill-client") == 0) {
+  bool kill = strcmp(command->name, "kill-client") == 0;
+  if (kill || strcmp(command->name, "forgive-client") == 0) {
     double pid = 0;
     if (argc != 1 || !haloctl_parse_double(argv[0], 1, 4194304, &pid) ||
         pid != floor(pid)) {
-      return haloctl_usage_error("kill-client wants one process id");
+      return haloctl_usage_error("%s wants one process id", command->name);
     }
-    return haloctl_command_kill_client(options, (uint32_t)pid);
+    return kill ? haloctl_command_kill_client(options, (uint32_t)pid)
+                : haloctl_command_forgive_client(options, (uint32_t)pid);
   }
   if (strcmp(command->name, "drain") == 0) {
     double seconds = 60;

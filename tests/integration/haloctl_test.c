@@ -1,8 +1,9 @@
 // haloctl against a running halod with clients: every command in both
 // output modes (tables and JSON that parses), what it shows of the clients'
-// work, the device workers (and a session lost with its worker), kill-client,
-// drain, metrics, --watch, the exit codes, and that the client socket
-// refuses every admin request.
+// work, the device workers (and a session lost with its worker), the device
+// faults charged to a client and its refusal over the fault budget,
+// kill-client, forgive-client, drain, metrics, --watch, the exit codes, and
+// that the client socket refuses every admin request.
 #include "tests/integration/ops_support.h"
 // clang-format off
 #include "tests/support/halo_test.h"
@@ -365,6 +366,119 @@ static void test_workers(void **state) {
   ops_result_free(&r);
 }
 
+// halod with fault-budget 1: one fault and the process is refused.
+static int haloctl_setup_budget_one(void **state) {
+  haloctl_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  ops_daemon_prepare(&fixture->daemon);
+  static const char *const args[] = {"--fault-budget", "1", NULL};
+  ops_daemon_start(&fixture->daemon, args, NULL);
+  halo_client_options_t options = {.address = fixture->daemon.listen,
+                                   .client_name = "haloctl-test"};
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &fixture->client));
+  return 0;
+}
+
+// Runs the test kernels' `crash` on the fixture's client (it loses its
+// worker: a fault charged to this process) and waits for DEVICE_LOST.
+static void haloctl_crash(haloctl_fixture_t *fixture) {
+  halo_executable_t *executable = halo_test_load_kernels(fixture->client);
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(fixture->client, 0, 0, &done));
+  halo_command_buffer_t *cb =
+      halo_test_begin(fixture->client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_dispatch_params_t params = {.executable = executable,
+                                   .entry = "crash",
+                                   .grid = {1, 1, 1},
+                                   .block = {1, 1, 1}};
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_semaphore_value_t signal = {done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+  halo_status_t status = halo_semaphore_wait(done, 1, 10000000000ll);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_DEVICE_LOST);
+  halo_status_free(status);
+  halo_command_buffer_release(cb);
+  halo_semaphore_release(done);
+  halo_executable_release(executable);
+}
+
+static void test_faults_and_forgive_client(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_crash(fixture);
+  char pid[16];
+  snprintf(pid, sizeof(pid), "%d", (int)getpid());
+
+  // The lost session was charged the fault, and so was its process.
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out) &&
+                     strstr(r.out,
+                            "\"faults\":1,\"process_faults\":1,"
+                            "\"lost\":\"") &&
+                     strstr(r.out, "\"refused\":null"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "FAULTS") &&
+                     strstr(r.out, " 1/1\n") &&
+                     strstr(r.out, ", charged a fault): "));
+  ops_result_free(&r);
+
+  // Its process is over the budget (1): a new session is refused on Hello
+  // and listed as refused, with the reason.
+  halo_client_close(fixture->client);
+  fixture->client = NULL;
+  halo_test_raw_t raw;
+  halo_test_raw_open(&raw, fixture->daemon.listen, 5000);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  HALO_TEST_EXPECT_ERROR(halo_test_raw_call(&raw, &request),
+                         HALO_STATUS_RESOURCE_EXHAUSTED,
+                         "(fault-budget=1): refused until");
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out) &&
+                     strstr(r.out,
+                            "\"faults\":0,\"process_faults\":1,"
+                            "\"lost\":null,\"refused\":\"client "
+                            "pid "));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 &&
+                     strstr(r.out, "\nrefused (over the fault budget") &&
+                     strstr(r.out, "haloctl forgive-client "));
+  ops_result_free(&r);
+  halo_test_raw_close(&raw);
+
+  // forgive-client forgets it: the process connects again.
+  haloctl_run(fixture, (const char *const[]){"forgive-client", pid, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "forgave pid ") &&
+                     strstr(r.out, " 1 device fault(s)"));
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"--json", "forgive-client", pid, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 1 && strstr(r.err, "NOT_FOUND"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"forgive-client", "x", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2);
+  ops_result_free(&r);
+  halo_client_options_t options = {.address = fixture->daemon.listen,
+                                   .client_name = "haloctl-test"};
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &fixture->client));
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out,
+                                            "\"faults\":0,\"process_faults\":0,"
+                                            "\"lost\":null,\"refused\":null"));
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"clients", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, " 0/1\n"));
+  ops_result_free(&r);
+}
+
 // Reads the peer's stdout file until a line starts with |prefix|.
 static char *haloctl_wait_output(const char *path, const char *prefix) {
   int64_t deadline = ops_now_ms() + 5000;
@@ -592,6 +706,9 @@ int main(void) {
       T(test_workers),
       T(test_metrics),
       T(test_kill_client),
+      cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
+                                      haloctl_setup_budget_one,
+                                      haloctl_teardown),
       T(test_drain_and_undrain),
       T(test_watch),
       T(test_exit_codes_and_help),

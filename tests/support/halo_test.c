@@ -595,11 +595,54 @@ bool halo_test_admin_find_session(const halo_test_daemon_t *daemon, pid_t pid,
       *out_info = *info;
       out_info->trust_domain = NULL;
       out_info->client_name = NULL;
+      out_info->lost = NULL;
+      out_info->refused = NULL;
+      out_info->n_device_usage = 0;
+      out_info->device_usage = NULL;
     }
     break;
   }
   halo__wire__response__free_unpacked(response, NULL);
   return found;
+}
+
+bool halo_test_admin_client_faults(const halo_test_daemon_t *daemon, pid_t pid,
+                                   uint32_t *out_process_faults,
+                                   uint32_t *out_session_faults) {
+  halo_wire_response_t *response = halo_test_admin_sessions(daemon);
+  bool found = false;
+  uint32_t process_faults = 0, session_faults = 0;
+  for (size_t i = 0; i < response->admin_sessions->n_sessions; ++i) {
+    const Halo__Wire__SessionInfo *info = response->admin_sessions->sessions[i];
+    if ((pid_t)info->pid != pid) continue;
+    found = true;
+    if (info->process_faults > process_faults) {
+      process_faults = info->process_faults;
+    }
+    session_faults += info->faults;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  if (out_process_faults) *out_process_faults = process_faults;
+  if (out_session_faults) *out_session_faults = session_faults;
+  return found;
+}
+
+uint32_t halo_test_admin_forgive_client(const halo_test_daemon_t *daemon,
+                                        uint32_t pid) {
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_connect(daemon->admin_address, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  halo_status_t status = halo_admin_forgive_client(admin, pid, &response);
+  halo_admin_close(admin);
+  if (halo_status_code(status) == HALO_STATUS_NOT_FOUND) {
+    halo_status_free(status);
+    return 0;
+  }
+  HALO_TEST_ASSERT_OK(status);
+  assert_non_null(response->admin_forgive_client);
+  uint32_t faults = response->admin_forgive_client->faults;
+  halo__wire__response__free_unpacked(response, NULL);
+  return faults;
 }
 
 void halo_test_admin_print_sessions(const halo_test_daemon_t *daemon) {

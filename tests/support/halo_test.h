@@ -165,6 +165,19 @@ uint32_t halo_test_admin_session_count(const halo_test_daemon_t *daemon);
 bool halo_test_admin_find_session(const halo_test_daemon_t *daemon, pid_t pid,
                                   Halo__Wire__SessionInfo *out_info);
 
+// The device faults the daemon charged to process |pid| (the fault
+// budget): within the window (|out_process_faults|) and to its listed
+// sessions (their sum, |out_session_faults|). False, and zeros, if no
+// session of |pid| is listed. Either output may be NULL.
+bool halo_test_admin_client_faults(const halo_test_daemon_t *daemon, pid_t pid,
+                                   uint32_t *out_process_faults,
+                                   uint32_t *out_session_faults);
+
+// Forgives process |pid| its device faults (haloctl forgive-client);
+// returns how many were forgotten, 0 if none were counted (NOT_FOUND).
+uint32_t halo_test_admin_forgive_client(const halo_test_daemon_t *daemon,
+                                        uint32_t pid);
+
 // Prints every session the daemon lists (for failure messages).
 void halo_test_admin_print_sessions(const halo_test_daemon_t *daemon);
 
