@@ -1,7 +1,8 @@
 """Fault containment between trust domains, seen from Python: a kernel that
 crashes its device worker fails that client's work with DeviceLostError,
 its session with SessionLostError, and a reconnect works; a client of
-another trust domain never notices. halod runs with --trust-domain process
+another trust domain never notices; a client that keeps crashing is refused
+over its fault budget. halod runs with --trust-domain process
 (every client process is a domain of its own) and the CPU driver."""
 
 import multiprocessing
@@ -82,3 +83,53 @@ def test_crash_loses_only_its_domain(domains_daemon, kernels_file):
     other.join(60)
     assert result.get(timeout=5) == ("ok", 300)
     assert domains_daemon.process.poll() is None  # halod itself stays
+
+
+def crash(client, kernels):
+    """Dispatches `crash` on |client|: its worker dies, the wait raises."""
+    done = client.create_semaphore()
+    with client.record() as cb:
+        cb.dispatch(kernels, "crash", grid=1, block=1)
+    client.execute(cb, signal=[(done, 1)])
+    with pytest.raises(halo.DeviceLostError, match="worker"):
+        done.wait(1, timeout=10)
+
+
+@pytest.fixture
+def budget_daemon():
+    started = Daemon("--trust-domain", "process", "--native-code", "any",
+                     "--fault-budget", "2", "--fault-budget-window-s", "600")
+    yield started
+    started.stop()
+
+
+def test_fault_budget_refuses_a_repeat_offender(budget_daemon, kernels_file):
+    context = multiprocessing.get_context("spawn")
+    result = context.Queue()
+    other = context.Process(target=victim,
+                            args=(budget_daemon.address, kernels_file, 300,
+                                  result))
+    other.start()
+    for fault in (1, 2):
+        client = halo.connect(budget_daemon.address, client_name="attacker")
+        kernels = client.load_executable_file(kernels_file)
+        vector_add(client, kernels, fault)
+        crash(client, kernels)
+        # After the second, the lost session says a reconnect is refused.
+        expected = "reconnect and rebuild" if fault == 1 else "refused"
+        with pytest.raises(halo.SessionLostError, match=expected):
+            client.create_semaphore()
+        client.close()
+    # Over its budget: connecting raises ResourceExhaustedError saying why,
+    # until when, and how an operator clears it.
+    with pytest.raises(halo.ResourceExhaustedError) as refused:
+        halo.connect(budget_daemon.address)
+    message = str(refused.value)
+    assert f"client pid {os.getpid()} " in message
+    assert "caused 2 device faults in the last 600 s" in message
+    assert "(fault-budget=2): refused until" in message
+    assert f"haloctl forgive-client {os.getpid()}" in message
+    # The victim, of another trust domain, was never charged nor stopped.
+    other.join(60)
+    assert result.get(timeout=5) == ("ok", 300)
+    assert budget_daemon.process.poll() is None

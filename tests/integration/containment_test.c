@@ -24,6 +24,13 @@
 //   fails with DEADLINE_EXCEEDED naming the deadline, within a few seconds
 //   and not before 500 ms; the victim completed every step; a reconnect
 //   works;
+// - fault budget (--fault-budget 3): each case above charges the attacker's
+//   process one fault and the victim none; an attacker whose `crash`
+//   loses its worker three times has its lost session say that a reconnect
+//   is refused, and its next connections get RESOURCE_EXHAUSTED on Hello
+//   naming its pid, the faults, the window, until when and `haloctl
+//   forgive-client`, without a worker started for it; the victim completed
+//   every step and was never charged; once forgiven, it connects again;
 // - one domain (--trust-domain uid, the default): two client processes of
 //   one uid share a worker, so the attacker's crash loses the other
 //   session too (its wait or next request returns DEVICE_LOST or
@@ -302,6 +309,29 @@ static void expect_status(halo_status_t status, halo_status_code_t code,
 
 static const char *const worker_lost[] = {"worker", "trust domain", NULL};
 
+// Fails unless halod lists a session of |pid| and charged that process
+// |process_faults| device faults (within the fault budget's window) and its
+// listed sessions |session_faults| in all.
+static void expect_faults(const halo_test_daemon_t *daemon, pid_t pid,
+                          uint32_t process_faults, uint32_t session_faults,
+                          const char *who) {
+  uint32_t process = 0, session = 0;
+  bool listed = halo_test_admin_client_faults(daemon, pid, &process, &session);
+  print_message(
+      "%s (pid %d): %u fault(s) charged to the process, %u to its "
+      "sessions\n",
+      who, (int)pid, process, session);
+  if (!listed || process != process_faults || session != session_faults) {
+    print_error(
+        "%s (pid %d): expected %u fault(s) charged to the process and "
+        "%u to its sessions%s\n",
+        who, (int)pid, process_faults, session_faults,
+        listed ? "" : "; halod lists no session of it");
+    halo_test_admin_print_sessions(daemon);
+    fail();
+  }
+}
+
 // The attacker's objects: its kernels, a host-visible word (the `spin`
 // kernel's started flag) and a semaphore.
 typedef struct attacker_t {
@@ -439,6 +469,17 @@ static int setup_deadline(void **state) {
   return setup_with(state, args);
 }
 
+static int setup_fault_budget(void **state) {
+  static const char *const args[] = {"--trust-domain",
+                                     "process",
+                                     "--fault-budget",
+                                     "3",
+                                     "--fault-budget-window-s",
+                                     "600",
+                                     NULL};
+  return setup_with(state, args);
+}
+
 static int setup_uid_domain(void **state) {
   static const char *const args[] = {NULL};  // --trust-domain uid: default
   return setup_with(state, args);
@@ -460,6 +501,10 @@ static void test_crash_is_contained_in_its_domain(void **state) {
   touch(fixture, "crashed");
   expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
                 "the attacker's wait for its crashing execution");
+  // The fault is charged to the attacker (its execution was in flight),
+  // never to the victim (another domain, another worker).
+  expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
+  expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
   attacker_rebuild(fixture, &attacker, true);
   victim_expect_unaffected(fixture, victim);
   expect_daemon_alive(&fixture->daemon, "at the end");
@@ -488,6 +533,8 @@ static void test_killed_worker_is_contained_in_its_domain(void **state) {
   touch(fixture, "crashed");
   expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
                 "the attacker's wait for its execution in the killed worker");
+  expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
+  expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
   if (!HALO_TEST_POLL(reaped_by(worker, fixture->daemon.pid),
                       HALO_TEST_DEADLINE_MS)) {
     print_error("halod did not reap its killed worker %d\n", worker);
@@ -517,11 +564,83 @@ static void test_deadline_replaces_a_spinning_worker(void **state) {
   static const char *const deadline[] = {"deadline", NULL};
   expect_status(status, HALO_STATUS_DEADLINE_EXCEEDED, deadline,
                 "the attacker's wait for its spinning execution");
+  expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
+  expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
   // Not before the deadline (500 ms), and well within the wait's 10 s.
   assert_true(elapsed_ms >= 450);
   assert_true(elapsed_ms < 5000);
   attacker_rebuild(fixture, &attacker, false);
   victim_expect_unaffected(fixture, victim);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
+static void test_fault_budget_refuses_a_repeat_offender(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  HALO_TEST_LOCAL_ONLY("the crash kernel is an ELF for the local driver");
+  halo_test_process_t *victim = &fixture->peers[0];
+  victim_start(fixture, victim, "stop");
+  pid_t self = getpid();
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), "client pid %d ", (int)self);
+  char forgive[64];
+  snprintf(forgive, sizeof(forgive), "haloctl forgive-client %d", (int)self);
+  const char *const refused[] = {
+      pid_text, "caused 3 device faults in the last 600 s",
+      "(fault-budget=3): refused until", forgive, NULL};
+  // fault-budget 3: each crash loses the attacker's session and charges its
+  // process; reconnecting works until the third.
+  for (uint32_t round = 1; round <= 3; ++round) {
+    attacker_t attacker;
+    attacker_open(fixture, &attacker);
+    attacker_submit(&attacker, "crash");
+    halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
+    if (round == 1) touch(fixture, "crashed");
+    static const char *const last_lost[] = {"worker", "trust domain",
+                                            "a reconnect is refused", NULL};
+    expect_status(status, HALO_STATUS_DEVICE_LOST,
+                  round < 3 ? worker_lost : last_lost,
+                  "the attacker's wait for its crashing execution");
+    expect_faults(&fixture->daemon, self, round, 1, "the attacker");
+    expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
+    // The lost session says whether a reconnect will be refused.
+    halo_semaphore_t *semaphore = NULL;
+    status = halo_semaphore_create(attacker.client, 0, 0, &semaphore);
+    if (round < 3) {
+      static const char *const rebuild[] = {"reconnect and rebuild", NULL};
+      expect_status(status, HALO_STATUS_SESSION_LOST, rebuild,
+                    "the attacker's next request on its lost session");
+    } else {
+      expect_status(status, HALO_STATUS_SESSION_LOST, refused,
+                    "the attacker's next request after its third fault");
+    }
+    halo_client_close(attacker.client);
+    fixture->client = NULL;
+  }
+  // Over budget: a new connection gets RESOURCE_EXHAUSTED on Hello saying
+  // why, until when, and how an operator clears it; no worker starts for it.
+  halo_client_options_t options = {.address = fixture->daemon.listen_address,
+                                   .client_name = "containment-attacker",
+                                   .request_timeout_ms = 10000};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    halo_client_t *client = NULL;
+    halo_status_t status = halo_client_connect(&options, &client);
+    assert_null(client);
+    expect_status(status, HALO_STATUS_RESOURCE_EXHAUSTED, refused,
+                  "the attacker's reconnect over its fault budget");
+  }
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)self);
+  assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, domain), 0);
+  // The victim, of another domain, was never charged and never stopped.
+  expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
+  victim_expect_unaffected(fixture, victim);
+
+  // The operator forgives it (haloctl forgive-client): it connects again.
+  assert_int_equal(
+      halo_test_admin_forgive_client(&fixture->daemon, (uint32_t)self), 3);
+  attacker_t attacker;
+  attacker_open(fixture, &attacker);
+  expect_faults(&fixture->daemon, self, 0, 0, "the forgiven attacker");
   expect_daemon_alive(&fixture->daemon, "at the end");
 }
 
@@ -588,6 +707,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_deadline_replaces_a_spinning_worker,
                                       setup_deadline,
                                       halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_fault_budget_refuses_a_repeat_offender, setup_fault_budget,
+          halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_sessions_of_one_domain_share_fate,
                                       setup_uid_domain,
                                       halo_test_fixture_teardown),
