@@ -79,7 +79,9 @@ typedef struct halo_client_options_t {
 // Connects to halod: opens the control socket, performs the version
 // handshake, and opens the fd channel. |options| may be NULL.
 // Returns UNAVAILABLE if no daemon listens at the address,
-// FAILED_PRECONDITION on a protocol version mismatch.
+// FAILED_PRECONDITION on a protocol version mismatch, RESOURCE_EXHAUSTED if
+// this process caused more device faults than halod's fault budget allows
+// (the message says until when; reconnecting sooner does not help).
 // The hot path: when halod offers one, the session gets a shared-memory
 // submission ring (docs/architecture.md "Submission ring"), and
 // halo_queue_execute, halo_queue_alloca, halo_queue_dealloca and
