@@ -1,7 +1,8 @@
 // halo-bench-workers: what a crashing tenant costs the others, and what
 // its own recovery costs, with halod's worker processes
 // (--device-workers process, the default) and one trust domain per client
-// process (halod started by the caller with --trust-domain process).
+// process (halod started by the caller with --trust-domain process and
+// --fault-budget 0: the attacker faults once per round).
 //
 //   halo-bench-workers --address ipc://... --driver local|cuda
 //                      [--kernels PATH] [--rounds N] [--csv FILE]
@@ -284,8 +285,9 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "usage: halo-bench-workers --address ipc://... --driver "
                 "local|cuda [--kernels PATH] [--rounds N] [--csv FILE]\n"
-                "  halod must run with --trust-domain process; --kernels "
-                "(local): test_kernels_a.so (add, crash)\n");
+                "  halod must run with --trust-domain process "
+                "--fault-budget 0; --kernels (local): test_kernels_a.so "
+                "(add, crash)\n");
         return option == 'h' ? 0 : 2;
     }
   }
