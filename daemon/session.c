@@ -115,10 +115,12 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   }
   ++daemon->stats.sessions_total;
   if (session->refused_reason) {
+    // Logged once at warn level when the process crossed its budget
+    // (daemon/workers.c): a refused client may retry in a loop.
     ++daemon->stats.sessions_refused;
-    HALO_LOG_WARN("session %llu: refused (uid %u, pid %u): %s",
-                  (unsigned long long)session->id, uid, pid,
-                  session->refused_reason);
+    HALO_LOG_DEBUG("session %llu: refused (uid %u, pid %u): %s",
+                   (unsigned long long)session->id, uid, pid,
+                   session->refused_reason);
   } else {
     HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
                   (unsigned long long)session->id, uid, pid,

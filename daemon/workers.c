@@ -250,6 +250,16 @@ static void halod_workers_charge(halod_t *daemon, halo_hal_device_t *device) {
         charges.overdue ? " (past the submission deadline)" : "", faults,
         daemon->config.fault_budget_window_s, daemon->config.fault_budget,
         daemon->config.fault_budget ? "" : ": no limit");
+    if (faults == daemon->config.fault_budget) {
+      // Once, as it crosses the budget: each refused connection is logged
+      // at debug level only (a client may retry in a loop).
+      halo_status_t refused = halod_fault_budget_check(
+          &daemon->sessions.fault_budget, &daemon->config, process, now);
+      if (refused) {
+        HALO_LOG_WARN("fault budget: %s", halo_status_message(refused));
+      }
+      halo_status_free(refused);
+    }
   }
   halo_u64_map_deinitialize(&sessions);
   halo_u64_map_deinitialize(&processes);
