@@ -27,6 +27,11 @@ static int protocol_setup(void **state) {
   halo_test_daemon_start(&fixture->base.daemon);
   fixture->base.client = halo_test_connect(&fixture->base.daemon, 0);
   halo_test_raw_open(&fixture->raw, fixture->base.daemon.listen_address, 0);
+  // nng_dial returns once the client side is connected; halod makes the raw
+  // pipe's session when its loop sees the pipe. Tests that count sessions
+  // take their baseline after that.
+  assert_true(halo_test_admin_expect_session_count(&fixture->base.daemon, 2,
+                                                   HALO_TEST_DEADLINE_MS));
   return 0;
 }
 
