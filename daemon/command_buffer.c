@@ -525,7 +525,7 @@ halo_status_t halod_command_buffer_create(
   recorder.daemon = daemon;
   recorder.session = session;
   recorder.device = request->device;
-  recorder.hal_device = session->domain->devices[request->device];
+  recorder.hal_device = session->domain->workers[request->device].device;
   recorder.recording.flags = request->flags;
   recorder.recording.binding_capacity = request->binding_capacity;
   recorder.slots =

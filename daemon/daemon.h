@@ -25,22 +25,27 @@ typedef struct halod_session_t halod_session_t;
 typedef struct halod_executable_load_t halod_executable_load_t;
 typedef struct halod_rings_t halod_rings_t;
 
+// The device-owning part of a trust domain on one device. With
+// device-workers=process it is the proxy of the `halod --worker` process
+// that holds the domain's context there: its queues, streams, executables,
+// prepared graphs and memory (daemon/workers.h, hal/remote/); inline, the
+// registry's device, shared by every domain.
+typedef struct halod_worker_t {
+  halo_hal_device_t *device;  // owned (process); NULL: not started, or lost
+  uint32_t started;           // worker processes started for it
+  uint32_t faults;            // worker processes lost
+  char last_fault[512];       // how the last one ended
+} halod_worker_t;
+
 // Clients that share a device context can read each other's memory, so they
 // must trust each other: sessions are grouped into trust domains (default:
-// one per uid). Everything runs in one process for now; every session
-// already carries its domain.
+// one per uid), and each domain has a worker per device.
 typedef struct halod_domain_t {
   uint64_t key;  // trust-domain uid: uid + 1; process: pid | 1 << 32
   uint32_t uid;
   char name[32];
   uint32_t sessions;
-  // Its devices (daemon/workers.h): with device-workers=process, the proxies
-  // of its worker processes (owned; NULL until started or after a loss);
-  // inline, the registry's.
-  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
-  uint32_t workers_started;
-  uint32_t faults;  // workers lost
-  char last_fault[512];
+  halod_worker_t workers[HALO_HAL_MAX_DEVICES];
 } halod_domain_t;
 
 // An exported object: the token maps to the object while it lives.

@@ -326,7 +326,7 @@ static halo_status_t halod_executable_start_load(
   }
   load->daemon = daemon;
   load->executable = executable;
-  load->device = session->domain->devices[request->device];
+  load->device = session->domain->workers[request->device].device;
   halod_device_retain(load->device);
   atomic_init(&load->done, false);
   load->work.data = load;

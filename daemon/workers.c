@@ -280,7 +280,7 @@ static void halod_workers_handle_lost(halod_t *daemon,
     if (!daemon->sessions.domains.entries[i].key) continue;
     halod_domain_t *candidate = daemon->sessions.domains.entries[i].value;
     for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
-      if (candidate->devices[d] == device) {
+      if (candidate->workers[d].device == device) {
         domain = candidate;
         index = d;
       }
@@ -313,9 +313,10 @@ static void halod_workers_handle_lost(halod_t *daemon,
     }
     return;
   }
-  ++domain->faults;
-  snprintf(domain->last_fault, sizeof(domain->last_fault), "%s", reason);
-  domain->devices[index] = NULL;
+  halod_worker_t *worker = &domain->workers[index];
+  ++worker->faults;
+  snprintf(worker->last_fault, sizeof(worker->last_fault), "%s", reason);
+  worker->device = NULL;
   ++daemon->stats.workers_lost;
   // Every session of the domain shared the context: all are lost. A
   // session whose process is now over its fault budget says so: its
@@ -530,11 +531,11 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
                             index, daemon->hal.device_count);
   }
   if (!halod_workers_enabled(daemon)) {
-    domain->devices[index] = daemon->hal.devices[index];
-    *out_device = domain->devices[index];
+    domain->workers[index].device = daemon->hal.devices[index];
+    *out_device = domain->workers[index].device;
     return NULL;
   }
-  if (!domain->devices[index]) {
+  if (!domain->workers[index].device) {
     int64_t started = halo_clock_now_ns();
     char label[160];
     snprintf(label, sizeof(label), "device %u, trust domain %s", index,
@@ -550,10 +551,10 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
     }
     if (spare) {
       halo_hal_remote_device_set_label(spare, label);
-      domain->devices[index] = spare;
+      domain->workers[index].device = spare;
     } else {
       status = halod_worker_spawn(daemon, index, domain->name, 0, true,
-                                  &domain->devices[index]);
+                                  &domain->workers[index].device);
     }
     halod_workers_refill(daemon, index);
     if (status) {
@@ -562,15 +563,16 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
                                   "trust domain %s",
                                   index, domain->name);
     }
-    ++domain->workers_started;
+    ++domain->workers[index].started;
     ++daemon->stats.workers_started;
-    HALO_LOG_INFO("device %u, trust domain %s: worker pid %d %s in %.1f ms",
-                  index, domain->name,
-                  (int)halo_hal_remote_device_pid(domain->devices[index]),
-                  spare ? "(a spare) taken" : "started",
-                  (double)(halo_clock_now_ns() - started) / 1e6);
+    HALO_LOG_INFO(
+        "device %u, trust domain %s: worker pid %d %s in %.1f ms", index,
+        domain->name,
+        (int)halo_hal_remote_device_pid(domain->workers[index].device),
+        spare ? "(a spare) taken" : "started",
+        (double)(halo_clock_now_ns() - started) / 1e6);
   }
-  *out_device = domain->devices[index];
+  *out_device = domain->workers[index].device;
   return NULL;
 }
 
@@ -580,7 +582,7 @@ halo_status_t halod_domain_start_devices(halod_t *daemon,
     // A worker that died and whose loss the loop has not handled yet (a
     // client that saw its execution fail reconnects at once): handle it now,
     // so that the new session gets a fresh worker, not the dead one.
-    halo_hal_device_t *device = domain->devices[i];
+    halo_hal_device_t *device = domain->workers[i].device;
     if (device && halo_hal_remote_device_is(device) &&
         halo_hal_remote_device_lost(device, NULL, 0)) {
       halod_workers_handle_lost(daemon, device);
@@ -595,9 +597,10 @@ halo_status_t halod_domain_start_devices(halod_t *daemon,
 
 void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain) {
   for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
-    if (!domain->devices[i]) continue;
-    if (halod_workers_enabled(daemon)) halod_device_release(domain->devices[i]);
-    domain->devices[i] = NULL;
+    if (!domain->workers[i].device) continue;
+    if (halod_workers_enabled(daemon))
+      halod_device_release(domain->workers[i].device);
+    domain->workers[i].device = NULL;
   }
 }
 
@@ -615,8 +618,9 @@ void halod_workers_visit(halod_t *daemon,
     if (!daemon->sessions.domains.entries[i].key) continue;
     const halod_domain_t *domain = daemon->sessions.domains.entries[i].value;
     for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
-      halo_hal_device_t *device = domain->devices[d];
-      if (!device && !domain->faults) continue;
+      const halod_worker_t *worker = &domain->workers[d];
+      halo_hal_device_t *device = worker->device;
+      if (!device && !worker->faults) continue;
       halod_worker_view_t view = {
           .device = d,
           .domain = domain->name,
@@ -625,9 +629,9 @@ void halod_workers_visit(halod_t *daemon,
                    : halo_hal_remote_device_is_ready(device) ? "serving"
                                                              : "starting",
           .sessions = domain->sessions,
-          .started = domain->workers_started,
-          .faults = domain->faults,
-          .last_fault = domain->last_fault,
+          .started = worker->started,
+          .faults = worker->faults,
+          .last_fault = worker->last_fault,
       };
       visit(user_data, &view);
     }

@@ -70,7 +70,7 @@ typedef struct halod_worker_view_t {
   const char *state;       // "serving" | "spare" | "starting" | "lost"
   uint32_t sessions;       // of its domain
   uint32_t started;        // workers the domain has started on this device
-  uint32_t faults;         // workers the domain has lost
+  uint32_t faults;         // workers the domain has lost on this device
   const char *last_fault;  // "" for none
 } halod_worker_view_t;
 
