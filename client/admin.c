@@ -56,7 +56,7 @@ void halo_admin_close(halo_admin_t *admin) {
 halo_status_t halo_admin_call(halo_admin_t *admin,
                               const halo_wire_request_t *request,
                               halo_wire_response_t **out_response) {
-  return halo_wire_call(admin->ctx, admin->aio, request, out_response);
+  return halo_wire_call(admin->ctx, admin->aio, NULL, request, out_response);
 }
 
 halo_status_t halo_admin_status(halo_admin_t *admin,

@@ -49,8 +49,8 @@ halo_status_t halo_client_call(halo_client_t *client,
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client));
   pthread_mutex_lock(&client->call_mutex);
-  halo_status_t status =
-      halo_wire_call(client->ctx, client->aio, request, out_response);
+  halo_status_t status = halo_wire_call(client->ctx, client->aio, &client->lost,
+                                        request, out_response);
   pthread_mutex_unlock(&client->call_mutex);
   if (status && atomic_load(&client->lost) &&
       halo_status_code(status) != HALO_STATUS_UNAVAILABLE) {

@@ -49,7 +49,18 @@ halo_status_t halo_wire_status_from_nng(int nng_error, const char *what) {
   return halo_status_make(code, "%s: %s", what, nng_strerror(nng_error));
 }
 
+// Waits for the step just started on |aio|; see halo_wire_call for |lost|.
+// The removal callback stores |lost| before it aborts, and this load comes
+// after the step started: either it sees |lost|, or the abort comes after
+// the start and ends the step.
+static int halo_wire_wait(nng_aio *aio, const _Atomic bool *lost) {
+  if (lost && atomic_load(lost)) nng_aio_abort(aio, NNG_ECONNSHUT);
+  nng_aio_wait(aio);
+  return nng_aio_result(aio);
+}
+
 halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
+                             const _Atomic bool *lost,
                              const halo_wire_request_t *request,
                              halo_wire_response_t **out_response) {
   *out_response = NULL;
@@ -63,15 +74,13 @@ halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
   HALO_RETURN_IF_ERROR(halo_wire_pack(&request->base, &msg));
   nng_aio_set_msg(aio, msg);
   nng_ctx_send(ctx, aio);
-  nng_aio_wait(aio);
-  int rv = nng_aio_result(aio);
+  int rv = halo_wire_wait(aio, lost);
   if (rv != 0) {
     nng_msg_free(nng_aio_get_msg(aio));
     return halo_wire_status_from_nng(rv, "sending request to halod");
   }
   nng_ctx_recv(ctx, aio);
-  nng_aio_wait(aio);
-  rv = nng_aio_result(aio);
+  rv = halo_wire_wait(aio, lost);
   if (rv != 0) return halo_wire_status_from_nng(rv, "waiting for halod");
   msg = nng_aio_get_msg(aio);
   halo_wire_response_t *response =

@@ -4,6 +4,8 @@
 #define HALO_COMMON_WIRE_H_
 
 #include <nng/nng.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 #include "halo.pb-c.h"
 #include "halo/status.h"
@@ -32,7 +34,13 @@ halo_status_t halo_wire_status_from_nng(int nng_error, const char *what);
 // waits for the response. On success |out_response| is a response with
 // code OK (free it with halo__wire__response__free_unpacked(r, NULL)).
 // A response with another code becomes the returned status.
+// |lost| (may be NULL): set by the caller's pipe-removal callback, which
+// then aborts |aio| with NNG_ECONNSHUT. The call checks it after starting
+// each step and aborts the step itself, so a removal that came just before
+// the step started still ends it at once (req0 would otherwise hold the
+// request for a pipe that never comes, until the timeout).
 halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
+                             const _Atomic bool *lost,
                              const halo_wire_request_t *request,
                              halo_wire_response_t **out_response);
 

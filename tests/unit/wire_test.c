@@ -715,25 +715,25 @@ static void test_wire_call_maps_responses(void **state) {
   request.ping = &ping;
   halo_wire_response_t *response = (halo_wire_response_t *)1;
 
-  halo_status_t status = halo_wire_call(ctx, aio, &request, &response);
+  halo_status_t status = halo_wire_call(ctx, aio, NULL, &request, &response);
   assert_null(response);
   assert_int_equal(halo_status_code(status), HALO_STATUS_NOT_FOUND);
   assert_string_equal(halo_status_message(status), "buffer handle 9 not found");
   halo_status_free(status);
 
-  status = halo_wire_call(ctx, aio, &request, &response);
+  status = halo_wire_call(ctx, aio, NULL, &request, &response);
   assert_null(response);
   assert_int_equal(halo_status_code(status), HALO_STATUS_UNKNOWN);
   assert_non_null(strstr(halo_status_message(status), "from the future"));
   halo_status_free(status);
 
-  status = halo_wire_call(ctx, aio, &request, &response);
+  status = halo_wire_call(ctx, aio, NULL, &request, &response);
   assert_null(response);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INTERNAL);
   assert_non_null(strstr(halo_status_message(status), "decode"));
   halo_status_free(status);
 
-  status = halo_wire_call(ctx, aio, &request, &response);
+  status = halo_wire_call(ctx, aio, NULL, &request, &response);
   assert_null(status);
   assert_non_null(response);
   assert_int_equal(response->body_case, HALO__WIRE__RESPONSE__BODY_PING);
@@ -770,7 +770,7 @@ static void test_wire_call_refuses_oversized_request(void **state) {
   request.body_case = HALO__WIRE__REQUEST__BODY_PING;
   request.ping = &ping;
   halo_wire_response_t *response = NULL;
-  halo_status_t status = halo_wire_call(ctx, aio, &request, &response);
+  halo_status_t status = halo_wire_call(ctx, aio, NULL, &request, &response);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
   assert_non_null(strstr(halo_status_message(status), "exceeds"));
   assert_null(response);
