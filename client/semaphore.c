@@ -169,7 +169,8 @@ static halo_status_t halo_semaphore_device_lost_status(
 
 // The failure status of |semaphore|: asks the daemon for the message (one
 // round trip, only on failure); falls back to the code alone. A lost
-// device's failure is told from the slot, without asking.
+// device's failure and halod's stop are told from the slot, without asking
+// (the daemon is exiting).
 static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
                                                    int32_t failure) {
   halo_status_code_t code = (unsigned)failure < HALO_STATUS_CODE_COUNT
@@ -180,6 +181,13 @@ static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
   if (code == HALO_STATUS_DEVICE_LOST &&
       info.reason == HALO_TIMELINE_FAILURE_DEVICE_LOST) {
     return halo_semaphore_device_lost_status(&info);
+  }
+  if (code == HALO_STATUS_UNAVAILABLE &&
+      info.reason == HALO_TIMELINE_FAILURE_DAEMON_STOPPING) {
+    return halo_status_make(
+        HALO_STATUS_UNAVAILABLE,
+        "semaphore failed: halod is stopping (SIGTERM: a stop or restart); "
+        "reconnect once it is back and rebuild your objects");
   }
   Halo__Wire__SemaphoreQuery query = HALO__WIRE__SEMAPHORE_QUERY__INIT;
   query.handle = semaphore->handle;

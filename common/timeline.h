@@ -35,6 +35,9 @@ typedef enum halo_timeline_failure_reason_e {
   // failure_count: the submissions in flight on the device (the culprit
   // is among them; the daemon log names them).
   HALO_TIMELINE_FAILURE_DEVICE_LOST = 1,
+  // halod is stopping (SIGTERM, SIGINT): every semaphore fails with
+  // UNAVAILABLE. No failure_* word is used.
+  HALO_TIMELINE_FAILURE_DAEMON_STOPPING = 2,
 } halo_timeline_failure_reason_t;
 
 // One semaphore: one cache line. The failure_* words were reserved (zero)
