@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/timeline.h"
 #include "daemon/buffer.h"
 #include "daemon/device_lost.h"
 #include "daemon/executable.h"
@@ -276,22 +277,90 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   return NULL;
 }
 
-void halod_stop(halod_t *daemon) {
-  if (daemon->stopping) return;
-  daemon->stopping = true;
-  halod_systemd_stopping(&daemon->systemd);
-  halod_metrics_stop(daemon);
-  // Stop accepting: no new requests reach the loop after this.
-  halod_server_destroy(daemon->client_server);
-  daemon->client_server = NULL;
-  halod_server_destroy(daemon->admin_server);
-  daemon->admin_server = NULL;
-  // Outstanding work fails: every waiter wakes with UNAVAILABLE.
+// The reply to every request halod does not serve any more.
+static nng_msg *halod_stopping_reply(void) {
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.code = HALO_STATUS_UNAVAILABLE;
+  response.message =
+      "halod is stopping (SIGTERM: a stop or restart); reconnect once it is "
+      "back";
+  nng_msg *message = NULL;
+  halo_status_t status = halo_wire_pack(&response.base, &message);
+  if (status) {
+    HALO_LOG_WARN("stopping without a reply for requests: %s",
+                  halo_status_message(status));
+    halo_status_free(status);
+  }
+  return message;
+}
+
+// Fails every semaphore with UNAVAILABLE: every waiter, in every process,
+// wakes now. The slots say why, so a waiter does not ask this daemon.
+static void halod_stop_fail_semaphores(halod_t *daemon) {
+  halo_timeline_failure_info_t info = {
+      .reason = HALO_TIMELINE_FAILURE_DAEMON_STOPPING,
+  };
+  // Every slot's reason first: one failure fails others (the signals of
+  // submissions waiting on it) before this loop reaches them.
+  for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
+    if (!daemon->shared.semaphores.entries[i].key) continue;
+    halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
+    halo_timeline_slot_set_failure_info(semaphore->hal.slot, &info);
+  }
   for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
     if (!daemon->shared.semaphores.entries[i].key) continue;
     halod_semaphore_fail(daemon->shared.semaphores.entries[i].value,
-                         HALO_STATUS_UNAVAILABLE, "halod is shutting down");
+                         HALO_STATUS_UNAVAILABLE,
+                         "halod is stopping (SIGTERM: a stop or restart)");
   }
+}
+
+// Waits (at most until |deadline_ns|) until no request reached either
+// socket for HALOD_STOP_QUIET_NS: refused clients stop sending, and a
+// socket closed while no message is on its way does not hit nng's close
+// hang (halod_server_destroy).
+static void halod_stop_wait_quiet(halod_t *daemon, int64_t deadline_ns) {
+  for (;;) {
+    int64_t last = halod_server_last_request_ns(daemon->client_server);
+    int64_t admin = halod_server_last_request_ns(daemon->admin_server);
+    if (admin > last) last = admin;
+    int64_t now = halo_clock_now_ns();
+    if (now - last >= HALOD_STOP_QUIET_NS || now >= deadline_ns) return;
+    usleep(1000);
+  }
+}
+
+void halod_stop(halod_t *daemon) {
+  if (daemon->stopping) return;
+  daemon->stopping = true;
+  int64_t start = halo_clock_now_ns();
+  daemon->stop_deadline_ns = start + HALOD_STOP_BUDGET_NS;
+  halod_systemd_stopping(&daemon->systemd);
+  halod_metrics_stop(daemon);
+  // Nothing of what follows touches nng before the clients know: first no
+  // request reaches the loop any more, and those not served yet (queued,
+  // or arriving from now on) are answered UNAVAILABLE at once.
+  nng_msg *refusal = halod_stopping_reply();
+  halod_server_stop(daemon->client_server, refusal);
+  halod_server_stop(daemon->admin_server, refusal);
+  if (refusal) nng_msg_free(refusal);
+  // Every waiter wakes with UNAVAILABLE.
+  halod_stop_fail_semaphores(daemon);
+  // The fd channel's requests in flight fail too (it maps pages and
+  // buffers: nothing to map any more).
+  halod_fd_server_destroy(daemon->fd_server);
+  daemon->fd_server = NULL;
+  // Requests waiting for executable loads are answered too; the loads are
+  // dropped.
+  halod_executable_stop_loads(daemon, daemon->stop_deadline_ns);
+  // Every request is answered now: the sockets close once quiet (bounded,
+  // see halod_server_destroy).
+  halod_stop_wait_quiet(daemon, start + HALOD_STOP_QUIET_MAX_NS);
+  int64_t sockets_deadline = start + HALOD_STOP_SOCKETS_NS;
+  halod_server_destroy(daemon->client_server, sockets_deadline);
+  daemon->client_server = NULL;
+  halod_server_destroy(daemon->admin_server, sockets_deadline);
+  daemon->admin_server = NULL;
   // Sessions release everything they hold.
   while (daemon->sessions.by_id.count > 0) {
     for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
@@ -301,30 +370,32 @@ void halod_stop(halod_t *daemon) {
       }
     }
   }
-  // Issued work finishes (nothing preempts it); its completions retire it.
-  int64_t deadline = halo_clock_now_ns() + 30ll * 1000000000;
-  while (daemon->work.deferred.issued > 0 && halo_clock_now_ns() < deadline) {
+  // Issued work finishes (nothing preempts it; with device workers it ends
+  // with them); its completions retire it. Not past the deadline: work
+  // still running then is left to the process exit.
+  while (daemon->work.deferred.issued > 0 &&
+         halo_clock_now_ns() < daemon->stop_deadline_ns) {
     halo_hal_deferred_queue_drain(&daemon->work.deferred);
     if (daemon->work.deferred.issued > 0) usleep(1000);
   }
   if (daemon->work.deferred.issued > 0) {
-    HALO_LOG_WARN("%u executions still running after 30 s; exiting anyway",
-                  daemon->work.deferred.issued);
+    HALO_LOG_WARN(
+        "%u executions still running %lld ms after the signal; exiting "
+        "without them",
+        daemon->work.deferred.issued,
+        (long long)((halo_clock_now_ns() - start) / 1000000));
   } else {
     halo_hal_deferred_queue_deinitialize(&daemon->work.deferred);
   }
   if (daemon->work.completion_async.loop) {
     uv_close((uv_handle_t *)&daemon->work.completion_async, NULL);
   }
-  halod_fd_server_destroy(daemon->fd_server);
-  daemon->fd_server = NULL;
   halod_rings_stop(daemon);
   if (daemon->sigterm.loop) {
     uv_close((uv_handle_t *)&daemon->sigterm, NULL);
     uv_close((uv_handle_t *)&daemon->sigint, NULL);
     uv_close((uv_handle_t *)&daemon->sighup, NULL);
   }
-  halod_executable_stop_loads(daemon);
   halod_device_lost_unwatch(daemon);
   halod_workers_stop(daemon);
   halod_sessions_deinitialize(&daemon->sessions);

@@ -124,6 +124,9 @@ typedef struct halod_t {
   int64_t start_ns;
   uint64_t next_id;  // sessions, pages, arenas, objects
   bool stopping;
+  // Set by halod_stop: every wait of the stop ends by |stop_deadline_ns|
+  // (CLOCK_MONOTONIC).
+  int64_t stop_deadline_ns;
   // haloctl drain: new sessions and submissions are refused.
   bool draining;
   halod_stats_t stats;
@@ -141,8 +144,20 @@ typedef struct halod_t {
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
                           const halod_config_t *config);
 
-// Stops accepting, fails outstanding work, frees everything; the loop then
-// runs out of handles and uv_run returns.
+// What halod_stop may take, from the signal to the exit: every wait it
+// makes (the sockets' close, executions, device workers) ends by then.
+#define HALOD_STOP_BUDGET_NS (4000ll * 1000000)
+// The sockets close once no request came for HALOD_STOP_QUIET_NS (or
+// HALOD_STOP_QUIET_MAX_NS after the signal), and get until
+// HALOD_STOP_SOCKETS_NS after it to close (nng can hang there).
+#define HALOD_STOP_QUIET_NS (20ll * 1000000)
+#define HALOD_STOP_QUIET_MAX_NS (250ll * 1000000)
+#define HALOD_STOP_SOCKETS_NS (1250ll * 1000000)
+
+// Fails every semaphore and every request not answered yet with
+// UNAVAILABLE (waiters wake at once), stops accepting, frees everything;
+// the loop then runs out of handles and uv_run returns. Bounded: see
+// HALOD_STOP_BUDGET_NS.
 void halod_stop(halod_t *daemon);
 
 uint64_t halod_next_id(halod_t *daemon);

@@ -203,6 +203,8 @@ static void halod_executable_load_done(uv_work_t *work, int uv_status) {
   halod_t *daemon = load->daemon;
   halod_executable_unlink_load(daemon, load);
   if (load->abandoned) {
+    // Finished after halod_stop gave up waiting for it.
+    if (load->hal) halo_hal_executable_destroy(load->hal);
     halod_executable_load_free(load);
     return;
   }
@@ -400,25 +402,38 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
   }
 }
 
-void halod_executable_stop_loads(halod_t *daemon) {
+void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
   for (halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
     if (load->abandoned) continue;
     // Not started yet: it never will (its after-work callback still runs,
-    // with UV_ECANCELED). Started: wait for the driver to finish.
+    // with UV_ECANCELED). Started: wait for the driver to finish, until the
+    // deadline (then its after-work callback drops the result).
     bool cancelled = uv_cancel((uv_req_t *)&load->work) == 0;
     while (!cancelled &&
-           !atomic_load_explicit(&load->done, memory_order_acquire)) {
+           !atomic_load_explicit(&load->done, memory_order_acquire) &&
+           halo_clock_now_ns() < deadline_ns) {
       usleep(1000);
     }
-    if (load->hal) halo_hal_executable_destroy(load->hal);
-    load->hal = NULL;
+    if (atomic_load_explicit(&load->done, memory_order_acquire)) {
+      if (load->hal) halo_hal_executable_destroy(load->hal);
+      load->hal = NULL;
+    } else if (!cancelled) {
+      HALO_LOG_WARN(
+          "an executable load still runs on device %u; stopping "
+          "without it",
+          load->executable->device);
+    }
     load->abandoned = true;
     halod_executable_t *executable = load->executable;
     halo_u64_map_remove(&daemon->cache.executables,
                         halo_hash_key(&executable->hash));
     while (executable->waiters) {
       halod_executable_waiter_t *next = executable->waiters->next;
+      halod_reply_status(executable->waiters->context,
+                         halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                          "halod is stopping (SIGTERM); the "
+                                          "executable was not loaded"));
       free(executable->waiters);
       executable->waiters = next;
     }

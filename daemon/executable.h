@@ -45,9 +45,9 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
 void halod_executable_retain(halod_executable_t *executable);
 void halod_executable_release(halod_t *daemon, halod_executable_t *executable);
 
-// Called by halod_stop before the devices go: waits for the loads in
-// flight and drops their results (their requests are not answered: the
-// sockets are closed by then).
-void halod_executable_stop_loads(halod_t *daemon);
+// Called by halod_stop before the sockets close: answers every request
+// waiting for a load with UNAVAILABLE, waits for the loads in flight (until
+// |deadline_ns|, CLOCK_MONOTONIC) and drops their results.
+void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns);
 
 #endif  // HALOD_EXECUTABLE_H_

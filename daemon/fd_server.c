@@ -326,6 +326,12 @@ static void halod_fd_server_on_closed(uv_handle_t *handle) {
 
 void halod_fd_server_destroy(halod_fd_server_t *server) {
   if (!server) return;
+  // The descriptors close once the loop runs their close callbacks; their
+  // clients learn now that no reply is coming.
+  for (halod_fd_connection_t *connection = server->connections; connection;
+       connection = connection->next) {
+    shutdown(connection->fd, SHUT_RDWR);
+  }
   while (server->connections) halod_fd_connection_close(server->connections);
   uv_poll_stop(&server->poll);
   uv_close((uv_handle_t *)&server->poll, halod_fd_server_on_closed);

@@ -15,6 +15,8 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
                                      const char *socket_group,
                                      halod_fd_server_t **out_server);
+// Closes the channel and every connection (a request in flight fails at
+// once: the connections are shut down before they close).
 void halod_fd_server_destroy(halod_fd_server_t *server);
 
 // Closes every connection authenticated as |session|.

@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   uv_run(&loop, UV_RUN_DEFAULT);
-  halod_workers_wait();
+  halod_workers_wait(daemon.stop_deadline_ns);
   int rc = uv_loop_close(&loop);
   if (rc != 0)
     HALO_LOG_WARN("loop closed with handles open: %s", uv_strerror(rc));

@@ -5,12 +5,16 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/transport/ipc/ipc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
@@ -19,6 +23,7 @@ typedef enum halod_server_context_state_e {
   HALOD_CONTEXT_RECEIVING,
   HALOD_CONTEXT_SERVING,  // request handed to the loop
   HALOD_CONTEXT_SENDING,
+  HALOD_CONTEXT_STOPPED,  // closed (or refusing nothing): receives no more
 } halod_server_context_state_t;
 
 struct halod_server_context_t {
@@ -29,6 +34,7 @@ struct halod_server_context_t {
 };
 
 struct halod_server_t {
+  char address[160];  // for the log
   nng_socket socket;
   nng_listener listener;
   uv_async_t async;
@@ -40,8 +46,21 @@ struct halod_server_t {
   pthread_mutex_t mutex;
   halod_server_event_t *head;
   halod_server_event_t *tail;
+  // Stopped (halod_server_stop): requests are answered with |refusal| (a
+  // copy each) from nng's threads, nothing reaches the loop.
   bool closing;
+  nng_msg *refusal;
+  _Atomic int64_t last_request_ns;  // CLOCK_MONOTONIC
+  // The socket's close (halod_server_destroy): done on a thread of its own,
+  // |closed| (under |mutex|, signaled on |closed_cond|) once it returned.
+  pthread_cond_t closed_cond;
+  bool closed;
+  halod_server_t *next_abandoned;
 };
+
+// Servers whose socket did not close in time: nng's threads may still use
+// them, so they are never freed (and stay reachable for LeakSanitizer).
+static halod_server_t *halod_server_abandoned;
 
 void halod_server_event_free(halod_server_event_t *event) {
   if (!event) return;
@@ -49,8 +68,9 @@ void halod_server_event_free(halod_server_event_t *event) {
   free(event);
 }
 
-// nng thread.
-static void halod_server_push(halod_server_t *server,
+// nng thread. Queues |event| for the loop; false once the server stopped
+// (|event| stays the caller's).
+static bool halod_server_push(halod_server_t *server,
                               halod_server_event_t *event) {
   pthread_mutex_lock(&server->mutex);
   bool closing = server->closing;
@@ -63,11 +83,22 @@ static void halod_server_push(halod_server_t *server,
     server->tail = event;
   }
   pthread_mutex_unlock(&server->mutex);
-  if (closing) {
-    halod_server_event_free(event);
+  if (closing) return false;
+  uv_async_send(&server->async);
+  return true;
+}
+
+// Any thread. Answers the request |context| serves with a copy of the
+// refusal, or (no refusal) leaves the context stopped: its client's request
+// then ends when the socket closes.
+static void halod_server_refuse(halod_server_context_t *context) {
+  nng_msg *reply = NULL;
+  if (context->server->refusal &&
+      nng_msg_dup(&reply, context->server->refusal) == 0) {
+    halod_server_reply(context, reply);
     return;
   }
-  uv_async_send(&server->async);
+  context->state = HALOD_CONTEXT_STOPPED;
 }
 
 // Loop thread: drain everything queued so far (uv_async_send coalesces).
@@ -96,7 +127,12 @@ static void halod_server_on_aio(void *arg) {
         nng_msg_free(nng_aio_get_msg(context->aio));
         nng_aio_set_msg(context->aio, NULL);
       }
-      if (rv == NNG_ECLOSED) return;
+      // Stopped, the context keeps receiving: each request is refused at
+      // once instead of waiting for the socket's close.
+      if (rv == NNG_ECLOSED) {
+        context->state = HALOD_CONTEXT_STOPPED;
+        return;
+      }
       context->state = HALOD_CONTEXT_RECEIVING;
       nng_ctx_recv(context->ctx, context->aio);
       return;
@@ -106,6 +142,8 @@ static void halod_server_on_aio(void *arg) {
         nng_ctx_recv(context->ctx, context->aio);
         return;
       }
+      atomic_store_explicit(&server->last_request_ns, halo_clock_now_ns(),
+                            memory_order_relaxed);
       nng_msg *message = nng_aio_get_msg(context->aio);
       halod_server_event_t *event = calloc(1, sizeof(*event));
       if (!event) {
@@ -118,10 +156,14 @@ static void halod_server_on_aio(void *arg) {
       event->context = context;
       event->message = message;
       context->state = HALOD_CONTEXT_SERVING;
-      halod_server_push(server, event);
+      if (!halod_server_push(server, event)) {
+        halod_server_event_free(event);
+        halod_server_refuse(context);
+      }
       return;
     }
     case HALOD_CONTEXT_SERVING:
+    case HALOD_CONTEXT_STOPPED:
       return;
   }
 }
@@ -146,7 +188,7 @@ static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
   } else {
     event->kind = HALOD_SERVER_EVENT_PIPE_REMOVED;
   }
-  halod_server_push(server, event);
+  if (!halod_server_push(server, event)) halod_server_event_free(event);
 }
 
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
@@ -167,9 +209,15 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   *out_server = NULL;
   halod_server_t *server = calloc(1, sizeof(*server));
   if (!server) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  snprintf(server->address, sizeof(server->address), "%s", options->address);
   server->handler = options->handler;
   server->user_data = options->user_data;
   pthread_mutex_init(&server->mutex, NULL);
+  pthread_condattr_t attributes;
+  pthread_condattr_init(&attributes);
+  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+  pthread_cond_init(&server->closed_cond, &attributes);
+  pthread_condattr_destroy(&attributes);
   server->async.data = server;
   uv_async_init(loop, &server->async, halod_server_on_async);
 
@@ -231,22 +279,52 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   return NULL;
 
 fail:
-  halod_server_destroy(server);
+  halod_server_destroy(server,
+                       halo_clock_deadline_ns(HALOD_SERVER_CLOSE_TIMEOUT_NS));
   return status;
 }
 
 static void halod_server_on_async_closed(uv_handle_t *handle) {
   halod_server_t *server = handle->data;
+  pthread_cond_destroy(&server->closed_cond);
   pthread_mutex_destroy(&server->mutex);
+  if (server->refusal) nng_msg_free(server->refusal);
   free(server);
 }
 
-void halod_server_destroy(halod_server_t *server) {
+void halod_server_stop(halod_server_t *server, const nng_msg *refusal) {
   if (!server) return;
+  nng_msg *copy = NULL;
+  if (refusal && nng_msg_dup(&copy, refusal) != 0) copy = NULL;
   pthread_mutex_lock(&server->mutex);
+  bool stopped = server->closing;
   server->closing = true;
+  if (!stopped) server->refusal = copy;
+  halod_server_event_t *event = server->head;
+  server->head = server->tail = NULL;
   pthread_mutex_unlock(&server->mutex);
-  // Closing the socket aborts every aio and waits for running callbacks.
+  if (stopped && copy) nng_msg_free(copy);
+  // Requests the loop has not served yet are refused now, not dropped.
+  while (event) {
+    halod_server_event_t *next = event->next;
+    if (event->kind == HALOD_SERVER_EVENT_REQUEST) {
+      halod_server_refuse(event->context);
+    }
+    halod_server_event_free(event);
+    event = next;
+  }
+}
+
+int64_t halod_server_last_request_ns(const halod_server_t *server) {
+  if (!server) return 0;
+  return atomic_load_explicit(&((halod_server_t *)server)->last_request_ns,
+                              memory_order_relaxed);
+}
+
+// A thread of its own: closes the socket (aborts every aio, closes every
+// pipe and waits for nng's callbacks), then frees the contexts' aios.
+static void *halod_server_closer_main(void *argument) {
+  halod_server_t *server = argument;
   nng_close(server->socket);
   for (uint32_t i = 0; server->contexts && i < server->context_count; ++i) {
     if (server->contexts[i].aio) {
@@ -254,14 +332,49 @@ void halod_server_destroy(halod_server_t *server) {
       nng_aio_free(server->contexts[i].aio);
     }
   }
-  free(server->contexts);
-  halod_server_event_t *event = server->head;
-  while (event) {
-    halod_server_event_t *next = event->next;
-    halod_server_event_free(event);
-    event = next;
+  pthread_mutex_lock(&server->mutex);
+  server->closed = true;
+  pthread_cond_signal(&server->closed_cond);
+  pthread_mutex_unlock(&server->mutex);
+  return NULL;
+}
+
+void halod_server_destroy(halod_server_t *server, int64_t deadline_ns) {
+  if (!server) return;
+  halod_server_stop(server, NULL);
+  // nng_close can wait for ever: nng 1.5.2's ipc transport loses a pipe's
+  // receive when the pipe closes while the rest of a message is being read,
+  // and the pipe then never finishes closing (nor does any other pipe of
+  // the process: nng reaps them on one thread). The close runs on its own
+  // thread and halod waits for it until |deadline_ns| at most.
+  pthread_t closer;
+  bool threaded =
+      pthread_create(&closer, NULL, halod_server_closer_main, server) == 0;
+  if (!threaded) halod_server_closer_main(server);
+  struct timespec deadline = {.tv_sec = deadline_ns / 1000000000,
+                              .tv_nsec = deadline_ns % 1000000000};
+  pthread_mutex_lock(&server->mutex);
+  while (!server->closed &&
+         pthread_cond_timedwait(&server->closed_cond, &server->mutex,
+                                &deadline) != ETIMEDOUT) {
   }
-  server->head = server->tail = NULL;
+  bool closed = server->closed;
+  pthread_mutex_unlock(&server->mutex);
+  if (!closed) {
+    HALO_LOG_WARN(
+        "%s: the socket did not close in time (nng 1.5.2 hangs closing a "
+        "connection a message was arriving on, and every close after it); "
+        "going on without it: halod's exit closes its connections",
+        server->address);
+    pthread_detach(closer);
+    server->next_abandoned = halod_server_abandoned;
+    halod_server_abandoned = server;
+    uv_close((uv_handle_t *)&server->async, NULL);
+    return;
+  }
+  if (threaded) pthread_join(closer, NULL);
+  free(server->contexts);
+  server->contexts = NULL;
   uv_close((uv_handle_t *)&server->async, halod_server_on_async_closed);
 }
 

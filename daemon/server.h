@@ -55,9 +55,27 @@ halo_status_t halod_server_create(uv_loop_t *loop,
                                   const halod_server_options_t *options,
                                   halod_server_t **out_server);
 
-// Loop thread. Stops accepting, closes the socket (waits for nng callbacks
-// to finish), drops queued requests and frees the server.
-void halod_server_destroy(halod_server_t *server);
+// How long halod_server_create's failure path waits for the socket to
+// close (halod_stop passes its own deadline).
+#define HALOD_SERVER_CLOSE_TIMEOUT_NS (1000ll * 1000000)
+
+// Loop thread. Stops serving: the handler gets no more events; every
+// request not served yet (queued for the loop, or arriving later) is
+// answered at once with a copy of |refusal| (a packed response; NULL: not
+// answered, the request ends when the socket closes). Requests the loop
+// holds (deferred replies) must still be answered, before
+// halod_server_destroy. The contexts keep receiving (to refuse). Idempotent.
+void halod_server_stop(halod_server_t *server, const nng_msg *refusal);
+
+// Any thread. When the last request arrived (CLOCK_MONOTONIC; 0: none).
+int64_t halod_server_last_request_ns(const halod_server_t *server);
+
+// Loop thread. Stops serving (if not yet), closes the socket and frees the
+// server. The close waits for nng's callbacks to finish, but not past
+// |deadline_ns| (CLOCK_MONOTONIC): nng 1.5.2 can hang closing a connection
+// (daemon/server.c says when); then the server is left to nng's threads
+// (never freed) and halod goes on stopping.
+void halod_server_destroy(halod_server_t *server, int64_t deadline_ns);
 
 // Any thread. Sends |reply| (ownership passes) for the request |context|
 // was serving and makes the context receive again.

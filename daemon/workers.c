@@ -471,8 +471,12 @@ void halod_workers_stop(halod_t *daemon) {
     }
   }
   // Workers end once the loop has run the last callbacks that hold them
-  // (loads finishing): main() waits for them (halod_workers_wait).
-  if (!state->enabled) halo_hal_registry_deinitialize(&daemon->hal);
+  // (loads finishing): main() waits for them (halod_workers_wait). Inline
+  // devices still running executions (halod_stop stopped waiting for them)
+  // are left to the process exit.
+  if (!state->enabled && daemon->work.deferred.issued == 0) {
+    halo_hal_registry_deinitialize(&daemon->hal);
+  }
 }
 
 // Starts spares for device |index| where a slot is empty or its spare died
@@ -604,8 +608,8 @@ void halod_domain_stop_devices(halod_t *daemon, halod_domain_t *domain) {
   }
 }
 
-void halod_workers_wait(void) {
-  uint32_t left = halo_hal_remote_wait_all(5ll * 1000000000ll);
+void halod_workers_wait(int64_t deadline_ns) {
+  uint32_t left = halo_hal_remote_wait_all(deadline_ns - halo_clock_now_ns());
   if (left) HALO_LOG_WARN("%u device worker(s) still running at exit", left);
 }
 

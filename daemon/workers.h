@@ -33,9 +33,10 @@ halo_status_t halod_workers_start(halod_t *daemon);
 // After every session went: waits for the workers to exit (bounded).
 void halod_workers_stop(halod_t *daemon);
 
-// After the loop ended: waits (at most 5 s) until every worker was reaped.
-// Any thread.
-void halod_workers_wait(void);
+// After the loop ended: waits until every worker was reaped, at most until
+// |deadline_ns| (CLOCK_MONOTONIC; a worker left then dies with halod:
+// PR_SET_PDEATHSIG). Any thread.
+void halod_workers_wait(int64_t deadline_ns);
 
 // Whether device work runs in worker processes.
 bool halod_workers_enabled(const halod_t *daemon);
