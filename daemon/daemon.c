@@ -335,6 +335,8 @@ void halod_stop(halod_t *daemon) {
   daemon->stopping = true;
   int64_t start = halo_clock_now_ns();
   daemon->stop_deadline_ns = start + HALOD_STOP_BUDGET_NS;
+  halod_stop_watchdog_start(&daemon->stop_watchdog,
+                            start + HALOD_STOP_WATCHDOG_NS);
   halod_systemd_stopping(&daemon->systemd);
   halod_metrics_stop(daemon);
   // Nothing of what follows touches nng before the clients know: first no
@@ -352,9 +354,13 @@ void halod_stop(halod_t *daemon) {
   daemon->fd_server = NULL;
   // Requests waiting for executable loads are answered too; the loads are
   // dropped.
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
+                                "stopping executable loads");
   halod_executable_stop_loads(daemon, daemon->stop_deadline_ns);
   // Every request is answered now: the sockets close once quiet (bounded,
   // see halod_server_destroy).
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
+                                "closing the client and admin sockets");
   halod_stop_wait_quiet(daemon, start + HALOD_STOP_QUIET_MAX_NS);
   int64_t sockets_deadline = start + HALOD_STOP_SOCKETS_NS;
   halod_server_destroy(daemon->client_server, sockets_deadline);
@@ -362,6 +368,7 @@ void halod_stop(halod_t *daemon) {
   halod_server_destroy(daemon->admin_server, sockets_deadline);
   daemon->admin_server = NULL;
   // Sessions release everything they hold.
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog, "releasing sessions");
   while (daemon->sessions.by_id.count > 0) {
     for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
       if (daemon->sessions.by_id.entries[i].key) {
@@ -373,6 +380,8 @@ void halod_stop(halod_t *daemon) {
   // Issued work finishes (nothing preempts it; with device workers it ends
   // with them); its completions retire it. Not past the deadline: work
   // still running then is left to the process exit.
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
+                                "waiting for executions in flight");
   while (daemon->work.deferred.issued > 0 &&
          halo_clock_now_ns() < daemon->stop_deadline_ns) {
     halo_hal_deferred_queue_drain(&daemon->work.deferred);
@@ -387,6 +396,7 @@ void halod_stop(halod_t *daemon) {
   } else {
     halo_hal_deferred_queue_deinitialize(&daemon->work.deferred);
   }
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog, "freeing the rest");
   if (daemon->work.completion_async.loop) {
     uv_close((uv_handle_t *)&daemon->work.completion_async, NULL);
   }
@@ -398,6 +408,8 @@ void halod_stop(halod_t *daemon) {
   }
   halod_device_lost_unwatch(daemon);
   halod_workers_stop(daemon);
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
+                                "waiting for device workers to exit");
   halod_sessions_deinitialize(&daemon->sessions);
   halod_shared_deinitialize(&daemon->shared);
   halod_cache_deinitialize(&daemon->cache);

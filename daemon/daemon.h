@@ -15,6 +15,7 @@
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
+#include "daemon/stop_watchdog.h"
 #include "daemon/systemd.h"
 #include "hal/deferred_queue.h"
 #include "hal/device.h"
@@ -125,8 +126,9 @@ typedef struct halod_t {
   uint64_t next_id;  // sessions, pages, arenas, objects
   bool stopping;
   // Set by halod_stop: every wait of the stop ends by |stop_deadline_ns|
-  // (CLOCK_MONOTONIC).
+  // (CLOCK_MONOTONIC); the watchdog ends the process soon after.
   int64_t stop_deadline_ns;
+  halod_stop_watchdog_t stop_watchdog;
   // haloctl drain: new sessions and submissions are refused.
   bool draining;
   halod_stats_t stats;
@@ -153,6 +155,10 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 #define HALOD_STOP_QUIET_NS (20ll * 1000000)
 #define HALOD_STOP_QUIET_MAX_NS (250ll * 1000000)
 #define HALOD_STOP_SOCKETS_NS (1250ll * 1000000)
+// The watchdog (daemon/stop_watchdog.h) ends the process this long after
+// the signal if the stop is still not done: within the 5 s that clients
+// and the service manager are promised.
+#define HALOD_STOP_WATCHDOG_NS (4500ll * 1000000)
 
 // Fails every semaphore and every request not answered yet with
 // UNAVAILABLE (waiters wake at once), stops accepting, frees everything;
