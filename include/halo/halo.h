@@ -234,7 +234,8 @@ HALO_API halo_status_t halo_semaphore_fail(halo_semaphore_t *semaphore,
 // futex (no message to the daemon). Returns OK, DEADLINE_EXCEEDED after
 // |timeout_ns|, the semaphore's failure status (if it failed before reaching
 // |value|), ABORTED if the semaphore was destroyed, or UNAVAILABLE if the
-// daemon died.
+// daemon died or is stopping (halod fails every semaphore with it on
+// SIGTERM: the wait returns at once).
 HALO_API halo_status_t halo_semaphore_wait(halo_semaphore_t *semaphore,
                                            uint64_t value, int64_t timeout_ns);
 

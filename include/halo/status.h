@@ -35,7 +35,9 @@ typedef enum halo_status_code_e {
   HALO_STATUS_OUT_OF_RANGE = 11,
   HALO_STATUS_UNIMPLEMENTED = 12,
   HALO_STATUS_INTERNAL = 13,
-  // The daemon is gone or shutting down; reconnect when it is back.
+  // The daemon is gone or stopping; reconnect when it is back. On SIGTERM
+  // halod answers every request and wakes every semaphore waiter with it
+  // at once ("halod is stopping"), then exits within 5 s.
   HALO_STATUS_UNAVAILABLE = 14,
   HALO_STATUS_DATA_LOSS = 15,
   HALO_STATUS_UNAUTHENTICATED = 16,
