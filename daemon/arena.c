@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
+#include "daemon/fd_budget.h"
 #include "daemon/workers.h"
 
 static uint64_t halod_align_up(uint64_t value, uint64_t alignment) {
@@ -31,6 +32,8 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
                                  halod_arena_t **out_arena) {
   *out_arena = NULL;
   size = halod_align_up(size, 4096);
+  HALO_RETURN_IF_ERROR(
+      halod_fd_budget_check_session(daemon, owner_session, "a host arena"));
   halod_arena_t *arena = calloc(1, sizeof(*arena));
   if (!arena) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   arena->id = halod_next_id(daemon);
@@ -39,6 +42,10 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
   arena->owner_session = owner_session;
   arena->fd = -1;
   halo_status_t status = halo_memfd_create("halo-arena", size, &arena->fd);
+  if (!status) {
+    status =
+        halod_fd_budget_check_descriptor(daemon, arena->fd, "a host arena");
+  }
   // Sealed before the daemon maps it, and checked: nobody can truncate the
   // memory under the daemon's mapping (SIGBUS).
   if (!status) status = halo_memfd_seal(arena->fd, HALO_SEALS_FIXED_SIZE);
@@ -77,6 +84,7 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
     return halo_status_annotate(status, "creating a host arena of %llu bytes",
                                 (unsigned long long)size);
   }
+  halod_fd_budget_charge(daemon, owner_session);
   arena->free_capacity = 4;
   arena->free_count = 1;
   arena->free_ranges[0].offset = 0;
@@ -87,6 +95,7 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
 
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {
   halo_u64_map_remove(&daemon->shared.arenas, arena->id);
+  halod_fd_budget_credit(daemon, arena->owner_session);
   halod_arena_unregister(arena);
   munmap(arena->mapping, arena->size);
   close(arena->fd);

@@ -89,6 +89,30 @@ static const halod_config_entry_t halod_config_entries[] = {
      "65536", 16, 1u << 20, NULL, LIVE,
      "quota of live handles per session; live: for sessions that connect "
      "after a reload"},
+    {"session-fds", HALOD_NUMBER(HALOD_CONFIG_U32, session_fds), "256", 1,
+     1u << 20, NULL, LIVE,
+     "quota of descriptors halod holds for a session: semaphore pages (an "
+     "exportable semaphore has one of its own) and host arenas (an "
+     "exportable or large buffer has one of its own); past it creating one "
+     "fails with RESOURCE_EXHAUSTED"},
+    {"fd-reserve", HALOD_NUMBER(HALOD_CONFIG_U32, fd_reserve), "64", 8,
+     1u << 30, NULL, LIVE,
+     "descriptors under RLIMIT_NOFILE that semaphore pages and host arenas "
+     "never take, kept for new connections and the admin socket"},
+    {"fd-channel-unauthenticated",
+     HALOD_NUMBER(HALOD_CONFIG_U32, fd_channel_unauthenticated), "64", 1,
+     1u << 20, NULL, LIVE,
+     "fd channel connections of one uid not yet authenticated; more are "
+     "refused with RESOURCE_EXHAUSTED and closed"},
+    {"fd-channel-connections",
+     HALOD_NUMBER(HALOD_CONFIG_U32, fd_channel_connections), "1024", 1,
+     1u << 20, NULL, LIVE,
+     "fd channel connections of one uid (a session holds one); more are "
+     "refused with RESOURCE_EXHAUSTED and closed"},
+    {"fd-channel-auth-ms", HALOD_NUMBER(HALOD_CONFIG_U32, fd_channel_auth_ms),
+     "5000", 10, 3600000, NULL, LIVE,
+     "milliseconds an fd channel connection may stay unauthenticated before "
+     "halod closes it"},
     {"native-code", HALOD_CHOICE(native_code), "owner", 0, 0, "owner|any|none",
      LIVE,
      "who may load native code (local-driver ELF executables): owner (the "

@@ -31,12 +31,17 @@ typedef struct halod_config_t {
   uint64_t max_message_bytes;
   uint32_t contexts;  // nng rep contexts per socket
   uint64_t arena_bytes;
-  uint64_t session_host_bytes;      // quota of host-visible bytes per session
-  uint64_t session_device_bytes;    // quota of device bytes per session
-  uint32_t session_handles;         // quota of live handles per session
-  char native_code[16];             // owner | any | none
-  uint32_t session_pending;         // quota of unfinished submissions
-  uint32_t ring_poll_us;            // submission ring polling window
+  uint64_t session_host_bytes;    // quota of host-visible bytes per session
+  uint64_t session_device_bytes;  // quota of device bytes per session
+  uint32_t session_handles;       // quota of live handles per session
+  uint32_t session_fds;           // quota of pages + arenas per session
+  uint32_t fd_reserve;            // descriptors kept for connections
+  uint32_t fd_channel_unauthenticated;  // per uid, not yet authenticated
+  uint32_t fd_channel_connections;      // per uid, all
+  uint32_t fd_channel_auth_ms;          // to authenticate, else closed
+  char native_code[16];                 // owner | any | none
+  uint32_t session_pending;             // quota of unfinished submissions
+  uint32_t ring_poll_us;                // submission ring polling window
   uint64_t ring_bytes;              // submission ring capacity (power of two)
   char cuda_completion[16];         // thread | host_func
   char cache_directory[256];        // compiled GPU code; "" for none

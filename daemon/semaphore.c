@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
+#include "daemon/fd_budget.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
 
@@ -30,6 +31,8 @@ static halo_status_t halod_timeline_page_create(
     halod_t *daemon, halod_domain_t *domain, bool exclusive,
     uint64_t owner_session, halod_timeline_page_t **out_page) {
   *out_page = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_fd_budget_check_session(daemon, owner_session, "a semaphore page"));
   halod_timeline_page_t *page = calloc(1, sizeof(*page));
   if (!page) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   page->id = halod_next_id(daemon);
@@ -39,6 +42,10 @@ static halo_status_t halod_timeline_page_create(
   void *mapping = NULL;
   halo_status_t status =
       halo_memfd_create("halo-semaphores", HALO_TIMELINE_PAGE_SIZE, &page->fd);
+  if (!status) {
+    status =
+        halod_fd_budget_check_descriptor(daemon, page->fd, "a semaphore page");
+  }
   // Map read-write before sealing: F_SEAL_FUTURE_WRITE then forbids any new
   // writable mapping (clients), while ours stays writable.
   if (!status) {
@@ -75,6 +82,7 @@ static halo_status_t halod_timeline_page_create(
     return halo_status_annotate(status, "creating a semaphore page");
   }
   page->mapping = mapping;
+  halod_fd_budget_charge(daemon, owner_session);
   halo_timeline_page_initialize(page->mapping, daemon->incarnation);
   *out_page = page;
   return NULL;
@@ -83,6 +91,7 @@ static halo_status_t halod_timeline_page_create(
 static void halod_timeline_page_destroy(halod_t *daemon,
                                         halod_timeline_page_t *page) {
   halo_u64_map_remove(&daemon->shared.pages, page->id);
+  halod_fd_budget_credit(daemon, page->owner_session);
   // Every submission that could store into the page has retired (they hold
   // its semaphores); the allocator unregisters off the loop thread.
   halod_timeline_page_unregister(page, page->mapping);

@@ -57,6 +57,9 @@ struct halod_session_t {
   uint32_t semaphores;
   uint64_t host_bytes;
   uint64_t device_bytes;
+  // Semaphore pages and host arenas created for it and still open, each a
+  // descriptor of halod's (daemon/fd_budget.h).
+  uint32_t memfds;
 
   halod_timeline_page_t **pages;  // private semaphore pages
   uint32_t page_count;
