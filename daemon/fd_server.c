@@ -1,5 +1,7 @@
 #include "daemon/fd_server.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@ struct halod_fd_connection_t {
   int fd;
   uint32_t peer_uid;
   uint32_t peer_pid;
+  uint64_t accepted_ms;      // uv_now: closed unless AUTH comes in time
   halod_session_t *session;  // NULL until AUTH succeeds
   // Links: all connections of the server; connections of one session.
   halod_fd_connection_t *next;
@@ -35,6 +38,15 @@ struct halod_fd_server_t {
   int fd;
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
   halod_fd_connection_t *connections;
+  // Closes connections not authenticated within fd-channel-auth-ms.
+  uv_timer_t auth_timer;
+  // Kept open to be closed when accept fails with EMFILE: the pending
+  // connection is then accepted and closed, instead of staying readable
+  // and spinning the loop.
+  int spare_fd;
+  int open_handles;    // poll and timer; freed when both closed
+  uint64_t refused;    // connections refused since the last warning
+  uint64_t warned_ms;  // uv_now of the last warning
 };
 
 static void halod_fd_connection_on_closed(uv_handle_t *handle) {
@@ -229,16 +241,95 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
   halod_fd_serve(connection, &request);
 }
 
+// Rate-limited to one warning a second: a flood must not flood the log.
+static void halod_fd_server_warn_refused(halod_fd_server_t *server,
+                                         const char *reason) {
+  ++server->refused;
+  uint64_t now = uv_now(server->daemon->loop);
+  if (server->warned_ms && now - server->warned_ms < 1000) return;
+  HALO_LOG_WARN(
+      "fd channel: refused %llu connection(s) since the last "
+      "warning; the latest: %s",
+      (unsigned long long)server->refused, reason);
+  server->refused = 0;
+  server->warned_ms = now;
+}
+
+// Accepts the pending connection with the spare descriptor and closes it:
+// halod is out of descriptors.
+static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
+  if (server->spare_fd >= 0) {
+    close(server->spare_fd);
+    int fd = accept4(server->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) close(fd);
+    server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  halod_fd_server_warn_refused(server, strerror(error));
+}
+
+// The connections of |uid|: all of them, and those not yet authenticated.
+static void halod_fd_server_count(const halod_fd_server_t *server, uint32_t uid,
+                                  uint32_t *out_all,
+                                  uint32_t *out_unauthenticated) {
+  *out_all = 0;
+  *out_unauthenticated = 0;
+  for (const halod_fd_connection_t *connection = server->connections;
+       connection; connection = connection->next) {
+    if (connection->peer_uid != uid) continue;
+    ++*out_all;
+    if (!connection->session) ++*out_unauthenticated;
+  }
+}
+
+// RESOURCE_EXHAUSTED naming the setting if |uid| holds its limit.
+static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
+                                           uint32_t uid) {
+  const halod_config_t *config = &server->daemon->config;
+  uint32_t all, unauthenticated;
+  halod_fd_server_count(server, uid, &all, &unauthenticated);
+  if (all >= config->fd_channel_connections) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "fd channel: uid %u holds %u connections, the "
+                            "limit fd-channel-connections",
+                            uid, all);
+  }
+  if (unauthenticated >= config->fd_channel_unauthenticated) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "fd channel: uid %u holds %u connections not yet "
+                            "authenticated, the limit "
+                            "fd-channel-unauthenticated",
+                            uid, unauthenticated);
+  }
+  return NULL;
+}
+
 static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
                                           int events) {
   (void)events;
   halod_fd_server_t *server = poll->data;
   if (status < 0) return;
   int fd = accept4(server->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) {
+    if (errno == EMFILE || errno == ENFILE) halod_fd_server_shed(server, errno);
+    return;
+  }
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    close(fd);
+    return;
+  }
+  halo_status_t admit = halod_fd_server_admit(server, credentials.uid);
+  if (admit) {
+    // The client reads this as the reply to its AUTH.
+    halod_fd_server_warn_refused(server, halo_status_message(admit));
+    halo_fd_reply_t reply;
+    memset(&reply, 0, sizeof(reply));
+    reply.code = (int32_t)halo_status_code(admit);
+    snprintf(reply.message, sizeof(reply.message), "%s",
+             halo_status_message(admit));
+    halo_status_free(admit);
+    halo_status_free(halo_fd_send(fd, &reply, sizeof(reply), -1));
     close(fd);
     return;
   }
@@ -251,6 +342,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   connection->fd = fd;
   connection->peer_uid = credentials.uid;
   connection->peer_pid = (uint32_t)credentials.pid;
+  connection->accepted_ms = uv_now(server->daemon->loop);
   connection->poll.data = connection;
   if (uv_poll_init(server->daemon->loop, &connection->poll, fd) != 0) {
     close(fd);
@@ -264,6 +356,37 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
                 halod_fd_connection_on_readable);
 }
 
+static void halod_fd_server_arm(halod_fd_server_t *server);
+
+static void halod_fd_server_on_auth_timer(uv_timer_t *timer) {
+  halod_fd_server_t *server = timer->data;
+  uint64_t now = uv_now(server->daemon->loop);
+  uint64_t limit = server->daemon->config.fd_channel_auth_ms;
+  uint32_t closed = 0;
+  for (halod_fd_connection_t *connection = server->connections; connection;) {
+    halod_fd_connection_t *next = connection->next;
+    if (!connection->session && now - connection->accepted_ms >= limit) {
+      halod_fd_connection_close(connection);
+      ++closed;
+    }
+    connection = next;
+  }
+  if (closed) {
+    HALO_LOG_DEBUG(
+        "fd channel: closed %u connection(s) not authenticated "
+        "within fd-channel-auth-ms (%llu)",
+        closed, (unsigned long long)limit);
+  }
+  halod_fd_server_arm(server);
+}
+
+// Ticks four times per fd-channel-auth-ms (live: read at each tick).
+static void halod_fd_server_arm(halod_fd_server_t *server) {
+  uint64_t period = server->daemon->config.fd_channel_auth_ms / 4;
+  if (period < 5) period = 5;
+  uv_timer_start(&server->auth_timer, halod_fd_server_on_auth_timer, period, 0);
+}
+
 halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
                                      const char *socket_group,
@@ -273,7 +396,9 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   if (!server) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   server->daemon = daemon;
   server->fd = -1;
+  server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (strlen(path) >= sizeof(server->path)) {
+    if (server->spare_fd >= 0) close(server->spare_fd);
     free(server);
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "fd channel path '%s' is longer than %zu bytes",
@@ -307,19 +432,26 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   }
   if (status) {
     if (server->fd >= 0) close(server->fd);
+    if (server->spare_fd >= 0) close(server->spare_fd);
     free(server);
     return status;
   }
   server->poll.data = server;
   uv_poll_init(daemon->loop, &server->poll, server->fd);
   uv_poll_start(&server->poll, UV_READABLE, halod_fd_server_on_connection);
+  server->auth_timer.data = server;
+  uv_timer_init(daemon->loop, &server->auth_timer);
+  server->open_handles = 2;
+  halod_fd_server_arm(server);
   *out_server = server;
   return NULL;
 }
 
 static void halod_fd_server_on_closed(uv_handle_t *handle) {
   halod_fd_server_t *server = handle->data;
+  if (--server->open_handles > 0) return;
   close(server->fd);
+  if (server->spare_fd >= 0) close(server->spare_fd);
   unlink(server->path);
   free(server);
 }
@@ -335,6 +467,8 @@ void halod_fd_server_destroy(halod_fd_server_t *server) {
   while (server->connections) halod_fd_connection_close(server->connections);
   uv_poll_stop(&server->poll);
   uv_close((uv_handle_t *)&server->poll, halod_fd_server_on_closed);
+  uv_timer_stop(&server->auth_timer);
+  uv_close((uv_handle_t *)&server->auth_timer, halod_fd_server_on_closed);
 }
 
 void halod_fd_server_drop_session(halod_fd_server_t *server,

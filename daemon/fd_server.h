@@ -4,6 +4,14 @@
 // peer credentials (SO_PEERCRED) are the session's, then hands out memfds of
 // pages and arenas the session holds objects on.
 //
+// Limits (settings, live): a uid may hold fd-channel-connections
+// connections, fd-channel-unauthenticated of them not yet authenticated;
+// past either a new connection gets a RESOURCE_EXHAUSTED reply naming the
+// setting and is closed. A connection not authenticated within
+// fd-channel-auth-ms is closed. When accept fails for want of descriptors
+// (EMFILE) the pending connection is accepted on a spare descriptor and
+// closed, so the listening socket does not stay readable and spin the loop.
+//
 // Loop thread only.
 #ifndef HALOD_FD_SERVER_H_
 #define HALOD_FD_SERVER_H_

@@ -2,10 +2,17 @@
 // creates exportable semaphores (a memfd page each) until refused gets
 // RESOURCE_EXHAUSTED naming session-fds, or fd-reserve once halod nears
 // RLIMIT_NOFILE, while another client connects and works throughout.
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/support/halo_test.h"
 
@@ -105,12 +112,108 @@ static void test_fd_reserve(void **state) {
   free(semaphores);
 }
 
+#define IDLE_CONNECTIONS 300
+#define IDLE_LIMIT "50"
+#define IDLE_AUTH_MS 500
+
+// In a child running as nobody: opens IDLE_CONNECTIONS connections to the fd
+// channel that send nothing, then waits (at most 5 s) until halod has
+// closed every one: those over the limit at once with RESOURCE_EXHAUSTED
+// naming it, the others after fd-channel-auth-ms. Exits 0 if so.
+static void idle_flood(const char *path) {
+  static int fds[IDLE_CONNECTIONS];
+  static struct pollfd polls[IDLE_CONNECTIONS];
+  int64_t start = halo_test_now_ns();
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof(address.sun_path)) _exit(6);
+  memcpy(address.sun_path, path, strlen(path) + 1);
+  for (int i = 0; i < IDLE_CONNECTIONS; ++i) {
+    fds[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fds[i] < 0 ||
+        connect(fds[i], (struct sockaddr *)&address, sizeof(address)) != 0) {
+      perror("idle flood: connect");
+      _exit(2);
+    }
+    polls[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+  }
+  int refused = 0, timed_out = 0, early = 0;
+  int64_t deadline = start + 5000 * HALO_TEST_MS;
+  while (refused + timed_out + early < IDLE_CONNECTIONS &&
+         halo_test_now_ns() < deadline) {
+    if (poll(polls, IDLE_CONNECTIONS, 100) < 0) _exit(3);
+    for (int i = 0; i < IDLE_CONNECTIONS; ++i) {
+      if (polls[i].fd < 0 || !polls[i].revents) continue;
+      halo_fd_reply_t reply;
+      ssize_t n = recv(fds[i], &reply, sizeof(reply), 0);
+      if (n == (ssize_t)sizeof(reply)) {
+        if (reply.code == HALO_STATUS_RESOURCE_EXHAUSTED &&
+            strstr(reply.message, "fd-channel-unauthenticated")) {
+          ++refused;
+        } else {
+          fprintf(stderr, "idle flood: unexpected reply %d '%s'\n", reply.code,
+                  reply.message);
+          _exit(4);
+        }
+      } else if (n <= 0) {
+        bool late =
+            halo_test_now_ns() - start >= (IDLE_AUTH_MS - 50) * HALO_TEST_MS;
+        late ? ++timed_out : ++early;
+      } else {
+        continue;
+      }
+      close(fds[i]);
+      polls[i].fd = -1;
+    }
+  }
+  printf(
+      "idle flood: %d refused at once, %d closed after fd-channel-auth-ms, "
+      "%d closed early, all within %.0f ms\n",
+      refused, timed_out, early,
+      (double)(halo_test_now_ns() - start) / HALO_TEST_MS);
+  fflush(stdout);
+  bool ok =
+      refused + timed_out == IDLE_CONNECTIONS && early == 0 && timed_out == 50;
+  _exit(ok ? 0 : 1);
+}
+
+// Idle connections of one uid fill its fd-channel-unauthenticated and are
+// closed after fd-channel-auth-ms; clients of another uid work meanwhile.
+static void test_fd_channel_idle_flood(void **state) {
+  if (geteuid() != 0) skip();  // the flood runs as another uid
+  const char *args[] = {"--fd-channel-unauthenticated", IDLE_LIMIT,
+                        "--fd-channel-auth-ms", "500", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  assert_int_equal(chmod(fixture->daemon.dir, 0755), 0);
+  assert_int_equal(chmod(fixture->daemon.fd_channel_path, 0777), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(5);
+    idle_flood(fixture->daemon.fd_channel_path);
+  }
+  // While the flood holds its connections, new clients connect and work.
+  int rounds = 0;
+  int status = 0;
+  while (waitpid(child, &status, WNOHANG) == 0) {
+    expect_other_client_works(fixture);
+    ++rounds;
+    halo_test_sleep_ms(20);
+  }
+  printf("idle flood: another client worked %d times meanwhile\n", rounds);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_true(rounds > 1);
+  expect_other_client_works(fixture);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) cmocka_unit_test_teardown(name, halo_test_fixture_teardown)
   const struct CMUnitTest tests[] = {
       T(test_session_fds),
       T(test_fd_reserve),
+      T(test_fd_channel_idle_flood),
   };
 #undef T
   return cmocka_run_group_tests_name("fd_budget", tests, NULL, NULL);
