@@ -89,7 +89,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      "65536", 16, 1u << 20, NULL, LIVE,
      "quota of live handles per session; live: for sessions that connect "
      "after a reload"},
-    {"session-fds", HALOD_NUMBER(HALOD_CONFIG_U32, session_fds), "256", 1,
+    {"session-fds", HALOD_NUMBER(HALOD_CONFIG_U32, session_fds), "1024", 1,
      1u << 20, NULL, LIVE,
      "quota of descriptors halod holds for a session: semaphore pages (an "
      "exportable semaphore has one of its own) and host arenas (an "
