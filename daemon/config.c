@@ -75,6 +75,17 @@ static const halod_config_entry_t halod_config_entries[] = {
      "NNG_OPT_RECVMAXSZ: larger messages drop the sender's connection"},
     {"contexts", HALOD_NUMBER(HALOD_CONFIG_U32, contexts), "16", 1, 1024, NULL,
      START, "nng rep contexts per socket (requests served concurrently)"},
+    {"reply-timeout-ms", HALOD_NUMBER(HALOD_CONFIG_U32, reply_timeout_ms),
+     "2000", 10, 600000, NULL, START,
+     "milliseconds a reply may wait for its client to read it; then it is "
+     "dropped and its context serves others (a client that never reads "
+     "cannot hold contexts)"},
+    {"session-requests", HALOD_NUMBER(HALOD_CONFIG_U32, session_requests), "4",
+     1, 1023, NULL, START,
+     "requests one connection may have in flight (received, not yet "
+     "answered and taken); the next is answered RESOURCE_EXHAUSTED, or "
+     "dropped if a reply already waits on that client. Must be less than "
+     "contexts"},
     {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, arena_bytes), "67108864",
      1u << 16, 1ull << 40, NULL, LIVE,
      "size of a session's host-visible arena (larger buffers get their own); "
@@ -603,6 +614,21 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                             "admin: the admin socket must differ from the "
                             "client socket (%s)",
                             config->listen);
+  }
+  // One connection must leave a context for the others. The default follows
+  // a small contexts; a value given explicitly must fit.
+  uint32_t most = config->contexts > 1 ? config->contexts - 1 : 1;
+  if (config->session_requests > most) {
+    const halod_config_entry_t *entry =
+        halod_config_find("session-requests", strlen("session-requests"));
+    if (config->sources[halod_config_index(entry)][0]) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "session-requests: %u must be less than "
+                              "contexts (%u), or one connection could hold "
+                              "every context",
+                              config->session_requests, config->contexts);
+    }
+    config->session_requests = most;
   }
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--print-config") == 0) {

@@ -29,7 +29,9 @@ typedef struct halod_config_t {
   char socket_group[64];  // group of the client sockets; "" for halod's
   char admin_group[64];   // group of the admin socket; "" for halod's
   uint64_t max_message_bytes;
-  uint32_t contexts;  // nng rep contexts per socket
+  uint32_t contexts;          // nng rep contexts per socket
+  uint32_t reply_timeout_ms;  // a reply not taken by then is dropped
+  uint32_t session_requests;  // requests in flight per connection
   uint64_t arena_bytes;
   uint64_t session_host_bytes;    // quota of host-visible bytes per session
   uint64_t session_device_bytes;  // quota of device bytes per session

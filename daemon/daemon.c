@@ -192,6 +192,27 @@ void halod_shared_deinitialize(halod_shared_t *shared) {
   halo_u64_map_deinitialize(&shared->exports);
 }
 
+// The answer to a request over session-requests (a packed response; NULL
+// if it does not pack: such requests are then dropped).
+static nng_msg *halod_busy_reply(uint32_t session_requests) {
+  char text[200];
+  snprintf(text, sizeof(text),
+           "this connection already has session-requests (%u) requests in "
+           "flight; wait for their replies",
+           session_requests);
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.code = HALO_STATUS_RESOURCE_EXHAUSTED;
+  response.message = text;
+  nng_msg *message = NULL;
+  halo_status_t status = halo_wire_pack(&response.base, &message);
+  if (status) {
+    HALO_LOG_WARN("requests over session-requests will be dropped: %s",
+                  halo_status_message(status));
+    halo_status_free(status);
+  }
+  return message;
+}
+
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
                           const halod_config_t *config) {
   memset(daemon, 0, sizeof(*daemon));
@@ -239,12 +260,16 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
                                   config->socket_mode, config->socket_group,
                                   &daemon->fd_server);
   if (!status) status = halod_rings_start(daemon);
+  nng_msg *busy = halod_busy_reply(config->session_requests);
   halod_server_options_t options = {
       .address = config->listen,
       .socket_mode = config->socket_mode,
       .socket_group = config->socket_group,
       .max_message_bytes = config->max_message_bytes,
       .contexts = config->contexts,
+      .reply_timeout_ms = config->reply_timeout_ms,
+      .pipe_requests = config->session_requests,
+      .busy = busy,
       .handler = halod_requests_on_event,
       .user_data = daemon,
   };
@@ -257,6 +282,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     options.handler = halod_admin_on_event;
     status = halod_server_create(loop, &options, &daemon->admin_server);
   }
+  if (busy) nng_msg_free(busy);
   if (status) {
     halod_stop(daemon);
     return status;

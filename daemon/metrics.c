@@ -279,6 +279,19 @@ char *halod_metrics_render(halod_t *daemon) {
   halod_text_sample(&text, "halo_sessions_refused_total", "counter",
                     "Sessions refused: their process was over fault-budget.",
                     (double)daemon->stats.sessions_refused);
+  halod_server_counters_t server = halod_server_counters(daemon->client_server);
+  halod_text_sample(&text, "halo_replies_dropped_total", "counter",
+                    "Replies dropped: their client did not read them within "
+                    "reply-timeout-ms.",
+                    (double)server.replies_dropped);
+  halod_text_sample(&text, "halo_requests_refused_total", "counter",
+                    "Requests answered RESOURCE_EXHAUSTED: their connection "
+                    "had session-requests in flight.",
+                    (double)server.requests_refused);
+  halod_text_sample(&text, "halo_requests_dropped_total", "counter",
+                    "Requests dropped unanswered: their connection had "
+                    "session-requests in flight and a reply waiting on it.",
+                    (double)server.requests_dropped);
   halod_text_sample(&text, "halo_client_faults_total", "counter",
                     "Device faults charged to client processes (fault-budget).",
                     (double)daemon->stats.client_faults);

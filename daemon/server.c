@@ -30,7 +30,8 @@ struct halod_server_context_t {
   halod_server_t *server;
   nng_ctx ctx;
   nng_aio *aio;
-  halod_server_context_state_t state;
+  halod_server_context_state_t state;  // under the server's |mutex|
+  uint32_t pipe_id;                    // of the request it serves or answers
 };
 
 struct halod_server_t {
@@ -42,6 +43,18 @@ struct halod_server_t {
   void *user_data;
   uint32_t context_count;
   halod_server_context_t *contexts;
+  // A reply not taken by its client within |reply_timeout_ms| is dropped:
+  // rep0 queues a reply behind the one its pipe is writing, so a client
+  // that never reads would hold the context for ever.
+  int32_t reply_timeout_ms;
+  // A pipe holds at most |pipe_requests| contexts (serving or answering);
+  // the next request is answered with |busy| (a copy), or dropped when one
+  // of its replies already waits on the client.
+  uint32_t pipe_requests;
+  nng_msg *busy;
+  _Atomic uint64_t replies_dropped;
+  _Atomic uint64_t requests_refused;
+  _Atomic uint64_t requests_dropped;
   // The queue from nng threads to the loop (FIFO).
   pthread_mutex_t mutex;
   halod_server_event_t *head;
@@ -57,6 +70,8 @@ struct halod_server_t {
   bool closed;
   halod_server_t *next_abandoned;
 };
+
+static void halod_server_send(halod_server_context_t *context, nng_msg *reply);
 
 // Servers whose socket did not close in time: nng's threads may still use
 // them, so they are never freed (and stay reachable for LeakSanitizer).
@@ -98,7 +113,9 @@ static void halod_server_refuse(halod_server_context_t *context) {
     halod_server_reply(context, reply);
     return;
   }
+  pthread_mutex_lock(&context->server->mutex);
   context->state = HALOD_CONTEXT_STOPPED;
+  pthread_mutex_unlock(&context->server->mutex);
 }
 
 // Loop thread: drain everything queued so far (uv_async_send coalesces).
@@ -116,12 +133,67 @@ static void halod_server_on_async(uv_async_t *async) {
   }
 }
 
+// Any thread: |context| receives its next request.
+static void halod_server_receive(halod_server_context_t *context) {
+  pthread_mutex_lock(&context->server->mutex);
+  context->state = HALOD_CONTEXT_RECEIVING;
+  pthread_mutex_unlock(&context->server->mutex);
+  nng_aio_set_timeout(context->aio, NNG_DURATION_INFINITE);
+  nng_ctx_recv(context->ctx, context->aio);
+}
+
+// nng thread. Takes a request from |pipe_id| for |context|: SERVING, or
+// SENDING the |busy| refusal (*|out_busy|), or false (drop it: the pipe is
+// at its limit and a reply of its already waits on the client, so another
+// would only wait too).
+static bool halod_server_admit(halod_server_context_t *context,
+                               uint32_t pipe_id, nng_msg **out_busy) {
+  halod_server_t *server = context->server;
+  *out_busy = NULL;
+  uint32_t held = 0;
+  bool waiting = false;
+  pthread_mutex_lock(&server->mutex);
+  for (uint32_t i = 0; i < server->context_count; ++i) {
+    halod_server_context_t *other = &server->contexts[i];
+    if (other->pipe_id != pipe_id) continue;
+    if (other->state == HALOD_CONTEXT_SERVING) ++held;
+    if (other->state == HALOD_CONTEXT_SENDING) ++held, waiting = true;
+  }
+  context->pipe_id = pipe_id;
+  bool admitted = held < server->pipe_requests;
+  if (admitted) {
+    context->state = HALOD_CONTEXT_SERVING;
+  } else if (!waiting && server->busy) {
+    context->state = HALOD_CONTEXT_SENDING;
+  }
+  pthread_mutex_unlock(&server->mutex);
+  if (admitted) return true;
+  if (!waiting && server->busy) {
+    if (nng_msg_dup(out_busy, server->busy) == 0) {
+      atomic_fetch_add(&server->requests_refused, 1);
+      return true;
+    }
+    pthread_mutex_lock(&server->mutex);
+    context->state = HALOD_CONTEXT_RECEIVING;
+    pthread_mutex_unlock(&server->mutex);
+  }
+  atomic_fetch_add(&server->requests_dropped, 1);
+  HALO_LOG_DEBUG(
+      "%s: pipe %u: request dropped (session-requests %u in "
+      "flight, a reply waiting on the client)",
+      server->address, pipe_id, server->pipe_requests);
+  return false;
+}
+
 // nng thread.
 static void halod_server_on_aio(void *arg) {
   halod_server_context_t *context = arg;
   halod_server_t *server = context->server;
   int rv = nng_aio_result(context->aio);
-  switch (context->state) {
+  pthread_mutex_lock(&server->mutex);
+  halod_server_context_state_t state = context->state;
+  pthread_mutex_unlock(&server->mutex);
+  switch (state) {
     case HALOD_CONTEXT_SENDING:
       if (rv != 0) {
         nng_msg_free(nng_aio_get_msg(context->aio));
@@ -130,11 +202,19 @@ static void halod_server_on_aio(void *arg) {
       // Stopped, the context keeps receiving: each request is refused at
       // once instead of waiting for the socket's close.
       if (rv == NNG_ECLOSED) {
+        pthread_mutex_lock(&server->mutex);
         context->state = HALOD_CONTEXT_STOPPED;
+        pthread_mutex_unlock(&server->mutex);
         return;
       }
-      context->state = HALOD_CONTEXT_RECEIVING;
-      nng_ctx_recv(context->ctx, context->aio);
+      if (rv == NNG_ETIMEDOUT) {
+        atomic_fetch_add(&server->replies_dropped, 1);
+        HALO_LOG_DEBUG(
+            "%s: pipe %u: reply dropped (the client took none "
+            "within reply-timeout-ms %d)",
+            server->address, context->pipe_id, (int)server->reply_timeout_ms);
+      }
+      halod_server_receive(context);
       return;
     case HALOD_CONTEXT_RECEIVING: {
       if (rv == NNG_ECLOSED) return;
@@ -145,17 +225,28 @@ static void halod_server_on_aio(void *arg) {
       atomic_store_explicit(&server->last_request_ns, halo_clock_now_ns(),
                             memory_order_relaxed);
       nng_msg *message = nng_aio_get_msg(context->aio);
-      halod_server_event_t *event = calloc(1, sizeof(*event));
-      if (!event) {
+      uint32_t pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(message));
+      nng_msg *busy = NULL;
+      if (!halod_server_admit(context, pipe_id, &busy)) {
         nng_msg_free(message);
         nng_ctx_recv(context->ctx, context->aio);
         return;
       }
+      if (busy) {
+        nng_msg_free(message);
+        halod_server_send(context, busy);
+        return;
+      }
+      halod_server_event_t *event = calloc(1, sizeof(*event));
+      if (!event) {
+        nng_msg_free(message);
+        halod_server_receive(context);
+        return;
+      }
       event->kind = HALOD_SERVER_EVENT_REQUEST;
-      event->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(message));
+      event->pipe_id = pipe_id;
       event->context = context;
       event->message = message;
-      context->state = HALOD_CONTEXT_SERVING;
       if (!halod_server_push(server, event)) {
         halod_server_event_free(event);
         halod_server_refuse(context);
@@ -191,10 +282,18 @@ static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
   if (!halod_server_push(server, event)) halod_server_event_free(event);
 }
 
-void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
-  context->state = HALOD_CONTEXT_SENDING;
+// Any thread. The context is SENDING already.
+static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
+  nng_aio_set_timeout(context->aio, context->server->reply_timeout_ms);
   nng_aio_set_msg(context->aio, reply);
   nng_ctx_send(context->ctx, context->aio);
+}
+
+void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
+  pthread_mutex_lock(&context->server->mutex);
+  context->state = HALOD_CONTEXT_SENDING;
+  pthread_mutex_unlock(&context->server->mutex);
+  halod_server_send(context, reply);
 }
 
 void halod_server_close_pipe(uint32_t pipe_id) {
@@ -255,6 +354,14 @@ halo_status_t halod_server_create(uv_loop_t *loop,
                                            options->socket_mode);
     if (status) goto fail;
   }
+  server->reply_timeout_ms =
+      options->reply_timeout_ms ? (int32_t)options->reply_timeout_ms : 2000;
+  server->pipe_requests =
+      options->pipe_requests ? options->pipe_requests : options->contexts;
+  if (options->busy && nng_msg_dup(&server->busy, options->busy) != 0) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    goto fail;
+  }
   server->context_count = options->contexts;
   server->contexts = calloc(options->contexts, sizeof(*server->contexts));
   if (!server->contexts) {
@@ -289,6 +396,7 @@ static void halod_server_on_async_closed(uv_handle_t *handle) {
   pthread_cond_destroy(&server->closed_cond);
   pthread_mutex_destroy(&server->mutex);
   if (server->refusal) nng_msg_free(server->refusal);
+  if (server->busy) nng_msg_free(server->busy);
   free(server);
 }
 
@@ -313,6 +421,16 @@ void halod_server_stop(halod_server_t *server, const nng_msg *refusal) {
     halod_server_event_free(event);
     event = next;
   }
+}
+
+halod_server_counters_t halod_server_counters(const halod_server_t *server) {
+  halod_server_counters_t counters = {0};
+  if (!server) return counters;
+  halod_server_t *s = (halod_server_t *)server;
+  counters.replies_dropped = atomic_load(&s->replies_dropped);
+  counters.requests_refused = atomic_load(&s->requests_refused);
+  counters.requests_dropped = atomic_load(&s->requests_dropped);
+  return counters;
 }
 
 int64_t halod_server_last_request_ns(const halod_server_t *server) {

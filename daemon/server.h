@@ -46,6 +46,14 @@ typedef struct halod_server_options_t {
   const char *socket_group;
   uint64_t max_message_bytes;
   uint32_t contexts;
+  // Milliseconds a reply may wait for its client to take it before it is
+  // dropped (0: 2000).
+  uint32_t reply_timeout_ms;
+  // Requests one connection may have served or answered at once (0:
+  // |contexts|); the next is answered with a copy of |busy| (a packed
+  // response), or dropped when one of its replies waits on the client.
+  uint32_t pipe_requests;
+  const nng_msg *busy;
   halod_server_handler_fn handler;
   void *user_data;
 } halod_server_options_t;
@@ -66,6 +74,15 @@ halo_status_t halod_server_create(uv_loop_t *loop,
 // holds (deferred replies) must still be answered, before
 // halod_server_destroy. The contexts keep receiving (to refuse). Idempotent.
 void halod_server_stop(halod_server_t *server, const nng_msg *refusal);
+
+typedef struct halod_server_counters_t {
+  uint64_t replies_dropped;   // not taken within reply_timeout_ms
+  uint64_t requests_refused;  // answered with |busy|
+  uint64_t requests_dropped;  // over the limit, a reply already waiting
+} halod_server_counters_t;
+
+// Any thread.
+halod_server_counters_t halod_server_counters(const halod_server_t *server);
 
 // Any thread. When the last request arrived (CLOCK_MONOTONIC; 0: none).
 int64_t halod_server_last_request_ns(const halod_server_t *server);
