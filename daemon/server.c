@@ -27,11 +27,14 @@ typedef enum halod_server_context_state_e {
 } halod_server_context_state_t;
 
 struct halod_server_context_t {
-  halod_server_t *server;
+  halod_server_t *server;  // NULL for a detached context
   nng_ctx ctx;
   nng_aio *aio;
   halod_server_context_state_t state;  // under the server's |mutex|
   uint32_t pipe_id;                    // of the request it serves or answers
+  // A detached context's receiver of replies.
+  halod_server_reply_fn detached_reply;
+  void *detached_user_data;
 };
 
 struct halod_server_t {
@@ -290,10 +293,31 @@ static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
 }
 
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
+  if (context->detached_reply) {
+    context->detached_reply(context->detached_user_data, reply);
+    return;
+  }
   pthread_mutex_lock(&context->server->mutex);
   context->state = HALOD_CONTEXT_SENDING;
   pthread_mutex_unlock(&context->server->mutex);
   halod_server_send(context, reply);
+}
+
+halo_status_t halod_server_context_create_detached(
+    halod_server_reply_fn reply, void *user_data,
+    halod_server_context_t **out_context) {
+  *out_context = NULL;
+  halod_server_context_t *context = calloc(1, sizeof(*context));
+  if (!context) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  context->state = HALOD_CONTEXT_SERVING;
+  context->detached_reply = reply;
+  context->detached_user_data = user_data;
+  *out_context = context;
+  return NULL;
+}
+
+void halod_server_context_destroy_detached(halod_server_context_t *context) {
+  free(context);
 }
 
 void halod_server_close_pipe(uint32_t pipe_id) {

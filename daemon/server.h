@@ -113,4 +113,16 @@ halo_status_t halod_server_set_socket_group(const char *path, const char *group,
 // Closes a client's pipe (e.g. after a protocol violation).
 void halod_server_close_pipe(uint32_t pipe_id);
 
+// Takes the reply to a request of a detached context (ownership passes).
+typedef void (*halod_server_reply_fn)(void *user_data, nng_msg *reply);
+
+// A context of no socket, for a harness that hands requests to a server's
+// handler itself (tests/fuzz/): halod_server_reply() passes each reply to
+// |reply| on the thread that answers. Any thread.
+halo_status_t halod_server_context_create_detached(
+    halod_server_reply_fn reply, void *user_data,
+    halod_server_context_t **out_context);
+// Once no request of |context| awaits its reply.
+void halod_server_context_destroy_detached(halod_server_context_t *context);
+
 #endif  // HALOD_SERVER_H_

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "common/tsan.h"
 #include "hal/local/local_device.h"
 
 typedef struct halo_hal_local_command_buffer_t {
@@ -202,6 +203,17 @@ static halo_status_t halo_hal_local_run_resolve(
   return NULL;
 }
 
+// Device work (fills, copies, updates, kernels and the counts of an
+// indirect dispatch) reads and writes device memory, which is the
+// client's: two executions that write one buffer without a semaphore
+// between them race as they would on a GPU (local queues are unordered),
+// and a client may read a buffer while work writes it. ThreadSanitizer
+// models threads on a CPU, not a device, so in TSan builds a worker's
+// accesses to device memory are left out between these two (its locks and
+// every access outside them are tracked; ASan still catches freed memory).
+#define HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN() HALO_TSAN_IGNORE_BEGIN()
+#define HALO_HAL_LOCAL_DEVICE_ACCESS_END() HALO_TSAN_IGNORE_END()
+
 static halo_status_t halo_hal_local_run_fill(
     halo_hal_local_run_t *run, const halo_hal_command_t *command) {
   uint64_t address;
@@ -212,7 +224,9 @@ static halo_status_t halo_hal_local_run_fill(
   uint8_t *target = (uint8_t *)(uintptr_t)address;
   size_t length = (size_t)command->target.length;
   if (command->data_size == 1) {
+    HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN();
     memset(target, pattern[0], length);
+    HALO_HAL_LOCAL_DEVICE_ACCESS_END();
     return NULL;
   }
   // The pattern repeats from the target's first byte; 64 is a multiple of
@@ -222,12 +236,14 @@ static halo_status_t halo_hal_local_run_fill(
   for (size_t i = 0; i < sizeof(block); i += command->data_size) {
     memcpy(block + i, pattern, command->data_size);
   }
+  HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN();
   size_t done = 0;
   while (length - done >= sizeof(block)) {
     memcpy(target + done, block, sizeof(block));
     done += sizeof(block);
   }
   memcpy(target + done, block, length - done);
+  HALO_HAL_LOCAL_DEVICE_ACCESS_END();
   return NULL;
 }
 
@@ -238,8 +254,10 @@ static halo_status_t halo_hal_local_run_copy(
       run, &command->source, "source", command->target.length, &source));
   HALO_RETURN_IF_ERROR(halo_hal_local_run_resolve(
       run, &command->target, "target", command->target.length, &target));
+  HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN();
   memmove((void *)(uintptr_t)target, (const void *)(uintptr_t)source,
           (size_t)command->target.length);
+  HALO_HAL_LOCAL_DEVICE_ACCESS_END();
   return NULL;
 }
 
@@ -248,9 +266,11 @@ static halo_status_t halo_hal_local_run_update(
   uint64_t target;
   HALO_RETURN_IF_ERROR(halo_hal_local_run_resolve(
       run, &command->target, "target", command->data_size, &target));
+  HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN();
   memcpy((void *)(uintptr_t)target,
          run->command_buffer->base.recording.data + command->data_offset,
          command->data_size);
+  HALO_HAL_LOCAL_DEVICE_ACCESS_END();
   return NULL;
 }
 
@@ -314,7 +334,9 @@ static bool halo_hal_local_run_workgroups(halo_hal_local_entry_fn entry,
     local.workgroup_id[1] =
         (uint32_t)((i / x_count) % state->workgroup_count[1]);
     local.workgroup_id[2] = (uint32_t)(i / xy_count);
+    HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN();
     entry(&local);
+    HALO_HAL_LOCAL_DEVICE_ACCESS_END();
   }
   return true;
 }
@@ -441,7 +463,9 @@ static halo_status_t halo_hal_local_run_dispatch(
     HALO_RETURN_IF_ERROR(halo_hal_local_run_resolve(
         run, &command->workgroup_count, "workgroup_count", sizeof(counts),
         &address));
+    HALO_HAL_LOCAL_DEVICE_ACCESS_BEGIN();
     memcpy(counts, (const void *)(uintptr_t)address, sizeof(counts));
+    HALO_HAL_LOCAL_DEVICE_ACCESS_END();
     if (counts[0] > HALO_HAL_LOCAL_MAX_INDIRECT_COUNT ||
         counts[1] > HALO_HAL_LOCAL_MAX_INDIRECT_COUNT ||
         counts[2] > HALO_HAL_LOCAL_MAX_INDIRECT_COUNT) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/status.h"
+#include "common/tsan.h"
 
 #define HALO_REMOTE_MAX_PARTS 8
 
@@ -89,6 +90,16 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
     iov[count].iov_len = parts[i].size;
     ++count;
   }
+  // The two processes of a link order their work by its messages: a worker's
+  // driver thread sends COMPLETE (a load thread, REPLY) once it is done with
+  // the objects it used, and the supervisor sends DESTROY or DEALLOCATE for
+  // them only after that, which the worker's receiving thread carries out.
+  // That order passes through the other process, where ThreadSanitizer
+  // cannot see it, and TSan took each such free for a race with the driver
+  // thread's last read. Under TSan every send releases and every receive
+  // acquires the link, which is the order the protocol gives: a message
+  // received may answer any message this process sent before it.
+  HALO_TSAN_RELEASE(link);
   pthread_mutex_lock(&link->send_mutex);
   halo_status_t status =
       link->fd < 0 ? halo_status_make(HALO_STATUS_UNAVAILABLE,
@@ -184,6 +195,8 @@ halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
   *out_fd = -1;
   HALO_RETURN_IF_ERROR(
       halo_remote_link_take(link, out_header, sizeof(*out_header)));
+  // Under TSan: see halo_remote_link_send.
+  HALO_TSAN_ACQUIRE(link);
   if (out_header->length > HALO_REMOTE_MAX_PAYLOAD) {
     return halo_status_make(HALO_STATUS_DATA_LOSS,
                             "a device link message of %llu bytes",

@@ -1178,15 +1178,23 @@ static void test_gpu_wait_on_parked_producer(void **unused) {
   halo_hal_command_buffer_t *consumer = slow_recording(&n, &consumer_us);
   halo_hal_queue_t *queues[QUEUES];
   for (int q = 0; q < QUEUES; ++q) queues[q] = queue_new();
-  uint64_t x = device_allocate(N * 4), scratch = device_allocate(N * 4);
+  uint64_t x = device_allocate(N * 4);
   uint64_t y = device_allocate(N * 4), z = device_allocate(N * 4);
   for (uint32_t i = 0; i < N; ++i) floats(x)[i] = (float)i;
-  halo_hal_binding_t filler_bindings[2] = {{x, N * 4}, {scratch, N * 4}};
+  // A scratch output per filler: they run at once on the fake driver's
+  // stream threads (one shared output was a data race under TSan).
+  // Bindings stay valid until completion.
+  uint64_t scratch[FILLERS];
+  halo_hal_binding_t filler_bindings[FILLERS][2];
   static completion_t fillers[FILLERS];
   fake_driver_reset_counters();
   for (int f = 0; f < FILLERS; ++f) {
+    scratch[f] = device_allocate(N * 4);
+    filler_bindings[f][0] = (halo_hal_binding_t){x, N * 4};
+    filler_bindings[f][1] = (halo_hal_binding_t){scratch[f], N * 4};
     completion_init(&fillers[f]);
-    execute(queues[f % QUEUES], busy, filler_bindings, 2, NULL, 0, &fillers[f]);
+    execute(queues[f % QUEUES], busy, filler_bindings[f], 2, NULL, 0,
+            &fillers[f]);
   }
   halo_hal_binding_t p_bindings[2] = {{x, N * 4}, {y, N * 4}};
   halo_hal_binding_t c_bindings[2] = {{y, N * 4}, {z, N * 4}};
@@ -1214,7 +1222,7 @@ static void test_gpu_wait_on_parked_producer(void **unused) {
   halo_hal_command_buffer_destroy(busy);
   halo_hal_command_buffer_destroy(consumer);
   device_free(x, N * 4);
-  device_free(scratch, N * 4);
+  for (int f = 0; f < FILLERS; ++f) device_free(scratch[f], N * 4);
   device_free(y, N * 4);
   device_free(z, N * 4);
   sync_close();
