@@ -84,7 +84,7 @@ static void halo_fuzz_stop(void) {
   state->started = false;
   halod_stop(&state->daemon);
   uv_run(&state->loop, UV_RUN_DEFAULT);
-  halod_workers_wait();
+  halod_workers_wait(state->daemon.stop_deadline_ns);
   uv_loop_close(&state->loop);
   halod_server_context_destroy_detached(state->context);
   free(state->kernels);
