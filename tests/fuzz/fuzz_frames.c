@@ -186,20 +186,36 @@ void halo_fuzz_frames_kit(halo_fuzz_frames_t *frames) {
   halo_fuzz_frames_command_buffer_create(frames, 2, 0);
 }
 
-// Wire semaphore values of |values| in |storage| and |pointers| (|count| of
-// each).
-static void halo_fuzz_values(const halo_fuzz_value_t *values, size_t count,
-                             Halo__Wire__SemaphoreValue *storage,
-                             Halo__Wire__SemaphoreValue **pointers) {
-  for (size_t i = 0; i < count; ++i) {
-    halo__wire__semaphore_value__init(&storage[i]);
-    storage[i].semaphore = values[i].semaphore;
-    storage[i].value = values[i].value;
-    pointers[i] = &storage[i];
+#define HALO_FUZZ_MAX_SPAN 32
+
+// The waits and signals of a queue request as wire messages.
+typedef struct halo_fuzz_sync_t {
+  Halo__Wire__SemaphoreValue storage[2 * HALO_FUZZ_MAX_SPAN];
+  Halo__Wire__SemaphoreValue *waits[HALO_FUZZ_MAX_SPAN];
+  Halo__Wire__SemaphoreValue *signals[HALO_FUZZ_MAX_SPAN];
+} halo_fuzz_sync_t;
+
+static void halo_fuzz_sync(halo_fuzz_sync_t *sync,
+                           const halo_fuzz_value_t *waits, size_t wait_count,
+                           const halo_fuzz_value_t *signals,
+                           size_t signal_count) {
+  if (wait_count > HALO_FUZZ_MAX_SPAN || signal_count > HALO_FUZZ_MAX_SPAN) {
+    abort();
+  }
+  for (size_t i = 0; i < wait_count + signal_count; ++i) {
+    const halo_fuzz_value_t *value =
+        i < wait_count ? &waits[i] : &signals[i - wait_count];
+    Halo__Wire__SemaphoreValue *message = &sync->storage[i];
+    halo__wire__semaphore_value__init(message);
+    message->semaphore = value->semaphore;
+    message->value = value->value;
+    if (i < wait_count) {
+      sync->waits[i] = message;
+    } else {
+      sync->signals[i - wait_count] = message;
+    }
   }
 }
-
-#define HALO_FUZZ_MAX_SPAN 32
 
 void halo_fuzz_frames_execute(halo_fuzz_frames_t *frames, uint64_t queue,
                               uint64_t command_buffer,
@@ -221,12 +237,8 @@ void halo_fuzz_frames_execute(halo_fuzz_frames_t *frames, uint64_t queue,
     binding_storage[i].length = bindings[i].length;
     binding_pointers[i] = &binding_storage[i];
   }
-  Halo__Wire__SemaphoreValue wait_storage[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue *wait_pointers[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue signal_storage[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue *signal_pointers[HALO_FUZZ_MAX_SPAN];
-  halo_fuzz_values(waits, wait_count, wait_storage, wait_pointers);
-  halo_fuzz_values(signals, signal_count, signal_storage, signal_pointers);
+  halo_fuzz_sync_t sync;
+  halo_fuzz_sync(&sync, waits, wait_count, signals, signal_count);
   Halo__Wire__QueueExecute execute = HALO__WIRE__QUEUE_EXECUTE__INIT;
   execute.has_queue = queue != 0;
   execute.queue = queue;
@@ -234,9 +246,9 @@ void halo_fuzz_frames_execute(halo_fuzz_frames_t *frames, uint64_t queue,
   execute.n_bindings = binding_count;
   execute.bindings = binding_pointers;
   execute.n_waits = wait_count;
-  execute.waits = wait_pointers;
+  execute.waits = sync.waits;
   execute.n_signals = signal_count;
-  execute.signals = signal_pointers;
+  execute.signals = sync.signals;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE;
   request.queue_execute = &execute;
@@ -248,23 +260,16 @@ void halo_fuzz_frames_alloca(halo_fuzz_frames_t *frames, uint64_t queue,
                              const halo_fuzz_value_t *waits, size_t wait_count,
                              const halo_fuzz_value_t *signals,
                              size_t signal_count) {
-  if (wait_count > HALO_FUZZ_MAX_SPAN || signal_count > HALO_FUZZ_MAX_SPAN) {
-    abort();
-  }
-  Halo__Wire__SemaphoreValue wait_storage[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue *wait_pointers[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue signal_storage[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue *signal_pointers[HALO_FUZZ_MAX_SPAN];
-  halo_fuzz_values(waits, wait_count, wait_storage, wait_pointers);
-  halo_fuzz_values(signals, signal_count, signal_storage, signal_pointers);
+  halo_fuzz_sync_t sync;
+  halo_fuzz_sync(&sync, waits, wait_count, signals, signal_count);
   Halo__Wire__QueueAlloca alloca = HALO__WIRE__QUEUE_ALLOCA__INIT;
   alloca.queue = queue;
   alloca.size = size;
   alloca.memory_type = memory_type;
   alloca.n_waits = wait_count;
-  alloca.waits = wait_pointers;
+  alloca.waits = sync.waits;
   alloca.n_signals = signal_count;
-  alloca.signals = signal_pointers;
+  alloca.signals = sync.signals;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_ALLOCA;
   request.queue_alloca = &alloca;
@@ -276,22 +281,15 @@ void halo_fuzz_frames_dealloca(halo_fuzz_frames_t *frames, uint64_t queue,
                                size_t wait_count,
                                const halo_fuzz_value_t *signals,
                                size_t signal_count) {
-  if (wait_count > HALO_FUZZ_MAX_SPAN || signal_count > HALO_FUZZ_MAX_SPAN) {
-    abort();
-  }
-  Halo__Wire__SemaphoreValue wait_storage[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue *wait_pointers[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue signal_storage[HALO_FUZZ_MAX_SPAN];
-  Halo__Wire__SemaphoreValue *signal_pointers[HALO_FUZZ_MAX_SPAN];
-  halo_fuzz_values(waits, wait_count, wait_storage, wait_pointers);
-  halo_fuzz_values(signals, signal_count, signal_storage, signal_pointers);
+  halo_fuzz_sync_t sync;
+  halo_fuzz_sync(&sync, waits, wait_count, signals, signal_count);
   Halo__Wire__QueueDealloca dealloca = HALO__WIRE__QUEUE_DEALLOCA__INIT;
   dealloca.queue = queue;
   dealloca.buffer = buffer;
   dealloca.n_waits = wait_count;
-  dealloca.waits = wait_pointers;
+  dealloca.waits = sync.waits;
   dealloca.n_signals = signal_count;
-  dealloca.signals = signal_pointers;
+  dealloca.signals = sync.signals;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_DEALLOCA;
   request.queue_dealloca = &dealloca;
