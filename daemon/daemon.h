@@ -68,6 +68,9 @@ typedef struct halod_sessions_t {
   // Device faults charged to client processes: those over fault-budget are
   // refused (daemon/fault_budget.h).
   halod_fault_budget_t fault_budget;
+  // Open sessions of each uid (uid -> count as uintptr_t), refused ones
+  // included: past uid-connections new ones are refused (daemon/session.h).
+  halo_u64_map_t by_uid;
 } halod_sessions_t;
 void halod_sessions_initialize(halod_sessions_t *sessions);
 // Once every session has ended.

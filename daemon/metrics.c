@@ -279,6 +279,10 @@ char *halod_metrics_render(halod_t *daemon) {
   halod_text_sample(&text, "halo_sessions_refused_total", "counter",
                     "Sessions refused: their process was over fault-budget.",
                     (double)daemon->stats.sessions_refused);
+  halod_text_sample(&text, "halo_sessions_uid_limited_total", "counter",
+                    "Connections refused: their uid had uid-connections "
+                    "sessions.",
+                    (double)daemon->stats.sessions_uid_limited);
   halod_server_counters_t server = halod_server_counters(daemon->client_server);
   halod_text_sample(&text, "halo_replies_dropped_total", "counter",
                     "Replies dropped: their client did not read them within "

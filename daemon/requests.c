@@ -755,6 +755,15 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                           "request type %u is not known to this halod", body);
 }
 
+// A killed client dialing again, or a uid past uid-connections, is
+// expected and may come often: logged at debug, not to flood the log.
+static bool halod_refusal_is_expected(halo_status_t status) {
+  halo_status_code_t code = halo_status_code(status);
+  return code == HALO_STATUS_PERMISSION_DENIED ||
+         (code == HALO_STATUS_RESOURCE_EXHAUSTED &&
+          strstr(halo_status_message(status), "uid-connections"));
+}
+
 static halod_session_t *halod_session_for_pipe(halod_t *daemon,
                                                uint32_t pipe_id) {
   halod_session_t *session =
@@ -772,10 +781,9 @@ static halod_session_t *halod_session_for_pipe(halod_t *daemon,
   halo_status_t status = halod_session_create(daemon, pipe_id, (uint32_t)uid,
                                               (uint32_t)pid, &session);
   if (status) {
-    halo_log(halo_status_code(status) == HALO_STATUS_PERMISSION_DENIED
-                 ? HALO_LOG_DEBUG
-                 : HALO_LOG_ERROR,
-             "pipe %u: %s", pipe_id, halo_status_message(status));
+    halo_log(
+        halod_refusal_is_expected(status) ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
+        "pipe %u: %s", pipe_id, halo_status_message(status));
     halo_status_free(status);
     halod_server_close_pipe(pipe_id);
     return NULL;
@@ -843,12 +851,10 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
           (uint32_t)event->peer_pid, &session);
       if (status) {
-        // A killed client dialing again is expected, and often.
-        halo_log(halo_status_code(status) == HALO_STATUS_PERMISSION_DENIED
-                     ? HALO_LOG_DEBUG
-                     : HALO_LOG_ERROR,
-                 "pipe %u: %s; closing it", event->pipe_id,
-                 halo_status_message(status));
+        halo_log(
+            halod_refusal_is_expected(status) ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
+            "pipe %u: %s; closing it", event->pipe_id,
+            halo_status_message(status));
         halo_status_free(status);
         halod_server_close_pipe(event->pipe_id);
       }

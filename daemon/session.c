@@ -47,6 +47,29 @@ static char *halod_session_refusal(halod_t *daemon,
   return reason ? reason : strdup("over the fault budget");
 }
 
+// Connections of a uid past uid-connections that still get a session
+// answering every request with the setting's name; past them connections
+// are closed, so that one uid holds a bounded number of descriptors.
+#define HALOD_UID_REFUSED_OPEN 16
+
+// Open sessions of |uid| (by_uid keys are uid + 1: 0 is not a key).
+static uint32_t halod_uid_sessions(const halod_sessions_t *sessions,
+                                   uint32_t uid) {
+  return (uint32_t)(uintptr_t)halo_u64_map_get(&sessions->by_uid,
+                                               (uint64_t)uid + 1);
+}
+
+static halo_status_t halod_uid_sessions_add(halod_sessions_t *sessions,
+                                            uint32_t uid, int32_t delta) {
+  uint32_t count = halod_uid_sessions(sessions, uid) + (uint32_t)delta;
+  if (!count) {
+    halo_u64_map_remove(&sessions->by_uid, (uint64_t)uid + 1);
+    return NULL;
+  }
+  return halo_u64_map_put(&sessions->by_uid, (uint64_t)uid + 1,
+                          (void *)(uintptr_t)count);
+}
+
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
                                    halod_session_t **out_session) {
@@ -64,6 +87,17 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     }
     halo_u64_map_remove(&daemon->sessions.killed_processes,
                         pid);  // another process
+  }
+  uint32_t uid_sessions = halod_uid_sessions(&daemon->sessions, uid);
+  uint32_t uid_limit = daemon->config.uid_connections;
+  if (uid_sessions >= uid_limit) {
+    ++daemon->stats.sessions_uid_limited;
+    if (uid_sessions - uid_limit >= HALOD_UID_REFUSED_OPEN) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "uid %u already has %u connections, past the "
+                              "limit uid-connections (%u)",
+                              uid, uid_sessions, uid_limit);
+    }
   }
   halod_session_t *session = calloc(1, sizeof(*session));
   if (!session) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -83,18 +117,39 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     return halo_status_from_errno(errno, "getrandom for a session token");
   }
   // A refused process starts no worker.
-  session->refused_reason = halod_session_refusal(daemon, session);
+  if (uid_sessions >= uid_limit) {
+    char reason[160];
+    snprintf(reason, sizeof(reason),
+             "uid %u already has %u connections to halod, the limit "
+             "uid-connections",
+             uid, uid_sessions);
+    session->refused_reason = strdup(reason);
+    if (!session->refused_reason) {
+      free(session);
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  } else {
+    session->refused_reason = halod_session_refusal(daemon, session);
+  }
   halo_status_t status =
       halo_u64_map_put(&daemon->sessions.by_pipe, pipe_id, session);
   if (!status) {
     status = halo_u64_map_put(&daemon->sessions.by_id, session->id, session);
     if (status) halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
   }
+  if (!status) {
+    status = halod_uid_sessions_add(&daemon->sessions, uid, 1);
+    if (status) {
+      halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
+      halo_u64_map_remove(&daemon->sessions.by_id, session->id);
+    }
+  }
   if (!status && !session->refused_reason) {
     status = halod_domain_acquire(daemon, uid, pid, &session->domain);
     if (status) {
       halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
       halo_u64_map_remove(&daemon->sessions.by_id, session->id);
+      halo_status_free(halod_uid_sessions_add(&daemon->sessions, uid, -1));
     }
   }
   if (status) {
@@ -117,7 +172,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   if (session->refused_reason) {
     // Logged once at warn level when the process crossed its budget
     // (daemon/workers.c): a refused client may retry in a loop.
-    ++daemon->stats.sessions_refused;
+    if (uid_sessions < uid_limit) ++daemon->stats.sessions_refused;
     HALO_LOG_DEBUG("session %llu: refused (uid %u, pid %u): %s",
                    (unsigned long long)session->id, uid, pid,
                    session->refused_reason);
@@ -190,6 +245,8 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
                 (unsigned long long)session->requests);
   halo_u64_map_remove(&daemon->sessions.by_pipe, session->pipe_id);
   halo_u64_map_remove(&daemon->sessions.by_id, session->id);
+  // Lowering a count never allocates.
+  halo_status_free(halod_uid_sessions_add(&daemon->sessions, session->uid, -1));
   if (session->domain) halod_domain_release(daemon, session->domain);
   free(session->lost_reason);
   free(session->refused_reason);
@@ -433,6 +490,7 @@ void halod_sessions_initialize(halod_sessions_t *sessions) {
   halo_u64_map_initialize(&sessions->removed_pipes);
   halo_u64_map_initialize(&sessions->domains);
   halo_u64_map_initialize(&sessions->killed_processes);
+  halo_u64_map_initialize(&sessions->by_uid);
   halod_fault_budget_initialize(&sessions->fault_budget);
 }
 
@@ -442,5 +500,6 @@ void halod_sessions_deinitialize(halod_sessions_t *sessions) {
   halo_u64_map_deinitialize(&sessions->removed_pipes);
   halo_u64_map_deinitialize(&sessions->domains);
   halo_u64_map_deinitialize(&sessions->killed_processes);
+  halo_u64_map_deinitialize(&sessions->by_uid);
   halod_fault_budget_deinitialize(&sessions->fault_budget);
 }

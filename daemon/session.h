@@ -81,9 +81,12 @@ struct halod_session_t {
   uint64_t retired_failed;
 };
 
-// PERMISSION_DENIED for a process haloctl kill-client ended. A process
-// over the fault budget gets a session without a trust domain whose every
-// request is refused (refused_reason): a closed connection would not tell
+// PERMISSION_DENIED for a process haloctl kill-client ended. A uid with
+// uid-connections open sessions gets sessions answering every request with
+// RESOURCE_EXHAUSTED naming the setting, 16 of them; past those, new ones
+// fail with RESOURCE_EXHAUSTED (the caller closes the just-added pipe). A
+// process over the fault budget gets a session without a trust domain whose
+// every request is refused (refused_reason): a closed connection would not tell
 // the client why.
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,

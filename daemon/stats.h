@@ -54,12 +54,13 @@ typedef struct halod_device_stats_t {
 typedef struct halod_queue_t halod_queue_t;
 
 typedef struct halod_stats_t {
-  uint64_t sessions_total;    // sessions ever created
-  uint64_t sessions_killed;   // by haloctl kill-client
-  uint64_t workers_started;   // device worker processes (daemon/workers.h)
-  uint64_t workers_lost;      // ... that died or were replaced
-  uint64_t client_faults;     // charged to client processes (fault budget)
-  uint64_t sessions_refused;  // over the fault budget
+  uint64_t sessions_total;        // sessions ever created
+  uint64_t sessions_killed;       // by haloctl kill-client
+  uint64_t workers_started;       // device worker processes (daemon/workers.h)
+  uint64_t workers_lost;          // ... that died or were replaced
+  uint64_t client_faults;         // charged to client processes (fault budget)
+  uint64_t sessions_refused;      // over the fault budget
+  uint64_t sessions_uid_limited;  // over uid-connections
   uint64_t executable_hits;
   uint64_t executable_misses;
   halod_queue_t *queues;  // every live queue (halod_queue_t.all_next)

@@ -207,6 +207,100 @@ static void test_fd_channel_idle_flood(void **state) {
   expect_other_client_works(fixture);
 }
 
+#define UID_LIMIT 20
+#define UID_CONNECTIONS 40
+#define UID_REFUSED_OPEN 16  // HALOD_UID_REFUSED_OPEN (daemon/session.c)
+
+// In a child running as nobody: opens UID_CONNECTIONS client-socket
+// connections (halod's pipes), waits for halod to have seen them, then sends
+// a Hello on each still open. Exits 0 if UID_LIMIT got sessions, the next
+// UID_REFUSED_OPEN got RESOURCE_EXHAUSTED naming uid-connections and the
+// rest were closed before they sent anything; holds them 500 ms more.
+static void uid_flood(const char *path) {
+  static int fds[UID_CONNECTIONS];
+  int64_t start = halo_test_now_ns();
+  for (int i = 0; i < UID_CONNECTIONS; ++i)
+    fds[i] = halo_test_ipc_connect(path);
+  halo_test_sleep_ms(300);  // halod handles the pipes' arrival
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  hello.client_name = "uid-flood";
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  uint8_t body[256];
+  size_t length = halo__wire__request__get_packed_size(&request);
+  if (length > sizeof(body)) _exit(2);
+  halo__wire__request__pack(&request, body);
+  int accepted = 0, refused = 0, closed = 0;
+  for (int i = 0; i < UID_CONNECTIONS; ++i) {
+    if (halo_test_ipc_wait_closed(fds[i], 10)) {
+      ++closed;
+      continue;
+    }
+    halo_wire_response_t *response =
+        halo_test_ipc_call(fds[i], 1, body, length);
+    if (response->code == HALO_STATUS_OK) {
+      ++accepted;
+    } else if (response->code == HALO_STATUS_RESOURCE_EXHAUSTED &&
+               response->message &&
+               strstr(response->message, "uid-connections")) {
+      ++refused;
+    } else {
+      fprintf(stderr, "uid flood: unexpected reply %d '%s'\n", response->code,
+              response->message ? response->message : "");
+      _exit(3);
+    }
+    halo__wire__response__free_unpacked(response, NULL);
+  }
+  printf(
+      "uid flood: %d sessions, %d refused naming uid-connections, %d "
+      "closed, in %.0f ms\n",
+      accepted, refused, closed,
+      (double)(halo_test_now_ns() - start) / HALO_TEST_MS);
+  fflush(stdout);
+  halo_test_sleep_ms(500);  // the other uid keeps working meanwhile
+  bool ok = accepted == UID_LIMIT && refused == UID_REFUSED_OPEN &&
+            closed == UID_CONNECTIONS - UID_LIMIT - UID_REFUSED_OPEN;
+  _exit(ok ? 0 : 1);
+}
+
+// One uid opening more client connections than uid-connections gets a clear
+// error, then closed connections; clients of another uid work meanwhile, and
+// the flooding uid may connect again once its connections are gone.
+static void test_uid_connections_flood(void **state) {
+  if (geteuid() != 0) skip();  // the flood runs as another uid
+  char limit[16];
+  snprintf(limit, sizeof(limit), "%d", UID_LIMIT);
+  const char *args[] = {"--uid-connections", limit, NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  assert_int_equal(chmod(fixture->daemon.dir, 0755), 0);
+  assert_int_equal(chmod(fixture->daemon.socket_path, 0777), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(5);
+    uid_flood(fixture->daemon.socket_path);
+  }
+  int rounds = 0;
+  int status = 0;
+  int64_t deadline = halo_test_now_ns() + 10000 * HALO_TEST_MS;
+  while (waitpid(child, &status, WNOHANG) == 0) {
+    assert_true(halo_test_now_ns() < deadline);
+    expect_other_client_works(fixture);
+    ++rounds;
+    halo_test_sleep_ms(20);
+  }
+  printf("uid flood: another client worked %d times meanwhile\n", rounds);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_true(rounds > 1);
+  // The flood's sessions end with its process: its uid's count drops.
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  expect_other_client_works(fixture);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) cmocka_unit_test_teardown(name, halo_test_fixture_teardown)
@@ -214,6 +308,7 @@ int main(void) {
       T(test_session_fds),
       T(test_fd_reserve),
       T(test_fd_channel_idle_flood),
+      T(test_uid_connections_flood),
   };
 #undef T
   return cmocka_run_group_tests_name("fd_budget", tests, NULL, NULL);
