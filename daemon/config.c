@@ -110,7 +110,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      1u << 30, NULL, LIVE,
      "descriptors under RLIMIT_NOFILE that semaphore pages and host arenas "
      "never take, kept for new connections and the admin socket"},
-    {"uid-connections", HALOD_NUMBER(HALOD_CONFIG_U32, uid_connections), "256",
+    {"uid-connections", HALOD_NUMBER(HALOD_CONFIG_U32, uid_connections), "1024",
      1, 1u << 20, NULL, LIVE,
      "client socket connections (sessions) of one uid, root included; more "
      "get a session whose every request fails with RESOURCE_EXHAUSTED naming "

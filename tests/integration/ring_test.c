@@ -35,6 +35,15 @@ static int setup(void **state) {
   return 0;
 }
 
+// Many sessions of this test's uid: above the default uid-connections.
+static int setup_many_sessions(void **state) {
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  const char *args[] = {"--uid-connections", "2048", NULL};
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  *state = fixture;
+  return 0;
+}
+
 static int teardown(void **state) {
   fixture_t *fixture = *state;
   halo_test_daemon_stop(&fixture->daemon, SIGTERM);
@@ -1094,8 +1103,8 @@ int main(void) {
       cmocka_unit_test(test_ring_bytes_reload_applies_to_new_sessions),
       cmocka_unit_test_setup_teardown(test_64_busy_clients_drained_fairly,
                                       setup, teardown),
-      cmocka_unit_test_setup_teardown(test_1000_sessions_with_rings, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_1000_sessions_with_rings,
+                                      setup_many_sessions, teardown),
       cmocka_unit_test_setup_teardown(
           test_pending_quota_refuses_rather_than_stalls, setup_small_quota,
           teardown),
