@@ -96,8 +96,12 @@ static void halo_hal_action_on_complete(void *user_data, halo_status_t status) {
     queue->inbox_head = action;
   }
   queue->inbox_tail = action;
+  // Read before unlocking: once the action is in the inbox the loop may
+  // drain it and deinitialize the queue.
+  halo_hal_wake_fn wake = queue->wake;
+  void *wake_data = queue->wake_data;
   pthread_mutex_unlock(&queue->mutex);
-  queue->wake(queue->wake_data);
+  wake(wake_data);
 }
 
 static void halo_hal_action_issue(halo_hal_action_t *action) {

@@ -956,6 +956,9 @@ static void test_independent_queues(void **unused) {
 // The deferred queue and semaphores on a page registered with the device,
 // as halod has them; this thread is the loop.
 #define SEMAPHORES 4
+// The mutex and condition variable live for the whole program: a driver
+// thread may still be inside sync_wake (after posting the completion the
+// test already drained) when a test closes its state.
 static struct {
   halo_hal_deferred_queue_t deferred;
   pthread_mutex_t mutex;
@@ -965,7 +968,8 @@ static struct {
   uint64_t page_address;
   halo_hal_semaphore_t semaphores[SEMAPHORES];
   int retirements;
-} sync_state;
+} sync_state = {.mutex = PTHREAD_MUTEX_INITIALIZER,
+                .cond = PTHREAD_COND_INITIALIZER};
 
 typedef struct test_action_t {
   halo_hal_action_t action;  // first: the retire callback finds it
@@ -989,9 +993,9 @@ static void sync_wake(void *unused) {
 
 static void sync_open(void) {
   halo_hal_allocator_t *allocator = state.device->base.allocator;
-  pthread_mutex_init(&sync_state.mutex, NULL);
-  pthread_cond_init(&sync_state.cond, NULL);
+  pthread_mutex_lock(&sync_state.mutex);
   sync_state.wakes = 0;
+  pthread_mutex_unlock(&sync_state.mutex);
   sync_state.retirements = 0;
   halo_hal_deferred_queue_initialize(&sync_state.deferred, sync_wake, NULL);
   void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
@@ -1020,8 +1024,6 @@ static void sync_close(void) {
   allocator->vtable->unregister_host(allocator, sync_state.page);
   halo_hal_cuda_thread_flush(&state.device->reaper);
   munmap(sync_state.page, 4096);
-  pthread_cond_destroy(&sync_state.cond);
-  pthread_mutex_destroy(&sync_state.mutex);
 }
 
 static void test_action_retire(halo_hal_action_t *action) {
