@@ -63,9 +63,6 @@
 // Steps the victim must complete after the attacker's loss was observed.
 #define VICTIM_MIN_STEPS_AFTER 3
 
-// This program (the victims are it, re-executed).
-static char self_path[PATH_MAX];
-
 // ---------------------------------------------------------------- vector add
 //
 // Used by the victims (plain libhalo: no cmocka in a child) and by the
@@ -191,7 +188,8 @@ typedef struct victim_report_t {
 // Starts a victim (MODE "stop" or "rebuild") and waits for its "ready".
 static void victim_start(halo_test_fixture_t *fixture,
                          halo_test_process_t *process, const char *mode) {
-  const char *argv[] = {self_path,
+  const char *argv[] = {"/proc/self/exe",  // this test, run again
+
                         "--victim",
                         fixture->daemon.listen_address,
                         halo_test_kernels_path(),
@@ -690,12 +688,6 @@ int main(int argc, char **argv) {
   if (argc == 6 && strcmp(argv[1], "--victim") == 0) {
     return victim_main(argv[2], argv[3], argv[4], argv[5]);
   }
-  ssize_t length = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
-  if (length <= 0) {
-    perror("readlink /proc/self/exe");
-    return 1;
-  }
-  self_path[length] = '\0';
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_crash_is_contained_in_its_domain,

@@ -44,8 +44,6 @@
 // A client process that saw no SIGTERM ends by itself after this.
 #define CLIENT_MAX_NS (60000 * MS)
 
-// This program (the client processes are it, re-executed).
-static char self_path[PATH_MAX];
 static int rounds = ROUNDS;
 // This process is a client (--client).
 static bool client_process;
@@ -322,7 +320,8 @@ static void run_round(halo_test_fixture_t *fixture, int round,
     char waiters[16], requesters[16];
     snprintf(waiters, sizeof(waiters), "%d", WAITERS);
     snprintf(requesters, sizeof(requesters), "%d", REQUESTERS);
-    const char *argv[] = {self_path,
+    const char *argv[] = {"/proc/self/exe",  // this test, run again
+
                           "--client",
                           fixture->daemon.listen_address,
                           i % 4 == 0 ? halo_test_kernels_path() : "-",
@@ -438,12 +437,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: shutdown_test [--rounds N]\n");
     return 2;
   }
-  ssize_t length = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
-  if (length <= 0) {
-    perror("readlink /proc/self/exe");
-    return 1;
-  }
-  self_path[length] = '\0';
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_sigterm_under_load_completes, setup,
