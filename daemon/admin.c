@@ -79,11 +79,7 @@ static void halod_admin_status(halod_t *daemon, const Halo__Wire__Request *wire,
 
   Halo__Wire__DeviceInfo devices[HALO_HAL_MAX_DEVICES];
   Halo__Wire__DeviceInfo *device_pointers[HALO_HAL_MAX_DEVICES];
-  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-    halod_fill_device_info(halod_device_info(daemon, i), i, &devices[i]);
-    device_pointers[i] = &devices[i];
-  }
-  reply.n_devices = daemon->hal.device_count;
+  reply.n_devices = halod_fill_device_infos(daemon, devices, device_pointers);
   reply.devices = device_pointers;
 
   Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;

@@ -197,9 +197,11 @@ void halod_admin_on_event(void *user_data, halod_server_event_t *event);
 // work, draining (daemon/admin.c).
 void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity);
 
-// The wire form of device |ordinal|'s info (daemon/requests.c).
-void halod_fill_device_info(const halo_hal_device_info_t *device,
-                            uint32_t ordinal, Halo__Wire__DeviceInfo *info);
+// The wire form of every device's info: |infos| and |pointers| hold
+// HALO_HAL_MAX_DEVICES entries; returns the device count (daemon/requests.c).
+uint32_t halod_fill_device_infos(const halod_t *daemon,
+                                 Halo__Wire__DeviceInfo *infos,
+                                 Halo__Wire__DeviceInfo **pointers);
 
 // Packs |response| and replies on |context| (daemon/requests.c).
 void halod_reply(halod_server_context_t *context,

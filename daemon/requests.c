@@ -88,18 +88,25 @@ static halo_status_t halod_hello(halod_request_t *request,
   return NULL;
 }
 
-void halod_fill_device_info(const halo_hal_device_info_t *device,
-                            uint32_t ordinal, Halo__Wire__DeviceInfo *info) {
-  halo__wire__device_info__init(info);
-  info->ordinal = ordinal;
-  info->driver = (char *)device->driver;
-  info->name = (char *)device->name;
-  info->memory_bytes = device->memory_bytes;
-  info->has_compute_major = info->has_compute_minor = true;
-  info->compute_major = device->compute_major;
-  info->compute_minor = device->compute_minor;
-  info->has_multiprocessor_count = true;
-  info->multiprocessor_count = device->multiprocessor_count;
+uint32_t halod_fill_device_infos(const halod_t *daemon,
+                                 Halo__Wire__DeviceInfo *infos,
+                                 Halo__Wire__DeviceInfo **pointers) {
+  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
+    const halo_hal_device_info_t *device = halod_device_info(daemon, i);
+    Halo__Wire__DeviceInfo *info = &infos[i];
+    halo__wire__device_info__init(info);
+    info->ordinal = i;
+    info->driver = (char *)device->driver;
+    info->name = (char *)device->name;
+    info->memory_bytes = device->memory_bytes;
+    info->has_compute_major = info->has_compute_minor = true;
+    info->compute_major = device->compute_major;
+    info->compute_minor = device->compute_minor;
+    info->has_multiprocessor_count = true;
+    info->multiprocessor_count = device->multiprocessor_count;
+    pointers[i] = info;
+  }
+  return daemon->hal.device_count;
 }
 
 static halo_status_t halod_semaphore_lookup(halod_session_t *session,
@@ -229,14 +236,9 @@ static halo_status_t halod_request_device_list(halod_request_t *request,
                                                const Halo__Wire__Request *wire,
                                                halod_reply_bodies_t *bodies) {
   (void)wire;
-  halod_t *daemon = request->daemon;
   halo__wire__device_list_reply__init(&bodies->device_list);
-  for (uint32_t i = 0; i < daemon->hal.device_count; ++i) {
-    halod_fill_device_info(halod_device_info(daemon, i), i,
-                           &bodies->device_infos[i]);
-    bodies->device_info_pointers[i] = &bodies->device_infos[i];
-  }
-  bodies->device_list.n_devices = daemon->hal.device_count;
+  bodies->device_list.n_devices = halod_fill_device_infos(
+      request->daemon, bodies->device_infos, bodies->device_info_pointers);
   bodies->device_list.devices = bodies->device_info_pointers;
   request->response.body_case = HALO__WIRE__RESPONSE__BODY_DEVICE_LIST;
   request->response.device_list = &bodies->device_list;
