@@ -123,30 +123,6 @@ static halo_status_t halod_buffer_lookup(halod_session_t *session,
                                    HALOD_OBJECT_BUFFER, (void **)out);
 }
 
-static void halod_fill_semaphore_reply(const halod_semaphore_t *semaphore,
-                                       uint64_t handle,
-                                       Halo__Wire__SemaphoreReply *reply) {
-  reply->handle = handle;
-  reply->page_id = semaphore->page->id;
-  reply->slot = semaphore->slot_index;
-  reply->generation = semaphore->generation;
-}
-
-static void halod_fill_buffer_reply(const halod_buffer_t *buffer,
-                                    uint64_t handle,
-                                    Halo__Wire__BufferReply *reply,
-                                    Halo__Wire__HostPlacement *placement) {
-  reply->handle = handle;
-  reply->size = buffer->size;
-  reply->memory_type = (Halo__Wire__MemoryType)buffer->memory_type;
-  if (buffer->arena) {
-    placement->arena_id = buffer->arena->id;
-    placement->arena_size = buffer->arena->size;
-    placement->offset = buffer->offset;
-    reply->placement = placement;
-  }
-}
-
 // Storage for reply bodies: lives until the response is packed.
 typedef struct halod_reply_bodies_t {
   Halo__Wire__HelloReply hello;
@@ -251,9 +227,19 @@ static void halod_reply_buffer(halod_request_t *request,
                                const halod_buffer_t *buffer, uint64_t handle,
                                uint64_t submission_id,
                                halod_reply_bodies_t *bodies) {
-  halo__wire__buffer_reply__init(&bodies->buffer);
-  halo__wire__host_placement__init(&bodies->placement);
-  halod_fill_buffer_reply(buffer, handle, &bodies->buffer, &bodies->placement);
+  Halo__Wire__BufferReply *reply = &bodies->buffer;
+  halo__wire__buffer_reply__init(reply);
+  reply->handle = handle;
+  reply->size = buffer->size;
+  reply->memory_type = (Halo__Wire__MemoryType)buffer->memory_type;
+  if (buffer->arena) {
+    Halo__Wire__HostPlacement *placement = &bodies->placement;
+    halo__wire__host_placement__init(placement);
+    placement->arena_id = buffer->arena->id;
+    placement->arena_size = buffer->arena->size;
+    placement->offset = buffer->offset;
+    reply->placement = placement;
+  }
   if (submission_id) {
     bodies->buffer.has_submission_id = true;
     bodies->buffer.submission_id = submission_id;
@@ -375,8 +361,12 @@ static void halod_reply_semaphore(halod_request_t *request,
                                   const halod_semaphore_t *semaphore,
                                   uint64_t handle,
                                   halod_reply_bodies_t *bodies) {
-  halo__wire__semaphore_reply__init(&bodies->semaphore);
-  halod_fill_semaphore_reply(semaphore, handle, &bodies->semaphore);
+  Halo__Wire__SemaphoreReply *reply = &bodies->semaphore;
+  halo__wire__semaphore_reply__init(reply);
+  reply->handle = handle;
+  reply->page_id = semaphore->page->id;
+  reply->slot = semaphore->slot_index;
+  reply->generation = semaphore->generation;
   request->response.body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE;
   request->response.semaphore = &bodies->semaphore;
 }
