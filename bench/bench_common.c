@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Shared pieces of the benchmarks (bench_common.h).
 #include "bench_common.h"
 

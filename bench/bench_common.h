@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Pieces shared by the benchmarks of bench/: clocks, CPU time of this
 // process and of another (halod), futexes, percentiles, and the CSV rows
 // that scripts/gpu-bench gathers into one table (bench/plot.py).

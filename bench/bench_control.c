@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-bench-control: the control plane's latencies against a running halod,
 // each beside a native baseline measured in the same run.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-bench-cuda: the CUDA driver's costs beside native driver-API
 // baselines measured in the same run, in the same process, on the same GPU.
 //

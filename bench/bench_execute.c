@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-bench-execute: executions on the local (CPU) driver against a running
 // halod, each case beside native baselines measured in the same run.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-bench-load: loading executables through halod (C1), first and
 // cached, beside a process that compiles and loads them itself.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-bench-tenants: many tenants on one GPU (T8) and the GPU memory each
 // one costs (M1): N client processes each looping (a ~20 us kernel, wait
 // for it), halo beside the native ways to share a GPU.

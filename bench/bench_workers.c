@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-bench-workers: what a crashing tenant costs the others, and what
 // its own recovery costs, with halod's worker processes
 // (--device-workers process, the default) and one trust domain per client

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A checked vector add through libhalo: c = a + b over
 // HALO_CHECKED_ADD_N floats in three host-visible buffers, recorded once
 // (REUSABLE) and executed, waited for and checked at each step. The

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """The table, the goals and the plot of scripts/gpu-bench.
 
     bench/plot.py CSV [--table FILE] [--png FILE] [--title TEXT]

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 #include "client/admin.h"
 
 #include <nng/protocol/reqrep0/req.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The admin client: haloctl's (and the tests') connection to halod's admin
 // socket. Not part of the public libhalo API; linked statically into haloctl
 // and the tests (target halo_admin).

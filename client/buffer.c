@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo buffers: host-visible ones are mapped from the session's arenas;
 // device ones are reached through the daemon in chunks. Buffers of
 // halo_queue_alloca are built here too (halo_buffer_from_buffer_reply), and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo internals shared by client.c and the object files (buffer.c,
 // semaphore.c, executable.c, command_buffer.c, queue.c).
 #ifndef HALO_CLIENT_CLIENT_H_

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo command buffers: the recording is accumulated on the client as
 // wire commands and sent to the daemon once, at end(). Each record call
 // checks what can be checked locally (limits, slots, pattern sizes, direct

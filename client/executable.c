@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo executables: the bytes go to the daemon once; the client keeps
 // the handle and the daemon's content hash.
 #include <stdio.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo queues: create/release; queue_execute, which sends the command
 // buffer's handle with a binding table and the semaphore values to wait on
 // and to signal; queue_alloca and queue_dealloca (queue-ordered buffers).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo's end of the submission ring (common/ring.h): a single producer
 // (|ring.mutex| serializes the client's threads) that builds each record in
 // its private scratch, seals it with the ring's checksum, copies it into

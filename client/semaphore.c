@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo semaphores: the state is read from the daemon's read-only page;
 // waits never talk to the daemon; signal and fail do.
 #include <stdio.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Monotonic time in nanoseconds and deadline arithmetic.
 #ifndef HALO_COMMON_CLOCK_H_
 #define HALO_COMMON_CLOCK_H_

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The fd channel: a plain Unix SOCK_SEQPACKET socket beside the nng socket
 // (nng cannot pass file descriptors). The client sends an AUTH message with
 // its session id and token; the daemon checks that the connection's peer

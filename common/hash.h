@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Content hashes: BLAKE2b-256 (libsodium). Executables and recordings are
 // shared across sessions by hash, so it must resist deliberate collisions.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Logging to stderr, one line per event, journald-friendly: when stderr is
 // the journal ($JOURNAL_STREAM names stderr's device and inode) lines carry
 // a <N> syslog priority prefix instead of a timestamp.

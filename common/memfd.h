@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // memfd helpers: sealed anonymous shared memory, the only kind halo uses
 // (no names in /dev/shm, no fchown).
 #ifndef HALO_COMMON_MEMFD_H_

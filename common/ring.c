@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The submission ring's record checksum (common/ring.h), shared by libhalo
 // (which seals) and halod (which verifies) so the two cannot disagree.
 #include "common/ring.h"

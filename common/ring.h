@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The submission ring (normative layout; docs/architecture.md "Submission
 // ring"): one per session, in a memfd the daemon creates, sealed against
 // shrinking and growing (HALO_SEALS_FIXED_SIZE) and mapped read-write by

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Status objects: a code plus a heap message. NULL is OK.
 #include "common/status.h"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Internal helpers around the public halo_status_t (include/halo/status.h):
 // early-return macros used by the daemon, the HAL and libhalo.
 #ifndef HALO_COMMON_STATUS_H_

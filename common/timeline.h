@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Timeline semaphore slots in shared memory: the layout and the protocol
 // shared by the daemon (the only writer on the host side) and every client
 // (read-only mappings). docs/architecture.md "Shared memory".

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Tokens: 16 random bytes, formatted as 32 hex digits.
 #include <stdio.h>
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // ThreadSanitizer annotations, for orders and accesses that TSan cannot
 // judge: each use says why. They compile to nothing unless halo is built
 // with -fsanitize=thread (HALO_SANITIZE=thread).

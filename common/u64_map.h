@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A hash map from nonzero uint64_t keys to pointers (open addressing, linear
 // probing, backward-shift deletion). Used for sessions by pipe and by id,
 // pages, arenas and export tokens.

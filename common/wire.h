@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The wire protocol (proto/halo.proto) over nng: encoding, decoding and one
 // request/response round trip. Used by libhalo, haloctl and halod.
 #ifndef HALO_COMMON_WIRE_H_

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The admin socket: what haloctl shows the operator, and the few things it
 // may do (kill a client, forgive one its device faults, drain before an
 // upgrade).

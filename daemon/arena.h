@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Host-visible arenas: memfds sealed against shrinking and growing, mapped by
 // the daemon and by the client, registered with every device, and
 // sub-allocated into buffers (vm.max_map_count is 65530: one mapping per

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Buffers in the daemon: host-visible (a range of an arena) or device
 // memory (allocated through the HAL device). Charged to the creating
 // session's quotas.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Command buffers in the daemon. A client's recording is validated (every
 // error names the command index and argument) into a halo_hal_recording_t
 // and prepared once by the device. REUSABLE recordings are memoized: an

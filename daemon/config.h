@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod's configuration: one table of settings (name, type, bounds,
 // default, whether SIGHUP applies it live, help) from which the flags, the
 // config file (parsed by inih), validation, --help and --print-config all

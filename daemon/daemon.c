@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod's lifecycle: start, signals, stop; trust domains; exports.
 #include "daemon/daemon.h"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod's state. One libuv loop thread owns all of it; nng threads hand it
 // requests through daemon/server.c's queue. Every function declared in
 // daemon/*.h runs on the loop thread unless it says otherwise.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A lost device: fail everything, name what was in flight, exit for a
 // restart (see the header).
 #include "daemon/device_lost.h"

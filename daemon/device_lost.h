@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A lost device (docs/architecture.md "CUDA driver"): a sticky CUDA error
 // (illegal address, launch failure, trap) poisons every context of the process,
 // so no later work can run and only a new process recovers. The driver reports

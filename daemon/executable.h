@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Executables in the daemon: loaded once per (device, content hash) and
 // shared by every session that loads the same bytes with the same options.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Fault budget: faults per client process, refusal over budget (see the
 // header).
 #include "daemon/fault_budget.h"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Fault budget: device faults charged to client processes, and the refusal
 // of a process that keeps faulting (fault-budget, fault-budget-window-s).
 //

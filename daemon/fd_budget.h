@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Descriptor budget: every semaphore page and host arena is a memfd that
 // halod keeps open, so a session could use up halod's descriptors inside
 // its handle quota (each exportable semaphore has a page of its own). Two

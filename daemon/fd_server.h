@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The fd channel server (protocol in common/fd_channel.h): a Unix
 // SOCK_SEQPACKET socket beside the nng socket. A connection authenticates
 // with its session id and token; the daemon checks that the connection's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Per-session handle tables. A handle is a 64-bit value valid only in the
 // session that received it:
 //   bits 63..40 session tag, 39..32 object type, 31..20 generation,

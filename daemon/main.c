@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod: the halo GPU device server. Runs in the foreground (systemd style).
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Prometheus metrics: the text exposition format (0.0.4) that `haloctl
 // metrics` prints, and a writer that puts the same text into a
 // node-exporter textfile-collector file every metrics-interval seconds

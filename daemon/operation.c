@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The queue operations both transports share: one validation path, whichever
 // way a request came.
 #include "daemon/operation.h"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Operations: what a client asks of its session once the transport is
 // peeled off. The client socket's decoder (daemon/requests.c, protobuf over
 // nng) and the submission ring's decoder (daemon/ring.c, fixed records in

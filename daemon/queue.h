@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Queues in the daemon: a session's default queue per device (created on
 // first use) and the queues it creates. Each wraps a HAL queue (local: the
 // worker pool; CUDA: streams) and keeps the numbers haloctl shows.

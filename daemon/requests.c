@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The client socket's requests: decoded on the loop thread, dispatched by
 // body type, answered with a status and a body.
 #include "daemon/requests.h"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The client socket's requests (protobuf over nng): each body is decoded by
 // its handler in a table indexed by body number; queue operations become
 // the transport-neutral operations of daemon/operation.h, which the

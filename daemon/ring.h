@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The daemon's end of the sessions' submission rings (layout and protocol
 // in common/ring.h, design in docs/architecture.md "Submission ring"). A
 // ring is created when its session asks for it over the fd channel; its

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Timeline semaphores in the daemon: daemon-owned pages (sealed memfds that
 // clients can map read-only only) holding the slots of common/timeline.h,
 // and the semaphore objects that own the slots.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // An nng rep socket served by a pool of contexts. nng's threads never touch
 // daemon state: each received request and each pipe event is queued and the
 // loop thread is woken with uv_async_send (which coalesces, so the loop

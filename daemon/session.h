@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Sessions: one per client connection (nng pipe). Created when the pipe
 // arrives, destroyed when it goes (exit or crash), releasing everything the
 // client held. uid and pid come from the pipe's peer credentials.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod's counters for haloctl and the Prometheus metrics: latency
 // histograms, per-device totals that outlive the queues they came from, and
 // the list of every live queue (a queue can outlive its session while its

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The last resort of halod's stop: a thread that ends the process if the
 // stop has not finished by a deadline. halod_stop bounds each thing it
 // waits for (sockets, executions, device workers), so the watchdog firing

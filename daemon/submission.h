@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Submissions: one queue_execute, queue_alloca or queue_dealloca.
 // Validated in O(bindings + waits + signals), then handed to the deferred
 // queue (hal/deferred_queue.h), which releases it when its waits are met:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // systemd glue: Type=notify readiness, a STATUS= line kept current, the
 // watchdog. No-ops when halod is not run by systemd (no $NOTIFY_SOCKET) or
 // was built without libsystemd.

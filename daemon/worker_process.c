@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // `halod --worker`: a device worker process (docs/architecture.md "Device
 // workers"). The supervisor starts one per (device, trust domain) with the
 // link's socket as descriptor 3; it creates its one device (a CUDA context, or

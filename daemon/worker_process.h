@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // `halod --worker`: the entry point of a device worker process
 // (daemon/worker_process.c).
 #ifndef HALOD_WORKER_PROCESS_H_

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Device workers: start, probe, loss (see the header).
 #include "daemon/workers.h"
 

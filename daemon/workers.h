@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Device workers (docs/architecture.md "Device workers"): with
 // device-workers=process (the default) halod is a supervisor and each
 // (device, trust domain) is served by a `halod --worker` process that owns

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-hello: the smallest complete halo client.
 //
 // Connects to halod, lists its devices, writes and reads back a host-visible

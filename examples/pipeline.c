@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-pipeline: two processes, one buffer, ordered by timeline semaphores.
 //
 // The producer (the process you start) connects, creates a host-visible

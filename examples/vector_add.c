@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-vector-add: one memoized command buffer executed three times with
 // three binding tables. Records a dispatch of the vector_add kernel whose
 // buffers are binding slots 0..2, then binds a different (a, b, c) each

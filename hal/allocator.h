@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Device memory and host memory registration. Device addresses are opaque
 // 64-bit values (a CUdeviceptr on CUDA, a pointer on the local driver).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Command buffers in the HAL: the daemon validates a client's recording into
 // a halo_hal_recording_t (driver-independent, addresses resolved, indirect
 // references kept as slots) and the device prepares it once into a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The deferred queue (see the header). Loop thread, except
 // halo_hal_action_on_complete (a driver thread).
 #include "hal/deferred_queue.h"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The deferred queue: executions accepted from clients wait here until every
 // semaphore they wait on reaches its value (wait-before-signal is legal),
 // then go to their device queue; completions come back from driver threads

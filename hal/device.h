@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The device abstraction (HAL): a device creates executables, prepares
 // command buffers and creates queues; its allocator owns device memory and
 // host registrations. One folder per driver: hal/local/ (CPU) and hal/cuda/.

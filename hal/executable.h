@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Executables: code loaded on one device (a shared object on the local
 // driver; a CUmodule on CUDA), entry points looked up by name.
 //

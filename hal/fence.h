@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Device fences: GPU-to-GPU waits without the host (docs/architecture.md "CUDA
 // driver": GPU-to-GPU waits use events, one event serving many waits).
 //

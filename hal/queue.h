@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Queues: where released work runs (local: a worker thread pool; CUDA: a
 // stream or a small pool of them). Queues are unordered: the deferred queue
 // (hal/deferred_queue.h) releases an execution only when its waits are met,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The driver registry: probes the drivers and creates the devices the
 // daemon serves (hal/device.h is the device interface they implement).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Host timeline semaphores: a slot in a shared page (common/timeline.h)
 // plus the timepoints that wait on it in the daemon (deferred executions).
 // Driver-independent: the CUDA driver stores values from the GPU into the

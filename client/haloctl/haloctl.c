@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // haloctl: the operator's view of a running halod, over its admin socket.
 //
 //   haloctl [--admin ADDR] [--json] [--timeout MS] [--watch SECONDS

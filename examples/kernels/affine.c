@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A local (CPU) driver kernel: x[i] = scale * x[i] + offset for i < n, in
 // place. Arguments: x (BUFFER), n (CONSTANT uint32), scale and offset
 // (CONSTANT float). One call per workgroup. Used by halo-pipeline.

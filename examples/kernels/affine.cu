@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA twin of affine.c: x[i] = scale * x[i] + offset for i < n, in
 // place, one thread per element. Arguments: x (BUFFER), n (CONSTANT
 // uint32), scale and offset (CONSTANT float). Built by nvcc to

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A local (CPU) driver kernel: c[i] = a[i] + b[i] for i < n. Arguments:
 // a, b, c (BUFFER), n (CONSTANT uint32). One call per workgroup.
 #include <stdint.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA twin of vector_add.c: c[i] = a[i] + b[i] for i < n, one thread
 // per element. Arguments: a, b, c (BUFFER), n (CONSTANT uint32). Built by
 // nvcc to bin/vector_add.ptx; halo-vector-add loads it when device 0 is a

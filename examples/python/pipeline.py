@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """pipeline: two processes sharing a halo buffer and two semaphores.
 
 The producer (this process) creates an exportable host-visible buffer of

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """vector_add: c = a + b on a halo device, from Python.
 
 Connects to halod, loads a kernel for the device's driver (on the CPU

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA allocator: device memory from the device's default stream-ordered
 // pool (cuMemAllocAsync/cuMemFreeAsync do not wait for running kernels,
 // unlike cuMemFree), control-plane reads and writes as async copies on the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CUDA command buffers: a validated recording prepared once (loop thread,
 // no driver call) and executed on the device's submission thread.
 //

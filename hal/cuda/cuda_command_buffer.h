@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CUDA command buffers (cuda_command_buffer.c), the part the queues use.
 //
 // A prepared recording is shared by every session that recorded the same

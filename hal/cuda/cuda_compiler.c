@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // From what a client sends to what the loader takes (cuda_device.h,
 // halo_hal_cuda_compiler_build): CUDA C through NVRTC and PTX through the
 // driver's JIT linker (cuLink*), both to a CUBIN for the device's

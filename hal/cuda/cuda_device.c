@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A CUDA device: the GPU's primary context, its device information, the
 // stream priority range, a transfer stream for control-plane copies, and
 // two driver threads (submission and reaper, cuda_thread.c).

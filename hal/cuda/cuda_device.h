@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA driver (hal/cuda/): one primary context per GPU, device memory
 // from the device's stream-ordered pool, host-visible memory registered
 // with cuMemHostRegister(DEVICEMAP|PORTABLE), executables from PTX, CUBIN,

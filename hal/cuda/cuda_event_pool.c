@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Reference-counted CUevents recycled through a free list (see the header).
 #include "hal/cuda/cuda_event_pool.h"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A pool of reference-counted CUevents (CU_EVENT_DISABLE_TIMING) shared by
 // a device's queues. One recorded event serves many users at once: the
 // completion path of the execution that recorded it (and the completion

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CUDA executables: code built by cuda_compiler.c (PTX and CUDA C become a
 // CUBIN, CUBIN and FATBIN pass through), loaded into the device's context
 // as a CUlibrary (default) or a CUmodule (device->loader). Every kernel is

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CUDA queues: each queue its own non-blocking stream (created on the
 // submission thread at first use; the client's priority mapped into the
 // device's range), executions handed from the loop thread to the device's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Run-time loading of the CUDA driver and NVRTC (cuda_symbols.h): dlopen,
 // then every driver symbol through cuGetProcAddress at the API version we
 // were built against, so that a newer driver hands us the variant whose

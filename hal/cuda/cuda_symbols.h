@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA driver's entry points, resolved at run time: libcuda.so.1 through
 // dlopen and cuGetProcAddress at a pinned API version (the cuda.h we build
 // against, CUDA_VERSION), NVRTC (libnvrtc.so.13) through dlopen, optional.

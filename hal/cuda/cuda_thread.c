@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A driver thread of one device (cuda_device.h): runs posted tasks in
 // order with the device's primary context current. The submission thread
 // and the reaper are two of these. The reaper takes every task queued when

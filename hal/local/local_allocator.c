@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The local driver's allocator: device memory is the daemon's own heap and
 // host memory needs no registration (its device address is its pointer).
 #include <stdlib.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Local command buffers: a recording plus its dispatches' entry functions,
 // resolved once at prepare; and the interpreter that runs an execution of
 // one on a worker (fill, copy, update, dispatch, dispatch_indirect,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The local (CPU) device: an allocator over the daemon's heap, executables
 // from ELF shared objects, and one worker pool shared by its queues.
 #include "hal/local/local_device.h"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The local (CPU) driver: the embedded default without a GPU, and what CI
 // exercises. Executables are ELF shared objects loaded from a memfd copy;
 // queues run released executions on a worker thread pool shared by the

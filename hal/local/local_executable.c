@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Local executables: a client's ELF shared object, copied into a sealed
 // memfd (the daemon's own copy: the client cannot change the bytes after
 // the check) and dlopen'ed from /proc/self/fd/N.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Local queues: a priority and a count of executions in flight over the
 // device's worker pool. Queues are unordered, so executions of one queue
 // run concurrently; each execution runs on one worker, which calls its

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The local driver's worker pool: a binary heap of tasks ordered by
 // (priority descending, submission order), guarded by one mutex. A worker
 // that runs out of tasks spins for a short while before it sleeps on a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The local driver's worker pool: one per local device, shared by all of its
 // queues. Tasks run in priority order (higher first; FIFO within a
 // priority). The priority is strict: a steady stream of higher-priority work

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The supervisor's proxy of a device worker (see the header).
 #include "hal/remote/remote_device.h"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A device served by a worker process (docs/architecture.md "Device workers"):
 // the supervisor's view of one (device, trust domain). It implements the HAL
 // device interface by forwarding every call over a link (remote_link.h) to

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Framed messages over the supervisor-worker socket (see the header).
 #include "hal/remote/remote_link.h"
 

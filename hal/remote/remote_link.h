@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The link between halod (the supervisor) and a device worker process: one
 // Unix stream socket carrying framed messages, with a file descriptor
 // attached to a message where one travels (SCM_RIGHTS on its header).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The worker side of the device link: serves one real device (CUDA or
 // local) to the supervisor (hal/remote/remote_device.h).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // libhalo: the client library of halo, a GPU device server.
 //
 // A client connects to halod, allocates buffers and timeline semaphores and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Kernels for halo's local (CPU) driver.
 //
 // A local executable is an ELF shared object whose entry points have the

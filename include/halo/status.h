@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo status: one type across the daemon, the HAL, the wire and the client.
 //
 // A halo_status_t is NULL for OK; any other value is a heap object carrying

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """halo: the Python client of halo, a GPU device server.
 
 A thin layer over libhalo (through ctypes, no compiled extension) that

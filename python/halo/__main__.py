@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """``python -m halo info [--address ADDRESS]``: the library, the session and
 the devices of a running halod, as this client sees them."""
 

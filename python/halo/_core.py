@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Liveness of C objects, tracked on the Python side.
 
 libhalo's contract (halo.h) leaves three things to the caller: an object

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Loading libhalo and declaring its C API for ctypes.
 
 The library is found in this order:

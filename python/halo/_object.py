@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """The base of every halo object (buffer, semaphore, executable, ...) and
 argument checks shared by the modules."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Buffers, buffer references and the host views of host-visible buffers."""
 
 import ctypes

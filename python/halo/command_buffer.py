@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Command buffers: recorded once, validated and memoized by the daemon,
 executed any number of times with a binding table."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Status codes and the exceptions that carry them.
 
 Every libhalo call returns a status; a non-OK one becomes an exception of

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Executables: code a device runs (PTX, CUBIN, FATBIN, CUDA source, ELF
 shared objects for the CPU driver)."""
 

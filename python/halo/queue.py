@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Queues and submissions (halo_queue_execute, halo_queue_alloca,
 halo_queue_dealloca)."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Fixtures: a real halod on a private socket, clients of it, and the test
 kernels for its driver (kernels.c compiled with cc for the CPU driver; its
 CUDA twin kernels.cu as PTX for CUDA).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CPU-driver kernels of the Python tests (compiled by conftest.py with
 // cc -shared -fPIC -O2 -I include). Each entry runs once per
 // workgroup, possibly on several threads at once.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CUDA twins of kernels.c for the Python tests under HALO_TEST_DRIVER=cuda:
 // built to PTX by nvcc (tests/kernels/CMakeLists.txt: python_kernels.ptx
 // in the build tree; conftest.py compiles it itself when that is missing).

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """The ctypes declarations match halo.h: structure sizes and field offsets
 (a C program compiled against the header prints them), enum values, and
 every function declared HALO_API in halo.h that the package uses exists."""

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Queue-ordered alloca and dealloca (Queue.alloca, Queue.dealloca) on a real
 halod: over the submission ring by default; HALO_RING=0 in the environment
 runs the same tests over the socket."""

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Buffers: copies from every bytes-like type, zero-copy numpy views and
 their lifetime, export/import."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Fault containment between trust domains, seen from Python: a kernel that
 crashes its device worker fails that client's work with DeviceLostError,
 its session with SessionLostError, and a reconnect works; a client of

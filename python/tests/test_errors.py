@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Status codes and exception classes (no daemon needed)."""
 
 import pickle

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Executables, command buffers and execution on the CPU driver, with the
 kernels of tests/kernels.c."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Finding and checking libhalo, and the package without numpy (run in
 subprocesses: the library is loaded once per process)."""
 

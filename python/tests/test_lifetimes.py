@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Object lifetimes across threads, garbage collection and fork()."""
 
 import gc

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 """Semaphores: signal, query, waits (timeouts, failures, other threads,
 closing), export/import, wait_all / wait_any."""
 

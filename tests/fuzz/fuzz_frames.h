@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Frames: the input format of the request harness (tests/fuzz/
 // request_fuzz.c), each a 16-bit little-endian length and a packed
 // halo.wire.Request. The builders below append one request each; the seed

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // An in-process halod for the fuzz harnesses of tests/fuzz/: halod_start on
 // a private libuv loop (local driver, device-workers inline, small quotas,
 // sockets in a private directory) whose sessions get their requests

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Writes the seed corpora of the fuzz harnesses (tests/fuzz/corpus/request
 // and tests/fuzz/corpus/ring): inputs that a well-behaved client would
 // send, and a few that a broken one would, each reaching a different part of

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Runs a fuzz harness's LLVMFuzzerTestOneInput over files, as libFuzzer
 // would over a corpus, for builds without libFuzzer (gcc, the plain, ASan
 // and TSan trees): ctest replays the committed corpora of tests/fuzz/corpus/

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Fuzzes the client socket's request decoder and everything it validates
 // (daemon/requests.c, daemon/operation.h and below): each input is a
 // sequence of halo.wire.Request messages that one session sends to an

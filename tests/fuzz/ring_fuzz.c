@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Fuzzes the submission ring's record parser (daemon/ring.c; the layout is
 // common/ring.h) and the operations it feeds: each input is the bytes a
 // client publishes into its session's ring, which the daemon copies out,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of queue-ordered alloca and dealloca
 // (halo_queue_alloca, halo_queue_dealloca) with a real halod, on the driver
 // under test (HALO_TEST_DRIVER). ctest runs the program twice: over the

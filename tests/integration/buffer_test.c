@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of buffers through libhalo: host-visible buffers
 // (shared memory mapped by client and daemon, sub-allocated from
 // per-session arenas; exportable ones on their own memfd), device buffers

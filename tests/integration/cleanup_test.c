@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of session clean-up: a client killed with SIGKILL while
 // holding buffers (host-visible in arenas, an exportable one on its own
 // memfd, device memory) and semaphores (one exportable, on its own page)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of libhalo's command buffers, executables and queues:
 // record-time errors found by the client (they name the command index and
 // the argument), errors only the daemon can find (entry points, unknown

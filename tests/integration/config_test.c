@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod's configuration: errors name the file, line and setting (or the
 // flag); --print-config shows the effective configuration and where each
 // value came from; the example file (systemd/halod.conf) parses and covers

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Fault containment between trust domains (device-workers=process, the
 // default): halod runs each (device, trust domain)'s device work in a
 // worker process of its own, so a native kernel that crashes, a worker

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod on the CUDA driver (label cuda): device information over the wire,
 // CUDA source compiled in the daemon with the whole log back on failure,
 // dispatch arguments checked against the kernel's real parameters at

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Executions on the CUDA driver through halod (label cuda; exits 77 without
 // a GPU): two clients launching one memoized recording concurrently with
 // their own tables, the binding strategies (SetParams on indirect BUFFER

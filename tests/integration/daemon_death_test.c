@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of a daemon that dies without warning (SIGKILL): every
 // waiter, in this process and in others, returns UNAVAILABLE within a
 // second (waits sleep in slices and check a pidfd of the daemon) instead of

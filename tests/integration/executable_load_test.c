@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Executable loads off the loop thread (daemon/executable.c), on the local
 // driver: clients loading the same bytes at once share one load and get
 // the same content hash; clients that go away while their load runs, and a

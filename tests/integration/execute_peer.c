@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The client process of execute_test's multi-process tests: it connects to
 // halod with libhalo after it starts (a fresh program, exec'd by the test:
 // nng cannot be used in a child forked after its parent used it), records

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of the execution model on the driver under test
 // (HALO_TEST_DRIVER: local, or cuda for the cuda.* variant), with a real
 // halod, real client processes and libhalo:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of halod's descriptor budget (issue 14): a session that
 // creates exportable semaphores (a memfd page each) until refused gets
 // RESOURCE_EXHAUSTED naming session-fds, or fd-reserve once halod nears

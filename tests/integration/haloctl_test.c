@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // haloctl against a running halod with clients: every command in both
 // output modes (tables and JSON that parses), what it shows of the clients'
 // work, the device workers (and a session lost with its worker), the device

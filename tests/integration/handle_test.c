@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of handles, with raw nng requests: a handle is valid
 // only in the session that received it. Another session's handle, a stale
 // (released) handle, a handle of the wrong type, 0, or a random number gets

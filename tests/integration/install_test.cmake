@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
 # integration.install_test: `cmake --install` into a scratch prefix puts the
 # binaries, the library, the headers, the pkg-config file, the systemd
 # files, the example configuration and the man pages in their places.

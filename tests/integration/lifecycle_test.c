@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of halod's life cycle: start-up, the version handshake,
 // sessions appearing and disappearing in the admin API, clean exit on
 // SIGTERM and SIGINT (waking waiters with a status), and connecting when no

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of timeline semaphores across processes: peers are
 // separate programs (fork+exec of semaphore_peer) that import exported
 // semaphores and exit with the status code of their wait. A producer and a

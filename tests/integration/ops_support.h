@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Helpers of the operations tests (haloctl_test, config_test,
 // systemd_test): run a program and collect what it printed, start halod
 // with arguments and an environment of the test's choosing, read its log.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of the daemon's handling of bad input on the client
 // socket, with raw nng requests: malformed bytes, truncated protobuf, a
 // Request without a body, an unknown request type, requests before Hello,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The submission ring (docs/architecture.md "Submission ring"): ordering and
 // backpressure, a client writing garbage into its own ring, racing it or
 // leaving a record half-written (only its own semaphores fail, with the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of the shared-memory and fd-channel guarantees, talking
 // the protocols directly (raw nng requests and fd channel messages):
 // - a semaphore page's memfd is sealed: no writable mapping, no write, no

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A second (third, ...) client process for the multi-process tests: it
 // connects to halod with libhalo, does what its command line says and exits
 // with the halo status code of the operation under test, so the test can

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration tests of timeline semaphores through libhalo in one process
 // (the multi-process cases are in multiprocess_test.c): values only
 // increase (a signal to a lower or equal value is INVALID_ARGUMENT, never

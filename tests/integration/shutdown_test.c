@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod's stop under load (SIGTERM with clients waiting and requests in
 // flight), many times over: a shutdown always completes.
 //

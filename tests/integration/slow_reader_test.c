@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Integration test of issue 14's "one client blocks all others": attacker
 // processes connect, send 1 MiB pings back to back and never read a reply.
 // Before reply-timeout-ms and session-requests, 17 such pings held all 16

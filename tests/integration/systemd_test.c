@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halod under systemd, without systemd:
 //
 //   systemd_test notify   A fake $NOTIFY_SOCKET receives READY=1 (only once

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Test kernels for the local driver (tests/unit/hal_local_test.c and any
 // test that loads an ELF executable). Each entry runs once per workgroup.
 #include <stdint.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // CUDA twins of test_kernels.c, for the integration tests' cuda.* variants
 // (HALO_TEST_DRIVER=cuda; tests/support/halo_test.h picks this file's PTX).
 // Built by nvcc (tests/kernels/CMakeLists.txt) into PTX and a FATBIN.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The client processes of scripts/soak: each runs for a while against a
 // running halod and prints what it did.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Test support for halo's cmocka tests: a real halod on a private socket,
 // raw protocol clients, fd channel helpers, child processes and /proc
 // inspection.

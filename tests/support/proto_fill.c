@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Fills protobuf-c messages field by field from their descriptors (see
 // proto_fill.h).
 #include "tests/support/proto_fill.h"

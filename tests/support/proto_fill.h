@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Test support: fills protobuf-c messages (the wire protocol's) with
 // non-default values, field by field from their descriptors, so tests cover
 // every message type, including ones added after the test was written.

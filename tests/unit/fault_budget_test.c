@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The fault budget's bookkeeping (daemon/fault_budget.c) on a clock the
 // test sets: faults counted per process within the window, the refusal at
 // fault-budget and until when, expiry, a reused pid, forgiveness, budget 0,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the fd channel framing (common/fd_channel.h) over a
 // socketpair: descriptors pass with SCM_RIGHTS, wrong sizes are errors that
 // leak no descriptor, a closed peer is UNAVAILABLE.

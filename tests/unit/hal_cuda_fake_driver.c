@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The fake CUDA driver (see the header).
 #include "tests/unit/hal_cuda_fake_driver.h"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A fake CUDA driver for testing the CUDA driver's command buffers and
 // queues without a GPU (tests/unit/hal_cuda_queue_test.c): the subset of
 // the driver API that hal/cuda/ calls, implemented on the host with the

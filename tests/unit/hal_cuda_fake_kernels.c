@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The kernels of the fake libcuda.so.1 (hal_cuda_fake_driver.c built with
 // HALO_FAKE_CUDA_LIBRARY): host versions of the CUDA C kernels of
 // tests/integration/cuda_execute_test.c and bench/bench_cuda.c, loaded from

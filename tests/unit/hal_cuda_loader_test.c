@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA driver's loader (hal/cuda/cuda_symbols.c) against a stand-in
 // libcuda.so.1 (tests/kernels/cuda/fake_libcuda.c, found through
 // LD_LIBRARY_PATH): every symbol is asked for by its base name at the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The CUDA driver's command buffers and queues on a fake driver
 // (hal_cuda_fake_driver.c: no GPU needed, so this runs everywhere the
 // driver is built): results of graph and stream executions with both

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the CUDA driver through the HAL (label cuda): the probe,
 // device information, the allocator (device memory round trips, host
 // registration and the reaper), executables from PTX, CUBIN, FATBIN and

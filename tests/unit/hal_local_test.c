@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the local (CPU) driver through the HAL interfaces: ELF
 // executables loaded from memfds, command buffers prepared from hand-built
 // recordings, and executions on queues over the worker pool (fill, copy,

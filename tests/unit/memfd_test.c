@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the memfd helpers (common/memfd.h) and of the kernel
 // guarantees halo relies on: a daemon-owned page sealed with
 // HALO_SEALS_DAEMON_OWNED cannot be mapped writable, written or resized by

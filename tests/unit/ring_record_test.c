@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // The submission ring's record checksum (common/ring.c): a sealed record
 // verifies, any changed bit does not, a PAD record covers its header alone,
 // the key matters, the record is left as it was; ring capacities; and what

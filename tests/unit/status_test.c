@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the status type (include/halo/status.h,
 // common/status.h): construction, codes and their names, annotation, errno
 // mapping, ownership.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the timeline slot protocol (common/timeline.h), without a
 // daemon: waiters on threads of this process and in forked children sharing
 // a memfd page, the writer in this process. Covers signal, fail (first

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of token formatting and parsing (halo_token_format/parse).
 // clang-format off
 #include <stdarg.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Unit tests of the wire protocol (proto/halo.proto, common/wire.h):
 // encode/decode round trips of every Request and Response body type (the
 // test fails when the protocol grows a body it does not cover), decoding of

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // A stand-in libcuda.so.1 for hal_cuda_loader_test (no GPU needed): it
 // answers cuGetProcAddress_v2 for every name, records what was asked for
 // (names and API versions) and what the environment said at cuInit, and

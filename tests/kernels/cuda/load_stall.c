@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // halo-cuda-load-stall: which driver calls wait for a long kernel running
 // on another stream of the same context? Each call is timed alone (idle)
 // and while halo_test_spin keeps a non-blocking stream busy for SPIN_MS; a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
 // Kernels of the CUDA driver's tests (tests/unit/hal_cuda_test.c,
 // tests/integration/cuda_daemon_test.c, halo-cuda-load-stall). Built by
 // nvcc at build time into PTX, CUBIN and FATBIN when nvcc is found, and
