@@ -88,6 +88,12 @@ static const halod_config_entry_t halod_config_entries[] = {
      "answered and taken); the next is answered RESOURCE_EXHAUSTED, or "
      "dropped if a reply already waits on that client. Must be less than "
      "contexts"},
+    {"uid-replies", HALOD_NUMBER(HALOD_CONFIG_U32, uid_replies), "4", 1, 1023,
+     NULL, START,
+     "replies that the connections of one uid may have waiting on their "
+     "clients at once; a further reply of that uid that its client does not "
+     "take at once is dropped, so clients that do not read cannot hold more "
+     "contexts together than this. Must be less than contexts"},
     {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, arena_bytes), "67108864",
      1u << 16, 1ull << 40, NULL, LIVE,
      "size of a session's host-visible arena (larger buffers get their own); "
@@ -636,6 +642,18 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                               config->session_requests, config->contexts);
     }
     config->session_requests = most;
+  }
+  if (config->uid_replies > most) {
+    const halod_config_entry_t *entry =
+        halod_config_find("uid-replies", strlen("uid-replies"));
+    if (config->sources[halod_config_index(entry)][0]) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "uid-replies: %u must be less than contexts "
+                              "(%u), or the connections of one user could "
+                              "hold every context",
+                              config->uid_replies, config->contexts);
+    }
+    config->uid_replies = most;
   }
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--print-config") == 0) {

@@ -34,6 +34,8 @@ struct halod_server_context_t {
   nng_aio *aio;
   halod_server_context_state_t state;  // under the server's |mutex|
   uint32_t pipe_id;                    // of the request it serves or answers
+  uint64_t uid;                        // its peer's (UINT64_MAX: unknown)
+  bool hurried;  // its reply may not wait on its client (uid_replies)
   // A detached context's receiver of replies.
   halod_server_reply_fn detached_reply;
   void *detached_user_data;
@@ -56,6 +58,11 @@ struct halod_server_t {
   // the next request is answered with |busy| (a copy), or dropped when one
   // of its replies already waits on the client.
   uint32_t pipe_requests;
+  // Replies of one uid's connections that may wait on their clients at
+  // once; a further one of that uid that cannot go out at once is dropped
+  // (HALOD_SERVER_HURRIED_REPLY_MS). Several connections of one user can
+  // then hold at most this many contexts, not |pipe_requests| each.
+  uint32_t uid_replies;
   nng_msg *busy;
   _Atomic uint64_t replies_dropped;
   _Atomic uint64_t requests_refused;
@@ -152,7 +159,8 @@ static void halod_server_receive(halod_server_context_t *context) {
 // at its limit and a reply of its already waits on the client, so another
 // would only wait too).
 static bool halod_server_admit(halod_server_context_t *context,
-                               uint32_t pipe_id, nng_msg **out_busy) {
+                               uint32_t pipe_id, uint64_t uid,
+                               nng_msg **out_busy) {
   halod_server_t *server = context->server;
   *out_busy = NULL;
   uint32_t held = 0;
@@ -165,6 +173,7 @@ static bool halod_server_admit(halod_server_context_t *context,
     if (other->state == HALOD_CONTEXT_SENDING) ++held, waiting = true;
   }
   context->pipe_id = pipe_id;
+  context->uid = uid;
   bool admitted = held < server->pipe_requests;
   if (admitted) {
     context->state = HALOD_CONTEXT_SERVING;
@@ -214,10 +223,18 @@ static void halod_server_on_aio(void *arg) {
       }
       if (rv == NNG_ETIMEDOUT) {
         atomic_fetch_add(&server->replies_dropped, 1);
-        HALO_LOG_DEBUG(
-            "%s: pipe %u: reply dropped (the client took none "
-            "within reply-timeout-ms %d)",
-            server->address, context->pipe_id, (int)server->reply_timeout_ms);
+        if (context->hurried) {
+          HALO_LOG_DEBUG(
+              "%s: pipe %u: reply dropped (the client did not take it at "
+              "once and uid %llu has uid-replies %u replies waiting)",
+              server->address, context->pipe_id,
+              (unsigned long long)context->uid, server->uid_replies);
+        } else {
+          HALO_LOG_DEBUG(
+              "%s: pipe %u: reply dropped (the client took none "
+              "within reply-timeout-ms %d)",
+              server->address, context->pipe_id, (int)server->reply_timeout_ms);
+        }
       }
       halod_server_receive(context);
       return;
@@ -230,9 +247,15 @@ static void halod_server_on_aio(void *arg) {
       atomic_store_explicit(&server->last_request_ns, halo_clock_now_ns(),
                             memory_order_relaxed);
       nng_msg *message = nng_aio_get_msg(context->aio);
-      uint32_t pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(message));
+      nng_pipe pipe = nng_msg_get_pipe(message);
+      uint32_t pipe_id = (uint32_t)nng_pipe_id(pipe);
+      // SO_PEERCRED of the connection (the pipe may be gone already).
+      uint64_t uid = UINT64_MAX;
+      if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0) {
+        uid = UINT64_MAX;
+      }
       nng_msg *busy = NULL;
-      if (!halod_server_admit(context, pipe_id, &busy)) {
+      if (!halod_server_admit(context, pipe_id, uid, &busy)) {
         nng_msg_free(message);
         nng_ctx_recv(context->ctx, context->aio);
         return;
@@ -287,11 +310,20 @@ static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
   if (!halod_server_push(server, event)) halod_server_event_free(event);
 }
 
-// Any thread. The context is SENDING already.
-static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
-  nng_aio_set_timeout(context->aio, context->server->reply_timeout_ms);
+// Any thread. |context| is SENDING already; |hurried|: its reply may not
+// wait on the client (its uid has uid_replies waiting).
+static void halod_server_send_within(halod_server_context_t *context,
+                                     nng_msg *reply, bool hurried) {
+  context->hurried = hurried;
+  nng_aio_set_timeout(context->aio, hurried
+                                        ? HALOD_SERVER_HURRIED_REPLY_MS
+                                        : context->server->reply_timeout_ms);
   nng_aio_set_msg(context->aio, reply);
   nng_ctx_send(context->ctx, context->aio);
+}
+
+static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
+  halod_server_send_within(context, reply, false);
 }
 
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
@@ -299,10 +331,21 @@ void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
     context->detached_reply(context->detached_user_data, reply);
     return;
   }
-  pthread_mutex_lock(&context->server->mutex);
+  halod_server_t *server = context->server;
+  uint32_t waiting = 0;
+  pthread_mutex_lock(&server->mutex);
+  if (server->uid_replies && context->uid != UINT64_MAX) {
+    for (uint32_t i = 0; i < server->context_count; ++i) {
+      const halod_server_context_t *other = &server->contexts[i];
+      if (other->state == HALOD_CONTEXT_SENDING && other->uid == context->uid) {
+        ++waiting;
+      }
+    }
+  }
   context->state = HALOD_CONTEXT_SENDING;
-  pthread_mutex_unlock(&context->server->mutex);
-  halod_server_send(context, reply);
+  pthread_mutex_unlock(&server->mutex);
+  bool hurried = server->uid_replies && waiting >= server->uid_replies;
+  halod_server_send_within(context, reply, hurried);
 }
 
 halo_status_t halod_server_context_create_detached(
@@ -384,6 +427,7 @@ halo_status_t halod_server_create(uv_loop_t *loop,
       options->reply_timeout_ms ? (int32_t)options->reply_timeout_ms : 2000;
   server->pipe_requests =
       options->pipe_requests ? options->pipe_requests : options->contexts;
+  server->uid_replies = options->uid_replies;
   if (options->busy && nng_msg_dup(&server->busy, options->busy) != 0) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     goto fail;

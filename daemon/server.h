@@ -55,10 +55,19 @@ typedef struct halod_server_options_t {
   // |contexts|); the next is answered with a copy of |busy| (a packed
   // response), or dropped when one of its replies waits on the client.
   uint32_t pipe_requests;
+  // Replies of one uid's connections that may wait on their clients at
+  // once (0: no limit); past it, a reply that cannot go out within
+  // HALOD_SERVER_HURRIED_REPLY_MS is dropped, so several connections of one
+  // user together cannot hold more contexts than this for long.
+  uint32_t uid_replies;
   const nng_msg *busy;
   halod_server_handler_fn handler;
   void *user_data;
 } halod_server_options_t;
+
+// How long a reply past uid_replies may wait for its client (nng refuses
+// a zero timeout even when the reply could go out at once).
+#define HALOD_SERVER_HURRIED_REPLY_MS 1
 
 // Loop thread. Binds and starts listening.
 halo_status_t halod_server_create(uv_loop_t *loop,

@@ -6,7 +6,9 @@
 // of halod's request contexts and every other client's Hello timed out.
 // Here a normal client keeps connecting (Hello), pinging and creating
 // semaphores for the whole attack, each call within a bound, and halod
-// still serves and stops cleanly afterwards.
+// still serves and stops cleanly afterwards. With many connections of one
+// uid (more than contexts / session-requests), uid-replies keeps them from
+// holding every context for reply-timeout-ms.
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 #include "tests/support/halo_test.h"
 
 enum {
-  ATTACKERS = 4,         // processes, one connection each
+  MAX_ATTACKERS = 16,    // processes, one connection each
   ATTACK_PINGS = 64,     // at most, per attacker
   PING_BYTES = 1 << 20,  // under max-message-bytes (4 MiB)
   ATTACK_MS = 10000,     // the normal client's probes run this long
@@ -56,19 +58,20 @@ static int64_t elapsed_ms(int64_t start_ns) {
   return (halo_clock_now_ns() - start_ns) / 1000000;
 }
 
-static void test_slow_readers_do_not_block_others(void **state) {
-  (void)state;
-  halo_test_daemon_t daemon = {0};
-  halo_test_daemon_start(&daemon);
+// |attacker_count| attackers (one connection each) against |daemon| while
+// a normal client probes; each of its calls must end within |bound_ms|.
+static void attack(halo_test_daemon_t *daemon, int attacker_count,
+                   int64_t bound_ms) {
   int hold[2];
   assert_int_equal(pipe(hold), 0);
-  pid_t attackers[ATTACKERS];
-  for (int i = 0; i < ATTACKERS; ++i) {
+  assert_true(attacker_count <= MAX_ATTACKERS);
+  pid_t attackers[MAX_ATTACKERS];
+  for (int i = 0; i < attacker_count; ++i) {
     attackers[i] = fork();
     assert_true(attackers[i] >= 0);
     if (attackers[i] == 0) {
       close(hold[1]);
-      attacker_main(daemon.socket_path, ATTACK_MS + 1000, hold[0]);
+      attacker_main(daemon->socket_path, ATTACK_MS + 1000, hold[0]);
     }
   }
   close(hold[0]);
@@ -80,7 +83,7 @@ static void test_slow_readers_do_not_block_others(void **state) {
   uint32_t probes = 0;
   while (elapsed_ms(attack_start) < ATTACK_MS) {
     int64_t start = halo_clock_now_ns();
-    halo_client_t *client = halo_test_connect(&daemon, CALL_BOUND_MS);
+    halo_client_t *client = halo_test_connect(daemon, bound_ms);
     int64_t hello_ms = elapsed_ms(start);
     start = halo_clock_now_ns();
     HALO_TEST_ASSERT_OK(halo_client_ping(client));
@@ -95,7 +98,7 @@ static void test_slow_readers_do_not_block_others(void **state) {
     int64_t probe_worst = hello_ms > ping_ms ? hello_ms : ping_ms;
     if (semaphore_ms > probe_worst) probe_worst = semaphore_ms;
     if (probe_worst > worst_ms) worst_ms = probe_worst;
-    assert_true(probe_worst < CALL_BOUND_MS);
+    assert_true(probe_worst < bound_ms);
     ++probes;
     usleep(100 * 1000);
   }
@@ -104,19 +107,44 @@ static void test_slow_readers_do_not_block_others(void **state) {
   assert_true(probes >= 3);
 
   // The attackers are still connected (their replies unread): halod serves.
-  halo_client_t *client = halo_test_connect(&daemon, CALL_BOUND_MS);
+  halo_client_t *client = halo_test_connect(daemon, bound_ms);
   HALO_TEST_ASSERT_OK(halo_client_ping(client));
   halo_client_close(client);
   close(hold[1]);
-  for (int i = 0; i < ATTACKERS; ++i) {
+  for (int i = 0; i < attacker_count; ++i) {
     int status = 0;
     assert_int_equal(waitpid(attackers[i], &status, 0), attackers[i]);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
   }
-  client = halo_test_connect(&daemon, CALL_BOUND_MS);
+  client = halo_test_connect(daemon, bound_ms);
   HALO_TEST_ASSERT_OK(halo_client_ping(client));
   halo_client_close(client);
+}
+
+// Four connections with the defaults: replies wait at most
+// reply-timeout-ms (2 s), so every call ends within CALL_BOUND_MS.
+static void test_slow_readers_do_not_block_others(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  halo_test_daemon_start(&daemon);
+  attack(&daemon, 4, CALL_BOUND_MS);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+}
+
+// Sixteen connections of one uid (64 requests in flight against 16
+// contexts) with a reply-timeout-ms of 30 s: without uid-replies they would
+// hold every context and each call of the normal client (same uid, but it
+// reads its replies) would wait up to 30 s. With it the attackers hold 4
+// contexts at most, so each call ends within a small fraction of the
+// timeout.
+static void test_many_connections_of_one_uid(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  const char *const args[] = {"--reply-timeout-ms", "30000", NULL};
+  halo_test_daemon_start_with_args(&daemon, args);
+  attack(&daemon, MAX_ATTACKERS, CALL_BOUND_MS);
   halo_test_daemon_stop(&daemon, SIGTERM);
   halo_test_daemon_cleanup(&daemon);
 }
@@ -125,6 +153,7 @@ int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slow_readers_do_not_block_others),
+      cmocka_unit_test(test_many_connections_of_one_uid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
