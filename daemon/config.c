@@ -92,7 +92,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      NULL, START,
      "replies that the connections of one uid may have waiting on their "
      "clients at once; a further reply of that uid that its client does not "
-     "take at once is dropped, so clients that do not read cannot hold more "
+     "take within 50 ms is dropped, so clients that do not read cannot hold "
+     "more "
      "contexts together than this. Must be less than contexts"},
     {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, arena_bytes), "67108864",
      1u << 16, 1ull << 40, NULL, LIVE,
@@ -118,6 +119,15 @@ static const halod_config_entry_t halod_config_entries[] = {
      1u << 30, NULL, LIVE,
      "descriptors under RLIMIT_NOFILE that semaphore pages and host arenas "
      "never take, kept for new connections and the admin socket"},
+    {"connections", HALOD_NUMBER(HALOD_CONFIG_U32, connections), "16384", 1,
+     1u << 20, NULL, LIVE,
+     "client socket connections (sessions) in all; further ones are closed "
+     "as they arrive, so connections of many users cannot use up halod's "
+     "descriptors (keep it below LimitNOFILE minus fd-reserve)"},
+    {"hello-timeout-ms", HALOD_NUMBER(HALOD_CONFIG_U32, hello_timeout_ms),
+     "10000", 100, 3600000, NULL, START,
+     "milliseconds a client socket connection may stay open without "
+     "completing Hello; then halod closes it"},
     {"uid-connections", HALOD_NUMBER(HALOD_CONFIG_U32, uid_connections), "1024",
      1, 1u << 20, NULL, LIVE,
      "client socket connections (sessions) of one uid, root included; more "

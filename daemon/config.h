@@ -35,6 +35,8 @@ typedef struct halod_config_t {
   uint32_t reply_timeout_ms;  // a reply not taken by then is dropped
   uint32_t session_requests;  // requests in flight per connection
   uint32_t uid_replies;       // replies waiting on clients per uid
+  uint32_t connections;       // client socket connections in all
+  uint32_t hello_timeout_ms;  // a connection without Hello is closed after
   uint64_t arena_bytes;
   uint64_t session_host_bytes;    // quota of host-visible bytes per session
   uint64_t session_device_bytes;  // quota of device bytes per session

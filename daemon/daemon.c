@@ -297,6 +297,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   uv_signal_start(&daemon->sigterm, halod_on_signal, SIGTERM);
   uv_signal_start(&daemon->sigint, halod_on_signal, SIGINT);
   uv_signal_start(&daemon->sighup, halod_on_reload, SIGHUP);
+  halod_sessions_start(daemon);
   signal(SIGPIPE, SIG_IGN);
   HALO_LOG_INFO("ready: listening on %s, admin %s, fd channel %s (pid %d)",
                 config->listen, config->admin, daemon->fd_channel_path,
@@ -368,6 +369,7 @@ void halod_stop(halod_t *daemon) {
                             start + HALOD_STOP_WATCHDOG_NS);
   halod_systemd_stopping(&daemon->systemd);
   halod_metrics_stop(daemon);
+  halod_sessions_stop(daemon);
   // Nothing of what follows touches nng before the clients know: first no
   // request reaches the loop any more, and those not served yet (queued,
   // or arriving from now on) are answered UNAVAILABLE at once.

@@ -73,6 +73,10 @@ typedef struct halod_sessions_t {
   // Open sessions of each uid (uid -> count as uintptr_t), refused ones
   // included: past uid-connections new ones are refused (daemon/session.h).
   halo_u64_map_t by_uid;
+  // Closes connections that sent no Hello within hello-timeout-ms
+  // (halod_sessions_start).
+  uv_timer_t hello_timer;
+  bool hello_timer_active;
 } halod_sessions_t;
 void halod_sessions_initialize(halod_sessions_t *sessions);
 // Once every session has ended.

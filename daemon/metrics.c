@@ -285,10 +285,17 @@ char *halod_metrics_render(halod_t *daemon) {
                     "Connections refused: their uid had uid-connections "
                     "sessions.",
                     (double)daemon->stats.sessions_uid_limited);
+  halod_text_sample(&text, "halo_connections_limited_total", "counter",
+                    "Connections closed on arrival: halod had connections "
+                    "sessions.",
+                    (double)daemon->stats.sessions_limited);
+  halod_text_sample(&text, "halo_hello_timeouts_total", "counter",
+                    "Connections closed: no Hello within hello-timeout-ms.",
+                    (double)daemon->stats.sessions_hello_timed_out);
   halod_server_counters_t server = halod_server_counters(daemon->client_server);
   halod_text_sample(&text, "halo_replies_dropped_total", "counter",
                     "Replies dropped: their client did not read them within "
-                    "reply-timeout-ms.",
+                    "reply-timeout-ms (or at once, past uid-replies).",
                     (double)server.replies_dropped);
   halod_text_sample(&text, "halo_requests_refused_total", "counter",
                     "Requests answered RESOURCE_EXHAUSTED: their connection "

@@ -755,7 +755,8 @@ static bool halod_refusal_is_expected(halo_status_t status) {
   halo_status_code_t code = halo_status_code(status);
   return code == HALO_STATUS_PERMISSION_DENIED ||
          (code == HALO_STATUS_RESOURCE_EXHAUSTED &&
-          strstr(halo_status_message(status), "uid-connections"));
+          (strstr(halo_status_message(status), "uid-connections") ||
+           strstr(halo_status_message(status), "limit connections")));
 }
 
 static halod_session_t *halod_session_for_pipe(halod_t *daemon,

@@ -56,18 +56,22 @@ typedef struct halod_server_options_t {
   // response), or dropped when one of its replies waits on the client.
   uint32_t pipe_requests;
   // Replies of one uid's connections that may wait on their clients at
-  // once (0: no limit); past it, a reply that cannot go out within
-  // HALOD_SERVER_HURRIED_REPLY_MS is dropped, so several connections of one
-  // user together cannot hold more contexts than this for long.
+  // once (0: no limit). With that many being sent, a further reply of the
+  // uid that cannot go out within HALOD_SERVER_HURRIED_REPLY_MS is dropped,
+  // so connections of one user that do not read together hold hardly more
+  // contexts than this. A client that reads is not hurt: its reply goes out
+  // at once, unless its connection is still writing the previous one (a
+  // client that got that reply and sent its next request before nng's
+  // thread noticed the write's end), which lasts far less than
+  // HALOD_SERVER_HURRIED_REPLY_MS.
   uint32_t uid_replies;
   const nng_msg *busy;
   halod_server_handler_fn handler;
   void *user_data;
 } halod_server_options_t;
 
-// How long a reply past uid_replies may wait for its client (nng refuses
-// a zero timeout even when the reply could go out at once).
-#define HALOD_SERVER_HURRIED_REPLY_MS 1
+// How long a reply past uid_replies may wait for its client.
+#define HALOD_SERVER_HURRIED_REPLY_MS 50
 
 // Loop thread. Binds and starts listening.
 halo_status_t halod_server_create(uv_loop_t *loop,

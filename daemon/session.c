@@ -17,6 +17,7 @@
 #include "daemon/fd_server.h"
 #include "daemon/queue.h"
 #include "daemon/ring.h"
+#include "daemon/server.h"
 #include "daemon/submission.h"
 
 uint64_t halod_session_process_start(uint32_t pid) {
@@ -89,6 +90,14 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     }
     halo_u64_map_remove(&daemon->sessions.killed_processes,
                         pid);  // another process
+  }
+  if (daemon->sessions.by_pipe.count >= daemon->config.connections) {
+    ++daemon->stats.sessions_limited;
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "halod already has %zu connections, the limit "
+                            "connections (%u)",
+                            daemon->sessions.by_pipe.count,
+                            daemon->config.connections);
   }
   uint32_t uid_sessions = halod_uid_sessions(&daemon->sessions, uid);
   uint32_t uid_limit = daemon->config.uid_connections;
@@ -484,6 +493,49 @@ halo_status_t halod_session_release_buffer(halod_t *daemon,
   HALO_RETURN_IF_ERROR(halod_session_remove_buffer(session, handle, &buffer));
   halod_buffer_release(daemon, buffer);
   return NULL;
+}
+
+// Loop thread: closes the connections past hello-timeout-ms without Hello.
+// Their sessions end when nng reports the pipe removed.
+static void halod_sessions_on_hello_timer(uv_timer_t *timer) {
+  halod_t *daemon = timer->data;
+  int64_t now = halo_clock_now_ns();
+  int64_t timeout_ns = (int64_t)daemon->config.hello_timeout_ms * 1000000;
+  const halo_u64_map_t *map = &daemon->sessions.by_id;
+  for (size_t i = 0; i < map->capacity; ++i) {
+    halod_session_t *session = map->entries[i].value;
+    if (!map->entries[i].key || !session || session->hello_done ||
+        session->closing || now - session->created_ns < timeout_ns) {
+      continue;
+    }
+    session->closing = true;
+    ++daemon->stats.sessions_hello_timed_out;
+    HALO_LOG_DEBUG(
+        "session %llu (pipe %u, pid %u, uid %u): no Hello within "
+        "hello-timeout-ms (%u); closing the connection",
+        (unsigned long long)session->id, session->pipe_id, session->pid,
+        session->uid, daemon->config.hello_timeout_ms);
+    halod_server_close_pipe(session->pipe_id);
+  }
+}
+
+void halod_sessions_start(halod_t *daemon) {
+  halod_sessions_t *sessions = &daemon->sessions;
+  uint64_t period = daemon->config.hello_timeout_ms / 4;
+  if (period < 10) period = 10;
+  uv_timer_init(daemon->loop, &sessions->hello_timer);
+  sessions->hello_timer.data = daemon;
+  uv_timer_start(&sessions->hello_timer, halod_sessions_on_hello_timer, period,
+                 period);
+  sessions->hello_timer_active = true;
+}
+
+void halod_sessions_stop(halod_t *daemon) {
+  halod_sessions_t *sessions = &daemon->sessions;
+  if (!sessions->hello_timer_active) return;
+  uv_timer_stop(&sessions->hello_timer);
+  uv_close((uv_handle_t *)&sessions->hello_timer, NULL);
+  sessions->hello_timer_active = false;
 }
 
 void halod_sessions_initialize(halod_sessions_t *sessions) {

@@ -40,6 +40,7 @@ struct halod_session_t {
   // NULL for a session refused over the fault budget (it has no devices).
   halod_domain_t *domain;
   bool hello_done;
+  bool closing;  // its pipe is being closed (no Hello in time)
   // Its trust domain's device worker was lost (daemon/workers.h): every
   // request but Hello gets SESSION_LOST with this reason. NULL: alive.
   char *lost_reason;
@@ -109,6 +110,12 @@ void halod_session_lose(halod_t *daemon, halod_session_t *session,
                         const char *reason);
 
 void halod_session_destroy(halod_t *daemon, halod_session_t *session);
+
+// Loop thread. Starts closing the connections that complete no Hello within
+// hello-timeout-ms (an idle connection costs halod a descriptor), checked
+// every quarter of it. halod_sessions_stop ends that.
+void halod_sessions_start(halod_t *daemon);
+void halod_sessions_stop(halod_t *daemon);
 
 halo_status_t halod_session_add_page(halod_session_t *session,
                                      halod_timeline_page_t *page);

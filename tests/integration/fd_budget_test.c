@@ -303,14 +303,65 @@ static void test_uid_connections_flood(void **state) {
   expect_other_client_works(fixture);
 }
 
+// Connections that complete no Hello are closed after hello-timeout-ms;
+// a client that said Hello stays; other clients work meanwhile.
+static void test_hello_timeout(void **state) {
+  enum { IDLE = 50 };
+  const char *args[] = {"--hello-timeout-ms", "300", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  int fds[IDLE];
+  for (int i = 0; i < IDLE; ++i)
+    fds[i] = halo_test_ipc_connect(fixture->daemon.socket_path);
+  assert_true(
+      halo_test_admin_expect_session_count(&fixture->daemon, 1 + IDLE, 5000));
+  expect_other_client_works(fixture);
+  int64_t start = halo_test_now_ns();
+  for (int i = 0; i < IDLE; ++i) {
+    assert_true(halo_test_ipc_wait_closed(fds[i], 5000));
+    close(fds[i]);
+  }
+  printf("hello-timeout-ms 300: %d idle connections closed within %.0f ms\n",
+         IDLE, (double)(halo_test_now_ns() - start) / HALO_TEST_MS);
+  // The fixture's client said Hello long ago and still works.
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
+  expect_other_client_works(fixture);
+}
+
+// Past connections (in all, whatever the uid) a new connection is closed
+// as it arrives; the clients already connected keep working, and once
+// connections go a new one is served again.
+static void test_connections_limit(void **state) {
+  enum { LIMIT = 8 };
+  const char *args[] = {"--connections", "8", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  int fds[LIMIT + 4];
+  // The fixture's client holds one of the LIMIT.
+  for (int i = 0; i < LIMIT - 1; ++i)
+    fds[i] = halo_test_ipc_connect(fixture->daemon.socket_path);
+  assert_true(
+      halo_test_admin_expect_session_count(&fixture->daemon, LIMIT, 5000));
+  for (int i = LIMIT - 1; i < LIMIT + 4; ++i) {
+    fds[i] = halo_test_ipc_connect(fixture->daemon.socket_path);
+    assert_true(halo_test_ipc_wait_closed(fds[i], 5000));
+  }
+  for (int i = 0; i < LIMIT - 1; ++i)
+    assert_false(halo_test_ipc_wait_closed(fds[i], 1));
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
+  for (int i = 0; i < LIMIT + 4; ++i) close(fds[i]);
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  expect_other_client_works(fixture);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) cmocka_unit_test_teardown(name, halo_test_fixture_teardown)
   const struct CMUnitTest tests[] = {
-      T(test_session_fds),
-      T(test_fd_reserve),
-      T(test_fd_channel_idle_flood),
-      T(test_uid_connections_flood),
+      T(test_session_fds),           T(test_fd_reserve),
+      T(test_fd_channel_idle_flood), T(test_uid_connections_flood),
+      T(test_hello_timeout),         T(test_connections_limit),
   };
 #undef T
   return cmocka_run_group_tests_name("fd_budget", tests, NULL, NULL);
