@@ -852,7 +852,7 @@ static void halod_admin_metrics(halod_t *daemon,
                                 const Halo__Wire__Request *wire,
                                 halod_server_context_t *context) {
   (void)wire;
-  char *text = halod_metrics_render(daemon);
+  char *text = halod_metrics_render(daemon, HALOD_METRICS_PROMETHEUS);
   if (!text) {
     halod_reply_status(context,
                        halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));

@@ -14,6 +14,7 @@
 #include "common/ring.h"
 #include "common/status.h"
 #include "daemon/fault_budget.h"
+#include "daemon/metrics_http.h"
 
 typedef enum halod_config_type_e {
   HALOD_CONFIG_STRING,
@@ -24,6 +25,7 @@ typedef enum halod_config_type_e {
   HALOD_CONFIG_BYTES,  // u64 with an optional K/M/G/T (binary) suffix
   HALOD_CONFIG_BYTES_POWER_OF_TWO,  // BYTES, and a power of two
   HALOD_CONFIG_OCTAL,
+  HALOD_CONFIG_HTTP_ADDRESS,  // "HOST:PORT" (daemon/metrics_http.h), or ""
 } halod_config_type_t;
 
 typedef struct halod_config_entry_t {
@@ -44,6 +46,7 @@ typedef struct halod_config_entry_t {
 #define HALOD_STRING(field) HALOD_CONFIG_STRING, HALOD_FIELD(field)
 #define HALOD_PATH(field) HALOD_CONFIG_PATH, HALOD_FIELD(field)
 #define HALOD_CHOICE(field) HALOD_CONFIG_CHOICE, HALOD_FIELD(field)
+#define HALOD_HTTP_ADDRESS(field) HALOD_CONFIG_HTTP_ADDRESS, HALOD_FIELD(field)
 #define HALOD_NUMBER(type, field) type, HALOD_FIELD(field)
 
 #define LIVE true
@@ -210,6 +213,12 @@ static const halod_config_entry_t halod_config_entries[] = {
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "
      "$CACHE_DIRECTORY (systemd's CacheDirectory=), else none"},
+    {"metrics-address", HALOD_HTTP_ADDRESS(metrics_address), "", 0, 0, NULL,
+     START,
+     "serve the Prometheus metrics over HTTP at http://HOST:PORT/metrics "
+     "(Prometheus text 0.0.4, or OpenMetrics 1.0 when the scraper asks for "
+     "it): an IPv4 address, or an IPv6 address in brackets, and a port "
+     "(0: any free one, logged); e.g. 127.0.0.1:9400. Off by default"},
     {"metrics-textfile", HALOD_PATH(metrics_textfile), "", 0, 0, NULL, LIVE,
      "write the Prometheus metrics (haloctl metrics) to this file every "
      "metrics-interval seconds, for node-exporter's textfile collector "
@@ -344,6 +353,14 @@ static halo_status_t halod_config_set(halod_config_t *config,
       }
       break;
     case HALOD_CONFIG_STRING:
+      break;
+    case HALOD_CONFIG_HTTP_ADDRESS:
+      if (value[0]) {
+        struct sockaddr_storage address;
+        socklen_t length = 0;
+        HALO_RETURN_IF_ERROR(
+            halod_metrics_http_parse_address(value, &address, &length));
+      }
       break;
     default: {
       uint64_t number = 0;

@@ -286,6 +286,10 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     status = halod_server_create(loop, &options, &daemon->admin_server);
   }
   if (busy) nng_msg_free(busy);
+  if (!status && config->metrics_address[0]) {
+    status = halod_metrics_http_start(daemon, loop, config->metrics_address,
+                                      &daemon->metrics_http);
+  }
   if (status) {
     halod_stop(daemon);
     return status;
@@ -368,6 +372,8 @@ void halod_stop(halod_t *daemon) {
   halod_stop_watchdog_start(&daemon->stop_watchdog,
                             start + HALOD_STOP_WATCHDOG_NS);
   halod_systemd_stopping(&daemon->systemd);
+  halod_metrics_http_stop(daemon->metrics_http);
+  daemon->metrics_http = NULL;
   halod_metrics_stop(daemon);
   halod_sessions_stop(daemon);
   // Nothing of what follows touches nng before the clients know: first no

@@ -15,6 +15,7 @@
 #include "daemon/config.h"
 #include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
 #include "daemon/stop_watchdog.h"
@@ -142,6 +143,7 @@ typedef struct halod_t {
   bool draining;
   halod_stats_t stats;
   halod_metrics_t metrics;
+  halod_metrics_http_t *metrics_http;  // metrics-address; NULL when off
   halod_sessions_t sessions;
   halod_shared_t shared;
   halod_cache_t cache;

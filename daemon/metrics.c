@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 #include "daemon/metrics.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@ typedef struct halod_text_t {
   size_t length;
   size_t capacity;
   bool failed;
+  halod_metrics_format_t format;
 } halod_text_t;
 
 static void halod_text_append(halod_text_t *text, const char *format, ...)
@@ -74,10 +77,18 @@ static void halod_text_label(halod_text_t *text, const char *value) {
   }
 }
 
+// HELP and TYPE of a family. OpenMetrics names a counter's family without
+// its samples' "_total".
 static void halod_text_header(halod_text_t *text, const char *name,
                               const char *type, const char *help) {
-  halod_text_append(text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
-                    type);
+  size_t length = strlen(name);
+  if (text->format == HALOD_METRICS_OPENMETRICS &&
+      strcmp(type, "counter") == 0 && length > 6 &&
+      strcmp(name + length - 6, "_total") == 0) {
+    length -= 6;
+  }
+  halod_text_append(text, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)length, name,
+                    help, (int)length, name, type);
 }
 
 // One sample without labels.
@@ -219,43 +230,71 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
   }
 }
 
-static void halod_metrics_session_labels(halod_text_t *text,
-                                         const halod_session_t *session) {
-  halod_text_append(text, "session=\"%" PRIu64 "\",pid=\"%u\",uid=\"%u\",",
-                    session->id, session->pid, session->uid);
-  halod_text_append(text, "name=\"");
-  halod_text_label(text, session->client_name);
-  halod_text_append(text, "\"");
-}
-
-static void halod_metrics_sessions(halod_t *daemon, halod_text_t *text) {
-  const halo_u64_map_t *sessions = &daemon->sessions.by_id;
-  halod_text_header(text, "halo_session_allocated_bytes", "gauge",
-                    "Bytes of the buffers a session owns, by memory type.");
-  for (size_t i = 0; i < sessions->capacity; ++i) {
-    if (!sessions->entries[i].key) continue;
-    const halod_session_t *session = sessions->entries[i].value;
-    static const char *const kMemory[] = {"device", "host_visible"};
-    for (int m = 0; m < 2; ++m) {
-      halod_text_append(text, "halo_session_allocated_bytes{");
-      halod_metrics_session_labels(text, session);
-      halod_text_append(text, ",memory=\"%s\"} %" PRIu64 "\n", kMemory[m],
-                        m == 0 ? session->device_bytes : session->host_bytes);
+// process_* as the Prometheus client libraries export them, from
+// /proc/self (halod itself; device workers are processes of their own).
+static void halod_metrics_process(halod_text_t *text) {
+  long ticks = sysconf(_SC_CLK_TCK);
+  long page = sysconf(_SC_PAGESIZE);
+  char stat[1024] = "";
+  FILE *file = fopen("/proc/self/stat", "re");
+  if (file) {
+    size_t n = fread(stat, 1, sizeof(stat) - 1, file);
+    stat[n] = '\0';
+    fclose(file);
+  }
+  // Fields after the command's closing parenthesis, from field 3 (state).
+  unsigned long long fields[22] = {0};
+  const char *c = strrchr(stat, ')');
+  if (c && ticks > 0 && page > 0) {
+    c += 2;  // ") "
+    ++c;     // state
+    for (int f = 4; f <= 24 && *c; ++f) {
+      fields[f - 3] = strtoull(c, (char **)&c, 10);
     }
   }
-  halod_text_header(text, "halo_session_pending_submissions", "gauge",
-                    "Submissions of a session not yet completed.");
-  for (size_t i = 0; i < sessions->capacity; ++i) {
-    if (!sessions->entries[i].key) continue;
-    const halod_session_t *session = sessions->entries[i].value;
-    halod_text_append(text, "halo_session_pending_submissions{");
-    halod_metrics_session_labels(text, session);
-    halod_text_append(text, "} %u\n", session->pending_submissions);
+  unsigned long long boot = 0;
+  file = fopen("/proc/stat", "re");
+  if (file) {
+    char line[256];
+    while (fgets(line, sizeof(line), file)) {
+      if (sscanf(line, "btime %llu", &boot) == 1) break;
+    }
+    fclose(file);
   }
+  double cpu =
+      ticks > 0 ? (double)(fields[14 - 3] + fields[15 - 3]) / (double)ticks : 0;
+  halod_text_sample(text, "process_cpu_seconds_total", "counter",
+                    "User and system CPU time of halod, in seconds.", cpu);
+  halod_text_sample(text, "process_virtual_memory_bytes", "gauge",
+                    "Virtual memory size of halod.", (double)fields[23 - 3]);
+  halod_text_sample(text, "process_resident_memory_bytes", "gauge",
+                    "Resident memory size of halod.",
+                    (double)fields[24 - 3] * (double)(page > 0 ? page : 0));
+  halod_text_sample(
+      text, "process_start_time_seconds", "gauge",
+      "Start time of halod since the Unix epoch, in seconds.",
+      ticks > 0 ? (double)boot + (double)fields[22 - 3] / (double)ticks : 0);
+  long open_fds = 0;
+  DIR *directory = opendir("/proc/self/fd");
+  if (directory) {
+    while (readdir(directory)) ++open_fds;
+    open_fds -= 3;  // ".", ".." and the directory's own descriptor
+    closedir(directory);
+  }
+  halod_text_sample(text, "process_open_fds", "gauge",
+                    "Open file descriptors of halod.",
+                    (double)(open_fds > 0 ? open_fds : 0));
+  struct rlimit limit;
+  double max_fds =
+      getrlimit(RLIMIT_NOFILE, &limit) == 0 ? (double)limit.rlim_cur : 0;
+  halod_text_sample(text, "process_max_fds", "gauge",
+                    "Most open file descriptors halod may have "
+                    "(RLIMIT_NOFILE).",
+                    max_fds);
 }
 
-char *halod_metrics_render(halod_t *daemon) {
-  halod_text_t text = {0};
+char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
+  halod_text_t text = {.format = format};
   halod_text_header(&text, "halo_build_info", "gauge",
                     "halod's version and protocol (value 1).");
   halod_text_append(&text,
@@ -270,7 +309,8 @@ char *halod_metrics_render(halod_t *daemon) {
   halod_text_sample(&text, "halo_draining", "gauge",
                     "1 while halod drains (haloctl drain).",
                     daemon->draining ? 1 : 0);
-  halod_text_sample(&text, "halo_sessions", "gauge", "Connected sessions.",
+  halod_text_sample(&text, "halo_sessions_active", "gauge",
+                    "Connected sessions.",
                     (double)daemon->sessions.by_id.count);
   halod_text_sample(&text, "halo_sessions_total", "counter",
                     "Sessions ever connected.",
@@ -331,7 +371,8 @@ char *halod_metrics_render(halod_t *daemon) {
                     "Recordings prepared anew.",
                     (double)daemon->cache.memo_misses);
   halod_metrics_devices(daemon, &text);
-  halod_metrics_sessions(daemon, &text);
+  halod_metrics_process(&text);
+  if (format == HALOD_METRICS_OPENMETRICS) halod_text_append(&text, "# EOF\n");
   if (text.failed) {
     free(text.data);
     return NULL;
@@ -342,7 +383,7 @@ char *halod_metrics_render(halod_t *daemon) {
 bool halod_metrics_write_textfile(halod_t *daemon) {
   const char *path = daemon->config.metrics_textfile;
   if (!path[0]) return true;
-  char *text = halod_metrics_render(daemon);
+  char *text = halod_metrics_render(daemon, HALOD_METRICS_PROMETHEUS);
   char temporary[sizeof(daemon->config.metrics_textfile) + 32];
   snprintf(temporary, sizeof(temporary), "%s.%d.tmp", path, (int)getpid());
   const char *failed = NULL;
@@ -393,6 +434,8 @@ bool halod_metrics_write_textfile(halod_t *daemon) {
     HALO_LOG_INFO("metrics: writing %s again", path);
   }
   daemon->metrics.failing = false;
+  snprintf(daemon->metrics.written, sizeof(daemon->metrics.written), "%s",
+           path);
   return true;
 }
 
@@ -401,9 +444,23 @@ static void halod_metrics_on_timer(uv_timer_t *timer) {
   halod_metrics_write_textfile(daemon);
 }
 
+// Removes the textfile written last, if any.
+static void halod_metrics_remove_textfile(halod_metrics_t *metrics) {
+  if (!metrics->written[0]) return;
+  if (unlink(metrics->written) != 0 && errno != ENOENT) {
+    HALO_LOG_WARN("metrics: removing %s: %s", metrics->written,
+                  strerror(errno));
+  }
+  metrics->written[0] = '\0';
+}
+
 void halod_metrics_configure(halod_t *daemon) {
   halod_metrics_t *metrics = &daemon->metrics;
   uint64_t interval_ms = (uint64_t)daemon->config.metrics_interval * 1000;
+  // A reload that moved or removed the file: the old one would go stale.
+  if (strcmp(metrics->written, daemon->config.metrics_textfile) != 0) {
+    halod_metrics_remove_textfile(metrics);
+  }
   if (!daemon->config.metrics_textfile[0]) {
     if (metrics->timer_active) uv_timer_stop(&metrics->timer);
     return;
@@ -424,6 +481,7 @@ void halod_metrics_configure(halod_t *daemon) {
 
 void halod_metrics_stop(halod_t *daemon) {
   halod_metrics_t *metrics = &daemon->metrics;
+  halod_metrics_remove_textfile(metrics);
   if (!metrics->timer_active) return;
   uv_timer_stop(&metrics->timer);
   uv_close((uv_handle_t *)&metrics->timer, NULL);

@@ -218,7 +218,7 @@ static void test_reload(void **state) {
   char *prom = NULL;
   for (;;) {
     prom = ops_read_file(metrics);
-    if (strstr(prom, "halo_sessions ") || ops_now_ms() > deadline) break;
+    if (strstr(prom, "halo_sessions_active ") || ops_now_ms() > deadline) break;
     free(prom);
     ops_sleep_ms(20);
   }

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+#include "daemon/metrics_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/metrics.h"
+
+// How long a scrape waits for the loop to render a snapshot.
+#define HALOD_METRICS_HTTP_WAIT_S 5
+
+#define HALOD_METRICS_FORMAT_COUNT 2
+
+static const char *const kContentTypes[HALOD_METRICS_FORMAT_COUNT] = {
+    "text/plain; version=0.0.4; charset=utf-8",
+    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+};
+
+struct halod_metrics_http_t {
+  halod_t *daemon;
+  struct MHD_Daemon *server;  // NULL once stopped
+  uv_async_t render;          // the HTTP thread asks the loop to render
+  uint16_t port;
+
+  // Below: under |mutex|, shared by the loop and the HTTP thread.
+  pthread_mutex_t mutex;
+  pthread_cond_t published;  // |done| advanced, or |stopping|
+  uint64_t asked;            // snapshots asked for
+  uint64_t done;             // the snapshot of |texts| answers asks <= done
+  unsigned formats;          // formats asked for since the last render
+  char *texts[HALOD_METRICS_FORMAT_COUNT];  // the latest; NULL: none (OOM)
+  bool stopping;
+};
+
+// ------------------------------------------------------------------ address
+
+halo_status_t halod_metrics_http_parse_address(const char *text,
+                                               struct sockaddr_storage *out,
+                                               socklen_t *out_length) {
+  memset(out, 0, sizeof(*out));
+  char host[64];
+  const char *port_text = NULL;
+  bool ipv6 = text[0] == '[';
+  if (ipv6) {
+    const char *close = strchr(text, ']');
+    if (!close || close[1] != ':' ||
+        (size_t)(close - text - 1) >= sizeof(host)) {
+      goto bad;
+    }
+    memcpy(host, text + 1, (size_t)(close - text - 1));
+    host[close - text - 1] = '\0';
+    port_text = close + 2;
+  } else {
+    const char *colon = strrchr(text, ':');
+    if (!colon || (size_t)(colon - text) >= sizeof(host)) goto bad;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    port_text = colon + 1;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long port = strtoul(port_text, &end, 10);
+  if (!*port_text || *end || errno || port > 65535 || port_text[0] == '-' ||
+      port_text[0] == '+' || port_text[0] == ' ') {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "'%s': the port is not a number in 0..65535", text);
+  }
+  if (ipv6) {
+    struct sockaddr_in6 *address = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET6, host, &address->sin6_addr) != 1) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "'%s': '%s' is not an IPv6 address", text, host);
+    }
+    address->sin6_family = AF_INET6;
+    address->sin6_port = htons((uint16_t)port);
+    *out_length = sizeof(*address);
+  } else {
+    struct sockaddr_in *address = (struct sockaddr_in *)out;
+    if (inet_pton(AF_INET, host, &address->sin_addr) != 1) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "'%s': '%s' is not an IPv4 address (an IPv6 "
+                              "address goes in brackets: [::1]:9400)",
+                              text, host);
+    }
+    address->sin_family = AF_INET;
+    address->sin_port = htons((uint16_t)port);
+    *out_length = sizeof(*address);
+  }
+  return NULL;
+bad:
+  return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                          "'%s' is not HOST:PORT (e.g. 127.0.0.1:9400 or "
+                          "[::1]:9400; \"\" turns /metrics off)",
+                          text);
+}
+
+// ------------------------------------------------------------------ loop
+
+// Loop thread: renders the formats asked for and publishes them.
+static void halod_metrics_http_on_render(uv_async_t *async) {
+  halod_metrics_http_t *http = async->data;
+  pthread_mutex_lock(&http->mutex);
+  uint64_t asked = http->asked;
+  unsigned formats = http->formats;
+  http->formats = 0;
+  pthread_mutex_unlock(&http->mutex);
+  if (!formats) return;
+  char *texts[HALOD_METRICS_FORMAT_COUNT] = {NULL};
+  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) {
+    if (formats & (1u << f)) {
+      texts[f] = halod_metrics_render(http->daemon, (halod_metrics_format_t)f);
+    }
+  }
+  pthread_mutex_lock(&http->mutex);
+  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) {
+    if (!(formats & (1u << f))) continue;
+    free(http->texts[f]);
+    http->texts[f] = texts[f];
+  }
+  if (asked > http->done) http->done = asked;
+  pthread_cond_broadcast(&http->published);
+  pthread_mutex_unlock(&http->mutex);
+}
+
+// ------------------------------------------------------------------ HTTP
+
+// Whether the Accept header asks for OpenMetrics: one of its media ranges
+// is application/openmetrics-text with a q above 0.
+static bool halod_metrics_http_wants_openmetrics(const char *accept) {
+  if (!accept) return false;
+  static const char kType[] = "application/openmetrics-text";
+  for (const char *range = accept; *range;) {
+    size_t length = strcspn(range, ",");
+    while (length > 0 && (*range == ' ' || *range == '\t')) {
+      ++range;
+      --length;
+    }
+    if (length >= sizeof(kType) - 1 &&
+        strncasecmp(range, kType, sizeof(kType) - 1) == 0 &&
+        (length == sizeof(kType) - 1 || range[sizeof(kType) - 1] == ';' ||
+         range[sizeof(kType) - 1] == ' ')) {
+      bool refused = false;
+      for (const char *p = range; p < range + length; ++p) {
+        if (*p != ';') continue;
+        const char *q = p + 1;
+        while (*q == ' ') ++q;
+        if ((q[0] == 'q' || q[0] == 'Q') && q[1] == '=') {
+          refused = strtod(q + 2, NULL) <= 0;
+        }
+      }
+      if (!refused) return true;
+    }
+    range += length;
+    if (*range == ',') ++range;
+  }
+  return false;
+}
+
+static enum MHD_Result halod_metrics_http_reply(
+    struct MHD_Connection *connection, unsigned code, const char *type,
+    char *body) {
+  struct MHD_Response *response = MHD_create_response_from_buffer(
+      strlen(body), body, MHD_RESPMEM_MUST_FREE);
+  if (!response) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  enum MHD_Result result = MHD_queue_response(connection, code, response);
+  MHD_destroy_response(response);
+  return result;
+}
+
+static enum MHD_Result halod_metrics_http_text(
+    struct MHD_Connection *connection, unsigned code, const char *text) {
+  char *body = strdup(text);
+  if (!body) return MHD_NO;
+  return halod_metrics_http_reply(connection, code, "text/plain; charset=utf-8",
+                                  body);
+}
+
+// HTTP thread: waits for a snapshot newer than this request and copies it.
+// NULL (and |*out_code| the status to answer) if there is none.
+static char *halod_metrics_http_snapshot(halod_metrics_http_t *http,
+                                         halod_metrics_format_t format,
+                                         unsigned *out_code) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += HALOD_METRICS_HTTP_WAIT_S;
+  pthread_mutex_lock(&http->mutex);
+  uint64_t ticket = ++http->asked;
+  http->formats |= 1u << format;
+  pthread_mutex_unlock(&http->mutex);
+  uv_async_send(&http->render);
+  char *copy = NULL;
+  *out_code = MHD_HTTP_SERVICE_UNAVAILABLE;
+  pthread_mutex_lock(&http->mutex);
+  int error = 0;
+  while (http->done < ticket && !http->stopping && error != ETIMEDOUT) {
+    error = pthread_cond_timedwait(&http->published, &http->mutex, &deadline);
+  }
+  if (http->done >= ticket) {
+    if (http->texts[format]) {
+      copy = strdup(http->texts[format]);
+    }
+    if (!copy) *out_code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+  }
+  pthread_mutex_unlock(&http->mutex);
+  return copy;
+}
+
+// HTTP thread: one request.
+static enum MHD_Result halod_metrics_http_on_request(
+    void *user_data, struct MHD_Connection *connection, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **request_state) {
+  (void)version;
+  (void)upload_data;
+  (void)upload_data_size;
+  (void)request_state;
+  halod_metrics_http_t *http = user_data;
+  bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && !head) {
+    return halod_metrics_http_text(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                   "halod serves GET /metrics only\n");
+  }
+  if (strcmp(url, "/metrics") != 0) {
+    return halod_metrics_http_text(
+        connection, MHD_HTTP_NOT_FOUND,
+        "halod serves its Prometheus metrics at /metrics\n");
+  }
+  const char *accept = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_ACCEPT);
+  halod_metrics_format_t format = halod_metrics_http_wants_openmetrics(accept)
+                                      ? HALOD_METRICS_OPENMETRICS
+                                      : HALOD_METRICS_PROMETHEUS;
+  unsigned code = 0;
+  char *text = halod_metrics_http_snapshot(http, format, &code);
+  if (!text) {
+    return halod_metrics_http_text(
+        connection, code,
+        code == MHD_HTTP_SERVICE_UNAVAILABLE
+            ? "halod is stopping, or its loop did not render the metrics "
+              "within 5 s\n"
+            : "halod could not render the metrics (out of memory)\n");
+  }
+  return halod_metrics_http_reply(connection, MHD_HTTP_OK,
+                                  kContentTypes[format], text);
+}
+
+// libmicrohttpd's own errors (e.g. a connection it could not accept).
+static void halod_metrics_http_on_log(void *user_data, const char *format,
+                                      va_list args) {
+  (void)user_data;
+  char text[512];
+  vsnprintf(text, sizeof(text), format, args);
+  size_t length = strlen(text);
+  while (length > 0 && text[length - 1] == '\n') text[--length] = '\0';
+  HALO_LOG_WARN("metrics-address: libmicrohttpd: %s", text);
+}
+
+// ------------------------------------------------------------------ life
+
+static void halod_metrics_http_free(halod_metrics_http_t *http) {
+  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) free(http->texts[f]);
+  pthread_cond_destroy(&http->published);
+  pthread_mutex_destroy(&http->mutex);
+  free(http);
+}
+
+static void halod_metrics_http_on_closed(uv_handle_t *handle) {
+  halod_metrics_http_free(handle->data);
+}
+
+halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
+                                       const char *address,
+                                       halod_metrics_http_t **out_http) {
+  *out_http = NULL;
+  struct sockaddr_storage socket_address;
+  socklen_t socket_length = 0;
+  HALO_RETURN_IF_ERROR(
+      halo_status_annotate(halod_metrics_http_parse_address(
+                               address, &socket_address, &socket_length),
+                           "metrics-address"));
+  halod_metrics_http_t *http = calloc(1, sizeof(*http));
+  if (!http) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "metrics-address: out of memory");
+  }
+  http->daemon = daemon;
+  pthread_mutex_init(&http->mutex, NULL);
+  pthread_condattr_t attributes;
+  pthread_condattr_init(&attributes);
+  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+  pthread_cond_init(&http->published, &attributes);
+  pthread_condattr_destroy(&attributes);
+
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+  if (socket_address.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  // MHD_start_daemon gives no reason; errno is bind's or listen's.
+  errno = 0;
+  http->server = MHD_start_daemon(
+      flags, 0, NULL, NULL, halod_metrics_http_on_request, http,
+      MHD_OPTION_EXTERNAL_LOGGER, halod_metrics_http_on_log, NULL,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&socket_address,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)10, MHD_OPTION_END);
+  if (!http->server) {
+    int error = errno;
+    halod_metrics_http_free(http);
+    return halo_status_make(
+        HALO_STATUS_UNAVAILABLE, "metrics-address: cannot serve HTTP on %s: %s",
+        address, error ? strerror(error) : "libmicrohttpd failed");
+  }
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(http->server, MHD_DAEMON_INFO_BIND_PORT);
+  http->port = info ? info->port : 0;
+  uv_async_init(loop, &http->render, halod_metrics_http_on_render);
+  http->render.data = http;
+  // The host as given ("[::1]" keeps its brackets), the port as bound.
+  int host_length = (int)(strrchr(address, ':') - address);
+  HALO_LOG_INFO("metrics: serving http://%.*s:%u/metrics", host_length, address,
+                (unsigned)http->port);
+  *out_http = http;
+  return NULL;
+}
+
+uint16_t halod_metrics_http_port(const halod_metrics_http_t *http) {
+  return http ? http->port : 0;
+}
+
+void halod_metrics_http_stop(halod_metrics_http_t *http) {
+  if (!http) return;
+  pthread_mutex_lock(&http->mutex);
+  http->stopping = true;
+  pthread_cond_broadcast(&http->published);
+  pthread_mutex_unlock(&http->mutex);
+  // Joins the HTTP thread: no request runs after this.
+  MHD_stop_daemon(http->server);
+  http->server = NULL;
+  uv_close((uv_handle_t *)&http->render, halod_metrics_http_on_closed);
+}

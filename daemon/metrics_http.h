@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The HTTP /metrics endpoint (metrics-address): libmicrohttpd serves GET
+// /metrics on its own thread, in the Prometheus text format (0.0.4) or, when
+// the Accept header asks for it, OpenMetrics 1.0 text (ending "# EOF").
+//
+// Threads: the daemon's state belongs to the loop, so a scrape does not
+// read it. The HTTP thread asks the loop for a snapshot (uv_async_send),
+// the loop renders the text (daemon/metrics.h) and publishes it under a
+// mutex, and the HTTP thread serves that copy. A loop that does not answer
+// within 5 s gets the scrape a 503. Start and stop run on the loop thread.
+#ifndef HALOD_METRICS_HTTP_H_
+#define HALOD_METRICS_HTTP_H_
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "halo/status.h"
+
+typedef struct halod_t halod_t;
+typedef struct halod_metrics_http_t halod_metrics_http_t;
+
+// Parses metrics-address: "HOST:PORT", HOST an IPv4 address or an IPv6
+// address in brackets ("[::1]:9400"), PORT 0..65535 (0: a free port, which
+// the log names). The error says what is wrong with |text| (the caller
+// names the setting).
+halo_status_t halod_metrics_http_parse_address(const char *text,
+                                               struct sockaddr_storage *out,
+                                               socklen_t *out_length);
+
+// Listens on |address| (metrics-address, not "") and serves |daemon|'s
+// metrics. Loop thread.
+halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
+                                       const char *address,
+                                       halod_metrics_http_t **out_http);
+
+// The port it listens on (the one chosen, for port 0).
+uint16_t halod_metrics_http_port(const halod_metrics_http_t *http);
+
+// Stops serving (a scrape waiting for a snapshot gets a 503), waits for the
+// HTTP thread to end and frees |http| once the loop closed its handle.
+// Loop thread; NULL is fine.
+void halod_metrics_http_stop(halod_metrics_http_t *http);
+
+#endif  // HALOD_METRICS_HTTP_H_
