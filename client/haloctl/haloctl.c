@@ -2,15 +2,18 @@
 // Copyright 2026 The halo Authors
 // haloctl: the operator's view of a running halod, over its admin socket.
 //
-//   haloctl [--admin ADDR] [--json] [--timeout MS] [--watch SECONDS
-//           [--count N]] COMMAND [ARGS]
+//   haloctl COMMAND [ARGS] [--admin ADDR] [--json | --query F,... |
+//           --format csv[,noheader]] [--timeout MS] [--watch SECONDS
+//           [--count N]]
 //
-// Commands: status, clients, queues, workers, semaphores, buffers,
-// executables, cache, metrics, kill-client PID, forgive-client PID, drain
-// [SECONDS], undrain. Human output is aligned tables; --json prints one
-// JSON document per command (one per line under --watch; strings escaped,
-// invalid UTF-8 replaced by U+FFFD) so scripts can parse it.
-// docs/man/haloctl.1 is the manual.
+// Options go before or after the command. Commands: status, clients,
+// queues, workers, semaphores, buffers, executables, cache, metrics,
+// kill-client PID, forgive-client PID, drain [SECONDS], undrain. Human
+// output is aligned tables; --json prints one JSON document per command
+// (built with jansson; one per line under --watch; invalid UTF-8 replaced
+// by U+FFFD; 64-bit ids as strings, as protobuf's JSON mapping writes
+// them) so scripts can parse it; --query/--format csv print the listings'
+// rows as CSV (client/haloctl/query.h). docs/man/haloctl.1 is the manual.
 //
 // Exit status: 0 success, 1 the daemon answered with an error (or a drain
 // did not finish in time), 2 usage error, 3 the daemon could not be
@@ -20,6 +23,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -31,6 +35,7 @@
 #include <unistd.h>
 
 #include "client/admin.h"
+#include "client/haloctl/query.h"
 #include "common/wire.h"
 
 #define HALOCTL_EXIT_OK 0
@@ -41,6 +46,9 @@
 typedef struct haloctl_options_t {
   const char *admin_address;  // resolved: flag, $HALO_ADMIN_ADDRESS, default
   bool json;
+  bool csv;           // --format=csv: CSV rows instead of tables
+  bool csv_header;    // ... with a header line (not ",noheader")
+  const char *query;  // --query=FIELD,...: those fields (implies csv)
   int timeout_ms;
   double watch_seconds;  // 0: run once
   long watch_count;      // 0: until interrupted
@@ -74,64 +82,76 @@ static size_t haloctl_utf8_sequence_length(const unsigned char *s) {
   return length;
 }
 
-// Writes |text| as a JSON string literal.
-static void haloctl_json_string(FILE *out, const char *text) {
+// |text| as a JSON string (jansson wants valid UTF-8: invalid bytes become
+// U+FFFD; jansson escapes the rest).
+static json_t *haloctl_json_text(const char *text) {
   const unsigned char *s = (const unsigned char *)(text ? text : "");
-  fputc('"', out);
+  char *copy = malloc(strlen((const char *)s) * 3 + 1);
+  if (!copy) abort();
+  char *d = copy;
   while (*s) {
-    unsigned char c = *s;
-    if (c == '"' || c == '\\') {
-      fputc('\\', out);
-      fputc(c, out);
-      ++s;
-    } else if (c < 0x20) {
-      switch (c) {
-        case '\n':
-          fputs("\\n", out);
-          break;
-        case '\r':
-          fputs("\\r", out);
-          break;
-        case '\t':
-          fputs("\\t", out);
-          break;
-        case '\b':
-          fputs("\\b", out);
-          break;
-        case '\f':
-          fputs("\\f", out);
-          break;
-        default:
-          fprintf(out, "\\u%04x", c);
-      }
+    size_t length = haloctl_utf8_sequence_length(s);
+    if (length == 0) {
+      memcpy(d, "\xef\xbf\xbd", 3);
+      d += 3;
       ++s;
     } else {
-      size_t length = haloctl_utf8_sequence_length(s);
-      if (length == 0) {
-        fputs("\\ufffd", out);
-        ++s;
-      } else {
-        fwrite(s, 1, length, out);
-        s += length;
-      }
+      memcpy(d, s, length);
+      d += length;
+      s += length;
     }
   }
-  fputc('"', out);
+  *d = '\0';
+  json_t *value = json_string(copy);
+  free(copy);
+  if (!value) abort();
+  return value;
 }
 
-// ,"NAME":VALUE or ,"NAME":null for an absent optional field.
-static void haloctl_json_optional_u32(FILE *out, const char *name, bool has,
-                                      uint32_t value) {
-  if (has) {
-    fprintf(out, ",\"%s\":%" PRIu32, name, value);
-  } else {
-    fprintf(out, ",\"%s\":null", name);
-  }
+// |text|, or null for NULL (and for "" when |empty_is_null|).
+static json_t *haloctl_json_nullable(const char *text, bool empty_is_null) {
+  if (!text || (empty_is_null && !*text)) return json_null();
+  return haloctl_json_text(text);
 }
 
-// Seconds for JSON: NaN and infinities are not JSON numbers.
-static double haloctl_json_seconds(double seconds) {
-  return isfinite(seconds) && seconds >= 0 ? seconds : 0.0;
+// A 64-bit id as a string, as protobuf's JSON mapping writes 64-bit
+// integers: a JSON number loses precision past 2^53 (jq, JavaScript).
+static json_t *haloctl_json_id(uint64_t id) {
+  char text[24];
+  snprintf(text, sizeof(text), "%" PRIu64, id);
+  return json_string(text);
+}
+
+// A count or size: a number (exact below 2^53).
+static json_t *haloctl_json_count(uint64_t value) {
+  return json_integer((json_int_t)value);
+}
+
+static json_t *haloctl_json_optional_u32(bool has, uint32_t value) {
+  return has ? json_integer(value) : json_null();
+}
+
+// Seconds (or another measure) to the millisecond; NaN and infinities are
+// not JSON numbers.
+static json_t *haloctl_json_seconds(double seconds) {
+  if (!isfinite(seconds) || seconds < 0) seconds = 0;
+  return json_real(round(seconds * 1000.0) / 1000.0);
+}
+
+// Sets |key| of |object| to |value| (taking it).
+static void haloctl_json_set(json_t *object, const char *key, json_t *value) {
+  if (!value || json_object_set_new(object, key, value) != 0) abort();
+}
+
+static void haloctl_json_append(json_t *array, json_t *value) {
+  if (!value || json_array_append_new(array, value) != 0) abort();
+}
+
+// Prints |document| on one line and frees it.
+static void haloctl_json_print(json_t *document) {
+  json_dumpf(document, stdout, JSON_COMPACT | JSON_REAL_PRECISION(15));
+  fputc('\n', stdout);
+  json_decref(document);
 }
 
 // A copy of |text| fit for a terminal: control characters and invalid UTF-8
@@ -351,14 +371,6 @@ static int haloctl_call(const haloctl_options_t *options, const char *command,
   return HALOCTL_EXIT_OK;
 }
 
-static void haloctl_json_nullable_string(FILE *out, const char *text) {
-  if (text) {
-    haloctl_json_string(out, text);
-  } else {
-    fputs("null", out);
-  }
-}
-
 static const char *haloctl_failure_name(int32_t code) {
   if (code == 0) return "OK";
   return halo_status_code_name((halo_status_code_t)code);
@@ -374,52 +386,53 @@ static char *haloctl_format_us(double us) {
 
 // ------------------------------------------------------------------ status
 
-static void haloctl_status_print_json(const Halo__Wire__AdminStatusReply *s) {
-  FILE *out = stdout;
-  fputs("{\"version\":", out);
-  haloctl_json_string(out, s->daemon_version);
-  fprintf(out,
-          ",\"protocol_version\":%" PRIu32 ",\"pid\":%" PRIu64
-          ",\"uptime_seconds\":%.3f,\"incarnation\":%" PRIu64 ",\"listen\":",
-          s->protocol_version, s->pid, haloctl_json_seconds(s->uptime_seconds),
-          s->incarnation);
-  haloctl_json_string(out, s->listen_address);
-  fputs(",\"admin\":", out);
-  haloctl_json_nullable_string(out, s->admin_address);
-  fputs(",\"drivers\":[", out);
+static json_t *haloctl_status_json(const Halo__Wire__AdminStatusReply *s) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "version", haloctl_json_text(s->daemon_version));
+  haloctl_json_set(o, "protocol_version", json_integer(s->protocol_version));
+  haloctl_json_set(o, "pid", haloctl_json_count(s->pid));
+  haloctl_json_set(o, "uptime_seconds",
+                   haloctl_json_seconds(s->uptime_seconds));
+  haloctl_json_set(o, "incarnation", haloctl_json_id(s->incarnation));
+  haloctl_json_set(o, "listen", haloctl_json_text(s->listen_address));
+  haloctl_json_set(o, "admin", haloctl_json_nullable(s->admin_address, false));
+  json_t *drivers = json_array();
   for (size_t i = 0; i < s->n_drivers; ++i) {
     const Halo__Wire__DriverInfo *d = s->drivers[i];
-    fputs(i ? ",{\"name\":" : "{\"name\":", out);
-    haloctl_json_string(out, d->name);
-    fprintf(out,
-            ",\"available\":%s,\"reason\":", d->available ? "true" : "false");
-    haloctl_json_nullable_string(out, d->reason);
-    fputc('}', out);
+    json_t *driver = json_object();
+    haloctl_json_set(driver, "name", haloctl_json_text(d->name));
+    haloctl_json_set(driver, "available", json_boolean(d->available));
+    haloctl_json_set(driver, "reason", haloctl_json_nullable(d->reason, false));
+    haloctl_json_append(drivers, driver);
   }
-  fputs("],\"devices\":[", out);
+  haloctl_json_set(o, "drivers", drivers);
+  json_t *devices = json_array();
   for (size_t i = 0; i < s->n_devices; ++i) {
     const Halo__Wire__DeviceInfo *d = s->devices[i];
-    fprintf(out, "%s{\"ordinal\":%" PRIu32 ",\"driver\":", i ? "," : "",
-            d->ordinal);
-    haloctl_json_string(out, d->driver);
-    fputs(",\"name\":", out);
-    haloctl_json_string(out, d->name);
-    fprintf(out, ",\"memory_bytes\":%" PRIu64, d->memory_bytes);
-    haloctl_json_optional_u32(out, "compute_major", d->has_compute_major,
-                              d->compute_major);
-    haloctl_json_optional_u32(out, "compute_minor", d->has_compute_minor,
-                              d->compute_minor);
-    haloctl_json_optional_u32(out, "multiprocessor_count",
-                              d->has_multiprocessor_count,
-                              d->multiprocessor_count);
-    fputc('}', out);
+    json_t *device = json_object();
+    haloctl_json_set(device, "ordinal", json_integer(d->ordinal));
+    haloctl_json_set(device, "driver", haloctl_json_text(d->driver));
+    haloctl_json_set(device, "name", haloctl_json_text(d->name));
+    haloctl_json_set(device, "memory_bytes",
+                     haloctl_json_count(d->memory_bytes));
+    haloctl_json_set(
+        device, "compute_major",
+        haloctl_json_optional_u32(d->has_compute_major, d->compute_major));
+    haloctl_json_set(
+        device, "compute_minor",
+        haloctl_json_optional_u32(d->has_compute_minor, d->compute_minor));
+    haloctl_json_set(device, "multiprocessor_count",
+                     haloctl_json_optional_u32(d->has_multiprocessor_count,
+                                               d->multiprocessor_count));
+    haloctl_json_append(devices, device);
   }
-  fprintf(out,
-          "],\"sessions\":%" PRIu32 ",\"trust_domains\":%" PRIu32
-          ",\"draining\":%s,\"pending\":%" PRIu32 ",\"in_flight\":%" PRIu32
-          "}\n",
-          s->sessions, s->trust_domains, s->draining ? "true" : "false",
-          s->pending, s->in_flight);
+  haloctl_json_set(o, "devices", devices);
+  haloctl_json_set(o, "sessions", json_integer(s->sessions));
+  haloctl_json_set(o, "trust_domains", json_integer(s->trust_domains));
+  haloctl_json_set(o, "draining", json_boolean(s->draining));
+  haloctl_json_set(o, "pending", json_integer(s->pending));
+  haloctl_json_set(o, "in_flight", json_integer(s->in_flight));
+  return o;
 }
 
 static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
@@ -494,49 +507,52 @@ static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
 
 // ------------------------------------------------------------------ clients
 
-static void haloctl_clients_print_json(
+static json_t *haloctl_clients_json(
     const Halo__Wire__AdminSessionsReply *reply) {
-  FILE *out = stdout;
-  fputc('[', out);
+  json_t *list = json_array();
   for (size_t i = 0; i < reply->n_sessions; ++i) {
     const Halo__Wire__SessionInfo *s = reply->sessions[i];
-    fprintf(out,
-            "%s{\"session_id\":%" PRIu64 ",\"uid\":%" PRIu32 ",\"pid\":%" PRIu32
-            ",\"trust_domain\":",
-            i ? "," : "", s->session_id, s->uid, s->pid);
-    haloctl_json_string(out, s->trust_domain);
-    fputs(",\"client_name\":", out);
-    haloctl_json_nullable_string(out, s->client_name);
-    fprintf(
-        out,
-        ",\"age_seconds\":%.3f,\"buffers\":%" PRIu32 ",\"semaphores\":%" PRIu32
-        ",\"arenas\":%" PRIu32 ",\"host_bytes\":%" PRIu64
-        ",\"device_bytes\":%" PRIu64 ",\"requests\":%" PRIu64
-        ",\"executables\":%" PRIu32 ",\"command_buffers\":%" PRIu32
-        ",\"queues\":%" PRIu32 ",\"submissions\":%" PRIu64
-        ",\"pending\":%" PRIu32 ",\"in_flight\":%" PRIu32
-        ",\"completed\":%" PRIu64 ",\"failures\":%" PRIu64
-        ",\"faults\":%" PRIu32 ",\"process_faults\":%" PRIu32 ",\"lost\":",
-        haloctl_json_seconds(s->age_seconds), s->buffers, s->semaphores,
-        s->arenas, s->host_bytes, s->device_bytes, s->requests, s->executables,
-        s->command_buffers, s->queues, s->submissions, s->pending, s->in_flight,
-        s->completed, s->failures, s->faults, s->process_faults);
-    haloctl_json_nullable_string(out, s->lost && *s->lost ? s->lost : NULL);
-    fputs(",\"refused\":", out);
-    haloctl_json_nullable_string(out,
-                                 s->refused && *s->refused ? s->refused : NULL);
-    fputs(",\"devices\":[", out);
+    json_t *o = json_object();
+    haloctl_json_set(o, "session_id", haloctl_json_id(s->session_id));
+    haloctl_json_set(o, "uid", json_integer(s->uid));
+    haloctl_json_set(o, "pid", json_integer(s->pid));
+    haloctl_json_set(o, "trust_domain", haloctl_json_text(s->trust_domain));
+    haloctl_json_set(o, "client_name",
+                     haloctl_json_nullable(s->client_name, false));
+    haloctl_json_set(o, "age_seconds", haloctl_json_seconds(s->age_seconds));
+    haloctl_json_set(o, "buffers", json_integer(s->buffers));
+    haloctl_json_set(o, "semaphores", json_integer(s->semaphores));
+    haloctl_json_set(o, "arenas", json_integer(s->arenas));
+    haloctl_json_set(o, "host_bytes", haloctl_json_count(s->host_bytes));
+    haloctl_json_set(o, "device_bytes", haloctl_json_count(s->device_bytes));
+    haloctl_json_set(o, "requests", haloctl_json_count(s->requests));
+    haloctl_json_set(o, "executables", json_integer(s->executables));
+    haloctl_json_set(o, "command_buffers", json_integer(s->command_buffers));
+    haloctl_json_set(o, "queues", json_integer(s->queues));
+    haloctl_json_set(o, "submissions", haloctl_json_count(s->submissions));
+    haloctl_json_set(o, "pending", json_integer(s->pending));
+    haloctl_json_set(o, "in_flight", json_integer(s->in_flight));
+    haloctl_json_set(o, "completed", haloctl_json_count(s->completed));
+    haloctl_json_set(o, "failures", haloctl_json_count(s->failures));
+    haloctl_json_set(o, "faults", json_integer(s->faults));
+    haloctl_json_set(o, "process_faults", json_integer(s->process_faults));
+    haloctl_json_set(o, "lost", haloctl_json_nullable(s->lost, true));
+    haloctl_json_set(o, "refused", haloctl_json_nullable(s->refused, true));
+    json_t *devices = json_array();
     for (size_t d = 0; d < s->n_device_usage; ++d) {
       const Halo__Wire__DeviceUsage *u = s->device_usage[d];
-      fprintf(out,
-              "%s{\"device\":%" PRIu32 ",\"buffers\":%" PRIu32
-              ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 "}",
-              d ? "," : "", u->device, u->buffers, u->device_bytes,
-              u->host_bytes);
+      json_t *usage = json_object();
+      haloctl_json_set(usage, "device", json_integer(u->device));
+      haloctl_json_set(usage, "buffers", json_integer(u->buffers));
+      haloctl_json_set(usage, "device_bytes",
+                       haloctl_json_count(u->device_bytes));
+      haloctl_json_set(usage, "host_bytes", haloctl_json_count(u->host_bytes));
+      haloctl_json_append(devices, usage);
     }
-    fputs("]}", out);
+    haloctl_json_set(o, "devices", devices);
+    haloctl_json_append(list, o);
   }
-  fputs("]\n", out);
+  return list;
 }
 
 // "0:2/1.0 MiB 1:1/512 B" over the devices where the session owns buffers.
@@ -629,48 +645,57 @@ static void haloctl_clients_print_text(
 
 // ------------------------------------------------------------------ queues
 
-static void haloctl_queues_print_json(const Halo__Wire__AdminQueuesReply *r) {
-  FILE *out = stdout;
-  fputc('[', out);
+static json_t *haloctl_queues_json(const Halo__Wire__AdminQueuesReply *r) {
+  json_t *list = json_array();
   for (size_t i = 0; i < r->n_queues; ++i) {
     const Halo__Wire__QueueInfo *q = r->queues[i];
-    fprintf(out,
-            "%s{\"session_id\":%" PRIu64
-            ",\"session_live\":%s"
-            ",\"queue_handle\":%" PRIu64 ",\"device\":%" PRIu32
-            ",\"priority\":%" PRId32 ",\"pending\":%" PRIu32
-            ",\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
-            ",\"failed\":%" PRIu64
-            ",\"mean_latency_us\":%.3f,\"latency_p50_us\":%.3f"
-            ",\"latency_p99_us\":%.3f,\"pending_actions\":[",
-            i ? "," : "", q->session_id, q->session_live ? "true" : "false",
-            q->queue_handle, q->device, q->priority, q->pending, q->in_flight,
-            q->completed, q->failed, q->mean_latency_us, q->latency_p50_us,
-            q->latency_p99_us);
+    json_t *o = json_object();
+    haloctl_json_set(o, "session_id", haloctl_json_id(q->session_id));
+    haloctl_json_set(o, "session_live", json_boolean(q->session_live));
+    haloctl_json_set(o, "queue_handle", haloctl_json_id(q->queue_handle));
+    haloctl_json_set(o, "device", json_integer(q->device));
+    haloctl_json_set(o, "priority", json_integer(q->priority));
+    haloctl_json_set(o, "pending", json_integer(q->pending));
+    haloctl_json_set(o, "in_flight", json_integer(q->in_flight));
+    haloctl_json_set(o, "completed", haloctl_json_count(q->completed));
+    haloctl_json_set(o, "failed", haloctl_json_count(q->failed));
+    haloctl_json_set(o, "mean_latency_us",
+                     haloctl_json_seconds(q->mean_latency_us));
+    haloctl_json_set(o, "latency_p50_us",
+                     haloctl_json_seconds(q->latency_p50_us));
+    haloctl_json_set(o, "latency_p99_us",
+                     haloctl_json_seconds(q->latency_p99_us));
+    json_t *actions = json_array();
     for (size_t a = 0; a < q->n_pending_actions; ++a) {
       const Halo__Wire__PendingAction *action = q->pending_actions[a];
-      fprintf(out,
-              "%s{\"submission_id\":%" PRIu64
-              ",\"kind\":\"%s\",\"age_seconds\":%.3f",
-              a ? "," : "", action->submission_id, action->kind,
-              haloctl_json_seconds(action->age_seconds));
+      json_t *entry = json_object();
+      haloctl_json_set(entry, "submission_id",
+                       haloctl_json_id(action->submission_id));
+      haloctl_json_set(entry, "kind", haloctl_json_text(action->kind));
+      haloctl_json_set(entry, "age_seconds",
+                       haloctl_json_seconds(action->age_seconds));
       if (action->has_buffer_id) {
-        fprintf(out, ",\"buffer_id\":%" PRIu64, action->buffer_id);
+        haloctl_json_set(entry, "buffer_id",
+                         haloctl_json_id(action->buffer_id));
       }
-      fputs(",\"waits\":[", out);
+      json_t *waits = json_array();
       for (size_t w = 0; w < action->n_waits; ++w) {
         const Halo__Wire__PendingWait *wait = action->waits[w];
-        fprintf(out,
-                "%s{\"semaphore_id\":%" PRIu64 ",\"value\":%" PRIu64
-                ",\"current\":%" PRIu64 ",\"met\":%s}",
-                w ? "," : "", wait->semaphore_id, wait->value, wait->current,
-                wait->met ? "true" : "false");
+        json_t *item = json_object();
+        haloctl_json_set(item, "semaphore_id",
+                         haloctl_json_id(wait->semaphore_id));
+        haloctl_json_set(item, "value", haloctl_json_count(wait->value));
+        haloctl_json_set(item, "current", haloctl_json_count(wait->current));
+        haloctl_json_set(item, "met", json_boolean(wait->met));
+        haloctl_json_append(waits, item);
       }
-      fputs("]}", out);
+      haloctl_json_set(entry, "waits", waits);
+      haloctl_json_append(actions, entry);
     }
-    fputs("]}", out);
+    haloctl_json_set(o, "pending_actions", actions);
+    haloctl_json_append(list, o);
   }
-  fputs("]\n", out);
+  return list;
 }
 
 static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
@@ -733,24 +758,22 @@ static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
 
 // ------------------------------------------------------------------ workers
 
-static void haloctl_workers_print_json(const Halo__Wire__AdminWorkersReply *r) {
-  FILE *out = stdout;
-  fputc('[', out);
+static json_t *haloctl_workers_json(const Halo__Wire__AdminWorkersReply *r) {
+  json_t *list = json_array();
   for (size_t i = 0; i < r->n_workers; ++i) {
     const Halo__Wire__WorkerInfo *w = r->workers[i];
-    fprintf(out, "%s{\"device\":%" PRIu32 ",\"domain\":", i ? "," : "",
-            w->device);
-    haloctl_json_string(out, w->domain);
-    fprintf(out, ",\"pid\":%" PRId32 ",\"state\":", w->pid);
-    haloctl_json_string(out, w->state);
-    fprintf(out,
-            ",\"sessions\":%" PRIu32 ",\"started\":%" PRIu32
-            ",\"faults\":%" PRIu32 ",\"last_fault\":",
-            w->sessions, w->started, w->faults);
-    haloctl_json_string(out, w->last_fault);
-    fputc('}', out);
+    json_t *o = json_object();
+    haloctl_json_set(o, "device", json_integer(w->device));
+    haloctl_json_set(o, "domain", haloctl_json_text(w->domain));
+    haloctl_json_set(o, "pid", json_integer(w->pid));
+    haloctl_json_set(o, "state", haloctl_json_text(w->state));
+    haloctl_json_set(o, "sessions", json_integer(w->sessions));
+    haloctl_json_set(o, "started", json_integer(w->started));
+    haloctl_json_set(o, "faults", json_integer(w->faults));
+    haloctl_json_set(o, "last_fault", haloctl_json_text(w->last_fault));
+    haloctl_json_append(list, o);
   }
-  fputs("]\n", out);
+  return list;
 }
 
 static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
@@ -783,30 +806,33 @@ static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
 
 // ------------------------------------------------------------------ semaphores
 
-static void haloctl_semaphores_print_json(
+static json_t *haloctl_semaphores_json(
     const Halo__Wire__AdminSemaphoresReply *reply) {
-  FILE *out = stdout;
-  fputc('[', out);
+  json_t *list = json_array();
   for (size_t i = 0; i < reply->n_semaphores; ++i) {
     const Halo__Wire__SemaphoreInfo *s = reply->semaphores[i];
-    fprintf(out, "%s{\"semaphore_id\":%" PRIu64 ",\"owner_session\":%" PRIu64,
-            i ? "," : "", s->semaphore_id, s->owner_session);
-    haloctl_json_optional_u32(out, "owner_pid", s->has_owner_pid, s->owner_pid);
-    fprintf(out,
-            ",\"value\":%" PRIu64 ",\"pending_value\":%" PRIu64
-            ",\"failure_code\":%" PRId32 ",\"failure\":",
-            s->value, s->pending_value, s->failure_code);
-    haloctl_json_nullable_string(
-        out, s->failure_code ? haloctl_failure_name(s->failure_code) : NULL);
-    fputs(",\"failure_message\":", out);
-    haloctl_json_nullable_string(out, s->failure_message);
-    fprintf(out,
-            ",\"waiters\":%" PRIu32 ",\"importers\":%" PRIu32
-            ",\"holders\":%" PRIu32 ",\"exportable\":%s}",
-            s->waiters, s->importers, s->holders,
-            s->exportable ? "true" : "false");
+    json_t *o = json_object();
+    haloctl_json_set(o, "semaphore_id", haloctl_json_id(s->semaphore_id));
+    haloctl_json_set(o, "owner_session", haloctl_json_id(s->owner_session));
+    haloctl_json_set(o, "owner_pid",
+                     haloctl_json_optional_u32(s->has_owner_pid, s->owner_pid));
+    haloctl_json_set(o, "value", haloctl_json_count(s->value));
+    haloctl_json_set(o, "pending_value", haloctl_json_count(s->pending_value));
+    haloctl_json_set(o, "failure_code", json_integer(s->failure_code));
+    haloctl_json_set(
+        o, "failure",
+        s->failure_code
+            ? haloctl_json_text(haloctl_failure_name(s->failure_code))
+            : json_null());
+    haloctl_json_set(o, "failure_message",
+                     haloctl_json_nullable(s->failure_message, false));
+    haloctl_json_set(o, "waiters", json_integer(s->waiters));
+    haloctl_json_set(o, "importers", json_integer(s->importers));
+    haloctl_json_set(o, "holders", json_integer(s->holders));
+    haloctl_json_set(o, "exportable", json_boolean(s->exportable));
+    haloctl_json_append(list, o);
   }
-  fputs("]\n", out);
+  return list;
 }
 
 static void haloctl_semaphores_print_text(
@@ -853,23 +879,23 @@ static void haloctl_semaphores_print_text(
 
 // ------------------------------------------------------------------ buffers
 
-static void haloctl_buffers_print_json(const Halo__Wire__AdminBuffersReply *r) {
-  FILE *out = stdout;
-  fputc('[', out);
+static json_t *haloctl_buffers_json(const Halo__Wire__AdminBuffersReply *r) {
+  json_t *list = json_array();
   for (size_t i = 0; i < r->n_buffers; ++i) {
     const Halo__Wire__BufferInfo *b = r->buffers[i];
-    fprintf(out,
-            "%s{\"buffer_id\":%" PRIu64 ",\"owner_session\":%" PRIu64
-            ",\"device\":%" PRIu32 ",\"memory_type\":",
-            i ? "," : "", b->buffer_id, b->owner_session, b->device);
-    haloctl_json_string(out, b->memory_type);
-    fprintf(out,
-            ",\"size\":%" PRIu64 ",\"holders\":%" PRIu32
-            ",\"sessions\":%" PRIu32 ",\"exportable\":%s,\"exported\":%s}",
-            b->size, b->holders, b->sessions, b->exportable ? "true" : "false",
-            b->exported ? "true" : "false");
+    json_t *o = json_object();
+    haloctl_json_set(o, "buffer_id", haloctl_json_id(b->buffer_id));
+    haloctl_json_set(o, "owner_session", haloctl_json_id(b->owner_session));
+    haloctl_json_set(o, "device", json_integer(b->device));
+    haloctl_json_set(o, "memory_type", haloctl_json_text(b->memory_type));
+    haloctl_json_set(o, "size", haloctl_json_count(b->size));
+    haloctl_json_set(o, "holders", json_integer(b->holders));
+    haloctl_json_set(o, "sessions", json_integer(b->sessions));
+    haloctl_json_set(o, "exportable", json_boolean(b->exportable));
+    haloctl_json_set(o, "exported", json_boolean(b->exported));
+    haloctl_json_append(list, o);
   }
-  fputs("]\n", out);
+  return list;
 }
 
 static void haloctl_buffers_print_text(const Halo__Wire__AdminBuffersReply *r) {
@@ -904,28 +930,24 @@ static void haloctl_buffers_print_text(const Halo__Wire__AdminBuffersReply *r) {
 // ------------------------------------------------------------------
 // executables
 
-static void haloctl_executables_json(FILE *out,
-                                     Halo__Wire__ExecutableInfo *const *items,
-                                     size_t count) {
-  fputc('[', out);
+static json_t *haloctl_executables_list(
+    Halo__Wire__ExecutableInfo *const *items, size_t count) {
+  json_t *list = json_array();
   for (size_t i = 0; i < count; ++i) {
     const Halo__Wire__ExecutableInfo *e = items[i];
-    fprintf(out,
-            "%s{\"executable_id\":%" PRIu64 ",\"device\":%" PRIu32
-            ",\"format\":",
-            i ? "," : "", e->executable_id, e->device);
-    haloctl_json_string(out, e->format);
-    fputs(",\"hash\":", out);
-    haloctl_json_string(out, e->hash);
-    fputs(",\"state\":", out);
-    haloctl_json_string(out, e->state);
-    fputs(",\"origin\":", out);
-    haloctl_json_string(out, e->origin ? e->origin : "");
-    fprintf(out,
-            ",\"load_ms\":%.3f,\"users\":%" PRIu32 ",\"sessions\":%" PRIu32 "}",
-            isfinite(e->load_ms) ? e->load_ms : 0.0, e->users, e->sessions);
+    json_t *o = json_object();
+    haloctl_json_set(o, "executable_id", haloctl_json_id(e->executable_id));
+    haloctl_json_set(o, "device", json_integer(e->device));
+    haloctl_json_set(o, "format", haloctl_json_text(e->format));
+    haloctl_json_set(o, "hash", haloctl_json_text(e->hash));
+    haloctl_json_set(o, "state", haloctl_json_text(e->state));
+    haloctl_json_set(o, "origin", haloctl_json_text(e->origin));
+    haloctl_json_set(o, "load_ms", haloctl_json_seconds(e->load_ms));
+    haloctl_json_set(o, "users", json_integer(e->users));
+    haloctl_json_set(o, "sessions", json_integer(e->sessions));
+    haloctl_json_append(list, o);
   }
-  fputc(']', out);
+  return list;
 }
 
 static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
@@ -952,10 +974,9 @@ static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
   haloctl_table_deinitialize(&table);
 }
 
-static void haloctl_executables_print_json(
+static json_t *haloctl_executables_json(
     const Halo__Wire__AdminExecutablesReply *r) {
-  haloctl_executables_json(stdout, r->executables, r->n_executables);
-  fputc('\n', stdout);
+  return haloctl_executables_list(r->executables, r->n_executables);
 }
 
 static void haloctl_executables_print_text(
@@ -969,29 +990,31 @@ static void haloctl_executables_print_text(
 
 // ------------------------------------------------------------------ cache
 
-static void haloctl_cache_print_json(const Halo__Wire__AdminMemoCacheReply *r) {
-  FILE *out = stdout;
-  fprintf(out, "{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64 ",\"entries\":[",
-          r->hits, r->misses);
+static json_t *haloctl_cache_json(const Halo__Wire__AdminMemoCacheReply *r) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "hits", haloctl_json_count(r->hits));
+  haloctl_json_set(o, "misses", haloctl_json_count(r->misses));
+  json_t *entries = json_array();
   for (size_t i = 0; i < r->n_entries; ++i) {
     const Halo__Wire__MemoEntry *e = r->entries[i];
-    fprintf(out, "%s{\"key\":", i ? "," : "");
-    haloctl_json_string(out, e->key);
-    fprintf(out,
-            ",\"device\":%" PRIu32 ",\"commands\":%" PRIu32 ",\"hits\":%" PRIu64
-            ",\"sharers\":%" PRIu32 "}",
-            e->device, e->commands, e->hits, e->sharers);
+    json_t *entry = json_object();
+    haloctl_json_set(entry, "key", haloctl_json_text(e->key));
+    haloctl_json_set(entry, "device", json_integer(e->device));
+    haloctl_json_set(entry, "commands", json_integer(e->commands));
+    haloctl_json_set(entry, "hits", haloctl_json_count(e->hits));
+    haloctl_json_set(entry, "sharers", json_integer(e->sharers));
+    haloctl_json_append(entries, entry);
   }
-  fprintf(out,
-          "],\"executable_hits\":%" PRIu64 ",\"executable_misses\":%" PRIu64
-          ",\"cache_directory\":",
-          r->executable_hits, r->executable_misses);
-  haloctl_json_nullable_string(out, r->cache_directory && *r->cache_directory
-                                        ? r->cache_directory
-                                        : NULL);
-  fputs(",\"executables\":", out);
-  haloctl_executables_json(out, r->executables, r->n_executables);
-  fputs("}\n", out);
+  haloctl_json_set(o, "entries", entries);
+  haloctl_json_set(o, "executable_hits",
+                   haloctl_json_count(r->executable_hits));
+  haloctl_json_set(o, "executable_misses",
+                   haloctl_json_count(r->executable_misses));
+  haloctl_json_set(o, "cache_directory",
+                   haloctl_json_nullable(r->cache_directory, true));
+  haloctl_json_set(o, "executables",
+                   haloctl_executables_list(r->executables, r->n_executables));
+  return o;
 }
 
 static void haloctl_cache_print_text(const Halo__Wire__AdminMemoCacheReply *r) {
@@ -1026,74 +1049,84 @@ static void haloctl_cache_print_text(const Halo__Wire__AdminMemoCacheReply *r) {
 
 // ------------------------------------------------------------------ metrics
 
-// Writes one Prometheus sample line ("name{a=\"b\"} value") as a JSON
-// object; false if it does not parse.
-static bool haloctl_metrics_sample_json(FILE *out, const char *line,
-                                        bool first) {
+// One Prometheus sample line ("name{a=\"b\"} value") as a JSON object
+// {name, labels, value}; NULL if it does not parse.
+static json_t *haloctl_metrics_sample_json(const char *line) {
   size_t name_length = strcspn(line, "{ ");
-  if (name_length == 0) return false;
+  if (name_length == 0) return NULL;
+  json_t *sample = json_object();
+  json_t *labels = json_object();
+  char *name = haloctl_format("%.*s", (int)name_length, line);
+  haloctl_json_set(sample, "name", haloctl_json_text(name));
+  free(name);
+  haloctl_json_set(sample, "labels", labels);
   const char *c = line + name_length;
-  fprintf(out, "%s{\"name\":\"%.*s\",\"labels\":{", first ? "" : ",",
-          (int)name_length, line);
+  char *value_text = malloc(strlen(line) + 1);
+  if (!value_text) abort();
   if (*c == '{') {
     ++c;
-    bool first_label = true;
     while (*c && *c != '}') {
       size_t key_length = strcspn(c, "=");
-      if (c[key_length] != '=' || c[key_length + 1] != '"') return false;
-      fprintf(out, "%s\"%.*s\":\"", first_label ? "" : ",", (int)key_length, c);
-      first_label = false;
+      if (c[key_length] != '=' || c[key_length + 1] != '"') goto bad;
+      char *key = haloctl_format("%.*s", (int)key_length, c);
       c += key_length + 2;
+      char *d = value_text;
       while (*c && *c != '"') {
         if (*c == '\\' && c[1]) {
           ++c;
-          fputs(*c == 'n' ? "\\n" : *c == '"' ? "\\\"" : "\\\\", out);
-        } else if ((unsigned char)*c < 0x20) {
-          fprintf(out, "\\u%04x", (unsigned char)*c);
+          *d++ = *c == 'n' ? '\n' : *c;
         } else {
-          fputc(*c, out);
+          *d++ = *c;
         }
         ++c;
       }
-      if (*c != '"') return false;
-      fputc('"', out);
+      *d = '\0';
+      haloctl_json_set(labels, key, haloctl_json_text(value_text));
+      free(key);
+      if (*c != '"') goto bad;
       ++c;
       if (*c == ',') ++c;
     }
-    if (*c != '}') return false;
+    if (*c != '}') goto bad;
     ++c;
   }
   while (*c == ' ') ++c;
   char *end = NULL;
   double value = strtod(c, &end);
-  if (end == c) return false;
-  if (isfinite(value)) {
-    fprintf(out, "},\"value\":%.17g}", value);
+  if (end == c) goto bad;
+  free(value_text);
+  if (!isfinite(value)) {
+    haloctl_json_set(sample, "value",
+                     json_string(isnan(value) ? "NaN"
+                                 : value > 0  ? "+Inf"
+                                              : "-Inf"));
+  } else if (value == floor(value) && fabs(value) < 9007199254740992.0) {
+    haloctl_json_set(sample, "value", json_integer((json_int_t)value));
   } else {
-    fprintf(out, "},\"value\":\"%s\"}",
-            isnan(value) ? "NaN"
-            : value > 0  ? "+Inf"
-                         : "-Inf");
+    haloctl_json_set(sample, "value", json_real(value));
   }
-  return true;
+  return sample;
+bad:
+  free(value_text);
+  json_decref(sample);
+  return NULL;
 }
 
-static void haloctl_metrics_print_json(const Halo__Wire__AdminMetricsReply *r) {
-  FILE *out = stdout;
-  fputc('[', out);
-  bool first = true;
+static json_t *haloctl_metrics_json(const Halo__Wire__AdminMetricsReply *r) {
+  json_t *list = json_array();
   const char *line = r->text;
   while (line && *line) {
     size_t length = strcspn(line, "\n");
     if (line[0] != '#' && length > 0) {
       char *copy = haloctl_format("%.*s", (int)length, line);
-      if (haloctl_metrics_sample_json(out, copy, first)) first = false;
+      json_t *sample = haloctl_metrics_sample_json(copy);
+      if (sample) haloctl_json_append(list, sample);
       free(copy);
     }
     line += length;
     if (*line == '\n') ++line;
   }
-  fputs("]\n", out);
+  return list;
 }
 
 static void haloctl_metrics_print_text(const Halo__Wire__AdminMetricsReply *r) {
@@ -1107,16 +1140,16 @@ typedef struct haloctl_listing_t {
   haloctl_simple_fn request;
   int body_case;
   size_t body_offset;  // of the reply body's pointer in the response
-  void (*print_json)(const void *body);
+  json_t *(*to_json)(const void *body);  // --json, --query
   void (*print_text)(const void *body);
 } haloctl_listing_t;
 
-#define HALOCTL_LISTING(fn, BODY, field, prefix)     \
-  {                                                  \
-    fn, HALO__WIRE__RESPONSE__BODY_##BODY,           \
-        offsetof(halo_wire_response_t, field),       \
-        (void (*)(const void *))prefix##_print_json, \
-        (void (*)(const void *))prefix##_print_text  \
+#define HALOCTL_LISTING(fn, BODY, field, prefix)    \
+  {                                                 \
+    fn, HALO__WIRE__RESPONSE__BODY_##BODY,          \
+        offsetof(halo_wire_response_t, field),      \
+        (json_t * (*)(const void *)) prefix##_json, \
+        (void (*)(const void *))prefix##_print_text \
   }
 
 static const haloctl_listing_t kStatus = HALOCTL_LISTING(
@@ -1154,9 +1187,21 @@ static int haloctl_run_listing(const haloctl_options_t *options,
   if (exit_code) return exit_code;
   const void *body =
       *(const void *const *)((const char *)response + listing->body_offset);
-  (options->json ? listing->print_json : listing->print_text)(body);
+  exit_code = HALOCTL_EXIT_OK;
+  if (options->csv) {
+    json_t *document = listing->to_json(body);
+    if (!haloctl_query_print(command, document, options->query,
+                             options->csv_header, stdout)) {
+      exit_code = HALOCTL_EXIT_USAGE;
+    }
+    json_decref(document);
+  } else if (options->json) {
+    haloctl_json_print(listing->to_json(body));
+  } else {
+    listing->print_text(body);
+  }
   halo__wire__response__free_unpacked(response, NULL);
-  return HALOCTL_EXIT_OK;
+  return exit_code;
 }
 
 // ------------------------------------------------------------------ actions
@@ -1175,11 +1220,14 @@ static int haloctl_command_kill_client(const haloctl_options_t *options,
   if (exit_code) return exit_code;
   const Halo__Wire__AdminKillClientReply *reply = response->admin_kill_client;
   if (options->json) {
-    printf("{\"pid\":%" PRIu32 ",\"sessions\":[", pid);
+    json_t *o = json_object();
+    haloctl_json_set(o, "pid", json_integer(pid));
+    json_t *sessions = json_array();
     for (size_t i = 0; i < reply->n_session_ids; ++i) {
-      printf("%s%" PRIu64, i ? "," : "", reply->session_ids[i]);
+      haloctl_json_append(sessions, haloctl_json_id(reply->session_ids[i]));
     }
-    fputs("]}\n", stdout);
+    haloctl_json_set(o, "sessions", sessions);
+    haloctl_json_print(o);
   } else {
     printf("killed %zu session(s) of pid %" PRIu32 ":", reply->n_session_ids,
            pid);
@@ -1210,8 +1258,10 @@ static int haloctl_command_forgive_client(const haloctl_options_t *options,
   const Halo__Wire__AdminForgiveClientReply *reply =
       response->admin_forgive_client;
   if (options->json) {
-    printf("{\"pid\":%" PRIu32 ",\"faults\":%" PRIu32 "}\n", pid,
-           reply->faults);
+    json_t *o = json_object();
+    haloctl_json_set(o, "pid", json_integer(pid));
+    haloctl_json_set(o, "faults", json_integer(reply->faults));
+    haloctl_json_print(o);
   } else {
     printf("forgave pid %" PRIu32 " %" PRIu32
            " device fault(s): its next connection is accepted\n",
@@ -1257,11 +1307,13 @@ static int haloctl_command_drain(const haloctl_options_t *options, bool cancel,
     bool done = cancel || idle || haloctl_now() >= deadline;
     if (done) {
       if (options->json) {
-        printf("{\"draining\":%s,\"drained\":%s,\"sessions\":%" PRIu32
-               ",\"pending\":%" PRIu32 ",\"in_flight\":%" PRIu32 "}\n",
-               r->draining ? "true" : "false",
-               r->draining && idle ? "true" : "false", r->sessions, r->pending,
-               r->in_flight);
+        json_t *o = json_object();
+        haloctl_json_set(o, "draining", json_boolean(r->draining));
+        haloctl_json_set(o, "drained", json_boolean(r->draining && idle));
+        haloctl_json_set(o, "sessions", json_integer(r->sessions));
+        haloctl_json_set(o, "pending", json_integer(r->pending));
+        haloctl_json_set(o, "in_flight", json_integer(r->in_flight));
+        haloctl_json_print(o);
       } else if (cancel) {
         puts("halod accepts new sessions and submissions again");
       } else if (idle) {
@@ -1335,7 +1387,7 @@ static const haloctl_command_t kCommands[] = {
 
 static void haloctl_usage(FILE *out) {
   fputs(
-      "usage: haloctl [OPTIONS] COMMAND [ARGS]\n"
+      "usage: haloctl [OPTIONS] COMMAND [ARGS] [OPTIONS]\n"
       "\n"
       "Shows and steers a running halod over its admin socket.\n"
       "\n"
@@ -1353,7 +1405,15 @@ static void haloctl_usage(FILE *out) {
       "  --admin ADDR       admin socket of halod (default: "
       "$HALO_ADMIN_ADDRESS,\n"
       "                     else ipc:///run/halo/admin.sock)\n"
-      "  --json             print JSON instead of tables (every command)\n"
+      "  --json             print JSON instead of tables (every command;\n"
+      "                     64-bit ids are strings)\n"
+      "  --query F1,F2,...  listings: print those fields of each row as CSV\n"
+      "                     (the names of --json; a.b for a field of an "
+      "object)\n"
+      "  --format csv[,noheader]\n"
+      "                     listings: CSV rows (with --query, those "
+      "fields;\n"
+      "                     without, every field that is a value)\n"
       "  --timeout MS       give up on the daemon after MS milliseconds "
       "(default 5000)\n"
       "  --watch SECONDS    status, clients, queues: print again every "
@@ -1365,7 +1425,8 @@ static void haloctl_usage(FILE *out) {
       "\n"
       "exit status: 0 ok, 1 error from the daemon (or drain timed out), "
       "2 usage,\n"
-      "3 cannot connect to the daemon. See haloctl(1).\n",
+      "3 cannot connect to the daemon. Options go before or after the "
+      "command.\nSee haloctl(1).\n",
       out);
 }
 
@@ -1376,9 +1437,8 @@ static int haloctl_usage_error(const char *format, ...) {
   va_start(args, format);
   fputs("haloctl: ", stderr);
   vfprintf(stderr, format, args);
-  fputc('\n', stderr);
+  fputs(" (see haloctl --help)\n", stderr);
   va_end(args);
-  haloctl_usage(stderr);
   return HALOCTL_EXIT_USAGE;
 }
 
@@ -1435,7 +1495,9 @@ int main(int argc, char **argv) {
     kOptionJson,
     kOptionTimeout,
     kOptionWatch,
-    kOptionCount
+    kOptionCount,
+    kOptionQuery,
+    kOptionFormat
   };
   static const struct option kLongOptions[] = {
       {"admin", required_argument, NULL, kOptionAdmin},
@@ -1443,17 +1505,36 @@ int main(int argc, char **argv) {
       {"timeout", required_argument, NULL, kOptionTimeout},
       {"watch", required_argument, NULL, kOptionWatch},
       {"count", required_argument, NULL, kOptionCount},
+      {"query", required_argument, NULL, kOptionQuery},
+      {"format", required_argument, NULL, kOptionFormat},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   haloctl_options_t options = {.timeout_ms = 5000};
   const char *admin_flag = NULL;
+  const char *format = NULL;
   int opt;
-  // "+": options end at the command (its arguments are its own).
-  while ((opt = getopt_long(argc, argv, "+hV", kLongOptions, NULL)) != -1) {
+  // Options go before or after the command (getopt_long permutes; "--"
+  // ends them). ":": a missing argument is reported as ':', and opterr 0:
+  // haloctl says what was wrong in one line.
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":hV", kLongOptions, NULL)) != -1) {
     double value = 0;
     switch (opt) {
+      case kOptionQuery:
+        if (!haloctl_query_fields_valid(optarg)) {
+          return haloctl_usage_error(
+              "--query wants FIELD,FIELD,... (names of --json's fields), got "
+              "'%s'",
+              optarg);
+        }
+        options.query = optarg;
+        options.csv = true;
+        break;
+      case kOptionFormat:
+        format = optarg;
+        break;
       case kOptionAdmin:
         admin_flag = optarg;
         break;
@@ -1490,10 +1571,45 @@ int main(int argc, char **argv) {
         printf("haloctl %s (protocol %d)\n", HALO_VERSION_STRING,
                HALO_PROTOCOL_VERSION);
         return HALOCTL_EXIT_OK;
-      default:  // getopt_long printed what was wrong
-        haloctl_usage(stderr);
-        return HALOCTL_EXIT_USAGE;
+      case ':':
+        return haloctl_usage_error("option '%s' needs a value",
+                                   argv[optind - 1]);
+      default:
+        if (optopt && optopt < 256) {
+          return haloctl_usage_error("unknown option '-%c'", optopt);
+        }
+        return haloctl_usage_error("unknown option '%s'", argv[optind - 1]);
     }
+  }
+  if (format) {
+    // csv, then optionally noheader, in any order.
+    bool csv = false, noheader = false;
+    char *copy = strdup(format);
+    if (!copy) abort();
+    bool ok = true;
+    for (char *item = strtok(copy, ","); item; item = strtok(NULL, ",")) {
+      if (strcmp(item, "csv") == 0) {
+        csv = true;
+      } else if (strcmp(item, "noheader") == 0) {
+        noheader = true;
+      } else {
+        ok = false;
+      }
+    }
+    free(copy);
+    if (!ok || !csv) {
+      return haloctl_usage_error("--format wants csv or csv,noheader, got '%s'",
+                                 format);
+    }
+    options.csv = true;
+    options.csv_header = !noheader;
+  } else {
+    options.csv_header = true;
+  }
+  if (options.csv && options.json) {
+    return haloctl_usage_error(
+        "--json and --query/--format csv exclude each "
+        "other");
   }
   if (optind >= argc) return haloctl_usage_error("no command given");
   const char *name = argv[optind];
@@ -1504,6 +1620,10 @@ int main(int argc, char **argv) {
   if (!command) return haloctl_usage_error("unknown command '%s'", name);
   if (options.watch_count && !options.watch_seconds) {
     return haloctl_usage_error("--count goes with --watch");
+  }
+  if (options.csv && !command->listing) {
+    return haloctl_usage_error(
+        "--query and --format work with the listing commands, not %s", name);
   }
   if (options.watch_seconds && !command->watchable) {
     return haloctl_usage_error(

@@ -190,7 +190,7 @@ static void test_clients_show_the_work_of_each(void **state) {
   ops_result_free(&r);
   haloctl_run(fixture, (const char *const[]){"--json", "queues", NULL}, &r);
   OPS_EXPECT(&r, strstr(r.out, "\"completed\":1,") &&
-                     !strstr(r.out, "\"latency_p50_us\":0.000,"));
+                     !strstr(r.out, "\"latency_p50_us\":0.0,"));
   ops_result_free(&r);
 
   // A failed semaphore shows its failure.
@@ -521,7 +521,7 @@ static void test_kill_client(void **state) {
   OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
   unsigned long long session_id = 0;
   char prefix[64];
-  snprintf(prefix, sizeof(prefix), "{\"pid\":%s,\"sessions\":[", pid);
+  snprintf(prefix, sizeof(prefix), "{\"pid\":%s,\"sessions\":[\"", pid);
   OPS_EXPECT(&r, strncmp(r.out, prefix, strlen(prefix)) == 0 &&
                      sscanf(r.out + strlen(prefix), "%llu", &session_id) == 1);
   ops_result_free(&r);
@@ -533,7 +533,7 @@ static void test_kill_client(void **state) {
   halo_status_free(status);
   haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
   char needle[64];
-  snprintf(needle, sizeof(needle), "\"session_id\":%llu,", session_id);
+  snprintf(needle, sizeof(needle), "\"session_id\":\"%llu\",", session_id);
   OPS_EXPECT(&r, r.exit_code == 0 && !strstr(r.out, needle));
   ops_result_free(&r);
   halo_semaphore_release(imported);
@@ -664,6 +664,99 @@ static void test_exit_codes_and_help(void **state) {
   ops_result_free(&r);
 }
 
+// Options after the command, 64-bit ids as JSON strings, the CSV query, and
+// one-line usage errors.
+static void test_options_anywhere_ids_and_queries(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  haloctl_work_t work;
+  haloctl_work_begin(fixture, &work);
+  haloctl_work_finish(&work);
+  ops_result_t r;
+  // `haloctl status --json` as `haloctl --json status`.
+  haloctl_run(fixture, (const char *const[]){"status", "--json", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out) &&
+                     strstr(r.out, "\"incarnation\":\""));
+  ops_result_free(&r);
+  // The session id as a string, exactly (it may exceed 2^53).
+  char id[64];
+  snprintf(id, sizeof(id), "\"session_id\":\"%" PRIu64 "\",",
+           halo_client_session_id(fixture->client));
+  haloctl_run(fixture, (const char *const[]){"clients", "--json", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, id));
+  ops_result_free(&r);
+
+  // The query: a header, then one row per session, CSV-quoted.
+  haloctl_run(fixture,
+              (const char *const[]){"clients",
+                                    "--query=session_id,pid,uid,client_name,"
+                                    "faults",
+                                    "--format=csv", NULL},
+              &r);
+  char expected[200];
+  snprintf(expected, sizeof(expected),
+           "session_id,pid,uid,client_name,faults\n%" PRIu64
+           ",%d,%d,\"haloctl-test \"\"quoted\"\"\",0\n",
+           halo_client_session_id(fixture->client), (int)getpid(),
+           (int)getuid());
+  OPS_EXPECT(&r, r.exit_code == 0 && strcmp(r.out, expected) == 0);
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"--format", "csv,noheader", "--query",
+                                    "pid", "clients", NULL},
+              &r);
+  snprintf(expected, sizeof(expected), "%d\n", (int)getpid());
+  OPS_EXPECT(&r, r.exit_code == 0 && strcmp(r.out, expected) == 0);
+  ops_result_free(&r);
+  // Every field that is a value, without --query; a field of an object.
+  haloctl_run(fixture, (const char *const[]){"buffers", "--format=csv", NULL},
+              &r);
+  OPS_EXPECT(&r,
+             r.exit_code == 0 &&
+                 strncmp(r.out, "buffer_id,owner_session,device,", 31) == 0 &&
+                 strstr(r.out, ",device,4096,"));
+  ops_result_free(&r);
+  haloctl_run(
+      fixture,
+      (const char *const[]){"metrics", "--query=name,labels.device,value",
+                            "--format=csv,noheader", NULL},
+      &r);
+  OPS_EXPECT(&r, r.exit_code == 0 &&
+                     strstr(r.out, "\nhalo_completions_total,0,1\n") &&
+                     strstr(r.out, "\nhalo_sessions_active,,1\n"));
+  ops_result_free(&r);
+  // Fields that are not there, or not values: exit 2, naming them.
+  haloctl_run(fixture,
+              (const char *const[]){"clients", "--query=pid,nope", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && !r.out[0] &&
+                     strstr(r.err, "clients has no field 'nope'"));
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"clients", "--query=devices", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "'devices' holds a list"));
+  ops_result_free(&r);
+
+  // Usage errors: one line naming what was wrong.
+  static const struct {
+    const char *args[4];
+    const char *error;
+  } kErrors[] = {
+      {{"status", "--jsn"}, "haloctl: unknown option '--jsn'"},
+      {{"status", "--timeout"}, "haloctl: option '--timeout' needs a value"},
+      {{"status", "--format=xml"}, "--format wants csv or csv,noheader"},
+      {{"status", "--json", "--query=pid"}, "exclude each other"},
+      {{"kill-client", "1", "--query=pid"}, "not kill-client"},
+      {{"clients", "--query=a,,b"}, "--query wants FIELD,FIELD"},
+  };
+  for (size_t i = 0; i < sizeof(kErrors) / sizeof(kErrors[0]); ++i) {
+    haloctl_run(fixture, kErrors[i].args, &r);
+    OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, kErrors[i].error) &&
+                       strstr(r.err, "(see haloctl --help)\n") &&
+                       strchr(r.err, '\n') == r.err + strlen(r.err) - 1);
+    ops_result_free(&r);
+  }
+  haloctl_work_release(&work);
+}
+
 static void test_client_socket_refuses_admin_requests(void **state) {
   haloctl_fixture_t *fixture = *state;
   halo_test_raw_t raw;
@@ -713,6 +806,7 @@ int main(void) {
       T(test_drain_and_undrain),
       T(test_watch),
       T(test_exit_codes_and_help),
+      T(test_options_anywhere_ids_and_queries),
       T(test_client_socket_refuses_admin_requests),
   };
 #undef T
