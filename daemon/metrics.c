@@ -335,7 +335,7 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_server_counters_t server = halod_server_counters(daemon->client_server);
   halod_text_sample(&text, "halo_replies_dropped_total", "counter",
                     "Replies dropped: their client did not read them within "
-                    "reply-timeout-ms (or at once, past uid-replies).",
+                    "reply-timeout-ms (or within 50 ms, past uid-replies).",
                     (double)server.replies_dropped);
   halod_text_sample(&text, "halo_requests_refused_total", "counter",
                     "Requests answered RESOURCE_EXHAUSTED: their connection "
