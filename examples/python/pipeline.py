@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-import halo
+import halogpu
 
 DEPTH = 4  # slots in flight
 WIDTH = 4096  # float32 per slot, input and output each
@@ -46,7 +46,7 @@ def consumer(address, buffer_token, produced_token, consumed_token, items,
              fail_at=0):
     """The second process: imports the objects by token and transforms each
     item as soon as it is produced."""
-    with halo.connect(address, client_name="pipeline-consumer") as client:
+    with halogpu.connect(address, client_name="pipeline-consumer") as client:
         buffer = client.import_buffer(buffer_token)
         produced = client.import_semaphore(produced_token)
         consumed = client.import_semaphore(consumed_token)
@@ -62,7 +62,7 @@ def consumer(address, buffer_token, produced_token, consumed_token, items,
                 consumed.signal(k)
         except Exception as error:
             # Tell the producer why, through the semaphore it waits on.
-            consumed.fail(halo.StatusCode.INTERNAL, f"consumer: {error}")
+            consumed.fail(halogpu.StatusCode.INTERNAL, f"consumer: {error}")
             raise
 
 
@@ -78,7 +78,8 @@ def main():
     # spawn: the consumer inherits nothing of this process (halo sessions
     # do not survive fork(); objects go across by token only).
     context = multiprocessing.get_context("spawn")
-    with halo.connect(args.address, client_name="pipeline-producer") as client:
+    with halogpu.connect(args.address,
+                         client_name="pipeline-producer") as client:
         buffer = client.create_buffer(DEPTH * 2 * WIDTH * 4,
                                       memory="host_visible", exportable=True)
         produced = client.create_semaphore(exportable=True)
@@ -108,7 +109,7 @@ def main():
             consumed.wait(args.items, timeout=30)
             for k in range(max(1, args.items - DEPTH + 1), args.items + 1):
                 check(buffer, k)
-        except halo.HaloError as error:
+        except halogpu.HaloError as error:
             worker.join(10)
             sys.exit(f"pipeline: {error}")
         elapsed = time.perf_counter() - first if first else 0.0

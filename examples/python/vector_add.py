@@ -12,7 +12,7 @@ zero-copy numpy views of the host-visible buffers.
 
 Run:  HALO_ADDRESS=ipc:///path/to/halo.sock python3 vector_add.py
       (or --address ...; without either: ipc:///run/halo/halo.sock)
-Needs: the halo package (pip install ./python), numpy, libhalo (found as
+Needs: the halogpu package (pip install ./python), numpy, libhalo (found as
 the package documents, or HALO_LIBRARY=build/lib/libhalo.so), and on the CPU
 driver a C compiler (cc).
 """
@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-import halo
+import halogpu
 
 # The kernel for the local (CPU) driver: called once per workgroup.
 LOCAL_SOURCE = r"""
@@ -96,7 +96,7 @@ def main():
     n = args.n
     block = 256
 
-    with halo.connect(args.address, client_name="vector_add") as client:
+    with halogpu.connect(args.address, client_name="vector_add") as client:
         device = client.devices[args.device]
         print(f"device {device.ordinal}: {device.driver} {device.name}")
 
@@ -123,7 +123,8 @@ def main():
         with client.record(bindings=3, device=device.ordinal) as cb:
             cb.dispatch(kernel, "add", grid=(n + block - 1) // block,
                         block=block,
-                        args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                        args=[halogpu.slot(0), halogpu.slot(1),
+                              halogpu.slot(2),
                               np.uint32(n)])
         print(f"recorded (daemon memo cache hit: {cb.memo_hit})")
 

@@ -63,7 +63,7 @@ if not os.environ.get("HALO_LIBRARY"):
     if os.path.exists(_lib_guess):
         os.environ["HALO_LIBRARY"] = _lib_guess
 
-import halo  # noqa: E402
+import halogpu  # noqa: E402
 
 
 class DriverUnavailable(RuntimeError):
@@ -98,9 +98,9 @@ class Daemon:
                     f"halod --driver {DRIVER} exited with "
                     f"{self.process.returncode} during start-up:\n{log}")
             try:
-                halo.connect(self.address).close()
+                halogpu.connect(self.address).close()
                 break
-            except halo.UnavailableError:
+            except halogpu.UnavailableError:
                 if time.monotonic() > deadline:
                     log = self.log_text()
                     self.stop()
@@ -149,7 +149,7 @@ def driver():
             probe = Daemon()
         except DriverUnavailable as error:
             pytest.skip(f"halod cannot serve driver {DRIVER} here: {error}")
-        with halo.connect(probe.address) as client:
+        with halogpu.connect(probe.address) as client:
             device = client.devices[0]
             print(f"\nhalo tests: driver {DRIVER}, halod {_halod_path()}, "
                   f"device 0: {device.driver} {device.name}",
@@ -181,13 +181,14 @@ def address(daemon):
 
 @pytest.fixture
 def client(daemon):
-    with halo.connect(daemon.address, client_name="pytest") as connected:
+    with halogpu.connect(daemon.address, client_name="pytest") as connected:
         yield connected
 
 
 @pytest.fixture
 def other_client(daemon):
-    with halo.connect(daemon.address, client_name="pytest-other") as connected:
+    with halogpu.connect(daemon.address,
+                         client_name="pytest-other") as connected:
         yield connected
 
 
@@ -250,6 +251,6 @@ def kernels(client, kernels_file):
     """The test kernels loaded into |client| on device 0."""
     try:
         return client.load_executable_file(kernels_file)
-    except halo.HaloError as error:
+    except halogpu.HaloError as error:
         raise RuntimeError(f"loading the test kernels for driver {DRIVER} "
                            f"from {kernels_file}: {error}") from error

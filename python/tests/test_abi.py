@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-import halo
-from halo import _lib
+import halogpu
+from halogpu import _lib
 
 from conftest import INCLUDE
 
@@ -57,22 +57,22 @@ CONSTANTS = {
     "HALO_DISPATCH_ARG_BUFFER": _lib.DISPATCH_ARG_BUFFER,
     "HALO_DISPATCH_ARG_CONSTANT": _lib.DISPATCH_ARG_CONSTANT,
     "HALO_DISPATCH_ARG_BINDING_TABLE": _lib.DISPATCH_ARG_BINDING_TABLE,
-    "HALO_MEMORY_DEVICE": int(halo.MemoryType.DEVICE),
-    "HALO_MEMORY_HOST_VISIBLE": int(halo.MemoryType.HOST_VISIBLE),
-    "HALO_EXECUTABLE_FORMAT_ELF": int(halo.ExecutableFormat.ELF),
-    "HALO_EXECUTABLE_FORMAT_PTX": int(halo.ExecutableFormat.PTX),
-    "HALO_EXECUTABLE_FORMAT_CUBIN": int(halo.ExecutableFormat.CUBIN),
-    "HALO_EXECUTABLE_FORMAT_FATBIN": int(halo.ExecutableFormat.FATBIN),
+    "HALO_MEMORY_DEVICE": int(halogpu.MemoryType.DEVICE),
+    "HALO_MEMORY_HOST_VISIBLE": int(halogpu.MemoryType.HOST_VISIBLE),
+    "HALO_EXECUTABLE_FORMAT_ELF": int(halogpu.ExecutableFormat.ELF),
+    "HALO_EXECUTABLE_FORMAT_PTX": int(halogpu.ExecutableFormat.PTX),
+    "HALO_EXECUTABLE_FORMAT_CUBIN": int(halogpu.ExecutableFormat.CUBIN),
+    "HALO_EXECUTABLE_FORMAT_FATBIN": int(halogpu.ExecutableFormat.FATBIN),
     "HALO_EXECUTABLE_FORMAT_CUDA_SOURCE":
-        int(halo.ExecutableFormat.CUDA_SOURCE),
-    "HALO_STATUS_CODE_COUNT": len(halo.StatusCode),
+        int(halogpu.ExecutableFormat.CUDA_SOURCE),
+    "HALO_STATUS_CODE_COUNT": len(halogpu.StatusCode),
     "(unsigned long long)HALO_TIMEOUT_INFINITE": _lib.TIMEOUT_INFINITE,
     "(unsigned long long)HALO_SEMAPHORE_MAX_VALUE":
         _lib.SEMAPHORE_MAX_VALUE,
     "(unsigned long long)HALO_WHOLE_BUFFER": _lib.WHOLE_BUFFER,
 }
 CONSTANTS.update({f"HALO_STATUS_{code.name}": int(code)
-                  for code in halo.StatusCode})
+                  for code in halogpu.StatusCode})
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ runs the same tests over the socket."""
 import numpy as np
 import pytest
 
-import halo
+import halogpu
 
 N = 1024
 
@@ -15,7 +15,7 @@ N = 1024
 def add(client, kernels):
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=(N + 63) // 64, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(N)])
     return cb
 
@@ -29,8 +29,8 @@ def test_alloca_execute_dealloca(client, kernels, memory):
     b.numpy(np.float32)[:] = 1.0
     s = client.create_semaphore()
     c = queue.alloca(4 * N, memory=memory, signal=[(s, 1)])
-    assert isinstance(c, halo.Buffer) and c.size == 4 * N
-    assert c.memory_type == halo.MemoryType[memory.upper()]
+    assert isinstance(c, halogpu.Buffer) and c.size == 4 * N
+    assert c.memory_type == halogpu.MemoryType[memory.upper()]
     assert not c.deallocated
     cb = add(client, kernels)
     queue.execute(cb, bindings=[a, b, c], wait=[(s, 1)], signal=[(s, 2)])
@@ -40,11 +40,11 @@ def test_alloca_execute_dealloca(client, kernels, memory):
     queue.dealloca(c, wait=[(s, 2)], signal=[(s, 3)])
     s.wait(3, timeout=10)
     assert c.deallocated
-    with pytest.raises(halo.NotFoundError, match=f"0x{c.handle:x}"):
+    with pytest.raises(halogpu.NotFoundError, match=f"0x{c.handle:x}"):
         c.read(4)
-    with pytest.raises(halo.NotFoundError, match="deallocated"):
+    with pytest.raises(halogpu.NotFoundError, match="deallocated"):
         queue.dealloca(c)
-    with pytest.raises(halo.NotFoundError):
+    with pytest.raises(halogpu.NotFoundError):
         queue.execute(cb, bindings=[a, b, c])
     c.release()  # local: the daemon's handle went with the dealloca
 
@@ -54,15 +54,15 @@ def test_alloca_waits_and_failures(client):
     gate = client.create_semaphore()
     s = client.create_semaphore()
     c = queue.alloca(256, wait=[(gate, 1)], signal=[(s, 1)])
-    with pytest.raises(halo.DeadlineExceededError):
+    with pytest.raises(halogpu.DeadlineExceededError):
         s.wait(1, timeout=0.02)
     gate.signal(1)
     s.wait(1, timeout=10)
     # A failed wait fails the signals with the cause.
     d = client.create_semaphore()
     queue.dealloca(c, wait=[(gate, 2)], signal=[(d, 1)])
-    gate.fail(halo.StatusCode.DATA_LOSS, "upstream broke")
-    with pytest.raises(halo.DataLossError, match="upstream broke"):
+    gate.fail(halogpu.StatusCode.DATA_LOSS, "upstream broke")
+    with pytest.raises(halogpu.DataLossError, match="upstream broke"):
         d.wait(1, timeout=10)
 
 
@@ -73,21 +73,21 @@ def test_alloca_errors(client, other_client):
         queue.alloca(0)
     with pytest.raises(ValueError, match="memory"):
         queue.alloca(64, memory="shared")
-    with pytest.raises(halo.ResourceExhaustedError,
+    with pytest.raises(halogpu.ResourceExhaustedError,
                        match="session-device-bytes"):
         queue.alloca(2**40)
     s.signal(5)
-    with pytest.raises(halo.InvalidArgumentError, match="signal 0"):
+    with pytest.raises(halogpu.InvalidArgumentError, match="signal 0"):
         queue.alloca(64, signal=[(s, 5)])
     exported = client.create_buffer(64, exportable=True)
-    with pytest.raises(halo.FailedPreconditionError, match="exportable"):
+    with pytest.raises(halogpu.FailedPreconditionError, match="exportable"):
         queue.dealloca(exported)
     foreign = other_client.create_buffer(64)
     with pytest.raises(ValueError, match="another client"):
         queue.dealloca(foreign)
     # A failed dealloca leaves the buffer usable.
     plain = client.create_buffer(64)
-    with pytest.raises(halo.InvalidArgumentError, match="signal 0"):
+    with pytest.raises(halogpu.InvalidArgumentError, match="signal 0"):
         queue.dealloca(plain, signal=[(s, 5)])
     plain.write(b"\x01" * 64)
     assert plain.read(4) == b"\x01" * 4

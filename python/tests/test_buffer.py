@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 
-import halo
+import halogpu
 
 
 @pytest.fixture(params=["host_visible", "device"])
@@ -20,16 +20,16 @@ def memory(request):
 def test_create_properties(client, memory):
     buffer = client.create_buffer(1000, memory=memory)
     assert buffer.size == len(buffer) == buffer.nbytes == 1000
-    assert buffer.memory_type == (halo.MemoryType.HOST_VISIBLE
+    assert buffer.memory_type == (halogpu.MemoryType.HOST_VISIBLE
                                   if memory == "host_visible" else
-                                  halo.MemoryType.DEVICE)
+                                  halogpu.MemoryType.DEVICE)
     assert buffer.device == 0
     assert buffer.handle > 0
     assert (buffer.host_pointer is not None) == (memory == "host_visible")
     assert buffer.host_visible == (memory == "host_visible")
     buffer.release()
     assert buffer.released
-    with pytest.raises(halo.ClosedError, match="released"):
+    with pytest.raises(halogpu.ClosedError, match="released"):
         buffer.read()
 
 
@@ -74,9 +74,9 @@ def test_read_ranges_and_readinto(client, memory):
 
 def test_out_of_range_is_the_daemons_error(client, memory):
     buffer = client.create_buffer(16, memory=memory)
-    with pytest.raises(halo.OutOfRangeError, match="16 bytes"):
+    with pytest.raises(halogpu.OutOfRangeError, match="16 bytes"):
         buffer.write(b"x" * 17)
-    with pytest.raises(halo.OutOfRangeError):
+    with pytest.raises(halogpu.OutOfRangeError):
         buffer.read(4, offset=14)
 
 
@@ -165,7 +165,7 @@ def test_view_keeps_mapping_alive_after_release(client):
     handle = buffer._handle
     buffer.release()
     assert buffer.released and not handle.freed
-    with pytest.raises(halo.ClosedError):
+    with pytest.raises(halogpu.ClosedError):
         buffer.numpy()
     assert (view == 42).all()  # still mapped
     view[:] = 43
@@ -175,13 +175,13 @@ def test_view_keeps_mapping_alive_after_release(client):
 
 
 def test_views_defer_close(address):
-    client = halo.connect(address)
+    client = halogpu.connect(address)
     buffer = client.create_buffer(4096, memory="host_visible")
     view = buffer.numpy(np.uint8)
     session = client._session
     client.close()
     assert client.closed and not session.closed
-    with pytest.raises(halo.ClosedError):
+    with pytest.raises(halogpu.ClosedError):
         buffer.read()
     view[:] = 1  # still mapped, no crash
     assert view.sum() == 4096
@@ -218,12 +218,12 @@ def test_export_import(client, other_client, memory):
 
 def test_export_needs_exportable(client):
     buffer = client.create_buffer(16)
-    with pytest.raises(halo.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError):
         buffer.export()
 
 
 def test_import_errors(client):
-    with pytest.raises(halo.NotFoundError):
+    with pytest.raises(halogpu.NotFoundError):
         client.import_buffer("00" * 16)
     with pytest.raises(ValueError):
         client.import_buffer("xyz")

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 The halo Authors
-"""Connecting, devices, ping, closing, and python -m halo info."""
+"""Connecting, devices, ping, closing, and python -m halogpu info."""
 
 import os
 import subprocess
@@ -8,25 +8,25 @@ import sys
 
 import pytest
 
-import halo
+import halogpu
 
 
 def test_connect_as_context_manager(address):
-    with halo.connect(address, client_name="pytest-cm") as client:
+    with halogpu.connect(address, client_name="pytest-cm") as client:
         assert not client.closed
         assert client.session_id > 0
         assert client.daemon_pid > 0
         assert client.address == address
         client.ping()
     assert client.closed
-    with pytest.raises(halo.ClosedError):
+    with pytest.raises(halogpu.ClosedError):
         client.ping()
     client.close()  # idempotent
 
 
 def test_connect_from_environment(address, monkeypatch):
     monkeypatch.setenv("HALO_ADDRESS", address)
-    with halo.connect() as client:
+    with halogpu.connect() as client:
         client.ping()
         assert client.address == address
 
@@ -35,7 +35,7 @@ def test_devices(client):
     devices = client.devices
     assert isinstance(devices, tuple) and len(devices) >= 1
     cpu = devices[0]
-    assert isinstance(cpu, halo.Device)
+    assert isinstance(cpu, halogpu.Device)
     assert cpu.ordinal == 0
     assert cpu.driver == "local"
     assert cpu.name
@@ -46,29 +46,29 @@ def test_devices(client):
 
 def test_bad_arguments_before_any_call():
     with pytest.raises(ValueError, match="ipc://"):
-        halo.connect("tcp://127.0.0.1:1")
+        halogpu.connect("tcp://127.0.0.1:1")
     with pytest.raises(TypeError):
-        halo.connect(42)
+        halogpu.connect(42)
     with pytest.raises(TypeError):
-        halo.connect("ipc:///x", client_name=3)
+        halogpu.connect("ipc:///x", client_name=3)
     with pytest.raises(ValueError):
-        halo.connect("ipc:///x", request_timeout=-1)
+        halogpu.connect("ipc:///x", request_timeout=-1)
 
 
 def test_no_daemon_is_unavailable(tmp_path):
-    with pytest.raises(halo.UnavailableError) as raised:
-        halo.connect(f"ipc://{tmp_path}/nobody.sock")
+    with pytest.raises(halogpu.UnavailableError) as raised:
+        halogpu.connect(f"ipc://{tmp_path}/nobody.sock")
     assert isinstance(raised.value, ConnectionError)
     assert "nobody.sock" in str(raised.value)
 
 
 def test_request_timeout(address):
-    with halo.connect(address, request_timeout=5) as client:
+    with halogpu.connect(address, request_timeout=5) as client:
         client.ping()
 
 
 def test_closing_invalidates_every_object(address):
-    client = halo.connect(address)
+    client = halogpu.connect(address)
     buffer = client.create_buffer(64, memory="host_visible")
     device_buffer = client.create_buffer(64)
     semaphore = client.create_semaphore()
@@ -81,7 +81,7 @@ def test_closing_invalidates_every_object(address):
                  lambda: semaphore.wait(0), lambda: semaphore.export(),
                  lambda: client.create_buffer(1), lambda: client.devices,
                  lambda: client.record(), lambda: client.create_queue()):
-        with pytest.raises(halo.ClosedError, match="closed"):
+        with pytest.raises(halogpu.ClosedError, match="closed"):
             call()
     assert buffer.released and semaphore.released and queue.released
     # Releasing after close is a no-op, never a crash.
@@ -91,7 +91,7 @@ def test_closing_invalidates_every_object(address):
 
 
 def test_garbage_collected_client_closes(address):
-    client = halo.connect(address)
+    client = halogpu.connect(address)
     session = client._session
     del client
     import gc
@@ -101,16 +101,16 @@ def test_garbage_collected_client_closes(address):
 
 
 def test_objects_keep_their_client_alive(address):
-    semaphore = halo.connect(address).create_semaphore(5)
+    semaphore = halogpu.connect(address).create_semaphore(5)
     assert semaphore.value == 5
     semaphore.client.close()
 
 
 def test_info_command(address):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halo.__file__))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halogpu.__file__))
     result = subprocess.run(
-        [sys.executable, "-m", "halo", "info", "--address", address],
+        [sys.executable, "-m", "halogpu", "info", "--address", address],
         capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -122,9 +122,9 @@ def test_info_command(address):
 
 def test_info_command_without_daemon(tmp_path):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halo.__file__))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halogpu.__file__))
     result = subprocess.run(
-        [sys.executable, "-m", "halo", "info", "--address",
+        [sys.executable, "-m", "halogpu", "info", "--address",
          f"ipc://{tmp_path}/none.sock"],
         capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 1

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-import halo
+import halogpu
 
 from conftest import DRIVER, Daemon
 
@@ -33,7 +33,7 @@ def vector_add(client, kernels, step):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=(N + 63) // 64, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(N)])
     client.execute(cb, bindings=buffers, signal=[(done, 1)])
     done.wait(1, timeout=10)
@@ -43,7 +43,7 @@ def vector_add(client, kernels, step):
 def victim(address, kernels_path, steps, result):
     """Another process, so another trust domain: |steps| checked adds."""
     try:
-        with halo.connect(address, client_name="victim") as client:
+        with halogpu.connect(address, client_name="victim") as client:
             kernels = client.load_executable_file(kernels_path)
             for step in range(steps):
                 vector_add(client, kernels, step)
@@ -66,21 +66,21 @@ def test_crash_loses_only_its_domain(domains_daemon, kernels_file):
                             args=(domains_daemon.address, kernels_file, 300,
                                   result))
     other.start()
-    client = halo.connect(domains_daemon.address, client_name="attacker")
+    client = halogpu.connect(domains_daemon.address, client_name="attacker")
     kernels = client.load_executable_file(kernels_file)
     vector_add(client, kernels, 0)
     done = client.create_semaphore()
     with client.record() as cb:
         cb.dispatch(kernels, "crash", grid=1, block=1)
     client.execute(cb, signal=[(done, 1)])
-    with pytest.raises(halo.DeviceLostError, match="worker"):
+    with pytest.raises(halogpu.DeviceLostError, match="worker"):
         done.wait(1, timeout=10)
     # The session went with its worker: every call says so, with the reason.
-    with pytest.raises(halo.SessionLostError, match="trust domain"):
+    with pytest.raises(halogpu.SessionLostError, match="trust domain"):
         client.create_semaphore()
     client.close()
     # Rebuilding is connecting again: a fresh worker serves the new session.
-    with halo.connect(domains_daemon.address) as again:
+    with halogpu.connect(domains_daemon.address) as again:
         vector_add(again, again.load_executable_file(kernels_file), 1)
     other.join(60)
     assert result.get(timeout=5) == ("ok", 300)
@@ -93,7 +93,7 @@ def crash(client, kernels):
     with client.record() as cb:
         cb.dispatch(kernels, "crash", grid=1, block=1)
     client.execute(cb, signal=[(done, 1)])
-    with pytest.raises(halo.DeviceLostError, match="worker"):
+    with pytest.raises(halogpu.DeviceLostError, match="worker"):
         done.wait(1, timeout=10)
 
 
@@ -113,19 +113,19 @@ def test_fault_budget_refuses_a_repeat_offender(budget_daemon, kernels_file):
                                   result))
     other.start()
     for fault in (1, 2):
-        client = halo.connect(budget_daemon.address, client_name="attacker")
+        client = halogpu.connect(budget_daemon.address, client_name="attacker")
         kernels = client.load_executable_file(kernels_file)
         vector_add(client, kernels, fault)
         crash(client, kernels)
         # After the second, the lost session says a reconnect is refused.
         expected = "reconnect and rebuild" if fault == 1 else "refused"
-        with pytest.raises(halo.SessionLostError, match=expected):
+        with pytest.raises(halogpu.SessionLostError, match=expected):
             client.create_semaphore()
         client.close()
     # Over its budget: connecting raises ResourceExhaustedError saying why,
     # until when, and how an operator clears it.
-    with pytest.raises(halo.ResourceExhaustedError) as refused:
-        halo.connect(budget_daemon.address)
+    with pytest.raises(halogpu.ResourceExhaustedError) as refused:
+        halogpu.connect(budget_daemon.address)
     message = str(refused.value)
     assert f"client pid {os.getpid()} " in message
     assert "caused 2 device faults in the last 600 s" in message

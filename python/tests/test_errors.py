@@ -6,16 +6,16 @@ import pickle
 
 import pytest
 
-import halo
-from halo import errors
+import halogpu
+from halogpu import errors
 
 
 def test_every_code_has_its_class():
-    for code in halo.StatusCode:
-        if code == halo.StatusCode.OK:
+    for code in halogpu.StatusCode:
+        if code == halogpu.StatusCode.OK:
             continue
-        cls = halo.error_class(code)
-        assert issubclass(cls, halo.HaloError)
+        cls = halogpu.error_class(code)
+        assert issubclass(cls, halogpu.HaloError)
         assert cls.code == code
         error = errors.make_error(int(code), "what was wrong")
         assert type(error) is cls
@@ -25,24 +25,24 @@ def test_every_code_has_its_class():
 
 def test_unknown_code_is_a_plain_halo_error():
     error = errors.make_error(99, "strange")
-    assert type(error) is halo.HaloError
+    assert type(error) is halogpu.HaloError
     assert error.code == 99
     assert "strange" in str(error)
 
 
 def test_builtin_bases():
-    assert issubclass(halo.DeadlineExceededError, TimeoutError)
-    assert issubclass(halo.PermissionDeniedError, PermissionError)
-    assert issubclass(halo.UnavailableError, ConnectionError)
-    assert issubclass(halo.ClosedError, halo.FailedPreconditionError)
-    assert halo.ClosedError.code == halo.StatusCode.FAILED_PRECONDITION
+    assert issubclass(halogpu.DeadlineExceededError, TimeoutError)
+    assert issubclass(halogpu.PermissionDeniedError, PermissionError)
+    assert issubclass(halogpu.UnavailableError, ConnectionError)
+    assert issubclass(halogpu.ClosedError, halogpu.FailedPreconditionError)
+    assert halogpu.ClosedError.code == halogpu.StatusCode.FAILED_PRECONDITION
 
 
 def test_errors_pickle():
-    for error in (halo.InvalidArgumentError("bad slot 3"),
-                  halo.DeadlineExceededError("late"),
+    for error in (halogpu.InvalidArgumentError("bad slot 3"),
+                  halogpu.DeadlineExceededError("late"),
                   errors.make_error(99, "odd"),
-                  halo.ClosedError("closed")):
+                  halogpu.ClosedError("closed")):
         error.value = 7
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error)
@@ -53,9 +53,10 @@ def test_errors_pickle():
 
 
 def test_status_code_conversion():
-    assert errors.status_code("aborted") == halo.StatusCode.ABORTED
-    assert errors.status_code(13) == halo.StatusCode.INTERNAL
-    assert errors.status_code(halo.DataLossError) == halo.StatusCode.DATA_LOSS
+    assert errors.status_code("aborted") == halogpu.StatusCode.ABORTED
+    assert errors.status_code(13) == halogpu.StatusCode.INTERNAL
+    assert errors.status_code(halogpu.DataLossError) == \
+        halogpu.StatusCode.DATA_LOSS
     with pytest.raises(ValueError):
         errors.status_code("NO_SUCH_CODE")
     with pytest.raises(ValueError):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import halo
+import halogpu
 
 from conftest import REPO
 
@@ -18,7 +18,7 @@ EXAMPLES = os.path.join(REPO, "examples", "python")
 
 def run_example(name, *args):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halo.__file__))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halogpu.__file__))
     return subprocess.run([sys.executable, os.path.join(EXAMPLES, name),
                            *args], capture_output=True, text=True, env=env,
                           timeout=120)

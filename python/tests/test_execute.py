@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-import halo
+import halogpu
 
 N = 1000
 
@@ -22,8 +22,8 @@ def host(client, count, dtype=np.float32):
 
 
 def test_load_shared_object(client, kernels_so, kernels):
-    assert isinstance(kernels, halo.Executable)
-    assert kernels.format == halo.ExecutableFormat.ELF
+    assert isinstance(kernels, halogpu.Executable)
+    assert kernels.format == halogpu.ExecutableFormat.ELF
     assert kernels.device == 0
     assert len(kernels.content_hash) == 64
     # Content-hashed: the same bytes are the same executable.
@@ -35,15 +35,15 @@ def test_load_shared_object(client, kernels_so, kernels):
 
 
 def test_load_errors(client, tmp_path):
-    with pytest.raises(halo.InvalidArgumentError):
+    with pytest.raises(halogpu.InvalidArgumentError):
         client.load_executable(b"not an ELF file", "elf")
-    with pytest.raises(halo.UnimplementedError):
+    with pytest.raises(halogpu.UnimplementedError):
         client.load_ptx(".version 8.0\n.target sm_90\n")
-    with pytest.raises(halo.UnimplementedError):
+    with pytest.raises(halogpu.UnimplementedError):
         client.load_cuda_source("__global__ void k() {}", options=["-DX=1"])
     with pytest.raises(ValueError, match="extension"):
         client.load_executable_file(tmp_path / "kernel.bin")
-    with pytest.raises(halo.HaloError, match="no_such.so"):
+    with pytest.raises(halogpu.HaloError, match="no_such.so"):
         client.load_executable_file(tmp_path / "no_such.so")
     with pytest.raises(TypeError):
         client.load_executable("text", "cubin")
@@ -64,7 +64,7 @@ def test_vector_add_through_slots(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=(N + 63) // 64, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(N)])
     assert cb.ended and cb.memo_hit is False
     client.execute(cb, bindings=[a, b, c], signal=[(done, 1)])
@@ -80,7 +80,8 @@ def test_memo_hit_for_identical_recording(client, kernels):
     def record():
         with client.record(bindings=3) as cb:
             cb.dispatch(kernels, "add", grid=4, block=64,
-                        args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                        args=[halogpu.slot(0), halogpu.slot(1),
+                              halogpu.slot(2),
                               np.uint32(256)])
         return cb
 
@@ -98,7 +99,7 @@ def test_direct_references_and_constants(client, kernels):
     with client.record() as cb:
         cb.dispatch(kernels, "saxpy", grid=(N + 127) // 128, block=128,
                     args=[ctypes.c_float(2.0), x, y.ref(),
-                          halo.constant(N, "uint64")])
+                          halogpu.constant(N, "uint64")])
     client.execute(cb, signal=[(done, 1)])
     done.wait(1, timeout=10)
     assert np.array_equal(vy, np.arange(N) + 2.0)
@@ -113,7 +114,7 @@ def test_binding_table_argument(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add_table", grid=1, block=64,
-                    args=[halo.BINDING_TABLE, np.uint32(64)])
+                    args=[halogpu.BINDING_TABLE, np.uint32(64)])
     client.execute(cb, bindings=[a, b, c], signal=[(done, 1)])
     done.wait(1, timeout=10)
     assert (vc == 3).all()
@@ -126,7 +127,7 @@ def test_binding_offsets(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=4, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2, 0),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2, 0),
                           np.uint32(256)])
     client.execute(cb, bindings=[big.ref(0, 1024), (big, 1024, 1024),
                                  (big, 2048)], signal=[(done, 1)])
@@ -159,8 +160,8 @@ def test_indirect_fill_and_copy(client):
     source.write(bytes(range(32)))
     done = client.create_semaphore()
     with client.record(bindings=2) as cb:
-        cb.copy(halo.slot(0, 0, 16), halo.slot(1, 16))
-        cb.fill(halo.slot(1, 0, 16), b"\x07")
+        cb.copy(halogpu.slot(0, 0, 16), halogpu.slot(1, 16))
+        cb.fill(halogpu.slot(1, 0, 16), b"\x07")
     client.execute(cb, bindings=[source, target], signal=[(done, 1)])
     done.wait(1, timeout=10)
     assert target.read() == b"\x07" * 16 + bytes(range(16))
@@ -189,12 +190,12 @@ def test_zero_grid_dispatch_is_a_noop(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=1) as cb:
         cb.dispatch(kernels, "add", grid=(1, 0), block=64,
-                    args=[a, b, halo.slot(0), np.uint32(64)])
+                    args=[a, b, halogpu.slot(0), np.uint32(64)])
         cb.barrier()
         cb.dispatch(kernels, "add", grid=1, block=64,
                     args=[a, b, c, np.uint32(64)])
     # The no-op's slot is required like any other.
-    with pytest.raises(halo.InvalidArgumentError, match="slot 0"):
+    with pytest.raises(halogpu.InvalidArgumentError, match="slot 0"):
         client.execute(cb, signal=[(done, 1)])
     client.execute(cb, bindings=[untouched], signal=[(done, 1)])
     done.wait(1, timeout=10)
@@ -217,7 +218,7 @@ def test_queue(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=1, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(64)])
     queue.execute(cb, bindings=[a, a, a], signal=[(done, 1)])
     done.wait(1, timeout=10)
@@ -233,12 +234,12 @@ def test_waits_order_submissions(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=1, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(64)])
     # Submitted before its wait is met: runs only after start reaches 1.
     client.execute(cb, bindings=[a, a, a], wait=[(start, 1)],
                    signal=[(done, 1)])
-    with pytest.raises(halo.DeadlineExceededError):
+    with pytest.raises(halogpu.DeadlineExceededError):
         done.wait(1, timeout=0.1)
     assert (va == 1).all()
     start.signal(1)
@@ -252,12 +253,12 @@ def test_failed_wait_fails_the_signals(client, kernels):
     done = client.create_semaphore()
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=1, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(64)])
     client.execute(cb, bindings=[a, a, a], wait=[(start, 1)],
                    signal=[(done, 1)])
     start.fail("data_loss", "upstream stage lost its input")
-    with pytest.raises(halo.DataLossError, match="upstream stage"):
+    with pytest.raises(halogpu.DataLossError, match="upstream stage"):
         done.wait(1, timeout=10)
 
 
@@ -265,25 +266,25 @@ def test_record_errors_name_command_and_argument(client, kernels):
     buffer = client.create_buffer(64)
     cb = client.record(bindings=1)
     cb.barrier()
-    with pytest.raises(halo.InvalidArgumentError, match="command 1"):
+    with pytest.raises(halogpu.InvalidArgumentError, match="command 1"):
         cb.fill(buffer.ref(1, 8), np.uint32(0))  # offset not a multiple
-    with pytest.raises(halo.OutOfRangeError, match="command 1"):
+    with pytest.raises(halogpu.OutOfRangeError, match="command 1"):
         cb.update(b"x" * 8, buffer.ref(60))
     with pytest.raises(ValueError, match="slot 1"):
-        cb.copy(halo.slot(1, 0, 4), buffer)
+        cb.copy(halogpu.slot(1, 0, 4), buffer)
     cb.release()
 
 
 def test_daemon_validation_at_end(client, kernels):
     cb = client.record()
     cb.dispatch(kernels, "no_such_entry", grid=1, args=[])
-    with pytest.raises(halo.HaloError, match="no_such_entry"):
+    with pytest.raises(halogpu.HaloError, match="no_such_entry"):
         cb.end()
     assert not cb.ended
     # After a failed end() the command buffer can only be released.
-    with pytest.raises(halo.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError):
         cb.barrier()
-    with pytest.raises(halo.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError):
         client.execute(cb)
     cb.release()
 
@@ -316,7 +317,7 @@ def test_python_checks_before_any_call(client, kernels):
     with pytest.raises(TypeError):
         cb.copy(buffer, 3)
     with pytest.raises(ValueError):
-        halo.slot(4096)
+        halogpu.slot(4096)
     with pytest.raises(ValueError):
         client.record(bindings=4097)
     cb.end()
@@ -338,15 +339,16 @@ def test_execute_errors_from_libhalo(client, kernels):
     small = client.create_buffer(16)
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=1, block=64,
-                    args=[halo.slot(0, 0, 256), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0, 0, 256), halogpu.slot(1),
+                          halogpu.slot(2),
                           np.uint32(64)])
-    with pytest.raises(halo.InvalidArgumentError, match="binding 0"):
+    with pytest.raises(halogpu.InvalidArgumentError, match="binding 0"):
         client.execute(cb, bindings=[small, small, small])
     semaphore = client.create_semaphore(5)
-    with pytest.raises(halo.InvalidArgumentError):
+    with pytest.raises(halogpu.InvalidArgumentError):
         client.execute(cb, bindings=[small] * 3, signal=[(semaphore, 5)])
     recording = client.record()
-    with pytest.raises(halo.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError):
         client.execute(recording)
 
 
@@ -392,7 +394,7 @@ def test_released_buffer_cannot_be_recorded(client):
     buffer = client.create_buffer(64)
     buffer.release()
     cb = client.record()
-    with pytest.raises(halo.ClosedError, match="released"):
+    with pytest.raises(halogpu.ClosedError, match="released"):
         cb.fill(buffer, b"\0")
 
 
@@ -404,7 +406,7 @@ def test_bound_buffers_may_be_released_after_execute(client, kernels):
     done = client.create_semaphore()
     out = client.create_buffer(256, memory="host_visible")
     with client.record(bindings=2) as cb:
-        cb.copy(halo.slot(0, 0, 256), halo.slot(1, 0, 256))
+        cb.copy(halogpu.slot(0, 0, 256), halogpu.slot(1, 0, 256))
     client.execute(cb, bindings=[a, out], wait=[(start, 1)],
                    signal=[(done, 1)])
     a.release()
@@ -422,7 +424,7 @@ def test_concurrent_execution_from_threads(client, kernels):
     vb[:] = 1
     with client.record(bindings=3) as cb:
         cb.dispatch(kernels, "add", grid=1, block=64,
-                    args=[halo.slot(0), halo.slot(1), halo.slot(2),
+                    args=[halogpu.slot(0), halogpu.slot(1), halogpu.slot(2),
                           np.uint32(64)])
     semaphores = [client.create_semaphore() for _ in range(4)]
     outputs = [host(client, 64) for _ in range(4)]
@@ -448,7 +450,7 @@ def test_concurrent_execution_from_threads(client, kernels):
 
 
 def test_close_with_recordings_and_queues(address, kernels_so):
-    client = halo.connect(address)
+    client = halogpu.connect(address)
     kernels = client.load_shared_object(kernels_so)
     buffer = client.create_buffer(64)
     queue = client.create_queue()
@@ -458,6 +460,7 @@ def test_close_with_recordings_and_queues(address, kernels_so):
     for call in (recording.end, recording.barrier,
                  lambda: queue.execute(recording),
                  lambda: client.record()):
-        with pytest.raises(halo.ClosedError):
+        with pytest.raises(halogpu.ClosedError):
             call()
     assert kernels.released
+

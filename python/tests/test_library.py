@@ -11,13 +11,13 @@ import textwrap
 
 import pytest
 
-import halo
+import halogpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
 # Where the halo under test comes from (the installed one, or python/).
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(
-    halo.__file__)))
+    halogpu.__file__)))
 
 
 def run_python(code, env_update, check=False):
@@ -36,7 +36,7 @@ def run_python(code, env_update, check=False):
 
 def test_import_needs_no_library():
     result = run_python(
-        "import halo; print(halo.ABI_VERSION)",
+        "import halogpu; print(halogpu.ABI_VERSION)",
         {"HALO_LIBRARY": "/nonexistent/libhalo.so"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
@@ -44,10 +44,10 @@ def test_import_needs_no_library():
 
 def test_missing_library_is_a_library_error():
     result = run_python("""
-        import halo
+        import halogpu
         try:
-            halo.connect("ipc:///nonexistent/halo.sock")
-        except halo.LibraryError as error:
+            halogpu.connect("ipc:///nonexistent/halo.sock")
+        except halogpu.LibraryError as error:
             print("LibraryError", error)
         """, {"HALO_LIBRARY": "/nonexistent/libhalo.so"})
     assert result.returncode == 0, result.stderr
@@ -67,10 +67,10 @@ def test_other_abi_version_is_refused(tmp_path):
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(fake),
                     str(source)], check=True)
     result = run_python("""
-        import halo
+        import halogpu
         try:
-            halo.library_path()
-        except halo.LibraryError as error:
+            halogpu.library_path()
+        except halogpu.LibraryError as error:
             print("LibraryError", error)
         """, {"HALO_LIBRARY": str(fake)})
     assert result.returncode == 0, result.stderr
@@ -79,9 +79,9 @@ def test_other_abi_version_is_refused(tmp_path):
 
 
 def test_loaded_library_has_our_abi():
-    path = halo.library_path()
+    path = halogpu.library_path()
     assert os.path.exists(path)
-    assert halo.library_version()
+    assert halogpu.library_version()
     if os.environ.get("HALO_LIBRARY"):
         assert os.path.samefile(path, os.environ["HALO_LIBRARY"])
 
@@ -89,7 +89,7 @@ def test_loaded_library_has_our_abi():
 def test_build_tree_is_found_without_the_variable():
     # A package inside a checkout (python/halo, or a venv in build/) finds
     # build/lib/libhalo.so above it, unless an installed one comes first.
-    folder = os.path.dirname(os.path.abspath(halo.__file__))
+    folder = os.path.dirname(os.path.abspath(halogpu.__file__))
     build_lib = None
     while os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
@@ -99,9 +99,9 @@ def test_build_tree_is_found_without_the_variable():
             break
     if build_lib is None:
         pytest.skip("the package under test is not inside a build tree")
-    if not os.path.samefile(build_lib, halo.library_path()):
+    if not os.path.samefile(build_lib, halogpu.library_path()):
         pytest.skip(f"{build_lib} is not the libhalo under test")
-    result = run_python("import halo; print(halo.library_path())",
+    result = run_python("import halogpu; print(halogpu.library_path())",
                         {"HALO_LIBRARY": None, "LD_LIBRARY_PATH": None})
     assert result.returncode == 0, result.stderr
     found = result.stdout.strip()
@@ -115,8 +115,8 @@ def test_without_numpy(daemon):
     result = run_python(f"""
         import sys
         sys.modules["numpy"] = None
-        import halo
-        with halo.connect({daemon.address!r}) as client:
+        import halogpu
+        with halogpu.connect({daemon.address!r}) as client:
             buffer = client.create_buffer(16, memory="host_visible")
             buffer.write(b"0123456789abcdef")
             view = buffer.memoryview()

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-import halo
+import halogpu
 
 
 def test_fork_child_cannot_use_the_parents_objects(client, address):
@@ -26,7 +26,7 @@ def test_fork_child_cannot_use_the_parents_objects(client, address):
             try:
                 call()
                 results.append("ok")
-            except halo.ClosedError as error:
+            except halogpu.ClosedError as error:
                 results.append("closed" if "fork" in str(error) else
                                str(error))
             except BaseException as error:  # noqa: BLE001
@@ -34,9 +34,9 @@ def test_fork_child_cannot_use_the_parents_objects(client, address):
         # nng aborts a child forked after the parent connected: connect()
         # refuses instead.
         try:
-            halo.connect(address)
+            halogpu.connect(address)
             results.append("connected")
-        except halo.FailedPreconditionError as error:
+        except halogpu.FailedPreconditionError as error:
             results.append("refused" if "spawn" in str(error) else
                            str(error))
         except BaseException as error:  # noqa: BLE001
@@ -67,7 +67,7 @@ def test_release_waits_for_calls_in_flight(client):
         entered.set()
         try:
             semaphore.wait(1, timeout=5)
-        except halo.HaloError as error:
+        except halogpu.HaloError as error:
             errors.append(error)
 
     thread = threading.Thread(target=waiter)
@@ -77,7 +77,7 @@ def test_release_waits_for_calls_in_flight(client):
     semaphore.release()
     thread.join(5)
     assert handle.freed and handle.pointer is None
-    assert isinstance(errors[0], halo.ClosedError)
+    assert isinstance(errors[0], halogpu.ClosedError)
 
 
 def test_many_objects_collected(client):
@@ -117,7 +117,7 @@ def test_threads_hammer_one_client(client):
 
 
 def test_close_from_another_thread_while_calls_run(address):
-    client = halo.connect(address)
+    client = halogpu.connect(address)
     semaphores = [client.create_semaphore() for _ in range(4)]
     outcomes = []
 
@@ -126,7 +126,7 @@ def test_close_from_another_thread_while_calls_run(address):
             while True:
                 client.ping()
                 semaphore.query()
-        except halo.ClosedError:
+        except halogpu.ClosedError:
             outcomes.append("closed")
         except Exception as error:  # noqa: BLE001
             outcomes.append(repr(error))
@@ -145,7 +145,7 @@ def test_close_from_another_thread_while_calls_run(address):
 
 def test_view_outlives_everything(address):
     def make_view():
-        client = halo.connect(address)
+        client = halogpu.connect(address)
         buffer = client.create_buffer(1 << 16, memory="host_visible")
         return buffer.numpy(np.uint16)
 
@@ -175,20 +175,20 @@ def test_fork_before_the_first_connect_is_fine(address):
     import textwrap
 
     code = textwrap.dedent(f"""
-        import os, halo
+        import os, halogpu
         pid = os.fork()
         if pid == 0:
-            with halo.connect({address!r}) as client:
+            with halogpu.connect({address!r}) as client:
                 client.ping()
             os._exit(0)
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-        with halo.connect({address!r}) as client:
+        with halogpu.connect({address!r}) as client:
             client.ping()
         print("ok")
         """)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halo.__file__))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halogpu.__file__))
     result = subprocess.run([sys.executable, "-c", code], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -205,7 +205,7 @@ def test_garbage_collection_at_every_allocation(address):
     gc.set_threshold(1, 1, 1)
     try:
         for _ in range(20):
-            client = halo.connect(address)
+            client = halogpu.connect(address)
             holder = Cycle()
             holder.self = holder
             holder.client = client
@@ -216,7 +216,7 @@ def test_garbage_collection_at_every_allocation(address):
             holder.semaphore.wait(1, timeout=5)
             holder.view[:] = 5
             del client, holder  # only the cycle holds them now
-        with halo.connect(address) as client:
+        with halogpu.connect(address) as client:
             for _ in range(50):
                 other = Cycle()
                 other.self = other

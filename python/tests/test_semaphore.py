@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-import halo
+import halogpu
 
 
 def test_signal_query_wait(client):
@@ -23,9 +23,9 @@ def test_signal_query_wait(client):
 
 def test_signal_must_increase(client):
     semaphore = client.create_semaphore(5)
-    with pytest.raises(halo.InvalidArgumentError):
+    with pytest.raises(halogpu.InvalidArgumentError):
         semaphore.signal(5)
-    with pytest.raises(halo.InvalidArgumentError):
+    with pytest.raises(halogpu.InvalidArgumentError):
         semaphore.signal(4)
     with pytest.raises(ValueError):
         semaphore.signal(2**63)
@@ -40,13 +40,13 @@ def test_signal_must_increase(client):
 def test_wait_timeout(client):
     semaphore = client.create_semaphore()
     started = time.monotonic()
-    with pytest.raises(halo.DeadlineExceededError) as raised:
+    with pytest.raises(halogpu.DeadlineExceededError) as raised:
         semaphore.wait(1, timeout=0.25)
     elapsed = time.monotonic() - started
     assert 0.24 <= elapsed < 2
     assert isinstance(raised.value, TimeoutError)
     assert "timed out after 0.25 s" in str(raised.value)
-    with pytest.raises(halo.DeadlineExceededError):
+    with pytest.raises(halogpu.DeadlineExceededError):
         semaphore.wait(1, timeout=0)
     with pytest.raises(ValueError):
         semaphore.wait(1, timeout=-1)
@@ -92,10 +92,10 @@ def test_many_waiting_threads(client):
 
 
 @pytest.mark.parametrize("code,cls", [
-    (halo.StatusCode.ABORTED, halo.AbortedError),
-    ("internal", halo.InternalError),
-    (halo.DeviceLostError, halo.DeviceLostError),
-    (halo.StatusCode.DATA_LOSS.value, halo.DataLossError),
+    (halogpu.StatusCode.ABORTED, halogpu.AbortedError),
+    ("internal", halogpu.InternalError),
+    (halogpu.DeviceLostError, halogpu.DeviceLostError),
+    (halogpu.StatusCode.DATA_LOSS.value, halogpu.DataLossError),
 ])
 def test_fail_wakes_waiters_with_the_failure(client, code, cls):
     semaphore = client.create_semaphore(1)
@@ -104,7 +104,7 @@ def test_fail_wakes_waiters_with_the_failure(client, code, cls):
     def waiter():
         try:
             semaphore.wait(2, timeout=10)
-        except halo.HaloError as error:
+        except halogpu.HaloError as error:
             errors.append(error)
 
     thread = threading.Thread(target=waiter)
@@ -119,7 +119,7 @@ def test_fail_wakes_waiters_with_the_failure(client, code, cls):
     with pytest.raises(cls) as raised:
         semaphore.query()
     assert raised.value.value == 1
-    with pytest.raises(halo.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError):
         semaphore.signal(5)
     semaphore.fail("aborted", "second failure is ignored")
 
@@ -127,23 +127,23 @@ def test_fail_wakes_waiters_with_the_failure(client, code, cls):
 def test_fail_arguments(client):
     semaphore = client.create_semaphore()
     with pytest.raises(ValueError):
-        semaphore.fail(halo.StatusCode.OK)
+        semaphore.fail(halogpu.StatusCode.OK)
     with pytest.raises(ValueError):
         semaphore.fail("NOT_A_CODE")
     with pytest.raises(TypeError):
-        semaphore.fail(halo.StatusCode.ABORTED, message=5)
+        semaphore.fail(halogpu.StatusCode.ABORTED, message=5)
     assert semaphore.value == 0
 
 
 def test_close_wakes_waiter_with_closed_error(address):
-    client = halo.connect(address)
+    client = halogpu.connect(address)
     semaphore = client.create_semaphore()
     errors = []
 
     def waiter():
         try:
             semaphore.wait(1)  # for ever
-        except halo.HaloError as error:
+        except halogpu.HaloError as error:
             errors.append(error)
 
     thread = threading.Thread(target=waiter)
@@ -154,7 +154,7 @@ def test_close_wakes_waiter_with_closed_error(address):
     thread.join(5)
     assert not thread.is_alive()
     assert time.monotonic() - started < 1
-    assert len(errors) == 1 and isinstance(errors[0], halo.ClosedError)
+    assert len(errors) == 1 and isinstance(errors[0], halogpu.ClosedError)
 
 
 def test_release_while_waiting(client):
@@ -164,7 +164,7 @@ def test_release_while_waiting(client):
     def waiter():
         try:
             semaphore.wait(1, timeout=10)
-        except halo.HaloError as error:
+        except halogpu.HaloError as error:
             errors.append(error)
 
     thread = threading.Thread(target=waiter)
@@ -172,7 +172,7 @@ def test_release_while_waiting(client):
     time.sleep(0.05)
     semaphore.release()
     thread.join(5)
-    assert len(errors) == 1 and isinstance(errors[0], halo.ClosedError)
+    assert len(errors) == 1 and isinstance(errors[0], halogpu.ClosedError)
     assert "released" in str(errors[0])
 
 
@@ -189,19 +189,19 @@ def test_export_import(client, other_client):
 
 
 def test_export_needs_exportable(client):
-    with pytest.raises(halo.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError):
         client.create_semaphore().export()
-    with pytest.raises(halo.NotFoundError):
+    with pytest.raises(halogpu.NotFoundError):
         client.import_semaphore("ab" * 16)
 
 
 def test_creator_close_aborts_importers(address, other_client):
-    creator = halo.connect(address)
+    creator = halogpu.connect(address)
     semaphore = creator.create_semaphore(1, exportable=True)
     imported = other_client.import_semaphore(semaphore.export())
     creator.close()
     imported.wait(1, timeout=0)
-    with pytest.raises(halo.AbortedError):
+    with pytest.raises(halogpu.AbortedError):
         imported.wait(2, timeout=5)
 
 
@@ -209,31 +209,31 @@ def test_wait_all_and_any(client, other_client):
     a = client.create_semaphore()
     b = client.create_semaphore(exportable=True)
     c = other_client.import_semaphore(b.export())
-    with pytest.raises(halo.DeadlineExceededError):
-        halo.wait_any([(a, 1), (c, 1)], timeout=0.05)
+    with pytest.raises(halogpu.DeadlineExceededError):
+        halogpu.wait_any([(a, 1), (c, 1)], timeout=0.05)
     b.signal(1)
-    assert halo.wait_any([(a, 1), (c, 1)], timeout=5) == 1
-    with pytest.raises(halo.DeadlineExceededError):
-        halo.wait_all([(a, 1), (c, 1)], timeout=0.05)
+    assert halogpu.wait_any([(a, 1), (c, 1)], timeout=5) == 1
+    with pytest.raises(halogpu.DeadlineExceededError):
+        halogpu.wait_all([(a, 1), (c, 1)], timeout=0.05)
     a.signal(2)
-    halo.wait_all([(a, 2), (c, 1)], timeout=5)
+    halogpu.wait_all([(a, 2), (c, 1)], timeout=5)
     # An empty list is satisfied at once; wait_any has no index to return.
-    assert halo.wait_all([], timeout=0) is None
-    assert halo.wait_any([]) is None
-    assert halo.wait_any(iter(()), timeout=0) is None
+    assert halogpu.wait_all([], timeout=0) is None
+    assert halogpu.wait_any([]) is None
+    assert halogpu.wait_any(iter(()), timeout=0) is None
     with pytest.raises(ValueError):
-        halo.wait_all([], timeout=-1)
+        halogpu.wait_all([], timeout=-1)
     with pytest.raises(ValueError):
-        halo.wait_all([(a, 1)] * 65)
+        halogpu.wait_all([(a, 1)] * 65)
     with pytest.raises(TypeError):
-        halo.wait_all([a])
+        halogpu.wait_all([a])
     with pytest.raises(TypeError):
-        halo.wait_any([("a", 1)])
+        halogpu.wait_any([("a", 1)])
 
 
 def test_semaphore_as_context_manager(client):
     with client.create_semaphore() as semaphore:
         semaphore.signal(1)
     assert semaphore.released
-    with pytest.raises(halo.ClosedError):
+    with pytest.raises(halogpu.ClosedError):
         semaphore.value

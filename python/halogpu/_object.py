@@ -74,7 +74,7 @@ class HaloObject:
 
     def __repr__(self):
         state = " released" if self.released else ""
-        return f"<halo.{type(self).__name__} {self._handle.name}{state}>"
+        return f"<halogpu.{type(self).__name__} {self._handle.name}{state}>"
 
 
 def check_int(value, name, low=0, high=2**64 - 1):

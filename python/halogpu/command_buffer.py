@@ -28,7 +28,7 @@ class _BindingTableArgument:
         return cls._instance
 
     def __repr__(self):
-        return "halo.BINDING_TABLE"
+        return "halogpu.BINDING_TABLE"
 
     def __reduce__(self):
         return "BINDING_TABLE"
@@ -65,7 +65,7 @@ class Constant:
         self.data = data
 
     def __repr__(self):
-        return f"halo.Constant({self.data!r})"
+        return f"halogpu.Constant({self.data!r})"
 
 
 def constant(value, dtype):
@@ -105,12 +105,12 @@ def constant_bytes(value, what):
         raise TypeError(
             f"{what}: a plain {type(value).__name__} has no size; pass "
             f"numpy.uint32({value!r}), ctypes.c_uint32({value!r}) or "
-            f"halo.constant({value!r}, 'uint32') (with the kernel's type)")
+            f"halogpu.constant({value!r}, 'uint32') (with the kernel's type)")
     else:
         raise TypeError(
-            f"{what}: expected a Buffer, BufferRef, halo.slot(), "
-            f"halo.BINDING_TABLE or a constant (numpy scalar, ctypes value, "
-            f"bytes, halo.constant), not {type(value).__name__}")
+            f"{what}: expected a Buffer, BufferRef, halogpu.slot(), "
+            f"halogpu.BINDING_TABLE or a constant (numpy scalar, ctypes "
+            f"value, bytes, halogpu.constant), not {type(value).__name__}")
     if not 0 < len(data) <= _lib.MAX_CONSTANT_BYTES:
         raise ValueError(
             f"{what}: a constant is 1..{_lib.MAX_CONSTANT_BYTES} bytes, not "
@@ -144,7 +144,7 @@ class CommandBuffer(HaloObject):
     end calls end() (or, if the block raised, releases the recording).
 
     Buffer references: a Buffer (all of it), buffer.ref(offset, length)
-    (direct) or halo.slot(i, offset, length) (entry i of the binding table
+    (direct) or halogpu.slot(i, offset, length) (entry i of the binding table
     passed to execute()).
 
     Thread safety: record calls are serialized by a lock; after end() the
@@ -234,7 +234,7 @@ class CommandBuffer(HaloObject):
                 value.length
             return _lib.BufferRef(None, value.slot, value.offset, length)
         raise TypeError(
-            f"{what}: expected a Buffer, BufferRef or halo.slot(), not "
+            f"{what}: expected a Buffer, BufferRef or halogpu.slot(), not "
             f"{type(value).__name__}")
 
     def _record(self, function, handles, *args, refs=()):
@@ -367,10 +367,10 @@ class CommandBuffer(HaloObject):
         |grid| makes a no-op (checked like any dispatch; the rest of the
         command buffer runs and signals as usual); |block| is at least 1
         in each dimension. |args| are in the kernel's parameter order: a
-        Buffer / BufferRef / halo.slot() passes an address,
-        halo.BINDING_TABLE the binding table's address, anything else is a
-        constant passed by value (numpy scalar, ctypes value, bytes,
-        halo.constant(); plain ints are refused: their size is unknown).
+        Buffer / BufferRef / halogpu.slot() passes an address,
+        halogpu.BINDING_TABLE the binding table's address, anything else is
+        a constant passed by value (numpy scalar, ctypes value, bytes,
+        halogpu.constant(); plain ints are refused: their size is unknown).
         |shared_memory| is the dynamic shared memory in bytes."""
         self._dispatch(executable, entry, grid, block, args, shared_memory,
                        None)

@@ -81,7 +81,7 @@ def connect(address=None, *, client_name=None, request_timeout=None):
 
 
 class Client:
-    """A session with halod (halo.connect()).
+    """A session with halod (halogpu.connect()).
 
     Thread safety: a Client and every object made from it may be used from
     any number of threads at once.
@@ -123,7 +123,7 @@ class Client:
 
     def __repr__(self):
         state = " closed" if self.closed else ""
-        return (f"<halo.Client session {self._session_id} at "
+        return (f"<halogpu.Client session {self._session_id} at "
                 f"{self._session.address}{state}>")
 
     def close(self):

@@ -14,7 +14,7 @@ The library is found in this order:
 
 The first library that loads must report ``halo_abi_version() ==
 ABI_VERSION``; a library of another ABI is refused with LibraryError (no
-other function of it is called). Loading is lazy: ``import halo`` works
+other function of it is called). Loading is lazy: ``import halogpu`` works
 without libhalo, the first call that needs it loads it.
 
 Every prototype here mirrors include/halo/halo.h and status.h of

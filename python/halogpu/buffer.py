@@ -79,7 +79,7 @@ class BufferRef:
 class SlotRef:
     """An indirect reference: entry |slot| of the binding table given at
     execution, plus |offset| (added to the entry's offset) and |length|
-    (None: to the end of the bound range). Made by halo.slot()."""
+    (None: to the end of the bound range). Made by halogpu.slot()."""
 
     __slots__ = ("slot", "offset", "length")
 
@@ -89,7 +89,7 @@ class SlotRef:
         self.length = None if length is None else check_int(length, "length")
 
     def __repr__(self):
-        return (f"halo.slot({self.slot}, offset={self.offset}, "
+        return (f"halogpu.slot({self.slot}, offset={self.offset}, "
                 f"length={self.length})")
 
 

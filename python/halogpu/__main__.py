@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 The halo Authors
-"""``python -m halo info [--address ADDRESS]``: the library, the session and
+"""``python -m halogpu info [--address ADDRESS]``: the library, the session and
 the devices of a running halod, as this client sees them."""
 
 import argparse
 import sys
 import time
 
-import halo
+import halogpu
 
 
 def _size(count):
@@ -19,11 +19,11 @@ def _size(count):
 
 
 def info(args):
-    print(f"halo package {halo.__version__} (ABI {halo.ABI_VERSION})")
+    print(f"halo package {halogpu.__version__} (ABI {halogpu.ABI_VERSION})")
     try:
-        print(f"libhalo      {halo.library_version()} at "
-              f"{halo.library_path()}")
-        with halo.connect(args.address, client_name="halo-info") as client:
+        print(f"libhalo      {halogpu.library_version()} at "
+              f"{halogpu.library_path()}")
+        with halogpu.connect(args.address, client_name="halo-info") as client:
             started = time.perf_counter()
             client.ping()
             ping_us = (time.perf_counter() - started) * 1e6
@@ -39,15 +39,15 @@ def info(args):
                     line += (f", compute {major}.{minor}, "
                              f"{device.multiprocessor_count} SMs")
                 print(line)
-    except (halo.HaloError, halo.LibraryError) as error:
-        print(f"python -m halo info: {error}", file=sys.stderr)
+    except (halogpu.HaloError, halogpu.LibraryError) as error:
+        print(f"python -m halogpu info: {error}", file=sys.stderr)
         return 1
     return 0
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m halo",
+        prog="python -m halogpu",
         description="halo's Python client: status of a running halod")
     commands = parser.add_subparsers(dest="command", required=True)
     command = commands.add_parser(

@@ -5,9 +5,9 @@
 A thin layer over libhalo (through ctypes, no compiled extension) that
 mirrors its C API (include/halo/halo.h) in Python style::
 
-    import halo, numpy as np
+    import halogpu, numpy as np
 
-    with halo.connect() as client:           # $HALO_ADDRESS or the default
+    with halogpu.connect() as client:           # $HALO_ADDRESS or the default
         print(client.devices)
         buf = client.create_buffer(4096, memory="host_visible")
         buf.numpy(np.float32)[:] = 1.0        # a view of the shared memory
