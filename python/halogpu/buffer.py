@@ -6,7 +6,7 @@ import ctypes
 import enum
 import weakref
 
-from . import _core, _lib
+from . import _core, _dlpack, _lib
 from ._object import HaloObject, check_int, format_token
 from .errors import NotFoundError, check
 
@@ -366,6 +366,69 @@ class Buffer(HaloObject):
         exporter = self._exporter(0, self._size)
         return np.ndarray(shape, dtype, buffer=exporter, offset=offset,
                           strides=strides)
+
+    # ---------------------------------------------------------- protocols
+
+    def _host_only(self, what):
+        if self._host_pointer is None:
+            raise BufferError(
+                f"{what}: {self._handle.name} is a device buffer, not in "
+                "this process's memory; create it with memory='host_visible' "
+                "(or copy it out with read())")
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        """The DLPack protocol: a capsule over this host-visible buffer's
+        bytes (kDLCPU, uint8, one dimension), no copy; DLPack 1.0
+        ("dltensor_versioned", writable) if |max_version| allows it, else
+        the unversioned capsule. numpy.from_dlpack()
+        and torch.from_dlpack() consume it; the consumer's array keeps the
+        mapping alive (like numpy()) until it is freed. BufferError for a
+        device buffer, or if a copy or another device is asked for."""
+        self._check_allocated()
+        self._host_only("__dlpack__")
+        if stream is not None and stream != -1:
+            raise BufferError(
+                f"__dlpack__: a host buffer takes no stream (got {stream!r})")
+        if dl_device is not None and tuple(dl_device) != (
+                _dlpack.KDLCPU, 0):
+            raise BufferError(
+                f"__dlpack__: the buffer is on the CPU (kDLCPU, 0), not "
+                f"{tuple(dl_device)}; copy it there yourself")
+        if copy:
+            raise BufferError(
+                "__dlpack__: copy=True is not offered; export, then copy "
+                "with the consumer (numpy.array(...))")
+        versioned = max_version is not None and \
+            tuple(max_version)[0] >= _dlpack.VERSION[0]
+        return _dlpack.export(self._handle, self._host_pointer, self._size,
+                              versioned)
+
+    def __dlpack_device__(self):
+        """(kDLCPU, 0) for a host-visible buffer; BufferError for a device
+        buffer."""
+        self._host_only("__dlpack_device__")
+        return (_dlpack.KDLCPU, 0)
+
+    def __array__(self, dtype=None, copy=None):
+        """``numpy.asarray(buffer)``: the bytes of a host-visible buffer as
+        a uint8 array without a copy (numpy()); a copy if |copy| is True or
+        a |dtype| other than uint8 is asked for. TypeError for a device
+        buffer (numpy would otherwise make a 0-d object array)."""
+        if self._host_pointer is None:
+            raise TypeError(
+                f"numpy.asarray: {self._handle.name} is a device buffer, "
+                "not in this process's memory; create it with "
+                "memory='host_visible', or read it: "
+                "numpy.frombuffer(buffer.read(), dtype)")
+        array = self.numpy()
+        if dtype is not None and _numpy().dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError(
+                    f"numpy.asarray: a {dtype} array of the buffer's bytes "
+                    "needs a copy (view it with buffer.numpy(dtype))")
+            return array.astype(dtype)
+        return array.copy() if copy else array
 
     # ---------------------------------------------------------- sharing
 

@@ -36,6 +36,9 @@ class _BindingTableArgument:
 
 BINDING_TABLE = _BindingTableArgument()
 
+# A None dispatch argument: a null device pointer (64 bits on every driver).
+_NULL_POINTER = bytes(8)
+
 # libhalo has no public handle accessor for command buffers: number them.
 _numbers = itertools.count(1)
 
@@ -332,6 +335,14 @@ class CommandBuffer(HaloObject):
                         f"{what}: BINDING_TABLE in a command buffer without "
                         "bindings")
                 c_arg.kind = _lib.DISPATCH_ARG_BINDING_TABLE
+            elif value is None:
+                # A null pointer: the address 0 as a 64-bit constant (a
+                # kernel's optional pointer, Triton's scratch pointers).
+                storage = ctypes.create_string_buffer(_NULL_POINTER, 8)
+                keep.append(storage)
+                c_arg.kind = _lib.DISPATCH_ARG_CONSTANT
+                c_arg.data = ctypes.addressof(storage)
+                c_arg.size = 8
             elif isinstance(value, (Buffer, BufferRef, SlotRef)):
                 count = len(handles)
                 ref = self._ref(value, what, handles)
@@ -368,9 +379,10 @@ class CommandBuffer(HaloObject):
         command buffer runs and signals as usual); |block| is at least 1
         in each dimension. |args| are in the kernel's parameter order: a
         Buffer / BufferRef / halogpu.slot() passes an address,
-        halogpu.BINDING_TABLE the binding table's address, anything else is
-        a constant passed by value (numpy scalar, ctypes value, bytes,
-        halogpu.constant(); plain ints are refused: their size is unknown).
+        halogpu.BINDING_TABLE the binding table's address, None a null
+        pointer (8 zero bytes), anything else is a constant passed by value
+        (numpy scalar, ctypes value, bytes, halogpu.constant(); plain ints
+        are refused: their size is unknown).
         |shared_memory| is the dynamic shared memory in bytes."""
         self._dispatch(executable, entry, grid, block, args, shared_memory,
                        None)

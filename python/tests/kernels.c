@@ -19,6 +19,19 @@ HALO_LOCAL_KERNEL(add) {
   }
 }
 
+// c[i] = a[i] + (b ? b[i] : 1) for i < n: b may be a null pointer (None in
+// Python); args: a, b, c (BUFFER), n (uint32).
+HALO_LOCAL_KERNEL(add_optional) {
+  const float *a = HALO_ARG(state, 0, const float *);
+  const float *b = HALO_ARG(state, 1, const float *);
+  float *c = HALO_ARG(state, 2, float *);
+  uint32_t n = HALO_ARG(state, 3, uint32_t);
+  uint32_t first = state->workgroup_id[0] * state->workgroup_size[0];
+  for (uint32_t i = first; i < first + state->workgroup_size[0] && i < n; ++i) {
+    c[i] = a[i] + (b ? b[i] : 1.0f);
+  }
+}
+
 // y[i] = a * x[i] + y[i] for i < n; args: a (float), x, y (BUFFER),
 // n (uint64).
 HALO_LOCAL_KERNEL(saxpy) {

@@ -13,6 +13,14 @@ extern "C" __global__ void add(const float *a, const float *b, float *c,
   if (i < n) c[i] = a[i] + b[i];
 }
 
+// c[i] = a[i] + (b ? b[i] : 1) for i < n: b may be a null pointer (None in
+// Python).
+extern "C" __global__ void add_optional(const float *a, const float *b,
+                                        float *c, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + (b ? b[i] : 1.0f);
+}
+
 // y[i] = a * x[i] + y[i] for i < n; args: a (float), x, y (BUFFER),
 // n (uint64).
 extern "C" __global__ void saxpy(float a, const float *x, float *y,

@@ -464,3 +464,21 @@ def test_close_with_recordings_and_queues(address, kernels_so):
             call()
     assert kernels.released
 
+
+def test_none_is_a_null_pointer(client, kernels):
+    a, va = host(client, N)
+    b, vb = host(client, N)
+    c, vc = host(client, N)
+    va[:] = np.arange(N)
+    vb[:] = 5
+    done = client.create_semaphore()
+    with client.record() as cb:
+        # b as None: the kernel sees a null pointer and adds 1.
+        cb.dispatch(kernels, "add_optional", grid=(N + 63) // 64, block=64,
+                    args=[a, None, c, np.uint32(N)])
+        cb.barrier()
+        cb.dispatch(kernels, "add_optional", grid=(N + 63) // 64, block=64,
+                    args=[c, b, c, np.uint32(N)])
+    client.execute(cb, signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert np.array_equal(vc, np.arange(N, dtype=np.float32) + 6)

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
+"""numpy.asarray(buffer) and DLPack (numpy.from_dlpack, torch.from_dlpack
+when torch is installed) over host-visible buffers: zero copy, and the
+mapping outlives the buffer, the client and the capsule as long as an array
+uses it."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import halogpu
+from halogpu import _dlpack
+
+N = 1024
+
+
+@pytest.fixture(autouse=True)
+def no_exports_left():
+    yield
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+
+
+def test_asarray_is_a_zero_copy_view(client):
+    buffer = client.create_buffer(4 * N, memory="host_visible")
+    array = np.asarray(buffer)
+    assert array.dtype == np.uint8 and array.shape == (4 * N,)
+    assert array.ctypes.data == buffer.host_pointer
+    array.view(np.float32)[:] = 2.5
+    assert np.frombuffer(buffer.read(), np.float32).tolist() == [2.5] * N
+    buffer.write(np.full(N, 7, np.uint32))
+    assert (array.view(np.uint32) == 7).all()
+    # A copy only when asked for.
+    copied = np.array(buffer, copy=True)
+    copied[:] = 0
+    assert (array.view(np.uint32) == 7).all()
+    assert np.asarray(buffer, dtype=np.int32)[0] == 7  # values converted
+
+
+def test_asarray_of_a_device_buffer_is_a_clear_error(client):
+    buffer = client.create_buffer(64)
+    with pytest.raises(TypeError, match="device buffer.*host_visible"):
+        np.asarray(buffer)
+
+
+def test_from_dlpack_is_zero_copy(client):
+    buffer = client.create_buffer(4 * N, memory="host_visible")
+    assert buffer.__dlpack_device__() == (1, 0)  # kDLCPU
+    array = np.from_dlpack(buffer)
+    assert array.dtype == np.uint8 and array.shape == (4 * N,)
+    assert array.ctypes.data == buffer.host_pointer
+    assert _dlpack.live_exports() == 1
+    floats = array.view(np.float32)
+    floats[:] = np.arange(N, dtype=np.float32)  # written through numpy
+    assert np.array_equal(np.frombuffer(buffer.read(), np.float32),
+                          np.arange(N, dtype=np.float32))  # read by halo
+    buffer.write(b"\x00" * 4)  # written by halo, seen through numpy
+    assert floats[0] == 0
+    del array, floats
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+
+
+def test_dlpack_array_outlives_buffer_client_and_capsule(address):
+    client = halogpu.connect(address)
+    buffer = client.create_buffer(4 * N, memory="host_visible")
+    session = client._session
+    array = np.from_dlpack(buffer).view(np.uint32)
+    array[:] = 5
+    buffer.release()
+    client.close()
+    assert client.closed and not session.closed  # the export pins it
+    gc.collect()
+    assert (array == 5).all()  # still mapped
+    array[:] = 6
+    assert _dlpack.live_exports() == 1
+    del array
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+    assert session.closed  # the deleter let go of the last pin
+
+
+def test_unversioned_capsule_for_older_consumers(client):
+    buffer = client.create_buffer(64, memory="host_visible")
+    buffer.write(bytes(range(64)))
+
+    class OldConsumerView:  # passes no max_version, as DLPack 0.x callers
+        def __dlpack__(self, **ignored):
+            return buffer.__dlpack__()
+
+        def __dlpack_device__(self):
+            return buffer.__dlpack_device__()
+
+    array = np.from_dlpack(OldConsumerView())
+    assert array.ctypes.data == buffer.host_pointer
+    assert array.tolist() == list(range(64))
+    assert not array.flags.writeable  # numpy's rule for unversioned ones
+    del array
+
+
+def test_unconsumed_capsule_unpins(client):
+    buffer = client.create_buffer(64, memory="host_visible")
+    capsule = buffer.__dlpack__()
+    assert type(capsule).__name__ == "PyCapsule"
+    assert _dlpack.live_exports() == 1
+    del capsule
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+    buffer.release()
+    assert buffer._handle.freed
+
+
+def test_dlpack_refusals(client):
+    device = client.create_buffer(64)
+    with pytest.raises(BufferError, match="device buffer"):
+        device.__dlpack__()
+    with pytest.raises(BufferError, match="device buffer"):
+        device.__dlpack_device__()
+    with pytest.raises(BufferError, match="device buffer"):
+        np.from_dlpack(device)
+    host = client.create_buffer(64, memory="host_visible")
+    with pytest.raises(BufferError, match="kDLCPU"):
+        host.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="copy"):
+        host.__dlpack__(copy=True)
+    host.release()
+    with pytest.raises(halogpu.ClosedError):
+        host.__dlpack__()
+
+
+def test_torch_from_dlpack_is_zero_copy(client):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    buffer = client.create_buffer(4 * N, memory="host_visible")
+    tensor = torch.from_dlpack(buffer).view(torch.float32)
+    assert tensor.data_ptr() == buffer.host_pointer
+    tensor.fill_(3.0)
+    assert np.frombuffer(buffer.read(), np.float32).tolist() == [3.0] * N
+    del tensor
