@@ -2,7 +2,11 @@
 # Copyright 2026 The halo Authors
 """Timeline semaphores and waits on several of them."""
 
+import asyncio
+import concurrent.futures
 import ctypes
+import os
+import threading
 import time
 
 from . import _core, _lib
@@ -12,6 +16,35 @@ from .errors import (DeadlineExceededError, StatusCode, check, status_code,
 
 
 _SLICE_NS = int(_core.WAIT_SLICE_S * 1e9)
+
+# wait_async(): the threads that block in halo_semaphore_wait for event
+# loops, at most this many at once (more waits queue for a thread); each
+# blocks for one slice (WAIT_SLICE_S) at a time, so a cancelled wait frees
+# its thread within a slice.
+ASYNC_WAIT_THREADS = 16
+
+_async_executor = None
+_async_executor_lock = threading.Lock()
+
+
+def _executor():
+    global _async_executor
+    with _async_executor_lock:
+        if _async_executor is None:
+            _async_executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=ASYNC_WAIT_THREADS,
+                thread_name_prefix="halogpu-wait")
+        return _async_executor
+
+
+def _forget_executor_in_child():
+    # A forked child has none of the parent's threads.
+    global _async_executor, _async_executor_lock
+    _async_executor = None
+    _async_executor_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor_in_child)
 
 
 class Semaphore(HaloObject):
@@ -119,6 +152,56 @@ class Semaphore(HaloObject):
                         f"wait for {self._handle.name} >= {value} timed out "
                         f"after {timeout} s")
                 this_slice = min(slice_ns, remaining)
+
+    def _wait_slice(self, value, timeout_ns):
+        """One bounded wait: True once the value is >= |value|, False if
+        |timeout_ns| passed first; raises anything else."""
+        lib = _lib.load()
+        with self._call():
+            status = lib.halo_semaphore_wait(self._handle.pointer, value,
+                                             timeout_ns)
+        if not status:
+            return True
+        if lib.halo_status_code(status) != StatusCode.DEADLINE_EXCEEDED:
+            raise take_error(lib, status)
+        lib.halo_status_free(status)
+        return False
+
+    async def wait_async(self, value, timeout=None):
+        """``await semaphore.wait_async(value)``: wait() for asyncio, never
+        blocking the event loop.
+
+        A value already reached returns without a thread (after yielding
+        to the event loop once, as any await should).
+        Otherwise the wait runs on a small pool of threads
+        (ASYNC_WAIT_THREADS) in slices of at most 0.1 s, each a futex wait
+        with the GIL released; the event loop learns of the result through
+        its executor future. Cancelling the awaiting task stops the wait
+        after the current slice (no thread is left blocked for ever).
+        Errors as wait(); |timeout| in seconds (None: for ever)."""
+        value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
+        timeout_ns = check_timeout(timeout)
+        if self._wait_slice(value, 0):
+            # Still a suspension point: a loop of waits on reached values
+            # lets the other tasks run.
+            await asyncio.sleep(0)
+            return
+        loop = asyncio.get_running_loop()
+        executor = _executor()
+        deadline = None if timeout_ns >= _lib.TIMEOUT_INFINITE else \
+            time.monotonic_ns() + timeout_ns
+        while True:
+            this_slice = _SLICE_NS
+            if deadline is not None:
+                remaining = deadline - time.monotonic_ns()
+                if remaining <= 0:
+                    raise DeadlineExceededError(
+                        f"wait for {self._handle.name} >= {value} timed out "
+                        f"after {timeout} s")
+                this_slice = min(this_slice, remaining)
+            if await loop.run_in_executor(executor, self._wait_slice, value,
+                                          this_slice):
+                return
 
     def export(self):
         """A token (32 hex digits) another client can pass to

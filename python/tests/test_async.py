@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
+"""Semaphore.wait_async: the event loop keeps running while a wait blocks,
+timeouts, failures, cancellation leaves no thread in a wait, and the
+asyncio example overlaps two pipelines."""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import halogpu
+
+from conftest import REPO
+
+
+def test_wait_async_does_not_block_the_loop(client):
+    semaphore = client.create_semaphore()
+    ticks = []
+
+    async def ticker(stop):
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    async def main():
+        stop = asyncio.Event()
+        task = asyncio.create_task(ticker(stop))
+        threading.Timer(0.4, semaphore.signal, (3,)).start()
+        started = time.monotonic()
+        await semaphore.wait_async(3, timeout=10)
+        waited = time.monotonic() - started
+        stop.set()
+        await task
+        return waited
+
+    waited = asyncio.run(main())
+    assert 0.35 <= waited < 5
+    # The loop ran throughout: ~40 ticks of 10 ms in 0.4 s.
+    assert len(ticks) >= 15, ticks
+
+
+def test_wait_async_reached_value_needs_no_thread(client):
+    semaphore = client.create_semaphore(5)
+
+    async def main():
+        await semaphore.wait_async(5)
+        await semaphore.wait_async(1, timeout=0)
+
+    asyncio.run(main())
+
+
+def test_wait_async_timeout_and_failure(client):
+    semaphore = client.create_semaphore()
+
+    async def timeout():
+        started = time.monotonic()
+        with pytest.raises(halogpu.DeadlineExceededError, match=">= 1"):
+            await semaphore.wait_async(1, timeout=0.25)
+        return time.monotonic() - started
+
+    assert 0.2 <= asyncio.run(timeout()) < 2
+
+    async def failure():
+        threading.Timer(0.1, semaphore.fail,
+                        (halogpu.StatusCode.DATA_LOSS, "bad bytes")).start()
+        with pytest.raises(halogpu.DataLossError, match="bad bytes"):
+            await semaphore.wait_async(1, timeout=10)
+
+    asyncio.run(failure())
+    with pytest.raises(TypeError):
+        asyncio.run(semaphore.wait_async("1"))
+
+
+def test_cancelled_wait_leaves_no_thread_waiting(client):
+    semaphore = client.create_semaphore()
+    session = client._session
+
+    async def main():
+        task = asyncio.create_task(semaphore.wait_async(7))
+        await asyncio.sleep(0.15)
+        assert session.calls == 1  # a thread is in halo_semaphore_wait
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 2
+    while session.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert session.calls == 0  # the slice ended; nothing waits any more
+    semaphore.release()
+    assert semaphore._handle.freed
+
+
+def test_many_waits_at_once(client):
+    semaphores = [client.create_semaphore() for _ in range(40)]
+
+    async def main():
+        waits = [asyncio.create_task(s.wait_async(1, timeout=20))
+                 for s in semaphores]
+        await asyncio.sleep(0.05)
+        for s in semaphores:
+            s.signal(1)
+        started = time.monotonic()
+        await asyncio.gather(*waits)
+        return time.monotonic() - started
+
+    # 40 waits on 16 threads: each queued wait finds its value at once.
+    assert asyncio.run(main()) < 5
+
+
+def test_async_pipelines_example(address):
+    if not shutil.which("cc"):
+        pytest.skip("no cc for the CPU-driver kernel")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(halogpu.__file__))
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "examples", "python",
+                                      "async_pipelines.py"),
+         "--address", address, "--steps", "10"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "overlapped: True" in result.stdout
+    assert "async_pipelines: ok" in result.stdout
