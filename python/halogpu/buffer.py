@@ -61,15 +61,18 @@ class BufferRef:
     length)``; length None means "to the end of the buffer". Made by
     Buffer.ref(); a Buffer itself stands for ``buffer.ref()``."""
 
-    __slots__ = ("buffer", "offset", "length")
+    __slots__ = ("buffer", "offset", "length", "dtype")
 
-    def __init__(self, buffer, offset=0, length=None):
+    def __init__(self, buffer, offset=0, length=None, dtype=None):
         if not isinstance(buffer, Buffer):
             raise TypeError(
                 f"BufferRef needs a Buffer, not {type(buffer).__name__}")
         self.buffer = buffer
         self.offset = check_int(offset, "offset")
         self.length = None if length is None else check_int(length, "length")
+        # The element type a typed consumer (halogpu.triton) sees: the
+        # buffer's unless given.
+        self.dtype = buffer.dtype if dtype is None else dtype
 
     def __repr__(self):
         return (f"BufferRef({self.buffer!r}, offset={self.offset}, "
@@ -197,6 +200,12 @@ class Buffer(HaloObject):
         self._host_pointer = host_pointer
         self._exportable = exportable
         self._deallocated = False
+        self.dtype = None
+
+    # dtype: an element type (a numpy dtype or its name) the buffer holds,
+    # or None. halo itself moves bytes; typed consumers read it:
+    # halogpu.triton passes a buffer as a pointer to this type.
+    # Client.from_numpy() and Client.empty() set it; assign it freely.
 
     @property
     def deallocated(self):
@@ -250,10 +259,11 @@ class Buffer(HaloObject):
         self._check_allocated()
         return self._host_pointer
 
-    def ref(self, offset=0, length=None):
+    def ref(self, offset=0, length=None, dtype=None):
         """A direct reference to [offset, offset + length) of this buffer
-        (length None: to the end)."""
-        return BufferRef(self, offset, length)
+        (length None: to the end), with element type |dtype| for typed
+        consumers (None: the buffer's ``dtype``)."""
+        return BufferRef(self, offset, length, dtype)
 
     # ---------------------------------------------------------- copies
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from . import _core, _lib
 from ._object import check_int, parse_token
-from .buffer import MemoryType, make_buffer, memory_type
+from .buffer import MemoryType, _numpy, make_buffer, memory_type
 from .command_buffer import make_command_buffer
 from .errors import check
 from .executable import (ExecutableFormat, code_bytes, executable_format,
@@ -210,6 +210,32 @@ class Client:
                 return make_buffer(self, self._session, pointer.value, device,
                                    bool(exportable))
         check(lib, status)
+
+    def from_numpy(self, array, *, memory="host_visible", device=0):
+        """A new buffer holding a copy of |array|'s bytes (any numpy array
+        or array-like; made C-contiguous), its ``dtype`` set to the
+        array's. A host-visible buffer (the default) is then viewable with
+        ``buffer.numpy(buffer.dtype)``."""
+        np = _numpy()
+        data = np.ascontiguousarray(array)
+        if data.nbytes == 0:
+            raise ValueError("from_numpy: the array is empty")
+        buffer = self.create_buffer(data.nbytes, memory=memory,
+                                    device=device)
+        buffer.write(data)
+        buffer.dtype = data.dtype
+        return buffer
+
+    def empty(self, count, dtype, *, memory="host_visible", device=0):
+        """A new buffer for |count| items of |dtype| (a numpy dtype or its
+        name), its ``dtype`` set; the contents are unspecified."""
+        np = _numpy()
+        dtype = np.dtype(dtype)
+        count = check_int(count, "count", 1)
+        buffer = self.create_buffer(count * dtype.itemsize, memory=memory,
+                                    device=device)
+        buffer.dtype = dtype
+        return buffer
 
     def import_buffer(self, token):
         """Imports a buffer another client exported (its token: 32 hex

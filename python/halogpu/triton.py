@@ -1,0 +1,492 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
+"""Triton kernels on halo devices (the optional extra ``halogpu[triton]``).
+
+::
+
+    add = halogpu.triton.kernel(client, add_kernel)   # a @triton.jit function
+    add[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](
+        x, y, out, n, BLOCK_SIZE=1024).wait()
+
+``kernel()`` wraps a ``@triton.jit`` function for one client and device.
+Each launch ``kernel[grid](*args, **kwargs)``:
+
+1. maps the arguments as Triton's own launcher does: halo buffers (or
+   ``buffer.ref(...)``) are pointers to their ``dtype`` (set by
+   ``Client.from_numpy``/``Client.empty``, or ``buffer.ref(dtype=...)``),
+   Python ints are ``i32`` (``i64``/``u64`` past that range), floats
+   ``fp32``, bools ``i1``, numpy scalars their own type, None and the
+   ``tl.constexpr`` parameters compile-time constants (removed from the
+   parameter list); pointers at 16-byte aligned offsets and ints divisible
+   by 16 are specialized as such (``tt.divisibility``), as Triton does;
+2. compiles the specialization with Triton's compiler on the client, for
+   the device's architecture (``sm_XY`` from ``Device.compute_capability``)
+   without a GPU or a CUDA context: ``triton.compile(ASTSource(...),
+   target=GPUTarget("cuda", XY, 32))``. Compiled kernels are kept in
+   memory (per function and specialization) and on disk by Triton's cache
+   (``~/.triton/cache``, ``TRITON_CACHE_DIR``);
+3. loads the CUBIN (or PTX) through ``Client.load_executable`` (halod's
+   own caches make a second process's load cheap);
+4. records the dispatch into a command buffer with the buffers as binding
+   slots, scalars as constants and the parameters Triton appends (the
+   global and profile scratch pointers: found by comparing the PTX entry's
+   parameters with the visible ones) as null pointers, or as a scratch
+   buffer where the kernel needs global scratch memory. The recording is
+   memoized per grid, block, shared memory and scalar values: a repeated
+   launch replays it with a new binding table;
+5. executes it on the kernel's queue (or ``queue=``) after ``wait=`` and
+   returns a Launch, whose ``wait()`` / ``await wait_async()`` waits for
+   the kernel.
+
+halo's CPU driver cannot run PTX: launches need a CUDA device. Compiling
+and the argument mapping (``kernel.prepare(...)``) need neither.
+"""
+
+import collections
+import inspect
+import re
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ._object import check_int
+from .buffer import Buffer, BufferRef, slot
+from .client import Client
+from .command_buffer import CommandBuffer
+from .executable import Executable
+from .queue import Queue
+from .semaphore import Semaphore
+
+# numpy dtype name -> Triton's type name.
+_NUMPY_TO_TRITON = {
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32",
+    "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+    "uint64": "u64", "float16": "fp16", "bfloat16": "bf16",
+    "float32": "fp32", "float64": "fp64",
+}
+
+# Triton scalar type -> struct format of its bytes in the parameter buffer.
+_SCALAR_FORMATS = {
+    "i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
+    "u1": "<?", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q",
+    "fp16": "<e", "fp32": "<f", "fp64": "<d",
+}
+
+# Bytes of a PTX parameter type (.u64, .b32, .f16, ...).
+_PTX_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
+# One parameter: ".param .u64 .ptr .global .align 1 name" or
+# ".param .align 2 .b8 name[2]" (an fp16 scalar).
+_PARAM = re.compile(r"\.([bsuf])(8|16|32|64)\b")
+_ARRAY = re.compile(r"\[(\d+)\]\s*$")
+
+# Recordings kept per kernel (least recently used dropped first).
+MAX_RECORDINGS = 64
+
+
+def _triton() -> Any:
+    try:
+        import triton
+    except ImportError:
+        raise ImportError(
+            "halogpu.triton needs Triton: pip install 'halogpu[triton]' "
+            "(or pip install triton)") from None
+    return triton
+
+
+def triton_type(dtype: Any) -> str:
+    """Triton's name ("fp32", "i64", ...) for a numpy dtype (or its name)."""
+    name = getattr(dtype, "name", None)
+    if name is None:
+        import numpy
+
+        name = numpy.dtype(dtype).name
+    try:
+        return _NUMPY_TO_TRITON[name]
+    except KeyError:
+        raise TypeError(
+            f"element type {name} has no Triton equivalent (one of "
+            f"{', '.join(sorted(_NUMPY_TO_TRITON))})") from None
+
+
+def ptx_parameters(ptx: str, entry: Optional[str] = None) -> List[int]:
+    """The byte sizes of the parameters of |entry| (None: the first
+    .entry) in PTX text."""
+    for match in _ENTRY.finditer(ptx):
+        if entry is None or match.group(1) == entry:
+            sizes = []
+            for param in match.group(2).split(","):
+                if not param.strip():
+                    continue
+                found = _PARAM.search(param)
+                if found is None:
+                    raise ValueError(f"unknown PTX parameter {param.strip()}")
+                array = _ARRAY.search(param)
+                count = int(array.group(1)) if array else 1
+                sizes.append(_PTX_SIZES[found.group(2)] * count)
+            return sizes
+    raise ValueError(f"no .entry {entry or ''} in the PTX")
+
+
+@dataclass
+class Compiled:
+    """One compiled specialization of a Triton function."""
+
+    name: str  # the kernel's entry point
+    cubin: bytes
+    ptx: str
+    num_warps: int
+    shared: int  # dynamic shared memory in bytes
+    parameters: List[int]  # byte sizes of every parameter of the entry
+    global_scratch: Tuple[int, int]  # (bytes per program, alignment)
+    profile_scratch: Tuple[int, int]
+    num_ctas: int
+    metadata: Any = field(repr=False)
+
+
+@dataclass
+class Plan:
+    """What a launch passes to halo (Kernel.prepare)."""
+
+    compiled: Compiled
+    signature: Dict[str, str]  # every parameter's Triton type
+    constexprs: Dict[str, Any]
+    grid: Tuple[int, int, int]
+    block: Tuple[int, int, int]
+    args: List[Any]  # SlotRef, bytes (a scalar) or None (a null pointer)
+    bindings: List[BufferRef]  # slot i of the binding table
+    hidden: int  # parameters Triton appended
+    scratch: int  # bytes of global scratch memory (0: none)
+
+
+class Launch:
+    """A submitted kernel: ``wait(timeout)`` or ``await wait_async()``."""
+
+    def __init__(self, semaphore: Semaphore, value: int,
+                 memo_hit: Optional[bool]) -> None:
+        self.semaphore = semaphore
+        self.value = value
+        # The daemon's memo cache hit flag of the recording (None: this
+        # kernel object replayed its own recording).
+        self.memo_hit = memo_hit
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        self.semaphore.wait(self.value, timeout)
+
+    async def wait_async(self, timeout: Optional[float] = None) -> None:
+        await self.semaphore.wait_async(self.value, timeout)
+
+    def __repr__(self) -> str:
+        return f"<halogpu.triton.Launch {self.semaphore!r} >= {self.value}>"
+
+
+# (function cache key, specialization) -> Compiled, for every client.
+_compiled: Dict[Tuple[Any, ...], Compiled] = {}
+_compiled_lock = threading.Lock()
+
+
+def compile(fn: Any, signature: Dict[str, str], constexprs: Dict[str, Any],
+            attrs: Dict[Tuple[int, ...], Any], arch: int,
+            num_warps: int = 4, num_stages: int = 3) -> Compiled:
+    """Compiles the @triton.jit |fn| for sm_|arch| with Triton's compiler
+    (no GPU needed); cached in memory and by Triton on disk."""
+    triton = _triton()
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    key = (fn.cache_key, tuple(signature.items()),
+           tuple(sorted((k, repr(v)) for k, v in constexprs.items())),
+           tuple(sorted((k, repr(v)) for k, v in attrs.items())), arch,
+           num_warps, num_stages)
+    with _compiled_lock:
+        found = _compiled.get(key)
+    if found is not None:
+        return found
+    source = ASTSource(fn, signature=signature, constexprs=constexprs,
+                       attrs=attrs)
+    kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                            options={"num_warps": num_warps,
+                                     "num_stages": num_stages})
+    metadata = kernel.metadata
+    ptx = kernel.asm["ptx"]
+    compiled = Compiled(
+        name=metadata.name, cubin=bytes(kernel.asm["cubin"]), ptx=ptx,
+        num_warps=metadata.num_warps, shared=metadata.shared,
+        parameters=ptx_parameters(ptx, metadata.name),
+        global_scratch=(getattr(metadata, "global_scratch_size", 0),
+                        getattr(metadata, "global_scratch_align", 1)),
+        profile_scratch=(getattr(metadata, "profile_scratch_size", 0),
+                         getattr(metadata, "profile_scratch_align", 1)),
+        num_ctas=getattr(metadata, "num_ctas", 1), metadata=metadata)
+    with _compiled_lock:
+        _compiled[key] = compiled
+    return compiled
+
+
+def _grid3(grid: Any, what: str) -> Tuple[int, int, int]:
+    if isinstance(grid, int) and not isinstance(grid, bool):
+        grid = (grid,)
+    try:
+        dims = tuple(grid)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be an int, a tuple of 1 to 3 ints or a callable "
+            f"returning one, not {type(grid).__name__}") from None
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"{what} has {len(dims)} dimensions (1 to 3)")
+    values = [check_int(d, f"{what}[{i}]", 0, 2**31 - 1)
+              for i, d in enumerate(dims)]
+    values += [1] * (3 - len(values))
+    return (values[0], values[1], values[2])
+
+
+def _scalar(value: Any, name: str) -> Tuple[str, bytes, bool]:
+    """(Triton type, bytes, divisible by 16) of a scalar argument."""
+    if isinstance(value, bool):
+        return "i1", struct.pack("<?", value), False
+    if isinstance(value, int):
+        if -2**31 <= value < 2**31:
+            kind = "i32"
+        elif -2**63 <= value < 2**63:
+            kind = "i64"
+        elif value < 2**64:
+            kind = "u64"
+        else:
+            raise ValueError(f"argument {name} = {value} does not fit in 64 "
+                             "bits")
+        return kind, struct.pack(_SCALAR_FORMATS[kind], value), \
+            value % 16 == 0
+    if isinstance(value, float):
+        return "fp32", struct.pack("<f", value), False
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and getattr(value, "shape", None) == ():
+        kind = triton_type(dtype)
+        data = value.tobytes()
+        divisible = kind[0] in "iu" and int(value) % 16 == 0
+        return kind, data, divisible
+    raise TypeError(
+        f"argument {name}: expected a halo Buffer, buffer.ref(), int, "
+        f"float, bool, numpy scalar or None, not {type(value).__name__}")
+
+
+class Kernel:
+    """A @triton.jit function bound to a client and device
+    (halogpu.triton.kernel). ``kernel[grid](*args, **kwargs)`` launches it;
+    see the module docstring. Thread safety: launches from several threads
+    are serialized by a lock."""
+
+    def __init__(self, client: Client, fn: Any, *, device: int = 0,
+                 arch: Optional[int] = None, binary: str = "cubin",
+                 queue: Optional[Queue] = None) -> None:
+        _triton()
+        if not hasattr(fn, "params") or not hasattr(fn, "cache_key"):
+            raise TypeError(
+                f"expected a @triton.jit function, not {type(fn).__name__}")
+        if binary not in ("cubin", "ptx"):
+            raise ValueError(f"binary must be 'cubin' or 'ptx', not "
+                             f"{binary!r}")
+        self.client = client
+        self.fn = fn
+        self.device = check_int(device, "device", 0, 2**32 - 1)
+        self.binary = binary
+        if arch is None:
+            info = client.devices[self.device]
+            major, minor = info.compute_capability
+            if info.driver != "cuda" or major == 0:
+                raise ValueError(
+                    f"device {self.device} is served by the {info.driver} "
+                    "driver: Triton kernels need a CUDA device (pass arch=, "
+                    "e.g. 90, to compile and prepare without one)")
+            arch = 10 * major + minor
+        self.arch = check_int(arch, "arch", 1, 1000)
+        self._signature = inspect.signature(fn.fn)
+        self._queue = queue
+        self._semaphore: Optional[Semaphore] = None
+        self._value = 0
+        self._executables: Dict[str, Executable] = {}
+        self._recordings: "collections.OrderedDict[Tuple[Any, ...], " \
+            "Tuple[CommandBuffer, Optional[Buffer]]]" = \
+            collections.OrderedDict()
+        self._lock = threading.RLock()
+
+    def __getitem__(self, grid: Any) -> Callable[..., Launch]:
+        def launch(*args: Any, **kwargs: Any) -> Launch:
+            return self.run(*args, grid=grid, **kwargs)
+        return launch
+
+    # ---------------------------------------------------------- mapping
+
+    def prepare(self, *args: Any, grid: Any, num_warps: int = 4,
+                num_stages: int = 3, **kwargs: Any) -> Plan:
+        """Maps the arguments and compiles (nothing runs, no device is
+        needed): what run() would pass to halo."""
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.fn.__name__}: {error}") from None
+        bound.apply_defaults()
+        values = bound.arguments
+        signature: Dict[str, str] = {}
+        constexprs: Dict[str, Any] = {}
+        attrs: Dict[Tuple[int, ...], Any] = {}
+        visible: List[Tuple[str, Any]] = []  # (kind, value) per parameter
+        bindings: List[BufferRef] = []
+        for index, param in enumerate(self.fn.params):
+            name = param.name
+            value = values[name]
+            if param.is_constexpr or value is None:
+                signature[name] = "constexpr"
+                constexprs[name] = value
+                continue
+            if isinstance(value, Buffer):
+                value = value.ref()
+            if isinstance(value, BufferRef):
+                if value.buffer.client is not self.client:
+                    raise ValueError(
+                        f"argument {name}: the buffer belongs to another "
+                        "client")
+                if value.dtype is None:
+                    raise TypeError(
+                        f"argument {name}: the buffer has no element type; "
+                        "make it with Client.from_numpy() or Client.empty(), "
+                        "set buffer.dtype, or pass buffer.ref(dtype=...)")
+                signature[name] = "*" + triton_type(value.dtype)
+                if value.offset % 16 == 0:
+                    attrs[(index,)] = [["tt.divisibility", 16]]
+                visible.append(("pointer", slot(len(bindings))))
+                bindings.append(value)
+                continue
+            kind, data, divisible = _scalar(value, name)
+            signature[name] = kind
+            if divisible and not getattr(param, "do_not_specialize", False):
+                attrs[(index,)] = [["tt.divisibility", 16]]
+            visible.append((kind, data))
+        compiled = compile(self.fn, signature, constexprs, attrs, self.arch,
+                           num_warps, num_stages)
+        if callable(grid):
+            meta = dict(values)
+            meta.update(num_warps=num_warps, num_stages=num_stages)
+            grid = grid(meta)
+        grid3 = _grid3(grid, "grid")
+        hidden = len(compiled.parameters) - len(visible)
+        if hidden < 0:
+            raise RuntimeError(
+                f"{compiled.name}: the PTX entry has "
+                f"{len(compiled.parameters)} parameters, fewer than the "
+                f"{len(visible)} arguments mapped")
+        dispatch: List[Any] = []
+        for position, (kind, value) in enumerate(visible):
+            size = compiled.parameters[position]
+            if kind == "pointer":
+                expected = 8
+            else:
+                expected = len(value)
+                if kind == "i1":  # PTX passes i1 as a byte, or wider
+                    value = value + bytes(max(0, size - len(value)))
+                    expected = size
+            if size != expected:
+                raise RuntimeError(
+                    f"{compiled.name}: parameter {position} is {size} bytes "
+                    f"in the PTX, the argument {kind} is {expected}")
+            dispatch.append(value)
+        programs = grid3[0] * grid3[1] * grid3[2] * compiled.num_ctas
+        scratch_size, _ = compiled.global_scratch
+        scratch = scratch_size * programs
+        for extra in range(hidden):
+            if extra == 0 and scratch:
+                dispatch.append("scratch")
+            else:
+                dispatch.append(None)  # a null pointer
+        return Plan(compiled=compiled, signature=signature,
+                    constexprs=constexprs, grid=grid3,
+                    block=(32 * compiled.num_warps, 1, 1),
+                    args=dispatch, bindings=bindings, hidden=hidden,
+                    scratch=scratch)
+
+    # ---------------------------------------------------------- launches
+
+    def _executable(self, compiled: Compiled) -> Executable:
+        key = compiled.metadata.hash
+        found = self._executables.get(key)
+        if found is None:
+            if self.binary == "cubin":
+                found = self.client.load_cubin(compiled.cubin,
+                                               device=self.device)
+            else:
+                found = self.client.load_ptx(compiled.ptx, device=self.device)
+            self._executables[key] = found
+        return found
+
+    def _recording(self, plan: Plan) -> Tuple[CommandBuffer, Optional[Buffer],
+                                             Optional[bool]]:
+        compiled = plan.compiled
+        key = (compiled.metadata.hash, plan.grid, len(plan.bindings),
+               tuple(a if isinstance(a, (bytes, str)) or a is None
+                     else ("slot", a.slot) for a in plan.args))
+        found = self._recordings.get(key)
+        if found is not None:
+            self._recordings.move_to_end(key)
+            return found[0], found[1], None
+        executable = self._executable(compiled)
+        scratch = None
+        args: List[Any] = []
+        for arg in plan.args:
+            if isinstance(arg, str):  # "scratch"
+                scratch = self.client.create_buffer(plan.scratch,
+                                                    device=self.device)
+                args.append(scratch)
+            else:
+                args.append(arg)  # a slot, a scalar's bytes or None
+        with self.client.record(bindings=len(plan.bindings),
+                                device=self.device) as command_buffer:
+            command_buffer.dispatch(executable, compiled.name,
+                                    grid=plan.grid, block=plan.block,
+                                    args=args,
+                                    shared_memory=compiled.shared)
+        self._recordings[key] = (command_buffer, scratch)
+        while len(self._recordings) > MAX_RECORDINGS:
+            _, (old, old_scratch) = self._recordings.popitem(last=False)
+            old.release()
+            if old_scratch is not None:
+                old_scratch.release()
+        return command_buffer, scratch, command_buffer.memo_hit
+
+    def run(self, *args: Any, grid: Any, num_warps: int = 4,
+            num_stages: int = 3, queue: Optional[Queue] = None,
+            wait: Sequence[Tuple[Semaphore, int]] = (),
+            **kwargs: Any) -> Launch:
+        """Launches the kernel (kernel[grid](...) calls this): maps,
+        compiles, loads and records as needed, executes, and returns the
+        Launch to wait on."""
+        plan = self.prepare(*args, grid=grid, num_warps=num_warps,
+                            num_stages=num_stages, **kwargs)
+        with self._lock:
+            command_buffer, _, memo_hit = self._recording(plan)
+            if self._semaphore is None:
+                self._semaphore = self.client.create_semaphore()
+            self._value += 1
+            value = self._value
+            semaphore = self._semaphore
+            target = queue if queue is not None else self._queue
+            self.client.execute(command_buffer, bindings=plan.bindings,
+                                wait=wait, signal=[(semaphore, value)],
+                                queue=target)
+        return Launch(semaphore, value, memo_hit)
+
+
+def kernel(client: Client, fn: Any, *, device: int = 0,
+           arch: Optional[int] = None, binary: str = "cubin",
+           queue: Optional[Queue] = None) -> Kernel:
+    """Binds the @triton.jit function |fn| to |client| and |device| (its
+    architecture from the device info; |arch| (e.g. 90) overrides it, and
+    lets a CPU-driver client compile and prepare). |binary|: load the
+    "cubin" (default) or the "ptx" (the driver JIT-compiles it). |queue|:
+    where launches run (None: the client's default queue)."""
+    return Kernel(client, fn, device=device, arch=arch, binary=binary,
+                  queue=queue)
+
+
+__all__ = ["Compiled", "Kernel", "Launch", "Plan", "compile", "kernel",
+           "ptx_parameters", "triton_type"]
