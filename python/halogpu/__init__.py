@@ -42,7 +42,7 @@ __version__ = "0.1.0"
 SEMAPHORE_MAX_VALUE = 2**63 - 1
 
 
-def library_path():
+def library_path() -> str:
     """The path of the libhalo this package loaded (loading it if needed;
     LibraryError if it cannot)."""
     from . import _lib
@@ -50,11 +50,11 @@ def library_path():
     return _lib.path()
 
 
-def library_version():
+def library_version() -> str:
     """libhalo's version string (halo_version_string())."""
     from . import _lib
 
-    return _lib.load().halo_version_string().decode()
+    return str(_lib.load().halo_version_string().decode())
 
 
 __all__ = [

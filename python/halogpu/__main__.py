@@ -6,19 +6,22 @@ the devices of a running halod, as this client sees them."""
 import argparse
 import sys
 import time
+from typing import List, Optional
 
 import halogpu
 
 
-def _size(count):
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if count < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else \
-                f"{count:.1f} {unit}"
-        count /= 1024
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else \
+                f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
 
 
-def info(args):
+def info(args: argparse.Namespace) -> int:
     print(f"halo package {halogpu.__version__} (ABI {halogpu.ABI_VERSION})")
     try:
         print(f"libhalo      {halogpu.library_version()} at "
@@ -45,7 +48,7 @@ def info(args):
     return 0
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m halogpu",
         description="halo's Python client: status of a running halod")

@@ -38,6 +38,8 @@ the client under it), and a close run by garbage collection never waits.
 
 import os
 import threading
+from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence,
+                    Tuple)
 
 from .errors import ClosedError, FailedPreconditionError
 
@@ -48,7 +50,7 @@ WAIT_SLICE_S = 0.1
 _fork_generation = 0
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     global _fork_generation
     _fork_generation += 1
 
@@ -64,7 +66,7 @@ _CALL, _HOLD, _MAP = 0, 1, 2
 _nng_generation = None
 
 
-def check_can_connect():
+def check_can_connect() -> None:
     """Raises FailedPreconditionError in a child forked after this process
     (or an ancestor) used libhalo; notes the first use otherwise."""
     global _nng_generation
@@ -81,7 +83,8 @@ def check_can_connect():
 class Session:
     """The liveness of one halo_client_t (see the module docstring)."""
 
-    def __init__(self, lib, pointer, address):
+    def __init__(self, lib: Any, pointer: Optional[int],
+                 address: str) -> None:
         self.lib = lib
         self.pointer = pointer
         self.address = address
@@ -93,13 +96,13 @@ class Session:
         self.closed = False  # halo_client_close() ran (or never will)
         self.calls = 0  # calls in flight, C releases and bookkeeping
         self.maps = 0  # live views of host-visible memory
-        self.threads = {}  # thread id -> its part of |calls|
+        self.threads: Dict[int, int] = {}  # thread id -> its part of |calls|
         self.reason = "the client was closed"
 
-    def foreign(self):
+    def foreign(self) -> bool:
         return self.generation != _fork_generation
 
-    def foreign_error(self):
+    def foreign_error(self) -> ClosedError:
         return ClosedError(
             f"this halo client was created by process {self.pid}, not this "
             f"one (pid {os.getpid()}): a forked child inherits no halo "
@@ -107,12 +110,12 @@ class Session:
             "multiprocessing's spawn method, and share objects by token)")
 
     # Under the lock: one more / one fewer call in flight on this thread.
-    def _begin_locked(self):
+    def _begin_locked(self) -> None:
         self.calls += 1
         thread = threading.get_ident()
         self.threads[thread] = self.threads.get(thread, 0) + 1
 
-    def _end_locked(self):
+    def _end_locked(self) -> bool:
         """Returns True if the deferred C close must run now (the caller
         runs it after letting go of the lock)."""
         thread = threading.get_ident()
@@ -130,17 +133,17 @@ class Session:
             return True
         return False
 
-    def _close_now(self):
+    def _close_now(self) -> None:
         pointer, self.pointer = self.pointer, None
         self.lib.halo_client_close(pointer)
 
-    def end_call(self):
+    def end_call(self) -> None:
         with self.lock:
             close_now = self._end_locked()
         if close_now:
             self._close_now()
 
-    def close(self, reason=None, wait=True):
+    def close(self, reason: Optional[str] = None, wait: bool = True) -> None:
         """Ends the session (see the module docstring). Idempotent. With
         |wait|, waits for the calls in flight on other threads first;
         without (garbage collection), the last of them closes."""
@@ -169,7 +172,9 @@ class Handle:
     __slots__ = ("session", "pointer", "release_function", "kind", "name",
                  "uses", "released", "freed", "__weakref__")
 
-    def __init__(self, session, pointer, release_function, kind, name):
+    def __init__(self, session: Session, pointer: Optional[int],
+                 release_function: Callable[[Optional[int]], None],
+                 kind: str, name: str) -> None:
         self.session = session
         self.pointer = pointer
         self.release_function = release_function
@@ -179,11 +184,11 @@ class Handle:
         self.released = False
         self.freed = False
 
-    def released_error(self):
+    def released_error(self) -> ClosedError:
         return ClosedError(f"{self.name} was released")
 
 
-def _acquire(session, handles, what):
+def _acquire(session: Session, handles: Sequence[Handle], what: int) -> None:
     """Starts a use of |handles|: a call (counted until _release_uses), a
     hold or a map."""
     if session.foreign():
@@ -201,7 +206,7 @@ def _acquire(session, handles, what):
             if what == _MAP:
                 session.maps += 1
         except BaseException as raised:
-            error = raised
+            error: Optional[BaseException] = raised
             close_now = session._end_locked()
         else:
             error = None
@@ -213,7 +218,8 @@ def _acquire(session, handles, what):
         session.end_call()  # only a call stays counted
 
 
-def _release_uses(session, handles, what):
+def _release_uses(session: Session, handles: Sequence[Handle],
+                  what: int) -> None:
     """Ends a use started by _acquire; frees the handles that were released
     meanwhile (unless the session is closing: its close frees them)."""
     if session.foreign():
@@ -249,19 +255,19 @@ class Call:
 
     __slots__ = ("session", "handles")
 
-    def __init__(self, session, *handles):
+    def __init__(self, session: Session, *handles: Handle) -> None:
         self.session = session
         self.handles = handles
 
-    def __enter__(self):
+    def __enter__(self) -> "Call":
         _acquire(self.session, self.handles, _CALL)
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         _release_uses(self.session, self.handles, _CALL)
 
 
-def calls(groups):
+def calls(groups: Iterable[Tuple[Session, Sequence[Handle]]]) -> List[Call]:
     """Enters one Call per (session, handles) in |groups| (a wait on
     semaphores of several clients); returns the list to leave with
     leave_all()."""
@@ -277,31 +283,31 @@ def calls(groups):
     return entered
 
 
-def leave_all(entered):
+def leave_all(entered: List[Call]) -> None:
     for call in reversed(entered):
         call.__exit__(None, None, None)
 
 
-def hold(handle):
+def hold(handle: Handle) -> None:
     """Keeps |handle| from being freed (not from being released) until
     unhold(); raises ClosedError if it is already released."""
     _acquire(handle.session, (handle,), _HOLD)
 
 
-def unhold(handle):
+def unhold(handle: Handle) -> None:
     _release_uses(handle.session, (handle,), _HOLD)
 
 
-def map_pin(handle):
+def map_pin(handle: Handle) -> None:
     """Keeps |handle| and its session's mappings alive until map_unpin()."""
     _acquire(handle.session, (handle,), _MAP)
 
 
-def map_unpin(handle):
+def map_unpin(handle: Handle) -> None:
     _release_uses(handle.session, (handle,), _MAP)
 
 
-def release(handle):
+def release(handle: Handle) -> None:
     """Releases |handle| now, or when its last use ends. Idempotent; fine
     after the session closed and in a forked child (no C call then)."""
     session = handle.session

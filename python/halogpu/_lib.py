@@ -27,6 +27,7 @@ import ctypes.util
 import os
 import sys
 import threading
+from typing import Any, Dict, List, Optional, Tuple
 
 # The HALO_ABI_VERSION this package was written for.
 ABI_VERSION = 1
@@ -241,7 +242,7 @@ _lib = None
 _path = None
 
 
-def _candidates():
+def _candidates() -> List[Tuple[str, str]]:
     """Paths (or sonames) to try, in order, with where each came from."""
     env = os.environ.get("HALO_LIBRARY")
     if env:
@@ -273,14 +274,14 @@ def _candidates():
     return found
 
 
-def _declare(lib):
+def _declare(lib: ctypes.CDLL) -> None:
     for name, (restype, argtypes) in _PROTOTYPES.items():
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
 
 
-def load():
+def load() -> Any:
     """Returns the loaded libhalo (a ctypes.CDLL), loading it on first use."""
     global _lib, _path
     if _lib is not None:
@@ -336,10 +337,12 @@ def load():
             + details)
 
 
-def _resolved_path(lib):
+def _resolved_path(lib: ctypes.CDLL) -> Optional[str]:
     """The file the dynamic linker loaded for |lib| (from /proc/self/maps)."""
     try:
         address = ctypes.cast(lib.halo_abi_version, ctypes.c_void_p).value
+        if address is None:
+            return None
         with open("/proc/self/maps") as maps:
             for line in maps:
                 fields = line.split()
@@ -353,7 +356,8 @@ def _resolved_path(lib):
     return None
 
 
-def path():
+def path() -> str:
     """The path of the loaded libhalo (loading it if needed)."""
     load()
+    assert _path is not None
     return _path

@@ -5,9 +5,15 @@ argument checks shared by the modules."""
 
 import operator
 import weakref
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
 from . import _core
 from .errors import ClosedError
+
+if TYPE_CHECKING:
+    from .client import Client
+
+_Self = TypeVar("_Self", bound="HaloObject")
 
 
 class HaloObject:
@@ -22,7 +28,8 @@ class HaloObject:
 
     _kind = "object"
 
-    def __init__(self, client, handle, ident):
+    def __init__(self, client: "Client", handle: _core.Handle,
+                 ident: Optional[int]) -> None:
         self._client = client
         self._handle = handle
         self._id = ident
@@ -32,32 +39,32 @@ class HaloObject:
         self._finalizer = finalizer
 
     @property
-    def client(self):
+    def client(self) -> "Client":
         """The Client this object belongs to."""
         return self._client
 
     @property
-    def released(self):
+    def released(self) -> bool:
         """True once this object was released or its client closed."""
         return self._handle.released or self._handle.session.closing
 
-    def release(self):
+    def release(self) -> None:
         """Drops this client's reference (idempotent)."""
         self._finalizer()
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
     @property
-    def handle(self):
+    def handle(self) -> Optional[int]:
         """The session-local handle (as haloctl and the daemon's logs show
         it)."""
         return self._id
 
-    def _check_alive(self):
+    def _check_alive(self) -> None:
         """Raises ClosedError if this object may not be used (no C call)."""
         handle = self._handle
         session = handle.session
@@ -68,16 +75,17 @@ class HaloObject:
         if handle.released:
             raise handle.released_error()
 
-    def _call(self, *others):
+    def _call(self, *others: _core.Handle) -> _core.Call:
         """A Call with this object (and |others|' handles) in use."""
         return _core.Call(self._handle.session, self._handle, *others)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = " released" if self.released else ""
         return f"<halogpu.{type(self).__name__} {self._handle.name}{state}>"
 
 
-def check_int(value, name, low=0, high=2**64 - 1):
+def check_int(value: Any, name: str, low: int = 0,
+              high: int = 2**64 - 1) -> int:
     """|value| as an int in [low, high]; TypeError / ValueError otherwise."""
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int, not bool")
@@ -88,10 +96,10 @@ def check_int(value, name, low=0, high=2**64 - 1):
             f"{name} must be an int, not {type(value).__name__}") from None
     if value < low or value > high:
         raise ValueError(f"{name} = {value} is out of range [{low}, {high}]")
-    return value
+    return int(value)
 
 
-def check_timeout(timeout):
+def check_timeout(timeout: Optional[float]) -> int:
     """Seconds (None: for ever) as nanoseconds for libhalo."""
     from ._lib import TIMEOUT_INFINITE
 
@@ -107,14 +115,14 @@ def check_timeout(timeout):
     return TIMEOUT_INFINITE if ns >= TIMEOUT_INFINITE else int(ns)
 
 
-def check_client(obj, client, what):
+def check_client(obj: "HaloObject", client: "Client", what: str) -> None:
     """Objects of another client mean nothing in this session."""
     if obj._client is not client:
         raise ValueError(
             f"{what} ({obj._handle.name}) belongs to another client")
 
 
-def parse_token(token):
+def parse_token(token: Union[str, bytes, bytearray, memoryview]) -> Any:
     """An import token (32 hex digits, as export() returns, or its 16 raw
     bytes) as a _lib.Token; TypeError / ValueError before any C call."""
     from ._lib import Token
@@ -141,7 +149,7 @@ def parse_token(token):
     return result
 
 
-def format_token(lib, token):
+def format_token(lib: Any, token: Any) -> str:
     """A _lib.Token as 32 lowercase hex digits (halo_token_format's
     format)."""
     return bytes(token.bytes).hex()

@@ -5,10 +5,14 @@
 import ctypes
 import enum
 import weakref
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Union
 
 from . import _core, _dlpack, _lib
 from ._object import HaloObject, check_int, format_token
 from .errors import NotFoundError, check
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 class MemoryType(enum.IntEnum):
@@ -25,7 +29,7 @@ class MemoryType(enum.IntEnum):
     HOST_VISIBLE = 1
 
 
-def memory_type(value):
+def memory_type(value: Union["MemoryType", str, int]) -> "MemoryType":
     """A MemoryType from a MemoryType, int or name ("device",
     "host_visible"; "host" for short)."""
     if isinstance(value, MemoryType):
@@ -50,7 +54,7 @@ def memory_type(value):
         f"{type(value).__name__}")
 
 
-def _length(length, name="length"):
+def _length(length: Optional[int], name: str = "length") -> int:
     if length is None:
         return _lib.WHOLE_BUFFER
     return check_int(length, name)
@@ -63,7 +67,8 @@ class BufferRef:
 
     __slots__ = ("buffer", "offset", "length", "dtype")
 
-    def __init__(self, buffer, offset=0, length=None, dtype=None):
+    def __init__(self, buffer: "Buffer", offset: int = 0,
+                 length: Optional[int] = None, dtype: Any = None) -> None:
         if not isinstance(buffer, Buffer):
             raise TypeError(
                 f"BufferRef needs a Buffer, not {type(buffer).__name__}")
@@ -74,7 +79,7 @@ class BufferRef:
         # buffer's unless given.
         self.dtype = buffer.dtype if dtype is None else dtype
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"BufferRef({self.buffer!r}, offset={self.offset}, "
                 f"length={self.length})")
 
@@ -86,22 +91,24 @@ class SlotRef:
 
     __slots__ = ("slot", "offset", "length")
 
-    def __init__(self, slot, offset=0, length=None):
+    def __init__(self, slot: int, offset: int = 0,
+                 length: Optional[int] = None) -> None:
         self.slot = check_int(slot, "slot", 0, _lib.MAX_BINDINGS - 1)
         self.offset = check_int(offset, "offset")
         self.length = None if length is None else check_int(length, "length")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"halogpu.slot({self.slot}, offset={self.offset}, "
                 f"length={self.length})")
 
 
-def slot(index, offset=0, length=None):
+def slot(index: int, offset: int = 0,
+         length: Optional[int] = None) -> SlotRef:
     """An indirect buffer reference to binding-table entry |index|."""
     return SlotRef(index, offset, length)
 
 
-def _numpy():
+def _numpy() -> Any:
     try:
         import numpy
     except ImportError:
@@ -111,7 +118,7 @@ def _numpy():
     return numpy
 
 
-def readable(data):
+def readable(data: Any) -> Tuple[Any, int, Any]:
     """(pointer argument, length, object to keep alive) for bytes-like
     |data|: bytes, bytearray, memoryview, numpy arrays, array.array, ...
     Contiguous data is passed without a copy; other data is copied once."""
@@ -141,7 +148,7 @@ def readable(data):
     return ctypes.addressof(array), nbytes, array
 
 
-def writable(out):
+def writable(out: Any) -> Tuple[Any, int, Any]:
     """(pointer, length, keep-alive) for a writable C-contiguous buffer."""
     interface = getattr(out, "__array_interface__", None)
     if isinstance(interface, dict) and isinstance(interface.get("data"),
@@ -191,8 +198,10 @@ class Buffer(HaloObject):
 
     _kind = "buffer"
 
-    def __init__(self, client, handle, ident, size, memory_type, device,
-                 host_pointer, exportable):
+    def __init__(self, client: "Client", handle: _core.Handle, ident: int,
+                 size: int, memory_type: MemoryType, device: Optional[int],
+                 host_pointer: Optional[int],
+                 exportable: Optional[bool]) -> None:
         super().__init__(client, handle, ident)
         self._size = size
         self._memory_type = memory_type
@@ -208,11 +217,11 @@ class Buffer(HaloObject):
     # Client.from_numpy() and Client.empty() set it; assign it freely.
 
     @property
-    def deallocated(self):
+    def deallocated(self) -> bool:
         """True once Queue.dealloca() took the buffer."""
         return self._deallocated
 
-    def _check_allocated(self):
+    def _check_allocated(self) -> None:
         self._check_alive()
         if self._deallocated:
             raise NotFoundError(
@@ -220,46 +229,47 @@ class Buffer(HaloObject):
                 "(Queue.dealloca); only release() may follow")
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Size in bytes."""
         return self._size
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Size in bytes (as numpy spells it)."""
         return self._size
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._size
 
     @property
-    def memory_type(self):
+    def memory_type(self) -> MemoryType:
         return self._memory_type
 
     @property
-    def host_visible(self):
+    def host_visible(self) -> bool:
         return self._memory_type == MemoryType.HOST_VISIBLE
 
     @property
-    def device(self):
+    def device(self) -> Optional[int]:
         """The device ordinal, or None for an imported buffer (libhalo does
         not say where an imported buffer lives)."""
         return self._device
 
     @property
-    def exportable(self):
+    def exportable(self) -> Optional[bool]:
         """True if created exportable; None for an imported buffer."""
         return self._exportable
 
     @property
-    def host_pointer(self):
+    def host_pointer(self) -> Optional[int]:
         """The address of the client's mapping (an int), None for a device
         buffer. Valid only while the buffer is alive: prefer numpy() and
         memoryview(), which keep the mapping alive."""
         self._check_allocated()
         return self._host_pointer
 
-    def ref(self, offset=0, length=None, dtype=None):
+    def ref(self, offset: int = 0, length: Optional[int] = None,
+            dtype: Any = None) -> BufferRef:
         """A direct reference to [offset, offset + length) of this buffer
         (length None: to the end), with element type |dtype| for typed
         consumers (None: the buffer's ``dtype``)."""
@@ -267,7 +277,7 @@ class Buffer(HaloObject):
 
     # ---------------------------------------------------------- copies
 
-    def write(self, data, offset=0):
+    def write(self, data: Any, offset: int = 0) -> None:
         """Copies bytes-like |data| into the buffer at |offset|.
 
         Host-visible buffers are copied locally; device buffers go through
@@ -281,7 +291,7 @@ class Buffer(HaloObject):
         del keep
         check(lib, status)
 
-    def read(self, length=None, offset=0):
+    def read(self, length: Optional[int] = None, offset: int = 0) -> bytes:
         """Returns |length| bytes (None: to the end) from |offset| as
         bytes."""
         offset = check_int(offset, "offset")
@@ -295,7 +305,7 @@ class Buffer(HaloObject):
         self.readinto(out, offset)
         return bytes(out)
 
-    def readinto(self, out, offset=0):
+    def readinto(self, out: Any, offset: int = 0) -> int:
         """Fills the writable bytes-like |out| (bytearray, memoryview,
         C-contiguous numpy array) from |offset|; returns the byte count."""
         offset = check_int(offset, "offset")
@@ -310,7 +320,7 @@ class Buffer(HaloObject):
 
     # ---------------------------------------------------------- views
 
-    def _exporter(self, offset, length):
+    def _exporter(self, offset: int, length: int) -> Any:
         """A ctypes array over [offset, offset + length) of the mapping that
         keeps the mapping (and this buffer's C object) alive."""
         self._check_allocated()
@@ -330,7 +340,8 @@ class Buffer(HaloObject):
             raise
         return array
 
-    def memoryview(self, offset=0, length=None):
+    def memoryview(self, offset: int = 0,
+                   length: Optional[int] = None) -> memoryview:
         """A writable memoryview (format 'B') of a host-visible buffer's
         bytes [offset, offset + length), without a copy. It keeps the
         mapping alive (see the class docstring)."""
@@ -346,7 +357,9 @@ class Buffer(HaloObject):
                 f"{self._size} bytes")
         return memoryview(self._exporter(offset, length)).cast("B")
 
-    def numpy(self, dtype=None, shape=None, offset=0, strides=None):
+    def numpy(self, dtype: Any = None,
+              shape: Union[int, Sequence[int], None] = None, offset: int = 0,
+              strides: Optional[Sequence[int]] = None) -> Any:
         """A numpy array over a host-visible buffer, without a copy.
 
         |dtype| (default uint8), |shape| (default: as many items as fit
@@ -379,15 +392,18 @@ class Buffer(HaloObject):
 
     # ---------------------------------------------------------- protocols
 
-    def _host_only(self, what):
+    def _host_only(self, what: str) -> int:
         if self._host_pointer is None:
             raise BufferError(
                 f"{what}: {self._handle.name} is a device buffer, not in "
                 "this process's memory; create it with memory='host_visible' "
                 "(or copy it out with read())")
+        return self._host_pointer
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None,
-                   copy=None):
+    def __dlpack__(self, *, stream: Optional[int] = None,
+                   max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None,
+                   copy: Optional[bool] = None) -> object:
         """The DLPack protocol: a capsule over this host-visible buffer's
         bytes (kDLCPU, uint8, one dimension), no copy; DLPack 1.0
         ("dltensor_versioned", writable) if |max_version| allows it, else
@@ -396,7 +412,7 @@ class Buffer(HaloObject):
         mapping alive (like numpy()) until it is freed. BufferError for a
         device buffer, or if a copy or another device is asked for."""
         self._check_allocated()
-        self._host_only("__dlpack__")
+        address = self._host_only("__dlpack__")
         if stream is not None and stream != -1:
             raise BufferError(
                 f"__dlpack__: a host buffer takes no stream (got {stream!r})")
@@ -411,16 +427,16 @@ class Buffer(HaloObject):
                 "with the consumer (numpy.array(...))")
         versioned = max_version is not None and \
             tuple(max_version)[0] >= _dlpack.VERSION[0]
-        return _dlpack.export(self._handle, self._host_pointer, self._size,
+        return _dlpack.export(self._handle, address, self._size,
                               versioned)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         """(kDLCPU, 0) for a host-visible buffer; BufferError for a device
         buffer."""
         self._host_only("__dlpack_device__")
         return (_dlpack.KDLCPU, 0)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
         """``numpy.asarray(buffer)``: the bytes of a host-visible buffer as
         a uint8 array without a copy (numpy()); a copy if |copy| is True or
         a |dtype| other than uint8 is asked for. TypeError for a device
@@ -442,7 +458,7 @@ class Buffer(HaloObject):
 
     # ---------------------------------------------------------- sharing
 
-    def export(self):
+    def export(self) -> str:
         """A token (32 hex digits) another client can pass to
         Client.import_buffer(). FailedPreconditionError unless the buffer
         was created with exportable=True. Treat it like a password."""
@@ -455,7 +471,8 @@ class Buffer(HaloObject):
         return format_token(lib, token)
 
 
-def make_buffer(client, session, pointer, device, exportable):
+def make_buffer(client: "Client", session: _core.Session, pointer: Optional[int],
+                device: Optional[int], exportable: Optional[bool]) -> Buffer:
     """Wraps a new halo_buffer_t (called inside the creating Call)."""
     lib = _lib.load()
     handle_value = lib.halo_buffer_handle(pointer)

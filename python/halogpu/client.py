@@ -6,16 +6,22 @@ import ctypes
 import os
 import weakref
 from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 
 from . import _core, _lib
 from ._object import check_int, parse_token
 from .buffer import MemoryType, _numpy, make_buffer, memory_type
 from .command_buffer import make_command_buffer
-from .errors import check
+from .errors import check, take_error
 from .executable import (ExecutableFormat, code_bytes, executable_format,
                          format_from_path, make_executable, options_array)
 from .queue import execute, make_queue
 from .semaphore import make_semaphore
+from .buffer import Buffer
+from .command_buffer import CommandBuffer
+from .executable import Executable
+from .queue import Queue
+from .semaphore import Semaphore
 
 
 @dataclass(frozen=True)
@@ -26,11 +32,13 @@ class Device:
     driver: str  # "local" or "cuda"
     name: str
     memory_bytes: int
-    compute_capability: tuple  # (major, minor); (0, 0) for the CPU driver
+    compute_capability: Tuple[int, int]  # (major, minor); (0, 0) for the CPU driver
     multiprocessor_count: int
 
 
-def connect(address=None, *, client_name=None, request_timeout=None):
+def connect(address: Optional[str] = None, *,
+            client_name: Optional[str] = None,
+            request_timeout: Optional[float] = None) -> "Client":
     """Connects to halod and returns a Client (a context manager: leaving
     the ``with`` block closes it).
 
@@ -104,9 +112,9 @@ class Client:
     import_*().
     """
 
-    def __init__(self, session):
+    def __init__(self, session: _core.Session) -> None:
         self._session = session
-        self._devices = None
+        self._devices: Optional[Tuple[Device, ...]] = None
         lib = session.lib
         self._session_id = lib.halo_client_session_id(session.pointer)
         self._daemon_pid = lib.halo_client_daemon_pid(session.pointer)
@@ -115,44 +123,44 @@ class Client:
         self._finalizer = weakref.finalize(self, session.close, None, False)
         self._finalizer.atexit = False
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = " closed" if self.closed else ""
         return (f"<halogpu.Client session {self._session_id} at "
                 f"{self._session.address}{state}>")
 
-    def close(self):
+    def close(self) -> None:
         """Ends the session (idempotent); see the class docstring."""
         self._finalizer.detach()
         self._session.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._session.closing
 
     @property
-    def address(self):
+    def address(self) -> str:
         return self._session.address
 
     @property
-    def session_id(self):
+    def session_id(self) -> int:
         """The session id the daemon gave this client (haloctl shows it)."""
-        return self._session_id
+        return int(self._session_id)
 
     @property
-    def daemon_pid(self):
+    def daemon_pid(self) -> int:
         """The daemon's process id (from the kernel, not a message)."""
-        return self._daemon_pid
+        return int(self._daemon_pid)
 
-    def _call(self, *handles):
+    def _call(self, *handles: _core.Handle) -> _core.Call:
         return _core.Call(self._session, *handles)
 
-    def ping(self):
+    def ping(self) -> None:
         """A no-op round trip to the daemon."""
         lib = self._session.lib
         with self._call():
@@ -160,7 +168,7 @@ class Client:
         check(lib, status)
 
     @property
-    def devices(self):
+    def devices(self) -> Tuple[Device, ...]:
         """The devices the daemon serves (a tuple of Device; at least the
         CPU driver's). Asked once per client."""
         if self._devices is None:
@@ -187,8 +195,8 @@ class Client:
 
     # ---------------------------------------------------------- buffers
 
-    def create_buffer(self, size, *, memory="device", device=0,
-                      exportable=False):
+    def create_buffer(self, size: int, *, memory: Any = "device",
+                      device: int = 0, exportable: bool = False) -> Buffer:
         """Allocates |size| bytes (1 .. 2**40) on |device|.
 
         |memory|: "device" (MemoryType.DEVICE, reached with read/write) or
@@ -209,9 +217,10 @@ class Client:
             if not status:
                 return make_buffer(self, self._session, pointer.value, device,
                                    bool(exportable))
-        check(lib, status)
+        raise take_error(lib, status)
 
-    def from_numpy(self, array, *, memory="host_visible", device=0):
+    def from_numpy(self, array: Any, *, memory: Any = "host_visible",
+                   device: int = 0) -> Buffer:
         """A new buffer holding a copy of |array|'s bytes (any numpy array
         or array-like; made C-contiguous), its ``dtype`` set to the
         array's. A host-visible buffer (the default) is then viewable with
@@ -226,7 +235,8 @@ class Client:
         buffer.dtype = data.dtype
         return buffer
 
-    def empty(self, count, dtype, *, memory="host_visible", device=0):
+    def empty(self, count: int, dtype: Any, *, memory: Any = "host_visible",
+              device: int = 0) -> Buffer:
         """A new buffer for |count| items of |dtype| (a numpy dtype or its
         name), its ``dtype`` set; the contents are unspecified."""
         np = _numpy()
@@ -237,24 +247,25 @@ class Client:
         buffer.dtype = dtype
         return buffer
 
-    def import_buffer(self, token):
+    def import_buffer(self, token: Union[str, bytes]) -> Buffer:
         """Imports a buffer another client exported (its token: 32 hex
         digits). NotFoundError if no live exported buffer has it."""
-        token = parse_token(token)
+        c_token = parse_token(token)
         lib = self._session.lib
         pointer = ctypes.c_void_p()
         with self._call():
             status = lib.halo_buffer_import(self._session.pointer,
-                                            ctypes.byref(token),
+                                            ctypes.byref(c_token),
                                             ctypes.byref(pointer))
             if not status:
                 return make_buffer(self, self._session, pointer.value, None,
                                    None)
-        check(lib, status)
+        raise take_error(lib, status)
 
     # ---------------------------------------------------------- semaphores
 
-    def create_semaphore(self, initial_value=0, *, exportable=False):
+    def create_semaphore(self, initial_value: int = 0, *,
+                         exportable: bool = False) -> Semaphore:
         """A timeline semaphore starting at |initial_value| (< 2**63)."""
         initial_value = check_int(initial_value, "initial_value", 0,
                                   _lib.SEMAPHORE_MAX_VALUE)
@@ -267,24 +278,28 @@ class Client:
                                                ctypes.byref(pointer))
             if not status:
                 return make_semaphore(self, self._session, pointer.value)
-        check(lib, status)
+        raise take_error(lib, status)
 
-    def import_semaphore(self, token):
+    def import_semaphore(self, token: Union[str, bytes]) -> Semaphore:
         """Imports a semaphore another client exported (its token)."""
-        token = parse_token(token)
+        c_token = parse_token(token)
         lib = self._session.lib
         pointer = ctypes.c_void_p()
         with self._call():
             status = lib.halo_semaphore_import(self._session.pointer,
-                                               ctypes.byref(token),
+                                               ctypes.byref(c_token),
                                                ctypes.byref(pointer))
             if not status:
                 return make_semaphore(self, self._session, pointer.value)
-        check(lib, status)
+        raise take_error(lib, status)
 
     # ---------------------------------------------------------- executables
 
-    def load_executable(self, code, format, *, device=0, options=None):
+    def load_executable(self, code: Union[str, bytes, bytearray, memoryview],
+                        format: Union[ExecutableFormat, str, int], *,
+                        device: int = 0,
+                        options: Optional[Sequence[str]] = None
+                        ) -> Executable:
         """Loads |code| (bytes; str for PTX and CUDA source) of |format|
         (an ExecutableFormat or "elf", "ptx", "cubin", "fatbin", "cuda") on
         |device|. |options|: compiler options for CUDA source.
@@ -307,7 +322,8 @@ class Client:
         params.option_count = option_count
         return self._create_executable(device, fmt, params, keep)
 
-    def _create_executable(self, device, fmt, params, keep):
+    def _create_executable(self, device: int, fmt: ExecutableFormat,
+                           params: Any, keep: Any) -> Executable:
         lib = self._session.lib
         pointer = ctypes.c_void_p()
         with self._call():
@@ -318,10 +334,15 @@ class Client:
                 return make_executable(self, self._session, pointer.value,
                                        device, fmt, None)
         del keep
-        check(lib, status)
+        raise take_error(lib, status)
 
-    def load_executable_file(self, path, format=None, *, device=0,
-                             options=None):
+    def load_executable_file(self, path: Union[str, bytes,
+                                               "os.PathLike[str]"],
+                             format: Union[ExecutableFormat, str, int,
+                                           None] = None, *,
+                             device: int = 0,
+                             options: Optional[Sequence[str]] = None
+                             ) -> Executable:
         """Loads the file at |path|; the format comes from the extension
         (.so ELF, .ptx, .cubin, .fatbin, .cu) unless |format| is given."""
         path = os.fspath(path)
@@ -344,28 +365,32 @@ class Client:
             if not status:
                 return make_executable(self, self._session, pointer.value,
                                        device, fmt, None)
-        check(lib, status)
+        raise take_error(lib, status)
 
-    def load_ptx(self, ptx, *, device=0):
+    def load_ptx(self, ptx: Union[str, bytes], *, device: int = 0
+                 ) -> Executable:
         """Loads PTX text (str or bytes)."""
         return self.load_executable(ptx, ExecutableFormat.PTX, device=device)
 
-    def load_cubin(self, cubin, *, device=0):
+    def load_cubin(self, cubin: bytes, *, device: int = 0) -> Executable:
         return self.load_executable(cubin, ExecutableFormat.CUBIN,
                                     device=device)
 
-    def load_fatbin(self, fatbin, *, device=0):
+    def load_fatbin(self, fatbin: bytes, *, device: int = 0) -> Executable:
         return self.load_executable(fatbin, ExecutableFormat.FATBIN,
                                     device=device)
 
-    def load_cuda_source(self, source, *, device=0, options=None):
+    def load_cuda_source(self, source: Union[str, bytes], *, device: int = 0,
+                         options: Optional[Sequence[str]] = None
+                         ) -> Executable:
         """Compiles CUDA C++ |source| in the daemon (NVRTC) with |options|
         (e.g. ["-DN=4", "--use_fast_math"]); the whole compiler log comes
         back in the InvalidArgumentError on failure."""
         return self.load_executable(source, ExecutableFormat.CUDA_SOURCE,
                                     device=device, options=options)
 
-    def load_shared_object(self, so, *, device=0):
+    def load_shared_object(self, so: Union[str, bytes, "os.PathLike[str]"],
+                           *, device: int = 0) -> Executable:
         """Loads a CPU-driver kernel library: a path (str or os.PathLike)
         or the bytes of an ELF shared object (see halo/local_kernel.h)."""
         if isinstance(so, (bytes, bytearray, memoryview)):
@@ -376,7 +401,8 @@ class Client:
 
     # ---------------------------------------------------------- commands
 
-    def record(self, bindings=0, *, device=0, one_shot=False):
+    def record(self, bindings: int = 0, *, device: int = 0,
+               one_shot: bool = False) -> CommandBuffer:
         """Begins a CommandBuffer on |device| with a binding table of
         |bindings| slots (0 .. 4096). |one_shot|: executed at most once
         (else reusable). Use it as ``with client.record(bindings=4) as cb:``
@@ -394,11 +420,11 @@ class Client:
             if not status:
                 return make_command_buffer(self, self._session, pointer.value,
                                            device, flags, bindings)
-        check(lib, status)
+        raise take_error(lib, status)
 
     # ---------------------------------------------------------- queues
 
-    def create_queue(self, *, device=0, priority=0):
+    def create_queue(self, *, device: int = 0, priority: int = 0) -> Queue:
         """A Queue on |device| with |priority| (higher runs first where the
         driver supports priorities)."""
         device = check_int(device, "device", 0, 2**32 - 1)
@@ -411,10 +437,12 @@ class Client:
             if not status:
                 return make_queue(self, self._session, pointer.value, device,
                                   priority)
-        check(lib, status)
+        raise take_error(lib, status)
 
-    def execute(self, command_buffer, bindings=(), wait=(), signal=(), *,
-                queue=None):
+    def execute(self, command_buffer: CommandBuffer, bindings: Any = (),
+                wait: Iterable[Tuple[Semaphore, int]] = (),
+                signal: Iterable[Tuple[Semaphore, int]] = (), *,
+                queue: Optional[Queue] = None) -> None:
         """Submits an ended |command_buffer|.
 
         |bindings|: the binding table, up to its binding capacity; each

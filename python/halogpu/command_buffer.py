@@ -8,12 +8,17 @@ import itertools
 import struct
 import threading
 import weakref
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Optional,
+                    Sequence, Tuple, Union)
 
 from . import _core, _lib
 from ._object import HaloObject, check_client, check_int
 from .buffer import Buffer, BufferRef, SlotRef, readable
-from .errors import check
+from .errors import ClosedError, check
 from .executable import Executable
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 class _BindingTableArgument:
@@ -22,15 +27,15 @@ class _BindingTableArgument:
 
     _instance = None
 
-    def __new__(cls):
+    def __new__(cls) -> "_BindingTableArgument":
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "halogpu.BINDING_TABLE"
 
-    def __reduce__(self):
+    def __reduce__(self) -> str:
         return "BINDING_TABLE"
 
 
@@ -56,7 +61,7 @@ class Constant:
 
     __slots__ = ("data",)
 
-    def __init__(self, data):
+    def __init__(self, data: Union[bytes, bytearray, memoryview]) -> None:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(
                 f"Constant takes bytes, not {type(data).__name__}")
@@ -67,11 +72,11 @@ class Constant:
                 f"{len(data)}")
         self.data = data
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"halogpu.Constant({self.data!r})"
 
 
-def constant(value, dtype):
+def constant(value: Any, dtype: Any) -> Constant:
     """A constant argument: |value| packed as |dtype|, a numpy-style name
     ("uint32", "float32", "int64", ...; "u32", "f32" for short) or a
     struct format ("<I", "2f", ...)."""
@@ -91,7 +96,7 @@ def constant(value, dtype):
     return Constant(data)
 
 
-def constant_bytes(value, what):
+def constant_bytes(value: Any, what: str) -> bytes:
     """The bytes of a constant-like |value| (Constant, bytes, a numpy scalar
     or 0-d array, a ctypes instance)."""
     if isinstance(value, Constant):
@@ -121,7 +126,7 @@ def constant_bytes(value, what):
     return data
 
 
-def _dims(value, name, minimum):
+def _dims(value: Any, name: str, minimum: int) -> Tuple[int, int, int]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = (value,)
     try:
@@ -132,9 +137,9 @@ def _dims(value, name, minimum):
     if not 1 <= len(value) <= 3:
         raise ValueError(f"{name} must have 1 to 3 dimensions, not "
                          f"{len(value)}")
-    value = tuple(check_int(v, f"{name}[{i}]", minimum, 2**32 - 1)
-                  for i, v in enumerate(value))
-    return value + (1,) * (3 - len(value))
+    dims = [check_int(v, f"{name}[{i}]", minimum, 2**32 - 1)
+            for i, v in enumerate(value)] + [1] * (3 - len(value))
+    return (dims[0], dims[1], dims[2])
 
 
 class CommandBuffer(HaloObject):
@@ -160,49 +165,51 @@ class CommandBuffer(HaloObject):
 
     _kind = "command buffer"
 
-    def __init__(self, client, handle, device, flags, binding_capacity):
+    def __init__(self, client: "Client", handle: _core.Handle, device: int,
+                 flags: int, binding_capacity: int) -> None:
         super().__init__(client, handle, None)
         self._device = device
         self._flags = flags
         self._binding_capacity = binding_capacity
         self._lock = threading.Lock()
         self._ended = False
-        self._memo_hit = None
-        self._held = {}  # id(handle) -> handle held until end()
+        self._memo_hit: Optional[bool] = None
+        self._held: Dict[int, _core.Handle] = {}  # id(handle) -> handle held until end()
         # Releasing the recording also lets go of what it holds.
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _release_recording, handle,
-                                           self._held)
+        self._finalizer = weakref.finalize(  # type: ignore[call-arg]
+            self, _release_recording, handle,  # type: ignore[arg-type]
+            self._held)
         self._finalizer.atexit = False
 
     @property
-    def device(self):
+    def device(self) -> int:
         return self._device
 
     @property
-    def binding_capacity(self):
+    def binding_capacity(self) -> int:
         return self._binding_capacity
 
     @property
-    def one_shot(self):
+    def one_shot(self) -> bool:
         return self._flags == _lib.COMMAND_BUFFER_ONE_SHOT
 
     @property
-    def ended(self):
+    def ended(self) -> bool:
         """True once end() succeeded."""
         return self._ended
 
     @property
-    def memo_hit(self):
+    def memo_hit(self) -> Optional[bool]:
         """After end(): True if the daemon already had an identical
         prepared recording (None before end())."""
         return self._memo_hit
 
-    def __enter__(self):
+    def __enter__(self) -> "CommandBuffer":
         return self
 
-    def __exit__(self, exc_type, exc, traceback):
-        if exc_type is None:
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info[0] is None:
             if not self._ended:
                 self.end()
         else:
@@ -210,12 +217,13 @@ class CommandBuffer(HaloObject):
 
     # ---------------------------------------------------------- helpers
 
-    def _hold(self, handle):
+    def _hold(self, handle: _core.Handle) -> None:
         if id(handle) not in self._held:
             _core.hold(handle)
             self._held[id(handle)] = handle
 
-    def _ref(self, value, what, handles):
+    def _ref(self, value: Any, what: str,
+             handles: List[_core.Handle]) -> _lib.BufferRef:
         """A _lib.BufferRef for |value|; holds and collects the handle of a
         direct reference."""
         if isinstance(value, Buffer):
@@ -240,14 +248,16 @@ class CommandBuffer(HaloObject):
             f"{what}: expected a Buffer, BufferRef or halogpu.slot(), not "
             f"{type(value).__name__}")
 
-    def _record(self, function, handles, *args, refs=()):
+    def _record(self, function: Any, handles: List[_core.Handle], *args: Any,
+                refs: Sequence[Tuple[Any, Optional[_core.Handle]]] = ()
+                ) -> None:
         """Calls libhalo's record |function| with the C pointers of the
         direct references |refs| (pairs of _lib.BufferRef and handle index
         in |handles|) filled in inside the call."""
         lib = _lib.load()
         with self._lock:
             if self._ended:
-                raise _core.ClosedError(
+                raise ClosedError(
                     "the command buffer was ended; nothing can be recorded "
                     "after end()")
             with _core.Call(self._handle.session, self._handle, *handles):
@@ -259,7 +269,7 @@ class CommandBuffer(HaloObject):
 
     # ---------------------------------------------------------- commands
 
-    def fill(self, target, pattern):
+    def fill(self, target: Any, pattern: Any) -> None:
         """Fills |target| with a 1-, 2- or 4-byte |pattern| (bytes, a numpy
         scalar, a ctypes value). Target offset and length are multiples of
         the pattern size."""
@@ -267,7 +277,7 @@ class CommandBuffer(HaloObject):
         if len(data) not in (1, 2, 4):
             raise ValueError(
                 f"a fill pattern is 1, 2 or 4 bytes, not {len(data)}")
-        handles = []
+        handles: List[_core.Handle] = []
         ref = self._ref(target, "target", handles)
         pattern_buffer = ctypes.create_string_buffer(data, len(data))
         lib = _lib.load()
@@ -275,10 +285,10 @@ class CommandBuffer(HaloObject):
                      pattern_buffer, len(data),
                      refs=[(ref, handles[0] if handles else None)])
 
-    def copy(self, source, target):
+    def copy(self, source: Any, target: Any) -> None:
         """Copies |source| to |target| (equal lengths; a reference without
         a length takes the other side's)."""
-        handles = []
+        handles: List[_core.Handle] = []
         source_ref = self._ref(source, "source", handles)
         source_handle = handles[-1] if handles else None
         count = len(handles)
@@ -289,7 +299,7 @@ class CommandBuffer(HaloObject):
                      target_ref, refs=[(source_ref, source_handle),
                                        (target_ref, target_handle)])
 
-    def update(self, data, target):
+    def update(self, data: Any, target: Any) -> None:
         """Writes bytes-like |data| (copied now, at most 64 KiB) to
         |target|."""
         pointer, length, keep = readable(data)
@@ -297,7 +307,7 @@ class CommandBuffer(HaloObject):
             raise ValueError(
                 f"an update writes 1..{_lib.MAX_UPDATE_BYTES} bytes, not "
                 f"{length}")
-        handles = []
+        handles: List[_core.Handle] = []
         ref = self._ref(target, "target", handles)
         lib = _lib.load()
         self._record(lib.halo_command_buffer_update, handles, pointer,
@@ -305,8 +315,11 @@ class CommandBuffer(HaloObject):
                      refs=[(ref, handles[0] if handles else None)])
         del keep
 
-    def _dispatch_params(self, executable, entry, grid, block, args,
-                         shared_memory, indirect):
+    def _dispatch_params(self, executable: Executable, entry: str, grid: Any,
+                         block: Any, args: Iterable[Any], shared_memory: int,
+                         indirect: bool) -> Tuple[Any, List[_core.Handle],
+                                                  List[Tuple[int, Any]],
+                                                  List[Any], Any]:
         if not isinstance(executable, Executable):
             raise TypeError(
                 f"expected an Executable, not {type(executable).__name__}")
@@ -322,9 +335,9 @@ class CommandBuffer(HaloObject):
             raise ValueError(
                 f"{len(args)} arguments exceed the limit of "
                 f"{_lib.MAX_DISPATCH_ARGS}")
-        handles = []
+        handles: List[_core.Handle] = []
         refs = []
-        keep = []
+        keep: List[Any] = []
         c_args = (_lib.DispatchArg * max(1, len(args)))()
         for i, value in enumerate(args):
             what = f"argument {i}"
@@ -369,8 +382,9 @@ class CommandBuffer(HaloObject):
         keep.append(c_args)
         return params, handles, refs, keep, c_args
 
-    def dispatch(self, executable, entry, grid, block=1, args=(),
-                 shared_memory=0):
+    def dispatch(self, executable: Executable, entry: str, grid: Any,
+                 block: Any = 1, args: Iterable[Any] = (),
+                 shared_memory: int = 0) -> None:
         """Records a dispatch of |entry| of |executable|.
 
         |grid| (workgroups, CUDA blocks) and |block| (workgroup size, CUDA
@@ -387,21 +401,24 @@ class CommandBuffer(HaloObject):
         self._dispatch(executable, entry, grid, block, args, shared_memory,
                        None)
 
-    def dispatch_indirect(self, executable, entry, workgroup_count, block=1,
-                          args=(), shared_memory=0):
+    def dispatch_indirect(self, executable: Executable, entry: str,
+                          workgroup_count: Any, block: Any = 1,
+                          args: Iterable[Any] = (),
+                          shared_memory: int = 0) -> None:
         """Like dispatch(), with the grid read at execution from
         |workgroup_count|: a reference to three uint32 (12 bytes). A 0
         count makes that execution's dispatch a no-op."""
         self._dispatch(executable, entry, None, block, args, shared_memory,
                        workgroup_count)
 
-    def _dispatch(self, executable, entry, grid, block, args, shared_memory,
-                  workgroup_count):
+    def _dispatch(self, executable: Executable, entry: str, grid: Any,
+                  block: Any, args: Iterable[Any], shared_memory: int,
+                  workgroup_count: Any) -> None:
         params, handles, refs, keep, c_args = self._dispatch_params(
             executable, entry, grid, block, args, shared_memory,
             workgroup_count is not None)
         lib = _lib.load()
-        extra = ()
+        extra: Tuple[Any, ...] = ()
         count_ref = None
         count_handle = None
         if workgroup_count is not None:
@@ -412,7 +429,7 @@ class CommandBuffer(HaloObject):
             extra = (count_ref,)
         with self._lock:
             if self._ended:
-                raise _core.ClosedError(
+                raise ClosedError(
                     "the command buffer was ended; nothing can be recorded "
                     "after end()")
             with _core.Call(self._handle.session, self._handle, *handles):
@@ -431,23 +448,23 @@ class CommandBuffer(HaloObject):
         del keep
         check(lib, status)
 
-    def barrier(self):
+    def barrier(self) -> None:
         """Everything recorded before runs before anything recorded after;
         commands between barriers may run concurrently."""
         lib = _lib.load()
         self._record(lib.halo_command_buffer_barrier, [])
 
-    def end(self):
+    def end(self) -> "CommandBuffer":
         """Sends the recording; the daemon validates and memoizes it. After
         a failed end() the command buffer can only be released."""
         lib = _lib.load()
         with self._lock:
             if self._ended:
-                raise _core.ClosedError("end() was already called")
+                raise ClosedError("end() was already called")
             try:
                 with self._call():
                     status = lib.halo_command_buffer_end(self._handle.pointer)
-                    memo_hit = None if status else bool(
+                    memo_hit: Optional[bool] = None if status else bool(
                         lib.halo_command_buffer_memo_hit(self._handle.pointer))
             finally:
                 # The daemon holds its own references now (or the recording
@@ -459,20 +476,22 @@ class CommandBuffer(HaloObject):
         return self
 
 
-def _unhold_all(held):
+def _unhold_all(held: Dict[int, _core.Handle]) -> None:
     handles = list(held.values())
     held.clear()
     for handle in handles:
         _core.unhold(handle)
 
 
-def _release_recording(handle, held):
+def _release_recording(handle: _core.Handle,
+                       held: Dict[int, _core.Handle]) -> None:
     _core.release(handle)
     _unhold_all(held)
 
 
-def make_command_buffer(client, session, pointer, device, flags,
-                        binding_capacity):
+def make_command_buffer(client: "Client", session: _core.Session,
+                        pointer: Optional[int], device: int, flags: int,
+                        binding_capacity: int) -> CommandBuffer:
     lib = _lib.load()
     handle = _core.Handle(session, pointer, lib.halo_command_buffer_release,
                           "command buffer",

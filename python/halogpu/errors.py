@@ -15,6 +15,7 @@ that cannot fit) are TypeError and ValueError, never HaloError.
 """
 
 import enum
+from typing import Any, Dict, Optional, Type
 
 
 class StatusCode(enum.IntEnum):
@@ -50,24 +51,26 @@ class HaloError(Exception):
 
     code = StatusCode.UNKNOWN
 
-    def __init__(self, message="", code=None):
+    def __init__(self, message: str = "",
+                 code: Optional["StatusCode"] = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
 
-    def __str__(self):
+    def __str__(self) -> str:
         code = self.code
         name = code.name if isinstance(code, StatusCode) else str(code)
         return f"{name}: {self.message}" if self.message else name
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         # Picklable (multiprocessing sends exceptions between processes).
         return (_rebuild, (type(self), self.message, self.code,
                            self.__dict__))
 
 
-def _rebuild(cls, message, code, state):
+def _rebuild(cls: Type["HaloError"], message: str, code: "StatusCode",
+             state: Dict[str, Any]) -> "HaloError":
     error = cls.__new__(cls)
     HaloError.__init__(error, message, code)
     error.__dict__.update(state)
@@ -164,7 +167,7 @@ _BY_CODE = {
 }
 
 
-def error_class(code):
+def error_class(code: Any) -> Type[HaloError]:
     """The HaloError subclass for |code| (HaloError for unknown codes)."""
     try:
         return _BY_CODE[StatusCode(code)]
@@ -172,7 +175,7 @@ def error_class(code):
         return HaloError
 
 
-def make_error(code, message):
+def make_error(code: Any, message: str) -> HaloError:
     """An exception for |code| and |message|."""
     try:
         code = StatusCode(code)
@@ -181,7 +184,7 @@ def make_error(code, message):
     return error_class(code)(message)
 
 
-def take_error(lib, status):
+def take_error(lib: Any, status: int) -> HaloError:
     """Turns a non-NULL halo_status_t into an exception and frees it."""
     try:
         code = lib.halo_status_code(status)
@@ -192,13 +195,13 @@ def take_error(lib, status):
     return make_error(code, message)
 
 
-def check(lib, status):
+def check(lib: Any, status: Optional[int]) -> None:
     """Raises the exception for |status| (a halo_status_t) unless it is OK."""
     if status:
         raise take_error(lib, status)
 
 
-def status_code(value):
+def status_code(value: Any) -> "StatusCode":
     """A StatusCode from a StatusCode, int, name or HaloError subclass."""
     if isinstance(value, type) and issubclass(value, HaloError):
         value = value.code

@@ -6,9 +6,13 @@ shared objects for the CPU driver)."""
 import ctypes
 import enum
 import os
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Union
 
 from . import _core, _lib
 from ._object import HaloObject
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 class ExecutableFormat(enum.IntEnum):
@@ -42,7 +46,8 @@ _EXTENSIONS = {
 }
 
 
-def executable_format(value):
+def executable_format(value: Union["ExecutableFormat", str, int]
+                      ) -> "ExecutableFormat":
     """An ExecutableFormat from an ExecutableFormat, int or name ("elf",
     "so", "ptx", "cubin", "fatbin", "cuda")."""
     if isinstance(value, ExecutableFormat):
@@ -65,7 +70,8 @@ def executable_format(value):
         f"{type(value).__name__}")
 
 
-def format_from_path(path):
+def format_from_path(path: Union[str, "os.PathLike[str]"]
+                     ) -> "ExecutableFormat":
     """The format a file name's extension says (as libhalo guesses it)."""
     extension = os.path.splitext(os.fspath(path))[1]
     try:
@@ -77,7 +83,8 @@ def format_from_path(path):
         ) from None
 
 
-def code_bytes(data, fmt):
+def code_bytes(data: Union[str, bytes, bytearray, memoryview],
+               fmt: "ExecutableFormat") -> bytes:
     """The bytes of |data| for |fmt|: text formats (PTX, CUDA source) take
     str or bytes, binary ones bytes-like."""
     if isinstance(data, str):
@@ -96,7 +103,8 @@ def code_bytes(data, fmt):
     return data
 
 
-def options_array(options):
+def options_array(options: Optional[Sequence[str]]
+                  ) -> Tuple[Any, int, Any]:
     """(ctypes array of char*, count, keep-alive) for compiler options."""
     if options is None:
         return None, 0, None
@@ -126,27 +134,31 @@ class Executable(HaloObject):
 
     _kind = "executable"
 
-    def __init__(self, client, handle, ident, device, fmt, content_hash):
+    def __init__(self, client: "Client", handle: _core.Handle,
+                 ident: Optional[int], device: int, fmt: "ExecutableFormat",
+                 content_hash: str) -> None:
         super().__init__(client, handle, ident)
         self._device = device
         self._format = fmt
         self._content_hash = content_hash
 
     @property
-    def device(self):
+    def device(self) -> int:
         return self._device
 
     @property
-    def format(self):
+    def format(self) -> "ExecutableFormat":
         return self._format
 
     @property
-    def content_hash(self):
+    def content_hash(self) -> str:
         """The daemon's content hash (64 hex digits)."""
         return self._content_hash
 
 
-def make_executable(client, session, pointer, device, fmt, ident):
+def make_executable(client: "Client", session: _core.Session, pointer: Optional[int],
+                    device: int, fmt: "ExecutableFormat",
+                    ident: Optional[int]) -> "Executable":
     lib = _lib.load()
     content_hash = lib.halo_executable_content_hash(pointer).decode()
     label = f"executable {content_hash[:12]}" if ident is None else \

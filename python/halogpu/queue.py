@@ -4,13 +4,17 @@
 halo_queue_dealloca)."""
 
 import ctypes
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
 
 from . import _core, _lib
 from ._object import HaloObject, check_client, check_int
 from .buffer import Buffer, BufferRef, make_buffer, memory_type
 from .command_buffer import CommandBuffer
-from .errors import check
+from .errors import check, take_error
 from .semaphore import Semaphore
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 class Queue(HaloObject):
@@ -23,24 +27,29 @@ class Queue(HaloObject):
 
     _kind = "queue"
 
-    def __init__(self, client, handle, device, priority):
+    def __init__(self, client: "Client", handle: _core.Handle, device: int,
+                 priority: int) -> None:
         super().__init__(client, handle, None)
         self._device = device
         self._priority = priority
 
     @property
-    def device(self):
+    def device(self) -> int:
         return self._device
 
     @property
-    def priority(self):
+    def priority(self) -> int:
         return self._priority
 
-    def execute(self, command_buffer, bindings=(), wait=(), signal=()):
+    def execute(self, command_buffer: CommandBuffer, bindings: Any = (),
+                wait: Iterable[Tuple[Semaphore, int]] = (),
+                signal: Iterable[Tuple[Semaphore, int]] = ()) -> None:
         """Submits |command_buffer| on this queue; see Client.execute()."""
         execute(self._client, self, command_buffer, bindings, wait, signal)
 
-    def alloca(self, size, *, memory="device", wait=(), signal=()):
+    def alloca(self, size: int, *, memory: Any = "device",
+               wait: Iterable[Tuple[Semaphore, int]] = (),
+               signal: Iterable[Tuple[Semaphore, int]] = ()) -> Buffer:
         """Queue-ordered allocation (halo_queue_alloca): returns a Buffer
         of |size| bytes (1 .. 2**40) on this queue's device at once; work
         that waits on |signal| ((Semaphore, value) pairs) may use it, and
@@ -66,9 +75,11 @@ class Queue(HaloObject):
             if not status:
                 return make_buffer(self._client, session, pointer.value,
                                    self._device, False)
-        check(lib, status)
+        raise take_error(lib, status)
 
-    def dealloca(self, buffer, *, wait=(), signal=()):
+    def dealloca(self, buffer: Buffer, *,
+                 wait: Iterable[Tuple[Semaphore, int]] = (),
+                 signal: Iterable[Tuple[Semaphore, int]] = ()) -> None:
         """Queue-ordered deallocation (halo_queue_dealloca) of |buffer|
         (not exportable): its handle goes at once (later uses raise
         NotFoundError; release() stays local), the memory is freed once
@@ -95,7 +106,8 @@ class Queue(HaloObject):
         check(lib, status)
 
 
-def _binding(value, i, client):
+def _binding(value: Any, i: int, client: "Client"
+             ) -> Tuple[Optional[Buffer], int, int]:
     """(buffer or None, offset, length) for binding-table entry |i|."""
     if value is None:
         return None, 0, 0
@@ -116,7 +128,8 @@ def _binding(value, i, client):
     return value.buffer, value.offset, length
 
 
-def _values(pairs, what, client):
+def _values(pairs: Any, what: str, client: "Client"
+            ) -> List[Tuple[Semaphore, int]]:
     try:
         pairs = list(pairs)
     except TypeError:
@@ -140,7 +153,9 @@ def _values(pairs, what, client):
     return result
 
 
-def _c_values(waits, signals):
+def _c_values(waits: List[Tuple[Semaphore, int]],
+              signals: List[Tuple[Semaphore, int]]
+              ) -> Tuple[Any, Any, List[_core.Handle]]:
     """ctypes arrays for |waits| and |signals| and the semaphores' handles
     (to hold during the call)."""
     c_waits = (_lib.SemaphoreValue * max(1, len(waits)))()
@@ -150,14 +165,16 @@ def _c_values(waits, signals):
     return c_waits, c_signals, handles
 
 
-def _fill_values(array, pairs):
+def _fill_values(array: Any, pairs: List[Tuple[Semaphore, int]]) -> None:
     """Fills |array| (inside the Call that holds the semaphores)."""
     for i, (semaphore, value) in enumerate(pairs):
         array[i].semaphore = semaphore._handle.pointer
         array[i].value = value
 
 
-def execute(client, queue, command_buffer, bindings, wait, signal):
+def execute(client: "Client", queue: Optional["Queue"],
+            command_buffer: CommandBuffer, bindings: Any, wait: Any,
+            signal: Any) -> None:
     if not isinstance(command_buffer, CommandBuffer):
         raise TypeError(
             f"expected a CommandBuffer, not {type(command_buffer).__name__}")
@@ -205,7 +222,8 @@ def execute(client, queue, command_buffer, bindings, wait, signal):
     check(lib, status)
 
 
-def make_queue(client, session, pointer, device, priority):
+def make_queue(client: "Client", session: _core.Session, pointer: Optional[int],
+               device: int, priority: int) -> "Queue":
     lib = _lib.load()
     handle = _core.Handle(session, pointer, lib.halo_queue_release, "queue",
                           f"queue (device {device}, priority {priority})")

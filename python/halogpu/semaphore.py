@@ -8,11 +8,16 @@ import ctypes
 import os
 import threading
 import time
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Optional,
+                    Tuple)
 
 from . import _core, _lib
 from ._object import HaloObject, check_int, check_timeout, format_token
 from .errors import (DeadlineExceededError, StatusCode, check, status_code,
                      take_error)
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 _SLICE_NS = int(_core.WAIT_SLICE_S * 1e9)
@@ -27,7 +32,7 @@ _async_executor = None
 _async_executor_lock = threading.Lock()
 
 
-def _executor():
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
     global _async_executor
     with _async_executor_lock:
         if _async_executor is None:
@@ -37,7 +42,7 @@ def _executor():
         return _async_executor
 
 
-def _forget_executor_in_child():
+def _forget_executor_in_child() -> None:
     # A forked child has none of the parent's threads.
     global _async_executor, _async_executor_lock
     _async_executor = None
@@ -69,12 +74,12 @@ class Semaphore(HaloObject):
     _kind = "semaphore"
 
     @property
-    def value(self):
+    def value(self) -> int:
         """The current value (query()); raises the failure if the semaphore
         failed."""
         return self.query()
 
-    def query(self):
+    def query(self) -> int:
         """Returns the current value without a round trip. If the semaphore
         failed, raises its failure (the exception's ``value`` attribute
         holds the value it had reached)."""
@@ -85,11 +90,11 @@ class Semaphore(HaloObject):
                                               ctypes.byref(value))
         if status:
             error = take_error(lib, status)
-            error.value = value.value
+            error.value = value.value  # type: ignore[attr-defined]
             raise error
         return value.value
 
-    def signal(self, value):
+    def signal(self, value: int) -> None:
         """Advances the value to |value| and wakes every waiter.
 
         InvalidArgumentError if |value| is not above the current value
@@ -101,7 +106,7 @@ class Semaphore(HaloObject):
             status = lib.halo_semaphore_signal(self._handle.pointer, value)
         check(lib, status)
 
-    def fail(self, code, message=""):
+    def fail(self, code: Any, message: str = "") -> None:
         """Fails the semaphore with |code| (a StatusCode, its name, or a
         HaloError subclass; not OK) and |message|. The first failure wins;
         later ones are ignored. Waiters for values not yet reached wake and
@@ -118,7 +123,7 @@ class Semaphore(HaloObject):
                                              message.encode())
         check(lib, status)
 
-    def wait(self, value, timeout=None):
+    def wait(self, value: int, timeout: Optional[float] = None) -> None:
         """Waits until the value is >= |value|.
 
         |timeout| in seconds (None: for ever; 0: poll once). Raises
@@ -153,7 +158,7 @@ class Semaphore(HaloObject):
                         f"after {timeout} s")
                 this_slice = min(slice_ns, remaining)
 
-    def _wait_slice(self, value, timeout_ns):
+    def _wait_slice(self, value: int, timeout_ns: int) -> bool:
         """One bounded wait: True once the value is >= |value|, False if
         |timeout_ns| passed first; raises anything else."""
         lib = _lib.load()
@@ -167,7 +172,8 @@ class Semaphore(HaloObject):
         lib.halo_status_free(status)
         return False
 
-    async def wait_async(self, value, timeout=None):
+    async def wait_async(self, value: int,
+                         timeout: Optional[float] = None) -> None:
         """``await semaphore.wait_async(value)``: wait() for asyncio, never
         blocking the event loop.
 
@@ -203,7 +209,7 @@ class Semaphore(HaloObject):
                                           this_slice):
                 return
 
-    def export(self):
+    def export(self) -> str:
         """A token (32 hex digits) another client can pass to
         Client.import_semaphore(). FailedPreconditionError unless created
         with exportable=True. Treat it like a password."""
@@ -216,7 +222,8 @@ class Semaphore(HaloObject):
         return format_token(lib, token)
 
 
-def _pairs(pairs):
+def _pairs(pairs: Iterable[Tuple["Semaphore", int]]
+           ) -> List[Tuple["Semaphore", int]]:
     try:
         pairs = list(pairs)
     except TypeError:
@@ -241,7 +248,8 @@ def _pairs(pairs):
     return checked
 
 
-def _wait(pairs, mode, timeout):
+def _wait(pairs: Iterable[Tuple["Semaphore", int]], mode: int,
+          timeout: Optional[float]) -> Optional[int]:
     """Waits in slices of at most _core.WAIT_SLICE_S; returns the index
     libhalo reports (the satisfied semaphore for WAIT_ANY), or None for an
     empty |pairs|, which is satisfied at once."""
@@ -251,12 +259,12 @@ def _wait(pairs, mode, timeout):
         return None
     lib = _lib.load()
     count = len(pairs)
-    groups = {}
+    by_session: Dict[int, Tuple[_core.Session, List[_core.Handle]]] = {}
     for semaphore, _ in pairs:
         handle = semaphore._handle
-        groups.setdefault(id(handle.session), (handle.session, []))[1].append(
-            handle)
-    groups = list(groups.values())
+        by_session.setdefault(id(handle.session),
+                              (handle.session, []))[1].append(handle)
+    groups = list(by_session.values())
     pointers = (ctypes.c_void_p * count)()
     values = (ctypes.c_uint64 * count)(*(value for _, value in pairs))
     index = ctypes.c_size_t()
@@ -290,7 +298,8 @@ def _wait(pairs, mode, timeout):
         raise take_error(lib, status)
 
 
-def wait_all(pairs, timeout=None):
+def wait_all(pairs: Iterable[Tuple["Semaphore", int]],
+             timeout: Optional[float] = None) -> None:
     """Waits until every (semaphore, value) of |pairs| is reached (up to 64
     semaphores, of one client or several; none returns at once). Errors as
     Semaphore.wait(); a failure of any semaphore not yet satisfied ends the
@@ -298,14 +307,16 @@ def wait_all(pairs, timeout=None):
     _wait(pairs, _lib.WAIT_ALL, timeout)
 
 
-def wait_any(pairs, timeout=None):
+def wait_any(pairs: Iterable[Tuple["Semaphore", int]],
+             timeout: Optional[float] = None) -> Optional[int]:
     """Waits until at least one (semaphore, value) of |pairs| is reached;
     returns its index in |pairs|. An empty |pairs| is satisfied at once and
     returns None (no semaphore to name). Errors as Semaphore.wait()."""
     return _wait(pairs, _lib.WAIT_ANY, timeout)
 
 
-def make_semaphore(client, session, pointer):
+def make_semaphore(client: "Client", session: _core.Session,
+                   pointer: Optional[int]) -> "Semaphore":
     lib = _lib.load()
     ident = lib.halo_semaphore_handle(pointer)
     handle = _core.Handle(session, pointer, lib.halo_semaphore_release,
