@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 The halo Authors
-"""halo: the Python client of halo, a GPU device server.
+"""halogpu: the Python client of halo, a GPU device server.
 
 A thin layer over libhalo (through ctypes, no compiled extension) that
 mirrors its C API (include/halo/halo.h) in Python style::
 
     import halogpu, numpy as np
 
-    with halogpu.connect() as client:           # $HALO_ADDRESS or the default
+    with halogpu.connect() as client:        # $HALO_ADDRESS or the default
         print(client.devices)
         buf = client.create_buffer(4096, memory="host_visible")
         buf.numpy(np.float32)[:] = 1.0        # a view of the shared memory
