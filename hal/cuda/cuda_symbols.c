@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // Run-time loading of the CUDA driver and NVRTC (cuda_symbols.h): dlopen,
-// then every driver symbol through cuGetProcAddress at the API version we
-// were built against, so that a newer driver hands us the variant whose
-// signature matches our cuda.h. Nothing here links against CUDA.
+// then every driver symbol through cuGetProcAddress at the API version of
+// the variant our cuda.h declares (the table in cuda_symbols.h), so that a
+// CUDA 12.4+ or 13 driver hands us the variant whose signature matches.
+// Nothing here links against CUDA.
 #include "hal/cuda/cuda_symbols.h"
 
 #include <dlfcn.h>
@@ -23,6 +24,8 @@ typedef struct halo_hal_cuda_load_result_t {
 static pthread_once_t halo_hal_cuda_driver_once = PTHREAD_ONCE_INIT;
 static halo_hal_cuda_symbols_t halo_hal_cuda_driver_symbols;
 static halo_hal_cuda_load_result_t halo_hal_cuda_driver_result;
+// cuDriverGetVersion's answer, kept even when the load fails later.
+static int halo_hal_cuda_driver_version_found;
 
 static pthread_once_t halo_hal_cuda_nvrtc_once = PTHREAD_ONCE_INIT;
 static halo_hal_cuda_nvrtc_symbols_t halo_hal_cuda_nvrtc_table;
@@ -75,46 +78,56 @@ static void halo_hal_cuda_driver_load_once(void) {
                             "libcuda.so.1 has no cuGetProcAddress_v2 (a "
                             "driver older than CUDA 12.0); halo needs a "
                             "driver for CUDA %d.%d or newer",
-                            HALO_HAL_CUDA_API_VERSION / 1000,
-                            HALO_HAL_CUDA_API_VERSION % 1000 / 10);
+                            HALO_HAL_CUDA_MIN_DRIVER_VERSION / 1000,
+                            HALO_HAL_CUDA_MIN_DRIVER_VERSION % 1000 / 10);
     return;  // the library stays loaded: harmless, and dlclose is not
   }
   int version = 0;
   CUresult rc = driver_get_version(&version);
-  if (rc != CUDA_SUCCESS || version < HALO_HAL_CUDA_API_VERSION) {
+  if (rc == CUDA_SUCCESS) halo_hal_cuda_driver_version_found = version;
+  if (rc != CUDA_SUCCESS || version < HALO_HAL_CUDA_MIN_DRIVER_VERSION) {
     halo_hal_cuda_load_fail(result,
                             "the CUDA driver supports CUDA %d.%d (error %d); "
-                            "halo was built against CUDA %d.%d and needs a "
-                            "driver at least that new",
+                            "halo needs a driver for CUDA %d.%d or newer",
                             version / 1000, version % 1000 / 10, (int)rc,
-                            HALO_HAL_CUDA_API_VERSION / 1000,
-                            HALO_HAL_CUDA_API_VERSION % 1000 / 10);
+                            HALO_HAL_CUDA_MIN_DRIVER_VERSION / 1000,
+                            HALO_HAL_CUDA_MIN_DRIVER_VERSION % 1000 / 10);
     return;
   }
   cu->driver_version = version;
 
   // Each X expands to one lookup: the string is the base name (# does not
-  // expand macros), the field the versioned name cuda.h maps it to.
-#define HALO_HAL_CUDA_RESOLVE(name)                                       \
-  {                                                                       \
-    CUdriverProcAddressQueryResult found =                                \
-        CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                             \
-    void *pointer = NULL;                                                 \
-    CUresult lookup =                                                     \
-        get_proc_address(#name, &pointer, HALO_HAL_CUDA_API_VERSION,      \
-                         CU_GET_PROC_ADDRESS_DEFAULT, &found);            \
-    if (lookup != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || \
-        !pointer) {                                                       \
-      halo_hal_cuda_load_fail(result,                                     \
-                              "the CUDA driver %d.%d has no " #name       \
-                              " at API version %d (cuGetProcAddress: "    \
-                              "error %d, query result %d)",               \
-                              version / 1000, version % 1000 / 10,        \
-                              HALO_HAL_CUDA_API_VERSION, (int)lookup,     \
-                              (int)found);                                \
-      return;                                                             \
-    }                                                                     \
-    *(void **)&cu->name = pointer;                                        \
+  // expand macros), the field the versioned name cuda.h maps it to; at
+  // |api| first, then at |fallback| (the same prototype, older) if the
+  // driver has no variant at |api|.
+#define HALO_HAL_CUDA_RESOLVE(name, api, fallback)                           \
+  {                                                                          \
+    CUdriverProcAddressQueryResult found =                                   \
+        CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                                \
+    void *pointer = NULL;                                                    \
+    int asked = (api);                                                       \
+    CUresult lookup = get_proc_address(#name, &pointer, asked,               \
+                                       CU_GET_PROC_ADDRESS_DEFAULT, &found); \
+    if ((lookup != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS ||   \
+         !pointer) &&                                                        \
+        (fallback) != 0) {                                                   \
+      asked = (fallback);                                                    \
+      pointer = NULL;                                                        \
+      found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                          \
+      lookup = get_proc_address(#name, &pointer, asked,                      \
+                                CU_GET_PROC_ADDRESS_DEFAULT, &found);        \
+    }                                                                        \
+    if (lookup != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS ||    \
+        !pointer) {                                                          \
+      halo_hal_cuda_load_fail(result,                                        \
+                              "the CUDA driver %d.%d has no " #name          \
+                              " at API version %d (cuGetProcAddress: "       \
+                              "error %d, query result %d)",                  \
+                              version / 1000, version % 1000 / 10, asked,    \
+                              (int)lookup, (int)found);                      \
+      return;                                                                \
+    }                                                                        \
+    *(void **)&cu->name = pointer;                                           \
   }
   HALO_HAL_CUDA_DRIVER_SYMBOLS(HALO_HAL_CUDA_RESOLVE)
 #undef HALO_HAL_CUDA_RESOLVE
@@ -152,33 +165,92 @@ halo_status_t halo_hal_cuda_symbols_load(
   return NULL;
 }
 
+int halo_hal_cuda_driver_version(void) {
+  pthread_once(&halo_hal_cuda_driver_once, halo_hal_cuda_driver_load_once);
+  return halo_hal_cuda_driver_version_found;
+}
+
+// The NVRTC majors halo knows, newest first.
+static const struct {
+  int major;
+  const char *soname;
+} halo_hal_cuda_nvrtc_majors[] = {
+    {13, "libnvrtc.so.13"},
+    {12, "libnvrtc.so.12"},
+};
+
+size_t halo_hal_cuda_nvrtc_sonames(int driver_version, const char **out_names,
+                                   size_t capacity) {
+  size_t count = 0;
+  int driver_major = driver_version / 1000;
+  for (size_t i = 0; i < sizeof(halo_hal_cuda_nvrtc_majors) /
+                             sizeof(halo_hal_cuda_nvrtc_majors[0]);
+       ++i) {
+    if (driver_version != 0 &&
+        halo_hal_cuda_nvrtc_majors[i].major > driver_major) {
+      continue;
+    }
+    if (count < capacity)
+      out_names[count] = halo_hal_cuda_nvrtc_majors[i].soname;
+    ++count;
+  }
+  if (count < capacity) out_names[count] = "libnvrtc.so";
+  ++count;
+  return count < capacity ? count : capacity;
+}
+
 static void halo_hal_cuda_nvrtc_load_once(void) {
   halo_hal_cuda_load_result_t *result = &halo_hal_cuda_nvrtc_result;
   halo_hal_cuda_nvrtc_symbols_t *nvrtc = &halo_hal_cuda_nvrtc_table;
-  dlerror();
-  void *library = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+  int driver_version = halo_hal_cuda_driver_version();
+  const char *names[4];
+  size_t count = halo_hal_cuda_nvrtc_sonames(driver_version, names, 4);
+  void *library = NULL;
+  char tried[256] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < count && !library; ++i) {
+    dlerror();
+    library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (library) {
+      snprintf(nvrtc->soname, sizeof(nvrtc->soname), "%s", names[i]);
+    } else if (used < sizeof(tried)) {
+      const char *error = dlerror();
+      int written = snprintf(tried + used, sizeof(tried) - used, "%s%s",
+                             used ? "; " : "", error ? error : names[i]);
+      if (written > 0) used += (size_t)written;
+    }
+  }
   if (!library) {
-    const char *error = dlerror();
     halo_hal_cuda_load_fail(result,
                             "no NVRTC (CUDA C sources cannot be compiled): "
-                            "dlopen libnvrtc.so.13: %s",
-                            error ? error : "(no reason given)");
+                            "dlopen: %s",
+                            tried);
     return;
   }
-#define HALO_HAL_CUDA_NVRTC_RESOLVE(name)                              \
-  {                                                                    \
-    dlerror();                                                         \
-    void *pointer = dlsym(library, #name);                             \
-    if (!pointer) {                                                    \
-      halo_hal_cuda_load_fail(result, "libnvrtc.so.13 has no " #name); \
-      return;                                                          \
-    }                                                                  \
-    *(void **)&nvrtc->name = pointer;                                  \
+#define HALO_HAL_CUDA_NVRTC_RESOLVE(name)                                 \
+  {                                                                       \
+    dlerror();                                                            \
+    void *pointer = dlsym(library, #name);                                \
+    if (!pointer) {                                                       \
+      halo_hal_cuda_load_fail(result, "%s has no " #name, nvrtc->soname); \
+      return;                                                             \
+    }                                                                     \
+    *(void **)&nvrtc->name = pointer;                                     \
   }
   HALO_HAL_CUDA_NVRTC_SYMBOLS(HALO_HAL_CUDA_NVRTC_RESOLVE)
 #undef HALO_HAL_CUDA_NVRTC_RESOLVE
   if (nvrtc->nvrtcVersion(&nvrtc->major, &nvrtc->minor) != NVRTC_SUCCESS) {
-    halo_hal_cuda_load_fail(result, "nvrtcVersion failed");
+    halo_hal_cuda_load_fail(result, "%s: nvrtcVersion failed", nvrtc->soname);
+    return;
+  }
+  // The unversioned name may be any major: code from a newer NVRTC than the
+  // driver does not load.
+  if (driver_version != 0 && nvrtc->major > driver_version / 1000) {
+    halo_hal_cuda_load_fail(result,
+                            "%s is NVRTC %d.%d, newer than the CUDA driver "
+                            "%d.%d (install the NVRTC of the driver's major)",
+                            nvrtc->soname, nvrtc->major, nvrtc->minor,
+                            driver_version / 1000, driver_version % 1000 / 10);
     return;
   }
   result->code = HALO_STATUS_OK;

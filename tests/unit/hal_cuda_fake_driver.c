@@ -1329,7 +1329,8 @@ FAKE_EXPORT CUresult cuDriverGetVersion(int *version) {
   return CUDA_SUCCESS;
 }
 
-#define FAKE_SYMBOL_ENTRY(name) {#name, (void **)&fake_symbols.name},
+#define FAKE_SYMBOL_ENTRY(name, version, fallback) \
+  {#name, (void **)&fake_symbols.name},
 
 FAKE_EXPORT CUresult
 cuGetProcAddress_v2(const char *symbol, void **function, int version,

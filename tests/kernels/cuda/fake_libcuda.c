@@ -58,9 +58,17 @@ static CUresult fake_get_error_string(CUresult error, const char **text) {
   return 0;
 }
 
+// FAKE_CUDA_DRIVER_VERSION (default 13000): what cuDriverGetVersion says;
+// cuGetProcAddress_v2 answers VERSION_NOT_SUFFICIENT for an API version
+// above it, as a driver asked for a variant newer than itself.
+static int fake_driver_version(void) {
+  const char *version = getenv("FAKE_CUDA_DRIVER_VERSION");
+  return version ? atoi(version) : 13000;
+}
+
 __attribute__((visibility("default"))) CUresult cuDriverGetVersion(
     int *version) {
-  *version = 13000;
+  *version = fake_driver_version();
   return 0;
 }
 
@@ -72,6 +80,11 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
     snprintf(fake_names[fake_name_count], sizeof(fake_names[0]), "%s", symbol);
     fake_versions[fake_name_count] = version;
     ++fake_name_count;
+  }
+  if (version > fake_driver_version()) {
+    *pfn = NULL;
+    if (status) *status = 2;  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+    return 500;               // CUDA_ERROR_NOT_FOUND
   }
   if (strcmp(symbol, "cuInit") == 0) {
     *pfn = (void *)fake_cu_init;
