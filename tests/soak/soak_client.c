@@ -20,6 +20,10 @@
 //       session's) and sends the input's requests as they are, except that
 //       one in four gets a random byte changed. ELF executables are left
 //       out, as the harness does. Prints "replay: N inputs, M requests".
+//   halo-soak-client ADDRESS replay-live FUZZ_KERNELS SECONDS CORPUS...
+//       The same in one session for the whole run: what the inputs create
+//       stays (up to the session's quotas), as with a fuzzer that keeps its
+//       sessions open.
 //
 // Exit status: 0 when everything it checked held, 1 otherwise (the reason
 // on stderr), 2 for bad arguments.
@@ -223,9 +227,10 @@ static void soak_retag(soak_replay_t *replay, ProtobufCMessage *message) {
   }
 }
 
-static bool soak_replay_session(soak_replay_t *replay, const char *address,
-                                const uint8_t *kernels, size_t kernels_size,
-                                const uint8_t *data, size_t size) {
+// Connects, says Hello and loads |kernels| (the fuzz harness's native
+// kernels). False if halod did not answer.
+static bool soak_replay_open(soak_replay_t *replay, const char *address,
+                             const uint8_t *kernels, size_t kernels_size) {
   if (nng_req0_open(&replay->socket) != 0) return false;
   nng_socket_set_ms(replay->socket, NNG_OPT_RECVTIMEO, 30000);
   nng_socket_set_ms(replay->socket, NNG_OPT_SENDTIMEO, 30000);
@@ -252,6 +257,16 @@ static bool soak_replay_session(soak_replay_t *replay, const char *address,
   request.body_case = HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE;
   request.executable_create = &create;
   alive = alive && soak_call_message(replay, &request, NULL);
+  if (!alive) nng_close(replay->socket);
+  return alive;
+}
+
+// Sends the requests of one corpus input (|data|), handles retagged to the
+// session, one in four with a random byte changed. False if halod did not
+// answer one.
+static bool soak_replay_input(soak_replay_t *replay, const uint8_t *data,
+                              size_t size) {
+  bool alive = true;
   size_t offset = 0;
   for (int frame = 0; alive && frame < 64 && offset + 2 <= size; ++frame) {
     size_t length = (size_t)data[offset] | (size_t)data[offset + 1] << 8;
@@ -288,7 +303,6 @@ static bool soak_replay_session(soak_replay_t *replay, const char *address,
     alive = soak_call(replay, packed, packed_size, NULL);
     free(packed);
   }
-  nng_close(replay->socket);
   return alive;
 }
 
@@ -335,8 +349,10 @@ static char **soak_list(char **paths, int count, size_t *out_count) {
   return files;
 }
 
+// |live|: every input in one session (what it creates accumulates, up to
+// its quotas); else a session per input.
 static int soak_replay(const char *address, const char *kernels_path,
-                       double seconds, char **paths, int count) {
+                       double seconds, char **paths, int count, bool live) {
   size_t kernels_size;
   uint8_t *kernels = soak_read_file(kernels_path, &kernels_size);
   if (!kernels) {
@@ -352,13 +368,19 @@ static int soak_replay(const char *address, const char *kernels_path,
   soak_replay_t replay = {.random = (uint32_t)getpid()};
   int64_t end = soak_now_ns() + (int64_t)(seconds * 1e9);
   uint64_t inputs = 0;
+  if (live && !soak_replay_open(&replay, address, kernels, kernels_size)) {
+    fprintf(stderr, "halo-soak-client: halod did not answer\n");
+    return 1;
+  }
   while (soak_now_ns() < end) {
     const char *file = files[soak_random(&replay) % file_count];
     size_t size;
     uint8_t *data = soak_read_file(file, &size);
     if (!data) continue;
-    bool alive = soak_replay_session(&replay, address, kernels, kernels_size,
-                                     data, size);
+    bool alive =
+        live || soak_replay_open(&replay, address, kernels, kernels_size);
+    alive = alive && soak_replay_input(&replay, data, size);
+    if (!live) nng_close(replay.socket);
     free(data);
     if (!alive) {
       fprintf(stderr, "halo-soak-client: halod stopped answering (input %s)\n",
@@ -367,6 +389,7 @@ static int soak_replay(const char *address, const char *kernels_path,
     }
     ++inputs;
   }
+  if (live) nng_close(replay.socket);
   printf("replay: %llu inputs, %llu requests\n", (unsigned long long)inputs,
          (unsigned long long)replay.requests);
   for (size_t i = 0; i < file_count; ++i) free(files[i]);
@@ -379,12 +402,15 @@ int main(int argc, char **argv) {
   if (argc >= 5 && strcmp(argv[2], "load") == 0) {
     return soak_load(argv[1], argv[3], atof(argv[4]));
   }
-  if (argc >= 6 && strcmp(argv[2], "replay") == 0) {
-    return soak_replay(argv[1], argv[3], atof(argv[4]), argv + 5, argc - 5);
+  if (argc >= 6 &&
+      (strcmp(argv[2], "replay") == 0 || strcmp(argv[2], "replay-live") == 0)) {
+    return soak_replay(argv[1], argv[3], atof(argv[4]), argv + 5, argc - 5,
+                       strcmp(argv[2], "replay-live") == 0);
   }
   fprintf(stderr,
           "usage: %s ADDRESS load KERNELS SECONDS\n"
-          "       %s ADDRESS replay FUZZ_KERNELS SECONDS CORPUS...\n",
+          "       %s ADDRESS replay|replay-live FUZZ_KERNELS SECONDS "
+          "CORPUS...\n",
           argv[0], argv[0]);
   return 2;
 }
