@@ -134,24 +134,52 @@ halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
   return halo_client_fd_request(client, kind, id, out_fd, out_size);
 }
 
-static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
-                                                 const char *path) {
+// The fd channel sits beside the client socket: halod binds it at the
+// socket's path plus ".fd". The path halod reports is its own view; in
+// another mount namespace (a container with halod's socket directory mounted
+// elsewhere) it names nothing, or something else. So the client derives the
+// path from the address it dialed, and tries halod's only where that one
+// does not exist (an address that reaches the socket through a symbolic
+// link). "" if the address gives no path.
+static void halo_client_fd_channel_path(const halo_client_t *client, char *out,
+                                        size_t size) {
+  const char *socket_path = client->address + strlen("ipc://");
+  int length = snprintf(out, size, "%s.fd", socket_path);
+  if (length < 0 || (size_t)length >= size) out[0] = '\0';
+}
+
+static halo_status_t halo_client_connect_fd_channel(int fd, const char *path) {
   struct sockaddr_un address = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof(address.sun_path)) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "fd channel path '%s' is too long", path);
   }
   strcpy(address.sun_path, path);
+  if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+    return halo_status_from_errno(errno, "connecting the fd channel %s", path);
+  }
+  return NULL;
+}
+
+static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
+                                                 const char *reported_path) {
   client->fd_channel = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (client->fd_channel < 0) {
     return halo_status_from_errno(errno, "fd channel socket");
   }
-  if (connect(client->fd_channel, (struct sockaddr *)&address,
-              sizeof(address)) != 0) {
-    return halo_status_from_errno(errno, "connecting the fd channel %s", path);
+  char path[sizeof(client->address) + 4];
+  halo_client_fd_channel_path(client, path, sizeof(path));
+  halo_status_t status =
+      path[0] ? halo_client_connect_fd_channel(client->fd_channel, path)
+              : halo_status_make(HALO_STATUS_NOT_FOUND, "no path");
+  if (status && halo_status_code(status) == HALO_STATUS_NOT_FOUND &&
+      strcmp(path, reported_path) != 0) {
+    halo_status_free(status);
+    status = halo_client_connect_fd_channel(client->fd_channel, reported_path);
   }
-  // The daemon's pid comes from the kernel, not from a message; its pidfd
-  // tells waiters when the daemon is gone.
+  if (status) return status;
+  // The daemon's pid comes from the kernel, not from a message: 0 where
+  // halod is outside this process's pid namespace (a container).
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
   if (getsockopt(client->fd_channel, SOL_SOCKET, SO_PEERCRED, &credentials,
@@ -159,13 +187,26 @@ static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
     return halo_status_from_errno(errno, "fd channel SO_PEERCRED");
   }
   client->daemon_pid = credentials.pid;
-  client->daemon_pidfd = (int)syscall(SYS_pidfd_open, credentials.pid, 0);
-  if (client->daemon_pidfd < 0) {
-    return halo_status_from_errno(errno, "pidfd_open(%d)", credentials.pid);
+  // The reply to AUTH carries a pidfd of halod: it tells waiters when the
+  // daemon is gone, in any pid namespace.
+  int pidfd = -1;
+  HALO_RETURN_IF_ERROR(halo_client_fd_request(
+      client, HALO_FD_REQUEST_AUTH, client->session_id, &pidfd, NULL));
+  if (pidfd < 0 && credentials.pid > 0) {
+    // A halod that passes no pidfd, in this pid namespace.
+    pidfd = (int)syscall(SYS_pidfd_open, credentials.pid, 0);
+    if (pidfd < 0) {
+      return halo_status_from_errno(errno, "pidfd_open(%d)", credentials.pid);
+    }
   }
-  int fd;
-  return halo_client_fd_request(client, HALO_FD_REQUEST_AUTH,
-                                client->session_id, &fd, NULL);
+  if (pidfd < 0) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "halod passed no pidfd with its fd channel reply "
+                            "and runs in a pid namespace this process cannot "
+                            "see: update halod");
+  }
+  client->daemon_pidfd = pidfd;
+  return NULL;
 }
 
 static halo_status_t halo_client_hello(halo_client_t *client,

@@ -3,9 +3,11 @@
 // The fd channel: a plain Unix SOCK_SEQPACKET socket beside the nng socket
 // (nng cannot pass file descriptors). The client sends an AUTH message with
 // its session id and token; the daemon checks that the connection's peer
-// credentials (SO_PEERCRED) are those of the session's nng pipe. Then each
-// GET request names an object (semaphore page, arena) the session may see
-// and the reply carries its memfd as SCM_RIGHTS.
+// credentials (SO_PEERCRED) are those of the session's nng pipe; the reply
+// carries a pidfd of halod, the client's sign of the daemon's liveness in
+// any pid namespace (SO_PEERCRED's pid is 0 where halod is outside the
+// client's). Then each GET request names an object (semaphore page, arena)
+// the session may see and the reply carries its memfd as SCM_RIGHTS.
 //
 // Messages are fixed-size little structs in host byte order (both ends are
 // on one host).

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -46,6 +47,9 @@ struct halod_fd_server_t {
   // connection is then accepted and closed, instead of staying readable
   // and spinning the loop.
   int spare_fd;
+  // A pidfd of halod itself, passed with every successful AUTH reply: the
+  // client's sign that halod is gone, valid in any pid namespace.
+  int pidfd;
   int open_handles;    // poll and timer; freed when both closed
   uint64_t refused;    // connections refused since the last warning
   uint64_t warned_ms;  // uv_now of the last warning
@@ -144,7 +148,8 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
     return;
   }
   if (request->kind == HALO_FD_REQUEST_AUTH) {
-    halod_fd_reply(connection, halod_fd_authenticate(connection, request), -1,
+    halo_status_t status = halod_fd_authenticate(connection, request);
+    halod_fd_reply(connection, status, status ? -1 : connection->server->pidfd,
                    0);
     return;
   }
@@ -399,8 +404,18 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   server->daemon = daemon;
   server->fd = -1;
   server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  server->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+  if (server->pidfd < 0) {
+    int error = errno;
+    if (server->spare_fd >= 0) close(server->spare_fd);
+    free(server);
+    return halo_status_from_errno(error,
+                                  "pidfd_open of halod itself (for the fd "
+                                  "channel; Linux 5.3 or later)");
+  }
   if (strlen(path) >= sizeof(server->path)) {
     if (server->spare_fd >= 0) close(server->spare_fd);
+    close(server->pidfd);
     free(server);
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "fd channel path '%s' is longer than %zu bytes",
@@ -435,6 +450,7 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   if (status) {
     if (server->fd >= 0) close(server->fd);
     if (server->spare_fd >= 0) close(server->spare_fd);
+    close(server->pidfd);
     free(server);
     return status;
   }
@@ -454,6 +470,7 @@ static void halod_fd_server_on_closed(uv_handle_t *handle) {
   if (--server->open_handles > 0) return;
   close(server->fd);
   if (server->spare_fd >= 0) close(server->spare_fd);
+  close(server->pidfd);
   unlink(server->path);
   free(server);
 }

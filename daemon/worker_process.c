@@ -56,7 +56,6 @@ int halod_worker_main(int argc, char **argv) {
   // worker. Terminal signals go to the whole process group; the worker ends
   // when the supervisor closes the link, not before.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) return 1;
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
@@ -67,6 +66,7 @@ int halod_worker_main(int argc, char **argv) {
   const char *log_level = "info";
   long device_index = 0;
   long poll_us = 0;
+  long supervisor = 0;
   for (int i = 1; i < argc; ++i) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--worker") == 0) continue;
@@ -83,6 +83,8 @@ int halod_worker_main(int argc, char **argv) {
       poll_us = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--log-level") == 0) {
       log_level = value;
+    } else if (strcmp(argv[i], "--supervisor") == 0) {
+      supervisor = strtol(value, NULL, 10);
     } else {
       char message[256];
       snprintf(message, sizeof(message), "unknown worker flag %s", argv[i]);
@@ -90,6 +92,10 @@ int halod_worker_main(int argc, char **argv) {
     }
     ++i;
   }
+  // The supervisor died before PR_SET_PDEATHSIG took hold: the worker was
+  // reparented. Its pid comes on the command line, not as "not 1": in a
+  // container halod itself may be pid 1.
+  if (getppid() != (pid_t)supervisor) return 1;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(log_level));
   halo_hal_registry_options_t options = {
       .driver = driver,

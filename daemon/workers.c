@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -83,7 +84,7 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   snprintf(device_text, sizeof(device_text), "%u", index);
   char poll_text[16];
   snprintf(poll_text, sizeof(poll_text), "%u", daemon->config.worker_poll_us);
-  const char *argv[16];
+  const char *argv[24];
   int argc = 0;
   argv[argc++] = "halod";
   argv[argc++] = "--worker";
@@ -95,6 +96,10 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   argv[argc++] = poll_text;
   argv[argc++] = "--log-level";
   argv[argc++] = daemon->config.log_level;
+  char supervisor_text[16];
+  snprintf(supervisor_text, sizeof(supervisor_text), "%d", (int)getpid());
+  argv[argc++] = "--supervisor";
+  argv[argc++] = supervisor_text;
   if (daemon->config.cuda_completion[0]) {
     argv[argc++] = "--cuda-completion";
     argv[argc++] = daemon->config.cuda_completion;

@@ -108,7 +108,9 @@ HALO_API void halo_client_close(halo_client_t *client);
 // The session id the daemon gave this client (shown by haloctl).
 HALO_API uint64_t halo_client_session_id(const halo_client_t *client);
 
-// The daemon's process id, from the fd channel's peer credentials.
+// The daemon's process id, from the fd channel's peer credentials; 0 where
+// halod runs outside this process's pid namespace (a client in a
+// container). The session works either way.
 HALO_API int32_t halo_client_daemon_pid(const halo_client_t *client);
 
 // A no-op round trip to the daemon (used to measure the control plane).

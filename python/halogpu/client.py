@@ -154,7 +154,11 @@ class Client:
 
     @property
     def daemon_pid(self) -> int:
-        """The daemon's process id (from the kernel, not a message)."""
+        """The daemon's process id (from the kernel, not a message).
+
+        0 where halod runs outside this process's pid namespace (a client
+        in a container); the session works either way.
+        """
         return int(self._daemon_pid)
 
     def _call(self, *handles: _core.Handle) -> _core.Call:

@@ -1193,6 +1193,7 @@ int halo_test_fd_open_session(const halo_test_raw_t *raw) {
     close(socket_fd);
     fail();
   }
+  int daemon_pid = passed >= 0 ? halo_test_pidfd_pid(passed) : -1;
   if (passed >= 0) close(passed);
   if (reply.code != HALO_STATUS_OK) {
     print_error("fd channel AUTH: %s (%.240s)\n",
@@ -1201,8 +1202,29 @@ int halo_test_fd_open_session(const halo_test_raw_t *raw) {
     close(socket_fd);
     fail();
   }
-  assert_int_equal(passed, -1);
+  // The reply to AUTH carries halod's pidfd (the client's liveness check).
+  if (daemon_pid <= 0) {
+    print_error("fd channel AUTH: the reply carried no pidfd of a live "
+                "process (pid %d)\n",
+                daemon_pid);
+    close(socket_fd);
+    fail();
+  }
   return socket_fd;
+}
+
+int halo_test_pidfd_pid(int fd) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+  FILE *file = fopen(path, "r");
+  if (!file) return -1;
+  char line[256];
+  int pid = -1;
+  while (fgets(line, sizeof(line), file)) {
+    if (sscanf(line, "Pid: %d", &pid) == 1) break;
+  }
+  fclose(file);
+  return pid;
 }
 
 int halo_test_fd_get(int socket_fd, uint32_t kind, uint64_t id,

@@ -338,8 +338,14 @@ int halo_test_fd_transact(int socket_fd, uint32_t kind, uint64_t id,
                           const uint8_t token[16], halo_fd_reply_t *out_reply,
                           int *out_fd);
 
-// Connects to |raw|'s fd channel and authenticates its session (asserts).
+// Connects to |raw|'s fd channel and authenticates its session (asserts,
+// and that the reply carries a pidfd of halod).
 int halo_test_fd_open_session(const halo_test_raw_t *raw);
+
+// The pid a pidfd refers to, as this process sees it (the "Pid:" line of
+// /proc/self/fdinfo/FD): 0 for a process outside this pid namespace, -1
+// for one that exited or a descriptor that is no pidfd.
+int halo_test_pidfd_pid(int fd);
 
 // GETs |kind| |id| on an authenticated channel; asserts an OK reply with a
 // descriptor and returns it.
