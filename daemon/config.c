@@ -175,11 +175,19 @@ static const halod_config_entry_t halod_config_entries[] = {
      "where device work runs: process (one worker process per device and "
      "trust domain, so a fault ends only that domain's worker) or inline "
      "(in halod itself: a device fault ends halod)"},
-    {"trust-domain", HALOD_CHOICE(trust_domain), "uid", 0, 0, "uid|process",
-     START,
+    {"trust-domain", HALOD_CHOICE(trust_domain), "uid", 0, 0,
+     "uid|process|cgroup", START,
      "what groups clients into trust domains, which share a device context "
-     "and its faults: uid (one domain per user) or process (one per client "
-     "process)"},
+     "and its faults: uid (one domain per user), process (one per client "
+     "process) or cgroup (one per uid and cgroup v2: a container, or with "
+     "trust-domain-cgroup-trim a pod)"},
+    {"trust-domain-cgroup-trim",
+     HALOD_NUMBER(HALOD_CONFIG_U32, trust_domain_cgroup_trim), "0", 0, 64, NULL,
+     START,
+     "with trust-domain cgroup: how many trailing components of the "
+     "client's cgroup path to drop before keying its domain (1: the "
+     "containers of a Kubernetes pod, each a cgroup below the pod's, share "
+     "one domain)"},
     {"submission-deadline-ms",
      HALOD_NUMBER(HALOD_CONFIG_U32, submission_deadline_ms), "0", 0, 86400000,
      NULL, START,

@@ -50,19 +50,20 @@ typedef struct halod_config_t {
   char native_code[16];                 // owner | any | none
   uint32_t session_pending;             // quota of unfinished submissions
   uint32_t ring_poll_us;                // submission ring polling window
-  uint64_t ring_bytes;              // submission ring capacity (power of two)
-  char cuda_completion[16];         // thread | host_func
-  char cache_directory[256];        // compiled GPU code; "" for none
-  char device_workers[16];          // process | inline
-  char trust_domain[16];            // uid | process
-  uint32_t submission_deadline_ms;  // 0: none
-  uint32_t worker_poll_us;          // device link polling window
-  uint32_t worker_spares;           // started ahead, per device
-  uint32_t fault_budget;            // faults per client process; 0: no limit
-  uint32_t fault_budget_window_s;   // ... within this many seconds
-  char metrics_address[80];         // HTTP /metrics "HOST:PORT"; "" for off
-  char metrics_textfile[512];       // node-exporter textfile; "" for none
-  uint32_t metrics_interval;        // seconds between textfile writes
+  uint64_t ring_bytes;                // submission ring capacity (power of two)
+  char cuda_completion[16];           // thread | host_func
+  char cache_directory[256];          // compiled GPU code; "" for none
+  char device_workers[16];            // process | inline
+  char trust_domain[16];              // uid | process | cgroup
+  uint32_t trust_domain_cgroup_trim;  // cgroup path components dropped
+  uint32_t submission_deadline_ms;    // 0: none
+  uint32_t worker_poll_us;            // device link polling window
+  uint32_t worker_spares;             // started ahead, per device
+  uint32_t fault_budget;              // faults per client process; 0: no limit
+  uint32_t fault_budget_window_s;     // ... within this many seconds
+  char metrics_address[80];           // HTTP /metrics "HOST:PORT"; "" for off
+  char metrics_textfile[512];         // node-exporter textfile; "" for none
+  uint32_t metrics_interval;          // seconds between textfile writes
 
   // Not settings: where each value came from, and the command line (kept
   // for SIGHUP, which re-reads the file and applies the flags again).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// halod's lifecycle: start, signals, stop; trust domains; exports.
+// halod's lifecycle: start, signals, stop; exports.
 #include "daemon/daemon.h"
 
 #include <signal.h>
@@ -28,52 +28,6 @@
 
 uint64_t halod_next_id(halod_t *daemon) {
   return ++daemon->next_id;
-}
-
-halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
-                                   halod_domain_t **out_domain) {
-  *out_domain = NULL;
-  bool by_process = strcmp(daemon->config.trust_domain, "process") == 0;
-  uint64_t key = by_process ? ((uint64_t)pid | 1ull << 32) : (uint64_t)uid + 1;
-  halod_domain_t *domain = halo_u64_map_get(&daemon->sessions.domains, key);
-  if (!domain) {
-    domain = calloc(1, sizeof(*domain));
-    if (!domain) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-    domain->key = key;
-    domain->uid = uid;
-    if (by_process) {
-      snprintf(domain->name, sizeof(domain->name), "pid:%u", pid);
-    } else {
-      snprintf(domain->name, sizeof(domain->name), "uid:%u", uid);
-    }
-    halo_status_t status =
-        halo_u64_map_put(&daemon->sessions.domains, key, domain);
-    if (status) {
-      free(domain);
-      return status;
-    }
-  }
-  // A new domain, or one whose worker was lost: its devices start now, so
-  // that its semaphore pages and arenas are registered with them.
-  halo_status_t status = halod_domain_start_devices(daemon, domain);
-  if (status) {
-    if (domain->sessions == 0) {
-      halod_domain_stop_devices(daemon, domain);
-      halo_u64_map_remove(&daemon->sessions.domains, domain->key);
-      free(domain);
-    }
-    return status;
-  }
-  ++domain->sessions;
-  *out_domain = domain;
-  return NULL;
-}
-
-void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
-  if (--domain->sessions > 0) return;
-  halod_domain_stop_devices(daemon, domain);
-  halo_u64_map_remove(&daemon->sessions.domains, domain->key);
-  free(domain);
 }
 
 static uint64_t halod_token_key(const uint8_t *token) {

@@ -43,11 +43,12 @@ typedef struct halod_worker_t {
 
 // Clients that share a device context can read each other's memory, so they
 // must trust each other: sessions are grouped into trust domains (default:
-// one per uid), and each domain has a worker per device.
+// one per uid), and each domain has a worker per device
+// (daemon/trust_domain.h).
 typedef struct halod_domain_t {
-  uint64_t key;  // trust-domain uid: uid + 1; process: pid | 1 << 32
+  uint64_t key;  // halod_domain_identity_t's
   uint32_t uid;
-  char name[32];
+  char *name;  // "uid:N", "pid:N", "uid:N,cgroup:PATH" (owned)
   uint32_t sessions;
   halod_worker_t workers[HALO_HAL_MAX_DEVICES];
 } halod_domain_t;
@@ -178,12 +179,6 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 void halod_stop(halod_t *daemon);
 
 uint64_t halod_next_id(halod_t *daemon);
-
-// Trust domains: the session's (keyed by uid or pid, as trust-domain says),
-// its device workers started (daemon/workers.h).
-halo_status_t halod_domain_acquire(halod_t *daemon, uint32_t uid, uint32_t pid,
-                                   halod_domain_t **out_domain);
-void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
 
 // Exports: |out_token| receives a fresh random token mapped to |object|.
 halo_status_t halod_export_create(halod_t *daemon, uint32_t type, void *object,

@@ -716,7 +716,7 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                                     halod_reply_bodies_t *bodies) {
   halod_session_t *session = request->session;
   if (session->refused_reason) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "%s",
+    return halo_status_make(session->refused_code, "%s",
                             session->refused_reason);
   }
   uint32_t body = (uint32_t)wire->body_case;

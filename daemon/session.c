@@ -19,6 +19,7 @@
 #include "daemon/ring.h"
 #include "daemon/server.h"
 #include "daemon/submission.h"
+#include "daemon/trust_domain.h"
 
 uint64_t halod_session_process_start(uint32_t pid) {
   char path[64];
@@ -127,8 +128,25 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     free(session);
     return halo_status_from_errno(errno, "getrandom for a session token");
   }
+  session->refused_code = HALO_STATUS_RESOURCE_EXHAUSTED;
+  // Who the peer is, for its trust domain: a peer halod cannot identify
+  // (another pid or user namespace than halod's can see) is refused,
+  // saying why.
+  halod_domain_identity_t *identity = malloc(sizeof(*identity));
+  halo_status_t identified =
+      identity ? halod_domain_identify(daemon, uid, pid, identity)
+               : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   // A refused process starts no worker.
-  if (uid_sessions >= uid_limit) {
+  if (identified) {
+    session->refused_code = halo_status_code(identified);
+    session->refused_reason = strdup(halo_status_message(identified));
+    halo_status_free(identified);
+    if (!session->refused_reason) {
+      free(identity);
+      free(session);
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  } else if (uid_sessions >= uid_limit) {
     char reason[160];
     snprintf(reason, sizeof(reason),
              "uid %u already has %u connections to halod, the limit "
@@ -136,6 +154,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
              uid, uid_sessions);
     session->refused_reason = strdup(reason);
     if (!session->refused_reason) {
+      free(identity);
       free(session);
       return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
@@ -156,13 +175,14 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     }
   }
   if (!status && !session->refused_reason) {
-    status = halod_domain_acquire(daemon, uid, pid, &session->domain);
+    status = halod_domain_acquire(daemon, identity, uid, &session->domain);
     if (status) {
       halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
       halo_u64_map_remove(&daemon->sessions.by_id, session->id);
       halo_status_free(halod_uid_sessions_add(&daemon->sessions, uid, -1));
     }
   }
+  free(identity);
   if (status) {
     halod_handle_table_deinitialize(&session->handles);
     halo_u64_map_deinitialize(&session->grants);
@@ -183,10 +203,13 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   if (session->refused_reason) {
     // Logged once at warn level when the process crossed its budget
     // (daemon/workers.c): a refused client may retry in a loop.
+    // A peer halod cannot identify is a deployment mistake: warn.
     if (uid_sessions < uid_limit) ++daemon->stats.sessions_refused;
-    HALO_LOG_DEBUG("session %llu: refused (uid %u, pid %u): %s",
-                   (unsigned long long)session->id, uid, pid,
-                   session->refused_reason);
+    halo_log(
+        session->refused_code == HALO_STATUS_PERMISSION_DENIED ? HALO_LOG_WARN
+                                                               : HALO_LOG_DEBUG,
+        "session %llu: refused (uid %u, pid %u): %s",
+        (unsigned long long)session->id, uid, pid, session->refused_reason);
   } else {
     HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
                   (unsigned long long)session->id, uid, pid,

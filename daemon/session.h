@@ -46,8 +46,10 @@ struct halod_session_t {
   char *lost_reason;
   // Its process was over the fault budget when it connected
   // (daemon/fault_budget.h): every request, Hello first, gets
-  // RESOURCE_EXHAUSTED with this reason. NULL: accepted.
+  // RESOURCE_EXHAUSTED with this reason; a peer halod cannot identify
+  // (daemon/trust_domain.h) gets PERMISSION_DENIED. NULL: accepted.
   char *refused_reason;
+  halo_status_code_t refused_code;
   uint32_t faults;  // device faults charged to it
   uint8_t token[16];
   char client_name[64];

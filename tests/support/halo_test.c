@@ -1204,9 +1204,10 @@ int halo_test_fd_open_session(const halo_test_raw_t *raw) {
   }
   // The reply to AUTH carries halod's pidfd (the client's liveness check).
   if (daemon_pid <= 0) {
-    print_error("fd channel AUTH: the reply carried no pidfd of a live "
-                "process (pid %d)\n",
-                daemon_pid);
+    print_error(
+        "fd channel AUTH: the reply carried no pidfd of a live "
+        "process (pid %d)\n",
+        daemon_pid);
     close(socket_fd);
     fail();
   }

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+#include "daemon/trust_domain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/status.h"
+#include "daemon/cgroup.h"
+#include "daemon/workers.h"
+
+// The uid the kernel reports for a peer whose uid halod's user namespace
+// does not map (/proc/sys/kernel/overflowuid), or UINT32_MAX where halod
+// runs in the initial user namespace (every uid is mapped). Read once.
+static uint32_t halod_unmapped_uid(void) {
+  static bool known;
+  static uint32_t unmapped = UINT32_MAX;
+  if (known) return unmapped;
+  known = true;
+  unsigned inside = 0, outside = 0, count = 0;
+  FILE *map = fopen("/proc/self/uid_map", "r");
+  bool initial = map &&
+                 fscanf(map, "%u %u %u", &inside, &outside, &count) == 3 &&
+                 inside == 0 && outside == 0 && count == UINT32_MAX;
+  if (map) fclose(map);
+  if (initial) return unmapped;
+  unmapped = 65534;
+  FILE *overflow = fopen("/proc/sys/kernel/overflowuid", "r");
+  if (overflow) {
+    unsigned value;
+    if (fscanf(overflow, "%u", &value) == 1) unmapped = value;
+    fclose(overflow);
+  }
+  return unmapped;
+}
+
+halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
+                                    uint32_t pid,
+                                    halod_domain_identity_t *out_identity) {
+  memset(out_identity, 0, sizeof(*out_identity));
+  if (pid == 0) {
+    return halo_status_make(
+        HALO_STATUS_PERMISSION_DENIED,
+        "halod cannot see the client's process (its peer pid is 0: the "
+        "client runs in a pid namespace outside halod's); run halod in the "
+        "host's pid namespace (Kubernetes: hostPID: true)");
+  }
+  if (uid == halod_unmapped_uid()) {
+    return halo_status_make(
+        HALO_STATUS_PERMISSION_DENIED,
+        "the client's uid is not mapped into halod's user namespace (halod "
+        "sees the overflow uid %u); run halod in the host's user namespace, "
+        "or map the client's uid into halod's",
+        uid);
+  }
+  const char *mode = daemon->config.trust_domain;
+  if (strcmp(mode, "process") == 0) {
+    out_identity->key = (uint64_t)pid | 1ull << 32;
+    snprintf(out_identity->name, sizeof(out_identity->name), "pid:%u", pid);
+    return NULL;
+  }
+  if (strcmp(mode, "cgroup") == 0) {
+    char path[HALOD_DOMAIN_NAME_BYTES - 32];
+    halo_status_t status = halod_cgroup_of_process(
+        pid, daemon->config.trust_domain_cgroup_trim, path, sizeof(path));
+    if (status) {
+      halo_status_t refusal = halo_status_make(
+          HALO_STATUS_PERMISSION_DENIED,
+          "trust-domain cgroup: halod cannot tell the client's trust "
+          "domain: %s",
+          halo_status_message(status));
+      halo_status_free(status);
+      return refusal;
+    }
+    snprintf(out_identity->name, sizeof(out_identity->name), "uid:%u,cgroup:%s",
+             uid, path);
+    // One domain per (uid, cgroup): a cgroup never joins users that the
+    // default keeps apart.
+    halo_hasher_t hasher;
+    halo_hasher_initialize(&hasher);
+    halo_hasher_update_u64(&hasher, uid);
+    halo_hasher_update_bytes(&hasher, path, strlen(path));
+    halo_hash_t hash;
+    halo_hasher_finalize(&hasher, &hash);
+    out_identity->key = halo_hash_key(&hash) | 1ull << 63;
+    return NULL;
+  }
+  out_identity->key = (uint64_t)uid + 1;
+  snprintf(out_identity->name, sizeof(out_identity->name), "uid:%u", uid);
+  return NULL;
+}
+
+halo_status_t halod_domain_acquire(halod_t *daemon,
+                                   const halod_domain_identity_t *identity,
+                                   uint32_t uid, halod_domain_t **out_domain) {
+  *out_domain = NULL;
+  uint64_t key = identity->key;
+  halod_domain_t *domain = halo_u64_map_get(&daemon->sessions.domains, key);
+  // Another cgroup whose hash's key is taken (BLAKE2b: not in practice).
+  while (domain && strcmp(domain->name, identity->name) != 0) {
+    key = (key + 1) | 1ull << 63;
+    domain = halo_u64_map_get(&daemon->sessions.domains, key);
+  }
+  if (!domain) {
+    domain = calloc(1, sizeof(*domain));
+    char *name = strdup(identity->name);
+    if (!domain || !name) {
+      free(domain);
+      free(name);
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+    domain->key = key;
+    domain->uid = uid;
+    domain->name = name;
+    halo_status_t status =
+        halo_u64_map_put(&daemon->sessions.domains, key, domain);
+    if (status) {
+      free(domain->name);
+      free(domain);
+      return status;
+    }
+  }
+  // A new domain, or one whose worker was lost: its devices start now, so
+  // that its semaphore pages and arenas are registered with them.
+  halo_status_t status = halod_domain_start_devices(daemon, domain);
+  if (status) {
+    if (domain->sessions == 0) {
+      halod_domain_stop_devices(daemon, domain);
+      halo_u64_map_remove(&daemon->sessions.domains, domain->key);
+      free(domain->name);
+      free(domain);
+    }
+    return status;
+  }
+  ++domain->sessions;
+  *out_domain = domain;
+  return NULL;
+}
+
+void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
+  if (--domain->sessions > 0) return;
+  halod_domain_stop_devices(daemon, domain);
+  halo_u64_map_remove(&daemon->sessions.domains, domain->key);
+  free(domain->name);
+  free(domain);
+}

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Trust domains: which sessions may share a device context (and so read each
+// other's device memory). trust-domain keys them by uid (default), by
+// process, or by uid and cgroup (a container or pod: daemon/cgroup.h). Each
+// domain has its device workers (daemon/workers.h).
+//
+// The peer is identified from the socket's credentials, translated by the
+// kernel into halod's namespaces: a client in another pid namespace below
+// halod's has a pid here; one outside it has pid 0, and a uid that halod's
+// user namespace does not map is the overflow uid. Such peers are refused,
+// never guessed at.
+//
+// Loop thread only.
+#ifndef HALOD_TRUST_DOMAIN_H_
+#define HALOD_TRUST_DOMAIN_H_
+
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+
+// Room for "uid:4294967295,cgroup:" and a cgroup path of PATH_MAX.
+#define HALOD_DOMAIN_NAME_BYTES 4160
+
+typedef struct halod_domain_identity_t {
+  uint64_t key;  // uid: uid + 1; process: pid | 1 << 32; cgroup: 1 << 63 | hash
+  char name[HALOD_DOMAIN_NAME_BYTES];  // "uid:N", "pid:N", "uid:N,cgroup:P"
+} halod_domain_identity_t;
+
+// The trust domain of peer |uid|, |pid|, as trust-domain says.
+// PERMISSION_DENIED, saying why and what to change, for a peer halod cannot
+// identify: pid 0 (outside halod's pid namespace), the overflow uid while
+// halod runs in a user namespace (a uid it does not map), or (cgroup) an
+// unreadable /proc/PID/cgroup.
+halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
+                                    uint32_t pid,
+                                    halod_domain_identity_t *out_identity);
+
+// The domain of |identity|, created if need be, its device workers started
+// (daemon/workers.h); counts a session in it.
+halo_status_t halod_domain_acquire(halod_t *daemon,
+                                   const halod_domain_identity_t *identity,
+                                   uint32_t uid, halod_domain_t **out_domain);
+// Counts a session out; the last one frees the domain and its workers.
+void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
+
+#endif  // HALOD_TRUST_DOMAIN_H_
