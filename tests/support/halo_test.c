@@ -157,23 +157,39 @@ static bool halo__daemon_prepare(halo_test_daemon_t *daemon) {
 
 // Starts halod for |daemon| with the test driver and |extra_args| (NULL or
 // NULL-terminated); |stderr_fd| (or -1) becomes its stderr.
-static void halo__daemon_spawn(halo_test_daemon_t *daemon, int stderr_fd,
-                               const char *const *extra_args) {
-  const char *argv[20] = {HALO_TEST_HALOD,
-                          "--listen",
-                          daemon->listen_address,
-                          "--admin",
-                          daemon->admin_address,
-                          "--driver",
-                          halo_test_driver(),
-                          "--log-level",
-                          "info"};
-  size_t argc = 9;
+static void halo__daemon_spawn_wrapped(halo_test_daemon_t *daemon,
+                                       int stderr_fd,
+                                       const char *const *wrapper,
+                                       const char *const *extra_args) {
+  const char *argv[40];
+  size_t argc = 0;
+  for (size_t i = 0; wrapper && wrapper[i]; ++i) {
+    assert_true(argc < 16);
+    argv[argc++] = wrapper[i];
+  }
+  const char *base[] = {HALO_TEST_HALOD,
+                        "--listen",
+                        daemon->listen_address,
+                        "--admin",
+                        daemon->admin_address,
+                        "--driver",
+                        halo_test_driver(),
+                        "--log-level",
+                        "info"};
+  for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); ++i) {
+    argv[argc++] = base[i];
+  }
   for (size_t i = 0; extra_args && extra_args[i]; ++i) {
     assert_true(argc < sizeof(argv) / sizeof(argv[0]) - 1);
     argv[argc++] = extra_args[i];
   }
+  argv[argc] = NULL;
   daemon->pid = halo__fork_exec(argv, -1, stderr_fd);
+}
+
+static void halo__daemon_spawn(halo_test_daemon_t *daemon, int stderr_fd,
+                               const char *const *extra_args) {
+  halo__daemon_spawn_wrapped(daemon, stderr_fd, NULL, extra_args);
 }
 
 // Whether |daemon| has its sockets and answers an admin request.
@@ -196,12 +212,18 @@ void halo_test_daemon_start(halo_test_daemon_t *daemon) {
 
 void halo_test_daemon_start_with_args(halo_test_daemon_t *daemon,
                                       const char *const *extra_args) {
+  halo_test_daemon_start_wrapped(daemon, NULL, extra_args);
+}
+
+void halo_test_daemon_start_wrapped(halo_test_daemon_t *daemon,
+                                    const char *const *wrapper,
+                                    const char *const *extra_args) {
   halo_test_require_driver();
   if (!halo__daemon_prepare(daemon)) {
     print_error("private directory %s: %s\n", daemon->dir, strerror(errno));
     fail();
   }
-  halo__daemon_spawn(daemon, -1, extra_args);
+  halo__daemon_spawn_wrapped(daemon, -1, wrapper, extra_args);
   int timeout_ms = halo__daemon_start_timeout_ms();
   int64_t deadline = halo_test_now_ns() + timeout_ms * HALO_TEST_MS;
   for (;;) {

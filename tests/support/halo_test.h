@@ -89,6 +89,12 @@ void halo_test_daemon_start(halo_test_daemon_t *daemon);
 // e.g. {"--session-pending", "4", NULL}.
 void halo_test_daemon_start_with_args(halo_test_daemon_t *daemon,
                                       const char *const *extra_args);
+// The same, halod's command line behind |wrapper| (NULL-terminated, at most
+// 16; e.g. {"unshare", "--pid", "--fork", "--kill-child", NULL}): |pid| is
+// the wrapper's. Stop such a daemon with halo_test_daemon_cleanup.
+void halo_test_daemon_start_wrapped(halo_test_daemon_t *daemon,
+                                    const char *const *wrapper,
+                                    const char *const *extra_args);
 
 // Sends |signal_number| and waits for the daemon to exit; asserts it exits
 // with status 0 within HALO_TEST_DEADLINE_MS.
