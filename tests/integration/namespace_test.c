@@ -4,10 +4,10 @@
 // a real halod, and clients that are this program re-executed (--client).
 //
 // - A client in its own user, pid, mount and network namespaces, reaching
-//   halod through the socket directory bind-mounted at another path (halod's
-//   own path hidden under a tmpfs), connects, fills and copies a buffer on
-//   the device, waits on a semaphore and reads the bytes back. It sees
-//   halod's pid as 0 (outside its pid namespace); halod sees the client's
+//   halod through the socket directory bind-mounted read-only at another
+//   path (halod's own path hidden under a tmpfs), connects, fills and copies a
+//   buffer on the device, waits on a semaphore and reads the bytes back. It
+//   sees halod's pid as 0 (outside its pid namespace); halod sees the client's
 //   host pid and uid 0 (the namespace's root maps to root).
 // - Two "pods" of one uid: cgroups pod-a (two containers, c1 and c2) and
 //   pod-b (one) under this test's own cgroup v2; with trust-domain cgroup
@@ -297,12 +297,14 @@ static const char *const *container_wrapper(void) {
 }
 
 // Inside the container: the socket directory at /mnt/halo (a tmpfs on /mnt
-// first), halod's own directory hidden under a tmpfs, then the client.
+// first), read-only as a pod mounts it, halod's own directory hidden under
+// a tmpfs, then the client.
 static void container_script(const halo_test_daemon_t *daemon, char *out,
                              size_t size) {
   snprintf(out, size,
            "set -e; mount -t tmpfs none /mnt; mkdir /mnt/halo; "
-           "mount --bind %s /mnt/halo; mount -t tmpfs none %s; "
+           "mount --bind %s /mnt/halo; mount -o remount,bind,ro /mnt/halo; "
+           "mount -t tmpfs none %s; "
            "test ! -e %s; exec \"$0\" --client \"$1\"",
            daemon->dir, daemon->dir, daemon->socket_path);
 }

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
+"""Checks deploy/kubernetes/ against the Kubernetes API schemas.
+
+Every manifest is validated strictly (unknown fields are errors) with
+kubernetes-validate, which bundles the OpenAPI schemas of each Kubernetes
+release, against the oldest release the docs promise and the newest one
+bundled. Then what the files must agree on: the socket directory, the
+client socket's group, the metrics port, hostPID, the Service's selector,
+the image's paths and the kustomization's files.
+
+Usage: kubernetes_manifests_test.py SOURCE_DIR [PYTHON...]
+Exits 77 (skipped) when no Python given (this one, then each PYTHON that
+exists) has kubernetes_validate: `pip install kubernetes-validate`
+(scripts/test installs it into build/python-venv).
+"""
+
+import glob
+import os
+import re
+import sys
+
+OLDEST = "1.29.0"  # docs/deployment.md: Kubernetes 1.29 or later
+SKIPPED = 77
+
+
+def find_validator():
+    try:
+        import kubernetes_validate  # noqa: F401
+        import yaml  # noqa: F401
+
+        return True
+    except ImportError:
+        pass
+    # Another interpreter (the test venv) may have it; it gets no list of
+    # its own, so it does not look further.
+    for python in sys.argv[2:]:
+        if os.access(python, os.X_OK):
+            probe = os.system(
+                f"'{python}' -c 'import kubernetes_validate, yaml' 2>/dev/null"
+            )
+            if probe == 0:
+                os.execv(python, [python, sys.argv[0], sys.argv[1]])
+    return False
+
+
+def load(directory):
+    import yaml
+
+    documents = {}
+    for path in sorted(glob.glob(os.path.join(directory, "**", "*.yaml"),
+                                 recursive=True)):
+        with open(path) as file:
+            documents[path] = [d for d in yaml.safe_load_all(file) if d]
+    return documents
+
+
+def main():
+    source = sys.argv[1]
+    if not find_validator():
+        print("kubernetes-validate is not installed (pip install "
+              "kubernetes-validate; scripts/test puts it in "
+              "build/python-venv); skipped")
+        return SKIPPED
+    import kubernetes_validate
+    from kubernetes_validate import utils
+
+    newest = utils.latest_version()
+    directory = os.path.join(source, "deploy", "kubernetes")
+    documents = load(directory)
+    errors = []
+    by_kind = {}
+    for path, docs in documents.items():
+        name = os.path.relpath(path, source)
+        for doc in docs:
+            kind = doc.get("kind", "?")
+            api = doc.get("apiVersion", "?")
+            if api.startswith("kustomize.config.k8s.io/"):
+                for resource in doc.get("resources", []):
+                    if not os.path.exists(os.path.join(directory, resource)):
+                        errors.append(f"{name}: resource {resource} does "
+                                      "not exist")
+                continue
+            if api.startswith("monitoring.coreos.com/"):
+                # A CRD: no schema in Kubernetes; kept out of the
+                # kustomization.
+                if "/optional/" not in path:
+                    errors.append(f"{name}: {kind} needs the Prometheus "
+                                  "Operator; keep it under optional/")
+                print(f"{name}: {kind} ({api}): a CRD, schema not checked")
+                continue
+            for version in (OLDEST, newest):
+                try:
+                    kubernetes_validate.validate(doc, version, strict=True)
+                except (kubernetes_validate.ValidationError,
+                        kubernetes_validate.SchemaNotFoundError,
+                        kubernetes_validate.InvalidSchemaError) as error:
+                    errors.append(f"{name}: {kind} against Kubernetes "
+                                  f"{version}: {error}")
+            by_kind.setdefault(kind, []).append(doc)
+            print(f"{name}: {kind} {doc['metadata']['name']}: valid "
+                  f"(Kubernetes {OLDEST} and {newest}, strict)")
+
+    def single(kind):
+        found = by_kind.get(kind, [])
+        if len(found) != 1:
+            errors.append(f"expected one {kind}, found {len(found)}")
+            return None
+        return found[0]
+
+    daemonset = single("DaemonSet")
+    deployment = single("Deployment")
+    service = single("Service")
+    config_map = single("ConfigMap")
+    if not all((daemonset, deployment, service, config_map)):
+        return fail(errors)
+    config = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (
+            line.partition("=")
+            for line in config_map["data"]["halod.conf"].splitlines()
+            if "=" in line and not line.lstrip().startswith("#")))
+
+    def host_paths(pod):
+        return {v["name"]: v["hostPath"]["path"]
+                for v in pod["spec"].get("volumes", []) if "hostPath" in v}
+
+    def mounts(pod):
+        container = pod["spec"]["containers"][0]
+        return {m["mountPath"]: m["name"]
+                for m in container.get("volumeMounts", [])}
+
+    halod_pod = daemonset["spec"]["template"]
+    client_pod = deployment["spec"]["template"]
+    listen = config.get("listen", "")
+    socket_dir = os.path.dirname(listen.removeprefix("ipc://"))
+    for label, pod in (("DaemonSet", halod_pod), ("Deployment", client_pod)):
+        volume = mounts(pod).get(socket_dir)
+        if host_paths(pod).get(volume) != socket_dir:
+            errors.append(f"{label}: {socket_dir} (listen = {listen}) is "
+                          "not the node's hostPath of the same name")
+    client_env = {e["name"]: e.get("value")
+                  for e in client_pod["spec"]["containers"][0].get("env", [])}
+    if client_env.get("HALO_ADDRESS") != listen:
+        errors.append(f"Deployment: HALO_ADDRESS {client_env.get('HALO_ADDRESS')}"
+                      f" is not halod's listen = {listen}")
+    group = config.get("socket-group", "")
+    groups = client_pod["spec"].get("securityContext", {}).get(
+        "supplementalGroups", [])
+    if not group.isdigit() or int(group) not in groups:
+        errors.append(f"Deployment: supplementalGroups {groups} lack the "
+                      f"socket-group {group}")
+    if not halod_pod["spec"].get("hostPID"):
+        errors.append("DaemonSet: hostPID must be true (halod must see its "
+                      "clients' pids)")
+    if config.get("trust-domain") != "cgroup":
+        errors.append("ConfigMap: trust-domain should be cgroup (pods of one "
+                      "uid would share a device context)")
+    port = re.fullmatch(r".*:(\d+)", config.get("metrics-address", ""))
+    ports = {p["name"]: p["containerPort"]
+             for p in halod_pod["spec"]["containers"][0].get("ports", [])}
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    if not port or ports.get("metrics") != int(port.group(1)):
+        errors.append(f"DaemonSet: containerPort metrics {ports.get('metrics')}"
+                      " is not metrics-address's port")
+    elif service_ports.get("metrics", {}).get("port") != int(port.group(1)):
+        errors.append("Service: port metrics is not metrics-address's port")
+    labels = halod_pod["metadata"]["labels"]
+    if any(labels.get(k) != v for k, v in service["spec"]["selector"].items()):
+        errors.append("Service: its selector does not select halod's pods")
+    # The image's paths (deploy/container/halod.Containerfile).
+    with open(os.path.join(source, "deploy", "container",
+                           "halod.Containerfile")) as file:
+        containerfile = file.read()
+    prefix = re.search(r"^ARG PREFIX=(\S+)", containerfile, re.M)
+    for probe in ("startupProbe", "livenessProbe"):
+        command = halod_pod["spec"]["containers"][0][probe]["exec"]["command"]
+        if not prefix or not command[0].startswith(prefix.group(1) + "/bin/"):
+            errors.append(f"DaemonSet: {probe} runs {command[0]}, not in the "
+                          "image's PREFIX/bin")
+    return fail(errors)
+
+
+def fail(errors):
+    for error in errors:
+        print("FAILED:", error)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
