@@ -14,6 +14,7 @@ struct halo_executable_s {
   halo_client_t *client;
   uint64_t handle;
   uint32_t device;
+  bool cache_hit;
   char content_hash[65];
 };
 
@@ -90,6 +91,7 @@ halo_status_t halo_executable_create(halo_client_t *client, uint32_t device,
     executable->client = client;
     executable->handle = reply->handle;
     executable->device = device;
+    executable->cache_hit = reply->cached;
     memcpy(executable->content_hash, reply->content_hash, 65);
     halo_client_track(client, &executable->link, HALO_OBJECT_EXECUTABLE);
     *out_executable = executable;
@@ -229,4 +231,47 @@ uint64_t halo_executable_handle(const halo_executable_t *executable) {
 
 uint32_t halo_executable_device(const halo_executable_t *executable) {
   return executable->device;
+}
+
+int halo_executable_cache_hit(const halo_executable_t *executable) {
+  return executable && executable->cache_hit;
+}
+
+halo_status_t halo_executable_parameters(halo_executable_t *executable,
+                                         const char *entry,
+                                         halo_parameter_t *out_parameters,
+                                         size_t capacity, size_t *out_count) {
+  HALO_CHECK_ARG(out_count, "out_count must not be NULL");
+  *out_count = 0;
+  HALO_CHECK_ARG(executable && entry, "executable and entry must not be NULL");
+  HALO_CHECK_ARG(*entry, "entry must not be empty");
+  HALO_CHECK_ARG(out_parameters || capacity == 0,
+                 "out_parameters is NULL but capacity is %zu", capacity);
+  Halo__Wire__ExecutableParameters query =
+      HALO__WIRE__EXECUTABLE_PARAMETERS__INIT;
+  query.handle = executable->handle;
+  query.entry = (char *)entry;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_EXECUTABLE_PARAMETERS;
+  request.executable_parameters = &query;
+  halo_wire_response_t *response;
+  HALO_RETURN_IF_ERROR(
+      halo_client_call(executable->client, &request, &response));
+  halo_status_t status = NULL;
+  const Halo__Wire__ExecutableParametersReply *reply =
+      response->executable_parameters;
+  if (response->body_case != HALO__WIRE__RESPONSE__BODY_EXECUTABLE_PARAMETERS ||
+      reply->n_parameters > reply->count) {
+    status = halo_status_make(HALO_STATUS_INTERNAL,
+                              "halod answered ExecutableParameters with a "
+                              "malformed reply");
+  } else {
+    for (size_t i = 0; i < reply->n_parameters && i < capacity; ++i) {
+      out_parameters[i].offset = reply->parameters[i]->offset;
+      out_parameters[i].size = reply->parameters[i]->size;
+    }
+    *out_count = reply->count;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return status;
 }

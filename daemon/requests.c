@@ -139,6 +139,9 @@ typedef struct halod_reply_bodies_t {
   Halo__Wire__SemaphoreReply semaphore;
   Halo__Wire__SemaphoreQueryReply semaphore_query;
   Halo__Wire__CommandBufferReply command_buffer;
+  Halo__Wire__ExecutableParametersReply parameters;
+  Halo__Wire__Parameter parameter[HALO_HAL_MAX_PARAMS];
+  Halo__Wire__Parameter *parameter_pointers[HALO_HAL_MAX_PARAMS];
   Halo__Wire__QueueReply queue;
   Halo__Wire__QueueExecuteReply queue_execute;
   uint8_t token[16];
@@ -496,6 +499,49 @@ static halo_status_t halod_request_executable_release(
                                       wire->executable_release->handle);
 }
 
+static halo_status_t halod_request_executable_parameters(
+    halod_request_t *request, const Halo__Wire__Request *wire,
+    halod_reply_bodies_t *bodies) {
+  const Halo__Wire__ExecutableParameters *query = wire->executable_parameters;
+  void *object;
+  HALO_RETURN_IF_ERROR(
+      halod_handle_table_lookup(&request->session->handles, query->handle,
+                                HALOD_OBJECT_EXECUTABLE, &object));
+  halod_executable_t *executable = object;
+  if (!query->entry || !*query->entry) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "no entry point named");
+  }
+  halo_hal_entry_info_t info;
+  HALO_RETURN_IF_ERROR(
+      halo_hal_executable_lookup_entry(executable->hal, query->entry, &info));
+  if (info.param_count == HALO_HAL_PARAMS_UNKNOWN) {
+    return halo_status_make(
+        HALO_STATUS_UNIMPLEMENTED,
+        "the %s driver cannot tell the parameters of entry '%s' of "
+        "executable %.16s (a local kernel declares them with "
+        "HALO_LOCAL_KERNEL_PARAMS; a CUBIN may lack parameter information)",
+        halod_device_info(request->daemon, executable->device)->driver,
+        query->entry, executable->hash_text);
+  }
+  halo__wire__executable_parameters_reply__init(&bodies->parameters);
+  uint32_t known = info.param_count < HALO_HAL_MAX_PARAMS ? info.param_count
+                                                          : HALO_HAL_MAX_PARAMS;
+  for (uint32_t i = 0; i < known; ++i) {
+    halo__wire__parameter__init(&bodies->parameter[i]);
+    bodies->parameter[i].offset = info.param_offsets[i];
+    bodies->parameter[i].size = info.param_sizes[i];
+    bodies->parameter_pointers[i] = &bodies->parameter[i];
+  }
+  bodies->parameters.count = info.param_count;
+  bodies->parameters.n_parameters = known;
+  bodies->parameters.parameters = bodies->parameter_pointers;
+  request->response.body_case =
+      HALO__WIRE__RESPONSE__BODY_EXECUTABLE_PARAMETERS;
+  request->response.executable_parameters = &bodies->parameters;
+  return NULL;
+}
+
 static halo_status_t halod_request_command_buffer_create(
     halod_request_t *request, const Halo__Wire__Request *wire,
     halod_reply_bodies_t *bodies) {
@@ -694,6 +740,8 @@ static const halod_request_handler_t halod_request_handlers[] = {
         {halod_request_executable_create, 0},
     [HALO__WIRE__REQUEST__BODY_EXECUTABLE_RELEASE] =
         {halod_request_executable_release, HALOD_REQUEST_WHEN_LOST},
+    [HALO__WIRE__REQUEST__BODY_EXECUTABLE_PARAMETERS] =
+        {halod_request_executable_parameters, 0},
     [HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_CREATE] =
         {halod_request_command_buffer_create, 0},
     [HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_RELEASE] =

@@ -13,14 +13,19 @@
 
 typedef struct halo_hal_executable_t halo_hal_executable_t;
 
-// What the driver knows of an entry's parameters (CUDA: cuFuncGetParamInfo).
-// |param_count| HALO_HAL_PARAMS_UNKNOWN: the driver cannot tell (local ELF).
+// What the driver knows of an entry's parameters (CUDA: cuFuncGetParamInfo;
+// local: the kernel's HALO_LOCAL_KERNEL_PARAMS declaration).
+// |param_count| HALO_HAL_PARAMS_UNKNOWN: the driver cannot tell (a local
+// kernel without a declaration, a CUBIN without parameter information).
+// Sizes and offsets are known for the first HALO_HAL_MAX_PARAMS parameters.
 #define HALO_HAL_PARAMS_UNKNOWN UINT32_MAX
 #define HALO_HAL_MAX_PARAMS 64
 typedef struct halo_hal_entry_info_t {
   uint32_t ordinal;  // driver-specific index, stored in recorded commands
   uint32_t param_count;
   uint32_t param_sizes[HALO_HAL_MAX_PARAMS];
+  // Byte offset of each parameter in the kernel's parameter block.
+  uint32_t param_offsets[HALO_HAL_MAX_PARAMS];
 } halo_hal_entry_info_t;
 
 typedef struct halo_hal_executable_vtable_t {

@@ -33,6 +33,7 @@ typedef struct halo_hal_cuda_entry_t {
   CUkernel kernel;      // library loader only
   uint32_t param_count;
   uint32_t param_sizes[HALO_HAL_MAX_PARAMS];
+  uint32_t param_offsets[HALO_HAL_MAX_PARAMS];
 } halo_hal_cuda_entry_t;
 
 typedef struct halo_hal_cuda_executable_t {
@@ -107,7 +108,10 @@ static halo_status_t halo_hal_cuda_entry_params(
       entry->param_count = HALO_HAL_PARAMS_UNKNOWN;
       return NULL;
     }
-    if (count < HALO_HAL_MAX_PARAMS) entry->param_sizes[count] = (uint32_t)size;
+    if (count < HALO_HAL_MAX_PARAMS) {
+      entry->param_sizes[count] = (uint32_t)size;
+      entry->param_offsets[count] = (uint32_t)offset;
+    }
   }
   entry->param_count = count;
   return NULL;
@@ -321,6 +325,8 @@ static halo_status_t halo_hal_cuda_executable_lookup_entry(
                          : HALO_HAL_MAX_PARAMS;
     memcpy(out_info->param_sizes, entry->param_sizes,
            known * sizeof(out_info->param_sizes[0]));
+    memcpy(out_info->param_offsets, entry->param_offsets,
+           known * sizeof(out_info->param_offsets[0]));
     return NULL;
   }
   // Name the kernels there are: a C++ kernel without extern "C" has a

@@ -29,6 +29,8 @@
 typedef struct halo_hal_local_executable_entry_t {
   char *name;
   halo_hal_local_entry_fn function;
+  // HALO_LOCAL_KERNEL_PARAMS, or NULL: the parameters are unknown.
+  const halo_local_kernel_params_t *params;
 } halo_hal_local_executable_entry_t;
 
 typedef struct halo_hal_local_executable_t {
@@ -301,6 +303,66 @@ static halo_status_t halo_hal_local_executable_resolve(
   return NULL;
 }
 
+// The declaration HALO_LOCAL_KERNEL_PARAMS made for entry |name| in the
+// object itself; NULL with no error where there is none.
+static halo_status_t halo_hal_local_executable_params(
+    halo_hal_local_executable_t *executable, const char *name,
+    const halo_local_kernel_params_t **out_params) {
+  *out_params = NULL;
+  char symbol_name[512];
+  int length =
+      snprintf(symbol_name, sizeof(symbol_name), "halo_local_params_%s", name);
+  if (length < 0 || (size_t)length >= sizeof(symbol_name)) return NULL;
+  dlerror();  // clear
+  void *symbol = dlsym(executable->handle, symbol_name);
+  if (!symbol) return NULL;
+  Dl_info info;
+  struct link_map *owner = NULL;
+  const ElfW(Sym) *params_symbol = NULL;
+  if (!dladdr1(symbol, &info, (void **)&owner, RTLD_DL_LINKMAP) ||
+      owner != executable->link_map) {
+    return NULL;  // another object's: not this entry's declaration
+  }
+  if (!dladdr1(symbol, &info, (void **)&params_symbol, RTLD_DL_SYMENT) ||
+      !params_symbol || ELF64_ST_TYPE(params_symbol->st_info) != STT_OBJECT ||
+      params_symbol->st_size < sizeof(halo_local_kernel_params_t)) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "local executable: '%s' is not a parameter "
+                            "declaration (HALO_LOCAL_KERNEL_PARAMS)",
+                            symbol_name);
+  }
+  const halo_local_kernel_params_t *params = symbol;
+  if (params->count > HALO_LOCAL_MAX_PARAMS) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "local executable: '%s' declares %u parameters "
+                            "(at most %d)",
+                            symbol_name, params->count, HALO_LOCAL_MAX_PARAMS);
+  }
+  *out_params = params;
+  return NULL;
+}
+
+// Offsets of a local kernel's parameters as CUDA lays out scalars: each
+// aligned to its size rounded up to a power of two, at most 8.
+static void halo_hal_local_params_info(const halo_local_kernel_params_t *params,
+                                       halo_hal_entry_info_t *out_info) {
+  if (!params) {
+    out_info->param_count = HALO_HAL_PARAMS_UNKNOWN;
+    return;
+  }
+  out_info->param_count = params->count;
+  uint64_t offset = 0;
+  for (uint32_t i = 0; i < params->count; ++i) {
+    uint32_t size = params->sizes[i];
+    uint32_t alignment = 1;
+    while (alignment < size && alignment < 8) alignment *= 2;
+    offset = (offset + alignment - 1) & ~(uint64_t)(alignment - 1);
+    out_info->param_sizes[i] = size;
+    out_info->param_offsets[i] = (uint32_t)offset;
+    offset += size;
+  }
+}
+
 static halo_status_t halo_hal_local_executable_lookup_entry(
     halo_hal_executable_t *base_executable, const char *name,
     halo_hal_entry_info_t *out_info) {
@@ -320,7 +382,11 @@ static halo_status_t halo_hal_local_executable_lookup_entry(
   }
   if (ordinal == executable->entry_count) {
     halo_hal_local_entry_fn function;
+    const halo_local_kernel_params_t *params = NULL;
     status = halo_hal_local_executable_resolve(executable, name, &function);
+    if (!status) {
+      status = halo_hal_local_executable_params(executable, name, &params);
+    }
     if (!status && executable->entry_count == executable->entry_capacity) {
       uint32_t capacity =
           executable->entry_capacity ? executable->entry_capacity * 2 : 8;
@@ -342,13 +408,16 @@ static halo_status_t halo_hal_local_executable_lookup_entry(
     if (!status) {
       executable->entries[ordinal].name = copy;
       executable->entries[ordinal].function = function;
+      executable->entries[ordinal].params = params;
       ++executable->entry_count;
     }
   }
+  const halo_local_kernel_params_t *params =
+      status ? NULL : executable->entries[ordinal].params;
   pthread_mutex_unlock(&executable->mutex);
   if (status) return status;
   out_info->ordinal = ordinal;
-  out_info->param_count = HALO_HAL_PARAMS_UNKNOWN;
+  halo_hal_local_params_info(params, out_info);
   return NULL;
 }
 

@@ -312,6 +312,31 @@ HALO_API void halo_executable_release(halo_executable_t *executable);
 // The daemon's content hash of the executable (64 hex digits).
 HALO_API const char *halo_executable_content_hash(
     const halo_executable_t *executable);
+// True if the daemon had this executable already (loaded for another
+// handle, or kept in its cache after the last holder released it:
+// docs/architecture.md "Caches"), so that nothing was compiled or loaded.
+HALO_API int halo_executable_cache_hit(const halo_executable_t *executable);
+
+// One parameter of an entry point: where it lies in the kernel's parameter
+// block and how many bytes it has (a pointer: 8).
+typedef struct halo_parameter_t {
+  uint32_t offset;
+  uint32_t size;
+} halo_parameter_t;
+
+// The parameter list of entry point |entry|, as the driver knows it (CUDA:
+// cuFuncGetParamInfo, after the compiler's specialization, hidden
+// parameters included; local: the kernel's HALO_LOCAL_KERNEL_PARAMS).
+// |out_count| receives the number of parameters; the first
+// min(count, |capacity|) are written to |out_parameters| (which may be NULL
+// when |capacity| is 0, to ask for the count). A kernel of more than
+// HALO_MAX_DISPATCH_ARGS parameters reports its count but only that many
+// entries. NOT_FOUND names an entry the executable does not have;
+// UNIMPLEMENTED when the driver cannot tell (a local kernel without
+// HALO_LOCAL_KERNEL_PARAMS, a CUBIN without parameter information).
+HALO_API halo_status_t halo_executable_parameters(
+    halo_executable_t *executable, const char *entry,
+    halo_parameter_t *out_parameters, size_t capacity, size_t *out_count);
 
 // ---------------------------------------------------------------- commands
 

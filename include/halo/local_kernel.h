@@ -11,7 +11,18 @@
 // argument, args[i] points at a void* (the buffer's address); for a
 // CONSTANT, at its bytes; for BINDING_TABLE, at a uint64_t* table.
 //
+// An entry may declare its parameters, one size in bytes each, in order (8
+// for a BUFFER or BINDING_TABLE argument: a pointer):
+//   HALO_LOCAL_KERNEL_PARAMS(add, 8, 8, 8, 4);
+// halod then checks every dispatch of it at record time (argument count and
+// sizes, as on CUDA) and reports the list to halo_executable_parameters.
+// The declaration is an exported object named halo_local_params_<entry>;
+// HALO_LOCAL_KERNEL_NO_PARAMS(name) declares an entry of no parameters.
+// Without one, the parameters are unknown: dispatches are not checked and
+// halo_executable_parameters returns UNIMPLEMENTED.
+//
 // Example:
+//   HALO_LOCAL_KERNEL_PARAMS(add, 8, 8, 8, 4);
 //   HALO_LOCAL_KERNEL(add) {
 //     const float *a = HALO_ARG(state, 0, const float *);
 //     float *c = HALO_ARG(state, 2, float *);
@@ -41,6 +52,27 @@ typedef struct halo_dispatch_state_t {
 #define HALO_LOCAL_KERNEL(name)                     \
   __attribute__((visibility("default"))) void name( \
       const halo_dispatch_state_t *state)
+
+// A kernel's declared parameters (HALO_LOCAL_KERNEL_PARAMS).
+#define HALO_LOCAL_MAX_PARAMS 64
+typedef struct halo_local_kernel_params_t {
+  uint32_t count;
+  uint32_t sizes[HALO_LOCAL_MAX_PARAMS];
+} halo_local_kernel_params_t;
+
+#ifdef __cplusplus
+#define HALO_LOCAL_PARAMS_LINKAGE extern "C"
+#else
+#define HALO_LOCAL_PARAMS_LINKAGE
+#endif
+#define HALO_LOCAL_KERNEL_PARAMS(name, ...)                       \
+  HALO_LOCAL_PARAMS_LINKAGE __attribute__((visibility("default"))) \
+  const halo_local_kernel_params_t halo_local_params_##name = {   \
+      sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t), \
+      {__VA_ARGS__}}
+#define HALO_LOCAL_KERNEL_NO_PARAMS(name) \
+  HALO_LOCAL_PARAMS_LINKAGE __attribute__((visibility("default"))) \
+  const halo_local_kernel_params_t halo_local_params_##name = {0, {0}}
 
 // The value of argument |index| as |type|.
 #define HALO_ARG(state, index, type) (*(type const *)(state)->args[index])

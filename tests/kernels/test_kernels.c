@@ -21,6 +21,9 @@ static uint32_t linear_id(const halo_dispatch_state_t *state) {
 }
 
 // c[i] = a[i] + b[i] for i < n; args: a, b, c (BUFFER), n (uint32).
+// Declared, so halod checks its dispatches and reports its parameters (as
+// CUDA does for the twin in test_kernels.cu).
+HALO_LOCAL_KERNEL_PARAMS(add, 8, 8, 8, 4);
 HALO_LOCAL_KERNEL(add) {
   const float *a = HALO_ARG(state, 0, const float *);
   const float *b = HALO_ARG(state, 1, const float *);
@@ -157,7 +160,8 @@ HALO_LOCAL_KERNEL(order) {
 
 // Writes through a bad pointer (address 16): a real SIGSEGV in whatever process
 // runs it (containment_test: a crash must take down only its trust domain's
-// worker); no args.
+// worker); no args (declared).
+HALO_LOCAL_KERNEL_NO_PARAMS(crash);
 HALO_LOCAL_KERNEL(crash) {
   (void)state;
   volatile uintptr_t bad = 16;  // nothing is mapped there

@@ -70,7 +70,15 @@ static halo_hal_executable_t *load(const void *data, uint64_t size) {
 static uint32_t entry(halo_hal_executable_t *executable, const char *name) {
   halo_hal_entry_info_t info;
   expect_ok(halo_hal_executable_lookup_entry(executable, name, &info));
-  assert_int_equal(info.param_count, HALO_HAL_PARAMS_UNKNOWN);
+  // Only `add` and `crash` declare their parameters
+  // (HALO_LOCAL_KERNEL_PARAMS).
+  if (strcmp(name, "add") == 0) {
+    assert_int_equal(info.param_count, 4);
+  } else if (strcmp(name, "crash") == 0) {
+    assert_int_equal(info.param_count, 0);
+  } else {
+    assert_int_equal(info.param_count, HALO_HAL_PARAMS_UNKNOWN);
+  }
   return info.ordinal;
 }
 
@@ -433,6 +441,15 @@ static void test_lookup_entry(void **state) {
   uint32_t ids = entry(fixture.executable, "ids");
   assert_int_equal(entry(fixture.executable, "add"), add);
   assert_int_not_equal(add, ids);
+  // `add` declares (8, 8, 8, 4): offsets as CUDA lays out scalars.
+  expect_ok(halo_hal_executable_lookup_entry(fixture.executable, "add", &info));
+  assert_int_equal(info.param_count, 4);
+  const uint32_t sizes[4] = {8, 8, 8, 4}, offsets[4] = {0, 8, 16, 24};
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(info.param_sizes[i], sizes[i]);
+    assert_int_equal(info.param_offsets[i], offsets[i]);
+  }
+  (void)entry(fixture.executable, "crash");
 }
 
 // Objects loaded one after the other, some destroyed in between, are each
