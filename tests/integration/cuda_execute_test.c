@@ -395,6 +395,32 @@ static void *shared_client_thread(void *arg) {
   return NULL;
 }
 
+// The kernels' parameters as cuFuncGetParamInfo reports them, through
+// halod and its worker; a second load of the same code is a cache hit.
+static void test_parameters_and_cache_hit(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *first = load_kernels(client);
+  halo_executable_t *second = load_kernels(client);
+  assert_true(halo_executable_cache_hit(second));
+  halo_parameter_t parameters[8];
+  size_t count = 0;
+  expect_ok(halo_executable_parameters(second, "add", parameters, 8, &count));
+  assert_int_equal(count, 4);
+  const uint32_t sizes[4] = {8, 8, 8, 4}, offsets[4] = {0, 8, 16, 24};
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(parameters[i].size, sizes[i]);
+    assert_int_equal(parameters[i].offset, offsets[i]);
+  }
+  halo_status_t status =
+      halo_executable_parameters(first, "missing", parameters, 8, &count);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_NOT_FOUND);
+  halo_status_free(status);
+  halo_executable_release(second);
+  halo_executable_release(first);
+  halo_client_close(client);
+}
+
 static void test_two_clients_share_a_recording(void **state) {
   (void)state;
   pthread_barrier_t barrier;
@@ -1097,6 +1123,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   const struct CMUnitTest work[] = {
+      cmocka_unit_test(test_parameters_and_cache_hit),
       cmocka_unit_test(test_two_clients_share_a_recording),
       cmocka_unit_test(test_binding_strategies_match_direct),
       cmocka_unit_test(test_barriers_join_two_branches),
