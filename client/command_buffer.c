@@ -285,12 +285,15 @@ halo_status_t halo_command_buffer_begin(
   HALO_CHECK_ARG(out_command_buffer, "out_command_buffer must not be NULL");
   *out_command_buffer = NULL;
   HALO_CHECK_ARG(client, "client must not be NULL");
-  HALO_CHECK_ARG(flags == HALO_COMMAND_BUFFER_ONE_SHOT ||
-                     flags == HALO_COMMAND_BUFFER_REUSABLE,
+  uint32_t mode = flags & ~HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS;
+  HALO_CHECK_ARG(mode == HALO_COMMAND_BUFFER_ONE_SHOT ||
+                     mode == HALO_COMMAND_BUFFER_REUSABLE,
                  "command buffer flags 0x%x: pass exactly one of ONE_SHOT "
-                 "(0x%x) and REUSABLE (0x%x)",
+                 "(0x%x) and REUSABLE (0x%x), optionally with "
+                 "UNALIGNED_BINDINGS (0x%x)",
                  flags, HALO_COMMAND_BUFFER_ONE_SHOT,
-                 HALO_COMMAND_BUFFER_REUSABLE);
+                 HALO_COMMAND_BUFFER_REUSABLE,
+                 HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS);
   HALO_CHECK_ARG(binding_capacity <= HALO_MAX_BINDINGS,
                  "binding capacity %u exceeds the limit of %u",
                  binding_capacity, HALO_MAX_BINDINGS);

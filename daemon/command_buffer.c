@@ -26,6 +26,10 @@ typedef struct halod_recorder_t {
   halod_buffer_t **buffers;
   uint32_t buffer_count;
   halo_hasher_t hasher;
+  // Of every buffer a dispatch argument passes: HALOD_DISPATCH_ALIGNMENT,
+  // or 1 with HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS.
+  uint32_t dispatch_alignment;
+  bool binding_table_passed;  // a dispatch takes the whole table
   // For error messages.
   uint32_t index;
   const char *what;
@@ -127,6 +131,11 @@ static halo_status_t halod_recorder_keep_executable(
   return NULL;
 }
 
+// Why a kernel argument must be aligned, and how a recording opts out.
+static const char halod_dispatch_alignment_hint[] =
+    " (a kernel's buffer argument: vectorized loads fault on a lesser "
+    "address; HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS allows it)";
+
 typedef enum halod_ref_use_e {
   HALOD_REF_BYTES,    // the command touches exactly ref.length bytes
   HALOD_REF_ADDRESS,  // only the address matters (dispatch arguments)
@@ -175,10 +184,11 @@ static halo_status_t halod_recorder_resolve_ref(
           (unsigned long long)wire->buffer, (unsigned long long)buffer->size);
     }
     if ((address + wire->offset) % alignment != 0) {
-      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
-                                  "%s: offset %llu is not %u-byte aligned",
-                                  role, (unsigned long long)wire->offset,
-                                  alignment);
+      return halod_recorder_error(
+          recorder, HALO_STATUS_INVALID_ARGUMENT,
+          "%s: offset %llu is not %u-byte aligned%s", role,
+          (unsigned long long)wire->offset, alignment,
+          use == HALOD_REF_ADDRESS ? halod_dispatch_alignment_hint : "");
     }
     HALO_RETURN_IF_ERROR(halod_recorder_keep_buffer(recorder, buffer));
     out_ref->slot = HALO_HAL_SLOT_DIRECT;
@@ -210,10 +220,11 @@ static halo_status_t halod_recorder_resolve_ref(
                                   "%s: offset + length overflows", role);
     }
     if (wire->offset % alignment != 0) {
-      return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
-                                  "%s: offset %llu is not %u-byte aligned",
-                                  role, (unsigned long long)wire->offset,
-                                  alignment);
+      return halod_recorder_error(
+          recorder, HALO_STATUS_INVALID_ARGUMENT,
+          "%s: offset %llu in slot %u is not %u-byte aligned%s", role,
+          (unsigned long long)wire->offset, wire->slot, alignment,
+          use == HALOD_REF_ADDRESS ? halod_dispatch_alignment_hint : "");
     }
     halod_slot_requirement_t *slot = &recorder->slots[wire->slot];
     uint64_t end = whole ? wire->offset + 1 : wire->offset + wire->length;
@@ -329,7 +340,8 @@ static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
     switch (arg_wire->kind) {
       case HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_BUFFER:
         HALO_RETURN_IF_ERROR(halod_recorder_resolve_ref(
-            recorder, arg_wire->ref, role, HALOD_REF_ADDRESS, 1, &arg->ref));
+            recorder, arg_wire->ref, role, HALOD_REF_ADDRESS,
+            recorder->dispatch_alignment, &arg->ref));
         break;
       case HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_CONSTANT:
         if (!arg_wire->has_constant || arg_wire->constant.len == 0 ||
@@ -353,6 +365,7 @@ static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
                                       "binding capacity of 0",
                                       i);
         }
+        recorder->binding_table_passed = true;
         break;
       default:
         return halod_recorder_error(recorder, HALO_STATUS_INVALID_ARGUMENT,
@@ -505,11 +518,14 @@ halo_status_t halod_command_buffer_create(
                             "device %u does not exist (the daemon has %u)",
                             request->device, daemon->hal.device_count);
   }
-  if (request->flags != HALO_HAL_RECORDING_ONE_SHOT &&
-      request->flags != HALO_HAL_RECORDING_REUSABLE) {
+  // The flags without UNALIGNED_BINDINGS: how the recording may run.
+  uint32_t mode = request->flags & ~HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS;
+  if (mode != HALO_HAL_RECORDING_ONE_SHOT &&
+      mode != HALO_HAL_RECORDING_REUSABLE) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "command buffer flags 0x%x: exactly one of "
-                            "ONE_SHOT (1) or REUSABLE (2)",
+                            "ONE_SHOT (1) or REUSABLE (2), optionally with "
+                            "UNALIGNED_BINDINGS (4)",
                             request->flags);
   }
   if (request->binding_capacity > HALOD_MAX_BINDINGS) {
@@ -528,7 +544,11 @@ halo_status_t halod_command_buffer_create(
   recorder.session = session;
   recorder.device = request->device;
   recorder.hal_device = session->domain->workers[request->device].device;
-  recorder.recording.flags = request->flags;
+  recorder.recording.flags = mode;
+  recorder.dispatch_alignment =
+      request->flags & HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS
+          ? 1
+          : HALOD_DISPATCH_ALIGNMENT;
   recorder.recording.binding_capacity = request->binding_capacity;
   recorder.slots =
       calloc(request->binding_capacity + 1, sizeof(*recorder.slots));
@@ -566,7 +586,13 @@ halo_status_t halod_command_buffer_create(
   }
   recorder.recording.command_count = kept;
   for (uint32_t i = 0; i < request->binding_capacity; ++i) {
-    if (recorder.slots[i].alignment == 0) recorder.slots[i].alignment = 1;
+    halod_slot_requirement_t *slot = &recorder.slots[i];
+    // A kernel given the whole table may pass any slot's address on.
+    if (recorder.binding_table_passed &&
+        slot->alignment < recorder.dispatch_alignment) {
+      slot->alignment = recorder.dispatch_alignment;
+    }
+    if (slot->alignment == 0) slot->alignment = 1;
   }
   if (status) {
     halod_recorder_release(&recorder);
@@ -583,7 +609,7 @@ halo_status_t halod_command_buffer_create(
   command_buffer->refcount = 1;
   command_buffer->id = halod_next_id(daemon);
 
-  bool reusable = request->flags == HALO_HAL_RECORDING_REUSABLE;
+  bool reusable = mode == HALO_HAL_RECORDING_REUSABLE;
   halod_memo_entry_t *entry =
       reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))
                : NULL;
@@ -616,7 +642,7 @@ halo_status_t halod_command_buffer_create(
   entry->key = key;
   halo_hash_format(&key, entry->key_text);
   entry->device = request->device;
-  entry->flags = request->flags;
+  entry->flags = mode;
   entry->sharers = 1;
   entry->command_count = (uint32_t)request->n_commands;
   entry->binding_capacity = request->binding_capacity;

@@ -63,6 +63,12 @@ typedef struct halod_command_buffer_t {
 #define HALOD_MAX_UPDATE_BYTES 65536
 #define HALOD_MAX_INLINE_BYTES (1u << 20)
 #define HALOD_MAX_SHARED_MEMORY_BYTES (228u << 10)
+// halo.h's HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS: the recording's kernels
+// take buffer arguments at any address.
+#define HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS 4u
+// What a kernel's buffer argument needs otherwise (HALO_DISPATCH_ALIGNMENT):
+// vectorized loads (Triton's 128-bit ones) fault on a lesser address.
+#define HALOD_DISPATCH_ALIGNMENT 16u
 
 halo_status_t halod_command_buffer_create(
     halod_t *daemon, halod_session_t *session,

@@ -190,11 +190,17 @@ static halo_status_t halod_submission_bind(halod_submission_t *submission,
                               (unsigned long long)slot->min_length, i);
     }
     if ((address + binding->offset) % slot->alignment != 0) {
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "binding %u: offset %llu is not %u-byte "
-                              "aligned, as slot %u needs",
-                              i, (unsigned long long)binding->offset,
-                              slot->alignment, i);
+      // 16 and up: a kernel's buffer argument (daemon/command_buffer.h).
+      return halo_status_make(
+          HALO_STATUS_INVALID_ARGUMENT,
+          "binding %u: offset %llu is not %u-byte aligned, as slot %u "
+          "needs%s",
+          i, (unsigned long long)binding->offset, slot->alignment, i,
+          slot->alignment >= HALOD_DISPATCH_ALIGNMENT
+              ? " (a kernel takes its address: vectorized loads fault on a "
+                "lesser one; HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS allows "
+                "it)"
+              : "");
     }
     submission->bindings[i].address = address + binding->offset;
     submission->bindings[i].length = length;

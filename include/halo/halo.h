@@ -351,6 +351,26 @@ typedef struct halo_command_buffer_s halo_command_buffer_t;
 
 #define HALO_COMMAND_BUFFER_ONE_SHOT 1u
 #define HALO_COMMAND_BUFFER_REUSABLE 2u
+// Alignment of kernel buffer arguments. Without this flag, every buffer
+// address a dispatch passes to a kernel must be a multiple of
+// HALO_DISPATCH_ALIGNMENT: compilers (Triton's, nvcc's for float4) emit
+// vectorized loads that fault the GPU on a lesser address, and a GPU fault
+// loses every session of the trust domain. So:
+// - a BUFFER argument's direct reference (buffer address + offset) is
+//   checked at end(); an indirect one's offset at end(), and at
+//   halo_queue_execute the bound address (buffer + binding offset) of its
+//   slot;
+// - a dispatch with a BINDING_TABLE argument may pass any slot's address on,
+//   so every bound slot of the table is checked at execution.
+// A failure is INVALID_ARGUMENT naming the command and argument (end()) or
+// the binding, its slot and offset (execute; over the submission ring as
+// well). Buffers start 256-byte aligned (CUDA) or 16-byte aligned (local),
+// so offset 0 always passes. Fill, copy, update and the workgroup count of
+// dispatch_indirect need only their own element alignment. Combine this
+// flag with ONE_SHOT or REUSABLE for kernels that take arguments at any
+// address (the old rule: no alignment for kernel arguments).
+#define HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS 4u
+#define HALO_DISPATCH_ALIGNMENT 16u
 
 // Limits enforced at record time (client) and again at end() (daemon).
 #define HALO_MAX_COMMANDS 65536
@@ -413,8 +433,8 @@ typedef struct halo_dispatch_params_t {
   size_t arg_count;
 } halo_dispatch_params_t;
 
-// |flags|: ONE_SHOT or REUSABLE. |binding_capacity|: slots of the binding
-// table (0 .. HALO_MAX_BINDINGS).
+// |flags|: ONE_SHOT or REUSABLE, optionally with UNALIGNED_BINDINGS.
+// |binding_capacity|: slots of the binding table (0 .. HALO_MAX_BINDINGS).
 //
 // Each record call checks what the client can (slots against the capacity,
 // direct ranges against the buffer's size, pattern and inline sizes,

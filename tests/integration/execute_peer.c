@@ -446,7 +446,8 @@ static _Noreturn void peer_victim(halo_client_t *client, char **args,
       peer_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   halo_dispatch_arg_t gate_args[2] = {
       {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(gate, 0, 4), NULL, 0},
-      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(gate, 4, 4), NULL, 0},
+      // 16: a kernel's buffer argument is 16-byte aligned (halo.h).
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(gate, 16, 4), NULL, 0},
   };
   halo_dispatch_params_t params = {
       .executable = executable,

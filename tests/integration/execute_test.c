@@ -950,7 +950,7 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(go, 1));
   // Its session is gone at once; the gate kernel still runs.
   assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 2, 5000));
-  __atomic_store_n(&words[1], 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&words[4], 1, __ATOMIC_RELEASE);  // byte 16
   halo_buffer_release(gate);
 
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(stop, 1));
