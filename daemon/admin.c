@@ -397,7 +397,11 @@ static halo_status_t halod_admin_executable_list(
     info->users = executable->refcount;
     info->sessions =
         (uint32_t)(uintptr_t)halo_u64_map_get(&sessions, executable->id);
-    info->state = executable->loading ? "loading" : "loaded";
+    info->state = executable->loading      ? "loading"
+                  : executable->lru.listed ? "cached"
+                                           : "loaded";
+    info->has_hits = true;
+    info->hits = executable->hits;
     info->origin =
         (char *)(executable->hal
                      ? halod_admin_origin_name(executable->hal->origin)
@@ -523,8 +527,26 @@ static void halod_admin_memo_cache(halod_t *daemon,
     info->commands = entry->command_count;
     info->hits = entry->hits;
     info->sharers = entry->sharers;
+    info->has_cached = true;
+    info->cached = entry->lru.listed;
     pointers[n++] = info;
   }
+  Halo__Wire__CacheSummary memo = HALO__WIRE__CACHE_SUMMARY__INIT;
+  memo.entries = (uint32_t)daemon->cache.memo.count;
+  memo.cached = daemon->cache.memo_lru.count;
+  memo.held = memo.entries - memo.cached;
+  memo.capacity = daemon->config.memo_cache_entries;
+  memo.hits = daemon->cache.memo_hits;
+  memo.misses = daemon->cache.memo_misses;
+  memo.evictions = daemon->cache.memo_lru.evictions;
+  Halo__Wire__CacheSummary executable = HALO__WIRE__CACHE_SUMMARY__INIT;
+  executable.entries = (uint32_t)daemon->cache.executables.count;
+  executable.cached = daemon->cache.executable_lru.count;
+  executable.held = executable.entries - executable.cached;
+  executable.capacity = daemon->config.executable_cache_entries;
+  executable.hits = daemon->stats.executable_hits;
+  executable.misses = daemon->stats.executable_misses;
+  executable.evictions = daemon->cache.executable_lru.evictions;
   Halo__Wire__AdminMemoCacheReply reply =
       HALO__WIRE__ADMIN_MEMO_CACHE_REPLY__INIT;
   reply.n_entries = n;
@@ -545,6 +567,8 @@ static void halod_admin_memo_cache(halod_t *daemon,
   reply.executable_hits = daemon->stats.executable_hits;
   reply.executable_misses = daemon->stats.executable_misses;
   reply.cache_directory = daemon->config.cache_directory;
+  reply.memo = &memo;
+  reply.executable = &executable;
   Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
   response.body_case = HALO__WIRE__RESPONSE__BODY_ADMIN_MEMO_CACHE;
   response.admin_memo_cache = &reply;

@@ -614,7 +614,9 @@ halo_status_t halod_command_buffer_create(
       reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))
                : NULL;
   if (entry && memcmp(entry->key.bytes, key.bytes, HALO_HASH_BYTES) == 0) {
-    // An identical recording is prepared already: share it.
+    // An identical recording is prepared already (held, or kept after its
+    // last release): share it.
+    halod_cache_lru_take(&daemon->cache.memo_lru, &entry->lru);
     ++entry->sharers;
     ++entry->hits;
     ++daemon->cache.memo_hits;
@@ -642,6 +644,7 @@ halo_status_t halod_command_buffer_create(
   entry->key = key;
   halo_hash_format(&key, entry->key_text);
   entry->device = request->device;
+  entry->lru.device = recorder.hal_device;
   entry->flags = mode;
   entry->sharers = 1;
   entry->command_count = (uint32_t)request->n_commands;
@@ -674,6 +677,20 @@ void halod_command_buffer_release(halod_t *daemon,
                                   halod_command_buffer_t *command_buffer) {
   if (--command_buffer->refcount > 0) return;
   halod_memo_entry_t *entry = command_buffer->entry;
-  if (--entry->sharers == 0) halod_memo_entry_destroy(daemon, entry);
+  if (--entry->sharers == 0) {
+    uint32_t bound = daemon->config.memo_cache_entries;
+    if (entry->in_cache && entry->buffer_count == 0 &&
+        halod_cache_keeps(daemon, entry->lru.device, bound)) {
+      halod_cache_lru_add(daemon, &daemon->cache.memo_lru, &entry->lru, bound);
+    } else {
+      halod_memo_entry_destroy(daemon, entry);
+    }
+  }
   free(command_buffer);
+}
+
+void halod_memo_entry_evict(halod_t *daemon, halod_cache_link_t *link) {
+  halod_memo_entry_destroy(
+      daemon,
+      (halod_memo_entry_t *)((char *)link - offsetof(halod_memo_entry_t, lru)));
 }

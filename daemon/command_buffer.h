@@ -46,6 +46,9 @@ typedef struct halod_memo_entry_t {
   uint32_t executable_count;
   halod_buffer_t **buffers;  // directly referenced, retained
   uint32_t buffer_count;
+  // Without sharers: kept in daemon->cache.memo_lru (REUSABLE recordings
+  // that name no buffer directly: a buffer's id is never seen again).
+  halod_cache_link_t lru;
 } halod_memo_entry_t;
 
 typedef struct halod_command_buffer_t {
@@ -77,5 +80,7 @@ halo_status_t halod_command_buffer_create(
 void halod_command_buffer_retain(halod_command_buffer_t *command_buffer);
 void halod_command_buffer_release(halod_t *daemon,
                                   halod_command_buffer_t *command_buffer);
+// The memo cache's destroy function (daemon/cache.h).
+void halod_memo_entry_evict(halod_t *daemon, halod_cache_link_t *link);
 
 #endif  // HALOD_COMMAND_BUFFER_H_

@@ -217,6 +217,16 @@ static const halod_config_entry_t halod_config_entries[] = {
      NULL, LIVE,
      "seconds over which fault-budget counts a process's faults: it is "
      "refused until enough of them are older than this"},
+    {"executable-cache-entries",
+     HALOD_NUMBER(HALOD_CONFIG_U32, executable_cache_entries), "64", 0, 65536,
+     NULL, LIVE,
+     "executables kept loaded after their last holder released them (least "
+     "recently used first out), so that the next client loading the same "
+     "code in the same trust domain finds it; 0: none (haloctl cache)"},
+    {"memo-cache-entries", HALOD_NUMBER(HALOD_CONFIG_U32, memo_cache_entries),
+     "256", 0, 65536, NULL, LIVE,
+     "prepared REUSABLE recordings kept after their last command buffer was "
+     "released (least recently used first out); 0: none (haloctl cache)"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "

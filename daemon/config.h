@@ -61,6 +61,8 @@ typedef struct halod_config_t {
   uint32_t worker_spares;             // started ahead, per device
   uint32_t fault_budget;              // faults per client process; 0: no limit
   uint32_t fault_budget_window_s;     // ... within this many seconds
+  uint32_t executable_cache_entries;  // released executables kept (LRU)
+  uint32_t memo_cache_entries;        // released recordings kept (LRU)
   char metrics_address[80];           // HTTP /metrics "HOST:PORT"; "" for off
   char metrics_textfile[512];         // node-exporter textfile; "" for none
   uint32_t metrics_interval;          // seconds between textfile writes

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "common/timeline.h"
 #include "daemon/buffer.h"
+#include "daemon/cache.h"
 #include "daemon/device_lost.h"
 #include "daemon/executable.h"
 #include "daemon/fd_server.h"
@@ -368,6 +369,10 @@ void halod_stop(halod_t *daemon) {
       }
     }
   }
+  // Released entries kept for later clients go, and the domains that
+  // stayed for them.
+  halod_cache_clear(daemon);
+  halod_domains_end_idle(daemon);
   // Issued work finishes (nothing preempts it; with device workers it ends
   // with them); its completions retire it. Not past the deadline: work
   // still running then is left to the process exit.

@@ -12,6 +12,7 @@
 
 #include "common/u64_map.h"
 #include "common/wire.h"
+#include "daemon/cache.h"
 #include "daemon/config.h"
 #include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
@@ -106,6 +107,9 @@ typedef struct halod_cache_t {
   halod_executable_load_t *loads;  // in flight (executable.c)
   uint64_t memo_hits;
   uint64_t memo_misses;
+  // Released entries kept for later clients (daemon/cache.h).
+  halod_cache_lru_t executable_lru;
+  halod_cache_lru_t memo_lru;
 } halod_cache_t;
 void halod_cache_initialize(halod_cache_t *cache);
 // Once loads have stopped and every entry was released.

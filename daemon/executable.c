@@ -316,6 +316,7 @@ static halo_status_t halod_executable_start_load(
     executable->hash = *hash;
     halo_hash_format(hash, executable->hash_text);
     executable->loading = true;
+    executable->lru.device = session->domain->workers[request->device].device;
     status = halod_executable_add_waiter(executable, session, context, false);
   }
   if (!status) {
@@ -380,7 +381,10 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
                                         "not loaded"));
     return;
   }
-  if (existing) ++daemon->stats.executable_hits;
+  if (existing) {
+    ++daemon->stats.executable_hits;
+    ++existing->hits;
+  }
   if (existing && existing->loading) {
     // Another session's load of the same bytes is under way: share it.
     status = halod_executable_add_waiter(existing, session, context, true);
@@ -388,6 +392,8 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
     return;
   }
   if (existing) {
+    // Held by others, or kept after its last release: in use again.
+    halod_cache_lru_take(&daemon->cache.executable_lru, &existing->lru);
     ++existing->refcount;
     halod_executable_reply(daemon, session, existing, context, true);
     return;
@@ -448,22 +454,29 @@ void halod_executable_retain(halod_executable_t *executable) {
   ++executable->refcount;
 }
 
-void halod_executable_release(halod_t *daemon, halod_executable_t *executable) {
-  if (--executable->refcount > 0) return;
-  halo_u64_map_remove(&daemon->cache.executables,
-                      halo_hash_key(&executable->hash));
+static void halod_executable_destroy(halod_t *daemon,
+                                     halod_executable_t *executable) {
+  uint64_t key = halo_hash_key(&executable->hash);
+  if (halo_u64_map_get(&daemon->cache.executables, key) == executable) {
+    halo_u64_map_remove(&daemon->cache.executables, key);
+  }
   halo_hal_executable_destroy(executable->hal);
   free(executable);
 }
 
-void halod_cache_initialize(halod_cache_t *cache) {
-  halo_u64_map_initialize(&cache->executables);
-  halo_u64_map_initialize(&cache->memo);
-  cache->loads = NULL;
-  cache->memo_hits = cache->memo_misses = 0;
+void halod_executable_release(halod_t *daemon, halod_executable_t *executable) {
+  if (--executable->refcount > 0) return;
+  uint32_t bound = daemon->config.executable_cache_entries;
+  if (halod_cache_keeps(daemon, executable->lru.device, bound)) {
+    halod_cache_lru_add(daemon, &daemon->cache.executable_lru, &executable->lru,
+                        bound);
+    return;
+  }
+  halod_executable_destroy(daemon, executable);
 }
 
-void halod_cache_deinitialize(halod_cache_t *cache) {
-  halo_u64_map_deinitialize(&cache->executables);
-  halo_u64_map_deinitialize(&cache->memo);
+void halod_executable_evict(halod_t *daemon, halod_cache_link_t *link) {
+  halod_executable_destroy(
+      daemon,
+      (halod_executable_t *)((char *)link - offsetof(halod_executable_t, lru)));
 }

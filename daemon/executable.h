@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/hash.h"
+#include "daemon/cache.h"
 #include "daemon/daemon.h"
 #include "hal/executable.h"
 
@@ -34,6 +35,9 @@ typedef struct halod_executable_t {
   int64_t load_ns;             // how long the driver took to load it
   bool loading;
   halod_executable_waiter_t *waiters;  // requests answered when loaded
+  uint64_t hits;                       // loads that found it
+  // Released by every holder: kept in daemon->cache.executable_lru.
+  halod_cache_link_t lru;
 } halod_executable_t;
 
 // Loads (or finds) the executable |request| describes for |session| and
@@ -45,7 +49,11 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
                            const Halo__Wire__ExecutableCreate *request,
                            halod_server_context_t *context);
 void halod_executable_retain(halod_executable_t *executable);
+// The last release keeps the executable in the cache's LRU list
+// (executable-cache-entries) where it may be found again; else it goes.
 void halod_executable_release(halod_t *daemon, halod_executable_t *executable);
+// The executable cache's destroy function (daemon/cache.h).
+void halod_executable_evict(halod_t *daemon, halod_cache_link_t *link);
 
 // Called by halod_stop before the sockets close: answers every request
 // waiting for a load with UNAVAILABLE, waits for the loads in flight (until

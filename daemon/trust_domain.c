@@ -8,6 +8,7 @@
 
 #include "common/hash.h"
 #include "common/status.h"
+#include "daemon/cache.h"
 #include "daemon/cgroup.h"
 #include "daemon/workers.h"
 
@@ -124,25 +125,71 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   }
   // A new domain, or one whose worker was lost: its devices start now, so
   // that its semaphore pages and arenas are registered with them.
+  // Counted first: handling a lost worker ends idle domains, not this one.
+  ++domain->sessions;
   halo_status_t status = halod_domain_start_devices(daemon, domain);
   if (status) {
-    if (domain->sessions == 0) {
-      halod_domain_stop_devices(daemon, domain);
-      halo_u64_map_remove(&daemon->sessions.domains, domain->key);
-      free(domain->name);
-      free(domain);
-    }
+    halod_domain_release(daemon, domain);
     return status;
   }
-  ++domain->sessions;
   *out_domain = domain;
   return NULL;
 }
 
-void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
-  if (--domain->sessions > 0) return;
+// Ends |domain|: its workers go, and the cached entries of them.
+static void halod_domain_free(halod_t *daemon, halod_domain_t *domain) {
+  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    devices[i] = domain->workers[i].device;
+  }
   halod_domain_stop_devices(daemon, domain);
   halo_u64_map_remove(&daemon->sessions.domains, domain->key);
   free(domain->name);
   free(domain);
+  // Compared, never used: the entries hold their own references.
+  if (!halod_workers_enabled(daemon)) return;  // the devices are shared
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    if (devices[i]) halod_cache_drop_device(daemon, devices[i]);
+  }
+}
+
+// Whether |domain|, without sessions, stays for the cached entries of its
+// workers (daemon/cache.h): a uid or a pod's cgroup comes back, a process
+// does not.
+static bool halod_domain_stays_idle(const halod_t *daemon,
+                                    const halod_domain_t *domain) {
+  if (daemon->stopping || !halod_workers_enabled(daemon) ||
+      strcmp(daemon->config.trust_domain, "process") == 0) {
+    return false;
+  }
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    if (domain->workers[i].device &&
+        halod_cache_holds_device(daemon, domain->workers[i].device)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
+  if (--domain->sessions > 0) return;
+  if (halod_domain_stays_idle(daemon, domain)) return;
+  halod_domain_free(daemon, domain);
+}
+
+void halod_domains_end_idle(halod_t *daemon) {
+  bool ended = true;
+  while (ended) {
+    ended = false;
+    halo_u64_map_t *domains = &daemon->sessions.domains;
+    for (size_t i = 0; i < domains->capacity && !ended; ++i) {
+      if (!domains->entries[i].key) continue;
+      halod_domain_t *domain = domains->entries[i].value;
+      if (domain->sessions > 0 || halod_domain_stays_idle(daemon, domain)) {
+        continue;
+      }
+      halod_domain_free(daemon, domain);
+      ended = true;  // the map changed: look again
+    }
+  }
 }

@@ -41,7 +41,12 @@ halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
 halo_status_t halod_domain_acquire(halod_t *daemon,
                                    const halod_domain_identity_t *identity,
                                    uint32_t uid, halod_domain_t **out_domain);
-// Counts a session out; the last one frees the domain and its workers.
+// Counts a session out. After the last one the domain ends with its workers,
+// unless the caches hold entries of its workers (daemon/cache.h) and it is
+// a uid or cgroup domain (its clients come back): then it stays until they
+// are evicted.
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
+// Ends the domains without sessions that no cached entry keeps.
+void halod_domains_end_idle(halod_t *daemon);
 
 #endif  // HALOD_TRUST_DOMAIN_H_

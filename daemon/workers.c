@@ -20,6 +20,7 @@
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
+#include "daemon/trust_domain.h"
 #include "hal/registry.h"
 #include "hal/remote/remote_device.h"
 
@@ -325,6 +326,9 @@ static void halod_workers_handle_lost(halod_t *daemon,
   snprintf(worker->last_fault, sizeof(worker->last_fault), "%s", reason);
   worker->device = NULL;
   ++daemon->stats.workers_lost;
+  // What the caches kept of the worker is gone with it (a fresh worker has
+  // none of its state).
+  halod_cache_drop_device(daemon, device);
   // Every session of the domain shared the context: all are lost. A
   // session whose process is now over its fault budget says so: its
   // reconnect will be refused.
@@ -352,6 +356,8 @@ static void halod_workers_handle_lost(halod_t *daemon,
     halod_session_lose(daemon, session, session_reason);
   }
   halod_device_release(device);
+  // A domain that stayed only for its cached entries ends with them.
+  halod_domains_end_idle(daemon);
 }
 
 static void halod_workers_on_lost_async(uv_async_t *async) {

@@ -990,6 +990,32 @@ static void haloctl_executables_print_text(
 
 // ------------------------------------------------------------------ cache
 
+// One cache's summary; null when the daemon sent none.
+static json_t *haloctl_cache_summary_json(const Halo__Wire__CacheSummary *c) {
+  if (!c) return json_null();
+  json_t *o = json_object();
+  haloctl_json_set(o, "entries", json_integer(c->entries));
+  haloctl_json_set(o, "held", json_integer(c->held));
+  haloctl_json_set(o, "cached", json_integer(c->cached));
+  haloctl_json_set(o, "capacity", json_integer(c->capacity));
+  haloctl_json_set(o, "hits", haloctl_json_count(c->hits));
+  haloctl_json_set(o, "misses", haloctl_json_count(c->misses));
+  haloctl_json_set(o, "evictions", haloctl_json_count(c->evictions));
+  return o;
+}
+
+// "memo cache: 3 entries (1 held, 2 cached of at most 256); hits 4,
+// misses 3, evictions 0".
+static void haloctl_cache_summary_text(const char *name,
+                                       const Halo__Wire__CacheSummary *c) {
+  if (!c) return;
+  printf("%s cache: %" PRIu32 " entries (%" PRIu32 " held, %" PRIu32
+         " cached of at most %" PRIu32 "); hits %" PRIu64 ", misses %" PRIu64
+         ", evictions %" PRIu64 "\n",
+         name, c->entries, c->held, c->cached, c->capacity, c->hits, c->misses,
+         c->evictions);
+}
+
 static json_t *haloctl_cache_json(const Halo__Wire__AdminMemoCacheReply *r) {
   json_t *o = json_object();
   haloctl_json_set(o, "hits", haloctl_json_count(r->hits));
@@ -1003,6 +1029,7 @@ static json_t *haloctl_cache_json(const Halo__Wire__AdminMemoCacheReply *r) {
     haloctl_json_set(entry, "commands", json_integer(e->commands));
     haloctl_json_set(entry, "hits", haloctl_json_count(e->hits));
     haloctl_json_set(entry, "sharers", json_integer(e->sharers));
+    haloctl_json_set(entry, "cached", json_boolean(e->cached));
     haloctl_json_append(entries, entry);
   }
   haloctl_json_set(o, "entries", entries);
@@ -1012,17 +1039,22 @@ static json_t *haloctl_cache_json(const Halo__Wire__AdminMemoCacheReply *r) {
                    haloctl_json_count(r->executable_misses));
   haloctl_json_set(o, "cache_directory",
                    haloctl_json_nullable(r->cache_directory, true));
+  haloctl_json_set(o, "memo_cache", haloctl_cache_summary_json(r->memo));
+  haloctl_json_set(o, "executable_cache",
+                   haloctl_cache_summary_json(r->executable));
   haloctl_json_set(o, "executables",
                    haloctl_executables_list(r->executables, r->n_executables));
   return o;
 }
 
 static void haloctl_cache_print_text(const Halo__Wire__AdminMemoCacheReply *r) {
-  printf("memoized recordings: %zu (hits %" PRIu64 ", misses %" PRIu64 ")\n",
+  haloctl_cache_summary_text("memo", r->memo);
+  haloctl_cache_summary_text("executable", r->executable);
+  printf("\nmemoized recordings: %zu (hits %" PRIu64 ", misses %" PRIu64 ")\n",
          r->n_entries, r->hits, r->misses);
   if (r->n_entries > 0) {
-    static const char *const kColumns[] = {"KEY",   ">DEVICE",  ">COMMANDS",
-                                           ">HITS", ">SHARERS", NULL};
+    static const char *const kColumns[] = {
+        "KEY", ">DEVICE", ">COMMANDS", ">HITS", ">SHARERS", "STATE", NULL};
     haloctl_table_t table;
     haloctl_table_initialize(&table, kColumns);
     for (size_t i = 0; i < r->n_entries; ++i) {
@@ -1032,6 +1064,8 @@ static void haloctl_cache_print_text(const Halo__Wire__AdminMemoCacheReply *r) {
       haloctl_table_add(&table, haloctl_format("%" PRIu32, e->commands));
       haloctl_table_add(&table, haloctl_format("%" PRIu64, e->hits));
       haloctl_table_add(&table, haloctl_format("%" PRIu32, e->sharers));
+      haloctl_table_add(&table,
+                        haloctl_format("%s", e->cached ? "cached" : "held"));
     }
     haloctl_table_print(&table, stdout, "  ");
     haloctl_table_deinitialize(&table);

@@ -201,6 +201,10 @@ _PROTOTYPES = {
     ),
     "halo_executable_release": (None, [_P]),
     "halo_executable_content_hash": (ctypes.c_char_p, [_P]),
+    "halo_executable_cache_hit": (ctypes.c_int, [_P]),
+    # out_parameters: halo_parameter_t[capacity] ({uint32 offset, size}).
+    "halo_executable_parameters": (
+        c_status, [_P, ctypes.c_char_p, _P, _size, ctypes.POINTER(_size)]),
     "halo_command_buffer_begin": (c_status, [_P, _u32, _u32, _u32, _PP]),
     "halo_command_buffer_fill": (c_status, [_P, BufferRef, _P, _size]),
     "halo_command_buffer_copy": (c_status, [_P, BufferRef, BufferRef]),

@@ -219,10 +219,19 @@ static void test_buffers_and_cache(void **state) {
   OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
   OPS_EXPECT(&r, strstr(r.out, "\"misses\":1,\"entries\":[{"));
   OPS_EXPECT(&r, strstr(r.out, "\"executables\":[]"));
+  // The summaries: one recording held by the work, nothing cached yet.
+  OPS_EXPECT(&r, strstr(r.out,
+                        "\"memo_cache\":{\"entries\":1,\"held\":1,"
+                        "\"cached\":0,\"capacity\":256,\"hits\":0,"
+                        "\"misses\":1,\"evictions\":0}"));
+  OPS_EXPECT(&r, strstr(r.out, "\"executable_cache\":{\"entries\":0,"));
   ops_result_free(&r);
   haloctl_run(fixture, (const char *const[]){"cache", NULL}, &r);
   OPS_EXPECT(&r, strstr(r.out, "memoized recordings: 1") &&
                      strstr(r.out, "executables: 0 loaded"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "memo cache: 1 entries (1 held, 0 cached of at most "
+                        "256); hits 0, misses 1, evictions 0"));
   ops_result_free(&r);
   haloctl_work_finish(&work);
   haloctl_work_release(&work);

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+#include "daemon/cache.h"
+
+#include <stddef.h>
+
+#include "daemon/command_buffer.h"
+#include "daemon/daemon.h"
+#include "daemon/executable.h"
+#include "daemon/trust_domain.h"
+#include "daemon/workers.h"
+
+void halod_cache_lru_initialize(halod_cache_lru_t *lru,
+                                halod_cache_destroy_fn destroy) {
+  lru->head = lru->tail = NULL;
+  lru->count = 0;
+  lru->evictions = 0;
+  lru->destroy = destroy;
+}
+
+bool halod_cache_keeps(const halod_t *daemon, halo_hal_device_t *device,
+                       uint32_t bound) {
+  if (bound == 0 || daemon->stopping || !device) return false;
+  if (!halod_workers_enabled(daemon)) return true;  // the shared device
+  const halo_u64_map_t *domains = &daemon->sessions.domains;
+  for (size_t i = 0; i < domains->capacity; ++i) {
+    if (!domains->entries[i].key) continue;
+    const halod_domain_t *domain = domains->entries[i].value;
+    for (uint32_t d = 0; d < HALO_HAL_MAX_DEVICES; ++d) {
+      if (domain->workers[d].device == device) return true;
+    }
+  }
+  return false;
+}
+
+void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link) {
+  if (!link->listed) return;
+  if (link->prev) {
+    link->prev->next = link->next;
+  } else {
+    lru->head = link->next;
+  }
+  if (link->next) {
+    link->next->prev = link->prev;
+  } else {
+    lru->tail = link->prev;
+  }
+  link->prev = link->next = NULL;
+  link->listed = false;
+  --lru->count;
+}
+
+void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
+                         halod_cache_link_t *link, uint32_t bound) {
+  link->prev = NULL;
+  link->next = lru->head;
+  if (lru->head) {
+    lru->head->prev = link;
+  } else {
+    lru->tail = link;
+  }
+  lru->head = link;
+  link->listed = true;
+  ++lru->count;
+  bool evicted = false;
+  while (lru->count > bound && lru->tail) {
+    halod_cache_link_t *victim = lru->tail;
+    halod_cache_lru_take(lru, victim);
+    ++lru->evictions;
+    lru->destroy(daemon, victim);
+    evicted = true;
+  }
+  if (evicted) halod_domains_end_idle(daemon);
+}
+
+static bool halod_cache_lru_holds(const halod_cache_lru_t *lru,
+                                  const halo_hal_device_t *device) {
+  for (const halod_cache_link_t *link = lru->head; link; link = link->next) {
+    if (link->device == device) return true;
+  }
+  return false;
+}
+
+bool halod_cache_holds_device(const halod_t *daemon,
+                              const halo_hal_device_t *device) {
+  return halod_cache_lru_holds(&daemon->cache.memo_lru, device) ||
+         halod_cache_lru_holds(&daemon->cache.executable_lru, device);
+}
+
+// Destroys the entries of |lru| of |device| (NULL: every entry).
+static void halod_cache_lru_drop(halod_t *daemon, halod_cache_lru_t *lru,
+                                 const halo_hal_device_t *device) {
+  halod_cache_link_t *link = lru->head;
+  while (link) {
+    halod_cache_link_t *next = link->next;
+    if (!device || link->device == device) {
+      halod_cache_lru_take(lru, link);
+      // A recording releases its executables: they may join the executable
+      // list, after |next| (which stays valid: only the front grows).
+      lru->destroy(daemon, link);
+    }
+    link = next;
+  }
+}
+
+void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device) {
+  halod_cache_lru_drop(daemon, &daemon->cache.memo_lru, device);
+  halod_cache_lru_drop(daemon, &daemon->cache.executable_lru, device);
+}
+
+void halod_cache_clear(halod_t *daemon) {
+  halod_cache_lru_drop(daemon, &daemon->cache.memo_lru, NULL);
+  halod_cache_lru_drop(daemon, &daemon->cache.executable_lru, NULL);
+}
+
+void halod_cache_initialize(halod_cache_t *cache) {
+  halo_u64_map_initialize(&cache->executables);
+  halo_u64_map_initialize(&cache->memo);
+  cache->loads = NULL;
+  cache->memo_hits = cache->memo_misses = 0;
+  halod_cache_lru_initialize(&cache->executable_lru, halod_executable_evict);
+  halod_cache_lru_initialize(&cache->memo_lru, halod_memo_entry_evict);
+}
+
+void halod_cache_deinitialize(halod_cache_t *cache) {
+  halo_u64_map_deinitialize(&cache->executables);
+  halo_u64_map_deinitialize(&cache->memo);
+}

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The caches' memory of released entries: an executable whose last holder
+// released it, and a prepared REUSABLE recording whose last command buffer
+// went, stay loaded in a least-recently-used list bounded by
+// executable-cache-entries and memo-cache-entries, so that the next client
+// of the trust domain that loads the same code or records the same commands
+// finds them (a process that loads, runs and exits leaves them for the
+// next). Past the bound the least recently used entry is destroyed. An
+// entry found again leaves the list; one released again goes to its front.
+//
+// Entries belong to a device of a trust domain (a domain's worker, or with
+// device-workers=inline the shared device): a worker that is lost takes its
+// entries with it (a fresh worker has none of its state), and a domain
+// whose last session ended stays, with its workers, while the lists hold
+// entries of it (trust-domain uid only: a process domain never comes back).
+//
+// Loop thread only.
+#ifndef HALOD_CACHE_H_
+#define HALOD_CACHE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hal/device.h"
+
+typedef struct halod_t halod_t;
+typedef struct halod_cache_lru_t halod_cache_lru_t;
+
+// Embedded in each cached entry.
+typedef struct halod_cache_link_t {
+  struct halod_cache_link_t *prev;  // towards the most recently used
+  struct halod_cache_link_t *next;  // towards the least recently used
+  halo_hal_device_t *device;        // the entry's device (not held)
+  bool listed;                      // in an LRU list now
+} halod_cache_link_t;
+
+// Destroys the entry around |link| (unlinked already).
+typedef void (*halod_cache_destroy_fn)(halod_t *daemon,
+                                       halod_cache_link_t *link);
+
+struct halod_cache_lru_t {
+  halod_cache_link_t *head;  // most recently used
+  halod_cache_link_t *tail;  // least recently used: evicted first
+  uint32_t count;
+  uint64_t evictions;  // destroyed past the bound
+  halod_cache_destroy_fn destroy;
+};
+
+void halod_cache_lru_initialize(halod_cache_lru_t *lru,
+                                halod_cache_destroy_fn destroy);
+
+// Whether an entry of |device| released now is worth keeping: |bound| is
+// not 0 and |device| is still the worker of a trust domain (or the shared
+// device, inline).
+bool halod_cache_keeps(const halod_t *daemon, halo_hal_device_t *device,
+                       uint32_t bound);
+
+// Puts |link| at the front and destroys the least recently used entries
+// past |bound|; domains left idle without entries then end.
+void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
+                         halod_cache_link_t *link, uint32_t bound);
+
+// Takes |link| out of the list (its entry is used again).
+void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link);
+
+// Whether either list holds an entry of |device|.
+bool halod_cache_holds_device(const halod_t *daemon,
+                              const halo_hal_device_t *device);
+
+// Destroys every listed entry of |device| (its worker is lost or its domain
+// ends), recordings first (they hold executables).
+void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device);
+
+// Destroys every listed entry (halod_stop).
+void halod_cache_clear(halod_t *daemon);
+
+#endif  // HALOD_CACHE_H_

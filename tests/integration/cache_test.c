@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The caches' LRU of released entries (docs/architecture.md "Caches"), on
+// the local driver with device workers: a process that loads an executable,
+// records a REUSABLE command buffer, runs it and exits leaves both for the
+// next process of its trust domain (whose worker stays for them), which
+// sees the hits (halo_executable_cache_hit, halo_command_buffer_memo_hit);
+// executable-cache-entries and memo-cache-entries bound the lists and the
+// least recently used entry goes first; 0 keeps nothing; a recording that
+// names a buffer directly is never kept; a lost worker takes its entries
+// with it. haloctl cache's summary (entries, held, cached, hits, misses,
+// evictions) is checked through the admin socket.
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/admin.h"
+#include "tests/support/halo_test.h"
+
+// The daemon with |extra| arguments and no client of the fixture's own (a
+// trust domain must be able to lose its last session).
+static int setup_with(void **state, const char *const *extra) {
+  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  halo_test_daemon_start_with_args(&fixture->daemon, extra);
+  return 0;
+}
+
+static int setup_default(void **state) {
+  static const char *const extra[] = {NULL};
+  return setup_with(state, extra);
+}
+
+static int setup_small(void **state) {
+  static const char *const extra[] = {"--executable-cache-entries", "2",
+                                      "--memo-cache-entries", "1", NULL};
+  return setup_with(state, extra);
+}
+
+static int setup_none(void **state) {
+  static const char *const extra[] = {"--executable-cache-entries", "0",
+                                      "--memo-cache-entries", "0", NULL};
+  return setup_with(state, extra);
+}
+
+// The test kernels with |extra| trailing bytes: another content hash, the
+// same code.
+static uint8_t *read_kernels(size_t extra, size_t *out_size) {
+  FILE *file = fopen(halo_test_kernels_path(), "rb");
+  assert_non_null(file);
+  fseek(file, 0, SEEK_END);
+  size_t size = (size_t)ftell(file);
+  fseek(file, 0, SEEK_SET);
+  uint8_t *data = calloc(1, size + extra);
+  assert_non_null(data);
+  assert_int_equal(fread(data, 1, size, file), size);
+  fclose(file);
+  for (size_t i = 0; i < extra; ++i) data[size + i] = (uint8_t)(i + 1);
+  *out_size = size + extra;
+  return data;
+}
+
+static halo_executable_t *load(halo_client_t *client, size_t extra) {
+  size_t size;
+  uint8_t *data = read_kernels(extra, &size);
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = data, .size = size};
+  halo_executable_t *executable = NULL;
+  HALO_TEST_ASSERT_OK(halo_executable_create(client, 0, &params, &executable));
+  free(data);
+  return executable;
+}
+
+typedef struct summary_t {
+  Halo__Wire__CacheSummary executable;
+  Halo__Wire__CacheSummary memo;
+} summary_t;
+
+static summary_t cache_summary(const halo_test_daemon_t *daemon) {
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_connect(daemon->admin_address, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_memo_cache(admin, &response));
+  const Halo__Wire__AdminMemoCacheReply *reply = response->admin_memo_cache;
+  assert_non_null(reply->executable);
+  assert_non_null(reply->memo);
+  summary_t summary = {*reply->executable, *reply->memo};
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_admin_close(admin);
+  return summary;
+}
+
+// The admin state ("loaded", "cached") of the executable with |hash|; ""
+// when the daemon does not have it.
+static void executable_state(const halo_test_daemon_t *daemon, const char *hash,
+                             char out[16]) {
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_connect(daemon->admin_address, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_executables(admin, &response));
+  out[0] = '\0';
+  for (size_t i = 0; i < response->admin_executables->n_executables; ++i) {
+    const Halo__Wire__ExecutableInfo *info =
+        response->admin_executables->executables[i];
+    if (strcmp(info->hash, hash) == 0) snprintf(out, 16, "%s", info->state);
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_admin_close(admin);
+}
+
+#define N 64u
+
+// A REUSABLE c = a + b over |n| floats through slots 0..2.
+static halo_command_buffer_t *record(halo_client_t *client,
+                                     halo_executable_t *executable,
+                                     const uint32_t *n) {
+  return halo_test_record_vector_add(client, executable, n);
+}
+
+// Runs |cb| once and checks the sums.
+static void run(halo_client_t *client, halo_command_buffer_t *cb) {
+  uint64_t bytes = N * sizeof(float);
+  halo_buffer_t *a =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+  halo_buffer_t *b =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+  halo_buffer_t *c =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
+  float *pa = halo_buffer_host_pointer(a), *pb = halo_buffer_host_pointer(b);
+  for (uint32_t i = 0; i < N; ++i) {
+    pa[i] = (float)i;
+    pb[i] = 1.0f;
+  }
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t bindings[3] = {{a, 0, bytes}, {b, 0, bytes}, {c, 0, bytes}};
+  halo_semaphore_value_t signal = {done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, &signal, 1));
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(done, 1, HALO_TEST_DEADLINE_MS * HALO_TEST_MS));
+  const float *pc = halo_buffer_host_pointer(c);
+  for (uint32_t i = 0; i < N; ++i) assert_true(pc[i] == (float)i + 1.0f);
+  halo_semaphore_release(done);
+  halo_buffer_release(a);
+  halo_buffer_release(b);
+  halo_buffer_release(c);
+}
+
+// The test's trust domain ("uid:N").
+static const char *domain_name(void) {
+  static char name[32];
+  snprintf(name, sizeof(name), "uid:%u", (unsigned)getuid());
+  return name;
+}
+
+static bool no_sessions(const halo_test_daemon_t *daemon) {
+  return halo_test_admin_session_count(daemon) == 0;
+}
+
+// One process loads, records, runs and exits; the next one hits both
+// caches and its worker is the same process.
+static void test_next_session_hits(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  static const uint32_t n = N;
+  halo_client_t *first = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = load(first, 0);
+  assert_false(halo_executable_cache_hit(executable));
+  char hash[65];
+  snprintf(hash, sizeof(hash), "%s", halo_executable_content_hash(executable));
+  halo_command_buffer_t *cb = record(first, executable, &n);
+  assert_false(halo_command_buffer_memo_hit(cb));
+  run(first, cb);
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain_name());
+  assert_true(worker > 0);
+  halo_command_buffer_release(cb);
+  halo_executable_release(executable);
+  halo_client_close(first);
+  assert_true(
+      HALO_TEST_POLL(no_sessions(&fixture->daemon), HALO_TEST_DEADLINE_MS));
+
+  // Kept: the memo entry holds the executable, so both are cached-or-held.
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.entries, 1);
+  assert_int_equal(summary.memo.cached, 1);
+  assert_int_equal(summary.memo.held, 0);
+  assert_int_equal(summary.executable.entries, 1);
+  assert_int_equal(summary.executable.misses, 1);
+  assert_int_equal(summary.executable.capacity, 64);
+  assert_int_equal(summary.memo.capacity, 256);
+  // The domain's worker stayed for them.
+  assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, domain_name()),
+                   worker);
+
+  halo_client_t *second = halo_test_connect(&fixture->daemon, 0);
+  executable = load(second, 0);
+  assert_true(halo_executable_cache_hit(executable));
+  cb = record(second, executable, &n);
+  assert_true(halo_command_buffer_memo_hit(cb));
+  run(second, cb);
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.held, 1);
+  assert_int_equal(summary.memo.cached, 0);
+  assert_int_equal(summary.memo.hits, 1);
+  assert_int_equal(summary.executable.hits, 1);
+  assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, domain_name()),
+                   worker);
+  halo_command_buffer_release(cb);
+  halo_executable_release(executable);
+  // Released within the session: the memo entry holds the executable
+  // (loaded); dropping the memo entry would make it cached.
+  char state_text[16];
+  executable_state(&fixture->daemon, hash, state_text);
+  assert_string_equal(state_text, "loaded");
+  halo_client_close(second);
+}
+
+// executable-cache-entries 2: three released, the least recently used
+// goes; one found again leaves the list and comes back at its front.
+static void test_executable_bound_and_order(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *e[3];
+  char hashes[3][65];
+  for (int i = 0; i < 3; ++i) {
+    e[i] = load(client, (size_t)i + 1);
+    snprintf(hashes[i], 65, "%s", halo_executable_content_hash(e[i]));
+  }
+  for (int i = 0; i < 3; ++i) halo_executable_release(e[i]);  // 0 first
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.entries, 2);
+  assert_int_equal(summary.executable.cached, 2);
+  assert_int_equal(summary.executable.evictions, 1);
+  char state_text[16];
+  executable_state(&fixture->daemon, hashes[0], state_text);
+  assert_string_equal(state_text, "");  // evicted: least recently used
+  executable_state(&fixture->daemon, hashes[1], state_text);
+  assert_string_equal(state_text, "cached");
+
+  // 1 is found (a hit), 0 loads again (a miss); releasing 1 then 0 puts
+  // them in front of 2, which goes.
+  e[1] = load(client, 2);
+  assert_true(halo_executable_cache_hit(e[1]));
+  executable_state(&fixture->daemon, hashes[1], state_text);
+  assert_string_equal(state_text, "loaded");
+  e[0] = load(client, 1);
+  assert_false(halo_executable_cache_hit(e[0]));
+  halo_executable_release(e[1]);
+  halo_executable_release(e[0]);
+  executable_state(&fixture->daemon, hashes[2], state_text);
+  assert_string_equal(state_text, "");
+  executable_state(&fixture->daemon, hashes[0], state_text);
+  assert_string_equal(state_text, "cached");
+  executable_state(&fixture->daemon, hashes[1], state_text);
+  assert_string_equal(state_text, "cached");
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.evictions, 2);
+  assert_int_equal(summary.executable.cached, 2);
+  halo_client_close(client);
+}
+
+// memo-cache-entries 1: of two released recordings the older goes.
+static void test_memo_bound(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = load(client, 0);
+  static const uint32_t n1 = 64, n2 = 128;
+  halo_command_buffer_t *r1 = record(client, executable, &n1);
+  halo_command_buffer_t *r2 = record(client, executable, &n2);
+  halo_command_buffer_release(r1);
+  halo_command_buffer_release(r2);
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.entries, 1);
+  assert_int_equal(summary.memo.evictions, 1);
+  r2 = record(client, executable, &n2);
+  assert_true(halo_command_buffer_memo_hit(r2));
+  r1 = record(client, executable, &n1);
+  assert_false(halo_command_buffer_memo_hit(r1));
+  halo_command_buffer_release(r1);
+  halo_command_buffer_release(r2);
+
+  // A recording that names a buffer directly is not kept: no later
+  // recording could name that buffer.
+  halo_buffer_t *buffer =
+      halo_test_create_buffer(client, HALO_MEMORY_DEVICE, 64, 0);
+  halo_command_buffer_t *direct =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  uint32_t zero = 0;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      direct, halo_buffer_ref(buffer, 0, 64), &zero, sizeof(zero)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(direct));
+  uint64_t evictions = cache_summary(&fixture->daemon).memo.evictions;
+  halo_command_buffer_release(direct);
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.entries, 1);  // r1's, cached
+  assert_int_equal(summary.memo.cached, 1);
+  assert_int_equal(summary.memo.evictions, evictions);
+  halo_buffer_release(buffer);
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
+// Both settings 0: nothing outlives its last holder.
+static void test_zero_keeps_nothing(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = load(client, 0);
+  halo_executable_release(executable);
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.entries, 0);
+  executable = load(client, 0);
+  assert_false(halo_executable_cache_hit(executable));
+  static const uint32_t n = N;
+  halo_command_buffer_t *cb = record(client, executable, &n);
+  halo_command_buffer_release(cb);
+  cb = record(client, executable, &n);
+  assert_false(halo_command_buffer_memo_hit(cb));
+  halo_command_buffer_release(cb);
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
+// A worker lost while its domain idles takes the cached entries (a fresh
+// worker has none of its state) and the domain ends.
+static void test_lost_worker_drops_its_entries(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = load(client, 0);
+  halo_executable_release(executable);
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain_name());
+  assert_true(worker > 0);
+  halo_client_close(client);
+  assert_true(
+      HALO_TEST_POLL(no_sessions(&fixture->daemon), HALO_TEST_DEADLINE_MS));
+  assert_int_equal(cache_summary(&fixture->daemon).executable.cached, 1);
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  assert_true(
+      HALO_TEST_POLL(cache_summary(&fixture->daemon).executable.entries == 0,
+                     HALO_TEST_DEADLINE_MS));
+  assert_true(HALO_TEST_POLL(
+      halo_test_admin_worker_pid(&fixture->daemon, domain_name()) == 0,
+      HALO_TEST_DEADLINE_MS));
+  client = halo_test_connect(&fixture->daemon, 0);
+  executable = load(client, 0);
+  assert_false(halo_executable_cache_hit(executable));
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
+int main(void) {
+  halo_test_require_driver();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_next_session_hits, setup_default,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_executable_bound_and_order,
+                                      setup_small, halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_memo_bound, setup_small,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_zero_keeps_nothing, setup_none,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_lost_worker_drops_its_entries,
+                                      setup_default,
+                                      halo_test_fixture_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
