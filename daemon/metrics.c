@@ -349,7 +349,8 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "Device faults charged to client processes (fault-budget).",
                     (double)daemon->stats.client_faults);
   halod_text_sample(&text, "halo_trust_domains", "gauge",
-                    "Trust domains with sessions.",
+                    "Trust domains: with sessions, or kept for the cached "
+                    "entries of their workers.",
                     (double)daemon->sessions.domains.count);
   halod_text_sample(&text, "halo_semaphores", "gauge", "Live semaphores.",
                     (double)daemon->shared.semaphores.count);
@@ -362,6 +363,19 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_sample(&text, "halo_executable_cache_misses_total", "counter",
                     "Executable loads that went to the driver.",
                     (double)daemon->stats.executable_misses);
+  halod_text_sample(&text, "halo_executable_cache_cached", "gauge",
+                    "Executables kept after their last release (LRU).",
+                    (double)daemon->cache.executable_lru.count);
+  halod_text_sample(&text, "halo_executable_cache_evictions_total", "counter",
+                    "Released executables evicted past "
+                    "executable-cache-entries.",
+                    (double)daemon->cache.executable_lru.evictions);
+  halod_text_sample(&text, "halo_memo_cache_cached", "gauge",
+                    "Recordings kept after their last release (LRU).",
+                    (double)daemon->cache.memo_lru.count);
+  halod_text_sample(&text, "halo_memo_cache_evictions_total", "counter",
+                    "Released recordings evicted past memo-cache-entries.",
+                    (double)daemon->cache.memo_lru.evictions);
   halod_text_sample(&text, "halo_memo_cache_entries", "gauge",
                     "Memoized recordings.", (double)daemon->cache.memo.count);
   halod_text_sample(&text, "halo_memo_cache_hits_total", "counter",
