@@ -65,12 +65,12 @@ typedef struct halo_local_kernel_params_t {
 #else
 #define HALO_LOCAL_PARAMS_LINKAGE
 #endif
-#define HALO_LOCAL_KERNEL_PARAMS(name, ...)                       \
+#define HALO_LOCAL_KERNEL_PARAMS(name, ...)                        \
   HALO_LOCAL_PARAMS_LINKAGE __attribute__((visibility("default"))) \
-  const halo_local_kernel_params_t halo_local_params_##name = {   \
-      sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t), \
+  const halo_local_kernel_params_t halo_local_params_##name = {    \
+      sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t),  \
       {__VA_ARGS__}}
-#define HALO_LOCAL_KERNEL_NO_PARAMS(name) \
+#define HALO_LOCAL_KERNEL_NO_PARAMS(name)                          \
   HALO_LOCAL_PARAMS_LINKAGE __attribute__((visibility("default"))) \
   const halo_local_kernel_params_t halo_local_params_##name = {0, {0}}
 
