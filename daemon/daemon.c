@@ -25,6 +25,7 @@
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
+#include "daemon/trust_domain.h"
 #include "daemon/workers.h"
 
 uint64_t halod_next_id(halod_t *daemon) {

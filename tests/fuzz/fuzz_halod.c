@@ -330,8 +330,12 @@ void halo_fuzz_session_close(halod_session_t *session) {
       {"semaphore pages", daemon->shared.pages.count, 0},
       {"arenas", daemon->shared.arenas.count, 0},
       {"exports", daemon->shared.exports.count, 0},
-      {"memo entries", daemon->cache.memo.count, 0},
-      {"executables", daemon->cache.executables.count, 1},
+      // Released recordings and executables may stay in the caches' LRU
+      // lists (daemon/cache.h); what no list holds must be gone.
+      {"memo entries not cached", daemon->cache.memo.count,
+       daemon->cache.memo_lru.count},
+      {"executables not cached", daemon->cache.executables.count,
+       1 + daemon->cache.executable_lru.count},
   };
   for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); ++i) {
     if (left[i].count != left[i].expected) {
