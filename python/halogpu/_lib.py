@@ -5,10 +5,13 @@
 The library is found in this order:
 
 1. ``$HALO_LIBRARY`` (a path to ``libhalo.so``), if set;
-2. the installed library: ``libhalo.so.1`` through the dynamic linker's
-   search path (``ldconfig``, ``LD_LIBRARY_PATH``), then
-   ``/usr/local/lib`` and ``/usr/lib`` (with and without the multiarch
-   folder) as ``cmake --install`` places it;
+2. the installed library: ``libhalo.so.1`` (the SONAME) through the
+   dynamic linker's search path (``LD_LIBRARY_PATH``, the ``ldconfig``
+   cache: the Debian package libhalo1 puts it in
+   ``/usr/lib/<multiarch>``), then what ``ctypes.util.find_library`` finds,
+   then ``/usr/local/lib`` and ``/usr/lib`` (with and without the multiarch
+   folder) as ``cmake --install`` places it, for a library installed
+   without running ``ldconfig``;
 3. the build tree: ``build/lib/libhalo.so`` in any folder above this package
    (a source checkout, or a virtual environment created inside one).
 
@@ -337,7 +340,8 @@ def load() -> Any:
         details = "".join(f"\n  {line}" for line in tried)
         raise LibraryError(
             "libhalo not found: set HALO_LIBRARY to the path of libhalo.so, "
-            "install it (cmake --install), or build it (scripts/build)"
+            "install it (the Debian package libhalo1, or cmake --install "
+            "and ldconfig), or build it (scripts/build)"
             + details)
 
 
