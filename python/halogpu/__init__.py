@@ -21,7 +21,8 @@ numpy is optional: without it buffers work on bytes and memoryviews.
 See python/README.md for lifetimes, thread safety and errors.
 """
 
-from ._lib import ABI_VERSION, LibraryError, WHOLE_BUFFER
+from ._lib import (ABI_VERSION, DISPATCH_ALIGNMENT, LibraryError,
+                   WHOLE_BUFFER)
 from .buffer import Buffer, BufferRef, MemoryType, SlotRef, slot
 from .client import Client, Device, connect
 from .command_buffer import BINDING_TABLE, CommandBuffer, Constant, constant
@@ -33,7 +34,7 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError,
                      ResourceExhaustedError, SessionLostError, StatusCode,
                      UnauthenticatedError, UnavailableError,
                      UnimplementedError, UnknownError, error_class)
-from .executable import Executable, ExecutableFormat
+from .executable import Executable, ExecutableFormat, Parameter
 from .queue import Queue
 from .semaphore import Semaphore, wait_all, wait_any
 
@@ -58,13 +59,14 @@ def library_version() -> str:
 
 
 __all__ = [
-    "ABI_VERSION", "BINDING_TABLE", "SEMAPHORE_MAX_VALUE", "WHOLE_BUFFER",
+    "ABI_VERSION", "BINDING_TABLE", "DISPATCH_ALIGNMENT",
+    "SEMAPHORE_MAX_VALUE", "WHOLE_BUFFER",
     "AbortedError", "AlreadyExistsError", "Buffer", "BufferRef",
     "CancelledError", "Client", "ClosedError", "CommandBuffer", "Constant",
     "DataLossError", "DeadlineExceededError", "Device", "DeviceLostError",
     "Executable", "ExecutableFormat", "FailedPreconditionError",
     "HaloError", "InternalError", "InvalidArgumentError", "LibraryError",
-    "MemoryType", "NotFoundError", "OutOfRangeError",
+    "MemoryType", "NotFoundError", "OutOfRangeError", "Parameter",
     "PermissionDeniedError", "Queue", "ResourceExhaustedError", "Semaphore",
     "SessionLostError", "SlotRef", "StatusCode", "UnauthenticatedError",
     "UnavailableError", "UnimplementedError", "UnknownError", "connect",

@@ -42,6 +42,8 @@ WHOLE_BUFFER = 2**64 - 1
 OBJECT_FLAG_EXPORTABLE = 1
 COMMAND_BUFFER_ONE_SHOT = 1
 COMMAND_BUFFER_REUSABLE = 2
+COMMAND_BUFFER_UNALIGNED_BINDINGS = 4
+DISPATCH_ALIGNMENT = 16
 MAX_COMMANDS = 65536
 MAX_BINDINGS = 4096
 MAX_DISPATCH_ARGS = 64
@@ -96,6 +98,10 @@ class ExecutableParams(ctypes.Structure):
         ("options", ctypes.POINTER(ctypes.c_char_p)),
         ("option_count", ctypes.c_size_t),
     ]
+
+
+class Parameter(ctypes.Structure):
+    _fields_ = [("offset", ctypes.c_uint32), ("size", ctypes.c_uint32)]
 
 
 class BufferRef(ctypes.Structure):
@@ -205,9 +211,9 @@ _PROTOTYPES = {
     "halo_executable_release": (None, [_P]),
     "halo_executable_content_hash": (ctypes.c_char_p, [_P]),
     "halo_executable_cache_hit": (ctypes.c_int, [_P]),
-    # out_parameters: halo_parameter_t[capacity] ({uint32 offset, size}).
     "halo_executable_parameters": (
-        c_status, [_P, ctypes.c_char_p, _P, _size, ctypes.POINTER(_size)]),
+        c_status, [_P, ctypes.c_char_p, ctypes.POINTER(Parameter), _size,
+                   ctypes.POINTER(_size)]),
     "halo_command_buffer_begin": (c_status, [_P, _u32, _u32, _u32, _PP]),
     "halo_command_buffer_fill": (c_status, [_P, BufferRef, _P, _size]),
     "halo_command_buffer_copy": (c_status, [_P, BufferRef, BufferRef]),

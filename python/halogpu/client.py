@@ -406,15 +406,30 @@ class Client:
     # ---------------------------------------------------------- commands
 
     def record(self, bindings: int = 0, *, device: int = 0,
-               one_shot: bool = False) -> CommandBuffer:
+               one_shot: bool = False,
+               unaligned_bindings: bool = False) -> CommandBuffer:
         """Begins a CommandBuffer on |device| with a binding table of
         |bindings| slots (0 .. 4096). |one_shot|: executed at most once
         (else reusable). Use it as ``with client.record(bindings=4) as cb:``
-        (end() at the end of the block) or call end() yourself."""
+        (end() at the end of the block) or call end() yourself.
+
+        Every buffer address a dispatch passes to a kernel must be a
+        multiple of 16 bytes (halogpu.DISPATCH_ALIGNMENT): compilers emit
+        vectorized loads that fault the GPU on a lesser address. A direct
+        reference's offset is checked by end(), a slot's bound address
+        (buffer offset plus binding offset) by execute() (for a dispatch
+        taking BINDING_TABLE, every bound slot), each an
+        InvalidArgumentError naming the argument or the binding and its
+        slot. |unaligned_bindings|: no such check, for kernels that take
+        their arguments at any address (the flag is part of the daemon's
+        memo key). Fill, copy and update need only their own element
+        alignment either way."""
         bindings = check_int(bindings, "bindings", 0, _lib.MAX_BINDINGS)
         device = check_int(device, "device", 0, 2**32 - 1)
         flags = _lib.COMMAND_BUFFER_ONE_SHOT if one_shot else \
             _lib.COMMAND_BUFFER_REUSABLE
+        if unaligned_bindings:
+            flags |= _lib.COMMAND_BUFFER_UNALIGNED_BINDINGS
         lib = self._session.lib
         pointer = ctypes.c_void_p()
         with self._call():

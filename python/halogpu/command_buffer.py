@@ -192,7 +192,14 @@ class CommandBuffer(HaloObject):
 
     @property
     def one_shot(self) -> bool:
-        return self._flags == _lib.COMMAND_BUFFER_ONE_SHOT
+        return bool(self._flags & _lib.COMMAND_BUFFER_ONE_SHOT)
+
+    @property
+    def unaligned_bindings(self) -> bool:
+        """True if kernel buffer arguments need not be 16-byte aligned.
+
+        Set by Client.record(unaligned_bindings=True)."""
+        return bool(self._flags & _lib.COMMAND_BUFFER_UNALIGNED_BINDINGS)
 
     @property
     def ended(self) -> bool:

@@ -6,10 +6,12 @@ shared objects for the CPU driver)."""
 import ctypes
 import enum
 import os
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, List, NamedTuple, Optional,
+                    Sequence, Tuple, Union)
 
 from . import _core, _lib
 from ._object import HaloObject
+from .errors import OutOfRangeError, check
 
 if TYPE_CHECKING:
     from .client import Client
@@ -124,6 +126,15 @@ def options_array(options: Optional[Sequence[str]]
     return array, len(encoded), (array, encoded)
 
 
+class Parameter(NamedTuple):
+    """One parameter of a kernel entry point (halo_parameter_t): where it
+    lies in the kernel's parameter block and how many bytes it has (a
+    pointer, a BINDING_TABLE: 8)."""
+
+    offset: int
+    size: int
+
+
 class Executable(HaloObject):
     """Code loaded on one device (Client.load_executable and friends).
 
@@ -136,11 +147,12 @@ class Executable(HaloObject):
 
     def __init__(self, client: "Client", handle: _core.Handle,
                  ident: Optional[int], device: int, fmt: "ExecutableFormat",
-                 content_hash: str) -> None:
+                 content_hash: str, cache_hit: bool) -> None:
         super().__init__(client, handle, ident)
         self._device = device
         self._format = fmt
         self._content_hash = content_hash
+        self._cache_hit = cache_hit
 
     @property
     def device(self) -> int:
@@ -155,14 +167,58 @@ class Executable(HaloObject):
         """The daemon's content hash (64 hex digits)."""
         return self._content_hash
 
+    @property
+    def cache_hit(self) -> bool:
+        """True if the daemon had this code already: nothing was compiled.
+
+        It had it loaded for another handle or client of the same trust
+        domain, or kept it in its executable cache after the last holder
+        released it."""
+        return self._cache_hit
+
+    def parameters(self, entry: str) -> List[Parameter]:
+        """The parameters of entry point |entry| in order, as the driver
+        knows them (CUDA: after the compiler's specialization, hidden
+        parameters included; the CPU driver: the kernel's
+        HALO_LOCAL_KERNEL_PARAMS declaration). Asks the daemon.
+
+        NotFoundError if the executable has no entry |entry|;
+        UnimplementedError if the driver cannot tell (a CPU-driver kernel
+        without a declaration, a CUBIN without parameter information);
+        OutOfRangeError for an entry of more than 64 parameters (more than
+        a dispatch can pass)."""
+        if not isinstance(entry, str):
+            raise TypeError(f"entry must be a str, not {type(entry).__name__}")
+        if not entry or "\0" in entry:
+            raise ValueError(
+                f"entry {entry!r} is not an entry point name (empty or with "
+                "a NUL character)")
+        lib = _lib.load()
+        capacity = _lib.MAX_DISPATCH_ARGS
+        array = (_lib.Parameter * capacity)()
+        count = ctypes.c_size_t()
+        with self._call():
+            status = lib.halo_executable_parameters(
+                self._handle.pointer, entry.encode(), array, capacity,
+                ctypes.byref(count))
+        check(lib, status)
+        if count.value > capacity:
+            raise OutOfRangeError(
+                f"entry {entry!r} has {count.value} parameters; halo lists "
+                f"at most {capacity} (the most a dispatch can pass)")
+        return [Parameter(array[i].offset, array[i].size)
+                for i in range(count.value)]
+
 
 def make_executable(client: "Client", session: _core.Session, pointer: Optional[int],
                     device: int, fmt: "ExecutableFormat",
                     ident: Optional[int]) -> "Executable":
     lib = _lib.load()
     content_hash = lib.halo_executable_content_hash(pointer).decode()
+    cache_hit = bool(lib.halo_executable_cache_hit(pointer))
     label = f"executable {content_hash[:12]}" if ident is None else \
         f"executable 0x{ident:x}"
     handle = _core.Handle(session, pointer, lib.halo_executable_release,
                           "executable", label)
-    return Executable(client, handle, ident, device, fmt, content_hash)
+    return Executable(client, handle, ident, device, fmt, content_hash,
+                      cache_hit)

@@ -2,12 +2,16 @@
 // Copyright 2026 The halo Authors
 // CPU-driver kernels of the Python tests (compiled by conftest.py with
 // cc -shared -fPIC -O2 -I include). Each entry runs once per
-// workgroup, possibly on several threads at once.
+// workgroup, possibly on several threads at once. Each declares its
+// parameters (HALO_LOCAL_KERNEL_PARAMS, as CUDA knows kernels.cu's), so
+// dispatches are checked at record time and Executable.parameters()
+// answers; crash declares none (parameters() is UNIMPLEMENTED for it).
 #include <stdint.h>
 
 #include "halo/local_kernel.h"
 
 // c[i] = a[i] + b[i] for i < n; args: a, b, c (BUFFER), n (uint32).
+HALO_LOCAL_KERNEL_PARAMS(add, 8, 8, 8, 4);
 HALO_LOCAL_KERNEL(add) {
   const float *a = HALO_ARG(state, 0, const float *);
   const float *b = HALO_ARG(state, 1, const float *);
@@ -21,6 +25,7 @@ HALO_LOCAL_KERNEL(add) {
 
 // c[i] = a[i] + (b ? b[i] : 1) for i < n: b may be a null pointer (None in
 // Python); args: a, b, c (BUFFER), n (uint32).
+HALO_LOCAL_KERNEL_PARAMS(add_optional, 8, 8, 8, 4);
 HALO_LOCAL_KERNEL(add_optional) {
   const float *a = HALO_ARG(state, 0, const float *);
   const float *b = HALO_ARG(state, 1, const float *);
@@ -34,6 +39,7 @@ HALO_LOCAL_KERNEL(add_optional) {
 
 // y[i] = a * x[i] + y[i] for i < n; args: a (float), x, y (BUFFER),
 // n (uint64).
+HALO_LOCAL_KERNEL_PARAMS(saxpy, 4, 8, 8, 8);
 HALO_LOCAL_KERNEL(saxpy) {
   float a = HALO_ARG(state, 0, float);
   const float *x = HALO_ARG(state, 1, const float *);
@@ -47,6 +53,7 @@ HALO_LOCAL_KERNEL(saxpy) {
 
 // Through the binding table: table[0..2] are a, b, c; args: BINDING_TABLE,
 // n (uint32).
+HALO_LOCAL_KERNEL_PARAMS(add_table, 8, 4);
 HALO_LOCAL_KERNEL(add_table) {
   const uint64_t *table = HALO_ARG(state, 0, const uint64_t *);
   uint32_t n = HALO_ARG(state, 1, uint32_t);
@@ -61,6 +68,7 @@ HALO_LOCAL_KERNEL(add_table) {
 
 // out[3 * l + d] = workgroup_count[d] for the workgroup l (x fastest);
 // args: out (BUFFER of uint32).
+HALO_LOCAL_KERNEL_PARAMS(counts, 8);
 HALO_LOCAL_KERNEL(counts) {
   uint32_t *out = HALO_ARG(state, 0, uint32_t *);
   uint32_t l = state->workgroup_id[0] +

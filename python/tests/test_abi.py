@@ -29,6 +29,7 @@ STRUCTS = {
     "halo_executable_params_t": (_lib.ExecutableParams,
                                  ["format", "data", "size", "options",
                                   "option_count"]),
+    "halo_parameter_t": (_lib.Parameter, ["offset", "size"]),
     "halo_buffer_ref_t": (_lib.BufferRef,
                           ["buffer", "slot", "offset", "length"]),
     "halo_dispatch_arg_t": (_lib.DispatchArg, ["kind", "ref", "data",
@@ -45,6 +46,9 @@ CONSTANTS = {
     "HALO_OBJECT_FLAG_EXPORTABLE": _lib.OBJECT_FLAG_EXPORTABLE,
     "HALO_COMMAND_BUFFER_ONE_SHOT": _lib.COMMAND_BUFFER_ONE_SHOT,
     "HALO_COMMAND_BUFFER_REUSABLE": _lib.COMMAND_BUFFER_REUSABLE,
+    "HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS":
+        _lib.COMMAND_BUFFER_UNALIGNED_BINDINGS,
+    "HALO_DISPATCH_ALIGNMENT": _lib.DISPATCH_ALIGNMENT,
     "HALO_MAX_COMMANDS": _lib.MAX_COMMANDS,
     "HALO_MAX_BINDINGS": _lib.MAX_BINDINGS,
     "HALO_MAX_DISPATCH_ARGS": _lib.MAX_DISPATCH_ARGS,
