@@ -26,14 +26,20 @@ Each launch ``kernel[grid](*args, **kwargs)``:
    memory (per function and specialization) and on disk by Triton's cache
    (``~/.triton/cache``, ``TRITON_CACHE_DIR``);
 3. loads the CUBIN (or PTX) through ``Client.load_executable`` (halod's
-   own caches make a second process's load cheap);
+   own caches make a second process's load cheap) and checks the parameter
+   sizes read from the PTX against the driver's own list
+   (``Executable.parameters``; skipped where the driver cannot tell);
 4. records the dispatch into a command buffer with the buffers as binding
    slots, scalars as constants and the parameters Triton appends (the
    global and profile scratch pointers: found by comparing the PTX entry's
    parameters with the visible ones) as null pointers, or as a scratch
    buffer where the kernel needs global scratch memory. The recording is
    memoized per grid, block, shared memory and scalar values: a repeated
-   launch replays it with a new binding table;
+   launch replays it with a new binding table. A specialization with a
+   pointer at an offset that is not a multiple of 16 (compiled without
+   ``tt.divisibility``, so without vectorized accesses through it) is
+   recorded with ``unaligned_bindings=True``, which halod's 16-byte rule
+   for kernel arguments would otherwise refuse;
 5. executes it on the kernel's queue (or ``queue=``) after ``wait=`` and
    returns a Launch, whose ``wait()`` / ``await wait_async()`` waits for
    the kernel.
@@ -54,7 +60,8 @@ from ._object import check_int
 from .buffer import Buffer, BufferRef, slot
 from .client import Client
 from .command_buffer import CommandBuffer
-from .executable import Executable
+from .errors import UnimplementedError
+from .executable import Executable, Parameter
 from .queue import Queue
 from .semaphore import Semaphore
 
@@ -130,6 +137,20 @@ def ptx_parameters(ptx: str, entry: Optional[str] = None) -> List[int]:
     raise ValueError(f"no .entry {entry or ''} in the PTX")
 
 
+def check_parameters(compiled: "Compiled",
+                     parameters: Sequence[Parameter]) -> None:
+    """Raises RuntimeError unless the driver's |parameters| of the entry
+    (Executable.parameters) have the byte sizes read from the PTX
+    (|compiled|.parameters), which the argument mapping relies on."""
+    sizes = [parameter.size for parameter in parameters]
+    if sizes != compiled.parameters:
+        raise RuntimeError(
+            f"{compiled.name}: the driver lists {len(sizes)} parameters of "
+            f"{sizes} bytes, the PTX entry {len(compiled.parameters)} of "
+            f"{compiled.parameters} bytes: the arguments would not match "
+            "the kernel's parameters")
+
+
 @dataclass
 class Compiled:
     """One compiled specialization of a Triton function."""
@@ -159,6 +180,9 @@ class Plan:
     bindings: List[BufferRef]  # slot i of the binding table
     hidden: int  # parameters Triton appended
     scratch: int  # bytes of global scratch memory (0: none)
+    # A pointer at an offset that is not a multiple of 16: recorded with
+    # unaligned_bindings (halod refuses such addresses otherwise).
+    unaligned: bool = False
 
 
 class Launch:
@@ -399,11 +423,12 @@ class Kernel:
                 dispatch.append("scratch")
             else:
                 dispatch.append(None)  # a null pointer
+        unaligned = any(ref.offset % 16 for ref in bindings)
         return Plan(compiled=compiled, signature=signature,
                     constexprs=constexprs, grid=grid3,
                     block=(32 * compiled.num_warps, 1, 1),
                     args=dispatch, bindings=bindings, hidden=hidden,
-                    scratch=scratch)
+                    scratch=scratch, unaligned=unaligned)
 
     # ---------------------------------------------------------- launches
 
@@ -416,6 +441,16 @@ class Kernel:
                                                device=self.device)
             else:
                 found = self.client.load_ptx(compiled.ptx, device=self.device)
+            try:
+                parameters = found.parameters(compiled.name)
+            except UnimplementedError:
+                parameters = None  # the driver cannot tell: the PTX's list
+            if parameters is not None:
+                try:
+                    check_parameters(compiled, parameters)
+                except RuntimeError:
+                    found.release()
+                    raise
             self._executables[key] = found
         return found
 
@@ -423,6 +458,7 @@ class Kernel:
                                              Optional[bool]]:
         compiled = plan.compiled
         key = (compiled.metadata.hash, plan.grid, len(plan.bindings),
+               plan.unaligned,
                tuple(a if isinstance(a, (bytes, str)) or a is None
                      else ("slot", a.slot) for a in plan.args))
         found = self._recordings.get(key)
@@ -440,7 +476,9 @@ class Kernel:
             else:
                 args.append(arg)  # a slot, a scalar's bytes or None
         with self.client.record(bindings=len(plan.bindings),
-                                device=self.device) as command_buffer:
+                                device=self.device,
+                                unaligned_bindings=plan.unaligned
+                                ) as command_buffer:
             command_buffer.dispatch(executable, compiled.name,
                                     grid=plan.grid, block=plan.block,
                                     args=args,
@@ -488,5 +526,5 @@ def kernel(client: Client, fn: Any, *, device: int = 0,
                   queue=queue)
 
 
-__all__ = ["Compiled", "Kernel", "Launch", "Plan", "compile", "kernel",
-           "ptx_parameters", "triton_type"]
+__all__ = ["Compiled", "Kernel", "Launch", "Plan", "check_parameters",
+           "compile", "kernel", "ptx_parameters", "triton_type"]

@@ -4,8 +4,8 @@
 step; not a pytest module: the CPU driver cannot run PTX).
 
 Runs Triton's tutorial masked vector add (from the CUBIN and from the
-PTX), a row softmax and a small fp16 matmul (tl.dot, shared memory) on
-device 0 of a halod started with --driver cuda, compares each with numpy
+PTX, and at offsets that are not 16-byte aligned), a row softmax and a
+small fp16 matmul (tl.dot, shared memory) on device 0 of a halod started with --driver cuda, compares each with numpy
 and prints one "PASS name" or "FAIL name: why" line per check; exits 1 if
 any failed.
 
@@ -103,6 +103,37 @@ def vector_add(client, binary):
     return f"{(time.perf_counter() - started) * 1e4:.1f} us per launch"
 
 
+def vector_add_unaligned(client):
+    """Pointers 4 bytes past 16-byte boundaries: compiled without
+    tt.divisibility, recorded with unaligned_bindings (halod refuses such
+    kernel arguments otherwise), and the driver's parameter list agreed
+    with the PTX's when the kernel was loaded."""
+    n = 4099
+    rng = np.random.default_rng(3)
+    x = client.from_numpy(rng.random(n + 1, dtype=np.float32))
+    y = client.from_numpy(rng.random(n + 1, dtype=np.float32))
+    out = client.from_numpy(np.zeros(n + 1, np.float32))
+    add = halogpu.triton.kernel(client, add_kernel)
+    plan = add.prepare(x.ref(4), y.ref(4), out.ref(4), n, BLOCK_SIZE=1024,
+                       grid=(triton.cdiv(n, 1024),))
+    if not plan.unaligned:
+        raise AssertionError("the plan of offset-4 pointers is not unaligned")
+    add[(triton.cdiv(n, 1024),)](x.ref(4), y.ref(4), out.ref(4), n,
+                                 BLOCK_SIZE=1024).wait(30)
+    got = out.numpy(np.float32)
+    expected = x.numpy(np.float32)[1:] + y.numpy(np.float32)[1:]
+    if got[0] != 0 or not np.array_equal(got[1:], expected):
+        raise AssertionError("out[1:] != x[1:] + y[1:]")
+    executable = add._executable(plan.compiled)
+    try:
+        checked = f"{len(executable.parameters(plan.compiled.name))} " \
+            "parameters checked"
+    except halogpu.UnimplementedError:
+        checked = "parameters unknown to the driver"
+    return (f"{n} elements at offset 4, {checked}, cache hit "
+            f"{executable.cache_hit}")
+
+
 def softmax(client):
     rows, cols = 333, 781
     data = np.random.default_rng(1).standard_normal(
@@ -156,6 +187,8 @@ def main():
                                                                    "cubin")),
                   ("triton vector add (ptx)", lambda: vector_add(client,
                                                                  "ptx")),
+                  ("triton vector add (unaligned)",
+                   lambda: vector_add_unaligned(client)),
                   ("triton softmax", lambda: softmax(client)),
                   ("triton matmul", lambda: matmul(client))]
         for name, check in checks:

@@ -145,3 +145,43 @@ def test_gpu_check_kernels_compile_and_map(client):
     assert plan.grid == (1, 1, 1) and plan.hidden == 2
     assert plan.signature["a_ptr"] == "*fp16"
     assert len(plan.args) == 12 + 2
+    add = halotriton.kernel(client, check.add_kernel, arch=90)
+    plan = add.prepare(x.ref(4), x.ref(4), x.ref(4), 1019, BLOCK_SIZE=1024,
+                       grid=(1,))
+    assert plan.unaligned and [ref.offset for ref in plan.bindings] == [4] * 3
+
+
+def test_parameters_cross_check():
+    """After loading, the driver's parameter list (Executable.parameters)
+    must have the sizes read from the PTX: check_parameters refuses a
+    mismatch clearly."""
+    compiled = halotriton.compile(
+        add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                     "n_elements": "i32", "BLOCK_SIZE": "constexpr"},
+        {"BLOCK_SIZE": 1024}, {}, 90)
+    # As CUDA lays them out: offsets aligned to the sizes.
+    driver = [halogpu.Parameter(o, s) for o, s in
+              [(0, 8), (8, 8), (16, 8), (24, 4), (32, 8), (40, 8)]]
+    halotriton.check_parameters(compiled, driver)
+    with pytest.raises(RuntimeError,
+                       match=r"add_kernel: the driver lists 5 parameters "
+                       r"of \[8, 8, 8, 4, 8\] bytes, the PTX entry 6"):
+        halotriton.check_parameters(compiled, driver[:5])
+    wider = driver[:3] + [halogpu.Parameter(24, 8)] + driver[4:]
+    with pytest.raises(RuntimeError, match="would not match"):
+        halotriton.check_parameters(compiled, wider)
+
+
+def test_unaligned_pointer_records_unaligned_bindings(client):
+    """A pointer at an offset that is not a multiple of 16 is compiled
+    without tt.divisibility and recorded with unaligned_bindings (halod
+    refuses such kernel arguments otherwise); aligned ones are not."""
+    x = client.empty(1024, np.float32)
+    add = halotriton.kernel(client, add_kernel, arch=90)
+    aligned = add.prepare(x, x.ref(64), x, 16, BLOCK_SIZE=16, grid=(1,))
+    assert aligned.unaligned is False
+    shifted = add.prepare(x, x.ref(4), x, 16, BLOCK_SIZE=16, grid=(1,))
+    assert shifted.unaligned is True
+    assert shifted.bindings[1].offset == 4
+    # Another specialization: y_ptr without divisibility.
+    assert shifted.compiled.metadata.hash != aligned.compiled.metadata.hash
