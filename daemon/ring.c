@@ -19,7 +19,6 @@
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/ring.h"
-#include "common/spin_window.h"
 #include "common/status.h"
 #include "daemon/buffer.h"
 #include "daemon/operation.h"
@@ -45,8 +44,7 @@ struct halod_ring_t {
   bool broken;
   bool active;  // on the drain list
   int64_t last_work_ns;
-  halo_spin_window_t window;  // how long it is drained after last_work_ns
-  halod_ring_t *next;         // drain list
+  halod_ring_t *next;  // drain list
   halod_ring_t *prev;
   uint64_t records_done;
   uint64_t records_rejected;
@@ -571,10 +569,6 @@ static bool halod_ring_try_sleep(halod_ring_t *ring) {
 
 static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
   halod_rings_t *rings = ring->daemon->work.rings;
-  // Polled for ring-poll-us after the last record, longer while records
-  // come less often than that (common/spin_window.h).
-  halo_spin_window_set_base(&ring->window,
-                            (int64_t)ring->daemon->config.ring_poll_us * 1000);
   halod_ring_step_t step = HALOD_RING_EMPTY;
   int done = 0;
   while (done < HALOD_RING_BUDGET) {
@@ -582,12 +576,9 @@ static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
     if (step != HALOD_RING_PROGRESS) break;
     ++done;
   }
-  if (done) {
-    ring->last_work_ns = now_ns;
-    halo_spin_window_note(&ring->window, now_ns);
-  }
+  if (done) ring->last_work_ns = now_ns;
   if (step != HALOD_RING_EMPTY || !ring->active) return;
-  int64_t window = halo_spin_window_ns(&ring->window);
+  int64_t window = (int64_t)ring->daemon->config.ring_poll_us * 1000;
   if (now_ns - ring->last_work_ns >= window && halod_ring_try_sleep(ring)) {
     halod_ring_unlink(ring, &rings->active);
     ring->active = false;

@@ -31,7 +31,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "common/spin_window.h"
 #include "hal/cuda/cuda_symbols.h"
 #include "hal/device.h"
 
@@ -55,10 +54,8 @@ typedef struct halo_hal_cuda_thread_t {
   bool started;
   // With the queue empty the thread spins this long (checking |posted|)
   // before it sleeps on |cond|: under load a post then costs no futex wake
-  // on either side. 0: sleep at once (the reaper). Up to 4x longer while
-  // tasks come less often than that (common/spin_window.h); thread only.
+  // on either side. 0: sleep at once (the reaper).
   int64_t spin_ns;
-  halo_spin_window_t window;
   _Atomic uint64_t posted;  // tasks posted so far
   bool sleeping;            // waiting on |cond| (under |mutex|)
   const halo_hal_cuda_symbols_t *cu;

@@ -31,16 +31,15 @@
 //     stores land the poller wakes the slots' futex sleepers at once (an
 //     epoch bump), ahead of the host path's signal on the loop thread. It spins
 //     (sched_yield between polls) for 50 us after new work or the last
-//     completion (up to 200 us while they come less often than that:
-//     common/spin_window.h), then naps with exponential backoff from 2 us to at
-//     most 100 us between polls, on its condition variable so that new work
-//     wakes it at once. It never blocks in the driver: a pending execution of
-//     one queue must never hold up the completion of another (queues are
-//     unordered). For an exact wake on long-running work, a second thread (the
-//     sleeper) blocks in cuEventSynchronize on the oldest unfinished event and
-//     wakes the poller when it returns. Idle (nothing pending), both sleep on
-//     condition variables: no CPU. Hundreds of queues cost one poll of each
-//     pending stream's oldest event per round, not a thread each;
+//     completion, then naps with exponential backoff from 2 us to at most 100
+//     us between polls, on its condition variable so that new work wakes it at
+//     once. It never blocks in the driver: a pending execution of one queue
+//     must never hold up the completion of another (queues are unordered). For
+//     an exact wake on long-running work, a second thread (the sleeper) blocks
+//     in cuEventSynchronize on the oldest unfinished event and wakes the poller
+//     when it returns. Idle (nothing pending), both sleep on condition
+//     variables: no CPU. Hundreds of queues cost one poll of each pending
+//     stream's oldest event per round, not a thread each;
 //   HOST_FUNC: the design card's cuLaunchHostFunc on a callback stream of
 //     the queue (a host function blocks the work after it in its stream, so
 //     never the queue's own), after a cuStreamWaitEvent on the execution's
@@ -377,10 +376,6 @@ static void halo_hal_cuda_completion_poll(
   uint64_t round = 0;
   int64_t progress_ns = halo_clock_now_ns();
   int64_t nap_ns = 0;
-  // Spins HALO_HAL_CUDA_COMPLETION_SPIN_NS after new work or a completion,
-  // longer while they come less often (common/spin_window.h).
-  halo_spin_window_t window;
-  halo_spin_window_initialize(&window, HALO_HAL_CUDA_COMPLETION_SPIN_NS);
   for (;;) {
     pthread_mutex_lock(&shared->mutex);
     while (!shared->inbox_head && !head && !shared->stopping) {
@@ -391,7 +386,6 @@ static void halo_hal_cuda_completion_poll(
       tail = &shared->inbox_tail->next;
       shared->inbox_head = shared->inbox_tail = NULL;
       progress_ns = halo_clock_now_ns();  // new work: spin again
-      halo_spin_window_note(&window, progress_ns);
       nap_ns = 0;
     }
     shared->sleeper_woke = false;
@@ -455,12 +449,11 @@ static void halo_hal_cuda_completion_poll(
     int64_t now = halo_clock_now_ns();
     if (progress) {
       progress_ns = now;
-      halo_spin_window_note(&window, now);
       nap_ns = 0;
       continue;
     }
     if (!head) continue;
-    if (now - progress_ns < halo_spin_window_ns(&window)) {
+    if (now - progress_ns < HALO_HAL_CUDA_COMPLETION_SPIN_NS) {
       sched_yield();
       continue;
     }

@@ -36,8 +36,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
       uint64_t seen =
           atomic_load_explicit(&thread->posted, memory_order_relaxed);
       pthread_mutex_unlock(&thread->mutex);
-      int64_t until =
-          halo_clock_now_ns() + halo_spin_window_ns(&thread->window);
+      int64_t until = halo_clock_now_ns() + thread->spin_ns;
       while (atomic_load_explicit(&thread->posted, memory_order_acquire) ==
                  seen &&
              halo_clock_now_ns() < until) {
@@ -53,7 +52,6 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     halo_hal_cuda_task_t *batch = thread->head;
     thread->head = thread->tail = NULL;
     if (!batch && thread->stopping) break;
-    if (batch) halo_spin_window_note(&thread->window, halo_clock_now_ns());
     pthread_mutex_unlock(&thread->mutex);
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
@@ -73,7 +71,6 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
                                          CUcontext context, int64_t spin_ns) {
   memset(thread, 0, sizeof(*thread));
   thread->spin_ns = spin_ns;
-  halo_spin_window_initialize(&thread->window, spin_ns);
   snprintf(thread->name, sizeof(thread->name), "%s", name);
   thread->cu = cu;
   thread->context = context;

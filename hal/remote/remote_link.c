@@ -236,26 +236,15 @@ static int64_t halo_remote_link_now_ns(void) {
 
 bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms) {
-  halo_spin_window_set_base(&link->window, spin_ns);
-  int64_t now = halo_remote_link_now_ns();
-  if (link->in_end > link->in_start) {  // read ahead
-    halo_spin_window_note(&link->window, now);
-    return true;
-  }
+  if (link->in_end > link->in_start) return true;  // read ahead
   struct pollfd poll_fd = {.fd = link->fd, .events = POLLIN};
-  int64_t window = halo_spin_window_ns(&link->window);
-  int64_t spin_until = now + window;
+  int64_t spin_until = halo_remote_link_now_ns() + spin_ns;
   do {
-    if (poll(&poll_fd, 1, 0) == 1) {
-      halo_spin_window_note(&link->window, halo_remote_link_now_ns());
-      return true;
-    }
-  } while (window > 0 && halo_remote_link_now_ns() < spin_until);
+    if (poll(&poll_fd, 1, 0) == 1) return true;
+  } while (spin_ns > 0 && halo_remote_link_now_ns() < spin_until);
   int ready;
   do {
     ready = poll(&poll_fd, 1, timeout_ms);
   } while (ready < 0 && errno == EINTR);
-  if (ready > 0)
-    halo_spin_window_note(&link->window, halo_remote_link_now_ns());
   return ready > 0;
 }

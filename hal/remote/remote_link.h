@@ -42,7 +42,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/spin_window.h"
 #include "hal/command_buffer.h"
 #include "hal/device.h"
 #include "halo/status.h"
@@ -183,8 +182,6 @@ typedef struct halo_remote_link_t {
   size_t in_end;
   int fds[HALO_REMOTE_LINK_MAX_FDS];
   uint32_t fd_count;
-  // How long halo_remote_link_wait polls (common/spin_window.h).
-  halo_spin_window_t window;
 } halo_remote_link_t;
 
 void halo_remote_link_initialize(halo_remote_link_t *link, int fd);
@@ -202,13 +199,11 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
                                     const halo_remote_part_t *parts,
                                     uint32_t part_count, int fd);
 
-// Waits until a message can be read: polls a while first (without
+// Waits until a message can be read: polls for |spin_ns| first (without
 // sleeping: a message that follows the last one closely is taken at once,
-// as the submission ring's and the CUDA submission thread's windows do):
-// |spin_ns|, or up to 4x that while messages come less often (a window
-// that adapts, common/spin_window.h). Then sleeps in poll(2) for at most
-// |timeout_ms| (-1: no limit). Returns whether the link is readable (or
-// closed: the receive then says so).
+// as the submission ring's and the CUDA submission thread's windows do),
+// then sleeps in poll(2) for at most |timeout_ms| (-1: no limit). Returns
+// whether the link is readable (or closed: the receive then says so).
 bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms);
 
