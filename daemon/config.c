@@ -628,6 +628,26 @@ static halo_status_t halod_config_parse_flags(halod_config_t *config, int argc,
   return NULL;
 }
 
+// |*value| (setting |name|) must be less than contexts, or |who| could hold
+// every context. The default follows a small contexts; a value given
+// explicitly must fit.
+static halo_status_t halod_config_fit_contexts(halod_config_t *config,
+                                               const char *name,
+                                               uint32_t *value,
+                                               const char *who) {
+  uint32_t most = config->contexts > 1 ? config->contexts - 1 : 1;
+  if (*value <= most) return NULL;
+  const halod_config_entry_t *entry = halod_config_find(name, strlen(name));
+  if (config->sources[halod_config_index(entry)][0]) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "%s: %u must be less than contexts (%u), or %s "
+                            "could hold every context",
+                            name, *value, config->contexts, who);
+  }
+  *value = most;
+  return NULL;
+}
+
 halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                                  int *out_exit) {
   *out_exit = 0;
@@ -673,33 +693,13 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                             "client socket (%s)",
                             config->listen);
   }
-  // One connection must leave a context for the others. The default follows
-  // a small contexts; a value given explicitly must fit.
-  uint32_t most = config->contexts > 1 ? config->contexts - 1 : 1;
-  if (config->session_requests > most) {
-    const halod_config_entry_t *entry =
-        halod_config_find("session-requests", strlen("session-requests"));
-    if (config->sources[halod_config_index(entry)][0]) {
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "session-requests: %u must be less than "
-                              "contexts (%u), or one connection could hold "
-                              "every context",
-                              config->session_requests, config->contexts);
-    }
-    config->session_requests = most;
-  }
-  if (config->uid_replies > most) {
-    const halod_config_entry_t *entry =
-        halod_config_find("uid-replies", strlen("uid-replies"));
-    if (config->sources[halod_config_index(entry)][0]) {
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "uid-replies: %u must be less than contexts "
-                              "(%u), or the connections of one user could "
-                              "hold every context",
-                              config->uid_replies, config->contexts);
-    }
-    config->uid_replies = most;
-  }
+  // One connection, and the connections of one user, must leave a context
+  // for the others.
+  HALO_RETURN_IF_ERROR(halod_config_fit_contexts(
+      config, "session-requests", &config->session_requests, "one connection"));
+  HALO_RETURN_IF_ERROR(
+      halod_config_fit_contexts(config, "uid-replies", &config->uid_replies,
+                                "the connections of one user"));
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--print-config") == 0) {
       halod_config_print(config, stdout);
