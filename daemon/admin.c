@@ -505,6 +505,22 @@ static void halod_admin_buffers(halod_t *daemon,
 
 // ------------------------------------------------------------ memo cache
 
+// A cache's totals for haloctl cache: |entries| loaded, those of |lru| kept
+// released, the bound and the lookups.
+static Halo__Wire__CacheSummary halod_admin_cache_summary(
+    size_t entries, const halod_cache_lru_t *lru, uint32_t capacity,
+    uint64_t hits, uint64_t misses) {
+  Halo__Wire__CacheSummary summary = HALO__WIRE__CACHE_SUMMARY__INIT;
+  summary.entries = (uint32_t)entries;
+  summary.cached = lru->count;
+  summary.held = summary.entries - summary.cached;
+  summary.capacity = capacity;
+  summary.hits = hits;
+  summary.misses = misses;
+  summary.evictions = lru->evictions;
+  return summary;
+}
+
 static void halod_admin_memo_cache(halod_t *daemon,
                                    const Halo__Wire__Request *wire,
                                    halod_server_context_t *context) {
@@ -531,22 +547,14 @@ static void halod_admin_memo_cache(halod_t *daemon,
     info->cached = entry->lru.listed;
     pointers[n++] = info;
   }
-  Halo__Wire__CacheSummary memo = HALO__WIRE__CACHE_SUMMARY__INIT;
-  memo.entries = (uint32_t)daemon->cache.memo.count;
-  memo.cached = daemon->cache.memo_lru.count;
-  memo.held = memo.entries - memo.cached;
-  memo.capacity = daemon->config.memo_cache_entries;
-  memo.hits = daemon->cache.memo_hits;
-  memo.misses = daemon->cache.memo_misses;
-  memo.evictions = daemon->cache.memo_lru.evictions;
-  Halo__Wire__CacheSummary executable = HALO__WIRE__CACHE_SUMMARY__INIT;
-  executable.entries = (uint32_t)daemon->cache.executables.count;
-  executable.cached = daemon->cache.executable_lru.count;
-  executable.held = executable.entries - executable.cached;
-  executable.capacity = daemon->config.executable_cache_entries;
-  executable.hits = daemon->stats.executable_hits;
-  executable.misses = daemon->stats.executable_misses;
-  executable.evictions = daemon->cache.executable_lru.evictions;
+  Halo__Wire__CacheSummary memo = halod_admin_cache_summary(
+      daemon->cache.memo.count, &daemon->cache.memo_lru,
+      daemon->config.memo_cache_entries, daemon->cache.memo_hits,
+      daemon->cache.memo_misses);
+  Halo__Wire__CacheSummary executable = halod_admin_cache_summary(
+      daemon->cache.executables.count, &daemon->cache.executable_lru,
+      daemon->config.executable_cache_entries, daemon->stats.executable_hits,
+      daemon->stats.executable_misses);
   Halo__Wire__AdminMemoCacheReply reply =
       HALO__WIRE__ADMIN_MEMO_CACHE_REPLY__INIT;
   reply.n_entries = n;
