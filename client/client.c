@@ -345,8 +345,8 @@ static void *halo_client_closer_main(void *argument) {
 
 // Closes |socket| and frees |aio|, waiting at most
 // HALO_CLIENT_CLOSE_TIMEOUT_MS; past that both are left to nng (a leak, not
-// a hang). Without a thread it closes in place.
-static void halo_client_close_socket(nng_socket socket, nng_aio *aio) {
+// a hang) and it returns true. Without a thread it closes in place.
+static bool halo_client_close_socket(nng_socket socket, nng_aio *aio) {
   halo_client_closer_t *closer = calloc(1, sizeof(*closer));
   pthread_condattr_t attributes;
   pthread_condattr_init(&attributes);
@@ -364,7 +364,7 @@ static void halo_client_close_socket(nng_socket socket, nng_aio *aio) {
     if (closer) halo_client_closer_free(closer);
     nng_close(socket);
     if (aio) nng_aio_free(aio);
-    return;
+    return false;
   }
   pthread_detach(thread);
   struct timespec deadline;
@@ -383,6 +383,7 @@ static void halo_client_close_socket(nng_socket socket, nng_aio *aio) {
   if (!done) closer->abandoned = true;
   pthread_mutex_unlock(&closer->mutex);
   if (done) halo_client_closer_free(closer);
+  return !done;
 }
 
 void halo_client_close(halo_client_t *client) {
@@ -415,7 +416,7 @@ void halo_client_close(halo_client_t *client) {
         break;
     }
   }
-  halo_client_close_socket(client->socket, client->aio);
+  bool abandoned = halo_client_close_socket(client->socket, client->aio);
   halo_client_ring_close(client);
   if (client->fd_channel >= 0) close(client->fd_channel);
   if (client->daemon_pidfd >= 0) close(client->daemon_pidfd);
@@ -424,6 +425,10 @@ void halo_client_close(halo_client_t *client) {
   pthread_mutex_destroy(&client->call_mutex);
   pthread_mutex_destroy(&client->fd_mutex);
   pthread_mutex_destroy(&client->state_mutex);
+  // nng may still run the pipe's removal callback, which sets |lost| and
+  // aborts |aio| (freed by the closer after nng_close returns): the client
+  // stays allocated for it (a leak, not a use after free).
+  if (abandoned) return;
   free(client);
 }
 

@@ -50,6 +50,21 @@ void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link) {
   --lru->count;
 }
 
+// Destroys the least recently used entries of |lru| past |bound|; whether
+// it destroyed any.
+static bool halod_cache_lru_evict(halod_t *daemon, halod_cache_lru_t *lru,
+                                  uint32_t bound) {
+  bool evicted = false;
+  while (lru->count > bound && lru->tail) {
+    halod_cache_link_t *victim = lru->tail;
+    halod_cache_lru_take(lru, victim);
+    ++lru->evictions;
+    lru->destroy(daemon, victim);
+    evicted = true;
+  }
+  return evicted;
+}
+
 void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
                          halod_cache_link_t *link, uint32_t bound) {
   link->prev = NULL;
@@ -62,14 +77,15 @@ void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
   lru->head = link;
   link->listed = true;
   ++lru->count;
-  bool evicted = false;
-  while (lru->count > bound && lru->tail) {
-    halod_cache_link_t *victim = lru->tail;
-    halod_cache_lru_take(lru, victim);
-    ++lru->evictions;
-    lru->destroy(daemon, victim);
-    evicted = true;
-  }
+  if (halod_cache_lru_evict(daemon, lru, bound)) halod_domains_end_idle(daemon);
+}
+
+void halod_cache_trim(halod_t *daemon) {
+  // Recordings first: they hold executables.
+  bool evicted = halod_cache_lru_evict(daemon, &daemon->cache.memo_lru,
+                                       daemon->config.memo_cache_entries);
+  evicted |= halod_cache_lru_evict(daemon, &daemon->cache.executable_lru,
+                                   daemon->config.executable_cache_entries);
   if (evicted) halod_domains_end_idle(daemon);
 }
 

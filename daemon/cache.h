@@ -61,6 +61,11 @@ bool halod_cache_keeps(const halod_t *daemon, halo_hal_device_t *device,
 void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
                          halod_cache_link_t *link, uint32_t bound);
 
+// Destroys the least recently used entries of both lists past their
+// bounds (a reload lowered them); domains left idle without entries then
+// end.
+void halod_cache_trim(halod_t *daemon);
+
 // Takes |link| out of the list (its entry is used again).
 void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link);
 

@@ -154,12 +154,13 @@ static void halod_domain_free(halod_t *daemon, halod_domain_t *domain) {
 }
 
 // Whether |domain|, without sessions, stays for the cached entries of its
-// workers (daemon/cache.h): a uid or a pod's cgroup comes back, a process
-// does not.
+// workers (daemon/cache.h): a uid comes back. A process does not, and a
+// cgroup names a pod (its id is in the path), which a restart replaces: an
+// idle domain of either would keep a context on every device for nothing.
 static bool halod_domain_stays_idle(const halod_t *daemon,
                                     const halod_domain_t *domain) {
   if (daemon->stopping || !halod_workers_enabled(daemon) ||
-      strcmp(daemon->config.trust_domain, "process") == 0) {
+      strcmp(daemon->config.trust_domain, "uid") != 0) {
     return false;
   }
   for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {

@@ -43,7 +43,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
                                    uint32_t uid, halod_domain_t **out_domain);
 // Counts a session out. After the last one the domain ends with its workers,
 // unless the caches hold entries of its workers (daemon/cache.h) and it is
-// a uid or cgroup domain (its clients come back): then it stays until they
+// a uid domain (its clients come back): then it stays until they
 // are evicted.
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
 // Ends the domains without sessions that no cached entry keeps.

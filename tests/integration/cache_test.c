@@ -46,6 +46,27 @@ static int setup_none(void **state) {
   return setup_with(state, extra);
 }
 
+// The daemon reading its bounds from a config file (|reload_config|) that a
+// test rewrites before SIGHUP.
+static char reload_config[64];
+
+static void write_config(const char *text) {
+  FILE *file = fopen(reload_config, "w");
+  assert_non_null(file);
+  assert_true(fputs(text, file) >= 0);
+  assert_int_equal(fclose(file), 0);
+}
+
+static int setup_reload(void **state) {
+  snprintf(reload_config, sizeof(reload_config), "/tmp/halo-cache-XXXXXX");
+  int fd = mkstemp(reload_config);
+  assert_true(fd >= 0);
+  close(fd);
+  write_config("executable-cache-entries = 8\nmemo-cache-entries = 8\n");
+  static const char *const extra[] = {"--config", reload_config, NULL};
+  return setup_with(state, extra);
+}
+
 // The test kernels with |extra| trailing bytes: another content hash, the
 // same code.
 static uint8_t *read_kernels(size_t extra, size_t *out_size) {
@@ -323,6 +344,31 @@ static void test_zero_keeps_nothing(void **state) {
   halo_client_close(client);
 }
 
+// A reload that lowers a bound evicts the entries past it at once, not at
+// the next release (0 empties the list).
+static void test_reload_lowers_the_bound(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  for (size_t i = 0; i < 3; ++i) halo_executable_release(load(client, i));
+  assert_int_equal(cache_summary(&fixture->daemon).executable.cached, 3);
+  write_config("executable-cache-entries = 1\nmemo-cache-entries = 0\n");
+  assert_int_equal(kill(fixture->daemon.pid, SIGHUP), 0);
+  int64_t deadline = halo_test_now_ns() + 5000 * HALO_TEST_MS;
+  while (cache_summary(&fixture->daemon).executable.cached > 1 &&
+         halo_test_now_ns() < deadline) {
+    halo_test_sleep_ms(20);
+  }
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.cached, 1);
+  assert_int_equal(summary.executable.evictions, 2);
+  // The one kept is the most recently released.
+  halo_executable_t *executable = load(client, 2);
+  assert_true(halo_executable_cache_hit(executable));
+  halo_executable_release(executable);
+  halo_client_close(client);
+  unlink(reload_config);
+}
+
 // A worker lost while its domain idles takes the cached entries (a fresh
 // worker has none of its state) and the domain ends.
 static void test_lost_worker_drops_its_entries(void **state) {
@@ -361,6 +407,8 @@ int main(void) {
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_zero_keeps_nothing, setup_none,
                                       halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_reload_lowers_the_bound,
+                                      setup_reload, halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_lost_worker_drops_its_entries,
                                       setup_default,
                                       halo_test_fixture_teardown),
