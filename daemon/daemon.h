@@ -66,6 +66,7 @@ typedef struct halod_sessions_t {
   halo_u64_map_t by_pipe;        // pipe id -> session
   halo_u64_map_t by_id;          // session id -> session
   halo_u64_map_t removed_pipes;  // pipes removed before their ADD event
+  halo_u64_map_t refused_pipes;  // closed on arrival, removal not seen yet
   halo_u64_map_t domains;        // domain key -> halod_domain_t
   // Processes haloctl kill-client ended: pid -> start time + 1. Their new
   // connections are refused (nng would dial again on its own).

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <uv.h>
 
 #include "common/log.h"
@@ -13,6 +14,12 @@
 #include "daemon/workers.h"
 
 int main(int argc, char **argv) {
+  // Not dumpable: another process of halod's uid (a client pod running as
+  // root, say) could otherwise ptrace it or take its descriptors with
+  // pidfd_getfd through the pidfd halod hands to authenticated clients
+  // (their liveness check): other sessions' arenas and semaphore pages, the
+  // workers' links. Ptrace then needs CAP_SYS_PTRACE; no core dumps.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // A device worker process (daemon/workers.h) runs the same binary.
   if (argc > 1 && strcmp(argv[1], "--worker") == 0) {
     return halod_worker_main(argc, argv);

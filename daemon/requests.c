@@ -899,6 +899,13 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
             "pipe %u: %s; closing it", event->pipe_id,
             halo_status_message(status));
         halo_status_free(status);
+        // Its removal comes later and names no session: not one removed
+        // before its ADD (which the set below is for). Bounded as that one.
+        if (daemon->sessions.refused_pipes.count > 4096) {
+          halo_u64_map_deinitialize(&daemon->sessions.refused_pipes);
+        }
+        halo_status_free(halo_u64_map_put(&daemon->sessions.refused_pipes,
+                                          event->pipe_id, (void *)1));
         halod_server_close_pipe(event->pipe_id);
       }
       break;
@@ -908,6 +915,9 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
           halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
       if (session) {
         halod_session_destroy(daemon, session);
+      } else if (halo_u64_map_remove(&daemon->sessions.refused_pipes,
+                                     event->pipe_id)) {
+        // Refused and closed on arrival (above).
       } else {
         // Removed before its ADD event was handled (see above). Pipe ids are
         // not reused soon; the set is pruned when it grows large.

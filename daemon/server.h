@@ -59,11 +59,15 @@ typedef struct halod_server_options_t {
   // once (0: no limit). With that many being sent, a further reply of the
   // uid that cannot go out within HALOD_SERVER_HURRIED_REPLY_MS is dropped,
   // so connections of one user that do not read together hold hardly more
-  // contexts than this. A client that reads is not hurt: its reply goes out
-  // at once, unless its connection is still writing the previous one (a
-  // client that got that reply and sent its next request before nng's
-  // thread noticed the write's end), which lasts far less than
-  // HALOD_SERVER_HURRIED_REPLY_MS.
+  // contexts than this. A client that reads is hardly ever hurt: its reply
+  // goes out at once, unless its connection is still writing the previous
+  // one (a client that got that reply and sent its next request before
+  // nng's thread noticed the write's end). Only if its uid has uid_replies
+  // replies being sent at that moment (a user's non-reader, or many busy
+  // connections whose sends nng has not completed yet) and nng's thread
+  // lags HALOD_SERVER_HURRIED_REPLY_MS is its reply dropped; its call then
+  // times out. nng's rep contexts cannot send a reply twice, so a dropped
+  // reply cannot be retried.
   uint32_t uid_replies;
   const nng_msg *busy;
   halod_server_handler_fn handler;

@@ -565,6 +565,7 @@ void halod_sessions_initialize(halod_sessions_t *sessions) {
   halo_u64_map_initialize(&sessions->by_pipe);
   halo_u64_map_initialize(&sessions->by_id);
   halo_u64_map_initialize(&sessions->removed_pipes);
+  halo_u64_map_initialize(&sessions->refused_pipes);
   halo_u64_map_initialize(&sessions->domains);
   halo_u64_map_initialize(&sessions->killed_processes);
   halo_u64_map_initialize(&sessions->by_uid);
@@ -575,6 +576,7 @@ void halod_sessions_deinitialize(halod_sessions_t *sessions) {
   halo_u64_map_deinitialize(&sessions->by_pipe);
   halo_u64_map_deinitialize(&sessions->by_id);
   halo_u64_map_deinitialize(&sessions->removed_pipes);
+  halo_u64_map_deinitialize(&sessions->refused_pipes);
   halo_u64_map_deinitialize(&sessions->domains);
   halo_u64_map_deinitialize(&sessions->killed_processes);
   halo_u64_map_deinitialize(&sessions->by_uid);
