@@ -88,14 +88,15 @@ int bench_tasks(pid_t pid, bench_task_t *out_tasks, int capacity) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
     bench_task_t *task = &out_tasks[count];
     task->tid = (pid_t)atoi(entry->d_name);
-    unsigned long long ns = 0;
+    unsigned long long ns = 0, waited = 0, switches = 0;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid,
              (int)task->tid);
     if (!bench_read_text(path, text, sizeof(text)) ||
-        sscanf(text, "%llu", &ns) != 1) {
+        sscanf(text, "%llu %llu %llu", &ns, &waited, &switches) != 3) {
       continue;
     }
     task->ns = (int64_t)ns;
+    task->switches = (int64_t)switches;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid,
              (int)task->tid);
     if (!bench_read_text(path, task->name, sizeof(task->name))) {
@@ -108,6 +109,22 @@ int bench_tasks(pid_t pid, bench_task_t *out_tasks, int capacity) {
   return count;
 }
 
+int bench_children(pid_t pid, pid_t *out_children, int capacity) {
+  char path[96], text[1024];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  if (!bench_read_text(path, text, sizeof(text))) return 0;
+  int count = 0;
+  char *cursor = text;
+  while (count < capacity) {
+    char *end = NULL;
+    long child = strtol(cursor, &end, 10);
+    if (end == cursor) break;
+    out_children[count++] = (pid_t)child;
+    cursor = end;
+  }
+  return count;
+}
+
 void bench_tasks_print_delta(void *file, const char *indent,
                              const bench_task_t *before, int before_count,
                              const bench_task_t *after, int after_count,
@@ -117,19 +134,22 @@ void bench_tasks_print_delta(void *file, const char *indent,
     char name[20];
     int threads;
     int64_t ns;
+    int64_t switches;
   } groups[64];
   int group_count = 0;
   int64_t total = 0;
   for (int a = 0; a < after_count; ++a) {
-    int64_t base = 0;
+    int64_t base = 0, base_switches = 0;
     bool found = false;
     for (int b = 0; b < before_count && !found; ++b) {
       if (before[b].tid == after[a].tid) {
         base = before[b].ns;
+        base_switches = before[b].switches;
         found = true;
       }
     }
     int64_t delta = after[a].ns - base;  // a new thread: all of it
+    int64_t switches = after[a].switches - base_switches;
     int g = 0;
     while (g < group_count && strcmp(groups[g].name, after[a].name)) ++g;
     if (g == group_count) {
@@ -137,17 +157,20 @@ void bench_tasks_print_delta(void *file, const char *indent,
       snprintf(groups[g].name, sizeof(groups[g].name), "%s", after[a].name);
       groups[g].threads = 0;
       groups[g].ns = 0;
+      groups[g].switches = 0;
       ++group_count;
     }
     ++groups[g].threads;
     groups[g].ns += delta;
+    groups[g].switches += switches;
     total += delta;
   }
   FILE *out = file;
   for (int g = 0; g < group_count; ++g) {
     if (groups[g].ns <= 0) continue;
-    fprintf(out, "%s%-18s x%-3d %9.2f us\n", indent, groups[g].name,
-            groups[g].threads, (double)groups[g].ns / 1e3 / per);
+    fprintf(out, "%s%-18s x%-3d %9.2f us %7.2f switches\n", indent,
+            groups[g].name, groups[g].threads, (double)groups[g].ns / 1e3 / per,
+            (double)groups[g].switches / per);
   }
   fprintf(out, "%s%-23s %9.2f us\n", indent, "all threads",
           (double)total / 1e3 / per);

@@ -34,20 +34,28 @@ int64_t bench_self_cpu_ns(void);
 // stime (clock ticks: 10 ms). -1 if neither can be read.
 int64_t bench_process_cpu_ns(pid_t pid);
 
-// One thread of a process: its id, name (comm) and CPU time
-// (/proc/PID/task/TID/schedstat, nanoseconds).
+// One thread of a process: its id, name (comm), CPU time and the times it
+// was switched onto a CPU (/proc/PID/task/TID/schedstat: nanoseconds run,
+// and run periods: a thread that sleeps between steps is switched in again
+// each step, one that spins is not).
 typedef struct bench_task_t {
   pid_t tid;
   char name[20];
   int64_t ns;
+  int64_t switches;
 } bench_task_t;
 
 // The threads of |pid|, at most |capacity|; their count.
 int bench_tasks(pid_t pid, bench_task_t *out_tasks, int capacity);
 
-// Prints, per thread name, the CPU each thread group spent between two
-// bench_tasks snapshots, divided by |per| (e.g. steps), to |file| with
-// |indent|. Threads that ended in between are not counted.
+// The child processes of |pid| (/proc/PID/task/PID/children), at most
+// |capacity|; their count.
+int bench_children(pid_t pid, pid_t *out_children, int capacity);
+
+// Prints, per thread name, the CPU each thread group spent and the times
+// it was switched in between two bench_tasks snapshots, divided by |per|
+// (e.g. steps), to |file| with |indent|. Threads that ended in between are
+// not counted.
 void bench_tasks_print_delta(void *file, const char *indent,
                              const bench_task_t *before, int before_count,
                              const bench_task_t *after, int after_count,

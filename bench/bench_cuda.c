@@ -73,6 +73,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench_common.h"
 #include "hal/cuda/cuda_device.h"
@@ -1147,6 +1148,43 @@ static void bench_in_process(void) {
 // Through halod
 //===----------------------------------------------------------------------===//
 
+// Threads of the client, halod and halod's children (the device workers),
+// for the L1 cases' per-thread figures.
+enum { L1_PROCESSES = 8, L1_TASKS = 128 };
+typedef struct l1_tasks_t {
+  int process_count;
+  pid_t pids[L1_PROCESSES];
+  int counts[L1_PROCESSES];
+  bench_task_t tasks[L1_PROCESSES][L1_TASKS];
+} l1_tasks_t;
+
+static void l1_tasks_take(l1_tasks_t *tasks, pid_t daemon_pid) {
+  tasks->pids[0] = getpid();
+  tasks->pids[1] = daemon_pid;
+  tasks->process_count =
+      2 + bench_children(daemon_pid, tasks->pids + 2, L1_PROCESSES - 2);
+  for (int p = 0; p < tasks->process_count; ++p) {
+    tasks->counts[p] = bench_tasks(tasks->pids[p], tasks->tasks[p], L1_TASKS);
+  }
+}
+
+static void l1_tasks_print(const l1_tasks_t *before, const l1_tasks_t *after,
+                           double per) {
+  for (int p = 0; p < after->process_count; ++p) {
+    int b = 0;
+    while (b < before->process_count && before->pids[b] != after->pids[p]) ++b;
+    if (b == before->process_count) continue;
+    printf("    per execution, %s (pid %d):\n",
+           p == 0   ? "client"
+           : p == 1 ? "halod"
+                    : "halod's child",
+           (int)after->pids[p]);
+    bench_tasks_print_delta(stdout, "      ", before->tasks[b],
+                            before->counts[b], after->tasks[p],
+                            after->counts[p], per);
+  }
+}
+
 static void bench_daemon(void) {
   halo_client_options_t client_options = {.address = options.address,
                                           .request_timeout_ms = 60000};
@@ -1198,8 +1236,15 @@ static void bench_daemon(void) {
   for (int spin = 0; spin < 2; ++spin) {
     int warmup = options.iterations / 10 + 10;
     samples_t samples = samples_new(options.iterations);
+    // Per thread of the client, halod and its device workers: CPU and the
+    // times each was switched in per execution (which side sleeps between
+    // steps).
+    l1_tasks_t l1_before;
     for (int i = -warmup; i < options.iterations; ++i) {
-      if (i == 0) daemon_cpu = bench_process_cpu_ns(daemon_pid);
+      if (i == 0) {
+        daemon_cpu = bench_process_cpu_ns(daemon_pid);
+        l1_tasks_take(&l1_before, daemon_pid);
+      }
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
       CHECK("execute", halo_queue_execute(queue, small, &counter_binding, 1,
@@ -1219,6 +1264,9 @@ static void bench_daemon(void) {
     snprintf(name, sizeof(name), "halod [%s] execute + %s", label,
              spin ? "spin on query" : "semaphore wait");
     samples_report_cpu(name, &samples, cpu);
+    l1_tasks_t l1_after;
+    l1_tasks_take(&l1_after, daemon_pid);
+    l1_tasks_print(&l1_before, &l1_after, options.iterations);
   }
   // The completion must have retired before the next case reuses nothing:
   // a wait for the last value is enough.
