@@ -119,6 +119,10 @@ static halo_status_t halo_client_fd_request(halo_client_t *client,
                                   : HALO_STATUS_UNKNOWN;
     return halo_status_make(code, "fd channel: %s", reply.message);
   }
+  if (kind == HALO_FD_REQUEST_AUTH && fd >= 0) {
+    close(fd);  // AUTH passes none
+    fd = -1;
+  }
   if (kind != HALO_FD_REQUEST_AUTH && fd < 0) {
     return halo_status_make(HALO_STATUS_INTERNAL,
                             "fd channel: reply carried no descriptor");
@@ -188,11 +192,14 @@ static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
     return halo_status_from_errno(errno, "fd channel SO_PEERCRED");
   }
   client->daemon_pid = credentials.pid;
-  // The reply to AUTH carries a pidfd of halod: it tells waiters when the
-  // daemon is gone, in any pid namespace.
-  int pidfd = -1;
+  int ignored = -1;
   HALO_RETURN_IF_ERROR(halo_client_fd_request(
-      client, HALO_FD_REQUEST_AUTH, client->session_id, &pidfd, NULL));
+      client, HALO_FD_REQUEST_AUTH, client->session_id, &ignored, NULL));
+  // A pidfd of halod tells waiters when the daemon is gone, in any pid
+  // namespace. A halod without DAEMON requests refuses it: then the pid.
+  int pidfd = -1;
+  halo_status_free(
+      halo_client_fd_request(client, HALO_FD_REQUEST_DAEMON, 0, &pidfd, NULL));
   if (pidfd < 0 && credentials.pid > 0) {
     // A halod that passes no pidfd, in this pid namespace.
     pidfd = (int)syscall(SYS_pidfd_open, credentials.pid, 0);
@@ -202,9 +209,9 @@ static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
   }
   if (pidfd < 0) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
-                            "halod passed no pidfd with its fd channel reply "
-                            "and runs in a pid namespace this process cannot "
-                            "see: update halod");
+                            "halod passes no pidfd of itself on its fd "
+                            "channel and runs in a pid namespace this process "
+                            "cannot see: update halod");
   }
   client->daemon_pidfd = pidfd;
   return NULL;

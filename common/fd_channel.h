@@ -3,11 +3,13 @@
 // The fd channel: a plain Unix SOCK_SEQPACKET socket beside the nng socket
 // (nng cannot pass file descriptors). The client sends an AUTH message with
 // its session id and token; the daemon checks that the connection's peer
-// credentials (SO_PEERCRED) are those of the session's nng pipe; the reply
-// carries a pidfd of halod, the client's sign of the daemon's liveness in
-// any pid namespace (SO_PEERCRED's pid is 0 where halod is outside the
-// client's). Then each GET request names an object (semaphore page, arena)
-// the session may see and the reply carries its memfd as SCM_RIGHTS.
+// credentials (SO_PEERCRED) are those of the session's nng pipe. A DAEMON
+// request then gets a pidfd of halod, the client's sign of the daemon's
+// liveness in any pid namespace (SO_PEERCRED's pid is 0 where halod is
+// outside the client's); it is asked for, so that a client that does not
+// know it is not handed a descriptor it would never close. Each GET request
+// names an object (semaphore page, arena) the session may see and the reply
+// carries its memfd as SCM_RIGHTS.
 //
 // Messages are fixed-size little structs in host byte order (both ends are
 // on one host).
@@ -29,6 +31,8 @@ typedef enum halo_fd_request_kind_e {
   // doorbell (eventfd). common/ring.h.
   HALO_FD_REQUEST_RING = 4,
   HALO_FD_REQUEST_DOORBELL = 5,
+  // A pidfd of halod itself (after AUTH).
+  HALO_FD_REQUEST_DAEMON = 6,
 } halo_fd_request_kind_t;
 
 typedef struct halo_fd_request_t {

@@ -148,8 +148,7 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
     return;
   }
   if (request->kind == HALO_FD_REQUEST_AUTH) {
-    halo_status_t status = halod_fd_authenticate(connection, request);
-    halod_fd_reply(connection, status, status ? -1 : connection->server->pidfd,
+    halod_fd_reply(connection, halod_fd_authenticate(connection, request), -1,
                    0);
     return;
   }
@@ -200,6 +199,10 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
     halo_status_t status = halod_ring_create(daemon, session, &memfd, &size);
     halod_fd_reply(connection, status, status ? -1 : memfd, size);
     if (memfd >= 0) close(memfd);
+    return;
+  }
+  if (request->kind == HALO_FD_REQUEST_DAEMON) {
+    halod_fd_reply(connection, NULL, connection->server->pidfd, 0);
     return;
   }
   if (request->kind == HALO_FD_REQUEST_DOORBELL) {

@@ -1215,8 +1215,13 @@ int halo_test_fd_open_session(const halo_test_raw_t *raw) {
     close(socket_fd);
     fail();
   }
-  int daemon_pid = passed >= 0 ? halo_test_pidfd_pid(passed) : -1;
-  if (passed >= 0) close(passed);
+  // AUTH passes no descriptor (a client that never asks for one gets none).
+  if (passed >= 0) {
+    close(passed);
+    print_error("fd channel AUTH: the reply carried a descriptor\n");
+    close(socket_fd);
+    fail();
+  }
   if (reply.code != HALO_STATUS_OK) {
     print_error("fd channel AUTH: %s (%.240s)\n",
                 halo_status_code_name((halo_status_code_t)reply.code),
@@ -1224,12 +1229,16 @@ int halo_test_fd_open_session(const halo_test_raw_t *raw) {
     close(socket_fd);
     fail();
   }
-  // The reply to AUTH carries halod's pidfd (the client's liveness check).
-  if (daemon_pid <= 0) {
+  // DAEMON passes halod's pidfd (the client's liveness check).
+  uint8_t no_token[16] = {0};
+  rc = halo_test_fd_transact(socket_fd, HALO_FD_REQUEST_DAEMON, 0, no_token,
+                             &reply, &passed);
+  int daemon_pid = passed >= 0 ? halo_test_pidfd_pid(passed) : -1;
+  if (passed >= 0) close(passed);
+  if (rc != 0 || reply.code != HALO_STATUS_OK || daemon_pid <= 0) {
     print_error(
-        "fd channel AUTH: the reply carried no pidfd of a live "
-        "process (pid %d)\n",
-        daemon_pid);
+        "fd channel DAEMON: no pidfd of a live process (pid %d, code %d)\n",
+        daemon_pid, (int)reply.code);
     close(socket_fd);
     fail();
   }
