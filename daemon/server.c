@@ -322,22 +322,18 @@ static void halod_server_send_within(halod_server_context_t *context,
   nng_ctx_send(context->ctx, context->aio);
 }
 
+// Any thread. Makes |context| SENDING and sends |reply|, hurried when its
+// uid has uid_replies other replies being sent (a served request's reply
+// and a busy refusal alike).
 static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
-  halod_server_send_within(context, reply, false);
-}
-
-void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
-  if (context->detached_reply) {
-    context->detached_reply(context->detached_user_data, reply);
-    return;
-  }
   halod_server_t *server = context->server;
   uint32_t waiting = 0;
   pthread_mutex_lock(&server->mutex);
   if (server->uid_replies && context->uid != UINT64_MAX) {
     for (uint32_t i = 0; i < server->context_count; ++i) {
       const halod_server_context_t *other = &server->contexts[i];
-      if (other->state == HALOD_CONTEXT_SENDING && other->uid == context->uid) {
+      if (other != context && other->state == HALOD_CONTEXT_SENDING &&
+          other->uid == context->uid) {
         ++waiting;
       }
     }
@@ -346,6 +342,14 @@ void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
   pthread_mutex_unlock(&server->mutex);
   bool hurried = server->uid_replies && waiting >= server->uid_replies;
   halod_server_send_within(context, reply, hurried);
+}
+
+void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
+  if (context->detached_reply) {
+    context->detached_reply(context->detached_user_data, reply);
+    return;
+  }
+  halod_server_send(context, reply);
 }
 
 halo_status_t halod_server_context_create_detached(
