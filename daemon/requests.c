@@ -807,6 +807,13 @@ static bool halod_refusal_is_expected(halo_status_t status) {
            strstr(halo_status_message(status), "limit connections")));
 }
 
+// Adds |pipe_id| to a set of pipes whose other event is still to come.
+// Pipe ids are not reused soon; a set is emptied when it grows large.
+static void halod_pipe_set_add(halo_u64_map_t *set, uint32_t pipe_id) {
+  if (set->count > 4096) halo_u64_map_deinitialize(set);
+  halo_status_free(halo_u64_map_put(set, pipe_id, (void *)1));
+}
+
 static halod_session_t *halod_session_for_pipe(halod_t *daemon,
                                                uint32_t pipe_id) {
   halod_session_t *session =
@@ -900,12 +907,8 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
             halo_status_message(status));
         halo_status_free(status);
         // Its removal comes later and names no session: not one removed
-        // before its ADD (which the set below is for). Bounded as that one.
-        if (daemon->sessions.refused_pipes.count > 4096) {
-          halo_u64_map_deinitialize(&daemon->sessions.refused_pipes);
-        }
-        halo_status_free(halo_u64_map_put(&daemon->sessions.refused_pipes,
-                                          event->pipe_id, (void *)1));
+        // before its ADD (which removed_pipes is for).
+        halod_pipe_set_add(&daemon->sessions.refused_pipes, event->pipe_id);
         halod_server_close_pipe(event->pipe_id);
       }
       break;
@@ -919,13 +922,8 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
                                      event->pipe_id)) {
         // Refused and closed on arrival (above).
       } else {
-        // Removed before its ADD event was handled (see above). Pipe ids are
-        // not reused soon; the set is pruned when it grows large.
-        if (daemon->sessions.removed_pipes.count > 4096) {
-          halo_u64_map_deinitialize(&daemon->sessions.removed_pipes);
-        }
-        halo_status_free(halo_u64_map_put(&daemon->sessions.removed_pipes,
-                                          event->pipe_id, (void *)1));
+        // Removed before its ADD event was handled (see above).
+        halod_pipe_set_add(&daemon->sessions.removed_pipes, event->pipe_id);
       }
       break;
     }

@@ -59,9 +59,9 @@ struct halod_server_t {
   // of its replies already waits on the client.
   uint32_t pipe_requests;
   // Replies of one uid's connections that may wait on their clients at
-  // once; a further one of that uid that cannot go out at once is dropped
-  // (HALOD_SERVER_HURRIED_REPLY_MS). Several connections of one user can
-  // then hold at most this many contexts, not |pipe_requests| each.
+  // once; a further one of that uid that does not go out within
+  // HALOD_SERVER_HURRIED_REPLY_MS is dropped. Several connections of one user
+  // can then hold at most this many contexts, not |pipe_requests| each.
   uint32_t uid_replies;
   nng_msg *busy;
   _Atomic uint64_t replies_dropped;
@@ -225,9 +225,10 @@ static void halod_server_on_aio(void *arg) {
         atomic_fetch_add(&server->replies_dropped, 1);
         if (context->hurried) {
           HALO_LOG_DEBUG(
-              "%s: pipe %u: reply dropped (the client did not take it at "
-              "once and uid %llu has uid-replies %u replies waiting)",
-              server->address, context->pipe_id,
+              "%s: pipe %u: reply dropped (the client did not take it "
+              "within %d ms and uid %llu has uid-replies %u replies "
+              "waiting)",
+              server->address, context->pipe_id, HALOD_SERVER_HURRIED_REPLY_MS,
               (unsigned long long)context->uid, server->uid_replies);
         } else {
           HALO_LOG_DEBUG(
@@ -310,18 +311,6 @@ static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
   if (!halod_server_push(server, event)) halod_server_event_free(event);
 }
 
-// Any thread. |context| is SENDING already; |hurried|: its reply may not
-// wait on the client (its uid has uid_replies waiting).
-static void halod_server_send_within(halod_server_context_t *context,
-                                     nng_msg *reply, bool hurried) {
-  context->hurried = hurried;
-  nng_aio_set_timeout(context->aio, hurried
-                                        ? HALOD_SERVER_HURRIED_REPLY_MS
-                                        : context->server->reply_timeout_ms);
-  nng_aio_set_msg(context->aio, reply);
-  nng_ctx_send(context->ctx, context->aio);
-}
-
 // Any thread. Makes |context| SENDING and sends |reply|, hurried when its
 // uid has uid_replies other replies being sent (a served request's reply
 // and a busy refusal alike).
@@ -340,8 +329,12 @@ static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
   }
   context->state = HALOD_CONTEXT_SENDING;
   pthread_mutex_unlock(&server->mutex);
-  bool hurried = server->uid_replies && waiting >= server->uid_replies;
-  halod_server_send_within(context, reply, hurried);
+  context->hurried = server->uid_replies && waiting >= server->uid_replies;
+  nng_aio_set_timeout(context->aio, context->hurried
+                                        ? HALOD_SERVER_HURRIED_REPLY_MS
+                                        : server->reply_timeout_ms);
+  nng_aio_set_msg(context->aio, reply);
+  nng_ctx_send(context->ctx, context->aio);
 }
 
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply) {
