@@ -11,9 +11,10 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/bounded_call.h"
+#include "common/clock.h"
 #include "common/fd_channel.h"
 #include "common/memfd.h"
 #include "common/status.h"
@@ -321,76 +322,11 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
 // that reconnects to rebuild must not hang in the close of the old one.
 #define HALO_CLIENT_CLOSE_TIMEOUT_MS 2000
 
-// The socket's close on a thread of its own (see above).
-typedef struct halo_client_closer_t {
-  nng_socket socket;
-  nng_aio *aio;
-  pthread_mutex_t mutex;
-  pthread_cond_t cond;  // CLOCK_MONOTONIC
-  bool done;            // nng_close returned
-  bool abandoned;       // the caller stopped waiting: the thread frees it
-} halo_client_closer_t;
-
-static void halo_client_closer_free(halo_client_closer_t *closer) {
-  pthread_cond_destroy(&closer->cond);
-  pthread_mutex_destroy(&closer->mutex);
-  free(closer);
-}
-
-static void *halo_client_closer_main(void *argument) {
-  halo_client_closer_t *closer = argument;
-  nng_close(closer->socket);
-  if (closer->aio) nng_aio_free(closer->aio);
-  pthread_mutex_lock(&closer->mutex);
-  closer->done = true;
-  bool abandoned = closer->abandoned;
-  pthread_cond_signal(&closer->cond);
-  pthread_mutex_unlock(&closer->mutex);
-  if (abandoned) halo_client_closer_free(closer);
-  return NULL;
-}
-
-// Closes |socket| and frees |aio|, waiting at most
-// HALO_CLIENT_CLOSE_TIMEOUT_MS; past that both are left to nng (a leak, not
-// a hang) and it returns true. Without a thread it closes in place.
-static bool halo_client_close_socket(nng_socket socket, nng_aio *aio) {
-  halo_client_closer_t *closer = calloc(1, sizeof(*closer));
-  pthread_condattr_t attributes;
-  pthread_condattr_init(&attributes);
-  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-  if (closer) {
-    closer->socket = socket;
-    closer->aio = aio;
-    pthread_mutex_init(&closer->mutex, NULL);
-    pthread_cond_init(&closer->cond, &attributes);
-  }
-  pthread_condattr_destroy(&attributes);
-  pthread_t thread;
-  if (!closer ||
-      pthread_create(&thread, NULL, halo_client_closer_main, closer) != 0) {
-    if (closer) halo_client_closer_free(closer);
-    nng_close(socket);
-    if (aio) nng_aio_free(aio);
-    return false;
-  }
-  pthread_detach(thread);
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += HALO_CLIENT_CLOSE_TIMEOUT_MS / 1000;
-  deadline.tv_nsec += (long)(HALO_CLIENT_CLOSE_TIMEOUT_MS % 1000) * 1000000;
-  if (deadline.tv_nsec >= 1000000000) {
-    deadline.tv_sec += 1;
-    deadline.tv_nsec -= 1000000000;
-  }
-  pthread_mutex_lock(&closer->mutex);
-  while (!closer->done && pthread_cond_timedwait(&closer->cond, &closer->mutex,
-                                                 &deadline) == 0) {
-  }
-  bool done = closer->done;
-  if (!done) closer->abandoned = true;
-  pthread_mutex_unlock(&closer->mutex);
-  if (done) halo_client_closer_free(closer);
-  return !done;
+// The socket's close (common/bounded_call.h): nng_close, then its aio.
+static void halo_client_close_socket(void *argument) {
+  halo_client_t *client = argument;
+  nng_close(client->socket);
+  if (client->aio) nng_aio_free(client->aio);
 }
 
 void halo_client_close(halo_client_t *client) {
@@ -423,7 +359,9 @@ void halo_client_close(halo_client_t *client) {
         break;
     }
   }
-  bool abandoned = halo_client_close_socket(client->socket, client->aio);
+  bool abandoned = !halo_bounded_call(
+      halo_client_close_socket, client,
+      halo_clock_now_ns() + HALO_CLIENT_CLOSE_TIMEOUT_MS * 1000000ll);
   halo_client_ring_close(client);
   if (client->fd_channel >= 0) close(client->fd_channel);
   if (client->daemon_pidfd >= 0) close(client->daemon_pidfd);
@@ -432,9 +370,10 @@ void halo_client_close(halo_client_t *client) {
   pthread_mutex_destroy(&client->call_mutex);
   pthread_mutex_destroy(&client->fd_mutex);
   pthread_mutex_destroy(&client->state_mutex);
-  // nng may still run the pipe's removal callback, which sets |lost| and
-  // aborts |aio| (freed by the closer after nng_close returns): the client
-  // stays allocated for it (a leak, not a use after free).
+  // Abandoned, the close goes on with the client's socket and aio, and nng
+  // may still run the pipe's removal callback, which sets |lost| and aborts
+  // |aio|: the client stays allocated for them (a leak, not a use after
+  // free).
   if (abandoned) return;
   free(client);
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/bounded_call.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -76,10 +77,6 @@ struct halod_server_t {
   bool closing;
   nng_msg *refusal;
   _Atomic int64_t last_request_ns;  // CLOCK_MONOTONIC
-  // The socket's close (halod_server_destroy): done on a thread of its own,
-  // |closed| (under |mutex|, signaled on |closed_cond|) once it returned.
-  pthread_cond_t closed_cond;
-  bool closed;
   halod_server_t *next_abandoned;
 };
 
@@ -378,11 +375,6 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   server->handler = options->handler;
   server->user_data = options->user_data;
   pthread_mutex_init(&server->mutex, NULL);
-  pthread_condattr_t attributes;
-  pthread_condattr_init(&attributes);
-  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-  pthread_cond_init(&server->closed_cond, &attributes);
-  pthread_condattr_destroy(&attributes);
   server->async.data = server;
   uv_async_init(loop, &server->async, halod_server_on_async);
 
@@ -460,7 +452,6 @@ fail:
 
 static void halod_server_on_async_closed(uv_handle_t *handle) {
   halod_server_t *server = handle->data;
-  pthread_cond_destroy(&server->closed_cond);
   pthread_mutex_destroy(&server->mutex);
   if (server->refusal) nng_msg_free(server->refusal);
   if (server->busy) nng_msg_free(server->busy);
@@ -506,9 +497,9 @@ int64_t halod_server_last_request_ns(const halod_server_t *server) {
                               memory_order_relaxed);
 }
 
-// A thread of its own: closes the socket (aborts every aio, closes every
-// pipe and waits for nng's callbacks), then frees the contexts' aios.
-static void *halod_server_closer_main(void *argument) {
+// Closes the socket (aborts every aio, closes every pipe and waits for
+// nng's callbacks), then frees the contexts' aios.
+static void halod_server_close_socket(void *argument) {
   halod_server_t *server = argument;
   nng_close(server->socket);
   for (uint32_t i = 0; server->contexts && i < server->context_count; ++i) {
@@ -517,47 +508,26 @@ static void *halod_server_closer_main(void *argument) {
       nng_aio_free(server->contexts[i].aio);
     }
   }
-  pthread_mutex_lock(&server->mutex);
-  server->closed = true;
-  pthread_cond_signal(&server->closed_cond);
-  pthread_mutex_unlock(&server->mutex);
-  return NULL;
 }
 
 void halod_server_destroy(halod_server_t *server, int64_t deadline_ns) {
   if (!server) return;
   halod_server_stop(server, NULL);
-  // nng_close can wait for ever: nng 1.5.2's ipc transport loses a pipe's
-  // receive when the pipe closes while the rest of a message is being read,
-  // and the pipe then never finishes closing (nor does any other pipe of
-  // the process: nng reaps them on one thread). The close runs on its own
-  // thread and halod waits for it until |deadline_ns| at most.
-  pthread_t closer;
-  bool threaded =
-      pthread_create(&closer, NULL, halod_server_closer_main, server) == 0;
-  if (!threaded) halod_server_closer_main(server);
-  struct timespec deadline = {.tv_sec = deadline_ns / 1000000000,
-                              .tv_nsec = deadline_ns % 1000000000};
-  pthread_mutex_lock(&server->mutex);
-  while (!server->closed &&
-         pthread_cond_timedwait(&server->closed_cond, &server->mutex,
-                                &deadline) != ETIMEDOUT) {
-  }
-  bool closed = server->closed;
-  pthread_mutex_unlock(&server->mutex);
+  // nng_close can wait for ever (common/bounded_call.h): halod waits for it
+  // until |deadline_ns| at most.
+  bool closed =
+      halo_bounded_call(halod_server_close_socket, server, deadline_ns);
   if (!closed) {
     HALO_LOG_WARN(
         "%s: the socket did not close in time (nng 1.5.2 hangs closing a "
         "connection a message was arriving on, and every close after it); "
         "going on without it: halod's exit closes its connections",
         server->address);
-    pthread_detach(closer);
     server->next_abandoned = halod_server_abandoned;
     halod_server_abandoned = server;
     uv_close((uv_handle_t *)&server->async, NULL);
     return;
   }
-  if (threaded) pthread_join(closer, NULL);
   free(server->contexts);
   server->contexts = NULL;
   uv_close((uv_handle_t *)&server->async, halod_server_on_async_closed);
