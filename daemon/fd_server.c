@@ -47,7 +47,7 @@ struct halod_fd_server_t {
   // connection is then accepted and closed, instead of staying readable
   // and spinning the loop.
   int spare_fd;
-  // A pidfd of halod itself, passed with every successful AUTH reply: the
+  // A pidfd of halod itself, passed to an authenticated DAEMON request: the
   // client's sign that halod is gone, valid in any pid namespace.
   int pidfd;
   int open_handles;    // poll and timer; freed when both closed

@@ -33,7 +33,6 @@ struct halod_metrics_http_t {
   halod_t *daemon;
   struct MHD_Daemon *server;  // NULL once stopped
   uv_async_t render;          // the HTTP thread asks the loop to render
-  uint16_t port;
 
   // Below: under |mutex|, shared by the loop and the HTTP thread.
   pthread_mutex_t mutex;
@@ -307,6 +306,9 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
   pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
   pthread_cond_init(&http->published, &attributes);
   pthread_condattr_destroy(&attributes);
+  // Before the server's thread starts: a scrape sends it at once.
+  uv_async_init(loop, &http->render, halod_metrics_http_on_render);
+  http->render.data = http;
 
   unsigned flags =
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
@@ -321,26 +323,20 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
       (unsigned)10, MHD_OPTION_END);
   if (!http->server) {
     int error = errno;
-    halod_metrics_http_free(http);
+    uv_close((uv_handle_t *)&http->render, halod_metrics_http_on_closed);
     return halo_status_make(
         HALO_STATUS_UNAVAILABLE, "metrics-address: cannot serve HTTP on %s: %s",
         address, error ? strerror(error) : "libmicrohttpd failed");
   }
   const union MHD_DaemonInfo *info =
       MHD_get_daemon_info(http->server, MHD_DAEMON_INFO_BIND_PORT);
-  http->port = info ? info->port : 0;
-  uv_async_init(loop, &http->render, halod_metrics_http_on_render);
-  http->render.data = http;
+  unsigned port = info ? info->port : 0;
   // The host as given ("[::1]" keeps its brackets), the port as bound.
   int host_length = (int)(strrchr(address, ':') - address);
   HALO_LOG_INFO("metrics: serving http://%.*s:%u/metrics", host_length, address,
-                (unsigned)http->port);
+                port);
   *out_http = http;
   return NULL;
-}
-
-uint16_t halod_metrics_http_port(const halod_metrics_http_t *http) {
-  return http ? http->port : 0;
 }
 
 void halod_metrics_http_stop(halod_metrics_http_t *http) {

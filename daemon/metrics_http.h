@@ -35,9 +35,6 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
                                        const char *address,
                                        halod_metrics_http_t **out_http);
 
-// The port it listens on (the one chosen, for port 0).
-uint16_t halod_metrics_http_port(const halod_metrics_http_t *http);
-
 // Stops serving (a scrape waiting for a snapshot gets a 503), waits for the
 // HTTP thread to end and frees |http| once the loop closed its handle.
 // Loop thread; NULL is fine.
