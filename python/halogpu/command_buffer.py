@@ -355,14 +355,6 @@ class CommandBuffer(HaloObject):
                         f"{what}: BINDING_TABLE in a command buffer without "
                         "bindings")
                 c_arg.kind = _lib.DISPATCH_ARG_BINDING_TABLE
-            elif value is None:
-                # A null pointer: the address 0 as a 64-bit constant (a
-                # kernel's optional pointer, Triton's scratch pointers).
-                storage = ctypes.create_string_buffer(_NULL_POINTER, 8)
-                keep.append(storage)
-                c_arg.kind = _lib.DISPATCH_ARG_CONSTANT
-                c_arg.data = ctypes.addressof(storage)
-                c_arg.size = 8
             elif isinstance(value, (Buffer, BufferRef, SlotRef)):
                 count = len(handles)
                 ref = self._ref(value, what, handles)
@@ -371,7 +363,10 @@ class CommandBuffer(HaloObject):
                 refs.append((i, handles[-1] if len(handles) > count
                              else None))
             else:
-                data = constant_bytes(value, what)
+                # None: a null pointer, the address 0 as a 64-bit constant
+                # (a kernel's optional pointer, Triton's scratch pointers).
+                data = (_NULL_POINTER if value is None
+                        else constant_bytes(value, what))
                 storage = ctypes.create_string_buffer(data, len(data))
                 keep.append(storage)
                 c_arg.kind = _lib.DISPATCH_ARG_CONSTANT

@@ -8,8 +8,8 @@ import ctypes
 import os
 import threading
 import time
-from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Optional,
-                    Tuple)
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List,
+                    Optional, Tuple)
 
 from . import _core, _lib
 from ._object import HaloObject, check_int, check_timeout, format_token
@@ -134,29 +134,30 @@ class Semaphore(HaloObject):
         closed meanwhile (noticed within 0.1 s). Spins ~20 us, then sleeps
         on a futex with the GIL released; never messages the daemon."""
         value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
+        for this_slice in self._slices(value, timeout):
+            if self._wait_slice(value, this_slice):
+                return
+
+    def _slices(self, value: int,
+                timeout: Optional[float]) -> Iterator[int]:
+        """The timeouts (ns) of the slices of a wait for |value| of at most
+        |timeout| seconds (None: for ever): slices of at most 0.1 s (so that
+        a released semaphore or a cancelled task is noticed), the first at
+        once; raises DeadlineExceededError once |timeout| passed."""
         timeout_ns = check_timeout(timeout)
-        lib = _lib.load()
-        slice_ns = _SLICE_NS
         deadline = None if timeout_ns >= _lib.TIMEOUT_INFINITE else \
             time.monotonic_ns() + timeout_ns
-        this_slice = slice_ns if deadline is None else min(slice_ns,
-                                                           timeout_ns)
+        this_slice = _SLICE_NS if deadline is None else min(_SLICE_NS,
+                                                            timeout_ns)
         while True:
-            with self._call():
-                status = lib.halo_semaphore_wait(self._handle.pointer, value,
-                                                 this_slice)
-            if not status:
-                return
-            if lib.halo_status_code(status) != StatusCode.DEADLINE_EXCEEDED:
-                raise take_error(lib, status)
-            lib.halo_status_free(status)
+            yield this_slice
             if deadline is not None:
                 remaining = deadline - time.monotonic_ns()
                 if remaining <= 0:
                     raise DeadlineExceededError(
                         f"wait for {self._handle.name} >= {value} timed out "
                         f"after {timeout} s")
-                this_slice = min(slice_ns, remaining)
+                this_slice = min(_SLICE_NS, remaining)
 
     def _wait_slice(self, value: int, timeout_ns: int) -> bool:
         """One bounded wait: True once the value is >= |value|, False if
@@ -186,7 +187,7 @@ class Semaphore(HaloObject):
         after the current slice (no thread is left blocked for ever).
         Errors as wait(); |timeout| in seconds (None: for ever)."""
         value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
-        timeout_ns = check_timeout(timeout)
+        check_timeout(timeout)
         if self._wait_slice(value, 0):
             # Still a suspension point: a loop of waits on reached values
             # lets the other tasks run.
@@ -194,17 +195,7 @@ class Semaphore(HaloObject):
             return
         loop = asyncio.get_running_loop()
         executor = _executor()
-        deadline = None if timeout_ns >= _lib.TIMEOUT_INFINITE else \
-            time.monotonic_ns() + timeout_ns
-        while True:
-            this_slice = _SLICE_NS
-            if deadline is not None:
-                remaining = deadline - time.monotonic_ns()
-                if remaining <= 0:
-                    raise DeadlineExceededError(
-                        f"wait for {self._handle.name} >= {value} timed out "
-                        f"after {timeout} s")
-                this_slice = min(this_slice, remaining)
+        for this_slice in self._slices(value, timeout):
             if await loop.run_in_executor(executor, self._wait_slice, value,
                                           this_slice):
                 return

@@ -56,6 +56,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ._lib import DISPATCH_ALIGNMENT
 from ._object import check_int
 from .buffer import Buffer, BufferRef, slot
 from .client import Client
@@ -288,7 +289,8 @@ def _scalar(value: Any, name: str) -> Tuple[str, bytes, bool]:
     if dtype is not None and getattr(value, "shape", None) == ():
         kind = triton_type(dtype)
         data = value.tobytes()
-        divisible = kind[0] in "iu" and int(value) % 16 == 0
+        divisible = (kind[0] in "iu" and kind != "i1"
+                     and int(value) % 16 == 0)
         return kind, data, divisible
     raise TypeError(
         f"argument {name}: expected a halo Buffer, buffer.ref(), int, "
@@ -357,6 +359,7 @@ class Kernel:
         attrs: Dict[Tuple[int, ...], Any] = {}
         visible: List[Tuple[str, Any]] = []  # (kind, value) per parameter
         bindings: List[BufferRef] = []
+        unaligned = False  # a pointer off DISPATCH_ALIGNMENT
         for index, param in enumerate(self.fn.params):
             name = param.name
             value = values[name]
@@ -377,8 +380,10 @@ class Kernel:
                         "make it with Client.from_numpy() or Client.empty(), "
                         "set buffer.dtype, or pass buffer.ref(dtype=...)")
                 signature[name] = "*" + triton_type(value.dtype)
-                if value.offset % 16 == 0:
+                if value.offset % DISPATCH_ALIGNMENT == 0:
                     attrs[(index,)] = [["tt.divisibility", 16]]
+                else:
+                    unaligned = True
                 visible.append(("pointer", slot(len(bindings))))
                 bindings.append(value)
                 continue
@@ -423,7 +428,6 @@ class Kernel:
                 dispatch.append("scratch")
             else:
                 dispatch.append(None)  # a null pointer
-        unaligned = any(ref.offset % 16 for ref in bindings)
         return Plan(compiled=compiled, signature=signature,
                     constexprs=constexprs, grid=grid3,
                     block=(32 * compiled.num_warps, 1, 1),
