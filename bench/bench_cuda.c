@@ -1149,7 +1149,7 @@ static void bench_in_process(void) {
 //===----------------------------------------------------------------------===//
 
 // Threads of the client, halod and halod's children (the device workers),
-// for the L1 cases' per-thread figures.
+// for the per-thread figures of the cases through halod.
 enum { L1_PROCESSES = 8, L1_TASKS = 128 };
 typedef struct l1_tasks_t {
   int process_count;
@@ -1174,7 +1174,7 @@ static void l1_tasks_print(const l1_tasks_t *before, const l1_tasks_t *after,
     int b = 0;
     while (b < before->process_count && before->pids[b] != after->pids[p]) ++b;
     if (b == before->process_count) continue;
-    printf("    per execution, %s (pid %d):\n",
+    printf("    per step, %s (pid %d):\n",
            p == 0   ? "client"
            : p == 1 ? "halod"
                     : "halod's child",
@@ -1192,9 +1192,9 @@ static void bench_daemon(void) {
   CHECK("connect", halo_client_connect(&client_options, &client));
   pid_t daemon_pid = halo_client_daemon_pid(client);
   int64_t daemon_cpu = -1;
-  // halod's threads around the chain's steps: where its CPU goes.
-  static bench_task_t tasks[512];
-  int tasks_before = 0;
+  // The threads around the chain's steps: where the CPU goes (static: two
+  // snapshots are too large for the stack).
+  static l1_tasks_t tasks_before, tasks_after;
   halo_device_info_t info;
   CHECK("device", halo_client_device_info(client, 0, &info));
   printf("halod at %s [%s], device 0: %s %s\n", options.address,
@@ -1239,7 +1239,7 @@ static void bench_daemon(void) {
     // Per thread of the client, halod and its device workers: CPU and the
     // times each was switched in per execution (which side sleeps between
     // steps).
-    l1_tasks_t l1_before;
+    static l1_tasks_t l1_before;
     for (int i = -warmup; i < options.iterations; ++i) {
       if (i == 0) {
         daemon_cpu = bench_process_cpu_ns(daemon_pid);
@@ -1264,7 +1264,7 @@ static void bench_daemon(void) {
     snprintf(name, sizeof(name), "halod [%s] execute + %s", label,
              spin ? "spin on query" : "semaphore wait");
     samples_report_cpu(name, &samples, cpu);
-    l1_tasks_t l1_after;
+    static l1_tasks_t l1_after;
     l1_tasks_take(&l1_after, daemon_pid);
     l1_tasks_print(&l1_before, &l1_after, options.iterations);
   }
@@ -1326,7 +1326,7 @@ static void bench_daemon(void) {
     for (int s = -warmup; s < options.steps; ++s) {
       if (s == 0) {
         daemon_cpu = bench_process_cpu_ns(daemon_pid);
-        tasks_before = bench_tasks(daemon_pid, tasks, 256);
+        l1_tasks_take(&tasks_before, daemon_pid);
       }
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
@@ -1338,13 +1338,11 @@ static void bench_daemon(void) {
       if (s >= 0) samples_add(&samples, now_ns() - start);
     }
     double cpu = daemon_cpu_per(daemon_pid, daemon_cpu, options.steps);
-    int tasks_after = bench_tasks(daemon_pid, tasks + 256, 256);
+    l1_tasks_take(&tasks_after, daemon_pid);
     snprintf(name, sizeof(name), "halod [%s] %s, 16 changed", label,
              table ? "binding table" : "SetParams");
     samples_report_cpu(name, &samples, cpu);
-    printf("    halod CPU per step by thread (name x threads):\n");
-    bench_tasks_print_delta(stdout, "      ", tasks, tasks_before, tasks + 256,
-                            tasks_after, options.steps);
+    l1_tasks_print(&tasks_before, &tasks_after, options.steps);
     halo_command_buffer_release(chain);
   }
   halo_client_close(client);
