@@ -263,33 +263,52 @@ static void halo_hal_local_executable_destroy(
   free(executable);
 }
 
-// The function |name| of the object itself (not of a library it depends
-// on, which dlsym on its handle would also search), or an error.
+// Symbol |name| of the object itself (not of a library it depends on,
+// which dlsym on its handle would also search): its address and ELF symbol
+// (NULL where dladdr1 cannot tell), or NULL when the object has none
+// (|*out_owner| then names the object that has it, if one does).
+static void *halo_hal_local_executable_own_symbol(
+    halo_hal_local_executable_t *executable, const char *name,
+    const ElfW(Sym) * *out_symbol, const char **out_owner) {
+  *out_symbol = NULL;
+  *out_owner = NULL;
+  dlerror();  // clear
+  void *symbol = dlsym(executable->handle, name);
+  if (!symbol) return NULL;
+  Dl_info info;
+  struct link_map *owner = NULL;
+  if (!dladdr1(symbol, &info, (void **)&owner, RTLD_DL_LINKMAP) ||
+      owner != executable->link_map) {
+    *out_owner = owner && owner->l_name && *owner->l_name ? owner->l_name
+                                                          : "another object";
+    return NULL;
+  }
+  if (!dladdr1(symbol, &info, (void **)out_symbol, RTLD_DL_SYMENT)) {
+    *out_symbol = NULL;
+  }
+  return symbol;
+}
+
+// The function |name| of the object itself, or an error.
 static halo_status_t halo_hal_local_executable_resolve(
     halo_hal_local_executable_t *executable, const char *name,
     halo_hal_local_entry_fn *out_function) {
   *out_function = NULL;
-  dlerror();  // clear
-  void *symbol = dlsym(executable->handle, name);
+  const ElfW(Sym) *entry_symbol = NULL;
+  const char *owner = NULL;
+  void *symbol = halo_hal_local_executable_own_symbol(executable, name,
+                                                      &entry_symbol, &owner);
+  if (!symbol && owner) {
+    return halo_status_make(HALO_STATUS_NOT_FOUND,
+                            "local executable has no entry point '%s' (the "
+                            "symbol comes from %s)",
+                            name, owner);
+  }
   if (!symbol) {
     return halo_status_make(HALO_STATUS_NOT_FOUND,
                             "local executable has no entry point '%s'", name);
   }
-  Dl_info info;
-  struct link_map *owner = NULL;
-  const ElfW(Sym) *entry_symbol = NULL;
-  if (!dladdr1(symbol, &info, (void **)&owner, RTLD_DL_LINKMAP) ||
-      owner != executable->link_map) {
-    return halo_status_make(HALO_STATUS_NOT_FOUND,
-                            "local executable has no entry point '%s' (the "
-                            "symbol comes from %s)",
-                            name,
-                            owner && owner->l_name && *owner->l_name
-                                ? owner->l_name
-                                : "another object");
-  }
-  if (dladdr1(symbol, &info, (void **)&entry_symbol, RTLD_DL_SYMENT) &&
-      entry_symbol) {
+  if (entry_symbol) {
     unsigned type = ELF64_ST_TYPE(entry_symbol->st_info);
     if (type != STT_FUNC && type != STT_GNU_IFUNC) {
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -304,7 +323,8 @@ static halo_status_t halo_hal_local_executable_resolve(
 }
 
 // The declaration HALO_LOCAL_KERNEL_PARAMS made for entry |name| in the
-// object itself; NULL with no error where there is none.
+// object itself; NULL with no error where there is none (another object's
+// is not this entry's declaration).
 static halo_status_t halo_hal_local_executable_params(
     halo_hal_local_executable_t *executable, const char *name,
     const halo_local_kernel_params_t **out_params) {
@@ -313,25 +333,19 @@ static halo_status_t halo_hal_local_executable_params(
   int length =
       snprintf(symbol_name, sizeof(symbol_name), "halo_local_params_%s", name);
   if (length < 0 || (size_t)length >= sizeof(symbol_name)) return NULL;
-  dlerror();  // clear
-  void *symbol = dlsym(executable->handle, symbol_name);
-  if (!symbol) return NULL;
-  Dl_info info;
-  struct link_map *owner = NULL;
   const ElfW(Sym) *params_symbol = NULL;
-  if (!dladdr1(symbol, &info, (void **)&owner, RTLD_DL_LINKMAP) ||
-      owner != executable->link_map) {
-    return NULL;  // another object's: not this entry's declaration
-  }
-  if (!dladdr1(symbol, &info, (void **)&params_symbol, RTLD_DL_SYMENT) ||
-      !params_symbol || ELF64_ST_TYPE(params_symbol->st_info) != STT_OBJECT ||
+  const char *owner = NULL;
+  const halo_local_kernel_params_t *params =
+      halo_hal_local_executable_own_symbol(executable, symbol_name,
+                                           &params_symbol, &owner);
+  if (!params) return NULL;
+  if (!params_symbol || ELF64_ST_TYPE(params_symbol->st_info) != STT_OBJECT ||
       params_symbol->st_size < sizeof(halo_local_kernel_params_t)) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "local executable: '%s' is not a parameter "
                             "declaration (HALO_LOCAL_KERNEL_PARAMS)",
                             symbol_name);
   }
-  const halo_local_kernel_params_t *params = symbol;
   if (params->count > HALO_LOCAL_MAX_PARAMS) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "local executable: '%s' declares %u parameters "
