@@ -151,25 +151,33 @@ void halod_shared_deinitialize(halod_shared_t *shared) {
   halo_u64_map_deinitialize(&shared->exports);
 }
 
-// The answer to a request over session-requests (a packed response; NULL
-// if it does not pack: such requests are then dropped).
+// A packed response of |code| and |text|, answered by the server's own
+// threads; NULL if it does not pack (logged, naming |without|: what then
+// goes without it).
+static nng_msg *halod_packed_status(halo_status_code_t code, const char *text,
+                                    const char *without) {
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.code = code;
+  response.message = (char *)text;
+  nng_msg *message = NULL;
+  halo_status_t status = halo_wire_pack(&response.base, &message);
+  if (status) {
+    HALO_LOG_WARN("%s: %s", without, halo_status_message(status));
+    halo_status_free(status);
+  }
+  return message;
+}
+
+// The answer to a request over session-requests (NULL: such requests are
+// then dropped).
 static nng_msg *halod_busy_reply(uint32_t session_requests) {
   char text[200];
   snprintf(text, sizeof(text),
            "this connection already has session-requests (%u) requests in "
            "flight; wait for their replies",
            session_requests);
-  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
-  response.code = HALO_STATUS_RESOURCE_EXHAUSTED;
-  response.message = text;
-  nng_msg *message = NULL;
-  halo_status_t status = halo_wire_pack(&response.base, &message);
-  if (status) {
-    HALO_LOG_WARN("requests over session-requests will be dropped: %s",
-                  halo_status_message(status));
-    halo_status_free(status);
-  }
-  return message;
+  return halod_packed_status(HALO_STATUS_RESOURCE_EXHAUSTED, text,
+                             "requests over session-requests will be dropped");
 }
 
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
@@ -270,19 +278,11 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 
 // The reply to every request halod does not serve any more.
 static nng_msg *halod_stopping_reply(void) {
-  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
-  response.code = HALO_STATUS_UNAVAILABLE;
-  response.message =
+  return halod_packed_status(
+      HALO_STATUS_UNAVAILABLE,
       "halod is stopping (SIGTERM: a stop or restart); reconnect once it is "
-      "back";
-  nng_msg *message = NULL;
-  halo_status_t status = halo_wire_pack(&response.base, &message);
-  if (status) {
-    HALO_LOG_WARN("stopping without a reply for requests: %s",
-                  halo_status_message(status));
-    halo_status_free(status);
-  }
-  return message;
+      "back",
+      "stopping without a reply for requests");
 }
 
 // Fails every semaphore with UNAVAILABLE: every waiter, in every process,

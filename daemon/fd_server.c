@@ -79,8 +79,10 @@ static void halod_fd_connection_close(halod_fd_connection_t *connection) {
   uv_close((uv_handle_t *)&connection->poll, halod_fd_connection_on_closed);
 }
 
-static void halod_fd_reply(halod_fd_connection_t *connection,
-                           halo_status_t status, int fd, uint64_t size) {
+// Sends a reply of |status| (taken) with descriptor |fd| (-1: none) on the
+// fd channel connection |socket_fd|.
+static void halod_fd_send_reply(int socket_fd, halo_status_t status, int fd,
+                                uint64_t size) {
   halo_fd_reply_t reply;
   memset(&reply, 0, sizeof(reply));
   reply.code = (int32_t)halo_status_code(status);
@@ -89,11 +91,16 @@ static void halod_fd_reply(halod_fd_connection_t *connection,
            halo_status_message(status));
   halo_status_free(status);
   halo_status_t send_status =
-      halo_fd_send(connection->fd, &reply, sizeof(reply), fd);
+      halo_fd_send(socket_fd, &reply, sizeof(reply), fd);
   if (send_status) {
     HALO_LOG_DEBUG("fd channel: %s", halo_status_message(send_status));
     halo_status_free(send_status);
   }
+}
+
+static void halod_fd_reply(halod_fd_connection_t *connection,
+                           halo_status_t status, int fd, uint64_t size) {
+  halod_fd_send_reply(connection->fd, status, fd, size);
 }
 
 static halo_status_t halod_fd_authenticate(halod_fd_connection_t *connection,
@@ -333,13 +340,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   if (admit) {
     // The client reads this as the reply to its AUTH.
     halod_fd_server_warn_refused(server, halo_status_message(admit));
-    halo_fd_reply_t reply;
-    memset(&reply, 0, sizeof(reply));
-    reply.code = (int32_t)halo_status_code(admit);
-    snprintf(reply.message, sizeof(reply.message), "%s",
-             halo_status_message(admit));
-    halo_status_free(admit);
-    halo_status_free(halo_fd_send(fd, &reply, sizeof(reply), -1));
+    halod_fd_send_reply(fd, admit, -1, 0);
     close(fd);
     return;
   }
