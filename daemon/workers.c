@@ -138,6 +138,21 @@ typedef struct halod_workers_failure_t {
   const char *in_flight;
 } halod_workers_failure_t;
 
+// What a client whose work was lost should do, as a suffix of its
+// message: rebuild, or (its process now over its fault budget) nothing,
+// since its reconnect will be refused.
+static void halod_workers_reconnect_advice(
+    halod_t *daemon, const halod_client_process_t *process, int64_t now,
+    char *out, size_t capacity) {
+  halo_status_t refused = halod_fault_budget_check(
+      &daemon->sessions.fault_budget, &daemon->config, process, now);
+  snprintf(
+      out, capacity, "%s%s",
+      refused ? ", and a reconnect is refused: " : " (reconnect and rebuild)",
+      refused ? halo_status_message(refused) : "");
+  halo_status_free(refused);
+}
+
 // Fails the signals of one submission in flight on a lost worker: before it
 // completes (the first failure wins), so that the message names them all.
 // After the charges: a process now over its fault budget learns that its
@@ -148,15 +163,9 @@ static void halod_workers_fail_one(void *user_data, halod_session_t *session,
   halod_t *daemon = failure->daemon;
   bool overdue =
       halo_hal_remote_device_overdue(failure->device, &submission->action);
-  halo_status_t refused =
-      halod_fault_budget_check(&daemon->sessions.fault_budget, &daemon->config,
-                               &submission->process, halo_clock_now_ns());
   char advice[512];
-  snprintf(
-      advice, sizeof(advice), "%s%s",
-      refused ? ", and a reconnect is refused: " : " (reconnect and rebuild)",
-      refused ? halo_status_message(refused) : "");
-  halo_status_free(refused);
+  halod_workers_reconnect_advice(daemon, &submission->process,
+                                 halo_clock_now_ns(), advice, sizeof(advice));
   for (uint32_t s = submission->action.wait_count;
        s < submission->semaphore_count; ++s) {
     halod_semaphore_t *semaphore = submission->semaphores[s];
@@ -337,22 +346,13 @@ static void halod_workers_handle_lost(halod_t *daemon,
     if (!daemon->sessions.by_id.entries[i].key) continue;
     halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     if (session->domain != domain) continue;
-    halo_status_t refused =
-        halod_fault_budget_check(&daemon->sessions.fault_budget,
-                                 &daemon->config, &session->process, now);
+    char advice[512];
+    halod_workers_reconnect_advice(daemon, &session->process, now, advice,
+                                   sizeof(advice));
     char session_reason[1536];
-    if (refused) {
-      snprintf(session_reason, sizeof(session_reason),
-               "%s; every session of trust domain %s is lost, and a "
-               "reconnect is refused: %s",
-               reason, domain->name, halo_status_message(refused));
-    } else {
-      snprintf(session_reason, sizeof(session_reason),
-               "%s; every session of trust domain %s is lost (reconnect and "
-               "rebuild)",
-               reason, domain->name);
-    }
-    halo_status_free(refused);
+    snprintf(session_reason, sizeof(session_reason),
+             "%s; every session of trust domain %s is lost%s", reason,
+             domain->name, advice);
     halod_session_lose(daemon, session, session_reason);
   }
   halod_device_release(device);
