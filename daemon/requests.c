@@ -797,16 +797,6 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                           "request type %u is not known to this halod", body);
 }
 
-// A killed client dialing again, or a uid past uid-connections, is
-// expected and may come often: logged at debug, not to flood the log.
-static bool halod_refusal_is_expected(halo_status_t status) {
-  halo_status_code_t code = halo_status_code(status);
-  return code == HALO_STATUS_PERMISSION_DENIED ||
-         (code == HALO_STATUS_RESOURCE_EXHAUSTED &&
-          (strstr(halo_status_message(status), "uid-connections") ||
-           strstr(halo_status_message(status), "limit connections")));
-}
-
 // Adds |pipe_id| to a set of pipes whose other event is still to come.
 // Pipe ids are not reused soon; a set is emptied when it grows large.
 static void halod_pipe_set_add(halo_u64_map_t *set, uint32_t pipe_id) {
@@ -828,12 +818,14 @@ static halod_session_t *halod_session_for_pipe(halod_t *daemon,
       nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &pid)) {
     return NULL;
   }
-  halo_status_t status = halod_session_create(daemon, pipe_id, (uint32_t)uid,
-                                              (uint32_t)pid, &session);
+  bool refused = false;
+  halo_status_t status = halod_session_create(
+      daemon, pipe_id, (uint32_t)uid, (uint32_t)pid, &session, &refused);
   if (status) {
-    halo_log(
-        halod_refusal_is_expected(status) ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
-        "pipe %u: %s", pipe_id, halo_status_message(status));
+    // A killed client dialing again, or a connection past a limit, may
+    // come often: at debug, not to flood the log.
+    halo_log(refused ? HALO_LOG_DEBUG : HALO_LOG_ERROR, "pipe %u: %s", pipe_id,
+             halo_status_message(status));
     halo_status_free(status);
     halod_server_close_pipe(pipe_id);
     return NULL;
@@ -897,14 +889,14 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
       if (halo_u64_map_remove(&daemon->sessions.removed_pipes, event->pipe_id))
         break;
       halod_session_t *session;
+      bool refused = false;
       halo_status_t status = halod_session_create(
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
-          (uint32_t)event->peer_pid, &session);
+          (uint32_t)event->peer_pid, &session, &refused);
       if (status) {
-        halo_log(
-            halod_refusal_is_expected(status) ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
-            "pipe %u: %s; closing it", event->pipe_id,
-            halo_status_message(status));
+        halo_log(refused ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
+                 "pipe %u: %s; closing it", event->pipe_id,
+                 halo_status_message(status));
         halo_status_free(status);
         // Its removal comes later and names no session: not one removed
         // before its ADD (which removed_pipes is for).

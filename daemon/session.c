@@ -76,8 +76,10 @@ static halo_status_t halod_uid_sessions_add(halod_sessions_t *sessions,
 
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
-                                   halod_session_t **out_session) {
+                                   halod_session_t **out_session,
+                                   bool *out_refused) {
   *out_session = NULL;
+  *out_refused = true;  // until past the admission checks
   uint64_t start = halod_session_process_start(pid);
   uintptr_t killed =
       (uintptr_t)halo_u64_map_get(&daemon->sessions.killed_processes, pid);
@@ -111,6 +113,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                               uid, uid_sessions, uid_limit);
     }
   }
+  *out_refused = false;
   halod_session_t *session = calloc(1, sizeof(*session));
   if (!session) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   session->id = halod_next_id(daemon);

@@ -93,9 +93,12 @@ struct halod_session_t {
 // process over the fault budget gets a session without a trust domain whose
 // every request is refused (refused_reason): a closed connection would not tell
 // the client why.
+// |*out_refused|: the failure is one of those refusals (expected, and
+// frequent under a flood: callers log it at debug), not an error.
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
-                                   halod_session_t **out_session);
+                                   halod_session_t **out_session,
+                                   bool *out_refused);
 
 // When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
 // it cannot be read. With the pid it names one process (pids are reused).
