@@ -22,11 +22,7 @@
 // The daemon with |extra| arguments and no client of the fixture's own (a
 // trust domain must be able to lose its last session).
 static int setup_with(void **state, const char *const *extra) {
-  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
-  assert_non_null(fixture);
-  *state = fixture;
-  halo_test_daemon_start_with_args(&fixture->daemon, extra);
-  return 0;
+  return halo_test_fixture_setup_with(state, extra, false);
 }
 
 static int setup_default(void **state) {

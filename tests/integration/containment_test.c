@@ -449,13 +449,9 @@ static pid_t find_attacker_worker(const halo_test_daemon_t *daemon) {
 
 // ---------------------------------------------------------------- fixtures
 
+// The attacker connects in the test (after the victim started).
 static int setup_with(void **state, const char *const *args) {
-  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
-  assert_non_null(fixture);
-  *state = fixture;
-  halo_test_daemon_start_with_args(&fixture->daemon, args);
-  // The attacker connects in the test (after the victim started).
-  return 0;
+  return halo_test_fixture_setup_with(state, args, false);
 }
 
 static int setup_process_domains(void **state) {

@@ -21,12 +21,7 @@
 #define FLOOD_MAX 2000  // bound on the semaphores a flood creates
 
 static int start_daemon(void **state, const char *const *args) {
-  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
-  assert_non_null(fixture);
-  *state = fixture;
-  halo_test_daemon_start_with_args(&fixture->daemon, args);
-  fixture->client = halo_test_connect(&fixture->daemon, 10000);
-  return 0;
+  return halo_test_fixture_setup_with(state, args, true);
 }
 
 // Another client connects, creates a semaphore, signals and reads it.

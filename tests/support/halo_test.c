@@ -334,13 +334,18 @@ halo_client_t *halo_test_connect(const halo_test_daemon_t *daemon,
   return client;
 }
 
-int halo_test_fixture_setup(void **state) {
+int halo_test_fixture_setup_with(void **state, const char *const *args,
+                                 bool connect) {
   halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
   assert_non_null(fixture);
   *state = fixture;
-  halo_test_daemon_start(&fixture->daemon);
-  fixture->client = halo_test_connect(&fixture->daemon, 10000);
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  if (connect) fixture->client = halo_test_connect(&fixture->daemon, 10000);
   return 0;
+}
+
+int halo_test_fixture_setup(void **state) {
+  return halo_test_fixture_setup_with(state, NULL, true);
 }
 
 int halo_test_fixture_teardown(void **state) {

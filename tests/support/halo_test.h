@@ -403,6 +403,10 @@ typedef struct halo_test_fixture_t {
   halo_test_process_t peers[HALO_TEST_MAX_PEERS];
 } halo_test_fixture_t;
 int halo_test_fixture_setup(void **state);
+// The same with more halod flags (|args|, NULL-terminated, or NULL)
+// and, unless |connect|, no client of the fixture's own.
+int halo_test_fixture_setup_with(void **state, const char *const *args,
+                                 bool connect);
 // Kills leftover peers, closes the client and stops the daemon with SIGTERM,
 // asserting exit 0 (under ASan that also means the daemon leaked nothing).
 int halo_test_fixture_teardown(void **state);
