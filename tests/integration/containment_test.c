@@ -283,30 +283,6 @@ static void expect_daemon_alive(halo_test_daemon_t *daemon, const char *when) {
                 daemon->pid, when, halo_test_admin_session_count(daemon));
 }
 
-// Fails unless |status| has |code| and its message contains every one of
-// |substrings| (NULL-terminated); prints it either way, frees it.
-static void expect_status(halo_status_t status, halo_status_code_t code,
-                          const char *const *substrings, const char *what) {
-  const char *message = halo_status_message(status);
-  print_message("%s: %s: %s\n", what,
-                halo_status_code_name(halo_status_code(status)), message);
-  bool ok = halo_status_code(status) == code;
-  for (const char *const *s = substrings; ok && s && *s; ++s) {
-    ok = strstr(message, *s) != NULL;
-  }
-  if (!ok) {
-    print_error("%s: expected %s", what, halo_status_code_name(code));
-    for (const char *const *s = substrings; s && *s; ++s) {
-      print_error(" with \"%s\"", *s);
-    }
-    print_error(" in the message, got %s: %s\n",
-                halo_status_code_name(halo_status_code(status)), message);
-    halo_status_free(status);
-    fail();
-  }
-  halo_status_free(status);
-}
-
 static const char *const worker_lost[] = {"worker", "trust domain", NULL};
 
 // Fails unless halod lists a session of |pid| and charged that process
@@ -391,14 +367,16 @@ static void attacker_rebuild(halo_test_fixture_t *fixture, attacker_t *attacker,
                              bool expect_session_lost) {
   if (expect_session_lost) {
     halo_buffer_t *buffer = NULL;
-    expect_status(halo_buffer_create(attacker->client, 0,
-                                     HALO_MEMORY_HOST_VISIBLE, 64, 0, &buffer),
-                  HALO_STATUS_SESSION_LOST, NULL,
-                  "the attacker's next request on its old client");
+    halo_test_expect_status_all(
+        halo_buffer_create(attacker->client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0,
+                           &buffer),
+        HALO_STATUS_SESSION_LOST, NULL,
+        "the attacker's next request on its old client");
     halo_semaphore_t *semaphore = NULL;
-    expect_status(halo_semaphore_create(attacker->client, 0, 0, &semaphore),
-                  HALO_STATUS_SESSION_LOST, NULL,
-                  "the attacker's semaphore_create on its old client");
+    halo_test_expect_status_all(
+        halo_semaphore_create(attacker->client, 0, 0, &semaphore),
+        HALO_STATUS_SESSION_LOST, NULL,
+        "the attacker's semaphore_create on its old client");
   }
   halo_client_close(attacker->client);
   fixture->client = halo_test_connect(&fixture->daemon, 10000);
@@ -495,8 +473,8 @@ static void test_crash_is_contained_in_its_domain(void **state) {
   halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
   expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
   touch(fixture, "crashed");
-  expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
-                "the attacker's wait for its crashing execution");
+  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                              "the attacker's wait for its crashing execution");
   // The fault is charged to the attacker (its execution was in flight),
   // never to the victim (another domain, another worker).
   expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
@@ -527,8 +505,9 @@ static void test_killed_worker_is_contained_in_its_domain(void **state) {
   halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
   expect_daemon_alive(&fixture->daemon, "after its worker was killed");
   touch(fixture, "crashed");
-  expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
-                "the attacker's wait for its execution in the killed worker");
+  halo_test_expect_status_all(
+      status, HALO_STATUS_DEVICE_LOST, worker_lost,
+      "the attacker's wait for its execution in the killed worker");
   expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
   expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
   if (!HALO_TEST_POLL(reaped_by(worker, fixture->daemon.pid),
@@ -558,8 +537,8 @@ static void test_deadline_replaces_a_spinning_worker(void **state) {
   print_message("the attacker's spin ended after %lld ms\n",
                 (long long)elapsed_ms);
   static const char *const deadline[] = {"deadline", NULL};
-  expect_status(status, HALO_STATUS_DEADLINE_EXCEEDED, deadline,
-                "the attacker's wait for its spinning execution");
+  halo_test_expect_status_all(status, HALO_STATUS_DEADLINE_EXCEEDED, deadline,
+                              "the attacker's wait for its spinning execution");
   expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
   expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
   // Not before the deadline (500 ms), and well within the wait's 10 s.
@@ -593,9 +572,9 @@ static void test_fault_budget_refuses_a_repeat_offender(void **state) {
     if (round == 1) touch(fixture, "crashed");
     static const char *const last_lost[] = {"worker", "trust domain",
                                             "a reconnect is refused", NULL};
-    expect_status(status, HALO_STATUS_DEVICE_LOST,
-                  round < 3 ? worker_lost : last_lost,
-                  "the attacker's wait for its crashing execution");
+    halo_test_expect_status_all(
+        status, HALO_STATUS_DEVICE_LOST, round < 3 ? worker_lost : last_lost,
+        "the attacker's wait for its crashing execution");
     expect_faults(&fixture->daemon, self, round, 1, "the attacker");
     expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
     // The lost session says whether a reconnect will be refused.
@@ -603,11 +582,13 @@ static void test_fault_budget_refuses_a_repeat_offender(void **state) {
     status = halo_semaphore_create(attacker.client, 0, 0, &semaphore);
     if (round < 3) {
       static const char *const rebuild[] = {"reconnect and rebuild", NULL};
-      expect_status(status, HALO_STATUS_SESSION_LOST, rebuild,
-                    "the attacker's next request on its lost session");
+      halo_test_expect_status_all(
+          status, HALO_STATUS_SESSION_LOST, rebuild,
+          "the attacker's next request on its lost session");
     } else {
-      expect_status(status, HALO_STATUS_SESSION_LOST, refused,
-                    "the attacker's next request after its third fault");
+      halo_test_expect_status_all(
+          status, HALO_STATUS_SESSION_LOST, refused,
+          "the attacker's next request after its third fault");
     }
     halo_client_close(attacker.client);
     fixture->client = NULL;
@@ -621,8 +602,9 @@ static void test_fault_budget_refuses_a_repeat_offender(void **state) {
     halo_client_t *client = NULL;
     halo_status_t status = halo_client_connect(&options, &client);
     assert_null(client);
-    expect_status(status, HALO_STATUS_RESOURCE_EXHAUSTED, refused,
-                  "the attacker's reconnect over its fault budget");
+    halo_test_expect_status_all(
+        status, HALO_STATUS_RESOURCE_EXHAUSTED, refused,
+        "the attacker's reconnect over its fault budget");
   }
   char domain[32];
   snprintf(domain, sizeof(domain), "pid:%d", (int)self);
@@ -654,8 +636,8 @@ static void test_sessions_of_one_domain_share_fate(void **state) {
   halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
   expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
   touch(fixture, "crashed");
-  expect_status(status, HALO_STATUS_DEVICE_LOST, worker_lost,
-                "the attacker's wait for its crashing execution");
+  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                              "the attacker's wait for its crashing execution");
   attacker_rebuild(fixture, &attacker, true);
   // The sharer stops at its first failed step; if it noticed nothing, it
   // stops here.

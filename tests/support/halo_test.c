@@ -334,6 +334,31 @@ halo_client_t *halo_test_connect(const halo_test_daemon_t *daemon,
   return client;
 }
 
+// Fails unless |status| has |code| and its message contains every one of
+// |substrings| (NULL-terminated); prints it either way, frees it.
+void halo_test_expect_status_all(halo_status_t status, halo_status_code_t code,
+                                 const char *const *substrings,
+                                 const char *what) {
+  const char *message = halo_status_message(status);
+  print_message("%s: %s: %s\n", what,
+                halo_status_code_name(halo_status_code(status)), message);
+  bool ok = halo_status_code(status) == code;
+  for (const char *const *s = substrings; ok && s && *s; ++s) {
+    ok = strstr(message, *s) != NULL;
+  }
+  if (!ok) {
+    print_error("%s: expected %s", what, halo_status_code_name(code));
+    for (const char *const *s = substrings; s && *s; ++s) {
+      print_error(" with \"%s\"", *s);
+    }
+    print_error(" in the message, got %s: %s\n",
+                halo_status_code_name(halo_status_code(status)), message);
+    halo_status_free(status);
+    fail();
+  }
+  halo_status_free(status);
+}
+
 int halo_test_fixture_setup_with(void **state, const char *const *args,
                                  bool connect) {
   halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));

@@ -66,6 +66,11 @@ void halo_test_assert_status(halo_status_t status, halo_status_code_t code,
 #define HALO_TEST_EXPECT_STATUS(expr, code, substring)                  \
   halo_test_expect_status((expr), (code), (substring), #expr, __FILE__, \
                           __LINE__)
+// Fails unless |status| has |code| and its message contains every one of
+// |substrings| (NULL-terminated); prints it as |what| either way, frees it.
+void halo_test_expect_status_all(halo_status_t status, halo_status_code_t code,
+                                 const char *const *substrings,
+                                 const char *what);
 void halo_test_expect_status(halo_status_t status, halo_status_code_t code,
                              const char *substring, const char *expression,
                              const char *file, int line);
