@@ -24,8 +24,6 @@ typedef struct halo_hal_cuda_load_result_t {
 static pthread_once_t halo_hal_cuda_driver_once = PTHREAD_ONCE_INIT;
 static halo_hal_cuda_symbols_t halo_hal_cuda_driver_symbols;
 static halo_hal_cuda_load_result_t halo_hal_cuda_driver_result;
-// cuDriverGetVersion's answer, kept even when the load fails later.
-static int halo_hal_cuda_driver_version_found;
 
 static pthread_once_t halo_hal_cuda_nvrtc_once = PTHREAD_ONCE_INIT;
 static halo_hal_cuda_nvrtc_symbols_t halo_hal_cuda_nvrtc_table;
@@ -84,7 +82,8 @@ static void halo_hal_cuda_driver_load_once(void) {
   }
   int version = 0;
   CUresult rc = driver_get_version(&version);
-  if (rc == CUDA_SUCCESS) halo_hal_cuda_driver_version_found = version;
+  // Kept even when the load fails below (NVRTC's soname follows it).
+  if (rc == CUDA_SUCCESS) cu->driver_version = version;
   if (rc != CUDA_SUCCESS || version < HALO_HAL_CUDA_MIN_DRIVER_VERSION) {
     halo_hal_cuda_load_fail(result,
                             "the CUDA driver supports CUDA %d.%d (error %d); "
@@ -94,7 +93,6 @@ static void halo_hal_cuda_driver_load_once(void) {
                             HALO_HAL_CUDA_MIN_DRIVER_VERSION % 1000 / 10);
     return;
   }
-  cu->driver_version = version;
 
   // Each X expands to one lookup: the string is the base name (# does not
   // expand macros), the field the versioned name cuda.h maps it to; at
@@ -167,7 +165,7 @@ halo_status_t halo_hal_cuda_symbols_load(
 
 int halo_hal_cuda_driver_version(void) {
   pthread_once(&halo_hal_cuda_driver_once, halo_hal_cuda_driver_load_once);
-  return halo_hal_cuda_driver_version_found;
+  return halo_hal_cuda_driver_symbols.driver_version;
 }
 
 // The NVRTC majors halo knows, newest first.
