@@ -5,7 +5,7 @@
 import ctypes
 import enum
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Type, Union
 
 from . import _core, _dlpack, _lib
 from ._object import HaloObject, check_int, format_token
@@ -324,16 +324,13 @@ class Buffer(HaloObject):
         """A ctypes array over [offset, offset + length) of the mapping that
         keeps the mapping (and this buffer's C object) alive."""
         self._check_allocated()
-        if self._host_pointer is None:
-            raise ValueError(
-                f"{self._handle.name} is a device buffer: it has no host "
-                "mapping (use read()/write(), or create the buffer with "
-                "memory='host_visible')")
+        address = self._host_only("a view", ValueError,
+                                  "or use read()/write()")
         handle = self._handle
         _core.map_pin(handle)
         try:
             array = (ctypes.c_ubyte * length).from_address(
-                self._host_pointer + offset)
+                address + offset)
             weakref.finalize(array, _core.map_unpin, handle).atexit = False
         except BaseException:
             _core.map_unpin(handle)
@@ -392,12 +389,17 @@ class Buffer(HaloObject):
 
     # ---------------------------------------------------------- protocols
 
-    def _host_only(self, what: str) -> int:
+    def _host_only(self, what: str,
+                   error: Type[Exception] = BufferError,
+                   otherwise: str = "or copy it out with read()") -> int:
+        """The host address of a host-visible buffer; |error| naming |what|
+        for a device buffer (which numpy, DLPack and the buffer protocol
+        each report with their own exception type)."""
         if self._host_pointer is None:
-            raise BufferError(
+            raise error(
                 f"{what}: {self._handle.name} is a device buffer, not in "
-                "this process's memory; create it with memory='host_visible' "
-                "(or copy it out with read())")
+                "this process's memory; create it with "
+                f"memory='host_visible' ({otherwise})")
         return self._host_pointer
 
     def __dlpack__(self, *, stream: Optional[int] = None,
@@ -441,12 +443,8 @@ class Buffer(HaloObject):
         a uint8 array without a copy (numpy()); a copy if |copy| is True or
         a |dtype| other than uint8 is asked for. TypeError for a device
         buffer (numpy would otherwise make a 0-d object array)."""
-        if self._host_pointer is None:
-            raise TypeError(
-                f"numpy.asarray: {self._handle.name} is a device buffer, "
-                "not in this process's memory; create it with "
-                "memory='host_visible', or read it: "
-                "numpy.frombuffer(buffer.read(), dtype)")
+        self._host_only("numpy.asarray", TypeError,
+                        "or read it: numpy.frombuffer(buffer.read(), dtype)")
         array = self.numpy()
         if dtype is not None and _numpy().dtype(dtype) != array.dtype:
             if copy is False:
