@@ -74,12 +74,9 @@ _NUMPY_TO_TRITON = {
     "float32": "fp32", "float64": "fp64",
 }
 
-# Triton scalar type -> struct format of its bytes in the parameter buffer.
-_SCALAR_FORMATS = {
-    "i1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
-    "u1": "<?", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q",
-    "fp16": "<e", "fp32": "<f", "fp64": "<d",
-}
+# The Triton type of a Python int -> struct format of its bytes in the
+# parameter buffer.
+_INT_FORMATS = {"i32": "<i", "i64": "<q", "u64": "<Q"}
 
 # Bytes of a PTX parameter type (.u64, .b32, .f16, ...).
 _PTX_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
@@ -162,8 +159,7 @@ class Compiled:
     num_warps: int
     shared: int  # dynamic shared memory in bytes
     parameters: List[int]  # byte sizes of every parameter of the entry
-    global_scratch: Tuple[int, int]  # (bytes per program, alignment)
-    profile_scratch: Tuple[int, int]
+    global_scratch: int  # bytes per program
     num_ctas: int
     metadata: Any = field(repr=False)
 
@@ -240,10 +236,7 @@ def compile(fn: Any, signature: Dict[str, str], constexprs: Dict[str, Any],
         name=metadata.name, cubin=bytes(kernel.asm["cubin"]), ptx=ptx,
         num_warps=metadata.num_warps, shared=metadata.shared,
         parameters=ptx_parameters(ptx, metadata.name),
-        global_scratch=(getattr(metadata, "global_scratch_size", 0),
-                        getattr(metadata, "global_scratch_align", 1)),
-        profile_scratch=(getattr(metadata, "profile_scratch_size", 0),
-                         getattr(metadata, "profile_scratch_align", 1)),
+        global_scratch=getattr(metadata, "global_scratch_size", 0),
         num_ctas=getattr(metadata, "num_ctas", 1), metadata=metadata)
     with _compiled_lock:
         _compiled[key] = compiled
@@ -281,7 +274,7 @@ def _scalar(value: Any, name: str) -> Tuple[str, bytes, bool]:
         else:
             raise ValueError(f"argument {name} = {value} does not fit in 64 "
                              "bits")
-        return kind, struct.pack(_SCALAR_FORMATS[kind], value), \
+        return kind, struct.pack(_INT_FORMATS[kind], value), \
             value % 16 == 0
     if isinstance(value, float):
         return "fp32", struct.pack("<f", value), False
@@ -421,8 +414,7 @@ class Kernel:
                     f"in the PTX, the argument {kind} is {expected}")
             dispatch.append(value)
         programs = grid3[0] * grid3[1] * grid3[2] * compiled.num_ctas
-        scratch_size, _ = compiled.global_scratch
-        scratch = scratch_size * programs
+        scratch = compiled.global_scratch * programs
         for extra in range(hidden):
             if extra == 0 and scratch:
                 dispatch.append("scratch")
@@ -458,8 +450,7 @@ class Kernel:
             self._executables[key] = found
         return found
 
-    def _recording(self, plan: Plan) -> Tuple[CommandBuffer, Optional[Buffer],
-                                             Optional[bool]]:
+    def _recording(self, plan: Plan) -> Tuple[CommandBuffer, Optional[bool]]:
         compiled = plan.compiled
         key = (compiled.metadata.hash, plan.grid, len(plan.bindings),
                plan.unaligned,
@@ -468,7 +459,7 @@ class Kernel:
         found = self._recordings.get(key)
         if found is not None:
             self._recordings.move_to_end(key)
-            return found[0], found[1], None
+            return found[0], None
         executable = self._executable(compiled)
         scratch = None
         args: List[Any] = []
@@ -493,7 +484,7 @@ class Kernel:
             old.release()
             if old_scratch is not None:
                 old_scratch.release()
-        return command_buffer, scratch, command_buffer.memo_hit
+        return command_buffer, command_buffer.memo_hit
 
     def run(self, *args: Any, grid: Any, num_warps: int = 4,
             num_stages: int = 3, queue: Optional[Queue] = None,
@@ -505,7 +496,7 @@ class Kernel:
         plan = self.prepare(*args, grid=grid, num_warps=num_warps,
                             num_stages=num_stages, **kwargs)
         with self._lock:
-            command_buffer, _, memo_hit = self._recording(plan)
+            command_buffer, memo_hit = self._recording(plan)
             if self._semaphore is None:
                 self._semaphore = self.client.create_semaphore()
             self._value += 1
