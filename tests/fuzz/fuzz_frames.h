@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ring.h"
 #include "common/wire.h"
 
 typedef struct halo_fuzz_frames_t {
@@ -62,16 +63,9 @@ void halo_fuzz_frames_command_buffer_create(halo_fuzz_frames_t *frames,
                                             uint32_t binding_capacity,
                                             uint64_t direct);
 
-typedef struct halo_fuzz_value_t {
-  uint64_t semaphore;
-  uint64_t value;
-} halo_fuzz_value_t;
-
-typedef struct halo_fuzz_binding_t {
-  uint64_t buffer;
-  uint64_t offset;
-  uint64_t length;
-} halo_fuzz_binding_t;
+// The ring's layouts (common/ring.h), for the socket's frames too.
+typedef halo_ring_semaphore_value_t halo_fuzz_value_t;
+typedef halo_ring_binding_t halo_fuzz_binding_t;
 
 void halo_fuzz_frames_execute(halo_fuzz_frames_t *frames, uint64_t queue,
                               uint64_t command_buffer,

@@ -426,9 +426,7 @@ static void ring_seed_record(ring_seed_t *seed, uint16_t type, const void *body,
                              size_t body_size, const halo_fuzz_value_t *values,
                              size_t value_count, uint16_t length,
                              uint64_t checksum) {
-  size_t natural = sizeof(halo_ring_record_header_t) + body_size +
-                   value_count * sizeof(halo_ring_semaphore_value_t);
-  natural = (natural + 15) & ~(size_t)15;
+  size_t natural = halo_ring_values_length((uint32_t)body_size, value_count, 0);
   halo_ring_record_header_t header = {
       .type = type,
       .length = length ? length : (uint16_t)natural,
@@ -438,10 +436,9 @@ static void ring_seed_record(ring_seed_t *seed, uint16_t type, const void *body,
   memset(cursor, 0, natural);
   memcpy(cursor, &header, sizeof(header));
   if (body_size) memcpy(cursor + sizeof(header), body, body_size);
-  for (size_t i = 0; i < value_count; ++i) {
-    halo_ring_semaphore_value_t value = {values[i].semaphore, values[i].value};
-    memcpy(cursor + sizeof(header) + body_size + i * sizeof(value), &value,
-           sizeof(value));
+  if (value_count) {
+    memcpy(cursor + sizeof(header) + body_size, values,
+           value_count * sizeof(*values));
   }
   seed->size += natural;
 }
@@ -458,8 +455,8 @@ static void ring_seed_execute(ring_seed_t *seed, uint32_t flags,
                                  .wait_count = wait_count,
                                  .signal_count = signal_count,
                                  .flags = flags};
-  halo_ring_binding_t bindings[2] = {{KIT_HOST, 0, UINT64_MAX},
-                                     {KIT_DEVICE, 0, 4096}};
+  halo_ring_binding_t bindings[2];
+  kit_bindings(bindings);
   memcpy(body, &execute, sizeof(execute));
   memcpy(body + sizeof(execute), bindings, sizeof(bindings));
   halo_fuzz_value_t values[8];
