@@ -739,6 +739,18 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
         (unsigned long long)ring->records_rejected,
         (unsigned long long)ring->doorbells);
   }
+  // Nothing drains it any more: a client waiting for room or for its
+  // records to be taken (before a control call) must stop waiting. A lost
+  // session's client is still connected and would wait for ever. Records
+  // it waits on end with DATA_LOSS and this reason.
+  if (!ring->broken) {
+    snprintf((char *)ring->header->error_message,
+             sizeof(ring->header->error_message),
+             "the submission ring is no longer read: its session ended (a "
+             "lost session answers every request with the reason)");
+  }
+  atomic_fetch_or_explicit(&ring->header->flags, HALO_RING_FLAG_BROKEN,
+                           memory_order_seq_cst);
   halod_ring_deactivate(ring);
   uv_poll_stop(&ring->poll);
   uv_close((uv_handle_t *)&ring->poll, halod_ring_on_closed);
