@@ -56,8 +56,9 @@
 #define HALO_RING_KEY_BYTES 16u
 
 // |flags| bits. NEED_WAKEUP: the daemon stopped polling, ring the doorbell.
-// BROKEN: the daemon found a framing error and reads this ring no more
-// (|error_*| says why); later operations go over the socket.
+// BROKEN: the daemon found a framing error, or the session ended or was
+// lost, and reads this ring no more (|error_message| says why); later
+// operations go over the socket.
 #define HALO_RING_FLAG_NEED_WAKEUP 1u
 #define HALO_RING_FLAG_BROKEN 2u
 
