@@ -274,9 +274,14 @@ static halo_status_t halo_ring_verdict(halo_client_t *client,
   HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, ring->tail));
   halo_ring_header_t *header = ring->header;
   if (atomic_load_explicit(&header->head, memory_order_acquire) < ring->tail) {
-    return halo_status_make(HALO_STATUS_DATA_LOSS, "%.*s",
-                            (int)sizeof(header->error_message),
-                            header->error_message);
+    // Broken before it read the record: a framing error (DATA_LOSS), or
+    // halod stopped reading (the code a request would get now).
+    int32_t code = header->error_code;
+    return halo_status_make(
+        code == HALO_STATUS_UNAVAILABLE || code == HALO_STATUS_SESSION_LOST
+            ? (halo_status_code_t)code
+            : HALO_STATUS_DATA_LOSS,
+        "%.*s", (int)sizeof(header->error_message), header->error_message);
   }
   if (atomic_load_explicit(&header->error_sequence, memory_order_acquire) !=
       sequence + 1) {

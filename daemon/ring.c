@@ -727,7 +727,6 @@ static void halod_ring_on_closed(uv_handle_t *handle) {
 }
 
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
-  (void)daemon;
   halod_ring_t *ring = session->ring;
   if (!ring) return;
   session->ring = NULL;
@@ -741,13 +740,20 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
   }
   // Nothing drains it any more: a client waiting for room or for its
   // records to be taken (before a control call) must stop waiting. A lost
-  // session's client is still connected and would wait for ever. Records
-  // it waits on end with DATA_LOSS and this reason.
+  // session's client is still connected and would wait for ever. A record
+  // it waits on ends with the code and reason a request would get now.
   if (!ring->broken) {
+    bool stopping = daemon->stopping;
+    ring->header->error_code = stopping || !session->lost_reason
+                                   ? HALO_STATUS_UNAVAILABLE
+                                   : HALO_STATUS_SESSION_LOST;
     snprintf((char *)ring->header->error_message,
              sizeof(ring->header->error_message),
-             "the submission ring is no longer read: its session ended (a "
-             "lost session answers every request with the reason)");
+             "the submission ring is no longer read: %s",
+             stopping ? "halod is stopping (SIGTERM: a stop or restart); "
+                        "reconnect once it is back"
+             : session->lost_reason ? session->lost_reason
+                                    : "its session ended");
   }
   atomic_fetch_or_explicit(&ring->header->flags, HALO_RING_FLAG_BROKEN,
                            memory_order_seq_cst);
