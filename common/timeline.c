@@ -42,6 +42,7 @@ void halo_timeline_page_initialize(halo_timeline_page_t *page,
 uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
                                      uint64_t initial_value) {
   atomic_store_explicit(&slot->value, initial_value, memory_order_relaxed);
+  atomic_store_explicit(&slot->pending, initial_value, memory_order_relaxed);
   atomic_store_explicit(&slot->failure, 0, memory_order_relaxed);
   atomic_store_explicit(&slot->failure_reason, 0, memory_order_relaxed);
   atomic_store_explicit(&slot->failure_device, 0, memory_order_relaxed);
@@ -52,6 +53,18 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
       atomic_load_explicit(&slot->generation, memory_order_relaxed);
   atomic_store_explicit(&slot->generation, generation, memory_order_release);
   return generation;
+}
+
+bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value) {
+  uint64_t pending = atomic_load_explicit(&slot->pending, memory_order_acquire);
+  while (pending < value) {
+    if (atomic_compare_exchange_weak_explicit(&slot->pending, &pending, value,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void halo_timeline_slot_notify(halo_timeline_slot_t *slot) {

@@ -56,7 +56,13 @@ typedef struct halo_timeline_slot_t {
   _Atomic uint32_t failure_device;
   _Atomic int32_t failure_detail;
   _Atomic uint32_t failure_count;
-  uint32_t reserved[7];
+  uint32_t reserved0;
+  // The highest value an accepted submission will signal (>= |value|).
+  // halod and the domain's device workers (which take executions from
+  // submission rings themselves) reserve values here with compare-and-
+  // swap, so neither accepts a value the other has already promised.
+  _Atomic uint64_t pending;
+  uint32_t reserved[4];
 } halo_timeline_slot_t;
 
 // The failure_* words of a slot.
@@ -84,6 +90,8 @@ typedef struct halo_timeline_page_t {
 } halo_timeline_page_t;
 
 _Static_assert(sizeof(halo_timeline_slot_t) == 64, "slot is a cache line");
+_Static_assert(offsetof(halo_timeline_slot_t, pending) % 8 == 0,
+               "pending is naturally aligned");
 _Static_assert(sizeof(halo_timeline_page_t) <= HALO_TIMELINE_PAGE_SIZE,
                "page fits");
 
@@ -100,6 +108,10 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
 
 // Stores |value| and wakes every waiter. The caller checked monotonicity.
 void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
+
+// Raises |pending| to |value| if it is below (compare-and-swap); returns
+// whether it did. halod and device workers, any thread.
+bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value);
 
 // Sets the sticky failure (first failure wins) and wakes every waiter.
 // Returns false if the slot had failed already.

@@ -306,7 +306,7 @@ static void halod_admin_semaphores(halod_t *daemon,
       info->owner_pid = semaphore->creator_pid;
     }
     info->has_pending_value = true;
-    info->pending_value = semaphore->hal.pending_max;
+    info->pending_value = halo_hal_semaphore_pending(&semaphore->hal);
     pointers[n++] = info;
   }
   halo_u64_map_deinitialize(&importers);

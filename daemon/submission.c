@@ -310,7 +310,8 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   submission->queue = queue;
   halo_hal_action_t *action = &submission->action;
   for (uint32_t i = 0; i < action->signal_count; ++i) {
-    action->signals[i].semaphore->pending_max = action->signals[i].value;
+    halo_hal_semaphore_reserve(action->signals[i].semaphore,
+                               action->signals[i].value);
   }
   submission->id = halod_next_id(daemon);
   submission->accepted_ns = halo_clock_now_ns();

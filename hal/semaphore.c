@@ -12,7 +12,7 @@ void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
                                    uint64_t initial_value) {
   memset(semaphore, 0, sizeof(*semaphore));
   semaphore->slot = slot;
-  semaphore->pending_max = initial_value;
+  atomic_store_explicit(&slot->pending, initial_value, memory_order_release);
 }
 
 // Drops the recorded fences at or below |value| (UINT64_MAX: all).
@@ -39,6 +39,15 @@ void halo_hal_semaphore_deinitialize(halo_hal_semaphore_t *semaphore) {
 
 uint64_t halo_hal_semaphore_value(const halo_hal_semaphore_t *semaphore) {
   return atomic_load_explicit(&semaphore->slot->value, memory_order_acquire);
+}
+
+uint64_t halo_hal_semaphore_pending(const halo_hal_semaphore_t *semaphore) {
+  return atomic_load_explicit(&semaphore->slot->pending, memory_order_acquire);
+}
+
+void halo_hal_semaphore_reserve(halo_hal_semaphore_t *semaphore,
+                                uint64_t value) {
+  halo_timeline_slot_reserve(semaphore->slot, value);
 }
 
 int32_t halo_hal_semaphore_failure(const halo_hal_semaphore_t *semaphore) {
@@ -80,20 +89,21 @@ halo_status_t halo_hal_semaphore_check_signal(
                             (unsigned long long)value,
                             (unsigned long long)current);
   }
-  if (value <= semaphore->pending_max) {
+  uint64_t pending = halo_hal_semaphore_pending(semaphore);
+  if (value <= pending) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "signal value %llu is not greater than %llu, "
                             "which a pending submission will signal (values "
                             "only increase)",
                             (unsigned long long)value,
-                            (unsigned long long)semaphore->pending_max);
+                            (unsigned long long)pending);
   }
   return NULL;
 }
 
 void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
                                uint64_t value) {
-  if (value > semaphore->pending_max) semaphore->pending_max = value;
+  halo_timeline_slot_reserve(semaphore->slot, value);
   if (value > halo_hal_semaphore_value(semaphore)) {
     halo_timeline_slot_signal(semaphore->slot, value);
   } else {

@@ -59,8 +59,6 @@ typedef struct halo_hal_semaphore_fence_t {
 
 typedef struct halo_hal_semaphore_t {
   halo_timeline_slot_t *slot;
-  // The highest value an accepted submission will signal (>= the value).
-  uint64_t pending_max;
   char *failure_message;               // set by the first failure
   halo_hal_timepoint_t *timepoints;    // sorted by value
   halo_hal_semaphore_fence_t *fences;  // sorted by value, above the value
@@ -74,6 +72,12 @@ void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
 void halo_hal_semaphore_deinitialize(halo_hal_semaphore_t *semaphore);
 
 uint64_t halo_hal_semaphore_value(const halo_hal_semaphore_t *semaphore);
+// The highest value an accepted submission will signal (>= the value): the
+// slot's |pending|, which device workers taking ring records raise too.
+uint64_t halo_hal_semaphore_pending(const halo_hal_semaphore_t *semaphore);
+// Raises it to |value| (an accepted submission will signal it).
+void halo_hal_semaphore_reserve(halo_hal_semaphore_t *semaphore,
+                                uint64_t value);
 // 0 while healthy.
 int32_t halo_hal_semaphore_failure(const halo_hal_semaphore_t *semaphore);
 

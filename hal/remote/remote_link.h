@@ -32,12 +32,46 @@
 //   COMPLETE        halo_remote_complete_t + message
 //   LOST            a message: the device is lost; the worker exits next.
 //
+// The session's submission ring, delegated to the worker (hot path without
+// the supervisor; docs/architecture.md "Rings in the worker"). None has a
+// reply; supervisor -> worker:
+//   RING_FLIGHT     + the flight table's memfd (halo_remote_flight_t), once,
+//                   before the first RING_ATTACH
+//   RING_ATTACH     halo_remote_ring_attach_t + the ring's memfd
+//   RING_DOORBELL   halo_remote_ring_session_t + the session's eventfd
+//   RING_GRANT      halo_remote_ring_grant_t (+ binding_capacity
+//                   halo_remote_ring_slot_t for a command buffer)
+//   RING_REVOKE     halo_remote_ring_revoke_t
+//   RING_RESUME     halo_remote_ring_position_t: the bounced record is done
+//   RING_DETACH     halo_remote_ring_session_t: the session ended
+// worker -> supervisor:
+//   RING_BOUNCE     halo_remote_ring_position_t: the record there is the
+//                   supervisor's; the worker reads the ring no further
+//                   until RING_RESUME
+//   RING_COMPLETE   halo_remote_ring_complete_t + signal_count
+//                   halo_remote_ring_value_t + message
+//   RING_RELEASED   uint64_t grant ids: revoked grants no execution uses
+//
+// What the worker takes itself: an EXECUTE record whose every handle is
+// granted, that passes the checks the supervisor would make (binding
+// ranges, slot lengths and alignment, values below 2^63, no semaphore
+// signaled twice), whose waits are reached in their slots and whose
+// signals are above their slot's value and |pending| (which it raises),
+// while the session has fewer than |pending_limit| such executions in
+// flight and the flight table has room. PAD records it skips. Everything
+// else (other records, a changed checksum, an unknown handle, a failed
+// check, a wait not reached) it bounces: the supervisor processes that one
+// record as it always did (and says why it refuses it), grants what the
+// record used, and resumes the worker after it. So the worker never
+// refuses a record itself.
+//
 // Thread-safety: a link's send side is guarded by its own mutex; one
 // thread receives.
 #ifndef HALO_HAL_REMOTE_REMOTE_LINK_H_
 #define HALO_HAL_REMOTE_REMOTE_LINK_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,7 +80,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 2u
+#define HALO_REMOTE_LINK_VERSION 3u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -64,11 +98,21 @@ typedef enum halo_remote_message_type_e {
   HALO_REMOTE_CREATE_QUEUE = 10,
   HALO_REMOTE_DESTROY = 11,
   HALO_REMOTE_EXECUTE = 12,
+  HALO_REMOTE_RING_FLIGHT = 13,
+  HALO_REMOTE_RING_ATTACH = 14,
+  HALO_REMOTE_RING_DOORBELL = 15,
+  HALO_REMOTE_RING_GRANT = 16,
+  HALO_REMOTE_RING_REVOKE = 17,
+  HALO_REMOTE_RING_RESUME = 18,
+  HALO_REMOTE_RING_DETACH = 19,
   HALO_REMOTE_READY = 32,
   HALO_REMOTE_FAILED = 33,
   HALO_REMOTE_REPLY = 34,
   HALO_REMOTE_COMPLETE = 35,
   HALO_REMOTE_LOST = 36,
+  HALO_REMOTE_RING_BOUNCE = 37,
+  HALO_REMOTE_RING_COMPLETE = 38,
+  HALO_REMOTE_RING_RELEASED = 39,
 } halo_remote_message_type_t;
 
 typedef enum halo_remote_object_kind_e {
@@ -167,6 +211,120 @@ typedef struct halo_remote_complete_t {
   int32_t code;
   uint32_t message_length;
 } halo_remote_complete_t;
+
+// ---------------------------------------------------------------- rings
+
+// Shared by the supervisor (creates it, reads it after a loss) and the
+// worker (writes it): the ring executions in flight in the worker, so that
+// a worker that dies still names them. An entry is free while |id| is 0;
+// the worker fills the other fields, then stores |id| (release), and
+// stores 0 when the execution completed.
+typedef struct halo_remote_flight_entry_t {
+  _Atomic uint64_t id;    // the execution's id (HALO_REMOTE_RING_ID_BIT set)
+  uint64_t session;       // the supervisor's session id
+  uint64_t command_buffer_grant;
+  int64_t issued_ns;      // CLOCK_MONOTONIC
+} halo_remote_flight_entry_t;
+
+typedef struct halo_remote_flight_t {
+  uint32_t capacity;  // entries
+  uint32_t reserved[15];
+  halo_remote_flight_entry_t entries[];
+} halo_remote_flight_t;
+
+#define HALO_REMOTE_FLIGHT_ENTRIES 4096u
+#define HALO_REMOTE_FLIGHT_BYTES                                   \
+  (sizeof(halo_remote_flight_t) +                                  \
+   HALO_REMOTE_FLIGHT_ENTRIES * sizeof(halo_remote_flight_entry_t))
+// Ids of executions the worker took from a ring have this bit set (the
+// supervisor's own ids never do).
+#define HALO_REMOTE_RING_ID_BIT (1ull << 63)
+
+typedef struct halo_remote_ring_session_t {
+  uint64_t session;
+} halo_remote_ring_session_t;
+
+typedef struct halo_remote_ring_attach_t {
+  uint64_t session;
+  uint64_t map_size;  // header page + capacity: the memfd's size
+  uint64_t head;      // bytes consumed so far: where the worker starts
+  uint64_t sequence;  // the sequence of the record at |head|
+  uint32_t capacity;  // record bytes, a power of two
+  // The session's executions the worker may have in flight (session-
+  // pending); past it, records are bounced.
+  uint32_t pending_limit;
+  uint8_t key[16];  // the records' checksum key (HALO_RING_KEY_BYTES)
+} halo_remote_ring_attach_t;
+
+typedef struct halo_remote_ring_position_t {
+  uint64_t session;
+  uint64_t head;      // the record's offset (bytes consumed before it)
+  uint64_t sequence;  // its sequence
+} halo_remote_ring_position_t;
+
+typedef enum halo_remote_grant_kind_e {
+  HALO_REMOTE_GRANT_QUEUE = 1,
+  HALO_REMOTE_GRANT_COMMAND_BUFFER = 2,
+  HALO_REMOTE_GRANT_BUFFER = 3,
+  HALO_REMOTE_GRANT_SEMAPHORE = 4,
+} halo_remote_grant_kind_t;
+
+// A session's handle as the worker resolves it in ring records. The grant
+// holds the supervisor's reference on the object until the worker sends
+// RING_RELEASED for it (after a RING_REVOKE or RING_DETACH, once no
+// execution of the worker uses it).
+typedef struct halo_remote_ring_grant_t {
+  uint64_t session;
+  // The session's handle; a QUEUE grant of handle 0 is the session's
+  // default queue on this device.
+  uint64_t handle;
+  uint64_t grant;  // the supervisor's id for it (RING_RELEASED names it)
+  uint32_t kind;   // halo_remote_grant_kind_t
+  // COMMAND_BUFFER: its binding table's slots, whose requirements follow.
+  uint32_t binding_capacity;
+  // QUEUE, COMMAND_BUFFER: the worker's object id (as in EXECUTE).
+  // BUFFER: its device address on this worker. SEMAPHORE: the slot's page
+  // key (as halo_remote_signal_t.slot_key).
+  uint64_t object;
+  // BUFFER: its size in bytes. SEMAPHORE: the slot's offset in the page.
+  uint64_t size;
+  // SEMAPHORE: the address the device stores its value at (0: none).
+  uint64_t device_address;
+} halo_remote_ring_grant_t;
+
+// A command buffer's binding slot: a binding must cover |min_length| bytes
+// at an address aligned to |alignment| if |used|.
+typedef struct halo_remote_ring_slot_t {
+  uint64_t min_length;
+  uint32_t alignment;
+  uint32_t used;
+} halo_remote_ring_slot_t;
+
+typedef struct halo_remote_ring_revoke_t {
+  uint64_t session;
+  uint64_t handle;
+  uint32_t kind;  // halo_remote_grant_kind_t
+  uint32_t reserved;
+} halo_remote_ring_revoke_t;
+
+// An execution the worker took from a ring completed (or failed).
+typedef struct halo_remote_ring_complete_t {
+  uint64_t session;
+  uint64_t id;  // HALO_REMOTE_RING_ID_BIT set
+  uint64_t queue_grant;
+  uint64_t command_buffer_grant;
+  int64_t issued_ns;
+  int64_t completed_ns;
+  int32_t code;  // halo_status_code_t: the signals fail with it
+  uint32_t message_length;
+  uint32_t signal_count;
+  uint32_t reserved;
+} halo_remote_ring_complete_t;
+
+typedef struct halo_remote_ring_value_t {
+  uint64_t grant;  // a SEMAPHORE grant
+  uint64_t value;
+} halo_remote_ring_value_t;
 
 #define HALO_REMOTE_LINK_BUFFER (64 * 1024)
 #define HALO_REMOTE_LINK_MAX_FDS 16

@@ -1062,7 +1062,7 @@ static void sync_submit(test_action_t *test, halo_hal_queue_t *queue,
   }
   halo_hal_semaphore_t *semaphore = &sync_state.semaphores[signal];
   assert_null(halo_hal_semaphore_check_signal(semaphore, signal_value));
-  semaphore->pending_max = signal_value;  // reserved, as halod does
+  halo_hal_semaphore_reserve(semaphore, signal_value);  // as halod does
   test->signals[0].semaphore = semaphore;
   test->signals[0].value = signal_value;
   action->signals = test->signals;
