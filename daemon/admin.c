@@ -20,6 +20,7 @@
 #include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/queue.h"
+#include "daemon/ring_worker.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
@@ -65,6 +66,8 @@ static void halod_admin_status(halod_t *daemon, const Halo__Wire__Request *wire,
   reply.has_pending = reply.has_in_flight = true;
   halod_admin_work_totals(daemon, &reply.pending, &reply.in_flight);
   reply.admin_address = daemon->config.admin;
+  reply.has_ring_worker_executions = true;
+  reply.ring_worker_executions = halod_ring_workers_executions(daemon);
 
   Halo__Wire__DriverInfo drivers[HALO_HAL_DRIVER_COUNT];
   Halo__Wire__DriverInfo *driver_pointers[HALO_HAL_DRIVER_COUNT];

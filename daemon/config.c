@@ -205,6 +205,13 @@ static const halod_config_entry_t halod_config_entries[] = {
      "microseconds each end of a device worker's link keeps polling for the "
      "next message before it sleeps (executions and completions that follow "
      "closely are taken at once; 0: never poll)"},
+    {"ring-consumer", HALOD_CHOICE(ring_consumer), "worker", 0, 0,
+     "worker|halod", LIVE,
+     "who drains a session's submission ring: worker (its trust domain's "
+     "device worker takes the executions it can validate itself and hands "
+     "the rest to halod, so the hot path skips halod) or halod (every "
+     "record through halod, as before); live: for rings handed over after "
+     "a reload; device-workers process only"},
     {"fault-budget", HALOD_NUMBER(HALOD_CONFIG_U32, fault_budget), "3", 0,
      HALOD_FAULT_BUDGET_MAX, NULL, LIVE,
      "device faults a client process may cause within "

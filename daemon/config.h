@@ -59,6 +59,7 @@ typedef struct halod_config_t {
   uint32_t submission_deadline_ms;    // 0: none
   uint32_t worker_poll_us;            // device link polling window
   uint32_t worker_spares;             // started ahead, per device
+  char ring_consumer[16];             // worker | halod
   uint32_t fault_budget;              // faults per client process; 0: no limit
   uint32_t fault_budget_window_s;     // ... within this many seconds
   uint32_t executable_cache_entries;  // released executables kept (LRU)

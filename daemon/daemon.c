@@ -22,6 +22,7 @@
 #include "daemon/fd_server.h"
 #include "daemon/requests.h"
 #include "daemon/ring.h"
+#include "daemon/ring_worker.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
@@ -227,6 +228,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
                                   config->socket_mode, config->socket_group,
                                   &daemon->fd_server);
   if (!status) status = halod_rings_start(daemon);
+  if (!status) status = halod_ring_workers_start(daemon);
   nng_msg *busy = halod_busy_reply(config->session_requests);
   halod_server_options_t options = {
       .address = config->listen,
@@ -398,6 +400,7 @@ void halod_stop(halod_t *daemon) {
   if (daemon->work.completion_async.loop) {
     uv_close((uv_handle_t *)&daemon->work.completion_async, NULL);
   }
+  halod_ring_workers_stop(daemon);
   halod_rings_stop(daemon);
   if (daemon->sigterm.loop) {
     uv_close((uv_handle_t *)&daemon->sigterm, NULL);

@@ -123,6 +123,9 @@ typedef struct halod_work_t {
   halo_hal_deferred_queue_t deferred;
   uv_async_t completion_async;
   halod_rings_t *rings;
+  // What device workers were granted for the rings they drain
+  // (daemon/ring_worker.c).
+  struct halod_ring_workers_t *ring_workers;
 } halod_work_t;
 
 typedef struct halod_t {

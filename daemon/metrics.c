@@ -19,6 +19,7 @@
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
 #include "daemon/queue.h"
+#include "daemon/ring_worker.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
 
@@ -348,6 +349,10 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_sample(&text, "halo_client_faults_total", "counter",
                     "Device faults charged to client processes (fault-budget).",
                     (double)daemon->stats.client_faults);
+  halod_text_sample(&text, "halo_ring_worker_executions_total", "counter",
+                    "Executions device workers took from submission rings "
+                    "themselves (ring-consumer worker), without halod.",
+                    (double)halod_ring_workers_executions(daemon));
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains: with sessions, or kept for the cached "
                     "entries of their workers.",

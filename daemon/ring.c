@@ -21,8 +21,14 @@
 #include "common/ring.h"
 #include "common/status.h"
 #include "daemon/buffer.h"
+#include "daemon/command_buffer.h"
 #include "daemon/operation.h"
+#include "daemon/queue.h"
+#include "daemon/ring_worker.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
+#include "hal/remote/remote_link.h"
 
 // Records one ring may yield per loop iteration before the next ring's
 // turn: busy sessions are drained fairly.
@@ -49,6 +55,19 @@ struct halod_ring_t {
   uint64_t records_done;
   uint64_t records_rejected;
   uint64_t doorbells;
+  // Handed to a device worker (ring-consumer = worker): it drains the ring
+  // and bounces to halod the records it does not take (held; NULL while
+  // halod drains it). |memfd| is kept until then.
+  halo_hal_device_t *worker;
+  int memfd;
+  // After an accepted execute: the worker to hand the ring to, and the
+  // operation to grant (it points into the record scratch, valid until the
+  // next record).
+  halo_hal_device_t *attach_to;
+  const halod_op_execute_t *grant_op;
+  halod_op_execute_t grant_copy;
+  halo_u64_map_t granted;  // handle -> grant id, what the worker holds
+  bool taking_bounce;      // processing the record the worker bounced
 };
 
 typedef struct halod_rings_t {
@@ -234,6 +253,46 @@ static halod_op_sync_t halod_ring_sync(
                            .signal_count = signal_count};
 }
 
+// Whether the ring goes (or went) to a device worker: ring-consumer =
+// worker, and the accepted execute ran on a worker that is up.
+static void halod_ring_after_execute(halod_ring_t *ring,
+                                     const halod_op_execute_t *op) {
+  halod_t *daemon = ring->daemon;
+  if (ring->broken) return;
+  if (!ring->worker) {
+    if (strcmp(daemon->config.ring_consumer, "worker") != 0) return;
+    halod_queue_t *queue = NULL;
+    void *object;
+    if (op->queue) {
+      halo_status_t status = halod_handle_table_lookup(
+          &ring->session->handles, op->queue, HALOD_OBJECT_QUEUE, &object);
+      if (status) {
+        halo_status_free(status);
+        return;
+      }
+      queue = object;
+    } else {
+      halo_status_t status =
+          halod_handle_table_lookup(&ring->session->handles, op->command_buffer,
+                                    HALOD_OBJECT_COMMAND_BUFFER, &object);
+      if (status) {
+        halo_status_free(status);
+        return;
+      }
+      queue = ring->session->default_queues[((halod_command_buffer_t *)object)
+                                                ->entry->device];
+    }
+    if (!queue || !halo_hal_remote_device_is(queue->hal_device) ||
+        !halo_hal_remote_device_is_ready(queue->hal_device) ||
+        ring->memfd < 0) {
+      return;
+    }
+    ring->attach_to = queue->hal_device;
+  }
+  ring->grant_copy = *op;
+  ring->grant_op = &ring->grant_copy;
+}
+
 static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
                                const uint8_t *record, uint32_t length) {
   halo_ring_execute_t execute;
@@ -270,6 +329,7 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
   uint64_t id;
   halo_status_t status =
       halod_op_execute(ring->daemon, ring->session, &op, &id);
+  if (!status) halod_ring_after_execute(ring, &op);
   if (status) {
     // A client waiting for the verdict reads it from the header; one that
     // does not learns it from the signal semaphores.
@@ -484,9 +544,68 @@ static void halod_ring_reject_changed(halod_ring_t *ring, uint64_t sequence,
                     status);
 }
 
+// Hands the ring to its worker (the first accepted execute that ran on
+// one). Sends the ATTACH and the doorbell; false if the worker is gone (the
+// ring stays with halod).
+static bool halod_ring_attach(halod_ring_t *ring, halo_hal_device_t *worker) {
+  halod_session_t *session = ring->session;
+  halo_remote_ring_attach_t attach = {
+      .session = session->id,
+      .map_size = ring->map_size,
+      .head = ring->head,
+      .sequence = ring->sequence,
+      .capacity = ring->capacity,
+      .pending_limit = ring->daemon->config.session_pending,
+  };
+  _Static_assert(sizeof(attach.key) == HALO_RING_KEY_BYTES, "key size");
+  memcpy(attach.key, ring->key, sizeof(attach.key));
+  halo_status_t status =
+      halo_hal_remote_device_send(worker, HALO_REMOTE_RING_ATTACH, &attach,
+                                  sizeof(attach), NULL, 0, ring->memfd);
+  if (!status) {
+    halo_remote_ring_session_t doorbell = {.session = session->id};
+    status = halo_hal_remote_device_send(worker, HALO_REMOTE_RING_DOORBELL,
+                                         &doorbell, sizeof(doorbell), NULL, 0,
+                                         ring->eventfd);
+  }
+  if (status) {
+    HALO_LOG_DEBUG("session %llu: the ring stays with halod: %s",
+                   (unsigned long long)session->id,
+                   halo_status_message(status));
+    halo_status_free(status);
+    return false;
+  }
+  close(ring->memfd);
+  ring->memfd = -1;
+  halod_device_retain(worker);
+  ring->worker = worker;
+  halod_ring_deactivate(ring);
+  uv_poll_stop(&ring->poll);
+  HALO_LOG_DEBUG("session %llu: its ring is drained by its device worker",
+                 (unsigned long long)session->id);
+  return true;
+}
+
+// After a record: hands the ring over and grants the worker what an
+// accepted execute used.
+static void halod_ring_hand_over(halod_ring_t *ring) {
+  const halod_op_execute_t *op = ring->grant_op;
+  halo_hal_device_t *target = ring->attach_to;
+  ring->grant_op = NULL;
+  ring->attach_to = NULL;
+  if (!op || ring->broken) return;
+  if (target && !ring->worker && !halod_ring_attach(ring, target)) return;
+  if (ring->worker) {
+    halod_ring_workers_grant(ring->daemon, ring->session, ring->worker,
+                             &ring->granted, op);
+  }
+}
+
 // Copies out and processes the record at the ring's head, if any.
 static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   if (ring->broken) return HALOD_RING_BROKEN;
+  // A worker's ring: only the record it bounced.
+  if (ring->worker && !ring->taking_bounce) return HALOD_RING_EMPTY;
   halo_ring_header_t *header = ring->header;
   uint64_t tail = atomic_load_explicit(&header->tail, memory_order_acquire);
   if (tail == ring->head) return HALOD_RING_EMPTY;
@@ -548,6 +667,7 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   ++ring->sequence;
   ++ring->records_done;
   atomic_store_explicit(&header->head, ring->head, memory_order_release);
+  halod_ring_hand_over(ring);
   return HALOD_RING_PROGRESS;
 }
 
@@ -569,6 +689,10 @@ static bool halod_ring_try_sleep(halod_ring_t *ring) {
 
 static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
   halod_rings_t *rings = ring->daemon->work.rings;
+  if (ring->worker) {
+    halod_ring_deactivate(ring);
+    return;
+  }
   halod_ring_step_t step = HALOD_RING_EMPTY;
   int done = 0;
   while (done < HALOD_RING_BUDGET) {
@@ -596,6 +720,35 @@ static void halod_rings_on_idle(uv_idle_t *idle) {
     ring = next;
   }
   if (!rings->active) uv_idle_stop(&rings->idle);
+}
+
+void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
+                             halo_hal_device_t *worker, uint64_t head,
+                             uint64_t sequence) {
+  (void)daemon;
+  halod_ring_t *ring = session->ring;
+  if (!ring || ring->worker != worker || ring->broken) return;
+  ring->head = head;
+  ring->sequence = sequence;
+  ring->taking_bounce = true;
+  halod_ring_step(ring);
+  ring->taking_bounce = false;
+  // A ring that broke is read no more: the worker stays stopped until the
+  // session's end detaches it.
+  if (ring->broken) return;
+  halo_remote_ring_position_t position = {
+      .session = session->id, .head = ring->head, .sequence = ring->sequence};
+  halo_status_free(halo_hal_remote_device_send(worker, HALO_REMOTE_RING_RESUME,
+                                               &position, sizeof(position),
+                                               NULL, 0, -1));
+}
+
+void halod_ring_revoke(halod_session_t *session, uint64_t handle,
+                       uint32_t type) {
+  halod_ring_t *ring = session->ring;
+  if (!ring || !ring->worker) return;
+  halod_ring_workers_revoke(ring->worker, &ring->granted, session->id, handle,
+                            type);
 }
 
 static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events) {
@@ -672,6 +825,8 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
   ring->daemon = daemon;
   ring->session = session;
   ring->eventfd = -1;
+  ring->memfd = -1;
+  halo_u64_map_initialize(&ring->granted);
   ring->capacity = (uint32_t)capacity;
   halo_ring_key_generate(ring->key);
   ring->map_size = HALO_RING_HEADER_BYTES + capacity;
@@ -691,10 +846,17 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
     status = halo_status_make(HALO_STATUS_INTERNAL,
                               "cannot watch the ring's doorbell");
   }
+  if (!status) {
+    // Kept until the ring goes to a device worker (only the worker needs it).
+    ring->memfd = fcntl(memfd, F_DUPFD_CLOEXEC, 0);
+    if (ring->memfd < 0) status = halo_status_from_errno(errno, "dup");
+  }
   if (status) {
     if (pointer) munmap(pointer, ring->map_size);
     if (memfd >= 0) close(memfd);
     if (ring->eventfd >= 0) close(ring->eventfd);
+    if (ring->memfd >= 0) close(ring->memfd);
+    halo_u64_map_deinitialize(&ring->granted);
     free(ring);
     return halo_status_annotate(status, "creating the submission ring");
   }
@@ -722,6 +884,8 @@ int halod_ring_doorbell(const halod_session_t *session) {
 static void halod_ring_on_closed(uv_handle_t *handle) {
   halod_ring_t *ring = handle->data;
   close(ring->eventfd);
+  if (ring->memfd >= 0) close(ring->memfd);
+  halo_u64_map_deinitialize(&ring->granted);
   munmap(ring->header, ring->map_size);
   free(ring);
 }
@@ -758,6 +922,16 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
   atomic_fetch_or_explicit(&ring->header->flags, HALO_RING_FLAG_BROKEN,
                            memory_order_seq_cst);
   halod_ring_deactivate(ring);
+  if (ring->worker) {
+    // The worker stops reading and releases its grants once no execution
+    // of it uses them.
+    halo_remote_ring_session_t detach = {.session = session->id};
+    halo_status_free(
+        halo_hal_remote_device_send(ring->worker, HALO_REMOTE_RING_DETACH,
+                                    &detach, sizeof(detach), NULL, 0, -1));
+    halod_device_release(ring->worker);
+    ring->worker = NULL;
+  }
   uv_poll_stop(&ring->poll);
   uv_close((uv_handle_t *)&ring->poll, halod_ring_on_closed);
 }

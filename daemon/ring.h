@@ -44,6 +44,16 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
                                 int *out_memfd, uint64_t *out_size);
 // The session's doorbell eventfd (owned by the ring; -1 if no ring).
 int halod_ring_doorbell(const halod_session_t *session);
+// The worker draining |session|'s ring bounced the record at |head|
+// (|sequence|): processes it as halod always did, grants what an accepted
+// execute used and resumes the worker after it.
+void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
+                             halo_hal_device_t *worker, uint64_t head,
+                             uint64_t sequence);
+// |handle| (of halod_object_type_t |type|) left |session|'s table: the
+// worker draining its ring forgets it.
+void halod_ring_revoke(halod_session_t *session, uint64_t handle,
+                       uint32_t type);
 // Stops reading the ring and frees it (session end).
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session);
 

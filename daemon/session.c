@@ -381,6 +381,7 @@ halo_status_t halod_session_release_object(halod_t *daemon,
   void *object;
   HALO_RETURN_IF_ERROR(
       halod_handle_table_remove(&session->handles, handle, type, &object));
+  halod_ring_revoke(session, handle, type);
   --*halod_session_counter(session, type);
   halod_object_release(daemon, type, object);
   return NULL;
@@ -484,6 +485,7 @@ halo_status_t halod_session_release_semaphore(halod_t *daemon,
   void *object;
   HALO_RETURN_IF_ERROR(halod_handle_table_remove(
       &session->handles, handle, HALOD_OBJECT_SEMAPHORE, &object));
+  halod_ring_revoke(session, handle, HALOD_OBJECT_SEMAPHORE);
   halod_semaphore_t *semaphore = object;
   halod_session_revoke(session, HALOD_GRANT_PAGE, semaphore->page->id);
   --session->semaphores;
@@ -503,6 +505,7 @@ halo_status_t halod_session_remove_buffer(halod_session_t *session,
   void *object;
   HALO_RETURN_IF_ERROR(halod_handle_table_remove(&session->handles, handle,
                                                  HALOD_OBJECT_BUFFER, &object));
+  halod_ring_revoke(session, handle, HALOD_OBJECT_BUFFER);
   halod_buffer_t *buffer = object;
   if (buffer->arena) {
     halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);

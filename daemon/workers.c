@@ -17,6 +17,7 @@
 #include "daemon/device_lost.h"
 #include "daemon/fault_budget.h"
 #include "daemon/queue.h"
+#include "daemon/ring_worker.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
@@ -126,6 +127,8 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
       .poll_ns = (int64_t)daemon->config.worker_poll_us * 1000,
       .lost = halod_workers_on_lost,
       .lost_user_data = daemon,
+      .ring = halod_ring_workers_on_message,
+      .ring_user_data = daemon,
   };
   return wait ? halo_hal_remote_device_create(&options, out_device)
               : halo_hal_remote_device_start(&options, out_device);
@@ -224,6 +227,31 @@ static void halod_workers_collect_charge(void *visit_data, void *user_data,
   charges->submissions[charges->count++] = (halod_submission_t *)user_data;
 }
 
+// The ring executions the worker had in flight (its flight table).
+typedef struct halod_workers_ring_charges_t {
+  halo_hal_device_t *device;
+  uint64_t sessions[64];  // the first 64 are charged
+  uint32_t count;
+  bool overdue;  // some ran past the deadline: only those are charged
+} halod_workers_ring_charges_t;
+
+static void halod_workers_collect_ring_charge(void *visit_data,
+                                              uint64_t session, uint64_t id,
+                                              uint64_t command_buffer_grant,
+                                              int64_t issued_ns) {
+  (void)id;
+  (void)command_buffer_grant;
+  halod_workers_ring_charges_t *charges = visit_data;
+  bool overdue =
+      halo_hal_remote_device_flight_overdue(charges->device, issued_ns);
+  if (charges->overdue && !overdue) return;
+  if (overdue && !charges->overdue) {
+    charges->overdue = true;
+    charges->count = 0;
+  }
+  if (charges->count < 64) charges->sessions[charges->count++] = session;
+}
+
 // Whether |key| was in |seen| with |value| already; records it if not.
 static bool halod_workers_seen(halo_u64_map_t *seen, uint64_t key,
                                uintptr_t value) {
@@ -241,15 +269,30 @@ static void halod_workers_charge(halod_t *daemon, halo_hal_device_t *device) {
   if (charges.failed) {
     HALO_LOG_ERROR("fault budget: out of memory: nobody charged");
   }
+  // And those the worker took from rings itself. Past the deadline, only
+  // the overdue ones of either kind are charged.
+  halod_workers_ring_charges_t ring = {.device = device};
+  halo_hal_remote_device_visit_flight(device, halod_workers_collect_ring_charge,
+                                      &ring);
+  if (ring.overdue && !charges.overdue) charges.count = 0;
+  if (charges.overdue && !ring.overdue) ring.count = 0;
+  charges.overdue = charges.overdue || ring.overdue;
   halo_u64_map_t sessions, processes;  // seen: id -> 1, pid + 1 -> start + 1
   halo_u64_map_initialize(&sessions);
   halo_u64_map_initialize(&processes);
   int64_t now = halo_clock_now_ns();
-  for (size_t i = 0; !charges.failed && i < charges.count; ++i) {
-    const halod_submission_t *submission = charges.submissions[i];
-    const halod_client_process_t *process = &submission->process;
+  size_t total = (charges.failed ? 0 : charges.count) + ring.count;
+  for (size_t i = 0; i < total; ++i) {
+    bool from_ring = charges.failed || i >= charges.count;
     halod_session_t *session =
-        halo_u64_map_get(&daemon->sessions.by_id, submission->session_id);
+        from_ring ? halo_u64_map_get(
+                        &daemon->sessions.by_id,
+                        ring.sessions[i - (charges.failed ? 0 : charges.count)])
+                  : halo_u64_map_get(&daemon->sessions.by_id,
+                                     charges.submissions[i]->session_id);
+    if (from_ring && !session) continue;
+    const halod_client_process_t *process =
+        from_ring ? &session->process : &charges.submissions[i]->process;
     if (session && !halod_workers_seen(&sessions, session->id, 1)) {
       ++session->faults;
     }
@@ -306,6 +349,17 @@ static void halod_workers_handle_lost(halod_t *daemon,
   static char in_flight[4096];
   uint32_t count = halod_submission_describe_issued(daemon, device, in_flight,
                                                     sizeof(in_flight), 32);
+  // The executions the worker took from rings itself (it held grants for
+  // them, released now: the worker is gone).
+  static char ring_flight[2048];
+  uint32_t ring_count = halod_ring_workers_on_lost(daemon, device, ring_flight,
+                                                   sizeof(ring_flight));
+  if (ring_count) {
+    size_t used = count ? strlen(in_flight) : 0;
+    snprintf(in_flight + used, sizeof(in_flight) - used, "%s%s",
+             count ? ", " : "", ring_flight);
+    count += ring_count;
+  }
   HALO_LOG_ERROR("%s; %u submission(s) in flight: %s", reason, count,
                  in_flight);
   if (!daemon->stopping) {
@@ -351,8 +405,8 @@ static void halod_workers_handle_lost(halod_t *daemon,
                                    sizeof(advice));
     char session_reason[1536];
     snprintf(session_reason, sizeof(session_reason),
-             "%s; every session of trust domain %s is lost%s", reason,
-             domain->name, advice);
+             "%s; in flight: %s; every session of trust domain %s is lost%s",
+             reason, in_flight, domain->name, advice);
     halod_session_lose(daemon, session, session_reason);
   }
   halod_device_release(device);

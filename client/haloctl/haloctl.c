@@ -432,6 +432,8 @@ static json_t *haloctl_status_json(const Halo__Wire__AdminStatusReply *s) {
   haloctl_json_set(o, "draining", json_boolean(s->draining));
   haloctl_json_set(o, "pending", json_integer(s->pending));
   haloctl_json_set(o, "in_flight", json_integer(s->in_flight));
+  haloctl_json_set(o, "ring_worker_executions",
+                   haloctl_json_count(s->ring_worker_executions));
   return o;
 }
 
@@ -455,6 +457,8 @@ static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
   fprintf(out, "  trust domains  %" PRIu32 "\n", s->trust_domains);
   fprintf(out, "  work           %" PRIu32 " pending, %" PRIu32 " in flight\n",
           s->pending, s->in_flight);
+  fprintf(out, "  ring executions taken by workers  %" PRIu64 "\n",
+          s->ring_worker_executions);
   free(version);
   free(listen);
   free(uptime);

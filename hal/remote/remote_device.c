@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/memfd.h"
 #include "common/status.h"
 #include "common/timeline.h"
 #include "common/u64_map.h"
@@ -64,6 +66,12 @@ typedef struct halo_hal_remote_device_t {
   int64_t poll_ns;  // the link's polling window (options.poll_ns)
   halo_hal_remote_lost_fn lost_fn;
   void *lost_user_data;
+  halo_hal_remote_ring_fn ring_fn;
+  void *ring_user_data;
+  // The flight table shared with the worker (remote_link.h), mapped once
+  // the worker is ready; NULL if it could not be created (the worker then
+  // takes no ring records: it bounces them).
+  halo_remote_flight_t *flight;
 
   pthread_mutex_t mutex;  // everything below
   pthread_cond_t cond;
@@ -80,6 +88,7 @@ typedef struct halo_hal_remote_device_t {
   bool lost;
   bool completed_lost;
   bool deadline_fired;
+  int64_t deadline_at;  // when it fired
   char lost_reason[1024];
 } halo_hal_remote_device_t;
 
@@ -887,7 +896,19 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
       fire = true;
     }
   }
-  if (fire) device->deadline_fired = true;
+  // The executions the worker took from rings itself: the flight table.
+  halo_remote_flight_t *flight = device->flight;
+  for (uint32_t i = 0; flight && !fire && !device->deadline_fired &&
+                       i < HALO_REMOTE_FLIGHT_ENTRIES;
+       ++i) {
+    halo_remote_flight_entry_t *entry = &flight->entries[i];
+    if (!atomic_load_explicit(&entry->id, memory_order_acquire)) continue;
+    if (now - entry->issued_ns > device->deadline_ns) fire = true;
+  }
+  if (fire) {
+    device->deadline_fired = true;
+    device->deadline_at = now;
+  }
   pid_t pid = device->pid;
   pthread_mutex_unlock(&device->mutex);
   if (fire && pid > 0) {
@@ -902,6 +923,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
 
 static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
   bool counted = device->counted;
+  if (device->flight) munmap(device->flight, HALO_REMOTE_FLIGHT_BYTES);
   halo_status_free(device->start_failure);
   halo_remote_link_deinitialize(&device->link);
   halo_u64_map_deinitialize(&device->executions);
@@ -988,6 +1010,36 @@ static halo_status_t halo_hal_remote_await_ready(
   return status;
 }
 
+// Creates the flight table and hands it to the worker (before anything else
+// is sent: the reader runs this before it marks the device ready). Without
+// one the worker takes no ring records.
+static void halo_hal_remote_share_flight(halo_hal_remote_device_t *device) {
+  int memfd = -1;
+  void *pointer = NULL;
+  halo_status_t status =
+      halo_memfd_create("halo-flight", HALO_REMOTE_FLIGHT_BYTES, &memfd);
+  if (!status) status = halo_memfd_seal(memfd, HALO_SEALS_FIXED_SIZE);
+  if (!status) {
+    status = halo_memfd_map(memfd, HALO_REMOTE_FLIGHT_BYTES,
+                            PROT_READ | PROT_WRITE, &pointer);
+  }
+  if (!status) {
+    ((halo_remote_flight_t *)pointer)->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
+    halo_remote_part_t part = {NULL, 0};
+    status = halo_remote_link_send(&device->link, HALO_REMOTE_RING_FLIGHT, 0,
+                                   &part, 0, memfd);
+  }
+  if (memfd >= 0) close(memfd);
+  if (status) {
+    HALO_LOG_WARN("%s: no flight table (%s): its rings stay with halod",
+                  device->label, halo_status_message(status));
+    halo_status_free(status);
+    if (pointer) munmap(pointer, HALO_REMOTE_FLIGHT_BYTES);
+    return;
+  }
+  device->flight = pointer;
+}
+
 // The reader thread: replies, completions, the end of the worker.
 static void *halo_hal_remote_reader_main(void *argument) {
   halo_hal_remote_device_t *device = argument;
@@ -1002,6 +1054,7 @@ static void *halo_hal_remote_reader_main(void *argument) {
              halo_status_message(started));
   } else {
     device->ready = true;
+    halo_hal_remote_share_flight(device);
   }
   pthread_cond_broadcast(&device->cond);
   pthread_mutex_unlock(&device->mutex);
@@ -1032,7 +1085,15 @@ static void *halo_hal_remote_reader_main(void *argument) {
       halo_status_free(status);
       break;
     }
-    if (header.type == HALO_REMOTE_REPLY) {
+    if (header.type == HALO_REMOTE_RING_BOUNCE ||
+        header.type == HALO_REMOTE_RING_COMPLETE ||
+        header.type == HALO_REMOTE_RING_RELEASED) {
+      if (device->ring_fn) {
+        device->ring_fn(device->ring_user_data, &device->base, header.type,
+                        payload, header.length);
+        payload = NULL;
+      }
+    } else if (header.type == HALO_REMOTE_REPLY) {
       halo_hal_remote_on_reply(device, &header, payload);
     } else if (header.type == HALO_REMOTE_COMPLETE) {
       halo_hal_remote_on_complete(device, &header, payload);
@@ -1098,6 +1159,8 @@ halo_status_t halo_hal_remote_device_start(
   device->poll_ns = options->poll_ns;
   device->lost_fn = options->lost;
   device->lost_user_data = options->lost_user_data;
+  device->ring_fn = options->ring;
+  device->ring_user_data = options->ring_user_data;
   pthread_mutex_init(&device->mutex, NULL);
   pthread_condattr_t attributes;
   pthread_condattr_init(&attributes);
@@ -1278,6 +1341,78 @@ void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *base_device,
     visit(visit_data, record->user_data, record->overdue);
   }
   pthread_mutex_unlock(&device->mutex);
+}
+
+halo_status_t halo_hal_remote_device_send(halo_hal_device_t *base_device,
+                                          uint32_t type, const void *payload,
+                                          size_t length, const void *tail,
+                                          size_t tail_length, int fd) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  bool usable = !device->lost && device->flight;
+  pthread_mutex_unlock(&device->mutex);
+  if (!usable) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "%s: the worker is lost or takes no rings",
+                            device->label);
+  }
+  halo_remote_part_t parts[2] = {{payload, length}, {tail, tail_length}};
+  halo_status_t status =
+      halo_remote_link_send(&device->link, type, 0, parts, 2, fd);
+  return status ? halo_hal_remote_send_failed(device, status) : NULL;
+}
+
+bool halo_hal_remote_device_locate_slot(halo_hal_device_t *base_device,
+                                        const void *slot, uint64_t *out_key,
+                                        uint64_t *out_offset) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  halo_remote_signal_t signal = {0};
+  pthread_mutex_lock(&device->mutex);
+  halo_hal_remote_locate_slot(device, slot, &signal);
+  pthread_mutex_unlock(&device->mutex);
+  *out_key = signal.slot_key;
+  *out_offset = signal.slot_offset;
+  return signal.slot_key != 0;
+}
+
+uint64_t halo_hal_remote_queue_id(const halo_hal_queue_t *queue) {
+  if (queue->vtable != &halo_hal_remote_queue_vtable) return 0;
+  return ((const halo_hal_remote_queue_t *)queue)->remote.id;
+}
+
+uint64_t halo_hal_remote_command_buffer_id(
+    const halo_hal_command_buffer_t *command_buffer) {
+  if (command_buffer->vtable != &halo_hal_remote_command_buffer_vtable) {
+    return 0;
+  }
+  return ((const halo_hal_remote_command_buffer_t *)command_buffer)->remote.id;
+}
+
+bool halo_hal_remote_device_flight_overdue(halo_hal_device_t *base_device,
+                                           int64_t issued_ns) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  bool overdue = device->deadline_fired && device->deadline_ns > 0 &&
+                 device->deadline_at - issued_ns > device->deadline_ns;
+  pthread_mutex_unlock(&device->mutex);
+  return overdue;
+}
+
+void halo_hal_remote_device_visit_flight(
+    halo_hal_device_t *base_device,
+    void (*visit)(void *visit_data, uint64_t session, uint64_t id,
+                  uint64_t command_buffer_grant, int64_t issued_ns),
+    void *visit_data) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  halo_remote_flight_t *flight = device->flight;
+  if (!flight) return;
+  for (uint32_t i = 0; i < HALO_REMOTE_FLIGHT_ENTRIES; ++i) {
+    halo_remote_flight_entry_t *entry = &flight->entries[i];
+    uint64_t id = atomic_load_explicit(&entry->id, memory_order_acquire);
+    if (!id) continue;
+    visit(visit_data, entry->session, id, entry->command_buffer_grant,
+          entry->issued_ns);
+  }
 }
 
 void halo_hal_remote_device_kill(halo_hal_device_t *base_device) {

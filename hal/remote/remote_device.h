@@ -37,6 +37,15 @@
 typedef void (*halo_hal_remote_lost_fn)(void *user_data,
                                         halo_hal_device_t *device);
 
+// A ring message from the worker (RING_BOUNCE, RING_COMPLETE,
+// RING_RELEASED; hal/remote/remote_link.h), on the proxy's reader thread, in
+// the order the worker sent them. The callee takes |payload| (malloc'd;
+// NULL when |length| is 0).
+typedef void (*halo_hal_remote_ring_fn)(void *user_data,
+                                        halo_hal_device_t *device,
+                                        uint32_t type, void *payload,
+                                        uint64_t length);
+
 typedef struct halo_hal_remote_options_t {
   // The program to run (halod) and its command line, NULL-terminated. The
   // link's socket is passed as descriptor 3.
@@ -52,6 +61,8 @@ typedef struct halo_hal_remote_options_t {
   int64_t poll_ns;
   halo_hal_remote_lost_fn lost;  // NULL: in-flight work completes at once
   void *lost_user_data;
+  halo_hal_remote_ring_fn ring;  // NULL: ring messages are dropped
+  void *ring_user_data;
 } halo_hal_remote_options_t;
 
 // Starts the worker and returns at once; its reader thread takes the
@@ -110,6 +121,43 @@ void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *device,
 // After a loss: completes every execution still in flight (DEADLINE_EXCEEDED
 // for the overdue ones, DEVICE_LOST for the rest), once.
 void halo_hal_remote_device_complete_lost(halo_hal_device_t *device);
+
+// ---------------------------------------------------------------- rings
+// The session rings a worker drains itself (remote_link.h "rings"): the
+// daemon sends the RING_* messages and hears back through options.ring.
+
+// Sends a RING_* message (|fd| >= 0 attached). Any thread. UNAVAILABLE
+// once the worker is lost.
+halo_status_t halo_hal_remote_device_send(halo_hal_device_t *device,
+                                          uint32_t type, const void *payload,
+                                          size_t length, const void *tail,
+                                          size_t tail_length, int fd);
+
+// Where the worker finds |slot|: the key of its registered page and the
+// offset in it. False if the page is not registered with this worker (a
+// semaphore of another trust domain).
+bool halo_hal_remote_device_locate_slot(halo_hal_device_t *device,
+                                        const void *slot, uint64_t *out_key,
+                                        uint64_t *out_offset);
+
+// The worker's ids of a remote queue and command buffer (0: not remote).
+uint64_t halo_hal_remote_queue_id(const halo_hal_queue_t *queue);
+uint64_t halo_hal_remote_command_buffer_id(
+    const halo_hal_command_buffer_t *command_buffer);
+
+// Visits the ring executions the worker had in flight (its flight table,
+// readable after its death): each one's session, id, command buffer grant
+// and issue time. Any thread.
+void halo_hal_remote_device_visit_flight(
+    halo_hal_device_t *device,
+    void (*visit)(void *visit_data, uint64_t session, uint64_t id,
+                  uint64_t command_buffer_grant, int64_t issued_ns),
+    void *visit_data);
+
+// Whether a ring execution issued at |issued_ns| was past the deadline when
+// the watchdog fired (its culprit).
+bool halo_hal_remote_device_flight_overdue(halo_hal_device_t *device,
+                                           int64_t issued_ns);
 
 // Kills the worker (SIGKILL) as a fault: for tests and the operator.
 void halo_hal_remote_device_kill(halo_hal_device_t *device);

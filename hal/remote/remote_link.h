@@ -220,10 +220,10 @@ typedef struct halo_remote_complete_t {
 // the worker fills the other fields, then stores |id| (release), and
 // stores 0 when the execution completed.
 typedef struct halo_remote_flight_entry_t {
-  _Atomic uint64_t id;    // the execution's id (HALO_REMOTE_RING_ID_BIT set)
-  uint64_t session;       // the supervisor's session id
+  _Atomic uint64_t id;  // the execution's id (HALO_REMOTE_RING_ID_BIT set)
+  uint64_t session;     // the supervisor's session id
   uint64_t command_buffer_grant;
-  int64_t issued_ns;      // CLOCK_MONOTONIC
+  int64_t issued_ns;  // CLOCK_MONOTONIC
 } halo_remote_flight_entry_t;
 
 typedef struct halo_remote_flight_t {
@@ -233,8 +233,8 @@ typedef struct halo_remote_flight_t {
 } halo_remote_flight_t;
 
 #define HALO_REMOTE_FLIGHT_ENTRIES 4096u
-#define HALO_REMOTE_FLIGHT_BYTES                                   \
-  (sizeof(halo_remote_flight_t) +                                  \
+#define HALO_REMOTE_FLIGHT_BYTES  \
+  (sizeof(halo_remote_flight_t) + \
    HALO_REMOTE_FLIGHT_ENTRIES * sizeof(halo_remote_flight_entry_t))
 // Ids of executions the worker took from a ring have this bit set (the
 // supervisor's own ids never do).

@@ -1,0 +1,533 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+#include "daemon/ring_worker.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/buffer.h"
+#include "daemon/command_buffer.h"
+#include "daemon/queue.h"
+#include "daemon/ring.h"
+#include "daemon/semaphore.h"
+#include "daemon/session.h"
+#include "hal/remote/remote_device.h"
+#include "hal/remote/remote_link.h"
+
+// A reference the supervisor holds for a worker (until RING_RELEASED).
+typedef struct halod_ring_grant_t {
+  uint64_t id;
+  uint32_t type;  // halod_object_type_t
+  void *object;
+  halo_hal_device_t *worker;  // compared only
+} halod_ring_grant_t;
+
+// A message from a worker, on its way to the loop.
+typedef struct halod_ring_message_t {
+  struct halod_ring_message_t *next;
+  halo_hal_device_t *worker;  // compared only
+  uint32_t type;
+  void *payload;
+  uint64_t length;
+} halod_ring_message_t;
+
+struct halod_ring_workers_t {
+  halod_t *daemon;
+  halo_u64_map_t grants;  // id -> halod_ring_grant_t
+  uint64_t next_grant;
+  uint64_t executions;  // completed or failed, reported by workers
+  uv_async_t async;
+  pthread_mutex_t mutex;  // the inbox
+  halod_ring_message_t *inbox_head;
+  halod_ring_message_t *inbox_tail;
+  bool closed;  // stop: messages are dropped
+};
+
+static halod_ring_workers_t *halod_ring_workers_instance;
+
+static void halod_ring_grant_release(halod_ring_workers_t *workers,
+                                     halod_ring_grant_t *grant) {
+  halod_object_release(workers->daemon, grant->type, grant->object);
+  free(grant);
+}
+
+// ---------------------------------------------------------------- grants
+
+static uint32_t halod_ring_grant_kind(uint32_t type) {
+  switch (type) {
+    case HALOD_OBJECT_QUEUE:
+      return HALO_REMOTE_GRANT_QUEUE;
+    case HALOD_OBJECT_COMMAND_BUFFER:
+      return HALO_REMOTE_GRANT_COMMAND_BUFFER;
+    case HALOD_OBJECT_BUFFER:
+      return HALO_REMOTE_GRANT_BUFFER;
+    default:
+      return HALO_REMOTE_GRANT_SEMAPHORE;
+  }
+}
+
+static void halod_ring_object_retain(uint32_t type, void *object) {
+  switch (type) {
+    case HALOD_OBJECT_QUEUE:
+      halod_queue_retain(object);
+      break;
+    case HALOD_OBJECT_COMMAND_BUFFER:
+      halod_command_buffer_retain(object);
+      break;
+    case HALOD_OBJECT_BUFFER:
+      halod_buffer_retain(object);
+      break;
+    default:
+      halod_semaphore_retain(object);
+      break;
+  }
+}
+
+// The key of |handle| in a ring's |granted| map (0, the default queue, is
+// no map key; no handle is all ones: its type byte would be 0xff).
+static uint64_t halod_ring_granted_key(uint64_t handle) {
+  return handle ? handle : UINT64_MAX;
+}
+
+// Sends one grant of |handle| (|message| filled but for ids) with |tail|
+// (a command buffer's slots), holding a reference on |object|.
+static void halod_ring_grant_send(halod_t *daemon, halod_session_t *session,
+                                  halo_hal_device_t *worker,
+                                  halo_u64_map_t *granted, uint32_t type,
+                                  void *object,
+                                  halo_remote_ring_grant_t *message,
+                                  const void *tail, size_t tail_length) {
+  halod_ring_workers_t *workers = daemon->work.ring_workers;
+  halod_ring_grant_t *grant = calloc(1, sizeof(*grant));
+  if (!grant) return;  // not granted: the worker bounces such records
+  grant->id = ++workers->next_grant;
+  grant->type = type;
+  grant->object = object;
+  grant->worker = worker;
+  halo_status_t status = halo_u64_map_put(&workers->grants, grant->id, grant);
+  if (!status) {
+    status = halo_u64_map_put(granted, halod_ring_granted_key(message->handle),
+                              (void *)(uintptr_t)grant->id);
+    if (status) halo_u64_map_remove(&workers->grants, grant->id);
+  }
+  if (status) {
+    halo_status_free(status);
+    free(grant);
+    return;
+  }
+  halod_ring_object_retain(type, object);
+  message->session = session->id;
+  message->grant = grant->id;
+  message->kind = halod_ring_grant_kind(type);
+  status = halo_hal_remote_device_send(worker, HALO_REMOTE_RING_GRANT, message,
+                                       sizeof(*message), tail, tail_length, -1);
+  if (status) {
+    // The worker is gone: its loss releases the grant.
+    HALO_LOG_DEBUG("ring grant: %s", halo_status_message(status));
+    halo_status_free(status);
+  }
+}
+
+static bool halod_ring_granted(const halo_u64_map_t *granted, uint64_t handle) {
+  return halo_u64_map_get(granted, halod_ring_granted_key(handle)) != NULL;
+}
+
+void halod_ring_workers_revoke(halo_hal_device_t *worker,
+                               halo_u64_map_t *granted, uint64_t session,
+                               uint64_t handle, uint32_t type) {
+  if (!halo_u64_map_remove(granted, halod_ring_granted_key(handle))) return;
+  halo_remote_ring_revoke_t revoke = {.session = session,
+                                      .handle = handle,
+                                      .kind = halod_ring_grant_kind(type)};
+  halo_status_free(halo_hal_remote_device_send(
+      worker, HALO_REMOTE_RING_REVOKE, &revoke, sizeof(revoke), NULL, 0, -1));
+}
+
+static void halod_ring_grant_semaphore(
+    halod_t *daemon, halod_session_t *session, halo_hal_device_t *worker,
+    halo_u64_map_t *granted, const halod_queue_t *queue, uint64_t handle) {
+  if (halod_ring_granted(granted, handle)) return;
+  void *object;
+  halo_status_t status = halod_handle_table_lookup(
+      &session->handles, handle, HALOD_OBJECT_SEMAPHORE, &object);
+  if (status) {
+    halo_status_free(status);
+    return;
+  }
+  halod_semaphore_t *semaphore = object;
+  halo_remote_ring_grant_t message = {.handle = handle};
+  if (!halo_hal_remote_device_locate_slot(worker, semaphore->hal.slot,
+                                          &message.object, &message.size)) {
+    return;  // another domain's page: stays with the supervisor
+  }
+  message.device_address =
+      halod_semaphore_device_address(semaphore, worker, queue->device);
+  halod_ring_grant_send(daemon, session, worker, granted,
+                        HALOD_OBJECT_SEMAPHORE, semaphore, &message, NULL, 0);
+}
+
+void halod_ring_workers_grant(halod_t *daemon, halod_session_t *session,
+                              halo_hal_device_t *worker,
+                              halo_u64_map_t *granted,
+                              const halod_op_execute_t *op) {
+  // Resolved as the accepted execute was: these lookups cannot fail.
+  void *object;
+  halo_status_t status =
+      halod_handle_table_lookup(&session->handles, op->command_buffer,
+                                HALOD_OBJECT_COMMAND_BUFFER, &object);
+  if (status) {
+    halo_status_free(status);
+    return;
+  }
+  halod_command_buffer_t *command_buffer = object;
+  halod_memo_entry_t *entry = command_buffer->entry;
+  halod_queue_t *queue = NULL;
+  if (op->queue) {
+    status = halod_handle_table_lookup(&session->handles, op->queue,
+                                       HALOD_OBJECT_QUEUE, &object);
+    if (status) {
+      halo_status_free(status);
+      return;
+    }
+    queue = object;
+  } else {
+    queue = session->default_queues[entry->device];
+  }
+  if (!queue || queue->hal_device != worker) return;
+  if (!halod_ring_granted(granted, op->queue)) {
+    halo_remote_ring_grant_t message = {
+        .handle = op->queue, .object = halo_hal_remote_queue_id(queue->hal)};
+    if (!message.object) return;
+    halod_ring_grant_send(daemon, session, worker, granted, HALOD_OBJECT_QUEUE,
+                          queue, &message, NULL, 0);
+  }
+  if (entry->flags != HALO_HAL_RECORDING_ONE_SHOT &&
+      !halod_ring_granted(granted, op->command_buffer)) {
+    halo_remote_ring_grant_t message = {
+        .handle = op->command_buffer,
+        .binding_capacity = entry->binding_capacity,
+        .object = halo_hal_remote_command_buffer_id(entry->hal),
+    };
+    halo_remote_ring_slot_t *slots =
+        calloc(entry->binding_capacity + 1, sizeof(*slots));
+    if (message.object && slots) {
+      for (uint32_t i = 0; i < entry->binding_capacity; ++i) {
+        slots[i].min_length = entry->slots[i].min_length;
+        slots[i].alignment = entry->slots[i].alignment;
+        slots[i].used = entry->slots[i].used;
+      }
+      halod_ring_grant_send(daemon, session, worker, granted,
+                            HALOD_OBJECT_COMMAND_BUFFER, command_buffer,
+                            &message, slots,
+                            entry->binding_capacity * sizeof(*slots));
+    }
+    free(slots);
+  }
+  for (uint32_t i = 0; i < op->binding_count; ++i) {
+    uint64_t handle = op->bindings[i].buffer;
+    if (!handle || halod_ring_granted(granted, handle)) continue;
+    status = halod_handle_table_lookup(&session->handles, handle,
+                                       HALOD_OBJECT_BUFFER, &object);
+    if (status) {
+      halo_status_free(status);
+      continue;
+    }
+    halod_buffer_t *buffer = object;
+    halo_remote_ring_grant_t message = {.handle = handle, .size = buffer->size};
+    status = halod_buffer_device_address(buffer, worker, queue->device,
+                                         &message.object);
+    if (status) {
+      halo_status_free(status);
+      continue;
+    }
+    halod_ring_grant_send(daemon, session, worker, granted, HALOD_OBJECT_BUFFER,
+                          buffer, &message, NULL, 0);
+  }
+  for (uint32_t i = 0; i < op->sync.wait_count; ++i) {
+    halod_ring_grant_semaphore(daemon, session, worker, granted, queue,
+                               op->sync.waits[i].semaphore);
+  }
+  for (uint32_t i = 0; i < op->sync.signal_count; ++i) {
+    halod_ring_grant_semaphore(daemon, session, worker, granted, queue,
+                               op->sync.signals[i].semaphore);
+  }
+}
+
+// ---------------------------------------------------------------- reports
+
+static halod_ring_grant_t *halod_ring_grant_of(halod_ring_workers_t *workers,
+                                               halo_hal_device_t *worker,
+                                               uint64_t id, uint32_t type) {
+  halod_ring_grant_t *grant = halo_u64_map_get(&workers->grants, id);
+  return grant && grant->worker == worker && grant->type == type ? grant : NULL;
+}
+
+static void halod_ring_on_complete(halod_ring_workers_t *workers,
+                                   halo_hal_device_t *worker,
+                                   const uint8_t *payload, uint64_t length) {
+  halo_remote_ring_complete_t complete;
+  if (length < sizeof(complete)) return;
+  memcpy(&complete, payload, sizeof(complete));
+  uint64_t values_size =
+      (uint64_t)complete.signal_count * sizeof(halo_remote_ring_value_t);
+  if (sizeof(complete) + values_size + complete.message_length != length) {
+    HALO_LOG_ERROR("a worker's ring completion of %llu bytes is malformed",
+                   (unsigned long long)length);
+    return;
+  }
+  ++workers->executions;
+  const uint8_t *values = payload + sizeof(complete);
+  const char *message = (const char *)values + values_size;
+  halod_ring_grant_t *queue_grant = halod_ring_grant_of(
+      workers, worker, complete.queue_grant, HALOD_OBJECT_QUEUE);
+  if (queue_grant) {
+    halod_queue_t *queue = queue_grant->object;
+    if (complete.code == 0) {
+      ++queue->completed;
+      halod_queue_record_latency(workers->daemon, queue,
+                                 complete.completed_ns - complete.issued_ns);
+    } else {
+      ++queue->failed;
+    }
+  }
+  halod_ring_grant_t *command_buffer_grant =
+      halod_ring_grant_of(workers, worker, complete.command_buffer_grant,
+                          HALOD_OBJECT_COMMAND_BUFFER);
+  for (uint32_t i = 0; i < complete.signal_count; ++i) {
+    halo_remote_ring_value_t value;
+    memcpy(&value, values + i * sizeof(value), sizeof(value));
+    halod_ring_grant_t *grant = halod_ring_grant_of(
+        workers, worker, value.grant, HALOD_OBJECT_SEMAPHORE);
+    if (!grant) continue;
+    halod_semaphore_t *semaphore = grant->object;
+    if (complete.code == 0) {
+      if (!halo_hal_semaphore_failure(&semaphore->hal)) {
+        halo_hal_semaphore_signal(&semaphore->hal, value.value);
+      }
+      continue;
+    }
+    halod_semaphore_fail(
+        semaphore, (halo_status_code_t)complete.code,
+        "execution %llu of command buffer %llu (session %llu, taken from its "
+        "submission ring by the device worker) failed: %.*s",
+        (unsigned long long)(complete.id & ~HALO_REMOTE_RING_ID_BIT),
+        command_buffer_grant
+            ? (unsigned long long)((halod_command_buffer_t *)
+                                       command_buffer_grant->object)
+                  ->id
+            : 0ull,
+        (unsigned long long)complete.session, (int)complete.message_length,
+        message);
+  }
+}
+
+static void halod_ring_on_released(halod_ring_workers_t *workers,
+                                   halo_hal_device_t *worker,
+                                   const uint8_t *payload, uint64_t length) {
+  for (uint64_t offset = 0; offset + sizeof(uint64_t) <= length;
+       offset += sizeof(uint64_t)) {
+    uint64_t id;
+    memcpy(&id, payload + offset, sizeof(id));
+    halod_ring_grant_t *grant = halo_u64_map_get(&workers->grants, id);
+    if (!grant || grant->worker != worker) continue;
+    halo_u64_map_remove(&workers->grants, id);
+    halod_ring_grant_release(workers, grant);
+  }
+}
+
+static void halod_ring_on_bounce(halod_ring_workers_t *workers,
+                                 halo_hal_device_t *worker,
+                                 const uint8_t *payload, uint64_t length) {
+  halo_remote_ring_position_t position;
+  if (length != sizeof(position)) return;
+  memcpy(&position, payload, sizeof(position));
+  halod_session_t *session =
+      halo_u64_map_get(&workers->daemon->sessions.by_id, position.session);
+  if (!session) return;  // ended: its ring was detached
+  halod_ring_take_bounced(workers->daemon, session, worker, position.head,
+                          position.sequence);
+}
+
+static void halod_ring_workers_on_async(uv_async_t *async) {
+  halod_ring_workers_t *workers = async->data;
+  pthread_mutex_lock(&workers->mutex);
+  halod_ring_message_t *message = workers->inbox_head;
+  workers->inbox_head = workers->inbox_tail = NULL;
+  pthread_mutex_unlock(&workers->mutex);
+  while (message) {
+    halod_ring_message_t *next = message->next;
+    switch (message->type) {
+      case HALO_REMOTE_RING_BOUNCE:
+        halod_ring_on_bounce(workers, message->worker, message->payload,
+                             message->length);
+        break;
+      case HALO_REMOTE_RING_COMPLETE:
+        halod_ring_on_complete(workers, message->worker, message->payload,
+                               message->length);
+        break;
+      case HALO_REMOTE_RING_RELEASED:
+        halod_ring_on_released(workers, message->worker, message->payload,
+                               message->length);
+        break;
+    }
+    free(message->payload);
+    free(message);
+    message = next;
+  }
+}
+
+void halod_ring_workers_on_message(void *user_data, halo_hal_device_t *device,
+                                   uint32_t type, void *payload,
+                                   uint64_t length) {
+  halod_t *daemon = user_data;
+  (void)daemon;
+  halod_ring_workers_t *workers = halod_ring_workers_instance;
+  halod_ring_message_t *message = calloc(1, sizeof(*message));
+  if (!workers || !message) {
+    // Lost: a completion's semaphores then fail with the session's loss
+    // or halod's stop, a grant stays held until the worker goes.
+    free(message);
+    free(payload);
+    return;
+  }
+  message->worker = device;
+  message->type = type;
+  message->payload = payload;
+  message->length = length;
+  pthread_mutex_lock(&workers->mutex);
+  if (workers->closed) {
+    pthread_mutex_unlock(&workers->mutex);
+    free(payload);
+    free(message);
+    return;
+  }
+  if (workers->inbox_tail) {
+    workers->inbox_tail->next = message;
+  } else {
+    workers->inbox_head = message;
+  }
+  workers->inbox_tail = message;
+  uv_async_send(&workers->async);
+  pthread_mutex_unlock(&workers->mutex);
+}
+
+// ---------------------------------------------------------------- loss
+
+typedef struct halod_ring_flight_text_t {
+  halod_t *daemon;
+  char *text;
+  size_t size;
+  size_t used;
+  uint32_t count;
+} halod_ring_flight_text_t;
+
+static void halod_ring_describe_flight(void *visit_data, uint64_t session_id,
+                                       uint64_t id,
+                                       uint64_t command_buffer_grant,
+                                       int64_t issued_ns) {
+  (void)issued_ns;
+  halod_ring_flight_text_t *text = visit_data;
+  halod_ring_workers_t *workers = text->daemon->work.ring_workers;
+  halod_session_t *session =
+      halo_u64_map_get(&text->daemon->sessions.by_id, session_id);
+  halod_ring_grant_t *grant =
+      halo_u64_map_get(&workers->grants, command_buffer_grant);
+  uint64_t command_buffer = grant && grant->type == HALOD_OBJECT_COMMAND_BUFFER
+                                ? ((halod_command_buffer_t *)grant->object)->id
+                                : 0;
+  if (session && !session->lost_reason) ++session->faults;
+  if (text->count++ < 32 && text->used < text->size) {
+    int written = snprintf(
+        text->text + text->used, text->size - text->used,
+        "%sring execution %llu (session %llu, pid %u, command buffer %llu)",
+        text->used ? ", " : "",
+        (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
+        (unsigned long long)session_id, session ? session->pid : 0,
+        (unsigned long long)command_buffer);
+    if (written > 0) text->used += (size_t)written;
+  }
+}
+
+uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
+                                    char *text, size_t size) {
+  halod_ring_workers_t *workers = daemon->work.ring_workers;
+  halod_ring_flight_text_t flight = {
+      .daemon = daemon, .text = text, .size = size};
+  if (size) text[0] = '\0';
+  if (!workers) return 0;
+  if (halo_hal_remote_device_is(device)) {
+    halo_hal_remote_device_visit_flight(device, halod_ring_describe_flight,
+                                        &flight);
+  }
+  // The worker holds nothing any more. Collected first: removals may move
+  // the map's entries.
+  size_t count = 0;
+  halod_ring_grant_t **gone =
+      calloc(workers->grants.capacity + 1, sizeof(*gone));
+  for (size_t i = 0; gone && i < workers->grants.capacity; ++i) {
+    if (!workers->grants.entries[i].key) continue;
+    halod_ring_grant_t *grant = workers->grants.entries[i].value;
+    if (grant->worker == device) gone[count++] = grant;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    halo_u64_map_remove(&workers->grants, gone[i]->id);
+    halod_ring_grant_release(workers, gone[i]);
+  }
+  free(gone);
+  return flight.count;
+}
+
+uint64_t halod_ring_workers_executions(const halod_t *daemon) {
+  return daemon->work.ring_workers ? daemon->work.ring_workers->executions : 0;
+}
+
+// ---------------------------------------------------------------- start
+
+halo_status_t halod_ring_workers_start(halod_t *daemon) {
+  halod_ring_workers_t *workers = calloc(1, sizeof(*workers));
+  if (!workers) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  workers->daemon = daemon;
+  halo_u64_map_initialize(&workers->grants);
+  pthread_mutex_init(&workers->mutex, NULL);
+  uv_async_init(daemon->loop, &workers->async, halod_ring_workers_on_async);
+  workers->async.data = workers;
+  daemon->work.ring_workers = workers;
+  halod_ring_workers_instance = workers;
+  return NULL;
+}
+
+static void halod_ring_workers_on_closed(uv_handle_t *handle) {
+  halod_ring_workers_t *workers = handle->data;
+  pthread_mutex_lock(&workers->mutex);
+  halod_ring_message_t *message = workers->inbox_head;
+  workers->inbox_head = workers->inbox_tail = NULL;
+  pthread_mutex_unlock(&workers->mutex);
+  while (message) {
+    halod_ring_message_t *next = message->next;
+    free(message->payload);
+    free(message);
+    message = next;
+  }
+  // Proxies' readers may still call in until their workers are reaped:
+  // the instance stays (closed), its memory with the process.
+}
+
+void halod_ring_workers_stop(halod_t *daemon) {
+  halod_ring_workers_t *workers = daemon->work.ring_workers;
+  if (!workers) return;
+  pthread_mutex_lock(&workers->mutex);
+  workers->closed = true;
+  pthread_mutex_unlock(&workers->mutex);
+  for (size_t i = 0; i < workers->grants.capacity; ++i) {
+    if (!workers->grants.entries[i].key) continue;
+    halod_ring_grant_release(workers, workers->grants.entries[i].value);
+  }
+  halo_u64_map_deinitialize(&workers->grants);
+  halo_u64_map_initialize(&workers->grants);
+  uv_close((uv_handle_t *)&workers->async, halod_ring_workers_on_closed);
+}

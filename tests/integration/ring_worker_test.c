@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Submission rings drained by the device worker (docs/architecture.md
+// "Rings in the worker"): with ring-consumer = worker (the default) the
+// domain's worker takes a session's executions from its ring itself once
+// halod granted it what they use; records it cannot take go back to halod,
+// which answers them exactly as before. Real halod, real worker processes.
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "tests/support/halo_test.h"
+
+#define DEADLINE_NS (10ll * 1000 * HALO_TEST_MS)
+#define STEPS 200
+
+typedef struct fixture_t {
+  halo_test_daemon_t daemon;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  halo_test_daemon_start(&fixture->daemon);
+  *state = fixture;
+  return 0;
+}
+
+static int setup_halod_consumer(void **state) {
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  const char *args[] = {"--ring-consumer", "halod", NULL};
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  *state = fixture;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *fixture = *state;
+  halo_test_daemon_stop(&fixture->daemon, SIGTERM);
+  halo_test_daemon_cleanup(&fixture->daemon);
+  free(fixture);
+  return 0;
+}
+
+static uint64_t worker_executions(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo_test_admin_status(daemon);
+  uint64_t count = response->admin_status->ring_worker_executions;
+  halo__wire__response__free_unpacked(response, NULL);
+  return count;
+}
+
+// A recording that fills binding slot 0 (16 bytes) with |pattern|.
+static halo_command_buffer_t *fill_slot(halo_client_t *client,
+                                        uint32_t pattern) {
+  halo_command_buffer_t *cb;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1, &cb));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 16),
+                                               &pattern, sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  return cb;
+}
+
+static void expect_filled(halo_buffer_t *buffer, uint32_t pattern) {
+  uint32_t words[4] = {0};
+  HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, 0, words, sizeof(words)));
+  for (int i = 0; i < 4; ++i) assert_int_equal(words[i], pattern);
+}
+
+// Steady executions with a new binding each step: after the first (which
+// halod takes and grants), the worker takes them; every one runs.
+static void test_worker_takes_steady_executions(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffers[2];
+  for (int i = 0; i < 2; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffers[i]));
+  }
+  halo_command_buffer_t *cb = fill_slot(client, 0x11223344u);
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  uint64_t before = worker_executions(&fixture->daemon);
+  for (uint64_t step = 1; step <= STEPS; ++step) {
+    halo_binding_t binding = {buffers[step % 2], 0, HALO_WHOLE_BUFFER};
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
+  }
+  expect_filled(buffers[0], 0x11223344u);
+  expect_filled(buffers[1], 0x11223344u);
+  uint64_t taken = worker_executions(&fixture->daemon) - before;
+  // The first execution of each new handle goes through halod.
+  assert_true(taken >= STEPS - 4);
+  assert_true(taken <= STEPS);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  for (int i = 0; i < 2; ++i) halo_buffer_release(buffers[i]);
+  halo_client_close(client);
+}
+
+// ring-consumer = halod: every record through halod, as before.
+static void test_halod_consumer_takes_everything(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  halo_command_buffer_t *cb = fill_slot(client, 0x55667788u);
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  for (uint64_t step = 1; step <= 50; ++step) {
+    halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+  }
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 50, DEADLINE_NS));
+  expect_filled(buffer, 0x55667788u);
+  assert_int_equal(worker_executions(&fixture->daemon), 0);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+}
+
+// Once the worker takes the session's executions, a record it must not run
+// goes back to halod, which refuses it with the message it always gave;
+// the ring carries on, and the worker takes the next good one.
+static void test_bounced_records_get_halods_verdict(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer, *small;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &small));
+  halo_command_buffer_t *cb = fill_slot(client, 0x01020304u);
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  for (uint64_t step = 1; step <= 10; ++step) {
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+  }
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 10, DEADLINE_NS));
+  uint64_t taken = worker_executions(&fixture->daemon);
+  assert_true(taken >= 8);
+  // A value that does not increase.
+  halo_semaphore_value_t stale = {done, 10};
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &stale, 1),
+      HALO_STATUS_INVALID_ARGUMENT, "not greater than");
+  // A binding too short for what the recording fills (granted buffer, new
+  // range).
+  halo_binding_t short_binding = {small, 56, 8};
+  halo_semaphore_value_t signal = {done, 11};
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, &short_binding, 1, NULL, 0, &signal, 1),
+      HALO_STATUS_INVALID_ARGUMENT, "needs at least 16");
+  // An unbound slot the recording uses.
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1),
+      HALO_STATUS_INVALID_ARGUMENT, "missing");
+  // A buffer the worker was granted, released after its execution: the
+  // worker forgets it (revoked) and halod frees it once the worker let go.
+  halo_buffer_t *gone;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &gone));
+  halo_binding_t gone_binding = {gone, 0, HALO_WHOLE_BUFFER};
+  for (uint64_t step = 11; step <= 12; ++step) {
+    halo_semaphore_value_t next = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &gone_binding, 1, NULL, 0, &next, 1));
+  }
+  halo_buffer_release(gone);
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 12, DEADLINE_NS));
+  // The ring is fine, and the worker takes the next good record.
+  uint64_t before = worker_executions(&fixture->daemon);
+  for (uint64_t step = 13; step <= 20; ++step) {
+    halo_semaphore_value_t next = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &next, 1));
+  }
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 20, DEADLINE_NS));
+  assert_false(atomic_load(&client->ring.header->flags) &
+               HALO_RING_FLAG_BROKEN);
+  assert_true(worker_executions(&fixture->daemon) - before >= 8);
+  expect_filled(buffer, 0x01020304u);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(buffer);
+  halo_buffer_release(small);
+  halo_client_close(client);
+}
+
+// Work halod holds (a wait not reached when the record came, so the worker
+// bounced it) is released by a signal the worker's own execution stores:
+// the worker reports it, halod signals the semaphore and issues the work.
+static void test_halod_work_waits_on_worker_signal(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer, *second;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &second));
+  halo_command_buffer_t *producer = fill_slot(client, 0xaaaaaaaau);
+  halo_command_buffer_t *consumer = fill_slot(client, 0xbbbbbbbbu);
+  halo_semaphore_t *ready, *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &ready));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  halo_binding_t second_binding = {second, 0, HALO_WHOLE_BUFFER};
+  // Warm up both so that the worker holds every handle.
+  for (uint64_t step = 1; step <= 4; ++step) {
+    halo_semaphore_value_t signal = {ready, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, producer, &binding, 1, NULL, 0, &signal, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(ready, step, DEADLINE_NS));
+    halo_semaphore_value_t wait = {ready, step};
+    halo_semaphore_value_t consumed = {done, step};
+    HALO_TEST_ASSERT_OK(halo_queue_execute(NULL, consumer, &second_binding, 1,
+                                           &wait, 1, &consumed, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
+  }
+  for (uint64_t step = 5; step <= 40; ++step) {
+    // The consumer first: its wait is not reached, halod holds it.
+    halo_semaphore_value_t wait = {ready, step};
+    halo_semaphore_value_t consumed = {done, step};
+    HALO_TEST_ASSERT_OK(halo_queue_execute(NULL, consumer, &second_binding, 1,
+                                           &wait, 1, &consumed, 1));
+    halo_semaphore_value_t signal = {ready, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, producer, &binding, 1, NULL, 0, &signal, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
+  }
+  expect_filled(buffer, 0xaaaaaaaau);
+  expect_filled(second, 0xbbbbbbbbu);
+  assert_true(worker_executions(&fixture->daemon) >= 36);
+  halo_semaphore_release(ready);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(producer);
+  halo_command_buffer_release(consumer);
+  halo_buffer_release(buffer);
+  halo_buffer_release(second);
+  halo_client_close(client);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_worker_takes_steady_executions,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_halod_consumer_takes_everything,
+                                      setup_halod_consumer, teardown),
+      cmocka_unit_test_setup_teardown(test_bounced_records_get_halods_verdict,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_halod_work_waits_on_worker_signal,
+                                      setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
