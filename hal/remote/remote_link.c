@@ -190,6 +190,19 @@ static halo_status_t halo_remote_link_take(halo_remote_link_t *link, void *out,
   return NULL;
 }
 
+// Whether a message of |type| carries a descriptor.
+static bool halo_remote_link_carries_fd(uint32_t type) {
+  switch (type) {
+    case HALO_REMOTE_REGISTER_HOST:
+    case HALO_REMOTE_RING_FLIGHT:
+    case HALO_REMOTE_RING_ATTACH:
+    case HALO_REMOTE_RING_DOORBELL:
+      return true;
+    default:
+      return false;
+  }
+}
+
 halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
                                        halo_remote_header_t *out_header,
                                        void **out_payload, int *out_fd) {
@@ -219,8 +232,9 @@ halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
     }
     *out_payload = payload;
   }
-  // Descriptors travel only with REGISTER_HOST, one each, in order.
-  if (out_header->type == HALO_REMOTE_REGISTER_HOST && link->fd_count > 0) {
+  // Descriptors travel only with REGISTER_HOST, RING_FLIGHT, RING_ATTACH and
+  // RING_DOORBELL, one each, in order.
+  if (halo_remote_link_carries_fd(out_header->type) && link->fd_count > 0) {
     *out_fd = link->fds[0];
     memmove(link->fds, link->fds + 1, (link->fd_count - 1) * sizeof(int));
     --link->fd_count;

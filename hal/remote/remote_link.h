@@ -334,7 +334,8 @@ typedef struct halo_remote_link_t {
   pthread_mutex_t send_mutex;
   // Receiving side (one thread): bytes read ahead, so that messages that
   // arrived together are taken with one read, and descriptors received
-  // but not yet handed to their REGISTER_HOST message (in order).
+  // but not yet handed to their message (REGISTER_HOST, RING_FLIGHT,
+  // RING_ATTACH, RING_DOORBELL; in order).
   uint8_t *in;
   size_t in_start;
   size_t in_end;
@@ -366,7 +367,8 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms);
 
 // Receives one message; |out_payload| is malloc'd (NULL when empty) and
-// |out_fd| receives the descriptor a REGISTER_HOST message carries, else -1.
+// |out_fd| receives the descriptor a REGISTER_HOST, RING_FLIGHT, RING_ATTACH
+// or RING_DOORBELL message carries, else -1.
 // UNAVAILABLE at the end of the stream (the peer closed or died). The receiving
 // thread only.
 halo_status_t halo_remote_link_receive(halo_remote_link_t *link,

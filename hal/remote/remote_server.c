@@ -5,9 +5,10 @@
 //
 // Threads: the main thread reads the link and runs every request in order,
 // except executable creation (NVRTC, PTX JIT, dlopen), which runs on a
-// thread of its own so executions keep flowing; completions arrive on the
-// driver's threads. Object tables are guarded by one mutex; the link's send
-// side by its own.
+// thread of its own so executions keep flowing, and drains the submission
+// rings the supervisor delegated (hal/remote/remote_ring.h); completions
+// arrive on the driver's threads. Object tables are guarded by one mutex; the
+// link's send side by its own.
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,12 +17,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/timeline.h"
 #include "common/u64_map.h"
 #include "hal/remote/remote_device.h"
 #include "hal/remote/remote_link.h"
+#include "hal/remote/remote_ring.h"
 
 typedef struct halo_remote_server_t {
   halo_hal_device_t *device;
@@ -33,12 +36,8 @@ typedef struct halo_remote_server_t {
   halo_u64_map_t queues;           // id -> halo_hal_queue_t
   halo_u64_map_t fences;           // supervisor's id -> halo_hal_fence_t
   halo_u64_map_t registrations;    // key -> halo_remote_mapping_t
+  halo_remote_rings_t *rings;      // the sessions' submission rings
 } halo_remote_server_t;
-
-typedef struct halo_remote_mapping_t {
-  void *pointer;
-  uint64_t size;
-} halo_remote_mapping_t;
 
 // What an execution keeps until it completes.
 typedef struct halo_remote_running_t {
@@ -612,6 +611,63 @@ static void halo_remote_on_execute(halo_remote_server_t *server,
 
 // ---------------------------------------------------------------- serving
 
+// Main thread: receives one message and carries it out.
+static halo_status_t halo_remote_serve_one(halo_remote_server_t *server) {
+  halo_remote_header_t header;
+  void *payload = NULL;
+  int received_fd = -1;
+  halo_status_t status =
+      halo_remote_link_receive(&server->link, &header, &payload, &received_fd);
+  if (status) return status;
+  switch (header.type) {
+    case HALO_REMOTE_EXECUTE:
+      halo_remote_on_execute(server, &header, payload);
+      break;
+    case HALO_REMOTE_ALLOCATE:
+    case HALO_REMOTE_DEALLOCATE:
+    case HALO_REMOTE_WRITE:
+    case HALO_REMOTE_READ:
+      halo_remote_on_memory(server, &header, payload);
+      break;
+    case HALO_REMOTE_REGISTER_HOST:
+      halo_remote_on_register(server, &header, payload, &received_fd);
+      break;
+    case HALO_REMOTE_UNREGISTER_HOST:
+      halo_remote_on_unregister(server, payload, header.length);
+      break;
+    case HALO_REMOTE_CREATE_EXECUTABLE:
+      halo_remote_on_create_executable(server, &header, payload);
+      payload = NULL;  // taken
+      break;
+    case HALO_REMOTE_LOOKUP_ENTRY:
+      halo_remote_on_lookup(server, &header, payload);
+      break;
+    case HALO_REMOTE_PREPARE:
+      halo_remote_on_prepare(server, &header, payload);
+      break;
+    case HALO_REMOTE_CREATE_QUEUE:
+      halo_remote_on_create_queue(server, &header, payload);
+      break;
+    case HALO_REMOTE_DESTROY:
+      halo_remote_on_destroy(server, payload, header.length);
+      break;
+    default:
+      if (halo_remote_rings_on_message(server->rings, &header, payload,
+                                       &received_fd)) {
+        break;
+      }
+      halo_remote_reply(
+          server, header.id,
+          halo_status_make(HALO_STATUS_UNIMPLEMENTED, "worker: request type %u",
+                           header.type),
+          0, 0, NULL, 0);
+      break;
+  }
+  if (received_fd >= 0) close(received_fd);
+  free(payload);
+  return NULL;
+}
+
 void halo_hal_remote_serve_lost(const char *message) {
   halo_remote_server_t *server = halo_remote_server_instance;
   if (server) {
@@ -643,59 +699,41 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns) {
       .pid = getpid(),
       .info = device->info,
   };
-  halo_remote_part_t part = {&ready, sizeof(ready)};
-  halo_status_t status =
-      halo_remote_link_send(&server.link, HALO_REMOTE_READY, 0, &part, 1, -1);
-  while (!status) {
-    halo_remote_header_t header;
-    void *payload = NULL;
-    int received_fd = -1;
-    halo_remote_link_wait(&server.link, poll_ns, -1);
+  halo_remote_ring_tables_t tables = {
+      .link = &server.link,
+      .mutex = &server.mutex,
+      .command_buffers = &server.command_buffers,
+      .queues = &server.queues,
+      .registrations = &server.registrations,
+  };
+  halo_status_t status = halo_remote_rings_create(&tables, &server.rings);
+  if (!status) {
+    halo_remote_part_t part = {&ready, sizeof(ready)};
     status =
-        halo_remote_link_receive(&server.link, &header, &payload, &received_fd);
-    if (status) break;
-    switch (header.type) {
-      case HALO_REMOTE_EXECUTE:
-        halo_remote_on_execute(&server, &header, payload);
-        break;
-      case HALO_REMOTE_ALLOCATE:
-      case HALO_REMOTE_DEALLOCATE:
-      case HALO_REMOTE_WRITE:
-      case HALO_REMOTE_READ:
-        halo_remote_on_memory(&server, &header, payload);
-        break;
-      case HALO_REMOTE_REGISTER_HOST:
-        halo_remote_on_register(&server, &header, payload, &received_fd);
-        break;
-      case HALO_REMOTE_UNREGISTER_HOST:
-        halo_remote_on_unregister(&server, payload, header.length);
-        break;
-      case HALO_REMOTE_CREATE_EXECUTABLE:
-        halo_remote_on_create_executable(&server, &header, payload);
-        payload = NULL;  // taken
-        break;
-      case HALO_REMOTE_LOOKUP_ENTRY:
-        halo_remote_on_lookup(&server, &header, payload);
-        break;
-      case HALO_REMOTE_PREPARE:
-        halo_remote_on_prepare(&server, &header, payload);
-        break;
-      case HALO_REMOTE_CREATE_QUEUE:
-        halo_remote_on_create_queue(&server, &header, payload);
-        break;
-      case HALO_REMOTE_DESTROY:
-        halo_remote_on_destroy(&server, payload, header.length);
-        break;
-      default:
-        halo_remote_reply(
-            &server, header.id,
-            halo_status_make(HALO_STATUS_UNIMPLEMENTED,
-                             "worker: request type %u", header.type),
-            0, 0, NULL, 0);
-        break;
+        halo_remote_link_send(&server.link, HALO_REMOTE_READY, 0, &part, 1, -1);
+  }
+  // Each round: the rings' tails first, then every link message readable
+  // now, then the rings' records up to those tails (a REVOKE the supervisor
+  // sent before its reply to a client is seen before any record the client
+  // published after that reply). Idle for |poll_ns|: sleep on the link and
+  // the doorbells.
+  int64_t last_work_ns = halo_clock_now_ns();
+  while (!status) {
+    halo_remote_rings_snapshot(server.rings);
+    bool work = false;
+    while (!status && halo_remote_link_wait(&server.link, 0, 0)) {
+      status = halo_remote_serve_one(&server);
+      work = true;
     }
-    if (received_fd >= 0) close(received_fd);
-    free(payload);
+    if (status) break;
+    if (halo_remote_rings_drain(server.rings)) work = true;
+    int64_t now_ns = halo_clock_now_ns();
+    if (work) {
+      last_work_ns = now_ns;
+    } else if (now_ns - last_work_ns >= poll_ns) {
+      halo_remote_rings_sleep(server.rings, server.link.fd);
+      last_work_ns = halo_clock_now_ns();
+    }
   }
   // The supervisor closed the link (or it broke): the worker ends. The
   // driver's objects go with the process; the driver is not torn down

@@ -1,0 +1,1005 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The worker's ring consumer (see the header; the protocol is the "rings"
+// part of hal/remote/remote_link.h).
+#include "hal/remote/remote_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/ring.h"
+#include "common/status.h"
+#include "common/timeline.h"
+#include "hal/command_buffer.h"
+#include "hal/queue.h"
+
+// Records one ring may yield per round before the next ring's turn (as
+// halod's loop: busy sessions are drained fairly).
+#define HALO_REMOTE_RING_BUDGET 16
+// Waits and signals of one record, at most (halod_submission_sync).
+#define HALO_REMOTE_RING_MAX_VALUES 1024
+
+typedef struct halo_remote_ring_session_state_t
+    halo_remote_ring_session_state_t;
+
+// A session's handle as granted by the supervisor. The fields of the
+// message are immutable; |uses| and |revoked| are guarded by the rings'
+// mutex. A grant is in its session's table until it is revoked (replaced,
+// RING_REVOKE, RING_DETACH); then whoever drops its last use sends
+// RING_RELEASED and frees it.
+typedef struct halo_remote_ring_grant_state_t {
+  halo_remote_ring_grant_t grant;
+  // COMMAND_BUFFER: the worker's object and the slots' requirements
+  // (grant.binding_capacity of them).
+  halo_hal_command_buffer_t *command_buffer;
+  halo_remote_ring_slot_t *slots;
+  // QUEUE: the worker's queue.
+  halo_hal_queue_t *queue;
+  // SEMAPHORE: the slot in the worker's mapping of the registered page.
+  halo_timeline_slot_t *slot;
+  uint32_t uses;  // executions in flight that use it
+  bool revoked;
+} halo_remote_ring_grant_state_t;
+
+struct halo_remote_ring_session_state_t {
+  uint64_t id;  // the supervisor's session id
+  // Main thread only.
+  halo_ring_header_t *header;  // NULL once detached
+  uint8_t *records;
+  uint64_t map_size;
+  uint32_t capacity;
+  uint32_t pending_limit;
+  uint8_t key[HALO_RING_KEY_BYTES];
+  // The worker's own view: never read back from the shared header.
+  uint64_t head;
+  uint64_t sequence;
+  uint64_t snapshot_tail;
+  bool snapshot_valid;
+  bool bounced;  // until RING_RESUME
+  bool asked_wakeup;
+  int doorbell;                                   // -1: none yet
+  halo_u64_map_t grants;                          // handle -> grant state
+  halo_remote_ring_grant_state_t *default_queue;  // the QUEUE grant of 0
+  // Guarded by the rings' mutex.
+  uint32_t in_flight;
+  bool detached;
+};
+
+// An execution taken from a ring, until it completed. One allocation: the
+// bindings, signals and grants follow the struct.
+typedef struct halo_remote_ring_running_t {
+  halo_remote_rings_t *rings;
+  halo_remote_ring_session_state_t *session;
+  uint64_t id;
+  uint32_t flight_index;
+  int64_t issued_ns;
+  halo_remote_ring_grant_state_t *queue;
+  halo_remote_ring_grant_state_t *command_buffer;
+  halo_hal_binding_t *bindings;  // binding_capacity
+  halo_hal_execution_signal_t *signals;
+  halo_remote_ring_grant_state_t **signal_grants;  // signal_count
+  uint32_t signal_count;
+  // Every grant used, one use each (queue, command buffer, buffers, waits,
+  // signals).
+  halo_remote_ring_grant_state_t **grants;
+  uint32_t grant_count;
+} halo_remote_ring_running_t;
+
+struct halo_remote_rings_t {
+  halo_remote_ring_tables_t tables;
+  pthread_mutex_t mutex;
+  // Main thread only.
+  halo_u64_map_t sessions;  // session id -> session state (attached)
+  uint64_t next_execution;
+  // The flight table (RING_FLIGHT); NULL before it came.
+  halo_remote_flight_t *flight;
+  uint32_t flight_capacity;
+  // Guarded by |mutex|: free entries of the flight table.
+  uint32_t *flight_free;
+  uint32_t flight_free_count;
+  // Scratch for one copied record (main thread).
+  _Alignas(16) uint8_t record[HALO_RING_MAX_RECORD_BYTES];
+};
+
+// ---------------------------------------------------------------- sends
+
+static void halo_remote_rings_send_released(halo_remote_rings_t *rings,
+                                            const uint64_t *ids,
+                                            uint32_t count) {
+  if (count == 0) return;
+  halo_remote_part_t part = {ids, count * sizeof(uint64_t)};
+  halo_status_free(halo_remote_link_send(
+      rings->tables.link, HALO_REMOTE_RING_RELEASED, 0, &part, 1, -1));
+}
+
+static void halo_remote_rings_send_bounce(
+    halo_remote_rings_t *rings,
+    const halo_remote_ring_session_state_t *session) {
+  halo_remote_ring_position_t position = {.session = session->id,
+                                          .head = session->head,
+                                          .sequence = session->sequence};
+  halo_remote_part_t part = {&position, sizeof(position)};
+  halo_status_free(halo_remote_link_send(
+      rings->tables.link, HALO_REMOTE_RING_BOUNCE, 0, &part, 1, -1));
+}
+
+static void halo_remote_ring_grant_free(halo_remote_ring_grant_state_t *grant) {
+  free(grant->slots);
+  free(grant);
+}
+
+static void halo_remote_ring_session_free(
+    halo_remote_ring_session_state_t *session) {
+  halo_u64_map_deinitialize(&session->grants);
+  free(session);
+}
+
+// ---------------------------------------------------------------- completion
+
+// A driver thread (or the main thread for an execution the driver refused).
+static void halo_remote_ring_on_complete(void *user_data,
+                                         halo_status_t status) {
+  halo_remote_ring_running_t *running = user_data;
+  halo_remote_rings_t *rings = running->rings;
+  halo_remote_ring_session_state_t *session = running->session;
+  // The flight entry first: once COMPLETE is sent the supervisor may read
+  // the table for this execution no more.
+  atomic_store_explicit(&rings->flight->entries[running->flight_index].id, 0,
+                        memory_order_release);
+  pthread_mutex_lock(&rings->mutex);
+  rings->flight_free[rings->flight_free_count++] = running->flight_index;
+  pthread_mutex_unlock(&rings->mutex);
+
+  halo_remote_ring_complete_t complete = {
+      .session = session->id,
+      .id = running->id,
+      .queue_grant = running->queue->grant.grant,
+      .command_buffer_grant = running->command_buffer->grant.grant,
+      .issued_ns = running->issued_ns,
+      .completed_ns = halo_clock_now_ns(),
+      .code = (int32_t)halo_status_code(status),
+      .signal_count = running->signal_count,
+  };
+  const char *message = halo_status_message(status);
+  complete.message_length = status ? (uint32_t)strlen(message) : 0;
+  halo_remote_ring_value_t inline_values[8];
+  halo_remote_ring_value_t *values =
+      running->signal_count <= 8
+          ? inline_values
+          : calloc(running->signal_count, sizeof(*values));
+  uint32_t value_count = values ? running->signal_count : 0;
+  complete.signal_count = value_count;
+  for (uint32_t i = 0; i < value_count; ++i) {
+    values[i].grant = running->signal_grants[i]->grant.grant;
+    values[i].value = running->signals[i].value;
+  }
+  halo_remote_part_t parts[3] = {{&complete, sizeof(complete)},
+                                 {values, value_count * sizeof(*values)},
+                                 {message, complete.message_length}};
+  halo_status_free(halo_remote_link_send(
+      rings->tables.link, HALO_REMOTE_RING_COMPLETE, 0, parts, 3, -1));
+  if (values != inline_values) free(values);
+  halo_status_free(status);
+
+  // Only now the uses go: a grant revoked meanwhile is released after the
+  // supervisor has this execution's COMPLETE.
+  uint64_t inline_ids[16];
+  uint64_t *released = running->grant_count <= 16
+                           ? inline_ids
+                           : calloc(running->grant_count, sizeof(*released));
+  halo_remote_ring_grant_state_t *inline_freed[16];
+  halo_remote_ring_grant_state_t **freed =
+      running->grant_count <= 16 ? inline_freed
+                                 : calloc(running->grant_count, sizeof(*freed));
+  uint32_t released_count = 0;
+  pthread_mutex_lock(&rings->mutex);
+  for (uint32_t i = 0; i < running->grant_count; ++i) {
+    halo_remote_ring_grant_state_t *grant = running->grants[i];
+    if (--grant->uses == 0 && grant->revoked && released && freed) {
+      released[released_count] = grant->grant.grant;
+      freed[released_count++] = grant;
+    }
+  }
+  bool session_done = --session->in_flight == 0 && session->detached;
+  pthread_mutex_unlock(&rings->mutex);
+  halo_remote_rings_send_released(rings, released, released_count);
+  for (uint32_t i = 0; i < released_count; ++i) {
+    halo_remote_ring_grant_free(freed[i]);
+  }
+  if (released != inline_ids) free(released);
+  if (freed != inline_freed) free(freed);
+  if (session_done) halo_remote_ring_session_free(session);
+  free(running);
+}
+
+// ---------------------------------------------------------------- records
+
+// The grant of |handle| in |session| if it is of |kind|, else NULL.
+static halo_remote_ring_grant_state_t *halo_remote_ring_lookup(
+    const halo_remote_ring_session_state_t *session, uint64_t handle,
+    uint32_t kind) {
+  halo_remote_ring_grant_state_t *grant =
+      handle == 0
+          ? (kind == HALO_REMOTE_GRANT_QUEUE ? session->default_queue : NULL)
+          : halo_u64_map_get(&session->grants, handle);
+  return grant && grant->grant.kind == kind ? grant : NULL;
+}
+
+// Why a record is bounced, for the debug log (the supervisor says why to
+// the client).
+typedef const char *halo_remote_ring_verdict_t;
+
+// Gives |*pending| back where it still holds |value| (a later check of the
+// same record failed after it was reserved).
+static void halo_remote_ring_unreserve(halo_timeline_slot_t *slot,
+                                       uint64_t value, uint64_t before) {
+  uint64_t expected = value;
+  atomic_compare_exchange_strong_explicit(&slot->pending, &expected, before,
+                                          memory_order_acq_rel,
+                                          memory_order_relaxed);
+}
+
+// Checks the EXECUTE record in the scratch (|length| bytes, checksum
+// verified) and takes it. Returns NULL when taken, else why it bounces.
+static halo_remote_ring_verdict_t halo_remote_ring_execute(
+    halo_remote_rings_t *rings, halo_remote_ring_session_state_t *session,
+    uint32_t length) {
+  const uint8_t *record = rings->record;
+  if (length <
+      sizeof(halo_ring_record_header_t) + sizeof(halo_ring_execute_t)) {
+    return "too short";
+  }
+  halo_ring_execute_t execute;
+  memcpy(&execute, record + sizeof(halo_ring_record_header_t), sizeof(execute));
+  uint32_t expected = halo_ring_execute_length(
+      execute.binding_count, execute.wait_count, execute.signal_count);
+  if (expected == 0 || expected != length) return "length";
+  if ((uint64_t)execute.wait_count + execute.signal_count >
+      HALO_REMOTE_RING_MAX_VALUES) {
+    return "too many waits and signals";
+  }
+  const halo_ring_binding_t *bindings =
+      (const halo_ring_binding_t *)(record + sizeof(halo_ring_record_header_t) +
+                                    sizeof(halo_ring_execute_t));
+  const halo_ring_semaphore_value_t *waits =
+      (const halo_ring_semaphore_value_t *)(bindings + execute.binding_count);
+  const halo_ring_semaphore_value_t *signals = waits + execute.wait_count;
+
+  halo_remote_ring_grant_state_t *queue =
+      halo_remote_ring_lookup(session, execute.queue, HALO_REMOTE_GRANT_QUEUE);
+  if (!queue) return "queue not granted";
+  halo_remote_ring_grant_state_t *command_buffer = halo_remote_ring_lookup(
+      session, execute.command_buffer, HALO_REMOTE_GRANT_COMMAND_BUFFER);
+  if (!command_buffer) return "command buffer not granted";
+  uint32_t capacity = command_buffer->grant.binding_capacity;
+  if (execute.binding_count > capacity) return "bindings past the capacity";
+
+  // One allocation for what the execution keeps.
+  size_t grant_limit =
+      2 + (size_t)capacity + execute.wait_count + execute.signal_count;
+  size_t bytes =
+      sizeof(halo_remote_ring_running_t) +
+      (size_t)capacity * sizeof(halo_hal_binding_t) +
+      execute.signal_count * sizeof(halo_hal_execution_signal_t) +
+      execute.signal_count * sizeof(halo_remote_ring_grant_state_t *) +
+      grant_limit * sizeof(halo_remote_ring_grant_state_t *);
+  halo_remote_ring_running_t *running = calloc(1, bytes);
+  if (!running) return "out of memory";
+  running->bindings = (halo_hal_binding_t *)(running + 1);
+  running->signals =
+      (halo_hal_execution_signal_t *)(running->bindings + capacity);
+  running->signal_grants =
+      (halo_remote_ring_grant_state_t **)(running->signals +
+                                          execute.signal_count);
+  running->grants = running->signal_grants + execute.signal_count;
+  running->grants[running->grant_count++] = queue;
+  running->grants[running->grant_count++] = command_buffer;
+
+  halo_remote_ring_verdict_t verdict = NULL;
+  for (uint32_t i = 0; !verdict && i < capacity; ++i) {
+    const halo_remote_ring_slot_t *slot = &command_buffer->slots[i];
+    halo_ring_binding_t binding = {0};
+    if (i < execute.binding_count) binding = bindings[i];
+    if (binding.buffer == 0) {
+      if (slot->used) verdict = "a used slot unbound";
+      continue;
+    }
+    halo_remote_ring_grant_state_t *buffer = halo_remote_ring_lookup(
+        session, binding.buffer, HALO_REMOTE_GRANT_BUFFER);
+    if (!buffer) {
+      verdict = "buffer not granted";
+      break;
+    }
+    uint64_t size = buffer->grant.size;
+    uint64_t address = buffer->grant.object;
+    if (binding.offset > size) {
+      verdict = "binding offset past the buffer";
+      break;
+    }
+    uint64_t range =
+        binding.length == UINT64_MAX ? size - binding.offset : binding.length;
+    if (range > size - binding.offset) {
+      verdict = "binding past the buffer";
+      break;
+    }
+    if (slot->used && range < slot->min_length) {
+      verdict = "binding shorter than the slot needs";
+      break;
+    }
+    uint32_t alignment = slot->alignment ? slot->alignment : 1;
+    if ((address + binding.offset) % alignment != 0) {
+      verdict = "binding misaligned";
+      break;
+    }
+    running->bindings[i].address = address + binding.offset;
+    running->bindings[i].length = range;
+    running->grants[running->grant_count++] = buffer;
+  }
+  for (uint32_t i = 0; !verdict && i < execute.wait_count; ++i) {
+    halo_remote_ring_grant_state_t *semaphore = halo_remote_ring_lookup(
+        session, waits[i].semaphore, HALO_REMOTE_GRANT_SEMAPHORE);
+    if (!semaphore) {
+      verdict = "wait semaphore not granted";
+    } else if (waits[i].value > HALO_TIMELINE_MAX_VALUE) {
+      verdict = "wait value >= 2^63";
+    } else if (atomic_load_explicit(&semaphore->slot->failure,
+                                    memory_order_acquire) != 0) {
+      verdict = "wait semaphore failed";
+    } else if (atomic_load_explicit(&semaphore->slot->value,
+                                    memory_order_acquire) < waits[i].value) {
+      verdict = "wait not reached";
+    } else {
+      running->grants[running->grant_count++] = semaphore;
+    }
+  }
+  for (uint32_t i = 0; !verdict && i < execute.signal_count; ++i) {
+    halo_remote_ring_grant_state_t *semaphore = halo_remote_ring_lookup(
+        session, signals[i].semaphore, HALO_REMOTE_GRANT_SEMAPHORE);
+    uint64_t value = signals[i].value;
+    if (!semaphore) {
+      verdict = "signal semaphore not granted";
+      break;
+    }
+    halo_timeline_slot_t *slot = semaphore->slot;
+    for (uint32_t j = 0; !verdict && j < i; ++j) {
+      if (running->signals[j].slot == slot) verdict = "signaled twice";
+    }
+    if (verdict) break;
+    if (value > HALO_TIMELINE_MAX_VALUE) {
+      verdict = "signal value >= 2^63";
+    } else if (atomic_load_explicit(&slot->failure, memory_order_acquire) !=
+               0) {
+      verdict = "signal semaphore failed";
+    } else if (value <=
+               atomic_load_explicit(&slot->value, memory_order_acquire)) {
+      verdict = "signal not above the value";
+    } else if (value <=
+               atomic_load_explicit(&slot->pending, memory_order_acquire)) {
+      verdict = "signal not above pending";
+    } else {
+      running->signals[i].device_address = semaphore->grant.device_address;
+      running->signals[i].value = value;
+      running->signals[i].slot = slot;
+      running->signal_grants[i] = semaphore;
+      running->grants[running->grant_count++] = semaphore;
+    }
+  }
+  if (verdict) {
+    free(running);
+    return verdict;
+  }
+  // The session's quota and the flight table, then the reservations.
+  uint32_t flight_index = 0;
+  pthread_mutex_lock(&rings->mutex);
+  if (session->in_flight >= session->pending_limit) {
+    verdict = "the session's pending limit";
+  } else if (rings->flight_free_count == 0) {
+    verdict = "the flight table is full";
+  } else {
+    flight_index = rings->flight_free[--rings->flight_free_count];
+  }
+  pthread_mutex_unlock(&rings->mutex);
+  if (verdict) {
+    free(running);
+    return verdict;
+  }
+  uint32_t reserved = 0;
+  uint64_t before[HALO_REMOTE_RING_MAX_VALUES];
+  for (; reserved < execute.signal_count; ++reserved) {
+    halo_timeline_slot_t *slot = running->signals[reserved].slot;
+    before[reserved] =
+        atomic_load_explicit(&slot->pending, memory_order_acquire);
+    if (!halo_timeline_slot_reserve(slot, running->signals[reserved].value)) {
+      verdict = "signal reserved meanwhile";
+      break;
+    }
+  }
+  if (verdict) {
+    while (reserved-- > 0) {
+      halo_remote_ring_unreserve(running->signals[reserved].slot,
+                                 running->signals[reserved].value,
+                                 before[reserved]);
+    }
+    pthread_mutex_lock(&rings->mutex);
+    rings->flight_free[rings->flight_free_count++] = flight_index;
+    pthread_mutex_unlock(&rings->mutex);
+    free(running);
+    return verdict;
+  }
+
+  // Taken.
+  running->rings = rings;
+  running->session = session;
+  running->id = HALO_REMOTE_RING_ID_BIT | ++rings->next_execution;
+  running->flight_index = flight_index;
+  running->issued_ns = halo_clock_now_ns();
+  running->queue = queue;
+  running->command_buffer = command_buffer;
+  running->signal_count = execute.signal_count;
+  halo_remote_flight_entry_t *entry = &rings->flight->entries[flight_index];
+  entry->session = session->id;
+  entry->command_buffer_grant = command_buffer->grant.grant;
+  entry->issued_ns = running->issued_ns;
+  atomic_store_explicit(&entry->id, running->id, memory_order_release);
+  pthread_mutex_lock(&rings->mutex);
+  for (uint32_t i = 0; i < running->grant_count; ++i) {
+    ++running->grants[i]->uses;
+  }
+  ++session->in_flight;
+  pthread_mutex_unlock(&rings->mutex);
+
+  halo_hal_execution_t execution = {
+      .command_buffer = command_buffer->command_buffer,
+      .bindings = running->bindings,
+      .binding_count = capacity,
+      .completion = halo_remote_ring_on_complete,
+      .user_data = running,
+      .signals = running->signals,
+      .signal_count = execute.signal_count,
+  };
+  uint64_t sequence = session->sequence;
+  halo_status_t status = halo_hal_queue_execute(queue->queue, &execution);
+  if (status) {
+    // The driver refused it: a client waiting for the verdict reads it
+    // from the header (before head passes the record); the supervisor
+    // learns it from RING_COMPLETE and fails the signals.
+    if (!(execute.flags & HALO_RING_EXECUTE_ASYNC)) {
+      halo_ring_header_t *header = session->header;
+      header->error_code = (int32_t)halo_status_code(status);
+      snprintf(header->error_message, sizeof(header->error_message), "%s",
+               halo_status_message(status));
+      atomic_store_explicit(&header->error_sequence, sequence + 1,
+                            memory_order_release);
+    }
+    halo_remote_ring_on_complete(running, status);
+  }
+  return NULL;
+}
+
+typedef enum halo_remote_ring_step_e {
+  HALO_REMOTE_RING_EMPTY,
+  HALO_REMOTE_RING_PROGRESS,
+  HALO_REMOTE_RING_BOUNCED,
+} halo_remote_ring_step_t;
+
+static halo_remote_ring_step_t halo_remote_ring_bounce(
+    halo_remote_rings_t *rings, halo_remote_ring_session_state_t *session,
+    const char *why) {
+  HALO_LOG_DEBUG(
+      "worker: session %llu: ring record %llu at byte %llu goes to "
+      "the supervisor: %s",
+      (unsigned long long)session->id, (unsigned long long)session->sequence,
+      (unsigned long long)session->head, why);
+  session->bounced = true;
+  session->snapshot_valid = false;
+  halo_remote_rings_send_bounce(rings, session);
+  return HALO_REMOTE_RING_BOUNCED;
+}
+
+// The record at the ring's head, if it is before the snapshot tail (the
+// framing checks of halod_ring_step: any failure is the supervisor's).
+static halo_remote_ring_step_t halo_remote_ring_step(
+    halo_remote_rings_t *rings, halo_remote_ring_session_state_t *session) {
+  uint64_t tail = session->snapshot_tail;
+  if (tail == session->head) return HALO_REMOTE_RING_EMPTY;
+  if (tail < session->head || tail - session->head > session->capacity ||
+      tail % HALO_RING_RECORD_ALIGN) {
+    return halo_remote_ring_bounce(rings, session, "tail out of bounds");
+  }
+  uint32_t offset = (uint32_t)(session->head & (session->capacity - 1));
+  uint64_t available = tail - session->head;
+  uint32_t contiguous = session->capacity - offset;
+  halo_ring_record_header_t record;
+  memcpy(&record, session->records + offset, sizeof(record));
+  if (record.sequence != (uint32_t)session->sequence) {
+    return halo_remote_ring_bounce(rings, session, "sequence");
+  }
+  if (record.length < sizeof(record) ||
+      record.length % HALO_RING_RECORD_ALIGN ||
+      record.length > HALO_RING_MAX_RECORD_BYTES ||
+      record.length > contiguous || record.length > available) {
+    return halo_remote_ring_bounce(rings, session, "record length");
+  }
+  // From here on only the copy is read: the client may still write.
+  memcpy(rings->record, session->records + offset, record.length);
+  if (!halo_ring_record_verify(session->key, rings->record)) {
+    return halo_remote_ring_bounce(rings, session, "checksum");
+  }
+  memcpy(&record, rings->record, sizeof(record));
+  if (record.type == HALO_RING_RECORD_EXECUTE) {
+    halo_remote_ring_verdict_t verdict =
+        halo_remote_ring_execute(rings, session, record.length);
+    if (verdict) return halo_remote_ring_bounce(rings, session, verdict);
+  } else if (record.type != HALO_RING_RECORD_PAD) {
+    return halo_remote_ring_bounce(rings, session, "not an execute record");
+  }
+  session->head += record.length;
+  ++session->sequence;
+  atomic_store_explicit(&session->header->head, session->head,
+                        memory_order_release);
+  return HALO_REMOTE_RING_PROGRESS;
+}
+
+// ---------------------------------------------------------------- rounds
+
+void halo_remote_rings_snapshot(halo_remote_rings_t *rings) {
+  for (size_t i = 0; i < rings->sessions.capacity; ++i) {
+    if (!rings->sessions.entries[i].key) continue;
+    halo_remote_ring_session_state_t *session =
+        rings->sessions.entries[i].value;
+    session->snapshot_valid = !session->bounced;
+    if (session->snapshot_valid) {
+      session->snapshot_tail =
+          atomic_load_explicit(&session->header->tail, memory_order_acquire);
+    }
+  }
+}
+
+bool halo_remote_rings_drain(halo_remote_rings_t *rings) {
+  bool progress = false;
+  for (size_t i = 0; i < rings->sessions.capacity; ++i) {
+    if (!rings->sessions.entries[i].key) continue;
+    halo_remote_ring_session_state_t *session =
+        rings->sessions.entries[i].value;
+    for (int done = 0; done < HALO_REMOTE_RING_BUDGET; ++done) {
+      // A RESUME or a new ATTACH since the snapshot: next round.
+      if (!session->snapshot_valid || session->bounced) break;
+      halo_remote_ring_step_t step = halo_remote_ring_step(rings, session);
+      if (step == HALO_REMOTE_RING_EMPTY) break;
+      progress = true;
+      if (step == HALO_REMOTE_RING_BOUNCED) break;
+    }
+  }
+  return progress;
+}
+
+void halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd) {
+  size_t count = rings->sessions.count;
+  struct pollfd inline_fds[17];
+  struct pollfd *fds =
+      count + 1 <= 17 ? inline_fds : calloc(count + 1, sizeof(*fds));
+  if (!fds) return;  // no sleep: poll again
+  nfds_t used = 0;
+  fds[used++] = (struct pollfd){.fd = link_fd, .events = POLLIN};
+  bool ready = false;
+  for (size_t i = 0; i < rings->sessions.capacity; ++i) {
+    if (!rings->sessions.entries[i].key) continue;
+    halo_remote_ring_session_state_t *session =
+        rings->sessions.entries[i].value;
+    if (session->doorbell >= 0) {
+      fds[used++] = (struct pollfd){.fd = session->doorbell, .events = POLLIN};
+    }
+    if (session->bounced || ready) continue;
+    halo_ring_header_t *header = session->header;
+    atomic_fetch_or_explicit(&header->flags, HALO_RING_FLAG_NEED_WAKEUP,
+                             memory_order_seq_cst);
+    session->asked_wakeup = true;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&header->tail, memory_order_seq_cst) !=
+        session->head) {
+      ready = true;
+    }
+  }
+  if (!ready) {
+    int got;
+    do {
+      got = poll(fds, used, -1);
+    } while (got < 0 && errno == EINTR);
+  }
+  for (size_t i = 0; i < rings->sessions.capacity; ++i) {
+    if (!rings->sessions.entries[i].key) continue;
+    halo_remote_ring_session_state_t *session =
+        rings->sessions.entries[i].value;
+    if (session->doorbell >= 0) {
+      uint64_t value;
+      while (read(session->doorbell, &value, sizeof(value)) == sizeof(value)) {
+      }
+    }
+    if (session->asked_wakeup) {
+      atomic_fetch_and_explicit(&session->header->flags,
+                                ~HALO_RING_FLAG_NEED_WAKEUP,
+                                memory_order_seq_cst);
+      session->asked_wakeup = false;
+    }
+  }
+  if (fds != inline_fds) free(fds);
+}
+
+// ---------------------------------------------------------------- messages
+
+static void halo_remote_rings_on_flight(halo_remote_rings_t *rings, int fd) {
+  if (rings->flight) {
+    HALO_LOG_WARN("worker: a second RING_FLIGHT is ignored");
+    return;
+  }
+  struct stat info;
+  if (fd < 0 || fstat(fd, &info) != 0 ||
+      (uint64_t)info.st_size < HALO_REMOTE_FLIGHT_BYTES) {
+    HALO_LOG_WARN(
+        "worker: RING_FLIGHT without a memfd of %zu bytes: rings "
+        "will bounce every record",
+        (size_t)HALO_REMOTE_FLIGHT_BYTES);
+    return;
+  }
+  void *pointer = mmap(NULL, HALO_REMOTE_FLIGHT_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+  if (pointer == MAP_FAILED) {
+    HALO_LOG_WARN("worker: mapping the flight table: %s", strerror(errno));
+    return;
+  }
+  halo_remote_flight_t *flight = pointer;
+  uint32_t capacity = flight->capacity;
+  if (capacity == 0 || capacity > HALO_REMOTE_FLIGHT_ENTRIES) {
+    capacity = HALO_REMOTE_FLIGHT_ENTRIES;
+  }
+  uint32_t *free_list = calloc(capacity, sizeof(*free_list));
+  if (!free_list) {
+    munmap(pointer, HALO_REMOTE_FLIGHT_BYTES);
+    HALO_LOG_WARN("worker: oom (the flight table's free list)");
+    return;
+  }
+  // Lowest indices first.
+  for (uint32_t i = 0; i < capacity; ++i) free_list[i] = capacity - 1 - i;
+  pthread_mutex_lock(&rings->mutex);
+  rings->flight_free = free_list;
+  rings->flight_free_count = capacity;
+  pthread_mutex_unlock(&rings->mutex);
+  rings->flight_capacity = capacity;
+  rings->flight = flight;
+}
+
+static void halo_remote_rings_on_attach(halo_remote_rings_t *rings,
+                                        const void *payload, uint64_t length,
+                                        int fd) {
+  halo_remote_ring_attach_t attach;
+  if (length < sizeof(attach) || fd < 0) {
+    HALO_LOG_WARN("worker: RING_ATTACH of %llu bytes%s is ignored",
+                  (unsigned long long)length, fd < 0 ? " without a memfd" : "");
+    return;
+  }
+  memcpy(&attach, payload, sizeof(attach));
+  struct stat info;
+  if (attach.session == 0 ||
+      halo_u64_map_get(&rings->sessions, attach.session) ||
+      !halo_ring_capacity_valid(attach.capacity) ||
+      attach.map_size < HALO_RING_HEADER_BYTES + (uint64_t)attach.capacity ||
+      fstat(fd, &info) != 0 || (uint64_t)info.st_size < attach.map_size ||
+      attach.head % HALO_RING_RECORD_ALIGN) {
+    HALO_LOG_WARN(
+        "worker: RING_ATTACH of session %llu (capacity %u, %llu "
+        "bytes) is ignored: attached already, or not a ring",
+        (unsigned long long)attach.session, attach.capacity,
+        (unsigned long long)attach.map_size);
+    return;
+  }
+  void *pointer =
+      mmap(NULL, attach.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (pointer == MAP_FAILED) {
+    HALO_LOG_WARN("worker: mapping the ring of session %llu: %s",
+                  (unsigned long long)attach.session, strerror(errno));
+    return;
+  }
+  halo_remote_ring_session_state_t *session = calloc(1, sizeof(*session));
+  halo_status_t status =
+      session ? NULL : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (session) {
+    session->id = attach.session;
+    session->header = pointer;
+    session->records = (uint8_t *)pointer + HALO_RING_HEADER_BYTES;
+    session->map_size = attach.map_size;
+    session->capacity = attach.capacity;
+    session->pending_limit = attach.pending_limit;
+    memcpy(session->key, attach.key, sizeof(session->key));
+    session->head = attach.head;
+    session->sequence = attach.sequence;
+    session->doorbell = -1;
+    halo_u64_map_initialize(&session->grants);
+    status = halo_u64_map_put(&rings->sessions, attach.session, session);
+  }
+  if (status) {
+    HALO_LOG_WARN("worker: attaching the ring of session %llu: %s",
+                  (unsigned long long)attach.session,
+                  halo_status_message(status));
+    halo_status_free(status);
+    munmap(pointer, attach.map_size);
+    if (session) halo_remote_ring_session_free(session);
+  }
+}
+
+static void halo_remote_rings_on_doorbell(halo_remote_rings_t *rings,
+                                          const void *payload, uint64_t length,
+                                          int *inout_fd) {
+  halo_remote_ring_session_t message;
+  if (length < sizeof(message) || *inout_fd < 0) return;
+  memcpy(&message, payload, sizeof(message));
+  halo_remote_ring_session_state_t *session =
+      halo_u64_map_get(&rings->sessions, message.session);
+  if (!session) return;  // the descriptor is closed by the caller
+  int flags = fcntl(*inout_fd, F_GETFL);
+  if (flags >= 0) fcntl(*inout_fd, F_SETFL, flags | O_NONBLOCK);
+  if (session->doorbell >= 0) close(session->doorbell);
+  session->doorbell = *inout_fd;
+  *inout_fd = -1;
+}
+
+// Revokes |grant| (out of its session's table already): released now if no
+// execution uses it, else by the last completion. Returns whether it is
+// released now (the caller sends RING_RELEASED and frees it).
+static bool halo_remote_rings_revoke(halo_remote_rings_t *rings,
+                                     halo_remote_ring_grant_state_t *grant) {
+  pthread_mutex_lock(&rings->mutex);
+  grant->revoked = true;
+  bool idle = grant->uses == 0;
+  pthread_mutex_unlock(&rings->mutex);
+  return idle;
+}
+
+static void halo_remote_rings_revoke_release(
+    halo_remote_rings_t *rings, halo_remote_ring_grant_state_t *grant) {
+  if (!grant || !halo_remote_rings_revoke(rings, grant)) return;
+  halo_remote_rings_send_released(rings, &grant->grant.grant, 1);
+  halo_remote_ring_grant_free(grant);
+}
+
+// Resolves a grant's object on this worker; false when it names nothing
+// here (the grant is released at once).
+static bool halo_remote_rings_resolve(halo_remote_rings_t *rings,
+                                      halo_remote_ring_grant_state_t *grant) {
+  const halo_remote_ring_tables_t *tables = &rings->tables;
+  bool resolved = true;
+  pthread_mutex_lock(tables->mutex);
+  switch (grant->grant.kind) {
+    case HALO_REMOTE_GRANT_QUEUE:
+      grant->queue = halo_u64_map_get(tables->queues, grant->grant.object);
+      resolved = grant->queue != NULL;
+      break;
+    case HALO_REMOTE_GRANT_COMMAND_BUFFER:
+      grant->command_buffer =
+          halo_u64_map_get(tables->command_buffers, grant->grant.object);
+      resolved = grant->command_buffer != NULL;
+      break;
+    case HALO_REMOTE_GRANT_BUFFER:
+      break;
+    case HALO_REMOTE_GRANT_SEMAPHORE: {
+      const halo_remote_mapping_t *mapping =
+          halo_u64_map_get(tables->registrations, grant->grant.object);
+      uint64_t offset = grant->grant.size;
+      resolved = mapping && offset % _Alignof(halo_timeline_slot_t) == 0 &&
+                 offset <= mapping->size &&
+                 mapping->size - offset >= sizeof(halo_timeline_slot_t);
+      if (resolved) {
+        grant->slot =
+            (halo_timeline_slot_t *)((char *)mapping->pointer + offset);
+      }
+      break;
+    }
+    default:
+      resolved = false;
+      break;
+  }
+  pthread_mutex_unlock(tables->mutex);
+  return resolved;
+}
+
+static void halo_remote_rings_on_grant(halo_remote_rings_t *rings,
+                                       const void *payload, uint64_t length) {
+  halo_remote_ring_grant_t message;
+  if (length < sizeof(message)) {
+    HALO_LOG_WARN("worker: a RING_GRANT of %llu bytes is ignored",
+                  (unsigned long long)length);
+    return;
+  }
+  memcpy(&message, payload, sizeof(message));
+  halo_remote_ring_grant_state_t *grant = calloc(1, sizeof(*grant));
+  bool usable = grant != NULL;
+  if (grant) {
+    grant->grant = message;
+    if (message.kind == HALO_REMOTE_GRANT_COMMAND_BUFFER) {
+      uint64_t slots_size =
+          (uint64_t)message.binding_capacity * sizeof(halo_remote_ring_slot_t);
+      usable = length - sizeof(message) == slots_size;
+      grant->slots = usable ? malloc(slots_size ? slots_size : 1) : NULL;
+      usable = usable && grant->slots;
+      if (usable) {
+        memcpy(grant->slots, (const char *)payload + sizeof(message),
+               slots_size);
+      }
+    }
+  }
+  halo_remote_ring_session_state_t *session =
+      halo_u64_map_get(&rings->sessions, message.session);
+  if (session) {
+    // A grant of the same handle is replaced: the old one is revoked, even
+    // if the new one names nothing here.
+    halo_remote_ring_grant_state_t *old = NULL;
+    if (message.handle == 0) {
+      if (message.kind == HALO_REMOTE_GRANT_QUEUE) {
+        old = session->default_queue;
+        session->default_queue = NULL;
+      }
+    } else {
+      old = halo_u64_map_remove(&session->grants, message.handle);
+    }
+    halo_remote_rings_revoke_release(rings, old);
+  }
+  usable = usable && session &&
+           !(message.handle == 0 && message.kind != HALO_REMOTE_GRANT_QUEUE);
+  if (usable) usable = halo_remote_rings_resolve(rings, grant);
+  if (usable && message.handle != 0) {
+    halo_status_t status =
+        halo_u64_map_put(&session->grants, message.handle, grant);
+    if (status) {
+      halo_status_free(status);
+      usable = false;
+    }
+  } else if (usable) {
+    session->default_queue = grant;
+  }
+  if (!usable) {
+    // Unknown here: the supervisor gets its reference back at once.
+    HALO_LOG_DEBUG(
+        "worker: grant %llu (session %llu, handle 0x%llx, kind "
+        "%u) names nothing here: released",
+        (unsigned long long)message.grant, (unsigned long long)message.session,
+        (unsigned long long)message.handle, message.kind);
+    halo_remote_rings_send_released(rings, &message.grant, 1);
+    if (grant) halo_remote_ring_grant_free(grant);
+  }
+}
+
+static void halo_remote_rings_on_revoke(halo_remote_rings_t *rings,
+                                        const void *payload, uint64_t length) {
+  halo_remote_ring_revoke_t message;
+  if (length < sizeof(message)) return;
+  memcpy(&message, payload, sizeof(message));
+  halo_remote_ring_session_state_t *session =
+      halo_u64_map_get(&rings->sessions, message.session);
+  if (!session) return;
+  halo_remote_ring_grant_state_t *grant =
+      halo_remote_ring_lookup(session, message.handle, message.kind);
+  if (!grant) return;
+  if (message.handle == 0) {
+    session->default_queue = NULL;
+  } else {
+    halo_u64_map_remove(&session->grants, message.handle);
+  }
+  halo_remote_rings_revoke_release(rings, grant);
+}
+
+static void halo_remote_rings_on_resume(halo_remote_rings_t *rings,
+                                        const void *payload, uint64_t length) {
+  halo_remote_ring_position_t message;
+  if (length < sizeof(message)) return;
+  memcpy(&message, payload, sizeof(message));
+  halo_remote_ring_session_state_t *session =
+      halo_u64_map_get(&rings->sessions, message.session);
+  if (!session) return;
+  session->head = message.head;
+  session->sequence = message.sequence;
+  session->bounced = false;
+  session->snapshot_valid = false;  // the next round's snapshot
+}
+
+static void halo_remote_rings_on_detach(halo_remote_rings_t *rings,
+                                        const void *payload, uint64_t length) {
+  halo_remote_ring_session_t message;
+  if (length < sizeof(message)) return;
+  memcpy(&message, payload, sizeof(message));
+  halo_remote_ring_session_state_t *session =
+      halo_u64_map_remove(&rings->sessions, message.session);
+  if (!session) return;
+  munmap(session->header, session->map_size);
+  session->header = NULL;
+  session->records = NULL;
+  if (session->doorbell >= 0) close(session->doorbell);
+  session->doorbell = -1;
+  size_t limit = session->grants.count + 1;
+  uint64_t *released = calloc(limit, sizeof(*released));
+  halo_remote_ring_grant_state_t **freed = calloc(limit, sizeof(*freed));
+  uint32_t released_count = 0;
+  pthread_mutex_lock(&rings->mutex);
+  for (size_t i = 0; i <= session->grants.capacity; ++i) {
+    halo_remote_ring_grant_state_t *grant =
+        i < session->grants.capacity
+            ? (session->grants.entries[i].key ? session->grants.entries[i].value
+                                              : NULL)
+            : session->default_queue;
+    if (!grant) continue;
+    grant->revoked = true;
+    if (grant->uses == 0 && released && freed) {
+      released[released_count] = grant->grant.grant;
+      freed[released_count++] = grant;
+    }
+  }
+  session->default_queue = NULL;
+  session->detached = true;
+  bool done = session->in_flight == 0;
+  pthread_mutex_unlock(&rings->mutex);
+  if (!released || !freed) {
+    HALO_LOG_ERROR(
+        "worker: oom detaching session %llu: its grants are not "
+        "released",
+        (unsigned long long)message.session);
+  }
+  halo_remote_rings_send_released(rings, released, released_count);
+  for (uint32_t i = 0; i < released_count; ++i) {
+    halo_remote_ring_grant_free(freed[i]);
+  }
+  free(released);
+  free(freed);
+  if (done) halo_remote_ring_session_free(session);
+}
+
+bool halo_remote_rings_on_message(halo_remote_rings_t *rings,
+                                  const halo_remote_header_t *header,
+                                  const void *payload, int *inout_fd) {
+  switch (header->type) {
+    case HALO_REMOTE_RING_FLIGHT:
+      halo_remote_rings_on_flight(rings, *inout_fd);
+      break;
+    case HALO_REMOTE_RING_ATTACH:
+      halo_remote_rings_on_attach(rings, payload, header->length, *inout_fd);
+      break;
+    case HALO_REMOTE_RING_DOORBELL:
+      halo_remote_rings_on_doorbell(rings, payload, header->length, inout_fd);
+      break;
+    case HALO_REMOTE_RING_GRANT:
+      halo_remote_rings_on_grant(rings, payload, header->length);
+      break;
+    case HALO_REMOTE_RING_REVOKE:
+      halo_remote_rings_on_revoke(rings, payload, header->length);
+      break;
+    case HALO_REMOTE_RING_RESUME:
+      halo_remote_rings_on_resume(rings, payload, header->length);
+      break;
+    case HALO_REMOTE_RING_DETACH:
+      halo_remote_rings_on_detach(rings, payload, header->length);
+      break;
+    default:
+      return false;
+  }
+  return true;
+}
+
+halo_status_t halo_remote_rings_create(const halo_remote_ring_tables_t *tables,
+                                       halo_remote_rings_t **out_rings) {
+  *out_rings = NULL;
+  HALO_RETURN_IF_ERROR(halo_ring_library_initialize());
+  halo_remote_rings_t *rings = calloc(1, sizeof(*rings));
+  if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  rings->tables = *tables;
+  pthread_mutex_init(&rings->mutex, NULL);
+  halo_u64_map_initialize(&rings->sessions);
+  *out_rings = rings;
+  return NULL;
+}

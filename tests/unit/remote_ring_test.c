@@ -1,0 +1,785 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The device worker's submission-ring consumer (hal/remote/remote_ring.h)
+// against a real `halod --worker --driver local` process: this test plays
+// the supervisor over a real link (hal/remote/remote_link.h) and the client
+// on a real ring (common/ring.h), as libhalo writes it. Covers a taken
+// execution (RING_COMPLETE, the slot's value and pending, the fill, head,
+// the flight table), the records the worker bounces (an ungranted handle, a
+// wait not reached, a signal not above pending, a misaligned and a short
+// binding, a changed checksum, a SIGNAL record) and that it reads nothing
+// more until RING_RESUME, REVOKE of a grant in use (released after its
+// execution's RING_COMPLETE) and of an idle one (at once), DETACH (every
+// grant released) and the doorbell of an idle worker.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/memfd.h"
+#include "common/ring.h"
+#include "common/status.h"
+#include "common/timeline.h"
+#include "hal/remote/remote_link.h"
+
+#define TEST_SESSION 7u
+#define TEST_CAPACITY HALO_RING_DEFAULT_CAPACITY
+#define TEST_FILL_BYTES 256u
+#define TEST_BIG_BYTES (128ull << 20)
+#define TEST_PATTERN 0x5a17c0deu
+// Handles of the session, and the supervisor's grant ids for them.
+#define H_QUEUE 0u  // the default queue
+#define H_CB 0x100u
+#define H_CB_BIG 0x101u
+#define H_BUFFER 0x200u
+#define H_BIG 0x201u
+#define H_SEM 0x300u
+#define H_SEM2 0x301u
+#define H_UNGRANTED 0x999u
+#define G_QUEUE 1001u
+#define G_CB 1002u
+#define G_CB_BIG 1003u
+#define G_BUFFER 1004u
+#define G_BIG 1005u
+#define G_SEM 1006u
+#define G_SEM2 1007u
+
+typedef struct message_t {
+  halo_remote_header_t header;
+  void *payload;
+} message_t;
+
+typedef struct test_t {
+  pid_t worker;
+  halo_remote_link_t link;
+  uint64_t next_request;
+  message_t queued[64];  // received, not yet taken
+  uint32_t queued_count;
+  // Objects on the worker.
+  uint64_t buffer_address;
+  uint64_t big_address;
+  uint64_t queue_id;
+  uint64_t cb_id;
+  uint64_t cb_big_id;
+  // The timeline page (registered) and the flight table.
+  halo_timeline_page_t *page;
+  halo_remote_flight_t *flight;
+  // The ring, as halod creates it and libhalo writes it.
+  halo_ring_header_t *ring;
+  uint8_t *records;
+  uint8_t key[HALO_RING_KEY_BYTES];
+  int doorbell;
+  uint64_t tail;
+  uint64_t sequence;
+  uint64_t next_value;  // of H_SEM
+} test_t;
+
+static test_t t;
+
+// ---------------------------------------------------------------- link
+
+static int64_t remaining_ms(int64_t deadline_ns) {
+  int64_t left = deadline_ns - halo_clock_now_ns();
+  return left <= 0 ? 0 : left / 1000000 + 1;
+}
+
+static void receive_one(void) {
+  assert_true(t.queued_count < 64);
+  message_t *message = &t.queued[t.queued_count];
+  int fd = -1;
+  halo_status_t status = halo_remote_link_receive(&t.link, &message->header,
+                                                  &message->payload, &fd);
+  if (status) fail_msg("receive: %s", halo_status_message(status));
+  assert_int_equal(fd, -1);
+  ++t.queued_count;
+}
+
+// The first message of |type| (received or within 5 s), taken off the
+// queue; the caller frees its payload.
+static message_t take(uint32_t type) {
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  for (;;) {
+    for (uint32_t i = 0; i < t.queued_count; ++i) {
+      if (t.queued[i].header.type != type) continue;
+      message_t message = t.queued[i];
+      memmove(&t.queued[i], &t.queued[i + 1],
+              (t.queued_count - i - 1) * sizeof(message_t));
+      --t.queued_count;
+      return message;
+    }
+    if (!halo_remote_link_wait(&t.link, 0, (int)remaining_ms(deadline))) {
+      fail_msg("no message of type %u within 5 s", type);
+    }
+    receive_one();
+  }
+}
+
+// Whether a message of |type| arrives within |ms|.
+static bool arrives(uint32_t type, int ms) {
+  int64_t deadline = halo_clock_now_ns() + (int64_t)ms * 1000000;
+  for (;;) {
+    for (uint32_t i = 0; i < t.queued_count; ++i) {
+      if (t.queued[i].header.type == type) return true;
+    }
+    if (!halo_remote_link_wait(&t.link, 0, (int)remaining_ms(deadline))) {
+      return false;
+    }
+    receive_one();
+  }
+}
+
+static void send_message(uint32_t type, uint64_t id,
+                         const halo_remote_part_t *parts, uint32_t count,
+                         int fd) {
+  halo_status_t status =
+      halo_remote_link_send(&t.link, type, id, parts, count, fd);
+  if (status) fail_msg("send %u: %s", type, halo_status_message(status));
+}
+
+// Sends a request and returns its reply's values; fails on an error reply.
+// |out_data| (optional) receives the reply's data (the caller frees it).
+static void request(uint32_t type, const halo_remote_part_t *parts,
+                    uint32_t count, int fd, uint64_t *out_value,
+                    void **out_data) {
+  uint64_t id = ++t.next_request;
+  send_message(type, id, parts, count, fd);
+  message_t reply = take(HALO_REMOTE_REPLY);
+  assert_int_equal(reply.header.id, id);
+  halo_remote_reply_t header;
+  assert_true(reply.header.length >= sizeof(header));
+  memcpy(&header, reply.payload, sizeof(header));
+  if (header.code != 0) {
+    fail_msg("request %u: code %d: %.*s", type, header.code,
+             (int)header.message_length,
+             (const char *)reply.payload + sizeof(header));
+  }
+  if (out_value) *out_value = header.values[0];
+  if (out_data) {
+    *out_data = reply.payload;
+    return;
+  }
+  free(reply.payload);
+}
+
+// ---------------------------------------------------------------- ring
+
+// Builds a record in |scratch|: header, then |body| of |body_bytes|.
+static uint32_t record_build(uint8_t *scratch, uint16_t type, const void *body,
+                             size_t body_bytes) {
+  uint32_t length = (uint32_t)((sizeof(halo_ring_record_header_t) + body_bytes +
+                                HALO_RING_RECORD_ALIGN - 1) &
+                               ~(size_t)(HALO_RING_RECORD_ALIGN - 1));
+  memset(scratch, 0, length);
+  halo_ring_record_header_t header = {.type = type,
+                                      .length = (uint16_t)length,
+                                      .sequence = (uint32_t)t.sequence};
+  memcpy(scratch, &header, sizeof(header));
+  memcpy(scratch + sizeof(header), body, body_bytes);
+  return length;
+}
+
+// Writes a built record (a PAD first where it would cross the end) and
+// publishes it as libhalo does; |corrupt|: a byte of the body changes
+// after the seal. Returns the record's head (bytes before it).
+static uint64_t ring_publish(uint8_t *scratch, uint32_t length, bool corrupt) {
+  uint32_t offset = (uint32_t)(t.tail & (TEST_CAPACITY - 1));
+  uint32_t contiguous = TEST_CAPACITY - offset;
+  if (length > contiguous) {
+    halo_ring_record_header_t pad = {.type = HALO_RING_RECORD_PAD,
+                                     .length = (uint16_t)contiguous,
+                                     .sequence = (uint32_t)t.sequence++};
+    halo_ring_record_seal(t.key, &pad);
+    memcpy(t.records + offset, &pad, sizeof(pad));
+    t.tail += contiguous;
+    offset = 0;
+    // The scratch record's sequence moves with it.
+    ((halo_ring_record_header_t *)scratch)->sequence = (uint32_t)t.sequence;
+  }
+  halo_ring_record_seal(t.key, scratch);
+  if (corrupt) scratch[sizeof(halo_ring_record_header_t)] ^= 1;
+  memcpy(t.records + offset, scratch, length);
+  uint64_t head = t.tail;
+  t.tail += length;
+  ++t.sequence;
+  atomic_store_explicit(&t.ring->tail, t.tail, memory_order_release);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&t.ring->flags, memory_order_seq_cst) &
+      HALO_RING_FLAG_NEED_WAKEUP) {
+    uint64_t one = 1;
+    assert_int_equal(write(t.doorbell, &one, sizeof(one)), sizeof(one));
+  }
+  return head;
+}
+
+typedef struct execute_args_t {
+  uint64_t command_buffer;
+  uint64_t buffer;
+  uint64_t offset;
+  uint64_t length;
+  uint32_t wait_count;
+  halo_ring_semaphore_value_t wait;
+  halo_ring_semaphore_value_t signal;
+  uint32_t flags;
+  bool corrupt;
+} execute_args_t;
+
+// Publishes an EXECUTE record of one binding, at most one wait and one
+// signal. Returns its head.
+static uint64_t publish_execute(const execute_args_t *args) {
+  _Alignas(16) uint8_t body[512];
+  halo_ring_execute_t execute = {.queue = H_QUEUE,
+                                 .command_buffer = args->command_buffer,
+                                 .binding_count = 1,
+                                 .wait_count = args->wait_count,
+                                 .signal_count = 1,
+                                 .flags = args->flags};
+  halo_ring_binding_t binding = {
+      .buffer = args->buffer, .offset = args->offset, .length = args->length};
+  size_t size = 0;
+  memcpy(body + size, &execute, sizeof(execute));
+  size += sizeof(execute);
+  memcpy(body + size, &binding, sizeof(binding));
+  size += sizeof(binding);
+  if (args->wait_count) {
+    memcpy(body + size, &args->wait, sizeof(args->wait));
+    size += sizeof(args->wait);
+  }
+  memcpy(body + size, &args->signal, sizeof(args->signal));
+  size += sizeof(args->signal);
+  _Alignas(16) uint8_t scratch[1024];
+  uint32_t length = record_build(scratch, HALO_RING_RECORD_EXECUTE, body, size);
+  assert_int_equal(length, halo_ring_execute_length(1, args->wait_count, 1));
+  return ring_publish(scratch, length, args->corrupt);
+}
+
+// A good execute: fills the small buffer and signals H_SEM to the next
+// value.
+static execute_args_t good_execute(void) {
+  return (execute_args_t){
+      .command_buffer = H_CB,
+      .buffer = H_BUFFER,
+      .length = UINT64_MAX,
+      .signal = {.semaphore = H_SEM, .value = ++t.next_value},
+      .flags = HALO_RING_EXECUTE_ASYNC,
+  };
+}
+
+static void wait_head(uint64_t target) {
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  while (atomic_load_explicit(&t.ring->head, memory_order_acquire) < target) {
+    if (halo_clock_now_ns() > deadline) {
+      fail_msg("head stays at %llu, below %llu",
+               (unsigned long long)atomic_load(&t.ring->head),
+               (unsigned long long)target);
+    }
+    usleep(100);
+  }
+}
+
+// Takes the RING_COMPLETE of an execution that signaled H_SEM to |value|,
+// checks it and signals the slot as the supervisor does. Returns its id.
+static uint64_t expect_complete(uint64_t command_buffer_grant,
+                                uint64_t semaphore_grant, uint64_t value) {
+  message_t message = take(HALO_REMOTE_RING_COMPLETE);
+  halo_remote_ring_complete_t complete;
+  assert_true(message.header.length >= sizeof(complete));
+  memcpy(&complete, message.payload, sizeof(complete));
+  assert_int_equal(complete.session, TEST_SESSION);
+  assert_true(complete.id & HALO_REMOTE_RING_ID_BIT);
+  assert_int_equal(complete.queue_grant, G_QUEUE);
+  assert_int_equal(complete.command_buffer_grant, command_buffer_grant);
+  if (complete.code != 0) {
+    fail_msg("execution failed: code %d: %.*s", complete.code,
+             (int)complete.message_length,
+             (const char *)message.payload + sizeof(complete) +
+                 complete.signal_count * sizeof(halo_remote_ring_value_t));
+  }
+  assert_true(complete.completed_ns >= complete.issued_ns);
+  assert_int_equal(complete.signal_count, 1);
+  assert_int_equal(message.header.length,
+                   sizeof(complete) + sizeof(halo_remote_ring_value_t));
+  halo_remote_ring_value_t signal;
+  memcpy(&signal, (const char *)message.payload + sizeof(complete),
+         sizeof(signal));
+  assert_int_equal(signal.grant, semaphore_grant);
+  assert_int_equal(signal.value, value);
+  free(message.payload);
+  // The worker reserved the value; the supervisor signals it now (the
+  // local driver has no device stores: the host path signals).
+  halo_timeline_slot_t *slot = &t.page->slots[semaphore_grant == G_SEM ? 0 : 1];
+  assert_true(atomic_load(&slot->pending) >= value);
+  if (atomic_load(&slot->value) < value) halo_timeline_slot_signal(slot, value);
+  return complete.id;
+}
+
+static void expect_bounce(uint64_t head, uint64_t sequence) {
+  message_t message = take(HALO_REMOTE_RING_BOUNCE);
+  halo_remote_ring_position_t position;
+  assert_int_equal(message.header.length, sizeof(position));
+  memcpy(&position, message.payload, sizeof(position));
+  free(message.payload);
+  assert_int_equal(position.session, TEST_SESSION);
+  assert_int_equal(position.head, head);
+  assert_int_equal(position.sequence, sequence);
+}
+
+// The ids of one RING_RELEASED message (at most 16).
+static uint32_t expect_released(uint64_t *ids) {
+  message_t message = take(HALO_REMOTE_RING_RELEASED);
+  assert_true(message.header.length % sizeof(uint64_t) == 0);
+  uint32_t count = (uint32_t)(message.header.length / sizeof(uint64_t));
+  assert_true(count >= 1 && count <= 16);
+  memcpy(ids, message.payload, message.header.length);
+  free(message.payload);
+  return count;
+}
+
+static void send_resume(uint64_t head, uint64_t sequence) {
+  halo_remote_ring_position_t position = {
+      .session = TEST_SESSION, .head = head, .sequence = sequence};
+  halo_remote_part_t part = {&position, sizeof(position)};
+  send_message(HALO_REMOTE_RING_RESUME, 0, &part, 1, -1);
+}
+
+static void send_grant(uint64_t handle, uint64_t grant, uint32_t kind,
+                       uint64_t object, uint64_t size,
+                       const halo_remote_ring_slot_t *slot) {
+  halo_remote_ring_grant_t message = {.session = TEST_SESSION,
+                                      .handle = handle,
+                                      .grant = grant,
+                                      .kind = kind,
+                                      .binding_capacity = slot ? 1 : 0,
+                                      .object = object,
+                                      .size = size};
+  halo_remote_part_t parts[2] = {{&message, sizeof(message)},
+                                 {slot, slot ? sizeof(*slot) : 0}};
+  send_message(HALO_REMOTE_RING_GRANT, 0, parts, 2, -1);
+}
+
+static void send_revoke(uint64_t handle, uint32_t kind) {
+  halo_remote_ring_revoke_t message = {
+      .session = TEST_SESSION, .handle = handle, .kind = kind};
+  halo_remote_part_t part = {&message, sizeof(message)};
+  send_message(HALO_REMOTE_RING_REVOKE, 0, &part, 1, -1);
+}
+
+static bool flight_empty(void) {
+  for (uint32_t i = 0; i < HALO_REMOTE_FLIGHT_ENTRIES; ++i) {
+    if (atomic_load(&t.flight->entries[i].id) != 0) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- setup
+
+static uint64_t allocate(uint64_t size) {
+  halo_remote_allocate_t message = {.size = size};
+  halo_remote_part_t part = {&message, sizeof(message)};
+  uint64_t address = 0;
+  request(HALO_REMOTE_ALLOCATE, &part, 1, -1, &address, NULL);
+  assert_true(address != 0);
+  return address;
+}
+
+// A recording of one FILL of |bytes| into binding slot 0.
+static uint64_t prepare_fill(uint64_t bytes) {
+  halo_remote_prepare_t prepare = {.flags = HALO_HAL_RECORDING_REUSABLE,
+                                   .binding_capacity = 1,
+                                   .command_count = 1,
+                                   .data_size = 4};
+  halo_hal_command_t command;
+  memset(&command, 0, sizeof(command));
+  command.type = HALO_HAL_COMMAND_FILL;
+  command.target = (halo_hal_buffer_ref_t){.slot = 0, .length = bytes};
+  command.source.slot = HALO_HAL_SLOT_DIRECT;
+  command.workgroup_count.slot = HALO_HAL_SLOT_DIRECT;
+  command.data_size = 4;
+  uint32_t pattern = TEST_PATTERN;
+  halo_remote_part_t parts[3] = {{&prepare, sizeof(prepare)},
+                                 {&command, sizeof(command)},
+                                 {&pattern, sizeof(pattern)}};
+  uint64_t id = 0;
+  request(HALO_REMOTE_PREPARE, parts, 3, -1, &id, NULL);
+  assert_true(id != 0);
+  return id;
+}
+
+static int setup(void **state) {
+  (void)state;
+  memset(&t, 0, sizeof(t));
+  assert_null(halo_ring_library_initialize());
+  int pair[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  char supervisor[32];
+  snprintf(supervisor, sizeof(supervisor), "%d", (int)getpid());
+  t.worker = fork();
+  assert_true(t.worker >= 0);
+  if (t.worker == 0) {
+    // The worker's link is descriptor 3 (daemon/worker_process.c).
+    if (dup2(pair[1], 3) < 0) _exit(126);
+    execl(HALO_TEST_HALOD, "halod", "--worker", "--driver", "local", "--device",
+          "0", "--poll-us", "1000", "--log-level", "warn", "--supervisor",
+          supervisor, (char *)NULL);
+    _exit(127);
+  }
+  close(pair[1]);
+  halo_remote_link_initialize(&t.link, pair[0]);
+  message_t ready = take(HALO_REMOTE_READY);
+  halo_remote_ready_t info;
+  assert_true(ready.header.length >= sizeof(info));
+  memcpy(&info, ready.payload, sizeof(info));
+  free(ready.payload);
+  assert_int_equal(info.version, HALO_REMOTE_LINK_VERSION);
+
+  t.buffer_address = allocate(4096);
+  t.big_address = allocate(TEST_BIG_BYTES);
+
+  // The timeline page: slots 0 (H_SEM) and 1 (H_SEM2) in service at 0.
+  int page_fd;
+  assert_null(halo_memfd_create("remote-ring-test-page",
+                                HALO_TIMELINE_PAGE_SIZE, &page_fd));
+  void *pointer;
+  assert_null(halo_memfd_map(page_fd, HALO_TIMELINE_PAGE_SIZE,
+                             PROT_READ | PROT_WRITE, &pointer));
+  t.page = pointer;
+  halo_timeline_page_initialize(t.page, 1);
+  halo_timeline_slot_activate(&t.page->slots[0], 0);
+  halo_timeline_slot_activate(&t.page->slots[1], 0);
+  halo_remote_register_t reg = {.key = (uint64_t)(uintptr_t)t.page,
+                                .size = HALO_TIMELINE_PAGE_SIZE};
+  halo_remote_part_t part = {&reg, sizeof(reg)};
+  request(HALO_REMOTE_REGISTER_HOST, &part, 1, page_fd, NULL, NULL);
+  close(page_fd);
+
+  t.cb_id = prepare_fill(TEST_FILL_BYTES);
+  t.cb_big_id = prepare_fill(TEST_BIG_BYTES);
+  halo_remote_queue_t queue = {0};
+  part = (halo_remote_part_t){&queue, sizeof(queue)};
+  request(HALO_REMOTE_CREATE_QUEUE, &part, 1, -1, &t.queue_id, NULL);
+  assert_true(t.queue_id != 0);
+
+  // The flight table.
+  int flight_fd;
+  assert_null(halo_memfd_create("remote-ring-test-flight",
+                                HALO_REMOTE_FLIGHT_BYTES, &flight_fd));
+  assert_null(halo_memfd_map(flight_fd, HALO_REMOTE_FLIGHT_BYTES,
+                             PROT_READ | PROT_WRITE, &pointer));
+  t.flight = pointer;
+  t.flight->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
+  send_message(HALO_REMOTE_RING_FLIGHT, 0, NULL, 0, flight_fd);
+  close(flight_fd);
+
+  // The ring, as halod_ring_create makes it.
+  int ring_fd;
+  uint64_t map_size = HALO_RING_HEADER_BYTES + TEST_CAPACITY;
+  assert_null(halo_memfd_create("remote-ring-test-ring", map_size, &ring_fd));
+  assert_null(halo_memfd_seal(ring_fd, HALO_SEALS_FIXED_SIZE));
+  assert_null(
+      halo_memfd_map(ring_fd, map_size, PROT_READ | PROT_WRITE, &pointer));
+  t.ring = pointer;
+  t.records = (uint8_t *)pointer + HALO_RING_HEADER_BYTES;
+  halo_ring_key_generate(t.key);
+  t.ring->magic = HALO_RING_MAGIC;
+  t.ring->version = HALO_RING_VERSION;
+  t.ring->capacity = TEST_CAPACITY;
+  t.ring->max_record_bytes = HALO_RING_MAX_RECORD_BYTES;
+  memcpy(t.ring->checksum_key, t.key, sizeof(t.key));
+  atomic_store(&t.ring->flags, HALO_RING_FLAG_NEED_WAKEUP);
+  halo_remote_ring_attach_t attach = {.session = TEST_SESSION,
+                                      .map_size = map_size,
+                                      .capacity = TEST_CAPACITY,
+                                      .pending_limit = 4};
+  memcpy(attach.key, t.key, sizeof(attach.key));
+  part = (halo_remote_part_t){&attach, sizeof(attach)};
+  send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, ring_fd);
+  close(ring_fd);
+  t.doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  assert_true(t.doorbell >= 0);
+  halo_remote_ring_session_t session = {.session = TEST_SESSION};
+  part = (halo_remote_part_t){&session, sizeof(session)};
+  send_message(HALO_REMOTE_RING_DOORBELL, 0, &part, 1, t.doorbell);
+
+  halo_remote_ring_slot_t slot = {
+      .min_length = TEST_FILL_BYTES, .alignment = 16, .used = 1};
+  halo_remote_ring_slot_t big_slot = {
+      .min_length = TEST_BIG_BYTES, .alignment = 16, .used = 1};
+  send_grant(H_QUEUE, G_QUEUE, HALO_REMOTE_GRANT_QUEUE, t.queue_id, 0, NULL);
+  send_grant(H_CB, G_CB, HALO_REMOTE_GRANT_COMMAND_BUFFER, t.cb_id, 0, &slot);
+  send_grant(H_CB_BIG, G_CB_BIG, HALO_REMOTE_GRANT_COMMAND_BUFFER, t.cb_big_id,
+             0, &big_slot);
+  send_grant(H_BUFFER, G_BUFFER, HALO_REMOTE_GRANT_BUFFER, t.buffer_address,
+             4096, NULL);
+  send_grant(H_BIG, G_BIG, HALO_REMOTE_GRANT_BUFFER, t.big_address,
+             TEST_BIG_BYTES, NULL);
+  send_grant(H_SEM, G_SEM, HALO_REMOTE_GRANT_SEMAPHORE, reg.key,
+             offsetof(halo_timeline_page_t, slots[0]), NULL);
+  send_grant(H_SEM2, G_SEM2, HALO_REMOTE_GRANT_SEMAPHORE, reg.key,
+             offsetof(halo_timeline_page_t, slots[1]), NULL);
+  // A grant of a semaphore in a page never registered is released at once.
+  send_grant(0x400, 1099, HALO_REMOTE_GRANT_SEMAPHORE, 0xdead000, 0, NULL);
+  uint64_t ids[16];
+  assert_int_equal(expect_released(ids), 1);
+  assert_int_equal(ids[0], 1099);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  halo_remote_link_deinitialize(&t.link);  // the worker ends
+  int status = 0;
+  assert_int_equal(waitpid(t.worker, &status, 0), t.worker);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  for (uint32_t i = 0; i < t.queued_count; ++i) free(t.queued[i].payload);
+  close(t.doorbell);
+  return 0;
+}
+
+// ---------------------------------------------------------------- tests
+
+static void test_taken(void **state) {
+  (void)state;
+  execute_args_t args = good_execute();
+  publish_execute(&args);
+  expect_complete(G_CB, G_SEM, args.signal.value);
+  halo_timeline_slot_t *slot = &t.page->slots[0];
+  assert_int_equal(atomic_load(&slot->value), args.signal.value);
+  assert_int_equal(atomic_load(&slot->pending), args.signal.value);
+  wait_head(t.tail);
+  assert_int_equal(atomic_load(&t.ring->head), t.tail);
+  assert_true(flight_empty());
+  halo_remote_memory_t read = {.address = t.buffer_address,
+                               .length = TEST_FILL_BYTES + 16};
+  halo_remote_part_t part = {&read, sizeof(read)};
+  void *reply;
+  request(HALO_REMOTE_READ, &part, 1, -1, NULL, &reply);
+  halo_remote_reply_t header;
+  memcpy(&header, reply, sizeof(header));
+  const uint8_t *bytes =
+      (const uint8_t *)reply + sizeof(header) + header.message_length;
+  for (uint32_t i = 0; i < TEST_FILL_BYTES; i += 4) {
+    uint32_t word;
+    memcpy(&word, bytes + i, sizeof(word));
+    assert_int_equal(word, TEST_PATTERN);
+  }
+  uint32_t past;
+  memcpy(&past, bytes + TEST_FILL_BYTES, sizeof(past));
+  assert_int_not_equal(past, TEST_PATTERN);  // fresh memory is not the fill
+  free(reply);
+}
+
+// Publishes |bad| (or the SIGNAL record when NULL) and a good record after
+// it: the worker bounces the first at its head and reads nothing more until
+// the supervisor resumes it past the record; then it takes the good one.
+static void check_bounce(const execute_args_t *bad) {
+  uint64_t head;
+  if (bad) {
+    head = publish_execute(bad);
+  } else {
+    _Alignas(16) uint8_t scratch[64];
+    halo_ring_semaphore_value_t value = {.semaphore = H_SEM,
+                                         .value = t.next_value + 1000};
+    uint32_t length =
+        record_build(scratch, HALO_RING_RECORD_SIGNAL, &value, sizeof(value));
+    assert_int_equal(length, HALO_RING_SIGNAL_LENGTH);
+    head = ring_publish(scratch, length, false);
+  }
+  // Its sequence (a PAD before it moved its position).
+  uint64_t sequence = t.sequence - 1;
+  uint64_t after = t.tail;
+  execute_args_t good = good_execute();
+  publish_execute(&good);
+  expect_bounce(head, sequence);
+  // Nothing more is read: no completion, head stays before the record.
+  assert_false(arrives(HALO_REMOTE_RING_COMPLETE, 50));
+  assert_int_equal(atomic_load(&t.ring->head), head);
+  send_resume(after, sequence + 1);
+  expect_complete(G_CB, G_SEM, good.signal.value);
+  wait_head(t.tail);
+  assert_true(flight_empty());
+}
+
+static void test_bounce_ungranted(void **state) {
+  (void)state;
+  execute_args_t bad = good_execute();
+  --t.next_value;  // not taken: the value stays free
+  bad.command_buffer = H_UNGRANTED;
+  check_bounce(&bad);
+  bad = good_execute();
+  --t.next_value;
+  bad.buffer = H_UNGRANTED;
+  check_bounce(&bad);
+}
+
+static void test_bounce_wait_not_reached(void **state) {
+  (void)state;
+  execute_args_t bad = good_execute();
+  --t.next_value;
+  bad.wait_count = 1;
+  bad.wait = (halo_ring_semaphore_value_t){.semaphore = H_SEM2, .value = 1};
+  check_bounce(&bad);
+}
+
+static void test_bounce_signal_not_above_pending(void **state) {
+  (void)state;
+  // The supervisor promised value 50 of H_SEM2 (its value is 0).
+  assert_true(halo_timeline_slot_reserve(&t.page->slots[1], 50));
+  execute_args_t bad = good_execute();
+  --t.next_value;
+  bad.signal = (halo_ring_semaphore_value_t){.semaphore = H_SEM2, .value = 50};
+  check_bounce(&bad);
+  assert_int_equal(atomic_load(&t.page->slots[1].pending), 50);
+}
+
+static void test_bounce_bindings(void **state) {
+  (void)state;
+  execute_args_t bad = good_execute();
+  --t.next_value;
+  bad.offset = 4;  // the slot needs 16-byte alignment
+  check_bounce(&bad);
+  bad = good_execute();
+  --t.next_value;
+  bad.length = TEST_FILL_BYTES - 16;  // the slot needs 256 bytes
+  check_bounce(&bad);
+  bad = good_execute();
+  --t.next_value;
+  bad.offset = 4096 - 128;  // 128 bytes left to the buffer's end
+  check_bounce(&bad);
+}
+
+static void test_bounce_checksum(void **state) {
+  (void)state;
+  execute_args_t bad = good_execute();
+  --t.next_value;
+  bad.corrupt = true;
+  check_bounce(&bad);
+}
+
+static void test_bounce_signal_record(void **state) {
+  (void)state;
+  check_bounce(NULL);
+}
+
+// A grant in use by a running execution is released only after that
+// execution's RING_COMPLETE; an idle one at once.
+static void test_revoke(void **state) {
+  (void)state;
+  execute_args_t args = good_execute();
+  args.command_buffer = H_CB_BIG;
+  args.buffer = H_BIG;
+  publish_execute(&args);
+  wait_head(t.tail);  // taken: running (or done already)
+  bool running = !flight_empty();
+  send_revoke(H_BIG, HALO_REMOTE_GRANT_BUFFER);
+  // Received in order: the COMPLETE must be queued when RELEASED comes.
+  uint64_t ids[16];
+  assert_int_equal(expect_released(ids), 1);
+  assert_int_equal(ids[0], G_BIG);
+  bool complete_first = false;
+  for (uint32_t i = 0; i < t.queued_count; ++i) {
+    if (t.queued[i].header.type == HALO_REMOTE_RING_COMPLETE) {
+      complete_first = true;
+    }
+  }
+  assert_true(complete_first);
+  expect_complete(G_CB_BIG, G_SEM, args.signal.value);
+  print_message("the execution was %s at REVOKE\n",
+                running ? "running" : "done");
+  // A record naming the revoked handle is bounced now.
+  execute_args_t bad = good_execute();
+  --t.next_value;
+  bad.command_buffer = H_CB_BIG;
+  bad.buffer = H_BIG;
+  uint64_t head = publish_execute(&bad);
+  expect_bounce(head, t.sequence - 1);
+  send_resume(t.tail, t.sequence);
+  // An idle grant: released at once.
+  send_revoke(H_SEM2, HALO_REMOTE_GRANT_SEMAPHORE);
+  assert_int_equal(expect_released(ids), 1);
+  assert_int_equal(ids[0], G_SEM2);
+}
+
+// Past the polling window the worker sleeps with NEED_WAKEUP set; a record
+// published then rings the doorbell and is taken.
+static void test_doorbell(void **state) {
+  (void)state;
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  while (!(atomic_load(&t.ring->flags) & HALO_RING_FLAG_NEED_WAKEUP)) {
+    if (halo_clock_now_ns() > deadline) fail_msg("the worker never slept");
+    usleep(1000);
+  }
+  usleep(20000);  // asleep in poll(2), not spinning
+  assert_true(atomic_load(&t.ring->flags) & HALO_RING_FLAG_NEED_WAKEUP);
+  execute_args_t args = good_execute();
+  publish_execute(&args);
+  expect_complete(G_CB, G_SEM, args.signal.value);
+  wait_head(t.tail);
+}
+
+// DETACH releases every grant left.
+static void test_detach(void **state) {
+  (void)state;
+  halo_remote_ring_session_t session = {.session = TEST_SESSION};
+  halo_remote_part_t part = {&session, sizeof(session)};
+  send_message(HALO_REMOTE_RING_DETACH, 0, &part, 1, -1);
+  uint64_t want[] = {G_QUEUE, G_CB, G_CB_BIG, G_BUFFER, G_SEM};
+  bool seen[5] = {false};
+  uint32_t seen_count = 0;
+  while (seen_count < 5) {
+    uint64_t ids[16];
+    uint32_t count = expect_released(ids);
+    for (uint32_t i = 0; i < count; ++i) {
+      bool known = false;
+      for (uint32_t j = 0; j < 5; ++j) {
+        if (ids[i] != want[j]) continue;
+        assert_false(seen[j]);
+        seen[j] = true;
+        ++seen_count;
+        known = true;
+      }
+      if (!known) fail_msg("released grant %llu", (unsigned long long)ids[i]);
+    }
+  }
+  // A grant for the detached session is released at once.
+  send_grant(H_BUFFER, 2000, HALO_REMOTE_GRANT_BUFFER, t.buffer_address, 4096,
+             NULL);
+  uint64_t ids[16];
+  assert_int_equal(expect_released(ids), 1);
+  assert_int_equal(ids[0], 2000);
+}
+
+int main(void) {
+  // The tests run in order on one worker and one ring.
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_taken),
+      cmocka_unit_test(test_bounce_ungranted),
+      cmocka_unit_test(test_bounce_wait_not_reached),
+      cmocka_unit_test(test_bounce_signal_not_above_pending),
+      cmocka_unit_test(test_bounce_bindings),
+      cmocka_unit_test(test_bounce_checksum),
+      cmocka_unit_test(test_bounce_signal_record),
+      cmocka_unit_test(test_revoke),
+      cmocka_unit_test(test_doorbell),
+      cmocka_unit_test(test_detach),
+  };
+  signal(SIGPIPE, SIG_IGN);
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
