@@ -20,6 +20,7 @@
 #include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/queue.h"
+#include "daemon/ring.h"
 #include "daemon/ring_worker.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
@@ -863,6 +864,12 @@ static void halod_admin_drain(halod_t *daemon, const Halo__Wire__Request *wire,
   if (draining != daemon->draining) {
     daemon->draining = draining;
     if (draining) {
+      // Workers draining rings take nothing more: without grants they hand
+      // every record to halod, which refuses it.
+      for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+        if (!daemon->sessions.by_id.entries[i].key) continue;
+        halod_ring_revoke_all(daemon->sessions.by_id.entries[i].value);
+      }
       HALO_LOG_WARN(
           "draining: new sessions and submissions are refused until a "
           "restart (or haloctl undrain)");

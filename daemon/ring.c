@@ -751,6 +751,12 @@ void halod_ring_revoke(halod_session_t *session, uint64_t handle,
                             type);
 }
 
+void halod_ring_revoke_all(halod_session_t *session) {
+  halod_ring_t *ring = session->ring;
+  if (!ring || !ring->worker) return;
+  halod_ring_workers_revoke_all(ring->worker, &ring->granted, session->id);
+}
+
 static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events) {
   (void)events;
   halod_ring_t *ring = poll->data;

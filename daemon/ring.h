@@ -54,6 +54,9 @@ void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
 // worker draining its ring forgets it.
 void halod_ring_revoke(halod_session_t *session, uint64_t handle,
                        uint32_t type);
+// Revokes every grant the worker draining |session|'s ring holds (drain:
+// it then hands every record to halod).
+void halod_ring_revoke_all(halod_session_t *session);
 // Stops reading the ring and frees it (session end).
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session);
 

@@ -94,6 +94,27 @@ static uint64_t halod_ring_granted_key(uint64_t handle) {
   return handle ? handle : UINT64_MAX;
 }
 
+void halod_ring_workers_revoke_all(halo_hal_device_t *worker,
+                                   halo_u64_map_t *granted, uint64_t session) {
+  // The kind is only checked by the worker against the grant it has: the
+  // default queue's key is the only non-handle, and handles carry their
+  // type (daemon/handle_table.h: bits 39..32).
+  for (size_t i = 0; i < granted->capacity; ++i) {
+    uint64_t key = granted->entries[i].key;
+    if (!key) continue;
+    uint64_t handle = key == UINT64_MAX ? 0 : key;
+    uint32_t type =
+        handle ? (uint32_t)((handle >> 32) & 0xff) : HALOD_OBJECT_QUEUE;
+    halo_remote_ring_revoke_t revoke = {.session = session,
+                                        .handle = handle,
+                                        .kind = halod_ring_grant_kind(type)};
+    halo_status_free(halo_hal_remote_device_send(
+        worker, HALO_REMOTE_RING_REVOKE, &revoke, sizeof(revoke), NULL, 0, -1));
+  }
+  halo_u64_map_deinitialize(granted);
+  halo_u64_map_initialize(granted);
+}
+
 // Sends one grant of |handle| (|message| filled but for ids) with |tail|
 // (a command buffer's slots), holding a reference on |object|.
 static void halod_ring_grant_send(halod_t *daemon, halod_session_t *session,

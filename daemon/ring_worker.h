@@ -52,6 +52,10 @@ void halod_ring_workers_revoke(halo_hal_device_t *worker,
                                halo_u64_map_t *granted, uint64_t session,
                                uint64_t handle, uint32_t type);
 
+// Revokes everything in |granted| (and empties it).
+void halod_ring_workers_revoke_all(halo_hal_device_t *worker,
+                                   halo_u64_map_t *granted, uint64_t session);
+
 // A worker was lost: its grants are released, and the ring executions it
 // had in flight are described into |text| (appended; "" if none) and their
 // sessions' processes charged like the supervisor's own executions.
