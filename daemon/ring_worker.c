@@ -441,27 +441,50 @@ void halod_ring_workers_on_message(void *user_data, halo_hal_device_t *device,
 
 typedef struct halod_ring_flight_text_t {
   halod_t *daemon;
+  halo_hal_device_t *device;
+  const char *reason;  // the worker's end
   char *text;
   size_t size;
   size_t used;
   uint32_t count;
 } halod_ring_flight_text_t;
 
-static void halod_ring_describe_flight(void *visit_data, uint64_t session_id,
-                                       uint64_t id,
-                                       uint64_t command_buffer_grant,
-                                       int64_t issued_ns) {
-  (void)issued_ns;
+// One ring execution in flight on a lost worker: named in |text|; one past
+// the deadline fails its signals with DEADLINE_EXCEEDED now (the first
+// failure wins: the session's loss fails the rest with DEVICE_LOST).
+static void halod_ring_describe_flight(
+    void *visit_data, uint64_t id,
+    const struct halo_remote_flight_entry_t *entry) {
   halod_ring_flight_text_t *text = visit_data;
-  halod_ring_workers_t *workers = text->daemon->work.ring_workers;
+  halod_t *daemon = text->daemon;
+  halod_ring_workers_t *workers = daemon->work.ring_workers;
+  uint64_t session_id = entry->session;
   halod_session_t *session =
-      halo_u64_map_get(&text->daemon->sessions.by_id, session_id);
+      halo_u64_map_get(&daemon->sessions.by_id, session_id);
   halod_ring_grant_t *grant =
-      halo_u64_map_get(&workers->grants, command_buffer_grant);
-  uint64_t command_buffer = grant && grant->type == HALOD_OBJECT_COMMAND_BUFFER
-                                ? ((halod_command_buffer_t *)grant->object)->id
-                                : 0;
-  if (session && !session->lost_reason) ++session->faults;
+      halod_ring_grant_of(workers, text->device, entry->command_buffer_grant,
+                          HALOD_OBJECT_COMMAND_BUFFER);
+  uint64_t command_buffer =
+      grant ? ((halod_command_buffer_t *)grant->object)->id : 0;
+  if (halo_hal_remote_device_flight_overdue(text->device, entry->issued_ns)) {
+    for (uint32_t i = 0;
+         i < entry->signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
+      halod_ring_grant_t *signal =
+          halod_ring_grant_of(workers, text->device, entry->signal_grants[i],
+                              HALOD_OBJECT_SEMAPHORE);
+      if (!signal) continue;
+      halod_semaphore_fail(
+          signal->object, HALO_STATUS_DEADLINE_EXCEEDED,
+          "ring execution %llu of command buffer %llu (session %llu, pid %u) "
+          "ran past the submission deadline of %u ms "
+          "(submission-deadline-ms) on %s; the worker was replaced and the "
+          "domain's sessions are lost",
+          (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
+          (unsigned long long)command_buffer, (unsigned long long)session_id,
+          session ? session->pid : 0, daemon->config.submission_deadline_ms,
+          text->reason);
+    }
+  }
   if (text->count++ < 32 && text->used < text->size) {
     int written = snprintf(
         text->text + text->used, text->size - text->used,
@@ -475,10 +498,14 @@ static void halod_ring_describe_flight(void *visit_data, uint64_t session_id,
 }
 
 uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
-                                    char *text, size_t size) {
+                                    const char *reason, char *text,
+                                    size_t size) {
   halod_ring_workers_t *workers = daemon->work.ring_workers;
-  halod_ring_flight_text_t flight = {
-      .daemon = daemon, .text = text, .size = size};
+  halod_ring_flight_text_t flight = {.daemon = daemon,
+                                     .device = device,
+                                     .reason = reason,
+                                     .text = text,
+                                     .size = size};
   if (size) text[0] = '\0';
   if (!workers) return 0;
   if (halo_hal_remote_device_is(device)) {

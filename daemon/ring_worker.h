@@ -56,12 +56,14 @@ void halod_ring_workers_revoke(halo_hal_device_t *worker,
 void halod_ring_workers_revoke_all(halo_hal_device_t *worker,
                                    halo_u64_map_t *granted, uint64_t session);
 
-// A worker was lost: its grants are released, and the ring executions it
-// had in flight are described into |text| (appended; "" if none) and their
-// sessions' processes charged like the supervisor's own executions.
-// Returns how many there were.
+// A worker was lost (|reason|: its end): the ring executions it had in
+// flight are named in |text| ("" if none), those past the deadline fail
+// their signals with DEADLINE_EXCEEDED, and its grants are released.
+// Returns how many executions there were. (Their processes are charged by
+// daemon/workers.c, with halod's own.)
 uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
-                                    char *text, size_t size);
+                                    const char *reason, char *text,
+                                    size_t size);
 
 // Executions workers took from rings, since start (haloctl, metrics).
 uint64_t halod_ring_workers_executions(const halod_t *daemon);

@@ -24,6 +24,7 @@
 #include "daemon/trust_domain.h"
 #include "hal/registry.h"
 #include "hal/remote/remote_device.h"
+#include "hal/remote/remote_link.h"
 
 // Lost workers reported by their reader threads, handled on the loop.
 struct halod_workers_state_t {
@@ -235,15 +236,14 @@ typedef struct halod_workers_ring_charges_t {
   bool overdue;  // some ran past the deadline: only those are charged
 } halod_workers_ring_charges_t;
 
-static void halod_workers_collect_ring_charge(void *visit_data,
-                                              uint64_t session, uint64_t id,
-                                              uint64_t command_buffer_grant,
-                                              int64_t issued_ns) {
+static void halod_workers_collect_ring_charge(
+    void *visit_data, uint64_t id,
+    const struct halo_remote_flight_entry_t *entry) {
   (void)id;
-  (void)command_buffer_grant;
   halod_workers_ring_charges_t *charges = visit_data;
+  uint64_t session = entry->session;
   bool overdue =
-      halo_hal_remote_device_flight_overdue(charges->device, issued_ns);
+      halo_hal_remote_device_flight_overdue(charges->device, entry->issued_ns);
   if (charges->overdue && !overdue) return;
   if (overdue && !charges->overdue) {
     charges->overdue = true;
@@ -352,8 +352,8 @@ static void halod_workers_handle_lost(halod_t *daemon,
   // The executions the worker took from rings itself (it held grants for
   // them, released now: the worker is gone).
   static char ring_flight[2048];
-  uint32_t ring_count = halod_ring_workers_on_lost(daemon, device, ring_flight,
-                                                   sizeof(ring_flight));
+  uint32_t ring_count = halod_ring_workers_on_lost(
+      daemon, device, reason, ring_flight, sizeof(ring_flight));
   if (ring_count) {
     size_t used = count ? strlen(in_flight) : 0;
     snprintf(in_flight + used, sizeof(in_flight) - used, "%s%s",

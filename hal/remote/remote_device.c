@@ -1400,8 +1400,8 @@ bool halo_hal_remote_device_flight_overdue(halo_hal_device_t *base_device,
 
 void halo_hal_remote_device_visit_flight(
     halo_hal_device_t *base_device,
-    void (*visit)(void *visit_data, uint64_t session, uint64_t id,
-                  uint64_t command_buffer_grant, int64_t issued_ns),
+    void (*visit)(void *visit_data, uint64_t id,
+                  const struct halo_remote_flight_entry_t *entry),
     void *visit_data) {
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
   halo_remote_flight_t *flight = device->flight;
@@ -1410,8 +1410,7 @@ void halo_hal_remote_device_visit_flight(
     halo_remote_flight_entry_t *entry = &flight->entries[i];
     uint64_t id = atomic_load_explicit(&entry->id, memory_order_acquire);
     if (!id) continue;
-    visit(visit_data, entry->session, id, entry->command_buffer_grant,
-          entry->issued_ns);
+    visit(visit_data, id, entry);
   }
 }
 

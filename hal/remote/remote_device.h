@@ -146,12 +146,13 @@ uint64_t halo_hal_remote_command_buffer_id(
     const halo_hal_command_buffer_t *command_buffer);
 
 // Visits the ring executions the worker had in flight (its flight table,
-// readable after its death): each one's session, id, command buffer grant
-// and issue time. Any thread.
+// readable after its death): each one's id and entry (remote_link.h). Any
+// thread.
+struct halo_remote_flight_entry_t;
 void halo_hal_remote_device_visit_flight(
     halo_hal_device_t *device,
-    void (*visit)(void *visit_data, uint64_t session, uint64_t id,
-                  uint64_t command_buffer_grant, int64_t issued_ns),
+    void (*visit)(void *visit_data, uint64_t id,
+                  const struct halo_remote_flight_entry_t *entry),
     void *visit_data);
 
 // Whether a ring execution issued at |issued_ns| was past the deadline when

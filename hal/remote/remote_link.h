@@ -224,7 +224,15 @@ typedef struct halo_remote_flight_entry_t {
   uint64_t session;     // the supervisor's session id
   uint64_t command_buffer_grant;
   int64_t issued_ns;  // CLOCK_MONOTONIC
+  // Its signals' SEMAPHORE grants (the first HALO_REMOTE_FLIGHT_SIGNALS of
+  // |signal_count|): a lost worker's execution past the deadline fails
+  // them with DEADLINE_EXCEEDED.
+  uint32_t signal_count;
+  uint32_t reserved;
+  uint64_t signal_grants[4];
 } halo_remote_flight_entry_t;
+
+#define HALO_REMOTE_FLIGHT_SIGNALS 4u
 
 typedef struct halo_remote_flight_t {
   uint32_t capacity;  // entries

@@ -450,6 +450,11 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   entry->session = session->id;
   entry->command_buffer_grant = command_buffer->grant.grant;
   entry->issued_ns = running->issued_ns;
+  entry->signal_count = execute.signal_count;
+  for (uint32_t i = 0;
+       i < execute.signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
+    entry->signal_grants[i] = running->signal_grants[i]->grant.grant;
+  }
   atomic_store_explicit(&entry->id, running->id, memory_order_release);
   pthread_mutex_lock(&rings->mutex);
   for (uint32_t i = 0; i < running->grant_count; ++i) {

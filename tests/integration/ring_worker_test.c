@@ -36,6 +36,14 @@ static int setup_halod_consumer(void **state) {
   return 0;
 }
 
+static int setup_deadline(void **state) {
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  const char *args[] = {"--submission-deadline-ms", "500", NULL};
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  *state = fixture;
+  return 0;
+}
+
 static int teardown(void **state) {
   fixture_t *fixture = *state;
   halo_test_daemon_stop(&fixture->daemon, SIGTERM);
@@ -251,6 +259,80 @@ static void test_halod_work_waits_on_worker_signal(void **state) {
   halo_client_close(client);
 }
 
+// A REUSABLE recording of the test kernels' `armed` entry runs harmlessly
+// (halod takes it and grants it), then, armed with |mode| (1 spin, 2
+// crash), the worker takes it from the ring itself and it never completes:
+// the wait fails with |code| naming the ring execution, the fault is
+// charged to this process, halod carries on and a new session works.
+static void fault_in_a_ring_execution(fixture_t *fixture, uint32_t mode,
+                                      halo_status_code_t code,
+                                      const char *substring) {
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = halo_test_load_kernels(client);
+  halo_buffer_t *word =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
+  uint32_t *flags = halo_buffer_host_pointer(word);
+  halo_dispatch_arg_t args[1] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(word, 0, 8), NULL, 0},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "armed",
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .args = args,
+      .arg_count = 1,
+  };
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  for (uint64_t step = 1; step <= 3; ++step) {
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
+  }
+  uint64_t taken = worker_executions(&fixture->daemon);
+  assert_true(taken >= 2);
+  __atomic_store_n(&flags[0], mode, __ATOMIC_RELEASE);
+  halo_semaphore_value_t signal = {done, 4};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+  halo_status_t status = halo_semaphore_wait(done, 4, DEADLINE_NS);
+  assert_int_equal(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE), 1);
+  const char *const expected[] = {"ring execution", substring, NULL};
+  halo_test_expect_status_all(status, code, expected,
+                              "the wait for the faulting ring execution");
+  uint32_t process_faults = 0;
+  assert_true(halo_test_admin_client_faults(&fixture->daemon, getpid(),
+                                            &process_faults, NULL));
+  assert_int_equal(process_faults, 1);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(word);
+  halo_executable_release(executable);
+  halo_client_close(client);
+  // halod serves the domain again, with a fresh worker.
+  halo_client_t *next = halo_test_connect(&fixture->daemon, 0);
+  HALO_TEST_ASSERT_OK(halo_client_ping(next));
+  halo_client_close(next);
+}
+
+static void test_deadline_names_the_ring_execution(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  fault_in_a_ring_execution(*state, 1, HALO_STATUS_DEADLINE_EXCEEDED,
+                            "deadline");
+}
+
+static void test_crash_names_the_ring_execution(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  fault_in_a_ring_execution(*state, 2, HALO_STATUS_DEVICE_LOST,
+                            "Segmentation fault");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_worker_takes_steady_executions,
@@ -260,6 +342,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bounced_records_get_halods_verdict,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_halod_work_waits_on_worker_signal,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deadline_names_the_ring_execution,
+                                      setup_deadline, teardown),
+      cmocka_unit_test_setup_teardown(test_crash_names_the_ring_execution,
                                       setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

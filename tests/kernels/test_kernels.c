@@ -179,5 +179,22 @@ HALO_LOCAL_KERNEL(spin) {
   for (;;) spins = spins + 1;
 }
 
+// Does what word[0] says: 0 returns, 1 spins for ever (after word[1] = 1),
+// 2 crashes (after word[1] = 1). A REUSABLE recording of it runs harmlessly
+// first (so that the device worker takes its next execution from the ring
+// itself, ring_worker_test), then armed. args: word (BUFFER, uint32[2]).
+HALO_LOCAL_KERNEL(armed) {
+  uint32_t *word = HALO_ARG(state, 0, uint32_t *);
+  uint32_t mode = __atomic_load_n(&word[0], __ATOMIC_ACQUIRE);
+  if (mode == 0) return;
+  __atomic_store_n(&word[1], 1, __ATOMIC_RELEASE);
+  if (mode == 2) {
+    volatile uintptr_t bad = 16;  // nothing is mapped there
+    *(volatile int *)bad = 1;
+  }
+  volatile uint64_t spins = 0;
+  for (;;) spins = spins + 1;
+}
+
 // Not an entry point: lookup_entry must refuse it.
 __attribute__((visibility("default"))) int not_a_function = 7;
