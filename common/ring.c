@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // The submission ring's record checksum (common/ring.h), shared by libhalo
-// (which seals) and halod (which verifies) so the two cannot disagree.
+// (which seals) and halod and its device workers (which verify) so that
+// they cannot disagree, and the daemon side's verdict on a record.
 #include "common/ring.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/status.h"
@@ -23,6 +25,15 @@ halo_status_t halo_ring_library_initialize(void) {
 
 void halo_ring_key_generate(uint8_t out_key[HALO_RING_KEY_BYTES]) {
   crypto_shorthash_keygen(out_key);
+}
+
+void halo_ring_report_error(halo_ring_header_t *header, uint64_t sequence,
+                            halo_status_t status) {
+  header->error_code = (int32_t)halo_status_code(status);
+  snprintf(header->error_message, sizeof(header->error_message), "%s",
+           halo_status_message(status));
+  atomic_store_explicit(&header->error_sequence, sequence + 1,
+                        memory_order_release);
 }
 
 bool halo_ring_capacity_valid(uint64_t capacity) {

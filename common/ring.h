@@ -226,6 +226,13 @@ static inline uint32_t halo_ring_values_length(uint32_t body_bytes,
   ((uint32_t)(sizeof(halo_ring_record_header_t) + \
               sizeof(halo_ring_semaphore_value_t)))
 
+// Daemon (halod, or the device worker draining the ring): records the
+// rejection of record |sequence| in the header for the client waiting on
+// it: |error_code| and |error_message|, then |error_sequence| (release),
+// all before |head| passes the record.
+void halo_ring_report_error(halo_ring_header_t *header, uint64_t sequence,
+                            halo_status_t status);
+
 // Once per process before the functions below (sodium_init; thread-safe).
 // INTERNAL if libsodium cannot start.
 halo_status_t halo_ring_library_initialize(void);

@@ -137,12 +137,7 @@ static void halod_ring_deactivate(halod_ring_t *ring) {
 // head passes the record) for the client that waits on it.
 static void halod_ring_report(halod_ring_t *ring, uint64_t sequence,
                               halo_status_t status) {
-  halo_ring_header_t *header = ring->header;
-  header->error_code = (int32_t)halo_status_code(status);
-  snprintf(header->error_message, sizeof(header->error_message), "%s",
-           halo_status_message(status));
-  atomic_store_explicit(&header->error_sequence, sequence + 1,
-                        memory_order_release);
+  halo_ring_report_error(ring->header, sequence, status);
   ++ring->records_rejected;
 }
 

@@ -374,12 +374,19 @@ static void halod_ring_on_bounce(halod_ring_workers_t *workers,
                           position.sequence);
 }
 
-static void halod_ring_workers_on_async(uv_async_t *async) {
-  halod_ring_workers_t *workers = async->data;
+// Takes every message queued so far (oldest first).
+static halod_ring_message_t *halod_ring_inbox_take(
+    halod_ring_workers_t *workers) {
   pthread_mutex_lock(&workers->mutex);
   halod_ring_message_t *message = workers->inbox_head;
   workers->inbox_head = workers->inbox_tail = NULL;
   pthread_mutex_unlock(&workers->mutex);
+  return message;
+}
+
+static void halod_ring_workers_on_async(uv_async_t *async) {
+  halod_ring_workers_t *workers = async->data;
+  halod_ring_message_t *message = halod_ring_inbox_take(workers);
   while (message) {
     halod_ring_message_t *next = message->next;
     switch (message->type) {
@@ -551,10 +558,7 @@ halo_status_t halod_ring_workers_start(halod_t *daemon) {
 
 static void halod_ring_workers_on_closed(uv_handle_t *handle) {
   halod_ring_workers_t *workers = handle->data;
-  pthread_mutex_lock(&workers->mutex);
-  halod_ring_message_t *message = workers->inbox_head;
-  workers->inbox_head = workers->inbox_tail = NULL;
-  pthread_mutex_unlock(&workers->mutex);
+  halod_ring_message_t *message = halod_ring_inbox_take(workers);
   while (message) {
     halod_ring_message_t *next = message->next;
     free(message->payload);
