@@ -16,6 +16,7 @@
 #include "daemon/ring.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
+#include "daemon/trust_domain.h"
 #include "hal/remote/remote_device.h"
 #include "hal/remote/remote_link.h"
 
@@ -359,6 +360,9 @@ static void halod_ring_on_released(halod_ring_workers_t *workers,
     halo_u64_map_remove(&workers->grants, id);
     halod_ring_grant_release(workers, grant);
   }
+  // What the grants held may have gone to the caches, or nothing holds the
+  // domain any more: keep it or end it now.
+  halod_domains_end_idle(workers->daemon);
 }
 
 static void halod_ring_on_bounce(halod_ring_workers_t *workers,
@@ -535,6 +539,18 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
   }
   free(gone);
   return flight.count;
+}
+
+bool halod_ring_workers_hold(const halod_t *daemon,
+                             const halo_hal_device_t *worker) {
+  const halod_ring_workers_t *workers = daemon->work.ring_workers;
+  if (!workers) return false;
+  for (size_t i = 0; i < workers->grants.capacity; ++i) {
+    if (!workers->grants.entries[i].key) continue;
+    const halod_ring_grant_t *grant = workers->grants.entries[i].value;
+    if (grant->worker == worker) return true;
+  }
+  return false;
 }
 
 uint64_t halod_ring_workers_executions(const halod_t *daemon) {

@@ -20,6 +20,7 @@
 #ifndef HALOD_RING_WORKER_H_
 #define HALOD_RING_WORKER_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "daemon/daemon.h"
@@ -64,6 +65,11 @@ void halod_ring_workers_revoke_all(halo_hal_device_t *worker,
 uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
                                     const char *reason, char *text,
                                     size_t size);
+
+// Whether |worker| holds grants (objects it may still use, or that go to
+// the caches once it releases them).
+bool halod_ring_workers_hold(const halod_t *daemon,
+                             const halo_hal_device_t *worker);
 
 // Executions workers took from rings, since start (haloctl, metrics).
 uint64_t halod_ring_workers_executions(const halod_t *daemon);

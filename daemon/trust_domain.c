@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "daemon/cache.h"
 #include "daemon/cgroup.h"
+#include "daemon/ring_worker.h"
 #include "daemon/workers.h"
 
 // The uid the kernel reports for a peer whose uid halod's user namespace
@@ -164,8 +165,11 @@ static bool halod_domain_stays_idle(const halod_t *daemon,
     return false;
   }
   for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    // Entries the worker still holds for a ring's executions reach the
+    // caches once it releases them (then this is asked again).
     if (domain->workers[i].device &&
-        halod_cache_holds_device(daemon, domain->workers[i].device)) {
+        (halod_cache_holds_device(daemon, domain->workers[i].device) ||
+         halod_ring_workers_hold(daemon, domain->workers[i].device))) {
       return true;
     }
   }
