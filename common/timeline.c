@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -189,6 +190,23 @@ static void halo__futex_wait_any(_Atomic uint32_t *const *words,
   }
 }
 
+int64_t halo_timeline_spin_ns(int64_t previous_ns) {
+  if (previous_ns <= 0 || previous_ns > HALO_TIMELINE_SPIN_MAX_NS) {
+    return HALO_TIMELINE_SPIN_NS;
+  }
+  int64_t spin = 2 * previous_ns;
+  if (spin < HALO_TIMELINE_SPIN_NS) return HALO_TIMELINE_SPIN_NS;
+  return spin > HALO_TIMELINE_SPIN_MAX_NS ? HALO_TIMELINE_SPIN_MAX_NS : spin;
+}
+
+// How long this thread's last wait that returned OK took.
+static _Thread_local int64_t halo__timeline_previous_wait_ns;
+
+static halo_timeline_wait_result_t halo__timeline_wait(
+    const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
+    int64_t deadline_ns, int liveness_fd, int64_t spin_start,
+    int64_t spin_until, size_t *out_index, int32_t *out_failure);
+
 halo_timeline_wait_result_t halo_timeline_wait(
     const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
     int64_t deadline_ns, int liveness_fd, size_t *out_index,
@@ -197,7 +215,21 @@ halo_timeline_wait_result_t halo_timeline_wait(
   *out_failure = 0;
   if (count == 0) return HALO_TIMELINE_WAIT_OK;
   if (count > 128) count = 128;
-  int64_t spin_until = halo_clock_now_ns() + HALO_TIMELINE_SPIN_NS;
+  int64_t start = halo_clock_now_ns();
+  halo_timeline_wait_result_t result = halo__timeline_wait(
+      targets, count, wait_any, deadline_ns, liveness_fd, start,
+      start + halo_timeline_spin_ns(halo__timeline_previous_wait_ns), out_index,
+      out_failure);
+  if (result == HALO_TIMELINE_WAIT_OK) {
+    halo__timeline_previous_wait_ns = halo_clock_now_ns() - start;
+  }
+  return result;
+}
+
+static halo_timeline_wait_result_t halo__timeline_wait(
+    const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
+    int64_t deadline_ns, int liveness_fd, int64_t spin_start,
+    int64_t spin_until, size_t *out_index, int32_t *out_failure) {
   _Atomic uint32_t *words[128];
   uint32_t seen[128];
   for (;;) {
@@ -231,7 +263,14 @@ halo_timeline_wait_result_t halo_timeline_wait(
     int64_t now = halo_clock_now_ns();
     if (now >= deadline_ns) return HALO_TIMELINE_WAIT_TIMEOUT;
     if (now < spin_until) {
-      for (int i = 0; i < 64; ++i) halo__cpu_relax();
+      // Past the minimum window, yield between looks: a thread that waits
+      // for the GPU must not keep the daemon's threads (or other clients)
+      // off a busy CPU.
+      if (now - spin_start < HALO_TIMELINE_SPIN_NS) {
+        for (int i = 0; i < 64; ++i) halo__cpu_relax();
+      } else {
+        sched_yield();
+      }
       continue;
     }
     if (halo__owner_dead(liveness_fd)) return HALO_TIMELINE_WAIT_OWNER_DEAD;

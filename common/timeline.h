@@ -147,8 +147,19 @@ typedef enum halo_timeline_wait_result_e {
   HALO_TIMELINE_WAIT_OWNER_DEAD,  // |liveness_fd| (a pidfd) became readable
 } halo_timeline_wait_result_t;
 
-#define HALO_TIMELINE_SPIN_NS 20000       // spin at most this before sleeping
+// A wait spins before it sleeps on the futex: at least SPIN_NS, and up to
+// twice what the calling thread's previous wait took when that was at
+// most SPIN_MAX_NS (a thread that waits on short GPU work again and again,
+// as an inference loop does, then sees the value land while it still
+// spins instead of paying a futex wake-up, as cuStreamSynchronize spins);
+// after a longer wait, only SPIN_NS.
+#define HALO_TIMELINE_SPIN_NS 20000       // spin at least this before sleeping
+#define HALO_TIMELINE_SPIN_MAX_NS 200000  // ... and at most this
 #define HALO_TIMELINE_SLICE_NS 100000000  // sleep at most this, then recheck
+
+// How long a wait spins after a previous wait of the same thread took
+// |previous_ns| (0: none yet).
+int64_t halo_timeline_spin_ns(int64_t previous_ns);
 
 // Reads one slot consistently: OK (value may be below target), RETIRED, or
 // FAILED (failure set and value below |target|).
@@ -162,7 +173,8 @@ halo_timeline_failure_info_t halo_timeline_slot_failure_info(
     const halo_timeline_slot_t *slot);
 
 // Waits for all (|wait_any| false) or any of |targets| (count <= 128) until
-// |deadline_ns| (CLOCK_MONOTONIC). Spins up to HALO_TIMELINE_SPIN_NS, then
+// |deadline_ns| (CLOCK_MONOTONIC). Spins for halo_timeline_spin_ns() of the
+// thread's previous wait (one that returned OK), then
 // futex-waits in slices of at most HALO_TIMELINE_SLICE_NS, polling
 // |liveness_fd| (a pidfd of the daemon, or -1) between slices.
 // |out_index|: the target that failed/retired, or with |wait_any| the one

@@ -181,6 +181,19 @@ static halo_timeline_wait_target_t target(halo_timeline_slot_t *slot,
 
 // ---------------------------------------------------------------- layout
 
+// The spin window follows the thread's previous wait: twice it, within
+// [SPIN_NS, SPIN_MAX_NS]; only the minimum after a long (or no) wait.
+static void test_spin_follows_the_previous_wait(void **state) {
+  (void)state;
+  assert_int_equal(halo_timeline_spin_ns(0), HALO_TIMELINE_SPIN_NS);
+  assert_int_equal(halo_timeline_spin_ns(1000), HALO_TIMELINE_SPIN_NS);
+  assert_int_equal(halo_timeline_spin_ns(30000), 60000);
+  assert_int_equal(halo_timeline_spin_ns(150000), HALO_TIMELINE_SPIN_MAX_NS);
+  assert_int_equal(halo_timeline_spin_ns(HALO_TIMELINE_SPIN_MAX_NS + 1),
+                   HALO_TIMELINE_SPIN_NS);
+  assert_int_equal(halo_timeline_spin_ns(5000000), HALO_TIMELINE_SPIN_NS);
+}
+
 static void test_page_layout(void **state) {
   page_fixture_t *fixture = *state;
   halo_timeline_page_t *page = fixture->page;
@@ -751,6 +764,7 @@ static void test_process_ping_pong_loses_no_wakeup(void **state) {
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, page_setup, page_teardown)
   const struct CMUnitTest tests[] = {
+      T(test_spin_follows_the_previous_wait),
       T(test_page_layout),
       T(test_activate_and_read),
       T(test_signal_advances_value_and_epoch),
