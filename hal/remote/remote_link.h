@@ -48,9 +48,14 @@
 //   RING_BOUNCE     halo_remote_ring_position_t: the record there is the
 //                   supervisor's; the worker reads the ring no further
 //                   until RING_RESUME
-//   RING_COMPLETE   halo_remote_ring_complete_t + signal_count
-//                   halo_remote_ring_value_t + message
+//   RING_COMPLETE   one or more completions back to back, each
+//                   halo_remote_ring_complete_t + signal_count
+//                   halo_remote_ring_value_t + message_length bytes of
+//                   message (no padding between them)
 //   RING_RELEASED   uint64_t grant ids: revoked grants no execution uses
+// The worker's reporter thread sends both, in the order the executions
+// completed and the grants were released: an execution's completion comes
+// before the RING_RELEASED of any grant it used.
 //
 // What the worker takes itself: an EXECUTE record whose every handle is
 // granted, that passes the checks the supervisor would make (binding
