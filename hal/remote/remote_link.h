@@ -85,7 +85,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 3u
+#define HALO_REMOTE_LINK_VERSION 4u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -329,6 +329,7 @@ typedef struct halo_remote_ring_complete_t {
   int64_t issued_ns;
   int64_t completed_ns;
   int32_t code;  // halo_status_code_t: the signals fail with it
+  // The status's message after the values (its first 4096 bytes at most).
   uint32_t message_length;
   uint32_t signal_count;
   uint32_t reserved;
