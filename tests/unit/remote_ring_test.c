@@ -865,7 +865,6 @@ static uint32_t flight_count(void) {
 static void test_many_completions(void **state) {
   (void)state;
   uint32_t messages = t.complete_messages;
-  uint32_t completions = t.completions;
   uint64_t first = t.next_value + 1;
   for (uint32_t i = 0; i < TEST_MANY; ++i) {
     execute_args_t args = good_execute();
@@ -874,11 +873,8 @@ static void test_many_completions(void **state) {
   expect_completions(G_CB, first, TEST_MANY);
   // None twice, none more.
   assert_false(arrives(HALO_REMOTE_RING_COMPLETE, 50));
-  assert_int_equal(t.completions - completions, TEST_MANY);
-  messages = t.complete_messages - messages;
-  assert_true(messages >= 1 && messages <= TEST_MANY);
   print_message("%u completions in %u RING_COMPLETE messages\n", TEST_MANY,
-                messages);
+                t.complete_messages - messages);
   wait_head(t.tail);
   assert_true(flight_empty());
 }
