@@ -289,63 +289,87 @@ static halod_ring_grant_t *halod_ring_grant_of(halod_ring_workers_t *workers,
   return grant && grant->worker == worker && grant->type == type ? grant : NULL;
 }
 
-static void halod_ring_on_complete(halod_ring_workers_t *workers,
-                                   halo_hal_device_t *worker,
-                                   const uint8_t *payload, uint64_t length) {
-  halo_remote_ring_complete_t complete;
-  if (length < sizeof(complete)) return;
-  memcpy(&complete, payload, sizeof(complete));
-  uint64_t values_size =
-      (uint64_t)complete.signal_count * sizeof(halo_remote_ring_value_t);
-  if (sizeof(complete) + values_size + complete.message_length != length) {
-    HALO_LOG_ERROR("a worker's ring completion of %llu bytes is malformed",
-                   (unsigned long long)length);
-    return;
-  }
+// One execution of a RING_COMPLETE: |values| (complete->signal_count of
+// them) and the message follow it in the payload.
+static void halod_ring_complete_one(halod_ring_workers_t *workers,
+                                    halo_hal_device_t *worker,
+                                    const halo_remote_ring_complete_t *complete,
+                                    const uint8_t *values) {
   ++workers->executions;
-  const uint8_t *values = payload + sizeof(complete);
-  const char *message = (const char *)values + values_size;
+  const char *message =
+      (const char *)values +
+      (uint64_t)complete->signal_count * sizeof(halo_remote_ring_value_t);
   halod_ring_grant_t *queue_grant = halod_ring_grant_of(
-      workers, worker, complete.queue_grant, HALOD_OBJECT_QUEUE);
+      workers, worker, complete->queue_grant, HALOD_OBJECT_QUEUE);
   if (queue_grant) {
     halod_queue_t *queue = queue_grant->object;
-    if (complete.code == 0) {
+    if (complete->code == 0) {
       ++queue->completed;
       halod_queue_record_latency(workers->daemon, queue,
-                                 complete.completed_ns - complete.issued_ns);
+                                 complete->completed_ns - complete->issued_ns);
     } else {
       ++queue->failed;
     }
   }
   halod_ring_grant_t *command_buffer_grant =
-      halod_ring_grant_of(workers, worker, complete.command_buffer_grant,
+      halod_ring_grant_of(workers, worker, complete->command_buffer_grant,
                           HALOD_OBJECT_COMMAND_BUFFER);
-  for (uint32_t i = 0; i < complete.signal_count; ++i) {
+  for (uint32_t i = 0; i < complete->signal_count; ++i) {
     halo_remote_ring_value_t value;
     memcpy(&value, values + i * sizeof(value), sizeof(value));
     halod_ring_grant_t *grant = halod_ring_grant_of(
         workers, worker, value.grant, HALOD_OBJECT_SEMAPHORE);
     if (!grant) continue;
     halod_semaphore_t *semaphore = grant->object;
-    if (complete.code == 0) {
+    if (complete->code == 0) {
       if (!halo_hal_semaphore_failure(&semaphore->hal)) {
         halo_hal_semaphore_signal(&semaphore->hal, value.value);
       }
       continue;
     }
     halod_semaphore_fail(
-        semaphore, (halo_status_code_t)complete.code,
+        semaphore, (halo_status_code_t)complete->code,
         "execution %llu of command buffer %llu (session %llu, taken from its "
         "submission ring by the device worker) failed: %.*s",
-        (unsigned long long)(complete.id & ~HALO_REMOTE_RING_ID_BIT),
+        (unsigned long long)(complete->id & ~HALO_REMOTE_RING_ID_BIT),
         command_buffer_grant
             ? (unsigned long long)((halod_command_buffer_t *)
                                        command_buffer_grant->object)
                   ->id
             : 0ull,
-        (unsigned long long)complete.session, (int)complete.message_length,
+        (unsigned long long)complete->session, (int)complete->message_length,
         message);
   }
+}
+
+// A RING_COMPLETE: one or more completions back to back. A malformed one
+// ends the message (the ones before it count).
+static void halod_ring_on_complete(halod_ring_workers_t *workers,
+                                   halo_hal_device_t *worker,
+                                   const uint8_t *payload, uint64_t length) {
+  uint64_t offset = 0;
+  do {
+    halo_remote_ring_complete_t complete;
+    uint64_t left = length - offset;
+    uint64_t size = sizeof(complete);
+    if (left >= sizeof(complete)) {
+      memcpy(&complete, payload + offset, sizeof(complete));
+      size +=
+          (uint64_t)complete.signal_count * sizeof(halo_remote_ring_value_t) +
+          complete.message_length;
+    }
+    if (size > left) {
+      HALO_LOG_ERROR(
+          "a worker's ring completion at byte %llu of a RING_COMPLETE of "
+          "%llu bytes is malformed: %llu bytes past the message's end",
+          (unsigned long long)offset, (unsigned long long)length,
+          (unsigned long long)(size - left));
+      return;
+    }
+    halod_ring_complete_one(workers, worker, &complete,
+                            payload + offset + sizeof(complete));
+    offset += size;
+  } while (offset < length);
 }
 
 static void halod_ring_on_released(halod_ring_workers_t *workers,

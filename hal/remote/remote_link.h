@@ -48,9 +48,14 @@
 //   RING_BOUNCE     halo_remote_ring_position_t: the record there is the
 //                   supervisor's; the worker reads the ring no further
 //                   until RING_RESUME
-//   RING_COMPLETE   halo_remote_ring_complete_t + signal_count
-//                   halo_remote_ring_value_t + message
+//   RING_COMPLETE   one or more completions back to back, each
+//                   halo_remote_ring_complete_t + signal_count
+//                   halo_remote_ring_value_t + message_length bytes of
+//                   message (no padding between them)
 //   RING_RELEASED   uint64_t grant ids: revoked grants no execution uses
+// The worker's reporter thread sends both, in the order the executions
+// completed and the grants were released: an execution's completion comes
+// before the RING_RELEASED of any grant it used.
 //
 // What the worker takes itself: an EXECUTE record whose every handle is
 // granted, that passes the checks the supervisor would make (binding
@@ -80,7 +85,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 3u
+#define HALO_REMOTE_LINK_VERSION 4u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -324,6 +329,7 @@ typedef struct halo_remote_ring_complete_t {
   int64_t issued_ns;
   int64_t completed_ns;
   int32_t code;  // halo_status_code_t: the signals fail with it
+  // The status's message after the values (its first 4096 bytes at most).
   uint32_t message_length;
   uint32_t signal_count;
   uint32_t reserved;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +29,30 @@
 #define HALO_REMOTE_RING_BUDGET 16
 // Waits and signals of one record, at most (halod_submission_sync).
 #define HALO_REMOTE_RING_MAX_VALUES 1024
+// Payload bytes of one RING_COMPLETE or RING_RELEASED message the reporter
+// fills, at most (one completion alone always fits: its signals and the
+// first HALO_REMOTE_RING_MESSAGE_BYTES of its error message).
+#define HALO_REMOTE_RING_REPORT_BYTES (64u * 1024u)
+#define HALO_REMOTE_RING_MESSAGE_BYTES 4096u
 
 typedef struct halo_remote_ring_session_state_t
     halo_remote_ring_session_state_t;
 
+// An entry of the reporter's queue: an execution that completed
+// (RING_COMPLETE) or a grant released (RING_RELEASED). The first member of
+// the execution's or the grant's state, which the queue hands back.
+typedef struct halo_remote_ring_report_t {
+  struct halo_remote_ring_report_t *next;
+  uint32_t type;  // HALO_REMOTE_RING_COMPLETE or HALO_REMOTE_RING_RELEASED
+} halo_remote_ring_report_t;
+
 // A session's handle as granted by the supervisor. The fields of the
 // message are immutable; |uses| and |revoked| are guarded by the rings'
 // mutex. A grant is in its session's table until it is revoked (replaced,
-// RING_REVOKE, RING_DETACH); then whoever drops its last use sends
-// RING_RELEASED and frees it.
+// RING_REVOKE, RING_DETACH); then whoever drops its last use queues it for
+// the reporter, which sends RING_RELEASED and frees it.
 typedef struct halo_remote_ring_grant_state_t {
+  halo_remote_ring_report_t report;  // first: RING_RELEASED
   halo_remote_ring_grant_t grant;
   // COMMAND_BUFFER: the worker's object and the slots' requirements
   // (grant.binding_capacity of them).
@@ -75,9 +90,10 @@ struct halo_remote_ring_session_state_t {
   bool detached;
 };
 
-// An execution taken from a ring, until it completed. One allocation: the
-// bindings, signals and grants follow the struct.
+// An execution taken from a ring, until the reporter sent its completion.
+// One allocation: the bindings, signals and grants follow the struct.
 typedef struct halo_remote_ring_running_t {
+  halo_remote_ring_report_t report;  // first: RING_COMPLETE
   halo_remote_rings_t *rings;
   halo_remote_ring_session_state_t *session;
   uint64_t id;
@@ -93,6 +109,10 @@ typedef struct halo_remote_ring_running_t {
   // signals).
   halo_remote_ring_grant_state_t **grants;
   uint32_t grant_count;
+  // Set by the completion path: what the reporter sends (but the message's
+  // length) and the outcome (owned).
+  halo_remote_ring_complete_t complete;
+  halo_status_t status;
 } halo_remote_ring_running_t;
 
 struct halo_remote_rings_t {
@@ -107,20 +127,20 @@ struct halo_remote_rings_t {
   // Guarded by |mutex|: free entries of the flight table.
   uint32_t *flight_free;
   uint32_t flight_free_count;
+  // Guarded by |mutex|: the reporter's queue, in the order the reports were
+  // made, and whether the reporter sleeps on |reports_ready| (the first
+  // report queued then wakes it).
+  halo_remote_ring_report_t *reports_head;
+  halo_remote_ring_report_t *reports_tail;
+  bool reporter_waiting;
+  pthread_cond_t reports_ready;
   // Scratch for one copied record (main thread).
   _Alignas(16) uint8_t record[HALO_RING_MAX_RECORD_BYTES];
+  // The payload of the message the reporter fills (reporter thread).
+  _Alignas(16) uint8_t report[HALO_REMOTE_RING_REPORT_BYTES];
 };
 
 // ---------------------------------------------------------------- sends
-
-static void halo_remote_rings_send_released(halo_remote_rings_t *rings,
-                                            const uint64_t *ids,
-                                            uint32_t count) {
-  if (count == 0) return;
-  halo_remote_part_t part = {ids, count * sizeof(uint64_t)};
-  halo_status_free(halo_remote_link_send(
-      rings->tables.link, HALO_REMOTE_RING_RELEASED, 0, &part, 1, -1));
-}
 
 static void halo_remote_rings_send_bounce(
     halo_remote_rings_t *rings,
@@ -144,9 +164,164 @@ static void halo_remote_ring_session_free(
   free(session);
 }
 
+// ---------------------------------------------------------------- reports
+
+_Static_assert(sizeof(halo_remote_ring_complete_t) +
+                       HALO_REMOTE_RING_MAX_VALUES *
+                           sizeof(halo_remote_ring_value_t) +
+                       HALO_REMOTE_RING_MESSAGE_BYTES <=
+                   HALO_REMOTE_RING_REPORT_BYTES,
+               "one completion fits a report message");
+
+// Appends |report| to the reporter's queue (|mutex| held). Returns whether
+// the caller wakes the reporter after unlocking: only the first report
+// queued while it sleeps does.
+static bool halo_remote_rings_queue_locked(halo_remote_rings_t *rings,
+                                           halo_remote_ring_report_t *report,
+                                           uint32_t type) {
+  report->type = type;
+  report->next = NULL;
+  if (rings->reports_tail) {
+    rings->reports_tail->next = report;
+  } else {
+    rings->reports_head = report;
+  }
+  rings->reports_tail = report;
+  bool wake = rings->reporter_waiting;
+  rings->reporter_waiting = false;
+  return wake;
+}
+
+// Reporter thread: fills in the message's length of |running|'s completion
+// (its status's message, cut at HALO_REMOTE_RING_MESSAGE_BYTES). Returns
+// the completion's bytes in a RING_COMPLETE.
+static size_t halo_remote_ring_complete_size(
+    halo_remote_ring_running_t *running) {
+  size_t length = 0;
+  if (running->status) {
+    length = strnlen(halo_status_message(running->status),
+                     HALO_REMOTE_RING_MESSAGE_BYTES);
+  }
+  running->complete.message_length = (uint32_t)length;
+  return sizeof(running->complete) +
+         running->complete.signal_count * sizeof(halo_remote_ring_value_t) +
+         length;
+}
+
+// Reporter thread: writes |running|'s completion at |out| (the size was
+// taken).
+static void halo_remote_ring_complete_encode(
+    const halo_remote_ring_running_t *running, uint8_t *out) {
+  memcpy(out, &running->complete, sizeof(running->complete));
+  out += sizeof(running->complete);
+  for (uint32_t i = 0; i < running->complete.signal_count; ++i) {
+    // The grant is alive: its RING_RELEASED comes after this completion.
+    halo_remote_ring_value_t value = {
+        .grant = running->signal_grants[i]->grant.grant,
+        .value = running->signals[i].value};
+    memcpy(out, &value, sizeof(value));
+    out += sizeof(value);
+  }
+  memcpy(out, halo_status_message(running->status),
+         running->complete.message_length);
+}
+
+// Reporter thread: frees the executions and grants of |reports| up to
+// |end| (sent).
+static void halo_remote_rings_free_reports(
+    halo_remote_ring_report_t *reports, const halo_remote_ring_report_t *end) {
+  while (reports != end) {
+    halo_remote_ring_report_t *next = reports->next;
+    if (reports->type == HALO_REMOTE_RING_COMPLETE) {
+      halo_remote_ring_running_t *running =
+          (halo_remote_ring_running_t *)reports;
+      halo_status_free(running->status);
+      free(running);
+    } else {
+      halo_remote_ring_grant_free((halo_remote_ring_grant_state_t *)reports);
+    }
+    reports = next;
+  }
+}
+
+// Reporter thread: sends |report| and the reports after it in order, each
+// run of one type in as few messages as HALO_REMOTE_RING_REPORT_BYTES
+// allows (completions back to back in a RING_COMPLETE, grant ids in a
+// RING_RELEASED), and frees them once sent.
+static void halo_remote_rings_send_reports(halo_remote_rings_t *rings,
+                                           halo_remote_ring_report_t *report) {
+  while (report) {
+    halo_remote_ring_report_t *first = report;
+    uint32_t type = report->type;
+    size_t used = 0;
+    for (; report && report->type == type; report = report->next) {
+      if (type == HALO_REMOTE_RING_COMPLETE) {
+        halo_remote_ring_running_t *running =
+            (halo_remote_ring_running_t *)report;
+        size_t size = halo_remote_ring_complete_size(running);
+        if (size > sizeof(rings->report) - used) break;
+        halo_remote_ring_complete_encode(running, rings->report + used);
+        used += size;
+      } else {
+        const halo_remote_ring_grant_state_t *grant =
+            (const halo_remote_ring_grant_state_t *)report;
+        if (sizeof(uint64_t) > sizeof(rings->report) - used) break;
+        memcpy(rings->report + used, &grant->grant.grant, sizeof(uint64_t));
+        used += sizeof(uint64_t);
+      }
+    }
+    // A peer gone ends the worker through the main thread's receive.
+    halo_remote_part_t part = {rings->report, used};
+    halo_status_free(
+        halo_remote_link_send(rings->tables.link, type, 0, &part, 1, -1));
+    halo_remote_rings_free_reports(first, report);
+  }
+}
+
+// The reporter thread: sends what the completion path and the main thread
+// queue, whatever has queued up since its last send together; sleeps while
+// nothing is queued. Runs as long as the worker.
+static void *halo_remote_rings_reporter_main(void *argument) {
+  halo_remote_rings_t *rings = argument;
+  pthread_setname_np(pthread_self(), "halo-reporter");
+  pthread_mutex_lock(&rings->mutex);
+  for (;;) {
+    while (!rings->reports_head) {
+      rings->reporter_waiting = true;
+      pthread_cond_wait(&rings->reports_ready, &rings->mutex);
+    }
+    halo_remote_ring_report_t *reports = rings->reports_head;
+    rings->reports_head = rings->reports_tail = NULL;
+    pthread_mutex_unlock(&rings->mutex);
+    halo_remote_rings_send_reports(rings, reports);
+    pthread_mutex_lock(&rings->mutex);
+  }
+  return NULL;
+}
+
+// Main thread: revokes |grant| (out of its session's table already): queued
+// for RING_RELEASED now if no execution uses it, else by the completion
+// that drops its last use.
+static void halo_remote_rings_revoke(halo_remote_rings_t *rings,
+                                     halo_remote_ring_grant_state_t *grant) {
+  if (!grant) return;
+  bool wake = false;
+  pthread_mutex_lock(&rings->mutex);
+  grant->revoked = true;
+  if (grant->uses == 0) {
+    wake = halo_remote_rings_queue_locked(rings, &grant->report,
+                                          HALO_REMOTE_RING_RELEASED);
+  }
+  pthread_mutex_unlock(&rings->mutex);
+  if (wake) pthread_cond_signal(&rings->reports_ready);
+}
+
 // ---------------------------------------------------------------- completion
 
 // A driver thread (or the main thread for an execution the driver refused).
+// The execution goes to the reporter's queue, then the grants whose last use
+// it held and that were revoked meanwhile: the supervisor gets its
+// RING_COMPLETE before their RING_RELEASED.
 static void halo_remote_ring_on_complete(void *user_data,
                                          halo_status_t status) {
   halo_remote_ring_running_t *running = user_data;
@@ -156,11 +331,7 @@ static void halo_remote_ring_on_complete(void *user_data,
   // the table for this execution no more.
   atomic_store_explicit(&rings->flight->entries[running->flight_index].id, 0,
                         memory_order_release);
-  pthread_mutex_lock(&rings->mutex);
-  rings->flight_free[rings->flight_free_count++] = running->flight_index;
-  pthread_mutex_unlock(&rings->mutex);
-
-  halo_remote_ring_complete_t complete = {
+  running->complete = (halo_remote_ring_complete_t){
       .session = session->id,
       .id = running->id,
       .queue_grant = running->queue->grant.grant,
@@ -170,56 +341,23 @@ static void halo_remote_ring_on_complete(void *user_data,
       .code = (int32_t)halo_status_code(status),
       .signal_count = running->signal_count,
   };
-  const char *message = halo_status_message(status);
-  complete.message_length = status ? (uint32_t)strlen(message) : 0;
-  halo_remote_ring_value_t inline_values[8];
-  halo_remote_ring_value_t *values =
-      running->signal_count <= 8
-          ? inline_values
-          : calloc(running->signal_count, sizeof(*values));
-  uint32_t value_count = values ? running->signal_count : 0;
-  complete.signal_count = value_count;
-  for (uint32_t i = 0; i < value_count; ++i) {
-    values[i].grant = running->signal_grants[i]->grant.grant;
-    values[i].value = running->signals[i].value;
-  }
-  halo_remote_part_t parts[3] = {{&complete, sizeof(complete)},
-                                 {values, value_count * sizeof(*values)},
-                                 {message, complete.message_length}};
-  halo_status_free(halo_remote_link_send(
-      rings->tables.link, HALO_REMOTE_RING_COMPLETE, 0, parts, 3, -1));
-  if (values != inline_values) free(values);
-  halo_status_free(status);
-
-  // Only now the uses go: a grant revoked meanwhile is released after the
-  // supervisor has this execution's COMPLETE.
-  uint64_t inline_ids[16];
-  uint64_t *released = running->grant_count <= 16
-                           ? inline_ids
-                           : calloc(running->grant_count, sizeof(*released));
-  halo_remote_ring_grant_state_t *inline_freed[16];
-  halo_remote_ring_grant_state_t **freed =
-      running->grant_count <= 16 ? inline_freed
-                                 : calloc(running->grant_count, sizeof(*freed));
-  uint32_t released_count = 0;
+  running->status = status;
   pthread_mutex_lock(&rings->mutex);
+  rings->flight_free[rings->flight_free_count++] = running->flight_index;
+  // The reporter owns |running| once the mutex is released.
+  bool wake = halo_remote_rings_queue_locked(rings, &running->report,
+                                             HALO_REMOTE_RING_COMPLETE);
   for (uint32_t i = 0; i < running->grant_count; ++i) {
     halo_remote_ring_grant_state_t *grant = running->grants[i];
-    if (--grant->uses == 0 && grant->revoked && released && freed) {
-      released[released_count] = grant->grant.grant;
-      freed[released_count++] = grant;
+    if (--grant->uses == 0 && grant->revoked) {
+      wake |= halo_remote_rings_queue_locked(rings, &grant->report,
+                                             HALO_REMOTE_RING_RELEASED);
     }
   }
   bool session_done = --session->in_flight == 0 && session->detached;
   pthread_mutex_unlock(&rings->mutex);
-  halo_remote_rings_send_released(rings, released, released_count);
-  for (uint32_t i = 0; i < released_count; ++i) {
-    halo_remote_ring_grant_free(freed[i]);
-  }
-  if (released != inline_ids) free(released);
-  if (freed != inline_freed) free(freed);
+  if (wake) pthread_cond_signal(&rings->reports_ready);
   if (session_done) halo_remote_ring_session_free(session);
-  free(running);
 }
 
 // ---------------------------------------------------------------- records
@@ -757,25 +895,6 @@ static void halo_remote_rings_on_doorbell(halo_remote_rings_t *rings,
   *inout_fd = -1;
 }
 
-// Revokes |grant| (out of its session's table already): released now if no
-// execution uses it, else by the last completion. Returns whether it is
-// released now (the caller sends RING_RELEASED and frees it).
-static bool halo_remote_rings_revoke(halo_remote_rings_t *rings,
-                                     halo_remote_ring_grant_state_t *grant) {
-  pthread_mutex_lock(&rings->mutex);
-  grant->revoked = true;
-  bool idle = grant->uses == 0;
-  pthread_mutex_unlock(&rings->mutex);
-  return idle;
-}
-
-static void halo_remote_rings_revoke_release(
-    halo_remote_rings_t *rings, halo_remote_ring_grant_state_t *grant) {
-  if (!grant || !halo_remote_rings_revoke(rings, grant)) return;
-  halo_remote_rings_send_released(rings, &grant->grant.grant, 1);
-  halo_remote_ring_grant_free(grant);
-}
-
 // Resolves a grant's object on this worker; false when it names nothing
 // here (the grant is released at once).
 static bool halo_remote_rings_resolve(halo_remote_rings_t *rings,
@@ -855,7 +974,7 @@ static void halo_remote_rings_on_grant(halo_remote_rings_t *rings,
     } else {
       old = halo_u64_map_remove(&session->grants, message.handle);
     }
-    halo_remote_rings_revoke_release(rings, old);
+    halo_remote_rings_revoke(rings, old);
   }
   usable = usable && session &&
            !(message.handle == 0 && message.kind != HALO_REMOTE_GRANT_QUEUE);
@@ -870,15 +989,20 @@ static void halo_remote_rings_on_grant(halo_remote_rings_t *rings,
   } else if (usable) {
     session->default_queue = grant;
   }
-  if (!usable) {
+  if (!usable && grant) {
     // Unknown here: the supervisor gets its reference back at once.
     HALO_LOG_DEBUG(
         "worker: grant %llu (session %llu, handle 0x%llx, kind "
         "%u) names nothing here: released",
         (unsigned long long)message.grant, (unsigned long long)message.session,
         (unsigned long long)message.handle, message.kind);
-    halo_remote_rings_send_released(rings, &message.grant, 1);
-    if (grant) halo_remote_ring_grant_free(grant);
+    halo_remote_rings_revoke(rings, grant);
+  } else if (!usable) {
+    HALO_LOG_ERROR(
+        "worker: oom for grant %llu (session %llu, handle 0x%llx): it is "
+        "not released",
+        (unsigned long long)message.grant, (unsigned long long)message.session,
+        (unsigned long long)message.handle);
   }
 }
 
@@ -898,7 +1022,7 @@ static void halo_remote_rings_on_revoke(halo_remote_rings_t *rings,
   } else {
     halo_u64_map_remove(&session->grants, message.handle);
   }
-  halo_remote_rings_revoke_release(rings, grant);
+  halo_remote_rings_revoke(rings, grant);
 }
 
 static void halo_remote_rings_on_resume(halo_remote_rings_t *rings,
@@ -928,10 +1052,7 @@ static void halo_remote_rings_on_detach(halo_remote_rings_t *rings,
   session->records = NULL;
   if (session->doorbell >= 0) close(session->doorbell);
   session->doorbell = -1;
-  size_t limit = session->grants.count + 1;
-  uint64_t *released = calloc(limit, sizeof(*released));
-  halo_remote_ring_grant_state_t **freed = calloc(limit, sizeof(*freed));
-  uint32_t released_count = 0;
+  bool wake = false;
   pthread_mutex_lock(&rings->mutex);
   for (size_t i = 0; i <= session->grants.capacity; ++i) {
     halo_remote_ring_grant_state_t *grant =
@@ -941,27 +1062,16 @@ static void halo_remote_rings_on_detach(halo_remote_rings_t *rings,
             : session->default_queue;
     if (!grant) continue;
     grant->revoked = true;
-    if (grant->uses == 0 && released && freed) {
-      released[released_count] = grant->grant.grant;
-      freed[released_count++] = grant;
+    if (grant->uses == 0) {
+      wake |= halo_remote_rings_queue_locked(rings, &grant->report,
+                                             HALO_REMOTE_RING_RELEASED);
     }
   }
   session->default_queue = NULL;
   session->detached = true;
   bool done = session->in_flight == 0;
   pthread_mutex_unlock(&rings->mutex);
-  if (!released || !freed) {
-    HALO_LOG_ERROR(
-        "worker: oom detaching session %llu: its grants are not "
-        "released",
-        (unsigned long long)message.session);
-  }
-  halo_remote_rings_send_released(rings, released, released_count);
-  for (uint32_t i = 0; i < released_count; ++i) {
-    halo_remote_ring_grant_free(freed[i]);
-  }
-  free(released);
-  free(freed);
+  if (wake) pthread_cond_signal(&rings->reports_ready);
   if (done) halo_remote_ring_session_free(session);
 }
 
@@ -1004,7 +1114,25 @@ halo_status_t halo_remote_rings_create(const halo_remote_ring_tables_t *tables,
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   rings->tables = *tables;
   pthread_mutex_init(&rings->mutex, NULL);
+  pthread_cond_init(&rings->reports_ready, NULL);
   halo_u64_map_initialize(&rings->sessions);
+  // The reporter takes no asynchronous signals: they stay with the main
+  // thread.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t reporter;
+  int error =
+      pthread_create(&reporter, NULL, halo_remote_rings_reporter_main, rings);
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
+  if (!error) pthread_detach(reporter);
+  if (error) {
+    pthread_cond_destroy(&rings->reports_ready);
+    pthread_mutex_destroy(&rings->mutex);
+    free(rings);
+    return halo_status_from_errno(error,
+                                  "worker: starting the ring reporter thread");
+  }
   *out_rings = rings;
   return NULL;
 }

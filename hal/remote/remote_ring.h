@@ -10,10 +10,15 @@
 // Threads: the worker's main thread (the link's receiving thread) runs
 // halo_remote_rings_on_message, _snapshot, _drain and _sleep: it alone
 // reads the rings and changes the session and grant tables. The driver's
-// threads run the completions of the executions taken (they send
-// RING_COMPLETE and RING_RELEASED). One mutex guards what both touch: the
-// grants' use counts and revoked flags, the sessions' in-flight counts and
-// the flight table's free list.
+// threads run the completions of the executions taken: each queues its
+// execution's RING_COMPLETE, then the RING_RELEASED of the revoked grants
+// whose last use it held, as the main thread queues the RING_RELEASED of
+// grants it revokes while no execution uses them. The rings' reporter
+// thread sends what is queued, in order, whatever has queued up together in
+// one message per run of a type, and sleeps while nothing is queued (the
+// first report queued wakes it). One mutex guards what these threads
+// share: the grants' use counts and revoked flags, the sessions' in-flight
+// counts, the flight table's free list and the reporter's queue.
 #ifndef HALO_HAL_REMOTE_REMOTE_RING_H_
 #define HALO_HAL_REMOTE_REMOTE_RING_H_
 
@@ -44,9 +49,9 @@ typedef struct halo_remote_ring_tables_t {
 
 typedef struct halo_remote_rings_t halo_remote_rings_t;
 
-// Main thread, once. Initializes the ring library (checksums). The rings
-// live as long as the worker process (no teardown: executions may be in
-// flight when the link closes).
+// Main thread, once. Initializes the ring library (checksums) and starts the
+// reporter thread. The rings live as long as the worker process (no
+// teardown: executions may be in flight when the link closes).
 halo_status_t halo_remote_rings_create(const halo_remote_ring_tables_t *tables,
                                        halo_remote_rings_t **out_rings);
 

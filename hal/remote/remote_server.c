@@ -7,8 +7,9 @@
 // except executable creation (NVRTC, PTX JIT, dlopen), which runs on a
 // thread of its own so executions keep flowing, and drains the submission
 // rings the supervisor delegated (hal/remote/remote_ring.h); completions
-// arrive on the driver's threads. Object tables are guarded by one mutex; the
-// link's send side by its own.
+// arrive on the driver's threads (the rings' reporter thread sends those of
+// ring executions). Object tables are guarded by one mutex; the link's send
+// side by its own.
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

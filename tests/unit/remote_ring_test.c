@@ -10,7 +10,12 @@
 // binding, a changed checksum, a SIGNAL record) and that it reads nothing
 // more until RING_RESUME, REVOKE of a grant in use (released after its
 // execution's RING_COMPLETE) and of an idle one (at once), DETACH (every
-// grant released) and the doorbell of an idle worker.
+// grant released, those of a running execution after its RING_COMPLETE) and
+// the doorbell of an idle worker. The worker's reporter thread sends the
+// completions, several per RING_COMPLETE where several are waiting: many
+// executions in flight each complete exactly once, and a buffer revoked
+// while several running executions use it is released after all of their
+// completions.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,6 +66,13 @@
 #define G_BIG 1005u
 #define G_SEM 1006u
 #define G_SEM2 1007u
+#define G_BIG2 1008u
+#define G_BIG3 1009u
+// Executions in flight together in test_many_completions and
+// test_revoke_busy (the session's pending limit is 64).
+#define TEST_MANY 48u
+#define TEST_BUSY 4u
+#define TEST_QUEUED 256u
 
 typedef struct message_t {
   halo_remote_header_t header;
@@ -71,8 +83,12 @@ typedef struct test_t {
   pid_t worker;
   halo_remote_link_t link;
   uint64_t next_request;
-  message_t queued[64];  // received, not yet taken
+  // Received, not yet taken, in the order received; a RING_COMPLETE's
+  // completions are queued one by one.
+  message_t queued[TEST_QUEUED];
   uint32_t queued_count;
+  uint32_t complete_messages;  // RING_COMPLETE messages received
+  uint32_t completions;        // completions in them
   // Objects on the worker.
   uint64_t buffer_address;
   uint64_t big_address;
@@ -101,15 +117,55 @@ static int64_t remaining_ms(int64_t deadline_ns) {
   return left <= 0 ? 0 : left / 1000000 + 1;
 }
 
+static void queue_message(message_t message) {
+  if (t.queued_count == TEST_QUEUED)
+    fail_msg("%u messages not taken", TEST_QUEUED);
+  t.queued[t.queued_count++] = message;
+}
+
+// Receives one message. A RING_COMPLETE carries one or more completions
+// back to back: each is queued as a RING_COMPLETE of its own.
 static void receive_one(void) {
-  assert_true(t.queued_count < 64);
-  message_t *message = &t.queued[t.queued_count];
+  message_t message;
   int fd = -1;
-  halo_status_t status = halo_remote_link_receive(&t.link, &message->header,
-                                                  &message->payload, &fd);
+  halo_status_t status =
+      halo_remote_link_receive(&t.link, &message.header, &message.payload, &fd);
   if (status) fail_msg("receive: %s", halo_status_message(status));
   assert_int_equal(fd, -1);
-  ++t.queued_count;
+  if (message.header.type != HALO_REMOTE_RING_COMPLETE) {
+    queue_message(message);
+    return;
+  }
+  ++t.complete_messages;
+  const uint8_t *payload = message.payload;
+  uint64_t length = message.header.length;
+  uint64_t offset = 0;
+  do {
+    halo_remote_ring_complete_t complete;
+    if (length - offset < sizeof(complete)) {
+      fail_msg("RING_COMPLETE of %llu bytes: %llu left at byte %llu",
+               (unsigned long long)length,
+               (unsigned long long)(length - offset),
+               (unsigned long long)offset);
+    }
+    memcpy(&complete, payload + offset, sizeof(complete));
+    uint64_t size = sizeof(complete) +
+                    complete.signal_count * sizeof(halo_remote_ring_value_t) +
+                    complete.message_length;
+    if (size > length - offset) {
+      fail_msg("RING_COMPLETE of %llu bytes: a completion of %llu at byte %llu",
+               (unsigned long long)length, (unsigned long long)size,
+               (unsigned long long)offset);
+    }
+    message_t one = {.header = message.header, .payload = malloc(size)};
+    assert_non_null(one.payload);
+    one.header.length = size;
+    memcpy(one.payload, payload + offset, size);
+    queue_message(one);
+    ++t.completions;
+    offset += size;
+  } while (offset < length);
+  free(message.payload);
 }
 
 // The first message of |type| (received or within 5 s), taken off the
@@ -124,6 +180,23 @@ static message_t take(uint32_t type) {
               (t.queued_count - i - 1) * sizeof(message_t));
       --t.queued_count;
       return message;
+    }
+    if (!halo_remote_link_wait(&t.link, 0, (int)remaining_ms(deadline))) {
+      fail_msg("no message of type %u within 5 s", type);
+    }
+    receive_one();
+  }
+}
+
+// How many completions were received before the first message of |type|
+// (received or within 5 s), which stays queued.
+static uint32_t completions_before(uint32_t type) {
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  for (;;) {
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < t.queued_count; ++i) {
+      if (t.queued[i].header.type == type) return count;
+      if (t.queued[i].header.type == HALO_REMOTE_RING_COMPLETE) ++count;
     }
     if (!halo_remote_link_wait(&t.link, 0, (int)remaining_ms(deadline))) {
       fail_msg("no message of type %u within 5 s", type);
@@ -294,10 +367,11 @@ static void wait_head(uint64_t target) {
   }
 }
 
-// Takes the RING_COMPLETE of an execution that signaled H_SEM to |value|,
-// checks it and signals the slot as the supervisor does. Returns its id.
-static uint64_t expect_complete(uint64_t command_buffer_grant,
-                                uint64_t semaphore_grant, uint64_t value) {
+// Takes the next completion, of a successful execution of
+// |command_buffer_grant| that signaled one semaphore, and checks it.
+// Returns it and its signal.
+static halo_remote_ring_complete_t take_complete(
+    uint64_t command_buffer_grant, halo_remote_ring_value_t *out_signal) {
   message_t message = take(HALO_REMOTE_RING_COMPLETE);
   halo_remote_ring_complete_t complete;
   assert_true(message.header.length >= sizeof(complete));
@@ -316,18 +390,60 @@ static uint64_t expect_complete(uint64_t command_buffer_grant,
   assert_int_equal(complete.signal_count, 1);
   assert_int_equal(message.header.length,
                    sizeof(complete) + sizeof(halo_remote_ring_value_t));
-  halo_remote_ring_value_t signal;
-  memcpy(&signal, (const char *)message.payload + sizeof(complete),
-         sizeof(signal));
-  assert_int_equal(signal.grant, semaphore_grant);
-  assert_int_equal(signal.value, value);
+  memcpy(out_signal, (const char *)message.payload + sizeof(complete),
+         sizeof(*out_signal));
   free(message.payload);
-  // The worker reserved the value; the supervisor signals it now (the
-  // local driver has no device stores: the host path signals).
+  return complete;
+}
+
+// The worker reserved |value| of |semaphore_grant|'s slot; the supervisor
+// signals it now (the local driver has no device stores: the host path
+// signals).
+static void signal_slot(uint64_t semaphore_grant, uint64_t value) {
   halo_timeline_slot_t *slot = &t.page->slots[semaphore_grant == G_SEM ? 0 : 1];
   assert_true(atomic_load(&slot->pending) >= value);
   if (atomic_load(&slot->value) < value) halo_timeline_slot_signal(slot, value);
-  return complete.id;
+}
+
+// Takes the RING_COMPLETE of an execution that signaled |semaphore_grant|
+// to |value|, checks it and signals the slot as the supervisor does.
+static void expect_complete(uint64_t command_buffer_grant,
+                            uint64_t semaphore_grant, uint64_t value) {
+  halo_remote_ring_value_t signal;
+  take_complete(command_buffer_grant, &signal);
+  assert_int_equal(signal.grant, semaphore_grant);
+  assert_int_equal(signal.value, value);
+  signal_slot(semaphore_grant, value);
+}
+
+// Takes the completions of |count| executions of |command_buffer_grant|
+// that signaled H_SEM to |first| .. |first| + |count| - 1, in any order:
+// each exactly once, each execution id once.
+static void expect_completions(uint64_t command_buffer_grant, uint64_t first,
+                               uint32_t count) {
+  bool seen[TEST_MANY] = {false};
+  uint64_t ids[TEST_MANY];
+  assert_true(count <= TEST_MANY);
+  for (uint32_t i = 0; i < count; ++i) {
+    halo_remote_ring_value_t signal;
+    halo_remote_ring_complete_t complete =
+        take_complete(command_buffer_grant, &signal);
+    assert_int_equal(signal.grant, G_SEM);
+    if (signal.value < first || signal.value - first >= count) {
+      fail_msg("a completion of value %llu, not in %llu..%llu",
+               (unsigned long long)signal.value, (unsigned long long)first,
+               (unsigned long long)(first + count - 1));
+    }
+    if (seen[signal.value - first]) {
+      fail_msg("value %llu completed twice", (unsigned long long)signal.value);
+    }
+    seen[signal.value - first] = true;
+    for (uint32_t j = 0; j < i; ++j) {
+      assert_int_not_equal(ids[j], complete.id);
+    }
+    ids[i] = complete.id;
+  }
+  signal_slot(G_SEM, first + count - 1);
 }
 
 static void expect_bounce(uint64_t head, uint64_t sequence) {
@@ -506,7 +622,7 @@ static int setup(void **state) {
   halo_remote_ring_attach_t attach = {.session = TEST_SESSION,
                                       .map_size = map_size,
                                       .capacity = TEST_CAPACITY,
-                                      .pending_limit = 4};
+                                      .pending_limit = 64};
   memcpy(attach.key, t.key, sizeof(attach.key));
   part = (halo_remote_part_t){&attach, sizeof(attach)};
   send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, ring_fd);
@@ -549,6 +665,8 @@ static int teardown(void **state) {
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
   for (uint32_t i = 0; i < t.queued_count; ++i) free(t.queued[i].payload);
+  print_message("%u completions came in %u RING_COMPLETE messages\n",
+                t.completions, t.complete_messages);
   close(t.doorbell);
   return 0;
 }
@@ -734,30 +852,102 @@ static void test_doorbell(void **state) {
   wait_head(t.tail);
 }
 
-// DETACH releases every grant left.
+static uint32_t flight_count(void) {
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < HALO_REMOTE_FLIGHT_ENTRIES; ++i) {
+    if (atomic_load(&t.flight->entries[i].id) != 0) ++count;
+  }
+  return count;
+}
+
+// Many executions in flight at once: every one completes exactly once, in
+// RING_COMPLETE messages that carry one or more completions each.
+static void test_many_completions(void **state) {
+  (void)state;
+  uint32_t messages = t.complete_messages;
+  uint64_t first = t.next_value + 1;
+  for (uint32_t i = 0; i < TEST_MANY; ++i) {
+    execute_args_t args = good_execute();
+    publish_execute(&args);
+  }
+  expect_completions(G_CB, first, TEST_MANY);
+  // None twice, none more.
+  assert_false(arrives(HALO_REMOTE_RING_COMPLETE, 50));
+  print_message("%u completions in %u RING_COMPLETE messages\n", TEST_MANY,
+                t.complete_messages - messages);
+  wait_head(t.tail);
+  assert_true(flight_empty());
+}
+
+// A buffer revoked while several taken executions use it is released only
+// after the RING_COMPLETE of every one of them.
+static void test_revoke_busy(void **state) {
+  (void)state;
+  // test_revoke revoked H_BIG: granted again.
+  send_grant(H_BIG, G_BIG2, HALO_REMOTE_GRANT_BUFFER, t.big_address,
+             TEST_BIG_BYTES, NULL);
+  uint64_t first = t.next_value + 1;
+  for (uint32_t i = 0; i < TEST_BUSY; ++i) {
+    execute_args_t args = good_execute();
+    args.command_buffer = H_CB_BIG;
+    args.buffer = H_BIG;
+    publish_execute(&args);
+  }
+  wait_head(t.tail);  // all taken: running (or done already)
+  uint32_t running = flight_count();
+  send_revoke(H_BIG, HALO_REMOTE_GRANT_BUFFER);
+  assert_int_equal(completions_before(HALO_REMOTE_RING_RELEASED), TEST_BUSY);
+  uint64_t ids[16];
+  assert_int_equal(expect_released(ids), 1);
+  assert_int_equal(ids[0], G_BIG2);
+  expect_completions(G_CB_BIG, first, TEST_BUSY);
+  print_message("%u of %u executions were in flight at REVOKE\n", running,
+                TEST_BUSY);
+  assert_true(flight_empty());
+}
+
+// DETACH releases every grant left: those a running execution uses after
+// its RING_COMPLETE.
 static void test_detach(void **state) {
   (void)state;
+  send_grant(H_BIG, G_BIG3, HALO_REMOTE_GRANT_BUFFER, t.big_address,
+             TEST_BIG_BYTES, NULL);
+  execute_args_t args = good_execute();
+  args.command_buffer = H_CB_BIG;
+  args.buffer = H_BIG;
+  publish_execute(&args);
+  wait_head(t.tail);
+  bool running = !flight_empty();
   halo_remote_ring_session_t session = {.session = TEST_SESSION};
   halo_remote_part_t part = {&session, sizeof(session)};
   send_message(HALO_REMOTE_RING_DETACH, 0, &part, 1, -1);
-  uint64_t want[] = {G_QUEUE, G_CB, G_CB_BIG, G_BUFFER, G_SEM};
-  bool seen[5] = {false};
+  uint64_t want[] = {G_QUEUE, G_CB, G_CB_BIG, G_BUFFER, G_SEM, G_BIG3};
+  bool used[] = {true, false, true, false, true, true};
+  bool seen[6] = {false};
   uint32_t seen_count = 0;
-  while (seen_count < 5) {
+  while (seen_count < 6) {
+    uint32_t before = completions_before(HALO_REMOTE_RING_RELEASED);
     uint64_t ids[16];
     uint32_t count = expect_released(ids);
     for (uint32_t i = 0; i < count; ++i) {
       bool known = false;
-      for (uint32_t j = 0; j < 5; ++j) {
+      for (uint32_t j = 0; j < 6; ++j) {
         if (ids[i] != want[j]) continue;
         assert_false(seen[j]);
         seen[j] = true;
         ++seen_count;
         known = true;
+        if (used[j] && before != 1) {
+          fail_msg("grant %llu released before the completion that used it",
+                   (unsigned long long)ids[i]);
+        }
       }
       if (!known) fail_msg("released grant %llu", (unsigned long long)ids[i]);
     }
   }
+  expect_complete(G_CB_BIG, G_SEM, args.signal.value);
+  print_message("the execution was %s at DETACH\n",
+                running ? "running" : "done");
   // A grant for the detached session is released at once.
   send_grant(H_BUFFER, 2000, HALO_REMOTE_GRANT_BUFFER, t.buffer_address, 4096,
              NULL);
@@ -778,6 +968,8 @@ int main(void) {
       cmocka_unit_test(test_bounce_signal_record),
       cmocka_unit_test(test_revoke),
       cmocka_unit_test(test_doorbell),
+      cmocka_unit_test(test_many_completions),
+      cmocka_unit_test(test_revoke_busy),
       cmocka_unit_test(test_detach),
   };
   signal(SIGPIPE, SIG_IGN);
