@@ -617,12 +617,7 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
     // from the header (before head passes the record); the supervisor
     // learns it from RING_COMPLETE and fails the signals.
     if (!(execute.flags & HALO_RING_EXECUTE_ASYNC)) {
-      halo_ring_header_t *header = session->header;
-      header->error_code = (int32_t)halo_status_code(status);
-      snprintf(header->error_message, sizeof(header->error_message), "%s",
-               halo_status_message(status));
-      atomic_store_explicit(&header->error_sequence, sequence + 1,
-                            memory_order_release);
+      halo_ring_report_error(session->header, sequence, status);
     }
     halo_remote_ring_on_complete(running, status);
   }
