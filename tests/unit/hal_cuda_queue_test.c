@@ -41,6 +41,8 @@
 #include "tests/unit/hal_cuda_fake_driver.h"
 
 #define N 1024u
+// Streams per priority level of the device's pool (cuda-streams).
+#define STREAMS 4
 
 //===----------------------------------------------------------------------===//
 // Kernels of the fake driver
@@ -142,6 +144,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   halo_hal_cuda_device_t *device = calloc(1, sizeof(*device));
   device->cu = cu;
   device->options.completion = mode;
+  device->options.stream_count = STREAMS;
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
   device->stream_priority_greatest = -5;
@@ -163,6 +166,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
     status = halo_hal_cuda_thread_start(&device->reaper, "halo-fake-reap", cu,
                                         device->context, 0);
   }
+  if (!status) status = halo_hal_cuda_device_open_streams(device);
   static uint8_t image[FAKE_CUDA_IMAGE_SIZE];
   fake_driver_image(image);
   halo_hal_executable_params_t params = {
@@ -210,6 +214,7 @@ static int device_close(void **unused) {
   halo_hal_cuda_thread_stop(&device->submission);
   halo_hal_cuda_thread_stop(&device->reaper);
   fake_driver_set_sticky(CUDA_SUCCESS);
+  halo_hal_cuda_stream_pool_deinitialize(&device->streams);
   device->cu->cuStreamSynchronize(device->transfer_stream);
   device->cu->cuStreamDestroy(device->transfer_stream);
   fake_driver_quiesce();
