@@ -75,7 +75,10 @@
 // every later wait: cuda_event_pool.h).
 //
 // Faults: a failed driver call fails its execution with a status naming
-// the call. A sticky error (the context is unusable) reports the device
+// the call. One that failed after part of its work was enqueued is
+// reported once that work finished, through the completion path (its event
+// recorded after the work), so the submission thread does not wait for a
+// stream that other queues may share. A sticky error (the context is unusable) reports the device
 // lost (device->lost: the daemon fails every semaphore with DEVICE_LOST and
 // restarts) and fails every pending and later execution with DEVICE_LOST.
 #include <sched.h>
@@ -186,6 +189,11 @@ struct halo_hal_cuda_execution_t {
   halo_hal_execution_t execution;
   halo_hal_cuda_issue_t issue;
   halo_hal_cuda_event_t *event;  // recorded after the work and the stores
+  // Set on the submission thread before the completion path gets the
+  // execution: it failed after part of its work was enqueued, and the
+  // completion path reports a copy of this once that work finished (freed
+  // with the execution).
+  halo_status_t failure;
   // Its own fence until the submission thread binds or fails it (one
   // reference), and the fences it waits on (one reference each, released
   // at completion); |waits_enqueued| of them are waited on already.
@@ -223,6 +231,7 @@ static void halo_hal_cuda_execution_release(
     halo_hal_cuda_execution_t *execution) {
   if (atomic_fetch_sub_explicit(&execution->references, 1,
                                 memory_order_acq_rel) == 1) {
+    halo_status_free(execution->failure);
     free(execution->wait_fences);
     free(execution);
   }
@@ -279,6 +288,10 @@ static void halo_hal_cuda_execution_complete(
     return;
   }
   halo_hal_cuda_queue_t *queue = execution->queue;
+  if (!status && execution->failure) {
+    status = halo_status_make(halo_status_code(execution->failure), "%s",
+                              halo_status_message(execution->failure));
+  }
   // Finished work: its stores landed; wake their sleepers now.
   if (!status) halo_hal_cuda_execution_stores_landed(execution);
   halo_hal_cuda_command_buffer_retire(&execution->issue);
@@ -990,6 +1003,41 @@ static CUresult halo_hal_cuda_queue_sticky_result(
   return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_SUCCESS;
 }
 
+// An execution that failed (|*status|) after part of its work was enqueued
+// and before its event was acquired: its event is recorded after that work
+// and the execution goes to the completion path, which reports the failure
+// once the work finished. The submission thread never waits for the
+// stream, which other queues' work may occupy. False when the event could
+// not be recorded or handed over: the caller then waits for the stream and
+// completes the execution with |*status| (a copy, if it was moved).
+static bool halo_hal_cuda_execution_defer_failure(
+    halo_hal_cuda_execution_t *execution, halo_status_t *status) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  halo_status_t event_status = halo_hal_cuda_event_pool_acquire(
+      &queue->shared->events, &execution->event);
+  if (event_status) {
+    halo_status_free(event_status);
+    return false;
+  }
+  if (cu->cuEventRecord(execution->event->handle, queue->stream) !=
+      CUDA_SUCCESS) {
+    return false;
+  }
+  // A store it enqueued before failing comes before its semaphore's later
+  // ones; waiters on its fence fail now.
+  halo_hal_cuda_execution_note_signals(execution);
+  halo_hal_cuda_execution_resolve_fence(execution, *status);
+  execution->failure = *status;
+  *status = NULL;
+  halo_status_t watch_status = halo_hal_cuda_execution_watch(execution);
+  if (!watch_status) return true;
+  halo_status_free(watch_status);
+  *status = halo_status_make(halo_status_code(execution->failure), "%s",
+                             halo_status_message(execution->failure));
+  return false;
+}
+
 // The submission thread's task: fence waits, issue, stores, event, fence,
 // completion path.
 static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
@@ -1037,7 +1085,14 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     if (!status) return;
   }
   // Failed: whatever was enqueued must finish before the instance and the
-  // execution's resources are released.
+  // execution's resources are released. The completion path waits for it
+  // unless the event itself failed (or the device is lost): then this
+  // thread does.
+  if (execution->issue.enqueued && !execution->event &&
+      halo_status_code(status) != HALO_STATUS_DEVICE_LOST &&
+      halo_hal_cuda_execution_defer_failure(execution, &status)) {
+    return;
+  }
   if (execution->issue.enqueued && queue->stream) {
     cu->cuStreamSynchronize(queue->stream);
   }

@@ -1310,6 +1310,69 @@ static void test_destroy_shared_stream(void **unused) {
   pool_close(POOL_QUEUES);
 }
 
+// An execution on queue 0 fails after part of its work was enqueued (its
+// second dispatch reads an unbound slot) while queue STREAMS, on the same
+// stream, is held by a gate: the submission thread does not wait for the
+// stream (queue 1 runs meanwhile), the failure is reported once the
+// enqueued part ran (after the gate), and queue 0 goes on in order.
+static void test_failure_on_shared_stream(void **unused) {
+  (void)unused;
+  pool_open(POOL_QUEUES);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
+  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
+  pool_queue_t *other = &pool.queues[1];
+  uint32_t seven = 7, eight = 8;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 2);
+  arg_t first[2] = {arg_buffer(direct_ref(a->log, LOG_BYTES)),
+                    arg_constant(&seven, 4)};
+  arg_t second[2] = {arg_buffer(slot_ref(1, 0)), arg_constant(&eight, 4)};
+  recorder_dispatch(&recorder, KERNEL_APPEND, 1, first, 2);
+  recorder_dispatch(&recorder, KERNEL_APPEND, 1, second, 2);
+  halo_hal_command_buffer_t *failing = recorder_end(&recorder);
+  halo_hal_binding_t bindings[2] = {{a->log, LOG_BYTES}, {0, 0}};
+  gate_close();
+  pool_gate(b);
+  gate_wait_entered(1);
+  completion_t failed;
+  completion_init(&failed);
+  execute(a->queue, failing, bindings, 2, NULL, 0, &failed);
+  pool_append(other, 1);
+  bool other_done =
+      completion_done_within(&other->completions[other->submitted - 1], 2000);
+  bool failed_early = completion_done(&failed);
+  gate_open();
+  halo_status_code_t code = completion_wait(&failed);
+  pool_append(a, 9);
+  pool_wait(a, 0);
+  pool_wait(b, STREAMS);
+  pool_wait(other, 1);
+  print_message("[%s] failed on a shared stream: %s\n", state.mode,
+                failed.message);
+  if (!other_done) {
+    fail_msg(
+        "[%s] queue 1 could not run while a failed execution's work "
+        "waited behind the gate (the submission thread waited for the "
+        "shared stream)",
+        state.mode);
+  }
+  if (failed_early) {
+    fail_msg(
+        "[%s] the failed execution completed before the work it "
+        "enqueued ran",
+        state.mode);
+  }
+  assert_int_equal(code, HALO_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(failed.message,
+                         "command 1 (dispatch): argument 0: binding slot 1 is "
+                         "unbound"));
+  const uint32_t a_values[] = {0, 7, 9};
+  pool_expect_log(a, 0, a_values, 3);
+  halo_hal_command_buffer_destroy(failing);
+  pool_close(POOL_QUEUES);
+}
+
 // The least priority's streams exist from the device's opening on: a
 // queue's first execution creates none. Another priority's STREAMS are
 // created at once when its first queue runs, and its next queue takes one
@@ -1756,6 +1819,7 @@ int main(void) {
       cmocka_unit_test(test_more_queues_than_streams),
       cmocka_unit_test(test_shared_stream_order),
       cmocka_unit_test(test_destroy_shared_stream),
+      cmocka_unit_test(test_failure_on_shared_stream),
       cmocka_unit_test(test_streams_per_priority),
       cmocka_unit_test(test_gpu_waits),
       cmocka_unit_test(test_gpu_wait_on_parked_producer),
