@@ -78,9 +78,10 @@
 // the call. One that failed after part of its work was enqueued is
 // reported once that work finished, through the completion path (its event
 // recorded after the work), so the submission thread does not wait for a
-// stream that other queues may share. A sticky error (the context is unusable) reports the device
-// lost (device->lost: the daemon fails every semaphore with DEVICE_LOST and
-// restarts) and fails every pending and later execution with DEVICE_LOST.
+// stream that other queues may share. A sticky error (the context is
+// unusable) reports the device lost (device->lost: the daemon fails every
+// semaphore with DEVICE_LOST and restarts) and fails every pending and
+// later execution with DEVICE_LOST.
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
