@@ -170,6 +170,16 @@ static const halod_config_entry_t halod_config_entries[] = {
      "thread|host_func", START,
      "how the CUDA driver learns that GPU work finished: thread (a "
      "completion thread waits on events) or host_func (cuLaunchHostFunc)"},
+    // The default is the CUDA driver's HALO_HAL_CUDA_DEFAULT_STREAMS.
+    {"cuda-streams", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_streams), "16", 1, 128,
+     NULL, START,
+     "CUDA streams per priority level that the queues of a device share "
+     "(each costs GPU memory: about 0.5 MiB on an H100). The default "
+     "priority's are created when the device is opened, another priority's "
+     "when a queue of it first runs; a queue takes the one with the fewest "
+     "queues, so queues share a stream only when there are more queues than "
+     "this, and a queue on a shared stream can wait behind the other queues' "
+     "work there"},
     {"device-workers", HALOD_CHOICE(device_workers), "process", 0, 0,
      "process|inline", START,
      "where device work runs: process (one worker process per device and "

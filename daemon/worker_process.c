@@ -7,7 +7,8 @@
 // the link (hal/remote/remote_device.h) until the supervisor closes it.
 //
 //   halod --worker --driver local|cuda --device N [--cuda-completion M]
-//         [--cache-directory DIR] [--log-level LEVEL] [--poll-us US]
+//         [--cuda-streams N] [--cache-directory DIR] [--log-level LEVEL]
+//         [--poll-us US]
 #include "daemon/worker_process.h"
 
 #include <signal.h>
@@ -65,6 +66,7 @@ int halod_worker_main(int argc, char **argv) {
   const char *cache_directory = NULL;
   const char *log_level = "info";
   long device_index = 0;
+  long streams = 0;
   long poll_us = 0;
   long supervisor = 0;
   for (int i = 1; i < argc; ++i) {
@@ -77,6 +79,8 @@ int halod_worker_main(int argc, char **argv) {
       device_index = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--cuda-completion") == 0) {
       completion = value;
+    } else if (strcmp(argv[i], "--cuda-streams") == 0) {
+      streams = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--cache-directory") == 0) {
       cache_directory = value;
     } else if (strcmp(argv[i], "--poll-us") == 0) {
@@ -100,6 +104,7 @@ int halod_worker_main(int argc, char **argv) {
   halo_hal_registry_options_t options = {
       .driver = driver,
       .cuda_completion = completion,
+      .cuda_streams = (uint32_t)streams,
       .cache_directory = cache_directory,
       .has_device_filter = true,
       .device_filter = (uint32_t)device_index,

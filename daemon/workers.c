@@ -107,6 +107,11 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
     argv[argc++] = "--cuda-completion";
     argv[argc++] = daemon->config.cuda_completion;
   }
+  char streams_text[16];
+  snprintf(streams_text, sizeof(streams_text), "%u",
+           daemon->config.cuda_streams);
+  argv[argc++] = "--cuda-streams";
+  argv[argc++] = streams_text;
   if (daemon->config.cache_directory[0]) {
     argv[argc++] = "--cache-directory";
     argv[argc++] = daemon->config.cache_directory;
@@ -515,6 +520,7 @@ halo_status_t halod_workers_start(halod_t *daemon) {
   halo_hal_registry_options_t options = {
       .driver = daemon->config.driver,
       .cuda_completion = daemon->config.cuda_completion,
+      .cuda_streams = daemon->config.cuda_streams,
       .cache_directory = daemon->config.cache_directory,
   };
   HALO_RETURN_IF_ERROR(

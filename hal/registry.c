@@ -59,6 +59,7 @@ static halo_status_t halo_hal_registry_create_cuda_devices(
                             "host_func)",
                             completion);
   }
+  cuda_options.stream_count = options->cuda_streams;
   if (options->cache_directory) {
     snprintf(cuda_options.cache_directory, sizeof(cuda_options.cache_directory),
              "%s", options->cache_directory);

@@ -37,6 +37,9 @@ typedef struct halo_hal_registry_options_t {
   // thread waits on events) or "host_func" (cuLaunchHostFunc callbacks).
   // NULL or "" for the default (thread).
   const char *cuda_completion;
+  // CUDA: streams per priority level that a device's queues share; 0 for
+  // the default (16).
+  uint32_t cuda_streams;
   // Compiled code on disk (CUDA: NVRTC and PTX JIT results; the driver's
   // CUDA_CACHE_PATH below it). NULL or "" for none.
   const char *cache_directory;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // A CUDA device: the GPU's primary context, its device information, the
-// stream priority range, a transfer stream for control-plane copies, and
-// two driver threads (submission and reaper, cuda_thread.c).
+// stream priority range, a transfer stream for control-plane copies, two
+// driver threads (submission and reaper, cuda_thread.c) and the pool of
+// streams its queues share (cuda_stream_pool.c).
 #include "hal/cuda/cuda_device.h"
 
 #include <errno.h>
@@ -162,6 +163,8 @@ static void halo_hal_cuda_device_destroy(halo_hal_device_t *base_device) {
   halo_hal_cuda_thread_stop(&device->reaper);
   if (device->context) {
     cu->cuCtxSetCurrent(device->context);
+    // Every queue released its stream (hal/device.h: queues go first).
+    halo_hal_cuda_stream_pool_deinitialize(&device->streams);
     if (device->transfer_stream) {
       cu->cuStreamSynchronize(device->transfer_stream);
       cu->cuStreamDestroy(device->transfer_stream);
@@ -246,7 +249,39 @@ static halo_status_t halo_hal_cuda_device_initialize(
   snprintf(name, sizeof(name), "halo-cu%u-reap", device->ordinal);
   HALO_RETURN_IF_ERROR(halo_hal_cuda_thread_start(&device->reaper, name, cu,
                                                   device->context, 0));
-  return NULL;
+  return halo_hal_cuda_device_open_streams(device);
+}
+
+typedef struct halo_hal_cuda_open_streams_task_t {
+  halo_hal_cuda_task_t task;
+  halo_hal_cuda_device_t *device;
+  halo_status_t status;
+} halo_hal_cuda_open_streams_task_t;
+
+// Submission thread.
+static void halo_hal_cuda_open_streams_run(halo_hal_cuda_task_t *base_task) {
+  halo_hal_cuda_open_streams_task_t *task =
+      (halo_hal_cuda_open_streams_task_t *)base_task;
+  halo_hal_cuda_device_t *device = task->device;
+  uint32_t count = device->options.stream_count ? device->options.stream_count
+                                                : HALO_HAL_CUDA_DEFAULT_STREAMS;
+  task->status = halo_hal_cuda_stream_pool_initialize(
+      device->cu, count,
+      device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC,
+      device->stream_priority_least, device->stream_priority_greatest,
+      &device->streams);
+}
+
+halo_status_t halo_hal_cuda_device_open_streams(
+    halo_hal_cuda_device_t *device) {
+  halo_hal_cuda_open_streams_task_t task = {
+      .task.run = halo_hal_cuda_open_streams_run,
+      .device = device,
+  };
+  halo_hal_cuda_thread_post(&device->submission, &task.task);
+  // The task ran (and wrote the pool) before flush returns.
+  halo_hal_cuda_thread_flush(&device->submission);
+  return task.status;
 }
 
 halo_status_t halo_hal_cuda_device_create(
@@ -282,14 +317,15 @@ halo_status_t halo_hal_cuda_device_create(
   }
   HALO_LOG_INFO(
       "CUDA device %u: %s (sm_%d, %u SMs, %.1f GiB, PCI %s), driver %d.%d, "
-      "NVRTC %s, stream priorities %d..%d, completion %s, loader %s",
+      "NVRTC %s, stream priorities %d..%d, %u streams per priority, "
+      "completion %s, loader %s",
       ordinal, device->base.info.name, device->arch,
       device->base.info.multiprocessor_count,
       (double)device->base.info.memory_bytes / (1024.0 * 1024.0 * 1024.0),
       device->pci_bus_id[0] ? device->pci_bus_id : "?",
       cu->driver_version / 1000, cu->driver_version % 1000 / 10,
       nvrtc ? "yes" : "no", device->stream_priority_least,
-      device->stream_priority_greatest,
+      device->stream_priority_greatest, device->streams.stream_count,
       device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC
           ? "host_func"
           : "thread",

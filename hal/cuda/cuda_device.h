@@ -4,7 +4,7 @@
 // from the device's stream-ordered pool, host-visible memory registered
 // with cuMemHostRegister(DEVICEMAP|PORTABLE), executables from PTX, CUBIN,
 // FATBIN or CUDA C (NVRTC), REUSABLE command buffers memoized as pools of
-// CUDA graph instances, queues over streams.
+// CUDA graph instances, queues over a pool of shared streams.
 //
 // Threads (docs/architecture.md "CUDA driver"; the driver calls that stall the
 // device are in its facts table). Per device:
@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hal/cuda/cuda_stream_pool.h"
 #include "hal/cuda/cuda_symbols.h"
 #include "hal/device.h"
 
@@ -90,6 +91,9 @@ typedef enum halo_hal_cuda_completion_mode_e {
 
 typedef struct halo_hal_cuda_device_options_t {
   halo_hal_cuda_completion_mode_t completion;
+  // Streams per priority level that the device's queues share (config key
+  // cuda-streams; cuda_stream_pool.h); 0: HALO_HAL_CUDA_DEFAULT_STREAMS.
+  uint32_t stream_count;
   // Compiled code on disk ("" for none); CUDA_CACHE_PATH points below it.
   char cache_directory[256];
 } halo_hal_cuda_device_options_t;
@@ -170,6 +174,10 @@ struct halo_hal_cuda_device_t {
   // [added by the queue engineer] The sticky CUresult that lost the device
   // (0 when unknown), set on the driver thread before |lost| is called.
   int32_t lost_result;
+  // The streams the device's queues share (cuda_stream_pool.h): created on
+  // the submission thread when the device is opened
+  // (halo_hal_cuda_device_open_streams), destroyed with the device.
+  halo_hal_cuda_stream_pool_t streams;
 };
 
 // [added] Loads the driver (once) and counts the devices; false with the
@@ -188,6 +196,12 @@ halo_hal_cuda_device_t *halo_hal_cuda_device_cast(halo_hal_device_t *device);
 halo_status_t halo_hal_cuda_device_create(
     uint32_t ordinal, const halo_hal_cuda_device_options_t *options,
     halo_hal_device_t **out_device);
+// The thread that opens the device, once the submission thread runs:
+// creates the stream pool of |options| on the submission thread and waits
+// for it, so that its streams cost the device's opening, not a client's
+// first execution. (halo_hal_cuda_device_create calls it; the device's
+// destroy deinitializes the pool after the submission thread stopped.)
+halo_status_t halo_hal_cuda_device_open_streams(halo_hal_cuda_device_t *device);
 bool halo_hal_cuda_device_isa(const halo_hal_device_t *device);
 
 // ---- cuda_allocator.c

@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// CUDA queues: each queue its own non-blocking stream (created on the
-// submission thread at first use; the client's priority mapped into the
-// device's range), executions handed from the loop thread to the device's
-// submission thread, GPU semaphore stores, and the two completion paths.
+// CUDA queues: each queue on a stream of the device's pool (taken on the
+// submission thread at its first execution, of the client's priority
+// mapped into the device's range, and kept until the queue is destroyed;
+// several queues share a stream when there are more queues than streams:
+// cuda_stream_pool.h), executions handed from the loop thread to the
+// device's submission thread, GPU semaphore stores, and the two completion
+// paths. Nothing here assumes a stream is one queue's: each queue's
+// executions are in order on its stream, stores and fences compare
+// streams, not queues, and a queue's destroy waits for its own executions
+// only (their completions), never for its stream.
 //
 // Threads:
 // - execute, create and destroy run on the daemon's loop thread and make no
 //   driver call: execute posts the execution to the device's submission
-//   thread (halo_hal_cuda_thread_post); streams are created and destroyed
-//   there too.
+//   thread (halo_hal_cuda_thread_post); a queue takes its stream from the
+//   pool and gives it back there too.
 // - the submission thread issues the command buffer (cuda_command_buffer.c),
 //   stores every signal's value from the stream (cuStreamWriteValue64 into
 //   the semaphore's registered page, default flags: the store fences the
@@ -23,10 +29,11 @@
 // - completion (device option |completion|, config key cuda_completion):
 //   THREAD: one completion thread per device polls the pending events
 //     (cuEventQuery; only the oldest pending execution of each stream, since
-//     a stream completes in order). An execution whose signals the GPU
-//     stores is first watched through the stores themselves (a load from
-//     the semaphore page, no driver call): its event is queried once they
-//     landed, else only every 100 us, so that polling does not contend for
+//     a stream completes in order, whichever queues share it: the pending
+//     list is in the submission thread's enqueue order). An execution whose
+//     signals the GPU stores is first watched through the stores themselves (a
+//     load from the semaphore page, no driver call): its event is queried once
+//     they landed, else only every 100 us, so that polling does not contend for
 //     the context's lock with the submission thread's launches. When the
 //     stores land the poller wakes the slots' futex sleepers at once (an
 //     epoch bump), ahead of the host path's signal on the loop thread. It spins
@@ -40,12 +47,13 @@
 //     when it returns. Idle (nothing pending), both sleep on condition
 //     variables: no CPU. Hundreds of queues cost one poll of each pending
 //     stream's oldest event per round, not a thread each;
-//   HOST_FUNC: the design card's cuLaunchHostFunc on a callback stream of
-//     the queue (a host function blocks the work after it in its stream, so
-//     never the queue's own), after a cuStreamWaitEvent on the execution's
-//     event. The host function makes no driver call. Host functions are not
-//     called once the context has failed, so the same completion thread
-//     watches the oldest pending event every 10 ms for a sticky error.
+//   HOST_FUNC: the design card's cuLaunchHostFunc on the callback stream
+//     beside the queue's stream in the pool (a host function blocks the work
+//     after it in its stream, so never the queue's own), after a
+//     cuStreamWaitEvent on the execution's event. The host function makes no
+//     driver call. Host functions are not called once the context has failed,
+//     so the same completion thread watches the oldest pending event every 10
+//     ms for a sticky error.
 // GPU-to-GPU waits (hal/fence.h): an execution asked for a fence
 // (out_fence) gets one at execute; the submission thread binds it to the
 // execution's event right after recording it (or fails it with the
@@ -67,9 +75,13 @@
 // every later wait: cuda_event_pool.h).
 //
 // Faults: a failed driver call fails its execution with a status naming
-// the call. A sticky error (the context is unusable) reports the device
-// lost (device->lost: the daemon fails every semaphore with DEVICE_LOST and
-// restarts) and fails every pending and later execution with DEVICE_LOST.
+// the call. One that failed after part of its work was enqueued is
+// reported once that work finished, through the completion path (its event
+// recorded after the work), so the submission thread does not wait for a
+// stream that other queues may share. A sticky error (the context is
+// unusable) reports the device lost (device->lost: the daemon fails every
+// semaphore with DEVICE_LOST and restarts) and fails every pending and
+// later execution with DEVICE_LOST.
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -84,6 +96,7 @@
 #include "common/u64_map.h"
 #include "hal/cuda/cuda_command_buffer.h"
 #include "hal/cuda/cuda_event_pool.h"
+#include "hal/cuda/cuda_stream_pool.h"
 
 // THREAD completion: spin this long after new work or the last completion,
 // then nap between polls from the first to the longest nap, doubling.
@@ -147,12 +160,12 @@ struct halo_hal_cuda_queue_t {
   halo_hal_cuda_queue_shared_t *shared;
   int32_t priority;
   int cuda_priority;
-  // Submission thread.
+  // Submission thread: the pool's stream this queue took at its first
+  // execution (NULL before), and that stream's handles. Set before the
+  // completion path sees an execution of the queue, then constant.
+  halo_hal_cuda_stream_t *pooled;
   CUstream stream;
   CUstream callback_stream;  // HOST_FUNC
-  // Completion thread: the poll round in which this stream's oldest
-  // pending execution was found unfinished.
-  uint64_t blocked_round;
   pthread_mutex_t mutex;
   pthread_cond_t idle;  // in_flight reached 0
   uint32_t in_flight;
@@ -177,6 +190,11 @@ struct halo_hal_cuda_execution_t {
   halo_hal_execution_t execution;
   halo_hal_cuda_issue_t issue;
   halo_hal_cuda_event_t *event;  // recorded after the work and the stores
+  // Set on the submission thread before the completion path gets the
+  // execution: it failed after part of its work was enqueued, and the
+  // completion path reports a copy of this once that work finished (freed
+  // with the execution).
+  halo_status_t failure;
   // Its own fence until the submission thread binds or fails it (one
   // reference), and the fences it waits on (one reference each, released
   // at completion); |waits_enqueued| of them are waited on already.
@@ -214,6 +232,7 @@ static void halo_hal_cuda_execution_release(
     halo_hal_cuda_execution_t *execution) {
   if (atomic_fetch_sub_explicit(&execution->references, 1,
                                 memory_order_acq_rel) == 1) {
+    halo_status_free(execution->failure);
     free(execution->wait_fences);
     free(execution);
   }
@@ -270,6 +289,10 @@ static void halo_hal_cuda_execution_complete(
     return;
   }
   halo_hal_cuda_queue_t *queue = execution->queue;
+  if (!status && execution->failure) {
+    status = halo_status_make(halo_status_code(execution->failure), "%s",
+                              halo_status_message(execution->failure));
+  }
   // Finished work: its stores landed; wake their sleepers now.
   if (!status) halo_hal_cuda_execution_stores_landed(execution);
   halo_hal_cuda_command_buffer_retire(&execution->issue);
@@ -373,7 +396,10 @@ static void halo_hal_cuda_completion_poll(
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   halo_hal_cuda_execution_t *head = NULL;
   halo_hal_cuda_execution_t **tail = &head;
-  uint64_t round = 0;
+  // Rounds go on from the device's previous completion thread: the pool's
+  // streams keep the rounds in which they were blocked.
+  halo_hal_cuda_stream_pool_t *streams = &shared->device->streams;
+  uint64_t round = streams->poll_round;
   int64_t progress_ns = halo_clock_now_ns();
   int64_t nap_ns = 0;
   for (;;) {
@@ -393,15 +419,15 @@ static void halo_hal_cuda_completion_poll(
     pthread_mutex_unlock(&shared->mutex);
     if (!head && stopping) break;
 
-    ++round;
+    streams->poll_round = ++round;
     int64_t round_ns = halo_clock_now_ns();
     bool progress = false;
     halo_hal_cuda_execution_t *first_blocked = NULL;
     halo_status_t lost = NULL;
     for (halo_hal_cuda_execution_t **link = &head; *link;) {
       halo_hal_cuda_execution_t *execution = *link;
-      halo_hal_cuda_queue_t *queue = execution->queue;
-      if (queue->blocked_round == round) {  // an older one is still running
+      halo_hal_cuda_stream_t *stream = execution->queue->pooled;
+      if (stream->blocked_round == round) {  // an older one is still running
         link = &execution->next;
         continue;
       }
@@ -416,7 +442,7 @@ static void halo_hal_cuda_completion_poll(
         result = cu->cuEventQuery(execution->event->handle);
       }
       if (result == CUDA_ERROR_NOT_READY) {
-        queue->blocked_round = round;
+        stream->blocked_round = round;
         if (!first_blocked) first_blocked = execution;
         link = &execution->next;
         continue;
@@ -719,19 +745,16 @@ static void halo_hal_cuda_queue_shared_release(
 // Submission thread
 //===----------------------------------------------------------------------===//
 
-static halo_status_t halo_hal_cuda_queue_ensure_streams(
+// The queue's first execution takes the pool's stream of its priority with
+// the fewest queues on it (creating that priority's streams if none of its
+// queues ran yet).
+static halo_status_t halo_hal_cuda_queue_take_stream(
     halo_hal_cuda_queue_t *queue) {
-  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
-  if (!queue->stream) {
-    HALO_CUDA_RETURN_IF_ERROR(cu, cuStreamCreateWithPriority, &queue->stream,
-                              CU_STREAM_NON_BLOCKING, queue->cuda_priority);
-  }
-  if (!queue->callback_stream &&
-      queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
-    HALO_CUDA_RETURN_IF_ERROR(cu, cuStreamCreateWithPriority,
-                              &queue->callback_stream, CU_STREAM_NON_BLOCKING,
-                              queue->cuda_priority);
-  }
+  if (queue->pooled) return NULL;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_stream_pool_acquire(
+      &queue->device->streams, queue->cuda_priority, &queue->pooled));
+  queue->stream = queue->pooled->stream;
+  queue->callback_stream = queue->pooled->callback_stream;
   return NULL;
 }
 
@@ -981,6 +1004,41 @@ static CUresult halo_hal_cuda_queue_sticky_result(
   return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_SUCCESS;
 }
 
+// An execution that failed (|*status|) after part of its work was enqueued
+// and before its event was acquired: its event is recorded after that work
+// and the execution goes to the completion path, which reports the failure
+// once the work finished. The submission thread never waits for the
+// stream, which other queues' work may occupy. False when the event could
+// not be recorded or handed over: the caller then waits for the stream and
+// completes the execution with |*status| (a copy, if it was moved).
+static bool halo_hal_cuda_execution_defer_failure(
+    halo_hal_cuda_execution_t *execution, halo_status_t *status) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  halo_status_t event_status = halo_hal_cuda_event_pool_acquire(
+      &queue->shared->events, &execution->event);
+  if (event_status) {
+    halo_status_free(event_status);
+    return false;
+  }
+  if (cu->cuEventRecord(execution->event->handle, queue->stream) !=
+      CUDA_SUCCESS) {
+    return false;
+  }
+  // A store it enqueued before failing comes before its semaphore's later
+  // ones; waiters on its fence fail now.
+  halo_hal_cuda_execution_note_signals(execution);
+  halo_hal_cuda_execution_resolve_fence(execution, *status);
+  execution->failure = *status;
+  *status = NULL;
+  halo_status_t watch_status = halo_hal_cuda_execution_watch(execution);
+  if (!watch_status) return true;
+  halo_status_free(watch_status);
+  *status = halo_status_make(halo_status_code(execution->failure), "%s",
+                             halo_status_message(execution->failure));
+  return false;
+}
+
 // The submission thread's task: fence waits, issue, stores, event, fence,
 // completion path.
 static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
@@ -992,7 +1050,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   if (atomic_load(&shared->lost)) {
     status = halo_hal_cuda_queue_lost_status(shared);
   }
-  if (!status) status = halo_hal_cuda_queue_ensure_streams(queue);
+  if (!status) status = halo_hal_cuda_queue_take_stream(queue);
   if (!status) {
     bool parked = false;
     status = halo_hal_cuda_execution_wait_fences(execution, &parked);
@@ -1028,7 +1086,14 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     if (!status) return;
   }
   // Failed: whatever was enqueued must finish before the instance and the
-  // execution's resources are released.
+  // execution's resources are released. The completion path waits for it
+  // unless the event itself failed (or the device is lost): then this
+  // thread does.
+  if (execution->issue.enqueued && !execution->event &&
+      halo_status_code(status) != HALO_STATUS_DEVICE_LOST &&
+      halo_hal_cuda_execution_defer_failure(execution, &status)) {
+    return;
+  }
   if (execution->issue.enqueued && queue->stream) {
     cu->cuStreamSynchronize(queue->stream);
   }
@@ -1113,14 +1178,14 @@ static halo_status_t halo_hal_cuda_queue_execute(
   return NULL;
 }
 
-// Submission thread: after every execution of the queue.
+// Submission thread: after every execution of the queue. Its stream goes
+// back to the pool (the device destroys it), whatever other queues still
+// have pending on it.
 static void halo_hal_cuda_queue_destroy_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_queue_t *queue =
       (halo_hal_cuda_queue_t *)((char *)task -
                                 offsetof(halo_hal_cuda_queue_t, destroy_task));
-  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
-  if (queue->stream) cu->cuStreamDestroy(queue->stream);
-  if (queue->callback_stream) cu->cuStreamDestroy(queue->callback_stream);
+  if (queue->pooled) halo_hal_cuda_stream_pool_release(queue->pooled);
   pthread_cond_destroy(&queue->idle);
   pthread_mutex_destroy(&queue->mutex);
   free(queue);

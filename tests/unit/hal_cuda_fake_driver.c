@@ -92,6 +92,7 @@ struct CUstream_st {
   bool destroyed;
   uint64_t enqueued;
   uint64_t done;
+  uint64_t used_generation;  // the counters' generation it was last used in
 };
 
 struct CUlib_st {
@@ -117,6 +118,7 @@ static struct {
   struct CUfunc_st builtin;
   struct CUlib_st library;
   fake_counters_t counters;
+  uint64_t counters_generation;  // bumped by every reset (streams_used)
   int live_streams;
   struct {
     void *pointer;
@@ -166,6 +168,7 @@ fake_counters_t fake_driver_counters(void) {
 void fake_driver_reset_counters(void) {
   pthread_mutex_lock(&fake.mutex);
   memset(&fake.counters, 0, sizeof(fake.counters));
+  ++fake.counters_generation;
   fake.store_count = 0;
   pthread_mutex_unlock(&fake.mutex);
 }
@@ -407,6 +410,10 @@ static CUresult fake_enqueue(CUstream stream, fake_op_t *op) {
     if (op->exec->pending > 0) ++fake.counters.exec_overlaps;
     ++op->exec->pending;
   }
+  if (stream->used_generation != fake.counters_generation) {
+    stream->used_generation = fake.counters_generation;
+    ++fake.counters.streams_used;
+  }
   op->next = NULL;
   if (stream->tail) {
     stream->tail->next = op;
@@ -488,6 +495,8 @@ static CUresult fake_cuStreamCreateWithPriority(CUstream *out, unsigned flags,
   struct CUstream_st *stream = calloc(1, sizeof(*stream));
   pthread_mutex_lock(&fake.mutex);
   ++fake.live_streams;
+  ++fake.counters.streams_created;
+  stream->used_generation = fake.counters_generation - 1;  // not used yet
   pthread_mutex_unlock(&fake.mutex);
   pthread_create(&stream->thread, NULL, fake_stream_main, stream);
   pthread_detach(stream->thread);

@@ -57,7 +57,11 @@ typedef struct fake_counters_t {
   int host_functions;     // host functions run
   int store_regressions;  // a 64-bit store lower than the last at its address
   int stores;
-  int stream_waits;  // cuStreamWaitEvent on an event not completed yet
+  int stream_waits;     // cuStreamWaitEvent on an event not completed yet
+  int streams_created;  // cuStreamCreateWithPriority
+  // Streams that had an operation enqueued since the counters were reset,
+  // each counted once.
+  int streams_used;
 } fake_counters_t;
 
 // The image the fake loads its library from: a 64-bit ELF header for

@@ -41,6 +41,8 @@
 #include "tests/unit/hal_cuda_fake_driver.h"
 
 #define N 1024u
+// Streams per priority level of the device's pool (cuda-streams).
+#define STREAMS 4
 
 //===----------------------------------------------------------------------===//
 // Kernels of the fake driver
@@ -94,6 +96,32 @@ static void kernel_fault(void **args, uint64_t threads) {
   fake_driver_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
+// log[1 + log[0]++] = value: the order in which a stream ran the appends.
+static void kernel_append(void **args, uint64_t threads) {
+  (void)threads;
+  uint32_t *log = *(uint32_t **)args[0];
+  log[1 + log[0]++] = *(uint32_t *)args[1];
+}
+
+// The gate: a kernel that holds its stream until the test opens the gate
+// (gate_open), so that an execution stays pending as long as a test needs.
+static struct {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool open;
+  int entered;  // gate kernels that started running
+} gate = {.mutex = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void kernel_gate(void **args, uint64_t threads) {
+  (void)args;
+  (void)threads;
+  pthread_mutex_lock(&gate.mutex);
+  ++gate.entered;
+  pthread_cond_broadcast(&gate.cond);
+  while (!gate.open) pthread_cond_wait(&gate.cond, &gate.mutex);
+  pthread_mutex_unlock(&gate.mutex);
+}
+
 enum {
   KERNEL_AXPY,
   KERNEL_AXPY_TABLE,
@@ -101,6 +129,8 @@ enum {
   KERNEL_ADD,
   KERNEL_SLOW,
   KERNEL_FAULT,
+  KERNEL_APPEND,
+  KERNEL_GATE,
   KERNEL_COUNT,
 };
 
@@ -111,6 +141,8 @@ static const fake_kernel_t kKernels[KERNEL_COUNT] = {
     {"add", kernel_add, 4, {8, 8, 8, 4}},
     {"slow", kernel_slow, 4, {8, 8, 4, 4}},
     {"fault", kernel_fault, 1, {8}},
+    {"append", kernel_append, 2, {8, 4}},
+    {"gate", kernel_gate, 1, {8}},
 };
 
 //===----------------------------------------------------------------------===//
@@ -142,6 +174,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   halo_hal_cuda_device_t *device = calloc(1, sizeof(*device));
   device->cu = cu;
   device->options.completion = mode;
+  device->options.stream_count = STREAMS;
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
   device->stream_priority_greatest = -5;
@@ -163,6 +196,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
     status = halo_hal_cuda_thread_start(&device->reaper, "halo-fake-reap", cu,
                                         device->context, 0);
   }
+  if (!status) status = halo_hal_cuda_device_open_streams(device);
   static uint8_t image[FAKE_CUDA_IMAGE_SIZE];
   fake_driver_image(image);
   halo_hal_executable_params_t params = {
@@ -210,6 +244,7 @@ static int device_close(void **unused) {
   halo_hal_cuda_thread_stop(&device->submission);
   halo_hal_cuda_thread_stop(&device->reaper);
   fake_driver_set_sticky(CUDA_SUCCESS);
+  halo_hal_cuda_stream_pool_deinitialize(&device->streams);
   device->cu->cuStreamSynchronize(device->transfer_stream);
   device->cu->cuStreamDestroy(device->transfer_stream);
   fake_driver_quiesce();
@@ -400,6 +435,11 @@ typedef struct completion_t {
   // A timeline slot whose epoch the completion records (NULL: none).
   halo_timeline_slot_t *slot;
   uint32_t slot_epoch;
+  // The completions of one queue, counted (NULL: not counted): whether
+  // this one came |position|-th, as submitted.
+  atomic_uint *order;
+  uint32_t position;
+  bool in_order;
 } completion_t;
 
 static void completion_init(completion_t *completion) {
@@ -422,6 +462,10 @@ static void on_complete(void *user_data, halo_status_t status) {
   if (completion->slot) {
     completion->slot_epoch =
         atomic_load_explicit(&completion->slot->epoch, memory_order_acquire);
+  }
+  if (completion->order) {
+    completion->in_order =
+        atomic_fetch_add(completion->order, 1) == completion->position;
   }
   completion->done = true;
   pthread_cond_signal(&completion->cond);
@@ -952,6 +996,418 @@ static void test_independent_queues(void **unused) {
 }
 
 //===----------------------------------------------------------------------===//
+// The device's stream pool
+//===----------------------------------------------------------------------===//
+
+#define POOL_QUEUES (STREAMS + 1)
+#define POOL_EXECUTIONS 16
+#define LOG_BYTES 256u
+
+// Streams one queue's work occupies: its stream, and under cuLaunchHostFunc
+// the callback stream beside it.
+static int streams_per_queue(void) {
+  return state.device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC
+             ? 2
+             : 1;
+}
+
+// One queue of the pool tests: a log its appends write (device memory:
+// the count, then the values), a semaphore word its executions store to
+// from the GPU (1, 2, ...), and its executions in submission order.
+typedef struct pool_queue_t {
+  halo_hal_queue_t *queue;
+  uint64_t log;
+  volatile uint64_t *word;
+  uint64_t word_address;
+  atomic_uint order;  // completions so far
+  uint32_t submitted;
+  uint32_t finished;  // checked by pool_wait
+  halo_hal_execution_signal_t signals[POOL_EXECUTIONS];
+  halo_hal_command_buffer_t *command_buffers[POOL_EXECUTIONS];
+  completion_t completions[POOL_EXECUTIONS];
+} pool_queue_t;
+
+static struct {
+  void *page;  // the semaphore words, registered with the device
+  uint64_t page_address;
+  pool_queue_t queues[POOL_QUEUES];
+} pool;
+
+// A queue of |priority| with the semaphore word |index| of the page.
+static void pool_queue_open(pool_queue_t *pq, uint32_t index,
+                            int32_t priority) {
+  memset(pq, 0, sizeof(*pq));
+  atomic_init(&pq->order, 0);
+  assert_null(halo_hal_cuda_queue_create(state.device, priority, &pq->queue));
+  pq->log = device_allocate(LOG_BYTES);
+  memset((void *)(uintptr_t)pq->log, 0, LOG_BYTES);
+  pq->word = (volatile uint64_t *)pool.page + index;
+  pq->word_address = pool.page_address + index * sizeof(uint64_t);
+}
+
+static void pool_queue_close(pool_queue_t *pq) {
+  if (pq->queue) halo_hal_queue_destroy(pq->queue);
+  pq->queue = NULL;
+  device_free(pq->log, LOG_BYTES);
+}
+
+// |count| queues of priority 0, then the fake driver's counters reset.
+static void pool_open(uint32_t count) {
+  pool.page = host_page_register(&pool.page_address);
+  for (uint32_t q = 0; q < count; ++q) pool_queue_open(&pool.queues[q], q, 0);
+  fake_driver_reset_counters();
+}
+
+static void pool_close(uint32_t count) {
+  for (uint32_t q = 0; q < count; ++q) pool_queue_close(&pool.queues[q]);
+  host_page_unregister(pool.page);
+}
+
+// Executes |command_buffer| (owned from here on) on |pq|'s queue, storing
+// the queue's next value into its word from the GPU.
+static void pool_submit(pool_queue_t *pq,
+                        halo_hal_command_buffer_t *command_buffer) {
+  assert_true(pq->submitted < POOL_EXECUTIONS);
+  uint32_t e = pq->submitted++;
+  pq->command_buffers[e] = command_buffer;
+  pq->signals[e] = (halo_hal_execution_signal_t){pq->word_address, e + 1, NULL};
+  completion_t *completion = &pq->completions[e];
+  completion_init(completion);
+  completion->word = pq->word;
+  completion->value = e + 1;
+  completion->order = &pq->order;
+  completion->position = e;
+  execute(pq->queue, command_buffer, NULL, 0, &pq->signals[e], 1, completion);
+}
+
+// Appends |value| to |pq|'s log (a ONE_SHOT recording: replayed on the
+// stream, no graph instance to park on).
+static void pool_append(pool_queue_t *pq, uint32_t value) {
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
+  arg_t args[2] = {arg_buffer(direct_ref(pq->log, LOG_BYTES)),
+                   arg_constant(&value, 4)};
+  recorder_dispatch(&recorder, KERNEL_APPEND, 1, args, 2);
+  pool_submit(pq, recorder_end(&recorder));
+}
+
+// An execution that holds |pq|'s stream until gate_open.
+static void pool_gate(pool_queue_t *pq) {
+  uint64_t unused = 0;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
+  arg_t args[1] = {arg_constant(&unused, 8)};
+  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
+  pool_submit(pq, recorder_end(&recorder));
+}
+
+static void gate_close(void) {
+  pthread_mutex_lock(&gate.mutex);
+  gate.open = false;
+  gate.entered = 0;
+  pthread_mutex_unlock(&gate.mutex);
+}
+
+static void gate_open(void) {
+  pthread_mutex_lock(&gate.mutex);
+  gate.open = true;
+  pthread_cond_broadcast(&gate.cond);
+  pthread_mutex_unlock(&gate.mutex);
+}
+
+// Until |count| gate kernels run (their streams are held from then on).
+static void gate_wait_entered(int count) {
+  pthread_mutex_lock(&gate.mutex);
+  while (gate.entered < count) pthread_cond_wait(&gate.cond, &gate.mutex);
+  pthread_mutex_unlock(&gate.mutex);
+}
+
+// Whether |completion| arrives within |ms| milliseconds (it may still be
+// waited for with completion_wait afterwards).
+static bool completion_done_within(completion_t *completion, int ms) {
+  int64_t deadline = halo_clock_now_ns() + (int64_t)ms * 1000000;
+  while (!completion_done(completion)) {
+    if (halo_clock_now_ns() > deadline) return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+// Waits for every execution of |pq| submitted since the last call: each
+// succeeded, completed in submission order, after its GPU store landed.
+static void pool_wait(pool_queue_t *pq, uint32_t q) {
+  for (; pq->finished < pq->submitted; ++pq->finished) {
+    uint32_t e = pq->finished;
+    completion_t *completion = &pq->completions[e];
+    if (completion_wait(completion) != HALO_STATUS_OK) {
+      fail_msg("[%s] queue %u execution %u: %s", state.mode, q, e,
+               completion->message);
+    }
+    if (!completion->in_order) {
+      fail_msg("[%s] queue %u: execution %u completed out of order", state.mode,
+               q, e);
+    }
+    if (!completion->stored_first) {
+      fail_msg("[%s] queue %u: execution %u completed before its GPU store",
+               state.mode, q, e);
+    }
+    halo_hal_command_buffer_destroy(pq->command_buffers[e]);
+  }
+  assert_int_equal(*pq->word, pq->submitted);
+}
+
+// |pq|'s log holds |values| (|count| of them), in this order.
+static void pool_expect_log(pool_queue_t *pq, uint32_t q,
+                            const uint32_t *values, uint32_t count) {
+  const uint32_t *log = (const uint32_t *)(uintptr_t)pq->log;
+  if (log[0] != count) {
+    fail_msg("[%s] queue %u ran %u appends, expected %u", state.mode, q, log[0],
+             count);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (log[1 + i] != values[i]) {
+      fail_msg(
+          "[%s] queue %u: append %u wrote %u, expected %u (out of "
+          "order)",
+          state.mode, q, i, log[1 + i], values[i]);
+    }
+  }
+}
+
+// STREAMS + 1 queues on a pool of STREAMS streams: their work occupies
+// STREAMS streams (one queue shares), none is created at a queue's first
+// execution (the pool was created with the device), and every execution
+// completes in its queue's order, after its GPU store, its appends in
+// order.
+static void test_more_queues_than_streams(void **unused) {
+  (void)unused;
+  enum { ROUNDS = 4 };
+  pool_open(POOL_QUEUES);
+  for (uint32_t round = 0; round < ROUNDS; ++round) {
+    for (uint32_t q = 0; q < POOL_QUEUES; ++q) {
+      pool_append(&pool.queues[q], q * 100 + round);
+    }
+  }
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) {
+    pool_wait(&pool.queues[q], q);
+    uint32_t values[ROUNDS];
+    for (uint32_t round = 0; round < ROUNDS; ++round) {
+      values[round] = q * 100 + round;
+    }
+    pool_expect_log(&pool.queues[q], q, values, ROUNDS);
+  }
+  fake_counters_t counters = fake_driver_counters();
+  print_message("[%s] %d queues on a pool of %d: %d streams used, %d created\n",
+                state.mode, POOL_QUEUES, STREAMS, counters.streams_used,
+                counters.streams_created);
+  assert_int_equal(counters.streams_created, 0);
+  assert_int_equal(counters.streams_used, STREAMS * streams_per_queue());
+  pool_close(POOL_QUEUES);
+}
+
+// Queue 0 and queue STREAMS share stream 0 (each queue took the stream
+// with the fewest queues at its first execution, in order). Their
+// executions interleave behind a gate on queue 0: queue STREAMS waits
+// behind it (head-of-line, the documented cost of sharing), queue 1 on its
+// own stream does not; opened, both keep their orders and complete.
+static void test_shared_stream_order(void **unused) {
+  (void)unused;
+  pool_open(POOL_QUEUES);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
+  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
+  pool_queue_t *other = &pool.queues[1];
+  gate_close();
+  pool_gate(a);
+  gate_wait_entered(1);
+  for (uint32_t i = 1; i <= 3; ++i) {
+    pool_append(b, 10 + i);
+    pool_append(a, i);
+  }
+  pool_append(other, 1);
+  bool other_done =
+      completion_done_within(&other->completions[other->submitted - 1], 5000);
+  usleep(20000);
+  uint32_t b_done = 0;
+  for (uint32_t e = b->finished; e < b->submitted; ++e) {
+    b_done += completion_done(&b->completions[e]);
+  }
+  gate_open();
+  pool_wait(a, 0);
+  pool_wait(b, STREAMS);
+  pool_wait(other, 1);
+  if (!other_done) {
+    fail_msg("[%s] queue 1 (its own stream) waited for the gate on queue 0",
+             state.mode);
+  }
+  if (b_done) {
+    fail_msg(
+        "[%s] %u execution(s) of queue %d completed while queue 0's "
+        "gate held the stream they should share",
+        state.mode, b_done, STREAMS);
+  }
+  const uint32_t a_values[] = {0, 1, 2, 3}, b_values[] = {0, 11, 12, 13};
+  pool_expect_log(a, 0, a_values, 4);
+  pool_expect_log(b, STREAMS, b_values, 4);
+  pool_close(POOL_QUEUES);
+}
+
+typedef struct destroyer_t {
+  halo_hal_queue_t *queue;
+  completion_t done;
+} destroyer_t;
+
+static void *destroyer_main(void *arg) {
+  destroyer_t *destroyer = arg;
+  halo_hal_queue_destroy(destroyer->queue);
+  on_complete(&destroyer->done, NULL);
+  return NULL;
+}
+
+// Destroying queue 0 while queue STREAMS, on the same stream, has an
+// execution held pending returns at once (it waits for queue 0's own
+// executions, not for the stream), and the submission thread goes on:
+// queue 1 still runs work meanwhile.
+static void test_destroy_shared_stream(void **unused) {
+  (void)unused;
+  pool_open(POOL_QUEUES);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
+  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
+  pool_queue_t *other = &pool.queues[1];
+  gate_close();
+  pool_gate(b);
+  gate_wait_entered(1);
+  destroyer_t destroyer = {.queue = a->queue};
+  completion_init(&destroyer.done);
+  a->queue = NULL;
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, destroyer_main, &destroyer),
+                   0);
+  bool destroyed = completion_done_within(&destroyer.done, 2000);
+  pool_append(other, 1);
+  bool other_done =
+      completion_done_within(&other->completions[other->submitted - 1], 2000);
+  bool b_pending = !completion_done(&b->completions[b->submitted - 1]);
+  gate_open();
+  pthread_join(thread, NULL);
+  completion_wait(&destroyer.done);
+  pool_wait(b, STREAMS);
+  pool_wait(other, 1);
+  if (!destroyed) {
+    fail_msg(
+        "[%s] destroying queue 0 waited for queue %d's pending work on "
+        "their shared stream",
+        state.mode, STREAMS);
+  }
+  if (!other_done) {
+    fail_msg(
+        "[%s] queue 1 could not run while queue 0 was destroyed (the "
+        "submission thread waited for the shared stream)",
+        state.mode);
+  }
+  assert_true(b_pending);
+  pool_close(POOL_QUEUES);
+}
+
+// An execution on queue 0 fails after part of its work was enqueued (its
+// second dispatch reads an unbound slot) while queue STREAMS, on the same
+// stream, is held by a gate: the submission thread does not wait for the
+// stream (queue 1 runs meanwhile), the failure is reported once the
+// enqueued part ran (after the gate), and queue 0 goes on in order.
+static void test_failure_on_shared_stream(void **unused) {
+  (void)unused;
+  pool_open(POOL_QUEUES);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
+  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
+  pool_queue_t *other = &pool.queues[1];
+  uint32_t seven = 7, eight = 8;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 2);
+  arg_t first[2] = {arg_buffer(direct_ref(a->log, LOG_BYTES)),
+                    arg_constant(&seven, 4)};
+  arg_t second[2] = {arg_buffer(slot_ref(1, 0)), arg_constant(&eight, 4)};
+  recorder_dispatch(&recorder, KERNEL_APPEND, 1, first, 2);
+  recorder_dispatch(&recorder, KERNEL_APPEND, 1, second, 2);
+  halo_hal_command_buffer_t *failing = recorder_end(&recorder);
+  halo_hal_binding_t bindings[2] = {{a->log, LOG_BYTES}, {0, 0}};
+  gate_close();
+  pool_gate(b);
+  gate_wait_entered(1);
+  completion_t failed;
+  completion_init(&failed);
+  execute(a->queue, failing, bindings, 2, NULL, 0, &failed);
+  pool_append(other, 1);
+  bool other_done =
+      completion_done_within(&other->completions[other->submitted - 1], 2000);
+  bool failed_early = completion_done(&failed);
+  gate_open();
+  halo_status_code_t code = completion_wait(&failed);
+  pool_append(a, 9);
+  pool_wait(a, 0);
+  pool_wait(b, STREAMS);
+  pool_wait(other, 1);
+  print_message("[%s] failed on a shared stream: %s\n", state.mode,
+                failed.message);
+  if (!other_done) {
+    fail_msg(
+        "[%s] queue 1 could not run while a failed execution's work "
+        "waited behind the gate (the submission thread waited for the "
+        "shared stream)",
+        state.mode);
+  }
+  if (failed_early) {
+    fail_msg(
+        "[%s] the failed execution completed before the work it "
+        "enqueued ran",
+        state.mode);
+  }
+  assert_int_equal(code, HALO_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(failed.message,
+                         "command 1 (dispatch): argument 0: binding slot 1 is "
+                         "unbound"));
+  const uint32_t a_values[] = {0, 7, 9};
+  pool_expect_log(a, 0, a_values, 3);
+  halo_hal_command_buffer_destroy(failing);
+  pool_close(POOL_QUEUES);
+}
+
+// The least priority's streams exist from the device's opening on: a
+// queue's first execution creates none. Another priority's STREAMS are
+// created at once when its first queue runs, and its next queue takes one
+// of them; a priority above the range is clamped to the greatest level.
+static void test_streams_per_priority(void **unused) {
+  (void)unused;
+  pool.page = host_page_register(&pool.page_address);
+  pool_queue_t *queues = pool.queues;
+  const int32_t priorities[4] = {0, 1, 1, 100};
+  // Streams created after each queue's first execution, per queue's worth.
+  const int created[4] = {0, STREAMS, STREAMS, 2 * STREAMS};
+  for (uint32_t q = 0; q < 4; ++q) {
+    pool_queue_open(&queues[q], q, priorities[q]);
+  }
+  fake_driver_reset_counters();
+  for (uint32_t q = 0; q < 4; ++q) {
+    pool_append(&queues[q], q);
+    pool_wait(&queues[q], q);
+    int streams_created = fake_driver_counters().streams_created;
+    if (streams_created != created[q] * streams_per_queue()) {
+      fail_msg(
+          "[%s] after the first execution of queue %u (priority %d): "
+          "%d streams created, expected %d",
+          state.mode, q, priorities[q], streams_created,
+          created[q] * streams_per_queue());
+    }
+  }
+  // Each queue on a stream of its own (two of priority 1).
+  assert_int_equal(fake_driver_counters().streams_used,
+                   4 * streams_per_queue());
+  for (uint32_t q = 0; q < 4; ++q) pool_queue_close(&queues[q]);
+  host_page_unregister(pool.page);
+}
+
+//===----------------------------------------------------------------------===//
 // GPU-to-GPU waits through the deferred queue
 //===----------------------------------------------------------------------===//
 
@@ -1360,6 +1816,11 @@ int main(void) {
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_independent_queues),
+      cmocka_unit_test(test_more_queues_than_streams),
+      cmocka_unit_test(test_shared_stream_order),
+      cmocka_unit_test(test_destroy_shared_stream),
+      cmocka_unit_test(test_failure_on_shared_stream),
+      cmocka_unit_test(test_streams_per_priority),
       cmocka_unit_test(test_gpu_waits),
       cmocka_unit_test(test_gpu_wait_on_parked_producer),
       cmocka_unit_test(test_gpu_wait_failures),
