@@ -38,7 +38,8 @@ static void halod_admin_work_totals(halod_t *daemon, uint32_t *out_pending,
     in_flight += queue->in_flight;
   }
   *out_pending = pending;
-  *out_in_flight = in_flight;
+  // And what the workers took from rings themselves.
+  *out_in_flight = in_flight + halod_ring_workers_in_flight(daemon);
 }
 
 void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity) {

@@ -577,6 +577,30 @@ bool halod_ring_workers_hold(const halod_t *daemon,
   return false;
 }
 
+static void halod_ring_count_flight(
+    void *visit_data, uint64_t id,
+    const struct halo_remote_flight_entry_t *entry) {
+  (void)id;
+  (void)entry;
+  ++*(uint32_t *)visit_data;
+}
+
+uint32_t halod_ring_workers_in_flight(const halod_t *daemon) {
+  uint32_t count = 0;
+  const halo_u64_map_t *domains = &daemon->sessions.domains;
+  for (size_t i = 0; i < domains->capacity; ++i) {
+    if (!domains->entries[i].key) continue;
+    const halod_domain_t *domain = domains->entries[i].value;
+    for (uint32_t d = 0; d < HALO_HAL_MAX_DEVICES; ++d) {
+      halo_hal_device_t *device = domain->workers[d].device;
+      if (!device || !halo_hal_remote_device_is(device)) continue;
+      halo_hal_remote_device_visit_flight(device, halod_ring_count_flight,
+                                          &count);
+    }
+  }
+  return count;
+}
+
 uint64_t halod_ring_workers_executions(const halod_t *daemon) {
   return daemon->work.ring_workers ? daemon->work.ring_workers->executions : 0;
 }

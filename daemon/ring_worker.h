@@ -71,6 +71,10 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
 bool halod_ring_workers_hold(const halod_t *daemon,
                              const halo_hal_device_t *worker);
 
+// Executions the domains' workers took from rings and have in flight now
+// (their flight tables): haloctl status and drain count them with halod's.
+uint32_t halod_ring_workers_in_flight(const halod_t *daemon);
+
 // Executions workers took from rings, since start (haloctl, metrics).
 uint64_t halod_ring_workers_executions(const halod_t *daemon);
 

@@ -299,19 +299,10 @@ static void test_work_outlives_the_process(void **state) {
   halo_client_close(next);
 }
 
-// A REUSABLE recording of the test kernels' `armed` entry runs harmlessly
-// (halod takes it and grants it), then, armed with |mode| (1 spin, 2
-// crash), the worker takes it from the ring itself and it never completes:
-// the wait fails with |code| naming the ring execution, the fault is
-// charged to this process, halod carries on and a new session works.
-static void fault_in_a_ring_execution(fixture_t *fixture, uint32_t mode,
-                                      halo_status_code_t code,
-                                      const char *substring) {
-  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
-  halo_executable_t *executable = halo_test_load_kernels(client);
-  halo_buffer_t *word =
-      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
-  uint32_t *flags = halo_buffer_host_pointer(word);
+// The recording of the test kernels' `armed` entry on |word| (REUSABLE).
+static halo_command_buffer_t *armed_recording(halo_client_t *client,
+                                              halo_executable_t *executable,
+                                              halo_buffer_t *word) {
   halo_dispatch_arg_t args[1] = {
       {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(word, 0, 8), NULL, 0},
   };
@@ -327,6 +318,70 @@ static void fault_in_a_ring_execution(fixture_t *fixture, uint32_t mode,
       halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
   HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  return cb;
+}
+
+static uint32_t in_flight(const halo_test_daemon_t *daemon) {
+  halo_wire_response_t *response = halo_test_admin_status(daemon);
+  uint32_t count = response->admin_status->in_flight;
+  halo__wire__response__free_unpacked(response, NULL);
+  return count;
+}
+
+// An execution the worker took from the ring and still runs counts as in
+// flight in haloctl status (and so for haloctl drain), as halod's own do.
+static void test_status_counts_worker_executions(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = halo_test_load_kernels(client);
+  halo_buffer_t *word =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
+  uint32_t *flags = halo_buffer_host_pointer(word);
+  halo_command_buffer_t *cb = armed_recording(client, executable, word);
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  for (uint64_t step = 1; step <= 2; ++step) {
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
+  }
+  uint64_t taken = worker_executions(&fixture->daemon);
+  assert_int_equal(in_flight(&fixture->daemon), 0);
+  __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
+  halo_semaphore_value_t signal = {done, 3};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+  assert_true(
+      HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000));
+  assert_int_equal(in_flight(&fixture->daemon), 1);
+  __atomic_store_n(&flags[0], 0, __ATOMIC_RELEASE);
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 3, DEADLINE_NS));
+  assert_true(HALO_TEST_POLL(in_flight(&fixture->daemon) == 0, 5000));
+  // It was the worker's (halod's own executions are counted elsewhere).
+  assert_int_equal(worker_executions(&fixture->daemon), taken + 1);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(word);
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
+// A REUSABLE recording of the test kernels' `armed` entry runs harmlessly
+// (halod takes it and grants it), then, armed with |mode| (1 spin, 2
+// crash), the worker takes it from the ring itself and it never completes:
+// the wait fails with |code| naming the ring execution, the fault is
+// charged to this process, halod carries on and a new session works.
+static void fault_in_a_ring_execution(fixture_t *fixture, uint32_t mode,
+                                      halo_status_code_t code,
+                                      const char *substring) {
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = halo_test_load_kernels(client);
+  halo_buffer_t *word =
+      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
+  uint32_t *flags = halo_buffer_host_pointer(word);
+  halo_command_buffer_t *cb = armed_recording(client, executable, word);
   halo_semaphore_t *done;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
   for (uint64_t step = 1; step <= 3; ++step) {
@@ -394,6 +449,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_work_outlives_the_process, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_status_counts_worker_executions,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadline_names_the_ring_execution,
                                       setup_deadline, teardown),
       cmocka_unit_test_setup_teardown(test_crash_names_the_ring_execution,

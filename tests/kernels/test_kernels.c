@@ -180,7 +180,8 @@ HALO_LOCAL_KERNEL(spin) {
 }
 
 // Does what word[0] says: 0 returns, 1 spins for ever (after word[1] = 1),
-// 2 crashes (after word[1] = 1). A REUSABLE recording of it runs harmlessly
+// 2 crashes (after word[1] = 1), 3 spins while word[0] stays 3 (after
+// word[1] = 1). A REUSABLE recording of it runs harmlessly
 // first (so that the device worker takes its next execution from the ring
 // itself, ring_worker_test), then armed. args: word (BUFFER, uint32[2]).
 HALO_LOCAL_KERNEL(armed) {
@@ -191,6 +192,11 @@ HALO_LOCAL_KERNEL(armed) {
   if (mode == 2) {
     volatile uintptr_t bad = 16;  // nothing is mapped there
     *(volatile int *)bad = 1;
+  }
+  if (mode == 3) {
+    while (__atomic_load_n(&word[0], __ATOMIC_ACQUIRE) == 3) {
+    }
+    return;
   }
   volatile uint64_t spins = 0;
   for (;;) spins = spins + 1;
