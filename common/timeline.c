@@ -68,6 +68,14 @@ bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value) {
   return false;
 }
 
+void halo_timeline_slot_unreserve(halo_timeline_slot_t *slot, uint64_t value,
+                                  uint64_t previous) {
+  uint64_t expected = value;
+  atomic_compare_exchange_strong_explicit(&slot->pending, &expected, previous,
+                                          memory_order_acq_rel,
+                                          memory_order_relaxed);
+}
+
 void halo_timeline_slot_notify(halo_timeline_slot_t *slot) {
   atomic_fetch_add_explicit(&slot->epoch, 1, memory_order_acq_rel);
   halo__futex_wake_all(&slot->epoch);

@@ -112,6 +112,11 @@ void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
 // Raises |pending| to |value| if it is below (compare-and-swap); returns
 // whether it did. halod and device workers, any thread.
 bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value);
+// Undoes a reservation of |value| that raised |pending| from |previous|
+// (a submission refused after it reserved), unless |pending| moved on
+// since (another reservation stands above it).
+void halo_timeline_slot_unreserve(halo_timeline_slot_t *slot, uint64_t value,
+                                  uint64_t previous);
 
 // Sets the sticky failure (first failure wins) and wakes every waiter.
 // Returns false if the slot had failed already.

@@ -382,10 +382,13 @@ void halod_stop(halod_t *daemon) {
   // still running then is left to the process exit.
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
                                 "waiting for executions in flight");
-  while (daemon->work.deferred.issued > 0 &&
+  // And what workers took from rings themselves: their grants hold what
+  // those use until they are done.
+  while ((daemon->work.deferred.issued > 0 ||
+          halod_ring_workers_in_flight(daemon) > 0) &&
          halo_clock_now_ns() < daemon->stop_deadline_ns) {
     halo_hal_deferred_queue_drain(&daemon->work.deferred);
-    if (daemon->work.deferred.issued > 0) usleep(1000);
+    usleep(1000);
   }
   if (daemon->work.deferred.issued > 0) {
     HALO_LOG_WARN(

@@ -649,8 +649,12 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   // it, which may be what the pending work waits for: a deadlock.
   // From here on only the copy is read: the client may still write the
   // ring.
+  // The copy's header is the one checked above (the client may have
+  // changed the ring's since): a changed record then fails its checksum,
+  // and nothing reads a length but the checked one.
   halod_rings_t *rings = ring->daemon->work.rings;
   memcpy(rings->record, ring->records + offset, record.length);
+  memcpy(rings->record, &record, sizeof(record));
   if (!halo_ring_record_verify(ring->key, rings->record)) {
     halod_ring_reject_changed(ring, sequence, rings->record);
   } else {
@@ -723,6 +727,16 @@ void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
   (void)daemon;
   halod_ring_t *ring = session->ring;
   if (!ring || ring->worker != worker || ring->broken) return;
+  if (head < ring->head || head % HALO_RING_RECORD_ALIGN ||
+      sequence < ring->sequence) {
+    halod_ring_break(ring,
+                     "the device worker bounced a record at byte %llu "
+                     "(sequence %llu), before halod's last (%llu, %llu)",
+                     (unsigned long long)head, (unsigned long long)sequence,
+                     (unsigned long long)ring->head,
+                     (unsigned long long)ring->sequence);
+    return;
+  }
   ring->head = head;
   ring->sequence = sequence;
   ring->taking_bounce = true;
@@ -847,8 +861,10 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
     status = halo_status_make(HALO_STATUS_INTERNAL,
                               "cannot watch the ring's doorbell");
   }
-  if (!status) {
-    // Kept until the ring goes to a device worker (only the worker needs it).
+  if (!status && halod_workers_enabled(daemon) &&
+      strcmp(daemon->config.ring_consumer, "worker") == 0) {
+    // Kept until the ring goes to a device worker (only the worker needs
+    // it); a ring created under ring-consumer halod stays with halod.
     ring->memfd = fcntl(memfd, F_DUPFD_CLOEXEC, 0);
     if (ring->memfd < 0) status = halo_status_from_errno(errno, "dup");
   }

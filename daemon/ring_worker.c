@@ -586,16 +586,24 @@ static void halod_ring_count_flight(
 }
 
 uint32_t halod_ring_workers_in_flight(const halod_t *daemon) {
-  uint32_t count = 0;
-  const halo_u64_map_t *domains = &daemon->sessions.domains;
-  for (size_t i = 0; i < domains->capacity; ++i) {
-    if (!domains->entries[i].key) continue;
-    const halod_domain_t *domain = domains->entries[i].value;
-    for (uint32_t d = 0; d < HALO_HAL_MAX_DEVICES; ++d) {
-      halo_hal_device_t *device = domain->workers[d].device;
-      if (!device || !halo_hal_remote_device_is(device)) continue;
-      halo_hal_remote_device_visit_flight(device, halod_ring_count_flight,
-                                          &count);
+  // The workers that hold grants (a worker that runs a ring execution holds
+  // what it uses), each once, whether or not its domain still exists.
+  const halod_ring_workers_t *workers = daemon->work.ring_workers;
+  if (!workers) return 0;
+  halo_hal_device_t *seen[64];
+  uint32_t seen_count = 0, count = 0;
+  for (size_t i = 0; i < workers->grants.capacity; ++i) {
+    if (!workers->grants.entries[i].key) continue;
+    const halod_ring_grant_t *grant = workers->grants.entries[i].value;
+    bool known = false;
+    for (uint32_t k = 0; k < seen_count && !known; ++k) {
+      known = seen[k] == grant->worker;
+    }
+    if (known) continue;
+    if (seen_count < 64) seen[seen_count++] = grant->worker;
+    if (halo_hal_remote_device_is(grant->worker)) {
+      halo_hal_remote_device_visit_flight(grant->worker,
+                                          halod_ring_count_flight, &count);
     }
   }
   return count;

@@ -71,8 +71,9 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
 bool halod_ring_workers_hold(const halod_t *daemon,
                              const halo_hal_device_t *worker);
 
-// Executions the domains' workers took from rings and have in flight now
-// (their flight tables): haloctl status and drain count them with halod's.
+// Executions workers took from rings and have in flight now (the flight
+// tables of the workers that hold grants): haloctl status, drain and stop
+// count them with halod's.
 uint32_t halod_ring_workers_in_flight(const halod_t *daemon);
 
 // Executions workers took from rings, since start (haloctl, metrics).

@@ -225,7 +225,9 @@ int32_t halod_semaphore_failure(const halod_semaphore_t *semaphore) {
 
 halo_status_t halod_semaphore_signal(halod_semaphore_t *semaphore,
                                      uint64_t value) {
-  HALO_RETURN_IF_ERROR(halo_hal_semaphore_check_signal(&semaphore->hal, value));
+  uint64_t previous;
+  HALO_RETURN_IF_ERROR(
+      halo_hal_semaphore_reserve_signal(&semaphore->hal, value, &previous));
   halo_hal_semaphore_signal(&semaphore->hal, value);
   return NULL;
 }

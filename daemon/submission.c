@@ -24,6 +24,14 @@ const char *halod_submission_kind_name(halod_submission_kind_t kind) {
 
 static void halod_submission_free(halod_submission_t *submission) {
   halod_t *daemon = submission->daemon;
+  // Refused after it reserved its signal values: give them back (last
+  // first, so that each restores what the one before it saw).
+  for (uint32_t i = submission->accepted ? 0 : submission->action.signal_count;
+       i > 0; --i) {
+    halo_hal_semaphore_unreserve(submission->action.signals[i - 1].semaphore,
+                                 submission->action.signals[i - 1].value,
+                                 submission->reserved_previous[i - 1]);
+  }
   for (uint32_t i = 0; i < submission->buffer_count; ++i) {
     halod_buffer_release(daemon, submission->buffers[i]);
   }
@@ -40,6 +48,7 @@ static void halod_submission_free(halod_submission_t *submission) {
   free(submission->action.waits);
   free(submission->action.signals);
   free(submission->device_signals);
+  free(submission->reserved_previous);
   free(submission);
 }
 
@@ -241,8 +250,10 @@ static halo_status_t halod_submission_sync(halod_submission_t *submission,
   action->signals = calloc(sync->signal_count + 1, sizeof(*action->signals));
   submission->device_signals =
       calloc(sync->signal_count + 1, sizeof(*submission->device_signals));
+  submission->reserved_previous =
+      calloc(sync->signal_count + 1, sizeof(*submission->reserved_previous));
   if (!submission->semaphores || !action->waits || !action->signals ||
-      !submission->device_signals) {
+      !submission->device_signals || !submission->reserved_previous) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   for (size_t i = 0; i < sync->wait_count; ++i) {
@@ -264,9 +275,6 @@ static halo_status_t halod_submission_sync(halod_submission_t *submission,
         halod_submission_semaphore(submission, session, "signal", i,
                                    sync->signals[i].semaphore, &semaphore));
     uint64_t value = sync->signals[i].value;
-    halo_status_t status =
-        halo_hal_semaphore_check_signal(&semaphore->hal, value);
-    if (status) return halo_status_annotate(status, "signal %zu", i);
     for (uint32_t j = 0; j < action->signal_count; ++j) {
       if (action->signals[j].semaphore == &semaphore->hal) {
         return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -275,6 +283,12 @@ static halo_status_t halod_submission_sync(halod_submission_t *submission,
                                 i, j);
       }
     }
+    // Checked and reserved at once: a device worker taking ring records
+    // reserves values in the same slot (halod_submission_free undoes it if
+    // the submission is refused after all).
+    halo_status_t status = halo_hal_semaphore_reserve_signal(
+        &semaphore->hal, value, &submission->reserved_previous[i]);
+    if (status) return halo_status_annotate(status, "signal %zu", i);
     action->signals[i].semaphore = &semaphore->hal;
     action->signals[i].value = value;
     submission->device_signals[i].device_address =
@@ -309,10 +323,7 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   halod_queue_retain(queue);
   submission->queue = queue;
   halo_hal_action_t *action = &submission->action;
-  for (uint32_t i = 0; i < action->signal_count; ++i) {
-    halo_hal_semaphore_reserve(action->signals[i].semaphore,
-                               action->signals[i].value);
-  }
+  submission->accepted = true;  // its reservations stand
   submission->id = halod_next_id(daemon);
   submission->accepted_ns = halo_clock_now_ns();
   action->queue = queue->hal;

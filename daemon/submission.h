@@ -61,6 +61,10 @@ typedef struct halod_submission_t {
   // The signals as the device stores them (slot address on the queue's
   // device, value): action.execution.signals.
   halo_hal_execution_signal_t *device_signals;
+  // What each signal's slot pending was before this submission reserved
+  // its value, until it is accepted (then the reservations stand).
+  uint64_t *reserved_previous;
+  bool accepted;
   int64_t accepted_ns;
   // The session's submissions not yet retired.
   struct halod_submission_t *session_prev;

@@ -101,6 +101,35 @@ halo_status_t halo_hal_semaphore_check_signal(
   return NULL;
 }
 
+halo_status_t halo_hal_semaphore_reserve_signal(halo_hal_semaphore_t *semaphore,
+                                                uint64_t value,
+                                                uint64_t *out_previous) {
+  *out_previous = halo_hal_semaphore_pending(semaphore);
+  HALO_RETURN_IF_ERROR(halo_hal_semaphore_check_signal(semaphore, value));
+  uint64_t pending = *out_previous;
+  for (;;) {
+    if (pending >= value) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "signal value %llu is not greater than %llu, "
+                              "which a pending submission will signal "
+                              "(values only increase)",
+                              (unsigned long long)value,
+                              (unsigned long long)pending);
+    }
+    if (atomic_compare_exchange_weak_explicit(
+            &semaphore->slot->pending, &pending, value, memory_order_acq_rel,
+            memory_order_acquire)) {
+      *out_previous = pending;
+      return NULL;
+    }
+  }
+}
+
+void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
+                                  uint64_t value, uint64_t previous) {
+  halo_timeline_slot_unreserve(semaphore->slot, value, previous);
+}
+
 void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
                                uint64_t value) {
   halo_timeline_slot_reserve(semaphore->slot, value);

@@ -86,6 +86,17 @@ int32_t halo_hal_semaphore_failure(const halo_hal_semaphore_t *semaphore);
 halo_status_t halo_hal_semaphore_check_signal(
     const halo_hal_semaphore_t *semaphore, uint64_t value);
 
+// check_signal, then reserves |value| (raises the slot's pending) in the
+// same compare-and-swap that checks it against what device workers
+// reserved meanwhile; |out_previous| gets the pending value it replaced
+// (for halo_hal_semaphore_unreserve if the submission is refused later).
+halo_status_t halo_hal_semaphore_reserve_signal(halo_hal_semaphore_t *semaphore,
+                                                uint64_t value,
+                                                uint64_t *out_previous);
+// Undoes a reserve_signal of |value| (see halo_timeline_slot_unreserve).
+void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
+                                  uint64_t value, uint64_t previous);
+
 // Advances to |value| (checked by the caller), wakes every waiter in every
 // process and fires the timepoints it reaches. A value the device stored
 // into the slot already (a GPU signal) is accepted the same way: the epoch

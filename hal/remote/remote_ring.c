@@ -377,16 +377,6 @@ static halo_remote_ring_grant_state_t *halo_remote_ring_lookup(
 // the client).
 typedef const char *halo_remote_ring_verdict_t;
 
-// Gives |*pending| back where it still holds |value| (a later check of the
-// same record failed after it was reserved).
-static void halo_remote_ring_unreserve(halo_timeline_slot_t *slot,
-                                       uint64_t value, uint64_t before) {
-  uint64_t expected = value;
-  atomic_compare_exchange_strong_explicit(&slot->pending, &expected, before,
-                                          memory_order_acq_rel,
-                                          memory_order_relaxed);
-}
-
 // Checks the EXECUTE record in the scratch (|length| bytes, checksum
 // verified) and takes it. Returns NULL when taken, else why it bounces.
 static halo_remote_ring_verdict_t halo_remote_ring_execute(
@@ -564,9 +554,9 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   }
   if (verdict) {
     while (reserved-- > 0) {
-      halo_remote_ring_unreserve(running->signals[reserved].slot,
-                                 running->signals[reserved].value,
-                                 before[reserved]);
+      halo_timeline_slot_unreserve(running->signals[reserved].slot,
+                                   running->signals[reserved].value,
+                                   before[reserved]);
     }
     pthread_mutex_lock(&rings->mutex);
     rings->flight_free[rings->flight_free_count++] = flight_index;
@@ -668,12 +658,15 @@ static halo_remote_ring_step_t halo_remote_ring_step(
       record.length > contiguous || record.length > available) {
     return halo_remote_ring_bounce(rings, session, "record length");
   }
-  // From here on only the copy is read: the client may still write.
+  // From here on only the copy is read: the client may still write. The
+  // copy's header is the one checked above (the client may have changed
+  // the ring's since): a changed record then fails its checksum, and no
+  // length but the checked one is ever used.
   memcpy(rings->record, session->records + offset, record.length);
+  memcpy(rings->record, &record, sizeof(record));
   if (!halo_ring_record_verify(session->key, rings->record)) {
     return halo_remote_ring_bounce(rings, session, "checksum");
   }
-  memcpy(&record, rings->record, sizeof(record));
   if (record.type == HALO_RING_RECORD_EXECUTE) {
     halo_remote_ring_verdict_t verdict =
         halo_remote_ring_execute(rings, session, record.length);
@@ -695,7 +688,12 @@ void halo_remote_rings_snapshot(halo_remote_rings_t *rings) {
     if (!rings->sessions.entries[i].key) continue;
     halo_remote_ring_session_state_t *session =
         rings->sessions.entries[i].value;
-    session->snapshot_valid = !session->bounced;
+    // A ring halod marked broken (the session ended or was lost: DETACH
+    // is on its way) is read no more.
+    session->snapshot_valid =
+        !session->bounced &&
+        !(atomic_load_explicit(&session->header->flags, memory_order_acquire) &
+          HALO_RING_FLAG_BROKEN);
     if (session->snapshot_valid) {
       session->snapshot_tail =
           atomic_load_explicit(&session->header->tail, memory_order_acquire);

@@ -644,7 +644,13 @@ static void test_quota_is_charged_at_alloca(void **state) {
         HALO_STATUS_RESOURCE_EXHAUSTED, quota);
     assert_null(buffer);
     // Returned once the dealloca freed the memory.
+    // A refused alloca gives back the signal value it reserved: the next
+    // submission may signal it.
     halo_semaphore_value_t signal = {freed, 1 + (uint64_t)type};
+    HALO_TEST_EXPECT_STATUS(
+        halo_queue_alloca(queue, NULL, 0, &signal, 1, (halo_memory_type_t)type,
+                          512 << 10, &buffer),
+        HALO_STATUS_RESOURCE_EXHAUSTED, quota);
     HALO_TEST_ASSERT_OK(
         halo_queue_dealloca(queue, &wait, 1, &signal, 1, first));
     halo_buffer_release(first);
