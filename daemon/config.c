@@ -220,7 +220,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      "who drains a session's submission ring: worker (its trust domain's "
      "device worker takes the executions it can validate itself and hands "
      "the rest to halod, so the hot path skips halod) or halod (every "
-     "record through halod, as before); live: for rings handed over after "
+     "record through halod, as before); live: for rings created after "
      "a reload; device-workers process only"},
     {"fault-budget", HALOD_NUMBER(HALOD_CONFIG_U32, fault_budget), "3", 0,
      HALOD_FAULT_BUDGET_MAX, NULL, LIVE,

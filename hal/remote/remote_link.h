@@ -67,8 +67,10 @@
 // else (other records, a changed checksum, an unknown handle, a failed
 // check, a wait not reached) it bounces: the supervisor processes that one
 // record as it always did (and says why it refuses it), grants what the
-// record used, and resumes the worker after it. So the worker never
-// refuses a record itself.
+// record used, and resumes the worker after it. So the worker refuses no
+// record itself; only the driver may refuse an execution the worker took
+// (its verdict then goes to the ring's header, as halod's would, and the
+// execution completes as failed).
 //
 // Thread-safety: a link's send side is guarded by its own mutex; one
 // thread receives.
