@@ -64,6 +64,17 @@ halo_status_t halo_hal_semaphore_failure_status(
                               : halo_status_code_name(failure));
 }
 
+// A signal value at or below what a pending submission will signal.
+static halo_status_t halo_hal_semaphore_pending_refusal(uint64_t value,
+                                                        uint64_t pending) {
+  return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                          "signal value %llu is not greater than %llu, "
+                          "which a pending submission will signal (values "
+                          "only increase)",
+                          (unsigned long long)value,
+                          (unsigned long long)pending);
+}
+
 halo_status_t halo_hal_semaphore_check_signal(
     const halo_hal_semaphore_t *semaphore, uint64_t value) {
   if (halo_hal_semaphore_failure(semaphore) != 0) {
@@ -90,14 +101,8 @@ halo_status_t halo_hal_semaphore_check_signal(
                             (unsigned long long)current);
   }
   uint64_t pending = halo_hal_semaphore_pending(semaphore);
-  if (value <= pending) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "signal value %llu is not greater than %llu, "
-                            "which a pending submission will signal (values "
-                            "only increase)",
-                            (unsigned long long)value,
-                            (unsigned long long)pending);
-  }
+  if (value <= pending)
+    return halo_hal_semaphore_pending_refusal(value, pending);
   return NULL;
 }
 
@@ -109,12 +114,7 @@ halo_status_t halo_hal_semaphore_reserve_signal(halo_hal_semaphore_t *semaphore,
   uint64_t pending = *out_previous;
   for (;;) {
     if (pending >= value) {
-      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "signal value %llu is not greater than %llu, "
-                              "which a pending submission will signal "
-                              "(values only increase)",
-                              (unsigned long long)value,
-                              (unsigned long long)pending);
+      return halo_hal_semaphore_pending_refusal(value, pending);
     }
     if (atomic_compare_exchange_weak_explicit(
             &semaphore->slot->pending, &pending, value, memory_order_acq_rel,
