@@ -752,6 +752,26 @@ void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
                                                NULL, 0, -1));
 }
 
+static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events);
+
+void halod_ring_take_back(halod_session_t *session, halo_hal_device_t *worker) {
+  halod_ring_t *ring = session->ring;
+  if (!ring || ring->worker != worker) return;
+  HALO_LOG_WARN(
+      "session %llu: its device worker could not take its ring; "
+      "halod drains it",
+      (unsigned long long)session->id);
+  // What was granted the worker released at once (it has no such session).
+  halo_u64_map_deinitialize(&ring->granted);
+  halo_u64_map_initialize(&ring->granted);
+  ring->worker = NULL;
+  halod_device_release(worker);
+  if (ring->broken) return;
+  uv_poll_start(&ring->poll, UV_READABLE, halod_ring_on_doorbell);
+  halod_ring_activate(ring);
+  halod_ring_drain(ring, halo_clock_now_ns());
+}
+
 void halod_ring_revoke(halod_session_t *session, uint64_t handle,
                        uint32_t type) {
   halod_ring_t *ring = session->ring;

@@ -50,6 +50,9 @@ int halod_ring_doorbell(const halod_session_t *session);
 void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
                              halo_hal_device_t *worker, uint64_t head,
                              uint64_t sequence);
+// The worker |worker| could not take |session|'s ring (RING_REFUSED):
+// halod drains it again, from where it handed it over.
+void halod_ring_take_back(halod_session_t *session, halo_hal_device_t *worker);
 // |handle| (of halod_object_type_t |type|) left |session|'s table: the
 // worker draining its ring forgets it.
 void halod_ring_revoke(halod_session_t *session, uint64_t handle,

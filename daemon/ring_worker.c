@@ -412,6 +412,17 @@ static halod_ring_message_t *halod_ring_inbox_take(
   return message;
 }
 
+static void halod_ring_on_refused(halod_ring_workers_t *workers,
+                                  halo_hal_device_t *worker,
+                                  const uint8_t *payload, uint64_t length) {
+  halo_remote_ring_session_t refused;
+  if (length != sizeof(refused)) return;
+  memcpy(&refused, payload, sizeof(refused));
+  halod_session_t *session =
+      halo_u64_map_get(&workers->daemon->sessions.by_id, refused.session);
+  if (session) halod_ring_take_back(session, worker);
+}
+
 static void halod_ring_workers_on_async(uv_async_t *async) {
   halod_ring_workers_t *workers = async->data;
   halod_ring_message_t *message = halod_ring_inbox_take(workers);
@@ -425,6 +436,10 @@ static void halod_ring_workers_on_async(uv_async_t *async) {
       case HALO_REMOTE_RING_COMPLETE:
         halod_ring_on_complete(workers, message->worker, message->payload,
                                message->length);
+        break;
+      case HALO_REMOTE_RING_REFUSED:
+        halod_ring_on_refused(workers, message->worker, message->payload,
+                              message->length);
         break;
       case HALO_REMOTE_RING_RELEASED:
         halod_ring_on_released(workers, message->worker, message->payload,

@@ -1087,7 +1087,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
     }
     if (header.type == HALO_REMOTE_RING_BOUNCE ||
         header.type == HALO_REMOTE_RING_COMPLETE ||
-        header.type == HALO_REMOTE_RING_RELEASED) {
+        header.type == HALO_REMOTE_RING_RELEASED ||
+        header.type == HALO_REMOTE_RING_REFUSED) {
       if (device->ring_fn) {
         device->ring_fn(device->ring_user_data, &device->base, header.type,
                         payload, header.length);

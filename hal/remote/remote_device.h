@@ -38,9 +38,9 @@ typedef void (*halo_hal_remote_lost_fn)(void *user_data,
                                         halo_hal_device_t *device);
 
 // A ring message from the worker (RING_BOUNCE, RING_COMPLETE,
-// RING_RELEASED; hal/remote/remote_link.h), on the proxy's reader thread, in
-// the order the worker sent them. The callee takes |payload| (malloc'd;
-// NULL when |length| is 0).
+// RING_RELEASED, RING_REFUSED; hal/remote/remote_link.h), on the proxy's reader
+// thread, in the order the worker sent them. The callee takes |payload|
+// (malloc'd; NULL when |length| is 0).
 typedef void (*halo_hal_remote_ring_fn)(void *user_data,
                                         halo_hal_device_t *device,
                                         uint32_t type, void *payload,

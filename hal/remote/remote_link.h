@@ -53,6 +53,9 @@
 //                   halo_remote_ring_value_t + message_length bytes of
 //                   message (no padding between them)
 //   RING_RELEASED   uint64_t grant ids: revoked grants no execution uses
+//   RING_REFUSED    halo_remote_ring_session_t: the worker could not take
+//                   the ring of a RING_ATTACH (not a ring it can map, out
+//                   of memory); halod drains it again
 // The worker's reporter thread sends both, in the order the executions
 // completed and the grants were released: an execution's completion comes
 // before the RING_RELEASED of any grant it used.
@@ -87,7 +90,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 4u
+#define HALO_REMOTE_LINK_VERSION 5u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -120,6 +123,7 @@ typedef enum halo_remote_message_type_e {
   HALO_REMOTE_RING_BOUNCE = 37,
   HALO_REMOTE_RING_COMPLETE = 38,
   HALO_REMOTE_RING_RELEASED = 39,
+  HALO_REMOTE_RING_REFUSED = 40,
 } halo_remote_message_type_t;
 
 typedef enum halo_remote_object_kind_e {

@@ -814,6 +814,15 @@ static void halo_remote_rings_on_flight(halo_remote_rings_t *rings, int fd) {
   rings->flight = flight;
 }
 
+// Tells halod that the ring of |session| was not taken: it drains it again.
+static void halo_remote_rings_refuse(halo_remote_rings_t *rings,
+                                     uint64_t session) {
+  halo_remote_ring_session_t message = {.session = session};
+  halo_remote_part_t part = {&message, sizeof(message)};
+  halo_status_free(halo_remote_link_send(
+      rings->tables.link, HALO_REMOTE_RING_REFUSED, 0, &part, 1, -1));
+}
+
 static void halo_remote_rings_on_attach(halo_remote_rings_t *rings,
                                         const void *payload, uint64_t length,
                                         int fd) {
@@ -824,18 +833,25 @@ static void halo_remote_rings_on_attach(halo_remote_rings_t *rings,
     return;
   }
   memcpy(&attach, payload, sizeof(attach));
-  struct stat info;
   if (attach.session == 0 ||
-      halo_u64_map_get(&rings->sessions, attach.session) ||
-      !halo_ring_capacity_valid(attach.capacity) ||
+      halo_u64_map_get(&rings->sessions, attach.session)) {
+    HALO_LOG_WARN(
+        "worker: RING_ATTACH of session %llu is ignored: no "
+        "session, or attached already",
+        (unsigned long long)attach.session);
+    return;
+  }
+  struct stat info;
+  if (!halo_ring_capacity_valid(attach.capacity) ||
       attach.map_size < HALO_RING_HEADER_BYTES + (uint64_t)attach.capacity ||
       fstat(fd, &info) != 0 || (uint64_t)info.st_size < attach.map_size ||
       attach.head % HALO_RING_RECORD_ALIGN) {
     HALO_LOG_WARN(
         "worker: RING_ATTACH of session %llu (capacity %u, %llu "
-        "bytes) is ignored: attached already, or not a ring",
+        "bytes) is refused: not a ring",
         (unsigned long long)attach.session, attach.capacity,
         (unsigned long long)attach.map_size);
+    halo_remote_rings_refuse(rings, attach.session);
     return;
   }
   void *pointer =
@@ -843,6 +859,7 @@ static void halo_remote_rings_on_attach(halo_remote_rings_t *rings,
   if (pointer == MAP_FAILED) {
     HALO_LOG_WARN("worker: mapping the ring of session %llu: %s",
                   (unsigned long long)attach.session, strerror(errno));
+    halo_remote_rings_refuse(rings, attach.session);
     return;
   }
   halo_remote_ring_session_state_t *session = calloc(1, sizeof(*session));
@@ -869,6 +886,7 @@ static void halo_remote_rings_on_attach(halo_remote_rings_t *rings,
     halo_status_free(status);
     munmap(pointer, attach.map_size);
     if (session) halo_remote_ring_session_free(session);
+    halo_remote_rings_refuse(rings, attach.session);
   }
 }
 

@@ -908,6 +908,41 @@ static void test_revoke_busy(void **state) {
 
 // DETACH releases every grant left: those a running execution uses after
 // its RING_COMPLETE.
+// An ATTACH the worker cannot take (its memfd is smaller than the ring it
+// names) is refused, naming the session, so that halod drains the ring
+// again; an ATTACH of a session it holds already is not.
+static void test_attach_refused(void **state) {
+  (void)state;
+  const uint64_t session = TEST_SESSION + 100;
+  int fd = -1;
+  assert_null(halo_memfd_create("remote-ring-test-short", 4096, &fd));
+  halo_remote_ring_attach_t attach = {
+      .session = session,
+      .map_size = HALO_RING_HEADER_BYTES + TEST_CAPACITY,
+      .capacity = TEST_CAPACITY,
+      .pending_limit = 64};
+  halo_remote_part_t part = {&attach, sizeof(attach)};
+  send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, fd);
+  close(fd);
+  message_t refused = take(HALO_REMOTE_RING_REFUSED);
+  assert_int_equal(refused.header.length, sizeof(halo_remote_ring_session_t));
+  halo_remote_ring_session_t named;
+  memcpy(&named, refused.payload, sizeof(named));
+  assert_int_equal(named.session, session);
+  free(refused.payload);
+  // The test's own ring again (attached in setup): ignored, not refused.
+  assert_null(halo_memfd_create("remote-ring-test-again", 4096, &fd));
+  attach.session = TEST_SESSION;
+  send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, fd);
+  close(fd);
+  assert_false(arrives(HALO_REMOTE_RING_REFUSED, 200));
+  // And the ring still works.
+  execute_args_t args = good_execute();
+  publish_execute(&args);
+  expect_complete(G_CB, G_SEM, args.signal.value);
+  wait_head(t.tail);
+}
+
 static void test_detach(void **state) {
   (void)state;
   send_grant(H_BIG, G_BIG3, HALO_REMOTE_GRANT_BUFFER, t.big_address,
@@ -970,6 +1005,7 @@ int main(void) {
       cmocka_unit_test(test_doorbell),
       cmocka_unit_test(test_many_completions),
       cmocka_unit_test(test_revoke_busy),
+      cmocka_unit_test(test_attach_refused),
       cmocka_unit_test(test_detach),
   };
   signal(SIGPIPE, SIG_IGN);
