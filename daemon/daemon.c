@@ -398,6 +398,7 @@ void halod_stop(halod_t *daemon) {
         (long long)((halo_clock_now_ns() - start) / 1000000));
   } else {
     halo_hal_deferred_queue_deinitialize(&daemon->work.deferred);
+    daemon->work.deferred_closed = true;
   }
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog, "freeing the rest");
   if (daemon->work.completion_async.loop) {

@@ -121,6 +121,9 @@ void halod_cache_deinitialize(halod_cache_t *cache);
 // (daemon/submission.c, daemon/ring.c).
 typedef struct halod_work_t {
   halo_hal_deferred_queue_t deferred;
+  // halod_stop deinitialized |deferred| (nothing was in flight): a worker
+  // loss handled after that has nothing in it to drain.
+  bool deferred_closed;
   uv_async_t completion_async;
   halod_rings_t *rings;
   // What device workers were granted for the rings they drain

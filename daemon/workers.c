@@ -375,8 +375,11 @@ static void halod_workers_handle_lost(halod_t *daemon,
   }
   halo_hal_remote_device_complete_lost(device);
   // Completions were posted; apply them now, while the sessions still hold
-  // what the submissions name.
-  halo_hal_deferred_queue_drain(&daemon->work.deferred);
+  // what the submissions name. (A loss handled at the end of halod's stop,
+  // after the deferred queue went, had nothing in flight in it.)
+  if (!daemon->work.deferred_closed) {
+    halo_hal_deferred_queue_drain(&daemon->work.deferred);
+  }
   if (!domain) {
     // A spare that died (never used): replace it.
     for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
