@@ -61,11 +61,11 @@ struct halod_ring_t {
   halo_hal_device_t *worker;
   int memfd;
   // After an accepted execute: the worker to hand the ring to, and the
-  // operation to grant (it points into the record scratch, valid until the
-  // next record).
+  // operation to grant (its spans point into the record scratch, valid
+  // until the next record).
   halo_hal_device_t *attach_to;
-  const halod_op_execute_t *grant_op;
-  halod_op_execute_t grant_copy;
+  bool granting;
+  halod_op_execute_t accepted;
   halo_u64_map_t granted;  // handle -> grant id, what the worker holds
   bool taking_bounce;      // processing the record the worker bounced
 };
@@ -284,8 +284,8 @@ static void halod_ring_after_execute(halod_ring_t *ring,
     }
     ring->attach_to = queue->hal_device;
   }
-  ring->grant_copy = *op;
-  ring->grant_op = &ring->grant_copy;
+  ring->accepted = *op;
+  ring->granting = true;
 }
 
 static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
@@ -584,15 +584,15 @@ static bool halod_ring_attach(halod_ring_t *ring, halo_hal_device_t *worker) {
 // After a record: hands the ring over and grants the worker what an
 // accepted execute used.
 static void halod_ring_hand_over(halod_ring_t *ring) {
-  const halod_op_execute_t *op = ring->grant_op;
+  bool granting = ring->granting;
   halo_hal_device_t *target = ring->attach_to;
-  ring->grant_op = NULL;
+  ring->granting = false;
   ring->attach_to = NULL;
-  if (!op || ring->broken) return;
+  if (!granting || ring->broken) return;
   if (target && !ring->worker && !halod_ring_attach(ring, target)) return;
   if (ring->worker) {
     halod_ring_workers_grant(ring->daemon, ring->session, ring->worker,
-                             &ring->granted, op);
+                             &ring->granted, &ring->accepted);
   }
 }
 

@@ -49,8 +49,6 @@ struct halod_ring_workers_t {
   bool closed;  // stop: messages are dropped
 };
 
-static halod_ring_workers_t *halod_ring_workers_instance;
-
 static void halod_ring_grant_release(halod_ring_workers_t *workers,
                                      halod_ring_grant_t *grant) {
   halod_object_release(workers->daemon, grant->type, grant->object);
@@ -389,17 +387,29 @@ static void halod_ring_on_released(halod_ring_workers_t *workers,
   halod_domains_end_idle(workers->daemon);
 }
 
+// The session a message of |size| bytes names in its first field (every
+// ring message's payload starts with the session id); NULL if it ended
+// (its ring was detached) or the message is malformed.
+static halod_session_t *halod_ring_message_session(
+    const halod_ring_workers_t *workers, const uint8_t *payload,
+    uint64_t length, size_t size, void *out_message) {
+  if (length != size) return NULL;
+  memcpy(out_message, payload, size);
+  uint64_t session;
+  memcpy(&session, payload, sizeof(session));
+  return halo_u64_map_get(&workers->daemon->sessions.by_id, session);
+}
+
 static void halod_ring_on_bounce(halod_ring_workers_t *workers,
                                  halo_hal_device_t *worker,
                                  const uint8_t *payload, uint64_t length) {
   halo_remote_ring_position_t position;
-  if (length != sizeof(position)) return;
-  memcpy(&position, payload, sizeof(position));
-  halod_session_t *session =
-      halo_u64_map_get(&workers->daemon->sessions.by_id, position.session);
-  if (!session) return;  // ended: its ring was detached
-  halod_ring_take_bounced(workers->daemon, session, worker, position.head,
-                          position.sequence);
+  halod_session_t *session = halod_ring_message_session(
+      workers, payload, length, sizeof(position), &position);
+  if (session) {
+    halod_ring_take_bounced(workers->daemon, session, worker, position.head,
+                            position.sequence);
+  }
 }
 
 // Takes every message queued so far (oldest first).
@@ -416,10 +426,8 @@ static void halod_ring_on_refused(halod_ring_workers_t *workers,
                                   halo_hal_device_t *worker,
                                   const uint8_t *payload, uint64_t length) {
   halo_remote_ring_session_t refused;
-  if (length != sizeof(refused)) return;
-  memcpy(&refused, payload, sizeof(refused));
-  halod_session_t *session =
-      halo_u64_map_get(&workers->daemon->sessions.by_id, refused.session);
+  halod_session_t *session = halod_ring_message_session(
+      workers, payload, length, sizeof(refused), &refused);
   if (session) halod_ring_take_back(session, worker);
 }
 
@@ -456,8 +464,9 @@ void halod_ring_workers_on_message(void *user_data, halo_hal_device_t *device,
                                    uint32_t type, void *payload,
                                    uint64_t length) {
   halod_t *daemon = user_data;
-  (void)daemon;
-  halod_ring_workers_t *workers = halod_ring_workers_instance;
+  // Set at start, before any worker takes a ring, and kept (closed) after
+  // halod's stop while readers may still call in.
+  halod_ring_workers_t *workers = daemon->work.ring_workers;
   halod_ring_message_t *message = calloc(1, sizeof(*message));
   if (!workers || !message) {
     // Lost: a completion's semaphores then fail with the session's loss
@@ -639,7 +648,6 @@ halo_status_t halod_ring_workers_start(halod_t *daemon) {
   uv_async_init(daemon->loop, &workers->async, halod_ring_workers_on_async);
   workers->async.data = workers;
   daemon->work.ring_workers = workers;
-  halod_ring_workers_instance = workers;
   return NULL;
 }
 

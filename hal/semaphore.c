@@ -45,11 +45,6 @@ uint64_t halo_hal_semaphore_pending(const halo_hal_semaphore_t *semaphore) {
   return atomic_load_explicit(&semaphore->slot->pending, memory_order_acquire);
 }
 
-void halo_hal_semaphore_reserve(halo_hal_semaphore_t *semaphore,
-                                uint64_t value) {
-  halo_timeline_slot_reserve(semaphore->slot, value);
-}
-
 int32_t halo_hal_semaphore_failure(const halo_hal_semaphore_t *semaphore) {
   return atomic_load_explicit(&semaphore->slot->failure, memory_order_acquire);
 }

@@ -75,9 +75,6 @@ uint64_t halo_hal_semaphore_value(const halo_hal_semaphore_t *semaphore);
 // The highest value an accepted submission will signal (>= the value): the
 // slot's |pending|, which device workers taking ring records raise too.
 uint64_t halo_hal_semaphore_pending(const halo_hal_semaphore_t *semaphore);
-// Raises it to |value| (an accepted submission will signal it).
-void halo_hal_semaphore_reserve(halo_hal_semaphore_t *semaphore,
-                                uint64_t value);
 // 0 while healthy.
 int32_t halo_hal_semaphore_failure(const halo_hal_semaphore_t *semaphore);
 

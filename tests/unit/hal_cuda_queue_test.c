@@ -1517,8 +1517,9 @@ static void sync_submit(test_action_t *test, halo_hal_queue_t *queue,
     action->wait_count = 1;
   }
   halo_hal_semaphore_t *semaphore = &sync_state.semaphores[signal];
-  assert_null(halo_hal_semaphore_check_signal(semaphore, signal_value));
-  halo_hal_semaphore_reserve(semaphore, signal_value);  // as halod does
+  uint64_t previous;  // checked and reserved, as halod does
+  assert_null(
+      halo_hal_semaphore_reserve_signal(semaphore, signal_value, &previous));
   test->signals[0].semaphore = semaphore;
   test->signals[0].value = signal_value;
   action->signals = test->signals;
