@@ -2,6 +2,10 @@
 // Copyright 2026 The halo Authors
 #include "common/clock.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int64_t halo_clock_now_ns(void) {
@@ -15,4 +19,24 @@ int64_t halo_clock_deadline_ns(int64_t timeout_ns) {
   if (timeout_ns <= 0) return now;
   if (timeout_ns > INT64_MAX - now) return INT64_MAX;
   return now + timeout_ns;
+}
+
+// HALO_SPIN_ALWAYS=1 in the environment: the whole window every time (a
+// diagnostic, to compare). Read once.
+static bool halo_clock_spin_always(void) {
+  static _Atomic int cached = -1;
+  int value = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (value < 0) {
+    const char *text = getenv("HALO_SPIN_ALWAYS");
+    value = text && strcmp(text, "1") == 0;
+    atomic_store_explicit(&cached, value, memory_order_relaxed);
+  }
+  return value;
+}
+
+int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns) {
+  if (previous_gap_ns <= window_ns || halo_clock_spin_always()) {
+    return window_ns;
+  }
+  return 0;
 }

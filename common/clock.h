@@ -12,4 +12,14 @@ int64_t halo_clock_now_ns(void);
 // now + timeout, saturating at INT64_MAX (timeouts <= 0 mean "now").
 int64_t halo_clock_deadline_ns(int64_t timeout_ns);
 
+// How long a thread that serves work arriving at intervals (a driver's
+// submission thread, a device worker's loop, the completion poller) spins
+// for the next piece before it sleeps: |window_ns| where the gap before the
+// previous piece (from the end of the work before it to its arrival) was
+// within the window, else 0. Under load a spin saves a wake-up per piece;
+// work arriving every millisecond pays one wake-up instead of a spin each
+// time (docs/architecture.md "Threads that spin"). HALO_SPIN_ALWAYS=1 in
+// the environment: always |window_ns| (a diagnostic, to compare).
+int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns);
+
 #endif  // HALO_COMMON_CLOCK_H_

@@ -38,15 +38,19 @@
 //     stores land the poller wakes the slots' futex sleepers at once (an
 //     epoch bump), ahead of the host path's signal on the loop thread. It spins
 //     (sched_yield between polls) for 50 us after new work or the last
-//     completion, then naps with exponential backoff from 2 us to at most 100
+//     completion where the previous completion came within 50 us of the
+//     progress before it (halo_clock_spin_window_ns: long work is not spun
+//     on), then naps with exponential backoff from 2 us to at most 100
 //     us between polls, on its condition variable so that new work wakes it at
 //     once. It never blocks in the driver: a pending execution of one queue
 //     must never hold up the completion of another (queues are unordered). For
 //     an exact wake on long-running work, a second thread (the sleeper) blocks
-//     in cuEventSynchronize on the oldest unfinished event and wakes the poller
-//     when it returns. Idle (nothing pending), both sleep on condition
-//     variables: no CPU. Hundreds of queues cost one poll of each pending
-//     stream's oldest event per round, not a thread each;
+//     in cuEventSynchronize (a BLOCKING_SYNC event: no spinning) on the oldest
+//     unfinished event and wakes the poller when it returns; while every
+//     pending execution is on that event's stream the poller does not nap in
+//     steps but waits for the sleeper or new work. Idle (nothing pending),
+//     both sleep on condition variables: no CPU. Hundreds of queues cost one
+//     poll of each pending stream's oldest event per round, not a thread each;
 //   HOST_FUNC: the design card's cuLaunchHostFunc on the callback stream
 //     beside the queue's stream in the pool (a host function blocks the work
 //     after it in its stream, so never the queue's own), after a
@@ -401,6 +405,9 @@ static void halo_hal_cuda_completion_poll(
   halo_hal_cuda_stream_pool_t *streams = &shared->device->streams;
   uint64_t round = streams->poll_round;
   int64_t progress_ns = halo_clock_now_ns();
+  // The gap before the previous completion: from the progress before it
+  // (new work or a completion) to it (halo_clock_spin_window_ns).
+  int64_t previous_gap_ns = 0;
   int64_t nap_ns = 0;
   for (;;) {
     pthread_mutex_lock(&shared->mutex);
@@ -422,6 +429,7 @@ static void halo_hal_cuda_completion_poll(
     streams->poll_round = ++round;
     int64_t round_ns = halo_clock_now_ns();
     bool progress = false;
+    uint32_t blocked_streams = 0;
     halo_hal_cuda_execution_t *first_blocked = NULL;
     halo_status_t lost = NULL;
     for (halo_hal_cuda_execution_t **link = &head; *link;) {
@@ -443,6 +451,7 @@ static void halo_hal_cuda_completion_poll(
       }
       if (result == CUDA_ERROR_NOT_READY) {
         stream->blocked_round = round;
+        ++blocked_streams;
         if (!first_blocked) first_blocked = execution;
         link = &execution->next;
         continue;
@@ -474,18 +483,24 @@ static void halo_hal_cuda_completion_poll(
     }
     int64_t now = halo_clock_now_ns();
     if (progress) {
+      previous_gap_ns = now - progress_ns;
       progress_ns = now;
       nap_ns = 0;
       continue;
     }
     if (!head) continue;
-    if (now - progress_ns < HALO_HAL_CUDA_COMPLETION_SPIN_NS) {
+    if (now - progress_ns <
+        halo_clock_spin_window_ns(previous_gap_ns,
+                                  HALO_HAL_CUDA_COMPLETION_SPIN_NS)) {
       sched_yield();
       continue;
     }
     // Nothing finished for a while: the oldest unfinished event goes to the
     // sleeper (an exact wake when it finishes), and the poller naps, longer
-    // each time; new work or the sleeper's return ends a nap early.
+    // each time; new work or the sleeper's return ends a nap early. Where
+    // every pending execution is on that event's stream (one stream
+    // blocked), nothing can finish before the sleeper returns: the poller
+    // waits for it (or new work) without a timeout.
     nap_ns = nap_ns ? nap_ns * 2 : HALO_HAL_CUDA_COMPLETION_NAP_FIRST_NS;
     if (nap_ns > HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS) {
       nap_ns = HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS;
@@ -498,7 +513,11 @@ static void halo_hal_cuda_completion_poll(
       pthread_cond_signal(&shared->sleeper_cond);
     }
     if (!shared->inbox_head && !shared->stopping && !shared->sleeper_woke) {
-      halo_hal_cuda_cond_nap(&shared->cond, &shared->mutex, nap_ns);
+      if (blocked_streams == 1 && shared->sleeper_busy) {
+        pthread_cond_wait(&shared->cond, &shared->mutex);
+      } else {
+        halo_hal_cuda_cond_nap(&shared->cond, &shared->mutex, nap_ns);
+      }
     }
     pthread_mutex_unlock(&shared->mutex);
   }

@@ -7,7 +7,10 @@
 // running work (cuModuleUnload, cuMemHostUnregister) wait once together.
 // The submission thread spins a while (spin_ns) on an empty queue before
 // it sleeps, so that under load the loop thread's post and the thread's
-// next task cost no futex wake and no wake-up latency; idle, it sleeps.
+// next task cost no futex wake and no wake-up latency; idle, it sleeps. It
+// spins only where the previous task came within that window
+// (halo_clock_spin_window_ns): tasks a millisecond apart (a long step) cost
+// a wake-up each, not 50 us of spinning each.
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -29,14 +32,20 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     HALO_LOG_ERROR("%s: %s", thread->name, halo_status_message(status));
     halo_status_free(status);
   }
+  // The gap before the previous batch: from the end of the batch before it
+  // to its arrival (halo_clock_spin_window_ns).
+  int64_t previous_gap_ns = 0;
   pthread_mutex_lock(&thread->mutex);
   for (;;) {
-    if (!thread->head && !thread->stopping && thread->spin_ns > 0) {
+    int64_t idle_since_ns = halo_clock_now_ns();
+    int64_t spin_ns =
+        halo_clock_spin_window_ns(previous_gap_ns, thread->spin_ns);
+    if (!thread->head && !thread->stopping && spin_ns > 0) {
       // Spin a while for the next task before sleeping (see spin_ns).
       uint64_t seen =
           atomic_load_explicit(&thread->posted, memory_order_relaxed);
       pthread_mutex_unlock(&thread->mutex);
-      int64_t until = halo_clock_now_ns() + thread->spin_ns;
+      int64_t until = idle_since_ns + spin_ns;
       while (atomic_load_explicit(&thread->posted, memory_order_acquire) ==
                  seen &&
              halo_clock_now_ns() < until) {
@@ -53,6 +62,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     thread->head = thread->tail = NULL;
     if (!batch && thread->stopping) break;
     pthread_mutex_unlock(&thread->mutex);
+    previous_gap_ns = halo_clock_now_ns() - idle_since_ns;
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
       batch->next = NULL;

@@ -194,6 +194,17 @@ static void test_spin_follows_the_previous_wait(void **state) {
   assert_int_equal(halo_timeline_spin_ns(5000000), HALO_TIMELINE_SPIN_NS);
 }
 
+// A serving thread spins its whole window after a gap within it, not at all
+// after a longer one (halo_clock_spin_window_ns).
+static void test_server_spin_follows_the_previous_gap(void **state) {
+  (void)state;
+  assert_int_equal(halo_clock_spin_window_ns(0, 50000), 50000);
+  assert_int_equal(halo_clock_spin_window_ns(50000, 50000), 50000);
+  assert_int_equal(halo_clock_spin_window_ns(50001, 50000), 0);
+  assert_int_equal(halo_clock_spin_window_ns(1100000, 50000), 0);
+  assert_int_equal(halo_clock_spin_window_ns(10, 0), 0);
+}
+
 static void test_page_layout(void **state) {
   page_fixture_t *fixture = *state;
   halo_timeline_page_t *page = fixture->page;
@@ -765,6 +776,7 @@ int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, page_setup, page_teardown)
   const struct CMUnitTest tests[] = {
       T(test_spin_follows_the_previous_wait),
+      T(test_server_spin_follows_the_previous_gap),
       T(test_page_layout),
       T(test_activate_and_read),
       T(test_signal_advances_value_and_epoch),
