@@ -81,6 +81,19 @@ void halo_timeline_slot_notify(halo_timeline_slot_t *slot) {
   halo__futex_wake_all(&slot->epoch);
 }
 
+void halo_timeline_slot_set_host_waits(halo_timeline_slot_t *slot, bool waits) {
+  uint32_t word = waits ? 1 : 0;
+  if (atomic_load_explicit(&slot->host_waits, memory_order_relaxed) != word) {
+    atomic_store_explicit(&slot->host_waits, word, memory_order_seq_cst);
+  }
+  if (waits) atomic_thread_fence(memory_order_seq_cst);
+}
+
+bool halo_timeline_slot_host_waits(halo_timeline_slot_t *slot) {
+  atomic_thread_fence(memory_order_seq_cst);
+  return atomic_load_explicit(&slot->host_waits, memory_order_seq_cst) != 0;
+}
+
 void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value) {
   atomic_store_explicit(&slot->value, value, memory_order_release);
   halo_timeline_slot_notify(slot);

@@ -56,7 +56,13 @@ typedef struct halo_timeline_slot_t {
   _Atomic uint32_t failure_device;
   _Atomic int32_t failure_detail;
   _Atomic uint32_t failure_count;
-  uint32_t reserved0;
+  // 1 while the owner of the semaphore's host state (halod) has timepoints
+  // on it (work or waits deferred until a value): a device worker reports
+  // the completion of an execution that signals it at once; otherwise it
+  // may hold the report back a while and send it with others (the value
+  // itself is in |value| already, stored by the GPU, and sleepers woke).
+  // Was reserved (zero) before: a reader that does not know it ignores it.
+  _Atomic uint32_t host_waits;
   // The highest value an accepted submission will signal (>= |value|).
   // halod and the domain's device workers (which take executions from
   // submission rings themselves) reserve values here with compare-and-
@@ -135,6 +141,14 @@ void halo_timeline_slot_retire(halo_timeline_slot_t *slot);
 
 // Bumps the epoch and wakes sleepers (after a GPU store of the value).
 void halo_timeline_slot_notify(halo_timeline_slot_t *slot);
+
+// Sets |host_waits| (halod). Setting it to true is a full fence: a value
+// read after it either shows a store, or the storer's device worker sees the
+// word.
+void halo_timeline_slot_set_host_waits(halo_timeline_slot_t *slot, bool waits);
+// Whether halod has timepoints on the slot (a device worker, after it saw
+// the value stored: a full fence first, the pair of the setter's).
+bool halo_timeline_slot_host_waits(halo_timeline_slot_t *slot);
 
 // ---- waiter side (clients; the daemon for its own checks)
 

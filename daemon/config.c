@@ -215,6 +215,13 @@ static const halod_config_entry_t halod_config_entries[] = {
      "microseconds each end of a device worker's link keeps polling for the "
      "next message before it sleeps (executions and completions that follow "
      "closely are taken at once; 0: never poll)"},
+    {"worker-report-linger-us",
+     HALOD_NUMBER(HALOD_CONFIG_U32, worker_report_linger_us), "5000", 0,
+     1000000, NULL, START,
+     "microseconds a device worker may hold back the report of a ring "
+     "execution's completion that nothing in halod waits for, to send it "
+     "with others (clients see the values at once either way; failures and "
+     "values halod waits for go at once; 0: every completion at once)"},
     {"ring-consumer", HALOD_CHOICE(ring_consumer), "worker", 0, 0,
      "worker|halod", LIVE,
      "who drains a session's submission ring: worker (its trust domain's "

@@ -59,6 +59,7 @@ typedef struct halod_config_t {
   uint32_t trust_domain_cgroup_trim;  // cgroup path components dropped
   uint32_t submission_deadline_ms;    // 0: none
   uint32_t worker_poll_us;            // device link polling window
+  uint32_t worker_report_linger_us;   // ring completions held back at most
   uint32_t worker_spares;             // started ahead, per device
   char ring_consumer[16];             // worker | halod
   uint32_t fault_budget;              // faults per client process; 0: no limit

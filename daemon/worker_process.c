@@ -8,7 +8,7 @@
 //
 //   halod --worker --driver local|cuda --device N [--cuda-completion M]
 //         [--cuda-streams N] [--cache-directory DIR] [--log-level LEVEL]
-//         [--poll-us US]
+//         [--poll-us US] [--report-linger-us US]
 #include "daemon/worker_process.h"
 
 #include <signal.h>
@@ -68,6 +68,7 @@ int halod_worker_main(int argc, char **argv) {
   long device_index = 0;
   long streams = 0;
   long poll_us = 0;
+  long linger_us = 0;
   long supervisor = 0;
   for (int i = 1; i < argc; ++i) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -85,6 +86,8 @@ int halod_worker_main(int argc, char **argv) {
       cache_directory = value;
     } else if (strcmp(argv[i], "--poll-us") == 0) {
       poll_us = strtol(value, NULL, 10);
+    } else if (strcmp(argv[i], "--report-linger-us") == 0) {
+      linger_us = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--log-level") == 0) {
       log_level = value;
     } else if (strcmp(argv[i], "--supervisor") == 0) {
@@ -123,7 +126,8 @@ int halod_worker_main(int argc, char **argv) {
   if (cuda) cuda->lost = halod_worker_on_lost;
 #endif
   int code =
-      halo_hal_remote_serve(device, HALOD_WORKER_FD, (int64_t)poll_us * 1000);
+      halo_hal_remote_serve(device, HALOD_WORKER_FD, (int64_t)poll_us * 1000,
+                            (int64_t)linger_us * 1000);
   // No teardown: work may still be in flight on the driver's threads, and
   // the process's end releases the context and every mapping.
   fflush(NULL);

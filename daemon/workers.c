@@ -97,6 +97,11 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   argv[argc++] = device_text;
   argv[argc++] = "--poll-us";
   argv[argc++] = poll_text;
+  char linger_text[16];
+  snprintf(linger_text, sizeof(linger_text), "%u",
+           daemon->config.worker_report_linger_us);
+  argv[argc++] = "--report-linger-us";
+  argv[argc++] = linger_text;
   argv[argc++] = "--log-level";
   argv[argc++] = daemon->config.log_level;
   char supervisor_text[16];

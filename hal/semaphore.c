@@ -26,6 +26,14 @@ static void halo_hal_semaphore_drop_fences(halo_hal_semaphore_t *semaphore,
   }
 }
 
+// Keeps the slot's host_waits word in step with the timepoints list (after
+// every change of it; callbacks may have added some).
+static void halo_hal_semaphore_update_host_waits(
+    halo_hal_semaphore_t *semaphore) {
+  halo_timeline_slot_set_host_waits(semaphore->slot,
+                                    semaphore->timepoints != NULL);
+}
+
 void halo_hal_semaphore_deinitialize(halo_hal_semaphore_t *semaphore) {
   halo_hal_semaphore_drop_fences(semaphore, UINT64_MAX);
   if (semaphore->timepoints) {
@@ -144,6 +152,7 @@ void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
     timepoint->linked = false;
     timepoint->callback(timepoint, NULL);
   }
+  halo_hal_semaphore_update_host_waits(semaphore);
 }
 
 void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
@@ -166,6 +175,7 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
     timepoint->callback(timepoint,
                         halo_hal_semaphore_failure_status(semaphore));
   }
+  halo_hal_semaphore_update_host_waits(semaphore);
 }
 
 void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
@@ -173,13 +183,18 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
   timepoint->next = NULL;
   timepoint->linked = false;
   timepoint->offered = 0;
+  // Announced before the value is read: a device worker whose execution
+  // stores the value after this read sees the word and reports at once.
+  halo_timeline_slot_set_host_waits(semaphore->slot, true);
   if (halo_hal_semaphore_value(semaphore) >= timepoint->value) {
     timepoint->callback(timepoint, NULL);
+    halo_hal_semaphore_update_host_waits(semaphore);
     return;
   }
   if (halo_hal_semaphore_failure(semaphore) != 0) {
     timepoint->callback(timepoint,
                         halo_hal_semaphore_failure_status(semaphore));
+    halo_hal_semaphore_update_host_waits(semaphore);
     return;
   }
   halo_hal_timepoint_t **link = &semaphore->timepoints;
@@ -197,6 +212,7 @@ void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
   if (*link) *link = timepoint->next;
   timepoint->next = NULL;
   timepoint->linked = false;
+  halo_hal_semaphore_update_host_waits(semaphore);
 }
 
 void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,

@@ -166,8 +166,12 @@ void halo_hal_remote_device_kill(halo_hal_device_t *device);
 // The worker side (`halod --worker`): serves |device| over the link on
 // descriptor |fd| until the supervisor closes it. Returns the exit status.
 // After each message, the worker polls |poll_ns| for the next before it
-// sleeps.
-int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns);
+// sleeps (where the previous came within that long). Completions of ring
+// executions that nothing in the supervisor waits for are held back up to
+// |report_linger_ns| and reported together (0: each at once;
+// remote_ring.c).
+int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
+                          int64_t report_linger_ns);
 
 // The worker side: the device is lost (a sticky CUDA error). Tells the
 // supervisor why and ends the process (any thread; does not return).

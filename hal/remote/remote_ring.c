@@ -34,6 +34,14 @@
 // first HALO_REMOTE_RING_MESSAGE_BYTES of its error message).
 #define HALO_REMOTE_RING_REPORT_BYTES (64u * 1024u)
 #define HALO_REMOTE_RING_MESSAGE_BYTES 4096u
+// Successful completions whose semaphores halod does not wait on
+// (halo_timeline_slot_t's host_waits) are held back at most
+// tables.report_linger_ns (worker-report-linger-us), or until this many
+// reports are queued, and go together: halod wakes once for many (the
+// values are in their slots already, stored by the device, and their
+// sleepers woke). Anything else goes at once, with whatever is queued
+// before it.
+#define HALO_REMOTE_RING_LINGER_REPORTS 512u
 
 typedef struct halo_remote_ring_session_state_t
     halo_remote_ring_session_state_t;
@@ -133,7 +141,12 @@ struct halo_remote_rings_t {
   halo_remote_ring_report_t *reports_head;
   halo_remote_ring_report_t *reports_tail;
   bool reporter_waiting;
-  pthread_cond_t reports_ready;
+  pthread_cond_t reports_ready;  // CLOCK_MONOTONIC
+  // Guarded by |mutex|: the queue must go now (a report that cannot wait
+  // came, or enough did); how many are queued; when the first came.
+  bool reports_urgent;
+  uint32_t reports_count;
+  int64_t reports_since_ns;
   // Scratch for one copied record (main thread).
   _Alignas(16) uint8_t record[HALO_RING_MAX_RECORD_BYTES];
   // The payload of the message the reporter fills (reporter thread).
@@ -173,22 +186,29 @@ _Static_assert(sizeof(halo_remote_ring_complete_t) +
                    HALO_REMOTE_RING_REPORT_BYTES,
                "one completion fits a report message");
 
-// Appends |report| to the reporter's queue (|mutex| held). Returns whether
-// the caller wakes the reporter after unlocking: only the first report
-// queued while it sleeps does.
+// Appends |report| to the reporter's queue (|mutex| held); |urgent|: it
+// cannot wait (tables.report_linger_ns). Returns whether the caller wakes
+// the reporter after unlocking: the first report queued while it sleeps
+// does, and an urgent one while it lingers.
 static bool halo_remote_rings_queue_locked(halo_remote_rings_t *rings,
                                            halo_remote_ring_report_t *report,
-                                           uint32_t type) {
+                                           uint32_t type, bool urgent) {
   report->type = type;
   report->next = NULL;
-  if (rings->reports_tail) {
-    rings->reports_tail->next = report;
-  } else {
+  bool first = !rings->reports_tail;
+  if (first) {
     rings->reports_head = report;
+    rings->reports_since_ns = halo_clock_now_ns();
+  } else {
+    rings->reports_tail->next = report;
   }
   rings->reports_tail = report;
-  bool wake = rings->reporter_waiting;
-  rings->reporter_waiting = false;
+  if (urgent || rings->tables.report_linger_ns <= 0 ||
+      ++rings->reports_count >= HALO_REMOTE_RING_LINGER_REPORTS) {
+    rings->reports_urgent = true;
+  }
+  bool wake = rings->reporter_waiting && (first || rings->reports_urgent);
+  if (wake) rings->reporter_waiting = false;
   return wake;
 }
 
@@ -286,12 +306,26 @@ static void *halo_remote_rings_reporter_main(void *argument) {
   pthread_setname_np(pthread_self(), "halo-reporter");
   pthread_mutex_lock(&rings->mutex);
   for (;;) {
-    while (!rings->reports_head) {
-      rings->reporter_waiting = true;
-      pthread_cond_wait(&rings->reports_ready, &rings->mutex);
+    for (;;) {
+      if (rings->reports_head && rings->reports_urgent) break;
+      if (rings->reports_head) {
+        int64_t until =
+            rings->reports_since_ns + rings->tables.report_linger_ns;
+        if (halo_clock_now_ns() >= until) break;
+        struct timespec deadline = {.tv_sec = until / 1000000000,
+                                    .tv_nsec = until % 1000000000};
+        rings->reporter_waiting = true;
+        pthread_cond_timedwait(&rings->reports_ready, &rings->mutex, &deadline);
+      } else {
+        rings->reporter_waiting = true;
+        pthread_cond_wait(&rings->reports_ready, &rings->mutex);
+      }
+      rings->reporter_waiting = false;
     }
     halo_remote_ring_report_t *reports = rings->reports_head;
     rings->reports_head = rings->reports_tail = NULL;
+    rings->reports_urgent = false;
+    rings->reports_count = 0;
     pthread_mutex_unlock(&rings->mutex);
     halo_remote_rings_send_reports(rings, reports);
     pthread_mutex_lock(&rings->mutex);
@@ -310,7 +344,7 @@ static void halo_remote_rings_revoke(halo_remote_rings_t *rings,
   grant->revoked = true;
   if (grant->uses == 0) {
     wake = halo_remote_rings_queue_locked(rings, &grant->report,
-                                          HALO_REMOTE_RING_RELEASED);
+                                          HALO_REMOTE_RING_RELEASED, true);
   }
   pthread_mutex_unlock(&rings->mutex);
   if (wake) pthread_cond_signal(&rings->reports_ready);
@@ -342,16 +376,26 @@ static void halo_remote_ring_on_complete(void *user_data,
       .signal_count = running->signal_count,
   };
   running->status = status;
+  // A failure, a value the device did not store (the supervisor's host
+  // path stores it), or one halod waits for (its timepoints: deferred work,
+  // waits through it) is reported at once; else it may linger. The device
+  // stored the values before the completion path saw the execution done.
+  bool urgent = status != NULL || !rings->tables.device_stores_signals;
+  for (uint32_t i = 0; !urgent && i < running->signal_count; ++i) {
+    const halo_hal_execution_signal_t *signal = &running->signals[i];
+    urgent = !signal->slot || signal->device_address == 0 ||
+             halo_timeline_slot_host_waits(signal->slot);
+  }
   pthread_mutex_lock(&rings->mutex);
   rings->flight_free[rings->flight_free_count++] = running->flight_index;
   // The reporter owns |running| once the mutex is released.
   bool wake = halo_remote_rings_queue_locked(rings, &running->report,
-                                             HALO_REMOTE_RING_COMPLETE);
+                                             HALO_REMOTE_RING_COMPLETE, urgent);
   for (uint32_t i = 0; i < running->grant_count; ++i) {
     halo_remote_ring_grant_state_t *grant = running->grants[i];
     if (--grant->uses == 0 && grant->revoked) {
       wake |= halo_remote_rings_queue_locked(rings, &grant->report,
-                                             HALO_REMOTE_RING_RELEASED);
+                                             HALO_REMOTE_RING_RELEASED, true);
     }
   }
   bool session_done = --session->in_flight == 0 && session->detached;
@@ -1075,7 +1119,7 @@ static void halo_remote_rings_on_detach(halo_remote_rings_t *rings,
     grant->revoked = true;
     if (grant->uses == 0) {
       wake |= halo_remote_rings_queue_locked(rings, &grant->report,
-                                             HALO_REMOTE_RING_RELEASED);
+                                             HALO_REMOTE_RING_RELEASED, true);
     }
   }
   session->default_queue = NULL;
@@ -1125,7 +1169,11 @@ halo_status_t halo_remote_rings_create(const halo_remote_ring_tables_t *tables,
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   rings->tables = *tables;
   pthread_mutex_init(&rings->mutex, NULL);
-  pthread_cond_init(&rings->reports_ready, NULL);
+  pthread_condattr_t monotonic;
+  pthread_condattr_init(&monotonic);
+  pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+  pthread_cond_init(&rings->reports_ready, &monotonic);
+  pthread_condattr_destroy(&monotonic);
   halo_u64_map_initialize(&rings->sessions);
   // The reporter takes no asynchronous signals: they stay with the main
   // thread.

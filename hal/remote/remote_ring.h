@@ -45,6 +45,13 @@ typedef struct halo_remote_ring_tables_t {
   const halo_u64_map_t *command_buffers;  // id -> halo_hal_command_buffer_t
   const halo_u64_map_t *queues;           // id -> halo_hal_queue_t
   const halo_u64_map_t *registrations;    // key -> halo_remote_mapping_t
+  // How long a completion nothing in the supervisor waits for may wait to
+  // be reported with others (0: at once).
+  int64_t report_linger_ns;
+  // The device stores each signal that has a device address into its slot
+  // itself (CUDA); otherwise the supervisor's host path stores the values,
+  // and every completion is reported at once.
+  bool device_stores_signals;
 } halo_remote_ring_tables_t;
 
 typedef struct halo_remote_rings_t halo_remote_rings_t;

@@ -680,7 +680,8 @@ void halo_hal_remote_serve_lost(const char *message) {
   _exit(3);
 }
 
-int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns) {
+int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
+                          int64_t report_linger_ns) {
   halo_remote_server_t server;
   memset(&server, 0, sizeof(server));
   server.device = device;
@@ -706,6 +707,11 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns) {
       .command_buffers = &server.command_buffers,
       .queues = &server.queues,
       .registrations = &server.registrations,
+      .report_linger_ns = report_linger_ns,
+      // The CUDA driver stores every signal with a device address from the
+      // stream (hal/cuda/cuda_queue.c); the local driver leaves the values
+      // to the supervisor's host path.
+      .device_stores_signals = strcmp(device->info.driver, "cuda") == 0,
   };
   halo_status_t status = halo_remote_rings_create(&tables, &server.rings);
   if (!status) {

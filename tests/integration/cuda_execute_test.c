@@ -123,6 +123,12 @@ static halo_client_t *connect_client(void) {
   return client;
 }
 
+// The device worker holds back completion reports that nothing in halod
+// waits for up to this long (the most halod takes): a completion halod
+// does wait for (deferred work) must still reach it at once, which
+// test_gpu_to_gpu_wait checks.
+#define LINGER_US "1000000"
+
 // Starts halod --driver cuda with |completion| and waits until a client
 // connects.
 static int daemon_start(const char *completion) {
@@ -143,7 +149,8 @@ static int daemon_start(const char *completion) {
     execl(HALO_TEST_HALOD, HALO_TEST_HALOD, "--listen", daemon_state.listen,
           "--admin", daemon_state.admin, "--driver", "cuda",
           "--cuda-completion", completion, "--cache-directory", cache,
-          "--log-level", "info", (char *)NULL);
+          "--worker-report-linger-us", LINGER_US, "--log-level", "info",
+          (char *)NULL);
     _exit(127);
   }
   daemon_state.pid = pid;
@@ -550,6 +557,15 @@ static void test_gpu_to_gpu_wait(void **state) {
     int64_t s_seen = spin_until(produced, value);
     int64_t t_seen = spin_until(consumed, value);
     gaps_us[round] = (double)(t_seen - s_seen) / 1e3;
+    // A consumer halod deferred until the producer's value (the device
+    // worker took the producer from the ring) is released by the worker's
+    // report, which must not linger (LINGER_US).
+    if (gaps_us[round] > 500000.0) {
+      fail_msg(
+          "[%s] round %d: the consumer's value came %.0f us after the "
+          "producer's: its completion report lingered",
+          daemon_state.completion, round, gaps_us[round]);
+    }
     expect_ok(halo_semaphore_wait(consumed, value, TIMEOUT_NS));
     read_floats(z, output, N);
     for (uint32_t i = 0; i < N; ++i) {

@@ -15,7 +15,10 @@
 // completions, several per RING_COMPLETE where several are waiting: many
 // executions in flight each complete exactly once, and a buffer revoked
 // while several running executions use it is released after all of their
-// completions.
+// completions. The worker runs with a report linger of a minute
+// (--report-linger-us): the local driver does not store signal values
+// itself, so its completions must still come at once (every test here
+// would wait a minute otherwise).
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -552,8 +555,8 @@ static int setup(void **state) {
     // The worker's link is descriptor 3 (daemon/worker_process.c).
     if (dup2(pair[1], 3) < 0) _exit(126);
     execl(HALO_TEST_HALOD, "halod", "--worker", "--driver", "local", "--device",
-          "0", "--poll-us", "1000", "--log-level", "warn", "--supervisor",
-          supervisor, (char *)NULL);
+          "0", "--poll-us", "1000", "--report-linger-us", "60000000",
+          "--log-level", "warn", "--supervisor", supervisor, (char *)NULL);
     _exit(127);
   }
   close(pair[1]);

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Unit tests of the host side of a semaphore (hal/semaphore.h) that device
+// workers read through the shared slot: the slot's host_waits word is 1
+// exactly while timepoints are linked (added, fired by a signal, removed,
+// failed, added again from a callback), so that a worker reports a
+// completion halod waits for at once (hal/remote/remote_ring.c).
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "common/timeline.h"
+#include "hal/semaphore.h"
+
+typedef struct fixture_t {
+  halo_timeline_page_t *page;
+  halo_hal_semaphore_t semaphore;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  fixture->page = aligned_alloc(64, sizeof(halo_timeline_page_t));
+  halo_timeline_page_initialize(fixture->page, 1);
+  halo_timeline_slot_activate(&fixture->page->slots[0], 0);
+  halo_hal_semaphore_initialize(&fixture->semaphore, &fixture->page->slots[0],
+                                0);
+  *state = fixture;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *fixture = *state;
+  halo_hal_semaphore_deinitialize(&fixture->semaphore);
+  free(fixture->page);
+  free(fixture);
+  return 0;
+}
+
+static bool host_waits(fixture_t *fixture) {
+  return halo_timeline_slot_host_waits(&fixture->page->slots[0]);
+}
+
+static int fired;
+static halo_status_code_t fired_code;
+static void on_fire(halo_hal_timepoint_t *timepoint, halo_status_t status) {
+  (void)timepoint;
+  ++fired;
+  fired_code = halo_status_code(status);
+  halo_status_free(status);
+}
+
+// A timepoint that adds |next| (on the same semaphore) when it fires.
+static halo_hal_timepoint_t *chained;
+static halo_hal_semaphore_t *chained_semaphore;
+static void on_fire_add(halo_hal_timepoint_t *timepoint, halo_status_t status) {
+  on_fire(timepoint, status);
+  halo_hal_semaphore_add_timepoint(chained_semaphore, chained);
+}
+
+static void test_signal_clears_once_every_timepoint_fired(void **state) {
+  fixture_t *fixture = *state;
+  fired = 0;
+  assert_false(host_waits(fixture));
+  halo_hal_timepoint_t a = {.value = 2, .callback = on_fire};
+  halo_hal_timepoint_t b = {.value = 4, .callback = on_fire};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &a);
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &b);
+  assert_true(host_waits(fixture));
+  halo_hal_semaphore_signal(&fixture->semaphore, 3);
+  assert_int_equal(fired, 1);
+  assert_true(host_waits(fixture));  // b still waits
+  halo_hal_semaphore_signal(&fixture->semaphore, 4);
+  assert_int_equal(fired, 2);
+  assert_false(host_waits(fixture));
+}
+
+static void test_reached_value_leaves_it_clear(void **state) {
+  fixture_t *fixture = *state;
+  fired = 0;
+  halo_hal_semaphore_signal(&fixture->semaphore, 5);
+  halo_hal_timepoint_t a = {.value = 5, .callback = on_fire};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &a);  // fires at once
+  assert_int_equal(fired, 1);
+  assert_false(host_waits(fixture));
+}
+
+static void test_remove_clears(void **state) {
+  fixture_t *fixture = *state;
+  halo_hal_timepoint_t a = {.value = 1, .callback = on_fire};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &a);
+  assert_true(host_waits(fixture));
+  halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &a);
+  assert_false(host_waits(fixture));
+}
+
+static void test_failure_clears(void **state) {
+  fixture_t *fixture = *state;
+  fired = 0;
+  halo_hal_timepoint_t a = {.value = 1, .callback = on_fire};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &a);
+  halo_hal_semaphore_fail(&fixture->semaphore,
+                          halo_status_make(HALO_STATUS_DATA_LOSS, "test"));
+  assert_int_equal(fired, 1);
+  assert_int_equal(fired_code, HALO_STATUS_DATA_LOSS);
+  assert_false(host_waits(fixture));
+}
+
+// A callback that adds another timepoint leaves the word set for it.
+static void test_timepoint_added_by_a_callback_keeps_it(void **state) {
+  fixture_t *fixture = *state;
+  fired = 0;
+  halo_hal_timepoint_t next = {.value = 9, .callback = on_fire};
+  chained = &next;
+  chained_semaphore = &fixture->semaphore;
+  halo_hal_timepoint_t first = {.value = 1, .callback = on_fire_add};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &first);
+  halo_hal_semaphore_signal(&fixture->semaphore, 1);
+  assert_int_equal(fired, 1);
+  assert_true(next.linked);
+  assert_true(host_waits(fixture));
+  halo_hal_semaphore_signal(&fixture->semaphore, 9);
+  assert_int_equal(fired, 2);
+  assert_false(host_waits(fixture));
+}
+
+int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_signal_clears_once_every_timepoint_fired),
+      T(test_reached_value_leaves_it_clear),
+      T(test_remove_clears),
+      T(test_failure_clears),
+      T(test_timepoint_added_by_a_callback_keeps_it),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
