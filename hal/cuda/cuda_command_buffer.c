@@ -157,6 +157,8 @@ struct halo_hal_cuda_graph_instance_t {
 typedef struct halo_hal_cuda_command_buffer_t {
   halo_hal_command_buffer_t base;
   halo_hal_cuda_device_t *device;
+  // The last execution's duration (halo_hal_cuda_command_buffer_expected_ns).
+  _Atomic int64_t expected_ns;
   bool use_graph;
   bool uses_binding_table;
   bool has_indirect;
@@ -1539,4 +1541,19 @@ void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue) {
       (halo_hal_cuda_command_buffer_t *)issue->command_buffer;
   halo_hal_cuda_instance_give(command_buffer, issue->instance);
   issue->instance = NULL;
+}
+
+int64_t halo_hal_cuda_command_buffer_expected_ns(
+    const halo_hal_command_buffer_t *command_buffer) {
+  const halo_hal_cuda_command_buffer_t *cuda =
+      (const halo_hal_cuda_command_buffer_t *)command_buffer;
+  return atomic_load_explicit(&cuda->expected_ns, memory_order_relaxed);
+}
+
+void halo_hal_cuda_command_buffer_record_duration(
+    halo_hal_command_buffer_t *command_buffer, int64_t duration_ns) {
+  halo_hal_cuda_command_buffer_t *cuda =
+      (halo_hal_cuda_command_buffer_t *)command_buffer;
+  atomic_store_explicit(&cuda->expected_ns, duration_ns > 0 ? duration_ns : 1,
+                        memory_order_relaxed);
 }

@@ -66,4 +66,13 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
 // run); its instance goes back to the pool.
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue);
 
+// Any thread: how long the command buffer's last execution took from its
+// hand-over to the completion path until the completion thread saw it done
+// (0: none seen yet), and recording it. The completion thread spins after
+// new work only for executions expected to end within its spin window.
+int64_t halo_hal_cuda_command_buffer_expected_ns(
+    const halo_hal_command_buffer_t *command_buffer);
+void halo_hal_cuda_command_buffer_record_duration(
+    halo_hal_command_buffer_t *command_buffer, int64_t duration_ns);
+
 #endif  // HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_

@@ -37,8 +37,9 @@
 //     the context's lock with the submission thread's launches. When the
 //     stores land the poller wakes the slots' futex sleepers at once (an
 //     epoch bump), ahead of the host path's signal on the loop thread. It spins
-//     (sched_yield between polls) for 50 us after new work or the last
-//     completion where the previous completion came within 50 us of the
+//     (sched_yield between polls) for 50 us after new work expected to end
+//     within 50 us (its recording's last duration, learned here; unknown
+//     counts as short) or after a completion that came within 50 us of the
 //     progress before it (halo_clock_spin_window_ns: long work is not spun
 //     on), then naps with exponential backoff from 2 us to at most 100
 //     us between polls, on its condition variable so that new work wakes it at
@@ -224,6 +225,7 @@ struct halo_hal_cuda_execution_t {
   // woken already (also by execution_complete, on any path).
   int64_t next_query_ns;
   atomic_bool stores_woken;
+  int64_t handed_ns;  // when it reached the poller's inbox
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -415,10 +417,27 @@ static void halo_hal_cuda_completion_poll(
       pthread_cond_wait(&shared->cond, &shared->mutex);
     }
     if (shared->inbox_head) {
+      // New work: spin again if any of it is expected to end within the
+      // spin window (its recording's last duration; unknown counts as
+      // short); where all of it is expected to take longer and nothing else
+      // is pending, wait for it without spinning.
+      bool short_work = false;
+      for (halo_hal_cuda_execution_t *fresh = shared->inbox_head;
+           fresh && !short_work; fresh = fresh->next) {
+        short_work = !fresh->execution.command_buffer ||
+                     halo_hal_cuda_command_buffer_expected_ns(
+                         fresh->execution.command_buffer) <=
+                         HALO_HAL_CUDA_COMPLETION_SPIN_NS;
+      }
+      if (short_work) {
+        previous_gap_ns = 0;
+      } else if (!head) {
+        previous_gap_ns = INT64_MAX;
+      }
       *tail = shared->inbox_head;
       tail = &shared->inbox_tail->next;
       shared->inbox_head = shared->inbox_tail = NULL;
-      progress_ns = halo_clock_now_ns();  // new work: spin again
+      progress_ns = halo_clock_now_ns();
       nap_ns = 0;
     }
     shared->sleeper_woke = false;
@@ -459,6 +478,11 @@ static void halo_hal_cuda_completion_poll(
       *link = execution->next;
       if (!*link) tail = link;
       execution->next = NULL;
+      if (execution->execution.command_buffer) {
+        halo_hal_cuda_command_buffer_record_duration(
+            execution->execution.command_buffer,
+            round_ns - execution->handed_ns);
+      }
       halo_status_t status = NULL;
       if (result != CUDA_SUCCESS) {
         status =
@@ -885,6 +909,7 @@ static halo_status_t halo_hal_cuda_execution_watch(
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
+    execution->handed_ns = halo_clock_now_ns();
     pthread_mutex_lock(&shared->mutex);
     execution->next = NULL;
     if (shared->inbox_tail) {
