@@ -40,3 +40,15 @@ int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns) {
   }
   return 0;
 }
+
+void halo_clock_gaps_record(halo_clock_gaps_t *gaps, int64_t gap_ns) {
+  gaps->before_ns = gaps->last_ns;
+  gaps->last_ns = gap_ns;
+}
+
+int64_t halo_clock_gaps_spin_ns(const halo_clock_gaps_t *gaps,
+                                int64_t window_ns) {
+  int64_t shorter =
+      gaps->last_ns < gaps->before_ns ? gaps->last_ns : gaps->before_ns;
+  return halo_clock_spin_window_ns(shorter, window_ns);
+}

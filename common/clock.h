@@ -22,4 +22,16 @@ int64_t halo_clock_deadline_ns(int64_t timeout_ns);
 // the environment: always |window_ns| (a diagnostic, to compare).
 int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns);
 
+// The gaps before a serving thread's last two pieces of work: it spins
+// where either was within its window, so that work that alternates a long
+// and a short gap (a long kernel on one queue, a short one on another) is
+// still spun on.
+typedef struct halo_clock_gaps_t {
+  int64_t last_ns;
+  int64_t before_ns;
+} halo_clock_gaps_t;
+void halo_clock_gaps_record(halo_clock_gaps_t *gaps, int64_t gap_ns);
+int64_t halo_clock_gaps_spin_ns(const halo_clock_gaps_t *gaps,
+                                int64_t window_ns);
+
 #endif  // HALO_COMMON_CLOCK_H_

@@ -50,9 +50,9 @@ struct halod_ring_t {
   bool broken;
   bool active;  // on the drain list
   int64_t last_work_ns;
-  // The gap before the last work (halo_clock_spin_window_ns): the poll
-  // window applies where it was within the window.
-  int64_t previous_gap_ns;
+  // The gaps before the last two pieces of work (halo_clock_gaps_spin_ns):
+  // the poll window applies where either was within it.
+  halo_clock_gaps_t gaps;
   halod_ring_t *next;  // drain list
   halod_ring_t *prev;
   uint64_t records_done;
@@ -703,12 +703,12 @@ static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
     ++done;
   }
   if (done) {
-    ring->previous_gap_ns = now_ns - ring->last_work_ns;
+    halo_clock_gaps_record(&ring->gaps, now_ns - ring->last_work_ns);
     ring->last_work_ns = now_ns;
   }
   if (step != HALOD_RING_EMPTY || !ring->active) return;
-  int64_t window = halo_clock_spin_window_ns(
-      ring->previous_gap_ns, (int64_t)ring->daemon->config.ring_poll_us * 1000);
+  int64_t window = halo_clock_gaps_spin_ns(
+      &ring->gaps, (int64_t)ring->daemon->config.ring_poll_us * 1000);
   if (now_ns - ring->last_work_ns >= window && halod_ring_try_sleep(ring)) {
     halod_ring_unlink(ring, &rings->active);
     ring->active = false;

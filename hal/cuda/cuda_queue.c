@@ -37,16 +37,17 @@
 //     the context's lock with the submission thread's launches. When the
 //     stores land the poller wakes the slots' futex sleepers at once (an
 //     epoch bump), ahead of the host path's signal on the loop thread. It spins
-//     (sched_yield between polls) for 50 us after new work expected to end
-//     within 50 us (its recording's last duration, learned here; unknown
-//     counts as short) or after a completion that came within 50 us of the
-//     progress before it (halo_clock_spin_window_ns: long work is not spun
-//     on), then naps with exponential backoff from 2 us to at most 100
-//     us between polls, on its condition variable so that new work wakes it at
-//     once. It never blocks in the driver: a pending execution of one queue
-//     must never hold up the completion of another (queues are unordered). For
-//     an exact wake on long-running work, a second thread (the sleeper) blocks
-//     in cuEventSynchronize (a BLOCKING_SYNC event: no spinning) on the oldest
+//     (sched_yield between polls) for 50 us after new work expected to be
+//     short (its recording's last duration as seen here within 150 us: the
+//     spin and the longest nap; unknown counts as short) or after a completion
+//     that came within 50 us of the progress before it
+//     (halo_clock_spin_window_ns: long work is not spun on), then naps with
+//     exponential backoff from 2 us to at most 100 us between polls, on its
+//     condition variable so that new work wakes it at once. It never blocks in
+//     the driver: a pending execution of one queue must never hold up the
+//     completion of another (queues are unordered). For an exact wake on
+//     long-running work, a second thread (the sleeper) blocks in
+//     cuEventSynchronize (a BLOCKING_SYNC event: no spinning) on the oldest
 //     unfinished event and wakes the poller when it returns; while every
 //     pending execution is on that event's stream the poller does not nap in
 //     steps but waits for the sleeper or new work. Idle (nothing pending),
@@ -417,17 +418,20 @@ static void halo_hal_cuda_completion_poll(
       pthread_cond_wait(&shared->cond, &shared->mutex);
     }
     if (shared->inbox_head) {
-      // New work: spin again if any of it is expected to end within the
-      // spin window (its recording's last duration; unknown counts as
-      // short); where all of it is expected to take longer and nothing else
-      // is pending, wait for it without spinning.
+      // New work: spin again if any of it is expected to be short (its
+      // recording's last duration as seen here; unknown counts as short);
+      // where all of it is expected to take longer and nothing else is
+      // pending, wait for it without spinning. Short: within the spin
+      // window and the longest nap, so that a short execution seen late
+      // (at the end of a nap) still counts as short.
       bool short_work = false;
       for (halo_hal_cuda_execution_t *fresh = shared->inbox_head;
            fresh && !short_work; fresh = fresh->next) {
         short_work = !fresh->execution.command_buffer ||
                      halo_hal_cuda_command_buffer_expected_ns(
                          fresh->execution.command_buffer) <=
-                         HALO_HAL_CUDA_COMPLETION_SPIN_NS;
+                         HALO_HAL_CUDA_COMPLETION_SPIN_NS +
+                             HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS;
       }
       if (short_work) {
         previous_gap_ns = 0;

@@ -32,14 +32,13 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     HALO_LOG_ERROR("%s: %s", thread->name, halo_status_message(status));
     halo_status_free(status);
   }
-  // The gap before the previous batch: from the end of the batch before it
-  // to its arrival (halo_clock_spin_window_ns).
-  int64_t previous_gap_ns = 0;
+  // The gaps before the last batches: from the end of the batch before each
+  // to its arrival (halo_clock_gaps_spin_ns).
+  halo_clock_gaps_t gaps = {0, 0};
   pthread_mutex_lock(&thread->mutex);
   for (;;) {
     int64_t idle_since_ns = halo_clock_now_ns();
-    int64_t spin_ns =
-        halo_clock_spin_window_ns(previous_gap_ns, thread->spin_ns);
+    int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, thread->spin_ns);
     if (!thread->head && !thread->stopping && spin_ns > 0) {
       // Spin a while for the next task before sleeping (see spin_ns).
       uint64_t seen =
@@ -62,7 +61,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     thread->head = thread->tail = NULL;
     if (!batch && thread->stopping) break;
     pthread_mutex_unlock(&thread->mutex);
-    previous_gap_ns = halo_clock_now_ns() - idle_since_ns;
+    halo_clock_gaps_record(&gaps, halo_clock_now_ns() - idle_since_ns);
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
       batch->next = NULL;

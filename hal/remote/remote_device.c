@@ -1070,21 +1070,20 @@ static void *halo_hal_remote_reader_main(void *argument) {
     return NULL;
   }
   // After a message the reader polls |poll_ns| for the next before it sleeps,
-  // where the gap before that message was within the window
-  // (halo_clock_spin_window_ns): one completion a millisecond costs a wake-up
-  // each, not a poll window each.
+  // where the gap before that message or the one before it was within the
+  // window (halo_clock_gaps_spin_ns): one completion a millisecond costs a
+  // wake-up each, not a poll window each.
   int64_t last_message_ns = halo_clock_now_ns();
-  int64_t previous_gap_ns = 0;
+  halo_clock_gaps_t gaps = {0, 0};
   for (;;) {
     int timeout_ms = device->deadline_ns > 0 ? 20 : -1;
-    int64_t spin_ns =
-        halo_clock_spin_window_ns(previous_gap_ns, device->poll_ns);
+    int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, device->poll_ns);
     if (!halo_remote_link_wait(&device->link, spin_ns, timeout_ms)) {
       halo_hal_remote_watchdog(device);
       continue;
     }
     int64_t now_ns = halo_clock_now_ns();
-    previous_gap_ns = now_ns - last_message_ns;
+    halo_clock_gaps_record(&gaps, now_ns - last_message_ns);
     last_message_ns = now_ns;
     halo_remote_header_t header;
     void *payload = NULL;

@@ -723,11 +723,11 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   // now, then the rings' records up to those tails (a REVOKE the supervisor
   // sent before its reply to a client is seen before any record the client
   // published after that reply). Idle for |poll_ns|: sleep on the link and
-  // the doorbells; at once where the previous work came after a longer gap
-  // (halo_clock_spin_window_ns: a step every millisecond costs a doorbell
-  // wake-up each, not a poll window each).
+  // the doorbells; at once where the last two pieces of work came after
+  // longer gaps (halo_clock_gaps_spin_ns: a step every millisecond costs a
+  // doorbell wake-up each, not a poll window each).
   int64_t last_work_ns = halo_clock_now_ns();
-  int64_t previous_gap_ns = 0;
+  halo_clock_gaps_t gaps = {0, 0};
   while (!status) {
     halo_remote_rings_snapshot(server.rings);
     bool work = false;
@@ -739,10 +739,10 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
     if (halo_remote_rings_drain(server.rings)) work = true;
     int64_t now_ns = halo_clock_now_ns();
     if (work) {
-      previous_gap_ns = now_ns - last_work_ns;
+      halo_clock_gaps_record(&gaps, now_ns - last_work_ns);
       last_work_ns = now_ns;
     } else if (now_ns - last_work_ns >=
-               halo_clock_spin_window_ns(previous_gap_ns, poll_ns)) {
+               halo_clock_gaps_spin_ns(&gaps, poll_ns)) {
       halo_remote_rings_sleep(server.rings, server.link.fd);
     }
   }

@@ -203,6 +203,18 @@ static void test_server_spin_follows_the_previous_gap(void **state) {
   assert_int_equal(halo_clock_spin_window_ns(50001, 50000), 0);
   assert_int_equal(halo_clock_spin_window_ns(1100000, 50000), 0);
   assert_int_equal(halo_clock_spin_window_ns(10, 0), 0);
+  // Two gaps: either within the window spins (a long and a short gap
+  // alternating), both past it does not.
+  halo_clock_gaps_t gaps = {0, 0};
+  assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
+  halo_clock_gaps_record(&gaps, 2000000);
+  assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
+  halo_clock_gaps_record(&gaps, 3000000);
+  assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 0);
+  halo_clock_gaps_record(&gaps, 8000);
+  assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
+  halo_clock_gaps_record(&gaps, 2000000);
+  assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
 }
 
 static void test_page_layout(void **state) {
