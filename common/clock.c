@@ -41,9 +41,9 @@ int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns) {
   return 0;
 }
 
-void halo_clock_gaps_record(halo_clock_gaps_t *gaps, int64_t gap_ns) {
+void halo_clock_gaps_arrived(halo_clock_gaps_t *gaps, int64_t arrival_ns) {
   gaps->before_ns = gaps->last_ns;
-  gaps->last_ns = gap_ns;
+  gaps->last_ns = gaps->done_ns ? arrival_ns - gaps->done_ns : 0;
 }
 
 int64_t halo_clock_gaps_spin_ns(const halo_clock_gaps_t *gaps,

@@ -22,15 +22,18 @@ int64_t halo_clock_deadline_ns(int64_t timeout_ns);
 // the environment: always |window_ns| (a diagnostic, to compare).
 int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns);
 
-// The gaps before a serving thread's last two pieces of work: it spins
-// where either was within its window, so that work that alternates a long
-// and a short gap (a long kernel on one queue, a short one on another) is
-// still spun on.
+// The gaps before a serving thread's last two pieces of work, each from the
+// end of the work before it (|done_ns|, which the thread sets when it
+// finishes) to its arrival: it spins where either was within its window,
+// so that work that alternates a long and a short gap (a long kernel on one
+// queue, a short one on another) is still spun on.
 typedef struct halo_clock_gaps_t {
   int64_t last_ns;
   int64_t before_ns;
+  int64_t done_ns;  // 0: no work yet
 } halo_clock_gaps_t;
-void halo_clock_gaps_record(halo_clock_gaps_t *gaps, int64_t gap_ns);
+// Work arrived at |arrival_ns| (when the thread found it).
+void halo_clock_gaps_arrived(halo_clock_gaps_t *gaps, int64_t arrival_ns);
 int64_t halo_clock_gaps_spin_ns(const halo_clock_gaps_t *gaps,
                                 int64_t window_ns);
 

@@ -57,9 +57,9 @@ typedef struct halo_timeline_slot_t {
   _Atomic int32_t failure_detail;
   _Atomic uint32_t failure_count;
   // 1 while the owner of the semaphore's host state (halod) has timepoints
-  // on it (work or waits deferred until a value): a device worker reports
-  // the completion of an execution that signals it at once; otherwise it
-  // may hold the report back a while and send it with others (the value
+  // on it (work in its deferred queue waiting for a value): a device worker
+  // reports the completion of an execution that signals it at once; otherwise
+  // it may hold the report back a while and send it with others (the value
   // itself is in |value| already, stored by the GPU, and sleepers woke).
   // Was reserved (zero) before: a reader that does not know it ignores it.
   _Atomic uint32_t host_waits;

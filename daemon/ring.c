@@ -703,7 +703,10 @@ static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns) {
     ++done;
   }
   if (done) {
-    halo_clock_gaps_record(&ring->gaps, now_ns - ring->last_work_ns);
+    // The gap from the end of the ring's previous work (activation on a
+    // doorbell does not move it) to this round.
+    halo_clock_gaps_arrived(&ring->gaps, now_ns);
+    ring->gaps.done_ns = halo_clock_now_ns();
     ring->last_work_ns = now_ns;
   }
   if (step != HALOD_RING_EMPTY || !ring->active) return;

@@ -427,11 +427,10 @@ static void halo_hal_cuda_completion_poll(
       bool short_work = false;
       for (halo_hal_cuda_execution_t *fresh = shared->inbox_head;
            fresh && !short_work; fresh = fresh->next) {
-        short_work = !fresh->execution.command_buffer ||
-                     halo_hal_cuda_command_buffer_expected_ns(
+        short_work = halo_hal_cuda_command_buffer_expected_ns(
                          fresh->execution.command_buffer) <=
-                         HALO_HAL_CUDA_COMPLETION_SPIN_NS +
-                             HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS;
+                     HALO_HAL_CUDA_COMPLETION_SPIN_NS +
+                         HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS;
       }
       if (short_work) {
         previous_gap_ns = 0;
@@ -482,7 +481,7 @@ static void halo_hal_cuda_completion_poll(
       *link = execution->next;
       if (!*link) tail = link;
       execution->next = NULL;
-      if (execution->execution.command_buffer) {
+      if (result == CUDA_SUCCESS) {
         halo_hal_cuda_command_buffer_record_duration(
             execution->execution.command_buffer,
             round_ns - execution->handed_ns);

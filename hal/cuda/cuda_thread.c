@@ -34,10 +34,11 @@ static void *halo_hal_cuda_thread_main(void *arg) {
   }
   // The gaps before the last batches: from the end of the batch before each
   // to its arrival (halo_clock_gaps_spin_ns).
-  halo_clock_gaps_t gaps = {0, 0};
+  halo_clock_gaps_t gaps = {0, 0, 0};
   pthread_mutex_lock(&thread->mutex);
   for (;;) {
     int64_t idle_since_ns = halo_clock_now_ns();
+    gaps.done_ns = idle_since_ns;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, thread->spin_ns);
     if (!thread->head && !thread->stopping && spin_ns > 0) {
       // Spin a while for the next task before sleeping (see spin_ns).
@@ -61,7 +62,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     thread->head = thread->tail = NULL;
     if (!batch && thread->stopping) break;
     pthread_mutex_unlock(&thread->mutex);
-    halo_clock_gaps_record(&gaps, halo_clock_now_ns() - idle_since_ns);
+    halo_clock_gaps_arrived(&gaps, halo_clock_now_ns());
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
       batch->next = NULL;

@@ -1070,11 +1070,11 @@ static void *halo_hal_remote_reader_main(void *argument) {
     return NULL;
   }
   // After a message the reader polls |poll_ns| for the next before it sleeps,
-  // where the gap before that message or the one before it was within the
-  // window (halo_clock_gaps_spin_ns): one completion a millisecond costs a
+  // where the gap before that message or the one before it (from the end of
+  // handling the message before) was within the window
+  // (halo_clock_gaps_spin_ns): one completion a millisecond costs a
   // wake-up each, not a poll window each.
-  int64_t last_message_ns = halo_clock_now_ns();
-  halo_clock_gaps_t gaps = {0, 0};
+  halo_clock_gaps_t gaps = {0, 0, 0};
   for (;;) {
     int timeout_ms = device->deadline_ns > 0 ? 20 : -1;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, device->poll_ns);
@@ -1082,9 +1082,7 @@ static void *halo_hal_remote_reader_main(void *argument) {
       halo_hal_remote_watchdog(device);
       continue;
     }
-    int64_t now_ns = halo_clock_now_ns();
-    halo_clock_gaps_record(&gaps, now_ns - last_message_ns);
-    last_message_ns = now_ns;
+    halo_clock_gaps_arrived(&gaps, halo_clock_now_ns());
     halo_remote_header_t header;
     void *payload = NULL;
     int fd = -1;
@@ -1114,6 +1112,7 @@ static void *halo_hal_remote_reader_main(void *argument) {
     }
     free(payload);
     if (device->deadline_ns > 0) halo_hal_remote_watchdog(device);
+    gaps.done_ns = halo_clock_now_ns();
   }
   char cause[256];
   pid_t pid = device->pid;

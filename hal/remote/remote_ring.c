@@ -377,13 +377,16 @@ static void halo_remote_ring_on_complete(void *user_data,
   };
   running->status = status;
   // A failure, a value the device did not store (the supervisor's host
-  // path stores it), or one halod waits for (its timepoints: deferred work,
-  // waits through it) is reported at once; else it may linger. The device
-  // stored the values before the completion path saw the execution done.
+  // path stores it), or one halod waits for (its timepoints: work in its
+  // deferred queue) is reported at once; else it may linger. The device
+  // stored the values before the completion path saw the execution done
+  // (a value not in its slot yet is reported at once too).
   bool urgent = status != NULL || !rings->tables.device_stores_signals;
   for (uint32_t i = 0; !urgent && i < running->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &running->signals[i];
     urgent = !signal->slot || signal->device_address == 0 ||
+             atomic_load_explicit(&signal->slot->value, memory_order_acquire) <
+                 signal->value ||
              halo_timeline_slot_host_waits(signal->slot);
   }
   pthread_mutex_lock(&rings->mutex);

@@ -727,8 +727,9 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   // longer gaps (halo_clock_gaps_spin_ns: a step every millisecond costs a
   // doorbell wake-up each, not a poll window each).
   int64_t last_work_ns = halo_clock_now_ns();
-  halo_clock_gaps_t gaps = {0, 0};
+  halo_clock_gaps_t gaps = {0, 0, 0};
   while (!status) {
+    int64_t round_ns = halo_clock_now_ns();
     halo_remote_rings_snapshot(server.rings);
     bool work = false;
     while (!status && halo_remote_link_wait(&server.link, 0, 0)) {
@@ -739,7 +740,8 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
     if (halo_remote_rings_drain(server.rings)) work = true;
     int64_t now_ns = halo_clock_now_ns();
     if (work) {
-      halo_clock_gaps_record(&gaps, now_ns - last_work_ns);
+      halo_clock_gaps_arrived(&gaps, round_ns);
+      gaps.done_ns = now_ns;
       last_work_ns = now_ns;
     } else if (now_ns - last_work_ns >=
                halo_clock_gaps_spin_ns(&gaps, poll_ns)) {

@@ -205,15 +205,21 @@ static void test_server_spin_follows_the_previous_gap(void **state) {
   assert_int_equal(halo_clock_spin_window_ns(10, 0), 0);
   // Two gaps: either within the window spins (a long and a short gap
   // alternating), both past it does not.
-  halo_clock_gaps_t gaps = {0, 0};
+  // Each gap runs from the end of the work before (done_ns) to the arrival.
+  halo_clock_gaps_t gaps = {0, 0, 0};
   assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
-  halo_clock_gaps_record(&gaps, 2000000);
+  gaps.done_ns = 1000000;
+  halo_clock_gaps_arrived(&gaps, 3000000);  // 2 ms
+  assert_int_equal(gaps.last_ns, 2000000);
   assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
-  halo_clock_gaps_record(&gaps, 3000000);
+  gaps.done_ns = 3100000;
+  halo_clock_gaps_arrived(&gaps, 6100000);  // 3 ms
   assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 0);
-  halo_clock_gaps_record(&gaps, 8000);
+  gaps.done_ns = 6500000;                   // the work took 400 us
+  halo_clock_gaps_arrived(&gaps, 6508000);  // 8 us after it ended
   assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
-  halo_clock_gaps_record(&gaps, 2000000);
+  gaps.done_ns = 6600000;
+  halo_clock_gaps_arrived(&gaps, 8600000);  // 2 ms: the 8 us one still counts
   assert_int_equal(halo_clock_gaps_spin_ns(&gaps, 50000), 50000);
 }
 
