@@ -216,7 +216,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      "next message before it sleeps (executions and completions that follow "
      "closely are taken at once; 0: never poll)"},
     {"worker-report-linger-us",
-     HALOD_NUMBER(HALOD_CONFIG_U32, worker_report_linger_us), "5000", 0,
+     HALOD_NUMBER(HALOD_CONFIG_U32, worker_report_linger_us), "20000", 0,
      1000000, NULL, START,
      "microseconds a device worker may hold back the report of a ring "
      "execution's completion that nothing in halod waits for, to send it "
