@@ -49,6 +49,7 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
   atomic_store_explicit(&slot->failure_device, 0, memory_order_relaxed);
   atomic_store_explicit(&slot->failure_detail, 0, memory_order_relaxed);
   atomic_store_explicit(&slot->failure_count, 0, memory_order_relaxed);
+  atomic_store_explicit(&slot->host_waits, 0, memory_order_relaxed);
   // The release orders the resets above before anyone sees the generation.
   uint32_t generation =
       atomic_load_explicit(&slot->generation, memory_order_relaxed);

@@ -113,6 +113,15 @@ static void test_failure_clears(void **state) {
 }
 
 // A callback that adds another timepoint leaves the word set for it.
+// A slot put in service again starts without the word (a semaphore that
+// went away with it set cannot leave it to the slot's next one).
+static void test_activation_clears(void **state) {
+  fixture_t *fixture = *state;
+  halo_timeline_slot_set_host_waits(&fixture->page->slots[0], true);
+  halo_timeline_slot_activate(&fixture->page->slots[0], 0);
+  assert_false(host_waits(fixture));
+}
+
 static void test_timepoint_added_by_a_callback_keeps_it(void **state) {
   fixture_t *fixture = *state;
   fired = 0;
@@ -138,6 +147,7 @@ int main(void) {
       T(test_remove_clears),
       T(test_failure_clears),
       T(test_timepoint_added_by_a_callback_keeps_it),
+      T(test_activation_clears),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
