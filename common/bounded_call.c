@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 typedef struct halo_bounded_call_t {
   void (*fn)(void *arg);
   void *arg;
@@ -43,11 +45,7 @@ bool halo_bounded_call(void (*fn)(void *arg), void *arg, int64_t deadline_ns) {
   call->fn = fn;
   call->arg = arg;
   pthread_mutex_init(&call->mutex, NULL);
-  pthread_condattr_t attributes;
-  pthread_condattr_init(&attributes);
-  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-  pthread_cond_init(&call->cond, &attributes);
-  pthread_condattr_destroy(&attributes);
+  halo_clock_cond_initialize(&call->cond);
   pthread_t thread;
   if (pthread_create(&thread, NULL, halo_bounded_call_main, call) != 0) {
     halo_bounded_call_free(call);
@@ -55,8 +53,7 @@ bool halo_bounded_call(void (*fn)(void *arg), void *arg, int64_t deadline_ns) {
     return true;
   }
   pthread_detach(thread);
-  struct timespec deadline = {.tv_sec = deadline_ns / 1000000000,
-                              .tv_nsec = deadline_ns % 1000000000};
+  struct timespec deadline = halo_clock_timespec(deadline_ns);
   pthread_mutex_lock(&call->mutex);
   while (!call->done && pthread_cond_timedwait(&call->cond, &call->mutex,
                                                &deadline) != ETIMEDOUT) {

@@ -21,6 +21,19 @@ int64_t halo_clock_deadline_ns(int64_t timeout_ns) {
   return now + timeout_ns;
 }
 
+struct timespec halo_clock_timespec(int64_t ns) {
+  return (struct timespec){.tv_sec = ns / 1000000000,
+                           .tv_nsec = ns % 1000000000};
+}
+
+void halo_clock_cond_initialize(pthread_cond_t *cond) {
+  pthread_condattr_t attributes;
+  pthread_condattr_init(&attributes);
+  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &attributes);
+  pthread_condattr_destroy(&attributes);
+}
+
 // HALO_SPIN_ALWAYS=1 in the environment: the whole window every time (a
 // diagnostic, to compare). Read once.
 static bool halo_clock_spin_always(void) {

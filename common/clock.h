@@ -4,13 +4,22 @@
 #ifndef HALO_COMMON_CLOCK_H_
 #define HALO_COMMON_CLOCK_H_
 
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 // CLOCK_MONOTONIC in nanoseconds.
 int64_t halo_clock_now_ns(void);
 
 // now + timeout, saturating at INT64_MAX (timeouts <= 0 mean "now").
 int64_t halo_clock_deadline_ns(int64_t timeout_ns);
+
+// |ns| nanoseconds (a CLOCK_MONOTONIC time or a duration) as a timespec.
+struct timespec halo_clock_timespec(int64_t ns);
+
+// Initializes |cond| with CLOCK_MONOTONIC for its timed waits, so that
+// pthread_cond_timedwait takes halo_clock_timespec(deadline_ns).
+void halo_clock_cond_initialize(pthread_cond_t *cond);
 
 // How long a thread that serves work arriving at intervals (a driver's
 // submission thread, a device worker's loop, the completion poller) spins

@@ -186,8 +186,7 @@ static void halo__futex_wait_any(_Atomic uint32_t *const *words,
   if (count == 1) {
     int64_t remaining = deadline_ns - halo_clock_now_ns();
     if (remaining <= 0) return;
-    struct timespec ts = {.tv_sec = remaining / 1000000000,
-                          .tv_nsec = remaining % 1000000000};
+    struct timespec ts = halo_clock_timespec(remaining);
     syscall(SYS_futex, (uint32_t *)words[0], FUTEX_WAIT, seen[0], &ts, NULL, 0);
     return;
   }
@@ -198,8 +197,7 @@ static void halo__futex_wait_any(_Atomic uint32_t *const *words,
     waiters[i].flags = FUTEX_32;  // shared: no FUTEX_PRIVATE_FLAG
     waiters[i].__reserved = 0;
   }
-  struct timespec abs = {.tv_sec = deadline_ns / 1000000000,
-                         .tv_nsec = deadline_ns % 1000000000};
+  struct timespec abs = halo_clock_timespec(deadline_ns);
   long rc = syscall(SYS_futex_waitv, waiters, (unsigned)count, 0, &abs,
                     CLOCK_MONOTONIC);
   if (rc < 0 && errno == ENOSYS) {

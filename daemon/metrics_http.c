@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/metrics.h"
@@ -301,11 +302,7 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
   }
   http->daemon = daemon;
   pthread_mutex_init(&http->mutex, NULL);
-  pthread_condattr_t attributes;
-  pthread_condattr_init(&attributes);
-  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-  pthread_cond_init(&http->published, &attributes);
-  pthread_condattr_destroy(&attributes);
+  halo_clock_cond_initialize(&http->published);
   // Before the server's thread starts: a scrape sends it at once.
   uv_async_init(loop, &http->render, halod_metrics_http_on_render);
   http->render.data = http;

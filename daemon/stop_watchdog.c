@@ -15,8 +15,7 @@
 // The watchdog's thread: sleeps until the deadline, then ends the process.
 static void *halod_stop_watchdog_main(void *argument) {
   halod_stop_watchdog_t *watchdog = argument;
-  struct timespec deadline = {.tv_sec = watchdog->deadline_ns / 1000000000,
-                              .tv_nsec = watchdog->deadline_ns % 1000000000};
+  struct timespec deadline = halo_clock_timespec(watchdog->deadline_ns);
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL) ==
          EINTR) {
   }

@@ -373,9 +373,7 @@ static void halo_hal_cuda_nap(int64_t ns) {
 // Waits on |cond| (CLOCK_MONOTONIC) for at most |ns|; |mutex| held.
 static void halo_hal_cuda_cond_nap(pthread_cond_t *cond, pthread_mutex_t *mutex,
                                    int64_t ns) {
-  int64_t deadline = halo_clock_now_ns() + ns;
-  struct timespec until = {.tv_sec = deadline / 1000000000,
-                           .tv_nsec = deadline % 1000000000};
+  struct timespec until = halo_clock_timespec(halo_clock_now_ns() + ns);
   pthread_cond_timedwait(cond, mutex, &until);
 }
 
@@ -700,11 +698,7 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   shared->device = device;
   halo_hal_cuda_event_pool_initialize(&shared->events, device->cu);
   pthread_mutex_init(&shared->mutex, NULL);
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&shared->cond, &attr);
-  pthread_condattr_destroy(&attr);
+  halo_clock_cond_initialize(&shared->cond);
   pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
   atomic_init(&shared->lost, false);

@@ -1172,11 +1172,7 @@ halo_status_t halo_hal_remote_device_start(
   device->ring_fn = options->ring;
   device->ring_user_data = options->ring_user_data;
   pthread_mutex_init(&device->mutex, NULL);
-  pthread_condattr_t attributes;
-  pthread_condattr_init(&attributes);
-  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-  pthread_cond_init(&device->cond, &attributes);
-  pthread_condattr_destroy(&attributes);
+  halo_clock_cond_initialize(&device->cond);
   halo_u64_map_initialize(&device->executions);
   halo_u64_map_initialize(&device->registrations);
   int pair[2];

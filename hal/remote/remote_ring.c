@@ -312,8 +312,7 @@ static void *halo_remote_rings_reporter_main(void *argument) {
         int64_t until =
             rings->reports_since_ns + rings->tables.report_linger_ns;
         if (halo_clock_now_ns() >= until) break;
-        struct timespec deadline = {.tv_sec = until / 1000000000,
-                                    .tv_nsec = until % 1000000000};
+        struct timespec deadline = halo_clock_timespec(until);
         rings->reporter_waiting = true;
         pthread_cond_timedwait(&rings->reports_ready, &rings->mutex, &deadline);
       } else {
@@ -1172,11 +1171,7 @@ halo_status_t halo_remote_rings_create(const halo_remote_ring_tables_t *tables,
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   rings->tables = *tables;
   pthread_mutex_init(&rings->mutex, NULL);
-  pthread_condattr_t monotonic;
-  pthread_condattr_init(&monotonic);
-  pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
-  pthread_cond_init(&rings->reports_ready, &monotonic);
-  pthread_condattr_destroy(&monotonic);
+  halo_clock_cond_initialize(&rings->reports_ready);
   halo_u64_map_initialize(&rings->sessions);
   // The reporter takes no asynchronous signals: they stay with the main
   // thread.
