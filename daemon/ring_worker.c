@@ -40,6 +40,8 @@ typedef struct halod_ring_message_t {
 struct halod_ring_workers_t {
   halod_t *daemon;
   halo_u64_map_t grants;  // id -> halod_ring_grant_t
+  // The workers that hold grants: worker (its address) -> how many.
+  halo_u64_map_t holders;
   uint64_t next_grant;
   uint64_t executions;  // completed or failed, reported by workers
   uv_async_t async;
@@ -53,6 +55,29 @@ static void halod_ring_grant_release(halod_ring_workers_t *workers,
                                      halod_ring_grant_t *grant) {
   halod_object_release(workers->daemon, grant->type, grant->object);
   free(grant);
+}
+
+// Counts one more grant of |worker| (|delta| 1) or one less (-1).
+static halo_status_t halod_ring_holders_count(halod_ring_workers_t *workers,
+                                              const halo_hal_device_t *worker,
+                                              int delta) {
+  uint64_t key = (uint64_t)(uintptr_t)worker;
+  uintptr_t count =
+      (uintptr_t)halo_u64_map_get(&workers->holders, key) + (uintptr_t)delta;
+  if (count == 0) {
+    halo_u64_map_remove(&workers->holders, key);
+    return NULL;
+  }
+  return halo_u64_map_put(&workers->holders, key, (void *)count);
+}
+
+// |grant| leaves the table (the worker released it, or is gone): halod's
+// reference on its object goes.
+static void halod_ring_grant_drop(halod_ring_workers_t *workers,
+                                  halod_ring_grant_t *grant) {
+  halo_u64_map_remove(&workers->grants, grant->id);
+  halo_status_free(halod_ring_holders_count(workers, grant->worker, -1));
+  halod_ring_grant_release(workers, grant);
 }
 
 // ---------------------------------------------------------------- grants
@@ -129,11 +154,18 @@ static void halod_ring_grant_send(halod_t *daemon, halod_session_t *session,
   grant->type = type;
   grant->object = object;
   grant->worker = worker;
-  halo_status_t status = halo_u64_map_put(&workers->grants, grant->id, grant);
+  halo_status_t status = halod_ring_holders_count(workers, worker, 1);
+  if (!status) {
+    status = halo_u64_map_put(&workers->grants, grant->id, grant);
+    if (status) halo_status_free(halod_ring_holders_count(workers, worker, -1));
+  }
   if (!status) {
     status = halo_u64_map_put(granted, halod_ring_granted_key(message->handle),
                               (void *)(uintptr_t)grant->id);
-    if (status) halo_u64_map_remove(&workers->grants, grant->id);
+    if (status) {
+      halo_u64_map_remove(&workers->grants, grant->id);
+      halo_status_free(halod_ring_holders_count(workers, worker, -1));
+    }
   }
   if (status) {
     halo_status_free(status);
@@ -378,9 +410,7 @@ static void halod_ring_on_released(halod_ring_workers_t *workers,
     uint64_t id;
     memcpy(&id, payload + offset, sizeof(id));
     halod_ring_grant_t *grant = halo_u64_map_get(&workers->grants, id);
-    if (!grant || grant->worker != worker) continue;
-    halo_u64_map_remove(&workers->grants, id);
-    halod_ring_grant_release(workers, grant);
+    if (grant && grant->worker == worker) halod_ring_grant_drop(workers, grant);
   }
   // What the grants held may have gone to the caches, or nothing holds the
   // domain any more: keep it or end it now.
@@ -581,10 +611,7 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
     halod_ring_grant_t *grant = workers->grants.entries[i].value;
     if (grant->worker == device) gone[count++] = grant;
   }
-  for (size_t i = 0; i < count; ++i) {
-    halo_u64_map_remove(&workers->grants, gone[i]->id);
-    halod_ring_grant_release(workers, gone[i]);
-  }
+  for (size_t i = 0; i < count; ++i) halod_ring_grant_drop(workers, gone[i]);
   free(gone);
   return flight.count;
 }
@@ -592,13 +619,8 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
 bool halod_ring_workers_hold(const halod_t *daemon,
                              const halo_hal_device_t *worker) {
   const halod_ring_workers_t *workers = daemon->work.ring_workers;
-  if (!workers) return false;
-  for (size_t i = 0; i < workers->grants.capacity; ++i) {
-    if (!workers->grants.entries[i].key) continue;
-    const halod_ring_grant_t *grant = workers->grants.entries[i].value;
-    if (grant->worker == worker) return true;
-  }
-  return false;
+  return workers && halo_u64_map_get(&workers->holders,
+                                     (uint64_t)(uintptr_t)worker) != NULL;
 }
 
 static void halod_ring_count_flight(
@@ -611,23 +633,17 @@ static void halod_ring_count_flight(
 
 uint32_t halod_ring_workers_in_flight(const halod_t *daemon) {
   // The workers that hold grants (a worker that runs a ring execution holds
-  // what it uses), each once, whether or not its domain still exists.
+  // what it uses), whether or not their domains still exist.
   const halod_ring_workers_t *workers = daemon->work.ring_workers;
   if (!workers) return 0;
-  halo_hal_device_t *seen[64];
-  uint32_t seen_count = 0, count = 0;
-  for (size_t i = 0; i < workers->grants.capacity; ++i) {
-    if (!workers->grants.entries[i].key) continue;
-    const halod_ring_grant_t *grant = workers->grants.entries[i].value;
-    bool known = false;
-    for (uint32_t k = 0; k < seen_count && !known; ++k) {
-      known = seen[k] == grant->worker;
-    }
-    if (known) continue;
-    if (seen_count < 64) seen[seen_count++] = grant->worker;
-    if (halo_hal_remote_device_is(grant->worker)) {
-      halo_hal_remote_device_visit_flight(grant->worker,
-                                          halod_ring_count_flight, &count);
+  uint32_t count = 0;
+  for (size_t i = 0; i < workers->holders.capacity; ++i) {
+    if (!workers->holders.entries[i].key) continue;
+    halo_hal_device_t *worker =
+        (halo_hal_device_t *)(uintptr_t)workers->holders.entries[i].key;
+    if (halo_hal_remote_device_is(worker)) {
+      halo_hal_remote_device_visit_flight(worker, halod_ring_count_flight,
+                                          &count);
     }
   }
   return count;
@@ -644,6 +660,7 @@ halo_status_t halod_ring_workers_start(halod_t *daemon) {
   if (!workers) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   workers->daemon = daemon;
   halo_u64_map_initialize(&workers->grants);
+  halo_u64_map_initialize(&workers->holders);
   pthread_mutex_init(&workers->mutex, NULL);
   uv_async_init(daemon->loop, &workers->async, halod_ring_workers_on_async);
   workers->async.data = workers;
@@ -676,5 +693,7 @@ void halod_ring_workers_stop(halod_t *daemon) {
   }
   halo_u64_map_deinitialize(&workers->grants);
   halo_u64_map_initialize(&workers->grants);
+  halo_u64_map_deinitialize(&workers->holders);
+  halo_u64_map_initialize(&workers->holders);
   uv_close((uv_handle_t *)&workers->async, halod_ring_workers_on_closed);
 }
