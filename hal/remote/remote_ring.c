@@ -332,19 +332,23 @@ static void *halo_remote_rings_reporter_main(void *argument) {
   return NULL;
 }
 
-// Main thread: revokes |grant| (out of its session's table already): queued
-// for RING_RELEASED now if no execution uses it, else by the completion
-// that drops its last use.
+// Main thread, |mutex| held: revokes |grant| (out of its session's table
+// already): queued for RING_RELEASED now if no execution uses it, else by
+// the completion that drops its last use. Returns whether the caller wakes
+// the reporter (halo_remote_rings_queue_locked).
+static bool halo_remote_rings_revoke_locked(
+    halo_remote_rings_t *rings, halo_remote_ring_grant_state_t *grant) {
+  grant->revoked = true;
+  return grant->uses == 0 &&
+         halo_remote_rings_queue_locked(rings, &grant->report,
+                                        HALO_REMOTE_RING_RELEASED, true);
+}
+
 static void halo_remote_rings_revoke(halo_remote_rings_t *rings,
                                      halo_remote_ring_grant_state_t *grant) {
   if (!grant) return;
-  bool wake = false;
   pthread_mutex_lock(&rings->mutex);
-  grant->revoked = true;
-  if (grant->uses == 0) {
-    wake = halo_remote_rings_queue_locked(rings, &grant->report,
-                                          HALO_REMOTE_RING_RELEASED, true);
-  }
+  bool wake = halo_remote_rings_revoke_locked(rings, grant);
   pthread_mutex_unlock(&rings->mutex);
   if (wake) pthread_cond_signal(&rings->reports_ready);
 }
@@ -1117,12 +1121,7 @@ static void halo_remote_rings_on_detach(halo_remote_rings_t *rings,
             ? (session->grants.entries[i].key ? session->grants.entries[i].value
                                               : NULL)
             : session->default_queue;
-    if (!grant) continue;
-    grant->revoked = true;
-    if (grant->uses == 0) {
-      wake |= halo_remote_rings_queue_locked(rings, &grant->report,
-                                             HALO_REMOTE_RING_RELEASED, true);
-    }
+    if (grant) wake |= halo_remote_rings_revoke_locked(rings, grant);
   }
   session->default_queue = NULL;
   session->detached = true;
