@@ -104,8 +104,9 @@ halo_status_t halo_hal_semaphore_check_signal(
                             (unsigned long long)current);
   }
   uint64_t pending = halo_hal_semaphore_pending(semaphore);
-  if (value <= pending)
+  if (value <= pending) {
     return halo_hal_semaphore_pending_refusal(value, pending);
+  }
   return NULL;
 }
 

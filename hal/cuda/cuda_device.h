@@ -54,9 +54,9 @@ typedef struct halo_hal_cuda_thread_t {
   bool stopping;
   bool started;
   // With the queue empty the thread spins this long (checking |posted|)
-  // before it sleeps on |cond|, where the previous task came within this
-  // long (halo_clock_spin_window_ns): under load a post then costs no futex
-  // wake on either side. 0: sleep at once (the reaper).
+  // before it sleeps on |cond|, where one of the last two tasks came within
+  // this long (halo_clock_gaps_spin_ns): under load a post then costs no
+  // futex wake on either side. 0: sleep at once (the reaper).
   int64_t spin_ns;
   _Atomic uint64_t posted;  // tasks posted so far
   bool sleeping;            // waiting on |cond| (under |mutex|)

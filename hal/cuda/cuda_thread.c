@@ -8,8 +8,8 @@
 // The submission thread spins a while (spin_ns) on an empty queue before
 // it sleeps, so that under load the loop thread's post and the thread's
 // next task cost no futex wake and no wake-up latency; idle, it sleeps. It
-// spins only where the previous task came within that window
-// (halo_clock_spin_window_ns): tasks a millisecond apart (a long step) cost
+// spins only where one of the last two tasks came within that window
+// (halo_clock_gaps_spin_ns): tasks a millisecond apart (a long step) cost
 // a wake-up each, not 50 us of spinning each.
 #include <errno.h>
 #include <sched.h>

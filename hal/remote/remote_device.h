@@ -166,7 +166,7 @@ void halo_hal_remote_device_kill(halo_hal_device_t *device);
 // The worker side (`halod --worker`): serves |device| over the link on
 // descriptor |fd| until the supervisor closes it. Returns the exit status.
 // After each message, the worker polls |poll_ns| for the next before it
-// sleeps (where the previous came within that long). Completions of ring
+// sleeps (where one of the last two came within that long). Completions of ring
 // executions that nothing in the supervisor waits for are held back up to
 // |report_linger_ns| and reported together (0: each at once;
 // remote_ring.c).
