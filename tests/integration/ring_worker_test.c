@@ -299,26 +299,55 @@ static void test_work_outlives_the_process(void **state) {
   halo_client_close(next);
 }
 
-// The recording of the test kernels' `armed` entry on |word| (REUSABLE).
-static halo_command_buffer_t *armed_recording(halo_client_t *client,
-                                              halo_executable_t *executable,
-                                              halo_buffer_t *word) {
+// A client running a REUSABLE recording of the test kernels' `armed` entry
+// on a host-visible word (|flags|: [0] the mode, [1] set once an armed run
+// started), signaling |done|.
+typedef struct armed_t {
+  halo_client_t *client;
+  halo_executable_t *executable;
+  halo_buffer_t *word;
+  uint32_t *flags;
+  halo_command_buffer_t *cb;
+  halo_semaphore_t *done;
+} armed_t;
+
+// Connects and runs the recording harmlessly |steps| times (signals 1 ..
+// |steps|): halod takes the first and grants it, the worker the others.
+static void armed_start(fixture_t *fixture, uint64_t steps, armed_t *out) {
+  out->client = halo_test_connect(&fixture->daemon, 0);
+  out->executable = halo_test_load_kernels(out->client);
+  out->word =
+      halo_test_create_buffer(out->client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
+  out->flags = halo_buffer_host_pointer(out->word);
   halo_dispatch_arg_t args[1] = {
-      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(word, 0, 8), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(out->word, 0, 8), NULL, 0},
   };
   halo_dispatch_params_t params = {
-      .executable = executable,
+      .executable = out->executable,
       .entry = "armed",
       .grid = {1, 1, 1},
       .block = {1, 1, 1},
       .args = args,
       .arg_count = 1,
   };
-  halo_command_buffer_t *cb =
-      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
-  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
-  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
-  return cb;
+  out->cb = halo_test_begin(out->client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(out->cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(out->cb));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(out->client, 0, 0, &out->done));
+  for (uint64_t step = 1; step <= steps; ++step) {
+    halo_semaphore_value_t signal = {out->done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, out->cb, NULL, 0, NULL, 0, &signal, 1));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(out->done, step, DEADLINE_NS));
+  }
+}
+
+static void armed_finish(armed_t *armed) {
+  halo_semaphore_release(armed->done);
+  halo_command_buffer_release(armed->cb);
+  halo_buffer_release(armed->word);
+  halo_executable_release(armed->executable);
+  halo_client_close(armed->client);
 }
 
 static uint32_t in_flight(const halo_test_daemon_t *daemon) {
@@ -333,39 +362,24 @@ static uint32_t in_flight(const halo_test_daemon_t *daemon) {
 static void test_status_counts_worker_executions(void **state) {
   HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
   fixture_t *fixture = *state;
-  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
-  halo_executable_t *executable = halo_test_load_kernels(client);
-  halo_buffer_t *word =
-      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
-  uint32_t *flags = halo_buffer_host_pointer(word);
-  halo_command_buffer_t *cb = armed_recording(client, executable, word);
-  halo_semaphore_t *done;
-  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  for (uint64_t step = 1; step <= 2; ++step) {
-    halo_semaphore_value_t signal = {done, step};
-    HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
-    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
-  }
+  armed_t armed;
+  armed_start(fixture, 2, &armed);
+  uint32_t *flags = armed.flags;
   uint64_t taken = worker_executions(&fixture->daemon);
   assert_int_equal(in_flight(&fixture->daemon), 0);
   __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
-  halo_semaphore_value_t signal = {done, 3};
+  halo_semaphore_value_t signal = {armed.done, 3};
   HALO_TEST_ASSERT_OK(
-      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+      halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &signal, 1));
   assert_true(
       HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000));
   assert_int_equal(in_flight(&fixture->daemon), 1);
   __atomic_store_n(&flags[0], 0, __ATOMIC_RELEASE);
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 3, DEADLINE_NS));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(armed.done, 3, DEADLINE_NS));
   assert_true(HALO_TEST_POLL(in_flight(&fixture->daemon) == 0, 5000));
   // It was the worker's (halod's own executions are counted elsewhere).
   assert_int_equal(worker_executions(&fixture->daemon), taken + 1);
-  halo_semaphore_release(done);
-  halo_command_buffer_release(cb);
-  halo_buffer_release(word);
-  halo_executable_release(executable);
-  halo_client_close(client);
+  armed_finish(&armed);
 }
 
 // A REUSABLE recording of the test kernels' `armed` entry runs harmlessly
@@ -376,26 +390,16 @@ static void test_status_counts_worker_executions(void **state) {
 static void fault_in_a_ring_execution(fixture_t *fixture, uint32_t mode,
                                       halo_status_code_t code,
                                       const char *substring) {
-  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
-  halo_executable_t *executable = halo_test_load_kernels(client);
-  halo_buffer_t *word =
-      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
-  uint32_t *flags = halo_buffer_host_pointer(word);
-  halo_command_buffer_t *cb = armed_recording(client, executable, word);
-  halo_semaphore_t *done;
-  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  for (uint64_t step = 1; step <= 3; ++step) {
-    halo_semaphore_value_t signal = {done, step};
-    HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
-    HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, step, DEADLINE_NS));
-  }
+  armed_t armed;
+  armed_start(fixture, 3, &armed);
+  uint32_t *flags = armed.flags;
+  halo_semaphore_t *done = armed.done;
   uint64_t taken = worker_executions(&fixture->daemon);
   assert_true(taken >= 2);
   __atomic_store_n(&flags[0], mode, __ATOMIC_RELEASE);
   halo_semaphore_value_t signal = {done, 4};
   halo_status_t status =
-      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1);
+      halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &signal, 1);
   const char *const expected[] = {"ring execution", substring, NULL};
   if (status) {
     // The worker died before it passed the record (a crash can be that
@@ -414,11 +418,7 @@ static void fault_in_a_ring_execution(fixture_t *fixture, uint32_t mode,
   assert_true(halo_test_admin_client_faults(&fixture->daemon, getpid(),
                                             &process_faults, NULL));
   assert_int_equal(process_faults, 1);
-  halo_semaphore_release(done);
-  halo_command_buffer_release(cb);
-  halo_buffer_release(word);
-  halo_executable_release(executable);
-  halo_client_close(client);
+  armed_finish(&armed);
   // halod serves the domain again, with a fresh worker.
   halo_client_t *next = halo_test_connect(&fixture->daemon, 0);
   HALO_TEST_ASSERT_OK(halo_client_ping(next));
