@@ -1205,6 +1205,19 @@ static void test_more_queues_than_streams(void **unused) {
   pool_close(POOL_QUEUES);
 }
 
+// Opens POOL_QUEUES queues and runs one execution on each, in order, so
+// that each took its stream: queue 0 and queue STREAMS share stream 0,
+// queue 1 has its own. Returns those three.
+static void pool_open_shared(pool_queue_t **out_a, pool_queue_t **out_b,
+                             pool_queue_t **out_other) {
+  pool_open(POOL_QUEUES);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
+  *out_a = &pool.queues[0];
+  *out_b = &pool.queues[STREAMS];
+  *out_other = &pool.queues[1];
+}
+
 // Queue 0 and queue STREAMS share stream 0 (each queue took the stream
 // with the fewest queues at its first execution, in order). Their
 // executions interleave behind a gate on queue 0: queue STREAMS waits
@@ -1212,11 +1225,8 @@ static void test_more_queues_than_streams(void **unused) {
 // own stream does not; opened, both keep their orders and complete.
 static void test_shared_stream_order(void **unused) {
   (void)unused;
-  pool_open(POOL_QUEUES);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
-  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
-  pool_queue_t *other = &pool.queues[1];
+  pool_queue_t *a, *b, *other;
+  pool_open_shared(&a, &b, &other);
   gate_close();
   pool_gate(a);
   gate_wait_entered(1);
@@ -1270,11 +1280,8 @@ static void *destroyer_main(void *arg) {
 // queue 1 still runs work meanwhile.
 static void test_destroy_shared_stream(void **unused) {
   (void)unused;
-  pool_open(POOL_QUEUES);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
-  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
-  pool_queue_t *other = &pool.queues[1];
+  pool_queue_t *a, *b, *other;
+  pool_open_shared(&a, &b, &other);
   gate_close();
   pool_gate(b);
   gate_wait_entered(1);
@@ -1317,11 +1324,8 @@ static void test_destroy_shared_stream(void **unused) {
 // enqueued part ran (after the gate), and queue 0 goes on in order.
 static void test_failure_on_shared_stream(void **unused) {
   (void)unused;
-  pool_open(POOL_QUEUES);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
-  pool_queue_t *a = &pool.queues[0], *b = &pool.queues[STREAMS];
-  pool_queue_t *other = &pool.queues[1];
+  pool_queue_t *a, *b, *other;
+  pool_open_shared(&a, &b, &other);
   uint32_t seven = 7, eight = 8;
   recorder_t recorder;
   recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 2);
