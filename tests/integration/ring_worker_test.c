@@ -72,6 +72,19 @@ static halo_command_buffer_t *fill_slot(halo_client_t *client,
   return cb;
 }
 
+// Executes |cb| on the default queue |steps| times back to back, bound to
+// |buffer|, signaling |done| 1 .. |steps|, and waits for the last.
+static void run_steps(halo_command_buffer_t *cb, halo_buffer_t *buffer,
+                      halo_semaphore_t *done, uint64_t steps) {
+  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  for (uint64_t step = 1; step <= steps; ++step) {
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+  }
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, steps, DEADLINE_NS));
+}
+
 static void expect_filled(halo_buffer_t *buffer, uint32_t pattern) {
   uint32_t words[4] = {0};
   HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, 0, words, sizeof(words)));
@@ -121,13 +134,7 @@ static void test_halod_consumer_takes_everything(void **state) {
   halo_command_buffer_t *cb = fill_slot(client, 0x55667788u);
   halo_semaphore_t *done;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  for (uint64_t step = 1; step <= 50; ++step) {
-    halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
-    halo_semaphore_value_t signal = {done, step};
-    HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
-  }
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 50, DEADLINE_NS));
+  run_steps(cb, buffer, done, 50);
   expect_filled(buffer, 0x55667788u);
   assert_int_equal(worker_executions(&fixture->daemon), 0);
   halo_semaphore_release(done);
@@ -150,13 +157,8 @@ static void test_bounced_records_get_halods_verdict(void **state) {
   halo_command_buffer_t *cb = fill_slot(client, 0x01020304u);
   halo_semaphore_t *done;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  run_steps(cb, buffer, done, 10);
   halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
-  for (uint64_t step = 1; step <= 10; ++step) {
-    halo_semaphore_value_t signal = {done, step};
-    HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
-  }
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 10, DEADLINE_NS));
   uint64_t taken = worker_executions(&fixture->daemon);
   assert_true(taken >= 8);
   // A value that does not increase.
@@ -276,13 +278,7 @@ static void test_work_outlives_the_process(void **state) {
   assert_int_equal(halo_command_buffer_memo_hit(cb), 0);
   halo_semaphore_t *done;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
-  for (uint64_t step = 1; step <= 20; ++step) {
-    halo_semaphore_value_t signal = {done, step};
-    HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
-  }
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 20, DEADLINE_NS));
+  run_steps(cb, buffer, done, 20);
   assert_true(worker_executions(&fixture->daemon) >= 18);
   pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
   assert_true(worker > 0);
