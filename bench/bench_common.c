@@ -176,6 +176,40 @@ void bench_tasks_print_delta(void *file, const char *indent,
           (double)total / 1e3 / per);
 }
 
+void bench_tree_take(bench_tree_t *tree, pid_t client_pid, pid_t daemon_pid) {
+  int count = 0;
+  tree->has_client = client_pid > 0;
+  if (tree->has_client) tree->pids[count++] = client_pid;
+  tree->pids[count++] = daemon_pid;
+  count += bench_children(daemon_pid, tree->pids + count,
+                          BENCH_TREE_PROCESSES - count);
+  tree->process_count = count;
+  for (int p = 0; p < count; ++p) {
+    tree->counts[p] =
+        bench_tasks(tree->pids[p], tree->tasks[p], BENCH_TREE_TASKS);
+  }
+}
+
+void bench_tree_print(void *file, const char *indent,
+                      const bench_tree_t *before, const bench_tree_t *after,
+                      double per) {
+  char inner[64];
+  snprintf(inner, sizeof(inner), "%s  ", indent);
+  int daemon_index = after->has_client ? 1 : 0;
+  for (int p = 0; p < after->process_count; ++p) {
+    int b = 0;
+    while (b < before->process_count && before->pids[b] != after->pids[p]) ++b;
+    if (b == before->process_count) continue;
+    fprintf(file, "%sper step, %s (pid %d):\n", indent,
+            p < daemon_index    ? "client"
+            : p == daemon_index ? "halod"
+                                : "halod's child",
+            (int)after->pids[p]);
+    bench_tasks_print_delta(file, inner, before->tasks[b], before->counts[b],
+                            after->tasks[p], after->counts[p], per);
+  }
+}
+
 long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
                  const struct timespec *timeout) {
   return syscall(SYS_futex, word, op, value, timeout, NULL, 0);

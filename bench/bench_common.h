@@ -61,6 +61,26 @@ void bench_tasks_print_delta(void *file, const char *indent,
                              const bench_task_t *after, int after_count,
                              double per);
 
+// The threads of an optional client process, a daemon and the daemon's
+// children (its device workers): two snapshots give where the CPU went.
+enum { BENCH_TREE_PROCESSES = 8, BENCH_TREE_TASKS = 128 };
+typedef struct bench_tree_t {
+  int process_count;
+  bool has_client;  // pids[0] is the client
+  pid_t pids[BENCH_TREE_PROCESSES];
+  int counts[BENCH_TREE_PROCESSES];
+  bench_task_t tasks[BENCH_TREE_PROCESSES][BENCH_TREE_TASKS];
+} bench_tree_t;
+
+// Snapshots |client_pid| (0: none), |daemon_pid| and its children.
+void bench_tree_take(bench_tree_t *tree, pid_t client_pid, pid_t daemon_pid);
+
+// Per process present in both snapshots, bench_tasks_print_delta under a
+// line naming it (client, halod, halod's child).
+void bench_tree_print(void *file, const char *indent,
+                      const bench_tree_t *before, const bench_tree_t *after,
+                      double per);
+
 long bench_futex(_Atomic uint32_t *word, int op, uint32_t value,
                  const struct timespec *timeout);
 

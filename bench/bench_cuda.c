@@ -1148,43 +1148,6 @@ static void bench_in_process(void) {
 // Through halod
 //===----------------------------------------------------------------------===//
 
-// Threads of the client, halod and halod's children (the device workers),
-// for the per-thread figures of the cases through halod.
-enum { L1_PROCESSES = 8, L1_TASKS = 128 };
-typedef struct l1_tasks_t {
-  int process_count;
-  pid_t pids[L1_PROCESSES];
-  int counts[L1_PROCESSES];
-  bench_task_t tasks[L1_PROCESSES][L1_TASKS];
-} l1_tasks_t;
-
-static void l1_tasks_take(l1_tasks_t *tasks, pid_t daemon_pid) {
-  tasks->pids[0] = getpid();
-  tasks->pids[1] = daemon_pid;
-  tasks->process_count =
-      2 + bench_children(daemon_pid, tasks->pids + 2, L1_PROCESSES - 2);
-  for (int p = 0; p < tasks->process_count; ++p) {
-    tasks->counts[p] = bench_tasks(tasks->pids[p], tasks->tasks[p], L1_TASKS);
-  }
-}
-
-static void l1_tasks_print(const l1_tasks_t *before, const l1_tasks_t *after,
-                           double per) {
-  for (int p = 0; p < after->process_count; ++p) {
-    int b = 0;
-    while (b < before->process_count && before->pids[b] != after->pids[p]) ++b;
-    if (b == before->process_count) continue;
-    printf("    per step, %s (pid %d):\n",
-           p == 0   ? "client"
-           : p == 1 ? "halod"
-                    : "halod's child",
-           (int)after->pids[p]);
-    bench_tasks_print_delta(stdout, "      ", before->tasks[b],
-                            before->counts[b], after->tasks[p],
-                            after->counts[p], per);
-  }
-}
-
 static void bench_daemon(void) {
   halo_client_options_t client_options = {.address = options.address,
                                           .request_timeout_ms = 60000};
@@ -1194,7 +1157,7 @@ static void bench_daemon(void) {
   int64_t daemon_cpu = -1;
   // The threads around the chain's steps: where the CPU goes (static: two
   // snapshots are too large for the stack).
-  static l1_tasks_t tasks_before, tasks_after;
+  static bench_tree_t tasks_before, tasks_after;
   halo_device_info_t info;
   CHECK("device", halo_client_device_info(client, 0, &info));
   printf("halod at %s [%s], device 0: %s %s\n", options.address,
@@ -1239,11 +1202,11 @@ static void bench_daemon(void) {
     // Per thread of the client, halod and its device workers: CPU and the
     // times each was switched in per execution (which side sleeps between
     // steps).
-    static l1_tasks_t l1_before;
+    static bench_tree_t l1_before;
     for (int i = -warmup; i < options.iterations; ++i) {
       if (i == 0) {
         daemon_cpu = bench_process_cpu_ns(daemon_pid);
-        l1_tasks_take(&l1_before, daemon_pid);
+        bench_tree_take(&l1_before, getpid(), daemon_pid);
       }
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
@@ -1264,9 +1227,9 @@ static void bench_daemon(void) {
     snprintf(name, sizeof(name), "halod [%s] execute + %s", label,
              spin ? "spin on query" : "semaphore wait");
     samples_report_cpu(name, &samples, cpu);
-    static l1_tasks_t l1_after;
-    l1_tasks_take(&l1_after, daemon_pid);
-    l1_tasks_print(&l1_before, &l1_after, options.iterations);
+    static bench_tree_t l1_after;
+    bench_tree_take(&l1_after, getpid(), daemon_pid);
+    bench_tree_print(stdout, "    ", &l1_before, &l1_after, options.iterations);
   }
   // The completion must have retired before the next case reuses nothing:
   // a wait for the last value is enough.
@@ -1326,7 +1289,7 @@ static void bench_daemon(void) {
     for (int s = -warmup; s < options.steps; ++s) {
       if (s == 0) {
         daemon_cpu = bench_process_cpu_ns(daemon_pid);
-        l1_tasks_take(&tasks_before, daemon_pid);
+        bench_tree_take(&tasks_before, getpid(), daemon_pid);
       }
       halo_semaphore_value_t signal = {semaphore, ++value};
       int64_t start = now_ns();
@@ -1338,11 +1301,12 @@ static void bench_daemon(void) {
       if (s >= 0) samples_add(&samples, now_ns() - start);
     }
     double cpu = daemon_cpu_per(daemon_pid, daemon_cpu, options.steps);
-    l1_tasks_take(&tasks_after, daemon_pid);
+    bench_tree_take(&tasks_after, getpid(), daemon_pid);
     snprintf(name, sizeof(name), "halod [%s] %s, 16 changed", label,
              table ? "binding table" : "SetParams");
     samples_report_cpu(name, &samples, cpu);
-    l1_tasks_print(&tasks_before, &tasks_after, options.steps);
+    bench_tree_print(stdout, "    ", &tasks_before, &tasks_after,
+                     options.steps);
     halo_command_buffer_release(chain);
   }
   halo_client_close(client);

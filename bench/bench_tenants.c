@@ -812,13 +812,10 @@ static int run_case(void) {
     daemon_pid = g_shared->clients[i].daemon_pid;
   }
   int64_t daemon_cpu = daemon_pid > 0 ? bench_process_cpu_ns(daemon_pid) : -1;
-  // halod's threads, for where its CPU goes.
-  enum { kMaxTasks = 512 };
-  bench_task_t *tasks = calloc(2 * kMaxTasks, sizeof(bench_task_t));
-  if (!tasks) die("oom");
-  int tasks_before =
-      daemon_pid > 0 ? bench_tasks(daemon_pid, tasks, kMaxTasks) : 0;
-  int tasks_after = 0;
+  // The threads of halod and its device workers, for where their CPU goes.
+  bench_tree_t *trees = calloc(2, sizeof(bench_tree_t));
+  if (!trees) die("oom");
+  if (daemon_pid > 0) bench_tree_take(&trees[0], 0, daemon_pid);
   int64_t start = bench_now_ns();
   g_shared->deadline_ns = start + (int64_t)(options.seconds * 1e9);
   futex_set(&g_shared->go, 1);
@@ -842,7 +839,7 @@ static int run_case(void) {
   if (daemon_cpu >= 0) {
     int64_t after = bench_process_cpu_ns(daemon_pid);
     daemon_cpu = after >= 0 ? after - daemon_cpu : -1;
-    tasks_after = bench_tasks(daemon_pid, tasks + kMaxTasks, kMaxTasks);
+    bench_tree_take(&trees[1], 0, daemon_pid);
   }
   futex_set(&g_shared->release, 1);
   for (int p = 0; p < process_count; ++p) {
@@ -905,12 +902,11 @@ static int run_case(void) {
   printf("%-8s %4d %4d %10lld %10.0f %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f\n",
          impl, n, measured, (long long)steps, rate, rate_min, rate_max, p50,
          p99, cpu_per, daemon_per);
-  if (tasks_after > 0 && steps > 0) {
-    printf("  halod's CPU per step by thread (name x threads):\n");
-    bench_tasks_print_delta(stdout, "    ", tasks, tasks_before,
-                            tasks + kMaxTasks, tasks_after, (double)steps);
+  if (trees[1].process_count > 0 && steps > 0) {
+    printf("  CPU per step by thread (name x threads):\n");
+    bench_tree_print(stdout, "    ", &trees[0], &trees[1], (double)steps);
   }
-  free(tasks);
+  free(trees);
   char t8_note[1024];
   const char *loading = getenv("CUDA_MODULE_LOADING");
   snprintf(t8_note, sizeof(t8_note),
