@@ -9,8 +9,10 @@
 #include "common/status.h"
 
 void halo_hal_cuda_event_pool_initialize(halo_hal_cuda_event_pool_t *pool,
-                                         const halo_hal_cuda_symbols_t *cu) {
+                                         const halo_hal_cuda_symbols_t *cu,
+                                         unsigned flags) {
   pool->cu = cu;
+  pool->flags = flags | CU_EVENT_DISABLE_TIMING;
   pthread_mutex_init(&pool->mutex, NULL);
   pool->free_list = NULL;
   pool->free_count = 0;
@@ -52,14 +54,7 @@ halo_status_t halo_hal_cuda_event_pool_acquire(
       return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "oom for a CUDA event");
     }
-    // BLOCKING_SYNC: the completion path's sleeper waits on these events in
-    // cuEventSynchronize, which otherwise spins a core for as long as the
-    // GPU works (the primary context's default scheduling spins while the
-    // process has fewer contexts than CPUs: halod's CPU per step on the
-    // H100 was the step's whole length, 946 of 1188 us in the completion
-    // threads). cuEventQuery and cuStreamWaitEvent are unaffected.
-    CUresult result = pool->cu->cuEventCreate(
-        &event->handle, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
+    CUresult result = pool->cu->cuEventCreate(&event->handle, pool->flags);
     if (result != CUDA_SUCCESS) {
       free(event);
       return halo_hal_cuda_result_to_status(pool->cu, result, "cuEventCreate");
@@ -73,6 +68,10 @@ halo_status_t halo_hal_cuda_event_pool_acquire(
   atomic_store_explicit(&event->references, 1, memory_order_relaxed);
   *out_event = event;
   return NULL;
+}
+
+bool halo_hal_cuda_event_blocks(const halo_hal_cuda_event_t *event) {
+  return (event->pool->flags & CU_EVENT_BLOCKING_SYNC) != 0;
 }
 
 void halo_hal_cuda_event_retain(halo_hal_cuda_event_t *event) {

@@ -48,9 +48,12 @@
 //     completion of another (queues are unordered). For an exact wake on
 //     long-running work, a second thread (the sleeper) blocks in
 //     cuEventSynchronize (a BLOCKING_SYNC event: no spinning) on the oldest
-//     unfinished event and wakes the poller when it returns; while every
-//     pending execution is on that event's stream the poller does not nap in
-//     steps but waits for the sleeper or new work. Idle (nothing pending),
+//     unfinished event of work not known to be short and wakes the poller
+//     when it returns; while every pending execution is on that event's
+//     stream the poller does not nap in steps but waits for the sleeper or
+//     new work. Work seen to be short records a plain event, which costs the
+//     submission thread less (halo_hal_cuda_execution_event_pool), and is
+//     polled to its end. Idle (nothing pending),
 //     both sleep on condition variables: no CPU. Hundreds of queues cost one
 //     poll of each pending stream's oldest event per round, not a thread each;
 //   HOST_FUNC: the design card's cuLaunchHostFunc on the callback stream
@@ -109,6 +112,13 @@
 #define HALO_HAL_CUDA_COMPLETION_SPIN_NS 50000
 #define HALO_HAL_CUDA_COMPLETION_NAP_FIRST_NS 2000
 #define HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS 100000
+// THREAD completion: work expected to finish within this (its recording's
+// last duration) is short: new short work restarts the spin, and its event
+// is a plain one (halo_hal_cuda_execution_event_pool). Within the spin and
+// the longest nap, so that a short execution seen late (at the end of a
+// nap) still counts as short.
+#define HALO_HAL_CUDA_SHORT_WORK_NS \
+  (HALO_HAL_CUDA_COMPLETION_SPIN_NS + HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS)
 // THREAD completion: an unfinished execution's event is queried when its
 // GPU stores landed, else at most this often (each query takes the
 // context's lock, which the submission thread's launches need too).
@@ -130,7 +140,10 @@ typedef struct halo_hal_cuda_signal_order_t {
 typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_device_t *device;
   uint32_t queue_count;  // loop thread
+  // Events recorded after each execution (halo_hal_cuda_execution_event_pool):
+  // plain ones, and BLOCKING_SYNC ones for work the sleeper may wait on.
   halo_hal_cuda_event_pool_t events;
+  halo_hal_cuda_event_pool_t sleep_events;
   atomic_bool lost;
   // The completion thread.
   pthread_t thread;
@@ -419,16 +432,13 @@ static void halo_hal_cuda_completion_poll(
       // New work: spin again if any of it is expected to be short (its
       // recording's last duration as seen here; unknown counts as short);
       // where all of it is expected to take longer and nothing else is
-      // pending, wait for it without spinning. Short: within the spin
-      // window and the longest nap, so that a short execution seen late
-      // (at the end of a nap) still counts as short.
+      // pending, wait for it without spinning.
       bool short_work = false;
       for (halo_hal_cuda_execution_t *fresh = shared->inbox_head;
            fresh && !short_work; fresh = fresh->next) {
-        short_work = halo_hal_cuda_command_buffer_expected_ns(
-                         fresh->execution.command_buffer) <=
-                     HALO_HAL_CUDA_COMPLETION_SPIN_NS +
-                         HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS;
+        short_work =
+            halo_hal_cuda_command_buffer_expected_ns(
+                fresh->execution.command_buffer) <= HALO_HAL_CUDA_SHORT_WORK_NS;
       }
       if (short_work) {
         previous_gap_ns = 0;
@@ -472,7 +482,11 @@ static void halo_hal_cuda_completion_poll(
       if (result == CUDA_ERROR_NOT_READY) {
         stream->blocked_round = round;
         ++blocked_streams;
-        if (!first_blocked) first_blocked = execution;
+        // Only a BLOCKING_SYNC event goes to the sleeper (see
+        // halo_hal_cuda_execution_event_pool).
+        if (!first_blocked && halo_hal_cuda_event_blocks(execution->event)) {
+          first_blocked = execution;
+        }
         link = &execution->next;
         continue;
       }
@@ -696,7 +710,9 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   shared = calloc(1, sizeof(*shared));
   if (!shared) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   shared->device = device;
-  halo_hal_cuda_event_pool_initialize(&shared->events, device->cu);
+  halo_hal_cuda_event_pool_initialize(&shared->events, device->cu, 0);
+  halo_hal_cuda_event_pool_initialize(&shared->sleep_events, device->cu,
+                                      CU_EVENT_BLOCKING_SYNC);
   pthread_mutex_init(&shared->mutex, NULL);
   halo_clock_cond_initialize(&shared->cond);
   pthread_cond_init(&shared->sleeper_cond, NULL);
@@ -723,6 +739,7 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
     pthread_cond_destroy(&shared->cond);
     pthread_mutex_destroy(&shared->mutex);
     halo_hal_cuda_event_pool_deinitialize(&shared->events);
+    halo_hal_cuda_event_pool_deinitialize(&shared->sleep_events);
     free(shared);
     return halo_status_from_errno(error,
                                   "starting the completion threads of CUDA "
@@ -758,6 +775,7 @@ static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
   }
   halo_u64_map_deinitialize(&shared->signal_order);
   halo_hal_cuda_event_pool_deinitialize(&shared->events);
+  halo_hal_cuda_event_pool_deinitialize(&shared->sleep_events);
   pthread_cond_destroy(&shared->sleeper_cond);
   pthread_cond_destroy(&shared->cond);
   pthread_mutex_destroy(&shared->mutex);
@@ -796,6 +814,32 @@ static halo_status_t halo_hal_cuda_queue_take_stream(
   queue->stream = queue->pooled->stream;
   queue->callback_stream = queue->pooled->callback_stream;
   return NULL;
+}
+
+// The pool of the event recorded after |execution|'s work. The sleeper
+// waits only on BLOCKING_SYNC events: cuEventSynchronize on another spins
+// a core for as long as the GPU works (the primary context's default
+// scheduling spins while the process has fewer contexts than CPUs:
+// halod's CPU per step on the H100 was the step's whole length, 946 of
+// 1188 us, before these events). But recording a BLOCKING_SYNC event
+// costs the submission thread 2.2 us instead of 0.6 (H100, driver 580),
+// and the driver's event thread 2 us more per execution: a third of the
+// submission thread's time per small execution. So only work the poller
+// may hand the sleeper gets one: under THREAD completion, a recording not
+// yet seen to finish or seen to take longer than short work; work seen to
+// be short is polled to its end (spin, then naps of at most
+// HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS).
+static halo_hal_cuda_event_pool_t *halo_hal_cuda_execution_event_pool(
+    const halo_hal_cuda_execution_t *execution) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  if (queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD) {
+    int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
+        execution->execution.command_buffer);
+    if (expected == 0 || expected > HALO_HAL_CUDA_SHORT_WORK_NS) {
+      return &queue->shared->sleep_events;
+    }
+  }
+  return &queue->shared->events;
 }
 
 // Drops the entries whose stores completed long ago.
@@ -1057,7 +1101,7 @@ static bool halo_hal_cuda_execution_defer_failure(
   halo_hal_cuda_queue_t *queue = execution->queue;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   halo_status_t event_status = halo_hal_cuda_event_pool_acquire(
-      &queue->shared->events, &execution->event);
+      halo_hal_cuda_execution_event_pool(execution), &execution->event);
   if (event_status) {
     halo_status_free(event_status);
     return false;
@@ -1109,8 +1153,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
                                                    &execution->issue.enqueued);
   }
   if (!status) {
-    status =
-        halo_hal_cuda_event_pool_acquire(&shared->events, &execution->event);
+    status = halo_hal_cuda_event_pool_acquire(
+        halo_hal_cuda_execution_event_pool(execution), &execution->event);
   }
   if (!status) {
     CUresult result =

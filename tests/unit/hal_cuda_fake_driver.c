@@ -55,6 +55,7 @@ struct CUgraphExec_st {
 struct CUevent_st {
   uint64_t recorded;
   uint64_t completed;
+  unsigned flags;  // cuEventCreate's
 };
 
 typedef enum fake_op_type_e {
@@ -534,9 +535,9 @@ static CUresult fake_cuStreamQuery(CUstream stream) {
 }
 
 static CUresult fake_cuEventCreate(CUevent *out, unsigned flags) {
-  (void)flags;
   FAKE_RETURN_IF_STICKY();
   *out = calloc(1, sizeof(struct CUevent_st));
+  (*out)->flags = flags;
   return CUDA_SUCCESS;
 }
 
@@ -550,6 +551,7 @@ static CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   op->event = event;
   pthread_mutex_lock(&fake.mutex);
   op->sequence = ++event->recorded;
+  if (event->flags & CU_EVENT_BLOCKING_SYNC) ++fake.counters.blocking_records;
   pthread_mutex_unlock(&fake.mutex);
   CUresult result = fake_enqueue(stream, op);
   if (result != CUDA_SUCCESS) {
@@ -572,6 +574,7 @@ static CUresult fake_cuEventQuery(CUevent event) {
 
 static CUresult fake_cuEventSynchronize(CUevent event) {
   pthread_mutex_lock(&fake.mutex);
+  if (!(event->flags & CU_EVENT_BLOCKING_SYNC)) ++fake.counters.spin_syncs;
   uint64_t target = event->recorded;
   while (event->completed < target && !fake.sticky) {
     pthread_cond_wait(&fake.cond, &fake.mutex);

@@ -57,8 +57,10 @@ typedef struct fake_counters_t {
   int host_functions;     // host functions run
   int store_regressions;  // a 64-bit store lower than the last at its address
   int stores;
-  int stream_waits;     // cuStreamWaitEvent on an event not completed yet
-  int streams_created;  // cuStreamCreateWithPriority
+  int stream_waits;      // cuStreamWaitEvent on an event not completed yet
+  int blocking_records;  // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
+  int spin_syncs;        // cuEventSynchronize on an event without BLOCKING_SYNC
+  int streams_created;   // cuStreamCreateWithPriority
   // Streams that had an operation enqueued since the counters were reset,
   // each counted once.
   int streams_used;

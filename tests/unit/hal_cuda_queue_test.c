@@ -995,6 +995,56 @@ static void test_independent_queues(void **unused) {
   device_free(y2, N * 4);
 }
 
+// The event after each execution: recording a BLOCKING_SYNC one costs the
+// submission thread several times a plain one, so under THREAD completion
+// only work the sleeper may wait on gets one (a recording not seen to
+// finish yet, or seen to be long); work seen to be short gets a plain event
+// and is polled to its end. The sleeper never synchronizes on a plain event
+// (that would spin a core). HOST_FUNC needs no sleeper: plain events only.
+static void test_event_kinds(void **unused) {
+  (void)unused;
+  bool thread =
+      state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD;
+  uint32_t n = N, long_us = 20000, short_us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  halo_hal_command_buffer_t *slow = slow_recording(&n, &long_us);
+  halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
+  halo_hal_queue_t *queue = queue_new();
+  halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
+  fake_driver_reset_counters();
+  // The first execution of a recording: its duration is not known yet.
+  execute_and_wait(queue, fast, bindings, 2);
+  assert_int_equal(fake_driver_counters().blocking_records, thread ? 1 : 0);
+  // Seen to be short (well within 150 us, even under a sanitizer, for most
+  // of these): plain events.
+  enum { kFastRounds = 20 };
+  for (int i = 0; i < kFastRounds; ++i) {
+    execute_and_wait(queue, fast, bindings, 2);
+  }
+  fake_counters_t counters = fake_driver_counters();
+  print_message(
+      "[%s] %d of %d short executions recorded a BLOCKING_SYNC "
+      "event\n",
+      state.mode, counters.blocking_records, kFastRounds + 1);
+  if (thread) {
+    assert_true(counters.blocking_records < kFastRounds + 1);
+  } else {
+    assert_int_equal(counters.blocking_records, 0);
+  }
+  // A recording seen to take 20 ms keeps BLOCKING_SYNC events, which the
+  // sleeper waits on.
+  fake_driver_reset_counters();
+  for (int i = 0; i < 3; ++i) execute_and_wait(queue, slow, bindings, 2);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.blocking_records, thread ? 3 : 0);
+  assert_int_equal(counters.spin_syncs, 0);
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(slow);
+  halo_hal_command_buffer_destroy(fast);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+}
+
 //===----------------------------------------------------------------------===//
 // The device's stream pool
 //===----------------------------------------------------------------------===//
@@ -1820,6 +1870,7 @@ int main(void) {
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
+      cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_independent_queues),
       cmocka_unit_test(test_more_queues_than_streams),
       cmocka_unit_test(test_shared_stream_order),
