@@ -131,11 +131,18 @@
 typedef struct halo_hal_cuda_queue_t halo_hal_cuda_queue_t;
 typedef struct halo_hal_cuda_execution_t halo_hal_cuda_execution_t;
 
-// The last GPU store of one semaphore (submission thread).
+// The last GPU store of one semaphore (under the device's issue mutex).
 typedef struct halo_hal_cuda_signal_order_t {
   halo_hal_cuda_event_t *event;  // recorded after the store
   CUstream stream;
+  uint64_t value;  // the value it stores
 } halo_hal_cuda_signal_order_t;
+
+// Locks that serialize the GPU stores of one semaphore across submission
+// threads, from the order check to the record of the event after the store
+// (a semaphore's slot address picks one; an execution takes the ones of
+// its signals in ascending order).
+#define HALO_HAL_CUDA_STORE_LOCKS 64
 
 typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_device_t *device;
@@ -168,8 +175,9 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_execution_t *watch_head;
   halo_hal_cuda_execution_t *watch_tail;
   halo_hal_cuda_execution_t *orphans;
-  // Submission thread only: slot device address -> signal order.
+  // Slot device address -> signal order (under the device's issue mutex).
   halo_u64_map_t signal_order;
+  pthread_mutex_t store_locks[HALO_HAL_CUDA_STORE_LOCKS];
   halo_hal_cuda_task_t teardown_task;
 } halo_hal_cuda_queue_shared_t;
 
@@ -188,6 +196,9 @@ struct halo_hal_cuda_queue_t {
   pthread_mutex_t mutex;
   pthread_cond_t idle;  // in_flight reached 0
   uint32_t in_flight;
+  // The submission thread that issues its executions (chosen at creation),
+  // in its submission order.
+  halo_hal_cuda_thread_t *thread;
   halo_hal_cuda_task_t destroy_task;
 };
 
@@ -240,6 +251,9 @@ struct halo_hal_cuda_execution_t {
   int64_t next_query_ns;
   atomic_bool stores_woken;
   int64_t handed_ns;  // when it reached the poller's inbox
+  // Submission thread: the store locks it holds (one bit each), from its
+  // GPU stores to its event's note.
+  uint64_t store_locks;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -717,6 +731,9 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   halo_clock_cond_initialize(&shared->cond);
   pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
+  for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
+    pthread_mutex_init(&shared->store_locks[i], NULL);
+  }
   atomic_init(&shared->lost, false);
   int error = pthread_create(&shared->thread, NULL,
                              halo_hal_cuda_completion_main, shared);
@@ -735,6 +752,9 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
     pthread_mutex_unlock(&shared->mutex);
     if (shared->thread_started) pthread_join(shared->thread, NULL);
     halo_u64_map_deinitialize(&shared->signal_order);
+    for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
+      pthread_mutex_destroy(&shared->store_locks[i]);
+    }
     pthread_cond_destroy(&shared->sleeper_cond);
     pthread_cond_destroy(&shared->cond);
     pthread_mutex_destroy(&shared->mutex);
@@ -774,6 +794,9 @@ static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
     free(order);
   }
   halo_u64_map_deinitialize(&shared->signal_order);
+  for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
+    pthread_mutex_destroy(&shared->store_locks[i]);
+  }
   halo_hal_cuda_event_pool_deinitialize(&shared->events);
   halo_hal_cuda_event_pool_deinitialize(&shared->sleep_events);
   pthread_cond_destroy(&shared->sleeper_cond);
@@ -796,7 +819,7 @@ static void halo_hal_cuda_queue_shared_release(
   if (shared->thread_started) pthread_join(shared->thread, NULL);
   if (shared->sleeper_started) pthread_join(shared->sleeper, NULL);
   shared->teardown_task.run = halo_hal_cuda_queue_shared_teardown;
-  halo_hal_cuda_thread_post(&device->submission, &shared->teardown_task);
+  halo_hal_cuda_thread_post(&device->submission[0], &shared->teardown_task);
 }
 
 //===----------------------------------------------------------------------===//
@@ -809,8 +832,12 @@ static void halo_hal_cuda_queue_shared_release(
 static halo_status_t halo_hal_cuda_queue_take_stream(
     halo_hal_cuda_queue_t *queue) {
   if (queue->pooled) return NULL;
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_stream_pool_acquire(
-      &queue->device->streams, queue->cuda_priority, &queue->pooled));
+  halo_hal_cuda_device_t *device = queue->device;
+  pthread_mutex_lock(&device->issue_mutex);
+  halo_status_t status = halo_hal_cuda_stream_pool_acquire(
+      &device->streams, queue->cuda_priority, &queue->pooled);
+  pthread_mutex_unlock(&device->issue_mutex);
+  HALO_RETURN_IF_ERROR(status);
   queue->stream = queue->pooled->stream;
   queue->callback_stream = queue->pooled->callback_stream;
   return NULL;
@@ -865,34 +892,96 @@ static void halo_hal_cuda_signal_order_prune(
   free(done);
 }
 
-// Orders each GPU store after the previous store of the same semaphore made
-// on another stream (if it may not have landed yet), then enqueues it.
+// The store locks of |execution|'s GPU stores, one bit each.
+static uint64_t halo_hal_cuda_execution_store_lock_mask(
+    const halo_hal_cuda_execution_t *execution) {
+  uint64_t mask = 0;
+  const halo_hal_execution_t *hal = &execution->execution;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    uint64_t address = hal->signals[i].device_address;
+    if (!address) continue;
+    // Slots are cache lines: neighbours in a page take different locks.
+    mask |= 1ull << ((address / 64) % HALO_HAL_CUDA_STORE_LOCKS);
+  }
+  return mask;
+}
+
+// Takes the store locks of |execution|'s semaphores (ascending: no two
+// executions deadlock), held until its event is recorded and noted.
+static void halo_hal_cuda_execution_lock_stores(
+    halo_hal_cuda_execution_t *execution) {
+  uint64_t mask = halo_hal_cuda_execution_store_lock_mask(execution);
+  for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
+    if (mask & (1ull << i)) {
+      pthread_mutex_lock(&execution->queue->shared->store_locks[i]);
+    }
+  }
+  execution->store_locks = mask;
+}
+
+static void halo_hal_cuda_execution_unlock_stores(
+    halo_hal_cuda_execution_t *execution) {
+  uint64_t mask = execution->store_locks;
+  execution->store_locks = 0;
+  for (int i = HALO_HAL_CUDA_STORE_LOCKS - 1; i >= 0; --i) {
+    if (mask & (1ull << i)) {
+      pthread_mutex_unlock(&execution->queue->shared->store_locks[i]);
+    }
+  }
+}
+
+// Enqueues each GPU store after the previous store of the same semaphore
+// made on another stream (if it may not have landed yet). A store of a
+// value that a store already enqueued (or landed) reaches is left out:
+// executions of several submission threads reach this in any order, and a
+// value must never land backwards (the host path still signals it at
+// completion). The caller holds the execution's store locks.
 static halo_status_t halo_hal_cuda_execution_store_signals(
     halo_hal_cuda_execution_t *execution, bool *enqueued) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
-  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  halo_hal_cuda_device_t *device = queue->device;
+  const halo_hal_cuda_symbols_t *cu = device->cu;
   const halo_hal_execution_t *hal = &execution->execution;
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
+    if (signal->slot &&
+        atomic_load_explicit(&signal->slot->value, memory_order_acquire) >=
+            signal->value) {
+      continue;  // reached already
+    }
+    halo_hal_cuda_event_t *previous = NULL;
+    bool reached = false;
+    pthread_mutex_lock(&device->issue_mutex);
     halo_hal_cuda_signal_order_t *order =
         halo_u64_map_get(&shared->signal_order, signal->device_address);
-    if (order && order->stream != queue->stream) {
-      CUresult result = cu->cuEventQuery(order->event->handle);
+    if (order && order->value >= signal->value) {
+      reached = true;
+    } else if (order && order->stream != queue->stream) {
+      previous = order->event;
+      halo_hal_cuda_event_retain(previous);
+    }
+    pthread_mutex_unlock(&device->issue_mutex);
+    if (reached) continue;
+    if (previous) {
+      CUresult result = cu->cuEventQuery(previous->handle);
       if (result == CUDA_ERROR_NOT_READY) {
-        result = cu->cuStreamWaitEvent(queue->stream, order->event->handle, 0);
+        result = cu->cuStreamWaitEvent(queue->stream, previous->handle, 0);
         if (result != CUDA_SUCCESS) {
+          halo_hal_cuda_event_release(previous);
           return halo_status_annotate(
               halo_hal_cuda_result_to_status(cu, result, "cuStreamWaitEvent"),
               "signal %u: ordering after the semaphore's previous GPU store",
               i);
         }
       } else if (result != CUDA_SUCCESS) {
+        halo_hal_cuda_event_release(previous);
         return halo_status_annotate(
             halo_hal_cuda_result_to_status(cu, result, "cuEventQuery"),
             "signal %u: the semaphore's previous GPU store", i);
       }
+      halo_hal_cuda_event_release(previous);
     }
     CUresult result = cu->cuStreamWriteValue64(
         queue->stream, (CUdeviceptr)signal->device_address, signal->value,
@@ -910,12 +999,14 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
 }
 
 // After the event was recorded: it becomes the last store of every signaled
-// semaphore.
+// semaphore whose recorded store is not of a higher value. The caller holds
+// the execution's store locks.
 static void halo_hal_cuda_execution_note_signals(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_execution_t *hal = &execution->execution;
+  pthread_mutex_lock(&queue->device->issue_mutex);
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     uint64_t address = hal->signals[i].device_address;
     if (!address) continue;
@@ -934,13 +1025,17 @@ static void halo_hal_cuda_execution_note_signals(
         free(order);
         continue;
       }
+    } else if (order->value >= hal->signals[i].value) {
+      continue;  // a later value's store stays the last
     } else {
       halo_hal_cuda_event_release(order->event);
     }
     halo_hal_cuda_event_retain(execution->event);
     order->event = execution->event;
     order->stream = queue->stream;
+    order->value = hal->signals[i].value;
   }
+  pthread_mutex_unlock(&queue->device->issue_mutex);
 }
 
 // Hands an issued execution to the completion path.
@@ -1023,6 +1118,8 @@ static void halo_hal_cuda_execution_resolve_fence(
   halo_hal_cuda_fence_t *fence = execution->fence;
   if (!fence) return;
   execution->fence = NULL;
+  halo_hal_cuda_device_t *device = execution->queue->device;
+  pthread_mutex_lock(&device->issue_mutex);
   if (failure) {
     fence->failure = halo_status_make(halo_status_code(failure), "%s",
                                       halo_status_message(failure));
@@ -1033,11 +1130,11 @@ static void halo_hal_cuda_execution_resolve_fence(
   }
   halo_hal_cuda_execution_t *parked = fence->parked;
   fence->parked = NULL;
+  pthread_mutex_unlock(&device->issue_mutex);
   while (parked) {
     halo_hal_cuda_execution_t *next = parked->parked_next;
     parked->parked_next = NULL;
-    halo_hal_cuda_thread_post(&execution->queue->device->submission,
-                              &parked->task);
+    halo_hal_cuda_thread_post(parked->task.home, &parked->task);
     parked = next;
   }
   halo_hal_fence_release(&fence->base);
@@ -1049,23 +1146,31 @@ static void halo_hal_cuda_execution_resolve_fence(
 static halo_status_t halo_hal_cuda_execution_wait_fences(
     halo_hal_cuda_execution_t *execution, bool *out_parked) {
   halo_hal_cuda_queue_t *queue = execution->queue;
-  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  halo_hal_cuda_device_t *device = queue->device;
+  const halo_hal_cuda_symbols_t *cu = device->cu;
   *out_parked = false;
   for (; execution->waits_enqueued < execution->wait_fence_count;
        ++execution->waits_enqueued) {
     halo_hal_cuda_fence_t *fence =
         execution->wait_fences[execution->waits_enqueued];
+    // Bound or failed once, by its producer's submission thread (under the
+    // issue mutex); then constant.
+    pthread_mutex_lock(&device->issue_mutex);
+    bool bound = fence->failure || fence->event;
+    if (!bound) {
+      execution->parked_next = fence->parked;
+      fence->parked = execution;
+    }
+    pthread_mutex_unlock(&device->issue_mutex);
+    if (!bound) {
+      *out_parked = true;
+      return NULL;
+    }
     if (fence->failure) {
       return halo_status_make(halo_status_code(fence->failure),
                               "the device work this execution waits for "
                               "failed before it started: %s",
                               halo_status_message(fence->failure));
-    }
-    if (!fence->event) {
-      execution->parked_next = fence->parked;
-      fence->parked = execution;
-      *out_parked = true;
-      return NULL;
     }
     if (fence->stream == queue->stream) continue;  // in stream order already
     CUresult result =
@@ -1113,6 +1218,7 @@ static bool halo_hal_cuda_execution_defer_failure(
   // A store it enqueued before failing comes before its semaphore's later
   // ones; waiters on its fence fail now.
   halo_hal_cuda_execution_note_signals(execution);
+  halo_hal_cuda_execution_unlock_stores(execution);
   halo_hal_cuda_execution_resolve_fence(execution, *status);
   execution->failure = *status;
   *status = NULL;
@@ -1148,7 +1254,10 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
         queue->stream, &execution->task, &execution->issue, &parked);
     if (!status && parked) return;  // posted again when an instance frees
   }
+  // From the stores to the note of the event after them, the stores of the
+  // same semaphores on other submission threads wait.
   if (!status) {
+    halo_hal_cuda_execution_lock_stores(execution);
     status = halo_hal_cuda_execution_store_signals(execution,
                                                    &execution->issue.enqueued);
   }
@@ -1165,6 +1274,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   }
   if (!status) {
     halo_hal_cuda_execution_note_signals(execution);
+    halo_hal_cuda_execution_unlock_stores(execution);
     // Bound before the completion path can complete (and free) it.
     halo_hal_cuda_execution_resolve_fence(execution, NULL);
     status = halo_hal_cuda_execution_watch(execution);
@@ -1177,8 +1287,9 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   if (execution->issue.enqueued && !execution->event &&
       halo_status_code(status) != HALO_STATUS_DEVICE_LOST &&
       halo_hal_cuda_execution_defer_failure(execution, &status)) {
-    return;
+    return;  // (it released the store locks)
   }
+  halo_hal_cuda_execution_unlock_stores(execution);
   if (execution->issue.enqueued && queue->stream) {
     cu->cuStreamSynchronize(queue->stream);
   }
@@ -1259,18 +1370,17 @@ static halo_status_t halo_hal_cuda_queue_execute(
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);
-  halo_hal_cuda_thread_post(&queue->device->submission, &cuda->task);
+  halo_hal_cuda_thread_post(queue->thread, &cuda->task);
   return NULL;
 }
 
-// Submission thread: after every execution of the queue. Its stream goes
-// back to the pool (the device destroys it), whatever other queues still
-// have pending on it.
+// The queue's submission thread, after every task of the queue there: the
+// queue is freed. (Its stream went back to the pool in destroy; the device
+// destroys the streams, whatever other queues still have pending on it.)
 static void halo_hal_cuda_queue_destroy_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_queue_t *queue =
       (halo_hal_cuda_queue_t *)((char *)task -
                                 offsetof(halo_hal_cuda_queue_t, destroy_task));
-  if (queue->pooled) halo_hal_cuda_stream_pool_release(queue->pooled);
   pthread_cond_destroy(&queue->idle);
   pthread_mutex_destroy(&queue->mutex);
   free(queue);
@@ -1281,10 +1391,17 @@ static void halo_hal_cuda_queue_destroy(halo_hal_queue_t *base_queue) {
   pthread_mutex_lock(&queue->mutex);
   while (queue->in_flight) pthread_cond_wait(&queue->idle, &queue->mutex);
   pthread_mutex_unlock(&queue->mutex);
+  // Its stream goes back to the pool now (a count, under the issue mutex),
+  // not on its submission thread: the next queue's first execution, maybe
+  // on another thread, finds the counts as destroys left them.
+  if (queue->pooled) {
+    pthread_mutex_lock(&queue->device->issue_mutex);
+    halo_hal_cuda_stream_pool_release(queue->pooled);
+    pthread_mutex_unlock(&queue->device->issue_mutex);
+  }
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
-  halo_hal_cuda_device_t *device = queue->device;
   queue->destroy_task.run = halo_hal_cuda_queue_destroy_run;
-  halo_hal_cuda_thread_post(&device->submission, &queue->destroy_task);
+  halo_hal_cuda_thread_post(queue->thread, &queue->destroy_task);
   halo_hal_cuda_queue_shared_release(shared);
 }
 
@@ -1326,6 +1443,8 @@ halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
   queue->base.fence_domain =
       gpu_waits && strcmp(gpu_waits, "0") == 0 ? NULL : device;
   queue->device = device;
+  uint32_t threads = device->submission_count ? device->submission_count : 1;
+  queue->thread = &device->submission[device->next_submission++ % threads];
   queue->priority = priority;
   queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);
   pthread_mutex_init(&queue->mutex, NULL);

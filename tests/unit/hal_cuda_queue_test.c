@@ -43,6 +43,7 @@
 #define N 1024u
 // Streams per priority level of the device's pool (cuda-streams).
 #define STREAMS 4
+#define SUBMISSION_THREADS 2
 
 //===----------------------------------------------------------------------===//
 // Kernels of the fake driver
@@ -189,9 +190,12 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
                                      CU_STREAM_NON_BLOCKING, 0)) {
     return -1;
   }
-  halo_status_t status = halo_hal_cuda_thread_start(
-      &device->submission, "halo-fake-sub", cu, device->context,
-      HALO_HAL_CUDA_SUBMISSION_SPIN_NS);
+  // Two submission threads: queues alternate between them, so the tests
+  // that use several queues cross threads (fences, the order of GPU stores,
+  // parked executions going back to their thread).
+  device->options.submission_threads = SUBMISSION_THREADS;
+  halo_status_t status = halo_hal_cuda_device_start_submission(
+      device, HALO_HAL_CUDA_SUBMISSION_SPIN_NS);
   if (!status) {
     status = halo_hal_cuda_thread_start(&device->reaper, "halo-fake-reap", cu,
                                         device->context, 0);
@@ -241,7 +245,7 @@ static int device_close(void **unused) {
   halo_hal_cuda_device_t *device = state.device;
   if (!device) return 0;
   halo_hal_executable_destroy(state.executable);
-  halo_hal_cuda_thread_stop(&device->submission);
+  halo_hal_cuda_device_stop_submission(device);
   halo_hal_cuda_thread_stop(&device->reaper);
   fake_driver_set_sticky(CUDA_SUCCESS);
   halo_hal_cuda_stream_pool_deinitialize(&device->streams);
@@ -1261,8 +1265,12 @@ static void test_more_queues_than_streams(void **unused) {
 static void pool_open_shared(pool_queue_t **out_a, pool_queue_t **out_b,
                              pool_queue_t **out_other) {
   pool_open(POOL_QUEUES);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_append(&pool.queues[q], 0);
-  for (uint32_t q = 0; q < POOL_QUEUES; ++q) pool_wait(&pool.queues[q], q);
+  // One at a time: queues on different submission threads would otherwise
+  // take their streams in any order.
+  for (uint32_t q = 0; q < POOL_QUEUES; ++q) {
+    pool_append(&pool.queues[q], 0);
+    pool_wait(&pool.queues[q], q);
+  }
   *out_a = &pool.queues[0];
   *out_b = &pool.queues[STREAMS];
   *out_other = &pool.queues[1];
