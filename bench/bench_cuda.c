@@ -336,6 +336,12 @@ static void bench_device_close(bench_device_t *bench) {
   munmap((void *)bench->page, 4096);
 }
 
+static void spin_us(int64_t us) {
+  int64_t until = now_ns() + us * 1000;
+  while (now_ns() < until) {
+  }
+}
+
 // ---- native baselines
 
 static void native_small_kernel(bench_device_t *bench) {
@@ -366,8 +372,37 @@ static void native_small_kernel(bench_device_t *bench) {
     if (i >= 0) samples_add(&store, now_ns() - start);
   }
   CU(cuStreamSynchronize, stream);
+  // queue B's anchor in the same conditions: the small kernel launched and
+  // synchronized on one stream while a 2 ms kernel (launched 200 us
+  // before) runs on another.
+  CUfunction slow_function;
+  CHECK("slow_scale",
+        halo_hal_cuda_executable_function(bench->executable, bench->slow_scale,
+                                          &slow_function));
+  CUstream busy;
+  CU(cuStreamCreateWithPriority, &busy, CU_STREAM_NON_BLOCKING, 0);
+  float a = 0.5f;
+  uint32_t n = 32;
+  uint64_t long_ns = 2000000;
+  void *slow_params[5] = {&bench->sets[1][0], &bench->sets[1][1], &a, &n,
+                          &long_ns};
+  int rounds = options.iterations < 300 ? options.iterations : 300;
+  samples_t beside = samples_new(rounds);
+  for (int i = -5; i < rounds; ++i) {
+    CU(cuLaunchKernel, slow_function, 1, 1, 1, 32, 1, 1, 0, busy, slow_params,
+       NULL);
+    spin_us(200);
+    int64_t start = now_ns();
+    CU(cuLaunchKernel, bench->tiny_function, 1, 1, 1, 32, 1, 1, 0, stream,
+       params, NULL);
+    CU(cuStreamSynchronize, stream);
+    if (i >= 0) samples_add(&beside, now_ns() - start);
+    CU(cuStreamSynchronize, busy);
+  }
   samples_report("native launch+sync", &sync);
   samples_report("native launch+store, host spins", &store);
+  samples_report("native launch+sync while another stream runs 2 ms", &beside);
+  CU(cuStreamDestroy, busy);
   CU(cuStreamDestroy, stream);
 }
 
@@ -912,12 +947,6 @@ static void bench_on_long_complete(void *user_data, halo_status_t status) {
     atomic_store(&completion.failed, 1);
   }
   atomic_store_explicit(&long_done, 1, memory_order_release);
-}
-
-static void spin_us(int64_t us) {
-  int64_t until = now_ns() + us * 1000;
-  while (now_ns() < until) {
-  }
 }
 
 // The small kernel on queue B while queue A runs a 2 ms kernel: B's

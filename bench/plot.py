@@ -120,6 +120,18 @@ def l1_section(rows, table):
                   fmt_ratio(ratio(row["p50_us"], figure(native, "p50_us"))),
                   fmt_ratio(ratio(row["p99_us"], figure(native, "p99_us"))))
     table.text()
+    beside = find(rows, "L1",
+                  name="native launch+sync while another stream runs 2 ms")
+    if beside:
+        for row in rows:
+            if row["workload"] == "L1" and "queue B" in row["name"]:
+                table.text(
+                    f"{row['name']}: p50 / the native launch+sync beside a "
+                    f"2 ms kernel "
+                    f"{fmt_ratio(ratio(row['p50_us'], figure(beside, 'p50_us')))}"
+                    f", p99 "
+                    f"{fmt_ratio(ratio(row['p99_us'], figure(beside, 'p99_us')))}.")
+        table.text()
 
 
 def s1_section(rows, table):
