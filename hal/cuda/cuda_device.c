@@ -335,6 +335,8 @@ halo_status_t halo_hal_cuda_device_create(
   if (options) device->options = *options;
   const char *affinity = getenv("HALO_CUDA_INSTANCE_AFFINITY");
   device->instance_affinity = !affinity || strcmp(affinity, "0") != 0;
+  const char *eventless = getenv("HALO_CUDA_EVENTLESS");
+  device->eventless_completion = !eventless || strcmp(eventless, "0") != 0;
   device->loader = halo_hal_cuda_device_loader();
   pthread_mutex_init(&device->transfer_mutex, NULL);
   pthread_mutex_init(&device->registration_mutex, NULL);

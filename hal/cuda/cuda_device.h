@@ -189,6 +189,11 @@ struct halo_hal_cuda_device_t {
   // addresses (cuda_command_buffer.c). HALO_CUDA_INSTANCE_AFFINITY=0 in
   // halod's environment turns it off (a diagnostic, to compare).
   bool instance_affinity;
+  // Short executions whose signals the GPU stores record no event: the
+  // stores tell the completion thread (cuda_queue.c).
+  // HALO_CUDA_EVENTLESS=0 in halod's environment turns it off (a
+  // diagnostic, to compare).
+  bool eventless_completion;
   // What the device's queues share (completion thread, event pool, the
   // order of GPU semaphore stores): created with the first queue, destroyed
   // with the last (loop thread).

@@ -133,7 +133,10 @@ typedef struct halo_hal_cuda_execution_t halo_hal_cuda_execution_t;
 
 // The last GPU store of one semaphore (under the device's issue mutex).
 typedef struct halo_hal_cuda_signal_order_t {
-  halo_hal_cuda_event_t *event;  // recorded after the store
+  // Recorded after the store; NULL after an execution that recorded no
+  // event (halo_hal_cuda_execution_needs_event): one is recorded on
+  // |stream| when a later store on another stream must wait for it.
+  halo_hal_cuda_event_t *event;
   CUstream stream;
   uint64_t value;  // the value it stores
 } halo_hal_cuda_signal_order_t;
@@ -418,6 +421,56 @@ static void halo_hal_cuda_fail_list(halo_hal_cuda_execution_t *list,
   }
 }
 
+// THREAD completion, an execution without an event
+// (halo_hal_cuda_execution_needs_event): CUDA_SUCCESS once every slot holds
+// exactly its value (its own stores landed, so its work finished before
+// them), CUDA_ERROR_NOT_READY while one is below. A slot past its value
+// hides whether its store landed: an event recorded now on its stream
+// comes after the work, and the execution is watched through it from now
+// on. The stream is asked for a sticky error every
+// HALO_HAL_CUDA_COMPLETION_QUERY_NS (*call names what failed).
+static CUresult halo_hal_cuda_execution_poll_stores(
+    halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_execution_t *execution,
+    int64_t round_ns, const char **call) {
+  const halo_hal_execution_t *hal = &execution->execution;
+  bool below = false, past = false;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    uint64_t value = atomic_load_explicit(&hal->signals[i].slot->value,
+                                          memory_order_acquire);
+    below |= value < hal->signals[i].value;
+    past |= value > hal->signals[i].value;
+  }
+  if (!below && !past) {
+    halo_hal_cuda_execution_stores_landed(execution);  // wakes the sleepers
+    return CUDA_SUCCESS;
+  }
+  const halo_hal_cuda_symbols_t *cu = shared->device->cu;
+  CUstream stream = execution->queue->stream;
+  if (!below) {
+    *call = "cuEventRecord";
+    halo_status_t status =
+        halo_hal_cuda_event_pool_acquire(&shared->events, &execution->event);
+    if (status) {
+      halo_status_free(status);  // tried again next round
+      return CUDA_ERROR_NOT_READY;
+    }
+    CUresult result = cu->cuEventRecord(execution->event->handle, stream);
+    if (result != CUDA_SUCCESS) {
+      halo_hal_cuda_event_release(execution->event);
+      execution->event = NULL;
+      return result;
+    }
+    execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
+    *call = "cuEventQuery";
+    return cu->cuEventQuery(execution->event->handle);
+  }
+  if (round_ns < execution->next_query_ns) return CUDA_ERROR_NOT_READY;
+  execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
+  *call = "cuStreamQuery";
+  CUresult result = cu->cuStreamQuery(stream);
+  return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_ERROR_NOT_READY;
+}
+
 // THREAD completion: the poller. Never blocks in the driver (see the top
 // of the file).
 static void halo_hal_cuda_completion_poll(
@@ -488,8 +541,12 @@ static void halo_hal_cuda_completion_poll(
       // HALO_HAL_CUDA_COMPLETION_QUERY_NS (for an error, or a store that
       // another signal's value hides).
       CUresult result = CUDA_ERROR_NOT_READY;
-      if (halo_hal_cuda_execution_stores_landed(execution) ||
-          round_ns >= execution->next_query_ns) {
+      const char *call = "cuEventQuery";
+      if (!execution->event) {
+        result = halo_hal_cuda_execution_poll_stores(shared, execution,
+                                                     round_ns, &call);
+      } else if (halo_hal_cuda_execution_stores_landed(execution) ||
+                 round_ns >= execution->next_query_ns) {
         execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
         result = cu->cuEventQuery(execution->event->handle);
       }
@@ -498,7 +555,8 @@ static void halo_hal_cuda_completion_poll(
         ++blocked_streams;
         // Only a BLOCKING_SYNC event goes to the sleeper (see
         // halo_hal_cuda_execution_event_pool).
-        if (!first_blocked && halo_hal_cuda_event_blocks(execution->event)) {
+        if (!first_blocked && execution->event &&
+            halo_hal_cuda_event_blocks(execution->event)) {
           first_blocked = execution;
         }
         link = &execution->next;
@@ -514,8 +572,7 @@ static void halo_hal_cuda_completion_poll(
       }
       halo_status_t status = NULL;
       if (result != CUDA_SUCCESS) {
-        status =
-            halo_hal_cuda_queue_event_status(shared, result, "cuEventQuery");
+        status = halo_hal_cuda_queue_event_status(shared, result, call);
         if (halo_hal_cuda_result_is_sticky(result)) {
           lost = halo_status_make(halo_status_code(status), "%s",
                                   halo_status_message(status));
@@ -790,7 +847,7 @@ static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
   for (size_t i = 0; i < shared->signal_order.capacity; ++i) {
     if (!shared->signal_order.entries[i].key) continue;
     halo_hal_cuda_signal_order_t *order = shared->signal_order.entries[i].value;
-    halo_hal_cuda_event_release(order->event);
+    if (order->event) halo_hal_cuda_event_release(order->event);
     free(order);
   }
   halo_u64_map_deinitialize(&shared->signal_order);
@@ -869,6 +926,28 @@ static halo_hal_cuda_event_pool_t *halo_hal_cuda_execution_event_pool(
   return &queue->shared->events;
 }
 
+// Records an event on |order|'s stream, after its store, where it has none
+// (a plain one: nothing sleeps on it). Under the device's issue mutex. On
+// failure |order| keeps none (a later store then orders after nothing,
+// and its own failure reports the device's state).
+static void halo_hal_cuda_signal_order_record(
+    halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_signal_order_t *order) {
+  if (order->event) return;
+  halo_hal_cuda_event_t *event = NULL;
+  halo_status_t status =
+      halo_hal_cuda_event_pool_acquire(&shared->events, &event);
+  if (status) {
+    halo_status_free(status);
+    return;
+  }
+  if (shared->device->cu->cuEventRecord(event->handle, order->stream) !=
+      CUDA_SUCCESS) {
+    halo_hal_cuda_event_release(event);
+    return;
+  }
+  order->event = event;
+}
+
 // Drops the entries whose stores completed long ago.
 static void halo_hal_cuda_signal_order_prune(
     halo_hal_cuda_queue_shared_t *shared) {
@@ -880,6 +959,12 @@ static void halo_hal_cuda_signal_order_prune(
   for (size_t i = 0; i < map->capacity; ++i) {
     if (!map->entries[i].key) continue;
     halo_hal_cuda_signal_order_t *order = map->entries[i].value;
+    if (!order->event) {
+      // Its store's landing is known through an event only: one recorded
+      // now comes after it (and is looked at in the next prune).
+      halo_hal_cuda_signal_order_record(shared, order);
+      continue;
+    }
     if (cu->cuEventQuery(order->event->handle) == CUDA_SUCCESS) {
       done[done_count++] = map->entries[i].key;
     }
@@ -890,6 +975,33 @@ static void halo_hal_cuda_signal_order_prune(
     free(order);
   }
   free(done);
+}
+
+// Whether |execution| records an event after its work. Under THREAD
+// completion, work seen to be short whose every signal the GPU stores into
+// a slot the host sees, and that hands out no fence, records none: its
+// stores tell the poller when it finished (each slot holding exactly the
+// execution's value: a value is reserved by one submission, so only this
+// execution's store puts it there), which saves the submission thread the
+// record and the poller the queries, both taking the context's lock. A
+// slot seen past the value (a later store or a host signal hid it) gets an
+// event recorded then, after the work (halo_hal_cuda_completion_poll).
+static bool halo_hal_cuda_execution_needs_event(
+    const halo_hal_cuda_execution_t *execution) {
+  const halo_hal_cuda_queue_t *queue = execution->queue;
+  if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD ||
+      execution->fence || !queue->device->eventless_completion) {
+    return true;
+  }
+  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
+      execution->execution.command_buffer);
+  if (expected == 0 || expected > HALO_HAL_CUDA_SHORT_WORK_NS) return true;
+  const halo_hal_execution_t *hal = &execution->execution;
+  if (hal->signal_count == 0) return true;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    if (!hal->signals[i].device_address || !hal->signals[i].slot) return true;
+  }
+  return false;
 }
 
 // The store locks of |execution|'s GPU stores, one bit each.
@@ -958,9 +1070,14 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
         halo_u64_map_get(&shared->signal_order, signal->device_address);
     if (order && order->value >= signal->value) {
       reached = true;
-    } else if (order && order->stream != queue->stream) {
+    } else if (order && order->stream != queue->stream &&
+               (order->event || !signal->slot ||
+                atomic_load_explicit(&signal->slot->value,
+                                     memory_order_acquire) < order->value)) {
+      // (Without an event, a store seen to have landed needs no wait.)
+      halo_hal_cuda_signal_order_record(shared, order);
       previous = order->event;
-      halo_hal_cuda_event_retain(previous);
+      if (previous) halo_hal_cuda_event_retain(previous);
     }
     pthread_mutex_unlock(&device->issue_mutex);
     if (reached) continue;
@@ -1027,10 +1144,10 @@ static void halo_hal_cuda_execution_note_signals(
       }
     } else if (order->value >= hal->signals[i].value) {
       continue;  // a later value's store stays the last
-    } else {
+    } else if (order->event) {
       halo_hal_cuda_event_release(order->event);
     }
-    halo_hal_cuda_event_retain(execution->event);
+    if (execution->event) halo_hal_cuda_event_retain(execution->event);
     order->event = execution->event;
     order->stream = queue->stream;
     order->value = hal->signals[i].value;
@@ -1261,11 +1378,12 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     status = halo_hal_cuda_execution_store_signals(execution,
                                                    &execution->issue.enqueued);
   }
-  if (!status) {
+  bool needs_event = halo_hal_cuda_execution_needs_event(execution);
+  if (!status && needs_event) {
     status = halo_hal_cuda_event_pool_acquire(
         halo_hal_cuda_execution_event_pool(execution), &execution->event);
   }
-  if (!status) {
+  if (!status && needs_event) {
     CUresult result =
         cu->cuEventRecord(execution->event->handle, queue->stream);
     if (result != CUDA_SUCCESS) {

@@ -551,6 +551,7 @@ static CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   op->event = event;
   pthread_mutex_lock(&fake.mutex);
   op->sequence = ++event->recorded;
+  ++fake.counters.event_records;
   if (event->flags & CU_EVENT_BLOCKING_SYNC) ++fake.counters.blocking_records;
   pthread_mutex_unlock(&fake.mutex);
   CUresult result = fake_enqueue(stream, op);

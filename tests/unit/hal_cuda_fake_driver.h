@@ -58,6 +58,7 @@ typedef struct fake_counters_t {
   int store_regressions;  // a 64-bit store lower than the last at its address
   int stores;
   int stream_waits;      // cuStreamWaitEvent on an event not completed yet
+  int event_records;     // cuEventRecord
   int blocking_records;  // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
   int spin_syncs;        // cuEventSynchronize on an event without BLOCKING_SYNC
   int streams_created;   // cuStreamCreateWithPriority

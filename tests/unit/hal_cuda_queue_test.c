@@ -176,6 +176,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->cu = cu;
   device->options.completion = mode;
   device->options.stream_count = STREAMS;
+  device->eventless_completion = true;
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
   device->stream_priority_greatest = -5;
@@ -1049,6 +1050,76 @@ static void test_event_kinds(void **unused) {
   device_free(y, N * 4);
 }
 
+static void gate_close(void);
+static void gate_open(void);
+static void gate_wait_entered(int count);
+
+// Under THREAD completion a short execution whose signals the GPU stores
+// into slots records no event: the poller completes it when every slot
+// holds exactly its value. A slot seen past the value (here a host write,
+// as a higher signal would) must not complete it while its work runs: the
+// poller then records an event after the work and waits for that.
+static void test_eventless_completion(void **unused) {
+  (void)unused;
+  bool thread =
+      state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
+  uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
+                           (uint64_t)offsetof(halo_timeline_slot_t, value);
+  uint64_t unused_arg = 0;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t args[1] = {arg_constant(&unused_arg, 8)};
+  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
+  halo_hal_command_buffer_t *gated = recorder_end(&recorder);
+  halo_hal_queue_t *queue = queue_new();
+  gate_open();
+  fake_driver_reset_counters();
+  enum { kOpenRounds = 8 };
+  uint64_t value = 0;
+  for (int i = 0; i < kOpenRounds; ++i) {
+    halo_hal_execution_signal_t signal = {value_address, ++value, slot};
+    completion_t completion;
+    completion_init(&completion);
+    completion.word = (volatile uint64_t *)&slot->value;
+    completion.value = value;
+    execute(queue, gated, NULL, 0, &signal, 1, &completion);
+    assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
+    assert_true(completion.stored_first);
+  }
+  fake_counters_t counters = fake_driver_counters();
+  print_message("[%s] %d events recorded for %d short executions\n", state.mode,
+                counters.event_records, kOpenRounds);
+  if (thread) {
+    assert_true(counters.event_records < kOpenRounds);
+  } else {
+    assert_int_equal(counters.event_records, kOpenRounds);
+  }
+  // Held by the gate, its slot moved past its value by someone else.
+  gate_close();
+  halo_hal_execution_signal_t signal = {value_address, ++value, slot};
+  completion_t held;
+  completion_init(&held);
+  execute(queue, gated, NULL, 0, &signal, 1, &held);
+  gate_wait_entered(1);
+  atomic_store_explicit(&slot->value, value + 1, memory_order_release);
+  usleep(30000);
+  bool early = completion_done(&held);
+  gate_open();
+  assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
+  if (early) {
+    fail_msg(
+        "[%s] an execution completed while its work was held, its "
+        "slot past its value",
+        state.mode);
+  }
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(gated);
+  host_page_unregister(page);
+}
+
 //===----------------------------------------------------------------------===//
 // The device's stream pool
 //===----------------------------------------------------------------------===//
@@ -1879,6 +1950,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
+      cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_independent_queues),
       cmocka_unit_test(test_more_queues_than_streams),
       cmocka_unit_test(test_shared_stream_order),
