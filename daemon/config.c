@@ -170,13 +170,6 @@ static const halod_config_entry_t halod_config_entries[] = {
      "thread|host_func", START,
      "how the CUDA driver learns that GPU work finished: thread (a "
      "completion thread waits on events) or host_func (cuLaunchHostFunc)"},
-    {"cuda-submission-threads",
-     HALOD_NUMBER(HALOD_CONFIG_U32, cuda_submission_threads), "1", 1, 16, NULL,
-     START,
-     "threads per CUDA device that issue work (launches, GPU semaphore "
-     "stores); each queue issues on one of them (round robin at creation), "
-     "so several raise the rate of small executions that many queues "
-     "reach together, one busy core each under load"},
     // The default is the CUDA driver's HALO_HAL_CUDA_DEFAULT_STREAMS.
     {"cuda-streams", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_streams), "16", 1, 128,
      NULL, START,

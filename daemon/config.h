@@ -53,7 +53,6 @@ typedef struct halod_config_t {
   uint64_t ring_bytes;                // submission ring capacity (power of two)
   char cuda_completion[16];           // thread | host_func
   uint32_t cuda_streams;              // streams per priority per device
-  uint32_t cuda_submission_threads;   // submission threads per device
   char cache_directory[256];          // compiled GPU code; "" for none
   char device_workers[16];            // process | inline
   char trust_domain[16];              // uid | process | cgroup

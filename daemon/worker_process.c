@@ -7,8 +7,7 @@
 // the link (hal/remote/remote_device.h) until the supervisor closes it.
 //
 //   halod --worker --driver local|cuda --device N [--cuda-completion M]
-//         [--cuda-streams N] [--cuda-submission-threads N]
-//         [--cache-directory DIR] [--log-level LEVEL]
+//         [--cuda-streams N] [--cache-directory DIR] [--log-level LEVEL]
 //         [--poll-us US] [--report-linger-us US]
 #include "daemon/worker_process.h"
 
@@ -68,7 +67,6 @@ int halod_worker_main(int argc, char **argv) {
   const char *log_level = "info";
   long device_index = 0;
   long streams = 0;
-  long submission_threads = 0;
   long poll_us = 0;
   long linger_us = 0;
   long supervisor = 0;
@@ -84,8 +82,6 @@ int halod_worker_main(int argc, char **argv) {
       completion = value;
     } else if (strcmp(argv[i], "--cuda-streams") == 0) {
       streams = strtol(value, NULL, 10);
-    } else if (strcmp(argv[i], "--cuda-submission-threads") == 0) {
-      submission_threads = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--cache-directory") == 0) {
       cache_directory = value;
     } else if (strcmp(argv[i], "--poll-us") == 0) {
@@ -112,7 +108,6 @@ int halod_worker_main(int argc, char **argv) {
       .driver = driver,
       .cuda_completion = completion,
       .cuda_streams = (uint32_t)streams,
-      .cuda_submission_threads = (uint32_t)submission_threads,
       .cache_directory = cache_directory,
       .has_device_filter = true,
       .device_filter = (uint32_t)device_index,

@@ -87,7 +87,7 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   snprintf(device_text, sizeof(device_text), "%u", index);
   char poll_text[16];
   snprintf(poll_text, sizeof(poll_text), "%u", daemon->config.worker_poll_us);
-  const char *argv[32];
+  const char *argv[24];
   int argc = 0;
   argv[argc++] = "halod";
   argv[argc++] = "--worker";
@@ -117,11 +117,6 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
            daemon->config.cuda_streams);
   argv[argc++] = "--cuda-streams";
   argv[argc++] = streams_text;
-  char submission_text[16];
-  snprintf(submission_text, sizeof(submission_text), "%u",
-           daemon->config.cuda_submission_threads);
-  argv[argc++] = "--cuda-submission-threads";
-  argv[argc++] = submission_text;
   if (daemon->config.cache_directory[0]) {
     argv[argc++] = "--cache-directory";
     argv[argc++] = daemon->config.cache_directory;
@@ -534,7 +529,6 @@ halo_status_t halod_workers_start(halod_t *daemon) {
       .driver = daemon->config.driver,
       .cuda_completion = daemon->config.cuda_completion,
       .cuda_streams = daemon->config.cuda_streams,
-      .cuda_submission_threads = daemon->config.cuda_submission_threads,
       .cache_directory = daemon->config.cache_directory,
   };
   HALO_RETURN_IF_ERROR(

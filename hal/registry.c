@@ -60,7 +60,6 @@ static halo_status_t halo_hal_registry_create_cuda_devices(
                             completion);
   }
   cuda_options.stream_count = options->cuda_streams;
-  cuda_options.submission_threads = options->cuda_submission_threads;
   if (options->cache_directory) {
     snprintf(cuda_options.cache_directory, sizeof(cuda_options.cache_directory),
              "%s", options->cache_directory);

@@ -40,8 +40,6 @@ typedef struct halo_hal_registry_options_t {
   // CUDA: streams per priority level that a device's queues share; 0 for
   // the default (16).
   uint32_t cuda_streams;
-  // CUDA: submission threads per device; 0 for the default (1).
-  uint32_t cuda_submission_threads;
   // Compiled code on disk (CUDA: NVRTC and PTX JIT results; the driver's
   // CUDA_CACHE_PATH below it). NULL or "" for none.
   const char *cache_directory;

@@ -11,10 +11,10 @@
 // otherwise replay on the stream (cuLaunchKernel, cuMemset*Async,
 // cuMemcpy*Async in order).
 //
-// Thread-safety: issue runs on the device's submission threads, several at
-// once for one command buffer (each execution on its own graph instance);
-// retire on any thread (a cuLaunchHostFunc callback included: no driver
-// call).
+// Thread-safety: issue runs on the device's submission thread; it is
+// re-entrant for one command buffer (each execution on its own graph
+// instance, with its own scratch); retire on any thread (a
+// cuLaunchHostFunc callback included: no driver call).
 #ifndef HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_
 #define HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_
 

@@ -159,7 +159,7 @@ static void halo_hal_cuda_device_destroy(halo_hal_device_t *base_device) {
   const halo_hal_cuda_symbols_t *cu = device->cu;
   // Queues and executables were destroyed before (hal/device.h); their
   // last tasks run here.
-  halo_hal_cuda_device_stop_submission(device);
+  halo_hal_cuda_thread_stop(&device->submission);
   halo_hal_cuda_thread_stop(&device->reaper);
   if (device->context) {
     cu->cuCtxSetCurrent(device->context);
@@ -241,52 +241,15 @@ static halo_status_t halo_hal_cuda_device_initialize(
   HALO_CUDA_RETURN_IF_ERROR(cu, cuStreamCreateWithPriority,
                             &device->transfer_stream, CU_STREAM_NON_BLOCKING,
                             0);
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_device_start_submission(
-      device, HALO_HAL_CUDA_SUBMISSION_SPIN_NS));
   char name[16];
+  snprintf(name, sizeof(name), "halo-cu%u-sub", device->ordinal);
+  HALO_RETURN_IF_ERROR(
+      halo_hal_cuda_thread_start(&device->submission, name, cu, device->context,
+                                 HALO_HAL_CUDA_SUBMISSION_SPIN_NS));
   snprintf(name, sizeof(name), "halo-cu%u-reap", device->ordinal);
   HALO_RETURN_IF_ERROR(halo_hal_cuda_thread_start(&device->reaper, name, cu,
                                                   device->context, 0));
   return halo_hal_cuda_device_open_streams(device);
-}
-
-halo_status_t halo_hal_cuda_device_start_submission(
-    halo_hal_cuda_device_t *device, int64_t spin_ns) {
-  uint32_t count = device->options.submission_threads;
-  if (count == 0) count = 1;
-  if (count > HALO_HAL_CUDA_MAX_SUBMISSION_THREADS) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "CUDA device %u: %u submission threads (at most "
-                            "%u)",
-                            device->ordinal, count,
-                            HALO_HAL_CUDA_MAX_SUBMISSION_THREADS);
-  }
-  pthread_mutex_init(&device->issue_mutex, NULL);
-  for (uint32_t i = 0; i < count; ++i) {
-    char name[32];  // the thread keeps 15 characters
-    if (i == 0) {
-      snprintf(name, sizeof(name), "halo-cu%u-sub", device->ordinal);
-    } else {
-      snprintf(name, sizeof(name), "halo-cu%u-sub%u", device->ordinal, i);
-    }
-    halo_status_t status = halo_hal_cuda_thread_start(
-        &device->submission[i], name, device->cu, device->context, spin_ns);
-    if (status) {
-      halo_hal_cuda_device_stop_submission(device);
-      return status;
-    }
-    device->submission_count = i + 1;
-  }
-  return NULL;
-}
-
-void halo_hal_cuda_device_stop_submission(halo_hal_cuda_device_t *device) {
-  if (device->submission_count == 0) return;
-  for (uint32_t i = 0; i < device->submission_count; ++i) {
-    halo_hal_cuda_thread_stop(&device->submission[i]);
-  }
-  device->submission_count = 0;
-  pthread_mutex_destroy(&device->issue_mutex);
 }
 
 typedef struct halo_hal_cuda_open_streams_task_t {
@@ -315,9 +278,9 @@ halo_status_t halo_hal_cuda_device_open_streams(
       .task.run = halo_hal_cuda_open_streams_run,
       .device = device,
   };
-  halo_hal_cuda_thread_post(&device->submission[0], &task.task);
+  halo_hal_cuda_thread_post(&device->submission, &task.task);
   // The task ran (and wrote the pool) before flush returns.
-  halo_hal_cuda_thread_flush(&device->submission[0]);
+  halo_hal_cuda_thread_flush(&device->submission);
   return task.status;
 }
 

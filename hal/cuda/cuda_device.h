@@ -8,10 +8,8 @@
 //
 // Threads (docs/architecture.md "CUDA driver"; the driver calls that stall the
 // device are in its facts table). Per device:
-// - the submission threads (cuda_thread.c; cuda-submission-threads, one by
-//   default): launches, graph parameter updates, binding-table copies, GPU
-//   semaphore stores; each queue issues on one of them, in its submission
-//   order;
+// - the submission thread (cuda_thread.c): launches, graph parameter
+//   updates, binding-table copies, GPU semaphore stores, in submission order;
 // - the completion thread (cuda_queue.c): turns finished GPU work into
 //   completion callbacks, polling without ever blocking in the driver, with
 //   a sleeper thread that blocks on the oldest unfinished event for an
@@ -46,8 +44,7 @@ struct halo_hal_cuda_task_t {
   halo_hal_cuda_task_t *next;
   halo_hal_cuda_task_fn run;  // owns the task from here on
   // The thread it was last posted to (halo_hal_cuda_thread_post): a task
-  // parked on the way (a busy instance pool, an unbound fence) goes back
-  // there.
+  // parked on the way (a busy instance pool) goes back there.
   struct halo_hal_cuda_thread_t *home;
 };
 
@@ -96,14 +93,8 @@ typedef enum halo_hal_cuda_completion_mode_e {
   HALO_HAL_CUDA_COMPLETION_HOST_FUNC = 1,  // cuLaunchHostFunc callbacks
 } halo_hal_cuda_completion_mode_t;
 
-// Submission threads per device, at most.
-#define HALO_HAL_CUDA_MAX_SUBMISSION_THREADS 16
-
 typedef struct halo_hal_cuda_device_options_t {
   halo_hal_cuda_completion_mode_t completion;
-  // Submission threads (config key cuda-submission-threads); 0: 1. Queues
-  // are spread over them at creation (round robin).
-  uint32_t submission_threads;
   // Streams per priority level that the device's queues share (config key
   // cuda-streams; cuda_stream_pool.h); 0: HALO_HAL_CUDA_DEFAULT_STREAMS.
   uint32_t stream_count;
@@ -154,15 +145,7 @@ struct halo_hal_cuda_device_t {
   int arch;                  // compute capability as 90 for sm_90
   int stream_priority_least;
   int stream_priority_greatest;
-  // submission[0] also runs the device's own tasks (its stream pool, the
-  // queues' shared teardown).
-  halo_hal_cuda_thread_t submission[HALO_HAL_CUDA_MAX_SUBMISSION_THREADS];
-  uint32_t submission_count;
-  uint32_t next_submission;  // loop thread: the next queue's thread
-  // Guards what the submission threads share: the stream pool's
-  // acquire/release, fences' binding and parking, the map of GPU semaphore
-  // stores (cuda_queue.c).
-  pthread_mutex_t issue_mutex;
+  halo_hal_cuda_thread_t submission;
   halo_hal_cuda_thread_t reaper;
   halo_hal_cuda_lost_fn lost;
   void *lost_user_data;
@@ -223,14 +206,6 @@ halo_hal_cuda_device_t *halo_hal_cuda_device_cast(halo_hal_device_t *device);
 halo_status_t halo_hal_cuda_device_create(
     uint32_t ordinal, const halo_hal_cuda_device_options_t *options,
     halo_hal_device_t **out_device);
-
-// Starts options.submission_threads submission threads (at least one) with
-// the context current, and the issue mutex; stop joins them (after every
-// task posted to them ran). Used by device creation (and tests that build
-// a device by hand).
-halo_status_t halo_hal_cuda_device_start_submission(
-    halo_hal_cuda_device_t *device, int64_t spin_ns);
-void halo_hal_cuda_device_stop_submission(halo_hal_cuda_device_t *device);
 // The thread that opens the device, once the submission thread runs:
 // creates the stream pool of |options| on the submission thread and waits
 // for it, so that its streams cost the device's opening, not a client's

@@ -131,7 +131,7 @@
 typedef struct halo_hal_cuda_queue_t halo_hal_cuda_queue_t;
 typedef struct halo_hal_cuda_execution_t halo_hal_cuda_execution_t;
 
-// The last GPU store of one semaphore (under the device's issue mutex).
+// The last GPU store of one semaphore (submission thread).
 typedef struct halo_hal_cuda_signal_order_t {
   // Recorded after the store; NULL after an execution that recorded no
   // event (halo_hal_cuda_execution_needs_event): one is recorded on
@@ -140,12 +140,6 @@ typedef struct halo_hal_cuda_signal_order_t {
   CUstream stream;
   uint64_t value;  // the value it stores
 } halo_hal_cuda_signal_order_t;
-
-// Locks that serialize the GPU stores of one semaphore across submission
-// threads, from the order check to the record of the event after the store
-// (a semaphore's slot address picks one; an execution takes the ones of
-// its signals in ascending order).
-#define HALO_HAL_CUDA_STORE_LOCKS 64
 
 typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_device_t *device;
@@ -178,9 +172,8 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_execution_t *watch_head;
   halo_hal_cuda_execution_t *watch_tail;
   halo_hal_cuda_execution_t *orphans;
-  // Slot device address -> signal order (under the device's issue mutex).
+  // Submission thread only: slot device address -> signal order.
   halo_u64_map_t signal_order;
-  pthread_mutex_t store_locks[HALO_HAL_CUDA_STORE_LOCKS];
   halo_hal_cuda_task_t teardown_task;
 } halo_hal_cuda_queue_shared_t;
 
@@ -199,9 +192,6 @@ struct halo_hal_cuda_queue_t {
   pthread_mutex_t mutex;
   pthread_cond_t idle;  // in_flight reached 0
   uint32_t in_flight;
-  // The submission thread that issues its executions (chosen at creation),
-  // in its submission order.
-  halo_hal_cuda_thread_t *thread;
   halo_hal_cuda_task_t destroy_task;
 };
 
@@ -254,9 +244,6 @@ struct halo_hal_cuda_execution_t {
   int64_t next_query_ns;
   atomic_bool stores_woken;
   int64_t handed_ns;  // when it reached the poller's inbox
-  // Submission thread: the store locks it holds (one bit each), from its
-  // GPU stores to its event's note.
-  uint64_t store_locks;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -425,28 +412,30 @@ static void halo_hal_cuda_fail_list(halo_hal_cuda_execution_t *list,
 // (halo_hal_cuda_execution_needs_event): CUDA_SUCCESS once every slot holds
 // exactly its value (its own stores landed, so its work finished before
 // them), CUDA_ERROR_NOT_READY while one is below. A slot past its value
-// hides whether its store landed: an event recorded now on its stream
-// comes after the work, and the execution is watched through it from now
-// on. The stream is asked for a sticky error every
-// HALO_HAL_CUDA_COMPLETION_QUERY_NS (*call names what failed).
+// hides whether its store landed, and a failed semaphore may be left
+// behind: then an event recorded now on its stream comes after the work,
+// and the execution is watched through it from now on. The stream is
+// asked for a sticky error every HALO_HAL_CUDA_COMPLETION_QUERY_NS (*call
+// names what failed).
 static CUresult halo_hal_cuda_execution_poll_stores(
     halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_execution_t *execution,
     int64_t round_ns, const char **call) {
   const halo_hal_execution_t *hal = &execution->execution;
-  bool below = false, past = false;
+  bool below = false, past = false, failed = false;
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
-    uint64_t value = atomic_load_explicit(&hal->signals[i].slot->value,
-                                          memory_order_acquire);
+    const halo_timeline_slot_t *slot = hal->signals[i].slot;
+    uint64_t value = atomic_load_explicit(&slot->value, memory_order_acquire);
     below |= value < hal->signals[i].value;
     past |= value > hal->signals[i].value;
+    failed |= atomic_load_explicit(&slot->failure, memory_order_acquire) != 0;
   }
-  if (!below && !past) {
+  if (!below && !past && !failed) {
     halo_hal_cuda_execution_stores_landed(execution);  // wakes the sleepers
     return CUDA_SUCCESS;
   }
   const halo_hal_cuda_symbols_t *cu = shared->device->cu;
   CUstream stream = execution->queue->stream;
-  if (!below) {
+  if (!below || failed) {
     *call = "cuEventRecord";
     halo_status_t status =
         halo_hal_cuda_event_pool_acquire(&shared->events, &execution->event);
@@ -788,9 +777,6 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   halo_clock_cond_initialize(&shared->cond);
   pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
-  for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
-    pthread_mutex_init(&shared->store_locks[i], NULL);
-  }
   atomic_init(&shared->lost, false);
   int error = pthread_create(&shared->thread, NULL,
                              halo_hal_cuda_completion_main, shared);
@@ -809,9 +795,6 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
     pthread_mutex_unlock(&shared->mutex);
     if (shared->thread_started) pthread_join(shared->thread, NULL);
     halo_u64_map_deinitialize(&shared->signal_order);
-    for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
-      pthread_mutex_destroy(&shared->store_locks[i]);
-    }
     pthread_cond_destroy(&shared->sleeper_cond);
     pthread_cond_destroy(&shared->cond);
     pthread_mutex_destroy(&shared->mutex);
@@ -851,9 +834,6 @@ static void halo_hal_cuda_queue_shared_teardown(halo_hal_cuda_task_t *task) {
     free(order);
   }
   halo_u64_map_deinitialize(&shared->signal_order);
-  for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
-    pthread_mutex_destroy(&shared->store_locks[i]);
-  }
   halo_hal_cuda_event_pool_deinitialize(&shared->events);
   halo_hal_cuda_event_pool_deinitialize(&shared->sleep_events);
   pthread_cond_destroy(&shared->sleeper_cond);
@@ -876,7 +856,7 @@ static void halo_hal_cuda_queue_shared_release(
   if (shared->thread_started) pthread_join(shared->thread, NULL);
   if (shared->sleeper_started) pthread_join(shared->sleeper, NULL);
   shared->teardown_task.run = halo_hal_cuda_queue_shared_teardown;
-  halo_hal_cuda_thread_post(&device->submission[0], &shared->teardown_task);
+  halo_hal_cuda_thread_post(&device->submission, &shared->teardown_task);
 }
 
 //===----------------------------------------------------------------------===//
@@ -889,12 +869,8 @@ static void halo_hal_cuda_queue_shared_release(
 static halo_status_t halo_hal_cuda_queue_take_stream(
     halo_hal_cuda_queue_t *queue) {
   if (queue->pooled) return NULL;
-  halo_hal_cuda_device_t *device = queue->device;
-  pthread_mutex_lock(&device->issue_mutex);
-  halo_status_t status = halo_hal_cuda_stream_pool_acquire(
-      &device->streams, queue->cuda_priority, &queue->pooled);
-  pthread_mutex_unlock(&device->issue_mutex);
-  HALO_RETURN_IF_ERROR(status);
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_stream_pool_acquire(
+      &queue->device->streams, queue->cuda_priority, &queue->pooled));
   queue->stream = queue->pooled->stream;
   queue->callback_stream = queue->pooled->callback_stream;
   return NULL;
@@ -927,9 +903,9 @@ static halo_hal_cuda_event_pool_t *halo_hal_cuda_execution_event_pool(
 }
 
 // Records an event on |order|'s stream, after its store, where it has none
-// (a plain one: nothing sleeps on it). Under the device's issue mutex. On
-// failure |order| keeps none (a later store then orders after nothing,
-// and its own failure reports the device's state).
+// (a plain one: nothing sleeps on it). On failure |order| keeps none (a
+// later store then orders after nothing; its own calls report the
+// device's state).
 static void halo_hal_cuda_signal_order_record(
     halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_signal_order_t *order) {
   if (order->event) return;
@@ -977,128 +953,43 @@ static void halo_hal_cuda_signal_order_prune(
   free(done);
 }
 
-// Whether |execution| records an event after its work. Under THREAD
-// completion, work seen to be short whose every signal the GPU stores into
-// a slot the host sees, and that hands out no fence, records none: its
-// stores tell the poller when it finished (each slot holding exactly the
-// execution's value: a value is reserved by one submission, so only this
-// execution's store puts it there), which saves the submission thread the
-// record and the poller the queries, both taking the context's lock. A
-// slot seen past the value (a later store or a host signal hid it) gets an
-// event recorded then, after the work (halo_hal_cuda_completion_poll).
-static bool halo_hal_cuda_execution_needs_event(
-    const halo_hal_cuda_execution_t *execution) {
-  const halo_hal_cuda_queue_t *queue = execution->queue;
-  if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD ||
-      execution->fence || !queue->device->eventless_completion) {
-    return true;
-  }
-  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
-      execution->execution.command_buffer);
-  if (expected == 0 || expected > HALO_HAL_CUDA_SHORT_WORK_NS) return true;
-  const halo_hal_execution_t *hal = &execution->execution;
-  if (hal->signal_count == 0) return true;
-  for (uint32_t i = 0; i < hal->signal_count; ++i) {
-    if (!hal->signals[i].device_address || !hal->signals[i].slot) return true;
-  }
-  return false;
-}
-
-// The store locks of |execution|'s GPU stores, one bit each.
-static uint64_t halo_hal_cuda_execution_store_lock_mask(
-    const halo_hal_cuda_execution_t *execution) {
-  uint64_t mask = 0;
-  const halo_hal_execution_t *hal = &execution->execution;
-  for (uint32_t i = 0; i < hal->signal_count; ++i) {
-    uint64_t address = hal->signals[i].device_address;
-    if (!address) continue;
-    // Slots are cache lines: neighbours in a page take different locks.
-    mask |= 1ull << ((address / 64) % HALO_HAL_CUDA_STORE_LOCKS);
-  }
-  return mask;
-}
-
-// Takes the store locks of |execution|'s semaphores (ascending: no two
-// executions deadlock), held until its event is recorded and noted.
-static void halo_hal_cuda_execution_lock_stores(
-    halo_hal_cuda_execution_t *execution) {
-  uint64_t mask = halo_hal_cuda_execution_store_lock_mask(execution);
-  for (int i = 0; i < HALO_HAL_CUDA_STORE_LOCKS; ++i) {
-    if (mask & (1ull << i)) {
-      pthread_mutex_lock(&execution->queue->shared->store_locks[i]);
-    }
-  }
-  execution->store_locks = mask;
-}
-
-static void halo_hal_cuda_execution_unlock_stores(
-    halo_hal_cuda_execution_t *execution) {
-  uint64_t mask = execution->store_locks;
-  execution->store_locks = 0;
-  for (int i = HALO_HAL_CUDA_STORE_LOCKS - 1; i >= 0; --i) {
-    if (mask & (1ull << i)) {
-      pthread_mutex_unlock(&execution->queue->shared->store_locks[i]);
-    }
-  }
-}
-
-// Enqueues each GPU store after the previous store of the same semaphore
-// made on another stream (if it may not have landed yet). A store of a
-// value that a store already enqueued (or landed) reaches is left out:
-// executions of several submission threads reach this in any order, and a
-// value must never land backwards (the host path still signals it at
-// completion). The caller holds the execution's store locks.
+// Orders each GPU store after the previous store of the same semaphore made
+// on another stream (if it may not have landed yet), then enqueues it.
 static halo_status_t halo_hal_cuda_execution_store_signals(
     halo_hal_cuda_execution_t *execution, bool *enqueued) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
-  halo_hal_cuda_device_t *device = queue->device;
-  const halo_hal_cuda_symbols_t *cu = device->cu;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   const halo_hal_execution_t *hal = &execution->execution;
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
-    if (signal->slot &&
-        atomic_load_explicit(&signal->slot->value, memory_order_acquire) >=
-            signal->value) {
-      continue;  // reached already
-    }
-    halo_hal_cuda_event_t *previous = NULL;
-    bool reached = false;
-    pthread_mutex_lock(&device->issue_mutex);
     halo_hal_cuda_signal_order_t *order =
         halo_u64_map_get(&shared->signal_order, signal->device_address);
-    if (order && order->value >= signal->value) {
-      reached = true;
-    } else if (order && order->stream != queue->stream &&
-               (order->event || !signal->slot ||
-                atomic_load_explicit(&signal->slot->value,
-                                     memory_order_acquire) < order->value)) {
-      // (Without an event, a store seen to have landed needs no wait.)
-      halo_hal_cuda_signal_order_record(shared, order);
-      previous = order->event;
-      if (previous) halo_hal_cuda_event_retain(previous);
+    if (order && order->stream != queue->stream && !order->event &&
+        signal->slot &&
+        atomic_load_explicit(&signal->slot->value, memory_order_acquire) >=
+            order->value) {
+      order = NULL;  // recorded no event, and its store landed
     }
-    pthread_mutex_unlock(&device->issue_mutex);
-    if (reached) continue;
-    if (previous) {
-      CUresult result = cu->cuEventQuery(previous->handle);
+    if (order && order->stream != queue->stream) {
+      halo_hal_cuda_signal_order_record(shared, order);
+    }
+    if (order && order->stream != queue->stream && order->event) {
+      CUresult result = cu->cuEventQuery(order->event->handle);
       if (result == CUDA_ERROR_NOT_READY) {
-        result = cu->cuStreamWaitEvent(queue->stream, previous->handle, 0);
+        result = cu->cuStreamWaitEvent(queue->stream, order->event->handle, 0);
         if (result != CUDA_SUCCESS) {
-          halo_hal_cuda_event_release(previous);
           return halo_status_annotate(
               halo_hal_cuda_result_to_status(cu, result, "cuStreamWaitEvent"),
               "signal %u: ordering after the semaphore's previous GPU store",
               i);
         }
       } else if (result != CUDA_SUCCESS) {
-        halo_hal_cuda_event_release(previous);
         return halo_status_annotate(
             halo_hal_cuda_result_to_status(cu, result, "cuEventQuery"),
             "signal %u: the semaphore's previous GPU store", i);
       }
-      halo_hal_cuda_event_release(previous);
     }
     CUresult result = cu->cuStreamWriteValue64(
         queue->stream, (CUdeviceptr)signal->device_address, signal->value,
@@ -1115,15 +1006,13 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
   return NULL;
 }
 
-// After the event was recorded: it becomes the last store of every signaled
-// semaphore whose recorded store is not of a higher value. The caller holds
-// the execution's store locks.
+// After the event was recorded (or none: halo_hal_cuda_execution_needs_event):
+// the execution's stores become the last of each signaled semaphore.
 static void halo_hal_cuda_execution_note_signals(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_execution_t *hal = &execution->execution;
-  pthread_mutex_lock(&queue->device->issue_mutex);
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     uint64_t address = hal->signals[i].device_address;
     if (!address) continue;
@@ -1142,8 +1031,6 @@ static void halo_hal_cuda_execution_note_signals(
         free(order);
         continue;
       }
-    } else if (order->value >= hal->signals[i].value) {
-      continue;  // a later value's store stays the last
     } else if (order->event) {
       halo_hal_cuda_event_release(order->event);
     }
@@ -1152,7 +1039,34 @@ static void halo_hal_cuda_execution_note_signals(
     order->stream = queue->stream;
     order->value = hal->signals[i].value;
   }
-  pthread_mutex_unlock(&queue->device->issue_mutex);
+}
+
+// Whether |execution| records an event after its work. Under THREAD
+// completion, work seen to be short whose every signal the GPU stores into
+// a slot the host sees, and that hands out no fence, records none: its
+// stores tell the poller when it finished (each slot holding exactly the
+// execution's value: a value is reserved by one submission, so only this
+// execution's store puts it there), which saves the submission thread the
+// record and the poller the queries, both taking the context's lock. A
+// slot seen past the value (a later store or a host signal hid it), or a
+// failed semaphore, gets an event recorded then, after the work
+// (halo_hal_cuda_execution_poll_stores).
+static bool halo_hal_cuda_execution_needs_event(
+    const halo_hal_cuda_execution_t *execution) {
+  const halo_hal_cuda_queue_t *queue = execution->queue;
+  if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD ||
+      execution->fence || !queue->device->eventless_completion) {
+    return true;
+  }
+  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
+      execution->execution.command_buffer);
+  if (expected == 0 || expected > HALO_HAL_CUDA_SHORT_WORK_NS) return true;
+  const halo_hal_execution_t *hal = &execution->execution;
+  if (hal->signal_count == 0) return true;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    if (!hal->signals[i].device_address || !hal->signals[i].slot) return true;
+  }
+  return false;
 }
 
 // Hands an issued execution to the completion path.
@@ -1235,8 +1149,6 @@ static void halo_hal_cuda_execution_resolve_fence(
   halo_hal_cuda_fence_t *fence = execution->fence;
   if (!fence) return;
   execution->fence = NULL;
-  halo_hal_cuda_device_t *device = execution->queue->device;
-  pthread_mutex_lock(&device->issue_mutex);
   if (failure) {
     fence->failure = halo_status_make(halo_status_code(failure), "%s",
                                       halo_status_message(failure));
@@ -1247,11 +1159,11 @@ static void halo_hal_cuda_execution_resolve_fence(
   }
   halo_hal_cuda_execution_t *parked = fence->parked;
   fence->parked = NULL;
-  pthread_mutex_unlock(&device->issue_mutex);
   while (parked) {
     halo_hal_cuda_execution_t *next = parked->parked_next;
     parked->parked_next = NULL;
-    halo_hal_cuda_thread_post(parked->task.home, &parked->task);
+    halo_hal_cuda_thread_post(&execution->queue->device->submission,
+                              &parked->task);
     parked = next;
   }
   halo_hal_fence_release(&fence->base);
@@ -1263,31 +1175,23 @@ static void halo_hal_cuda_execution_resolve_fence(
 static halo_status_t halo_hal_cuda_execution_wait_fences(
     halo_hal_cuda_execution_t *execution, bool *out_parked) {
   halo_hal_cuda_queue_t *queue = execution->queue;
-  halo_hal_cuda_device_t *device = queue->device;
-  const halo_hal_cuda_symbols_t *cu = device->cu;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   *out_parked = false;
   for (; execution->waits_enqueued < execution->wait_fence_count;
        ++execution->waits_enqueued) {
     halo_hal_cuda_fence_t *fence =
         execution->wait_fences[execution->waits_enqueued];
-    // Bound or failed once, by its producer's submission thread (under the
-    // issue mutex); then constant.
-    pthread_mutex_lock(&device->issue_mutex);
-    bool bound = fence->failure || fence->event;
-    if (!bound) {
-      execution->parked_next = fence->parked;
-      fence->parked = execution;
-    }
-    pthread_mutex_unlock(&device->issue_mutex);
-    if (!bound) {
-      *out_parked = true;
-      return NULL;
-    }
     if (fence->failure) {
       return halo_status_make(halo_status_code(fence->failure),
                               "the device work this execution waits for "
                               "failed before it started: %s",
                               halo_status_message(fence->failure));
+    }
+    if (!fence->event) {
+      execution->parked_next = fence->parked;
+      fence->parked = execution;
+      *out_parked = true;
+      return NULL;
     }
     if (fence->stream == queue->stream) continue;  // in stream order already
     CUresult result =
@@ -1335,7 +1239,6 @@ static bool halo_hal_cuda_execution_defer_failure(
   // A store it enqueued before failing comes before its semaphore's later
   // ones; waiters on its fence fail now.
   halo_hal_cuda_execution_note_signals(execution);
-  halo_hal_cuda_execution_unlock_stores(execution);
   halo_hal_cuda_execution_resolve_fence(execution, *status);
   execution->failure = *status;
   *status = NULL;
@@ -1371,10 +1274,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
         queue->stream, &execution->task, &execution->issue, &parked);
     if (!status && parked) return;  // posted again when an instance frees
   }
-  // From the stores to the note of the event after them, the stores of the
-  // same semaphores on other submission threads wait.
   if (!status) {
-    halo_hal_cuda_execution_lock_stores(execution);
     status = halo_hal_cuda_execution_store_signals(execution,
                                                    &execution->issue.enqueued);
   }
@@ -1392,7 +1292,6 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   }
   if (!status) {
     halo_hal_cuda_execution_note_signals(execution);
-    halo_hal_cuda_execution_unlock_stores(execution);
     // Bound before the completion path can complete (and free) it.
     halo_hal_cuda_execution_resolve_fence(execution, NULL);
     status = halo_hal_cuda_execution_watch(execution);
@@ -1405,9 +1304,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   if (execution->issue.enqueued && !execution->event &&
       halo_status_code(status) != HALO_STATUS_DEVICE_LOST &&
       halo_hal_cuda_execution_defer_failure(execution, &status)) {
-    return;  // (it released the store locks)
+    return;
   }
-  halo_hal_cuda_execution_unlock_stores(execution);
   if (execution->issue.enqueued && queue->stream) {
     cu->cuStreamSynchronize(queue->stream);
   }
@@ -1488,17 +1386,18 @@ static halo_status_t halo_hal_cuda_queue_execute(
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);
-  halo_hal_cuda_thread_post(queue->thread, &cuda->task);
+  halo_hal_cuda_thread_post(&queue->device->submission, &cuda->task);
   return NULL;
 }
 
-// The queue's submission thread, after every task of the queue there: the
-// queue is freed. (Its stream went back to the pool in destroy; the device
-// destroys the streams, whatever other queues still have pending on it.)
+// Submission thread: after every execution of the queue. Its stream goes
+// back to the pool (the device destroys it), whatever other queues still
+// have pending on it.
 static void halo_hal_cuda_queue_destroy_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_queue_t *queue =
       (halo_hal_cuda_queue_t *)((char *)task -
                                 offsetof(halo_hal_cuda_queue_t, destroy_task));
+  if (queue->pooled) halo_hal_cuda_stream_pool_release(queue->pooled);
   pthread_cond_destroy(&queue->idle);
   pthread_mutex_destroy(&queue->mutex);
   free(queue);
@@ -1509,17 +1408,10 @@ static void halo_hal_cuda_queue_destroy(halo_hal_queue_t *base_queue) {
   pthread_mutex_lock(&queue->mutex);
   while (queue->in_flight) pthread_cond_wait(&queue->idle, &queue->mutex);
   pthread_mutex_unlock(&queue->mutex);
-  // Its stream goes back to the pool now (a count, under the issue mutex),
-  // not on its submission thread: the next queue's first execution, maybe
-  // on another thread, finds the counts as destroys left them.
-  if (queue->pooled) {
-    pthread_mutex_lock(&queue->device->issue_mutex);
-    halo_hal_cuda_stream_pool_release(queue->pooled);
-    pthread_mutex_unlock(&queue->device->issue_mutex);
-  }
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  halo_hal_cuda_device_t *device = queue->device;
   queue->destroy_task.run = halo_hal_cuda_queue_destroy_run;
-  halo_hal_cuda_thread_post(queue->thread, &queue->destroy_task);
+  halo_hal_cuda_thread_post(&device->submission, &queue->destroy_task);
   halo_hal_cuda_queue_shared_release(shared);
 }
 
@@ -1561,8 +1453,6 @@ halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
   queue->base.fence_domain =
       gpu_waits && strcmp(gpu_waits, "0") == 0 ? NULL : device;
   queue->device = device;
-  uint32_t threads = device->submission_count ? device->submission_count : 1;
-  queue->thread = &device->submission[device->next_submission++ % threads];
   queue->priority = priority;
   queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);
   pthread_mutex_init(&queue->mutex, NULL);
