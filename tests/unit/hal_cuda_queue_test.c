@@ -1048,6 +1048,24 @@ static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
 
+// Executes |command_buffer| (its duration set as seen to be short) with
+// one signal of |value| into |slot| (at |value_address| on the device) and
+// waits: it completes, and after the GPU's store.
+static void execute_short_and_wait(halo_hal_queue_t *queue,
+                                   halo_hal_command_buffer_t *command_buffer,
+                                   uint64_t value_address, uint64_t value,
+                                   halo_timeline_slot_t *slot) {
+  halo_hal_cuda_command_buffer_record_duration(command_buffer, 1000);
+  halo_hal_execution_signal_t signal = {value_address, value, slot};
+  completion_t completion;
+  completion_init(&completion);
+  completion.word = (volatile uint64_t *)&slot->value;
+  completion.value = value;
+  execute(queue, command_buffer, NULL, 0, &signal, 1, &completion);
+  assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
+  assert_true(completion.stored_first);
+}
+
 // Under THREAD completion a short execution whose signals the GPU stores
 // into slots records no event: the poller completes it when every slot
 // holds exactly its value. A slot seen past the value (here a host write,
@@ -1074,15 +1092,7 @@ static void test_eventless_completion(void **unused) {
   enum { kOpenRounds = 8 };
   uint64_t value = 0;
   for (int i = 0; i < kOpenRounds; ++i) {
-    halo_hal_cuda_command_buffer_record_duration(gated, 1000);  // short
-    halo_hal_execution_signal_t signal = {value_address, ++value, slot};
-    completion_t completion;
-    completion_init(&completion);
-    completion.word = (volatile uint64_t *)&slot->value;
-    completion.value = value;
-    execute(queue, gated, NULL, 0, &signal, 1, &completion);
-    assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
-    assert_true(completion.stored_first);
+    execute_short_and_wait(queue, gated, value_address, ++value, slot);
   }
   fake_counters_t counters = fake_driver_counters();
   print_message("[%s] %d events recorded for %d short executions\n", state.mode,
@@ -1113,15 +1123,7 @@ static void test_eventless_completion(void **unused) {
   atomic_fetch_add(&slot->generation, 1);
   atomic_store_explicit(&slot->value, 0, memory_order_release);
   for (uint64_t again = 1; again <= 3; ++again) {
-    halo_hal_cuda_command_buffer_record_duration(gated, 1000);  // short
-    halo_hal_execution_signal_t next = {value_address, again, slot};
-    completion_t completion;
-    completion_init(&completion);
-    completion.word = (volatile uint64_t *)&slot->value;
-    completion.value = again;
-    execute(queue, gated, NULL, 0, &next, 1, &completion);
-    assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
-    assert_true(completion.stored_first);
+    execute_short_and_wait(queue, gated, value_address, again, slot);
   }
   assert_int_equal(atomic_load(&slot->value), 3);
   halo_hal_queue_destroy(queue);
