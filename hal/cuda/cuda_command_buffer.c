@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // CUDA command buffers: a validated recording prepared once (loop thread,
-// no driver call) and executed on the device's submission threads.
+// no driver call) and executed on the device's submission thread.
 //
-// Threads: the device may have several submission threads, and any of them
-// may issue the same recording at once (a memoized recording is shared by
-// every session and queue). The recording's tables are immutable after
+// Threads: issue is re-entrant for one recording (a memoized recording is
+// shared by every session and queue), so that it does not depend on being
+// called from one thread. The recording's tables are immutable after
 // prepare; realize (once per recording) runs under |realize_mutex|; the
 // instance pool under |mutex|. Everything one issue writes lives in what
 // that execution holds alone: a graph instance (its nodes, bound addresses,
@@ -183,8 +183,8 @@ struct halo_hal_cuda_graph_instance_t {
 };
 
 // Immutable after prepare except where noted. Per-issue state lives in the
-// graph instances (halo_hal_cuda_issue_scratch_t), so several submission
-// threads may issue the recording concurrently, one execution per instance.
+// graph instances (halo_hal_cuda_issue_scratch_t), so issuing is
+// re-entrant, one execution per instance.
 typedef struct halo_hal_cuda_command_buffer_t {
   halo_hal_command_buffer_t base;
   halo_hal_cuda_device_t *device;
@@ -805,7 +805,7 @@ static halo_status_t halo_hal_cuda_command_buffer_realize(
 }
 
 //===----------------------------------------------------------------------===//
-// Node parameters (submission threads; scratch of the caller's own)
+// Node parameters (submission thread; scratch of the caller's own)
 //===----------------------------------------------------------------------===//
 
 // The address |ref| of command |index| resolves to under |execution|.
@@ -980,7 +980,7 @@ static halo_status_t halo_hal_cuda_setter_params(
 }
 
 //===----------------------------------------------------------------------===//
-// Graph instances (submission threads, except retire; an instance is held
+// Graph instances (submission thread, except retire; an instance is held
 // by one execution from take to retire)
 //===----------------------------------------------------------------------===//
 
@@ -1505,7 +1505,7 @@ static halo_status_t halo_hal_cuda_issue_graph(
 }
 
 //===----------------------------------------------------------------------===//
-// Stream replay (ONE_SHOT, submission threads)
+// Stream replay (ONE_SHOT, submission thread)
 //===----------------------------------------------------------------------===//
 
 static halo_status_t halo_hal_cuda_replay_command(
