@@ -3,16 +3,6 @@
 // CUDA command buffers: a validated recording prepared once (loop thread,
 // no driver call) and executed on the device's submission thread.
 //
-// Threads: issue is re-entrant for one recording (a memoized recording is
-// shared by every session and queue), so that it does not depend on being
-// called from one thread. The recording's tables are immutable after
-// prepare; realize (once per recording) runs under |realize_mutex|; the
-// instance pool under |mutex|. Everything one issue writes lives in what
-// that execution holds alone: a graph instance (its nodes, bound addresses,
-// table, and its halo_hal_cuda_issue_scratch_t) is held by one execution
-// from instance_take to retire, so instances need no lock; a stream replay
-// allocates its own scratch for the call.
-//
 // Graph recordings (REUSABLE, and ONE_SHOT ones with a dispatch_indirect)
 // become CUDA graphs with real dependency edges: the commands between two
 // barriers form a stage, every node of a stage depends on the previous
@@ -53,7 +43,6 @@
 #include "hal/cuda/cuda_command_buffer.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,21 +136,6 @@ static const char halo_hal_cuda_builtin_ptx[] =
     "  ret;\n"
     "}\n";
 
-// What one issue writes while building or re-pointing nodes (kernelParams,
-// stage lists, which commands were re-pointed): owned by a graph instance
-// (one execution at a time) or by one stream replay, never shared.
-typedef struct halo_hal_cuda_issue_scratch_t {
-  // Per command: the update that last re-pointed it (instance update).
-  uint32_t stamp;
-  uint32_t *command_stamps;
-  // kernelParams of one dispatch: max_arg_count pointers into |values|.
-  void **pointers;
-  uint8_t *values;
-  // Per command: the nodes of the previous and the current stage (build).
-  CUgraphNode *stage_previous;
-  CUgraphNode *stage_current;
-} halo_hal_cuda_issue_scratch_t;
-
 struct halo_hal_cuda_graph_instance_t {
   halo_hal_cuda_graph_instance_t *next;  // free list
   halo_hal_cuda_graph_instance_t *all_next;
@@ -178,13 +152,8 @@ struct halo_hal_cuda_graph_instance_t {
   uint64_t *staging;  // its pinned host copy
   bool table_valid;   // the device table holds |bound|
   bool needs_upload;  // cuGraphUpload before the next launch
-  // The holding execution's scratch (no lock: one holder at a time).
-  halo_hal_cuda_issue_scratch_t scratch;
 };
 
-// Immutable after prepare except where noted. Per-issue state lives in the
-// graph instances (halo_hal_cuda_issue_scratch_t), so issuing is
-// re-entrant, one execution per instance.
 typedef struct halo_hal_cuda_command_buffer_t {
   halo_hal_command_buffer_t base;
   halo_hal_cuda_device_t *device;
@@ -210,13 +179,15 @@ typedef struct halo_hal_cuda_command_buffer_t {
   uint32_t *slot_first;
   uint32_t *slot_commands;
 
-  // Realize (any submission thread, once per recording): written under
-  // |realize_mutex| before |realized| is set (release); read after
-  // |realized| was seen set (acquire). A failed realize leaves |realized|
-  // false and a later issue tries again.
-  pthread_mutex_t realize_mutex;
-  atomic_bool realized;
+  // Submission thread only.
+  bool realized;
   uint64_t data_device;  // the recording's inline bytes (graph updates)
+  uint32_t stamp;
+  uint32_t *command_stamps;
+  void **scratch_pointers;
+  uint8_t *scratch_values;
+  CUgraphNode *stage_previous;
+  CUgraphNode *stage_current;
 
   // The instance pool (any thread).
   pthread_mutex_t mutex;
@@ -304,39 +275,32 @@ static halo_status_t halo_hal_cuda_check_command(
   return NULL;
 }
 
-// The slot table being built: |stamps| (per slot, the last command
-// visited + 1) counts each command once per slot.
-typedef struct halo_hal_cuda_slot_builder_t {
-  halo_hal_cuda_command_buffer_t *command_buffer;
-  uint32_t *stamps;
-} halo_hal_cuda_slot_builder_t;
-
 // Calls |visit| for every binding slot command |index| references (a slot
 // may repeat).
 typedef void (*halo_hal_cuda_slot_visit_fn)(
-    halo_hal_cuda_slot_builder_t *builder, uint32_t slot, uint32_t index);
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t slot,
+    uint32_t index);
 
-static void halo_hal_cuda_visit_slots(halo_hal_cuda_slot_builder_t *builder,
-                                      uint32_t index,
-                                      halo_hal_cuda_slot_visit_fn visit) {
-  const halo_hal_recording_t *recording =
-      &builder->command_buffer->base.recording;
+static void halo_hal_cuda_visit_slots(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    halo_hal_cuda_slot_visit_fn visit) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
   const halo_hal_command_t *command = &recording->commands[index];
   switch (command->type) {
     case HALO_HAL_COMMAND_COPY:
       if (command->source.slot != HALO_HAL_SLOT_DIRECT) {
-        visit(builder, command->source.slot, index);
+        visit(command_buffer, command->source.slot, index);
       }
       __attribute__((fallthrough));
     case HALO_HAL_COMMAND_FILL:
     case HALO_HAL_COMMAND_UPDATE:
       if (command->target.slot != HALO_HAL_SLOT_DIRECT) {
-        visit(builder, command->target.slot, index);
+        visit(command_buffer, command->target.slot, index);
       }
       break;
     case HALO_HAL_COMMAND_DISPATCH_INDIRECT:
       if (command->workgroup_count.slot != HALO_HAL_SLOT_DIRECT) {
-        visit(builder, command->workgroup_count.slot, index);
+        visit(command_buffer, command->workgroup_count.slot, index);
       }
       __attribute__((fallthrough));
     case HALO_HAL_COMMAND_DISPATCH:
@@ -345,7 +309,7 @@ static void halo_hal_cuda_visit_slots(halo_hal_cuda_slot_builder_t *builder,
             &recording->args[command->arg_first + i];
         if (arg->kind == HALO_HAL_ARG_BUFFER &&
             arg->ref.slot != HALO_HAL_SLOT_DIRECT) {
-          visit(builder, arg->ref.slot, index);
+          visit(command_buffer, arg->ref.slot, index);
         }
       }
       break;
@@ -354,19 +318,20 @@ static void halo_hal_cuda_visit_slots(halo_hal_cuda_slot_builder_t *builder,
   }
 }
 
-static void halo_hal_cuda_count_slot(halo_hal_cuda_slot_builder_t *builder,
-                                     uint32_t slot, uint32_t index) {
+static void halo_hal_cuda_count_slot(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t slot,
+    uint32_t index) {
   // Counted once per command: the stamp marks the last command counted.
-  if (builder->stamps[slot] == index + 1) return;
-  builder->stamps[slot] = index + 1;
-  ++builder->command_buffer->slot_first[slot + 1];
+  if (command_buffer->command_stamps[slot] == index + 1) return;
+  command_buffer->command_stamps[slot] = index + 1;
+  ++command_buffer->slot_first[slot + 1];
 }
 
-static void halo_hal_cuda_place_slot(halo_hal_cuda_slot_builder_t *builder,
-                                     uint32_t slot, uint32_t index) {
-  halo_hal_cuda_command_buffer_t *command_buffer = builder->command_buffer;
-  if (builder->stamps[slot] == index + 1) return;
-  builder->stamps[slot] = index + 1;
+static void halo_hal_cuda_place_slot(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t slot,
+    uint32_t index) {
+  if (command_buffer->command_stamps[slot] == index + 1) return;
+  command_buffer->command_stamps[slot] = index + 1;
   // slot_first[slot] runs ahead while placing; restored afterwards.
   command_buffer->slot_commands[command_buffer->slot_first[slot]++] = index;
 }
@@ -383,10 +348,9 @@ static halo_status_t halo_hal_cuda_build_slot_table(
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "oom for the binding slot table");
   }
-  halo_hal_cuda_slot_builder_t builder = {.command_buffer = command_buffer,
-                                          .stamps = stamps};
+  command_buffer->command_stamps = stamps;  // borrowed while building
   for (uint32_t i = 0; i < recording->command_count; ++i) {
-    halo_hal_cuda_visit_slots(&builder, i, halo_hal_cuda_count_slot);
+    halo_hal_cuda_visit_slots(command_buffer, i, halo_hal_cuda_count_slot);
   }
   for (uint32_t s = 0; s < capacity; ++s) {
     command_buffer->slot_first[s + 1] += command_buffer->slot_first[s];
@@ -396,12 +360,13 @@ static halo_status_t halo_hal_cuda_build_slot_table(
   command_buffer->slot_commands = calloc(total + 1, sizeof(uint32_t));
   if (!command_buffer->slot_commands) {
     free(stamps);
+    command_buffer->command_stamps = NULL;
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "oom for the binding slot table");
   }
   memset(stamps, 0, (capacity + 1) * sizeof(uint32_t));
   for (uint32_t i = 0; i < recording->command_count; ++i) {
-    halo_hal_cuda_visit_slots(&builder, i, halo_hal_cuda_place_slot);
+    halo_hal_cuda_visit_slots(command_buffer, i, halo_hal_cuda_place_slot);
   }
   // Each slot_first[s] now holds the end of slot s: shift back.
   for (uint32_t s = capacity; s > 0; --s) {
@@ -409,6 +374,7 @@ static halo_status_t halo_hal_cuda_build_slot_table(
   }
   command_buffer->slot_first[0] = 0;
   free(stamps);
+  command_buffer->command_stamps = NULL;
   return NULL;
 }
 
@@ -466,7 +432,11 @@ static void halo_hal_cuda_command_buffer_free(
   free(command_buffer->values);
   free(command_buffer->slot_first);
   free(command_buffer->slot_commands);
-  pthread_mutex_destroy(&command_buffer->realize_mutex);
+  free(command_buffer->command_stamps);
+  free(command_buffer->scratch_pointers);
+  free(command_buffer->scratch_values);
+  free(command_buffer->stage_previous);
+  free(command_buffer->stage_current);
   pthread_mutex_destroy(&command_buffer->mutex);
   free(command_buffer);
 }
@@ -493,8 +463,6 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   pthread_mutex_init(&command_buffer->mutex, NULL);
-  pthread_mutex_init(&command_buffer->realize_mutex, NULL);
-  atomic_init(&command_buffer->realized, false);
   command_buffer->base.vtable = &halo_hal_cuda_command_buffer_vtable;
   command_buffer->device = device;
   // Checked in place; the recording stays the caller's until this succeeds.
@@ -519,6 +487,18 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
     command_buffer->use_graph =
         recording->flags == HALO_HAL_RECORDING_REUSABLE ||
         command_buffer->has_indirect;
+    command_buffer->command_stamps = calloc(count, sizeof(uint32_t));
+    command_buffer->scratch_pointers =
+        calloc(command_buffer->max_arg_count + 1, sizeof(void *));
+    command_buffer->scratch_values =
+        calloc(command_buffer->max_command_values + 16, 1);
+    command_buffer->stage_previous = calloc(count, sizeof(CUgraphNode));
+    command_buffer->stage_current = calloc(count, sizeof(CUgraphNode));
+    if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
+        !command_buffer->scratch_values || !command_buffer->stage_previous ||
+        !command_buffer->stage_current) {
+      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
   }
   if (status) {
     // The recording's arrays go back to the caller untouched.
@@ -529,47 +509,6 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
   }
   memset(recording, 0, sizeof(*recording));
   *out_command_buffer = &command_buffer->base;
-  return NULL;
-}
-
-//===----------------------------------------------------------------------===//
-// Issue scratch (its owner's thread)
-//===----------------------------------------------------------------------===//
-
-static void halo_hal_cuda_scratch_deinitialize(
-    halo_hal_cuda_issue_scratch_t *scratch) {
-  free(scratch->command_stamps);
-  free(scratch->pointers);
-  free(scratch->values);
-  free(scratch->stage_previous);
-  free(scratch->stage_current);
-  memset(scratch, 0, sizeof(*scratch));
-}
-
-// Allocates |scratch|: kernelParams always; per-command stamps and stage
-// lists when |graph| (instance build and update).
-static halo_status_t halo_hal_cuda_scratch_initialize(
-    const halo_hal_cuda_command_buffer_t *command_buffer, bool graph,
-    halo_hal_cuda_issue_scratch_t *scratch) {
-  memset(scratch, 0, sizeof(*scratch));
-  const halo_hal_recording_t *recording = &command_buffer->base.recording;
-  uint32_t count = recording->command_count ? recording->command_count : 1;
-  scratch->pointers = calloc(command_buffer->max_arg_count + 1, sizeof(void *));
-  scratch->values = calloc(command_buffer->max_command_values + 16, 1);
-  bool ok = scratch->pointers && scratch->values;
-  if (graph) {
-    scratch->command_stamps = calloc(count, sizeof(uint32_t));
-    scratch->stage_previous = calloc(count, sizeof(CUgraphNode));
-    scratch->stage_current = calloc(count, sizeof(CUgraphNode));
-    ok = ok && scratch->command_stamps && scratch->stage_previous &&
-         scratch->stage_current;
-  }
-  if (!ok) {
-    halo_hal_cuda_scratch_deinitialize(scratch);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "oom for the scratch of an issue (%u commands)",
-                            recording->command_count);
-  }
   return NULL;
 }
 
@@ -594,7 +533,6 @@ static void halo_hal_cuda_instance_destroy(
   free(instance->setter_nodes);
   free(instance->device_nodes);
   free(instance->bound);
-  halo_hal_cuda_scratch_deinitialize(&instance->scratch);
   free(instance);
 }
 
@@ -640,18 +578,11 @@ static const halo_hal_command_buffer_vtable_t
 };
 
 //===----------------------------------------------------------------------===//
-// Realize (any submission thread, once per recording)
+// Realize (submission thread, once per recording)
 //===----------------------------------------------------------------------===//
 
-// What realize changes beyond its recording, shared by every recording of
-// a device: the built-in kernel (device->builtin_*) and the functions'
-// dynamic shared memory opt-in. Taken inside a recording's |realize_mutex|.
-static pthread_mutex_t halo_hal_cuda_device_realize_mutex =
-    PTHREAD_MUTEX_INITIALIZER;
-
 // Loads the built-in grid-setting kernel of dispatch_indirect (once per
-// device; a failure is kept and reported by every later attempt). Under
-// halo_hal_cuda_device_realize_mutex.
+// device; a failure is kept and reported by every later attempt).
 static halo_status_t halo_hal_cuda_builtin_load(
     halo_hal_cuda_device_t *device) {
   if (device->builtin_set_grid) return NULL;
@@ -721,15 +652,14 @@ static halo_status_t halo_hal_cuda_builtin_load(
   return NULL;
 }
 
-// Under halo_hal_cuda_device_realize_mutex.
-static halo_status_t halo_hal_cuda_command_buffer_realize_device(
+static halo_status_t halo_hal_cuda_command_buffer_realize(
     halo_hal_cuda_command_buffer_t *command_buffer) {
+  if (command_buffer->realized) return NULL;
   halo_hal_cuda_device_t *device = command_buffer->device;
   const halo_hal_cuda_symbols_t *cu = device->cu;
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
   // Dynamic shared memory above the default 48 KiB needs the function's
-  // opt-in (kept at the largest any recording asked for: the read and the
-  // raise are one step under the mutex).
+  // opt-in (kept at the largest any recording asked for).
   for (uint32_t i = 0; i < recording->command_count; ++i) {
     const halo_hal_command_t *command = &recording->commands[i];
     if (!command_buffer->functions[i] ||
@@ -750,19 +680,6 @@ static halo_status_t halo_hal_cuda_command_buffer_realize_device(
   if (command_buffer->has_indirect) {
     HALO_RETURN_IF_ERROR(halo_hal_cuda_builtin_load(device));
   }
-  return NULL;
-}
-
-// Under |realize_mutex|, while |realized| is false.
-static halo_status_t halo_hal_cuda_command_buffer_realize_locked(
-    halo_hal_cuda_command_buffer_t *command_buffer) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  const halo_hal_recording_t *recording = &command_buffer->base.recording;
-  pthread_mutex_lock(&halo_hal_cuda_device_realize_mutex);
-  halo_status_t device_status =
-      halo_hal_cuda_command_buffer_realize_device(command_buffer);
-  pthread_mutex_unlock(&halo_hal_cuda_device_realize_mutex);
-  HALO_RETURN_IF_ERROR(device_status);
   if (command_buffer->use_graph && command_buffer->has_update &&
       !command_buffer->data_device) {
     // update commands copy from here (DtoD memcpy nodes).
@@ -780,32 +697,12 @@ static halo_status_t halo_hal_cuda_command_buffer_realize_locked(
     }
     command_buffer->data_device = address;
   }
+  command_buffer->realized = true;
   return NULL;
 }
 
-// Once per recording, by whichever submission thread issues it first; the
-// others wait for it here. A failure goes to that execution and a later
-// issue tries again.
-static halo_status_t halo_hal_cuda_command_buffer_realize(
-    halo_hal_cuda_command_buffer_t *command_buffer) {
-  if (atomic_load_explicit(&command_buffer->realized, memory_order_acquire)) {
-    return NULL;
-  }
-  pthread_mutex_lock(&command_buffer->realize_mutex);
-  halo_status_t status = NULL;
-  if (!atomic_load_explicit(&command_buffer->realized, memory_order_relaxed)) {
-    status = halo_hal_cuda_command_buffer_realize_locked(command_buffer);
-    if (!status) {
-      atomic_store_explicit(&command_buffer->realized, true,
-                            memory_order_release);
-    }
-  }
-  pthread_mutex_unlock(&command_buffer->realize_mutex);
-  return status;
-}
-
 //===----------------------------------------------------------------------===//
-// Node parameters (submission thread; scratch of the caller's own)
+// Node parameters (submission thread)
 //===----------------------------------------------------------------------===//
 
 // The address |ref| of command |index| resolves to under |execution|.
@@ -839,16 +736,15 @@ static halo_status_t halo_hal_cuda_resolve(
       role, ref->slot);
 }
 
-// The kernelParams of dispatch |index| in |scratch| (valid until its next
-// use): constants, resolved buffers, |table| for BINDING_TABLE.
+// The kernelParams of dispatch |index| in the scratch area (valid until the
+// next call): constants, resolved buffers, |table| for BINDING_TABLE.
 static halo_status_t halo_hal_cuda_kernel_params(
-    const halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
-    const halo_hal_execution_t *execution, uint64_t table,
-    halo_hal_cuda_issue_scratch_t *scratch, void ***out_params) {
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
+    const halo_hal_execution_t *execution, uint64_t table, void ***out_params) {
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
   const halo_hal_command_t *command = &recording->commands[index];
   uint32_t base = command_buffer->command_values[index];
-  uint8_t *values = scratch->values;
+  uint8_t *values = command_buffer->scratch_values;
   memcpy(values, command_buffer->values + base,
          command_buffer->command_value_sizes[index]);
   for (uint32_t a = 0; a < command->arg_count; ++a) {
@@ -856,7 +752,7 @@ static halo_status_t halo_hal_cuda_kernel_params(
         &recording->args[command->arg_first + a];
     uint8_t *value =
         values + (command_buffer->arg_values[command->arg_first + a] - base);
-    scratch->pointers[a] = value;
+    command_buffer->scratch_pointers[a] = value;
     if (arg->kind == HALO_HAL_ARG_BUFFER &&
         arg->ref.slot != HALO_HAL_SLOT_DIRECT) {
       uint64_t address;
@@ -868,7 +764,7 @@ static halo_status_t halo_hal_cuda_kernel_params(
       memcpy(value, &table, sizeof(table));
     }
   }
-  *out_params = scratch->pointers;
+  *out_params = command_buffer->scratch_pointers;
   return NULL;
 }
 
@@ -980,8 +876,7 @@ static halo_status_t halo_hal_cuda_setter_params(
 }
 
 //===----------------------------------------------------------------------===//
-// Graph instances (submission thread, except retire; an instance is held
-// by one execution from take to retire)
+// Graph instances (submission thread, except retire)
 //===----------------------------------------------------------------------===//
 
 // The dependencies of the next node: the previous stage's one node, or a
@@ -1037,8 +932,7 @@ static halo_status_t halo_hal_cuda_add_dispatch(
   }
   void **kernel_params;
   HALO_RETURN_IF_ERROR(halo_hal_cuda_kernel_params(
-      command_buffer, index, execution, instance->table, &instance->scratch,
-      &kernel_params));
+      command_buffer, index, execution, instance->table, &kernel_params));
   halo_hal_cuda_kernel_node_params(command, command_buffer->functions[index],
                                    kernel_params, &params);
   HALO_CUDA_COMMAND_RETURN_IF_ERROR(command_buffer, index, cuGraphAddKernelNode,
@@ -1086,8 +980,8 @@ static halo_status_t halo_hal_cuda_instance_build(
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
   halo_hal_cuda_device_t *device = command_buffer->device;
   halo_hal_cuda_stages_t stages = {
-      .previous = instance->scratch.stage_previous,
-      .current = instance->scratch.stage_current,
+      .previous = command_buffer->stage_previous,
+      .current = command_buffer->stage_current,
   };
   uint32_t node_count = 0;
   for (uint32_t i = 0; i < recording->command_count; ++i) {
@@ -1176,10 +1070,6 @@ static halo_status_t halo_hal_cuda_instance_create(
        (!instance->setter_nodes || !instance->device_nodes))) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "oom for a graph instance");
-  }
-  if (!status) {
-    status = halo_hal_cuda_scratch_initialize(command_buffer, /*graph=*/true,
-                                              &instance->scratch);
   }
   size_t table_bytes = (size_t)capacity * sizeof(uint64_t);
   if (!status && command_buffer->uses_binding_table) {
@@ -1322,7 +1212,7 @@ static void halo_hal_cuda_instance_give(
   }
   pthread_mutex_unlock(&command_buffer->mutex);
   if (waiter) {
-    halo_hal_cuda_thread_post(waiter->home, waiter);
+    halo_hal_cuda_thread_post(&command_buffer->device->submission, waiter);
   }
 }
 
@@ -1370,8 +1260,7 @@ static halo_status_t halo_hal_cuda_instance_update_command(
     case HALO_HAL_COMMAND_DISPATCH: {
       void **kernel_params;
       HALO_RETURN_IF_ERROR(halo_hal_cuda_kernel_params(
-          command_buffer, index, execution, instance->table, &instance->scratch,
-          &kernel_params));
+          command_buffer, index, execution, instance->table, &kernel_params));
       CUDA_KERNEL_NODE_PARAMS params;
       halo_hal_cuda_kernel_node_params(
           command, command_buffer->functions[index], kernel_params, &params);
@@ -1395,14 +1284,13 @@ static halo_status_t halo_hal_cuda_instance_update(
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
   const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
   uint32_t capacity = recording->binding_capacity;
-  halo_hal_cuda_issue_scratch_t *scratch = &instance->scratch;
   bool changed = false;
-  if (++scratch->stamp == 0) {
-    memset(scratch->command_stamps, 0,
+  if (++command_buffer->stamp == 0) {
+    memset(command_buffer->command_stamps, 0,
            recording->command_count * sizeof(uint32_t));
-    scratch->stamp = 1;
+    command_buffer->stamp = 1;
   }
-  uint32_t stamp = scratch->stamp;
+  uint32_t stamp = command_buffer->stamp;
   for (uint32_t s = 0; s < capacity; ++s) {
     uint64_t address = s < execution->binding_count && execution->bindings
                            ? execution->bindings[s].address
@@ -1412,8 +1300,8 @@ static halo_status_t halo_hal_cuda_instance_update(
     for (uint32_t j = command_buffer->slot_first[s];
          j < command_buffer->slot_first[s + 1]; ++j) {
       uint32_t index = command_buffer->slot_commands[j];
-      if (scratch->command_stamps[index] == stamp) continue;
-      scratch->command_stamps[index] = stamp;
+      if (command_buffer->command_stamps[index] == stamp) continue;
+      command_buffer->command_stamps[index] = stamp;
       // A failure leaves the instance half re-pointed: the caller forgets
       // what it holds (halo_hal_cuda_instance_forget).
       HALO_RETURN_IF_ERROR(halo_hal_cuda_instance_update_command(
@@ -1510,8 +1398,7 @@ static halo_status_t halo_hal_cuda_issue_graph(
 
 static halo_status_t halo_hal_cuda_replay_command(
     halo_hal_cuda_command_buffer_t *command_buffer, uint32_t index,
-    const halo_hal_execution_t *execution, CUstream stream, uint64_t table,
-    halo_hal_cuda_issue_scratch_t *scratch) {
+    const halo_hal_execution_t *execution, CUstream stream, uint64_t table) {
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
   const halo_hal_command_t *command = &recording->commands[index];
   switch (command->type) {
@@ -1561,7 +1448,7 @@ static halo_status_t halo_hal_cuda_replay_command(
     case HALO_HAL_COMMAND_DISPATCH: {
       void **params;
       HALO_RETURN_IF_ERROR(halo_hal_cuda_kernel_params(
-          command_buffer, index, execution, table, scratch, &params));
+          command_buffer, index, execution, table, &params));
       HALO_CUDA_COMMAND_RETURN_IF_ERROR(
           command_buffer, index, cuLaunchKernel,
           command_buffer->functions[index], command->grid[0], command->grid[1],
@@ -1583,19 +1470,12 @@ static halo_status_t halo_hal_cuda_issue_replay(
     halo_hal_cuda_issue_t *issue) {
   const halo_hal_recording_t *recording = &command_buffer->base.recording;
   const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
-  // This call's own kernelParams area: another submission thread may
-  // replay the same recording at once (ONE_SHOT recordings normally run
-  // once, so nothing is kept).
-  halo_hal_cuda_issue_scratch_t scratch;
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_scratch_initialize(
-      command_buffer, /*graph=*/false, &scratch));
   CUdeviceptr table = 0;
   if (command_buffer->uses_binding_table) {
     uint32_t capacity = recording->binding_capacity;
     size_t bytes = (size_t)capacity * sizeof(uint64_t);
     uint64_t *host = malloc(bytes);
     if (!host) {
-      halo_hal_cuda_scratch_deinitialize(&scratch);
       return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "oom for a binding table of %u slots", capacity);
     }
@@ -1612,26 +1492,23 @@ static halo_status_t halo_hal_cuda_issue_replay(
       if (result != CUDA_SUCCESS) {
         cu->cuMemFreeAsync(table, stream);
         free(host);
-        halo_hal_cuda_scratch_deinitialize(&scratch);
         return halo_hal_cuda_result_to_status(cu, result, "cuMemcpyHtoDAsync");
       }
     }
     free(host);
     if (result != CUDA_SUCCESS) {
-      halo_hal_cuda_scratch_deinitialize(&scratch);
       return halo_hal_cuda_result_to_status(cu, result, "cuMemAllocAsync");
     }
   }
   halo_status_t status = NULL;
   for (uint32_t i = 0; i < recording->command_count && !status; ++i) {
     status = halo_hal_cuda_replay_command(command_buffer, i, execution, stream,
-                                          (uint64_t)table, &scratch);
+                                          (uint64_t)table);
     if (!status && recording->commands[i].type != HALO_HAL_COMMAND_BARRIER) {
       issue->enqueued = true;
     }
   }
   if (table) cu->cuMemFreeAsync(table, stream);
-  halo_hal_cuda_scratch_deinitialize(&scratch);
   return status;
 }
 

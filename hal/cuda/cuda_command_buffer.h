@@ -11,10 +11,8 @@
 // otherwise replay on the stream (cuLaunchKernel, cuMemset*Async,
 // cuMemcpy*Async in order).
 //
-// Thread-safety: issue runs on the device's submission thread; it is
-// re-entrant for one command buffer (each execution on its own graph
-// instance, with its own scratch); retire on any thread (a
-// cuLaunchHostFunc callback included: no driver call).
+// Thread-safety: issue runs on the device's submission thread only; retire
+// on any thread (a cuLaunchHostFunc callback included: no driver call).
 #ifndef HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_
 #define HALO_HAL_CUDA_CUDA_COMMAND_BUFFER_H_
 
@@ -56,8 +54,8 @@ bool halo_hal_cuda_command_buffer_isa(
 // when the recording has BINDING_TABLE arguments and the table changed, and
 // launches. When every instance is busy and the bound is reached, |waiter|
 // is parked and *out_parked set (OK is returned, nothing is enqueued): the
-// pool posts |waiter| back to its thread (|waiter|->home) when an
-// instance is released.
+// pool posts |waiter| to the submission thread again when an instance is
+// released.
 halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,

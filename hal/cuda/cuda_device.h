@@ -43,9 +43,6 @@ typedef void (*halo_hal_cuda_task_fn)(halo_hal_cuda_task_t *task);
 struct halo_hal_cuda_task_t {
   halo_hal_cuda_task_t *next;
   halo_hal_cuda_task_fn run;  // owns the task from here on
-  // The thread it was last posted to (halo_hal_cuda_thread_post): a task
-  // parked on the way (a busy instance pool) goes back there.
-  struct halo_hal_cuda_thread_t *home;
 };
 
 typedef struct halo_hal_cuda_thread_t {
@@ -161,8 +158,7 @@ struct halo_hal_cuda_device_t {
   // ---- [added by the command buffer/queue engineer] Fields below belong to
   // cuda_command_buffer.c and cuda_queue.c.
   // dispatch_indirect's built-in grid-setting kernel, loaded on first use
-  // (under cuda_command_buffer.c's realize lock); unloaded with the context.
-  // |builtin_failure|
+  // (submission thread only); unloaded with the context. |builtin_failure|
   // keeps why it did not load.
   CUmodule builtin_module;
   CUfunction builtin_set_grid;

@@ -100,7 +100,6 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
 void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task) {
   task->next = NULL;
-  task->home = thread;
   pthread_mutex_lock(&thread->mutex);
   if (thread->tail) {
     thread->tail->next = task;
