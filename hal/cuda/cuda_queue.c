@@ -408,6 +408,28 @@ static void halo_hal_cuda_fail_list(halo_hal_cuda_execution_t *list,
   }
 }
 
+// Records a plain event (nothing sleeps on it) on |stream| now, after the
+// work enqueued there, into *out_event; NULL there on failure, with the
+// result (CUDA_ERROR_OUT_OF_MEMORY when no event could be had).
+static CUresult halo_hal_cuda_record_event_now(
+    halo_hal_cuda_queue_shared_t *shared, CUstream stream,
+    halo_hal_cuda_event_t **out_event) {
+  halo_status_t status =
+      halo_hal_cuda_event_pool_acquire(&shared->events, out_event);
+  if (status) {
+    halo_status_free(status);
+    *out_event = NULL;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult result =
+      shared->device->cu->cuEventRecord((*out_event)->handle, stream);
+  if (result != CUDA_SUCCESS) {
+    halo_hal_cuda_event_release(*out_event);
+    *out_event = NULL;
+  }
+  return result;
+}
+
 // THREAD completion, an execution without an event
 // (halo_hal_cuda_execution_needs_event): CUDA_SUCCESS once every slot holds
 // exactly its value (its own stores landed, so its work finished before
@@ -437,18 +459,10 @@ static CUresult halo_hal_cuda_execution_poll_stores(
   CUstream stream = execution->queue->stream;
   if (!below || failed) {
     *call = "cuEventRecord";
-    halo_status_t status =
-        halo_hal_cuda_event_pool_acquire(&shared->events, &execution->event);
-    if (status) {
-      halo_status_free(status);  // tried again next round
-      return CUDA_ERROR_NOT_READY;
-    }
-    CUresult result = cu->cuEventRecord(execution->event->handle, stream);
-    if (result != CUDA_SUCCESS) {
-      halo_hal_cuda_event_release(execution->event);
-      execution->event = NULL;
-      return result;
-    }
+    CUresult result =
+        halo_hal_cuda_record_event_now(shared, stream, &execution->event);
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) return CUDA_ERROR_NOT_READY;
+    if (result != CUDA_SUCCESS) return result;  // (tried again next round)
     execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
     *call = "cuEventQuery";
     return cu->cuEventQuery(execution->event->handle);
@@ -876,6 +890,14 @@ static halo_status_t halo_hal_cuda_queue_take_stream(
   return NULL;
 }
 
+// Whether |execution|'s recording was seen to finish, within short work.
+static bool halo_hal_cuda_execution_seen_short(
+    const halo_hal_cuda_execution_t *execution) {
+  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
+      execution->execution.command_buffer);
+  return expected != 0 && expected <= HALO_HAL_CUDA_SHORT_WORK_NS;
+}
+
 // The pool of the event recorded after |execution|'s work. The sleeper
 // waits only on BLOCKING_SYNC events: cuEventSynchronize on another spins
 // a core for as long as the GPU works (the primary context's default
@@ -892,36 +914,21 @@ static halo_status_t halo_hal_cuda_queue_take_stream(
 static halo_hal_cuda_event_pool_t *halo_hal_cuda_execution_event_pool(
     const halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
-  if (queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD) {
-    int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
-        execution->execution.command_buffer);
-    if (expected == 0 || expected > HALO_HAL_CUDA_SHORT_WORK_NS) {
-      return &queue->shared->sleep_events;
-    }
+  if (queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD &&
+      !halo_hal_cuda_execution_seen_short(execution)) {
+    return &queue->shared->sleep_events;
   }
   return &queue->shared->events;
 }
 
-// Records an event on |order|'s stream, after its store, where it has none
-// (a plain one: nothing sleeps on it). On failure |order| keeps none (a
-// later store then orders after nothing; its own calls report the
-// device's state).
+// Records an event on |order|'s stream, after its store, where it has none.
+// On failure |order| keeps none (a later store then orders after nothing;
+// its own calls report the device's state).
 static void halo_hal_cuda_signal_order_record(
     halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_signal_order_t *order) {
-  if (order->event) return;
-  halo_hal_cuda_event_t *event = NULL;
-  halo_status_t status =
-      halo_hal_cuda_event_pool_acquire(&shared->events, &event);
-  if (status) {
-    halo_status_free(status);
-    return;
+  if (!order->event) {
+    halo_hal_cuda_record_event_now(shared, order->stream, &order->event);
   }
-  if (shared->device->cu->cuEventRecord(event->handle, order->stream) !=
-      CUDA_SUCCESS) {
-    halo_hal_cuda_event_release(event);
-    return;
-  }
-  order->event = event;
 }
 
 // Drops the entries whose stores completed long ago.
@@ -966,13 +973,11 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
     if (!signal->device_address) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_u64_map_get(&shared->signal_order, signal->device_address);
-    if (order && order->stream != queue->stream && !order->event &&
-        signal->slot &&
-        atomic_load_explicit(&signal->slot->value, memory_order_acquire) >=
-            order->value) {
-      order = NULL;  // recorded no event, and its store landed
-    }
-    if (order && order->stream != queue->stream) {
+    // A store that recorded no event needs none once its slot shows it.
+    bool landed = order && !order->event && signal->slot &&
+                  atomic_load_explicit(&signal->slot->value,
+                                       memory_order_acquire) >= order->value;
+    if (order && order->stream != queue->stream && !landed) {
       halo_hal_cuda_signal_order_record(shared, order);
     }
     if (order && order->stream != queue->stream && order->event) {
@@ -1055,12 +1060,10 @@ static bool halo_hal_cuda_execution_needs_event(
     const halo_hal_cuda_execution_t *execution) {
   const halo_hal_cuda_queue_t *queue = execution->queue;
   if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD ||
-      execution->fence || !queue->device->eventless_completion) {
+      execution->fence || !queue->device->eventless_completion ||
+      !halo_hal_cuda_execution_seen_short(execution)) {
     return true;
   }
-  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(
-      execution->execution.command_buffer);
-  if (expected == 0 || expected > HALO_HAL_CUDA_SHORT_WORK_NS) return true;
   const halo_hal_execution_t *hal = &execution->execution;
   if (hal->signal_count == 0) return true;
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
