@@ -300,6 +300,8 @@ halo_status_t halo_hal_cuda_device_create(
   device->instance_affinity = !affinity || strcmp(affinity, "0") != 0;
   const char *eventless = getenv("HALO_CUDA_EVENTLESS");
   device->eventless_completion = !eventless || strcmp(eventless, "0") != 0;
+  const char *on_caller = getenv("HALO_CUDA_ISSUE_ON_CALLER");
+  device->issue_on_caller = !on_caller || strcmp(on_caller, "0") != 0;
   device->loader = halo_hal_cuda_device_loader();
   pthread_mutex_init(&device->transfer_mutex, NULL);
   pthread_mutex_init(&device->registration_mutex, NULL);

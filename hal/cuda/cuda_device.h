@@ -60,6 +60,11 @@ typedef struct halo_hal_cuda_thread_t {
   int64_t spin_ns;
   _Atomic uint64_t posted;  // tasks posted so far
   bool sleeping;            // waiting on |cond| (under |mutex|)
+  // halo_hal_cuda_thread_run_or_post (under |mutex|): a poster runs a task
+  // itself while |caller_running| (the thread waits for it before its next
+  // batch), and when the last offer came.
+  bool caller_running;
+  int64_t last_offer_ns;
   const halo_hal_cuda_symbols_t *cu;
   CUcontext context;
   char name[16];  // pthread name, e.g. "halo-cu0-submit"
@@ -76,6 +81,20 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
 // Any thread. Runs |task| after every task posted before it.
 void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task);
+// The loop thread. Runs |task| on the caller, now, where the thread is
+// asleep with nothing queued and the caller's previous offer came (or its
+// run here ended) at least spin_ns ago (the device is idle: a post would cost the task the thread's
+// wake-up, tens of microseconds after a long sleep on a virtual machine),
+// with the thread's context made current on the caller; the thread runs
+// nothing meanwhile, so the task keeps the thread's order and owns what
+// the thread owns. Else posts it, so that under load the work stays
+// pipelined on the thread. Returns whether the caller ran it. A task run
+// here must not wait for the thread (halo_hal_cuda_thread_flush).
+bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
+                                      halo_hal_cuda_task_t *task);
+// Whether the calling thread is running a task of |thread| for it
+// (halo_hal_cuda_thread_run_or_post).
+bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread);
 // Runs the tasks already posted, then joins.
 void halo_hal_cuda_thread_stop(halo_hal_cuda_thread_t *thread);
 // [added by the device/allocator/executable engineer] Any thread but
@@ -173,6 +192,11 @@ struct halo_hal_cuda_device_t {
   // HALO_CUDA_EVENTLESS=0 in halod's environment turns it off (a
   // diagnostic, to compare).
   bool eventless_completion;
+  // An execution offered while the submission thread sleeps idle is issued
+  // on the caller (halo_hal_cuda_thread_run_or_post) and, seen to be short,
+  // waited for there (cuda_queue.c). HALO_CUDA_ISSUE_ON_CALLER=0 in halod's
+  // environment turns it off (a diagnostic, to compare).
+  bool issue_on_caller;
   // What the device's queues share (completion thread, event pool, the
   // order of GPU semaphore stores): created with the first queue, destroyed
   // with the last (loop thread).

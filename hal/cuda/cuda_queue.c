@@ -12,10 +12,19 @@
 // only (their completions), never for its stream.
 //
 // Threads:
-// - execute, create and destroy run on the daemon's loop thread and make no
-//   driver call: execute posts the execution to the device's submission
-//   thread (halo_hal_cuda_thread_post); a queue takes its stream from the
-//   pool and gives it back there too.
+// - execute, create and destroy run on the daemon's loop thread: execute
+//   posts the execution to the device's submission thread; a queue takes
+//   its stream from the pool and gives it back there too. Where the device
+//   is idle (the submission thread asleep, nothing offered within its spin
+//   window: halo_hal_cuda_thread_run_or_post) execute runs the submission
+//   thread's task itself, so that the execution does not wait for that
+//   thread's wake-up (tens of microseconds after a long sleep on a virtual
+//   machine); a failure then goes on on the submission thread (it may wait
+//   for the stream). Work seen to be short is then also waited for on the
+//   loop thread, up to twice its last duration, where the completion path
+//   sleeps (halo_hal_cuda_execution_finish_on_caller): an idle device
+//   answers a lone execution as a launch and a synchronize would. Under
+//   load (offers within the window) nothing runs on the loop thread.
 // - the submission thread issues the command buffer (cuda_command_buffer.c),
 //   stores every signal's value from the stream (cuStreamWriteValue64 into
 //   the semaphore's registered page, default flags: the store fences the
@@ -119,6 +128,12 @@
 // nap) still counts as short.
 #define HALO_HAL_CUDA_SHORT_WORK_NS \
   (HALO_HAL_CUDA_COMPLETION_SPIN_NS + HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS)
+// Work seen to take at most this (its recording's last duration), issued on
+// the caller because the device was idle (halo_hal_cuda_thread_run_or_post),
+// is waited for there, up to twice that plus the slack, where the completion
+// path would have to wake up for it (halo_hal_cuda_execution_finish_on_caller).
+#define HALO_HAL_CUDA_CALLER_WAIT_WORK_NS 30000
+#define HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS 5000
 // THREAD completion: an unfinished execution's event is queried when its
 // GPU stores landed, else at most this often (each query takes the
 // context's lock, which the submission thread's launches need too).
@@ -163,6 +178,8 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_event_t *sleeper_event;
   bool sleeper_busy;
   bool sleeper_woke;
+  // THREAD: the poller waits on |cond| (idle, a nap, or for the sleeper).
+  bool poller_asleep;
   // THREAD: executions handed over, not yet taken by the thread.
   halo_hal_cuda_execution_t *inbox_head;
   halo_hal_cuda_execution_t *inbox_tail;
@@ -243,7 +260,11 @@ struct halo_hal_cuda_execution_t {
   // woken already (also by execution_complete, on any path).
   int64_t next_query_ns;
   atomic_bool stores_woken;
-  int64_t handed_ns;  // when it reached the poller's inbox
+  // When it was issued (before a wait on the caller) or else reached the
+  // poller's inbox: its duration runs from here.
+  int64_t handed_ns;
+  // Failed while run on the caller: the submission thread ends it.
+  halo_status_t caller_failure;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -496,7 +517,9 @@ static void halo_hal_cuda_completion_poll(
   for (;;) {
     pthread_mutex_lock(&shared->mutex);
     while (!shared->inbox_head && !head && !shared->stopping) {
+      shared->poller_asleep = true;
       pthread_cond_wait(&shared->cond, &shared->mutex);
+      shared->poller_asleep = false;
     }
     if (shared->inbox_head) {
       // New work: spin again if any of it is expected to be short (its
@@ -626,11 +649,13 @@ static void halo_hal_cuda_completion_poll(
       pthread_cond_signal(&shared->sleeper_cond);
     }
     if (!shared->inbox_head && !shared->stopping && !shared->sleeper_woke) {
+      shared->poller_asleep = true;
       if (blocked_streams == 1 && shared->sleeper_busy) {
         pthread_cond_wait(&shared->cond, &shared->mutex);
       } else {
         halo_hal_cuda_cond_nap(&shared->cond, &shared->mutex, nap_ns);
       }
+      shared->poller_asleep = false;
     }
     pthread_mutex_unlock(&shared->mutex);
   }
@@ -1079,7 +1104,7 @@ static halo_status_t halo_hal_cuda_execution_watch(
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
-    execution->handed_ns = halo_clock_now_ns();
+    if (!execution->handed_ns) execution->handed_ns = halo_clock_now_ns();
     pthread_mutex_lock(&shared->mutex);
     execution->next = NULL;
     if (shared->inbox_tail) {
@@ -1253,8 +1278,86 @@ static bool halo_hal_cuda_execution_defer_failure(
   return false;
 }
 
-// The submission thread's task: fence waits, issue, stores, event, fence,
-// completion path.
+static void halo_hal_cuda_execution_fail(halo_hal_cuda_execution_t *execution,
+                                         halo_status_t status);
+
+// The submission thread's end of an execution that failed while its caller
+// ran it (halo_hal_cuda_thread_run_or_post).
+static void halo_hal_cuda_execution_fail_run(halo_hal_cuda_task_t *task) {
+  halo_hal_cuda_execution_t *execution = (halo_hal_cuda_execution_t *)task;
+  halo_status_t status = execution->caller_failure;
+  execution->caller_failure = NULL;
+  halo_hal_cuda_execution_fail(execution, status);
+}
+
+// An execution issued on the caller because the device was idle
+// (halo_hal_cuda_thread_run_or_post) and seen to be short: the caller waits
+// for it itself (up to twice its last duration plus
+// HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS) and completes it, where the
+// completion path is asleep (THREAD: the poller; HOST_FUNC: the driver's
+// thread that runs host functions) and waking it would cost the execution
+// tens of microseconds (a thread asleep for long on a virtual machine) —
+// an idle device answers as a launch and a synchronize would. Only the
+// queue's one execution in flight (a queue completes in order). True when
+// completed here; else it goes to the completion path (its error
+// included, which that path reports).
+static bool halo_hal_cuda_execution_finish_on_caller(
+    halo_hal_cuda_execution_t *execution) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  if (!halo_hal_cuda_thread_on_caller(&queue->device->submission)) {
+    return false;
+  }
+  halo_hal_command_buffer_t *command_buffer =
+      execution->execution.command_buffer;
+  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(command_buffer);
+  if (expected == 0 || expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS) {
+    return false;
+  }
+  pthread_mutex_lock(&queue->mutex);
+  bool alone = queue->in_flight == 1;
+  pthread_mutex_unlock(&queue->mutex);
+  if (!alone) return false;
+  if (queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD) {
+    pthread_mutex_lock(&shared->mutex);
+    bool asleep = shared->poller_asleep;
+    pthread_mutex_unlock(&shared->mutex);
+    if (!asleep) return false;  // the poller is spinning: it answers at once
+  }
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  int64_t deadline =
+      execution->handed_ns + 2 * expected + HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS;
+  int64_t now;
+  CUresult result;
+  for (bool first = true;; first = false) {
+    // Between polls, a yield (as the poller's spin): a query takes the
+    // context's lock, which other threads' calls need too.
+    if (!first) sched_yield();
+    now = halo_clock_now_ns();
+    const char *call = "cuEventQuery";
+    result = execution->event ? cu->cuEventQuery(execution->event->handle)
+                              : halo_hal_cuda_execution_poll_stores(
+                                    shared, execution, now, &call);
+    if (result != CUDA_ERROR_NOT_READY || now >= deadline) break;
+  }
+  if (result != CUDA_SUCCESS) {
+    // Longer than expected: what it took so far, so that the next one is
+    // not waited for in vain.
+    if (result == CUDA_ERROR_NOT_READY) {
+      halo_hal_cuda_command_buffer_record_duration(command_buffer,
+                                                   now - execution->handed_ns);
+    }
+    return false;
+  }
+  halo_hal_cuda_command_buffer_record_duration(command_buffer,
+                                               now - execution->handed_ns);
+  halo_hal_cuda_execution_complete(execution, NULL);
+  halo_hal_cuda_execution_release(execution);
+  return true;
+}
+
+// The submission thread's task (or its caller's, the device idle): fence
+// waits, issue, stores, event, fence, completion path.
 static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_execution_t *execution = (halo_hal_cuda_execution_t *)task;
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1297,13 +1400,30 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     halo_hal_cuda_execution_note_signals(execution);
     // Bound before the completion path can complete (and free) it.
     halo_hal_cuda_execution_resolve_fence(execution, NULL);
+    execution->handed_ns = halo_clock_now_ns();
+    if (halo_hal_cuda_execution_finish_on_caller(execution)) return;
     status = halo_hal_cuda_execution_watch(execution);
     if (!status) return;
   }
-  // Failed: whatever was enqueued must finish before the instance and the
-  // execution's resources are released. The completion path waits for it
-  // unless the event itself failed (or the device is lost): then this
-  // thread does.
+  if (halo_hal_cuda_thread_on_caller(&queue->device->submission)) {
+    // What follows may wait for the stream: the submission thread's work.
+    execution->caller_failure = status;
+    execution->task.run = halo_hal_cuda_execution_fail_run;
+    halo_hal_cuda_thread_post(&queue->device->submission, &execution->task);
+    return;
+  }
+  halo_hal_cuda_execution_fail(execution, status);
+}
+
+// The submission thread ends a failed execution: whatever was enqueued must
+// finish before the instance and the execution's resources are released.
+// The completion path waits for it unless the event itself failed (or the
+// device is lost): then this thread does.
+static void halo_hal_cuda_execution_fail(halo_hal_cuda_execution_t *execution,
+                                         halo_status_t status) {
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  halo_hal_cuda_queue_shared_t *shared = queue->shared;
+  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   if (execution->issue.enqueued && !execution->event &&
       halo_status_code(status) != HALO_STATUS_DEVICE_LOST &&
       halo_hal_cuda_execution_defer_failure(execution, &status)) {
@@ -1389,7 +1509,11 @@ static halo_status_t halo_hal_cuda_queue_execute(
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);
-  halo_hal_cuda_thread_post(&queue->device->submission, &cuda->task);
+  if (queue->device->issue_on_caller) {
+    halo_hal_cuda_thread_run_or_post(&queue->device->submission, &cuda->task);
+  } else {
+    halo_hal_cuda_thread_post(&queue->device->submission, &cuda->task);
+  }
   return NULL;
 }
 

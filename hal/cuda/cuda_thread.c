@@ -10,7 +10,8 @@
 // next task cost no futex wake and no wake-up latency; idle, it sleeps. It
 // spins only where one of the last two tasks came within that window
 // (halo_clock_gaps_spin_ns): tasks a millisecond apart (a long step) cost
-// a wake-up each, not 50 us of spinning each.
+// a wake-up each, not 50 us of spinning each. Such a task need not wait for
+// the wake-up: the poster may run it itself (halo_hal_cuda_thread_run_or_post).
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -53,7 +54,8 @@ static void *halo_hal_cuda_thread_main(void *arg) {
       }
       pthread_mutex_lock(&thread->mutex);
     }
-    while (!thread->head && !thread->stopping) {
+    // A poster running a task for the thread goes first.
+    while ((!thread->head && !thread->stopping) || thread->caller_running) {
       thread->sleeping = true;
       pthread_cond_wait(&thread->cond, &thread->mutex);
       thread->sleeping = false;
@@ -97,10 +99,10 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
   return NULL;
 }
 
-void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
-                               halo_hal_cuda_task_t *task) {
+// Under |thread->mutex|.
+static void halo_hal_cuda_thread_enqueue(halo_hal_cuda_thread_t *thread,
+                                         halo_hal_cuda_task_t *task) {
   task->next = NULL;
-  pthread_mutex_lock(&thread->mutex);
   if (thread->tail) {
     thread->tail->next = task;
   } else {
@@ -108,8 +110,61 @@ void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
   }
   thread->tail = task;
   atomic_fetch_add_explicit(&thread->posted, 1, memory_order_release);
-  if (thread->sleeping) pthread_cond_signal(&thread->cond);
+  if (thread->sleeping && !thread->caller_running) {
+    pthread_cond_signal(&thread->cond);
+  }
+}
+
+void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
+                               halo_hal_cuda_task_t *task) {
+  pthread_mutex_lock(&thread->mutex);
+  halo_hal_cuda_thread_enqueue(thread, task);
   pthread_mutex_unlock(&thread->mutex);
+}
+
+// The thread whose task the calling thread runs (run_or_post), if any.
+static _Thread_local const halo_hal_cuda_thread_t *halo__running_for;
+
+bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
+                                      halo_hal_cuda_task_t *task) {
+  int64_t now = halo_clock_now_ns();
+  pthread_mutex_lock(&thread->mutex);
+  bool idle = thread->sleeping && !thread->head && !thread->caller_running &&
+              !thread->stopping && halo__running_for == NULL &&
+              now - thread->last_offer_ns >= thread->spin_ns;
+  thread->last_offer_ns = now;
+  if (!idle) {
+    halo_hal_cuda_thread_enqueue(thread, task);
+    pthread_mutex_unlock(&thread->mutex);
+    return false;
+  }
+  thread->caller_running = true;
+  pthread_mutex_unlock(&thread->mutex);
+  CUcontext current = NULL;
+  if (thread->cu->cuCtxGetCurrent(&current) != CUDA_SUCCESS ||
+      current != thread->context) {
+    // A failure here fails the task's own calls, each with a status.
+    thread->cu->cuCtxSetCurrent(thread->context);
+  }
+  halo__running_for = thread;
+  task->run(task);  // owns the task from here on
+  halo__running_for = NULL;
+  pthread_mutex_lock(&thread->mutex);
+  thread->caller_running = false;
+  // The next offer's gap runs from the end of this one: offers back to back
+  // after a long task here go to the thread.
+  thread->last_offer_ns = halo_clock_now_ns();
+  // What was posted meanwhile (the task's own posts included) is the
+  // thread's now.
+  if (thread->sleeping && (thread->head || thread->stopping)) {
+    pthread_cond_signal(&thread->cond);
+  }
+  pthread_mutex_unlock(&thread->mutex);
+  return true;
+}
+
+bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread) {
+  return halo__running_for == thread;
 }
 
 void halo_hal_cuda_thread_stop(halo_hal_cuda_thread_t *thread) {

@@ -4,10 +4,13 @@
 #include "tests/unit/hal_cuda_fake_driver.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 //===----------------------------------------------------------------------===//
 // State
@@ -131,6 +134,10 @@ static struct {
     uint64_t value;
   } stores[FAKE_MAX_STORES];
   int store_count;
+  // Operations enqueued so far, and how long an idle stream thread spins
+  // for the next before it sleeps (fake_driver_set_stream_spin).
+  _Atomic uint64_t enqueued;
+  _Atomic int64_t stream_spin_ns;
 } fake = {.mutex = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static halo_hal_cuda_symbols_t fake_symbols;
@@ -356,11 +363,35 @@ static void fake_run_op(fake_op_t *op) {
   }
 }
 
+static int64_t fake_now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+void fake_driver_set_stream_spin(int64_t ns) {
+  atomic_store(&fake.stream_spin_ns, ns);
+}
+
 static void *fake_stream_main(void *arg) {
   struct CUstream_st *stream = arg;
   pthread_mutex_lock(&fake.mutex);
   for (;;) {
+    bool spun = false;
     while (!stream->head && !stream->destroyed) {
+      int64_t spin_ns = atomic_load(&fake.stream_spin_ns);
+      if (spin_ns > 0 && !spun) {
+        // As a GPU that is not asleep: the next operation starts at once.
+        spun = true;
+        uint64_t seen = atomic_load(&fake.enqueued);
+        pthread_mutex_unlock(&fake.mutex);
+        int64_t until = fake_now_ns() + spin_ns;
+        while (atomic_load(&fake.enqueued) == seen && fake_now_ns() < until) {
+          sched_yield();
+        }
+        pthread_mutex_lock(&fake.mutex);
+        continue;
+      }
       pthread_cond_wait(&fake.cond, &fake.mutex);
     }
     if (!stream->head) break;
@@ -416,6 +447,7 @@ static CUresult fake_enqueue(CUstream stream, fake_op_t *op) {
     ++fake.counters.streams_used;
   }
   op->next = NULL;
+  atomic_fetch_add(&fake.enqueued, 1);
   if (stream->tail) {
     stream->tail->next = op;
   } else {
@@ -465,10 +497,30 @@ static CUresult fake_cuGetErrorString(CUresult error, const char **text) {
   return CUDA_SUCCESS;
 }
 
+// The calling thread's current context, and the launches it made.
+static _Thread_local CUcontext fake_current_context;
+static _Thread_local int fake_thread_launches;
+
 static CUresult fake_cuCtxSetCurrent(CUcontext context) {
-  (void)context;
+  fake_current_context = context;
   return CUDA_SUCCESS;
 }
+
+static CUresult fake_cuCtxGetCurrent(CUcontext *context) {
+  *context = fake_current_context;
+  return CUDA_SUCCESS;
+}
+
+int fake_driver_thread_launches(void) {
+  return fake_thread_launches;
+}
+
+// A launch needs a current context on the calling thread.
+#define FAKE_RETURN_IF_NO_CONTEXT()                               \
+  do {                                                            \
+    if (!fake_current_context) return CUDA_ERROR_INVALID_CONTEXT; \
+    ++fake_thread_launches;                                       \
+  } while (0)
 
 static CUresult fake_cuDeviceGetAttribute(int *value,
                                           CUdevice_attribute attribute,
@@ -622,6 +674,7 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx,
   (void)shared;
   if (extra || !function) return CUDA_ERROR_INVALID_VALUE;
   FAKE_RETURN_IF_STICKY();
+  FAKE_RETURN_IF_NO_CONTEXT();
   fake_op_t *op = fake_op_new(FAKE_OP_KERNEL);
   op->node.type = FAKE_NODE_KERNEL;
   op->node.function = function;
@@ -949,6 +1002,7 @@ static CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream stream) {
 
 static CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   FAKE_RETURN_IF_STICKY();
+  FAKE_RETURN_IF_NO_CONTEXT();
   if (exec->needs_upload) {
     pthread_mutex_lock(&fake.mutex);
     ++fake.counters.missing_uploads;
@@ -1156,6 +1210,7 @@ const halo_hal_cuda_symbols_t *fake_driver_initialize(
   s->cuGetErrorName = fake_cuGetErrorName;
   s->cuGetErrorString = fake_cuGetErrorString;
   s->cuCtxSetCurrent = fake_cuCtxSetCurrent;
+  s->cuCtxGetCurrent = fake_cuCtxGetCurrent;
   s->cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
   s->cuStreamCreateWithPriority = fake_cuStreamCreateWithPriority;
   s->cuStreamDestroy = fake_cuStreamDestroy;

@@ -82,7 +82,14 @@ const halo_hal_cuda_symbols_t *fake_driver_initialize(
 void fake_driver_set_sticky(CUresult result);
 
 fake_counters_t fake_driver_counters(void);
+// Kernel and graph launches made by the calling thread (a launch without a
+// current context fails with CUDA_ERROR_INVALID_CONTEXT).
+int fake_driver_thread_launches(void);
 void fake_driver_reset_counters(void);
+
+// An idle stream thread spins |ns| for its next operation before it
+// sleeps (0, the default: it sleeps at once).
+void fake_driver_set_stream_spin(int64_t ns);
 
 // Waits until every destroyed stream's thread has finished (teardown).
 void fake_driver_quiesce(void);

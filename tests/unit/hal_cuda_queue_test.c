@@ -86,7 +86,8 @@ static void kernel_slow(void **args, uint64_t threads) {
   const float *x = *(float **)args[0];
   float *y = *(float **)args[1];
   uint32_t n = *(uint32_t *)args[2];
-  usleep(*(uint32_t *)args[3]);
+  uint32_t us = *(uint32_t *)args[3];
+  if (us) usleep(us);  // usleep(0) may sleep the timer slack (50 us)
   for (uint64_t i = 0; i < threads && i < n; ++i) y[i] = x[i] + 1.0f;
 }
 
@@ -176,6 +177,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->options.completion = mode;
   device->options.stream_count = STREAMS;
   device->eventless_completion = true;
+  device->issue_on_caller = true;
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
   device->stream_priority_greatest = -5;
@@ -441,6 +443,7 @@ typedef struct completion_t {
   atomic_uint *order;
   uint32_t position;
   bool in_order;
+  pthread_t thread;  // the thread that completed it
 } completion_t;
 
 static void completion_init(completion_t *completion) {
@@ -468,6 +471,7 @@ static void on_complete(void *user_data, halo_status_t status) {
     completion->in_order =
         atomic_fetch_add(completion->order, 1) == completion->position;
   }
+  completion->thread = pthread_self();
   completion->done = true;
   pthread_cond_signal(&completion->cond);
   pthread_mutex_unlock(&completion->mutex);
@@ -1039,6 +1043,88 @@ static void test_event_kinds(void **unused) {
   assert_int_equal(counters.spin_syncs, 0);
   halo_hal_queue_destroy(queue);
   halo_hal_command_buffer_destroy(slow);
+  halo_hal_command_buffer_destroy(fast);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+}
+
+// Spins until |ns| passed: longer than the submission thread's window, so
+// that it sleeps and the next execution finds the device idle.
+static void spin_ns(int64_t ns) {
+  int64_t until = halo_clock_now_ns() + ns;
+  while (halo_clock_now_ns() < until) {
+  }
+}
+
+// An execution offered while the submission thread sleeps idle (nothing
+// offered within its spin window) is issued on the caller, with the
+// device's context made current there (the fake fails a launch without
+// one); seen to be short, it is also waited for and completed there, so
+// that no thread has to wake up for it. Offered back to back (load), the
+// executions go to the submission thread, pipelined, and complete on the
+// completion path.
+static void test_idle_issue_on_caller(void **unused) {
+  (void)unused;
+  uint32_t n = 1, short_us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
+  halo_hal_queue_t *queue = queue_new();
+  halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
+  // Not seen yet: issued here after an idle while, completed on the
+  // completion path. This thread has no context current: issuing here
+  // makes the device's current.
+  assert_int_equal(state.device->cu->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  usleep(20000);
+  int launches = fake_driver_thread_launches();
+  completion_t first;
+  completion_init(&first);
+  execute(queue, fast, bindings, 2, NULL, 0, &first);
+  assert_int_equal(fake_driver_thread_launches(), launches + 1);
+  assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
+  assert_false(pthread_equal(first.thread, pthread_self()));
+  // Seen to be short, after an idle while: waited for and completed here
+  // where the work finishes within twice its duration (the fake's streams
+  // spin meanwhile, as a GPU that is awake; a round may still miss on a
+  // busy machine: rounds go on until one completed here).
+  fake_driver_set_stream_spin(2000000);
+  enum { kRounds = 40 };
+  int here = 0, rounds = 0;
+  for (; rounds < kRounds && here < 3; ++rounds) {
+    spin_ns(3 * HALO_HAL_CUDA_SUBMISSION_SPIN_NS);
+    halo_hal_cuda_command_buffer_record_duration(fast, 30000);
+    launches = fake_driver_thread_launches();
+    completion_t done;
+    completion_init(&done);
+    execute(queue, fast, bindings, 2, NULL, 0, &done);
+    assert_int_equal(fake_driver_thread_launches(), launches + 1);
+    pthread_mutex_lock(&done.mutex);
+    if (done.done && pthread_equal(done.thread, pthread_self())) ++here;
+    pthread_mutex_unlock(&done.mutex);
+    assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
+  }
+  fake_driver_set_stream_spin(0);
+  // Back to back: the first may go here, the rest to the submission thread.
+  enum { kBurst = 40 };
+  completion_t burst[kBurst];
+  launches = fake_driver_thread_launches();
+  for (int i = 0; i < kBurst; ++i) {
+    completion_init(&burst[i]);
+    execute(queue, fast, bindings, 2, NULL, 0, &burst[i]);
+  }
+  int burst_here = fake_driver_thread_launches() - launches;
+  int completed_here = 0;
+  for (int i = 0; i < kBurst; ++i) {
+    assert_int_equal(completion_wait(&burst[i]), HALO_STATUS_OK);
+    if (pthread_equal(burst[i].thread, pthread_self())) ++completed_here;
+  }
+  print_message(
+      "[%s] after an idle while, %d of %d short executions completed on the "
+      "caller; back to back, %d of %d issued and %d completed there\n",
+      state.mode, here, rounds, burst_here, kBurst, completed_here);
+  assert_true(here >= 1);
+  assert_true(burst_here <= kBurst / 5);
+  assert_true(completed_here <= kBurst / 5);
+  halo_hal_queue_destroy(queue);
   halo_hal_command_buffer_destroy(fast);
   device_free(x, N * 4);
   device_free(y, N * 4);
@@ -1961,6 +2047,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
+      cmocka_unit_test(test_idle_issue_on_caller),
       cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_independent_queues),
       cmocka_unit_test(test_more_queues_than_streams),
