@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "hal/cuda/cuda_stream_pool.h"
 #include "hal/cuda/cuda_symbols.h"
 #include "hal/device.h"
@@ -62,9 +63,9 @@ typedef struct halo_hal_cuda_thread_t {
   bool sleeping;            // waiting on |cond| (under |mutex|)
   // halo_hal_cuda_thread_run_or_post (under |mutex|): a poster runs a task
   // itself while |caller_running| (the thread waits for it before its next
-  // batch), and when the last offer came.
+  // batch), and the gaps before the last two offers.
   bool caller_running;
-  int64_t last_offer_ns;
+  halo_clock_gaps_t offers;
   const halo_hal_cuda_symbols_t *cu;
   CUcontext context;
   char name[16];  // pthread name, e.g. "halo-cu0-submit"
@@ -81,15 +82,17 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
 // Any thread. Runs |task| after every task posted before it.
 void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task);
-// The loop thread. Runs |task| on the caller, now, where the thread is
-// asleep with nothing queued and the caller's previous offer came (or its
-// run here ended) at least spin_ns ago (the device is idle: a post would cost the task the thread's
-// wake-up, tens of microseconds after a long sleep on a virtual machine),
-// with the thread's context made current on the caller; the thread runs
-// nothing meanwhile, so the task keeps the thread's order and owns what
-// the thread owns. Else posts it, so that under load the work stays
-// pipelined on the thread. Returns whether the caller ran it. A task run
-// here must not wait for the thread (halo_hal_cuda_thread_flush).
+// The loop thread. Runs |task| on the caller, now, where the device is
+// idle: the thread asleep with nothing queued, and neither of the last two
+// offers came within spin_ns of the end of the offer before it (the rule
+// by which the thread spins, halo_clock_gaps_spin_ns, applied to offers).
+// A post would cost such a task the thread's wake-up, tens of microseconds
+// after a long sleep on a virtual machine. The thread's context is made
+// current on the caller, and the thread runs nothing meanwhile, so the
+// task keeps the thread's order and owns what the thread owns. Else posts
+// it: under load the work stays pipelined on the thread. Returns whether
+// the caller ran it. A task run here must not wait for the thread
+// (halo_hal_cuda_thread_flush).
 bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
                                       halo_hal_cuda_task_t *task);
 // Whether the calling thread is running a task of |thread| for it

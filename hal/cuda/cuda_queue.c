@@ -132,8 +132,13 @@
 // the caller because the device was idle (halo_hal_cuda_thread_run_or_post),
 // is waited for there, up to twice that plus the slack, where the completion
 // path would have to wake up for it (halo_hal_cuda_execution_finish_on_caller).
+// A recording not seen to finish yet (and every one under HOST_FUNC, whose
+// host functions see their wake-up, not the work) counts as taking the
+// UNKNOWN duration here: a long one costs the caller one wait in vain (two
+// under HOST_FUNC: the time waited is recorded as its duration).
 #define HALO_HAL_CUDA_CALLER_WAIT_WORK_NS 30000
 #define HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS 5000
+#define HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS 10000
 // THREAD completion: an unfinished execution's event is queried when its
 // GPU stores landed, else at most this often (each query takes the
 // context's lock, which the submission thread's launches need too).
@@ -1291,7 +1296,8 @@ static void halo_hal_cuda_execution_fail_run(halo_hal_cuda_task_t *task) {
 }
 
 // An execution issued on the caller because the device was idle
-// (halo_hal_cuda_thread_run_or_post) and seen to be short: the caller waits
+// (halo_hal_cuda_thread_run_or_post) and seen to be short (or not seen
+// yet: HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS): the caller waits
 // for it itself (up to twice its last duration plus
 // HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS) and completes it, where the
 // completion path is asleep (THREAD: the poller; HOST_FUNC: the driver's
@@ -1311,9 +1317,8 @@ static bool halo_hal_cuda_execution_finish_on_caller(
   halo_hal_command_buffer_t *command_buffer =
       execution->execution.command_buffer;
   int64_t expected = halo_hal_cuda_command_buffer_expected_ns(command_buffer);
-  if (expected == 0 || expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS) {
-    return false;
-  }
+  if (expected == 0) expected = HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS;
+  if (expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS) return false;
   pthread_mutex_lock(&queue->mutex);
   bool alone = queue->in_flight == 1;
   pthread_mutex_unlock(&queue->mutex);

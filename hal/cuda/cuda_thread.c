@@ -129,11 +129,15 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
                                       halo_hal_cuda_task_t *task) {
   int64_t now = halo_clock_now_ns();
   pthread_mutex_lock(&thread->mutex);
+  // Idle: neither of the last two offers came within the spin window (the
+  // rule by which the thread spins, applied to offers: offers every 30 us
+  // keep going to the thread, which then spins between them).
+  halo_clock_gaps_arrived(&thread->offers, now);
   bool idle = thread->sleeping && !thread->head && !thread->caller_running &&
               !thread->stopping && halo__running_for == NULL &&
-              now - thread->last_offer_ns >= thread->spin_ns;
-  thread->last_offer_ns = now;
+              halo_clock_gaps_spin_ns(&thread->offers, thread->spin_ns) == 0;
   if (!idle) {
+    thread->offers.done_ns = now;
     halo_hal_cuda_thread_enqueue(thread, task);
     pthread_mutex_unlock(&thread->mutex);
     return false;
@@ -153,7 +157,7 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
   thread->caller_running = false;
   // The next offer's gap runs from the end of this one: offers back to back
   // after a long task here go to the thread.
-  thread->last_offer_ns = halo_clock_now_ns();
+  thread->offers.done_ns = halo_clock_now_ns();
   // What was posted meanwhile (the task's own posts included) is the
   // thread's now.
   if (thread->sleeping && (thread->head || thread->stopping)) {
