@@ -1406,6 +1406,12 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     // Bound before the completion path can complete (and free) it.
     halo_hal_cuda_execution_resolve_fence(execution, NULL);
     execution->handed_ns = halo_clock_now_ns();
+    // Queried (or its stream asked for a sticky error) only once its stores
+    // landed, or 100 us from now: a short execution costs the poller no
+    // driver call, which would take the context's lock from this thread's
+    // next launch.
+    execution->next_query_ns =
+        execution->handed_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
     if (halo_hal_cuda_execution_finish_on_caller(execution)) return;
     status = halo_hal_cuda_execution_watch(execution);
     if (!status) return;
