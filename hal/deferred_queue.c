@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // The deferred queue (see the header). Loop thread, except
-// halo_hal_action_on_complete (a driver thread).
+// halo_hal_action_on_complete (a driver thread, or the loop thread within
+// halo_hal_queue_execute: it only posts to the inbox either way).
 #include "hal/deferred_queue.h"
 
 #include <stdlib.h>

@@ -10,7 +10,8 @@
 // (hal/fence.h); the deferred queue decides which waits they cover.
 //
 // Thread-safety: execute is called on the loop thread; the completion
-// callback runs on a driver thread.
+// callback runs on a driver thread, or within execute on the loop thread
+// (a driver may finish a short execution there: CUDA on an idle device).
 #ifndef HALO_HAL_QUEUE_H_
 #define HALO_HAL_QUEUE_H_
 

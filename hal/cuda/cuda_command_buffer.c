@@ -1535,6 +1535,18 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
                                     out_issue);
 }
 
+bool halo_hal_cuda_command_buffer_issues_at_once(
+    halo_hal_command_buffer_t *base_command_buffer) {
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      (halo_hal_cuda_command_buffer_t *)base_command_buffer;
+  if (!command_buffer->realized) return false;
+  if (!command_buffer->use_graph) return true;
+  pthread_mutex_lock(&command_buffer->mutex);
+  bool free_instance = command_buffer->free_instances != NULL;
+  pthread_mutex_unlock(&command_buffer->mutex);
+  return free_instance;
+}
+
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue) {
   if (!issue->instance) return;
   halo_hal_cuda_command_buffer_t *command_buffer =

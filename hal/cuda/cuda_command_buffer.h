@@ -62,6 +62,13 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
     bool *out_parked);
 
+// Submission thread (or the poster running its task): whether issuing
+// |command_buffer| now needs no set-up (a module load, a graph instance's
+// instantiation, pinned staging): it was issued before and, as a graph, has
+// a free instance. Set-up stays off a loop thread that runs the task.
+bool halo_hal_cuda_command_buffer_issues_at_once(
+    halo_hal_command_buffer_t *command_buffer);
+
 // Any thread, no driver call: the work of |issue| completed (or will never
 // run); its instance goes back to the pool.
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue);

@@ -61,11 +61,12 @@ typedef struct halo_hal_cuda_thread_t {
   int64_t spin_ns;
   _Atomic uint64_t posted;  // tasks posted so far
   bool sleeping;            // waiting on |cond| (under |mutex|)
-  // halo_hal_cuda_thread_run_or_post (under |mutex|): a poster runs a task
-  // itself while |caller_running| (the thread waits for it before its next
-  // batch), and the gaps before the last two offers.
+  // The gaps before the last two tasks, posted or run by a poster (under
+  // |mutex|; halo_clock_gaps_spin_ns), and whether a poster runs a task
+  // itself now (halo_hal_cuda_thread_run_or_post: the thread waits for it
+  // before its next batch).
+  halo_clock_gaps_t gaps;
   bool caller_running;
-  halo_clock_gaps_t offers;
   const halo_hal_cuda_symbols_t *cu;
   CUcontext context;
   char name[16];  // pthread name, e.g. "halo-cu0-submit"
@@ -83,9 +84,10 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
 void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task);
 // The loop thread. Runs |task| on the caller, now, where the device is
-// idle: the thread asleep with nothing queued, and neither of the last two
-// offers came within spin_ns of the end of the offer before it (the rule
-// by which the thread spins, halo_clock_gaps_spin_ns, applied to offers).
+// idle: the thread asleep with nothing queued, and with |task| arriving now
+// neither of the last two tasks came within spin_ns of the end of the one
+// before (|gaps|: the rule by which the thread spins; a task run here
+// counts as the thread's own).
 // A post would cost such a task the thread's wake-up, tens of microseconds
 // after a long sleep on a virtual machine. The thread's context is made
 // current on the caller, and the thread runs nothing meanwhile, so the

@@ -15,16 +15,18 @@
 // - execute, create and destroy run on the daemon's loop thread: execute
 //   posts the execution to the device's submission thread; a queue takes
 //   its stream from the pool and gives it back there too. Where the device
-//   is idle (the submission thread asleep, nothing offered within its spin
-//   window: halo_hal_cuda_thread_run_or_post) execute runs the submission
-//   thread's task itself, so that the execution does not wait for that
-//   thread's wake-up (tens of microseconds after a long sleep on a virtual
-//   machine); a failure then goes on on the submission thread (it may wait
-//   for the stream). Work seen to be short is then also waited for on the
-//   loop thread, up to twice its last duration, where the completion path
+//   is idle (the submission thread asleep, no task within its spin window:
+//   halo_hal_cuda_thread_run_or_post) execute runs the submission thread's
+//   task itself, so that the execution does not wait for that thread's
+//   wake-up (tens of microseconds after a long sleep on a virtual machine);
+//   set-up (a first issue, no free graph instance, a first stream) and the
+//   end of a failure (it may wait for the stream) go on on the submission
+//   thread. Work seen to be short is then also waited for on the loop
+//   thread, up to 1.5 times its last duration, where the completion path
 //   sleeps (halo_hal_cuda_execution_finish_on_caller): an idle device
-//   answers a lone execution as a launch and a synchronize would. Under
-//   load (offers within the window) nothing runs on the loop thread.
+//   answers a lone execution as a launch and a synchronize would, and its
+//   completion callback runs within execute. Under load (tasks within the
+//   window) nothing runs on the loop thread.
 // - the submission thread issues the command buffer (cuda_command_buffer.c),
 //   stores every signal's value from the stream (cuStreamWriteValue64 into
 //   the semaphore's registered page, default flags: the store fences the
@@ -128,17 +130,19 @@
 // nap) still counts as short.
 #define HALO_HAL_CUDA_SHORT_WORK_NS \
   (HALO_HAL_CUDA_COMPLETION_SPIN_NS + HALO_HAL_CUDA_COMPLETION_NAP_MAX_NS)
-// Work seen to take at most this (its recording's last duration), issued on
-// the caller because the device was idle (halo_hal_cuda_thread_run_or_post),
-// is waited for there, up to twice that plus the slack, where the completion
-// path would have to wake up for it (halo_hal_cuda_execution_finish_on_caller).
-// A recording not seen to finish yet (and every one under HOST_FUNC, whose
-// host functions see their wake-up, not the work) counts as taking the
-// UNKNOWN duration here: a long one costs the caller one wait in vain (two
-// under HOST_FUNC: the time waited is recorded as its duration).
-#define HALO_HAL_CUDA_CALLER_WAIT_WORK_NS 30000
+// Work seen to take at most WORK (its recording's last duration), issued
+// on the caller because the device was idle (halo_hal_cuda_thread_run_or_post),
+// is waited for there where the completion path would have to wake up for
+// it (halo_hal_cuda_execution_finish_on_caller). A recording not seen to
+// finish yet counts as taking UNKNOWN (under HOST_FUNC only these waits
+// see durations: host functions see their own wake-up, not the work); one
+// seen longer than WORK, within short work, is tried as unknown again every
+// RETRY-th time, so that a duration seen late (by a completion path that
+// had to wake up) does not shut it out for good.
+#define HALO_HAL_CUDA_CALLER_WAIT_WORK_NS 20000
 #define HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS 5000
 #define HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS 10000
+#define HALO_HAL_CUDA_CALLER_WAIT_RETRY 32
 // THREAD completion: an unfinished execution's event is queried when its
 // GPU stores landed, else at most this often (each query takes the
 // context's lock, which the submission thread's launches need too).
@@ -214,6 +218,9 @@ struct halo_hal_cuda_queue_t {
   pthread_mutex_t mutex;
   pthread_cond_t idle;  // in_flight reached 0
   uint32_t in_flight;
+  // Executions not waited for on the caller because their recording was
+  // seen longer than that allows (halo_hal_cuda_execution_finish_on_caller).
+  uint32_t caller_skips;
   halo_hal_cuda_task_t destroy_task;
 };
 
@@ -1296,17 +1303,16 @@ static void halo_hal_cuda_execution_fail_run(halo_hal_cuda_task_t *task) {
 }
 
 // An execution issued on the caller because the device was idle
-// (halo_hal_cuda_thread_run_or_post) and seen to be short (or not seen
-// yet: HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS): the caller waits
-// for it itself (up to twice its last duration plus
-// HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS) and completes it, where the
-// completion path is asleep (THREAD: the poller; HOST_FUNC: the driver's
-// thread that runs host functions) and waking it would cost the execution
-// tens of microseconds (a thread asleep for long on a virtual machine) —
-// an idle device answers as a launch and a synchronize would. Only the
-// queue's one execution in flight (a queue completes in order). True when
-// completed here; else it goes to the completion path (its error
-// included, which that path reports).
+// (halo_hal_cuda_thread_run_or_post), seen to be short (or not seen yet:
+// HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS): the caller waits for it itself (up
+// to 1.5 times its last duration plus HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS,
+// give or take a yield) and completes it, where the completion path is
+// asleep (THREAD: the poller; HOST_FUNC: the driver's thread that runs host
+// functions) and waking it would cost the execution tens of microseconds (a
+// thread asleep for long on a virtual machine): an idle device answers as a
+// launch and a synchronize would. Only the queue's one execution in flight
+// (a queue completes in order). True when completed here; else it goes to
+// the completion path (its error included, which that path reports).
 static bool halo_hal_cuda_execution_finish_on_caller(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1317,12 +1323,15 @@ static bool halo_hal_cuda_execution_finish_on_caller(
   halo_hal_command_buffer_t *command_buffer =
       execution->execution.command_buffer;
   int64_t expected = halo_hal_cuda_command_buffer_expected_ns(command_buffer);
-  if (expected == 0) expected = HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS;
-  if (expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS) return false;
+  if (expected > HALO_HAL_CUDA_SHORT_WORK_NS) return false;
+  bool seen_long = expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS;
   pthread_mutex_lock(&queue->mutex);
   bool alone = queue->in_flight == 1;
+  bool retry = alone && seen_long &&
+               ++queue->caller_skips % HALO_HAL_CUDA_CALLER_WAIT_RETRY == 0;
   pthread_mutex_unlock(&queue->mutex);
-  if (!alone) return false;
+  if (!alone || (seen_long && !retry)) return false;
+  if (expected == 0 || retry) expected = HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS;
   if (queue->device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD) {
     pthread_mutex_lock(&shared->mutex);
     bool asleep = shared->poller_asleep;
@@ -1330,14 +1339,15 @@ static bool halo_hal_cuda_execution_finish_on_caller(
     if (!asleep) return false;  // the poller is spinning: it answers at once
   }
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
-  int64_t deadline =
-      execution->handed_ns + 2 * expected + HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS;
-  int64_t now;
+  int64_t deadline = execution->handed_ns + expected + expected / 2 +
+                     HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS;
+  int64_t now = execution->handed_ns, before;
   CUresult result;
   for (bool first = true;; first = false) {
     // Between polls, a yield (as the poller's spin): a query takes the
     // context's lock, which other threads' calls need too.
     if (!first) sched_yield();
+    before = now;
     now = halo_clock_now_ns();
     const char *call = "cuEventQuery";
     result = execution->event ? cu->cuEventQuery(execution->event->handle)
@@ -1354,8 +1364,10 @@ static bool halo_hal_cuda_execution_finish_on_caller(
     }
     return false;
   }
-  halo_hal_cuda_command_buffer_record_duration(command_buffer,
-                                               now - execution->handed_ns);
+  // It finished between the last two polls (a yield between them may take
+  // long): the middle, not the end.
+  halo_hal_cuda_command_buffer_record_duration(
+      command_buffer, (before + now) / 2 - execution->handed_ns);
   halo_hal_cuda_execution_complete(execution, NULL);
   halo_hal_cuda_execution_release(execution);
   return true;
@@ -1368,6 +1380,14 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  if (halo_hal_cuda_thread_on_caller(&queue->device->submission) &&
+      (!queue->pooled || !halo_hal_cuda_command_buffer_issues_at_once(
+                             execution->execution.command_buffer))) {
+    // Set-up first (a stream, a module, a graph instance): the submission
+    // thread's, not the loop thread's.
+    halo_hal_cuda_thread_post(&queue->device->submission, task);
+    return;
+  }
   halo_status_t status = NULL;
   if (atomic_load(&shared->lost)) {
     status = halo_hal_cuda_queue_lost_status(shared);

@@ -33,14 +33,11 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     HALO_LOG_ERROR("%s: %s", thread->name, halo_status_message(status));
     halo_status_free(status);
   }
-  // The gaps before the last batches: from the end of the batch before each
-  // to its arrival (halo_clock_gaps_spin_ns).
-  halo_clock_gaps_t gaps = {0, 0, 0};
   pthread_mutex_lock(&thread->mutex);
   for (;;) {
     int64_t idle_since_ns = halo_clock_now_ns();
-    gaps.done_ns = idle_since_ns;
-    int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, thread->spin_ns);
+    thread->gaps.done_ns = idle_since_ns;
+    int64_t spin_ns = halo_clock_gaps_spin_ns(&thread->gaps, thread->spin_ns);
     if (!thread->head && !thread->stopping && spin_ns > 0) {
       // Spin a while for the next task before sleeping (see spin_ns).
       uint64_t seen =
@@ -64,7 +61,6 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     thread->head = thread->tail = NULL;
     if (!batch && thread->stopping) break;
     pthread_mutex_unlock(&thread->mutex);
-    halo_clock_gaps_arrived(&gaps, halo_clock_now_ns());
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
       batch->next = NULL;
@@ -101,7 +97,9 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
 
 // Under |thread->mutex|.
 static void halo_hal_cuda_thread_enqueue(halo_hal_cuda_thread_t *thread,
-                                         halo_hal_cuda_task_t *task) {
+                                         halo_hal_cuda_task_t *task,
+                                         int64_t now_ns) {
+  halo_clock_gaps_arrived(&thread->gaps, now_ns);
   task->next = NULL;
   if (thread->tail) {
     thread->tail->next = task;
@@ -117,8 +115,9 @@ static void halo_hal_cuda_thread_enqueue(halo_hal_cuda_thread_t *thread,
 
 void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
                                halo_hal_cuda_task_t *task) {
+  int64_t now = halo_clock_now_ns();
   pthread_mutex_lock(&thread->mutex);
-  halo_hal_cuda_thread_enqueue(thread, task);
+  halo_hal_cuda_thread_enqueue(thread, task, now);
   pthread_mutex_unlock(&thread->mutex);
 }
 
@@ -129,19 +128,25 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
                                       halo_hal_cuda_task_t *task) {
   int64_t now = halo_clock_now_ns();
   pthread_mutex_lock(&thread->mutex);
-  // Idle: neither of the last two offers came within the spin window (the
-  // rule by which the thread spins, applied to offers: offers every 30 us
-  // keep going to the thread, which then spins between them).
-  halo_clock_gaps_arrived(&thread->offers, now);
-  bool idle = thread->sleeping && !thread->head && !thread->caller_running &&
-              !thread->stopping && halo__running_for == NULL &&
-              halo_clock_gaps_spin_ns(&thread->offers, thread->spin_ns) == 0;
-  if (!idle) {
-    thread->offers.done_ns = now;
-    halo_hal_cuda_thread_enqueue(thread, task);
+  // Idle: the thread asleep, and this task's arrival leaves neither of the
+  // last two gaps within the spin window (the rule by which the thread
+  // spins: tasks every 30 us keep going to the thread, which then spins
+  // between them; tasks run here count as its own).
+  bool asleep = thread->sleeping && !thread->head && !thread->caller_running &&
+                !thread->stopping && halo__running_for == NULL;
+  if (!asleep) {
+    halo_hal_cuda_thread_enqueue(thread, task, now);
     pthread_mutex_unlock(&thread->mutex);
     return false;
   }
+  halo_clock_gaps_t gaps = thread->gaps;
+  halo_clock_gaps_arrived(&gaps, now);
+  if (halo_clock_gaps_spin_ns(&gaps, thread->spin_ns) != 0) {
+    halo_hal_cuda_thread_enqueue(thread, task, now);
+    pthread_mutex_unlock(&thread->mutex);
+    return false;
+  }
+  thread->gaps = gaps;
   thread->caller_running = true;
   pthread_mutex_unlock(&thread->mutex);
   CUcontext current = NULL;
@@ -155,9 +160,9 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
   halo__running_for = NULL;
   pthread_mutex_lock(&thread->mutex);
   thread->caller_running = false;
-  // The next offer's gap runs from the end of this one: offers back to back
-  // after a long task here go to the thread.
-  thread->offers.done_ns = halo_clock_now_ns();
+  // The next task's gap runs from the end of this one: tasks back to back
+  // after a long one here go to the thread.
+  thread->gaps.done_ns = halo_clock_now_ns();
   // What was posted meanwhile (the task's own posts included) is the
   // thread's now.
   if (thread->sleeping && (thread->head || thread->stopping)) {

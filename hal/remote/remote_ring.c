@@ -355,7 +355,8 @@ static void halo_remote_rings_revoke(halo_remote_rings_t *rings,
 
 // ---------------------------------------------------------------- completion
 
-// A driver thread (or the main thread for an execution the driver refused).
+// A driver thread (or the main thread: an execution the driver refused, or
+// one it finished within halo_hal_queue_execute).
 // The execution goes to the reporter's queue, then the grants whose last use
 // it held and that were revoked meanwhile: the supervisor gets its
 // RING_COMPLETE before their RING_RELEASED.

@@ -484,7 +484,7 @@ static void halo_remote_running_free(halo_remote_running_t *running) {
   free(running);
 }
 
-// A driver thread.
+// A driver thread (or the loop thread, within halo_hal_queue_execute).
 static void halo_remote_on_execution_complete(void *user_data,
                                               halo_status_t status) {
   halo_remote_running_t *running = user_data;

@@ -25,6 +25,7 @@
 // clang-format on
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1048,12 +1049,19 @@ static void test_event_kinds(void **unused) {
   device_free(y, N * 4);
 }
 
-// Spins until |ns| passed: longer than the submission thread's window, so
-// that it sleeps and the next execution finds the device idle.
-static void spin_ns(int64_t ns) {
-  int64_t until = halo_clock_now_ns() + ns;
-  while (halo_clock_now_ns() < until) {
+// Waits until the submission thread sleeps with nothing queued, then lets
+// more than its spin window pass: the next execution finds the device idle.
+static void submission_wait_idle(void) {
+  halo_hal_cuda_thread_t *thread = &state.device->submission;
+  for (;;) {
+    pthread_mutex_lock(&thread->mutex);
+    bool asleep = thread->sleeping && !thread->head;
+    pthread_mutex_unlock(&thread->mutex);
+    if (asleep) break;
+    usleep(100);
   }
+  int64_t until = halo_clock_now_ns() + 3 * HALO_HAL_CUDA_SUBMISSION_SPIN_NS;
+  while (halo_clock_now_ns() < until) sched_yield();
 }
 
 // An execution offered while the submission thread sleeps idle (nothing
@@ -1070,6 +1078,7 @@ static void test_idle_issue_on_caller(void **unused) {
   halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
   halo_hal_queue_t *queue = queue_new();
   halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
+  state.device->issue_on_caller = true;
   // This thread has no context current: issuing here makes the device's.
   assert_int_equal(state.device->cu->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
   // Offers long apart (the first may still go to the thread: the offer
@@ -1082,8 +1091,8 @@ static void test_idle_issue_on_caller(void **unused) {
   enum { kRounds = 40 };
   int issued_here = 0, here = 0, rounds = 0;
   for (; rounds < kRounds && here < 3; ++rounds) {
-    spin_ns(3 * HALO_HAL_CUDA_SUBMISSION_SPIN_NS);
-    halo_hal_cuda_command_buffer_record_duration(fast, 30000);
+    submission_wait_idle();
+    halo_hal_cuda_command_buffer_record_duration(fast, 20000);
     int launches = fake_driver_thread_launches();
     completion_t done;
     completion_init(&done);
@@ -1095,6 +1104,20 @@ static void test_idle_issue_on_caller(void **unused) {
     assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
   }
   fake_driver_set_stream_spin(0);
+  // A recording not issued before: its set-up (module functions, a graph
+  // instance, pinned staging) is the submission thread's, even with the
+  // device idle; issued once, it is issued here.
+  halo_hal_command_buffer_t *fresh = slow_recording(&n, &short_us);
+  for (int round = 0; round < 2; ++round) {
+    submission_wait_idle();
+    int launches = fake_driver_thread_launches();
+    completion_t done;
+    completion_init(&done);
+    execute(queue, fresh, bindings, 2, NULL, 0, &done);
+    assert_int_equal(fake_driver_thread_launches(), launches + round);
+    assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
+  }
+  halo_hal_command_buffer_destroy(fresh);
   // Back to back: the first may go here, the rest to the submission thread.
   enum { kBurst = 40 };
   completion_t burst[kBurst];
