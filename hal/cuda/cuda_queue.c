@@ -192,6 +192,10 @@ typedef struct halo_hal_cuda_queue_shared_t {
   // THREAD: executions handed over, not yet taken by the thread.
   halo_hal_cuda_execution_t *inbox_head;
   halo_hal_cuda_execution_t *inbox_tail;
+  // THREAD: the inbox holds something (set with it, under |mutex|): with
+  // work pending the poller's rounds look here, not at the mutex, which the
+  // submission thread's hand-overs take.
+  atomic_bool inbox_pending;
   // HOST_FUNC: executions whose host function has not run (doubly linked,
   // oldest first), and those the watchdog failed after a sticky error,
   // whose host functions will never run (freed at teardown).
@@ -526,41 +530,48 @@ static void halo_hal_cuda_completion_poll(
   // (new work or a completion) to it (halo_clock_spin_window_ns).
   int64_t previous_gap_ns = 0;
   int64_t nap_ns = 0;
+  bool stopping = false;
   for (;;) {
-    pthread_mutex_lock(&shared->mutex);
-    while (!shared->inbox_head && !head && !shared->stopping) {
-      shared->poller_asleep = true;
-      pthread_cond_wait(&shared->cond, &shared->mutex);
-      shared->poller_asleep = false;
-    }
-    if (shared->inbox_head) {
-      // New work: spin again if any of it is expected to be short (its
-      // recording's last duration as seen here; unknown counts as short);
-      // where all of it is expected to take longer and nothing else is
-      // pending, wait for it without spinning.
-      bool short_work = false;
-      for (halo_hal_cuda_execution_t *fresh = shared->inbox_head;
-           fresh && !short_work; fresh = fresh->next) {
-        short_work =
-            halo_hal_cuda_command_buffer_expected_ns(
-                fresh->execution.command_buffer) <= HALO_HAL_CUDA_SHORT_WORK_NS;
+    // With work pending and nothing new handed over, a round takes no lock
+    // (stopping matters once nothing is pending).
+    if (!head ||
+        atomic_load_explicit(&shared->inbox_pending, memory_order_acquire)) {
+      pthread_mutex_lock(&shared->mutex);
+      while (!shared->inbox_head && !head && !shared->stopping) {
+        shared->poller_asleep = true;
+        pthread_cond_wait(&shared->cond, &shared->mutex);
+        shared->poller_asleep = false;
       }
-      if (short_work) {
-        previous_gap_ns = 0;
-      } else if (!head) {
-        previous_gap_ns = INT64_MAX;
+      if (shared->inbox_head) {
+        // New work: spin again if any of it is expected to be short (its
+        // recording's last duration as seen here; unknown counts as short);
+        // where all of it is expected to take longer and nothing else is
+        // pending, wait for it without spinning.
+        bool short_work = false;
+        for (halo_hal_cuda_execution_t *fresh = shared->inbox_head;
+             fresh && !short_work; fresh = fresh->next) {
+          short_work = halo_hal_cuda_command_buffer_expected_ns(
+                           fresh->execution.command_buffer) <=
+                       HALO_HAL_CUDA_SHORT_WORK_NS;
+        }
+        if (short_work) {
+          previous_gap_ns = 0;
+        } else if (!head) {
+          previous_gap_ns = INT64_MAX;
+        }
+        *tail = shared->inbox_head;
+        tail = &shared->inbox_tail->next;
+        shared->inbox_head = shared->inbox_tail = NULL;
+        atomic_store_explicit(&shared->inbox_pending, false,
+                              memory_order_relaxed);
+        progress_ns = halo_clock_now_ns();
+        nap_ns = 0;
       }
-      *tail = shared->inbox_head;
-      tail = &shared->inbox_tail->next;
-      shared->inbox_head = shared->inbox_tail = NULL;
-      progress_ns = halo_clock_now_ns();
-      nap_ns = 0;
+      shared->sleeper_woke = false;
+      stopping = shared->stopping;
+      pthread_mutex_unlock(&shared->mutex);
+      if (!head && stopping) break;
     }
-    shared->sleeper_woke = false;
-    bool stopping = shared->stopping;
-    pthread_mutex_unlock(&shared->mutex);
-    if (!head && stopping) break;
-
     streams->poll_round = ++round;
     int64_t round_ns = halo_clock_now_ns();
     bool progress = false;
@@ -660,7 +671,10 @@ static void halo_hal_cuda_completion_poll(
       shared->sleeper_busy = true;
       pthread_cond_signal(&shared->sleeper_cond);
     }
-    if (!shared->inbox_head && !shared->stopping && !shared->sleeper_woke) {
+    // The sleeper returned since the round looked: look again first.
+    bool sleeper_woke = shared->sleeper_woke;
+    shared->sleeper_woke = false;
+    if (!shared->inbox_head && !shared->stopping && !sleeper_woke) {
       shared->poller_asleep = true;
       if (blocked_streams == 1 && shared->sleeper_busy) {
         pthread_cond_wait(&shared->cond, &shared->mutex);
@@ -1125,7 +1139,8 @@ static halo_status_t halo_hal_cuda_execution_watch(
       shared->inbox_head = execution;
     }
     shared->inbox_tail = execution;
-    pthread_cond_signal(&shared->cond);
+    atomic_store_explicit(&shared->inbox_pending, true, memory_order_release);
+    if (shared->poller_asleep) pthread_cond_signal(&shared->cond);
     pthread_mutex_unlock(&shared->mutex);
     return NULL;
   }

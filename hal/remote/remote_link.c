@@ -256,6 +256,7 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
   do {
     if (poll(&poll_fd, 1, 0) == 1) return true;
   } while (spin_ns > 0 && halo_remote_link_now_ns() < spin_until);
+  if (timeout_ms == 0) return false;  // looked just now (the loop's check)
   int ready;
   do {
     ready = poll(&poll_fd, 1, timeout_ms);
