@@ -142,7 +142,7 @@
 #define HALO_HAL_CUDA_CALLER_WAIT_WORK_NS 20000
 #define HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS 5000
 #define HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS 10000
-#define HALO_HAL_CUDA_CALLER_WAIT_RETRY 32
+#define HALO_HAL_CUDA_CALLER_WAIT_RETRY 4
 // THREAD completion: an unfinished execution's event is queried when its
 // GPU stores landed, else at most this often (each query takes the
 // context's lock, which the submission thread's launches need too).
