@@ -7,7 +7,10 @@
 // pool under concurrent executions (never two launches of one exec at
 // once, parking past the bound), GPU semaphore stores and their order
 // across streams, independent queues (a long execution on one never delays
-// the completion of a short one on another), GPU-to-GPU waits through the
+// the completion of a short one on another), an idle device's executions
+// issued and waited for on the caller (its context made current there; set-up
+// and failures finished on the submission thread; back to back they go to
+// that thread), GPU-to-GPU waits through the
 // deferred queue (a consumer released on its producer's fence before the
 // producer finished, a producer parked in the instance pool, a producer
 // failing before it reached the device, a semaphore failed after the
@@ -1151,6 +1154,68 @@ static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
 
+// On an idle device: an execution that fails while its caller issues it
+// (here an unbound binding slot) is finished on the submission thread (its
+// end may wait for the stream), with the error; and one issued on the
+// caller while an older one of its queue is still running is not waited
+// for there (a queue completes in order): it completes after the older
+// one, on the completion path.
+static void test_caller_failure_and_order(void **unused) {
+  (void)unused;
+  uint32_t n = 1, short_us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
+  halo_hal_queue_t *queue = queue_new();
+  halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
+  state.device->issue_on_caller = true;
+  execute_and_wait(queue, fast, bindings, 2);  // issued once: no set-up
+  // A failure on the caller.
+  submission_wait_idle();
+  halo_hal_binding_t unbound[2] = {{x, N * 4}, {0, 0}};
+  int launches = fake_driver_thread_launches();
+  completion_t failed;
+  completion_init(&failed);
+  execute(queue, fast, unbound, 2, NULL, 0, &failed);
+  assert_int_equal(completion_wait(&failed), HALO_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(failed.message, "binding slot 1 is unbound"));
+  assert_false(pthread_equal(failed.thread, pthread_self()));
+  assert_int_equal(fake_driver_thread_launches(), launches);
+  // Two in flight on one queue: the second is not waited for here.
+  uint64_t unused_arg = 0;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t args[1] = {arg_constant(&unused_arg, 8)};
+  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
+  halo_hal_command_buffer_t *gated = recorder_end(&recorder);
+  gate_open();
+  execute_and_wait(queue, gated, NULL, 0);  // issued once: no set-up
+  gate_close();
+  atomic_uint order = 0;
+  completion_t held, behind;
+  completion_init(&held);
+  completion_init(&behind);
+  held.order = behind.order = &order;
+  held.position = 0;
+  behind.position = 1;
+  execute(queue, gated, NULL, 0, NULL, 0, &held);
+  gate_wait_entered(1);
+  submission_wait_idle();
+  halo_hal_cuda_command_buffer_record_duration(fast, 1000);
+  execute(queue, fast, bindings, 2, NULL, 0, &behind);
+  assert_false(completion_done(&behind));
+  gate_open();
+  assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&behind), HALO_STATUS_OK);
+  assert_true(held.in_order);
+  assert_true(behind.in_order);
+  assert_false(pthread_equal(behind.thread, pthread_self()));
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(gated);
+  halo_hal_command_buffer_destroy(fast);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+}
+
 // Executes |command_buffer| (its duration set as seen to be short) with
 // one signal of |value| into |slot| (at |value_address| on the device) and
 // waits: it completes, and after the GPU's store.
@@ -2071,6 +2136,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
+      cmocka_unit_test(test_caller_failure_and_order),
       cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_independent_queues),
       cmocka_unit_test(test_more_queues_than_streams),
