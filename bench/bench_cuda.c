@@ -24,6 +24,10 @@
 //     halo GPU store seen    execute() until this thread sees the value the
 //                            GPU stored into the semaphore page
 //     halo completion        execute() until the completion callback ran
+//                            (back to back, so the executions take the
+//                            submission thread; on an idle device execute()
+//                            may issue and wait for one itself, as in the
+//                            two-queue case below)
 //   one execution's driver calls: what halo's submission thread issues for
 //   one execution of a one-node recording whose binding changed
 //   (cuGraphExecKernelNodeSetParams, cuGraphLaunch, cuStreamWriteValue64,
