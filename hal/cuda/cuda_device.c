@@ -284,6 +284,11 @@ halo_status_t halo_hal_cuda_device_open_streams(
   return task.status;
 }
 
+bool halo_hal_cuda_diagnostic_on(const char *name) {
+  const char *value = getenv(name);
+  return !value || strcmp(value, "0") != 0;
+}
+
 halo_status_t halo_hal_cuda_device_create(
     uint32_t ordinal, const halo_hal_cuda_device_options_t *options,
     halo_hal_device_t **out_device) {
@@ -296,12 +301,12 @@ halo_status_t halo_hal_cuda_device_create(
   device->cu = cu;
   device->ordinal = ordinal;
   if (options) device->options = *options;
-  const char *affinity = getenv("HALO_CUDA_INSTANCE_AFFINITY");
-  device->instance_affinity = !affinity || strcmp(affinity, "0") != 0;
-  const char *eventless = getenv("HALO_CUDA_EVENTLESS");
-  device->eventless_completion = !eventless || strcmp(eventless, "0") != 0;
-  const char *on_caller = getenv("HALO_CUDA_ISSUE_ON_CALLER");
-  device->issue_on_caller = !on_caller || strcmp(on_caller, "0") != 0;
+  device->instance_affinity =
+      halo_hal_cuda_diagnostic_on("HALO_CUDA_INSTANCE_AFFINITY");
+  device->eventless_completion =
+      halo_hal_cuda_diagnostic_on("HALO_CUDA_EVENTLESS");
+  device->issue_on_caller =
+      halo_hal_cuda_diagnostic_on("HALO_CUDA_ISSUE_ON_CALLER");
   device->loader = halo_hal_cuda_device_loader();
   pthread_mutex_init(&device->transfer_mutex, NULL);
   pthread_mutex_init(&device->registration_mutex, NULL);

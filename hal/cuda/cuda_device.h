@@ -221,6 +221,11 @@ struct halo_hal_cuda_device_t {
 bool halo_hal_cuda_driver_probe(const char *cache_directory, char *out_reason,
                                 size_t reason_size, uint32_t *out_count);
 
+// Whether the behaviour that environment variable |name| can turn off (a
+// diagnostic, to compare: HALO_CUDA_EVENTLESS=0 and the like in halod's
+// environment) is on: unless |name| is "0".
+bool halo_hal_cuda_diagnostic_on(const char *name);
+
 // [added] Any thread: makes the device's context current on the calling
 // thread (uv worker threads, the loop thread for non-stalling calls).
 halo_status_t halo_hal_cuda_device_make_current(halo_hal_cuda_device_t *device);

@@ -511,11 +511,32 @@ static CUresult halo_hal_cuda_execution_poll_stores(
   return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_ERROR_NOT_READY;
 }
 
+// Whether |execution| finished (CUDA_SUCCESS), not yet
+// (CUDA_ERROR_NOT_READY) or failed (*call names what failed): through its
+// stores where it recorded no event; else the GPU stores landing (a load
+// from host memory, no driver call) say when to query its event, which is
+// still queried every HALO_HAL_CUDA_COMPLETION_QUERY_NS (for an error, or a
+// store that another signal's value hides). The poller's look, and the
+// caller's that waits for it (halo_hal_cuda_execution_finish_on_caller).
+static CUresult halo_hal_cuda_execution_query(
+    halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_execution_t *execution,
+    int64_t now_ns, const char **call) {
+  *call = "cuEventQuery";
+  if (!execution->event) {
+    return halo_hal_cuda_execution_poll_stores(shared, execution, now_ns, call);
+  }
+  if (!halo_hal_cuda_execution_stores_landed(execution) &&
+      now_ns < execution->next_query_ns) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  execution->next_query_ns = now_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
+  return shared->device->cu->cuEventQuery(execution->event->handle);
+}
+
 // THREAD completion: the poller. Never blocks in the driver (see the top
 // of the file).
 static void halo_hal_cuda_completion_poll(
     halo_hal_cuda_queue_shared_t *shared) {
-  const halo_hal_cuda_symbols_t *cu = shared->device->cu;
   // Timed naps of a few microseconds: without this the kernel's default
   // timer slack (50 us) would stretch each of them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -585,20 +606,9 @@ static void halo_hal_cuda_completion_poll(
         link = &execution->next;
         continue;
       }
-      // The GPU stores landing (a load from host memory, no driver call)
-      // say when to query; without them the event is still queried every
-      // HALO_HAL_CUDA_COMPLETION_QUERY_NS (for an error, or a store that
-      // another signal's value hides).
-      CUresult result = CUDA_ERROR_NOT_READY;
-      const char *call = "cuEventQuery";
-      if (!execution->event) {
-        result = halo_hal_cuda_execution_poll_stores(shared, execution,
-                                                     round_ns, &call);
-      } else if (halo_hal_cuda_execution_stores_landed(execution) ||
-                 round_ns >= execution->next_query_ns) {
-        execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
-        result = cu->cuEventQuery(execution->event->handle);
-      }
+      const char *call;
+      CUresult result =
+          halo_hal_cuda_execution_query(shared, execution, round_ns, &call);
       if (result == CUDA_ERROR_NOT_READY) {
         stream->blocked_round = round;
         ++blocked_streams;
@@ -1332,9 +1342,6 @@ static bool halo_hal_cuda_execution_finish_on_caller(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
-  if (!halo_hal_cuda_thread_on_caller(&queue->device->submission)) {
-    return false;
-  }
   halo_hal_command_buffer_t *command_buffer =
       execution->execution.command_buffer;
   int64_t expected = halo_hal_cuda_command_buffer_expected_ns(command_buffer);
@@ -1353,7 +1360,6 @@ static bool halo_hal_cuda_execution_finish_on_caller(
     pthread_mutex_unlock(&shared->mutex);
     if (!asleep) return false;  // the poller is spinning: it answers at once
   }
-  const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   int64_t deadline = execution->handed_ns + expected + expected / 2 +
                      HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS;
   int64_t now = execution->handed_ns, before;
@@ -1364,10 +1370,8 @@ static bool halo_hal_cuda_execution_finish_on_caller(
     if (!first) sched_yield();
     before = now;
     now = halo_clock_now_ns();
-    const char *call = "cuEventQuery";
-    result = execution->event ? cu->cuEventQuery(execution->event->handle)
-                              : halo_hal_cuda_execution_poll_stores(
-                                    shared, execution, now, &call);
+    const char *call;
+    result = halo_hal_cuda_execution_query(shared, execution, now, &call);
     if (result != CUDA_ERROR_NOT_READY || now >= deadline) break;
   }
   if (result != CUDA_SUCCESS) {
@@ -1395,7 +1399,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
-  if (halo_hal_cuda_thread_on_caller(&queue->device->submission) &&
+  bool on_caller = halo_hal_cuda_thread_on_caller(&queue->device->submission);
+  if (on_caller &&
       (!queue->pooled || !halo_hal_cuda_command_buffer_issues_at_once(
                              execution->execution.command_buffer))) {
     // Set-up first (a stream, a module, a graph instance): the submission
@@ -1447,11 +1452,13 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     // next launch.
     execution->next_query_ns =
         execution->handed_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
-    if (halo_hal_cuda_execution_finish_on_caller(execution)) return;
+    if (on_caller && halo_hal_cuda_execution_finish_on_caller(execution)) {
+      return;
+    }
     status = halo_hal_cuda_execution_watch(execution);
     if (!status) return;
   }
-  if (halo_hal_cuda_thread_on_caller(&queue->device->submission)) {
+  if (on_caller) {
     // What follows may wait for the stream: the submission thread's work.
     execution->caller_failure = status;
     execution->task.run = halo_hal_cuda_execution_fail_run;
@@ -1622,9 +1629,8 @@ halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
   queue->base.vtable = &halo_hal_cuda_queue_vtable;
   // HALO_CUDA_GPU_WAITS=0 (a diagnostic, to compare): no fences, every
   // wait goes through the host.
-  const char *gpu_waits = getenv("HALO_CUDA_GPU_WAITS");
   queue->base.fence_domain =
-      gpu_waits && strcmp(gpu_waits, "0") == 0 ? NULL : device;
+      halo_hal_cuda_diagnostic_on("HALO_CUDA_GPU_WAITS") ? device : NULL;
   queue->device = device;
   queue->priority = priority;
   queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);

@@ -132,16 +132,12 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
   // last two gaps within the spin window (the rule by which the thread
   // spins: tasks every 30 us keep going to the thread, which then spins
   // between them; tasks run here count as its own).
-  bool asleep = thread->sleeping && !thread->head && !thread->caller_running &&
-                !thread->stopping && halo__running_for == NULL;
-  if (!asleep) {
-    halo_hal_cuda_thread_enqueue(thread, task, now);
-    pthread_mutex_unlock(&thread->mutex);
-    return false;
-  }
   halo_clock_gaps_t gaps = thread->gaps;
   halo_clock_gaps_arrived(&gaps, now);
-  if (halo_clock_gaps_spin_ns(&gaps, thread->spin_ns) != 0) {
+  bool idle = thread->sleeping && !thread->head && !thread->caller_running &&
+              !thread->stopping && halo__running_for == NULL &&
+              halo_clock_gaps_spin_ns(&gaps, thread->spin_ns) == 0;
+  if (!idle) {
     halo_hal_cuda_thread_enqueue(thread, task, now);
     pthread_mutex_unlock(&thread->mutex);
     return false;

@@ -1067,6 +1067,34 @@ static void submission_wait_idle(void) {
   while (halo_clock_now_ns() < until) sched_yield();
 }
 
+// A queue, a one-element recording of the slow kernel without its sleep
+// (fast) and its two buffers, for the tests of the caller path (which turn
+// it on).
+typedef struct caller_case_t {
+  uint64_t x, y;
+  halo_hal_command_buffer_t *fast;
+  halo_hal_queue_t *queue;
+  halo_hal_binding_t bindings[2];
+} caller_case_t;
+
+static void caller_case_open(caller_case_t *c) {
+  uint32_t n = 1, short_us = 0;
+  c->x = device_allocate(N * 4);
+  c->y = device_allocate(N * 4);
+  c->fast = slow_recording(&n, &short_us);
+  c->queue = queue_new();
+  c->bindings[0] = (halo_hal_binding_t){c->x, N * 4};
+  c->bindings[1] = (halo_hal_binding_t){c->y, N * 4};
+  state.device->issue_on_caller = true;
+}
+
+static void caller_case_close(caller_case_t *c) {
+  halo_hal_queue_destroy(c->queue);
+  halo_hal_command_buffer_destroy(c->fast);
+  device_free(c->x, N * 4);
+  device_free(c->y, N * 4);
+}
+
 // An execution offered while the submission thread sleeps idle (nothing
 // offered within its spin window) is issued on the caller, with the
 // device's context made current there (the fake fails a launch without
@@ -1076,12 +1104,8 @@ static void submission_wait_idle(void) {
 // completion path.
 static void test_idle_issue_on_caller(void **unused) {
   (void)unused;
-  uint32_t n = 1, short_us = 0;
-  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
-  halo_hal_queue_t *queue = queue_new();
-  halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
-  state.device->issue_on_caller = true;
+  caller_case_t c;
+  caller_case_open(&c);
   // This thread has no context current: issuing here makes the device's.
   assert_int_equal(state.device->cu->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
   // Offers long apart (the first may still go to the thread: the offer
@@ -1095,11 +1119,11 @@ static void test_idle_issue_on_caller(void **unused) {
   int issued_here = 0, here = 0, rounds = 0;
   for (; rounds < kRounds && here < 3; ++rounds) {
     submission_wait_idle();
-    halo_hal_cuda_command_buffer_record_duration(fast, 20000);
+    halo_hal_cuda_command_buffer_record_duration(c.fast, 20000);
     int launches = fake_driver_thread_launches();
     completion_t done;
     completion_init(&done);
-    execute(queue, fast, bindings, 2, NULL, 0, &done);
+    execute(c.queue, c.fast, c.bindings, 2, NULL, 0, &done);
     issued_here += fake_driver_thread_launches() - launches;
     pthread_mutex_lock(&done.mutex);
     if (done.done && pthread_equal(done.thread, pthread_self())) ++here;
@@ -1110,13 +1134,14 @@ static void test_idle_issue_on_caller(void **unused) {
   // A recording not issued before: its set-up (module functions, a graph
   // instance, pinned staging) is the submission thread's, even with the
   // device idle; issued once, it is issued here.
+  uint32_t n = 1, short_us = 0;
   halo_hal_command_buffer_t *fresh = slow_recording(&n, &short_us);
   for (int round = 0; round < 2; ++round) {
     submission_wait_idle();
     int launches = fake_driver_thread_launches();
     completion_t done;
     completion_init(&done);
-    execute(queue, fresh, bindings, 2, NULL, 0, &done);
+    execute(c.queue, fresh, c.bindings, 2, NULL, 0, &done);
     assert_int_equal(fake_driver_thread_launches(), launches + round);
     assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
   }
@@ -1127,7 +1152,7 @@ static void test_idle_issue_on_caller(void **unused) {
   int launches = fake_driver_thread_launches();
   for (int i = 0; i < kBurst; ++i) {
     completion_init(&burst[i]);
-    execute(queue, fast, bindings, 2, NULL, 0, &burst[i]);
+    execute(c.queue, c.fast, c.bindings, 2, NULL, 0, &burst[i]);
   }
   int burst_here = fake_driver_thread_launches() - launches;
   int completed_here = 0;
@@ -1144,10 +1169,7 @@ static void test_idle_issue_on_caller(void **unused) {
   assert_true(here >= 1);
   assert_true(burst_here <= kBurst / 5);
   assert_true(completed_here <= kBurst / 5);
-  halo_hal_queue_destroy(queue);
-  halo_hal_command_buffer_destroy(fast);
-  device_free(x, N * 4);
-  device_free(y, N * 4);
+  caller_case_close(&c);
 }
 
 static void gate_close(void);
@@ -1162,20 +1184,16 @@ static void gate_wait_entered(int count);
 // one, on the completion path.
 static void test_caller_failure_and_order(void **unused) {
   (void)unused;
-  uint32_t n = 1, short_us = 0;
-  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  halo_hal_command_buffer_t *fast = slow_recording(&n, &short_us);
-  halo_hal_queue_t *queue = queue_new();
-  halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
-  state.device->issue_on_caller = true;
-  execute_and_wait(queue, fast, bindings, 2);  // issued once: no set-up
+  caller_case_t c;
+  caller_case_open(&c);
+  execute_and_wait(c.queue, c.fast, c.bindings, 2);  // issued once: no set-up
   // A failure on the caller.
   submission_wait_idle();
-  halo_hal_binding_t unbound[2] = {{x, N * 4}, {0, 0}};
+  halo_hal_binding_t unbound[2] = {{c.x, N * 4}, {0, 0}};
   int launches = fake_driver_thread_launches();
   completion_t failed;
   completion_init(&failed);
-  execute(queue, fast, unbound, 2, NULL, 0, &failed);
+  execute(c.queue, c.fast, unbound, 2, NULL, 0, &failed);
   assert_int_equal(completion_wait(&failed), HALO_STATUS_FAILED_PRECONDITION);
   assert_non_null(strstr(failed.message, "binding slot 1 is unbound"));
   assert_false(pthread_equal(failed.thread, pthread_self()));
@@ -1188,7 +1206,7 @@ static void test_caller_failure_and_order(void **unused) {
   recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
   halo_hal_command_buffer_t *gated = recorder_end(&recorder);
   gate_open();
-  execute_and_wait(queue, gated, NULL, 0);  // issued once: no set-up
+  execute_and_wait(c.queue, gated, NULL, 0);  // issued once: no set-up
   gate_close();
   atomic_uint order = 0;
   completion_t held, behind;
@@ -1197,11 +1215,11 @@ static void test_caller_failure_and_order(void **unused) {
   held.order = behind.order = &order;
   held.position = 0;
   behind.position = 1;
-  execute(queue, gated, NULL, 0, NULL, 0, &held);
+  execute(c.queue, gated, NULL, 0, NULL, 0, &held);
   gate_wait_entered(1);
   submission_wait_idle();
-  halo_hal_cuda_command_buffer_record_duration(fast, 1000);
-  execute(queue, fast, bindings, 2, NULL, 0, &behind);
+  halo_hal_cuda_command_buffer_record_duration(c.fast, 1000);
+  execute(c.queue, c.fast, c.bindings, 2, NULL, 0, &behind);
   assert_false(completion_done(&behind));
   gate_open();
   assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
@@ -1209,11 +1227,8 @@ static void test_caller_failure_and_order(void **unused) {
   assert_true(held.in_order);
   assert_true(behind.in_order);
   assert_false(pthread_equal(behind.thread, pthread_self()));
-  halo_hal_queue_destroy(queue);
   halo_hal_command_buffer_destroy(gated);
-  halo_hal_command_buffer_destroy(fast);
-  device_free(x, N * 4);
-  device_free(y, N * 4);
+  caller_case_close(&c);
 }
 
 // Executes |command_buffer| (its duration set as seen to be short) with
