@@ -1176,6 +1176,16 @@ static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
 
+// One gate kernel (kernel_gate): it holds its stream until gate_open.
+static halo_hal_command_buffer_t *gate_recording(uint32_t flags) {
+  uint64_t unused = 0;
+  recorder_t recorder;
+  recorder_begin(&recorder, flags, 0);
+  arg_t args[1] = {arg_constant(&unused, 8)};
+  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
+  return recorder_end(&recorder);
+}
+
 // On an idle device: an execution that fails while its caller issues it
 // (here an unbound binding slot) is finished on the submission thread (its
 // end may wait for the stream), with the error; and one issued on the
@@ -1199,12 +1209,8 @@ static void test_caller_failure_and_order(void **unused) {
   assert_false(pthread_equal(failed.thread, pthread_self()));
   assert_int_equal(fake_driver_thread_launches(), launches);
   // Two in flight on one queue: the second is not waited for here.
-  uint64_t unused_arg = 0;
-  recorder_t recorder;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
-  arg_t args[1] = {arg_constant(&unused_arg, 8)};
-  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
-  halo_hal_command_buffer_t *gated = recorder_end(&recorder);
+  halo_hal_command_buffer_t *gated =
+      gate_recording(HALO_HAL_RECORDING_REUSABLE);
   gate_open();
   execute_and_wait(c.queue, gated, NULL, 0);  // issued once: no set-up
   gate_close();
@@ -1263,12 +1269,8 @@ static void test_eventless_completion(void **unused) {
   halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
   uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
                            (uint64_t)offsetof(halo_timeline_slot_t, value);
-  uint64_t unused_arg = 0;
-  recorder_t recorder;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
-  arg_t args[1] = {arg_constant(&unused_arg, 8)};
-  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
-  halo_hal_command_buffer_t *gated = recorder_end(&recorder);
+  halo_hal_command_buffer_t *gated =
+      gate_recording(HALO_HAL_RECORDING_REUSABLE);
   halo_hal_queue_t *queue = queue_new();
   gate_open();
   fake_driver_reset_counters();
@@ -1414,12 +1416,7 @@ static void pool_append(pool_queue_t *pq, uint32_t value) {
 
 // An execution that holds |pq|'s stream until gate_open.
 static void pool_gate(pool_queue_t *pq) {
-  uint64_t unused = 0;
-  recorder_t recorder;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
-  arg_t args[1] = {arg_constant(&unused, 8)};
-  recorder_dispatch(&recorder, KERNEL_GATE, 1, args, 1);
-  pool_submit(pq, recorder_end(&recorder));
+  pool_submit(pq, gate_recording(HALO_HAL_RECORDING_ONE_SHOT));
 }
 
 static void gate_close(void) {
