@@ -194,7 +194,9 @@ halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
         buffer->arena->devices[index] != hal_device) {
       return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
                               "buffer %llu is host memory of another trust "
-                              "domain: device %u of this one cannot reach it",
+                              "domain, or of another worker of this one "
+                              "(workers-per-domain): device %u of this "
+                              "session's worker cannot reach it",
                               (unsigned long long)buffer->id, index);
     }
     *out_address = buffer->arena->device_addresses[index] + buffer->offset;
@@ -210,7 +212,9 @@ halo_status_t halod_buffer_device_address(const halod_buffer_t *buffer,
   if (buffer->hal_device != hal_device) {
     return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
                             "buffer %llu is device memory of another trust "
-                            "domain (its own device worker): it cannot be "
+                            "domain, or of another worker of this one "
+                            "(workers-per-domain: a process's sessions share "
+                            "a worker, other processes may not): it cannot be "
                             "bound here",
                             (unsigned long long)buffer->id);
   }

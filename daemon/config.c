@@ -180,6 +180,14 @@ static const halod_config_entry_t halod_config_entries[] = {
      "queues, so queues share a stream only when there are more queues than "
      "this, and a queue on a shared stream can wait behind the other queues' "
      "work there"},
+    {"cuda-connections", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_connections),
+     "0", 0, 32, NULL, START,
+     "hardware work queues each device context asks for "
+     "(CUDA_DEVICE_MAX_CONNECTIONS, unless halod's environment sets it); "
+     "queues on more streams than this share work queues and can wait "
+     "behind each other. Under MPS a client gets few by default, which "
+     "serializes a worker's tenants: set it there (the MPS server's pool "
+     "bounds the sum over its clients). 0: the driver's default"},
     {"device-workers", HALOD_CHOICE(device_workers), "process", 0, 0,
      "process|inline", START,
      "where device work runs: process (one worker process per device and "
@@ -210,6 +218,14 @@ static const halod_config_entry_t halod_config_entries[] = {
      "(or one whose worker was lost) takes one at once instead of halod "
      "waiting for a context to be created; each holds a context's memory "
      "(device-workers process only)"},
+    {"workers-per-domain", HALOD_NUMBER(HALOD_CONFIG_U32, workers_per_domain),
+     "1", 1, HALOD_WORKERS_PER_DOMAIN_MAX, NULL, START,
+     "device workers per device and trust domain: a domain's client "
+     "processes are spread over this many worker processes (each its own "
+     "context, issuing in parallel; run over MPS so that they share the "
+     "GPU), the sessions of one process on one worker; device memory is "
+     "bound only on the worker that holds it (device-workers process "
+     "only)"},
     {"worker-poll-us", HALOD_NUMBER(HALOD_CONFIG_U32, worker_poll_us), "50", 0,
      1000000, NULL, START,
      "microseconds each end of a device worker's link keeps polling for the "

@@ -19,7 +19,10 @@
 
 #include "halo/status.h"
 
-#define HALOD_CONFIG_MAX_ENTRIES 48
+#define HALOD_CONFIG_MAX_ENTRIES 64
+
+// Most worker processes per (device, trust domain) (workers-per-domain).
+#define HALOD_WORKERS_PER_DOMAIN_MAX 8
 
 typedef struct halod_config_t {
   char listen[512];
@@ -61,6 +64,8 @@ typedef struct halod_config_t {
   uint32_t worker_poll_us;            // device link polling window
   uint32_t worker_report_linger_us;   // ring completions held back at most
   uint32_t worker_spares;             // started ahead, per device
+  uint32_t workers_per_domain;        // worker processes per (device, domain)
+  uint32_t cuda_connections;          // CUDA_DEVICE_MAX_CONNECTIONS; 0: unset
   char ring_consumer[16];             // worker | halod
   uint32_t fault_budget;              // faults per client process; 0: no limit
   uint32_t fault_budget_window_s;     // ... within this many seconds

@@ -46,10 +46,17 @@ typedef struct halod_worker_t {
 // must trust each other: sessions are grouped into trust domains (default:
 // one per uid), and each domain has a worker per device
 // (daemon/trust_domain.h).
+// With workers-per-domain above 1 a trust domain is served by several of
+// these, its parts: each has its own workers (contexts), and a client
+// process's sessions all go to one part.
 typedef struct halod_domain_t {
-  uint64_t key;  // halod_domain_identity_t's
+  uint64_t key;       // of this part: the identity's for part 0
+  uint64_t base_key;  // halod_domain_identity_t's
+  uint32_t part;      // 0 .. workers-per-domain - 1
   uint32_t uid;
-  char *name;  // "uid:N", "pid:N", "uid:N,cgroup:PATH" (owned)
+  // "uid:N", "pid:N", "uid:N,cgroup:PATH"; with workers-per-domain above 1
+  // "#PART" follows (owned)
+  char *name;
   uint32_t sessions;
   halod_worker_t workers[HALO_HAL_MAX_DEVICES];
 } halod_domain_t;

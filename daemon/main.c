@@ -13,6 +13,23 @@
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
 
+// cuda-connections: CUDA_DEVICE_MAX_CONNECTIONS for every context halod
+// and its workers create (they inherit the environment), unless it is set.
+static void halod_apply_cuda_connections(const halod_config_t *config) {
+  if (config->cuda_connections == 0) return;
+  const char *set = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (set) {
+    HALO_LOG_INFO(
+        "cuda-connections %u ignored: CUDA_DEVICE_MAX_CONNECTIONS is %s in "
+        "halod's environment",
+        config->cuda_connections, set);
+    return;
+  }
+  char value[16];
+  snprintf(value, sizeof(value), "%u", config->cuda_connections);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", value, 1);
+}
+
 int main(int argc, char **argv) {
   // Not dumpable: another process of halod's uid (a client pod running as
   // root, say) could otherwise ptrace it or take its descriptors with
@@ -35,6 +52,7 @@ int main(int argc, char **argv) {
   }
   if (exit_now) return 0;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
+  halod_apply_cuda_connections(&config);
 
   uv_loop_t loop;
   uv_loop_init(&loop);

@@ -354,7 +354,8 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "themselves (ring-consumer worker), without halod.",
                     (double)halod_ring_workers_executions(daemon));
   halod_text_sample(&text, "halo_trust_domains", "gauge",
-                    "Trust domains: with sessions, or kept for the cached "
+                    "Trust domains (each part with workers-per-domain "
+                    "above 1): with sessions, or kept for the cached "
                     "entries of their workers.",
                     (double)daemon->sessions.domains.count);
   halod_text_sample(&text, "halo_semaphores", "gauge", "Live semaphores.",

@@ -178,7 +178,8 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     }
   }
   if (!status && !session->refused_reason) {
-    status = halod_domain_acquire(daemon, identity, uid, &session->domain);
+    status = halod_domain_acquire(daemon, identity, &session->process,
+                                  &session->domain);
     if (status) {
       halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
       halo_u64_map_remove(&daemon->sessions.by_id, session->id);

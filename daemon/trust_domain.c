@@ -11,6 +11,7 @@
 #include "daemon/cache.h"
 #include "daemon/cgroup.h"
 #include "daemon/ring_worker.h"
+#include "daemon/session.h"
 #include "daemon/workers.h"
 
 // The uid the kernel reports for a peer whose uid halod's user namespace
@@ -94,27 +95,103 @@ halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
   return NULL;
 }
 
-halo_status_t halod_domain_acquire(halod_t *daemon,
-                                   const halod_domain_identity_t *identity,
-                                   uint32_t uid, halod_domain_t **out_domain) {
-  *out_domain = NULL;
-  uint64_t key = identity->key;
+// Part |part| of the domain keyed |base_key| named |name|: its entry, or
+// NULL with *out_key the key to give it. Part 0 keeps the identity's key;
+// another cgroup whose hash's key is taken (BLAKE2b: not in practice), or
+// a part's key that another domain's took, moves on to a free key.
+static halod_domain_t *halod_domain_find(halod_t *daemon, uint64_t base_key,
+                                         uint32_t part, const char *name,
+                                         uint64_t *out_key) {
+  uint64_t key = base_key ^ (uint64_t)part << 48;
   halod_domain_t *domain = halo_u64_map_get(&daemon->sessions.domains, key);
-  // Another cgroup whose hash's key is taken (BLAKE2b: not in practice).
-  while (domain && strcmp(domain->name, identity->name) != 0) {
+  while (domain && strcmp(domain->name, name) != 0) {
     key = (key + 1) | 1ull << 63;
     domain = halo_u64_map_get(&daemon->sessions.domains, key);
   }
-  if (!domain) {
+  *out_key = key;
+  return domain;
+}
+
+// The name of part |part| of |identity|'s domain (owned by the caller).
+static char *halod_domain_part_name(const halod_t *daemon,
+                                    const halod_domain_identity_t *identity,
+                                    uint32_t part) {
+  size_t length = strlen(identity->name) + 16;
+  char *name = malloc(length);
+  if (!name) return NULL;
+  if (halod_domain_parts(daemon) > 1) {
+    snprintf(name, length, "%s#%u", identity->name, part);
+  } else {
+    snprintf(name, length, "%s", identity->name);
+  }
+  return name;
+}
+
+uint32_t halod_domain_parts(const halod_t *daemon) {
+  return halod_workers_enabled(daemon) ? daemon->config.workers_per_domain : 1;
+}
+
+// Which part of |identity|'s domain a session of |process| joins.
+static uint32_t halod_domain_choose_part(
+    halod_t *daemon, const halod_domain_identity_t *identity,
+    const halod_client_process_t *process) {
+  uint32_t parts = halod_domain_parts(daemon);
+  if (parts <= 1) return 0;
+  // The process's sessions share a part: what one allocates another can
+  // bind. (Connecting is rare: a walk over the sessions is fine.)
+  size_t length = strlen(identity->name);
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
+    const halod_domain_t *domain = session->domain;
+    if (domain && domain->base_key == identity->key &&
+        strncmp(domain->name, identity->name, length) == 0 &&
+        domain->name[length] == '#' &&
+        session->process.pid == process->pid &&
+        session->process.start == process->start) {
+      return domain->part;
+    }
+  }
+  uint32_t best = 0, best_sessions = UINT32_MAX;
+  for (uint32_t part = 0; part < parts; ++part) {
+    char *name = halod_domain_part_name(daemon, identity, part);
+    if (!name) return 0;
+    uint64_t key;
+    const halod_domain_t *domain =
+        halod_domain_find(daemon, identity->key, part, name, &key);
+    free(name);
+    uint32_t sessions = domain ? domain->sessions : 0;
+    if (sessions < best_sessions) {
+      best = part;
+      best_sessions = sessions;
+    }
+  }
+  return best;
+}
+
+halo_status_t halod_domain_acquire(halod_t *daemon,
+                                   const halod_domain_identity_t *identity,
+                                   const halod_client_process_t *process,
+                                   halod_domain_t **out_domain) {
+  *out_domain = NULL;
+  uint32_t part = halod_domain_choose_part(daemon, identity, process);
+  char *name = halod_domain_part_name(daemon, identity, part);
+  if (!name) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  uint64_t key;
+  halod_domain_t *domain =
+      halod_domain_find(daemon, identity->key, part, name, &key);
+  if (domain) {
+    free(name);
+  } else {
     domain = calloc(1, sizeof(*domain));
-    char *name = strdup(identity->name);
-    if (!domain || !name) {
-      free(domain);
+    if (!domain) {
       free(name);
       return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
     domain->key = key;
-    domain->uid = uid;
+    domain->base_key = identity->key;
+    domain->part = part;
+    domain->uid = process->uid;
     domain->name = name;
     halo_status_t status =
         halo_u64_map_put(&daemon->sessions.domains, key, domain);

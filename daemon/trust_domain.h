@@ -36,11 +36,18 @@ halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
                                     uint32_t pid,
                                     halod_domain_identity_t *out_identity);
 
-// The domain of |identity|, created if need be, its device workers started
-// (daemon/workers.h); counts a session in it.
+// How many parts each trust domain has: workers-per-domain with device
+// workers, else 1.
+uint32_t halod_domain_parts(const halod_t *daemon);
+
+// The domain of |identity| for a session of |process|, created if need be,
+// its device workers started (daemon/workers.h); counts a session in it.
+// With workers-per-domain above 1 (and device workers), the part that
+// |process|'s other sessions use, else the part with the fewest sessions.
 halo_status_t halod_domain_acquire(halod_t *daemon,
                                    const halod_domain_identity_t *identity,
-                                   uint32_t uid, halod_domain_t **out_domain);
+                                   const halod_client_process_t *process,
+                                   halod_domain_t **out_domain);
 // Counts a session out. After the last one the domain ends with its workers,
 // unless the caches hold entries of its workers (daemon/cache.h) and it is
 // a uid domain (its clients come back): then it stays until they

@@ -454,6 +454,11 @@ static int setup_fault_budget(void **state) {
   return setup_with(state, args);
 }
 
+static int setup_two_parts(void **state) {
+  static const char *const args[] = {"--workers-per-domain", "2", NULL};
+  return setup_with(state, args);
+}
+
 static int setup_uid_domain(void **state) {
   static const char *const args[] = {NULL};  // --trust-domain uid: default
   return setup_with(state, args);
@@ -664,6 +669,83 @@ static void test_sessions_of_one_domain_share_fate(void **state) {
   expect_daemon_alive(&fixture->daemon, "at the end");
 }
 
+// The trust domain halod lists for the sessions of |pid| (all must agree)
+// in |out|; returns how many it lists.
+static uint32_t sessions_domain(const halo_test_daemon_t *daemon, pid_t pid,
+                                char *out, size_t capacity) {
+  out[0] = '\0';
+  uint32_t count = 0;
+  halo_wire_response_t *response = halo_test_admin_sessions(daemon);
+  for (size_t i = 0; i < response->admin_sessions->n_sessions; ++i) {
+    const Halo__Wire__SessionInfo *info =
+        response->admin_sessions->sessions[i];
+    if ((pid_t)info->pid != pid) continue;
+    if (count++ == 0) {
+      snprintf(out, capacity, "%s", info->trust_domain);
+    } else if (strcmp(out, info->trust_domain) != 0) {
+      print_error("the sessions of pid %d are in %s and %s\n", (int)pid, out,
+                  info->trust_domain);
+      fail();
+    }
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return count;
+}
+
+static void test_parts_of_one_domain_are_contained(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  HALO_TEST_LOCAL_ONLY("the crash kernel is an ELF for the local driver");
+  // --workers-per-domain 2: another process of this uid joins the part
+  // with the fewest sessions, so the victim (first) and the attacker get
+  // one worker each.
+  halo_test_process_t *victim = &fixture->peers[0];
+  victim_start(fixture, victim, "stop");
+  attacker_t attacker;
+  attacker_open(fixture, &attacker);
+  // A second session of the attacker's process joins its part.
+  halo_client_t *second = halo_test_connect(&fixture->daemon, 10000);
+  HALO_TEST_ASSERT_OK(halo_client_ping(second));
+  char victim_part[128], attacker_part[128], expected[64];
+  assert_int_equal(sessions_domain(&fixture->daemon, victim->pid, victim_part,
+                                   sizeof(victim_part)),
+                   1);
+  assert_int_equal(sessions_domain(&fixture->daemon, getpid(), attacker_part,
+                                   sizeof(attacker_part)),
+                   2);
+  snprintf(expected, sizeof(expected), "uid:%u#0", (unsigned)getuid());
+  assert_string_equal(victim_part, expected);
+  snprintf(expected, sizeof(expected), "uid:%u#1", (unsigned)getuid());
+  assert_string_equal(attacker_part, expected);
+  pid_t victim_worker =
+      halo_test_admin_worker_pid(&fixture->daemon, victim_part);
+  pid_t attacker_worker =
+      halo_test_admin_worker_pid(&fixture->daemon, attacker_part);
+  assert_true(victim_worker > 0 && attacker_worker > 0);
+  assert_int_not_equal(victim_worker, attacker_worker);
+  print_message("the victim's part %s: worker %d; the attacker's %s: %d\n",
+                victim_part, (int)victim_worker, attacker_part,
+                (int)attacker_worker);
+
+  attacker_submit(&attacker, "crash");
+  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
+  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
+  touch(fixture, "crashed");
+  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                              "the attacker's wait for its crashing execution");
+  // The attacker's other session shared the worker: lost too.
+  halo_test_expect_status_all(halo_client_ping(second),
+                              HALO_STATUS_SESSION_LOST, NULL,
+                              "the attacker's second session");
+  halo_client_close(second);
+  expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
+  attacker_rebuild(fixture, &attacker, true);
+  // The victim's part never noticed: same worker, every step done.
+  assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, victim_part),
+                   victim_worker);
+  victim_expect_unaffected(fixture, victim);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
 int main(int argc, char **argv) {
   if (argc == 6 && strcmp(argv[1], "--victim") == 0) {
     return victim_main(argv[2], argv[3], argv[4], argv[5]);
@@ -684,6 +766,9 @@ int main(int argc, char **argv) {
           halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_sessions_of_one_domain_share_fate,
                                       setup_uid_domain,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_parts_of_one_domain_are_contained,
+                                      setup_two_parts,
                                       halo_test_fixture_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
