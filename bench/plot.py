@@ -24,6 +24,9 @@ GOALS_TEXT = {
     "S1-cpu": "S1: halod CPU <= 10 us a step with BINDING_TABLE",
     "T8-now": "T8: 8 tenants' steps/s >= 0.5x MPS (now)",
     "T8-goal": "T8: 8 tenants' steps/s >= 1x MPS (the goal)",
+    "T64": "T64: 64 tenants, one worker per domain >= 0.55x MPS x64",
+    "T-parts": "several workers per domain over MPS (workers-per-domain) "
+               ">= 1x MPS",
     "M1": "M1: 0 MiB of GPU memory per additional client",
 }
 
@@ -295,6 +298,25 @@ def goals(rows, table):
               verdict(None if math.isnan(r) else r >= 0.5))
     table.row(GOALS_TEXT["T8-goal"], fmt_ratio(r),
               verdict(None if math.isnan(r) else r >= 1))
+    halo64 = find(rows, "T8", impl="halod", clients=64)
+    mps64 = find(rows, "T8", impl="mps", clients=64)
+    r = ratio(figure(halo64, "per_second"), figure(mps64, "per_second"))
+    table.row(GOALS_TEXT["T64"],
+              f"{fmt(figure(halo64, 'per_second'))} /s against "
+              f"{fmt(figure(mps64, 'per_second'))} = {fmt_ratio(r)}",
+              verdict(None if math.isnan(r) else r >= 0.55))
+    # halod's workers over MPS (gpu-bench --workers-over-mps): each
+    # configuration against MPS with as many clients.
+    for row in rows:
+        if row["workload"] != "T8" or \
+                not row["impl"].startswith("halod-mps-w"):
+            continue
+        anchor = find(rows, "T8", impl="mps", clients=row["clients"])
+        r = ratio(row["per_second"], figure(anchor, "per_second"))
+        table.row(GOALS_TEXT["T-parts"] +
+                  f" [{row['impl']} x{fmt(row['clients'], 0)}]",
+                  f"{fmt(row['per_second'])} /s = {fmt_ratio(r)}",
+                  verdict(None if math.isnan(r) else r >= 1))
     for (impl, clients), case in m1_cases(rows).items():
         if impl != "halod" or clients <= 1:
             continue

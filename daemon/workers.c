@@ -519,10 +519,20 @@ halo_status_t halod_workers_start(halod_t *daemon) {
   state->enabled = strcmp(daemon->config.device_workers, "process") == 0;
   if (state->enabled) {
     HALO_RETURN_IF_ERROR(halod_workers_probe(daemon));
+    uint32_t parts = daemon->config.workers_per_domain;
     HALO_LOG_INFO(
-        "device workers: one process per device and trust domain "
+        "device workers: %u process%s per device and trust domain "
         "(trust-domain %s, driver %s)",
-        daemon->config.trust_domain, state->driver);
+        parts, parts == 1 ? "" : "es", daemon->config.trust_domain,
+        state->driver);
+    for (uint32_t i = 0; parts > 1 && i < daemon->hal.device_count; ++i) {
+      if (!state->infos[i].mps_known || state->infos[i].mps) continue;
+      HALO_LOG_WARN(
+          "workers-per-domain %u without MPS on device %u: the workers' "
+          "contexts take turns on the GPU (time-sliced) instead of running "
+          "together; run an MPS control daemon for halod's workers",
+          parts, i);
+    }
     return NULL;
   }
   halo_hal_registry_options_t options = {

@@ -29,6 +29,10 @@ typedef struct halo_hal_device_info_t {
   uint32_t compute_major;
   uint32_t compute_minor;
   uint32_t multiprocessor_count;
+  // Whether contexts on it are clients of an MPS server (CUDA; mps_known
+  // false where the driver cannot say).
+  bool mps_known;
+  bool mps;
 } halo_hal_device_info_t;
 
 typedef enum halo_hal_executable_format_e {

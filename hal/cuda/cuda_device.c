@@ -116,6 +116,12 @@ static halo_status_t halo_hal_cuda_device_query(
   HALO_RETURN_IF_ERROR(halo_hal_cuda_device_attribute(
       device, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, "unified addressing",
       &uva));
+  // CU_DEVICE_ATTRIBUTE_MPS_ENABLED (133; cuda.h names it from CUDA 12.5):
+  // an older driver does not know it.
+  int mps = 0;
+  info->mps_known = cu->cuDeviceGetAttribute(&mps, (CUdevice_attribute)133,
+                                             device->device) == CUDA_SUCCESS;
+  info->mps = info->mps_known && mps != 0;
   info->compute_major = (uint32_t)major;
   info->compute_minor = (uint32_t)minor;
   info->multiprocessor_count = (uint32_t)sms;
@@ -324,10 +330,11 @@ halo_status_t halo_hal_cuda_device_create(
     halo_hal_cuda_device_destroy(&device->base);
     return halo_status_annotate(status, "CUDA device %u", ordinal);
   }
+  const char *connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   HALO_LOG_INFO(
       "CUDA device %u: %s (sm_%d, %u SMs, %.1f GiB, PCI %s), driver %d.%d, "
       "NVRTC %s, stream priorities %d..%d, %u streams per priority, "
-      "completion %s, loader %s",
+      "completion %s, loader %s, MPS %s, work queues %s",
       ordinal, device->base.info.name, device->arch,
       device->base.info.multiprocessor_count,
       (double)device->base.info.memory_bytes / (1024.0 * 1024.0 * 1024.0),
@@ -338,7 +345,19 @@ halo_status_t halo_hal_cuda_device_create(
       device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC
           ? "host_func"
           : "thread",
-      device->loader == HALO_HAL_CUDA_LOADER_MODULE ? "module" : "library");
+      device->loader == HALO_HAL_CUDA_LOADER_MODULE ? "module" : "library",
+      !device->base.info.mps_known ? "unknown"
+      : device->base.info.mps      ? "yes"
+                                   : "no",
+      connections ? connections : "the driver's default");
+  if (device->base.info.mps && !connections) {
+    HALO_LOG_WARN(
+        "CUDA device %u: an MPS client gets few hardware work queues by "
+        "default, so the work of this context's streams queues up behind "
+        "each other: set halod's cuda-connections (16 for a few workers "
+        "per GPU; the MPS server's pool bounds the sum over its clients)",
+        ordinal);
+  }
   *out_device = &device->base;
   return NULL;
 }

@@ -4,6 +4,7 @@
 // sessions appearing and disappearing in the admin API, clean exit on
 // SIGTERM and SIGINT (waking waiters with a status), and connecting when no
 // daemon listens.
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -116,6 +117,28 @@ static void test_connect_close_cycles_leave_nothing(void **state) {
                      HALO_TEST_DEADLINE_MS));
 }
 
+// Prints what |pid|'s descriptors point to, one line, after |label|.
+static void print_fds(const char *label, pid_t pid) {
+  char path[64], target[256], line[8192];
+  size_t used = 0;
+  line[0] = '\0';
+  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+  DIR *dir = opendir(path);
+  if (!dir) return;
+  struct dirent *entry;
+  while ((entry = readdir(dir)) && used + 300 < sizeof(line)) {
+    if (entry->d_name[0] == '.') continue;
+    char fd_path[320];
+    snprintf(fd_path, sizeof(fd_path), "%s/%s", path, entry->d_name);
+    ssize_t n = readlink(fd_path, target, sizeof(target) - 1);
+    target[n > 0 ? n : 0] = '\0';
+    used += (size_t)snprintf(line + used, sizeof(line) - used, " %s=%s",
+                             entry->d_name, target);
+  }
+  closedir(dir);
+  print_error("%s:%s\n", label, line);
+}
+
 static void test_clients_vanishing_at_once_leave_no_session(void **state) {
   // Connections that close right after the handshake race the daemon's
   // pipe events (a pipe may be gone before its "added" event is handled):
@@ -123,8 +146,10 @@ static void test_clients_vanishing_at_once_leave_no_session(void **state) {
   // nng 1.5.2 itself leaks then (tests/NOTES-for-daemon.md): connections
   // closing before the greeting, and ones closing with a request in flight.
   halo_test_fixture_t *fixture = *state;
-  // The baseline once the spare that replaces the fixture's worker is up:
-  // while it starts, halod holds its start-up descriptors for a while.
+  // The baseline once the spare that replaces the fixture's worker is up
+  // (while it starts, halod holds its start-up descriptors). It may still
+  // count halod's end of an admin connection that the test closed just
+  // before (nng closes it a little later): at most the baseline after.
   assert_true(halo_test_admin_wait_spare(&fixture->daemon, 60000));
   int baseline_fds = halo_test_count_fds(fixture->daemon.pid);
   assert_true(baseline_fds > 0);
@@ -132,10 +157,11 @@ static void test_clients_vanishing_at_once_leave_no_session(void **state) {
     close(halo_test_ipc_connect(fixture->daemon.socket_path));
   }
   // The daemon let go of every connection (sockets and all)...
-  if (!HALO_TEST_POLL(halo_test_count_fds(fixture->daemon.pid) == baseline_fds,
+  if (!HALO_TEST_POLL(halo_test_count_fds(fixture->daemon.pid) <= baseline_fds,
                       HALO_TEST_DEADLINE_MS)) {
     print_error("halod holds %d descriptors, %d before the burst\n",
                 halo_test_count_fds(fixture->daemon.pid), baseline_fds);
+    print_fds("halod's descriptors", fixture->daemon.pid);
     fail();
   }
   // ...and has no session for any of them.
