@@ -180,8 +180,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      "queues, so queues share a stream only when there are more queues than "
      "this, and a queue on a shared stream can wait behind the other queues' "
      "work there"},
-    {"cuda-connections", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_connections),
-     "0", 0, 32, NULL, START,
+    {"cuda-connections", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_connections), "0",
+     0, 32, NULL, START,
      "hardware work queues each device context asks for "
      "(CUDA_DEVICE_MAX_CONNECTIONS, unless halod's environment sets it); "
      "queues on more streams than this share work queues and can wait "

@@ -146,8 +146,7 @@ static uint32_t halod_domain_choose_part(
     const halod_domain_t *domain = session->domain;
     if (domain && domain->base_key == identity->key &&
         strncmp(domain->name, identity->name, length) == 0 &&
-        domain->name[length] == '#' &&
-        session->process.pid == process->pid &&
+        domain->name[length] == '#' && session->process.pid == process->pid &&
         session->process.start == process->start) {
       return domain->part;
     }

@@ -37,6 +37,14 @@
 //   one uid share a worker, so the attacker's crash loses the other
 //   session too (its wait or next request returns DEVICE_LOST or
 //   SESSION_LOST); it rebuilds by reconnecting.
+// - parts of one domain (--workers-per-domain 2): the victim and the
+//   attacker, two processes of one uid, are on parts uid:U#0 and uid:U#1
+//   with different workers, and the attacker's second session joins its
+//   part; the attacker may import the victim's exported device buffer but
+//   binding it is refused with PERMISSION_DENIED naming
+//   workers-per-domain; the attacker's crash loses its part (both its
+//   sessions) and not the victim's, whose worker stays and whose steps all
+//   complete.
 //
 // Against a halod without worker processes the crash kills halod itself;
 // these tests then fail saying so.
@@ -153,7 +161,26 @@ static int victim_main(const char *address, const char *kernels,
     victim_print("setup", status);
     return 2;
   }
-  printf("ready\n");
+  // MODE "export": a device buffer exported for the test to import; its
+  // token follows "ready".
+  halo_buffer_t *exported = NULL;
+  if (strcmp(mode, "export") == 0) {
+    halo_token_t token;
+    status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 4096,
+                                HALO_OBJECT_FLAG_EXPORTABLE, &exported);
+    if (!status) status = halo_buffer_export(exported, &token);
+    if (status) {
+      victim_print("setup", status);
+      return 2;
+    }
+    printf("ready ");
+    for (size_t i = 0; i < sizeof(token.bytes); ++i) {
+      printf("%02x", token.bytes[i]);
+    }
+  } else {
+    printf("ready");
+  }
+  printf("\n");
   fflush(stdout);
   uint64_t after = 0;
   int64_t give_up = now_ns() + VICTIM_MAX_NS;
@@ -175,6 +202,7 @@ static int victim_main(const char *address, const char *kernels,
     if (!status) status = adder_step(&adder, steps);
     victim_print("rebuilt", status);
   }
+  halo_buffer_release(exported);
   halo_client_close(client);
   return 0;
 }
@@ -187,9 +215,11 @@ typedef struct victim_report_t {
   char message[400];
 } victim_report_t;
 
-// Starts a victim (MODE "stop" or "rebuild") and waits for its "ready".
-static void victim_start(halo_test_fixture_t *fixture,
-                         halo_test_process_t *process, const char *mode) {
+// Starts a victim (MODE "stop", "rebuild" or "export") and waits for its
+// "ready"; with "export", fills |out_token| from the line (else NULL).
+static void victim_start_exporting(halo_test_fixture_t *fixture,
+                                   halo_test_process_t *process,
+                                   const char *mode, halo_token_t *out_token) {
   const char *argv[] = {"/proc/self/exe",  // this test, run again
 
                         "--victim",
@@ -201,10 +231,22 @@ static void victim_start(halo_test_fixture_t *fixture,
   halo_test_spawn(process, argv);
   char line[512];
   halo_test_read_line(process, line, sizeof(line), 20000);
-  if (strcmp(line, "ready") != 0) {
+  bool ready =
+      out_token ? strncmp(line, "ready ", 6) == 0 : strcmp(line, "ready") == 0;
+  for (size_t i = 0; ready && out_token && i < sizeof(out_token->bytes); ++i) {
+    unsigned byte = 0;
+    ready = sscanf(line + 6 + 2 * i, "%2x", &byte) == 1;
+    out_token->bytes[i] = (uint8_t)byte;
+  }
+  if (!ready) {
     print_error("victim %d did not start: %s\n", process->pid, line);
     fail();
   }
+}
+
+static void victim_start(halo_test_fixture_t *fixture,
+                         halo_test_process_t *process, const char *mode) {
+  victim_start_exporting(fixture, process, mode, NULL);
 }
 
 static void touch(const halo_test_fixture_t *fixture, const char *name) {
@@ -677,8 +719,7 @@ static uint32_t sessions_domain(const halo_test_daemon_t *daemon, pid_t pid,
   uint32_t count = 0;
   halo_wire_response_t *response = halo_test_admin_sessions(daemon);
   for (size_t i = 0; i < response->admin_sessions->n_sessions; ++i) {
-    const Halo__Wire__SessionInfo *info =
-        response->admin_sessions->sessions[i];
+    const Halo__Wire__SessionInfo *info = response->admin_sessions->sessions[i];
     if ((pid_t)info->pid != pid) continue;
     if (count++ == 0) {
       snprintf(out, capacity, "%s", info->trust_domain);
@@ -699,9 +740,37 @@ static void test_parts_of_one_domain_are_contained(void **state) {
   // with the fewest sessions, so the victim (first) and the attacker get
   // one worker each.
   halo_test_process_t *victim = &fixture->peers[0];
-  victim_start(fixture, victim, "stop");
+  halo_token_t token;
+  victim_start_exporting(fixture, victim, "export", &token);
   attacker_t attacker;
   attacker_open(fixture, &attacker);
+  // The victim's device buffer lives in its part's worker: the attacker
+  // may import it (a capability), not bind it.
+  halo_buffer_t *foreign = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_import(attacker.client, &token, &foreign));
+  halo_dispatch_arg_t arg = {HALO_DISPATCH_ARG_BUFFER,
+                             halo_buffer_ref(foreign, 0, sizeof(uint32_t)),
+                             NULL, 0};
+  halo_dispatch_params_t params = {
+      .executable = attacker.executable,
+      .entry = "spin",
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .args = &arg,
+      .arg_count = 1,
+  };
+  halo_command_buffer_t *cb =
+      halo_test_begin(attacker.client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  halo_status_t bound = halo_command_buffer_dispatch(cb, &params);
+  if (!bound) bound = halo_command_buffer_end(cb);
+  if (!bound) bound = halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0);
+  static const char *const other_worker[] = {"another worker",
+                                             "workers-per-domain", NULL};
+  halo_test_expect_status_all(bound, HALO_STATUS_PERMISSION_DENIED,
+                              other_worker,
+                              "binding a device buffer of another part");
+  halo_command_buffer_release(cb);
+  halo_buffer_release(foreign);
   // A second session of the attacker's process joins its part.
   halo_client_t *second = halo_test_connect(&fixture->daemon, 10000);
   HALO_TEST_ASSERT_OK(halo_client_ping(second));
