@@ -128,7 +128,12 @@ static char *halod_domain_part_name(const halod_t *daemon,
 }
 
 uint32_t halod_domain_parts(const halod_t *daemon) {
-  return halod_workers_enabled(daemon) ? daemon->config.workers_per_domain : 1;
+  // A process's sessions share a part: a process domain has one.
+  if (!halod_workers_enabled(daemon) ||
+      strcmp(daemon->config.trust_domain, "process") == 0) {
+    return 1;
+  }
+  return daemon->config.workers_per_domain;
 }
 
 // Which part of |identity|'s domain a session of |process| joins.

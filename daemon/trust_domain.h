@@ -37,7 +37,7 @@ halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
                                     halod_domain_identity_t *out_identity);
 
 // How many parts each trust domain has: workers-per-domain with device
-// workers, else 1.
+// workers and trust-domain uid or cgroup, else 1.
 uint32_t halod_domain_parts(const halod_t *daemon);
 
 // The domain of |identity| for a session of |process|, created if need be,

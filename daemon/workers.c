@@ -525,6 +525,13 @@ halo_status_t halod_workers_start(halod_t *daemon) {
         "(trust-domain %s, driver %s)",
         parts, parts == 1 ? "" : "es", daemon->config.trust_domain,
         state->driver);
+    if (parts > 1 && strcmp(daemon->config.trust_domain, "process") == 0) {
+      HALO_LOG_WARN(
+          "workers-per-domain %u with trust-domain process: a process's "
+          "sessions share one part, so each domain uses one worker",
+          parts);
+      parts = 1;
+    }
     for (uint32_t i = 0; parts > 1 && i < daemon->hal.device_count; ++i) {
       if (!state->infos[i].mps_known || state->infos[i].mps) continue;
       HALO_LOG_WARN(
@@ -534,6 +541,12 @@ halo_status_t halod_workers_start(halod_t *daemon) {
           parts, i);
     }
     return NULL;
+  }
+  if (daemon->config.workers_per_domain > 1) {
+    HALO_LOG_WARN(
+        "workers-per-domain %u ignored: device-workers inline serves every "
+        "domain from halod itself",
+        daemon->config.workers_per_domain);
   }
   halo_hal_registry_options_t options = {
       .driver = daemon->config.driver,
