@@ -432,6 +432,18 @@ static void attacker_rebuild(halo_test_fixture_t *fixture, attacker_t *attacker,
   print_message("the attacker reconnected: vector adds correct\n");
 }
 
+// The attacker's `crash` kernel: its wait fails with DEVICE_LOST naming the
+// worker and the domain, halod survives, and DIR/crashed marks the moment
+// for the victim.
+static void attacker_crash(halo_test_fixture_t *fixture, attacker_t *attacker) {
+  attacker_submit(attacker, "crash");
+  halo_status_t status = halo_semaphore_wait(attacker->done, 1, WAIT_NS);
+  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
+  touch(fixture, "crashed");
+  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
+                              "the attacker's wait for its crashing execution");
+}
+
 // ---------------------------------------------------------------- /proc
 
 // Whether |pid| is no longer a child of |parent| (exited and reaped).
@@ -516,12 +528,7 @@ static void test_crash_is_contained_in_its_domain(void **state) {
   attacker_t attacker;
   attacker_open(fixture, &attacker);
 
-  attacker_submit(&attacker, "crash");
-  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
-  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
-  touch(fixture, "crashed");
-  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
-                              "the attacker's wait for its crashing execution");
+  attacker_crash(fixture, &attacker);
   // The fault is charged to the attacker (its execution was in flight),
   // never to the victim (another domain, another worker).
   expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
@@ -679,12 +686,7 @@ static void test_sessions_of_one_domain_share_fate(void **state) {
   attacker_t attacker;
   attacker_open(fixture, &attacker);
 
-  attacker_submit(&attacker, "crash");
-  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
-  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
-  touch(fixture, "crashed");
-  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
-                              "the attacker's wait for its crashing execution");
+  attacker_crash(fixture, &attacker);
   attacker_rebuild(fixture, &attacker, true);
   // The sharer stops at its first failed step; if it noticed nothing, it
   // stops here.
@@ -795,12 +797,7 @@ static void test_parts_of_one_domain_are_contained(void **state) {
                 victim_part, (int)victim_worker, attacker_part,
                 (int)attacker_worker);
 
-  attacker_submit(&attacker, "crash");
-  halo_status_t status = halo_semaphore_wait(attacker.done, 1, WAIT_NS);
-  expect_daemon_alive(&fixture->daemon, "after the attacker's crash");
-  touch(fixture, "crashed");
-  halo_test_expect_status_all(status, HALO_STATUS_DEVICE_LOST, worker_lost,
-                              "the attacker's wait for its crashing execution");
+  attacker_crash(fixture, &attacker);
   // The attacker's other session shared the worker: lost too.
   halo_test_expect_status_all(halo_client_ping(second),
                               HALO_STATUS_SESSION_LOST, NULL,
