@@ -517,21 +517,26 @@ halo_status_t halod_workers_start(halod_t *daemon) {
   state->lost_async.data = daemon;
   uv_async_init(daemon->loop, &state->lost_async, halod_workers_on_lost_async);
   state->enabled = strcmp(daemon->config.device_workers, "process") == 0;
+  // The parts a domain gets (halod_domain_parts): workers-per-domain means
+  // nothing without workers, or with a domain per process.
+  uint32_t parts = halod_domain_parts(daemon);
+  if (daemon->config.workers_per_domain > parts) {
+    HALO_LOG_WARN(
+        "workers-per-domain %u ignored with device-workers %s and "
+        "trust-domain %s: %s",
+        daemon->config.workers_per_domain, daemon->config.device_workers,
+        daemon->config.trust_domain,
+        state->enabled ? "a domain is one process, whose sessions share a "
+                         "worker"
+                       : "device work runs in halod itself");
+  }
   if (state->enabled) {
     HALO_RETURN_IF_ERROR(halod_workers_probe(daemon));
-    uint32_t parts = daemon->config.workers_per_domain;
     HALO_LOG_INFO(
         "device workers: %u process%s per device and trust domain "
         "(trust-domain %s, driver %s)",
         parts, parts == 1 ? "" : "es", daemon->config.trust_domain,
         state->driver);
-    if (parts > 1 && strcmp(daemon->config.trust_domain, "process") == 0) {
-      HALO_LOG_WARN(
-          "workers-per-domain %u with trust-domain process: a process's "
-          "sessions share one part, so each domain uses one worker",
-          parts);
-      parts = 1;
-    }
     for (uint32_t i = 0; parts > 1 && i < daemon->hal.device_count; ++i) {
       if (!state->infos[i].mps_known || state->infos[i].mps) continue;
       HALO_LOG_WARN(
@@ -541,12 +546,6 @@ halo_status_t halod_workers_start(halod_t *daemon) {
           parts, i);
     }
     return NULL;
-  }
-  if (daemon->config.workers_per_domain > 1) {
-    HALO_LOG_WARN(
-        "workers-per-domain %u ignored: device-workers inline serves every "
-        "domain from halod itself",
-        daemon->config.workers_per_domain);
   }
   halo_hal_registry_options_t options = {
       .driver = daemon->config.driver,
