@@ -18,7 +18,7 @@
 //
 // The recording is memoized, not one exec: launches of one CUgraphExec
 // never overlap, even across streams, so each recording owns a pool of up
-// to HALO_HAL_CUDA_MAX_GRAPH_INSTANCES instances (own CUgraph/CUgraphExec,
+// to device->graph_instances instances (own CUgraph/CUgraphExec,
 // own device binding-table slot and pinned staging), shared by every
 // session that recorded the same thing. An execution takes a free instance
 // (creates one when none is free, parks when the bound is reached),
@@ -37,12 +37,26 @@
 //   they changed since the instance's last launch (O(bindings) CPU, one
 //   indirection per kernel on the GPU).
 //
+// Completion stores: each instance's graph ends in one node of the
+// built-in store kernel below, after the recording's last stage (so after
+// all of its work). Before each launch the submission thread writes the
+// execution's stores (semaphore slot address, value) into the instance's
+// ticket, a few words of pinned host memory the kernel reads; the kernel
+// fences system-wide and stores each value, as cuStreamWriteValue64 with
+// default flags would. An execution thus costs one cuGraphLaunch instead
+// of a launch and a cuStreamWriteValue64 per signal (about 2 us of the
+// submission thread each). A launch without stores sets the ticket's count
+// to 0. The ticket is the instance's alone: an instance is busy until its
+// execution completed, and launches of one CUgraphExec never overlap.
+//
 // ONE_SHOT recordings replay on the stream directly, in order, which also
 // honours every barrier; a BINDING_TABLE then lives in stream-ordered
-// memory allocated and freed on the stream around the commands.
+// memory allocated and freed on the stream around the commands; their
+// stores follow on the stream (the queue's).
 #include "hal/cuda/cuda_command_buffer.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +150,139 @@ static const char halo_hal_cuda_builtin_ptx[] =
     "  ret;\n"
     "}\n";
 
+// Built with `nvcc -arch=compute_75 -ptx` from (the version and target
+// then lowered: it uses nothing newer):
+//   extern "C" __global__ void halo_store_signals(
+//       const volatile unsigned long long *ticket) {
+//     unsigned i = threadIdx.x;
+//     if (i >= ticket[0]) return;
+//     unsigned long long address = ticket[1 + 2 * i];
+//     unsigned long long value = ticket[2 + 2 * i];
+//     __threadfence_system();
+//     *(volatile unsigned long long *)address = value;
+//   }
+// Each thread reads its entry before its fence and its store, so once every
+// store landed the ticket is no longer read.
+static const char halo_hal_cuda_store_ptx[] =
+    ".version 7.0\n"
+    ".target sm_50\n"
+    ".address_size 64\n"
+    ".visible .entry halo_store_signals(\n"
+    "  .param .u64 halo_store_signals_param_0\n"
+    ")\n"
+    "{\n"
+    "  .reg .pred %p<2>;\n"
+    "  .reg .b32 %r<3>;\n"
+    "  .reg .b64 %rd<9>;\n"
+    "  ld.param.u64 %rd2, [halo_store_signals_param_0];\n"
+    "  cvta.to.global.u64 %rd1, %rd2;\n"
+    "  mov.u32 %r1, %tid.x;\n"
+    "  cvt.u64.u32 %rd3, %r1;\n"
+    "  ld.volatile.global.u64 %rd4, [%rd1];\n"
+    "  setp.le.u64 %p1, %rd4, %rd3;\n"
+    "  @%p1 bra $L__BB0_2;\n"
+    "  shl.b32 %r2, %r1, 1;\n"
+    "  mul.wide.u32 %rd5, %r2, 8;\n"
+    "  add.s64 %rd6, %rd1, %rd5;\n"
+    "  ld.volatile.global.u64 %rd7, [%rd6+8];\n"
+    "  ld.volatile.global.u64 %rd8, [%rd6+16];\n"
+    "  membar.sys;\n"
+    "  st.volatile.u64 [%rd7], %rd8;\n"
+    "$L__BB0_2:\n"
+    "  ret;\n"
+    "}\n";
+
+// The ticket: a count, then (address, value) pairs; its last word holds
+// its device address. A free ticket links to the next by its first word.
+#define HALO_HAL_CUDA_TICKET_WORDS 16
+#define HALO_HAL_CUDA_TICKET_DEVICE_WORD (HALO_HAL_CUDA_TICKET_WORDS - 1)
+_Static_assert(1 + 2 * HALO_HAL_CUDA_GRAPH_STORES_MAX <=
+                   HALO_HAL_CUDA_TICKET_DEVICE_WORD,
+               "a ticket holds its stores and its device address");
+// Tickets per pinned slab (64 KiB): each pinned allocation is mapped into
+// the device's address space, which costs device memory per allocation.
+#define HALO_HAL_CUDA_TICKETS_PER_SLAB 512
+
+typedef struct halo_hal_cuda_ticket_slab_t {
+  struct halo_hal_cuda_ticket_slab_t *next;
+  void *host;
+} halo_hal_cuda_ticket_slab_t;
+
+// Submission thread: a ticket for a new instance (count 0), from the free
+// list or a new slab.
+static halo_status_t halo_hal_cuda_ticket_take(halo_hal_cuda_device_t *device,
+                                               uint64_t **out_ticket) {
+  *out_ticket = NULL;
+  pthread_mutex_lock(&device->ticket_mutex);
+  uint64_t *ticket = device->free_tickets;
+  if (ticket) device->free_tickets = (uint64_t *)(uintptr_t)ticket[0];
+  pthread_mutex_unlock(&device->ticket_mutex);
+  if (!ticket) {
+    const halo_hal_cuda_symbols_t *cu = device->cu;
+    halo_hal_cuda_ticket_slab_t *slab = calloc(1, sizeof(*slab));
+    if (!slab) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "oom for a slab of completion tickets");
+    }
+    size_t bytes = HALO_HAL_CUDA_TICKETS_PER_SLAB * HALO_HAL_CUDA_TICKET_WORDS *
+                   sizeof(uint64_t);
+    CUresult result = cu->cuMemAllocHost(&slab->host, bytes);
+    CUdeviceptr device_address = 0;
+    const char *call = "cuMemAllocHost";
+    if (result == CUDA_SUCCESS) {
+      call = "cuMemHostGetDevicePointer";
+      result = cu->cuMemHostGetDevicePointer(&device_address, slab->host, 0);
+      if (result != CUDA_SUCCESS) cu->cuMemFreeHost(slab->host);
+    }
+    if (result != CUDA_SUCCESS) {
+      free(slab);
+      return halo_status_annotate(
+          halo_hal_cuda_result_to_status(cu, result, call),
+          "a slab of completion tickets (%zu bytes)", bytes);
+    }
+    uint64_t *words = slab->host;
+    for (uint32_t i = 0; i < HALO_HAL_CUDA_TICKETS_PER_SLAB; ++i) {
+      uint64_t *each = words + (size_t)i * HALO_HAL_CUDA_TICKET_WORDS;
+      each[HALO_HAL_CUDA_TICKET_DEVICE_WORD] =
+          device_address +
+          (uint64_t)i * HALO_HAL_CUDA_TICKET_WORDS * sizeof(uint64_t);
+    }
+    // The first ticket is this instance's; the others go to the free list.
+    ticket = words;
+    pthread_mutex_lock(&device->ticket_mutex);
+    slab->next = device->ticket_slabs;
+    device->ticket_slabs = slab;
+    for (uint32_t i = HALO_HAL_CUDA_TICKETS_PER_SLAB - 1; i >= 1; --i) {
+      uint64_t *each = words + (size_t)i * HALO_HAL_CUDA_TICKET_WORDS;
+      each[0] = (uint64_t)(uintptr_t)device->free_tickets;
+      device->free_tickets = each;
+    }
+    pthread_mutex_unlock(&device->ticket_mutex);
+  }
+  ticket[0] = 0;
+  *out_ticket = ticket;
+  return NULL;
+}
+
+// Any thread: |ticket| back to the free list (its instance is destroyed).
+static void halo_hal_cuda_ticket_give(halo_hal_cuda_device_t *device,
+                                      uint64_t *ticket) {
+  pthread_mutex_lock(&device->ticket_mutex);
+  ticket[0] = (uint64_t)(uintptr_t)device->free_tickets;
+  device->free_tickets = ticket;
+  pthread_mutex_unlock(&device->ticket_mutex);
+}
+
+void halo_hal_cuda_tickets_free(halo_hal_cuda_device_t *device) {
+  while (device->ticket_slabs) {
+    halo_hal_cuda_ticket_slab_t *slab = device->ticket_slabs;
+    device->ticket_slabs = slab->next;
+    device->cu->cuMemFreeHost(slab->host);
+    free(slab);
+  }
+  device->free_tickets = NULL;
+}
+
 struct halo_hal_cuda_graph_instance_t {
   halo_hal_cuda_graph_instance_t *next;  // free list
   halo_hal_cuda_graph_instance_t *all_next;
@@ -152,6 +299,11 @@ struct halo_hal_cuda_graph_instance_t {
   uint64_t *staging;  // its pinned host copy
   bool table_valid;   // the device table holds |bound|
   bool needs_upload;  // cuGraphUpload before the next launch
+  // The store node's ticket (pinned; NULL: the graph has no store node)
+  // and its device address. Its words are atomics: the device reads them
+  // (the host writes them only while no launch of the instance is pending).
+  _Atomic uint64_t *ticket;
+  CUdeviceptr ticket_device;
 };
 
 typedef struct halo_hal_cuda_command_buffer_t {
@@ -529,6 +681,9 @@ static void halo_hal_cuda_instance_destroy(
         command_buffer->base.recording.binding_capacity * sizeof(uint64_t));
   }
   if (instance->staging) cu->cuMemFreeHost(instance->staging);
+  if (instance->ticket) {
+    halo_hal_cuda_ticket_give(device, (uint64_t *)instance->ticket);
+  }
   free(instance->nodes);
   free(instance->setter_nodes);
   free(instance->device_nodes);
@@ -650,6 +805,45 @@ static halo_status_t halo_hal_cuda_builtin_load(
   device->builtin_max_grid[1] =
       (uint32_t)(grid[1] < grid[2] ? grid[1] : grid[2]);
   return NULL;
+}
+
+// Submission thread: the built-in store kernel of the graphs' last node,
+// loaded with the first graph instance of the device. NULL (warned once)
+// where it does not load or HALO_CUDA_GRAPH_STORES=0: the stores then
+// follow each graph on the stream.
+static CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
+  if (device->store_tried) return device->store_kernel;
+  device->store_tried = true;
+  if (!device->graph_stores) return NULL;
+  const halo_hal_cuda_symbols_t *cu = device->cu;
+  char log[2048] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, (void *)(uintptr_t)sizeof(log)};
+  // Unloaded with the context (the device never unloads it while running).
+  CUmodule module = NULL;
+  CUresult result = cu->cuModuleLoadDataEx(&module, halo_hal_cuda_store_ptx, 2,
+                                           options, values);
+  const char *call = "cuModuleLoadDataEx";
+  CUfunction function = NULL;
+  if (result == CUDA_SUCCESS) {
+    call = "cuModuleGetFunction";
+    result = cu->cuModuleGetFunction(&function, module, "halo_store_signals");
+  }
+  if (result != CUDA_SUCCESS) {
+    halo_status_t status = halo_hal_cuda_result_to_status(cu, result, call);
+    HALO_LOG_WARN(
+        "CUDA device %u: the built-in completion store kernel does not load "
+        "(%s%s%s): each execution's semaphore stores follow its graph on the "
+        "stream (cuStreamWriteValue64)",
+        device->ordinal, halo_status_message(status),
+        log[0] ? "; JIT log: " : "", log);
+    halo_status_free(status);
+    if (module) cu->cuModuleUnload(module);
+    return NULL;
+  }
+  device->store_kernel = function;
+  return function;
 }
 
 static halo_status_t halo_hal_cuda_command_buffer_realize(
@@ -1034,7 +1228,27 @@ static halo_status_t halo_hal_cuda_instance_build(
     stages.current[stages.current_count++] = instance->nodes[i];
     ++node_count;
   }
-  if (node_count == 0) {
+  if (instance->ticket) {
+    // The store node after the last stage (every earlier stage is its
+    // ancestor); the recording ends with a barrier: the stage before it.
+    const CUgraphNode *sinks = stages.current;
+    size_t sink_count = stages.current_count;
+    if (sink_count == 0) {
+      sinks = stages.previous;
+      sink_count = stages.previous_count;
+    }
+    void *params[] = {&instance->ticket_device};
+    CUDA_KERNEL_NODE_PARAMS store;
+    memset(&store, 0, sizeof(store));
+    store.func = device->store_kernel;
+    store.gridDimX = store.gridDimY = store.gridDimZ = 1;
+    store.blockDimX = HALO_HAL_CUDA_GRAPH_STORES_MAX;
+    store.blockDimY = store.blockDimZ = 1;
+    store.kernelParams = params;
+    CUgraphNode node;
+    HALO_CUDA_RETURN_IF_ERROR(device->cu, cuGraphAddKernelNode, &node,
+                              instance->graph, sinks, sink_count, &store);
+  } else if (node_count == 0) {
     // An empty recording still launches (and completes) as a graph.
     CUgraphNode empty;
     HALO_CUDA_RETURN_IF_ERROR(device->cu, cuGraphAddEmptyNode, &empty,
@@ -1089,6 +1303,14 @@ static halo_status_t halo_hal_cuda_instance_create(
                                     "the binding table of a graph instance "
                                     "(%u slots)",
                                     capacity);
+    }
+  }
+  if (!status && halo_hal_cuda_store_kernel(device)) {
+    uint64_t *ticket = NULL;
+    status = halo_hal_cuda_ticket_take(device, &ticket);
+    if (!status) {
+      instance->ticket = (_Atomic uint64_t *)ticket;
+      instance->ticket_device = ticket[HALO_HAL_CUDA_TICKET_DEVICE_WORD];
     }
   }
   if (!status) {
@@ -1176,7 +1398,7 @@ static void halo_hal_cuda_instance_take(
     instance->next = NULL;
     *out_instance = instance;
   } else if (command_buffer->instance_count <
-             HALO_HAL_CUDA_MAX_GRAPH_INSTANCES) {
+             command_buffer->device->graph_instances) {
     ++command_buffer->instance_count;
     *out_create = true;
   } else {
@@ -1342,9 +1564,27 @@ static void halo_hal_cuda_instance_forget(
   instance->table_valid = false;
 }
 
+// Writes |stores| (NULL: none) into |instance|'s ticket for its next
+// launch.
+static void halo_hal_cuda_instance_write_ticket(
+    halo_hal_cuda_graph_instance_t *instance,
+    const halo_hal_cuda_store_t *stores, uint32_t store_count) {
+  if (!stores) store_count = 0;
+  for (uint32_t i = 0; i < store_count; ++i) {
+    atomic_store_explicit(&instance->ticket[1 + 2 * i], stores[i].address,
+                          memory_order_relaxed);
+    atomic_store_explicit(&instance->ticket[2 + 2 * i], stores[i].value,
+                          memory_order_relaxed);
+  }
+  // Released before the launch that makes the GPU read it.
+  atomic_store_explicit(&instance->ticket[0], store_count,
+                        memory_order_release);
+}
+
 static halo_status_t halo_hal_cuda_issue_graph(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
+    const halo_hal_cuda_store_t *stores, uint32_t store_count,
     halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *issue,
     bool *out_parked) {
   const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
@@ -1380,12 +1620,16 @@ static halo_status_t halo_hal_cuda_issue_graph(
       instance->needs_upload = false;
     }
   }
+  if (!status && instance->ticket) {
+    halo_hal_cuda_instance_write_ticket(instance, stores, store_count);
+  }
   if (!status) {
     CUresult result = cu->cuGraphLaunch(instance->exec, stream);
     if (result != CUDA_SUCCESS) {
       status = halo_hal_cuda_result_to_status(cu, result, "cuGraphLaunch");
     } else {
       issue->enqueued = true;
+      issue->stores_in_graph = instance->ticket && stores && store_count;
     }
   }
   if (status) halo_hal_cuda_instance_forget(command_buffer, instance);
@@ -1519,6 +1763,7 @@ static halo_status_t halo_hal_cuda_issue_replay(
 halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_command_buffer_t *base_command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
+    const halo_hal_cuda_store_t *stores, uint32_t store_count,
     halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
     bool *out_parked) {
   memset(out_issue, 0, sizeof(*out_issue));
@@ -1527,9 +1772,11 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
       (halo_hal_cuda_command_buffer_t *)base_command_buffer;
   out_issue->command_buffer = base_command_buffer;
   HALO_RETURN_IF_ERROR(halo_hal_cuda_command_buffer_realize(command_buffer));
+  if (store_count > HALO_HAL_CUDA_GRAPH_STORES_MAX) stores = NULL;
   if (command_buffer->use_graph) {
-    return halo_hal_cuda_issue_graph(command_buffer, execution, stream, waiter,
-                                     out_issue, out_parked);
+    return halo_hal_cuda_issue_graph(command_buffer, execution, stream, stores,
+                                     store_count, waiter, out_issue,
+                                     out_parked);
   }
   return halo_hal_cuda_issue_replay(command_buffer, execution, stream,
                                     out_issue);

@@ -21,15 +21,29 @@
 
 #include "hal/cuda/cuda_device.h"
 
-// At most this many graph instances per recording; an execution that finds
-// all of them busy waits (parked, not blocking the submission thread) for
-// the first one released.
-#define HALO_HAL_CUDA_MAX_GRAPH_INSTANCES 8
+// At most this many graph instances per recording by default
+// (device->graph_instances); an execution that finds all of them busy waits
+// (parked, not blocking the submission thread) for the first one released.
+// A recording shared by many clients (the memo cache) needs one per
+// execution in flight: 64 clients in one closed loop each hold one.
+#define HALO_HAL_CUDA_GRAPH_INSTANCES 64
 // Recordings of at most this many binding slots look for a free instance
 // already bound to an execution's addresses.
 #define HALO_HAL_CUDA_AFFINITY_SLOTS 64
 
+// A graph instance's ticket holds up to this many completion stores (the
+// built-in store kernel's threads); an execution with more signals stores
+// them from the stream after the graph.
+#define HALO_HAL_CUDA_GRAPH_STORES_MAX 7
+
 typedef struct halo_hal_cuda_graph_instance_t halo_hal_cuda_graph_instance_t;
+
+// One completion store: |value| into the 64-bit word at device address
+// |address| (a semaphore's slot).
+typedef struct halo_hal_cuda_store_t {
+  uint64_t address;
+  uint64_t value;
+} halo_hal_cuda_store_t;
 
 // What one issued execution holds until its work completed.
 typedef struct halo_hal_cuda_issue_t {
@@ -42,6 +56,9 @@ typedef struct halo_hal_cuda_issue_t {
   uint32_t nodes_updated;  // cuGraphExec*SetParams calls
   bool table_copied;       // binding table copied into the instance's slot
   bool instance_created;
+  // The graph stores the stores it was given itself (its last node), after
+  // all of its work: the caller issues none of them.
+  bool stores_in_graph;
 } halo_hal_cuda_issue_t;
 
 bool halo_hal_cuda_command_buffer_isa(
@@ -55,10 +72,14 @@ bool halo_hal_cuda_command_buffer_isa(
 // launches. When every instance is busy and the bound is reached, |waiter|
 // is parked and *out_parked set (OK is returned, nothing is enqueued): the
 // pool posts |waiter| to the submission thread again when an instance is
-// released.
+// released. |stores| (at most HALO_HAL_CUDA_GRAPH_STORES_MAX; NULL: none)
+// are the execution's completion stores: where the instance ends in the
+// store node (device->graph_stores) they go into its ticket and
+// out_issue->stores_in_graph is set; else the caller issues them.
 halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
+    const halo_hal_cuda_store_t *stores, uint32_t store_count,
     halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
     bool *out_parked);
 
@@ -69,6 +90,9 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
 bool halo_hal_cuda_command_buffer_issues_at_once(
     halo_hal_command_buffer_t *command_buffer);
 
+// With the device's context current and nothing running: frees the pinned
+// slabs of the instances' tickets (every instance destroyed before).
+void halo_hal_cuda_tickets_free(halo_hal_cuda_device_t *device);
 // Any thread, no driver call: the work of |issue| completed (or will never
 // run); its instance goes back to the pool.
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue);

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "hal/cuda/cuda_command_buffer.h"
 
 static const halo_hal_device_vtable_t halo_hal_cuda_device_vtable;
 
@@ -176,6 +177,7 @@ static void halo_hal_cuda_device_destroy(halo_hal_device_t *base_device) {
       cu->cuStreamDestroy(device->transfer_stream);
     }
     if (device->pool) cu->cuMemPoolTrimTo(device->pool, 0);
+    halo_hal_cuda_tickets_free(device);
     if (device->registrations) {
       HALO_LOG_WARN("CUDA device %u: host registrations left at destroy",
                     device->ordinal);
@@ -188,6 +190,7 @@ static void halo_hal_cuda_device_destroy(halo_hal_device_t *base_device) {
   halo_status_free(device->builtin_failure);
   pthread_mutex_destroy(&device->registration_mutex);
   pthread_mutex_destroy(&device->transfer_mutex);
+  pthread_mutex_destroy(&device->ticket_mutex);
   free(device);
 }
 
@@ -313,6 +316,21 @@ halo_status_t halo_hal_cuda_device_create(
       halo_hal_cuda_diagnostic_on("HALO_CUDA_EVENTLESS");
   device->issue_on_caller =
       halo_hal_cuda_diagnostic_on("HALO_CUDA_ISSUE_ON_CALLER");
+  device->graph_stores = halo_hal_cuda_diagnostic_on("HALO_CUDA_GRAPH_STORES");
+  device->graph_instances = HALO_HAL_CUDA_GRAPH_INSTANCES;
+  const char *instances = getenv("HALO_CUDA_GRAPH_INSTANCES");
+  if (instances) {
+    char *end = NULL;
+    long value = strtol(instances, &end, 10);
+    if (end != instances && *end == '\0' && value >= 1 && value <= 4096) {
+      device->graph_instances = (uint32_t)value;
+    } else {
+      HALO_LOG_WARN("CUDA device %u: HALO_CUDA_GRAPH_INSTANCES=%s is not 1 to "
+                    "4096: %u graph instances per recording",
+                    ordinal, instances, device->graph_instances);
+    }
+  }
+  pthread_mutex_init(&device->ticket_mutex, NULL);
   device->loader = halo_hal_cuda_device_loader();
   pthread_mutex_init(&device->transfer_mutex, NULL);
   pthread_mutex_init(&device->registration_mutex, NULL);

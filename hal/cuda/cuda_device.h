@@ -213,6 +213,29 @@ struct halo_hal_cuda_device_t {
   // the submission thread when the device is opened
   // (halo_hal_cuda_device_open_streams), destroyed with the device.
   halo_hal_cuda_stream_pool_t streams;
+  // Completion stores inside the graphs (cuda_command_buffer.c): each graph
+  // instance ends in a node of a built-in kernel that stores the signals'
+  // values from the instance's ticket, so that an execution costs one
+  // cuGraphLaunch, not a launch and a cuStreamWriteValue64 per signal.
+  // |store_kernel| is loaded with the first instance (submission thread);
+  // NULL after |store_tried| where it did not load (the stores then follow
+  // the graph). HALO_CUDA_GRAPH_STORES=0 in halod's environment turns it off
+  // (a diagnostic, to compare).
+  bool graph_stores;
+  bool store_tried;
+  CUfunction store_kernel;
+  // The instances' tickets, carved from pinned slabs (one cuMemAllocHost
+  // per slab, freed with the device: halo_hal_cuda_tickets_free): free
+  // tickets and the slabs, under |ticket_mutex| (instances are made on the
+  // submission thread and destroyed on the reaper).
+  pthread_mutex_t ticket_mutex;
+  uint64_t *free_tickets;
+  struct halo_hal_cuda_ticket_slab_t *ticket_slabs;
+  // Graph instances per recording at most (cuda_command_buffer.c): how many
+  // executions of one recording may be in flight at once.
+  // HALO_CUDA_GRAPH_INSTANCES=N in halod's environment sets it (1..4096;
+  // default HALO_HAL_CUDA_GRAPH_INSTANCES).
+  uint32_t graph_instances;
 };
 
 // [added] Loads the driver (once) and counts the devices; false with the

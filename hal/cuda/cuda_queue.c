@@ -1023,6 +1023,51 @@ static void halo_hal_cuda_signal_order_prune(
 
 // Orders each GPU store after the previous store of the same semaphore made
 // on another stream (if it may not have landed yet), then enqueues it.
+// Whether the previous GPU store of |signal|'s semaphore was issued on
+// another stream than |queue|'s and may not have landed: the next store
+// must wait for it (halo_hal_cuda_execution_store_signals).
+static bool halo_hal_cuda_signal_needs_order(
+    halo_hal_cuda_queue_t *queue, const halo_hal_execution_signal_t *signal,
+    halo_hal_cuda_signal_order_t **out_order) {
+  halo_hal_cuda_signal_order_t *order =
+      halo_u64_map_get(&queue->shared->signal_order, signal->device_address);
+  *out_order = order;
+  // A store that recorded no event needs none once its slot shows it.
+  bool landed = order && !order->event && signal->slot &&
+                atomic_load_explicit(&signal->slot->value,
+                                     memory_order_acquire) >= order->value;
+  return order && order->stream != queue->stream && !landed;
+}
+
+// Submission thread: the execution's GPU stores for its graph's store node
+// (cuda_command_buffer.c), where they can go there: at most
+// HALO_HAL_CUDA_GRAPH_STORES_MAX of them, none of which must wait for an
+// earlier store of its semaphore on another stream (such a wait goes
+// before the store alone: halo_hal_cuda_execution_store_signals).
+static bool halo_hal_cuda_execution_graph_stores(
+    halo_hal_cuda_execution_t *execution, halo_hal_cuda_store_t *stores,
+    uint32_t *out_count) {
+  *out_count = 0;
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  if (!queue->device->store_kernel) return false;
+  const halo_hal_execution_t *hal = &execution->execution;
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    const halo_hal_execution_signal_t *signal = &hal->signals[i];
+    if (!signal->device_address) continue;
+    halo_hal_cuda_signal_order_t *order;
+    if (count == HALO_HAL_CUDA_GRAPH_STORES_MAX ||
+        halo_hal_cuda_signal_needs_order(queue, signal, &order)) {
+      return false;
+    }
+    stores[count].address = signal->device_address;
+    stores[count].value = signal->value;
+    ++count;
+  }
+  *out_count = count;
+  return true;
+}
+
 static halo_status_t halo_hal_cuda_execution_store_signals(
     halo_hal_cuda_execution_t *execution, bool *enqueued) {
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1032,13 +1077,8 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
-    halo_hal_cuda_signal_order_t *order =
-        halo_u64_map_get(&shared->signal_order, signal->device_address);
-    // A store that recorded no event needs none once its slot shows it.
-    bool landed = order && !order->event && signal->slot &&
-                  atomic_load_explicit(&signal->slot->value,
-                                       memory_order_acquire) >= order->value;
-    if (order && order->stream != queue->stream && !landed) {
+    halo_hal_cuda_signal_order_t *order;
+    if (halo_hal_cuda_signal_needs_order(queue, signal, &order)) {
       halo_hal_cuda_signal_order_record(shared, order);
     }
     if (order && order->stream != queue->stream && order->event) {
@@ -1419,13 +1459,18 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     if (!status && parked) return;  // posted again when the fence resolves
   }
   if (!status) {
+    halo_hal_cuda_store_t stores[HALO_HAL_CUDA_GRAPH_STORES_MAX];
+    uint32_t store_count = 0;
+    bool in_graph =
+        halo_hal_cuda_execution_graph_stores(execution, stores, &store_count);
     bool parked = false;
     status = halo_hal_cuda_command_buffer_issue(
         execution->execution.command_buffer, &execution->execution,
-        queue->stream, &execution->task, &execution->issue, &parked);
+        queue->stream, in_graph ? stores : NULL, store_count, &execution->task,
+        &execution->issue, &parked);
     if (!status && parked) return;  // posted again when an instance frees
   }
-  if (!status) {
+  if (!status && !execution->issue.stores_in_graph) {
     status = halo_hal_cuda_execution_store_signals(execution,
                                                    &execution->issue.enqueued);
   }

@@ -17,7 +17,10 @@
 //===----------------------------------------------------------------------===//
 
 struct CUfunc_st {
-  const fake_kernel_t *kernel;  // NULL: the built-in grid setter
+  // NULL: a built-in kernel, the grid setter or (|store|) the completion
+  // store kernel.
+  const fake_kernel_t *kernel;
+  bool store;
 };
 
 typedef enum fake_node_type_e {
@@ -104,6 +107,7 @@ struct CUlib_st {
 };
 struct CUmod_st {
   bool builtin;
+  bool store;  // the completion store kernel's module
 };
 struct CUctx_st {
   int unused;
@@ -120,6 +124,8 @@ static struct {
   uint32_t kernel_count;
   struct CUfunc_st *functions;
   struct CUfunc_st builtin;
+  struct CUfunc_st store_builtin;
+  bool store_kernel_fails;  // fake_driver_fail_store_kernel
   struct CUlib_st library;
   fake_counters_t counters;
   uint64_t counters_generation;  // bumped by every reset (streams_used)
@@ -188,12 +194,13 @@ void fake_driver_quiesce(void) {
 }
 
 static uint32_t fake_param_count(CUfunction function) {
+  if (function->store) return 1;
   return function->kernel ? function->kernel->param_count : 4;
 }
 static uint32_t fake_param_size(CUfunction function, uint32_t index) {
   if (function->kernel) return function->kernel->param_sizes[index];
   static const uint32_t sizes[4] = {8, 8, 4, 4};
-  return sizes[index];
+  return function->store ? 8 : sizes[index];
 }
 
 static uint8_t *fake_blob(CUfunction function, void **params) {
@@ -249,6 +256,38 @@ static void fake_set_grid(void **args) {
   }
 }
 
+// A 64-bit GPU store (cuStreamWriteValue64, the store kernel): counted,
+// checked against the last store at its address, made.
+static void fake_store(uint64_t address, uint64_t value) {
+  pthread_mutex_lock(&fake.mutex);
+  ++fake.counters.stores;
+  for (int i = fake.store_count - 1; i >= 0; --i) {
+    if (fake.stores[i].address != address) continue;
+    if (fake.stores[i].value > value) ++fake.counters.store_regressions;
+    break;
+  }
+  if (fake.store_count < FAKE_MAX_STORES) {
+    fake.stores[fake.store_count].address = address;
+    fake.stores[fake.store_count].value = value;
+    ++fake.store_count;
+  }
+  pthread_mutex_unlock(&fake.mutex);
+  __atomic_store_n((uint64_t *)(uintptr_t)address, value, __ATOMIC_RELEASE);
+}
+
+// The built-in completion store kernel: (ticket), one thread per store.
+static void fake_store_signals(void **args, uint32_t threads) {
+  const uint64_t *ticket = *(const uint64_t **)args[0];
+  uint64_t count = __atomic_load_n(&ticket[0], __ATOMIC_ACQUIRE);
+  for (uint64_t i = 0; i < count && i < threads; ++i) {
+    fake_store(__atomic_load_n(&ticket[1 + 2 * i], __ATOMIC_RELAXED),
+               __atomic_load_n(&ticket[2 + 2 * i], __ATOMIC_RELAXED));
+    pthread_mutex_lock(&fake.mutex);
+    ++fake.counters.graph_stores;
+    pthread_mutex_unlock(&fake.mutex);
+  }
+}
+
 static void fake_run_kernel(const struct CUgraphNode_st *node) {
   CUfunction function = node->function;
   void *args[8];
@@ -256,6 +295,10 @@ static void fake_run_kernel(const struct CUgraphNode_st *node) {
   for (uint32_t i = 0; i < fake_param_count(function); ++i) {
     args[i] = node->blob + offset;
     offset += fake_param_size(function, i);
+  }
+  if (function->store) {
+    fake_store_signals(args, node->block[0]);
+    return;
   }
   if (!function->kernel) {
     fake_set_grid(args);
@@ -320,26 +363,9 @@ static void fake_run_op(fake_op_t *op) {
                   : (const void *)(uintptr_t)op->node.memcpy.srcDevice,
               op->node.memcpy.WidthInBytes);
       break;
-    case FAKE_OP_STORE: {
-      pthread_mutex_lock(&fake.mutex);
-      ++fake.counters.stores;
-      for (int i = fake.store_count - 1; i >= 0; --i) {
-        if (fake.stores[i].address != op->address) continue;
-        if (fake.stores[i].value > op->value) {
-          ++fake.counters.store_regressions;
-        }
-        break;
-      }
-      if (fake.store_count < FAKE_MAX_STORES) {
-        fake.stores[fake.store_count].address = op->address;
-        fake.stores[fake.store_count].value = op->value;
-        ++fake.store_count;
-      }
-      pthread_mutex_unlock(&fake.mutex);
-      __atomic_store_n((uint64_t *)(uintptr_t)op->address, op->value,
-                       __ATOMIC_RELEASE);
+    case FAKE_OP_STORE:
+      fake_store(op->address, op->value);
       break;
-    }
     case FAKE_OP_HOST:
       op->function(op->data);
       pthread_mutex_lock(&fake.mutex);
@@ -652,6 +678,9 @@ static CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event,
 static CUresult fake_cuStreamWriteValue64(CUstream stream, CUdeviceptr address,
                                           cuuint64_t value, unsigned flags) {
   if (flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fake.mutex);
+  ++fake.counters.write_values;
+  pthread_mutex_unlock(&fake.mutex);
   fake_op_t *op = fake_op_new(FAKE_OP_STORE);
   op->address = address;
   op->value = value;
@@ -1081,23 +1110,42 @@ static CUresult fake_cuModuleLoadDataEx(CUmodule *out, const void *image,
   (void)options;
   (void)values;
   FAKE_RETURN_IF_STICKY();
+  // One module each, like the context's: halo never unloads them (they go
+  // with the context).
+  static struct CUmod_st module = {.builtin = true};
+  static struct CUmod_st store_module = {.store = true};
+  if (strstr((const char *)image, ".entry halo_store_signals")) {
+    pthread_mutex_lock(&fake.mutex);
+    bool fails = fake.store_kernel_fails;
+    pthread_mutex_unlock(&fake.mutex);
+    if (fails) return CUDA_ERROR_INVALID_PTX;
+    *out = &store_module;
+    return CUDA_SUCCESS;
+  }
   if (!strstr((const char *)image, ".entry halo_indirect_set_grid")) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  // One module, like the context's: halo never unloads it (it goes with
-  // the context).
-  static struct CUmod_st module = {.builtin = true};
   *out = &module;
   return CUDA_SUCCESS;
 }
 
 static CUresult fake_cuModuleGetFunction(CUfunction *out, CUmodule module,
                                          const char *name) {
+  if (module->store && strcmp(name, "halo_store_signals") == 0) {
+    *out = &fake.store_builtin;
+    return CUDA_SUCCESS;
+  }
   if (!module->builtin || strcmp(name, "halo_indirect_set_grid") != 0) {
     return CUDA_ERROR_NOT_FOUND;
   }
   *out = &fake.builtin;
   return CUDA_SUCCESS;
+}
+
+void fake_driver_fail_store_kernel(bool fails) {
+  pthread_mutex_lock(&fake.mutex);
+  fake.store_kernel_fails = fails;
+  pthread_mutex_unlock(&fake.mutex);
 }
 
 static CUresult fake_cuModuleUnload(CUmodule module) {
@@ -1199,6 +1247,7 @@ const halo_hal_cuda_symbols_t *fake_driver_initialize(
     const fake_kernel_t *kernels, uint32_t kernel_count) {
   fake.kernels = kernels;
   fake.kernel_count = kernel_count;
+  fake.store_builtin.store = true;
   free(fake.functions);
   fake.functions = calloc(kernel_count + 1, sizeof(*fake.functions));
   for (uint32_t i = 0; i < kernel_count; ++i) {

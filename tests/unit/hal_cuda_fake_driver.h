@@ -19,7 +19,8 @@
 //   halo adds nodes after their dependencies); a launch runs a snapshot of
 //   the exec's nodes, so cuGraphExec*SetParams affects only later launches.
 //   Device-updatable kernel nodes and the built-in grid-setting kernel of
-//   dispatch_indirect are emulated; a graph with such nodes fails to launch
+//   dispatch_indirect (and the completion store kernel, which stores the
+//   values its ticket lists) are emulated; a graph with such nodes fails to launch
 //   unless uploaded after instantiation and after every host update of
 //   those nodes.
 // - A kernel may set a sticky error: every later call returns it, no later
@@ -31,6 +32,7 @@
 #ifndef HALO_TESTS_UNIT_HAL_CUDA_FAKE_DRIVER_H_
 #define HALO_TESTS_UNIT_HAL_CUDA_FAKE_DRIVER_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hal/cuda/cuda_symbols.h"
@@ -56,7 +58,9 @@ typedef struct fake_counters_t {
   int missing_uploads;    // a device-updatable graph launched not uploaded
   int host_functions;     // host functions run
   int store_regressions;  // a 64-bit store lower than the last at its address
-  int stores;
+  int stores;        // 64-bit GPU stores made (both kinds below)
+  int write_values;  // cuStreamWriteValue64
+  int graph_stores;  // stores made by the built-in store kernel of a graph
   int stream_waits;      // cuStreamWaitEvent on an event not completed yet
   int event_records;     // cuEventRecord
   int blocking_records;  // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
@@ -93,5 +97,9 @@ void fake_driver_set_stream_spin(int64_t ns);
 
 // Waits until every destroyed stream's thread has finished (teardown).
 void fake_driver_quiesce(void);
+
+// Whether the completion store kernel's module fails to load (for devices
+// opened from now on; it loads by default).
+void fake_driver_fail_store_kernel(bool fails);
 
 #endif  // HALO_TESTS_UNIT_HAL_CUDA_FAKE_DRIVER_H_

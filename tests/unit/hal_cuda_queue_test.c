@@ -47,6 +47,9 @@
 #define N 1024u
 // Streams per priority level of the device's pool (cuda-streams).
 #define STREAMS 4
+// The test device's bound on graph instances per recording (small, so
+// that the pool's parking is reached).
+#define TEST_GRAPH_INSTANCES 8
 
 //===----------------------------------------------------------------------===//
 // Kernels of the fake driver
@@ -182,6 +185,9 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->options.stream_count = STREAMS;
   device->eventless_completion = true;
   device->issue_on_caller = true;
+  device->graph_stores = true;
+  device->graph_instances = TEST_GRAPH_INSTANCES;
+  pthread_mutex_init(&device->ticket_mutex, NULL);
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
   device->stream_priority_greatest = -5;
@@ -257,6 +263,8 @@ static int device_close(void **unused) {
   fake_driver_quiesce();
   if (device->builtin_module)
     device->cu->cuModuleUnload(device->builtin_module);
+  halo_hal_cuda_tickets_free(device);
+  pthread_mutex_destroy(&device->ticket_mutex);
   halo_status_free(device->builtin_failure);
   pthread_mutex_destroy(&device->transfer_mutex);
   pthread_mutex_destroy(&device->registration_mutex);
@@ -758,7 +766,7 @@ static void test_dispatch_indirect(void **unused) {
 }
 
 // 24 executions of one recording at once over three queues, each with its
-// own buffers: at most HALO_HAL_CUDA_MAX_GRAPH_INSTANCES instances, the
+// own buffers: at most TEST_GRAPH_INSTANCES instances, the
 // rest park; never two launches of one exec pending.
 static void test_instance_pool(void **unused) {
   (void)unused;
@@ -807,7 +815,7 @@ static void test_instance_pool(void **unused) {
       state.mode, EXECUTIONS, QUEUES, counters.instantiations,
       counters.exec_set_params);
   assert_true(counters.instantiations >= 2);
-  assert_true(counters.instantiations <= HALO_HAL_CUDA_MAX_GRAPH_INSTANCES);
+  assert_true(counters.instantiations <= TEST_GRAPH_INSTANCES);
   assert_int_equal(counters.exec_overlaps, 0);
   for (int q = 0; q < QUEUES; ++q) halo_hal_queue_destroy(queues[q]);
   halo_hal_command_buffer_destroy(command_buffer);
@@ -893,6 +901,122 @@ static void test_gpu_stores(void **unused) {
   device_free(x, N * 4);
   device_free(y, N * 4);
   device_free(y2, N * 4);
+  host_page_unregister(page);
+}
+
+// Runs |command_buffer| on |queue| once, signalling |count| words of
+// |page| (device address |page_address|) to |value|, and checks each word
+// holds it when the completion arrives.
+static void execute_signalling(halo_hal_queue_t *queue,
+                               halo_hal_command_buffer_t *command_buffer,
+                               void *page, uint64_t page_address,
+                               uint32_t count, uint64_t value) {
+  halo_hal_execution_signal_t signals[16];
+  assert_true(count <= 16);
+  for (uint32_t i = 0; i < count; ++i) {
+    signals[i] = (halo_hal_execution_signal_t){page_address + 8 * i, value,
+                                               NULL};
+  }
+  completion_t completion;
+  completion_init(&completion);
+  completion.word = (volatile uint64_t *)page + count - 1;
+  completion.value = value;
+  execute(queue, command_buffer, NULL, 0, signals, count, &completion);
+  assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
+  assert_true(completion.stored_first);
+  for (uint32_t i = 0; i < count; ++i) {
+    assert_int_equal(((volatile uint64_t *)page)[i], value);
+  }
+}
+
+// A graph recording's stores are made by the store node at the end of its
+// graph (no cuStreamWriteValue64) once the store kernel is loaded (with the
+// first instance: the first execution's stores follow on the stream); more
+// signals than a ticket holds, a stream replay (ONE_SHOT) and a store
+// kernel that does not load all store from the stream. Every value lands
+// before its completion either way.
+static void test_graph_stores(void **unused) {
+  (void)unused;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  uint32_t n = N, us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                   arg_constant(&us, 4)};
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *graph = recorder_end(&recorder);
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *replay = recorder_end(&recorder);
+  halo_hal_queue_t *queue = queue_new();
+  uint64_t value = 0;
+  // As on a device just opened (earlier tests of the group loaded it).
+  state.device->store_tried = false;
+  state.device->store_kernel = NULL;
+  fake_driver_reset_counters();
+
+  execute_signalling(queue, graph, page, page_address, 1, ++value);
+  fake_counters_t counters = fake_driver_counters();
+  assert_int_equal(counters.write_values, 1);
+  assert_int_equal(counters.graph_stores, 0);
+  assert_non_null(state.device->store_kernel);
+  // The instance made before the kernel loaded ends in the store node too.
+  for (int round = 0; round < 3; ++round) {
+    execute_signalling(queue, graph, page, page_address, 2, ++value);
+  }
+  counters = fake_driver_counters();
+  assert_int_equal(counters.write_values, 1);
+  assert_int_equal(counters.graph_stores, 6);
+  execute_signalling(queue, graph, page, page_address,
+                     HALO_HAL_CUDA_GRAPH_STORES_MAX, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.write_values, 1);
+  assert_int_equal(counters.graph_stores, 6 + HALO_HAL_CUDA_GRAPH_STORES_MAX);
+  // Past the ticket: every store from the stream.
+  execute_signalling(queue, graph, page, page_address,
+                     HALO_HAL_CUDA_GRAPH_STORES_MAX + 1, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.write_values, 1 + HALO_HAL_CUDA_GRAPH_STORES_MAX + 1);
+  assert_int_equal(counters.graph_stores, 6 + HALO_HAL_CUDA_GRAPH_STORES_MAX);
+  // A launch without signals leaves none behind in the ticket.
+  completion_t plain;
+  completion_init(&plain);
+  execute(queue, graph, NULL, 0, NULL, 0, &plain);
+  assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
+  execute_signalling(queue, replay, page, page_address, 1, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.write_values, 1 + HALO_HAL_CUDA_GRAPH_STORES_MAX + 2);
+  assert_int_equal(counters.graph_stores, 6 + HALO_HAL_CUDA_GRAPH_STORES_MAX);
+
+  // A device whose store kernel does not load: no store node, stores from
+  // the stream (a new recording: new instances).
+  fake_driver_fail_store_kernel(true);
+  state.device->store_tried = false;
+  state.device->store_kernel = NULL;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *plain_graph = recorder_end(&recorder);
+  fake_driver_reset_counters();
+  for (int round = 0; round < 2; ++round) {
+    execute_signalling(queue, plain_graph, page, page_address, 2, ++value);
+  }
+  counters = fake_driver_counters();
+  assert_null(state.device->store_kernel);
+  assert_true(state.device->store_tried);
+  assert_int_equal(counters.write_values, 4);
+  assert_int_equal(counters.graph_stores, 0);
+  fake_driver_fail_store_kernel(false);
+  state.device->store_tried = false;  // the next tests' recordings load it
+
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(graph);
+  halo_hal_command_buffer_destroy(replay);
+  halo_hal_command_buffer_destroy(plain_graph);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
   host_page_unregister(page);
 }
 
@@ -1968,7 +2092,7 @@ static void test_gpu_waits(void **unused) {
 // after the producer, on its output.
 static void test_gpu_wait_on_parked_producer(void **unused) {
   (void)unused;
-  enum { FILLERS = HALO_HAL_CUDA_MAX_GRAPH_INSTANCES, QUEUES = 4 };
+  enum { FILLERS = TEST_GRAPH_INSTANCES, QUEUES = 4 };
   sync_open();
   uint32_t n = N, busy_us = 60000, consumer_us = 0;
   halo_hal_command_buffer_t *busy = slow_recording(&n, &busy_us);
@@ -2014,7 +2138,7 @@ static void test_gpu_wait_on_parked_producer(void **unused) {
   }
   // The busy recording's bound, and the consumer's one instance.
   assert_true(fake_driver_counters().instantiations <=
-              HALO_HAL_CUDA_MAX_GRAPH_INSTANCES + 1);
+              TEST_GRAPH_INSTANCES + 1);
   for (int q = 0; q < QUEUES; ++q) halo_hal_queue_destroy(queues[q]);
   halo_hal_command_buffer_destroy(busy);
   halo_hal_command_buffer_destroy(consumer);
@@ -2145,6 +2269,7 @@ int main(void) {
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_gpu_stores),
+      cmocka_unit_test(test_graph_stores),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
