@@ -26,6 +26,7 @@ typedef enum halod_config_type_e {
   HALOD_CONFIG_BYTES_POWER_OF_TWO,  // BYTES, and a power of two
   HALOD_CONFIG_OCTAL,
   HALOD_CONFIG_HTTP_ADDRESS,  // "HOST:PORT" (daemon/metrics_http.h), or ""
+  HALOD_CONFIG_NICE,          // a niceness, -20 to 19 (int32_t)
 } halod_config_type_t;
 
 typedef struct halod_config_entry_t {
@@ -180,6 +181,13 @@ static const halod_config_entry_t halod_config_entries[] = {
      "queues, so queues share a stream only when there are more queues than "
      "this, and a queue on a shared stream can wait behind the other queues' "
      "work there"},
+    {"nice", HALOD_NUMBER(HALOD_CONFIG_NICE, nice), "-10", 0, 0, NULL, START,
+     "scheduling niceness (-20 to 19) of halod and its device workers, set "
+     "at start: their threads issue every tenant's work and see it finish, "
+     "so they should not wait for CPU behind clients that spin while they "
+     "wait for the GPU. Lowering it takes CAP_SYS_NICE (or systemd's Nice=, "
+     "Kubernetes' SYS_NICE capability); without, halod warns and runs at the "
+     "niceness it was started with"},
     {"cuda-connections", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_connections), "0",
      0, 32, NULL, START,
      "hardware work queues each device context asks for "
@@ -412,6 +420,18 @@ static halo_status_t halod_config_set(halod_config_t *config,
       break;
     case HALOD_CONFIG_STRING:
       break;
+    case HALOD_CONFIG_NICE: {
+      errno = 0;
+      char *end = NULL;
+      long number = strtol(value, &end, 10);
+      if (errno || end == value || *end || value[0] == ' ' || number < -20 ||
+          number > 19) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "'%s' is not a niceness from -20 to 19", value);
+      }
+      *(int32_t *)field = (int32_t)number;
+      return NULL;
+    }
     case HALOD_CONFIG_HTTP_ADDRESS:
       if (value[0]) {
         struct sockaddr_storage address;
@@ -452,6 +472,9 @@ static void halod_config_format(const halod_config_t *config,
       break;
     case HALOD_CONFIG_OCTAL:
       snprintf(out, capacity, "0%" PRIo32, *(const uint32_t *)field);
+      break;
+    case HALOD_CONFIG_NICE:
+      snprintf(out, capacity, "%" PRId32, *(const int32_t *)field);
       break;
     case HALOD_CONFIG_U64:
     case HALOD_CONFIG_BYTES:

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // halod: the halo GPU device server. Runs in the foreground (systemd style).
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #include "common/log.h"
@@ -30,6 +32,23 @@ static void halod_apply_cuda_connections(const halod_config_t *config) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", value, 1);
 }
 
+// nice: the niceness of halod, set before it starts a thread, so that
+// every thread it starts and every device worker it spawns inherits it
+// (Linux keeps a niceness per thread).
+static void halod_apply_nice(const halod_config_t *config) {
+  errno = 0;
+  int current = getpriority(PRIO_PROCESS, 0);
+  if (errno == 0 && current == config->nice) return;
+  if (setpriority(PRIO_PROCESS, 0, config->nice) == 0) return;
+  int error = errno;
+  HALO_LOG_WARN(
+      "nice %d not applied (%s): lowering the niceness takes CAP_SYS_NICE "
+      "(systemd: Nice= in the unit; Kubernetes: the SYS_NICE capability); "
+      "halod and its workers run at %d, so clients that spin on a busy CPU "
+      "can delay their issue and completion threads",
+      config->nice, strerror(error), current);
+}
+
 int main(int argc, char **argv) {
   // Not dumpable: another process of halod's uid (a client pod running as
   // root, say) could otherwise ptrace it or take its descriptors with
@@ -53,6 +72,7 @@ int main(int argc, char **argv) {
   if (exit_now) return 0;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
   halod_apply_cuda_connections(&config);
+  halod_apply_nice(&config);
 
   uv_loop_t loop;
   uv_loop_init(&loop);

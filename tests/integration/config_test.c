@@ -6,6 +6,9 @@
 // every setting; SIGHUP applies live settings, names those it ignores and
 // keeps the running configuration when the file is wrong; the metrics
 // textfile.
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include "tests/integration/ops_support.h"
 
 #ifndef HALO_TEST_HALOD
@@ -79,6 +82,8 @@ static void test_errors_name_file_line_and_setting(void **state) {
       {"log-level = info\njust words\n", "2: expected \"name = value\""},
       {"config = /etc/other.conf\n", "1: unknown setting 'config'"},
       {"log-level = info\n  contexts = 4\n", "2: log-level: an indented line"},
+      {"nice = -21\n", "1: nice: '-21' is not a niceness from -20 to 19"},
+      {"nice = low\n", "1: nice: 'low' is not a niceness"},
   };
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
     ops_write_file(fixture->path, kCases[i].text);
@@ -143,6 +148,7 @@ static void test_print_config(void **state) {
   // Flags override the file.
   OPS_EXPECT(&r, strstr(r.out, "contexts = 4\n#   from --contexts\n"));
   OPS_EXPECT(&r, strstr(r.out, "socket-mode = 0660\n"));
+  OPS_EXPECT(&r, strstr(r.out, "nice = -10\n"));
   OPS_EXPECT(&r, strstr(r.out, "listen = ipc:///run/halo/halo.sock\n"));
   // The output is itself a config file halod accepts.
   char printed[220];
@@ -262,13 +268,107 @@ static void test_metrics_textfile_failure_is_logged_once(void **state) {
   assert_true(ops_daemon_answers(&fixture->daemon));
 }
 
+// The niceness of task |tid| of process |pid| (/proc/PID/task/TID/stat,
+// field 19), or 100 if it cannot be read.
+static int task_nice(pid_t pid, const char *tid) {
+  char path[320];
+  snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+  char *stat = ops_read_file(path);
+  const char *p = strrchr(stat, ')');
+  int nice = 100;
+  // After the command: state (3) ... priority (18), nice (19).
+  for (int field = 2; p && field < 19; ++field) p = strchr(p + 1, ' ');
+  if (p) nice = atoi(p + 1);
+  free(stat);
+  return nice;
+}
+
+// Checks every thread of |pid| runs at |nice|; returns how many there are.
+static int expect_threads_nice(pid_t pid, int nice) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR *dir = opendir(path);
+  assert_non_null(dir);
+  int threads = 0;
+  for (struct dirent *entry; (entry = readdir(dir));) {
+    if (entry->d_name[0] == '.') continue;
+    int seen = task_nice(pid, entry->d_name);
+    if (seen != nice) {
+      print_error("process %d thread %s: nice %d, want %d\n", (int)pid,
+                  entry->d_name, seen, nice);
+      fail();
+    }
+    ++threads;
+  }
+  closedir(dir);
+  return threads;
+}
+
+// The children of |parent| (its device workers), at most |capacity|.
+static int children_of(pid_t parent, pid_t *out, int capacity) {
+  DIR *proc = opendir("/proc");
+  assert_non_null(proc);
+  int count = 0;
+  for (struct dirent *entry; (entry = readdir(proc)) && count < capacity;) {
+    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+    char path[300];
+    snprintf(path, sizeof(path), "/proc/%s/stat", entry->d_name);
+    char *stat = ops_read_file(path);
+    const char *p = strrchr(stat, ')');
+    int ppid = 0;
+    if (p) sscanf(p + 1, " %*c %d", &ppid);
+    free(stat);
+    if (ppid == parent) out[count++] = (pid_t)atoi(entry->d_name);
+  }
+  closedir(proc);
+  return count;
+}
+
+// nice: halod sets it before it starts a thread, so every thread and every
+// device worker runs at it. Raising it takes no privilege; lowering it
+// below where the test runs either works (CAP_SYS_NICE) or is logged as
+// not applied, halod running on at the niceness it got.
+static void test_nice(void **state) {
+  config_fixture_t *fixture = *state;
+  errno = 0;
+  int base = getpriority(PRIO_PROCESS, 0);
+  assert_int_equal(errno, 0);
+  if (base > 18) skip();
+  char raised[16];
+  snprintf(raised, sizeof(raised), "%d", base + 1);
+  ops_daemon_start(&fixture->daemon,
+                   (const char *const[]){"--nice", raised, NULL}, NULL);
+  int threads = expect_threads_nice(fixture->daemon.pid, base + 1);
+  assert_true(threads > 1);
+  pid_t workers[8];
+  int count = children_of(fixture->daemon.pid, workers, 8);
+  for (int i = 0; i < count; ++i) expect_threads_nice(workers[i], base + 1);
+  print_message("nice %d: %d threads of halod, %d worker processes\n", base + 1,
+                threads, count);
+  assert_int_equal(ops_daemon_stop(&fixture->daemon), 0);
+
+  if (base < -19) return;
+  char lowered[16];
+  snprintf(lowered, sizeof(lowered), "%d", base - 1);
+  ops_daemon_start(&fixture->daemon,
+                   (const char *const[]){"--nice", lowered, NULL}, NULL);
+  char expected[64];
+  snprintf(expected, sizeof(expected), "nice %d not applied", base - 1);
+  char *log = ops_read_file(fixture->daemon.log_path);
+  bool refused = strstr(log, expected) != NULL;
+  free(log);
+  expect_threads_nice(fixture->daemon.pid, refused ? base : base - 1);
+  print_message("nice %d: %s\n", base - 1,
+                refused ? "not applied (no CAP_SYS_NICE), logged" : "applied");
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
   const struct CMUnitTest tests[] = {
       T(test_errors_name_file_line_and_setting),       T(test_print_config),
       T(test_example_config_covers_every_setting),     T(test_reload),
-      T(test_metrics_textfile_failure_is_logged_once),
+      T(test_metrics_textfile_failure_is_logged_once), T(test_nice),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
