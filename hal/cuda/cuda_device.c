@@ -325,9 +325,10 @@ halo_status_t halo_hal_cuda_device_create(
     if (end != instances && *end == '\0' && value >= 1 && value <= 4096) {
       device->graph_instances = (uint32_t)value;
     } else {
-      HALO_LOG_WARN("CUDA device %u: HALO_CUDA_GRAPH_INSTANCES=%s is not 1 to "
-                    "4096: %u graph instances per recording",
-                    ordinal, instances, device->graph_instances);
+      HALO_LOG_WARN(
+          "CUDA device %u: HALO_CUDA_GRAPH_INSTANCES=%s is not 1 to "
+          "4096: %u graph instances per recording",
+          ordinal, instances, device->graph_instances);
     }
   }
   pthread_mutex_init(&device->ticket_mutex, NULL);

@@ -60,7 +60,9 @@ typedef struct halo_hal_cuda_thread_t {
   // futex wake on either side. 0: sleep at once (the reaper).
   int64_t spin_ns;
   _Atomic uint64_t posted;  // tasks posted so far
-  bool sleeping;            // waiting on |cond| (under |mutex|)
+  // Tasks posted and not started yet (halo_hal_cuda_thread_waiting).
+  _Atomic uint32_t waiting;
+  bool sleeping;  // waiting on |cond| (under |mutex|)
   // The gaps before the last two tasks, posted or run by a poster (under
   // |mutex|; halo_clock_gaps_spin_ns), and whether a poster runs a task
   // itself now (halo_hal_cuda_thread_run_or_post: the thread waits for it
@@ -97,6 +99,9 @@ void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
 // (halo_hal_cuda_thread_flush).
 bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
                                       halo_hal_cuda_task_t *task);
+// Any thread: how many tasks wait for |thread| (posted, not started): the
+// submission thread's backlog.
+uint32_t halo_hal_cuda_thread_waiting(const halo_hal_cuda_thread_t *thread);
 // Whether the calling thread is running a task of |thread| for it
 // (halo_hal_cuda_thread_run_or_post).
 bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread);

@@ -1040,16 +1040,23 @@ static bool halo_hal_cuda_signal_needs_order(
 }
 
 // Submission thread: the execution's GPU stores for its graph's store node
-// (cuda_command_buffer.c), where they can go there: at most
-// HALO_HAL_CUDA_GRAPH_STORES_MAX of them, none of which must wait for an
-// earlier store of its semaphore on another stream (such a wait goes
-// before the store alone: halo_hal_cuda_execution_store_signals).
+// (cuda_command_buffer.c), where they go there: other tasks wait for the
+// submission thread (its time per execution then bounds the device's rate,
+// and the node saves it a cuStreamWriteValue64 per signal; with none
+// waiting, the store's call delays nobody, while the node would add its
+// start on the GPU, about 3.5 us, to the execution's latency), at most
+// HALO_HAL_CUDA_GRAPH_STORES_MAX stores, none of which must wait for an
+// earlier store of its semaphore on another stream (such a wait goes before
+// the store alone: halo_hal_cuda_execution_store_signals).
 static bool halo_hal_cuda_execution_graph_stores(
     halo_hal_cuda_execution_t *execution, halo_hal_cuda_store_t *stores,
     uint32_t *out_count) {
   *out_count = 0;
   halo_hal_cuda_queue_t *queue = execution->queue;
-  if (!queue->device->store_kernel) return false;
+  if (!queue->device->store_kernel ||
+      halo_hal_cuda_thread_waiting(&queue->device->submission) == 0) {
+    return false;
+  }
   const halo_hal_execution_t *hal = &execution->execution;
   uint32_t count = 0;
   for (uint32_t i = 0; i < hal->signal_count; ++i) {

@@ -127,6 +127,7 @@
   X(cuGraphExecMemsetNodeSetParams, 12000, 0)                                \
   X(cuGraphExecMemcpyNodeSetParams, 12000, 0)                                \
   X(cuGraphExecNodeSetParams, 12020, 0)                                      \
+  X(cuGraphNodeSetEnabled, 12000, 0)                                         \
   /* added by cuda_executable.c / cuda_compiler.c (additive): libraries, */  \
   /* module enumeration, the driver's PTX linker */                          \
   X(cuModuleLoadDataEx, 12000, 0)                                            \

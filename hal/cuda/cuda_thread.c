@@ -64,6 +64,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
       batch->next = NULL;
+      atomic_fetch_sub_explicit(&thread->waiting, 1, memory_order_relaxed);
       batch->run(batch);  // owns the task from here on
       batch = next;
     }
@@ -107,6 +108,7 @@ static void halo_hal_cuda_thread_enqueue(halo_hal_cuda_thread_t *thread,
     thread->head = task;
   }
   thread->tail = task;
+  atomic_fetch_add_explicit(&thread->waiting, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&thread->posted, 1, memory_order_release);
   if (thread->sleeping && !thread->caller_running) {
     pthread_cond_signal(&thread->cond);
@@ -166,6 +168,10 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
   }
   pthread_mutex_unlock(&thread->mutex);
   return true;
+}
+
+uint32_t halo_hal_cuda_thread_waiting(const halo_hal_cuda_thread_t *thread) {
+  return atomic_load_explicit(&thread->waiting, memory_order_relaxed);
 }
 
 bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread) {

@@ -1076,6 +1076,18 @@ static CUresult fake_cuGraphExecKernelNodeSetParams(
   return CUDA_SUCCESS;
 }
 
+static CUresult fake_cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node,
+                                           unsigned enabled) {
+  FAKE_RETURN_IF_STICKY();
+  struct CUgraphNode_st *copy = fake_exec_node(exec, node);
+  if (!copy || copy->type != FAKE_NODE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  copy->enabled = enabled != 0;
+  pthread_mutex_lock(&fake.mutex);
+  ++fake.counters.node_toggles;
+  pthread_mutex_unlock(&fake.mutex);
+  return CUDA_SUCCESS;
+}
+
 static CUresult fake_cuGraphExecMemsetNodeSetParams(
     CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *params,
     CUcontext context) {
@@ -1300,6 +1312,7 @@ const halo_hal_cuda_symbols_t *fake_driver_initialize(
   s->cuGraphExecDestroy = fake_cuGraphExecDestroy;
   s->cuGraphUpload = fake_cuGraphUpload;
   s->cuGraphLaunch = fake_cuGraphLaunch;
+  s->cuGraphNodeSetEnabled = fake_cuGraphNodeSetEnabled;
   s->cuGraphExecKernelNodeSetParams = fake_cuGraphExecKernelNodeSetParams;
   s->cuGraphExecMemsetNodeSetParams = fake_cuGraphExecMemsetNodeSetParams;
   s->cuGraphExecMemcpyNodeSetParams = fake_cuGraphExecMemcpyNodeSetParams;

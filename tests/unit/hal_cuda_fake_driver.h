@@ -20,8 +20,8 @@
 //   the exec's nodes, so cuGraphExec*SetParams affects only later launches.
 //   Device-updatable kernel nodes and the built-in grid-setting kernel of
 //   dispatch_indirect (and the completion store kernel, which stores the
-//   values its ticket lists) are emulated; a graph with such nodes fails to launch
-//   unless uploaded after instantiation and after every host update of
+//   values its ticket lists) are emulated; a graph with such nodes fails to
+//   launch unless uploaded after instantiation and after every host update of
 //   those nodes.
 // - A kernel may set a sticky error: every later call returns it, no later
 //   operation runs (host functions neither), events never complete.
@@ -58,14 +58,15 @@ typedef struct fake_counters_t {
   int missing_uploads;    // a device-updatable graph launched not uploaded
   int host_functions;     // host functions run
   int store_regressions;  // a 64-bit store lower than the last at its address
-  int stores;        // 64-bit GPU stores made (both kinds below)
-  int write_values;  // cuStreamWriteValue64
-  int graph_stores;  // stores made by the built-in store kernel of a graph
-  int stream_waits;      // cuStreamWaitEvent on an event not completed yet
-  int event_records;     // cuEventRecord
-  int blocking_records;  // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
-  int spin_syncs;        // cuEventSynchronize on an event without BLOCKING_SYNC
-  int streams_created;   // cuStreamCreateWithPriority
+  int stores;             // 64-bit GPU stores made (both kinds below)
+  int write_values;       // cuStreamWriteValue64
+  int graph_stores;       // stores made by the built-in store kernel of a graph
+  int node_toggles;       // cuGraphNodeSetEnabled
+  int stream_waits;       // cuStreamWaitEvent on an event not completed yet
+  int event_records;      // cuEventRecord
+  int blocking_records;   // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
+  int spin_syncs;       // cuEventSynchronize on an event without BLOCKING_SYNC
+  int streams_created;  // cuStreamCreateWithPriority
   // Streams that had an operation enqueued since the counters were reset,
   // each counted once.
   int streams_used;

@@ -914,8 +914,8 @@ static void execute_signalling(halo_hal_queue_t *queue,
   halo_hal_execution_signal_t signals[16];
   assert_true(count <= 16);
   for (uint32_t i = 0; i < count; ++i) {
-    signals[i] = (halo_hal_execution_signal_t){page_address + 8 * i, value,
-                                               NULL};
+    signals[i] =
+        (halo_hal_execution_signal_t){page_address + 8 * i, value, NULL};
   }
   completion_t completion;
   completion_init(&completion);
@@ -927,97 +927,6 @@ static void execute_signalling(halo_hal_queue_t *queue,
   for (uint32_t i = 0; i < count; ++i) {
     assert_int_equal(((volatile uint64_t *)page)[i], value);
   }
-}
-
-// A graph recording's stores are made by the store node at the end of its
-// graph (no cuStreamWriteValue64) once the store kernel is loaded (with the
-// first instance: the first execution's stores follow on the stream); more
-// signals than a ticket holds, a stream replay (ONE_SHOT) and a store
-// kernel that does not load all store from the stream. Every value lands
-// before its completion either way.
-static void test_graph_stores(void **unused) {
-  (void)unused;
-  uint64_t page_address = 0;
-  void *page = host_page_register(&page_address);
-  uint32_t n = N, us = 0;
-  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
-                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
-                   arg_constant(&us, 4)};
-  recorder_t recorder;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
-  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
-  halo_hal_command_buffer_t *graph = recorder_end(&recorder);
-  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
-  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
-  halo_hal_command_buffer_t *replay = recorder_end(&recorder);
-  halo_hal_queue_t *queue = queue_new();
-  uint64_t value = 0;
-  // As on a device just opened (earlier tests of the group loaded it).
-  state.device->store_tried = false;
-  state.device->store_kernel = NULL;
-  fake_driver_reset_counters();
-
-  execute_signalling(queue, graph, page, page_address, 1, ++value);
-  fake_counters_t counters = fake_driver_counters();
-  assert_int_equal(counters.write_values, 1);
-  assert_int_equal(counters.graph_stores, 0);
-  assert_non_null(state.device->store_kernel);
-  // The instance made before the kernel loaded ends in the store node too.
-  for (int round = 0; round < 3; ++round) {
-    execute_signalling(queue, graph, page, page_address, 2, ++value);
-  }
-  counters = fake_driver_counters();
-  assert_int_equal(counters.write_values, 1);
-  assert_int_equal(counters.graph_stores, 6);
-  execute_signalling(queue, graph, page, page_address,
-                     HALO_HAL_CUDA_GRAPH_STORES_MAX, ++value);
-  counters = fake_driver_counters();
-  assert_int_equal(counters.write_values, 1);
-  assert_int_equal(counters.graph_stores, 6 + HALO_HAL_CUDA_GRAPH_STORES_MAX);
-  // Past the ticket: every store from the stream.
-  execute_signalling(queue, graph, page, page_address,
-                     HALO_HAL_CUDA_GRAPH_STORES_MAX + 1, ++value);
-  counters = fake_driver_counters();
-  assert_int_equal(counters.write_values, 1 + HALO_HAL_CUDA_GRAPH_STORES_MAX + 1);
-  assert_int_equal(counters.graph_stores, 6 + HALO_HAL_CUDA_GRAPH_STORES_MAX);
-  // A launch without signals leaves none behind in the ticket.
-  completion_t plain;
-  completion_init(&plain);
-  execute(queue, graph, NULL, 0, NULL, 0, &plain);
-  assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
-  execute_signalling(queue, replay, page, page_address, 1, ++value);
-  counters = fake_driver_counters();
-  assert_int_equal(counters.write_values, 1 + HALO_HAL_CUDA_GRAPH_STORES_MAX + 2);
-  assert_int_equal(counters.graph_stores, 6 + HALO_HAL_CUDA_GRAPH_STORES_MAX);
-
-  // A device whose store kernel does not load: no store node, stores from
-  // the stream (a new recording: new instances).
-  fake_driver_fail_store_kernel(true);
-  state.device->store_tried = false;
-  state.device->store_kernel = NULL;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
-  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
-  halo_hal_command_buffer_t *plain_graph = recorder_end(&recorder);
-  fake_driver_reset_counters();
-  for (int round = 0; round < 2; ++round) {
-    execute_signalling(queue, plain_graph, page, page_address, 2, ++value);
-  }
-  counters = fake_driver_counters();
-  assert_null(state.device->store_kernel);
-  assert_true(state.device->store_tried);
-  assert_int_equal(counters.write_values, 4);
-  assert_int_equal(counters.graph_stores, 0);
-  fake_driver_fail_store_kernel(false);
-  state.device->store_tried = false;  // the next tests' recordings load it
-
-  halo_hal_queue_destroy(queue);
-  halo_hal_command_buffer_destroy(graph);
-  halo_hal_command_buffer_destroy(replay);
-  halo_hal_command_buffer_destroy(plain_graph);
-  device_free(x, N * 4);
-  device_free(y, N * 4);
-  host_page_unregister(page);
 }
 
 // A GPU store into a timeline slot wakes the slot's futex sleepers (an
@@ -1377,6 +1286,190 @@ static void execute_short_and_wait(halo_hal_queue_t *queue,
   execute(queue, command_buffer, NULL, 0, &signal, 1, &completion);
   assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
   assert_true(completion.stored_first);
+}
+
+// A task that holds the submission thread until released: executions
+// offered meanwhile queue up behind it (a backlog).
+typedef struct blocker_t {
+  halo_hal_cuda_task_t task;
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool started;
+  bool open;
+} blocker_t;
+
+static void blocker_run(halo_hal_cuda_task_t *task) {
+  blocker_t *blocker = (blocker_t *)task;
+  pthread_mutex_lock(&blocker->mutex);
+  blocker->started = true;
+  pthread_cond_broadcast(&blocker->cond);
+  while (!blocker->open) pthread_cond_wait(&blocker->cond, &blocker->mutex);
+  pthread_mutex_unlock(&blocker->mutex);
+}
+
+static void blocker_hold(blocker_t *blocker) {
+  memset(blocker, 0, sizeof(*blocker));
+  blocker->task.run = blocker_run;
+  pthread_mutex_init(&blocker->mutex, NULL);
+  pthread_cond_init(&blocker->cond, NULL);
+  halo_hal_cuda_thread_post(&state.device->submission, &blocker->task);
+  pthread_mutex_lock(&blocker->mutex);
+  while (!blocker->started) pthread_cond_wait(&blocker->cond, &blocker->mutex);
+  pthread_mutex_unlock(&blocker->mutex);
+}
+
+static void blocker_release(blocker_t *blocker) {
+  pthread_mutex_lock(&blocker->mutex);
+  blocker->open = true;
+  pthread_cond_broadcast(&blocker->cond);
+  pthread_mutex_unlock(&blocker->mutex);
+}
+
+// After blocker_release, once what queued behind it was issued (a flush
+// posted earlier would have counted as waiting).
+static void blocker_destroy(blocker_t *blocker) {
+  halo_hal_cuda_thread_flush(&state.device->submission);  // it returned
+  pthread_cond_destroy(&blocker->cond);
+  pthread_mutex_destroy(&blocker->mutex);
+}
+
+// Offers BACKLOG executions of |command_buffer| on |queue| while the
+// submission thread is held, each signalling |count| words of |page| to
+// the next value after *value, then releases the thread: each issues with
+// the ones after it waiting. Checks every word holds its value at each
+// completion.
+enum { BACKLOG = 3 };
+static void execute_backlog(halo_hal_queue_t *queue,
+                            halo_hal_command_buffer_t *command_buffer,
+                            void *page, uint64_t page_address, uint32_t count,
+                            uint64_t *value) {
+  static halo_hal_execution_signal_t signals[BACKLOG][16];
+  static completion_t completions[BACKLOG];
+  assert_true(count <= 16);
+  blocker_t blocker;
+  blocker_hold(&blocker);
+  for (int e = 0; e < BACKLOG; ++e) {
+    ++*value;
+    for (uint32_t i = 0; i < count; ++i) {
+      signals[e][i] =
+          (halo_hal_execution_signal_t){page_address + 8 * i, *value, NULL};
+    }
+    completion_init(&completions[e]);
+    completions[e].word = (volatile uint64_t *)page + count - 1;
+    completions[e].value = *value;
+    execute(queue, command_buffer, NULL, 0, signals[e], count, &completions[e]);
+  }
+  blocker_release(&blocker);
+  for (int e = 0; e < BACKLOG; ++e) {
+    assert_int_equal(completion_wait(&completions[e]), HALO_STATUS_OK);
+    assert_true(completions[e].stored_first);
+  }
+  blocker_destroy(&blocker);
+  for (uint32_t i = 0; i < count; ++i) {
+    assert_int_equal(((volatile uint64_t *)page)[i], *value);
+  }
+}
+
+// A graph recording's stores are made by the store node at the end of its
+// graph (no cuStreamWriteValue64) where other tasks wait for the submission
+// thread as it issues (a backlog), once the store kernel is loaded (with
+// the first instance); an execution issued with none waiting stores from
+// the stream, its instance's store node disabled (cuGraphNodeSetEnabled
+// only when that changes). More signals than a ticket holds, a stream
+// replay (ONE_SHOT) and a store kernel that does not load store from the
+// stream too. Every value lands before its completion either way.
+static void test_graph_stores(void **unused) {
+  (void)unused;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  uint32_t n = N, us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                   arg_constant(&us, 4)};
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *graph = recorder_end(&recorder);
+  recorder_begin(&recorder, HALO_HAL_RECORDING_ONE_SHOT, 0);
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *replay = recorder_end(&recorder);
+  halo_hal_queue_t *queue = queue_new();
+  uint64_t value = 0;
+  // As on a device just opened (earlier tests of the group loaded it).
+  state.device->store_tried = false;
+  state.device->store_kernel = NULL;
+  fake_driver_reset_counters();
+
+  // Alone: from the stream; the first instance loads the kernel and has
+  // its node disabled once.
+  for (int round = 0; round < 2; ++round) {
+    execute_signalling(queue, graph, page, page_address, 1, ++value);
+  }
+  fake_counters_t counters = fake_driver_counters();
+  assert_non_null(state.device->store_kernel);
+  assert_int_equal(counters.write_values, 2);
+  assert_int_equal(counters.graph_stores, 0);
+  assert_int_equal(counters.node_toggles, 1);
+
+  // A backlog: the first BACKLOG - 1 by the store node, the last (none
+  // waiting behind it) from the stream.
+  fake_driver_reset_counters();
+  execute_backlog(queue, graph, page, page_address, 2, &value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.graph_stores, 2 * (BACKLOG - 1));
+  assert_int_equal(counters.write_values, 2);
+  // The most a ticket holds; then one more: every store from the stream.
+  fake_driver_reset_counters();
+  execute_backlog(queue, graph, page, page_address,
+                  HALO_HAL_CUDA_GRAPH_STORES_MAX, &value);
+  execute_backlog(queue, graph, page, page_address,
+                  HALO_HAL_CUDA_GRAPH_STORES_MAX + 1, &value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.graph_stores,
+                   HALO_HAL_CUDA_GRAPH_STORES_MAX * (BACKLOG - 1));
+  assert_int_equal(counters.write_values,
+                   HALO_HAL_CUDA_GRAPH_STORES_MAX +
+                       (HALO_HAL_CUDA_GRAPH_STORES_MAX + 1) * BACKLOG);
+  // A stream replay: from the stream.
+  fake_driver_reset_counters();
+  execute_backlog(queue, replay, page, page_address, 1, &value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.graph_stores, 0);
+  assert_int_equal(counters.write_values, BACKLOG);
+  // A launch without signals leaves none behind in the ticket.
+  completion_t plain;
+  completion_init(&plain);
+  execute(queue, graph, NULL, 0, NULL, 0, &plain);
+  assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
+
+  // A device whose store kernel does not load: no store node, stores from
+  // the stream though backlogged (a new recording: new instances).
+  fake_driver_fail_store_kernel(true);
+  state.device->store_tried = false;
+  state.device->store_kernel = NULL;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *plain_graph = recorder_end(&recorder);
+  execute_signalling(queue, plain_graph, page, page_address, 1, ++value);
+  fake_driver_reset_counters();
+  execute_backlog(queue, plain_graph, page, page_address, 2, &value);
+  counters = fake_driver_counters();
+  assert_null(state.device->store_kernel);
+  assert_true(state.device->store_tried);
+  assert_int_equal(counters.write_values, 2 * BACKLOG);
+  assert_int_equal(counters.graph_stores, 0);
+  assert_int_equal(counters.node_toggles, 0);
+  fake_driver_fail_store_kernel(false);
+  state.device->store_tried = false;  // the next tests' recordings load it
+
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(graph);
+  halo_hal_command_buffer_destroy(replay);
+  halo_hal_command_buffer_destroy(plain_graph);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  host_page_unregister(page);
 }
 
 // Under THREAD completion a short execution whose signals the GPU stores
