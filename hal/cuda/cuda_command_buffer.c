@@ -37,17 +37,21 @@
 //   they changed since the instance's last launch (O(bindings) CPU, one
 //   indirection per kernel on the GPU).
 //
-// Completion stores: each instance's graph ends in one node of the
+// Completion stores in the graph (device->graph_stores: off unless
+// HALO_CUDA_GRAPH_STORES=1): each instance's graph ends in one node of the
 // built-in store kernel below, after the recording's last stage (so after
-// all of its work). Before each launch the submission thread writes the
-// execution's stores (semaphore slot address, value) into the instance's
-// ticket, a few words of pinned host memory the kernel reads; the kernel
-// fences system-wide and stores each value, as cuStreamWriteValue64 with
-// default flags would. An execution thus costs one cuGraphLaunch instead
-// of a launch and a cuStreamWriteValue64 per signal (about 2 us of the
-// submission thread each). A launch without stores sets the ticket's count
-// to 0. The ticket is the instance's alone: an instance is busy until its
-// execution completed, and launches of one CUgraphExec never overlap.
+// all of its work). Before a launch whose stores go there (tasks wait for
+// the submission thread: cuda_queue.c) the submission thread writes them
+// (semaphore slot address, value) into the instance's ticket, a few words
+// of pinned host memory the kernel reads; the kernel fences system-wide and
+// stores each value, as cuStreamWriteValue64 with default flags would. Such
+// an execution costs one cuGraphLaunch instead of a launch and a
+// cuStreamWriteValue64 per signal (about 2 us of the submission thread
+// each). Otherwise the node is disabled (cuGraphNodeSetEnabled when that
+// changes; it would add about 3.5 us to the execution's latency on the
+// GPU) and the stores follow on the stream. The ticket is the instance's
+// alone: an instance is busy until its execution completed, and launches
+// of one CUgraphExec never overlap.
 //
 // ONE_SHOT recordings replay on the stream directly, in order, which also
 // honours every barrier; a BINDING_TABLE then lives in stream-ordered
