@@ -744,6 +744,37 @@ static const halo_hal_command_buffer_vtable_t
 // Realize (submission thread, once per recording)
 //===----------------------------------------------------------------------===//
 
+// Loads the built-in module |ptx| (unloaded with the context: the device
+// never unloads it while running) and its function |name|. On failure
+// *out_call names the call that failed, |log| holds the JIT's error log
+// and nothing stays loaded.
+static CUresult halo_hal_cuda_builtin_module_load(
+    halo_hal_cuda_device_t *device, const char *ptx, const char *name,
+    CUmodule *out_module, CUfunction *out_function, const char **out_call,
+    char *log, size_t log_size) {
+  const halo_hal_cuda_symbols_t *cu = device->cu;
+  log[0] = '\0';
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, (void *)(uintptr_t)log_size};
+  *out_module = NULL;
+  *out_function = NULL;
+  *out_call = "cuModuleLoadDataEx";
+  CUresult result = cu->cuModuleLoadDataEx(out_module, ptx, 2, options, values);
+  if (result != CUDA_SUCCESS) {
+    *out_module = NULL;
+    return result;
+  }
+  *out_call = "cuModuleGetFunction";
+  result = cu->cuModuleGetFunction(out_function, *out_module, name);
+  if (result != CUDA_SUCCESS) {
+    cu->cuModuleUnload(*out_module);
+    *out_module = NULL;
+    *out_function = NULL;
+  }
+  return result;
+}
+
 // Loads the built-in grid-setting kernel of dispatch_indirect (once per
 // device; a failure is kept and reported by every later attempt).
 static halo_status_t halo_hal_cuda_builtin_load(
@@ -754,17 +785,16 @@ static halo_status_t halo_hal_cuda_builtin_load(
                             halo_status_message(device->builtin_failure));
   }
   const halo_hal_cuda_symbols_t *cu = device->cu;
-  char log[2048] = "";
-  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {log, (void *)(uintptr_t)sizeof(log)};
+  char log[2048];
   CUmodule module = NULL;
-  CUresult result = cu->cuModuleLoadDataEx(&module, halo_hal_cuda_builtin_ptx,
-                                           2, options, values);
+  CUfunction function = NULL;
+  const char *call = NULL;
+  CUresult result = halo_hal_cuda_builtin_module_load(
+      device, halo_hal_cuda_builtin_ptx, "halo_indirect_set_grid", &module,
+      &function, &call, log, sizeof(log));
   halo_status_t status = NULL;
-  if (result != CUDA_SUCCESS) {
-    halo_status_t cause =
-        halo_hal_cuda_result_to_status(cu, result, "cuModuleLoadDataEx");
+  if (result != CUDA_SUCCESS && strcmp(call, "cuModuleLoadDataEx") == 0) {
+    halo_status_t cause = halo_hal_cuda_result_to_status(cu, result, call);
     status = halo_status_make(
         HALO_STATUS_UNIMPLEMENTED,
         "dispatch_indirect is unavailable on CUDA device %u: its built-in "
@@ -773,16 +803,10 @@ static halo_status_t halo_hal_cuda_builtin_load(
         device->ordinal, halo_status_message(cause),
         log[0] ? "; JIT log: " : "", log);
     halo_status_free(cause);
-  }
-  CUfunction function = NULL;
-  if (!status) {
-    result =
-        cu->cuModuleGetFunction(&function, module, "halo_indirect_set_grid");
-    if (result != CUDA_SUCCESS) {
-      status = halo_status_annotate(
-          halo_hal_cuda_result_to_status(cu, result, "cuModuleGetFunction"),
-          "the built-in kernel of dispatch_indirect");
-    }
+  } else if (result != CUDA_SUCCESS) {
+    status =
+        halo_status_annotate(halo_hal_cuda_result_to_status(cu, result, call),
+                             "the built-in kernel of dispatch_indirect");
   }
   int grid[3] = {0, 0, 0};
   if (!status) {
@@ -823,23 +847,16 @@ static CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
   if (device->store_tried) return device->store_kernel;
   device->store_tried = true;
   if (!device->graph_stores) return NULL;
-  const halo_hal_cuda_symbols_t *cu = device->cu;
-  char log[2048] = "";
-  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {log, (void *)(uintptr_t)sizeof(log)};
-  // Unloaded with the context (the device never unloads it while running).
+  char log[2048];
   CUmodule module = NULL;
-  CUresult result = cu->cuModuleLoadDataEx(&module, halo_hal_cuda_store_ptx, 2,
-                                           options, values);
-  const char *call = "cuModuleLoadDataEx";
   CUfunction function = NULL;
-  if (result == CUDA_SUCCESS) {
-    call = "cuModuleGetFunction";
-    result = cu->cuModuleGetFunction(&function, module, "halo_store_signals");
-  }
+  const char *call = NULL;
+  CUresult result = halo_hal_cuda_builtin_module_load(
+      device, halo_hal_cuda_store_ptx, "halo_store_signals", &module, &function,
+      &call, log, sizeof(log));
   if (result != CUDA_SUCCESS) {
-    halo_status_t status = halo_hal_cuda_result_to_status(cu, result, call);
+    halo_status_t status =
+        halo_hal_cuda_result_to_status(device->cu, result, call);
     HALO_LOG_WARN(
         "CUDA device %u: the built-in completion store kernel does not load "
         "(%s%s%s): each execution's semaphore stores follow its graph on the "
@@ -847,7 +864,6 @@ static CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
         device->ordinal, halo_status_message(status),
         log[0] ? "; JIT log: " : "", log);
     halo_status_free(status);
-    if (module) cu->cuModuleUnload(module);
     return NULL;
   }
   device->store_kernel = function;
