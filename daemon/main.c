@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 // halod: the halo GPU device server. Runs in the foreground (systemd style).
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +39,18 @@ static void halod_apply_cuda_connections(const halod_config_t *config) {
 static void halod_apply_nice(const halod_config_t *config) {
   errno = 0;
   int current = getpriority(PRIO_PROCESS, 0);
-  if (errno == 0 && current == config->nice) return;
+  bool known = errno == 0;
+  if (known && current == config->nice) return;
   if (setpriority(PRIO_PROCESS, 0, config->nice) == 0) return;
   int error = errno;
+  char running[16] = "its own";
+  if (known) snprintf(running, sizeof(running), "%d", current);
   HALO_LOG_WARN(
-      "nice %d not applied (%s): lowering the niceness takes CAP_SYS_NICE "
-      "(systemd: Nice= in the unit; Kubernetes: the SYS_NICE capability); "
-      "halod and its workers run at %d, so clients that spin on a busy CPU "
-      "can delay their issue and completion threads",
-      config->nice, strerror(error), current);
+      "nice %d not applied (%s): lowering the niceness takes CAP_SYS_NICE or "
+      "RLIMIT_NICE (systemd: Nice= in the unit; Kubernetes: the SYS_NICE "
+      "capability); halod and its workers run at %s niceness, so clients "
+      "that spin on a busy CPU can delay their issue and completion threads",
+      config->nice, strerror(error), running);
 }
 
 int main(int argc, char **argv) {

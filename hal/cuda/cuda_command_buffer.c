@@ -158,15 +158,16 @@ static const char halo_hal_cuda_builtin_ptx[] =
 // then lowered: it uses nothing newer):
 //   extern "C" __global__ void halo_store_signals(
 //       const volatile unsigned long long *ticket) {
-//     unsigned i = threadIdx.x;
-//     if (i >= ticket[0]) return;
-//     unsigned long long address = ticket[1 + 2 * i];
-//     unsigned long long value = ticket[2 + 2 * i];
-//     __threadfence_system();
-//     *(volatile unsigned long long *)address = value;
+//     unsigned long long count = ticket[0];
+//     for (unsigned long long i = 0; i < count && i < 7; ++i) {
+//       unsigned long long address = ticket[1 + 2 * i];
+//       unsigned long long value = ticket[2 + 2 * i];
+//       __threadfence_system();
+//       *(volatile unsigned long long *)address = value;
+//     }
 //   }
-// Each thread reads its entry before its fence and its store, so once every
-// store landed the ticket is no longer read.
+// One thread: every read of the ticket comes before the fence ahead of the
+// last store, so once every store landed the ticket is no longer read.
 static const char halo_hal_cuda_store_ptx[] =
     ".version 7.0\n"
     ".target sm_50\n"
@@ -175,26 +176,33 @@ static const char halo_hal_cuda_store_ptx[] =
     "  .param .u64 halo_store_signals_param_0\n"
     ")\n"
     "{\n"
-    "  .reg .pred %p<2>;\n"
-    "  .reg .b32 %r<3>;\n"
-    "  .reg .b64 %rd<9>;\n"
-    "  ld.param.u64 %rd2, [halo_store_signals_param_0];\n"
-    "  cvta.to.global.u64 %rd1, %rd2;\n"
-    "  mov.u32 %r1, %tid.x;\n"
-    "  cvt.u64.u32 %rd3, %r1;\n"
-    "  ld.volatile.global.u64 %rd4, [%rd1];\n"
-    "  setp.le.u64 %p1, %rd4, %rd3;\n"
-    "  @%p1 bra $L__BB0_2;\n"
-    "  shl.b32 %r2, %r1, 1;\n"
-    "  mul.wide.u32 %rd5, %r2, 8;\n"
-    "  add.s64 %rd6, %rd1, %rd5;\n"
-    "  ld.volatile.global.u64 %rd7, [%rd6+8];\n"
-    "  ld.volatile.global.u64 %rd8, [%rd6+16];\n"
-    "  membar.sys;\n"
-    "  st.volatile.u64 [%rd7], %rd8;\n"
+    "  .reg .pred %p<5>;\n"
+    "  .reg .b64 %rd<13>;\n"
+    "  ld.param.u64 %rd7, [halo_store_signals_param_0];\n"
+    "  cvta.to.global.u64 %rd11, %rd7;\n"
+    "  ld.volatile.global.u64 %rd2, [%rd11];\n"
+    "  setp.eq.s64 %p1, %rd2, 0;\n"
+    "  @%p1 bra $L__BB0_3;\n"
+    "  mov.u64 %rd12, 1;\n"
     "$L__BB0_2:\n"
+    "  ld.volatile.global.u64 %rd9, [%rd11+8];\n"
+    "  add.s64 %rd5, %rd11, 16;\n"
+    "  ld.volatile.global.u64 %rd10, [%rd11+16];\n"
+    "  membar.sys;\n"
+    "  st.volatile.u64 [%rd9], %rd10;\n"
+    "  setp.lt.u64 %p2, %rd12, 7;\n"
+    "  setp.lt.u64 %p3, %rd12, %rd2;\n"
+    "  and.pred %p4, %p3, %p2;\n"
+    "  add.s64 %rd12, %rd12, 1;\n"
+    "  mov.u64 %rd11, %rd5;\n"
+    "  @%p4 bra $L__BB0_2;\n"
+    "$L__BB0_3:\n"
     "  ret;\n"
     "}\n";
+
+// Binding-table staging slots per pinned allocation (a recording's 64
+// instances: 8 allocations, as its 8 instances had before).
+#define HALO_HAL_CUDA_STAGING_PER_CHUNK 8
 
 // The ticket: a count, then (address, value) pairs; its last word holds
 // its device address. A free ticket links to the next by its first word.
@@ -354,6 +362,13 @@ typedef struct halo_hal_cuda_command_buffer_t {
   halo_hal_cuda_graph_instance_t *free_instances;
   halo_hal_cuda_graph_instance_t *all_instances;
   uint32_t instance_count;  // created or being created
+  // Submission thread (the reaper frees them): the instances' pinned
+  // staging of the binding table, HALO_HAL_CUDA_STAGING_PER_CHUNK tables
+  // per pinned allocation (each pinned allocation costs device memory), and
+  // the instances built so far (the next one's staging slot).
+  uint8_t **staging_chunks;
+  uint32_t staging_chunk_count;
+  uint32_t instances_built;
   halo_hal_cuda_task_t *parked_head;
   halo_hal_cuda_task_t *parked_tail;
   halo_hal_cuda_task_t reap_task;  // destroy on the reaper
@@ -597,6 +612,7 @@ static void halo_hal_cuda_command_buffer_free(
   free(command_buffer->scratch_values);
   free(command_buffer->stage_previous);
   free(command_buffer->stage_current);
+  free(command_buffer->staging_chunks);
   pthread_mutex_destroy(&command_buffer->mutex);
   free(command_buffer);
 }
@@ -688,7 +704,6 @@ static void halo_hal_cuda_instance_destroy(
         device->base.allocator, instance->table,
         command_buffer->base.recording.binding_capacity * sizeof(uint64_t));
   }
-  if (instance->staging) cu->cuMemFreeHost(instance->staging);
   if (instance->ticket) {
     halo_hal_cuda_ticket_give(device, (uint64_t *)instance->ticket);
   }
@@ -717,6 +732,10 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
     allocator->vtable->deallocate(allocator, command_buffer->data_device,
                                   command_buffer->base.recording.data_size);
   }
+  for (uint32_t i = 0; i < command_buffer->staging_chunk_count; ++i) {
+    command_buffer->device->cu->cuMemFreeHost(
+        command_buffer->staging_chunks[i]);
+  }
   halo_hal_cuda_command_buffer_free(command_buffer);
 }
 
@@ -726,7 +745,8 @@ static void halo_hal_cuda_command_buffer_destroy(
     halo_hal_command_buffer_t *base_command_buffer) {
   halo_hal_cuda_command_buffer_t *command_buffer =
       (halo_hal_cuda_command_buffer_t *)base_command_buffer;
-  if (!command_buffer->all_instances && !command_buffer->data_device) {
+  if (!command_buffer->all_instances && !command_buffer->data_device &&
+      !command_buffer->staging_chunk_count) {
     halo_hal_cuda_command_buffer_free(command_buffer);
     return;
   }
@@ -841,8 +861,8 @@ static halo_status_t halo_hal_cuda_builtin_load(
 
 // Submission thread: the built-in store kernel of the graphs' last node,
 // loaded with the first graph instance of the device. NULL (warned once)
-// where it does not load or HALO_CUDA_GRAPH_STORES=0: the stores then
-// follow each graph on the stream.
+// where it does not load, or unless HALO_CUDA_GRAPH_STORES=1: the stores
+// then follow each graph on the stream.
 static CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
   if (device->store_tried) return device->store_kernel;
   device->store_tried = true;
@@ -1266,19 +1286,60 @@ static halo_status_t halo_hal_cuda_instance_build(
     memset(&store, 0, sizeof(store));
     store.func = device->store_kernel;
     store.gridDimX = store.gridDimY = store.gridDimZ = 1;
-    store.blockDimX = HALO_HAL_CUDA_GRAPH_STORES_MAX;
-    store.blockDimY = store.blockDimZ = 1;
+    store.blockDimX = store.blockDimY = store.blockDimZ = 1;
     store.kernelParams = params;
-    HALO_CUDA_RETURN_IF_ERROR(device->cu, cuGraphAddKernelNode,
-                              &instance->store_node, instance->graph, sinks,
-                              sink_count, &store);
-    instance->store_enabled = true;
+    CUresult result = device->cu->cuGraphAddKernelNode(
+        &instance->store_node, instance->graph, sinks, sink_count, &store);
+    if (result == CUDA_SUCCESS) {
+      instance->store_enabled = true;
+    } else {
+      // No store node: its stores follow on the stream.
+      halo_status_t status = halo_hal_cuda_result_to_status(
+          device->cu, result, "cuGraphAddKernelNode");
+      HALO_LOG_WARN("CUDA device %u: a graph instance without a store node: %s",
+                    device->ordinal, halo_status_message(status));
+      halo_status_free(status);
+      halo_hal_cuda_ticket_give(device, (uint64_t *)instance->ticket);
+      instance->ticket = NULL;
+    }
   } else if (node_count == 0) {
     // An empty recording still launches (and completes) as a graph.
     CUgraphNode empty;
     HALO_CUDA_RETURN_IF_ERROR(device->cu, cuGraphAddEmptyNode, &empty,
                               instance->graph, NULL, 0);
   }
+  return NULL;
+}
+
+// Submission thread: the pinned staging of the next instance's binding
+// table (|bytes|), a slot of the command buffer's chunks (a new chunk every
+// HALO_HAL_CUDA_STAGING_PER_CHUNK instances; the reaper frees them).
+static halo_status_t halo_hal_cuda_staging_slot(
+    halo_hal_cuda_command_buffer_t *command_buffer, size_t bytes,
+    uint64_t **out_staging) {
+  *out_staging = NULL;
+  uint32_t index = command_buffer->instances_built;
+  uint32_t chunk = index / HALO_HAL_CUDA_STAGING_PER_CHUNK;
+  if (chunk >= command_buffer->staging_chunk_count) {
+    uint8_t **chunks =
+        realloc(command_buffer->staging_chunks, (chunk + 1) * sizeof(*chunks));
+    if (!chunks) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "oom for binding-table staging");
+    }
+    command_buffer->staging_chunks = chunks;
+    void *host = NULL;
+    const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
+    CUresult result =
+        cu->cuMemAllocHost(&host, bytes * HALO_HAL_CUDA_STAGING_PER_CHUNK);
+    if (result != CUDA_SUCCESS) {
+      return halo_hal_cuda_result_to_status(cu, result, "cuMemAllocHost");
+    }
+    chunks[command_buffer->staging_chunk_count++] = host;
+  }
+  *out_staging =
+      (uint64_t *)(command_buffer->staging_chunks[chunk] +
+                   (index % HALO_HAL_CUDA_STAGING_PER_CHUNK) * bytes);
   return NULL;
 }
 
@@ -1316,12 +1377,8 @@ static halo_status_t halo_hal_cuda_instance_create(
     status =
         allocator->vtable->allocate(allocator, table_bytes, &instance->table);
     if (!status) {
-      CUresult result =
-          cu->cuMemAllocHost((void **)&instance->staging, table_bytes);
-      if (result != CUDA_SUCCESS) {
-        instance->staging = NULL;
-        status = halo_hal_cuda_result_to_status(cu, result, "cuMemAllocHost");
-      }
+      status = halo_hal_cuda_staging_slot(command_buffer, table_bytes,
+                                          &instance->staging);
     }
     if (status) {
       status = halo_status_annotate(status,
@@ -1331,11 +1388,17 @@ static halo_status_t halo_hal_cuda_instance_create(
     }
   }
   if (!status && halo_hal_cuda_store_kernel(device)) {
+    // Without a ticket the instance has no store node: its stores follow
+    // on the stream, as with the option off.
     uint64_t *ticket = NULL;
-    status = halo_hal_cuda_ticket_take(device, &ticket);
-    if (!status) {
+    halo_status_t ticket_status = halo_hal_cuda_ticket_take(device, &ticket);
+    if (!ticket_status) {
       instance->ticket = (_Atomic uint64_t *)ticket;
       instance->ticket_device = ticket[HALO_HAL_CUDA_TICKET_DEVICE_WORD];
+    } else {
+      HALO_LOG_WARN("CUDA device %u: a graph instance without a store node: %s",
+                    device->ordinal, halo_status_message(ticket_status));
+      halo_status_free(ticket_status);
     }
   }
   if (!status) {
@@ -1630,6 +1693,7 @@ static halo_status_t halo_hal_cuda_issue_graph(
     pthread_mutex_lock(&command_buffer->mutex);
     instance->all_next = command_buffer->all_instances;
     command_buffer->all_instances = instance;
+    ++command_buffer->instances_built;
     pthread_mutex_unlock(&command_buffer->mutex);
     issue->instance_created = true;
   }

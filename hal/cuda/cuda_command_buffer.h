@@ -32,8 +32,8 @@
 #define HALO_HAL_CUDA_AFFINITY_SLOTS 64
 
 // A graph instance's ticket holds up to this many completion stores (the
-// built-in store kernel's threads); an execution with more signals stores
-// them from the stream after the graph.
+// most the built-in store kernel makes); an execution with more signals
+// stores them from the stream after the graph.
 #define HALO_HAL_CUDA_GRAPH_STORES_MAX 7
 
 typedef struct halo_hal_cuda_graph_instance_t halo_hal_cuda_graph_instance_t;

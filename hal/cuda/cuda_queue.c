@@ -1021,8 +1021,6 @@ static void halo_hal_cuda_signal_order_prune(
   free(done);
 }
 
-// Orders each GPU store after the previous store of the same semaphore made
-// on another stream (if it may not have landed yet), then enqueues it.
 // Whether the previous GPU store of |signal|'s semaphore was issued on
 // another stream than |queue|'s and may not have landed: the next store
 // must wait for it (halo_hal_cuda_execution_store_signals).
@@ -1072,9 +1070,11 @@ static bool halo_hal_cuda_execution_graph_stores(
     ++count;
   }
   *out_count = count;
-  return true;
+  return count > 0;  // none: the node would only delay the execution
 }
 
+// Orders each GPU store after the previous store of the same semaphore made
+// on another stream (if it may not have landed yet), then enqueues it.
 static halo_status_t halo_hal_cuda_execution_store_signals(
     halo_hal_cuda_execution_t *execution, bool *enqueued) {
   halo_hal_cuda_queue_t *queue = execution->queue;

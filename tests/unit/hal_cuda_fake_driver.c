@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "hal/cuda/cuda_command_buffer.h"
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//
@@ -275,11 +277,12 @@ static void fake_store(uint64_t address, uint64_t value) {
   __atomic_store_n((uint64_t *)(uintptr_t)address, value, __ATOMIC_RELEASE);
 }
 
-// The built-in completion store kernel: (ticket), one thread per store.
-static void fake_store_signals(void **args, uint32_t threads) {
+// The built-in completion store kernel: (ticket), one thread, at most
+// HALO_HAL_CUDA_GRAPH_STORES_MAX stores.
+static void fake_store_signals(void **args) {
   const uint64_t *ticket = *(const uint64_t **)args[0];
   uint64_t count = __atomic_load_n(&ticket[0], __ATOMIC_ACQUIRE);
-  for (uint64_t i = 0; i < count && i < threads; ++i) {
+  for (uint64_t i = 0; i < count && i < HALO_HAL_CUDA_GRAPH_STORES_MAX; ++i) {
     fake_store(__atomic_load_n(&ticket[1 + 2 * i], __ATOMIC_RELAXED),
                __atomic_load_n(&ticket[2 + 2 * i], __ATOMIC_RELAXED));
     pthread_mutex_lock(&fake.mutex);
@@ -297,7 +300,7 @@ static void fake_run_kernel(const struct CUgraphNode_st *node) {
     offset += fake_param_size(function, i);
   }
   if (function->store) {
-    fake_store_signals(args, node->block[0]);
+    fake_store_signals(args);
     return;
   }
   if (!function->kernel) {

@@ -1472,6 +1472,78 @@ static void test_graph_stores(void **unused) {
   host_page_unregister(page);
 }
 
+// A BINDING_TABLE recording with more instances than one pinned staging
+// chunk holds: 20 executions queued behind a gated one on the same stream
+// each build an instance (20 allowed here), whose binding tables are
+// staged in 3 chunks; every execution's table reaches its own instance
+// (the fake reads pinned sources when the copy runs, as a GPU does), so
+// each result is its own.
+static void test_binding_table_instances(void **unused) {
+  (void)unused;
+  enum { EXECUTIONS = 20 };
+  uint32_t saved_bound = state.device->graph_instances;
+  state.device->graph_instances = EXECUTIONS;
+  float a = 2.0f;
+  uint32_t n = N, x_slot = 0, y_slot = 1;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
+  arg_t by_table[5] = {arg_table(), arg_constant(&a, 4), arg_constant(&n, 4),
+                       arg_constant(&x_slot, 4), arg_constant(&y_slot, 4)};
+  recorder_dispatch(&recorder, KERNEL_AXPY_TABLE, N / 64, by_table, 5);
+  halo_hal_command_buffer_t *table_buffer = recorder_end(&recorder);
+  halo_hal_command_buffer_t *gated =
+      gate_recording(HALO_HAL_RECORDING_REUSABLE);
+  halo_hal_queue_t *queue = queue_new();
+  uint64_t x[EXECUTIONS], y[EXECUTIONS];
+  static halo_hal_binding_t bindings[EXECUTIONS][2];
+  static completion_t completions[EXECUTIONS];
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    x[e] = device_allocate(N * 4);
+    y[e] = device_allocate(N * 4);
+    for (uint32_t i = 0; i < N; ++i) {
+      floats(x[e])[i] = (float)(e * 1000 + i);
+      floats(y[e])[i] = 0.0f;
+    }
+    bindings[e][0] = (halo_hal_binding_t){x[e], N * 4};
+    bindings[e][1] = (halo_hal_binding_t){y[e], N * 4};
+    completion_init(&completions[e]);
+  }
+  fake_driver_reset_counters();
+  gate_close();
+  completion_t held;
+  completion_init(&held);
+  execute(queue, gated, NULL, 0, NULL, 0, &held);
+  gate_wait_entered(1);
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    execute(queue, table_buffer, bindings[e], 2, NULL, 0, &completions[e]);
+  }
+  halo_hal_cuda_thread_flush(&state.device->submission);  // all issued
+  gate_open();
+  assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    if (completion_wait(&completions[e]) != HALO_STATUS_OK) {
+      fail_msg("[%s] execution %d: %s", state.mode, e, completions[e].message);
+    }
+    for (uint32_t i = 0; i < N; ++i) {
+      float expected = a * (float)(e * 1000 + i);
+      if (floats(y[e])[i] != expected) {
+        fail_msg("[%s] execution %d: y[%u] = %g, expected %g", state.mode, e, i,
+                 floats(y[e])[i], expected);
+      }
+    }
+  }
+  state.device->graph_instances = saved_bound;
+  // One instance each, and the gated recording's.
+  assert_int_equal(fake_driver_counters().instantiations, EXECUTIONS + 1);
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(table_buffer);
+  halo_hal_command_buffer_destroy(gated);
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    device_free(x[e], N * 4);
+    device_free(y[e], N * 4);
+  }
+}
+
 // Under THREAD completion a short execution whose signals the GPU stores
 // into slots records no event: the poller completes it when every slot
 // holds exactly its value. A slot seen past the value (here a host write,
@@ -2363,6 +2435,7 @@ int main(void) {
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
+      cmocka_unit_test(test_binding_table_instances),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
