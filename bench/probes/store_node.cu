@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// A stand-alone probe (no halo code) of what one process issues when an
+// execution's completion store is made on the stream (a graph launch, then
+// cuStreamWriteValue64: what halo does by default), by a kernel node at the
+// end of the graph reading the value from a ticket the host writes before
+// the launch (HALO_CUDA_GRAPH_STORES=1), by a batch mem-op node re-set
+// before each launch, or with the store node disabled. It prints the host's
+// issue cost per execution, the latency of one tenant's closed loop (0 and
+// 20 us kernels), and the steps/s of 8 and 16 tenants (20 us kernels) issued
+// by one thread or by a thread each. docs/performance.md quotes it.
+// Not built by CMake (it needs nvcc); on a GPU machine:
+//   nvcc -O2 -arch=sm_90 bench/probes/store_node.cu -lcuda -o /tmp/sn
+//   /tmp/sn            (LAT_ONLY=1: the one-tenant latencies only)
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+#define CK(x)                                                           \
+  do {                                                                  \
+    cudaError_t e_ = (x);                                               \
+    if (e_) {                                                           \
+      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      exit(1);                                                          \
+    }                                                                   \
+  } while (0)
+#define CD(x)                                      \
+  do {                                             \
+    CUresult r_ = (x);                             \
+    if (r_) {                                      \
+      const char *s;                               \
+      cuGetErrorString(r_, &s);                    \
+      printf("%s:%d %s\n", __FILE__, __LINE__, s); \
+      exit(1);                                     \
+    }                                              \
+  } while (0)
+typedef unsigned long long u64;
+__global__ void spin(u64 ns, u64 *out) {
+  u64 t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+  if (threadIdx.x == 0 && out) *out = t;
+}
+// halo's store kernel: ticket = count, then (address, value) pairs.
+__global__ void store(const volatile u64 *ticket) {
+  u64 count = ticket[0];
+  for (u64 i = 0; i < count && i < 7; ++i) {
+    u64 address = ticket[1 + 2 * i];
+    u64 value = ticket[2 + 2 * i];
+    __threadfence_system();
+    *(volatile u64 *)address = value;
+  }
+}
+static double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+enum Mode {
+  WRITE = 0,
+  STORE_NODE = 1,
+  MEMOP_SET = 2,
+  EVENT = 3,
+  STORE_OFF = 4
+};
+static const char *names[] = {
+    "graph + cuStreamWriteValue64", "graph with store kernel node (ticket)",
+    "graph with memop node, SetParams per launch", "graph + cuEventRecord",
+    "store node disabled + cuStreamWriteValue64"};
+struct T {
+  cudaGraphExec_t exec;
+  cudaGraph_t g;
+  CUgraphNode memop;
+  cudaGraphNode_t snode;
+  cudaStream_t st;
+  cudaEvent_t ev;
+  volatile u64 *ticket;
+  u64 *host_flag;
+  CUdeviceptr dev_flag;
+  CUcontext ctx;
+};
+static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
+                 CUdeviceptr dev_flag, u64 *ticket_host,
+                 CUdeviceptr ticket_dev) {
+  CK(cudaStreamCreateWithFlags(&t.st, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&t.ev, cudaEventDisableTiming));
+  t.host_flag = host_flag;
+  t.dev_flag = dev_flag;
+  t.ticket = ticket_host;
+  CD(cuCtxGetCurrent(&t.ctx));
+  CK(cudaGraphCreate(&t.g, 0));
+  cudaKernelNodeParams p = {};
+  void *args[2] = {&ns, &dev_out};
+  p.func = (void *)spin;
+  p.gridDim = dim3(1);
+  p.blockDim = dim3(32);
+  p.kernelParams = args;
+  cudaGraphNode_t n;
+  CK(cudaGraphAddKernelNode(&n, t.g, nullptr, 0, &p));
+  if (m == STORE_NODE || m == STORE_OFF) {
+    cudaKernelNodeParams q = {};
+    void *qa[1] = {&ticket_dev};
+    q.func = (void *)store;
+    q.gridDim = dim3(1);
+    q.blockDim = dim3(1);
+    q.kernelParams = qa;
+    CK(cudaGraphAddKernelNode(&t.snode, t.g, &n, 1, &q));
+  } else if (m == MEMOP_SET) {
+    CUstreamBatchMemOpParams op = {};
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    op.writeValue.address = dev_flag;
+    op.writeValue.value64 = 1;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {};
+    bp.ctx = t.ctx;
+    bp.count = 1;
+    bp.paramArray = &op;
+    CUgraphNode dep = (CUgraphNode)n;
+    CD(cuGraphAddBatchMemOpNode(&t.memop, (CUgraph)t.g, &dep, 1, &bp));
+  }
+  CK(cudaGraphInstantiate(&t.exec, t.g, 0));
+  if (m == STORE_OFF) CK(cudaGraphNodeSetEnabled(t.exec, t.snode, 0));
+}
+static void issue(T &t, Mode m, u64 value) {
+  if (m == STORE_NODE) {
+    t.ticket[0] = 1;
+    t.ticket[1] = (u64)t.dev_flag;
+    t.ticket[2] = value;
+  }
+  if (m == MEMOP_SET) {
+    CUstreamBatchMemOpParams op = {};
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    op.writeValue.address = t.dev_flag;
+    op.writeValue.value64 = value;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {};
+    bp.ctx = t.ctx;
+    bp.count = 1;
+    bp.paramArray = &op;
+    CD(cuGraphExecBatchMemOpNodeSetParams((CUgraphExec)t.exec, t.memop, &bp));
+  }
+  CK(cudaGraphLaunch(t.exec, t.st));
+  if (m == WRITE || m == STORE_OFF)
+    CD(cuStreamWriteValue64((CUstream)t.st, t.dev_flag, value, 0));
+  if (m == EVENT) CK(cudaEventRecord(t.ev, t.st));
+}
+int main(int argc, char **argv) {
+  int N = argc > 1 ? atoi(argv[1]) : 20000;
+  CK(cudaFree(0));
+  u64 *dev;
+  CK(cudaMalloc(&dev, 4096 * 8));
+  u64 *host;
+  CK(cudaHostAlloc(&host, 1 << 20, cudaHostAllocMapped));
+  CUdeviceptr hostd;
+  CK(cudaHostGetDevicePointer((void **)&hostd, host, 0));
+  // flags at host[0..511], tickets at host[4096 + 64*i]
+  auto flag = [&](int i) { return host + 8 * i; };
+  auto flagd = [&](int i) { return hostd + 64 * i; };
+  auto tick = [&](int i) { return host + 4096 + 64 * i; };
+  auto tickd = [&](int i) { return hostd + 8 * (4096 + 64 * i); };
+  for (int m = 0; m < 4; m++) {  // host issue cost, 0 ns kernel, sync every 256
+    T t;
+    make(t, (Mode)m, 0, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
+    issue(t, (Mode)m, 1);
+    CK(cudaStreamSynchronize(t.st));
+    double t0 = now();
+    for (int i = 0; i < N; i++) {
+      issue(t, (Mode)m, i + 2);
+      if (i % 256 == 255) CK(cudaStreamSynchronize(t.st));
+    }
+    CK(cudaStreamSynchronize(t.st));
+    double us = 1e6 * (now() - t0) / N;
+    printf("issue cost %-48s %6.3f us (last value %llu, want %d)\n", names[m],
+           us, m < 3 ? *(volatile u64 *)flag(0) : 0ull, m < 3 ? N + 1 : 0);
+  }
+  for (u64 ns : {0ull, 20000ull})
+    for (int m : {0, 1, 4}) {
+      CK(cudaDeviceSynchronize());
+      memset(host, 0, 1 << 20);
+      T t;
+      make(t, (Mode)m, ns, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
+      u64 v = 0;
+      std::vector<double> lat;
+      for (int i = 0; i < 3000; i++) {
+        double a = now();
+        issue(t, (Mode)m, ++v);
+        while (*(volatile u64 *)t.host_flag != v) {
+        }
+        lat.push_back(now() - a);
+      }
+      std::sort(lat.begin(), lat.end());
+      printf("one tenant, %5llu ns kernel, %-44s p50 %6.2f us  p99 %6.2f us\n",
+             ns, names[m], 1e6 * lat[lat.size() / 2],
+             1e6 * lat[lat.size() * 99 / 100]);
+    }
+  if (getenv("LAT_ONLY")) return 0;
+  // closed loop, 20 us kernels, K tenants each a stream+graph; ONE issuing
+  // thread (halo's model) and K threads
+  for (int K : {8, 16})
+    for (int m = 0; m < 3; m++)
+      for (int threads = 0; threads < 2; threads++) {
+        CK(cudaDeviceSynchronize());
+        memset(host, 0, 1 << 20);
+        std::vector<T> ts(K);
+        for (int i = 0; i < K; i++)
+          make(ts[i], (Mode)m, 20000, dev + 64 * i, flag(1 + i), flagd(1 + i),
+               (u64 *)tick(1 + i), tickd(1 + i));
+        double dur = 1.5, start = now();
+        std::atomic<long> done{0};
+        if (!threads) {
+          std::vector<u64> want(K, 0);
+          long c = 0;
+          for (int i = 0; i < K; i++) {
+            want[i] = 1;
+            issue(ts[i], (Mode)m, 1);
+          }
+          while (now() - start < dur) {
+            for (int i = 0; i < K; i++)
+              if (*(volatile u64 *)ts[i].host_flag == want[i]) {
+                c++;
+                issue(ts[i], (Mode)m, ++want[i]);
+              }
+          }
+          done = c;
+        } else {
+          std::vector<std::thread> th;
+          for (int i = 0; i < K; i++)
+            th.emplace_back([&, i] {
+              long c = 0;
+              u64 v = 0;
+              while (now() - start < dur) {
+                issue(ts[i], (Mode)m, ++v);
+                while (*(volatile u64 *)ts[i].host_flag != v) {
+                }
+                c++;
+              }
+              done += c;
+            });
+          for (auto &x : th) x.join();
+        }
+        CK(cudaDeviceSynchronize());
+        printf("closed loop %2d tenants, %-44s %s: %9.0f steps/s\n", K,
+               names[m], threads ? "a thread each" : "one thread   ",
+               done / dur);
+        for (auto &t : ts) {
+          CK(cudaGraphExecDestroy(t.exec));
+          CK(cudaGraphDestroy(t.g));
+          CK(cudaStreamDestroy(t.st));
+        }
+      }
+  return 0;
+}
