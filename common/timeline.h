@@ -166,11 +166,11 @@ typedef enum halo_timeline_wait_result_e {
   HALO_TIMELINE_WAIT_OWNER_DEAD,  // |liveness_fd| (a pidfd) became readable
 } halo_timeline_wait_result_t;
 
-// A wait spins before it sleeps on the futex: at least SPIN_NS, and up to
-// twice what the calling thread's previous wait took when that was at
-// most SPIN_MAX_NS (a thread that waits on short GPU work again and again,
-// as an inference loop does, then sees the value land while it still
-// spins instead of paying a futex wake-up, as cuStreamSynchronize spins);
+// A wait spins (yielding between looks) before it sleeps on the futex: at
+// least SPIN_NS, and up to twice what the calling thread's previous wait took
+// when that was at most SPIN_MAX_NS (a thread that waits on short GPU work
+// again and again, as an inference loop does, then sees the value land while it
+// still spins instead of paying a futex wake-up, as cuStreamSynchronize spins);
 // after a longer wait, only SPIN_NS.
 #define HALO_TIMELINE_SPIN_NS 20000       // spin at least this before sleeping
 #define HALO_TIMELINE_SPIN_MAX_NS 200000  // ... and at most this
