@@ -64,6 +64,11 @@ struct CUevent_st {
   uint64_t recorded;
   uint64_t completed;
   unsigned flags;  // cuEventCreate's
+  // Records and waits enqueued and not finished, and whether it was
+  // destroyed: as the driver, a destroyed event's pending operations still
+  // run; it is freed after the last (fake_event_release).
+  int ops;
+  bool destroyed;
 };
 
 typedef enum fake_op_type_e {
@@ -402,6 +407,12 @@ void fake_driver_set_stream_spin(int64_t ns) {
   atomic_store(&fake.stream_spin_ns, ns);
 }
 
+// Under fake.mutex: one pending operation of |event| finished (or was
+// never enqueued).
+static void fake_event_release(CUevent event) {
+  if (--event->ops == 0 && event->destroyed) free(event);
+}
+
 static void *fake_stream_main(void *arg) {
   struct CUstream_st *stream = arg;
   pthread_mutex_lock(&fake.mutex);
@@ -442,6 +453,9 @@ static void *fake_stream_main(void *arg) {
     if (run) fake_run_op(op);
     pthread_mutex_lock(&fake.mutex);
     if (op->type == FAKE_OP_GRAPH) --op->exec->pending;
+    if (op->type == FAKE_OP_RECORD || op->type == FAKE_OP_WAIT) {
+      fake_event_release(op->event);
+    }
     ++stream->done;
     pthread_cond_broadcast(&fake.cond);
     pthread_mutex_unlock(&fake.mutex);
@@ -623,7 +637,10 @@ static CUresult fake_cuEventCreate(CUevent *out, unsigned flags) {
 }
 
 static CUresult fake_cuEventDestroy(CUevent event) {
-  free(event);
+  pthread_mutex_lock(&fake.mutex);
+  event->destroyed = true;
+  if (event->ops == 0) free(event);
+  pthread_mutex_unlock(&fake.mutex);
   return CUDA_SUCCESS;
 }
 
@@ -632,6 +649,7 @@ static CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   op->event = event;
   pthread_mutex_lock(&fake.mutex);
   op->sequence = ++event->recorded;
+  ++event->ops;
   ++fake.counters.event_records;
   if (event->flags & CU_EVENT_BLOCKING_SYNC) ++fake.counters.blocking_records;
   pthread_mutex_unlock(&fake.mutex);
@@ -639,6 +657,7 @@ static CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   if (result != CUDA_SUCCESS) {
     pthread_mutex_lock(&fake.mutex);
     --event->recorded;
+    fake_event_release(event);
     pthread_mutex_unlock(&fake.mutex);
   }
   return result;
@@ -673,9 +692,16 @@ static CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event,
   op->event = event;
   pthread_mutex_lock(&fake.mutex);
   op->sequence = event->recorded;
+  ++event->ops;
   if (event->completed < event->recorded) ++fake.counters.stream_waits;
   pthread_mutex_unlock(&fake.mutex);
-  return fake_enqueue(stream, op);
+  CUresult result = fake_enqueue(stream, op);
+  if (result != CUDA_SUCCESS) {
+    pthread_mutex_lock(&fake.mutex);
+    fake_event_release(event);
+    pthread_mutex_unlock(&fake.mutex);
+  }
+  return result;
 }
 
 static CUresult fake_cuStreamWriteValue64(CUstream stream, CUdeviceptr address,
