@@ -311,11 +311,10 @@ struct halo_hal_cuda_graph_instance_t {
   uint64_t *staging;  // its pinned host copy
   bool table_valid;   // the device table holds |bound|
   bool needs_upload;  // cuGraphUpload before the next launch
-  // The store node's ticket (pinned; NULL: the graph has no store node)
-  // and its device address. Its words are atomics: the device reads them
-  // (the host writes them only while no launch of the instance is pending).
+  // The store node's ticket (pinned; NULL: the graph has no store node).
+  // Its words are atomics: the device reads them (the host writes them only
+  // while no launch of the instance is pending).
   _Atomic uint64_t *ticket;
-  CUdeviceptr ticket_device;
   // The store node, and whether it is enabled in |exec| (it is after
   // instantiation): disabled, it costs the launch nothing.
   CUgraphNode store_node;
@@ -1281,7 +1280,10 @@ static halo_status_t halo_hal_cuda_instance_build(
       sinks = stages.previous;
       sink_count = stages.previous_count;
     }
-    void *params[] = {&instance->ticket_device};
+    CUdeviceptr ticket_device = (CUdeviceptr)atomic_load_explicit(
+        &instance->ticket[HALO_HAL_CUDA_TICKET_DEVICE_WORD],
+        memory_order_relaxed);
+    void *params[] = {&ticket_device};
     CUDA_KERNEL_NODE_PARAMS store;
     memset(&store, 0, sizeof(store));
     store.func = device->store_kernel;
@@ -1302,7 +1304,8 @@ static halo_status_t halo_hal_cuda_instance_build(
       halo_hal_cuda_ticket_give(device, (uint64_t *)instance->ticket);
       instance->ticket = NULL;
     }
-  } else if (node_count == 0) {
+  }
+  if (!instance->ticket && node_count == 0) {
     // An empty recording still launches (and completes) as a graph.
     CUgraphNode empty;
     HALO_CUDA_RETURN_IF_ERROR(device->cu, cuGraphAddEmptyNode, &empty,
@@ -1394,7 +1397,6 @@ static halo_status_t halo_hal_cuda_instance_create(
     halo_status_t ticket_status = halo_hal_cuda_ticket_take(device, &ticket);
     if (!ticket_status) {
       instance->ticket = (_Atomic uint64_t *)ticket;
-      instance->ticket_device = ticket[HALO_HAL_CUDA_TICKET_DEVICE_WORD];
     } else {
       HALO_LOG_WARN("CUDA device %u: a graph instance without a store node: %s",
                     device->ordinal, halo_status_message(ticket_status));
@@ -1652,12 +1654,11 @@ static void halo_hal_cuda_instance_forget(
   instance->table_valid = false;
 }
 
-// Writes |stores| (NULL: none) into |instance|'s ticket for its next
+// Writes |store_count| |stores| into |instance|'s ticket for its next
 // launch.
 static void halo_hal_cuda_instance_write_ticket(
     halo_hal_cuda_graph_instance_t *instance,
     const halo_hal_cuda_store_t *stores, uint32_t store_count) {
-  if (!stores) store_count = 0;
   for (uint32_t i = 0; i < store_count; ++i) {
     atomic_store_explicit(&instance->ticket[1 + 2 * i], stores[i].address,
                           memory_order_relaxed);
@@ -1721,9 +1722,9 @@ static halo_status_t halo_hal_cuda_issue_graph(
       instance->store_enabled = want;
     }
     if (instance->store_enabled) {
-      in_graph = want;
-      halo_hal_cuda_instance_write_ticket(instance, in_graph ? stores : NULL,
-                                          store_count);
+      in_graph = want && store_count > 0;
+      halo_hal_cuda_instance_write_ticket(instance, stores,
+                                          in_graph ? store_count : 0);
     }
   }
   if (!status) {
@@ -1732,7 +1733,7 @@ static halo_status_t halo_hal_cuda_issue_graph(
       status = halo_hal_cuda_result_to_status(cu, result, "cuGraphLaunch");
     } else {
       issue->enqueued = true;
-      issue->stores_in_graph = in_graph && store_count;
+      issue->stores_in_graph = in_graph;
     }
   }
   if (status) halo_hal_cuda_instance_forget(command_buffer, instance);
