@@ -136,41 +136,65 @@ uint32_t halod_domain_parts(const halod_t *daemon) {
   return daemon->config.workers_per_domain;
 }
 
-// Which part of |identity|'s domain a session of |process| joins.
-static uint32_t halod_domain_choose_part(
+// Which part of |identity|'s domain a session of |process| joins: the part
+// its process's other sessions use, else the one with the fewest sessions.
+// Returns that part's entry, or NULL with *out_name (owned by the caller)
+// and *out_key for a new one; *out_part either way.
+static halo_status_t halod_domain_choose_part(
     halod_t *daemon, const halod_domain_identity_t *identity,
-    const halod_client_process_t *process) {
+    const halod_client_process_t *process, halod_domain_t **out_domain,
+    uint32_t *out_part, char **out_name, uint64_t *out_key) {
+  *out_domain = NULL;
+  *out_part = 0;
+  *out_name = NULL;
   uint32_t parts = halod_domain_parts(daemon);
-  if (parts <= 1) return 0;
-  // The process's sessions share a part: what one allocates another can
-  // bind. (Connecting is rare: a walk over the sessions is fine.)
-  size_t length = strlen(identity->name);
-  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
-    if (!daemon->sessions.by_id.entries[i].key) continue;
-    const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
-    const halod_domain_t *domain = session->domain;
-    if (domain && domain->base_key == identity->key &&
-        strncmp(domain->name, identity->name, length) == 0 &&
-        domain->name[length] == '#' && session->process.pid == process->pid &&
-        session->process.start == process->start) {
-      return domain->part;
+  if (parts > 1) {
+    // The process's sessions share a part: what one allocates another can
+    // bind. (Connecting is rare: a walk over the sessions is fine.)
+    size_t length = strlen(identity->name);
+    for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+      if (!daemon->sessions.by_id.entries[i].key) continue;
+      const halod_session_t *session = daemon->sessions.by_id.entries[i].value;
+      halod_domain_t *domain = session->domain;
+      if (domain && domain->base_key == identity->key &&
+          strncmp(domain->name, identity->name, length) == 0 &&
+          domain->name[length] == '#' && session->process.pid == process->pid &&
+          session->process.start == process->start) {
+        *out_domain = domain;
+        *out_part = domain->part;
+        return NULL;
+      }
     }
   }
-  uint32_t best = 0, best_sessions = UINT32_MAX;
+  uint32_t best_sessions = UINT32_MAX;
   for (uint32_t part = 0; part < parts; ++part) {
     char *name = halod_domain_part_name(daemon, identity, part);
-    if (!name) return 0;
-    uint64_t key;
-    const halod_domain_t *domain =
-        halod_domain_find(daemon, identity->key, part, name, &key);
-    free(name);
-    uint32_t sessions = domain ? domain->sessions : 0;
-    if (sessions < best_sessions) {
-      best = part;
-      best_sessions = sessions;
+    if (!name) {
+      free(*out_name);
+      *out_name = NULL;
+      *out_domain = NULL;
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
+    uint64_t key;
+    halod_domain_t *domain =
+        halod_domain_find(daemon, identity->key, part, name, &key);
+    uint32_t sessions = domain ? domain->sessions : 0;
+    if (sessions >= best_sessions) {
+      free(name);
+      continue;
+    }
+    best_sessions = sessions;
+    free(*out_name);
+    *out_domain = domain;
+    *out_part = part;
+    *out_key = key;
+    *out_name = name;
   }
-  return best;
+  if (*out_domain) {
+    free(*out_name);
+    *out_name = NULL;
+  }
+  return NULL;
 }
 
 halo_status_t halod_domain_acquire(halod_t *daemon,
@@ -178,15 +202,13 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
                                    const halod_client_process_t *process,
                                    halod_domain_t **out_domain) {
   *out_domain = NULL;
-  uint32_t part = halod_domain_choose_part(daemon, identity, process);
-  char *name = halod_domain_part_name(daemon, identity, part);
-  if (!name) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  uint64_t key;
-  halod_domain_t *domain =
-      halod_domain_find(daemon, identity->key, part, name, &key);
-  if (domain) {
-    free(name);
-  } else {
+  halod_domain_t *domain = NULL;
+  uint32_t part = 0;
+  char *name = NULL;
+  uint64_t key = 0;
+  HALO_RETURN_IF_ERROR(halod_domain_choose_part(daemon, identity, process,
+                                                &domain, &part, &name, &key));
+  if (!domain) {
     domain = calloc(1, sizeof(*domain));
     if (!domain) {
       free(name);
