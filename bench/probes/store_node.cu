@@ -4,8 +4,11 @@
 // execution's completion store is made on the stream (a graph launch, then
 // cuStreamWriteValue64: what halo does by default), by a kernel node at the
 // end of the graph reading the value from a ticket the host writes before
-// the launch (HALO_CUDA_GRAPH_STORES=1), by a batch mem-op node re-set
-// before each launch, or with the store node disabled. It prints the host's
+// the launch (halo's stores in the graph), by a batch mem-op node re-set
+// before each launch, by the store kernel node behind a programmatic edge
+// (launched once the kernel's blocks all began, or all finished, and
+// waiting on the GPU with griddepcontrol.wait: sm_90), or with the store
+// node disabled. It prints the host's
 // issue cost per execution, the latency of one tenant's closed loop (0 and
 // 20 us kernels), and the steps/s of 8 and 16 tenants (20 us kernels) issued
 // by one thread or by a thread each. docs/performance.md quotes it.
@@ -60,6 +63,20 @@ __global__ void store(const volatile u64 *ticket) {
     *(volatile u64 *)address = value;
   }
 }
+// The same, launched early through a programmatic edge (the user kernel's
+// launch-completion or programmatic port): it waits for the kernel's
+// completion and memory on the GPU (griddepcontrol.wait), which was to take
+// its own launch off the latency (measured: it does not).
+__global__ void store_pdl(const volatile u64 *ticket) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  u64 count = ticket[0];
+  for (u64 i = 0; i < count && i < 7; ++i) {
+    u64 address = ticket[1 + 2 * i];
+    u64 value = ticket[2 + 2 * i];
+    __threadfence_system();
+    *(volatile u64 *)address = value;
+  }
+}
 static double now() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -70,12 +87,17 @@ enum Mode {
   STORE_NODE = 1,
   MEMOP_SET = 2,
   EVENT = 3,
-  STORE_OFF = 4
+  STORE_OFF = 4,
+  STORE_PDL = 5,
+  STORE_PDL_PROG = 6
 };
-static const char *names[] = {
-    "graph + cuStreamWriteValue64", "graph with store kernel node (ticket)",
-    "graph with memop node, SetParams per launch", "graph + cuEventRecord",
-    "store node disabled + cuStreamWriteValue64"};
+static const char *names[] = {"graph + cuStreamWriteValue64",
+                              "graph with store kernel node (ticket)",
+                              "graph with memop node, SetParams per launch",
+                              "graph + cuEventRecord",
+                              "store node disabled + cuStreamWriteValue64",
+                              "store node, programmatic edge (launch order)",
+                              "store node, programmatic edge (programmatic)"};
 struct T {
   cudaGraphExec_t exec;
   cudaGraph_t g;
@@ -114,6 +136,19 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
     q.blockDim = dim3(1);
     q.kernelParams = qa;
     CK(cudaGraphAddKernelNode(&t.snode, t.g, &n, 1, &q));
+  } else if (m == STORE_PDL || m == STORE_PDL_PROG) {
+    cudaKernelNodeParams q = {};
+    void *qa[1] = {&ticket_dev};
+    q.func = (void *)store_pdl;
+    q.gridDim = dim3(1);
+    q.blockDim = dim3(1);
+    q.kernelParams = qa;
+    CK(cudaGraphAddKernelNode(&t.snode, t.g, nullptr, 0, &q));
+    cudaGraphEdgeData e = {};
+    e.from_port = m == STORE_PDL ? cudaGraphKernelNodePortLaunchCompletion
+                                 : cudaGraphKernelNodePortProgrammatic;
+    e.type = cudaGraphDependencyTypeProgrammatic;
+    CK(cudaGraphAddDependencies(t.g, &n, &t.snode, &e, 1));
   } else if (m == MEMOP_SET) {
     CUstreamBatchMemOpParams op = {};
     op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
@@ -130,7 +165,7 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
   if (m == STORE_OFF) CK(cudaGraphNodeSetEnabled(t.exec, t.snode, 0));
 }
 static void issue(T &t, Mode m, u64 value) {
-  if (m == STORE_NODE) {
+  if (m == STORE_NODE || m == STORE_PDL || m == STORE_PDL_PROG) {
     t.ticket[0] = 1;
     t.ticket[1] = (u64)t.dev_flag;
     t.ticket[2] = value;
@@ -165,7 +200,8 @@ int main(int argc, char **argv) {
   auto flagd = [&](int i) { return hostd + 64 * i; };
   auto tick = [&](int i) { return host + 4096 + 64 * i; };
   auto tickd = [&](int i) { return hostd + 8 * (4096 + 64 * i); };
-  for (int m = 0; m < 4; m++) {  // host issue cost, 0 ns kernel, sync every 256
+  for (int m :
+       {0, 1, 2, 3, 5}) {  // host issue cost, 0 ns kernel, sync every 256
     T t;
     make(t, (Mode)m, 0, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
     issue(t, (Mode)m, 1);
@@ -178,10 +214,10 @@ int main(int argc, char **argv) {
     CK(cudaStreamSynchronize(t.st));
     double us = 1e6 * (now() - t0) / N;
     printf("issue cost %-48s %6.3f us (last value %llu, want %d)\n", names[m],
-           us, m < 3 ? *(volatile u64 *)flag(0) : 0ull, m < 3 ? N + 1 : 0);
+           us, m != 3 ? *(volatile u64 *)flag(0) : 0ull, m != 3 ? N + 1 : 0);
   }
   for (u64 ns : {0ull, 20000ull})
-    for (int m : {0, 1, 4}) {
+    for (int m : {0, 1, 4, 5, 6}) {
       CK(cudaDeviceSynchronize());
       memset(host, 0, 1 << 20);
       T t;
@@ -204,7 +240,7 @@ int main(int argc, char **argv) {
   // closed loop, 20 us kernels, K tenants each a stream+graph; ONE issuing
   // thread (halo's model) and K threads
   for (int K : {8, 16})
-    for (int m = 0; m < 3; m++)
+    for (int m : {0, 1, 5})
       for (int threads = 0; threads < 2; threads++) {
         CK(cudaDeviceSynchronize());
         memset(host, 0, 1 << 20);

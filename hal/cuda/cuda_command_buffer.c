@@ -37,8 +37,8 @@
 //   they changed since the instance's last launch (O(bindings) CPU, one
 //   indirection per kernel on the GPU).
 //
-// Completion stores in the graph (device->graph_stores: off unless
-// HALO_CUDA_GRAPH_STORES=1): each instance's graph ends in one node of the
+// Completion stores in the graph (device->graph_stores: on unless
+// HALO_CUDA_GRAPH_STORES=0): each instance's graph ends in one node of the
 // built-in store kernel below, after the recording's last stage (so after
 // all of its work). Before a launch whose stores go there (tasks wait for
 // the submission thread: cuda_queue.c) the submission thread writes them
@@ -860,7 +860,7 @@ static halo_status_t halo_hal_cuda_builtin_load(
 
 // Submission thread: the built-in store kernel of the graphs' last node,
 // loaded with the first graph instance of the device. NULL (warned once)
-// where it does not load, or unless HALO_CUDA_GRAPH_STORES=1: the stores
+// where it does not load, or with HALO_CUDA_GRAPH_STORES=0: the stores
 // then follow each graph on the stream.
 static CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
   if (device->store_tried) return device->store_kernel;

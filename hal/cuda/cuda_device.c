@@ -316,10 +316,11 @@ halo_status_t halo_hal_cuda_device_create(
       halo_hal_cuda_diagnostic_on("HALO_CUDA_EVENTLESS");
   device->issue_on_caller =
       halo_hal_cuda_diagnostic_on("HALO_CUDA_ISSUE_ON_CALLER");
-  // Off unless HALO_CUDA_GRAPH_STORES=1: measured end to end it gained
-  // nothing yet (docs/performance.md), the worker's other threads bound it.
-  const char *graph_stores = getenv("HALO_CUDA_GRAPH_STORES");
-  device->graph_stores = graph_stores && strcmp(graph_stores, "1") == 0;
+  // On unless HALO_CUDA_GRAPH_STORES=0: where tasks wait for the
+  // submission thread (many tenants), a launch without a store call per
+  // signal raised T64 through several workers over MPS by 2-14%; with none
+  // waiting the node is disabled and costs nothing (docs/performance.md).
+  device->graph_stores = halo_hal_cuda_diagnostic_on("HALO_CUDA_GRAPH_STORES");
   device->graph_instances = HALO_HAL_CUDA_GRAPH_INSTANCES;
   const char *instances = getenv("HALO_CUDA_GRAPH_INSTANCES");
   if (instances) {

@@ -224,9 +224,8 @@ struct halo_hal_cuda_device_t {
   // cuGraphLaunch, not a launch and a cuStreamWriteValue64 per signal.
   // |store_kernel| is loaded with the first instance (submission thread);
   // NULL after |store_tried| where it did not load (the stores then follow
-  // the graph). On only with HALO_CUDA_GRAPH_STORES=1 in halod's
-  // environment: it saves the submission thread time, which did not show
-  // end to end on the machines measured.
+  // the graph). On unless HALO_CUDA_GRAPH_STORES=0 in halod's environment;
+  // the node is enabled only while tasks wait for the submission thread.
   bool graph_stores;
   bool store_tried;
   CUfunction store_kernel;
