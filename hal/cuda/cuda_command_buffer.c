@@ -858,11 +858,7 @@ static halo_status_t halo_hal_cuda_builtin_load(
   return NULL;
 }
 
-// Submission thread: the built-in store kernel of the graphs' last node,
-// loaded with the first graph instance of the device. NULL (warned once)
-// where it does not load, or with HALO_CUDA_GRAPH_STORES=0: the stores
-// then follow each graph on the stream.
-static CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
+CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device) {
   if (device->store_tried) return device->store_kernel;
   device->store_tried = true;
   if (!device->graph_stores) return NULL;

@@ -267,7 +267,7 @@ typedef struct halo_hal_cuda_open_streams_task_t {
   halo_status_t status;
 } halo_hal_cuda_open_streams_task_t;
 
-// Submission thread.
+// Submission thread: the stream pool, then the store kernel.
 static void halo_hal_cuda_open_streams_run(halo_hal_cuda_task_t *base_task) {
   halo_hal_cuda_open_streams_task_t *task =
       (halo_hal_cuda_open_streams_task_t *)base_task;
@@ -279,6 +279,9 @@ static void halo_hal_cuda_open_streams_run(halo_hal_cuda_task_t *base_task) {
       device->options.completion == HALO_HAL_CUDA_COMPLETION_HOST_FUNC,
       device->stream_priority_least, device->stream_priority_greatest,
       &device->streams);
+  // Now, while the context runs nothing: later, the load would wait for
+  // whatever kernel runs (architecture: loads stall behind running work).
+  halo_hal_cuda_store_kernel(device);
 }
 
 halo_status_t halo_hal_cuda_device_open_streams(

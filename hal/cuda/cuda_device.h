@@ -265,9 +265,10 @@ halo_status_t halo_hal_cuda_device_create(
     uint32_t ordinal, const halo_hal_cuda_device_options_t *options,
     halo_hal_device_t **out_device);
 // The thread that opens the device, once the submission thread runs:
-// creates the stream pool of |options| on the submission thread and waits
-// for it, so that its streams cost the device's opening, not a client's
-// first execution. (halo_hal_cuda_device_create calls it; the device's
+// creates the stream pool of |options| on the submission thread and loads
+// the built-in store kernel (halo_hal_cuda_store_kernel) there, and waits
+// for it, so that they cost the device's opening, not a client's first
+// execution. (halo_hal_cuda_device_create calls it; the device's
 // destroy deinitializes the pool after the submission thread stopped.)
 halo_status_t halo_hal_cuda_device_open_streams(halo_hal_cuda_device_t *device);
 bool halo_hal_cuda_device_isa(const halo_hal_device_t *device);
@@ -320,6 +321,13 @@ halo_status_t halo_hal_cuda_compiler_build(
 halo_status_t halo_hal_cuda_command_buffer_prepare(
     halo_hal_cuda_device_t *device, halo_hal_recording_t *recording,
     halo_hal_command_buffer_t **out_command_buffer);
+// Submission thread: the built-in store kernel of the graphs' last node,
+// loaded once (device->store_tried): when the device is opened, before any
+// work (a module load waits for the context's running kernels), or else
+// with its first graph instance. NULL (warned once) where it does not
+// load, or with HALO_CUDA_GRAPH_STORES=0: the stores then follow each
+// graph on the stream.
+CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device);
 
 // ---- cuda_queue.c
 halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,

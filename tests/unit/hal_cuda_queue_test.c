@@ -1396,7 +1396,12 @@ static void test_graph_stores(void **unused) {
   halo_hal_command_buffer_t *replay = recorder_end(&recorder);
   halo_hal_queue_t *queue = queue_new();
   uint64_t value = 0;
-  // As on a device just opened (earlier tests of the group loaded it).
+  // Opening the device loaded it (before any work: a load waits for the
+  // context's running kernels).
+  assert_true(state.device->store_tried);
+  assert_non_null(state.device->store_kernel);
+  // As on a device whose opening did not load it: the first graph instance
+  // loads it.
   state.device->store_tried = false;
   state.device->store_kernel = NULL;
   fake_driver_reset_counters();
