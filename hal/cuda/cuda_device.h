@@ -222,10 +222,11 @@ struct halo_hal_cuda_device_t {
   // instance ends in a node of a built-in kernel that stores the signals'
   // values from the instance's ticket, so that an execution costs one
   // cuGraphLaunch, not a launch and a cuStreamWriteValue64 per signal.
-  // |store_kernel| is loaded with the first instance (submission thread);
-  // NULL after |store_tried| where it did not load (the stores then follow
-  // the graph). On unless HALO_CUDA_GRAPH_STORES=0 in halod's environment;
-  // the node is enabled only while tasks wait for the submission thread.
+  // |store_kernel| is loaded when the device is opened (submission thread:
+  // halo_hal_cuda_store_kernel); NULL after |store_tried| where it did not
+  // load (the stores then follow the graph). On unless HALO_CUDA_GRAPH_STORES=0
+  // in halod's environment; the node is enabled only while tasks wait for the
+  // submission thread.
   bool graph_stores;
   bool store_tried;
   CUfunction store_kernel;
