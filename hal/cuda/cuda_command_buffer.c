@@ -1386,7 +1386,7 @@ static halo_status_t halo_hal_cuda_instance_create(
                                     capacity);
     }
   }
-  if (!status && halo_hal_cuda_store_kernel(device)) {
+  if (!status && device->store_kernel) {
     // Without a ticket the instance has no store node: its stores follow
     // on the stream, as with the option off.
     uint64_t *ticket = NULL;

@@ -322,12 +322,11 @@ halo_status_t halo_hal_cuda_compiler_build(
 halo_status_t halo_hal_cuda_command_buffer_prepare(
     halo_hal_cuda_device_t *device, halo_hal_recording_t *recording,
     halo_hal_command_buffer_t **out_command_buffer);
-// Submission thread: the built-in store kernel of the graphs' last node,
-// loaded once (device->store_tried): when the device is opened, before any
-// work (a module load waits for the context's running kernels), or else
-// with its first graph instance. NULL (warned once) where it does not
-// load, or with HALO_CUDA_GRAPH_STORES=0: the stores then follow each
-// graph on the stream.
+// Submission thread, when the device is opened (before any work: a module
+// load waits for the context's running kernels): loads the built-in store
+// kernel of the graphs' last node, once (device->store_tried). NULL
+// (warned) where it does not load, or with HALO_CUDA_GRAPH_STORES=0: the
+// stores then follow each graph on the stream.
 CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device);
 
 // ---- cuda_queue.c

@@ -904,6 +904,30 @@ static void test_gpu_stores(void **unused) {
   host_page_unregister(page);
 }
 
+// |signals| set to store |value| into the first |count| (at most 16) words
+// of |page| (device address |page_address|), and |completion| to check
+// that the last holds it when it arrives.
+static void signal_words(halo_hal_execution_signal_t *signals,
+                         completion_t *completion, void *page,
+                         uint64_t page_address, uint32_t count,
+                         uint64_t value) {
+  assert_true(count <= 16);
+  for (uint32_t i = 0; i < count; ++i) {
+    signals[i] =
+        (halo_hal_execution_signal_t){page_address + 8 * i, value, NULL};
+  }
+  completion_init(completion);
+  completion->word = (volatile uint64_t *)page + count - 1;
+  completion->value = value;
+}
+
+// Each of the first |count| words of |page| holds |value|.
+static void assert_words(const void *page, uint32_t count, uint64_t value) {
+  for (uint32_t i = 0; i < count; ++i) {
+    assert_int_equal(((const volatile uint64_t *)page)[i], value);
+  }
+}
+
 // Runs |command_buffer| on |queue| once, signalling |count| words of
 // |page| (device address |page_address|) to |value|, and checks each word
 // holds it when the completion arrives.
@@ -912,21 +936,12 @@ static void execute_signalling(halo_hal_queue_t *queue,
                                void *page, uint64_t page_address,
                                uint32_t count, uint64_t value) {
   halo_hal_execution_signal_t signals[16];
-  assert_true(count <= 16);
-  for (uint32_t i = 0; i < count; ++i) {
-    signals[i] =
-        (halo_hal_execution_signal_t){page_address + 8 * i, value, NULL};
-  }
   completion_t completion;
-  completion_init(&completion);
-  completion.word = (volatile uint64_t *)page + count - 1;
-  completion.value = value;
+  signal_words(signals, &completion, page, page_address, count, value);
   execute(queue, command_buffer, NULL, 0, signals, count, &completion);
   assert_int_equal(completion_wait(&completion), HALO_STATUS_OK);
   assert_true(completion.stored_first);
-  for (uint32_t i = 0; i < count; ++i) {
-    assert_int_equal(((volatile uint64_t *)page)[i], value);
-  }
+  assert_words(page, count, value);
 }
 
 // A GPU store into a timeline slot wakes the slot's futex sleepers (an
@@ -1345,18 +1360,11 @@ static void execute_backlog(halo_hal_queue_t *queue,
                             uint64_t *value) {
   static halo_hal_execution_signal_t signals[BACKLOG][16];
   static completion_t completions[BACKLOG];
-  assert_true(count <= 16);
   blocker_t blocker;
   blocker_hold(&blocker);
   for (int e = 0; e < BACKLOG; ++e) {
-    ++*value;
-    for (uint32_t i = 0; i < count; ++i) {
-      signals[e][i] =
-          (halo_hal_execution_signal_t){page_address + 8 * i, *value, NULL};
-    }
-    completion_init(&completions[e]);
-    completions[e].word = (volatile uint64_t *)page + count - 1;
-    completions[e].value = *value;
+    signal_words(signals[e], &completions[e], page, page_address, count,
+                 ++*value);
     execute(queue, command_buffer, NULL, 0, signals[e], count, &completions[e]);
   }
   blocker_release(&blocker);
@@ -1365,15 +1373,13 @@ static void execute_backlog(halo_hal_queue_t *queue,
     assert_true(completions[e].stored_first);
   }
   blocker_destroy(&blocker);
-  for (uint32_t i = 0; i < count; ++i) {
-    assert_int_equal(((volatile uint64_t *)page)[i], *value);
-  }
+  assert_words(page, count, *value);
 }
 
 // A graph recording's stores are made by the store node at the end of its
 // graph (no cuStreamWriteValue64) where other tasks wait for the submission
-// thread as it issues (a backlog), once the store kernel is loaded (with
-// the first instance); an execution issued with none waiting stores from
+// thread as it issues (a backlog), the store kernel loaded when the device
+// was opened; an execution issued with none waiting stores from
 // the stream, its instance's store node disabled (cuGraphNodeSetEnabled
 // only when that changes). More signals than a ticket holds, a stream
 // replay (ONE_SHOT) and a store kernel that does not load store from the
@@ -1400,14 +1406,9 @@ static void test_graph_stores(void **unused) {
   // context's running kernels).
   assert_true(state.device->store_tried);
   assert_non_null(state.device->store_kernel);
-  // As on a device whose opening did not load it: the first graph instance
-  // loads it.
-  state.device->store_tried = false;
-  state.device->store_kernel = NULL;
   fake_driver_reset_counters();
 
-  // Alone: from the stream; the first instance loads the kernel and has
-  // its node disabled once.
+  // Alone: from the stream; the first instance has its node disabled once.
   for (int round = 0; round < 2; ++round) {
     execute_signalling(queue, graph, page, page_address, 1, ++value);
   }
@@ -1448,11 +1449,13 @@ static void test_graph_stores(void **unused) {
   execute(queue, graph, NULL, 0, NULL, 0, &plain);
   assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
 
-  // A device whose store kernel does not load: no store node, stores from
-  // the stream though backlogged (a new recording: new instances).
+  // A device whose store kernel did not load at its opening (loaded again
+  // here, nothing running on the submission thread): no store node, stores
+  // from the stream though backlogged (a new recording: new instances).
   fake_driver_fail_store_kernel(true);
   state.device->store_tried = false;
   state.device->store_kernel = NULL;
+  assert_null(halo_hal_cuda_store_kernel(state.device));
   recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
   recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
   halo_hal_command_buffer_t *plain_graph = recorder_end(&recorder);
@@ -1466,7 +1469,8 @@ static void test_graph_stores(void **unused) {
   assert_int_equal(counters.graph_stores, 0);
   assert_int_equal(counters.node_toggles, 0);
   fake_driver_fail_store_kernel(false);
-  state.device->store_tried = false;  // the next tests' recordings load it
+  state.device->store_tried = false;  // loaded again for the next tests
+  assert_non_null(halo_hal_cuda_store_kernel(state.device));
 
   halo_hal_queue_destroy(queue);
   halo_hal_command_buffer_destroy(graph);
