@@ -55,7 +55,7 @@ __global__ void spin(u64 ns, u64 *out) {
   if (threadIdx.x == 0 && out) *out = t;
 }
 // halo's store kernel: ticket = count, then (address, value) pairs.
-__global__ void store(const volatile u64 *ticket) {
+__device__ void store_ticket(const volatile u64 *ticket) {
   u64 count = ticket[0];
   for (u64 i = 0; i < count && i < 7; ++i) {
     u64 address = ticket[1 + 2 * i];
@@ -64,6 +64,9 @@ __global__ void store(const volatile u64 *ticket) {
     *(volatile u64 *)address = value;
   }
 }
+__global__ void store(const volatile u64 *ticket) {
+  store_ticket(ticket);
+}
 // The same, launched early through a programmatic edge (the user kernel's
 // launch-completion or programmatic port): it waits for the kernel's
 // completion and memory on the GPU (griddepcontrol.wait), which was to take
@@ -71,13 +74,7 @@ __global__ void store(const volatile u64 *ticket) {
 // saved with a 0 us kernel, none with a 20 us one).
 __global__ void store_pdl(const volatile u64 *ticket) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  u64 count = ticket[0];
-  for (u64 i = 0; i < count && i < 7; ++i) {
-    u64 address = ticket[1 + 2 * i];
-    u64 value = ticket[2 + 2 * i];
-    __threadfence_system();
-    *(volatile u64 *)address = value;
-  }
+  store_ticket(ticket);
 }
 static double now() {
   return std::chrono::duration<double>(
@@ -130,22 +127,20 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
   p.kernelParams = args;
   cudaGraphNode_t n;
   CK(cudaGraphAddKernelNode(&n, t.g, nullptr, 0, &p));
-  if (m == STORE_NODE || m == STORE_OFF) {
+  bool pdl = m == STORE_PDL || m == STORE_PDL_PROG;
+  if (m == STORE_NODE || m == STORE_OFF || pdl) {
+    // One thread of the store kernel: after the spin kernel, or (pdl) with
+    // a programmatic edge from it, added below.
     cudaKernelNodeParams q = {};
     void *qa[1] = {&ticket_dev};
-    q.func = (void *)store;
+    q.func = pdl ? (void *)store_pdl : (void *)store;
     q.gridDim = dim3(1);
     q.blockDim = dim3(1);
     q.kernelParams = qa;
-    CK(cudaGraphAddKernelNode(&t.snode, t.g, &n, 1, &q));
-  } else if (m == STORE_PDL || m == STORE_PDL_PROG) {
-    cudaKernelNodeParams q = {};
-    void *qa[1] = {&ticket_dev};
-    q.func = (void *)store_pdl;
-    q.gridDim = dim3(1);
-    q.blockDim = dim3(1);
-    q.kernelParams = qa;
-    CK(cudaGraphAddKernelNode(&t.snode, t.g, nullptr, 0, &q));
+    CK(cudaGraphAddKernelNode(&t.snode, t.g, pdl ? nullptr : &n, pdl ? 0 : 1,
+                              &q));
+  }
+  if (pdl) {
     cudaGraphEdgeData e = {};
     e.from_port = m == STORE_PDL ? cudaGraphKernelNodePortLaunchCompletion
                                  : cudaGraphKernelNodePortProgrammatic;
