@@ -40,10 +40,11 @@
 // Completion stores in the graph (device->graph_stores: on unless
 // HALO_CUDA_GRAPH_STORES=0): each instance's graph ends in one node of the
 // built-in store kernel below, after the recording's last stage (so after
-// all of its work). Before a launch whose stores go there (tasks wait for
-// the submission thread: cuda_queue.c) the submission thread writes them
-// (semaphore slot address, value) into the instance's ticket, a few words
-// of pinned host memory the kernel reads; the kernel fences system-wide and
+// all of its work). Before a launch whose stores go there (while tasks wait
+// for the submission thread, and for a while after: cuda_queue.c) the
+// submission thread writes them (semaphore slot address, value) into the
+// instance's ticket, a few words of pinned host memory the kernel reads;
+// the kernel fences system-wide and
 // stores each value, as cuStreamWriteValue64 with default flags would. Such
 // an execution costs one cuGraphLaunch instead of a launch and a
 // cuStreamWriteValue64 per signal (about 2 us of the submission thread
@@ -1709,8 +1710,9 @@ static halo_status_t halo_hal_cuda_issue_graph(
   bool in_graph = false;
   if (!status && instance->ticket) {
     // The store node only where the caller gives the stores (tasks wait
-    // for the submission thread): on the GPU it adds a dependent kernel's
-    // start, about 3.5 us to the execution's latency; disabled, nothing.
+    // for the submission thread, or did lately): on the GPU it adds a
+    // dependent kernel's start, about 3.5 us to the execution's latency;
+    // disabled, nothing.
     bool want = stores != NULL;
     if (want != instance->store_enabled &&
         cu->cuGraphNodeSetEnabled(instance->exec, instance->store_node, want) ==

@@ -77,6 +77,9 @@ typedef struct halo_hal_cuda_thread_t {
 // How long the submission thread spins for the next task before it
 // sleeps (the ring poller's default window, ring-poll-us, is the same).
 #define HALO_HAL_CUDA_SUBMISSION_SPIN_NS 50000
+// How long the graphs' store node stays enabled after tasks were last seen
+// waiting for the submission thread (device->graph_stores_linger_ns).
+#define HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS 1000000
 
 halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
                                          const char *name,
@@ -225,11 +228,16 @@ struct halo_hal_cuda_device_t {
   // |store_kernel| is loaded when the device is opened (submission thread:
   // halo_hal_cuda_store_kernel); NULL after |store_tried| where it did not
   // load (the stores then follow the graph). On unless HALO_CUDA_GRAPH_STORES=0
-  // in halod's environment; the node is enabled only while tasks wait for the
-  // submission thread.
+  // in halod's environment. The node is enabled from when tasks are seen
+  // waiting for the submission thread until none were for
+  // |graph_stores_linger_ns| (|graph_stores_until_ns|: the submission
+  // thread's, and its caller's while it runs nothing): toggling it per
+  // execution as the backlog comes and goes cost more than the node.
   bool graph_stores;
   bool store_tried;
   CUfunction store_kernel;
+  int64_t graph_stores_linger_ns;
+  int64_t graph_stores_until_ns;
   // The instances' tickets, carved from pinned slabs (one cuMemAllocHost
   // per slab, freed with the device: halo_hal_cuda_tickets_free): free
   // tickets and the slabs, under |ticket_mutex| (instances are made on the

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -186,6 +187,7 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->eventless_completion = true;
   device->issue_on_caller = true;
   device->graph_stores = true;
+  device->graph_stores_linger_ns = HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS;
   device->graph_instances = TEST_GRAPH_INSTANCES;
   pthread_mutex_init(&device->ticket_mutex, NULL);
   device->context = (CUcontext)(uintptr_t)0x1000;
@@ -1377,13 +1379,14 @@ static void execute_backlog(halo_hal_queue_t *queue,
 }
 
 // A graph recording's stores are made by the store node at the end of its
-// graph (no cuStreamWriteValue64) where other tasks wait for the submission
-// thread as it issues (a backlog), the store kernel loaded when the device
-// was opened; an execution issued with none waiting stores from
-// the stream, its instance's store node disabled (cuGraphNodeSetEnabled
-// only when that changes). More signals than a ticket holds, a stream
-// replay (ONE_SHOT) and a store kernel that does not load store from the
-// stream too. Every value lands before its completion either way.
+// graph (no cuStreamWriteValue64) from when other tasks wait for the
+// submission thread as it issues (a backlog) until none did for the
+// device's linger, the store kernel loaded when the device was opened; an
+// execution issued with none waiting for that long stores from the stream,
+// its instance's store node disabled (cuGraphNodeSetEnabled only when that
+// changes). More signals than a ticket holds, a stream replay (ONE_SHOT)
+// and a store kernel that does not load store from the stream too. Every
+// value lands before its completion either way.
 static void test_graph_stores(void **unused) {
   (void)unused;
   uint64_t page_address = 0;
@@ -1406,6 +1409,9 @@ static void test_graph_stores(void **unused) {
   // context's running kernels).
   assert_true(state.device->store_tried);
   assert_non_null(state.device->store_kernel);
+  // No backlog seen before this test's; a linger no slow run outlasts.
+  state.device->graph_stores_until_ns = 0;
+  state.device->graph_stores_linger_ns = 10 * 1000000000LL;
   fake_driver_reset_counters();
 
   // Alone: from the stream; the first instance has its node disabled once.
@@ -1418,14 +1424,22 @@ static void test_graph_stores(void **unused) {
   assert_int_equal(counters.graph_stores, 0);
   assert_int_equal(counters.node_toggles, 1);
 
-  // A backlog: the first BACKLOG - 1 by the store node, the last (none
-  // waiting behind it) from the stream.
+  // A backlog: every execution by the store node, the last (none waiting
+  // behind it) within the linger.
   fake_driver_reset_counters();
   execute_backlog(queue, graph, page, page_address, 2, &value);
   counters = fake_driver_counters();
-  assert_int_equal(counters.graph_stores, 2 * (BACKLOG - 1));
-  assert_int_equal(counters.write_values, 2);
-  // The most a ticket holds; then one more: every store from the stream.
+  assert_int_equal(counters.graph_stores, 2 * BACKLOG);
+  assert_int_equal(counters.write_values, 0);
+  // Alone within the linger: by the node too, which stays enabled.
+  fake_driver_reset_counters();
+  execute_signalling(queue, graph, page, page_address, 1, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.graph_stores, 1);
+  assert_int_equal(counters.write_values, 0);
+  assert_int_equal(counters.node_toggles, 0);
+  // The most a ticket holds; then one more: every store from the stream,
+  // the node left enabled (storing nothing).
   fake_driver_reset_counters();
   execute_backlog(queue, graph, page, page_address,
                   HALO_HAL_CUDA_GRAPH_STORES_MAX, &value);
@@ -1433,10 +1447,10 @@ static void test_graph_stores(void **unused) {
                   HALO_HAL_CUDA_GRAPH_STORES_MAX + 1, &value);
   counters = fake_driver_counters();
   assert_int_equal(counters.graph_stores,
-                   HALO_HAL_CUDA_GRAPH_STORES_MAX * (BACKLOG - 1));
+                   HALO_HAL_CUDA_GRAPH_STORES_MAX * BACKLOG);
   assert_int_equal(counters.write_values,
-                   HALO_HAL_CUDA_GRAPH_STORES_MAX +
-                       (HALO_HAL_CUDA_GRAPH_STORES_MAX + 1) * BACKLOG);
+                   (HALO_HAL_CUDA_GRAPH_STORES_MAX + 1) * BACKLOG);
+  assert_int_equal(counters.node_toggles, 0);
   // A stream replay: from the stream.
   fake_driver_reset_counters();
   execute_backlog(queue, replay, page, page_address, 1, &value);
@@ -1448,6 +1462,18 @@ static void test_graph_stores(void **unused) {
   completion_init(&plain);
   execute(queue, graph, NULL, 0, NULL, 0, &plain);
   assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
+  // Past the linger: alone from the stream again, its node disabled.
+  state.device->graph_stores_linger_ns = 20 * 1000000LL;
+  execute_backlog(queue, graph, page, page_address, 1, &value);
+  struct timespec past_linger = {0, 50 * 1000000L};
+  nanosleep(&past_linger, NULL);
+  fake_driver_reset_counters();
+  execute_signalling(queue, graph, page, page_address, 1, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.graph_stores, 0);
+  assert_int_equal(counters.write_values, 1);
+  assert_int_equal(counters.node_toggles, 1);
+  state.device->graph_stores_linger_ns = HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS;
 
   // A device whose store kernel did not load at its opening (loaded again
   // here, nothing running on the submission thread): no store node, stores
