@@ -324,7 +324,6 @@ halo_status_t halo_hal_cuda_device_create(
   // signal raised T64 through several workers over MPS by 2-14%; with none
   // waiting the node is disabled and costs nothing (docs/performance.md).
   device->graph_stores = halo_hal_cuda_diagnostic_on("HALO_CUDA_GRAPH_STORES");
-  device->graph_stores_linger_ns = HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS;
   device->graph_instances = HALO_HAL_CUDA_GRAPH_INSTANCES;
   const char *instances = getenv("HALO_CUDA_GRAPH_INSTANCES");
   if (instances) {

@@ -63,6 +63,8 @@ typedef struct halo_hal_cuda_thread_t {
   // Tasks posted and not started yet (halo_hal_cuda_thread_waiting).
   _Atomic uint32_t waiting;
   bool sleeping;  // waiting on |cond| (under |mutex|)
+  // How many times the thread went to sleep (halo_hal_cuda_thread_sleeps).
+  _Atomic uint64_t sleeps;
   // The gaps before the last two tasks, posted or run by a poster (under
   // |mutex|; halo_clock_gaps_spin_ns), and whether a poster runs a task
   // itself now (halo_hal_cuda_thread_run_or_post: the thread waits for it
@@ -77,9 +79,6 @@ typedef struct halo_hal_cuda_thread_t {
 // How long the submission thread spins for the next task before it
 // sleeps (the ring poller's default window, ring-poll-us, is the same).
 #define HALO_HAL_CUDA_SUBMISSION_SPIN_NS 50000
-// How long the graphs' store node stays enabled after tasks were last seen
-// waiting for the submission thread (device->graph_stores_linger_ns).
-#define HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS 1000000
 
 halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
                                          const char *name,
@@ -105,6 +104,9 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
 // Any thread: how many tasks wait for |thread| (posted, not started): the
 // submission thread's backlog.
 uint32_t halo_hal_cuda_thread_waiting(const halo_hal_cuda_thread_t *thread);
+// Any thread: how many times |thread| went to sleep so far (a change: it
+// was idle past its spin in between, or a poster ran a task for it).
+uint64_t halo_hal_cuda_thread_sleeps(const halo_hal_cuda_thread_t *thread);
 // Whether the calling thread is running a task of |thread| for it
 // (halo_hal_cuda_thread_run_or_post).
 bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread);
@@ -229,15 +231,16 @@ struct halo_hal_cuda_device_t {
   // halo_hal_cuda_store_kernel); NULL after |store_tried| where it did not
   // load (the stores then follow the graph). On unless HALO_CUDA_GRAPH_STORES=0
   // in halod's environment. The node is enabled from when tasks are seen
-  // waiting for the submission thread until none were for
-  // |graph_stores_linger_ns| (|graph_stores_until_ns|: the submission
-  // thread's, and its caller's while it runs nothing): toggling it per
-  // execution as the backlog comes and goes cost more than the node.
+  // waiting for the submission thread until that thread next sleeps (the
+  // device idle past its spin: |graph_stores_busy| and the thread's sleeps
+  // then, |graph_stores_sleeps|; the submission thread's, and its caller's
+  // while it runs nothing): toggling it per execution as the backlog comes
+  // and goes cost more than the node.
   bool graph_stores;
   bool store_tried;
   CUfunction store_kernel;
-  int64_t graph_stores_linger_ns;
-  int64_t graph_stores_until_ns;
+  bool graph_stores_busy;
+  uint64_t graph_stores_sleeps;
   // The instances' tickets, carved from pinned slabs (one cuMemAllocHost
   // per slab, freed with the device: halo_hal_cuda_tickets_free): free
   // tickets and the slabs, under |ticket_mutex| (instances are made on the

@@ -1041,12 +1041,12 @@ static bool halo_hal_cuda_signal_needs_order(
 // graphs' store node is enabled for |execution|, and its GPU stores for it.
 // The node is on from when other tasks are seen waiting for the submission
 // thread (its time per execution then bounds the device's rate, and the
-// node saves it a cuStreamWriteValue64 per signal) until none were for
-// device->graph_stores_linger_ns; with none waiting for that long, a
-// store's call delays nobody, while the node would add its start on the
-// GPU, about 3.5 us, to a lone execution's latency. Enabling and disabling
-// it per execution as the backlog comes and goes cost more than it saved
-// (T8 on an H100: 0.70-0.72x of MPS x8 toggling, 0.78-0.84x always on).
+// node saves it a cuStreamWriteValue64 per signal) until that thread next
+// sleeps (the device idle past its spin); on a device that has been idle
+// since, a store's call delays nobody, while the node would add its start
+// on the GPU, about 3.5 us, to a lone execution's latency. Enabling and
+// disabling it per execution as the backlog comes and goes, or after a
+// timed linger, cost more than it saved (T8 on an H100: docs/performance.md).
 // The stores go into the node's ticket where there are at most
 // HALO_HAL_CUDA_GRAPH_STORES_MAX and none must wait for an earlier store of
 // its semaphore on another stream (such a wait goes before the store alone:
@@ -1059,10 +1059,13 @@ static bool halo_hal_cuda_execution_graph_stores(
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_device_t *device = queue->device;
   if (!device->store_kernel) return false;
-  int64_t now = halo_clock_now_ns();
+  uint64_t sleeps = halo_hal_cuda_thread_sleeps(&device->submission);
   if (halo_hal_cuda_thread_waiting(&device->submission) > 0) {
-    device->graph_stores_until_ns = now + device->graph_stores_linger_ns;
-  } else if (now >= device->graph_stores_until_ns) {
+    device->graph_stores_busy = true;
+    device->graph_stores_sleeps = sleeps;
+  } else if (!device->graph_stores_busy ||
+             sleeps != device->graph_stores_sleeps) {
+    device->graph_stores_busy = false;
     return false;
   }
   const halo_hal_execution_t *hal = &execution->execution;

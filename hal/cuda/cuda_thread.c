@@ -54,6 +54,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     // A poster running a task for the thread goes first.
     while ((!thread->head && !thread->stopping) || thread->caller_running) {
       thread->sleeping = true;
+      atomic_fetch_add_explicit(&thread->sleeps, 1, memory_order_relaxed);
       pthread_cond_wait(&thread->cond, &thread->mutex);
       thread->sleeping = false;
     }
@@ -172,6 +173,10 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
 
 uint32_t halo_hal_cuda_thread_waiting(const halo_hal_cuda_thread_t *thread) {
   return atomic_load_explicit(&thread->waiting, memory_order_relaxed);
+}
+
+uint64_t halo_hal_cuda_thread_sleeps(const halo_hal_cuda_thread_t *thread) {
+  return atomic_load_explicit(&thread->sleeps, memory_order_relaxed);
 }
 
 bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread) {

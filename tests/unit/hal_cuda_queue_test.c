@@ -187,7 +187,6 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->eventless_completion = true;
   device->issue_on_caller = true;
   device->graph_stores = true;
-  device->graph_stores_linger_ns = HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS;
   device->graph_instances = TEST_GRAPH_INSTANCES;
   pthread_mutex_init(&device->ticket_mutex, NULL);
   device->context = (CUcontext)(uintptr_t)0x1000;
@@ -1380,10 +1379,10 @@ static void execute_backlog(halo_hal_queue_t *queue,
 
 // A graph recording's stores are made by the store node at the end of its
 // graph (no cuStreamWriteValue64) from when other tasks wait for the
-// submission thread as it issues (a backlog) until none did for the
-// device's linger, the store kernel loaded when the device was opened; an
-// execution issued with none waiting for that long stores from the stream,
-// its instance's store node disabled (cuGraphNodeSetEnabled only when that
+// submission thread as it issues (a backlog) until that thread next sleeps,
+// the store kernel loaded when the device was opened; an execution issued
+// with none waiting since the thread slept stores from the stream, its
+// instance's store node disabled (cuGraphNodeSetEnabled only when that
 // changes). More signals than a ticket holds, a stream replay (ONE_SHOT)
 // and a store kernel that does not load store from the stream too. Every
 // value lands before its completion either way.
@@ -1409,9 +1408,8 @@ static void test_graph_stores(void **unused) {
   // context's running kernels).
   assert_true(state.device->store_tried);
   assert_non_null(state.device->store_kernel);
-  // No backlog seen before this test's; a linger no slow run outlasts.
-  state.device->graph_stores_until_ns = 0;
-  state.device->graph_stores_linger_ns = 10 * 1000000000LL;
+  // No backlog seen before this test's (nothing runs on the thread now).
+  state.device->graph_stores_busy = false;
   fake_driver_reset_counters();
 
   // Alone: from the stream; the first instance has its node disabled once.
@@ -1425,19 +1423,12 @@ static void test_graph_stores(void **unused) {
   assert_int_equal(counters.node_toggles, 1);
 
   // A backlog: every execution by the store node, the last (none waiting
-  // behind it) within the linger.
+  // behind it) too: the thread has not slept since.
   fake_driver_reset_counters();
   execute_backlog(queue, graph, page, page_address, 2, &value);
   counters = fake_driver_counters();
   assert_int_equal(counters.graph_stores, 2 * BACKLOG);
   assert_int_equal(counters.write_values, 0);
-  // Alone within the linger: by the node too, which stays enabled.
-  fake_driver_reset_counters();
-  execute_signalling(queue, graph, page, page_address, 1, ++value);
-  counters = fake_driver_counters();
-  assert_int_equal(counters.graph_stores, 1);
-  assert_int_equal(counters.write_values, 0);
-  assert_int_equal(counters.node_toggles, 0);
   // The most a ticket holds; then one more: every store from the stream,
   // the node left enabled (storing nothing).
   fake_driver_reset_counters();
@@ -1462,18 +1453,24 @@ static void test_graph_stores(void **unused) {
   completion_init(&plain);
   execute(queue, graph, NULL, 0, NULL, 0, &plain);
   assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
-  // Past the linger: alone from the stream again, its node disabled.
-  state.device->graph_stores_linger_ns = 20 * 1000000LL;
+  // Once the thread slept after a backlog: alone from the stream again,
+  // its node disabled.
   execute_backlog(queue, graph, page, page_address, 1, &value);
-  struct timespec past_linger = {0, 50 * 1000000L};
-  nanosleep(&past_linger, NULL);
+  uint64_t sleeps = halo_hal_cuda_thread_sleeps(&state.device->submission);
+  for (int i = 0; i < 5000 && halo_hal_cuda_thread_sleeps(
+                                  &state.device->submission) == sleeps;
+       ++i) {
+    struct timespec nap = {0, 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  assert_int_not_equal(halo_hal_cuda_thread_sleeps(&state.device->submission),
+                       sleeps);
   fake_driver_reset_counters();
   execute_signalling(queue, graph, page, page_address, 1, ++value);
   counters = fake_driver_counters();
   assert_int_equal(counters.graph_stores, 0);
   assert_int_equal(counters.write_values, 1);
   assert_int_equal(counters.node_toggles, 1);
-  state.device->graph_stores_linger_ns = HALO_HAL_CUDA_GRAPH_STORES_LINGER_NS;
 
   // A device whose store kernel did not load at its opening (loaded again
   // here, nothing running on the submission thread): no store node, stores
