@@ -1456,7 +1456,10 @@ static void test_graph_stores(void **unused) {
   // Once the thread slept after a backlog: alone from the stream again,
   // its node disabled.
   execute_backlog(queue, graph, page, page_address, 1, &value);
-  uint64_t sleeps = halo_hal_cuda_thread_sleeps(&state.device->submission);
+  assert_true(state.device->graph_stores_busy);
+  // The thread's sleeps when it saw the backlog (set before the backlog's
+  // completions).
+  uint64_t sleeps = state.device->graph_stores_sleeps;
   for (int i = 0; i < 5000 && halo_hal_cuda_thread_sleeps(
                                   &state.device->submission) == sleeps;
        ++i) {
