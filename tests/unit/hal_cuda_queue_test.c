@@ -1377,6 +1377,20 @@ static void execute_backlog(halo_hal_queue_t *queue,
   assert_words(page, count, *value);
 }
 
+// Waits until |command_buffer| has a free graph instance: the poller gives
+// an execution's instance back just after its completion callback, so an
+// execution offered right after the callback may find it busy and build
+// another.
+static void wait_instance_free(halo_hal_command_buffer_t *command_buffer) {
+  for (int i = 0;
+       i < 5000 && !halo_hal_cuda_command_buffer_issues_at_once(command_buffer);
+       ++i) {
+    struct timespec nap = {0, 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  assert_true(halo_hal_cuda_command_buffer_issues_at_once(command_buffer));
+}
+
 // A graph recording's stores are made by the store node at the end of its
 // graph (no cuStreamWriteValue64) from when other tasks wait for the
 // submission thread as it issues (a backlog) until that thread next sleeps,
@@ -1412,9 +1426,11 @@ static void test_graph_stores(void **unused) {
   state.device->graph_stores_busy = false;
   fake_driver_reset_counters();
 
-  // Alone: from the stream; the first instance has its node disabled once.
+  // Alone: from the stream; the first instance has its node disabled once
+  // (the second execution takes it again).
   for (int round = 0; round < 2; ++round) {
     execute_signalling(queue, graph, page, page_address, 1, ++value);
+    wait_instance_free(graph);
   }
   fake_counters_t counters = fake_driver_counters();
   assert_non_null(state.device->store_kernel);
