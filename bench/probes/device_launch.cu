@@ -25,8 +25,9 @@
 // the steps/s of 8, 16 and 64 tenants (20 us kernels), each tenant a
 // host thread in a closed loop. Not built by CMake (it needs nvcc and the
 // device runtime); on a GPU machine:
-//   nvcc -O2 -arch=sm_90 -rdc=true bench/probes/device_launch.cu \
-//        -lcudadevrt -lcuda -o /tmp/dl && /tmp/dl [SECONDS [PER_RUN]]
+//   nvcc -O2 -arch=sm_90 -rdc=true bench/probes/device_launch.cu
+//        -lcudadevrt -lcuda -o /tmp/dl    (one command)
+//   /tmp/dl [SECONDS [PER_RUN]]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
