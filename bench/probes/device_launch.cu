@@ -39,25 +39,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-#define CK(x)                                                           \
-  do {                                                                  \
-    cudaError_t e_ = (x);                                               \
-    if (e_) {                                                           \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-#define CD(x)                                      \
-  do {                                             \
-    CUresult r_ = (x);                             \
-    if (r_) {                                      \
-      const char *s;                               \
-      cuGetErrorString(r_, &s);                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, s); \
-      exit(1);                                     \
-    }                                              \
-  } while (0)
-typedef unsigned long long u64;
+
+#include "probe.h"
 enum { kMaxTenants = 64, kStride = 8 };  // a 64-byte line per tenant's word
 
 __global__ void spin(u64 ns) {
@@ -135,12 +118,6 @@ __global__ void scheduler(Sched *s) {
       return;
     }
   }
-}
-
-static double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 struct Host {

@@ -30,25 +30,9 @@
 #include <thread>
 #include <vector>
 
-typedef unsigned long long u64;
-#define CD(x)                                              \
-  do {                                                     \
-    CUresult r_ = (x);                                     \
-    if (r_) {                                              \
-      const char *s;                                       \
-      cuGetErrorString(r_, &s);                            \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); \
-      exit(1);                                             \
-    }                                                      \
-  } while (0)
+#include "probe.h"
 
 enum { kRing = 1024, kMaxTenants = 64, kTicketWords = 16, kStride = 8 };
-
-static double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");

@@ -27,25 +27,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-#define CK(x)                                                           \
-  do {                                                                  \
-    cudaError_t e_ = (x);                                               \
-    if (e_) {                                                           \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-#define CD(x)                                      \
-  do {                                             \
-    CUresult r_ = (x);                             \
-    if (r_) {                                      \
-      const char *s;                               \
-      cuGetErrorString(r_, &s);                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, s); \
-      exit(1);                                     \
-    }                                              \
-  } while (0)
-typedef unsigned long long u64;
+
+#include "probe.h"
 __global__ void spin(u64 ns, u64 *out) {
   u64 t0, t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -75,11 +58,6 @@ __global__ void store(const volatile u64 *ticket) {
 __global__ void store_pdl(const volatile u64 *ticket) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   store_ticket(ticket);
-}
-static double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 enum Mode {
   WRITE = 0,
