@@ -114,15 +114,27 @@ static void destroy_work() {
 // Posts |exec| to the ring; launches the scheduler where it is not running
 // (a launch of ours not started yet will see the post; a redundant launch
 // idles out).
+static void check_launches() {
+  if (ring[3]) {
+    printf("a launch from the GPU failed: sequence %llu, cudaError_t %llu\n",
+           ring[3] >> 16, ring[3] & 0xffff);
+    exit(1);
+  }
+}
+
 static void post(CUgraphExec exec) {
   u64 sequence = ++posted;
-  while (sequence - ring[1] > kRing) _mm_pause();  // full
+  while (sequence - ring[1] > kRing) {  // full
+    check_launches();
+    _mm_pause();
+  }
   volatile u64 *entry = ring + 8 + 2 * ((sequence - 1) & (kRing - 1));
   entry[1] = (u64)exec;
   std::atomic_thread_fence(std::memory_order_release);
   entry[0] = sequence;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (ring[2] != 1 && ring[5] != starts_at_launch) {
+    check_launches();
     starts_at_launch = ring[5];
     CD(cuGraphLaunch(scheduler_exec, scheduler_stream));
     ++scheduler_launches;

@@ -9,7 +9,8 @@
 //
 // The ring (host-mapped 64-bit words): [0] stop (host), [1] head: entries
 // taken (scheduler), [2] state: 1 running, 2 ending, 3 ended (scheduler),
-// [3] a failed launch: (sequence << 16) | cudaError_t (scheduler),
+// [3] a failed launch: (sequence << 16) | cudaError_t, sequence 0 for the
+// scheduler's own tail launch (scheduler; the probe then stops),
 // [5] starts (scheduler); entries from [8], (sequence, exec) pairs, the
 // sequence of the i-th post (from 0) being i + 1.
 #include <cuda_runtime.h>
@@ -73,7 +74,12 @@ extern "C" __global__ void halo_gpu_issue(volatile u64 *ring, u64 mask,
       if (lane == 0) ring[1] = head;
       if (launched == per_run) {
         if (lane == 0) {
-          cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+          cudaError_t error = cudaGraphLaunch(cudaGetCurrentGraphExec(),
+                                              cudaStreamGraphTailLaunch);
+          if (error != cudaSuccess) {
+            ring[3] = (u64)error;  // sequence 0: the scheduler's own
+            ring[2] = 3;
+          }
         }
         return;
       }

@@ -40,11 +40,12 @@
 // Completion stores in the graph (device->graph_stores: on unless
 // HALO_CUDA_GRAPH_STORES=0): each instance's graph ends in one node of the
 // built-in store kernel below, after the recording's last stage (so after
-// all of its work). Before a launch whose stores go there (while tasks wait
-// for the submission thread, and for a while after: cuda_queue.c) the
-// submission thread writes them (semaphore slot address, value) into the
-// instance's ticket, a few words of pinned host memory the kernel reads;
-// the kernel fences system-wide and
+// all of its work). While the node is on (from a backlog of tasks waiting
+// for the submission thread until that thread sleeps: cuda_queue.c), before
+// each launch the submission thread writes the execution's stores
+// (semaphore slot address, value) into the instance's ticket, a few words
+// of pinned host memory the kernel reads (none where they do not go there:
+// they then follow on the stream); the kernel fences system-wide and
 // stores each value, as cuStreamWriteValue64 with default flags would. Such
 // an execution costs one cuGraphLaunch instead of a launch and a
 // cuStreamWriteValue64 per signal (about 2 us of the submission thread

@@ -63,7 +63,9 @@ typedef struct halo_hal_cuda_thread_t {
   // Tasks posted and not started yet (halo_hal_cuda_thread_waiting).
   _Atomic uint32_t waiting;
   bool sleeping;  // waiting on |cond| (under |mutex|)
-  // How many times the thread went to sleep (halo_hal_cuda_thread_sleeps).
+  // How many times the thread began waiting on |cond| (a spurious wake-up
+  // waits again and counts again); a poster running a task for it does not
+  // count (halo_hal_cuda_thread_sleeps).
   _Atomic uint64_t sleeps;
   // The gaps before the last two tasks, posted or run by a poster (under
   // |mutex|; halo_clock_gaps_spin_ns), and whether a poster runs a task
@@ -79,6 +81,11 @@ typedef struct halo_hal_cuda_thread_t {
 // How long the submission thread spins for the next task before it
 // sleeps (the ring poller's default window, ring-poll-us, is the same).
 #define HALO_HAL_CUDA_SUBMISSION_SPIN_NS 50000
+// Executions issued in a row with no task waiting after which the graphs'
+// store node is disabled again (device->graph_stores_quiet). Under 8
+// tenants a worker's submission thread is busy 60-80% of the time: so long
+// a run without a backlog does not happen there.
+#define HALO_HAL_CUDA_GRAPH_STORES_QUIET 64
 
 halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
                                          const char *name,
@@ -104,8 +111,8 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
 // Any thread: how many tasks wait for |thread| (posted, not started): the
 // submission thread's backlog.
 uint32_t halo_hal_cuda_thread_waiting(const halo_hal_cuda_thread_t *thread);
-// Any thread: how many times |thread| went to sleep so far (a change: it
-// was idle past its spin in between, or a poster ran a task for it).
+// Any thread: how many times |thread| began waiting on its condition so far
+// (a change: it was idle past its spin in between).
 uint64_t halo_hal_cuda_thread_sleeps(const halo_hal_cuda_thread_t *thread);
 // Whether the calling thread is running a task of |thread| for it
 // (halo_hal_cuda_thread_run_or_post).
@@ -232,15 +239,20 @@ struct halo_hal_cuda_device_t {
   // load (the stores then follow the graph). On unless HALO_CUDA_GRAPH_STORES=0
   // in halod's environment. The node is enabled from when tasks are seen
   // waiting for the submission thread until that thread next sleeps (the
-  // device idle past its spin: |graph_stores_busy| and the thread's sleeps
-  // then, |graph_stores_sleeps|; the submission thread's, and its caller's
-  // while it runs nothing): toggling it per execution as the backlog comes
-  // and goes cost more than the node.
+  // device idle past its spin) or HALO_HAL_CUDA_GRAPH_STORES_QUIET
+  // executions in a row were issued with none waiting (a lone client
+  // stepping faster than the spin keeps the thread awake):
+  // |graph_stores_busy|, the thread's sleeps when tasks last waited
+  // (|graph_stores_sleeps|) and the executions issued since with none
+  // waiting (|graph_stores_quiet|); the submission thread's, and its
+  // caller's while it runs nothing. Toggling the node per execution as the
+  // backlog comes and goes cost more than the node.
   bool graph_stores;
   bool store_tried;
   CUfunction store_kernel;
   bool graph_stores_busy;
   uint64_t graph_stores_sleeps;
+  uint32_t graph_stores_quiet;
   // The instances' tickets, carved from pinned slabs (one cuMemAllocHost
   // per slab, freed with the device: halo_hal_cuda_tickets_free): free
   // tickets and the slabs, under |ticket_mutex| (instances are made on the

@@ -1042,9 +1042,10 @@ static bool halo_hal_cuda_signal_needs_order(
 // The node is on from when other tasks are seen waiting for the submission
 // thread (its time per execution then bounds the device's rate, and the
 // node saves it a cuStreamWriteValue64 per signal) until that thread next
-// sleeps (the device idle past its spin); on a device that has been idle
-// since, a store's call delays nobody, while the node would add its start
-// on the GPU, about 3.5 us, to a lone execution's latency. Enabling and
+// sleeps (the device idle past its spin) or HALO_HAL_CUDA_GRAPH_STORES_QUIET
+// executions in a row were issued with none waiting; then a store's call
+// delays nobody, while the node would add its start on the GPU, about 3.5
+// us, to a lone execution's latency. Enabling and
 // disabling it per execution as the backlog comes and goes, or after a
 // timed linger, cost more than it saved (T8 on an H100: docs/performance.md).
 // The stores go into the node's ticket where there are at most
@@ -1063,8 +1064,10 @@ static bool halo_hal_cuda_execution_graph_stores(
   if (halo_hal_cuda_thread_waiting(&device->submission) > 0) {
     device->graph_stores_busy = true;
     device->graph_stores_sleeps = sleeps;
+    device->graph_stores_quiet = 0;
   } else if (!device->graph_stores_busy ||
-             sleeps != device->graph_stores_sleeps) {
+             sleeps != device->graph_stores_sleeps ||
+             ++device->graph_stores_quiet >= HALO_HAL_CUDA_GRAPH_STORES_QUIET) {
     device->graph_stores_busy = false;
     return false;
   }

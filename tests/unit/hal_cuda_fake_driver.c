@@ -285,6 +285,9 @@ static void fake_store(uint64_t address, uint64_t value) {
 // The built-in completion store kernel: (ticket), one thread, at most
 // HALO_HAL_CUDA_GRAPH_STORES_MAX stores.
 static void fake_store_signals(void **args) {
+  pthread_mutex_lock(&fake.mutex);
+  ++fake.counters.store_node_runs;
+  pthread_mutex_unlock(&fake.mutex);
   const uint64_t *ticket = *(const uint64_t **)args[0];
   uint64_t count = __atomic_load_n(&ticket[0], __ATOMIC_ACQUIRE);
   for (uint64_t i = 0; i < count && i < HALO_HAL_CUDA_GRAPH_STORES_MAX; ++i) {

@@ -61,12 +61,13 @@ typedef struct fake_counters_t {
   int stores;             // 64-bit GPU stores made (both kinds below)
   int write_values;       // cuStreamWriteValue64
   int graph_stores;       // stores made by the built-in store kernel of a graph
-  int node_toggles;       // cuGraphNodeSetEnabled
-  int stream_waits;       // cuStreamWaitEvent on an event not completed yet
-  int event_records;      // cuEventRecord
-  int blocking_records;   // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
-  int spin_syncs;       // cuEventSynchronize on an event without BLOCKING_SYNC
-  int streams_created;  // cuStreamCreateWithPriority
+  int store_node_runs;  // runs of that kernel (its node enabled), stores or not
+  int node_toggles;     // cuGraphNodeSetEnabled
+  int stream_waits;     // cuStreamWaitEvent on an event not completed yet
+  int event_records;    // cuEventRecord
+  int blocking_records;  // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
+  int spin_syncs;        // cuEventSynchronize on an event without BLOCKING_SYNC
+  int streams_created;   // cuStreamCreateWithPriority
   // Streams that had an operation enqueued since the counters were reset,
   // each counted once.
   int streams_used;

@@ -1393,13 +1393,15 @@ static void wait_instance_free(halo_hal_command_buffer_t *command_buffer) {
 
 // A graph recording's stores are made by the store node at the end of its
 // graph (no cuStreamWriteValue64) from when other tasks wait for the
-// submission thread as it issues (a backlog) until that thread next sleeps,
-// the store kernel loaded when the device was opened; an execution issued
-// with none waiting since the thread slept stores from the stream, its
-// instance's store node disabled (cuGraphNodeSetEnabled only when that
-// changes). More signals than a ticket holds, a stream replay (ONE_SHOT)
-// and a store kernel that does not load store from the stream too. Every
-// value lands before its completion either way.
+// submission thread as it issues (a backlog) until that thread next sleeps
+// or HALO_HAL_CUDA_GRAPH_STORES_QUIET executions in a row found none
+// waiting, the store kernel loaded when the device was opened; an execution
+// issued after that stores from the stream, its instance's store node
+// disabled (cuGraphNodeSetEnabled only when that changes). More signals
+// than a ticket holds, a store that must wait for another stream's store of
+// its semaphore (the node then stays on, storing nothing), a stream replay
+// (ONE_SHOT) and a store kernel that does not load store from the stream
+// too. Every value lands before its completion either way.
 static void test_graph_stores(void **unused) {
   (void)unused;
   uint64_t page_address = 0;
@@ -1450,25 +1452,81 @@ static void test_graph_stores(void **unused) {
   fake_driver_reset_counters();
   execute_backlog(queue, graph, page, page_address,
                   HALO_HAL_CUDA_GRAPH_STORES_MAX, &value);
-  execute_backlog(queue, graph, page, page_address,
-                  HALO_HAL_CUDA_GRAPH_STORES_MAX + 1, &value);
   counters = fake_driver_counters();
   assert_int_equal(counters.graph_stores,
                    HALO_HAL_CUDA_GRAPH_STORES_MAX * BACKLOG);
+  assert_int_equal(counters.write_values, 0);
+  fake_driver_reset_counters();
+  execute_backlog(queue, graph, page, page_address,
+                  HALO_HAL_CUDA_GRAPH_STORES_MAX + 1, &value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.graph_stores, 0);
+  assert_int_equal(counters.store_node_runs, BACKLOG);
   assert_int_equal(counters.write_values,
                    (HALO_HAL_CUDA_GRAPH_STORES_MAX + 1) * BACKLOG);
   assert_int_equal(counters.node_toggles, 0);
+  // Two queues on two streams signalling one word in a backlog: the second
+  // store must wait for the first's (the slot gives no value to compare):
+  // it goes on the stream after the wait, its node on and storing nothing.
+  {
+    halo_hal_queue_t *other = queue_new();
+    halo_hal_execution_signal_t first_signal[1], second_signal[1];
+    completion_t first, second;
+    signal_words(first_signal, &first, page, page_address, 1, ++value);
+    signal_words(second_signal, &second, page, page_address, 1, ++value);
+    blocker_t blocker;
+    blocker_hold(&blocker);
+    fake_driver_reset_counters();
+    execute(queue, graph, NULL, 0, first_signal, 1, &first);
+    execute(other, graph, NULL, 0, second_signal, 1, &second);
+    blocker_release(&blocker);
+    assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
+    assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
+    blocker_destroy(&blocker);
+    counters = fake_driver_counters();
+    assert_int_equal(counters.graph_stores, 1);
+    assert_int_equal(counters.write_values, 1);
+    assert_int_equal(counters.store_node_runs, 2);
+    assert_words(page, 1, value);
+    halo_hal_queue_destroy(other);
+  }
   // A stream replay: from the stream.
   fake_driver_reset_counters();
   execute_backlog(queue, replay, page, page_address, 1, &value);
   counters = fake_driver_counters();
   assert_int_equal(counters.graph_stores, 0);
   assert_int_equal(counters.write_values, BACKLOG);
-  // A launch without signals leaves none behind in the ticket.
+  // A launch without signals leaves none behind in the ticket (its node
+  // is on or off as the thread slept or not: either way nothing stored).
   completion_t plain;
   completion_init(&plain);
+  fake_driver_reset_counters();
   execute(queue, graph, NULL, 0, NULL, 0, &plain);
   assert_int_equal(completion_wait(&plain), HALO_STATUS_OK);
+  assert_int_equal(fake_driver_counters().graph_stores, 0);
+  // The thread kept awake (a spin longer than this part): after a backlog
+  // the node stays on for executions issued alone, until
+  // HALO_HAL_CUDA_GRAPH_STORES_QUIET of them in a row found none waiting.
+  pthread_mutex_lock(&state.device->submission.mutex);
+  state.device->submission.spin_ns = 1000000000LL;
+  pthread_mutex_unlock(&state.device->submission.mutex);
+  execute_backlog(queue, graph, page, page_address, 1, &value);
+  fake_driver_reset_counters();
+  execute_signalling(queue, graph, page, page_address, 1, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.store_node_runs, 1);
+  assert_int_equal(counters.graph_stores, 1);
+  for (int i = 0; i < HALO_HAL_CUDA_GRAPH_STORES_QUIET; ++i) {
+    execute_signalling(queue, graph, page, page_address, 1, ++value);
+  }
+  fake_driver_reset_counters();
+  execute_signalling(queue, graph, page, page_address, 1, ++value);
+  counters = fake_driver_counters();
+  assert_int_equal(counters.store_node_runs, 0);
+  assert_int_equal(counters.write_values, 1);
+  pthread_mutex_lock(&state.device->submission.mutex);
+  state.device->submission.spin_ns = HALO_HAL_CUDA_SUBMISSION_SPIN_NS;
+  pthread_mutex_unlock(&state.device->submission.mutex);
   // Once the thread slept after a backlog: alone from the stream again,
   // its node disabled.
   execute_backlog(queue, graph, page, page_address, 1, &value);
@@ -1487,9 +1545,12 @@ static void test_graph_stores(void **unused) {
   fake_driver_reset_counters();
   execute_signalling(queue, graph, page, page_address, 1, ++value);
   counters = fake_driver_counters();
+  assert_int_equal(counters.store_node_runs, 0);
   assert_int_equal(counters.graph_stores, 0);
   assert_int_equal(counters.write_values, 1);
-  assert_int_equal(counters.node_toggles, 1);
+  // Its instance's node disabled now, unless an earlier lone execution
+  // (the one without signals) had disabled it already.
+  assert_true(counters.node_toggles <= 1);
 
   // A device whose store kernel did not load at its opening (loaded again
   // here, nothing running on the submission thread): no store node, stores
