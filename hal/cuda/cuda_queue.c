@@ -1045,9 +1045,9 @@ static bool halo_hal_cuda_signal_needs_order(
 // sleeps (the device idle past its spin) or HALO_HAL_CUDA_GRAPH_STORES_QUIET
 // executions in a row were issued with none waiting; then a store's call
 // delays nobody, while the node would add its start on the GPU, about 3.5
-// us, to a lone execution's latency. Enabling and
-// disabling it per execution as the backlog comes and goes, or after a
-// timed linger, cost more than it saved (T8 on an H100: docs/performance.md).
+// us, to a lone execution's latency. Enabling and disabling it per
+// execution as the backlog comes and goes cost more than it saved (T8 on
+// an H100: docs/performance.md).
 // The stores go into the node's ticket where there are at most
 // HALO_HAL_CUDA_GRAPH_STORES_MAX and none must wait for an earlier store of
 // its semaphore on another stream (such a wait goes before the store alone:
