@@ -284,18 +284,9 @@ static void run(Mode mode, int tenants, u64 ns, double seconds, int per_run,
       }
     });
   }
-  go = true;
-  double t0 = now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  halt = true;
-  double elapsed = now() - t0;
+  double elapsed = probe_run_for(go, halt, seconds);
   for (auto &th : threads) th.join();
-  u64 total = 0;
-  std::vector<float> all;
-  for (int t = 0; t < tenants; ++t) {
-    total += steps[t];
-    all.insert(all.end(), lat[t].begin(), lat[t].end());
-  }
+  u64 total = probe_tally(steps, lat, elapsed, rate, p50_us);
   if (mode == HOST) {
     for (auto &ht : hosts) {
       CK(cudaStreamSynchronize(ht.stream));
@@ -308,9 +299,6 @@ static void run(Mode mode, int tenants, u64 ns, double seconds, int per_run,
       printf("  launches %llu < steps %llu\n", launched, total);
     }
   }
-  std::sort(all.begin(), all.end());
-  *rate = total / elapsed;
-  *p50_us = all.empty() ? 0 : 1e6 * all[all.size() / 2];
 }
 
 int main(int argc, char **argv) {

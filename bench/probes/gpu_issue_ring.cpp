@@ -192,22 +192,10 @@ static void run(bool gpu, int tenants, double seconds, double *rate,
       }
     }
   });
-  go = true;
-  double start = now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  halt = true;
-  double elapsed = now() - start;
+  double elapsed = probe_run_for(go, halt, seconds);
   for (auto &thread : threads) thread.join();
   issuer.join();
-  u64 total = 0;
-  std::vector<float> all;
-  for (int t = 0; t < tenants; ++t) {
-    total += steps[t];
-    all.insert(all.end(), latencies[t].begin(), latencies[t].end());
-  }
-  std::sort(all.begin(), all.end());
-  *rate = total / elapsed;
-  *p50_us = all.empty() ? 0 : 1e6 * all[all.size() / 2];
+  probe_tally(steps, latencies, elapsed, rate, p50_us);
   CD(cuCtxSynchronize());
 }
 

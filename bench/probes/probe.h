@@ -3,15 +3,20 @@
 // What the stand-alone probes of this folder share: a check of a driver
 // call (CD) and of a runtime call (CK, where cuda_runtime.h came first),
 // each printing the call and its error and exiting, and a clock in
-// seconds. Header-only: each probe is still built on its own.
+// seconds, and the tally of tenants' closed loops. Header-only: each probe
+// is still built on its own.
 #ifndef HALO_BENCH_PROBES_PROBE_H_
 #define HALO_BENCH_PROBES_PROBE_H_
 
 #include <cuda.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 typedef unsigned long long u64;
 
@@ -42,6 +47,35 @@ static inline double now() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// Releases the tenants' closed loops (|go|), lets them run |seconds| and
+// stops them (|halt|); returns the seconds they ran.
+static inline double probe_run_for(std::atomic<bool> &go,
+                                   std::atomic<bool> &halt, double seconds) {
+  go = true;
+  double start = now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  halt = true;
+  return now() - start;
+}
+
+// Closed loops of |steps.size()| tenants over |elapsed| seconds, each
+// tenant's step latencies (seconds) in |latencies|: the steps/s of all,
+// and the p50 of every step (us). Returns the steps of all.
+static inline u64 probe_tally(const std::vector<u64> &steps,
+                              const std::vector<std::vector<float>> &latencies,
+                              double elapsed, double *rate, double *p50_us) {
+  u64 total = 0;
+  std::vector<float> all;
+  for (size_t t = 0; t < steps.size(); ++t) {
+    total += steps[t];
+    all.insert(all.end(), latencies[t].begin(), latencies[t].end());
+  }
+  std::sort(all.begin(), all.end());
+  *rate = total / elapsed;
+  *p50_us = all.empty() ? 0 : 1e6 * all[all.size() / 2];
+  return total;
 }
 
 #endif  // HALO_BENCH_PROBES_PROBE_H_

@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -1385,8 +1384,7 @@ static void wait_instance_free(halo_hal_command_buffer_t *command_buffer) {
   for (int i = 0;
        i < 5000 && !halo_hal_cuda_command_buffer_issues_at_once(command_buffer);
        ++i) {
-    struct timespec nap = {0, 1000000L};
-    nanosleep(&nap, NULL);
+    usleep(1000);
   }
   assert_true(halo_hal_cuda_command_buffer_issues_at_once(command_buffer));
 }
@@ -1537,8 +1535,7 @@ static void test_graph_stores(void **unused) {
   for (int i = 0; i < 5000 && halo_hal_cuda_thread_sleeps(
                                   &state.device->submission) == sleeps;
        ++i) {
-    struct timespec nap = {0, 1000000L};
-    nanosleep(&nap, NULL);
+    usleep(1000);
   }
   assert_int_not_equal(halo_hal_cuda_thread_sleeps(&state.device->submission),
                        sleeps);
