@@ -46,14 +46,4 @@ void halo_clock_gaps_arrived(halo_clock_gaps_t *gaps, int64_t arrival_ns);
 int64_t halo_clock_gaps_spin_ns(const halo_clock_gaps_t *gaps,
                                 int64_t window_ns);
 
-// A spin loop's pause between looks (x86 PAUSE, Arm YIELD): cheaper for
-// the core and its sibling than a bare loop, and no system call.
-static inline void halo_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 #endif  // HALO_COMMON_CLOCK_H_

@@ -1454,33 +1454,12 @@ static bool halo_hal_cuda_instance_matches(
   return true;
 }
 
-// Under |command_buffer->mutex|: the link to a free instance bound to
-// exactly what |execution| binds, NULL where none is (or the device's
-// instance affinity is off, or the recording has more than
-// HALO_HAL_CUDA_AFFINITY_SLOTS slots: past that, comparing would cost more
-// than it saves).
-static halo_hal_cuda_graph_instance_t **halo_hal_cuda_instance_find_bound(
-    halo_hal_cuda_command_buffer_t *command_buffer,
-    const halo_hal_execution_t *execution) {
-  if (!command_buffer->device->instance_affinity ||
-      command_buffer->base.recording.binding_capacity >
-          HALO_HAL_CUDA_AFFINITY_SLOTS) {
-    return NULL;
-  }
-  for (halo_hal_cuda_graph_instance_t **link = &command_buffer->free_instances;
-       *link; link = &(*link)->next) {
-    if (halo_hal_cuda_instance_matches(command_buffer, *link, execution)) {
-      return link;
-    }
-  }
-  return NULL;
-}
-
 // Takes a free instance, or reserves the right to create one; parks
 // |waiter| when the pool is at its bound. Of the free instances it prefers
 // one already bound to what |execution| binds (clients sharing a recording
 // each find "their" instance again: no SetParams, no table copy), up to
-// HALO_HAL_CUDA_AFFINITY_SLOTS slots.
+// HALO_HAL_CUDA_AFFINITY_SLOTS slots (past that, comparing would cost more
+// than it saves).
 static void halo_hal_cuda_instance_take(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, halo_hal_cuda_task_t *waiter,
@@ -1490,9 +1469,17 @@ static void halo_hal_cuda_instance_take(
   *out_create = false;
   *out_parked = false;
   pthread_mutex_lock(&command_buffer->mutex);
-  halo_hal_cuda_graph_instance_t **link =
-      halo_hal_cuda_instance_find_bound(command_buffer, execution);
-  if (!link) link = &command_buffer->free_instances;
+  halo_hal_cuda_graph_instance_t **link = &command_buffer->free_instances;
+  if (*link && command_buffer->device->instance_affinity &&
+      command_buffer->base.recording.binding_capacity <=
+          HALO_HAL_CUDA_AFFINITY_SLOTS) {
+    for (halo_hal_cuda_graph_instance_t **l = link; *l; l = &(*l)->next) {
+      if (halo_hal_cuda_instance_matches(command_buffer, *l, execution)) {
+        link = l;
+        break;
+      }
+    }
+  }
   halo_hal_cuda_graph_instance_t *instance = *link;
   if (instance) {
     *link = instance->next;
@@ -1684,17 +1671,15 @@ static void halo_hal_cuda_instance_write_ticket(
 static halo_status_t halo_hal_cuda_issue_graph(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
-    halo_hal_cuda_graph_instance_t *bound, const halo_hal_cuda_store_t *stores,
-    uint32_t store_count, halo_hal_cuda_task_t *waiter,
-    halo_hal_cuda_issue_t *issue, bool *out_parked) {
+    const halo_hal_cuda_store_t *stores, uint32_t store_count,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *issue,
+    bool *out_parked) {
   const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
-  halo_hal_cuda_graph_instance_t *instance = bound;
-  bool create = false;
-  if (!instance) {
-    halo_hal_cuda_instance_take(command_buffer, execution, waiter, &instance,
-                                &create, out_parked);
-    if (*out_parked) return NULL;
-  }
+  halo_hal_cuda_graph_instance_t *instance;
+  bool create;
+  halo_hal_cuda_instance_take(command_buffer, execution, waiter, &instance,
+                              &create, out_parked);
+  if (*out_parked) return NULL;
   halo_status_t status = NULL;
   if (create) {
     status =
@@ -1712,11 +1697,8 @@ static halo_status_t halo_hal_cuda_issue_graph(
     issue->instance_created = true;
   }
   issue->instance = instance;
-  // A bound instance matched what |execution| binds when it was taken.
-  if (!bound) {
-    status = halo_hal_cuda_instance_update(command_buffer, instance, execution,
-                                           stream, issue);
-  }
+  status = halo_hal_cuda_instance_update(command_buffer, instance, execution,
+                                         stream, issue);
   if (!status && instance->needs_upload) {
     CUresult result = cu->cuGraphUpload(instance->exec, stream);
     if (result != CUDA_SUCCESS) {
@@ -1884,9 +1866,9 @@ static halo_status_t halo_hal_cuda_issue_replay(
 halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_command_buffer_t *base_command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
-    halo_hal_cuda_graph_instance_t *bound, const halo_hal_cuda_store_t *stores,
-    uint32_t store_count, halo_hal_cuda_task_t *waiter,
-    halo_hal_cuda_issue_t *out_issue, bool *out_parked) {
+    const halo_hal_cuda_store_t *stores, uint32_t store_count,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
+    bool *out_parked) {
   memset(out_issue, 0, sizeof(*out_issue));
   *out_parked = false;
   halo_hal_cuda_command_buffer_t *command_buffer =
@@ -1895,39 +1877,12 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
   HALO_RETURN_IF_ERROR(halo_hal_cuda_command_buffer_realize(command_buffer));
   if (store_count > HALO_HAL_CUDA_GRAPH_STORES_MAX) stores = NULL;
   if (command_buffer->use_graph) {
-    return halo_hal_cuda_issue_graph(command_buffer, execution, stream, bound,
-                                     stores, store_count, waiter, out_issue,
+    return halo_hal_cuda_issue_graph(command_buffer, execution, stream, stores,
+                                     store_count, waiter, out_issue,
                                      out_parked);
   }
   return halo_hal_cuda_issue_replay(command_buffer, execution, stream,
                                     out_issue);
-}
-
-halo_hal_cuda_graph_instance_t *halo_hal_cuda_command_buffer_take_bound(
-    halo_hal_command_buffer_t *base_command_buffer,
-    const halo_hal_execution_t *execution) {
-  halo_hal_cuda_command_buffer_t *command_buffer =
-      (halo_hal_cuda_command_buffer_t *)base_command_buffer;
-  halo_hal_cuda_graph_instance_t *instance = NULL;
-  pthread_mutex_lock(&command_buffer->mutex);
-  halo_hal_cuda_graph_instance_t **link =
-      command_buffer->parked_head
-          ? NULL
-          : halo_hal_cuda_instance_find_bound(command_buffer, execution);
-  if (link && !(*link)->needs_upload) {
-    instance = *link;
-    *link = instance->next;
-    instance->next = NULL;
-  }
-  pthread_mutex_unlock(&command_buffer->mutex);
-  return instance;
-}
-
-void halo_hal_cuda_command_buffer_give_bound(
-    halo_hal_command_buffer_t *command_buffer,
-    halo_hal_cuda_graph_instance_t *bound) {
-  halo_hal_cuda_instance_give((halo_hal_cuda_command_buffer_t *)command_buffer,
-                              bound);
 }
 
 bool halo_hal_cuda_command_buffer_issues_at_once(

@@ -69,9 +69,7 @@ bool halo_hal_cuda_command_buffer_isa(
 // is free), re-points the nodes whose resolved arguments changed since that
 // instance's last launch, copies the binding table into the instance's slot
 // when the recording has BINDING_TABLE arguments and the table changed, and
-// launches; with |bound| (from halo_hal_cuda_command_buffer_take_bound) it
-// launches that instance as it is. When every instance is busy and the
-// bound is reached, |waiter|
+// launches. When every instance is busy and the bound is reached, |waiter|
 // is parked and *out_parked set (OK is returned, nothing is enqueued): the
 // pool posts |waiter| to the submission thread again when an instance is
 // released. |stores| (at most HALO_HAL_CUDA_GRAPH_STORES_MAX) are the
@@ -82,25 +80,9 @@ bool halo_hal_cuda_command_buffer_isa(
 halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
-    halo_hal_cuda_graph_instance_t *bound, const halo_hal_cuda_store_t *stores,
-    uint32_t store_count, halo_hal_cuda_task_t *waiter,
-    halo_hal_cuda_issue_t *out_issue, bool *out_parked);
-
-// The loop thread, before it hands |execution| to the submission thread:
-// takes a free graph instance of |command_buffer| already bound to exactly
-// what |execution| binds (launched as it is: no SetParams, no table copy,
-// no upload), so that the submission thread's work for it is the launch.
-// NULL where there is none, where executions wait for an instance (they go
-// first), or where the device's instance affinity is off. The instance goes
-// to halo_hal_cuda_command_buffer_issue, or back with
-// halo_hal_cuda_command_buffer_give_bound. No driver call.
-halo_hal_cuda_graph_instance_t *halo_hal_cuda_command_buffer_take_bound(
-    halo_hal_command_buffer_t *command_buffer,
-    const halo_hal_execution_t *execution);
-// Any thread, no driver call: |bound| was not issued after all.
-void halo_hal_cuda_command_buffer_give_bound(
-    halo_hal_command_buffer_t *command_buffer,
-    halo_hal_cuda_graph_instance_t *bound);
+    const halo_hal_cuda_store_t *stores, uint32_t store_count,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_issue_t *out_issue,
+    bool *out_parked);
 
 // Submission thread (or the poster running its task): whether issuing
 // |command_buffer| now needs no set-up (a module load, a graph instance's

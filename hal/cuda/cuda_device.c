@@ -317,9 +317,6 @@ halo_status_t halo_hal_cuda_device_create(
       halo_hal_cuda_diagnostic_on("HALO_CUDA_INSTANCE_AFFINITY");
   device->eventless_completion =
       halo_hal_cuda_diagnostic_on("HALO_CUDA_EVENTLESS");
-  device->caller_takes_instance =
-      device->instance_affinity &&
-      halo_hal_cuda_diagnostic_on("HALO_CUDA_CALLER_TAKES_INSTANCE");
   device->issue_on_caller =
       halo_hal_cuda_diagnostic_on("HALO_CUDA_ISSUE_ON_CALLER");
   // On unless HALO_CUDA_GRAPH_STORES=0: where tasks wait for the

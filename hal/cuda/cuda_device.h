@@ -81,10 +81,6 @@ typedef struct halo_hal_cuda_thread_t {
 // How long the submission thread spins for the next task before it
 // sleeps (the ring poller's default window, ring-poll-us, is the same).
 #define HALO_HAL_CUDA_SUBMISSION_SPIN_NS 50000
-// While it spins the thread pauses between looks and yields its CPU once
-// this long (a yield between every look delayed the pick-up of a post by
-// the system call's return: T8 on an H100 3-5% fewer steps/s).
-#define HALO_HAL_CUDA_THREAD_YIELD_NS 2000
 // Executions issued in a row with no task waiting after which the graphs'
 // store node is disabled again (device->graph_stores_quiet). Under 8
 // tenants a worker's submission thread is busy 60-80% of the time: so long
@@ -213,12 +209,6 @@ struct halo_hal_cuda_device_t {
   // addresses (cuda_command_buffer.c). HALO_CUDA_INSTANCE_AFFINITY=0 in
   // halod's environment turns it off (a diagnostic, to compare).
   bool instance_affinity;
-  // With the affinity, the caller of execute (the loop thread) takes the
-  // bound instance itself where one is free, so that the submission
-  // thread only launches it (halo_hal_cuda_command_buffer_take_bound).
-  // HALO_CUDA_CALLER_TAKES_INSTANCE=0 in halod's environment turns it off
-  // (a diagnostic, to compare).
-  bool caller_takes_instance;
   // Short executions whose signals the GPU stores record no event: the
   // stores tell the completion thread (cuda_queue.c).
   // HALO_CUDA_EVENTLESS=0 in halod's environment turns it off (a

@@ -281,11 +281,6 @@ struct halo_hal_cuda_execution_t {
   int64_t handed_ns;
   // Failed while run on the caller: the submission thread ends it.
   halo_status_t caller_failure;
-  // A graph instance the loop thread took for it, bound to its bindings
-  // already (halo_hal_cuda_command_buffer_take_bound): the submission
-  // thread launches it as it is. Moves to |issue| when issued; back to the
-  // pool if the execution ends before.
-  halo_hal_cuda_graph_instance_t *bound;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -361,11 +356,6 @@ static void halo_hal_cuda_execution_complete(
   }
   // Finished work: its stores landed; wake their sleepers now.
   if (!status) halo_hal_cuda_execution_stores_landed(execution);
-  if (execution->bound) {
-    halo_hal_cuda_command_buffer_give_bound(execution->execution.command_buffer,
-                                            execution->bound);
-    execution->bound = NULL;
-  }
   halo_hal_cuda_command_buffer_retire(&execution->issue);
   if (execution->event) {
     halo_hal_cuda_event_release(execution->event);
@@ -1474,9 +1464,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
   bool on_caller = halo_hal_cuda_thread_on_caller(&queue->device->submission);
   if (on_caller &&
-      (!queue->pooled ||
-       (!execution->bound && !halo_hal_cuda_command_buffer_issues_at_once(
-                                 execution->execution.command_buffer)))) {
+      (!queue->pooled || !halo_hal_cuda_command_buffer_issues_at_once(
+                             execution->execution.command_buffer))) {
     // Set-up first (a stream, a module, a graph instance): the submission
     // thread's, not the loop thread's.
     halo_hal_cuda_thread_post(&queue->device->submission, task);
@@ -1498,12 +1487,10 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     bool node_on =
         halo_hal_cuda_execution_graph_stores(execution, stores, &store_count);
     bool parked = false;
-    halo_hal_cuda_graph_instance_t *bound = execution->bound;
-    execution->bound = NULL;  // the issue's now
     status = halo_hal_cuda_command_buffer_issue(
         execution->execution.command_buffer, &execution->execution,
-        queue->stream, bound, node_on ? stores : NULL, store_count,
-        &execution->task, &execution->issue, &parked);
+        queue->stream, node_on ? stores : NULL, store_count, &execution->task,
+        &execution->issue, &parked);
     if (!status && parked) return;  // posted again when an instance frees
   }
   if (!status && !execution->issue.stores_in_graph) {
@@ -1640,14 +1627,6 @@ static halo_status_t halo_hal_cuda_queue_execute(
   atomic_init(&cuda->references, 1);
   atomic_init(&cuda->host_reference, false);
   atomic_init(&cuda->stores_woken, false);
-  if (queue->device->caller_takes_instance && !execution->wait_fence_count) {
-    // Off the submission thread, whose time per execution bounds the
-    // device's rate under many tenants: the instance it will launch. Not
-    // for one that waits for fences first (it would hold the instance
-    // while it waits).
-    cuda->bound = halo_hal_cuda_command_buffer_take_bound(
-        execution->command_buffer, execution);
-  }
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);

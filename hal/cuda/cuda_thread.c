@@ -7,9 +7,7 @@
 // running work (cuModuleUnload, cuMemHostUnregister) wait once together.
 // The submission thread spins a while (spin_ns) on an empty queue before
 // it sleeps, so that under load the loop thread's post and the thread's
-// next task cost no futex wake and no wake-up latency (it pauses between
-// looks and yields its CPU every HALO_HAL_CUDA_THREAD_YIELD_NS); idle, it
-// sleeps. It
+// next task cost no futex wake and no wake-up latency; idle, it sleeps. It
 // spins only where one of the last two tasks came within that window
 // (halo_clock_gaps_spin_ns): tasks a millisecond apart (a long step) cost
 // a wake-up each, not 50 us of spinning each. Such a task need not wait for
@@ -46,22 +44,10 @@ static void *halo_hal_cuda_thread_main(void *arg) {
           atomic_load_explicit(&thread->posted, memory_order_relaxed);
       pthread_mutex_unlock(&thread->mutex);
       int64_t until = idle_since_ns + spin_ns;
-      int64_t now = idle_since_ns;
-      int64_t yield_at = now + HALO_HAL_CUDA_THREAD_YIELD_NS;
       while (atomic_load_explicit(&thread->posted, memory_order_acquire) ==
                  seen &&
-             now < until) {
-        // Between looks a pause, and every HALO_HAL_CUDA_THREAD_YIELD_NS
-        // a yield: a post is seen within a pause, not after a yield's
-        // system call returns, while a thread that shares this CPU still
-        // gets it within a few microseconds.
-        if (now >= yield_at) {
-          sched_yield();
-          yield_at = halo_clock_now_ns() + HALO_HAL_CUDA_THREAD_YIELD_NS;
-        } else {
-          halo_cpu_relax();
-        }
-        now = halo_clock_now_ns();
+             halo_clock_now_ns() < until) {
+        sched_yield();
       }
       pthread_mutex_lock(&thread->mutex);
     }

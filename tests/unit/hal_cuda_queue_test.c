@@ -1389,89 +1389,6 @@ static void wait_instance_free(halo_hal_command_buffer_t *command_buffer) {
   assert_true(halo_hal_cuda_command_buffer_issues_at_once(command_buffer));
 }
 
-// The loop thread takes a free graph instance already bound to what an
-// execution binds itself (halo_hal_cuda_command_buffer_take_bound), and the
-// submission thread launches it as it is. Behind a held submission thread,
-// an execution that binds other buffers and was offered first then finds
-// the pool empty and builds its own instance; with the caller's take off,
-// the submission thread takes instances in offer order: the first
-// re-points the bound instance (a SetParams) and the second builds one.
-static void test_caller_takes_bound_instance(void **unused) {
-  (void)unused;
-  // As halod's devices (this file's device leaves the affinity off).
-  bool saved_affinity = state.device->instance_affinity;
-  bool saved_takes = state.device->caller_takes_instance;
-  state.device->instance_affinity = true;
-  uint32_t n = N, us = 0;
-  for (int round = 0; round < 2; ++round) {
-    bool takes = round == 0;
-    state.device->caller_takes_instance = takes;
-    recorder_t recorder;
-    recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
-    arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
-                     arg_constant(&n, 4), arg_constant(&us, 4)};
-    recorder_dispatch(&recorder, KERNEL_SLOW, N / 64, args, 4);
-    halo_hal_command_buffer_t *command_buffer = recorder_end(&recorder);
-    halo_hal_queue_t *first_queue = queue_new(), *second_queue = queue_new();
-    uint64_t x[2], y[2];
-    halo_hal_binding_t bindings[2][2];
-    for (int e = 0; e < 2; ++e) {
-      x[e] = device_allocate(N * 4);
-      y[e] = device_allocate(N * 4);
-      for (uint32_t i = 0; i < N; ++i) floats(x[e])[i] = (float)(e * 1000 + i);
-      bindings[e][0] = (halo_hal_binding_t){x[e], N * 4};
-      bindings[e][1] = (halo_hal_binding_t){y[e], N * 4};
-    }
-    // One instance, bound to bindings[0].
-    execute_and_wait(first_queue, command_buffer, bindings[0], 2);
-    wait_instance_free(command_buffer);
-    fake_driver_reset_counters();
-    for (uint32_t i = 0; i < N; ++i) floats(y[0])[i] = 0.0f;
-    completion_t completions[2];
-    completion_init(&completions[0]);
-    completion_init(&completions[1]);
-    blocker_t blocker;
-    blocker_hold(&blocker);
-    execute(first_queue, command_buffer, bindings[1], 2, NULL, 0,
-            &completions[0]);
-    execute(second_queue, command_buffer, bindings[0], 2, NULL, 0,
-            &completions[1]);
-    blocker_release(&blocker);
-    for (int e = 0; e < 2; ++e) {
-      if (completion_wait(&completions[e]) != HALO_STATUS_OK) {
-        fail_msg("[%s] execution %d: %s", state.mode, e,
-                 completions[e].message);
-      }
-    }
-    blocker_destroy(&blocker);
-    for (int e = 0; e < 2; ++e) {
-      for (uint32_t i = 0; i < N; ++i) {
-        if (floats(y[e])[i] != (float)(e * 1000 + i) + 1.0f) {
-          fail_msg("[%s] caller takes %d: y%d[%u] = %g", state.mode, takes, e,
-                   i, floats(y[e])[i]);
-        }
-      }
-    }
-    fake_counters_t counters = fake_driver_counters();
-    print_message(
-        "[%s] caller takes the bound instance: %d; %d SetParams, "
-        "%d graph instances built\n",
-        state.mode, takes, counters.exec_set_params, counters.instantiations);
-    assert_int_equal(counters.instantiations, 1);
-    assert_int_equal(counters.exec_set_params, takes ? 0 : 1);
-    assert_int_equal(counters.exec_overlaps, 0);
-    halo_hal_queue_destroy(first_queue);
-    halo_hal_queue_destroy(second_queue);
-    halo_hal_command_buffer_destroy(command_buffer);
-    for (int e = 0; e < 2; ++e) {
-      device_free(x[e], N * 4);
-      device_free(y[e], N * 4);
-    }
-  }
-  state.device->caller_takes_instance = saved_takes;
-  state.device->instance_affinity = saved_affinity;
-}
-
 // A graph recording's stores are made by the store node at the end of its
 // graph (no cuStreamWriteValue64) from when other tasks wait for the
 // submission thread as it issues (a backlog) until that thread next sleeps
@@ -2603,18 +2520,8 @@ static void test_sticky_error(void **unused) {
   assert_int_equal(completion_wait(&pending), HALO_STATUS_DEVICE_LOST);
   print_message("[%s] fault: %s\n", state.mode, faulting.message);
   assert_non_null(strstr(faulting.message, "CUDA_ERROR_ILLEGAL_ADDRESS"));
-  // The later execution's caller takes the slow recording's one instance
-  // (bound to what it binds: nothing); failing before its issue, the
-  // execution gives it back.
-  bool saved_affinity = state.device->instance_affinity;
-  state.device->instance_affinity = true;
-  state.device->caller_takes_instance = true;
-  wait_instance_free(slow);
   execute(first, slow, NULL, 0, NULL, 0, &later);
   assert_int_equal(completion_wait(&later), HALO_STATUS_DEVICE_LOST);
-  wait_instance_free(slow);
-  state.device->instance_affinity = saved_affinity;
-  state.device->caller_takes_instance = false;
   assert_int_equal(atomic_load(&state.lost_reports), 1);
   // On a GPU nothing runs after a sticky error; the fake's slow kernel
   // finishes its sleep: let it, before its exec is destroyed.
@@ -2635,7 +2542,6 @@ int main(void) {
       cmocka_unit_test(test_barriers_and_transfers),
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
-      cmocka_unit_test(test_caller_takes_bound_instance),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
       cmocka_unit_test(test_binding_table_instances),
