@@ -1875,7 +1875,8 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
       (halo_hal_cuda_command_buffer_t *)base_command_buffer;
   out_issue->command_buffer = base_command_buffer;
   HALO_RETURN_IF_ERROR(halo_hal_cuda_command_buffer_realize(command_buffer));
-  if (store_count > HALO_HAL_CUDA_GRAPH_STORES_MAX) stores = NULL;
+  // More than a ticket holds: they follow on the stream (the node as asked).
+  if (store_count > HALO_HAL_CUDA_GRAPH_STORES_MAX) store_count = 0;
   if (command_buffer->use_graph) {
     return halo_hal_cuda_issue_graph(command_buffer, execution, stream, stores,
                                      store_count, waiter, out_issue,
