@@ -803,11 +803,15 @@ void halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd) {
       got = poll(fds, used, -1);
     } while (got < 0 && errno == EINTR);
   }
+  // Only the doorbells that rang are read (a read of a quiet one is a
+  // system call for EAGAIN); one that rang while no poll ran (|ready|) is
+  // read after the next sleep's poll, which returns at once for it.
+  nfds_t next = 1;  // fds[0] is the link
   for (size_t i = 0; i < rings->sessions.capacity; ++i) {
     if (!rings->sessions.entries[i].key) continue;
     halo_remote_ring_session_state_t *session =
         rings->sessions.entries[i].value;
-    if (session->doorbell >= 0) {
+    if (session->doorbell >= 0 && (fds[next++].revents & POLLIN) != 0) {
       uint64_t value;
       while (read(session->doorbell, &value, sizeof(value)) == sizeof(value)) {
       }

@@ -853,6 +853,12 @@ static void test_doorbell(void **state) {
   publish_execute(&args);
   expect_complete(G_CB, G_SEM, args.signal.value);
   wait_head(t.tail);
+  // The doorbell that woke it was read (its count drained): the next sleep
+  // blocks instead of returning at once.
+  uint64_t count;
+  errno = 0;
+  assert_int_equal(read(t.doorbell, &count, sizeof(count)), -1);
+  assert_int_equal(errno, EAGAIN);
 }
 
 static uint32_t flight_count(void) {
