@@ -11,7 +11,8 @@
 // GPU with griddepcontrol.wait: sm_90), or with the store node disabled.
 // It prints the host's issue cost per execution, the latency of one
 // tenant's closed loop (0 and 20 us kernels), and the steps/s of 8 and 16
-// tenants (20 us kernels) issued by one thread or by a thread each.
+// tenants (20 us kernels) issued by one thread or by a thread each; the
+// mem-op node is in all three.
 // docs/performance.md quotes it. Not built by CMake (it needs nvcc, and
 // CUDA 13 for the edge-data cudaGraphAddDependencies); on a GPU machine:
 //   nvcc -O2 -arch=sm_90 bench/probes/store_node.cu -lcuda -o /tmp/sn
@@ -192,7 +193,7 @@ int main(int argc, char **argv) {
            us, m != 3 ? *(volatile u64 *)flag(0) : 0ull, m != 3 ? N + 1 : 0);
   }
   for (u64 ns : {0ull, 20000ull})
-    for (int m : {0, 1, 4, 5, 6}) {
+    for (int m : {0, 1, 2, 4, 5, 6}) {
       CK(cudaDeviceSynchronize());
       memset(host, 0, 1 << 20);
       T t;
@@ -215,7 +216,7 @@ int main(int argc, char **argv) {
   // closed loop, 20 us kernels, K tenants each a stream+graph; ONE issuing
   // thread (halo's model) and K threads
   for (int K : {8, 16})
-    for (int m : {0, 1, 5})
+    for (int m : {0, 1, 2, 5})
       for (int threads = 0; threads < 2; threads++) {
         CK(cudaDeviceSynchronize());
         memset(host, 0, 1 << 20);
