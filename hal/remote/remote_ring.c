@@ -804,17 +804,19 @@ void halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd) {
     } while (got < 0 && errno == EINTR);
   }
   // Only the doorbells that rang are read (a read of a quiet one is a
-  // system call for EAGAIN); one that rang while no poll ran (|ready|) is
-  // read after the next sleep's poll, which returns at once for it.
+  // system call for EAGAIN), once each: an eventfd's read takes its whole
+  // count. One that rang while no poll ran (|ready|) is read after the next
+  // sleep's poll, which returns at once for it.
   nfds_t next = 1;  // fds[0] is the link
   for (size_t i = 0; i < rings->sessions.capacity; ++i) {
     if (!rings->sessions.entries[i].key) continue;
     halo_remote_ring_session_state_t *session =
         rings->sessions.entries[i].value;
     if (session->doorbell >= 0 && (fds[next++].revents & POLLIN) != 0) {
-      uint64_t value;
-      while (read(session->doorbell, &value, sizeof(value)) == sizeof(value)) {
-      }
+      // A failed read leaves the count: the next poll returns at once.
+      uint64_t count;
+      ssize_t got = read(session->doorbell, &count, sizeof(count));
+      (void)got;
     }
     if (session->asked_wakeup) {
       atomic_fetch_and_explicit(&session->header->flags,
