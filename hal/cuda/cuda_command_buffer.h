@@ -72,11 +72,12 @@ bool halo_hal_cuda_command_buffer_isa(
 // launches. When every instance is busy and the bound is reached, |waiter|
 // is parked and *out_parked set (OK is returned, nothing is enqueued): the
 // pool posts |waiter| to the submission thread again when an instance is
-// released. |stores| (at most HALO_HAL_CUDA_GRAPH_STORES_MAX) are the
-// execution's completion stores: where the instance ends in the store node
-// (device->graph_stores) the node is enabled and they go into its ticket
-// (out_issue->stores_in_graph set where |store_count| > 0); NULL disables
-// the node. Where they do not go there the caller issues them.
+// released. |stores| are the execution's completion stores: where the
+// instance ends in the store node (device->graph_stores) the node is
+// enabled and they go into its ticket (out_issue->stores_in_graph set where
+// |store_count| > 0); NULL disables the node. More than
+// HALO_HAL_CUDA_GRAPH_STORES_MAX leave the node enabled with an empty
+// ticket. Where they do not go there the caller issues them.
 halo_status_t halo_hal_cuda_command_buffer_issue(
     halo_hal_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
