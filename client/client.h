@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "common/ring.h"
+#include "common/timeline.h"
 #include "common/u64_map.h"
 #include "common/wire.h"
 #include "halo/halo.h"
@@ -196,6 +197,10 @@ void halo_queue_release_link(halo_object_link_t *link);
 // another client: their handles mean nothing in this session).
 halo_client_t *halo_buffer_client(const halo_buffer_t *buffer);
 halo_client_t *halo_semaphore_client(const halo_semaphore_t *semaphore);
+// The semaphore's slot in this client's read-only mapping of its page (the
+// value, the failure and the futex word its sleepers wait on).
+const halo_timeline_slot_t *halo_semaphore_slot(
+    const halo_semaphore_t *semaphore);
 halo_client_t *halo_executable_client(const halo_executable_t *executable);
 uint64_t halo_executable_handle(const halo_executable_t *executable);
 uint32_t halo_executable_device(const halo_executable_t *executable);

@@ -114,6 +114,11 @@ halo_client_t *halo_semaphore_client(const halo_semaphore_t *semaphore) {
   return semaphore->client;
 }
 
+const halo_timeline_slot_t *halo_semaphore_slot(
+    const halo_semaphore_t *semaphore) {
+  return semaphore->slot;
+}
+
 // The name of a CUDA driver error that loses a device (a sticky error), or
 // NULL: libhalo links no CUDA, so the few that matter are listed here.
 static const char *halo_semaphore_cuda_error_name(int32_t result) {

@@ -352,8 +352,10 @@ static void halod_ring_complete_one(halod_ring_workers_t *workers,
     if (!grant) continue;
     halod_semaphore_t *semaphore = grant->object;
     if (complete->code == 0) {
+      // The worker woke the slot's sleepers when it saw the device's store
+      // land; a value it did not store (the CPU driver's) is stored here.
       if (!halo_hal_semaphore_failure(&semaphore->hal)) {
-        halo_hal_semaphore_signal(&semaphore->hal, value.value);
+        halo_hal_semaphore_signal_woken(&semaphore->hal, value.value);
       }
       continue;
     }

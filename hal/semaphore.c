@@ -134,12 +134,14 @@ void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
   halo_timeline_slot_unreserve(semaphore->slot, value, previous);
 }
 
-void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
-                               uint64_t value) {
+// halo_hal_semaphore_signal; |woken|: the sleepers of a value the slot
+// holds already were woken by whoever stored it.
+static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
+                                     uint64_t value, bool woken) {
   halo_timeline_slot_reserve(semaphore->slot, value);
   if (value > halo_hal_semaphore_value(semaphore)) {
     halo_timeline_slot_signal(semaphore->slot, value);
-  } else {
+  } else if (!woken) {
     // The device stored the value already (a GPU signal): accepted, and
     // sleepers still need the epoch bump and the wake.
     halo_timeline_slot_notify(semaphore->slot);
@@ -154,6 +156,16 @@ void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
     timepoint->callback(timepoint, NULL);
   }
   halo_hal_semaphore_update_host_waits(semaphore);
+}
+
+void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
+                               uint64_t value) {
+  halo_hal_semaphore_reach(semaphore, value, false);
+}
+
+void halo_hal_semaphore_signal_woken(halo_hal_semaphore_t *semaphore,
+                                     uint64_t value) {
+  halo_hal_semaphore_reach(semaphore, value, true);
 }
 
 void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,

@@ -99,6 +99,14 @@ void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
 // into the slot already (a GPU signal) is accepted the same way: the epoch
 // still moves and sleepers still wake.
 void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore, uint64_t value);
+// The same for a value whose store already woke the slot's sleepers (a
+// device worker's completion path bumps the epoch once it sees its stores
+// land): a value the slot holds already moves no epoch and wakes nobody, so
+// that clients asleep for later values are not woken for nothing (under 64
+// tenants that was a wake-up per report); one it does not hold yet is
+// signaled as halo_hal_semaphore_signal does.
+void halo_hal_semaphore_signal_woken(halo_hal_semaphore_t *semaphore,
+                                     uint64_t value);
 
 // Sets the sticky failure (first one wins; later ones are ignored), wakes
 // waiters and fails every timepoint not yet reached. Takes |status|.

@@ -4,14 +4,15 @@
 // a GPU): two clients launching one memoized recording concurrently with
 // their own tables, the binding strategies (SetParams on indirect BUFFER
 // arguments, the device binding table) against direct launches, barriers as
-// graph edges (two branches joined), dispatch_indirect, a dispatch of a
-// zero grid (a no-op), a GPU-to-GPU wait (a consumer on one queue waiting
-// for a producer's semaphore on another, released to the GPU before the
-// producer finished), and a kernel that faults: a waiter in another process
-// wakes with DEVICE_LOST within a second, the message naming the CUDA error
-// without asking the exiting daemon, and halod exits non-zero. Each group
-// runs against a halod of its own, with the completion thread and with
-// cuLaunchHostFunc.
+// graph edges (two branches joined), dispatch_indirect, a dispatch of a zero
+// grid (a no-op), a GPU-to-GPU wait (a consumer on one queue waiting for a
+// producer's semaphore on another, released to the GPU before the producer
+// finished), the device worker's reports waking nobody a second time (a
+// semaphore's futex word moves once per execution), and a kernel that
+// faults: a waiter in another process wakes with DEVICE_LOST within a
+// second, the message naming the CUDA error without asking the exiting
+// daemon, and halod exits non-zero. Each group runs against a halod of its
+// own, with the completion thread and with cuLaunchHostFunc.
 //
 // The kernels are CUDA C compiled by halod's NVRTC path. With
 // HALO_TEST_FAKE_CUDA=1 and the fake libcuda.so.1 on LD_LIBRARY_PATH
@@ -30,6 +31,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/client.h"
+#include "common/timeline.h"
 #include "hal/device.h"
 #include "hal/registry.h"
 #include "halo/halo.h"
@@ -1129,6 +1133,62 @@ static void test_fault_wakes_waiters_with_device_lost(void **state) {
   halo_client_close(client);
 }
 
+//===----------------------------------------------------------------------===//
+// The device worker's reports
+//===----------------------------------------------------------------------===//
+
+static uint32_t slot_epoch(const halo_semaphore_t *semaphore) {
+  return atomic_load_explicit(&halo_semaphore_slot(semaphore)->epoch,
+                              memory_order_acquire);
+}
+
+// An execution the worker takes from the ring wakes its semaphore's
+// sleepers once, when the worker sees the device's store land. halod's
+// handling of the report (up to the linger later) wakes nobody again: a
+// second wake found clients asleep for their next value and woke them for
+// nothing (under 64 tenants, one per report). The slot's epoch, the futex
+// word sleepers wait on, moves once per wake.
+static void test_reports_wake_nobody_again(void **state) {
+  (void)state;
+  enum { WARM_UP = 2, STEADY = 24 };
+  // Past the linger: halod has handled every report made before.
+  const useconds_t settle_us = (useconds_t)(atoll(LINGER_US) + 500000);
+  halo_client_t *client = connect_client();
+  halo_buffer_t *buffer = NULL;
+  expect_ok(halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  halo_command_buffer_t *cb = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      1, &cb));
+  uint32_t pattern = 0x5a5a5a5au;
+  expect_ok(halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 16), &pattern,
+                                     sizeof(pattern)));
+  expect_ok(halo_command_buffer_end(cb));
+  halo_semaphore_t *done = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  uint64_t step = 0;
+  uint32_t before = 0;
+  // The first goes through halod, which grants the worker what it used;
+  // the steady ones the worker takes.
+  for (int i = 0; i < WARM_UP + STEADY; ++i) {
+    if (i == WARM_UP) {
+      usleep(settle_us);
+      before = slot_epoch(done);
+    }
+    halo_semaphore_value_t signal = {done, ++step};
+    expect_ok(halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+    expect_ok(halo_semaphore_wait(done, step, TIMEOUT_NS));
+  }
+  usleep(settle_us);
+  print_message("[%s] %d executions moved the epoch %u times\n",
+                daemon_state.completion, STEADY, slot_epoch(done) - before);
+  assert_int_equal(slot_epoch(done) - before, STEADY);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "--fault-waiter") == 0) {
     return fault_waiter(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -1146,6 +1206,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_zero_grid_dispatch_is_a_noop),
       cmocka_unit_test(test_gpu_to_gpu_wait),
+      cmocka_unit_test(test_reports_wake_nobody_again),
   };
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),

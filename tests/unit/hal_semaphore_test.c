@@ -4,7 +4,8 @@
 // workers read through the shared slot: the slot's host_waits word is 1
 // exactly while timepoints are linked (added, fired by a signal, removed,
 // failed, added again from a callback), so that a worker reports a
-// completion halod waits for at once (hal/remote/remote_ring.c).
+// completion halod waits for at once (hal/remote/remote_ring.c); and a
+// worker's report of a value the device stored wakes nobody again.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,6 +140,33 @@ static void test_timepoint_added_by_a_callback_keeps_it(void **state) {
   assert_false(host_waits(fixture));
 }
 
+static uint32_t epoch(fixture_t *fixture) {
+  return atomic_load(&fixture->page->slots[0].epoch);
+}
+
+// A value the device stored (and whose sleepers its worker woke): the
+// report's signal fires the timepoints but moves no epoch, so sleepers
+// waiting for later values stay asleep; a value not stored yet is stored
+// and wakes as a plain signal does, and a plain signal of a stored value
+// still wakes.
+static void test_signal_woken(void **state) {
+  fixture_t *fixture = *state;
+  fired = 0;
+  halo_hal_timepoint_t a = {.value = 5, .callback = on_fire};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &a);
+  atomic_store(&fixture->page->slots[0].value, 5);  // the GPU's store
+  uint32_t before = epoch(fixture);
+  halo_hal_semaphore_signal_woken(&fixture->semaphore, 5);
+  assert_int_equal(fired, 1);
+  assert_false(host_waits(fixture));
+  assert_int_equal(epoch(fixture), before);
+  halo_hal_semaphore_signal_woken(&fixture->semaphore, 6);
+  assert_int_equal(atomic_load(&fixture->page->slots[0].value), 6);
+  assert_int_equal(epoch(fixture), before + 1);
+  halo_hal_semaphore_signal(&fixture->semaphore, 6);
+  assert_int_equal(epoch(fixture), before + 2);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -148,6 +176,7 @@ int main(void) {
       T(test_failure_clears),
       T(test_timepoint_added_by_a_callback_keeps_it),
       T(test_activation_clears),
+      T(test_signal_woken),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
