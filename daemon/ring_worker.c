@@ -353,7 +353,8 @@ static void halod_ring_complete_one(halod_ring_workers_t *workers,
     halod_semaphore_t *semaphore = grant->object;
     if (complete->code == 0) {
       // The worker woke the slot's sleepers when it saw the device's store
-      // land; a value it did not store (the CPU driver's) is stored here.
+      // land; a value the device did not store (the CPU driver's, or a
+      // signal without a device address) is stored and woken here.
       if (!halo_hal_semaphore_failure(&semaphore->hal)) {
         halo_hal_semaphore_signal_woken(&semaphore->hal, value.value);
       }

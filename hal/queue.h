@@ -29,8 +29,10 @@ typedef struct halo_hal_queue_t halo_hal_queue_t;
 typedef void (*halo_hal_completion_fn)(void *user_data, halo_status_t status);
 
 // A signal the device itself stores when the work is done, before the
-// host completion path signals the semaphore (which it still does: that
-// bumps the epoch and wakes futex sleepers). CUDA: cuStreamWriteValue64 of
+// host completion path signals the semaphore (which it still does: it fires
+// halod's timepoints; halod's deferred queue also bumps the epoch again,
+// while a device worker's ring report does not, the worker having woken
+// the sleepers: halo_hal_semaphore_signal_woken). CUDA: cuStreamWriteValue64 of
 // |value| into the semaphore's slot, registered with the device, so that a
 // waiter spinning on the slot sees it without a host hop. Drivers without
 // device stores (local) ignore it.
@@ -38,7 +40,8 @@ typedef void (*halo_hal_completion_fn)(void *user_data, halo_status_t status);
 // |slot|, the host's view of the same slot (NULL: none), lets a completion
 // path wake the slot's futex sleepers as soon as the device's store has
 // landed (an epoch bump and a wake, no value written: the device wrote
-// it), ahead of the host path's signal, which follows on the loop thread.
+// it), ahead of the host path's signal, which follows on the loop thread
+// (for a worker's ring execution, the only wake).
 typedef struct halo_hal_execution_signal_t {
   // The device address of the slot's 64-bit value on the queue's device;
   // 0: the host path only.

@@ -315,9 +315,11 @@ static const halo_hal_fence_vtable_t halo_hal_cuda_fence_vtable = {
 // (true when none has one). Then, once, wakes each slot's futex sleepers
 // (an epoch bump: the GPU wrote the value), ahead of the host path's
 // signal on the loop thread: a client asleep on its semaphore does not
-// wait for the loop thread. A later or a host signal may also have raised
-// the value: that wakes early (harmless; waiters re-check) and never
-// completes anything (the event decides).
+// wait for the loop thread. For an execution a device worker took from a
+// ring this is the only wake (halod's handling of the report moves no
+// epoch: halo_hal_semaphore_signal_woken). A later or a host signal may also
+// have raised the value: that wakes early (harmless; waiters re-check) and
+// never completes anything (the event decides).
 static bool halo_hal_cuda_execution_stores_landed(
     halo_hal_cuda_execution_t *execution) {
   const halo_hal_execution_t *hal = &execution->execution;
