@@ -544,6 +544,49 @@ static uint64_t prepare_fill(uint64_t bytes) {
   return id;
 }
 
+// Attaches session |id|'s ring, made as halod_ring_create makes it (sealed,
+// checksummed with |key|, NEED_WAKEUP set), and gives it a doorbell where
+// |out_doorbell| is not NULL. Returns the test's mapping of the ring.
+static halo_ring_header_t *attach_ring(uint64_t id,
+                                       const uint8_t key[HALO_RING_KEY_BYTES],
+                                       int *out_doorbell) {
+  int fd;
+  uint64_t map_size = HALO_RING_HEADER_BYTES + TEST_CAPACITY;
+  assert_null(halo_memfd_create("remote-ring-test-ring", map_size, &fd));
+  assert_null(halo_memfd_seal(fd, HALO_SEALS_FIXED_SIZE));
+  void *pointer;
+  assert_null(halo_memfd_map(fd, map_size, PROT_READ | PROT_WRITE, &pointer));
+  halo_ring_header_t *ring = pointer;
+  ring->magic = HALO_RING_MAGIC;
+  ring->version = HALO_RING_VERSION;
+  ring->capacity = TEST_CAPACITY;
+  ring->max_record_bytes = HALO_RING_MAX_RECORD_BYTES;
+  memcpy(ring->checksum_key, key, HALO_RING_KEY_BYTES);
+  atomic_store(&ring->flags, HALO_RING_FLAG_NEED_WAKEUP);
+  halo_remote_ring_attach_t attach = {.session = id,
+                                      .map_size = map_size,
+                                      .capacity = TEST_CAPACITY,
+                                      .pending_limit = 64};
+  memcpy(attach.key, key, sizeof(attach.key));
+  halo_remote_part_t part = {&attach, sizeof(attach)};
+  send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, fd);
+  close(fd);
+  if (out_doorbell) {
+    *out_doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    assert_true(*out_doorbell >= 0);
+    halo_remote_ring_session_t session = {.session = id};
+    part = (halo_remote_part_t){&session, sizeof(session)};
+    send_message(HALO_REMOTE_RING_DOORBELL, 0, &part, 1, *out_doorbell);
+  }
+  return ring;
+}
+
+static void send_detach(uint64_t id) {
+  halo_remote_ring_session_t session = {.session = id};
+  halo_remote_part_t part = {&session, sizeof(session)};
+  send_message(HALO_REMOTE_RING_DETACH, 0, &part, 1, -1);
+}
+
 static int setup(void **state) {
   (void)state;
   memset(&t, 0, sizeof(t));
@@ -610,34 +653,9 @@ static int setup(void **state) {
   close(flight_fd);
 
   // The ring, as halod_ring_create makes it.
-  int ring_fd;
-  uint64_t map_size = HALO_RING_HEADER_BYTES + TEST_CAPACITY;
-  assert_null(halo_memfd_create("remote-ring-test-ring", map_size, &ring_fd));
-  assert_null(halo_memfd_seal(ring_fd, HALO_SEALS_FIXED_SIZE));
-  assert_null(
-      halo_memfd_map(ring_fd, map_size, PROT_READ | PROT_WRITE, &pointer));
-  t.ring = pointer;
-  t.records = (uint8_t *)pointer + HALO_RING_HEADER_BYTES;
   halo_ring_key_generate(t.key);
-  t.ring->magic = HALO_RING_MAGIC;
-  t.ring->version = HALO_RING_VERSION;
-  t.ring->capacity = TEST_CAPACITY;
-  t.ring->max_record_bytes = HALO_RING_MAX_RECORD_BYTES;
-  memcpy(t.ring->checksum_key, t.key, sizeof(t.key));
-  atomic_store(&t.ring->flags, HALO_RING_FLAG_NEED_WAKEUP);
-  halo_remote_ring_attach_t attach = {.session = TEST_SESSION,
-                                      .map_size = map_size,
-                                      .capacity = TEST_CAPACITY,
-                                      .pending_limit = 64};
-  memcpy(attach.key, t.key, sizeof(attach.key));
-  part = (halo_remote_part_t){&attach, sizeof(attach)};
-  send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, ring_fd);
-  close(ring_fd);
-  t.doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  assert_true(t.doorbell >= 0);
-  halo_remote_ring_session_t session = {.session = TEST_SESSION};
-  part = (halo_remote_part_t){&session, sizeof(session)};
-  send_message(HALO_REMOTE_RING_DOORBELL, 0, &part, 1, t.doorbell);
+  t.ring = attach_ring(TEST_SESSION, t.key, &t.doorbell);
+  t.records = (uint8_t *)t.ring + HALO_RING_HEADER_BYTES;
 
   halo_remote_ring_slot_t slot = {
       .min_length = TEST_FILL_BYTES, .alignment = 16, .used = 1};
@@ -841,39 +859,13 @@ static void test_revoke(void **state) {
   assert_int_equal(ids[0], G_SEM2);
 }
 
-// Attaches an empty ring (a session that publishes nothing) as halod
-// would, with a doorbell of its own where |out_doorbell| is not NULL.
+// Attaches an empty ring (a session that publishes nothing), with a
+// doorbell of its own where |out_doorbell| is not NULL.
 static void attach_quiet(uint64_t id, int *out_doorbell) {
-  int fd;
-  uint64_t map_size = HALO_RING_HEADER_BYTES + TEST_CAPACITY;
-  assert_null(halo_memfd_create("remote-ring-test-quiet", map_size, &fd));
-  void *pointer;
-  assert_null(halo_memfd_map(fd, map_size, PROT_READ | PROT_WRITE, &pointer));
-  halo_ring_header_t *ring = pointer;
-  ring->magic = HALO_RING_MAGIC;
-  ring->version = HALO_RING_VERSION;
-  ring->capacity = TEST_CAPACITY;
-  ring->max_record_bytes = HALO_RING_MAX_RECORD_BYTES;
-  munmap(pointer, map_size);
-  halo_remote_ring_attach_t attach = {.session = id,
-                                      .map_size = map_size,
-                                      .capacity = TEST_CAPACITY,
-                                      .pending_limit = 64};
-  halo_remote_part_t part = {&attach, sizeof(attach)};
-  send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, fd);
-  close(fd);
-  if (!out_doorbell) return;
-  *out_doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  assert_true(*out_doorbell >= 0);
-  halo_remote_ring_session_t session = {.session = id};
-  part = (halo_remote_part_t){&session, sizeof(session)};
-  send_message(HALO_REMOTE_RING_DOORBELL, 0, &part, 1, *out_doorbell);
-}
-
-static void detach_quiet(uint64_t id) {
-  halo_remote_ring_session_t session = {.session = id};
-  halo_remote_part_t part = {&session, sizeof(session)};
-  send_message(HALO_REMOTE_RING_DETACH, 0, &part, 1, -1);
+  uint8_t key[HALO_RING_KEY_BYTES];
+  halo_ring_key_generate(key);
+  halo_ring_header_t *ring = attach_ring(id, key, out_doorbell);
+  munmap(ring, HALO_RING_HEADER_BYTES + TEST_CAPACITY);
 }
 
 // Whether |fd| is readable now (poll(2), nothing consumed).
@@ -923,8 +915,8 @@ static void test_doorbell(void **state) {
   expect_complete(G_CB, G_SEM, args.signal.value);
   wait_head(t.tail);
   assert_false(readable(t.doorbell));
-  detach_quiet(TEST_SESSION + 1);
-  detach_quiet(TEST_SESSION + 2);
+  send_detach(TEST_SESSION + 1);
+  send_detach(TEST_SESSION + 2);
   close(quiet_doorbell);
 }
 
@@ -1029,9 +1021,7 @@ static void test_detach(void **state) {
   publish_execute(&args);
   wait_head(t.tail);
   bool running = !flight_empty();
-  halo_remote_ring_session_t session = {.session = TEST_SESSION};
-  halo_remote_part_t part = {&session, sizeof(session)};
-  send_message(HALO_REMOTE_RING_DETACH, 0, &part, 1, -1);
+  send_detach(TEST_SESSION);
   uint64_t want[] = {G_QUEUE, G_CB, G_CB_BIG, G_BUFFER, G_SEM, G_BIG3};
   bool used[] = {true, false, true, false, true, true};
   bool seen[6] = {false};
