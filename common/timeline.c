@@ -7,12 +7,14 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -202,13 +204,47 @@ static void halo__futex_wait_any(_Atomic uint32_t *const *words,
   }
 }
 
-int64_t halo_timeline_spin_ns(int64_t previous_ns) {
-  if (previous_ns <= 0 || previous_ns > HALO_TIMELINE_SPIN_MAX_NS) {
-    return HALO_TIMELINE_SPIN_NS;
+int64_t halo_timeline_spin_window_ns(int64_t previous_ns, int64_t max_ns) {
+  int64_t spin = HALO_TIMELINE_SPIN_NS;
+  if (previous_ns > 0 && previous_ns <= max_ns && 2 * previous_ns > spin) {
+    spin = 2 * previous_ns;
   }
-  int64_t spin = 2 * previous_ns;
-  if (spin < HALO_TIMELINE_SPIN_NS) return HALO_TIMELINE_SPIN_NS;
-  return spin > HALO_TIMELINE_SPIN_MAX_NS ? HALO_TIMELINE_SPIN_MAX_NS : spin;
+  return spin < max_ns ? spin : max_ns;
+}
+
+bool halo_timeline_spin_max_parse(const char *text, int64_t *out_ns) {
+  if (!text || *text < '0' || *text > '9') return false;
+  char *end = NULL;
+  errno = 0;
+  long long us = strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || us < 0 ||
+      us > HALO_TIMELINE_SPIN_MAX_LIMIT_NS / 1000) {
+    return false;
+  }
+  *out_ns = (int64_t)us * 1000;
+  return true;
+}
+
+int64_t halo_timeline_spin_max_ns(void) {
+  static _Atomic int64_t cached = -1;
+  int64_t value = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (value < 0) {
+    value = HALO_TIMELINE_SPIN_MAX_NS;
+    const char *text = getenv("HALO_WAIT_SPIN_MAX_US");
+    if (text && !halo_timeline_spin_max_parse(text, &value)) {
+      HALO_LOG_WARN(
+          "HALO_WAIT_SPIN_MAX_US=%s is not a number of microseconds from 0 "
+          "to %lld: waits spin up to the default %lld us",
+          text, (long long)(HALO_TIMELINE_SPIN_MAX_LIMIT_NS / 1000),
+          (long long)(HALO_TIMELINE_SPIN_MAX_NS / 1000));
+    }
+    atomic_store_explicit(&cached, value, memory_order_relaxed);
+  }
+  return value;
+}
+
+int64_t halo_timeline_spin_ns(int64_t previous_ns) {
+  return halo_timeline_spin_window_ns(previous_ns, halo_timeline_spin_max_ns());
 }
 
 // How long this thread's last wait that returned OK took.

@@ -168,16 +168,32 @@ typedef enum halo_timeline_wait_result_e {
 
 // A wait spins (yielding between looks) before it sleeps on the futex: at
 // least SPIN_NS, and up to twice what the calling thread's previous wait took
-// when that was at most SPIN_MAX_NS (a thread that waits on short GPU work
-// again and again, as an inference loop does, then sees the value land while it
-// still spins instead of paying a futex wake-up, as cuStreamSynchronize spins);
-// after a longer wait, only SPIN_NS.
-#define HALO_TIMELINE_SPIN_NS 20000       // spin at least this before sleeping
-#define HALO_TIMELINE_SPIN_MAX_NS 200000  // ... and at most this
+// when that was at most the cap (a thread that waits on GPU work of the same
+// length again and again, as an inference loop does, then sees the value land
+// while it still spins instead of paying a futex wake-up, as
+// cuStreamSynchronize spins); after a longer wait, only SPIN_NS. The cap is
+// SPIN_MAX_NS, or HALO_WAIT_SPIN_MAX_US in the client's environment (0: never
+// spin, sleep at once). A wake-up costs the waking thread too: with 64
+// clients asleep on 16 CPUs, one device worker's completion thread spent
+// 9-13 us per step waking them, against 3-4 us when they spun (2 ms cap: T64
+// 77-107k -> 191-242k steps/s on an H200; docs/performance.md).
+#define HALO_TIMELINE_SPIN_NS 20000        // spin at least this before sleeping
+#define HALO_TIMELINE_SPIN_MAX_NS 2000000  // ... and at most this (default)
+#define HALO_TIMELINE_SPIN_MAX_LIMIT_NS 100000000  // HALO_WAIT_SPIN_MAX_US's
 #define HALO_TIMELINE_SLICE_NS 100000000  // sleep at most this, then recheck
 
 // How long a wait spins after a previous wait of the same thread took
-// |previous_ns| (0: none yet).
+// |previous_ns| (0: none yet), with the cap |max_ns|: twice |previous_ns|
+// within [SPIN_NS, max_ns] if |previous_ns| <= max_ns, else SPIN_NS; never
+// more than |max_ns|.
+int64_t halo_timeline_spin_window_ns(int64_t previous_ns, int64_t max_ns);
+// The cap of this process: HALO_WAIT_SPIN_MAX_US (microseconds, 0 to
+// SPIN_MAX_LIMIT_NS) if set and valid, else SPIN_MAX_NS. Read once.
+int64_t halo_timeline_spin_max_ns(void);
+// Parses HALO_WAIT_SPIN_MAX_US's |text| into |out_ns|; false (|out_ns|
+// untouched) unless it is a decimal number of microseconds within limits.
+bool halo_timeline_spin_max_parse(const char *text, int64_t *out_ns);
+// halo_timeline_spin_window_ns with this process's cap.
 int64_t halo_timeline_spin_ns(int64_t previous_ns);
 
 // Reads one slot consistently: OK (value may be below target), RETIRED, or

@@ -182,16 +182,57 @@ static halo_timeline_wait_target_t target(halo_timeline_slot_t *slot,
 // ---------------------------------------------------------------- layout
 
 // The spin window follows the thread's previous wait: twice it, within
-// [SPIN_NS, SPIN_MAX_NS]; only the minimum after a long (or no) wait.
+// [SPIN_NS, cap]; only the minimum after a long (or no) wait; never past
+// the cap (0: no spin at all).
 static void test_spin_follows_the_previous_wait(void **state) {
   (void)state;
-  assert_int_equal(halo_timeline_spin_ns(0), HALO_TIMELINE_SPIN_NS);
-  assert_int_equal(halo_timeline_spin_ns(1000), HALO_TIMELINE_SPIN_NS);
-  assert_int_equal(halo_timeline_spin_ns(30000), 60000);
-  assert_int_equal(halo_timeline_spin_ns(150000), HALO_TIMELINE_SPIN_MAX_NS);
-  assert_int_equal(halo_timeline_spin_ns(HALO_TIMELINE_SPIN_MAX_NS + 1),
+  const int64_t cap = HALO_TIMELINE_SPIN_MAX_NS;
+  assert_int_equal(halo_timeline_spin_window_ns(0, cap), HALO_TIMELINE_SPIN_NS);
+  assert_int_equal(halo_timeline_spin_window_ns(1000, cap),
                    HALO_TIMELINE_SPIN_NS);
-  assert_int_equal(halo_timeline_spin_ns(5000000), HALO_TIMELINE_SPIN_NS);
+  assert_int_equal(halo_timeline_spin_window_ns(30000, cap), 60000);
+  assert_int_equal(halo_timeline_spin_window_ns(400000, cap), 800000);
+  assert_int_equal(halo_timeline_spin_window_ns(cap * 3 / 4, cap), cap);
+  assert_int_equal(halo_timeline_spin_window_ns(cap, cap), cap);
+  assert_int_equal(halo_timeline_spin_window_ns(cap + 1, cap),
+                   HALO_TIMELINE_SPIN_NS);
+  assert_int_equal(halo_timeline_spin_window_ns(50000000, cap),
+                   HALO_TIMELINE_SPIN_NS);
+  // A lower cap (HALO_WAIT_SPIN_MAX_US=200).
+  assert_int_equal(halo_timeline_spin_window_ns(150000, 200000), 200000);
+  assert_int_equal(halo_timeline_spin_window_ns(250000, 200000),
+                   HALO_TIMELINE_SPIN_NS);
+  // Below the minimum: the cap wins; 0 sleeps at once.
+  assert_int_equal(halo_timeline_spin_window_ns(0, 5000), 5000);
+  assert_int_equal(halo_timeline_spin_window_ns(3000, 5000), 5000);
+  assert_int_equal(halo_timeline_spin_window_ns(0, 0), 0);
+  assert_int_equal(halo_timeline_spin_window_ns(100000, 0), 0);
+  // This process's cap: the default unless the environment sets one.
+  if (!getenv("HALO_WAIT_SPIN_MAX_US")) {
+    assert_int_equal(halo_timeline_spin_max_ns(), cap);
+    assert_int_equal(halo_timeline_spin_ns(30000), 60000);
+  }
+}
+
+// HALO_WAIT_SPIN_MAX_US: whole microseconds within limits, else refused
+// (the default stays).
+static void test_spin_cap_from_the_environment(void **state) {
+  (void)state;
+  int64_t ns = -7;
+  assert_true(halo_timeline_spin_max_parse("0", &ns));
+  assert_int_equal(ns, 0);
+  assert_true(halo_timeline_spin_max_parse("200", &ns));
+  assert_int_equal(ns, 200000);
+  assert_true(halo_timeline_spin_max_parse("100000", &ns));
+  assert_int_equal(ns, HALO_TIMELINE_SPIN_MAX_LIMIT_NS);
+  ns = -7;
+  const char *refused[] = {"",    "-1", "100001", "2ms",
+                           "1.5", " 5", "abc",    "99999999999999999999999"};
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
+    assert_false(halo_timeline_spin_max_parse(refused[i], &ns));
+    assert_int_equal(ns, -7);
+  }
+  assert_false(halo_timeline_spin_max_parse(NULL, &ns));
 }
 
 // A serving thread spins its whole window after a gap within it, not at all
@@ -794,6 +835,7 @@ int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, page_setup, page_teardown)
   const struct CMUnitTest tests[] = {
       T(test_spin_follows_the_previous_wait),
+      T(test_spin_cap_from_the_environment),
       T(test_server_spin_follows_the_previous_gap),
       T(test_page_layout),
       T(test_activate_and_read),
