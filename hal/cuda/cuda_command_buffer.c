@@ -298,7 +298,6 @@ void halo_hal_cuda_tickets_free(halo_hal_cuda_device_t *device) {
 }
 
 struct halo_hal_cuda_graph_instance_t {
-  halo_hal_cuda_graph_instance_t *next;  // free list
   halo_hal_cuda_graph_instance_t *all_next;
   CUgraph graph;
   CUgraphExec exec;
@@ -358,9 +357,16 @@ typedef struct halo_hal_cuda_command_buffer_t {
   CUgraphNode *stage_previous;
   CUgraphNode *stage_current;
 
-  // The instance pool (any thread).
+  // The instance pool (any thread). The free instances, oldest first, and
+  // beside each the key of what it is bound to (halo_hal_cuda_binding_key:
+  // 0 for none worth finding again): a take compares keys in one array,
+  // not every free instance's bindings, while the completion path's gives
+  // wait for the mutex (64 tenants of one recording: 64 free instances).
   pthread_mutex_t mutex;
-  halo_hal_cuda_graph_instance_t *free_instances;
+  halo_hal_cuda_graph_instance_t **free_instances;
+  uint64_t *free_keys;
+  uint32_t free_count;
+  uint32_t instance_limit;  // the device's graph_instances when prepared
   halo_hal_cuda_graph_instance_t *all_instances;
   uint32_t instance_count;  // created or being created
   // Submission thread (the reaper frees them): the instances' pinned
@@ -614,6 +620,8 @@ static void halo_hal_cuda_command_buffer_free(
   free(command_buffer->stage_previous);
   free(command_buffer->stage_current);
   free(command_buffer->staging_chunks);
+  free(command_buffer->free_instances);
+  free(command_buffer->free_keys);
   pthread_mutex_destroy(&command_buffer->mutex);
   free(command_buffer);
 }
@@ -671,9 +679,18 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
         calloc(command_buffer->max_command_values + 16, 1);
     command_buffer->stage_previous = calloc(count, sizeof(CUgraphNode));
     command_buffer->stage_current = calloc(count, sizeof(CUgraphNode));
+    // Graph recordings: room for every instance the pool may hold.
+    uint32_t instances =
+        command_buffer->use_graph ? device->graph_instances : 0;
+    command_buffer->instance_limit = instances;
+    if (instances == 0) instances = 1;
+    command_buffer->free_instances =
+        calloc(instances, sizeof(halo_hal_cuda_graph_instance_t *));
+    command_buffer->free_keys = calloc(instances, sizeof(uint64_t));
     if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
         !command_buffer->scratch_values || !command_buffer->stage_previous ||
-        !command_buffer->stage_current) {
+        !command_buffer->stage_current || !command_buffer->free_instances ||
+        !command_buffer->free_keys) {
       status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
   }
@@ -1454,12 +1471,34 @@ static bool halo_hal_cuda_instance_matches(
   return true;
 }
 
+// The key of |count| binding addresses (a 64-bit mix; never 0), or 0 where
+// instances are not looked for by what they are bound to (affinity off,
+// more than HALO_HAL_CUDA_AFFINITY_SLOTS slots).
+static uint64_t halo_hal_cuda_binding_key(
+    const halo_hal_cuda_command_buffer_t *command_buffer,
+    const uint64_t *addresses, const halo_hal_binding_t *bindings,
+    uint32_t binding_count) {
+  uint32_t capacity = command_buffer->base.recording.binding_capacity;
+  if (!command_buffer->device->instance_affinity ||
+      capacity > HALO_HAL_CUDA_AFFINITY_SLOTS) {
+    return 0;
+  }
+  uint64_t key = 0x9e3779b97f4a7c15ull;
+  for (uint32_t s = 0; s < capacity; ++s) {
+    uint64_t address = addresses                       ? addresses[s]
+                       : s < binding_count && bindings ? bindings[s].address
+                                                       : 0;
+    key = (key ^ address) * 0xff51afd7ed558ccdull;
+    key ^= key >> 32;
+  }
+  return key ? key : 1;
+}
+
 // Takes a free instance, or reserves the right to create one; parks
 // |waiter| when the pool is at its bound. Of the free instances it prefers
-// one already bound to what |execution| binds (clients sharing a recording
-// each find "their" instance again: no SetParams, no table copy), up to
-// HALO_HAL_CUDA_AFFINITY_SLOTS slots (past that, comparing would cost more
-// than it saves).
+// the newest one already bound to what |execution| binds (clients sharing a
+// recording each find "their" instance again: no SetParams, no table copy),
+// else the oldest (the one its last user is least likely to come back for).
 static void halo_hal_cuda_instance_take(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, halo_hal_cuda_task_t *waiter,
@@ -1468,25 +1507,29 @@ static void halo_hal_cuda_instance_take(
   *out_instance = NULL;
   *out_create = false;
   *out_parked = false;
+  uint64_t key = halo_hal_cuda_binding_key(
+      command_buffer, NULL, execution->bindings, execution->binding_count);
   pthread_mutex_lock(&command_buffer->mutex);
-  halo_hal_cuda_graph_instance_t **link = &command_buffer->free_instances;
-  if (*link && command_buffer->device->instance_affinity &&
-      command_buffer->base.recording.binding_capacity <=
-          HALO_HAL_CUDA_AFFINITY_SLOTS) {
-    for (halo_hal_cuda_graph_instance_t **l = link; *l; l = &(*l)->next) {
-      if (halo_hal_cuda_instance_matches(command_buffer, *l, execution)) {
-        link = l;
+  uint32_t count = command_buffer->free_count;
+  if (count > 0) {
+    uint32_t index = 0;
+    for (uint32_t i = count; key && i-- > 0;) {
+      if (command_buffer->free_keys[i] == key &&
+          halo_hal_cuda_instance_matches(
+              command_buffer, command_buffer->free_instances[i], execution)) {
+        index = i;
         break;
       }
     }
-  }
-  halo_hal_cuda_graph_instance_t *instance = *link;
-  if (instance) {
-    *link = instance->next;
-    instance->next = NULL;
-    *out_instance = instance;
-  } else if (command_buffer->instance_count <
-             command_buffer->device->graph_instances) {
+    *out_instance = command_buffer->free_instances[index];
+    memmove(&command_buffer->free_instances[index],
+            &command_buffer->free_instances[index + 1],
+            (count - index - 1) * sizeof(command_buffer->free_instances[0]));
+    memmove(&command_buffer->free_keys[index],
+            &command_buffer->free_keys[index + 1],
+            (count - index - 1) * sizeof(command_buffer->free_keys[0]));
+    command_buffer->free_count = count - 1;
+  } else if (command_buffer->instance_count < command_buffer->instance_limit) {
     ++command_buffer->instance_count;
     *out_create = true;
   } else {
@@ -1507,10 +1550,18 @@ static void halo_hal_cuda_instance_take(
 static void halo_hal_cuda_instance_give(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_graph_instance_t *instance) {
+  // What it is bound to is settled: its launch completed.
+  uint64_t key = 0;
+  if (instance &&
+      (instance->table_valid || !command_buffer->uses_binding_table)) {
+    key = halo_hal_cuda_binding_key(command_buffer, instance->bound, NULL, 0);
+  }
   pthread_mutex_lock(&command_buffer->mutex);
   if (instance) {
-    instance->next = command_buffer->free_instances;
-    command_buffer->free_instances = instance;
+    // Never more than the pool's bound (each free instance was counted).
+    command_buffer->free_instances[command_buffer->free_count] = instance;
+    command_buffer->free_keys[command_buffer->free_count] = key;
+    ++command_buffer->free_count;
   } else {
     --command_buffer->instance_count;
   }
@@ -1893,7 +1944,7 @@ bool halo_hal_cuda_command_buffer_issues_at_once(
   if (!command_buffer->realized) return false;
   if (!command_buffer->use_graph) return true;
   pthread_mutex_lock(&command_buffer->mutex);
-  bool free_instance = command_buffer->free_instances != NULL;
+  bool free_instance = command_buffer->free_count > 0;
   pthread_mutex_unlock(&command_buffer->mutex);
   return free_instance;
 }

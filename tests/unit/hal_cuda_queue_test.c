@@ -187,6 +187,8 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->issue_on_caller = true;
   device->graph_stores = true;
   device->graph_instances = TEST_GRAPH_INSTANCES;
+  device->instance_affinity =
+      true;  // as halod's devices (HALO_CUDA_INSTANCE_AFFINITY)
   pthread_mutex_init(&device->ticket_mutex, NULL);
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
@@ -2535,6 +2537,81 @@ static void test_sticky_error(void **unused) {
   device_free(y, N * 4);
 }
 
+// Tenants sharing a recording each find their own instance again: 4 sets
+// of bindings build 4 instances (each issued while the others are in
+// flight), then take turns one at a time for 4 rounds in changing order:
+// every execution finds the free instance already bound to its addresses
+// (no SetParams). A fifth set takes the instance freed longest ago, not the
+// newest: the set that ran last still finds its own afterwards.
+static void test_instance_affinity(void **unused) {
+  (void)unused;
+  enum { SETS = 4 };
+  uint32_t n = N;
+  uint32_t us = 0;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
+  arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
+                   arg_constant(&n, 4), arg_constant(&us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, N / 64, args, 4);
+  halo_hal_command_buffer_t *command_buffer = recorder_end(&recorder);
+  halo_hal_command_buffer_t *gated =
+      gate_recording(HALO_HAL_RECORDING_REUSABLE);
+  halo_hal_queue_t *queue = queue_new();
+  uint64_t x[SETS + 1], y[SETS + 1];
+  static halo_hal_binding_t bindings[SETS + 1][2];
+  for (int e = 0; e <= SETS; ++e) {
+    x[e] = device_allocate(N * 4);
+    y[e] = device_allocate(N * 4);
+    bindings[e][0] = (halo_hal_binding_t){x[e], N * 4};
+    bindings[e][1] = (halo_hal_binding_t){y[e], N * 4};
+  }
+  // Behind a gated execution: each set builds its own instance.
+  gate_close();
+  completion_t held;
+  completion_init(&held);
+  execute(queue, gated, NULL, 0, NULL, 0, &held);
+  gate_wait_entered(1);
+  static completion_t completions[SETS];
+  for (int e = 0; e < SETS; ++e) {
+    completion_init(&completions[e]);
+    execute(queue, command_buffer, bindings[e], 2, NULL, 0, &completions[e]);
+  }
+  halo_hal_cuda_thread_flush(&state.device->submission);
+  gate_open();
+  assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
+  for (int e = 0; e < SETS; ++e) {
+    assert_int_equal(completion_wait(&completions[e]), HALO_STATUS_OK);
+  }
+  fake_counters_t built = fake_driver_counters();
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < SETS; ++i) {
+      int e = (round % 2 ? SETS - 1 - i : i + round) % SETS;
+      execute_and_wait(queue, command_buffer, bindings[e], 2);
+    }
+  }
+  fake_counters_t counters = fake_driver_counters();
+  assert_int_equal(counters.instantiations, built.instantiations);
+  assert_int_equal(counters.exec_set_params, built.exec_set_params);
+  // The last round ran sets 3, 2, 1, 0: set 3's instance is the oldest
+  // free one. A new set re-points it; set 0 (the newest) keeps its own.
+  execute_and_wait(queue, command_buffer, bindings[SETS], 2);
+  fake_counters_t after_new = fake_driver_counters();
+  assert_true(after_new.exec_set_params > counters.exec_set_params);
+  execute_and_wait(queue, command_buffer, bindings[0], 2);
+  assert_int_equal(fake_driver_counters().exec_set_params,
+                   after_new.exec_set_params);
+  execute_and_wait(queue, command_buffer, bindings[3], 2);
+  assert_true(fake_driver_counters().exec_set_params >
+              after_new.exec_set_params);
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(command_buffer);
+  halo_hal_command_buffer_destroy(gated);
+  for (int e = 0; e <= SETS; ++e) {
+    device_free(x[e], N * 4);
+    device_free(y[e], N * 4);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binding_strategies),
@@ -2545,6 +2622,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
       cmocka_unit_test(test_binding_table_instances),
+      cmocka_unit_test(test_instance_affinity),
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
