@@ -145,7 +145,11 @@
 #define HALO_HAL_CUDA_CALLER_WAIT_RETRY 4
 // THREAD completion: an unfinished execution's event is queried when its
 // GPU stores landed, else at most this often (each query takes the
-// context's lock, which the submission thread's launches need too).
+// context's lock, which the submission thread's launches need too). An
+// execution without an event is watched through its stores; the device is
+// asked for a sticky error (a stream query: the error is the context's)
+// at most this often in all, not per execution: with 64 tenants on one
+// worker every execution outlived it, a query each at the launch rate.
 #define HALO_HAL_CUDA_COMPLETION_QUERY_NS 100000
 // HOST_FUNC completion: how often the watchdog looks for a sticky error.
 #define HALO_HAL_CUDA_WATCHDOG_NS 10000000
@@ -173,6 +177,10 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_event_pool_t events;
   halo_hal_cuda_event_pool_t sleep_events;
   atomic_bool lost;
+  // THREAD: when the device is next asked for a sticky error on behalf of
+  // the executions watched through their stores (the poller's, and a
+  // caller's that waits for it).
+  _Atomic int64_t next_sticky_query_ns;
   // The completion thread.
   pthread_t thread;
   bool thread_started;
@@ -475,9 +483,10 @@ static CUresult halo_hal_cuda_record_event_now(
 // them), CUDA_ERROR_NOT_READY while one is below. A slot past its value
 // hides whether its store landed, and a failed semaphore may be left
 // behind: then an event recorded now on its stream comes after the work,
-// and the execution is watched through it from now on. The stream is
-// asked for a sticky error every HALO_HAL_CUDA_COMPLETION_QUERY_NS (*call
-// names what failed).
+// and the execution is watched through it from now on. Its stream is asked
+// for a sticky error once the device's next query is due (every
+// HALO_HAL_CUDA_COMPLETION_QUERY_NS for all such executions; *call names
+// what failed).
 static CUresult halo_hal_cuda_execution_poll_stores(
     halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_execution_t *execution,
     int64_t round_ns, const char **call) {
@@ -506,8 +515,17 @@ static CUresult halo_hal_cuda_execution_poll_stores(
     *call = "cuEventQuery";
     return cu->cuEventQuery(execution->event->handle);
   }
+  // An execution younger than the interval, or the device asked lately:
+  // nothing to ask.
   if (round_ns < execution->next_query_ns) return CUDA_ERROR_NOT_READY;
-  execution->next_query_ns = round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
+  int64_t due =
+      atomic_load_explicit(&shared->next_sticky_query_ns, memory_order_relaxed);
+  if (round_ns < due || !atomic_compare_exchange_strong_explicit(
+                            &shared->next_sticky_query_ns, &due,
+                            round_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS,
+                            memory_order_relaxed, memory_order_relaxed)) {
+    return CUDA_ERROR_NOT_READY;
+  }
   *call = "cuStreamQuery";
   CUresult result = cu->cuStreamQuery(stream);
   return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_ERROR_NOT_READY;

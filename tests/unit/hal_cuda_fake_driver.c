@@ -625,6 +625,7 @@ static CUresult fake_cuStreamSynchronize(CUstream stream) {
 // Like the driver: a sticky error first, then whether the work is done.
 static CUresult fake_cuStreamQuery(CUstream stream) {
   pthread_mutex_lock(&fake.mutex);
+  ++fake.counters.stream_queries;
   CUresult result = fake.sticky                       ? fake.sticky
                     : stream->done < stream->enqueued ? CUDA_ERROR_NOT_READY
                                                       : CUDA_SUCCESS;

@@ -68,6 +68,7 @@ typedef struct fake_counters_t {
   int blocking_records;  // cuEventRecord of a CU_EVENT_BLOCKING_SYNC event
   int spin_syncs;        // cuEventSynchronize on an event without BLOCKING_SYNC
   int streams_created;   // cuStreamCreateWithPriority
+  int stream_queries;    // cuStreamQuery
   // Streams that had an operation enqueued since the counters were reset,
   // each counted once.
   int streams_used;

@@ -2491,6 +2491,59 @@ static void test_gpu_wait_failures(void **unused) {
   device_free(z, N * 4);
 }
 
+// Executions watched through their GPU stores (no event), held on four
+// queues for 60 ms: the device is asked for a sticky error about every
+// 100 us in all, not every 100 us per execution (each query takes the
+// context's lock from the submission thread's launches). Then they finish
+// and complete.
+static void test_sticky_queries_per_device(void **unused) {
+  (void)unused;
+  if (state.device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD) {
+    return;  // host functions complete these; no stream is queried
+  }
+  enum { QUEUES = 4, HELD_MS = 60 };
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  halo_hal_command_buffer_t *gated =
+      gate_recording(HALO_HAL_RECORDING_REUSABLE);
+  halo_hal_queue_t *queues[QUEUES];
+  halo_timeline_slot_t *slots[QUEUES];
+  halo_hal_execution_signal_t signals[QUEUES];
+  completion_t completions[QUEUES];
+  gate_close();
+  for (int q = 0; q < QUEUES; ++q) {
+    queues[q] = queue_new();
+    slots[q] = (halo_timeline_slot_t *)page + 1 + q;
+    uint64_t value_address = page_address +
+                             (uint64_t)(1 + q) * sizeof(halo_timeline_slot_t) +
+                             (uint64_t)offsetof(halo_timeline_slot_t, value);
+    signals[q] = (halo_hal_execution_signal_t){value_address, 1, slots[q]};
+    completion_init(&completions[q]);
+    // Seen short: no event (halo_hal_cuda_execution_needs_event).
+    halo_hal_cuda_command_buffer_record_duration(gated, 1000);
+    execute(queues[q], gated, NULL, 0, &signals[q], 1, &completions[q]);
+  }
+  gate_wait_entered(QUEUES);
+  fake_counters_t before = fake_driver_counters();
+  usleep(HELD_MS * 1000);
+  fake_counters_t held = fake_driver_counters();
+  int queries = held.stream_queries - before.stream_queries;
+  print_message("[%s] %d stream queries in %d ms, %d executions held\n",
+                state.mode, queries, HELD_MS, QUEUES);
+  assert_int_equal(held.event_records, before.event_records);
+  // One per 100 us at most, and some: the device is still asked.
+  assert_true(queries >= 1);
+  assert_true(queries <= HELD_MS * 10 + 10);
+  gate_open();
+  for (int q = 0; q < QUEUES; ++q) {
+    assert_int_equal(completion_wait(&completions[q]), HALO_STATUS_OK);
+    assert_int_equal(atomic_load(&slots[q]->value), 1);
+    halo_hal_queue_destroy(queues[q]);
+  }
+  halo_hal_command_buffer_destroy(gated);
+  host_page_unregister(page);
+}
+
 // A kernel faults: its execution and the slow one pending on another queue
 // fail with DEVICE_LOST, the device is reported lost once, and a later
 // execution fails at once. Last in its group (the context stays lost).
@@ -2637,6 +2690,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_waits),
       cmocka_unit_test(test_gpu_wait_on_parked_producer),
       cmocka_unit_test(test_gpu_wait_failures),
+      cmocka_unit_test(test_sticky_queries_per_device),
       cmocka_unit_test(test_sticky_error),
   };
   int failed = 0;
