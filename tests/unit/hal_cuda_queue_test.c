@@ -2503,13 +2503,18 @@ static void test_duration_excludes_queueing(void **unused) {
   enum { EXECUTIONS = 4, US = 20000 };
   uint32_t n = N, us = US;
   uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  halo_hal_command_buffer_t *slow = slow_recording(&n, &us);
-  halo_hal_binding_t bindings[2] = {{x, N * 4}, {y, N * 4}};
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                   arg_constant(&us, 4)};
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  halo_hal_command_buffer_t *slow = recorder_end(&recorder);
   halo_hal_queue_t *queue = queue_new();
   completion_t completions[EXECUTIONS];
   for (int e = 0; e < EXECUTIONS; ++e) {
     completion_init(&completions[e]);
-    execute(queue, slow, bindings, 2, NULL, 0, &completions[e]);
+    execute(queue, slow, NULL, 0, NULL, 0, &completions[e]);
   }
   for (int e = 0; e < EXECUTIONS; ++e) {
     assert_int_equal(completion_wait(&completions[e]), HALO_STATUS_OK);
