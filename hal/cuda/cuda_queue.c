@@ -645,17 +645,9 @@ static void halo_hal_cuda_completion_poll(
       if (!*link) tail = link;
       execution->next = NULL;
       if (result == CUDA_SUCCESS) {
-        // The recording's duration, not the queue's: from its issue or the
-        // stream's previous completion, whichever came later (64 tenants
-        // on 16 streams: an execution queued behind three others looked
-        // longer than short work, and each of its recording's next
-        // executions then recorded a blocking-sync event).
-        int64_t began = execution->handed_ns > stream->last_done_ns
-                            ? execution->handed_ns
-                            : stream->last_done_ns;
         halo_hal_cuda_command_buffer_record_duration(
-            execution->execution.command_buffer, round_ns - began);
-        stream->last_done_ns = round_ns;
+            execution->execution.command_buffer,
+            round_ns - execution->handed_ns);
       }
       halo_status_t status = NULL;
       if (result != CUDA_SUCCESS) {

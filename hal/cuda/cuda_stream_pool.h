@@ -36,11 +36,6 @@ typedef struct halo_hal_cuda_stream_t {
   // pending execution was found unfinished (a stream completes in order,
   // whichever queues share it).
   uint64_t blocked_round;
-  // The completion thread's: when it saw the stream's last execution
-  // finish. The next one's work began no earlier: its duration is counted
-  // from then, not from its issue (the time it queued behind the others
-  // is not its recording's).
-  int64_t last_done_ns;
 } halo_hal_cuda_stream_t;
 
 typedef struct halo_hal_cuda_stream_pool_t {

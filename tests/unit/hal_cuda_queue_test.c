@@ -2491,47 +2491,6 @@ static void test_gpu_wait_failures(void **unused) {
   device_free(z, N * 4);
 }
 
-// A recording's duration is its own work's, not the time its execution
-// queued behind others on the stream: four 20 ms executions issued at once
-// on one queue finish 20 ms apart, and the recording is seen to take about
-// 20 ms (counted from its issue, the last would look like 80).
-static void test_duration_excludes_queueing(void **unused) {
-  (void)unused;
-  if (state.device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD) {
-    return;  // the poller measures durations
-  }
-  enum { EXECUTIONS = 4, US = 20000 };
-  uint32_t n = N, us = US;
-  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  recorder_t recorder;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
-  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
-                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
-                   arg_constant(&us, 4)};
-  recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
-  halo_hal_command_buffer_t *slow = recorder_end(&recorder);
-  halo_hal_queue_t *queue = queue_new();
-  completion_t completions[EXECUTIONS];
-  for (int e = 0; e < EXECUTIONS; ++e) {
-    completion_init(&completions[e]);
-    execute(queue, slow, NULL, 0, NULL, 0, &completions[e]);
-  }
-  for (int e = 0; e < EXECUTIONS; ++e) {
-    assert_int_equal(completion_wait(&completions[e]), HALO_STATUS_OK);
-  }
-  int64_t seen = halo_hal_cuda_command_buffer_expected_ns(slow);
-  print_message(
-      "[%s] %d executions of %d ms in a row: the recording seen "
-      "to take %.1f ms\n",
-      state.mode, EXECUTIONS, US / 1000, (double)seen / 1e6);
-  assert_true(seen >= (int64_t)US * 1000 / 2);
-  assert_true(seen < (int64_t)US * 1000 * 2);
-  halo_hal_queue_destroy(queue);
-  halo_hal_command_buffer_destroy(slow);
-  device_free(x, N * 4);
-  device_free(y, N * 4);
-}
-
 // Executions watched through their GPU stores (no event), held on four
 // queues for 60 ms: the device is asked for a sticky error about every
 // 100 us in all, not every 100 us per execution (each query takes the
@@ -2731,7 +2690,6 @@ int main(void) {
       cmocka_unit_test(test_gpu_waits),
       cmocka_unit_test(test_gpu_wait_on_parked_producer),
       cmocka_unit_test(test_gpu_wait_failures),
-      cmocka_unit_test(test_duration_excludes_queueing),
       cmocka_unit_test(test_sticky_queries_per_device),
       cmocka_unit_test(test_sticky_error),
   };
