@@ -174,9 +174,10 @@ typedef enum halo_timeline_wait_result_e {
 // cuStreamSynchronize spins); after a longer wait, only SPIN_NS. The cap is
 // SPIN_MAX_NS, or HALO_WAIT_SPIN_MAX_US in the client's environment (0: never
 // spin, sleep at once). A wake-up costs the waking thread too: with 64
-// clients asleep on 16 CPUs, one device worker's completion thread spent
-// 9-13 us per step waking them, against 3-4 us when they spun (2 ms cap: T64
-// 77-107k -> 191-242k steps/s on an H200; docs/performance.md).
+// clients on one device worker (16 CPUs, an H200) their steps took 250-450
+// us, so with a 200 us cap every client slept every step and the worker's
+// completion thread woke each one; with 2 ms, T64 went from 77-107k to
+// 191-242k steps/s (docs/performance.md).
 #define HALO_TIMELINE_SPIN_NS 20000        // spin at least this before sleeping
 #define HALO_TIMELINE_SPIN_MAX_NS 2000000  // ... and at most this (default)
 #define HALO_TIMELINE_SPIN_MAX_LIMIT_NS 100000000  // HALO_WAIT_SPIN_MAX_US's
