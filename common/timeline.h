@@ -171,7 +171,8 @@ typedef enum halo_timeline_wait_result_e {
 // when that was at most the cap (a thread that waits on GPU work of the same
 // length again and again, as an inference loop does, then sees the value land
 // while it still spins instead of paying a futex wake-up, as
-// cuStreamSynchronize spins); after a longer wait, only SPIN_NS. The cap is
+// cuStreamSynchronize spins); after a longer wait, only SPIN_NS; never more
+// than the cap (a cap below SPIN_NS is the window itself). The cap is
 // SPIN_MAX_NS, or HALO_WAIT_SPIN_MAX_US in the client's environment (0: never
 // spin, sleep at once). A wake-up costs the waking thread too: with 64
 // clients on one device worker (16 CPUs, an H200) their steps took 250-450

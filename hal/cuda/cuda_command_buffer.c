@@ -1498,7 +1498,8 @@ static uint64_t halo_hal_cuda_binding_key(
 // |waiter| when the pool is at its bound. Of the free instances it prefers
 // the newest one already bound to what |execution| binds (clients sharing a
 // recording each find "their" instance again: no SetParams, no table copy),
-// else the oldest (the one its last user is least likely to come back for).
+// else the oldest (the one its last user is least likely to come back for);
+// with affinity off (no key), the newest.
 static void halo_hal_cuda_instance_take(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, halo_hal_cuda_task_t *waiter,
@@ -1512,7 +1513,8 @@ static void halo_hal_cuda_instance_take(
   pthread_mutex_lock(&command_buffer->mutex);
   uint32_t count = command_buffer->free_count;
   if (count > 0) {
-    uint32_t index = 0;
+    // Without a key (affinity off): the newest, as before there was one.
+    uint32_t index = key ? 0 : count - 1;
     for (uint32_t i = count; key && i-- > 0;) {
       if (command_buffer->free_keys[i] == key &&
           halo_hal_cuda_instance_matches(
