@@ -38,6 +38,10 @@ static void expect_holder_session(halo_test_fixture_t *fixture, pid_t pid) {
 static void test_sigkilled_client_leaves_nothing(void **state) {
   halo_test_fixture_t *fixture = *state;
   pid_t daemon_pid = fixture->daemon.pid;
+  // At the end no more memfds than now (more: a leak). Fewer is no fault:
+  // halod may close one it held for the fixture's own session meanwhile
+  // (a ring's memfd is closed once a device worker takes the ring); a
+  // clean clone's run ended at 1 against 2 here.
   int baseline_memfds = halo_test_count_memfds(daemon_pid);
   assert_true(baseline_memfds >= 0);
   uint32_t baseline_sessions = halo_test_admin_session_count(&fixture->daemon);
@@ -62,7 +66,7 @@ static void test_sigkilled_client_leaves_nothing(void **state) {
   }
   assert_int_equal(halo_test_admin_session_count(&fixture->daemon),
                    baseline_sessions);
-  if (!HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) == baseline_memfds,
+  if (!HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) <= baseline_memfds,
                       HALO_TEST_DEADLINE_MS)) {
     print_error("halod holds %d memfds, %d before the client came\n",
                 halo_test_count_memfds(daemon_pid), baseline_memfds);
@@ -88,7 +92,7 @@ static void test_many_sigkilled_clients(void **state) {
   assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
                                                    HALO_TEST_DEADLINE_MS));
   assert_true(
-      HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) == baseline_memfds,
+      HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) <= baseline_memfds,
                      HALO_TEST_DEADLINE_MS));
 }
 
@@ -127,7 +131,7 @@ static void test_imported_semaphore_outlives_killed_creator(void **state) {
   // The last holder's release frees it and its page.
   halo_semaphore_release(imported);
   assert_true(
-      HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) == baseline_memfds,
+      HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) <= baseline_memfds,
                      HALO_TEST_DEADLINE_MS));
   response = halo_test_admin_semaphores(&fixture->daemon);
   assert_int_equal(response->admin_semaphores->n_semaphores, 0);
@@ -152,7 +156,7 @@ static void test_orderly_close_leaves_nothing(void **state) {
   assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
                                                    HALO_TEST_DEADLINE_MS));
   assert_true(
-      HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) == baseline_memfds,
+      HALO_TEST_POLL(halo_test_count_memfds(daemon_pid) <= baseline_memfds,
                      HALO_TEST_DEADLINE_MS));
 }
 
