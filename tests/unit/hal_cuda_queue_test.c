@@ -2606,12 +2606,7 @@ static void test_instance_affinity(void **unused) {
   enum { SETS = 4 };
   uint32_t n = N;
   uint32_t us = 0;
-  recorder_t recorder;
-  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 2);
-  arg_t args[4] = {arg_buffer(slot_ref(0, 0)), arg_buffer(slot_ref(1, 0)),
-                   arg_constant(&n, 4), arg_constant(&us, 4)};
-  recorder_dispatch(&recorder, KERNEL_SLOW, N / 64, args, 4);
-  halo_hal_command_buffer_t *command_buffer = recorder_end(&recorder);
+  halo_hal_command_buffer_t *command_buffer = slow_recording(&n, &us);
   halo_hal_command_buffer_t *gated =
       gate_recording(HALO_HAL_RECORDING_REUSABLE);
   halo_hal_queue_t *queue = queue_new();
