@@ -235,6 +235,62 @@ static void test_spin_cap_from_the_environment(void **state) {
   assert_false(halo_timeline_spin_max_parse(NULL, &ns));
 }
 
+// The cap a fresh process of this test reads from HALO_WAIT_SPIN_MAX_US
+// set to |value| (NULL: unset), and what it wrote to stderr.
+static int64_t spin_cap_in_child(const char *value, char *err, size_t size) {
+  int out_pipe[2], err_pipe[2];
+  assert_int_equal(pipe(out_pipe), 0);
+  assert_int_equal(pipe(err_pipe), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    if (value) {
+      setenv("HALO_WAIT_SPIN_MAX_US", value, 1);
+    } else {
+      unsetenv("HALO_WAIT_SPIN_MAX_US");
+    }
+    char *args[] = {"timeline_test", "--print-spin-cap", NULL};
+    execv("/proc/self/exe", args);
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  char out[64] = {0};
+  ssize_t got = read(out_pipe[0], out, sizeof(out) - 1);
+  size_t err_length = 0;
+  for (ssize_t n;
+       err_length + 1 < size &&
+       (n = read(err_pipe[0], err + err_length, size - 1 - err_length)) > 0;) {
+    err_length += (size_t)n;
+  }
+  err[err_length] = '\0';
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_true(got > 0);
+  return strtoll(out, NULL, 10);
+}
+
+// A process takes its cap from HALO_WAIT_SPIN_MAX_US: 0 (never spin) and
+// 500 us as given; a value that is no number of microseconds keeps the
+// default and says so on stderr, naming the variable.
+static void test_spin_cap_reaches_the_process(void **state) {
+  (void)state;
+  char err[1024];
+  assert_int_equal(spin_cap_in_child(NULL, err, sizeof(err)),
+                   HALO_TIMELINE_SPIN_MAX_NS);
+  assert_int_equal(spin_cap_in_child("0", err, sizeof(err)), 0);
+  assert_int_equal(spin_cap_in_child("500", err, sizeof(err)), 500000);
+  assert_null(strstr(err, "HALO_WAIT_SPIN_MAX_US"));
+  assert_int_equal(spin_cap_in_child("2ms", err, sizeof(err)),
+                   HALO_TIMELINE_SPIN_MAX_NS);
+  assert_non_null(strstr(err, "HALO_WAIT_SPIN_MAX_US=2ms"));
+}
+
 // A serving thread spins its whole window after a gap within it, not at all
 // after a longer one (halo_clock_spin_window_ns).
 static void test_server_spin_follows_the_previous_gap(void **state) {
@@ -831,11 +887,17 @@ static void test_process_ping_pong_loses_no_wakeup(void **state) {
   assert_int_equal(code, 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  // A child of test_spin_cap_reaches_the_process: this process's cap.
+  if (argc == 2 && strcmp(argv[1], "--print-spin-cap") == 0) {
+    printf("%lld\n", (long long)halo_timeline_spin_max_ns());
+    return 0;
+  }
 #define T(name) cmocka_unit_test_setup_teardown(name, page_setup, page_teardown)
   const struct CMUnitTest tests[] = {
       T(test_spin_follows_the_previous_wait),
       T(test_spin_cap_from_the_environment),
+      T(test_spin_cap_reaches_the_process),
       T(test_server_spin_follows_the_previous_gap),
       T(test_page_layout),
       T(test_activate_and_read),
