@@ -320,6 +320,10 @@ struct halo_hal_cuda_graph_instance_t {
   // instantiation): disabled, it costs the launch nothing.
   CUgraphNode store_node;
   bool store_enabled;
+  // The key of what |bound| (and a valid table) hold, set when an issue
+  // re-pointed it (halo_hal_cuda_binding_key; 0: none to be found by, or
+  // forgotten): the pool files the instance under it when it comes back.
+  uint64_t key;
 };
 
 typedef struct halo_hal_cuda_command_buffer_t {
@@ -1471,13 +1475,12 @@ static bool halo_hal_cuda_instance_matches(
   return true;
 }
 
-// The key of |count| binding addresses (a 64-bit mix; never 0), or 0 where
-// instances are not looked for by what they are bound to (affinity off,
-// more than HALO_HAL_CUDA_AFFINITY_SLOTS slots).
+// The key of the addresses |execution| binds (a 64-bit mix; never 0), or 0
+// where instances are not looked for by what they are bound to (affinity
+// off, more than HALO_HAL_CUDA_AFFINITY_SLOTS slots).
 static uint64_t halo_hal_cuda_binding_key(
     const halo_hal_cuda_command_buffer_t *command_buffer,
-    const uint64_t *addresses, const halo_hal_binding_t *bindings,
-    uint32_t binding_count) {
+    const halo_hal_execution_t *execution) {
   uint32_t capacity = command_buffer->base.recording.binding_capacity;
   if (!command_buffer->device->instance_affinity ||
       capacity > HALO_HAL_CUDA_AFFINITY_SLOTS) {
@@ -1485,9 +1488,9 @@ static uint64_t halo_hal_cuda_binding_key(
   }
   uint64_t key = 0x9e3779b97f4a7c15ull;
   for (uint32_t s = 0; s < capacity; ++s) {
-    uint64_t address = addresses                       ? addresses[s]
-                       : s < binding_count && bindings ? bindings[s].address
-                                                       : 0;
+    uint64_t address = s < execution->binding_count && execution->bindings
+                           ? execution->bindings[s].address
+                           : 0;
     key = (key ^ address) * 0xff51afd7ed558ccdull;
     key ^= key >> 32;
   }
@@ -1496,20 +1499,18 @@ static uint64_t halo_hal_cuda_binding_key(
 
 // Takes a free instance, or reserves the right to create one; parks
 // |waiter| when the pool is at its bound. Of the free instances it prefers
-// the newest one already bound to what |execution| binds (clients sharing a
-// recording each find "their" instance again: no SetParams, no table copy),
-// else the oldest (the one its last user is least likely to come back for);
-// with affinity off (no key), the newest.
+// the newest one filed under |key| and bound to what |execution| binds
+// (clients sharing a recording each find "their" instance again: no
+// SetParams, no table copy), else the oldest (the one its last user is
+// least likely to come back for); with no key (affinity off), the newest.
 static void halo_hal_cuda_instance_take(
     halo_hal_cuda_command_buffer_t *command_buffer,
-    const halo_hal_execution_t *execution, halo_hal_cuda_task_t *waiter,
-    halo_hal_cuda_graph_instance_t **out_instance, bool *out_create,
-    bool *out_parked) {
+    const halo_hal_execution_t *execution, uint64_t key,
+    halo_hal_cuda_task_t *waiter, halo_hal_cuda_graph_instance_t **out_instance,
+    bool *out_create, bool *out_parked) {
   *out_instance = NULL;
   *out_create = false;
   *out_parked = false;
-  uint64_t key = halo_hal_cuda_binding_key(
-      command_buffer, NULL, execution->bindings, execution->binding_count);
   pthread_mutex_lock(&command_buffer->mutex);
   uint32_t count = command_buffer->free_count;
   if (count > 0) {
@@ -1552,17 +1553,11 @@ static void halo_hal_cuda_instance_take(
 static void halo_hal_cuda_instance_give(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_graph_instance_t *instance) {
-  // What it is bound to is settled: its launch completed.
-  uint64_t key = 0;
-  if (instance &&
-      (instance->table_valid || !command_buffer->uses_binding_table)) {
-    key = halo_hal_cuda_binding_key(command_buffer, instance->bound, NULL, 0);
-  }
   pthread_mutex_lock(&command_buffer->mutex);
   if (instance) {
     // Never more than the pool's bound (each free instance was counted).
     command_buffer->free_instances[command_buffer->free_count] = instance;
-    command_buffer->free_keys[command_buffer->free_count] = key;
+    command_buffer->free_keys[command_buffer->free_count] = instance->key;
     ++command_buffer->free_count;
   } else {
     --command_buffer->instance_count;
@@ -1703,6 +1698,7 @@ static void halo_hal_cuda_instance_forget(
     instance->bound[s] = UINT64_MAX;
   }
   instance->table_valid = false;
+  instance->key = 0;
 }
 
 // Writes |store_count| |stores| into |instance|'s ticket for its next
@@ -1730,7 +1726,8 @@ static halo_status_t halo_hal_cuda_issue_graph(
   const halo_hal_cuda_symbols_t *cu = command_buffer->device->cu;
   halo_hal_cuda_graph_instance_t *instance;
   bool create;
-  halo_hal_cuda_instance_take(command_buffer, execution, waiter, &instance,
+  uint64_t key = halo_hal_cuda_binding_key(command_buffer, execution);
+  halo_hal_cuda_instance_take(command_buffer, execution, key, waiter, &instance,
                               &create, out_parked);
   if (*out_parked) return NULL;
   halo_status_t status = NULL;
@@ -1752,6 +1749,8 @@ static halo_status_t halo_hal_cuda_issue_graph(
   issue->instance = instance;
   status = halo_hal_cuda_instance_update(command_buffer, instance, execution,
                                          stream, issue);
+  // Bound to what |execution| binds now (a failure below forgets it).
+  if (!status) instance->key = key;
   if (!status && instance->needs_upload) {
     CUresult result = cu->cuGraphUpload(instance->exec, stream);
     if (result != CUDA_SUCCESS) {
