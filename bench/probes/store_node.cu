@@ -67,7 +67,8 @@ enum Mode {
   EVENT = 3,
   STORE_OFF = 4,
   STORE_PDL = 5,
-  STORE_PDL_PROG = 6
+  STORE_PDL_PROG = 6,
+  MEMOP_FIXED = 7
 };
 static const char *names[] = {"graph + cuStreamWriteValue64",
                               "graph with store kernel node (ticket)",
@@ -75,7 +76,8 @@ static const char *names[] = {"graph + cuStreamWriteValue64",
                               "graph + cuEventRecord",
                               "store node disabled + cuStreamWriteValue64",
                               "store node, programmatic edge (launch order)",
-                              "store node, programmatic edge (programmatic)"};
+                              "store node, programmatic edge (programmatic)",
+                              "graph with memop node writing 1, host resets"};
 struct T {
   cudaGraphExec_t exec;
   cudaGraph_t g;
@@ -125,7 +127,7 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
                                  : cudaGraphKernelNodePortProgrammatic;
     e.type = cudaGraphDependencyTypeProgrammatic;
     CK(cudaGraphAddDependencies(t.g, &n, &t.snode, &e, 1));
-  } else if (m == MEMOP_SET) {
+  } else if (m == MEMOP_SET || m == MEMOP_FIXED) {
     CUstreamBatchMemOpParams op = {};
     op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
     op.writeValue.address = dev_flag;
@@ -140,7 +142,14 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
   CK(cudaGraphInstantiate(&t.exec, t.g, 0));
   if (m == STORE_OFF) CK(cudaGraphNodeSetEnabled(t.exec, t.snode, 0));
 }
+// Whether the execution that stored |value| (MEMOP_FIXED: the constant 1
+// into the word the host set to 0 before its launch) has landed.
+static bool landed(const T &t, Mode m, u64 value) {
+  u64 word = *(volatile u64 *)t.host_flag;
+  return m == MEMOP_FIXED ? word == 1 : word == value;
+}
 static void issue(T &t, Mode m, u64 value) {
+  if (m == MEMOP_FIXED) *(volatile u64 *)t.host_flag = 0;
   if (m == STORE_NODE || m == STORE_PDL || m == STORE_PDL_PROG) {
     t.ticket[0] = 1;
     t.ticket[1] = (u64)t.dev_flag;
@@ -177,7 +186,7 @@ int main(int argc, char **argv) {
   auto tick = [&](int i) { return host + 4096 + 64 * i; };
   auto tickd = [&](int i) { return hostd + 8 * (4096 + 64 * i); };
   for (int m :
-       {0, 1, 2, 3, 5}) {  // host issue cost, 0 ns kernel, sync every 256
+       {0, 1, 2, 3, 5, 7}) {  // host issue cost, 0 ns kernel, sync every 256
     T t;
     make(t, (Mode)m, 0, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
     issue(t, (Mode)m, 1);
@@ -190,10 +199,11 @@ int main(int argc, char **argv) {
     CK(cudaStreamSynchronize(t.st));
     double us = 1e6 * (now() - t0) / N;
     printf("issue cost %-48s %6.3f us (last value %llu, want %d)\n", names[m],
-           us, m != 3 ? *(volatile u64 *)flag(0) : 0ull, m != 3 ? N + 1 : 0);
+           us, m != 3 ? *(volatile u64 *)flag(0) : 0ull,
+           m == 3 ? 0 : m == 7 ? 1 : N + 1);
   }
   for (u64 ns : {0ull, 20000ull})
-    for (int m : {0, 1, 2, 4, 5, 6}) {
+    for (int m : {0, 1, 2, 4, 5, 6, 7}) {
       CK(cudaDeviceSynchronize());
       memset(host, 0, 1 << 20);
       T t;
@@ -203,7 +213,7 @@ int main(int argc, char **argv) {
       for (int i = 0; i < 3000; i++) {
         double a = now();
         issue(t, (Mode)m, ++v);
-        while (*(volatile u64 *)t.host_flag != v) {
+        while (!landed(t, (Mode)m, v)) {
         }
         lat.push_back(now() - a);
       }
@@ -216,7 +226,7 @@ int main(int argc, char **argv) {
   // closed loop, 20 us kernels, K tenants each a stream+graph; ONE issuing
   // thread (halo's model) and K threads
   for (int K : {8, 16})
-    for (int m : {0, 1, 2, 5})
+    for (int m : {0, 1, 2, 5, 7})
       for (int threads = 0; threads < 2; threads++) {
         CK(cudaDeviceSynchronize());
         memset(host, 0, 1 << 20);
@@ -235,7 +245,7 @@ int main(int argc, char **argv) {
           }
           while (now() - start < dur) {
             for (int i = 0; i < K; i++)
-              if (*(volatile u64 *)ts[i].host_flag == want[i]) {
+              if (landed(ts[i], (Mode)m, want[i])) {
                 c++;
                 issue(ts[i], (Mode)m, ++want[i]);
               }
@@ -249,7 +259,7 @@ int main(int argc, char **argv) {
               u64 v = 0;
               while (now() - start < dur) {
                 issue(ts[i], (Mode)m, ++v);
-                while (*(volatile u64 *)ts[i].host_flag != v) {
+                while (!landed(ts[i], (Mode)m, v)) {
                 }
                 c++;
               }
