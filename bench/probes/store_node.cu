@@ -16,7 +16,9 @@
 // docs/performance.md quotes it. Not built by CMake (it needs nvcc, and
 // CUDA 13 for the edge-data cudaGraphAddDependencies); on a GPU machine:
 //   nvcc -O2 -arch=sm_90 bench/probes/store_node.cu -lcuda -o /tmp/sn
-//   /tmp/sn            (LAT_ONLY=1: the one-tenant latencies only)
+//   /tmp/sn            (LAT_ONLY=1: the one-tenant latencies only;
+//                       LOOPS="64:16:1:0 64:64:1:0": only those closed
+//                       loops, K:STREAMS:MODE:THREADS)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -171,6 +173,67 @@ static void issue(T &t, Mode m, u64 value) {
     CD(cuStreamWriteValue64((CUstream)t.st, t.dev_flag, value, 0));
   if (m == EVENT) CK(cudaEventRecord(t.ev, t.st));
 }
+// A closed loop of 20 us kernels for 1.5 s: K tenants, each its own graph,
+// on S streams (tenant i on stream i % S: queues sharing a stream, as
+// halo's pool does past its streams); ONE issuing thread (halo's model) or
+// a thread each.
+template <class F1, class F2, class F3, class F4>
+static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
+                        F2 flagd, F3 tick, F4 tickd, u64 *host) {
+  CK(cudaDeviceSynchronize());
+  memset(host, 0, 1 << 20);
+  std::vector<T> ts(K);
+  for (int i = 0; i < K; i++)
+    make(ts[i], m, 20000, dev + 64 * i, flag(1 + i), flagd(1 + i),
+         (u64 *)tick(1 + i), tickd(1 + i));
+  std::vector<cudaStream_t> own(K);
+  for (int i = 0; i < K; i++) {
+    own[i] = ts[i].st;
+    if (S > 0 && S < K) ts[i].st = own[i % S];
+  }
+  double dur = 1.5, start = now();
+  std::atomic<long> done{0};
+  if (!threads) {
+    std::vector<u64> want(K, 0);
+    long c = 0;
+    for (int i = 0; i < K; i++) {
+      want[i] = 1;
+      issue(ts[i], m, 1);
+    }
+    while (now() - start < dur) {
+      for (int i = 0; i < K; i++)
+        if (landed(ts[i], m, want[i])) {
+          c++;
+          issue(ts[i], m, ++want[i]);
+        }
+    }
+    done = c;
+  } else {
+    std::vector<std::thread> th;
+    for (int i = 0; i < K; i++)
+      th.emplace_back([&, i] {
+        long c = 0;
+        u64 v = 0;
+        while (now() - start < dur) {
+          issue(ts[i], m, ++v);
+          while (!landed(ts[i], m, v)) {
+          }
+          c++;
+        }
+        done += c;
+      });
+    for (auto &x : th) x.join();
+  }
+  CK(cudaDeviceSynchronize());
+  printf("closed loop %2d tenants on %2d streams, %-44s %s: %9.0f steps/s\n",
+         K, S < K ? S : K, names[m], threads ? "a thread each" : "one thread   ",
+         done / dur);
+  for (int i = 0; i < K; i++) {
+    CK(cudaGraphExecDestroy(ts[i].exec));
+    CK(cudaGraphDestroy(ts[i].g));
+    CK(cudaStreamDestroy(own[i]));
+  }
+}
 int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 20000;
   CK(cudaFree(0));
@@ -185,6 +248,19 @@ int main(int argc, char **argv) {
   auto flagd = [&](int i) { return hostd + 64 * i; };
   auto tick = [&](int i) { return host + 4096 + 64 * i; };
   auto tickd = [&](int i) { return hostd + 8 * (4096 + 64 * i); };
+  // LOOPS="K:S:MODE:THREADS ...": only these closed loops (K tenants on S
+  // streams); else 8 and 16 tenants, each its own stream, in every mode
+  // that stores, from one thread and from a thread each.
+  if (const char *loops = getenv("LOOPS")) {
+    for (const char *p = loops; *p;) {
+      int K, S, m, threads, used = 0;
+      if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4) break;
+      closed_loop(K, S, (Mode)m, threads, dev, flag, flagd, tick, tickd, host);
+      p += used;
+      while (*p == ' ') ++p;
+    }
+    return 0;
+  }
   for (int m :
        {0, 1, 2, 3, 5, 7}) {  // host issue cost, 0 ns kernel, sync every 256
     T t;
@@ -223,59 +299,10 @@ int main(int argc, char **argv) {
              1e6 * lat[lat.size() * 99 / 100]);
     }
   if (getenv("LAT_ONLY")) return 0;
-  // closed loop, 20 us kernels, K tenants each a stream+graph; ONE issuing
-  // thread (halo's model) and K threads
   for (int K : {8, 16})
     for (int m : {0, 1, 2, 5, 7})
-      for (int threads = 0; threads < 2; threads++) {
-        CK(cudaDeviceSynchronize());
-        memset(host, 0, 1 << 20);
-        std::vector<T> ts(K);
-        for (int i = 0; i < K; i++)
-          make(ts[i], (Mode)m, 20000, dev + 64 * i, flag(1 + i), flagd(1 + i),
-               (u64 *)tick(1 + i), tickd(1 + i));
-        double dur = 1.5, start = now();
-        std::atomic<long> done{0};
-        if (!threads) {
-          std::vector<u64> want(K, 0);
-          long c = 0;
-          for (int i = 0; i < K; i++) {
-            want[i] = 1;
-            issue(ts[i], (Mode)m, 1);
-          }
-          while (now() - start < dur) {
-            for (int i = 0; i < K; i++)
-              if (landed(ts[i], (Mode)m, want[i])) {
-                c++;
-                issue(ts[i], (Mode)m, ++want[i]);
-              }
-          }
-          done = c;
-        } else {
-          std::vector<std::thread> th;
-          for (int i = 0; i < K; i++)
-            th.emplace_back([&, i] {
-              long c = 0;
-              u64 v = 0;
-              while (now() - start < dur) {
-                issue(ts[i], (Mode)m, ++v);
-                while (!landed(ts[i], (Mode)m, v)) {
-                }
-                c++;
-              }
-              done += c;
-            });
-          for (auto &x : th) x.join();
-        }
-        CK(cudaDeviceSynchronize());
-        printf("closed loop %2d tenants, %-44s %s: %9.0f steps/s\n", K,
-               names[m], threads ? "a thread each" : "one thread   ",
-               done / dur);
-        for (auto &t : ts) {
-          CK(cudaGraphExecDestroy(t.exec));
-          CK(cudaGraphDestroy(t.g));
-          CK(cudaStreamDestroy(t.st));
-        }
-      }
+      for (int threads = 0; threads < 2; threads++)
+        closed_loop(K, K, (Mode)m, threads, dev, flag, flagd, tick, tickd,
+                    host);
   return 0;
 }
