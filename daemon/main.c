@@ -10,6 +10,10 @@
 #include <sys/resource.h>
 #include <uv.h>
 
+#ifdef HALO_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
@@ -53,6 +57,25 @@ static void halod_apply_nice(const halod_config_t *config) {
       config->nice, strerror(error), running);
 }
 
+// The allocator halod and its device workers run on (the same binary), for
+// the start-up log: jemalloc where the build links it (HALO_JEMALLOC; not
+// under a sanitizer).
+static void halod_log_allocator(void) {
+#ifdef HALO_HAVE_JEMALLOC
+  const char *version = NULL;
+  size_t size = sizeof(version);
+  if (mallctl("version", (void *)&version, &size, NULL, 0) == 0 && version) {
+    HALO_LOG_INFO("allocator: jemalloc %s", version);
+  } else {
+    HALO_LOG_WARN(
+        "allocator: linked with jemalloc, but mallctl(\"version\") "
+        "did not answer: another malloc may be in use");
+  }
+#else
+  HALO_LOG_INFO("allocator: the C library's malloc (built without jemalloc)");
+#endif
+}
+
 int main(int argc, char **argv) {
   // Not dumpable: another process of halod's uid (a client pod running as
   // root, say) could otherwise ptrace it or take its descriptors with
@@ -77,6 +100,7 @@ int main(int argc, char **argv) {
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
   halod_apply_cuda_connections(&config);
   halod_apply_nice(&config);
+  halod_log_allocator();
 
   uv_loop_t loop;
   uv_loop_init(&loop);

@@ -225,8 +225,8 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
     for (auto &x : th) x.join();
   }
   CK(cudaDeviceSynchronize());
-  printf("closed loop %2d tenants on %2d streams, %-44s %s: %9.0f steps/s\n",
-         K, S < K ? S : K, names[m], threads ? "a thread each" : "one thread   ",
+  printf("closed loop %2d tenants on %2d streams, %-44s %s: %9.0f steps/s\n", K,
+         S < K ? S : K, names[m], threads ? "a thread each" : "one thread   ",
          done / dur);
   for (int i = 0; i < K; i++) {
     CK(cudaGraphExecDestroy(ts[i].exec));
@@ -276,7 +276,9 @@ int main(int argc, char **argv) {
     double us = 1e6 * (now() - t0) / N;
     printf("issue cost %-48s %6.3f us (last value %llu, want %d)\n", names[m],
            us, m != 3 ? *(volatile u64 *)flag(0) : 0ull,
-           m == 3 ? 0 : m == 7 ? 1 : N + 1);
+           m == 3   ? 0
+           : m == 7 ? 1
+                    : N + 1);
   }
   for (u64 ns : {0ull, 20000ull})
     for (int m : {0, 1, 2, 4, 5, 6, 7}) {

@@ -275,6 +275,44 @@ static void test_connect_without_daemon_is_unavailable(void **state) {
   rmdir(dir);
 }
 
+// Whether |pid| has a mapping whose path contains |name|.
+static bool maps_contain(pid_t pid, const char *name) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+  FILE *maps = fopen(path, "r");
+  assert_non_null(maps);
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof(line), maps)) {
+    found = strstr(line, name) != NULL;
+  }
+  fclose(maps);
+  return found;
+}
+
+// halod and its device workers (the same binary) run on jemalloc where the
+// build links it (HALO_JEMALLOC; never under a sanitizer), and on the C
+// library's malloc otherwise.
+static void test_allocator(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  bool linked = HALO_TEST_JEMALLOC;
+  assert_int_equal(maps_contain(fixture->daemon.pid, "libjemalloc"), linked);
+  assert_true(halo_test_admin_wait_spare(&fixture->daemon, 30000));
+  halo_wire_response_t *response = halo_test_admin_workers(&fixture->daemon);
+  size_t count = response->admin_workers->n_workers, checked = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Halo__Wire__WorkerInfo *worker = response->admin_workers->workers[i];
+    if (worker->pid <= 0) continue;
+    assert_int_equal(maps_contain((pid_t)worker->pid, "libjemalloc"), linked);
+    ++checked;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  print_message("halod and %zu of %zu workers %s jemalloc\n", checked, count,
+                linked ? "run on" : "do not run on");
+  // Workers are processes unless the daemon runs them inline (none listed).
+  assert_true(count == 0 || checked > 0);
+}
+
 static void test_connect_rejects_non_ipc_address(void **state) {
   (void)state;
   halo_client_options_t options = {.address = "tcp://127.0.0.1:1"};
@@ -299,6 +337,7 @@ int main(void) {
       T(test_clients_vanishing_at_once_leave_no_session),
       T(test_sigint_exits_cleanly),
       T(test_sigterm_wakes_waiters),
+      T(test_allocator),
       cmocka_unit_test(test_connect_without_daemon_is_unavailable),
       cmocka_unit_test(test_connect_rejects_non_ipc_address),
   };
