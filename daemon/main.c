@@ -3,6 +3,7 @@
 // halod: the halo GPU device server. Runs in the foreground (systemd style).
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,17 +60,29 @@ static void halod_apply_nice(const halod_config_t *config) {
 
 // The allocator halod and its device workers run on (the same binary), for
 // the start-up log: jemalloc where the build links it (HALO_JEMALLOC; not
-// under a sanitizer).
+// under a sanitizer). The C library's malloc could still serve malloc (a
+// preloaded allocator, say): jemalloc's count of this thread's allocations
+// then does not move across a malloc.
 static void halod_log_allocator(void) {
 #ifdef HALO_HAVE_JEMALLOC
   const char *version = NULL;
   size_t size = sizeof(version);
-  if (mallctl("version", (void *)&version, &size, NULL, 0) == 0 && version) {
+  uint64_t before = 0, after = 0;
+  size_t count_size = sizeof(before);
+  bool answered =
+      mallctl("version", (void *)&version, &size, NULL, 0) == 0 && version &&
+      mallctl("thread.allocated", &before, &count_size, NULL, 0) == 0;
+  void *volatile probe = malloc(4096);  // volatile: never elided
+  answered = answered && probe &&
+             mallctl("thread.allocated", &after, &count_size, NULL, 0) == 0;
+  free(probe);
+  if (answered && after > before) {
     HALO_LOG_INFO("allocator: jemalloc %s", version);
   } else {
     HALO_LOG_WARN(
-        "allocator: linked with jemalloc, but mallctl(\"version\") "
-        "did not answer: another malloc may be in use");
+        "allocator: halod is linked with jemalloc but another malloc serves "
+        "it (a preloaded allocator?): its workers' threads may contend on "
+        "that allocator's locks");
   }
 #else
   HALO_LOG_INFO("allocator: the C library's malloc (built without jemalloc)");
@@ -98,9 +111,9 @@ int main(int argc, char **argv) {
   }
   if (exit_now) return 0;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
+  halod_log_allocator();
   halod_apply_cuda_connections(&config);
   halod_apply_nice(&config);
-  halod_log_allocator();
 
   uv_loop_t loop;
   uv_loop_init(&loop);

@@ -189,7 +189,7 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
   std::vector<cudaStream_t> own(K);
   for (int i = 0; i < K; i++) {
     own[i] = ts[i].st;
-    if (S > 0 && S < K) ts[i].st = own[i % S];
+    if (S < K) ts[i].st = own[i % S];
   }
   double dur = 1.5, start = now();
   std::atomic<long> done{0};
@@ -254,7 +254,16 @@ int main(int argc, char **argv) {
   if (const char *loops = getenv("LOOPS")) {
     for (const char *p = loops; *p;) {
       int K, S, m, threads, used = 0;
-      if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4) break;
+      // At most 64 tenants (the buffers above), 1..K streams, a mode that
+      // stores (0, 1, 2, 4, 5, 6, 7: not 3, the event).
+      if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4 ||
+          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 7 || m == 3) {
+        fprintf(stderr,
+                "LOOPS: '%s' is not K:S:MODE:THREADS with 1 <= K "
+                "<= 64, 1 <= S <= K and a storing mode\n",
+                p);
+        return 2;
+      }
       closed_loop(K, S, (Mode)m, threads, dev, flag, flagd, tick, tickd, host);
       p += used;
       while (*p == ' ') ++p;

@@ -1469,6 +1469,16 @@ static void test_graph_stores(void **unused) {
   // store must wait for the first's (the slot gives no value to compare):
   // it goes on the stream after the wait, its node on and storing nothing.
   {
+    // The second queue's recording writes a buffer of its own: the fake
+    // driver runs the two streams' kernels at once (as a GPU would), and
+    // two writers of one buffer would race.
+    uint64_t y2 = device_allocate(N * 4);
+    arg_t apart_args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                           arg_buffer(direct_ref(y2, N * 4)),
+                           arg_constant(&n, 4), arg_constant(&us, 4)};
+    recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+    recorder_dispatch(&recorder, KERNEL_SLOW, 1, apart_args, 4);
+    halo_hal_command_buffer_t *apart = recorder_end(&recorder);
     halo_hal_queue_t *other = queue_new();
     halo_hal_execution_signal_t first_signal[1], second_signal[1];
     completion_t first, second;
@@ -1478,7 +1488,7 @@ static void test_graph_stores(void **unused) {
     blocker_hold(&blocker);
     fake_driver_reset_counters();
     execute(queue, graph, NULL, 0, first_signal, 1, &first);
-    execute(other, graph, NULL, 0, second_signal, 1, &second);
+    execute(other, apart, NULL, 0, second_signal, 1, &second);
     blocker_release(&blocker);
     assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
     assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
@@ -1489,6 +1499,8 @@ static void test_graph_stores(void **unused) {
     assert_int_equal(counters.store_node_runs, 2);
     assert_words(page, 1, value);
     halo_hal_queue_destroy(other);
+    halo_hal_command_buffer_destroy(apart);
+    device_free(y2, N * 4);
   }
   // A stream replay: from the stream.
   fake_driver_reset_counters();
