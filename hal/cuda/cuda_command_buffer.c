@@ -297,6 +297,13 @@ void halo_hal_cuda_tickets_free(halo_hal_cuda_device_t *device) {
   device->free_tickets = NULL;
 }
 
+// A free instance in the pool, and a copy of its key (the instance's own:
+// a take compares the keys in one array, not one instance after another).
+typedef struct halo_hal_cuda_free_instance_t {
+  uint64_t key;
+  halo_hal_cuda_graph_instance_t *instance;
+} halo_hal_cuda_free_instance_t;
+
 struct halo_hal_cuda_graph_instance_t {
   halo_hal_cuda_graph_instance_t *all_next;
   CUgraph graph;
@@ -361,14 +368,13 @@ typedef struct halo_hal_cuda_command_buffer_t {
   CUgraphNode *stage_previous;
   CUgraphNode *stage_current;
 
-  // The instance pool (any thread). The free instances, oldest first, and
-  // beside each the key of what it is bound to (halo_hal_cuda_binding_key:
-  // 0 for none worth finding again): a take compares keys in one array,
-  // not every free instance's bindings, while the completion path's gives
-  // wait for the mutex (64 tenants of one recording: 64 free instances).
+  // The instance pool (any thread). The free instances, oldest first, each
+  // with the key of what it is bound to (halo_hal_cuda_binding_key: 0 for
+  // none worth finding again): a take compares keys, not every free
+  // instance's bindings, while the completion path's gives wait for the
+  // mutex (64 tenants of one recording: 64 free instances).
   pthread_mutex_t mutex;
-  halo_hal_cuda_graph_instance_t **free_instances;
-  uint64_t *free_keys;
+  halo_hal_cuda_free_instance_t *free_instances;
   uint32_t free_count;
   uint32_t instance_limit;  // the device's graph_instances when prepared
   halo_hal_cuda_graph_instance_t *all_instances;
@@ -625,7 +631,6 @@ static void halo_hal_cuda_command_buffer_free(
   free(command_buffer->stage_current);
   free(command_buffer->staging_chunks);
   free(command_buffer->free_instances);
-  free(command_buffer->free_keys);
   pthread_mutex_destroy(&command_buffer->mutex);
   free(command_buffer);
 }
@@ -689,12 +694,10 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
     command_buffer->instance_limit = instances;
     if (instances == 0) instances = 1;
     command_buffer->free_instances =
-        calloc(instances, sizeof(halo_hal_cuda_graph_instance_t *));
-    command_buffer->free_keys = calloc(instances, sizeof(uint64_t));
+        calloc(instances, sizeof(halo_hal_cuda_free_instance_t));
     if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
         !command_buffer->scratch_values || !command_buffer->stage_previous ||
-        !command_buffer->stage_current || !command_buffer->free_instances ||
-        !command_buffer->free_keys) {
+        !command_buffer->stage_current || !command_buffer->free_instances) {
       status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
   }
@@ -1517,20 +1520,18 @@ static void halo_hal_cuda_instance_take(
     // Without a key (affinity off): the newest, as before there was one.
     uint32_t index = key ? 0 : count - 1;
     for (uint32_t i = count; key && i-- > 0;) {
-      if (command_buffer->free_keys[i] == key &&
+      if (command_buffer->free_instances[i].key == key &&
           halo_hal_cuda_instance_matches(
-              command_buffer, command_buffer->free_instances[i], execution)) {
+              command_buffer, command_buffer->free_instances[i].instance,
+              execution)) {
         index = i;
         break;
       }
     }
-    *out_instance = command_buffer->free_instances[index];
+    *out_instance = command_buffer->free_instances[index].instance;
     memmove(&command_buffer->free_instances[index],
             &command_buffer->free_instances[index + 1],
             (count - index - 1) * sizeof(command_buffer->free_instances[0]));
-    memmove(&command_buffer->free_keys[index],
-            &command_buffer->free_keys[index + 1],
-            (count - index - 1) * sizeof(command_buffer->free_keys[0]));
     command_buffer->free_count = count - 1;
   } else if (command_buffer->instance_count < command_buffer->instance_limit) {
     ++command_buffer->instance_count;
@@ -1556,9 +1557,8 @@ static void halo_hal_cuda_instance_give(
   pthread_mutex_lock(&command_buffer->mutex);
   if (instance) {
     // Never more than the pool's bound (each free instance was counted).
-    command_buffer->free_instances[command_buffer->free_count] = instance;
-    command_buffer->free_keys[command_buffer->free_count] = instance->key;
-    ++command_buffer->free_count;
+    command_buffer->free_instances[command_buffer->free_count++] =
+        (halo_hal_cuda_free_instance_t){instance->key, instance};
   } else {
     --command_buffer->instance_count;
   }
