@@ -923,6 +923,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
 
 static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
   bool counted = device->counted;
+  halo_remote_link_count_sends(&device->link, NULL);
   if (device->flight) munmap(device->flight, HALO_REMOTE_FLIGHT_BYTES);
   halo_status_free(device->start_failure);
   halo_remote_link_deinitialize(&device->link);
@@ -1024,7 +1025,11 @@ static void halo_hal_remote_share_flight(halo_hal_remote_device_t *device) {
                             PROT_READ | PROT_WRITE, &pointer);
   }
   if (!status) {
-    ((halo_remote_flight_t *)pointer)->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
+    halo_remote_flight_t *flight = pointer;
+    flight->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
+    // Every message from RING_FLIGHT on is counted in the table (the
+    // worker's ring loop looks at the count, not the socket).
+    halo_remote_link_count_sends(&device->link, &flight->link_sent);
     halo_remote_part_t part = {NULL, 0};
     status = halo_remote_link_send(&device->link, HALO_REMOTE_RING_FLIGHT, 0,
                                    &part, 0, memfd);
@@ -1034,6 +1039,7 @@ static void halo_hal_remote_share_flight(halo_hal_remote_device_t *device) {
     HALO_LOG_WARN("%s: no flight table (%s): its rings stay with halod",
                   device->label, halo_status_message(status));
     halo_status_free(status);
+    halo_remote_link_count_sends(&device->link, NULL);
     if (pointer) munmap(pointer, HALO_REMOTE_FLIGHT_BYTES);
     return;
   }

@@ -103,12 +103,35 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
   // received may answer any message this process sent before it.
   HALO_TSAN_RELEASE(link);
   pthread_mutex_lock(&link->send_mutex);
-  halo_status_t status =
-      link->fd < 0 ? halo_status_make(HALO_STATUS_UNAVAILABLE,
-                                      "the device worker is gone")
-                   : halo_remote_link_send_all(link->fd, iov, count, fd);
+  halo_status_t status = NULL;
+  if (link->fd < 0) {
+    status =
+        halo_status_make(HALO_STATUS_UNAVAILABLE, "the device worker is gone");
+  } else {
+    // Counted first (see halo_remote_link_count_sends). A send that fails
+    // leaves the count ahead: the link is broken then, and the receiver
+    // sees its end while it waits for the bytes.
+    if (link->sent) {
+      atomic_fetch_add_explicit(link->sent, 1, memory_order_seq_cst);
+    }
+    status = halo_remote_link_send_all(link->fd, iov, count, fd);
+  }
   pthread_mutex_unlock(&link->send_mutex);
   return status;
+}
+
+void halo_remote_link_count_sends(halo_remote_link_t *link,
+                                  _Atomic uint64_t *counter) {
+  pthread_mutex_lock(&link->send_mutex);
+  link->sent = counter;
+  pthread_mutex_unlock(&link->send_mutex);
+}
+
+void halo_remote_link_count_receives(halo_remote_link_t *link,
+                                     const _Atomic uint64_t *counter,
+                                     uint64_t received) {
+  link->peer_sent = counter;
+  link->received = received;
 }
 
 // One read of at most |size| bytes into |data|; descriptors that come with
@@ -210,6 +233,7 @@ halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
   *out_fd = -1;
   HALO_RETURN_IF_ERROR(
       halo_remote_link_take(link, out_header, sizeof(*out_header)));
+  if (link->peer_sent) ++link->received;
   // Under TSan: see halo_remote_link_send.
   HALO_TSAN_ACQUIRE(link);
   if (out_header->length > HALO_REMOTE_MAX_PAYLOAD) {
@@ -246,6 +270,22 @@ static int64_t halo_remote_link_now_ns(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec;
+}
+
+bool halo_remote_link_readable(halo_remote_link_t *link) {
+  if (link->in_end > link->in_start) return true;  // read ahead
+  if (link->peer_sent) {
+    // A count behind the messages taken is a peer that does not count
+    // (each message is counted before it is sent): poll each time then.
+    uint64_t sent = atomic_load_explicit(link->peer_sent, memory_order_seq_cst);
+    if (sent > link->received) return true;
+    if (sent == link->received && ++link->looks < HALO_REMOTE_LINK_POLL_EVERY) {
+      return false;
+    }
+  }
+  link->looks = 0;
+  struct pollfd poll_fd = {.fd = link->fd, .events = POLLIN};
+  return poll(&poll_fd, 1, 0) == 1;
 }
 
 bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,

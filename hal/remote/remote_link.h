@@ -90,7 +90,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 6u
+#define HALO_REMOTE_LINK_VERSION 7u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -247,9 +247,18 @@ typedef struct halo_remote_flight_entry_t {
 
 typedef struct halo_remote_flight_t {
   uint32_t capacity;  // entries
-  uint32_t reserved[15];
+  uint32_t reserved;
+  // The messages the supervisor sent on the link since (and with)
+  // RING_FLIGHT, each counted before its first byte is sent
+  // (halo_remote_link_count_sends): the worker's ring loop compares it
+  // with the messages it took instead of polling the socket each round.
+  _Atomic uint64_t link_sent;
+  uint64_t reserved_words[6];
   halo_remote_flight_entry_t entries[];
 } halo_remote_flight_t;
+
+_Static_assert(sizeof(halo_remote_flight_t) == 64,
+               "the flight table's header is one cache line");
 
 #define HALO_REMOTE_FLIGHT_ENTRIES 4096u
 #define HALO_REMOTE_FLIGHT_BYTES  \
@@ -361,6 +370,12 @@ typedef struct halo_remote_link_t {
   size_t in_end;
   int fds[HALO_REMOTE_LINK_MAX_FDS];
   uint32_t fd_count;
+  // Messages counted in shared memory (halo_remote_link_count_sends and
+  // _receives); NULL: not counted.
+  _Atomic uint64_t *sent;             // the send side's count (send_mutex)
+  const _Atomic uint64_t *peer_sent;  // the receiving side's view of it
+  uint64_t received;                  // messages taken since counting began
+  uint32_t looks;  // halo_remote_link_readable calls since its last poll
 } halo_remote_link_t;
 
 void halo_remote_link_initialize(halo_remote_link_t *link, int fd);
@@ -385,6 +400,33 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
 // whether the link is readable (or closed: the receive then says so).
 bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms);
+
+// Counting messages in shared memory, so that a receiver busy with other
+// work learns of a message by a load, not a system call (the device
+// worker's ring loop looks once per round). The sender counts each message
+// in |*counter| (seq_cst) before its first byte goes: a message is counted
+// before anything the sender does after sending it (a reply to a client
+// that follows a REVOKE is seen after the REVOKE's count), and a receiver
+// that sees the count and reads waits only for bytes already on their
+// way, even for a message larger than the socket's buffer. NULL stops
+// counting. Any thread; between messages (under the send mutex).
+void halo_remote_link_count_sends(halo_remote_link_t *link,
+                                  _Atomic uint64_t *counter);
+// The receiving side: |counter| is the peer's count and |received| the
+// messages of it taken so far (the one that carried the counter included).
+// The receiving thread only.
+void halo_remote_link_count_receives(halo_remote_link_t *link,
+                                     const _Atomic uint64_t *counter,
+                                     uint64_t received);
+// Whether a message can be read now, without waiting: bytes read ahead, or
+// (counted) the peer's count past the messages taken, else poll(2). Counted,
+// it still polls the socket every HALO_REMOTE_LINK_POLL_EVERY-th look, so
+// that a peer that closed the link is seen by a receiver that never sleeps,
+// and at every look while the count is behind the messages taken (a peer
+// that does not count).
+// The receiving thread only.
+#define HALO_REMOTE_LINK_POLL_EVERY 1024u
+bool halo_remote_link_readable(halo_remote_link_t *link);
 
 // Receives one message; |out_payload| is malloc'd (NULL when empty) and
 // |out_fd| receives the descriptor a REGISTER_HOST, RING_FLIGHT, RING_ATTACH

@@ -869,6 +869,10 @@ static void halo_remote_rings_on_flight(halo_remote_rings_t *rings, int fd) {
   pthread_mutex_unlock(&rings->mutex);
   rings->flight_capacity = capacity;
   rings->flight = flight;
+  // From here on the ring loop learns of halod's messages from the table's
+  // count (RING_FLIGHT the first of it) instead of a poll(2) per round; the
+  // table stays mapped until the process ends.
+  halo_remote_link_count_receives(rings->tables.link, &flight->link_sent, 1);
 }
 
 // Tells halod that the ring of |session| was not taken: it drains it again.

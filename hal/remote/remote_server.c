@@ -722,23 +722,27 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   // Each round: the rings' tails first, then every link message readable
   // now, then the rings' records up to those tails (a REVOKE the supervisor
   // sent before its reply to a client is seen before any record the client
-  // published after that reply). Idle for |poll_ns|: sleep on the link and
-  // the doorbells; at once where the last two pieces of work came after
-  // longer gaps (halo_clock_gaps_spin_ns: a step every millisecond costs a
+  // published after that reply: halod counts it in the flight table before
+  // sending it, so the count this round reads covers it; remote_link.h).
+  // A round makes no system call and reads the clock once: its start is
+  // the last round's end. Idle for |poll_ns|: sleep on the link and the
+  // doorbells; at once where the last two pieces of work came after longer
+  // gaps (halo_clock_gaps_spin_ns: a step every millisecond costs a
   // doorbell wake-up each, not a poll window each).
-  int64_t last_work_ns = halo_clock_now_ns();
+  int64_t now_ns = halo_clock_now_ns();
+  int64_t last_work_ns = now_ns;
   halo_clock_gaps_t gaps = {0, 0, 0};
   while (!status) {
-    int64_t round_ns = halo_clock_now_ns();
+    int64_t round_ns = now_ns;
     halo_remote_rings_snapshot(server.rings);
     bool work = false;
-    while (!status && halo_remote_link_wait(&server.link, 0, 0)) {
+    while (!status && halo_remote_link_readable(&server.link)) {
       status = halo_remote_serve_one(&server);
       work = true;
     }
     if (status) break;
     if (halo_remote_rings_drain(server.rings)) work = true;
-    int64_t now_ns = halo_clock_now_ns();
+    now_ns = halo_clock_now_ns();
     if (work) {
       halo_clock_gaps_arrived(&gaps, round_ns);
       gaps.done_ns = now_ns;
@@ -746,6 +750,7 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
     } else if (now_ns - last_work_ns >=
                halo_clock_gaps_spin_ns(&gaps, poll_ns)) {
       halo_remote_rings_sleep(server.rings, server.link.fd);
+      now_ns = halo_clock_now_ns();
     }
   }
   // The supervisor closed the link (or it broke): the worker ends. The

@@ -9,7 +9,9 @@
 // wait not reached, a signal not above pending, a misaligned and a short
 // binding, a changed checksum, a SIGNAL record) and that it reads nothing
 // more until RING_RESUME, REVOKE of a grant in use (released after its
-// execution's RING_COMPLETE) and of an idle one (at once), DETACH (every
+// execution's RING_COMPLETE) and of an idle one (at once), halod's order
+// on a busy link (a REVOKE or GRANT sent just before a record is seen
+// before it, learnt from the flight table's message count), DETACH (every
 // grant released, those of a running execution after its RING_COMPLETE) and
 // the doorbell of an idle worker. The worker's reporter thread sends the
 // completions, several per RING_COMPLETE where several are waiting: many
@@ -77,6 +79,8 @@
 #define TEST_MANY 48u
 #define TEST_BUSY 4u
 #define TEST_QUEUED 256u
+// Rounds of test_link_order.
+#define TEST_ORDER_ROUNDS 64u
 
 typedef struct message_t {
   halo_remote_header_t header;
@@ -649,7 +653,10 @@ static int setup(void **state) {
                              PROT_READ | PROT_WRITE, &pointer));
   t.flight = pointer;
   t.flight->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
+  // As halod: every message from RING_FLIGHT on is counted in the table.
+  halo_remote_link_count_sends(&t.link, &t.flight->link_sent);
   send_message(HALO_REMOTE_RING_FLIGHT, 0, NULL, 0, flight_fd);
+  assert_int_equal(atomic_load(&t.flight->link_sent), 1);
   close(flight_fd);
 
   // The ring, as halod_ring_create makes it.
@@ -857,6 +864,33 @@ static void test_revoke(void **state) {
   send_revoke(H_SEM2, HALO_REMOTE_GRANT_SEMAPHORE);
   assert_int_equal(expect_released(ids), 1);
   assert_int_equal(ids[0], G_SEM2);
+}
+
+// halod's order on a busy link: a REVOKE sent just before a record is
+// published is seen before the record (bounced), and a GRANT sent just
+// before one is seen before it (taken), every round. The worker's ring loop
+// learns of the messages from the flight table's count, not a poll(2) of
+// the socket each round (remote_link.h): a loop that missed a message
+// would take the first record or bounce the second.
+static void test_link_order(void **state) {
+  (void)state;
+  for (uint32_t round = 0; round < TEST_ORDER_ROUNDS; ++round) {
+    send_revoke(H_BUFFER, HALO_REMOTE_GRANT_BUFFER);
+    execute_args_t bad = good_execute();
+    --t.next_value;
+    uint64_t head = publish_execute(&bad);
+    expect_bounce(head, t.sequence - 1);
+    uint64_t ids[16];
+    assert_int_equal(expect_released(ids), 1);
+    assert_int_equal(ids[0], G_BUFFER);
+    send_grant(H_BUFFER, G_BUFFER, HALO_REMOTE_GRANT_BUFFER, t.buffer_address,
+               4096, NULL);
+    send_resume(t.tail, t.sequence);
+    execute_args_t args = good_execute();
+    publish_execute(&args);
+    expect_complete(G_CB, G_SEM, args.signal.value);
+  }
+  wait_head(t.tail);
 }
 
 // Attaches an empty ring (a session that publishes nothing), with a
@@ -1068,6 +1102,7 @@ int main(void) {
       cmocka_unit_test(test_bounce_checksum),
       cmocka_unit_test(test_bounce_signal_record),
       cmocka_unit_test(test_revoke),
+      cmocka_unit_test(test_link_order),
       cmocka_unit_test(test_doorbell),
       cmocka_unit_test(test_many_completions),
       cmocka_unit_test(test_revoke_busy),
