@@ -68,6 +68,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 // Each argument value gets its own slot, aligned for any type a kernel may
@@ -656,7 +657,7 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
   if (!command_buffer) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
-  pthread_mutex_init(&command_buffer->mutex, NULL);
+  halo_mutex_initialize(&command_buffer->mutex);
   command_buffer->base.vtable = &halo_hal_cuda_command_buffer_vtable;
   command_buffer->device = device;
   // Checked in place; the recording stays the caller's until this succeeds.

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 void halo_hal_cuda_event_pool_initialize(halo_hal_cuda_event_pool_t *pool,
@@ -13,7 +14,7 @@ void halo_hal_cuda_event_pool_initialize(halo_hal_cuda_event_pool_t *pool,
                                          unsigned flags) {
   pool->cu = cu;
   pool->flags = flags | CU_EVENT_DISABLE_TIMING;
-  pthread_mutex_init(&pool->mutex, NULL);
+  halo_mutex_initialize(&pool->mutex);
   pool->free_list = NULL;
   pool->free_count = 0;
   pool->total = 0;

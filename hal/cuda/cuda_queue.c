@@ -112,6 +112,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/u64_map.h"
 #include "hal/cuda/cuda_command_buffer.h"
@@ -868,7 +869,7 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   halo_hal_cuda_event_pool_initialize(&shared->events, device->cu, 0);
   halo_hal_cuda_event_pool_initialize(&shared->sleep_events, device->cu,
                                       CU_EVENT_BLOCKING_SYNC);
-  pthread_mutex_init(&shared->mutex, NULL);
+  halo_mutex_initialize(&shared->mutex);
   halo_clock_cond_initialize(&shared->cond);
   pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
@@ -1722,7 +1723,7 @@ halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
   queue->device = device;
   queue->priority = priority;
   queue->cuda_priority = halo_hal_cuda_queue_map_priority(device, priority);
-  pthread_mutex_init(&queue->mutex, NULL);
+  halo_mutex_initialize(&queue->mutex);
   pthread_cond_init(&queue->idle, NULL);
   *out_queue = &queue->base;
   return NULL;

@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "hal/cuda/cuda_device.h"
 
@@ -84,7 +85,7 @@ halo_status_t halo_hal_cuda_thread_start(halo_hal_cuda_thread_t *thread,
   snprintf(thread->name, sizeof(thread->name), "%s", name);
   thread->cu = cu;
   thread->context = context;
-  pthread_mutex_init(&thread->mutex, NULL);
+  halo_mutex_initialize(&thread->mutex);
   pthread_cond_init(&thread->cond, NULL);
   int error =
       pthread_create(&thread->thread, NULL, halo_hal_cuda_thread_main, thread);

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/ring.h"
 #include "common/status.h"
 #include "common/timeline.h"
@@ -1180,7 +1181,7 @@ halo_status_t halo_remote_rings_create(const halo_remote_ring_tables_t *tables,
   halo_remote_rings_t *rings = calloc(1, sizeof(*rings));
   if (!rings) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   rings->tables = *tables;
-  pthread_mutex_init(&rings->mutex, NULL);
+  halo_mutex_initialize(&rings->mutex);
   halo_clock_cond_initialize(&rings->reports_ready);
   halo_u64_map_initialize(&rings->sessions);
   // The reporter takes no asynchronous signals: they stay with the main
