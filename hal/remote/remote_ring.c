@@ -578,21 +578,9 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
     free(running);
     return verdict;
   }
-  // The session's quota and the flight table, then the reservations.
-  uint32_t flight_index = 0;
-  pthread_mutex_lock(&rings->mutex);
-  if (session->in_flight >= session->pending_limit) {
-    verdict = "the session's pending limit";
-  } else if (rings->flight_free_count == 0) {
-    verdict = "the flight table is full";
-  } else {
-    flight_index = rings->flight_free[--rings->flight_free_count];
-  }
-  pthread_mutex_unlock(&rings->mutex);
-  if (verdict) {
-    free(running);
-    return verdict;
-  }
+  // The reservations, then one section for the session's quota, the
+  // flight table and the grants' uses: the completion thread takes the same
+  // mutex for each completion, so each record takes it once, not twice.
   uint32_t reserved = 0;
   uint64_t before[HALO_REMOTE_RING_MAX_VALUES];
   for (; reserved < execute.signal_count; ++reserved) {
@@ -604,15 +592,28 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
       break;
     }
   }
+  uint32_t flight_index = 0;
+  if (!verdict) {
+    pthread_mutex_lock(&rings->mutex);
+    if (session->in_flight >= session->pending_limit) {
+      verdict = "the session's pending limit";
+    } else if (rings->flight_free_count == 0) {
+      verdict = "the flight table is full";
+    } else {
+      flight_index = rings->flight_free[--rings->flight_free_count];
+      for (uint32_t i = 0; i < running->grant_count; ++i) {
+        ++running->grants[i]->uses;
+      }
+      ++session->in_flight;
+    }
+    pthread_mutex_unlock(&rings->mutex);
+  }
   if (verdict) {
     while (reserved-- > 0) {
       halo_timeline_slot_unreserve(running->signals[reserved].slot,
                                    running->signals[reserved].value,
                                    before[reserved]);
     }
-    pthread_mutex_lock(&rings->mutex);
-    rings->flight_free[rings->flight_free_count++] = flight_index;
-    pthread_mutex_unlock(&rings->mutex);
     free(running);
     return verdict;
   }
@@ -636,12 +637,6 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
     entry->signal_grants[i] = running->signal_grants[i]->grant.grant;
   }
   atomic_store_explicit(&entry->id, running->id, memory_order_release);
-  pthread_mutex_lock(&rings->mutex);
-  for (uint32_t i = 0; i < running->grant_count; ++i) {
-    ++running->grants[i]->uses;
-  }
-  ++session->in_flight;
-  pthread_mutex_unlock(&rings->mutex);
 
   halo_hal_execution_t execution = {
       .command_buffer = command_buffer->command_buffer,

@@ -13,11 +13,12 @@
 // on a busy link (a REVOKE or GRANT sent just before a record is seen
 // before it, learnt from the flight table's message count), DETACH (every
 // grant released, those of a running execution after its RING_COMPLETE) and
-// the doorbell of an idle worker. The worker's reporter thread sends the
-// completions, several per RING_COMPLETE where several are waiting: many
-// executions in flight each complete exactly once, and a buffer revoked
-// while several running executions use it is released after all of their
-// completions. The worker runs with a report linger of a minute
+// the doorbell of an idle worker, and the session's pending limit (the
+// record past it bounced, its reservation given back). The worker's reporter
+// thread sends the completions, several per RING_COMPLETE where several are
+// waiting: many executions in flight each complete exactly once, and a buffer
+// revoked while several running executions use it is released after all of
+// their completions. The worker runs with a report linger of a minute
 // (--report-linger-us): the local driver does not store signal values
 // itself, so its completions must still come at once (every test here
 // would wait a minute otherwise).
@@ -74,10 +75,12 @@
 #define G_SEM2 1007u
 #define G_BIG2 1008u
 #define G_BIG3 1009u
+#define G_BIG4 1010u
 // Executions in flight together in test_many_completions and
-// test_revoke_busy (the session's pending limit is 64).
+// test_revoke_busy; the session's pending limit (test_pending_limit).
 #define TEST_MANY 48u
 #define TEST_BUSY 4u
+#define TEST_PENDING_LIMIT 64u
 #define TEST_QUEUED 256u
 // Rounds of test_link_order.
 #define TEST_ORDER_ROUNDS 64u
@@ -431,9 +434,9 @@ static void expect_complete(uint64_t command_buffer_grant,
 // each exactly once, each execution id once.
 static void expect_completions(uint64_t command_buffer_grant, uint64_t first,
                                uint32_t count) {
-  bool seen[TEST_MANY] = {false};
-  uint64_t ids[TEST_MANY];
-  assert_true(count <= TEST_MANY);
+  bool seen[TEST_PENDING_LIMIT] = {false};
+  uint64_t ids[TEST_PENDING_LIMIT];
+  assert_true(count <= TEST_PENDING_LIMIT);
   for (uint32_t i = 0; i < count; ++i) {
     halo_remote_ring_value_t signal;
     halo_remote_ring_complete_t complete =
@@ -570,7 +573,7 @@ static halo_ring_header_t *attach_ring(uint64_t id,
   halo_remote_ring_attach_t attach = {.session = id,
                                       .map_size = map_size,
                                       .capacity = TEST_CAPACITY,
-                                      .pending_limit = 64};
+                                      .pending_limit = TEST_PENDING_LIMIT};
   memcpy(attach.key, key, sizeof(attach.key));
   halo_remote_part_t part = {&attach, sizeof(attach)};
   send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, fd);
@@ -1008,6 +1011,37 @@ static void test_revoke_busy(void **state) {
   assert_true(flight_empty());
 }
 
+// The session's pending limit: with that many of its executions in
+// flight the next record is bounced, and the value its signal reserved is
+// given back (the supervisor may take the record).
+static void test_pending_limit(void **state) {
+  (void)state;
+  send_grant(H_BIG, G_BIG4, HALO_REMOTE_GRANT_BUFFER, t.big_address,
+             TEST_BIG_BYTES, NULL);
+  uint64_t first = t.next_value + 1;
+  for (uint32_t i = 0; i < TEST_PENDING_LIMIT; ++i) {
+    execute_args_t args = good_execute();
+    args.command_buffer = H_CB_BIG;
+    args.buffer = H_BIG;
+    publish_execute(&args);
+  }
+  execute_args_t over = good_execute();
+  over.command_buffer = H_CB_BIG;
+  over.buffer = H_BIG;
+  uint64_t head = publish_execute(&over);
+  expect_bounce(head, t.sequence - 1);
+  assert_int_equal(atomic_load(&t.page->slots[0].pending),
+                   over.signal.value - 1);
+  --t.next_value;
+  send_resume(t.tail, t.sequence);
+  expect_completions(G_CB_BIG, first, TEST_PENDING_LIMIT);
+  send_revoke(H_BIG, HALO_REMOTE_GRANT_BUFFER);
+  uint64_t ids[16];
+  assert_int_equal(expect_released(ids), 1);
+  assert_int_equal(ids[0], G_BIG4);
+  assert_true(flight_empty());
+}
+
 // DETACH releases every grant left: those a running execution uses after
 // its RING_COMPLETE.
 // An ATTACH the worker cannot take (its memfd is smaller than the ring it
@@ -1022,7 +1056,7 @@ static void test_attach_refused(void **state) {
       .session = session,
       .map_size = HALO_RING_HEADER_BYTES + TEST_CAPACITY,
       .capacity = TEST_CAPACITY,
-      .pending_limit = 64};
+      .pending_limit = TEST_PENDING_LIMIT};
   halo_remote_part_t part = {&attach, sizeof(attach)};
   send_message(HALO_REMOTE_RING_ATTACH, 0, &part, 1, fd);
   close(fd);
@@ -1106,6 +1140,7 @@ int main(void) {
       cmocka_unit_test(test_doorbell),
       cmocka_unit_test(test_many_completions),
       cmocka_unit_test(test_revoke_busy),
+      cmocka_unit_test(test_pending_limit),
       cmocka_unit_test(test_attach_refused),
       cmocka_unit_test(test_detach),
   };
