@@ -18,7 +18,9 @@
 //   nvcc -O2 -arch=sm_90 bench/probes/store_node.cu -lcuda -o /tmp/sn
 //   /tmp/sn            (LAT_ONLY=1: the one-tenant latencies only;
 //                       LOOPS="64:16:1:0 64:64:1:0": only those closed
-//                       loops, K:STREAMS:MODE:THREADS)
+//                       loops, K:STREAMS:MODE:THREADS; THREADS 0: one
+//                       issuing thread, 1: a thread per tenant, N >= 2: N
+//                       issuing threads, each polling a share of tenants)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -193,21 +195,30 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
   }
   double dur = 1.5, start = now();
   std::atomic<long> done{0};
-  if (!threads) {
-    std::vector<u64> want(K, 0);
-    long c = 0;
-    for (int i = 0; i < K; i++) {
-      want[i] = 1;
-      issue(ts[i], m, 1);
-    }
-    while (now() - start < dur) {
-      for (int i = 0; i < K; i++)
-        if (landed(ts[i], m, want[i])) {
-          c++;
-          issue(ts[i], m, ++want[i]);
+  if (threads != 1) {
+    // One issuing thread (0), or |threads| of them, thread j polling and
+    // issuing tenants j, j + threads, ... (a submission thread each for a
+    // share of the queues).
+    int pollers = threads ? threads : 1;
+    std::vector<std::thread> th;
+    for (int j = 0; j < pollers; j++)
+      th.emplace_back([&, j] {
+        std::vector<u64> want(K, 0);
+        long c = 0;
+        for (int i = j; i < K; i += pollers) {
+          want[i] = 1;
+          issue(ts[i], m, 1);
         }
-    }
-    done = c;
+        while (now() - start < dur) {
+          for (int i = j; i < K; i += pollers)
+            if (landed(ts[i], m, want[i])) {
+              c++;
+              issue(ts[i], m, ++want[i]);
+            }
+        }
+        done += c;
+      });
+    for (auto &x : th) x.join();
   } else {
     std::vector<std::thread> th;
     for (int i = 0; i < K; i++)
@@ -225,8 +236,13 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
     for (auto &x : th) x.join();
   }
   CK(cudaDeviceSynchronize());
-  printf("closed loop %2d tenants on %2d streams, %-44s %s: %9.0f steps/s\n", K,
-         S < K ? S : K, names[m], threads ? "a thread each" : "one thread   ",
+  char issuers[32];
+  snprintf(issuers, sizeof(issuers), "%d threads", threads);
+  printf("closed loop %2d tenants on %2d streams, %-44s %-13s: %9.0f steps/s\n",
+         K, S < K ? S : K, names[m],
+         threads == 0   ? "one thread"
+         : threads == 1 ? "a thread each"
+                        : issuers,
          done / dur);
   for (int i = 0; i < K; i++) {
     CK(cudaGraphExecDestroy(ts[i].exec));
@@ -257,10 +273,11 @@ int main(int argc, char **argv) {
       // At most 64 tenants (the buffers above), 1..K streams, a mode that
       // stores (0, 1, 2, 4, 5, 6, 7: not 3, the event).
       if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4 ||
-          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 7 || m == 3) {
+          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 7 || m == 3 ||
+          threads < 0 || threads > K) {
         fprintf(stderr,
                 "LOOPS: '%s' is not K:S:MODE:THREADS with 1 <= K "
-                "<= 64, 1 <= S <= K and a storing mode\n",
+                "<= 64, 1 <= S <= K, a storing mode and 0 <= THREADS <= K\n",
                 p);
         return 2;
       }
