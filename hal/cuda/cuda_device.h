@@ -73,9 +73,6 @@ typedef struct halo_hal_cuda_thread_t {
   // before its next batch).
   halo_clock_gaps_t gaps;
   bool caller_running;
-  // Running a batch of tasks (under |mutex|): a poster runs a task only
-  // while the thread runs none.
-  bool busy;
   const halo_hal_cuda_symbols_t *cu;
   CUcontext context;
   char name[16];  // pthread name, e.g. "halo-cu0-submit"
@@ -109,16 +106,8 @@ void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
 // it: under load the work stays pipelined on the thread. Returns whether
 // the caller ran it. A task run here must not wait for the thread
 // (halo_hal_cuda_thread_flush).
-// |when_free|: also where the thread is awake (spinning for work, under
-// load) but runs nothing and has nothing queued: one thread then issues, the
-// caller, with no hand-over (see halo_hal_cuda_device_t's
-// |issue_when_free|).
 bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
-                                      halo_hal_cuda_task_t *task,
-                                      bool when_free);
-// Whether the task the calling thread runs for |thread| now was run there
-// because the device was idle (not only free).
-bool halo_hal_cuda_thread_caller_idle(const halo_hal_cuda_thread_t *thread);
+                                      halo_hal_cuda_task_t *task);
 // Any thread: how many tasks wait for |thread| (posted, not started): the
 // submission thread's backlog.
 uint32_t halo_hal_cuda_thread_waiting(const halo_hal_cuda_thread_t *thread);
@@ -230,16 +219,6 @@ struct halo_hal_cuda_device_t {
   // waited for there (cuda_queue.c). HALO_CUDA_ISSUE_ON_CALLER=0 in halod's
   // environment turns it off (a diagnostic, to compare).
   bool issue_on_caller;
-  // An execution offered while the submission thread runs nothing and has
-  // nothing queued (awake under load, between tasks) is issued on the
-  // caller too, and left to the completion path: the worker's ring loop then
-  // takes a record and launches it with no hand-over to another thread, as
-  // one thread issuing for every tenant does best (more threads issuing
-  // into one context contend for its lock). Where the caller offers work
-  // while the thread runs a batch, it is posted: the thread stays the
-  // pipeline under a backlog. HALO_CUDA_ISSUE_WHEN_FREE=0 in halod's
-  // environment turns it off (a diagnostic, to compare).
-  bool issue_when_free;
   // What the device's queues share (completion thread, event pool, the
   // order of GPU semaphore stores): created with the first queue, destroyed
   // with the last (loop thread).

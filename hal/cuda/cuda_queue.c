@@ -19,11 +19,6 @@
 //   halo_hal_cuda_thread_run_or_post) execute runs the submission thread's
 //   task itself, so that the execution does not wait for that thread's
 //   wake-up (tens of microseconds after a long sleep on a virtual machine);
-//   and also where that thread is awake but runs nothing and has nothing
-//   queued (device->issue_when_free): one thread then takes the work and
-//   issues it, with no hand-over, and the execution goes to the completion
-//   path (it is not waited for on the caller). A task offered while the
-//   thread runs a batch is posted (the pipeline under a backlog);
 //   set-up (a first issue, no free graph instance, a first stream) and the
 //   end of a failure (it may wait for the stream) go on on the submission
 //   thread. Work seen to be short is then also waited for on the loop
@@ -159,15 +154,6 @@
 #define HALO_HAL_CUDA_COMPLETION_QUERY_NS 100000
 // HOST_FUNC completion: how often the watchdog looks for a sticky error.
 #define HALO_HAL_CUDA_WATCHDOG_NS 10000000
-// The graphs' store node is on from this many executions of the device in
-// flight (the one issued included), as it is while tasks wait for the
-// submission thread: with the caller issuing while that thread runs
-// nothing, no task waits, and a store call per execution on the one issuing
-// thread cost more there than the node's 3 us on the GPU (8 tenants:
-// docs/performance.md). Two (a client whose next execution comes before
-// the last one's completion was taken) keep the latency of the store on
-// the stream.
-#define HALO_HAL_CUDA_GRAPH_STORES_CROWD 3
 // Prune completed entries of the GPU store order map past this size.
 #define HALO_HAL_CUDA_SIGNAL_ORDER_PRUNE 256
 
@@ -192,8 +178,6 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_event_pool_t events;
   halo_hal_cuda_event_pool_t sleep_events;
   atomic_bool lost;
-  // The device's executions offered and not completed yet (any thread).
-  _Atomic uint32_t in_flight;
   // THREAD: when the device is next asked for a sticky error on behalf of
   // the executions watched through their stores (the poller's, and a
   // caller's that waits for it).
@@ -396,7 +380,6 @@ static void halo_hal_cuda_execution_complete(
   }
   execution->wait_fence_count = 0;
   execution->execution.completion(execution->execution.user_data, status);
-  atomic_fetch_sub_explicit(&queue->shared->in_flight, 1, memory_order_relaxed);
   // Last: once in_flight drops, destroy may free the queue.
   pthread_mutex_lock(&queue->mutex);
   if (--queue->in_flight == 0) pthread_cond_broadcast(&queue->idle);
@@ -891,7 +874,6 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
   atomic_init(&shared->lost, false);
-  atomic_init(&shared->in_flight, 0);
   int error = pthread_create(&shared->thread, NULL,
                              halo_hal_cuda_completion_main, shared);
   if (error == 0) {
@@ -1079,11 +1061,8 @@ static bool halo_hal_cuda_signal_needs_order(
 // Submission thread (or its caller while it runs nothing): whether the
 // graphs' store node is enabled for |execution|, and its GPU stores for it.
 // The node is on from when other tasks are seen waiting for the submission
-// thread, or HALO_HAL_CUDA_GRAPH_STORES_CROWD executions of the device are
-// in flight (the issuing thread's time per execution then bounds the
-// device's rate, and the node saves it a cuStreamWriteValue64 per signal;
-// with the caller issuing while the submission thread runs nothing, no
-// task waits: the count is the sign of load there) until that thread next
+// thread (its time per execution then bounds the device's rate, and the
+// node saves it a cuStreamWriteValue64 per signal) until that thread next
 // sleeps (the device idle past its spin) or HALO_HAL_CUDA_GRAPH_STORES_QUIET
 // executions in a row were issued with none waiting; then a store's call
 // delays nobody, while the node would add its start on the GPU, about 3.5
@@ -1103,11 +1082,7 @@ static bool halo_hal_cuda_execution_graph_stores(
   halo_hal_cuda_device_t *device = queue->device;
   if (!device->store_kernel) return false;
   uint64_t sleeps = halo_hal_cuda_thread_sleeps(&device->submission);
-  // A backlog: tasks wait for the submission thread, or (the caller issuing
-  // while that thread runs nothing) other executions are in flight.
-  if (halo_hal_cuda_thread_waiting(&device->submission) > 0 ||
-      atomic_load_explicit(&queue->shared->in_flight, memory_order_relaxed) >=
-          HALO_HAL_CUDA_GRAPH_STORES_CROWD) {
+  if (halo_hal_cuda_thread_waiting(&device->submission) > 0) {
     device->graph_stores_busy = true;
     device->graph_stores_sleeps = sleeps;
     device->graph_stores_quiet = 0;
@@ -1566,11 +1541,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     // next launch.
     execution->next_query_ns =
         execution->handed_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
-    // Only an idle device's execution is waited for on the caller; one
-    // issued there under load goes to the completion path like the rest.
-    if (on_caller &&
-        halo_hal_cuda_thread_caller_idle(&queue->device->submission) &&
-        halo_hal_cuda_execution_finish_on_caller(execution)) {
+    if (on_caller && halo_hal_cuda_execution_finish_on_caller(execution)) {
       return;
     }
     status = halo_hal_cuda_execution_watch(execution);
@@ -1680,10 +1651,8 @@ static halo_status_t halo_hal_cuda_queue_execute(
   pthread_mutex_lock(&queue->mutex);
   ++queue->in_flight;
   pthread_mutex_unlock(&queue->mutex);
-  atomic_fetch_add_explicit(&queue->shared->in_flight, 1, memory_order_relaxed);
   if (queue->device->issue_on_caller) {
-    halo_hal_cuda_thread_run_or_post(&queue->device->submission, &cuda->task,
-                                     queue->device->issue_when_free);
+    halo_hal_cuda_thread_run_or_post(&queue->device->submission, &cuda->task);
   } else {
     halo_hal_cuda_thread_post(&queue->device->submission, &cuda->task);
   }

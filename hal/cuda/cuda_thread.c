@@ -11,9 +11,7 @@
 // spins only where one of the last two tasks came within that window
 // (halo_clock_gaps_spin_ns): tasks a millisecond apart (a long step) cost
 // a wake-up each, not 50 us of spinning each. Such a task need not wait for
-// the wake-up: the poster may run it itself (halo_hal_cuda_thread_run_or_post),
-// and, where asked, also when the thread is awake but runs nothing (one
-// thread issuing, not two taking turns).
+// the wake-up: the poster may run it itself (halo_hal_cuda_thread_run_or_post).
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -64,7 +62,6 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     halo_hal_cuda_task_t *batch = thread->head;
     thread->head = thread->tail = NULL;
     if (!batch && thread->stopping) break;
-    thread->busy = true;
     pthread_mutex_unlock(&thread->mutex);
     while (batch) {
       halo_hal_cuda_task_t *next = batch->next;
@@ -74,7 +71,6 @@ static void *halo_hal_cuda_thread_main(void *arg) {
       batch = next;
     }
     pthread_mutex_lock(&thread->mutex);
-    thread->busy = false;
   }
   pthread_mutex_unlock(&thread->mutex);
   return NULL;
@@ -129,29 +125,23 @@ void halo_hal_cuda_thread_post(halo_hal_cuda_thread_t *thread,
   pthread_mutex_unlock(&thread->mutex);
 }
 
-// The thread whose task the calling thread runs (run_or_post), if any, and
-// whether it runs it because the device was idle.
+// The thread whose task the calling thread runs (run_or_post), if any.
 static _Thread_local const halo_hal_cuda_thread_t *halo__running_for;
-static _Thread_local bool halo__running_idle;
 
 bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
-                                      halo_hal_cuda_task_t *task,
-                                      bool when_free) {
+                                      halo_hal_cuda_task_t *task) {
   int64_t now = halo_clock_now_ns();
   pthread_mutex_lock(&thread->mutex);
   // Idle: the thread asleep, and this task's arrival leaves neither of the
   // last two gaps within the spin window (the rule by which the thread
   // spins: tasks every 30 us keep going to the thread, which then spins
-  // between them; tasks run here count as its own). Free: the thread runs
-  // nothing and has nothing queued, asleep or spinning.
+  // between them; tasks run here count as its own).
   halo_clock_gaps_t gaps = thread->gaps;
   halo_clock_gaps_arrived(&gaps, now);
-  bool runs_nothing = !thread->busy && !thread->head &&
-                      !thread->caller_running && !thread->stopping &&
-                      halo__running_for == NULL;
-  bool idle = runs_nothing && thread->sleeping &&
+  bool idle = thread->sleeping && !thread->head && !thread->caller_running &&
+              !thread->stopping && halo__running_for == NULL &&
               halo_clock_gaps_spin_ns(&gaps, thread->spin_ns) == 0;
-  if (!idle && !(runs_nothing && when_free)) {
+  if (!idle) {
     halo_hal_cuda_thread_enqueue(thread, task, now);
     pthread_mutex_unlock(&thread->mutex);
     return false;
@@ -166,7 +156,6 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
     thread->cu->cuCtxSetCurrent(thread->context);
   }
   halo__running_for = thread;
-  halo__running_idle = idle;
   task->run(task);  // owns the task from here on
   halo__running_for = NULL;
   pthread_mutex_lock(&thread->mutex);
@@ -193,10 +182,6 @@ uint64_t halo_hal_cuda_thread_sleeps(const halo_hal_cuda_thread_t *thread) {
 
 bool halo_hal_cuda_thread_on_caller(const halo_hal_cuda_thread_t *thread) {
   return halo__running_for == thread;
-}
-
-bool halo_hal_cuda_thread_caller_idle(const halo_hal_cuda_thread_t *thread) {
-  return halo__running_for == thread && halo__running_idle;
 }
 
 void halo_hal_cuda_thread_stop(halo_hal_cuda_thread_t *thread) {

@@ -1222,80 +1222,6 @@ static void test_idle_issue_on_caller(void **unused) {
   caller_case_close(&c);
 }
 
-// With issue_when_free: an execution offered while the submission thread
-// runs nothing (awake between tasks: a closed loop) is issued on the caller
-// too, with no hand-over, and goes to the completion path (it is not
-// waited for there); one offered while the thread has a task queued or
-// running (a fresh recording's set-up, which is the thread's) is posted
-// behind it. A queue's executions complete in the order offered either way.
-static void test_free_issue_on_caller(void **unused) {
-  (void)unused;
-  caller_case_t c;
-  caller_case_open(&c);
-  state.device->issue_when_free = true;
-  execute_and_wait(c.queue, c.fast, c.bindings, 2);  // issued once: no set-up
-  // A spin window longer than the test: every gap is within it, so the
-  // device never counts as idle (whose executions may be waited for here),
-  // however slow this machine (under a sanitizer).
-  halo_hal_cuda_thread_t *submission = &state.device->submission;
-  pthread_mutex_lock(&submission->mutex);
-  int64_t spin_ns = submission->spin_ns;
-  submission->spin_ns = 3600ll * 1000000000ll;
-  pthread_mutex_unlock(&submission->mutex);
-  enum { kLoop = 20 };
-  int launches = fake_driver_thread_launches();
-  int completed_here = 0;
-  for (int i = 0; i < kLoop; ++i) {
-    completion_t done;
-    completion_init(&done);
-    execute(c.queue, c.fast, c.bindings, 2, NULL, 0, &done);
-    assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
-    if (pthread_equal(done.thread, pthread_self())) ++completed_here;
-  }
-  int loop_here = fake_driver_thread_launches() - launches;
-  // Back to the thread's window before anything is posted to it (it spins
-  // at most that long after a task).
-  pthread_mutex_lock(&submission->mutex);
-  submission->spin_ns = spin_ns;
-  pthread_mutex_unlock(&submission->mutex);
-  // A fresh recording first (its set-up goes to the thread), then a burst
-  // behind it.
-  uint32_t n = 1, short_us = 0;
-  halo_hal_command_buffer_t *fresh = slow_recording(&n, &short_us);
-  enum { kBurst = 16 };
-  completion_t burst[kBurst];
-  atomic_uint order = 0;
-  launches = fake_driver_thread_launches();
-  for (int i = 0; i < kBurst; ++i) {
-    completion_init(&burst[i]);
-    burst[i].order = &order;
-    burst[i].position = (uint32_t)i;
-    execute(c.queue, i == 0 ? fresh : c.fast, c.bindings, 2, NULL, 0,
-            &burst[i]);
-  }
-  int burst_here = fake_driver_thread_launches() - launches;
-  for (int i = 0; i < kBurst; ++i) {
-    assert_int_equal(completion_wait(&burst[i]), HALO_STATUS_OK);
-    if (!burst[i].in_order)
-      fail_msg("[%s] execution %d out of order", state.mode, i);
-  }
-  print_message(
-      "[%s] issued when free: a closed loop %d of %d issued here, %d "
-      "completed here; behind a set-up, %d of %d issued here\n",
-      state.mode, loop_here, kLoop, completed_here, burst_here, kBurst);
-  // Most here (an execution that parks for a graph instance the completion
-  // path has not given back yet goes to the thread; without issue_when_free
-  // none would be here: the device is never idle).
-  assert_true(loop_here >= kLoop / 2);
-  assert_int_equal(completed_here, 0);
-  // The set-up was the thread's: at least it, and what queued behind it
-  // while it ran, went there.
-  assert_true(burst_here < kBurst);
-  state.device->issue_when_free = false;
-  halo_hal_command_buffer_destroy(fresh);
-  caller_case_close(&c);
-}
-
 static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
@@ -2775,7 +2701,6 @@ int main(void) {
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
-      cmocka_unit_test(test_free_issue_on_caller),
       cmocka_unit_test(test_caller_failure_and_order),
       cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_independent_queues),
