@@ -368,6 +368,14 @@ static execute_args_t good_execute(void) {
   };
 }
 
+// A good execute of the big fill (H_CB_BIG on H_BIG).
+static execute_args_t big_execute(void) {
+  execute_args_t args = good_execute();
+  args.command_buffer = H_CB_BIG;
+  args.buffer = H_BIG;
+  return args;
+}
+
 static void wait_head(uint64_t target) {
   int64_t deadline = halo_clock_now_ns() + 5000000000ll;
   while (atomic_load_explicit(&t.ring->head, memory_order_acquire) < target) {
@@ -508,6 +516,19 @@ static void send_revoke(uint64_t handle, uint32_t kind) {
       .session = TEST_SESSION, .handle = handle, .kind = kind};
   halo_remote_part_t part = {&message, sizeof(message)};
   send_message(HALO_REMOTE_RING_REVOKE, 0, &part, 1, -1);
+}
+
+// Grants H_BIG as |grant| and publishes |count| big executions; returns
+// the value the first signals.
+static uint64_t publish_big(uint64_t grant, uint32_t count) {
+  send_grant(H_BIG, grant, HALO_REMOTE_GRANT_BUFFER, t.big_address,
+             TEST_BIG_BYTES, NULL);
+  uint64_t first = t.next_value + 1;
+  for (uint32_t i = 0; i < count; ++i) {
+    execute_args_t args = big_execute();
+    publish_execute(&args);
+  }
+  return first;
 }
 
 static bool flight_empty(void) {
@@ -834,9 +855,7 @@ static void test_bounce_signal_record(void **state) {
 // execution's RING_COMPLETE; an idle one at once.
 static void test_revoke(void **state) {
   (void)state;
-  execute_args_t args = good_execute();
-  args.command_buffer = H_CB_BIG;
-  args.buffer = H_BIG;
+  execute_args_t args = big_execute();
   publish_execute(&args);
   wait_head(t.tail);  // taken: running (or done already)
   bool running = !flight_empty();
@@ -856,10 +875,8 @@ static void test_revoke(void **state) {
   print_message("the execution was %s at REVOKE\n",
                 running ? "running" : "done");
   // A record naming the revoked handle is bounced now.
-  execute_args_t bad = good_execute();
+  execute_args_t bad = big_execute();
   --t.next_value;
-  bad.command_buffer = H_CB_BIG;
-  bad.buffer = H_BIG;
   uint64_t head = publish_execute(&bad);
   expect_bounce(head, t.sequence - 1);
   send_resume(t.tail, t.sequence);
@@ -989,15 +1006,7 @@ static void test_many_completions(void **state) {
 static void test_revoke_busy(void **state) {
   (void)state;
   // test_revoke revoked H_BIG: granted again.
-  send_grant(H_BIG, G_BIG2, HALO_REMOTE_GRANT_BUFFER, t.big_address,
-             TEST_BIG_BYTES, NULL);
-  uint64_t first = t.next_value + 1;
-  for (uint32_t i = 0; i < TEST_BUSY; ++i) {
-    execute_args_t args = good_execute();
-    args.command_buffer = H_CB_BIG;
-    args.buffer = H_BIG;
-    publish_execute(&args);
-  }
+  uint64_t first = publish_big(G_BIG2, TEST_BUSY);
   wait_head(t.tail);  // all taken: running (or done already)
   uint32_t running = flight_count();
   send_revoke(H_BIG, HALO_REMOTE_GRANT_BUFFER);
@@ -1016,18 +1025,8 @@ static void test_revoke_busy(void **state) {
 // given back (the supervisor may take the record).
 static void test_pending_limit(void **state) {
   (void)state;
-  send_grant(H_BIG, G_BIG4, HALO_REMOTE_GRANT_BUFFER, t.big_address,
-             TEST_BIG_BYTES, NULL);
-  uint64_t first = t.next_value + 1;
-  for (uint32_t i = 0; i < TEST_PENDING_LIMIT; ++i) {
-    execute_args_t args = good_execute();
-    args.command_buffer = H_CB_BIG;
-    args.buffer = H_BIG;
-    publish_execute(&args);
-  }
-  execute_args_t over = good_execute();
-  over.command_buffer = H_CB_BIG;
-  over.buffer = H_BIG;
+  uint64_t first = publish_big(G_BIG4, TEST_PENDING_LIMIT);
+  execute_args_t over = big_execute();
   uint64_t head = publish_execute(&over);
   expect_bounce(head, t.sequence - 1);
   assert_int_equal(atomic_load(&t.page->slots[0].pending),
@@ -1083,9 +1082,7 @@ static void test_detach(void **state) {
   (void)state;
   send_grant(H_BIG, G_BIG3, HALO_REMOTE_GRANT_BUFFER, t.big_address,
              TEST_BIG_BYTES, NULL);
-  execute_args_t args = good_execute();
-  args.command_buffer = H_CB_BIG;
-  args.buffer = H_BIG;
+  execute_args_t args = big_execute();
   publish_execute(&args);
   wait_head(t.tail);
   bool running = !flight_empty();
