@@ -59,12 +59,14 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
   return generation;
 }
 
-bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value) {
+bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value,
+                                uint64_t *out_previous) {
   uint64_t pending = atomic_load_explicit(&slot->pending, memory_order_acquire);
   while (pending < value) {
     if (atomic_compare_exchange_weak_explicit(&slot->pending, &pending, value,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
+      if (out_previous) *out_previous = pending;
       return true;
     }
   }

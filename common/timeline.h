@@ -116,8 +116,11 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
 void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
 
 // Raises |pending| to |value| if it is below (compare-and-swap); returns
-// whether it did. halod and device workers, any thread.
-bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value);
+// whether it did, and in |out_previous| (optional) the value it replaced,
+// which is what halo_timeline_slot_unreserve restores. halod and device
+// workers, any thread.
+bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value,
+                                uint64_t *out_previous);
 // Undoes a reservation of |value| that raised |pending| from |previous|
 // (a submission refused after it reserved), unless |pending| moved on
 // since (another reservation stands above it).

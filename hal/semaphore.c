@@ -138,7 +138,7 @@ void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
 // holds already were woken by whoever stored it.
 static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
                                      uint64_t value, bool woken) {
-  halo_timeline_slot_reserve(semaphore->slot, value);
+  halo_timeline_slot_reserve(semaphore->slot, value, NULL);
   if (value > halo_hal_semaphore_value(semaphore)) {
     halo_timeline_slot_signal(semaphore->slot, value);
   } else if (!woken) {

@@ -1029,10 +1029,10 @@ static void halo_hal_remote_share_flight(halo_hal_remote_device_t *device) {
     flight->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
     // Every message from RING_FLIGHT on is counted in the table (the
     // worker's ring loop looks at the count, not the socket).
-    halo_remote_link_count_sends(&device->link, &flight->link_sent);
     halo_remote_part_t part = {NULL, 0};
-    status = halo_remote_link_send(&device->link, HALO_REMOTE_RING_FLIGHT, 0,
-                                   &part, 0, memfd);
+    status = halo_remote_link_send_counted(&device->link, &flight->link_sent,
+                                           HALO_REMOTE_RING_FLIGHT, 0, &part, 0,
+                                           memfd);
   }
   if (memfd >= 0) close(memfd);
   if (status) {

@@ -34,8 +34,12 @@ void halo_remote_link_deinitialize(halo_remote_link_t *link) {
 }
 
 // Sends every byte of |iov|; the descriptor goes with the first chunk.
+// |out_started|: whether any byte went (a failure after that leaves a
+// partial message on the stream).
 static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
-                                               int count, int fd) {
+                                               int count, int fd,
+                                               bool *out_started) {
+  *out_started = false;
   union {
     struct cmsghdr header;
     char bytes[CMSG_SPACE(sizeof(int))];
@@ -58,6 +62,7 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
       return halo_status_from_errno(errno, "sending to the device worker");
     }
     fd = -1;
+    if (sent > 0) *out_started = true;
     size_t left = (size_t)sent;
     while (count > 0 && left >= iov->iov_len) {
       left -= iov->iov_len;
@@ -72,10 +77,11 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
   return NULL;
 }
 
-halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
-                                    uint64_t id,
-                                    const halo_remote_part_t *parts,
-                                    uint32_t part_count, int fd) {
+// halo_remote_link_send; |counter| (not NULL): counting starts with this
+// message, under the same hold of the send mutex.
+static halo_status_t halo_remote_link_send_counting(
+    halo_remote_link_t *link, _Atomic uint64_t *counter, uint32_t type,
+    uint64_t id, const halo_remote_part_t *parts, uint32_t part_count, int fd) {
   if (part_count + 1 > HALO_REMOTE_MAX_PARTS) {
     return halo_status_make(HALO_STATUS_INTERNAL,
                             "a worker message of %u parts", part_count);
@@ -103,21 +109,47 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
   // received may answer any message this process sent before it.
   HALO_TSAN_RELEASE(link);
   pthread_mutex_lock(&link->send_mutex);
+  if (counter) link->sent = counter;
   halo_status_t status = NULL;
   if (link->fd < 0) {
     status =
         halo_status_make(HALO_STATUS_UNAVAILABLE, "the device worker is gone");
   } else {
     // Counted first (see halo_remote_link_count_sends). A send that fails
-    // leaves the count ahead: the link is broken then, and the receiver
-    // sees its end while it waits for the bytes.
+    // before its first byte (a bad descriptor to pass, no memory) takes
+    // its count back: the link stays usable. One that fails after it left
+    // a partial message, which no receiver can frame: the link is shut
+    // down, and the receiver sees its end.
     if (link->sent) {
       atomic_fetch_add_explicit(link->sent, 1, memory_order_seq_cst);
     }
-    status = halo_remote_link_send_all(link->fd, iov, count, fd);
+    bool started = false;
+    status = halo_remote_link_send_all(link->fd, iov, count, fd, &started);
+    if (status && !started && link->sent) {
+      atomic_fetch_sub_explicit(link->sent, 1, memory_order_seq_cst);
+    } else if (status && started) {
+      shutdown(link->fd, SHUT_RDWR);
+    }
   }
   pthread_mutex_unlock(&link->send_mutex);
   return status;
+}
+
+halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
+                                    uint64_t id,
+                                    const halo_remote_part_t *parts,
+                                    uint32_t part_count, int fd) {
+  return halo_remote_link_send_counting(link, NULL, type, id, parts, part_count,
+                                        fd);
+}
+
+halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
+                                            _Atomic uint64_t *counter,
+                                            uint32_t type, uint64_t id,
+                                            const halo_remote_part_t *parts,
+                                            uint32_t part_count, int fd) {
+  return halo_remote_link_send_counting(link, counter, type, id, parts,
+                                        part_count, fd);
 }
 
 void halo_remote_link_count_sends(halo_remote_link_t *link,
@@ -274,18 +306,25 @@ static int64_t halo_remote_link_now_ns(void) {
 
 bool halo_remote_link_readable(halo_remote_link_t *link) {
   if (link->in_end > link->in_start) return true;  // read ahead
-  if (link->peer_sent) {
-    // A count behind the messages taken is a peer that does not count
-    // (each message is counted before it is sent): poll each time then.
-    uint64_t sent = atomic_load_explicit(link->peer_sent, memory_order_seq_cst);
-    if (sent > link->received) return true;
-    if (sent == link->received && ++link->looks < HALO_REMOTE_LINK_POLL_EVERY) {
-      return false;
-    }
+  // Counted: nothing counted past the messages taken, nothing to read (but
+  // every HALO_REMOTE_LINK_POLL_EVERY-th look polls: a peer that closed
+  // the link). A count ahead is confirmed by a poll: a counted message
+  // whose first byte is not on the socket yet is still being sent, so
+  // nothing the peer did after sending it has happened yet, and it is
+  // taken next time; a count behind is a peer that does not count.
+  if (link->peer_sent &&
+      atomic_load_explicit(link->peer_sent, memory_order_seq_cst) ==
+          link->received &&
+      ++link->looks < HALO_REMOTE_LINK_POLL_EVERY) {
+    return false;
   }
   link->looks = 0;
   struct pollfd poll_fd = {.fd = link->fd, .events = POLLIN};
   return poll(&poll_fd, 1, 0) == 1;
+}
+
+void halo_remote_link_poll_next(halo_remote_link_t *link) {
+  link->looks = HALO_REMOTE_LINK_POLL_EVERY;
 }
 
 bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,

@@ -406,10 +406,18 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
 // worker's ring loop looks once per round). The sender counts each message
 // in |*counter| (seq_cst) before its first byte goes: a message is counted
 // before anything the sender does after sending it (a reply to a client
-// that follows a REVOKE is seen after the REVOKE's count), and a receiver
-// that sees the count and reads waits only for bytes already on their
-// way, even for a message larger than the socket's buffer. NULL stops
-// counting. Any thread; between messages (under the send mutex).
+// that follows a REVOKE is seen after the REVOKE's count). A send that
+// fails before its first byte takes its count back; one that fails after
+// it shuts the link down (a partial message cannot be framed).
+// halo_remote_link_send_counted sends one message and counts it and every
+// later one, under one hold of the send mutex (no other message falls
+// between the start of counting and it); halo_remote_link_count_sends with
+// NULL stops counting. Any thread.
+halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
+                                            _Atomic uint64_t *counter,
+                                            uint32_t type, uint64_t id,
+                                            const halo_remote_part_t *parts,
+                                            uint32_t part_count, int fd);
 void halo_remote_link_count_sends(halo_remote_link_t *link,
                                   _Atomic uint64_t *counter);
 // The receiving side: |counter| is the peer's count and |received| the
@@ -418,15 +426,17 @@ void halo_remote_link_count_sends(halo_remote_link_t *link,
 void halo_remote_link_count_receives(halo_remote_link_t *link,
                                      const _Atomic uint64_t *counter,
                                      uint64_t received);
-// Whether a message can be read now, without waiting: bytes read ahead, or
-// (counted) the peer's count past the messages taken, else poll(2). Counted,
-// it still polls the socket every HALO_REMOTE_LINK_POLL_EVERY-th look, so
-// that a peer that closed the link is seen by a receiver that never sleeps,
-// and at every look while the count is behind the messages taken (a peer
-// that does not count).
-// The receiving thread only.
+// Whether a message can be read now, without waiting: bytes read ahead,
+// else poll(2); counted, a look that finds the peer's count equal to the
+// messages taken returns false without a system call, except every
+// HALO_REMOTE_LINK_POLL_EVERY-th (so that a peer that closed the link is
+// seen by a receiver that never sleeps). A count ahead is confirmed by the
+// poll. The receiving thread only.
 #define HALO_REMOTE_LINK_POLL_EVERY 1024u
 bool halo_remote_link_readable(halo_remote_link_t *link);
+// The next halo_remote_link_readable polls the socket (the caller saw it
+// readable or closed, e.g. in a poll(2) of its own).
+void halo_remote_link_poll_next(halo_remote_link_t *link);
 
 // Receives one message; |out_payload| is malloc'd (NULL when empty) and
 // |out_fd| receives the descriptor a REGISTER_HOST, RING_FLIGHT, RING_ATTACH

@@ -578,35 +578,38 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
     free(running);
     return verdict;
   }
-  // The reservations, then one section for the session's quota, the
-  // flight table and the grants' uses: the completion thread takes the same
-  // mutex for each completion, so each record takes it once, not twice.
+  // The session's quota, the flight table and the grants' uses in one
+  // section (the completion thread takes the same mutex for each
+  // completion: one section per record), then the reservations; a
+  // reservation that fails (another process reserved meanwhile) undoes
+  // the section. A record past the quota reserves nothing.
+  uint32_t flight_index = 0;
+  pthread_mutex_lock(&rings->mutex);
+  if (session->in_flight >= session->pending_limit) {
+    verdict = "the session's pending limit";
+  } else if (rings->flight_free_count == 0) {
+    verdict = "the flight table is full";
+  } else {
+    flight_index = rings->flight_free[--rings->flight_free_count];
+    for (uint32_t i = 0; i < running->grant_count; ++i) {
+      ++running->grants[i]->uses;
+    }
+    ++session->in_flight;
+  }
+  pthread_mutex_unlock(&rings->mutex);
+  if (verdict) {
+    free(running);
+    return verdict;
+  }
   uint32_t reserved = 0;
   uint64_t before[HALO_REMOTE_RING_MAX_VALUES];
   for (; reserved < execute.signal_count; ++reserved) {
-    halo_timeline_slot_t *slot = running->signals[reserved].slot;
-    before[reserved] =
-        atomic_load_explicit(&slot->pending, memory_order_acquire);
-    if (!halo_timeline_slot_reserve(slot, running->signals[reserved].value)) {
+    if (!halo_timeline_slot_reserve(running->signals[reserved].slot,
+                                    running->signals[reserved].value,
+                                    &before[reserved])) {
       verdict = "signal reserved meanwhile";
       break;
     }
-  }
-  uint32_t flight_index = 0;
-  if (!verdict) {
-    pthread_mutex_lock(&rings->mutex);
-    if (session->in_flight >= session->pending_limit) {
-      verdict = "the session's pending limit";
-    } else if (rings->flight_free_count == 0) {
-      verdict = "the flight table is full";
-    } else {
-      flight_index = rings->flight_free[--rings->flight_free_count];
-      for (uint32_t i = 0; i < running->grant_count; ++i) {
-        ++running->grants[i]->uses;
-      }
-      ++session->in_flight;
-    }
-    pthread_mutex_unlock(&rings->mutex);
   }
   if (verdict) {
     while (reserved-- > 0) {
@@ -614,6 +617,15 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
                                    running->signals[reserved].value,
                                    before[reserved]);
     }
+    // No revocation came meanwhile (this thread takes them), so no use
+    // dropped here is a revoked grant's last.
+    pthread_mutex_lock(&rings->mutex);
+    rings->flight_free[rings->flight_free_count++] = flight_index;
+    for (uint32_t i = 0; i < running->grant_count; ++i) {
+      --running->grants[i]->uses;
+    }
+    --session->in_flight;
+    pthread_mutex_unlock(&rings->mutex);
     free(running);
     return verdict;
   }
@@ -766,12 +778,12 @@ bool halo_remote_rings_drain(halo_remote_rings_t *rings) {
   return progress;
 }
 
-void halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd) {
+bool halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd) {
   size_t count = rings->sessions.count;
   struct pollfd inline_fds[17];
   struct pollfd *fds =
       count + 1 <= 17 ? inline_fds : calloc(count + 1, sizeof(*fds));
-  if (!fds) return;  // no sleep: poll again
+  if (!fds) return true;  // no sleep: poll again
   nfds_t used = 0;
   fds[used++] = (struct pollfd){.fd = link_fd, .events = POLLIN};
   bool ready = false;
@@ -821,7 +833,9 @@ void halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd) {
       session->asked_wakeup = false;
     }
   }
+  bool link_event = fds[0].revents != 0;
   if (fds != inline_fds) free(fds);
+  return link_event;
 }
 
 // ---------------------------------------------------------------- messages

@@ -83,7 +83,8 @@ bool halo_remote_rings_drain(halo_remote_rings_t *rings);
 // (HALO_RING_FLAG_NEED_WAKEUP, full fence, the tail read once more, as
 // halod's loop does) and sleeps in poll(2) on |link_fd| and every
 // doorbell, unless a ring has records already. On waking it drains the
-// doorbells and clears the flags.
-void halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd);
+// doorbells and clears the flags. Returns whether the link had an event
+// (readable, or closed).
+bool halo_remote_rings_sleep(halo_remote_rings_t *rings, int link_fd);
 
 #endif  // HALO_HAL_REMOTE_REMOTE_RING_H_

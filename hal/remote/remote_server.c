@@ -724,11 +724,11 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   // sent before its reply to a client is seen before any record the client
   // published after that reply: halod counts it in the flight table before
   // sending it, so the count this round reads covers it; remote_link.h).
-  // A round makes no system call and reads the clock once: its start is
-  // the last round's end. Idle for |poll_ns|: sleep on the link and the
-  // doorbells; at once where the last two pieces of work came after longer
-  // gaps (halo_clock_gaps_spin_ns: a step every millisecond costs a
-  // doorbell wake-up each, not a poll window each).
+  // A round that finds nothing makes no system call and reads the clock
+  // once: its start is the last round's end. Idle for |poll_ns|: sleep on the
+  // link and the doorbells; at once where the last two pieces of work came
+  // after longer gaps (halo_clock_gaps_spin_ns: a step every millisecond costs
+  // a doorbell wake-up each, not a poll window each).
   int64_t now_ns = halo_clock_now_ns();
   int64_t last_work_ns = now_ns;
   halo_clock_gaps_t gaps = {0, 0, 0};
@@ -749,7 +749,9 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
       last_work_ns = now_ns;
     } else if (now_ns - last_work_ns >=
                halo_clock_gaps_spin_ns(&gaps, poll_ns)) {
-      halo_remote_rings_sleep(server.rings, server.link.fd);
+      if (halo_remote_rings_sleep(server.rings, server.link.fd)) {
+        halo_remote_link_poll_next(&server.link);  // a message, or its end
+      }
       now_ns = halo_clock_now_ns();
     }
   }

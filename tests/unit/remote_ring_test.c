@@ -10,8 +10,9 @@
 // binding, a changed checksum, a SIGNAL record) and that it reads nothing
 // more until RING_RESUME, REVOKE of a grant in use (released after its
 // execution's RING_COMPLETE) and of an idle one (at once), halod's order
-// on a busy link (a REVOKE or GRANT sent just before a record is seen
-// before it, learnt from the flight table's message count), DETACH (every
+// on a busy link (a REVOKE sent just before a record is seen before it,
+// learnt from the flight table's message count; a send that failed before
+// its first byte is not counted), DETACH (every
 // grant released, those of a running execution after its RING_COMPLETE) and
 // the doorbell of an idle worker, and the session's pending limit (the
 // record past it bounced, its reservation given back). The worker's reporter
@@ -678,8 +679,9 @@ static int setup(void **state) {
   t.flight = pointer;
   t.flight->capacity = HALO_REMOTE_FLIGHT_ENTRIES;
   // As halod: every message from RING_FLIGHT on is counted in the table.
-  halo_remote_link_count_sends(&t.link, &t.flight->link_sent);
-  send_message(HALO_REMOTE_RING_FLIGHT, 0, NULL, 0, flight_fd);
+  assert_null(halo_remote_link_send_counted(&t.link, &t.flight->link_sent,
+                                            HALO_REMOTE_RING_FLIGHT, 0, NULL, 0,
+                                            flight_fd));
   assert_int_equal(atomic_load(&t.flight->link_sent), 1);
   close(flight_fd);
 
@@ -814,7 +816,7 @@ static void test_bounce_wait_not_reached(void **state) {
 static void test_bounce_signal_not_above_pending(void **state) {
   (void)state;
   // The supervisor promised value 50 of H_SEM2 (its value is 0).
-  assert_true(halo_timeline_slot_reserve(&t.page->slots[1], 50));
+  assert_true(halo_timeline_slot_reserve(&t.page->slots[1], 50, NULL));
   execute_args_t bad = good_execute();
   --t.next_value;
   bad.signal = (halo_ring_semaphore_value_t){.semaphore = H_SEM2, .value = 50};
@@ -887,11 +889,11 @@ static void test_revoke(void **state) {
 }
 
 // halod's order on a busy link: a REVOKE sent just before a record is
-// published is seen before the record (bounced), and a GRANT sent just
-// before one is seen before it (taken), every round. The worker's ring loop
-// learns of the messages from the flight table's count, not a poll(2) of
-// the socket each round (remote_link.h): a loop that missed a message
-// would take the first record or bounce the second.
+// published is seen before the record (bounced), every round; the grant
+// comes back with the RESUME (the ring is read again only after it) and
+// the next record is taken. The worker's ring loop learns of the messages
+// from the flight table's count, not a poll(2) of the socket each round
+// (remote_link.h): a loop that missed the REVOKE would take the record.
 static void test_link_order(void **state) {
   (void)state;
   for (uint32_t round = 0; round < TEST_ORDER_ROUNDS; ++round) {
@@ -910,6 +912,29 @@ static void test_link_order(void **state) {
     publish_execute(&args);
     expect_complete(G_CB, G_SEM, args.signal.value);
   }
+  wait_head(t.tail);
+}
+
+// A send that fails before its first byte (a closed descriptor to pass:
+// EBADF) leaves the link usable and takes its count back, so the worker's
+// ring loop, which trusts the count, does not wait for a message that
+// never comes: the next record is still taken.
+static void test_failed_send_uncounted(void **state) {
+  (void)state;
+  uint64_t before = atomic_load(&t.flight->link_sent);
+  int fd = eventfd(0, 0);
+  assert_true(fd >= 0);
+  close(fd);
+  halo_remote_ring_session_t session = {.session = TEST_SESSION};
+  halo_remote_part_t part = {&session, sizeof(session)};
+  halo_status_t status = halo_remote_link_send(
+      &t.link, HALO_REMOTE_RING_DOORBELL, 0, &part, 1, fd);
+  assert_non_null(status);
+  halo_status_free(status);
+  assert_int_equal(atomic_load(&t.flight->link_sent), before);
+  execute_args_t args = good_execute();
+  publish_execute(&args);
+  expect_complete(G_CB, G_SEM, args.signal.value);
   wait_head(t.tail);
 }
 
@@ -1025,10 +1050,20 @@ static void test_revoke_busy(void **state) {
 // given back (the supervisor may take the record).
 static void test_pending_limit(void **state) {
   (void)state;
+  // The records all wait behind a bounced one, so that the worker takes
+  // them back to back once resumed, long before the first fill ends.
+  execute_args_t stop = good_execute();
+  --t.next_value;
+  stop.buffer = H_UNGRANTED;
+  uint64_t stop_head = publish_execute(&stop);
+  expect_bounce(stop_head, t.sequence - 1);
+  uint64_t resume_head = t.tail, resume_sequence = t.sequence;
   uint64_t first = publish_big(G_BIG4, TEST_PENDING_LIMIT);
   execute_args_t over = big_execute();
   uint64_t head = publish_execute(&over);
-  expect_bounce(head, t.sequence - 1);
+  uint64_t over_sequence = t.sequence - 1;
+  send_resume(resume_head, resume_sequence);
+  expect_bounce(head, over_sequence);
   assert_int_equal(atomic_load(&t.page->slots[0].pending),
                    over.signal.value - 1);
   --t.next_value;
@@ -1134,6 +1169,7 @@ int main(void) {
       cmocka_unit_test(test_bounce_signal_record),
       cmocka_unit_test(test_revoke),
       cmocka_unit_test(test_link_order),
+      cmocka_unit_test(test_failed_send_uncounted),
       cmocka_unit_test(test_doorbell),
       cmocka_unit_test(test_many_completions),
       cmocka_unit_test(test_revoke_busy),
