@@ -532,6 +532,15 @@ static uint64_t publish_big(uint64_t grant, uint32_t count) {
   return first;
 }
 
+// Publishes a good execute and checks that the worker takes it: its
+// completion, and head past it.
+static void expect_good_taken(void) {
+  execute_args_t args = good_execute();
+  publish_execute(&args);
+  expect_complete(G_CB, G_SEM, args.signal.value);
+  wait_head(t.tail);
+}
+
 static bool flight_empty(void) {
   for (uint32_t i = 0; i < HALO_REMOTE_FLIGHT_ENTRIES; ++i) {
     if (atomic_load(&t.flight->entries[i].id) != 0) return false;
@@ -908,11 +917,8 @@ static void test_link_order(void **state) {
     send_grant(H_BUFFER, G_BUFFER, HALO_REMOTE_GRANT_BUFFER, t.buffer_address,
                4096, NULL);
     send_resume(t.tail, t.sequence);
-    execute_args_t args = good_execute();
-    publish_execute(&args);
-    expect_complete(G_CB, G_SEM, args.signal.value);
+    expect_good_taken();
   }
-  wait_head(t.tail);
 }
 
 // A send that fails before its first byte (a closed descriptor to pass:
@@ -932,10 +938,7 @@ static void test_failed_send_uncounted(void **state) {
   assert_non_null(status);
   halo_status_free(status);
   assert_int_equal(atomic_load(&t.flight->link_sent), before);
-  execute_args_t args = good_execute();
-  publish_execute(&args);
-  expect_complete(G_CB, G_SEM, args.signal.value);
-  wait_head(t.tail);
+  expect_good_taken();
 }
 
 // Attaches an empty ring (a session that publishes nothing), with a
@@ -1107,10 +1110,7 @@ static void test_attach_refused(void **state) {
   close(fd);
   assert_false(arrives(HALO_REMOTE_RING_REFUSED, 200));
   // And the ring still works.
-  execute_args_t args = good_execute();
-  publish_execute(&args);
-  expect_complete(G_CB, G_SEM, args.signal.value);
-  wait_head(t.tail);
+  expect_good_taken();
 }
 
 static void test_detach(void **state) {
