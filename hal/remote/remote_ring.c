@@ -366,6 +366,17 @@ static void halo_remote_ring_on_complete(void *user_data,
   halo_remote_ring_running_t *running = user_data;
   halo_remote_rings_t *rings = running->rings;
   halo_remote_ring_session_state_t *session = running->session;
+  if (halo_status_code(status) == HALO_STATUS_DEVICE_LOST) {
+    // The device is lost, so this process ends (the driver's loss report
+    // reached halo_hal_remote_serve_lost on some thread) and the
+    // supervisor fails the execution, still in the flight table, with the
+    // loss, which names the device, the worker and what was in flight. A
+    // report of it sent from here could reach the supervisor first (the
+    // loss is reported by the thread that saw it first), and its bare
+    // driver error would stand instead.
+    halo_status_free(status);
+    return;
+  }
   // The flight entry first: once COMPLETE is sent the supervisor may read
   // the table for this execution no more.
   atomic_store_explicit(&rings->flight->entries[running->flight_index].id, 0,

@@ -468,6 +468,12 @@ static void halo_remote_on_destroy(halo_remote_server_t *server,
 
 static void halo_remote_send_complete(halo_remote_server_t *server, uint64_t id,
                                       halo_status_t status) {
+  if (halo_status_code(status) == HALO_STATUS_DEVICE_LOST) {
+    // The device is lost: this process ends, and the supervisor fails the
+    // execution with the loss (see halo_remote_ring_on_complete).
+    halo_status_free(status);
+    return;
+  }
   halo_remote_complete_t complete = {.code = (int32_t)halo_status_code(status)};
   const char *message = halo_status_message(status);
   complete.message_length = status ? (uint32_t)strlen(message) : 0;
