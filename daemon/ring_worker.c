@@ -541,9 +541,12 @@ typedef struct halod_ring_flight_text_t {
   uint32_t count;
 } halod_ring_flight_text_t;
 
-// One ring execution in flight on a lost worker: named in |text|; one past
-// the deadline fails its signals with DEADLINE_EXCEEDED now (the first
-// failure wins: the session's loss fails the rest with DEVICE_LOST).
+// One ring execution in flight on a lost worker: named in |text|, and its
+// signals (the first HALO_REMOTE_FLIGHT_SIGNALS) fail now: with
+// DEADLINE_EXCEEDED past the deadline, else (halod not stopping) with
+// DEVICE_LOST and the worker's end. The session's loss fails the semaphores its
+// session created too, but not one whose creator released it that another
+// session of the domain signals (the first failure wins).
 static void halod_ring_describe_flight(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {
@@ -558,13 +561,14 @@ static void halod_ring_describe_flight(
                           HALOD_OBJECT_COMMAND_BUFFER);
   uint64_t command_buffer =
       grant ? ((halod_command_buffer_t *)grant->object)->id : 0;
-  if (halo_hal_remote_device_flight_overdue(text->device, entry->issued_ns)) {
-    for (uint32_t i = 0;
-         i < entry->signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
-      halod_ring_grant_t *signal =
-          halod_ring_grant_of(workers, text->device, entry->signal_grants[i],
-                              HALOD_OBJECT_SEMAPHORE);
-      if (!signal) continue;
+  bool overdue =
+      halo_hal_remote_device_flight_overdue(text->device, entry->issued_ns);
+  for (uint32_t i = 0;
+       i < entry->signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
+    halod_ring_grant_t *signal = halod_ring_grant_of(
+        workers, text->device, entry->signal_grants[i], HALOD_OBJECT_SEMAPHORE);
+    if (!signal) continue;
+    if (overdue) {
       halod_semaphore_fail(
           signal->object, HALO_STATUS_DEADLINE_EXCEEDED,
           "ring execution %llu of command buffer %llu (session %llu, pid %u) "
@@ -575,6 +579,15 @@ static void halod_ring_describe_flight(
           (unsigned long long)command_buffer, (unsigned long long)session_id,
           session ? session->pid : 0, daemon->config.submission_deadline_ms,
           text->reason);
+    } else if (!daemon->stopping) {
+      halod_semaphore_fail(
+          signal->object, HALO_STATUS_DEVICE_LOST,
+          "ring execution %llu of command buffer %llu (session %llu, pid %u) "
+          "was in flight on %s; the domain's sessions are lost (reconnect "
+          "and rebuild)",
+          (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
+          (unsigned long long)command_buffer, (unsigned long long)session_id,
+          session ? session->pid : 0, text->reason);
     }
   }
   if (text->count++ < 32 && text->used < text->size) {

@@ -1189,6 +1189,102 @@ static void test_reports_wake_nobody_again(void **state) {
   halo_client_close(client);
 }
 
+// A worker that dies with ring executions in flight fails their signals
+// with the loss, also a semaphore whose creator released it and that
+// another client of the domain imported and signals (the sessions' loss
+// fails only the semaphores each session created): its waiter wakes with
+// DEVICE_LOST, it does not wait out its timeout. Both executions come from
+// the client's ring (REUSABLE recordings, granted to the worker by a
+// first execution each): a 300 ms kernel that signals the imported
+// semaphore, then, on another queue, an indirect dispatch of the fault
+// kernel (harmless while its grid is empty).
+static void test_ring_loss_fails_released_semaphore(void **state) {
+  (void)state;
+  halo_client_t *creator = connect_client();
+  halo_client_t *client = connect_client();
+  halo_semaphore_t *created = NULL;
+  expect_ok(
+      halo_semaphore_create(creator, 0, HALO_OBJECT_FLAG_EXPORTABLE, &created));
+  halo_token_t token;
+  expect_ok(halo_semaphore_export(created, &token));
+  halo_semaphore_t *imported = NULL;
+  expect_ok(halo_semaphore_import(client, &token, &imported));
+  halo_semaphore_release(created);  // no session created it any more
+  halo_semaphore_t *faulted = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &faulted));
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *fault_queue = NULL, *slow_queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &fault_queue));
+  expect_ok(halo_queue_create(client, 0, 0, &slow_queue));
+  halo_buffer_t *grid = new_buffer(client, 16);
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *y = new_buffer(client, N * sizeof(float));
+  uint64_t address = 0x10;  // nothing is mapped there
+  halo_dispatch_arg_t fault_args[1] = {constant_arg(&address, sizeof(address))};
+  halo_dispatch_params_t fault = {.executable = executable,
+                                  .entry = "fault",
+                                  .block = {1, 1, 1},
+                                  .args = fault_args,
+                                  .arg_count = 1};
+  halo_command_buffer_t *faulting = NULL, *slow = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      1, &faulting));
+  expect_ok(halo_command_buffer_dispatch_indirect(faulting, &fault,
+                                                  halo_binding_ref(0, 0, 12)));
+  expect_ok(halo_command_buffer_end(faulting));
+  float two = 2.0f;
+  uint32_t n = N;
+  uint64_t ns = 300000000ull;
+  halo_dispatch_arg_t slow_args[5] = {
+      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
+      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
+      constant_arg(&two, sizeof(two)), constant_arg(&n, sizeof(n)),
+      constant_arg(&ns, sizeof(ns))};
+  halo_dispatch_params_t slow_dispatch = {.executable = executable,
+                                          .entry = "slow_scale",
+                                          .grid = {N / BLOCK, 1, 1},
+                                          .block = {BLOCK, 1, 1},
+                                          .args = slow_args,
+                                          .arg_count = 5};
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &slow));
+  expect_ok(halo_command_buffer_dispatch(slow, &slow_dispatch));
+  expect_ok(halo_command_buffer_end(slow));
+  halo_binding_t grid_binding[1] = {{grid, 0, HALO_WHOLE_BUFFER}};
+  halo_binding_t slow_bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
+                                     {y, 0, HALO_WHOLE_BUFFER}};
+  uint32_t counts[4] = {0, 0, 0, 0};
+  expect_ok(halo_buffer_write(grid, 0, counts, sizeof(counts)));
+  // First executions: through halod, which grants the worker what they
+  // used; the next ones go from the ring to the worker.
+  expect_ok(
+      execute_and_wait(fault_queue, faulting, grid_binding, 1, faulted, 1));
+  expect_ok(execute_and_wait(slow_queue, slow, slow_bindings, 2, imported, 1));
+  counts[0] = counts[1] = counts[2] = 1;
+  expect_ok(halo_buffer_write(grid, 0, counts, sizeof(counts)));
+  halo_semaphore_value_t slow_signal = {imported, 2};
+  int64_t start = now_ns();
+  expect_ok(halo_queue_execute(slow_queue, slow, slow_bindings, 2, NULL, 0,
+                               &slow_signal, 1));
+  // The fault may end the session before its own submission's verdict.
+  halo_semaphore_value_t fault_signal = {faulted, 2};
+  halo_status_free(halo_queue_execute(fault_queue, faulting, grid_binding, 1,
+                                      NULL, 0, &fault_signal, 1));
+  halo_status_t own = halo_semaphore_wait(imported, 2, TIMEOUT_NS);
+  double ms = (double)(now_ns() - start) / 1e6;
+  print_message(
+      "[%s] the released semaphore's waiter woke after %.1f ms "
+      "with %s (%s)\n",
+      daemon_state.completion, ms, halo_status_code_name(halo_status_code(own)),
+      own ? halo_status_message(own) : "");
+  assert_int_equal(halo_status_code(own), HALO_STATUS_DEVICE_LOST);
+  assert_non_null(strstr(halo_status_message(own), "in flight"));
+  assert_non_null(strstr(halo_status_message(own), "worker"));
+  halo_status_free(own);
+  halo_client_close(creator);
+  halo_client_close(client);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "--fault-waiter") == 0) {
     return fault_waiter(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -1210,6 +1306,7 @@ int main(int argc, char **argv) {
   };
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),
+      cmocka_unit_test(test_ring_loss_fails_released_semaphore),
   };
   int failed = 0;
   failed += _cmocka_run_group_tests("cuda_execute (completion thread)", work,
@@ -1218,9 +1315,11 @@ int main(int argc, char **argv) {
   failed += _cmocka_run_group_tests("cuda_execute (cuLaunchHostFunc)", work,
                                     sizeof(work) / sizeof(work[0]),
                                     setup_host_func, teardown);
-  failed += _cmocka_run_group_tests("cuda_fault (completion thread)", fault, 1,
+  failed += _cmocka_run_group_tests("cuda_fault (completion thread)", fault,
+                                    sizeof(fault) / sizeof(fault[0]),
                                     setup_thread, teardown);
-  failed += _cmocka_run_group_tests("cuda_fault (cuLaunchHostFunc)", fault, 1,
+  failed += _cmocka_run_group_tests("cuda_fault (cuLaunchHostFunc)", fault,
+                                    sizeof(fault) / sizeof(fault[0]),
                                     setup_host_func, teardown);
   return failed ? 1 : 0;
 }
