@@ -692,13 +692,16 @@ static void test_ping_pong_threads_lose_no_wakeup(void **state) {
   assert_int_equal(pthread_create(&thread, NULL, pong_main, &game), 0);
   halo_timeline_wait_result_t result = HALO_TIMELINE_WAIT_OK;
   // Lost wake-ups would still end each wait at a 100 ms slice: bound the
-  // whole game so they show as a failure, not a crawl.
+  // whole game so they show as slow rounds, not a crawl. A machine too
+  // loaded to finish in time (TSan on two oversubscribed CPUs) stops the
+  // game early; the rounds played still count.
   int64_t give_up = halo_clock_now_ns() + 10000 * MS;
+  bool gave_up = false;
   int slow_rounds = 0;
   uint64_t i;
   for (i = 1; i <= game.rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
     if (halo_clock_now_ns() > give_up) {
-      result = HALO_TIMELINE_WAIT_TIMEOUT;
+      gave_up = true;
       break;
     }
     int64_t start = halo_clock_now_ns();
@@ -713,14 +716,20 @@ static void test_ping_pong_threads_lose_no_wakeup(void **state) {
       ++slow_rounds;
     }
   }
-  if (result != HALO_TIMELINE_WAIT_OK) {
-    // Unblock the other side before failing.
+  if (result != HALO_TIMELINE_WAIT_OK || gave_up) {
+    // Unblock the other side: it plays its remaining rounds at once.
     halo_timeline_slot_signal(game.ping, game.rounds);
   }
   assert_int_equal(pthread_join(thread, NULL), 0);
   assert_int_equal(result, HALO_TIMELINE_WAIT_OK);
   assert_int_equal(game.result, HALO_TIMELINE_WAIT_OK);
   assert_int_equal(atomic_load(&game.pong->value), game.rounds);
+  if (gave_up) {
+    print_message(
+        "stopped after %llu of %llu rounds (10 s): a loaded "
+        "machine\n",
+        (unsigned long long)(i - 1), (unsigned long long)game.rounds);
+  }
   // A round as slow as a sleep slice means a wake-up was lost (allow one
   // for a scheduling hiccup of a loaded machine).
   if (slow_rounds > 1) {
@@ -868,23 +877,44 @@ static void test_process_ping_pong_loses_no_wakeup(void **state) {
     _exit(0);
   }
   halo_timeline_wait_result_t result = HALO_TIMELINE_WAIT_OK;
-  int64_t give_up = halo_clock_now_ns() + 10000 * MS;  // see above
-  for (uint64_t i = 1; i <= rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
+  // As the threads' game: bounded, a lost wake-up shows as a slow round.
+  int64_t give_up = halo_clock_now_ns() + 10000 * MS;
+  bool gave_up = false;
+  int slow_rounds = 0;
+  uint64_t i;
+  for (i = 1; i <= rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
     if (halo_clock_now_ns() > give_up) {
-      result = HALO_TIMELINE_WAIT_TIMEOUT;
+      gave_up = true;
       break;
     }
+    int64_t start = halo_clock_now_ns();
     halo_timeline_slot_signal(ping, i);
     halo_timeline_wait_target_t t = target(pong, pong_generation, i);
     size_t index;
     int32_t failure;
     result = halo_timeline_wait(&t, 1, false, halo_clock_now_ns() + 5000 * MS,
                                 -1, &index, &failure);
+    if (halo_clock_now_ns() - start >= HALO_TIMELINE_SLICE_NS * 8 / 10) {
+      ++slow_rounds;
+    }
+  }
+  if (gave_up) {
+    // The child plays its remaining rounds at once.
+    halo_timeline_slot_signal(ping, rounds);
+    print_message(
+        "stopped after %llu of %llu rounds (10 s): a loaded "
+        "machine\n",
+        (unsigned long long)(i - 1), (unsigned long long)rounds);
   }
   if (result != HALO_TIMELINE_WAIT_OK) kill(child, SIGKILL);
   int code = reap(child);
   assert_int_equal(result, HALO_TIMELINE_WAIT_OK);
   assert_int_equal(code, 0);
+  if (slow_rounds > 1) {
+    print_error("%d rounds took a whole sleep slice: lost wake-ups\n",
+                slow_rounds);
+    fail();
+  }
 }
 
 int main(int argc, char **argv) {
