@@ -654,8 +654,86 @@ static void test_liveness_fd_ends_wait(void **state) {
   close(pidfd);
 }
 
-// Two threads bounce a value between two slots |rounds| times; a lost
-// wake-up shows as a timeout.
+// A ping-pong game: one side signals |ping| to i and waits for |pong| to
+// reach i, the other the reverse, |rounds| times (two threads, or two
+// processes). A lost wake-up still ends a wait at the end of a sleep slice
+// (100 ms), so it shows as a slow round. The game is bounded at 10 s so that
+// lost wake-ups show as a failure, not a crawl; a machine too loaded to
+// finish in time (TSan on two oversubscribed CPUs) stops it early, and the
+// rounds played still count.
+typedef struct ping_pong_score_t {
+  halo_timeline_wait_result_t result;
+  uint64_t played;
+  int slow_rounds;
+  bool gave_up;
+} ping_pong_score_t;
+
+// The serving side. Stopped early (a failure, or the bound), it signals
+// |ping| to |rounds|, so that the other side plays its remaining rounds at
+// once.
+static ping_pong_score_t ping_pong_serve(halo_timeline_slot_t *ping,
+                                         halo_timeline_slot_t *pong,
+                                         uint32_t pong_generation,
+                                         uint64_t rounds) {
+  ping_pong_score_t score = {.result = HALO_TIMELINE_WAIT_OK};
+  int64_t give_up = halo_clock_now_ns() + 10000 * MS;
+  for (uint64_t i = 1; i <= rounds && score.result == HALO_TIMELINE_WAIT_OK;
+       ++i) {
+    if (halo_clock_now_ns() > give_up) {
+      score.gave_up = true;
+      break;
+    }
+    int64_t start = halo_clock_now_ns();
+    halo_timeline_slot_signal(ping, i);
+    halo_timeline_wait_target_t t = target(pong, pong_generation, i);
+    size_t index;
+    int32_t failure;
+    score.result = halo_timeline_wait(
+        &t, 1, false, halo_clock_now_ns() + 5000 * MS, -1, &index, &failure);
+    if (halo_clock_now_ns() - start >= HALO_TIMELINE_SLICE_NS * 8 / 10) {
+      ++score.slow_rounds;
+    }
+    score.played = i;
+  }
+  if (score.gave_up || score.result != HALO_TIMELINE_WAIT_OK) {
+    halo_timeline_slot_signal(ping, rounds);
+  }
+  return score;
+}
+
+// The returning side: the first wait that does not end OK, else OK.
+static halo_timeline_wait_result_t ping_pong_return(halo_timeline_slot_t *ping,
+                                                    uint32_t ping_generation,
+                                                    halo_timeline_slot_t *pong,
+                                                    uint64_t rounds,
+                                                    int32_t *out_failure) {
+  *out_failure = 0;
+  for (uint64_t i = 1; i <= rounds; ++i) {
+    halo_timeline_wait_target_t t = target(ping, ping_generation, i);
+    size_t index;
+    halo_timeline_wait_result_t result = halo_timeline_wait(
+        &t, 1, false, halo_clock_now_ns() + 5000 * MS, -1, &index, out_failure);
+    if (result != HALO_TIMELINE_WAIT_OK) return result;
+    halo_timeline_slot_signal(pong, i);
+  }
+  return HALO_TIMELINE_WAIT_OK;
+}
+
+// A round as slow as a sleep slice means a wake-up was lost (allow one for
+// a scheduling hiccup of a loaded machine).
+static void ping_pong_judge(const ping_pong_score_t *score, uint64_t rounds) {
+  if (score->gave_up) {
+    print_message(
+        "stopped after %llu of %llu rounds (10 s): a loaded machine\n",
+        (unsigned long long)score->played, (unsigned long long)rounds);
+  }
+  if (score->slow_rounds > 1) {
+    print_error("%d of %llu rounds took a whole sleep slice: lost wake-ups\n",
+                score->slow_rounds, (unsigned long long)score->played);
+    fail();
+  }
+}
+
 typedef struct ping_pong_t {
   halo_timeline_slot_t *ping;
   halo_timeline_slot_t *pong;
@@ -667,17 +745,9 @@ typedef struct ping_pong_t {
 
 static void *pong_main(void *arg) {
   ping_pong_t *game = arg;
-  game->result = HALO_TIMELINE_WAIT_OK;
-  for (uint64_t i = 1; i <= game->rounds; ++i) {
-    halo_timeline_wait_target_t t =
-        target(game->ping, game->ping_generation, i);
-    size_t index;
-    int32_t failure;
-    game->result = halo_timeline_wait(
-        &t, 1, false, halo_clock_now_ns() + 5000 * MS, -1, &index, &failure);
-    if (game->result != HALO_TIMELINE_WAIT_OK) return NULL;
-    halo_timeline_slot_signal(game->pong, i);
-  }
+  int32_t failure;
+  game->result = ping_pong_return(game->ping, game->ping_generation, game->pong,
+                                  game->rounds, &failure);
   return NULL;
 }
 
@@ -690,53 +760,13 @@ static void test_ping_pong_threads_lose_no_wakeup(void **state) {
   game.pong_generation = halo_timeline_slot_activate(game.pong, 0);
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, pong_main, &game), 0);
-  halo_timeline_wait_result_t result = HALO_TIMELINE_WAIT_OK;
-  // Lost wake-ups would still end each wait at a 100 ms slice: bound the
-  // whole game so they show as slow rounds, not a crawl. A machine too
-  // loaded to finish in time (TSan on two oversubscribed CPUs) stops the
-  // game early; the rounds played still count.
-  int64_t give_up = halo_clock_now_ns() + 10000 * MS;
-  bool gave_up = false;
-  int slow_rounds = 0;
-  uint64_t i;
-  for (i = 1; i <= game.rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
-    if (halo_clock_now_ns() > give_up) {
-      gave_up = true;
-      break;
-    }
-    int64_t start = halo_clock_now_ns();
-    halo_timeline_slot_signal(game.ping, i);
-    halo_timeline_wait_target_t t = target(game.pong, game.pong_generation, i);
-    size_t index;
-    int32_t failure;
-    result = halo_timeline_wait(&t, 1, false, halo_clock_now_ns() + 5000 * MS,
-                                -1, &index, &failure);
-    // A lost wake-up still ends at the end of a sleep slice (100 ms).
-    if (halo_clock_now_ns() - start >= HALO_TIMELINE_SLICE_NS * 8 / 10) {
-      ++slow_rounds;
-    }
-  }
-  if (result != HALO_TIMELINE_WAIT_OK || gave_up) {
-    // Unblock the other side: it plays its remaining rounds at once.
-    halo_timeline_slot_signal(game.ping, game.rounds);
-  }
+  ping_pong_score_t score =
+      ping_pong_serve(game.ping, game.pong, game.pong_generation, game.rounds);
   assert_int_equal(pthread_join(thread, NULL), 0);
-  assert_int_equal(result, HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(score.result, HALO_TIMELINE_WAIT_OK);
   assert_int_equal(game.result, HALO_TIMELINE_WAIT_OK);
   assert_int_equal(atomic_load(&game.pong->value), game.rounds);
-  if (gave_up) {
-    print_message(
-        "stopped after %llu of %llu rounds (10 s): a loaded "
-        "machine\n",
-        (unsigned long long)(i - 1), (unsigned long long)game.rounds);
-  }
-  // A round as slow as a sleep slice means a wake-up was lost (allow one
-  // for a scheduling hiccup of a loaded machine).
-  if (slow_rounds > 1) {
-    print_error("%d of %llu rounds took a whole sleep slice: lost wake-ups\n",
-                slow_rounds, (unsigned long long)game.rounds);
-    fail();
-  }
+  ping_pong_judge(&score, game.rounds);
 }
 
 // ---------------------------------------------------------------- processes
@@ -865,56 +895,18 @@ static void test_process_ping_pong_loses_no_wakeup(void **state) {
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
-    for (uint64_t i = 1; i <= rounds; ++i) {
-      halo_timeline_wait_target_t t = target(ping, ping_generation, i);
-      size_t index;
-      int32_t failure;
-      halo_timeline_wait_result_t result = halo_timeline_wait(
-          &t, 1, false, halo_clock_now_ns() + 5000 * MS, -1, &index, &failure);
-      if (result != HALO_TIMELINE_WAIT_OK) _exit(CHILD_EXIT(result, failure));
-      halo_timeline_slot_signal(pong, i);
-    }
-    _exit(0);
-  }
-  halo_timeline_wait_result_t result = HALO_TIMELINE_WAIT_OK;
-  // As the threads' game: bounded, a lost wake-up shows as a slow round.
-  int64_t give_up = halo_clock_now_ns() + 10000 * MS;
-  bool gave_up = false;
-  int slow_rounds = 0;
-  uint64_t i;
-  for (i = 1; i <= rounds && result == HALO_TIMELINE_WAIT_OK; ++i) {
-    if (halo_clock_now_ns() > give_up) {
-      gave_up = true;
-      break;
-    }
-    int64_t start = halo_clock_now_ns();
-    halo_timeline_slot_signal(ping, i);
-    halo_timeline_wait_target_t t = target(pong, pong_generation, i);
-    size_t index;
     int32_t failure;
-    result = halo_timeline_wait(&t, 1, false, halo_clock_now_ns() + 5000 * MS,
-                                -1, &index, &failure);
-    if (halo_clock_now_ns() - start >= HALO_TIMELINE_SLICE_NS * 8 / 10) {
-      ++slow_rounds;
-    }
+    halo_timeline_wait_result_t result =
+        ping_pong_return(ping, ping_generation, pong, rounds, &failure);
+    _exit(CHILD_EXIT(result, failure));
   }
-  if (gave_up) {
-    // The child plays its remaining rounds at once.
-    halo_timeline_slot_signal(ping, rounds);
-    print_message(
-        "stopped after %llu of %llu rounds (10 s): a loaded "
-        "machine\n",
-        (unsigned long long)(i - 1), (unsigned long long)rounds);
-  }
-  if (result != HALO_TIMELINE_WAIT_OK) kill(child, SIGKILL);
+  ping_pong_score_t score =
+      ping_pong_serve(ping, pong, pong_generation, rounds);
+  if (score.result != HALO_TIMELINE_WAIT_OK) kill(child, SIGKILL);
   int code = reap(child);
-  assert_int_equal(result, HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(score.result, HALO_TIMELINE_WAIT_OK);
   assert_int_equal(code, 0);
-  if (slow_rounds > 1) {
-    print_error("%d rounds took a whole sleep slice: lost wake-ups\n",
-                slow_rounds);
-    fail();
-  }
+  ping_pong_judge(&score, rounds);
 }
 
 int main(int argc, char **argv) {
