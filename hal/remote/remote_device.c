@@ -923,7 +923,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
 
 static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
   bool counted = device->counted;
-  halo_remote_link_count_sends(&device->link, NULL);
+  halo_remote_link_stop_counting(&device->link);
   if (device->flight) munmap(device->flight, HALO_REMOTE_FLIGHT_BYTES);
   halo_status_free(device->start_failure);
   halo_remote_link_deinitialize(&device->link);
@@ -1039,7 +1039,7 @@ static void halo_hal_remote_share_flight(halo_hal_remote_device_t *device) {
     HALO_LOG_WARN("%s: no flight table (%s): its rings stay with halod",
                   device->label, halo_status_message(status));
     halo_status_free(status);
-    halo_remote_link_count_sends(&device->link, NULL);
+    halo_remote_link_stop_counting(&device->link);
     if (pointer) munmap(pointer, HALO_REMOTE_FLIGHT_BYTES);
     return;
   }

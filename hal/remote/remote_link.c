@@ -77,11 +77,12 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
   return NULL;
 }
 
-// halo_remote_link_send; |counter| (not NULL): counting starts with this
-// message, under the same hold of the send mutex.
-static halo_status_t halo_remote_link_send_counting(
-    halo_remote_link_t *link, _Atomic uint64_t *counter, uint32_t type,
-    uint64_t id, const halo_remote_part_t *parts, uint32_t part_count, int fd) {
+// |counter| NULL: halo_remote_link_send.
+halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
+                                            _Atomic uint64_t *counter,
+                                            uint32_t type, uint64_t id,
+                                            const halo_remote_part_t *parts,
+                                            uint32_t part_count, int fd) {
   if (part_count + 1 > HALO_REMOTE_MAX_PARTS) {
     return halo_status_make(HALO_STATUS_INTERNAL,
                             "a worker message of %u parts", part_count);
@@ -115,7 +116,7 @@ static halo_status_t halo_remote_link_send_counting(
     status =
         halo_status_make(HALO_STATUS_UNAVAILABLE, "the device worker is gone");
   } else {
-    // Counted first (see halo_remote_link_count_sends). A send that fails
+    // Counted first (see halo_remote_link_send_counted). A send that fails
     // before its first byte (a bad descriptor to pass, no memory) takes
     // its count back: the link stays usable. One that fails after it left
     // a partial message, which no receiver can frame: the link is shut
@@ -139,23 +140,13 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
                                     uint64_t id,
                                     const halo_remote_part_t *parts,
                                     uint32_t part_count, int fd) {
-  return halo_remote_link_send_counting(link, NULL, type, id, parts, part_count,
-                                        fd);
+  return halo_remote_link_send_counted(link, NULL, type, id, parts, part_count,
+                                       fd);
 }
 
-halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
-                                            _Atomic uint64_t *counter,
-                                            uint32_t type, uint64_t id,
-                                            const halo_remote_part_t *parts,
-                                            uint32_t part_count, int fd) {
-  return halo_remote_link_send_counting(link, counter, type, id, parts,
-                                        part_count, fd);
-}
-
-void halo_remote_link_count_sends(halo_remote_link_t *link,
-                                  _Atomic uint64_t *counter) {
+void halo_remote_link_stop_counting(halo_remote_link_t *link) {
   pthread_mutex_lock(&link->send_mutex);
-  link->sent = counter;
+  link->sent = NULL;
   pthread_mutex_unlock(&link->send_mutex);
 }
 

@@ -250,7 +250,7 @@ typedef struct halo_remote_flight_t {
   uint32_t reserved;
   // The messages the supervisor sent on the link since (and with)
   // RING_FLIGHT, each counted before its first byte is sent
-  // (halo_remote_link_count_sends): the worker's ring loop compares it
+  // (halo_remote_link_send_counted): the worker's ring loop compares it
   // with the messages it took instead of polling the socket each round.
   _Atomic uint64_t link_sent;
   uint64_t reserved_words[6];
@@ -370,7 +370,7 @@ typedef struct halo_remote_link_t {
   size_t in_end;
   int fds[HALO_REMOTE_LINK_MAX_FDS];
   uint32_t fd_count;
-  // Messages counted in shared memory (halo_remote_link_count_sends and
+  // Messages counted in shared memory (halo_remote_link_send_counted and
   // _receives); NULL: not counted.
   _Atomic uint64_t *sent;             // the send side's count (send_mutex)
   const _Atomic uint64_t *peer_sent;  // the receiving side's view of it
@@ -411,15 +411,14 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
 // it shuts the link down (a partial message cannot be framed).
 // halo_remote_link_send_counted sends one message and counts it and every
 // later one, under one hold of the send mutex (no other message falls
-// between the start of counting and it); halo_remote_link_count_sends with
-// NULL stops counting. Any thread.
+// between the start of counting and it); halo_remote_link_stop_counting
+// stops (before the counter's memory goes). Any thread.
 halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
                                             _Atomic uint64_t *counter,
                                             uint32_t type, uint64_t id,
                                             const halo_remote_part_t *parts,
                                             uint32_t part_count, int fd);
-void halo_remote_link_count_sends(halo_remote_link_t *link,
-                                  _Atomic uint64_t *counter);
+void halo_remote_link_stop_counting(halo_remote_link_t *link);
 // The receiving side: |counter| is the peer's count and |received| the
 // messages of it taken so far (the one that carried the counter included).
 // The receiving thread only.
