@@ -370,8 +370,8 @@ typedef struct halo_remote_link_t {
   size_t in_end;
   int fds[HALO_REMOTE_LINK_MAX_FDS];
   uint32_t fd_count;
-  // Messages counted in shared memory (halo_remote_link_send_counted and
-  // _receives); NULL: not counted.
+  // Messages counted in shared memory (halo_remote_link_send_counted,
+  // halo_remote_link_count_receives); NULL: not counted.
   _Atomic uint64_t *sent;             // the send side's count (send_mutex)
   const _Atomic uint64_t *peer_sent;  // the receiving side's view of it
   uint64_t received;                  // messages taken since counting began
