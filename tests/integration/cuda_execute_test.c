@@ -303,6 +303,27 @@ static halo_dispatch_arg_t constant_arg(const void *data, size_t size) {
   return arg;
 }
 
+// A slow_scale dispatch (y = a * x after |ns| of the GPU's timer) of slot 0
+// (x) and slot 1 (y), N floats, with |a|, |n| and |ns| as its constants;
+// |args| (5) and the constants must outlive its recording.
+static halo_dispatch_params_t slow_scale_dispatch(halo_executable_t *executable,
+                                                  halo_dispatch_arg_t *args,
+                                                  const float *a,
+                                                  const uint32_t *n,
+                                                  const uint64_t *ns) {
+  args[0] = buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER));
+  args[1] = buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER));
+  args[2] = constant_arg(a, sizeof(*a));
+  args[3] = constant_arg(n, sizeof(*n));
+  args[4] = constant_arg(ns, sizeof(*ns));
+  return (halo_dispatch_params_t){.executable = executable,
+                                  .entry = "slow_scale",
+                                  .grid = {N / BLOCK, 1, 1},
+                                  .block = {BLOCK, 1, 1},
+                                  .args = args,
+                                  .arg_count = 5};
+}
+
 //===----------------------------------------------------------------------===//
 // Two clients, one recording, their own tables
 //===----------------------------------------------------------------------===//
@@ -345,19 +366,9 @@ static void *shared_client_thread(void *arg) {
   float a = 3.0f;
   uint32_t n = N;
   uint64_t ns = 300000;  // 0.3 ms
-  halo_dispatch_arg_t args[5] = {
-      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
-      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
-      constant_arg(&a, sizeof(a)),
-      constant_arg(&n, sizeof(n)),
-      constant_arg(&ns, sizeof(ns)),
-  };
-  halo_dispatch_params_t dispatch = {.executable = executable,
-                                     .entry = "slow_scale",
-                                     .grid = {N / BLOCK, 1, 1},
-                                     .block = {BLOCK, 1, 1},
-                                     .args = args,
-                                     .arg_count = 5};
+  halo_dispatch_arg_t args[5];
+  halo_dispatch_params_t dispatch =
+      slow_scale_dispatch(executable, args, &a, &n, &ns);
   // Both record at the same moment: one of them finds the other's.
   pthread_barrier_wait(me->barrier);
   if (!status) {
@@ -503,17 +514,9 @@ static void test_gpu_to_gpu_wait(void **state) {
   float two = 2.0f, one = 1.0f;
   uint32_t n = N;
   uint64_t ns = 5000000;
-  halo_dispatch_arg_t producer_args[5] = {
-      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
-      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
-      constant_arg(&two, sizeof(two)), constant_arg(&n, sizeof(n)),
-      constant_arg(&ns, sizeof(ns))};
-  halo_dispatch_params_t producer_dispatch = {.executable = executable,
-                                              .entry = "slow_scale",
-                                              .grid = {N / BLOCK, 1, 1},
-                                              .block = {BLOCK, 1, 1},
-                                              .args = producer_args,
-                                              .arg_count = 5};
+  halo_dispatch_arg_t producer_args[5];
+  halo_dispatch_params_t producer_dispatch =
+      slow_scale_dispatch(executable, producer_args, &two, &n, &ns);
   halo_dispatch_arg_t consumer_args[5] = {
       buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
       buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
@@ -1235,17 +1238,9 @@ static void test_ring_loss_fails_released_semaphore(void **state) {
   float two = 2.0f;
   uint32_t n = N;
   uint64_t ns = 300000000ull;
-  halo_dispatch_arg_t slow_args[5] = {
-      buffer_arg(halo_binding_ref(0, 0, HALO_WHOLE_BUFFER)),
-      buffer_arg(halo_binding_ref(1, 0, HALO_WHOLE_BUFFER)),
-      constant_arg(&two, sizeof(two)), constant_arg(&n, sizeof(n)),
-      constant_arg(&ns, sizeof(ns))};
-  halo_dispatch_params_t slow_dispatch = {.executable = executable,
-                                          .entry = "slow_scale",
-                                          .grid = {N / BLOCK, 1, 1},
-                                          .block = {BLOCK, 1, 1},
-                                          .args = slow_args,
-                                          .arg_count = 5};
+  halo_dispatch_arg_t slow_args[5];
+  halo_dispatch_params_t slow_dispatch =
+      slow_scale_dispatch(executable, slow_args, &two, &n, &ns);
   expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
                                       2, &slow));
   expect_ok(halo_command_buffer_dispatch(slow, &slow_dispatch));
