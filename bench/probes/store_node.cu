@@ -177,8 +177,9 @@ static void issue(T &t, Mode m, u64 value) {
 }
 // A closed loop of 20 us kernels for 1.5 s: K tenants, each its own graph,
 // on S streams (tenant i on stream i % S: queues sharing a stream, as
-// halo's pool does past its streams); ONE issuing thread (halo's model) or
-// a thread each.
+// halo's pool does past its streams); issued by one thread (halo's model),
+// by THREADS threads each polling a share of the tenants, or by a thread
+// each (THREADS 1).
 template <class F1, class F2, class F3, class F4>
 static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
                         F2 flagd, F3 tick, F4 tickd, u64 *host) {
