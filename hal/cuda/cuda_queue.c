@@ -478,14 +478,52 @@ static CUresult halo_hal_cuda_record_event_now(
   return result;
 }
 
+// The poller: whether each slot of |execution| that is past its value
+// holds exactly the value a later execution on the same stream signals
+// there (|execution|'s successors in the poller's list, which is in issue
+// order). That value was stored by that execution's store, or by halod
+// once it completed (a value is reserved by one submission, and no host
+// signal may go at or below a pending one), so the later execution's work
+// finished, and |execution|'s before it: the stream runs in order. A client
+// that waits for each step before its next submits the next one as soon as
+// it sees its value, so a poller that looks late (descheduled for a step)
+// finds the slot one value on; without this it recorded an event then,
+// after the next step's work, saw that step's slot past in its turn, and
+// stayed a step behind with a driver call per execution (T8's slow rounds:
+// docs/performance.md).
+static bool halo_hal_cuda_execution_passed_on_stream(
+    const halo_hal_cuda_execution_t *execution) {
+  const halo_hal_execution_t *hal = &execution->execution;
+  CUstream stream = execution->queue->stream;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    const halo_timeline_slot_t *slot = hal->signals[i].slot;
+    uint64_t value = atomic_load_explicit(&slot->value, memory_order_acquire);
+    if (value == hal->signals[i].value) continue;
+    bool passed = false;
+    for (const halo_hal_cuda_execution_t *later = execution->next;
+         later && !passed; later = later->next) {
+      if (later->queue->stream != stream) continue;
+      const halo_hal_execution_t *other = &later->execution;
+      for (uint32_t j = 0; j < other->signal_count && !passed; ++j) {
+        passed =
+            other->signals[j].slot == slot && other->signals[j].value == value;
+      }
+    }
+    if (!passed) return false;
+  }
+  return true;
+}
+
 // THREAD completion, an execution without an event
 // (halo_hal_cuda_execution_needs_event): CUDA_SUCCESS once every slot holds
 // exactly its value (its own stores landed, so its work finished before
-// them), CUDA_ERROR_NOT_READY while one is below. A slot past its value
-// hides whether its store landed, and a failed semaphore may be left
-// behind: then an event recorded now on its stream comes after the work,
-// and the execution is watched through it from now on. Its stream is asked
-// for a sticky error once the device's next query is due (every
+// them) or the value of a later execution on its stream
+// (halo_hal_cuda_execution_passed_on_stream), CUDA_ERROR_NOT_READY while
+// one is below. A slot past its value otherwise (a host signal) hides
+// whether its store landed, and a failed semaphore may be left behind:
+// then an event recorded now on its stream comes after the work, and the
+// execution is watched through it from now on. Its stream is asked for a
+// sticky error once the device's next query is due (every
 // HALO_HAL_CUDA_COMPLETION_QUERY_NS for all such executions; *call names
 // what failed).
 static CUresult halo_hal_cuda_execution_poll_stores(
@@ -500,7 +538,8 @@ static CUresult halo_hal_cuda_execution_poll_stores(
     past |= value > hal->signals[i].value;
     failed |= atomic_load_explicit(&slot->failure, memory_order_acquire) != 0;
   }
-  if (!below && !past && !failed) {
+  if (!below && !failed &&
+      (!past || halo_hal_cuda_execution_passed_on_stream(execution))) {
     halo_hal_cuda_execution_stores_landed(execution);  // wakes the sleepers
     return CUDA_SUCCESS;
   }

@@ -1728,6 +1728,65 @@ static void test_eventless_completion(void **unused) {
   host_page_unregister(page);
 }
 
+// A poller that looks late finds an eventless execution's slot one value
+// on: the next execution on the same stream (a client submits its next step
+// as soon as it sees its value) stored it. That proves the first one's work
+// finished (the stream runs in order), so it completes with no event: an
+// event recorded then would come after the next step's work and leave the
+// poller a step behind, with a driver call per execution. Each round holds
+// A at the gate with B (the next value, the same queue) behind it, long
+// enough for the poller to nap (up to 100 us between looks), then opens
+// the gate: both stores land within a nap, so the poller mostly sees A's
+// slot at B's value.
+static void test_eventless_passed_on_stream(void **unused) {
+  (void)unused;
+  bool thread =
+      state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
+  uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
+                           (uint64_t)offsetof(halo_timeline_slot_t, value);
+  halo_hal_command_buffer_t *gated =
+      gate_recording(HALO_HAL_RECORDING_REUSABLE);
+  halo_hal_queue_t *queue = queue_new();
+  gate_open();
+  uint64_t value = 0;
+  execute_short_and_wait(queue, gated, value_address, ++value, slot);
+  enum { kRounds = 6 };
+  int events = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    gate_close();
+    halo_hal_cuda_command_buffer_record_duration(gated, 1000);
+    halo_hal_execution_signal_t signals[2] = {{value_address, value + 1, slot},
+                                              {value_address, value + 2, slot}};
+    value += 2;
+    completion_t held, next;
+    completion_init(&held);
+    completion_init(&next);
+    execute(queue, gated, NULL, 0, &signals[0], 1, &held);
+    gate_wait_entered(1);
+    execute(queue, gated, NULL, 0, &signals[1], 1, &next);
+    usleep(20000);
+    if (completion_done(&held) || completion_done(&next)) {
+      fail_msg("[%s] round %d: an execution completed while A was held",
+               state.mode, round);
+    }
+    fake_driver_reset_counters();
+    gate_open();
+    assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
+    assert_int_equal(completion_wait(&next), HALO_STATUS_OK);
+    events += fake_driver_counters().event_records;
+  }
+  assert_int_equal(atomic_load(&slot->value), value);
+  print_message("[%s] %d events recorded after the gate opened, %d rounds\n",
+                state.mode, events, kRounds);
+  if (thread) assert_int_equal(events, 0);
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(gated);
+  host_page_unregister(page);
+}
+
 //===----------------------------------------------------------------------===//
 // The device's stream pool
 //===----------------------------------------------------------------------===//
@@ -2703,6 +2762,7 @@ int main(void) {
       cmocka_unit_test(test_idle_issue_on_caller),
       cmocka_unit_test(test_caller_failure_and_order),
       cmocka_unit_test(test_eventless_completion),
+      cmocka_unit_test(test_eventless_passed_on_stream),
       cmocka_unit_test(test_independent_queues),
       cmocka_unit_test(test_more_queues_than_streams),
       cmocka_unit_test(test_shared_stream_order),
