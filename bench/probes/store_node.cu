@@ -8,7 +8,11 @@
 // (halo's stores in the graph), by a batch mem-op node re-set before each
 // launch, by the store kernel node behind a programmatic edge (launched
 // once the kernel's blocks all began, or all finished, and waiting on the
-// GPU with griddepcontrol.wait: sm_90), or with the store node disabled.
+// GPU with griddepcontrol.wait: sm_90), or with the store node disabled;
+// and, in closed loops, the stream store made by a second thread while the
+// first only launches (mode 8), and the store kernel reading its ticket's
+// count and first pair at once, with and without its fence (9, 10: the
+// fence only measured, never to be dropped).
 // It prints the host's issue cost per execution, the latency of one
 // tenant's closed loop (0 and 20 us kernels), and the steps/s of 8 and 16
 // tenants (20 us kernels) issued by one thread or by a thread each; the
@@ -55,6 +59,24 @@ __device__ void store_ticket(const volatile u64 *ticket) {
 __global__ void store(const volatile u64 *ticket) {
   store_ticket(ticket);
 }
+// The ticket's first pair read with its count, before the count is known
+// (a ticket always has room for it): one round trip over PCIe to the host's
+// pinned ticket instead of two after another. |fence| 0 (no
+// __threadfence_system before the store) only to measure the fence.
+template <bool fence>
+__global__ void store_eager(const volatile u64 *ticket) {
+  u64 count = ticket[0];
+  u64 address = ticket[1];
+  u64 value = ticket[2];
+  for (u64 i = 0; i < count && i < 7; ++i) {
+    if (i > 0) {
+      address = ticket[1 + 2 * i];
+      value = ticket[2 + 2 * i];
+    }
+    if (fence) __threadfence_system();
+    *(volatile u64 *)address = value;
+  }
+}
 // The same, launched early through a programmatic edge (the user kernel's
 // launch-completion or programmatic port): it waits for the kernel's
 // completion and memory on the GPU (griddepcontrol.wait), which was to take
@@ -72,7 +94,10 @@ enum Mode {
   STORE_OFF = 4,
   STORE_PDL = 5,
   STORE_PDL_PROG = 6,
-  MEMOP_FIXED = 7
+  MEMOP_FIXED = 7,
+  WRITE_SPLIT = 8,
+  STORE_EAGER = 9,
+  STORE_EAGER_NOFENCE = 10
 };
 static const char *names[] = {"graph + cuStreamWriteValue64",
                               "graph with store kernel node (ticket)",
@@ -81,7 +106,10 @@ static const char *names[] = {"graph + cuStreamWriteValue64",
                               "store node disabled + cuStreamWriteValue64",
                               "store node, programmatic edge (launch order)",
                               "store node, programmatic edge (programmatic)",
-                              "graph with memop node writing 1, host resets"};
+                              "graph with memop node writing 1, host resets",
+                              "graph, cuStreamWriteValue64 on a 2nd thread",
+                              "store node, count and first pair read at once",
+                              "store node read at once, no fence (unsafe)"};
 struct T {
   cudaGraphExec_t exec;
   cudaGraph_t g;
@@ -113,12 +141,16 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
   cudaGraphNode_t n;
   CK(cudaGraphAddKernelNode(&n, t.g, nullptr, 0, &p));
   bool pdl = m == STORE_PDL || m == STORE_PDL_PROG;
-  if (m == STORE_NODE || m == STORE_OFF || pdl) {
+  bool eager = m == STORE_EAGER || m == STORE_EAGER_NOFENCE;
+  if (m == STORE_NODE || m == STORE_OFF || pdl || eager) {
     // One thread of the store kernel: after the spin kernel, or (pdl) with
     // a programmatic edge from it, added below.
     cudaKernelNodeParams q = {};
     void *qa[1] = {&ticket_dev};
-    q.func = pdl ? (void *)store_pdl : (void *)store;
+    q.func = pdl                        ? (void *)store_pdl
+             : m == STORE_EAGER         ? (void *)store_eager<true>
+             : m == STORE_EAGER_NOFENCE ? (void *)store_eager<false>
+                                        : (void *)store;
     q.gridDim = dim3(1);
     q.blockDim = dim3(1);
     q.kernelParams = qa;
@@ -152,9 +184,32 @@ static bool landed(const T &t, Mode m, u64 value) {
   u64 word = *(volatile u64 *)t.host_flag;
   return m == MEMOP_FIXED ? word == 1 : word == value;
 }
+// WRITE_SPLIT: the issuing thread launches and hands each store to a
+// second thread (one producer, one consumer), which makes the
+// cuStreamWriteValue64 on the same stream: the stream store's latency
+// without its call on the issuing thread.
+struct Store {
+  CUstream stream;
+  CUdeviceptr address;
+  u64 value;
+};
+static Store g_stores[4096];
+static std::atomic<u64> g_store_head{0}, g_store_tail{0};
+static std::atomic<bool> g_store_stop{false};
+static void store_thread_main(CUcontext ctx) {
+  CD(cuCtxSetCurrent(ctx));
+  u64 tail = g_store_tail.load();
+  while (!g_store_stop.load(std::memory_order_acquire)) {
+    if (g_store_head.load(std::memory_order_acquire) == tail) continue;
+    const Store &s = g_stores[tail % 4096];
+    CD(cuStreamWriteValue64(s.stream, s.address, s.value, 0));
+    g_store_tail.store(++tail, std::memory_order_release);
+  }
+}
 static void issue(T &t, Mode m, u64 value) {
   if (m == MEMOP_FIXED) *(volatile u64 *)t.host_flag = 0;
-  if (m == STORE_NODE || m == STORE_PDL || m == STORE_PDL_PROG) {
+  if (m == STORE_NODE || m == STORE_PDL || m == STORE_PDL_PROG ||
+      m == STORE_EAGER || m == STORE_EAGER_NOFENCE) {
     t.ticket[0] = 1;
     t.ticket[1] = (u64)t.dev_flag;
     t.ticket[2] = value;
@@ -173,6 +228,13 @@ static void issue(T &t, Mode m, u64 value) {
   CK(cudaGraphLaunch(t.exec, t.st));
   if (m == WRITE || m == STORE_OFF)
     CD(cuStreamWriteValue64((CUstream)t.st, t.dev_flag, value, 0));
+  if (m == WRITE_SPLIT) {
+    u64 head = g_store_head.load(std::memory_order_relaxed);
+    while (head - g_store_tail.load(std::memory_order_acquire) >= 4096) {
+    }
+    g_stores[head % 4096] = {(CUstream)t.st, t.dev_flag, value};
+    g_store_head.store(head + 1, std::memory_order_release);
+  }
   if (m == EVENT) CK(cudaEventRecord(t.ev, t.st));
 }
 // A closed loop of 20 us kernels for 1.5 s: K tenants, each its own graph,
@@ -193,6 +255,13 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
   for (int i = 0; i < K; i++) {
     own[i] = ts[i].st;
     if (S < K) ts[i].st = own[i % S];
+  }
+  std::thread storer;
+  if (m == WRITE_SPLIT) {
+    g_store_head = 0;
+    g_store_tail = 0;
+    g_store_stop = false;
+    storer = std::thread(store_thread_main, ts[0].ctx);
   }
   double dur = 1.5, start = now();
   std::atomic<long> done{0};
@@ -236,6 +305,12 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
       });
     for (auto &x : th) x.join();
   }
+  if (m == WRITE_SPLIT) {
+    while (g_store_tail.load() != g_store_head.load()) {
+    }
+    g_store_stop = true;
+    storer.join();
+  }
   CK(cudaDeviceSynchronize());
   char issuers[32];
   snprintf(issuers, sizeof(issuers), "%d threads", threads);
@@ -272,13 +347,15 @@ int main(int argc, char **argv) {
     for (const char *p = loops; *p;) {
       int K, S, m, threads, used = 0;
       // At most 64 tenants (the buffers above), 1..K streams, a mode that
-      // stores (0, 1, 2, 4, 5, 6, 7: not 3, the event).
+      // stores (0-2, 4-10: not 3, the event; 8 only with one
+      // issuing thread: its store thread takes from one producer).
       if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4 ||
-          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 7 || m == 3 ||
-          threads < 0 || threads > K) {
+          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 10 || m == 3 ||
+          threads < 0 || threads > K || (m == 8 && threads != 0)) {
         fprintf(stderr,
                 "LOOPS: '%s' is not K:S:MODE:THREADS with 1 <= K "
-                "<= 64, 1 <= S <= K, a storing mode and 0 <= THREADS <= K\n",
+                "<= 64, 1 <= S <= K, a storing mode and 0 <= THREADS <= K "
+                "(mode 8: THREADS 0)\n",
                 p);
         return 2;
       }
@@ -308,7 +385,7 @@ int main(int argc, char **argv) {
                     : N + 1);
   }
   for (u64 ns : {0ull, 20000ull})
-    for (int m : {0, 1, 2, 4, 5, 6, 7}) {
+    for (int m : {0, 1, 2, 4, 5, 6, 7, 9, 10}) {
       CK(cudaDeviceSynchronize());
       memset(host, 0, 1 << 20);
       T t;
