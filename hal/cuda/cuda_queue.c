@@ -178,6 +178,9 @@ typedef struct halo_hal_cuda_queue_shared_t {
   halo_hal_cuda_event_pool_t events;
   halo_hal_cuda_event_pool_t sleep_events;
   atomic_bool lost;
+  // The executions issued so far (each takes the next as its
+  // |issue_sequence|, any issuing thread).
+  _Atomic uint64_t issued;
   // THREAD: when the device is next asked for a sticky error on behalf of
   // the executions watched through their stores (the poller's, and a
   // caller's that waits for it).
@@ -290,6 +293,9 @@ struct halo_hal_cuda_execution_t {
   int64_t handed_ns;
   // Failed while run on the caller: the submission thread ends it.
   halo_status_t caller_failure;
+  // Its place among the device's issues (shared->issued), taken when its
+  // work was issued: which of two executions on a stream runs first.
+  uint64_t issue_sequence;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -328,7 +334,8 @@ static const halo_hal_fence_vtable_t halo_hal_cuda_fence_vtable = {
 // ring this is the only wake (halod's handling of the report moves no
 // epoch: halo_hal_semaphore_signal_woken). A later or a host signal may also
 // have raised the value: that wakes early (harmless; waiters re-check) and
-// never completes anything (the event decides).
+// completes nothing by itself (the event decides, or the poller's
+// halo_hal_cuda_execution_passed_on_stream).
 static bool halo_hal_cuda_execution_stores_landed(
     halo_hal_cuda_execution_t *execution) {
   const halo_hal_execution_t *hal = &execution->execution;
@@ -480,17 +487,19 @@ static CUresult halo_hal_cuda_record_event_now(
 
 // The poller: whether each slot of |execution| that is past its value
 // holds exactly the value a later execution on the same stream signals
-// there (|execution|'s successors in the poller's list, which is in issue
-// order). That value was stored by that execution's store, or by halod
-// once it completed (a value is reserved by one submission, and no host
-// signal may go at or below a pending one), so the later execution's work
-// finished, and |execution|'s before it: the stream runs in order. A client
-// that waits for each step before its next submits the next one as soon as
-// it sees its value, so a poller that looks late (descheduled for a step)
-// finds the slot one value on; without this it recorded an event then,
-// after the next step's work, saw that step's slot past in its turn, and
-// stayed a step behind with a driver call per execution (T8's slow rounds:
-// docs/performance.md).
+// there (one in the poller's list after |execution|, issued after it). That
+// execution is still pending, so only its own store can have put the value
+// there (a value is reserved by one submission, no host signal may go at or
+// below a pending one, and halod signals it only after its completion):
+// its work finished, and |execution|'s before it, since the stream runs in
+// order. A client that waits for each step before its next submits the
+// next one as soon as it sees its value, so a poller that looks late
+// (descheduled for a step) finds the slot one value on; without this it
+// recorded an event then, after the next step's work, saw that step's slot
+// past in its turn, and stayed a step behind with a driver call per
+// execution (T8's slow rounds: docs/performance.md). Best effort: where the
+// later execution is not in the list yet (handed over after this round
+// began), the event is recorded as before.
 static bool halo_hal_cuda_execution_passed_on_stream(
     const halo_hal_cuda_execution_t *execution) {
   const halo_hal_execution_t *hal = &execution->execution;
@@ -502,7 +511,10 @@ static bool halo_hal_cuda_execution_passed_on_stream(
     bool passed = false;
     for (const halo_hal_cuda_execution_t *later = execution->next;
          later && !passed; later = later->next) {
-      if (later->queue->stream != stream) continue;
+      if (later->queue->stream != stream ||
+          later->issue_sequence <= execution->issue_sequence) {
+        continue;
+      }
       const halo_hal_execution_t *other = &later->execution;
       for (uint32_t j = 0; j < other->signal_count && !passed; ++j) {
         passed =
@@ -913,6 +925,7 @@ static halo_status_t halo_hal_cuda_queue_shared_acquire(
   pthread_cond_init(&shared->sleeper_cond, NULL);
   halo_u64_map_initialize(&shared->signal_order);
   atomic_init(&shared->lost, false);
+  atomic_init(&shared->issued, 0);
   int error = pthread_create(&shared->thread, NULL,
                              halo_hal_cuda_completion_main, shared);
   if (error == 0) {
@@ -1237,9 +1250,9 @@ static void halo_hal_cuda_execution_note_signals(
 // execution's value: a value is reserved by one submission, so only this
 // execution's store puts it there), which saves the submission thread the
 // record and the poller the queries, both taking the context's lock. A
-// slot seen past the value (a later store or a host signal hid it), or a
-// failed semaphore, gets an event recorded then, after the work
-// (halo_hal_cuda_execution_poll_stores).
+// slot seen past the value, unless a later execution on the stream is seen
+// to have stored it, or a failed semaphore, gets an event recorded then,
+// after the work (halo_hal_cuda_execution_poll_stores).
 static bool halo_hal_cuda_execution_needs_event(
     const halo_hal_cuda_execution_t *execution) {
   const halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1552,6 +1565,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
         queue->stream, node_on ? stores : NULL, store_count, &execution->task,
         &execution->issue, &parked);
     if (!status && parked) return;  // posted again when an instance frees
+    execution->issue_sequence =
+        atomic_fetch_add_explicit(&shared->issued, 1, memory_order_relaxed) + 1;
   }
   if (!status && !execution->issue.stores_in_graph) {
     status = halo_hal_cuda_execution_store_signals(execution,

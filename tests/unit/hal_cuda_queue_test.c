@@ -1764,9 +1764,19 @@ static void test_eventless_passed_on_stream(void **unused) {
     completion_t held, next;
     completion_init(&held);
     completion_init(&next);
+    // Each completes after its own store landed, A before B.
+    atomic_uint order = 0;
+    held.word = next.word = (volatile uint64_t *)&slot->value;
+    held.value = signals[0].value;
+    next.value = signals[1].value;
+    held.order = next.order = &order;
+    held.position = 0;
+    next.position = 1;
     execute(queue, gated, NULL, 0, &signals[0], 1, &held);
     gate_wait_entered(1);
     execute(queue, gated, NULL, 0, &signals[1], 1, &next);
+    // B handed to the poller, which then naps (up to 100 us) on A.
+    submission_wait_idle();
     usleep(20000);
     if (completion_done(&held) || completion_done(&next)) {
       fail_msg("[%s] round %d: an execution completed while A was held",
@@ -1776,6 +1786,8 @@ static void test_eventless_passed_on_stream(void **unused) {
     gate_open();
     assert_int_equal(completion_wait(&held), HALO_STATUS_OK);
     assert_int_equal(completion_wait(&next), HALO_STATUS_OK);
+    assert_true(held.stored_first && next.stored_first);
+    assert_true(held.in_order && next.in_order);
     events += fake_driver_counters().event_records;
   }
   assert_int_equal(atomic_load(&slot->value), value);
