@@ -1667,6 +1667,35 @@ static void test_binding_table_instances(void **unused) {
   }
 }
 
+// A slot on a registered host page, a gated recording and a queue: what
+// the eventless-completion tests drive (the gate open).
+typedef struct gated_slot_t {
+  void *page;
+  halo_timeline_slot_t *slot;
+  uint64_t value_address;
+  halo_hal_command_buffer_t *gated;
+  halo_hal_queue_t *queue;
+} gated_slot_t;
+
+static gated_slot_t gated_slot_open(void) {
+  gated_slot_t fixture;
+  uint64_t page_address = 0;
+  fixture.page = host_page_register(&page_address);
+  fixture.slot = (halo_timeline_slot_t *)fixture.page + 1;
+  fixture.value_address = page_address + sizeof(halo_timeline_slot_t) +
+                          (uint64_t)offsetof(halo_timeline_slot_t, value);
+  fixture.gated = gate_recording(HALO_HAL_RECORDING_REUSABLE);
+  fixture.queue = queue_new();
+  gate_open();
+  return fixture;
+}
+
+static void gated_slot_close(gated_slot_t *fixture) {
+  halo_hal_queue_destroy(fixture->queue);
+  halo_hal_command_buffer_destroy(fixture->gated);
+  host_page_unregister(fixture->page);
+}
+
 // Under THREAD completion a short execution whose signals the GPU stores
 // into slots records no event: the poller completes it when every slot
 // holds exactly its value. A slot seen past the value (here a host write,
@@ -1676,15 +1705,11 @@ static void test_eventless_completion(void **unused) {
   (void)unused;
   bool thread =
       state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD;
-  uint64_t page_address = 0;
-  void *page = host_page_register(&page_address);
-  halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
-  uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
-                           (uint64_t)offsetof(halo_timeline_slot_t, value);
-  halo_hal_command_buffer_t *gated =
-      gate_recording(HALO_HAL_RECORDING_REUSABLE);
-  halo_hal_queue_t *queue = queue_new();
-  gate_open();
+  gated_slot_t fixture = gated_slot_open();
+  halo_timeline_slot_t *slot = fixture.slot;
+  uint64_t value_address = fixture.value_address;
+  halo_hal_command_buffer_t *gated = fixture.gated;
+  halo_hal_queue_t *queue = fixture.queue;
   fake_driver_reset_counters();
   enum { kOpenRounds = 8 };
   uint64_t value = 0;
@@ -1723,9 +1748,7 @@ static void test_eventless_completion(void **unused) {
     execute_short_and_wait(queue, gated, value_address, again, slot);
   }
   assert_int_equal(atomic_load(&slot->value), 3);
-  halo_hal_queue_destroy(queue);
-  halo_hal_command_buffer_destroy(gated);
-  host_page_unregister(page);
+  gated_slot_close(&fixture);
 }
 
 // A poller that looks late finds an eventless execution's slot one value
@@ -1742,15 +1765,11 @@ static void test_eventless_passed_on_stream(void **unused) {
   (void)unused;
   bool thread =
       state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD;
-  uint64_t page_address = 0;
-  void *page = host_page_register(&page_address);
-  halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 1;
-  uint64_t value_address = page_address + sizeof(halo_timeline_slot_t) +
-                           (uint64_t)offsetof(halo_timeline_slot_t, value);
-  halo_hal_command_buffer_t *gated =
-      gate_recording(HALO_HAL_RECORDING_REUSABLE);
-  halo_hal_queue_t *queue = queue_new();
-  gate_open();
+  gated_slot_t fixture = gated_slot_open();
+  halo_timeline_slot_t *slot = fixture.slot;
+  uint64_t value_address = fixture.value_address;
+  halo_hal_command_buffer_t *gated = fixture.gated;
+  halo_hal_queue_t *queue = fixture.queue;
   uint64_t value = 0;
   execute_short_and_wait(queue, gated, value_address, ++value, slot);
   enum { kRounds = 6 };
@@ -1794,9 +1813,7 @@ static void test_eventless_passed_on_stream(void **unused) {
   print_message("[%s] %d events recorded after the gate opened, %d rounds\n",
                 state.mode, events, kRounds);
   if (thread) assert_int_equal(events, 0);
-  halo_hal_queue_destroy(queue);
-  halo_hal_command_buffer_destroy(gated);
-  host_page_unregister(page);
+  gated_slot_close(&fixture);
 }
 
 //===----------------------------------------------------------------------===//
