@@ -1765,35 +1765,32 @@ static void test_eventless_passed_on_stream(void **unused) {
   (void)unused;
   bool thread =
       state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD;
-  gated_slot_t fixture = gated_slot_open();
-  halo_timeline_slot_t *slot = fixture.slot;
-  uint64_t value_address = fixture.value_address;
-  halo_hal_command_buffer_t *gated = fixture.gated;
-  halo_hal_queue_t *queue = fixture.queue;
+  gated_slot_t f = gated_slot_open();
   uint64_t value = 0;
-  execute_short_and_wait(queue, gated, value_address, ++value, slot);
+  execute_short_and_wait(f.queue, f.gated, f.value_address, ++value, f.slot);
   enum { kRounds = 6 };
   int events = 0;
   for (int round = 0; round < kRounds; ++round) {
     gate_close();
-    halo_hal_cuda_command_buffer_record_duration(gated, 1000);
-    halo_hal_execution_signal_t signals[2] = {{value_address, value + 1, slot},
-                                              {value_address, value + 2, slot}};
+    halo_hal_cuda_command_buffer_record_duration(f.gated, 1000);
+    halo_hal_execution_signal_t signals[2] = {
+        {f.value_address, value + 1, f.slot},
+        {f.value_address, value + 2, f.slot}};
     value += 2;
     completion_t held, next;
     completion_init(&held);
     completion_init(&next);
     // Each completes after its own store landed, A before B.
     atomic_uint order = 0;
-    held.word = next.word = (volatile uint64_t *)&slot->value;
+    held.word = next.word = (volatile uint64_t *)&f.slot->value;
     held.value = signals[0].value;
     next.value = signals[1].value;
     held.order = next.order = &order;
     held.position = 0;
     next.position = 1;
-    execute(queue, gated, NULL, 0, &signals[0], 1, &held);
+    execute(f.queue, f.gated, NULL, 0, &signals[0], 1, &held);
     gate_wait_entered(1);
-    execute(queue, gated, NULL, 0, &signals[1], 1, &next);
+    execute(f.queue, f.gated, NULL, 0, &signals[1], 1, &next);
     // B handed to the poller, which then naps (up to 100 us) on A.
     submission_wait_idle();
     usleep(20000);
@@ -1809,11 +1806,11 @@ static void test_eventless_passed_on_stream(void **unused) {
     assert_true(held.in_order && next.in_order);
     events += fake_driver_counters().event_records;
   }
-  assert_int_equal(atomic_load(&slot->value), value);
+  assert_int_equal(atomic_load(&f.slot->value), value);
   print_message("[%s] %d events recorded after the gate opened, %d rounds\n",
                 state.mode, events, kRounds);
   if (thread) assert_int_equal(events, 0);
-  gated_slot_close(&fixture);
+  gated_slot_close(&f);
 }
 
 //===----------------------------------------------------------------------===//
