@@ -139,6 +139,10 @@ void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
 static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
                                      uint64_t value, bool woken) {
   halo_timeline_slot_reserve(semaphore->slot, value, NULL);
+  // A host signal passed |value| while its GPU store was in flight: that
+  // store (a plain write) put the lower value back; the host's stands, and
+  // its waiters wake again (halo_hal_semaphore_t's |host_value|).
+  if (semaphore->host_value > value) value = semaphore->host_value;
   if (value > halo_hal_semaphore_value(semaphore)) {
     halo_timeline_slot_signal(semaphore->slot, value);
   } else if (!woken) {
@@ -166,6 +170,12 @@ void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore,
 void halo_hal_semaphore_signal_woken(halo_hal_semaphore_t *semaphore,
                                      uint64_t value) {
   halo_hal_semaphore_reach(semaphore, value, true);
+}
+
+void halo_hal_semaphore_signal_host(halo_hal_semaphore_t *semaphore,
+                                    uint64_t value) {
+  if (value > semaphore->host_value) semaphore->host_value = value;
+  halo_hal_semaphore_reach(semaphore, value, false);
 }
 
 void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,

@@ -1192,6 +1192,65 @@ static void test_reports_wake_nobody_again(void **state) {
   halo_client_close(client);
 }
 
+// A client's host signal goes above a GPU signal still in flight (values
+// only have to pass every pending one); that GPU store, a plain write into
+// the slot, lands after it. The host's value stands: halod restores it when
+// the execution's completion reaches it (up to the worker's report linger
+// later), so a waiter for it wakes instead of sleeping until its timeout on
+// a value that went back. The execution comes from the client's ring (a
+// first one through halod grants the worker what it uses) and signals a
+// second semaphore after the first, so that the first's store has landed
+// once the second's has.
+static void test_host_signal_outlasts_gpu_store(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *y = new_buffer(client, N * sizeof(float));
+  float two = 2.0f;
+  uint32_t n = N;
+  uint64_t ns = 200000000ull;
+  halo_dispatch_arg_t args[5];
+  halo_dispatch_params_t dispatch =
+      slow_scale_dispatch(executable, args, &two, &n, &ns);
+  halo_command_buffer_t *slow = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &slow));
+  expect_ok(halo_command_buffer_dispatch(slow, &dispatch));
+  expect_ok(halo_command_buffer_end(slow));
+  halo_semaphore_t *signaled = NULL, *done = NULL;
+  expect_ok(halo_semaphore_create(client, 0, 0, &signaled));
+  expect_ok(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
+                                {y, 0, HALO_WHOLE_BUFFER}};
+  expect_ok(execute_and_wait(queue, slow, bindings, 2, signaled, 1));
+  halo_semaphore_value_t signals[2] = {{signaled, 2}, {done, 1}};
+  expect_ok(halo_queue_execute(queue, slow, bindings, 2, NULL, 0, signals, 2));
+  expect_ok(halo_semaphore_signal(signaled, 10));
+  uint64_t value = 0;
+  expect_ok(halo_semaphore_query(signaled, &value));
+  assert_int_equal(value, 10);  // the kernel still runs (200 ms)
+  expect_ok(halo_semaphore_wait(done, 1, TIMEOUT_NS));
+  int64_t start = now_ns();
+  halo_status_t status = halo_semaphore_wait(signaled, 10, 5000000000ll);
+  double ms = (double)(now_ns() - start) / 1e6;
+  print_message("[%s] the host's value stood again after %.1f ms (%s)\n",
+                daemon_state.completion, ms,
+                status ? halo_status_message(status) : "OK");
+  expect_ok(status);
+  expect_ok(halo_semaphore_query(signaled, &value));
+  assert_int_equal(value, 10);
+  halo_semaphore_release(signaled);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(slow);
+  halo_buffer_release(x);
+  halo_buffer_release(y);
+  halo_queue_release(queue);
+  halo_client_close(client);
+}
+
 // A worker that dies with ring executions in flight fails their signals
 // with the loss, also a semaphore whose creator released it and that
 // another client of the domain imported and signals (the sessions' loss
@@ -1298,6 +1357,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_zero_grid_dispatch_is_a_noop),
       cmocka_unit_test(test_gpu_to_gpu_wait),
       cmocka_unit_test(test_reports_wake_nobody_again),
+      cmocka_unit_test(test_host_signal_outlasts_gpu_store),
   };
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),

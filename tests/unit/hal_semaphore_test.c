@@ -167,6 +167,34 @@ static void test_signal_woken(void **state) {
   assert_int_equal(epoch(fixture), before + 2);
 }
 
+// A host signal goes above a GPU signal still in flight; that GPU store (a
+// plain write) lands after it and puts the lower value back. The GPU
+// signal's completion restores the host's value and wakes its waiters again;
+// later values pass it as usual.
+static void test_host_value_stands(void **state) {
+  fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[0];
+  uint64_t previous;
+  assert_null(halo_hal_semaphore_reserve_signal(&fixture->semaphore, 3,
+                                                &previous));  // the GPU's
+  assert_null(halo_hal_semaphore_reserve_signal(&fixture->semaphore, 5,
+                                                &previous));  // the host's
+  halo_hal_semaphore_signal_host(&fixture->semaphore, 5);
+  assert_int_equal(atomic_load(&slot->value), 5);
+  atomic_store(&slot->value, 3);  // the GPU's store lands late
+  uint32_t before = epoch(fixture);
+  halo_hal_semaphore_signal_woken(&fixture->semaphore, 3);
+  assert_int_equal(atomic_load(&slot->value), 5);
+  assert_int_equal(epoch(fixture), before + 1);
+  // A later GPU signal passes it: stored and woken by the device path.
+  assert_null(
+      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 7, &previous));
+  atomic_store(&slot->value, 7);
+  halo_hal_semaphore_signal_woken(&fixture->semaphore, 7);
+  assert_int_equal(atomic_load(&slot->value), 7);
+  assert_int_equal(epoch(fixture), before + 1);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -177,6 +205,7 @@ int main(void) {
       T(test_timepoint_added_by_a_callback_keeps_it),
       T(test_activation_clears),
       T(test_signal_woken),
+      T(test_host_value_stands),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
