@@ -228,7 +228,7 @@ halo_status_t halod_semaphore_signal(halod_semaphore_t *semaphore,
   uint64_t previous;
   HALO_RETURN_IF_ERROR(
       halo_hal_semaphore_reserve_signal(&semaphore->hal, value, &previous));
-  halo_hal_semaphore_signal_host(&semaphore->hal, value);
+  halo_hal_semaphore_signal(&semaphore->hal, value);
   return NULL;
 }
 

@@ -12,6 +12,7 @@ void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
                                    uint64_t initial_value) {
   memset(semaphore, 0, sizeof(*semaphore));
   semaphore->slot = slot;
+  semaphore->reached = initial_value;
   atomic_store_explicit(&slot->pending, initial_value, memory_order_release);
 }
 
@@ -134,17 +135,34 @@ void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
   halo_timeline_slot_unreserve(semaphore->slot, value, previous);
 }
 
+// Raises the slot's value to |value| unless it is there or beyond already
+// (compare-and-swap: a GPU store landing meanwhile is never overwritten by a
+// lower value). Returns whether it raised it.
+static bool halo_hal_semaphore_raise(halo_hal_semaphore_t *semaphore,
+                                     uint64_t value) {
+  uint64_t current = halo_hal_semaphore_value(semaphore);
+  while (current < value) {
+    if (atomic_compare_exchange_weak_explicit(&semaphore->slot->value, &current,
+                                              value, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // halo_hal_semaphore_signal; |woken|: the sleepers of a value the slot
 // holds already were woken by whoever stored it.
 static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
                                      uint64_t value, bool woken) {
   halo_timeline_slot_reserve(semaphore->slot, value, NULL);
-  // A host signal passed |value| while its GPU store was in flight: that
-  // store (a plain write) put the lower value back; the host's stands, and
-  // its waiters wake again (halo_hal_semaphore_t's |host_value|).
-  if (semaphore->host_value > value) value = semaphore->host_value;
-  if (value > halo_hal_semaphore_value(semaphore)) {
-    halo_timeline_slot_signal(semaphore->slot, value);
+  // A signal halod made passed |value| while its GPU store was in flight:
+  // that store (a plain write) put the lower value back; the higher one
+  // stands, and its waiters wake again (halo_hal_semaphore_t's |reached|).
+  if (semaphore->reached > value) value = semaphore->reached;
+  semaphore->reached = value;
+  if (halo_hal_semaphore_raise(semaphore, value)) {
+    halo_timeline_slot_notify(semaphore->slot);
   } else if (!woken) {
     // The device stored the value already (a GPU signal): accepted, and
     // sleepers still need the epoch bump and the wake.
@@ -172,17 +190,14 @@ void halo_hal_semaphore_signal_woken(halo_hal_semaphore_t *semaphore,
   halo_hal_semaphore_reach(semaphore, value, true);
 }
 
-void halo_hal_semaphore_signal_host(halo_hal_semaphore_t *semaphore,
-                                    uint64_t value) {
-  if (value > semaphore->host_value) semaphore->host_value = value;
-  halo_hal_semaphore_reach(semaphore, value, false);
-}
-
 void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
                              halo_status_t status) {
   halo_status_code_t code = halo_status_code(status);
   if (code == HALO_STATUS_OK) code = HALO_STATUS_UNKNOWN;
   if (halo_hal_semaphore_failure(semaphore) == 0) {
+    // A value reached wins over a later failure: first put back one that a
+    // late GPU store hid (|reached|; the failure wakes every waiter).
+    halo_hal_semaphore_raise(semaphore, semaphore->reached);
     free(semaphore->failure_message);
     semaphore->failure_message = strdup(halo_status_message(status));
     halo_timeline_slot_fail(semaphore->slot, code);

@@ -63,11 +63,13 @@ typedef struct halo_hal_semaphore_t {
   halo_hal_timepoint_t *timepoints;    // sorted by value
   halo_hal_semaphore_fence_t *fences;  // sorted by value, above the value
   uint64_t fence_rounds;               // add_fence calls so far
-  // The highest value signaled from the host (halo_hal_semaphore_signal_host).
-  // A host signal goes above every pending one, so a GPU store of a lower
-  // value still in flight (a plain write into the slot) lands after it and
-  // puts the lower value back; each later signal restores this one.
-  uint64_t host_value;
+  // The highest value reached, by any signal halod made (a client's host
+  // signal, an alloca's, a completion's). Those go above every pending
+  // signal, so a GPU store of a lower value still in flight (a plain write
+  // into the slot) can land after one and put the lower value back; each
+  // later signal, the completion of that GPU store's execution included,
+  // and a failure restore this one.
+  uint64_t reached;
 } halo_hal_semaphore_t;
 
 void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
@@ -112,12 +114,6 @@ void halo_hal_semaphore_signal(halo_hal_semaphore_t *semaphore, uint64_t value);
 // signaled as halo_hal_semaphore_signal does.
 void halo_hal_semaphore_signal_woken(halo_hal_semaphore_t *semaphore,
                                      uint64_t value);
-// halo_hal_semaphore_signal for a client's signal from the host (checked
-// and reserved by the caller): the value also stands against GPU stores of
-// lower values still in flight, which the completion of each restores
-// (|host_value|), so that no waiter for it sleeps on a value that went back.
-void halo_hal_semaphore_signal_host(halo_hal_semaphore_t *semaphore,
-                                    uint64_t value);
 
 // Sets the sticky failure (first one wins; later ones are ignored), wakes
 // waiters and fails every timepoint not yet reached. Takes |status|.

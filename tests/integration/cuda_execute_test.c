@@ -1192,15 +1192,16 @@ static void test_reports_wake_nobody_again(void **state) {
   halo_client_close(client);
 }
 
-// A client's host signal goes above a GPU signal still in flight (values
-// only have to pass every pending one); that GPU store, a plain write into
-// the slot, lands after it. The host's value stands: halod restores it when
+// A signal halod makes from the host goes above every pending value, so a
+// GPU signal still in flight may be lower; its store, a plain write into
+// the slot, lands after it. The higher value stands: halod restores it when
 // the execution's completion reaches it (up to the worker's report linger
 // later), so a waiter for it wakes instead of sleeping until its timeout on
-// a value that went back. The execution comes from the client's ring (a
-// first one through halod grants the worker what it uses) and signals a
-// second semaphore after the first, so that the first's store has landed
-// once the second's has.
+// a value that went back. Twice: a client's host signal, then an alloca's.
+// The executions come from the client's ring (a first one through halod
+// grants the worker both semaphores) and signal the second semaphore after
+// the first, so that the first's store has landed once the second's has;
+// their kernel runs 1 s, so the host's signal comes first.
 static void test_host_signal_outlasts_gpu_store(void **state) {
   (void)state;
   halo_client_t *client = connect_client();
@@ -1211,7 +1212,7 @@ static void test_host_signal_outlasts_gpu_store(void **state) {
   halo_buffer_t *y = new_buffer(client, N * sizeof(float));
   float two = 2.0f;
   uint32_t n = N;
-  uint64_t ns = 200000000ull;
+  uint64_t ns = 1000000000ull;
   halo_dispatch_arg_t args[5];
   halo_dispatch_params_t dispatch =
       slow_scale_dispatch(executable, args, &two, &n, &ns);
@@ -1225,23 +1226,42 @@ static void test_host_signal_outlasts_gpu_store(void **state) {
   expect_ok(halo_semaphore_create(client, 0, 0, &done));
   halo_binding_t bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
                                 {y, 0, HALO_WHOLE_BUFFER}};
-  expect_ok(execute_and_wait(queue, slow, bindings, 2, signaled, 1));
-  halo_semaphore_value_t signals[2] = {{signaled, 2}, {done, 1}};
-  expect_ok(halo_queue_execute(queue, slow, bindings, 2, NULL, 0, signals, 2));
-  expect_ok(halo_semaphore_signal(signaled, 10));
-  uint64_t value = 0;
-  expect_ok(halo_semaphore_query(signaled, &value));
-  assert_int_equal(value, 10);  // the kernel still runs (200 ms)
-  expect_ok(halo_semaphore_wait(done, 1, TIMEOUT_NS));
-  int64_t start = now_ns();
-  halo_status_t status = halo_semaphore_wait(signaled, 10, 5000000000ll);
-  double ms = (double)(now_ns() - start) / 1e6;
-  print_message("[%s] the host's value stood again after %.1f ms (%s)\n",
-                daemon_state.completion, ms,
-                status ? halo_status_message(status) : "OK");
-  expect_ok(status);
-  expect_ok(halo_semaphore_query(signaled, &value));
-  assert_int_equal(value, 10);
+  // Per round: the value the GPU stores, the one halod stores meanwhile.
+  const uint64_t gpu[3] = {1, 2, 11}, host[3] = {0, 10, 20};
+  for (int round = 0; round < 3; ++round) {
+    halo_semaphore_value_t signals[2] = {{signaled, gpu[round]},
+                                         {done, (uint64_t)round + 1}};
+    expect_ok(
+        halo_queue_execute(queue, slow, bindings, 2, NULL, 0, signals, 2));
+    if (round == 0) {  // through halod: the grants
+      expect_ok(halo_semaphore_wait(done, 1, TIMEOUT_NS));
+      continue;
+    }
+    halo_buffer_t *scratch = NULL;
+    if (round == 1) {
+      expect_ok(halo_semaphore_signal(signaled, host[round]));
+    } else {
+      halo_semaphore_value_t alloca_signal = {signaled, host[round]};
+      expect_ok(halo_queue_alloca(queue, NULL, 0, &alloca_signal, 1,
+                                  HALO_MEMORY_DEVICE, 256, &scratch));
+    }
+    uint64_t value = 0;
+    expect_ok(halo_semaphore_query(signaled, &value));
+    assert_int_equal(value, host[round]);  // the kernel still runs
+    expect_ok(halo_semaphore_wait(done, (uint64_t)round + 1, TIMEOUT_NS));
+    int64_t start = now_ns();
+    halo_status_t status =
+        halo_semaphore_wait(signaled, host[round], 5000000000ll);
+    double ms = (double)(now_ns() - start) / 1e6;
+    print_message("[%s] %s: the value stood again after %.1f ms (%s)\n",
+                  daemon_state.completion,
+                  round == 1 ? "a host signal" : "an alloca's signal", ms,
+                  status ? halo_status_message(status) : "OK");
+    expect_ok(status);
+    expect_ok(halo_semaphore_query(signaled, &value));
+    assert_int_equal(value, host[round]);
+    if (scratch) halo_buffer_release(scratch);
+  }
   halo_semaphore_release(signaled);
   halo_semaphore_release(done);
   halo_command_buffer_release(slow);

@@ -167,11 +167,11 @@ static void test_signal_woken(void **state) {
   assert_int_equal(epoch(fixture), before + 2);
 }
 
-// A host signal goes above a GPU signal still in flight; that GPU store (a
-// plain write) lands after it and puts the lower value back. The GPU
-// signal's completion restores the host's value and wakes its waiters again;
-// later values pass it as usual.
-static void test_host_value_stands(void **state) {
+// A signal halod makes (a client's host signal, an alloca's) goes above a
+// GPU signal still in flight; that GPU store (a plain write) lands after it
+// and puts the lower value back. The GPU signal's completion restores the
+// higher value and wakes its waiters again; later values pass it as usual.
+static void test_reached_value_stands(void **state) {
   fixture_t *fixture = *state;
   halo_timeline_slot_t *slot = &fixture->page->slots[0];
   uint64_t previous;
@@ -179,7 +179,7 @@ static void test_host_value_stands(void **state) {
                                                 &previous));  // the GPU's
   assert_null(halo_hal_semaphore_reserve_signal(&fixture->semaphore, 5,
                                                 &previous));  // the host's
-  halo_hal_semaphore_signal_host(&fixture->semaphore, 5);
+  halo_hal_semaphore_signal(&fixture->semaphore, 5);
   assert_int_equal(atomic_load(&slot->value), 5);
   atomic_store(&slot->value, 3);  // the GPU's store lands late
   uint32_t before = epoch(fixture);
@@ -195,6 +195,31 @@ static void test_host_value_stands(void **state) {
   assert_int_equal(epoch(fixture), before + 1);
 }
 
+// A value reached wins over a later failure, also one a late GPU store hid
+// before the failure came: a read for it is OK, not FAILED.
+static void test_reached_value_outlives_failure(void **state) {
+  fixture_t *fixture = *state;
+  halo_timeline_slot_t *slot = &fixture->page->slots[0];
+  uint64_t previous;
+  assert_null(
+      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 3, &previous));
+  assert_null(
+      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 5, &previous));
+  halo_hal_semaphore_signal(&fixture->semaphore, 5);
+  atomic_store(&slot->value, 3);  // the GPU's store lands late
+  halo_hal_semaphore_fail(&fixture->semaphore,
+                          halo_status_make(HALO_STATUS_DEVICE_LOST, "lost"));
+  uint64_t value = 0;
+  int32_t failure = 0;
+  assert_int_equal(halo_timeline_slot_read(slot, atomic_load(&slot->generation),
+                                           5, &value, &failure),
+                   HALO_TIMELINE_WAIT_OK);
+  assert_int_equal(value, 5);
+  assert_int_equal(halo_timeline_slot_read(slot, atomic_load(&slot->generation),
+                                           6, &value, &failure),
+                   HALO_TIMELINE_WAIT_FAILED);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -205,7 +230,8 @@ int main(void) {
       T(test_timepoint_added_by_a_callback_keeps_it),
       T(test_activation_clears),
       T(test_signal_woken),
-      T(test_host_value_stands),
+      T(test_reached_value_stands),
+      T(test_reached_value_outlives_failure),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
