@@ -59,18 +59,26 @@ uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
   return generation;
 }
 
-bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value,
-                                uint64_t *out_previous) {
-  uint64_t pending = atomic_load_explicit(&slot->pending, memory_order_acquire);
-  while (pending < value) {
-    if (atomic_compare_exchange_weak_explicit(&slot->pending, &pending, value,
+// Raises |*word| to |value| if it is below (compare-and-swap: never below
+// what another writer stored meanwhile); returns whether it did, and in
+// |out_previous| (optional) the value it replaced.
+static bool halo__raise(_Atomic uint64_t *word, uint64_t value,
+                        uint64_t *out_previous) {
+  uint64_t current = atomic_load_explicit(word, memory_order_acquire);
+  while (current < value) {
+    if (atomic_compare_exchange_weak_explicit(word, &current, value,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
-      if (out_previous) *out_previous = pending;
+      if (out_previous) *out_previous = current;
       return true;
     }
   }
   return false;
+}
+
+bool halo_timeline_slot_reserve(halo_timeline_slot_t *slot, uint64_t value,
+                                uint64_t *out_previous) {
+  return halo__raise(&slot->pending, value, out_previous);
 }
 
 void halo_timeline_slot_unreserve(halo_timeline_slot_t *slot, uint64_t value,
@@ -99,9 +107,10 @@ bool halo_timeline_slot_host_waits(halo_timeline_slot_t *slot) {
   return atomic_load_explicit(&slot->host_waits, memory_order_seq_cst) != 0;
 }
 
-void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value) {
-  atomic_store_explicit(&slot->value, value, memory_order_release);
+bool halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value) {
+  if (!halo__raise(&slot->value, value, NULL)) return false;
   halo_timeline_slot_notify(slot);
+  return true;
 }
 
 bool halo_timeline_slot_fail(halo_timeline_slot_t *slot,

@@ -112,8 +112,11 @@ void halo_timeline_page_initialize(halo_timeline_page_t *page,
 uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
                                      uint64_t initial_value);
 
-// Stores |value| and wakes every waiter. The caller checked monotonicity.
-void halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
+// Raises the value to |value| (compare-and-swap: never below a value stored
+// meanwhile, as a GPU store is, with a plain write) and then wakes every
+// waiter; returns whether it raised it (false: the value was there or
+// beyond already, and nobody was woken).
+bool halo_timeline_slot_signal(halo_timeline_slot_t *slot, uint64_t value);
 
 // Raises |pending| to |value| if it is below (compare-and-swap); returns
 // whether it did, and in |out_previous| (optional) the value it replaced,

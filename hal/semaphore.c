@@ -135,22 +135,6 @@ void halo_hal_semaphore_unreserve(halo_hal_semaphore_t *semaphore,
   halo_timeline_slot_unreserve(semaphore->slot, value, previous);
 }
 
-// Raises the slot's value to |value| unless it is there or beyond already
-// (compare-and-swap: a GPU store landing meanwhile is never overwritten by a
-// lower value). Returns whether it raised it.
-static bool halo_hal_semaphore_raise(halo_hal_semaphore_t *semaphore,
-                                     uint64_t value) {
-  uint64_t current = halo_hal_semaphore_value(semaphore);
-  while (current < value) {
-    if (atomic_compare_exchange_weak_explicit(&semaphore->slot->value, &current,
-                                              value, memory_order_acq_rel,
-                                              memory_order_acquire)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // halo_hal_semaphore_signal; |woken|: the sleepers of a value the slot
 // holds already were woken by whoever stored it.
 static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
@@ -161,9 +145,7 @@ static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
   // stands, and its waiters wake again (halo_hal_semaphore_t's |reached|).
   if (semaphore->reached > value) value = semaphore->reached;
   semaphore->reached = value;
-  if (halo_hal_semaphore_raise(semaphore, value)) {
-    halo_timeline_slot_notify(semaphore->slot);
-  } else if (!woken) {
+  if (!halo_timeline_slot_signal(semaphore->slot, value) && !woken) {
     // The device stored the value already (a GPU signal): accepted, and
     // sleepers still need the epoch bump and the wake.
     halo_timeline_slot_notify(semaphore->slot);
@@ -196,8 +178,8 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
   if (code == HALO_STATUS_OK) code = HALO_STATUS_UNKNOWN;
   if (halo_hal_semaphore_failure(semaphore) == 0) {
     // A value reached wins over a later failure: first put back one that a
-    // late GPU store hid (|reached|; the failure wakes every waiter).
-    halo_hal_semaphore_raise(semaphore, semaphore->reached);
+    // late GPU store hid (|reached|).
+    halo_timeline_slot_signal(semaphore->slot, semaphore->reached);
     free(semaphore->failure_message);
     semaphore->failure_message = strdup(halo_status_message(status));
     halo_timeline_slot_fail(semaphore->slot, code);
