@@ -324,6 +324,24 @@ static halo_dispatch_params_t slow_scale_dispatch(halo_executable_t *executable,
                                   .arg_count = 5};
 }
 
+// A REUSABLE recording of one slow_scale dispatch (a = 2, |ns| of the
+// GPU's timer) of slots 0 (x) and 1 (y).
+static halo_command_buffer_t *record_slow_scale(halo_client_t *client,
+                                                halo_executable_t *executable,
+                                                uint64_t ns) {
+  float two = 2.0f;
+  uint32_t n = N;
+  halo_dispatch_arg_t args[5];
+  halo_dispatch_params_t dispatch =
+      slow_scale_dispatch(executable, args, &two, &n, &ns);
+  halo_command_buffer_t *command_buffer = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &command_buffer));
+  expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+  expect_ok(halo_command_buffer_end(command_buffer));
+  return command_buffer;
+}
+
 //===----------------------------------------------------------------------===//
 // Two clients, one recording, their own tables
 //===----------------------------------------------------------------------===//
@@ -1210,17 +1228,8 @@ static void test_host_signal_outlasts_gpu_store(void **state) {
   expect_ok(halo_queue_create(client, 0, 0, &queue));
   halo_buffer_t *x = new_buffer(client, N * sizeof(float));
   halo_buffer_t *y = new_buffer(client, N * sizeof(float));
-  float two = 2.0f;
-  uint32_t n = N;
-  uint64_t ns = 1000000000ull;
-  halo_dispatch_arg_t args[5];
-  halo_dispatch_params_t dispatch =
-      slow_scale_dispatch(executable, args, &two, &n, &ns);
-  halo_command_buffer_t *slow = NULL;
-  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
-                                      2, &slow));
-  expect_ok(halo_command_buffer_dispatch(slow, &dispatch));
-  expect_ok(halo_command_buffer_end(slow));
+  halo_command_buffer_t *slow =
+      record_slow_scale(client, executable, 1000000000ull);
   halo_semaphore_t *signaled = NULL, *done = NULL;
   expect_ok(halo_semaphore_create(client, 0, 0, &signaled));
   expect_ok(halo_semaphore_create(client, 0, 0, &done));
@@ -1262,12 +1271,6 @@ static void test_host_signal_outlasts_gpu_store(void **state) {
     assert_int_equal(value, host[round]);
     if (scratch) halo_buffer_release(scratch);
   }
-  halo_semaphore_release(signaled);
-  halo_semaphore_release(done);
-  halo_command_buffer_release(slow);
-  halo_buffer_release(x);
-  halo_buffer_release(y);
-  halo_queue_release(queue);
   halo_client_close(client);
 }
 
@@ -1308,22 +1311,14 @@ static void test_ring_loss_fails_released_semaphore(void **state) {
                                   .block = {1, 1, 1},
                                   .args = fault_args,
                                   .arg_count = 1};
-  halo_command_buffer_t *faulting = NULL, *slow = NULL;
+  halo_command_buffer_t *faulting = NULL;
   expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
                                       1, &faulting));
   expect_ok(halo_command_buffer_dispatch_indirect(faulting, &fault,
                                                   halo_binding_ref(0, 0, 12)));
   expect_ok(halo_command_buffer_end(faulting));
-  float two = 2.0f;
-  uint32_t n = N;
-  uint64_t ns = 300000000ull;
-  halo_dispatch_arg_t slow_args[5];
-  halo_dispatch_params_t slow_dispatch =
-      slow_scale_dispatch(executable, slow_args, &two, &n, &ns);
-  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
-                                      2, &slow));
-  expect_ok(halo_command_buffer_dispatch(slow, &slow_dispatch));
-  expect_ok(halo_command_buffer_end(slow));
+  halo_command_buffer_t *slow =
+      record_slow_scale(client, executable, 300000000ull);
   halo_binding_t grid_binding[1] = {{grid, 0, HALO_WHOLE_BUFFER}};
   halo_binding_t slow_bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
                                      {y, 0, HALO_WHOLE_BUFFER}};
