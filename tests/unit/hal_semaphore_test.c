@@ -167,26 +167,35 @@ static void test_signal_woken(void **state) {
   assert_int_equal(epoch(fixture), before + 2);
 }
 
+// A GPU signal of 3 in flight while halod signals 5 (a client's host
+// signal, an alloca's); the GPU's store, a plain write, lands late and puts
+// 3 back into the slot.
+static halo_timeline_slot_t *hide_reached_value(fixture_t *fixture) {
+  halo_timeline_slot_t *slot = &fixture->page->slots[0];
+  uint64_t previous;
+  assert_null(
+      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 3, &previous));
+  assert_null(
+      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 5, &previous));
+  halo_hal_semaphore_signal(&fixture->semaphore, 5);
+  assert_int_equal(atomic_load(&slot->value), 5);
+  atomic_store(&slot->value, 3);
+  return slot;
+}
+
 // A signal halod makes (a client's host signal, an alloca's) goes above a
 // GPU signal still in flight; that GPU store (a plain write) lands after it
 // and puts the lower value back. The GPU signal's completion restores the
 // higher value and wakes its waiters again; later values pass it as usual.
 static void test_reached_value_stands(void **state) {
   fixture_t *fixture = *state;
-  halo_timeline_slot_t *slot = &fixture->page->slots[0];
-  uint64_t previous;
-  assert_null(halo_hal_semaphore_reserve_signal(&fixture->semaphore, 3,
-                                                &previous));  // the GPU's
-  assert_null(halo_hal_semaphore_reserve_signal(&fixture->semaphore, 5,
-                                                &previous));  // the host's
-  halo_hal_semaphore_signal(&fixture->semaphore, 5);
-  assert_int_equal(atomic_load(&slot->value), 5);
-  atomic_store(&slot->value, 3);  // the GPU's store lands late
+  halo_timeline_slot_t *slot = hide_reached_value(fixture);
   uint32_t before = epoch(fixture);
   halo_hal_semaphore_signal_woken(&fixture->semaphore, 3);
   assert_int_equal(atomic_load(&slot->value), 5);
   assert_int_equal(epoch(fixture), before + 1);
   // A later GPU signal passes it: stored and woken by the device path.
+  uint64_t previous;
   assert_null(
       halo_hal_semaphore_reserve_signal(&fixture->semaphore, 7, &previous));
   atomic_store(&slot->value, 7);
@@ -199,14 +208,7 @@ static void test_reached_value_stands(void **state) {
 // before the failure came: a read for it is OK, not FAILED.
 static void test_reached_value_outlives_failure(void **state) {
   fixture_t *fixture = *state;
-  halo_timeline_slot_t *slot = &fixture->page->slots[0];
-  uint64_t previous;
-  assert_null(
-      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 3, &previous));
-  assert_null(
-      halo_hal_semaphore_reserve_signal(&fixture->semaphore, 5, &previous));
-  halo_hal_semaphore_signal(&fixture->semaphore, 5);
-  atomic_store(&slot->value, 3);  // the GPU's store lands late
+  halo_timeline_slot_t *slot = hide_reached_value(fixture);
   halo_hal_semaphore_fail(&fixture->semaphore,
                           halo_status_make(HALO_STATUS_DEVICE_LOST, "lost"));
   uint64_t value = 0;

@@ -365,7 +365,13 @@ static void test_signal_advances_value_and_epoch(void **state) {
   halo_timeline_slot_t *slot = &fixture->page->slots[0];
   uint32_t generation = halo_timeline_slot_activate(slot, 0);
   uint32_t epoch = atomic_load(&slot->epoch);
-  halo_timeline_slot_signal(slot, 10);
+  assert_true(halo_timeline_slot_signal(slot, 10));
+  assert_int_equal(atomic_load(&slot->value), 10);
+  assert_int_equal(atomic_load(&slot->epoch), epoch + 1);
+  // Never below a value there already (a GPU store that landed first):
+  // nothing changes, nobody wakes.
+  assert_false(halo_timeline_slot_signal(slot, 7));
+  assert_false(halo_timeline_slot_signal(slot, 10));
   assert_int_equal(atomic_load(&slot->value), 10);
   assert_int_equal(atomic_load(&slot->epoch), epoch + 1);
   halo_timeline_slot_signal(slot, HALO_TIMELINE_MAX_VALUE);
