@@ -424,7 +424,7 @@ static halo_remote_ring_complete_t take_complete(
 static void signal_slot(uint64_t semaphore_grant, uint64_t value) {
   halo_timeline_slot_t *slot = &t.page->slots[semaphore_grant == G_SEM ? 0 : 1];
   assert_true(atomic_load(&slot->pending) >= value);
-  if (atomic_load(&slot->value) < value) halo_timeline_slot_signal(slot, value);
+  halo_timeline_slot_signal(slot, value);  // raises only
 }
 
 // Takes the RING_COMPLETE of an execution that signaled |semaphore_grant|
