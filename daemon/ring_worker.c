@@ -563,31 +563,29 @@ static void halod_ring_describe_flight(
       grant ? ((halod_command_buffer_t *)grant->object)->id : 0;
   bool overdue =
       halo_hal_remote_device_flight_overdue(text->device, entry->issued_ns);
+  char what[128];
+  snprintf(what, sizeof(what),
+           "ring execution %llu of command buffer %llu (session %llu, pid %u)",
+           (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
+           (unsigned long long)command_buffer, (unsigned long long)session_id,
+           session ? session->pid : 0);
   for (uint32_t i = 0;
        i < entry->signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
     halod_ring_grant_t *signal = halod_ring_grant_of(
         workers, text->device, entry->signal_grants[i], HALOD_OBJECT_SEMAPHORE);
     if (!signal) continue;
     if (overdue) {
-      halod_semaphore_fail(
-          signal->object, HALO_STATUS_DEADLINE_EXCEEDED,
-          "ring execution %llu of command buffer %llu (session %llu, pid %u) "
-          "ran past the submission deadline of %u ms "
-          "(submission-deadline-ms) on %s; the worker was replaced and the "
-          "domain's sessions are lost",
-          (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
-          (unsigned long long)command_buffer, (unsigned long long)session_id,
-          session ? session->pid : 0, daemon->config.submission_deadline_ms,
-          text->reason);
+      halod_semaphore_fail(signal->object, HALO_STATUS_DEADLINE_EXCEEDED,
+                           "%s ran past the submission deadline of %u ms "
+                           "(submission-deadline-ms) on %s; the worker was "
+                           "replaced and the domain's sessions are lost",
+                           what, daemon->config.submission_deadline_ms,
+                           text->reason);
     } else if (!daemon->stopping) {
-      halod_semaphore_fail(
-          signal->object, HALO_STATUS_DEVICE_LOST,
-          "ring execution %llu of command buffer %llu (session %llu, pid %u) "
-          "was in flight on %s; the domain's sessions are lost (reconnect "
-          "and rebuild)",
-          (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
-          (unsigned long long)command_buffer, (unsigned long long)session_id,
-          session ? session->pid : 0, text->reason);
+      halod_semaphore_fail(signal->object, HALO_STATUS_DEVICE_LOST,
+                           "%s was in flight on %s; the domain's sessions are "
+                           "lost (reconnect and rebuild)",
+                           what, text->reason);
     }
   }
   if (text->count++ < 32 && text->used < text->size) {
