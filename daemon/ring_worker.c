@@ -541,12 +541,11 @@ typedef struct halod_ring_flight_text_t {
   uint32_t count;
 } halod_ring_flight_text_t;
 
-// One ring execution in flight on a lost worker: named in |text|, and its
-// signals (the first HALO_REMOTE_FLIGHT_SIGNALS) fail now: with
-// DEADLINE_EXCEEDED past the deadline, else (halod not stopping) with
-// DEVICE_LOST and the worker's end. The session's loss fails the semaphores its
-// session created too, but not one whose creator released it that another
-// session of the domain signals (the first failure wins).
+// One ring execution in flight on a lost worker: named in |text|, and all
+// its signals (the worker takes no execution with more than the entry
+// holds) fail now: with DEADLINE_EXCEEDED past the deadline, else (halod
+// not stopping) with DEVICE_LOST and the worker's end. The session's loss
+// fails the semaphores its session created too (the first failure wins).
 static void halod_ring_describe_flight(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {

@@ -225,6 +225,9 @@ typedef struct halo_remote_complete_t {
 
 // ---------------------------------------------------------------- rings
 
+// The signals a flight entry names.
+#define HALO_REMOTE_FLIGHT_SIGNALS 4u
+
 // Shared by the supervisor (creates it, reads it after a loss) and the
 // worker (writes it): the ring executions in flight in the worker, so that
 // a worker that dies still names them. An entry is free while |id| is 0;
@@ -235,15 +238,13 @@ typedef struct halo_remote_flight_entry_t {
   uint64_t session;     // the supervisor's session id
   uint64_t command_buffer_grant;
   int64_t issued_ns;  // CLOCK_MONOTONIC
-  // Its signals' SEMAPHORE grants (the first HALO_REMOTE_FLIGHT_SIGNALS of
-  // |signal_count|): a lost worker's execution past the deadline fails
-  // them with DEADLINE_EXCEEDED.
+  // Its signals' SEMAPHORE grants (|signal_count| of them: the worker
+  // leaves an execution with more than HALO_REMOTE_FLIGHT_SIGNALS to
+  // halod): a lost worker's execution fails them all.
   uint32_t signal_count;
   uint32_t reserved;
-  uint64_t signal_grants[4];
+  uint64_t signal_grants[HALO_REMOTE_FLIGHT_SIGNALS];
 } halo_remote_flight_entry_t;
-
-#define HALO_REMOTE_FLIGHT_SIGNALS 4u
 
 typedef struct halo_remote_flight_t {
   uint32_t capacity;  // entries

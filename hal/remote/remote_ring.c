@@ -459,6 +459,12 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
       HALO_REMOTE_RING_MAX_VALUES) {
     return "too many waits and signals";
   }
+  // A lost worker's flight entry names this many signals for halod to
+  // fail; halod runs an execution with more itself, so that all of them
+  // fail with it.
+  if (execute.signal_count > HALO_REMOTE_FLIGHT_SIGNALS) {
+    return "more signals than a flight entry holds";
+  }
   const halo_ring_binding_t *bindings =
       (const halo_ring_binding_t *)(record + sizeof(halo_ring_record_header_t) +
                                     sizeof(halo_ring_execute_t));
@@ -655,8 +661,7 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   entry->command_buffer_grant = command_buffer->grant.grant;
   entry->issued_ns = running->issued_ns;
   entry->signal_count = execute.signal_count;
-  for (uint32_t i = 0;
-       i < execute.signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
+  for (uint32_t i = 0; i < execute.signal_count; ++i) {
     entry->signal_grants[i] = running->signal_grants[i]->grant.grant;
   }
   atomic_store_explicit(&entry->id, running->id, memory_order_release);

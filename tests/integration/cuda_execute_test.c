@@ -1280,11 +1280,13 @@ static void test_host_signal_outlasts_gpu_store(void **state) {
 // fails only the semaphores each session created): its waiter wakes with
 // DEVICE_LOST, it does not wait out its timeout. Both executions come from
 // the client's ring (REUSABLE recordings, granted to the worker by a
-// first execution each): a 300 ms kernel that signals the imported
-// semaphore, then, on another queue, an indirect dispatch of the fault
-// kernel (harmless while its grid is empty).
-static void test_ring_loss_fails_released_semaphore(void **state) {
-  (void)state;
+// first execution each): a 300 ms kernel that signals |own| semaphores of
+// the client's and then the imported one, and, on another queue, an
+// indirect dispatch of the fault kernel (harmless while its grid is
+// empty). With 4 own semaphores the imported one is the fifth signal, one
+// more than a worker's record of an execution in flight holds: halod runs
+// that execution itself, and its loss fails every signal all the same.
+static void ring_loss_fails_released_semaphore(uint32_t own) {
   halo_client_t *creator = connect_client();
   halo_client_t *client = connect_client();
   halo_semaphore_t *created = NULL;
@@ -1292,8 +1294,14 @@ static void test_ring_loss_fails_released_semaphore(void **state) {
       halo_semaphore_create(creator, 0, HALO_OBJECT_FLAG_EXPORTABLE, &created));
   halo_token_t token;
   expect_ok(halo_semaphore_export(created, &token));
+  halo_semaphore_value_t signals[5] = {{0}};
+  assert_true(own < 5);
+  for (uint32_t i = 0; i < own; ++i) {
+    expect_ok(halo_semaphore_create(client, 0, 0, &signals[i].semaphore));
+  }
   halo_semaphore_t *imported = NULL;
   expect_ok(halo_semaphore_import(client, &token, &imported));
+  signals[own].semaphore = imported;
   halo_semaphore_release(created);  // no session created it any more
   halo_semaphore_t *faulted = NULL;
   expect_ok(halo_semaphore_create(client, 0, 0, &faulted));
@@ -1328,30 +1336,44 @@ static void test_ring_loss_fails_released_semaphore(void **state) {
   // used; the next ones go from the ring to the worker.
   expect_ok(
       execute_and_wait(fault_queue, faulting, grid_binding, 1, faulted, 1));
-  expect_ok(execute_and_wait(slow_queue, slow, slow_bindings, 2, imported, 1));
+  for (uint32_t i = 0; i <= own; ++i) signals[i].value = 1;
+  expect_ok(halo_queue_execute(slow_queue, slow, slow_bindings, 2, NULL, 0,
+                               signals, own + 1));
+  expect_ok(halo_semaphore_wait(imported, 1, TIMEOUT_NS));
   counts[0] = counts[1] = counts[2] = 1;
   expect_ok(halo_buffer_write(grid, 0, counts, sizeof(counts)));
-  halo_semaphore_value_t slow_signal = {imported, 2};
+  for (uint32_t i = 0; i <= own; ++i) signals[i].value = 2;
   int64_t start = now_ns();
   expect_ok(halo_queue_execute(slow_queue, slow, slow_bindings, 2, NULL, 0,
-                               &slow_signal, 1));
+                               signals, own + 1));
   // The fault may end the session before its own submission's verdict.
   halo_semaphore_value_t fault_signal = {faulted, 2};
   halo_status_free(halo_queue_execute(fault_queue, faulting, grid_binding, 1,
                                       NULL, 0, &fault_signal, 1));
-  halo_status_t own = halo_semaphore_wait(imported, 2, TIMEOUT_NS);
+  halo_status_t lost = halo_semaphore_wait(imported, 2, TIMEOUT_NS);
   double ms = (double)(now_ns() - start) / 1e6;
   print_message(
-      "[%s] the released semaphore's waiter woke after %.1f ms "
-      "with %s (%s)\n",
-      daemon_state.completion, ms, halo_status_code_name(halo_status_code(own)),
-      own ? halo_status_message(own) : "");
-  assert_int_equal(halo_status_code(own), HALO_STATUS_DEVICE_LOST);
-  assert_non_null(strstr(halo_status_message(own), "in flight"));
-  assert_non_null(strstr(halo_status_message(own), "worker"));
-  halo_status_free(own);
+      "[%s] the released semaphore's waiter (signal %u of %u) woke after "
+      "%.1f ms with %s (%s)\n",
+      daemon_state.completion, own + 1, own + 1, ms,
+      halo_status_code_name(halo_status_code(lost)),
+      lost ? halo_status_message(lost) : "");
+  assert_int_equal(halo_status_code(lost), HALO_STATUS_DEVICE_LOST);
+  assert_non_null(strstr(halo_status_message(lost), "in flight"));
+  assert_non_null(strstr(halo_status_message(lost), "worker"));
+  halo_status_free(lost);
   halo_client_close(creator);
   halo_client_close(client);
+}
+
+static void test_ring_loss_fails_released_semaphore(void **state) {
+  (void)state;
+  ring_loss_fails_released_semaphore(0);
+}
+
+static void test_ring_loss_fails_fifth_signal(void **state) {
+  (void)state;
+  ring_loss_fails_released_semaphore(4);
 }
 
 int main(int argc, char **argv) {
@@ -1377,6 +1399,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),
       cmocka_unit_test(test_ring_loss_fails_released_semaphore),
+      cmocka_unit_test(test_ring_loss_fails_fifth_signal),
   };
   int failed = 0;
   failed += _cmocka_run_group_tests("cuda_execute (completion thread)", work,
