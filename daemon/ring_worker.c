@@ -464,8 +464,8 @@ static void halod_ring_on_refused(halod_ring_workers_t *workers,
   if (session) halod_ring_take_back(session, worker);
 }
 
-static void halod_ring_workers_on_async(uv_async_t *async) {
-  halod_ring_workers_t *workers = async->data;
+// Handles every message the workers' readers queued so far.
+static void halod_ring_workers_drain(halod_ring_workers_t *workers) {
   halod_ring_message_t *message = halod_ring_inbox_take(workers);
   while (message) {
     halod_ring_message_t *next = message->next;
@@ -491,6 +491,10 @@ static void halod_ring_workers_on_async(uv_async_t *async) {
     free(message);
     message = next;
   }
+}
+
+static void halod_ring_workers_on_async(uv_async_t *async) {
+  halod_ring_workers_drain(async->data);
 }
 
 void halod_ring_workers_on_message(void *user_data, halo_hal_device_t *device,
@@ -610,6 +614,11 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
                                      .size = size};
   if (size) text[0] = '\0';
   if (!workers) return 0;
+  // What the worker reported before it ended comes first: its reader
+  // queued those messages before it saw the link close, and the flight
+  // table no longer names the executions they complete, nor will their
+  // grants be there after this.
+  halod_ring_workers_drain(workers);
   if (halo_hal_remote_device_is(device)) {
     halo_hal_remote_device_visit_flight(device, halod_ring_describe_flight,
                                         &flight);

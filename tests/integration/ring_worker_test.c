@@ -443,6 +443,96 @@ static void test_crash_names_the_ring_execution(void **state) {
                             "Segmentation fault");
 }
 
+static int setup_process_domains(void **state) {
+  fixture_t *fixture = calloc(1, sizeof(*fixture));
+  const char *args[] = {"--trust-domain", "process", NULL};
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  *state = fixture;
+  return 0;
+}
+
+// A worker that reports a ring execution's completion and then dies: halod
+// reads the report before it handles the loss, although both wait for its
+// loop at once (halod is stopped meanwhile). The execution is no longer in
+// the flight table, and its semaphore is one whose creator released it
+// (so the sessions' loss would not fail it): without the report its value
+// would never come, and another domain's waiter would sleep out its
+// timeout.
+static void test_report_before_loss_is_read(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  fixture_t *fixture = *state;
+  halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+  halo_semaphore_t *created;
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_create(creator, 0, HALO_OBJECT_FLAG_EXPORTABLE, &created));
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_semaphore_export(created, &token));
+  char hex[2 * sizeof(token.bytes) + 1];
+  halo_token_format(&token, hex);
+  // Another trust domain (another process) waits for the value 3.
+  halo_test_process_t waiter = {0};
+  const char *waiter_args[] = {"wait", hex, "3", "5000", NULL};
+  halo_test_spawn_peer(&waiter, fixture->daemon.listen_address, waiter_args);
+  char line[128];
+  halo_test_read_line(&waiter, line, sizeof(line), 5000);
+  assert_string_equal(line, "ready");
+
+  // The signaling session's executions do not wait for a verdict (halod
+  // is stopped while they go).
+  setenv("HALO_RING_ASYNC", "1", 1);
+  armed_t armed;
+  armed_start(fixture, 2, &armed);
+  unsetenv("HALO_RING_ASYNC");
+  halo_semaphore_t *imported;
+  HALO_TEST_ASSERT_OK(halo_semaphore_import(armed.client, &token, &imported));
+  uint32_t *flags = armed.flags;
+  // Granted to the worker by an execution halod takes.
+  for (uint64_t value = 1; value <= 2; ++value) {
+    halo_semaphore_value_t signals[2] = {{imported, value},
+                                         {armed.done, 2 + value}};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, signals, 2));
+    HALO_TEST_ASSERT_OK(halo_semaphore_wait(imported, value, DEADLINE_NS));
+  }
+  halo_semaphore_release(created);  // no session created it any more
+  HALO_TEST_ASSERT_OK(halo_client_ping(creator));
+
+  assert_int_equal(kill(fixture->daemon.pid, SIGSTOP), 0);
+  // The worker takes it, runs it until released and reports it.
+  __atomic_store_n(&flags[1], 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
+  halo_semaphore_value_t three = {imported, 3};
+  halo_status_t status =
+      halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &three, 1);
+  bool started =
+      HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000);
+  __atomic_store_n(&flags[0], 0, __ATOMIC_RELEASE);
+  halo_test_sleep_ms(100);  // the report goes into halod's link
+  // Then the worker crashes.
+  __atomic_store_n(&flags[1], 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&flags[0], 2, __ATOMIC_RELEASE);
+  halo_semaphore_value_t crash = {armed.done, 5};
+  halo_status_t crashed =
+      halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &crash, 1);
+  bool crash_started =
+      HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000);
+  halo_test_sleep_ms(200);  // the worker is gone
+  assert_int_equal(kill(fixture->daemon.pid, SIGCONT), 0);
+  HALO_TEST_ASSERT_OK(status);
+  halo_status_free(crashed);
+  assert_true(started);
+  assert_true(crash_started);
+
+  int code = halo_test_process_wait(&waiter, 10000);
+  print_message("the other domain's wait for the released semaphore: %s\n",
+                halo_status_code_name((halo_status_code_t)code));
+  assert_int_equal(code, HALO_STATUS_OK);
+  halo_test_process_cleanup(&waiter);
+  halo_semaphore_release(imported);
+  armed_finish(&armed);
+  halo_client_close(creator);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_worker_takes_steady_executions,
@@ -461,6 +551,8 @@ int main(void) {
                                       setup_deadline, teardown),
       cmocka_unit_test_setup_teardown(test_crash_names_the_ring_execution,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_before_loss_is_read,
+                                      setup_process_domains, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
