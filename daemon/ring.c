@@ -937,6 +937,125 @@ static void halod_ring_on_closed(uv_handle_t *handle) {
   free(ring);
 }
 
+// The signals of the verified copy |record| if it is an asynchronous
+// execute or dealloca whose counts fit its length (a dealloca's buffer in
+// |out_buffer|, else 0), else NULL.
+static const halo_ring_semaphore_value_t *halod_ring_async_signals(
+    const uint8_t *record, uint32_t *out_count, uint64_t *out_buffer) {
+  halo_ring_record_header_t header;
+  memcpy(&header, record, sizeof(header));
+  const uint8_t *body = record + sizeof(header);
+  uint32_t flags = 0, skip = 0, signal_count = 0, expected = 0;
+  size_t body_bytes = 0;
+  if (header.type == HALO_RING_RECORD_EXECUTE &&
+      header.length >= sizeof(header) + sizeof(halo_ring_execute_t)) {
+    halo_ring_execute_t execute;
+    memcpy(&execute, body, sizeof(execute));
+    flags = execute.flags;
+    body_bytes = sizeof(execute) +
+                 (size_t)execute.binding_count * sizeof(halo_ring_binding_t);
+    skip = execute.wait_count;
+    signal_count = execute.signal_count;
+    expected = halo_ring_execute_length(
+        execute.binding_count, execute.wait_count, execute.signal_count);
+  } else if (header.type == HALO_RING_RECORD_DEALLOCA &&
+             header.length >= sizeof(header) + sizeof(halo_ring_dealloca_t)) {
+    halo_ring_dealloca_t dealloca;
+    memcpy(&dealloca, body, sizeof(dealloca));
+    *out_buffer = dealloca.buffer;
+    flags = dealloca.flags;
+    body_bytes = sizeof(dealloca);
+    skip = dealloca.wait_count;
+    signal_count = dealloca.signal_count;
+    expected = halo_ring_values_length(sizeof(dealloca), dealloca.wait_count,
+                                       dealloca.signal_count);
+  }
+  if (!(flags & HALO_RING_EXECUTE_ASYNC) || expected == 0 ||
+      expected != header.length) {
+    return NULL;
+  }
+  *out_count = signal_count;
+  return (const halo_ring_semaphore_value_t *)(body + body_bytes) + skip;
+}
+
+void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
+                        halo_status_code_t code, const char *reason) {
+  halod_ring_t *ring = session->ring;
+  if (!ring || ring->broken) return;
+  // Where the consumer stopped: halod's own head, or a lost worker's last
+  // (the worker stores its head after each record it took, and halod
+  // after each it bounced; a client that wrote another could only fail
+  // its own semaphores, which it may anyway). A worker still up may take
+  // more: its records stay.
+  uint64_t head = ring->head;
+  uint64_t sequence = ring->sequence;
+  bool worker = false;  // the worker counts its sequence for itself
+  if (ring->worker) {
+    if (!halo_hal_remote_device_lost(ring->worker, NULL, 0)) return;
+    uint64_t taken =
+        atomic_load_explicit(&ring->header->head, memory_order_acquire);
+    worker = taken > head;
+    if (worker) head = taken;
+  }
+  uint64_t tail =
+      atomic_load_explicit(&ring->header->tail, memory_order_acquire);
+  if (tail < head || tail - head > ring->capacity ||
+      head % HALO_RING_RECORD_ALIGN || tail % HALO_RING_RECORD_ALIGN) {
+    return;
+  }
+  uint8_t *copy = aligned_alloc(16, HALO_RING_MAX_RECORD_BYTES);
+  if (!copy) return;
+  uint32_t abandoned = 0;
+  bool adopt_sequence = worker;
+  while (head < tail) {
+    uint32_t offset = (uint32_t)(head & (ring->capacity - 1));
+    halo_ring_record_header_t record;
+    memcpy(&record, ring->records + offset, sizeof(record));
+    if (adopt_sequence) sequence = record.sequence;
+    adopt_sequence = false;
+    if (record.sequence != (uint32_t)sequence ||
+        record.length < sizeof(record) ||
+        record.length % HALO_RING_RECORD_ALIGN ||
+        record.length > HALO_RING_MAX_RECORD_BYTES ||
+        record.length > ring->capacity - offset ||
+        record.length > tail - head) {
+      break;
+    }
+    memcpy(copy, ring->records + offset, record.length);
+    memcpy(copy, &record, sizeof(record));
+    if (!halo_ring_record_verify(ring->key, copy)) break;
+    uint32_t signal_count = 0;
+    uint64_t buffer = 0;
+    const halo_ring_semaphore_value_t *signals =
+        halod_ring_async_signals(copy, &signal_count, &buffer);
+    if (signals) {
+      // libhalo forgot a dealloca's buffer when it published it.
+      if (buffer) {
+        halo_status_free(halod_session_release_buffer(daemon, session, buffer));
+      }
+      halod_ring_reject(
+          ring,
+          record.type == HALO_RING_RECORD_EXECUTE ? "queue_execute"
+                                                  : "queue_dealloca",
+          sequence, signals, signal_count,
+          halo_status_make(code,
+                           "it was published, not taken, when its session "
+                           "was lost: %s",
+                           reason));
+      ++abandoned;
+    }
+    head += record.length;
+    ++sequence;
+  }
+  free(copy);
+  if (abandoned) {
+    HALO_LOG_INFO(
+        "session %llu (pid %u): %u asynchronous ring records not taken "
+        "failed their signals",
+        (unsigned long long)session->id, session->pid, abandoned);
+  }
+}
+
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
   halod_ring_t *ring = session->ring;
   if (!ring) return;

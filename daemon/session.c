@@ -322,9 +322,11 @@ void halod_session_lose(halod_t *daemon, halod_session_t *session,
   // The client's own waiters wake with the reason first.
   halod_session_fail_semaphores(session, HALO_STATUS_DEVICE_LOST, "%s", reason);
   // Its ring and the work still waiting go: they could only reach the lost
-  // worker. Handles stay until the client releases them or disconnects
-  // (releases and semaphore queries are still served, so that a waiter
-  // learns why), objects on the dead worker fail every use.
+  // worker. What they would have signaled fails. Handles stay until the client
+  // releases them or disconnects (releases and semaphore queries are still
+  // served, so that a waiter learns why), objects on the dead worker fail every
+  // use.
+  halod_ring_abandon(daemon, session, HALO_STATUS_DEVICE_LOST, reason);
   halod_ring_destroy(daemon, session);
   halod_submission_cancel_session(daemon, session);
 }

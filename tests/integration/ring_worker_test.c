@@ -533,6 +533,63 @@ static void test_report_before_loss_is_read(void **state) {
   halo_client_close(creator);
 }
 
+// An asynchronous execute published to the worker's ring and never taken
+// (the worker is stopped, then killed) fails its signals with the
+// session's loss, as a submission halod held would: another domain's
+// semaphore it signals wakes its waiter with DEVICE_LOST, not at the
+// waiter's timeout.
+static void test_lost_session_fails_untaken_records(void **state) {
+  fixture_t *fixture = *state;
+  // Another domain creates the semaphore, a third waits for 1.
+  halo_test_process_t creator = {0}, waiter = {0};
+  const char *creator_args[] = {"create", "0", NULL};
+  halo_test_spawn_peer(&creator, fixture->daemon.listen_address, creator_args);
+  char line[128];
+  halo_test_read_line(&creator, line, sizeof(line), 5000);
+  assert_int_equal(strncmp(line, "token ", 6), 0);
+  const char *hex = line + 6;
+  const char *waiter_args[] = {"wait", hex, "1", "5000", NULL};
+  halo_test_spawn_peer(&waiter, fixture->daemon.listen_address, waiter_args);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_token_parse(hex, &token));
+  char ready[128];
+  halo_test_read_line(&waiter, ready, sizeof(ready), 5000);
+  assert_string_equal(ready, "ready");
+
+  setenv("HALO_RING_ASYNC", "1", 1);
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  unsetenv("HALO_RING_ASYNC");
+  halo_semaphore_t *foreign;
+  HALO_TEST_ASSERT_OK(halo_semaphore_import(client, &token, &foreign));
+  halo_buffer_t *buffer;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  halo_command_buffer_t *cb = fill_slot(client, 7);
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  run_steps(cb, buffer, done, 3);  // the worker drains the ring
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
+  assert_true(worker > 0);
+
+  assert_int_equal(kill(worker, SIGSTOP), 0);
+  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  halo_semaphore_value_t signal = {foreign, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  int64_t start = halo_test_now_ns();
+  int code = halo_test_process_wait(&waiter, 10000);
+  print_message("the other domain's waiter: %s after %lld ms\n",
+                halo_status_code_name((halo_status_code_t)code),
+                (long long)((halo_test_now_ns() - start) / HALO_TEST_MS));
+  assert_int_equal(code, HALO_STATUS_DEVICE_LOST);
+  halo_test_process_cleanup(&waiter);
+  halo_test_process_cleanup(&creator);
+  halo_client_close(client);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_worker_takes_steady_executions,
@@ -552,6 +609,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_crash_names_the_ring_execution,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_before_loss_is_read,
+                                      setup_process_domains, teardown),
+      cmocka_unit_test_setup_teardown(test_lost_session_fails_untaken_records,
                                       setup_process_domains, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
