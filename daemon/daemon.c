@@ -300,12 +300,13 @@ static void halod_stop_fail_semaphores(halod_t *daemon) {
     halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
     halo_timeline_slot_set_failure_info(semaphore->hal.slot, &info);
   }
-  for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
-    if (!daemon->shared.semaphores.entries[i].key) continue;
-    halod_semaphore_fail(daemon->shared.semaphores.entries[i].value,
-                         HALO_STATUS_UNAVAILABLE,
+  size_t count = 0;
+  halod_semaphore_t **all = halod_semaphores_retain_all(daemon, 0, &count);
+  for (size_t i = 0; i < count; ++i) {
+    halod_semaphore_fail(all[i], HALO_STATUS_UNAVAILABLE,
                          "halod is stopping (SIGTERM: a stop or restart)");
   }
+  halod_semaphores_release_all(daemon, all, count);
 }
 
 // Waits (at most until |deadline_ns|) until no request reached either

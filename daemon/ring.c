@@ -170,25 +170,16 @@ static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
   halo_status_free(status);
   atomic_fetch_or_explicit(&ring->header->flags, HALO_RING_FLAG_BROKEN,
                            memory_order_seq_cst);
-  // Collected first: failing a semaphore may retire work and free others.
-  halod_semaphore_t **created =
-      calloc(daemon->shared.semaphores.count + 1, sizeof(*created));
   size_t count = 0;
-  for (size_t i = 0; created && i < daemon->shared.semaphores.capacity; ++i) {
-    if (!daemon->shared.semaphores.entries[i].key) continue;
-    halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
-    if (semaphore->creator_session != session->id) continue;
-    halod_semaphore_retain(semaphore);
-    created[count++] = semaphore;
-  }
+  halod_semaphore_t **created =
+      halod_semaphores_retain_all(daemon, session->id, &count);
   for (size_t i = 0; i < count; ++i) {
     halod_semaphore_fail(created[i], HALO_STATUS_DATA_LOSS,
                          "the submission ring of session %llu (pid %u) is "
                          "broken, its later records are lost: %s",
                          (unsigned long long)session->id, session->pid, reason);
-    halod_semaphore_release(daemon, created[i]);
   }
-  free(created);
+  halod_semaphores_release_all(daemon, created, count);
   return HALOD_RING_BROKEN;
 }
 

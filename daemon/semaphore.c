@@ -201,6 +201,31 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
   free(semaphore);
 }
 
+halod_semaphore_t **halod_semaphores_retain_all(halod_t *daemon,
+                                                uint64_t creator_session,
+                                                size_t *out_count) {
+  halo_u64_map_t *map = &daemon->shared.semaphores;
+  halod_semaphore_t **all = calloc(map->count + 1, sizeof(*all));
+  size_t count = 0;
+  for (size_t i = 0; all && i < map->capacity; ++i) {
+    if (!map->entries[i].key) continue;
+    halod_semaphore_t *semaphore = map->entries[i].value;
+    if (creator_session && semaphore->creator_session != creator_session) {
+      continue;
+    }
+    halod_semaphore_retain(semaphore);
+    all[count++] = semaphore;
+  }
+  *out_count = count;
+  return all;
+}
+
+void halod_semaphores_release_all(halod_t *daemon, halod_semaphore_t **all,
+                                  size_t count) {
+  for (size_t i = 0; i < count; ++i) halod_semaphore_release(daemon, all[i]);
+  free(all);
+}
+
 uint64_t halod_semaphore_device_address(const halod_semaphore_t *semaphore,
                                         const halo_hal_device_t *hal_device,
                                         uint32_t device) {

@@ -55,6 +55,17 @@ halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 
+// Every semaphore (only those |creator_session| created, unless it is 0),
+// each retained, in an array of |*out_count| (NULL, 0 when out of memory):
+// failing one may retire work that releases others, which moves the
+// semaphore map's entries, so a loop that fails semaphores walks this
+// instead. halod_semaphores_release_all releases them and frees it.
+halod_semaphore_t **halod_semaphores_retain_all(halod_t *daemon,
+                                                uint64_t creator_session,
+                                                size_t *out_count);
+void halod_semaphores_release_all(halod_t *daemon, halod_semaphore_t **all,
+                                  size_t count);
+
 // The device address of the semaphore's 64-bit value on |hal_device|,
 // device |device| of some trust domain (0 if the page is not registered
 // there: a semaphore of another domain is signaled by the host).
