@@ -29,20 +29,27 @@ static int setup(void **state) {
   return 0;
 }
 
-static int setup_halod_consumer(void **state) {
+// halod started with |args| (NULL-terminated).
+static int setup_with(void **state, const char **args) {
   fixture_t *fixture = calloc(1, sizeof(*fixture));
-  const char *args[] = {"--ring-consumer", "halod", NULL};
   halo_test_daemon_start_with_args(&fixture->daemon, args);
   *state = fixture;
   return 0;
 }
 
+static int setup_halod_consumer(void **state) {
+  const char *args[] = {"--ring-consumer", "halod", NULL};
+  return setup_with(state, args);
+}
+
 static int setup_deadline(void **state) {
-  fixture_t *fixture = calloc(1, sizeof(*fixture));
   const char *args[] = {"--submission-deadline-ms", "500", NULL};
-  halo_test_daemon_start_with_args(&fixture->daemon, args);
-  *state = fixture;
-  return 0;
+  return setup_with(state, args);
+}
+
+static int setup_process_domains(void **state) {
+  const char *args[] = {"--trust-domain", "process", NULL};
+  return setup_with(state, args);
 }
 
 static int teardown(void **state) {
@@ -441,14 +448,6 @@ static void test_crash_names_the_ring_execution(void **state) {
   HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
   fault_in_a_ring_execution(*state, 2, HALO_STATUS_DEVICE_LOST,
                             "Segmentation fault");
-}
-
-static int setup_process_domains(void **state) {
-  fixture_t *fixture = calloc(1, sizeof(*fixture));
-  const char *args[] = {"--trust-domain", "process", NULL};
-  halo_test_daemon_start_with_args(&fixture->daemon, args);
-  *state = fixture;
-  return 0;
 }
 
 // A worker that reports a ring execution's completion and then dies: halod
