@@ -27,6 +27,23 @@ static void halo_hal_semaphore_drop_fences(halo_hal_semaphore_t *semaphore,
   }
 }
 
+// Takes |timepoint| (linked) out of the list.
+static void halo_hal_semaphore_unlink(halo_hal_semaphore_t *semaphore,
+                                      halo_hal_timepoint_t *timepoint) {
+  if (timepoint->prev) {
+    timepoint->prev->next = timepoint->next;
+  } else {
+    semaphore->timepoints = timepoint->next;
+  }
+  if (timepoint->next) {
+    timepoint->next->prev = timepoint->prev;
+  } else {
+    semaphore->timepoints_tail = timepoint->prev;
+  }
+  timepoint->next = timepoint->prev = NULL;
+  timepoint->linked = false;
+}
+
 // Keeps the slot's host_waits word in step with the timepoints list (after
 // every change of it; callbacks may have added some).
 static void halo_hal_semaphore_update_host_waits(
@@ -154,9 +171,7 @@ static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
   // Fire the timepoints now reached (the list is sorted by value).
   while (semaphore->timepoints && semaphore->timepoints->value <= value) {
     halo_hal_timepoint_t *timepoint = semaphore->timepoints;
-    semaphore->timepoints = timepoint->next;
-    timepoint->next = NULL;
-    timepoint->linked = false;
+    halo_hal_semaphore_unlink(semaphore, timepoint);
     timepoint->callback(timepoint, NULL);
   }
   halo_hal_semaphore_update_host_waits(semaphore);
@@ -189,9 +204,7 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
   // Every timepoint still linked lies beyond the value: it fails.
   while (semaphore->timepoints) {
     halo_hal_timepoint_t *timepoint = semaphore->timepoints;
-    semaphore->timepoints = timepoint->next;
-    timepoint->next = NULL;
-    timepoint->linked = false;
+    halo_hal_semaphore_unlink(semaphore, timepoint);
     timepoint->callback(timepoint,
                         halo_hal_semaphore_failure_status(semaphore));
   }
@@ -200,7 +213,7 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
 
 void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint) {
-  timepoint->next = NULL;
+  timepoint->next = timepoint->prev = NULL;
   timepoint->linked = false;
   timepoint->offered = 0;
   // Announced before the value is read: a device worker whose execution
@@ -217,21 +230,29 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
     halo_hal_semaphore_update_host_waits(semaphore);
     return;
   }
-  halo_hal_timepoint_t **link = &semaphore->timepoints;
-  while (*link && (*link)->value <= timepoint->value) link = &(*link)->next;
-  timepoint->next = *link;
-  *link = timepoint;
+  // After the last one at or below its value, looked for from the end
+  // (values mostly come in order).
+  halo_hal_timepoint_t *before = semaphore->timepoints_tail;
+  while (before && before->value > timepoint->value) before = before->prev;
+  timepoint->prev = before;
+  timepoint->next = before ? before->next : semaphore->timepoints;
+  if (timepoint->next) {
+    timepoint->next->prev = timepoint;
+  } else {
+    semaphore->timepoints_tail = timepoint;
+  }
+  if (before) {
+    before->next = timepoint;
+  } else {
+    semaphore->timepoints = timepoint;
+  }
   timepoint->linked = true;
 }
 
 void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
                                          halo_hal_timepoint_t *timepoint) {
   if (!timepoint->linked) return;
-  halo_hal_timepoint_t **link = &semaphore->timepoints;
-  while (*link && *link != timepoint) link = &(*link)->next;
-  if (*link) *link = timepoint->next;
-  timepoint->next = NULL;
-  timepoint->linked = false;
+  halo_hal_semaphore_unlink(semaphore, timepoint);
   halo_hal_semaphore_update_host_waits(semaphore);
 }
 

@@ -42,6 +42,7 @@ typedef void (*halo_hal_timepoint_covered_fn)(halo_hal_timepoint_t *timepoint,
 
 struct halo_hal_timepoint_t {
   halo_hal_timepoint_t *next;
+  halo_hal_timepoint_t *prev;  // internal
   uint64_t value;
   halo_hal_timepoint_fn callback;
   halo_hal_timepoint_covered_fn covered;  // NULL: not interested
@@ -59,8 +60,13 @@ typedef struct halo_hal_semaphore_fence_t {
 
 typedef struct halo_hal_semaphore_t {
   halo_timeline_slot_t *slot;
-  char *failure_message;               // set by the first failure
-  halo_hal_timepoint_t *timepoints;    // sorted by value
+  char *failure_message;  // set by the first failure
+  // Sorted by value (equal values in the order added), linked both ways:
+  // adding a value at or above the last and removing any timepoint cost
+  // O(1), so a session's thousands of waiting executions come and go
+  // without a walk each.
+  halo_hal_timepoint_t *timepoints;
+  halo_hal_timepoint_t *timepoints_tail;
   halo_hal_semaphore_fence_t *fences;  // sorted by value, above the value
   uint64_t fence_rounds;               // add_fence calls so far
   // The highest value reached, by any signal halod made (a client's host

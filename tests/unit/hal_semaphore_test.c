@@ -222,6 +222,88 @@ static void test_reached_value_outlives_failure(void **state) {
                    HALO_TIMELINE_WAIT_FAILED);
 }
 
+// Fired timepoints, in order (their user_data: an index).
+static int order[16];
+static int order_count;
+static void on_fire_record(halo_hal_timepoint_t *timepoint,
+                           halo_status_t status) {
+  halo_status_free(status);
+  order[order_count++] = (int)(intptr_t)timepoint->user_data;
+}
+
+// Timepoints added out of order, some of equal value, some removed (the
+// first, one in the middle, the last): the others fire in value order,
+// equal values in the order added, and a failure fails the rest in order.
+static void test_timepoints_fire_in_value_order(void **state) {
+  fixture_t *fixture = *state;
+  static const uint64_t values[] = {5, 3, 3, 8, 1, 5, 9, 2};
+  enum { COUNT = sizeof(values) / sizeof(values[0]) };
+  halo_hal_timepoint_t timepoints[COUNT];
+  for (int i = 0; i < COUNT; ++i) {
+    timepoints[i] = (halo_hal_timepoint_t){.value = values[i],
+                                           .callback = on_fire_record,
+                                           .user_data = (void *)(intptr_t)i};
+    halo_hal_semaphore_add_timepoint(&fixture->semaphore, &timepoints[i]);
+  }
+  // Sorted: 1(4) 2(7) 3(1) 3(2) 5(0) 5(5) 8(3) 9(6).
+  halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[4]);
+  halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[2]);
+  halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[6]);
+  halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[6]);
+  order_count = 0;
+  halo_hal_semaphore_signal(&fixture->semaphore, 3);
+  assert_int_equal(order_count, 2);
+  assert_int_equal(order[0], 7);
+  assert_int_equal(order[1], 1);
+  halo_hal_semaphore_signal(&fixture->semaphore, 5);
+  assert_int_equal(order_count, 4);
+  assert_int_equal(order[2], 0);
+  assert_int_equal(order[3], 5);
+  // Added after the others of its value and before a greater one.
+  halo_hal_timepoint_t late = {.value = 8,
+                               .callback = on_fire_record,
+                               .user_data = (void *)(intptr_t)10};
+  halo_hal_timepoint_t last = {.value = 12,
+                               .callback = on_fire_record,
+                               .user_data = (void *)(intptr_t)11};
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &last);
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &late);
+  halo_hal_semaphore_fail(&fixture->semaphore,
+                          halo_status_make(HALO_STATUS_ABORTED, "test"));
+  assert_int_equal(order_count, 7);
+  assert_int_equal(order[4], 3);
+  assert_int_equal(order[5], 10);
+  assert_int_equal(order[6], 11);
+  assert_null(fixture->semaphore.timepoints);
+  assert_null(fixture->semaphore.timepoints_tail);
+  assert_false(host_waits(fixture));
+}
+
+// A session's waiting executions, all on one value, removed newest first
+// (as its end cancels them): the list empties and nothing fires.
+static void test_many_equal_timepoints_removed_newest_first(void **state) {
+  fixture_t *fixture = *state;
+  enum { COUNT = 65536 };
+  halo_hal_timepoint_t *timepoints = calloc(COUNT, sizeof(*timepoints));
+  fired = 0;
+  for (int i = 0; i < COUNT; ++i) {
+    timepoints[i].value = 1;
+    timepoints[i].callback = on_fire;
+    halo_hal_semaphore_add_timepoint(&fixture->semaphore, &timepoints[i]);
+  }
+  assert_ptr_equal(fixture->semaphore.timepoints, &timepoints[0]);
+  assert_ptr_equal(fixture->semaphore.timepoints_tail, &timepoints[COUNT - 1]);
+  for (int i = COUNT - 1; i >= 0; --i) {
+    halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[i]);
+  }
+  assert_null(fixture->semaphore.timepoints);
+  assert_null(fixture->semaphore.timepoints_tail);
+  assert_false(host_waits(fixture));
+  halo_hal_semaphore_signal(&fixture->semaphore, 1);
+  assert_int_equal(fired, 0);
+  free(timepoints);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -234,6 +316,8 @@ int main(void) {
       T(test_signal_woken),
       T(test_reached_value_stands),
       T(test_reached_value_outlives_failure),
+      T(test_timepoints_fire_in_value_order),
+      T(test_many_equal_timepoints_removed_newest_first),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
