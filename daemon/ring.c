@@ -843,7 +843,13 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
   if (!daemon->work.rings) {
     return halo_status_make(HALO_STATUS_UNAVAILABLE, "halod is stopping");
   }
-  if (session->ring) {
+  // A lost session's ring ended with its loss: nothing it would write into
+  // a new one may run (the socket answers its requests SESSION_LOST too).
+  if (session->lost_reason) {
+    return halo_status_make(HALO_STATUS_SESSION_LOST, "%s",
+                            session->lost_reason);
+  }
+  if (session->ring_handed_out) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
                             "the session's submission ring was handed out "
                             "already (one per session)");
@@ -910,6 +916,7 @@ halo_status_t halod_ring_create(halod_t *daemon, halod_session_t *session,
   ring->poll.data = ring;
   uv_poll_start(&ring->poll, UV_READABLE, halod_ring_on_doorbell);
   session->ring = ring;
+  session->ring_handed_out = true;
   *out_memfd = memfd;
   *out_size = ring->map_size;
   return NULL;

@@ -72,7 +72,8 @@ struct halod_session_t {
   uint32_t arena_count;
 
   halod_fd_connection_t *fd_connections;  // closed with the session
-  halod_ring_t *ring;  // submission ring (daemon/ring.h); NULL until asked
+  halod_ring_t *ring;    // submission ring (daemon/ring.h); NULL until asked
+  bool ring_handed_out;  // once per session, also after the ring's end
 
   uint32_t executables;
   uint32_t command_buffers;

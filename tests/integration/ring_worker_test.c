@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "common/fd_channel.h"
 #include "tests/support/halo_test.h"
 
 #define DEADLINE_NS (10ll * 1000 * HALO_TEST_MS)
@@ -589,6 +590,60 @@ static void test_lost_session_fails_untaken_records(void **state) {
   halo_client_close(client);
 }
 
+// A lost session's ring ended with the loss, and it gets no other: a new
+// one would run what the socket refuses (SESSION_LOST). Before the loss a
+// second ring is refused as well (one per session).
+static void test_lost_session_gets_no_second_ring(void **state) {
+  fixture_t *fixture = *state;
+  halo_test_raw_t raw;
+  halo_test_raw_open(&raw, fixture->daemon.listen_address, 0);
+  halo_test_raw_hello(&raw);
+  int fd = halo_test_fd_open_session(&raw);
+  uint64_t size = 0;
+  close(halo_test_fd_get(fd, HALO_FD_REQUEST_RING, 0, &size));
+  halo_fd_reply_t reply;
+  int ring = -1;
+  assert_int_equal(
+      halo_test_fd_transact(fd, HALO_FD_REQUEST_RING, 0, NULL, &reply, &ring),
+      0);
+  assert_int_equal(reply.code, HALO_STATUS_FAILED_PRECONDITION);
+  assert_int_equal(ring, -1);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__QueueCreate create = HALO__WIRE__QUEUE_CREATE__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_CREATE;
+  request.queue_create = &create;
+  halo__wire__response__free_unpacked(
+      HALO_TEST_EXPECT_OK(halo_test_raw_call(&raw, &request)), NULL);
+
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
+  assert_true(worker > 0);
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  Halo__Wire__Request ping = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Ping ping_body = HALO__WIRE__PING__INIT;
+  ping.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  ping.ping = &ping_body;
+  bool lost = false;
+  for (int i = 0; i < 250 && !lost; ++i) {
+    halo_wire_response_t *response = halo_test_raw_call(&raw, &ping);
+    lost = response->code == HALO_STATUS_SESSION_LOST;
+    halo__wire__response__free_unpacked(response, NULL);
+    if (!lost) halo_test_sleep_ms(20);
+  }
+  assert_true(lost);
+  assert_int_equal(
+      halo_test_fd_transact(fd, HALO_FD_REQUEST_RING, 0, NULL, &reply, &ring),
+      0);
+  print_message("a ring after the session's loss: %s: %s\n",
+                halo_status_code_name((halo_status_code_t)reply.code),
+                reply.message);
+  assert_int_equal(reply.code, HALO_STATUS_SESSION_LOST);
+  assert_int_equal(ring, -1);
+  close(fd);
+  halo_test_raw_close(&raw);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_worker_takes_steady_executions,
@@ -610,6 +665,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_report_before_loss_is_read,
                                       setup_process_domains, teardown),
       cmocka_unit_test_setup_teardown(test_lost_session_fails_untaken_records,
+                                      setup_process_domains, teardown),
+      cmocka_unit_test_setup_teardown(test_lost_session_gets_no_second_ring,
                                       setup_process_domains, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
