@@ -23,8 +23,13 @@ typedef struct halod_recorder_t {
   halod_slot_requirement_t *slots;
   halod_executable_t **executables;
   uint32_t executable_count;
+  uint32_t executable_capacity;
   halod_buffer_t **buffers;
   uint32_t buffer_count;
+  uint32_t buffer_capacity;
+  // The buffers and executables above (their addresses): a recording may
+  // name tens of thousands of buffers, each checked once.
+  halo_u64_map_t kept;
   halo_hasher_t hasher;
   // Of every buffer a dispatch argument passes: HALOD_DISPATCH_ALIGNMENT,
   // or 1 with HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS.
@@ -103,15 +108,35 @@ static halo_status_t halod_recorder_append_data(halod_recorder_t *recorder,
   return NULL;
 }
 
+// Whether |object| (a buffer or an executable) is kept already; if not,
+// marks it so.
+static halo_status_t halod_recorder_mark(halod_recorder_t *recorder,
+                                         const void *object, bool *out_kept) {
+  uint64_t key = (uint64_t)(uintptr_t)object;
+  *out_kept = halo_u64_map_get(&recorder->kept, key) != NULL;
+  if (*out_kept) return NULL;
+  return halo_u64_map_put(&recorder->kept, key, (void *)object);
+}
+
+// The capacity an array of |count| (of |capacity|) needs for one more.
+static uint32_t halod_recorder_room(uint32_t count, uint32_t capacity) {
+  return count < capacity ? capacity : capacity ? capacity * 2 : 8;
+}
+
 static halo_status_t halod_recorder_keep_buffer(halod_recorder_t *recorder,
                                                 halod_buffer_t *buffer) {
-  for (uint32_t i = 0; i < recorder->buffer_count; ++i) {
-    if (recorder->buffers[i] == buffer) return NULL;
+  uint32_t capacity =
+      halod_recorder_room(recorder->buffer_count, recorder->buffer_capacity);
+  if (capacity != recorder->buffer_capacity) {
+    halod_buffer_t **grown =
+        realloc(recorder->buffers, capacity * sizeof(*grown));
+    if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    recorder->buffers = grown;
+    recorder->buffer_capacity = capacity;
   }
-  halod_buffer_t **grown =
-      realloc(recorder->buffers, (recorder->buffer_count + 1) * sizeof(*grown));
-  if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  recorder->buffers = grown;
+  bool kept;
+  halo_status_t status = halod_recorder_mark(recorder, buffer, &kept);
+  if (status || kept) return status;
   halod_buffer_retain(buffer);
   recorder->buffers[recorder->buffer_count++] = buffer;
   return NULL;
@@ -119,13 +144,18 @@ static halo_status_t halod_recorder_keep_buffer(halod_recorder_t *recorder,
 
 static halo_status_t halod_recorder_keep_executable(
     halod_recorder_t *recorder, halod_executable_t *executable) {
-  for (uint32_t i = 0; i < recorder->executable_count; ++i) {
-    if (recorder->executables[i] == executable) return NULL;
+  uint32_t capacity = halod_recorder_room(recorder->executable_count,
+                                          recorder->executable_capacity);
+  if (capacity != recorder->executable_capacity) {
+    halod_executable_t **grown =
+        realloc(recorder->executables, capacity * sizeof(*grown));
+    if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    recorder->executables = grown;
+    recorder->executable_capacity = capacity;
   }
-  halod_executable_t **grown = realloc(
-      recorder->executables, (recorder->executable_count + 1) * sizeof(*grown));
-  if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  recorder->executables = grown;
+  bool kept;
+  halo_status_t status = halod_recorder_mark(recorder, executable, &kept);
+  if (status || kept) return status;
   halod_executable_retain(executable);
   recorder->executables[recorder->executable_count++] = executable;
   return NULL;
@@ -486,6 +516,7 @@ static void halod_recorder_release(halod_recorder_t *recorder) {
   }
   free(recorder->executables);
   free(recorder->buffers);
+  halo_u64_map_deinitialize(&recorder->kept);
   free(recorder->slots);
   halo_hal_recording_deinitialize(&recorder->recording);
 }
@@ -654,6 +685,7 @@ halo_status_t halod_command_buffer_create(
   entry->executable_count = recorder.executable_count;
   entry->buffers = recorder.buffers;
   entry->buffer_count = recorder.buffer_count;
+  halo_u64_map_deinitialize(&recorder.kept);
   ++daemon->cache.memo_misses;
   if (reusable && !halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))) {
     halo_status_t put =
