@@ -75,6 +75,10 @@ typedef struct halod_sessions_t {
   halo_u64_map_t removed_pipes;  // pipes removed before their ADD event
   halo_u64_map_t refused_pipes;  // closed on arrival, removal not seen yet
   halo_u64_map_t domains;        // domain key -> halod_domain_t
+  // halod_domains_hold_idle: while held, idle domains end only at the
+  // release (a caller still looks at one).
+  uint32_t end_idle_held;
+  bool end_idle_wanted;
   // Processes haloctl kill-client ended: pid -> start time + 1. Their new
   // connections are refused (nng would dial again on its own).
   halo_u64_map_t killed_processes;

@@ -285,7 +285,22 @@ void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
   halod_domain_free(daemon, domain);
 }
 
+void halod_domains_hold_idle(halod_t *daemon) {
+  ++daemon->sessions.end_idle_held;
+}
+
+void halod_domains_release_idle(halod_t *daemon) {
+  if (--daemon->sessions.end_idle_held > 0) return;
+  if (!daemon->sessions.end_idle_wanted) return;
+  daemon->sessions.end_idle_wanted = false;
+  halod_domains_end_idle(daemon);
+}
+
 void halod_domains_end_idle(halod_t *daemon) {
+  if (daemon->sessions.end_idle_held) {
+    daemon->sessions.end_idle_wanted = true;
+    return;
+  }
   bool ended = true;
   while (ended) {
     ended = false;

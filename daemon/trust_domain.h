@@ -53,7 +53,13 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
 // a uid domain (its clients come back): then it stays until they
 // are evicted.
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
-// Ends the domains without sessions that no cached entry keeps.
+// Ends the domains without sessions that no cached entry keeps (while
+// held, at the last release instead).
 void halod_domains_end_idle(halod_t *daemon);
+// Holds idle domains, so that a caller can keep a domain pointer across
+// handlers that may end one (halod_domains_end_idle); the last release
+// ends them if any call wanted to.
+void halod_domains_hold_idle(halod_t *daemon);
+void halod_domains_release_idle(halod_t *daemon);
 
 #endif  // HALOD_TRUST_DOMAIN_H_

@@ -338,9 +338,10 @@ static void halod_workers_charge(halod_t *daemon, halo_hal_device_t *device) {
 
 static void halod_workers_refill(halod_t *daemon, uint32_t index);
 
-// The loop: a worker was lost.
-static void halod_workers_handle_lost(halod_t *daemon,
-                                      halo_hal_device_t *device) {
+// The loop: a worker was lost (idle domains held: see
+// halod_workers_handle_lost).
+static void halod_workers_handle_lost_held(halod_t *daemon,
+                                           halo_hal_device_t *device) {
   char reason[512];
   halo_hal_remote_device_lost(device, reason, sizeof(reason));
   // Its domain, if it still uses this worker.
@@ -425,6 +426,16 @@ static void halod_workers_handle_lost(halod_t *daemon,
   halod_device_release(device);
   // A domain that stayed only for its cached entries ends with them.
   halod_domains_end_idle(daemon);
+}
+
+// The loop: a worker was lost. The loss handles the worker's last reports
+// first (halod_ring_workers_on_lost), which may end the domain it looks at
+// (a grant's release ends an idle one): domains end after, not during.
+static void halod_workers_handle_lost(halod_t *daemon,
+                                      halo_hal_device_t *device) {
+  halod_domains_hold_idle(daemon);
+  halod_workers_handle_lost_held(daemon, device);
+  halod_domains_release_idle(daemon);
 }
 
 static void halod_workers_on_lost_async(uv_async_t *async) {

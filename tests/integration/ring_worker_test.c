@@ -5,11 +5,15 @@
 // domain's worker takes a session's executions from its ring itself once
 // halod granted it what they use; records it cannot take go back to halod,
 // which answers them exactly as before. Real halod, real worker processes.
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -451,9 +455,38 @@ static void test_crash_names_the_ring_execution(void **state) {
                             "Segmentation fault");
 }
 
+// Stops halod's loop thread (its main thread) while its other threads (the
+// readers of its workers' links) go on, so that what they queue meanwhile
+// waits for the loop together: with ptrace where the test may trace its
+// child, else the whole process stops (the readers then read on SIGCONT,
+// and the loop may take their messages one by one). Returns how.
+static bool pause_loop(const halo_test_daemon_t *daemon) {
+  pid_t pid = daemon->pid;
+  if (ptrace(PTRACE_SEIZE, pid, 0, 0) == 0) {
+    int status = 0;
+    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0 &&
+        waitpid(pid, &status, __WALL) == pid) {
+      return true;
+    }
+    ptrace(PTRACE_DETACH, pid, 0, 0);
+  }
+  print_message("ptrace unavailable (%s): stopping all of halod\n",
+                strerror(errno));
+  assert_int_equal(kill(pid, SIGSTOP), 0);
+  return false;
+}
+
+static void resume_loop(const halo_test_daemon_t *daemon, bool traced) {
+  if (traced) {
+    assert_int_equal(ptrace(PTRACE_DETACH, daemon->pid, 0, 0), 0);
+  } else {
+    assert_int_equal(kill(daemon->pid, SIGCONT), 0);
+  }
+}
+
 // A worker that reports a ring execution's completion and then dies: halod
 // reads the report before it handles the loss, although both wait for its
-// loop at once (halod is stopped meanwhile). The execution is no longer in
+// loop at once (its loop is paused meanwhile). The execution is no longer in
 // the flight table, and its semaphore is one whose creator released it
 // (so the sessions' loss would not fail it): without the report its value
 // would never come, and another domain's waiter would sleep out its
@@ -497,7 +530,7 @@ static void test_report_before_loss_is_read(void **state) {
   halo_semaphore_release(created);  // no session created it any more
   HALO_TEST_ASSERT_OK(halo_client_ping(creator));
 
-  assert_int_equal(kill(fixture->daemon.pid, SIGSTOP), 0);
+  bool traced = pause_loop(&fixture->daemon);
   // The worker takes it, runs it until released and reports it.
   __atomic_store_n(&flags[1], 0, __ATOMIC_RELEASE);
   __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
@@ -516,8 +549,8 @@ static void test_report_before_loss_is_read(void **state) {
       halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &crash, 1);
   bool crash_started =
       HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000);
-  halo_test_sleep_ms(200);  // the worker is gone
-  assert_int_equal(kill(fixture->daemon.pid, SIGCONT), 0);
+  halo_test_sleep_ms(200);  // the worker is gone, its loss posted
+  resume_loop(&fixture->daemon, traced);
   HALO_TEST_ASSERT_OK(status);
   halo_status_free(crashed);
   assert_true(started);
@@ -644,6 +677,57 @@ static void test_lost_session_gets_no_second_ring(void **state) {
   halo_test_raw_close(&raw);
 }
 
+static int setup_no_caches(void **state) {
+  const char *args[] = {"--executable-cache-entries", "0",
+                        "--memo-cache-entries", "0", NULL};
+  return setup_with(state, args);
+}
+
+// The domain's last session ended while the worker ran its execution (the
+// grants keep the domain); the worker reports the completion and the
+// grants' release, and dies. halod handles the reports first, and the
+// release would end the idle domain that the loss is handling: it ends
+// after the loss instead (under ASan a use after free otherwise), and
+// halod serves on.
+static void test_loss_after_idle_domain_reports(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  fixture_t *fixture = *state;
+  armed_t armed;
+  armed_start(fixture, 2, &armed);
+  // The flags stay writable after the client unmaps its buffer.
+  long page = sysconf(_SC_PAGESIZE);
+  uintptr_t base = (uintptr_t)armed.flags & ~(uintptr_t)(page - 1);
+  void *alias = mremap((void *)base, 0, (size_t)page, MREMAP_MAYMOVE);
+  assert_true(alias != MAP_FAILED);
+  uint32_t *flags =
+      (uint32_t *)((uintptr_t)alias + ((uintptr_t)armed.flags - base));
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%u", (unsigned)getuid());
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
+  assert_true(worker > 0);
+  __atomic_store_n(&flags[1], 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
+  halo_semaphore_value_t signal = {armed.done, 3};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &signal, 1));
+  assert_true(
+      HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000));
+  halo_client_close(armed.client);  // the domain has no session now
+  halo_test_sleep_ms(300);
+  bool traced = pause_loop(&fixture->daemon);
+  __atomic_store_n(&flags[0], 0, __ATOMIC_RELEASE);  // completes
+  halo_test_sleep_ms(300);  // COMPLETE and RELEASED are on the link
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  halo_test_sleep_ms(300);
+  resume_loop(&fixture->daemon, traced);
+  assert_true(HALO_TEST_POLL(
+      halo_test_admin_worker_pid(&fixture->daemon, domain) != worker, 5000));
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_client_close(client);
+  munmap(alias, (size_t)page);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_worker_takes_steady_executions,
@@ -668,6 +752,8 @@ int main(void) {
                                       setup_process_domains, teardown),
       cmocka_unit_test_setup_teardown(test_lost_session_gets_no_second_ring,
                                       setup_process_domains, teardown),
+      cmocka_unit_test_setup_teardown(test_loss_after_idle_domain_reports,
+                                      setup_no_caches, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
