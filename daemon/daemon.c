@@ -300,11 +300,23 @@ static void halod_stop_fail_semaphores(halod_t *daemon) {
     halod_semaphore_t *semaphore = daemon->shared.semaphores.entries[i].value;
     halo_timeline_slot_set_failure_info(semaphore->hal.slot, &info);
   }
+  static const char reason[] = "halod is stopping (SIGTERM: a stop or restart)";
   size_t count = 0;
   halod_semaphore_t **all = halod_semaphores_retain_all(daemon, 0, &count);
+  if (!all) {
+    // Out of memory: the map itself, which a failure may change (a
+    // semaphore moved behind the walk then fails at halod's exit, through
+    // the pidfd its clients watch).
+    HALO_LOG_ERROR("stop: out of memory listing the semaphores to fail");
+    for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
+      if (!daemon->shared.semaphores.entries[i].key) continue;
+      halod_semaphore_fail(daemon->shared.semaphores.entries[i].value,
+                           HALO_STATUS_UNAVAILABLE, "%s", reason);
+    }
+    return;
+  }
   for (size_t i = 0; i < count; ++i) {
-    halod_semaphore_fail(all[i], HALO_STATUS_UNAVAILABLE,
-                         "halod is stopping (SIGTERM: a stop or restart)");
+    halod_semaphore_fail(all[i], HALO_STATUS_UNAVAILABLE, "%s", reason);
   }
   halod_semaphores_release_all(daemon, all, count);
 }

@@ -961,6 +961,11 @@ static const halo_ring_semaphore_value_t *halod_ring_async_signals(
     halo_ring_dealloca_t dealloca;
     memcpy(&dealloca, body, sizeof(dealloca));
     *out_buffer = dealloca.buffer;
+    // As halod_ring_dealloca: other flags or a reserved word make the
+    // counts untrusted.
+    if ((dealloca.flags & ~HALO_RING_EXECUTE_ASYNC) || dealloca.reserved) {
+      return NULL;
+    }
     flags = dealloca.flags;
     body_bytes = sizeof(dealloca);
     skip = dealloca.wait_count;
@@ -983,8 +988,9 @@ void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
   // Where the consumer stopped: halod's own head, or a lost worker's last
   // (the worker stores its head after each record it took, and halod
   // after each it bounced; a client that wrote another could only fail
-  // its own semaphores, which it may anyway). A worker still up may take
-  // more: its records stay.
+  // its own semaphores, which it may anyway). A worker still up (another
+  // device's, for a session of several devices) may take more until it
+  // sees the ring detached: its unread records are not failed.
   uint64_t head = ring->head;
   uint64_t sequence = ring->sequence;
   bool worker = false;  // the worker counts its sequence for itself
@@ -1021,11 +1027,14 @@ void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
     }
     memcpy(copy, ring->records + offset, record.length);
     memcpy(copy, &record, sizeof(record));
-    if (!halo_ring_record_verify(ring->key, copy)) break;
     uint32_t signal_count = 0;
     uint64_t buffer = 0;
+    // A record that changed after it was sealed names nothing for sure:
+    // skipped, as halod_ring_step would reject it and read on.
     const halo_ring_semaphore_value_t *signals =
-        halod_ring_async_signals(copy, &signal_count, &buffer);
+        halo_ring_record_verify(ring->key, copy)
+            ? halod_ring_async_signals(copy, &signal_count, &buffer)
+            : NULL;
     if (signals) {
       // libhalo forgot a dealloca's buffer when it published it.
       if (buffer) {

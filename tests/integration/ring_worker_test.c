@@ -677,6 +677,50 @@ static void test_lost_session_gets_no_second_ring(void **state) {
   halo_test_raw_close(&raw);
 }
 
+// An execution with more signals than a worker's record of the executions
+// in flight holds (4) goes to halod, which runs it (so that a lost worker
+// never leaves one of its signals unfailed); the worker takes the
+// one-signal executions between them.
+static void test_many_signals_go_to_halod(void **state) {
+  fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  halo_command_buffer_t *cb = fill_slot(client, 0x05050505u);
+  halo_semaphore_t *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  run_steps(cb, buffer, done, 3);
+  halo_semaphore_value_t signals[5];
+  for (int i = 0; i < 5; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_create(client, 0, 0, &signals[i].semaphore));
+  }
+  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  uint64_t before = worker_executions(&fixture->daemon);
+  for (uint64_t step = 1; step <= 10; ++step) {
+    for (int i = 0; i < 5; ++i) signals[i].value = step;
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, signals, 5));
+  }
+  for (int i = 0; i < 5; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_wait(signals[i].semaphore, 10, DEADLINE_NS));
+  }
+  assert_int_equal(worker_executions(&fixture->daemon), before);
+  // One signal: the worker's again.
+  for (uint64_t step = 4; step <= 12; ++step) {
+    halo_semaphore_value_t one = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &one, 1));
+  }
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 12, DEADLINE_NS));
+  assert_true(
+      HALO_TEST_POLL(worker_executions(&fixture->daemon) > before, 5000));
+  expect_filled(buffer, 0x05050505u);
+  halo_client_close(client);
+}
+
 static int setup_no_caches(void **state) {
   const char *args[] = {"--executable-cache-entries", "0",
                         "--memo-cache-entries", "0", NULL};
@@ -754,6 +798,8 @@ int main(void) {
                                       setup_process_domains, teardown),
       cmocka_unit_test_setup_teardown(test_loss_after_idle_domain_reports,
                                       setup_no_caches, teardown),
+      cmocka_unit_test_setup_teardown(test_many_signals_go_to_halod, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
