@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -147,9 +148,14 @@ static int daemon_start(const char *completion) {
            "ipc://%s/admin.sock", daemon_state.dir);
   char cache[128];
   snprintf(cache, sizeof(cache), "%s/cache", daemon_state.dir);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    // halod goes with this test, also when a sanitizer ends it (else halod
+    // would hold ctest's output pipe until the test's timeout).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
     execl(HALO_TEST_HALOD, HALO_TEST_HALOD, "--listen", daemon_state.listen,
           "--admin", daemon_state.admin, "--driver", "cuda",
           "--cuda-completion", completion, "--cache-directory", cache,
@@ -231,10 +237,11 @@ static int teardown(void **state) {
 // fake's library, which holds host versions of the same kernels.
 static halo_executable_params_t kernel_params(void) {
   // What tests/unit/hal_cuda_fake_driver.c loads its library from: a 64-bit
-  // EM_CUDA ELF header, then its name at byte 64.
-  static uint8_t fake_image[96] = {0x7f, 'E', 'L', 'F', 2};
-  fake_image[18] = 190;
-  memcpy(fake_image + 64, "halo-fake-library", 17);
+  // EM_CUDA ELF header, then its name at byte 64. Constant: the client
+  // threads of test_two_clients_share_a_recording call this at once.
+  static const uint8_t fake_image[96] = {
+      0x7f, 'E', 'L', 'F', 2,   [18] = 190, [64] = 'h', 'a', 'l', 'o', '-', 'f',
+      'a',  'k', 'e', '-', 'l', 'i',        'b',        'r', 'a', 'r', 'y'};
   const char *fake = getenv("HALO_TEST_FAKE_CUDA");
   halo_executable_params_t params = {
       .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
