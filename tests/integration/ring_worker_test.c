@@ -97,6 +97,22 @@ static void run_steps(halo_command_buffer_t *cb, halo_buffer_t *buffer,
   HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, steps, DEADLINE_NS));
 }
 
+// A device buffer, a recording that fills it with a pattern (fill_slot)
+// and the semaphore its steps signal, of one client.
+typedef struct filler_t {
+  halo_buffer_t *buffer;
+  halo_command_buffer_t *cb;
+  halo_semaphore_t *done;
+} filler_t;
+
+static void filler_open(halo_client_t *client, uint32_t pattern,
+                        filler_t *out) {
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &out->buffer));
+  out->cb = fill_slot(client, pattern);
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &out->done));
+}
+
 static void expect_filled(halo_buffer_t *buffer, uint32_t pattern) {
   uint32_t words[4] = {0};
   HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, 0, words, sizeof(words)));
@@ -140,19 +156,12 @@ static void test_worker_takes_steady_executions(void **state) {
 static void test_halod_consumer_takes_everything(void **state) {
   fixture_t *fixture = *state;
   halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
-  halo_buffer_t *buffer;
-  HALO_TEST_ASSERT_OK(
-      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
-  halo_command_buffer_t *cb = fill_slot(client, 0x55667788u);
-  halo_semaphore_t *done;
-  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  run_steps(cb, buffer, done, 50);
-  expect_filled(buffer, 0x55667788u);
+  filler_t filler;
+  filler_open(client, 0x55667788u, &filler);
+  run_steps(filler.cb, filler.buffer, filler.done, 50);
+  expect_filled(filler.buffer, 0x55667788u);
   assert_int_equal(worker_executions(&fixture->daemon), 0);
-  halo_semaphore_release(done);
-  halo_command_buffer_release(cb);
-  halo_buffer_release(buffer);
-  halo_client_close(client);
+  halo_client_close(client);  // releases what it holds
 }
 
 // Once the worker takes the session's executions, a record it must not run
@@ -594,23 +603,19 @@ static void test_lost_session_fails_untaken_records(void **state) {
   unsetenv("HALO_RING_ASYNC");
   halo_semaphore_t *foreign;
   HALO_TEST_ASSERT_OK(halo_semaphore_import(client, &token, &foreign));
-  halo_buffer_t *buffer;
-  HALO_TEST_ASSERT_OK(
-      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
-  halo_command_buffer_t *cb = fill_slot(client, 7);
-  halo_semaphore_t *done;
-  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  run_steps(cb, buffer, done, 3);  // the worker drains the ring
+  filler_t filler;
+  filler_open(client, 7, &filler);
+  run_steps(filler.cb, filler.buffer, filler.done, 3);  // the worker's now
   char domain[32];
   snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
   pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
   assert_true(worker > 0);
 
   assert_int_equal(kill(worker, SIGSTOP), 0);
-  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  halo_binding_t binding = {filler.buffer, 0, HALO_WHOLE_BUFFER};
   halo_semaphore_value_t signal = {foreign, 1};
   HALO_TEST_ASSERT_OK(
-      halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+      halo_queue_execute(NULL, filler.cb, &binding, 1, NULL, 0, &signal, 1));
   assert_int_equal(kill(worker, SIGKILL), 0);
   int64_t start = halo_test_now_ns();
   int code = halo_test_process_wait(&waiter, 10000);
@@ -684,24 +689,20 @@ static void test_lost_session_gets_no_second_ring(void **state) {
 static void test_many_signals_go_to_halod(void **state) {
   fixture_t *fixture = *state;
   halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
-  halo_buffer_t *buffer;
-  HALO_TEST_ASSERT_OK(
-      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
-  halo_command_buffer_t *cb = fill_slot(client, 0x05050505u);
-  halo_semaphore_t *done;
-  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
-  run_steps(cb, buffer, done, 3);
+  filler_t filler;
+  filler_open(client, 0x05050505u, &filler);
+  run_steps(filler.cb, filler.buffer, filler.done, 3);
   halo_semaphore_value_t signals[5];
   for (int i = 0; i < 5; ++i) {
     HALO_TEST_ASSERT_OK(
         halo_semaphore_create(client, 0, 0, &signals[i].semaphore));
   }
-  halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+  halo_binding_t binding = {filler.buffer, 0, HALO_WHOLE_BUFFER};
   uint64_t before = worker_executions(&fixture->daemon);
   for (uint64_t step = 1; step <= 10; ++step) {
     for (int i = 0; i < 5; ++i) signals[i].value = step;
     HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, signals, 5));
+        halo_queue_execute(NULL, filler.cb, &binding, 1, NULL, 0, signals, 5));
   }
   for (int i = 0; i < 5; ++i) {
     HALO_TEST_ASSERT_OK(
@@ -710,14 +711,14 @@ static void test_many_signals_go_to_halod(void **state) {
   assert_int_equal(worker_executions(&fixture->daemon), before);
   // One signal: the worker's again.
   for (uint64_t step = 4; step <= 12; ++step) {
-    halo_semaphore_value_t one = {done, step};
+    halo_semaphore_value_t one = {filler.done, step};
     HALO_TEST_ASSERT_OK(
-        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &one, 1));
+        halo_queue_execute(NULL, filler.cb, &binding, 1, NULL, 0, &one, 1));
   }
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 12, DEADLINE_NS));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(filler.done, 12, DEADLINE_NS));
   assert_true(
       HALO_TEST_POLL(worker_executions(&fixture->daemon) > before, 5000));
-  expect_filled(buffer, 0x05050505u);
+  expect_filled(filler.buffer, 0x05050505u);
   halo_client_close(client);
 }
 
