@@ -686,12 +686,6 @@ halo_status_t halod_command_buffer_create(
   entry->buffers = recorder.buffers;
   entry->buffer_count = recorder.buffer_count;
   halo_u64_map_deinitialize(&recorder.kept);
-  // The entry may stay cached a long time: no spare room.
-  if (entry->buffer_count < recorder.buffer_capacity) {
-    halod_buffer_t **trimmed =
-        realloc(entry->buffers, (entry->buffer_count + 1) * sizeof(*trimmed));
-    if (trimmed) entry->buffers = trimmed;
-  }
   ++daemon->cache.memo_misses;
   if (reusable && !halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))) {
     halo_status_t put =

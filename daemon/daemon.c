@@ -304,14 +304,21 @@ static void halod_stop_fail_semaphores(halod_t *daemon) {
   size_t count = 0;
   halod_semaphore_t **all = halod_semaphores_retain_all(daemon, 0, &count);
   if (!all) {
-    // Out of memory: the map itself, which a failure may change (a
-    // semaphore moved behind the walk then fails at halod's exit, through
-    // the pidfd its clients watch).
+    // Out of memory: one at a time from the map, which a failure may
+    // change, so each walk starts again until none is left unfailed.
     HALO_LOG_ERROR("stop: out of memory listing the semaphores to fail");
-    for (size_t i = 0; i < daemon->shared.semaphores.capacity; ++i) {
-      if (!daemon->shared.semaphores.entries[i].key) continue;
-      halod_semaphore_fail(daemon->shared.semaphores.entries[i].value,
-                           HALO_STATUS_UNAVAILABLE, "%s", reason);
+    halo_u64_map_t *map = &daemon->shared.semaphores;
+    for (bool failed = true; failed;) {
+      failed = false;
+      for (size_t i = 0; i < map->capacity && !failed; ++i) {
+        if (!map->entries[i].key) continue;
+        halod_semaphore_t *semaphore = map->entries[i].value;
+        if (halod_semaphore_failure(semaphore) != 0) continue;
+        halod_semaphore_retain(semaphore);
+        halod_semaphore_fail(semaphore, HALO_STATUS_UNAVAILABLE, "%s", reason);
+        halod_semaphore_release(daemon, semaphore);
+        failed = true;
+      }
     }
     return;
   }

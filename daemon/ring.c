@@ -936,8 +936,9 @@ static void halod_ring_on_closed(uv_handle_t *handle) {
 }
 
 // The signals of the verified copy |record| if it is an asynchronous
-// execute or dealloca whose counts fit its length (a dealloca's buffer in
-// |out_buffer|, else 0), else NULL.
+// execute or dealloca whose counts fit its length, else NULL; an
+// asynchronous dealloca's buffer in |out_buffer| (else 0), its counts
+// trusted or not.
 static const halo_ring_semaphore_value_t *halod_ring_async_signals(
     const uint8_t *record, uint32_t *out_count, uint64_t *out_buffer) {
   halo_ring_record_header_t header;
@@ -960,7 +961,7 @@ static const halo_ring_semaphore_value_t *halod_ring_async_signals(
              header.length >= sizeof(header) + sizeof(halo_ring_dealloca_t)) {
     halo_ring_dealloca_t dealloca;
     memcpy(&dealloca, body, sizeof(dealloca));
-    *out_buffer = dealloca.buffer;
+    if (dealloca.flags & HALO_RING_EXECUTE_ASYNC) *out_buffer = dealloca.buffer;
     // As halod_ring_dealloca: other flags or a reserved word make the
     // counts untrusted.
     if ((dealloca.flags & ~HALO_RING_EXECUTE_ASYNC) || dealloca.reserved) {
@@ -1027,19 +1028,25 @@ void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
     }
     memcpy(copy, ring->records + offset, record.length);
     memcpy(copy, &record, sizeof(record));
+    if (!halo_ring_record_verify(ring->key, copy)) {
+      // Changed after it was sealed: rejected as halod_ring_step would (the
+      // signals the changed copy names fail), and the walk reads on.
+      halod_ring_reject_changed(ring, sequence, copy);
+      head += record.length;
+      ++sequence;
+      continue;
+    }
     uint32_t signal_count = 0;
     uint64_t buffer = 0;
-    // A record that changed after it was sealed names nothing for sure:
-    // skipped, as halod_ring_step would reject it and read on.
     const halo_ring_semaphore_value_t *signals =
-        halo_ring_record_verify(ring->key, copy)
-            ? halod_ring_async_signals(copy, &signal_count, &buffer)
-            : NULL;
+        halod_ring_async_signals(copy, &signal_count, &buffer);
+    // libhalo forgot an asynchronous dealloca's buffer when it published it
+    // (dropped even where its counts are not trusted, as halod_ring_dealloca
+    // does).
+    if (buffer) {
+      halo_status_free(halod_session_release_buffer(daemon, session, buffer));
+    }
     if (signals) {
-      // libhalo forgot a dealloca's buffer when it published it.
-      if (buffer) {
-        halo_status_free(halod_session_release_buffer(daemon, session, buffer));
-      }
       halod_ring_reject(
           ring,
           record.type == HALO_RING_RECORD_EXECUTE ? "queue_execute"
