@@ -71,6 +71,10 @@ struct halod_ring_t {
   halod_op_execute_t accepted;
   halo_u64_map_t granted;  // handle -> grant id, what the worker holds
   bool taking_bounce;      // processing the record the worker bounced
+  // While halod_ring_abandon reads the ring: every record is refused with
+  // this code and reason instead of run (halod_ring_abandoned).
+  const char *abandon_reason;
+  halo_status_code_t abandon_code;
 };
 
 typedef struct halod_rings_t {
@@ -181,6 +185,17 @@ static halod_ring_step_t halod_ring_break(halod_ring_t *ring,
   }
   halod_semaphores_release_all(daemon, created, count);
   return HALOD_RING_BROKEN;
+}
+
+// The refusal of a record read by halod_ring_abandon (NULL otherwise): in
+// place of the operation it names, so that it is refused as any other
+// record (an asynchronous one's signals fail).
+static halo_status_t halod_ring_abandoned(const halod_ring_t *ring) {
+  if (!ring->abandon_reason) return NULL;
+  return halo_status_make(ring->abandon_code,
+                          "published, not taken, when its session was lost: "
+                          "%s",
+                          ring->abandon_reason);
 }
 
 // A record (|what|: "queue_execute", "queue_dealloca") the daemon
@@ -316,8 +331,8 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
       .sync = halod_ring_sync(waits, execute.wait_count, execute.signal_count),
   };
   uint64_t id;
-  halo_status_t status =
-      halod_op_execute(ring->daemon, ring->session, &op, &id);
+  halo_status_t status = halod_ring_abandoned(ring);
+  if (!status) status = halod_op_execute(ring->daemon, ring->session, &op, &id);
   if (!status) halod_ring_after_execute(ring, &op);
   if (status) {
     // A client waiting for the verdict reads it from the header; one that
@@ -360,8 +375,11 @@ static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
   };
   halod_buffer_t *buffer;
   uint64_t handle, id;
-  halo_status_t status =
-      halod_op_alloca(ring->daemon, ring->session, &op, &buffer, &handle, &id);
+  halo_status_t status = halod_ring_abandoned(ring);
+  if (!status) {
+    status = halod_op_alloca(ring->daemon, ring->session, &op, &buffer, &handle,
+                             &id);
+  }
   if (status) {
     halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0, status);
     return;
@@ -412,7 +430,9 @@ static void halod_ring_dealloca(halod_ring_t *ring, uint64_t sequence,
             halod_ring_sync(values, dealloca.wait_count, dealloca.signal_count),
     };
     uint64_t id;
-    status = halod_op_dealloca(ring->daemon, ring->session, &op, &id);
+    status = halod_ring_abandoned(ring);
+    if (!status)
+      status = halod_op_dealloca(ring->daemon, ring->session, &op, &id);
   }
   if (!status) return;
   if (async) {
@@ -451,7 +471,10 @@ static void halod_ring_process(halod_ring_t *ring, uint64_t sequence,
       } else {
         halod_op_value_t signal;
         memcpy(&signal, record + sizeof(header), sizeof(signal));
-        status = halod_op_signal(ring->daemon, ring->session, &signal);
+        status = halod_ring_abandoned(ring);
+        if (!status) {
+          status = halod_op_signal(ring->daemon, ring->session, &signal);
+        }
       }
       // The client waits for this record and returns the status itself.
       if (status) {
@@ -593,8 +616,11 @@ static void halod_ring_hand_over(halod_ring_t *ring) {
 // Copies out and processes the record at the ring's head, if any.
 static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   if (ring->broken) return HALOD_RING_BROKEN;
-  // A worker's ring: only the record it bounced.
-  if (ring->worker && !ring->taking_bounce) return HALOD_RING_EMPTY;
+  // A worker's ring: only the record it bounced (or, the worker lost, what
+  // it left: halod_ring_abandon).
+  if (ring->worker && !ring->taking_bounce && !ring->abandon_reason) {
+    return HALOD_RING_EMPTY;
+  }
   halo_ring_header_t *header = ring->header;
   uint64_t tail = atomic_load_explicit(&header->tail, memory_order_acquire);
   if (tail == ring->head) return HALOD_RING_EMPTY;
@@ -935,138 +961,41 @@ static void halod_ring_on_closed(uv_handle_t *handle) {
   free(ring);
 }
 
-// The signals of the verified copy |record| if it is an asynchronous
-// execute or dealloca whose counts fit its length, else NULL; an
-// asynchronous dealloca's buffer in |out_buffer| (else 0), its counts
-// trusted or not.
-static const halo_ring_semaphore_value_t *halod_ring_async_signals(
-    const uint8_t *record, uint32_t *out_count, uint64_t *out_buffer) {
-  halo_ring_record_header_t header;
-  memcpy(&header, record, sizeof(header));
-  const uint8_t *body = record + sizeof(header);
-  uint32_t flags = 0, skip = 0, signal_count = 0, expected = 0;
-  size_t body_bytes = 0;
-  if (header.type == HALO_RING_RECORD_EXECUTE &&
-      header.length >= sizeof(header) + sizeof(halo_ring_execute_t)) {
-    halo_ring_execute_t execute;
-    memcpy(&execute, body, sizeof(execute));
-    flags = execute.flags;
-    body_bytes = sizeof(execute) +
-                 (size_t)execute.binding_count * sizeof(halo_ring_binding_t);
-    skip = execute.wait_count;
-    signal_count = execute.signal_count;
-    expected = halo_ring_execute_length(
-        execute.binding_count, execute.wait_count, execute.signal_count);
-  } else if (header.type == HALO_RING_RECORD_DEALLOCA &&
-             header.length >= sizeof(header) + sizeof(halo_ring_dealloca_t)) {
-    halo_ring_dealloca_t dealloca;
-    memcpy(&dealloca, body, sizeof(dealloca));
-    if (dealloca.flags & HALO_RING_EXECUTE_ASYNC) *out_buffer = dealloca.buffer;
-    // As halod_ring_dealloca: other flags or a reserved word make the
-    // counts untrusted.
-    if ((dealloca.flags & ~HALO_RING_EXECUTE_ASYNC) || dealloca.reserved) {
-      return NULL;
-    }
-    flags = dealloca.flags;
-    body_bytes = sizeof(dealloca);
-    skip = dealloca.wait_count;
-    signal_count = dealloca.signal_count;
-    expected = halo_ring_values_length(sizeof(dealloca), dealloca.wait_count,
-                                       dealloca.signal_count);
-  }
-  if (!(flags & HALO_RING_EXECUTE_ASYNC) || expected == 0 ||
-      expected != header.length) {
-    return NULL;
-  }
-  *out_count = signal_count;
-  return (const halo_ring_semaphore_value_t *)(body + body_bytes) + skip;
-}
-
 void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
                         halo_status_code_t code, const char *reason) {
   halod_ring_t *ring = session->ring;
-  if (!ring || ring->broken) return;
-  // Where the consumer stopped: halod's own head, or a lost worker's last
-  // (the worker stores its head after each record it took, and halod
-  // after each it bounced; a client that wrote another could only fail
-  // its own semaphores, which it may anyway). A worker still up (another
-  // device's, for a session of several devices) may take more until it
-  // sees the ring detached: its unread records are not failed.
-  uint64_t head = ring->head;
-  uint64_t sequence = ring->sequence;
-  bool worker = false;  // the worker counts its sequence for itself
+  if (!ring || ring->broken || !daemon->work.rings) return;
   if (ring->worker) {
+    // A worker still up (another device's, for a session of several
+    // devices) may take more until it sees the ring detached: its records
+    // stay. A lost one stopped where it last stored the head (halod stores
+    // it after each record it bounced); its count of records is its own,
+    // which the record there names. A client that wrote another head could
+    // only fail its own semaphores, which it may anyway.
     if (!halo_hal_remote_device_lost(ring->worker, NULL, 0)) return;
     uint64_t taken =
         atomic_load_explicit(&ring->header->head, memory_order_acquire);
-    worker = taken > head;
-    if (worker) head = taken;
+    if (taken > ring->head && taken - ring->head <= ring->capacity &&
+        taken % HALO_RING_RECORD_ALIGN == 0) {
+      halo_ring_record_header_t record;
+      memcpy(&record, ring->records + (taken & (ring->capacity - 1)),
+             sizeof(record));
+      ring->sequence += (uint32_t)(record.sequence - (uint32_t)ring->sequence);
+      ring->head = taken;
+    }
   }
-  uint64_t tail =
-      atomic_load_explicit(&ring->header->tail, memory_order_acquire);
-  if (tail < head || tail - head > ring->capacity ||
-      head % HALO_RING_RECORD_ALIGN || tail % HALO_RING_RECORD_ALIGN) {
-    return;
+  uint64_t rejected = ring->records_rejected;
+  ring->abandon_code = code;
+  ring->abandon_reason = reason;
+  while (halod_ring_step(ring) == HALOD_RING_PROGRESS) {
   }
-  uint8_t *copy = aligned_alloc(16, HALO_RING_MAX_RECORD_BYTES);
-  if (!copy) return;
-  uint32_t abandoned = 0;
-  bool adopt_sequence = worker;
-  while (head < tail) {
-    uint32_t offset = (uint32_t)(head & (ring->capacity - 1));
-    halo_ring_record_header_t record;
-    memcpy(&record, ring->records + offset, sizeof(record));
-    if (adopt_sequence) sequence = record.sequence;
-    adopt_sequence = false;
-    if (record.sequence != (uint32_t)sequence ||
-        record.length < sizeof(record) ||
-        record.length % HALO_RING_RECORD_ALIGN ||
-        record.length > HALO_RING_MAX_RECORD_BYTES ||
-        record.length > ring->capacity - offset ||
-        record.length > tail - head) {
-      break;
-    }
-    memcpy(copy, ring->records + offset, record.length);
-    memcpy(copy, &record, sizeof(record));
-    if (!halo_ring_record_verify(ring->key, copy)) {
-      // Changed after it was sealed: rejected as halod_ring_step would (the
-      // signals the changed copy names fail), and the walk reads on.
-      halod_ring_reject_changed(ring, sequence, copy);
-      head += record.length;
-      ++sequence;
-      continue;
-    }
-    uint32_t signal_count = 0;
-    uint64_t buffer = 0;
-    const halo_ring_semaphore_value_t *signals =
-        halod_ring_async_signals(copy, &signal_count, &buffer);
-    // libhalo forgot an asynchronous dealloca's buffer when it published it
-    // (dropped even where its counts are not trusted, as halod_ring_dealloca
-    // does).
-    if (buffer) {
-      halo_status_free(halod_session_release_buffer(daemon, session, buffer));
-    }
-    if (signals) {
-      halod_ring_reject(
-          ring,
-          record.type == HALO_RING_RECORD_EXECUTE ? "queue_execute"
-                                                  : "queue_dealloca",
-          sequence, signals, signal_count,
-          halo_status_make(code,
-                           "it was published, not taken, when its session "
-                           "was lost: %s",
-                           reason));
-      ++abandoned;
-    }
-    head += record.length;
-    ++sequence;
-  }
-  free(copy);
-  if (abandoned) {
+  ring->abandon_reason = NULL;
+  if (ring->records_rejected > rejected) {
     HALO_LOG_INFO(
-        "session %llu (pid %u): %u asynchronous ring records not taken "
-        "failed their signals",
-        (unsigned long long)session->id, session->pid, abandoned);
+        "session %llu (pid %u): %llu ring records not taken were refused "
+        "with its loss",
+        (unsigned long long)session->id, session->pid,
+        (unsigned long long)(ring->records_rejected - rejected));
   }
 }
 

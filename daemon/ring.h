@@ -63,10 +63,10 @@ void halod_ring_revoke_all(halod_session_t *session);
 // Stops reading the ring and frees it (session end).
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session);
 
-// The session is lost (halod_session_lose): the asynchronous executes and
-// deallocas it published that its consumer (halod, or a device worker now
-// lost) never took fail their signals with |code| and |reason|, as its
-// waiting work does. Before halod_ring_destroy.
+// The session is lost (halod_session_lose): the records it published that
+// its consumer (halod, or a device worker now lost) never took are read and
+// refused with |code| and |reason| (an asynchronous execute's or dealloca's
+// signals fail, as its waiting work's do). Before halod_ring_destroy.
 void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
                         halo_status_code_t code, const char *reason);
 
