@@ -304,22 +304,8 @@ static void halod_stop_fail_semaphores(halod_t *daemon) {
   size_t count = 0;
   halod_semaphore_t **all = halod_semaphores_retain_all(daemon, 0, &count);
   if (!all) {
-    // Out of memory: one at a time from the map, which a failure may
-    // change, so each walk starts again until none is left unfailed.
+    // Their waiters learn of the stop when halod exits (its pidfd).
     HALO_LOG_ERROR("stop: out of memory listing the semaphores to fail");
-    halo_u64_map_t *map = &daemon->shared.semaphores;
-    for (bool failed = true; failed;) {
-      failed = false;
-      for (size_t i = 0; i < map->capacity && !failed; ++i) {
-        if (!map->entries[i].key) continue;
-        halod_semaphore_t *semaphore = map->entries[i].value;
-        if (halod_semaphore_failure(semaphore) != 0) continue;
-        halod_semaphore_retain(semaphore);
-        halod_semaphore_fail(semaphore, HALO_STATUS_UNAVAILABLE, "%s", reason);
-        halod_semaphore_release(daemon, semaphore);
-        failed = true;
-      }
-    }
     return;
   }
   for (size_t i = 0; i < count; ++i) {
