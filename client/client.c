@@ -52,9 +52,14 @@ halo_status_t halo_client_call(halo_client_t *client,
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client));
+  // A request halod refused for now (an executable load past its bounds on
+  // loads waiting) is sent again until the call's timeout.
+  int64_t retry_until_ns =
+      halo_clock_deadline_ns((int64_t)client->request_timeout_ms * 1000000);
   pthread_mutex_lock(&client->call_mutex);
-  halo_status_t status = halo_wire_call(client->ctx, client->aio, &client->lost,
-                                        request, out_response);
+  halo_status_t status =
+      halo_wire_call_retrying(client->ctx, client->aio, &client->lost, request,
+                              retry_until_ns, out_response);
   pthread_mutex_unlock(&client->call_mutex);
   if (status && atomic_load(&client->lost) &&
       halo_status_code(status) != HALO_STATUS_UNAVAILABLE) {
@@ -273,6 +278,7 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   int timeout_ms = options && options->request_timeout_ms > 0
                        ? options->request_timeout_ms
                        : 30000;
+  client->request_timeout_ms = timeout_ms;
   int rv = nng_req0_open(&client->socket);
   if (rv == 0) {
     // A session is tied to one connection: never resend a request on a new

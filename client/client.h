@@ -62,6 +62,7 @@ struct halo_client_s {
   nng_ctx ctx;
   nng_aio *aio;
   pthread_mutex_t call_mutex;  // one request at a time on |ctx|
+  int request_timeout_ms;      // each call's; refusals for now retry within it
   _Atomic bool lost;           // the connection to halod is gone
   uint64_t session_id;
   uint8_t token[16];

@@ -2,6 +2,10 @@
 // Copyright 2026 The halo Authors
 #include "common/wire.h"
 
+#include <errno.h>
+#include <time.h>
+
+#include "common/clock.h"
 #include "common/status.h"
 
 halo_status_t halo_wire_pack(const ProtobufCMessage *message,
@@ -61,11 +65,15 @@ static int halo_wire_wait(nng_aio *aio, const _Atomic bool *lost) {
   return nng_aio_result(aio);
 }
 
-halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
-                             const _Atomic bool *lost,
-                             const halo_wire_request_t *request,
-                             halo_wire_response_t **out_response) {
+// One round trip of halo_wire_call; *|out_retry_after_ms| is a refusal's
+// retry_after_ms (0: none).
+static halo_status_t halo_wire_call_once(nng_ctx ctx, nng_aio *aio,
+                                         const _Atomic bool *lost,
+                                         const halo_wire_request_t *request,
+                                         uint32_t *out_retry_after_ms,
+                                         halo_wire_response_t **out_response) {
   *out_response = NULL;
+  *out_retry_after_ms = 0;
   size_t size = halo__wire__request__get_packed_size(request);
   if (size > HALO_WIRE_MAX_MESSAGE_BYTES) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
@@ -97,9 +105,43 @@ halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
     if ((unsigned)code >= HALO_STATUS_CODE_COUNT) code = HALO_STATUS_UNKNOWN;
     halo_status_t status = halo_status_make(
         code, "%s", response->message ? response->message : "");
+    if (response->has_retry_after_ms) {
+      *out_retry_after_ms = response->retry_after_ms;
+    }
     halo__wire__response__free_unpacked(response, NULL);
     return status;
   }
   *out_response = response;
   return NULL;
+}
+
+halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
+                             const _Atomic bool *lost,
+                             const halo_wire_request_t *request,
+                             halo_wire_response_t **out_response) {
+  uint32_t retry_after_ms;
+  return halo_wire_call_once(ctx, aio, lost, request, &retry_after_ms,
+                             out_response);
+}
+
+halo_status_t halo_wire_call_retrying(nng_ctx ctx, nng_aio *aio,
+                                      const _Atomic bool *lost,
+                                      const halo_wire_request_t *request,
+                                      int64_t retry_until_ns,
+                                      halo_wire_response_t **out_response) {
+  for (;;) {
+    uint32_t retry_after_ms = 0;
+    halo_status_t status = halo_wire_call_once(ctx, aio, lost, request,
+                                               &retry_after_ms, out_response);
+    if (!status || retry_after_ms == 0) return status;
+    if (retry_after_ms > HALO_WIRE_RETRY_MAX_MS) {
+      retry_after_ms = HALO_WIRE_RETRY_MAX_MS;
+    }
+    int64_t wait_ns = (int64_t)retry_after_ms * 1000000;
+    if (halo_clock_now_ns() + wait_ns > retry_until_ns) return status;
+    halo_status_free(status);
+    struct timespec wait = halo_clock_timespec(wait_ns);
+    while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {
+    }
+  }
 }

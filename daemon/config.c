@@ -99,6 +99,18 @@ static const halod_config_entry_t halod_config_entries[] = {
      "take within 50 ms is dropped, so clients that do not read cannot hold "
      "more "
      "contexts together than this. Must be less than contexts"},
+    {"loads", HALOD_NUMBER(HALOD_CONFIG_U32, loads), "32", 1, 1024, NULL, START,
+     "executable loads (compiles, JITs) that may wait at once, each on an nng "
+     "context of its own beside the contexts ones, so that loads never hold "
+     "the contexts other requests need; the next is refused for now "
+     "(RESOURCE_EXHAUSTED naming this setting), and libhalo sends it again "
+     "until its request timeout"},
+    {"domain-loads", HALOD_NUMBER(HALOD_CONFIG_U32, domain_loads), "4", 1, 1024,
+     NULL, LIVE,
+     "of those, the loads one trust domain may have waiting at once (a load "
+     "joining another's load of the same code counts); the next is refused "
+     "for now as above, so one domain cannot take every load's place or "
+     "every thread that loads"},
     {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, arena_bytes), "67108864",
      1u << 16, 1ull << 40, NULL, LIVE,
      "size of a session's host-visible arena (larger buffers get their own); "

@@ -38,6 +38,8 @@ typedef struct halod_config_t {
   uint32_t reply_timeout_ms;  // a reply not taken by then is dropped
   uint32_t session_requests;  // requests in flight per connection
   uint32_t uid_replies;       // replies waiting on clients per uid
+  uint32_t loads;             // executable loads waiting, on spare contexts
+  uint32_t domain_loads;      // of them, per trust domain
   uint32_t connections;       // client socket connections in all
   uint32_t hello_timeout_ms;  // a connection without Hello is closed after
   uint64_t arena_bytes;

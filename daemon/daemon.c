@@ -239,6 +239,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
       .reply_timeout_ms = config->reply_timeout_ms,
       .pipe_requests = config->session_requests,
       .uid_replies = config->uid_replies,
+      .spares = config->loads,
       .busy = busy,
       .handler = halod_requests_on_event,
       .user_data = daemon,
@@ -249,6 +250,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   if (!status) {
     options.address = config->admin;
     options.socket_group = config->admin_group;
+    options.spares = 0;  // the admin socket loads nothing
     options.handler = halod_admin_on_event;
     status = halod_server_create(loop, &options, &daemon->admin_server);
   }
@@ -358,7 +360,7 @@ void halod_stop(halod_t *daemon) {
   // dropped.
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
                                 "stopping executable loads");
-  halod_executable_stop_loads(daemon, daemon->stop_deadline_ns);
+  halod_executable_stop_loads(daemon, start + HALOD_STOP_LOADS_NS);
   // Every request is answered now: the sockets close once quiet (bounded,
   // see halod_server_destroy).
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,

@@ -189,6 +189,10 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 #define HALOD_STOP_QUIET_NS (20ll * 1000000)
 #define HALOD_STOP_QUIET_MAX_NS (250ll * 1000000)
 #define HALOD_STOP_SOCKETS_NS (1250ll * 1000000)
+// Executable loads still running this long after the signal are dropped,
+// and a device worker running one is killed (a compile or a native
+// kernel's constructor can run for longer than the stop may take).
+#define HALOD_STOP_LOADS_NS (1000ll * 1000000)
 // The watchdog (daemon/stop_watchdog.h) ends the process this long after
 // the signal if the stop is still not done: within the 5 s that clients
 // and the service manager are promised.
@@ -233,5 +237,9 @@ void halod_reply(halod_server_context_t *context,
                  const Halo__Wire__Response *response);
 // Replies with just a status (consumed).
 void halod_reply_status(halod_server_context_t *context, halo_status_t status);
+// Refuses for now with |status| (consumed): the client may send the same
+// request again after |retry_after_ms| (libhalo does, within its timeout).
+void halod_reply_retry(halod_server_context_t *context, halo_status_t status,
+                       uint32_t retry_after_ms);
 
 #endif  // HALOD_DAEMON_H_

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
 
 #define HALOD_MAX_EXECUTABLE_OPTIONS 256
 
@@ -72,7 +73,8 @@ struct halod_executable_waiter_t {
   halod_executable_waiter_t *next;
   halod_server_context_t *context;
   uint64_t session_id;
-  bool cached;  // it found the load already under way
+  uint64_t domain_key;  // its session's trust domain (base_key: every part)
+  bool cached;          // it found the load already under way
 };
 
 // One load in flight on a libuv worker. The worker reads the copies below
@@ -84,6 +86,7 @@ struct halod_executable_load_t {
   halod_executable_load_t *next;  // daemon->cache.loads
   halod_executable_t *executable;
   halo_hal_device_t *device;
+  uint32_t device_index;
   // Copies of the request (freed once its handler returns).
   uint32_t format;
   void *data;
@@ -96,6 +99,7 @@ struct halod_executable_load_t {
   int64_t load_ns;
   atomic_bool done;
   bool abandoned;  // dropped by halod_stop
+  bool cancelled;  // by halod_stop before it started
 };
 
 static halo_status_t halod_executable_check(
@@ -157,6 +161,7 @@ static halo_status_t halod_executable_add_waiter(
   if (!waiter) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   waiter->context = context;
   waiter->session_id = session->id;
+  waiter->domain_key = session->domain->base_key;
   waiter->cached = cached;
   // Appended: requests are answered in arrival order.
   halod_executable_waiter_t **link = &executable->waiters;
@@ -333,6 +338,7 @@ static halo_status_t halod_executable_start_load(
   load->executable = executable;
   load->device = session->domain->workers[request->device].device;
   halod_device_retain(load->device);
+  load->device_index = request->device;
   atomic_init(&load->done, false);
   load->work.data = load;
   int rc = uv_queue_work(daemon->loop, &load->work, halod_executable_load_work,
@@ -353,6 +359,56 @@ static halo_status_t halod_executable_start_load(
       executable->hash_text, halod_executable_format_name(executable->format),
       request->data.len, request->device, (unsigned long long)session->id);
   return NULL;
+}
+
+// How long a load refused for now asks its client to wait before sending
+// it again.
+#define HALOD_EXECUTABLE_RETRY_MS 20
+
+// The requests of trust domain |domain_key| waiting for a load.
+static uint32_t halod_executable_domain_waiting(halod_t *daemon,
+                                                uint64_t domain_key) {
+  uint32_t waiting = 0;
+  for (halod_executable_load_t *load = daemon->cache.loads; load;
+       load = load->next) {
+    if (load->abandoned) continue;
+    for (halod_executable_waiter_t *waiter = load->executable->waiters; waiter;
+         waiter = waiter->next) {
+      if (waiter->domain_key == domain_key) ++waiting;
+    }
+  }
+  return waiting;
+}
+
+// Whether |session|'s request on |context| may wait for a load: its trust
+// domain has fewer than domain-loads waiting, and a spare context takes its
+// place on the socket (loads), so that waiting loads never hold a context
+// other requests need. Else it is refused for now (libhalo sends it again)
+// and false returned.
+static bool halod_executable_admit(halod_t *daemon, halod_session_t *session,
+                                   halod_server_context_t *context) {
+  uint32_t waiting =
+      halod_executable_domain_waiting(daemon, session->domain->base_key);
+  halo_status_t status = NULL;
+  if (waiting >= daemon->config.domain_loads) {
+    status = halo_status_make(
+        HALO_STATUS_RESOURCE_EXHAUSTED,
+        "trust domain %s has %u executable loads waiting (domain-loads %u); "
+        "send it again later",
+        session->domain->name, waiting, daemon->config.domain_loads);
+  } else if (!halod_server_hold(context)) {
+    status = halo_status_make(
+        HALO_STATUS_RESOURCE_EXHAUSTED,
+        "halod has %u executable loads waiting (loads %u); send it again "
+        "later",
+        halod_server_held(daemon->client_server), daemon->config.loads);
+  }
+  if (!status) return true;
+  ++daemon->stats.loads_refused;
+  HALO_LOG_DEBUG("session %llu: %s", (unsigned long long)session->id,
+                 halo_status_message(status));
+  halod_reply_retry(context, status, HALOD_EXECUTABLE_RETRY_MS);
+  return false;
 }
 
 void halod_executable_load(halod_t *daemon, halod_session_t *session,
@@ -379,6 +435,12 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
                        halo_status_make(HALO_STATUS_INTERNAL,
                                         "executable hash prefix collision; "
                                         "not loaded"));
+    return;
+  }
+  // Waiting for a load (this one's, or another session's of the same bytes)
+  // needs a place (loads, domain-loads).
+  if ((!existing || existing->loading) &&
+      !halod_executable_admit(daemon, session, context)) {
     return;
   }
   if (existing) {
@@ -411,27 +473,13 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
 }
 
 void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
+  // Every request waiting for a load is answered now. A load not started
+  // never will be (its after-work callback still runs, with UV_ECANCELED);
+  // its after-work callback drops what a started one returns.
   for (halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
     if (load->abandoned) continue;
-    // Not started yet: it never will (its after-work callback still runs,
-    // with UV_ECANCELED). Started: wait for the driver to finish, until the
-    // deadline (then its after-work callback drops the result).
-    bool cancelled = uv_cancel((uv_req_t *)&load->work) == 0;
-    while (!cancelled &&
-           !atomic_load_explicit(&load->done, memory_order_acquire) &&
-           halo_clock_now_ns() < deadline_ns) {
-      usleep(1000);
-    }
-    if (atomic_load_explicit(&load->done, memory_order_acquire)) {
-      if (load->hal) halo_hal_executable_destroy(load->hal);
-      load->hal = NULL;
-    } else if (!cancelled) {
-      HALO_LOG_WARN(
-          "an executable load still runs on device %u; stopping "
-          "without it",
-          load->executable->device);
-    }
+    load->cancelled = uv_cancel((uv_req_t *)&load->work) == 0;
     load->abandoned = true;
     halod_executable_t *executable = load->executable;
     halo_u64_map_remove(&daemon->cache.executables,
@@ -447,6 +495,45 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
     }
     free(executable);
     load->executable = NULL;
+  }
+  // Started loads get until |deadline_ns| to finish.
+  for (halod_executable_load_t *load = daemon->cache.loads; load;
+       load = load->next) {
+    while (!load->cancelled &&
+           !atomic_load_explicit(&load->done, memory_order_acquire) &&
+           halo_clock_now_ns() < deadline_ns) {
+      usleep(1000);
+    }
+  }
+  for (halod_executable_load_t *load = daemon->cache.loads; load;
+       load = load->next) {
+    if (atomic_load_explicit(&load->done, memory_order_acquire)) {
+      if (load->hal) halo_hal_executable_destroy(load->hal);
+      load->hal = NULL;
+      continue;
+    }
+    if (load->cancelled) continue;
+    bool remote = halo_hal_remote_device_is(load->device);
+    bool killed = false;  // with an earlier load of the same worker
+    for (halod_executable_load_t *other = daemon->cache.loads;
+         remote && other != load; other = other->next) {
+      killed |= other->device == load->device && !other->cancelled &&
+                !atomic_load_explicit(&other->done, memory_order_acquire);
+    }
+    if (killed) continue;
+    if (remote) {
+      // The load's call would keep the loop (and halod) waiting past the
+      // stop's budget; its worker's end ends it.
+      HALO_LOG_WARN(
+          "an executable load still runs on device %u; killing its device "
+          "worker (pid %d) and stopping without it",
+          load->device_index, (int)halo_hal_remote_device_pid(load->device));
+      halo_hal_remote_device_kill(load->device);
+    } else {
+      HALO_LOG_WARN(
+          "an executable load still runs on device %u; stopping without it",
+          load->device_index);
+    }
   }
 }
 

@@ -38,6 +38,18 @@ static void halod_apply_cuda_connections(const halod_config_t *config) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", value, 1);
 }
 
+// loads: libuv's thread pool runs the executable loads (the compiles and
+// JITs, or a device worker's answer), 4 threads unless UV_THREADPOOL_SIZE
+// says otherwise. Each load waiting may have a thread, so that one trust
+// domain's slow loads (domain-loads of them) never queue another's behind
+// them. Set before libuv's first work starts its pool.
+static void halod_apply_loads(const halod_config_t *config) {
+  if (getenv("UV_THREADPOOL_SIZE")) return;
+  char value[16];
+  snprintf(value, sizeof(value), "%u", config->loads);
+  setenv("UV_THREADPOOL_SIZE", value, 1);
+}
+
 // nice: the niceness of halod, set before it starts a thread, so that
 // every thread it starts and every device worker it spawns inherits it
 // (Linux keeps a niceness per thread).
@@ -113,6 +125,7 @@ int main(int argc, char **argv) {
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
   halod_log_allocator();
   halod_apply_cuda_connections(&config);
+  halod_apply_loads(&config);
   halod_apply_nice(&config);
 
   uv_loop_t loop;

@@ -369,6 +369,14 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_sample(&text, "halo_executable_cache_misses_total", "counter",
                     "Executable loads that went to the driver.",
                     (double)daemon->stats.executable_misses);
+  halod_text_sample(&text, "halo_executable_loads_waiting", "gauge",
+                    "Executable loads waiting for their compile or JIT, each "
+                    "on a context of its own (loads).",
+                    (double)halod_server_held(daemon->client_server));
+  halod_text_sample(&text, "halo_executable_loads_refused_total", "counter",
+                    "Executable loads refused for now (loads or "
+                    "domain-loads waiting already); libhalo sends them again.",
+                    (double)daemon->stats.loads_refused);
   halod_text_sample(&text, "halo_executable_cache_cached", "gauge",
                     "Executables kept after their last release (LRU).",
                     (double)daemon->cache.executable_lru.count);

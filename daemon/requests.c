@@ -42,6 +42,17 @@ void halod_reply_status(halod_server_context_t *context, halo_status_t status) {
   halo_status_free(status);
 }
 
+void halod_reply_retry(halod_server_context_t *context, halo_status_t status,
+                       uint32_t retry_after_ms) {
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.code = (int32_t)halo_status_code(status);
+  response.message = (char *)halo_status_message(status);
+  response.has_retry_after_ms = true;
+  response.retry_after_ms = retry_after_ms;
+  halod_reply(context, &response);
+  halo_status_free(status);
+}
+
 // A reply under construction: status plus body.
 typedef struct halod_request_t {
   halod_t *daemon;

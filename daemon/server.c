@@ -27,6 +27,7 @@ typedef enum halod_server_context_state_e {
   HALOD_CONTEXT_SERVING,  // request handed to the loop
   HALOD_CONTEXT_SENDING,
   HALOD_CONTEXT_STOPPED,  // closed (or refusing nothing): receives no more
+  HALOD_CONTEXT_PARKED,   // a spare, until a held request needs its place
 } halod_server_context_state_t;
 
 struct halod_server_context_t {
@@ -37,6 +38,9 @@ struct halod_server_context_t {
   uint32_t pipe_id;                    // of the request it serves or answers
   uint64_t uid;                        // its peer's (UINT64_MAX: unknown)
   bool hurried;  // its reply may not wait on its client (uid_replies)
+  // Its request is answered late (halod_server_hold): a spare receives in
+  // its place, and it parks once its reply is sent.
+  bool held;
   // A detached context's receiver of replies.
   halod_server_reply_fn detached_reply;
   void *detached_user_data;
@@ -49,7 +53,11 @@ struct halod_server_t {
   uv_async_t async;
   halod_server_handler_fn handler;
   void *user_data;
+  // |contexts| receiving plus |spares| parked; a held request's context
+  // is replaced by a parked one (halod_server_hold).
   uint32_t context_count;
+  uint32_t spare_count;
+  uint32_t held_count;  // under |mutex|
   halod_server_context_t *contexts;
   // A reply not taken by its client within |reply_timeout_ms| is dropped:
   // rep0 queues a reply behind the one its pipe is writing, so a client
@@ -196,6 +204,56 @@ static bool halod_server_admit(halod_server_context_t *context,
   return false;
 }
 
+// nng thread: |context| has sent its reply. If it was held, a spare took
+// its place receiving, so it parks (true) instead of receiving again.
+static bool halod_server_park(halod_server_context_t *context) {
+  halod_server_t *server = context->server;
+  pthread_mutex_lock(&server->mutex);
+  bool held = context->held;
+  if (held) {
+    context->held = false;
+    context->state = HALOD_CONTEXT_PARKED;
+    --server->held_count;
+  }
+  pthread_mutex_unlock(&server->mutex);
+  return held;
+}
+
+bool halod_server_hold(halod_server_context_t *context) {
+  halod_server_t *server = context->server;
+  if (!server) return true;  // detached: holds nobody's place
+  halod_server_context_t *spare = NULL;
+  pthread_mutex_lock(&server->mutex);
+  if (!context->held && context->state == HALOD_CONTEXT_SERVING &&
+      !server->closing) {
+    for (uint32_t i = 0; i < server->context_count; ++i) {
+      if (server->contexts[i].state == HALOD_CONTEXT_PARKED) {
+        spare = &server->contexts[i];
+        break;
+      }
+    }
+  }
+  if (spare) {
+    context->held = true;
+    ++server->held_count;
+    spare->state = HALOD_CONTEXT_RECEIVING;
+  }
+  pthread_mutex_unlock(&server->mutex);
+  if (!spare) return false;
+  nng_aio_set_timeout(spare->aio, NNG_DURATION_INFINITE);
+  nng_ctx_recv(spare->ctx, spare->aio);
+  return true;
+}
+
+uint32_t halod_server_held(const halod_server_t *server) {
+  if (!server) return 0;
+  halod_server_t *s = (halod_server_t *)server;
+  pthread_mutex_lock(&s->mutex);
+  uint32_t held = s->held_count;
+  pthread_mutex_unlock(&s->mutex);
+  return held;
+}
+
 // nng thread.
 static void halod_server_on_aio(void *arg) {
   halod_server_context_t *context = arg;
@@ -234,6 +292,7 @@ static void halod_server_on_aio(void *arg) {
               server->address, context->pipe_id, (int)server->reply_timeout_ms);
         }
       }
+      if (halod_server_park(context)) return;
       halod_server_receive(context);
       return;
     case HALOD_CONTEXT_RECEIVING: {
@@ -281,6 +340,7 @@ static void halod_server_on_aio(void *arg) {
     }
     case HALOD_CONTEXT_SERVING:
     case HALOD_CONTEXT_STOPPED:
+    case HALOD_CONTEXT_PARKED:
       return;
   }
 }
@@ -421,8 +481,9 @@ halo_status_t halod_server_create(uv_loop_t *loop,
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     goto fail;
   }
-  server->context_count = options->contexts;
-  server->contexts = calloc(options->contexts, sizeof(*server->contexts));
+  server->spare_count = options->spares;
+  server->context_count = options->contexts + options->spares;
+  server->contexts = calloc(server->context_count, sizeof(*server->contexts));
   if (!server->contexts) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     goto fail;
@@ -437,6 +498,10 @@ halo_status_t halod_server_create(uv_loop_t *loop,
     if (rv != 0) {
       status = halo_wire_status_from_nng(rv, "nng context");
       goto fail;
+    }
+    if (i >= options->contexts) {
+      context->state = HALOD_CONTEXT_PARKED;
+      continue;
     }
     context->state = HALOD_CONTEXT_RECEIVING;
     nng_ctx_recv(context->ctx, context->aio);

@@ -69,6 +69,9 @@ typedef struct halod_server_options_t {
   // times out. nng's rep contexts cannot send a reply twice, so a dropped
   // reply cannot be retried.
   uint32_t uid_replies;
+  // Contexts kept parked beside |contexts|, for requests answered late
+  // (halod_server_hold).
+  uint32_t spares;
   const nng_msg *busy;
   halod_server_handler_fn handler;
   void *user_data;
@@ -113,8 +116,19 @@ int64_t halod_server_last_request_ns(const halod_server_t *server);
 // (never freed) and halod goes on stopping.
 void halod_server_destroy(halod_server_t *server, int64_t deadline_ns);
 
+// Loop thread, for a request whose answer may take long (an executable
+// load): a parked spare context starts receiving in |context|'s place, so
+// that the socket still serves |contexts| other requests at once while this
+// one waits; |context| parks once its reply is sent. False when no spare is
+// parked (every spare holds a request, or the server stops): the request
+// then keeps its context as any other does. True for a detached context.
+bool halod_server_hold(halod_server_context_t *context);
+
+// Any thread. How many requests hold a spare's place now.
+uint32_t halod_server_held(const halod_server_t *server);
+
 // Any thread. Sends |reply| (ownership passes) for the request |context|
-// was serving and makes the context receive again.
+// was serving and makes the context receive again (or park: held).
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply);
 
 void halod_server_event_free(halod_server_event_t *event);

@@ -67,7 +67,8 @@ typedef struct halod_stats_t {
   uint64_t sessions_hello_timed_out;  // closed: no Hello in hello-timeout-ms
   uint64_t executable_hits;
   uint64_t executable_misses;
-  halod_queue_t *queues;  // every live queue (halod_queue_t.all_next)
+  uint64_t loads_refused;  // past loads or domain-loads, for now
+  halod_queue_t *queues;   // every live queue (halod_queue_t.all_next)
   halod_device_stats_t devices[HALO_HAL_MAX_DEVICES];
 } halod_stats_t;
 

@@ -35,6 +35,9 @@ struct halod_workers_state_t {
   pthread_mutex_t mutex;
   halo_hal_device_t *lost[64];  // retained
   uint32_t lost_count;
+  // halod_workers_stop closed |lost_async|: a loss reported later is
+  // completed by its reader thread (nothing on the loop waits for it).
+  bool lost_closed;
   // Spare workers per device (worker-spares): started ahead, taken by the
   // next domain that needs one, so that starting a domain's worker (a CUDA
   // context: ~190 ms on an H100) does not hold up the loop.
@@ -64,12 +67,15 @@ static void halod_workers_on_lost(void *user_data, halo_hal_device_t *device) {
   halod_t *daemon = user_data;
   struct halod_workers_state_t *state = daemon->workers;
   pthread_mutex_lock(&state->mutex);
-  if (state->lost_count < sizeof(state->lost) / sizeof(state->lost[0])) {
+  if (!state->lost_closed &&
+      state->lost_count < sizeof(state->lost) / sizeof(state->lost[0])) {
     state->lost[state->lost_count++] = device;  // with the reference given
     uv_async_send(&state->lost_async);
   } else {
-    // Cannot happen with fewer live workers than slots; never leave the
-    // work in flight hanging.
+    // After halod's stop closed the loop's side (a worker it killed for a
+    // load still running, halod_executable_stop_loads), or, with fewer live
+    // workers than slots never, a full queue: never leave the work in
+    // flight hanging.
     halo_hal_remote_device_complete_lost(device);
     device->vtable->destroy(device);
   }
@@ -574,7 +580,11 @@ void halod_workers_stop(halod_t *daemon) {
   struct halod_workers_state_t *state = daemon->workers;
   if (!state) return;
   if (state->lost_async.loop) {
-    // Reports still queued: their work completes now.
+    // Reports still queued: their work completes now; later ones complete
+    // on their reader threads.
+    pthread_mutex_lock(&state->mutex);
+    state->lost_closed = true;
+    pthread_mutex_unlock(&state->mutex);
     halod_workers_on_lost_async(&state->lost_async);
     uv_close((uv_handle_t *)&state->lost_async, NULL);
   }

@@ -103,15 +103,6 @@ typedef struct alloca_usage_t {
   uint32_t in_flight;
 } alloca_usage_t;
 
-static uint64_t metric(const char *text, const char *name) {
-  const char *line = strstr(text, name);
-  if (!line) {
-    print_error("no metric %s in:\n%s\n", name, text);
-    fail();
-  }
-  return strtoull(line + strlen(name), NULL, 10);
-}
-
 static alloca_usage_t usage_now(const halo_test_daemon_t *daemon) {
   alloca_usage_t usage = {0};
   halo_admin_t *admin = NULL;
@@ -121,10 +112,11 @@ static alloca_usage_t usage_now(const halo_test_daemon_t *daemon) {
   halo_admin_close(admin);
   HALO_TEST_ASSERT_OK(status);
   const char *text = response->admin_metrics->text;
-  usage.buffers = metric(text, "halo_device_buffers{device=\"0\"} ");
-  usage.device_bytes = metric(
+  usage.buffers =
+      halo_test_metric_in(text, "halo_device_buffers{device=\"0\"} ");
+  usage.device_bytes = halo_test_metric_in(
       text, "halo_device_allocated_bytes{device=\"0\",memory=\"device\"} ");
-  usage.host_bytes = metric(
+  usage.host_bytes = halo_test_metric_in(
       text,
       "halo_device_allocated_bytes{device=\"0\",memory=\"host_visible\"} ");
   halo__wire__response__free_unpacked(response, NULL);

@@ -204,3 +204,18 @@ HALO_LOCAL_KERNEL(armed) {
 
 // Not an entry point: lookup_entry must refuse it.
 __attribute__((visibility("default"))) int not_a_function = 7;
+
+#ifdef TEST_KERNELS_SLOW_LOAD
+#include <stdlib.h>
+// Loads as slowly as a large compile: the loader's dlopen runs this, and it
+// sleeps $HALO_TEST_SLOW_LOAD_MS (halod and its workers inherit it from the
+// test) or 1000 ms.
+__attribute__((constructor)) static void slow_load(void) {
+  const char *text = getenv("HALO_TEST_SLOW_LOAD_MS");
+  long ms = text ? strtol(text, NULL, 10) : 1000;
+  struct timespec wait = {.tv_sec = ms / 1000,
+                          .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&wait, &wait) != 0) {
+  }
+}
+#endif

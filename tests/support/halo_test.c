@@ -630,6 +630,28 @@ halo_wire_response_t *halo_test_admin_semaphores(
   return response;
 }
 
+uint64_t halo_test_metric_in(const char *text, const char *name) {
+  // A sample's line starts with its name (# HELP and # TYPE lines do not).
+  const char *line = strncmp(text, name, strlen(name)) == 0 ? text : NULL;
+  for (const char *at = text; !line && (at = strstr(at, name)); ++at) {
+    if (at[-1] == '\n') line = at;
+  }
+  if (!line) {
+    print_error("no metric %s in:\n%s\n", name, text);
+    fail();
+  }
+  return strtoull(line + strlen(name), NULL, 10);
+}
+
+uint64_t halo_test_admin_metric(const halo_test_daemon_t *daemon,
+                                const char *name) {
+  halo_wire_response_t *response = halo__admin(daemon, halo_admin_metrics);
+  assert_non_null(response->admin_metrics);
+  uint64_t value = halo_test_metric_in(response->admin_metrics->text, name);
+  halo__wire__response__free_unpacked(response, NULL);
+  return value;
+}
+
 uint32_t halo_test_admin_session_count(const halo_test_daemon_t *daemon) {
   halo_wire_response_t *response = halo_test_admin_status(daemon);
   uint32_t sessions = response->admin_status->sessions;

@@ -171,6 +171,14 @@ halo_wire_response_t *halo_test_admin_semaphores(
     const halo_test_daemon_t *daemon);
 
 // The number of sessions (AdminStatusReply.sessions).
+// The value of metric |name| (with its labels and a trailing space, e.g.
+// "halo_semaphores " or "halo_device_buffers{device=\"0\"} ") in the
+// metrics |text| (the line that starts with it); fails the test if it is
+// not there.
+uint64_t halo_test_metric_in(const char *text, const char *name);
+// The same, in halod's metrics now (AdminMetrics).
+uint64_t halo_test_admin_metric(const halo_test_daemon_t *daemon,
+                                const char *name);
 uint32_t halo_test_admin_session_count(const halo_test_daemon_t *daemon);
 
 // Whether the daemon lists a session of process |pid|; if so and |out_info|

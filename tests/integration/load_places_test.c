@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Executable loads and the requests of everyone else: a load waits for its
+// compile or JIT on an nng context of its own (loads), so that loads never
+// hold the contexts other requests need, and one trust domain has at most
+// domain-loads of them waiting; past that a load is refused for now
+// (RESOURCE_EXHAUSTED with retry_after_ms), and libhalo sends it again until
+// its request timeout. The slow loads are a local-driver kernel whose dlopen
+// sleeps $HALO_TEST_SLOW_LOAD_MS (halod's workers inherit it).
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "tests/support/halo_test.h"
+
+enum {
+  // 18 loads, more than contexts (16). Each connection sends fewer than
+  // session-requests (4): a fourth could be dropped while its Hello's reply
+  // is still being sent (halod counts that reply as waiting on the client).
+  ATTACK_CONNECTIONS = 6,
+  ATTACK_LOADS = 3,
+  SLOW_LOAD_MS = 2000,  // each attack load
+  CALL_BOUND_MS = 1500,
+};
+
+static const char kWaiting[] = "halo_executable_loads_waiting ";
+static const char kRefused[] = "halo_executable_loads_refused_total ";
+
+// HALO_TEST_TIME_SCALE (the TSan tree: 5).
+static int64_t time_scale(void) {
+  const char *text = getenv("HALO_TEST_TIME_SCALE");
+  int64_t scale = text ? strtoll(text, NULL, 10) : 1;
+  return scale > 0 ? scale : 1;
+}
+
+// The bytes of the ELF at |path| with |tag| appended (a content of its own:
+// the loader ignores trailing bytes). Free with free().
+static uint8_t *read_elf(const char *path, uint32_t tag, size_t *out_size) {
+  FILE *file = fopen(path, "rb");
+  assert_non_null(file);
+  fseek(file, 0, SEEK_END);
+  size_t size = (size_t)ftell(file);
+  fseek(file, 0, SEEK_SET);
+  uint8_t *data = calloc(1, size + sizeof(tag));
+  assert_non_null(data);
+  assert_int_equal(fread(data, 1, size, file), size);
+  fclose(file);
+  memcpy(data + size, &tag, sizeof(tag));
+  *out_size = size + sizeof(tag);
+  return data;
+}
+
+static void fill_create(Halo__Wire__ExecutableCreate *create,
+                        Halo__Wire__Request *request, uint8_t *data,
+                        size_t size) {
+  *create = (Halo__Wire__ExecutableCreate)HALO__WIRE__EXECUTABLE_CREATE__INIT;
+  create->device = 0;
+  create->format = HALO__WIRE__EXECUTABLE_FORMAT__EXECUTABLE_FORMAT_ELF;
+  create->data.data = data;
+  create->data.len = size;
+  *request = (Halo__Wire__Request)HALO__WIRE__REQUEST__INIT;
+  request->body_case = HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE;
+  request->executable_create = create;
+}
+
+static void start_daemon(halo_test_daemon_t *daemon, const char *slow_ms,
+                         const char *const *extra_args) {
+  setenv("HALO_TEST_SLOW_LOAD_MS", slow_ms, 1);
+  halo_test_daemon_start_with_args(daemon, extra_args);
+  unsetenv("HALO_TEST_SLOW_LOAD_MS");
+}
+
+// Polls halod's metric |name| until it is at least |least| (or fails).
+static uint64_t wait_metric(const halo_test_daemon_t *daemon, const char *name,
+                            uint64_t least) {
+  int64_t deadline = halo_clock_now_ns() + 10000ll * 1000000 * time_scale();
+  for (;;) {
+    uint64_t value = halo_test_admin_metric(daemon, name);
+    if (value >= least || halo_clock_now_ns() > deadline) return value;
+    usleep(10 * 1000);
+  }
+}
+
+// A child process (a trust domain of its own with trust-domain process):
+// ATTACK_CONNECTIONS sessions each send ATTACK_LOADS slow loads, all of
+// different bytes, and read nothing; then it writes a byte to |ready_fd|
+// and holds its connections until |hold_fd| closes.
+static void attacker_main(const char *path, int ready_fd, int hold_fd) {
+  int fds[ATTACK_CONNECTIONS];
+  for (uint32_t c = 0; c < ATTACK_CONNECTIONS; ++c) {
+    fds[c] = halo_test_ipc_open_session(path);
+    for (uint32_t i = 0; i < ATTACK_LOADS; ++i) {
+      size_t size;
+      uint8_t *data =
+          read_elf(LOAD_PLACES_TEST_SLOW, 1000 + c * ATTACK_LOADS + i, &size);
+      Halo__Wire__ExecutableCreate create;
+      Halo__Wire__Request request;
+      fill_create(&create, &request, data, size);
+      if (!halo_test_ipc_send_request(fds[c], 100 + i, &request)) _exit(4);
+      free(data);
+    }
+  }
+  if (write(ready_fd, "r", 1) != 1) _exit(5);
+  char byte;
+  while (read(hold_fd, &byte, 1) > 0) {
+  }
+  for (uint32_t c = 0; c < ATTACK_CONNECTIONS; ++c) close(fds[c]);
+  _exit(0);
+}
+
+static int64_t elapsed_ms(int64_t start_ns) {
+  return (halo_clock_now_ns() - start_ns) / 1000000;
+}
+
+// One trust domain sends 18 slow loads at once (every context, before
+// loads had places of their own). Another domain's client still connects,
+// pings, creates a semaphore and loads an executable, each call within
+// CALL_BOUND_MS, while the first domain's loads still wait: only
+// domain-loads (4) of them, the rest refused for now. Before, every call
+// waited for the slow loads; and the other domain's own load also queued
+// behind them for libuv's 4 threads.
+static void test_one_domain_loads_do_not_stall_another(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  char slow_ms[16];
+  snprintf(slow_ms, sizeof(slow_ms), "%d", SLOW_LOAD_MS);
+  start_daemon(&daemon, slow_ms,
+               (const char *const[]){"--trust-domain", "process", NULL});
+  int ready[2], hold[2];
+  assert_int_equal(pipe(ready), 0);
+  assert_int_equal(pipe(hold), 0);
+  pid_t attacker = fork();
+  assert_true(attacker >= 0);
+  if (attacker == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    attacker_main(daemon.socket_path, ready[1], hold[0]);
+  }
+  close(ready[1]);
+  close(hold[0]);
+  char byte;
+  assert_int_equal(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  int64_t attack_start = halo_clock_now_ns();
+  // halod took them: domain-loads waiting, the other 14 refused for now.
+  assert_int_equal(wait_metric(&daemon, kWaiting, 4), 4);
+  assert_int_equal(wait_metric(&daemon, kRefused, 14), 14);
+
+  int64_t bound_ms = CALL_BOUND_MS * time_scale();
+  int64_t start = halo_clock_now_ns();
+  halo_client_t *client = halo_test_connect(&daemon, (int32_t)bound_ms);
+  int64_t hello_ms = elapsed_ms(start);
+  start = halo_clock_now_ns();
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  int64_t ping_ms = elapsed_ms(start);
+  start = halo_clock_now_ns();
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &semaphore));
+  halo_semaphore_release(semaphore);
+  int64_t semaphore_ms = elapsed_ms(start);
+  size_t size;
+  uint8_t *data = read_elf(LOAD_PLACES_TEST_FAST, 7, &size);
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = data, .size = size};
+  halo_executable_t *executable = NULL;
+  start = halo_clock_now_ns();
+  HALO_TEST_ASSERT_OK(halo_executable_create(client, 0, &params, &executable));
+  int64_t load_ms = elapsed_ms(start);
+  halo_executable_release(executable);
+  free(data);
+  print_message(
+      "during the attack: hello %lld ms, ping %lld, semaphore %lld, load "
+      "%lld (bound %lld); attack %lld ms old\n",
+      (long long)hello_ms, (long long)ping_ms, (long long)semaphore_ms,
+      (long long)load_ms, (long long)bound_ms,
+      (long long)elapsed_ms(attack_start));
+  assert_true(hello_ms < bound_ms);
+  assert_true(ping_ms < bound_ms);
+  assert_true(semaphore_ms < bound_ms);
+  assert_true(load_ms < bound_ms);
+  // All of it while the attacker's loads still waited (each sleeps
+  // SLOW_LOAD_MS in its dlopen).
+  assert_true(halo_test_admin_metric(&daemon, kWaiting) >= 1);
+  halo_client_close(client);
+
+  close(hold[1]);
+  int status = 0;
+  assert_int_equal(waitpid(attacker, &status, 0), attacker);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  // Its loads still run (its worker runs them one after another): the stop
+  // kills that worker and halod exits 0 in time.
+  assert_true(halo_test_admin_metric(&daemon, kWaiting) >= 1);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+}
+
+typedef struct loader_t {
+  const halo_test_daemon_t *daemon;
+  pthread_barrier_t *barrier;
+  uint32_t tag;
+  int32_t timeout_ms;
+  halo_status_code_t code;
+  char message[256];
+} loader_t;
+
+static void *loader_main(void *arg) {
+  loader_t *loader = arg;
+  halo_client_t *client = halo_test_connect(loader->daemon, loader->timeout_ms);
+  size_t size;
+  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, loader->tag, &size);
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = data, .size = size};
+  halo_executable_t *executable = NULL;
+  pthread_barrier_wait(loader->barrier);
+  halo_status_t status =
+      halo_executable_create(client, 0, &params, &executable);
+  loader->code = halo_status_code(status);
+  snprintf(loader->message, sizeof(loader->message), "%s",
+           halo_status_message(status));
+  halo_status_free(status);
+  if (executable) halo_executable_release(executable);
+  free(data);
+  halo_client_close(client);
+  return NULL;
+}
+
+enum { LOADERS = 3 };
+
+static void run_loaders(const halo_test_daemon_t *daemon, int32_t timeout_ms,
+                        loader_t *loaders) {
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, LOADERS);
+  pthread_t threads[LOADERS];
+  for (uint32_t i = 0; i < LOADERS; ++i) {
+    loaders[i] = (loader_t){.daemon = daemon,
+                            .barrier = &barrier,
+                            .tag = 2000 + i,
+                            .timeout_ms = timeout_ms};
+    assert_int_equal(
+        pthread_create(&threads[i], NULL, loader_main, &loaders[i]), 0);
+  }
+  for (uint32_t i = 0; i < LOADERS; ++i) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+}
+
+// One domain (the test's uid) loads 3 slow executables at once from 3
+// clients with domain-loads 1: two are refused for now, libhalo sends them
+// again, and every load succeeds.
+static void test_refused_loads_are_sent_again(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  start_daemon(&daemon, "300",
+               (const char *const[]){"--domain-loads", "1", NULL});
+  loader_t loaders[LOADERS];
+  run_loaders(&daemon, 30000, loaders);
+  for (uint32_t i = 0; i < LOADERS; ++i) {
+    if (loaders[i].code != HALO_STATUS_OK) {
+      print_error("loader %u: %s\n", i, loaders[i].message);
+    }
+    assert_int_equal(loaders[i].code, HALO_STATUS_OK);
+  }
+  assert_true(halo_test_admin_metric(&daemon, kRefused) >= 1);
+  assert_int_equal(halo_test_admin_metric(&daemon, kWaiting), 0);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+}
+
+// Past domain-loads a load is refused for now with a message naming the
+// setting and retry_after_ms (what a client without libhalo sees); a
+// libhalo client whose timeout ends first gets that refusal, not a hang.
+static void test_refusal_names_the_setting(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  start_daemon(&daemon, "3000",
+               (const char *const[]){"--domain-loads", "1", NULL});
+  // One slow load waiting: its session sends it and does not wait.
+  int fd = halo_test_ipc_open_session(daemon.socket_path);
+  size_t size;
+  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, 3000, &size);
+  Halo__Wire__ExecutableCreate create;
+  Halo__Wire__Request request;
+  fill_create(&create, &request, data, size);
+  assert_true(halo_test_ipc_send_request(fd, 100, &request));
+  free(data);
+  assert_int_equal(wait_metric(&daemon, kWaiting, 1), 1);
+
+  halo_test_raw_t raw;
+  halo_test_raw_open(&raw, daemon.listen_address, 0);
+  halo_test_raw_hello(&raw);
+  data = read_elf(LOAD_PLACES_TEST_SLOW, 3001, &size);
+  fill_create(&create, &request, data, size);
+  halo_wire_response_t *response = halo_test_raw_call(&raw, &request);
+  assert_true(response->has_retry_after_ms);
+  assert_true(response->retry_after_ms > 0);
+  HALO_TEST_EXPECT_ERROR(response, HALO_STATUS_RESOURCE_EXHAUSTED,
+                         "domain-loads 1");
+  halo_test_raw_close(&raw);
+
+  halo_client_t *client = halo_test_connect(&daemon, 300);
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = data, .size = size};
+  halo_executable_t *executable = NULL;
+  int64_t start = halo_clock_now_ns();
+  halo_status_t status =
+      halo_executable_create(client, 0, &params, &executable);
+  int64_t took_ms = elapsed_ms(start);
+  HALO_TEST_EXPECT_STATUS(status, HALO_STATUS_RESOURCE_EXHAUSTED,
+                          "domain-loads 1");
+  assert_null(executable);
+  assert_true(took_ms >= 200);
+  assert_true(took_ms < 2000 * time_scale());
+  free(data);
+  halo_client_close(client);
+  close(fd);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_one_domain_loads_do_not_stall_another),
+      cmocka_unit_test(test_refused_loads_are_sent_again),
+      cmocka_unit_test(test_refusal_names_the_setting),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
