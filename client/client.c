@@ -52,11 +52,11 @@ halo_status_t halo_client_call(halo_client_t *client,
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client));
+  pthread_mutex_lock(&client->call_mutex);
   // A request halod refused for now (an executable load past its bounds on
-  // loads waiting) is sent again until the call's timeout.
+  // loads waiting) is sent again while the call's timeout has not passed.
   int64_t retry_until_ns =
       halo_clock_deadline_ns((int64_t)client->request_timeout_ms * 1000000);
-  pthread_mutex_lock(&client->call_mutex);
   halo_status_t status =
       halo_wire_call_retrying(client->ctx, client->aio, &client->lost, request,
                               retry_until_ns, out_response);

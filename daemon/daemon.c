@@ -360,7 +360,8 @@ void halod_stop(halod_t *daemon) {
   // dropped.
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
                                 "stopping executable loads");
-  halod_executable_stop_loads(daemon, start + HALOD_STOP_LOADS_NS);
+  halod_executable_stop_loads(daemon, start + HALOD_STOP_LOADS_NS,
+                              daemon->stop_deadline_ns);
   // Every request is answered now: the sockets close once quiet (bounded,
   // see halod_server_destroy).
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,

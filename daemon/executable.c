@@ -365,19 +365,35 @@ static halo_status_t halod_executable_start_load(
 // it again.
 #define HALOD_EXECUTABLE_RETRY_MS 20
 
-// The requests of trust domain |domain_key| waiting for a load.
-static uint32_t halod_executable_domain_waiting(halod_t *daemon,
+// The requests of trust domain |domain_key| (every one for 0) waiting for
+// a load.
+static uint32_t halod_executable_domain_waiting(const halod_t *daemon,
                                                 uint64_t domain_key) {
   uint32_t waiting = 0;
-  for (halod_executable_load_t *load = daemon->cache.loads; load;
+  for (const halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
     if (load->abandoned) continue;
-    for (halod_executable_waiter_t *waiter = load->executable->waiters; waiter;
-         waiter = waiter->next) {
-      if (waiter->domain_key == domain_key) ++waiting;
+    for (const halod_executable_waiter_t *waiter = load->executable->waiters;
+         waiter; waiter = waiter->next) {
+      if (!domain_key || waiter->domain_key == domain_key) ++waiting;
     }
   }
   return waiting;
+}
+
+uint32_t halod_executable_loads_waiting(const halod_t *daemon) {
+  return halod_executable_domain_waiting(daemon, 0);
+}
+
+bool halod_executable_loads_running(const halod_t *daemon) {
+  for (const halod_executable_load_t *load = daemon->cache.loads; load;
+       load = load->next) {
+    if (!load->cancelled &&
+        !atomic_load_explicit(&load->done, memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Whether |session|'s request on |context| may wait for a load: its trust
@@ -472,7 +488,8 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
   }
 }
 
-void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
+void halod_executable_stop_loads(halod_t *daemon, int64_t kill_ns,
+                                 int64_t deadline_ns) {
   // Every request waiting for a load is answered now. A load not started
   // never will be (its after-work callback still runs, with UV_ECANCELED);
   // its after-work callback drops what a started one returns.
@@ -496,12 +513,15 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
     free(executable);
     load->executable = NULL;
   }
-  // Started loads get until |deadline_ns| to finish.
+  // Started loads get until |kill_ns| (in a worker) or |deadline_ns| to
+  // finish.
   for (halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
+    int64_t until =
+        halo_hal_remote_device_is(load->device) ? kill_ns : deadline_ns;
     while (!load->cancelled &&
            !atomic_load_explicit(&load->done, memory_order_acquire) &&
-           halo_clock_now_ns() < deadline_ns) {
+           halo_clock_now_ns() < until) {
       usleep(1000);
     }
   }
@@ -531,7 +551,8 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
       halo_hal_remote_device_kill(load->device);
     } else {
       HALO_LOG_WARN(
-          "an executable load still runs on device %u; stopping without it",
+          "an executable load still runs on device %u; stopping without it "
+          "(its device stays until halod exits)",
           load->device_index);
     }
   }

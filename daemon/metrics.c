@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/executable.h"
 #include "daemon/queue.h"
 #include "daemon/ring_worker.h"
 #include "daemon/session.h"
@@ -370,9 +371,9 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "Executable loads that went to the driver.",
                     (double)daemon->stats.executable_misses);
   halod_text_sample(&text, "halo_executable_loads_waiting", "gauge",
-                    "Executable loads waiting for their compile or JIT, each "
-                    "on a context of its own (loads).",
-                    (double)halod_server_held(daemon->client_server));
+                    "Requests waiting for an executable load (its compile "
+                    "or JIT), each on a context of its own (loads).",
+                    (double)halod_executable_loads_waiting(daemon));
   halod_text_sample(&text, "halo_executable_loads_refused_total", "counter",
                     "Executable loads refused for now (loads or "
                     "domain-loads waiting already); libhalo sends them again.",

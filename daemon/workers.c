@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "daemon/command_buffer.h"
 #include "daemon/device_lost.h"
+#include "daemon/executable.h"
 #include "daemon/fault_budget.h"
 #include "daemon/queue.h"
 #include "daemon/ring_worker.h"
@@ -596,9 +597,10 @@ void halod_workers_stop(halod_t *daemon) {
   }
   // Workers end once the loop has run the last callbacks that hold them
   // (loads finishing): main() waits for them (halod_workers_wait). Inline
-  // devices still running executions (halod_stop stopped waiting for them)
-  // are left to the process exit.
-  if (!state->enabled && daemon->work.deferred.issued == 0) {
+  // devices still running executions or loads (halod_stop stopped waiting
+  // for them) are left to the process exit.
+  if (!state->enabled && daemon->work.deferred.issued == 0 &&
+      !halod_executable_loads_running(daemon)) {
     halo_hal_registry_deinitialize(&daemon->hal);
   }
 }

@@ -19,11 +19,8 @@
 #include "tests/support/halo_test.h"
 
 enum {
-  // 18 loads, more than contexts (16). Each connection sends fewer than
-  // session-requests (4): a fourth could be dropped while its Hello's reply
-  // is still being sent (halod counts that reply as waiting on the client).
-  ATTACK_CONNECTIONS = 6,
-  ATTACK_LOADS = 3,
+  MAX_ATTACKERS = 8,  // processes, each a trust domain
+  MAX_CONNECTIONS = 8,
   SLOW_LOAD_MS = 2000,  // each attack load
   CALL_BOUND_MS = 1500,
 };
@@ -87,17 +84,20 @@ static uint64_t wait_metric(const halo_test_daemon_t *daemon, const char *name,
 }
 
 // A child process (a trust domain of its own with trust-domain process):
-// ATTACK_CONNECTIONS sessions each send ATTACK_LOADS slow loads, all of
-// different bytes, and read nothing; then it writes a byte to |ready_fd|
-// and holds its connections until |hold_fd| closes.
-static void attacker_main(const char *path, int ready_fd, int hold_fd) {
-  int fds[ATTACK_CONNECTIONS];
-  for (uint32_t c = 0; c < ATTACK_CONNECTIONS; ++c) {
+// |connections| sessions (at most MAX_CONNECTIONS) each send |loads| slow
+// loads, all of different bytes (|tag| and up), and read nothing; then it
+// writes a byte to |ready_fd| and holds its connections until |hold_fd|
+// closes.
+static void attacker_main(const char *path, uint32_t connections,
+                          uint32_t loads, uint32_t tag, int ready_fd,
+                          int hold_fd) {
+  int fds[MAX_CONNECTIONS];
+  for (uint32_t c = 0; c < connections; ++c) {
     fds[c] = halo_test_ipc_open_session(path);
-    for (uint32_t i = 0; i < ATTACK_LOADS; ++i) {
+    for (uint32_t i = 0; i < loads; ++i) {
       size_t size;
       uint8_t *data =
-          read_elf(LOAD_PLACES_TEST_SLOW, 1000 + c * ATTACK_LOADS + i, &size);
+          read_elf(LOAD_PLACES_TEST_SLOW, tag + c * loads + i, &size);
       Halo__Wire__ExecutableCreate create;
       Halo__Wire__Request request;
       fill_create(&create, &request, data, size);
@@ -109,51 +109,68 @@ static void attacker_main(const char *path, int ready_fd, int hold_fd) {
   char byte;
   while (read(hold_fd, &byte, 1) > 0) {
   }
-  for (uint32_t c = 0; c < ATTACK_CONNECTIONS; ++c) close(fds[c]);
+  for (uint32_t c = 0; c < connections; ++c) close(fds[c]);
   _exit(0);
+}
+
+// Attacker processes, and the pipe that holds them.
+typedef struct attack_t {
+  pid_t pids[MAX_ATTACKERS];
+  uint32_t count;
+  int hold;  // its write end; closing it ends them
+} attack_t;
+
+// Starts |count| attacker processes (attacker_main) and waits until each
+// sent its loads.
+static void attack_start(attack_t *attack, const halo_test_daemon_t *daemon,
+                         uint32_t count, uint32_t connections, uint32_t loads) {
+  assert_true(count <= MAX_ATTACKERS && connections <= MAX_CONNECTIONS);
+  int ready[2], hold[2];
+  assert_int_equal(pipe(ready), 0);
+  assert_int_equal(pipe(hold), 0);
+  attack->count = count;
+  for (uint32_t a = 0; a < count; ++a) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      close(ready[0]);
+      close(hold[1]);
+      attacker_main(daemon->socket_path, connections, loads, 1000 + 100 * a,
+                    ready[1], hold[0]);
+    }
+    attack->pids[a] = pid;
+  }
+  close(ready[1]);
+  close(hold[0]);
+  for (uint32_t a = 0; a < count; ++a) {
+    char byte;
+    assert_int_equal(read(ready[0], &byte, 1), 1);
+  }
+  close(ready[0]);
+  attack->hold = hold[1];
+}
+
+static void attack_end(attack_t *attack) {
+  close(attack->hold);
+  for (uint32_t a = 0; a < attack->count; ++a) {
+    int status = 0;
+    assert_int_equal(waitpid(attack->pids[a], &status, 0), attack->pids[a]);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
 }
 
 static int64_t elapsed_ms(int64_t start_ns) {
   return (halo_clock_now_ns() - start_ns) / 1000000;
 }
 
-// One trust domain sends 18 slow loads at once (every context, before
-// loads had places of their own). Another domain's client still connects,
-// pings, creates a semaphore and loads an executable, each call within
-// CALL_BOUND_MS, while the first domain's loads still wait: only
-// domain-loads (4) of them, the rest refused for now. Before, every call
-// waited for the slow loads; and the other domain's own load also queued
-// behind them for libuv's 4 threads.
-static void test_one_domain_loads_do_not_stall_another(void **state) {
-  (void)state;
-  halo_test_daemon_t daemon = {0};
-  char slow_ms[16];
-  snprintf(slow_ms, sizeof(slow_ms), "%d", SLOW_LOAD_MS);
-  start_daemon(&daemon, slow_ms,
-               (const char *const[]){"--trust-domain", "process", NULL});
-  int ready[2], hold[2];
-  assert_int_equal(pipe(ready), 0);
-  assert_int_equal(pipe(hold), 0);
-  pid_t attacker = fork();
-  assert_true(attacker >= 0);
-  if (attacker == 0) {
-    close(ready[0]);
-    close(hold[1]);
-    attacker_main(daemon.socket_path, ready[1], hold[0]);
-  }
-  close(ready[1]);
-  close(hold[0]);
-  char byte;
-  assert_int_equal(read(ready[0], &byte, 1), 1);
-  close(ready[0]);
-  int64_t attack_start = halo_clock_now_ns();
-  // halod took them: domain-loads waiting, the other 14 refused for now.
-  assert_int_equal(wait_metric(&daemon, kWaiting, 4), 4);
-  assert_int_equal(wait_metric(&daemon, kRefused, 14), 14);
-
+// While the attack's loads wait, another domain's client (this process)
+// connects, pings, creates a semaphore and loads an executable, each call
+// within CALL_BOUND_MS; and the attack's loads still wait afterwards.
+static void probe_during_attack(const halo_test_daemon_t *daemon) {
   int64_t bound_ms = CALL_BOUND_MS * time_scale();
   int64_t start = halo_clock_now_ns();
-  halo_client_t *client = halo_test_connect(&daemon, (int32_t)bound_ms);
+  halo_client_t *client = halo_test_connect(daemon, (int32_t)bound_ms);
   int64_t hello_ms = elapsed_ms(start);
   start = halo_clock_now_ns();
   HALO_TEST_ASSERT_OK(halo_client_ping(client));
@@ -175,27 +192,65 @@ static void test_one_domain_loads_do_not_stall_another(void **state) {
   free(data);
   print_message(
       "during the attack: hello %lld ms, ping %lld, semaphore %lld, load "
-      "%lld (bound %lld); attack %lld ms old\n",
+      "%lld (bound %lld)\n",
       (long long)hello_ms, (long long)ping_ms, (long long)semaphore_ms,
-      (long long)load_ms, (long long)bound_ms,
-      (long long)elapsed_ms(attack_start));
+      (long long)load_ms, (long long)bound_ms);
   assert_true(hello_ms < bound_ms);
   assert_true(ping_ms < bound_ms);
   assert_true(semaphore_ms < bound_ms);
   assert_true(load_ms < bound_ms);
-  // All of it while the attacker's loads still waited (each sleeps
-  // SLOW_LOAD_MS in its dlopen).
-  assert_true(halo_test_admin_metric(&daemon, kWaiting) >= 1);
   halo_client_close(client);
+  // All of it while the attack's loads still waited (each sleeps
+  // SLOW_LOAD_MS in its dlopen, and a worker runs its loads one after
+  // another).
+  assert_true(halo_test_admin_metric(daemon, kWaiting) >= 1);
+}
 
-  close(hold[1]);
-  int status = 0;
-  assert_int_equal(waitpid(attacker, &status, 0), attacker);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(WEXITSTATUS(status), 0);
-  // Its loads still run (its worker runs them one after another): the stop
-  // kills that worker and halod exits 0 in time.
-  assert_true(halo_test_admin_metric(&daemon, kWaiting) >= 1);
+static void start_attacked_daemon(halo_test_daemon_t *daemon) {
+  char slow_ms[16];
+  snprintf(slow_ms, sizeof(slow_ms), "%d", SLOW_LOAD_MS);
+  start_daemon(daemon, slow_ms,
+               (const char *const[]){"--trust-domain", "process", NULL});
+}
+
+// One trust domain sends 18 slow loads at once (more than contexts: before
+// loads had places of their own, they held every context). Only
+// domain-loads (4) of them wait, the rest are refused for now, and another
+// domain is served meanwhile (before, every call waited for the slow
+// loads, and the other domain's own load also queued behind them for
+// libuv's 4 threads). The stop, with the loads still running, kills the
+// workers running them and halod exits 0 in time.
+static void test_one_domain_loads_do_not_stall_another(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  start_attacked_daemon(&daemon);
+  attack_t attack;
+  // Each connection sends fewer than session-requests (4): a fourth could
+  // be dropped while its Hello's reply is still being sent (halod counts
+  // that reply as waiting on the client).
+  attack_start(&attack, &daemon, 1, 6, 3);
+  assert_int_equal(wait_metric(&daemon, kWaiting, 4), 4);
+  assert_int_equal(wait_metric(&daemon, kRefused, 14), 14);
+  probe_during_attack(&daemon);
+  attack_end(&attack);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+}
+
+// Five trust domains send 4 slow loads each: 20 wait at once, more than
+// contexts (16), each on a context of its own (loads), and none is
+// refused; another domain is still served (without the spare contexts the
+// 20 loads would hold every context).
+static void test_many_domains_loads_wait_beside_contexts(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  start_attacked_daemon(&daemon);
+  attack_t attack;
+  attack_start(&attack, &daemon, 5, 2, 2);
+  assert_int_equal(wait_metric(&daemon, kWaiting, 20), 20);
+  assert_int_equal(halo_test_admin_metric(&daemon, kRefused), 0);
+  probe_during_attack(&daemon);
+  attack_end(&attack);
   halo_test_daemon_stop(&daemon, SIGTERM);
   halo_test_daemon_cleanup(&daemon);
 }
@@ -325,6 +380,7 @@ static void test_refusal_names_the_setting(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_domain_loads_do_not_stall_another),
+      cmocka_unit_test(test_many_domains_loads_wait_beside_contexts),
       cmocka_unit_test(test_refused_loads_are_sent_again),
       cmocka_unit_test(test_refusal_names_the_setting),
   };
