@@ -129,8 +129,9 @@ static const halod_config_entry_t halod_config_entries[] = {
      1u << 20, NULL, LIVE,
      "quota of descriptors halod holds for a session: semaphore pages (an "
      "exportable semaphore has one of its own) and host arenas (an "
-     "exportable or large buffer has one of its own); past it creating one "
-     "fails with RESOURCE_EXHAUSTED"},
+     "exportable or large buffer has one of its own), those of imported "
+     "semaphores and buffers counted too (the importer keeps them alive); "
+     "past it creating or importing one fails with RESOURCE_EXHAUSTED"},
     {"fd-reserve", HALOD_NUMBER(HALOD_CONFIG_U32, fd_reserve), "64", 8,
      1u << 30, NULL, LIVE,
      "descriptors under RLIMIT_NOFILE that semaphore pages and host arenas "

@@ -24,7 +24,8 @@ halo_status_t halod_fd_budget_check_session(halod_t *daemon,
       HALO_STATUS_RESOURCE_EXHAUSTED,
       "%s would exceed the session's quota session-fds (%u of %u "
       "descriptors in use: semaphore pages, an exportable semaphore's each, "
-      "and host arenas; release semaphores or buffers first)",
+      "host arenas, and those of imported semaphores and buffers; release "
+      "semaphores or buffers first)",
       what, session->memfds, daemon->config.session_fds);
 }
 

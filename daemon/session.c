@@ -14,6 +14,7 @@
 #include "daemon/buffer.h"
 #include "daemon/command_buffer.h"
 #include "daemon/executable.h"
+#include "daemon/fd_budget.h"
 #include "daemon/fd_server.h"
 #include "daemon/queue.h"
 #include "daemon/ring.h"
@@ -415,21 +416,38 @@ static uint64_t halod_grant_key(halod_grant_kind_t kind, uint64_t id) {
   return ((uint64_t)kind << 56) | id;
 }
 
-halo_status_t halod_session_grant(halod_session_t *session,
-                                  halod_grant_kind_t kind, uint64_t id) {
+// A grant's value: its count, and this bit where it charged the session a
+// descriptor (halod_session_grant).
+#define HALOD_GRANT_CHARGED ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
+
+halo_status_t halod_session_grant(halod_t *daemon, halod_session_t *session,
+                                  halod_grant_kind_t kind, uint64_t id,
+                                  uint64_t owner_session, const char *what) {
   uint64_t key = halod_grant_key(kind, id);
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
-  return halo_u64_map_put(&session->grants, key, (void *)(count + 1));
+  uintptr_t value = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  if (value || owner_session == session->id) {
+    return halo_u64_map_put(&session->grants, key, (void *)(value + 1));
+  }
+  HALO_RETURN_IF_ERROR(
+      halod_fd_budget_check_session(daemon, session->id, what));
+  HALO_RETURN_IF_ERROR(halo_u64_map_put(&session->grants, key,
+                                        (void *)(HALOD_GRANT_CHARGED | 1)));
+  ++session->memfds;
+  return NULL;
 }
 
 void halod_session_revoke(halod_session_t *session, halod_grant_kind_t kind,
                           uint64_t id) {
   uint64_t key = halod_grant_key(kind, id);
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  uintptr_t value = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  uintptr_t count = value & ~HALOD_GRANT_CHARGED;
   if (count <= 1) {
     halo_u64_map_remove(&session->grants, key);
+    if ((value & HALOD_GRANT_CHARGED) && session->memfds > 0) {
+      --session->memfds;
+    }
   } else {
-    halo_u64_map_put(&session->grants, key, (void *)(count - 1));
+    halo_u64_map_put(&session->grants, key, (void *)(value - 1));
   }
 }
 
@@ -442,8 +460,9 @@ halo_status_t halod_session_add_semaphore(halod_t *daemon,
                                           halod_session_t *session,
                                           halod_semaphore_t *semaphore,
                                           uint64_t *out_handle) {
-  halo_status_t status =
-      halod_session_grant(session, HALOD_GRANT_PAGE, semaphore->page->id);
+  halo_status_t status = halod_session_grant(
+      daemon, session, HALOD_GRANT_PAGE, semaphore->page->id,
+      semaphore->page->owner_session, "importing a semaphore's page");
   if (!status) {
     status = halod_handle_table_insert(
         &session->handles, HALOD_OBJECT_SEMAPHORE, semaphore, out_handle);
@@ -465,7 +484,9 @@ halo_status_t halod_session_add_buffer(halod_t *daemon,
                                        uint64_t *out_handle) {
   halo_status_t status = NULL;
   if (buffer->arena) {
-    status = halod_session_grant(session, HALOD_GRANT_ARENA, buffer->arena->id);
+    status = halod_session_grant(
+        daemon, session, HALOD_GRANT_ARENA, buffer->arena->id,
+        buffer->arena->owner_session, "importing a buffer's arena");
   }
   if (!status) {
     status = halod_handle_table_insert(&session->handles, HALOD_OBJECT_BUFFER,

@@ -129,9 +129,14 @@ halo_status_t halod_session_add_arena(halod_session_t *session,
                                       halod_arena_t *arena);
 
 // Grants count handles: the fd channel serves a page or arena to a session
-// only while it holds an object on it.
-halo_status_t halod_session_grant(halod_session_t *session,
-                                  halod_grant_kind_t kind, uint64_t id);
+// only while it holds an object on it. The first grant of a page or arena
+// another session created (|owner_session|: an imported semaphore's or
+// buffer's) charges the session a descriptor against session-fds until its
+// last grant goes: the session keeps that memfd alive, whoever created it.
+// RESOURCE_EXHAUSTED naming session-fds (and |what|) past the quota.
+halo_status_t halod_session_grant(halod_t *daemon, halod_session_t *session,
+                                  halod_grant_kind_t kind, uint64_t id,
+                                  uint64_t owner_session, const char *what);
 void halod_session_revoke(halod_session_t *session, halod_grant_kind_t kind,
                           uint64_t id);
 bool halod_session_is_granted(const halod_session_t *session,

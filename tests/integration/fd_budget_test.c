@@ -350,13 +350,78 @@ static void test_connections_limit(void **state) {
   expect_other_client_works(fixture);
 }
 
+// Imports count too. Each round a new client creates session-fds (10)
+// exportable semaphores, hands their tokens to the fixture's client, which
+// imports them, and leaves. The pages live on, held by the importer: before,
+// nobody was charged for them once their creator left, so rounds of fresh
+// creators grew halod's descriptors without bound. Now the importer's
+// second round is refused naming session-fds, and releasing an imported
+// semaphore gives its descriptor back.
+enum { IMPORT_QUOTA = 10 };
+
+static void test_imports_count_against_session_fds(void **state) {
+  const char *args[] = {"--session-fds", "10", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  halo_semaphore_t *imported[2 * IMPORT_QUOTA] = {0};
+  uint32_t count = 0;
+  for (uint32_t round = 0; round < 2; ++round) {
+    halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+    for (uint32_t i = 0; i < IMPORT_QUOTA; ++i) {
+      halo_semaphore_t *semaphore = NULL;
+      HALO_TEST_ASSERT_OK(halo_semaphore_create(
+          creator, round * 100 + i, HALO_OBJECT_FLAG_EXPORTABLE, &semaphore));
+      halo_token_t token;
+      HALO_TEST_ASSERT_OK(halo_semaphore_export(semaphore, &token));
+      halo_status_t status =
+          halo_semaphore_import(fixture->client, &token, &imported[count]);
+      if (round == 0) {
+        HALO_TEST_ASSERT_OK(status);
+        ++count;
+      } else {
+        HALO_TEST_EXPECT_STATUS(status, HALO_STATUS_RESOURCE_EXHAUSTED,
+                                "session-fds");
+      }
+      halo_semaphore_release(semaphore);
+    }
+    halo_client_close(creator);
+  }
+  assert_int_equal(count, IMPORT_QUOTA);
+  // The creators are gone; the imports still work.
+  uint64_t value = 0;
+  HALO_TEST_ASSERT_OK(halo_semaphore_query(imported[3], &value));
+  assert_int_equal(value, 3);
+  // One released: one more import fits.
+  halo_semaphore_release(imported[0]);
+  halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(
+      creator, 0, HALO_OBJECT_FLAG_EXPORTABLE, &semaphore));
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_semaphore_export(semaphore, &token));
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_import(fixture->client, &token, &imported[0]));
+  // A second import of a page the session holds already costs nothing.
+  halo_semaphore_t *again = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_import(fixture->client, &token, &again));
+  halo_semaphore_release(again);
+  halo_semaphore_release(semaphore);
+  halo_client_close(creator);
+  for (uint32_t i = 0; i < count; ++i) halo_semaphore_release(imported[i]);
+  expect_other_client_works(fixture);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) cmocka_unit_test_teardown(name, halo_test_fixture_teardown)
   const struct CMUnitTest tests[] = {
-      T(test_session_fds),           T(test_fd_reserve),
-      T(test_fd_channel_idle_flood), T(test_uid_connections_flood),
-      T(test_hello_timeout),         T(test_connections_limit),
+      T(test_session_fds),
+      T(test_fd_reserve),
+      T(test_fd_channel_idle_flood),
+      T(test_uid_connections_flood),
+      T(test_hello_timeout),
+      T(test_connections_limit),
+      T(test_imports_count_against_session_fds),
   };
 #undef T
   return cmocka_run_group_tests_name("fd_budget", tests, NULL, NULL);
