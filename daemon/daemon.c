@@ -360,8 +360,7 @@ void halod_stop(halod_t *daemon) {
   // dropped.
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
                                 "stopping executable loads");
-  halod_executable_stop_loads(daemon, start + HALOD_STOP_LOADS_NS,
-                              daemon->stop_deadline_ns);
+  halod_executable_stop_loads(daemon, start + HALOD_STOP_LOADS_NS);
   // Every request is answered now: the sockets close once quiet (bounded,
   // see halod_server_destroy).
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
@@ -422,6 +421,9 @@ void halod_stop(halod_t *daemon) {
   }
   halod_device_lost_unwatch(daemon);
   halod_workers_stop(daemon);
+  // A load still running on a device in halod itself (a compile) would
+  // keep the loop running until it ends: main() exits without it.
+  if (halod_executable_inline_loads_running(daemon)) uv_stop(daemon->loop);
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
                                 "waiting for device workers to exit");
   halod_sessions_deinitialize(&daemon->sessions);

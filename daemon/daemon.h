@@ -191,7 +191,9 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 #define HALOD_STOP_SOCKETS_NS (1250ll * 1000000)
 // Executable loads still running this long after the signal are dropped,
 // and a device worker running one is killed (a compile or a native
-// kernel's constructor can run for longer than the stop may take).
+// kernel's constructor can run for longer than the stop may take); a load
+// on a device in halod itself is left running, and halod exits without
+// waiting for it.
 #define HALOD_STOP_LOADS_NS (1000ll * 1000000)
 // The watchdog (daemon/stop_watchdog.h) ends the process this long after
 // the signal if the stop is still not done: within the 5 s that clients

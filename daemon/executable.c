@@ -100,6 +100,7 @@ struct halod_executable_load_t {
   atomic_bool done;
   bool abandoned;  // dropped by halod_stop
   bool cancelled;  // by halod_stop before it started
+  bool killed;     // halod_stop killed its device worker
 };
 
 static halo_status_t halod_executable_check(
@@ -385,10 +386,10 @@ uint32_t halod_executable_loads_waiting(const halod_t *daemon) {
   return halod_executable_domain_waiting(daemon, 0);
 }
 
-bool halod_executable_loads_running(const halod_t *daemon) {
+bool halod_executable_inline_loads_running(const halod_t *daemon) {
   for (const halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
-    if (!load->cancelled &&
+    if (!load->cancelled && !halo_hal_remote_device_is(load->device) &&
         !atomic_load_explicit(&load->done, memory_order_acquire)) {
       return true;
     }
@@ -415,9 +416,9 @@ static bool halod_executable_admit(halod_t *daemon, halod_session_t *session,
   } else if (!halod_server_hold(context)) {
     status = halo_status_make(
         HALO_STATUS_RESOURCE_EXHAUSTED,
-        "halod has %u executable loads waiting (loads %u); send it again "
-        "later",
-        halod_server_held(daemon->client_server), daemon->config.loads);
+        "every one of halod's %u places for executable loads is taken "
+        "(loads); send it again later",
+        daemon->config.loads);
   }
   if (!status) return true;
   ++daemon->stats.loads_refused;
@@ -488,8 +489,7 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
   }
 }
 
-void halod_executable_stop_loads(halod_t *daemon, int64_t kill_ns,
-                                 int64_t deadline_ns) {
+void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
   // Every request waiting for a load is answered now. A load not started
   // never will be (its after-work callback still runs, with UV_ECANCELED);
   // its after-work callback drops what a started one returns.
@@ -513,15 +513,12 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t kill_ns,
     free(executable);
     load->executable = NULL;
   }
-  // Started loads get until |kill_ns| (in a worker) or |deadline_ns| to
-  // finish.
+  // Started loads get until |deadline_ns| to finish.
   for (halod_executable_load_t *load = daemon->cache.loads; load;
        load = load->next) {
-    int64_t until =
-        halo_hal_remote_device_is(load->device) ? kill_ns : deadline_ns;
     while (!load->cancelled &&
            !atomic_load_explicit(&load->done, memory_order_acquire) &&
-           halo_clock_now_ns() < until) {
+           halo_clock_now_ns() < deadline_ns) {
       usleep(1000);
     }
   }
@@ -537,9 +534,9 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t kill_ns,
     bool killed = false;  // with an earlier load of the same worker
     for (halod_executable_load_t *other = daemon->cache.loads;
          remote && other != load; other = other->next) {
-      killed |= other->device == load->device && !other->cancelled &&
-                !atomic_load_explicit(&other->done, memory_order_acquire);
+      killed |= other->killed && other->device == load->device;
     }
+    load->killed = remote;
     if (killed) continue;
     if (remote) {
       // The load's call would keep the loop (and halod) waiting past the
@@ -552,7 +549,7 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t kill_ns,
     } else {
       HALO_LOG_WARN(
           "an executable load still runs on device %u; stopping without it "
-          "(its device stays until halod exits)",
+          "(halod exits without waiting for it)",
           load->device_index);
     }
   }

@@ -57,15 +57,14 @@ void halod_executable_evict(halod_t *daemon, halod_cache_link_t *link);
 
 // Called by halod_stop before the sockets close: answers every request
 // waiting for a load with UNAVAILABLE and drops the loads' results. A load
-// in a device worker gets until |kill_ns|, then its worker is killed (the
-// load's call ends with it); one on a device in halod itself until
-// |deadline_ns| (CLOCK_MONOTONIC both), then it is left running.
-void halod_executable_stop_loads(halod_t *daemon, int64_t kill_ns,
-                                 int64_t deadline_ns);
+// still running at |deadline_ns| (CLOCK_MONOTONIC) has its device worker
+// killed (the load's call ends with it); one on a device in halod itself
+// is left running (halod then exits without waiting for it: main.c).
+void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns);
 
-// Whether a load still runs on libuv's thread pool (started, not done):
-// it uses its device until it is done.
-bool halod_executable_loads_running(const halod_t *daemon);
+// Whether a load still runs (started, not done) on a device in halod
+// itself (device-workers inline): it uses that device until it is done.
+bool halod_executable_inline_loads_running(const halod_t *daemon);
 
 // Requests waiting for loads now (halo_executable_loads_waiting).
 uint32_t halod_executable_loads_waiting(const halod_t *daemon);

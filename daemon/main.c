@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <uv.h>
 
 #ifdef HALO_HAVE_JEMALLOC
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/executable.h"
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
 
@@ -140,6 +142,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   uv_run(&loop, UV_RUN_DEFAULT);
+  if (halod_executable_inline_loads_running(&daemon)) {
+    // halod_stop stopped the loop with a load still running on a device in
+    // halod itself (device-workers inline): the process exit ends it.
+    HALO_LOG_WARN("stopped with an executable load still running; exiting");
+    _exit(0);
+  }
   halod_workers_wait(daemon.stop_deadline_ns);
   int rc = uv_loop_close(&loop);
   if (rc != 0)

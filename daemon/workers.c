@@ -600,7 +600,7 @@ void halod_workers_stop(halod_t *daemon) {
   // devices still running executions or loads (halod_stop stopped waiting
   // for them) are left to the process exit.
   if (!state->enabled && daemon->work.deferred.issued == 0 &&
-      !halod_executable_loads_running(daemon)) {
+      !halod_executable_inline_loads_running(daemon)) {
     halo_hal_registry_deinitialize(&daemon->hal);
   }
 }

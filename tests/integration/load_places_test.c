@@ -206,9 +206,12 @@ static void probe_during_attack(const halo_test_daemon_t *daemon) {
   assert_true(halo_test_admin_metric(daemon, kWaiting) >= 1);
 }
 
+// Loads sleep SLOW_LOAD_MS (times the time scale: every attacker must
+// have sent its loads before the first one ends).
 static void start_attacked_daemon(halo_test_daemon_t *daemon) {
-  char slow_ms[16];
-  snprintf(slow_ms, sizeof(slow_ms), "%d", SLOW_LOAD_MS);
+  char slow_ms[24];
+  snprintf(slow_ms, sizeof(slow_ms), "%lld",
+           (long long)(SLOW_LOAD_MS * time_scale()));
   start_daemon(daemon, slow_ms,
                (const char *const[]){"--trust-domain", "process", NULL});
 }
@@ -377,12 +380,39 @@ static void test_refusal_names_the_setting(void **state) {
   halo_test_daemon_cleanup(&daemon);
 }
 
+// A load on a device in halod itself (device-workers inline) that runs
+// past the stop's wait for loads: halod leaves it to the process exit and
+// exits 0 in time (before, the loop waited for it until the stop's
+// watchdog ended halod with status 1).
+static void test_inline_load_does_not_hold_the_stop(void **state) {
+  (void)state;
+  halo_test_daemon_t daemon = {0};
+  start_daemon(&daemon, "8000",
+               (const char *const[]){"--device-workers", "inline", NULL});
+  int fd = halo_test_ipc_open_session(daemon.socket_path);
+  size_t size;
+  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, 4000, &size);
+  Halo__Wire__ExecutableCreate create;
+  Halo__Wire__Request request;
+  fill_create(&create, &request, data, size);
+  assert_true(halo_test_ipc_send_request(fd, 100, &request));
+  free(data);
+  assert_int_equal(wait_metric(&daemon, kWaiting, 1), 1);
+  int64_t start = halo_clock_now_ns();
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  print_message("stopped in %lld ms with the load running\n",
+                (long long)elapsed_ms(start));
+  close(fd);
+  halo_test_daemon_cleanup(&daemon);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_domain_loads_do_not_stall_another),
       cmocka_unit_test(test_many_domains_loads_wait_beside_contexts),
       cmocka_unit_test(test_refused_loads_are_sent_again),
       cmocka_unit_test(test_refusal_names_the_setting),
+      cmocka_unit_test(test_inline_load_does_not_hold_the_stop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
