@@ -1464,24 +1464,32 @@ static void halo_hal_cuda_execution_fail_run(halo_hal_cuda_task_t *task) {
 }
 
 // An execution issued on the caller because the device was idle
-// (halo_hal_cuda_thread_run_or_post), seen to be short (or not seen yet:
-// HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS): the caller waits for it itself (up
-// to 1.5 times its last duration plus HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS,
-// give or take a yield) and completes it, where the completion path is
-// asleep (THREAD: the poller; HOST_FUNC: the driver's thread that runs host
-// functions) and waking it would cost the execution tens of microseconds (a
-// thread asleep for long on a virtual machine): an idle device answers as a
-// launch and a synchronize would. Only the queue's one execution in flight
-// (a queue completes in order). True when completed here; else it goes to
-// the completion path (its error included, which that path reports).
+// (halo_hal_cuda_thread_run_or_post), or by the submission thread with no
+// other task waiting for it (|on_caller| false), seen to be short (or not
+// seen yet: HALO_HAL_CUDA_CALLER_WAIT_UNKNOWN_NS): the issuing thread waits
+// for it itself (up to 1.5 times its last duration plus
+// HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS, give or take a yield) and completes
+// it, where the completion path is asleep (THREAD: the poller, e.g. waiting
+// for the sleeper on another queue's long work; HOST_FUNC: the driver's
+// thread that runs host functions) and waking it would cost the execution
+// microseconds to tens of microseconds (a thread asleep for long on a
+// virtual machine): an idle device answers as a launch and a synchronize
+// would. The submission thread gives up the wait as soon as another task
+// is posted to it (the execution then goes to the completion path), so
+// that no queue's submission waits behind another's completion. Only the
+// queue's one execution in flight (a queue completes in order). True when
+// completed here; else it goes to the completion path (its error included,
+// which that path reports).
 static bool halo_hal_cuda_execution_finish_on_caller(
-    halo_hal_cuda_execution_t *execution) {
+    halo_hal_cuda_execution_t *execution, bool on_caller) {
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   halo_hal_command_buffer_t *command_buffer =
       execution->execution.command_buffer;
   int64_t expected = halo_hal_cuda_command_buffer_expected_ns(command_buffer);
   if (expected > HALO_HAL_CUDA_SHORT_WORK_NS) return false;
+  halo_hal_cuda_thread_t *submission = &queue->device->submission;
+  if (!on_caller && halo_hal_cuda_thread_waiting(submission) > 0) return false;
   bool seen_long = expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS;
   pthread_mutex_lock(&queue->mutex);
   bool alone = queue->in_flight == 1;
@@ -1500,6 +1508,7 @@ static bool halo_hal_cuda_execution_finish_on_caller(
                      HALO_HAL_CUDA_CALLER_WAIT_SLACK_NS;
   int64_t now = execution->handed_ns, before;
   CUresult result;
+  bool posted = false;  // a task came for the submission thread
   for (bool first = true;; first = false) {
     // Between polls, a yield (as the poller's spin): a query takes the
     // context's lock, which other threads' calls need too.
@@ -1509,11 +1518,13 @@ static bool halo_hal_cuda_execution_finish_on_caller(
     const char *call;
     result = halo_hal_cuda_execution_query(shared, execution, now, &call);
     if (result != CUDA_ERROR_NOT_READY || now >= deadline) break;
+    posted = !on_caller && halo_hal_cuda_thread_waiting(submission) > 0;
+    if (posted) break;
   }
   if (result != CUDA_SUCCESS) {
     // Longer than expected: what it took so far, so that the next one is
     // not waited for in vain.
-    if (result == CUDA_ERROR_NOT_READY) {
+    if (result == CUDA_ERROR_NOT_READY && !posted) {
       halo_hal_cuda_command_buffer_record_duration(command_buffer,
                                                    now - execution->handed_ns);
     }
@@ -1595,7 +1606,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     // next launch.
     execution->next_query_ns =
         execution->handed_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
-    if (on_caller && halo_hal_cuda_execution_finish_on_caller(execution)) {
+    if (halo_hal_cuda_execution_finish_on_caller(execution, on_caller)) {
       return;
     }
     status = halo_hal_cuda_execution_watch(execution);
