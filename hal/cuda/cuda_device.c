@@ -319,6 +319,8 @@ halo_status_t halo_hal_cuda_device_create(
       halo_hal_cuda_diagnostic_on("HALO_CUDA_EVENTLESS");
   device->issue_on_caller =
       halo_hal_cuda_diagnostic_on("HALO_CUDA_ISSUE_ON_CALLER");
+  device->wait_on_submission =
+      halo_hal_cuda_diagnostic_on("HALO_CUDA_WAIT_ON_SUBMISSION");
   // On unless HALO_CUDA_GRAPH_STORES=0: where tasks wait for the
   // submission thread (many tenants), a launch without a store call per
   // signal raised T64 through several workers over MPS by 2-14%; with none

@@ -219,6 +219,11 @@ struct halo_hal_cuda_device_t {
   // waited for there (cuda_queue.c). HALO_CUDA_ISSUE_ON_CALLER=0 in halod's
   // environment turns it off (a diagnostic, to compare).
   bool issue_on_caller;
+  // A short execution the submission thread issued with no other task
+  // waiting for it is waited for there, where the completion path sleeps
+  // (cuda_queue.c). HALO_CUDA_WAIT_ON_SUBMISSION=0 in halod's environment
+  // turns it off (a diagnostic, to compare).
+  bool wait_on_submission;
   // What the device's queues share (completion thread, event pool, the
   // order of GPU semaphore stores): created with the first queue, destroyed
   // with the last (loop thread).

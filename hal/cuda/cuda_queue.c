@@ -26,7 +26,11 @@
 //   sleeps (halo_hal_cuda_execution_finish_on_caller): an idle device
 //   answers a lone execution as a launch and a synchronize would, and its
 //   completion callback runs within execute. Under load (tasks within the
-//   window) nothing runs on the loop thread.
+//   window) nothing runs on the loop thread. The submission thread does the
+//   same for a short execution it issued itself where no other task is
+//   posted to it and the completion path sleeps (the poller waiting for the
+//   sleeper on another queue's long work, say): it polls the execution's
+//   event and gives up the wait as soon as a task is posted.
 // - the submission thread issues the command buffer (cuda_command_buffer.c),
 //   stores every signal's value from the stream (cuStreamWriteValue64 into
 //   the semaphore's registered page, default flags: the store fences the
@@ -1489,7 +1493,10 @@ static bool halo_hal_cuda_execution_finish_on_caller(
   int64_t expected = halo_hal_cuda_command_buffer_expected_ns(command_buffer);
   if (expected > HALO_HAL_CUDA_SHORT_WORK_NS) return false;
   halo_hal_cuda_thread_t *submission = &queue->device->submission;
-  if (!on_caller && halo_hal_cuda_thread_waiting(submission) > 0) return false;
+  if (!on_caller && (!queue->device->wait_on_submission ||
+                     halo_hal_cuda_thread_waiting(submission) > 0)) {
+    return false;
+  }
   bool seen_long = expected > HALO_HAL_CUDA_CALLER_WAIT_WORK_NS;
   pthread_mutex_lock(&queue->mutex);
   bool alone = queue->in_flight == 1;

@@ -1222,6 +1222,54 @@ static void test_idle_issue_on_caller(void **unused) {
   caller_case_close(&c);
 }
 
+// Issued by the submission thread (not on the caller), offers long apart:
+// the completion path has gone to sleep between them (THREAD: the poller
+// idle; HOST_FUNC: always the driver's thread), so the submission thread,
+// with nothing else posted, waits for each short execution itself and
+// completes it there instead of waking the completion path. Off
+// (wait_on_submission false), none completes there (THREAD).
+static void test_short_work_finished_on_submission(void **unused) {
+  (void)unused;
+  caller_case_t c;
+  caller_case_open(&c);
+  state.device->issue_on_caller = false;
+  fake_driver_set_stream_spin(2000000);
+  // On: rounds until three completed there (a round may miss on a busy
+  // machine); off: ten rounds.
+  int on_submission[2] = {0, 0}, rounds[2] = {0, 0};
+  for (int wait = 1; wait >= 0; --wait) {
+    state.device->wait_on_submission = wait;
+    int most = wait ? 40 : 10;
+    for (; rounds[wait] < most && !(wait && on_submission[wait] >= 3);
+         ++rounds[wait]) {
+      submission_wait_idle();
+      halo_hal_cuda_command_buffer_record_duration(c.fast, 20000);
+      completion_t done;
+      completion_init(&done);
+      execute(c.queue, c.fast, c.bindings, 2, NULL, 0, &done);
+      assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
+      char name[16] = "";
+      pthread_getname_np(done.thread, name, sizeof(name));
+      if (strcmp(name, state.device->submission.name) == 0) {
+        ++on_submission[wait];
+      }
+    }
+  }
+  fake_driver_set_stream_spin(0);
+  print_message(
+      "[%s] offers long apart on the submission thread: %d of %d completed "
+      "there; with the wait off, %d of %d\n",
+      state.mode, on_submission[1], rounds[1], on_submission[0], rounds[0]);
+  assert_true(on_submission[1] >= 1);
+  // (The fake driver runs HOST_FUNC's host functions on the thread that
+  // launches them: there the submission thread completes them either way.)
+  if (state.device->options.completion == HALO_HAL_CUDA_COMPLETION_THREAD) {
+    assert_int_equal(on_submission[0], 0);
+  }
+  state.device->wait_on_submission = true;
+  caller_case_close(&c);
+}
+
 static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
@@ -2204,7 +2252,10 @@ static void test_failure_on_shared_stream(void **unused) {
 // of them; a priority above the range is clamped to the greatest level.
 static void test_streams_per_priority(void **unused) {
   (void)unused;
+  // Every execution to the completion path (HOST_FUNC: its callback stream
+  // too).
   state.device->issue_on_caller = false;
+  state.device->wait_on_submission = false;
   pool.page = host_page_register(&pool.page_address);
   pool_queue_t *queues = pool.queues;
   const int32_t priorities[4] = {0, 1, 1, 100};
@@ -2232,6 +2283,7 @@ static void test_streams_per_priority(void **unused) {
   for (uint32_t q = 0; q < 4; ++q) pool_queue_close(&queues[q]);
   host_page_unregister(pool.page);
   state.device->issue_on_caller = true;
+  state.device->wait_on_submission = true;
 }
 
 //===----------------------------------------------------------------------===//
@@ -2786,6 +2838,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_store_wakes_sleepers),
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
+      cmocka_unit_test(test_short_work_finished_on_submission),
       cmocka_unit_test(test_caller_failure_and_order),
       cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_eventless_passed_on_stream),
