@@ -1267,6 +1267,7 @@ static void test_short_work_finished_on_submission(void **unused) {
     assert_int_equal(on_submission[0], 0);
   }
   state.device->wait_on_submission = true;
+  state.device->issue_on_caller = true;
   caller_case_close(&c);
 }
 
@@ -2044,7 +2045,10 @@ static void pool_expect_log(pool_queue_t *pq, uint32_t q,
 // order.
 static void test_more_queues_than_streams(void **unused) {
   (void)unused;
+  // Every execution to the completion path (HOST_FUNC: its callback stream
+  // too).
   state.device->issue_on_caller = false;
+  state.device->wait_on_submission = false;
   enum { ROUNDS = 4 };
   pool_open(POOL_QUEUES);
   for (uint32_t round = 0; round < ROUNDS; ++round) {
@@ -2068,6 +2072,7 @@ static void test_more_queues_than_streams(void **unused) {
   assert_int_equal(counters.streams_used, STREAMS * streams_per_queue());
   pool_close(POOL_QUEUES);
   state.device->issue_on_caller = true;
+  state.device->wait_on_submission = true;
 }
 
 // Opens POOL_QUEUES queues and runs one execution on each, in order, so
