@@ -10,8 +10,11 @@
 // (hal/fence.h); the deferred queue decides which waits they cover.
 //
 // Thread-safety: execute is called on the loop thread; the completion
-// callback runs on a driver thread, or within execute on the loop thread
-// (a driver may finish a short execution there: CUDA on an idle device).
+// callback runs on a driver thread (CUDA: its completion path, or the
+// submission thread that finished a short execution itself), or within
+// execute on the loop thread (a driver may finish a short execution there:
+// CUDA on an idle device). A callback must not block, and must not wait
+// for the driver's threads (e.g. destroy the queue or flush a thread).
 #ifndef HALO_HAL_QUEUE_H_
 #define HALO_HAL_QUEUE_H_
 
