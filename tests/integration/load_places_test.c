@@ -329,6 +329,22 @@ static void test_refused_loads_are_sent_again(void **state) {
   halo_test_daemon_cleanup(&daemon);
 }
 
+// A session of its own sends one slow load (bytes |tag|) and does not wait
+// for it; returns once halod has it waiting. Close the returned connection
+// when done.
+static int send_slow_load(const halo_test_daemon_t *daemon, uint32_t tag) {
+  int fd = halo_test_ipc_open_session(daemon->socket_path);
+  size_t size;
+  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, tag, &size);
+  Halo__Wire__ExecutableCreate create;
+  Halo__Wire__Request request;
+  fill_create(&create, &request, data, size);
+  assert_true(halo_test_ipc_send_request(fd, 100, &request));
+  free(data);
+  assert_int_equal(wait_metric(daemon, kWaiting, 1), 1);
+  return fd;
+}
+
 // Past domain-loads a load is refused for now with a message naming the
 // setting and retry_after_ms (what a client without libhalo sees); a
 // libhalo client whose timeout ends first gets that refusal, not a hang.
@@ -337,21 +353,16 @@ static void test_refusal_names_the_setting(void **state) {
   halo_test_daemon_t daemon = {0};
   start_daemon(&daemon, "3000",
                (const char *const[]){"--domain-loads", "1", NULL});
-  // One slow load waiting: its session sends it and does not wait.
-  int fd = halo_test_ipc_open_session(daemon.socket_path);
+  // One slow load waiting.
+  int fd = send_slow_load(&daemon, 3000);
   size_t size;
-  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, 3000, &size);
   Halo__Wire__ExecutableCreate create;
   Halo__Wire__Request request;
-  fill_create(&create, &request, data, size);
-  assert_true(halo_test_ipc_send_request(fd, 100, &request));
-  free(data);
-  assert_int_equal(wait_metric(&daemon, kWaiting, 1), 1);
 
   halo_test_raw_t raw;
   halo_test_raw_open(&raw, daemon.listen_address, 0);
   halo_test_raw_hello(&raw);
-  data = read_elf(LOAD_PLACES_TEST_SLOW, 3001, &size);
+  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, 3001, &size);
   fill_create(&create, &request, data, size);
   halo_wire_response_t *response = halo_test_raw_call(&raw, &request);
   assert_true(response->has_retry_after_ms);
@@ -389,15 +400,7 @@ static void test_inline_load_does_not_hold_the_stop(void **state) {
   halo_test_daemon_t daemon = {0};
   start_daemon(&daemon, "8000",
                (const char *const[]){"--device-workers", "inline", NULL});
-  int fd = halo_test_ipc_open_session(daemon.socket_path);
-  size_t size;
-  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, 4000, &size);
-  Halo__Wire__ExecutableCreate create;
-  Halo__Wire__Request request;
-  fill_create(&create, &request, data, size);
-  assert_true(halo_test_ipc_send_request(fd, 100, &request));
-  free(data);
-  assert_int_equal(wait_metric(&daemon, kWaiting, 1), 1);
+  int fd = send_slow_load(&daemon, 4000);
   int64_t start = halo_clock_now_ns();
   halo_test_daemon_stop(&daemon, SIGTERM);
   print_message("stopped in %lld ms with the load running\n",
