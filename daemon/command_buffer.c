@@ -125,6 +125,9 @@ static uint32_t halod_recorder_room(uint32_t count, uint32_t capacity) {
 
 static halo_status_t halod_recorder_keep_buffer(halod_recorder_t *recorder,
                                                 halod_buffer_t *buffer) {
+  bool kept;
+  halo_status_t status = halod_recorder_mark(recorder, buffer, &kept);
+  if (status || kept) return status;
   uint32_t capacity =
       halod_recorder_room(recorder->buffer_count, recorder->buffer_capacity);
   if (capacity != recorder->buffer_capacity) {
@@ -134,9 +137,6 @@ static halo_status_t halod_recorder_keep_buffer(halod_recorder_t *recorder,
     recorder->buffers = grown;
     recorder->buffer_capacity = capacity;
   }
-  bool kept;
-  halo_status_t status = halod_recorder_mark(recorder, buffer, &kept);
-  if (status || kept) return status;
   halod_buffer_retain(buffer);
   recorder->buffers[recorder->buffer_count++] = buffer;
   return NULL;
@@ -144,6 +144,9 @@ static halo_status_t halod_recorder_keep_buffer(halod_recorder_t *recorder,
 
 static halo_status_t halod_recorder_keep_executable(
     halod_recorder_t *recorder, halod_executable_t *executable) {
+  bool kept;
+  halo_status_t status = halod_recorder_mark(recorder, executable, &kept);
+  if (status || kept) return status;
   uint32_t capacity = halod_recorder_room(recorder->executable_count,
                                           recorder->executable_capacity);
   if (capacity != recorder->executable_capacity) {
@@ -153,9 +156,6 @@ static halo_status_t halod_recorder_keep_executable(
     recorder->executables = grown;
     recorder->executable_capacity = capacity;
   }
-  bool kept;
-  halo_status_t status = halod_recorder_mark(recorder, executable, &kept);
-  if (status || kept) return status;
   halod_executable_retain(executable);
   recorder->executables[recorder->executable_count++] = executable;
   return NULL;

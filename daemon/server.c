@@ -56,8 +56,6 @@ struct halod_server_t {
   // |contexts| receiving plus |spares| parked; a held request's context
   // is replaced by a parked one (halod_server_hold).
   uint32_t context_count;
-  uint32_t spare_count;
-  uint32_t held_count;  // under |mutex|
   halod_server_context_t *contexts;
   // A reply not taken by its client within |reply_timeout_ms| is dropped:
   // rep0 queues a reply behind the one its pipe is writing, so a client
@@ -213,7 +211,6 @@ static bool halod_server_park(halod_server_context_t *context) {
   if (held) {
     context->held = false;
     context->state = HALOD_CONTEXT_PARKED;
-    --server->held_count;
   }
   pthread_mutex_unlock(&server->mutex);
   return held;
@@ -235,7 +232,6 @@ bool halod_server_hold(halod_server_context_t *context) {
   }
   if (spare) {
     context->held = true;
-    ++server->held_count;
     spare->state = HALOD_CONTEXT_RECEIVING;
   }
   pthread_mutex_unlock(&server->mutex);
@@ -243,15 +239,6 @@ bool halod_server_hold(halod_server_context_t *context) {
   nng_aio_set_timeout(spare->aio, NNG_DURATION_INFINITE);
   nng_ctx_recv(spare->ctx, spare->aio);
   return true;
-}
-
-uint32_t halod_server_held(const halod_server_t *server) {
-  if (!server) return 0;
-  halod_server_t *s = (halod_server_t *)server;
-  pthread_mutex_lock(&s->mutex);
-  uint32_t held = s->held_count;
-  pthread_mutex_unlock(&s->mutex);
-  return held;
 }
 
 // nng thread.
@@ -481,7 +468,6 @@ halo_status_t halod_server_create(uv_loop_t *loop,
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     goto fail;
   }
-  server->spare_count = options->spares;
   server->context_count = options->contexts + options->spares;
   server->contexts = calloc(server->context_count, sizeof(*server->contexts));
   if (!server->contexts) {

@@ -124,9 +124,6 @@ void halod_server_destroy(halod_server_t *server, int64_t deadline_ns);
 // then keeps its context as any other does. True for a detached context.
 bool halod_server_hold(halod_server_context_t *context);
 
-// Any thread. How many requests hold a spare's place now.
-uint32_t halod_server_held(const halod_server_t *server);
-
 // Any thread. Sends |reply| (ownership passes) for the request |context|
 // was serving and makes the context receive again (or park: held).
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply);
