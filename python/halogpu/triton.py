@@ -32,8 +32,9 @@ Each launch ``kernel[grid](*args, **kwargs)``:
 4. records the dispatch into a command buffer with the buffers as binding
    slots, scalars as constants and the parameters Triton appends (the
    global and profile scratch pointers: found by comparing the PTX entry's
-   parameters with the visible ones) as null pointers, or as a scratch
-   buffer where the kernel needs global scratch memory. The recording is
+   parameters with the visible ones) as null pointers, or, where the
+   kernel needs global scratch memory, as one more binding slot (the
+   launch binds its own scratch buffer there, see 5). The recording is
    memoized per grid, block, shared memory and scalar values: a repeated
    launch replays it with a new binding table. A specialization with a
    pointer at an offset that is not a multiple of 16 (compiled without
@@ -42,7 +43,24 @@ Each launch ``kernel[grid](*args, **kwargs)``:
    for kernel arguments would otherwise refuse;
 5. executes it on the kernel's queue (or ``queue=``) after ``wait=`` and
    returns a Launch, whose ``wait()`` / ``await wait_async()`` waits for
-   the kernel.
+   that launch's kernel, and only for it.
+
+Completion. halo's queues are unordered (a launch held back by ``wait=``,
+or on another queue, may finish after a later one), so every launch in
+flight signals a semaphore of its own: each Kernel keeps a pool of them,
+with the value each was last signalled with. A launch reuses a semaphore
+whose last launch is done (a read of shared memory, no message to the
+daemon) and signals the next value on it, or creates a new one; with
+MAX_LAUNCHES_IN_FLIGHT (64) launches of the Kernel in flight, a launch
+first waits for any of them to complete. A launch that fails (its
+``wait=`` semaphore failed, the kernel faulted) fails only its own Launch:
+its semaphore is never reused, and the Kernel's other launches go on.
+
+Global scratch memory (``Compiled.global_scratch`` bytes per program) is
+per launch in flight too: the buffer goes with the launch's semaphore, so
+two launches running at once never share one, and a launch that reuses a
+semaphore reuses its buffer (made larger when needed). A Kernel therefore
+keeps up to one scratch buffer per launch it ever had in flight at once.
 
 halo's CPU driver cannot run PTX: launches need a CUDA device. Compiling
 and the argument mapping (``kernel.prepare(...)``) need neither.
@@ -61,10 +79,10 @@ from ._object import check_int
 from .buffer import Buffer, BufferRef, slot
 from .client import Client
 from .command_buffer import CommandBuffer
-from .errors import UnimplementedError
+from .errors import HaloError, UnimplementedError
 from .executable import Executable, Parameter
 from .queue import Queue
-from .semaphore import Semaphore
+from .semaphore import Semaphore, wait_any
 
 # numpy dtype name -> Triton's type name.
 _NUMPY_TO_TRITON = {
@@ -89,6 +107,11 @@ _ARRAY = re.compile(r"\[(\d+)\]\s*$")
 
 # Recordings kept per kernel (least recently used dropped first).
 MAX_RECORDINGS = 64
+
+# Launches of one Kernel in flight at once, each with a completion
+# semaphore of its own (at most halo's WAIT_MAX_COUNT, 64: a launch past it
+# waits on all of them at once for the first to complete).
+MAX_LAUNCHES_IN_FLIGHT = 64
 
 
 def _triton() -> Any:
@@ -183,7 +206,11 @@ class Plan:
 
 
 class Launch:
-    """A submitted kernel: ``wait(timeout)`` or ``await wait_async()``."""
+    """A submitted kernel: ``wait(timeout)`` or ``await wait_async()``.
+
+    ``semaphore`` reaches ``value`` when this launch's kernel is done (and
+    fails with the cause if the launch failed); the Kernel may signal the
+    same semaphore again for a later launch once this one completed."""
 
     def __init__(self, semaphore: Semaphore, value: int,
                  memo_hit: Optional[bool]) -> None:
@@ -201,6 +228,19 @@ class Launch:
 
     def __repr__(self) -> str:
         return f"<halogpu.triton.Launch {self.semaphore!r} >= {self.value}>"
+
+
+class _Completion:
+    """A completion semaphore of a Kernel, signalled by one launch at a
+    time: the value its latest launch signals, and that launch's global
+    scratch buffer (kept for the next launch to use it)."""
+
+    __slots__ = ("semaphore", "value", "scratch")
+
+    def __init__(self, semaphore: Semaphore) -> None:
+        self.semaphore = semaphore
+        self.value = 0
+        self.scratch: Optional[Buffer] = None
 
 
 # (function cache key, specialization) -> Compiled, for every client.
@@ -294,7 +334,8 @@ class Kernel:
     """A @triton.jit function bound to a client and device
     (halogpu.triton.kernel). ``kernel[grid](*args, **kwargs)`` launches it;
     see the module docstring. Thread safety: launches from several threads
-    are serialized by a lock."""
+    are serialized by a lock. Launches complete independently, each on its
+    own semaphore value (Launch)."""
 
     def __init__(self, client: Client, fn: Any, *, device: int = 0,
                  arch: Optional[int] = None, binary: str = "cubin",
@@ -322,12 +363,12 @@ class Kernel:
         self.arch = check_int(arch, "arch", 1, 1000)
         self._signature = inspect.signature(fn.fn)
         self._queue = queue
-        self._semaphore: Optional[Semaphore] = None
-        self._value = 0
+        # The completion semaphores (see the module docstring), those in
+        # flight and those free for reuse, least recently launched first.
+        self._completions: List[_Completion] = []
         self._executables: Dict[str, Executable] = {}
         self._recordings: "collections.OrderedDict[Tuple[Any, ...], " \
-            "Tuple[CommandBuffer, Optional[Buffer]]]" = \
-            collections.OrderedDict()
+            "CommandBuffer]" = collections.OrderedDict()
         self._lock = threading.RLock()
 
     def __getitem__(self, grid: Any) -> Callable[..., Launch]:
@@ -459,18 +500,14 @@ class Kernel:
         found = self._recordings.get(key)
         if found is not None:
             self._recordings.move_to_end(key)
-            return found[0], None
+            return found, None
         executable = self._executable(compiled)
-        scratch = None
-        args: List[Any] = []
-        for arg in plan.args:
-            if isinstance(arg, str):  # "scratch"
-                scratch = self.client.create_buffer(plan.scratch,
-                                                    device=self.device)
-                args.append(scratch)
-            else:
-                args.append(arg)  # a slot, a scalar's bytes or None
-        with self.client.record(bindings=len(plan.bindings),
+        # The global scratch pointer is the binding slot after the
+        # arguments': each launch binds a scratch buffer of its own.
+        args = [slot(len(plan.bindings)) if isinstance(arg, str) else arg
+                for arg in plan.args]  # "scratch", a slot, bytes or None
+        with self.client.record(bindings=len(plan.bindings) +
+                                (1 if plan.scratch else 0),
                                 device=self.device,
                                 unaligned_bindings=plan.unaligned
                                 ) as command_buffer:
@@ -478,13 +515,43 @@ class Kernel:
                                     grid=plan.grid, block=plan.block,
                                     args=args,
                                     shared_memory=compiled.shared)
-        self._recordings[key] = (command_buffer, scratch)
+        self._recordings[key] = command_buffer
         while len(self._recordings) > MAX_RECORDINGS:
-            _, (old, old_scratch) = self._recordings.popitem(last=False)
+            _, old = self._recordings.popitem(last=False)
             old.release()
-            if old_scratch is not None:
-                old_scratch.release()
         return command_buffer, command_buffer.memo_hit
+
+    def _completion(self) -> _Completion:
+        """A completion semaphore for a new launch (under self._lock): one
+        whose last launch is done, else a new one, else (with
+        MAX_LAUNCHES_IN_FLIGHT in flight) the first to complete."""
+        pool = self._completions
+        error: Optional[HaloError] = None
+        while True:
+            index = 0
+            while index < len(pool):
+                completion = pool[index]
+                try:
+                    done = completion.semaphore.query() >= completion.value
+                except HaloError:
+                    # Its launch failed: the semaphore stays failed (its
+                    # Launch raises the cause); never reuse it.
+                    del pool[index]
+                    if completion.scratch is not None:
+                        completion.scratch.release()
+                    continue
+                if done:
+                    return pool.pop(index)
+                index += 1
+            if len(pool) < MAX_LAUNCHES_IN_FLIGHT:
+                return _Completion(self.client.create_semaphore())
+            if error is not None:
+                # The wait failed, yet no semaphore failed or completed.
+                raise error
+            try:
+                wait_any([(c.semaphore, c.value) for c in pool])
+            except HaloError as raised:
+                error = raised  # a failed launch: the next look drops it
 
     def run(self, *args: Any, grid: Any, num_warps: int = 4,
             num_stages: int = 3, queue: Optional[Queue] = None,
@@ -492,21 +559,39 @@ class Kernel:
             **kwargs: Any) -> Launch:
         """Launches the kernel (kernel[grid](...) calls this): maps,
         compiles, loads and records as needed, executes, and returns the
-        Launch to wait on."""
+        Launch to wait on (its own semaphore value: see the module
+        docstring)."""
         plan = self.prepare(*args, grid=grid, num_warps=num_warps,
                             num_stages=num_stages, **kwargs)
         with self._lock:
             command_buffer, memo_hit = self._recording(plan)
-            if self._semaphore is None:
-                self._semaphore = self.client.create_semaphore()
-            self._value += 1
-            value = self._value
-            semaphore = self._semaphore
-            target = queue if queue is not None else self._queue
-            self.client.execute(command_buffer, bindings=plan.bindings,
-                                wait=wait, signal=[(semaphore, value)],
-                                queue=target)
-        return Launch(semaphore, value, memo_hit)
+            completion = self._completion()
+            bindings: List[Any] = list(plan.bindings)
+            try:
+                if plan.scratch:
+                    scratch = completion.scratch
+                    if scratch is None or scratch.size < plan.scratch:
+                        completion.scratch = None
+                        if scratch is not None:
+                            scratch.release()
+                        completion.scratch = self.client.create_buffer(
+                            plan.scratch, device=self.device)
+                    bindings.append(completion.scratch)
+                value = completion.value + 1
+                target = queue if queue is not None else self._queue
+                self.client.execute(command_buffer, bindings=bindings,
+                                    wait=wait,
+                                    signal=[(completion.semaphore, value)],
+                                    queue=target)
+            except BaseException:
+                # Whether the daemon took the launch is unknown: its
+                # semaphore may or may not reach value, so it is not reused.
+                if completion.scratch is not None:
+                    completion.scratch.release()
+                raise
+            completion.value = value
+            self._completions.append(completion)
+        return Launch(completion.semaphore, value, memo_hit)
 
 
 def kernel(client: Client, fn: Any, *, device: int = 0,

@@ -78,6 +78,17 @@ HALO_LOCAL_KERNEL(counts) {
   for (int d = 0; d < 3; ++d) out[3 * l + d] = state->workgroup_count[d];
 }
 
+// out[0] and out[1] = the addresses passed as the two parameters Triton
+// appends to a kernel's own (global scratch, profile scratch):
+// test_triton_launch.py's check that each launch in flight gets its own
+// scratch memory; args: out (BUFFER of uint64), two pointers.
+HALO_LOCAL_KERNEL_PARAMS(scratch_address, 8, 8, 8);
+HALO_LOCAL_KERNEL(scratch_address) {
+  uint64_t *out = HALO_ARG(state, 0, uint64_t *);
+  out[0] = (uint64_t)(uintptr_t)HALO_ARG(state, 1, void *);
+  out[1] = (uint64_t)(uintptr_t)HALO_ARG(state, 2, void *);
+}
+
 // Writes to address 16: a real SIGSEGV in the trust domain's device worker
 // (tests/test_containment.py); no arguments.
 HALO_LOCAL_KERNEL(crash) {

@@ -50,3 +50,14 @@ extern "C" __global__ void counts(unsigned *out) {
   out[3 * l + 1] = gridDim.y;
   out[3 * l + 2] = gridDim.z;
 }
+
+// out[0] and out[1] = the addresses passed as the two parameters Triton
+// appends to a kernel's own (global scratch, profile scratch).
+extern "C" __global__ void scratch_address(unsigned long long *out,
+                                           void *global_scratch,
+                                           void *profile_scratch) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    out[0] = (unsigned long long)global_scratch;
+    out[1] = (unsigned long long)profile_scratch;
+  }
+}

@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
+"""halogpu.triton launches, run for real without Triton or a GPU: Triton's
+compiler is stubbed (halogpu.triton.compile returns a Compiled that names a
+kernel of kernels.c / kernels.cu) and Kernel._executable returns the test
+kernels, so Kernel.run's recording, binding, completion and scratch
+handling run against halod's driver. Every launch completes on its own
+semaphore value: halo queues are unordered, so a later launch can finish
+first, and one failed launch must not fail the others."""
+
+import inspect
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+import halogpu
+import halogpu.triton as halotriton
+
+N = 1024
+BLOCK = 256  # 32 * num_warps (8) threads: the workgroup size of a launch
+
+
+def _jit(function):
+    """What Kernel reads of a @triton.jit function."""
+    return types.SimpleNamespace(
+        fn=function, __name__=function.__name__,
+        cache_key=function.__name__,
+        params=[types.SimpleNamespace(name=name, is_constexpr=False)
+                for name in inspect.signature(function).parameters])
+
+
+def add(x_ptr, y_ptr, out_ptr, n):  # kernels.c's add: out = x + y
+    pass
+
+
+def scratch_address(out_ptr):  # kernels.c's scratch_address
+    pass
+
+
+@pytest.fixture
+def stubbed(monkeypatch, kernels):
+    """Triton stubbed out: a Kernel of a function above launches the
+    kernels.c entry of the same name."""
+    compiled = {
+        "add": halotriton.Compiled(
+            name="add", cubin=b"", ptx="", num_warps=8, shared=0,
+            parameters=[8, 8, 8, 4], global_scratch=0, num_ctas=1,
+            metadata=types.SimpleNamespace(hash="add")),
+        # Triton's two hidden parameters (global and profile scratch)
+        # follow out_ptr; 16 bytes of global scratch per program.
+        "scratch_address": halotriton.Compiled(
+            name="scratch_address", cubin=b"", ptx="", num_warps=8, shared=0,
+            parameters=[8, 8, 8], global_scratch=16, num_ctas=1,
+            metadata=types.SimpleNamespace(hash="scratch_address")),
+    }
+    monkeypatch.setattr(halotriton, "_triton",
+                        lambda: types.ModuleType("triton"))
+    monkeypatch.setattr(halotriton, "compile",
+                        lambda fn, *args, **kwargs: compiled[fn.__name__])
+    monkeypatch.setattr(halotriton.Kernel, "_executable",
+                        lambda self, compiled: kernels)
+
+    def make(client, function):
+        return halotriton.kernel(client, _jit(function), arch=90)
+    return make
+
+
+def _operands(client):
+    x = client.from_numpy(np.ones(N, np.float32))
+    y = client.from_numpy(np.full(N, 2, np.float32))
+    return x, y
+
+
+def _zeros(client):
+    out = client.empty(N, np.float32)
+    out.numpy(np.float32)[:] = 0
+    return out
+
+
+def test_launch_waits_for_its_own_kernel(client, stubbed):
+    """A launch held back by wait= is not done when a later one is: its
+    wait() times out until the gate opens, then sees its results."""
+    kernel = stubbed(client, add)
+    x, y = _operands(client)
+    out1, out2 = _zeros(client), _zeros(client)
+    gate = client.create_semaphore()
+    first = kernel[(N // BLOCK,)](x, y, out1, N, wait=[(gate, 1)])
+    second = kernel[(N // BLOCK,)](x, y, out2, N)
+    second.wait(timeout=10)
+    assert (out2.numpy(np.float32) == 3).all()
+    with pytest.raises(halogpu.DeadlineExceededError):
+        first.wait(timeout=0.2)
+    assert (out1.numpy(np.float32) == 0).all()
+    gate.signal(1)
+    first.wait(timeout=10)
+    assert (out1.numpy(np.float32) == 3).all()
+
+
+def test_failed_launch_fails_only_itself(client, stubbed):
+    """A launch whose wait fails fails its own Launch; the kernel's other
+    launches, before and after, still run and complete."""
+    kernel = stubbed(client, add)
+    x, y = _operands(client)
+    outs = [_zeros(client) for _ in range(3)]
+    gate = client.create_semaphore()
+    doomed = kernel[(N // BLOCK,)](x, y, outs[0], N, wait=[(gate, 1)])
+    before = kernel[(N // BLOCK,)](x, y, outs[1], N)
+    gate.fail(halogpu.StatusCode.DATA_LOSS, "the producer failed")
+    with pytest.raises(halogpu.DataLossError, match="the producer failed"):
+        doomed.wait(timeout=10)
+    before.wait(timeout=10)
+    after = kernel[(N // BLOCK,)](x, y, outs[2], N)
+    after.wait(timeout=10)
+    assert (outs[0].numpy(np.float32) == 0).all()
+    assert (outs[1].numpy(np.float32) == 3).all()
+    assert (outs[2].numpy(np.float32) == 3).all()
+    # The failed launch's semaphore is never signalled again.
+    assert after.semaphore is not doomed.semaphore
+
+
+def test_completed_launches_reuse_their_semaphore(client, stubbed):
+    """Launches one after another signal one semaphore with 1, 2, 3...;
+    a launch still in flight makes the next take another."""
+    kernel = stubbed(client, add)
+    x, y = _operands(client)
+    out = _zeros(client)
+    launches = []
+    for _ in range(3):
+        launches.append(kernel[(N // BLOCK,)](x, y, out, N))
+        launches[-1].wait(timeout=10)
+    assert len({id(launch.semaphore) for launch in launches}) == 1
+    assert [launch.value for launch in launches] == [1, 2, 3]
+    gate = client.create_semaphore()
+    held = kernel[(N // BLOCK,)](x, y, out, N, wait=[(gate, 1)])
+    free = kernel[(N // BLOCK,)](x, y, out, N)
+    assert free.semaphore is not held.semaphore
+    free.wait(timeout=10)
+    gate.signal(1)
+    held.wait(timeout=10)
+
+
+def test_launches_in_flight_are_capped(client, stubbed, monkeypatch):
+    """At most MAX_LAUNCHES_IN_FLIGHT launches of one Kernel are pending;
+    the next waits until one of them completes."""
+    monkeypatch.setattr(halotriton, "MAX_LAUNCHES_IN_FLIGHT", 3)
+    kernel = stubbed(client, add)
+    x, y = _operands(client)
+    out = _zeros(client)
+    gates = [client.create_semaphore() for _ in range(3)]
+    held = [kernel[(N // BLOCK,)](x, y, out, N, wait=[(gate, 1)])
+            for gate in gates]
+    launched = []
+    thread = threading.Thread(target=lambda: launched.append(
+        kernel[(N // BLOCK,)](x, y, out, N)))
+    thread.start()
+    time.sleep(0.2)
+    assert not launched  # every semaphore is in use
+    gates[1].signal(1)
+    thread.join(10)
+    assert launched and launched[0].semaphore is held[1].semaphore
+    launched[0].wait(timeout=10)
+    for gate in (gates[0], gates[2]):
+        gate.signal(1)
+    for launch in held:
+        launch.wait(timeout=10)
+
+
+def test_concurrent_launches_get_their_own_scratch(client, stubbed):
+    """Global scratch memory is per launch in flight: two launches running
+    at once get two buffers (the kernel writes the address it was given);
+    a later launch reuses a completed launch's buffer."""
+    kernel = stubbed(client, scratch_address)
+
+    def out():
+        buffer = client.empty(2, np.uint64)
+        buffer.numpy(np.uint64)[:] = 0
+        return buffer
+
+    outs = [out() for _ in range(3)]
+    gate = client.create_semaphore()
+    first = kernel[(1,)](outs[0], wait=[(gate, 1)])
+    second = kernel[(1,)](outs[1])
+    second.wait(timeout=10)
+    gate.signal(1)
+    first.wait(timeout=10)
+    third = kernel[(1,)](outs[2])
+    third.wait(timeout=10)
+    addresses = [int(o.numpy(np.uint64)[0]) for o in outs]
+    assert 0 not in addresses, addresses
+    assert addresses[0] != addresses[1]
+    assert addresses[2] in addresses[:2]
