@@ -160,7 +160,8 @@ class CommandBuffer(HaloObject):
     buffers and executables referenced directly are kept alive until end()
     returns (the recording holds their handles only); after end() the
     daemon holds its own references, and execute() keeps what a submission
-    uses alive until the work is done.
+    uses alive until the work is done. Recording after end() or release()
+    raises ClosedError and holds nothing.
     """
 
     _kind = "command buffer"
@@ -179,7 +180,7 @@ class CommandBuffer(HaloObject):
         self._finalizer.detach()
         self._finalizer = weakref.finalize(  # type: ignore[call-arg]
             self, _release_recording, handle,  # type: ignore[arg-type]
-            self._held)
+            self._held, self._lock)
         self._finalizer.atexit = False
 
     @property
@@ -224,10 +225,24 @@ class CommandBuffer(HaloObject):
 
     # ---------------------------------------------------------- helpers
 
+    def _check_recording(self) -> None:
+        """Under self._lock: raises ClosedError once nothing may be
+        recorded (after end(), or once released)."""
+        if self._ended:
+            raise ClosedError(
+                "the command buffer was ended; nothing can be recorded "
+                "after end()")
+        self._check_alive()
+
     def _hold(self, handle: _core.Handle) -> None:
-        if id(handle) not in self._held:
-            _core.hold(handle)
-            self._held[id(handle)] = handle
+        """Holds |handle| until end() or release(). Checked under the lock
+        first: a command buffer that can no longer record holds nothing
+        (end() and release() let go of what is held, under the lock)."""
+        with self._lock:
+            self._check_recording()
+            if id(handle) not in self._held:
+                _core.hold(handle)
+                self._held[id(handle)] = handle
 
     def _ref(self, value: Any, what: str,
              handles: List[_core.Handle]) -> _lib.BufferRef:
@@ -263,10 +278,7 @@ class CommandBuffer(HaloObject):
         in |handles|) filled in inside the call."""
         lib = _lib.load()
         with self._lock:
-            if self._ended:
-                raise ClosedError(
-                    "the command buffer was ended; nothing can be recorded "
-                    "after end()")
+            self._check_recording()
             with _core.Call(self._handle.session, self._handle, *handles):
                 for ref, handle in refs:
                     if handle is not None:
@@ -430,10 +442,7 @@ class CommandBuffer(HaloObject):
                 count_handle = handles[-1]
             extra = (count_ref,)
         with self._lock:
-            if self._ended:
-                raise ClosedError(
-                    "the command buffer was ended; nothing can be recorded "
-                    "after end()")
+            self._check_recording()
             with _core.Call(self._handle.session, self._handle, *handles):
                 params.executable = executable._handle.pointer
                 for i, handle in refs:
@@ -485,10 +494,15 @@ def _unhold_all(held: Dict[int, _core.Handle]) -> None:
         _core.unhold(handle)
 
 
-def _release_recording(handle: _core.Handle,
-                       held: Dict[int, _core.Handle]) -> None:
+def _release_recording(handle: _core.Handle, held: Dict[int, _core.Handle],
+                       lock: threading.Lock) -> None:
     _core.release(handle)
-    _unhold_all(held)
+    # Under the recording's lock: a _hold() on another thread either
+    # finds the handle released or holds before this lets go of all.
+    with lock:
+        handles = dict(held)
+        held.clear()
+    _unhold_all(handles)
 
 
 def make_command_buffer(client: "Client", session: _core.Session,

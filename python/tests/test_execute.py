@@ -398,6 +398,39 @@ def test_released_buffer_cannot_be_recorded(client):
         cb.fill(buffer, b"\0")
 
 
+@pytest.mark.parametrize("state", ["ended", "released"])
+def test_recording_after_the_end_holds_nothing(client, kernels, state):
+    """Recording into an ended (or released) command buffer raises
+    ClosedError without holding the buffers and executable it names: their
+    release() still frees them at once."""
+    buffer = client.create_buffer(64)
+    out = client.create_buffer(64)
+    count = client.create_buffer(12)
+    cb = client.record()
+    cb.barrier()
+    if state == "ended":
+        cb.end()
+    else:
+        cb.release()
+    attempts = [
+        lambda: cb.fill(buffer, b"\0"),
+        lambda: cb.copy(buffer, out),
+        lambda: cb.update(b"\1" * 4, buffer),
+        lambda: cb.dispatch(kernels, "add", 1, args=[buffer, buffer, out,
+                                                     np.uint32(16)]),
+        lambda: cb.dispatch_indirect(kernels, "add", count,
+                                     args=[buffer, buffer, out,
+                                           np.uint32(16)]),
+    ]
+    for attempt in attempts:
+        with pytest.raises(halogpu.ClosedError):
+            attempt()
+    for obj in (buffer, out, count, kernels):
+        handle = obj._handle
+        obj.release()
+        assert handle.freed, obj
+
+
 def test_bound_buffers_may_be_released_after_execute(client, kernels):
     a, va = host(client, 64)
     va[:] = 2
