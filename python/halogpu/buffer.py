@@ -4,6 +4,7 @@
 
 import ctypes
 import enum
+import re
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Type, Union
 
@@ -118,14 +119,39 @@ def _numpy() -> Any:
     return numpy
 
 
+# A struct format's field names (":name:"), which may contain any letter.
+_FIELD_NAMES = re.compile(r":[^:]*:")
+
+
+def refuse_objects(data: Any) -> None:
+    """TypeError if |data| (a numpy array or dtype, a memoryview) holds
+    Python objects: their bytes are pointers into this process."""
+    dtype = data if hasattr(data, "hasobject") else getattr(data, "dtype",
+                                                             None)
+    if getattr(dtype, "hasobject", False):
+        what = f"dtype {dtype}"
+    elif isinstance(data, memoryview) and \
+            "O" in _FIELD_NAMES.sub("", data.format):
+        what = f"format {data.format!r}"
+    else:
+        return
+    raise TypeError(
+        f"data of {what} holds Python objects (pointers into this "
+        "process), not bytes a device can use: convert it to a numeric "
+        "dtype first")
+
+
 def readable(data: Any) -> Tuple[Any, int, Any]:
     """(pointer argument, length, object to keep alive) for bytes-like
     |data|: bytes, bytearray, memoryview, numpy arrays, array.array, ...
-    Contiguous data is passed without a copy; other data is copied once."""
+    Contiguous data is passed without a copy; other data is copied once.
+    An array's bytes are taken as they are (in its byte order); arrays of
+    Python objects are refused (TypeError)."""
     if isinstance(data, bytes):
         return data, len(data), data
     if isinstance(data, str):
         raise TypeError("data must be bytes-like, not str (encode it)")
+    refuse_objects(data)
     interface = getattr(data, "__array_interface__", None)
     if isinstance(interface, dict) and interface.get("strides") is None \
             and isinstance(interface.get("data"), tuple):
@@ -138,6 +164,7 @@ def readable(data: Any) -> Tuple[Any, int, Any]:
         raise TypeError(
             f"data must be bytes-like (bytes, bytearray, memoryview, numpy "
             f"array), not {type(data).__name__}") from None
+    refuse_objects(view)
     if not view.c_contiguous or view.readonly:
         copy = view.tobytes()
         return copy, len(copy), copy
@@ -281,7 +308,11 @@ class Buffer(HaloObject):
         """Copies bytes-like |data| into the buffer at |offset|.
 
         Host-visible buffers are copied locally; device buffers go through
-        the daemon. OutOfRangeError if the data does not fit."""
+        the daemon. OutOfRangeError if the data does not fit. An array's
+        bytes are copied as they are (in its byte order, which
+        Client.from_numpy makes native); TypeError for an array of Python
+        objects (dtype object, or a structured dtype with an object
+        field): its bytes are pointers into this process."""
         offset = check_int(offset, "offset")
         pointer, length, keep = readable(data)
         lib = _lib.load()

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 
 from . import _core, _lib
 from ._object import check_int, parse_token
-from .buffer import MemoryType, _numpy, make_buffer, memory_type
+from .buffer import (MemoryType, _numpy, make_buffer, memory_type,
+                     refuse_objects)
 from .command_buffer import make_command_buffer
 from .errors import check, take_error
 from .executable import (ExecutableFormat, code_bytes, executable_format,
@@ -225,14 +226,23 @@ class Client:
 
     def from_numpy(self, array: Any, *, memory: Any = "host_visible",
                    device: int = 0) -> Buffer:
-        """A new buffer holding a copy of |array|'s bytes (any numpy array
-        or array-like; made C-contiguous), its ``dtype`` set to the
-        array's. A host-visible buffer (the default) is then viewable with
-        ``buffer.numpy(buffer.dtype)``."""
+        """A new buffer holding a copy of |array| (any numpy array or
+        array-like; made C-contiguous), its ``dtype`` set to the array's.
+        A host-visible buffer (the default) is then viewable with
+        ``buffer.numpy(buffer.dtype)``.
+
+        An array in non-native byte order (``>f4`` on a little-endian
+        host) is converted to the native order (the values are kept;
+        kernels read native numbers) and ``dtype`` is the native dtype.
+        TypeError for an array of Python objects (dtype object, or a
+        structured dtype with an object field)."""
         np = _numpy()
         data = np.ascontiguousarray(array)
+        refuse_objects(data)
         if data.nbytes == 0:
             raise ValueError("from_numpy: the array is empty")
+        if not data.dtype.isnative:
+            data = data.astype(data.dtype.newbyteorder("="))
         buffer = self.create_buffer(data.nbytes, memory=memory,
                                     device=device)
         buffer.write(data)

@@ -125,12 +125,20 @@ def _triton() -> Any:
 
 
 def triton_type(dtype: Any) -> str:
-    """Triton's name ("fp32", "i64", ...) for a numpy dtype (or its name)."""
+    """Triton's name ("fp32", "i64", ...) for a numpy dtype (or its name).
+    TypeError for a dtype in non-native byte order (``>f4`` on a
+    little-endian host): kernels read native numbers."""
     name = getattr(dtype, "name", None)
     if name is None:
         import numpy
 
-        name = numpy.dtype(dtype).name
+        dtype = numpy.dtype(dtype)
+        name = dtype.name
+    if getattr(dtype, "isnative", True) is False:
+        raise TypeError(
+            f"element type {dtype} is not in native byte order, which "
+            "kernels read (Client.from_numpy converts; or "
+            "array.astype(array.dtype.newbyteorder('=')))")
     try:
         return _NUMPY_TO_TRITON[name]
     except KeyError:

@@ -104,6 +104,46 @@ def test_wrong_types_before_any_call(client):
         client.create_buffer("16")
 
 
+def test_object_arrays_are_refused(client):
+    """An array of Python objects holds pointers into this process, not
+    data: writing it (or making a buffer of it) is a TypeError naming the
+    dtype, before any call."""
+    buffer = client.create_buffer(64, memory="host_visible")
+    buffer.write(bytes(64))
+    objects = np.array([1, "two", 3.0, None], dtype=object)
+    record = np.zeros(2, dtype=[("n", "<i4"), ("o", "O")])
+    for data in (objects, objects[::2], record, memoryview(objects),
+                 memoryview(record)):
+        with pytest.raises(TypeError, match="Python objects"):
+            buffer.write(data)
+    with pytest.raises(TypeError, match=r"dtype object .*Python objects"):
+        client.from_numpy(objects)
+    with pytest.raises(TypeError, match=r"\('o', 'O'\)"):
+        client.from_numpy(record)
+    with pytest.raises(TypeError, match="Python objects"):
+        with client.record() as cb:
+            cb.update(objects, buffer)
+    assert buffer.read() == bytes(64)
+
+
+def test_byte_order(client):
+    """from_numpy keeps the values: an array in the other byte order is
+    converted to the native one (kernels read native numbers), its dtype
+    the native dtype. write() copies an array's bytes as they are."""
+    big = np.arange(4, dtype=">u4")
+    made = client.from_numpy(big)
+    assert made.dtype == np.dtype("=u4") and made.dtype.isnative
+    assert (made.numpy(made.dtype) == np.arange(4)).all()
+    assert made.read() == np.arange(4, dtype="=u4").tobytes()
+    fields = np.array([(1, 2.5)], dtype=[("n", ">i4"), ("x", ">f8")])
+    made = client.from_numpy(fields)
+    assert made.dtype.isnative and made.numpy(made.dtype)[0].item() == \
+        (1, 2.5)
+    raw = client.create_buffer(16, memory="host_visible")
+    raw.write(big)
+    assert raw.read() == big.tobytes()
+
+
 def test_numpy_view_is_zero_copy(client):
     buffer = client.create_buffer(64 * 4, memory="host_visible")
     view = buffer.numpy(np.float32)

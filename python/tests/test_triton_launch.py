@@ -192,3 +192,19 @@ def test_concurrent_launches_get_their_own_scratch(client, stubbed):
     assert 0 not in addresses, addresses
     assert addresses[0] != addresses[1]
     assert addresses[2] in addresses[:2]
+
+
+def test_non_native_byte_order_is_refused(client, stubbed):
+    """A buffer whose dtype is in the other byte order is no Triton
+    pointer type (the kernel would read its numbers wrong)."""
+    other = ">f4" if np.little_endian else "<f4"
+    with pytest.raises(TypeError, match="not in native byte order"):
+        halotriton.triton_type(np.dtype(other))
+    with pytest.raises(TypeError, match="not in native byte order"):
+        halotriton.triton_type(other)
+    assert halotriton.triton_type(np.dtype("=f4")) == "fp32"
+    kernel = stubbed(client, add)
+    x, y = _operands(client)
+    out = client.empty(N, other)
+    with pytest.raises(TypeError, match="not in native byte order"):
+        kernel[(N // BLOCK,)](x, y, out, N)
