@@ -299,8 +299,8 @@ static void halod_admin_semaphores(halod_t *daemon,
     info->holders = semaphore->refcount;
     info->exportable = semaphore->exportable;
     info->has_waiters = info->has_importers = true;
-    for (const halo_hal_timepoint_t *t = semaphore->hal.timepoints; t;
-         t = t->next) {
+    for (const halo_list_link_t *link = semaphore->hal.timepoints.head; link;
+         link = link->next) {
       ++info->waiters;
     }
     info->importers =
@@ -647,8 +647,10 @@ static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
   // The session's list is newest first: keep the last ones seen.
   const halod_submission_t *shown[HALOD_ADMIN_MAX_PENDING_SHOWN];
   size_t seen = 0;
-  for (const halod_submission_t *submission = session->submissions; submission;
-       submission = submission->session_next) {
+  for (const halo_list_link_t *link = session->submissions.head; link;
+       link = link->next) {
+    const halod_submission_t *submission =
+        HALO_LIST_ENTRY(link, halod_submission_t, session_link);
     if (submission->queue != queue ||
         submission->action.state != HALO_HAL_ACTION_WAITING) {
       continue;

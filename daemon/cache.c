@@ -12,7 +12,7 @@
 
 void halod_cache_lru_initialize(halod_cache_lru_t *lru,
                                 halod_cache_destroy_fn destroy) {
-  lru->head = lru->tail = NULL;
+  halo_list_initialize(&lru->list);
   lru->count = 0;
   lru->evictions = 0;
   lru->destroy = destroy;
@@ -33,19 +33,14 @@ bool halod_cache_keeps(const halod_t *daemon, halo_hal_device_t *device,
   return false;
 }
 
+// The entry link of the list link |link| (NULL: none).
+static halod_cache_link_t *halod_cache_link_of(halo_list_link_t *link) {
+  return HALO_LIST_ENTRY(link, halod_cache_link_t, link);
+}
+
 void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link) {
   if (!link->listed) return;
-  if (link->prev) {
-    link->prev->next = link->next;
-  } else {
-    lru->head = link->next;
-  }
-  if (link->next) {
-    link->next->prev = link->prev;
-  } else {
-    lru->tail = link->prev;
-  }
-  link->prev = link->next = NULL;
+  halo_list_remove(&lru->list, &link->link);
   link->listed = false;
   --lru->count;
 }
@@ -55,8 +50,8 @@ void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link) {
 static bool halod_cache_lru_evict(halod_t *daemon, halod_cache_lru_t *lru,
                                   uint32_t bound) {
   bool evicted = false;
-  while (lru->count > bound && lru->tail) {
-    halod_cache_link_t *victim = lru->tail;
+  while (lru->count > bound && lru->list.tail) {
+    halod_cache_link_t *victim = halod_cache_link_of(lru->list.tail);
     halod_cache_lru_take(lru, victim);
     ++lru->evictions;
     lru->destroy(daemon, victim);
@@ -67,14 +62,7 @@ static bool halod_cache_lru_evict(halod_t *daemon, halod_cache_lru_t *lru,
 
 void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
                          halod_cache_link_t *link, uint32_t bound) {
-  link->prev = NULL;
-  link->next = lru->head;
-  if (lru->head) {
-    lru->head->prev = link;
-  } else {
-    lru->tail = link;
-  }
-  lru->head = link;
+  halo_list_push_front(&lru->list, &link->link);
   link->listed = true;
   ++lru->count;
   if (halod_cache_lru_evict(daemon, lru, bound)) halod_domains_end_idle(daemon);
@@ -91,8 +79,10 @@ void halod_cache_trim(halod_t *daemon) {
 
 static bool halod_cache_lru_holds(const halod_cache_lru_t *lru,
                                   const halo_hal_device_t *device) {
-  for (const halod_cache_link_t *link = lru->head; link; link = link->next) {
-    if (link->device == device) return true;
+  for (const halo_list_link_t *link = lru->list.head; link; link = link->next) {
+    if (HALO_LIST_ENTRY(link, halod_cache_link_t, link)->device == device) {
+      return true;
+    }
   }
   return false;
 }
@@ -106,9 +96,9 @@ bool halod_cache_holds_device(const halod_t *daemon,
 // Destroys the entries of |lru| of |device| (NULL: every entry).
 static void halod_cache_lru_drop(halod_t *daemon, halod_cache_lru_t *lru,
                                  const halo_hal_device_t *device) {
-  halod_cache_link_t *link = lru->head;
+  halod_cache_link_t *link = halod_cache_link_of(lru->list.head);
   while (link) {
-    halod_cache_link_t *next = link->next;
+    halod_cache_link_t *next = halod_cache_link_of(link->link.next);
     if (!device || link->device == device) {
       halod_cache_lru_take(lru, link);
       // A recording releases its executables: they may join the executable

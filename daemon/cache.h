@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "hal/device.h"
 
 typedef struct halod_t halod_t;
@@ -29,10 +30,10 @@ typedef struct halod_cache_lru_t halod_cache_lru_t;
 
 // Embedded in each cached entry.
 typedef struct halod_cache_link_t {
-  struct halod_cache_link_t *prev;  // towards the most recently used
-  struct halod_cache_link_t *next;  // towards the least recently used
-  halo_hal_device_t *device;        // the entry's device (not held)
-  bool listed;                      // in an LRU list now
+  // prev: towards the most recently used; next: towards the least.
+  halo_list_link_t link;
+  halo_hal_device_t *device;  // the entry's device (not held)
+  bool listed;                // in an LRU list now
 } halod_cache_link_t;
 
 // Destroys the entry around |link| (unlinked already).
@@ -40,8 +41,9 @@ typedef void (*halod_cache_destroy_fn)(halod_t *daemon,
                                        halod_cache_link_t *link);
 
 struct halod_cache_lru_t {
-  halod_cache_link_t *head;  // most recently used
-  halod_cache_link_t *tail;  // least recently used: evicted first
+  // Of halod_cache_link_t, by link. Head: the most recently used; tail:
+  // the least recently used, evicted first.
+  halo_list_t list;
   uint32_t count;
   uint64_t evictions;  // destroyed past the bound
   halod_cache_destroy_fn destroy;

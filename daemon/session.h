@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "common/u64_map.h"
 #include "daemon/arena.h"
 #include "daemon/daemon.h"
@@ -79,7 +80,9 @@ struct halod_session_t {
   uint32_t command_buffers;
   halod_queue_t *queues;  // every queue of the session (list)
   halod_queue_t *default_queues[HALO_HAL_MAX_DEVICES];
-  halod_submission_t *submissions;  // not yet retired (list)
+  // Its submissions not yet retired, newest first (halod_submission_t, by
+  // session_link).
+  halo_list_t submissions;
   uint32_t pending_submissions;
   // Totals of the session's queues already freed (daemon/queue.c).
   uint64_t retired_submitted;

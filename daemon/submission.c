@@ -84,14 +84,7 @@ static void halod_submission_on_retire(halo_hal_action_t *action) {
   halod_session_t *session =
       halo_u64_map_get(&daemon->sessions.by_id, submission->session_id);
   if (session) {
-    if (submission->session_prev) {
-      submission->session_prev->session_next = submission->session_next;
-    } else {
-      session->submissions = submission->session_next;
-    }
-    if (submission->session_next) {
-      submission->session_next->session_prev = submission->session_prev;
-    }
+    halo_list_remove(&session->submissions, &submission->session_link);
     --session->pending_submissions;
   }
   halod_submission_free(submission);
@@ -329,9 +322,7 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   action->queue = queue->hal;
   action->retire = halod_submission_on_retire;
   action->on_issue = halod_submission_on_issue;
-  submission->session_next = session->submissions;
-  if (session->submissions) session->submissions->session_prev = submission;
-  session->submissions = submission;
+  halo_list_push_front(&session->submissions, &submission->session_link);
   ++session->pending_submissions;
   ++queue->waiting;
   *out_id = submission->id;
@@ -546,8 +537,9 @@ void halod_submission_cancel_session(halod_t *daemon,
   // kept across a cancel.
   halod_submission_t *issued = NULL;
   for (;;) {
-    halod_submission_t *submission =
-        issued ? issued->session_next : session->submissions;
+    halod_submission_t *submission = HALO_LIST_ENTRY(
+        issued ? issued->session_link.next : session->submissions.head,
+        halod_submission_t, session_link);
     if (!submission) break;
     if (submission->action.state != HALO_HAL_ACTION_WAITING) {
       issued = submission;
@@ -570,8 +562,10 @@ void halod_submission_for_each_issued(halod_t *daemon,
   for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
     if (!daemon->sessions.by_id.entries[i].key) continue;
     halod_session_t *session = daemon->sessions.by_id.entries[i].value;
-    for (halod_submission_t *submission = session->submissions; submission;
-         submission = submission->session_next) {
+    for (halo_list_link_t *link = session->submissions.head; link;
+         link = link->next) {
+      halod_submission_t *submission =
+          HALO_LIST_ENTRY(link, halod_submission_t, session_link);
       if (submission->action.state == HALO_HAL_ACTION_ISSUED &&
           submission->queue && submission->queue->hal_device == device) {
         visit(user_data, session, submission);

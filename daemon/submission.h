@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "common/list.h"
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
 #include "daemon/fault_budget.h"
@@ -66,9 +67,8 @@ typedef struct halod_submission_t {
   uint64_t *reserved_previous;
   bool accepted;
   int64_t accepted_ns;
-  // The session's submissions not yet retired.
-  struct halod_submission_t *session_prev;
-  struct halod_submission_t *session_next;
+  // In the session's submissions not yet retired (session->submissions).
+  halo_list_link_t session_link;
 } halod_submission_t;
 
 // Validates and accepts |op|; |out_id| is the submission's id.

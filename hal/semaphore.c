@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/list.h"
 #include "common/status.h"
 
 void halo_hal_semaphore_initialize(halo_hal_semaphore_t *semaphore,
@@ -27,20 +28,15 @@ static void halo_hal_semaphore_drop_fences(halo_hal_semaphore_t *semaphore,
   }
 }
 
+// The timepoint of |link| (NULL: none).
+static halo_hal_timepoint_t *halo_hal_timepoint_of(halo_list_link_t *link) {
+  return HALO_LIST_ENTRY(link, halo_hal_timepoint_t, link);
+}
+
 // Takes |timepoint| (linked) out of the list.
 static void halo_hal_semaphore_unlink(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint) {
-  if (timepoint->prev) {
-    timepoint->prev->next = timepoint->next;
-  } else {
-    semaphore->timepoints = timepoint->next;
-  }
-  if (timepoint->next) {
-    timepoint->next->prev = timepoint->prev;
-  } else {
-    semaphore->timepoints_tail = timepoint->prev;
-  }
-  timepoint->next = timepoint->prev = NULL;
+  halo_list_remove(&semaphore->timepoints, &timepoint->link);
   timepoint->linked = false;
 }
 
@@ -49,12 +45,12 @@ static void halo_hal_semaphore_unlink(halo_hal_semaphore_t *semaphore,
 static void halo_hal_semaphore_update_host_waits(
     halo_hal_semaphore_t *semaphore) {
   halo_timeline_slot_set_host_waits(semaphore->slot,
-                                    semaphore->timepoints != NULL);
+                                    !halo_list_empty(&semaphore->timepoints));
 }
 
 void halo_hal_semaphore_deinitialize(halo_hal_semaphore_t *semaphore) {
   halo_hal_semaphore_drop_fences(semaphore, UINT64_MAX);
-  if (semaphore->timepoints) {
+  if (!halo_list_empty(&semaphore->timepoints)) {
     halo_hal_semaphore_fail(
         semaphore,
         halo_status_make(HALO_STATUS_ABORTED, "the semaphore was destroyed"));
@@ -169,8 +165,10 @@ static void halo_hal_semaphore_reach(halo_hal_semaphore_t *semaphore,
   }
   halo_hal_semaphore_drop_fences(semaphore, value);
   // Fire the timepoints now reached (the list is sorted by value).
-  while (semaphore->timepoints && semaphore->timepoints->value <= value) {
-    halo_hal_timepoint_t *timepoint = semaphore->timepoints;
+  for (;;) {
+    halo_hal_timepoint_t *timepoint =
+        halo_hal_timepoint_of(semaphore->timepoints.head);
+    if (!timepoint || timepoint->value > value) break;
     halo_hal_semaphore_unlink(semaphore, timepoint);
     timepoint->callback(timepoint, NULL);
   }
@@ -202,8 +200,9 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
   halo_status_free(status);
   halo_hal_semaphore_drop_fences(semaphore, UINT64_MAX);
   // Every timepoint still linked lies beyond the value: it fails.
-  while (semaphore->timepoints) {
-    halo_hal_timepoint_t *timepoint = semaphore->timepoints;
+  while (!halo_list_empty(&semaphore->timepoints)) {
+    halo_hal_timepoint_t *timepoint =
+        halo_hal_timepoint_of(semaphore->timepoints.head);
     halo_hal_semaphore_unlink(semaphore, timepoint);
     timepoint->callback(timepoint,
                         halo_hal_semaphore_failure_status(semaphore));
@@ -213,7 +212,7 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
 
 void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint) {
-  timepoint->next = timepoint->prev = NULL;
+  timepoint->link.prev = timepoint->link.next = NULL;
   timepoint->linked = false;
   timepoint->offered = 0;
   // Announced before the value is read: a device worker whose execution
@@ -232,20 +231,11 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
   }
   // After the last one at or below its value, looked for from the end
   // (values mostly come in order).
-  halo_hal_timepoint_t *before = semaphore->timepoints_tail;
-  while (before && before->value > timepoint->value) before = before->prev;
-  timepoint->prev = before;
-  timepoint->next = before ? before->next : semaphore->timepoints;
-  if (timepoint->next) {
-    timepoint->next->prev = timepoint;
-  } else {
-    semaphore->timepoints_tail = timepoint;
+  halo_list_link_t *before = semaphore->timepoints.tail;
+  while (before && halo_hal_timepoint_of(before)->value > timepoint->value) {
+    before = before->prev;
   }
-  if (before) {
-    before->next = timepoint;
-  } else {
-    semaphore->timepoints = timepoint;
-  }
+  halo_list_insert_after(&semaphore->timepoints, before, &timepoint->link);
   timepoint->linked = true;
 }
 
@@ -277,10 +267,11 @@ void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,
   // timepoints this round offered already.
   uint64_t round = ++semaphore->fence_rounds;
   for (;;) {
-    halo_hal_timepoint_t *timepoint = semaphore->timepoints;
+    halo_hal_timepoint_t *timepoint =
+        halo_hal_timepoint_of(semaphore->timepoints.head);
     while (timepoint && timepoint->value <= value &&
            (!timepoint->covered || timepoint->offered >= round)) {
-      timepoint = timepoint->next;
+      timepoint = halo_hal_timepoint_of(timepoint->link.next);
     }
     if (!timepoint || timepoint->value > value) break;
     timepoint->offered = round;

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "common/timeline.h"
 #include "hal/fence.h"
 #include "halo/status.h"
@@ -41,8 +42,7 @@ typedef void (*halo_hal_timepoint_covered_fn)(halo_hal_timepoint_t *timepoint,
                                               halo_hal_fence_t *fence);
 
 struct halo_hal_timepoint_t {
-  halo_hal_timepoint_t *next;
-  halo_hal_timepoint_t *prev;  // internal
+  halo_list_link_t link;  // internal: in the semaphore's timepoints
   uint64_t value;
   halo_hal_timepoint_fn callback;
   halo_hal_timepoint_covered_fn covered;  // NULL: not interested
@@ -65,8 +65,7 @@ typedef struct halo_hal_semaphore_t {
   // adding a value at or above the last and removing any timepoint cost
   // O(1), so a session's thousands of waiting executions come and go
   // without a walk each.
-  halo_hal_timepoint_t *timepoints;
-  halo_hal_timepoint_t *timepoints_tail;
+  halo_list_t timepoints;              // of halo_hal_timepoint_t, by link
   halo_hal_semaphore_fence_t *fences;  // sorted by value, above the value
   uint64_t fence_rounds;               // add_fence calls so far
   // The highest value reached, by any signal halod made (a client's host

@@ -115,6 +115,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/list.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/status.h"
@@ -213,10 +214,10 @@ typedef struct halo_hal_cuda_queue_shared_t {
   // submission thread's hand-overs take.
   atomic_bool inbox_pending;
   // HOST_FUNC: executions whose host function has not run (doubly linked,
-  // oldest first), and those the watchdog failed after a sticky error,
-  // whose host functions will never run (freed at teardown).
-  halo_hal_cuda_execution_t *watch_head;
-  halo_hal_cuda_execution_t *watch_tail;
+  // oldest first; halo_hal_cuda_execution_t by watch_link), and those the
+  // watchdog failed after a sticky error, whose host functions will never
+  // run (linked by next; freed at teardown).
+  halo_list_t watch;
   halo_hal_cuda_execution_t *orphans;
   // Submission thread only: slot device address -> signal order.
   halo_u64_map_t signal_order;
@@ -275,10 +276,12 @@ struct halo_hal_cuda_execution_t {
   uint32_t wait_fence_count;
   uint32_t waits_enqueued;
   halo_hal_cuda_execution_t *parked_next;  // in a fence's parked list
-  halo_hal_cuda_execution_t *prev;
+  // THREAD: in the inbox, then the poller's list; HOST_FUNC: in the
+  // orphans.
   halo_hal_cuda_execution_t *next;
-  bool watched;           // in shared->watch_head (under shared->mutex)
-  atomic_bool completed;  // the completion callback ran (exactly once)
+  halo_list_link_t watch_link;  // HOST_FUNC: in shared->watch
+  bool watched;                 // in shared->watch (under shared->mutex)
+  atomic_bool completed;        // the completion callback ran (exactly once)
   // References: the submission's (run, then the completion path it hands
   // the execution to), and under HOST_FUNC the watch list's (then the
   // orphan list's, once the watchdog failed it). |host_reference|: the
@@ -808,6 +811,12 @@ static void *halo_hal_cuda_sleeper_main(void *arg) {
   return NULL;
 }
 
+// HOST_FUNC: the execution of |link|, in shared->watch (NULL: none).
+static halo_hal_cuda_execution_t *halo_hal_cuda_watched_of(
+    halo_list_link_t *link) {
+  return HALO_LIST_ENTRY(link, halo_hal_cuda_execution_t, watch_link);
+}
+
 // HOST_FUNC: host functions complete executions; this thread only watches
 // for a sticky error (host functions never run after one).
 static void halo_hal_cuda_completion_watch(
@@ -815,11 +824,12 @@ static void halo_hal_cuda_completion_watch(
   const halo_hal_cuda_symbols_t *cu = shared->device->cu;
   pthread_mutex_lock(&shared->mutex);
   while (!shared->stopping) {
-    if (!shared->watch_head) {
+    if (halo_list_empty(&shared->watch)) {
       pthread_cond_wait(&shared->cond, &shared->mutex);
       continue;
     }
-    halo_hal_cuda_event_t *event = shared->watch_head->event;
+    halo_hal_cuda_event_t *event =
+        halo_hal_cuda_watched_of(shared->watch.head)->event;
     halo_hal_cuda_event_retain(event);
     pthread_mutex_unlock(&shared->mutex);
     CUresult result = cu->cuEventQuery(event->handle);
@@ -828,25 +838,26 @@ static void halo_hal_cuda_completion_watch(
       halo_status_t status =
           halo_hal_cuda_queue_event_status(shared, result, "cuEventQuery");
       pthread_mutex_lock(&shared->mutex);
-      halo_hal_cuda_execution_t *list = shared->watch_head;
-      shared->watch_head = shared->watch_tail = NULL;
-      for (halo_hal_cuda_execution_t *e = list; e; e = e->next) {
-        e->watched = false;
+      halo_list_t list = halo_list_take_all(&shared->watch);
+      for (halo_list_link_t *link = list.head; link; link = link->next) {
+        halo_hal_cuda_watched_of(link)->watched = false;
       }
       pthread_mutex_unlock(&shared->mutex);
       // Their host functions never run now: fail them here. Each keeps the
-      // watch list's reference on the orphan list until teardown.
-      while (list) {
-        halo_hal_cuda_execution_t *next = list->next;
+      // watch list's reference on the orphan list until teardown. (|list|
+      // is this thread's alone: nothing else touches an execution's
+      // watch_link once |watched| is false.)
+      while (!halo_list_empty(&list)) {
+        halo_hal_cuda_execution_t *execution =
+            halo_hal_cuda_watched_of(list.head);
+        halo_list_remove(&list, &execution->watch_link);
         halo_hal_cuda_execution_complete(
-            list, halo_status_make(halo_status_code(status), "%s",
-                                   halo_status_message(status)));
+            execution, halo_status_make(halo_status_code(status), "%s",
+                                        halo_status_message(status)));
         pthread_mutex_lock(&shared->mutex);
-        list->prev = NULL;
-        list->next = shared->orphans;
-        shared->orphans = list;
+        execution->next = shared->orphans;
+        shared->orphans = execution;
         pthread_mutex_unlock(&shared->mutex);
-        list = next;
       }
       halo_status_free(status);
       pthread_mutex_lock(&shared->mutex);
@@ -884,16 +895,7 @@ static void CUDA_CB halo_hal_cuda_host_function(void *user_data) {
   bool unlinked = false;
   pthread_mutex_lock(&shared->mutex);
   if (execution->watched) {
-    if (execution->prev) {
-      execution->prev->next = execution->next;
-    } else {
-      shared->watch_head = execution->next;
-    }
-    if (execution->next) {
-      execution->next->prev = execution->prev;
-    } else {
-      shared->watch_tail = execution->prev;
-    }
+    halo_list_remove(&shared->watch, &execution->watch_link);
     execution->watched = false;
     unlinked = true;
   }
@@ -1304,15 +1306,8 @@ static halo_status_t halo_hal_cuda_execution_watch(
   atomic_fetch_add(&execution->references, 1);
   atomic_store(&execution->host_reference, true);
   pthread_mutex_lock(&shared->mutex);
-  bool was_empty = shared->watch_head == NULL;
-  execution->next = NULL;
-  execution->prev = shared->watch_tail;
-  if (shared->watch_tail) {
-    shared->watch_tail->next = execution;
-  } else {
-    shared->watch_head = execution;
-  }
-  shared->watch_tail = execution;
+  bool was_empty = halo_list_empty(&shared->watch);
+  halo_list_push_back(&shared->watch, &execution->watch_link);
   execution->watched = true;
   if (was_empty) pthread_cond_signal(&shared->cond);
   pthread_mutex_unlock(&shared->mutex);
@@ -1324,16 +1319,7 @@ static halo_status_t halo_hal_cuda_execution_watch(
   pthread_mutex_lock(&shared->mutex);
   bool unlinked = false;
   if (execution->watched) {
-    if (execution->prev) {
-      execution->prev->next = execution->next;
-    } else {
-      shared->watch_head = execution->next;
-    }
-    if (execution->next) {
-      execution->next->prev = execution->prev;
-    } else {
-      shared->watch_tail = execution->prev;
-    }
+    halo_list_remove(&shared->watch, &execution->watch_link);
     execution->watched = false;
     unlinked = true;
   }

@@ -274,8 +274,8 @@ static void test_timepoints_fire_in_value_order(void **state) {
   assert_int_equal(order[4], 3);
   assert_int_equal(order[5], 10);
   assert_int_equal(order[6], 11);
-  assert_null(fixture->semaphore.timepoints);
-  assert_null(fixture->semaphore.timepoints_tail);
+  assert_null(fixture->semaphore.timepoints.head);
+  assert_null(fixture->semaphore.timepoints.tail);
   assert_false(host_waits(fixture));
 }
 
@@ -291,13 +291,14 @@ static void test_many_equal_timepoints_removed_newest_first(void **state) {
     timepoints[i].callback = on_fire;
     halo_hal_semaphore_add_timepoint(&fixture->semaphore, &timepoints[i]);
   }
-  assert_ptr_equal(fixture->semaphore.timepoints, &timepoints[0]);
-  assert_ptr_equal(fixture->semaphore.timepoints_tail, &timepoints[COUNT - 1]);
+  assert_ptr_equal(fixture->semaphore.timepoints.head, &timepoints[0].link);
+  assert_ptr_equal(fixture->semaphore.timepoints.tail,
+                   &timepoints[COUNT - 1].link);
   for (int i = COUNT - 1; i >= 0; --i) {
     halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[i]);
   }
-  assert_null(fixture->semaphore.timepoints);
-  assert_null(fixture->semaphore.timepoints_tail);
+  assert_null(fixture->semaphore.timepoints.head);
+  assert_null(fixture->semaphore.timepoints.tail);
   assert_false(host_waits(fixture));
   halo_hal_semaphore_signal(&fixture->semaphore, 1);
   assert_int_equal(fired, 0);
