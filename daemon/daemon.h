@@ -54,6 +54,9 @@ typedef struct halod_domain_t {
   uint64_t base_key;  // halod_domain_identity_t's
   uint32_t part;      // 0 .. workers-per-domain - 1
   uint32_t uid;
+  // trust-domain process: when the process started (0 in other modes);
+  // with |uid|, what tells it from a later process with the same pid.
+  uint64_t process_start;
   // "uid:N", "pid:N", "uid:N,cgroup:PATH"; with workers-per-domain above 1
   // "#PART" follows (owned)
   char *name;

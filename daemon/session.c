@@ -138,7 +138,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   // saying why.
   halod_domain_identity_t *identity = malloc(sizeof(*identity));
   halo_status_t identified =
-      identity ? halod_domain_identify(daemon, uid, pid, identity)
+      identity ? halod_domain_identify(daemon, &session->process, identity)
                : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   // A refused process starts no worker.
   if (identified) {

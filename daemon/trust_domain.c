@@ -39,10 +39,12 @@ static uint32_t halod_unmapped_uid(void) {
   return unmapped;
 }
 
-halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
-                                    uint32_t pid,
+halo_status_t halod_domain_identify(const halod_t *daemon,
+                                    const halod_client_process_t *process,
                                     halod_domain_identity_t *out_identity) {
   memset(out_identity, 0, sizeof(*out_identity));
+  uint32_t uid = process->uid;
+  uint32_t pid = process->pid;
   if (pid == 0) {
     return halo_status_make(
         HALO_STATUS_PERMISSION_DENIED,
@@ -60,7 +62,17 @@ halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
   }
   const char *mode = daemon->config.trust_domain;
   if (strcmp(mode, "process") == 0) {
+    if (process->start == 0) {
+      return halo_status_make(
+          HALO_STATUS_PERMISSION_DENIED,
+          "trust-domain process: halod cannot read when the client's process "
+          "(pid %u) started (/proc/%u/stat), so it cannot tell it from a "
+          "later process with the same pid",
+          pid, pid);
+    }
     out_identity->key = (uint64_t)pid | 1ull << 32;
+    out_identity->process_start = process->start;
+    out_identity->process_uid = uid;
     snprintf(out_identity->name, sizeof(out_identity->name), "pid:%u", pid);
     return NULL;
   }
@@ -95,16 +107,27 @@ halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
   return NULL;
 }
 
-// Part |part| of the domain keyed |base_key| named |name|: its entry, or
-// NULL with *out_key the key to give it. Part 0 keeps the identity's key;
-// another cgroup whose hash's key is taken (BLAKE2b: not in practice), or
-// a part's key that another domain's took, moves on to a free key.
-static halod_domain_t *halod_domain_find(halod_t *daemon, uint64_t base_key,
-                                         uint32_t part, const char *name,
-                                         uint64_t *out_key) {
-  uint64_t key = base_key ^ (uint64_t)part << 48;
+// Whether |domain| is |identity|'s (named |name|): the name, and for a
+// process domain the process (its start time and uid), not only the pid.
+static bool halod_domain_is(const halod_domain_t *domain,
+                            const halod_domain_identity_t *identity,
+                            const char *name) {
+  return strcmp(domain->name, name) == 0 &&
+         domain->process_start == identity->process_start &&
+         (identity->process_start == 0 || domain->uid == identity->process_uid);
+}
+
+// Part |part| of |identity|'s domain named |name|: its entry, or NULL with
+// *out_key the key to give it. Part 0 keeps the identity's key; another
+// cgroup whose hash's key is taken (BLAKE2b: not in practice), a part's key
+// that another domain's took, or a process domain's key still held by the
+// domain of an earlier process with the same pid, moves on to a free key.
+static halod_domain_t *halod_domain_find(
+    halod_t *daemon, const halod_domain_identity_t *identity, uint32_t part,
+    const char *name, uint64_t *out_key) {
+  uint64_t key = identity->key ^ (uint64_t)part << 48;
   halod_domain_t *domain = halo_u64_map_get(&daemon->sessions.domains, key);
-  while (domain && strcmp(domain->name, name) != 0) {
+  while (domain && !halod_domain_is(domain, identity, name)) {
     key = (key + 1) | 1ull << 63;
     domain = halo_u64_map_get(&daemon->sessions.domains, key);
   }
@@ -177,7 +200,7 @@ static halo_status_t halod_domain_choose_part(
     }
     uint64_t key;
     halod_domain_t *domain =
-        halod_domain_find(daemon, identity->key, part, name, &key);
+        halod_domain_find(daemon, identity, part, name, &key);
     uint32_t sessions = domain ? domain->sessions : 0;
     if (sessions >= best_sessions) {
       free(name);
@@ -218,6 +241,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
     domain->base_key = identity->key;
     domain->part = part;
     domain->uid = process->uid;
+    domain->process_start = identity->process_start;
     domain->name = name;
     halo_status_t status =
         halo_u64_map_put(&daemon->sessions.domains, key, domain);

@@ -25,15 +25,22 @@
 typedef struct halod_domain_identity_t {
   uint64_t key;  // uid: uid + 1; process: pid | 1 << 32; cgroup: 1 << 63 | hash
   char name[HALOD_DOMAIN_NAME_BYTES];  // "uid:N", "pid:N", "uid:N,cgroup:P"
+  // trust-domain process: the process's start time and uid, which a domain
+  // found by key and name must have too (a pid is reused; a process domain
+  // lives as long as its sessions, which a forked child may hold after the
+  // process ended). 0 in the other modes.
+  uint64_t process_start;
+  uint32_t process_uid;
 } halod_domain_identity_t;
 
-// The trust domain of peer |uid|, |pid|, as trust-domain says.
-// PERMISSION_DENIED, saying why and what to change, for a peer halod cannot
-// identify: pid 0 (outside halod's pid namespace), the overflow uid while
-// halod runs in a user namespace (a uid it does not map), or (cgroup) an
-// unreadable /proc/PID/cgroup.
-halo_status_t halod_domain_identify(const halod_t *daemon, uint32_t uid,
-                                    uint32_t pid,
+// The trust domain of peer |process| (pid, uid and start time), as
+// trust-domain says. PERMISSION_DENIED, saying why and what to change, for
+// a peer halod cannot identify: pid 0 (outside halod's pid namespace), the
+// overflow uid while halod runs in a user namespace (a uid it does not
+// map), (process) a start time it cannot read, or (cgroup) an unreadable
+// /proc/PID/cgroup.
+halo_status_t halod_domain_identify(const halod_t *daemon,
+                                    const halod_client_process_t *process,
                                     halod_domain_identity_t *out_identity);
 
 // How many parts each trust domain has: workers-per-domain with device

@@ -45,6 +45,10 @@
 //   workers-per-domain; the attacker's crash loses its part (both its
 //   sessions) and not the victim's, whose worker stays and whose steps all
 //   complete.
+// - a reused pid (--trust-domain process, root only): a session whose
+//   process ended (a forked child holds its connection) keeps its domain
+//   "pid:N"; a later process given the same pid (clone3's set_tid) gets a
+//   domain and a worker of its own, not the first process's.
 //
 // Against a halod without worker processes the crash kills halod itself;
 // these tests then fail saying so.
@@ -52,11 +56,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -812,9 +819,174 @@ static void test_parts_of_one_domain_are_contained(void **state) {
   expect_daemon_alive(&fixture->daemon, "at the end");
 }
 
+// ---------------------------------------------------------------- pid reuse
+
+// A client that connects, makes its session do something, and prints
+// "ready" (and, with |hold|, the pid of a child that keeps the connection
+// open after this process ends, then ends: its session outlives it);
+// without |hold| it then waits until its stdin closes.
+static int reuser_main(const char *address, bool hold) {
+  halo_client_options_t options = {.address = address,
+                                   .client_name = "containment-reuser",
+                                   .request_timeout_ms = 10000};
+  halo_client_t *client = NULL;
+  halo_semaphore_t *semaphore = NULL;
+  halo_status_t status = halo_client_connect(&options, &client);
+  if (!status) status = halo_semaphore_create(client, 0, 0, &semaphore);
+  if (status) {
+    printf("failed %s\n", halo_status_message(status));
+    return 1;
+  }
+  if (hold) {
+    pid_t holder = fork();
+    if (holder == 0) {
+      // Holds the connection's descriptors; makes no call (the parent's
+      // threads are not here). Ended by the test.
+      for (;;) pause();
+    }
+    printf("ready %d\n", (int)holder);
+    fflush(stdout);
+    _exit(0);  // no close: the connection stays with the holder
+  }
+  printf("ready 0\n");
+  fflush(stdout);
+  char byte;
+  while (read(STDIN_FILENO, &byte, 1) > 0) {
+  }
+  halo_client_close(client);
+  return 0;
+}
+
+// Starts this program as a reuser (|hold| as above) with pid |pid| (0: any;
+// else clone3's set_tid, which needs CAP_SYS_ADMIN). Returns its pid;
+// *out_stdin and *out_stdout are its stdin's write end and stdout's read
+// end.
+static pid_t reuser_start(const char *address, bool hold, pid_t pid,
+                          int *out_stdin, int *out_stdout) {
+  int in[2], out[2];
+  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+  struct clone_args args = {.exit_signal = SIGCHLD};
+  pid_t set_tid[1] = {pid};
+  if (pid > 0) {
+    args.set_tid = (uint64_t)(uintptr_t)set_tid;
+    args.set_tid_size = 1;
+  }
+  fflush(NULL);
+  long child = syscall(SYS_clone3, &args, sizeof(args));
+  if (child < 0) {
+    print_error("clone3 (set_tid %d): %s\n", (int)pid, strerror(errno));
+    fail();
+  }
+  if (child == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    char self[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (length <= 0) _exit(126);
+    self[length] = '\0';
+    execl(self, self, "--reuser", address, hold ? "hold" : "stay",
+          (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  *out_stdin = in[1];
+  *out_stdout = out[0];
+  return (pid_t)child;
+}
+
+// Reads the reuser's "ready N" line; returns N.
+static pid_t reuser_ready(int fd) {
+  char line[256];
+  size_t used = 0;
+  while (used + 1 < sizeof(line)) {
+    struct pollfd poll_fd = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&poll_fd, 1, HALO_TEST_DEADLINE_MS), 1);
+    ssize_t got = read(fd, line + used, 1);
+    if (got <= 0) break;
+    if (line[used] == '\n') break;
+    ++used;
+  }
+  line[used] = '\0';
+  int holder = -1;
+  if (sscanf(line, "ready %d", &holder) != 1) {
+    print_error("the reuser said \"%s\", not ready\n", line);
+    fail();
+  }
+  return (pid_t)holder;
+}
+
+// The workers halod lists for trust domain |domain|, and their sessions.
+static uint32_t domain_workers(const halo_test_daemon_t *daemon,
+                               const char *domain, uint32_t *out_sessions) {
+  uint32_t count = 0;
+  *out_sessions = 0;
+  halo_wire_response_t *response = halo_test_admin_workers(daemon);
+  for (size_t i = 0; i < response->admin_workers->n_workers; ++i) {
+    const Halo__Wire__WorkerInfo *worker = response->admin_workers->workers[i];
+    if (strcmp(worker->domain, domain) != 0) continue;
+    ++count;
+    *out_sessions += worker->sessions;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return count;
+}
+
+// A process domain is its process's, not its pid's: a later process with
+// the pid of one whose session is still open (a forked child holds it)
+// must not join that domain, which would give it the first process's
+// worker and device context (and with it that process's device memory).
+static void test_reused_pid_gets_its_own_domain(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  if (geteuid() != 0) {
+    skip();  // clone3's set_tid needs CAP_SYS_ADMIN
+  }
+  const char *address = fixture->daemon.listen_address;
+  int first_in, first_out;
+  pid_t first = reuser_start(address, true, 0, &first_in, &first_out);
+  pid_t holder = reuser_ready(first_out);
+  int wait_status = 0;
+  assert_int_equal(waitpid(first, &wait_status, 0), first);
+  close(first_in);
+  close(first_out);
+  assert_true(holder > 0);
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)first);
+  uint32_t sessions = 0;
+  assert_int_equal(domain_workers(&fixture->daemon, domain, &sessions), 1);
+  assert_int_equal(sessions, 1);
+  // The pid is free again (reaped); the holder keeps the session open.
+  int second_in, second_out;
+  pid_t second = reuser_start(address, false, first, &second_in, &second_out);
+  assert_int_equal(second, first);
+  reuser_ready(second_out);
+  uint32_t workers = domain_workers(&fixture->daemon, domain, &sessions);
+  print_message(
+      "pid %d reused: halod lists %u worker(s) for %s with %u session(s)\n",
+      (int)first, workers, domain, sessions);
+  if (workers != 2 || sessions != 2) {
+    print_error(
+        "the second process with pid %d joined the first one's trust domain "
+        "(%u worker(s) for %s, %u session(s)): it should have a domain and a "
+        "worker of its own\n",
+        (int)first, workers, domain, sessions);
+  }
+  close(second_in);  // the second reuser closes its client and ends
+  assert_int_equal(waitpid(second, &wait_status, 0), second);
+  assert_true(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+  kill(holder, SIGKILL);  // not our child: init reaps it
+  assert_int_equal(workers, 2);
+  assert_int_equal(sessions, 2);
+  expect_daemon_alive(&fixture->daemon, "at the end");
+}
+
 int main(int argc, char **argv) {
   if (argc == 6 && strcmp(argv[1], "--victim") == 0) {
     return victim_main(argv[2], argv[3], argv[4], argv[5]);
+  }
+  if (argc == 4 && strcmp(argv[1], "--reuser") == 0) {
+    return reuser_main(argv[2], strcmp(argv[3], "hold") == 0);
   }
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
@@ -835,6 +1007,9 @@ int main(int argc, char **argv) {
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_parts_of_one_domain_are_contained,
                                       setup_two_parts,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_reused_pid_gets_its_own_domain,
+                                      setup_process_domains,
                                       halo_test_fixture_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
