@@ -78,7 +78,7 @@ class BufferRef:
         self.length = None if length is None else check_int(length, "length")
         # The element type a typed consumer (halogpu.triton) sees: the
         # buffer's unless given.
-        self.dtype = buffer.dtype if dtype is None else dtype
+        self.dtype: Any = buffer.dtype if dtype is None else dtype
 
     def __repr__(self) -> str:
         return (f"BufferRef({self.buffer!r}, offset={self.offset}, "
@@ -221,6 +221,12 @@ class Buffer(HaloObject):
     NotFoundError naming its handle (``deallocated`` is True) and
     release() is local. Views made before stay mapped, but the daemon may
     give their bytes to another buffer once the dealloca completed.
+
+    ``dtype`` (an attribute, typed ``Any``): the element type the buffer
+    holds, a numpy dtype or its name, or None. halo itself moves bytes;
+    typed consumers read it (halogpu.triton passes the buffer as a pointer
+    to this type). Client.from_numpy() and Client.empty() set it; assign
+    it freely.
     """
 
     _kind = "buffer"
@@ -236,12 +242,12 @@ class Buffer(HaloObject):
         self._host_pointer = host_pointer
         self._exportable = exportable
         self._deallocated = False
-        self.dtype = None
-
-    # dtype: an element type (a numpy dtype or its name) the buffer holds,
-    # or None. halo itself moves bytes; typed consumers read it:
-    # halogpu.triton passes a buffer as a pointer to this type.
-    # Client.from_numpy() and Client.empty() set it; assign it freely.
+        # dtype: an element type (a numpy dtype or its name) the buffer
+        # holds, or None. halo itself moves bytes; typed consumers read it:
+        # halogpu.triton passes a buffer as a pointer to this type.
+        # Client.from_numpy() and Client.empty() set it; assign it freely.
+        # Any: numpy is optional, and a name is fine too.
+        self.dtype: Any = None
 
     @property
     def deallocated(self) -> bool:
