@@ -34,8 +34,12 @@ struct halod_workers_state_t {
   halo_hal_device_info_t infos[HALO_HAL_MAX_DEVICES];
   uv_async_t lost_async;
   pthread_mutex_t mutex;
-  halo_hal_device_t *lost[64];  // retained
+  // In the order reported, each with the reference its report took; as
+  // many as are lost at once (a GPU-wide fault may end every domain's
+  // worker together, one per client process with trust-domain process).
+  halo_hal_device_t **lost;
   uint32_t lost_count;
+  uint32_t lost_capacity;
   // halod_workers_stop closed |lost_async|: a loss reported later is
   // completed by its reader thread (nothing on the loop waits for it).
   bool lost_closed;
@@ -68,19 +72,35 @@ static void halod_workers_on_lost(void *user_data, halo_hal_device_t *device) {
   halod_t *daemon = user_data;
   struct halod_workers_state_t *state = daemon->workers;
   pthread_mutex_lock(&state->mutex);
-  if (!state->lost_closed &&
-      state->lost_count < sizeof(state->lost) / sizeof(state->lost[0])) {
+  if (!state->lost_closed && state->lost_count == state->lost_capacity) {
+    uint32_t capacity = state->lost_capacity ? 2 * state->lost_capacity : 16;
+    halo_hal_device_t **grown =
+        realloc(state->lost, capacity * sizeof(*state->lost));
+    if (grown) {
+      state->lost = grown;
+      state->lost_capacity = capacity;
+    }
+  }
+  bool closed = state->lost_closed;
+  bool queued = !closed && state->lost_count < state->lost_capacity;
+  if (queued) {
     state->lost[state->lost_count++] = device;  // with the reference given
     uv_async_send(&state->lost_async);
-  } else {
+  }
+  pthread_mutex_unlock(&state->mutex);
+  if (!queued) {
     // After halod's stop closed the loop's side (a worker it killed for a
-    // load still running, halod_executable_stop_loads), or, with fewer live
-    // workers than slots never, a full queue: never leave the work in
-    // flight hanging.
+    // load still running, halod_executable_stop_loads), or out of memory:
+    // never leave the work in flight hanging.
+    if (!closed) {
+      HALO_LOG_ERROR(
+          "out of memory queueing a lost device worker for halod's loop: "
+          "its executions in flight fail, but the loss of its trust "
+          "domain's sessions is not handled");
+    }
     halo_hal_remote_device_complete_lost(device);
     device->vtable->destroy(device);
   }
-  pthread_mutex_unlock(&state->mutex);
 }
 
 // The worker's command line (its driver options are halod's).
@@ -449,18 +469,22 @@ static void halod_workers_on_lost_async(uv_async_t *async) {
   halod_t *daemon = async->data;
   struct halod_workers_state_t *state = daemon->workers;
   for (;;) {
+    // All reported so far at once (more may come while they are handled).
     pthread_mutex_lock(&state->mutex);
-    halo_hal_device_t *device = NULL;
-    if (state->lost_count > 0) {
-      device = state->lost[0];
-      memmove(state->lost, state->lost + 1,
-              (state->lost_count - 1) * sizeof(state->lost[0]));
-      --state->lost_count;
-    }
+    halo_hal_device_t **lost = state->lost;
+    uint32_t count = state->lost_count;
+    state->lost = NULL;
+    state->lost_count = state->lost_capacity = 0;
     pthread_mutex_unlock(&state->mutex);
-    if (!device) break;
-    halod_workers_handle_lost(daemon, device);
-    halod_device_release(device);  // the reference the report took
+    if (count == 0) {
+      free(lost);
+      break;
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      halod_workers_handle_lost(daemon, lost[i]);
+      halod_device_release(lost[i]);  // the reference the report took
+    }
+    free(lost);
   }
 }
 
