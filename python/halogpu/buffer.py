@@ -276,10 +276,13 @@ class Buffer(HaloObject):
 
     @property
     def memory_type(self) -> MemoryType:
+        """DEVICE or HOST_VISIBLE (see MemoryType)."""
         return self._memory_type
 
     @property
     def host_visible(self) -> bool:
+        """True for HOST_VISIBLE memory (viewable with numpy() and
+        memoryview())."""
         return self._memory_type == MemoryType.HOST_VISIBLE
 
     @property

@@ -142,10 +142,13 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """True once close() was called (or the client was garbage
+        collected)."""
         return self._session.closing
 
     @property
     def address(self) -> str:
+        """The daemon's address this client connected to."""
         return self._session.address
 
     @property
@@ -387,10 +390,12 @@ class Client:
         return self.load_executable(ptx, ExecutableFormat.PTX, device=device)
 
     def load_cubin(self, cubin: bytes, *, device: int = 0) -> Executable:
+        """Loads a CUBIN (bytes)."""
         return self.load_executable(cubin, ExecutableFormat.CUBIN,
                                     device=device)
 
     def load_fatbin(self, fatbin: bytes, *, device: int = 0) -> Executable:
+        """Loads a fat binary (bytes)."""
         return self.load_executable(fatbin, ExecutableFormat.FATBIN,
                                     device=device)
 

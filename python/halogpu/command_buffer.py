@@ -185,14 +185,17 @@ class CommandBuffer(HaloObject):
 
     @property
     def device(self) -> int:
+        """The device ordinal it records for."""
         return self._device
 
     @property
     def binding_capacity(self) -> int:
+        """The binding table's slots (Client.record(bindings=...))."""
         return self._binding_capacity
 
     @property
     def one_shot(self) -> bool:
+        """True if executed at most once (Client.record(one_shot=True))."""
         return bool(self._flags & _lib.COMMAND_BUFFER_ONE_SHOT)
 
     @property

@@ -156,10 +156,12 @@ class Executable(HaloObject):
 
     @property
     def device(self) -> int:
+        """The device ordinal it was loaded on."""
         return self._device
 
     @property
     def format(self) -> "ExecutableFormat":
+        """The format it was loaded from."""
         return self._format
 
     @property

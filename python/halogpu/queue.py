@@ -35,10 +35,12 @@ class Queue(HaloObject):
 
     @property
     def device(self) -> int:
+        """The device ordinal of the queue."""
         return self._device
 
     @property
     def priority(self) -> int:
+        """The priority given to Client.create_queue()."""
         return self._priority
 
     def execute(self, command_buffer: CommandBuffer, bindings: Any = (),

@@ -229,9 +229,13 @@ class Launch:
         self.memo_hit = memo_hit
 
     def wait(self, timeout: Optional[float] = None) -> None:
+        """Waits until this launch's kernel is done (Semaphore.wait: raises
+        DeadlineExceededError after |timeout| seconds, or the launch's
+        failure)."""
         self.semaphore.wait(self.value, timeout)
 
     async def wait_async(self, timeout: Optional[float] = None) -> None:
+        """wait() for asyncio (Semaphore.wait_async)."""
         await self.semaphore.wait_async(self.value, timeout)
 
     def __repr__(self) -> str:
@@ -380,6 +384,9 @@ class Kernel:
         self._lock = threading.RLock()
 
     def __getitem__(self, grid: Any) -> Callable[..., Launch]:
+        """``kernel[grid]``: a function that launches with |grid| (an
+        int, a tuple of up to 3 ints, or a callable taking the arguments
+        and options and returning one): run(..., grid=grid)."""
         def launch(*args: Any, **kwargs: Any) -> Launch:
             return self.run(*args, grid=grid, **kwargs)
         return launch

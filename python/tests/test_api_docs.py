@@ -40,3 +40,31 @@ def test_api_reference_builds_and_is_current(tmp_path):
         "docs/python-api.md is stale: run scripts/python-api-docs "
         f"(new: {sorted(built - committed)}, gone: "
         f"{sorted(committed - built)})")
+
+
+def section(text, heading):
+    """The text of one class's section (up to the next heading)."""
+    start = text.index(heading)
+    end = text.find("\n### ", start + len(heading))
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_api_reference_has_inherited_members_and_whole_docstrings(
+        tmp_path):
+    """Every public member of a class is listed, those it inherits from
+    halogpu's base classes (HaloObject) included, and a property's whole
+    docstring is there, not only its first line."""
+    output = tmp_path / "python-api.md"
+    subprocess.run([sys.executable, SCRIPT, str(output)], check=True,
+                   timeout=120)
+    text = output.read_text()
+    for cls in ("Buffer", "Semaphore", "CommandBuffer", "Executable",
+                "Queue"):
+        members = names(section(text, f"### class `{cls}`"))
+        for inherited in ("release", "released", "handle", "client"):
+            assert inherited in members, (cls, inherited)
+    buffer = section(text, "### class `Buffer`")
+    assert "from `HaloObject`" in buffer
+    # Buffer.device and Buffer.host_pointer: docstrings of several lines.
+    assert "does\n  not say where an imported buffer lives" in buffer
+    assert "prefer numpy() and\n  memoryview()" in buffer
