@@ -141,7 +141,8 @@
 // is waited for there where the completion path would have to wake up for
 // it (halo_hal_cuda_execution_finish_on_caller). A recording not seen to
 // finish yet counts as taking UNKNOWN (under HOST_FUNC only these waits
-// see durations: host functions see their own wake-up, not the work); one
+// see short durations: host functions see their own wake-up too, and
+// record only long work, halo_hal_cuda_host_function); one
 // seen longer than WORK, within short work, is tried as unknown again every
 // RETRY-th time, so that a duration seen late (by a completion path that
 // had to wake up) does not shut it out for good.
@@ -892,6 +893,19 @@ static void *halo_hal_cuda_completion_main(void *arg) {
 static void CUDA_CB halo_hal_cuda_host_function(void *user_data) {
   halo_hal_cuda_execution_t *execution = user_data;
   halo_hal_cuda_queue_shared_t *shared = execution->queue->shared;
+  // The work's duration plus this thread's wake-up, which stays well within
+  // short work: recorded where it says the work is long, so that an issuing
+  // thread stops waiting for it in vain (finish_on_caller gave up after its
+  // own short wait and recorded that), and where the recording was seen
+  // long, so that one late wake-up does not shut short work out for good.
+  halo_hal_command_buffer_t *command_buffer =
+      execution->execution.command_buffer;
+  int64_t took = halo_clock_now_ns() - execution->handed_ns;
+  if (took > HALO_HAL_CUDA_SHORT_WORK_NS ||
+      halo_hal_cuda_command_buffer_expected_ns(command_buffer) >
+          HALO_HAL_CUDA_SHORT_WORK_NS) {
+    halo_hal_cuda_command_buffer_record_duration(command_buffer, took);
+  }
   bool unlinked = false;
   pthread_mutex_lock(&shared->mutex);
   if (execution->watched) {

@@ -1265,6 +1265,32 @@ static void test_short_work_finished_on_submission(void **unused) {
   caller_case_close(&c);
 }
 
+// Long work (past short work) is seen to be long on both completion paths,
+// from its first execution on an idle device: the issuing thread then
+// stops waiting for it itself (before, under HOST_FUNC only those waits
+// recorded durations: one gave up after its own ~20 us and recorded that,
+// so every 4th execution of a long recording was waited for in vain).
+static void test_long_work_seen_long(void **unused) {
+  (void)unused;
+  caller_case_t c;
+  caller_case_open(&c);
+  uint32_t n = 1, long_us = 2000;
+  halo_hal_command_buffer_t *slow = slow_recording(&n, &long_us);
+  for (int round = 0; round < 3; ++round) {
+    submission_wait_idle();
+    completion_t done;
+    completion_init(&done);
+    execute(c.queue, slow, c.bindings, 2, NULL, 0, &done);
+    assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
+  }
+  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(slow);
+  print_message("[%s] a 2 ms recording is expected to take %.1f us\n",
+                state.mode, (double)expected / 1e3);
+  assert_true(expected >= 1000000);
+  halo_hal_command_buffer_destroy(slow);
+  caller_case_close(&c);
+}
+
 static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
@@ -2838,6 +2864,7 @@ int main(void) {
       cmocka_unit_test(test_event_kinds),
       cmocka_unit_test(test_idle_issue_on_caller),
       cmocka_unit_test(test_short_work_finished_on_submission),
+      cmocka_unit_test(test_long_work_seen_long),
       cmocka_unit_test(test_caller_failure_and_order),
       cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_eventless_passed_on_stream),
