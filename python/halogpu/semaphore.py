@@ -3,7 +3,6 @@
 """Timeline semaphores and waits on several of them."""
 
 import asyncio
-import concurrent.futures
 import ctypes
 import os
 import threading
@@ -13,8 +12,8 @@ from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List,
 
 from . import _core, _lib
 from ._object import HaloObject, check_int, check_timeout, format_token
-from .errors import (DeadlineExceededError, StatusCode, check, status_code,
-                     take_error)
+from .errors import (DeadlineExceededError, HaloError, StatusCode, check,
+                     make_error, status_code, take_error)
 
 if TYPE_CHECKING:
     from .client import Client
@@ -22,34 +21,235 @@ if TYPE_CHECKING:
 
 _SLICE_NS = int(_core.WAIT_SLICE_S * 1e9)
 
-# wait_async(): the threads that block in halo_semaphore_wait for event
-# loops, at most this many at once (more waits queue for a thread); each
-# blocks for one slice (WAIT_SLICE_S) at a time, so a cancelled wait frees
-# its thread within a slice.
+# wait_async(): the threads that wait for event loops. Each waits for any
+# of up to WAIT_MAX_COUNT (64) semaphores of one daemon at once
+# (halo_semaphore_wait_list, WAIT_ANY), in slices of at most WAIT_SLICE_S,
+# between which it takes more waits and drops cancelled ones. At most this
+# many threads (plus one per other daemon with waits): a wait that finds
+# them all busy is taken by a thread of its daemon with room at the end of
+# that thread's slice (within 0.1 s), or by a thread that went idle.
 ASYNC_WAIT_THREADS = 16
 
-_async_executor = None
-_async_executor_lock = threading.Lock()
+
+class _AsyncWait:
+    """One pending wait_async(): its semaphore and value, the event loop
+    and future to settle, its deadline (monotonic ns, None: for ever)."""
+
+    __slots__ = ("semaphore", "value", "loop", "future", "deadline",
+                 "timeout", "key")
+
+    def __init__(self, semaphore: "Semaphore", value: int,
+                 loop: asyncio.AbstractEventLoop, deadline: Optional[int],
+                 timeout: Optional[float]) -> None:
+        self.semaphore = semaphore
+        self.value = value
+        self.loop = loop
+        self.future: "asyncio.Future[None]" = loop.create_future()
+        self.deadline = deadline
+        self.timeout = timeout
+        # The daemon: one wait_list watches one daemon's liveness.
+        self.key = (semaphore._handle.session.address,
+                    semaphore._client.daemon_pid)
+
+    def settle(self, error: Optional[BaseException]) -> None:
+        """Completes the future on its loop (from a waiter thread)."""
+        try:
+            self.loop.call_soon_threadsafe(_settle, self.future, error)
+        except RuntimeError:
+            pass  # the loop was closed: nobody awaits it any more
 
 
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _async_executor
-    with _async_executor_lock:
-        if _async_executor is None:
-            _async_executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=ASYNC_WAIT_THREADS,
-                thread_name_prefix="halogpu-wait")
-        return _async_executor
+def _settle(future: "asyncio.Future[None]",
+            error: Optional[BaseException]) -> None:
+    if future.done():
+        return  # cancelled meanwhile
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
-def _forget_executor_in_child() -> None:
+def _sweep(lib: Any, waits: List[_AsyncWait]) -> List[_AsyncWait]:
+    """Polls each wait once (within the Calls of their handles): settles
+    those reached, failed or past their deadline; returns the others."""
+    now = time.monotonic_ns()
+    pending = []
+    for wait in waits:
+        status = lib.halo_semaphore_wait(wait.semaphore._handle.pointer,
+                                         wait.value, 0)
+        if not status:
+            wait.settle(None)
+        elif lib.halo_status_code(status) != StatusCode.DEADLINE_EXCEEDED:
+            wait.settle(take_error(lib, status))
+        else:
+            lib.halo_status_free(status)
+            if wait.deadline is not None and now >= wait.deadline:
+                wait.settle(DeadlineExceededError(
+                    f"wait for {wait.semaphore._handle.name} >= "
+                    f"{wait.value} timed out after {wait.timeout} s"))
+            else:
+                pending.append(wait)
+    return pending
+
+
+def _serve(batch: List[_AsyncWait]) -> List[_AsyncWait]:
+    """One slice of a waiter thread: waits until any wait of |batch| (one
+    daemon's) is reached or fails, or for at most WAIT_SLICE_S; settles
+    what ended and returns the waits still pending."""
+    live = []
+    for wait in batch:
+        if wait.future.done() or wait.loop.is_closed():
+            continue  # cancelled, or its loop is gone
+        try:
+            wait.semaphore._check_alive()
+        except HaloError as error:  # released, or its client closed
+            wait.settle(error)
+            continue
+        live.append(wait)
+    if not live:
+        return []
+    by_session: Dict[int, Tuple[_core.Session, List[_core.Handle]]] = {}
+    for wait in live:
+        handle = wait.semaphore._handle
+        by_session.setdefault(id(handle.session),
+                              (handle.session, []))[1].append(handle)
+    try:
+        entered = _core.calls(list(by_session.values()))
+    except HaloError:
+        return live  # released meanwhile: the next slice settles it
+    lib = _lib.load()
+    try:
+        live = _sweep(lib, live)
+        if not live:
+            return []
+        count = len(live)
+        pointers = (ctypes.c_void_p * count)(
+            *(wait.semaphore._handle.pointer for wait in live))
+        values = (ctypes.c_uint64 * count)(*(wait.value for wait in live))
+        slice_ns = _SLICE_NS
+        deadlines = [w.deadline for w in live if w.deadline is not None]
+        if deadlines:
+            slice_ns = max(0, min(slice_ns,
+                                  min(deadlines) - time.monotonic_ns()))
+        index = ctypes.c_size_t()
+        status = lib.halo_semaphore_wait_list(count, pointers, values,
+                                              _lib.WAIT_ANY, slice_ns,
+                                              ctypes.byref(index))
+        if status and lib.halo_status_code(status) == \
+                StatusCode.DEADLINE_EXCEEDED:
+            lib.halo_status_free(status)
+            status = None
+        pending = _sweep(lib, live)
+        if status:
+            if len(pending) == count:
+                # No wait of its own ended it: the daemon died
+                # (UNAVAILABLE), which every wait of the batch shares.
+                died = take_error(lib, status)
+                for wait in pending:
+                    wait.settle(make_error(died.code, died.message))
+                return []
+            lib.halo_status_free(status)
+        return pending
+    finally:
+        _core.leave_all(entered)
+
+
+class _AsyncWaits:
+    """The waits of wait_async() not yet taken by a thread, and the
+    threads (see ASYNC_WAIT_THREADS)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = threading.Condition(self.lock)
+        self.pending: List[_AsyncWait] = []
+        self.threads = 0
+        self.idle = 0  # threads waiting on |ready| that no add() woke yet
+        self.keys: Dict[Tuple[str, int], int] = {}  # daemon -> its threads
+
+    def add(self, wait: _AsyncWait) -> None:
+        with self.lock:
+            self.pending.append(wait)
+            if self.idle:
+                self.idle -= 1
+                self.ready.notify()
+                return
+            if self.threads >= ASYNC_WAIT_THREADS and wait.key in self.keys:
+                return  # a thread of its daemon takes it after its slice
+            self.threads += 1
+            self.keys[wait.key] = self.keys.get(wait.key, 0) + 1
+        try:
+            threading.Thread(target=self._run, args=(wait.key,),
+                             name="halogpu-wait", daemon=True).start()
+        except BaseException:
+            with self.lock:
+                self.threads -= 1
+                self._leave(wait.key)
+                if wait in self.pending:
+                    self.pending.remove(wait)
+            raise
+
+    def _leave(self, key: Tuple[str, int]) -> None:
+        left = self.keys[key] - 1
+        if left:
+            self.keys[key] = left
+        else:
+            del self.keys[key]
+
+    def _take(self, batch: List[_AsyncWait], key: Tuple[str, int]) -> None:
+        """Moves pending waits of daemon |key| into |batch| while it has
+        room (under the lock)."""
+        room = _lib.WAIT_MAX_COUNT - len(batch)
+        if not room or not self.pending:
+            return
+        others = []
+        for wait in self.pending:
+            if room and wait.key == key:
+                batch.append(wait)
+                room -= 1
+            else:
+                others.append(wait)
+        self.pending = others
+
+    def _run(self, key: Optional[Tuple[str, int]]) -> None:
+        """A waiter thread: serves waits of daemon |key| (counted in
+        |keys|) until none is left, then idles until add() wakes it."""
+        batch: List[_AsyncWait] = []
+        while True:
+            with self.lock:
+                if key is None:
+                    while not self.pending:
+                        self.idle += 1
+                        self.ready.wait()  # add() took it off |idle|
+                    key = self.pending[0].key
+                    self.keys[key] = self.keys.get(key, 0) + 1
+                self._take(batch, key)
+                if not batch:
+                    self._leave(key)
+                    key = None
+                    continue
+            batch = _serve(batch)
+
+
+_async_waits: Optional[_AsyncWaits] = None
+_async_waits_lock = threading.Lock()
+
+
+def _waits() -> _AsyncWaits:
+    global _async_waits
+    with _async_waits_lock:
+        if _async_waits is None:
+            _async_waits = _AsyncWaits()
+        return _async_waits
+
+
+def _forget_waits_in_child() -> None:
     # A forked child has none of the parent's threads.
-    global _async_executor, _async_executor_lock
-    _async_executor = None
-    _async_executor_lock = threading.Lock()
+    global _async_waits, _async_waits_lock
+    _async_waits = None
+    _async_waits_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_executor_in_child)
+os.register_at_fork(after_in_child=_forget_waits_in_child)
 
 
 class Semaphore(HaloObject):
@@ -179,26 +379,32 @@ class Semaphore(HaloObject):
         blocking the event loop.
 
         A value already reached returns without a thread (after yielding
-        to the event loop once, as any await should).
-        Otherwise the wait runs on a small pool of threads
-        (ASYNC_WAIT_THREADS) in slices of at most 0.1 s, each a futex wait
-        with the GIL released; the event loop learns of the result through
-        its executor future. Cancelling the awaiting task stops the wait
-        after the current slice (no thread is left blocked for ever).
-        Errors as wait(); |timeout| in seconds (None: for ever)."""
+        to the event loop once, as any await should). Otherwise a few
+        threads (ASYNC_WAIT_THREADS) wait for the event loops, each on up
+        to 64 semaphores of one daemon at once, with the GIL released: a
+        wait completes as soon as its value is reached, however many are
+        pending (a wait begun while every thread is busy is taken up, and
+        completes if its value was reached meanwhile, within 0.1 s by one
+        with room; each holds 64). Cancelling the awaiting task stops the wait within 0.1 s (no
+        thread is left blocked for it). Errors as wait(); |timeout| in
+        seconds (None: for ever)."""
         value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
-        check_timeout(timeout)
+        timeout_ns = check_timeout(timeout)
         if self._wait_slice(value, 0):
             # Still a suspension point: a loop of waits on reached values
             # lets the other tasks run.
             await asyncio.sleep(0)
             return
-        loop = asyncio.get_running_loop()
-        executor = _executor()
-        for this_slice in self._slices(value, timeout):
-            if await loop.run_in_executor(executor, self._wait_slice, value,
-                                          this_slice):
-                return
+        if timeout_ns == 0:
+            raise DeadlineExceededError(
+                f"wait for {self._handle.name} >= {value} timed out after "
+                f"{timeout} s")
+        deadline = None if timeout_ns >= _lib.TIMEOUT_INFINITE else \
+            time.monotonic_ns() + timeout_ns
+        wait = _AsyncWait(self, value, asyncio.get_running_loop(), deadline,
+                          timeout)
+        _waits().add(wait)
+        await wait.future
 
     def export(self) -> str:
         """A token (32 hex digits) another client can pass to

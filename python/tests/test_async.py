@@ -115,6 +115,94 @@ def test_many_waits_at_once(client):
     assert asyncio.run(main()) < 5
 
 
+def test_many_pending_waits_each_wake_promptly(client):
+    """256 waits pending at once (more than the waiting threads, which
+    wait on up to 64 semaphores each): each completes within 100 ms of
+    its signal, not when a thread next gets round to it."""
+    count = 256
+    semaphores = [client.create_semaphore() for _ in range(count)]
+    signalled = [0.0] * count
+    woke = [0.0] * count
+
+    def signaller(order):
+        for i in order:
+            signalled[i] = time.monotonic()
+            semaphores[i].signal(1)
+            time.sleep(0.002)
+
+    async def waiter(i):
+        await semaphores[i].wait_async(1, timeout=30)
+        woke[i] = time.monotonic()
+
+    async def main():
+        waits = [asyncio.create_task(waiter(i)) for i in range(count)]
+        await asyncio.sleep(0.3)  # every wait is pending now
+        # An order unlike the one the waits started in.
+        order = list(range(1, count, 2)) + list(range(0, count, 2))
+        thread = threading.Thread(target=signaller, args=(order,))
+        thread.start()
+        await asyncio.gather(*waits)
+        thread.join()
+
+    asyncio.run(main())
+    late = sorted((woke[i] - signalled[i], i) for i in range(count))
+    assert late[0][0] >= 0
+    assert late[-1][0] < 0.1, f"slowest wake-ups (s, index): {late[-5:]}"
+
+
+def test_one_wait_ending_leaves_the_others_waiting(client):
+    """Waits that share a waiting thread end one by one: a failure, a
+    release and a cancellation settle only their own wait."""
+    failing, released, cancelled, plain = (client.create_semaphore()
+                                           for _ in range(4))
+
+    async def main():
+        waits = {name: asyncio.create_task(s.wait_async(1, timeout=20))
+                 for name, s in [("failing", failing),
+                                 ("released", released),
+                                 ("cancelled", cancelled),
+                                 ("plain", plain)]}
+        await asyncio.sleep(0.2)
+        failing.fail(halogpu.StatusCode.DATA_LOSS, "bad bytes")
+        with pytest.raises(halogpu.DataLossError, match="bad bytes"):
+            await waits["failing"]
+        released.release()
+        with pytest.raises(halogpu.ClosedError, match="released"):
+            await waits["released"]
+        waits["cancelled"].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waits["cancelled"]
+        await asyncio.sleep(0.2)
+        assert not waits["plain"].done()
+        plain.signal(1)
+        await waits["plain"]
+
+    asyncio.run(main())
+
+
+def test_daemon_death_ends_pending_waits(fresh_daemon):
+    """halod killed under pending waits: each raises UnavailableError."""
+    client = halogpu.connect(fresh_daemon.address)
+    semaphores = [client.create_semaphore() for _ in range(3)]
+
+    async def main():
+        waits = [asyncio.create_task(s.wait_async(1, timeout=20))
+                 for s in semaphores]
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        fresh_daemon.process.kill()
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        return results, time.monotonic() - started
+
+    try:
+        results, took = asyncio.run(main())
+    finally:
+        client.close()
+    assert all(isinstance(r, halogpu.UnavailableError) for r in results), \
+        results
+    assert took < 5
+
+
 def test_async_pipelines_example(address):
     if not shutil.which("cc"):
         pytest.skip("no cc for the CPU-driver kernel")
