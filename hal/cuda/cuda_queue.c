@@ -588,7 +588,10 @@ static CUresult halo_hal_cuda_execution_poll_stores(
   }
   *call = "cuStreamQuery";
   CUresult result = cu->cuStreamQuery(stream);
-  return halo_hal_cuda_result_is_sticky(result) ? result : CUDA_ERROR_NOT_READY;
+  // Idle or busy, the stores say when it finished; any error fails it (an
+  // error outside the sticky list too: this execution has no event whose
+  // query would report it, so it would otherwise wait for ever).
+  return result == CUDA_SUCCESS ? CUDA_ERROR_NOT_READY : result;
 }
 
 // Whether |execution| finished (CUDA_SUCCESS), not yet
@@ -835,7 +838,11 @@ static void halo_hal_cuda_completion_watch(
     pthread_mutex_unlock(&shared->mutex);
     CUresult result = cu->cuEventQuery(event->handle);
     halo_hal_cuda_event_release(event);
-    if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY) {
+    // Only a sticky error stops host functions: after any other the
+    // executions' host functions still run and complete them (failing them
+    // here would let their recordings and graph instances go while their
+    // launches are pending, and the host functions touch them after).
+    if (halo_hal_cuda_result_is_sticky(result)) {
       halo_status_t status =
           halo_hal_cuda_queue_event_status(shared, result, "cuEventQuery");
       pthread_mutex_lock(&shared->mutex);
@@ -893,19 +900,7 @@ static void *halo_hal_cuda_completion_main(void *arg) {
 static void CUDA_CB halo_hal_cuda_host_function(void *user_data) {
   halo_hal_cuda_execution_t *execution = user_data;
   halo_hal_cuda_queue_shared_t *shared = execution->queue->shared;
-  // The work's duration plus this thread's wake-up, which stays well within
-  // short work: recorded where it says the work is long, so that an issuing
-  // thread stops waiting for it in vain (finish_on_caller gave up after its
-  // own short wait and recorded that), and where the recording was seen
-  // long, so that one late wake-up does not shut short work out for good.
-  halo_hal_command_buffer_t *command_buffer =
-      execution->execution.command_buffer;
-  int64_t took = halo_clock_now_ns() - execution->handed_ns;
-  if (took > HALO_HAL_CUDA_SHORT_WORK_NS ||
-      halo_hal_cuda_command_buffer_expected_ns(command_buffer) >
-          HALO_HAL_CUDA_SHORT_WORK_NS) {
-    halo_hal_cuda_command_buffer_record_duration(command_buffer, took);
-  }
+  int64_t now = halo_clock_now_ns();
   bool unlinked = false;
   pthread_mutex_lock(&shared->mutex);
   if (execution->watched) {
@@ -914,6 +909,24 @@ static void CUDA_CB halo_hal_cuda_host_function(void *user_data) {
     unlinked = true;
   }
   pthread_mutex_unlock(&shared->mutex);
+  if (unlinked) {
+    // This host function completes the execution (the watchdog did not
+    // fail it first), so its recording is still alive. The work's duration
+    // plus this thread's wake-up, which stays well within short work on a
+    // GPU: recorded where it says the work is long, so that an issuing
+    // thread stops waiting for it in vain (finish_on_caller gave up after
+    // its own short wait and recorded that), and where the recording was
+    // seen long, so that one late wake-up does not shut short work out for
+    // good.
+    halo_hal_command_buffer_t *command_buffer =
+        execution->execution.command_buffer;
+    int64_t took = now - execution->handed_ns;
+    if (took > HALO_HAL_CUDA_SHORT_WORK_NS ||
+        halo_hal_cuda_command_buffer_expected_ns(command_buffer) >
+            HALO_HAL_CUDA_SHORT_WORK_NS) {
+      halo_hal_cuda_command_buffer_record_duration(command_buffer, took);
+    }
+  }
   halo_hal_cuda_execution_complete(execution, NULL);
   if (unlinked) halo_hal_cuda_execution_release(execution);  // the watch's
   if (atomic_exchange(&execution->host_reference, false)) {
@@ -1295,8 +1308,11 @@ static halo_status_t halo_hal_cuda_execution_watch(
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  // Set where the execution was issued; not yet for one whose failure is
+  // deferred (halo_hal_cuda_execution_defer_failure). Both completion
+  // paths measure from it.
+  if (!execution->handed_ns) execution->handed_ns = halo_clock_now_ns();
   if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_HOST_FUNC) {
-    if (!execution->handed_ns) execution->handed_ns = halo_clock_now_ns();
     pthread_mutex_lock(&shared->mutex);
     execution->next = NULL;
     if (shared->inbox_tail) {

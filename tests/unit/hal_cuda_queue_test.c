@@ -1291,6 +1291,117 @@ static void test_long_work_seen_long(void **unused) {
   caller_case_close(&c);
 }
 
+// A failure deferred until the work enqueued before it finished (here the
+// signal's store call fails after the launch) is measured from when it
+// was handed on, as any execution: its recording is not then seen to take
+// as long as the machine has been up (the host function measured from an
+// unset start).
+static CUresult (*test_real_write)(CUstream, CUdeviceptr, cuuint64_t,
+                                   unsigned int);
+static CUresult test_failing_write(CUstream stream, CUdeviceptr address,
+                                   cuuint64_t value, unsigned int flags) {
+  (void)stream;
+  (void)address;
+  (void)value;
+  (void)flags;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static void test_deferred_failure_duration(void **unused) {
+  (void)unused;
+  caller_case_t c;
+  caller_case_open(&c);
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  static halo_hal_cuda_symbols_t failing;
+  const halo_hal_cuda_symbols_t *saved = state.device->cu;
+  failing = *saved;
+  test_real_write = failing.cuStreamWriteValue64;
+  failing.cuStreamWriteValue64 = test_failing_write;
+  // Stores on the stream, so that the failing call comes after the launch.
+  bool stores = state.device->graph_stores;
+  state.device->graph_stores = false;
+  halo_hal_execution_signal_t signal = {page_address, 1, NULL};
+  completion_t done;
+  completion_init(&done);
+  execute(c.queue, c.fast, c.bindings, 2, &signal, 1, &done);
+  assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
+  state.device->cu = &failing;
+  signal.value = 2;
+  completion_init(&done);
+  execute(c.queue, c.fast, c.bindings, 2, &signal, 1, &done);
+  halo_status_code_t code = completion_wait(&done);
+  state.device->cu = saved;
+  submission_wait_idle();
+  int64_t expected = halo_hal_cuda_command_buffer_expected_ns(c.fast);
+  print_message("[%s] the deferred failure: %s; expected duration %.1f us\n",
+                state.mode, halo_status_code_name(code),
+                (double)expected / 1e3);
+  assert_int_not_equal(code, HALO_STATUS_OK);
+  assert_true(expected < 1000000000);
+  state.device->graph_stores = stores;
+  host_page_unregister(page);
+  caller_case_close(&c);
+}
+
+// HOST_FUNC: a query of the watched event that fails without a sticky
+// error (here INVALID_HANDLE, once) leaves the executions to their host
+// functions, which still run: the watchdog fails none of them (it did,
+// and then the recording and its graph instance could go while the launch
+// was pending, with its host function touching them after).
+static CUresult (*test_real_query)(CUevent);
+static atomic_bool test_queries_armed;
+static atomic_int test_failed_queries;
+static CUresult test_failing_query(CUevent event) {
+  if (atomic_load(&test_queries_armed) &&
+      atomic_fetch_add(&test_failed_queries, 1) == 0) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return test_real_query(event);
+}
+
+static void test_watchdog_ignores_passing_errors(void **unused) {
+  (void)unused;
+  if (strcmp(state.mode, "host_func") != 0) {
+    skip();  // the watchdog is HOST_FUNC's
+  }
+  // The failing query in place before the queue's completion thread starts
+  // (it keeps the table it started with); armed after the set-up.
+  static halo_hal_cuda_symbols_t failing;
+  const halo_hal_cuda_symbols_t *saved = state.device->cu;
+  failing = *saved;
+  test_real_query = failing.cuEventQuery;
+  failing.cuEventQuery = test_failing_query;
+  atomic_store(&test_queries_armed, false);
+  atomic_store(&test_failed_queries, 0);
+  state.device->cu = &failing;
+  caller_case_t c;
+  caller_case_open(&c);
+  uint32_t n = 1, long_us = 60000;
+  halo_hal_command_buffer_t *slow = slow_recording(&n, &long_us);
+  execute_and_wait(c.queue, slow, c.bindings, 2);  // set up: one instance
+  fake_counters_t before = fake_driver_counters();
+  atomic_store(&test_queries_armed, true);
+  completion_t done;
+  completion_init(&done);
+  execute(c.queue, slow, c.bindings, 2, NULL, 0, &done);
+  halo_status_code_t code = completion_wait(&done);
+  atomic_store(&test_queries_armed, false);
+  halo_hal_command_buffer_destroy(slow);  // as halod does once it retired
+  fake_counters_t after = fake_driver_counters();
+  print_message(
+      "[%s] %d queries (the first failed); completed with %s; instances "
+      "destroyed while pending: %d\n",
+      state.mode, atomic_load(&test_failed_queries),
+      halo_status_code_name(code),
+      after.destroyed_pending - before.destroyed_pending);
+  assert_true(atomic_load(&test_failed_queries) >= 1);
+  assert_int_equal(code, HALO_STATUS_OK);
+  assert_int_equal(after.destroyed_pending - before.destroyed_pending, 0);
+  caller_case_close(&c);
+  state.device->cu = saved;
+}
+
 static void gate_close(void);
 static void gate_open(void);
 static void gate_wait_entered(int count);
@@ -2865,6 +2976,8 @@ int main(void) {
       cmocka_unit_test(test_idle_issue_on_caller),
       cmocka_unit_test(test_short_work_finished_on_submission),
       cmocka_unit_test(test_long_work_seen_long),
+      cmocka_unit_test(test_deferred_failure_duration),
+      cmocka_unit_test(test_watchdog_ignores_passing_errors),
       cmocka_unit_test(test_caller_failure_and_order),
       cmocka_unit_test(test_eventless_completion),
       cmocka_unit_test(test_eventless_passed_on_stream),
