@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -428,6 +429,13 @@ bool halod_metrics_write_textfile(halod_t *daemon) {
   } else {
     size_t length = strlen(text);
     size_t done = 0;
+    // 0644 whatever the umask (the systemd unit's 0007 would make it
+    // 0640, which node-exporter's user cannot read).
+    if (fchmod(fd, 0644) != 0) {
+      failed = "making readable";
+      error = errno;
+      done = length;
+    }
     while (done < length) {
       ssize_t n = write(fd, text + done, length - done);
       if (n < 0 && errno == EINTR) continue;

@@ -199,9 +199,13 @@ static void test_reload(void **state) {
   char metrics[220];
   snprintf(metrics, sizeof(metrics), "%s/halo.prom", fixture->daemon.dir);
   ops_write_file(fixture->path, "log-level = info\ncontexts = 4\n");
+  // halod under a umask that would hide the metrics file from others (the
+  // systemd unit's is 0007): the file is still 0644.
+  mode_t umask_before = umask(077);
   ops_daemon_start(&fixture->daemon,
                    (const char *const[]){"--config", fixture->path, NULL},
                    NULL);
+  umask(umask_before);
   // Live settings apply; a setting that needs a restart is named and
   // ignored.
   char text[600];
@@ -230,6 +234,9 @@ static void test_reload(void **state) {
   }
   assert_non_null(strstr(prom, "# TYPE halo_sessions_total counter"));
   free(prom);
+  struct stat made;
+  assert_int_equal(stat(metrics, &made), 0);
+  assert_int_equal(made.st_mode & 0777, 0644);
 
   // A wrong file: reported with its line, the running configuration kept.
   ops_write_file(fixture->path, "log-level = debug\nsession-pending = -1\n");
