@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -446,6 +447,50 @@ static void test_other_uid_cannot_use_session_token(void **state) {
   expect_daemon_serves(fixture);
 }
 
+// A user who may not open the client socket (not in its group) is refused
+// by the socket's mode, and libhalo's error says what to change: the
+// socket's group.
+static void test_outsider_is_told_the_socket_group(void **state) {
+  security_fixture_t *fixture = *state;
+  if (geteuid() != 0) {
+    print_message("not root: cannot setuid() to another uid; skipped\n");
+    skip();
+  }
+  int err[2];
+  assert_int_equal(pipe2(err, O_CLOEXEC), 0);
+  const char *peer = halo_test_peer_path();
+  const char *address = fixture->base.daemon.listen_address;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    dup2(err[1], STDERR_FILENO);
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+      _exit(CHILD_SETUID_FAILED);
+    }
+    execl(peer, peer, address, "hold", (char *)NULL);
+    _exit(127);
+  }
+  close(err[1]);
+  char text[2048];
+  size_t used = 0;
+  ssize_t got;
+  while (used + 1 < sizeof(text) &&
+         (got = read(err[0], text + used, sizeof(text) - 1 - used)) > 0) {
+    used += (size_t)got;
+  }
+  text[used] = '\0';
+  close(err[0]);
+  int wait_status = 0;
+  assert_int_equal(waitpid(child, &wait_status, 0), child);
+  print_message("an outsider's connect: %s", text);
+  assert_true(WIFEXITED(wait_status));
+  assert_int_equal(WEXITSTATUS(wait_status),
+                   100 + HALO_STATUS_PERMISSION_DENIED);  // PEER_EXIT_SETUP
+  assert_non_null(strstr(text, "PERMISSION_DENIED"));
+  assert_non_null(strstr(text, "socket-group"));
+  expect_daemon_serves(fixture);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
@@ -458,6 +503,7 @@ int main(void) {
       T(test_fd_channel_serves_only_own_objects),
       T(test_fd_channel_rejects_garbage),
       T(test_other_uid_cannot_use_session_token),
+      T(test_outsider_is_told_the_socket_group),
   };
 #undef T
   return cmocka_run_group_tests_name("security", tests, NULL, NULL);

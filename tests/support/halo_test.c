@@ -1423,6 +1423,10 @@ void halo_test_process_cleanup(halo_test_process_t *process) {
   }
 }
 
+const char *halo_test_peer_path(void) {
+  return HALO_TEST_PEER;
+}
+
 void halo_test_spawn_peer(halo_test_process_t *process, const char *address,
                           const char *const *args) {
   const char *argv[32];

@@ -428,6 +428,8 @@ int halo_test_fixture_teardown(void **state);
 // (NULL-terminated).
 void halo_test_spawn_peer(halo_test_process_t *process, const char *address,
                           const char *const *args);
+// The semaphore_peer executable's path (to exec it another way).
+const char *halo_test_peer_path(void);
 
 // Waits until thread |tid| of process |pid| sleeps in a futex call (or, if
 // /proc does not say which call, is asleep); false after |timeout_ms|.
