@@ -24,10 +24,18 @@
 //
 //   halo-pipeline [KERNEL]
 //
-// KERNEL defaults to the build's kernel for device 0's driver, beside the
-// binary: affine.so (kernels/affine.c) for the local (CPU) driver,
-// affine.ptx (kernels/affine.cu, built by nvcc) for CUDA. The producer
-// picks it and passes it to the consumer.
+// KERNEL (.so, .ptx, .cubin, .fatbin or .cu) defaults to the kernel for
+// device 0's driver, beside the binary; the producer picks it and passes
+// it to the consumer, which loads it:
+//   local (CPU) driver: affine.so, kernels/affine.c built as a shared
+//     object. Native code runs inside halod (or its device worker), so
+//     halod loads it only for clients of its own uid and root unless its
+//     native-code setting is `any` (halod.conf(5)): the client image's
+//     programs (uid 1000) need native-code = any in a local-driver halod.
+//   cuda driver: affine.ptx (kernels/affine.cu compiled by nvcc) if
+//     the build had nvcc, else the CUDA C source affine.cu itself, which
+//     halod compiles for its GPU with NVRTC. The build puts both beside the
+//     binary; the client image (built without nvcc) ships the .cu.
 //
 // Exits non-zero on any error or wrong value. libhalo (nng) must not be used
 // across fork(): the child calls only exec, so the consumer starts from a
@@ -102,8 +110,17 @@ static int consumer_main(char **argv) {
 
   // Record once: x = 2x + 1 over binding slot 0 (one slot of the buffer).
   halo_executable_t *executable;
-  CHECK("load kernel", halo_executable_create_from_file(client, 0, kernel_path,
-                                                        0, &executable));
+  halo_status_t load =
+      halo_executable_create_from_file(client, 0, kernel_path, 0, &executable);
+  if (load) {
+    if (halo_status_code(load) == HALO_STATUS_PERMISSION_DENIED) {
+      fprintf(stderr,
+              "halo-pipeline consumer: halod loads native code (.so) only "
+              "for its own uid and root unless its native-code setting is "
+              "any\n");
+    }
+    return fail("load kernel", load);
+  }
   halo_command_buffer_t *command_buffer;
   CHECK("begin",
         halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1,
@@ -240,8 +257,29 @@ static int producer_wait_submitted(producer_t *producer) {
   return 0;
 }
 
-// |kernel_arg|: KERNEL from the command line, or "" for the build's kernel for
-// device 0's driver.
+// The default kernel NAME.EXTENSION for |driver|, in the binary's directory
+// (see the header).
+static void default_kernel(const char *driver, const char *name, char *path,
+                           size_t size) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  self[n > 0 ? n : 0] = '\0';
+  const char *directory = dirname(self);
+  if (strcmp(driver, "cuda") != 0) {
+    snprintf(path, size, "%s/%s.so", directory, name);
+    return;
+  }
+  snprintf(path, size, "%s/%s.ptx", directory, name);
+  if (access(path, R_OK) == 0) return;
+  printf(
+      "producer: no %s.ptx beside the binary: the consumer sends the "
+      "CUDA C source %s.cu, which halod compiles with NVRTC\n",
+      name, name);
+  snprintf(path, size, "%s/%s.cu", directory, name);
+}
+
+// |kernel_arg|: KERNEL from the command line, or "" for the default kernel
+// for device 0's driver.
 static int producer_run(producer_t *producer, const char *kernel_arg) {
   halo_client_options_t options = {.client_name = "halo-pipeline-producer"};
   CHECK("connect", halo_client_connect(&options, &producer->client));
@@ -251,13 +289,8 @@ static int producer_run(producer_t *producer, const char *kernel_arg) {
   if (kernel_arg[0]) {
     snprintf(kernel_path, sizeof(kernel_path), "%s", kernel_arg);
   } else {
-    // An ELF shared object for the CPU, PTX for a GPU.
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    self[n > 0 ? n : 0] = '\0';
-    const char *extension = strcmp(device.driver, "cuda") == 0 ? "ptx" : "so";
-    snprintf(kernel_path, sizeof(kernel_path), "%s/affine.%s", dirname(self),
-             extension);
+    // An ELF shared object for the CPU; PTX, or else CUDA C, for a GPU.
+    default_kernel(device.driver, "affine", kernel_path, sizeof(kernel_path));
   }
   printf("producer: device 0: %s (driver %s), kernel %s\n", device.name,
          device.driver, kernel_path);

@@ -7,9 +7,17 @@
 //
 //   halo-vector-add [KERNEL]
 //
-// KERNEL defaults to the build's kernel for device 0's driver, beside the
-// binary: vector_add.so (kernels/vector_add.c) for the local (CPU) driver,
-// vector_add.ptx (kernels/vector_add.cu, built by nvcc) for CUDA.
+// KERNEL (.so, .ptx, .cubin, .fatbin or .cu) defaults to the kernel for
+// device 0's driver, beside the binary:
+//   local (CPU) driver: vector_add.so, kernels/vector_add.c built as a shared
+//     object. Native code runs inside halod (or its device worker), so
+//     halod loads it only for clients of its own uid and root unless its
+//     native-code setting is `any` (halod.conf(5)): the client image's
+//     programs (uid 1000) need native-code = any in a local-driver halod.
+//   cuda driver: vector_add.ptx (kernels/vector_add.cu compiled by nvcc) if
+//     the build had nvcc, else the CUDA C source vector_add.cu itself, which
+//     halod compiles for its GPU with NVRTC. The build puts both beside the
+//     binary; the client image (built without nvcc) ships the .cu.
 #include <halo/halo.h>
 #include <libgen.h>
 #include <limits.h>
@@ -20,6 +28,27 @@
 
 #define N 4096
 #define RUNS 3
+
+// The default kernel NAME.EXTENSION for |driver|, in the binary's directory
+// (see the header).
+static void default_kernel(const char *driver, const char *name, char *path,
+                           size_t size) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  self[n > 0 ? n : 0] = '\0';
+  const char *directory = dirname(self);
+  if (strcmp(driver, "cuda") != 0) {
+    snprintf(path, size, "%s/%s.so", directory, name);
+    return;
+  }
+  snprintf(path, size, "%s/%s.ptx", directory, name);
+  if (access(path, R_OK) == 0) return;
+  printf(
+      "no %s.ptx beside the binary: sending the CUDA C source %s.cu, "
+      "which halod compiles with NVRTC\n",
+      name, name);
+  snprintf(path, size, "%s/%s.cu", directory, name);
+}
 
 static int fail(const char *what, halo_status_t status) {
   fprintf(stderr, "halo-vector-add: %s: %s: %s\n", what,
@@ -42,22 +71,26 @@ int main(int argc, char **argv) {
   CHECK("device info", halo_client_device_info(client, 0, &device));
   printf("device 0: %s (driver %s)\n", device.name, device.driver);
 
-  // The kernel for that driver: an ELF shared object for the CPU, PTX for
-  // a GPU.
+  // The kernel for that driver: an ELF shared object for the CPU; PTX, or
+  // else CUDA C, for a GPU.
   char kernel_path[PATH_MAX];
   if (argc > 1) {
     snprintf(kernel_path, sizeof(kernel_path), "%s", argv[1]);
   } else {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    self[n > 0 ? n : 0] = '\0';
-    const char *extension = strcmp(device.driver, "cuda") == 0 ? "ptx" : "so";
-    snprintf(kernel_path, sizeof(kernel_path), "%s/vector_add.%s",
-             dirname(self), extension);
+    default_kernel(device.driver, "vector_add", kernel_path,
+                   sizeof(kernel_path));
   }
   halo_executable_t *executable;
-  CHECK("load kernel", halo_executable_create_from_file(client, 0, kernel_path,
-                                                        0, &executable));
+  halo_status_t load =
+      halo_executable_create_from_file(client, 0, kernel_path, 0, &executable);
+  if (load) {
+    if (halo_status_code(load) == HALO_STATUS_PERMISSION_DENIED) {
+      fprintf(stderr,
+              "halo-vector-add: halod loads native code (.so) only for its "
+              "own uid and root unless its native-code setting is any\n");
+    }
+    return fail("load kernel", load);
+  }
   printf("loaded %s (content hash %.16s)\n", kernel_path,
          halo_executable_content_hash(executable));
 
