@@ -545,17 +545,61 @@ typedef struct halod_ring_flight_text_t {
   uint32_t count;
 } halod_ring_flight_text_t;
 
+// A ring execution of a lost worker that completed, its RING_COMPLETE
+// perhaps not sent: its outcome, as halod_ring_complete_one applies it
+// (again, harmlessly, where the report came: a value reached stays
+// reached, and a semaphore's first failure stands). Otherwise a semaphore
+// no lost session created (an import) would keep a value halod never saw
+// reached (its waits in halod would not fire), or would never fail.
+static void halod_ring_complete_unreported(
+    halod_ring_workers_t *workers, halo_hal_device_t *device, uint64_t id,
+    const struct halo_remote_flight_entry_t *entry, uint32_t completed,
+    const char *reason) {
+  halo_status_code_t code =
+      (halo_status_code_t)(completed & ~HALO_REMOTE_FLIGHT_COMPLETED);
+  for (uint32_t i = 0;
+       i < entry->signal_count && i < HALO_REMOTE_FLIGHT_SIGNALS; ++i) {
+    halod_ring_grant_t *grant = halod_ring_grant_of(
+        workers, device, entry->signal_grants[i], HALOD_OBJECT_SEMAPHORE);
+    if (!grant) continue;
+    halod_semaphore_t *semaphore = grant->object;
+    if (code == HALO_STATUS_OK) {
+      if (!halo_hal_semaphore_failure(&semaphore->hal)) {
+        halo_hal_semaphore_signal_woken(&semaphore->hal,
+                                        entry->signal_values[i]);
+      }
+      continue;
+    }
+    halod_semaphore_fail(
+        semaphore, code,
+        "ring execution %llu (session %llu) failed with %s in its device "
+        "worker, which ended (%s) before it reported why",
+        (unsigned long long)(id & ~HALO_REMOTE_RING_ID_BIT),
+        (unsigned long long)entry->session, halo_status_code_name(code),
+        reason);
+  }
+}
+
 // One ring execution in flight on a lost worker: named in |text|, and all
 // its signals (the worker takes no execution with more than the entry
 // holds) fail now: with DEADLINE_EXCEEDED past the deadline, else (halod
 // not stopping) with DEVICE_LOST and the worker's end. The session's loss
 // fails the semaphores its session created too (the first failure wins).
+// One that completed gets its own outcome instead
+// (halod_ring_complete_unreported).
 static void halod_ring_describe_flight(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {
   halod_ring_flight_text_t *text = visit_data;
   halod_t *daemon = text->daemon;
   halod_ring_workers_t *workers = daemon->work.ring_workers;
+  uint32_t completed =
+      atomic_load_explicit(&entry->completed, memory_order_acquire);
+  if (completed & HALO_REMOTE_FLIGHT_COMPLETED) {
+    halod_ring_complete_unreported(workers, text->device, id, entry, completed,
+                                   text->reason);
+    return;
+  }
   uint64_t session_id = entry->session;
   halod_session_t *session =
       halo_u64_map_get(&daemon->sessions.by_id, session_id);
@@ -649,8 +693,7 @@ static void halod_ring_count_flight(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {
   (void)id;
-  (void)entry;
-  ++*(uint32_t *)visit_data;
+  if (halo_remote_flight_entry_running(entry)) ++*(uint32_t *)visit_data;
 }
 
 uint32_t halod_ring_workers_in_flight(const halod_t *daemon) {

@@ -903,6 +903,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
        ++i) {
     halo_remote_flight_entry_t *entry = &flight->entries[i];
     if (!atomic_load_explicit(&entry->id, memory_order_acquire)) continue;
+    if (!halo_remote_flight_entry_running(entry)) continue;  // its report
     if (now - entry->issued_ns > device->deadline_ns) fire = true;
   }
   if (fire) {

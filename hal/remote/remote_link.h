@@ -229,22 +229,39 @@ typedef struct halo_remote_complete_t {
 #define HALO_REMOTE_FLIGHT_SIGNALS 4u
 
 // Shared by the supervisor (creates it, reads it after a loss) and the
-// worker (writes it): the ring executions in flight in the worker, so that
-// a worker that dies still names them. An entry is free while |id| is 0;
-// the worker fills the other fields, then stores |id| (release), and
-// stores 0 when the execution completed.
+// worker (writes it): the ring executions the worker took and has not
+// reported yet, so that a worker that dies still names them. An entry is
+// free while |id| is 0; the worker fills the other fields (|completed| 0),
+// then stores |id| (release). When the execution completes, the worker
+// stores its outcome in |completed| (release); once the RING_COMPLETE that
+// reports it was sent, it stores |id| 0. A lost worker's entry is thus
+// either running (its signals fail with the loss) or completed but perhaps
+// not reported (the supervisor applies the outcome: the values, or the
+// code).
 typedef struct halo_remote_flight_entry_t {
   _Atomic uint64_t id;  // the execution's id (HALO_REMOTE_RING_ID_BIT set)
   uint64_t session;     // the supervisor's session id
   uint64_t command_buffer_grant;
   int64_t issued_ns;  // CLOCK_MONOTONIC
-  // Its signals' SEMAPHORE grants (|signal_count| of them: the worker
-  // leaves an execution with more than HALO_REMOTE_FLIGHT_SIGNALS to
-  // halod): a lost worker's execution fails them all.
+  // Its signals' SEMAPHORE grants and values (|signal_count| of them: the
+  // worker leaves an execution with more than HALO_REMOTE_FLIGHT_SIGNALS
+  // to halod).
   uint32_t signal_count;
-  uint32_t reserved;
+  // 0 while it runs; HALO_REMOTE_FLIGHT_COMPLETED | its status code
+  // (halo_status_code_t, 0: OK) once it completed.
+  _Atomic uint32_t completed;
   uint64_t signal_grants[HALO_REMOTE_FLIGHT_SIGNALS];
+  uint64_t signal_values[HALO_REMOTE_FLIGHT_SIGNALS];
 } halo_remote_flight_entry_t;
+
+#define HALO_REMOTE_FLIGHT_COMPLETED (1u << 31)
+
+// Whether |entry| (its |id| read non-zero) still runs: not completed.
+static inline bool halo_remote_flight_entry_running(
+    const halo_remote_flight_entry_t *entry) {
+  return (atomic_load_explicit(&entry->completed, memory_order_acquire) &
+          HALO_REMOTE_FLIGHT_COMPLETED) == 0;
+}
 
 typedef struct halo_remote_flight_t {
   uint32_t capacity;  // entries

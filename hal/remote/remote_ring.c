@@ -248,20 +248,37 @@ static void halo_remote_ring_complete_encode(
 }
 
 // Reporter thread: frees the executions and grants of |reports| up to
-// |end| (sent).
+// |end| (sent). The executions' flight entries are free from here (their
+// RING_COMPLETE is on its way: halod no longer needs the table to learn
+// their outcome), given back to the free list a batch per lock.
 static void halo_remote_rings_free_reports(
-    halo_remote_ring_report_t *reports, const halo_remote_ring_report_t *end) {
+    halo_remote_rings_t *rings, halo_remote_ring_report_t *reports,
+    const halo_remote_ring_report_t *end) {
+  uint32_t freed[256];
+  uint32_t freed_count = 0;
   while (reports != end) {
     halo_remote_ring_report_t *next = reports->next;
     if (reports->type == HALO_REMOTE_RING_COMPLETE) {
       halo_remote_ring_running_t *running =
           (halo_remote_ring_running_t *)reports;
+      atomic_store_explicit(&rings->flight->entries[running->flight_index].id,
+                            0, memory_order_release);
+      freed[freed_count++] = running->flight_index;
       halo_status_free(running->status);
       free(running);
     } else {
       halo_remote_ring_grant_free((halo_remote_ring_grant_state_t *)reports);
     }
     reports = next;
+    if (freed_count == sizeof(freed) / sizeof(freed[0]) ||
+        (reports == end && freed_count > 0)) {
+      pthread_mutex_lock(&rings->mutex);
+      for (uint32_t i = 0; i < freed_count; ++i) {
+        rings->flight_free[rings->flight_free_count++] = freed[i];
+      }
+      pthread_mutex_unlock(&rings->mutex);
+      freed_count = 0;
+    }
   }
 }
 
@@ -295,7 +312,7 @@ static void halo_remote_rings_send_reports(halo_remote_rings_t *rings,
     halo_remote_part_t part = {rings->report, used};
     halo_status_free(
         halo_remote_link_send(rings->tables.link, type, 0, &part, 1, -1));
-    halo_remote_rings_free_reports(first, report);
+    halo_remote_rings_free_reports(rings, first, report);
   }
 }
 
@@ -377,10 +394,13 @@ static void halo_remote_ring_on_complete(void *user_data,
     halo_status_free(status);
     return;
   }
-  // The flight entry first: once COMPLETE is sent the supervisor may read
-  // the table for this execution no more.
-  atomic_store_explicit(&rings->flight->entries[running->flight_index].id, 0,
-                        memory_order_release);
+  // The outcome in the flight entry first: a worker lost before the
+  // reporter sent the RING_COMPLETE (the entry is freed once it was) still
+  // tells halod how the execution ended.
+  atomic_store_explicit(
+      &rings->flight->entries[running->flight_index].completed,
+      HALO_REMOTE_FLIGHT_COMPLETED | (uint32_t)halo_status_code(status),
+      memory_order_release);
   running->complete = (halo_remote_ring_complete_t){
       .session = session->id,
       .id = running->id,
@@ -406,7 +426,6 @@ static void halo_remote_ring_on_complete(void *user_data,
              halo_timeline_slot_host_waits(signal->slot);
   }
   pthread_mutex_lock(&rings->mutex);
-  rings->flight_free[rings->flight_free_count++] = running->flight_index;
   // The reporter owns |running| once the mutex is released.
   bool wake = halo_remote_rings_queue_locked(rings, &running->report,
                                              HALO_REMOTE_RING_COMPLETE, urgent);
@@ -661,8 +680,10 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   entry->command_buffer_grant = command_buffer->grant.grant;
   entry->issued_ns = running->issued_ns;
   entry->signal_count = execute.signal_count;
+  atomic_store_explicit(&entry->completed, 0, memory_order_relaxed);
   for (uint32_t i = 0; i < execute.signal_count; ++i) {
     entry->signal_grants[i] = running->signal_grants[i]->grant.grant;
+    entry->signal_values[i] = running->signals[i].value;
   }
   atomic_store_explicit(&entry->id, running->id, memory_order_release);
 

@@ -541,9 +541,20 @@ static void expect_good_taken(void) {
   wait_head(t.tail);
 }
 
-static bool flight_empty(void) {
+static bool flight_empty_now(void) {
   for (uint32_t i = 0; i < HALO_REMOTE_FLIGHT_ENTRIES; ++i) {
     if (atomic_load(&t.flight->entries[i].id) != 0) return false;
+  }
+  return true;
+}
+
+// Whether the flight table empties within 5 s: an entry is freed once the
+// reporter sent its execution's RING_COMPLETE, just after the send.
+static bool flight_empty(void) {
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  while (!flight_empty_now()) {
+    if (halo_clock_now_ns() > deadline) return false;
+    usleep(100);
   }
   return true;
 }
@@ -631,6 +642,12 @@ static int setup(void **state) {
   assert_null(halo_ring_library_initialize());
   int pair[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  // The worker's end sends little before it waits for this test to read
+  // (test_outcome_before_report stops reading to hold its reporter).
+  int send_buffer = 4096;
+  assert_int_equal(setsockopt(pair[1], SOL_SOCKET, SO_SNDBUF, &send_buffer,
+                              sizeof(send_buffer)),
+                   0);
   char supervisor[32];
   snprintf(supervisor, sizeof(supervisor), "%d", (int)getpid());
   t.worker = fork();
@@ -869,7 +886,7 @@ static void test_revoke(void **state) {
   execute_args_t args = big_execute();
   publish_execute(&args);
   wait_head(t.tail);  // taken: running (or done already)
-  bool running = !flight_empty();
+  bool running = !flight_empty_now();
   send_revoke(H_BIG, HALO_REMOTE_GRANT_BUFFER);
   // Received in order: the COMPLETE must be queued when RELEASED comes.
   uint64_t ids[16];
@@ -1029,6 +1046,48 @@ static void test_many_completions(void **state) {
   assert_true(flight_empty());
 }
 
+// An execution's flight entry outlives its completion until the reporter
+// sent its RING_COMPLETE, and holds its outcome and values meanwhile: a
+// worker lost in between still tells halod how the execution ended. This
+// test stops reading the link, so the reporter's sends block once the
+// worker's small send buffer is full, while the executions complete (one
+// every 2 ms, so that each goes in a message of its own).
+static void test_outcome_before_report(void **state) {
+  (void)state;
+  uint64_t first = t.next_value + 1;
+  for (uint32_t i = 0; i < TEST_MANY; ++i) {
+    execute_args_t args = good_execute();
+    publish_execute(&args);
+    usleep(2000);
+  }
+  wait_head(t.tail);
+  uint32_t unreported = 0;
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  while (unreported == 0 && halo_clock_now_ns() < deadline) {
+    for (uint32_t i = 0; i < HALO_REMOTE_FLIGHT_ENTRIES; ++i) {
+      halo_remote_flight_entry_t *entry = &t.flight->entries[i];
+      if (atomic_load(&entry->id) == 0) continue;
+      uint32_t completed = atomic_load(&entry->completed);
+      if (!(completed & HALO_REMOTE_FLIGHT_COMPLETED)) continue;
+      assert_int_equal(completed, HALO_REMOTE_FLIGHT_COMPLETED);  // OK
+      assert_int_equal(entry->session, TEST_SESSION);
+      assert_int_equal(entry->signal_count, 1);
+      assert_int_equal(entry->signal_grants[0], G_SEM);
+      assert_true(entry->signal_values[0] >= first &&
+                  entry->signal_values[0] < first + TEST_MANY);
+      ++unreported;
+    }
+    if (unreported == 0) usleep(1000);
+  }
+  print_message(
+      "%u of %u completed executions' entries held their outcome while the "
+      "reporter could not send\n",
+      unreported, TEST_MANY);
+  assert_true(unreported >= 1);
+  expect_completions(G_CB, first, TEST_MANY);
+  assert_true(flight_empty());
+}
+
 // A buffer revoked while several taken executions use it is released only
 // after the RING_COMPLETE of every one of them.
 static void test_revoke_busy(void **state) {
@@ -1172,6 +1231,7 @@ int main(void) {
       cmocka_unit_test(test_failed_send_uncounted),
       cmocka_unit_test(test_doorbell),
       cmocka_unit_test(test_many_completions),
+      cmocka_unit_test(test_outcome_before_report),
       cmocka_unit_test(test_revoke_busy),
       cmocka_unit_test(test_pending_limit),
       cmocka_unit_test(test_attach_refused),
