@@ -550,7 +550,9 @@ typedef struct halod_ring_flight_text_t {
 // (again, harmlessly, where the report came: a value reached stays
 // reached, and a semaphore's first failure stands). Otherwise a semaphore
 // no lost session created (an import) would keep a value halod never saw
-// reached (its waits in halod would not fire), or would never fail.
+// reached (its waits in halod would not fire), or would never fail. The
+// queue's and the workers' execution counts are not moved: the report may
+// have counted it already.
 static void halod_ring_complete_unreported(
     halod_ring_workers_t *workers, halo_hal_device_t *device, uint64_t id,
     const struct halo_remote_flight_entry_t *entry, uint32_t completed,

@@ -70,7 +70,16 @@ halo_status_t halod_domain_identify(const halod_t *daemon,
           "later process with the same pid",
           pid, pid);
     }
-    out_identity->key = (uint64_t)pid | 1ull << 32;
+    // The pid and the start time: a later process with the pid has a key
+    // of its own (probing, halod_domain_find, only on a hash collision).
+    halo_hasher_t hasher;
+    halo_hasher_initialize(&hasher);
+    halo_hasher_update_u64(&hasher, pid);
+    halo_hasher_update_u64(&hasher, process->start);
+    halo_hash_t hash;
+    halo_hasher_finalize(&hasher, &hash);
+    out_identity->key = (halo_hash_key(&hash) & ((1ull << 48) - 1)) | 1ull
+                                                                          << 62;
     out_identity->process_start = process->start;
     out_identity->process_uid = uid;
     snprintf(out_identity->name, sizeof(out_identity->name), "pid:%u", pid);

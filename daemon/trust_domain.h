@@ -23,7 +23,9 @@
 #define HALOD_DOMAIN_NAME_BYTES 4160
 
 typedef struct halod_domain_identity_t {
-  uint64_t key;  // uid: uid + 1; process: pid | 1 << 32; cgroup: 1 << 63 | hash
+  // uid: uid + 1; process: 1 << 62 | hash of (pid, start time) (48 bits);
+  // cgroup: 1 << 63 | hash.
+  uint64_t key;
   char name[HALOD_DOMAIN_NAME_BYTES];  // "uid:N", "pid:N", "uid:N,cgroup:P"
   // trust-domain process: the process's start time and uid, which a domain
   // found by key and name must have too (a pid is reused; a process domain

@@ -277,6 +277,8 @@ static void halod_workers_collect_ring_charge(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {
   (void)id;
+  // One that completed (its report not sent yet) was not in flight.
+  if (!halo_remote_flight_entry_running(entry)) return;
   halod_workers_ring_charges_t *charges = visit_data;
   uint64_t session = entry->session;
   bool overdue =
