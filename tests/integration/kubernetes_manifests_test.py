@@ -112,8 +112,19 @@ def main():
     deployment = single("Deployment")
     service = single("Service")
     config_map = single("ConfigMap")
-    if not all((daemonset, deployment, service, config_map)):
+    namespace = single("Namespace")
+    if not all((daemonset, deployment, service, config_map, namespace)):
         return fail(errors)
+    # hostPID and hostPath are refused at Pod Security's baseline, which
+    # clusters may enforce by default: halod's namespace says privileged.
+    if daemonset["metadata"].get("namespace") != namespace["metadata"]["name"]:
+        errors.append("DaemonSet: not in the Namespace the manifests make")
+    enforce = namespace["metadata"].get("labels", {}).get(
+        "pod-security.kubernetes.io/enforce")
+    if enforce != "privileged":
+        errors.append("Namespace: pod-security.kubernetes.io/enforce is "
+                      f"{enforce!r}, not 'privileged' (halod needs hostPID "
+                      "and a hostPath)")
     config = dict(
         (key.strip(), value.strip())
         for key, _, value in (
