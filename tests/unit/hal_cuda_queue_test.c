@@ -1296,42 +1296,44 @@ static void test_long_work_seen_long(void **unused) {
 // was handed on, as any execution: its recording is not then seen to take
 // as long as the machine has been up (the host function measured from an
 // unset start).
+static atomic_bool test_writes_fail;
 static CUresult (*test_real_write)(CUstream, CUdeviceptr, cuuint64_t,
                                    unsigned int);
 static CUresult test_failing_write(CUstream stream, CUdeviceptr address,
                                    cuuint64_t value, unsigned int flags) {
-  (void)stream;
-  (void)address;
-  (void)value;
-  (void)flags;
-  return CUDA_ERROR_INVALID_VALUE;
+  if (atomic_load(&test_writes_fail)) return CUDA_ERROR_INVALID_VALUE;
+  return test_real_write(stream, address, value, flags);
 }
 
 static void test_deferred_failure_duration(void **unused) {
   (void)unused;
-  caller_case_t c;
-  caller_case_open(&c);
-  uint64_t page_address = 0;
-  void *page = host_page_register(&page_address);
+  // The failing call and the stores on the stream (so that it comes after
+  // the launch) in place before the queue's threads start, which read the
+  // device's table; the failure armed later.
   static halo_hal_cuda_symbols_t failing;
   const halo_hal_cuda_symbols_t *saved = state.device->cu;
   failing = *saved;
   test_real_write = failing.cuStreamWriteValue64;
   failing.cuStreamWriteValue64 = test_failing_write;
-  // Stores on the stream, so that the failing call comes after the launch.
+  atomic_store(&test_writes_fail, false);
+  state.device->cu = &failing;
   bool stores = state.device->graph_stores;
   state.device->graph_stores = false;
+  caller_case_t c;
+  caller_case_open(&c);
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
   halo_hal_execution_signal_t signal = {page_address, 1, NULL};
   completion_t done;
   completion_init(&done);
   execute(c.queue, c.fast, c.bindings, 2, &signal, 1, &done);
   assert_int_equal(completion_wait(&done), HALO_STATUS_OK);
-  state.device->cu = &failing;
+  atomic_store(&test_writes_fail, true);
   signal.value = 2;
   completion_init(&done);
   execute(c.queue, c.fast, c.bindings, 2, &signal, 1, &done);
   halo_status_code_t code = completion_wait(&done);
-  state.device->cu = saved;
+  atomic_store(&test_writes_fail, false);
   submission_wait_idle();
   int64_t expected = halo_hal_cuda_command_buffer_expected_ns(c.fast);
   print_message("[%s] the deferred failure: %s; expected duration %.1f us\n",
@@ -1339,9 +1341,10 @@ static void test_deferred_failure_duration(void **unused) {
                 (double)expected / 1e3);
   assert_int_not_equal(code, HALO_STATUS_OK);
   assert_true(expected < 1000000000);
-  state.device->graph_stores = stores;
   host_page_unregister(page);
   caller_case_close(&c);
+  state.device->graph_stores = stores;
+  state.device->cu = saved;
 }
 
 // HOST_FUNC: a query of the watched event that fails without a sticky
