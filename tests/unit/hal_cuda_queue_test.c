@@ -1343,6 +1343,9 @@ static void test_deferred_failure_duration(void **unused) {
   assert_true(expected < 1000000000);
   host_page_unregister(page);
   caller_case_close(&c);
+  // The device's threads read the table too: done with what they had.
+  submission_wait_idle();
+  halo_hal_cuda_thread_flush(&state.device->reaper);
   state.device->graph_stores = stores;
   state.device->cu = saved;
 }
@@ -1402,6 +1405,8 @@ static void test_watchdog_ignores_passing_errors(void **unused) {
   assert_int_equal(code, HALO_STATUS_OK);
   assert_int_equal(after.destroyed_pending - before.destroyed_pending, 0);
   caller_case_close(&c);
+  submission_wait_idle();
+  halo_hal_cuda_thread_flush(&state.device->reaper);
   state.device->cu = saved;
 }
 
