@@ -1296,6 +1296,14 @@ static void test_long_work_seen_long(void **unused) {
 // was handed on, as any execution: its recording is not then seen to take
 // as long as the machine has been up (the host function measured from an
 // unset start).
+// Waits until the device's submission thread and reaper have done what
+// they had (both read the device's driver table), so that a test may swap
+// the table.
+static void device_threads_settle(void) {
+  submission_wait_idle();
+  halo_hal_cuda_thread_flush(&state.device->reaper);
+}
+
 static atomic_bool test_writes_fail;
 static CUresult (*test_real_write)(CUstream, CUdeviceptr, cuuint64_t,
                                    unsigned int);
@@ -1316,6 +1324,7 @@ static void test_deferred_failure_duration(void **unused) {
   test_real_write = failing.cuStreamWriteValue64;
   failing.cuStreamWriteValue64 = test_failing_write;
   atomic_store(&test_writes_fail, false);
+  device_threads_settle();
   state.device->cu = &failing;
   bool stores = state.device->graph_stores;
   state.device->graph_stores = false;
@@ -1343,9 +1352,7 @@ static void test_deferred_failure_duration(void **unused) {
   assert_true(expected < 1000000000);
   host_page_unregister(page);
   caller_case_close(&c);
-  // The device's threads read the table too: done with what they had.
-  submission_wait_idle();
-  halo_hal_cuda_thread_flush(&state.device->reaper);
+  device_threads_settle();
   state.device->graph_stores = stores;
   state.device->cu = saved;
 }
@@ -1380,6 +1387,7 @@ static void test_watchdog_ignores_passing_errors(void **unused) {
   failing.cuEventQuery = test_failing_query;
   atomic_store(&test_queries_armed, false);
   atomic_store(&test_failed_queries, 0);
+  device_threads_settle();
   state.device->cu = &failing;
   caller_case_t c;
   caller_case_open(&c);
@@ -1405,8 +1413,7 @@ static void test_watchdog_ignores_passing_errors(void **unused) {
   assert_int_equal(code, HALO_STATUS_OK);
   assert_int_equal(after.destroyed_pending - before.destroyed_pending, 0);
   caller_case_close(&c);
-  submission_wait_idle();
-  halo_hal_cuda_thread_flush(&state.device->reaper);
+  device_threads_settle();
   state.device->cu = saved;
 }
 
