@@ -34,23 +34,19 @@ void halod_reply(halod_server_context_t *context,
   halod_server_reply(context, message);
 }
 
-void halod_reply_status(halod_server_context_t *context, halo_status_t status) {
-  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
-  response.code = (int32_t)halo_status_code(status);
-  if (status) response.message = (char *)halo_status_message(status);
-  halod_reply(context, &response);
-  halo_status_free(status);
-}
-
 void halod_reply_retry(halod_server_context_t *context, halo_status_t status,
                        uint32_t retry_after_ms) {
   Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
   response.code = (int32_t)halo_status_code(status);
-  response.message = (char *)halo_status_message(status);
-  response.has_retry_after_ms = true;
+  if (status) response.message = (char *)halo_status_message(status);
+  response.has_retry_after_ms = retry_after_ms > 0;
   response.retry_after_ms = retry_after_ms;
   halod_reply(context, &response);
   halo_status_free(status);
+}
+
+void halod_reply_status(halod_server_context_t *context, halo_status_t status) {
+  halod_reply_retry(context, status, 0);
 }
 
 // A reply under construction: status plus body.
