@@ -3,6 +3,7 @@
 #include "client/admin.h"
 
 #include <nng/protocol/reqrep0/req.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/status.h"
@@ -38,20 +39,14 @@ halo_status_t halo_admin_connect(const char *address, int timeout_ms,
   if (rv == 0) rv = nng_ctx_open(&admin->ctx, admin->socket);
   if (rv == 0) rv = nng_aio_alloc(&admin->aio, NULL, NULL);
   if (rv != 0) {
-    const char *hint =
-        rv == NNG_EPERM
-            ? " (the admin socket belongs to halod's admin-group, "
-              "`halo-admin` in the packages: run haloctl as root or as a "
-              "member)"
-        : rv == NNG_ECONNREFUSED || rv == NNG_ENOENT
-            ? " (is halod running, and is this its --admin address? "
-              "HALO_ADMIN_ADDRESS or --admin names it)"
-            : "";
-    halo_status_t dial = halo_wire_status_from_nng(rv, "dial");
-    halo_status_t status =
-        halo_status_make(halo_status_code(dial), "admin socket %s: %s%s",
-                         address, halo_status_message(dial), hint);
-    halo_status_free(dial);
+    char target[320];
+    snprintf(target, sizeof(target), "admin socket %s", address);
+    halo_status_t status = halo_wire_dial_failed(
+        rv, target,
+        "the admin socket belongs to halod's admin-group, `halo-admin` in "
+        "the packages: run haloctl as root or as a member",
+        "is halod running, and is this its --admin address? "
+        "HALO_ADMIN_ADDRESS or --admin names it");
     halo_admin_close(admin);
     return status;
   }

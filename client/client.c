@@ -298,21 +298,16 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   }
   halo_status_t status = NULL;
   if (rv != 0) {
-    // What to do about it, for the two causes a user meets.
-    const char *hint =
-        rv == NNG_EPERM
-            ? " (this process may not open halod's socket: it belongs to "
-              "halod's socket-group, `halo` in the packages; add the user to "
-              "that group, or a container's supplementalGroups)"
-        : rv == NNG_ECONNREFUSED || rv == NNG_ENOENT
-            ? " (is halod running, and listening there? HALO_ADDRESS or the "
-              "program's address names the socket; the default is "
-              "ipc:///run/halo/halo.sock)"
-            : "";
-    halo_status_t dial = halo_wire_status_from_nng(rv, "dial");
-    status = halo_status_make(halo_status_code(dial), "no halod at %s: %s%s",
-                              address, halo_status_message(dial), hint);
-    halo_status_free(dial);
+    char target[320];
+    snprintf(target, sizeof(target), "no halod at %s", address);
+    status = halo_wire_dial_failed(
+        rv, target,
+        "this process may not open halod's socket: it belongs to halod's "
+        "socket-group, `halo` in the packages; add the user to that group, "
+        "or a container's supplementalGroups",
+        "is halod running, and listening there? HALO_ADDRESS or the "
+        "program's address names the socket; the default is "
+        "ipc:///run/halo/halo.sock");
   }
   if (!status) {
     char name[64] = "";

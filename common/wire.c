@@ -55,6 +55,20 @@ halo_status_t halo_wire_status_from_nng(int nng_error, const char *what) {
   return halo_status_make(code, "%s: %s", what, nng_strerror(nng_error));
 }
 
+halo_status_t halo_wire_dial_failed(int nng_error, const char *target,
+                                    const char *denied, const char *absent) {
+  const char *hint = nng_error == NNG_EPERM ? denied
+                     : nng_error == NNG_ECONNREFUSED || nng_error == NNG_ENOENT
+                         ? absent
+                         : NULL;
+  halo_status_t dial = halo_wire_status_from_nng(nng_error, "dial");
+  halo_status_t status = halo_status_make(
+      halo_status_code(dial), "%s: %s%s%s%s", target, halo_status_message(dial),
+      hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+  halo_status_free(dial);
+  return status;
+}
+
 // Waits for the step just started on |aio|; see halo_wire_call for |lost|.
 // The removal callback stores |lost| before it aborts, and this load comes
 // after the step started: either it sees |lost|, or the abort comes after

@@ -31,6 +31,12 @@ halo_status_t halo_wire_pack(const ProtobufCMessage *message,
 
 // Maps an nng error to a status ("<what>: <nng_strerror>").
 halo_status_t halo_wire_status_from_nng(int nng_error, const char *what);
+// A failed nng_dial (or the set-up around it) of |target| ("no halod at
+// ADDRESS"): "TARGET: dial: ERROR", then what to change, in parentheses:
+// |denied| where the socket's mode refused this process, |absent| where
+// nothing listens there.
+halo_status_t halo_wire_dial_failed(int nng_error, const char *target,
+                                    const char *denied, const char *absent);
 
 // Sends |request| on |ctx| using |aio| (its timeout set by the caller) and
 // waits for the response. On success |out_response| is a response with
