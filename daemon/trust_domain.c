@@ -78,8 +78,8 @@ halo_status_t halod_domain_identify(const halod_t *daemon,
     halo_hasher_update_u64(&hasher, process->start);
     halo_hash_t hash;
     halo_hasher_finalize(&hasher, &hash);
-    out_identity->key = (halo_hash_key(&hash) & ((1ull << 48) - 1)) | 1ull
-                                                                          << 62;
+    uint64_t hashed = halo_hash_key(&hash) & ((1ull << 48) - 1);
+    out_identity->key = 1ull << 62 | hashed;
     out_identity->process_start = process->start;
     out_identity->process_uid = uid;
     snprintf(out_identity->name, sizeof(out_identity->name), "pid:%u", pid);
