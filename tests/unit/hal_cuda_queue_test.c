@@ -1291,19 +1291,28 @@ static void test_long_work_seen_long(void **unused) {
   caller_case_close(&c);
 }
 
+// A test's own driver table: *|copy| starts as the device's (returned, to
+// put back), and driver_table_use installs a table once the device's
+// submission thread and reaper have done what they had (both read it). A
+// queue's completion thread keeps the table it started with: install
+// before opening the queue, put back after closing it.
+static const halo_hal_cuda_symbols_t *driver_table_copy(
+    halo_hal_cuda_symbols_t *copy) {
+  *copy = *state.device->cu;
+  return state.device->cu;
+}
+
+static void driver_table_use(const halo_hal_cuda_symbols_t *table) {
+  submission_wait_idle();
+  halo_hal_cuda_thread_flush(&state.device->reaper);
+  state.device->cu = table;
+}
+
 // A failure deferred until the work enqueued before it finished (here the
 // signal's store call fails after the launch) is measured from when it
 // was handed on, as any execution: its recording is not then seen to take
 // as long as the machine has been up (the host function measured from an
 // unset start).
-// Waits until the device's submission thread and reaper have done what
-// they had (both read the device's driver table), so that a test may swap
-// the table.
-static void device_threads_settle(void) {
-  submission_wait_idle();
-  halo_hal_cuda_thread_flush(&state.device->reaper);
-}
-
 static atomic_bool test_writes_fail;
 static CUresult (*test_real_write)(CUstream, CUdeviceptr, cuuint64_t,
                                    unsigned int);
@@ -1319,13 +1328,11 @@ static void test_deferred_failure_duration(void **unused) {
   // the launch) in place before the queue's threads start, which read the
   // device's table; the failure armed later.
   static halo_hal_cuda_symbols_t failing;
-  const halo_hal_cuda_symbols_t *saved = state.device->cu;
-  failing = *saved;
+  const halo_hal_cuda_symbols_t *saved = driver_table_copy(&failing);
   test_real_write = failing.cuStreamWriteValue64;
   failing.cuStreamWriteValue64 = test_failing_write;
   atomic_store(&test_writes_fail, false);
-  device_threads_settle();
-  state.device->cu = &failing;
+  driver_table_use(&failing);
   bool stores = state.device->graph_stores;
   state.device->graph_stores = false;
   caller_case_t c;
@@ -1352,9 +1359,8 @@ static void test_deferred_failure_duration(void **unused) {
   assert_true(expected < 1000000000);
   host_page_unregister(page);
   caller_case_close(&c);
-  device_threads_settle();
+  driver_table_use(saved);
   state.device->graph_stores = stores;
-  state.device->cu = saved;
 }
 
 // HOST_FUNC: a query of the watched event that fails without a sticky
@@ -1381,14 +1387,12 @@ static void test_watchdog_ignores_passing_errors(void **unused) {
   // The failing query in place before the queue's completion thread starts
   // (it keeps the table it started with); armed after the set-up.
   static halo_hal_cuda_symbols_t failing;
-  const halo_hal_cuda_symbols_t *saved = state.device->cu;
-  failing = *saved;
+  const halo_hal_cuda_symbols_t *saved = driver_table_copy(&failing);
   test_real_query = failing.cuEventQuery;
   failing.cuEventQuery = test_failing_query;
   atomic_store(&test_queries_armed, false);
   atomic_store(&test_failed_queries, 0);
-  device_threads_settle();
-  state.device->cu = &failing;
+  driver_table_use(&failing);
   caller_case_t c;
   caller_case_open(&c);
   uint32_t n = 1, long_us = 60000;
@@ -1413,8 +1417,7 @@ static void test_watchdog_ignores_passing_errors(void **unused) {
   assert_int_equal(code, HALO_STATUS_OK);
   assert_int_equal(after.destroyed_pending - before.destroyed_pending, 0);
   caller_case_close(&c);
-  device_threads_settle();
-  state.device->cu = saved;
+  driver_table_use(saved);
 }
 
 static void gate_close(void);
