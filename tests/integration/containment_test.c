@@ -979,6 +979,11 @@ static void test_reused_pid_gets_its_own_domain(void **state) {
   assert_int_equal(domain_workers(&fixture->daemon, domain, &sessions), 1);
   assert_int_equal(sessions, 1);
   // The pid is free again (reaped); the holder keeps the session open.
+  // halod tells processes apart by their start time, which /proc gives in
+  // clock ticks (10 ms): the later process starts a tick or more after the
+  // first, as any process that gets a reused pid does (the kernel hands
+  // pids out in order: reuse takes a wrap of the pid space, or set_tid).
+  usleep(30000);
   int second_in, second_out;
   pid_t second = reuser_start(address, false, first, &second_in, &second_out);
   if (second < 0) {
