@@ -38,6 +38,10 @@
 //   two queues: the same small kernel on queue B, submitted while queue A
 //   runs a 2 ms kernel (submitted 200 us before); B's execute() until B's
 //   completion callback. Queues are unordered: B must not wait for A.
+//   Each iteration then steps the native small kernel beside a 2 ms kernel
+//   and alone (launch + synchronize), so that the anchors see the same CPU
+//   as B's figure: "native launch+sync, same loop" and "native beside a 2
+//   ms kernel, same loop" under each case.
 //   1000-dispatch command buffer, a chain (a barrier between dispatches,
 //   one block of 128 threads each), 16 bindings, all 16 changed every step
 //   (two sets of 16 buffers, alternating), submit -> completion per step:
@@ -348,6 +352,60 @@ static void spin_us(int64_t us) {
 
 // ---- native baselines
 
+// The native small kernel's launch + synchronize, alone or beside a 2 ms
+// kernel on another stream (launched 200 us before, as queue A's in
+// halo_two_queues): queue B's anchors. Stepped by the same loop as halo's
+// queue B too, so that both see the same CPU (a process's launches are
+// 1-5 us slower on some of the machine's CPUs than on others, for the
+// whole run).
+typedef struct native_pair_t {
+  CUstream stream, busy;
+  CUfunction tiny, slow;
+  CUdeviceptr counter, x, y;
+  float a;
+  uint32_t n;
+  uint64_t long_ns;
+} native_pair_t;
+
+static void native_pair_open(native_pair_t *pair, bench_device_t *bench) {
+  *pair = (native_pair_t){.tiny = bench->tiny_function,
+                          .counter = bench->counter,
+                          .x = bench->sets[1][0],
+                          .y = bench->sets[1][1],
+                          .a = 0.5f,
+                          .n = 32,
+                          .long_ns = 2000000};
+  CHECK("slow_scale", halo_hal_cuda_executable_function(
+                          bench->executable, bench->slow_scale, &pair->slow));
+  CU(cuStreamCreateWithPriority, &pair->stream, CU_STREAM_NON_BLOCKING, 0);
+  CU(cuStreamCreateWithPriority, &pair->busy, CU_STREAM_NON_BLOCKING, 0);
+}
+
+// One launch + synchronize of the small kernel (|beside|: while the 2 ms
+// kernel runs), in nanoseconds; returns once the 2 ms kernel finished too.
+static int64_t native_pair_step(native_pair_t *pair, bool beside) {
+  if (beside) {
+    void *slow_params[5] = {&pair->x, &pair->y, &pair->a, &pair->n,
+                            &pair->long_ns};
+    CU(cuLaunchKernel, pair->slow, 1, 1, 1, 32, 1, 1, 0, pair->busy,
+       slow_params, NULL);
+    spin_us(200);
+  }
+  void *params[1] = {&pair->counter};
+  int64_t start = now_ns();
+  CU(cuLaunchKernel, pair->tiny, 1, 1, 1, 32, 1, 1, 0, pair->stream, params,
+     NULL);
+  CU(cuStreamSynchronize, pair->stream);
+  int64_t took = now_ns() - start;
+  if (beside) CU(cuStreamSynchronize, pair->busy);
+  return took;
+}
+
+static void native_pair_close(native_pair_t *pair) {
+  CU(cuStreamDestroy, pair->busy);
+  CU(cuStreamDestroy, pair->stream);
+}
+
 static void native_small_kernel(bench_device_t *bench) {
   CUstream stream;
   CU(cuStreamCreateWithPriority, &stream, CU_STREAM_NON_BLOCKING, 0);
@@ -376,38 +434,21 @@ static void native_small_kernel(bench_device_t *bench) {
     if (i >= 0) samples_add(&store, now_ns() - start);
   }
   CU(cuStreamSynchronize, stream);
+  CU(cuStreamDestroy, stream);
   // queue B's anchor in the same conditions: the small kernel launched and
-  // synchronized on one stream while a 2 ms kernel (launched 200 us
-  // before) runs on another.
-  CUfunction slow_function;
-  CHECK("slow_scale",
-        halo_hal_cuda_executable_function(bench->executable, bench->slow_scale,
-                                          &slow_function));
-  CUstream busy;
-  CU(cuStreamCreateWithPriority, &busy, CU_STREAM_NON_BLOCKING, 0);
-  float a = 0.5f;
-  uint32_t n = 32;
-  uint64_t long_ns = 2000000;
-  void *slow_params[5] = {&bench->sets[1][0], &bench->sets[1][1], &a, &n,
-                          &long_ns};
+  // synchronized on one stream while a 2 ms kernel runs on another.
+  native_pair_t pair;
+  native_pair_open(&pair, bench);
   int rounds = options.iterations < 300 ? options.iterations : 300;
   samples_t beside = samples_new(rounds);
   for (int i = -5; i < rounds; ++i) {
-    CU(cuLaunchKernel, slow_function, 1, 1, 1, 32, 1, 1, 0, busy, slow_params,
-       NULL);
-    spin_us(200);
-    int64_t start = now_ns();
-    CU(cuLaunchKernel, bench->tiny_function, 1, 1, 1, 32, 1, 1, 0, stream,
-       params, NULL);
-    CU(cuStreamSynchronize, stream);
-    if (i >= 0) samples_add(&beside, now_ns() - start);
-    CU(cuStreamSynchronize, busy);
+    int64_t ns = native_pair_step(&pair, true);
+    if (i >= 0) samples_add(&beside, ns);
   }
+  native_pair_close(&pair);
   samples_report("native launch+sync", &sync);
   samples_report("native launch+store, host spins", &store);
   samples_report("native launch+sync while another stream runs 2 ms", &beside);
-  CU(cuStreamDestroy, busy);
-  CU(cuStreamDestroy, stream);
 }
 
 // ---- what one execution costs a submission thread in driver calls, and
@@ -999,6 +1040,11 @@ static void halo_two_queues(bench_device_t *bench, const char *label) {
   int warmup = 5;
   int a_first = 0;
   samples_t samples = samples_new(iterations);
+  // The native anchors, stepped in the same loop (native_pair_t).
+  native_pair_t pair;
+  native_pair_open(&pair, bench);
+  samples_t native_beside = samples_new(iterations);
+  samples_t native_alone = samples_new(iterations);
   for (int i = -warmup; i < iterations; ++i) {
     uint64_t value = (uint64_t)(i + warmup + 1);
     atomic_store(&long_done, 0);
@@ -1025,11 +1071,20 @@ static void halo_two_queues(bench_device_t *bench, const char *label) {
     while (!atomic_load_explicit(&long_done, memory_order_acquire)) {
       if (atomic_load(&completion.failed)) exit(1);
     }
-    if (i >= 0) samples_add(&samples, done - start);
+    int64_t beside_ns = native_pair_step(&pair, true);
+    int64_t alone_ns = native_pair_step(&pair, false);
+    if (i >= 0) {
+      samples_add(&samples, done - start);
+      samples_add(&native_beside, beside_ns);
+      samples_add(&native_alone, alone_ns);
+    }
   }
+  native_pair_close(&pair);
   char name[96];
   snprintf(name, sizeof(name), "halo [%s] queue B while A runs 2 ms", label);
   samples_report(name, &samples);
+  samples_report("  native launch+sync, same loop", &native_alone);
+  samples_report("  native beside a 2 ms kernel, same loop", &native_beside);
   printf("    %-42s %10d of %d\n", "A had finished before B (should be 0)",
          a_first, iterations + warmup);
   halo_hal_queue_destroy(queue_a);

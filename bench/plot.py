@@ -124,17 +124,32 @@ def l1_section(rows, table):
                   fmt_ratio(ratio(row["p50_us"], figure(native, "p50_us"))),
                   fmt_ratio(ratio(row["p99_us"], figure(native, "p99_us"))))
     table.text()
+    # Queue B against the native anchors stepped in its own loop (the same
+    # CPU), and against the native rows measured before it.
     beside = find(rows, "L1",
                   name="native launch+sync while another stream runs 2 ms")
-    if beside:
-        for row in rows:
-            if row["workload"] == "L1" and "queue B" in row["name"]:
-                table.text(
-                    f"{row['name']}: p50 / the native launch+sync beside a "
-                    f"2 ms kernel "
-                    f"{fmt_ratio(ratio(row['p50_us'], figure(beside, 'p50_us')))}"
-                    f", p99 "
-                    f"{fmt_ratio(ratio(row['p99_us'], figure(beside, 'p99_us')))}.")
+    for row in rows:
+        if row["workload"] != "L1" or "queue B" not in row["name"] \
+                or " / " in row["name"]:
+            continue
+        alone_loop = find(rows, "L1",
+                          name=row["name"] + " / native launch+sync, same loop")
+        beside_loop = find(rows, "L1",
+                           name=row["name"] + " / native beside a 2 ms kernel, "
+                           "same loop")
+        for anchor, what in ((alone_loop, "native launch+sync in the same "
+                              "loop"),
+                             (beside_loop, "native launch+sync beside a 2 ms "
+                              "kernel in the same loop"),
+                             (beside, "native launch+sync beside a 2 ms "
+                              "kernel (measured before)")):
+            if anchor is None:
+                continue
+            table.text(
+                f"{row['name']}: p50 / {what} "
+                f"{fmt_ratio(ratio(row['p50_us'], figure(anchor, 'p50_us')))}"
+                f", p99 "
+                f"{fmt_ratio(ratio(row['p99_us'], figure(anchor, 'p99_us')))}.")
         table.text()
 
 
