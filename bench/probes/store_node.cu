@@ -12,7 +12,10 @@
 // and, in closed loops, the stream store made by a second thread while the
 // first only launches (mode 8), and the store kernel reading its ticket's
 // count and first pair at once, with and without its fence (9, 10: the
-// fence only measured, never to be dropped).
+// fence only measured, never to be dropped); and without a graph: the
+// kernel by cuLaunchKernel, then the store kernel launched with the value
+// as its parameter (11) or cuStreamWriteValue64 (12), a one-dispatch
+// recording's path without cuGraphLaunch.
 // It prints the host's issue cost per execution, the latency of one
 // tenant's closed loop (0 and 20 us kernels), and the steps/s of 8 and 16
 // tenants (20 us kernels) issued by one thread or by a thread each; the
@@ -86,6 +89,12 @@ __global__ void store_pdl(const volatile u64 *ticket) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   store_ticket(ticket);
 }
+// Without a graph: the store kernel launched after the kernel on the same
+// stream, its address and value as parameters (no ticket).
+__global__ void store_value(u64 address, u64 value) {
+  __threadfence_system();
+  *(volatile u64 *)address = value;
+}
 enum Mode {
   WRITE = 0,
   STORE_NODE = 1,
@@ -97,7 +106,9 @@ enum Mode {
   MEMOP_FIXED = 7,
   WRITE_SPLIT = 8,
   STORE_EAGER = 9,
-  STORE_EAGER_NOFENCE = 10
+  STORE_EAGER_NOFENCE = 10,
+  LAUNCH_STORE = 11,
+  LAUNCH_WRITE = 12
 };
 static const char *names[] = {"graph + cuStreamWriteValue64",
                               "graph with store kernel node (ticket)",
@@ -109,7 +120,9 @@ static const char *names[] = {"graph + cuStreamWriteValue64",
                               "graph with memop node writing 1, host resets",
                               "graph, cuStreamWriteValue64 on a 2nd thread",
                               "store node, count and first pair read at once",
-                              "store node read at once, no fence (unsafe)"};
+                              "store node read at once, no fence (unsafe)",
+                              "cuLaunchKernel + store kernel launch",
+                              "cuLaunchKernel + cuStreamWriteValue64"};
 struct T {
   cudaGraphExec_t exec;
   cudaGraph_t g;
@@ -121,6 +134,9 @@ struct T {
   u64 *host_flag;
   CUdeviceptr dev_flag;
   CUcontext ctx;
+  u64 ns;           // LAUNCH_*: the spin kernel's parameters
+  u64 *dev_out;
+  CUfunction spin_function, store_function;
 };
 static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
                  CUdeviceptr dev_flag, u64 *ticket_host,
@@ -131,6 +147,11 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
   t.dev_flag = dev_flag;
   t.ticket = ticket_host;
   CD(cuCtxGetCurrent(&t.ctx));
+  t.ns = ns;
+  t.dev_out = dev_out;
+  CK(cudaGetFuncBySymbol((cudaFunction_t *)&t.spin_function, (void *)spin));
+  CK(cudaGetFuncBySymbol((cudaFunction_t *)&t.store_function,
+                         (void *)store_value));
   CK(cudaGraphCreate(&t.g, 0));
   cudaKernelNodeParams p = {};
   void *args[2] = {&ns, &dev_out};
@@ -207,6 +228,20 @@ static void store_thread_main(CUcontext ctx) {
   }
 }
 static void issue(T &t, Mode m, u64 value) {
+  if (m == LAUNCH_STORE || m == LAUNCH_WRITE) {
+    void *a[2] = {&t.ns, &t.dev_out};
+    CD(cuLaunchKernel(t.spin_function, 1, 1, 1, 32, 1, 1, 0, (CUstream)t.st,
+                      a, nullptr));
+    if (m == LAUNCH_STORE) {
+      u64 address = (u64)t.dev_flag;
+      void *b[2] = {&address, &value};
+      CD(cuLaunchKernel(t.store_function, 1, 1, 1, 1, 1, 1, 0,
+                        (CUstream)t.st, b, nullptr));
+    } else {
+      CD(cuStreamWriteValue64((CUstream)t.st, t.dev_flag, value, 0));
+    }
+    return;
+  }
   if (m == MEMOP_FIXED) *(volatile u64 *)t.host_flag = 0;
   if (m == STORE_NODE || m == STORE_PDL || m == STORE_PDL_PROG ||
       m == STORE_EAGER || m == STORE_EAGER_NOFENCE) {
@@ -347,10 +382,10 @@ int main(int argc, char **argv) {
     for (const char *p = loops; *p;) {
       int K, S, m, threads, used = 0;
       // At most 64 tenants (the buffers above), 1..K streams, a mode that
-      // stores (0-2, 4-10: not 3, the event; 8 only with one
+      // stores (0-2, 4-12: not 3, the event; 8 only with one
       // issuing thread: its store thread takes from one producer).
       if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4 ||
-          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 10 || m == 3 ||
+          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 12 || m == 3 ||
           threads < 0 || threads > K || (m == 8 && threads != 0)) {
         fprintf(stderr,
                 "LOOPS: '%s' is not K:S:MODE:THREADS with 1 <= K "
@@ -366,7 +401,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (int m :
-       {0, 1, 2, 3, 5, 7}) {  // host issue cost, 0 ns kernel, sync every 256
+       {0, 1, 2, 3, 5, 7, 11, 12}) {  // host issue cost, 0 ns kernel, sync every 256
     T t;
     make(t, (Mode)m, 0, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
     issue(t, (Mode)m, 1);
@@ -385,7 +420,7 @@ int main(int argc, char **argv) {
                     : N + 1);
   }
   for (u64 ns : {0ull, 20000ull})
-    for (int m : {0, 1, 2, 4, 5, 6, 7, 9, 10}) {
+    for (int m : {0, 1, 2, 4, 5, 6, 7, 9, 10, 11, 12}) {
       CK(cudaDeviceSynchronize());
       memset(host, 0, 1 << 20);
       T t;
@@ -406,7 +441,7 @@ int main(int argc, char **argv) {
     }
   if (getenv("LAT_ONLY")) return 0;
   for (int K : {8, 16})
-    for (int m : {0, 1, 2, 5, 7})
+    for (int m : {0, 1, 2, 5, 7, 11, 12})
       for (int threads = 0; threads < 2; threads++)
         closed_loop(K, K, (Mode)m, threads, dev, flag, flagd, tick, tickd,
                     host);
