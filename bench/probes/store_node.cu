@@ -134,7 +134,7 @@ struct T {
   u64 *host_flag;
   CUdeviceptr dev_flag;
   CUcontext ctx;
-  u64 ns;           // LAUNCH_*: the spin kernel's parameters
+  u64 ns;  // LAUNCH_*: the spin kernel's parameters
   u64 *dev_out;
   CUfunction spin_function, store_function;
 };
@@ -230,13 +230,13 @@ static void store_thread_main(CUcontext ctx) {
 static void issue(T &t, Mode m, u64 value) {
   if (m == LAUNCH_STORE || m == LAUNCH_WRITE) {
     void *a[2] = {&t.ns, &t.dev_out};
-    CD(cuLaunchKernel(t.spin_function, 1, 1, 1, 32, 1, 1, 0, (CUstream)t.st,
-                      a, nullptr));
+    CD(cuLaunchKernel(t.spin_function, 1, 1, 1, 32, 1, 1, 0, (CUstream)t.st, a,
+                      nullptr));
     if (m == LAUNCH_STORE) {
       u64 address = (u64)t.dev_flag;
       void *b[2] = {&address, &value};
-      CD(cuLaunchKernel(t.store_function, 1, 1, 1, 1, 1, 1, 0,
-                        (CUstream)t.st, b, nullptr));
+      CD(cuLaunchKernel(t.store_function, 1, 1, 1, 1, 1, 1, 0, (CUstream)t.st,
+                        b, nullptr));
     } else {
       CD(cuStreamWriteValue64((CUstream)t.st, t.dev_flag, value, 0));
     }
@@ -400,8 +400,8 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  for (int m :
-       {0, 1, 2, 3, 5, 7, 11, 12}) {  // host issue cost, 0 ns kernel, sync every 256
+  for (int m : {0, 1, 2, 3, 5, 7, 11,
+                12}) {  // host issue cost, 0 ns kernel, sync every 256
     T t;
     make(t, (Mode)m, 0, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
     issue(t, (Mode)m, 1);
