@@ -961,18 +961,69 @@ static void halod_ring_on_closed(uv_handle_t *handle) {
   free(ring);
 }
 
+// |ring|'s session is lost while the worker draining the ring lives (a
+// session of several devices, lost with another device's worker): the
+// worker stops reading it and says where (RING_DETACH as a call), and the
+// ring is halod's again from there, so that halod_ring_abandon refuses
+// exactly the records the worker did not take. A live worker would
+// otherwise take more until it saw the ring detached, and drop the rest
+// with it: their signals would never come, nor fail. False if the worker
+// could not say (it was lost or hung meanwhile) or said what cannot be;
+// either way it reads the ring no more.
+static bool halod_ring_detach_live(halod_ring_t *ring) {
+  halod_session_t *session = ring->session;
+  uint64_t head = 0;
+  uint64_t sequence = 0;
+  halo_status_t status = halo_hal_remote_device_ring_detach(
+      ring->worker, session->id, &head, &sequence);
+  if (halo_status_code(status) == HALO_STATUS_NOT_FOUND) {
+    // It never held the ring (its refusal is on the way): it took nothing.
+    halo_status_free(status);
+    status = NULL;
+    head = ring->head;
+    sequence = ring->sequence;
+  }
+  if (status) {
+    HALO_LOG_WARN(
+        "session %llu (pid %u): the device worker draining its ring did not "
+        "say where it stopped: %s",
+        (unsigned long long)session->id, session->pid,
+        halo_status_message(status));
+    halo_status_free(status);
+    return false;
+  }
+  // Each record it took is at least a record header long.
+  uint64_t bytes = head - ring->head;
+  if (head < ring->head || bytes > ring->capacity ||
+      head % HALO_RING_RECORD_ALIGN || sequence < ring->sequence ||
+      sequence - ring->sequence > bytes / sizeof(halo_ring_record_header_t)) {
+    HALO_LOG_WARN(
+        "session %llu (pid %u): the device worker draining its ring says it "
+        "stopped at byte %llu (record %llu), which it cannot have reached "
+        "from byte %llu (record %llu)",
+        (unsigned long long)session->id, session->pid, (unsigned long long)head,
+        (unsigned long long)sequence, (unsigned long long)ring->head,
+        (unsigned long long)ring->sequence);
+    return false;
+  }
+  ring->head = head;
+  ring->sequence = sequence;
+  halod_device_release(ring->worker);
+  ring->worker = NULL;
+  return true;
+}
+
 void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
                         halo_status_code_t code, const char *reason) {
   halod_ring_t *ring = session->ring;
   if (!ring || ring->broken || !daemon->work.rings) return;
-  if (ring->worker) {
-    // A worker still up (another device's, for a session of several
-    // devices) may take more until it sees the ring detached: its records
-    // stay. A lost one stopped where it last stored the head (halod stores
-    // it after each record it bounced); its count of records is its own,
-    // which the record there names. A client that wrote another head could
-    // only fail its own semaphores, which it may anyway.
-    if (!halo_hal_remote_device_lost(ring->worker, NULL, 0)) return;
+  if (ring->worker && (halo_hal_remote_device_lost(ring->worker, NULL, 0) ||
+                       !halod_ring_detach_live(ring))) {
+    // A lost worker (or one that could not say where it stopped) stopped
+    // where it last stored the head (halod stores it after each record it
+    // bounced); its count of records is its own, which the record there
+    // names. A client that wrote another head could only fail its own
+    // semaphores, which it may anyway.
     uint64_t taken =
         atomic_load_explicit(&ring->header->head, memory_order_acquire);
     if (taken > ring->head && taken - ring->head <= ring->capacity &&

@@ -1375,6 +1375,32 @@ halo_status_t halo_hal_remote_device_send(halo_hal_device_t *base_device,
   return status ? halo_hal_remote_send_failed(device, status) : NULL;
 }
 
+halo_status_t halo_hal_remote_device_ring_detach(halo_hal_device_t *base_device,
+                                                 uint64_t session,
+                                                 uint64_t *out_head,
+                                                 uint64_t *out_sequence) {
+  *out_head = 0;
+  *out_sequence = 0;
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  bool usable = !device->lost && device->flight;
+  pthread_mutex_unlock(&device->mutex);
+  if (!usable) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "%s: the worker is lost or takes no rings",
+                            device->label);
+  }
+  halo_remote_ring_session_t detach = {.session = session};
+  halo_remote_part_t part = {&detach, sizeof(detach)};
+  uint64_t values[2] = {0, 0};
+  HALO_RETURN_IF_ERROR(
+      halo_hal_remote_call(device, HALO_REMOTE_RING_DETACH, &part, 1, -1,
+                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0));
+  *out_head = values[0];
+  *out_sequence = values[1];
+  return NULL;
+}
+
 bool halo_hal_remote_device_locate_slot(halo_hal_device_t *base_device,
                                         const void *slot, uint64_t *out_key,
                                         uint64_t *out_offset) {

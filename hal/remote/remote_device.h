@@ -133,6 +133,18 @@ halo_status_t halo_hal_remote_device_send(halo_hal_device_t *device,
                                           size_t length, const void *tail,
                                           size_t tail_length, int fd);
 
+// Detaches |session|'s ring from the worker and waits for its answer
+// (RING_DETACH as a call; loop thread): where it stopped reading, the ring's
+// |out_head| and |out_sequence| after the last record it took. It takes no
+// record after them, so the caller can refuse those. NOT_FOUND if the worker
+// never held the ring; UNAVAILABLE or DEVICE_LOST if the worker is lost;
+// DEADLINE_EXCEEDED if it did not answer within a control call's time (it
+// is then killed as hung).
+halo_status_t halo_hal_remote_device_ring_detach(halo_hal_device_t *device,
+                                                 uint64_t session,
+                                                 uint64_t *out_head,
+                                                 uint64_t *out_sequence);
+
 // Where the worker finds |slot|: the key of its registered page and the
 // offset in it. False if the page is not registered with this worker (a
 // semaphore of another trust domain).

@@ -34,7 +34,7 @@
 //
 // The session's submission ring, delegated to the worker (hot path without
 // the supervisor; docs/architecture.md "Rings in the worker"). None has a
-// reply; supervisor -> worker:
+// reply but a RING_DETACH sent as a call; supervisor -> worker:
 //   RING_FLIGHT     + the flight table's memfd (halo_remote_flight_t), once,
 //                   before the first RING_ATTACH
 //   RING_ATTACH     halo_remote_ring_attach_t + the ring's memfd
@@ -43,7 +43,13 @@
 //                   halo_remote_ring_slot_t for a command buffer)
 //   RING_REVOKE     halo_remote_ring_revoke_t
 //   RING_RESUME     halo_remote_ring_position_t: the bounced record is done
-//   RING_DETACH     halo_remote_ring_session_t: the session ended
+//   RING_DETACH     halo_remote_ring_session_t: the session ended. Sent
+//                   as a call (a nonzero id: the session was lost while
+//                   this worker lives), it is answered by a REPLY whose
+//                   values are the ring's head and sequence after the last
+//                   record the worker took; it reads the ring no further,
+//                   and the supervisor refuses the records from there on
+//                   (NOT_FOUND: the worker never held the ring)
 // worker -> supervisor:
 //   RING_BOUNCE     halo_remote_ring_position_t: the record there is the
 //                   supervisor's; the worker reads the ring no further
@@ -90,7 +96,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 7u
+#define HALO_REMOTE_LINK_VERSION 8u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)

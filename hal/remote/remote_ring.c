@@ -1158,14 +1158,40 @@ static void halo_remote_rings_on_resume(halo_remote_rings_t *rings,
   session->snapshot_valid = false;  // the next round's snapshot
 }
 
-static void halo_remote_rings_on_detach(halo_remote_rings_t *rings,
+// Answers a RING_DETACH sent as a call (|id| nonzero): where the worker
+// stopped reading the ring, |head| and |sequence| after the last record it
+// took (|code| NOT_FOUND: it never held the ring).
+static void halo_remote_rings_reply_detach(halo_remote_rings_t *rings,
+                                           uint64_t id, halo_status_code_t code,
+                                           uint64_t head, uint64_t sequence) {
+  if (!id) return;
+  halo_remote_reply_t reply = {.code = (int32_t)code,
+                               .values = {head, sequence}};
+  halo_remote_part_t part = {&reply, sizeof(reply)};
+  halo_status_free(halo_remote_link_send(rings->tables.link, HALO_REMOTE_REPLY,
+                                         id, &part, 1, -1));
+}
+
+static void halo_remote_rings_on_detach(halo_remote_rings_t *rings, uint64_t id,
                                         const void *payload, uint64_t length) {
   halo_remote_ring_session_t message;
-  if (length < sizeof(message)) return;
+  if (length < sizeof(message)) {
+    halo_remote_rings_reply_detach(rings, id, HALO_STATUS_INVALID_ARGUMENT, 0,
+                                   0);
+    return;
+  }
   memcpy(&message, payload, sizeof(message));
   halo_remote_ring_session_state_t *session =
       halo_u64_map_remove(&rings->sessions, message.session);
-  if (!session) return;
+  if (!session) {
+    halo_remote_rings_reply_detach(rings, id, HALO_STATUS_NOT_FOUND, 0, 0);
+    return;
+  }
+  // Read no more from here (messages come between rounds): every record
+  // before |head| was taken, none after it will be. A bounced record is at
+  // |head|: not taken.
+  halo_remote_rings_reply_detach(rings, id, HALO_STATUS_OK, session->head,
+                                 session->sequence);
   munmap(session->header, session->map_size);
   session->header = NULL;
   session->records = NULL;
@@ -1212,7 +1238,7 @@ bool halo_remote_rings_on_message(halo_remote_rings_t *rings,
       halo_remote_rings_on_resume(rings, payload, header->length);
       break;
     case HALO_REMOTE_RING_DETACH:
-      halo_remote_rings_on_detach(rings, payload, header->length);
+      halo_remote_rings_on_detach(rings, header->id, payload, header->length);
       break;
     default:
       return false;

@@ -14,7 +14,9 @@
 // learnt from the flight table's message count; a send that failed before
 // its first byte is not counted), DETACH (every
 // grant released, those of a running execution after its RING_COMPLETE) and
-// the doorbell of an idle worker, and the session's pending limit (the
+// the doorbell of an idle worker, DETACH sent as a call (it answers where
+// it stopped: at a bounced record; NOT_FOUND for a session it does not
+// hold), and the session's pending limit (the
 // record past it bounced, its reservation given back). The worker's reporter
 // thread sends the completions, several per RING_COMPLETE where several are
 // waiting: many executions in flight each complete exactly once, and a buffer
@@ -1232,6 +1234,81 @@ static void test_detach(void **state) {
   assert_int_equal(ids[0], 2000);
 }
 
+// A DETACH sent as a call (halod's, for a session lost while this worker
+// lives) answers where the worker stopped: past the records it took, at a
+// record it bounced (not taken), and it takes nothing after. The session's
+// grants go as with any DETACH. A session it does not hold: NOT_FOUND.
+static void test_detach_call(void **state) {
+  (void)state;
+  // The session again (test_detach detached it), on a fresh ring.
+  close(t.doorbell);
+  t.tail = 0;
+  t.sequence = 0;
+  t.ring = attach_ring(TEST_SESSION, t.key, &t.doorbell);
+  t.records = (uint8_t *)t.ring + HALO_RING_HEADER_BYTES;
+  halo_remote_ring_slot_t slot = {
+      .min_length = TEST_FILL_BYTES, .alignment = 16, .used = 1};
+  send_grant(H_QUEUE, G_QUEUE, HALO_REMOTE_GRANT_QUEUE, t.queue_id, 0, NULL);
+  send_grant(H_CB, G_CB, HALO_REMOTE_GRANT_COMMAND_BUFFER, t.cb_id, 0, &slot);
+  send_grant(H_BUFFER, G_BUFFER, HALO_REMOTE_GRANT_BUFFER, t.buffer_address,
+             4096, NULL);
+  send_grant(H_SEM, G_SEM, HALO_REMOTE_GRANT_SEMAPHORE,
+             (uint64_t)(uintptr_t)t.page,
+             offsetof(halo_timeline_page_t, slots[0]), NULL);
+  expect_good_taken();
+  execute_args_t bad = good_execute();
+  --t.next_value;
+  bad.command_buffer = H_UNGRANTED;
+  uint64_t head = publish_execute(&bad);
+  uint64_t sequence = t.sequence - 1;
+  execute_args_t after = good_execute();
+  publish_execute(&after);
+  expect_bounce(head, sequence);
+
+  halo_remote_ring_session_t session = {.session = TEST_SESSION};
+  halo_remote_part_t part = {&session, sizeof(session)};
+  uint64_t id = ++t.next_request;
+  send_message(HALO_REMOTE_RING_DETACH, id, &part, 1, -1);
+  message_t reply = take(HALO_REMOTE_REPLY);
+  assert_int_equal(reply.header.id, id);
+  halo_remote_reply_t answer;
+  assert_true(reply.header.length >= sizeof(answer));
+  memcpy(&answer, reply.payload, sizeof(answer));
+  free(reply.payload);
+  assert_int_equal(answer.code, HALO_STATUS_OK);
+  assert_int_equal(answer.values[0], head);
+  assert_int_equal(answer.values[1], sequence);
+  // Nothing after it is taken.
+  assert_false(arrives(HALO_REMOTE_RING_COMPLETE, 200));
+  assert_int_equal(atomic_load(&t.ring->head), head);
+  uint64_t want[] = {G_QUEUE, G_CB, G_BUFFER, G_SEM};
+  bool seen[4] = {false};
+  for (uint32_t seen_count = 0; seen_count < 4;) {
+    uint64_t ids[16];
+    uint32_t count = expect_released(ids);
+    for (uint32_t i = 0; i < count; ++i) {
+      bool known = false;
+      for (uint32_t j = 0; j < 4; ++j) {
+        if (ids[i] != want[j]) continue;
+        assert_false(seen[j]);
+        seen[j] = true;
+        ++seen_count;
+        known = true;
+      }
+      if (!known) fail_msg("released grant %llu", (unsigned long long)ids[i]);
+    }
+  }
+
+  // Detached now: not found.
+  id = ++t.next_request;
+  send_message(HALO_REMOTE_RING_DETACH, id, &part, 1, -1);
+  reply = take(HALO_REMOTE_REPLY);
+  assert_int_equal(reply.header.id, id);
+  memcpy(&answer, reply.payload, sizeof(answer));
+  free(reply.payload);
+  assert_int_equal(answer.code, HALO_STATUS_NOT_FOUND);
+}
+
 int main(void) {
   // The tests run in order on one worker and one ring.
   const struct CMUnitTest tests[] = {
@@ -1252,6 +1329,7 @@ int main(void) {
       cmocka_unit_test(test_pending_limit),
       cmocka_unit_test(test_attach_refused),
       cmocka_unit_test(test_detach),
+      cmocka_unit_test(test_detach_call),
   };
   signal(SIGPIPE, SIG_IGN);
   return cmocka_run_group_tests(tests, setup, teardown);
