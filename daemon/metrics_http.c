@@ -20,8 +20,13 @@
 #include "common/status.h"
 #include "daemon/metrics.h"
 
-// How long a scrape waits for the loop to render a snapshot.
-#define HALOD_METRICS_HTTP_WAIT_S 5
+// How long a scrape waits for the loop to render a snapshot before it is
+// served the last one. A loop that is not blocked answers within
+// milliseconds (tens under sanitizers; rendering takes well under one), so
+// 1 s passes only when it is blocked (a control call waiting for a hung
+// worker, up to 30 s), and a scrape that waited it still ends far inside
+// Prometheus' scrape_timeout (10 s by default).
+#define HALOD_METRICS_HTTP_WAIT_NS 1000000000LL
 
 #define HALOD_METRICS_FORMAT_COUNT 2
 
@@ -39,9 +44,13 @@ struct halod_metrics_http_t {
   pthread_mutex_t mutex;
   pthread_cond_t published;  // |done| advanced, or |stopping|
   uint64_t asked;            // snapshots asked for
-  uint64_t done;             // the snapshot of |texts| answers asks <= done
-  unsigned formats;          // formats asked for since the last render
+  uint64_t done;             // the snapshots of |texts| answer asks <= done
+  unsigned formats;          // formats asked for since the loop took asks
+  // When the loop was first asked after it last took the asks; 0: it took
+  // every ask. Scrapes wait until HALOD_METRICS_HTTP_WAIT_NS after it.
+  int64_t untaken_since_ns;
   char *texts[HALOD_METRICS_FORMAT_COUNT];  // the latest; NULL: none (OOM)
+  int64_t rendered_ns[HALOD_METRICS_FORMAT_COUNT];  // when, monotonic
   bool stopping;
 };
 
@@ -109,30 +118,41 @@ bad:
 
 // ------------------------------------------------------------------ loop
 
-// Loop thread: renders the formats asked for and publishes them.
+// Loop thread: renders |formats| (a bit per format) and publishes them as
+// the answer to the asks up to |asked|. A format that could not be
+// rendered (out of memory) keeps its last snapshot, which ages.
+static void halod_metrics_http_publish(halod_metrics_http_t *http,
+                                       unsigned formats, uint64_t asked) {
+  char *texts[HALOD_METRICS_FORMAT_COUNT] = {NULL};
+  int64_t rendered_ns[HALOD_METRICS_FORMAT_COUNT] = {0};
+  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) {
+    if (formats & (1u << f)) {
+      texts[f] = halod_metrics_render(http->daemon, (halod_metrics_format_t)f);
+      rendered_ns[f] = halo_clock_now_ns();
+    }
+  }
+  pthread_mutex_lock(&http->mutex);
+  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) {
+    if (!texts[f]) continue;
+    free(http->texts[f]);
+    http->texts[f] = texts[f];
+    http->rendered_ns[f] = rendered_ns[f];
+  }
+  if (asked > http->done) http->done = asked;
+  pthread_cond_broadcast(&http->published);
+  pthread_mutex_unlock(&http->mutex);
+}
+
+// Loop thread: takes the asks made so far and answers them.
 static void halod_metrics_http_on_render(uv_async_t *async) {
   halod_metrics_http_t *http = async->data;
   pthread_mutex_lock(&http->mutex);
   uint64_t asked = http->asked;
   unsigned formats = http->formats;
   http->formats = 0;
+  http->untaken_since_ns = 0;
   pthread_mutex_unlock(&http->mutex);
-  if (!formats) return;
-  char *texts[HALOD_METRICS_FORMAT_COUNT] = {NULL};
-  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) {
-    if (formats & (1u << f)) {
-      texts[f] = halod_metrics_render(http->daemon, (halod_metrics_format_t)f);
-    }
-  }
-  pthread_mutex_lock(&http->mutex);
-  for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) {
-    if (!(formats & (1u << f))) continue;
-    free(http->texts[f]);
-    http->texts[f] = texts[f];
-  }
-  if (asked > http->done) http->done = asked;
-  pthread_cond_broadcast(&http->published);
-  pthread_mutex_unlock(&http->mutex);
+  if (formats) halod_metrics_http_publish(http, formats, asked);
 }
 
 // ------------------------------------------------------------------ HTTP
@@ -192,34 +212,49 @@ static enum MHD_Result halod_metrics_http_text(
                                   body);
 }
 
-// HTTP thread: waits for a snapshot newer than this request and copies it.
-// NULL (and |*out_code| the status to answer) if there is none.
+// HTTP thread: asks the loop for a snapshot and waits for it until
+// HALOD_METRICS_HTTP_WAIT_NS after the oldest ask the loop has not taken
+// (so scrapes that come while it is blocked share one wait instead of
+// waiting in turn); then the latest snapshot, fresh or not, behind the
+// gauge of its age. NULL (and |*out_code| the status to answer) if halod
+// is stopping or has no snapshot to serve.
 static char *halod_metrics_http_snapshot(halod_metrics_http_t *http,
                                          halod_metrics_format_t format,
                                          unsigned *out_code) {
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += HALOD_METRICS_HTTP_WAIT_S;
   pthread_mutex_lock(&http->mutex);
   uint64_t ticket = ++http->asked;
   http->formats |= 1u << format;
+  if (!http->untaken_since_ns) http->untaken_since_ns = halo_clock_now_ns();
+  struct timespec deadline =
+      halo_clock_timespec(http->untaken_since_ns + HALOD_METRICS_HTTP_WAIT_NS);
   pthread_mutex_unlock(&http->mutex);
   uv_async_send(&http->render);
-  char *copy = NULL;
+  char *body = NULL;
   *out_code = MHD_HTTP_SERVICE_UNAVAILABLE;
   pthread_mutex_lock(&http->mutex);
   int error = 0;
   while (http->done < ticket && !http->stopping && error != ETIMEDOUT) {
     error = pthread_cond_timedwait(&http->published, &http->mutex, &deadline);
   }
-  if (http->done >= ticket) {
-    if (http->texts[format]) {
-      copy = strdup(http->texts[format]);
+  if (!http->stopping && http->texts[format]) {
+    double age =
+        (double)(halo_clock_now_ns() - http->rendered_ns[format]) / 1e9;
+    // HELP and TYPE as daemon/metrics.c writes them; first, so that the
+    // OpenMetrics text still ends in "# EOF".
+    if (asprintf(&body,
+                 "# HELP halo_metrics_snapshot_age_seconds Seconds since "
+                 "halod's loop rendered these metrics: about 0 when it "
+                 "answered this scrape, more when it was blocked and this "
+                 "is the last snapshot it rendered.\n"
+                 "# TYPE halo_metrics_snapshot_age_seconds gauge\n"
+                 "halo_metrics_snapshot_age_seconds %.3f\n%s",
+                 age, http->texts[format]) < 0) {
+      body = NULL;
+      *out_code = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
-    if (!copy) *out_code = MHD_HTTP_INTERNAL_SERVER_ERROR;
   }
   pthread_mutex_unlock(&http->mutex);
-  return copy;
+  return body;
 }
 
 // HTTP thread: one request.
@@ -253,9 +288,9 @@ static enum MHD_Result halod_metrics_http_on_request(
     return halod_metrics_http_text(
         connection, code,
         code == MHD_HTTP_SERVICE_UNAVAILABLE
-            ? "halod is stopping, or its loop did not render the metrics "
-              "within 5 s\n"
-            : "halod could not render the metrics (out of memory)\n");
+            ? "halod is stopping, or has no metrics rendered to serve (its "
+              "loop did not answer within 1 s)\n"
+            : "halod could not copy the metrics (out of memory)\n");
   }
   return halod_metrics_http_reply(connection, MHD_HTTP_OK,
                                   kContentTypes[format], text);
@@ -306,6 +341,8 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
   // Before the server's thread starts: a scrape sends it at once.
   uv_async_init(loop, &http->render, halod_metrics_http_on_render);
   http->render.data = http;
+  // The first snapshot: a scrape that finds the loop blocked gets one.
+  halod_metrics_http_publish(http, (1u << HALOD_METRICS_FORMAT_COUNT) - 1, 0);
 
   unsigned flags =
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;

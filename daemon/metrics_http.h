@@ -7,8 +7,14 @@
 // Threads: the daemon's state belongs to the loop, so a scrape does not
 // read it. The HTTP thread asks the loop for a snapshot (uv_async_send),
 // the loop renders the text (daemon/metrics.h) and publishes it under a
-// mutex, and the HTTP thread serves that copy. A loop that does not answer
-// within 5 s gets the scrape a 503. Start and stop run on the loop thread.
+// mutex, and the HTTP thread serves a copy. A loop that does not answer
+// within 1 s (blocked: a control call waits up to 30 s for a hung worker)
+// gets the scrape the last snapshot it rendered, so Prometheus keeps its
+// series while something is wrong. Every response starts with the gauge
+// halo_metrics_snapshot_age_seconds, the seconds since the loop rendered
+// the snapshot served (about 0 when it answered the scrape), for alerting.
+// Start renders the first snapshot, so there always is one to serve. Start
+// and stop run on the loop thread.
 #ifndef HALOD_METRICS_HTTP_H_
 #define HALOD_METRICS_HTTP_H_
 
@@ -35,7 +41,7 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
                                        const char *address,
                                        halod_metrics_http_t **out_http);
 
-// Stops serving (a scrape waiting for a snapshot gets a 503), waits for the
+// Stops serving (a scrape waiting for the loop gets a 503), waits for the
 // HTTP thread to end and frees |http| once the loop closed its handle.
 // Loop thread; NULL is fine.
 void halod_metrics_http_stop(halod_metrics_http_t *http);

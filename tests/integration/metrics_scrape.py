@@ -2,7 +2,7 @@
 # Copyright 2026 The halo Authors
 """Scrapes a running halod's /metrics as Prometheus does and checks it.
 
-    metrics_scrape.py URL SESSIONS
+    metrics_scrape.py URL SESSIONS [fresh|stale]
 
 Fetches URL twice, asking for the Prometheus text format (0.0.4) and for
 OpenMetrics 1.0, and parses each with the Prometheus Python client's own
@@ -10,12 +10,19 @@ parsers (Debian: python3-prometheus-client; the OpenMetrics parser is
 strict: it refuses clashing names, a missing "# EOF", bad histograms).
 Then checks: the Content-Type of each, every family and sample name
 unique, no per-session or per-process label, the process_* metrics present
-and plausible, and halo_sessions_active equal to SESSIONS.
+and plausible, halo_sessions_active equal to SESSIONS, and the gauge
+halo_metrics_snapshot_age_seconds:
+- fresh (the default): halod's loop answers, the age is below WAIT_S;
+- stale (halod's loop is blocked): CONCURRENT scrapes at once, both
+  formats, all answered with the last snapshot (age at least WAIT_S)
+  within STALE_BOUND_S together (in turn they would take CONCURRENT *
+  WAIT_S), and one more after them at once (AT_ONCE_S) with an older age.
 
 Exit status: 0 all good, 1 a check failed (each failure printed), 77 the
 Prometheus client is not installed (the test is skipped).
 """
 import sys
+import threading
 import time
 import urllib.request
 
@@ -46,6 +53,16 @@ PROCESS_METRICS = [
     "process_start_time_seconds",
 ]
 
+# How long halod waits for its loop before it serves the last snapshot
+# (HALOD_METRICS_HTTP_WAIT_NS in daemon/metrics_http.c).
+WAIT_S = 1.0
+AGE = "halo_metrics_snapshot_age_seconds"
+CONCURRENT = 6
+STALE_BOUND_S = 3.0
+AT_ONCE_S = 0.5
+# Each stale scrape's own bound: past it, it fails (not the caller's 20 s).
+STALE_TIMEOUT_S = 5
+
 failures = []
 
 
@@ -54,9 +71,9 @@ def check(condition, message):
         failures.append(message)
 
 
-def fetch(url, accept):
+def fetch(url, accept, timeout=10):
     request = urllib.request.Request(url, headers={"Accept": accept})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.headers.get("Content-Type", ""), response.read().decode()
 
 
@@ -90,33 +107,122 @@ def value(families, name):
     return family.samples[0].value
 
 
-def main():
-    url, sessions = sys.argv[1], int(sys.argv[2])
-
-    content_type, text = fetch(url, PROMETHEUS_ACCEPT)
+def parse_prometheus(content_type, text):
     check(
         content_type.startswith("text/plain; version=0.0.4"),
         f"0.0.4 Content-Type: {content_type}",
     )
     check("# EOF" not in text, "0.0.4 text has # EOF")
-    prometheus = check_families(
+    return check_families(
         list(prometheus_parser.text_string_to_metric_families(text)), "0.0.4"
     )
 
-    content_type, text = fetch(url, OPENMETRICS_ACCEPT)
+
+def parse_openmetrics(content_type, text):
     check(
         content_type.startswith("application/openmetrics-text; version=1.0.0"),
         f"OpenMetrics Content-Type: {content_type}",
     )
     check(text.endswith("# EOF\n"), "OpenMetrics text does not end in # EOF")
     try:
-        openmetrics = check_families(
+        return check_families(
             list(openmetrics_parser.text_string_to_metric_families(text)),
             "OpenMetrics",
         )
     except ValueError as error:
         failures.append(f"OpenMetrics does not parse: {error}")
-        openmetrics = {}
+        return {}
+
+
+def age(families, form):
+    family = families.get(AGE)
+    check(family is not None and family.type == "gauge",
+          f"{form}: {AGE} is not a gauge")
+    return value(families, AGE)
+
+
+def timed_fetch(url, accept, results, index):
+    started = time.monotonic()
+    try:
+        content_type, text = fetch(url, accept, timeout=STALE_TIMEOUT_S)
+    except Exception as error:  # an HTTP error (503) or a timeout
+        content_type, text = None, f"{type(error).__name__}: {error}"
+    results[index] = (content_type, text, time.monotonic() - started)
+
+
+def scrape_fresh(url):
+    prometheus = parse_prometheus(*fetch(url, PROMETHEUS_ACCEPT))
+    openmetrics = parse_openmetrics(*fetch(url, OPENMETRICS_ACCEPT))
+    for families, form in ((prometheus, "0.0.4"), (openmetrics, "OpenMetrics")):
+        seconds = age(families, form)
+        check(seconds is not None and 0 <= seconds < WAIT_S,
+              f"{form}: fresh, yet {AGE} is {seconds}")
+    return prometheus, openmetrics
+
+
+def scrape_stale(url):
+    accepts = [(PROMETHEUS_ACCEPT, OPENMETRICS_ACCEPT)[i % 2]
+               for i in range(CONCURRENT)]
+    results = [None] * CONCURRENT
+    threads = [threading.Thread(target=timed_fetch,
+                                args=(url, accept, results, i))
+               for i, accept in enumerate(accepts)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    print(f"{CONCURRENT} scrapes at once with the loop blocked: "
+          f"{elapsed:.3f} s, each " +
+          ", ".join(f"{r[2]:.3f}" for r in results) + " s")
+    check(elapsed < STALE_BOUND_S,
+          f"{CONCURRENT} scrapes at once took {elapsed:.3f} s "
+          f"(bound {STALE_BOUND_S} s)")
+    prometheus = openmetrics = {}
+    oldest = 0
+    for i, (content_type, text, seconds) in enumerate(results):
+        if content_type is None:
+            failures.append(f"scrape {i} failed after {seconds:.3f} s: {text}")
+            continue
+        if accepts[i] == PROMETHEUS_ACCEPT:
+            families, form = parse_prometheus(content_type, text), "0.0.4"
+            prometheus = families
+        else:
+            families, form = parse_openmetrics(content_type, text), "OpenMetrics"
+            openmetrics = families
+        stale_age = age(families, form)
+        check(stale_age is not None and stale_age >= WAIT_S - 0.01,
+              f"scrape {i} ({form}): stale, yet {AGE} is {stale_age}")
+        oldest = max(oldest, stale_age or 0)
+    # The loop has not taken the asks for over WAIT_S: no new wait.
+    results = [None]
+    timed_fetch(url, OPENMETRICS_ACCEPT, results, 0)
+    content_type, text, seconds = results[0]
+    print(f"one more scrape: {seconds:.3f} s")
+    if content_type is None:
+        failures.append(f"the scrape after them failed: {text}")
+    else:
+        later = age(parse_openmetrics(content_type, text), "OpenMetrics")
+        check(seconds < AT_ONCE_S,
+              f"the scrape after them took {seconds:.3f} s (bound "
+              f"{AT_ONCE_S} s)")
+        check(later is not None and later > oldest,
+              f"the scrape after them: {AGE} {later}, not above {oldest}")
+    return prometheus, openmetrics
+
+
+def main():
+    url, sessions = sys.argv[1], int(sys.argv[2])
+    mode = sys.argv[3] if len(sys.argv) > 3 else "fresh"
+    if mode == "stale":
+        prometheus, openmetrics = scrape_stale(url)
+    else:
+        prometheus, openmetrics = scrape_fresh(url)
+    if not prometheus and not openmetrics:
+        failures.append("no scrape parsed: nothing more to check")
+        print("\n".join(failures))
+        return 1
 
     for families, form in ((prometheus, "0.0.4"), (openmetrics, "OpenMetrics")):
         for name in PROCESS_METRICS:
@@ -151,7 +257,8 @@ def main():
     for failure in failures:
         print(failure)
     if not failures:
-        print(f"{url}: both formats parse; {len(openmetrics)} families")
+        print(f"{url} ({mode}): both formats parse; {len(openmetrics)} "
+              "families")
     return 1 if failures else 0
 
 
