@@ -24,6 +24,7 @@
 #include "daemon/ring_worker.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
 
 // A growing string; |failed| once an allocation failed.
 typedef struct halod_text_t {
@@ -355,6 +356,11 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "Executions device workers took from submission rings "
                     "themselves (ring-consumer worker), without halod.",
                     (double)halod_ring_workers_executions(daemon));
+  halod_text_sample(&text, "halo_worker_control_calls_total", "counter",
+                    "Control calls halod made to device workers, each a "
+                    "round trip (allocations, copies, loads, entry lookups, "
+                    "recordings' preparation, queues).",
+                    (double)halo_hal_remote_control_calls());
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains (each part with workers-per-domain "
                     "above 1): with sessions, or kept for the cached "

@@ -154,6 +154,14 @@ static halo_status_t halo_hal_remote_send_failed(
   return lost;
 }
 
+// halo_hal_remote_control_calls.
+static _Atomic uint64_t halo_hal_remote_calls_made;
+
+uint64_t halo_hal_remote_control_calls(void) {
+  return atomic_load_explicit(&halo_hal_remote_calls_made,
+                              memory_order_relaxed);
+}
+
 // Sends a request and waits for its reply (at most |timeout_ns|: then the
 // worker is hung and killed). |out_values| (optional) receives the reply's
 // two values; |out_data| (optional) exactly |data_size| bytes of reply data.
@@ -165,6 +173,8 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
                                           uint64_t out_values[2],
                                           void *out_data, uint64_t data_size) {
   halo_hal_remote_call_t call = {.data = out_data, .data_size = data_size};
+  atomic_fetch_add_explicit(&halo_hal_remote_calls_made, 1,
+                            memory_order_relaxed);
   pthread_mutex_lock(&device->mutex);
   if (device->lost) {
     halo_status_t status = halo_hal_remote_lost_status(device);
@@ -383,18 +393,51 @@ static void halo_hal_remote_object_destroy(halo_hal_remote_object_t *object) {
 
 // ---------------------------------------------------------------- executables
 
+// An entry the worker found, kept with its executable: a loaded module's
+// entries do not change, so a name costs one round trip per executable, not
+// one per use (a recording of 65,536 dispatches of one kernel made as many
+// control calls, each on halod's loop). Names it did not find are asked
+// again (a recording stops at its first error).
+typedef struct halo_hal_remote_entry_t {
+  struct halo_hal_remote_entry_t *next;  // another name of the same key
+  halo_hal_entry_info_t info;
+  char name[];
+} halo_hal_remote_entry_t;
+
 typedef struct halo_hal_remote_executable_t {
   halo_hal_executable_t base;
   halo_hal_remote_object_t remote;
+  pthread_mutex_t mutex;   // entries
+  halo_u64_map_t entries;  // halo_hal_remote_entry_key -> chain
 } halo_hal_remote_executable_t;
 
 static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable;
+
+// FNV-1a of |name|, never 0 (a map key).
+static uint64_t halo_hal_remote_entry_key(const char *name) {
+  uint64_t key = 14695981039346656037ull;
+  for (const unsigned char *c = (const unsigned char *)name; *c; ++c) {
+    key = (key ^ *c) * 1099511628211ull;
+  }
+  return key ? key : 1;
+}
 
 static void halo_hal_remote_executable_destroy(
     halo_hal_executable_t *base_executable) {
   halo_hal_remote_executable_t *executable =
       (halo_hal_remote_executable_t *)base_executable;
   halo_hal_remote_object_destroy(&executable->remote);
+  for (size_t i = 0; i < executable->entries.capacity; ++i) {
+    if (!executable->entries.entries[i].key) continue;
+    halo_hal_remote_entry_t *entry = executable->entries.entries[i].value;
+    while (entry) {
+      halo_hal_remote_entry_t *next = entry->next;
+      free(entry);
+      entry = next;
+    }
+  }
+  halo_u64_map_deinitialize(&executable->entries);
+  pthread_mutex_destroy(&executable->mutex);
   free(executable);
 }
 
@@ -403,14 +446,41 @@ static halo_status_t halo_hal_remote_executable_lookup_entry(
     halo_hal_entry_info_t *out_info) {
   halo_hal_remote_executable_t *executable =
       (halo_hal_remote_executable_t *)base_executable;
+  uint64_t key = halo_hal_remote_entry_key(name);
+  pthread_mutex_lock(&executable->mutex);
+  halo_hal_remote_entry_t *first = halo_u64_map_get(&executable->entries, key);
+  for (halo_hal_remote_entry_t *entry = first; entry; entry = entry->next) {
+    if (strcmp(entry->name, name) == 0) {
+      *out_info = entry->info;
+      pthread_mutex_unlock(&executable->mutex);
+      return NULL;
+    }
+  }
+  pthread_mutex_unlock(&executable->mutex);
+
   memset(out_info, 0, sizeof(*out_info));
   halo_remote_object_t object = {.kind = HALO_REMOTE_OBJECT_EXECUTABLE,
                                  .id = executable->remote.id};
-  halo_remote_part_t parts[2] = {{&object, sizeof(object)},
-                                 {name, strlen(name) + 1}};
-  return halo_hal_remote_call(
+  size_t length = strlen(name);
+  halo_remote_part_t parts[2] = {{&object, sizeof(object)}, {name, length + 1}};
+  HALO_RETURN_IF_ERROR(halo_hal_remote_call(
       executable->remote.device, HALO_REMOTE_LOOKUP_ENTRY, parts, 2, -1,
-      HALO_REMOTE_CALL_TIMEOUT_NS, NULL, out_info, sizeof(*out_info));
+      HALO_REMOTE_CALL_TIMEOUT_NS, NULL, out_info, sizeof(*out_info)));
+  // Kept if memory allows (else asked again next time). Another thread may
+  // have kept the same name meanwhile: a second copy is harmless.
+  halo_hal_remote_entry_t *entry = malloc(sizeof(*entry) + length + 1);
+  if (!entry) return NULL;
+  entry->info = *out_info;
+  memcpy(entry->name, name, length + 1);
+  pthread_mutex_lock(&executable->mutex);
+  entry->next = halo_u64_map_get(&executable->entries, key);
+  halo_status_t status = halo_u64_map_put(&executable->entries, key, entry);
+  pthread_mutex_unlock(&executable->mutex);
+  if (status) {
+    halo_status_free(status);
+    free(entry);
+  }
+  return NULL;
 }
 
 static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable = {
@@ -454,6 +524,8 @@ static halo_status_t halo_hal_remote_device_create_executable(
   if (!executable) return HALO_HAL_REMOTE_OOM();
   executable->base.vtable = &halo_hal_remote_executable_vtable;
   executable->base.origin = (uint32_t)values[1];
+  pthread_mutex_init(&executable->mutex, NULL);
+  halo_u64_map_initialize(&executable->entries);
   *out_executable = &executable->base;
   return NULL;
 }

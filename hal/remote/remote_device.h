@@ -97,6 +97,11 @@ uint32_t halo_hal_remote_wait_all(int64_t timeout_ns);
 // The worker's pid (0 once reaped).
 pid_t halo_hal_remote_device_pid(halo_hal_device_t *device);
 
+// Control calls (requests with a reply) this process made to device workers
+// since it started, every worker's (halo_worker_control_calls_total). Any
+// thread.
+uint64_t halo_hal_remote_control_calls(void);
+
 // Whether the worker was lost, and why (a copy into |out_reason|). A worker
 // that hung up its link counts as lost: this waits (at most 3 s) for its
 // reader to record why.

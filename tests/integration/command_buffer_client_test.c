@@ -7,7 +7,8 @@
 // queue_execute's checks, and real work through the driver under test
 // (HALO_TEST_DRIVER: local, or cuda for the cuda.* variant): a vector add
 // executed with three binding tables, offsets that compose, fills, updates
-// and copies, a dispatch of a zero grid as a no-op, and the memo cache.
+// and copies, a dispatch of a zero grid as a no-op, the memo cache, and a
+// recording's entry lookups (one control call to the worker per entry).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -897,6 +898,55 @@ static void test_zero_grid_dispatch_is_a_noop(void **state) {
 
 // Submissions wait for their semaphores (even one signaled after the
 // submission) and the command buffer may be released right after.
+// A recording of many dispatches of one entry asks the device worker for
+// the entry once (its executable keeps what the worker found): each ask is
+// a control call on halod's loop, so 4096 of them held every other session
+// off the loop for the recording's whole validation.
+static void test_dispatches_of_one_entry_ask_the_worker_once(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_executable_t *executable = load_kernels(client);
+  uint32_t n = 64;
+  uint64_t bytes = n * sizeof(float);
+  halo_buffer_t *a = create_buffer(client, bytes);
+  halo_buffer_t *b = create_buffer(client, bytes);
+  halo_buffer_t *c = create_buffer(client, bytes);
+  halo_dispatch_arg_t args[4] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(a, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(b, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(c, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = "add",
+      .grid = {1, 1, 1},
+      .block = {64, 1, 1},
+      .args = args,
+      .arg_count = 4,
+  };
+  const char *calls = "halo_worker_control_calls_total ";
+  uint64_t before = halo_test_admin_metric(&fixture->daemon, calls);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  for (int i = 0; i < 4096; ++i) {
+    HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  }
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  uint64_t made = halo_test_admin_metric(&fixture->daemon, calls) - before;
+  // The entry's lookup and the recording's preparation, not one a dispatch
+  // (4098 without the executable's entries).
+  print_message("control calls for a recording of 4096 dispatches: %llu\n",
+                (unsigned long long)made);
+  assert_true(made >= 1);
+  assert_true(made < 16);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(a);
+  halo_buffer_release(b);
+  halo_buffer_release(c);
+  halo_executable_release(executable);
+}
+
 static void test_wait_before_signal_then_release(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_client_t *client = fixture->client;
@@ -970,6 +1020,7 @@ int main(void) {
       TEST(test_binding_table_argument_and_offsets_compose),
       TEST(test_fill_update_copy),
       TEST(test_zero_grid_dispatch_is_a_noop),
+      TEST(test_dispatches_of_one_entry_ask_the_worker_once),
       TEST(test_wait_before_signal_then_release),
       TEST(test_close_frees_unreleased_objects),
 #undef TEST
