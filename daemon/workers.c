@@ -447,9 +447,14 @@ static void halod_workers_handle_lost_held(halod_t *daemon,
     halod_workers_reconnect_advice(daemon, &session->process, now, advice,
                                    sizeof(advice));
     char session_reason[1536];
-    snprintf(session_reason, sizeof(session_reason),
-             "%s; in flight: %s; every session of trust domain %s is lost%s",
-             reason, in_flight, domain->name, advice);
+    int length = snprintf(
+        session_reason, sizeof(session_reason),
+        "%s; in flight: %s; every session of trust domain %s is lost%s", reason,
+        in_flight, domain->name, advice);
+    if (length >= (int)sizeof(session_reason)) {
+      // Cut short (a long list in flight, which the log above has whole).
+      memcpy(session_reason + sizeof(session_reason) - 4, "...", 4);
+    }
     halod_session_lose(daemon, session, session_reason);
   }
   halod_device_release(device);
