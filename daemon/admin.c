@@ -207,6 +207,8 @@ static void halod_admin_sessions(halod_t *daemon,
     info->has_executables = info->has_command_buffers = true;
     info->executables = session->executables;
     info->command_buffers = session->command_buffers;
+    info->has_recording_bytes = true;
+    info->recording_bytes = session->recording_bytes;
     info->lost = session->lost_reason ? session->lost_reason : "";
     info->has_faults = info->has_process_faults = true;
     info->faults = session->faults;

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "daemon/session.h"
 #include "hal/device.h"
+#include "hal/remote/remote_device.h"
 
 // Collects what a recording needs while it is validated.
 typedef struct halod_recorder_t {
@@ -17,7 +18,7 @@ typedef struct halod_recorder_t {
   uint32_t device;
   halo_hal_device_t *hal_device;  // the session's trust domain's
   halo_hal_recording_t recording;
-  uint32_t command_capacity;
+  uint32_t command_capacity;  // of recording.commands, as allocated
   uint32_t arg_capacity;
   uint32_t data_capacity;
   halod_slot_requirement_t *slots;
@@ -539,6 +540,61 @@ static void halod_memo_entry_destroy(halod_t *daemon,
   free(entry);
 }
 
+// ------------------------------------------------- session-recording-bytes
+
+// What halod keeps for a recording of |command_capacity| commands besides
+// its arrays of arguments and inline bytes: the commands' array as
+// allocated (no-op dispatches included), the slots' requirements, the
+// objects it holds, its memo entry and one command buffer.
+static uint64_t halod_recording_bytes_in_halod(uint64_t command_capacity,
+                                               uint64_t binding_capacity) {
+  return command_capacity * sizeof(halo_hal_command_t) +
+         (binding_capacity + 1) * sizeof(halod_slot_requirement_t) +
+         sizeof(halod_memo_entry_t) + sizeof(halod_command_buffer_t);
+}
+
+// The bytes the recording of |recorder| costs once prepared: halod's arrays
+// as allocated, and where its device is a worker's the worker's copy of the
+// recording (commands, arguments and inline bytes, exactly as many as it
+// has: halo_remote_on_prepare). What a driver builds from it (a CUDA graph)
+// is not counted.
+static uint64_t halod_recorder_bytes(const halod_recorder_t *recorder) {
+  const halo_hal_recording_t *recording = &recorder->recording;
+  uint64_t bytes =
+      halod_recording_bytes_in_halod(recorder->command_capacity,
+                                     recording->binding_capacity) +
+      (uint64_t)recorder->arg_capacity * sizeof(halo_hal_dispatch_arg_t) +
+      recorder->data_capacity +
+      ((uint64_t)recorder->executable_capacity + recorder->buffer_capacity) *
+          sizeof(void *);
+  if (halo_hal_remote_device_is(recorder->hal_device)) {
+    bytes += (uint64_t)recording->command_count * sizeof(halo_hal_command_t) +
+             (uint64_t)recording->arg_count * sizeof(halo_hal_dispatch_arg_t) +
+             recording->data_size;
+  }
+  return bytes;
+}
+
+// RESOURCE_EXHAUSTED naming session-recording-bytes if |bytes| (|least|: at
+// least that many) more would pass the session's quota.
+static halo_status_t halod_command_buffer_check_quota(halod_t *daemon,
+                                                      halod_session_t *session,
+                                                      uint64_t bytes,
+                                                      size_t commands,
+                                                      bool least) {
+  uint64_t used = session->recording_bytes;
+  uint64_t quota = daemon->config.session_recording_bytes;
+  if (bytes <= quota && used <= quota - bytes) return NULL;
+  return halo_status_make(
+      HALO_STATUS_RESOURCE_EXHAUSTED,
+      "command buffer of %s%llu bytes (%zu command%s) exceeds the session's "
+      "quota session-recording-bytes (%llu of %llu bytes in use by its %u "
+      "command buffers; release some first)",
+      least ? "at least " : "", (unsigned long long)bytes, commands,
+      commands == 1 ? "" : "s", (unsigned long long)used,
+      (unsigned long long)quota, session->command_buffers);
+}
+
 halo_status_t halod_command_buffer_create(
     halod_t *daemon, halod_session_t *session,
     const Halo__Wire__CommandBufferCreate *request,
@@ -569,6 +625,12 @@ halo_status_t halod_command_buffer_create(
                             "%zu commands (at most %d)", request->n_commands,
                             HALOD_MAX_COMMANDS);
   }
+  // The commands' array alone may not fit: refused before it is allocated.
+  HALO_RETURN_IF_ERROR(halod_command_buffer_check_quota(
+      daemon, session,
+      halod_recording_bytes_in_halod(request->n_commands + 1,
+                                     request->binding_capacity),
+      request->n_commands, true));
   halod_recorder_t recorder;
   memset(&recorder, 0, sizeof(recorder));
   recorder.daemon = daemon;
@@ -583,8 +645,9 @@ halo_status_t halod_command_buffer_create(
   recorder.recording.binding_capacity = request->binding_capacity;
   recorder.slots =
       calloc(request->binding_capacity + 1, sizeof(*recorder.slots));
+  recorder.command_capacity = (uint32_t)request->n_commands + 1;
   recorder.recording.commands =
-      calloc(request->n_commands + 1, sizeof(*recorder.recording.commands));
+      calloc(recorder.command_capacity, sizeof(*recorder.recording.commands));
   if (!recorder.slots || !recorder.recording.commands) {
     halod_recorder_release(&recorder);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -632,6 +695,25 @@ halo_status_t halod_command_buffer_create(
   halo_hash_t key;
   halo_hasher_finalize(&recorder.hasher, &key);
 
+  bool reusable = mode == HALO_HAL_RECORDING_REUSABLE;
+  halod_memo_entry_t *entry =
+      reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))
+               : NULL;
+  if (entry && memcmp(entry->key.bytes, key.bytes, HALO_HASH_BYTES) != 0) {
+    entry = NULL;
+  }
+  // A shared recording is charged to each session holding it, as if it
+  // were its own: what a session may hold does not depend on whether
+  // another recorded the same first, and the recording stays while any
+  // holder does.
+  uint64_t bytes = entry ? entry->bytes : halod_recorder_bytes(&recorder);
+  status = halod_command_buffer_check_quota(daemon, session, bytes,
+                                            request->n_commands, false);
+  if (status) {
+    halod_recorder_release(&recorder);
+    return status;
+  }
+
   halod_command_buffer_t *command_buffer = calloc(1, sizeof(*command_buffer));
   if (!command_buffer) {
     halod_recorder_release(&recorder);
@@ -639,12 +721,9 @@ halo_status_t halod_command_buffer_create(
   }
   command_buffer->refcount = 1;
   command_buffer->id = halod_next_id(daemon);
+  command_buffer->owner_session = session->id;
 
-  bool reusable = mode == HALO_HAL_RECORDING_REUSABLE;
-  halod_memo_entry_t *entry =
-      reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))
-               : NULL;
-  if (entry && memcmp(entry->key.bytes, key.bytes, HALO_HASH_BYTES) == 0) {
+  if (entry) {
     // An identical recording is prepared already (held, or kept after its
     // last release): share it.
     halod_cache_lru_take(&daemon->cache.memo_lru, &entry->lru);
@@ -654,6 +733,7 @@ halo_status_t halod_command_buffer_create(
     halod_recorder_release(&recorder);
     command_buffer->entry = entry;
     command_buffer->memo_hit = true;
+    session->recording_bytes += entry->bytes;
     *out_command_buffer = command_buffer;
     return NULL;
   }
@@ -678,6 +758,7 @@ halo_status_t halod_command_buffer_create(
   entry->lru.device = recorder.hal_device;
   entry->flags = mode;
   entry->sharers = 1;
+  entry->bytes = bytes;
   entry->command_count = (uint32_t)request->n_commands;
   entry->binding_capacity = request->binding_capacity;
   entry->slots = recorder.slots;
@@ -697,6 +778,7 @@ halo_status_t halod_command_buffer_create(
     }
   }
   command_buffer->entry = entry;
+  session->recording_bytes += bytes;
   *out_command_buffer = command_buffer;
   return NULL;
 }
@@ -709,6 +791,9 @@ void halod_command_buffer_release(halod_t *daemon,
                                   halod_command_buffer_t *command_buffer) {
   if (--command_buffer->refcount > 0) return;
   halod_memo_entry_t *entry = command_buffer->entry;
+  halod_session_t *owner =
+      halo_u64_map_get(&daemon->sessions.by_id, command_buffer->owner_session);
+  if (owner) owner->recording_bytes -= entry->bytes;
   if (--entry->sharers == 0) {
     uint32_t bound = daemon->config.memo_cache_entries;
     if (entry->in_cache && entry->buffer_count == 0 &&

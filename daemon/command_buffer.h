@@ -36,7 +36,11 @@ typedef struct halod_memo_entry_t {
   uint32_t flags;
   uint32_t sharers;  // command buffers using it
   uint64_t hits;     // times an identical recording found it
-  bool in_cache;     // REUSABLE: in daemon->cache.memo
+  // What each command buffer using it is charged against
+  // session-recording-bytes: the bytes halod keeps for it, and the worker's
+  // copy of the recording where the device is a worker's.
+  uint64_t bytes;
+  bool in_cache;  // REUSABLE: in daemon->cache.memo
   // As recorded (no-op dispatches included; the device has only the rest).
   uint32_t command_count;
   uint32_t binding_capacity;
@@ -57,6 +61,10 @@ typedef struct halod_command_buffer_t {
   halod_memo_entry_t *entry;
   bool memo_hit;
   bool executed;  // ONE_SHOT: at most once
+  // Charged entry->bytes against session-recording-bytes until the last
+  // reference goes (submissions in flight keep the recording); the session
+  // may have ended by then.
+  uint64_t owner_session;
 } halod_command_buffer_t;
 
 #define HALOD_MAX_COMMANDS 65536
@@ -73,6 +81,11 @@ typedef struct halod_command_buffer_t {
 // vectorized loads (Triton's 128-bit ones) fault on a lesser address.
 #define HALOD_DISPATCH_ALIGNMENT 16u
 
+// Validates and prepares the recording of |request|, or shares an identical
+// prepared one. The session is charged the recording's bytes (entry->bytes,
+// also when shared) against session-recording-bytes until the command
+// buffer's last reference goes; past the quota the create is refused with
+// RESOURCE_EXHAUSTED naming it, before the recording reaches the device.
 halo_status_t halod_command_buffer_create(
     halod_t *daemon, halod_session_t *session,
     const Halo__Wire__CommandBufferCreate *request,

@@ -121,6 +121,13 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"session-device-bytes",
      HALOD_NUMBER(HALOD_CONFIG_BYTES, session_device_bytes), "17179869184", 0,
      UINT64_MAX, NULL, LIVE, "quota of device bytes per session"},
+    {"session-recording-bytes",
+     HALOD_NUMBER(HALOD_CONFIG_BYTES, session_recording_bytes), "268435456", 0,
+     UINT64_MAX, NULL, LIVE,
+     "quota of bytes the recordings of a session's command buffers cost "
+     "halod and the device worker (commands, arguments and inline bytes as "
+     "kept, in both; a shared memoized recording is charged to each session "
+     "holding it); past it creating one fails with RESOURCE_EXHAUSTED"},
     {"session-handles", HALOD_NUMBER(HALOD_CONFIG_U32, session_handles),
      "65536", 16, 1u << 20, NULL, LIVE,
      "quota of live handles per session; live: for sessions that connect "

@@ -78,6 +78,9 @@ struct halod_session_t {
 
   uint32_t executables;
   uint32_t command_buffers;
+  // The recordings of its command buffers, charged against
+  // session-recording-bytes (daemon/command_buffer.h).
+  uint64_t recording_bytes;
   halod_queue_t *queues;  // every queue of the session (list)
   halod_queue_t *default_queues[HALO_HAL_MAX_DEVICES];
   // Its submissions not yet retired, newest first (halod_submission_t, by

@@ -532,6 +532,8 @@ static json_t *haloctl_clients_json(
     haloctl_json_set(o, "requests", haloctl_json_count(s->requests));
     haloctl_json_set(o, "executables", json_integer(s->executables));
     haloctl_json_set(o, "command_buffers", json_integer(s->command_buffers));
+    haloctl_json_set(o, "recording_bytes",
+                     haloctl_json_count(s->recording_bytes));
     haloctl_json_set(o, "queues", json_integer(s->queues));
     haloctl_json_set(o, "submissions", haloctl_json_count(s->submissions));
     haloctl_json_set(o, "pending", json_integer(s->pending));

@@ -71,6 +71,10 @@ static void test_errors_name_file_line_and_setting(void **state) {
       {"socket-mode = 0999\n", "1: socket-mode: '0999' is not an octal"},
       {"session-host-bytes = 12Q\n",
        "1: session-host-bytes: '12Q' is not a number of bytes"},
+      {"session-recording-bytes = -1\n",
+       "1: session-recording-bytes: '-1' is not a number of bytes"},
+      {"session-recording-bytes = 16E\n",
+       "1: session-recording-bytes: '16E' is not a number of bytes"},
       {"ring-bytes = 48K\n",
        "1: ring-bytes: '48K' (49152) is not a power of two"},
       {"ring-bytes = 16K\n",
@@ -145,6 +149,9 @@ static void test_print_config(void **state) {
            "log-level = debug\n#   from %s:2; live\n", fixture->path);
   OPS_EXPECT(&r, strstr(r.out, from_file));
   OPS_EXPECT(&r, strstr(r.out, "session-device-bytes = 2147483648\n"));
+  // A quota's default (256M) and that SIGHUP applies it.
+  OPS_EXPECT(&r,
+             strstr(r.out, "session-recording-bytes = 268435456\n#   live\n"));
   // Flags override the file.
   OPS_EXPECT(&r, strstr(r.out, "contexts = 4\n#   from --contexts\n"));
   OPS_EXPECT(&r, strstr(r.out, "socket-mode = 0660\n"));
@@ -211,6 +218,7 @@ static void test_reload(void **state) {
   char text[600];
   snprintf(text, sizeof(text),
            "log-level = debug\ncontexts = 8\nsession-pending = 5\n"
+           "session-recording-bytes = 1M\n"
            "metrics-textfile = %s\nmetrics-interval = 1\n",
            metrics);
   ops_write_file(fixture->path, text);
@@ -219,6 +227,9 @@ static void test_reload(void **state) {
                                  "reload: log-level: info -> debug", 5000));
   assert_true(ops_daemon_log_has(&fixture->daemon,
                                  "reload: session-pending: 65536 -> 5", 5000));
+  assert_true(ops_daemon_log_has(
+      &fixture->daemon, "reload: session-recording-bytes: 268435456 -> 1048576",
+      5000));
   assert_true(ops_daemon_log_has(
       &fixture->daemon,
       "reload: contexts: 4 -> 8 needs a restart; ignored (still 4)", 5000));
