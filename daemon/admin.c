@@ -558,6 +558,9 @@ static void halod_admin_memo_cache(halod_t *daemon,
       daemon->cache.memo.count, &daemon->cache.memo_lru,
       daemon->config.memo_cache_entries, daemon->cache.memo_hits,
       daemon->cache.memo_misses);
+  memo.has_cached_bytes = memo.has_capacity_bytes = true;
+  memo.cached_bytes = daemon->cache.memo_lru.bytes;
+  memo.capacity_bytes = daemon->config.memo_cache_bytes;
   Halo__Wire__CacheSummary executable = halod_admin_cache_summary(
       daemon->cache.executables.count, &daemon->cache.executable_lru,
       daemon->config.executable_cache_entries, daemon->stats.executable_hits,

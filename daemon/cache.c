@@ -14,6 +14,7 @@ void halod_cache_lru_initialize(halod_cache_lru_t *lru,
                                 halod_cache_destroy_fn destroy) {
   halo_list_initialize(&lru->list);
   lru->count = 0;
+  lru->bytes = 0;
   lru->evictions = 0;
   lru->destroy = destroy;
 }
@@ -43,14 +44,15 @@ void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link) {
   halo_list_remove(&lru->list, &link->link);
   link->listed = false;
   --lru->count;
+  lru->bytes -= link->bytes;
 }
 
-// Destroys the least recently used entries of |lru| past |bound|; whether
-// it destroyed any.
+// Destroys the least recently used entries of |lru| past |bound| entries or
+// |byte_bound| bytes; whether it destroyed any.
 static bool halod_cache_lru_evict(halod_t *daemon, halod_cache_lru_t *lru,
-                                  uint32_t bound) {
+                                  uint32_t bound, uint64_t byte_bound) {
   bool evicted = false;
-  while (lru->count > bound && lru->list.tail) {
+  while ((lru->count > bound || lru->bytes > byte_bound) && lru->list.tail) {
     halod_cache_link_t *victim = halod_cache_link_of(lru->list.tail);
     halod_cache_lru_take(lru, victim);
     ++lru->evictions;
@@ -61,19 +63,25 @@ static bool halod_cache_lru_evict(halod_t *daemon, halod_cache_lru_t *lru,
 }
 
 void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
-                         halod_cache_link_t *link, uint32_t bound) {
+                         halod_cache_link_t *link, uint32_t bound,
+                         uint64_t byte_bound) {
   halo_list_push_front(&lru->list, &link->link);
   link->listed = true;
   ++lru->count;
-  if (halod_cache_lru_evict(daemon, lru, bound)) halod_domains_end_idle(daemon);
+  lru->bytes += link->bytes;
+  if (halod_cache_lru_evict(daemon, lru, bound, byte_bound)) {
+    halod_domains_end_idle(daemon);
+  }
 }
 
 void halod_cache_trim(halod_t *daemon) {
   // Recordings first: they hold executables.
   bool evicted = halod_cache_lru_evict(daemon, &daemon->cache.memo_lru,
-                                       daemon->config.memo_cache_entries);
+                                       daemon->config.memo_cache_entries,
+                                       daemon->config.memo_cache_bytes);
   evicted |= halod_cache_lru_evict(daemon, &daemon->cache.executable_lru,
-                                   daemon->config.executable_cache_entries);
+                                   daemon->config.executable_cache_entries,
+                                   UINT64_MAX);
   if (evicted) halod_domains_end_idle(daemon);
 }
 

@@ -9,6 +9,12 @@
 // next). Past the bound the least recently used entry is destroyed. An
 // entry found again leaves the list; one released again goes to its front.
 //
+// The recordings' list is bounded in bytes too (memo-cache-bytes: a
+// recording costs halod and its worker up to some 20 MiB each, charged to no
+// session once released): past either bound the least recently used go,
+// and a recording larger than the bytes' bound is not kept at all.
+// Executables count 0 bytes (their bound is a count only).
+//
 // Entries belong to a device of a trust domain (a domain's worker, or with
 // device-workers=inline the shared device): a worker that is lost takes its
 // entries with it (a fresh worker has none of its state), and a domain
@@ -33,7 +39,10 @@ typedef struct halod_cache_link_t {
   // prev: towards the most recently used; next: towards the least.
   halo_list_link_t link;
   halo_hal_device_t *device;  // the entry's device (not held)
-  bool listed;                // in an LRU list now
+  // What the entry costs while listed, against its list's bytes' bound
+  // (memo-cache-bytes); 0 for executables. Set before it is listed.
+  uint64_t bytes;
+  bool listed;  // in an LRU list now
 } halod_cache_link_t;
 
 // Destroys the entry around |link| (unlinked already).
@@ -45,7 +54,8 @@ struct halod_cache_lru_t {
   // the least recently used, evicted first.
   halo_list_t list;
   uint32_t count;
-  uint64_t evictions;  // destroyed past the bound
+  uint64_t bytes;      // the listed entries' bytes
+  uint64_t evictions;  // destroyed past the bounds
   halod_cache_destroy_fn destroy;
 };
 
@@ -59,13 +69,16 @@ bool halod_cache_keeps(const halod_t *daemon, halo_hal_device_t *device,
                        uint32_t bound);
 
 // Puts |link| at the front and destroys the least recently used entries
-// past |bound|; domains left idle without entries then end.
+// until at most |bound| entries of at most |byte_bound| bytes are left
+// (|link| itself fits: the caller checked link->bytes <= |byte_bound|);
+// domains left idle without entries then end.
 void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
-                         halod_cache_link_t *link, uint32_t bound);
+                         halod_cache_link_t *link, uint32_t bound,
+                         uint64_t byte_bound);
 
 // Destroys the least recently used entries of both lists past their
-// bounds (a reload lowered them); domains left idle without entries then
-// end.
+// bounds (a reload lowered them: memo-cache-entries, memo-cache-bytes,
+// executable-cache-entries); domains left idle without entries then end.
 void halod_cache_trim(halod_t *daemon);
 
 // Takes |link| out of the list (its entry is used again).

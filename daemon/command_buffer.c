@@ -759,6 +759,7 @@ halo_status_t halod_command_buffer_create(
   entry->flags = mode;
   entry->sharers = 1;
   entry->bytes = bytes;
+  entry->lru.bytes = bytes;  // against memo-cache-bytes once released
   entry->command_count = (uint32_t)request->n_commands;
   entry->binding_capacity = request->binding_capacity;
   entry->slots = recorder.slots;
@@ -795,10 +796,15 @@ void halod_command_buffer_release(halod_t *daemon,
       halo_u64_map_get(&daemon->sessions.by_id, command_buffer->owner_session);
   if (owner) owner->recording_bytes -= entry->bytes;
   if (--entry->sharers == 0) {
+    // Kept within memo-cache-entries and memo-cache-bytes; a recording
+    // larger than the bytes' bound alone is not kept (0: none is).
     uint32_t bound = daemon->config.memo_cache_entries;
+    uint64_t byte_bound = daemon->config.memo_cache_bytes;
     if (entry->in_cache && entry->buffer_count == 0 &&
+        entry->lru.bytes <= byte_bound && byte_bound > 0 &&
         halod_cache_keeps(daemon, entry->lru.device, bound)) {
-      halod_cache_lru_add(daemon, &daemon->cache.memo_lru, &entry->lru, bound);
+      halod_cache_lru_add(daemon, &daemon->cache.memo_lru, &entry->lru, bound,
+                          byte_bound);
     } else {
       halod_memo_entry_destroy(daemon, entry);
     }

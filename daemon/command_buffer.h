@@ -51,7 +51,8 @@ typedef struct halod_memo_entry_t {
   halod_buffer_t **buffers;  // directly referenced, retained
   uint32_t buffer_count;
   // Without sharers: kept in daemon->cache.memo_lru (REUSABLE recordings
-  // that name no buffer directly: a buffer's id is never seen again).
+  // that name no buffer directly: a buffer's id is never seen again), its
+  // lru.bytes (= bytes) counted against memo-cache-bytes.
   halod_cache_link_t lru;
 } halod_memo_entry_t;
 

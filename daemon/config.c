@@ -295,6 +295,12 @@ static const halod_config_entry_t halod_config_entries[] = {
      "256", 0, 65536, NULL, LIVE,
      "prepared REUSABLE recordings kept after their last command buffer was "
      "released (least recently used first out); 0: none (haloctl cache)"},
+    {"memo-cache-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, memo_cache_bytes),
+     "268435456", 0, UINT64_MAX, NULL, LIVE,
+     "bytes the recordings kept after their last release (memo-cache-entries) "
+     "may cost halod and the device workers in all, counted as "
+     "session-recording-bytes counts them (least recently used first out; a "
+     "recording larger than this is not kept); 0: none"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Default: "

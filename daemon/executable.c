@@ -574,7 +574,7 @@ void halod_executable_release(halod_t *daemon, halod_executable_t *executable) {
   uint32_t bound = daemon->config.executable_cache_entries;
   if (halod_cache_keeps(daemon, executable->lru.device, bound)) {
     halod_cache_lru_add(daemon, &daemon->cache.executable_lru, &executable->lru,
-                        bound);
+                        bound, UINT64_MAX);
     return;
   }
   halod_executable_destroy(daemon, executable);

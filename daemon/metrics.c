@@ -395,8 +395,13 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_sample(&text, "halo_memo_cache_cached", "gauge",
                     "Recordings kept after their last release (LRU).",
                     (double)daemon->cache.memo_lru.count);
+  halod_text_sample(&text, "halo_memo_cache_bytes", "gauge",
+                    "Bytes the recordings kept after their last release cost "
+                    "halod and the workers (at most memo-cache-bytes).",
+                    (double)daemon->cache.memo_lru.bytes);
   halod_text_sample(&text, "halo_memo_cache_evictions_total", "counter",
-                    "Released recordings evicted past memo-cache-entries.",
+                    "Released recordings evicted past memo-cache-entries "
+                    "or memo-cache-bytes.",
                     (double)daemon->cache.memo_lru.evictions);
   halod_text_sample(&text, "halo_memo_cache_entries", "gauge",
                     "Memoized recordings.", (double)daemon->cache.memo.count);

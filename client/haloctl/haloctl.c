@@ -1007,19 +1007,32 @@ static json_t *haloctl_cache_summary_json(const Halo__Wire__CacheSummary *c) {
   haloctl_json_set(o, "hits", haloctl_json_count(c->hits));
   haloctl_json_set(o, "misses", haloctl_json_count(c->misses));
   haloctl_json_set(o, "evictions", haloctl_json_count(c->evictions));
+  if (c->has_cached_bytes) {
+    haloctl_json_set(o, "cached_bytes", haloctl_json_count(c->cached_bytes));
+  }
+  if (c->has_capacity_bytes) {
+    haloctl_json_set(o, "capacity_bytes",
+                     haloctl_json_count(c->capacity_bytes));
+  }
   return o;
 }
 
-// "memo cache: 3 entries (1 held, 2 cached of at most 256); hits 4,
-// misses 3, evictions 0".
+// "memo cache: 3 entries (1 held, 2 cached of at most 256, 4096 bytes of
+// at most 268435456); hits 4, misses 3, evictions 0" (the bytes: where the
+// daemon sent them).
 static void haloctl_cache_summary_text(const char *name,
                                        const Halo__Wire__CacheSummary *c) {
   if (!c) return;
+  char bytes[64] = "";
+  if (c->has_cached_bytes && c->has_capacity_bytes) {
+    snprintf(bytes, sizeof(bytes), ", %" PRIu64 " bytes of at most %" PRIu64,
+             c->cached_bytes, c->capacity_bytes);
+  }
   printf("%s cache: %" PRIu32 " entries (%" PRIu32 " held, %" PRIu32
-         " cached of at most %" PRIu32 "); hits %" PRIu64 ", misses %" PRIu64
+         " cached of at most %" PRIu32 "%s); hits %" PRIu64 ", misses %" PRIu64
          ", evictions %" PRIu64 "\n",
-         name, c->entries, c->held, c->cached, c->capacity, c->hits, c->misses,
-         c->evictions);
+         name, c->entries, c->held, c->cached, c->capacity, bytes, c->hits,
+         c->misses, c->evictions);
 }
 
 static json_t *haloctl_cache_json(const Halo__Wire__AdminMemoCacheReply *r) {

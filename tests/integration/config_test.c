@@ -75,6 +75,8 @@ static void test_errors_name_file_line_and_setting(void **state) {
        "1: session-recording-bytes: '-1' is not a number of bytes"},
       {"session-recording-bytes = 16E\n",
        "1: session-recording-bytes: '16E' is not a number of bytes"},
+      {"memo-cache-bytes = 1X\n",
+       "1: memo-cache-bytes: '1X' is not a number of bytes"},
       {"ring-bytes = 48K\n",
        "1: ring-bytes: '48K' (49152) is not a power of two"},
       {"ring-bytes = 16K\n",
@@ -152,6 +154,8 @@ static void test_print_config(void **state) {
   // A quota's default (256M) and that SIGHUP applies it.
   OPS_EXPECT(&r,
              strstr(r.out, "session-recording-bytes = 268435456\n#   live\n"));
+  // The memo cache's bound in bytes (256M), live too.
+  OPS_EXPECT(&r, strstr(r.out, "memo-cache-bytes = 268435456\n#   live\n"));
   // Flags override the file.
   OPS_EXPECT(&r, strstr(r.out, "contexts = 4\n#   from --contexts\n"));
   OPS_EXPECT(&r, strstr(r.out, "socket-mode = 0660\n"));
@@ -219,6 +223,7 @@ static void test_reload(void **state) {
   snprintf(text, sizeof(text),
            "log-level = debug\ncontexts = 8\nsession-pending = 5\n"
            "session-recording-bytes = 1M\n"
+           "memo-cache-bytes = 2M\n"
            "metrics-textfile = %s\nmetrics-interval = 1\n",
            metrics);
   ops_write_file(fixture->path, text);
@@ -229,6 +234,9 @@ static void test_reload(void **state) {
                                  "reload: session-pending: 65536 -> 5", 5000));
   assert_true(ops_daemon_log_has(
       &fixture->daemon, "reload: session-recording-bytes: 268435456 -> 1048576",
+      5000));
+  assert_true(ops_daemon_log_has(
+      &fixture->daemon, "reload: memo-cache-bytes: 268435456 -> 2097152",
       5000));
   assert_true(ops_daemon_log_has(
       &fixture->daemon,

@@ -223,7 +223,8 @@ static void test_buffers_and_cache(void **state) {
   OPS_EXPECT(&r, strstr(r.out,
                         "\"memo_cache\":{\"entries\":1,\"held\":1,"
                         "\"cached\":0,\"capacity\":256,\"hits\":0,"
-                        "\"misses\":1,\"evictions\":0}"));
+                        "\"misses\":1,\"evictions\":0,\"cached_bytes\":0,"
+                        "\"capacity_bytes\":268435456}"));
   OPS_EXPECT(&r, strstr(r.out, "\"executable_cache\":{\"entries\":0,"));
   ops_result_free(&r);
   haloctl_run(fixture, (const char *const[]){"cache", NULL}, &r);
@@ -231,7 +232,8 @@ static void test_buffers_and_cache(void **state) {
                      strstr(r.out, "executables: 0 loaded"));
   OPS_EXPECT(&r, strstr(r.out,
                         "memo cache: 1 entries (1 held, 0 cached of at most "
-                        "256); hits 0, misses 1, evictions 0"));
+                        "256, 0 bytes of at most 268435456); hits 0, misses "
+                        "1, evictions 0"));
   ops_result_free(&r);
   haloctl_work_finish(&work);
   haloctl_work_release(&work);
