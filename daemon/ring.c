@@ -992,9 +992,14 @@ static bool halod_ring_detach_live(halod_ring_t *ring) {
     halo_status_free(status);
     return false;
   }
-  // Each record it took is at least a record header long.
+  // Between where halod last knew the head (it learns the worker's only at
+  // a bounce, so a worker may have gone round the ring many times since)
+  // and the tail the client published; each record it took is at least a
+  // record header long.
+  uint64_t tail =
+      atomic_load_explicit(&ring->header->tail, memory_order_acquire);
   uint64_t bytes = head - ring->head;
-  if (head < ring->head || bytes > ring->capacity ||
+  if (head < ring->head || head > tail || tail - head > ring->capacity ||
       head % HALO_RING_RECORD_ALIGN || sequence < ring->sequence ||
       sequence - ring->sequence > bytes / sizeof(halo_ring_record_header_t)) {
     HALO_LOG_WARN(
@@ -1026,7 +1031,9 @@ void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
     // semaphores, which it may anyway.
     uint64_t taken =
         atomic_load_explicit(&ring->header->head, memory_order_acquire);
-    if (taken > ring->head && taken - ring->head <= ring->capacity &&
+    uint64_t tail =
+        atomic_load_explicit(&ring->header->tail, memory_order_acquire);
+    if (taken > ring->head && taken <= tail && tail - taken <= ring->capacity &&
         taken % HALO_RING_RECORD_ALIGN == 0) {
       halo_ring_record_header_t record;
       memcpy(&record, ring->records + (taken & (ring->capacity - 1)),

@@ -896,8 +896,6 @@ static void test_zero_grid_dispatch_is_a_noop(void **state) {
   halo_executable_release(executable);
 }
 
-// Submissions wait for their semaphores (even one signaled after the
-// submission) and the command buffer may be released right after.
 // A recording of many dispatches of one entry asks the device worker for
 // the entry once (its executable keeps what the worker found): each ask is
 // a control call on halod's loop, so 4096 of them held every other session
@@ -935,7 +933,7 @@ static void test_dispatches_of_one_entry_ask_the_worker_once(void **state) {
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
   uint64_t made = halo_test_admin_metric(&fixture->daemon, calls) - before;
   // The entry's lookup and the recording's preparation, not one a dispatch
-  // (4098 without the executable's entries).
+  // (4097 without the executable's entries).
   print_message("control calls for a recording of 4096 dispatches: %llu\n",
                 (unsigned long long)made);
   assert_true(made >= 1);
@@ -947,6 +945,8 @@ static void test_dispatches_of_one_entry_ask_the_worker_once(void **state) {
   halo_executable_release(executable);
 }
 
+// Submissions wait for their semaphores (even one signaled after the
+// submission) and the command buffer may be released right after.
 static void test_wait_before_signal_then_release(void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_client_t *client = fixture->client;

@@ -576,12 +576,12 @@ static void test_report_before_loss_is_read(void **state) {
 }
 
 // An asynchronous execute published to the worker's ring and never taken
-// (the worker is stopped, then killed) fails its signals with the
-// session's loss, as a submission halod held would: another domain's
-// semaphore it signals wakes its waiter with DEVICE_LOST, not at the
-// waiter's timeout.
-static void test_lost_session_fails_untaken_records(void **state) {
-  fixture_t *fixture = *state;
+// (the worker is stopped, then killed) after |steps| the worker took fails
+// its signals with the session's loss, as a submission halod held would:
+// another domain's semaphore it signals wakes its waiter with DEVICE_LOST,
+// not at the waiter's timeout.
+static void lost_session_fails_untaken_records(fixture_t *fixture,
+                                               uint64_t steps) {
   // Another domain creates the semaphore, a third waits for 1.
   halo_test_process_t creator = {0}, waiter = {0};
   const char *creator_args[] = {"create", "0", NULL};
@@ -605,7 +605,7 @@ static void test_lost_session_fails_untaken_records(void **state) {
   HALO_TEST_ASSERT_OK(halo_semaphore_import(client, &token, &foreign));
   filler_t filler;
   filler_open(client, 7, &filler);
-  run_steps(filler.cb, filler.buffer, filler.done, 3);  // the worker's now
+  run_steps(filler.cb, filler.buffer, filler.done, steps);  // the worker's
   char domain[32];
   snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
   pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
@@ -626,6 +626,19 @@ static void test_lost_session_fails_untaken_records(void **state) {
   halo_test_process_cleanup(&waiter);
   halo_test_process_cleanup(&creator);
   halo_client_close(client);
+}
+
+static void test_lost_session_fails_untaken_records(void **state) {
+  lost_session_fails_untaken_records(*state, 3);
+}
+
+// ... after the worker went round the ring several times: halod, which
+// learns the worker's head only at a bounce, finds where the worker
+// stopped between its own last head and the client's tail (it took a
+// position more than a ring ahead of its own for a broken ring, and the
+// record's signals never came).
+static void test_lost_session_fails_untaken_records_past_a_wrap(void **state) {
+  lost_session_fails_untaken_records(*state, 2000);
 }
 
 // A lost session's ring ended with the loss, and it gets no other: a new
@@ -795,6 +808,9 @@ int main(void) {
                                       setup_process_domains, teardown),
       cmocka_unit_test_setup_teardown(test_lost_session_fails_untaken_records,
                                       setup_process_domains, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_lost_session_fails_untaken_records_past_a_wrap,
+          setup_process_domains, teardown),
       cmocka_unit_test_setup_teardown(test_lost_session_gets_no_second_ring,
                                       setup_process_domains, teardown),
       cmocka_unit_test_setup_teardown(test_loss_after_idle_domain_reports,
