@@ -358,8 +358,9 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     (double)halod_ring_workers_executions(daemon));
   halod_text_sample(&text, "halo_worker_control_calls_total", "counter",
                     "Control calls halod made to device workers, each a "
-                    "round trip (allocations, copies, loads, entry lookups, "
-                    "recordings' preparation, queues).",
+                    "round trip (allocations, copies, host registrations, "
+                    "loads, entry lookups, recordings' preparation, queues, "
+                    "a lost session's ring).",
                     (double)halo_hal_remote_control_calls());
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains (each part with workers-per-domain "
