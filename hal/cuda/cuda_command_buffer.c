@@ -389,6 +389,9 @@ typedef struct halo_hal_cuda_command_buffer_t {
   uint32_t instances_built;
   halo_hal_cuda_task_t *parked_head;
   halo_hal_cuda_task_t *parked_tail;
+  // Parked executions woken (posted again) and not yet run: a free
+  // instance, or the right to create one, is kept for each.
+  uint32_t promised;
   halo_hal_cuda_task_t reap_task;  // destroy on the reaper
 } halo_hal_cuda_command_buffer_t;
 
@@ -1507,6 +1510,13 @@ static uint64_t halo_hal_cuda_binding_key(
 // (clients sharing a recording each find "their" instance again: no
 // SetParams, no table copy), else the oldest (the one its last user is
 // least likely to come back for); with no key (affinity off), the newest.
+// Parked executions go first, in the order they parked: an instance given
+// back is kept for the one it wakes (|promised|), and while any is parked
+// or woken a later execution parks behind them. Else a later execution of
+// a queue could take the instance freed for an earlier one and be issued
+// first: out of the queue's order, its GPU store then overwritten by the
+// earlier one's lower value, which an execution watched through its store
+// would wait for for ever.
 static void halo_hal_cuda_instance_take(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, uint64_t key,
@@ -1516,8 +1526,17 @@ static void halo_hal_cuda_instance_take(
   *out_create = false;
   *out_parked = false;
   pthread_mutex_lock(&command_buffer->mutex);
+  bool promised = waiter->promised;
+  if (promised) {
+    waiter->promised = false;
+    --command_buffer->promised;
+  }
   uint32_t count = command_buffer->free_count;
-  if (count > 0) {
+  uint32_t room =
+      count + (command_buffer->instance_limit - command_buffer->instance_count);
+  bool may = promised ||
+             (!command_buffer->parked_head && room > command_buffer->promised);
+  if (may && count > 0) {
     // Without a key (affinity off): the newest, as before there was one.
     uint32_t index = key ? 0 : count - 1;
     for (uint32_t i = count; key && i-- > 0;) {
@@ -1534,9 +1553,16 @@ static void halo_hal_cuda_instance_take(
             &command_buffer->free_instances[index + 1],
             (count - index - 1) * sizeof(command_buffer->free_instances[0]));
     command_buffer->free_count = count - 1;
-  } else if (command_buffer->instance_count < command_buffer->instance_limit) {
+  } else if (may &&
+             command_buffer->instance_count < command_buffer->instance_limit) {
     ++command_buffer->instance_count;
     *out_create = true;
+  } else if (promised) {
+    // Cannot happen (what was kept for it is there); first in line anyway.
+    waiter->next = command_buffer->parked_head;
+    command_buffer->parked_head = waiter;
+    if (!command_buffer->parked_tail) command_buffer->parked_tail = waiter;
+    *out_parked = true;
   } else {
     waiter->next = NULL;
     if (command_buffer->parked_tail) {
@@ -1551,7 +1577,8 @@ static void halo_hal_cuda_instance_take(
 }
 
 // Returns |instance| (NULL: a reservation that was not used) and wakes the
-// first parked execution, if any. Any thread; no driver call.
+// first parked execution, if any, keeping the instance (or the right to
+// create one) for it. Any thread; no driver call.
 static void halo_hal_cuda_instance_give(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_graph_instance_t *instance) {
@@ -1568,6 +1595,8 @@ static void halo_hal_cuda_instance_give(
     command_buffer->parked_head = waiter->next;
     if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
     waiter->next = NULL;
+    waiter->promised = true;
+    ++command_buffer->promised;
   }
   pthread_mutex_unlock(&command_buffer->mutex);
   if (waiter) {
@@ -1946,9 +1975,34 @@ bool halo_hal_cuda_command_buffer_issues_at_once(
   if (!command_buffer->realized) return false;
   if (!command_buffer->use_graph) return true;
   pthread_mutex_lock(&command_buffer->mutex);
-  bool free_instance = command_buffer->free_count > 0;
+  // One not kept for a woken execution, none parked before it.
+  bool free_instance = !command_buffer->parked_head &&
+                       command_buffer->free_count > command_buffer->promised;
   pthread_mutex_unlock(&command_buffer->mutex);
   return free_instance;
+}
+
+void halo_hal_cuda_command_buffer_forgo(
+    halo_hal_command_buffer_t *base_command_buffer,
+    halo_hal_cuda_task_t *waiter) {
+  if (!waiter->promised) return;
+  halo_hal_cuda_command_buffer_t *command_buffer =
+      (halo_hal_cuda_command_buffer_t *)base_command_buffer;
+  pthread_mutex_lock(&command_buffer->mutex);
+  waiter->promised = false;
+  --command_buffer->promised;
+  // What was kept for it goes to the next in line.
+  halo_hal_cuda_task_t *next = command_buffer->parked_head;
+  if (next) {
+    command_buffer->parked_head = next->next;
+    if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
+    next->next = NULL;
+    next->promised = true;
+    ++command_buffer->promised;
+  }
+  pthread_mutex_unlock(&command_buffer->mutex);
+  if (next)
+    halo_hal_cuda_thread_post(&command_buffer->device->submission, next);
 }
 
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue) {

@@ -92,6 +92,12 @@ halo_status_t halo_hal_cuda_command_buffer_issue(
 bool halo_hal_cuda_command_buffer_issues_at_once(
     halo_hal_command_buffer_t *command_buffer);
 
+// Any thread, no driver call: |waiter|, an execution woken from the pool's
+// parked ones, ends without issuing (it failed first): what the pool kept
+// for it goes to the next parked execution. Nothing for one not woken.
+void halo_hal_cuda_command_buffer_forgo(
+    halo_hal_command_buffer_t *command_buffer, halo_hal_cuda_task_t *waiter);
+
 // With the device's context current and nothing running: frees the pinned
 // slabs of the instances' tickets (every instance destroyed before).
 void halo_hal_cuda_tickets_free(halo_hal_cuda_device_t *device);

@@ -44,6 +44,9 @@ typedef void (*halo_hal_cuda_task_fn)(halo_hal_cuda_task_t *task);
 struct halo_hal_cuda_task_t {
   halo_hal_cuda_task_t *next;
   halo_hal_cuda_task_fn run;  // owns the task from here on
+  // A parked execution woken by a returned graph instance: one instance (or
+  // the right to create one) is kept for it (cuda_command_buffer.c).
+  bool promised;
 };
 
 typedef struct halo_hal_cuda_thread_t {

@@ -1654,6 +1654,10 @@ static void halo_hal_cuda_execution_fail(halo_hal_cuda_execution_t *execution,
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
+  // Woken from the graph instances' parked executions and failed before it
+  // took one: the next parked one gets it.
+  halo_hal_cuda_command_buffer_forgo(execution->execution.command_buffer,
+                                     &execution->task);
   if (execution->issue.enqueued && !execution->event &&
       halo_status_code(status) != HALO_STATUS_DEVICE_LOST &&
       halo_hal_cuda_execution_defer_failure(execution, &status)) {
