@@ -1428,19 +1428,25 @@ void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *base_device,
   pthread_mutex_unlock(&device->mutex);
 }
 
+// UNAVAILABLE unless |device|'s worker is alive and takes rings (its
+// flight table was sent).
+static halo_status_t halo_hal_remote_device_check_rings(
+    halo_hal_remote_device_t *device) {
+  pthread_mutex_lock(&device->mutex);
+  bool usable = !device->lost && device->flight;
+  pthread_mutex_unlock(&device->mutex);
+  if (usable) return NULL;
+  return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                          "%s: the worker is lost or takes no rings",
+                          device->label);
+}
+
 halo_status_t halo_hal_remote_device_send(halo_hal_device_t *base_device,
                                           uint32_t type, const void *payload,
                                           size_t length, const void *tail,
                                           size_t tail_length, int fd) {
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
-  pthread_mutex_lock(&device->mutex);
-  bool usable = !device->lost && device->flight;
-  pthread_mutex_unlock(&device->mutex);
-  if (!usable) {
-    return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                            "%s: the worker is lost or takes no rings",
-                            device->label);
-  }
+  HALO_RETURN_IF_ERROR(halo_hal_remote_device_check_rings(device));
   halo_remote_part_t parts[2] = {{payload, length}, {tail, tail_length}};
   halo_status_t status =
       halo_remote_link_send(&device->link, type, 0, parts, 2, fd);
@@ -1454,14 +1460,7 @@ halo_status_t halo_hal_remote_device_ring_detach(halo_hal_device_t *base_device,
   *out_head = 0;
   *out_sequence = 0;
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
-  pthread_mutex_lock(&device->mutex);
-  bool usable = !device->lost && device->flight;
-  pthread_mutex_unlock(&device->mutex);
-  if (!usable) {
-    return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                            "%s: the worker is lost or takes no rings",
-                            device->label);
-  }
+  HALO_RETURN_IF_ERROR(halo_hal_remote_device_check_rings(device));
   halo_remote_ring_session_t detach = {.session = session};
   halo_remote_part_t part = {&detach, sizeof(detach)};
   uint64_t values[2] = {0, 0};
