@@ -27,16 +27,21 @@ const char *halo_version_string(void) {
   return HALO_VERSION_STRING;
 }
 
-// nng thread: the pipe to halod went away (daemon exit or crash). Every
-// later call fails fast; a call in flight is aborted instead of waiting for
-// its timeout.
+// nng thread (its reaper): the pipe to halod went away (daemon exit or
+// crash, or halod refused the connection). Every later call fails fast; a
+// call in flight is aborted instead of waiting for its timeout. The dialer
+// closes too: nng 1.5.2 would dial again at once about every other time
+// (its back-off, RECONNMINT, is taken modulo a random number cast to int,
+// which is negative half the time), and a client closing while such a
+// connection was still exchanging nng's greeting made halod's listener stop
+// accepting for good (docs/architecture.md).
 static void halo_client_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
                                         void *arg) {
-  (void)pipe;
   (void)event;
   halo_client_t *client = arg;
   atomic_store(&client->lost, true);
   nng_aio_abort(client->aio, NNG_ECONNSHUT);
+  nng_dialer_close(nng_pipe_dialer(pipe));
 }
 
 static halo_status_t halo_client_lost_status(const halo_client_t *client) {
@@ -232,8 +237,27 @@ static halo_status_t halo_client_hello(halo_client_t *client,
   request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
   request.hello = &hello;
   halo_wire_response_t *response;
-  HALO_RETURN_IF_ERROR(halo_client_call(client, &request, &response));
-  halo_status_t status = NULL;
+  halo_status_t status = halo_client_call(client, &request, &response);
+  // The connection closed under the Hello (halod's answer, an error
+  // included, leaves the aio's result 0).
+  int closed = status ? nng_aio_result(client->aio) : 0;
+  if (status && (atomic_load(&client->lost) || closed == NNG_ECONNRESET ||
+                 closed == NNG_ECONNSHUT || closed == NNG_ECLOSED)) {
+    // halod closes a connection past its limits as it arrives, before it
+    // reads anything (a later close could lose a message arriving on it, in
+    // nng 1.5.2): it cannot say why, so the client does.
+    halo_status_t lost = halo_status_make(
+        HALO_STATUS_UNAVAILABLE,
+        "halod at %s closed the connection before answering Hello (%s): it "
+        "stopped, or it refused the connection as it arrived, past its limit "
+        "connections or past uid-connections for this uid (its metrics "
+        "halo_connections_limited_total and halo_sessions_uid_limited_total "
+        "count such refusals)",
+        client->address, closed ? nng_strerror(closed) : "connection lost");
+    halo_status_free(status);
+    return lost;
+  }
+  HALO_RETURN_IF_ERROR(status);
   const Halo__Wire__HelloReply *reply = response->hello;
   if (response->body_case != HALO__WIRE__RESPONSE__BODY_HELLO ||
       reply->session_token.len != sizeof(client->token)) {

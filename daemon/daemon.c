@@ -122,6 +122,9 @@ static void halod_on_reload(uv_signal_t *handle, int signum) {
     halo_status_free(status);
   } else {
     daemon->config = *next;
+    halod_server_set_pipe_limits(
+        daemon->client_server, daemon->config.connections,
+        daemon->config.uid_connections + HALOD_UID_REFUSED_OPEN);
     halo_log_set_level(
         (halo_log_level_t)halo_log_level_parse(daemon->config.log_level));
     halod_metrics_configure(daemon);
@@ -241,6 +244,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
       .uid_replies = config->uid_replies,
       .spares = config->loads,
       .busy = busy,
+      .max_pipes = config->connections,
+      .max_uid_pipes = config->uid_connections + HALOD_UID_REFUSED_OPEN,
       .handler = halod_requests_on_event,
       .user_data = daemon,
   };
@@ -251,6 +256,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     options.address = config->admin;
     options.socket_group = config->admin_group;
     options.spares = 0;  // the admin socket loads nothing
+    options.max_pipes = options.max_uid_pipes = 0;
     options.handler = halod_admin_on_event;
     status = halod_server_create(loop, &options, &daemon->admin_server);
   }

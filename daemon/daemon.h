@@ -73,11 +73,9 @@ typedef struct halod_export_t {
 
 // The sessions and who may open one (daemon/session.c, daemon/workers.c).
 typedef struct halod_sessions_t {
-  halo_u64_map_t by_pipe;        // pipe id -> session
-  halo_u64_map_t by_id;          // session id -> session
-  halo_u64_map_t removed_pipes;  // pipes removed before their ADD event
-  halo_u64_map_t refused_pipes;  // closed on arrival, removal not seen yet
-  halo_u64_map_t domains;        // domain key -> halod_domain_t
+  halo_u64_map_t by_pipe;  // pipe id -> session
+  halo_u64_map_t by_id;    // session id -> session
+  halo_u64_map_t domains;  // domain key -> halod_domain_t
   // halod_domains_hold_idle: while held, idle domains end only at the
   // release (a caller still looks at one).
   uint32_t end_idle_held;
@@ -88,14 +86,22 @@ typedef struct halod_sessions_t {
   // Device faults charged to client processes: those over fault-budget are
   // refused (daemon/fault_budget.h).
   halod_fault_budget_t fault_budget;
-  // Open sessions of each uid (uid -> count as uintptr_t), refused ones
-  // included: past uid-connections new ones are refused (daemon/session.h).
+  // Open sessions of each uid (uid + 1 -> count as uintptr_t), refused
+  // ones included: past uid-connections new ones are refused
+  // (daemon/session.h).
   halo_u64_map_t by_uid;
   // Closes connections that sent no Hello within hello-timeout-ms
   // (halod_sessions_start).
   uv_timer_t hello_timer;
   bool hello_timer_active;
 } halod_sessions_t;
+
+// Connections of a uid past uid-connections that still get a session
+// answering every request with the setting's name; past them halod's
+// server closes the uid's connections as they arrive, so that one uid holds
+// a bounded number of descriptors.
+#define HALOD_UID_REFUSED_OPEN 16
+
 void halod_sessions_initialize(halod_sessions_t *sessions);
 // Once every session has ended.
 void halod_sessions_deinitialize(halod_sessions_t *sessions);

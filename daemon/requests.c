@@ -804,48 +804,17 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                           "request type %u is not known to this halod", body);
 }
 
-// Adds |pipe_id| to a set of pipes whose other event is still to come.
-// Pipe ids are not reused soon; a set is emptied when it grows large.
-static void halod_pipe_set_add(halo_u64_map_t *set, uint32_t pipe_id) {
-  if (set->count > 4096) halo_u64_map_deinitialize(set);
-  halo_status_free(halo_u64_map_put(set, pipe_id, (void *)1));
-}
-
-static halod_session_t *halod_session_for_pipe(halod_t *daemon,
-                                               uint32_t pipe_id) {
-  halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions.by_pipe, pipe_id);
-  if (session) return session;
-  // A request raced ahead of its pipe event: read the credentials now. A pipe
-  // that is already gone fails here and gets no session.
-  nng_pipe pipe = NNG_PIPE_INITIALIZER;
-  pipe.id = pipe_id;
-  uint64_t uid, pid;
-  if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) ||
-      nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &pid)) {
-    return NULL;
-  }
-  bool refused = false;
-  halo_status_t status = halod_session_create(
-      daemon, pipe_id, (uint32_t)uid, (uint32_t)pid, &session, &refused);
-  if (status) {
-    // A killed client dialing again, or a connection past a limit, may
-    // come often: at debug, not to flood the log.
-    halo_log(refused ? HALO_LOG_DEBUG : HALO_LOG_ERROR, "pipe %u: %s", pipe_id,
-             halo_status_message(status));
-    halo_status_free(status);
-    halod_server_close_pipe(pipe_id);
-    return NULL;
-  }
-  return session;
-}
-
 static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
-  halod_session_t *session = halod_session_for_pipe(daemon, event->pipe_id);
+  // The server queues a pipe's PIPE_ADDED before its requests and nothing
+  // after its PIPE_REMOVED: no session means none could be created.
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
   if (!session) {
-    halod_reply_status(
-        event->context,
-        halo_status_make(HALO_STATUS_UNAVAILABLE, "connection is closing"));
+    halod_reply_status(event->context,
+                       halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                        "halod could not create a session for "
+                                        "this connection (out of memory; see "
+                                        "its log)"));
     return;
   }
   ++session->requests;
@@ -886,46 +855,62 @@ static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
   halo__wire__request__free_unpacked(wire, NULL);
 }
 
+// Loop thread: a connection closed as it arrived (daemon/server.c): only
+// counted and logged, at debug since a flood may bring many.
+static void halod_requests_refused(halod_t *daemon,
+                                   const halod_server_event_t *event) {
+  unsigned uid = (unsigned)event->peer_uid;
+  switch (event->refusal) {
+    case HALOD_SERVER_REFUSED_PIPES:
+      ++daemon->stats.sessions_limited;
+      HALO_LOG_DEBUG(
+          "pipe %u (uid %u, pid %llu): halod already has %u connections, the "
+          "limit connections (%u); closed as it arrived",
+          event->pipe_id, uid, (unsigned long long)event->peer_pid,
+          event->pipes, daemon->config.connections);
+      break;
+    case HALOD_SERVER_REFUSED_UID_PIPES:
+      ++daemon->stats.sessions_uid_limited;
+      HALO_LOG_DEBUG(
+          "pipe %u (uid %u, pid %llu): the uid already has %u connections, "
+          "uid-connections (%u) and %u refused by name; closed as it arrived",
+          event->pipe_id, uid, (unsigned long long)event->peer_pid,
+          event->pipes, daemon->config.uid_connections, HALOD_UID_REFUSED_OPEN);
+      break;
+    case HALOD_SERVER_REFUSED_NO_MEMORY:
+      HALO_LOG_ERROR("pipe %u (uid %u): out of memory; closed as it arrived",
+                     event->pipe_id, uid);
+      break;
+  }
+}
+
 void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
   halod_t *daemon = user_data;
   switch (event->kind) {
     case HALOD_SERVER_EVENT_PIPE_ADDED: {
-      if (halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id)) break;
-      // nng runs the ADD and REM callbacks on different threads, unordered:
-      // a pipe whose removal was queued first gets no session.
-      if (halo_u64_map_remove(&daemon->sessions.removed_pipes, event->pipe_id))
-        break;
+      // Every admitted connection gets a session, a refused one included
+      // (it answers each request with why): closing the connection here
+      // could lose a message arriving on it (halod_server_close_pipe).
       halod_session_t *session;
-      bool refused = false;
       halo_status_t status = halod_session_create(
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
-          (uint32_t)event->peer_pid, &session, &refused);
+          (uint32_t)event->peer_pid, &session);
       if (status) {
-        halo_log(refused ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
-                 "pipe %u: %s; closing it", event->pipe_id,
-                 halo_status_message(status));
+        HALO_LOG_ERROR("pipe %u: %s; its requests fail", event->pipe_id,
+                       halo_status_message(status));
         halo_status_free(status);
-        // Its removal comes later and names no session: not one removed
-        // before its ADD (which removed_pipes is for).
-        halod_pipe_set_add(&daemon->sessions.refused_pipes, event->pipe_id);
-        halod_server_close_pipe(event->pipe_id);
       }
       break;
     }
     case HALOD_SERVER_EVENT_PIPE_REMOVED: {
       halod_session_t *session =
           halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
-      if (session) {
-        halod_session_destroy(daemon, session);
-      } else if (halo_u64_map_remove(&daemon->sessions.refused_pipes,
-                                     event->pipe_id)) {
-        // Refused and closed on arrival (above).
-      } else {
-        // Removed before its ADD event was handled (see above).
-        halod_pipe_set_add(&daemon->sessions.removed_pipes, event->pipe_id);
-      }
+      if (session) halod_session_destroy(daemon, session);
       break;
     }
+    case HALOD_SERVER_EVENT_PIPE_REFUSED:
+      halod_requests_refused(daemon, event);
+      break;
     case HALOD_SERVER_EVENT_REQUEST:
       halod_requests_serve(daemon, event);
       break;

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/u64_map.h"
 #include "common/wire.h"
 
 typedef enum halod_server_context_state_e {
@@ -78,6 +79,14 @@ struct halod_server_t {
   pthread_mutex_t mutex;
   halod_server_event_t *head;
   halod_server_event_t *tail;
+  // Under |mutex|: the pipes admitted and not yet removed (pipe id -> uid +
+  // 1), and how many of them each uid holds (uid + 1 -> count). A pipe's
+  // PIPE_ADDED, its requests and its PIPE_REMOVED are queued under the same
+  // lock as the changes to |pipes|, so the loop sees them in that order.
+  halo_u64_map_t pipes;
+  halo_u64_map_t uid_pipes;
+  uint32_t max_pipes;      // 0: no limit
+  uint32_t max_uid_pipes;  // 0: no limit
   // Stopped (halod_server_stop): requests are answered with |refusal| (a
   // copy each) from nng's threads, nothing reaches the loop.
   bool closing;
@@ -98,24 +107,80 @@ void halod_server_event_free(halod_server_event_t *event) {
   free(event);
 }
 
-// nng thread. Queues |event| for the loop; false once the server stopped
-// (|event| stays the caller's).
-static bool halod_server_push(halod_server_t *server,
-                              halod_server_event_t *event) {
+// Under |server|'s mutex: appends |event| to the loop's queue; false once the
+// server stopped (|event| stays the caller's). The caller wakes the loop
+// (uv_async_send) once it has let go of the mutex.
+static bool halod_server_enqueue_locked(halod_server_t *server,
+                                        halod_server_event_t *event) {
+  if (server->closing) return false;
+  if (server->tail) {
+    server->tail->next = event;
+  } else {
+    server->head = event;
+  }
+  server->tail = event;
+  return true;
+}
+
+// Under |server|'s mutex: the pipes |uid| holds.
+static uint32_t halod_server_uid_pipes_locked(const halod_server_t *server,
+                                              uint64_t uid) {
+  return (uint32_t)(uintptr_t)halo_u64_map_get(&server->uid_pipes, uid + 1);
+}
+
+// Under |server|'s mutex: counts |pipe_id| as one of |uid|'s.
+static halo_status_t halod_server_pipe_add_locked(halod_server_t *server,
+                                                  uint32_t pipe_id,
+                                                  uint64_t uid) {
+  uint32_t count = halod_server_uid_pipes_locked(server, uid);
+  HALO_RETURN_IF_ERROR(
+      halo_u64_map_put(&server->pipes, pipe_id, (void *)(uintptr_t)(uid + 1)));
+  halo_status_t status = halo_u64_map_put(&server->uid_pipes, uid + 1,
+                                          (void *)(uintptr_t)(count + 1));
+  if (status) halo_u64_map_remove(&server->pipes, pipe_id);
+  return status;
+}
+
+// Under |server|'s mutex: forgets |pipe_id|; false if it was not admitted.
+static bool halod_server_pipe_remove_locked(halod_server_t *server,
+                                            uint32_t pipe_id) {
+  uintptr_t key = (uintptr_t)halo_u64_map_remove(&server->pipes, pipe_id);
+  if (!key) return false;
+  uint32_t count = halod_server_uid_pipes_locked(server, key - 1);
+  if (count <= 1) {
+    halo_u64_map_remove(&server->uid_pipes, key);
+  } else {
+    // Replacing a present key never allocates.
+    halo_status_free(halo_u64_map_put(&server->uid_pipes, key,
+                                      (void *)(uintptr_t)(count - 1)));
+  }
+  return true;
+}
+
+typedef enum halod_server_push_e {
+  HALOD_SERVER_PUSHED,
+  HALOD_SERVER_PUSH_STOPPED,  // the server stopped
+  HALOD_SERVER_PUSH_GONE,     // the request's pipe was removed already
+} halod_server_push_t;
+
+// nng thread. Queues the request |event| for the loop, unless the server
+// stopped or its pipe's removal is queued already: nothing of a pipe may
+// reach the loop after its PIPE_REMOVED (its session would never end).
+// Otherwise |event| stays the caller's.
+static halod_server_push_t halod_server_push_request(
+    halod_server_t *server, halod_server_event_t *event) {
   pthread_mutex_lock(&server->mutex);
-  bool closing = server->closing;
-  if (!closing) {
-    if (server->tail) {
-      server->tail->next = event;
-    } else {
-      server->head = event;
-    }
-    server->tail = event;
+  halod_server_push_t result = HALOD_SERVER_PUSH_GONE;
+  if (halo_u64_map_get(&server->pipes, event->pipe_id)) {
+    result = halod_server_enqueue_locked(server, event)
+                 ? HALOD_SERVER_PUSHED
+                 : HALOD_SERVER_PUSH_STOPPED;
+  } else if (server->closing) {
+    result = HALOD_SERVER_PUSH_STOPPED;
   }
   pthread_mutex_unlock(&server->mutex);
-  if (closing) return false;
-  uv_async_send(&server->async);
-  return true;
+  if (result == HALOD_SERVER_PUSHED) uv_async_send(&server->async);
+  return result;
 }
 
 // Any thread. Answers the request |context| serves with a copy of the
@@ -319,9 +384,14 @@ static void halod_server_on_aio(void *arg) {
       event->pipe_id = pipe_id;
       event->context = context;
       event->message = message;
-      if (!halod_server_push(server, event)) {
-        halod_server_event_free(event);
+      halod_server_push_t pushed = halod_server_push_request(server, event);
+      if (pushed == HALOD_SERVER_PUSHED) return;
+      halod_server_event_free(event);
+      if (pushed == HALOD_SERVER_PUSH_STOPPED) {
         halod_server_refuse(context);
+      } else {
+        // Its connection is gone: nobody to answer.
+        halod_server_receive(context);
       }
       return;
     }
@@ -332,27 +402,95 @@ static void halod_server_on_aio(void *arg) {
   }
 }
 
-// nng thread: a client connected or went away.
-static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
-  halod_server_t *server = arg;
+// nng thread, at NNG_PIPE_EV_ADD_PRE: |pipe| connected and has not received
+// anything yet. Admitted, it is counted and PIPE_ADDED queued (before any of
+// its requests can be); past |max_pipes| in all or |max_uid_pipes| of its
+// uid it is closed here. Here, not later: nng 1.5.2 loses a message
+// arriving on a pipe that another thread closes, and then no pipe of the
+// process ever finishes closing (halod_server_close_pipe); a pipe closed
+// before it started receiving has nothing arriving.
+static void halod_server_on_pipe_arrived(halod_server_t *server,
+                                         nng_pipe pipe) {
   halod_server_event_t *event = calloc(1, sizeof(*event));
-  if (!event) return;
-  event->pipe_id = (uint32_t)nng_pipe_id(pipe);
-  if (kind == NNG_PIPE_EV_ADD_POST) {
-    event->kind = HALOD_SERVER_EVENT_PIPE_ADDED;
-    // Peer credentials come from the socket (SO_PEERCRED), never from a
-    // message.
-    if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &event->peer_uid) ||
-        nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &event->peer_pid)) {
-      HALO_LOG_WARN("pipe %u: no peer credentials; closing it", event->pipe_id);
-      free(event);
-      nng_pipe_close(pipe);
-      return;
-    }
-  } else {
-    event->kind = HALOD_SERVER_EVENT_PIPE_REMOVED;
+  if (!event) {
+    nng_pipe_close(pipe);
+    return;
   }
-  if (!halod_server_push(server, event)) halod_server_event_free(event);
+  event->pipe_id = (uint32_t)nng_pipe_id(pipe);
+  // Peer credentials come from the socket (SO_PEERCRED), never from a
+  // message.
+  if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &event->peer_uid) ||
+      nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &event->peer_pid)) {
+    HALO_LOG_WARN("pipe %u: no peer credentials; closing it", event->pipe_id);
+    free(event);
+    nng_pipe_close(pipe);
+    return;
+  }
+  event->kind = HALOD_SERVER_EVENT_PIPE_REFUSED;
+  pthread_mutex_lock(&server->mutex);
+  uint32_t uid_pipes = halod_server_uid_pipes_locked(server, event->peer_uid);
+  if (server->max_pipes && server->pipes.count >= server->max_pipes) {
+    event->refusal = HALOD_SERVER_REFUSED_PIPES;
+    event->pipes = (uint32_t)server->pipes.count;
+  } else if (server->max_uid_pipes && uid_pipes >= server->max_uid_pipes) {
+    event->refusal = HALOD_SERVER_REFUSED_UID_PIPES;
+    event->pipes = uid_pipes;
+  } else {
+    halo_status_t status =
+        halod_server_pipe_add_locked(server, event->pipe_id, event->peer_uid);
+    if (status) {
+      event->refusal = HALOD_SERVER_REFUSED_NO_MEMORY;
+      halo_status_free(status);
+    } else {
+      event->kind = HALOD_SERVER_EVENT_PIPE_ADDED;
+    }
+  }
+  bool refused = event->kind == HALOD_SERVER_EVENT_PIPE_REFUSED;
+  bool queued = halod_server_enqueue_locked(server, event);
+  pthread_mutex_unlock(&server->mutex);
+  if (queued) {
+    uv_async_send(&server->async);
+  } else {
+    halod_server_event_free(event);
+  }
+  if (refused) nng_pipe_close(pipe);
+}
+
+// nng thread (the reaper, at NNG_PIPE_EV_REM_POST): an admitted |pipe| went
+// away. Its requests already queued stay before PIPE_REMOVED; later ones are
+// dropped (halod_server_push_request).
+static void halod_server_on_pipe_removed(halod_server_t *server,
+                                         nng_pipe pipe) {
+  halod_server_event_t *event = calloc(1, sizeof(*event));
+  uint32_t pipe_id = (uint32_t)nng_pipe_id(pipe);
+  pthread_mutex_lock(&server->mutex);
+  // Refused pipes (closed at their arrival) were never counted.
+  bool admitted = halod_server_pipe_remove_locked(server, pipe_id);
+  bool closing = server->closing;
+  bool queued = false;
+  if (admitted && event) {
+    event->kind = HALOD_SERVER_EVENT_PIPE_REMOVED;
+    event->pipe_id = pipe_id;
+    queued = halod_server_enqueue_locked(server, event);
+  }
+  pthread_mutex_unlock(&server->mutex);
+  if (queued) {
+    uv_async_send(&server->async);
+    return;
+  }
+  if (admitted && !event && !closing) {
+    HALO_LOG_ERROR("pipe %u: out of memory: its session stays", pipe_id);
+  }
+  free(event);
+}
+
+// nng thread.
+static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
+  if (kind == NNG_PIPE_EV_ADD_PRE) {
+    halod_server_on_pipe_arrived(arg, pipe);
+  } else {
+    halod_server_on_pipe_removed(arg, pipe);
+  }
 }
 
 // Any thread. Makes |context| SENDING and sends |reply|, hurried when its
@@ -406,6 +544,15 @@ void halod_server_context_destroy_detached(halod_server_context_t *context) {
   free(context);
 }
 
+void halod_server_set_pipe_limits(halod_server_t *server, uint32_t max_pipes,
+                                  uint32_t max_uid_pipes) {
+  if (!server) return;
+  pthread_mutex_lock(&server->mutex);
+  server->max_pipes = max_pipes;
+  server->max_uid_pipes = max_uid_pipes;
+  pthread_mutex_unlock(&server->mutex);
+}
+
 void halod_server_close_pipe(uint32_t pipe_id) {
   nng_pipe pipe = NNG_PIPE_INITIALIZER;
   pipe.id = pipe_id;
@@ -422,6 +569,10 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   server->handler = options->handler;
   server->user_data = options->user_data;
   pthread_mutex_init(&server->mutex, NULL);
+  halo_u64_map_initialize(&server->pipes);
+  halo_u64_map_initialize(&server->uid_pipes);
+  server->max_pipes = options->max_pipes;
+  server->max_uid_pipes = options->max_uid_pipes;
   server->async.data = server;
   uv_async_init(loop, &server->async, halod_server_on_async);
 
@@ -435,7 +586,7 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   // allocate any size. Larger messages drop the sender's pipe.
   nng_socket_set_size(server->socket, NNG_OPT_RECVMAXSZ,
                       (size_t)options->max_message_bytes);
-  nng_pipe_notify(server->socket, NNG_PIPE_EV_ADD_POST, halod_server_on_pipe,
+  nng_pipe_notify(server->socket, NNG_PIPE_EV_ADD_PRE, halod_server_on_pipe,
                   server);
   nng_pipe_notify(server->socket, NNG_PIPE_EV_REM_POST, halod_server_on_pipe,
                   server);
@@ -504,6 +655,8 @@ fail:
 static void halod_server_on_async_closed(uv_handle_t *handle) {
   halod_server_t *server = handle->data;
   pthread_mutex_destroy(&server->mutex);
+  halo_u64_map_deinitialize(&server->pipes);
+  halo_u64_map_deinitialize(&server->uid_pipes);
   if (server->refusal) nng_msg_free(server->refusal);
   if (server->busy) nng_msg_free(server->busy);
   free(server);

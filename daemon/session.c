@@ -52,11 +52,6 @@ static char *halod_session_refusal(halod_t *daemon,
   return reason ? reason : strdup("over the fault budget");
 }
 
-// Connections of a uid past uid-connections that still get a session
-// answering every request with the setting's name; past them connections
-// are closed, so that one uid holds a bounded number of descriptors.
-#define HALOD_UID_REFUSED_OPEN 16
-
 // Open sessions of |uid| (by_uid keys are uid + 1: 0 is not a key).
 static uint32_t halod_uid_sessions(const halod_sessions_t *sessions,
                                    uint32_t uid) {
@@ -75,25 +70,27 @@ static halo_status_t halod_uid_sessions_add(halod_sessions_t *sessions,
                           (void *)(uintptr_t)count);
 }
 
-halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
-                                   uint32_t uid, uint32_t pid,
-                                   halod_session_t **out_session,
-                                   bool *out_refused) {
-  *out_session = NULL;
-  *out_refused = true;  // until past the admission checks
-  uint64_t start = halod_session_process_start(pid);
-  uintptr_t killed =
-      (uintptr_t)halo_u64_map_get(&daemon->sessions.killed_processes, pid);
+// Why a connection of |process| is refused before its trust domain is
+// looked at, or NULL: its process was killed, or halod (or its uid) has as
+// many connections as the limits allow. halod's server closes connections
+// past connections, and past uid-connections + HALOD_UID_REFUSED_OPEN of a
+// uid, as they arrive: the last two are reached here only when a reload
+// lowered the limits below the connections open.
+static halo_status_t halod_session_admission(
+    halod_t *daemon, const halod_client_process_t *process,
+    uint32_t uid_sessions) {
+  uintptr_t killed = (uintptr_t)halo_u64_map_get(
+      &daemon->sessions.killed_processes, process->pid);
   if (killed) {
-    if (killed == start + 1) {
+    if (killed == process->start + 1) {
       return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
                               "process %u was killed by an administrator "
                               "(haloctl kill-client); it may connect again "
                               "once restarted",
-                              pid);
+                              process->pid);
     }
     halo_u64_map_remove(&daemon->sessions.killed_processes,
-                        pid);  // another process
+                        process->pid);  // another process
   }
   if (daemon->sessions.by_pipe.count >= daemon->config.connections) {
     ++daemon->stats.sessions_limited;
@@ -103,67 +100,79 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                             daemon->sessions.by_pipe.count,
                             daemon->config.connections);
   }
-  uint32_t uid_sessions = halod_uid_sessions(&daemon->sessions, uid);
-  uint32_t uid_limit = daemon->config.uid_connections;
-  if (uid_sessions >= uid_limit) {
+  if (uid_sessions >= daemon->config.uid_connections) {
     ++daemon->stats.sessions_uid_limited;
-    if (uid_sessions - uid_limit >= HALOD_UID_REFUSED_OPEN) {
-      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                              "uid %u already has %u connections, past the "
-                              "limit uid-connections (%u)",
-                              uid, uid_sessions, uid_limit);
-    }
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "uid %u already has %u connections to halod, the "
+                            "limit uid-connections",
+                            process->uid, uid_sessions);
   }
-  *out_refused = false;
+  return NULL;
+}
+
+// Takes |status| (non-NULL) as |session|'s refusal: code and message.
+static void halod_session_refuse(halod_session_t *session,
+                                 halo_status_t status) {
+  session->refused_code = halo_status_code(status);
+  session->refused_reason = strdup(halo_status_message(status));
+  if (!session->refused_reason) {
+    session->refused_code = HALO_STATUS_RESOURCE_EXHAUSTED;
+    session->refused_reason = strdup("oom");
+  }
+  halo_status_free(status);
+}
+
+halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
+                                   uint32_t uid, uint32_t pid,
+                                   halod_session_t **out_session) {
+  *out_session = NULL;
   halod_session_t *session = calloc(1, sizeof(*session));
-  if (!session) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  halod_domain_identity_t *identity = malloc(sizeof(*identity));
+  if (!session || !identity) {
+    free(session);
+    free(identity);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
   session->id = halod_next_id(daemon);
   session->pipe_id = pipe_id;
   session->uid = uid;
   session->pid = pid;
-  session->process =
-      (halod_client_process_t){.pid = pid, .uid = uid, .start = start};
+  session->process = (halod_client_process_t){
+      .pid = pid, .uid = uid, .start = halod_session_process_start(pid)};
   session->created_ns = halo_clock_now_ns();
   halo_u64_map_initialize(&session->grants);
   halod_handle_table_initialize(&session->handles, session->id,
                                 daemon->config.session_handles);
   if (getrandom(session->token, sizeof(session->token), 0) !=
       (ssize_t)sizeof(session->token)) {
+    int error = errno;
+    halod_handle_table_deinitialize(&session->handles);
+    free(identity);
     free(session);
-    return halo_status_from_errno(errno, "getrandom for a session token");
+    return halo_status_from_errno(error, "getrandom for a session token");
   }
+  // A refused connection gets a session all the same, without a trust
+  // domain (a refused process starts no worker), whose every request fails
+  // with why (refused_reason): a closed connection would not tell the
+  // client, and closing it could lose a message arriving on it
+  // (halod_server_close_pipe). In order: a killed process or a limit, a
+  // peer halod cannot identify (another pid or user namespace than halod
+  // can see: warned, a deployment mistake), the fault budget.
+  uint32_t uid_sessions = halod_uid_sessions(&daemon->sessions, uid);
+  halo_log_level_t refused_level = HALO_LOG_DEBUG;
   session->refused_code = HALO_STATUS_RESOURCE_EXHAUSTED;
-  // Who the peer is, for its trust domain: a peer halod cannot identify
-  // (another pid or user namespace than halod's can see) is refused,
-  // saying why.
-  halod_domain_identity_t *identity = malloc(sizeof(*identity));
-  halo_status_t identified =
-      identity ? halod_domain_identify(daemon, &session->process, identity)
-               : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  // A refused process starts no worker.
-  if (identified) {
-    session->refused_code = halo_status_code(identified);
-    session->refused_reason = strdup(halo_status_message(identified));
-    halo_status_free(identified);
-    if (!session->refused_reason) {
-      free(identity);
-      free(session);
-      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-    }
-  } else if (uid_sessions >= uid_limit) {
-    char reason[160];
-    snprintf(reason, sizeof(reason),
-             "uid %u already has %u connections to halod, the limit "
-             "uid-connections",
-             uid, uid_sessions);
-    session->refused_reason = strdup(reason);
-    if (!session->refused_reason) {
-      free(identity);
-      free(session);
-      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-    }
-  } else {
-    session->refused_reason = halod_session_refusal(daemon, session);
+  halo_status_t refusal =
+      halod_session_admission(daemon, &session->process, uid_sessions);
+  if (refusal) {
+    halod_session_refuse(session, refusal);
+  } else if ((refusal =
+                  halod_domain_identify(daemon, &session->process, identity))) {
+    ++daemon->stats.sessions_refused;
+    refused_level = HALO_LOG_WARN;
+    halod_session_refuse(session, refusal);
+  } else if ((session->refused_reason =
+                  halod_session_refusal(daemon, session))) {
+    ++daemon->stats.sessions_refused;
   }
   halo_status_t status =
       halo_u64_map_put(&daemon->sessions.by_pipe, pipe_id, session);
@@ -178,17 +187,8 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
       halo_u64_map_remove(&daemon->sessions.by_id, session->id);
     }
   }
-  if (!status && !session->refused_reason) {
-    status = halod_domain_acquire(daemon, identity, &session->process,
-                                  &session->domain);
-    if (status) {
-      halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
-      halo_u64_map_remove(&daemon->sessions.by_id, session->id);
-      halo_status_free(halod_uid_sessions_add(&daemon->sessions, uid, -1));
-    }
-  }
-  free(identity);
   if (status) {
+    free(identity);
     halod_handle_table_deinitialize(&session->handles);
     halo_u64_map_deinitialize(&session->grants);
     free(session->refused_reason);
@@ -196,25 +196,34 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     return status;
   }
   if (!session->refused_reason) {
+    halo_status_t acquired = halod_domain_acquire(
+        daemon, identity, &session->process, &session->domain);
+    if (acquired) {
+      // Its trust domain's worker did not start, say: an error of halod's.
+      HALO_LOG_ERROR("session %llu (uid %u, pid %u): %s",
+                     (unsigned long long)session->id, uid, pid,
+                     halo_status_message(acquired));
+      halod_session_refuse(session, acquired);
+    }
+  }
+  free(identity);
+  if (!session->refused_reason) {
     // Acquiring the domain handles a loss of its worker that the loop had
     // not handled yet, which may have charged this process.
     session->refused_reason = halod_session_refusal(daemon, session);
     if (session->refused_reason) {
+      ++daemon->stats.sessions_refused;
       halod_domain_release(daemon, session->domain);
       session->domain = NULL;
     }
   }
   ++daemon->stats.sessions_total;
   if (session->refused_reason) {
-    // Logged once at warn level when the process crossed its budget
-    // (daemon/workers.c): a refused client may retry in a loop.
-    // A peer halod cannot identify is a deployment mistake: warn.
-    if (uid_sessions < uid_limit) ++daemon->stats.sessions_refused;
-    halo_log(
-        session->refused_code == HALO_STATUS_PERMISSION_DENIED ? HALO_LOG_WARN
-                                                               : HALO_LOG_DEBUG,
-        "session %llu: refused (uid %u, pid %u): %s",
-        (unsigned long long)session->id, uid, pid, session->refused_reason);
+    // At debug: a refused client may retry in a loop (the fault budget is
+    // logged once at warn when the process crossed it, daemon/workers.c).
+    halo_log(refused_level, "session %llu: refused (uid %u, pid %u): %s",
+             (unsigned long long)session->id, uid, pid,
+             session->refused_reason);
   } else {
     HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
                   (unsigned long long)session->id, uid, pid,
@@ -594,8 +603,6 @@ void halod_sessions_stop(halod_t *daemon) {
 void halod_sessions_initialize(halod_sessions_t *sessions) {
   halo_u64_map_initialize(&sessions->by_pipe);
   halo_u64_map_initialize(&sessions->by_id);
-  halo_u64_map_initialize(&sessions->removed_pipes);
-  halo_u64_map_initialize(&sessions->refused_pipes);
   halo_u64_map_initialize(&sessions->domains);
   halo_u64_map_initialize(&sessions->killed_processes);
   halo_u64_map_initialize(&sessions->by_uid);
@@ -605,8 +612,6 @@ void halod_sessions_initialize(halod_sessions_t *sessions) {
 void halod_sessions_deinitialize(halod_sessions_t *sessions) {
   halo_u64_map_deinitialize(&sessions->by_pipe);
   halo_u64_map_deinitialize(&sessions->by_id);
-  halo_u64_map_deinitialize(&sessions->removed_pipes);
-  halo_u64_map_deinitialize(&sessions->refused_pipes);
   halo_u64_map_deinitialize(&sessions->domains);
   halo_u64_map_deinitialize(&sessions->killed_processes);
   halo_u64_map_deinitialize(&sessions->by_uid);

@@ -93,19 +93,17 @@ struct halod_session_t {
   uint64_t retired_failed;
 };
 
-// PERMISSION_DENIED for a process haloctl kill-client ended. A uid with
-// uid-connections open sessions gets sessions answering every request with
-// RESOURCE_EXHAUSTED naming the setting, 16 of them; past those, new ones
-// fail with RESOURCE_EXHAUSTED (the caller closes the just-added pipe). A
-// process over the fault budget gets a session without a trust domain whose
-// every request is refused (refused_reason): a closed connection would not tell
-// the client why.
-// |*out_refused|: the failure is one of those refusals (expected, and
-// frequent under a flood: callers log it at debug), not an error.
+// The session of a connection halod's server admitted (every one gets
+// one). A refused one has no trust domain and answers every request with
+// why (refused_reason): PERMISSION_DENIED for a process haloctl
+// kill-client ended, RESOURCE_EXHAUSTED naming uid-connections once its uid
+// has that many sessions (the server closes the uid's connections past
+// HALOD_UID_REFUSED_OPEN more as they arrive) or naming connections, the
+// reason a peer halod cannot identify or a trust domain that cannot start
+// is refused, the fault budget. Fails only when out of memory.
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
-                                   halod_session_t **out_session,
-                                   bool *out_refused);
+                                   halod_session_t **out_session);
 
 // When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
 // it cannot be read. With the pid it names one process (pids are reused).

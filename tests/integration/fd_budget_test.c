@@ -298,6 +298,180 @@ static void test_uid_connections_flood(void **state) {
   expect_other_client_works(fixture);
 }
 
+#define CHURN_LIMIT 8
+#define CHURN_CONNECTIONS 300
+#define CHURN_ROUNDS 20
+
+// Connects to |path| and sends nng's greeting and |frame| (a Hello) in one
+// write, not waiting for halod's greeting, as a client in a hurry does.
+static int churn_connect(const char *path, const void *frame, size_t length) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct timeval timeout = {.tv_sec = 5};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  memcpy(address.sun_path, path, strlen(path) + 1);
+  uint8_t bytes[256] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};  // req0's greeting
+  memcpy(bytes + 8, frame, length);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof(address)) ||
+      send(fd, bytes, 8 + length, MSG_NOSIGNAL) != (ssize_t)(8 + length)) {
+    perror("churn: connect");
+    _exit(2);
+  }
+  return fd;
+}
+
+static bool churn_read(int fd, void *data, size_t length) {
+  for (size_t got = 0; got < length;) {
+    ssize_t n = recv(fd, (char *)data + got, length - got, 0);
+    if (n <= 0) return false;
+    got += (size_t)n;
+  }
+  return true;
+}
+
+// The answer to the Hello on |fd|: 1 a session, 0 refused naming
+// uid-connections, -1 closed unanswered.
+static int churn_reply(int fd) {
+  uint8_t greeting[8], header[9], body[1024];
+  if (!churn_read(fd, greeting, sizeof(greeting)) ||
+      !churn_read(fd, header, sizeof(header))) {
+    return -1;
+  }
+  uint64_t length = 0;
+  for (int i = 1; i < 9; ++i) length = (length << 8) | header[i];
+  if (length < 4 || length > sizeof(body) || !churn_read(fd, body, length)) {
+    _exit(3);
+  }
+  halo_wire_response_t *response =
+      halo__wire__response__unpack(NULL, length - 4, body + 4);
+  if (!response) _exit(3);
+  int result = response->code == HALO_STATUS_OK ? 1
+               : response->code == HALO_STATUS_RESOURCE_EXHAUSTED &&
+                       response->message &&
+                       strstr(response->message, "uid-connections")
+                   ? 0
+                   : -2;
+  if (result == -2) {
+    fprintf(stderr, "churn: unexpected reply %d '%s'\n", response->code,
+            response->message ? response->message : "");
+    _exit(4);
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  return result;
+}
+
+// In a child running as nobody: opens CHURN_CONNECTIONS client-socket
+// connections, each sending its Hello with nng's greeting, so that Hellos
+// are arriving while halod refuses the connections past uid-connections
+// and 16 more. Exits 0 if CHURN_LIMIT got sessions, UID_REFUSED_OPEN were
+// refused naming uid-connections and the others closed; its connections
+// close with it.
+static void churn(const char *path) {
+  static int fds[CHURN_CONNECTIONS];
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Hello hello = HALO__WIRE__HELLO__INIT;
+  hello.protocol_version = HALO_PROTOCOL_VERSION;
+  hello.client_name = "churn";
+  request.body_case = HALO__WIRE__REQUEST__BODY_HELLO;
+  request.hello = &hello;
+  size_t length = halo__wire__request__get_packed_size(&request);
+  uint8_t frame[128] = {1};  // nng's frame: 1, length, request id, body
+  if (13 + length > sizeof(frame)) _exit(2);
+  for (int i = 0; i < 8; ++i)
+    frame[1 + i] = (uint8_t)((length + 4) >> (56 - 8 * i));
+  frame[9] = 0x80;
+  frame[12] = 1;
+  halo__wire__request__pack(&request, frame + 13);
+  for (int i = 0; i < CHURN_CONNECTIONS; ++i) {
+    fds[i] = churn_connect(path, frame, 13 + length);
+  }
+  int answers[3] = {0};  // closed, refused, sessions
+  for (int i = 0; i < CHURN_CONNECTIONS; ++i)
+    ++answers[churn_reply(fds[i]) + 1];
+  bool ok = answers[2] == CHURN_LIMIT && answers[1] == UID_REFUSED_OPEN &&
+            answers[0] == CHURN_CONNECTIONS - CHURN_LIMIT - UID_REFUSED_OPEN;
+  if (!ok) {
+    fprintf(stderr, "churn: %d sessions, %d refused, %d closed\n", answers[2],
+            answers[1], answers[0]);
+  }
+  _exit(ok ? 0 : 1);
+}
+
+// A uid's clients keep connecting past uid-connections, each sending Hello
+// at once, and exit. halod closes the connections past the limit and 16 more
+// as they arrive: before, it closed them once its loop saw them, by then
+// often with a Hello arriving, which nng 1.5.2 loses, and from then on nng
+// finished closing no connection: every session stayed for good (the uid
+// locked out). Each round the child's sessions must end with it, and the
+// next round gets its sessions again.
+static void test_uid_connections_churn(void **state) {
+  if (geteuid() != 0) skip();  // the clients run as another uid
+  char limit[16];
+  snprintf(limit, sizeof(limit), "%d", CHURN_LIMIT);
+  const char *args[] = {"--uid-connections", limit, NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  assert_int_equal(chmod(fixture->daemon.dir, 0755), 0);
+  assert_int_equal(chmod(fixture->daemon.socket_path, 0777), 0);
+  int64_t start = halo_test_now_ns();
+  for (int round = 0; round < CHURN_ROUNDS; ++round) {
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(5);
+      churn(fixture->daemon.socket_path);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fail_msg(
+          "round %d: the child's connections were not answered as "
+          "expected (status 0x%x)",
+          round, status);
+    }
+    if (!halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000)) {
+      fail_msg("round %d: the sessions of the exited child stay", round);
+    }
+  }
+  printf("uid churn: %d rounds of %d connections in %.0f ms\n", CHURN_ROUNDS,
+         CHURN_CONNECTIONS,
+         (double)(halo_test_now_ns() - start) / HALO_TEST_MS);
+  expect_other_client_works(fixture);
+}
+
+// What libhalo says past its uid's limit: RESOURCE_EXHAUSTED naming
+// uid-connections while the uid has fewer than 16 refused connections open;
+// past those halod closes the connection as it arrives, before it reads the
+// Hello (closing it later could lose a message arriving on it, in nng 1.5.2),
+// and libhalo's UNAVAILABLE says so, naming the settings. Once the
+// connections go, the uid connects again.
+static void test_uid_connections_refusal_message(void **state) {
+  enum { LIMIT = 4 };
+  const char *args[] = {"--uid-connections", "4", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  int fds[LIMIT - 1 + UID_REFUSED_OPEN];
+  // The fixture's client holds one of the uid's LIMIT.
+  for (int i = 0; i < LIMIT - 1; ++i)
+    fds[i] = halo_test_ipc_open_session(fixture->daemon.socket_path);
+  halo_client_options_t options = {.address = fixture->daemon.listen_address};
+  halo_client_t *client = NULL;
+  HALO_TEST_EXPECT_STATUS(halo_client_connect(&options, &client),
+                          HALO_STATUS_RESOURCE_EXHAUSTED, "uid-connections");
+  for (int i = LIMIT - 1; i < LIMIT - 1 + UID_REFUSED_OPEN; ++i)
+    fds[i] = halo_test_ipc_connect(fixture->daemon.socket_path);
+  assert_true(halo_test_admin_expect_session_count(
+      &fixture->daemon, LIMIT + UID_REFUSED_OPEN, 5000));
+  const char *named[] = {"closed the connection before answering Hello",
+                         "uid-connections", NULL};
+  halo_test_expect_status_all(halo_client_connect(&options, &client),
+                              HALO_STATUS_UNAVAILABLE, named,
+                              "connect past uid-connections and 16 more");
+  for (int i = 0; i < LIMIT - 1 + UID_REFUSED_OPEN; ++i) close(fds[i]);
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  expect_other_client_works(fixture);
+}
+
 // Connections that complete no Hello are closed after hello-timeout-ms;
 // a client that said Hello stays; other clients work meanwhile.
 static void test_hello_timeout(void **state) {
@@ -419,6 +593,8 @@ int main(void) {
       T(test_fd_reserve),
       T(test_fd_channel_idle_flood),
       T(test_uid_connections_flood),
+      T(test_uid_connections_churn),
+      T(test_uid_connections_refusal_message),
       T(test_hello_timeout),
       T(test_connections_limit),
       T(test_imports_count_against_session_fds),
