@@ -1557,12 +1557,6 @@ static void halo_hal_cuda_instance_take(
              command_buffer->instance_count < command_buffer->instance_limit) {
     ++command_buffer->instance_count;
     *out_create = true;
-  } else if (promised) {
-    // Cannot happen (what was kept for it is there); first in line anyway.
-    waiter->next = command_buffer->parked_head;
-    command_buffer->parked_head = waiter;
-    if (!command_buffer->parked_tail) command_buffer->parked_tail = waiter;
-    *out_parked = true;
   } else {
     waiter->next = NULL;
     if (command_buffer->parked_tail) {
@@ -1574,6 +1568,25 @@ static void halo_hal_cuda_instance_take(
     *out_parked = true;
   }
   pthread_mutex_unlock(&command_buffer->mutex);
+}
+
+// Under the pool's mutex, which it unlocks: wakes the first parked
+// execution, if any, keeping an instance (or the right to create one) for
+// it, and posts it to the submission thread.
+static void halo_hal_cuda_instance_wake_locked(
+    halo_hal_cuda_command_buffer_t *command_buffer) {
+  halo_hal_cuda_task_t *waiter = command_buffer->parked_head;
+  if (waiter) {
+    command_buffer->parked_head = waiter->next;
+    if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
+    waiter->next = NULL;
+    waiter->promised = true;
+    ++command_buffer->promised;
+  }
+  pthread_mutex_unlock(&command_buffer->mutex);
+  if (waiter) {
+    halo_hal_cuda_thread_post(&command_buffer->device->submission, waiter);
+  }
 }
 
 // Returns |instance| (NULL: a reservation that was not used) and wakes the
@@ -1590,18 +1603,7 @@ static void halo_hal_cuda_instance_give(
   } else {
     --command_buffer->instance_count;
   }
-  halo_hal_cuda_task_t *waiter = command_buffer->parked_head;
-  if (waiter) {
-    command_buffer->parked_head = waiter->next;
-    if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
-    waiter->next = NULL;
-    waiter->promised = true;
-    ++command_buffer->promised;
-  }
-  pthread_mutex_unlock(&command_buffer->mutex);
-  if (waiter) {
-    halo_hal_cuda_thread_post(&command_buffer->device->submission, waiter);
-  }
+  halo_hal_cuda_instance_wake_locked(command_buffer);
 }
 
 // Re-points command |index| of |instance| at what |execution| binds.
@@ -1992,17 +1994,7 @@ void halo_hal_cuda_command_buffer_forgo(
   waiter->promised = false;
   --command_buffer->promised;
   // What was kept for it goes to the next in line.
-  halo_hal_cuda_task_t *next = command_buffer->parked_head;
-  if (next) {
-    command_buffer->parked_head = next->next;
-    if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
-    next->next = NULL;
-    next->promised = true;
-    ++command_buffer->promised;
-  }
-  pthread_mutex_unlock(&command_buffer->mutex);
-  if (next)
-    halo_hal_cuda_thread_post(&command_buffer->device->submission, next);
+  halo_hal_cuda_instance_wake_locked(command_buffer);
 }
 
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue) {
