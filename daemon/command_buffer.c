@@ -706,7 +706,7 @@ halo_status_t halod_command_buffer_create(
   // were its own: what a session may hold does not depend on whether
   // another recorded the same first, and the recording stays while any
   // holder does.
-  uint64_t bytes = entry ? entry->bytes : halod_recorder_bytes(&recorder);
+  uint64_t bytes = entry ? entry->lru.bytes : halod_recorder_bytes(&recorder);
   status = halod_command_buffer_check_quota(daemon, session, bytes,
                                             request->n_commands, false);
   if (status) {
@@ -733,7 +733,7 @@ halo_status_t halod_command_buffer_create(
     halod_recorder_release(&recorder);
     command_buffer->entry = entry;
     command_buffer->memo_hit = true;
-    session->recording_bytes += entry->bytes;
+    session->recording_bytes += entry->lru.bytes;
     *out_command_buffer = command_buffer;
     return NULL;
   }
@@ -758,8 +758,9 @@ halo_status_t halod_command_buffer_create(
   entry->lru.device = recorder.hal_device;
   entry->flags = mode;
   entry->sharers = 1;
-  entry->bytes = bytes;
-  entry->lru.bytes = bytes;  // against memo-cache-bytes once released
+  // Charged to each session holding it, and against memo-cache-bytes once
+  // released.
+  entry->lru.bytes = bytes;
   entry->command_count = (uint32_t)request->n_commands;
   entry->binding_capacity = request->binding_capacity;
   entry->slots = recorder.slots;
@@ -794,7 +795,7 @@ void halod_command_buffer_release(halod_t *daemon,
   halod_memo_entry_t *entry = command_buffer->entry;
   halod_session_t *owner =
       halo_u64_map_get(&daemon->sessions.by_id, command_buffer->owner_session);
-  if (owner) owner->recording_bytes -= entry->bytes;
+  if (owner) owner->recording_bytes -= entry->lru.bytes;
   if (--entry->sharers == 0) {
     // Kept within memo-cache-entries and memo-cache-bytes; a recording
     // larger than the bytes' bound alone is not kept (0: none is).

@@ -36,11 +36,7 @@ typedef struct halod_memo_entry_t {
   uint32_t flags;
   uint32_t sharers;  // command buffers using it
   uint64_t hits;     // times an identical recording found it
-  // What each command buffer using it is charged against
-  // session-recording-bytes: the bytes halod keeps for it, and the worker's
-  // copy of the recording where the device is a worker's.
-  uint64_t bytes;
-  bool in_cache;  // REUSABLE: in daemon->cache.memo
+  bool in_cache;     // REUSABLE: in daemon->cache.memo
   // As recorded (no-op dispatches included; the device has only the rest).
   uint32_t command_count;
   uint32_t binding_capacity;
@@ -51,8 +47,11 @@ typedef struct halod_memo_entry_t {
   halod_buffer_t **buffers;  // directly referenced, retained
   uint32_t buffer_count;
   // Without sharers: kept in daemon->cache.memo_lru (REUSABLE recordings
-  // that name no buffer directly: a buffer's id is never seen again), its
-  // lru.bytes (= bytes) counted against memo-cache-bytes.
+  // that name no buffer directly: a buffer's id is never seen again).
+  // lru.bytes: what halod keeps for it, and the worker's copy of the
+  // recording where the device is a worker's; charged against
+  // session-recording-bytes to each command buffer's session while held,
+  // against memo-cache-bytes once released.
   halod_cache_link_t lru;
 } halod_memo_entry_t;
 
