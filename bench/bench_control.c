@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "common/wire.h"
 #include "halo/halo.h"
 
 // Fixed descriptor numbers the helper processes find their shared memory
@@ -515,7 +516,7 @@ static void bench_nng_round_trip(nng_socket socket) {
 static nng_socket bench_nng_dial(const char *address) {
   nng_socket socket;
   int rv = nng_req0_open(&socket);
-  if (rv == 0) rv = nng_dial(socket, address, NULL, 0);
+  if (rv == 0) rv = halo_wire_dial_once(socket, address, NULL, NULL);
   if (rv != 0) bench_die("native nng dial %s: %s", address, nng_strerror(rv));
   nng_socket_set_ms(socket, NNG_OPT_RECVTIMEO, BENCH_STEP_TIMEOUT_MS);
   return socket;

@@ -12,7 +12,17 @@ struct halo_admin_s {
   nng_socket socket;
   nng_ctx ctx;
   nng_aio *aio;
+  _Atomic bool lost;  // the connection to halod is gone
 };
+
+// nng thread: the connection went away (halod stopped). Calls fail at once,
+// and nng does not dial again (halo_wire_connection_lost).
+static void halo_admin_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
+                                       void *arg) {
+  (void)event;
+  halo_admin_t *admin = arg;
+  halo_wire_connection_lost(pipe, &admin->lost, admin->aio);
+}
 
 const char *halo_admin_default_address(const char *address) {
   if (address && *address) return address;
@@ -34,10 +44,13 @@ halo_status_t halo_admin_connect(const char *address, int timeout_ms,
     // Listings of a busy daemon exceed nng's default limit; the daemon is
     // trusted here.
     nng_socket_set_size(admin->socket, NNG_OPT_RECVMAXSZ, 256u << 20);
-    rv = nng_dial(admin->socket, address, NULL, 0);
+    rv = nng_aio_alloc(&admin->aio, NULL, NULL);
   }
   if (rv == 0) rv = nng_ctx_open(&admin->ctx, admin->socket);
-  if (rv == 0) rv = nng_aio_alloc(&admin->aio, NULL, NULL);
+  if (rv == 0) {
+    rv = halo_wire_dial_once(admin->socket, address, halo_admin_on_pipe_removed,
+                             admin);
+  }
   if (rv != 0) {
     char target[320];
     snprintf(target, sizeof(target), "admin socket %s", address);
@@ -57,15 +70,17 @@ halo_status_t halo_admin_connect(const char *address, int timeout_ms,
 
 void halo_admin_close(halo_admin_t *admin) {
   if (!admin) return;
-  if (admin->aio) nng_aio_free(admin->aio);
+  // The socket first: its removal callback may still abort the aio.
   nng_close(admin->socket);
+  if (admin->aio) nng_aio_free(admin->aio);
   free(admin);
 }
 
 halo_status_t halo_admin_call(halo_admin_t *admin,
                               const halo_wire_request_t *request,
                               halo_wire_response_t **out_response) {
-  return halo_wire_call(admin->ctx, admin->aio, NULL, request, out_response);
+  return halo_wire_call(admin->ctx, admin->aio, &admin->lost, request,
+                        out_response);
 }
 
 halo_status_t halo_admin_status(halo_admin_t *admin,

@@ -29,19 +29,13 @@ const char *halo_version_string(void) {
 
 // nng thread (its reaper): the pipe to halod went away (daemon exit or
 // crash, or halod refused the connection). Every later call fails fast; a
-// call in flight is aborted instead of waiting for its timeout. The dialer
-// closes too: nng 1.5.2 would dial again at once about every other time
-// (its back-off, RECONNMINT, is taken modulo a random number cast to int,
-// which is negative half the time), and a client closing while such a
-// connection was still exchanging nng's greeting made halod's listener stop
-// accepting for good (docs/architecture.md).
+// call in flight is aborted instead of waiting for its timeout; the dialer
+// closes (halo_wire_connection_lost says why).
 static void halo_client_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
                                         void *arg) {
   (void)event;
   halo_client_t *client = arg;
-  atomic_store(&client->lost, true);
-  nng_aio_abort(client->aio, NNG_ECONNSHUT);
-  nng_dialer_close(nng_pipe_dialer(pipe));
+  halo_wire_connection_lost(pipe, &client->lost, client->aio);
 }
 
 static halo_status_t halo_client_lost_status(const halo_client_t *client) {
@@ -309,16 +303,13 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
     // one, and do not redial behind the client's back.
     nng_socket_set_ms(client->socket, NNG_OPT_REQ_RESENDTIME,
                       NNG_DURATION_INFINITE);
-    nng_socket_set_ms(client->socket, NNG_OPT_RECONNMINT, 3600000);
-    nng_socket_set_ms(client->socket, NNG_OPT_RECONNMAXT, 3600000);
     rv = nng_aio_alloc(&client->aio, NULL, NULL);
   }
   if (rv == 0) rv = nng_ctx_open(&client->ctx, client->socket);
   if (rv == 0) {
     nng_aio_set_timeout(client->aio, timeout_ms);
-    nng_pipe_notify(client->socket, NNG_PIPE_EV_REM_POST,
-                    halo_client_on_pipe_removed, client);
-    rv = nng_dial(client->socket, address, NULL, 0);
+    rv = halo_wire_dial_once(client->socket, address,
+                             halo_client_on_pipe_removed, client);
   }
   halo_status_t status = NULL;
   if (rv != 0) {

@@ -69,6 +69,31 @@ halo_status_t halo_wire_dial_failed(int nng_error, const char *target,
   return status;
 }
 
+void halo_wire_connection_lost(nng_pipe pipe, _Atomic bool *lost,
+                               nng_aio *aio) {
+  if (lost) atomic_store(lost, true);
+  if (aio) nng_aio_abort(aio, NNG_ECONNSHUT);
+  nng_dialer_close(nng_pipe_dialer(pipe));
+}
+
+static void halo_wire_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
+                                      void *arg) {
+  (void)event;
+  (void)arg;
+  halo_wire_connection_lost(pipe, NULL, NULL);
+}
+
+int halo_wire_dial_once(nng_socket socket, const char *address,
+                        nng_pipe_cb on_removed, void *arg) {
+  nng_socket_set_ms(socket, NNG_OPT_RECONNMINT, 3600000);
+  nng_socket_set_ms(socket, NNG_OPT_RECONNMAXT, 3600000);
+  int rv = nng_pipe_notify(socket, NNG_PIPE_EV_REM_POST,
+                           on_removed ? on_removed : halo_wire_on_pipe_removed,
+                           on_removed ? arg : NULL);
+  if (rv == 0) rv = nng_dial(socket, address, NULL, 0);
+  return rv;
+}
+
 // Waits for the step just started on |aio|; see halo_wire_call for |lost|.
 // The removal callback stores |lost| before it aborts, and this load comes
 // after the step started: either it sees |lost|, or the abort comes after

@@ -38,6 +38,22 @@ halo_status_t halo_wire_status_from_nng(int nng_error, const char *what);
 halo_status_t halo_wire_dial_failed(int nng_error, const char *target,
                                     const char *denied, const char *absent);
 
+// Dials |address| on the client |socket| (nng_dial, blocking) for one
+// connection, never dialed again once lost: the socket's reconnect times are
+// set to an hour, and its pipe-removal callback (NNG_PIPE_EV_REM_POST) is
+// |on_removed| with |arg|, or halo_wire_connection_lost alone when NULL;
+// |on_removed| calls halo_wire_connection_lost. Returns nng's error.
+int halo_wire_dial_once(nng_socket socket, const char *address,
+                        nng_pipe_cb on_removed, void *arg);
+// The work of a removal callback of halo_wire_dial_once, on nng's thread:
+// sets |*lost| and aborts |aio| with NNG_ECONNSHUT (each may be NULL; see
+// halo_wire_call), then closes the pipe's dialer. nng 1.5.2 would dial again
+// at once about every other time (its back-off, RECONNMINT, is taken modulo
+// a random number cast to int, which is negative half the time), and a
+// client closing while such a connection was still exchanging nng's greeting
+// made halod's listener stop accepting for good (docs/architecture.md).
+void halo_wire_connection_lost(nng_pipe pipe, _Atomic bool *lost, nng_aio *aio);
+
 // Sends |request| on |ctx| using |aio| (its timeout set by the caller) and
 // waits for the response. On success |out_response| is a response with
 // code OK (free it with halo__wire__response__free_unpacked(r, NULL)).

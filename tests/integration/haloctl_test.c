@@ -801,6 +801,39 @@ static void test_client_socket_refuses_admin_requests(void **state) {
   ops_result_free(&r);
 }
 
+// haloctl's admin client does not dial again once its connection is lost:
+// a call after halod stopped fails at once, also once a new halod listens
+// on the same socket (nng 1.5.2 would have dialed it again on its own).
+static void test_admin_client_does_not_redial(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_connect(fixture->daemon.admin, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_status(admin, &response));
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_client_close(fixture->client);
+  fixture->client = NULL;
+  assert_int_equal(ops_daemon_stop(&fixture->daemon), 0);
+  ops_daemon_start(&fixture->daemon, NULL, NULL);
+  // nng's reconnect time is 100 ms by default, and half the time none.
+  ops_sleep_ms(500);
+  int64_t start = ops_now_ms();
+  response = NULL;
+  halo_status_t status = halo_admin_status(admin, &response);
+  int64_t took = ops_now_ms() - start;
+  if (!status) {
+    halo__wire__response__free_unpacked(response, NULL);
+    print_error("the admin client dialed the new halod again\n");
+    fail();
+  }
+  assert_int_equal(halo_status_code(status), HALO_STATUS_UNAVAILABLE);
+  halo_status_free(status);
+  assert_true(took < 1000);
+  halo_admin_close(admin);
+  // A new connection is answered.
+  assert_true(ops_daemon_answers(&fixture->daemon));
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, haloctl_setup, haloctl_teardown)
@@ -819,6 +852,7 @@ int main(void) {
       T(test_exit_codes_and_help),
       T(test_options_anywhere_ids_and_queries),
       T(test_client_socket_refuses_admin_requests),
+      T(test_admin_client_does_not_redial),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -234,7 +234,7 @@ static bool soak_replay_open(soak_replay_t *replay, const char *address,
   if (nng_req0_open(&replay->socket) != 0) return false;
   nng_socket_set_ms(replay->socket, NNG_OPT_RECVTIMEO, 30000);
   nng_socket_set_ms(replay->socket, NNG_OPT_SENDTIMEO, 30000);
-  if (nng_dial(replay->socket, address, NULL, 0) != 0) {
+  if (halo_wire_dial_once(replay->socket, address, NULL, NULL) != 0) {
     nng_close(replay->socket);
     return false;
   }
