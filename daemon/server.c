@@ -405,10 +405,10 @@ static void halod_server_on_aio(void *arg) {
 // nng thread, at NNG_PIPE_EV_ADD_PRE: |pipe| connected and has not received
 // anything yet. Admitted, it is counted and PIPE_ADDED queued (before any of
 // its requests can be); past |max_pipes| in all or |max_uid_pipes| of its
-// uid it is closed here. Here, not later: nng 1.5.2 loses a message
-// arriving on a pipe that another thread closes, and then no pipe of the
-// process ever finishes closing (halod_server_close_pipe); a pipe closed
-// before it started receiving has nothing arriving.
+// uid it is closed here, before anything arrives on it: nng before 1.9
+// lost a message arriving on a pipe that another thread closes, and then
+// no pipe of the process ever finished closing (halod_server_close_pipe,
+// daemon/nng_stream_fix.c).
 static void halod_server_on_pipe_arrived(halod_server_t *server,
                                          nng_pipe pipe) {
   halod_server_event_t *event = calloc(1, sizeof(*event));

@@ -162,13 +162,13 @@ halo_status_t halod_server_set_socket_group(const char *path, const char *group,
 void halod_server_set_pipe_limits(halod_server_t *server, uint32_t max_pipes,
                                   uint32_t max_uid_pipes);
 
-// Closes an admitted client's pipe. Beware: nng 1.5.2 loses a message that
-// is arriving on the pipe at that moment, and from then on no pipe of the
-// process finishes closing (nng's reaper waits for that receive for ever:
-// docs/architecture.md, Stop): no PIPE_REMOVED comes any more and every
-// session stays. So halod closes a pipe only when its client should be
-// silent (no Hello within hello-timeout-ms) or an administrator asks
-// (haloctl kill-client); a pipe past a limit is refused as it arrives,
+// Closes an admitted client's pipe. nng before 1.9 lost a message arriving
+// on the pipe at that moment, and from then on no pipe of the process
+// finished closing (nng's reaper waited for that receive for ever): halod's
+// executable completes such a lost transfer with an error instead
+// (daemon/nng_stream_fix.c). halod closes a pipe only when its client
+// should be silent (no Hello within hello-timeout-ms) or an administrator
+// asks (haloctl kill-client); a pipe past a limit is refused as it arrives,
 // before it receives anything.
 void halod_server_close_pipe(uint32_t pipe_id);
 
