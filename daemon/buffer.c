@@ -43,14 +43,16 @@ static halo_status_t halod_buffer_place(halod_t *daemon,
   return NULL;
 }
 
-halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
-                                  uint32_t device, uint32_t memory_type,
-                                  uint64_t size, bool exportable,
-                                  halod_buffer_t **out_buffer) {
-  *out_buffer = NULL;
-  halo_hal_device_t *hal_device = NULL;
+// Checks a buffer's device, memory type, size and |session|'s quota for it;
+// |out_hal_device|: the device of the session's trust domain.
+static halo_status_t halod_buffer_check(halod_t *daemon,
+                                        halod_session_t *session,
+                                        uint32_t device, uint32_t memory_type,
+                                        uint64_t size,
+                                        halo_hal_device_t **out_hal_device) {
+  *out_hal_device = NULL;
   HALO_RETURN_IF_ERROR(
-      halod_domain_device(daemon, session->domain, device, &hal_device));
+      halod_domain_device(daemon, session->domain, device, out_hal_device));
   if (size == 0 || size > HALOD_BUFFER_MAX_SIZE) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "buffer size %llu is outside [1, 2^40]",
@@ -73,8 +75,15 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
         host ? "session-host-bytes" : "session-device-bytes",
         (unsigned long long)used, (unsigned long long)quota);
   }
+  return NULL;
+}
+
+static halod_buffer_t *halod_buffer_new(halod_t *daemon,
+                                        halod_session_t *session,
+                                        uint32_t device, uint32_t memory_type,
+                                        uint64_t size, bool exportable) {
   halod_buffer_t *buffer = calloc(1, sizeof(*buffer));
-  if (!buffer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!buffer) return NULL;
   buffer->refcount = 1;
   buffer->id = halod_next_id(daemon);
   buffer->memory_type = memory_type;
@@ -82,6 +91,36 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
   buffer->size = size;
   buffer->owner_session = session->id;
   buffer->exportable = exportable;
+  return buffer;
+}
+
+// Counts a new buffer (its bytes charged to |session| already where
+// |charged|).
+static void halod_buffer_count(halod_t *daemon, halod_session_t *session,
+                               const halod_buffer_t *buffer, bool charged) {
+  halod_device_stats_t *stats = &daemon->stats.devices[buffer->device];
+  ++stats->buffers;
+  if (buffer->arena) {
+    if (!charged) session->host_bytes += buffer->size;
+    stats->host_bytes += buffer->size;
+  } else {
+    if (!charged) session->device_bytes += buffer->size;
+    stats->device_bytes += buffer->size;
+  }
+}
+
+halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
+                                  uint32_t device, uint32_t memory_type,
+                                  uint64_t size, bool exportable,
+                                  halod_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  halo_hal_device_t *hal_device = NULL;
+  HALO_RETURN_IF_ERROR(halod_buffer_check(daemon, session, device, memory_type,
+                                          size, &hal_device));
+  bool host = memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE;
+  halod_buffer_t *buffer =
+      halod_buffer_new(daemon, session, device, memory_type, size, exportable);
+  if (!buffer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   halo_status_t status;
   if (host) {
     status = halod_buffer_place(daemon, session, size, exportable,
@@ -99,15 +138,39 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
     free(buffer);
     return status;
   }
-  halod_device_stats_t *stats = &daemon->stats.devices[device];
-  ++stats->buffers;
-  if (host) {
-    session->host_bytes += size;
-    stats->host_bytes += size;
-  } else {
-    session->device_bytes += size;
-    stats->device_bytes += size;
-  }
+  halod_buffer_count(daemon, session, buffer, false);
+  *out_buffer = buffer;
+  return NULL;
+}
+
+halo_status_t halod_buffer_reserve(halod_t *daemon, halod_session_t *session,
+                                   uint32_t device, uint64_t size,
+                                   halo_hal_device_t **out_hal_device) {
+  HALO_RETURN_IF_ERROR(halod_buffer_check(
+      daemon, session, device, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, size,
+      out_hal_device));
+  session->device_bytes += size;
+  return NULL;
+}
+
+void halod_buffer_unreserve(halod_session_t *session, uint64_t size) {
+  session->device_bytes -= size;
+}
+
+halo_status_t halod_buffer_adopt(halod_t *daemon, halod_session_t *session,
+                                 uint32_t device, uint64_t size,
+                                 bool exportable, halo_hal_device_t *hal_device,
+                                 uint64_t address,
+                                 halod_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  halod_buffer_t *buffer = halod_buffer_new(
+      daemon, session, device, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, size,
+      exportable);
+  if (!buffer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  buffer->device_address = address;
+  halod_device_retain(hal_device);
+  buffer->hal_device = hal_device;
+  halod_buffer_count(daemon, session, buffer, true);
   *out_buffer = buffer;
   return NULL;
 }

@@ -43,6 +43,21 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
                                   uint32_t device, uint32_t memory_type,
                                   uint64_t size, bool exportable,
                                   halod_buffer_t **out_buffer);
+// Device memory allocated by a control call off the loop (daemon/requests.c,
+// daemon/device_call.h): halod_buffer_reserve checks what
+// halod_buffer_create checks and charges |size| to the session's device
+// bytes at once (no other allocation of the session passes the quota while
+// the call runs); halod_buffer_adopt makes the buffer of the memory the
+// device allocated at |address|, those bytes charged already; a failed
+// call's bytes go back with halod_buffer_unreserve.
+halo_status_t halod_buffer_reserve(halod_t *daemon, halod_session_t *session,
+                                   uint32_t device, uint64_t size,
+                                   halo_hal_device_t **out_hal_device);
+void halod_buffer_unreserve(halod_session_t *session, uint64_t size);
+halo_status_t halod_buffer_adopt(halod_t *daemon, halod_session_t *session,
+                                 uint32_t device, uint64_t size,
+                                 bool exportable, halo_hal_device_t *hal_device,
+                                 uint64_t address, halod_buffer_t **out_buffer);
 void halod_buffer_retain(halod_buffer_t *buffer);
 // The last release frees the memory (and uncharges the owner), then calls
 // |on_freed|.

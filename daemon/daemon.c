@@ -17,6 +17,7 @@
 #include "common/timeline.h"
 #include "daemon/buffer.h"
 #include "daemon/cache.h"
+#include "daemon/device_call.h"
 #include "daemon/device_lost.h"
 #include "daemon/executable.h"
 #include "daemon/fd_server.h"
@@ -205,7 +206,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   halo_hal_deferred_queue_initialize(&daemon->work.deferred, halod_wake_loop,
                                      &daemon->work.completion_async);
 
-  halo_status_t status = halod_workers_start(daemon);
+  halo_status_t status = halod_device_calls_start(daemon);
+  if (!status) status = halod_workers_start(daemon);
   if (status) {
     halod_stop(daemon);  // closes the handles opened so far
     return status;
@@ -367,6 +369,10 @@ void halod_stop(halod_t *daemon) {
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
                                 "stopping executable loads");
   halod_executable_stop_loads(daemon, start + HALOD_STOP_LOADS_NS);
+  // And those waiting for a device worker's control call (or behind one).
+  halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
+                                "stopping device calls");
+  halod_device_calls_stop(daemon, start + HALOD_STOP_LOADS_NS);
   // Every request is answered now: the sockets close once quiet (bounded,
   // see halod_server_destroy).
   halod_stop_watchdog_set_phase(&daemon->stop_watchdog,
@@ -418,6 +424,7 @@ void halod_stop(halod_t *daemon) {
   if (daemon->work.completion_async.loop) {
     uv_close((uv_handle_t *)&daemon->work.completion_async, NULL);
   }
+  halod_device_calls_close(daemon);
   halod_ring_workers_stop(daemon);
   halod_rings_stop(daemon);
   if (daemon->sigterm.loop) {

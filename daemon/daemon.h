@@ -183,6 +183,8 @@ typedef struct halod_t {
   // The device workers per (device, trust domain) and the spares
   // (daemon/workers.c).
   struct halod_workers_state_t *workers;
+  // Control calls to devices, made off the loop (daemon/device_call.h).
+  struct halod_device_calls_t *calls;
 } halod_t;
 
 // Starts everything: devices, sockets, signal handlers.
@@ -202,7 +204,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 // and a device worker running one is killed (a compile or a native
 // kernel's constructor can run for longer than the stop may take); a load
 // on a device in halod itself is left running, and halod exits without
-// waiting for it.
+// waiting for it. So are device workers still in a control call made off
+// the loop (daemon/device_call.h).
 #define HALOD_STOP_LOADS_NS (1000ll * 1000000)
 // The watchdog (daemon/stop_watchdog.h) ends the process this long after
 // the signal if the stop is still not done: within the 5 s that clients

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/device_call.h"
 #include "daemon/executable.h"
 #include "daemon/queue.h"
 #include "daemon/ring_worker.h"
@@ -362,6 +363,11 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "loads, entry lookups, recordings' preparation, queues, "
                     "a lost session's ring).",
                     (double)halo_hal_remote_control_calls());
+  halod_text_sample(&text, "halo_worker_control_calls_waiting", "gauge",
+                    "Requests waiting for their control call to a device "
+                    "worker, made off halod's loop (a session's later "
+                    "requests wait behind its own).",
+                    (double)halod_device_calls_waiting(daemon));
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains (each part with workers-per-domain "
                     "above 1): with sessions, or kept for the cached "

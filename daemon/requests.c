@@ -12,6 +12,7 @@
 #include "daemon/buffer.h"
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/device_call.h"
 #include "daemon/executable.h"
 #include "daemon/operation.h"
 #include "daemon/queue.h"
@@ -54,9 +55,14 @@ typedef struct halod_request_t {
   halod_t *daemon;
   halod_session_t *session;
   Halo__Wire__Response response;
-  // Answered elsewhere (an executable load finishes off the loop thread).
+  // Answered elsewhere (an executable load finishes off the loop thread,
+  // a device call's after step on the loop: daemon/device_call.h).
   halod_server_context_t *context;
   bool deferred;
+  // The decoded request; |wire_taken|: a device call keeps it (a write's
+  // bytes) and frees it.
+  Halo__Wire__Request *wire;
+  bool wire_taken;
 } halod_request_t;
 
 static halo_status_t halod_hello(halod_request_t *request,
@@ -192,6 +198,156 @@ static halo_status_t halod_export_object(halod_t *daemon, uint32_t type,
   return NULL;
 }
 
+// ------------------------------------------------------------ device calls
+// Requests whose control call to a device worker runs off the loop
+// (daemon/device_call.h): the handler checks and holds what the call needs,
+// the call's after step (on the loop) makes the objects and answers.
+
+// Starts |call| for |request|, which is answered by its after step.
+static halo_status_t halod_request_call(halod_request_t *request,
+                                        halod_device_call_t *call) {
+  request->deferred = true;
+  halod_device_call_start(request->daemon, request->session, request->context,
+                          call);
+  return NULL;
+}
+
+// A device buffer's write or read.
+typedef struct halod_copy_call_t {
+  halod_device_call_t call;
+  halod_buffer_t *buffer;  // held while the call runs
+  uint64_t address;
+  uint64_t length;
+  Halo__Wire__Request *write;  // a write's request: its bytes (owned)
+  void *read;                  // a read's bytes
+  halo_status_t status;
+} halod_copy_call_t;
+
+static void halod_copy_call_work(halod_device_call_t *call) {
+  halod_copy_call_t *copy = (halod_copy_call_t *)call;
+  halo_hal_allocator_t *allocator = call->device->allocator;
+  copy->status = copy->write
+                     ? allocator->vtable->write(
+                           allocator, copy->address,
+                           copy->write->buffer_write->data.data, copy->length)
+                     : allocator->vtable->read(allocator, copy->address,
+                                               copy->read, copy->length);
+}
+
+static void halod_copy_call_done(halod_t *daemon, halod_device_call_t *call,
+                                 halod_session_t *session) {
+  halod_copy_call_t *copy = (halod_copy_call_t *)call;
+  halo_status_t status = copy->status;
+  if (!status) status = halod_device_call_session_gone(call, session);
+  if (status || copy->write) {
+    halod_device_call_reply_status(call, status);
+  } else {
+    Halo__Wire__BufferReadReply reply = HALO__WIRE__BUFFER_READ_REPLY__INIT;
+    reply.data.data = copy->read;
+    reply.data.len = copy->length;
+    Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+    response.body_case = HALO__WIRE__RESPONSE__BODY_BUFFER_READ;
+    response.buffer_read = &reply;
+    halod_device_call_reply(call, &response);
+  }
+  halod_buffer_release(daemon, copy->buffer);
+  if (copy->write) halo__wire__request__free_unpacked(copy->write, NULL);
+  free(copy->read);
+  free(copy);
+}
+
+// Writes or reads [offset, offset + length) of device buffer |buffer|
+// through a device call (|write|: the request whose bytes it writes, which
+// the call takes).
+static halo_status_t halod_request_copy(halod_request_t *request,
+                                        halod_buffer_t *buffer, uint64_t offset,
+                                        uint64_t length, bool write) {
+  halod_copy_call_t *copy = calloc(1, sizeof(*copy));
+  if (copy && !write) copy->read = malloc(length ? length : 1);
+  if (!copy || (!write && !copy->read)) {
+    free(copy);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  copy->call.device = buffer->hal_device;
+  copy->call.work = halod_copy_call_work;
+  copy->call.done = halod_copy_call_done;
+  copy->call.what = write ? "a buffer write" : "a buffer read";
+  halod_buffer_retain(buffer);
+  copy->buffer = buffer;
+  copy->address = buffer->device_address + offset;
+  copy->length = length;
+  if (write) {
+    request->wire_taken = true;
+    copy->write = request->wire;
+  }
+  return halod_request_call(request, &copy->call);
+}
+
+// A device buffer's allocation (BufferCreate).
+typedef struct halod_allocate_call_t {
+  halod_device_call_t call;
+  uint32_t device;
+  uint64_t size;  // charged to the session already (halod_buffer_reserve)
+  bool exportable;
+  uint64_t address;
+  halo_status_t status;
+} halod_allocate_call_t;
+
+static void halod_allocate_call_work(halod_device_call_t *call) {
+  halod_allocate_call_t *allocate = (halod_allocate_call_t *)call;
+  halo_hal_allocator_t *allocator = call->device->allocator;
+  allocate->status = allocator->vtable->allocate(allocator, allocate->size,
+                                                 &allocate->address);
+}
+
+static void halod_reply_buffer(halod_request_t *request,
+                               const halod_buffer_t *buffer, uint64_t handle,
+                               uint64_t submission_id,
+                               halod_reply_bodies_t *bodies);
+
+static void halod_allocate_call_done(halod_t *daemon, halod_device_call_t *call,
+                                     halod_session_t *session) {
+  halod_allocate_call_t *allocate = (halod_allocate_call_t *)call;
+  halo_status_t status = allocate->status;
+  halod_buffer_t *buffer = NULL;
+  if (!status) status = halod_device_call_session_gone(call, session);
+  if (!status) {
+    status = halod_buffer_adopt(daemon, session, allocate->device,
+                                allocate->size, allocate->exportable,
+                                call->device, allocate->address, &buffer);
+  }
+  if (status) {
+    // Nothing of it stays: the memory (if the device allocated it) and the
+    // bytes reserved for it go back.
+    if (!allocate->status) {
+      halo_hal_allocator_t *allocator = call->device->allocator;
+      allocator->vtable->deallocate(allocator, allocate->address,
+                                    allocate->size);
+    }
+    if (session) halod_buffer_unreserve(session, allocate->size);
+    halod_device_call_reply_status(call, status);
+    free(allocate);
+    return;
+  }
+  // The buffer is the session's now: a failed handle releases it.
+  uint64_t handle = 0;
+  status = halod_session_add_buffer(daemon, session, buffer, &handle);
+  halod_reply_bodies_t *bodies = status ? NULL : calloc(1, sizeof(*bodies));
+  if (!status && !bodies) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  if (status) {
+    halod_device_call_reply_status(call, status);
+  } else {
+    halod_request_t request = {.daemon = daemon, .session = session};
+    halo__wire__response__init(&request.response);
+    halod_reply_buffer(&request, buffer, handle, 0, bodies);
+    halod_device_call_reply(call, &request.response);
+  }
+  free(bodies);
+  free(allocate);
+}
+
 // ------------------------------------------------------------- the handlers
 // One per request body: each decodes its body into the operation below it
 // and fills the reply's body.
@@ -269,6 +425,27 @@ static halo_status_t halod_request_buffer_create(
                             "BufferCreate: unknown flags 0x%x",
                             create->flags & ~1u);
   }
+  if (create->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE) {
+    // Allocated by the domain's worker, off the loop.
+    halod_allocate_call_t *allocate = calloc(1, sizeof(*allocate));
+    if (!allocate) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+    halo_status_t status =
+        halod_buffer_reserve(request->daemon, request->session, create->device,
+                             create->size, &allocate->call.device);
+    if (status) {
+      free(allocate);
+      return status;
+    }
+    allocate->call.work = halod_allocate_call_work;
+    allocate->call.done = halod_allocate_call_done;
+    allocate->call.what = "a buffer allocation";
+    allocate->device = create->device;
+    allocate->size = create->size;
+    allocate->exportable = create->flags & 1u;
+    return halod_request_call(request, &allocate->call);
+  }
   halod_buffer_t *buffer = NULL;
   HALO_RETURN_IF_ERROR(
       halod_buffer_create(request->daemon, request->session, create->device,
@@ -297,6 +474,13 @@ static halo_status_t halod_request_buffer_write(halod_request_t *request,
   halod_buffer_t *buffer;
   HALO_RETURN_IF_ERROR(
       halod_buffer_lookup(request->session, write->handle, &buffer));
+  if (!buffer->arena) {
+    // Device memory: written by the buffer's worker, off the loop.
+    HALO_RETURN_IF_ERROR(
+        halod_buffer_check_range(buffer, write->offset, write->data.len));
+    return halod_request_copy(request, buffer, write->offset, write->data.len,
+                              true);
+  }
   return halod_buffer_write(buffer, write->offset, write->data.data,
                             write->data.len);
 }
@@ -317,6 +501,11 @@ static halo_status_t halod_request_buffer_read(halod_request_t *request,
   }
   HALO_RETURN_IF_ERROR(
       halod_buffer_check_range(buffer, read->offset, read->length));
+  if (!buffer->arena) {
+    // Device memory: read by the buffer's worker, off the loop.
+    return halod_request_copy(request, buffer, read->offset, read->length,
+                              false);
+  }
   bodies->heap = malloc(read->length ? read->length : 1);
   if (!bodies->heap) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
@@ -804,19 +993,9 @@ static halo_status_t halod_dispatch(halod_request_t *request,
                           "request type %u is not known to this halod", body);
 }
 
-static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
-  // The server queues a pipe's PIPE_ADDED before its requests and nothing
-  // after its PIPE_REMOVED: no session means none could be created.
-  halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
-  if (!session) {
-    halod_reply_status(event->context,
-                       halo_status_make(HALO_STATUS_UNAVAILABLE,
-                                        "halod could not create a session for "
-                                        "this connection (out of memory; see "
-                                        "its log)"));
-    return;
-  }
+// Serves |session|'s request |event| (freed by the caller).
+static void halod_requests_serve(halod_t *daemon, halod_session_t *session,
+                                 halod_server_event_t *event) {
   ++session->requests;
   Halo__Wire__Request *wire = halo__wire__request__unpack(
       NULL, nng_msg_len(event->message), nng_msg_body(event->message));
@@ -832,8 +1011,10 @@ static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
                          nng_msg_len(event->message)));
     return;
   }
-  halod_request_t request = {
-      .daemon = daemon, .session = session, .context = event->context};
+  halod_request_t request = {.daemon = daemon,
+                             .session = session,
+                             .context = event->context,
+                             .wire = wire};
   halo__wire__response__init(&request.response);
   halod_reply_bodies_t *bodies = calloc(1, sizeof(*bodies));
   halo_status_t status =
@@ -852,7 +1033,64 @@ static void halod_requests_serve(halod_t *daemon, halod_server_event_t *event) {
     free(bodies->spans);
   }
   free(bodies);
-  halo__wire__request__free_unpacked(wire, NULL);
+  if (!request.wire_taken) halo__wire__request__free_unpacked(wire, NULL);
+}
+
+// A request event: served now, or (its session waits for a device call)
+// kept until the session's earlier requests were answered. Whether it took
+// |event|.
+static bool halod_requests_take(halod_t *daemon, halod_server_event_t *event) {
+  // The server queues a pipe's PIPE_ADDED before its requests and nothing
+  // after its PIPE_REMOVED: no session means none could be created.
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
+  if (!session) {
+    halod_reply_status(event->context,
+                       halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                        "halod could not create a session for "
+                                        "this connection (out of memory; see "
+                                        "its log)"));
+    return false;
+  }
+  if (session->call || session->waiting_head) {
+    event->next = NULL;
+    if (session->waiting_tail) {
+      session->waiting_tail->next = event;
+    } else {
+      session->waiting_head = event;
+    }
+    session->waiting_tail = event;
+    return true;
+  }
+  halod_requests_serve(daemon, session, event);
+  return false;
+}
+
+void halod_requests_resume(halod_t *daemon, halod_session_t *session) {
+  uint64_t id = session->id;
+  while (!session->call && session->waiting_head) {
+    halod_server_event_t *event = session->waiting_head;
+    session->waiting_head = event->next;
+    if (!session->waiting_head) session->waiting_tail = NULL;
+    event->next = NULL;
+    halod_requests_serve(daemon, session, event);
+    halod_server_event_free(event);
+    // A request does not end its own session; still, never a stale one.
+    session = halo_u64_map_get(&daemon->sessions.by_id, id);
+    if (!session) return;
+  }
+}
+
+void halod_requests_refuse_waiting(halod_session_t *session,
+                                   halo_status_code_t code,
+                                   const char *message) {
+  while (session->waiting_head) {
+    halod_server_event_t *event = session->waiting_head;
+    session->waiting_head = event->next;
+    halod_reply_status(event->context, halo_status_make(code, "%s", message));
+    halod_server_event_free(event);
+  }
+  session->waiting_tail = NULL;
 }
 
 // Loop thread: a connection closed as it arrived (daemon/server.c): only
@@ -912,7 +1150,7 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
       halod_requests_refused(daemon, event);
       break;
     case HALOD_SERVER_EVENT_REQUEST:
-      halod_requests_serve(daemon, event);
+      if (halod_requests_take(daemon, event)) return;  // waits for its turn
       break;
   }
   halod_server_event_free(event);

@@ -14,4 +14,14 @@
 // sessions, requests are decoded, dispatched and answered.
 void halod_requests_on_event(void *user_data, halod_server_event_t *event);
 
+// A session's requests that arrived while one of its requests waited for a
+// device worker's control call (daemon/device_call.h) wait in order:
+// halod_requests_resume serves them once that one was answered (until one
+// of them waits for a call again); halod_requests_refuse_waiting answers
+// them with |code| and |message| instead (the session ends, halod stops).
+void halod_requests_resume(halod_t *daemon, halod_session_t *session);
+void halod_requests_refuse_waiting(halod_session_t *session,
+                                   halo_status_code_t code,
+                                   const char *message);
+
 #endif  // HALOD_REQUESTS_H_

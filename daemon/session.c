@@ -17,6 +17,7 @@
 #include "daemon/fd_budget.h"
 #include "daemon/fd_server.h"
 #include "daemon/queue.h"
+#include "daemon/requests.h"
 #include "daemon/ring.h"
 #include "daemon/server.h"
 #include "daemon/submission.h"
@@ -234,6 +235,13 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
 }
 
 void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
+  // Requests waiting behind a device call (daemon/device_call.h) are
+  // answered (their connection is gone: nng drops the replies, and their
+  // contexts serve again); the call itself finds no session when it
+  // returns and only releases what it held.
+  halod_requests_refuse_waiting(session, HALO_STATUS_UNAVAILABLE,
+                                "the session ended");
+  session->call = NULL;
   // Close the fd channel first: no memfd of this session may stay reachable.
   halod_fd_server_drop_session(daemon->fd_server, session);
   // Records not yet read are dropped, as a request in flight on a closed

@@ -24,6 +24,7 @@ typedef struct halod_buffer_t halod_buffer_t;
 typedef struct halod_queue_t halod_queue_t;
 typedef struct halod_submission_t halod_submission_t;
 typedef struct halod_ring_t halod_ring_t;
+typedef struct halod_device_call_t halod_device_call_t;
 
 // What the fd channel may hand a session: pages and arenas it holds objects
 // on. Keys: kind << 56 | id.
@@ -56,6 +57,12 @@ struct halod_session_t {
   char client_name[64];
   int64_t created_ns;
   uint64_t requests;
+  // The control call to a device worker one of its requests waits for
+  // (daemon/device_call.h); NULL: none. Its requests that arrive meanwhile
+  // wait in |waiting| (server events, in order) and are served after it.
+  halod_device_call_t *call;
+  halod_server_event_t *waiting_head;
+  halod_server_event_t *waiting_tail;
 
   halod_handle_table_t handles;
   halo_u64_map_t grants;  // key -> count (as uintptr_t)

@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/ptrace.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -471,14 +469,7 @@ static void test_crash_names_the_ring_execution(void **state) {
 // and the loop may take their messages one by one). Returns how.
 static bool pause_loop(const halo_test_daemon_t *daemon) {
   pid_t pid = daemon->pid;
-  if (ptrace(PTRACE_SEIZE, pid, 0, 0) == 0) {
-    int status = 0;
-    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0 &&
-        waitpid(pid, &status, __WALL) == pid) {
-      return true;
-    }
-    ptrace(PTRACE_DETACH, pid, 0, 0);
-  }
+  if (halo_test_pause_loop(pid)) return true;
   print_message("ptrace unavailable (%s): stopping all of halod\n",
                 strerror(errno));
   assert_int_equal(kill(pid, SIGSTOP), 0);
@@ -487,7 +478,7 @@ static bool pause_loop(const halo_test_daemon_t *daemon) {
 
 static void resume_loop(const halo_test_daemon_t *daemon, bool traced) {
   if (traced) {
-    assert_int_equal(ptrace(PTRACE_DETACH, daemon->pid, 0, 0), 0);
+    halo_test_resume_loop(daemon->pid);
   } else {
     assert_int_equal(kill(daemon->pid, SIGCONT), 0);
   }

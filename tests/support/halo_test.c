@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1470,6 +1471,23 @@ static bool halo__thread_sleeping(pid_t pid, pid_t tid) {
 
 bool halo_test_wait_until_sleeping(pid_t pid, pid_t tid, int timeout_ms) {
   return HALO_TEST_POLL(halo__thread_sleeping(pid, tid), timeout_ms);
+}
+
+bool halo_test_pause_loop(pid_t pid) {
+  if (ptrace(PTRACE_SEIZE, pid, 0, 0) != 0) return false;
+  int status = 0;
+  if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0 &&
+      waitpid(pid, &status, __WALL) == pid) {
+    return true;
+  }
+  int error = errno;
+  ptrace(PTRACE_DETACH, pid, 0, 0);
+  errno = error;
+  return false;
+}
+
+void halo_test_resume_loop(pid_t pid) {
+  assert_int_equal(ptrace(PTRACE_DETACH, pid, 0, 0), 0);
 }
 
 // ---------------------------------------------------------------- /proc

@@ -435,6 +435,15 @@ const char *halo_test_peer_path(void);
 // /proc does not say which call, is asleep); false after |timeout_ms|.
 bool halo_test_wait_until_sleeping(pid_t pid, pid_t tid, int timeout_ms);
 
+// Stops halod's loop thread (the main thread of |pid|, a child of the
+// test) while its other threads go on (nng's, the metrics server's, the
+// readers of its workers' links): ptrace's PTRACE_INTERRUPT stops that
+// thread alone. halod is not dumpable, so this takes CAP_SYS_PTRACE (root);
+// false (nothing stopped) where ptrace is not allowed.
+// halo_test_resume_loop lets the loop go on.
+bool halo_test_pause_loop(pid_t pid);
+void halo_test_resume_loop(pid_t pid);
+
 // ---------------------------------------------------------------- /proc
 
 // The number of descriptors process |pid| holds open; -1 if /proc cannot be

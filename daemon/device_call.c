@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Control calls off the loop (see the header).
+#include "daemon/device_call.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "daemon/requests.h"
+#include "daemon/session.h"
+#include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
+
+// How long a call thread waits for another call before it ends.
+#define HALOD_DEVICE_CALL_LINGER_NS (5000ll * 1000000)
+
+typedef struct halod_device_calls_t halod_device_calls_t;
+
+// A call thread: idle, it waits on its own |cond| for a call the loop hands
+// it (|call|), so that a hand-off never wakes a thread that is busy.
+typedef struct halod_call_thread_t {
+  halod_device_calls_t *calls;
+  struct halod_call_thread_t *next;  // idle list
+  pthread_cond_t cond;
+  halod_device_call_t *call;
+} halod_call_thread_t;
+
+// A device's calls: the one running (on a thread) and those waiting for it
+// to be done. Loop only.
+typedef struct halod_device_queue_t {
+  halo_hal_device_t *device;
+  halod_device_call_t *running;
+  halod_device_call_t *head;
+  halod_device_call_t *tail;
+} halod_device_queue_t;
+
+struct halod_device_calls_t {
+  halod_t *daemon;
+  uv_async_t async;
+  // Loop only.
+  halo_u64_map_t queues;  // device address -> halod_device_queue_t
+  uint32_t waiting;       // started, not done
+  bool stopped;           // halod_device_calls_stop ran
+  // Under |mutex|, shared with the threads.
+  pthread_mutex_t mutex;
+  halod_call_thread_t *idle;
+  uint32_t threads;
+  halod_device_call_t *done_head;  // calls whose work returned, in order
+  halod_device_call_t *done_tail;
+  bool closing;      // threads end once idle
+  bool closed;       // |async| is closing: nothing is sent on it any more
+  bool handle_gone;  // ... and closed: the last thread frees this
+};
+
+static void halod_device_calls_free(halod_device_calls_t *calls) {
+  pthread_mutex_destroy(&calls->mutex);
+  free(calls);
+}
+
+// Under |mutex|: hands |call| back to the loop.
+static void halod_device_calls_push_done_locked(halod_device_calls_t *calls,
+                                                halod_device_call_t *call) {
+  call->next = NULL;
+  if (calls->done_tail) {
+    calls->done_tail->next = call;
+  } else {
+    calls->done_head = call;
+  }
+  calls->done_tail = call;
+  if (!calls->closed) uv_async_send(&calls->async);
+}
+
+static void *halod_call_thread_main(void *argument) {
+  halod_call_thread_t *self = argument;
+  halod_device_calls_t *calls = self->calls;
+  pthread_mutex_lock(&calls->mutex);
+  for (;;) {
+    halod_device_call_t *call = self->call;
+    if (call) {
+      self->call = NULL;
+      pthread_mutex_unlock(&calls->mutex);
+      call->work(call);
+      pthread_mutex_lock(&calls->mutex);
+      halod_device_calls_push_done_locked(calls, call);
+      self->next = calls->idle;
+      calls->idle = self;
+    }
+    struct timespec deadline = halo_clock_timespec(
+        halo_clock_deadline_ns(HALOD_DEVICE_CALL_LINGER_NS));
+    while (!self->call && !calls->closing) {
+      if (pthread_cond_timedwait(&self->cond, &calls->mutex, &deadline) ==
+          ETIMEDOUT) {
+        break;
+      }
+    }
+    if (self->call) continue;
+    // Idle too long, or halod stops: leave the idle list and end.
+    halod_call_thread_t **link = &calls->idle;
+    while (*link && *link != self) link = &(*link)->next;
+    if (*link) *link = self->next;
+    break;
+  }
+  bool last = --calls->threads == 0 && calls->handle_gone;
+  pthread_mutex_unlock(&calls->mutex);
+  pthread_cond_destroy(&self->cond);
+  free(self);
+  if (last) halod_device_calls_free(calls);
+  return NULL;
+}
+
+// Gives |call| to an idle thread, or to a new one. False if no thread
+// could be started and none is idle.
+static bool halod_device_calls_hand_off(halod_device_calls_t *calls,
+                                        halod_device_call_t *call) {
+  pthread_mutex_lock(&calls->mutex);
+  halod_call_thread_t *thread = calls->idle;
+  if (thread) {
+    calls->idle = thread->next;
+    thread->call = call;
+    pthread_cond_signal(&thread->cond);
+    pthread_mutex_unlock(&calls->mutex);
+    return true;
+  }
+  pthread_mutex_unlock(&calls->mutex);
+  thread = calloc(1, sizeof(*thread));
+  if (!thread) return false;
+  thread->calls = calls;
+  thread->call = call;
+  halo_clock_cond_initialize(&thread->cond);
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+  pthread_mutex_lock(&calls->mutex);
+  ++calls->threads;
+  pthread_mutex_unlock(&calls->mutex);
+  pthread_t id;
+  int error = pthread_create(&id, &attributes, halod_call_thread_main, thread);
+  pthread_attr_destroy(&attributes);
+  if (error) {
+    pthread_mutex_lock(&calls->mutex);
+    --calls->threads;
+    pthread_mutex_unlock(&calls->mutex);
+    pthread_cond_destroy(&thread->cond);
+    free(thread);
+    HALO_LOG_WARN("no thread for a device call (%s); making it on the loop",
+                  strerror(error));
+    return false;
+  }
+  return true;
+}
+
+// Runs |call| now (on the loop) and hands it back as a thread would.
+static void halod_device_calls_run_here(halod_device_calls_t *calls,
+                                        halod_device_call_t *call) {
+  call->work(call);
+  pthread_mutex_lock(&calls->mutex);
+  halod_device_calls_push_done_locked(calls, call);
+  pthread_mutex_unlock(&calls->mutex);
+}
+
+// Starts the next call of |queue| (its running one is done), or forgets
+// the queue when none waits.
+static void halod_device_queue_next(halod_device_calls_t *calls,
+                                    halod_device_queue_t *queue) {
+  queue->running = queue->head;
+  if (!queue->running) {
+    halo_u64_map_remove(&calls->queues, (uint64_t)(uintptr_t)queue->device);
+    free(queue);
+    return;
+  }
+  queue->head = queue->running->next;
+  if (!queue->head) queue->tail = NULL;
+  queue->running->next = NULL;
+  if (!halod_device_calls_hand_off(calls, queue->running)) {
+    halod_device_calls_run_here(calls, queue->running);
+  }
+}
+
+void halod_device_call_reply_status(halod_device_call_t *call,
+                                    halo_status_t status) {
+  if (!call->context) {
+    halo_status_free(status);
+    return;
+  }
+  halod_reply_status(call->context, status);
+  call->context = NULL;
+}
+
+void halod_device_call_reply(halod_device_call_t *call,
+                             const Halo__Wire__Response *response) {
+  if (!call->context) return;
+  halod_reply(call->context, response);
+  call->context = NULL;
+}
+
+halo_status_t halod_device_call_session_gone(const halod_device_call_t *call,
+                                             const halod_session_t *session) {
+  if (!session) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "the session ended while %s waited for its "
+                            "device worker",
+                            call->what);
+  }
+  if (session->lost_reason) {
+    return halo_status_make(HALO_STATUS_SESSION_LOST, "%s",
+                            session->lost_reason);
+  }
+  return NULL;
+}
+
+// The loop: what the calls of |calls| handed back, in order: each device's
+// next call starts, then the call's after step, then its session's waiting
+// requests.
+static void halod_device_calls_finish(halod_device_calls_t *calls) {
+  halod_t *daemon = calls->daemon;
+  for (;;) {
+    pthread_mutex_lock(&calls->mutex);
+    halod_device_call_t *call = calls->done_head;
+    if (call) {
+      calls->done_head = call->next;
+      if (!calls->done_head) calls->done_tail = NULL;
+    }
+    pthread_mutex_unlock(&calls->mutex);
+    if (!call) return;
+    call->next = NULL;
+    halo_hal_device_t *device = call->device;
+    halod_device_queue_t *queue =
+        halo_u64_map_get(&calls->queues, (uint64_t)(uintptr_t)device);
+    if (queue && queue->running == call) halod_device_queue_next(calls, queue);
+    --calls->waiting;
+    uint64_t session_id = call->session_id;
+    halod_session_t *session =
+        session_id ? halo_u64_map_get(&daemon->sessions.by_id, session_id)
+                   : NULL;
+    if (session && session->call == call) session->call = NULL;
+    call->done(daemon, call, session);
+    halod_device_release(device);
+    // Its session's next requests, now that this one was answered (the
+    // session may have ended in the after step: looked up again).
+    session = session_id ? halo_u64_map_get(&daemon->sessions.by_id, session_id)
+                         : NULL;
+    if (session && !session->call) halod_requests_resume(daemon, session);
+  }
+}
+
+static void halod_device_calls_on_async(uv_async_t *async) {
+  halod_device_calls_finish(async->data);
+}
+
+void halod_device_call_start(halod_t *daemon, halod_session_t *session,
+                             halod_server_context_t *context,
+                             halod_device_call_t *call) {
+  halod_device_calls_t *calls = daemon->calls;
+  call->session_id = session ? session->id : 0;
+  call->context = context;
+  call->started_ns = halo_clock_now_ns();
+  call->next = NULL;
+  halod_device_retain(call->device);
+  ++calls->waiting;
+  if (session) session->call = call;
+  if (calls->stopped) {
+    // Nothing runs after the stop's answer: the after step releases.
+    halod_device_call_reply_status(
+        call, halo_status_make(HALO_STATUS_UNAVAILABLE,
+                               "halod is stopping (SIGTERM: a stop or "
+                               "restart); reconnect once it is back"));
+    pthread_mutex_lock(&calls->mutex);
+    halod_device_calls_push_done_locked(calls, call);
+    pthread_mutex_unlock(&calls->mutex);
+    return;
+  }
+  if (!halo_hal_remote_device_is(call->device)) {
+    // A device in halod: called here, as before (its after step still
+    // comes from the loop, later, as a worker's would).
+    halod_device_calls_run_here(calls, call);
+    return;
+  }
+  if (context) halod_server_hold(context);
+  uint64_t key = (uint64_t)(uintptr_t)call->device;
+  halod_device_queue_t *queue = halo_u64_map_get(&calls->queues, key);
+  if (queue) {
+    if (queue->tail) {
+      queue->tail->next = call;
+    } else {
+      queue->head = call;
+    }
+    queue->tail = call;
+    return;
+  }
+  queue = calloc(1, sizeof(*queue));
+  halo_status_t status =
+      queue ? halo_u64_map_put(&calls->queues, key, queue)
+            : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (status) {
+    // Out of memory: the call is made here (it may wait for its worker).
+    HALO_LOG_WARN("%s: %s; making the call on the loop", call->what,
+                  halo_status_message(status));
+    halo_status_free(status);
+    free(queue);
+    halod_device_calls_run_here(calls, call);
+    return;
+  }
+  queue->device = call->device;
+  queue->running = call;
+  if (!halod_device_calls_hand_off(calls, call)) {
+    halod_device_calls_run_here(calls, call);
+  }
+}
+
+halo_status_t halod_device_calls_start(halod_t *daemon) {
+  halod_device_calls_t *calls = calloc(1, sizeof(*calls));
+  if (!calls) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  calls->daemon = daemon;
+  pthread_mutex_init(&calls->mutex, NULL);
+  halo_u64_map_initialize(&calls->queues);
+  calls->async.data = calls;
+  uv_async_init(daemon->loop, &calls->async, halod_device_calls_on_async);
+  daemon->calls = calls;
+  return NULL;
+}
+
+static halo_status_t halod_device_calls_stopping(void) {
+  return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                          "halod is stopping (SIGTERM: a stop or restart); "
+                          "reconnect once it is back");
+}
+
+void halod_device_calls_stop(halod_t *daemon, int64_t deadline_ns) {
+  halod_device_calls_t *calls = daemon->calls;
+  if (!calls || calls->stopped) return;
+  calls->stopped = true;
+  // What came back already is done as usual.
+  halod_device_calls_finish(calls);
+  // Requests waiting behind a session's call are answered now.
+  for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
+    if (!daemon->sessions.by_id.entries[i].key) continue;
+    halod_session_t *session = daemon->sessions.by_id.entries[i].value;
+    halod_requests_refuse_waiting(session, HALO_STATUS_UNAVAILABLE,
+                                  "halod is stopping (SIGTERM: a stop or "
+                                  "restart); reconnect once it is back");
+  }
+  // Calls not started never will be; those running are answered now and
+  // only released when they return.
+  for (size_t i = 0; i < calls->queues.capacity; ++i) {
+    if (!calls->queues.entries[i].key) continue;
+    halod_device_queue_t *queue = calls->queues.entries[i].value;
+    halod_device_call_reply_status(queue->running,
+                                   halod_device_calls_stopping());
+    pthread_mutex_lock(&calls->mutex);
+    while (queue->head) {
+      halod_device_call_t *call = queue->head;
+      queue->head = call->next;
+      halod_device_call_reply_status(call, halod_device_calls_stopping());
+      halod_device_calls_push_done_locked(calls, call);
+    }
+    queue->tail = NULL;
+    pthread_mutex_unlock(&calls->mutex);
+  }
+  halod_device_calls_finish(calls);
+  // Running calls get until |deadline_ns|; then their workers are killed.
+  while (calls->queues.count > 0 && halo_clock_now_ns() < deadline_ns) {
+    usleep(1000);
+    halod_device_calls_finish(calls);
+  }
+  for (size_t i = 0; i < calls->queues.capacity; ++i) {
+    if (!calls->queues.entries[i].key) continue;
+    halod_device_queue_t *queue = calls->queues.entries[i].value;
+    HALO_LOG_WARN(
+        "%s still waits for its device worker (pid %d) %lld ms after it "
+        "started; killing the worker and stopping without it",
+        queue->running->what, (int)halo_hal_remote_device_pid(queue->device),
+        (long long)((halo_clock_now_ns() - queue->running->started_ns) /
+                    1000000));
+    halo_hal_remote_device_kill(queue->device);
+  }
+  while (calls->queues.count > 0 &&
+         halo_clock_now_ns() < daemon->stop_deadline_ns) {
+    usleep(1000);
+    halod_device_calls_finish(calls);
+  }
+  if (calls->queues.count > 0) {
+    HALO_LOG_WARN("%zu device call(s) still running; exiting without them",
+                  calls->queues.count);
+  }
+}
+
+// The loop's handle is closed: the state goes with the last thread.
+static void halod_device_calls_on_closed(uv_handle_t *handle) {
+  halod_device_calls_t *calls = handle->data;
+  pthread_mutex_lock(&calls->mutex);
+  calls->handle_gone = true;
+  bool none = calls->threads == 0;
+  pthread_mutex_unlock(&calls->mutex);
+  // Otherwise the last thread frees it (one still in a call that never
+  // returned leaves it to the process exit).
+  if (none) halod_device_calls_free(calls);
+}
+
+void halod_device_calls_close(halod_t *daemon) {
+  halod_device_calls_t *calls = daemon->calls;
+  if (!calls) return;
+  daemon->calls = NULL;
+  halo_u64_map_deinitialize(&calls->queues);
+  pthread_mutex_lock(&calls->mutex);
+  calls->closing = true;
+  calls->closed = true;
+  for (halod_call_thread_t *thread = calls->idle; thread;
+       thread = thread->next) {
+    pthread_cond_signal(&thread->cond);
+  }
+  pthread_mutex_unlock(&calls->mutex);
+  uv_close((uv_handle_t *)&calls->async, halod_device_calls_on_closed);
+}
+
+uint32_t halod_device_calls_waiting(const halod_t *daemon) {
+  return daemon->calls ? daemon->calls->waiting : 0;
+}

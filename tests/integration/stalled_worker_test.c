@@ -1,0 +1,622 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// A trust domain whose device worker does not answer holds only itself:
+// halod makes control calls to workers (allocations, buffer writes and
+// reads) off its loop (daemon/device_call.h), so while one domain's worker
+// is stopped (SIGSTOP: a GPU busy with a long kernel ahead of a copy, a
+// hung worker), other domains' requests are answered at once, and the
+// stopped domain's request is answered when its worker answers, or fails
+// naming why when the worker is killed. halod made these calls on its loop
+// and waited for the worker (up to 30 s, then killed it as hung): every
+// other domain's request, and the admin socket, waited with it.
+//
+// halod runs with --trust-domain process: this test process is one domain,
+// a client process (this program re-executed with --client) another.
+// - stopped worker: the client's worker is stopped while the client writes
+//   its device buffer; this process creates a device buffer, writes and
+//   reads it back, creates a semaphore and pings, each answered within
+//   BOUND_MS (its requests time out after REQUEST_TIMEOUT_MS), and
+//   halo_worker_control_calls_waiting counts the client's write; the
+//   client's write is not answered until its worker continues, then it
+//   succeeds and reads back what it wrote. Its next allocation, made while
+//   the worker is stopped again, fails with DEVICE_LOST (or SESSION_LOST)
+//   naming the worker's SIGKILL once that worker is killed; this process
+//   is still served.
+// - session ended: the client process is killed while its write waits for
+//   its stopped worker; then the worker continues (or is killed). halod
+//   drops the call's result, frees the client's buffer and its domain, and
+//   serves on (and exits 0 at SIGTERM: under ASan, nothing leaked).
+// - one session's order: a raw client sends, on one connection and
+//   without waiting, a write of its device buffer, a read of it and a
+//   ping while its worker is stopped. None is answered until the worker
+//   continues; then the write, and the read returns what it wrote (a
+//   session's requests wait behind its call, in order).
+// Local driver (cheap workers).
+#include <errno.h>
+#include <fcntl.h>
+#include <nng/nng.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/halo_test.h"
+
+#define MS HALO_TEST_MS
+#define BUFFER_BYTES 65536
+// How long one of the other domain's requests may take while the stopped
+// worker's call waits (times HALO_TEST_TIME_SCALE: the TSan tree), and
+// when its client gives up on it.
+#define BOUND_MS 2000
+#define REQUEST_TIMEOUT_MS 8000
+// Time for a request to reach halod and its call the worker's link.
+#define SETTLE_MS 300
+
+// HALO_TEST_TIME_SCALE (the TSan tree: 5): calls take that many times as
+// long, so the bounds do too.
+static int64_t time_scale(void) {
+  const char *scale = getenv("HALO_TEST_TIME_SCALE");
+  int64_t value = scale ? strtoll(scale, NULL, 10) : 1;
+  return value > 0 ? value : 1;
+}
+
+// ---------------------------------------------------------------- client
+
+static void client_print(const char *label, halo_status_t status) {
+  char message[2048];
+  snprintf(message, sizeof(message), "%s", halo_status_message(status));
+  for (char *p = message; *p; ++p) {
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  }
+  printf("%s %d %s\n", label, (int)halo_status_code(status), message);
+  fflush(stdout);
+  halo_status_free(status);
+}
+
+// `stalled_worker_test --client ADDRESS`: connects, creates a device buffer
+// and prints "ready"; then per line on stdin: "write V" (fills its buffer
+// with byte V: prints "write CODE MESSAGE"), "read V" (reads it back and
+// checks every byte is V: "read CODE MESSAGE"), "alloc" (another device
+// buffer: "alloc CODE MESSAGE"). At EOF it exits.
+static int client_main(const char *address) {
+  halo_client_options_t options = {.address = address,
+                                   .client_name = "stalled-worker-client",
+                                   .request_timeout_ms = 60000};
+  halo_client_t *client = NULL;
+  halo_buffer_t *buffer = NULL;
+  halo_status_t status = halo_client_connect(&options, &client);
+  if (!status) {
+    status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, BUFFER_BYTES, 0,
+                                &buffer);
+  }
+  if (status) {
+    client_print("failed", status);
+    return 2;
+  }
+  printf("ready\n");
+  fflush(stdout);
+  static unsigned char data[BUFFER_BYTES];
+  char line[64];
+  unsigned value = 0;
+  while (fgets(line, sizeof(line), stdin)) {
+    if (sscanf(line, "write %u", &value) == 1) {
+      memset(data, (int)value, sizeof(data));
+      client_print("write", halo_buffer_write(buffer, 0, data, sizeof(data)));
+    } else if (sscanf(line, "read %u", &value) == 1) {
+      memset(data, 0, sizeof(data));
+      status = halo_buffer_read(buffer, 0, data, sizeof(data));
+      for (size_t i = 0; !status && i < sizeof(data); ++i) {
+        if (data[i] != (unsigned char)value) {
+          status =
+              halo_status_make(HALO_STATUS_DATA_LOSS, "byte %zu is %u, not %u",
+                               i, data[i], value);
+        }
+      }
+      client_print("read", status);
+    } else if (strcmp(line, "alloc\n") == 0) {
+      halo_buffer_t *other = NULL;
+      status =
+          halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 4096, 0, &other);
+      halo_buffer_release(other);
+      client_print("alloc", status);
+    } else {
+      printf("unknown %s", line);
+      fflush(stdout);
+    }
+  }
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+  return 0;
+}
+
+// ---------------------------------------------------------------- harness
+
+typedef struct client_t {
+  pid_t pid;   // 0 once reaped
+  int input;   // its stdin's write end (-1: closed)
+  int output;  // its stdout's read end (-1: closed)
+  char buffer[4096];
+  size_t length;
+  char domain[32];  // "pid:PID"
+  pid_t worker;     // its domain's worker
+} client_t;
+
+static void client_start(client_t *client, const char *address) {
+  memset(client, 0, sizeof(*client));
+  int in[2], out[2];
+  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+  pid_t parent = getpid();
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
+    if (getppid() != parent) _exit(126);
+    if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0) {
+      _exit(126);
+    }
+    execl("/proc/self/exe", "stalled_worker_test", "--client", address,
+          (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  client->pid = pid;
+  client->input = in[1];
+  client->output = out[0];
+  snprintf(client->domain, sizeof(client->domain), "pid:%d", (int)pid);
+}
+
+static void client_send(client_t *client, const char *command) {
+  size_t length = strlen(command);
+  assert_int_equal(write(client->input, command, length), (ssize_t)length);
+}
+
+// Whether the client has a line (or EOF) waiting now.
+static bool client_has_output(const client_t *client) {
+  struct pollfd pfd = {.fd = client->output, .events = POLLIN};
+  return client->length > 0 || poll(&pfd, 1, 0) == 1;
+}
+
+// Reads a line "LABEL CODE MESSAGE" within |timeout_ms|; returns CODE,
+// |out_message| the rest.
+static int client_read_result(client_t *client, const char *label,
+                              char *out_message, size_t capacity,
+                              int timeout_ms) {
+  int64_t deadline = halo_test_now_ns() + (int64_t)timeout_ms * MS;
+  char *newline;
+  while (!(newline = memchr(client->buffer, '\n', client->length))) {
+    assert_true(client->length < sizeof(client->buffer));
+    int64_t remaining = (deadline - halo_test_now_ns()) / MS;
+    struct pollfd pfd = {.fd = client->output, .events = POLLIN};
+    int ready = remaining > 0 ? poll(&pfd, 1, (int)remaining) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      print_error("client %d wrote no \"%s\" line within %d ms\n",
+                  (int)client->pid, label, timeout_ms);
+      fail();
+    }
+    ssize_t got = read(client->output, client->buffer + client->length,
+                       sizeof(client->buffer) - client->length);
+    if (got <= 0) {
+      print_error("client %d closed its stdout before \"%s\"\n",
+                  (int)client->pid, label);
+      fail();
+    }
+    client->length += (size_t)got;
+  }
+  *newline = '\0';
+  size_t label_length = strlen(label);
+  int code = -1, consumed = 0;
+  if (strncmp(client->buffer, label, label_length) != 0 ||
+      sscanf(client->buffer + label_length, " %d %n", &code, &consumed) < 1) {
+    print_error("client %d: expected \"%s CODE MESSAGE\", got: %s\n",
+                (int)client->pid, label, client->buffer);
+    fail();
+  }
+  snprintf(out_message, capacity, "%s",
+           client->buffer + label_length + consumed);
+  size_t line = (size_t)(newline - client->buffer) + 1;
+  client->length -= line;
+  memmove(client->buffer, client->buffer + line, client->length);
+  return code;
+}
+
+// Waits for the client's "ready" line.
+static void client_wait_ready(client_t *client) {
+  int64_t deadline = halo_test_now_ns() + 30000 * MS;
+  while (!memchr(client->buffer, '\n', client->length)) {
+    int64_t remaining = (deadline - halo_test_now_ns()) / MS;
+    struct pollfd pfd = {.fd = client->output, .events = POLLIN};
+    int ready = remaining > 0 ? poll(&pfd, 1, (int)remaining) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    assert_true(ready > 0);
+    ssize_t got = read(client->output, client->buffer + client->length,
+                       sizeof(client->buffer) - client->length);
+    assert_true(got > 0);
+    client->length += (size_t)got;
+  }
+  if (strncmp(client->buffer, "ready\n", 6) != 0) {
+    print_error("client %d did not start: %.*s\n", (int)client->pid,
+                (int)client->length, client->buffer);
+    fail();
+  }
+  client->length -= 6;
+  memmove(client->buffer, client->buffer + 6, client->length);
+}
+
+static void client_cleanup(client_t *client) {
+  if (client->pid > 0) {
+    kill(client->pid, SIGKILL);
+    waitpid(client->pid, NULL, 0);
+    client->pid = 0;
+  }
+  if (client->input >= 0) close(client->input);
+  if (client->output >= 0) close(client->output);
+  client->input = client->output = -1;
+}
+
+typedef struct state_t {
+  halo_test_fixture_t *fixture;
+  client_t client;
+  pid_t stopped;  // a worker SIGSTOPped and not continued yet (0: none)
+} state_t;
+
+static int setup(void **state) {
+  state_t *test = calloc(1, sizeof(*test));
+  assert_non_null(test);
+  test->client.input = test->client.output = -1;
+  *state = test;
+  static const char *const args[] = {"--trust-domain", "process", NULL};
+  return halo_test_fixture_setup_with((void **)&test->fixture, args, false);
+}
+
+static int teardown(void **state) {
+  state_t *test = *state;
+  // A worker left stopped would hold halod's stop.
+  if (test->stopped > 0) kill(test->stopped, SIGCONT);
+  client_cleanup(&test->client);
+  void *fixture = test->fixture;
+  free(test);
+  // Stops halod with SIGTERM and asserts it exits 0.
+  return halo_test_fixture_teardown(&fixture);
+}
+
+static void stop_worker(state_t *test, pid_t worker) {
+  assert_true(worker > 0);
+  assert_int_equal(kill(worker, SIGSTOP), 0);
+  test->stopped = worker;
+}
+
+static void continue_worker(state_t *test) {
+  assert_int_equal(kill(test->stopped, SIGCONT), 0);
+  test->stopped = 0;
+}
+
+static uint64_t metric(state_t *test, const char *name) {
+  return halo_test_admin_metric(&test->fixture->daemon, name);
+}
+
+// The other domain's requests while a worker is stopped: each answered
+// within the bound (and right).
+static void expect_served(halo_client_t *client, halo_buffer_t *buffer,
+                          uint8_t value) {
+  int64_t bound_ms = BOUND_MS * time_scale();
+  static uint8_t data[BUFFER_BYTES];
+  static uint8_t back[BUFFER_BYTES];
+  memset(data, value, sizeof(data));
+  const char *names[] = {"ping", "device buffer create", "buffer write",
+                         "buffer read", "semaphore create"};
+  for (int i = 0; i < 5; ++i) {
+    int64_t start = halo_test_now_ns();
+    halo_status_t status = NULL;
+    halo_buffer_t *created = NULL;
+    halo_semaphore_t *semaphore = NULL;
+    switch (i) {
+      case 0:
+        status = halo_client_ping(client);
+        break;
+      case 1:
+        status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 4096, 0,
+                                    &created);
+        break;
+      case 2:
+        status = halo_buffer_write(buffer, 0, data, sizeof(data));
+        break;
+      case 3:
+        memset(back, 0, sizeof(back));
+        status = halo_buffer_read(buffer, 0, back, sizeof(back));
+        if (!status && memcmp(back, data, sizeof(data)) != 0) {
+          status = halo_status_make(HALO_STATUS_DATA_LOSS,
+                                    "read back other bytes than written");
+        }
+        break;
+      case 4:
+        status = halo_semaphore_create(client, 0, 0, &semaphore);
+        break;
+    }
+    int64_t took_ms = (halo_test_now_ns() - start) / MS;
+    halo_buffer_release(created);
+    halo_semaphore_release(semaphore);
+    if (status || took_ms > bound_ms) {
+      print_error(
+          "another domain's %s while a worker is stopped: %s%s%s after %lld "
+          "ms (bound %lld ms)\n",
+          names[i],
+          status ? halo_status_code_name(halo_status_code(status)) : "OK",
+          status ? ": " : "", status ? halo_status_message(status) : "",
+          (long long)took_ms, (long long)bound_ms);
+      halo_status_free(status);
+      fail();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- tests
+
+static void test_stopped_worker_holds_only_its_domain(void **state) {
+  state_t *test = *state;
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  halo_client_t *mine = halo_test_connect(daemon, REQUEST_TIMEOUT_MS);
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(mine, 0, HALO_MEMORY_DEVICE,
+                                         BUFFER_BYTES, 0, &buffer));
+  client_t *client = &test->client;
+  client_start(client, daemon->listen_address);
+  client_wait_ready(client);
+  char message[2048];
+  char line[64];
+  client->worker = halo_test_admin_worker_pid(daemon, client->domain);
+  assert_true(client->worker > 0);
+
+  // Its worker stops while it writes its buffer.
+  stop_worker(test, client->worker);
+  snprintf(line, sizeof(line), "write %u\n", 7u);
+  client_send(client, line);
+  halo_test_sleep_ms(SETTLE_MS);
+  expect_served(mine, buffer, 1);
+  assert_false(client_has_output(client));
+  assert_int_equal(metric(test, "halo_worker_control_calls_waiting"), 1);
+  // Once it continues, the write is answered, and took.
+  continue_worker(test);
+  int code = client_read_result(client, "write", message, sizeof(message),
+                                10000 * (int)time_scale());
+  if (code != HALO_STATUS_OK) {
+    print_error("the stopped domain's write: %d: %s\n", code, message);
+    fail();
+  }
+  client_send(client, "read 7\n");
+  code = client_read_result(client, "read", message, sizeof(message),
+                            10000 * (int)time_scale());
+  if (code != HALO_STATUS_OK) {
+    print_error("the stopped domain's read: %d: %s\n", code, message);
+    fail();
+  }
+  assert_int_equal(metric(test, "halo_worker_control_calls_waiting"), 0);
+
+  // Stopped again while it allocates, then killed (as halod does to a
+  // worker that does not answer within 30 s): the allocation fails saying
+  // why, and this domain is served throughout.
+  stop_worker(test, client->worker);
+  client_send(client, "alloc\n");
+  halo_test_sleep_ms(SETTLE_MS);
+  expect_served(mine, buffer, 2);
+  assert_false(client_has_output(client));
+  assert_int_equal(kill(client->worker, SIGKILL), 0);
+  test->stopped = 0;
+  code = client_read_result(client, "alloc", message, sizeof(message),
+                            10000 * (int)time_scale());
+  print_message("the killed worker's allocation: %s: %s\n",
+                code >= 0 ? halo_status_code_name(code) : "?", message);
+  assert_true(code == HALO_STATUS_DEVICE_LOST ||
+              code == HALO_STATUS_SESSION_LOST);
+  char killed[64];
+  snprintf(killed, sizeof(killed), "worker (pid %d) was killed by signal 9",
+           (int)client->worker);
+  assert_non_null(strstr(message, killed));
+  expect_served(mine, buffer, 3);
+  halo_buffer_release(buffer);
+  halo_client_close(mine);
+}
+
+// The client process ends while its write waits for its stopped worker;
+// the worker then continues (|kill_worker| false) or is killed.
+static void session_ends_while_its_call_waits(state_t *test, bool kill_worker) {
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  halo_client_t *mine = halo_test_connect(daemon, REQUEST_TIMEOUT_MS);
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(mine, 0, HALO_MEMORY_DEVICE,
+                                         BUFFER_BYTES, 0, &buffer));
+  const char *buffers = "halo_device_buffers{device=\"0\"}";
+  uint64_t before = metric(test, buffers);
+  client_t *client = &test->client;
+  client_start(client, daemon->listen_address);
+  client_wait_ready(client);
+  client->worker = halo_test_admin_worker_pid(daemon, client->domain);
+  assert_int_equal(metric(test, buffers), before + 1);
+
+  stop_worker(test, client->worker);
+  client_send(client, "write 5\n");
+  halo_test_sleep_ms(SETTLE_MS);
+  assert_int_equal(metric(test, "halo_worker_control_calls_waiting"), 1);
+  // The client goes; its session ends while the call waits.
+  client_cleanup(client);
+  assert_true(HALO_TEST_POLL(halo_test_admin_session_count(daemon) == 1,
+                             HALO_TEST_DEADLINE_MS));
+  expect_served(mine, buffer, 4);
+  if (kill_worker) {
+    assert_int_equal(kill(test->stopped, SIGKILL), 0);
+    test->stopped = 0;
+  } else {
+    continue_worker(test);
+  }
+  // The call returns to no session: its result is dropped, the client's
+  // buffer freed, its worker goes with its domain.
+  assert_true(
+      HALO_TEST_POLL(metric(test, "halo_worker_control_calls_waiting") == 0 &&
+                         metric(test, buffers) == before,
+                     HALO_TEST_DEADLINE_MS));
+  assert_true(
+      HALO_TEST_POLL(halo_test_admin_worker_pid(daemon, client->domain) == 0,
+                     HALO_TEST_DEADLINE_MS));
+  expect_served(mine, buffer, 5);
+  halo_buffer_release(buffer);
+  halo_client_close(mine);
+}
+
+static void test_session_ends_while_its_call_waits(void **state) {
+  session_ends_while_its_call_waits(*state, false);
+}
+
+static void test_session_ends_while_its_call_waits_for_a_killed_worker(
+    void **state) {
+  session_ends_while_its_call_waits(*state, true);
+}
+
+// Sends |request| on |context| (no wait for the reply).
+static void context_send(nng_ctx context, nng_aio *aio,
+                         const Halo__Wire__Request *request) {
+  size_t length = halo__wire__request__get_packed_size(request);
+  nng_msg *message = NULL;
+  assert_int_equal(nng_msg_alloc(&message, length), 0);
+  halo__wire__request__pack(request, nng_msg_body(message));
+  nng_aio_set_msg(aio, message);
+  nng_aio_set_timeout(aio, 5000);
+  nng_ctx_send(context, aio);
+  nng_aio_wait(aio);
+  assert_int_equal(nng_aio_result(aio), 0);
+}
+
+// A request's reply, received by nng while the test looks on.
+typedef struct reply_t {
+  nng_aio *aio;
+  atomic_bool done;
+} reply_t;
+
+static void reply_arrived(void *argument) {
+  atomic_store(&((reply_t *)argument)->done, true);
+}
+
+// The reply |reply| received within |timeout_ms| (asserts it came and
+// decodes).
+static halo_wire_response_t *reply_take(reply_t *reply, int timeout_ms) {
+  assert_true(HALO_TEST_POLL(atomic_load(&reply->done), timeout_ms));
+  nng_aio_wait(reply->aio);
+  assert_int_equal(nng_aio_result(reply->aio), 0);
+  nng_msg *message = nng_aio_get_msg(reply->aio);
+  halo_wire_response_t *response = halo__wire__response__unpack(
+      NULL, nng_msg_len(message), nng_msg_body(message));
+  nng_msg_free(message);
+  assert_non_null(response);
+  return response;
+}
+
+static void test_a_sessions_requests_stay_in_order(void **state) {
+  state_t *test = *state;
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  halo_test_raw_t raw;
+  halo_test_raw_open(&raw, daemon->listen_address, 0);
+  halo_test_raw_hello(&raw);
+  uint64_t handle = halo_test_raw_buffer_create(
+      &raw, BUFFER_BYTES, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, 0, NULL);
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
+  stop_worker(test, halo_test_admin_worker_pid(daemon, domain));
+
+  // Three requests at once on one connection, each on a context of its
+  // own: a write, a read of what it writes, a ping.
+  nng_ctx contexts[3];
+  nng_aio *aios[3];
+  reply_t replies[3];
+  for (int i = 0; i < 3; ++i) {
+    assert_int_equal(nng_ctx_open(&contexts[i], raw.socket), 0);
+    assert_int_equal(nng_aio_alloc(&aios[i], NULL, NULL), 0);
+    atomic_init(&replies[i].done, false);
+    assert_int_equal(nng_aio_alloc(&replies[i].aio, reply_arrived, &replies[i]),
+                     0);
+  }
+  static uint8_t data[BUFFER_BYTES];
+  memset(data, 0x5a, sizeof(data));
+  Halo__Wire__BufferWrite write = HALO__WIRE__BUFFER_WRITE__INIT;
+  write.handle = handle;
+  write.data.data = data;
+  write.data.len = sizeof(data);
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_WRITE;
+  request.buffer_write = &write;
+  context_send(contexts[0], aios[0], &request);
+  halo_test_sleep_ms(SETTLE_MS);
+  Halo__Wire__BufferRead read = HALO__WIRE__BUFFER_READ__INIT;
+  read.handle = handle;
+  read.length = sizeof(data);
+  request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_READ;
+  request.buffer_read = &read;
+  context_send(contexts[1], aios[1], &request);
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  request.ping = &ping;
+  context_send(contexts[2], aios[2], &request);
+  for (int i = 0; i < 3; ++i) {
+    nng_aio_set_timeout(replies[i].aio, 30000);
+    nng_ctx_recv(contexts[i], replies[i].aio);
+  }
+  // None is answered while the worker is stopped: the read and the ping
+  // wait behind the write.
+  halo_test_sleep_ms(SETTLE_MS);
+  for (int i = 0; i < 3; ++i) {
+    if (atomic_load(&replies[i].done)) {
+      print_error(
+          "request %d of the session was answered before its write, "
+          "which waits for the stopped worker\n",
+          i);
+      fail();
+    }
+  }
+  continue_worker(test);
+  halo_wire_response_t *written = reply_take(&replies[0], 10000);
+  HALO_TEST_EXPECT_OK(written);
+  halo__wire__response__free_unpacked(written, NULL);
+  halo_wire_response_t *back = reply_take(&replies[1], 10000);
+  HALO_TEST_EXPECT_OK(back);
+  assert_int_equal(back->body_case, HALO__WIRE__RESPONSE__BODY_BUFFER_READ);
+  assert_int_equal(back->buffer_read->data.len, sizeof(data));
+  assert_memory_equal(back->buffer_read->data.data, data, sizeof(data));
+  halo__wire__response__free_unpacked(back, NULL);
+  halo_wire_response_t *pong = reply_take(&replies[2], 10000);
+  HALO_TEST_EXPECT_OK(pong);
+  halo__wire__response__free_unpacked(pong, NULL);
+  for (int i = 0; i < 3; ++i) {
+    nng_aio_free(replies[i].aio);
+    nng_aio_free(aios[i]);
+    nng_ctx_close(contexts[i]);
+  }
+  halo_test_raw_close(&raw);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--client") == 0) {
+    return client_main(argv[2]);
+  }
+  if (!halo_test_driver_is("local")) {
+    fprintf(stderr, "stalled_worker_test runs on the local driver\n");
+    return HALO_TEST_EXIT_SKIPPED;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_stopped_worker_holds_only_its_domain,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_session_ends_while_its_call_waits,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_session_ends_while_its_call_waits_for_a_killed_worker, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(test_a_sessions_requests_stay_in_order,
+                                      setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
