@@ -7,9 +7,27 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "daemon/device_call.h"
 #include "daemon/session.h"
 #include "hal/device.h"
 #include "hal/remote/remote_device.h"
+
+// An entry point a recording's dispatch names that its executable's proxy
+// did not know: looked up by a control call to the worker, off the loop,
+// before the recording is validated (halod_command_buffer_create).
+typedef struct halod_entry_lookup_t {
+  halod_executable_t *executable;  // held
+  const char *name;                // in the request
+  halo_hal_entry_info_t info;
+  halo_status_t status;
+} halod_entry_lookup_t;
+
+typedef struct halod_entry_lookups_t {
+  halod_entry_lookup_t *items;
+  uint32_t count;
+  uint32_t capacity;
+  halo_u64_map_t index;  // halod_entry_lookup_key -> first item's index + 1
+} halod_entry_lookups_t;
 
 // Collects what a recording needs while it is validated.
 typedef struct halod_recorder_t {
@@ -36,6 +54,8 @@ typedef struct halod_recorder_t {
   // or 1 with HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS.
   uint32_t dispatch_alignment;
   bool binding_table_passed;  // a dispatch takes the whole table
+  // Entries looked up off the loop for this recording (NULL: none).
+  const halod_entry_lookups_t *lookups;
   // For error messages.
   uint32_t index;
   const char *what;
@@ -273,6 +293,108 @@ static halo_status_t halod_recorder_resolve_ref(
   return NULL;
 }
 
+// FNV-1a of |name| with |executable|'s address, never 0 (a map key).
+static uint64_t halod_entry_lookup_key(const halod_executable_t *executable,
+                                       const char *name) {
+  uint64_t key = 14695981039346656037ull ^ (uint64_t)(uintptr_t)executable;
+  for (const unsigned char *c = (const unsigned char *)name; *c; ++c) {
+    key = (key ^ *c) * 1099511628211ull;
+  }
+  return key ? key : 1;
+}
+
+static const halod_entry_lookup_t *halod_entry_lookups_find(
+    const halod_entry_lookups_t *lookups, const halod_executable_t *executable,
+    const char *name) {
+  if (!lookups) return NULL;
+  uintptr_t first = (uintptr_t)halo_u64_map_get(
+      &lookups->index, halod_entry_lookup_key(executable, name));
+  // Another pair of the same key was added after it (a collision): looked
+  // for from there.
+  for (uint32_t i = first ? (uint32_t)first - 1 : lookups->count;
+       i < lookups->count; ++i) {
+    const halod_entry_lookup_t *lookup = &lookups->items[i];
+    if (lookup->executable == executable && strcmp(lookup->name, name) == 0) {
+      return lookup;
+    }
+  }
+  return NULL;
+}
+
+// Adds |executable|'s entry |name| (once).
+static halo_status_t halod_entry_lookups_add(halod_entry_lookups_t *lookups,
+                                             halod_executable_t *executable,
+                                             const char *name) {
+  if (halod_entry_lookups_find(lookups, executable, name)) return NULL;
+  if (lookups->count == lookups->capacity) {
+    uint32_t capacity = lookups->capacity ? 2 * lookups->capacity : 4;
+    halod_entry_lookup_t *grown =
+        realloc(lookups->items, capacity * sizeof(*grown));
+    if (!grown) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    lookups->items = grown;
+    lookups->capacity = capacity;
+  }
+  uint64_t key = halod_entry_lookup_key(executable, name);
+  if (!halo_u64_map_get(&lookups->index, key)) {
+    HALO_RETURN_IF_ERROR(halo_u64_map_put(
+        &lookups->index, key, (void *)(uintptr_t)(lookups->count + 1)));
+  }
+  halod_entry_lookup_t *lookup = &lookups->items[lookups->count++];
+  memset(lookup, 0, sizeof(*lookup));
+  halod_executable_retain(executable);
+  lookup->executable = executable;
+  lookup->name = name;
+  return NULL;
+}
+
+static void halod_entry_lookups_release(halod_t *daemon,
+                                        halod_entry_lookups_t *lookups) {
+  for (uint32_t i = 0; i < lookups->count; ++i) {
+    halod_executable_release(daemon, lookups->items[i].executable);
+    halo_status_free(lookups->items[i].status);
+  }
+  free(lookups->items);
+  halo_u64_map_deinitialize(&lookups->index);
+  memset(lookups, 0, sizeof(*lookups));
+}
+
+// Whether |executable|'s entry |name| is known without a control call: an
+// executable of a device in halod looks it up itself, a worker's proxy
+// keeps those it found (hal/remote/remote_device.h).
+static bool halod_entry_known(const halod_executable_t *executable,
+                              const char *name) {
+  halo_hal_entry_info_t info;
+  return !halo_hal_remote_executable_is(executable->hal) ||
+         halo_hal_remote_executable_known_entry(executable->hal, name, &info);
+}
+
+// The entry |name| of |executable|: without a control call (its proxy knew
+// it, or it is an executable of a device in halod), or from the lookups
+// made for this recording before its validation. Never waits for a worker.
+static halo_status_t halod_recorder_entry(halod_recorder_t *recorder,
+                                          halod_executable_t *executable,
+                                          const char *name,
+                                          halo_hal_entry_info_t *out_info) {
+  if (!halo_hal_remote_executable_is(executable->hal)) {
+    return halo_hal_executable_lookup_entry(executable->hal, name, out_info);
+  }
+  if (halo_hal_remote_executable_known_entry(executable->hal, name, out_info)) {
+    return NULL;
+  }
+  const halod_entry_lookup_t *lookup =
+      halod_entry_lookups_find(recorder->lookups, executable, name);
+  if (lookup) {
+    *out_info = lookup->info;
+    return lookup->status
+               ? halo_status_make(halo_status_code(lookup->status), "%s",
+                                  halo_status_message(lookup->status))
+               : NULL;
+  }
+  return halo_status_make(HALO_STATUS_INTERNAL,
+                          "entry '%s' of executable %.16s was not looked up",
+                          name, executable->hash_text);
+}
+
 static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
                                              const Halo__Wire__Command *wire,
                                              halo_hal_command_t *command) {
@@ -294,8 +416,7 @@ static halo_status_t halod_recorder_dispatch(halod_recorder_t *recorder,
                                 "no entry point named");
   }
   halo_hal_entry_info_t info;
-  status =
-      halo_hal_executable_lookup_entry(executable->hal, wire->entry, &info);
+  status = halod_recorder_entry(recorder, executable, wire->entry, &info);
   if (status) return halod_recorder_annotate(recorder, status);
   HALO_RETURN_IF_ERROR(halod_recorder_keep_executable(recorder, executable));
   halo_hasher_update(&recorder->hasher, executable->hash.bytes,
@@ -595,11 +716,55 @@ static halo_status_t halod_command_buffer_check_quota(halod_t *daemon,
       (unsigned long long)quota, session->command_buffers);
 }
 
-halo_status_t halod_command_buffer_create(
+// A command buffer's creation while a control call to its worker runs
+// (daemon/device_call.h): first the lookups of entries its executables did
+// not know, then (an identical recording was not prepared) the recording's
+// preparation.
+typedef struct halod_command_buffer_call_t {
+  halod_device_call_t call;
+  Halo__Wire__Request *wire;  // owned: the request being served
+  halod_entry_lookups_t lookups;
+  // The preparation: the validated recording, its key, mode and the bytes
+  // charged to the session already.
+  bool preparing;
+  halod_recorder_t recorder;
+  halo_hash_t key;
+  uint32_t mode;
+  uint64_t bytes;
+  halo_hal_command_buffer_t *hal;
+  halo_status_t status;
+} halod_command_buffer_call_t;
+
+static void halod_command_buffer_reply_status(halod_server_context_t *context,
+                                              halo_status_t status) {
+  if (context) {
+    halod_reply_status(context, status);
+  } else {
+    halo_status_free(status);
+  }
+}
+
+static void halod_command_buffer_call_free(
+    halod_t *daemon, halod_command_buffer_call_t *create) {
+  if (create->preparing) halod_recorder_release(&create->recorder);
+  halod_entry_lookups_release(daemon, &create->lookups);
+  halo_status_free(create->status);
+  halo__wire__request__free_unpacked(create->wire, NULL);
+  free(create);
+}
+
+// Validates the recording of |request| into |recorder| (its key and the
+// bytes it costs in |out_key|, |out_bytes|), checked against the session's
+// quota; |*out_entry| an identical recording prepared already (REUSABLE),
+// else NULL. On error the recorder is released.
+static halo_status_t halod_command_buffer_validate(
     halod_t *daemon, halod_session_t *session,
     const Halo__Wire__CommandBufferCreate *request,
-    halod_command_buffer_t **out_command_buffer) {
-  *out_command_buffer = NULL;
+    const halod_entry_lookups_t *lookups, halod_recorder_t *recorder,
+    halo_hash_t *out_key, uint32_t *out_mode, uint64_t *out_bytes,
+    halod_memo_entry_t **out_entry) {
+  memset(recorder, 0, sizeof(*recorder));
+  *out_entry = NULL;
   if (request->device >= daemon->hal.device_count) {
     return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
                             "device %u does not exist (the daemon has %u)",
@@ -631,148 +796,229 @@ halo_status_t halod_command_buffer_create(
       halod_recording_bytes_in_halod(request->n_commands + 1,
                                      request->binding_capacity),
       request->n_commands, true));
-  halod_recorder_t recorder;
-  memset(&recorder, 0, sizeof(recorder));
-  recorder.daemon = daemon;
-  recorder.session = session;
-  recorder.device = request->device;
-  recorder.hal_device = session->domain->workers[request->device].device;
-  recorder.recording.flags = mode;
-  recorder.dispatch_alignment =
+  recorder->daemon = daemon;
+  recorder->session = session;
+  recorder->lookups = lookups;
+  recorder->device = request->device;
+  recorder->hal_device = session->domain->workers[request->device].device;
+  recorder->recording.flags = mode;
+  recorder->dispatch_alignment =
       request->flags & HALOD_COMMAND_BUFFER_UNALIGNED_BINDINGS
           ? 1
           : HALOD_DISPATCH_ALIGNMENT;
-  recorder.recording.binding_capacity = request->binding_capacity;
-  recorder.slots =
-      calloc(request->binding_capacity + 1, sizeof(*recorder.slots));
-  recorder.command_capacity = (uint32_t)request->n_commands + 1;
-  recorder.recording.commands =
-      calloc(recorder.command_capacity, sizeof(*recorder.recording.commands));
-  if (!recorder.slots || !recorder.recording.commands) {
-    halod_recorder_release(&recorder);
+  recorder->recording.binding_capacity = request->binding_capacity;
+  recorder->slots =
+      calloc(request->binding_capacity + 1, sizeof(*recorder->slots));
+  recorder->command_capacity = (uint32_t)request->n_commands + 1;
+  recorder->recording.commands =
+      calloc(recorder->command_capacity, sizeof(*recorder->recording.commands));
+  if (!recorder->slots || !recorder->recording.commands) {
+    halod_recorder_release(recorder);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
-  halo_hasher_initialize(&recorder.hasher);
-  halo_hasher_update_u64(&recorder.hasher, request->device);
+  halo_hasher_initialize(&recorder->hasher);
+  halo_hasher_update_u64(&recorder->hasher, request->device);
   // Recordings are shared within a trust domain (each has its own device).
-  halo_hasher_update_u64(&recorder.hasher,
-                         (uint64_t)(uintptr_t)recorder.hal_device);
-  halo_hasher_update_u64(&recorder.hasher, request->flags);
-  halo_hasher_update_u64(&recorder.hasher, request->binding_capacity);
-  halo_hasher_update_u64(&recorder.hasher, request->n_commands);
+  halo_hasher_update_u64(&recorder->hasher,
+                         (uint64_t)(uintptr_t)recorder->hal_device);
+  halo_hasher_update_u64(&recorder->hasher, request->flags);
+  halo_hasher_update_u64(&recorder->hasher, request->binding_capacity);
+  halo_hasher_update_u64(&recorder->hasher, request->n_commands);
   halo_status_t status = NULL;
   uint32_t kept = 0;
   for (size_t i = 0; i < request->n_commands && !status; ++i) {
-    recorder.index = (uint32_t)i;
-    recorder.what = halod_command_name((uint32_t)request->commands[i]->type);
-    halo_hal_command_t *command = &recorder.recording.commands[kept];
-    status = halod_recorder_command(&recorder, request->commands[i], command);
+    recorder->index = (uint32_t)i;
+    recorder->what = halod_command_name((uint32_t)request->commands[i]->type);
+    halo_hal_command_t *command = &recorder->recording.commands[kept];
+    status = halod_recorder_command(recorder, request->commands[i], command);
     if (!status && halod_command_is_noop(command)) {
       // Validated, hashed and holding its objects and slot requirements
       // like any other, but left out of what the device prepares. Its
       // arguments were the last appended; drivers lay out every argument of
       // a recording, so they go too. Its constants' bytes stay (unused):
       // they count toward the inline limit, as in libhalo.
-      recorder.recording.arg_count = command->arg_first;
+      recorder->recording.arg_count = command->arg_first;
       continue;
     }
     ++kept;
   }
-  recorder.recording.command_count = kept;
+  recorder->recording.command_count = kept;
   for (uint32_t i = 0; i < request->binding_capacity; ++i) {
-    halod_slot_requirement_t *slot = &recorder.slots[i];
+    halod_slot_requirement_t *slot = &recorder->slots[i];
     // A kernel given the whole table may pass any slot's address on.
-    if (recorder.binding_table_passed &&
-        slot->alignment < recorder.dispatch_alignment) {
-      slot->alignment = recorder.dispatch_alignment;
+    if (recorder->binding_table_passed &&
+        slot->alignment < recorder->dispatch_alignment) {
+      slot->alignment = recorder->dispatch_alignment;
     }
     if (slot->alignment == 0) slot->alignment = 1;
   }
   if (status) {
-    halod_recorder_release(&recorder);
+    halod_recorder_release(recorder);
     return status;
   }
-  halo_hash_t key;
-  halo_hasher_finalize(&recorder.hasher, &key);
+  halo_hasher_finalize(&recorder->hasher, out_key);
 
   bool reusable = mode == HALO_HAL_RECORDING_REUSABLE;
   halod_memo_entry_t *entry =
-      reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))
+      reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(out_key))
                : NULL;
-  if (entry && memcmp(entry->key.bytes, key.bytes, HALO_HASH_BYTES) != 0) {
+  if (entry && memcmp(entry->key.bytes, out_key->bytes, HALO_HASH_BYTES) != 0) {
     entry = NULL;
   }
   // A shared recording is charged to each session holding it, as if it
   // were its own: what a session may hold does not depend on whether
   // another recorded the same first, and the recording stays while any
   // holder does.
-  uint64_t bytes = entry ? entry->lru.bytes : halod_recorder_bytes(&recorder);
+  uint64_t bytes = entry ? entry->lru.bytes : halod_recorder_bytes(recorder);
   status = halod_command_buffer_check_quota(daemon, session, bytes,
                                             request->n_commands, false);
   if (status) {
-    halod_recorder_release(&recorder);
+    halod_recorder_release(recorder);
     return status;
   }
+  *out_mode = mode;
+  *out_bytes = bytes;
+  *out_entry = entry;
+  return NULL;
+}
 
-  halod_command_buffer_t *command_buffer = calloc(1, sizeof(*command_buffer));
-  if (!command_buffer) {
-    halod_recorder_release(&recorder);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+// Answers |context| (NULL: answered already) with a handle of |session| on
+// |command_buffer|, whose bytes were charged to the session (a failed
+// handle releases it, and them).
+static void halod_command_buffer_answer(halod_t *daemon,
+                                        halod_session_t *session,
+                                        halod_command_buffer_t *command_buffer,
+                                        halod_server_context_t *context) {
+  uint64_t handle = 0;
+  halod_memo_entry_t *entry = command_buffer->entry;
+  bool hit = command_buffer->memo_hit;
+  halo_status_t status = halod_session_add_object(
+      daemon, session, HALOD_OBJECT_COMMAND_BUFFER, command_buffer, &handle);
+  if (status) {
+    halod_command_buffer_reply_status(context, status);
+    return;
   }
+  if (!context) return;
+  Halo__Wire__CommandBufferReply reply = HALO__WIRE__COMMAND_BUFFER_REPLY__INIT;
+  reply.handle = handle;
+  reply.memo_hit = hit;
+  reply.memo_key = entry->key_text;
+  Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+  response.body_case = HALO__WIRE__RESPONSE__BODY_COMMAND_BUFFER;
+  response.command_buffer = &reply;
+  halod_reply(context, &response);
+}
+
+// A new command buffer of |session| (NULL on oom).
+static halod_command_buffer_t *halod_command_buffer_new(
+    halod_t *daemon, halod_session_t *session) {
+  halod_command_buffer_t *command_buffer = calloc(1, sizeof(*command_buffer));
+  if (!command_buffer) return NULL;
   command_buffer->refcount = 1;
   command_buffer->id = halod_next_id(daemon);
   command_buffer->owner_session = session->id;
+  return command_buffer;
+}
 
-  if (entry) {
-    // An identical recording is prepared already (held, or kept after its
-    // last release): share it.
-    halod_cache_lru_take(&daemon->cache.memo_lru, &entry->lru);
-    ++entry->sharers;
-    ++entry->hits;
-    ++daemon->cache.memo_hits;
-    halod_recorder_release(&recorder);
-    command_buffer->entry = entry;
-    command_buffer->memo_hit = true;
-    session->recording_bytes += entry->lru.bytes;
-    *out_command_buffer = command_buffer;
-    return NULL;
+static void halod_command_buffer_record(halod_t *daemon,
+                                        halod_session_t *session,
+                                        halod_command_buffer_call_t *create,
+                                        halod_server_context_t *context);
+
+// A call thread: the entries the recording names that its executables'
+// proxies did not know.
+static void halod_command_buffer_lookups_work(halod_device_call_t *call) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  for (uint32_t i = 0; i < create->lookups.count; ++i) {
+    halod_entry_lookup_t *lookup = &create->lookups.items[i];
+    lookup->status = halo_hal_executable_lookup_entry(
+        lookup->executable->hal, lookup->name, &lookup->info);
   }
-  entry = calloc(1, sizeof(*entry));
-  if (!entry) {
-    free(command_buffer);
-    halod_recorder_release(&recorder);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+}
+
+static void halod_command_buffer_lookups_done(halod_t *daemon,
+                                              halod_device_call_t *call,
+                                              halod_session_t *session) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  // Answered from here on by the recording's validation (or its
+  // preparation's call).
+  halod_server_context_t *context = call->context;
+  call->context = NULL;
+  halo_status_t status = halod_device_call_session_gone(call, session);
+  if (status || !context) {
+    halod_command_buffer_reply_status(context, status);
+    halod_command_buffer_call_free(daemon, create);
+    return;
   }
-  halo_hal_device_t *device = recorder.hal_device;
-  status = device->vtable->prepare_command_buffer(device, &recorder.recording,
-                                                  &entry->hal);
+  halod_command_buffer_record(daemon, session, create, context);
+}
+
+// A call thread: the device prepares the recording.
+static void halod_command_buffer_prepare_work(halod_device_call_t *call) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  halo_hal_device_t *device = call->device;
+  create->status = device->vtable->prepare_command_buffer(
+      device, &create->recorder.recording, &create->hal);
+}
+
+static void halod_command_buffer_prepare_done(halod_t *daemon,
+                                              halod_device_call_t *call,
+                                              halod_session_t *session) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  halod_server_context_t *context = call->context;
+  call->context = NULL;
+  halo_status_t status = create->status;
+  create->status = NULL;
   if (status) {
-    free(entry);
-    free(command_buffer);
-    halod_recorder_release(&recorder);
-    return halo_status_annotate(status, "preparing the command buffer");
+    status = halo_status_annotate(status, "preparing the command buffer");
   }
-  entry->key = key;
-  halo_hash_format(&key, entry->key_text);
-  entry->device = request->device;
-  entry->lru.device = recorder.hal_device;
-  entry->flags = mode;
+  if (!status) status = halod_device_call_session_gone(call, session);
+  halod_command_buffer_t *command_buffer =
+      status ? NULL : halod_command_buffer_new(daemon, session);
+  halod_memo_entry_t *entry = status ? NULL : calloc(1, sizeof(*entry));
+  if (!status && (!command_buffer || !entry)) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  if (status) {
+    // Nothing of it stays: the prepared recording (if the device made it)
+    // and the bytes charged for it go.
+    if (create->hal) halo_hal_command_buffer_destroy(create->hal);
+    if (session) session->recording_bytes -= create->bytes;
+    free(command_buffer);
+    free(entry);
+    halod_command_buffer_reply_status(context, status);
+    halod_command_buffer_call_free(daemon, create);
+    return;
+  }
+  halod_recorder_t *recorder = &create->recorder;
+  entry->hal = create->hal;
+  entry->key = create->key;
+  halo_hash_format(&create->key, entry->key_text);
+  entry->device = recorder->device;
+  entry->lru.device = recorder->hal_device;
+  entry->flags = create->mode;
   entry->sharers = 1;
   // Charged to each session holding it, and against memo-cache-bytes once
   // released.
-  entry->lru.bytes = bytes;
+  entry->lru.bytes = create->bytes;
+  const Halo__Wire__CommandBufferCreate *request =
+      create->wire->command_buffer_create;
   entry->command_count = (uint32_t)request->n_commands;
   entry->binding_capacity = request->binding_capacity;
-  entry->slots = recorder.slots;
-  entry->executables = recorder.executables;
-  entry->executable_count = recorder.executable_count;
-  entry->buffers = recorder.buffers;
-  entry->buffer_count = recorder.buffer_count;
-  halo_u64_map_deinitialize(&recorder.kept);
+  entry->slots = recorder->slots;
+  entry->executables = recorder->executables;
+  entry->executable_count = recorder->executable_count;
+  entry->buffers = recorder->buffers;
+  entry->buffer_count = recorder->buffer_count;
+  halo_u64_map_deinitialize(&recorder->kept);
+  create->preparing = false;  // the entry has what the recorder held
   ++daemon->cache.memo_misses;
-  if (reusable && !halo_u64_map_get(&daemon->cache.memo, halo_hash_key(&key))) {
-    halo_status_t put =
-        halo_u64_map_put(&daemon->cache.memo, halo_hash_key(&key), entry);
+  // An identical recording prepared meanwhile (another session's) keeps its
+  // place; this one works unshared.
+  uint64_t key = halo_hash_key(&entry->key);
+  if (entry->flags == HALO_HAL_RECORDING_REUSABLE &&
+      !halo_u64_map_get(&daemon->cache.memo, key)) {
+    halo_status_t put = halo_u64_map_put(&daemon->cache.memo, key, entry);
     if (put) {
       halo_status_free(put);  // works, just unshared
     } else {
@@ -780,9 +1026,128 @@ halo_status_t halod_command_buffer_create(
     }
   }
   command_buffer->entry = entry;
-  session->recording_bytes += bytes;
-  *out_command_buffer = command_buffer;
+  halod_command_buffer_answer(daemon, session, command_buffer, context);
+  halod_command_buffer_call_free(daemon, create);
+}
+
+// Validates |create|'s recording (its entries known by now) and answers
+// |context| with its command buffer: at once where an identical recording
+// was prepared, else once its worker prepared it (a control call, off the
+// loop).
+static void halod_command_buffer_record(halod_t *daemon,
+                                        halod_session_t *session,
+                                        halod_command_buffer_call_t *create,
+                                        halod_server_context_t *context) {
+  const Halo__Wire__CommandBufferCreate *request =
+      create->wire->command_buffer_create;
+  halod_memo_entry_t *entry = NULL;
+  halo_status_t status = halod_command_buffer_validate(
+      daemon, session, request, &create->lookups, &create->recorder,
+      &create->key, &create->mode, &create->bytes, &entry);
+  // The recorder holds the executables it uses now.
+  halod_entry_lookups_release(daemon, &create->lookups);
+  if (status) {
+    halod_command_buffer_reply_status(context, status);
+    halod_command_buffer_call_free(daemon, create);
+    return;
+  }
+  create->preparing = true;  // the recorder holds what it validated
+  if (entry) {
+    // An identical recording is prepared already (held, or kept after its
+    // last release): share it.
+    halod_command_buffer_t *command_buffer =
+        halod_command_buffer_new(daemon, session);
+    if (!command_buffer) {
+      halod_command_buffer_reply_status(
+          context, halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+      halod_command_buffer_call_free(daemon, create);
+      return;
+    }
+    halod_cache_lru_take(&daemon->cache.memo_lru, &entry->lru);
+    ++entry->sharers;
+    ++entry->hits;
+    ++daemon->cache.memo_hits;
+    command_buffer->entry = entry;
+    command_buffer->memo_hit = true;
+    session->recording_bytes += entry->lru.bytes;
+    halod_command_buffer_answer(daemon, session, command_buffer, context);
+    halod_command_buffer_call_free(daemon, create);
+    return;
+  }
+  // Prepared by the session's worker, off the loop; its bytes are charged
+  // meanwhile (the quota holds against the session's next recordings).
+  session->recording_bytes += create->bytes;
+  create->call.device = create->recorder.hal_device;
+  create->call.work = halod_command_buffer_prepare_work;
+  create->call.done = halod_command_buffer_prepare_done;
+  create->call.what = "a recording's preparation";
+  halod_device_call_start(daemon, session, context, &create->call);
+}
+
+// The entries |request|'s dispatches name that their executables' proxies
+// do not know (a lookup would be a control call), up to the first dispatch
+// the validation refuses for its executable.
+static halo_status_t halod_command_buffer_find_lookups(
+    halod_t *daemon, halod_session_t *session,
+    const Halo__Wire__CommandBufferCreate *request,
+    halod_entry_lookups_t *lookups) {
+  if (request->device >= daemon->hal.device_count ||
+      request->n_commands > HALOD_MAX_COMMANDS ||
+      !session->domain->workers[request->device].device) {
+    return NULL;  // the validation refuses it
+  }
+  for (size_t i = 0; i < request->n_commands; ++i) {
+    const Halo__Wire__Command *wire = request->commands[i];
+    if (wire->type != HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH &&
+        wire->type != HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH_INDIRECT) {
+      continue;
+    }
+    void *object = NULL;
+    halo_status_t status = halod_handle_table_lookup(
+        &session->handles, wire->executable, HALOD_OBJECT_EXECUTABLE, &object);
+    halod_executable_t *executable = object;
+    if (status || executable->device != request->device || !wire->entry ||
+        !*wire->entry) {
+      halo_status_free(status);
+      break;
+    }
+    if (halod_entry_known(executable, wire->entry)) continue;
+    HALO_RETURN_IF_ERROR(
+        halod_entry_lookups_add(lookups, executable, wire->entry));
+  }
   return NULL;
+}
+
+void halod_command_buffer_create(halod_t *daemon, halod_session_t *session,
+                                 Halo__Wire__Request *wire,
+                                 halod_server_context_t *context) {
+  halod_command_buffer_call_t *create = calloc(1, sizeof(*create));
+  if (!create) {
+    halo__wire__request__free_unpacked(wire, NULL);
+    halod_reply_status(context,
+                       halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return;
+  }
+  create->wire = wire;
+  halo_u64_map_initialize(&create->lookups.index);
+  const Halo__Wire__CommandBufferCreate *request = wire->command_buffer_create;
+  halo_status_t status = halod_command_buffer_find_lookups(
+      daemon, session, request, &create->lookups);
+  if (status) {
+    halod_reply_status(context, status);
+    halod_command_buffer_call_free(daemon, create);
+    return;
+  }
+  if (create->lookups.count == 0) {
+    halod_command_buffer_record(daemon, session, create, context);
+    return;
+  }
+  // Looked up by the worker, off the loop, before the validation.
+  create->call.device = session->domain->workers[request->device].device;
+  create->call.work = halod_command_buffer_lookups_work;
+  create->call.done = halod_command_buffer_lookups_done;
+  create->call.what = "the lookup of a recording's entry points";
+  halod_device_call_start(daemon, session, context, &create->call);
 }
 
 void halod_command_buffer_retain(halod_command_buffer_t *command_buffer) {

@@ -81,15 +81,22 @@ typedef struct halod_command_buffer_t {
 // vectorized loads (Triton's 128-bit ones) fault on a lesser address.
 #define HALOD_DISPATCH_ALIGNMENT 16u
 
-// Validates and prepares the recording of |request|, or shares an identical
-// prepared one. The session is charged the recording's bytes (entry->bytes,
-// also when shared) against session-recording-bytes until the command
-// buffer's last reference goes; past the quota the create is refused with
-// RESOURCE_EXHAUSTED naming it, before the recording reaches the device.
-halo_status_t halod_command_buffer_create(
-    halod_t *daemon, halod_session_t *session,
-    const Halo__Wire__CommandBufferCreate *request,
-    halod_command_buffer_t **out_command_buffer);
+// Creates the command buffer |wire| asks for (a CommandBufferCreate, whose
+// decoded request the call takes) for |session| and answers |context| (a
+// CommandBufferReply with a new handle, or the error). The recording is
+// validated on the loop, and shares an identical prepared one where there
+// is one; a control call to the session's worker, where it takes one, runs
+// off the loop (daemon/device_call.h): the lookup of the entry points its
+// executables' proxies do not know yet (before the validation that uses
+// them), the recording's preparation. The session is charged the
+// recording's bytes (entry->bytes, also when shared) against
+// session-recording-bytes until the command buffer's last reference goes
+// (from the start of its preparation); past the quota the create is refused
+// with RESOURCE_EXHAUSTED naming it, before the recording reaches the
+// device.
+void halod_command_buffer_create(halod_t *daemon, halod_session_t *session,
+                                 Halo__Wire__Request *wire,
+                                 halod_server_context_t *context);
 void halod_command_buffer_retain(halod_command_buffer_t *command_buffer);
 void halod_command_buffer_release(halod_t *daemon,
                                   halod_command_buffer_t *command_buffer);

@@ -20,6 +20,7 @@
 #include "daemon/session.h"
 #include "daemon/submission.h"
 #include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
 
 void halod_reply(halod_server_context_t *context,
                  const Halo__Wire__Response *response) {
@@ -695,6 +696,84 @@ static halo_status_t halod_request_executable_release(
                                       wire->executable_release->handle);
 }
 
+// Fills |request|'s reply with the parameters |info| tells of |executable|'s
+// entry |name|.
+static halo_status_t halod_reply_parameters(
+    halod_request_t *request, const halod_executable_t *executable,
+    const char *name, const halo_hal_entry_info_t *info,
+    halod_reply_bodies_t *bodies) {
+  if (info->param_count == HALO_HAL_PARAMS_UNKNOWN) {
+    return halo_status_make(
+        HALO_STATUS_UNIMPLEMENTED,
+        "the %s driver cannot tell the parameters of entry '%s' of "
+        "executable %.16s (a local kernel declares them with "
+        "HALO_LOCAL_KERNEL_PARAMS; a CUBIN may lack parameter information)",
+        halod_device_info(request->daemon, executable->device)->driver, name,
+        executable->hash_text);
+  }
+  halo__wire__executable_parameters_reply__init(&bodies->parameters);
+  uint32_t known = info->param_count < HALO_HAL_MAX_PARAMS
+                       ? info->param_count
+                       : HALO_HAL_MAX_PARAMS;
+  for (uint32_t i = 0; i < known; ++i) {
+    halo__wire__parameter__init(&bodies->parameter[i]);
+    bodies->parameter[i].offset = info->param_offsets[i];
+    bodies->parameter[i].size = info->param_sizes[i];
+    bodies->parameter_pointers[i] = &bodies->parameter[i];
+  }
+  bodies->parameters.count = info->param_count;
+  bodies->parameters.n_parameters = known;
+  bodies->parameters.parameters = bodies->parameter_pointers;
+  request->response.body_case =
+      HALO__WIRE__RESPONSE__BODY_EXECUTABLE_PARAMETERS;
+  request->response.executable_parameters = &bodies->parameters;
+  return NULL;
+}
+
+// An entry point's lookup by its worker (ExecutableParameters of an entry
+// the executable's proxy did not know yet).
+typedef struct halod_lookup_call_t {
+  halod_device_call_t call;
+  halod_executable_t *executable;  // held
+  Halo__Wire__Request *wire;       // the entry's name (owned)
+  halo_hal_entry_info_t info;
+  halo_status_t status;
+} halod_lookup_call_t;
+
+static void halod_lookup_call_work(halod_device_call_t *call) {
+  halod_lookup_call_t *lookup = (halod_lookup_call_t *)call;
+  lookup->status = halo_hal_executable_lookup_entry(
+      lookup->executable->hal, lookup->wire->executable_parameters->entry,
+      &lookup->info);
+}
+
+static void halod_lookup_call_done(halod_t *daemon, halod_device_call_t *call,
+                                   halod_session_t *session) {
+  halod_lookup_call_t *lookup = (halod_lookup_call_t *)call;
+  halo_status_t status = lookup->status;
+  if (!status) status = halod_device_call_session_gone(call, session);
+  halod_reply_bodies_t *bodies = status ? NULL : calloc(1, sizeof(*bodies));
+  if (!status && !bodies) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  halod_request_t request = {.daemon = daemon, .session = session};
+  halo__wire__response__init(&request.response);
+  if (!status) {
+    status = halod_reply_parameters(&request, lookup->executable,
+                                    lookup->wire->executable_parameters->entry,
+                                    &lookup->info, bodies);
+  }
+  if (status) {
+    halod_device_call_reply_status(call, status);
+  } else {
+    halod_device_call_reply(call, &request.response);
+  }
+  free(bodies);
+  halod_executable_release(daemon, lookup->executable);
+  halo__wire__request__free_unpacked(lookup->wire, NULL);
+  free(lookup);
+}
+
 static halo_status_t halod_request_executable_parameters(
     halod_request_t *request, const Halo__Wire__Request *wire,
     halod_reply_bodies_t *bodies) {
@@ -709,52 +788,43 @@ static halo_status_t halod_request_executable_parameters(
                             "no entry point named");
   }
   halo_hal_entry_info_t info;
+  if (halo_hal_remote_executable_is(executable->hal) &&
+      !halo_hal_remote_executable_known_entry(executable->hal, query->entry,
+                                              &info)) {
+    // Asked of the executable's worker, off the loop.
+    halo_hal_device_t *device = NULL;
+    HALO_RETURN_IF_ERROR(halod_domain_device(request->daemon,
+                                             request->session->domain,
+                                             executable->device, &device));
+    halod_lookup_call_t *lookup = calloc(1, sizeof(*lookup));
+    if (!lookup) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    lookup->call.device = device;
+    lookup->call.work = halod_lookup_call_work;
+    lookup->call.done = halod_lookup_call_done;
+    lookup->call.what = "an entry point's lookup";
+    halod_executable_retain(executable);
+    lookup->executable = executable;
+    request->wire_taken = true;
+    lookup->wire = request->wire;
+    return halod_request_call(request, &lookup->call);
+  }
   HALO_RETURN_IF_ERROR(
       halo_hal_executable_lookup_entry(executable->hal, query->entry, &info));
-  if (info.param_count == HALO_HAL_PARAMS_UNKNOWN) {
-    return halo_status_make(
-        HALO_STATUS_UNIMPLEMENTED,
-        "the %s driver cannot tell the parameters of entry '%s' of "
-        "executable %.16s (a local kernel declares them with "
-        "HALO_LOCAL_KERNEL_PARAMS; a CUBIN may lack parameter information)",
-        halod_device_info(request->daemon, executable->device)->driver,
-        query->entry, executable->hash_text);
-  }
-  halo__wire__executable_parameters_reply__init(&bodies->parameters);
-  uint32_t known = info.param_count < HALO_HAL_MAX_PARAMS ? info.param_count
-                                                          : HALO_HAL_MAX_PARAMS;
-  for (uint32_t i = 0; i < known; ++i) {
-    halo__wire__parameter__init(&bodies->parameter[i]);
-    bodies->parameter[i].offset = info.param_offsets[i];
-    bodies->parameter[i].size = info.param_sizes[i];
-    bodies->parameter_pointers[i] = &bodies->parameter[i];
-  }
-  bodies->parameters.count = info.param_count;
-  bodies->parameters.n_parameters = known;
-  bodies->parameters.parameters = bodies->parameter_pointers;
-  request->response.body_case =
-      HALO__WIRE__RESPONSE__BODY_EXECUTABLE_PARAMETERS;
-  request->response.executable_parameters = &bodies->parameters;
-  return NULL;
+  return halod_reply_parameters(request, executable, query->entry, &info,
+                                bodies);
 }
 
 static halo_status_t halod_request_command_buffer_create(
     halod_request_t *request, const Halo__Wire__Request *wire,
     halod_reply_bodies_t *bodies) {
-  halod_command_buffer_t *command_buffer;
-  HALO_RETURN_IF_ERROR(halod_command_buffer_create(
-      request->daemon, request->session, wire->command_buffer_create,
-      &command_buffer));
-  uint64_t handle;
-  HALO_RETURN_IF_ERROR(halod_session_add_object(
-      request->daemon, request->session, HALOD_OBJECT_COMMAND_BUFFER,
-      command_buffer, &handle));
-  halo__wire__command_buffer_reply__init(&bodies->command_buffer);
-  bodies->command_buffer.handle = handle;
-  bodies->command_buffer.memo_hit = command_buffer->memo_hit;
-  bodies->command_buffer.memo_key = command_buffer->entry->key_text;
-  request->response.body_case = HALO__WIRE__RESPONSE__BODY_COMMAND_BUFFER;
-  request->response.command_buffer = &bodies->command_buffer;
+  (void)wire;
+  (void)bodies;
+  // Answered by daemon/command_buffer.c: at once, or after a control call
+  // to the session's worker (off the loop), which keeps the request.
+  request->deferred = true;
+  request->wire_taken = true;
+  halod_command_buffer_create(request->daemon, request->session, request->wire,
+                              request->context);
   return NULL;
 }
 

@@ -441,11 +441,10 @@ static void halo_hal_remote_executable_destroy(
   free(executable);
 }
 
-static halo_status_t halo_hal_remote_executable_lookup_entry(
-    halo_hal_executable_t *base_executable, const char *name,
+// Whether |executable| kept the entry |name| (a lookup found it before).
+static bool halo_hal_remote_executable_kept(
+    halo_hal_remote_executable_t *executable, const char *name,
     halo_hal_entry_info_t *out_info) {
-  halo_hal_remote_executable_t *executable =
-      (halo_hal_remote_executable_t *)base_executable;
   uint64_t key = halo_hal_remote_entry_key(name);
   pthread_mutex_lock(&executable->mutex);
   halo_hal_remote_entry_t *first = halo_u64_map_get(&executable->entries, key);
@@ -453,11 +452,19 @@ static halo_status_t halo_hal_remote_executable_lookup_entry(
     if (strcmp(entry->name, name) == 0) {
       *out_info = entry->info;
       pthread_mutex_unlock(&executable->mutex);
-      return NULL;
+      return true;
     }
   }
   pthread_mutex_unlock(&executable->mutex);
+  return false;
+}
 
+static halo_status_t halo_hal_remote_executable_lookup_entry(
+    halo_hal_executable_t *base_executable, const char *name,
+    halo_hal_entry_info_t *out_info) {
+  halo_hal_remote_executable_t *executable =
+      (halo_hal_remote_executable_t *)base_executable;
+  if (halo_hal_remote_executable_kept(executable, name, out_info)) return NULL;
   memset(out_info, 0, sizeof(*out_info));
   halo_remote_object_t object = {.kind = HALO_REMOTE_OBJECT_EXECUTABLE,
                                  .id = executable->remote.id};
@@ -472,6 +479,7 @@ static halo_status_t halo_hal_remote_executable_lookup_entry(
   if (!entry) return NULL;
   entry->info = *out_info;
   memcpy(entry->name, name, length + 1);
+  uint64_t key = halo_hal_remote_entry_key(name);
   pthread_mutex_lock(&executable->mutex);
   entry->next = halo_u64_map_get(&executable->entries, key);
   halo_status_t status = halo_u64_map_put(&executable->entries, key, entry);
@@ -487,6 +495,18 @@ static const halo_hal_executable_vtable_t halo_hal_remote_executable_vtable = {
     .destroy = halo_hal_remote_executable_destroy,
     .lookup_entry = halo_hal_remote_executable_lookup_entry,
 };
+
+bool halo_hal_remote_executable_is(const halo_hal_executable_t *executable) {
+  return executable && executable->vtable == &halo_hal_remote_executable_vtable;
+}
+
+bool halo_hal_remote_executable_known_entry(halo_hal_executable_t *executable,
+                                            const char *name,
+                                            halo_hal_entry_info_t *out_info) {
+  if (!halo_hal_remote_executable_is(executable)) return false;
+  return halo_hal_remote_executable_kept(
+      (halo_hal_remote_executable_t *)executable, name, out_info);
+}
 
 static halo_status_t halo_hal_remote_device_create_executable(
     halo_hal_device_t *base_device, const halo_hal_executable_params_t *params,

@@ -157,6 +157,15 @@ bool halo_hal_remote_device_locate_slot(halo_hal_device_t *device,
                                         const void *slot, uint64_t *out_key,
                                         uint64_t *out_offset);
 
+// Whether |executable| is a remote one (a worker's executable).
+bool halo_hal_remote_executable_is(const halo_hal_executable_t *executable);
+// The entry |name| of remote |executable| where its proxy knows it already
+// (an earlier lookup found it), without a control call; false where a
+// lookup would make one. Any thread.
+bool halo_hal_remote_executable_known_entry(halo_hal_executable_t *executable,
+                                            const char *name,
+                                            halo_hal_entry_info_t *out_info);
+
 // The worker's ids of a remote queue and command buffer (0: not remote).
 uint64_t halo_hal_remote_queue_id(const halo_hal_queue_t *queue);
 uint64_t halo_hal_remote_command_buffer_id(

@@ -78,12 +78,44 @@ static void client_print(const char *label, halo_status_t status) {
   halo_status_free(status);
 }
 
-// `stalled_worker_test --client ADDRESS`: connects, creates a device buffer
-// and prints "ready"; then per line on stdin: "write V" (fills its buffer
-// with byte V: prints "write CODE MESSAGE"), "read V" (reads it back and
-// checks every byte is V: "read CODE MESSAGE"), "alloc" (another device
-// buffer: "alloc CODE MESSAGE"). At EOF it exits.
-static int client_main(const char *address) {
+// Records a dispatch of |entry| of |executable| ("add" over |n| floats in
+// binding slots 0..2, or "which" into slot 0) and ends it.
+static halo_status_t client_record(halo_client_t *client,
+                                   halo_executable_t *executable,
+                                   const char *entry, uint32_t n) {
+  halo_command_buffer_t *cb = NULL;
+  halo_status_t status = halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_REUSABLE, 3, &cb);
+  bool add = strcmp(entry, "add") == 0;
+  uint64_t bytes = add ? n * sizeof(float) : 4;
+  halo_dispatch_arg_t args[4] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(1, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(2, 0, bytes), NULL, 0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, &n, sizeof(n)},
+  };
+  halo_dispatch_params_t params = {
+      .executable = executable,
+      .entry = entry,
+      .grid = {add ? (n + 63) / 64 : 1, 1, 1},
+      .block = {add ? 64 : 1, 1, 1},
+      .args = args,
+      .arg_count = add ? 4 : 1,
+  };
+  if (!status) status = halo_command_buffer_dispatch(cb, &params);
+  if (!status) status = halo_command_buffer_end(cb);
+  halo_command_buffer_release(cb);
+  return status;
+}
+
+// `stalled_worker_test --client ADDRESS KERNELS`: connects, creates a device
+// buffer, loads the test kernels and prints "ready"; then per line on
+// stdin: "write V" (fills its buffer with byte V: prints "write CODE
+// MESSAGE"), "read V" (reads it back and checks every byte is V: "read
+// CODE MESSAGE"), "alloc" (another device buffer: "alloc CODE MESSAGE"),
+// "params ENTRY" (the entry's parameters: "params CODE COUNT"), "record
+// ENTRY N" (a command buffer: "record CODE MESSAGE"). At EOF it exits.
+static int client_main(const char *address, const char *kernels) {
   halo_client_options_t options = {.address = address,
                                    .client_name = "stalled-worker-client",
                                    .request_timeout_ms = 60000};
@@ -93,6 +125,11 @@ static int client_main(const char *address) {
   if (!status) {
     status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, BUFFER_BYTES, 0,
                                 &buffer);
+  }
+  halo_executable_t *executable = NULL;
+  if (!status) {
+    status =
+        halo_executable_create_from_file(client, 0, kernels, 0, &executable);
   }
   if (status) {
     client_print("failed", status);
@@ -118,6 +155,20 @@ static int client_main(const char *address) {
         }
       }
       client_print("read", status);
+    } else if (strncmp(line, "params ", 7) == 0) {
+      char entry[32] = "";
+      sscanf(line + 7, "%31s", entry);
+      halo_parameter_t parameters[8];
+      size_t count = 0;
+      status =
+          halo_executable_parameters(executable, entry, parameters, 8, &count);
+      printf("params %d %zu\n", (int)halo_status_code(status), count);
+      fflush(stdout);
+      halo_status_free(status);
+    } else if (strncmp(line, "record ", 7) == 0) {
+      char entry[32] = "";
+      sscanf(line + 7, "%31s %u", entry, &value);
+      client_print("record", client_record(client, executable, entry, value));
     } else if (strcmp(line, "alloc\n") == 0) {
       halo_buffer_t *other = NULL;
       status =
@@ -129,6 +180,7 @@ static int client_main(const char *address) {
       fflush(stdout);
     }
   }
+  halo_executable_release(executable);
   halo_buffer_release(buffer);
   halo_client_close(client);
   return 0;
@@ -162,7 +214,7 @@ static void client_start(client_t *client, const char *address) {
       _exit(126);
     }
     execl("/proc/self/exe", "stalled_worker_test", "--client", address,
-          (char *)NULL);
+          halo_test_kernels_path(), (char *)NULL);
     _exit(127);
   }
   close(in[0]);
@@ -425,6 +477,113 @@ static void test_stopped_worker_holds_only_its_domain(void **state) {
   halo_client_close(mine);
 }
 
+// Starts the client and learns its worker.
+static client_t *start_client(state_t *test) {
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  client_t *client = &test->client;
+  client_start(client, daemon->listen_address);
+  client_wait_ready(client);
+  client->worker = halo_test_admin_worker_pid(daemon, client->domain);
+  assert_true(client->worker > 0);
+  return client;
+}
+
+// Sends |command| to the client while its worker is stopped; this
+// process's requests (|also| too, where not NULL) are served meanwhile, and
+// the client's waits. Then the worker continues (or, |kill_worker|, is
+// killed) and the client's result comes: its code, |message| the rest.
+static int while_stopped(state_t *test, const char *command, const char *label,
+                         halo_client_t *mine, halo_buffer_t *buffer,
+                         void (*also)(halo_client_t *), bool kill_worker,
+                         char *message, size_t capacity) {
+  client_t *client = &test->client;
+  stop_worker(test, client->worker);
+  client_send(client, command);
+  halo_test_sleep_ms(SETTLE_MS);
+  expect_served(mine, buffer, 6);
+  if (also) also(mine);
+  if (client_has_output(client)) {
+    print_error(
+        "the stopped domain's %s was answered while its worker is "
+        "stopped\n",
+        label);
+    fail();
+  }
+  assert_int_equal(metric(test, "halo_worker_control_calls_waiting"), 1);
+  if (kill_worker) {
+    assert_int_equal(kill(client->worker, SIGKILL), 0);
+    test->stopped = 0;
+  } else {
+    continue_worker(test);
+  }
+  int code = client_read_result(client, label, message, capacity,
+                                10000 * (int)time_scale());
+  print_message("the stopped domain's %s once its worker %s: %s: %s\n", label,
+                kill_worker ? "was killed" : "continued",
+                code >= 0 ? halo_status_code_name(code) : "?", message);
+  return code;
+}
+
+// This process's own recording (a memo miss: prepared by its worker) while
+// the other domain's worker is stopped.
+static void record_mine(halo_client_t *mine) {
+  halo_executable_t *executable = halo_test_load_kernels(mine);
+  static uint32_t n = 1000;
+  ++n;  // a new recording each time
+  int64_t start = halo_test_now_ns();
+  halo_command_buffer_t *cb = halo_test_record_vector_add(mine, executable, &n);
+  int64_t took_ms = (halo_test_now_ns() - start) / MS;
+  assert_false(halo_command_buffer_memo_hit(cb));
+  halo_command_buffer_release(cb);
+  halo_executable_release(executable);
+  if (took_ms > BOUND_MS * time_scale()) {
+    print_error(
+        "another domain's recording while a worker is stopped took "
+        "%lld ms\n",
+        (long long)took_ms);
+    fail();
+  }
+}
+
+// The entry lookups and preparations of a recording, and an entry's
+// parameters, wait for a stopped worker off halod's loop too.
+static void test_recordings_wait_for_their_worker_alone(void **state) {
+  state_t *test = *state;
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  halo_client_t *mine = halo_test_connect(daemon, REQUEST_TIMEOUT_MS);
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(mine, 0, HALO_MEMORY_DEVICE,
+                                         BUFFER_BYTES, 0, &buffer));
+  start_client(test);
+  char message[2048];
+  // An entry's parameters: its lookup waits.
+  int code = while_stopped(test, "params add\n", "params", mine, buffer, NULL,
+                           false, message, sizeof(message));
+  assert_int_equal(code, HALO_STATUS_OK);
+  assert_string_equal(message, "4");
+  // A recording of an entry not looked up yet: the lookup, then the
+  // preparation.
+  code = while_stopped(test, "record which 1\n", "record", mine, buffer,
+                       record_mine, false, message, sizeof(message));
+  assert_int_equal(code, HALO_STATUS_OK);
+  // A new recording of a known entry: its preparation waits.
+  code = while_stopped(test, "record add 100\n", "record", mine, buffer,
+                       record_mine, false, message, sizeof(message));
+  assert_int_equal(code, HALO_STATUS_OK);
+  // ... until its worker is killed: the recording fails saying why.
+  code = while_stopped(test, "record add 200\n", "record", mine, buffer,
+                       record_mine, true, message, sizeof(message));
+  assert_true(code == HALO_STATUS_DEVICE_LOST ||
+              code == HALO_STATUS_SESSION_LOST);
+  char killed[64];
+  snprintf(killed, sizeof(killed), "worker (pid %d) was killed by signal 9",
+           (int)test->client.worker);
+  assert_non_null(strstr(message, killed));
+  expect_served(mine, buffer, 7);
+  halo_buffer_release(buffer);
+  halo_client_close(mine);
+}
+
 // The client process ends while its write waits for its stopped worker;
 // the worker then continues (|kill_worker| false) or is killed.
 static void session_ends_while_its_call_waits(state_t *test, bool kill_worker) {
@@ -600,8 +759,8 @@ static void test_a_sessions_requests_stay_in_order(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && strcmp(argv[1], "--client") == 0) {
-    return client_main(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "--client") == 0) {
+    return client_main(argv[2], argv[3]);
   }
   if (!halo_test_driver_is("local")) {
     fprintf(stderr, "stalled_worker_test runs on the local driver\n");
@@ -610,6 +769,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_stopped_worker_holds_only_its_domain,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_recordings_wait_for_their_worker_alone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_session_ends_while_its_call_waits,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
