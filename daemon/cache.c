@@ -130,6 +130,7 @@ void halod_cache_clear(halod_t *daemon) {
 void halod_cache_initialize(halod_cache_t *cache) {
   halo_u64_map_initialize(&cache->executables);
   halo_u64_map_initialize(&cache->memo);
+  halo_u64_map_initialize(&cache->preparing);
   cache->loads = NULL;
   cache->memo_hits = cache->memo_misses = 0;
   halod_cache_lru_initialize(&cache->executable_lru, halod_executable_evict);
@@ -139,4 +140,5 @@ void halod_cache_initialize(halod_cache_t *cache) {
 void halod_cache_deinitialize(halod_cache_t *cache) {
   halo_u64_map_deinitialize(&cache->executables);
   halo_u64_map_deinitialize(&cache->memo);
+  halo_u64_map_deinitialize(&cache->preparing);
 }

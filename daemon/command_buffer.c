@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/device_call.h"
+#include "daemon/queue.h"
 #include "daemon/session.h"
 #include "hal/device.h"
 #include "hal/remote/remote_device.h"
@@ -733,6 +734,12 @@ typedef struct halod_command_buffer_call_t {
   uint64_t bytes;
   halo_hal_command_buffer_t *hal;
   halo_status_t status;
+  // The session has no default queue on the device yet: the call creates
+  // it too (executions of queue 0 then need no control call on the loop).
+  bool default_queue;
+  halo_hal_queue_t *queue_hal;
+  // A memo hit waiting for that queue: answered with it (held).
+  halod_command_buffer_t *shared;
 } halod_command_buffer_call_t;
 
 static void halod_command_buffer_reply_status(halod_server_context_t *context,
@@ -747,24 +754,23 @@ static void halod_command_buffer_reply_status(halod_server_context_t *context,
 static void halod_command_buffer_call_free(
     halod_t *daemon, halod_command_buffer_call_t *create) {
   if (create->preparing) halod_recorder_release(&create->recorder);
+  if (create->queue_hal) halo_hal_queue_destroy(create->queue_hal);
+  if (create->shared) halod_command_buffer_release(daemon, create->shared);
   halod_entry_lookups_release(daemon, &create->lookups);
   halo_status_free(create->status);
   halo__wire__request__free_unpacked(create->wire, NULL);
   free(create);
 }
 
-// Validates the recording of |request| into |recorder| (its key and the
-// bytes it costs in |out_key|, |out_bytes|), checked against the session's
-// quota; |*out_entry| an identical recording prepared already (REUSABLE),
-// else NULL. On error the recorder is released.
+// Validates the recording of |request| into |recorder|: its key, mode and
+// the bytes it costs once prepared in |out_key|, |out_mode|, |out_bytes|.
+// On error the recorder is released.
 static halo_status_t halod_command_buffer_validate(
     halod_t *daemon, halod_session_t *session,
     const Halo__Wire__CommandBufferCreate *request,
     const halod_entry_lookups_t *lookups, halod_recorder_t *recorder,
-    halo_hash_t *out_key, uint32_t *out_mode, uint64_t *out_bytes,
-    halod_memo_entry_t **out_entry) {
+    halo_hash_t *out_key, uint32_t *out_mode, uint64_t *out_bytes) {
   memset(recorder, 0, sizeof(*recorder));
-  *out_entry = NULL;
   if (request->device >= daemon->hal.device_count) {
     return halo_status_make(HALO_STATUS_OUT_OF_RANGE,
                             "device %u does not exist (the daemon has %u)",
@@ -857,28 +863,8 @@ static halo_status_t halod_command_buffer_validate(
     return status;
   }
   halo_hasher_finalize(&recorder->hasher, out_key);
-
-  bool reusable = mode == HALO_HAL_RECORDING_REUSABLE;
-  halod_memo_entry_t *entry =
-      reusable ? halo_u64_map_get(&daemon->cache.memo, halo_hash_key(out_key))
-               : NULL;
-  if (entry && memcmp(entry->key.bytes, out_key->bytes, HALO_HASH_BYTES) != 0) {
-    entry = NULL;
-  }
-  // A shared recording is charged to each session holding it, as if it
-  // were its own: what a session may hold does not depend on whether
-  // another recorded the same first, and the recording stays while any
-  // holder does.
-  uint64_t bytes = entry ? entry->lru.bytes : halod_recorder_bytes(recorder);
-  status = halod_command_buffer_check_quota(daemon, session, bytes,
-                                            request->n_commands, false);
-  if (status) {
-    halod_recorder_release(recorder);
-    return status;
-  }
   *out_mode = mode;
-  *out_bytes = bytes;
-  *out_entry = entry;
+  *out_bytes = halod_recorder_bytes(recorder);
   return NULL;
 }
 
@@ -959,12 +945,71 @@ static void halod_command_buffer_prepare_work(halod_device_call_t *call) {
   halo_hal_device_t *device = call->device;
   create->status = device->vtable->prepare_command_buffer(
       device, &create->recorder.recording, &create->hal);
+  if (!create->status && create->default_queue) {
+    // Without it now, the first execution of queue 0 makes it (the call
+    // then waits on the loop): not this request's failure.
+    halo_status_free(
+        device->vtable->create_queue(device, 0, &create->queue_hal));
+  }
+}
+
+// The session's default queue on the device, where the call created one
+// and the session is still there without one.
+static void halod_command_buffer_adopt_queue(
+    halod_t *daemon, halod_session_t *session,
+    halod_command_buffer_call_t *create, halo_hal_device_t *device) {
+  halo_hal_queue_t *hal = create->queue_hal;
+  create->queue_hal = NULL;
+  if (!hal) return;
+  uint32_t index = create->recorder.device;
+  if (!session || session->lost_reason || session->default_queues[index]) {
+    halo_hal_queue_destroy(hal);
+    return;
+  }
+  halo_status_free(halod_queue_adopt(daemon, session, index, 0, device, hal,
+                                     &session->default_queues[index]));
+}
+
+// A call thread: only the session's default queue (a memo hit).
+static void halod_command_buffer_queue_work(halod_device_call_t *call) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  halo_status_free(
+      call->device->vtable->create_queue(call->device, 0, &create->queue_hal));
+}
+
+static void halod_command_buffer_answer(halod_t *daemon,
+                                        halod_session_t *session,
+                                        halod_command_buffer_t *command_buffer,
+                                        halod_server_context_t *context);
+
+static void halod_command_buffer_queue_done(halod_t *daemon,
+                                            halod_device_call_t *call,
+                                            halod_session_t *session) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  halod_server_context_t *context = call->context;
+  call->context = NULL;
+  halod_command_buffer_adopt_queue(daemon, session, create, call->device);
+  halo_status_t status = halod_device_call_session_gone(call, session);
+  if (status) {
+    halod_command_buffer_reply_status(context, status);
+  } else {
+    halod_command_buffer_t *command_buffer = create->shared;
+    create->shared = NULL;
+    halod_command_buffer_answer(daemon, session, command_buffer, context);
+  }
+  halod_command_buffer_call_free(daemon, create);
 }
 
 static void halod_command_buffer_prepare_done(halod_t *daemon,
                                               halod_device_call_t *call,
                                               halod_session_t *session) {
   halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  // Prepared (or not): identical recordings waiting behind it find the
+  // entry, or prepare theirs.
+  uint64_t key = halo_hash_key(&create->key);
+  if (halo_u64_map_get(&daemon->cache.preparing, key) == create) {
+    halo_u64_map_remove(&daemon->cache.preparing, key);
+  }
   halod_server_context_t *context = call->context;
   call->context = NULL;
   halo_status_t status = create->status;
@@ -979,6 +1024,8 @@ static void halod_command_buffer_prepare_done(halod_t *daemon,
   if (!status && (!command_buffer || !entry)) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
+  halod_command_buffer_adopt_queue(daemon, status ? NULL : session, create,
+                                   call->device);
   if (status) {
     // Nothing of it stays: the prepared recording (if the device made it)
     // and the bytes charged for it go.
@@ -1015,7 +1062,6 @@ static void halod_command_buffer_prepare_done(halod_t *daemon,
   ++daemon->cache.memo_misses;
   // An identical recording prepared meanwhile (another session's) keeps its
   // place; this one works unshared.
-  uint64_t key = halo_hash_key(&entry->key);
   if (entry->flags == HALO_HAL_RECORDING_REUSABLE &&
       !halo_u64_map_get(&daemon->cache.memo, key)) {
     halo_status_t put = halo_u64_map_put(&daemon->cache.memo, key, entry);
@@ -1034,16 +1080,44 @@ static void halod_command_buffer_prepare_done(halod_t *daemon,
 // |context| with its command buffer: at once where an identical recording
 // was prepared, else once its worker prepared it (a control call, off the
 // loop).
+static void halod_command_buffer_place(halod_t *daemon,
+                                       halod_session_t *session,
+                                       halod_command_buffer_call_t *create,
+                                       halod_server_context_t *context);
+
+// A call thread: nothing. Queued on the device behind an identical
+// recording's preparation, it returns after that one did.
+static void halod_command_buffer_wait_work(halod_device_call_t *call) {
+  (void)call;
+}
+
+static void halod_command_buffer_wait_done(halod_t *daemon,
+                                           halod_device_call_t *call,
+                                           halod_session_t *session) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  halod_server_context_t *context = call->context;
+  call->context = NULL;
+  halo_status_t status = halod_device_call_session_gone(call, session);
+  if (status || !context) {
+    halod_command_buffer_reply_status(context, status);
+    halod_command_buffer_call_free(daemon, create);
+    return;
+  }
+  // The identical recording is prepared (shared now) or failed (prepared
+  // here instead).
+  halod_command_buffer_place(daemon, session, create, context);
+}
+
+// Validates |create|'s recording (its entries known by now) and places it.
 static void halod_command_buffer_record(halod_t *daemon,
                                         halod_session_t *session,
                                         halod_command_buffer_call_t *create,
                                         halod_server_context_t *context) {
   const Halo__Wire__CommandBufferCreate *request =
       create->wire->command_buffer_create;
-  halod_memo_entry_t *entry = NULL;
   halo_status_t status = halod_command_buffer_validate(
       daemon, session, request, &create->lookups, &create->recorder,
-      &create->key, &create->mode, &create->bytes, &entry);
+      &create->key, &create->mode, &create->bytes);
   // The recorder holds the executables it uses now.
   halod_entry_lookups_release(daemon, &create->lookups);
   if (status) {
@@ -1052,6 +1126,43 @@ static void halod_command_buffer_record(halod_t *daemon,
     return;
   }
   create->preparing = true;  // the recorder holds what it validated
+  halod_command_buffer_place(daemon, session, create, context);
+}
+
+// Answers |context| with the command buffer of |create|'s validated
+// recording: at once where an identical one was prepared (shared), after
+// an identical one being prepared (shared then), else once its worker
+// prepared it (a control call, off the loop).
+static void halod_command_buffer_place(halod_t *daemon,
+                                       halod_session_t *session,
+                                       halod_command_buffer_call_t *create,
+                                       halod_server_context_t *context) {
+  const Halo__Wire__CommandBufferCreate *request =
+      create->wire->command_buffer_create;
+  bool reusable = create->mode == HALO_HAL_RECORDING_REUSABLE;
+  uint64_t key = halo_hash_key(&create->key);
+  halod_memo_entry_t *entry =
+      reusable ? halo_u64_map_get(&daemon->cache.memo, key) : NULL;
+  if (entry &&
+      memcmp(entry->key.bytes, create->key.bytes, HALO_HASH_BYTES) != 0) {
+    entry = NULL;
+  }
+  // A shared recording is charged to each session holding it, as if it
+  // were its own: what a session may hold does not depend on whether
+  // another recorded the same first, and the recording stays while any
+  // holder does.
+  uint64_t bytes = entry ? entry->lru.bytes : create->bytes;
+  halo_status_t status = halod_command_buffer_check_quota(
+      daemon, session, bytes, request->n_commands, false);
+  if (status) {
+    halod_command_buffer_reply_status(context, status);
+    halod_command_buffer_call_free(daemon, create);
+    return;
+  }
+  // The session's first command buffer on a worker's device: its default
+  // queue there is made by the same call.
+  bool need_queue = halo_hal_remote_device_is(create->recorder.hal_device) &&
+                    !session->default_queues[create->recorder.device];
   if (entry) {
     // An identical recording is prepared already (held, or kept after its
     // last release): share it.
@@ -1070,14 +1181,41 @@ static void halod_command_buffer_record(halod_t *daemon,
     command_buffer->entry = entry;
     command_buffer->memo_hit = true;
     session->recording_bytes += entry->lru.bytes;
-    halod_command_buffer_answer(daemon, session, command_buffer, context);
-    halod_command_buffer_call_free(daemon, create);
+    if (!need_queue) {
+      halod_command_buffer_answer(daemon, session, command_buffer, context);
+      halod_command_buffer_call_free(daemon, create);
+      return;
+    }
+    // Answered once the worker made the session's default queue.
+    create->shared = command_buffer;
+    create->call.device = create->recorder.hal_device;
+    create->call.work = halod_command_buffer_queue_work;
+    create->call.done = halod_command_buffer_queue_done;
+    create->call.what = "a default queue's creation";
+    halod_device_call_start(daemon, session, context, &create->call);
     return;
   }
+  create->call.device = create->recorder.hal_device;
+  halod_command_buffer_call_t *preparing =
+      reusable ? halo_u64_map_get(&daemon->cache.preparing, key) : NULL;
+  if (preparing && preparing != create &&
+      memcmp(preparing->key.bytes, create->key.bytes, HALO_HASH_BYTES) == 0) {
+    // An identical recording is being prepared (another session's, at the
+    // same moment): this one waits behind it on the device, then shares it.
+    create->call.work = halod_command_buffer_wait_work;
+    create->call.done = halod_command_buffer_wait_done;
+    create->call.what = "a recording waiting for an identical one";
+    halod_device_call_start(daemon, session, context, &create->call);
+    return;
+  }
+  if (reusable && !preparing) {
+    halo_status_t put = halo_u64_map_put(&daemon->cache.preparing, key, create);
+    halo_status_free(put);  // without it, identical ones are not shared
+  }
+  create->default_queue = need_queue;
   // Prepared by the session's worker, off the loop; its bytes are charged
   // meanwhile (the quota holds against the session's next recordings).
   session->recording_bytes += create->bytes;
-  create->call.device = create->recorder.hal_device;
   create->call.work = halod_command_buffer_prepare_work;
   create->call.done = halod_command_buffer_prepare_done;
   create->call.what = "a recording's preparation";

@@ -123,8 +123,12 @@ void halod_shared_deinitialize(halod_shared_t *shared);
 // (their keys include the domain's device): daemon/executable.c,
 // daemon/command_buffer.c.
 typedef struct halod_cache_t {
-  halo_u64_map_t executables;      // content hash key -> halod_executable_t
-  halo_u64_map_t memo;             // recording hash key -> halod_memo_entry_t
+  halo_u64_map_t executables;  // content hash key -> halod_executable_t
+  halo_u64_map_t memo;         // recording hash key -> halod_memo_entry_t
+  // Recordings a worker prepares now (off the loop): hash key -> the
+  // creation preparing it (daemon/command_buffer.c). An identical one
+  // waits for it, then shares it.
+  halo_u64_map_t preparing;
   halod_executable_load_t *loads;  // in flight (executable.c)
   uint64_t memo_hits;
   uint64_t memo_misses;

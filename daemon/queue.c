@@ -8,22 +8,18 @@
 #include "daemon/session.h"
 #include "daemon/workers.h"
 
-halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
-                                 uint32_t device, int32_t priority,
-                                 halod_queue_t **out_queue) {
+halo_status_t halod_queue_adopt(halod_t *daemon, halod_session_t *session,
+                                uint32_t device, int32_t priority,
+                                halo_hal_device_t *hal_device,
+                                halo_hal_queue_t *hal,
+                                halod_queue_t **out_queue) {
   *out_queue = NULL;
-  halo_hal_device_t *hal_device = NULL;
-  HALO_RETURN_IF_ERROR(
-      halod_domain_device(daemon, session->domain, device, &hal_device));
   halod_queue_t *queue = calloc(1, sizeof(*queue));
-  if (!queue) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  halo_status_t status =
-      hal_device->vtable->create_queue(hal_device, priority, &queue->hal);
-  if (status) {
-    free(queue);
-    return halo_status_annotate(status, "creating a queue on device %u",
-                                device);
+  if (!queue) {
+    halo_hal_queue_destroy(hal);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
+  queue->hal = hal;
   queue->refcount = 1;
   queue->id = halod_next_id(daemon);
   queue->session_id = session->id;
@@ -38,6 +34,24 @@ halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
   daemon->stats.queues = queue;
   *out_queue = queue;
   return NULL;
+}
+
+halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
+                                 uint32_t device, int32_t priority,
+                                 halod_queue_t **out_queue) {
+  *out_queue = NULL;
+  halo_hal_device_t *hal_device = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_domain_device(daemon, session->domain, device, &hal_device));
+  halo_hal_queue_t *hal = NULL;
+  halo_status_t status =
+      hal_device->vtable->create_queue(hal_device, priority, &hal);
+  if (status) {
+    return halo_status_annotate(status, "creating a queue on device %u",
+                                device);
+  }
+  return halod_queue_adopt(daemon, session, device, priority, hal_device, hal,
+                           out_queue);
 }
 
 void halod_queue_retain(halod_queue_t *queue) {

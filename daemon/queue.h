@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// Queues in the daemon: a session's default queue per device (created on
-// first use) and the queues it creates. Each wraps a HAL queue (local: the
+// Queues in the daemon: a session's default queue per device (created with
+// its first command buffer on the device, off the loop where the device is
+// a worker's: daemon/command_buffer.c; else on first use) and the queues it
+// creates. Each wraps a HAL queue (local: the
 // worker pool; CUDA: streams) and keeps the numbers haloctl shows.
 //
 // Loop thread only.
@@ -40,6 +42,15 @@ typedef struct halod_queue_t {
 halo_status_t halod_queue_create(halod_t *daemon, halod_session_t *session,
                                  uint32_t device, int32_t priority,
                                  halod_queue_t **out_queue);
+// The queue of |hal|, a queue |hal_device| (the session's device |device|)
+// created by a control call off the loop (daemon/device_call.h): what
+// halod_queue_create does once the device made it. Takes |hal| (destroyed
+// on failure).
+halo_status_t halod_queue_adopt(halod_t *daemon, halod_session_t *session,
+                                uint32_t device, int32_t priority,
+                                halo_hal_device_t *hal_device,
+                                halo_hal_queue_t *hal,
+                                halod_queue_t **out_queue);
 void halod_queue_retain(halod_queue_t *queue);
 // The last release adds the queue's totals to its session's and its
 // device's (daemon->stats), then frees it.

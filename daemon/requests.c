@@ -837,21 +837,98 @@ static halo_status_t halod_request_command_buffer_release(
                                       wire->command_buffer_release->handle);
 }
 
-static halo_status_t halod_request_queue_create(halod_request_t *request,
-                                                const Halo__Wire__Request *wire,
-                                                halod_reply_bodies_t *bodies) {
-  halod_queue_t *queue;
-  HALO_RETURN_IF_ERROR(halod_queue_create(
-      request->daemon, request->session, wire->queue_create->device,
-      wire->queue_create->priority, &queue));
-  uint64_t handle;
-  HALO_RETURN_IF_ERROR(halod_session_add_object(
-      request->daemon, request->session, HALOD_OBJECT_QUEUE, queue, &handle));
-  queue->handle = handle;
+// A queue's creation by its worker (QueueCreate).
+typedef struct halod_queue_call_t {
+  halod_device_call_t call;
+  uint32_t device;
+  int32_t priority;
+  halo_hal_queue_t *hal;
+  halo_status_t status;
+} halod_queue_call_t;
+
+static void halod_queue_call_work(halod_device_call_t *call) {
+  halod_queue_call_t *create = (halod_queue_call_t *)call;
+  create->status = call->device->vtable->create_queue(
+      call->device, create->priority, &create->hal);
+}
+
+// Replies with the queue of |session|'s |handle|.
+static void halod_reply_queue(halod_request_t *request, uint64_t handle,
+                              halod_reply_bodies_t *bodies) {
   halo__wire__queue_reply__init(&bodies->queue);
   bodies->queue.handle = handle;
   request->response.body_case = HALO__WIRE__RESPONSE__BODY_QUEUE;
   request->response.queue = &bodies->queue;
+}
+
+static void halod_queue_call_done(halod_t *daemon, halod_device_call_t *call,
+                                  halod_session_t *session) {
+  halod_queue_call_t *create = (halod_queue_call_t *)call;
+  halo_status_t status = create->status;
+  if (status) {
+    status = halo_status_annotate(status, "creating a queue on device %u",
+                                  create->device);
+  }
+  if (!status) status = halod_device_call_session_gone(call, session);
+  halod_queue_t *queue = NULL;
+  if (status) {
+    if (create->hal) halo_hal_queue_destroy(create->hal);
+  } else {
+    status =
+        halod_queue_adopt(daemon, session, create->device, create->priority,
+                          call->device, create->hal, &queue);
+  }
+  uint64_t handle = 0;
+  if (!status) {
+    // A failed handle releases the queue.
+    status = halod_session_add_object(daemon, session, HALOD_OBJECT_QUEUE,
+                                      queue, &handle);
+  }
+  halod_reply_bodies_t *bodies = status ? NULL : calloc(1, sizeof(*bodies));
+  if (!status && !bodies) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  if (status) {
+    halod_device_call_reply_status(call, status);
+  } else {
+    queue->handle = handle;
+    halod_request_t request = {.daemon = daemon, .session = session};
+    halo__wire__response__init(&request.response);
+    halod_reply_queue(&request, handle, bodies);
+    halod_device_call_reply(call, &request.response);
+  }
+  free(bodies);
+  free(create);
+}
+
+static halo_status_t halod_request_queue_create(halod_request_t *request,
+                                                const Halo__Wire__Request *wire,
+                                                halod_reply_bodies_t *bodies) {
+  const Halo__Wire__QueueCreate *create = wire->queue_create;
+  halo_hal_device_t *device = NULL;
+  HALO_RETURN_IF_ERROR(halod_domain_device(
+      request->daemon, request->session->domain, create->device, &device));
+  if (halo_hal_remote_device_is(device)) {
+    // Created by the domain's worker, off the loop.
+    halod_queue_call_t *call = calloc(1, sizeof(*call));
+    if (!call) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    call->call.device = device;
+    call->call.work = halod_queue_call_work;
+    call->call.done = halod_queue_call_done;
+    call->call.what = "a queue's creation";
+    call->device = create->device;
+    call->priority = create->priority;
+    return halod_request_call(request, &call->call);
+  }
+  halod_queue_t *queue;
+  HALO_RETURN_IF_ERROR(halod_queue_create(request->daemon, request->session,
+                                          create->device, create->priority,
+                                          &queue));
+  uint64_t handle;
+  HALO_RETURN_IF_ERROR(halod_session_add_object(
+      request->daemon, request->session, HALOD_OBJECT_QUEUE, queue, &handle));
+  queue->handle = handle;
+  halod_reply_queue(request, handle, bodies);
   return NULL;
 }
 

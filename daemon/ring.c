@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "daemon/buffer.h"
 #include "daemon/command_buffer.h"
+#include "daemon/device_call.h"
 #include "daemon/operation.h"
 #include "daemon/queue.h"
 #include "daemon/ring_worker.h"
@@ -75,6 +76,10 @@ struct halod_ring_t {
   // this code and reason instead of run (halod_ring_abandoned).
   const char *abandon_reason;
   halo_status_code_t abandon_code;
+  // Its session was lost while its worker lives: the worker is asked where
+  // it stopped (RING_DETACH as a call, off the loop: halod_ring_lose); the
+  // ring waits for the answer, taking no bounce.
+  bool detaching;
 };
 
 typedef struct halod_rings_t {
@@ -754,6 +759,8 @@ void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
   (void)daemon;
   halod_ring_t *ring = session->ring;
   if (!ring || ring->worker != worker || ring->broken) return;
+  // Lost, its worker asked where it stopped: the answer covers this record.
+  if (ring->detaching) return;
   if (head < ring->head || head % HALO_RING_RECORD_ALIGN ||
       sequence < ring->sequence) {
     halod_ring_break(ring,
@@ -784,6 +791,8 @@ static void halod_ring_on_doorbell(uv_poll_t *poll, int status, int events);
 void halod_ring_take_back(halod_session_t *session, halo_hal_device_t *worker) {
   halod_ring_t *ring = session->ring;
   if (!ring || ring->worker != worker) return;
+  // Lost meanwhile: the detach's answer (NOT_FOUND) gives it back.
+  if (ring->detaching) return;
   HALO_LOG_WARN(
       "session %llu: its device worker could not take its ring; "
       "halod drains it",
@@ -963,19 +972,17 @@ static void halod_ring_on_closed(uv_handle_t *handle) {
 
 // |ring|'s session is lost while the worker draining the ring lives (a
 // session of several devices, lost with another device's worker): the
-// worker stops reading it and says where (RING_DETACH as a call), and the
-// ring is halod's again from there, so that halod_ring_abandon refuses
-// exactly the records the worker did not take. A live worker would
-// otherwise take more until it saw the ring detached, and drop the rest
-// with it: their signals would never come, nor fail. False if the worker
-// could not say (it was lost or hung meanwhile) or said what cannot be;
-// either way it reads the ring no more.
-static bool halod_ring_detach_live(halod_ring_t *ring) {
+// worker stopped reading it and said where (RING_DETACH as a call, made off
+// the loop: halod_ring_lose), |status| (consumed) NULL with |head| and
+// |sequence| after the last record it took, and the ring is halod's again
+// from there, so that halod_ring_abandon refuses exactly the records the
+// worker did not take. A live worker would otherwise take more until it saw
+// the ring detached, and drop the rest with it: their signals would never
+// come, nor fail. False if the worker could not say (it was lost or hung
+// meanwhile) or said what cannot be; either way it reads the ring no more.
+static bool halod_ring_detached(halod_ring_t *ring, halo_status_t status,
+                                uint64_t head, uint64_t sequence) {
   halod_session_t *session = ring->session;
-  uint64_t head = 0;
-  uint64_t sequence = 0;
-  halo_status_t status = halo_hal_remote_device_ring_detach(
-      ring->worker, session->id, &head, &sequence);
   if (halo_status_code(status) == HALO_STATUS_NOT_FOUND) {
     // It never held the ring (its refusal is on the way): it took nothing.
     halo_status_free(status);
@@ -1018,12 +1025,14 @@ static bool halod_ring_detach_live(halod_ring_t *ring) {
   return true;
 }
 
-void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
-                        halo_status_code_t code, const char *reason) {
+// The lost session's records nobody took are read and refused with |code|
+// and |reason|. A worker still set (lost, or it could not say where it
+// stopped) stopped where it last stored the head.
+static void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
+                               halo_status_code_t code, const char *reason) {
   halod_ring_t *ring = session->ring;
   if (!ring || ring->broken || !daemon->work.rings) return;
-  if (ring->worker && (halo_hal_remote_device_lost(ring->worker, NULL, 0) ||
-                       !halod_ring_detach_live(ring))) {
+  if (ring->worker) {
     // A lost worker (or one that could not say where it stopped) stopped
     // where it last stored the head (halod stores it after each record it
     // bounced); its count of records is its own, which the record there
@@ -1055,6 +1064,74 @@ void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
         (unsigned long long)session->id, session->pid,
         (unsigned long long)(ring->records_rejected - rejected));
   }
+}
+
+// A lost session's RING_DETACH, made off the loop.
+typedef struct halod_ring_detach_call_t {
+  halod_device_call_t call;
+  uint64_t session_id;
+  halod_ring_t *ring;  // compared with the session's: never read otherwise
+  uint64_t head;
+  uint64_t sequence;
+  halo_status_t status;
+} halod_ring_detach_call_t;
+
+static void halod_ring_detach_work(halod_device_call_t *call) {
+  halod_ring_detach_call_t *detach = (halod_ring_detach_call_t *)call;
+  detach->status = halo_hal_remote_device_ring_detach(
+      call->device, detach->session_id, &detach->head, &detach->sequence);
+}
+
+static void halod_ring_detach_done(halod_t *daemon, halod_device_call_t *call,
+                                   halod_session_t *unused) {
+  (void)unused;  // started for no request
+  halod_ring_detach_call_t *detach = (halod_ring_detach_call_t *)call;
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_id, detach->session_id);
+  halod_ring_t *ring = session ? session->ring : NULL;
+  if (!ring || ring != detach->ring || !ring->detaching) {
+    // The ring went with its session (the client closed it meanwhile): its
+    // records were dropped, as a closed session's are.
+    halo_status_free(detach->status);
+    free(detach);
+    return;
+  }
+  ring->detaching = false;
+  halod_ring_detached(ring, detach->status, detach->head, detach->sequence);
+  free(detach);
+  halod_ring_abandon(daemon, session, HALO_STATUS_DEVICE_LOST,
+                     session->lost_reason);
+  halod_ring_destroy(daemon, session);
+}
+
+void halod_ring_lose(halod_t *daemon, halod_session_t *session,
+                     halo_status_code_t code, const char *reason) {
+  halod_ring_t *ring = session->ring;
+  if (!ring) return;
+  if (ring->detaching) return;  // asked already
+  if (ring->worker && !ring->broken && daemon->work.rings &&
+      !halo_hal_remote_device_lost(ring->worker, NULL, 0)) {
+    // Its worker lives: it says where it stopped, off the loop; the ring
+    // waits for that.
+    halod_ring_detach_call_t *detach = calloc(1, sizeof(*detach));
+    if (detach) {
+      detach->call.device = ring->worker;
+      detach->call.work = halod_ring_detach_work;
+      detach->call.done = halod_ring_detach_done;
+      detach->call.what = "a lost session's ring detach";
+      detach->session_id = session->id;
+      detach->ring = ring;
+      ring->detaching = true;
+      halod_device_call_start(daemon, NULL, NULL, &detach->call);
+      return;
+    }
+    HALO_LOG_ERROR(
+        "session %llu: out of memory asking its ring's worker where it "
+        "stopped; refusing from where it last stored the head",
+        (unsigned long long)session->id);
+  }
+  halod_ring_abandon(daemon, session, code, reason);
+  halod_ring_destroy(daemon, session);
 }
 
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
@@ -1091,14 +1168,17 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
   halod_ring_deactivate(ring);
   if (ring->worker) {
     // The worker stops reading and releases its grants once no execution
-    // of it uses them.
-    halo_remote_ring_session_t detach = {.session = session->id};
-    halo_status_free(
-        halo_hal_remote_device_send(ring->worker, HALO_REMOTE_RING_DETACH,
-                                    &detach, sizeof(detach), NULL, 0, -1));
+    // of it uses them (asked already where the ring is detaching).
+    if (!ring->detaching) {
+      halo_remote_ring_session_t detach = {.session = session->id};
+      halo_status_free(
+          halo_hal_remote_device_send(ring->worker, HALO_REMOTE_RING_DETACH,
+                                      &detach, sizeof(detach), NULL, 0, -1));
+    }
     halod_device_release(ring->worker);
     ring->worker = NULL;
   }
+  ring->detaching = false;
   uv_poll_stop(&ring->poll);
   uv_close((uv_handle_t *)&ring->poll, halod_ring_on_closed);
 }

@@ -64,10 +64,16 @@ void halod_ring_revoke_all(halod_session_t *session);
 void halod_ring_destroy(halod_t *daemon, halod_session_t *session);
 
 // The session is lost (halod_session_lose): the records it published that
-// its consumer (halod, or a device worker now lost) never took are read and
-// refused with |code| and |reason| (an asynchronous execute's or dealloca's
-// signals fail, as its waiting work's do). Before halod_ring_destroy.
-void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
-                        halo_status_code_t code, const char *reason);
+// its consumer (halod, or a device worker) never took are read and refused
+// with |code| and |reason| (an asynchronous execute's or dealloca's
+// signals fail, as its waiting work's do), and the ring ends. Where the
+// worker draining it lives (a session of several devices, lost with
+// another device's worker), it is asked where it stopped first: a control
+// call off the loop (daemon/device_call.h), after which the records are
+// refused (with DEVICE_LOST and the session's lost reason) and the ring
+// ends; meanwhile it takes no bounce. A session that ends before the
+// answer drops them with its ring.
+void halod_ring_lose(halod_t *daemon, halod_session_t *session,
+                     halo_status_code_t code, const char *reason);
 
 #endif  // HALOD_RING_H_

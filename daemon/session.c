@@ -344,8 +344,7 @@ void halod_session_lose(halod_t *daemon, halod_session_t *session,
   // releases them or disconnects (releases and semaphore queries are still
   // served, so that a waiter learns why), objects on the dead worker fail every
   // use.
-  halod_ring_abandon(daemon, session, HALO_STATUS_DEVICE_LOST, reason);
-  halod_ring_destroy(daemon, session);
+  halod_ring_lose(daemon, session, HALO_STATUS_DEVICE_LOST, reason);
   halod_submission_cancel_session(daemon, session);
 }
 

@@ -114,7 +114,11 @@ static halo_status_t client_record(halo_client_t *client,
 // MESSAGE"), "read V" (reads it back and checks every byte is V: "read
 // CODE MESSAGE"), "alloc" (another device buffer: "alloc CODE MESSAGE"),
 // "params ENTRY" (the entry's parameters: "params CODE COUNT"), "record
-// ENTRY N" (a command buffer: "record CODE MESSAGE"). At EOF it exits.
+// ENTRY N" (a command buffer: "record CODE MESSAGE"), "queue" (a queue:
+// "queue CODE MESSAGE"), "prepare" (records "which" into its buffer:
+// "prepare CODE MESSAGE"), "execute" (runs that on its default queue,
+// signaling its semaphore: "execute CODE MESSAGE" once halod accepted it),
+// "wait" (for that signal: "wait CODE MESSAGE"). At EOF it exits.
 static int client_main(const char *address, const char *kernels) {
   halo_client_options_t options = {.address = address,
                                    .client_name = "stalled-worker-client",
@@ -135,8 +139,16 @@ static int client_main(const char *address, const char *kernels) {
     client_print("failed", status);
     return 2;
   }
+  halo_semaphore_t *semaphore = NULL;
+  if (!status) status = halo_semaphore_create(client, 0, 0, &semaphore);
+  if (status) {
+    client_print("failed", status);
+    return 2;
+  }
   printf("ready\n");
   fflush(stdout);
+  halo_command_buffer_t *which = NULL;
+  uint64_t executed = 0;
   static unsigned char data[BUFFER_BYTES];
   char line[64];
   unsigned value = 0;
@@ -169,6 +181,42 @@ static int client_main(const char *address, const char *kernels) {
       char entry[32] = "";
       sscanf(line + 7, "%31s %u", entry, &value);
       client_print("record", client_record(client, executable, entry, value));
+    } else if (strcmp(line, "queue\n") == 0) {
+      halo_queue_t *queue = NULL;
+      client_print("queue", halo_queue_create(client, 0, 0, &queue));
+      halo_queue_release(queue);
+    } else if (strcmp(line, "execute\n") == 0 ||
+               strcmp(line, "prepare\n") == 0) {
+      status = NULL;
+      if (!which) {
+        status = halo_command_buffer_begin(
+            client, 0, HALO_COMMAND_BUFFER_REUSABLE, 1, &which);
+        halo_dispatch_arg_t arg = {HALO_DISPATCH_ARG_BUFFER,
+                                   halo_binding_ref(0, 0, 4), NULL, 0};
+        halo_dispatch_params_t params = {.executable = executable,
+                                         .entry = "which",
+                                         .grid = {1, 1, 1},
+                                         .block = {1, 1, 1},
+                                         .args = &arg,
+                                         .arg_count = 1};
+        if (!status) status = halo_command_buffer_dispatch(which, &params);
+        if (!status) status = halo_command_buffer_end(which);
+      }
+      if (line[0] == 'p') {
+        client_print("prepare", status);
+        continue;
+      }
+      halo_binding_t binding = {buffer, 0, HALO_WHOLE_BUFFER};
+      halo_semaphore_value_t signal = {semaphore, executed + 1};
+      if (!status) {
+        status =
+            halo_queue_execute(NULL, which, &binding, 1, NULL, 0, &signal, 1);
+      }
+      if (!status) ++executed;
+      client_print("execute", status);
+    } else if (strcmp(line, "wait\n") == 0) {
+      client_print("wait",
+                   halo_semaphore_wait(semaphore, executed, 30000ll * 1000000));
     } else if (strcmp(line, "alloc\n") == 0) {
       halo_buffer_t *other = NULL;
       status =
@@ -180,6 +228,8 @@ static int client_main(const char *address, const char *kernels) {
       fflush(stdout);
     }
   }
+  halo_command_buffer_release(which);
+  halo_semaphore_release(semaphore);
   halo_executable_release(executable);
   halo_buffer_release(buffer);
   halo_client_close(client);
@@ -545,8 +595,9 @@ static void record_mine(halo_client_t *mine) {
   }
 }
 
-// The entry lookups and preparations of a recording, and an entry's
-// parameters, wait for a stopped worker off halod's loop too.
+// The entry lookups and preparations of a recording, an entry's
+// parameters and a queue's creation wait for a stopped worker off halod's
+// loop too.
 static void test_recordings_wait_for_their_worker_alone(void **state) {
   state_t *test = *state;
   halo_test_daemon_t *daemon = &test->fixture->daemon;
@@ -561,6 +612,10 @@ static void test_recordings_wait_for_their_worker_alone(void **state) {
                            false, message, sizeof(message));
   assert_int_equal(code, HALO_STATUS_OK);
   assert_string_equal(message, "4");
+  // A queue: its creation waits.
+  code = while_stopped(test, "queue\n", "queue", mine, buffer, NULL, false,
+                       message, sizeof(message));
+  assert_int_equal(code, HALO_STATUS_OK);
   // A recording of an entry not looked up yet: the lookup, then the
   // preparation.
   code = while_stopped(test, "record which 1\n", "record", mine, buffer,
@@ -582,6 +637,47 @@ static void test_recordings_wait_for_their_worker_alone(void **state) {
   expect_served(mine, buffer, 7);
   halo_buffer_release(buffer);
   halo_client_close(mine);
+}
+
+// A session's default queue on a worker's device is made with its first
+// command buffer there: its executions of queue 0 need no control call, so
+// one accepted while its worker is stopped is answered at once (its
+// completion comes once the worker continues).
+static void test_default_queue_is_made_ahead(void **state) {
+  state_t *test = *state;
+  client_t *client = start_client(test);
+  char message[2048];
+  client_send(client, "execute\n");
+  int code = client_read_result(client, "execute", message, sizeof(message),
+                                10000 * (int)time_scale());
+  assert_int_equal(code, HALO_STATUS_OK);
+  client_send(client, "wait\n");
+  code = client_read_result(client, "wait", message, sizeof(message),
+                            10000 * (int)time_scale());
+  assert_int_equal(code, HALO_STATUS_OK);
+  // A new session, its first command buffer, then its worker stops.
+  client_cleanup(client);
+  client = start_client(test);
+  client_send(client, "prepare\n");
+  code = client_read_result(client, "prepare", message, sizeof(message),
+                            10000 * (int)time_scale());
+  assert_int_equal(code, HALO_STATUS_OK);
+  stop_worker(test, client->worker);
+  int64_t start = halo_test_now_ns();
+  client_send(client, "execute\n");
+  code = client_read_result(client, "execute", message, sizeof(message),
+                            BOUND_MS * (int)time_scale());
+  print_message(
+      "an execution of queue 0 while its worker is stopped: %s "
+      "after %lld ms\n",
+      code >= 0 ? halo_status_code_name(code) : "?",
+      (long long)((halo_test_now_ns() - start) / MS));
+  assert_int_equal(code, HALO_STATUS_OK);
+  continue_worker(test);
+  client_send(client, "wait\n");
+  code = client_read_result(client, "wait", message, sizeof(message),
+                            10000 * (int)time_scale());
+  assert_int_equal(code, HALO_STATUS_OK);
 }
 
 // The client process ends while its write waits for its stopped worker;
@@ -771,6 +867,8 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_recordings_wait_for_their_worker_alone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_default_queue_is_made_ahead, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_session_ends_while_its_call_waits,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
