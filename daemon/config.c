@@ -102,7 +102,9 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"loads", HALOD_NUMBER(HALOD_CONFIG_U32, loads), "32", 1, 1024, NULL, START,
      "executable loads (compiles, JITs) that may wait at once, each on an nng "
      "context of its own beside the contexts ones, so that loads never hold "
-     "the contexts other requests need; the next is refused for now "
+     "the contexts other requests need (a request waiting for a device "
+     "worker's control call takes one too, where one is free); the next is "
+     "refused for now "
      "(RESOURCE_EXHAUSTED naming this setting), and libhalo sends it again "
      "until its request timeout"},
     {"domain-loads", HALOD_NUMBER(HALOD_CONFIG_U32, domain_loads), "4", 1, 1024,

@@ -415,6 +415,8 @@ static void expect_served(halo_client_t *client, halo_buffer_t *buffer,
   memset(data, value, sizeof(data));
   const char *names[] = {"ping", "device buffer create", "buffer write",
                          "buffer read", "semaphore create"};
+  int64_t slowest_ms = 0;
+  int slowest = 0;
   for (int i = 0; i < 5; ++i) {
     int64_t start = halo_test_now_ns();
     halo_status_t status = NULL;
@@ -457,7 +459,15 @@ static void expect_served(halo_client_t *client, halo_buffer_t *buffer,
       halo_status_free(status);
       fail();
     }
+    if (took_ms >= slowest_ms) {
+      slowest_ms = took_ms;
+      slowest = i;
+    }
   }
+  print_message(
+      "another domain served while a worker is stopped: slowest "
+      "%s %lld ms\n",
+      names[slowest], (long long)slowest_ms);
 }
 
 // ---------------------------------------------------------------- tests
