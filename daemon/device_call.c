@@ -183,6 +183,12 @@ static void halod_device_queue_next(halod_device_calls_t *calls,
   }
 }
 
+static halo_status_t halod_device_calls_stopping(void) {
+  return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                          "halod is stopping (SIGTERM: a stop or restart); "
+                          "reconnect once it is back");
+}
+
 void halod_device_call_reply_status(halod_device_call_t *call,
                                     halo_status_t status) {
   if (!call->context) {
@@ -202,6 +208,7 @@ void halod_device_call_reply(halod_device_call_t *call,
 
 halo_status_t halod_device_call_session_gone(const halod_device_call_t *call,
                                              const halod_session_t *session) {
+  if (call->cancelled) return halod_device_calls_stopping();
   if (!session) {
     return halo_status_make(HALO_STATUS_UNAVAILABLE,
                             "the session ended while %s waited for its "
@@ -267,10 +274,8 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
   if (session) session->call = call;
   if (calls->stopped) {
     // Nothing runs after the stop's answer: the after step releases.
-    halod_device_call_reply_status(
-        call, halo_status_make(HALO_STATUS_UNAVAILABLE,
-                               "halod is stopping (SIGTERM: a stop or "
-                               "restart); reconnect once it is back"));
+    call->cancelled = true;
+    halod_device_call_reply_status(call, halod_device_calls_stopping());
     pthread_mutex_lock(&calls->mutex);
     halod_device_calls_push_done_locked(calls, call);
     pthread_mutex_unlock(&calls->mutex);
@@ -326,12 +331,6 @@ halo_status_t halod_device_calls_start(halod_t *daemon) {
   return NULL;
 }
 
-static halo_status_t halod_device_calls_stopping(void) {
-  return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                          "halod is stopping (SIGTERM: a stop or restart); "
-                          "reconnect once it is back");
-}
-
 void halod_device_calls_stop(halod_t *daemon, int64_t deadline_ns) {
   halod_device_calls_t *calls = daemon->calls;
   if (!calls || calls->stopped) return;
@@ -357,6 +356,7 @@ void halod_device_calls_stop(halod_t *daemon, int64_t deadline_ns) {
     while (queue->head) {
       halod_device_call_t *call = queue->head;
       queue->head = call->next;
+      call->cancelled = true;
       halod_device_call_reply_status(call, halod_device_calls_stopping());
       halod_device_calls_push_done_locked(calls, call);
     }

@@ -59,6 +59,9 @@ struct halod_device_call_t {
   halod_server_context_t *context;
   int64_t started_ns;
   halod_device_call_t *next;  // in its device's FIFO, or handed back
+  // halod stopped before its work ran: |done| must not use its results
+  // (halod_device_call_session_gone says so).
+  bool cancelled;
 };
 
 // Starts |call| for the request of |session| that |context| answers: the
@@ -78,7 +81,8 @@ void halod_device_call_reply(halod_device_call_t *call,
 
 // Why the call's request cannot succeed any more although the call may
 // have: its session ended (UNAVAILABLE) or was lost (SESSION_LOST with the
-// reason) meanwhile. NULL if neither.
+// reason) meanwhile, or halod stopped before it ran (UNAVAILABLE). NULL if
+// none of them.
 halo_status_t halod_device_call_session_gone(const halod_device_call_t *call,
                                              const halod_session_t *session);
 

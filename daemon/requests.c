@@ -320,7 +320,7 @@ static void halod_allocate_call_done(halod_t *daemon, halod_device_call_t *call,
   if (status) {
     // Nothing of it stays: the memory (if the device allocated it) and the
     // bytes reserved for it go back.
-    if (!allocate->status) {
+    if (!allocate->status && allocate->address) {
       halo_hal_allocator_t *allocator = call->device->allocator;
       allocator->vtable->deallocate(allocator, allocate->address,
                                     allocate->size);

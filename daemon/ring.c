@@ -1097,6 +1097,10 @@ static void halod_ring_detach_done(halod_t *daemon, halod_device_call_t *call,
     return;
   }
   ring->detaching = false;
+  if (call->cancelled) {
+    detach->status = halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                      "halod stopped before it asked");
+  }
   halod_ring_detached(ring, detach->status, detach->head, detach->sequence);
   free(detach);
   halod_ring_abandon(daemon, session, HALO_STATUS_DEVICE_LOST,
