@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
+#include "daemon/device_call.h"
 #include "daemon/fd_budget.h"
 #include "daemon/workers.h"
 
@@ -28,11 +29,14 @@ static void halod_arena_unregister(halod_arena_t *arena) {
   arena->registered = 0;
 }
 
-halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
-                                 uint64_t size, bool exclusive,
-                                 uint64_t owner_session,
-                                 halod_arena_t **out_arena) {
+halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
+                               uint64_t size, bool exclusive,
+                               uint64_t owner_session,
+                               halod_arena_t **out_arena,
+                               halod_host_registration_t *registration) {
   *out_arena = NULL;
+  memset(registration, 0, sizeof(*registration));
+  registration->fd = -1;
   size = halod_align_up(size, 4096);
   HALO_RETURN_IF_ERROR(
       halod_fd_budget_check_session(daemon, owner_session, "a host arena"));
@@ -61,13 +65,8 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
     halo_hal_device_t *device = NULL;
     status = halod_domain_device(daemon, domain, i, &device);
     if (status) break;
-    halo_hal_allocator_t *allocator = device->allocator;
-    status = allocator->vtable->register_host(allocator, arena->mapping, size,
-                                              arena->fd,
-                                              &arena->device_addresses[i]);
-    if (status) break;
     halod_device_retain(device);
-    arena->devices[arena->registered++] = device;
+    registration->devices[registration->count++] = device;
   }
   if (!status) {
     arena->free_ranges = malloc(sizeof(*arena->free_ranges) * 4);
@@ -75,24 +74,76 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
       status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
   }
-  if (!status)
-    status = halo_u64_map_put(&daemon->shared.arenas, arena->id, arena);
   if (status) {
-    halod_arena_unregister(arena);
-    if (arena->mapping) munmap(arena->mapping, size);
-    if (arena->fd >= 0) close(arena->fd);
-    free(arena->free_ranges);
-    free(arena);
+    registration->registered = 0;
+    halod_arena_abandon(arena, registration);
     return halo_status_annotate(status, "creating a host arena of %llu bytes",
                                 (unsigned long long)size);
   }
-  halod_fd_budget_charge(daemon, owner_session);
+  registration->pointer = arena->mapping;
+  registration->size = size;
+  registration->fd = arena->fd;
+  *out_arena = arena;
+  return NULL;
+}
+
+void halod_arena_abandon(halod_arena_t *arena,
+                         halod_host_registration_t *registration) {
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    if (i < registration->registered) {
+      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
+      allocator->vtable->unregister_host(allocator, arena->mapping);
+    }
+    halod_device_release(registration->devices[i]);
+  }
+  registration->count = registration->registered = 0;
+  halo_status_free(registration->status);
+  registration->status = NULL;
+  if (arena->mapping) munmap(arena->mapping, arena->size);
+  if (arena->fd >= 0) close(arena->fd);
+  free(arena->free_ranges);
+  free(arena);
+}
+
+halo_status_t halod_arena_finish(halod_t *daemon, halod_arena_t *arena,
+                                 halod_host_registration_t *registration) {
+  uint64_t size = arena->size;
+  halo_status_t status = registration->status;
+  registration->status = NULL;
+  if (!status) {
+    status = halo_u64_map_put(&daemon->shared.arenas, arena->id, arena);
+  }
+  if (status) {
+    halod_arena_abandon(arena, registration);
+    return halo_status_annotate(status, "creating a host arena of %llu bytes",
+                                (unsigned long long)size);
+  }
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    arena->devices[i] = registration->devices[i];  // held
+    arena->device_addresses[i] = registration->addresses[i];
+  }
+  arena->registered = registration->count;
+  registration->count = registration->registered = 0;
+  halod_fd_budget_charge(daemon, arena->owner_session);
   arena->free_capacity = 4;
   arena->free_count = 1;
   arena->free_ranges[0].offset = 0;
-  arena->free_ranges[0].size = size;
-  *out_arena = arena;
+  arena->free_ranges[0].size = arena->size;
   return NULL;
+}
+
+halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
+                                 uint64_t size, bool exclusive,
+                                 uint64_t owner_session,
+                                 halod_arena_t **out_arena) {
+  halod_host_registration_t registration;
+  HALO_RETURN_IF_ERROR(halod_arena_open(daemon, domain, size, exclusive,
+                                        owner_session, out_arena,
+                                        &registration));
+  halod_host_registration_run(&registration);
+  halo_status_t status = halod_arena_finish(daemon, *out_arena, &registration);
+  if (status) *out_arena = NULL;
+  return status;
 }
 
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {

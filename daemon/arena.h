@@ -47,6 +47,23 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
                                  uint64_t size, bool exclusive,
                                  uint64_t owner_session,
                                  halod_arena_t **out_arena);
+// The same in steps, so that the registration (a control call to each of
+// the domain's workers) runs off the loop (daemon/device_call.h):
+// halod_arena_open makes the arena (a sealed memfd, mapped) and lists the
+// devices in |registration| (held); once halod_host_registration_run ran,
+// halod_arena_finish publishes it (on error it goes), or
+// halod_arena_abandon drops it (what was registered is unregistered).
+struct halod_host_registration_t;
+halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
+                               uint64_t size, bool exclusive,
+                               uint64_t owner_session,
+                               halod_arena_t **out_arena,
+                               struct halod_host_registration_t *registration);
+halo_status_t halod_arena_finish(
+    halod_t *daemon, halod_arena_t *arena,
+    struct halod_host_registration_t *registration);
+void halod_arena_abandon(halod_arena_t *arena,
+                         struct halod_host_registration_t *registration);
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena);
 
 // First fit, HALOD_ARENA_ALIGNMENT-aligned. Returns false if no range fits.

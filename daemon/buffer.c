@@ -6,8 +6,15 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "daemon/device_call.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
+
+// Whether a host-visible buffer of |size| goes on an arena of its own.
+static bool halod_buffer_exclusive(const halod_t *daemon, uint64_t size,
+                                   bool exportable) {
+  return exportable || size > daemon->config.arena_bytes / 2;
+}
 
 // Places |size| bytes on one of the session's shared arenas, creating one
 // when none has room; exportable or large buffers get an exclusive arena.
@@ -18,7 +25,7 @@ static halo_status_t halod_buffer_place(halod_t *daemon,
                                         uint64_t *out_offset) {
   *out_arena = NULL;
   *out_offset = 0;
-  bool exclusive = exportable || size > daemon->config.arena_bytes / 2;
+  bool exclusive = halod_buffer_exclusive(daemon, size, exportable);
   if (!exclusive) {
     for (uint32_t i = 0; i < session->arena_count; ++i) {
       if (halod_arena_allocate(session->arenas[i], size, out_offset)) {
@@ -139,6 +146,76 @@ halo_status_t halod_buffer_create(halod_t *daemon, halod_session_t *session,
     return status;
   }
   halod_buffer_count(daemon, session, buffer, false);
+  *out_buffer = buffer;
+  return NULL;
+}
+
+bool halod_buffer_needs_arena(const halod_t *daemon,
+                              const halod_session_t *session, uint64_t size,
+                              bool exportable) {
+  if (halod_buffer_exclusive(daemon, size, exportable)) return true;
+  uint64_t aligned = (size + HALOD_ARENA_ALIGNMENT - 1) &
+                     ~(uint64_t)(HALOD_ARENA_ALIGNMENT - 1);
+  for (uint32_t i = 0; i < session->arena_count; ++i) {
+    const halod_arena_t *arena = session->arenas[i];
+    for (uint32_t r = 0; r < arena->free_count; ++r) {
+      if (arena->free_ranges[r].size >= aligned) return false;
+    }
+  }
+  return true;
+}
+
+halo_status_t halod_buffer_arena_open(
+    halod_t *daemon, halod_session_t *session, uint32_t device, uint64_t size,
+    bool exportable, halod_arena_t **out_arena,
+    struct halod_host_registration_t *out_registration) {
+  *out_arena = NULL;
+  halo_hal_device_t *hal_device = NULL;
+  HALO_RETURN_IF_ERROR(halod_buffer_check(
+      daemon, session, device, HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE,
+      size, &hal_device));
+  bool exclusive = halod_buffer_exclusive(daemon, size, exportable);
+  HALO_RETURN_IF_ERROR(halod_arena_open(
+      daemon, session->domain, exclusive ? size : daemon->config.arena_bytes,
+      exclusive, session->id, out_arena, out_registration));
+  session->host_bytes += size;
+  return NULL;
+}
+
+void halod_buffer_arena_abandon(
+    halod_session_t *session, uint64_t size, halod_arena_t *arena,
+    struct halod_host_registration_t *registration) {
+  if (session) session->host_bytes -= size;
+  halod_arena_abandon(arena, registration);
+}
+
+halo_status_t halod_buffer_create_on_arena(
+    halod_t *daemon, halod_session_t *session, uint32_t device, uint64_t size,
+    bool exportable, halod_arena_t *arena,
+    struct halod_host_registration_t *registration,
+    halod_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  halo_status_t status = halod_arena_finish(daemon, arena, registration);
+  if (!status && !arena->exclusive) {
+    status = halod_session_add_arena(session, arena);
+    if (status) halod_arena_destroy(daemon, arena);
+  }
+  halod_buffer_t *buffer =
+      status ? NULL
+             : halod_buffer_new(daemon, session, device,
+                                HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE,
+                                size, exportable);
+  if (!status && !buffer) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    if (arena->exclusive) halod_arena_destroy(daemon, arena);
+  }
+  if (status) {
+    session->host_bytes -= size;
+    return status;
+  }
+  halod_arena_allocate(arena, size, &buffer->offset);  // fits: fresh arena
+  buffer->arena = arena;
+  halod_buffer_count(daemon, session, buffer, true);
   *out_buffer = buffer;
   return NULL;
 }

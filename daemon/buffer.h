@@ -58,6 +58,31 @@ halo_status_t halod_buffer_adopt(halod_t *daemon, halod_session_t *session,
                                  uint32_t device, uint64_t size,
                                  bool exportable, halo_hal_device_t *hal_device,
                                  uint64_t address, halod_buffer_t **out_buffer);
+// A host-visible buffer that needs a new arena (halod_buffer_needs_arena:
+// an exclusive one, or none of the session's has room) is made in steps,
+// so that the arena's registration with the domain's devices (a control
+// call to each worker) runs off the loop: halod_buffer_arena_open checks
+// what halod_buffer_create checks, charges |size| to the session's host
+// bytes and opens the arena (daemon/arena.h); once the registration ran,
+// halod_buffer_create_on_arena finishes the arena and places the buffer on
+// it (on error both go, and the bytes), or halod_buffer_arena_abandon
+// drops them (|session| NULL: it ended).
+struct halod_host_registration_t;
+bool halod_buffer_needs_arena(const halod_t *daemon,
+                              const halod_session_t *session, uint64_t size,
+                              bool exportable);
+halo_status_t halod_buffer_arena_open(
+    halod_t *daemon, halod_session_t *session, uint32_t device, uint64_t size,
+    bool exportable, halod_arena_t **out_arena,
+    struct halod_host_registration_t *out_registration);
+halo_status_t halod_buffer_create_on_arena(
+    halod_t *daemon, halod_session_t *session, uint32_t device, uint64_t size,
+    bool exportable, halod_arena_t *arena,
+    struct halod_host_registration_t *registration,
+    halod_buffer_t **out_buffer);
+void halod_buffer_arena_abandon(halod_session_t *session, uint64_t size,
+                                halod_arena_t *arena,
+                                struct halod_host_registration_t *registration);
 void halod_buffer_retain(halod_buffer_t *buffer);
 // The last release frees the memory (and uncharges the owner), then calls
 // |on_freed|.

@@ -319,6 +319,30 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
   }
 }
 
+void halod_host_registration_run(halod_host_registration_t *registration) {
+  registration->registered = 0;
+  for (uint32_t i = 0; i < registration->count && !registration->status; ++i) {
+    halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
+    registration->status = allocator->vtable->register_host(
+        allocator, registration->pointer, registration->size, registration->fd,
+        &registration->addresses[i]);
+    if (registration->status) {
+      registration->status = halo_status_annotate(
+          registration->status, "registering it with device %u", i);
+    } else {
+      ++registration->registered;
+    }
+  }
+}
+
+bool halod_host_registration_remote(
+    const halod_host_registration_t *registration) {
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    if (halo_hal_remote_device_is(registration->devices[i])) return true;
+  }
+  return false;
+}
+
 halo_status_t halod_device_calls_start(halod_t *daemon) {
   halod_device_calls_t *calls = calloc(1, sizeof(*calls));
   if (!calls) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");

@@ -32,6 +32,7 @@
 #ifndef HALOD_DEVICE_CALL_H_
 #define HALOD_DEVICE_CALL_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "daemon/daemon.h"
@@ -85,6 +86,28 @@ void halod_device_call_reply(halod_device_call_t *call,
 // none of them.
 halo_status_t halod_device_call_session_gone(const halod_device_call_t *call,
                                              const halod_session_t *session);
+
+// A host mapping's registration with the devices of a trust domain (a new
+// semaphore page, a host arena: REGISTER_HOST, a control call to each
+// worker), made by a call's work: halod_host_registration_run registers
+// |pointer| (|size| bytes of memfd |fd|) with |devices| in order, up to the
+// first failure (|status|); |addresses| of the |registered| first ones.
+// Any thread; the devices are held by whoever fills it.
+typedef struct halod_host_registration_t {
+  void *pointer;
+  uint64_t size;
+  int fd;
+  uint32_t count;
+  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
+  uint64_t addresses[HALO_HAL_MAX_DEVICES];
+  uint32_t registered;
+  halo_status_t status;
+} halod_host_registration_t;
+void halod_host_registration_run(halod_host_registration_t *registration);
+// Whether any of its devices is a worker's (else registering takes no
+// control call: done on the loop).
+bool halod_host_registration_remote(
+    const halod_host_registration_t *registration);
 
 // halod_start, before the sockets.
 halo_status_t halod_device_calls_start(halod_t *daemon);

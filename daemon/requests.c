@@ -349,6 +349,94 @@ static void halod_allocate_call_done(halod_t *daemon, halod_device_call_t *call,
   free(allocate);
 }
 
+// A new semaphore page's or host arena's registration with the domain's
+// workers (SemaphoreCreate, BufferCreate of host-visible memory that needs
+// one): the page or arena is opened on the loop, registered off it, and
+// finished (sealed, published, the session's) by the after step.
+typedef struct halod_host_call_t {
+  halod_device_call_t call;
+  halod_host_registration_t registration;
+  halod_timeline_page_t *page;  // a semaphore's, or
+  halod_arena_t *arena;         // a host-visible buffer's
+  uint32_t device;
+  uint64_t size;  // the buffer's, charged to the session already
+  uint64_t initial_value;
+  bool exportable;
+} halod_host_call_t;
+
+static void halod_host_call_work(halod_device_call_t *call) {
+  halod_host_registration_run(&((halod_host_call_t *)call)->registration);
+}
+
+static void halod_reply_semaphore(halod_request_t *request,
+                                  const halod_semaphore_t *semaphore,
+                                  uint64_t handle,
+                                  halod_reply_bodies_t *bodies);
+
+static void halod_host_call_done(halod_t *daemon, halod_device_call_t *call,
+                                 halod_session_t *session) {
+  halod_host_call_t *host = (halod_host_call_t *)call;
+  halo_status_t status = halod_device_call_session_gone(call, session);
+  if (status) {
+    if (host->page) {
+      halod_semaphore_page_abandon(host->page, &host->registration);
+    } else {
+      halod_buffer_arena_abandon(session, host->size, host->arena,
+                                 &host->registration);
+    }
+    halod_device_call_reply_status(call, status);
+    free(host);
+    return;
+  }
+  halod_semaphore_t *semaphore = NULL;
+  halod_buffer_t *buffer = NULL;
+  uint64_t handle = 0;
+  if (host->page) {
+    status = halod_semaphore_create_on_page(
+        daemon, session, host->page, &host->registration, host->initial_value,
+        host->exportable, &semaphore);
+    if (!status) {
+      status = halod_session_add_semaphore(daemon, session, semaphore, &handle);
+    }
+  } else {
+    status = halod_buffer_create_on_arena(
+        daemon, session, host->device, host->size, host->exportable,
+        host->arena, &host->registration, &buffer);
+    if (!status) {
+      status = halod_session_add_buffer(daemon, session, buffer, &handle);
+    }
+  }
+  halod_reply_bodies_t *bodies = status ? NULL : calloc(1, sizeof(*bodies));
+  if (!status && !bodies) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  if (status) {
+    halod_device_call_reply_status(call, status);
+  } else {
+    halod_request_t request = {.daemon = daemon, .session = session};
+    halo__wire__response__init(&request.response);
+    if (semaphore) {
+      halod_reply_semaphore(&request, semaphore, handle, bodies);
+    } else {
+      halod_reply_buffer(&request, buffer, handle, 0, bodies);
+    }
+    halod_device_call_reply(call, &request.response);
+  }
+  free(bodies);
+  free(host);
+}
+
+// Starts the registration of |host|'s page or arena, opened already.
+static halo_status_t halod_request_host_call(halod_request_t *request,
+                                             halod_host_call_t *host) {
+  host->call.device = host->registration.devices[0];
+  host->call.work = halod_host_call_work;
+  host->call.done = halod_host_call_done;
+  host->call.what = host->page ? "a semaphore page's registration"
+                               : "a host arena's registration";
+  return halod_request_call(request, &host->call);
+}
+
 // ------------------------------------------------------------- the handlers
 // One per request body: each decodes its body into the operation below it
 // and fills the reply's body.
@@ -446,6 +534,25 @@ static halo_status_t halod_request_buffer_create(
     allocate->size = create->size;
     allocate->exportable = create->flags & 1u;
     return halod_request_call(request, &allocate->call);
+  }
+  if (create->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE &&
+      halod_workers_enabled(request->daemon) &&
+      halod_buffer_needs_arena(request->daemon, request->session, create->size,
+                               create->flags & 1u)) {
+    // A new arena, registered with the domain's workers off the loop.
+    halod_host_call_t *host = calloc(1, sizeof(*host));
+    if (!host) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    halo_status_t status = halod_buffer_arena_open(
+        request->daemon, request->session, create->device, create->size,
+        create->flags & 1u, &host->arena, &host->registration);
+    if (status) {
+      free(host);
+      return status;
+    }
+    host->device = create->device;
+    host->size = create->size;
+    host->exportable = create->flags & 1u;
+    return halod_request_host_call(request, host);
   }
   halod_buffer_t *buffer = NULL;
   HALO_RETURN_IF_ERROR(
@@ -581,6 +688,22 @@ static halo_status_t halod_request_semaphore_create(
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "SemaphoreCreate: unknown flags 0x%x",
                             create->flags & ~1u);
+  }
+  if (halod_workers_enabled(request->daemon) &&
+      halod_semaphore_needs_page(request->session, create->flags & 1u)) {
+    // A new page, registered with the domain's workers off the loop.
+    halod_host_call_t *host = calloc(1, sizeof(*host));
+    if (!host) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    halo_status_t status = halod_semaphore_page_open(
+        request->daemon, request->session, create->initial_value,
+        create->flags & 1u, &host->page, &host->registration);
+    if (status) {
+      free(host);
+      return status;
+    }
+    host->initial_value = create->initial_value;
+    host->exportable = create->flags & 1u;
+    return halod_request_host_call(request, host);
   }
   halod_semaphore_t *semaphore;
   HALO_RETURN_IF_ERROR(halod_semaphore_create(request->daemon, request->session,

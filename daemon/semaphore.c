@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
+#include "daemon/device_call.h"
 #include "daemon/fd_budget.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
@@ -29,10 +30,16 @@ static void halod_timeline_page_unregister(halod_timeline_page_t *page,
   page->registered = 0;
 }
 
-static halo_status_t halod_timeline_page_create(
+// Opens a page for |domain|: its memfd made and mapped read-write (not
+// sealed, not registered, not published); |registration| lists the
+// domain's devices (held) to register it with.
+static halo_status_t halod_timeline_page_open(
     halod_t *daemon, halod_domain_t *domain, bool exclusive,
-    uint64_t owner_session, halod_timeline_page_t **out_page) {
+    uint64_t owner_session, halod_timeline_page_t **out_page,
+    halod_host_registration_t *registration) {
   *out_page = NULL;
+  memset(registration, 0, sizeof(*registration));
+  registration->fd = -1;
   HALO_RETURN_IF_ERROR(
       halod_fd_budget_check_session(daemon, owner_session, "a semaphore page"));
   halod_timeline_page_t *page = calloc(1, sizeof(*page));
@@ -54,40 +61,91 @@ static halo_status_t halod_timeline_page_create(
     status = halo_memfd_map(page->fd, HALO_TIMELINE_PAGE_SIZE,
                             PROT_READ | PROT_WRITE, &mapping);
   }
-  // Registered with every device before sealing (docs/architecture.md "Shared
-  // memory"): GPU stores of signal values land in the page.
   for (uint32_t i = 0; !status && i < daemon->hal.device_count; ++i) {
     halo_hal_device_t *device = NULL;
     status = halod_domain_device(daemon, domain, i, &device);
-    halo_hal_allocator_t *allocator = device ? device->allocator : NULL;
-    if (!status) {
-      status = allocator->vtable->register_host(
-          allocator, mapping, HALO_TIMELINE_PAGE_SIZE, page->fd,
-          &page->device_addresses[i]);
-    }
     if (status) {
       status = halo_status_annotate(status, "registering it with device %u", i);
       break;
     }
     halod_device_retain(device);
-    page->devices[page->registered++] = device;
-  }
-  if (!status) status = halo_memfd_seal(page->fd, HALO_SEALS_DAEMON_OWNED);
-  if (!status) {
-    status = halo_u64_map_put(&daemon->shared.pages, page->id, page);
+    registration->devices[registration->count++] = device;
   }
   if (status) {
-    halod_timeline_page_unregister(page, mapping);
+    for (uint32_t i = 0; i < registration->count; ++i) {
+      halod_device_release(registration->devices[i]);
+    }
+    registration->count = 0;
     if (mapping) munmap(mapping, HALO_TIMELINE_PAGE_SIZE);
     if (page->fd >= 0) close(page->fd);
     free(page);
     return halo_status_annotate(status, "creating a semaphore page");
   }
   page->mapping = mapping;
-  halod_fd_budget_charge(daemon, owner_session);
-  halo_timeline_page_initialize(page->mapping, daemon->incarnation);
+  registration->pointer = mapping;
+  registration->size = HALO_TIMELINE_PAGE_SIZE;
+  registration->fd = page->fd;
   *out_page = page;
   return NULL;
+}
+
+// A page opened and never finished goes: what |registration| registered
+// is unregistered, its devices dropped.
+static void halod_timeline_page_abandon(
+    halod_timeline_page_t *page, halod_host_registration_t *registration) {
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    if (i < registration->registered) {
+      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
+      allocator->vtable->unregister_host(allocator, page->mapping);
+    }
+    halod_device_release(registration->devices[i]);
+  }
+  registration->count = registration->registered = 0;
+  halo_status_free(registration->status);
+  registration->status = NULL;
+  munmap(page->mapping, HALO_TIMELINE_PAGE_SIZE);
+  close(page->fd);
+  free(page);
+}
+
+// Registered with every device (|registration| ran: GPU stores of signal
+// values land in the page), the page is sealed (docs/architecture.md
+// "Shared memory") and published. On error it goes.
+static halo_status_t halod_timeline_page_finish(
+    halod_t *daemon, halod_timeline_page_t *page,
+    halod_host_registration_t *registration) {
+  halo_status_t status = registration->status;
+  registration->status = NULL;
+  if (!status) status = halo_memfd_seal(page->fd, HALO_SEALS_DAEMON_OWNED);
+  if (!status) {
+    status = halo_u64_map_put(&daemon->shared.pages, page->id, page);
+  }
+  if (status) {
+    halod_timeline_page_abandon(page, registration);
+    return halo_status_annotate(status, "creating a semaphore page");
+  }
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    page->devices[i] = registration->devices[i];  // held
+    page->device_addresses[i] = registration->addresses[i];
+  }
+  page->registered = registration->count;
+  registration->count = registration->registered = 0;
+  halod_fd_budget_charge(daemon, page->owner_session);
+  halo_timeline_page_initialize(page->mapping, daemon->incarnation);
+  return NULL;
+}
+
+static halo_status_t halod_timeline_page_create(
+    halod_t *daemon, halod_domain_t *domain, bool exclusive,
+    uint64_t owner_session, halod_timeline_page_t **out_page) {
+  halod_host_registration_t registration;
+  HALO_RETURN_IF_ERROR(halod_timeline_page_open(
+      daemon, domain, exclusive, owner_session, out_page, &registration));
+  halod_host_registration_run(&registration);
+  halo_status_t status =
+      halod_timeline_page_finish(daemon, *out_page, &registration);
+  if (status) *out_page = NULL;
+  return status;
 }
 
 static void halod_timeline_page_destroy(halod_t *daemon,
@@ -107,65 +165,86 @@ void halod_timeline_page_orphan(halod_t *daemon, halod_timeline_page_t *page) {
   if (page->used == 0) halod_timeline_page_destroy(daemon, page);
 }
 
+// One of the session's private pages with a free slot (NULL: none).
+static halod_timeline_page_t *halod_semaphore_room(
+    const halod_session_t *session) {
+  for (uint32_t i = 0; i < session->page_count; ++i) {
+    if (session->pages[i]->used < HALO_TIMELINE_SLOTS_PER_PAGE) {
+      return session->pages[i];
+    }
+  }
+  return NULL;
+}
+
+// Makes |page| (new: exclusive for |exportable|, else the session's) hold
+// its creator's next semaphores.
+static halo_status_t halod_semaphore_adopt_page(halod_t *daemon,
+                                                halod_session_t *session,
+                                                halod_timeline_page_t *page,
+                                                bool exportable) {
+  if (exportable) return NULL;
+  halo_status_t status = halod_session_add_page(session, page);
+  if (status) halod_timeline_page_destroy(daemon, page);
+  return status;
+}
+
 // Finds a free slot: on a fresh exclusive page, or on one of the session's
 // private pages (creating one when all are full).
 static halo_status_t halod_semaphore_place(halod_t *daemon,
                                            halod_session_t *session,
                                            bool exportable,
-                                           halod_timeline_page_t **out_page,
-                                           uint32_t *out_slot) {
-  halod_timeline_page_t *page = NULL;
-  if (!exportable) {
-    for (uint32_t i = 0; i < session->page_count; ++i) {
-      if (session->pages[i]->used < HALO_TIMELINE_SLOTS_PER_PAGE) {
-        page = session->pages[i];
-        break;
-      }
-    }
-  }
+                                           halod_timeline_page_t **out_page) {
+  halod_timeline_page_t *page =
+      exportable ? NULL : halod_semaphore_room(session);
   if (!page) {
     HALO_RETURN_IF_ERROR(halod_timeline_page_create(
         daemon, session->domain, exportable, session->id, &page));
-    if (!exportable) {
-      halo_status_t status = halod_session_add_page(session, page);
-      if (status) {
-        halod_timeline_page_destroy(daemon, page);
-        return status;
-      }
-    }
+    HALO_RETURN_IF_ERROR(
+        halod_semaphore_adopt_page(daemon, session, page, exportable));
   }
-  uint32_t slot = (uint32_t)__builtin_ctzll(~page->used_mask);
-  page->used_mask |= 1ull << slot;
-  ++page->used;
   *out_page = page;
-  *out_slot = slot;
   return NULL;
 }
 
-halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
-                                     uint64_t initial_value, bool exportable,
-                                     halod_semaphore_t **out_semaphore) {
-  *out_semaphore = NULL;
+static halo_status_t halod_semaphore_check_value(uint64_t initial_value) {
   if (initial_value > HALO_TIMELINE_MAX_VALUE) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "initial value %llu is >= 2^63",
                             (unsigned long long)initial_value);
   }
+  return NULL;
+}
+
+// The semaphore on a free slot of |page|.
+static halo_status_t halod_semaphore_make(halod_t *daemon,
+                                          halod_session_t *session,
+                                          halod_timeline_page_t *page,
+                                          uint64_t initial_value,
+                                          bool exportable,
+                                          halod_semaphore_t **out_semaphore) {
   halod_semaphore_t *semaphore = calloc(1, sizeof(*semaphore));
   if (!semaphore) {
+    // An exclusive page made for it goes with it.
+    if (page->used == 0 && page->exclusive) {
+      halod_timeline_page_destroy(daemon, page);
+    }
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
-  halo_status_t status = halod_semaphore_place(
-      daemon, session, exportable, &semaphore->page, &semaphore->slot_index);
-  if (!status) {
-    semaphore->id = halod_next_id(daemon);
-    status =
-        halo_u64_map_put(&daemon->shared.semaphores, semaphore->id, semaphore);
-  }
+  semaphore->id = halod_next_id(daemon);
+  halo_status_t status =
+      halo_u64_map_put(&daemon->shared.semaphores, semaphore->id, semaphore);
   if (status) {
     free(semaphore);
+    if (page->used == 0 && page->exclusive) {
+      halod_timeline_page_destroy(daemon, page);
+    }
     return status;
   }
+  uint32_t slot = (uint32_t)__builtin_ctzll(~page->used_mask);
+  page->used_mask |= 1ull << slot;
+  ++page->used;
+  semaphore->page = page;
+  semaphore->slot_index = slot;
   semaphore->refcount = 1;
   semaphore->exportable = exportable;
   semaphore->creator_session = session->id;
@@ -177,6 +256,51 @@ halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
                                 initial_value);
   *out_semaphore = semaphore;
   return NULL;
+}
+
+halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
+                                     uint64_t initial_value, bool exportable,
+                                     halod_semaphore_t **out_semaphore) {
+  *out_semaphore = NULL;
+  HALO_RETURN_IF_ERROR(halod_semaphore_check_value(initial_value));
+  halod_timeline_page_t *page = NULL;
+  HALO_RETURN_IF_ERROR(
+      halod_semaphore_place(daemon, session, exportable, &page));
+  return halod_semaphore_make(daemon, session, page, initial_value, exportable,
+                              out_semaphore);
+}
+
+bool halod_semaphore_needs_page(const halod_session_t *session,
+                                bool exportable) {
+  return exportable || !halod_semaphore_room(session);
+}
+
+halo_status_t halod_semaphore_page_open(
+    halod_t *daemon, halod_session_t *session, uint64_t initial_value,
+    bool exportable, halod_timeline_page_t **out_page,
+    halod_host_registration_t *out_registration) {
+  *out_page = NULL;
+  memset(out_registration, 0, sizeof(*out_registration));
+  HALO_RETURN_IF_ERROR(halod_semaphore_check_value(initial_value));
+  return halod_timeline_page_open(daemon, session->domain, exportable,
+                                  session->id, out_page, out_registration);
+}
+
+void halod_semaphore_page_abandon(halod_timeline_page_t *page,
+                                  halod_host_registration_t *registration) {
+  halod_timeline_page_abandon(page, registration);
+}
+
+halo_status_t halod_semaphore_create_on_page(
+    halod_t *daemon, halod_session_t *session, halod_timeline_page_t *page,
+    halod_host_registration_t *registration, uint64_t initial_value,
+    bool exportable, halod_semaphore_t **out_semaphore) {
+  *out_semaphore = NULL;
+  HALO_RETURN_IF_ERROR(halod_timeline_page_finish(daemon, page, registration));
+  HALO_RETURN_IF_ERROR(
+      halod_semaphore_adopt_page(daemon, session, page, exportable));
+  return halod_semaphore_make(daemon, session, page, initial_value, exportable,
+                              out_semaphore);
 }
 
 void halod_semaphore_retain(halod_semaphore_t *semaphore) {

@@ -52,6 +52,32 @@ typedef struct halod_semaphore_t {
 halo_status_t halod_semaphore_create(halod_t *daemon, halod_session_t *session,
                                      uint64_t initial_value, bool exportable,
                                      halod_semaphore_t **out_semaphore);
+
+// A semaphore that needs a new page (halod_semaphore_needs_page: an
+// exportable one gets its own, else every page of the session is full) is
+// made in steps, so that the page's registration with the domain's
+// devices (a control call to each worker) runs off the loop
+// (daemon/device_call.h): halod_semaphore_page_open makes the page (a
+// memfd, mapped; |registration| lists the devices, held), which is neither
+// sealed nor anyone's yet; once halod_host_registration_run ran,
+// halod_semaphore_create_on_page seals it, makes it the session's (or the
+// semaphore's own) and creates the semaphore on it, and
+// halod_semaphore_page_abandon drops it instead (its session ended; what
+// was registered is unregistered). The page goes on every error.
+struct halod_host_registration_t;
+bool halod_semaphore_needs_page(const halod_session_t *session,
+                                bool exportable);
+halo_status_t halod_semaphore_page_open(
+    halod_t *daemon, halod_session_t *session, uint64_t initial_value,
+    bool exportable, halod_timeline_page_t **out_page,
+    struct halod_host_registration_t *out_registration);
+halo_status_t halod_semaphore_create_on_page(
+    halod_t *daemon, halod_session_t *session, halod_timeline_page_t *page,
+    struct halod_host_registration_t *registration, uint64_t initial_value,
+    bool exportable, halod_semaphore_t **out_semaphore);
+void halod_semaphore_page_abandon(
+    halod_timeline_page_t *page,
+    struct halod_host_registration_t *registration);
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 

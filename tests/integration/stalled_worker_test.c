@@ -118,7 +118,9 @@ static halo_status_t client_record(halo_client_t *client,
 // CODE MESSAGE"), "alloc" (another device buffer: "alloc CODE MESSAGE"),
 // "params ENTRY" (the entry's parameters: "params CODE COUNT"), "record
 // ENTRY N" (a command buffer: "record CODE MESSAGE"), "queue" (a queue:
-// "queue CODE MESSAGE"), "prepare" (records "which" into its buffer:
+// "queue CODE MESSAGE"), "semaphore" (an exportable semaphore: "semaphore
+// CODE MESSAGE"), "host N" (a host-visible buffer of N bytes, written:
+// "host CODE MESSAGE"), "prepare" (records "which" into its buffer:
 // "prepare CODE MESSAGE"), "execute" (runs that on its default queue,
 // signaling its semaphore: "execute CODE MESSAGE" once halod accepted it),
 // "wait" (for that signal: "wait CODE MESSAGE"). At EOF it exits.
@@ -184,6 +186,24 @@ static int client_main(const char *address, const char *kernels) {
       char entry[32] = "";
       sscanf(line + 7, "%31s %u", entry, &value);
       client_print("record", client_record(client, executable, entry, value));
+    } else if (strcmp(line, "semaphore\n") == 0) {
+      // Exportable: a page of its own, registered with the worker.
+      halo_semaphore_t *other = NULL;
+      client_print("semaphore",
+                   halo_semaphore_create(client, 0, HALO_OBJECT_FLAG_EXPORTABLE,
+                                         &other));
+      halo_semaphore_release(other);
+    } else if (sscanf(line, "host %u", &value) == 1) {
+      halo_buffer_t *host = NULL;
+      status = halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, value, 0,
+                                  &host);
+      if (!status) {
+        memset(data, 7, value < sizeof(data) ? value : sizeof(data));
+        status = halo_buffer_write(host, 0, data,
+                                   value < sizeof(data) ? value : sizeof(data));
+      }
+      halo_buffer_release(host);
+      client_print("host", status);
     } else if (strcmp(line, "queue\n") == 0) {
       halo_queue_t *queue = NULL;
       client_print("queue", halo_queue_create(client, 0, 0, &queue));
@@ -609,8 +629,8 @@ static void record_mine(halo_client_t *mine) {
 }
 
 // The entry lookups and preparations of a recording, an entry's
-// parameters and a queue's creation wait for a stopped worker off halod's
-// loop too.
+// parameters, a queue's creation and a new semaphore page's or host
+// arena's registration wait for a stopped worker off halod's loop too.
 static void test_recordings_wait_for_their_worker_alone(void **state) {
   state_t *test = *state;
   halo_test_daemon_t *daemon = &test->fixture->daemon;
@@ -627,6 +647,14 @@ static void test_recordings_wait_for_their_worker_alone(void **state) {
   assert_string_equal(message, "4");
   // A queue: its creation waits.
   code = while_stopped(test, "queue\n", "queue", mine, buffer, NULL, false,
+                       message, sizeof(message));
+  assert_int_equal(code, HALO_STATUS_OK);
+  // A semaphore on a page of its own, a host-visible buffer on the
+  // session's first arena: their registration with the worker waits.
+  code = while_stopped(test, "semaphore\n", "semaphore", mine, buffer, NULL,
+                       false, message, sizeof(message));
+  assert_int_equal(code, HALO_STATUS_OK);
+  code = while_stopped(test, "host 4096\n", "host", mine, buffer, NULL, false,
                        message, sizeof(message));
   assert_int_equal(code, HALO_STATUS_OK);
   // A recording of an entry not looked up yet: the lookup, then the
