@@ -269,6 +269,14 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
   call->context = context;
   call->started_ns = halo_clock_now_ns();
   call->next = NULL;
+  if (!calls) {
+    // After halod's stop closed them (or before its start made them):
+    // nothing runs; the after step answers and releases at once.
+    call->cancelled = true;
+    call->session_id = 0;
+    call->done(daemon, call, NULL);
+    return;
+  }
   halod_device_retain(call->device);
   ++calls->waiting;
   if (session) session->call = call;

@@ -66,7 +66,9 @@ struct halod_device_call_t {
 };
 
 // Starts |call| for the request of |session| that |context| answers: the
-// session's next requests wait until |done| ran. The request's context is
+// session's next requests wait until |done| ran. |session| NULL: a call of
+// no request (a lost session's ring detach) that no request waits for.
+// After halod's stop, |done| runs at once, cancelled. The request's context is
 // held (halod_server_hold) where a spare one is free, so that requests
 // waiting on workers do not hold the contexts others need.
 void halod_device_call_start(halod_t *daemon, halod_session_t *session,
