@@ -28,14 +28,16 @@ halo_status_t halod_op_execute(halod_t *daemon, halod_session_t *session,
 
 halo_status_t halod_op_alloca(halod_t *daemon, halod_session_t *session,
                               const halod_op_alloca_t *op,
+                              halod_alloca_call_t **out_call,
                               halod_buffer_t **out_buffer, uint64_t *out_handle,
                               uint64_t *out_submission_id) {
+  *out_call = NULL;
   *out_buffer = NULL;
   *out_handle = 0;
   *out_submission_id = 0;
   HALO_RETURN_IF_ERROR(halod_op_check_draining(daemon));
-  return halod_submission_create_alloca(daemon, session, op, out_buffer,
-                                        out_handle, out_submission_id);
+  return halod_submission_create_alloca(
+      daemon, session, op, out_call, out_buffer, out_handle, out_submission_id);
 }
 
 halo_status_t halod_op_dealloca(halod_t *daemon, halod_session_t *session,

@@ -70,9 +70,14 @@ halo_status_t halod_op_execute(halod_t *daemon, halod_session_t *session,
 
 // Validates |op|, allocates the buffer and accepts the submission that
 // orders its signals after its waits. |out_buffer| (borrowed from the
-// session's handle |out_handle|) fills the reply.
+// session's handle |out_handle|) fills the reply. Where the allocation is
+// a control call to a worker (device memory; host memory that needs a new
+// arena), *out_call is that call, which the caller finishes and starts
+// (daemon/submission.h), and the outputs stay empty.
+typedef struct halod_alloca_call_t halod_alloca_call_t;
 halo_status_t halod_op_alloca(halod_t *daemon, halod_session_t *session,
                               const halod_op_alloca_t *op,
+                              halod_alloca_call_t **out_call,
                               halod_buffer_t **out_buffer, uint64_t *out_handle,
                               uint64_t *out_submission_id);
 

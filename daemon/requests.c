@@ -1121,6 +1121,28 @@ static halo_status_t halod_request_queue_execute(
   return NULL;
 }
 
+// A socket QueueAlloca whose allocation its worker made.
+static void halod_request_alloca_finish(halod_t *daemon,
+                                        halod_alloca_call_t *call,
+                                        halod_session_t *session,
+                                        halo_status_t status,
+                                        const halod_buffer_t *buffer,
+                                        uint64_t handle, uint64_t id) {
+  halod_reply_bodies_t *bodies = status ? NULL : calloc(1, sizeof(*bodies));
+  if (!status && !bodies) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  if (status) {
+    halod_device_call_reply_status(&call->call, status);
+  } else {
+    halod_request_t request = {.daemon = daemon, .session = session};
+    halo__wire__response__init(&request.response);
+    halod_reply_buffer(&request, buffer, handle, id, bodies);
+    halod_device_call_reply(&call->call, &request.response);
+  }
+  free(bodies);
+}
+
 static halo_status_t halod_request_queue_alloca(halod_request_t *request,
                                                 const Halo__Wire__Request *wire,
                                                 halod_reply_bodies_t *bodies) {
@@ -1131,10 +1153,16 @@ static halo_status_t halod_request_queue_alloca(halod_request_t *request,
   HALO_RETURN_IF_ERROR(halod_request_values(bodies, alloca->waits,
                                             alloca->n_waits, alloca->signals,
                                             alloca->n_signals, &op.sync));
+  halod_alloca_call_t *call = NULL;
   halod_buffer_t *buffer;
   uint64_t handle, id;
   HALO_RETURN_IF_ERROR(halod_op_alloca(request->daemon, request->session, &op,
-                                       &buffer, &handle, &id));
+                                       &call, &buffer, &handle, &id));
+  if (call) {
+    // Allocated by the worker, off the loop: answered when it returns.
+    call->finish = halod_request_alloca_finish;
+    return halod_request_call(request, &call->call);
+  }
   halod_reply_buffer(request, buffer, handle, id, bodies);
   return NULL;
 }

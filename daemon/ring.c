@@ -27,6 +27,7 @@
 #include "daemon/queue.h"
 #include "daemon/ring_worker.h"
 #include "daemon/session.h"
+#include "daemon/submission.h"
 #include "daemon/workers.h"
 #include "hal/remote/remote_device.h"
 #include "hal/remote/remote_link.h"
@@ -80,6 +81,14 @@ struct halod_ring_t {
   // it stopped (RING_DETACH as a call, off the loop: halod_ring_lose); the
   // ring waits for the answer, taking no bounce.
   bool detaching;
+  // An ALLOCA record's allocation is a control call to a worker, made off
+  // the loop: the head passes the record (|alloca_length| bytes) only with
+  // its verdict, and no later record is taken (nor a worker draining the
+  // ring resumed) until then. |alloca_started|: the record just processed
+  // started it.
+  bool alloca_waiting;
+  bool alloca_started;
+  uint32_t alloca_length;
 };
 
 typedef struct halod_rings_t {
@@ -348,8 +357,75 @@ static void halod_ring_execute(halod_ring_t *ring, uint64_t sequence,
   }
 }
 
+// An accepted ALLOCA record's verdict: the new buffer goes to the header's
+// |alloca_result| (its sequence stored last).
+static void halod_ring_alloca_result(halod_ring_t *ring, uint64_t sequence,
+                                     const halod_buffer_t *buffer,
+                                     uint64_t handle, uint64_t id) {
+  halo_ring_header_t *header = ring->header;
+  halo_ring_alloca_result_t result = {.handle = handle, .submission_id = id};
+  if (buffer->arena) {
+    result.arena_id = buffer->arena->id;
+    result.arena_size = buffer->arena->size;
+    result.offset = buffer->offset;
+  }
+  header->alloca_result = result;
+  atomic_store_explicit(&header->result_sequence, sequence + 1,
+                        memory_order_release);
+}
+
+static void halod_ring_drain(halod_ring_t *ring, int64_t now_ns);
+
+// The loop: an ALLOCA record's allocation returned (daemon/submission.h):
+// its verdict goes to the header, and the ring goes on (halod drains it
+// again, or its worker is resumed after the record).
+static void halod_ring_alloca_finish(halod_t *daemon, halod_alloca_call_t *call,
+                                     halod_session_t *session,
+                                     halo_status_t status,
+                                     const halod_buffer_t *buffer,
+                                     uint64_t handle, uint64_t id) {
+  (void)daemon;
+  halod_ring_t *ring = call->user_data;
+  if (!session || session->ring != ring || !ring->alloca_waiting) {
+    // The ring went with its session, or its loss: nobody reads a verdict.
+    halo_status_free(status);
+    return;
+  }
+  ring->alloca_waiting = false;
+  if (session->lost_reason) {
+    // Its loss refuses the record with what follows it.
+    halo_status_free(status);
+    return;
+  }
+  uint64_t sequence = call->user_value;
+  if (status) {
+    halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0, status);
+  } else {
+    halod_ring_alloca_result(ring, sequence, buffer, handle, id);
+  }
+  // The head passes the record now that its verdict is there.
+  ring->head += ring->alloca_length;
+  ++ring->sequence;
+  ++ring->records_done;
+  atomic_store_explicit(&ring->header->head, ring->head, memory_order_release);
+  if (ring->broken) return;
+  if (ring->worker) {
+    if (ring->detaching) return;  // asked where it stopped: no resume
+    halo_remote_ring_position_t position = {
+        .session = session->id, .head = ring->head, .sequence = ring->sequence};
+    halo_status_free(
+        halo_hal_remote_device_send(ring->worker, HALO_REMOTE_RING_RESUME,
+                                    &position, sizeof(position), NULL, 0, -1));
+    return;
+  }
+  // Records published meanwhile are taken now.
+  halod_ring_activate(ring);
+  halod_ring_drain(ring, halo_clock_now_ns());
+}
+
 // An ALLOCA record: always synchronous. The new buffer goes to the header's
-// |alloca_result| (its sequence stored last), a refusal to |error_*|.
+// |alloca_result| (its sequence stored last), a refusal to |error_*|; an
+// allocation by a worker comes later (halod_ring_alloca_finish).
 static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
                               const uint8_t *record, uint32_t length) {
   halo_ring_alloca_t alloca;
@@ -378,27 +454,29 @@ static void halod_ring_alloca(halod_ring_t *ring, uint64_t sequence,
                *)(record + sizeof(halo_ring_record_header_t) + sizeof(alloca)),
           alloca.wait_count, alloca.signal_count),
   };
+  halod_alloca_call_t *call = NULL;
   halod_buffer_t *buffer;
   uint64_t handle, id;
   halo_status_t status = halod_ring_abandoned(ring);
   if (!status) {
-    status = halod_op_alloca(ring->daemon, ring->session, &op, &buffer, &handle,
-                             &id);
+    status = halod_op_alloca(ring->daemon, ring->session, &op, &call, &buffer,
+                             &handle, &id);
   }
   if (status) {
     halod_ring_reject(ring, "queue_alloca", sequence, NULL, 0, status);
     return;
   }
-  halo_ring_header_t *header = ring->header;
-  halo_ring_alloca_result_t result = {.handle = handle, .submission_id = id};
-  if (buffer->arena) {
-    result.arena_id = buffer->arena->id;
-    result.arena_size = buffer->arena->size;
-    result.offset = buffer->offset;
+  if (call) {
+    // Allocated by the worker, off the loop: the ring waits for the verdict.
+    call->finish = halod_ring_alloca_finish;
+    call->user_data = ring;
+    call->user_value = sequence;
+    ring->alloca_waiting = true;
+    ring->alloca_started = true;
+    halod_device_call_start(ring->daemon, NULL, NULL, &call->call);
+    return;
   }
-  header->alloca_result = result;
-  atomic_store_explicit(&header->result_sequence, sequence + 1,
-                        memory_order_release);
+  halod_ring_alloca_result(ring, sequence, buffer, handle, id);
 }
 
 // A DEALLOCA record. A refused asynchronous one fails its signals and still
@@ -621,6 +699,8 @@ static void halod_ring_hand_over(halod_ring_t *ring) {
 // Copies out and processes the record at the ring's head, if any.
 static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   if (ring->broken) return HALOD_RING_BROKEN;
+  // An alloca's verdict first (its loss refuses what follows, though).
+  if (ring->alloca_waiting && !ring->abandon_reason) return HALOD_RING_EMPTY;
   // A worker's ring: only the record it bounced (or, the worker lost, what
   // it left: halod_ring_abandon).
   if (ring->worker && !ring->taking_bounce && !ring->abandon_reason) {
@@ -680,10 +760,18 @@ static halod_ring_step_t halod_ring_step(halod_ring_t *ring) {
   halod_rings_t *rings = ring->daemon->work.rings;
   memcpy(rings->record, ring->records + offset, record.length);
   memcpy(rings->record, &record, sizeof(record));
+  ring->alloca_started = false;
   if (!halo_ring_record_verify(ring->key, rings->record)) {
     halod_ring_reject_changed(ring, sequence, rings->record);
   } else {
     halod_ring_process(ring, sequence, rings->record);
+  }
+  if (ring->alloca_started) {
+    // Its allocation runs off the loop: the head passes the record with
+    // its verdict (halod_ring_alloca_finish).
+    ring->alloca_started = false;
+    ring->alloca_length = record.length;
+    return HALOD_RING_PROGRESS;
   }
   // Processing may have ended the ring (never the session: sessions end on
   // pipe events only).
@@ -777,8 +865,9 @@ void halod_ring_take_bounced(halod_t *daemon, halod_session_t *session,
   halod_ring_step(ring);
   ring->taking_bounce = false;
   // A ring that broke is read no more: the worker stays stopped until the
-  // session's end detaches it.
-  if (ring->broken) return;
+  // session's end detaches it. An alloca its worker allocates resumes it
+  // once done (halod_ring_alloca_finish).
+  if (ring->broken || ring->alloca_waiting) return;
   halo_remote_ring_position_t position = {
       .session = session->id, .head = ring->head, .sequence = ring->sequence};
   halo_status_free(halo_hal_remote_device_send(worker, HALO_REMOTE_RING_RESUME,
@@ -1052,6 +1141,9 @@ static void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
     }
   }
   uint64_t rejected = ring->records_rejected;
+  // An ALLOCA whose allocation is still out is refused with the rest (its
+  // verdict, when it comes, finds the ring gone).
+  ring->alloca_waiting = false;
   ring->abandon_code = code;
   ring->abandon_reason = reason;
   while (halod_ring_step(ring) == HALOD_RING_PROGRESS) {

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/session.h"
+#include "hal/remote/remote_device.h"
 
 const char *halod_submission_kind_name(halod_submission_kind_t kind) {
   switch (kind) {
@@ -450,9 +451,103 @@ static halo_status_t halod_submission_create_host(
   return NULL;
 }
 
+// The session's |queue|'s device, if its alloca of |op| allocates by a
+// control call (a worker's device memory; host-visible memory that needs a
+// new arena); NULL otherwise.
+static halo_hal_device_t *halod_submission_alloca_caller(
+    const halod_t *daemon, const halod_session_t *session,
+    const halod_queue_t *queue, const halod_op_alloca_t *op) {
+  if (!halo_hal_remote_device_is(queue->hal_device)) return NULL;
+  if (op->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE) {
+    return queue->hal_device;
+  }
+  if (op->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_HOST_VISIBLE &&
+      halod_buffer_needs_arena(daemon, session, op->size, false)) {
+    return queue->hal_device;
+  }
+  return NULL;
+}
+
+// A call thread: the allocation, or the new arena's registration.
+static void halod_submission_alloca_work(halod_device_call_t *call) {
+  halod_alloca_call_t *alloca = (halod_alloca_call_t *)call;
+  if (alloca->arena) {
+    halod_host_registration_run(&alloca->registration);
+    return;
+  }
+  halo_hal_allocator_t *allocator = call->device->allocator;
+  alloca->status =
+      allocator->vtable->allocate(allocator, alloca->size, &alloca->address);
+}
+
+static void halod_submission_alloca_done(halod_t *daemon,
+                                         halod_device_call_t *call,
+                                         halod_session_t *unused) {
+  (void)unused;  // started for a request or a ring's record: looked up
+  halod_alloca_call_t *alloca = (halod_alloca_call_t *)call;
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_id, alloca->session_id);
+  halod_submission_t *submission = alloca->submission;
+  halod_queue_t *queue = alloca->queue;
+  if (session) --session->pending_submissions;  // held for it meanwhile
+  halo_status_t status = alloca->arena ? NULL : alloca->status;
+  alloca->status = NULL;
+  if (!status) status = halod_device_call_session_gone(call, session);
+  halod_buffer_t *buffer = NULL;
+  if (!status && alloca->arena) {
+    status = halod_buffer_create_on_arena(daemon, session, queue->device,
+                                          alloca->size, false, alloca->arena,
+                                          &alloca->registration, &buffer);
+    alloca->arena = NULL;  // finished, or gone with the error
+  } else if (!status) {
+    status = halod_buffer_adopt(daemon, session, queue->device, alloca->size,
+                                false, call->device, alloca->address, &buffer);
+  }
+  if (status) {
+    // Nothing of it stays: the memory or arena, the bytes charged for it,
+    // the submission's reservations.
+    if (alloca->arena) {
+      halod_buffer_arena_abandon(session, alloca->size, alloca->arena,
+                                 &alloca->registration);
+    } else if (alloca->address && !buffer) {
+      halo_hal_allocator_t *allocator = call->device->allocator;
+      allocator->vtable->deallocate(allocator, alloca->address, alloca->size);
+      if (session) halod_buffer_unreserve(session, alloca->size);
+    } else if (!alloca->address && session &&
+               alloca->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE) {
+      halod_buffer_unreserve(session, alloca->size);
+    }
+    halod_submission_free(submission);
+    halod_queue_release(daemon, queue);
+    alloca->finish(daemon, alloca, session,
+                   halo_status_annotate(status, "queue_alloca"), NULL, 0, 0);
+    free(alloca);
+    return;
+  }
+  uint64_t handle = 0;
+  status = halod_session_add_buffer(daemon, session, buffer, &handle);
+  if (status) {
+    halod_submission_free(submission);
+    halod_queue_release(daemon, queue);
+    alloca->finish(daemon, alloca, session,
+                   halo_status_annotate(status, "queue_alloca"), NULL, 0, 0);
+    free(alloca);
+    return;
+  }
+  submission->buffer_id = buffer->id;
+  uint64_t id = 0;
+  // May complete (and retire) the submission before returning.
+  halod_submission_accept(daemon, session, submission, queue, &id);
+  halod_queue_release(daemon, queue);
+  alloca->finish(daemon, alloca, session, NULL, buffer, handle, id);
+  free(alloca);
+}
+
 halo_status_t halod_submission_create_alloca(
     halod_t *daemon, halod_session_t *session, const halod_op_alloca_t *op,
-    halod_buffer_t **out_buffer, uint64_t *out_handle, uint64_t *out_id) {
+    halod_alloca_call_t **out_call, halod_buffer_t **out_buffer,
+    uint64_t *out_handle, uint64_t *out_id) {
+  *out_call = NULL;
   *out_buffer = NULL;
   *out_handle = 0;
   *out_id = 0;
@@ -463,6 +558,43 @@ halo_status_t halod_submission_create_alloca(
   halod_submission_t *submission;
   HALO_RETURN_IF_ERROR(halod_submission_create_host(
       daemon, session, HALOD_SUBMISSION_ALLOCA, queue, &op->sync, &submission));
+  halo_hal_device_t *caller =
+      halod_submission_alloca_caller(daemon, session, queue, op);
+  if (caller) {
+    // Allocated (or its arena registered) by the worker, off the loop; its
+    // bytes, and a place among the session's pending submissions, are
+    // taken meanwhile.
+    halod_alloca_call_t *alloca = calloc(1, sizeof(*alloca));
+    halo_status_t status =
+        alloca ? NULL : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    if (!status && op->memory_type == HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE) {
+      halo_hal_device_t *device = NULL;
+      status = halod_buffer_reserve(daemon, session, queue->device, op->size,
+                                    &device);
+    } else if (!status) {
+      status =
+          halod_buffer_arena_open(daemon, session, queue->device, op->size,
+                                  false, &alloca->arena, &alloca->registration);
+    }
+    if (status) {
+      free(alloca);
+      halod_submission_free(submission);
+      return halo_status_annotate(status, "queue_alloca");
+    }
+    alloca->call.device = caller;
+    alloca->call.work = halod_submission_alloca_work;
+    alloca->call.done = halod_submission_alloca_done;
+    alloca->call.what = "a queue_alloca's allocation";
+    alloca->session_id = session->id;
+    alloca->submission = submission;
+    halod_queue_retain(queue);
+    alloca->queue = queue;
+    alloca->memory_type = op->memory_type;
+    alloca->size = op->size;
+    ++session->pending_submissions;
+    *out_call = alloca;
+    return NULL;
+  }
   // Everything else checked: allocate (memory type, size and quota are
   // checked there, with the messages buffer create gives).
   halod_buffer_t *buffer = NULL;

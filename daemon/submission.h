@@ -10,11 +10,13 @@
 //
 // Alloca and dealloca (docs/architecture.md "Queue-ordered alloca and
 // dealloca"): the alloca's memory is allocated when the request is
-// processed, through halod_buffer_create; the submission only orders its
-// signals after its waits. The dealloca takes over the reference of the
-// buffer's handle (removed at once); once its waits are met it drops that
-// reference, and it completes (its signals) when the buffer's memory is
-// freed: at once, or when the last execution that bound it retires.
+// processed, through halod_buffer_create, or by a control call to the
+// worker made off the loop (halod_alloca_call_t) that the request waits
+// for; the submission only orders its signals after its waits. The dealloca
+// takes over the reference of the buffer's handle (removed at once); once its
+// waits are met it drops that reference, and it completes (its signals) when
+// the buffer's memory is freed: at once, or when the last execution that bound
+// it retires.
 //
 // Loop thread only.
 #ifndef HALOD_SUBMISSION_H_
@@ -23,8 +25,10 @@
 #include <stdint.h>
 
 #include "common/list.h"
+#include "daemon/arena.h"
 #include "daemon/command_buffer.h"
 #include "daemon/daemon.h"
+#include "daemon/device_call.h"
 #include "daemon/fault_budget.h"
 #include "daemon/operation.h"
 #include "daemon/queue.h"
@@ -76,14 +80,49 @@ halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,
                                       const halod_op_execute_t *op,
                                       uint64_t *out_id);
 
+// An alloca whose allocation is a control call to its queue's worker
+// (device memory, or host-visible memory that needs a new arena), made off
+// the loop (daemon/device_call.h). Its caller sets |finish| (and what it
+// needs to answer) and starts |call|; once it returned, the alloca is
+// accepted or undone and |finish| gets the outcome.
+typedef struct halod_alloca_call_t halod_alloca_call_t;
+// The loop: |status| (consumed), or the buffer (|buffer|, borrowed from
+// |session|'s handle |handle|) and its submission's |id|. |session| NULL:
+// it ended (then |status| says so).
+typedef void (*halod_alloca_finish_fn)(halod_t *daemon,
+                                       halod_alloca_call_t *call,
+                                       halod_session_t *session,
+                                       halo_status_t status,
+                                       const halod_buffer_t *buffer,
+                                       uint64_t handle, uint64_t id);
+struct halod_alloca_call_t {
+  halod_device_call_t call;
+  halod_alloca_finish_fn finish;
+  void *user_data;
+  uint64_t user_value;
+  // Private to daemon/submission.c.
+  uint64_t session_id;
+  halod_submission_t *submission;  // not accepted yet
+  halod_queue_t *queue;            // held
+  uint32_t memory_type;
+  uint64_t size;  // charged to the session already
+  uint64_t address;
+  halo_status_t status;
+  halod_arena_t *arena;
+  halod_host_registration_t registration;
+};
+
 // queue_alloca: validates |op|, allocates the buffer (as
 // halod_buffer_create, charged to the session at once), adds its handle
 // (|out_handle|; |out_buffer| borrowed from it) and accepts the submission
-// that signals |op|'s signals after its waits. On error nothing is
-// left behind.
+// that signals |op|'s signals after its waits. Where the allocation is a
+// control call to a worker, *out_call is the call that makes it (the
+// rest as above, once it returned) and the outputs stay empty; else
+// *out_call is NULL. On error nothing is left behind.
 halo_status_t halod_submission_create_alloca(
     halod_t *daemon, halod_session_t *session, const halod_op_alloca_t *op,
-    halod_buffer_t **out_buffer, uint64_t *out_handle, uint64_t *out_id);
+    halod_alloca_call_t **out_call, halod_buffer_t **out_buffer,
+    uint64_t *out_handle, uint64_t *out_id);
 
 // queue_dealloca: validates |op|, removes the buffer's handle and
 // accepts the submission that frees it (see above).

@@ -118,7 +118,10 @@ static halo_status_t client_record(halo_client_t *client,
 // CODE MESSAGE"), "alloc" (another device buffer: "alloc CODE MESSAGE"),
 // "params ENTRY" (the entry's parameters: "params CODE COUNT"), "record
 // ENTRY N" (a command buffer: "record CODE MESSAGE"), "queue" (a queue:
-// "queue CODE MESSAGE"), "semaphore" (an exportable semaphore: "semaphore
+// "queue CODE MESSAGE"), "alloca-queue" (a queue kept for allocas:
+// "alloca-queue CODE MESSAGE"), "alloca KIND" (a queue-ordered alloca on
+// it: 0 device memory, 1 host-visible memory of an arena of its own:
+// "alloca CODE MESSAGE"), "semaphore" (an exportable semaphore: "semaphore
 // CODE MESSAGE"), "host N" (a host-visible buffer of N bytes, written:
 // "host CODE MESSAGE"), "prepare" (records "which" into its buffer:
 // "prepare CODE MESSAGE"), "execute" (runs that on its default queue,
@@ -153,6 +156,7 @@ static int client_main(const char *address, const char *kernels) {
   printf("ready\n");
   fflush(stdout);
   halo_command_buffer_t *which = NULL;
+  halo_queue_t *alloca_queue = NULL;
   uint64_t executed = 0;
   static unsigned char data[BUFFER_BYTES];
   char line[64];
@@ -204,6 +208,20 @@ static int client_main(const char *address, const char *kernels) {
       }
       halo_buffer_release(host);
       client_print("host", status);
+    } else if (strcmp(line, "alloca-queue\n") == 0) {
+      client_print(
+          "alloca-queue",
+          alloca_queue ? NULL : halo_queue_create(client, 0, 0, &alloca_queue));
+    } else if (sscanf(line, "alloca %u", &value) == 1) {
+      // Device memory (0) or a host-visible buffer of its own (1: larger
+      // than half an arena) on the queue made before, at once.
+      halo_buffer_t *allocated = NULL;
+      status = halo_queue_alloca(
+          alloca_queue, NULL, 0, NULL, 0,
+          value ? HALO_MEMORY_HOST_VISIBLE : HALO_MEMORY_DEVICE,
+          value ? (48u << 20) : 4096, &allocated);
+      halo_buffer_release(allocated);
+      client_print("alloca", status);
     } else if (strcmp(line, "queue\n") == 0) {
       halo_queue_t *queue = NULL;
       client_print("queue", halo_queue_create(client, 0, 0, &queue));
@@ -252,6 +270,7 @@ static int client_main(const char *address, const char *kernels) {
     }
   }
   halo_command_buffer_release(which);
+  halo_queue_release(alloca_queue);
   halo_semaphore_release(semaphore);
   halo_executable_release(executable);
   halo_buffer_release(buffer);
@@ -680,6 +699,50 @@ static void test_recordings_wait_for_their_worker_alone(void **state) {
   halo_client_close(mine);
 }
 
+// Queue-ordered allocas, over the submission ring (libhalo's default) and
+// over the socket (HALO_RING=0): device memory, and host-visible memory on
+// an arena of its own, wait for their stopped worker alone too, and fail
+// naming the kill when it is killed.
+static void test_allocas_wait_for_their_worker_alone(void **state) {
+  state_t *test = *state;
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  halo_client_t *mine = halo_test_connect(daemon, REQUEST_TIMEOUT_MS);
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(mine, 0, HALO_MEMORY_DEVICE,
+                                         BUFFER_BYTES, 0, &buffer));
+  char message[2048];
+  for (int socket = 0; socket < 2; ++socket) {
+    if (socket) setenv("HALO_RING", "0", 1);
+    start_client(test);
+    if (socket) unsetenv("HALO_RING");
+    print_message("over the %s:\n", socket ? "socket" : "ring");
+    client_send(&test->client, "alloca-queue\n");
+    int made = client_read_result(&test->client, "alloca-queue", message,
+                                  sizeof(message), 10000 * (int)time_scale());
+    assert_int_equal(made, HALO_STATUS_OK);
+    for (int host = 0; host < 2; ++host) {
+      char command[32];
+      snprintf(command, sizeof(command), "alloca %d\n", host);
+      int code = while_stopped(test, command, "alloca", mine, buffer, NULL,
+                               false, message, sizeof(message));
+      assert_int_equal(code, HALO_STATUS_OK);
+    }
+    // ... until its worker is killed: the alloca fails saying why.
+    int code = while_stopped(test, "alloca 0\n", "alloca", mine, buffer, NULL,
+                             true, message, sizeof(message));
+    assert_true(code == HALO_STATUS_DEVICE_LOST ||
+                code == HALO_STATUS_SESSION_LOST);
+    char killed[64];
+    snprintf(killed, sizeof(killed), "worker (pid %d) was killed by signal 9",
+             (int)test->client.worker);
+    assert_non_null(strstr(message, killed));
+    client_cleanup(&test->client);
+  }
+  expect_served(mine, buffer, 8);
+  halo_buffer_release(buffer);
+  halo_client_close(mine);
+}
+
 // A session's default queue on a worker's device is made with its first
 // command buffer there: its executions of queue 0 need no control call, so
 // one accepted while its worker is stopped is answered at once (its
@@ -995,6 +1058,8 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_recordings_wait_for_their_worker_alone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_allocas_wait_for_their_worker_alone,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_default_queue_is_made_ahead, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_session_ends_while_its_call_waits,
