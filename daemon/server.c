@@ -408,7 +408,7 @@ static void halod_server_on_aio(void *arg) {
 // uid it is closed here, before anything arrives on it: nng before 1.9
 // lost a message arriving on a pipe that another thread closes, and then
 // no pipe of the process ever finished closing (halod_server_close_pipe,
-// daemon/nng_stream_fix.c).
+// daemon/nng_fixes.c).
 static void halod_server_on_pipe_arrived(halod_server_t *server,
                                          nng_pipe pipe) {
   halod_server_event_t *event = calloc(1, sizeof(*event));
@@ -723,9 +723,8 @@ void halod_server_destroy(halod_server_t *server, int64_t deadline_ns) {
       halo_bounded_call(halod_server_close_socket, server, deadline_ns);
   if (!closed) {
     HALO_LOG_WARN(
-        "%s: the socket did not close in time (nng 1.5.2 hangs closing a "
-        "connection a message was arriving on, and every close after it); "
-        "going on without it: halod's exit closes its connections",
+        "%s: the socket did not close in time (nng did not finish closing "
+        "its connections); going on without it: halod's exit closes them",
         server->address);
     server->next_abandoned = halod_server_abandoned;
     halod_server_abandoned = server;

@@ -166,7 +166,7 @@ void halod_server_set_pipe_limits(halod_server_t *server, uint32_t max_pipes,
 // on the pipe at that moment, and from then on no pipe of the process
 // finished closing (nng's reaper waited for that receive for ever): halod's
 // executable completes such a lost transfer with an error instead
-// (daemon/nng_stream_fix.c). halod closes a pipe only when its client
+// (daemon/nng_fixes.c). halod closes a pipe only when its client
 // should be silent (no Hello within hello-timeout-ms) or an administrator
 // asks (haloctl kill-client); a pipe past a limit is refused as it arrives,
 // before it receives anything.

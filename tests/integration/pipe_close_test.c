@@ -5,7 +5,7 @@
 // exits. nng before 1.9 lost a transfer on a pipe closed by another thread
 // (halod's, or nng's own after the other direction failed), after which
 // its reaper waited for good and no pipe of the process finished closing;
-// halod's daemon/nng_stream_fix.c ends such a transfer with an error. Each
+// halod's daemon/nng_fixes.c ends such a transfer with an error. Each
 // round 100 connections send without pause; the sessions must end with the
 // client process, and a new client must be served, its session ending with
 // it. Without the fix each test failed 10 of 10 runs: the exiting process
