@@ -187,7 +187,13 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
   pthread_mutex_unlock(&device->mutex);
   halo_status_t status = halo_remote_link_send(&device->link, type, call.id,
                                                parts, part_count, fd);
-  if (status) status = halo_hal_remote_send_failed(device, status);
+  bool timed_out = false;
+  if (status) {
+    // A worker that read nothing within the send's time limit is hung as
+    // one that does not answer (the link is shut down already).
+    timed_out = halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED;
+    status = halo_hal_remote_send_failed(device, status);
+  }
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += timeout_ns / 1000000000;
@@ -197,7 +203,6 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
     deadline.tv_nsec -= 1000000000;
   }
   pthread_mutex_lock(&device->mutex);
-  bool timed_out = false;
   while (!status && !call.done && !device->lost && !timed_out) {
     timed_out = pthread_cond_timedwait(&device->cond, &device->mutex,
                                        &deadline) == ETIMEDOUT;
@@ -1283,6 +1288,17 @@ halo_status_t halo_hal_remote_device_start(
     return status;
   }
   halo_remote_link_initialize(&device->link, pair[0]);
+  // A worker that reads nothing for as long as a control call may take is
+  // hung: a send to it fails then (and shuts the link down, so that its
+  // reader reaps it) instead of holding the link, and every thread that
+  // sends to it, for as long as it stays stopped.
+  halo_status_t limited =
+      halo_remote_link_limit_sends(&device->link, HALO_REMOTE_CALL_TIMEOUT_NS);
+  if (limited) {
+    HALO_LOG_WARN("%s: %s; sends to the worker are not bounded", device->label,
+                  halo_status_message(limited));
+    halo_status_free(limited);
+  }
   // The child gets its end as descriptor 3 (dup2 clears CLOEXEC).
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/tsan.h"
 
@@ -21,6 +23,18 @@ void halo_remote_link_initialize(halo_remote_link_t *link, int fd) {
   memset(link, 0, sizeof(*link));
   link->fd = fd;
   pthread_mutex_init(&link->send_mutex, NULL);
+}
+
+halo_status_t halo_remote_link_limit_sends(halo_remote_link_t *link,
+                                           int64_t timeout_ns) {
+  struct timeval limit = {
+      .tv_sec = (time_t)(timeout_ns / 1000000000),
+      .tv_usec = (suseconds_t)(timeout_ns % 1000000000) / 1000};
+  if (setsockopt(link->fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit))) {
+    return halo_status_from_errno(errno, "SO_SNDTIMEO on a worker link");
+  }
+  link->send_limit_ns = timeout_ns;
+  return NULL;
 }
 
 void halo_remote_link_deinitialize(halo_remote_link_t *link) {
@@ -35,11 +49,16 @@ void halo_remote_link_deinitialize(halo_remote_link_t *link) {
 
 // Sends every byte of |iov|; the descriptor goes with the first chunk.
 // |out_started|: whether any byte went (a failure after that leaves a
-// partial message on the stream).
+// partial message on the stream). |limit_ns| (0: none): the socket's
+// SO_SNDTIMEO, which ends a write that made no progress for that long, and
+// the bound on the whole message (a write cut short by the timeout returns
+// what it wrote, and the next would wait as long again).
 static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
                                                int count, int fd,
+                                               int64_t limit_ns,
                                                bool *out_started) {
   *out_started = false;
+  int64_t deadline_ns = limit_ns > 0 ? halo_clock_now_ns() + limit_ns : 0;
   union {
     struct cmsghdr header;
     char bytes[CMSG_SPACE(sizeof(int))];
@@ -59,10 +78,25 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
     ssize_t sent = sendmsg(socket_fd, &message, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // The socket's send time limit passed (the link is blocking).
+        return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                                "sending to the device worker: it read "
+                                "nothing within the send time limit");
+      }
       return halo_status_from_errno(errno, "sending to the device worker");
     }
     fd = -1;
     if (sent > 0) *out_started = true;
+    if (deadline_ns && halo_clock_now_ns() >= deadline_ns) {
+      size_t total = 0;
+      for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+      if ((size_t)sent < total) {
+        return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                                "sending to the device worker: it read too "
+                                "little within the send time limit");
+      }
+    }
     size_t left = (size_t)sent;
     while (count > 0 && left >= iov->iov_len) {
       left -= iov->iov_len;
@@ -119,16 +153,20 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
     // Counted first (see halo_remote_link_send_counted). A send that fails
     // before its first byte (a bad descriptor to pass, no memory) takes
     // its count back: the link stays usable. One that fails after it left
-    // a partial message, which no receiver can frame: the link is shut
-    // down, and the receiver sees its end.
+    // a partial message, which no receiver can frame, or that found the
+    // peer not reading within the time limit: the link is shut down, and
+    // the receiver sees its end.
     if (link->sent) {
       atomic_fetch_add_explicit(link->sent, 1, memory_order_seq_cst);
     }
     bool started = false;
-    status = halo_remote_link_send_all(link->fd, iov, count, fd, &started);
-    if (status && !started && link->sent) {
+    status = halo_remote_link_send_all(link->fd, iov, count, fd,
+                                       link->send_limit_ns, &started);
+    bool hung =
+        status && halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED;
+    if (status && !started && !hung && link->sent) {
       atomic_fetch_sub_explicit(link->sent, 1, memory_order_seq_cst);
-    } else if (status && started) {
+    } else if (status && (started || hung)) {
       shutdown(link->fd, SHUT_RDWR);
     }
   }

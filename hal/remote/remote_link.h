@@ -385,6 +385,8 @@ typedef struct halo_remote_ring_value_t {
 typedef struct halo_remote_link_t {
   int fd;
   pthread_mutex_t send_mutex;
+  // halo_remote_link_limit_sends's limit on one message's send (0: none).
+  int64_t send_limit_ns;
   // Receiving side (one thread): bytes read ahead, so that messages that
   // arrived together are taken with one read, and descriptors received
   // but not yet handed to their message (REGISTER_HOST, RING_FLIGHT,
@@ -406,8 +408,22 @@ void halo_remote_link_initialize(halo_remote_link_t *link, int fd);
 // Closes the socket (and descriptors received but never claimed).
 void halo_remote_link_deinitialize(halo_remote_link_t *link);
 
+// Bounds how long one message's send may wait for the peer to read
+// (SO_SNDTIMEO on each write, and the whole message's time across partial
+// writes): past |timeout_ns| it fails with DEADLINE_EXCEEDED. Before any
+// send, on the thread that made the link. Without it a send to a
+// peer that stopped reading (stopped, or hung in a driver call) waits until
+// the peer reads or dies, holding the send mutex, so every later send of
+// the process waits too.
+halo_status_t halo_remote_link_limit_sends(halo_remote_link_t *link,
+                                           int64_t timeout_ns);
+
 // Sends one message: |parts| byte ranges back to back as the payload, and
 // |fd| (>= 0) attached. Any thread. UNAVAILABLE when the peer is gone.
+// DEADLINE_EXCEEDED when the socket has a send time limit
+// (halo_remote_link_limit_sends) and the peer read nothing for that long:
+// the link is then shut down (a peer that stopped reading is hung), so
+// that no later send waits for it again.
 typedef struct halo_remote_part_t {
   const void *data;
   size_t size;

@@ -34,6 +34,10 @@
 //   ping while its worker is stopped. None is answered until the worker
 //   continues; then the write, and the read returns what it wrote (a
 //   session's requests wait behind its call, in order).
+// - a send to a stopped worker: a 1 MiB write fills its link and the
+//   writer's session ends (its release waits to send on the loop); after
+//   the control call's bound (30 s) the send fails, the worker is killed as
+//   hung, and the other domain's allocation is answered.
 // Local driver (cheap workers).
 #include <errno.h>
 #include <fcntl.h>
@@ -1045,6 +1049,63 @@ static void test_stop_while_calls_wait(void **state) {
   halo_test_raw_close(&writer);
 }
 
+// A send to a worker that reads nothing is bounded: a 1 MiB write to this
+// process's stopped worker fills the link, and its call thread waits in the
+// send; once the writer's session ends, the loop's release of its other
+// buffer waits to send to the same worker. Without a time limit on the
+// send, the loop (every domain) waited for as long as the worker stayed
+// stopped; now the send fails after the control call's bound (30 s), the
+// link is shut down and the worker killed as hung, and the other domain's
+// allocation is answered then, the worker still stopped.
+static void test_send_to_a_stopped_worker_is_bounded(void **state) {
+  state_t *test = *state;
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  client_t *client = start_client(test);  // the other domain
+  char message[2048];
+  halo_test_raw_t raw;
+  halo_test_raw_open(&raw, daemon->listen_address, 0);
+  halo_test_raw_hello(&raw);
+  enum { BIG = 1 << 20 };
+  uint64_t big = halo_test_raw_buffer_create(
+      &raw, BIG, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, 0, NULL);
+  (void)halo_test_raw_buffer_create(
+      &raw, 4096, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, 0, NULL);
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
+  pid_t worker = halo_test_admin_worker_pid(daemon, domain);
+  stop_worker(test, worker);
+  nng_ctx context;
+  nng_aio *aio;
+  assert_int_equal(nng_ctx_open(&context, raw.socket), 0);
+  assert_int_equal(nng_aio_alloc(&aio, NULL, NULL), 0);
+  static uint8_t data[BIG];
+  Halo__Wire__BufferWrite write = HALO__WIRE__BUFFER_WRITE__INIT;
+  write.handle = big;
+  write.data.data = data;
+  write.data.len = BIG;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_WRITE;
+  request.buffer_write = &write;
+  context_send(context, aio, &request);
+  halo_test_sleep_ms(SETTLE_MS);
+  // The writer's session ends: its release waits on the link.
+  nng_aio_free(aio);
+  nng_ctx_close(context);
+  halo_test_raw_close(&raw);
+  halo_test_sleep_ms(SETTLE_MS);
+  int64_t start = halo_test_now_ns();
+  client_send(client, "alloc\n");
+  int code = client_read_result(client, "alloc", message, sizeof(message),
+                                (int)(45000 * time_scale()));
+  int64_t took_ms = (halo_test_now_ns() - start) / MS;
+  print_message("the other domain's allocation: %d after %lld ms\n", code,
+                (long long)took_ms);
+  assert_int_equal(code, HALO_STATUS_OK);
+  // The stopped worker was killed as hung (its link shut down).
+  assert_true(HALO_TEST_POLL(kill(worker, 0) != 0, 5000));
+  test->stopped = 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--client") == 0) {
     return client_main(argv[2], argv[3]);
@@ -1071,6 +1132,8 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_calls_wait, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_send_to_a_stopped_worker_is_bounded,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
