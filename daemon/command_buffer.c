@@ -922,21 +922,34 @@ static void halod_command_buffer_lookups_work(halod_device_call_t *call) {
   }
 }
 
-static void halod_command_buffer_lookups_done(halod_t *daemon,
-                                              halod_device_call_t *call,
-                                              halod_session_t *session) {
-  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
-  // Answered from here on by the recording's validation (or its
-  // preparation's call).
+// The loop, after one of a recording's calls: takes the request's context
+// back from |create|, to go on with. NULL where the session ended or was
+// lost meanwhile (or halod's stop answered the request): the request is
+// answered and |create| freed.
+static halod_server_context_t *halod_command_buffer_call_resume(
+    halod_t *daemon, halod_command_buffer_call_t *create,
+    halod_session_t *session) {
+  halod_device_call_t *call = &create->call;
   halod_server_context_t *context = call->context;
   call->context = NULL;
   halo_status_t status = halod_device_call_session_gone(call, session);
   if (status || !context) {
     halod_command_buffer_reply_status(context, status);
     halod_command_buffer_call_free(daemon, create);
-    return;
+    return NULL;
   }
-  halod_command_buffer_record(daemon, session, create, context);
+  return context;
+}
+
+static void halod_command_buffer_lookups_done(halod_t *daemon,
+                                              halod_device_call_t *call,
+                                              halod_session_t *session) {
+  halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
+  // Answered from here on by the recording's validation (or its
+  // preparation's call).
+  halod_server_context_t *context =
+      halod_command_buffer_call_resume(daemon, create, session);
+  if (context) halod_command_buffer_record(daemon, session, create, context);
 }
 
 // A call thread: the device prepares the recording.
@@ -1095,17 +1108,11 @@ static void halod_command_buffer_wait_done(halod_t *daemon,
                                            halod_device_call_t *call,
                                            halod_session_t *session) {
   halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
-  halod_server_context_t *context = call->context;
-  call->context = NULL;
-  halo_status_t status = halod_device_call_session_gone(call, session);
-  if (status || !context) {
-    halod_command_buffer_reply_status(context, status);
-    halod_command_buffer_call_free(daemon, create);
-    return;
-  }
+  halod_server_context_t *context =
+      halod_command_buffer_call_resume(daemon, create, session);
   // The identical recording is prepared (shared now) or failed (prepared
   // here instead).
-  halod_command_buffer_place(daemon, session, create, context);
+  if (context) halod_command_buffer_place(daemon, session, create, context);
 }
 
 // Validates |create|'s recording (its entries known by now) and places it.
