@@ -103,16 +103,28 @@ static const halod_config_entry_t halod_config_entries[] = {
      "executable loads (compiles, JITs) that may wait at once, each on an nng "
      "context of its own beside the contexts ones, so that loads never hold "
      "the contexts other requests need (a request waiting for a device "
-     "worker's control call takes one too, where one is free); the next is "
-     "refused for now "
-     "(RESOURCE_EXHAUSTED naming this setting), and libhalo sends it again "
-     "until its request timeout"},
+     "worker's control call has places of its own: calls); the next is "
+     "refused for now (RESOURCE_EXHAUSTED naming this setting), and libhalo "
+     "sends it again until its request timeout"},
     {"domain-loads", HALOD_NUMBER(HALOD_CONFIG_U32, domain_loads), "4", 1, 1024,
      NULL, LIVE,
      "of those, the loads one trust domain may have waiting at once (a load "
      "joining another's load of the same code counts); the next is refused "
      "for now as above, so one domain cannot take every load's place or "
      "every thread that loads"},
+    {"calls", HALOD_NUMBER(HALOD_CONFIG_U32, calls), "64", 1, 1024, NULL, START,
+     "requests that may wait at once for a device worker (its control call: "
+     "an allocation, a buffer's write or read, a recording's preparation; or "
+     "behind its session's call), each on an nng context of its own beside "
+     "the contexts ones, so that a slow or stopped worker never holds the "
+     "contexts other domains need; the next is refused for now "
+     "(RESOURCE_EXHAUSTED naming this setting), and libhalo sends it again "
+     "until its request timeout"},
+    {"domain-calls", HALOD_NUMBER(HALOD_CONFIG_U32, domain_calls), "16", 1,
+     1024, NULL, LIVE,
+     "of those, the requests one trust domain may have waiting for its "
+     "workers at once; the next is refused for now as above, so one "
+     "domain's stopped worker cannot take every place"},
     {"arena-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, arena_bytes), "67108864",
      1u << 16, 1ull << 40, NULL, LIVE,
      "size of a session's host-visible arena (larger buffers get their own); "

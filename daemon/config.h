@@ -40,6 +40,8 @@ typedef struct halod_config_t {
   uint32_t uid_replies;       // replies waiting on clients per uid
   uint32_t loads;             // executable loads waiting, on spare contexts
   uint32_t domain_loads;      // of them, per trust domain
+  uint32_t calls;             // requests waiting for workers, on spares
+  uint32_t domain_calls;      // of them, per trust domain
   uint32_t connections;       // client socket connections in all
   uint32_t hello_timeout_ms;  // a connection without Hello is closed after
   uint64_t arena_bytes;

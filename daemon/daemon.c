@@ -244,7 +244,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
       .reply_timeout_ms = config->reply_timeout_ms,
       .pipe_requests = config->session_requests,
       .uid_replies = config->uid_replies,
-      .spares = config->loads,
+      .spares = config->loads + config->calls,
       .busy = busy,
       .max_pipes = config->connections,
       .max_uid_pipes = config->uid_connections + HALOD_UID_REFUSED_OPEN,
@@ -257,7 +257,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   if (!status) {
     options.address = config->admin;
     options.socket_group = config->admin_group;
-    options.spares = 0;  // the admin socket loads nothing
+    options.spares = 0;  // the admin socket loads and calls nothing
     options.max_pipes = options.max_uid_pipes = 0;
     options.handler = halod_admin_on_event;
     status = halod_server_create(loop, &options, &daemon->admin_server);

@@ -48,6 +48,10 @@ struct halod_device_calls_t {
   halo_u64_map_t queues;  // device address -> halod_device_queue_t
   uint32_t waiting;       // started, not done
   bool stopped;           // halod_device_calls_stop ran
+  // Requests waiting for workers (calls, domain-calls): a trust domain's
+  // base key -> how many of its requests hold a place (uintptr_t), and all.
+  halo_u64_map_t places;
+  uint32_t placed;
   // Under |mutex|, shared with the threads.
   pthread_mutex_t mutex;
   halod_call_thread_t *idle;
@@ -183,6 +187,92 @@ static void halod_device_queue_next(halod_device_calls_t *calls,
   }
 }
 
+// ---------------------------------------------------------------- places
+
+// How long a client refused for want of a place waits before it asks again
+// (libhalo does, until its request's timeout).
+#define HALOD_DEVICE_CALL_RETRY_MS 20
+
+static uint32_t halod_device_calls_domain_placed(
+    const halod_device_calls_t *calls, uint64_t domain_key) {
+  return (uint32_t)(uintptr_t)halo_u64_map_get(&calls->places, domain_key);
+}
+
+static halo_status_t halod_device_calls_count_place(halod_device_calls_t *calls,
+                                                    uint64_t domain_key,
+                                                    int32_t delta) {
+  uint32_t placed = halod_device_calls_domain_placed(calls, domain_key);
+  placed += (uint32_t)delta;
+  if (placed == 0) {
+    halo_u64_map_remove(&calls->places, domain_key);
+  } else {
+    HALO_RETURN_IF_ERROR(halo_u64_map_put(&calls->places, domain_key,
+                                          (void *)(uintptr_t)placed));
+  }
+  calls->placed += (uint32_t)delta;
+  return NULL;
+}
+
+// A place for |session|'s request on |context|, which is about to wait for
+// a device worker (its own call, or its session's call ahead of it): within
+// domain-calls of its trust domain and calls in all, and a spare context
+// that receives in its place (halod_server_hold), so that requests waiting
+// on a slow or stopped worker never hold the contexts other domains need.
+// A request that holds its context already (it waited behind its session's
+// call and now makes its own) only counts again. Else the refusal for now
+// (not answered yet).
+static halo_status_t halod_device_calls_take_place(
+    halod_device_calls_t *calls, halod_session_t *session,
+    halod_server_context_t *context) {
+  const halod_config_t *config = &calls->daemon->config;
+  uint64_t domain_key = session->domain->base_key;
+  bool held = halod_server_held(context);
+  if (!held) {
+    uint32_t placed = halod_device_calls_domain_placed(calls, domain_key);
+    if (placed >= config->domain_calls) {
+      return halo_status_make(
+          HALO_STATUS_RESOURCE_EXHAUSTED,
+          "trust domain %s has %u requests waiting for its device workers "
+          "(domain-calls %u); send it again later",
+          session->domain->name, placed, config->domain_calls);
+    }
+    if (calls->placed >= config->calls || !halod_server_hold(context)) {
+      return halo_status_make(
+          HALO_STATUS_RESOURCE_EXHAUSTED,
+          "every one of halod's %u places for requests waiting on device "
+          "workers is taken (calls); send it again later",
+          config->calls);
+    }
+  }
+  return halod_device_calls_count_place(calls, domain_key, 1);
+}
+
+static void halod_device_calls_refuse(halod_t *daemon, halod_session_t *session,
+                                      halod_server_context_t *context,
+                                      halo_status_t status) {
+  ++daemon->stats.calls_refused;
+  HALO_LOG_DEBUG("session %llu: %s", (unsigned long long)session->id,
+                 halo_status_message(status));
+  halod_reply_retry(context, status, HALOD_DEVICE_CALL_RETRY_MS);
+}
+
+bool halod_device_call_park(halod_t *daemon, halod_session_t *session,
+                            halod_server_context_t *context) {
+  halod_device_calls_t *calls = daemon->calls;
+  if (!calls) return true;  // halod stops: answered with the others
+  halo_status_t status = halod_device_calls_take_place(calls, session, context);
+  if (!status) return true;
+  halod_device_calls_refuse(daemon, session, context, status);
+  return false;
+}
+
+void halod_device_call_unpark(halod_t *daemon, const halod_session_t *session) {
+  halod_device_calls_t *calls = daemon->calls;
+  if (!calls) return;
+  halo_status_free(
+      halod_device_calls_count_place(calls, session->domain->base_key, -1));
+}
+
 static halo_status_t halod_device_calls_stopping(void) {
   return halo_status_make(HALO_STATUS_UNAVAILABLE,
                           "halod is stopping (SIGTERM: a stop or restart); "
@@ -247,6 +337,11 @@ static void halod_device_calls_finish(halod_device_calls_t *calls) {
         session_id ? halo_u64_map_get(&daemon->sessions.by_id, session_id)
                    : NULL;
     if (session && session->call == call) session->call = NULL;
+    if (call->domain_key) {
+      halo_status_free(
+          halod_device_calls_count_place(calls, call->domain_key, -1));
+      call->domain_key = 0;  // |done| may start it again (a next step)
+    }
     call->done(daemon, call, session);
     halod_device_release(device);
     // Its session's next requests, now that this one was answered (the
@@ -269,6 +364,7 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
   call->context = context;
   call->started_ns = halo_clock_now_ns();
   call->next = NULL;
+  call->domain_key = 0;
   if (!calls) {
     // After halod's stop closed them (or before its start made them):
     // nothing runs; the after step answers and releases at once.
@@ -295,7 +391,21 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
     halod_device_calls_run_here(calls, call);
     return;
   }
-  if (context) halod_server_hold(context);
+  if (context && session) {
+    halo_status_t status =
+        halod_device_calls_take_place(calls, session, context);
+    if (status) {
+      // Refused for now: nothing runs; the after step releases.
+      halod_device_calls_refuse(daemon, session, context, status);
+      call->context = NULL;
+      call->cancelled = true;
+      pthread_mutex_lock(&calls->mutex);
+      halod_device_calls_push_done_locked(calls, call);
+      pthread_mutex_unlock(&calls->mutex);
+      return;
+    }
+    call->domain_key = session->domain->base_key;
+  }
   uint64_t key = (uint64_t)(uintptr_t)call->device;
   halod_device_queue_t *queue = halo_u64_map_get(&calls->queues, key);
   if (queue) {
@@ -357,6 +467,7 @@ halo_status_t halod_device_calls_start(halod_t *daemon) {
   calls->daemon = daemon;
   pthread_mutex_init(&calls->mutex, NULL);
   halo_u64_map_initialize(&calls->queues);
+  halo_u64_map_initialize(&calls->places);
   calls->async.data = calls;
   uv_async_init(daemon->loop, &calls->async, halod_device_calls_on_async);
   daemon->calls = calls;
@@ -373,7 +484,7 @@ void halod_device_calls_stop(halod_t *daemon, int64_t deadline_ns) {
   for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
     if (!daemon->sessions.by_id.entries[i].key) continue;
     halod_session_t *session = daemon->sessions.by_id.entries[i].value;
-    halod_requests_refuse_waiting(session, HALO_STATUS_UNAVAILABLE,
+    halod_requests_refuse_waiting(daemon, session, HALO_STATUS_UNAVAILABLE,
                                   "halod is stopping (SIGTERM: a stop or "
                                   "restart); reconnect once it is back");
   }
@@ -440,6 +551,7 @@ void halod_device_calls_close(halod_t *daemon) {
   if (!calls) return;
   daemon->calls = NULL;
   halo_u64_map_deinitialize(&calls->queues);
+  halo_u64_map_deinitialize(&calls->places);
   pthread_mutex_lock(&calls->mutex);
   calls->closing = true;
   calls->closed = true;
@@ -453,4 +565,8 @@ void halod_device_calls_close(halod_t *daemon) {
 
 uint32_t halod_device_calls_waiting(const halod_t *daemon) {
   return daemon->calls ? daemon->calls->waiting : 0;
+}
+
+uint32_t halod_device_calls_placed(const halod_t *daemon) {
+  return daemon->calls ? daemon->calls->placed : 0;
 }

@@ -60,17 +60,24 @@ struct halod_device_call_t {
   halod_server_context_t *context;
   int64_t started_ns;
   halod_device_call_t *next;  // in its device's FIFO, or handed back
-  // halod stopped before its work ran: |done| must not use its results
+  // halod stopped before its work ran, or the request was refused for
+  // want of a place: |done| must not use its results
   // (halod_device_call_session_gone says so).
   bool cancelled;
+  // The trust domain (base key) whose place the request holds while the
+  // call waits; 0: none.
+  uint64_t domain_key;
 };
 
 // Starts |call| for the request of |session| that |context| answers: the
 // session's next requests wait until |done| ran. |session| NULL: a call of
 // no request (a lost session's ring detach) that no request waits for.
-// After halod's stop, |done| runs at once, cancelled. The request's context is
-// held (halod_server_hold) where a spare one is free, so that requests
-// waiting on workers do not hold the contexts others need.
+// After halod's stop, |done| runs at once, cancelled. The request needs a
+// place to wait: one of calls in all, of domain-calls of its trust domain,
+// on a spare context (halod_server_hold) so that requests waiting on
+// workers never hold the contexts others need. Without one the request is
+// refused for now (RESOURCE_EXHAUSTED with retry_after_ms, which libhalo
+// follows) and |done| runs, cancelled, to release what it held.
 void halod_device_call_start(halod_t *daemon, halod_session_t *session,
                              halod_server_context_t *context,
                              halod_device_call_t *call);
@@ -125,5 +132,18 @@ void halod_device_calls_close(halod_t *daemon);
 
 // Calls started and not done yet (halo_worker_control_calls_waiting).
 uint32_t halod_device_calls_waiting(const halod_t *daemon);
+// Requests holding a place (halo_worker_requests_waiting).
+uint32_t halod_device_calls_placed(const halod_t *daemon);
+
+// A request of |session| on |context| that arrived while the session waits
+// for a call: it waits too, on a place of its own (see
+// halod_device_call_start): true; or it is refused for now, answered
+// RESOURCE_EXHAUSTED with retry_after_ms naming calls or domain-calls:
+// false. halod_device_call_unpark gives the place back once it is taken
+// from the waiting (served, or answered as its session ends or halod
+// stops).
+bool halod_device_call_park(halod_t *daemon, halod_session_t *session,
+                            halod_server_context_t *context);
+void halod_device_call_unpark(halod_t *daemon, const halod_session_t *session);
 
 #endif  // HALOD_DEVICE_CALL_H_

@@ -368,6 +368,16 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "worker, made off halod's loop (a session's later "
                     "requests wait behind its own).",
                     (double)halod_device_calls_waiting(daemon));
+  halod_text_sample(&text, "halo_worker_requests_waiting", "gauge",
+                    "Requests waiting for a device worker, each on a context "
+                    "of its own (calls): their control call, or their "
+                    "session's call ahead of them.",
+                    (double)halod_device_calls_placed(daemon));
+  halod_text_sample(&text, "halo_worker_requests_refused_total", "counter",
+                    "Requests refused for now because calls, or "
+                    "domain-calls of their trust domain, were waiting for "
+                    "device workers already; libhalo sends them again.",
+                    (double)daemon->stats.calls_refused);
   halod_text_sample(&text, "halo_trust_domains", "gauge",
                     "Trust domains (each part with workers-per-domain "
                     "above 1): with sessions, or kept for the cached "

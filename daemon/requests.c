@@ -1351,6 +1351,8 @@ static bool halod_requests_take(halod_t *daemon, halod_server_event_t *event) {
     return false;
   }
   if (session->call || session->waiting_head) {
+    // It waits for the worker too: on a place of its own, or refused.
+    if (!halod_device_call_park(daemon, session, event->context)) return false;
     event->next = NULL;
     if (session->waiting_tail) {
       session->waiting_tail->next = event;
@@ -1371,6 +1373,7 @@ void halod_requests_resume(halod_t *daemon, halod_session_t *session) {
     session->waiting_head = event->next;
     if (!session->waiting_head) session->waiting_tail = NULL;
     event->next = NULL;
+    halod_device_call_unpark(daemon, session);
     halod_requests_serve(daemon, session, event);
     halod_server_event_free(event);
     // A request does not end its own session; still, never a stale one.
@@ -1379,12 +1382,13 @@ void halod_requests_resume(halod_t *daemon, halod_session_t *session) {
   }
 }
 
-void halod_requests_refuse_waiting(halod_session_t *session,
+void halod_requests_refuse_waiting(halod_t *daemon, halod_session_t *session,
                                    halo_status_code_t code,
                                    const char *message) {
   while (session->waiting_head) {
     halod_server_event_t *event = session->waiting_head;
     session->waiting_head = event->next;
+    halod_device_call_unpark(daemon, session);
     halod_reply_status(event->context, halo_status_make(code, "%s", message));
     halod_server_event_free(event);
   }

@@ -19,8 +19,10 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event);
 // halod_requests_resume serves them once that one was answered (until one
 // of them waits for a call again); halod_requests_refuse_waiting answers
 // them with |code| and |message| instead (the session ends, halod stops).
+// Each waits on a place of its own (halod_device_call_park), or is refused
+// for now.
 void halod_requests_resume(halod_t *daemon, halod_session_t *session);
-void halod_requests_refuse_waiting(halod_session_t *session,
+void halod_requests_refuse_waiting(halod_t *daemon, halod_session_t *session,
                                    halo_status_code_t code,
                                    const char *message);
 

@@ -306,6 +306,15 @@ bool halod_server_hold(halod_server_context_t *context) {
   return true;
 }
 
+bool halod_server_held(halod_server_context_t *context) {
+  halod_server_t *server = context->server;
+  if (!server) return false;
+  pthread_mutex_lock(&server->mutex);
+  bool held = context->held;
+  pthread_mutex_unlock(&server->mutex);
+  return held;
+}
+
 // nng thread.
 static void halod_server_on_aio(void *arg) {
   halod_server_context_t *context = arg;

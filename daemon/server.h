@@ -142,6 +142,10 @@ void halod_server_destroy(halod_server_t *server, int64_t deadline_ns);
 // then keeps its context as any other does. True for a detached context.
 bool halod_server_hold(halod_server_context_t *context);
 
+// Loop thread. Whether |context| is held (halod_server_hold), so that a
+// place it already has is not asked for twice. False for a detached one.
+bool halod_server_held(halod_server_context_t *context);
+
 // Any thread. Sends |reply| (ownership passes) for the request |context|
 // was serving and makes the context receive again (or park: held).
 void halod_server_reply(halod_server_context_t *context, nng_msg *reply);

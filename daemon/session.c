@@ -239,7 +239,7 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   // answered (their connection is gone: nng drops the replies, and their
   // contexts serve again); the call itself finds no session when it
   // returns and only releases what it held.
-  halod_requests_refuse_waiting(session, HALO_STATUS_UNAVAILABLE,
+  halod_requests_refuse_waiting(daemon, session, HALO_STATUS_UNAVAILABLE,
                                 "the session ended");
   session->call = NULL;
   // Close the fd channel first: no memfd of this session may stay reachable.

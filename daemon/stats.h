@@ -68,7 +68,9 @@ typedef struct halod_stats_t {
   uint64_t executable_hits;
   uint64_t executable_misses;
   uint64_t loads_refused;  // past loads or domain-loads, for now
-  halod_queue_t *queues;   // every live queue (halod_queue_t.all_next)
+  // Requests refused for now past calls or domain-calls (waiting places).
+  uint64_t calls_refused;
+  halod_queue_t *queues;  // every live queue (halod_queue_t.all_next)
   halod_device_stats_t devices[HALO_HAL_MAX_DEVICES];
 } halod_stats_t;
 

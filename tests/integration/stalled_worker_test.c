@@ -34,6 +34,13 @@
 //   ping while its worker is stopped. None is answered until the worker
 //   continues; then the write, and the read returns what it wrote (a
 //   session's requests wait behind its call, in order).
+// - places: 40 raw connections of this process's domain send 4 requests
+//   each at once (a write, two reads, a ping) while its worker is stopped:
+//   domain-calls (16) of them wait, on contexts of their own, the rest are
+//   refused for now (RESOURCE_EXHAUSTED, retry_after_ms) or served (a ping
+//   behind nothing); another domain loads, allocates and writes at once;
+//   the waiting ones succeed once the worker continues. The same with calls
+//   (6) below domain-calls.
 // - a send to a stopped worker: a 1 MiB write fills its link and the
 //   writer's session ends (its release waits to send on the loop); after
 //   the control call's bound (30 s) the send fails, the worker is killed as
@@ -422,6 +429,17 @@ static int setup(void **state) {
   test->client.input = test->client.output = -1;
   *state = test;
   static const char *const args[] = {"--trust-domain", "process", NULL};
+  return halo_test_fixture_setup_with((void **)&test->fixture, args, false);
+}
+
+// With calls 6 and domain-calls 8: the places in all run out first.
+static int setup_few_places(void **state) {
+  state_t *test = calloc(1, sizeof(*test));
+  assert_non_null(test);
+  test->client.input = test->client.output = -1;
+  *state = test;
+  static const char *const args[] = {
+      "--trust-domain", "process", "--calls", "6", "--domain-calls", "8", NULL};
   return halo_test_fixture_setup_with((void **)&test->fixture, args, false);
 }
 
@@ -962,6 +980,191 @@ static void test_a_sessions_requests_stay_in_order(void **state) {
   halo_test_raw_close(&raw);
 }
 
+// A flood of raw connections of this process's domain, each with
+// FLOOD_REQUESTS requests sent at once while the domain's worker is stopped:
+// a write of its buffer (a control call), two reads of it (calls, behind
+// the write) and a ping (behind them).
+enum { FLOOD_REQUESTS = 4 };
+typedef struct flood_t {
+  halo_test_raw_t raw;
+  nng_ctx contexts[FLOOD_REQUESTS];
+  nng_aio *aios[FLOOD_REQUESTS];
+  reply_t replies[FLOOD_REQUESTS];
+  bool taken[FLOOD_REQUESTS];
+} flood_t;
+
+static void flood_send(flood_t *flood, uint64_t handle) {
+  static uint8_t data[4096];
+  memset(data, 0x3c, sizeof(data));
+  Halo__Wire__BufferWrite write = HALO__WIRE__BUFFER_WRITE__INIT;
+  write.handle = handle;
+  write.data.data = data;
+  write.data.len = sizeof(data);
+  Halo__Wire__BufferRead read = HALO__WIRE__BUFFER_READ__INIT;
+  read.handle = handle;
+  read.length = sizeof(data);
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  for (int i = 0; i < FLOOD_REQUESTS; ++i) {
+    assert_int_equal(nng_ctx_open(&flood->contexts[i], flood->raw.socket), 0);
+    assert_int_equal(nng_aio_alloc(&flood->aios[i], NULL, NULL), 0);
+    atomic_init(&flood->replies[i].done, false);
+    assert_int_equal(nng_aio_alloc(&flood->replies[i].aio, reply_arrived,
+                                   &flood->replies[i]),
+                     0);
+    Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+    if (i == 0) {
+      request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_WRITE;
+      request.buffer_write = &write;
+    } else if (i < FLOOD_REQUESTS - 1) {
+      request.body_case = HALO__WIRE__REQUEST__BODY_BUFFER_READ;
+      request.buffer_read = &read;
+    } else {
+      request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+      request.ping = &ping;
+    }
+    context_send(flood->contexts[i], flood->aios[i], &request);
+  }
+  for (int i = 0; i < FLOOD_REQUESTS; ++i) {
+    nng_aio_set_timeout(flood->replies[i].aio, 60000);
+    nng_ctx_recv(flood->contexts[i], flood->replies[i].aio);
+  }
+}
+
+// Takes the replies that arrived: each OK, or refused for now
+// (RESOURCE_EXHAUSTED with retry_after_ms, naming |setting|). Returns how
+// many were taken; counts the refusals in |refused|.
+static int flood_take(flood_t *flood, int count, const char *setting,
+                      int *refused) {
+  int taken = 0;
+  for (int c = 0; c < count; ++c) {
+    for (int i = 0; i < FLOOD_REQUESTS; ++i) {
+      if (flood[c].taken[i] || !atomic_load(&flood[c].replies[i].done)) {
+        continue;
+      }
+      flood[c].taken[i] = true;
+      ++taken;
+      halo_wire_response_t *response = reply_take(&flood[c].replies[i], 0);
+      if (response->code == HALO_STATUS_OK) {
+        halo__wire__response__free_unpacked(response, NULL);
+        continue;
+      }
+      ++*refused;
+      assert_true(response->has_retry_after_ms);
+      assert_true(response->retry_after_ms > 0);
+      HALO_TEST_EXPECT_ERROR(response, HALO_STATUS_RESOURCE_EXHAUSTED, setting);
+    }
+  }
+  return taken;
+}
+
+static void flood_close(flood_t *flood, int count) {
+  for (int c = 0; c < count; ++c) {
+    for (int i = 0; i < FLOOD_REQUESTS; ++i) {
+      nng_aio_free(flood[c].replies[i].aio);
+      nng_aio_free(flood[c].aios[i]);
+      nng_ctx_close(flood[c].contexts[i]);
+    }
+    halo_test_raw_close(&flood[c].raw);
+  }
+}
+
+// Another domain (a client process) loads (a place for loads), allocates
+// and writes at once.
+static void expect_other_domain_served(state_t *test) {
+  int64_t start = halo_test_now_ns();
+  client_t *client = start_client(test);
+  int64_t ready_ms = (halo_test_now_ns() - start) / MS;
+  char message[2048];
+  client_send(client, "alloc\n");
+  assert_int_equal(client_read_result(client, "alloc", message, sizeof(message),
+                                      (int)(BOUND_MS * time_scale())),
+                   HALO_STATUS_OK);
+  client_send(client, "write 9\n");
+  assert_int_equal(client_read_result(client, "write", message, sizeof(message),
+                                      (int)(BOUND_MS * time_scale())),
+                   HALO_STATUS_OK);
+  print_message("the other domain connected and loaded in %lld ms\n",
+                (long long)ready_ms);
+  assert_true(ready_ms <= BOUND_MS * 5 * time_scale());
+}
+
+// |connections| of this process's domain flood it (flood_t) while its
+// worker is stopped: |places| of the requests wait (calls or domain-calls:
+// |setting|), on contexts of their own, and every other one is answered at
+// once: refused for now naming |setting|, or (a ping whose session waits
+// for nothing) served. Meanwhile (|other_domain|) another domain loads an
+// executable, allocates and writes at once; once the worker continues,
+// the waiting requests succeed. Before, a domain's waiting requests held
+// any context: its parked ones the regular contexts (6 connections filled
+// them), its calls the spares executable loads need (33 calls refused
+// every other domain's loads).
+static void flood_while_stopped(state_t *test, int connections, int places,
+                                const char *setting, bool other_domain) {
+  halo_test_daemon_t *daemon = &test->fixture->daemon;
+  flood_t *flood = calloc((size_t)connections, sizeof(*flood));
+  assert_non_null(flood);
+  uint64_t *handles = calloc((size_t)connections, sizeof(*handles));
+  assert_non_null(handles);
+  for (int c = 0; c < connections; ++c) {
+    halo_test_raw_open(&flood[c].raw, daemon->listen_address, 0);
+    halo_test_raw_hello(&flood[c].raw);
+    handles[c] = halo_test_raw_buffer_create(
+        &flood[c].raw, 4096, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, 0, NULL);
+  }
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
+  stop_worker(test, halo_test_admin_worker_pid(daemon, domain));
+  for (int c = 0; c < connections; ++c) flood_send(&flood[c], handles[c]);
+  int total = connections * FLOOD_REQUESTS;
+  int taken = 0, refused = 0;
+  int64_t deadline = halo_test_now_ns() + 10000 * MS * time_scale();
+  while (taken < total - places && halo_test_now_ns() < deadline) {
+    taken += flood_take(flood, connections, setting, &refused);
+    halo_test_sleep_ms(10);
+  }
+  halo_test_sleep_ms(SETTLE_MS);
+  taken += flood_take(flood, connections, setting, &refused);
+  print_message(
+      "%d requests while the worker is stopped: %d answered (%d "
+      "refused for now), %d waiting\n",
+      total, taken, refused, total - taken);
+  assert_int_equal(total - taken, places);
+  assert_true(refused > 0);
+  assert_int_equal(metric(test, "halo_worker_requests_waiting"),
+                   (uint64_t)places);
+  assert_true(metric(test, "halo_worker_requests_refused_total") >=
+              (uint64_t)refused);
+
+  if (other_domain) expect_other_domain_served(test);
+  // The waiting ones succeed once the worker continues.
+  continue_worker(test);
+  int before = refused;
+  deadline = halo_test_now_ns() + 10000 * MS * time_scale();
+  while (taken < total && halo_test_now_ns() < deadline) {
+    taken += flood_take(flood, connections, setting, &refused);
+    halo_test_sleep_ms(10);
+  }
+  assert_int_equal(taken, total);
+  assert_int_equal(refused, before);
+  assert_true(
+      HALO_TEST_POLL(metric(test, "halo_worker_requests_waiting") == 0, 5000));
+  flood_close(flood, connections);
+  free(flood);
+  free(handles);
+}
+
+static void test_waiting_requests_have_places_of_their_own(void **state) {
+  // 160 requests of one domain; domain-calls 16 of them wait.
+  flood_while_stopped(*state, 40, 16, "domain-calls", true);
+}
+
+static void test_waiting_requests_have_places_in_all(void **state) {
+  // calls 6 below domain-calls 8: the places in all run out first (another
+  // domain's calls would then be refused for now too: calls bounds them
+  // all, which is why it is set well above domain-calls).
+  flood_while_stopped(*state, 10, 6, "(calls)", false);
+}
+
 // halod stops (SIGTERM) while one session's write waits for its stopped
 // worker and another session's recording waits behind it on the device:
 // both are answered UNAVAILABLE, the worker is killed a second after the
@@ -1130,6 +1333,10 @@ int main(int argc, char **argv) {
           teardown),
       cmocka_unit_test_setup_teardown(test_a_sessions_requests_stay_in_order,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_waiting_requests_have_places_of_their_own, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_waiting_requests_have_places_in_all,
+                                      setup_few_places, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_calls_wait, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_send_to_a_stopped_worker_is_bounded,
