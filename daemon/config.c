@@ -257,9 +257,9 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"worker-spares", HALOD_NUMBER(HALOD_CONFIG_U32, worker_spares), "1", 0, 4,
      NULL, START,
      "device workers per device started ahead of need: a new trust domain "
-     "(or one whose worker was lost) takes one at once instead of halod "
-     "waiting for a context to be created; each holds a context's memory "
-     "(device-workers process only)"},
+     "(or one whose worker was lost) takes one at once instead of its first "
+     "session waiting for a context to be created; each holds a context's "
+     "memory (device-workers process only)"},
     {"workers-per-domain", HALOD_NUMBER(HALOD_CONFIG_U32, workers_per_domain),
      "1", 1, HALOD_WORKERS_PER_DOMAIN_MAX, NULL, START,
      "device workers per device and trust domain: a domain's client "

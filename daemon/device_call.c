@@ -261,16 +261,21 @@ bool halod_device_call_park(halod_t *daemon, halod_session_t *session,
   halod_device_calls_t *calls = daemon->calls;
   if (!calls) return true;  // halod stops: answered with the others
   halo_status_t status = halod_device_calls_take_place(calls, session, context);
-  if (!status) return true;
+  if (!status) {
+    session->place_key = session->domain->base_key;
+    return true;
+  }
   halod_device_calls_refuse(daemon, session, context, status);
   return false;
 }
 
 void halod_device_call_unpark(halod_t *daemon, const halod_session_t *session) {
+  // |place_key|: the session may have lost its domain meanwhile (its
+  // worker did not start).
   halod_device_calls_t *calls = daemon->calls;
   if (!calls) return;
   halo_status_free(
-      halod_device_calls_count_place(calls, session->domain->base_key, -1));
+      halod_device_calls_count_place(calls, session->place_key, -1));
 }
 
 static halo_status_t halod_device_calls_stopping(void) {

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "daemon/buffer.h"
 #include "daemon/command_buffer.h"
+#include "daemon/device_call.h"
 #include "daemon/executable.h"
 #include "daemon/fd_budget.h"
 #include "daemon/fd_server.h"
@@ -22,6 +23,8 @@
 #include "daemon/server.h"
 #include "daemon/submission.h"
 #include "daemon/trust_domain.h"
+#include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
 
 uint64_t halod_session_process_start(uint32_t pid) {
   char path[64];
@@ -123,6 +126,99 @@ static void halod_session_refuse(halod_session_t *session,
   halo_status_free(status);
 }
 
+// ------------------------------------------------------------ worker start
+
+// A session's wait for its trust domain's device workers to start (a new
+// domain, or one whose worker was lost), made off the loop as a device call
+// (daemon/device_call.h): a start takes a CUDA context's creation (tens of
+// milliseconds), and a wedged driver or MPS server holds it until the
+// start's timeout (30 s), which on the loop held every domain. The
+// session's requests (its Hello first) wait behind the call, in order;
+// other sessions and domains are served meanwhile.
+typedef struct halod_session_start_t {
+  halod_device_call_t call;
+  uint32_t count;
+  uint32_t indices[HALO_HAL_MAX_DEVICES];
+  halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];  // held
+  halo_status_t status;
+} halod_session_start_t;
+
+// A call thread.
+static void halod_session_start_work(halod_device_call_t *call) {
+  halod_session_start_t *start = (halod_session_start_t *)call;
+  for (uint32_t i = 0; i < start->count && !start->status; ++i) {
+    start->status = halo_hal_remote_device_wait_ready(start->devices[i]);
+    if (start->status) {
+      start->status = halo_status_annotate(
+          start->status, "starting the worker of device %u", start->indices[i]);
+    }
+  }
+}
+
+static void halod_session_refuse(halod_session_t *session,
+                                 halo_status_t status);
+
+static void halod_session_start_done(halod_t *daemon, halod_device_call_t *call,
+                                     halod_session_t *session) {
+  halod_session_start_t *start = (halod_session_start_t *)call;
+  halo_status_t status = start->status;
+  start->status = NULL;
+  if (session) {
+    // Hello's time (hello-timeout-ms) counts from now.
+    session->hello_since_ns = halo_clock_now_ns();
+  }
+  if (status && session && session->domain && !call->cancelled &&
+      !daemon->stopping) {
+    // As when the loop waited for the start: the session answers every
+    // request with why (an error of halod's or of the device, logged).
+    HALO_LOG_ERROR("session %llu (uid %u, pid %u): trust domain %s: %s",
+                   (unsigned long long)session->id, session->uid, session->pid,
+                   session->domain->name, halo_status_message(status));
+    halod_session_refuse(session, status);
+    status = NULL;
+    halod_domain_release(daemon, session->domain);
+    session->domain = NULL;
+  }
+  halo_status_free(status);
+  for (uint32_t i = 0; i < start->count; ++i) {
+    halod_device_release(start->devices[i]);
+  }
+  free(start);
+}
+
+// Where |session|'s domain has a worker still starting, its requests wait
+// for it (halod_session_start_t).
+static void halod_session_await_workers(halod_t *daemon,
+                                        halod_session_t *session) {
+  halod_session_start_t *start = NULL;
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    halo_hal_device_t *device = session->domain->workers[i].device;
+    if (!device || !halo_hal_remote_device_is(device) ||
+        halo_hal_remote_device_is_ready(device)) {
+      continue;
+    }
+    if (!start) start = calloc(1, sizeof(*start));
+    if (!start) {
+      // Without memory for the call, waited for here (as before).
+      HALO_LOG_WARN(
+          "session %llu: out of memory; waiting for its worker on "
+          "the loop",
+          (unsigned long long)session->id);
+      halo_status_free(halo_hal_remote_device_wait_ready(device));
+      continue;
+    }
+    halod_device_retain(device);
+    start->indices[start->count] = i;
+    start->devices[start->count++] = device;
+  }
+  if (!start) return;
+  start->call.device = start->devices[0];
+  start->call.work = halod_session_start_work;
+  start->call.done = halod_session_start_done;
+  start->call.what = "a session's wait for its worker to start";
+  halod_device_call_start(daemon, session, NULL, &start->call);
+}
+
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
                                    uint32_t uid, uint32_t pid,
                                    halod_session_t **out_session) {
@@ -141,6 +237,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   session->process = (halod_client_process_t){
       .pid = pid, .uid = uid, .start = halod_session_process_start(pid)};
   session->created_ns = halo_clock_now_ns();
+  session->hello_since_ns = session->created_ns;
   halo_u64_map_initialize(&session->grants);
   halod_handle_table_initialize(&session->handles, session->id,
                                 daemon->config.session_handles);
@@ -229,6 +326,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     HALO_LOG_INFO("session %llu: connected (uid %u, pid %u, domain %s)",
                   (unsigned long long)session->id, uid, pid,
                   session->domain->name);
+    halod_session_await_workers(daemon, session);
   }
   *out_session = session;
   return NULL;
@@ -573,8 +671,11 @@ static void halod_sessions_on_hello_timer(uv_timer_t *timer) {
   const halo_u64_map_t *map = &daemon->sessions.by_id;
   for (size_t i = 0; i < map->capacity; ++i) {
     halod_session_t *session = map->entries[i].value;
+    // A session waiting for its worker's start (its Hello behind it) has
+    // its time from the start's end.
     if (!map->entries[i].key || !session || session->hello_done ||
-        session->closing || now - session->created_ns < timeout_ns) {
+        session->closing || session->call ||
+        now - session->hello_since_ns < timeout_ns) {
       continue;
     }
     session->closing = true;

@@ -56,6 +56,12 @@ struct halod_session_t {
   uint8_t token[16];
   char client_name[64];
   int64_t created_ns;
+  // When its time to say Hello (hello-timeout-ms) began: its creation, or
+  // the end of its wait for its worker's start.
+  int64_t hello_since_ns;
+  // The trust domain (base key) whose places its waiting requests hold
+  // (halod_device_call_park); kept should the session lose its domain.
+  uint64_t place_key;
   uint64_t requests;
   // The control call to a device worker one of its requests waits for
   // (daemon/device_call.h); NULL: none. Its requests that arrive meanwhile

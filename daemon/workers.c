@@ -697,24 +697,25 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
     return NULL;
   }
   if (!domain->workers[index].device) {
+    // Never waited for here, on the loop: a worker may still be starting
+    // (a CUDA context takes tens of milliseconds, a wedged driver until the
+    // start's timeout). The session that needs it waits off the loop
+    // (halod_session_create), and its requests behind it.
     int64_t started = halo_clock_now_ns();
     char label[160];
     snprintf(label, sizeof(label), "device %u, trust domain %s", index,
              domain->name);
     halo_hal_device_t *spare = halod_workers_take_spare(daemon, index);
     halo_status_t status = NULL;
-    if (spare) status = halo_hal_remote_device_wait_ready(spare);
-    if (spare && status) {
+    if (spare && halo_hal_remote_device_lost(spare, NULL, 0)) {
       halod_device_release(spare);  // it died starting: start another
       spare = NULL;
-      halo_status_free(status);
-      status = NULL;
     }
     if (spare) {
       halo_hal_remote_device_set_label(spare, label);
       domain->workers[index].device = spare;
     } else {
-      status = halod_worker_spawn(daemon, index, domain->name, 0, true,
+      status = halod_worker_spawn(daemon, index, domain->name, 0, false,
                                   &domain->workers[index].device);
     }
     halod_workers_refill(daemon, index);
@@ -726,11 +727,13 @@ halo_status_t halod_domain_device(halod_t *daemon, halod_domain_t *domain,
     }
     ++domain->workers[index].started;
     ++daemon->stats.workers_started;
+    bool ready = halo_hal_remote_device_is_ready(domain->workers[index].device);
     HALO_LOG_INFO(
         "device %u, trust domain %s: worker pid %d %s in %.1f ms", index,
         domain->name,
         (int)halo_hal_remote_device_pid(domain->workers[index].device),
-        spare ? "(a spare) taken" : "started",
+        spare ? (ready ? "(a spare) taken" : "(a spare, still starting) taken")
+              : "starting",
         (double)(halo_clock_now_ns() - started) / 1e6);
   }
   *out_device = domain->workers[index].device;
