@@ -117,7 +117,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      "an allocation, a buffer's write or read, a recording's preparation; or "
      "behind its session's call), each on an nng context of its own beside "
      "the contexts ones, so that a slow or stopped worker never holds the "
-     "contexts other domains need; the next is refused for now "
+     "contexts other domains need (as many again may wait for their "
+     "domain's worker to start); the next is refused for now "
      "(RESOURCE_EXHAUSTED naming this setting), and libhalo sends it again "
      "until its request timeout"},
     {"domain-calls", HALOD_NUMBER(HALOD_CONFIG_U32, domain_calls), "16", 1,

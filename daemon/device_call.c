@@ -49,9 +49,13 @@ struct halod_device_calls_t {
   uint32_t waiting;       // started, not done
   bool stopped;           // halod_device_calls_stop ran
   // Requests waiting for workers (calls, domain-calls): a trust domain's
-  // base key -> how many of its requests hold a place (uintptr_t), and all.
+  // base key -> how many of its requests hold a place (uintptr_t), and all
+  // of them: those waiting for a call, and those waiting for their
+  // worker's start (a pool of its own, as large, so that domains starting
+  // at once never take the places of domains that are up).
   halo_u64_map_t places;
   uint32_t placed;
+  uint32_t start_placed;
   // Under |mutex|, shared with the threads.
   pthread_mutex_t mutex;
   halod_call_thread_t *idle;
@@ -200,7 +204,7 @@ static uint32_t halod_device_calls_domain_placed(
 
 static halo_status_t halod_device_calls_count_place(halod_device_calls_t *calls,
                                                     uint64_t domain_key,
-                                                    int32_t delta) {
+                                                    bool start, int32_t delta) {
   uint32_t placed = halod_device_calls_domain_placed(calls, domain_key);
   placed += (uint32_t)delta;
   if (placed == 0) {
@@ -209,7 +213,11 @@ static halo_status_t halod_device_calls_count_place(halod_device_calls_t *calls,
     HALO_RETURN_IF_ERROR(halo_u64_map_put(&calls->places, domain_key,
                                           (void *)(uintptr_t)placed));
   }
-  calls->placed += (uint32_t)delta;
+  if (start) {
+    calls->start_placed += (uint32_t)delta;
+  } else {
+    calls->placed += (uint32_t)delta;
+  }
   return NULL;
 }
 
@@ -219,11 +227,12 @@ static halo_status_t halod_device_calls_count_place(halod_device_calls_t *calls,
 // that receives in its place (halod_server_hold), so that requests waiting
 // on a slow or stopped worker never hold the contexts other domains need.
 // A request that holds its context already (it waited behind its session's
-// call and now makes its own) only counts again. Else the refusal for now
-// (not answered yet).
+// call and now makes its own) only counts again. A request waiting for its
+// session's worker to start (|start|) takes a place of the start's pool.
+// Else the refusal for now (not answered yet).
 static halo_status_t halod_device_calls_take_place(
     halod_device_calls_t *calls, halod_session_t *session,
-    halod_server_context_t *context) {
+    halod_server_context_t *context, bool start) {
   const halod_config_t *config = &calls->daemon->config;
   uint64_t domain_key = session->domain->base_key;
   bool held = halod_server_held(context);
@@ -236,15 +245,17 @@ static halo_status_t halod_device_calls_take_place(
           "(domain-calls %u); send it again later",
           session->domain->name, placed, config->domain_calls);
     }
-    if (calls->placed >= config->calls || !halod_server_hold(context)) {
+    uint32_t pool = start ? calls->start_placed : calls->placed;
+    if (pool >= config->calls || !halod_server_hold(context)) {
       return halo_status_make(
           HALO_STATUS_RESOURCE_EXHAUSTED,
-          "every one of halod's %u places for requests waiting on device "
-          "workers is taken (calls); send it again later",
-          config->calls);
+          "every one of halod's %u places for requests waiting on %s is "
+          "taken (calls); send it again later",
+          config->calls,
+          start ? "their device worker's start" : "device workers");
     }
   }
-  return halod_device_calls_count_place(calls, domain_key, 1);
+  return halod_device_calls_count_place(calls, domain_key, start, 1);
 }
 
 static void halod_device_calls_refuse(halod_t *daemon, halod_session_t *session,
@@ -260,22 +271,30 @@ bool halod_device_call_park(halod_t *daemon, halod_session_t *session,
                             halod_server_context_t *context) {
   halod_device_calls_t *calls = daemon->calls;
   if (!calls) return true;  // halod stops: answered with the others
-  halo_status_t status = halod_device_calls_take_place(calls, session, context);
+  // A session waiting for its worker's start has no call of its own to
+  // wait for: its requests all take the start's places.
+  bool start = session->starting;
+  halo_status_t status =
+      halod_device_calls_take_place(calls, session, context, start);
   if (!status) {
     session->place_key = session->domain->base_key;
+    if (start) ++session->start_parked;
     return true;
   }
   halod_device_calls_refuse(daemon, session, context, status);
   return false;
 }
 
-void halod_device_call_unpark(halod_t *daemon, const halod_session_t *session) {
+void halod_device_call_unpark(halod_t *daemon, halod_session_t *session) {
   // |place_key|: the session may have lost its domain meanwhile (its
-  // worker did not start).
+  // worker did not start). Its requests leave in order: those parked
+  // during its start first.
   halod_device_calls_t *calls = daemon->calls;
   if (!calls) return;
+  bool start = session->start_parked > 0;
+  if (start) --session->start_parked;
   halo_status_free(
-      halod_device_calls_count_place(calls, session->place_key, -1));
+      halod_device_calls_count_place(calls, session->place_key, start, -1));
 }
 
 static halo_status_t halod_device_calls_stopping(void) {
@@ -344,7 +363,7 @@ static void halod_device_calls_finish(halod_device_calls_t *calls) {
     if (session && session->call == call) session->call = NULL;
     if (call->domain_key) {
       halo_status_free(
-          halod_device_calls_count_place(calls, call->domain_key, -1));
+          halod_device_calls_count_place(calls, call->domain_key, false, -1));
       call->domain_key = 0;  // |done| may start it again (a next step)
     }
     call->done(daemon, call, session);
@@ -398,7 +417,7 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
   }
   if (context && session) {
     halo_status_t status =
-        halod_device_calls_take_place(calls, session, context);
+        halod_device_calls_take_place(calls, session, context, false);
     if (status) {
       // Refused for now: nothing runs; the after step releases.
       halod_device_calls_refuse(daemon, session, context, status);
@@ -573,5 +592,6 @@ uint32_t halod_device_calls_waiting(const halod_t *daemon) {
 }
 
 uint32_t halod_device_calls_placed(const halod_t *daemon) {
-  return daemon->calls ? daemon->calls->placed : 0;
+  return daemon->calls ? daemon->calls->placed + daemon->calls->start_placed
+                       : 0;
 }

@@ -144,6 +144,6 @@ uint32_t halod_device_calls_placed(const halod_t *daemon);
 // stops).
 bool halod_device_call_park(halod_t *daemon, halod_session_t *session,
                             halod_server_context_t *context);
-void halod_device_call_unpark(halod_t *daemon, const halod_session_t *session);
+void halod_device_call_unpark(halod_t *daemon, halod_session_t *session);
 
 #endif  // HALOD_DEVICE_CALL_H_

@@ -129,48 +129,98 @@ static void halod_session_refuse(halod_session_t *session,
 // ------------------------------------------------------------ worker start
 
 // A session's wait for its trust domain's device workers to start (a new
-// domain, or one whose worker was lost), made off the loop as a device call
-// (daemon/device_call.h): a start takes a CUDA context's creation (tens of
-// milliseconds), and a wedged driver or MPS server holds it until the
-// start's timeout (30 s), which on the loop held every domain. The
-// session's requests (its Hello first) wait behind the call, in order;
-// other sessions and domains are served meanwhile.
+// domain, or one whose worker was lost), made off the loop as device calls
+// of no request (daemon/device_call.h), one device after another: a start
+// takes a CUDA context's creation (tens of milliseconds), and a wedged
+// driver or MPS server holds it until the start's timeout (30 s; 120 s for
+// a spare), which on the loop held every domain. The session's requests
+// (its Hello first) wait behind the calls, in order, on places of their
+// own (halod_device_call_park: |starting|); other sessions and domains are
+// served meanwhile. A worker that does not start is replaced once (as a
+// spare that died starting was); a second failure refuses the session with
+// why.
 typedef struct halod_session_start_t {
-  halod_device_call_t call;
+  halod_device_call_t call;  // waits for devices[next]
   uint32_t count;
+  uint32_t next;
   uint32_t indices[HALO_HAL_MAX_DEVICES];
   halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];  // held
+  bool replaced;  // a worker that did not start was replaced once
   halo_status_t status;
 } halod_session_start_t;
 
 // A call thread.
 static void halod_session_start_work(halod_device_call_t *call) {
   halod_session_start_t *start = (halod_session_start_t *)call;
-  for (uint32_t i = 0; i < start->count && !start->status; ++i) {
-    start->status = halo_hal_remote_device_wait_ready(start->devices[i]);
-    if (start->status) {
-      start->status = halo_status_annotate(
-          start->status, "starting the worker of device %u", start->indices[i]);
-    }
-  }
+  start->status = halo_hal_remote_device_wait_ready(call->device);
 }
 
 static void halod_session_refuse(halod_session_t *session,
                                  halo_status_t status);
+
+// The loop: |start|'s worker of device |index| did not start (|status|):
+// it leaves the domain's slot, and once per session a new one starts in
+// its place (true: waited for next). Takes |status| where it returns true.
+static bool halod_session_start_replace(halod_t *daemon,
+                                        halod_session_t *session,
+                                        halod_session_start_t *start,
+                                        halo_status_t status) {
+  uint32_t index = start->indices[start->next];
+  halo_hal_device_t *failed = start->devices[start->next];
+  halod_worker_t *worker = &session->domain->workers[index];
+  if (worker->device == failed) {
+    // Never started: not a loss (no fault is charged for it).
+    worker->device = NULL;
+    halod_device_release(failed);
+  }
+  if (start->replaced) return false;
+  halo_hal_device_t *fresh = NULL;
+  halo_status_t again =
+      halod_domain_device(daemon, session->domain, index, &fresh);
+  if (again) {
+    halo_status_free(again);
+    return false;
+  }
+  HALO_LOG_WARN("session %llu: trust domain %s: %s; starting another worker",
+                (unsigned long long)session->id, session->domain->name,
+                halo_status_message(status));
+  halo_status_free(status);
+  start->replaced = true;
+  halod_device_retain(fresh);
+  halod_device_release(failed);
+  start->devices[start->next] = fresh;
+  return true;
+}
 
 static void halod_session_start_done(halod_t *daemon, halod_device_call_t *call,
                                      halod_session_t *session) {
   halod_session_start_t *start = (halod_session_start_t *)call;
   halo_status_t status = start->status;
   start->status = NULL;
+  bool going =
+      session && session->domain && !call->cancelled && !daemon->stopping;
+  if (going && status &&
+      halod_session_start_replace(daemon, session, start, status)) {
+    status = NULL;
+  } else if (going && !status) {
+    ++start->next;
+  }
+  if (going && !status && start->next < start->count) {
+    // The next device's worker (or the one that replaced a failed one).
+    call->device = start->devices[start->next];
+    halod_device_call_start(daemon, session, NULL, call);
+    return;
+  }
   if (session) {
+    session->starting = false;
     // Hello's time (hello-timeout-ms) counts from now.
     session->hello_since_ns = halo_clock_now_ns();
   }
-  if (status && session && session->domain && !call->cancelled &&
-      !daemon->stopping) {
+  if (going && status) {
     // As when the loop waited for the start: the session answers every
     // request with why (an error of halod's or of the device, logged).
+    status = halo_status_annotate(status, "starting the worker of device %u",
+                                  start->indices[start->next]);
     HALO_LOG_ERROR("session %llu (uid %u, pid %u): trust domain %s: %s",
                    (unsigned long long)session->id, session->uid, session->pid,
                    session->domain->name, halo_status_message(status));
@@ -212,6 +262,7 @@ static void halod_session_await_workers(halod_t *daemon,
     start->devices[start->count++] = device;
   }
   if (!start) return;
+  session->starting = true;
   start->call.device = start->devices[0];
   start->call.work = halod_session_start_work;
   start->call.done = halod_session_start_done;

@@ -59,9 +59,14 @@ struct halod_session_t {
   // When its time to say Hello (hello-timeout-ms) began: its creation, or
   // the end of its wait for its worker's start.
   int64_t hello_since_ns;
+  // Its trust domain's workers are starting (daemon/session.c): its
+  // requests wait behind that, on places of their own.
+  bool starting;
   // The trust domain (base key) whose places its waiting requests hold
-  // (halod_device_call_park); kept should the session lose its domain.
+  // (halod_device_call_park), kept should the session lose its domain, and
+  // how many of them, the first ones, wait on places for a start.
   uint64_t place_key;
+  uint32_t start_parked;
   uint64_t requests;
   // The control call to a device worker one of its requests waits for
   // (daemon/device_call.h); NULL: none. Its requests that arrive meanwhile

@@ -17,10 +17,18 @@
 //   held for longer than hello-timeout-ms; its connect completes once the
 //   gate opens (the wait is not taken for a silent connection), and it
 //   allocates, writes and reads back.
-// - failed start: the other domain's worker exits at its start; that
-//   client's connect (or its first request) fails naming the worker's
-//   start, this process is served meanwhile, and the next client process
-//   (a new domain) starts a worker and is served.
+// - failed start: the other domain's worker exits at its start, and so
+//   does the worker halod starts in its place; that client's connect fails
+//   naming the worker's start and no fault is charged; this process is
+//   served; the same client process (the same domain) connects again once
+//   workers start, and is served.
+// - a start that fails once: the worker that replaces it starts, and the
+//   client connects as if nothing had happened.
+// - many domains starting at once (calls 6 below their 8 connections):
+//   their Hellos wait on places of their own (or are refused for now and
+//   sent again by libhalo), so this process's writes (control calls) are
+//   still served at once; every one of them connects once the gate opens.
+//   Before, the starting domains' Hellos took every place of calls.
 // Local driver (cheap workers).
 #include <errno.h>
 #include <poll.h>
@@ -45,21 +53,25 @@ static int64_t time_scale(void) {
   return value > 0 ? value : 1;
 }
 
-// `worker_start_test --client ADDRESS`: connects ("connect CODE MESSAGE"),
-// then writes a device buffer and reads it back ("buffer CODE MESSAGE").
-static int client_main(const char *address) {
+// `worker_start_test --client ADDRESS [again]`: connects ("connect CODE
+// MESSAGE"; with "again", once more after a failure, 500 ms later), then
+// writes a device buffer and reads it back ("buffer CODE MESSAGE").
+static int client_main(const char *address, bool again) {
   halo_client_options_t options = {.address = address,
                                    .client_name = "worker-start-client",
                                    .request_timeout_ms = 60000};
   halo_client_t *client = NULL;
-  halo_status_t status = halo_client_connect(&options, &client);
-  printf("connect %d %s\n", (int)halo_status_code(status),
-         status ? halo_status_message(status) : "");
-  fflush(stdout);
-  if (status) {
+  halo_status_t status = NULL;
+  for (int attempt = 0; attempt < (again ? 2 : 1); ++attempt) {
+    if (attempt > 0) usleep(500 * 1000);
+    status = halo_client_connect(&options, &client);
+    printf("connect %d %s\n", (int)halo_status_code(status),
+           status ? halo_status_message(status) : "");
+    fflush(stdout);
+    if (!status) break;
     halo_status_free(status);
-    return 0;
   }
+  if (!client) return 0;
   halo_buffer_t *buffer = NULL;
   status = halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 4096, 0, &buffer);
   static uint8_t data[4096], back[4096];
@@ -95,7 +107,7 @@ static void gate_open(state_t *test) {
   assert_true(unlink(test->gate) == 0 || errno == ENOENT);
 }
 
-static int setup(void **state) {
+static int setup_with(void **state, const char *calls) {
   state_t *test = calloc(1, sizeof(*test));
   assert_non_null(test);
   snprintf(test->directory, sizeof(test->directory),
@@ -112,15 +124,32 @@ static int setup(void **state) {
   setenv("ASAN_OPTIONS", asan_options, 1);
   setenv("LD_PRELOAD", WORKER_START_GATE_LIBRARY, 1);
   setenv("HALO_TEST_WORKER_GATE", test->gate, 1);
-  static const char *const args[] = {
-      "--trust-domain", "process", "--worker-spares", "0", "--hello-timeout-ms",
-      HELLO_MS,         NULL};
+  const char *const args[] = {"--trust-domain",
+                              "process",
+                              "--worker-spares",
+                              "0",
+                              "--hello-timeout-ms",
+                              HELLO_MS,
+                              "--calls",
+                              calls,
+                              "--domain-calls",
+                              "8",
+                              NULL};
   int result =
       halo_test_fixture_setup_with((void **)&test->fixture, args, true);
   unsetenv("LD_PRELOAD");
   unsetenv("HALO_TEST_WORKER_GATE");
   *state = test;
   return result;
+}
+
+static int setup(void **state) {
+  return setup_with(state, "64");
+}
+
+// calls 6: fewer places than the domains test_many_domains_start starts.
+static int setup_few_places(void **state) {
+  return setup_with(state, "6");
 }
 
 static int teardown(void **state) {
@@ -132,14 +161,16 @@ static int teardown(void **state) {
   return halo_test_fixture_teardown(&fixture);
 }
 
-// A client process of its own (a trust domain of its own).
-static void client_spawn(state_t *test, halo_test_process_t *process) {
+// A client process of its own (a trust domain of its own); |again|: it
+// connects once more after a failure.
+static void client_spawn(state_t *test, halo_test_process_t *process,
+                         bool again) {
   static char self[512];
   ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
   assert_true(length > 0);
   self[length] = '\0';
   const char *argv[] = {self, "--client", test->fixture->daemon.listen_address,
-                        NULL};
+                        again ? "again" : NULL, NULL};
   halo_test_spawn(process, argv);
 }
 
@@ -200,7 +231,7 @@ static void test_slow_start_holds_only_its_session(void **state) {
   gate_set(test, "hold");
   halo_test_process_t *other = &test->fixture->peers[0];
   int64_t spawned = halo_test_now_ns();
-  client_spawn(test, other);
+  client_spawn(test, other, false);
   // Served throughout, for longer than hello-timeout-ms, while the other
   // domain's worker is held at its start and that client waits.
   int rounds = 0;
@@ -237,40 +268,81 @@ static void test_slow_start_holds_only_its_session(void **state) {
   assert_int_equal(halo_test_process_wait(other, timeout_ms), 0);
 }
 
+// Reads a client's "connect" and "buffer" lines: both OK.
+static void expect_client_served(halo_test_process_t *process) {
+  char message[512];
+  int timeout_ms = (int)(10000 * time_scale());
+  int code =
+      client_result(process, "connect", message, sizeof(message), timeout_ms);
+  if (code == HALO_STATUS_OK) {
+    code =
+        client_result(process, "buffer", message, sizeof(message), timeout_ms);
+  }
+  if (code != HALO_STATUS_OK) {
+    print_error("a client: %s: %s\n", halo_status_code_name(code), message);
+    fail();
+  }
+  assert_int_equal(halo_test_process_wait(process, timeout_ms), 0);
+}
+
 static void test_failed_start_fails_only_its_session(void **state) {
   state_t *test = *state;
   gate_set(test, "fail");
   halo_test_process_t *other = &test->fixture->peers[0];
-  client_spawn(test, other);
+  client_spawn(test, other, true);
   char message[512];
   int timeout_ms = (int)(10000 * time_scale());
   int code =
       client_result(other, "connect", message, sizeof(message), timeout_ms);
-  if (code == HALO_STATUS_OK) {
-    code = client_result(other, "buffer", message, sizeof(message), timeout_ms);
-  }
-  print_message("a client whose worker failed to start: %s: %s\n",
+  print_message("a client whose workers failed to start: %s: %s\n",
                 halo_status_code_name(code), message);
   assert_int_not_equal(code, HALO_STATUS_OK);
-  assert_non_null(strstr(message, "worker"));
-  assert_int_equal(halo_test_process_wait(other, timeout_ms), 0);
+  assert_non_null(strstr(message, "starting the worker of device 0"));
   expect_served(test);
-  // The next domain starts a worker of its own.
+  // The same process (its domain) connects again once workers start; a
+  // start that failed was no fault of the client's.
   gate_open(test);
-  halo_test_process_t *next = &test->fixture->peers[1];
-  client_spawn(test, next);
-  assert_int_equal(
-      client_result(next, "connect", message, sizeof(message), timeout_ms),
-      HALO_STATUS_OK);
-  assert_int_equal(
-      client_result(next, "buffer", message, sizeof(message), timeout_ms),
-      HALO_STATUS_OK);
-  assert_int_equal(halo_test_process_wait(next, timeout_ms), 0);
+  expect_client_served(other);
+  expect_served(test);
+  assert_int_equal(halo_test_admin_metric(&test->fixture->daemon,
+                                          "halo_client_faults_total"),
+                   0);
+}
+
+static void test_start_failing_once_is_replaced(void **state) {
+  state_t *test = *state;
+  gate_set(test, "once");
+  halo_test_process_t *other = &test->fixture->peers[0];
+  client_spawn(test, other, false);
+  expect_client_served(other);
+  assert_int_equal(access(test->gate, F_OK), -1);  // the first worker read it
+}
+
+static void test_many_domains_start(void **state) {
+  state_t *test = *state;
+  enum { DOMAINS = 8 };
+  gate_set(test, "hold");
+  for (int i = 0; i < DOMAINS; ++i) {
+    client_spawn(test, &test->fixture->peers[i], false);
+  }
+  // Every one of calls (6) holds a starting domain's Hello after a while.
+  assert_true(HALO_TEST_POLL(
+      halo_test_admin_metric(&test->fixture->daemon,
+                             "halo_worker_requests_waiting") == 6,
+      (int)(5000 * time_scale())));
+  for (int round = 0; round < 5; ++round) {
+    expect_served(test);
+    halo_test_sleep_ms(100);
+  }
+  gate_open(test);
+  for (int i = 0; i < DOMAINS; ++i) {
+    expect_client_served(&test->fixture->peers[i]);
+  }
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && strcmp(argv[1], "--client") == 0) {
-    return client_main(argv[2]);
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "--client") == 0) {
+    return client_main(argv[2], argc == 4 && strcmp(argv[3], "again") == 0);
   }
   if (!halo_test_driver_is("local")) {
     fprintf(stderr, "worker_start_test runs on the local driver\n");
@@ -281,6 +353,10 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_start_fails_only_its_session,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_start_failing_once_is_replaced,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_many_domains_start, setup_few_places,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,8 +5,9 @@
 // CUDA context's creation that does not return): while the file that
 // $HALO_TEST_WORKER_GATE names exists, a worker starting waits before it
 // does anything; while that file says "fail", the worker exits 3 instead
-// (a start that fails). halod itself, and every other program the
-// variable reaches, is left alone.
+// (a start that fails); where it says "once", the first worker to read it
+// removes it and exits 3 (one start fails, the next goes). halod itself,
+// and every other program the variable reaches, is left alone.
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -38,6 +39,9 @@ __attribute__((constructor)) static void worker_start_gate(void) {
     ssize_t length = read(fd, word, sizeof(word) - 1);
     close(fd);
     if (length >= 4 && memcmp(word, "fail", 4) == 0) _exit(3);
+    if (length >= 4 && memcmp(word, "once", 4) == 0 && unlink(path) == 0) {
+      _exit(3);
+    }
     usleep(10000);
   }
 }
