@@ -4,6 +4,7 @@
 #include "hal/remote/remote_link.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,22 @@ void halo_remote_link_initialize(halo_remote_link_t *link, int fd) {
   memset(link, 0, sizeof(*link));
   link->fd = fd;
   pthread_mutex_init(&link->send_mutex, NULL);
+  pthread_mutex_init(&link->outbox_mutex, NULL);
+  halo_clock_cond_initialize(&link->outbox_cond);
+  link->outbox_limit_bytes = HALO_REMOTE_OUTBOX_BYTES;
+  link->outbox_limit_fds = HALO_REMOTE_OUTBOX_FDS;
+}
+
+void halo_remote_link_on_hung(halo_remote_link_t *link,
+                              halo_remote_link_hung_fn hung, void *user_data) {
+  link->hung_fn = hung;
+  link->hung_user_data = user_data;
+}
+
+void halo_remote_link_limit_outbox(halo_remote_link_t *link, size_t bytes,
+                                   uint32_t fds) {
+  link->outbox_limit_bytes = bytes;
+  link->outbox_limit_fds = fds;
 }
 
 halo_status_t halo_remote_link_limit_sends(halo_remote_link_t *link,
@@ -37,13 +54,98 @@ halo_status_t halo_remote_link_limit_sends(halo_remote_link_t *link,
   return NULL;
 }
 
+// ---------------------------------------------------------------- outbox
+
+// What an entry costs the outbox's bound: its bytes and its bookkeeping, so
+// that many small messages are bounded too.
+static size_t halo_remote_outbox_cost(const halo_remote_outbox_entry_t *entry) {
+  return sizeof(*entry) + entry->size;
+}
+
+// Frees a chain of entries taken out of the outbox, closing the
+// descriptors they still hold.
+static void halo_remote_outbox_free(halo_remote_outbox_entry_t *entry) {
+  while (entry) {
+    halo_remote_outbox_entry_t *next = entry->next;
+    if (entry->fd >= 0) close(entry->fd);
+    free(entry);
+    entry = next;
+  }
+}
+
+// Takes every entry out of the outbox (|outbox_mutex| held; and
+// |send_mutex|, or no other thread left: the first entry may be being
+// written).
+static halo_remote_outbox_entry_t *halo_remote_link_take_outbox(
+    halo_remote_link_t *link) {
+  halo_remote_outbox_entry_t *entries = link->outbox_head;
+  link->outbox_head = link->outbox_tail = NULL;
+  link->outbox_bytes = 0;
+  link->outbox_fds = 0;
+  return entries;
+}
+
+// Shuts the link down (|outbox_mutex| held): the peer sees its end, later
+// sends and posts fail, and the writer wakes to empty the outbox. Returns
+// whether this call did it (the first failure reports a hang).
+static bool halo_remote_link_fail(halo_remote_link_t *link) {
+  if (link->failed) return false;
+  link->failed = true;
+  if (link->fd >= 0) shutdown(link->fd, SHUT_RDWR);
+  pthread_cond_broadcast(&link->outbox_cond);
+  return true;
+}
+
+// Fails the link and empties the outbox (|send_mutex| held).
+static bool halo_remote_link_fail_and_drop(halo_remote_link_t *link) {
+  pthread_mutex_lock(&link->outbox_mutex);
+  bool first = halo_remote_link_fail(link);
+  halo_remote_outbox_entry_t *dropped = halo_remote_link_take_outbox(link);
+  pthread_mutex_unlock(&link->outbox_mutex);
+  halo_remote_outbox_free(dropped);
+  return first;
+}
+
+static void halo_remote_link_report_hung(halo_remote_link_t *link,
+                                         halo_status_t status) {
+  if (link->hung_fn) link->hung_fn(link->hung_user_data, status);
+}
+
+void halo_remote_link_outbox_size(halo_remote_link_t *link,
+                                  uint32_t *out_messages, size_t *out_bytes) {
+  pthread_mutex_lock(&link->outbox_mutex);
+  uint32_t messages = 0;
+  size_t bytes = 0;
+  for (halo_remote_outbox_entry_t *entry = link->outbox_head; entry;
+       entry = entry->next) {
+    ++messages;
+    bytes += entry->size - entry->sent;
+  }
+  pthread_mutex_unlock(&link->outbox_mutex);
+  *out_messages = messages;
+  *out_bytes = bytes;
+}
+
 void halo_remote_link_deinitialize(halo_remote_link_t *link) {
+  // The writer ends: the socket is shut down first, so that a write of
+  // its to a peer that reads nothing fails at once instead of waiting for
+  // the send limit.
+  pthread_mutex_lock(&link->outbox_mutex);
+  bool writer = link->writer_joinable;
+  link->stopping = true;
+  if (writer && link->fd >= 0) shutdown(link->fd, SHUT_RDWR);
+  pthread_cond_broadcast(&link->outbox_cond);
+  pthread_mutex_unlock(&link->outbox_mutex);
+  if (writer) pthread_join(link->writer, NULL);
+  halo_remote_outbox_free(halo_remote_link_take_outbox(link));
   if (link->fd >= 0) close(link->fd);
   link->fd = -1;
   for (uint32_t i = 0; i < link->fd_count; ++i) close(link->fds[i]);
   link->fd_count = 0;
   free(link->in);
   link->in = NULL;
+  pthread_cond_destroy(&link->outbox_cond);
+  pthread_mutex_destroy(&link->outbox_mutex);
   pthread_mutex_destroy(&link->send_mutex);
 }
 
@@ -111,28 +213,285 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
   return NULL;
 }
 
+// Writes what the socket takes now of |iov| (MSG_DONTWAIT), the descriptor
+// with the first bytes; |out_sent| the bytes written. A full socket is no
+// failure: it stops there.
+static halo_status_t halo_remote_link_send_now(int socket_fd,
+                                               const struct iovec *parts,
+                                               int count, int fd,
+                                               size_t *out_sent) {
+  *out_sent = 0;
+  struct iovec iov_storage[HALO_REMOTE_MAX_PARTS];
+  memcpy(iov_storage, parts, sizeof(*parts) * (size_t)count);
+  struct iovec *iov = iov_storage;
+  union {
+    struct cmsghdr header;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
+  while (count > 0) {
+    struct msghdr message = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+    if (fd >= 0) {
+      memset(&control, 0, sizeof(control));
+      message.msg_control = control.bytes;
+      message.msg_controllen = sizeof(control.bytes);
+      struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    }
+    ssize_t sent = sendmsg(socket_fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return NULL;
+      return halo_status_from_errno(errno, "sending to the device worker");
+    }
+    fd = -1;
+    *out_sent += (size_t)sent;
+    size_t left = (size_t)sent;
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = (char *)iov->iov_base + left;
+      iov->iov_len -= left;
+    }
+  }
+  return NULL;
+}
+
+// Frames a message: the header, filled in, and |parts| as |iov| (empty
+// parts left out); |out_size| its bytes.
+static halo_status_t halo_remote_link_frame(halo_remote_header_t *header,
+                                            uint32_t type, uint64_t id,
+                                            const halo_remote_part_t *parts,
+                                            uint32_t part_count,
+                                            struct iovec *iov, int *out_count,
+                                            size_t *out_size) {
+  if (part_count + 1 > HALO_REMOTE_MAX_PARTS) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "a worker message of %u parts", part_count);
+  }
+  memset(header, 0, sizeof(*header));
+  header->type = type;
+  header->id = id;
+  iov[0].iov_base = header;
+  iov[0].iov_len = sizeof(*header);
+  int count = 1;
+  for (uint32_t i = 0; i < part_count; ++i) {
+    header->length += parts[i].size;
+    if (parts[i].size == 0) continue;
+    iov[count].iov_base = (void *)parts[i].data;
+    iov[count].iov_len = parts[i].size;
+    ++count;
+  }
+  *out_count = count;
+  *out_size = sizeof(*header) + header->length;
+  return NULL;
+}
+
+// Writes the outbox's messages in order (|send_mutex| held): |blocking|,
+// each within the send limit, as a send; else what the socket takes now.
+// NULL once the outbox is empty (or, not blocking, the socket is full). A
+// message that cannot be written fails the link (its first bytes may have
+// gone; and a message that was counted must not be skipped): the outbox
+// is emptied and the failure returned, |out_first| whether this call
+// failed the link.
+static halo_status_t halo_remote_link_flush(halo_remote_link_t *link,
+                                            bool blocking, bool *out_first) {
+  *out_first = false;
+  for (;;) {
+    pthread_mutex_lock(&link->outbox_mutex);
+    if (link->failed) {
+      halo_remote_outbox_entry_t *dropped = halo_remote_link_take_outbox(link);
+      pthread_mutex_unlock(&link->outbox_mutex);
+      halo_remote_outbox_free(dropped);
+      return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                              "the device worker is gone");
+    }
+    halo_remote_outbox_entry_t *entry = link->outbox_head;
+    pthread_mutex_unlock(&link->outbox_mutex);
+    if (!entry) return NULL;
+    // Only the holder of |send_mutex| writes or removes the first entry;
+    // posts append behind it.
+    struct iovec iov = {.iov_base = entry->bytes + entry->sent,
+                        .iov_len = entry->size - entry->sent};
+    int fd = entry->sent == 0 ? entry->fd : -1;
+    halo_status_t status = NULL;
+    size_t written = 0;
+    if (blocking) {
+      bool started = false;
+      size_t rest = iov.iov_len;
+      status = halo_remote_link_send_all(link->fd, &iov, 1, fd,
+                                         link->send_limit_ns, &started);
+      if (!status) written = rest;
+    } else {
+      status = halo_remote_link_send_now(link->fd, &iov, 1, fd, &written);
+    }
+    if (status) {
+      *out_first = halo_remote_link_fail_and_drop(link);
+      return status;
+    }
+    pthread_mutex_lock(&link->outbox_mutex);
+    entry->sent += written;
+    bool done = entry->sent == entry->size;
+    if (done) {
+      link->outbox_head = entry->next;
+      if (!link->outbox_head) link->outbox_tail = NULL;
+      link->outbox_bytes -= halo_remote_outbox_cost(entry);
+      if (entry->fd >= 0) --link->outbox_fds;
+    }
+    pthread_mutex_unlock(&link->outbox_mutex);
+    if (!done) return NULL;  // not blocking: the socket is full
+    entry->next = NULL;
+    halo_remote_outbox_free(entry);  // its descriptor went with it
+  }
+}
+
+// The outbox's writer: sends what is posted while no send does, each
+// message within the send limit; past it the peer is hung. Ends after
+// HALO_REMOTE_OUTBOX_IDLE_NS without work, or at the link's end.
+static void *halo_remote_link_writer_main(void *argument) {
+  halo_remote_link_t *link = argument;
+  pthread_mutex_lock(&link->outbox_mutex);
+  for (;;) {
+    if (!link->outbox_head) {
+      if (link->stopping) break;
+      struct timespec until =
+          halo_clock_timespec(halo_clock_now_ns() + HALO_REMOTE_OUTBOX_IDLE_NS);
+      int waited = pthread_cond_timedwait(&link->outbox_cond,
+                                          &link->outbox_mutex, &until);
+      if (waited == ETIMEDOUT && !link->outbox_head) break;
+      continue;
+    }
+    pthread_mutex_unlock(&link->outbox_mutex);
+    pthread_mutex_lock(&link->send_mutex);
+    bool first = false;
+    halo_status_t status = halo_remote_link_flush(link, true, &first);
+    pthread_mutex_unlock(&link->send_mutex);
+    if (status && first &&
+        halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED) {
+      halo_remote_link_report_hung(link, status);
+    }
+    halo_status_free(status);
+    pthread_mutex_lock(&link->outbox_mutex);
+  }
+  link->writer_running = false;
+  pthread_mutex_unlock(&link->outbox_mutex);
+  return NULL;
+}
+
+// Queues |size| bytes of |iov| from |skip| on (|outbox_mutex| held), with
+// a duplicate of |fd| (>= 0: none of the message went yet): first in the
+// outbox if |front| (the rest of a message being sent by the holder of
+// |send_mutex|), else last, counted if |count|. Starts the writer. Past
+// the outbox's bound the link fails (|*out_hung|).
+static halo_status_t halo_remote_link_enqueue(halo_remote_link_t *link,
+                                              const struct iovec *iov,
+                                              int count, size_t size,
+                                              size_t skip, int fd, bool front,
+                                              bool counted, bool *out_hung) {
+  *out_hung = false;
+  if (link->failed) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "the device worker is gone");
+  }
+  size_t rest = size - skip;
+  if (link->outbox_bytes + sizeof(halo_remote_outbox_entry_t) + rest >
+          link->outbox_limit_bytes ||
+      (fd >= 0 && link->outbox_fds + 1 > link->outbox_limit_fds)) {
+    *out_hung = halo_remote_link_fail(link);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "the device worker left %zu bytes and %u "
+                            "descriptors of halod's messages unread "
+                            "(at most %zu and %u): it counts as hung",
+                            link->outbox_bytes, link->outbox_fds,
+                            link->outbox_limit_bytes, link->outbox_limit_fds);
+  }
+  halo_remote_outbox_entry_t *entry = malloc(sizeof(*entry) + rest);
+  if (!entry) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "oom (a device worker message of %zu bytes to "
+                            "queue)",
+                            rest);
+  }
+  entry->next = NULL;
+  entry->size = rest;
+  entry->sent = 0;
+  entry->fd = -1;
+  if (fd >= 0) {
+    entry->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (entry->fd < 0) {
+      halo_status_t status = halo_status_from_errno(
+          errno, "duplicating a descriptor for a device worker message");
+      free(entry);
+      return status;
+    }
+  }
+  size_t at = 0;
+  for (int i = 0; i < count; ++i) {
+    size_t length = iov[i].iov_len;
+    size_t from = 0;
+    if (skip > 0) {
+      size_t skipped = skip < length ? skip : length;
+      skip -= skipped;
+      from = skipped;
+    }
+    memcpy(entry->bytes + at, (const char *)iov[i].iov_base + from,
+           length - from);
+    at += length - from;
+  }
+  if (!link->writer_running) {
+    if (link->writer_joinable) {
+      // It ended (idle) and only returns now: the join takes no time.
+      pthread_join(link->writer, NULL);
+      link->writer_joinable = false;
+    }
+    int error =
+        pthread_create(&link->writer, NULL, halo_remote_link_writer_main, link);
+    if (error) {
+      halo_remote_outbox_free(entry);
+      return halo_status_from_errno(error,
+                                    "a device worker link's writer thread");
+    }
+    link->writer_running = true;
+    link->writer_joinable = true;
+  }
+  if (counted && link->sent) {
+    atomic_fetch_add_explicit(link->sent, 1, memory_order_seq_cst);
+  }
+  if (front) {
+    entry->next = link->outbox_head;
+    link->outbox_head = entry;
+    if (!link->outbox_tail) link->outbox_tail = entry;
+  } else {
+    if (link->outbox_tail) {
+      link->outbox_tail->next = entry;
+    } else {
+      link->outbox_head = entry;
+    }
+    link->outbox_tail = entry;
+  }
+  link->outbox_bytes += halo_remote_outbox_cost(entry);
+  if (entry->fd >= 0) ++link->outbox_fds;
+  pthread_cond_broadcast(&link->outbox_cond);
+  return NULL;
+}
+
 // |counter| NULL: halo_remote_link_send.
 halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
                                             _Atomic uint64_t *counter,
                                             uint32_t type, uint64_t id,
                                             const halo_remote_part_t *parts,
                                             uint32_t part_count, int fd) {
-  if (part_count + 1 > HALO_REMOTE_MAX_PARTS) {
-    return halo_status_make(HALO_STATUS_INTERNAL,
-                            "a worker message of %u parts", part_count);
-  }
-  halo_remote_header_t header = {.type = type, .id = id};
+  halo_remote_header_t header;
   struct iovec iov[HALO_REMOTE_MAX_PARTS];
-  iov[0].iov_base = &header;
-  iov[0].iov_len = sizeof(header);
-  int count = 1;
-  for (uint32_t i = 0; i < part_count; ++i) {
-    header.length += parts[i].size;
-    if (parts[i].size == 0) continue;
-    iov[count].iov_base = (void *)parts[i].data;
-    iov[count].iov_len = parts[i].size;
-    ++count;
-  }
+  int count = 0;
+  size_t size = 0;
+  HALO_RETURN_IF_ERROR(halo_remote_link_frame(&header, type, id, parts,
+                                              part_count, iov, &count, &size));
   // The two processes of a link order their work by its messages: a worker's
   // driver thread sends COMPLETE (a load thread, REPLY) once it is done with
   // the objects it used, and the supervisor sends DESTROY or DEALLOCATE for
@@ -144,12 +503,31 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
   // received may answer any message this process sent before it.
   HALO_TSAN_RELEASE(link);
   pthread_mutex_lock(&link->send_mutex);
-  if (counter) link->sent = counter;
   halo_status_t status = NULL;
   if (link->fd < 0) {
     status =
         halo_status_make(HALO_STATUS_UNAVAILABLE, "the device worker is gone");
-  } else {
+  }
+  // What was posted before goes first, each message within the send limit
+  // as this one (a peer that read nothing for that long is hung: the
+  // caller handles it, as for this message). Counting starts once the
+  // outbox is empty, so that a message posted before it goes before it,
+  // uncounted.
+  bool first = false;
+  while (!status) {
+    status = halo_remote_link_flush(link, true, &first);
+    if (status) break;
+    pthread_mutex_lock(&link->outbox_mutex);
+    bool empty = !link->outbox_head;
+    if (empty && counter) link->sent = counter;
+    if (link->failed) {
+      status = halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                "the device worker is gone");
+    }
+    pthread_mutex_unlock(&link->outbox_mutex);
+    if (empty || !counter) break;
+  }
+  if (!status) {
     // Counted first (see halo_remote_link_send_counted). A send that fails
     // before its first byte (a bad descriptor to pass, no memory) takes
     // its count back: the link stays usable. One that fails after it left
@@ -167,7 +545,7 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
     if (status && !started && !hung && link->sent) {
       atomic_fetch_sub_explicit(link->sent, 1, memory_order_seq_cst);
     } else if (status && (started || hung)) {
-      shutdown(link->fd, SHUT_RDWR);
+      halo_remote_link_fail_and_drop(link);
     }
   }
   pthread_mutex_unlock(&link->send_mutex);
@@ -182,9 +560,95 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
                                        fd);
 }
 
+// A post with |send_mutex| held: the outbox's messages first, as far as
+// the socket takes them now; then this one, at once if nothing is left
+// before it, its rest queued first in the outbox.
+static halo_status_t halo_remote_link_post_locked(halo_remote_link_t *link,
+                                                  const struct iovec *iov,
+                                                  int count, size_t size,
+                                                  int fd, bool *out_hung) {
+  *out_hung = false;
+  bool first = false;
+  HALO_RETURN_IF_ERROR(halo_remote_link_flush(link, false, &first));
+  pthread_mutex_lock(&link->outbox_mutex);
+  halo_status_t status = NULL;
+  if (link->failed || link->outbox_head) {
+    // Behind what is queued (or refused: the link failed).
+    status = halo_remote_link_enqueue(link, iov, count, size, 0, fd, false,
+                                      true, out_hung);
+    pthread_mutex_unlock(&link->outbox_mutex);
+    return status;
+  }
+  // Counted before its first byte (see halo_remote_link_send_counted);
+  // posts that come meanwhile queue behind it.
+  _Atomic uint64_t *counter = link->sent;
+  if (counter) atomic_fetch_add_explicit(counter, 1, memory_order_seq_cst);
+  pthread_mutex_unlock(&link->outbox_mutex);
+  size_t written = 0;
+  status = halo_remote_link_send_now(link->fd, iov, count, fd, &written);
+  if (!status && written == size) return NULL;
+  pthread_mutex_lock(&link->outbox_mutex);
+  if (!status) {
+    // The socket is full: the rest goes first in the outbox, before any
+    // post that queued meanwhile.
+    status =
+        halo_remote_link_enqueue(link, iov, count, size, written,
+                                 written == 0 ? fd : -1, true, false, out_hung);
+  }
+  halo_remote_outbox_entry_t *dropped = NULL;
+  if (status && written == 0 && !link->failed) {
+    // Nothing went: the link stays usable, the count is taken back.
+    if (counter) atomic_fetch_sub_explicit(counter, 1, memory_order_seq_cst);
+  } else if (status) {
+    // Part of it went (or the outbox's bound failed the link): no receiver
+    // could frame what follows.
+    halo_remote_link_fail(link);
+    dropped = halo_remote_link_take_outbox(link);
+  }
+  pthread_mutex_unlock(&link->outbox_mutex);
+  halo_remote_outbox_free(dropped);
+  return status;
+}
+
+halo_status_t halo_remote_link_post(halo_remote_link_t *link, uint32_t type,
+                                    uint64_t id,
+                                    const halo_remote_part_t *parts,
+                                    uint32_t part_count, int fd) {
+  halo_remote_header_t header;
+  struct iovec iov[HALO_REMOTE_MAX_PARTS];
+  int count = 0;
+  size_t size = 0;
+  HALO_RETURN_IF_ERROR(halo_remote_link_frame(&header, type, id, parts,
+                                              part_count, iov, &count, &size));
+  if (link->fd < 0) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "the device worker is gone");
+  }
+  // Under TSan: see halo_remote_link_send_counted (the message leaves this
+  // thread here, whichever thread writes it).
+  HALO_TSAN_RELEASE(link);
+  halo_status_t status = NULL;
+  bool hung = false;
+  if (pthread_mutex_trylock(&link->send_mutex) == 0) {
+    status = halo_remote_link_post_locked(link, iov, count, size, fd, &hung);
+    pthread_mutex_unlock(&link->send_mutex);
+  } else {
+    // Another thread is sending (perhaps waiting for a peer that reads
+    // nothing): queued behind what it sends, counted now.
+    pthread_mutex_lock(&link->outbox_mutex);
+    status = halo_remote_link_enqueue(link, iov, count, size, 0, fd, false,
+                                      true, &hung);
+    pthread_mutex_unlock(&link->outbox_mutex);
+  }
+  if (hung) halo_remote_link_report_hung(link, status);
+  return status;
+}
+
 void halo_remote_link_stop_counting(halo_remote_link_t *link) {
   pthread_mutex_lock(&link->send_mutex);
+  pthread_mutex_lock(&link->outbox_mutex);
   link->sent = NULL;
+  pthread_mutex_unlock(&link->outbox_mutex);
   pthread_mutex_unlock(&link->send_mutex);
 }
 
@@ -331,6 +795,19 @@ static int64_t halo_remote_link_now_ns(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec;
+}
+
+uint64_t halo_remote_link_counted(const halo_remote_link_t *link) {
+  return link->peer_sent
+             ? atomic_load_explicit(link->peer_sent, memory_order_seq_cst)
+             : 0;
+}
+
+bool halo_remote_link_counted_ahead(const halo_remote_link_t *link,
+                                    uint64_t counted) {
+  if (!link->peer_sent) return false;
+  uint64_t now = atomic_load_explicit(link->peer_sent, memory_order_seq_cst);
+  return link->received < (now < counted ? now : counted);
 }
 
 bool halo_remote_link_readable(halo_remote_link_t *link) {

@@ -81,8 +81,15 @@
 // (its verdict then goes to the ring's header, as halod's would, and the
 // execution completes as failed).
 //
-// Thread-safety: a link's send side is guarded by its own mutex; one
-// thread receives.
+// One-way messages (no reply awaited) may be posted instead of sent
+// (halo_remote_link_post): a post never waits for the peer. What cannot go
+// at once (another thread is sending, the socket is full) waits in the
+// link's outbox, in order, and a writer thread of the link's own sends it.
+// A send (a call's request) sends what the outbox holds first. So halod's
+// loop, which posts, never waits on a worker that stopped reading.
+//
+// Thread-safety: a link's send side is guarded by its own mutexes (any
+// thread sends or posts); one thread receives.
 #ifndef HALO_HAL_REMOTE_REMOTE_LINK_H_
 #define HALO_HAL_REMOTE_REMOTE_LINK_H_
 
@@ -96,7 +103,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 8u
+#define HALO_REMOTE_LINK_VERSION 9u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -272,10 +279,11 @@ static inline bool halo_remote_flight_entry_running(
 typedef struct halo_remote_flight_t {
   uint32_t capacity;  // entries
   uint32_t reserved;
-  // The messages the supervisor sent on the link since (and with)
-  // RING_FLIGHT, each counted before its first byte is sent
-  // (halo_remote_link_send_counted): the worker's ring loop compares it
-  // with the messages it took instead of polling the socket each round.
+  // The messages the supervisor sent or posted on the link since (and
+  // with) RING_FLIGHT, each counted before its first byte is sent, or when
+  // it is queued in the outbox (halo_remote_link_send_counted): the worker's
+  // ring loop compares it with the messages it took instead of polling the
+  // socket each round, and waits for the ones counted but not arrived yet.
   _Atomic uint64_t link_sent;
   uint64_t reserved_words[6];
   halo_remote_flight_entry_t entries[];
@@ -381,12 +389,58 @@ typedef struct halo_remote_ring_value_t {
 
 #define HALO_REMOTE_LINK_BUFFER (64 * 1024)
 #define HALO_REMOTE_LINK_MAX_FDS 16
+// The outbox's default bound (halo_remote_link_limit_outbox): a peer that
+// leaves this much unread while messages keep coming is hung. A control
+// call's largest write or recording passes through the socket, not the
+// outbox; these are executions, releases and ring messages, a few hundred
+// bytes each.
+#define HALO_REMOTE_OUTBOX_BYTES (16u << 20)
+#define HALO_REMOTE_OUTBOX_FDS 256u
+// How long the outbox's writer thread waits for more before it ends.
+#define HALO_REMOTE_OUTBOX_IDLE_NS 1000000000ll
+
+// A message posted but not sent yet: its bytes, header first, and its
+// descriptor (a duplicate the outbox owns; -1: none, or sent with the
+// message's first bytes).
+typedef struct halo_remote_outbox_entry_t {
+  struct halo_remote_outbox_entry_t *next;
+  size_t size;
+  size_t sent;  // bytes written already (the first entry only)
+  int fd;
+  uint8_t bytes[];
+} halo_remote_outbox_entry_t;
+
+// The link's peer counts as hung (halo_remote_link_on_hung): |status| says
+// why; the callee does not take it. On the thread that found it.
+typedef void (*halo_remote_link_hung_fn)(void *user_data, halo_status_t status);
 
 typedef struct halo_remote_link_t {
   int fd;
+  // Held while a message's bytes are written (and while the outbox's
+  // first message is written).
   pthread_mutex_t send_mutex;
   // halo_remote_link_limit_sends's limit on one message's send (0: none).
   int64_t send_limit_ns;
+  halo_remote_link_hung_fn hung_fn;
+  void *hung_user_data;
+  // The outbox (halo_remote_link_post), under |outbox_mutex|. Entries are
+  // appended under it alone; the first is written, and removed, by the
+  // holder of |send_mutex| (taken first). |failed|: the link was shut down
+  // (a send failed, the peer hung): posts fail, and the outbox is emptied
+  // (its descriptors closed) by the next holder of |send_mutex|.
+  pthread_mutex_t outbox_mutex;
+  pthread_cond_t outbox_cond;  // the writer's: an entry, or the end
+  halo_remote_outbox_entry_t *outbox_head;
+  halo_remote_outbox_entry_t *outbox_tail;
+  size_t outbox_bytes;
+  uint32_t outbox_fds;
+  size_t outbox_limit_bytes;
+  uint32_t outbox_limit_fds;
+  bool failed;
+  bool writer_running;   // the writer thread works or waits for work
+  bool writer_joinable;  // |writer| was started and not joined yet
+  bool stopping;         // halo_remote_link_deinitialize: the writer ends
+  pthread_t writer;
   // Receiving side (one thread): bytes read ahead, so that messages that
   // arrived together are taken with one read, and descriptors received
   // but not yet handed to their message (REGISTER_HOST, RING_FLIGHT,
@@ -398,14 +452,19 @@ typedef struct halo_remote_link_t {
   uint32_t fd_count;
   // Messages counted in shared memory (halo_remote_link_send_counted,
   // halo_remote_link_count_receives); NULL: not counted.
-  _Atomic uint64_t *sent;             // the send side's count (send_mutex)
+  // The send side's count: set under both |send_mutex| and |outbox_mutex|,
+  // read under either.
+  _Atomic uint64_t *sent;
   const _Atomic uint64_t *peer_sent;  // the receiving side's view of it
   uint64_t received;                  // messages taken since counting began
   uint32_t looks;  // halo_remote_link_readable calls since its last poll
 } halo_remote_link_t;
 
 void halo_remote_link_initialize(halo_remote_link_t *link, int fd);
-// Closes the socket (and descriptors received but never claimed).
+// Closes the socket (and descriptors received but never claimed); the
+// outbox's writer ends (the socket is shut down first, so that it waits
+// for nothing) and what the outbox holds is dropped, its descriptors
+// closed. No other thread may send or post any more.
 void halo_remote_link_deinitialize(halo_remote_link_t *link);
 
 // Bounds how long one message's send may wait for the peer to read
@@ -418,12 +477,27 @@ void halo_remote_link_deinitialize(halo_remote_link_t *link);
 halo_status_t halo_remote_link_limit_sends(halo_remote_link_t *link,
                                            int64_t timeout_ns);
 
+// What the link does when its peer counts as hung (a send, or the outbox's
+// writer, found it read nothing within the send limit; or the outbox
+// passed its bound): |hung| is called once, after the link was shut down
+// (the device's proxy kills its worker). Before any send, as above.
+void halo_remote_link_on_hung(halo_remote_link_t *link,
+                              halo_remote_link_hung_fn hung, void *user_data);
+// Bounds the outbox (default HALO_REMOTE_OUTBOX_BYTES and
+// HALO_REMOTE_OUTBOX_FDS): a post that would queue more bytes, or more
+// descriptors, fails with RESOURCE_EXHAUSTED and the peer counts as hung.
+// Before any send, as above.
+void halo_remote_link_limit_outbox(halo_remote_link_t *link, size_t bytes,
+                                   uint32_t fds);
+
 // Sends one message: |parts| byte ranges back to back as the payload, and
-// |fd| (>= 0) attached. Any thread. UNAVAILABLE when the peer is gone.
-// DEADLINE_EXCEEDED when the socket has a send time limit
-// (halo_remote_link_limit_sends) and the peer read nothing for that long:
-// the link is then shut down (a peer that stopped reading is hung), so
-// that no later send waits for it again.
+// |fd| (>= 0, still the caller's) attached, after what the outbox holds
+// (each of those messages bounded as this one). Any thread. UNAVAILABLE
+// when the peer is gone. DEADLINE_EXCEEDED when the socket has a send time
+// limit (halo_remote_link_limit_sends) and the peer read nothing for that
+// long: the link is then shut down (a peer that stopped reading is hung),
+// so that no later send waits for it again; the caller handles the hang
+// (halo_remote_link_on_hung is for posts).
 typedef struct halo_remote_part_t {
   const void *data;
   size_t size;
@@ -432,6 +506,26 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
                                     uint64_t id,
                                     const halo_remote_part_t *parts,
                                     uint32_t part_count, int fd);
+
+// Posts one message (as halo_remote_link_send's arguments): it goes after
+// every message sent or posted before, without waiting for the peer or for
+// another thread's send. Written at once where the send lock is free, the
+// outbox empty and the socket has room; else the rest is copied (|fd|
+// duplicated) into the outbox, which a writer thread of the link's (started
+// as needed, ending after HALO_REMOTE_OUTBOX_IDLE_NS idle) or the next
+// send writes, each message bounded by the send limit as a send's (past
+// it: the link is shut down, and halo_remote_link_on_hung's callback
+// runs). Any thread. UNAVAILABLE once the link was shut down (the peer
+// is gone or hung; what the outbox held is dropped then);
+// RESOURCE_EXHAUSTED past the outbox's bound (the peer counts as hung) or
+// out of memory.
+halo_status_t halo_remote_link_post(halo_remote_link_t *link, uint32_t type,
+                                    uint64_t id,
+                                    const halo_remote_part_t *parts,
+                                    uint32_t part_count, int fd);
+// The messages and bytes the outbox holds now. Any thread.
+void halo_remote_link_outbox_size(halo_remote_link_t *link,
+                                  uint32_t *out_messages, size_t *out_bytes);
 
 // Waits until a message can be read: polls for |spin_ns| first (without
 // sleeping: a message that follows the last one closely is taken at once,
@@ -444,11 +538,14 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
 // Counting messages in shared memory, so that a receiver busy with other
 // work learns of a message by a load, not a system call (the device
 // worker's ring loop looks once per round). The sender counts each message
-// in |*counter| (seq_cst) before its first byte goes: a message is counted
-// before anything the sender does after sending it (a reply to a client
-// that follows a REVOKE is seen after the REVOKE's count). A send that
+// in |*counter| (seq_cst) before its first byte goes, or as it is queued
+// in the outbox: a message is counted before anything the sender does
+// after sending or posting it (a reply to a client that follows a REVOKE
+// is seen after the REVOKE's count), though its bytes may come later (the
+// receiver waits for them: halo_remote_link_counted_ahead). A send that
 // fails before its first byte takes its count back; one that fails after
-// it shuts the link down (a partial message cannot be framed).
+// it shuts the link down (a partial message cannot be framed), as does a
+// queued message that cannot be sent.
 // halo_remote_link_send_counted sends one message and counts it and every
 // later one, under one hold of the send mutex (no other message falls
 // between the start of counting and it); halo_remote_link_stop_counting
@@ -473,6 +570,16 @@ void halo_remote_link_count_receives(halo_remote_link_t *link,
 // poll. The receiving thread only.
 #define HALO_REMOTE_LINK_POLL_EVERY 1024u
 bool halo_remote_link_readable(halo_remote_link_t *link);
+// The peer's count now (0: not counted). The receiving thread only.
+uint64_t halo_remote_link_counted(const halo_remote_link_t *link);
+// Whether the peer counted messages this side has not taken yet, up to
+// |counted| (an earlier halo_remote_link_counted; a count the peer took
+// back since is not waited for): their bytes are on their way (being
+// written, or in the peer's outbox), and the caller waits for them with
+// halo_remote_link_wait before it acts on what the peer did after. The
+// receiving thread only.
+bool halo_remote_link_counted_ahead(const halo_remote_link_t *link,
+                                    uint64_t counted);
 // The next halo_remote_link_readable polls the socket (the caller saw it
 // readable or closed, e.g. in a poll(2) of its own).
 void halo_remote_link_poll_next(halo_remote_link_t *link);

@@ -726,10 +726,12 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
         halo_remote_link_send(&server.link, HALO_REMOTE_READY, 0, &part, 1, -1);
   }
   // Each round: the rings' tails first, then every link message readable
-  // now, then the rings' records up to those tails (a REVOKE the supervisor
-  // sent before its reply to a client is seen before any record the client
-  // published after that reply: halod counts it in the flight table before
-  // sending it, so the count this round reads covers it; remote_link.h).
+  // now, and those counted by then that have not arrived yet, then the
+  // rings' records up to those tails (a REVOKE the supervisor sent before
+  // its reply to a client is seen before any record the client published
+  // after that reply: halod counts it in the flight table before sending
+  // it, or as it queues it in the link's outbox, so the count this round
+  // reads covers it; remote_link.h).
   // A round that finds nothing makes no system call and reads the clock
   // once: its start is the last round's end. Idle for |poll_ns|: sleep on the
   // link and the doorbells; at once where the last two pieces of work came
@@ -741,10 +743,20 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   while (!status) {
     int64_t round_ns = now_ns;
     halo_remote_rings_snapshot(server.rings);
+    uint64_t counted = halo_remote_link_counted(&server.link);
     bool work = false;
     while (!status && halo_remote_link_readable(&server.link)) {
       status = halo_remote_serve_one(&server);
       work = true;
+    }
+    // A message counted but not arrived is on its way: being written, or
+    // in halod's outbox behind a call's send, which this loop reads too
+    // (so waiting here cannot hold halod's writer).
+    while (!status && halo_remote_link_counted_ahead(&server.link, counted)) {
+      if (halo_remote_link_wait(&server.link, 0, 1)) {
+        status = halo_remote_serve_one(&server);
+        work = true;
+      }
     }
     if (status) break;
     if (halo_remote_rings_drain(server.rings)) work = true;
