@@ -236,12 +236,33 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
   return status;
 }
 
+// Messages without a reply (destroys, deallocations, executions, the
+// ring's messages) are posted (remote_link.h): the loop thread sends most
+// of them, and must not wait for a worker that reads nothing, nor for a
+// call thread's send to it.
 static void halo_hal_remote_send_destroy(halo_hal_remote_device_t *device,
                                          uint32_t kind, uint64_t id) {
   halo_remote_object_t object = {.kind = kind, .id = id};
   halo_remote_part_t part = {&object, sizeof(object)};
-  halo_status_free(halo_remote_link_send(&device->link, HALO_REMOTE_DESTROY, 0,
+  halo_status_free(halo_remote_link_post(&device->link, HALO_REMOTE_DESTROY, 0,
                                          &part, 1, -1));
+}
+
+// The link found the worker hung (its outbox's writer waited the send
+// limit for it to read, or the outbox passed its bound; the link is shut
+// down already): kill it, as a control call does. Its reader reports the
+// loss. The thread that found it.
+static void halo_hal_remote_on_hung(void *user_data, halo_status_t status) {
+  halo_hal_remote_device_t *device = user_data;
+  pthread_mutex_lock(&device->mutex);
+  pid_t pid = device->pid;
+  char label[sizeof(device->label)];
+  memcpy(label, device->label, sizeof(label));
+  pthread_mutex_unlock(&device->mutex);
+  if (pid <= 0) return;
+  HALO_LOG_ERROR("%s: worker pid %d hung (%s); killing it", label, (int)pid,
+                 halo_status_message(status));
+  kill(pid, SIGKILL);
 }
 
 // ---------------------------------------------------------------- allocator
@@ -275,7 +296,7 @@ static void halo_hal_remote_deallocate(halo_hal_allocator_t *allocator,
       halo_hal_remote_allocator_device(allocator);
   halo_remote_allocate_t request = {.address = address, .size = size};
   halo_remote_part_t part = {&request, sizeof(request)};
-  halo_status_free(halo_remote_link_send(&device->link, HALO_REMOTE_DEALLOCATE,
+  halo_status_free(halo_remote_link_post(&device->link, HALO_REMOTE_DEALLOCATE,
                                          0, &part, 1, -1));
 }
 
@@ -327,7 +348,7 @@ static halo_status_t halo_hal_remote_register_host(
                                           (void *)(uintptr_t)size);
   pthread_mutex_unlock(&device->mutex);
   if (status) {
-    halo_status_free(halo_remote_link_send(
+    halo_status_free(halo_remote_link_post(
         &device->link, HALO_REMOTE_UNREGISTER_HOST, 0, &part, 1, -1));
     return status;
   }
@@ -344,7 +365,7 @@ static void halo_hal_remote_unregister_host(halo_hal_allocator_t *allocator,
   halo_u64_map_remove(&device->registrations, request.key);
   pthread_mutex_unlock(&device->mutex);
   halo_remote_part_t part = {&request, sizeof(request)};
-  halo_status_free(halo_remote_link_send(
+  halo_status_free(halo_remote_link_post(
       &device->link, HALO_REMOTE_UNREGISTER_HOST, 0, &part, 1, -1));
 }
 
@@ -747,7 +768,7 @@ static halo_status_t halo_hal_remote_queue_execute(
          sizeof(*execution->bindings) * execution->binding_count},
         {tail, tail_size},
     };
-    status = halo_remote_link_send(&device->link, HALO_REMOTE_EXECUTE, id,
+    status = halo_remote_link_post(&device->link, HALO_REMOTE_EXECUTE, id,
                                    parts, 3, -1);
     if (status) {
       status = halo_hal_remote_send_failed(device, status);
@@ -1299,6 +1320,9 @@ halo_status_t halo_hal_remote_device_start(
                   halo_status_message(limited));
     halo_status_free(limited);
   }
+  // What is posted to it waits in the link's outbox for as long; past that,
+  // or past the outbox's bound, it is killed as hung.
+  halo_remote_link_on_hung(&device->link, halo_hal_remote_on_hung, device);
   // The child gets its end as descriptor 3 (dup2 clears CLOEXEC).
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -1485,7 +1509,7 @@ halo_status_t halo_hal_remote_device_send(halo_hal_device_t *base_device,
   HALO_RETURN_IF_ERROR(halo_hal_remote_device_check_rings(device));
   halo_remote_part_t parts[2] = {{payload, length}, {tail, tail_length}};
   halo_status_t status =
-      halo_remote_link_send(&device->link, type, 0, parts, 2, fd);
+      halo_remote_link_post(&device->link, type, 0, parts, 2, fd);
   return status ? halo_hal_remote_send_failed(device, status) : NULL;
 }
 

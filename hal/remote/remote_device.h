@@ -17,9 +17,16 @@
 // gets its worker killed; it fails with DEADLINE_EXCEEDED, the others in
 // flight with DEVICE_LOST.
 //
+// Messages without a reply (an execution, a destroy or deallocation, the
+// ring's messages) are posted: they never wait for the worker, so the
+// daemon's loop can send them (remote_link.h). A worker that reads none of
+// them within a control call's bound (30 s), or leaves the link's outbox
+// full, is killed as hung, as one that does not answer a control call.
+//
 // Thread-safety: as the HAL interfaces say (devices thread-safe). Each
 // proxy runs one reader thread for the link, which calls completions, the
-// lost callback and, after a loss, waits for the last reference to go.
+// lost callback and, after a loss, waits for the last reference to go; its
+// link runs a writer thread while its outbox holds messages.
 #ifndef HALO_HAL_REMOTE_REMOTE_DEVICE_H_
 #define HALO_HAL_REMOTE_REMOTE_DEVICE_H_
 
@@ -131,8 +138,9 @@ void halo_hal_remote_device_complete_lost(halo_hal_device_t *device);
 // The session rings a worker drains itself (remote_link.h "rings"): the
 // daemon sends the RING_* messages and hears back through options.ring.
 
-// Sends a RING_* message (|fd| >= 0 attached). Any thread. UNAVAILABLE
-// once the worker is lost.
+// Posts a RING_* message (|fd| >= 0 attached, still the caller's): it
+// never waits for the worker (remote_link.h, halo_remote_link_post). Any
+// thread. UNAVAILABLE or DEVICE_LOST once the worker is lost.
 halo_status_t halo_hal_remote_device_send(halo_hal_device_t *device,
                                           uint32_t type, const void *payload,
                                           size_t length, const void *tail,

@@ -42,9 +42,10 @@
 //   the waiting ones succeed once the worker continues. The same with calls
 //   (6) below domain-calls.
 // - a send to a stopped worker: a 1 MiB write fills its link and the
-//   writer's session ends (its release waits to send on the loop); after
-//   the control call's bound (30 s) the send fails, the worker is killed as
-//   hung, and the other domain's allocation is answered.
+//   writer's session ends (its releases are queued for the link, not sent
+//   from the loop); the other domain's allocation is answered within
+//   BOUND_MS, the worker still stopped, and after the control call's bound
+//   (30 s) the write's send fails and the worker is killed as hung.
 // Local driver (cheap workers).
 #include <errno.h>
 #include <fcntl.h>
@@ -1252,14 +1253,15 @@ static void test_stop_while_calls_wait(void **state) {
   halo_test_raw_close(&writer);
 }
 
-// A send to a worker that reads nothing is bounded: a 1 MiB write to this
-// process's stopped worker fills the link, and its call thread waits in the
-// send; once the writer's session ends, the loop's release of its other
-// buffer waits to send to the same worker. Without a time limit on the
-// send, the loop (every domain) waited for as long as the worker stayed
-// stopped; now the send fails after the control call's bound (30 s), the
-// link is shut down and the worker killed as hung, and the other domain's
-// allocation is answered then, the worker still stopped.
+// A send to a worker that reads nothing holds nobody else: a 1 MiB write
+// to this process's stopped worker fills the link, and its call thread
+// waits in the send; once the writer's session ends, the loop releases its
+// other buffer, whose DEALLOCATE to the same worker goes to the link's
+// outbox instead of waiting on the link. The other domain's allocation is
+// answered within BOUND_MS, the worker still stopped (before: only once
+// the write's send failed, 31 s later). The write's send still fails after
+// the control call's bound (30 s): the link is shut down and the worker
+// killed as hung.
 static void test_send_to_a_stopped_worker_is_bounded(void **state) {
   state_t *test = *state;
   halo_test_daemon_t *daemon = &test->fixture->daemon;
@@ -1277,6 +1279,7 @@ static void test_send_to_a_stopped_worker_is_bounded(void **state) {
   snprintf(domain, sizeof(domain), "pid:%d", (int)getpid());
   pid_t worker = halo_test_admin_worker_pid(daemon, domain);
   stop_worker(test, worker);
+  int64_t stopped_at = halo_test_now_ns();
   nng_ctx context;
   nng_aio *aio;
   assert_int_equal(nng_ctx_open(&context, raw.socket), 0);
@@ -1291,7 +1294,7 @@ static void test_send_to_a_stopped_worker_is_bounded(void **state) {
   request.buffer_write = &write;
   context_send(context, aio, &request);
   halo_test_sleep_ms(SETTLE_MS);
-  // The writer's session ends: its release waits on the link.
+  // The writer's session ends: its releases go to the link's outbox.
   nng_aio_free(aio);
   nng_ctx_close(context);
   halo_test_raw_close(&raw);
@@ -1304,8 +1307,16 @@ static void test_send_to_a_stopped_worker_is_bounded(void **state) {
   print_message("the other domain's allocation: %d after %lld ms\n", code,
                 (long long)took_ms);
   assert_int_equal(code, HALO_STATUS_OK);
-  // The stopped worker was killed as hung (its link shut down).
-  assert_true(HALO_TEST_POLL(kill(worker, 0) != 0, 5000));
+  assert_true(took_ms < BOUND_MS * time_scale());
+  assert_int_equal(kill(worker, 0), 0);  // still there, still stopped
+  // The stopped worker is killed as hung once the write's send has waited
+  // the control call's bound (30 s from its start, about when the worker
+  // stopped).
+  assert_true(HALO_TEST_POLL(kill(worker, 0) != 0, 45000 * time_scale()));
+  int64_t killed_ms = (halo_test_now_ns() - stopped_at) / MS;
+  print_message("the stopped worker was killed after %lld ms\n",
+                (long long)killed_ms);
+  assert_true(killed_ms >= 25000);
   test->stopped = 0;
 }
 
