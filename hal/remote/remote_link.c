@@ -336,6 +336,7 @@ static halo_status_t halo_remote_link_flush(halo_remote_link_t *link,
     }
     pthread_mutex_lock(&link->outbox_mutex);
     entry->sent += written;
+    if (written > 0) link->outbox_progress_ns = halo_clock_now_ns();
     bool done = entry->sent == entry->size;
     if (done) {
       link->outbox_head = entry->next;
@@ -399,9 +400,17 @@ static halo_status_t halo_remote_link_enqueue(halo_remote_link_t *link,
                             "the device worker is gone");
   }
   size_t rest = size - skip;
-  if (link->outbox_bytes + sizeof(halo_remote_outbox_entry_t) + rest >
-          link->outbox_limit_bytes ||
-      (fd >= 0 && link->outbox_fds + 1 > link->outbox_limit_fds)) {
+  size_t bytes = link->outbox_bytes + sizeof(halo_remote_outbox_entry_t) + rest;
+  uint32_t fds = link->outbox_fds + (fd >= 0 ? 1 : 0);
+  bool over = bytes > link->outbox_limit_bytes ||
+              (fd >= 0 && fds > link->outbox_limit_fds);
+  if (over && link->send_limit_ns > 0 &&
+      bytes <= link->outbox_limit_bytes * HALO_REMOTE_OUTBOX_HARD &&
+      fds <= link->outbox_limit_fds * HALO_REMOTE_OUTBOX_HARD &&
+      halo_clock_now_ns() - link->outbox_progress_ns < link->send_limit_ns) {
+    over = false;  // past the bound, but the peer reads: a burst
+  }
+  if (over) {
     *out_hung = halo_remote_link_fail(link);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "the device worker left %zu bytes and %u "
@@ -462,6 +471,8 @@ static halo_status_t halo_remote_link_enqueue(halo_remote_link_t *link,
   if (counted && link->sent) {
     atomic_fetch_add_explicit(link->sent, 1, memory_order_seq_cst);
   }
+  // An outbox that was empty starts the peer's time to take from it.
+  if (!link->outbox_head) link->outbox_progress_ns = halo_clock_now_ns();
   if (front) {
     entry->next = link->outbox_head;
     link->outbox_head = entry;

@@ -390,12 +390,16 @@ typedef struct halo_remote_ring_value_t {
 #define HALO_REMOTE_LINK_BUFFER (64 * 1024)
 #define HALO_REMOTE_LINK_MAX_FDS 16
 // The outbox's default bound (halo_remote_link_limit_outbox): a peer that
-// leaves this much unread while messages keep coming is hung. A control
-// call's largest write or recording passes through the socket, not the
-// outbox; these are executions, releases and ring messages, a few hundred
-// bytes each.
+// leaves this much unread, and has taken nothing of it for the send limit,
+// while messages keep coming is hung. A control call's largest write or
+// recording passes through the socket, not the outbox; these are
+// executions, releases and ring messages, a few hundred bytes each (a
+// session that ends with 65,536 handles posts as many releases at once,
+// faster than any worker frees them: a peer that reads is never hung for
+// that, up to HALO_REMOTE_OUTBOX_HARD times the bound).
 #define HALO_REMOTE_OUTBOX_BYTES (16u << 20)
 #define HALO_REMOTE_OUTBOX_FDS 256u
+#define HALO_REMOTE_OUTBOX_HARD 16u
 // How long the outbox's writer thread waits for more before it ends.
 #define HALO_REMOTE_OUTBOX_IDLE_NS 1000000000ll
 
@@ -436,6 +440,9 @@ typedef struct halo_remote_link_t {
   uint32_t outbox_fds;
   size_t outbox_limit_bytes;
   uint32_t outbox_limit_fds;
+  // When the peer last took bytes of the outbox, or the outbox last became
+  // non-empty (CLOCK_MONOTONIC).
+  int64_t outbox_progress_ns;
   bool failed;
   bool writer_running;   // the writer thread works or waits for work
   bool writer_joinable;  // |writer| was started and not joined yet
@@ -485,7 +492,10 @@ void halo_remote_link_on_hung(halo_remote_link_t *link,
                               halo_remote_link_hung_fn hung, void *user_data);
 // Bounds the outbox (default HALO_REMOTE_OUTBOX_BYTES and
 // HALO_REMOTE_OUTBOX_FDS): a post that would queue more bytes, or more
-// descriptors, fails with RESOURCE_EXHAUSTED and the peer counts as hung.
+// descriptors, fails with RESOURCE_EXHAUSTED and the peer counts as hung,
+// unless the link has a send limit (halo_remote_link_limit_sends) and the
+// peer took some of the outbox within it: a peer that reads, however
+// slowly, is hung only past HALO_REMOTE_OUTBOX_HARD times the bound.
 // Before any send, as above.
 void halo_remote_link_limit_outbox(halo_remote_link_t *link, size_t bytes,
                                    uint32_t fds);

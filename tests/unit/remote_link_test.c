@@ -7,7 +7,9 @@
 // everything posted before it; a posted message is counted as it is
 // queued, and the receiver sees it counted ahead until it arrives; past
 // the outbox's bound a post fails and the peer counts as hung (once), as
-// it does when the outbox's writer waits the send limit for it; the
+// it does when the outbox's writer waits the send limit for it (with a
+// send limit, only while the peer takes nothing: a burst to a peer that
+// reads is queued); the
 // descriptors of queued messages are closed when the link fails and when
 // it is deinitialized.
 // clang-format off
@@ -293,6 +295,78 @@ static void test_outbox_descriptor_bound(void **state) {
   assert_int_equal(atomic_load(&test->hung_calls), 1);
 }
 
+// A peer that reads, however slowly, is not hung for a burst past the
+// outbox's bound (a session ending with thousands of handles posts as many
+// releases at once): with a send limit, the bound holds only while the
+// peer takes nothing.
+typedef struct reader_args_t {
+  test_t *test;
+  uint64_t count;
+  uint64_t received;  // in order, each its own id
+} reader_args_t;
+
+// Not cmocka's thread: counts what arrives in order, stops at the first
+// that does not.
+static void *slow_reader_main(void *argument) {
+  reader_args_t *args = argument;
+  for (uint64_t id = 1; id <= args->count; ++id) {
+    halo_remote_header_t header;
+    void *payload = NULL;
+    int fd = -1;
+    halo_status_t status =
+        halo_remote_link_receive(&args->test->receiver, &header, &payload, &fd);
+    free(payload);
+    if (fd >= 0) close(fd);
+    bool in_order = !status && header.id == id;
+    halo_status_free(status);
+    if (!in_order) break;
+    args->received = id;
+    usleep(100);
+  }
+  return NULL;
+}
+
+static void test_outbox_burst_to_a_reading_peer(void **state) {
+  test_t *test = *state;
+  assert_null(halo_remote_link_limit_sends(&test->sender, 2000 * MS));
+  halo_remote_link_limit_outbox(&test->sender, 64 * PAYLOAD_BYTES, 4);
+  // About 10 times the bound, posted at once (below the hard bound, 16
+  // times).
+  enum { BURST = 640 };
+  reader_args_t args = {.test = test, .count = BURST};
+  pthread_t reader;
+  assert_int_equal(pthread_create(&reader, NULL, slow_reader_main, &args), 0);
+  uint32_t most = 0;
+  for (uint64_t id = 1; id <= BURST; ++id) {
+    assert_null(post(test, id, -1));
+    uint32_t queued = outbox_messages(test);
+    if (queued > most) most = queued;
+  }
+  assert_int_equal(pthread_join(reader, NULL), 0);
+  assert_int_equal(args.received, BURST);
+  assert_true(most > 64);  // past the bound
+  assert_int_equal(atomic_load(&test->hung_calls), 0);
+}
+
+// With a send limit, a peer that takes nothing of an outbox past its bound
+// for that long is hung: the post that finds it fails.
+static void test_outbox_bound_with_a_send_limit(void **state) {
+  test_t *test = *state;
+  assert_null(halo_remote_link_limit_sends(&test->sender, 300 * MS));
+  halo_remote_link_limit_outbox(&test->sender, 64 * PAYLOAD_BYTES, 4);
+  int64_t start = halo_clock_now_ns();
+  uint64_t next = fill(test, 1, 0);
+  halo_status_t status = NULL;
+  while (!status && halo_clock_now_ns() - start < 10000 * MS) {
+    status = post(test, next++, -1);
+    if (outbox_messages(test) > 64) usleep(1000);
+  }
+  assert_non_null(status);
+  assert_true(halo_clock_now_ns() - start >= 300 * MS);
+  halo_status_free(status);
+  assert_true(POLL_UNTIL(atomic_load(&test->hung_calls) == 1, 5000));
+}
+
 // The outbox's writer waits the send limit for a peer that reads nothing,
 // then the peer counts as hung: the link is shut down, the outbox dropped
 // (its descriptor closed).
@@ -342,6 +416,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_outbox_descriptor_bound, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_writer_bound, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_outbox_burst_to_a_reading_peer,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_outbox_bound_with_a_send_limit,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_deinitialize_drops_the_outbox, setup,
                                       teardown),
   };
