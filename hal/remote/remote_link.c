@@ -149,6 +149,41 @@ void halo_remote_link_deinitialize(halo_remote_link_t *link) {
   pthread_mutex_destroy(&link->send_mutex);
 }
 
+// One sendmsg of |iov| with |flags|, the descriptor |fd| (>= 0) attached.
+static ssize_t halo_remote_link_sendmsg(int socket_fd, struct iovec *iov,
+                                        int count, int fd, int flags) {
+  struct msghdr message = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+  union {
+    struct cmsghdr header;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
+  if (fd >= 0) {
+    memset(&control, 0, sizeof(control));
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof(control.bytes);
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  }
+  return sendmsg(socket_fd, &message, flags);
+}
+
+// Moves |*iov| (|*count| entries) past |sent| bytes written.
+static void halo_remote_link_advance(struct iovec **iov, int *count,
+                                     size_t sent) {
+  while (*count > 0 && sent >= (*iov)->iov_len) {
+    sent -= (*iov)->iov_len;
+    ++*iov;
+    --*count;
+  }
+  if (*count > 0) {
+    (*iov)->iov_base = (char *)(*iov)->iov_base + sent;
+    (*iov)->iov_len -= sent;
+  }
+}
+
 // Sends every byte of |iov|; the descriptor goes with the first chunk.
 // |out_started|: whether any byte went (a failure after that leaves a
 // partial message on the stream). |limit_ns| (0: none): the socket's
@@ -161,23 +196,9 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
                                                bool *out_started) {
   *out_started = false;
   int64_t deadline_ns = limit_ns > 0 ? halo_clock_now_ns() + limit_ns : 0;
-  union {
-    struct cmsghdr header;
-    char bytes[CMSG_SPACE(sizeof(int))];
-  } control;
   while (count > 0) {
-    struct msghdr message = {.msg_iov = iov, .msg_iovlen = (size_t)count};
-    if (fd >= 0) {
-      memset(&control, 0, sizeof(control));
-      message.msg_control = control.bytes;
-      message.msg_controllen = sizeof(control.bytes);
-      struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
-      cmsg->cmsg_level = SOL_SOCKET;
-      cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-    }
-    ssize_t sent = sendmsg(socket_fd, &message, MSG_NOSIGNAL);
+    ssize_t sent =
+        halo_remote_link_sendmsg(socket_fd, iov, count, fd, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -199,16 +220,7 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
                                 "little within the send time limit");
       }
     }
-    size_t left = (size_t)sent;
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = (char *)iov->iov_base + left;
-      iov->iov_len -= left;
-    }
+    halo_remote_link_advance(&iov, &count, (size_t)sent);
   }
   return NULL;
 }
@@ -224,23 +236,9 @@ static halo_status_t halo_remote_link_send_now(int socket_fd,
   struct iovec iov_storage[HALO_REMOTE_MAX_PARTS];
   memcpy(iov_storage, parts, sizeof(*parts) * (size_t)count);
   struct iovec *iov = iov_storage;
-  union {
-    struct cmsghdr header;
-    char bytes[CMSG_SPACE(sizeof(int))];
-  } control;
   while (count > 0) {
-    struct msghdr message = {.msg_iov = iov, .msg_iovlen = (size_t)count};
-    if (fd >= 0) {
-      memset(&control, 0, sizeof(control));
-      message.msg_control = control.bytes;
-      message.msg_controllen = sizeof(control.bytes);
-      struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
-      cmsg->cmsg_level = SOL_SOCKET;
-      cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-    }
-    ssize_t sent = sendmsg(socket_fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t sent = halo_remote_link_sendmsg(socket_fd, iov, count, fd,
+                                            MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return NULL;
@@ -248,16 +246,7 @@ static halo_status_t halo_remote_link_send_now(int socket_fd,
     }
     fd = -1;
     *out_sent += (size_t)sent;
-    size_t left = (size_t)sent;
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = (char *)iov->iov_base + left;
-      iov->iov_len -= left;
-    }
+    halo_remote_link_advance(&iov, &count, (size_t)sent);
   }
   return NULL;
 }
