@@ -297,6 +297,16 @@ void halod_device_call_unpark(halod_t *daemon, halod_session_t *session) {
       halod_device_calls_count_place(calls, session->place_key, start, -1));
 }
 
+// |call| will not run (its request answered already): handed back to the
+// loop at once, cancelled, for its after step to release what it held.
+static void halod_device_calls_cancel(halod_device_calls_t *calls,
+                                      halod_device_call_t *call) {
+  call->cancelled = true;
+  pthread_mutex_lock(&calls->mutex);
+  halod_device_calls_push_done_locked(calls, call);
+  pthread_mutex_unlock(&calls->mutex);
+}
+
 static halo_status_t halod_device_calls_stopping(void) {
   return halo_status_make(HALO_STATUS_UNAVAILABLE,
                           "halod is stopping (SIGTERM: a stop or restart); "
@@ -402,11 +412,8 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
   if (session) session->call = call;
   if (calls->stopped) {
     // Nothing runs after the stop's answer: the after step releases.
-    call->cancelled = true;
     halod_device_call_reply_status(call, halod_device_calls_stopping());
-    pthread_mutex_lock(&calls->mutex);
-    halod_device_calls_push_done_locked(calls, call);
-    pthread_mutex_unlock(&calls->mutex);
+    halod_device_calls_cancel(calls, call);
     return;
   }
   if (!halo_hal_remote_device_is(call->device)) {
@@ -422,10 +429,7 @@ void halod_device_call_start(halod_t *daemon, halod_session_t *session,
       // Refused for now: nothing runs; the after step releases.
       halod_device_calls_refuse(daemon, session, context, status);
       call->context = NULL;
-      call->cancelled = true;
-      pthread_mutex_lock(&calls->mutex);
-      halod_device_calls_push_done_locked(calls, call);
-      pthread_mutex_unlock(&calls->mutex);
+      halod_device_calls_cancel(calls, call);
       return;
     }
     call->domain_key = session->domain->base_key;

@@ -415,10 +415,9 @@ static bool halod_executable_admit(halod_t *daemon, halod_session_t *session,
         session->domain->name, waiting, daemon->config.domain_loads);
   } else if (halod_executable_domain_waiting(daemon, 0) >=
                  daemon->config.loads ||
-             !(halod_server_held(context) || halod_server_hold(context))) {
+             !halod_server_hold(context)) {
     // Counted as well as held: the spares are shared with the requests
-    // waiting for workers (calls), which count theirs. A request that
-    // waited behind its session's call holds a spare already.
+    // waiting for workers (calls), which count theirs.
     status = halo_status_make(
         HALO_STATUS_RESOURCE_EXHAUSTED,
         "every one of halod's %u places for executable loads is taken "

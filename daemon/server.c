@@ -286,8 +286,12 @@ bool halod_server_hold(halod_server_context_t *context) {
   if (!server) return true;  // detached: holds nobody's place
   halod_server_context_t *spare = NULL;
   pthread_mutex_lock(&server->mutex);
-  if (!context->held && context->state == HALOD_CONTEXT_SERVING &&
-      !server->closing) {
+  if (context->held) {
+    // Held already (a request that waited for a worker, then loads).
+    pthread_mutex_unlock(&server->mutex);
+    return true;
+  }
+  if (context->state == HALOD_CONTEXT_SERVING && !server->closing) {
     for (uint32_t i = 0; i < server->context_count; ++i) {
       if (server->contexts[i].state == HALOD_CONTEXT_PARKED) {
         spare = &server->contexts[i];

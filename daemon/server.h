@@ -139,7 +139,8 @@ void halod_server_destroy(halod_server_t *server, int64_t deadline_ns);
 // that the socket still serves |contexts| other requests at once while this
 // one waits; |context| parks once its reply is sent. False when no spare is
 // parked (every spare holds a request, or the server stops): the request
-// then keeps its context as any other does. True for a detached context.
+// then keeps its context as any other does. True for a detached context,
+// and for one held already.
 bool halod_server_hold(halod_server_context_t *context);
 
 // Loop thread. Whether |context| is held (halod_server_hold), so that a

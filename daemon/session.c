@@ -155,9 +155,6 @@ static void halod_session_start_work(halod_device_call_t *call) {
   start->status = halo_hal_remote_device_wait_ready(call->device);
 }
 
-static void halod_session_refuse(halod_session_t *session,
-                                 halo_status_t status);
-
 // The loop: |start|'s worker of device |index| did not start (|status|):
 // it leaves the domain's slot, and once per session a new one starts in
 // its place (true: waited for next). Takes |status| where it returns true.

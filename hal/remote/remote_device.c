@@ -162,6 +162,21 @@ uint64_t halo_hal_remote_control_calls(void) {
                               memory_order_relaxed);
 }
 
+// A worker found hung (|how|: "in a control call", or why the link found
+// it): it is killed, and its reader reports the loss. Any thread, the
+// device's mutex not held.
+static void halo_hal_remote_kill_hung(halo_hal_remote_device_t *device,
+                                      const char *how) {
+  pthread_mutex_lock(&device->mutex);
+  pid_t pid = device->pid;
+  char label[sizeof(device->label)];
+  memcpy(label, device->label, sizeof(label));
+  pthread_mutex_unlock(&device->mutex);
+  if (pid <= 0) return;
+  HALO_LOG_ERROR("%s: worker pid %d hung %s; killing it", label, (int)pid, how);
+  kill(pid, SIGKILL);
+}
+
 // Sends a request and waits for its reply (at most |timeout_ns|: then the
 // worker is hung and killed). |out_values| (optional) receives the reply's
 // two values; |out_data| (optional) exactly |data_size| bytes of reply data.
@@ -220,14 +235,9 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
                                     device->label, (int)device->pid,
                                     (long long)(timeout_ns / 1000000000));
   }
-  pid_t pid = device->pid;
   pthread_mutex_unlock(&device->mutex);
   // A worker that cannot answer a control call is hung: replace it.
-  if (timed_out && pid > 0) {
-    HALO_LOG_ERROR("%s: worker pid %d hung in a control call; killing it",
-                   device->label, (int)pid);
-    kill(pid, SIGKILL);
-  }
+  if (timed_out) halo_hal_remote_kill_hung(device, "in a control call");
   if (!status) status = call.status;
   if (!status && out_values) {
     out_values[0] = call.values[0];
@@ -253,16 +263,9 @@ static void halo_hal_remote_send_destroy(halo_hal_remote_device_t *device,
 // down already): kill it, as a control call does. Its reader reports the
 // loss. The thread that found it.
 static void halo_hal_remote_on_hung(void *user_data, halo_status_t status) {
-  halo_hal_remote_device_t *device = user_data;
-  pthread_mutex_lock(&device->mutex);
-  pid_t pid = device->pid;
-  char label[sizeof(device->label)];
-  memcpy(label, device->label, sizeof(label));
-  pthread_mutex_unlock(&device->mutex);
-  if (pid <= 0) return;
-  HALO_LOG_ERROR("%s: worker pid %d hung (%s); killing it", label, (int)pid,
-                 halo_status_message(status));
-  kill(pid, SIGKILL);
+  char how[512];
+  snprintf(how, sizeof(how), "(%s)", halo_status_message(status));
+  halo_hal_remote_kill_hung(user_data, how);
 }
 
 // ---------------------------------------------------------------- allocator

@@ -56,6 +56,11 @@ halo_status_t halo_remote_link_limit_sends(halo_remote_link_t *link,
 
 // ---------------------------------------------------------------- outbox
 
+// What a send or post to a link that failed (or closed) returns.
+static halo_status_t halo_remote_link_gone(void) {
+  return halo_status_make(HALO_STATUS_UNAVAILABLE, "the device worker is gone");
+}
+
 // What an entry costs the outbox's bound: its bytes and its bookkeeping, so
 // that many small messages are bounded too.
 static size_t halo_remote_outbox_cost(const halo_remote_outbox_entry_t *entry) {
@@ -251,33 +256,38 @@ static halo_status_t halo_remote_link_send_now(int socket_fd,
   return NULL;
 }
 
-// Frames a message: the header, filled in, and |parts| as |iov| (empty
-// parts left out); |out_size| its bytes.
-static halo_status_t halo_remote_link_frame(halo_remote_header_t *header,
+// A message framed for writing: the header, filled in, and the parts after
+// it as |iov| (empty parts left out); |size| its bytes. |iov| points into
+// the frame: it is not copied.
+typedef struct halo_remote_frame_t {
+  halo_remote_header_t header;
+  struct iovec iov[HALO_REMOTE_MAX_PARTS];
+  int count;
+  size_t size;
+} halo_remote_frame_t;
+
+static halo_status_t halo_remote_link_frame(halo_remote_frame_t *frame,
                                             uint32_t type, uint64_t id,
                                             const halo_remote_part_t *parts,
-                                            uint32_t part_count,
-                                            struct iovec *iov, int *out_count,
-                                            size_t *out_size) {
+                                            uint32_t part_count) {
   if (part_count + 1 > HALO_REMOTE_MAX_PARTS) {
     return halo_status_make(HALO_STATUS_INTERNAL,
                             "a worker message of %u parts", part_count);
   }
-  memset(header, 0, sizeof(*header));
-  header->type = type;
-  header->id = id;
-  iov[0].iov_base = header;
-  iov[0].iov_len = sizeof(*header);
-  int count = 1;
+  memset(&frame->header, 0, sizeof(frame->header));
+  frame->header.type = type;
+  frame->header.id = id;
+  frame->iov[0].iov_base = &frame->header;
+  frame->iov[0].iov_len = sizeof(frame->header);
+  frame->count = 1;
   for (uint32_t i = 0; i < part_count; ++i) {
-    header->length += parts[i].size;
+    frame->header.length += parts[i].size;
     if (parts[i].size == 0) continue;
-    iov[count].iov_base = (void *)parts[i].data;
-    iov[count].iov_len = parts[i].size;
-    ++count;
+    frame->iov[frame->count].iov_base = (void *)parts[i].data;
+    frame->iov[frame->count].iov_len = parts[i].size;
+    ++frame->count;
   }
-  *out_count = count;
-  *out_size = sizeof(*header) + header->length;
+  frame->size = sizeof(frame->header) + frame->header.length;
   return NULL;
 }
 
@@ -297,8 +307,7 @@ static halo_status_t halo_remote_link_flush(halo_remote_link_t *link,
       halo_remote_outbox_entry_t *dropped = halo_remote_link_take_outbox(link);
       pthread_mutex_unlock(&link->outbox_mutex);
       halo_remote_outbox_free(dropped);
-      return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                              "the device worker is gone");
+      return halo_remote_link_gone();
     }
     halo_remote_outbox_entry_t *entry = link->outbox_head;
     pthread_mutex_unlock(&link->outbox_mutex);
@@ -385,8 +394,7 @@ static halo_status_t halo_remote_link_enqueue(halo_remote_link_t *link,
                                               bool counted, bool *out_hung) {
   *out_hung = false;
   if (link->failed) {
-    return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                            "the device worker is gone");
+    return halo_remote_link_gone();
   }
   size_t rest = size - skip;
   size_t bytes = link->outbox_bytes + sizeof(halo_remote_outbox_entry_t) + rest;
@@ -486,12 +494,9 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
                                             uint32_t type, uint64_t id,
                                             const halo_remote_part_t *parts,
                                             uint32_t part_count, int fd) {
-  halo_remote_header_t header;
-  struct iovec iov[HALO_REMOTE_MAX_PARTS];
-  int count = 0;
-  size_t size = 0;
-  HALO_RETURN_IF_ERROR(halo_remote_link_frame(&header, type, id, parts,
-                                              part_count, iov, &count, &size));
+  halo_remote_frame_t frame;
+  HALO_RETURN_IF_ERROR(
+      halo_remote_link_frame(&frame, type, id, parts, part_count));
   // The two processes of a link order their work by its messages: a worker's
   // driver thread sends COMPLETE (a load thread, REPLY) once it is done with
   // the objects it used, and the supervisor sends DESTROY or DEALLOCATE for
@@ -505,8 +510,7 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
   pthread_mutex_lock(&link->send_mutex);
   halo_status_t status = NULL;
   if (link->fd < 0) {
-    status =
-        halo_status_make(HALO_STATUS_UNAVAILABLE, "the device worker is gone");
+    status = halo_remote_link_gone();
   }
   // What was posted before goes first, each message within the send limit
   // as this one (a peer that read nothing for that long is hung: the
@@ -521,8 +525,7 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
     bool empty = !link->outbox_head;
     if (empty && counter) link->sent = counter;
     if (link->failed) {
-      status = halo_status_make(HALO_STATUS_UNAVAILABLE,
-                                "the device worker is gone");
+      status = halo_remote_link_gone();
     }
     pthread_mutex_unlock(&link->outbox_mutex);
     if (empty || !counter) break;
@@ -538,7 +541,7 @@ halo_status_t halo_remote_link_send_counted(halo_remote_link_t *link,
       atomic_fetch_add_explicit(link->sent, 1, memory_order_seq_cst);
     }
     bool started = false;
-    status = halo_remote_link_send_all(link->fd, iov, count, fd,
+    status = halo_remote_link_send_all(link->fd, frame.iov, frame.count, fd,
                                        link->send_limit_ns, &started);
     bool hung =
         status && halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED;
@@ -614,15 +617,11 @@ halo_status_t halo_remote_link_post(halo_remote_link_t *link, uint32_t type,
                                     uint64_t id,
                                     const halo_remote_part_t *parts,
                                     uint32_t part_count, int fd) {
-  halo_remote_header_t header;
-  struct iovec iov[HALO_REMOTE_MAX_PARTS];
-  int count = 0;
-  size_t size = 0;
-  HALO_RETURN_IF_ERROR(halo_remote_link_frame(&header, type, id, parts,
-                                              part_count, iov, &count, &size));
+  halo_remote_frame_t frame;
+  HALO_RETURN_IF_ERROR(
+      halo_remote_link_frame(&frame, type, id, parts, part_count));
   if (link->fd < 0) {
-    return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                            "the device worker is gone");
+    return halo_remote_link_gone();
   }
   // Under TSan: see halo_remote_link_send_counted (the message leaves this
   // thread here, whichever thread writes it).
@@ -630,14 +629,15 @@ halo_status_t halo_remote_link_post(halo_remote_link_t *link, uint32_t type,
   halo_status_t status = NULL;
   bool hung = false;
   if (pthread_mutex_trylock(&link->send_mutex) == 0) {
-    status = halo_remote_link_post_locked(link, iov, count, size, fd, &hung);
+    status = halo_remote_link_post_locked(link, frame.iov, frame.count,
+                                          frame.size, fd, &hung);
     pthread_mutex_unlock(&link->send_mutex);
   } else {
     // Another thread is sending (perhaps waiting for a peer that reads
     // nothing): queued behind what it sends, counted now.
     pthread_mutex_lock(&link->outbox_mutex);
-    status = halo_remote_link_enqueue(link, iov, count, size, 0, fd, false,
-                                      true, &hung);
+    status = halo_remote_link_enqueue(link, frame.iov, frame.count, frame.size,
+                                      0, fd, false, true, &hung);
     pthread_mutex_unlock(&link->outbox_mutex);
   }
   if (hung) halo_remote_link_report_hung(link, status);
@@ -791,12 +791,6 @@ halo_status_t halo_remote_link_receive(halo_remote_link_t *link,
   return NULL;
 }
 
-static int64_t halo_remote_link_now_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec;
-}
-
 uint64_t halo_remote_link_counted(const halo_remote_link_t *link) {
   return link->peer_sent
              ? atomic_load_explicit(link->peer_sent, memory_order_seq_cst)
@@ -837,10 +831,10 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
                            int timeout_ms) {
   if (link->in_end > link->in_start) return true;  // read ahead
   struct pollfd poll_fd = {.fd = link->fd, .events = POLLIN};
-  int64_t spin_until = halo_remote_link_now_ns() + spin_ns;
+  int64_t spin_until = halo_clock_now_ns() + spin_ns;
   do {
     if (poll(&poll_fd, 1, 0) == 1) return true;
-  } while (spin_ns > 0 && halo_remote_link_now_ns() < spin_until);
+  } while (spin_ns > 0 && halo_clock_now_ns() < spin_until);
   if (timeout_ms == 0) return false;  // looked just now (the loop's check)
   int ready;
   do {
