@@ -8,16 +8,15 @@
 
 #include "common/status.h"
 
-halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
-                           int fd) {
-  struct iovec iov = {.iov_base = (void *)data, .iov_len = length};
+ssize_t halo_fd_sendmsg(int socket_fd, struct iovec *iov, int count, int fd,
+                        int flags) {
+  struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)count};
   union {
     char buffer[CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
   } control;
-  memset(&control, 0, sizeof(control));
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
   if (fd >= 0) {
+    memset(&control, 0, sizeof(control));
     msg.msg_control = control.buffer;
     msg.msg_controllen = sizeof(control.buffer);
     struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
@@ -26,9 +25,15 @@ halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
     cmsg->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
   }
+  return sendmsg(socket_fd, &msg, flags);
+}
+
+halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
+                           int fd) {
+  struct iovec iov = {.iov_base = (void *)data, .iov_len = length};
   ssize_t sent;
   do {
-    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+    sent = halo_fd_sendmsg(socket_fd, &iov, 1, fd, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
   if (sent < 0) return halo_status_from_errno(errno, "fd channel sendmsg");
   if ((size_t)sent != length) {

@@ -18,6 +18,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "halo/status.h"
 
@@ -48,6 +50,12 @@ typedef struct halo_fd_reply_t {
   uint64_t size;  // bytes of the memfd passed with the reply
   char message[240];
 } halo_fd_reply_t;
+
+// One sendmsg(2) of |iov| (|count| entries) with |flags|, and, if |fd| >=
+// 0, the descriptor as SCM_RIGHTS; its result (errno set on -1). For any
+// stream or datagram socket (the fd channel, a device worker's link).
+ssize_t halo_fd_sendmsg(int socket_fd, struct iovec *iov, int count, int fd,
+                        int flags);
 
 // Sends |length| bytes and, if |fd| >= 0, the descriptor as SCM_RIGHTS.
 halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fd_channel.h"
 #include "common/status.h"
 #include "common/tsan.h"
 
@@ -154,27 +155,6 @@ void halo_remote_link_deinitialize(halo_remote_link_t *link) {
   pthread_mutex_destroy(&link->send_mutex);
 }
 
-// One sendmsg of |iov| with |flags|, the descriptor |fd| (>= 0) attached.
-static ssize_t halo_remote_link_sendmsg(int socket_fd, struct iovec *iov,
-                                        int count, int fd, int flags) {
-  struct msghdr message = {.msg_iov = iov, .msg_iovlen = (size_t)count};
-  union {
-    struct cmsghdr header;
-    char bytes[CMSG_SPACE(sizeof(int))];
-  } control;
-  if (fd >= 0) {
-    memset(&control, 0, sizeof(control));
-    message.msg_control = control.bytes;
-    message.msg_controllen = sizeof(control.bytes);
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-  }
-  return sendmsg(socket_fd, &message, flags);
-}
-
 // Moves |*iov| (|*count| entries) past |sent| bytes written.
 static void halo_remote_link_advance(struct iovec **iov, int *count,
                                      size_t sent) {
@@ -202,8 +182,7 @@ static halo_status_t halo_remote_link_send_all(int socket_fd, struct iovec *iov,
   *out_started = false;
   int64_t deadline_ns = limit_ns > 0 ? halo_clock_now_ns() + limit_ns : 0;
   while (count > 0) {
-    ssize_t sent =
-        halo_remote_link_sendmsg(socket_fd, iov, count, fd, MSG_NOSIGNAL);
+    ssize_t sent = halo_fd_sendmsg(socket_fd, iov, count, fd, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -242,8 +221,8 @@ static halo_status_t halo_remote_link_send_now(int socket_fd,
   memcpy(iov_storage, parts, sizeof(*parts) * (size_t)count);
   struct iovec *iov = iov_storage;
   while (count > 0) {
-    ssize_t sent = halo_remote_link_sendmsg(socket_fd, iov, count, fd,
-                                            MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t sent =
+        halo_fd_sendmsg(socket_fd, iov, count, fd, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return NULL;
