@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 The halo Authors
+"""bench/plot.py over a CSV with tenant cases measured in several rounds
+(scripts/gpu-bench's HALO_GPU_ROUNDS): each case's table row and goal are
+its median round's, and the row's note names every round's figure.
+
+    bench_plot_test.py SOURCE_DIR
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HEADER = ("workload,name,impl,clients,n,p50_us,p99_us,mean_us,per_second,"
+          "cpu_us,daemon_cpu_us,memory_mib,ms,program,note\n")
+
+
+def tenants(impl, clients, per_second, note=""):
+    figure = "" if per_second is None else f"{per_second:.3f}"
+    return (f'T8,"{clients} tenants, 20 us kernel + wait",{impl},{clients},'
+            f',32.0,41.0,32.5,{figure},1.0,0.2,,,halo-bench-tenants,'
+            f'"{note}"\n')
+
+
+def main():
+    source = sys.argv[1]
+    rows = [
+        # Rounds in the order gpu-bench runs them: halo, MPS, alternating.
+        tenants("halod", 8, 240000),
+        tenants("mps", 8, 260000),
+        tenants("halod", 64, 230000),
+        tenants("mps", 64, 500000, "16 of 64 clients failed"),
+        tenants("halod", 8, 180000),
+        tenants("mps", 8, 100000),
+        tenants("halod", 64, None, "set-up failed"),
+        tenants("mps", 64, 520000, "16 of 64 clients failed"),
+        tenants("halod", 8, 250000),
+        tenants("mps", 8, 262000),
+        tenants("halod", 64, 290000),
+        tenants("mps", 64, 510000, "16 of 64 clients failed"),
+        tenants("streams", 8, 230000),
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        csv_path = os.path.join(folder, "gpu-bench.csv")
+        table_path = os.path.join(folder, "gpu-bench.md")
+        with open(csv_path, "w") as file:
+            file.write(HEADER + "".join(rows))
+        subprocess.run([sys.executable,
+                        os.path.join(source, "bench", "plot.py"), csv_path,
+                        "--table", table_path],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(table_path) as file:
+            table = file.read()
+    lines = table.splitlines()
+    failures = []
+
+    def expect(what, found):
+        if not found:
+            failures.append(what)
+
+    t8_rows = [line for line in lines if line.startswith("| 8 tenants")
+               or line.startswith("| 64 tenants")]
+    # One row per case, not one per round.
+    expect("4 tenant rows of halod and mps (got %d)" % len(
+        [r for r in t8_rows if "| halod |" in r or "| mps |" in r]),
+        len([r for r in t8_rows if "| halod |" in r or "| mps |" in r]) == 4)
+    halo8 = [r for r in t8_rows if r.startswith("| 8 tenants") and
+             "| halod |" in r]
+    expect("halo x8's median round 240,000 with every round in its note",
+           halo8 and "| 240,000 |" in halo8[0] and
+           "median of 3 rounds (240,000, 180,000, 250,000 steps/s)"
+           in halo8[0])
+    # MPS x8's median is 260,000: halo x8 / MPS x8 = 0.92x.
+    expect("halo x8 against MPS x8's median round: 0.92x",
+           halo8 and "| 0.92x |" in halo8[0])
+    halo64 = [r for r in t8_rows if r.startswith("| 64 tenants") and
+              "| halod |" in r]
+    # A failed round is listed and not counted: the lower median of the two
+    # measured ones.
+    expect("halo x64: the lower median of its two measured rounds, the "
+           "failed one named",
+           halo64 and "| 230,000 |" in halo64[0] and
+           "(230,000, failed, 290,000 steps/s)" in halo64[0])
+    goal = [line for line in lines if line.startswith("| T64:")]
+    expect("T64's goal from the medians: 230,000 against 510,000 = 0.45x",
+           goal and "230,000 /s against 510,000 = 0.45x" in goal[0])
+    streams = [r for r in t8_rows if "| streams |" in r]
+    expect("a case of one round keeps its row and note as they were",
+           streams and "median" not in streams[0] and
+           "| 230,000 |" in streams[0])
+    if failures:
+        print(table)
+        for failure in failures:
+            print("FAILED:", failure)
+        return 1
+    print("bench/plot.py: median rounds as expected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
