@@ -250,12 +250,16 @@ M1_COLUMNS = (
 
 
 def m1_cases(rows):
-    """{(impl, clients): {name: row}} in the order of the rows."""
+    """{(impl, clients): {name: row}} in the order of the rows; of a case
+    measured in several rounds (HALO_GPU_ROUNDS), the first round's: the
+    rounds after it start on a fresh halod, whose growth as the first
+    clients arrive the first round's halod had behind it (its log names
+    every round's)."""
     cases = {}
     for row in rows:
         if row["workload"] == "M1":
-            cases.setdefault((row["impl"], row["clients"]), {})[
-                row["name"]] = row
+            cases.setdefault((row["impl"], row["clients"]), {}).setdefault(
+                row["name"], row)
     return cases
 
 

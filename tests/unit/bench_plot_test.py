@@ -23,15 +23,22 @@ def tenants(impl, clients, per_second, note=""):
             f'"{note}"\n')
 
 
+def memory(impl, clients, per_client):
+    return (f'M1,"per additional client",{impl},{clients},,,,,,,,'
+            f'{per_client:.3f},,halo-bench-tenants,""\n')
+
+
 def main():
     source = sys.argv[1]
     rows = [
         # Rounds in the order gpu-bench runs them: halo, MPS, alternating.
         tenants("halod", 8, 240000),
+        memory("halod", 8, 0.0),
         tenants("mps", 8, 260000),
         tenants("halod", 64, 230000),
         tenants("mps", 64, 500000, "16 of 64 clients failed"),
         tenants("halod", 8, 180000),
+        memory("halod", 8, 2.6),
         tenants("mps", 8, 100000),
         tenants("halod", 64, None, "set-up failed"),
         tenants("mps", 64, 520000, "16 of 64 clients failed"),
@@ -89,6 +96,10 @@ def main():
     expect("a case of one round keeps its row and note as they were",
            streams and "median" not in streams[0] and
            "| 230,000 |" in streams[0])
+    # M1 is the first round's (the later rounds start on a fresh halod).
+    m1 = [line for line in lines if line.startswith("| M1:")]
+    expect("M1 from the first round: 0.00 MiB",
+           m1 and "| 0.00 MiB" in m1[0])
     if failures:
         print(table)
         for failure in failures:
