@@ -92,14 +92,10 @@ void measure(CUfunction function, CUstream stream, int nodes, const Case &c) {
 
 int main() {
   CUdevice device;
-  CUcontext context;
   CUmodule module;
   CUfunction function;
   CUstream stream;
-  CD(cuInit(0));
-  CD(cuDeviceGet(&device, 0));
-  CD(cuDevicePrimaryCtxRetain(&context, device));
-  CD(cuCtxSetCurrent(context));
+  probe_primary_context(&device);
   CD(cuModuleLoadData(&module, kPtx));
   CD(cuModuleGetFunction(&function, module, "k"));
   CD(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));

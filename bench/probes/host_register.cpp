@@ -106,11 +106,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   CUdevice device;
-  CUcontext context;
-  CD(cuInit(0));
-  CD(cuDeviceGet(&device, 0));
-  CD(cuDevicePrimaryCtxRetain(&context, device));
-  CD(cuCtxSetCurrent(context));
+  probe_primary_context(&device);
   char *window = nullptr;
   if (mode == "window") {
     // A 2 MiB-aligned window inside a 4 MiB reservation.

@@ -3,8 +3,8 @@
 // What the stand-alone probes of this folder share: a check of a driver
 // call (CD) and of a runtime call (CK, where cuda_runtime.h came first),
 // each printing the call and its error and exiting, and a clock in
-// seconds, and the tally of tenants' closed loops. Header-only: each probe
-// is still built on its own.
+// seconds, the tally of tenants' closed loops, and device 0's primary
+// context. Header-only: each probe is still built on its own.
 #ifndef HALO_BENCH_PROBES_PROBE_H_
 #define HALO_BENCH_PROBES_PROBE_H_
 
@@ -76,6 +76,17 @@ static inline u64 probe_tally(const std::vector<u64> &steps,
   *rate = total / elapsed;
   *p50_us = all.empty() ? 0 : 1e6 * all[all.size() / 2];
   return total;
+}
+
+// Device 0's primary context, made current on this thread (the driver
+// initialized first); |device| receives the device.
+static inline CUcontext probe_primary_context(CUdevice *device) {
+  CUcontext context;
+  CD(cuInit(0));
+  CD(cuDeviceGet(device, 0));
+  CD(cuDevicePrimaryCtxRetain(&context, *device));
+  CD(cuCtxSetCurrent(context));
+  return context;
 }
 
 #endif  // HALO_BENCH_PROBES_PROBE_H_
