@@ -56,8 +56,10 @@ def load(path):
 def median_rounds(rows):
     """The tenant cases measured in several rounds (scripts/gpu-bench's
     HALO_GPU_ROUNDS) as one row each: the round with the median steps/s
-    (the lower one of an even count), its note naming every round's figure
-    in the order they ran. Other rows are kept as they are, in order."""
+    (the lower one of an even count; a round without a figure, named as
+    failed, is not counted), its note naming every round's figure in the
+    order they ran; a case whose every round failed keeps its first row,
+    noted so. Other rows are kept as they are, in order."""
     groups = {}
     order = []
     for row in rows:
@@ -75,16 +77,25 @@ def median_rounds(rows):
             merged.append(item)
             continue
         group = groups[item]
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
         measured = sorted((row for row in group
                            if not math.isnan(row["per_second"])),
                           key=lambda row: row["per_second"])
-        if len(group) == 1 or not measured:
-            merged.append(group[0])
+        if not measured:
+            row = dict(group[0])
+            reasons = "; ".join(r["note"] for r in group if r["note"])
+            row["note"] = f"all {len(group)} rounds failed" + \
+                (f": {reasons}" if reasons else "")
+            merged.append(row)
             continue
         median = dict(measured[(len(measured) - 1) // 2])
         figures = ", ".join(fmt(row["per_second"]) or "failed"
                             for row in group)
-        note = f"median of {len(group)} rounds ({figures} steps/s)"
+        counted = f"{len(group)} rounds" if len(measured) == len(group) \
+            else f"{len(measured)} measured rounds of {len(group)}"
+        note = f"median of {counted} ({figures} steps/s)"
         median["note"] = f"{note}; {median['note']}" if median["note"] \
             else note
         merged.append(median)

@@ -20,15 +20,16 @@
 
 typedef unsigned long long u64;
 
-#define CD(x)                                               \
-  do {                                                      \
-    CUresult r_ = (x);                                      \
-    if (r_) {                                               \
-      const char *s_;                                       \
-      cuGetErrorString(r_, &s_);                            \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_); \
-      exit(1);                                              \
-    }                                                       \
+#define CD(x)                                          \
+  do {                                                 \
+    CUresult r_ = (x);                                 \
+    if (r_) {                                          \
+      const char *s_ = NULL;                           \
+      cuGetErrorString(r_, &s_);                       \
+      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
+             s_ ? s_ : "an unknown CUresult");         \
+      exit(1);                                         \
+    }                                                  \
   } while (0)
 
 #ifdef __CUDA_RUNTIME_H__
