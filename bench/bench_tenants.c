@@ -35,10 +35,13 @@
 //       over every client, the clients' CPU per step (getrusage, all
 //       threads), halod's CPU per step (/proc, halo only).
 //   M1  GPU memory in use on device 0 (NVML) before the clients, with the
-//       first client set up, with all N: per additional client =
-//       (all - first) / (N - 1); NVML's per-process figures for the client
-//       processes (halo's hold no context: NVML does not list them) and for
-//       halod with 1 and with N clients.
+//       first client set up (read once the figure has held still for 0.6 s,
+//       at most 5 s: what the first client set going in the background,
+//       such as halod's replacement of the spare worker its first session
+//       took, counts as the first client's), with all N: per additional
+//       client = (all - first) / (N - 1); NVML's per-process figures for the
+//       client processes (halo's hold no context: NVML does not list them) and
+//       for halod with 1 and with N clients.
 // --memory-stages (halo): the clients after the first pause after each
 // step of their set-up (connect, executable, buffer, command buffer, queue,
 // semaphore, warm-up) while the parent reads the GPU memory in use: M1
@@ -221,6 +224,21 @@ static double nvml_used_mib(void) {
   nvml_memory_t memory;
   if (!nvml.device || nvml.memory(nvml.device, &memory) != 0) return NAN;
   return (double)memory.used / (1024.0 * 1024.0);
+}
+
+// Returns once device 0's memory in use has held still for three reads
+// 200 ms apart, or after 5 s, or at |deadline_ns|; at once without NVML.
+static void nvml_wait_still(int64_t deadline_ns) {
+  if (!nvml.device) return;
+  int64_t until = bench_now_ns() + 5000000000ll;
+  if (until > deadline_ns) until = deadline_ns;
+  double last = nvml_used_mib();
+  for (int still = 0; still < 3 && bench_now_ns() < until;) {
+    usleep(200000);
+    double now = nvml_used_mib();
+    still = fabs(now - last) < 0.5 ? still + 1 : 0;
+    last = now;
+  }
 }
 
 // Processes on device 0 (compute and MPS lists together), at most |cap|.
@@ -729,6 +747,7 @@ static int run_case(void) {
   int64_t deadline = setup_start + (int64_t)(options.setup_timeout * 1e9);
   // The first client alone, then the others.
   bool in_time = wait_settled(pids, process_count, 1, deadline);
+  if (in_time) nvml_wait_still(deadline);
   memory_snapshot(first);
   futex_set(&g_shared->phase, 1);
   // --memory-stages: GPU memory after each set-up step of the others.

@@ -262,10 +262,9 @@ M1_COLUMNS = (
 
 def m1_cases(rows):
     """{(impl, clients): {name: row}} in the order of the rows; of a case
-    measured in several rounds (HALO_GPU_ROUNDS), the first round's: the
-    rounds after it start on a fresh halod, whose growth as the first
-    clients arrive the first round's halod had behind it (its log names
-    every round's)."""
+    measured in several rounds (HALO_GPU_ROUNDS), the first round's, the
+    main flow's, as in the runs before the rounds (the log and the CSV
+    have every round's)."""
     cases = {}
     for row in rows:
         if row["workload"] == "M1":
