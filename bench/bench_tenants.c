@@ -226,19 +226,21 @@ static double nvml_used_mib(void) {
   return (double)memory.used / (1024.0 * 1024.0);
 }
 
-// Returns once device 0's memory in use has held still for three reads
-// 200 ms apart, or after 5 s, or at |deadline_ns|; at once without NVML.
-static void nvml_wait_still(int64_t deadline_ns) {
-  if (!nvml.device) return;
-  int64_t until = bench_now_ns() + 5000000000ll;
-  if (until > deadline_ns) until = deadline_ns;
+// Returns once device 0's memory in use has read the same (within 0.5
+// MiB) 200, 400 and 600 ms after a first read, or after about 5 s; at once
+// without NVML or when a read fails. Returns the nanoseconds it waited.
+static int64_t nvml_wait_still(void) {
+  if (!nvml.device) return 0;
+  int64_t start = bench_now_ns();
   double last = nvml_used_mib();
-  for (int still = 0; still < 3 && bench_now_ns() < until;) {
+  for (int still = 0;
+       still < 3 && !isnan(last) && bench_now_ns() - start < 5000000000ll;) {
     usleep(200000);
     double now = nvml_used_mib();
     still = fabs(now - last) < 0.5 ? still + 1 : 0;
     last = now;
   }
+  return bench_now_ns() - start;
 }
 
 // Processes on device 0 (compute and MPS lists together), at most |cap|.
@@ -747,7 +749,10 @@ static int run_case(void) {
   int64_t deadline = setup_start + (int64_t)(options.setup_timeout * 1e9);
   // The first client alone, then the others.
   bool in_time = wait_settled(pids, process_count, 1, deadline);
-  if (in_time) nvml_wait_still(deadline);
+  // The wait is not the set-up's: the others' deadline and the set-up
+  // time reported leave it out.
+  int64_t still_ns = in_time ? nvml_wait_still() : 0;
+  deadline += still_ns;
   memory_snapshot(first);
   futex_set(&g_shared->phase, 1);
   // --memory-stages: GPU memory after each set-up step of the others.
@@ -775,7 +780,7 @@ static int run_case(void) {
   }
   if (staged) futex_set(&g_shared->phase, kStageCount + 2);
   in_time = in_time && wait_settled(pids, process_count, (uint32_t)n, deadline);
-  double setup_s = (double)(bench_now_ns() - setup_start) / 1e9;
+  double setup_s = (double)(bench_now_ns() - setup_start - still_ns) / 1e9;
   if (!in_time) {
     // Clients still setting up: failed (their processes are killed; with
     // streams the whole process goes).
