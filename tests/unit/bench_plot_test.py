@@ -75,41 +75,43 @@ def main():
     expect("4 tenant rows of halod and mps (got %d)" % len(
         [r for r in t8_rows if "| halod |" in r or "| mps |" in r]),
         len([r for r in t8_rows if "| halod |" in r or "| mps |" in r]) == 4)
-    halo8 = [r for r in t8_rows if r.startswith("| 8 tenants") and
-             "| halod |" in r]
+    def case_row(impl, clients):
+        """The table's one row of a case, or "" (none, or several)."""
+        found = [r for r in t8_rows if r.startswith(f"| {clients} tenants")
+                 and f"| {impl} |" in r]
+        return found[0] if len(found) == 1 else ""
+
+    halo8 = case_row("halod", 8)
     expect("halo x8's median round 240,000 with every round in its note, "
            "then the round's own note",
-           halo8 and "| 240,000 |" in halo8[0] and
+           "| 240,000 |" in halo8 and
            "median of 3 rounds (180,000, 240,000, 250,000 steps/s); "
-           "per client 30000 /s" in halo8[0])
+           "per client 30000 /s" in halo8)
     # The row is the median round's (the second), every column: not the
     # first round's or the last's p50.
     expect("halo x8's step p50 is its median round's (31.5 us)",
-           halo8 and "| 240,000 | 31.5 |" in halo8[0])
+           "| 240,000 | 31.5 |" in halo8)
     # MPS x8's median is 260,000: halo x8 / MPS x8 = 0.92x.
     expect("halo x8 against MPS x8's median round: 0.92x",
-           halo8 and "| 0.92x |" in halo8[0])
-    halo64 = [r for r in t8_rows if r.startswith("| 64 tenants") and
-              "| halod |" in r]
+           "| 0.92x |" in halo8)
+    halo64 = case_row("halod", 64)
     # A failed round is listed and not counted: the lower median of the two
     # measured ones.
     expect("halo x64: the lower median of its two measured rounds, the "
            "failed one named",
-           halo64 and "| 230,000 |" in halo64[0] and
+           "| 230,000 |" in halo64 and
            "median of 2 measured rounds of 3 (230,000, failed, 290,000 "
-           "steps/s)" in halo64[0])
-    native = [r for r in t8_rows if "| native |" in r]
+           "steps/s)" in halo64)
     expect("a case whose every round failed: one row, noted with the "
            "rounds' reasons",
-           len(native) == 1 and "all 2 rounds failed: round 1: set-up "
-           "failed; round 2: set-up failed" in native[0])
+           "all 2 rounds failed: round 1: set-up failed; round 2: set-up "
+           "failed" in case_row("native", 8))
     goal = [line for line in lines if line.startswith("| T64:")]
     expect("T64's goal from the medians: 230,000 against 510,000 = 0.45x",
            goal and "230,000 /s against 510,000 = 0.45x" in goal[0])
-    streams = [r for r in t8_rows if "| streams |" in r]
+    streams = case_row("streams", 8)
     expect("a case of one round keeps its row and note as they were",
-           streams and "median" not in streams[0] and
-           "| 230,000 |" in streams[0])
+           "| 230,000 |" in streams and "median" not in streams)
     # M1 is the first round's (the later rounds start on a fresh halod).
     m1 = [line for line in lines if line.startswith("| M1:")]
     expect("M1 from the first round: 0.00 MiB",
