@@ -25,6 +25,7 @@
 #include "common/fd_channel.h"
 #include "common/wire.h"
 #include "halo/halo.h"
+#include "tests/support/test_poll.h"
 
 // How long a test waits for something that should happen "at once" (a
 // daemon noticing a dead client, a child waking up) before failing.
@@ -37,20 +38,6 @@ int64_t halo_test_now_ns(void);
 
 // Sleeps |ms| milliseconds (only between polls of a condition).
 void halo_test_sleep_ms(int ms);
-
-// Polls |condition| every millisecond until it holds or |timeout_ms|
-// passes; evaluates to whether it held.
-#define HALO_TEST_POLL(condition, timeout_ms)                    \
-  ({                                                             \
-    int64_t halo__deadline =                                     \
-        halo_test_now_ns() + (int64_t)(timeout_ms)*HALO_TEST_MS; \
-    bool halo__held;                                             \
-    while (!(halo__held = (condition)) &&                        \
-           halo_test_now_ns() < halo__deadline) {                \
-      halo_test_sleep_ms(1);                                     \
-    }                                                            \
-    halo__held;                                                  \
-  })
 
 // Fails the test if |status| is not OK, printing its code and message.
 #define HALO_TEST_ASSERT_OK(expr) \

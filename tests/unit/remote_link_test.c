@@ -35,6 +35,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "tests/support/test_poll.h"
 
 #define MS 1000000ll
 // A message's payload; enough of them fill the socket many times over.
@@ -42,18 +43,6 @@
 #define MESSAGES 1024u
 // How long a post may take (generous: sanitizer builds).
 #define POST_BOUND_NS (200 * MS)
-
-// Whether |condition| holds within |timeout_ms|.
-#define POLL_UNTIL(condition, timeout_ms)                                   \
-  ({                                                                        \
-    int64_t poll_deadline = halo_clock_now_ns() + (int64_t)(timeout_ms)*MS; \
-    bool poll_held;                                                         \
-    while (!(poll_held = (condition)) &&                                    \
-           halo_clock_now_ns() < poll_deadline) {                           \
-      usleep(1000);                                                         \
-    }                                                                       \
-    poll_held;                                                              \
-  })
 
 typedef struct test_t {
   halo_remote_link_t sender;
@@ -265,7 +254,7 @@ static void test_outbox_bound(void **state) {
   halo_status_free(status);
   // The writer drops the outbox: the queued descriptor is closed.
   assert_true(pipe_closed(test, 5000));
-  assert_true(POLL_UNTIL(outbox_messages(test) == 0, 5000));
+  assert_true(HALO_TEST_POLL(outbox_messages(test) == 0, 5000));
   assert_int_equal(atomic_load(&test->hung_calls), 1);
   // The peer reads what was written, then the end.
   for (uint64_t id = 1;; ++id) {
@@ -364,7 +353,7 @@ static void test_outbox_bound_with_a_send_limit(void **state) {
   assert_non_null(status);
   assert_true(halo_clock_now_ns() - start >= 300 * MS);
   halo_status_free(status);
-  assert_true(POLL_UNTIL(atomic_load(&test->hung_calls) == 1, 5000));
+  assert_true(HALO_TEST_POLL(atomic_load(&test->hung_calls) == 1, 5000));
 }
 
 // The outbox's writer waits the send limit for a peer that reads nothing,
@@ -378,7 +367,7 @@ static void test_writer_bound(void **state) {
   assert_null(post(test, next++, test->pipe_write));
   close(test->pipe_write);
   test->pipe_write = -1;
-  assert_true(POLL_UNTIL(atomic_load(&test->hung_calls) == 1, 10000));
+  assert_true(HALO_TEST_POLL(atomic_load(&test->hung_calls) == 1, 10000));
   assert_true(halo_clock_now_ns() - start >= 200 * MS);
   assert_int_equal(atomic_load(&test->hung_code),
                    HALO_STATUS_DEADLINE_EXCEEDED);
