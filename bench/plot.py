@@ -55,51 +55,40 @@ def load(path):
 
 def median_rounds(rows):
     """The tenant cases measured in several rounds (scripts/gpu-bench's
-    HALO_GPU_ROUNDS) as one row each: the round with the median steps/s
-    (the lower one of an even count; a round without a figure, named as
-    failed, is not counted), its note naming every round's figure in the
-    order they ran; a case whose every round failed keeps its first row,
-    noted so. Other rows are kept as they are, in order."""
+    HALO_GPU_ROUNDS) as one row each, where the case first came: the round
+    with the median steps/s (the lower one of an even count; a round
+    without a figure, named as failed, is not counted), its note naming
+    every round's figure in the order they ran; a case whose every round
+    failed keeps its first row, noted so. Other rows are kept as they
+    are."""
     groups = {}
-    order = []
-    for row in rows:
-        if row["workload"] != "T8":
-            order.append(row)
-            continue
-        key = (row["name"], row["impl"], row["clients"])
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(row)
-    merged = []
-    for item in order:
-        if isinstance(item, dict):
-            merged.append(item)
-            continue
-        group = groups[item]
-        if len(group) == 1:
-            merged.append(group[0])
-            continue
-        measured = sorted((row for row in group
-                           if not math.isnan(row["per_second"])),
-                          key=lambda row: row["per_second"])
-        if not measured:
-            row = dict(group[0])
-            reasons = "; ".join(r["note"] for r in group if r["note"])
-            row["note"] = f"all {len(group)} rounds failed" + \
-                (f": {reasons}" if reasons else "")
-            merged.append(row)
-            continue
-        median = dict(measured[(len(measured) - 1) // 2])
-        figures = ", ".join(fmt(row["per_second"]) or "failed"
-                            for row in group)
-        counted = f"{len(group)} rounds" if len(measured) == len(group) \
-            else f"{len(measured)} measured rounds of {len(group)}"
-        note = f"median of {counted} ({figures} steps/s)"
-        median["note"] = f"{note}; {median['note']}" if median["note"] \
-            else note
-        merged.append(median)
-    return merged
+    for i, row in enumerate(rows):
+        key = (row["name"], row["impl"], row["clients"]) \
+            if row["workload"] == "T8" else i
+        groups.setdefault(key, []).append(row)
+    return [median_round(group) for group in groups.values()]
+
+
+def median_round(group):
+    """One case's rounds (median_rounds) as its row."""
+    if len(group) == 1:
+        return group[0]
+    measured = sorted((row for row in group
+                       if not math.isnan(row["per_second"])),
+                      key=lambda row: row["per_second"])
+    if not measured:
+        row = dict(group[0])
+        reasons = "; ".join(r["note"] for r in group if r["note"])
+        row["note"] = f"all {len(group)} rounds failed" + \
+            (f": {reasons}" if reasons else "")
+        return row
+    median = dict(measured[(len(measured) - 1) // 2])
+    figures = ", ".join(fmt(row["per_second"]) or "failed" for row in group)
+    counted = f"{len(group)} rounds" if len(measured) == len(group) \
+        else f"{len(measured)} measured rounds of {len(group)}"
+    note = f"median of {counted} ({figures} steps/s)"
+    median["note"] = f"{note}; {median['note']}" if median["note"] else note
+    return median
 
 
 def fmt(value, digits=1):
