@@ -15,7 +15,11 @@
 // fence only measured, never to be dropped); and without a graph: the
 // kernel by cuLaunchKernel, then the store kernel launched with the value
 // as its parameter (11) or cuStreamWriteValue64 (12), a one-dispatch
-// recording's path without cuGraphLaunch.
+// recording's path without cuGraphLaunch; and a graph ending in an event
+// record node, polled with cuEventQuery by the issuing thread (13) or by a
+// relay thread that then stores the value as the store kernel would (15:
+// halo's completion thread in place of the GPU's store), or in a memset
+// node writing 1 into a word the host clears before the launch (14).
 // It prints the host's issue cost per execution, the latency of one
 // tenant's closed loop (0 and 20 us kernels), and the steps/s of 8 and 16
 // tenants (20 us kernels) issued by one thread or by a thread each; the
@@ -108,7 +112,10 @@ enum Mode {
   STORE_EAGER = 9,
   STORE_EAGER_NOFENCE = 10,
   LAUNCH_STORE = 11,
-  LAUNCH_WRITE = 12
+  LAUNCH_WRITE = 12,
+  EVENT_NODE = 13,
+  MEMSET_FIXED = 14,
+  EVENT_RELAY = 15
 };
 static const char *names[] = {"graph + cuStreamWriteValue64",
                               "graph with store kernel node (ticket)",
@@ -122,7 +129,10 @@ static const char *names[] = {"graph + cuStreamWriteValue64",
                               "store node, count and first pair read at once",
                               "store node read at once, no fence (unsafe)",
                               "cuLaunchKernel + store kernel launch",
-                              "cuLaunchKernel + cuStreamWriteValue64"};
+                              "cuLaunchKernel + cuStreamWriteValue64",
+                              "graph with event record node, cuEventQuery",
+                              "graph with memset node writing 1, host resets",
+                              "event record node, a relay thread stores"};
 struct T {
   cudaGraphExec_t exec;
   cudaGraph_t g;
@@ -184,6 +194,18 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
                                  : cudaGraphKernelNodePortProgrammatic;
     e.type = cudaGraphDependencyTypeProgrammatic;
     CK(cudaGraphAddDependencies(t.g, &n, &t.snode, &e, 1));
+  } else if (m == EVENT_NODE || m == EVENT_RELAY) {
+    CUgraphNode dep = (CUgraphNode)n, node;
+    CD(cuGraphAddEventRecordNode(&node, (CUgraph)t.g, &dep, 1, (CUevent)t.ev));
+  } else if (m == MEMSET_FIXED) {
+    cudaMemsetParams ms = {};
+    ms.dst = (void *)dev_flag;
+    ms.value = 1;
+    ms.elementSize = 4;
+    ms.width = 1;
+    ms.height = 1;
+    cudaGraphNode_t node;
+    CK(cudaGraphAddMemsetNode(&node, t.g, &n, 1, &ms));
   } else if (m == MEMOP_SET || m == MEMOP_FIXED) {
     CUstreamBatchMemOpParams op = {};
     op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
@@ -202,8 +224,13 @@ static void make(T &t, Mode m, u64 ns, u64 *dev_out, u64 *host_flag,
 // Whether the execution that stored |value| (MEMOP_FIXED: the constant 1
 // into the word the host set to 0 before its launch) has landed.
 static bool landed(const T &t, Mode m, u64 value) {
+  if (m == EVENT_NODE) {
+    CUresult r = cuEventQuery((CUevent)t.ev);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) CD(r);
+    return r == CUDA_SUCCESS;
+  }
   u64 word = *(volatile u64 *)t.host_flag;
-  return m == MEMOP_FIXED ? word == 1 : word == value;
+  return m == MEMOP_FIXED || m == MEMSET_FIXED ? word == 1 : word == value;
 }
 // WRITE_SPLIT: the issuing thread launches and hands each store to a
 // second thread (one producer, one consumer), which makes the
@@ -242,7 +269,7 @@ static void issue(T &t, Mode m, u64 value) {
     }
     return;
   }
-  if (m == MEMOP_FIXED) *(volatile u64 *)t.host_flag = 0;
+  if (m == MEMOP_FIXED || m == MEMSET_FIXED) *(volatile u64 *)t.host_flag = 0;
   if (m == STORE_NODE || m == STORE_PDL || m == STORE_PDL_PROG ||
       m == STORE_EAGER || m == STORE_EAGER_NOFENCE) {
     t.ticket[0] = 1;
@@ -271,6 +298,30 @@ static void issue(T &t, Mode m, u64 value) {
     g_store_head.store(head + 1, std::memory_order_release);
   }
   if (m == EVENT) CK(cudaEventRecord(t.ev, t.st));
+  // EVENT_RELAY: the launch recorded the event; the relay may now copy
+  // |value| to the word once the event is reached.
+  if (m == EVENT_RELAY)
+    __atomic_store_n(&((u64 *)t.ticket)[3], value, __ATOMIC_RELEASE);
+}
+// EVENT_RELAY: a second thread (halo's completion thread) polls each
+// tenant's event after its launch and stores the launched value into the
+// tenant's word (the semaphore page), as the store kernel would.
+static std::atomic<bool> g_relay_stop{false};
+static void relay_main(std::vector<T> *ts) {
+  CD(cuCtxSetCurrent((*ts)[0].ctx));
+  std::vector<u64> relayed(ts->size(), 0);
+  while (!g_relay_stop.load(std::memory_order_acquire)) {
+    for (size_t i = 0; i < ts->size(); ++i) {
+      T &t = (*ts)[i];
+      u64 launched = __atomic_load_n(&((u64 *)t.ticket)[3], __ATOMIC_ACQUIRE);
+      if (launched == relayed[i]) continue;
+      CUresult r = cuEventQuery((CUevent)t.ev);
+      if (r == CUDA_ERROR_NOT_READY) continue;
+      CD(r);
+      *(volatile u64 *)t.host_flag = launched;
+      relayed[i] = launched;
+    }
+  }
 }
 // A closed loop of 20 us kernels for 1.5 s: K tenants, each its own graph,
 // on S streams (tenant i on stream i % S: queues sharing a stream, as
@@ -291,7 +342,11 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
     own[i] = ts[i].st;
     if (S < K) ts[i].st = own[i % S];
   }
-  std::thread storer;
+  std::thread storer, relay;
+  if (m == EVENT_RELAY) {
+    g_relay_stop = false;
+    relay = std::thread(relay_main, &ts);
+  }
   if (m == WRITE_SPLIT) {
     g_store_head = 0;
     g_store_tail = 0;
@@ -346,6 +401,10 @@ static void closed_loop(int K, int S, Mode m, int threads, u64 *dev, F1 flag,
     g_store_stop = true;
     storer.join();
   }
+  if (m == EVENT_RELAY) {
+    g_relay_stop = true;
+    relay.join();
+  }
   CK(cudaDeviceSynchronize());
   char issuers[32];
   snprintf(issuers, sizeof(issuers), "%d threads", threads);
@@ -382,10 +441,10 @@ int main(int argc, char **argv) {
     for (const char *p = loops; *p;) {
       int K, S, m, threads, used = 0;
       // At most 64 tenants (the buffers above), 1..K streams, a mode that
-      // stores (0-2, 4-12: not 3, the event; 8 only with one
+      // stores (0-2, 4-15: not 3, the event; 8 only with one
       // issuing thread: its store thread takes from one producer).
       if (sscanf(p, "%d:%d:%d:%d%n", &K, &S, &m, &threads, &used) != 4 ||
-          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 12 || m == 3 ||
+          K < 1 || K > 64 || S < 1 || S > K || m < 0 || m > 15 || m == 3 ||
           threads < 0 || threads > K || (m == 8 && threads != 0)) {
         fprintf(stderr,
                 "LOOPS: '%s' is not K:S:MODE:THREADS with 1 <= K "
@@ -400,8 +459,8 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  for (int m : {0, 1, 2, 3, 5, 7, 11,
-                12}) {  // host issue cost, 0 ns kernel, sync every 256
+  for (int m : {0, 1, 2, 3, 5, 7, 11, 12, 13,
+                14}) {  // host issue cost, 0 ns kernel, sync every 256
     T t;
     make(t, (Mode)m, 0, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
     issue(t, (Mode)m, 1);
@@ -414,17 +473,23 @@ int main(int argc, char **argv) {
     CK(cudaStreamSynchronize(t.st));
     double us = 1e6 * (now() - t0) / N;
     printf("issue cost %-48s %6.3f us (last value %llu, want %d)\n", names[m],
-           us, m != 3 ? *(volatile u64 *)flag(0) : 0ull,
-           m == 3   ? 0
-           : m == 7 ? 1
-                    : N + 1);
+           us, m != 3 && m != 13 && m != 15 ? *(volatile u64 *)flag(0) : 0ull,
+           m == 3 || m == 13   ? 0
+           : m == 7 || m == 14 ? 1
+                               : N + 1);
   }
   for (u64 ns : {0ull, 20000ull})
-    for (int m : {0, 1, 2, 4, 5, 6, 7, 9, 10, 11, 12}) {
+    for (int m : {0, 1, 2, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15}) {
       CK(cudaDeviceSynchronize());
       memset(host, 0, 1 << 20);
       T t;
       make(t, (Mode)m, ns, dev, flag(0), flagd(0), (u64 *)tick(0), tickd(0));
+      std::vector<T> one(1, t);
+      std::thread relay;
+      if (m == EVENT_RELAY) {
+        g_relay_stop = false;
+        relay = std::thread(relay_main, &one);
+      }
       u64 v = 0;
       std::vector<double> lat;
       for (int i = 0; i < 3000; i++) {
@@ -434,6 +499,10 @@ int main(int argc, char **argv) {
         }
         lat.push_back(now() - a);
       }
+      if (m == EVENT_RELAY) {
+        g_relay_stop = true;
+        relay.join();
+      }
       std::sort(lat.begin(), lat.end());
       printf("one tenant, %5llu ns kernel, %-44s p50 %6.2f us  p99 %6.2f us\n",
              ns, names[m], 1e6 * lat[lat.size() / 2],
@@ -441,7 +510,7 @@ int main(int argc, char **argv) {
     }
   if (getenv("LAT_ONLY")) return 0;
   for (int K : {8, 16})
-    for (int m : {0, 1, 2, 5, 7, 11, 12})
+    for (int m : {0, 1, 2, 5, 7, 11, 12, 13, 14, 15})
       for (int threads = 0; threads < 2; threads++)
         closed_loop(K, K, (Mode)m, threads, dev, flag, flagd, tick, tickd,
                     host);
