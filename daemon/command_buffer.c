@@ -738,6 +738,7 @@ typedef struct halod_command_buffer_call_t {
   // it too (executions of queue 0 then need no control call on the loop).
   bool default_queue;
   halo_hal_queue_t *queue_hal;
+  halo_status_t queue_status;  // why the call made no queue
   // A memo hit waiting for that queue: answered with it (held).
   halod_command_buffer_t *shared;
 } halod_command_buffer_call_t;
@@ -755,6 +756,7 @@ static void halod_command_buffer_call_free(
     halod_t *daemon, halod_command_buffer_call_t *create) {
   if (create->preparing) halod_recorder_release(&create->recorder);
   if (create->queue_hal) halo_hal_queue_destroy(create->queue_hal);
+  halo_status_free(create->queue_status);
   if (create->shared) halod_command_buffer_release(daemon, create->shared);
   halod_entry_lookups_release(daemon, &create->lookups);
   halo_status_free(create->status);
@@ -959,10 +961,11 @@ static void halod_command_buffer_prepare_work(halod_device_call_t *call) {
   create->status = device->vtable->prepare_command_buffer(
       device, &create->recorder.recording, &create->hal);
   if (!create->status && create->default_queue) {
-    // Without it now, the first execution of queue 0 makes it (the call
-    // then waits on the loop): not this request's failure.
-    halo_status_free(
-        device->vtable->create_queue(device, 0, &create->queue_hal));
+    // Without it, the session's executions of queue 0 on the device fail
+    // until its next command buffer makes it (halod_submission_queue):
+    // not this request's failure.
+    create->queue_status =
+        device->vtable->create_queue(device, 0, &create->queue_hal);
   }
 }
 
@@ -973,8 +976,17 @@ static void halod_command_buffer_adopt_queue(
     halod_command_buffer_call_t *create, halo_hal_device_t *device) {
   halo_hal_queue_t *hal = create->queue_hal;
   create->queue_hal = NULL;
-  if (!hal) return;
   uint32_t index = create->recorder.device;
+  if (create->queue_status) {
+    if (session) {
+      HALO_LOG_WARN("session %llu: making its default queue on device %u: %s",
+                    (unsigned long long)session->id, index,
+                    halo_status_message(create->queue_status));
+    }
+    halo_status_free(create->queue_status);
+    create->queue_status = NULL;
+  }
+  if (!hal) return;
   if (!session || session->lost_reason || session->default_queues[index]) {
     halo_hal_queue_destroy(hal);
     return;
@@ -986,8 +998,8 @@ static void halod_command_buffer_adopt_queue(
 // A call thread: only the session's default queue (a memo hit).
 static void halod_command_buffer_queue_work(halod_device_call_t *call) {
   halod_command_buffer_call_t *create = (halod_command_buffer_call_t *)call;
-  halo_status_free(
-      call->device->vtable->create_queue(call->device, 0, &create->queue_hal));
+  create->queue_status =
+      call->device->vtable->create_queue(call->device, 0, &create->queue_hal);
 }
 
 static void halod_command_buffer_answer(halod_t *daemon,

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/workers.h"
 #include "hal/remote/remote_device.h"
 
 const char *halod_submission_kind_name(halod_submission_kind_t kind) {
@@ -118,6 +119,23 @@ static halo_status_t halod_submission_queue(halod_t *daemon,
     return NULL;
   }
   if (!session->default_queues[device]) {
+    // A worker's device: its default queue is made off the loop with the
+    // session's first command buffer there, and again with each next one
+    // while it is missing (the creation failed: out of memory, the worker
+    // gone or hung). Made here, the worker's answer (up to its 30 s bound)
+    // would hold every session's requests on the loop.
+    halo_hal_device_t *hal_device = NULL;
+    HALO_RETURN_IF_ERROR(
+        halod_domain_device(daemon, session->domain, device, &hal_device));
+    if (halo_hal_remote_device_is(hal_device)) {
+      return halo_status_make(
+          HALO_STATUS_UNAVAILABLE,
+          "the session has no default queue on device %u: making it with "
+          "the session's command buffer failed (halod's log says why); "
+          "create another command buffer to retry, or execute on a queue "
+          "of the session's own",
+          device);
+    }
     HALO_RETURN_IF_ERROR(halod_queue_create(daemon, session, device, 0,
                                             &session->default_queues[device]));
   }
