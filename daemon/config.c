@@ -216,6 +216,18 @@ static const halod_config_entry_t halod_config_entries[] = {
      "queues, so queues share a stream only when there are more queues than "
      "this, and a queue on a shared stream can wait behind the other queues' "
      "work there"},
+    // The default is the CUDA driver's HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES.
+    {"cuda-graph-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, cuda_graph_bytes),
+     "4294967296", 1048576, UINT64_MAX, NULL, START,
+     "device memory the CUDA graphs of one device worker's recordings may "
+     "take on its GPU, by halo's estimate per graph instance (about 128 KiB, "
+     "120 KiB a command that runs beside others between two barriers, 4 KiB "
+     "one alone). A trust domain's recordings share it: past it idle "
+     "instances of other recordings are destroyed to make room, an "
+     "execution waits for an instance of its own recording to come back, "
+     "and one whose recording has no instance and finds no room fails with "
+     "RESOURCE_EXHAUSTED. The driver keeps what it took for destroyed "
+     "instances and hands it to later ones"},
     {"nice", HALOD_NUMBER(HALOD_CONFIG_NICE, nice), "-10", 0, 0, NULL, START,
      "scheduling niceness (-20 to 19) of halod and its device workers, set "
      "at start: their threads issue every tenant's work and see it finish, "

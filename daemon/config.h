@@ -61,6 +61,7 @@ typedef struct halod_config_t {
   uint64_t ring_bytes;                // submission ring capacity (power of two)
   char cuda_completion[16];           // thread | host_func
   uint32_t cuda_streams;              // streams per priority per device
+  uint64_t cuda_graph_bytes;          // graph instances' memory per worker
   char cache_directory[256];          // compiled GPU code; "" for none
   char device_workers[16];            // process | inline
   char trust_domain[16];              // uid | process | cgroup

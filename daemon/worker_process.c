@@ -67,6 +67,7 @@ int halod_worker_main(int argc, char **argv) {
   const char *log_level = "info";
   long device_index = 0;
   long streams = 0;
+  unsigned long long graph_bytes = 0;
   long poll_us = 0;
   long linger_us = 0;
   long supervisor = 0;
@@ -82,6 +83,8 @@ int halod_worker_main(int argc, char **argv) {
       completion = value;
     } else if (strcmp(argv[i], "--cuda-streams") == 0) {
       streams = strtol(value, NULL, 10);
+    } else if (strcmp(argv[i], "--cuda-graph-bytes") == 0) {
+      graph_bytes = strtoull(value, NULL, 10);
     } else if (strcmp(argv[i], "--cache-directory") == 0) {
       cache_directory = value;
     } else if (strcmp(argv[i], "--poll-us") == 0) {
@@ -108,6 +111,7 @@ int halod_worker_main(int argc, char **argv) {
       .driver = driver,
       .cuda_completion = completion,
       .cuda_streams = (uint32_t)streams,
+      .cuda_graph_bytes = graph_bytes,
       .cache_directory = cache_directory,
       .has_device_filter = true,
       .device_filter = (uint32_t)device_index,

@@ -114,7 +114,7 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
   snprintf(device_text, sizeof(device_text), "%u", index);
   char poll_text[16];
   snprintf(poll_text, sizeof(poll_text), "%u", daemon->config.worker_poll_us);
-  const char *argv[24];
+  const char *argv[32];
   int argc = 0;
   argv[argc++] = "halod";
   argv[argc++] = "--worker";
@@ -144,6 +144,11 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
            daemon->config.cuda_streams);
   argv[argc++] = "--cuda-streams";
   argv[argc++] = streams_text;
+  char graph_bytes_text[24];
+  snprintf(graph_bytes_text, sizeof(graph_bytes_text), "%llu",
+           (unsigned long long)daemon->config.cuda_graph_bytes);
+  argv[argc++] = "--cuda-graph-bytes";
+  argv[argc++] = graph_bytes_text;
   if (daemon->config.cache_directory[0]) {
     argv[argc++] = "--cache-directory";
     argv[argc++] = daemon->config.cache_directory;
@@ -600,6 +605,7 @@ halo_status_t halod_workers_start(halod_t *daemon) {
       .driver = daemon->config.driver,
       .cuda_completion = daemon->config.cuda_completion,
       .cuda_streams = daemon->config.cuda_streams,
+      .cuda_graph_bytes = daemon->config.cuda_graph_bytes,
       .cache_directory = daemon->config.cache_directory,
   };
   HALO_RETURN_IF_ERROR(

@@ -40,6 +40,9 @@ typedef struct halo_hal_registry_options_t {
   // CUDA: streams per priority level that a device's queues share; 0 for
   // the default (16).
   uint32_t cuda_streams;
+  // CUDA: device memory a device's graph instances may take (halo's
+  // estimate); 0 for the default (4 GiB).
+  uint64_t cuda_graph_bytes;
   // Compiled code on disk (CUDA: NVRTC and PTX JIT results; the driver's
   // CUDA_CACHE_PATH below it). NULL or "" for none.
   const char *cache_directory;

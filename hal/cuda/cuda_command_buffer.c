@@ -316,10 +316,11 @@ struct halo_hal_cuda_graph_instance_t {
   CUgraphDeviceNode *device_nodes;
   // binding_capacity addresses the nodes and the device table hold.
   uint64_t *bound;
-  uint64_t table;     // device binding table (BINDING_TABLE recordings)
-  uint64_t *staging;  // its pinned host copy
-  bool table_valid;   // the device table holds |bound|
-  bool needs_upload;  // cuGraphUpload before the next launch
+  uint64_t table;      // device binding table (BINDING_TABLE recordings)
+  uint64_t *staging;   // its pinned host copy
+  bool staging_fresh;  // |staging| is a new slot, not one used before
+  bool table_valid;    // the device table holds |bound|
+  bool needs_upload;   // cuGraphUpload before the next launch
   // The store node's ticket (pinned; NULL: the graph has no store node).
   // Its words are atomics: the device reads them (the host writes them only
   // while no launch of the instance is pending).
@@ -387,6 +388,19 @@ typedef struct halo_hal_cuda_command_buffer_t {
   uint8_t **staging_chunks;
   uint32_t staging_chunk_count;
   uint32_t instances_built;
+  // The pinned staging slots of instances destroyed to make room for
+  // another recording's (halo_hal_cuda_graph_trim), used again before a
+  // new slot (room for every instance the pool may hold).
+  uint64_t **staging_free;
+  uint32_t staging_free_count;
+  // halo's estimate of one instance's device memory
+  // (halo_hal_cuda_instance_bytes), and the command buffer's place on the
+  // device's |graph_holders| while it has instances (the device's
+  // graph_mutex).
+  uint64_t instance_bytes;
+  bool holding;
+  struct halo_hal_cuda_command_buffer_t *holder_prev;
+  struct halo_hal_cuda_command_buffer_t *holder_next;
   halo_hal_cuda_task_t *parked_head;
   halo_hal_cuda_task_t *parked_tail;
   // Parked executions woken (posted again) and not yet run: a free
@@ -635,8 +649,46 @@ static void halo_hal_cuda_command_buffer_free(
   free(command_buffer->stage_current);
   free(command_buffer->staging_chunks);
   free(command_buffer->free_instances);
+  free(command_buffer->staging_free);
   pthread_mutex_destroy(&command_buffer->mutex);
   free(command_buffer);
+}
+
+// What one graph instance takes on the device, by the driver's own
+// allocations for it (not the graph's host objects), measured on an H200
+// (driver 580; bench/probes/graph_memory.cu, docs/performance.md): about
+// 100 KiB an instance, 103-120 KiB a node that shares its stage with others
+// (independent nodes run concurrently), 2.5 KiB a node alone in its stage
+// (a chain), linear in the number of instances. halo's estimate rounds up.
+#define HALO_HAL_CUDA_INSTANCE_BASE_BYTES (128ull << 10)
+#define HALO_HAL_CUDA_CONCURRENT_NODE_BYTES (120ull << 10)
+#define HALO_HAL_CUDA_SERIAL_NODE_BYTES (4ull << 10)
+
+static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes) {
+  return nodes * (commands > 1 ? HALO_HAL_CUDA_CONCURRENT_NODE_BYTES
+                               : HALO_HAL_CUDA_SERIAL_NODE_BYTES);
+}
+
+// halo's estimate of one graph instance of |recording|: the base, each
+// stage's nodes (a dispatch_indirect's two: its grid setter and the
+// dispatch), the store node and the device binding table.
+static uint64_t halo_hal_cuda_instance_bytes(
+    const halo_hal_recording_t *recording) {
+  uint64_t bytes = HALO_HAL_CUDA_INSTANCE_BASE_BYTES +
+                   HALO_HAL_CUDA_SERIAL_NODE_BYTES +
+                   (uint64_t)recording->binding_capacity * sizeof(uint64_t);
+  uint32_t commands = 0, nodes = 0;
+  for (uint32_t i = 0; i < recording->command_count; ++i) {
+    uint32_t type = recording->commands[i].type;
+    if (type == HALO_HAL_COMMAND_BARRIER) {
+      bytes += halo_hal_cuda_stage_bytes(commands, nodes);
+      commands = nodes = 0;
+      continue;
+    }
+    ++commands;
+    nodes += type == HALO_HAL_COMMAND_DISPATCH_INDIRECT ? 2 : 1;
+  }
+  return bytes + halo_hal_cuda_stage_bytes(commands, nodes);
 }
 
 halo_status_t halo_hal_cuda_command_buffer_prepare(
@@ -699,9 +751,12 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
     if (instances == 0) instances = 1;
     command_buffer->free_instances =
         calloc(instances, sizeof(halo_hal_cuda_free_instance_t));
+    command_buffer->staging_free = calloc(instances, sizeof(uint64_t *));
+    command_buffer->instance_bytes = halo_hal_cuda_instance_bytes(recording);
     if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
         !command_buffer->scratch_values || !command_buffer->stage_previous ||
-        !command_buffer->stage_current || !command_buffer->free_instances) {
+        !command_buffer->stage_current || !command_buffer->free_instances ||
+        !command_buffer->staging_free) {
       status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     }
   }
@@ -715,6 +770,40 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
   memset(recording, 0, sizeof(*recording));
   *out_command_buffer = &command_buffer->base;
   return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// The graph instances' device memory (the device's graph_mutex)
+//===----------------------------------------------------------------------===//
+
+// |count| of |command_buffer|'s instances are gone (or were never built):
+// their bytes go back, and the command buffer leaves the holders when it
+// has none left (|count| 0 with none built: nothing changes).
+static void halo_hal_cuda_graph_release_locked(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t count) {
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  device->graph_bytes -= count * command_buffer->instance_bytes;
+  device->graph_instance_count -= count;
+  if (!command_buffer->holding || command_buffer->all_instances) return;
+  if (command_buffer->holder_prev) {
+    command_buffer->holder_prev->holder_next = command_buffer->holder_next;
+  } else {
+    device->graph_holders = command_buffer->holder_next;
+  }
+  if (command_buffer->holder_next) {
+    command_buffer->holder_next->holder_prev = command_buffer->holder_prev;
+  }
+  command_buffer->holder_prev = command_buffer->holder_next = NULL;
+  command_buffer->holding = false;
+}
+
+void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
+                                      uint64_t *out_bytes,
+                                      uint32_t *out_instances) {
+  pthread_mutex_lock(&device->graph_mutex);
+  *out_bytes = device->graph_bytes;
+  *out_instances = device->graph_instance_count;
+  pthread_mutex_unlock(&device->graph_mutex);
 }
 
 //===----------------------------------------------------------------------===//
@@ -750,7 +839,17 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
                                          offsetof(
                                              halo_hal_cuda_command_buffer_t,
                                              reap_task));
+  // Off the device's holders first: nothing trims its instances after.
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  pthread_mutex_lock(&device->graph_mutex);
   halo_hal_cuda_graph_instance_t *instance = command_buffer->all_instances;
+  uint32_t built = 0;
+  for (halo_hal_cuda_graph_instance_t *i = instance; i; i = i->all_next) {
+    ++built;
+  }
+  command_buffer->all_instances = NULL;
+  halo_hal_cuda_graph_release_locked(command_buffer, built);
+  pthread_mutex_unlock(&device->graph_mutex);
   while (instance) {
     halo_hal_cuda_graph_instance_t *next = instance->all_next;
     halo_hal_cuda_instance_destroy(command_buffer, instance);
@@ -1341,12 +1440,21 @@ static halo_status_t halo_hal_cuda_instance_build(
 }
 
 // Submission thread: the pinned staging of the next instance's binding
-// table (|bytes|), a slot of the command buffer's chunks (a new chunk every
+// table (|bytes|): one a destroyed instance left, else a new slot of the
+// command buffer's chunks (|out_fresh|; a new chunk every
 // HALO_HAL_CUDA_STAGING_PER_CHUNK instances; the reaper frees them).
 static halo_status_t halo_hal_cuda_staging_slot(
     halo_hal_cuda_command_buffer_t *command_buffer, size_t bytes,
-    uint64_t **out_staging) {
+    uint64_t **out_staging, bool *out_fresh) {
   *out_staging = NULL;
+  *out_fresh = false;
+  if (command_buffer->staging_free_count > 0) {
+    // A destroyed instance's (halo_hal_cuda_graph_trim_locked).
+    *out_staging =
+        command_buffer->staging_free[--command_buffer->staging_free_count];
+    return NULL;
+  }
+  *out_fresh = true;
   uint32_t index = command_buffer->instances_built;
   uint32_t chunk = index / HALO_HAL_CUDA_STAGING_PER_CHUNK;
   if (chunk >= command_buffer->staging_chunk_count) {
@@ -1407,7 +1515,8 @@ static halo_status_t halo_hal_cuda_instance_create(
         allocator->vtable->allocate(allocator, table_bytes, &instance->table);
     if (!status) {
       status = halo_hal_cuda_staging_slot(command_buffer, table_bytes,
-                                          &instance->staging);
+                                          &instance->staging,
+                                          &instance->staging_fresh);
     }
     if (status) {
       status = halo_status_annotate(status,
@@ -1448,6 +1557,10 @@ static halo_status_t halo_hal_cuda_instance_create(
     }
   }
   if (status) {
+    if (instance->staging && !instance->staging_fresh) {
+      command_buffer->staging_free[command_buffer->staging_free_count++] =
+          instance->staging;
+    }
     halo_hal_cuda_instance_destroy(command_buffer, instance);
     return halo_status_annotate(status, "building a CUDA graph of %u commands",
                                 recording->command_count);
@@ -1749,6 +1862,127 @@ static void halo_hal_cuda_instance_write_ticket(
                         memory_order_release);
 }
 
+// Submission thread, the device's graph_mutex held: destroys idle
+// instances of the device's other recordings (the oldest free ones of each
+// holder in turn, none kept for a woken execution or wanted by a parked
+// one) until |need| more bytes fit in the bound, or none is left. Their
+// staging slots stay with their command buffers. The instances go while
+// the mutex is held: the reaper then cannot free their command buffer.
+static void halo_hal_cuda_graph_trim_locked(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  uint64_t limit = device->graph_bytes_limit;
+  halo_hal_cuda_command_buffer_t *holder = device->graph_holders;
+  while (holder && device->graph_bytes + need > limit) {
+    halo_hal_cuda_command_buffer_t *next = holder->holder_next;
+    if (holder == command_buffer) {
+      holder = next;
+      continue;
+    }
+    halo_hal_cuda_graph_instance_t *gone = NULL;
+    uint32_t count = 0;
+    uint64_t left = device->graph_bytes;
+    pthread_mutex_lock(&holder->mutex);
+    uint32_t spare =
+        !holder->parked_head && holder->free_count > holder->promised
+            ? holder->free_count - holder->promised
+            : 0;
+    while (spare > 0 && left + need > limit) {
+      halo_hal_cuda_graph_instance_t *instance =
+          holder->free_instances[0].instance;
+      memmove(&holder->free_instances[0], &holder->free_instances[1],
+              (holder->free_count - 1) * sizeof(holder->free_instances[0]));
+      --holder->free_count;
+      --holder->instance_count;
+      --spare;
+      halo_hal_cuda_graph_instance_t **link = &holder->all_instances;
+      while (*link != instance) link = &(*link)->all_next;
+      *link = instance->all_next;
+      if (instance->staging) {
+        holder->staging_free[holder->staging_free_count++] = instance->staging;
+        instance->staging = NULL;
+      }
+      instance->all_next = gone;
+      gone = instance;
+      ++count;
+      left -= holder->instance_bytes;
+    }
+    pthread_mutex_unlock(&holder->mutex);
+    halo_hal_cuda_graph_release_locked(holder, count);
+    while (gone) {
+      halo_hal_cuda_graph_instance_t *after = gone->all_next;
+      halo_hal_cuda_instance_destroy(holder, gone);
+      gone = after;
+    }
+    holder = next;
+  }
+}
+
+typedef enum halo_hal_cuda_graph_room_e {
+  HALO_HAL_CUDA_GRAPH_ROOM_RESERVED = 0,
+  // No room now; the recording's own instances, all in use, come back.
+  HALO_HAL_CUDA_GRAPH_ROOM_WAIT = 1,
+  // No room, and the recording has no instance to wait for.
+  HALO_HAL_CUDA_GRAPH_ROOM_NONE = 2,
+} halo_hal_cuda_graph_room_t;
+
+// Submission thread, with the right to create an instance of
+// |command_buffer| (halo_hal_cuda_instance_take): reserves its bytes in the
+// device's bound, destroying other recordings' idle instances to make room
+// if need be. |out_used|: the bytes taken, reserved or not.
+static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t *out_used) {
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  uint64_t need = command_buffer->instance_bytes;
+  uint64_t limit = device->graph_bytes_limit;
+  pthread_mutex_lock(&device->graph_mutex);
+  // One larger than the bound never fits: nothing is destroyed for it.
+  if (need <= limit && device->graph_bytes + need > limit) {
+    halo_hal_cuda_graph_trim_locked(command_buffer, need);
+  }
+  bool fits = need <= limit && device->graph_bytes <= limit - need;
+  if (fits) {
+    device->graph_bytes += need;
+    ++device->graph_instance_count;
+    if (!command_buffer->holding) {
+      command_buffer->holding = true;
+      command_buffer->holder_prev = NULL;
+      command_buffer->holder_next = device->graph_holders;
+      if (device->graph_holders) {
+        device->graph_holders->holder_prev = command_buffer;
+      }
+      device->graph_holders = command_buffer;
+    }
+  }
+  *out_used = device->graph_bytes;
+  pthread_mutex_unlock(&device->graph_mutex);
+  if (fits) return HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
+  pthread_mutex_lock(&command_buffer->mutex);
+  // Besides the right to create that this execution holds.
+  bool others = command_buffer->instance_count > 1;
+  pthread_mutex_unlock(&command_buffer->mutex);
+  return others ? HALO_HAL_CUDA_GRAPH_ROOM_WAIT : HALO_HAL_CUDA_GRAPH_ROOM_NONE;
+}
+
+// Gives back the right to create an instance that |waiter| holds and parks
+// it first in line (it was: the parked one woken, or none parked), to be
+// woken by the next instance of its recording given back; woken at once if
+// one came back meanwhile.
+static void halo_hal_cuda_instance_park_first(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_task_t *waiter) {
+  pthread_mutex_lock(&command_buffer->mutex);
+  --command_buffer->instance_count;
+  waiter->next = command_buffer->parked_head;
+  command_buffer->parked_head = waiter;
+  if (!command_buffer->parked_tail) command_buffer->parked_tail = waiter;
+  if (command_buffer->free_count > command_buffer->promised) {
+    halo_hal_cuda_instance_wake_locked(command_buffer);
+  } else {
+    pthread_mutex_unlock(&command_buffer->mutex);
+  }
+}
+
 static halo_status_t halo_hal_cuda_issue_graph(
     halo_hal_cuda_command_buffer_t *command_buffer,
     const halo_hal_execution_t *execution, CUstream stream,
@@ -1764,17 +1998,54 @@ static halo_status_t halo_hal_cuda_issue_graph(
   if (*out_parked) return NULL;
   halo_status_t status = NULL;
   if (create) {
+    uint64_t used = 0;
+    halo_hal_cuda_graph_room_t room =
+        halo_hal_cuda_graph_reserve(command_buffer, &used);
+    if (room == HALO_HAL_CUDA_GRAPH_ROOM_WAIT) {
+      halo_hal_cuda_instance_park_first(command_buffer, waiter);
+      *out_parked = true;
+      return NULL;
+    }
+    if (room == HALO_HAL_CUDA_GRAPH_ROOM_NONE) {
+      halo_hal_cuda_instance_give(command_buffer, NULL);
+      halo_hal_cuda_device_t *device = command_buffer->device;
+      uint64_t need = command_buffer->instance_bytes;
+      uint64_t limit = device->graph_bytes_limit;
+      if (need > limit) {
+        return halo_status_make(
+            HALO_STATUS_RESOURCE_EXHAUSTED,
+            "CUDA device %u: one graph instance of this recording (%u "
+            "commands, %llu KiB of device memory by halo's estimate: 120 KiB "
+            "a command between two barriers with others, 4 KiB one alone) is "
+            "larger than cuda-graph-bytes (%llu KiB)",
+            device->ordinal, command_buffer->base.recording.command_count,
+            (unsigned long long)(need >> 10),
+            (unsigned long long)(limit >> 10));
+      }
+      return halo_status_make(
+          HALO_STATUS_RESOURCE_EXHAUSTED,
+          "CUDA device %u: a graph instance of this recording (%u commands, "
+          "%llu KiB of device memory by halo's estimate) does not fit in "
+          "cuda-graph-bytes (%llu KiB): %llu KiB are taken by other "
+          "recordings' instances, all in use",
+          device->ordinal, command_buffer->base.recording.command_count,
+          (unsigned long long)(need >> 10), (unsigned long long)(limit >> 10),
+          (unsigned long long)(used >> 10));
+    }
     status =
         halo_hal_cuda_instance_create(command_buffer, execution, &instance);
     if (status) {
       // The reservation goes back; a parked execution tries in its turn.
+      pthread_mutex_lock(&command_buffer->device->graph_mutex);
+      halo_hal_cuda_graph_release_locked(command_buffer, 1);
+      pthread_mutex_unlock(&command_buffer->device->graph_mutex);
       halo_hal_cuda_instance_give(command_buffer, NULL);
       return status;
     }
     pthread_mutex_lock(&command_buffer->mutex);
     instance->all_next = command_buffer->all_instances;
     command_buffer->all_instances = instance;
-    ++command_buffer->instances_built;
+    if (instance->staging_fresh) ++command_buffer->instances_built;
     pthread_mutex_unlock(&command_buffer->mutex);
     issue->instance_created = true;
   }

@@ -191,6 +191,7 @@ static void halo_hal_cuda_device_destroy(halo_hal_device_t *base_device) {
   pthread_mutex_destroy(&device->registration_mutex);
   pthread_mutex_destroy(&device->transfer_mutex);
   pthread_mutex_destroy(&device->ticket_mutex);
+  pthread_mutex_destroy(&device->graph_mutex);
   free(device);
 }
 
@@ -341,6 +342,10 @@ halo_status_t halo_hal_cuda_device_create(
     }
   }
   pthread_mutex_init(&device->ticket_mutex, NULL);
+  pthread_mutex_init(&device->graph_mutex, NULL);
+  device->graph_bytes_limit = device->options.graph_bytes
+                                  ? device->options.graph_bytes
+                                  : HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES;
   device->loader = halo_hal_cuda_device_loader();
   pthread_mutex_init(&device->transfer_mutex, NULL);
   pthread_mutex_init(&device->registration_mutex, NULL);

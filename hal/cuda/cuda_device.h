@@ -141,7 +141,14 @@ typedef struct halo_hal_cuda_device_options_t {
   uint32_t stream_count;
   // Compiled code on disk ("" for none); CUDA_CACHE_PATH points below it.
   char cache_directory[256];
+  // Device memory the graph instances of the device's recordings may take,
+  // by halo's estimate per instance (config key cuda-graph-bytes;
+  // cuda_command_buffer.c); 0: HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES.
+  uint64_t graph_bytes;
 } halo_hal_cuda_device_options_t;
+
+// The default bound of the graph instances' device memory (4 GiB).
+#define HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES (4ull << 30)
 
 typedef struct halo_hal_cuda_device_t halo_hal_cuda_device_t;
 
@@ -273,7 +280,24 @@ struct halo_hal_cuda_device_t {
   // HALO_CUDA_GRAPH_INSTANCES=N in halod's environment sets it (1..4096;
   // default HALO_HAL_CUDA_GRAPH_INSTANCES).
   uint32_t graph_instances;
+  // The graph instances' device memory (cuda_command_buffer.c): the bound
+  // (|options|.graph_bytes), what the instances built take by halo's
+  // estimate, and the command buffers that hold instances (their idle ones
+  // are destroyed to make room for another recording's), under
+  // |graph_mutex| (instances are made on the submission thread and
+  // destroyed there or on the reaper).
+  pthread_mutex_t graph_mutex;
+  uint64_t graph_bytes_limit;
+  uint64_t graph_bytes;
+  uint32_t graph_instance_count;
+  struct halo_hal_cuda_command_buffer_t *graph_holders;
 };
+
+// Any thread: the device memory the device's graph instances take by
+// halo's estimate, and how many there are.
+void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
+                                      uint64_t *out_bytes,
+                                      uint32_t *out_instances);
 
 // [added] Loads the driver (once) and counts the devices; false with the
 // reason when CUDA is unavailable. Sets CUDA_CACHE_PATH below

@@ -136,7 +136,15 @@ static halo_client_t *connect_client(void) {
 
 // Starts halod --driver cuda with |completion| and waits until a client
 // connects.
+static int daemon_start_bounded(const char *completion,
+                                const char *graph_bytes);
 static int daemon_start(const char *completion) {
+  return daemon_start_bounded(completion, NULL);
+}
+
+// The same with --cuda-graph-bytes |graph_bytes| (NULL: the default).
+static int daemon_start_bounded(const char *completion,
+                                const char *graph_bytes) {
   memset(&daemon_state, 0, sizeof(daemon_state));
   daemon_state.completion = completion;
   snprintf(daemon_state.dir, sizeof(daemon_state.dir),
@@ -160,6 +168,7 @@ static int daemon_start(const char *completion) {
           "--admin", daemon_state.admin, "--driver", "cuda",
           "--cuda-completion", completion, "--cache-directory", cache,
           "--worker-report-linger-us", LINGER_US, "--log-level", "info",
+          graph_bytes ? "--cuda-graph-bytes" : (char *)NULL, graph_bytes,
           (char *)NULL);
     _exit(127);
   }
@@ -1383,6 +1392,120 @@ static void test_ring_loss_fails_fifth_signal(void **state) {
   ring_loss_fails_released_semaphore(4);
 }
 
+//===----------------------------------------------------------------------===//
+// cuda-graph-bytes
+//===----------------------------------------------------------------------===//
+
+// The graph memory bound (halod --cuda-graph-bytes 8M): a recording of 96
+// dispatches with no barrier (about 11 MiB an instance by halo's
+// estimate) fails RESOURCE_EXHAUSTED naming the bound; one of 24 (about 3
+// MiB: two instances fit) runs 8 executions at once on 4 queues, right,
+// those past its two instances waiting for one.
+#define GRAPH_BYTES_BOUND "8M"
+
+static int setup_graph_bytes(void **state) {
+  (void)state;
+  return daemon_start_bounded("thread", GRAPH_BYTES_BOUND);
+}
+
+static halo_command_buffer_t *record_parallel(halo_client_t *client,
+                                              halo_executable_t *executable,
+                                              uint32_t dispatches) {
+  static const float a = 2.0f;
+  static const uint32_t n = N;
+  static const uint64_t ns = 200000;  // 0.2 ms: executions overlap
+  halo_dispatch_arg_t args[5];
+  halo_dispatch_params_t dispatch =
+      slow_scale_dispatch(executable, args, &a, &n, &ns);
+  halo_command_buffer_t *command_buffer = NULL;
+  expect_ok(halo_command_buffer_begin(client, 0, HALO_COMMAND_BUFFER_REUSABLE,
+                                      2, &command_buffer));
+  for (uint32_t i = 0; i < dispatches; ++i) {
+    expect_ok(halo_command_buffer_dispatch(command_buffer, &dispatch));
+  }
+  expect_ok(halo_command_buffer_end(command_buffer));
+  return command_buffer;
+}
+
+static void test_graph_bytes_bound(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  enum { QUEUES = 4, EXECUTIONS = 8 };
+  halo_queue_t *queues[QUEUES];
+  halo_semaphore_t *semaphores[QUEUES];
+  for (int q = 0; q < QUEUES; ++q) {
+    expect_ok(halo_queue_create(client, 0, 0, &queues[q]));
+    expect_ok(halo_semaphore_create(client, 0, 0, &semaphores[q]));
+  }
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  static float values[N];
+  for (uint32_t i = 0; i < N; ++i) values[i] = (float)i;
+  write_floats(x, values, N);
+  halo_buffer_t *y[EXECUTIONS];
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    y[e] = new_buffer(client, N * sizeof(float));
+    fill_floats(y[e], -1.0f);
+  }
+
+  halo_command_buffer_t *wide = record_parallel(client, executable, 96);
+  halo_binding_t bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
+                                {y[0], 0, HALO_WHOLE_BUFFER}};
+  halo_status_t status =
+      execute_and_wait(queues[0], wide, bindings, 2, semaphores[0], 1);
+  if (halo_status_code(status) != HALO_STATUS_RESOURCE_EXHAUSTED ||
+      !strstr(halo_status_message(status), "larger than cuda-graph-bytes")) {
+    fail_msg("a recording past the bound: %s: %s",
+             halo_status_code_name(halo_status_code(status)),
+             status ? halo_status_message(status) : "(ok)");
+  }
+  print_message("[%s] 96 dispatches beside each other, bound %s: %s\n",
+                daemon_state.completion, GRAPH_BYTES_BOUND,
+                halo_status_message(status));
+  halo_status_free(status);
+  halo_command_buffer_release(wide);
+
+  // The failed semaphore stays failed: fresh ones for the rest.
+  halo_semaphore_release(semaphores[0]);
+  expect_ok(halo_semaphore_create(client, 0, 0, &semaphores[0]));
+  halo_command_buffer_t *narrow = record_parallel(client, executable, 24);
+  uint64_t values_at[QUEUES] = {0};
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    halo_binding_t table[2] = {{x, 0, HALO_WHOLE_BUFFER},
+                               {y[e], 0, HALO_WHOLE_BUFFER}};
+    halo_semaphore_value_t signal = {semaphores[e % QUEUES],
+                                     ++values_at[e % QUEUES]};
+    expect_ok(halo_queue_execute(queues[e % QUEUES], narrow, table, 2, NULL, 0,
+                                 &signal, 1));
+  }
+  for (int q = 0; q < QUEUES; ++q) {
+    expect_ok(halo_semaphore_wait(semaphores[q], values_at[q], TIMEOUT_NS));
+  }
+  static float result[N];
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    read_floats(y[e], result, N);
+    for (uint32_t i = 0; i < N; ++i) {
+      if (result[i] != 2.0f * (float)i) {
+        fail_msg("execution %d: y[%u] = %g, expected %g", e, i, result[i],
+                 2.0f * (float)i);
+      }
+    }
+  }
+  print_message(
+      "[%s] 24 dispatches beside each other, %d executions on %d "
+      "queues within the bound: right\n",
+      daemon_state.completion, EXECUTIONS, QUEUES);
+  halo_command_buffer_release(narrow);
+  for (int e = 0; e < EXECUTIONS; ++e) halo_buffer_release(y[e]);
+  halo_buffer_release(x);
+  for (int q = 0; q < QUEUES; ++q) {
+    halo_semaphore_release(semaphores[q]);
+    halo_queue_release(queues[q]);
+  }
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "--fault-waiter") == 0) {
     return fault_waiter(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -1403,6 +1526,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_reports_wake_nobody_again),
       cmocka_unit_test(test_host_signal_outlasts_gpu_store),
   };
+  const struct CMUnitTest bounded[] = {
+      cmocka_unit_test(test_graph_bytes_bound),
+  };
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),
       cmocka_unit_test(test_ring_loss_fails_released_semaphore),
@@ -1415,6 +1541,9 @@ int main(int argc, char **argv) {
   failed += _cmocka_run_group_tests("cuda_execute (cuLaunchHostFunc)", work,
                                     sizeof(work) / sizeof(work[0]),
                                     setup_host_func, teardown);
+  failed += _cmocka_run_group_tests(
+      "cuda_graph_bytes (completion thread)", bounded,
+      sizeof(bounded) / sizeof(bounded[0]), setup_graph_bytes, teardown);
   failed += _cmocka_run_group_tests("cuda_fault (completion thread)", fault,
                                     sizeof(fault) / sizeof(fault[0]),
                                     setup_thread, teardown);

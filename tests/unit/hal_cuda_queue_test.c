@@ -190,6 +190,8 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
   device->instance_affinity =
       true;  // as halod's devices (HALO_CUDA_INSTANCE_AFFINITY)
   pthread_mutex_init(&device->ticket_mutex, NULL);
+  pthread_mutex_init(&device->graph_mutex, NULL);
+  device->graph_bytes_limit = HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES;
   device->context = (CUcontext)(uintptr_t)0x1000;
   device->stream_priority_least = 0;
   device->stream_priority_greatest = -5;
@@ -267,6 +269,14 @@ static int device_close(void **unused) {
     device->cu->cuModuleUnload(device->builtin_module);
   halo_hal_cuda_tickets_free(device);
   pthread_mutex_destroy(&device->ticket_mutex);
+  // Every command buffer was reaped: no graph memory is counted.
+  uint64_t graph_bytes = 0;
+  uint32_t graph_instances = 0;
+  halo_hal_cuda_device_graph_usage(device, &graph_bytes, &graph_instances);
+  assert_int_equal(graph_bytes, 0);
+  assert_int_equal(graph_instances, 0);
+  assert_null(device->graph_holders);
+  pthread_mutex_destroy(&device->graph_mutex);
   halo_status_free(device->builtin_failure);
   pthread_mutex_destroy(&device->transfer_mutex);
   pthread_mutex_destroy(&device->registration_mutex);
@@ -825,6 +835,167 @@ static void test_instance_pool(void **unused) {
     device_free(x[e], N * 4);
     device_free(y[e], N * 4);
   }
+}
+
+// cuda-graph-bytes: the device memory the device's graph instances take
+// (halo's estimate) stays within the bound. A recording's executions past
+// what fits wait for its own instances; a recording that needs its first
+// instance gets the room of other recordings' idle ones (destroyed), and
+// fails RESOURCE_EXHAUSTED naming the bound when none is idle or one
+// instance is larger than the bound.
+
+// A recording of |dispatches| slow dispatches (|us| each) with no barrier
+// between them (one stage: each is counted as running beside the others).
+// Their count of elements is 0: executions at once write nothing of |y|.
+static halo_hal_command_buffer_t *graph_bytes_recording(uint32_t dispatches,
+                                                        uint64_t x, uint64_t y,
+                                                        uint32_t *us) {
+  static uint32_t n = 0;
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t args[4] = {arg_buffer(direct_ref(x, N * 4)),
+                   arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                   arg_constant(us, 4)};
+  for (uint32_t i = 0; i < dispatches; ++i) {
+    recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4);
+  }
+  return recorder_end(&recorder);
+}
+
+static uint64_t graph_bytes_used(uint32_t *out_instances) {
+  uint64_t bytes = 0;
+  uint32_t instances = 0;
+  halo_hal_cuda_device_graph_usage(state.device, &bytes, &instances);
+  if (out_instances) *out_instances = instances;
+  return bytes;
+}
+
+// Runs one execution of |command_buffer| on |queue|; its status code, its
+// message in |message|.
+static halo_status_code_t graph_bytes_run(
+    halo_hal_queue_t *queue, halo_hal_command_buffer_t *command_buffer,
+    char *message, size_t message_size) {
+  completion_t completion;
+  completion_init(&completion);
+  execute(queue, command_buffer, NULL, 0, NULL, 0, &completion);
+  halo_status_code_t code = completion_wait(&completion);
+  snprintf(message, message_size, "%s", completion.message);
+  return code;
+}
+
+static void test_graph_bytes_bound(void **unused) {
+  (void)unused;
+  halo_hal_cuda_device_t *device = state.device;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint32_t slow_us = 20000, fast_us = 0;
+  halo_hal_command_buffer_t *small = graph_bytes_recording(1, x, y, &slow_us);
+  halo_hal_command_buffer_t *wide = graph_bytes_recording(8, x, y, &fast_us);
+  halo_hal_queue_t *queues[3];
+  for (int q = 0; q < 3; ++q) queues[q] = queue_new();
+  char message[512];
+  fake_counters_t before = fake_driver_counters();
+
+  // One instance of each: what the estimate gives them.
+  assert_int_equal(graph_bytes_run(queues[0], small, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  uint32_t instances = 0;
+  uint64_t small_bytes = graph_bytes_used(&instances);
+  assert_int_equal(instances, 1);
+  assert_int_equal(graph_bytes_run(queues[0], wide, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  uint64_t wide_bytes = graph_bytes_used(&instances) - small_bytes;
+  assert_int_equal(instances, 2);
+  // Eight dispatches beside each other cost far more than one alone.
+  assert_true(wide_bytes > 4 * small_bytes);
+  print_message(
+      "[%s] graph instance estimates: 1 dispatch %llu KiB, 8 "
+      "beside each other %llu KiB\n",
+      state.mode, (unsigned long long)(small_bytes >> 10),
+      (unsigned long long)(wide_bytes >> 10));
+
+  // The bound holds two instances of |small| beside |wide|'s: 12
+  // concurrent executions of |small| on three queues wait for its own two
+  // instances (|wide|'s idle one is destroyed for the second) and all
+  // complete, in each queue's order.
+  device->graph_bytes_limit = 2 * small_bytes + small_bytes / 2;
+  enum { EXECUTIONS = 12 };
+  static completion_t completions[EXECUTIONS];
+  atomic_uint order[3];
+  for (int q = 0; q < 3; ++q) atomic_init(&order[q], 0);
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    completion_init(&completions[e]);
+    completions[e].order = &order[e % 3];
+    completions[e].position = (uint32_t)(e / 3);
+    execute(queues[e % 3], small, NULL, 0, NULL, 0, &completions[e]);
+  }
+  for (int e = 0; e < EXECUTIONS; ++e) {
+    if (completion_wait(&completions[e]) != HALO_STATUS_OK) {
+      fail_msg("[%s] execution %d: %s", state.mode, e, completions[e].message);
+    }
+    assert_true(completions[e].in_order);
+  }
+  assert_true(graph_bytes_used(&instances) <= device->graph_bytes_limit);
+  assert_int_equal(instances, 2);
+  fake_counters_t after = fake_driver_counters();
+  // The two of |small| and |wide|'s, and |small|'s second: no more.
+  assert_int_equal(after.instantiations - before.instantiations, 3);
+
+  // |wide| has no instance now and one does not fit beside |small|'s two
+  // while they are busy: it fails, naming the bound.
+  device->graph_bytes_limit = 2 * small_bytes + wide_bytes - 1;
+  completion_t busy[2];
+  for (int b = 0; b < 2; ++b) {
+    completion_init(&busy[b]);
+    execute(queues[b], small, NULL, 0, NULL, 0, &busy[b]);
+  }
+  halo_status_code_t code =
+      graph_bytes_run(queues[2], wide, message, sizeof(message));
+  for (int b = 0; b < 2; ++b) {
+    assert_int_equal(completion_wait(&busy[b]), HALO_STATUS_OK);
+  }
+  if (code != HALO_STATUS_RESOURCE_EXHAUSTED ||
+      !strstr(message, "cuda-graph-bytes") || !strstr(message, "all in use")) {
+    fail_msg("[%s] a recording with no room: %d: %s", state.mode, (int)code,
+             message);
+  }
+  // Once they are idle, one of |small|'s goes to make room for it.
+  assert_int_equal(graph_bytes_run(queues[2], wide, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  assert_true(graph_bytes_used(&instances) <= device->graph_bytes_limit);
+  assert_int_equal(instances, 2);
+
+  // One instance larger than the bound: it fails at once, naming it, and
+  // no idle instance is destroyed for it.
+  device->graph_bytes_limit = wide_bytes - 1;
+  uint64_t used = graph_bytes_used(&instances);
+  halo_hal_command_buffer_t *wider = graph_bytes_recording(9, x, y, &fast_us);
+  code = graph_bytes_run(queues[0], wider, message, sizeof(message));
+  if (code != HALO_STATUS_RESOURCE_EXHAUSTED ||
+      !strstr(message, "larger than cuda-graph-bytes")) {
+    fail_msg("[%s] a recording larger than the bound: %d: %s", state.mode,
+             (int)code, message);
+  }
+  uint32_t instances_after = 0;
+  assert_int_equal(graph_bytes_used(&instances_after), used);
+  assert_int_equal(instances_after, instances);
+  // |small| still runs, on its idle instance.
+  before = fake_driver_counters();
+  assert_int_equal(graph_bytes_run(queues[0], small, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  after = fake_driver_counters();
+  assert_int_equal(after.instantiations, before.instantiations);
+
+  device->graph_bytes_limit = HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES;
+  for (int q = 0; q < 3; ++q) halo_hal_queue_destroy(queues[q]);
+  halo_hal_command_buffer_destroy(wider);
+  halo_hal_command_buffer_destroy(wide);
+  halo_hal_command_buffer_destroy(small);
+  // The reaper destroyed them and gave their bytes back.
+  halo_hal_cuda_thread_flush(&device->reaper);
+  assert_int_equal(graph_bytes_used(&instances), 0);
+  assert_int_equal(instances, 0);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
 }
 
 // A page of host memory registered with the device (GPU stores land in
@@ -3054,6 +3225,7 @@ int main(void) {
       cmocka_unit_test(test_barriers_and_transfers),
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
+      cmocka_unit_test(test_graph_bytes_bound),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
       cmocka_unit_test(test_binding_table_instances),

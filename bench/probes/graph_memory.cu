@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// A stand-alone probe (no halo code) of the device memory a CUDA graph's
+// instances take: graphs of N kernel nodes in stages (a chain, as a
+// recording's dependent dispatches, up to one stage of N independent
+// nodes), K instances each
+// (instantiated, uploaded and launched once, as halo's pool makes them),
+// the device's free memory read with cuMemGetInfo before and after.
+// halo's recording quota (session-recording-bytes) counts a recording's
+// bytes as kept by halod and the worker; this measures what the driver
+// adds on the device per instance and node, which that quota does not see.
+// docs/performance.md quotes it. Not built by CMake (it needs nvcc); on a
+// GPU machine:
+//   nvcc -O2 -arch=sm_90 bench/probes/graph_memory.cu -lcuda -o /tmp/gm
+//   /tmp/gm 1024 8 1 16   (1024 nodes in stages of 8, a sink, 16
+//                          instances; one case per process)
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "probe.h"
+
+__global__ void touch(u64 *out) {
+  if (threadIdx.x == 0 && out) *out += 1;
+}
+
+static size_t free_bytes() {
+  CK(cudaDeviceSynchronize());
+  size_t free_now = 0, total = 0;
+  CD(cuMemGetInfo(&free_now, &total));
+  return free_now;
+}
+
+// One graph of |nodes| kernel nodes in stages of |stage| (1: a chain, as
+// dependent dispatches; |nodes|: one stage, as dispatches with no barrier
+// between them), each stage after the previous one (on its one node, or on
+// an empty join node when it has several: how halo builds a recording's
+// graph); |sink|: a last kernel node after the last stage (halo's store
+// node).
+static cudaGraph_t build(int nodes, int stage, bool sink, u64 *out) {
+  cudaGraph_t graph;
+  CK(cudaGraphCreate(&graph, 0));
+  cudaKernelNodeParams p = {};
+  void *args[1] = {&out};
+  p.func = (void *)touch;
+  p.gridDim = dim3(1);
+  p.blockDim = dim3(32);
+  p.kernelParams = args;
+  std::vector<cudaGraphNode_t> previous, current;
+  for (int i = 0; i < nodes; ++i) {
+    if (i % stage == 0 && i > 0) {
+      previous.swap(current);
+      current.clear();
+      if (previous.size() > 1) {
+        cudaGraphNode_t join;
+        CK(cudaGraphAddEmptyNode(&join, graph, previous.data(),
+                                 previous.size()));
+        previous.assign(1, join);
+      }
+    }
+    cudaGraphNode_t node;
+    CK(cudaGraphAddKernelNode(&node, graph, previous.data(), previous.size(),
+                              &p));
+    current.push_back(node);
+  }
+  if (sink) {
+    cudaGraphNode_t node;
+    CK(cudaGraphAddKernelNode(&node, graph, current.data(), current.size(),
+                              &p));
+  }
+  return graph;
+}
+
+// gm NODES STAGE SINK INSTANCES: one case per process (the driver keeps
+// what it took for destroyed instances and hands it to the next ones, so
+// a case after another reads low).
+int main(int argc, char **argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: %s NODES STAGE SINK(0/1) INSTANCES\n", argv[0]);
+    return 2;
+  }
+  int nodes = atoi(argv[1]), stage = atoi(argv[2]), sink = atoi(argv[3]),
+      instances = atoi(argv[4]);
+  if (nodes < 1 || stage < 1 || instances < 1) {
+    fprintf(stderr, "NODES, STAGE and INSTANCES are at least 1\n");
+    return 2;
+  }
+  CK(cudaFree(0));
+  u64 *out;
+  CK(cudaMalloc(&out, 64));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // The graphs themselves first (host objects), then the instances.
+  std::vector<cudaGraph_t> graphs;
+  for (int k = 0; k < instances; ++k)
+    graphs.push_back(build(nodes, stage, sink, out));
+  size_t before = free_bytes();
+  double t0 = now();
+  std::vector<cudaGraphExec_t> execs(instances);
+  for (int k = 0; k < instances; ++k) {
+    CK(cudaGraphInstantiate(&execs[k], graphs[k], 0));
+    CK(cudaGraphUpload(execs[k], stream));
+    CK(cudaGraphLaunch(execs[k], stream));
+  }
+  CK(cudaStreamSynchronize(stream));
+  double seconds = now() - t0;
+  size_t after = free_bytes();
+  double mib = ((double)before - (double)after) / (1 << 20);
+  printf(
+      "%5d nodes, stages of %5d%s, %3d instances: %9.2f MiB in all, "
+      "%8.3f MiB an instance, %7.0f B a node; %8.3f ms an instance\n",
+      nodes, stage, sink ? " + sink" : "", instances, mib, mib / instances,
+      mib * (1 << 20) / instances / nodes, 1e3 * seconds / instances);
+  return 0;
+}
