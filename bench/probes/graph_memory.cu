@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // A stand-alone probe (no halo code) of the device memory a CUDA graph's
-// instances take: graphs of N kernel nodes in stages (a chain, as a
-// recording's dependent dispatches, up to one stage of N independent
-// nodes), K instances each
-// (instantiated, uploaded and launched once, as halo's pool makes them),
+// instances take: graphs of N kernel, memset or memcpy nodes (dispatches,
+// fills, copies) in stages (a chain, as a recording's dependent commands,
+// up to one stage of N independent ones), K instances each (instantiated,
+// uploaded and launched once, as halo's pool makes them),
 // the device's free memory read with cuMemGetInfo before and after.
 // halo's recording quota (session-recording-bytes) counts a recording's
 // bytes as kept by halod and the worker; this measures what the driver
@@ -39,9 +39,24 @@ static size_t free_bytes() {
 // an empty join node when it has several: how halo builds a recording's
 // graph); |sink|: a last kernel node after the last stage (halo's store
 // node).
-static cudaGraph_t build(int nodes, int stage, bool sink, u64 *out) {
+// |kind|: 'k' kernel nodes (dispatches), 's' memset nodes of 4 KiB
+// (fills), 'c' device-to-device memcpy nodes of 4 KiB (copies, updates)
+// from |source|.
+static cudaGraph_t build(int nodes, int stage, bool sink, char kind, u64 *out,
+                         u64 *source) {
   cudaGraph_t graph;
   CK(cudaGraphCreate(&graph, 0));
+  cudaMemsetParams fill = {};
+  fill.dst = out;
+  fill.value = 7;
+  fill.elementSize = 4;
+  fill.width = 1024;
+  fill.height = 1;
+  cudaMemcpy3DParms copy = {};
+  copy.srcPtr = make_cudaPitchedPtr(source, 4096, 4096, 1);
+  copy.dstPtr = make_cudaPitchedPtr(out, 4096, 4096, 1);
+  copy.extent = make_cudaExtent(4096, 1, 1);
+  copy.kind = cudaMemcpyDeviceToDevice;
   cudaKernelNodeParams p = {};
   void *args[1] = {&out};
   p.func = (void *)touch;
@@ -61,8 +76,16 @@ static cudaGraph_t build(int nodes, int stage, bool sink, u64 *out) {
       }
     }
     cudaGraphNode_t node;
-    CK(cudaGraphAddKernelNode(&node, graph, previous.data(), previous.size(),
-                              &p));
+    if (kind == 's') {
+      CK(cudaGraphAddMemsetNode(&node, graph, previous.data(), previous.size(),
+                                &fill));
+    } else if (kind == 'c') {
+      CK(cudaGraphAddMemcpyNode(&node, graph, previous.data(), previous.size(),
+                                &copy));
+    } else {
+      CK(cudaGraphAddKernelNode(&node, graph, previous.data(), previous.size(),
+                                &p));
+    }
     current.push_back(node);
   }
   if (sink) {
@@ -73,29 +96,37 @@ static cudaGraph_t build(int nodes, int stage, bool sink, u64 *out) {
   return graph;
 }
 
-// gm NODES STAGE SINK INSTANCES: one case per process (the driver keeps
-// what it took for destroyed instances and hands it to the next ones, so
-// a case after another reads low).
+// gm NODES STAGE SINK INSTANCES [KIND]: one case per process (the driver
+// keeps what it took for destroyed instances and hands it to the next
+// ones, so a case after another reads low); KIND k (kernel nodes, the
+// default), s (memset) or c (memcpy).
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s NODES STAGE SINK(0/1) INSTANCES\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: %s NODES STAGE SINK(0/1) INSTANCES [k|s|c]\n",
+            argv[0]);
     return 2;
   }
   int nodes = atoi(argv[1]), stage = atoi(argv[2]), sink = atoi(argv[3]),
       instances = atoi(argv[4]);
+  char kind = argc == 6 ? argv[5][0] : 'k';
+  if (kind != 'k' && kind != 's' && kind != 'c') {
+    fprintf(stderr, "KIND is k, s or c\n");
+    return 2;
+  }
   if (nodes < 1 || stage < 1 || instances < 1) {
     fprintf(stderr, "NODES, STAGE and INSTANCES are at least 1\n");
     return 2;
   }
   CK(cudaFree(0));
-  u64 *out;
-  CK(cudaMalloc(&out, 64));
+  u64 *out, *source;
+  CK(cudaMalloc(&out, 4096));
+  CK(cudaMalloc(&source, 4096));
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // The graphs themselves first (host objects), then the instances.
   std::vector<cudaGraph_t> graphs;
   for (int k = 0; k < instances; ++k)
-    graphs.push_back(build(nodes, stage, sink, out));
+    graphs.push_back(build(nodes, stage, sink, kind, out, source));
   size_t before = free_bytes();
   double t0 = now();
   std::vector<cudaGraphExec_t> execs(instances);
@@ -109,9 +140,13 @@ int main(int argc, char **argv) {
   size_t after = free_bytes();
   double mib = ((double)before - (double)after) / (1 << 20);
   printf(
-      "%5d nodes, stages of %5d%s, %3d instances: %9.2f MiB in all, "
+      "%5d %s nodes, stages of %5d%s, %3d instances: %9.2f MiB in all, "
       "%8.3f MiB an instance, %7.0f B a node; %8.3f ms an instance\n",
-      nodes, stage, sink ? " + sink" : "", instances, mib, mib / instances,
+      nodes,
+      kind == 's'   ? "memset"
+      : kind == 'c' ? "memcpy"
+                    : "kernel",
+      stage, sink ? " + sink" : "", instances, mib, mib / instances,
       mib * (1 << 20) / instances / nodes, 1e3 * seconds / instances);
   return 0;
 }
