@@ -67,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/status.h"
@@ -1937,9 +1938,14 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   uint64_t limit = device->graph_bytes_limit;
   pthread_mutex_lock(&device->graph_mutex);
   // One larger than the bound never fits: nothing is destroyed for it.
-  if (need <= limit && device->graph_bytes + need > limit) {
-    halo_hal_cuda_graph_trim_locked(command_buffer, need);
-  }
+  bool reached = need <= limit && device->graph_bytes + need > limit;
+  uint64_t taken = device->graph_bytes;
+  uint32_t instances = device->graph_instance_count;
+  int64_t now = reached ? halo_clock_now_ns() : 0;
+  bool log = reached && (device->graph_logged_ns == 0 ||
+                         now - device->graph_logged_ns >= 60000000000ll);
+  if (log) device->graph_logged_ns = now;
+  if (reached) halo_hal_cuda_graph_trim_locked(command_buffer, need);
   bool fits = need <= limit && device->graph_bytes <= limit - need;
   if (fits) {
     device->graph_bytes += need;
@@ -1956,6 +1962,16 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   }
   *out_used = device->graph_bytes;
   pthread_mutex_unlock(&device->graph_mutex);
+  if (log) {
+    HALO_LOG_INFO(
+        "CUDA device %u: graph instances reached cuda-graph-bytes (%llu of "
+        "%llu KiB in %u instances, one more needs %llu KiB): idle instances "
+        "of other recordings are destroyed to make room, and executions may "
+        "wait for their recording's own (logged at most once a minute)",
+        device->ordinal, (unsigned long long)(taken >> 10),
+        (unsigned long long)(limit >> 10), instances,
+        (unsigned long long)(need >> 10));
+  }
   if (fits) return HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
   pthread_mutex_lock(&command_buffer->mutex);
   // Besides the right to create that this execution holds.

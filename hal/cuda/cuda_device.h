@@ -291,6 +291,7 @@ struct halo_hal_cuda_device_t {
   uint64_t graph_bytes;
   uint32_t graph_instance_count;
   struct halo_hal_cuda_command_buffer_t *graph_holders;
+  int64_t graph_logged_ns;  // when the bound was last logged as reached
 };
 
 // Any thread: the device memory the device's graph instances take by
