@@ -222,9 +222,10 @@ static const halod_config_entry_t halod_config_entries[] = {
      "device memory the CUDA graphs of one device worker's recordings may "
      "take on its GPU, by halo's estimate per graph instance (about 128 KiB, "
      "120 KiB a command that runs beside others between two barriers, 4 KiB "
-     "one alone). A trust domain's recordings share it: past it idle "
-     "instances of other recordings are destroyed to make room, an "
-     "execution waits for an instance of its own recording to come back, "
+     "one alone, 5 bytes a byte of kernel parameters). A trust domain's "
+     "recordings share it: past it idle instances of other recordings are "
+     "destroyed to make room, an execution waits for an instance of its own "
+     "recording to come back (and its queue's later executions behind it), "
      "and one whose recording has no instance and finds no room fails with "
      "RESOURCE_EXHAUSTED. The driver keeps what it took for destroyed "
      "instances and hands it to later ones"},

@@ -26,6 +26,37 @@ __global__ void touch(u64 *out) {
   if (threadIdx.x == 0 && out) *out += 1;
 }
 
+// A kernel whose parameters take |N| bytes (a dispatch's constants).
+template <int N>
+struct Bytes {
+  char b[N];
+};
+template <int N>
+__global__ void wide_parameters(Bytes<N> bytes) {
+  if (threadIdx.x == 0 && bytes.b[0] == 7) bytes.b[1] = 1;
+}
+static Bytes<32000> g_bytes;
+
+// The kernel taking |bytes| of parameters (one of the sizes below), or
+// NULL.
+static const void *parameter_kernel(int bytes) {
+  switch (bytes) {
+    case 1024:
+      return (const void *)wide_parameters<1024>;
+    case 4000:
+      return (const void *)wide_parameters<4000>;
+    case 4096:
+      return (const void *)wide_parameters<4096>;
+    case 8192:
+      return (const void *)wide_parameters<8192>;
+    case 16384:
+      return (const void *)wide_parameters<16384>;
+    case 32000:
+      return (const void *)wide_parameters<32000>;
+  }
+  return nullptr;
+}
+
 static size_t free_bytes() {
   CK(cudaDeviceSynchronize());
   size_t free_now = 0, total = 0;
@@ -39,11 +70,12 @@ static size_t free_bytes() {
 // an empty join node when it has several: how halo builds a recording's
 // graph); |sink|: a last kernel node after the last stage (halo's store
 // node).
-// |kind|: 'k' kernel nodes (dispatches), 's' memset nodes of 4 KiB
+// |kind|: 'k' kernel nodes (dispatches; |parameter_bytes| 0: an 8-byte
+// pointer, else that many bytes of parameters), 's' memset nodes of 4 KiB
 // (fills), 'c' device-to-device memcpy nodes of 4 KiB (copies, updates)
 // from |source|.
-static cudaGraph_t build(int nodes, int stage, bool sink, char kind, u64 *out,
-                         u64 *source) {
+static cudaGraph_t build(int nodes, int stage, bool sink, char kind,
+                         int parameter_bytes, u64 *out, u64 *source) {
   cudaGraph_t graph;
   CK(cudaGraphCreate(&graph, 0));
   cudaMemsetParams fill = {};
@@ -63,6 +95,12 @@ static cudaGraph_t build(int nodes, int stage, bool sink, char kind, u64 *out,
   p.gridDim = dim3(1);
   p.blockDim = dim3(32);
   p.kernelParams = args;
+  cudaKernelNodeParams wide = p;
+  void *wide_args[1] = {&g_bytes};
+  if (parameter_bytes) {
+    wide.func = (void *)parameter_kernel(parameter_bytes);
+    wide.kernelParams = wide_args;
+  }
   std::vector<cudaGraphNode_t> previous, current;
   for (int i = 0; i < nodes; ++i) {
     if (i % stage == 0 && i > 0) {
@@ -84,7 +122,7 @@ static cudaGraph_t build(int nodes, int stage, bool sink, char kind, u64 *out,
                                 &copy));
     } else {
       CK(cudaGraphAddKernelNode(&node, graph, previous.data(), previous.size(),
-                                &p));
+                                parameter_bytes ? &wide : &p));
     }
     current.push_back(node);
   }
@@ -96,19 +134,28 @@ static cudaGraph_t build(int nodes, int stage, bool sink, char kind, u64 *out,
   return graph;
 }
 
-// gm NODES STAGE SINK INSTANCES [KIND]: one case per process (the driver
-// keeps what it took for destroyed instances and hands it to the next
-// ones, so a case after another reads low); KIND k (kernel nodes, the
-// default), s (memset) or c (memcpy).
+// gm NODES STAGE SINK INSTANCES [KIND [PARAMETER_BYTES]]: one case per
+// process (the driver keeps what it took for destroyed instances and hands
+// it to the next ones, so a case after another reads low); KIND k (kernel
+// nodes, the default), s (memset) or c (memcpy); PARAMETER_BYTES (kernel
+// nodes): 1024, 4000, 4096, 8192, 16384 or 32000 bytes of parameters a
+// node instead of one pointer.
 int main(int argc, char **argv) {
-  if (argc != 5 && argc != 6) {
-    fprintf(stderr, "usage: %s NODES STAGE SINK(0/1) INSTANCES [k|s|c]\n",
+  if (argc < 5 || argc > 7) {
+    fprintf(stderr,
+            "usage: %s NODES STAGE SINK(0/1) INSTANCES [k|s|c "
+            "[PARAMETER_BYTES]]\n",
             argv[0]);
+    return 2;
+  }
+  int parameter_bytes = argc == 7 ? atoi(argv[6]) : 0;
+  if (parameter_bytes && !parameter_kernel(parameter_bytes)) {
+    fprintf(stderr, "PARAMETER_BYTES: 1024, 4000, 4096, 8192, 16384, 32000\n");
     return 2;
   }
   int nodes = atoi(argv[1]), stage = atoi(argv[2]), sink = atoi(argv[3]),
       instances = atoi(argv[4]);
-  char kind = argc == 6 ? argv[5][0] : 'k';
+  char kind = argc >= 6 ? argv[5][0] : 'k';
   if (kind != 'k' && kind != 's' && kind != 'c') {
     fprintf(stderr, "KIND is k, s or c\n");
     return 2;
@@ -126,7 +173,8 @@ int main(int argc, char **argv) {
   // The graphs themselves first (host objects), then the instances.
   std::vector<cudaGraph_t> graphs;
   for (int k = 0; k < instances; ++k)
-    graphs.push_back(build(nodes, stage, sink, kind, out, source));
+    graphs.push_back(
+        build(nodes, stage, sink, kind, parameter_bytes, out, source));
   size_t before = free_bytes();
   double t0 = now();
   std::vector<cudaGraphExec_t> execs(instances);
@@ -140,13 +188,15 @@ int main(int argc, char **argv) {
   size_t after = free_bytes();
   double mib = ((double)before - (double)after) / (1 << 20);
   printf(
-      "%5d %s nodes, stages of %5d%s, %3d instances: %9.2f MiB in all, "
+      "%5d %s nodes (%5d B of parameters), stages of %5d%s, %3d instances: "
+      "%9.2f MiB in all, "
       "%8.3f MiB an instance, %7.0f B a node; %8.3f ms an instance\n",
       nodes,
       kind == 's'   ? "memset"
       : kind == 'c' ? "memcpy"
                     : "kernel",
-      stage, sink ? " + sink" : "", instances, mib, mib / instances,
+      kind == 'k' ? (parameter_bytes ? parameter_bytes : 8) : 0, stage,
+      sink ? " + sink" : "", instances, mib, mib / instances,
       mib * (1 << 20) / instances / nodes, 1e3 * seconds / instances);
   return 0;
 }

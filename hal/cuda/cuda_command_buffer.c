@@ -75,6 +75,12 @@
 // Each argument value gets its own slot, aligned for any type a kernel may
 // read it as (the driver copies the parameter's size from it).
 #define HALO_HAL_CUDA_VALUE_ALIGNMENT 16u
+// The kernel parameters a dispatch may take here, as laid out (each
+// argument 16-byte aligned: at least the kernel's own). Past about 16 KiB
+// the driver sets aside gigabytes per context for a graph's parameters
+// (4 GiB with 16 KiB, 8 GiB with 32,000 bytes, however few nodes and
+// instances), which no bound per instance could count.
+#define HALO_HAL_CUDA_MAX_PARAMETER_BYTES 8192u
 
 // Built with `nvcc -arch=compute_75 -ptx` from:
 //   extern "C" __global__ void halo_indirect_set_grid(
@@ -609,6 +615,16 @@ static halo_status_t halo_hal_cuda_build_values(
       total += halo_hal_cuda_value_bytes(arg);
     }
     uint32_t size = total - command_buffer->command_values[i];
+    if (size > HALO_HAL_CUDA_MAX_PARAMETER_BYTES) {
+      return halo_status_make(
+          HALO_STATUS_INVALID_ARGUMENT,
+          "command %u (%s): its %u arguments take %u bytes of kernel "
+          "parameters (each 16-byte aligned); the CUDA driver takes at most "
+          "%u here (past about 16 KiB the driver sets aside gigabytes of "
+          "device memory per context for them): pass large data in a buffer",
+          i, halo_hal_command_type_name(command->type), command->arg_count,
+          size, HALO_HAL_CUDA_MAX_PARAMETER_BYTES);
+    }
     command_buffer->command_value_sizes[i] = size;
     if (size > command_buffer->max_command_values) {
       command_buffer->max_command_values = size;
@@ -660,36 +676,52 @@ static void halo_hal_cuda_command_buffer_free(
 // (driver 580; bench/probes/graph_memory.cu, docs/performance.md): about
 // 100 KiB an instance, 103-120 KiB a node that shares its stage with others
 // (independent nodes run concurrently), 2.5 KiB a node alone in its stage
-// (a chain), linear in the number of instances. halo's estimate rounds up.
+// (a chain), linear in the number of instances; fills and copies as much as
+// dispatches. A dispatch's kernel parameters add to its node: 2 KiB a node
+// with 1 KiB of them, 10 KiB with 4 KiB, 43 KiB with 8 KiB in a chain.
+// halo's estimate rounds up: 5 bytes a parameter byte.
 #define HALO_HAL_CUDA_INSTANCE_BASE_BYTES (128ull << 10)
 #define HALO_HAL_CUDA_CONCURRENT_NODE_BYTES (120ull << 10)
 #define HALO_HAL_CUDA_SERIAL_NODE_BYTES (4ull << 10)
+#define HALO_HAL_CUDA_PARAMETER_BYTE_BYTES 5ull
 
-static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes) {
+static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes,
+                                          uint64_t parameter_bytes) {
   return nodes * (commands > 1 ? HALO_HAL_CUDA_CONCURRENT_NODE_BYTES
-                               : HALO_HAL_CUDA_SERIAL_NODE_BYTES);
+                               : HALO_HAL_CUDA_SERIAL_NODE_BYTES) +
+         parameter_bytes * HALO_HAL_CUDA_PARAMETER_BYTE_BYTES;
 }
 
-// halo's estimate of one graph instance of |recording|: the base, each
-// stage's nodes (a dispatch_indirect's two: its grid setter and the
-// dispatch), the store node and the device binding table.
+// halo's estimate of one graph instance of |command_buffer| (its argument
+// values laid out): the base, each stage's nodes (a dispatch_indirect's
+// two: its grid setter and the dispatch) and their kernel parameters, the
+// store node and the device binding table.
 static uint64_t halo_hal_cuda_instance_bytes(
-    const halo_hal_recording_t *recording) {
-  uint64_t bytes = HALO_HAL_CUDA_INSTANCE_BASE_BYTES +
-                   HALO_HAL_CUDA_SERIAL_NODE_BYTES +
-                   (uint64_t)recording->binding_capacity * sizeof(uint64_t);
+    const halo_hal_cuda_command_buffer_t *command_buffer) {
+  const halo_hal_recording_t *recording = &command_buffer->base.recording;
+  uint64_t bytes =
+      HALO_HAL_CUDA_INSTANCE_BASE_BYTES + HALO_HAL_CUDA_SERIAL_NODE_BYTES;
+  if (command_buffer->uses_binding_table) {
+    bytes += (uint64_t)recording->binding_capacity * sizeof(uint64_t);
+  }
   uint32_t commands = 0, nodes = 0;
+  uint64_t parameter_bytes = 0;
   for (uint32_t i = 0; i < recording->command_count; ++i) {
     uint32_t type = recording->commands[i].type;
     if (type == HALO_HAL_COMMAND_BARRIER) {
-      bytes += halo_hal_cuda_stage_bytes(commands, nodes);
+      bytes += halo_hal_cuda_stage_bytes(commands, nodes, parameter_bytes);
       commands = nodes = 0;
+      parameter_bytes = 0;
       continue;
     }
     ++commands;
     nodes += type == HALO_HAL_COMMAND_DISPATCH_INDIRECT ? 2 : 1;
+    if (type == HALO_HAL_COMMAND_DISPATCH ||
+        type == HALO_HAL_COMMAND_DISPATCH_INDIRECT) {
+      parameter_bytes += command_buffer->command_value_sizes[i];
+    }
   }
-  return bytes + halo_hal_cuda_stage_bytes(commands, nodes);
+  return bytes + halo_hal_cuda_stage_bytes(commands, nodes, parameter_bytes);
 }
 
 halo_status_t halo_hal_cuda_command_buffer_prepare(
@@ -753,7 +785,8 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
     command_buffer->free_instances =
         calloc(instances, sizeof(halo_hal_cuda_free_instance_t));
     command_buffer->staging_free = calloc(instances, sizeof(uint64_t *));
-    command_buffer->instance_bytes = halo_hal_cuda_instance_bytes(recording);
+    command_buffer->instance_bytes =
+        halo_hal_cuda_instance_bytes(command_buffer);
     if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
         !command_buffer->scratch_values || !command_buffer->stage_previous ||
         !command_buffer->stage_current || !command_buffer->free_instances ||
@@ -779,7 +812,7 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
 
 // |count| of |command_buffer|'s instances are gone (or were never built):
 // their bytes go back, and the command buffer leaves the holders when it
-// has none left (|count| 0 with none built: nothing changes).
+// has none left (|count| 0: only that).
 static void halo_hal_cuda_graph_release_locked(
     halo_hal_cuda_command_buffer_t *command_buffer, uint32_t count) {
   halo_hal_cuda_device_t *device = command_buffer->device;
@@ -793,6 +826,8 @@ static void halo_hal_cuda_graph_release_locked(
   }
   if (command_buffer->holder_next) {
     command_buffer->holder_next->holder_prev = command_buffer->holder_prev;
+  } else {
+    device->graph_holders_tail = command_buffer->holder_prev;
   }
   command_buffer->holder_prev = command_buffer->holder_next = NULL;
   command_buffer->holding = false;
@@ -840,7 +875,8 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
                                          offsetof(
                                              halo_hal_cuda_command_buffer_t,
                                              reap_task));
-  // Off the device's holders first: nothing trims its instances after.
+  // Off the device's holders first (nothing trims its instances after),
+  // its bytes back once the driver tore them down.
   halo_hal_cuda_device_t *device = command_buffer->device;
   pthread_mutex_lock(&device->graph_mutex);
   halo_hal_cuda_graph_instance_t *instance = command_buffer->all_instances;
@@ -849,13 +885,16 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
     ++built;
   }
   command_buffer->all_instances = NULL;
-  halo_hal_cuda_graph_release_locked(command_buffer, built);
+  halo_hal_cuda_graph_release_locked(command_buffer, 0);
   pthread_mutex_unlock(&device->graph_mutex);
   while (instance) {
     halo_hal_cuda_graph_instance_t *next = instance->all_next;
     halo_hal_cuda_instance_destroy(command_buffer, instance);
     instance = next;
   }
+  pthread_mutex_lock(&device->graph_mutex);
+  halo_hal_cuda_graph_release_locked(command_buffer, built);
+  pthread_mutex_unlock(&device->graph_mutex);
   if (command_buffer->data_device) {
     halo_hal_allocator_t *allocator = command_buffer->device->base.allocator;
     allocator->vtable->deallocate(allocator, command_buffer->data_device,
@@ -874,7 +913,13 @@ static void halo_hal_cuda_command_buffer_destroy(
     halo_hal_command_buffer_t *base_command_buffer) {
   halo_hal_cuda_command_buffer_t *command_buffer =
       (halo_hal_cuda_command_buffer_t *)base_command_buffer;
-  if (!command_buffer->all_instances && !command_buffer->data_device &&
+  // Trimming (the submission thread) may be destroying its last instances
+  // right now: it holds the device's graph_mutex until it is done with it.
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  pthread_mutex_lock(&device->graph_mutex);
+  bool instances = command_buffer->all_instances || command_buffer->holding;
+  pthread_mutex_unlock(&device->graph_mutex);
+  if (!instances && !command_buffer->data_device &&
       !command_buffer->staging_chunk_count) {
     halo_hal_cuda_command_buffer_free(command_buffer);
     return;
@@ -1864,9 +1909,11 @@ static void halo_hal_cuda_instance_write_ticket(
 }
 
 // Submission thread, the device's graph_mutex held: destroys idle
-// instances of the device's other recordings (the oldest free ones of each
-// holder in turn, none kept for a woken execution or wanted by a parked
-// one) until |need| more bytes fit in the bound, or none is left. Their
+// instances of the device's other recordings (the holders in the order they
+// first held one, the oldest free ones of each, none kept for a woken
+// execution or wanted by a parked one) until |need| more bytes fit in the
+// bound, or none is left. The driver's teardown of them runs here, holding
+// up the device's issues meanwhile: only when the bound is reached. Their
 // staging slots stay with their command buffers. The instances go while
 // the mutex is held: the reaper then cannot free their command buffer.
 static void halo_hal_cuda_graph_trim_locked(
@@ -1951,13 +1998,16 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
     device->graph_bytes += need;
     ++device->graph_instance_count;
     if (!command_buffer->holding) {
+      // Last of the holders: trimming takes the oldest holders' first.
       command_buffer->holding = true;
-      command_buffer->holder_prev = NULL;
-      command_buffer->holder_next = device->graph_holders;
-      if (device->graph_holders) {
-        device->graph_holders->holder_prev = command_buffer;
+      command_buffer->holder_next = NULL;
+      command_buffer->holder_prev = device->graph_holders_tail;
+      if (device->graph_holders_tail) {
+        device->graph_holders_tail->holder_next = command_buffer;
+      } else {
+        device->graph_holders = command_buffer;
       }
-      device->graph_holders = command_buffer;
+      device->graph_holders_tail = command_buffer;
     }
   }
   *out_used = device->graph_bytes;
@@ -2043,7 +2093,8 @@ static halo_status_t halo_hal_cuda_issue_graph(
           "CUDA device %u: a graph instance of this recording (%u commands, "
           "%llu KiB of device memory by halo's estimate) does not fit in "
           "cuda-graph-bytes (%llu KiB): %llu KiB are taken by other "
-          "recordings' instances, all in use",
+          "recordings' instances, none of which can go now (in use, or kept "
+          "for an execution waiting for one)",
           device->ordinal, command_buffer->base.recording.command_count,
           (unsigned long long)(need >> 10), (unsigned long long)(limit >> 10),
           (unsigned long long)(used >> 10));

@@ -290,7 +290,8 @@ struct halo_hal_cuda_device_t {
   uint64_t graph_bytes_limit;
   uint64_t graph_bytes;
   uint32_t graph_instance_count;
-  struct halo_hal_cuda_command_buffer_t *graph_holders;
+  struct halo_hal_cuda_command_buffer_t *graph_holders;  // oldest first
+  struct halo_hal_cuda_command_buffer_t *graph_holders_tail;
   int64_t graph_logged_ns;  // when the bound was last logged as reached
 };
 

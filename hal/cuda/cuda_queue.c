@@ -243,6 +243,15 @@ struct halo_hal_cuda_queue_t {
   // Executions not waited for on the caller because their recording was
   // seen longer than that allows (halo_hal_cuda_execution_finish_on_caller).
   uint32_t caller_skips;
+  // Submission thread (or its caller while it runs nothing): the queue's
+  // execution that parked (for a wait fence or a graph instance), and those
+  // run after it, held in order (linked by held_next) until it goes on:
+  // issued before it on the queue's stream, a later execution's GPU store
+  // of a semaphore would land before the earlier one's lower value, which
+  // then hides it from its watchers for ever.
+  halo_hal_cuda_execution_t *held_by;
+  halo_hal_cuda_execution_t *held_head;
+  halo_hal_cuda_execution_t *held_tail;
   halo_hal_cuda_task_t destroy_task;
 };
 
@@ -277,6 +286,7 @@ struct halo_hal_cuda_execution_t {
   uint32_t wait_fence_count;
   uint32_t waits_enqueued;
   halo_hal_cuda_execution_t *parked_next;  // in a fence's parked list
+  halo_hal_cuda_execution_t *held_next;    // in its queue's held list
   // THREAD: in the inbox, then the poller's list; HOST_FUNC: in the
   // orphans.
   halo_hal_cuda_execution_t *next;
@@ -1564,8 +1574,51 @@ static bool halo_hal_cuda_execution_finish_on_caller(
 
 // The submission thread's task (or its caller's, the device idle): fence
 // waits, issue, stores, event, fence, completion path.
+typedef enum halo_hal_cuda_run_e {
+  HALO_HAL_CUDA_RUN_DONE = 0,    // issued (or failed): the queue goes on
+  HALO_HAL_CUDA_RUN_PARKED = 1,  // posted again when its fence or instance is
+  HALO_HAL_CUDA_RUN_MOVED = 2,   // posted to the submission thread
+} halo_hal_cuda_run_t;
+
+static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
+    halo_hal_cuda_execution_t *execution);
+
+// Runs |execution| in its queue's order: held behind the queue's parked
+// execution, if any; once that one goes on, the executions held behind it
+// run here, in order, until one of them parks in its turn.
 static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_execution_t *execution = (halo_hal_cuda_execution_t *)task;
+  halo_hal_cuda_queue_t *queue = execution->queue;
+  if (queue->held_by && queue->held_by != execution) {
+    execution->held_next = NULL;
+    if (queue->held_tail) {
+      queue->held_tail->held_next = execution;
+    } else {
+      queue->held_head = execution;
+    }
+    queue->held_tail = execution;
+    return;
+  }
+  halo_hal_cuda_run_t run = halo_hal_cuda_execution_run_one(execution);
+  if (run == HALO_HAL_CUDA_RUN_PARKED) queue->held_by = execution;
+  if (run != HALO_HAL_CUDA_RUN_DONE || queue->held_by != execution) return;
+  // A parked execution resumes on the submission thread (its wake posts
+  // it there), so the held ones run there too.
+  queue->held_by = NULL;
+  while (queue->held_head && !queue->held_by) {
+    halo_hal_cuda_execution_t *held = queue->held_head;
+    queue->held_head = held->held_next;
+    if (!queue->held_head) queue->held_tail = NULL;
+    held->held_next = NULL;
+    if (halo_hal_cuda_execution_run_one(held) == HALO_HAL_CUDA_RUN_PARKED) {
+      queue->held_by = held;
+    }
+  }
+}
+
+static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
+    halo_hal_cuda_execution_t *execution) {
+  halo_hal_cuda_task_t *task = &execution->task;
   halo_hal_cuda_queue_t *queue = execution->queue;
   halo_hal_cuda_queue_shared_t *shared = queue->shared;
   const halo_hal_cuda_symbols_t *cu = queue->device->cu;
@@ -1576,7 +1629,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     // Set-up first (a stream, a module, a graph instance): the submission
     // thread's, not the loop thread's.
     halo_hal_cuda_thread_post(&queue->device->submission, task);
-    return;
+    return HALO_HAL_CUDA_RUN_MOVED;
   }
   halo_status_t status = NULL;
   if (atomic_load(&shared->lost)) {
@@ -1586,7 +1639,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   if (!status) {
     bool parked = false;
     status = halo_hal_cuda_execution_wait_fences(execution, &parked);
-    if (!status && parked) return;  // posted again when the fence resolves
+    // Posted again when the fence resolves.
+    if (!status && parked) return HALO_HAL_CUDA_RUN_PARKED;
   }
   if (!status) {
     halo_hal_cuda_store_t stores[HALO_HAL_CUDA_GRAPH_STORES_MAX];
@@ -1598,7 +1652,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
         execution->execution.command_buffer, &execution->execution,
         queue->stream, node_on ? stores : NULL, store_count, &execution->task,
         &execution->issue, &parked);
-    if (!status && parked) return;  // posted again when an instance frees
+    // Posted again when an instance frees.
+    if (!status && parked) return HALO_HAL_CUDA_RUN_PARKED;
     execution->issue_sequence =
         atomic_fetch_add_explicit(&shared->issued, 1, memory_order_relaxed) + 1;
   }
@@ -1630,19 +1685,20 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     execution->next_query_ns =
         execution->handed_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
     if (halo_hal_cuda_execution_finish_on_caller(execution, on_caller)) {
-      return;
+      return HALO_HAL_CUDA_RUN_DONE;
     }
     status = halo_hal_cuda_execution_watch(execution);
-    if (!status) return;
+    if (!status) return HALO_HAL_CUDA_RUN_DONE;
   }
   if (on_caller) {
     // What follows may wait for the stream: the submission thread's work.
     execution->caller_failure = status;
     execution->task.run = halo_hal_cuda_execution_fail_run;
     halo_hal_cuda_thread_post(&queue->device->submission, &execution->task);
-    return;
+    return HALO_HAL_CUDA_RUN_DONE;
   }
   halo_hal_cuda_execution_fail(execution, status);
+  return HALO_HAL_CUDA_RUN_DONE;
 }
 
 // The submission thread ends a failed execution: whatever was enqueued must

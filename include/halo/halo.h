@@ -379,6 +379,12 @@ typedef struct halo_command_buffer_s halo_command_buffer_t;
 #define HALO_MAX_CONSTANT_BYTES 4096      // one CONSTANT argument
 #define HALO_MAX_UPDATE_BYTES 65536       // one update command
 #define HALO_MAX_INLINE_BYTES (1u << 20)  // all inline bytes of a recording
+// On a CUDA device a dispatch's arguments may take at most 8 KiB of kernel
+// parameters, each argument counted 16-byte aligned (a buffer 16 bytes):
+// more is INVALID_ARGUMENT at end(). Past about 16 KiB the CUDA driver sets
+// aside gigabytes of device memory per context for them; pass large data in
+// a buffer.
+#define HALO_MAX_CUDA_PARAMETER_BYTES 8192
 
 // Length meaning "from the offset to the end of the buffer".
 #define HALO_WHOLE_BUFFER UINT64_MAX

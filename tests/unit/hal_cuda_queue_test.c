@@ -954,7 +954,8 @@ static void test_graph_bytes_bound(void **unused) {
     assert_int_equal(completion_wait(&busy[b]), HALO_STATUS_OK);
   }
   if (code != HALO_STATUS_RESOURCE_EXHAUSTED ||
-      !strstr(message, "cuda-graph-bytes") || !strstr(message, "all in use")) {
+      !strstr(message, "cuda-graph-bytes") ||
+      !strstr(message, "none of which can go now")) {
     fail_msg("[%s] a recording with no room: %d: %s", state.mode, (int)code,
              message);
   }
@@ -1017,6 +1018,108 @@ static void host_page_unregister(void *page) {
   // until the device's threads have stopped: unmapped at teardown.
   halo_hal_cuda_thread_flush(&state.device->reaper);
   munmap(page, 4096);
+}
+
+// An execution that waits for an instance at the bound holds its queue: a
+// later execution of the same queue, of another recording, is issued after
+// it (else its GPU store of the semaphore they signal would land first and
+// the earlier, lower value after it, hiding the later one for ever).
+static void test_bound_wait_holds_its_queue(void **unused) {
+  (void)unused;
+  halo_hal_cuda_device_t *device = state.device;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  volatile uint64_t *word = (volatile uint64_t *)page + 8;
+  uint64_t word_address = page_address + 64;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint32_t slow_us = 20000, fast_us = 0;
+  halo_hal_command_buffer_t *big = graph_bytes_recording(8, x, y, &slow_us);
+  halo_hal_command_buffer_t *small = graph_bytes_recording(1, x, y, &fast_us);
+  halo_hal_queue_t *q0 = queue_new(), *q1 = queue_new();
+  char message[512];
+  assert_int_equal(graph_bytes_run(q0, big, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  assert_int_equal(graph_bytes_run(q0, small, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  // Room for one instance of each: |big|'s second must wait for its first.
+  device->graph_bytes_limit = graph_bytes_used(NULL);
+  fake_counters_t before = fake_driver_counters();
+  completion_t first, second, third;
+  atomic_uint order;
+  atomic_init(&order, 0);
+  completion_init(&first);
+  completion_init(&second);
+  completion_init(&third);
+  second.order = third.order = &order;
+  second.position = 0;
+  third.position = 1;
+  halo_hal_execution_signal_t signals[2] = {{word_address, 1, NULL},
+                                            {word_address, 2, NULL}};
+  execute(q0, big, NULL, 0, NULL, 0, &first);
+  execute(q1, big, NULL, 0, &signals[0], 1, &second);
+  execute(q1, small, NULL, 0, &signals[1], 1, &third);
+  assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&third), HALO_STATUS_OK);
+  assert_true(second.in_order);
+  assert_true(third.in_order);
+  assert_int_equal(*word, 2);
+  fake_counters_t after = fake_driver_counters();
+  assert_int_equal(after.store_regressions, before.store_regressions);
+  assert_true(graph_bytes_used(NULL) <= device->graph_bytes_limit);
+  device->graph_bytes_limit = HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES;
+  halo_hal_queue_destroy(q0);
+  halo_hal_queue_destroy(q1);
+  halo_hal_command_buffer_destroy(big);
+  halo_hal_command_buffer_destroy(small);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  host_page_unregister(page);
+  // The fake remembers the stores it saw: a fresh tally (as
+  // test_parked_executions_keep_queue_order).
+  fake_driver_reset_counters();
+}
+
+// A dispatch whose kernel parameters take more than 8 KiB (as laid out) is
+// refused when prepared, naming the command and the bytes: past about 16
+// KiB the driver sets aside gigabytes per context for them.
+static void test_parameter_bytes_bound(void **unused) {
+  (void)unused;
+  static uint8_t big[4096];
+  uint32_t n = N, us = 0;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  for (int constants = 0; constants < 3; ++constants) {
+    recorder_t recorder;
+    recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+    arg_t args[7] = {arg_buffer(direct_ref(x, N * 4)),
+                     arg_buffer(direct_ref(y, N * 4)), arg_constant(&n, 4),
+                     arg_constant(&us, 4)};
+    for (int c = 0; c < constants; ++c) {
+      args[4 + c] = arg_constant(big, sizeof(big));
+    }
+    recorder_dispatch(&recorder, KERNEL_SLOW, 1, args, 4 + constants);
+    halo_hal_command_buffer_t *command_buffer = NULL;
+    halo_status_t status = halo_hal_cuda_command_buffer_prepare(
+        state.device, &recorder.recording, &command_buffer);
+    if (constants < 2) {
+      // 64 and 4,160 bytes: taken.
+      if (status) fail_msg("prepare: %s", halo_status_message(status));
+      halo_hal_command_buffer_destroy(command_buffer);
+      continue;
+    }
+    // 8,256 bytes.
+    if (halo_status_code(status) != HALO_STATUS_INVALID_ARGUMENT ||
+        !strstr(halo_status_message(status), "command 0 (dispatch)") ||
+        !strstr(halo_status_message(status), "8256 bytes of kernel")) {
+      fail_msg("a dispatch of 8256 bytes of parameters: %s",
+               status ? halo_status_message(status) : "(prepared)");
+    }
+    halo_status_free(status);
+    // The recording stayed the caller's.
+    halo_hal_recording_deinitialize(&recorder.recording);
+  }
+  device_free(x, N * 4);
+  device_free(y, N * 4);
 }
 
 // More executions of one queue than its recording has graph instances,
@@ -3226,6 +3329,8 @@ int main(void) {
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_graph_bytes_bound),
+      cmocka_unit_test(test_bound_wait_holds_its_queue),
+      cmocka_unit_test(test_parameter_bytes_bound),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
       cmocka_unit_test(test_binding_table_instances),
