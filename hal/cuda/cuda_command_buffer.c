@@ -406,8 +406,7 @@ typedef struct halo_hal_cuda_command_buffer_t {
   // graph_mutex).
   uint64_t instance_bytes;
   bool holding;
-  struct halo_hal_cuda_command_buffer_t *holder_prev;
-  struct halo_hal_cuda_command_buffer_t *holder_next;
+  halo_list_link_t holder_link;
   halo_hal_cuda_task_t *parked_head;
   halo_hal_cuda_task_t *parked_tail;
   // Parked executions woken (posted again) and not yet run: a free
@@ -819,17 +818,7 @@ static void halo_hal_cuda_graph_release_locked(
   device->graph_bytes -= count * command_buffer->instance_bytes;
   device->graph_instance_count -= count;
   if (!command_buffer->holding || command_buffer->all_instances) return;
-  if (command_buffer->holder_prev) {
-    command_buffer->holder_prev->holder_next = command_buffer->holder_next;
-  } else {
-    device->graph_holders = command_buffer->holder_next;
-  }
-  if (command_buffer->holder_next) {
-    command_buffer->holder_next->holder_prev = command_buffer->holder_prev;
-  } else {
-    device->graph_holders_tail = command_buffer->holder_prev;
-  }
-  command_buffer->holder_prev = command_buffer->holder_next = NULL;
+  halo_list_remove(&device->graph_holders, &command_buffer->holder_link);
   command_buffer->holding = false;
 }
 
@@ -1920,13 +1909,12 @@ static void halo_hal_cuda_graph_trim_locked(
     halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   uint64_t limit = device->graph_bytes_limit;
-  halo_hal_cuda_command_buffer_t *holder = device->graph_holders;
-  while (holder && device->graph_bytes + need > limit) {
-    halo_hal_cuda_command_buffer_t *next = holder->holder_next;
-    if (holder == command_buffer) {
-      holder = next;
-      continue;
-    }
+  halo_list_link_t *link = device->graph_holders.head;
+  while (link && device->graph_bytes + need > limit) {
+    halo_hal_cuda_command_buffer_t *holder =
+        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
+    link = link->next;  // before a release takes |holder| off the list
+    if (holder == command_buffer) continue;
     halo_hal_cuda_graph_instance_t *gone = NULL;
     uint32_t count = 0;
     uint64_t left = device->graph_bytes;
@@ -1962,7 +1950,6 @@ static void halo_hal_cuda_graph_trim_locked(
       halo_hal_cuda_instance_destroy(holder, gone);
       gone = after;
     }
-    holder = next;
   }
 }
 
@@ -2000,14 +1987,7 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
     if (!command_buffer->holding) {
       // Last of the holders: trimming takes the oldest holders' first.
       command_buffer->holding = true;
-      command_buffer->holder_next = NULL;
-      command_buffer->holder_prev = device->graph_holders_tail;
-      if (device->graph_holders_tail) {
-        device->graph_holders_tail->holder_next = command_buffer;
-      } else {
-        device->graph_holders = command_buffer;
-      }
-      device->graph_holders_tail = command_buffer;
+      halo_list_push_back(&device->graph_holders, &command_buffer->holder_link);
     }
   }
   *out_used = device->graph_bytes;

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "common/clock.h"
+#include "common/list.h"
 #include "hal/cuda/cuda_stream_pool.h"
 #include "hal/cuda/cuda_symbols.h"
 #include "hal/device.h"
@@ -290,9 +291,8 @@ struct halo_hal_cuda_device_t {
   uint64_t graph_bytes_limit;
   uint64_t graph_bytes;
   uint32_t graph_instance_count;
-  struct halo_hal_cuda_command_buffer_t *graph_holders;  // oldest first
-  struct halo_hal_cuda_command_buffer_t *graph_holders_tail;
-  int64_t graph_logged_ns;  // when the bound was last logged as reached
+  halo_list_t graph_holders;  // by holder_link, oldest first
+  int64_t graph_logged_ns;    // when the bound was last logged as reached
 };
 
 // Any thread: the device memory the device's graph instances take by

@@ -275,7 +275,7 @@ static int device_close(void **unused) {
   halo_hal_cuda_device_graph_usage(device, &graph_bytes, &graph_instances);
   assert_int_equal(graph_bytes, 0);
   assert_int_equal(graph_instances, 0);
-  assert_null(device->graph_holders);
+  assert_true(halo_list_empty(&device->graph_holders));
   pthread_mutex_destroy(&device->graph_mutex);
   halo_status_free(device->builtin_failure);
   pthread_mutex_destroy(&device->transfer_mutex);
