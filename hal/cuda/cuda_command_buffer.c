@@ -71,6 +71,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "halo/halo.h"
 
 // Each argument value gets its own slot, aligned for any type a kernel may
 // read it as (the driver copies the parameter's size from it).
@@ -81,6 +82,9 @@
 // (4 GiB with 16 KiB, 8 GiB with 32,000 bytes, however few nodes and
 // instances), which no bound per instance could count.
 #define HALO_HAL_CUDA_MAX_PARAMETER_BYTES 8192u
+_Static_assert(HALO_HAL_CUDA_MAX_PARAMETER_BYTES ==
+                   HALO_MAX_CUDA_PARAMETER_BYTES,
+               "the limit halo.h documents");
 
 // Built with `nvcc -arch=compute_75 -ptx` from:
 //   extern "C" __global__ void halo_indirect_set_grid(
@@ -865,7 +869,9 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
                                              halo_hal_cuda_command_buffer_t,
                                              reap_task));
   // Off the device's holders first (nothing trims its instances after),
-  // its bytes back once the driver tore them down.
+  // its bytes back at once: a recording that needs its first instance
+  // meanwhile gets it (the device briefly past the bound while the driver
+  // tears these down) rather than fail for want of room.
   halo_hal_cuda_device_t *device = command_buffer->device;
   pthread_mutex_lock(&device->graph_mutex);
   halo_hal_cuda_graph_instance_t *instance = command_buffer->all_instances;
@@ -874,16 +880,13 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
     ++built;
   }
   command_buffer->all_instances = NULL;
-  halo_hal_cuda_graph_release_locked(command_buffer, 0);
+  halo_hal_cuda_graph_release_locked(command_buffer, built);
   pthread_mutex_unlock(&device->graph_mutex);
   while (instance) {
     halo_hal_cuda_graph_instance_t *next = instance->all_next;
     halo_hal_cuda_instance_destroy(command_buffer, instance);
     instance = next;
   }
-  pthread_mutex_lock(&device->graph_mutex);
-  halo_hal_cuda_graph_release_locked(command_buffer, built);
-  pthread_mutex_unlock(&device->graph_mutex);
   if (command_buffer->data_device) {
     halo_hal_allocator_t *allocator = command_buffer->device->base.allocator;
     allocator->vtable->deallocate(allocator, command_buffer->data_device,
@@ -902,13 +905,11 @@ static void halo_hal_cuda_command_buffer_destroy(
     halo_hal_command_buffer_t *base_command_buffer) {
   halo_hal_cuda_command_buffer_t *command_buffer =
       (halo_hal_cuda_command_buffer_t *)base_command_buffer;
-  // Trimming (the submission thread) may be destroying its last instances
-  // right now: it holds the device's graph_mutex until it is done with it.
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  pthread_mutex_lock(&device->graph_mutex);
-  bool instances = command_buffer->all_instances || command_buffer->holding;
-  pthread_mutex_unlock(&device->graph_mutex);
-  if (!instances && !command_buffer->data_device &&
+  // A graph recording goes through the reaper, whatever it holds now:
+  // trimming (the submission thread) may be destroying its instances right
+  // now, under the device's graph_mutex, which this thread (halod's loop,
+  // the worker's) should not wait for.
+  if (!command_buffer->use_graph && !command_buffer->data_device &&
       !command_buffer->staging_chunk_count) {
     halo_hal_cuda_command_buffer_free(command_buffer);
     return;
@@ -1897,18 +1898,42 @@ static void halo_hal_cuda_instance_write_ticket(
                         memory_order_release);
 }
 
+// Under |holder|'s mutex: its free instances that may go (none kept for a
+// woken execution, none while one is parked).
+static uint32_t halo_hal_cuda_graph_spare(
+    const halo_hal_cuda_command_buffer_t *holder) {
+  return !holder->parked_head && holder->free_count > holder->promised
+             ? holder->free_count - holder->promised
+             : 0;
+}
+
 // Submission thread, the device's graph_mutex held: destroys idle
 // instances of the device's other recordings (the holders in the order they
 // first held one, the oldest free ones of each, none kept for a woken
 // execution or wanted by a parked one) until |need| more bytes fit in the
-// bound, or none is left. The driver's teardown of them runs here, holding
-// up the device's issues meanwhile: only when the bound is reached. Their
+// bound, and none if that many cannot go. The driver's teardown of them
+// runs here, holding up the device's issues meanwhile: only when the bound
+// is reached. Their
 // staging slots stay with their command buffers. The instances go while
 // the mutex is held: the reaper then cannot free their command buffer.
 static void halo_hal_cuda_graph_trim_locked(
     halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   uint64_t limit = device->graph_bytes_limit;
+  // Nothing goes unless enough can go: destroyed for nothing, an idle
+  // instance would only be built again.
+  uint64_t spare_bytes = 0;
+  for (halo_list_link_t *link = device->graph_holders.head; link;
+       link = link->next) {
+    halo_hal_cuda_command_buffer_t *holder =
+        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
+    if (holder == command_buffer) continue;
+    pthread_mutex_lock(&holder->mutex);
+    spare_bytes +=
+        (uint64_t)halo_hal_cuda_graph_spare(holder) * holder->instance_bytes;
+    pthread_mutex_unlock(&holder->mutex);
+  }
+  if (device->graph_bytes - spare_bytes + need > limit) return;
   halo_list_link_t *link = device->graph_holders.head;
   while (link && device->graph_bytes + need > limit) {
     halo_hal_cuda_command_buffer_t *holder =
@@ -1919,10 +1944,7 @@ static void halo_hal_cuda_graph_trim_locked(
     uint32_t count = 0;
     uint64_t left = device->graph_bytes;
     pthread_mutex_lock(&holder->mutex);
-    uint32_t spare =
-        !holder->parked_head && holder->free_count > holder->promised
-            ? holder->free_count - holder->promised
-            : 0;
+    uint32_t spare = halo_hal_cuda_graph_spare(holder);
     while (spare > 0 && left + need > limit) {
       halo_hal_cuda_graph_instance_t *instance =
           holder->free_instances[0].instance;
@@ -1931,9 +1953,9 @@ static void halo_hal_cuda_graph_trim_locked(
       --holder->free_count;
       --holder->instance_count;
       --spare;
-      halo_hal_cuda_graph_instance_t **link = &holder->all_instances;
-      while (*link != instance) link = &(*link)->all_next;
-      *link = instance->all_next;
+      halo_hal_cuda_graph_instance_t **slot = &holder->all_instances;
+      while (*slot != instance) slot = &(*slot)->all_next;
+      *slot = instance->all_next;
       if (instance->staging) {
         holder->staging_free[holder->staging_free_count++] = instance->staging;
         instance->staging = NULL;

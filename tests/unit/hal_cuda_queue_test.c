@@ -1080,6 +1080,89 @@ static void test_bound_wait_holds_its_queue(void **unused) {
   fake_driver_reset_counters();
 }
 
+// execute() with wait fences and an out fence.
+static void execute_fenced(halo_hal_queue_t *queue,
+                           halo_hal_command_buffer_t *command_buffer,
+                           halo_hal_fence_t *const *waits, uint32_t wait_count,
+                           halo_hal_fence_t **out_fence,
+                           const halo_hal_execution_signal_t *signals,
+                           uint32_t signal_count, completion_t *completion) {
+  halo_hal_execution_t execution = {
+      .command_buffer = command_buffer,
+      .completion = on_complete,
+      .user_data = completion,
+      .signals = signals,
+      .signal_count = signal_count,
+      .wait_fences = waits,
+      .wait_fence_count = wait_count,
+      .out_fence = out_fence,
+  };
+  halo_status_t status = halo_hal_queue_execute(queue, &execution);
+  if (status) fail_msg("execute: %s", halo_status_message(status));
+}
+
+// An execution parked on a wait fence (its producer parked for a graph
+// instance) holds its queue too: the queue's next execution, of another
+// recording, signaling the same semaphore higher, is issued after it, so
+// the semaphore's GPU stores go 1 then 2.
+static void test_fence_wait_holds_its_queue(void **unused) {
+  (void)unused;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  volatile uint64_t *word = (volatile uint64_t *)page + 8;
+  uint64_t word_address = page_address + 64;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint32_t slow_us = 30000, fast_us = 0;
+  halo_hal_command_buffer_t *busy = graph_bytes_recording(1, x, y, &slow_us);
+  halo_hal_command_buffer_t *consumer =
+      graph_bytes_recording(1, x, y, &fast_us);
+  halo_hal_command_buffer_t *other = graph_bytes_recording(2, x, y, &fast_us);
+  halo_hal_queue_t *fills = queue_new(), *q0 = queue_new(), *q1 = queue_new();
+  char message[512];
+  // Each recording has an instance already: only |busy| lacks one below.
+  assert_int_equal(graph_bytes_run(q1, consumer, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  assert_int_equal(graph_bytes_run(q1, other, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  fake_counters_t before = fake_driver_counters();
+  // Every instance |busy| may have is in use: its next execution parks.
+  static completion_t fill[TEST_GRAPH_INSTANCES];
+  for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
+    completion_init(&fill[f]);
+    execute(fills, busy, NULL, 0, NULL, 0, &fill[f]);
+  }
+  completion_t producer, first, second;
+  completion_init(&producer);
+  completion_init(&first);
+  completion_init(&second);
+  halo_hal_fence_t *fence = NULL;
+  execute_fenced(q0, busy, NULL, 0, &fence, NULL, 0, &producer);
+  halo_hal_execution_signal_t signals[2] = {{word_address, 1, NULL},
+                                            {word_address, 2, NULL}};
+  execute_fenced(q1, consumer, &fence, 1, NULL, &signals[0], 1, &first);
+  execute_fenced(q1, other, NULL, 0, NULL, &signals[1], 1, &second);
+  assert_int_equal(completion_wait(&producer), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
+  for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
+    assert_int_equal(completion_wait(&fill[f]), HALO_STATUS_OK);
+  }
+  assert_int_equal(*word, 2);
+  fake_counters_t after = fake_driver_counters();
+  assert_int_equal(after.store_regressions, before.store_regressions);
+  halo_hal_fence_release(fence);
+  halo_hal_queue_destroy(fills);
+  halo_hal_queue_destroy(q0);
+  halo_hal_queue_destroy(q1);
+  halo_hal_command_buffer_destroy(busy);
+  halo_hal_command_buffer_destroy(consumer);
+  halo_hal_command_buffer_destroy(other);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  host_page_unregister(page);
+  fake_driver_reset_counters();
+}
+
 // A dispatch whose kernel parameters take more than 8 KiB (as laid out) is
 // refused when prepared, naming the command and the bytes: past about 16
 // KiB the driver sets aside gigabytes per context for them.
@@ -1118,6 +1201,17 @@ static void test_parameter_bytes_bound(void **unused) {
     // The recording stayed the caller's.
     halo_hal_recording_deinitialize(&recorder.recording);
   }
+  // Exactly the bound (two 4096-byte constants alone): taken.
+  recorder_t recorder;
+  recorder_begin(&recorder, HALO_HAL_RECORDING_REUSABLE, 0);
+  arg_t bound[2] = {arg_constant(big, sizeof(big)),
+                    arg_constant(big, sizeof(big))};
+  recorder_dispatch(&recorder, KERNEL_SLOW, 1, bound, 2);
+  halo_hal_command_buffer_t *command_buffer = NULL;
+  halo_status_t status = halo_hal_cuda_command_buffer_prepare(
+      state.device, &recorder.recording, &command_buffer);
+  if (status) fail_msg("8192 bytes: %s", halo_status_message(status));
+  halo_hal_command_buffer_destroy(command_buffer);
   device_free(x, N * 4);
   device_free(y, N * 4);
 }
@@ -3330,6 +3424,7 @@ int main(void) {
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_graph_bytes_bound),
       cmocka_unit_test(test_bound_wait_holds_its_queue),
+      cmocka_unit_test(test_fence_wait_holds_its_queue),
       cmocka_unit_test(test_parameter_bytes_bound),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
