@@ -414,7 +414,10 @@ class CommandBuffer(HaloObject):
         pointer (8 zero bytes), anything else is a constant passed by value
         (numpy scalar, ctypes value, bytes, halogpu.constant(); plain ints
         are refused: their size is unknown).
-        |shared_memory| is the dynamic shared memory in bytes."""
+        |shared_memory| is the dynamic shared memory in bytes. On a CUDA
+        device the arguments may take at most 8 KiB of kernel parameters
+        (HALO_MAX_CUDA_PARAMETER_BYTES in halo.h, each argument counted
+        16-byte aligned); end() fails with InvalidArgumentError past it."""
         self._dispatch(executable, entry, grid, block, args, shared_memory,
                        None)
 
