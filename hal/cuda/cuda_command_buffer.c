@@ -1911,11 +1911,11 @@ static uint32_t halo_hal_cuda_graph_spare(
 // instances of the device's other recordings (the holders in the order they
 // first held one, the oldest free ones of each, none kept for a woken
 // execution or wanted by a parked one) until |need| more bytes fit in the
-// bound, and none if that many cannot go. The driver's teardown of them
-// runs here, holding up the device's issues meanwhile: only when the bound
-// is reached. Their
-// staging slots stay with their command buffers. The instances go while
-// the mutex is held: the reaper then cannot free their command buffer.
+// bound, and none if that many cannot go. Their staging slots stay with
+// their command buffers. The driver's teardown of them runs here, holding
+// up the device's issues meanwhile (only when the bound is reached), and
+// while the mutex is held: the reaper cannot free their command buffer
+// meanwhile.
 static void halo_hal_cuda_graph_trim_locked(
     halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
   halo_hal_cuda_device_t *device = command_buffer->device;

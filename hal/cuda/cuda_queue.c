@@ -1572,12 +1572,13 @@ static bool halo_hal_cuda_execution_finish_on_caller(
   return true;
 }
 
-// The submission thread's task (or its caller's, the device idle): fence
-// waits, issue, stores, event, fence, completion path.
+// What became of an execution's run.
 typedef enum halo_hal_cuda_run_e {
-  HALO_HAL_CUDA_RUN_DONE = 0,    // issued (or failed): the queue goes on
-  HALO_HAL_CUDA_RUN_PARKED = 1,  // posted again when its fence or instance is
-  HALO_HAL_CUDA_RUN_MOVED = 2,   // posted to the submission thread
+  HALO_HAL_CUDA_RUN_DONE = 0,  // issued (or failed): the queue goes on
+  // Parked: posted again when its wait fence resolves or an instance of its
+  // recording frees.
+  HALO_HAL_CUDA_RUN_PARKED = 1,
+  HALO_HAL_CUDA_RUN_MOVED = 2,  // posted to the submission thread
 } halo_hal_cuda_run_t;
 
 static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
@@ -1616,6 +1617,8 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   }
 }
 
+// The submission thread's task (or its caller's, the device idle): fence
+// waits, issue, stores, event, fence, completion path.
 static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_task_t *task = &execution->task;
