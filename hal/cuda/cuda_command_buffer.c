@@ -327,11 +327,10 @@ struct halo_hal_cuda_graph_instance_t {
   CUgraphDeviceNode *device_nodes;
   // binding_capacity addresses the nodes and the device table hold.
   uint64_t *bound;
-  uint64_t table;      // device binding table (BINDING_TABLE recordings)
-  uint64_t *staging;   // its pinned host copy
-  bool staging_fresh;  // |staging| is a new slot, not one used before
-  bool table_valid;    // the device table holds |bound|
-  bool needs_upload;   // cuGraphUpload before the next launch
+  uint64_t table;     // device binding table (BINDING_TABLE recordings)
+  uint64_t *staging;  // its pinned host copy
+  bool table_valid;   // the device table holds |bound|
+  bool needs_upload;  // cuGraphUpload before the next launch
   // The store node's ticket (pinned; NULL: the graph has no store node).
   // Its words are atomics: the device reads them (the host writes them only
   // while no launch of the instance is pending).
@@ -395,13 +394,10 @@ typedef struct halo_hal_cuda_command_buffer_t {
   // Submission thread (the reaper frees them): the instances' pinned
   // staging of the binding table, HALO_HAL_CUDA_STAGING_PER_CHUNK tables
   // per pinned allocation (each pinned allocation costs device memory), and
-  // the instances built so far (the next one's staging slot).
+  // the slots no instance holds (a new chunk's, a destroyed instance's),
+  // room for every slot of the chunks the pool's bound may need.
   uint8_t **staging_chunks;
   uint32_t staging_chunk_count;
-  uint32_t instances_built;
-  // The pinned staging slots of instances destroyed to make room for
-  // another recording's (halo_hal_cuda_graph_trim), used again before a
-  // new slot (room for every instance the pool may hold).
   uint64_t **staging_free;
   uint32_t staging_free_count;
   // halo's estimate of one instance's device memory
@@ -787,7 +783,10 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
     if (instances == 0) instances = 1;
     command_buffer->free_instances =
         calloc(instances, sizeof(halo_hal_cuda_free_instance_t));
-    command_buffer->staging_free = calloc(instances, sizeof(uint64_t *));
+    command_buffer->staging_free = calloc(
+        (instances + HALO_HAL_CUDA_STAGING_PER_CHUNK - 1) /
+            HALO_HAL_CUDA_STAGING_PER_CHUNK * HALO_HAL_CUDA_STAGING_PER_CHUNK,
+        sizeof(uint64_t *));
     command_buffer->instance_bytes =
         halo_hal_cuda_instance_bytes(command_buffer);
     if (!command_buffer->command_stamps || !command_buffer->scratch_pointers ||
@@ -1476,26 +1475,16 @@ static halo_status_t halo_hal_cuda_instance_build(
 }
 
 // Submission thread: the pinned staging of the next instance's binding
-// table (|bytes|): one a destroyed instance left, else a new slot of the
-// command buffer's chunks (|out_fresh|; a new chunk every
-// HALO_HAL_CUDA_STAGING_PER_CHUNK instances; the reaper frees them).
+// table (|bytes|), a slot no instance holds; with none, a new chunk of
+// HALO_HAL_CUDA_STAGING_PER_CHUNK slots (the reaper frees them).
 static halo_status_t halo_hal_cuda_staging_slot(
     halo_hal_cuda_command_buffer_t *command_buffer, size_t bytes,
-    uint64_t **out_staging, bool *out_fresh) {
+    uint64_t **out_staging) {
   *out_staging = NULL;
-  *out_fresh = false;
-  if (command_buffer->staging_free_count > 0) {
-    // A destroyed instance's (halo_hal_cuda_graph_trim_locked).
-    *out_staging =
-        command_buffer->staging_free[--command_buffer->staging_free_count];
-    return NULL;
-  }
-  *out_fresh = true;
-  uint32_t index = command_buffer->instances_built;
-  uint32_t chunk = index / HALO_HAL_CUDA_STAGING_PER_CHUNK;
-  if (chunk >= command_buffer->staging_chunk_count) {
+  if (command_buffer->staging_free_count == 0) {
     uint8_t **chunks =
-        realloc(command_buffer->staging_chunks, (chunk + 1) * sizeof(*chunks));
+        realloc(command_buffer->staging_chunks,
+                (command_buffer->staging_chunk_count + 1) * sizeof(*chunks));
     if (!chunks) {
       return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "oom for binding-table staging");
@@ -1509,11 +1498,22 @@ static halo_status_t halo_hal_cuda_staging_slot(
       return halo_hal_cuda_result_to_status(cu, result, "cuMemAllocHost");
     }
     chunks[command_buffer->staging_chunk_count++] = host;
+    // Taken first to last.
+    for (uint32_t i = HALO_HAL_CUDA_STAGING_PER_CHUNK; i-- > 0;) {
+      command_buffer->staging_free[command_buffer->staging_free_count++] =
+          (uint64_t *)((uint8_t *)host + i * bytes);
+    }
   }
   *out_staging =
-      (uint64_t *)(command_buffer->staging_chunks[chunk] +
-                   (index % HALO_HAL_CUDA_STAGING_PER_CHUNK) * bytes);
+      command_buffer->staging_free[--command_buffer->staging_free_count];
   return NULL;
+}
+
+// A slot |staging| (NULL: none) no instance holds any more.
+static void halo_hal_cuda_staging_give(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t *staging) {
+  if (!staging) return;
+  command_buffer->staging_free[command_buffer->staging_free_count++] = staging;
 }
 
 static halo_status_t halo_hal_cuda_instance_create(
@@ -1551,8 +1551,7 @@ static halo_status_t halo_hal_cuda_instance_create(
         allocator->vtable->allocate(allocator, table_bytes, &instance->table);
     if (!status) {
       status = halo_hal_cuda_staging_slot(command_buffer, table_bytes,
-                                          &instance->staging,
-                                          &instance->staging_fresh);
+                                          &instance->staging);
     }
     if (status) {
       status = halo_status_annotate(status,
@@ -1593,10 +1592,7 @@ static halo_status_t halo_hal_cuda_instance_create(
     }
   }
   if (status) {
-    if (instance->staging && !instance->staging_fresh) {
-      command_buffer->staging_free[command_buffer->staging_free_count++] =
-          instance->staging;
-    }
+    halo_hal_cuda_staging_give(command_buffer, instance->staging);
     halo_hal_cuda_instance_destroy(command_buffer, instance);
     return halo_status_annotate(status, "building a CUDA graph of %u commands",
                                 recording->command_count);
@@ -1956,10 +1952,8 @@ static void halo_hal_cuda_graph_trim_locked(
       halo_hal_cuda_graph_instance_t **slot = &holder->all_instances;
       while (*slot != instance) slot = &(*slot)->all_next;
       *slot = instance->all_next;
-      if (instance->staging) {
-        holder->staging_free[holder->staging_free_count++] = instance->staging;
-        instance->staging = NULL;
-      }
+      halo_hal_cuda_staging_give(holder, instance->staging);
+      instance->staging = NULL;
       instance->all_next = gone;
       gone = instance;
       ++count;
@@ -2114,7 +2108,6 @@ static halo_status_t halo_hal_cuda_issue_graph(
     pthread_mutex_lock(&command_buffer->mutex);
     instance->all_next = command_buffer->all_instances;
     command_buffer->all_instances = instance;
-    if (instance->staging_fresh) ++command_buffer->instances_built;
     pthread_mutex_unlock(&command_buffer->mutex);
     issue->instance_created = true;
   }

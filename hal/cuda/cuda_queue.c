@@ -1572,16 +1572,7 @@ static bool halo_hal_cuda_execution_finish_on_caller(
   return true;
 }
 
-// What became of an execution's run.
-typedef enum halo_hal_cuda_run_e {
-  HALO_HAL_CUDA_RUN_DONE = 0,  // issued (or failed): the queue goes on
-  // Parked: posted again when its wait fence resolves or an instance of its
-  // recording frees.
-  HALO_HAL_CUDA_RUN_PARKED = 1,
-  HALO_HAL_CUDA_RUN_MOVED = 2,  // posted to the submission thread
-} halo_hal_cuda_run_t;
-
-static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
+static bool halo_hal_cuda_execution_run_one(
     halo_hal_cuda_execution_t *execution);
 
 // Runs |execution| in its queue's order: held behind the queue's parked
@@ -1600,9 +1591,11 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     queue->held_tail = execution;
     return;
   }
-  halo_hal_cuda_run_t run = halo_hal_cuda_execution_run_one(execution);
-  if (run == HALO_HAL_CUDA_RUN_PARKED) queue->held_by = execution;
-  if (run != HALO_HAL_CUDA_RUN_DONE || queue->held_by != execution) return;
+  if (halo_hal_cuda_execution_run_one(execution)) {
+    queue->held_by = execution;
+    return;
+  }
+  if (queue->held_by != execution) return;
   // A parked execution resumes on the submission thread (its wake posts
   // it there), so the held ones run there too.
   queue->held_by = NULL;
@@ -1611,15 +1604,16 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
     queue->held_head = held->held_next;
     if (!queue->held_head) queue->held_tail = NULL;
     held->held_next = NULL;
-    if (halo_hal_cuda_execution_run_one(held) == HALO_HAL_CUDA_RUN_PARKED) {
-      queue->held_by = held;
-    }
+    if (halo_hal_cuda_execution_run_one(held)) queue->held_by = held;
   }
 }
 
 // The submission thread's task (or its caller's, the device idle): fence
-// waits, issue, stores, event, fence, completion path.
-static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
+// waits, issue, stores, event, fence, completion path. True if it parked
+// (posted again when its wait fence resolves or an instance of its
+// recording frees); else it was issued, failed, or posted to the
+// submission thread from its caller.
+static bool halo_hal_cuda_execution_run_one(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_task_t *task = &execution->task;
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1632,7 +1626,7 @@ static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
     // Set-up first (a stream, a module, a graph instance): the submission
     // thread's, not the loop thread's.
     halo_hal_cuda_thread_post(&queue->device->submission, task);
-    return HALO_HAL_CUDA_RUN_MOVED;
+    return false;
   }
   halo_status_t status = NULL;
   if (atomic_load(&shared->lost)) {
@@ -1642,8 +1636,7 @@ static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
   if (!status) {
     bool parked = false;
     status = halo_hal_cuda_execution_wait_fences(execution, &parked);
-    // Posted again when the fence resolves.
-    if (!status && parked) return HALO_HAL_CUDA_RUN_PARKED;
+    if (!status && parked) return true;  // posted when the fence resolves
   }
   if (!status) {
     halo_hal_cuda_store_t stores[HALO_HAL_CUDA_GRAPH_STORES_MAX];
@@ -1655,8 +1648,7 @@ static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
         execution->execution.command_buffer, &execution->execution,
         queue->stream, node_on ? stores : NULL, store_count, &execution->task,
         &execution->issue, &parked);
-    // Posted again when an instance frees.
-    if (!status && parked) return HALO_HAL_CUDA_RUN_PARKED;
+    if (!status && parked) return true;  // posted when an instance frees
     execution->issue_sequence =
         atomic_fetch_add_explicit(&shared->issued, 1, memory_order_relaxed) + 1;
   }
@@ -1688,20 +1680,20 @@ static halo_hal_cuda_run_t halo_hal_cuda_execution_run_one(
     execution->next_query_ns =
         execution->handed_ns + HALO_HAL_CUDA_COMPLETION_QUERY_NS;
     if (halo_hal_cuda_execution_finish_on_caller(execution, on_caller)) {
-      return HALO_HAL_CUDA_RUN_DONE;
+      return false;
     }
     status = halo_hal_cuda_execution_watch(execution);
-    if (!status) return HALO_HAL_CUDA_RUN_DONE;
+    if (!status) return false;
   }
   if (on_caller) {
     // What follows may wait for the stream: the submission thread's work.
     execution->caller_failure = status;
     execution->task.run = halo_hal_cuda_execution_fail_run;
     halo_hal_cuda_thread_post(&queue->device->submission, &execution->task);
-    return HALO_HAL_CUDA_RUN_DONE;
+    return false;
   }
   halo_hal_cuda_execution_fail(execution, status);
-  return HALO_HAL_CUDA_RUN_DONE;
+  return false;
 }
 
 // The submission thread ends a failed execution: whatever was enqueued must

@@ -520,11 +520,15 @@ static halo_hal_queue_t *queue_new(void) {
   return queue;
 }
 
-static void execute(halo_hal_queue_t *queue,
-                    halo_hal_command_buffer_t *command_buffer,
-                    const halo_hal_binding_t *bindings, uint32_t count,
-                    const halo_hal_execution_signal_t *signals,
-                    uint32_t signal_count, completion_t *completion) {
+// An execution of |command_buffer| on |queue| after |waits| (device
+// fences), its own fence in |out_fence| (NULL: none).
+static void execute_fenced(halo_hal_queue_t *queue,
+                           halo_hal_command_buffer_t *command_buffer,
+                           const halo_hal_binding_t *bindings, uint32_t count,
+                           halo_hal_fence_t *const *waits, uint32_t wait_count,
+                           halo_hal_fence_t **out_fence,
+                           const halo_hal_execution_signal_t *signals,
+                           uint32_t signal_count, completion_t *completion) {
   halo_hal_execution_t execution = {
       .command_buffer = command_buffer,
       .bindings = bindings,
@@ -533,9 +537,21 @@ static void execute(halo_hal_queue_t *queue,
       .user_data = completion,
       .signals = signals,
       .signal_count = signal_count,
+      .wait_fences = waits,
+      .wait_fence_count = wait_count,
+      .out_fence = out_fence,
   };
   halo_status_t status = halo_hal_queue_execute(queue, &execution);
   if (status) fail_msg("execute: %s", halo_status_message(status));
+}
+
+static void execute(halo_hal_queue_t *queue,
+                    halo_hal_command_buffer_t *command_buffer,
+                    const halo_hal_binding_t *bindings, uint32_t count,
+                    const halo_hal_execution_signal_t *signals,
+                    uint32_t signal_count, completion_t *completion) {
+  execute_fenced(queue, command_buffer, bindings, count, NULL, 0, NULL, signals,
+                 signal_count, completion);
 }
 
 static void execute_and_wait(halo_hal_queue_t *queue,
@@ -1080,27 +1096,6 @@ static void test_bound_wait_holds_its_queue(void **unused) {
   fake_driver_reset_counters();
 }
 
-// execute() with wait fences and an out fence.
-static void execute_fenced(halo_hal_queue_t *queue,
-                           halo_hal_command_buffer_t *command_buffer,
-                           halo_hal_fence_t *const *waits, uint32_t wait_count,
-                           halo_hal_fence_t **out_fence,
-                           const halo_hal_execution_signal_t *signals,
-                           uint32_t signal_count, completion_t *completion) {
-  halo_hal_execution_t execution = {
-      .command_buffer = command_buffer,
-      .completion = on_complete,
-      .user_data = completion,
-      .signals = signals,
-      .signal_count = signal_count,
-      .wait_fences = waits,
-      .wait_fence_count = wait_count,
-      .out_fence = out_fence,
-  };
-  halo_status_t status = halo_hal_queue_execute(queue, &execution);
-  if (status) fail_msg("execute: %s", halo_status_message(status));
-}
-
 // An execution parked on a wait fence (its producer parked for a graph
 // instance) holds its queue too: the queue's next execution, of another
 // recording, signaling the same semaphore higher, is issued after it, so
@@ -1136,11 +1131,12 @@ static void test_fence_wait_holds_its_queue(void **unused) {
   completion_init(&first);
   completion_init(&second);
   halo_hal_fence_t *fence = NULL;
-  execute_fenced(q0, busy, NULL, 0, &fence, NULL, 0, &producer);
+  execute_fenced(q0, busy, NULL, 0, NULL, 0, &fence, NULL, 0, &producer);
   halo_hal_execution_signal_t signals[2] = {{word_address, 1, NULL},
                                             {word_address, 2, NULL}};
-  execute_fenced(q1, consumer, &fence, 1, NULL, &signals[0], 1, &first);
-  execute_fenced(q1, other, NULL, 0, NULL, &signals[1], 1, &second);
+  execute_fenced(q1, consumer, NULL, 0, &fence, 1, NULL, &signals[0], 1,
+                 &first);
+  execute_fenced(q1, other, NULL, 0, NULL, 0, NULL, &signals[1], 1, &second);
   assert_int_equal(completion_wait(&producer), HALO_STATUS_OK);
   assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
   assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
