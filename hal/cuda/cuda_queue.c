@@ -245,13 +245,12 @@ struct halo_hal_cuda_queue_t {
   uint32_t caller_skips;
   // Submission thread (or its caller while it runs nothing): the queue's
   // execution that parked (for a wait fence or a graph instance), and those
-  // run after it, held in order (linked by held_next) until it goes on:
+  // run after it, held in order (by held_link) until it goes on:
   // issued before it on the queue's stream, a later execution's GPU store
   // of a semaphore would land before the earlier one's lower value, which
   // then hides it from its watchers for ever.
   halo_hal_cuda_execution_t *held_by;
-  halo_hal_cuda_execution_t *held_head;
-  halo_hal_cuda_execution_t *held_tail;
+  halo_list_t held;
   halo_hal_cuda_task_t destroy_task;
 };
 
@@ -286,7 +285,7 @@ struct halo_hal_cuda_execution_t {
   uint32_t wait_fence_count;
   uint32_t waits_enqueued;
   halo_hal_cuda_execution_t *parked_next;  // in a fence's parked list
-  halo_hal_cuda_execution_t *held_next;    // in its queue's held list
+  halo_list_link_t held_link;              // in its queue's held list
   // THREAD: in the inbox, then the poller's list; HOST_FUNC: in the
   // orphans.
   halo_hal_cuda_execution_t *next;
@@ -1582,13 +1581,7 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_execution_t *execution = (halo_hal_cuda_execution_t *)task;
   halo_hal_cuda_queue_t *queue = execution->queue;
   if (queue->held_by && queue->held_by != execution) {
-    execution->held_next = NULL;
-    if (queue->held_tail) {
-      queue->held_tail->held_next = execution;
-    } else {
-      queue->held_head = execution;
-    }
-    queue->held_tail = execution;
+    halo_list_push_back(&queue->held, &execution->held_link);
     return;
   }
   if (halo_hal_cuda_execution_run_one(execution)) {
@@ -1599,11 +1592,10 @@ static void halo_hal_cuda_execution_run(halo_hal_cuda_task_t *task) {
   // A parked execution resumes on the submission thread (its wake posts
   // it there), so the held ones run there too.
   queue->held_by = NULL;
-  while (queue->held_head && !queue->held_by) {
-    halo_hal_cuda_execution_t *held = queue->held_head;
-    queue->held_head = held->held_next;
-    if (!queue->held_head) queue->held_tail = NULL;
-    held->held_next = NULL;
+  while (!halo_list_empty(&queue->held) && !queue->held_by) {
+    halo_hal_cuda_execution_t *held =
+        HALO_LIST_ENTRY(queue->held.head, halo_hal_cuda_execution_t, held_link);
+    halo_list_remove(&queue->held, &held->held_link);
     if (halo_hal_cuda_execution_run_one(held)) queue->held_by = held;
   }
 }
