@@ -96,7 +96,10 @@
 // the same semaphore waits (cuStreamWaitEvent) for the event recorded after
 // that store, unless it has completed already; the last event per
 // semaphore lives in a map on the submission thread (one event serving
-// every later wait: cuda_event_pool.h).
+// every later wait: cuda_event_pool.h). A store below a higher one issued
+// before it (an execution parked while another queue's later signal went
+// ahead) or below the slot's value is left out, and its execution is seen
+// to finish by its event (halo_hal_cuda_signal_behind).
 //
 // Faults: a failed driver call fails its execution with a status naming
 // the call. One that failed after part of its work was enqueued is
@@ -174,6 +177,8 @@ typedef struct halo_hal_cuda_signal_order_t {
   halo_hal_cuda_event_t *event;
   CUstream stream;
   uint64_t value;  // the value it stores
+  // Its slot's generation then (halo_hal_cuda_signal_order_current).
+  uint32_t generation;
 } halo_hal_cuda_signal_order_t;
 
 typedef struct halo_hal_cuda_queue_shared_t {
@@ -313,6 +318,11 @@ struct halo_hal_cuda_execution_t {
   // Its place among the device's issues (shared->issued), taken when its
   // work was issued: which of two executions on a stream runs first.
   uint64_t issue_sequence;
+  // Submission thread: a GPU store of its signals was left out, behind a
+  // higher value (halo_hal_cuda_signal_behind); its event tells when it
+  // finished, queried each round (its slot may stay below its value until
+  // the higher store lands).
+  bool stores_left_out;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -617,7 +627,8 @@ static CUresult halo_hal_cuda_execution_query(
   if (!execution->event) {
     return halo_hal_cuda_execution_poll_stores(shared, execution, now_ns, call);
   }
-  if (!halo_hal_cuda_execution_stores_landed(execution) &&
+  if (!execution->stores_left_out &&
+      !halo_hal_cuda_execution_stores_landed(execution) &&
       now_ns < execution->next_query_ns) {
     return CUDA_ERROR_NOT_READY;
   }
@@ -1136,15 +1147,57 @@ static void halo_hal_cuda_signal_order_prune(
   free(done);
 }
 
-// Whether the previous GPU store of |signal|'s semaphore was issued on
-// another stream than |queue|'s and may not have landed: the next store
-// must wait for it (halo_hal_cuda_execution_store_signals).
+// The last GPU store issued of |signal|'s semaphore, if one is kept.
+static halo_hal_cuda_signal_order_t *halo_hal_cuda_signal_order_of(
+    halo_hal_cuda_queue_t *queue, const halo_hal_execution_signal_t *signal) {
+  return halo_u64_map_get(&queue->shared->signal_order, signal->device_address);
+}
+
+// Whether |order| is of the semaphore |signal| signals now, not of one
+// that used the slot before (retired, its slot's generation bumped: the
+// values of the slot's next semaphore start again).
+static bool halo_hal_cuda_signal_order_current(
+    const halo_hal_cuda_signal_order_t *order,
+    const halo_hal_execution_signal_t *signal) {
+  return !signal->slot ||
+         order->generation == atomic_load_explicit(&signal->slot->generation,
+                                                   memory_order_acquire);
+}
+
+// Whether |signal|'s GPU store would land below its semaphore's value: the
+// slot holds a higher value already (a host signal went past it), or a
+// store of a higher value was issued before it (*order: an execution that
+// parked while another queue's later signal of the semaphore went ahead;
+// landed, it shows in the slot). Such a store is left out: landing after
+// the higher one, a plain write, it would put the lower value back, and a
+// watcher of the higher value, or an execution watched through its stores,
+// would wait for ever. The execution records an event instead
+// (halo_hal_cuda_execution_needs_event), and the host path signals its
+// value once it finished (a signal never lowers a value). An entry of a
+// semaphore that used the slot before is dropped (*order NULL).
+static bool halo_hal_cuda_signal_behind(
+    halo_hal_cuda_queue_shared_t *shared, halo_hal_cuda_signal_order_t **order,
+    const halo_hal_execution_signal_t *signal) {
+  if (signal->slot &&
+      atomic_load_explicit(&signal->slot->value, memory_order_acquire) >
+          signal->value) {
+    return true;
+  }
+  if (*order && !halo_hal_cuda_signal_order_current(*order, signal)) {
+    halo_u64_map_remove(&shared->signal_order, signal->device_address);
+    if ((*order)->event) halo_hal_cuda_event_release((*order)->event);
+    free(*order);
+    *order = NULL;
+  }
+  return *order && (*order)->value > signal->value;
+}
+
+// Whether the previous GPU store of |signal|'s semaphore (|order|) was
+// issued on another stream than |queue|'s and may not have landed: the
+// next store must wait for it (halo_hal_cuda_execution_store_signals).
 static bool halo_hal_cuda_signal_needs_order(
     halo_hal_cuda_queue_t *queue, const halo_hal_execution_signal_t *signal,
-    halo_hal_cuda_signal_order_t **out_order) {
-  halo_hal_cuda_signal_order_t *order =
-      halo_u64_map_get(&queue->shared->signal_order, signal->device_address);
-  *out_order = order;
+    const halo_hal_cuda_signal_order_t *order) {
   // A store that recorded no event needs none once its slot shows it.
   bool landed = order && !order->event && signal->slot &&
                 atomic_load_explicit(&signal->slot->value,
@@ -1191,9 +1244,14 @@ static bool halo_hal_cuda_execution_graph_stores(
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
-    halo_hal_cuda_signal_order_t *order;
+    halo_hal_cuda_signal_order_t *order =
+        halo_hal_cuda_signal_order_of(queue, signal);
+    if (halo_hal_cuda_signal_behind(queue->shared, &order, signal)) {
+      execution->stores_left_out = true;
+      continue;
+    }
     if (count == HALO_HAL_CUDA_GRAPH_STORES_MAX ||
-        halo_hal_cuda_signal_needs_order(queue, signal, &order)) {
+        halo_hal_cuda_signal_needs_order(queue, signal, order)) {
       return true;
     }
     stores[count].address = signal->device_address;
@@ -1215,8 +1273,13 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
-    halo_hal_cuda_signal_order_t *order;
-    if (halo_hal_cuda_signal_needs_order(queue, signal, &order)) {
+    halo_hal_cuda_signal_order_t *order =
+        halo_hal_cuda_signal_order_of(queue, signal);
+    if (halo_hal_cuda_signal_behind(shared, &order, signal)) {
+      execution->stores_left_out = true;
+      continue;
+    }
+    if (halo_hal_cuda_signal_needs_order(queue, signal, order)) {
       halo_hal_cuda_signal_order_record(shared, order);
     }
     if (order && order->stream != queue->stream && order->event) {
@@ -1251,7 +1314,10 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
 }
 
 // After the event was recorded (or none: halo_hal_cuda_execution_needs_event):
-// the execution's stores become the last of each signaled semaphore.
+// the execution's stores become the last of each signaled semaphore, but
+// for those behind a higher store issued before (left out:
+// halo_hal_cuda_signal_behind; one left out only for its slot's value
+// is noted, which orders a later store after its event, harmlessly).
 static void halo_hal_cuda_execution_note_signals(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1262,6 +1328,10 @@ static void halo_hal_cuda_execution_note_signals(
     if (!address) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_u64_map_get(&shared->signal_order, address);
+    if (order && halo_hal_cuda_signal_order_current(order, &hal->signals[i]) &&
+        order->value > hal->signals[i].value) {
+      continue;
+    }
     if (!order) {
       if (shared->signal_order.count >= HALO_HAL_CUDA_SIGNAL_ORDER_PRUNE) {
         halo_hal_cuda_signal_order_prune(shared);
@@ -1282,6 +1352,10 @@ static void halo_hal_cuda_execution_note_signals(
     order->event = execution->event;
     order->stream = queue->stream;
     order->value = hal->signals[i].value;
+    const halo_timeline_slot_t *slot = hal->signals[i].slot;
+    order->generation =
+        slot ? atomic_load_explicit(&slot->generation, memory_order_acquire)
+             : 0;
   }
 }
 
@@ -1299,7 +1373,8 @@ static bool halo_hal_cuda_execution_needs_event(
     const halo_hal_cuda_execution_t *execution) {
   const halo_hal_cuda_queue_t *queue = execution->queue;
   if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD ||
-      execution->fence || !queue->device->eventless_completion ||
+      execution->fence || execution->stores_left_out ||
+      !queue->device->eventless_completion ||
       !halo_hal_cuda_execution_seen_short(execution)) {
     return true;
   }
@@ -1633,6 +1708,7 @@ static bool halo_hal_cuda_execution_run_one(
   if (!status) {
     halo_hal_cuda_store_t stores[HALO_HAL_CUDA_GRAPH_STORES_MAX];
     uint32_t store_count = 0;
+    execution->stores_left_out = false;  // (decided again after a park)
     bool node_on =
         halo_hal_cuda_execution_graph_stores(execution, stores, &store_count);
     bool parked = false;

@@ -1159,6 +1159,88 @@ static void test_fence_wait_holds_its_queue(void **unused) {
   fake_driver_reset_counters();
 }
 
+// A semaphore signaled on two queues, 1 on the first and 2 on the second:
+// the first's execution parks (its wait fence's producer waits for a graph
+// instance) and the second's is issued before it. The first's GPU store
+// is then left out (it would put 1 back over 2 and hide 2 from its
+// watchers for ever); it completes through its event. Likewise a store
+// below the value its slot holds already (a host signal went past it).
+static void test_store_behind_a_later_signal(void **unused) {
+  (void)unused;
+  uint64_t page_address = 0;
+  void *page = host_page_register(&page_address);
+  volatile uint64_t *word = (volatile uint64_t *)page + 8;
+  uint64_t word_address = page_address + 64;
+  // Past |word| (at 64).
+  halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 2;
+  uint64_t value_address = page_address + 2 * sizeof(halo_timeline_slot_t) +
+                           (uint64_t)offsetof(halo_timeline_slot_t, value);
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint32_t slow_us = 30000, fast_us = 0;
+  halo_hal_command_buffer_t *busy = graph_bytes_recording(1, x, y, &slow_us);
+  halo_hal_command_buffer_t *consumer =
+      graph_bytes_recording(1, x, y, &fast_us);
+  halo_hal_command_buffer_t *other = graph_bytes_recording(2, x, y, &fast_us);
+  halo_hal_queue_t *fills = queue_new(), *q0 = queue_new(), *q1 = queue_new(),
+                   *q2 = queue_new();
+  char message[512];
+  assert_int_equal(graph_bytes_run(q1, consumer, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  assert_int_equal(graph_bytes_run(q2, other, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  fake_counters_t before = fake_driver_counters();
+  static completion_t fill[TEST_GRAPH_INSTANCES];
+  for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
+    completion_init(&fill[f]);
+    execute(fills, busy, NULL, 0, NULL, 0, &fill[f]);
+  }
+  completion_t producer, first, second;
+  completion_init(&producer);
+  completion_init(&first);
+  completion_init(&second);
+  halo_hal_fence_t *fence = NULL;
+  execute_fenced(q0, busy, NULL, 0, NULL, 0, &fence, NULL, 0, &producer);
+  halo_hal_execution_signal_t signals[2] = {{word_address, 1, NULL},
+                                            {word_address, 2, NULL}};
+  execute_fenced(q1, consumer, NULL, 0, &fence, 1, NULL, &signals[0], 1,
+                 &first);
+  execute(q2, other, NULL, 0, &signals[1], 1, &second);
+  assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&producer), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
+  for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
+    assert_int_equal(completion_wait(&fill[f]), HALO_STATUS_OK);
+  }
+  assert_int_equal(*word, 2);
+  // A host signal took the slot to 5: a store of 3 is left out, 6 is not.
+  atomic_store(&slot->value, 5);
+  halo_hal_execution_signal_t three = {value_address, 3, slot};
+  halo_hal_execution_signal_t six = {value_address, 6, slot};
+  completion_t behind, ahead;
+  completion_init(&behind);
+  completion_init(&ahead);
+  execute(q1, consumer, NULL, 0, &three, 1, &behind);
+  assert_int_equal(completion_wait(&behind), HALO_STATUS_OK);
+  assert_int_equal(atomic_load(&slot->value), 5);
+  execute(q1, consumer, NULL, 0, &six, 1, &ahead);
+  assert_int_equal(completion_wait(&ahead), HALO_STATUS_OK);
+  assert_int_equal(atomic_load(&slot->value), 6);
+  fake_counters_t after = fake_driver_counters();
+  assert_int_equal(after.store_regressions, before.store_regressions);
+  halo_hal_fence_release(fence);
+  halo_hal_queue_destroy(fills);
+  halo_hal_queue_destroy(q0);
+  halo_hal_queue_destroy(q1);
+  halo_hal_queue_destroy(q2);
+  halo_hal_command_buffer_destroy(busy);
+  halo_hal_command_buffer_destroy(consumer);
+  halo_hal_command_buffer_destroy(other);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+  host_page_unregister(page);
+  fake_driver_reset_counters();
+}
+
 // A dispatch whose kernel parameters take more than 8 KiB (as laid out) is
 // refused when prepared, naming the command and the bytes: past about 16
 // KiB the driver sets aside gigabytes per context for them.
@@ -3421,6 +3503,7 @@ int main(void) {
       cmocka_unit_test(test_graph_bytes_bound),
       cmocka_unit_test(test_bound_wait_holds_its_queue),
       cmocka_unit_test(test_fence_wait_holds_its_queue),
+      cmocka_unit_test(test_store_behind_a_later_signal),
       cmocka_unit_test(test_parameter_bytes_bound),
       cmocka_unit_test(test_gpu_stores),
       cmocka_unit_test(test_graph_stores),
