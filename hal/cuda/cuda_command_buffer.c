@@ -683,6 +683,10 @@ static void halo_hal_cuda_command_buffer_free(
 #define HALO_HAL_CUDA_CONCURRENT_NODE_BYTES (120ull << 10)
 #define HALO_HAL_CUDA_SERIAL_NODE_BYTES (4ull << 10)
 #define HALO_HAL_CUDA_PARAMETER_BYTE_BYTES 5ull
+// An execution whose recording has no instance waits at most this long for
+// room in the bound while other recordings' instances are in use, then
+// fails (halo_hal_cuda_graph_wait_locked).
+#define HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS 1000000000ll
 
 static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes,
                                           uint64_t parameter_bytes) {
@@ -825,6 +829,25 @@ static void halo_hal_cuda_graph_release_locked(
   command_buffer->holding = false;
 }
 
+// Any thread, no driver call, the device's graph_mutex not held: posts
+// again every execution waiting for room in the bound (they try again in
+// the order they came; those that still find none while others' instances
+// are in use wait again).
+static void halo_hal_cuda_graph_wake(halo_hal_cuda_device_t *device) {
+  if (!atomic_load(&device->graph_waiter_count)) return;
+  pthread_mutex_lock(&device->graph_mutex);
+  halo_hal_cuda_task_t *waiter = device->graph_waiters_head;
+  device->graph_waiters_head = device->graph_waiters_tail = NULL;
+  atomic_store(&device->graph_waiter_count, 0);
+  pthread_mutex_unlock(&device->graph_mutex);
+  while (waiter) {
+    halo_hal_cuda_task_t *next = waiter->next;
+    waiter->next = NULL;
+    halo_hal_cuda_thread_post(&device->submission, waiter);
+    waiter = next;
+  }
+}
+
 void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
                                       uint64_t *out_bytes,
                                       uint32_t *out_instances) {
@@ -881,6 +904,7 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
   command_buffer->all_instances = NULL;
   halo_hal_cuda_graph_release_locked(command_buffer, built);
   pthread_mutex_unlock(&device->graph_mutex);
+  if (built) halo_hal_cuda_graph_wake(device);
   while (instance) {
     halo_hal_cuda_graph_instance_t *next = instance->all_next;
     halo_hal_cuda_instance_destroy(command_buffer, instance);
@@ -1749,6 +1773,9 @@ static void halo_hal_cuda_instance_give(
     --command_buffer->instance_count;
   }
   halo_hal_cuda_instance_wake_locked(command_buffer);
+  // Idle now unless kept for its own parked execution: another recording's
+  // execution waiting for room may have it destroyed.
+  if (instance) halo_hal_cuda_graph_wake(command_buffer->device);
 }
 
 // Re-points command |index| of |instance| at what |execution| binds.
@@ -1973,16 +2000,65 @@ typedef enum halo_hal_cuda_graph_room_e {
   HALO_HAL_CUDA_GRAPH_ROOM_RESERVED = 0,
   // No room now; the recording's own instances, all in use, come back.
   HALO_HAL_CUDA_GRAPH_ROOM_WAIT = 1,
-  // No room, and the recording has no instance to wait for.
-  HALO_HAL_CUDA_GRAPH_ROOM_NONE = 2,
+  // No room now, and the recording has no instance; other recordings'
+  // instances in use come back: the waiter is on the device's waiters.
+  HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS = 2,
+  // No room, and nothing in use to wait for (or waited long enough).
+  HALO_HAL_CUDA_GRAPH_ROOM_NONE = 3,
 } halo_hal_cuda_graph_room_t;
 
+// Submission thread, the device's graph_mutex held, no room for an
+// instance of |command_buffer|, which has none: whether |waiter| waits for
+// room (put last on the device's waiters). It does while other recordings'
+// instances are in use or kept for their parked executions (each comes back
+// through halo_hal_cuda_instance_give, which posts the waiters again; a
+// failed creation and a reaped recording give their bytes back and post
+// them too), for at most HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS from its first
+// wait (*out_waited: it waited that long). The count goes up before the
+// look at the holders: a give that a holder's count below missed sees it,
+// and posts the waiter once this thread lets go of the mutex.
+static bool halo_hal_cuda_graph_wait_locked(
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_task_t *waiter, bool *out_waited) {
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  int64_t now = halo_clock_now_ns();
+  *out_waited = waiter->room_since_ns &&
+                now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
+  if (*out_waited) return false;
+  atomic_fetch_add(&device->graph_waiter_count, 1);
+  uint32_t busy = 0;
+  for (halo_list_link_t *link = device->graph_holders.head; link;
+       link = link->next) {
+    halo_hal_cuda_command_buffer_t *holder =
+        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
+    if (holder == command_buffer) continue;
+    pthread_mutex_lock(&holder->mutex);
+    busy += holder->instance_count - halo_hal_cuda_graph_spare(holder);
+    pthread_mutex_unlock(&holder->mutex);
+  }
+  if (!busy) {
+    atomic_fetch_sub(&device->graph_waiter_count, 1);
+    return false;
+  }
+  if (!waiter->room_since_ns) waiter->room_since_ns = now;
+  waiter->next = NULL;
+  if (device->graph_waiters_tail) {
+    device->graph_waiters_tail->next = waiter;
+  } else {
+    device->graph_waiters_head = waiter;
+  }
+  device->graph_waiters_tail = waiter;
+  return true;
+}
+
 // Submission thread, with the right to create an instance of
-// |command_buffer| (halo_hal_cuda_instance_take): reserves its bytes in the
-// device's bound, destroying other recordings' idle instances to make room
-// if need be. |out_used|: the bytes taken, reserved or not.
+// |command_buffer| (halo_hal_cuda_instance_take) for |waiter|: reserves its
+// bytes in the device's bound, destroying other recordings' idle instances
+// to make room if need be. |out_used|: the bytes taken, reserved or not;
+// |out_waited|: NONE after waiting for room as long as it may.
 static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t *out_used) {
+    halo_hal_cuda_command_buffer_t *command_buffer,
+    halo_hal_cuda_task_t *waiter, uint64_t *out_used, bool *out_waited) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   uint64_t need = command_buffer->instance_bytes;
   uint64_t limit = device->graph_bytes_limit;
@@ -1997,6 +2073,8 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   if (log) device->graph_logged_ns = now;
   if (reached) halo_hal_cuda_graph_trim_locked(command_buffer, need);
   bool fits = need <= limit && device->graph_bytes <= limit - need;
+  halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
+  *out_waited = false;
   if (fits) {
     device->graph_bytes += need;
     ++device->graph_instance_count;
@@ -2004,6 +2082,19 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
       // Last of the holders: trimming takes the oldest holders' first.
       command_buffer->holding = true;
       halo_list_push_back(&device->graph_holders, &command_buffer->holder_link);
+    }
+  } else {
+    pthread_mutex_lock(&command_buffer->mutex);
+    // Besides the right to create that this execution holds.
+    bool own = command_buffer->instance_count > 1;
+    pthread_mutex_unlock(&command_buffer->mutex);
+    if (own) {
+      room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT;
+    } else if (need <= limit && halo_hal_cuda_graph_wait_locked(
+                                    command_buffer, waiter, out_waited)) {
+      room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
+    } else {
+      room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
     }
   }
   *out_used = device->graph_bytes;
@@ -2018,12 +2109,7 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
         (unsigned long long)(limit >> 10), instances,
         (unsigned long long)(need >> 10));
   }
-  if (fits) return HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
-  pthread_mutex_lock(&command_buffer->mutex);
-  // Besides the right to create that this execution holds.
-  bool others = command_buffer->instance_count > 1;
-  pthread_mutex_unlock(&command_buffer->mutex);
-  return others ? HALO_HAL_CUDA_GRAPH_ROOM_WAIT : HALO_HAL_CUDA_GRAPH_ROOM_NONE;
+  return room;
 }
 
 // Gives back the right to create an instance that |waiter| holds and parks
@@ -2061,10 +2147,17 @@ static halo_status_t halo_hal_cuda_issue_graph(
   halo_status_t status = NULL;
   if (create) {
     uint64_t used = 0;
+    bool waited = false;
     halo_hal_cuda_graph_room_t room =
-        halo_hal_cuda_graph_reserve(command_buffer, &used);
+        halo_hal_cuda_graph_reserve(command_buffer, waiter, &used, &waited);
     if (room == HALO_HAL_CUDA_GRAPH_ROOM_WAIT) {
       halo_hal_cuda_instance_park_first(command_buffer, waiter);
+      *out_parked = true;
+      return NULL;
+    }
+    if (room == HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) {
+      // The right to create goes back; the waiter is the device's now.
+      halo_hal_cuda_instance_give(command_buffer, NULL);
       *out_parked = true;
       return NULL;
     }
@@ -2089,20 +2182,24 @@ static halo_status_t halo_hal_cuda_issue_graph(
           "CUDA device %u: a graph instance of this recording (%u commands, "
           "%llu KiB of device memory by halo's estimate) does not fit in "
           "cuda-graph-bytes (%llu KiB): %llu KiB are taken by other "
-          "recordings' instances, none of which can go now (in use, or kept "
-          "for an execution waiting for one)",
+          "recordings' instances, %s",
           device->ordinal, command_buffer->base.recording.command_count,
           (unsigned long long)(need >> 10), (unsigned long long)(limit >> 10),
-          (unsigned long long)(used >> 10));
+          (unsigned long long)(used >> 10),
+          waited ? "still in use after this execution waited 1 s for them"
+                 : "none of which can go (idle ones kept for executions "
+                   "waiting for them) or comes back");
     }
     status =
         halo_hal_cuda_instance_create(command_buffer, execution, &instance);
     if (status) {
-      // The reservation goes back; a parked execution tries in its turn.
+      // The reservation goes back; a parked execution tries in its turn, and
+      // so do those waiting for room.
       pthread_mutex_lock(&command_buffer->device->graph_mutex);
       halo_hal_cuda_graph_release_locked(command_buffer, 1);
       pthread_mutex_unlock(&command_buffer->device->graph_mutex);
       halo_hal_cuda_instance_give(command_buffer, NULL);
+      halo_hal_cuda_graph_wake(command_buffer->device);
       return status;
     }
     pthread_mutex_lock(&command_buffer->mutex);

@@ -48,6 +48,9 @@ struct halo_hal_cuda_task_t {
   // A parked execution woken by a returned graph instance: one instance (or
   // the right to create one) is kept for it (cuda_command_buffer.c).
   bool promised;
+  // When it first waited for room in the device's graph memory bound
+  // (cuda_command_buffer.c; 0: never).
+  int64_t room_since_ns;
 };
 
 typedef struct halo_hal_cuda_thread_t {
@@ -293,6 +296,13 @@ struct halo_hal_cuda_device_t {
   uint32_t graph_instance_count;
   halo_list_t graph_holders;  // by holder_link, oldest first
   int64_t graph_logged_ns;    // when the bound was last logged as reached
+  // Executions whose recording has no instance and found no room while
+  // other recordings' instances were in use, in the order they came
+  // (linked by next; posted again when an instance is given back or bytes
+  // go back), and their count, read without the mutex by the gives.
+  halo_hal_cuda_task_t *graph_waiters_head;
+  halo_hal_cuda_task_t *graph_waiters_tail;
+  _Atomic uint32_t graph_waiter_count;
 };
 
 // Any thread: the device memory the device's graph instances take by
