@@ -51,6 +51,18 @@ typedef struct halo_hal_executable_params_t {
   uint32_t option_count;
 } halo_hal_executable_params_t;
 
+// What a device's driver holds of its bounded resources, for operators
+// (halo_hal_device_query_usage). Graphs: the device memory that the
+// instantiated forms of prepared command buffers take (CUDA graph
+// instances), by the driver's estimate, how many there are, and the bound
+// the driver keeps them under (0: none).
+typedef struct halo_hal_device_usage_t {
+  uint64_t graph_bytes;
+  uint64_t graph_bytes_limit;
+  uint32_t graph_instances;
+  uint32_t reserved;  // 0
+} halo_hal_device_usage_t;
+
 typedef struct halo_hal_device_vtable_t {
   void (*destroy)(halo_hal_device_t *device);
   // UNIMPLEMENTED for formats the driver does not take; INVALID_ARGUMENT
@@ -65,6 +77,11 @@ typedef struct halo_hal_device_vtable_t {
       halo_hal_command_buffer_t **out_command_buffer);
   halo_status_t (*create_queue)(halo_hal_device_t *device, int32_t priority,
                                 halo_hal_queue_t **out_queue);
+  // Optional (NULL: the driver has nothing to report). Fills |out_usage|
+  // and returns true, or returns false where there is nothing to report
+  // yet. Any thread; never waits for the device (a short lock at most).
+  bool (*query_usage)(halo_hal_device_t *device,
+                      halo_hal_device_usage_t *out_usage);
 } halo_hal_device_vtable_t;
 
 struct halo_hal_device_t {
@@ -72,6 +89,15 @@ struct halo_hal_device_t {
   halo_hal_allocator_t *allocator;
   halo_hal_device_info_t info;
 };
+
+// |device|'s usage (halo_hal_device_vtable_t.query_usage): false, with
+// |out_usage| zeroed, where its driver reports none.
+static inline bool halo_hal_device_query_usage(
+    halo_hal_device_t *device, halo_hal_device_usage_t *out_usage) {
+  *out_usage = (halo_hal_device_usage_t){0};
+  return device->vtable->query_usage &&
+         device->vtable->query_usage(device, out_usage);
+}
 
 // The most devices one registry (hal/registry.h) serves: the daemon sizes
 // its per-device tables with it.

@@ -216,11 +216,23 @@ static halo_status_t halo_hal_cuda_device_create_queue(
                                     priority, out_queue);
 }
 
+// Any thread: the graph instances' memory by halo's estimate and its
+// bound, cuda-graph-bytes (cuda_command_buffer.c).
+static bool halo_hal_cuda_device_query_usage(
+    halo_hal_device_t *base_device, halo_hal_device_usage_t *out_usage) {
+  halo_hal_cuda_device_t *device = (halo_hal_cuda_device_t *)base_device;
+  halo_hal_cuda_device_graph_usage(device, &out_usage->graph_bytes,
+                                   &out_usage->graph_instances);
+  out_usage->graph_bytes_limit = device->graph_bytes_limit;
+  return true;
+}
+
 static const halo_hal_device_vtable_t halo_hal_cuda_device_vtable = {
     .destroy = halo_hal_cuda_device_destroy,
     .create_executable = halo_hal_cuda_device_create_executable,
     .prepare_command_buffer = halo_hal_cuda_device_prepare_command_buffer,
     .create_queue = halo_hal_cuda_device_create_queue,
+    .query_usage = halo_hal_cuda_device_query_usage,
 };
 
 // Everything after the allocation; |device| is destroyed by the caller on

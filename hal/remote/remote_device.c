@@ -90,6 +90,12 @@ typedef struct halo_hal_remote_device_t {
   bool deadline_fired;
   int64_t deadline_at;  // when it fired
   char lost_reason[1024];
+  // The worker's last USAGE (query_usage answers it), whether one came,
+  // and the malformed ones refused (logged at most once a minute).
+  halo_hal_device_usage_t usage;
+  bool usage_known;
+  uint64_t usage_refused;
+  int64_t usage_logged_ns;
 } halo_hal_remote_device_t;
 
 static const halo_hal_device_vtable_t halo_hal_remote_device_vtable;
@@ -839,12 +845,58 @@ static void halo_hal_remote_device_destroy(halo_hal_device_t *base_device) {
   halo_hal_remote_device_release(halo_hal_remote_device_cast(base_device));
 }
 
+// Any thread: the worker's last report, without asking it.
+static bool halo_hal_remote_device_query_usage(
+    halo_hal_device_t *base_device, halo_hal_device_usage_t *out_usage) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  bool known = device->usage_known;
+  if (known) *out_usage = device->usage;
+  pthread_mutex_unlock(&device->mutex);
+  return known;
+}
+
 static const halo_hal_device_vtable_t halo_hal_remote_device_vtable = {
     .destroy = halo_hal_remote_device_destroy,
     .create_executable = halo_hal_remote_device_create_executable,
     .prepare_command_buffer = halo_hal_remote_device_prepare_command_buffer,
     .create_queue = halo_hal_remote_device_create_queue,
+    .query_usage = halo_hal_remote_device_query_usage,
 };
+
+// A USAGE: kept as the worker's last report. A malformed one is refused
+// (the last good report stands) and logged, at most once a minute: a
+// worker is trusted less than halod.
+static void halo_hal_remote_on_usage(halo_hal_remote_device_t *device,
+                                     const halo_remote_header_t *header,
+                                     const void *payload) {
+  halo_hal_device_usage_t usage;
+  halo_status_t status =
+      halo_remote_usage_decode(payload, header->length, &usage);
+  pthread_mutex_lock(&device->mutex);
+  bool log = false;
+  uint64_t refused = 0;
+  if (!status) {
+    device->usage = usage;
+    device->usage_known = true;
+  } else {
+    refused = ++device->usage_refused;
+    int64_t now = halo_clock_now_ns();
+    log = device->usage_logged_ns == 0 ||
+          now - device->usage_logged_ns >= 60000000000ll;
+    if (log) device->usage_logged_ns = now;
+  }
+  char label[sizeof(device->label)];
+  memcpy(label, device->label, sizeof(label));
+  pthread_mutex_unlock(&device->mutex);
+  if (log) {
+    HALO_LOG_WARN(
+        "%s: the worker's usage report is refused: %s (%llu refused so far; "
+        "logged at most once a minute)",
+        label, halo_status_message(status), (unsigned long long)refused);
+  }
+  halo_status_free(status);
+}
 
 // A REPLY: hands it to the waiting call.
 static void halo_hal_remote_on_reply(halo_hal_remote_device_t *device,
@@ -1234,6 +1286,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
       halo_hal_remote_on_reply(device, &header, payload);
     } else if (header.type == HALO_REMOTE_COMPLETE) {
       halo_hal_remote_on_complete(device, &header, payload);
+    } else if (header.type == HALO_REMOTE_USAGE) {
+      halo_hal_remote_on_usage(device, &header, payload);
     } else if (header.type == HALO_REMOTE_LOST) {
       snprintf(lost_message, sizeof(lost_message), "%.*s", (int)header.length,
                payload ? (const char *)payload : "");

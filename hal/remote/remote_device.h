@@ -23,6 +23,11 @@
 // them within a control call's bound (30 s), or leaves the link's outbox
 // full, is killed as hung, as one that does not answer a control call.
 //
+// The worker's usage reports (USAGE: its driver's graph memory and bound)
+// are kept as they come: the device's query_usage answers the last one,
+// without asking the worker, and false before the first (or for a worker
+// whose driver reports none).
+//
 // Thread-safety: as the HAL interfaces say (devices thread-safe). Each
 // proxy runs one reader thread for the link, which calls completions, the
 // lost callback and, after a loss, waits for the last reference to go; its

@@ -821,3 +821,24 @@ bool halo_remote_link_wait(halo_remote_link_t *link, int64_t spin_ns,
   } while (ready < 0 && errno == EINTR);
   return ready > 0;
 }
+
+// ---------------------------------------------------------------- messages
+
+halo_status_t halo_remote_usage_decode(const void *payload, uint64_t length,
+                                       halo_hal_device_usage_t *out_usage) {
+  *out_usage = (halo_hal_device_usage_t){0};
+  if (length != sizeof(*out_usage)) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "a USAGE message of %llu bytes (%zu expected)",
+                            (unsigned long long)length, sizeof(*out_usage));
+  }
+  halo_hal_device_usage_t usage;
+  memcpy(&usage, payload, sizeof(usage));
+  if (usage.reserved != 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "a USAGE message with reserved bits set (0x%x)",
+                            usage.reserved);
+  }
+  *out_usage = usage;
+  return NULL;
+}

@@ -31,6 +31,16 @@
 //   REPLY           halo_remote_reply_t + message + data
 //   COMPLETE        halo_remote_complete_t + message
 //   LOST            a message: the device is lost; the worker exits next.
+//   USAGE           halo_hal_device_usage_t (hal/device.h): what the device
+//                   holds of its bounded resources (graph instances' memory
+//                   and its bound). Sent by the worker's usage reporter once
+//                   after READY and then whenever the figures changed, at
+//                   most once per HALO_REMOTE_USAGE_INTERVAL_NS; never by a
+//                   worker whose driver reports none (query_usage NULL).
+//                   The supervisor keeps the last one (the device's
+//                   query_usage answers it); a payload of another size, or
+//                   with |reserved| set, is refused
+//                   (halo_remote_usage_decode) and logged.
 //
 // The session's submission ring, delegated to the worker (hot path without
 // the supervisor; docs/architecture.md "Rings in the worker"). None has a
@@ -103,7 +113,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 9u
+#define HALO_REMOTE_LINK_VERSION 10u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -137,7 +147,12 @@ typedef enum halo_remote_message_type_e {
   HALO_REMOTE_RING_COMPLETE = 38,
   HALO_REMOTE_RING_RELEASED = 39,
   HALO_REMOTE_RING_REFUSED = 40,
+  HALO_REMOTE_USAGE = 41,
 } halo_remote_message_type_t;
+
+// How often the worker's usage reporter looks at its device's usage (and
+// sends USAGE if it changed).
+#define HALO_REMOTE_USAGE_INTERVAL_NS 1000000000ll
 
 typedef enum halo_remote_object_kind_e {
   HALO_REMOTE_OBJECT_EXECUTABLE = 1,
@@ -235,6 +250,12 @@ typedef struct halo_remote_complete_t {
   int32_t code;
   uint32_t message_length;
 } halo_remote_complete_t;
+
+// A USAGE message's payload of |length| bytes, checked (the worker is
+// trusted less than the supervisor): INVALID_ARGUMENT, naming what is
+// wrong, where it is not one halo_hal_device_usage_t with |reserved| 0.
+halo_status_t halo_remote_usage_decode(const void *payload, uint64_t length,
+                                       halo_hal_device_usage_t *out_usage);
 
 // ---------------------------------------------------------------- rings
 

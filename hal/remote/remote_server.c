@@ -8,14 +8,18 @@
 // thread of its own so executions keep flowing, and drains the submission
 // rings the supervisor delegated (hal/remote/remote_ring.h); completions
 // arrive on the driver's threads (the rings' reporter thread sends those of
-// ring executions). Object tables are guarded by one mutex; the link's send
-// side by its own.
+// ring executions). Where the driver reports its usage
+// (halo_hal_device_query_usage), a usage reporter thread looks at it every
+// HALO_REMOTE_USAGE_INTERVAL_NS and sends USAGE when it changed. Object
+// tables are guarded by one mutex; the link's send side by its own.
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -38,6 +42,14 @@ typedef struct halo_remote_server_t {
   halo_u64_map_t fences;           // supervisor's id -> halo_hal_fence_t
   halo_u64_map_t registrations;    // key -> halo_remote_mapping_t
   halo_remote_rings_t *rings;      // the sessions' submission rings
+  // The usage reporter (where the driver reports usage): it waits on
+  // |usage_cond| between looks until |usage_stopping| (under
+  // |usage_mutex|).
+  pthread_t usage_reporter;
+  bool usage_running;
+  pthread_mutex_t usage_mutex;
+  pthread_cond_t usage_cond;  // CLOCK_MONOTONIC
+  bool usage_stopping;
 } halo_remote_server_t;
 
 // What an execution keeps until it completes.
@@ -616,6 +628,81 @@ static void halo_remote_on_execute(halo_remote_server_t *server,
   }
 }
 
+// ---------------------------------------------------------------- usage
+
+// The usage reporter: sends the device's usage once, then again each time
+// it is seen changed, looking every HALO_REMOTE_USAGE_INTERVAL_NS (a look
+// is a short lock in the driver), until the server stops it.
+static void *halo_remote_usage_main(void *argument) {
+  halo_remote_server_t *server = argument;
+  pthread_setname_np(pthread_self(), "halo-usage");
+  halo_hal_device_usage_t sent;
+  bool any_sent = false;
+  pthread_mutex_lock(&server->usage_mutex);
+  while (!server->usage_stopping) {
+    pthread_mutex_unlock(&server->usage_mutex);
+    halo_hal_device_usage_t usage;
+    if (halo_hal_device_query_usage(server->device, &usage) &&
+        (!any_sent || memcmp(&usage, &sent, sizeof(usage)) != 0)) {
+      halo_remote_part_t part = {&usage, sizeof(usage)};
+      halo_status_t status = halo_remote_link_send(
+          &server->link, HALO_REMOTE_USAGE, 0, &part, 1, -1);
+      if (status) {
+        // The supervisor is gone (the worker ends), or this one did not
+        // go: the next look sends it again.
+        HALO_LOG_DEBUG("worker: sending USAGE: %s",
+                       halo_status_message(status));
+        halo_status_free(status);
+      } else {
+        sent = usage;
+        any_sent = true;
+      }
+    }
+    struct timespec until = halo_clock_timespec(halo_clock_now_ns() +
+                                                HALO_REMOTE_USAGE_INTERVAL_NS);
+    pthread_mutex_lock(&server->usage_mutex);
+    while (!server->usage_stopping &&
+           pthread_cond_timedwait(&server->usage_cond, &server->usage_mutex,
+                                  &until) != ETIMEDOUT) {
+    }
+  }
+  pthread_mutex_unlock(&server->usage_mutex);
+  return NULL;
+}
+
+// Main thread, after READY: starts the usage reporter where the driver
+// reports usage. A worker without one serves all the same (the supervisor
+// shows no usage for it).
+static void halo_remote_usage_start(halo_remote_server_t *server) {
+  if (!server->device->vtable->query_usage) return;
+  // The reporter takes no asynchronous signals: they stay with the main
+  // thread.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  int error = pthread_create(&server->usage_reporter, NULL,
+                             halo_remote_usage_main, server);
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
+  if (error) {
+    HALO_LOG_WARN("worker: starting the usage reporter thread: %s",
+                  strerror(error));
+    return;
+  }
+  server->usage_running = true;
+}
+
+// Main thread, as the worker ends: stops the usage reporter (the link was
+// shut down first, so that no send of its waits for the supervisor).
+static void halo_remote_usage_stop(halo_remote_server_t *server) {
+  if (!server->usage_running) return;
+  pthread_mutex_lock(&server->usage_mutex);
+  server->usage_stopping = true;
+  pthread_cond_signal(&server->usage_cond);
+  pthread_mutex_unlock(&server->usage_mutex);
+  pthread_join(server->usage_reporter, NULL);
+  server->usage_running = false;
+}
+
 // ---------------------------------------------------------------- serving
 
 // Main thread: receives one message and carries it out.
@@ -693,6 +780,8 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   server.device = device;
   halo_remote_link_initialize(&server.link, fd);
   pthread_mutex_init(&server.mutex, NULL);
+  pthread_mutex_init(&server.usage_mutex, NULL);
+  halo_clock_cond_initialize(&server.usage_cond);
   halo_u64_map_initialize(&server.executables);
   halo_u64_map_initialize(&server.command_buffers);
   halo_u64_map_initialize(&server.queues);
@@ -725,6 +814,7 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
     status =
         halo_remote_link_send(&server.link, HALO_REMOTE_READY, 0, &part, 1, -1);
   }
+  if (!status) halo_remote_usage_start(&server);
   // Each round: the rings' tails first, then every link message readable
   // now, and those counted by then that have not arrived yet, then the
   // rings' records up to those tails (a REVOKE the supervisor sent before
@@ -775,7 +865,10 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   }
   // The supervisor closed the link (or it broke): the worker ends. The
   // driver's objects go with the process; the driver is not torn down
-  // object by object, since executions may still be in flight.
+  // object by object, since executions may still be in flight. The usage
+  // reporter, which uses this frame's server, stops first.
+  shutdown(server.link.fd, SHUT_RDWR);
+  halo_remote_usage_stop(&server);
   int exit_code = halo_status_code(status) == HALO_STATUS_UNAVAILABLE ? 0 : 1;
   if (exit_code) {
     HALO_LOG_ERROR("worker: %s", halo_status_message(status));

@@ -11,7 +11,9 @@
 // send limit, only while the peer takes nothing: a burst to a peer that
 // reads is queued); the
 // descriptors of queued messages are closed when the link fails and when
-// it is deinitialized.
+// it is deinitialized. And a USAGE message's checks
+// (halo_remote_usage_decode): one that crossed the link as the worker sends
+// it is taken, one of another size or with reserved bits set is refused.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -397,6 +399,56 @@ static void test_deinitialize_drops_the_outbox(void **state) {
   halo_remote_link_initialize(&test->sender, -1);
 }
 
+// A USAGE as a worker sends it crosses the link and decodes to what was
+// sent; payloads of other sizes (none, short, long) and one with reserved
+// bits set are refused with INVALID_ARGUMENT, leaving nothing behind.
+static void test_usage_decode(void **state) {
+  test_t *test = *state;
+  halo_hal_device_usage_t sent = {.graph_bytes = 6187776,
+                                  .graph_bytes_limit = 8388608,
+                                  .graph_instances = 2};
+  halo_remote_part_t part = {&sent, sizeof(sent)};
+  assert_null(
+      halo_remote_link_send(&test->sender, HALO_REMOTE_USAGE, 0, &part, 1, -1));
+  halo_remote_header_t header;
+  void *payload = NULL;
+  int fd = -1;
+  assert_null(
+      halo_remote_link_receive(&test->receiver, &header, &payload, &fd));
+  assert_int_equal(header.type, HALO_REMOTE_USAGE);
+  assert_int_equal(fd, -1);
+  halo_hal_device_usage_t usage;
+  assert_null(halo_remote_usage_decode(payload, header.length, &usage));
+  assert_memory_equal(&usage, &sent, sizeof(usage));
+  free(payload);
+
+  uint8_t bytes[sizeof(sent) + 8];
+  memset(bytes, 0x5a, sizeof(bytes));
+  const struct {
+    const void *payload;
+    uint64_t length;
+    const char *says;
+  } kMalformed[] = {
+      {NULL, 0, "a USAGE message of 0 bytes"},
+      {bytes, sizeof(sent) - 1, "a USAGE message of 23 bytes (24 expected)"},
+      {bytes, sizeof(sent) + 8, "a USAGE message of 32 bytes (24 expected)"},
+      {bytes, sizeof(sent), "reserved bits set (0x5a5a5a5a)"},
+  };
+  _Static_assert(sizeof(halo_hal_device_usage_t) == 24,
+                 "the messages above name its size");
+  for (size_t i = 0; i < sizeof(kMalformed) / sizeof(kMalformed[0]); ++i) {
+    halo_status_t status = halo_remote_usage_decode(
+        kMalformed[i].payload, kMalformed[i].length, &usage);
+    assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+    if (!strstr(halo_status_message(status), kMalformed[i].says)) {
+      fail_msg("malformed USAGE %zu: %s", i, halo_status_message(status));
+    }
+    halo_status_free(status);
+    halo_hal_device_usage_t zero = {0};
+    assert_memory_equal(&usage, &zero, sizeof(usage));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_posts_keep_their_order, setup,
@@ -411,6 +463,7 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_deinitialize_drops_the_outbox, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_usage_decode, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
