@@ -954,6 +954,14 @@ static void halod_admin_worker_visit(void *user_data,
   info->started = view->started;
   info->faults = view->faults;
   info->last_fault = (char *)(view->last_fault ? view->last_fault : "");
+  if (view->usage_known) {
+    info->has_graph_bytes = true;
+    info->graph_bytes = view->usage.graph_bytes;
+    info->has_graph_bytes_limit = true;
+    info->graph_bytes_limit = view->usage.graph_bytes_limit;
+    info->has_graph_instances = true;
+    info->graph_instances = view->usage.graph_instances;
+  }
 }
 
 static void halod_admin_workers(halod_t *daemon,

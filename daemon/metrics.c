@@ -235,6 +235,65 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
   }
 }
 
+// One family of the device workers' usage (halod_metrics_workers).
+typedef struct halod_metrics_worker_family_t {
+  halod_text_t *text;
+  const char *name;
+  size_t offset;  // of the value in halo_hal_device_usage_t
+  bool is_32;
+} halod_metrics_worker_family_t;
+
+static void halod_metrics_worker_sample(void *user_data,
+                                        const halod_worker_view_t *view) {
+  const halod_metrics_worker_family_t *family = user_data;
+  // Spares have run nothing (and no domain tells two apart).
+  if (!view->usage_known || !view->domain || !view->domain[0]) return;
+  const char *field = (const char *)&view->usage + family->offset;
+  uint64_t value =
+      family->is_32 ? *(const uint32_t *)field : *(const uint64_t *)field;
+  halod_text_append(family->text, "%s{device=\"%u\",domain=\"", family->name,
+                    view->device);
+  halod_text_label(family->text, view->domain);
+  halod_text_append(family->text, "\"} %" PRIu64 "\n", value);
+}
+
+// What each device worker's driver reported of its usage (CUDA: the graph
+// instances' memory against cuda-graph-bytes), per device and trust domain
+// (part); nothing for workers that reported none.
+static void halod_metrics_workers(halod_t *daemon, halod_text_t *text) {
+  static const struct {
+    const char *name;
+    const char *help;
+    size_t offset;
+    bool is_32;
+  } kFamilies[] = {
+      {"halo_worker_graph_bytes",
+       "Device memory the CUDA graph instances of a device worker's "
+       "recordings take, by halo's estimate (the worker's last report, at "
+       "most about a second old).",
+       offsetof(halo_hal_device_usage_t, graph_bytes), false},
+      {"halo_worker_graph_bytes_limit",
+       "The bound on a device worker's CUDA graph instance memory "
+       "(cuda-graph-bytes): past it idle instances of other recordings are "
+       "destroyed, executions wait for one, or fail RESOURCE_EXHAUSTED.",
+       offsetof(halo_hal_device_usage_t, graph_bytes_limit), false},
+      {"halo_worker_graph_instances",
+       "CUDA graph instances a device worker "
+       "holds (in use or idle).",
+       offsetof(halo_hal_device_usage_t, graph_instances), true},
+  };
+  for (size_t f = 0; f < sizeof(kFamilies) / sizeof(kFamilies[0]); ++f) {
+    halod_text_header(text, kFamilies[f].name, "gauge", kFamilies[f].help);
+    halod_metrics_worker_family_t family = {
+        .text = text,
+        .name = kFamilies[f].name,
+        .offset = kFamilies[f].offset,
+        .is_32 = kFamilies[f].is_32,
+    };
+    halod_workers_visit(daemon, halod_metrics_worker_sample, &family);
+  }
+}
+
 // process_* as the Prometheus client libraries export them, from
 // /proc/self (halod itself; device workers are processes of their own).
 static void halod_metrics_process(halod_text_t *text) {
@@ -429,6 +488,7 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "Recordings prepared anew.",
                     (double)daemon->cache.memo_misses);
   halod_metrics_devices(daemon, &text);
+  halod_metrics_workers(daemon, &text);
   halod_metrics_process(&text);
   if (format == HALOD_METRICS_OPENMETRICS) halod_text_append(&text, "# EOF\n");
   if (text.failed) {

@@ -8,7 +8,9 @@
 // file; removed when halod stops).
 //
 // Labels are bounded: per device, never per session or process
-// (per-session detail is haloctl's: clients, queues).
+// (per-session detail is haloctl's: clients, queues); the device workers'
+// usage is per device and trust domain, a series per worker while it
+// lives.
 //
 // Loop thread only.
 #ifndef HALOD_METRICS_H_

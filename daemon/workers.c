@@ -803,6 +803,9 @@ void halod_workers_visit(halod_t *daemon,
           .faults = worker->faults,
           .last_fault = worker->last_fault,
       };
+      if (device) {
+        view.usage_known = halo_hal_device_query_usage(device, &view.usage);
+      }
       visit(user_data, &view);
     }
   }
@@ -818,6 +821,7 @@ void halod_workers_visit(halod_t *daemon,
               halo_hal_remote_device_is_ready(spare) ? "spare" : "starting",
           .last_fault = "",
       };
+      view.usage_known = halo_hal_device_query_usage(spare, &view.usage);
       visit(user_data, &view);
     }
   }

@@ -75,6 +75,10 @@ typedef struct halod_worker_view_t {
   uint32_t started;        // workers the domain has started on this device
   uint32_t faults;         // workers the domain has lost on this device
   const char *last_fault;  // "" for none
+  // The worker's last usage report (hal/device.h; a CUDA worker's graph
+  // memory and cuda-graph-bytes), if it made one.
+  bool usage_known;
+  halo_hal_device_usage_t usage;
 } halod_worker_view_t;
 
 // Visits every worker: each domain's per device (a domain whose worker was

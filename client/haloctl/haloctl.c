@@ -777,9 +777,40 @@ static json_t *haloctl_workers_json(const Halo__Wire__AdminWorkersReply *r) {
     haloctl_json_set(o, "started", json_integer(w->started));
     haloctl_json_set(o, "faults", json_integer(w->faults));
     haloctl_json_set(o, "last_fault", haloctl_json_text(w->last_fault));
+    // null until the worker's first usage report (or for a driver that
+    // reports none).
+    haloctl_json_set(
+        o, "graph_bytes",
+        w->has_graph_bytes ? haloctl_json_count(w->graph_bytes) : json_null());
+    haloctl_json_set(o, "graph_bytes_limit",
+                     w->has_graph_bytes_limit
+                         ? haloctl_json_count(w->graph_bytes_limit)
+                         : json_null());
+    haloctl_json_set(
+        o, "graph_instances",
+        haloctl_json_optional_u32(w->has_graph_instances, w->graph_instances));
     haloctl_json_append(list, o);
   }
   return list;
+}
+
+// "3.2 MiB/8.0 MiB (40%)": the worker's graph instances' memory against
+// cuda-graph-bytes; "-" before its first report (or for a driver that
+// reports none).
+static char *haloctl_workers_graph_memory(const Halo__Wire__WorkerInfo *w) {
+  if (!w->has_graph_bytes || !w->has_graph_bytes_limit) {
+    return haloctl_format("-");
+  }
+  char *used = haloctl_format_bytes(w->graph_bytes);
+  char *limit = haloctl_format_bytes(w->graph_bytes_limit);
+  char *text = w->graph_bytes_limit
+                   ? haloctl_format("%s/%s (%.0f%%)", used, limit,
+                                    100.0 * (double)w->graph_bytes /
+                                        (double)w->graph_bytes_limit)
+                   : haloctl_format("%s", used);
+  free(used);
+  free(limit);
+  return text;
 }
 
 static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
@@ -787,9 +818,10 @@ static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
     fputs("no worker processes (device-workers inline?)\n", stdout);
     return;
   }
-  static const char *const kColumns[] = {">DEVICE", "DOMAIN",     ">PID",
-                                         "STATE",   ">SESSIONS",  ">STARTED",
-                                         ">FAULTS", "LAST FAULT", NULL};
+  static const char *const kColumns[] = {
+      ">DEVICE",   "DOMAIN",     ">PID",    "STATE",
+      ">SESSIONS", ">STARTED",   ">FAULTS", ">GRAPH MEMORY",
+      ">GRAPHS",   "LAST FAULT", NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < r->n_workers; ++i) {
@@ -803,6 +835,11 @@ static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
     haloctl_table_add(&table, haloctl_format("%" PRIu32, w->sessions));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, w->started));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, w->faults));
+    haloctl_table_add(&table, haloctl_workers_graph_memory(w));
+    haloctl_table_add(&table,
+                      w->has_graph_instances
+                          ? haloctl_format("%" PRIu32, w->graph_instances)
+                          : haloctl_format("-"));
     haloctl_table_add(&table,
                       haloctl_printable(*w->last_fault ? w->last_fault : "-"));
   }

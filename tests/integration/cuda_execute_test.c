@@ -11,8 +11,10 @@
 // semaphore's futex word moves once per execution), and a kernel that
 // faults: a waiter in another process wakes with DEVICE_LOST within a
 // second, the message naming the CUDA error without asking the exiting
-// daemon, and halod exits non-zero. Each group runs against a halod of its
-// own, with the completion thread and with cuLaunchHostFunc.
+// daemon, and halod exits non-zero; under --cuda-graph-bytes 8M, the bound
+// at work and what an operator sees of it (`haloctl workers`, the
+// metrics). Each group runs against a halod of its own, with the
+// completion thread and with cuLaunchHostFunc.
 //
 // The kernels are CUDA C compiled by halod's NVRTC path. With
 // HALO_TEST_FAKE_CUDA=1 and the fake libcuda.so.1 on LD_LIBRARY_PATH
@@ -41,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/admin.h"
 #include "client/client.h"
 #include "common/timeline.h"
 #include "hal/device.h"
@@ -1506,6 +1509,152 @@ static void test_graph_bytes_bound(void **state) {
   halo_client_close(client);
 }
 
+// The value of the sample that starts with |prefix| ("halo_x{...} ") in
+// metrics |text|; fails the test if there is none.
+static uint64_t metric_value(const char *text, const char *prefix) {
+  const char *line = NULL;
+  for (const char *at = strstr(text, prefix); at && !line;
+       at = strstr(at + 1, prefix)) {
+    if (at == text || at[-1] == '\n') line = at;
+  }
+  if (!line) fail_msg("no sample %s in:\n%s", prefix, text);
+  return strtoull(line + strlen(prefix), NULL, 10);
+}
+
+// Runs `haloctl --admin ADDRESS ARGUMENTS` and returns its output (the
+// caller frees it); fails the test unless it exits 0.
+static char *run_haloctl(const char *arguments) {
+  char command[512];
+  snprintf(command, sizeof(command), "%s --admin %s %s", HALO_TEST_HALOCTL,
+           daemon_state.admin, arguments);
+  FILE *pipe = popen(command, "r");
+  if (!pipe) fail_msg("popen %s: %s", command, strerror(errno));
+  size_t capacity = 1 << 16, length = 0;
+  char *out = calloc(1, capacity);
+  assert_non_null(out);
+  size_t n;
+  while ((n = fread(out + length, 1, capacity - 1 - length, pipe)) > 0) {
+    length += n;
+  }
+  int status = pclose(pipe);
+  if (status != 0) fail_msg("%s: status 0x%x:\n%s", command, status, out);
+  return out;
+}
+
+// What an operator sees of the bound: after executions, the worker's usage
+// report (at most about a second later) shows in halod's admin reply of
+// `haloctl workers`, in haloctl's table and JSON, and in the metrics: the
+// graph instances' bytes and count, non-zero, and the bound of
+// --cuda-graph-bytes 8M.
+#define GRAPH_BYTES_BOUND_VALUE 8388608ull
+
+static void test_graph_usage_shown(void **state) {
+  (void)state;
+  halo_client_t *client = connect_client();
+  halo_executable_t *executable = load_kernels(client);
+  halo_queue_t *queue = NULL;
+  halo_semaphore_t *semaphore = NULL;
+  expect_ok(halo_queue_create(client, 0, 0, &queue));
+  expect_ok(halo_semaphore_create(client, 0, 0, &semaphore));
+  halo_buffer_t *x = new_buffer(client, N * sizeof(float));
+  halo_buffer_t *y = new_buffer(client, N * sizeof(float));
+  fill_floats(x, 1.0f);
+  halo_command_buffer_t *narrow = record_parallel(client, executable, 24);
+  halo_binding_t bindings[2] = {{x, 0, HALO_WHOLE_BUFFER},
+                                {y, 0, HALO_WHOLE_BUFFER}};
+  for (uint64_t value = 1; value <= 2; ++value) {
+    expect_ok(execute_and_wait(queue, narrow, bindings, 2, semaphore, value));
+  }
+
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%d", (int)getuid());
+  halo_admin_t *admin = NULL;
+  expect_ok(halo_admin_connect(daemon_state.admin, 5000, &admin));
+  uint64_t bytes = 0, limit = 0;
+  uint32_t instances = 0;
+  int64_t deadline = now_ns() + 10ll * 1000000000ll;
+  while (instances == 0) {
+    halo_wire_response_t *response = NULL;
+    expect_ok(halo_admin_workers(admin, &response));
+    const Halo__Wire__AdminWorkersReply *reply = response->admin_workers;
+    for (size_t i = 0; i < reply->n_workers; ++i) {
+      const Halo__Wire__WorkerInfo *w = reply->workers[i];
+      if (w->device != 0 || strcmp(w->domain, domain) != 0) continue;
+      if (w->has_graph_bytes && w->has_graph_bytes_limit &&
+          w->has_graph_instances && w->graph_instances > 0) {
+        bytes = w->graph_bytes;
+        limit = w->graph_bytes_limit;
+        instances = w->graph_instances;
+      }
+    }
+    halo__wire__response__free_unpacked(response, NULL);
+    if (instances == 0 && now_ns() > deadline) {
+      fail_msg("no usage report with graph instances from the worker of %s",
+               domain);
+    }
+    if (instances == 0) usleep(50000);
+  }
+  assert_int_equal(limit, GRAPH_BYTES_BOUND_VALUE);
+  assert_true(bytes > 0 && bytes <= limit);
+  print_message("[%s] worker of %s: %llu of %llu graph bytes in %u instances\n",
+                daemon_state.completion, domain, (unsigned long long)bytes,
+                (unsigned long long)limit, instances);
+
+  // The metrics: the same figures, labelled by device and domain.
+  halo_wire_response_t *response = NULL;
+  expect_ok(halo_admin_metrics(admin, &response));
+  const char *text = response->admin_metrics->text;
+  char prefix[128];
+  snprintf(prefix, sizeof(prefix),
+           "halo_worker_graph_bytes_limit{device=\"0\",domain=\"%s\"} ",
+           domain);
+  assert_int_equal(metric_value(text, prefix), GRAPH_BYTES_BOUND_VALUE);
+  snprintf(prefix, sizeof(prefix),
+           "halo_worker_graph_bytes{device=\"0\",domain=\"%s\"} ", domain);
+  uint64_t metric_bytes = metric_value(text, prefix);
+  assert_true(metric_bytes > 0 && metric_bytes <= GRAPH_BYTES_BOUND_VALUE);
+  snprintf(prefix, sizeof(prefix),
+           "halo_worker_graph_instances{device=\"0\",domain=\"%s\"} ", domain);
+  assert_true(metric_value(text, prefix) > 0);
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_admin_close(admin);
+
+  // haloctl: JSON numbers in the domain's worker's object, and the
+  // table's used/bound column.
+  char *out = run_haloctl("--json workers");
+  char key[64];
+  snprintf(key, sizeof(key), "\"domain\":\"%s\",", domain);
+  const char *object = strstr(out, key);
+  const char *end = object ? strchr(object, '}') : NULL;
+  if (!end)
+    fail_msg("haloctl --json workers: no worker of %s: %s", domain, out);
+  size_t length = (size_t)(end - object);
+  char *worker = strndup(object, length);
+  assert_non_null(worker);
+  if (!strstr(worker, "\"graph_bytes_limit\":8388608,") ||
+      !strstr(worker, "\"graph_instances\":") ||
+      strstr(worker, "\"graph_instances\":0") ||
+      strstr(worker, "\"graph_bytes\":0,") || strstr(worker, "null")) {
+    fail_msg("haloctl --json workers: %s", out);
+  }
+  free(worker);
+  free(out);
+  out = run_haloctl("workers");
+  if (!strstr(out, "GRAPH MEMORY") || !strstr(out, "/8.0 MiB (")) {
+    fail_msg("haloctl workers:\n%s", out);
+  }
+  print_message("%s", out);
+  free(out);
+
+  halo_command_buffer_release(narrow);
+  halo_buffer_release(y);
+  halo_buffer_release(x);
+  halo_semaphore_release(semaphore);
+  halo_queue_release(queue);
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "--fault-waiter") == 0) {
     return fault_waiter(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -1528,6 +1677,7 @@ int main(int argc, char **argv) {
   };
   const struct CMUnitTest bounded[] = {
       cmocka_unit_test(test_graph_bytes_bound),
+      cmocka_unit_test(test_graph_usage_shown),
   };
   const struct CMUnitTest fault[] = {
       cmocka_unit_test(test_fault_wakes_waiters_with_device_lost),

@@ -339,17 +339,19 @@ static void test_workers(void **state) {
   ops_result_t r;
   haloctl_run(fixture, (const char *const[]){"--json", "workers", NULL}, &r);
   OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
-  char needle[160];
+  char needle[256];
   snprintf(needle, sizeof(needle),
            "{\"device\":0,\"domain\":\"%s\",\"pid\":%d,"
            "\"state\":\"serving\",\"sessions\":1,\"started\":1,"
-           "\"faults\":0,\"last_fault\":\"\"}",
+           "\"faults\":0,\"last_fault\":\"\",\"graph_bytes\":null,"
+           "\"graph_bytes_limit\":null,\"graph_instances\":null}",
            domain, (int)serving);
   OPS_EXPECT(&r, strstr(r.out, needle));
   ops_result_free(&r);
   haloctl_run(fixture, (const char *const[]){"workers", NULL}, &r);
   OPS_EXPECT(&r, r.exit_code == 0 && !r.err[0]);
-  OPS_EXPECT(&r, strstr(r.out, "DEVICE") && strstr(r.out, "LAST FAULT"));
+  OPS_EXPECT(&r, strstr(r.out, "DEVICE") && strstr(r.out, "GRAPH MEMORY") &&
+                     strstr(r.out, "LAST FAULT"));
   char pid_text[32];
   snprintf(pid_text, sizeof(pid_text), " %d  serving ", (int)serving);
   OPS_EXPECT(&r, strstr(r.out, domain) && strstr(r.out, pid_text));
