@@ -32,8 +32,9 @@
 //   sleeper on another queue's long work, say): it polls the execution's
 //   event and gives up the wait as soon as a task is posted.
 // - the submission thread issues the command buffer (cuda_command_buffer.c),
-//   stores every signal's value from the stream (cuStreamWriteValue64 into
-//   the semaphore's registered page, default flags: the store fences the
+//   stores every signal's value (but one that would land below a higher
+//   value: halo_hal_cuda_signal_behind) from the stream (cuStreamWriteValue64
+//   into the semaphore's registered page, default flags: the store fences the
 //   work before it, like __threadfence_system(); never
 //   CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER), so a waiter spinning on the
 //   slot sees it at once, records one pooled event after it, and hands the
@@ -318,10 +319,12 @@ struct halo_hal_cuda_execution_t {
   // Its place among the device's issues (shared->issued), taken when its
   // work was issued: which of two executions on a stream runs first.
   uint64_t issue_sequence;
-  // Submission thread: a GPU store of its signals was left out, behind a
-  // higher value (halo_hal_cuda_signal_behind); its event tells when it
-  // finished, queried each round (its slot may stay below its value until
-  // the higher store lands).
+  // Set on the submission thread before the completion path gets the
+  // execution: the signals whose GPU store was left out, behind a higher
+  // value (halo_hal_cuda_signal_behind), a bit each (NULL: none yet), and
+  // whether any was. Its event tells when it finished, queried each round
+  // (such a slot may stay below its value until the higher store lands).
+  uint64_t *left_out;
   bool stores_left_out;
 };
 
@@ -337,6 +340,7 @@ static void halo_hal_cuda_execution_release(
                                 memory_order_acq_rel) == 1) {
     halo_status_free(execution->failure);
     free(execution->wait_fences);
+    free(execution->left_out);
     free(execution);
   }
 }
@@ -385,6 +389,25 @@ static bool halo_hal_cuda_execution_stores_landed(
   return true;
 }
 
+// A finished execution some of whose stores were left out: wakes, once,
+// the sleepers of each of its slots that holds its value or more (its
+// stores that were made landed). A slot still below waits for the higher
+// store left in its place, whose execution wakes it, or for the host
+// path's signal of this value, which raises and wakes it.
+static void halo_hal_cuda_execution_wake_reached(
+    halo_hal_cuda_execution_t *execution) {
+  if (atomic_exchange(&execution->stores_woken, true)) return;
+  const halo_hal_execution_t *hal = &execution->execution;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    const halo_hal_execution_signal_t *signal = &hal->signals[i];
+    if (signal->device_address && signal->slot &&
+        atomic_load_explicit(&signal->slot->value, memory_order_acquire) >=
+            signal->value) {
+      halo_timeline_slot_notify(signal->slot);
+    }
+  }
+}
+
 // Reports the outcome once (the first caller wins; later ones free their
 // |status|). No driver call: legal in a host function.
 static void halo_hal_cuda_execution_complete(
@@ -400,7 +423,11 @@ static void halo_hal_cuda_execution_complete(
                               halo_status_message(execution->failure));
   }
   // Finished work: its stores landed; wake their sleepers now.
-  if (!status) halo_hal_cuda_execution_stores_landed(execution);
+  if (!status && execution->stores_left_out) {
+    halo_hal_cuda_execution_wake_reached(execution);
+  } else if (!status) {
+    halo_hal_cuda_execution_stores_landed(execution);
+  }
   halo_hal_cuda_command_buffer_retire(&execution->issue);
   if (execution->event) {
     halo_hal_cuda_event_release(execution->event);
@@ -1198,11 +1225,32 @@ static bool halo_hal_cuda_signal_behind(
 static bool halo_hal_cuda_signal_needs_order(
     halo_hal_cuda_queue_t *queue, const halo_hal_execution_signal_t *signal,
     const halo_hal_cuda_signal_order_t *order) {
-  // A store that recorded no event needs none once its slot shows it.
+  // A store that recorded no event needs none once its slot shows exactly
+  // its value (past it, a host signal may hide whether it landed).
   bool landed = order && !order->event && signal->slot &&
                 atomic_load_explicit(&signal->slot->value,
-                                     memory_order_acquire) >= order->value;
+                                     memory_order_acquire) == order->value;
   return order && order->stream != queue->stream && !landed;
+}
+
+// Marks signal |index| of |execution| as left out (its store not made);
+// false where that cannot be recorded (no memory): the store is then made.
+static bool halo_hal_cuda_execution_leave_out(
+    halo_hal_cuda_execution_t *execution, uint32_t index) {
+  if (!execution->left_out) {
+    execution->left_out =
+        calloc((execution->execution.signal_count + 63) / 64, sizeof(uint64_t));
+    if (!execution->left_out) return false;
+  }
+  execution->left_out[index / 64] |= 1ull << (index % 64);
+  execution->stores_left_out = true;
+  return true;
+}
+
+static bool halo_hal_cuda_execution_is_left_out(
+    const halo_hal_cuda_execution_t *execution, uint32_t index) {
+  return execution->left_out &&
+         (execution->left_out[index / 64] >> (index % 64)) & 1;
 }
 
 // Submission thread (or its caller while it runs nothing): whether the
@@ -1246,8 +1294,8 @@ static bool halo_hal_cuda_execution_graph_stores(
     if (!signal->device_address) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_hal_cuda_signal_order_of(queue, signal);
-    if (halo_hal_cuda_signal_behind(queue->shared, &order, signal)) {
-      execution->stores_left_out = true;
+    if (halo_hal_cuda_signal_behind(queue->shared, &order, signal) &&
+        halo_hal_cuda_execution_leave_out(execution, i)) {
       continue;
     }
     if (count == HALO_HAL_CUDA_GRAPH_STORES_MAX ||
@@ -1275,8 +1323,8 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
     if (!signal->device_address) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_hal_cuda_signal_order_of(queue, signal);
-    if (halo_hal_cuda_signal_behind(shared, &order, signal)) {
-      execution->stores_left_out = true;
+    if (halo_hal_cuda_signal_behind(shared, &order, signal) &&
+        halo_hal_cuda_execution_leave_out(execution, i)) {
       continue;
     }
     if (halo_hal_cuda_signal_needs_order(queue, signal, order)) {
@@ -1315,9 +1363,8 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
 
 // After the event was recorded (or none: halo_hal_cuda_execution_needs_event):
 // the execution's stores become the last of each signaled semaphore, but
-// for those behind a higher store issued before (left out:
-// halo_hal_cuda_signal_behind; one left out only for its slot's value
-// is noted, which orders a later store after its event, harmlessly).
+// for those left out (halo_hal_cuda_signal_behind): the store made before
+// stays the one a later store on another stream must wait for.
 static void halo_hal_cuda_execution_note_signals(
     halo_hal_cuda_execution_t *execution) {
   halo_hal_cuda_queue_t *queue = execution->queue;
@@ -1326,12 +1373,9 @@ static void halo_hal_cuda_execution_note_signals(
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     uint64_t address = hal->signals[i].device_address;
     if (!address) continue;
+    if (halo_hal_cuda_execution_is_left_out(execution, i)) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_u64_map_get(&shared->signal_order, address);
-    if (order && halo_hal_cuda_signal_order_current(order, &hal->signals[i]) &&
-        order->value > hal->signals[i].value) {
-      continue;
-    }
     if (!order) {
       if (shared->signal_order.count >= HALO_HAL_CUDA_SIGNAL_ORDER_PRUNE) {
         halo_hal_cuda_signal_order_prune(shared);
@@ -1708,7 +1752,11 @@ static bool halo_hal_cuda_execution_run_one(
   if (!status) {
     halo_hal_cuda_store_t stores[HALO_HAL_CUDA_GRAPH_STORES_MAX];
     uint32_t store_count = 0;
-    execution->stores_left_out = false;  // (decided again after a park)
+    if (execution->stores_left_out) {  // decided again after a park
+      memset(execution->left_out, 0,
+             (execution->execution.signal_count + 63) / 64 * sizeof(uint64_t));
+      execution->stores_left_out = false;
+    }
     bool node_on =
         halo_hal_cuda_execution_graph_stores(execution, stores, &store_count);
     bool parked = false;

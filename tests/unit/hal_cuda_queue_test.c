@@ -1257,6 +1257,49 @@ static void test_store_behind_a_later_signal(void **unused) {
   execute(q1, consumer, NULL, 0, &six, 1, &ahead);
   assert_int_equal(completion_wait(&ahead), HALO_STATUS_OK);
   assert_int_equal(atomic_load(&slot->value), 6);
+  // A store left out for its slot's value alone does not become the
+  // semaphore's last: a later store on another stream still waits for the
+  // one made before it (8, still running: 11 must not land before it).
+  halo_hal_execution_signal_t eight = {value_address, 8, slot};
+  halo_hal_execution_signal_t nine = {value_address, 9, slot};
+  halo_hal_execution_signal_t eleven = {value_address, 11, slot};
+  completion_t running, skipped, later;
+  completion_init(&running);
+  completion_init(&skipped);
+  completion_init(&later);
+  halo_hal_fence_t *running_fence = NULL;  // (it records an event)
+  execute_fenced(q0, busy, NULL, 0, NULL, 0, &running_fence, &eight, 1,
+                 &running);
+  atomic_store(&slot->value, 10);
+  execute(q1, consumer, NULL, 0, &nine, 1, &skipped);
+  execute(q1, consumer, NULL, 0, &eleven, 1, &later);
+  assert_int_equal(completion_wait(&running), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&skipped), HALO_STATUS_OK);
+  assert_int_equal(completion_wait(&later), HALO_STATUS_OK);
+  assert_int_equal(atomic_load(&slot->value), 11);
+  halo_hal_fence_release(running_fence);
+  // An execution with a store left out (12, behind 13 still running) wakes
+  // the sleepers of its other slots when it finishes, its store of 7 made.
+  halo_timeline_slot_t *second_slot = (halo_timeline_slot_t *)page + 3;
+  uint64_t other_address = page_address + 3 * sizeof(halo_timeline_slot_t) +
+                           (uint64_t)offsetof(halo_timeline_slot_t, value);
+  halo_hal_execution_signal_t thirteen = {value_address, 13, slot};
+  halo_hal_execution_signal_t both[2] = {{value_address, 12, slot},
+                                         {other_address, 7, second_slot}};
+  completion_t higher, lower;
+  completion_init(&higher);
+  completion_init(&lower);
+  lower.slot = second_slot;
+  uint32_t epoch = atomic_load(&second_slot->epoch);
+  execute_fenced(q0, busy, NULL, 0, NULL, 0, &running_fence, &thirteen, 1,
+                 &higher);
+  execute(q1, consumer, NULL, 0, both, 2, &lower);
+  assert_int_equal(completion_wait(&lower), HALO_STATUS_OK);
+  assert_int_equal(atomic_load(&second_slot->value), 7);
+  assert_true(lower.slot_epoch != epoch);
+  assert_int_equal(completion_wait(&higher), HALO_STATUS_OK);
+  assert_int_equal(atomic_load(&slot->value), 13);
+  halo_hal_fence_release(running_fence);
   fake_counters_t after = fake_driver_counters();
   assert_int_equal(after.store_regressions, before.store_regressions);
   halo_hal_fence_release(fence);
