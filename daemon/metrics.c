@@ -235,62 +235,76 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
   }
 }
 
-// One family of the device workers' usage (halod_metrics_workers).
-typedef struct halod_metrics_worker_family_t {
-  halod_text_t *text;
-  const char *name;
-  size_t offset;  // of the value in halo_hal_device_usage_t
-  bool is_32;
-} halod_metrics_worker_family_t;
+// The device workers' usage reports summed up per device
+// (halod_metrics_workers).
+typedef struct halod_metrics_worker_totals_t {
+  bool known[HALO_HAL_MAX_DEVICES];
+  uint64_t bytes[HALO_HAL_MAX_DEVICES];      // all its workers'
+  uint64_t bytes_max[HALO_HAL_MAX_DEVICES];  // the most one worker takes
+  uint64_t limit[HALO_HAL_MAX_DEVICES];      // one worker's bound
+  uint64_t instances[HALO_HAL_MAX_DEVICES];
+} halod_metrics_worker_totals_t;
 
-static void halod_metrics_worker_sample(void *user_data,
-                                        const halod_worker_view_t *view) {
-  const halod_metrics_worker_family_t *family = user_data;
-  // Spares have run nothing (and no domain tells two apart).
-  if (!view->usage_known || !view->domain || !view->domain[0]) return;
-  const char *field = (const char *)&view->usage + family->offset;
-  uint64_t value =
-      family->is_32 ? *(const uint32_t *)field : *(const uint64_t *)field;
-  halod_text_append(family->text, "%s{device=\"%u\",domain=\"", family->name,
-                    view->device);
-  halod_text_label(family->text, view->domain);
-  halod_text_append(family->text, "\"} %" PRIu64 "\n", value);
+static void halod_metrics_worker_add(void *user_data,
+                                     const halod_worker_view_t *view) {
+  halod_metrics_worker_totals_t *totals = user_data;
+  if (!view->usage_known || view->device >= HALO_HAL_MAX_DEVICES) return;
+  uint32_t d = view->device;
+  const halo_hal_device_usage_t *usage = &view->usage;
+  totals->known[d] = true;
+  totals->bytes[d] += usage->graph_bytes;
+  if (usage->graph_bytes > totals->bytes_max[d]) {
+    totals->bytes_max[d] = usage->graph_bytes;
+  }
+  if (usage->graph_bytes_limit > totals->limit[d]) {
+    totals->limit[d] = usage->graph_bytes_limit;
+  }
+  totals->instances[d] += usage->graph_instances;
 }
 
-// What each device worker's driver reported of its usage (CUDA: the graph
-// instances' memory against cuda-graph-bytes), per device and trust domain
-// (part); nothing for workers that reported none.
+// What the device workers' drivers reported of their usage (CUDA: the
+// graph instances' memory against cuda-graph-bytes, a bound per worker),
+// per device: labels stay bounded (a worker per trust domain, with
+// trust-domain process one per client process, would make a series each;
+// haloctl workers shows each worker). Nothing for a device whose workers
+// reported none.
 static void halod_metrics_workers(halod_t *daemon, halod_text_t *text) {
+  halod_metrics_worker_totals_t totals;
+  memset(&totals, 0, sizeof(totals));
+  halod_workers_visit(daemon, halod_metrics_worker_add, &totals);
   static const struct {
     const char *name;
     const char *help;
-    size_t offset;
-    bool is_32;
+    size_t offset;  // of the device's array in the totals
   } kFamilies[] = {
       {"halo_worker_graph_bytes",
-       "Device memory the CUDA graph instances of a device worker's "
-       "recordings take, by halo's estimate (the worker's last report, at "
-       "most about a second old).",
-       offsetof(halo_hal_device_usage_t, graph_bytes), false},
+       "Device memory the CUDA graph instances of the device workers' "
+       "recordings take, by halo's estimate, all workers of the device "
+       "(their last reports, at most about a second old).",
+       offsetof(halod_metrics_worker_totals_t, bytes)},
+      {"halo_worker_graph_bytes_max",
+       "The most CUDA graph instance memory one device worker of the device "
+       "takes: the one closest to its bound.",
+       offsetof(halod_metrics_worker_totals_t, bytes_max)},
       {"halo_worker_graph_bytes_limit",
-       "The bound on a device worker's CUDA graph instance memory "
+       "The bound on one device worker's CUDA graph instance memory "
        "(cuda-graph-bytes): past it idle instances of other recordings are "
-       "destroyed, executions wait for one, or fail RESOURCE_EXHAUSTED.",
-       offsetof(halo_hal_device_usage_t, graph_bytes_limit), false},
+       "destroyed, executions wait, or fail RESOURCE_EXHAUSTED.",
+       offsetof(halod_metrics_worker_totals_t, limit)},
       {"halo_worker_graph_instances",
-       "CUDA graph instances a device worker "
-       "holds (in use or idle).",
-       offsetof(halo_hal_device_usage_t, graph_instances), true},
+       "CUDA graph instances the device workers of the device hold (in use "
+       "or idle).",
+       offsetof(halod_metrics_worker_totals_t, instances)},
   };
   for (size_t f = 0; f < sizeof(kFamilies) / sizeof(kFamilies[0]); ++f) {
     halod_text_header(text, kFamilies[f].name, "gauge", kFamilies[f].help);
-    halod_metrics_worker_family_t family = {
-        .text = text,
-        .name = kFamilies[f].name,
-        .offset = kFamilies[f].offset,
-        .is_32 = kFamilies[f].is_32,
-    };
-    halod_workers_visit(daemon, halod_metrics_worker_sample, &family);
+    const uint64_t *values =
+        (const uint64_t *)((const char *)&totals + kFamilies[f].offset);
+    for (uint32_t d = 0; d < HALO_HAL_MAX_DEVICES; ++d) {
+      if (!totals.known[d]) continue;
+      halod_text_append(text, "%s{device=\"%u\"} %" PRIu64 "\n",
+                        kFamilies[f].name, d, values[d]);
+    }
   }
 }
 

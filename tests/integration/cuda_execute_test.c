@@ -1600,22 +1600,22 @@ static void test_graph_usage_shown(void **state) {
                 daemon_state.completion, domain, (unsigned long long)bytes,
                 (unsigned long long)limit, instances);
 
-  // The metrics: the same figures, labelled by device and domain.
+  // The metrics: the same figures per device (the only worker's).
   halo_wire_response_t *response = NULL;
   expect_ok(halo_admin_metrics(admin, &response));
   const char *text = response->admin_metrics->text;
-  char prefix[128];
-  snprintf(prefix, sizeof(prefix),
-           "halo_worker_graph_bytes_limit{device=\"0\",domain=\"%s\"} ",
-           domain);
-  assert_int_equal(metric_value(text, prefix), GRAPH_BYTES_BOUND_VALUE);
-  snprintf(prefix, sizeof(prefix),
-           "halo_worker_graph_bytes{device=\"0\",domain=\"%s\"} ", domain);
-  uint64_t metric_bytes = metric_value(text, prefix);
+  assert_int_equal(
+      metric_value(text, "halo_worker_graph_bytes_limit{device=\"0\"} "),
+      GRAPH_BYTES_BOUND_VALUE);
+  uint64_t metric_bytes =
+      metric_value(text, "halo_worker_graph_bytes{device=\"0\"} ");
   assert_true(metric_bytes > 0 && metric_bytes <= GRAPH_BYTES_BOUND_VALUE);
-  snprintf(prefix, sizeof(prefix),
-           "halo_worker_graph_instances{device=\"0\",domain=\"%s\"} ", domain);
-  assert_true(metric_value(text, prefix) > 0);
+  assert_int_equal(
+      metric_value(text, "halo_worker_graph_bytes_max{device=\"0\"} "),
+      metric_bytes);
+  assert_true(metric_value(text, "halo_worker_graph_instances{device=\"0\"} ") >
+              0);
+  assert_null(strstr(text, "halo_worker_graph_bytes{device=\"0\",domain"));
   halo__wire__response__free_unpacked(response, NULL);
   halo_admin_close(admin);
 
