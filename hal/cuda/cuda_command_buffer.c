@@ -683,9 +683,10 @@ static void halo_hal_cuda_command_buffer_free(
 #define HALO_HAL_CUDA_CONCURRENT_NODE_BYTES (120ull << 10)
 #define HALO_HAL_CUDA_SERIAL_NODE_BYTES (4ull << 10)
 #define HALO_HAL_CUDA_PARAMETER_BYTE_BYTES 5ull
-// An execution whose recording has no instance waits at most this long for
-// room in the bound while other recordings' instances are in use, then
-// fails (halo_hal_cuda_graph_wait_locked).
+// An execution whose recording has no instance waits for room in the bound
+// while other recordings' instances are in use, trying again as each comes
+// back; a try this long after its first wait that finds no room fails it
+// (halo_hal_cuda_graph_wait_locked).
 #define HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS 1000000000ll
 
 static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes,
@@ -829,16 +830,22 @@ static void halo_hal_cuda_graph_release_locked(
   command_buffer->holding = false;
 }
 
-// Any thread, no driver call, the device's graph_mutex not held: posts
-// again every execution waiting for room in the bound (they try again in
-// the order they came; those that still find none while others' instances
-// are in use wait again).
-static void halo_hal_cuda_graph_wake(halo_hal_cuda_device_t *device) {
-  if (!atomic_load(&device->graph_waiter_count)) return;
+// Submission thread: the device's wake task (halo_hal_cuda_graph_wake)
+// posts again every execution waiting for room in the bound; they try
+// again in the order they came, and those that still find none while
+// others' instances are in use wait again. On the submission thread, like
+// every reserve, so that no reserve is half way when the line is taken.
+static void halo_hal_cuda_graph_wake_run(halo_hal_cuda_task_t *task) {
+  halo_hal_cuda_device_t *device =
+      (halo_hal_cuda_device_t *)((char *)task - offsetof(halo_hal_cuda_device_t,
+                                                         graph_wake_task));
+  atomic_store(&device->graph_wake_posted, false);
   pthread_mutex_lock(&device->graph_mutex);
   halo_hal_cuda_task_t *waiter = device->graph_waiters_head;
   device->graph_waiters_head = device->graph_waiters_tail = NULL;
-  atomic_store(&device->graph_waiter_count, 0);
+  uint32_t count = 0;
+  for (halo_hal_cuda_task_t *w = waiter; w; w = w->next) ++count;
+  atomic_fetch_sub(&device->graph_waiter_count, count);
   pthread_mutex_unlock(&device->graph_mutex);
   while (waiter) {
     halo_hal_cuda_task_t *next = waiter->next;
@@ -846,6 +853,23 @@ static void halo_hal_cuda_graph_wake(halo_hal_cuda_device_t *device) {
     halo_hal_cuda_thread_post(&device->submission, waiter);
     waiter = next;
   }
+}
+
+// Any thread, no driver call and no lock taken (a host function gives
+// instances back): where executions wait for room in the bound (or one is
+// deciding whether to), posts the device's wake task, once until it runs.
+static void halo_hal_cuda_graph_wake(halo_hal_cuda_device_t *device) {
+  if (!atomic_load(&device->graph_waiter_count)) return;
+  if (atomic_exchange(&device->graph_wake_posted, true)) return;
+  device->graph_wake_task.run = halo_hal_cuda_graph_wake_run;
+  halo_hal_cuda_thread_post(&device->submission, &device->graph_wake_task);
+}
+
+uint64_t halo_hal_cuda_device_graph_room_waits(halo_hal_cuda_device_t *device) {
+  pthread_mutex_lock(&device->graph_mutex);
+  uint64_t waits = device->graph_room_waits;
+  pthread_mutex_unlock(&device->graph_mutex);
+  return waits;
 }
 
 void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
@@ -2003,43 +2027,51 @@ typedef enum halo_hal_cuda_graph_room_e {
   // No room now, and the recording has no instance; other recordings'
   // instances in use come back: the waiter is on the device's waiters.
   HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS = 2,
-  // No room, and nothing in use to wait for (or waited long enough).
+  // No room, and nothing in use to wait for (or it waited long enough).
   HALO_HAL_CUDA_GRAPH_ROOM_NONE = 3,
+  // (halo_hal_cuda_graph_wait_locked) Idle instances came back since the
+  // trim that would make room: trim again.
+  HALO_HAL_CUDA_GRAPH_ROOM_RETRY = 4,
 } halo_hal_cuda_graph_room_t;
 
-// Submission thread, the device's graph_mutex held, no room for an
-// instance of |command_buffer|, which has none: whether |waiter| waits for
-// room (put last on the device's waiters). It does while other recordings'
-// instances are in use or kept for their parked executions (each comes back
-// through halo_hal_cuda_instance_give, which posts the waiters again; a
-// failed creation and a reaped recording give their bytes back and post
-// them too), for at most HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS from its first
-// wait (*out_waited: it waited that long). The count goes up before the
-// look at the holders: a give that a holder's count below missed sees it,
-// and posts the waiter once this thread lets go of the mutex.
-static bool halo_hal_cuda_graph_wait_locked(
+// Submission thread, the device's graph_mutex held (and the device's
+// waiter count raised for this look, before the trim that found no room:
+// halo_hal_cuda_graph_reserve), no room for an instance of
+// |command_buffer|, which has none: whether |waiter| waits for room (put
+// last on the device's waiters). It does while other recordings'
+// instances are in use or kept for their parked executions: each comes
+// back through halo_hal_cuda_instance_give (or is let go by
+// halo_hal_cuda_command_buffer_forgo), which posts the waiters again, as
+// do a failed creation and a reaped recording giving their bytes back. A
+// give that the trim or this look missed saw the raised count. RETRY where
+// idle instances that came back since the trim would make room; NONE
+// where nothing is in use, or a try HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS or
+// more after the first wait (*out_waited).
+static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_wait_locked(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_task_t *waiter, bool *out_waited) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   int64_t now = halo_clock_now_ns();
-  *out_waited = waiter->room_since_ns &&
-                now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
-  if (*out_waited) return false;
-  atomic_fetch_add(&device->graph_waiter_count, 1);
   uint32_t busy = 0;
+  uint64_t spare_bytes = 0;
   for (halo_list_link_t *link = device->graph_holders.head; link;
        link = link->next) {
     halo_hal_cuda_command_buffer_t *holder =
         HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
     if (holder == command_buffer) continue;
     pthread_mutex_lock(&holder->mutex);
-    busy += holder->instance_count - halo_hal_cuda_graph_spare(holder);
+    uint32_t spare = halo_hal_cuda_graph_spare(holder);
+    busy += holder->instance_count - spare;
+    spare_bytes += (uint64_t)spare * holder->instance_bytes;
     pthread_mutex_unlock(&holder->mutex);
   }
-  if (!busy) {
-    atomic_fetch_sub(&device->graph_waiter_count, 1);
-    return false;
+  uint64_t need = command_buffer->instance_bytes;
+  if (device->graph_bytes - spare_bytes + need <= device->graph_bytes_limit) {
+    return HALO_HAL_CUDA_GRAPH_ROOM_RETRY;
   }
+  *out_waited = waiter->room_since_ns &&
+                now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
+  if (!busy || *out_waited) return HALO_HAL_CUDA_GRAPH_ROOM_NONE;
   if (!waiter->room_since_ns) waiter->room_since_ns = now;
   waiter->next = NULL;
   if (device->graph_waiters_tail) {
@@ -2048,7 +2080,8 @@ static bool halo_hal_cuda_graph_wait_locked(
     device->graph_waiters_head = waiter;
   }
   device->graph_waiters_tail = waiter;
-  return true;
+  ++device->graph_room_waits;
+  return HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
 }
 
 // Submission thread, with the right to create an instance of
@@ -2071,32 +2104,49 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   bool log = reached && (device->graph_logged_ns == 0 ||
                          now - device->graph_logged_ns >= 60000000000ll);
   if (log) device->graph_logged_ns = now;
-  if (reached) halo_hal_cuda_graph_trim_locked(command_buffer, need);
-  bool fits = need <= limit && device->graph_bytes <= limit - need;
-  halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
+  // Raised before the trim: an instance given back from here on posts the
+  // device's waiters (halo_hal_cuda_graph_wake), this one among them if it
+  // waits (halo_hal_cuda_graph_wait_locked).
+  if (reached) atomic_fetch_add(&device->graph_waiter_count, 1);
+  halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
   *out_waited = false;
-  if (fits) {
-    device->graph_bytes += need;
-    ++device->graph_instance_count;
-    if (!command_buffer->holding) {
-      // Last of the holders: trimming takes the oldest holders' first.
-      command_buffer->holding = true;
-      halo_list_push_back(&device->graph_holders, &command_buffer->holder_link);
+  for (int tries = 0; room == HALO_HAL_CUDA_GRAPH_ROOM_NONE ||
+                      room == HALO_HAL_CUDA_GRAPH_ROOM_RETRY;
+       ++tries) {
+    if (reached) halo_hal_cuda_graph_trim_locked(command_buffer, need);
+    if (need <= limit && device->graph_bytes <= limit - need) {
+      device->graph_bytes += need;
+      ++device->graph_instance_count;
+      if (!command_buffer->holding) {
+        // Last of the holders: trimming takes the oldest holders' first.
+        command_buffer->holding = true;
+        halo_list_push_back(&device->graph_holders,
+                            &command_buffer->holder_link);
+      }
+      room = HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
+      break;
     }
-  } else {
     pthread_mutex_lock(&command_buffer->mutex);
     // Besides the right to create that this execution holds.
     bool own = command_buffer->instance_count > 1;
     pthread_mutex_unlock(&command_buffer->mutex);
     if (own) {
       room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT;
-    } else if (need <= limit && halo_hal_cuda_graph_wait_locked(
-                                    command_buffer, waiter, out_waited)) {
-      room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
-    } else {
-      room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
+      break;
     }
+    if (need > limit) break;  // NONE
+    room = halo_hal_cuda_graph_wait_locked(command_buffer, waiter, out_waited);
+    if (room == HALO_HAL_CUDA_GRAPH_ROOM_RETRY && tries == 3) {
+      room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;  // (others kept taking them)
+      break;
+    }
+    if (room == HALO_HAL_CUDA_GRAPH_ROOM_NONE) break;
   }
+  // A waiter stays counted until the wake task takes it off the line.
+  if (reached && room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) {
+    atomic_fetch_sub(&device->graph_waiter_count, 1);
+  }
+  if (room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) waiter->room_since_ns = 0;
   *out_used = device->graph_bytes;
   pthread_mutex_unlock(&device->graph_mutex);
   if (log) {
@@ -2423,8 +2473,10 @@ void halo_hal_cuda_command_buffer_forgo(
   pthread_mutex_lock(&command_buffer->mutex);
   waiter->promised = false;
   --command_buffer->promised;
-  // What was kept for it goes to the next in line.
+  // What was kept for it goes to the next in line, or is idle now: an
+  // execution of another recording waiting for room may have it destroyed.
   halo_hal_cuda_instance_wake_locked(command_buffer);
+  halo_hal_cuda_graph_wake(command_buffer->device);
 }
 
 void halo_hal_cuda_command_buffer_retire(halo_hal_cuda_issue_t *issue) {

@@ -298,12 +298,21 @@ struct halo_hal_cuda_device_t {
   int64_t graph_logged_ns;    // when the bound was last logged as reached
   // Executions whose recording has no instance and found no room while
   // other recordings' instances were in use, in the order they came
-  // (linked by next; posted again when an instance is given back or bytes
-  // go back), and their count, read without the mutex by the gives.
+  // (linked by next; posted again by |graph_wake_task| on the submission
+  // thread when an instance is given back or bytes go back), how many
+  // waited so far, and their count (with an execution deciding whether to
+  // wait), read without the mutex by the gives.
   halo_hal_cuda_task_t *graph_waiters_head;
   halo_hal_cuda_task_t *graph_waiters_tail;
+  uint64_t graph_room_waits;
   _Atomic uint32_t graph_waiter_count;
+  halo_hal_cuda_task_t graph_wake_task;
+  atomic_bool graph_wake_posted;  // |graph_wake_task| posted, not yet run
 };
+
+// Any thread: how many times an execution waited for room in the device's
+// graph memory bound while other recordings' instances were in use.
+uint64_t halo_hal_cuda_device_graph_room_waits(halo_hal_cuda_device_t *device);
 
 // Any thread: the device memory the device's graph instances take by
 // halo's estimate, and how many there are.

@@ -321,10 +321,12 @@ struct halo_hal_cuda_execution_t {
   uint64_t issue_sequence;
   // Set on the submission thread before the completion path gets the
   // execution: the signals whose GPU store was left out, behind a higher
-  // value (halo_hal_cuda_signal_behind), a bit each (NULL: none yet), and
-  // whether any was. Its event tells when it finished, queried each round
-  // (such a slot may stay below its value until the higher store lands).
+  // value (halo_hal_cuda_signal_behind), a bit each (|left_out_word| for up
+  // to 64 signals, else allocated with the execution), and whether any
+  // was. Its event tells when it finished, queried each round (such a slot
+  // may stay below its value until the higher store lands).
   uint64_t *left_out;
+  uint64_t left_out_word;
   bool stores_left_out;
 };
 
@@ -340,7 +342,9 @@ static void halo_hal_cuda_execution_release(
                                 memory_order_acq_rel) == 1) {
     halo_status_free(execution->failure);
     free(execution->wait_fences);
-    free(execution->left_out);
+    if (execution->left_out != &execution->left_out_word) {
+      free(execution->left_out);
+    }
     free(execution);
   }
 }
@@ -1233,24 +1237,16 @@ static bool halo_hal_cuda_signal_needs_order(
   return order && order->stream != queue->stream && !landed;
 }
 
-// Marks signal |index| of |execution| as left out (its store not made);
-// false where that cannot be recorded (no memory): the store is then made.
-static bool halo_hal_cuda_execution_leave_out(
+// Marks signal |index| of |execution| as left out (its store not made).
+static void halo_hal_cuda_execution_leave_out(
     halo_hal_cuda_execution_t *execution, uint32_t index) {
-  if (!execution->left_out) {
-    execution->left_out =
-        calloc((execution->execution.signal_count + 63) / 64, sizeof(uint64_t));
-    if (!execution->left_out) return false;
-  }
   execution->left_out[index / 64] |= 1ull << (index % 64);
   execution->stores_left_out = true;
-  return true;
 }
 
 static bool halo_hal_cuda_execution_is_left_out(
     const halo_hal_cuda_execution_t *execution, uint32_t index) {
-  return execution->left_out &&
-         (execution->left_out[index / 64] >> (index % 64)) & 1;
+  return (execution->left_out[index / 64] >> (index % 64)) & 1;
 }
 
 // Submission thread (or its caller while it runs nothing): whether the
@@ -1294,8 +1290,8 @@ static bool halo_hal_cuda_execution_graph_stores(
     if (!signal->device_address) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_hal_cuda_signal_order_of(queue, signal);
-    if (halo_hal_cuda_signal_behind(queue->shared, &order, signal) &&
-        halo_hal_cuda_execution_leave_out(execution, i)) {
+    if (halo_hal_cuda_signal_behind(queue->shared, &order, signal)) {
+      halo_hal_cuda_execution_leave_out(execution, i);
       continue;
     }
     if (count == HALO_HAL_CUDA_GRAPH_STORES_MAX ||
@@ -1323,8 +1319,8 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
     if (!signal->device_address) continue;
     halo_hal_cuda_signal_order_t *order =
         halo_hal_cuda_signal_order_of(queue, signal);
-    if (halo_hal_cuda_signal_behind(shared, &order, signal) &&
-        halo_hal_cuda_execution_leave_out(execution, i)) {
+    if (halo_hal_cuda_signal_behind(shared, &order, signal)) {
+      halo_hal_cuda_execution_leave_out(execution, i);
       continue;
     }
     if (halo_hal_cuda_signal_needs_order(queue, signal, order)) {
@@ -1875,15 +1871,22 @@ static halo_status_t halo_hal_cuda_queue_execute(
       execution->wait_fence_count
           ? calloc(execution->wait_fence_count, sizeof(*wait_fences))
           : NULL;
+  uint64_t *left_out =
+      execution->signal_count > 64
+          ? calloc((execution->signal_count + 63) / 64, sizeof(uint64_t))
+          : NULL;
   if (!cuda || (execution->out_fence && !fence) ||
-      (execution->wait_fence_count && !wait_fences)) {
+      (execution->wait_fence_count && !wait_fences) ||
+      (execution->signal_count > 64 && !left_out)) {
     free(cuda);
     free(fence);
     free(wait_fences);
+    free(left_out);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "CUDA queue: oom for an execution");
   }
   cuda->task.run = halo_hal_cuda_execution_run;
+  cuda->left_out = left_out ? left_out : &cuda->left_out_word;
   cuda->queue = queue;
   cuda->execution = *execution;
   cuda->execution.wait_fences = NULL;

@@ -960,6 +960,7 @@ static void test_graph_bytes_bound(void **unused) {
   // while they are busy: it waits for one of them to come back, which then
   // goes to make room for it.
   device->graph_bytes_limit = 2 * small_bytes + wide_bytes - 1;
+  uint64_t waits = halo_hal_cuda_device_graph_room_waits(device);
   completion_t busy[2];
   for (int b = 0; b < 2; ++b) {
     completion_init(&busy[b]);
@@ -974,6 +975,8 @@ static void test_graph_bytes_bound(void **unused) {
     fail_msg("[%s] a recording waiting for room: %d: %s", state.mode, (int)code,
              message);
   }
+  // (It did wait: |small|'s executions take 20 ms.)
+  assert_true(halo_hal_cuda_device_graph_room_waits(device) > waits);
   assert_true(graph_bytes_used(&instances) <= device->graph_bytes_limit);
   assert_int_equal(instances, 2);
   // A retry that finds no room 1 s or more after the first wait fails,
