@@ -1954,6 +1954,31 @@ static uint32_t halo_hal_cuda_graph_spare(
              : 0;
 }
 
+// The device's graph_mutex held: whether |need| more bytes would fit once
+// the spare instances of the device's recordings other than
+// |command_buffer| went; |out_busy| (if not NULL): their instances that may
+// not go (in use, being created, or kept for parked executions).
+static bool halo_hal_cuda_graph_room_after_trim(
+    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need,
+    uint32_t *out_busy) {
+  halo_hal_cuda_device_t *device = command_buffer->device;
+  uint64_t spare_bytes = 0;
+  uint32_t busy = 0;
+  for (halo_list_link_t *link = device->graph_holders.head; link;
+       link = link->next) {
+    halo_hal_cuda_command_buffer_t *holder =
+        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
+    if (holder == command_buffer) continue;
+    pthread_mutex_lock(&holder->mutex);
+    uint32_t spare = halo_hal_cuda_graph_spare(holder);
+    busy += holder->instance_count - spare;
+    spare_bytes += (uint64_t)spare * holder->instance_bytes;
+    pthread_mutex_unlock(&holder->mutex);
+  }
+  if (out_busy) *out_busy = busy;
+  return device->graph_bytes - spare_bytes + need <= device->graph_bytes_limit;
+}
+
 // Submission thread, the device's graph_mutex held: destroys idle
 // instances of the device's other recordings (the holders in the order they
 // first held one, the oldest free ones of each, none kept for a woken
@@ -1969,18 +1994,7 @@ static void halo_hal_cuda_graph_trim_locked(
   uint64_t limit = device->graph_bytes_limit;
   // Nothing goes unless enough can go: destroyed for nothing, an idle
   // instance would only be built again.
-  uint64_t spare_bytes = 0;
-  for (halo_list_link_t *link = device->graph_holders.head; link;
-       link = link->next) {
-    halo_hal_cuda_command_buffer_t *holder =
-        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
-    if (holder == command_buffer) continue;
-    pthread_mutex_lock(&holder->mutex);
-    spare_bytes +=
-        (uint64_t)halo_hal_cuda_graph_spare(holder) * holder->instance_bytes;
-    pthread_mutex_unlock(&holder->mutex);
-  }
-  if (device->graph_bytes - spare_bytes + need > limit) return;
+  if (!halo_hal_cuda_graph_room_after_trim(command_buffer, need, NULL)) return;
   halo_list_link_t *link = device->graph_holders.head;
   while (link && device->graph_bytes + need > limit) {
     halo_hal_cuda_command_buffer_t *holder =
@@ -2053,20 +2067,8 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_wait_locked(
   halo_hal_cuda_device_t *device = command_buffer->device;
   int64_t now = halo_clock_now_ns();
   uint32_t busy = 0;
-  uint64_t spare_bytes = 0;
-  for (halo_list_link_t *link = device->graph_holders.head; link;
-       link = link->next) {
-    halo_hal_cuda_command_buffer_t *holder =
-        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
-    if (holder == command_buffer) continue;
-    pthread_mutex_lock(&holder->mutex);
-    uint32_t spare = halo_hal_cuda_graph_spare(holder);
-    busy += holder->instance_count - spare;
-    spare_bytes += (uint64_t)spare * holder->instance_bytes;
-    pthread_mutex_unlock(&holder->mutex);
-  }
-  uint64_t need = command_buffer->instance_bytes;
-  if (device->graph_bytes - spare_bytes + need <= device->graph_bytes_limit) {
+  if (halo_hal_cuda_graph_room_after_trim(
+          command_buffer, command_buffer->instance_bytes, &busy)) {
     return HALO_HAL_CUDA_GRAPH_ROOM_RETRY;
   }
   *out_waited = waiter->room_since_ns &&

@@ -1131,67 +1131,99 @@ static void test_bound_wait_holds_its_queue(void **unused) {
   fake_driver_reset_counters();
 }
 
-// An execution parked on a wait fence (its producer parked for a graph
-// instance) holds its queue too: the queue's next execution, of another
-// recording, signaling the same semaphore higher, is issued after it, so
-// the semaphore's GPU stores go 1 then 2.
-static void test_fence_wait_holds_its_queue(void **unused) {
-  (void)unused;
-  uint64_t page_address = 0;
-  void *page = host_page_register(&page_address);
-  volatile uint64_t *word = (volatile uint64_t *)page + 8;
-  uint64_t word_address = page_address + 64;
-  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  uint32_t slow_us = 30000, fast_us = 0;
-  halo_hal_command_buffer_t *busy = graph_bytes_recording(1, x, y, &slow_us);
-  halo_hal_command_buffer_t *consumer =
-      graph_bytes_recording(1, x, y, &fast_us);
-  halo_hal_command_buffer_t *other = graph_bytes_recording(2, x, y, &fast_us);
-  halo_hal_queue_t *fills = queue_new(), *q0 = queue_new(), *q1 = queue_new();
+// A word signaled 1 by an execution parked on a wait fence (its producer,
+// on |q0|, parked for a graph instance: every instance of |busy| in use
+// on |fills|) on |q1|, then 2 by an execution of another recording on
+// |q1| or |q2| (|second_queue|): the GPU stores must go 1 then 2.
+typedef struct parked_case_t {
+  void *page;
+  uint64_t page_address;
+  volatile uint64_t *word;  // at 64
+  uint64_t x, y;
+  uint32_t slow_us, fast_us;
+  halo_hal_command_buffer_t *busy, *consumer, *other;
+  halo_hal_queue_t *fills, *q0, *q1, *q2;
+  fake_counters_t before;
+} parked_case_t;
+
+static void parked_case_open(parked_case_t *c) {
+  memset(c, 0, sizeof(*c));
+  c->page = host_page_register(&c->page_address);
+  c->word = (volatile uint64_t *)c->page + 8;
+  c->x = device_allocate(N * 4);
+  c->y = device_allocate(N * 4);
+  c->slow_us = 30000;
+  c->busy = graph_bytes_recording(1, c->x, c->y, &c->slow_us);
+  c->consumer = graph_bytes_recording(1, c->x, c->y, &c->fast_us);
+  c->other = graph_bytes_recording(2, c->x, c->y, &c->fast_us);
+  c->fills = queue_new();
+  c->q0 = queue_new();
+  c->q1 = queue_new();
+  c->q2 = queue_new();
   char message[512];
   // Each recording has an instance already: only |busy| lacks one below.
-  assert_int_equal(graph_bytes_run(q1, consumer, message, sizeof(message)),
+  assert_int_equal(
+      graph_bytes_run(c->q1, c->consumer, message, sizeof(message)),
+      HALO_STATUS_OK);
+  assert_int_equal(graph_bytes_run(c->q2, c->other, message, sizeof(message)),
                    HALO_STATUS_OK);
-  assert_int_equal(graph_bytes_run(q1, other, message, sizeof(message)),
-                   HALO_STATUS_OK);
-  fake_counters_t before = fake_driver_counters();
-  // Every instance |busy| may have is in use: its next execution parks.
+  c->before = fake_driver_counters();
+}
+
+static void parked_case_run(parked_case_t *c, halo_hal_queue_t *second_queue) {
   static completion_t fill[TEST_GRAPH_INSTANCES];
   for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
     completion_init(&fill[f]);
-    execute(fills, busy, NULL, 0, NULL, 0, &fill[f]);
+    execute(c->fills, c->busy, NULL, 0, NULL, 0, &fill[f]);
   }
   completion_t producer, first, second;
   completion_init(&producer);
   completion_init(&first);
   completion_init(&second);
   halo_hal_fence_t *fence = NULL;
-  execute_fenced(q0, busy, NULL, 0, NULL, 0, &fence, NULL, 0, &producer);
+  execute_fenced(c->q0, c->busy, NULL, 0, NULL, 0, &fence, NULL, 0, &producer);
+  uint64_t word_address = c->page_address + 64;
   halo_hal_execution_signal_t signals[2] = {{word_address, 1, NULL},
                                             {word_address, 2, NULL}};
-  execute_fenced(q1, consumer, NULL, 0, &fence, 1, NULL, &signals[0], 1,
+  execute_fenced(c->q1, c->consumer, NULL, 0, &fence, 1, NULL, &signals[0], 1,
                  &first);
-  execute_fenced(q1, other, NULL, 0, NULL, 0, NULL, &signals[1], 1, &second);
+  execute(second_queue, c->other, NULL, 0, &signals[1], 1, &second);
+  assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
   assert_int_equal(completion_wait(&producer), HALO_STATUS_OK);
   assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
-  assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
   for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
     assert_int_equal(completion_wait(&fill[f]), HALO_STATUS_OK);
   }
-  assert_int_equal(*word, 2);
-  fake_counters_t after = fake_driver_counters();
-  assert_int_equal(after.store_regressions, before.store_regressions);
   halo_hal_fence_release(fence);
-  halo_hal_queue_destroy(fills);
-  halo_hal_queue_destroy(q0);
-  halo_hal_queue_destroy(q1);
-  halo_hal_command_buffer_destroy(busy);
-  halo_hal_command_buffer_destroy(consumer);
-  halo_hal_command_buffer_destroy(other);
-  device_free(x, N * 4);
-  device_free(y, N * 4);
-  host_page_unregister(page);
+  assert_int_equal(*c->word, 2);
+}
+
+static void parked_case_close(parked_case_t *c) {
+  fake_counters_t after = fake_driver_counters();
+  assert_int_equal(after.store_regressions, c->before.store_regressions);
+  halo_hal_queue_destroy(c->fills);
+  halo_hal_queue_destroy(c->q0);
+  halo_hal_queue_destroy(c->q1);
+  halo_hal_queue_destroy(c->q2);
+  halo_hal_command_buffer_destroy(c->busy);
+  halo_hal_command_buffer_destroy(c->consumer);
+  halo_hal_command_buffer_destroy(c->other);
+  device_free(c->x, N * 4);
+  device_free(c->y, N * 4);
+  host_page_unregister(c->page);
   fake_driver_reset_counters();
+}
+
+// An execution parked on a wait fence (its producer parked for a graph
+// instance) holds its queue too: the queue's next execution, of another
+// recording, signaling the same semaphore higher, is issued after it, so
+// the semaphore's GPU stores go 1 then 2.
+static void test_fence_wait_holds_its_queue(void **unused) {
+  (void)unused;
+  static parked_case_t c;
+  parked_case_open(&c);
+  parked_case_run(&c, c.q1);
+  parked_case_close(&c);
 }
 
 // A semaphore signaled on two queues, 1 on the first and 2 on the second:
@@ -1202,51 +1234,17 @@ static void test_fence_wait_holds_its_queue(void **unused) {
 // below the value its slot holds already (a host signal went past it).
 static void test_store_behind_a_later_signal(void **unused) {
   (void)unused;
-  uint64_t page_address = 0;
-  void *page = host_page_register(&page_address);
-  volatile uint64_t *word = (volatile uint64_t *)page + 8;
-  uint64_t word_address = page_address + 64;
+  static parked_case_t c;
+  parked_case_open(&c);
+  parked_case_run(&c, c.q2);
+  void *page = c.page;
+  uint64_t page_address = c.page_address;
+  halo_hal_queue_t *q0 = c.q0, *q1 = c.q1;
+  halo_hal_command_buffer_t *busy = c.busy, *consumer = c.consumer;
   // Past |word| (at 64).
   halo_timeline_slot_t *slot = (halo_timeline_slot_t *)page + 2;
   uint64_t value_address = page_address + 2 * sizeof(halo_timeline_slot_t) +
                            (uint64_t)offsetof(halo_timeline_slot_t, value);
-  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
-  uint32_t slow_us = 30000, fast_us = 0;
-  halo_hal_command_buffer_t *busy = graph_bytes_recording(1, x, y, &slow_us);
-  halo_hal_command_buffer_t *consumer =
-      graph_bytes_recording(1, x, y, &fast_us);
-  halo_hal_command_buffer_t *other = graph_bytes_recording(2, x, y, &fast_us);
-  halo_hal_queue_t *fills = queue_new(), *q0 = queue_new(), *q1 = queue_new(),
-                   *q2 = queue_new();
-  char message[512];
-  assert_int_equal(graph_bytes_run(q1, consumer, message, sizeof(message)),
-                   HALO_STATUS_OK);
-  assert_int_equal(graph_bytes_run(q2, other, message, sizeof(message)),
-                   HALO_STATUS_OK);
-  fake_counters_t before = fake_driver_counters();
-  static completion_t fill[TEST_GRAPH_INSTANCES];
-  for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
-    completion_init(&fill[f]);
-    execute(fills, busy, NULL, 0, NULL, 0, &fill[f]);
-  }
-  completion_t producer, first, second;
-  completion_init(&producer);
-  completion_init(&first);
-  completion_init(&second);
-  halo_hal_fence_t *fence = NULL;
-  execute_fenced(q0, busy, NULL, 0, NULL, 0, &fence, NULL, 0, &producer);
-  halo_hal_execution_signal_t signals[2] = {{word_address, 1, NULL},
-                                            {word_address, 2, NULL}};
-  execute_fenced(q1, consumer, NULL, 0, &fence, 1, NULL, &signals[0], 1,
-                 &first);
-  execute(q2, other, NULL, 0, &signals[1], 1, &second);
-  assert_int_equal(completion_wait(&second), HALO_STATUS_OK);
-  assert_int_equal(completion_wait(&producer), HALO_STATUS_OK);
-  assert_int_equal(completion_wait(&first), HALO_STATUS_OK);
-  for (int f = 0; f < TEST_GRAPH_INSTANCES; ++f) {
-    assert_int_equal(completion_wait(&fill[f]), HALO_STATUS_OK);
-  }
-  assert_int_equal(*word, 2);
   // A host signal took the slot to 5: a store of 3 is left out, 6 is not.
   atomic_store(&slot->value, 5);
   halo_hal_execution_signal_t three = {value_address, 3, slot};
@@ -1303,20 +1301,7 @@ static void test_store_behind_a_later_signal(void **unused) {
   assert_int_equal(completion_wait(&higher), HALO_STATUS_OK);
   assert_int_equal(atomic_load(&slot->value), 13);
   halo_hal_fence_release(running_fence);
-  fake_counters_t after = fake_driver_counters();
-  assert_int_equal(after.store_regressions, before.store_regressions);
-  halo_hal_fence_release(fence);
-  halo_hal_queue_destroy(fills);
-  halo_hal_queue_destroy(q0);
-  halo_hal_queue_destroy(q1);
-  halo_hal_queue_destroy(q2);
-  halo_hal_command_buffer_destroy(busy);
-  halo_hal_command_buffer_destroy(consumer);
-  halo_hal_command_buffer_destroy(other);
-  device_free(x, N * 4);
-  device_free(y, N * 4);
-  host_page_unregister(page);
-  fake_driver_reset_counters();
+  parked_case_close(&c);
 }
 
 // A dispatch whose kernel parameters take more than 8 KiB (as laid out) is
