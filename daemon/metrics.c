@@ -236,8 +236,9 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
 }
 
 // The device workers' usage reports summed up per device
-// (halod_metrics_workers).
+// (halod_metrics_workers), against halod's own cuda-graph-bytes.
 typedef struct halod_metrics_worker_totals_t {
+  uint64_t bound;
   bool known[HALO_HAL_MAX_DEVICES];
   uint64_t bytes[HALO_HAL_MAX_DEVICES];      // all its workers'
   uint64_t bytes_max[HALO_HAL_MAX_DEVICES];  // the most one worker takes
@@ -248,16 +249,24 @@ typedef struct halod_metrics_worker_totals_t {
 static void halod_metrics_worker_add(void *user_data,
                                      const halod_worker_view_t *view) {
   halod_metrics_worker_totals_t *totals = user_data;
-  if (!view->usage_known || view->device >= HALO_HAL_MAX_DEVICES) return;
-  uint32_t d = view->device;
   const halo_hal_device_usage_t *usage = &view->usage;
+  // Spares have run nothing; a report of another bound than halod gave its
+  // workers is not a worker of this halod's telling (a worker is trusted
+  // less than halod: it must not move the bound the alerts compare with).
+  if (!view->usage_known || view->device >= HALO_HAL_MAX_DEVICES ||
+      !view->domain || !view->domain[0] ||
+      usage->graph_bytes_limit != totals->bound) {
+    return;
+  }
+  uint32_t d = view->device;
   totals->known[d] = true;
-  totals->bytes[d] += usage->graph_bytes;
+  totals->limit[d] = totals->bound;
+  // Saturating: one report cannot wrap the sums past the others.
+  totals->bytes[d] = totals->bytes[d] + usage->graph_bytes < totals->bytes[d]
+                         ? UINT64_MAX
+                         : totals->bytes[d] + usage->graph_bytes;
   if (usage->graph_bytes > totals->bytes_max[d]) {
     totals->bytes_max[d] = usage->graph_bytes;
-  }
-  if (usage->graph_bytes_limit > totals->limit[d]) {
-    totals->limit[d] = usage->graph_bytes_limit;
   }
   totals->instances[d] += usage->graph_instances;
 }
@@ -271,6 +280,7 @@ static void halod_metrics_worker_add(void *user_data,
 static void halod_metrics_workers(halod_t *daemon, halod_text_t *text) {
   halod_metrics_worker_totals_t totals;
   memset(&totals, 0, sizeof(totals));
+  totals.bound = daemon->config.cuda_graph_bytes;
   halod_workers_visit(daemon, halod_metrics_worker_add, &totals);
   static const struct {
     const char *name;

@@ -8,9 +8,8 @@
 // file; removed when halod stops).
 //
 // Labels are bounded: per device, never per session or process
-// (per-session detail is haloctl's: clients, queues); the device workers'
-// usage is per device and trust domain, a series per worker while it
-// lives.
+// (per-session detail is haloctl's: clients, queues; per worker, haloctl
+// workers): the device workers' usage is summed up per device.
 //
 // Loop thread only.
 #ifndef HALOD_METRICS_H_

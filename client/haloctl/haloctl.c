@@ -805,8 +805,8 @@ static char *haloctl_workers_graph_memory(const Halo__Wire__WorkerInfo *w) {
   char *limit = haloctl_format_bytes(w->graph_bytes_limit);
   char *text = w->graph_bytes_limit
                    ? haloctl_format("%s/%s (%.0f%%)", used, limit,
-                                    100.0 * (double)w->graph_bytes /
-                                        (double)w->graph_bytes_limit)
+                                    floor(100.0 * (double)w->graph_bytes /
+                                          (double)w->graph_bytes_limit))
                    : haloctl_format("%s", used);
   free(used);
   free(limit);

@@ -850,7 +850,8 @@ static bool halo_hal_remote_device_query_usage(
     halo_hal_device_t *base_device, halo_hal_device_usage_t *out_usage) {
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
   pthread_mutex_lock(&device->mutex);
-  bool known = device->usage_known;
+  // A lost worker's last report is no one's now.
+  bool known = device->usage_known && !device->lost;
   if (known) *out_usage = device->usage;
   pthread_mutex_unlock(&device->mutex);
   return known;
