@@ -47,6 +47,12 @@ static bool halo_clock_spin_always(void) {
   return value;
 }
 
+bool halo_clock_due(int64_t *last_ns, int64_t now_ns, int64_t interval_ns) {
+  if (*last_ns != 0 && now_ns - *last_ns < interval_ns) return false;
+  *last_ns = now_ns;
+  return true;
+}
+
 int64_t halo_clock_spin_window_ns(int64_t previous_gap_ns, int64_t window_ns) {
   if (previous_gap_ns <= window_ns || halo_clock_spin_always()) {
     return window_ns;

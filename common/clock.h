@@ -5,6 +5,7 @@
 #define HALO_COMMON_CLOCK_H_
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -20,6 +21,11 @@ struct timespec halo_clock_timespec(int64_t ns);
 // Initializes |cond| with CLOCK_MONOTONIC for its timed waits, so that
 // pthread_cond_timedwait takes halo_clock_timespec(deadline_ns).
 void halo_clock_cond_initialize(pthread_cond_t *cond);
+
+// Whether something done at most every |interval_ns| (a log line, say) is
+// due at |now_ns|: never done yet (*last_ns 0) or done |interval_ns| ago or
+// more; then *last_ns becomes |now_ns|. The caller serializes the calls.
+bool halo_clock_due(int64_t *last_ns, int64_t now_ns, int64_t interval_ns);
 
 // How long a thread that serves work arriving at intervals (a driver's
 // submission thread, a device worker's loop, the completion poller) spins

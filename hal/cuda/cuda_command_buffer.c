@@ -1956,8 +1956,8 @@ static uint32_t halo_hal_cuda_graph_spare(
 
 // The device's graph_mutex held: whether |need| more bytes would fit once
 // the spare instances of the device's recordings other than
-// |command_buffer| went; |out_busy| (if not NULL): their instances that may
-// not go (in use, being created, or kept for parked executions).
+// |command_buffer| went; |out_busy|: their instances that may not go (in
+// use, being created, or kept for parked executions).
 static bool halo_hal_cuda_graph_room_after_trim(
     halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need,
     uint32_t *out_busy) {
@@ -1975,7 +1975,7 @@ static bool halo_hal_cuda_graph_room_after_trim(
     spare_bytes += (uint64_t)spare * holder->instance_bytes;
     pthread_mutex_unlock(&holder->mutex);
   }
-  if (out_busy) *out_busy = busy;
+  *out_busy = busy;
   return device->graph_bytes - spare_bytes + need <= device->graph_bytes_limit;
 }
 
@@ -1987,14 +1987,18 @@ static bool halo_hal_cuda_graph_room_after_trim(
 // their command buffers. The driver's teardown of them runs here, holding
 // up the device's issues meanwhile (only when the bound is reached), and
 // while the mutex is held: the reaper cannot free their command buffer
-// meanwhile.
-static void halo_hal_cuda_graph_trim_locked(
+// meanwhile. Returns the other recordings' instances that may not go, as
+// it saw them (in use, being created, or kept for parked executions).
+static uint32_t halo_hal_cuda_graph_trim_locked(
     halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   uint64_t limit = device->graph_bytes_limit;
   // Nothing goes unless enough can go: destroyed for nothing, an idle
   // instance would only be built again.
-  if (!halo_hal_cuda_graph_room_after_trim(command_buffer, need, NULL)) return;
+  uint32_t busy = 0;
+  if (!halo_hal_cuda_graph_room_after_trim(command_buffer, need, &busy)) {
+    return busy;
+  }
   halo_list_link_t *link = device->graph_holders.head;
   while (link && device->graph_bytes + need > limit) {
     halo_hal_cuda_command_buffer_t *holder =
@@ -2032,6 +2036,7 @@ static void halo_hal_cuda_graph_trim_locked(
       gone = after;
     }
   }
+  return busy;
 }
 
 typedef enum halo_hal_cuda_graph_room_e {
@@ -2043,37 +2048,29 @@ typedef enum halo_hal_cuda_graph_room_e {
   HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS = 2,
   // No room, and nothing in use to wait for (or it waited long enough).
   HALO_HAL_CUDA_GRAPH_ROOM_NONE = 3,
-  // (halo_hal_cuda_graph_wait_locked) Idle instances came back since the
-  // trim that would make room: trim again.
-  HALO_HAL_CUDA_GRAPH_ROOM_RETRY = 4,
 } halo_hal_cuda_graph_room_t;
 
 // Submission thread, the device's graph_mutex held (and the device's
-// waiter count raised for this look, before the trim that found no room:
+// waiter count raised before the trim that found no room:
 // halo_hal_cuda_graph_reserve), no room for an instance of
 // |command_buffer|, which has none: whether |waiter| waits for room (put
 // last on the device's waiters). It does while other recordings'
-// instances are in use or kept for their parked executions: each comes
-// back through halo_hal_cuda_instance_give (or is let go by
-// halo_hal_cuda_command_buffer_forgo), which posts the waiters again, as
-// do a failed creation and a reaped recording giving their bytes back. A
-// give that the trim or this look missed saw the raised count. RETRY where
-// idle instances that came back since the trim would make room; NONE
-// where nothing is in use, or a try HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS or
-// more after the first wait (*out_waited).
-static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_wait_locked(
+// instances were |busy| at the trim's look (in use, or kept for their
+// parked executions): each comes back through halo_hal_cuda_instance_give
+// (or is let go by halo_hal_cuda_command_buffer_forgo), which posts the
+// waiters again, as do a failed creation and a reaped recording giving
+// their bytes back; one that came back after the look saw the raised count
+// and posts them once this task is done. Not where nothing was busy, or on
+// a try HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS or more after the first wait
+// (*out_waited).
+static bool halo_hal_cuda_graph_wait_locked(
     halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_task_t *waiter, bool *out_waited) {
+    halo_hal_cuda_task_t *waiter, uint32_t busy, bool *out_waited) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   int64_t now = halo_clock_now_ns();
-  uint32_t busy = 0;
-  if (halo_hal_cuda_graph_room_after_trim(
-          command_buffer, command_buffer->instance_bytes, &busy)) {
-    return HALO_HAL_CUDA_GRAPH_ROOM_RETRY;
-  }
   *out_waited = waiter->room_since_ns &&
                 now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
-  if (!busy || *out_waited) return HALO_HAL_CUDA_GRAPH_ROOM_NONE;
+  if (!busy || *out_waited) return false;
   if (!waiter->room_since_ns) waiter->room_since_ns = now;
   waiter->next = NULL;
   if (device->graph_waiters_tail) {
@@ -2083,7 +2080,7 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_wait_locked(
   }
   device->graph_waiters_tail = waiter;
   ++device->graph_room_waits;
-  return HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
+  return true;
 }
 
 // Submission thread, with the right to create an instance of
@@ -2102,47 +2099,36 @@ static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   bool reached = need <= limit && device->graph_bytes + need > limit;
   uint64_t taken = device->graph_bytes;
   uint32_t instances = device->graph_instance_count;
-  int64_t now = reached ? halo_clock_now_ns() : 0;
-  bool log = reached && (device->graph_logged_ns == 0 ||
-                         now - device->graph_logged_ns >= 60000000000ll);
-  if (log) device->graph_logged_ns = now;
+  bool log = reached && halo_clock_due(&device->graph_logged_ns,
+                                       halo_clock_now_ns(), 60000000000ll);
   // Raised before the trim: an instance given back from here on posts the
   // device's waiters (halo_hal_cuda_graph_wake), this one among them if it
   // waits (halo_hal_cuda_graph_wait_locked).
   if (reached) atomic_fetch_add(&device->graph_waiter_count, 1);
+  uint32_t busy =
+      reached ? halo_hal_cuda_graph_trim_locked(command_buffer, need) : 0;
   halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
   *out_waited = false;
-  for (int tries = 0; room == HALO_HAL_CUDA_GRAPH_ROOM_NONE ||
-                      room == HALO_HAL_CUDA_GRAPH_ROOM_RETRY;
-       ++tries) {
-    if (reached) halo_hal_cuda_graph_trim_locked(command_buffer, need);
-    if (need <= limit && device->graph_bytes <= limit - need) {
-      device->graph_bytes += need;
-      ++device->graph_instance_count;
-      if (!command_buffer->holding) {
-        // Last of the holders: trimming takes the oldest holders' first.
-        command_buffer->holding = true;
-        halo_list_push_back(&device->graph_holders,
-                            &command_buffer->holder_link);
-      }
-      room = HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
-      break;
+  if (need <= limit && device->graph_bytes <= limit - need) {
+    device->graph_bytes += need;
+    ++device->graph_instance_count;
+    if (!command_buffer->holding) {
+      // Last of the holders: trimming takes the oldest holders' first.
+      command_buffer->holding = true;
+      halo_list_push_back(&device->graph_holders, &command_buffer->holder_link);
     }
+    room = HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
+  } else {
     pthread_mutex_lock(&command_buffer->mutex);
     // Besides the right to create that this execution holds.
     bool own = command_buffer->instance_count > 1;
     pthread_mutex_unlock(&command_buffer->mutex);
     if (own) {
       room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT;
-      break;
+    } else if (reached && halo_hal_cuda_graph_wait_locked(
+                              command_buffer, waiter, busy, out_waited)) {
+      room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
     }
-    if (need > limit) break;  // NONE
-    room = halo_hal_cuda_graph_wait_locked(command_buffer, waiter, out_waited);
-    if (room == HALO_HAL_CUDA_GRAPH_ROOM_RETRY && tries == 3) {
-      room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;  // (others kept taking them)
-      break;
-    }
-    if (room == HALO_HAL_CUDA_GRAPH_ROOM_NONE) break;
   }
   // A waiter stays counted until the wake task takes it off the line.
   if (reached && room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) {

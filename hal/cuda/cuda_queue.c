@@ -322,12 +322,11 @@ struct halo_hal_cuda_execution_t {
   // Set on the submission thread before the completion path gets the
   // execution: the signals whose GPU store was left out, behind a higher
   // value (halo_hal_cuda_signal_behind), a bit each (|left_out_word| for up
-  // to 64 signals, else allocated with the execution), and whether any
-  // was. Its event tells when it finished, queried each round (such a slot
-  // may stay below its value until the higher store lands).
+  // to 64 signals, else allocated with the execution). With any, its event
+  // tells when it finished, queried each round (such a slot may stay below
+  // its value until the higher store lands).
   uint64_t *left_out;
   uint64_t left_out_word;
-  bool stores_left_out;
 };
 
 static const halo_hal_queue_vtable_t halo_hal_cuda_queue_vtable;
@@ -361,15 +360,30 @@ static const halo_hal_fence_vtable_t halo_hal_cuda_fence_vtable = {
     .destroy = halo_hal_cuda_fence_destroy,
 };
 
+// Once: wakes the futex sleepers of each of |execution|'s slots (an epoch
+// bump: the GPU wrote the value), ahead of the host path's signal on the
+// loop thread: a client asleep on its semaphore does not wait for the loop
+// thread. For an execution a device worker took from a ring this is the
+// only wake (halod's handling of the report moves no epoch:
+// halo_hal_semaphore_signal_woken). A slot still below its value (a store
+// left out: its higher one not landed yet) wakes early, which is harmless:
+// waiters look again.
+static void halo_hal_cuda_execution_wake_stores(
+    halo_hal_cuda_execution_t *execution) {
+  if (atomic_exchange(&execution->stores_woken, true)) return;
+  const halo_hal_execution_t *hal = &execution->execution;
+  for (uint32_t i = 0; i < hal->signal_count; ++i) {
+    const halo_hal_execution_signal_t *signal = &hal->signals[i];
+    if (signal->device_address && signal->slot) {
+      halo_timeline_slot_notify(signal->slot);
+    }
+  }
+}
+
 // Whether every GPU store of |execution| that has a host view landed
-// (true when none has one). Then, once, wakes each slot's futex sleepers
-// (an epoch bump: the GPU wrote the value), ahead of the host path's
-// signal on the loop thread: a client asleep on its semaphore does not
-// wait for the loop thread. For an execution a device worker took from a
-// ring this is the only wake (halod's handling of the report moves no
-// epoch: halo_hal_semaphore_signal_woken). A later or a host signal may also
-// have raised the value: that wakes early (harmless; waiters re-check) and
-// completes nothing by itself (the event decides, or the poller's
+// (true when none has one); then wakes the slots' sleepers. A later or a
+// host signal may also have raised the value: that wakes early (harmless)
+// and completes nothing by itself (the event decides, or the poller's
 // halo_hal_cuda_execution_passed_on_stream).
 static bool halo_hal_cuda_execution_stores_landed(
     halo_hal_cuda_execution_t *execution) {
@@ -382,34 +396,18 @@ static bool halo_hal_cuda_execution_stores_landed(
       return false;
     }
   }
-  if (!atomic_exchange(&execution->stores_woken, true)) {
-    for (uint32_t i = 0; i < hal->signal_count; ++i) {
-      const halo_hal_execution_signal_t *signal = &hal->signals[i];
-      if (signal->device_address && signal->slot) {
-        halo_timeline_slot_notify(signal->slot);
-      }
-    }
-  }
+  halo_hal_cuda_execution_wake_stores(execution);
   return true;
 }
 
-// A finished execution some of whose stores were left out: wakes, once,
-// the sleepers of each of its slots that holds its value or more (its
-// stores that were made landed). A slot still below waits for the higher
-// store left in its place, whose execution wakes it, or for the host
-// path's signal of this value, which raises and wakes it.
-static void halo_hal_cuda_execution_wake_reached(
-    halo_hal_cuda_execution_t *execution) {
-  if (atomic_exchange(&execution->stores_woken, true)) return;
-  const halo_hal_execution_t *hal = &execution->execution;
-  for (uint32_t i = 0; i < hal->signal_count; ++i) {
-    const halo_hal_execution_signal_t *signal = &hal->signals[i];
-    if (signal->device_address && signal->slot &&
-        atomic_load_explicit(&signal->slot->value, memory_order_acquire) >=
-            signal->value) {
-      halo_timeline_slot_notify(signal->slot);
-    }
+// Whether a GPU store of |execution|'s signals was left out.
+static bool halo_hal_cuda_execution_left_out_any(
+    const halo_hal_cuda_execution_t *execution) {
+  uint32_t words = (execution->execution.signal_count + 63) / 64;
+  for (uint32_t w = 0; w < words; ++w) {
+    if (execution->left_out[w]) return true;
   }
+  return false;
 }
 
 // Reports the outcome once (the first caller wins; later ones free their
@@ -426,12 +424,8 @@ static void halo_hal_cuda_execution_complete(
     status = halo_status_make(halo_status_code(execution->failure), "%s",
                               halo_status_message(execution->failure));
   }
-  // Finished work: its stores landed; wake their sleepers now.
-  if (!status && execution->stores_left_out) {
-    halo_hal_cuda_execution_wake_reached(execution);
-  } else if (!status) {
-    halo_hal_cuda_execution_stores_landed(execution);
-  }
+  // Finished work: the stores it made landed; wake their sleepers now.
+  if (!status) halo_hal_cuda_execution_wake_stores(execution);
   halo_hal_cuda_command_buffer_retire(&execution->issue);
   if (execution->event) {
     halo_hal_cuda_event_release(execution->event);
@@ -658,7 +652,7 @@ static CUresult halo_hal_cuda_execution_query(
   if (!execution->event) {
     return halo_hal_cuda_execution_poll_stores(shared, execution, now_ns, call);
   }
-  if (!execution->stores_left_out &&
+  if (!halo_hal_cuda_execution_left_out_any(execution) &&
       !halo_hal_cuda_execution_stores_landed(execution) &&
       now_ns < execution->next_query_ns) {
     return CUDA_ERROR_NOT_READY;
@@ -1178,12 +1172,6 @@ static void halo_hal_cuda_signal_order_prune(
   free(done);
 }
 
-// The last GPU store issued of |signal|'s semaphore, if one is kept.
-static halo_hal_cuda_signal_order_t *halo_hal_cuda_signal_order_of(
-    halo_hal_cuda_queue_t *queue, const halo_hal_execution_signal_t *signal) {
-  return halo_u64_map_get(&queue->shared->signal_order, signal->device_address);
-}
-
 // Whether |order| is of the semaphore |signal| signals now, not of one
 // that used the slot before (retired, its slot's generation bumped: the
 // values of the slot's next semaphore start again).
@@ -1237,11 +1225,19 @@ static bool halo_hal_cuda_signal_needs_order(
   return order && order->stream != queue->stream && !landed;
 }
 
-// Marks signal |index| of |execution| as left out (its store not made).
-static void halo_hal_cuda_execution_leave_out(
-    halo_hal_cuda_execution_t *execution, uint32_t index) {
+// The last GPU store of the semaphore of |execution|'s signal |index|
+// (*out_order, if one is kept), and whether its own store is left out
+// (halo_hal_cuda_signal_behind), then marked so.
+static bool halo_hal_cuda_execution_leaves_out(
+    halo_hal_cuda_execution_t *execution, uint32_t index,
+    halo_hal_cuda_signal_order_t **out_order) {
+  halo_hal_cuda_queue_shared_t *shared = execution->queue->shared;
+  const halo_hal_execution_signal_t *signal =
+      &execution->execution.signals[index];
+  *out_order = halo_u64_map_get(&shared->signal_order, signal->device_address);
+  if (!halo_hal_cuda_signal_behind(shared, out_order, signal)) return false;
   execution->left_out[index / 64] |= 1ull << (index % 64);
-  execution->stores_left_out = true;
+  return true;
 }
 
 static bool halo_hal_cuda_execution_is_left_out(
@@ -1288,12 +1284,8 @@ static bool halo_hal_cuda_execution_graph_stores(
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
-    halo_hal_cuda_signal_order_t *order =
-        halo_hal_cuda_signal_order_of(queue, signal);
-    if (halo_hal_cuda_signal_behind(queue->shared, &order, signal)) {
-      halo_hal_cuda_execution_leave_out(execution, i);
-      continue;
-    }
+    halo_hal_cuda_signal_order_t *order;
+    if (halo_hal_cuda_execution_leaves_out(execution, i, &order)) continue;
     if (count == HALO_HAL_CUDA_GRAPH_STORES_MAX ||
         halo_hal_cuda_signal_needs_order(queue, signal, order)) {
       return true;
@@ -1317,12 +1309,8 @@ static halo_status_t halo_hal_cuda_execution_store_signals(
   for (uint32_t i = 0; i < hal->signal_count; ++i) {
     const halo_hal_execution_signal_t *signal = &hal->signals[i];
     if (!signal->device_address) continue;
-    halo_hal_cuda_signal_order_t *order =
-        halo_hal_cuda_signal_order_of(queue, signal);
-    if (halo_hal_cuda_signal_behind(shared, &order, signal)) {
-      halo_hal_cuda_execution_leave_out(execution, i);
-      continue;
-    }
+    halo_hal_cuda_signal_order_t *order;
+    if (halo_hal_cuda_execution_leaves_out(execution, i, &order)) continue;
     if (halo_hal_cuda_signal_needs_order(queue, signal, order)) {
       halo_hal_cuda_signal_order_record(shared, order);
     }
@@ -1413,7 +1401,7 @@ static bool halo_hal_cuda_execution_needs_event(
     const halo_hal_cuda_execution_t *execution) {
   const halo_hal_cuda_queue_t *queue = execution->queue;
   if (queue->device->options.completion != HALO_HAL_CUDA_COMPLETION_THREAD ||
-      execution->fence || execution->stores_left_out ||
+      execution->fence || halo_hal_cuda_execution_left_out_any(execution) ||
       !queue->device->eventless_completion ||
       !halo_hal_cuda_execution_seen_short(execution)) {
     return true;
@@ -1748,11 +1736,9 @@ static bool halo_hal_cuda_execution_run_one(
   if (!status) {
     halo_hal_cuda_store_t stores[HALO_HAL_CUDA_GRAPH_STORES_MAX];
     uint32_t store_count = 0;
-    if (execution->stores_left_out) {  // decided again after a park
-      memset(execution->left_out, 0,
-             (execution->execution.signal_count + 63) / 64 * sizeof(uint64_t));
-      execution->stores_left_out = false;
-    }
+    // Decided again after a park.
+    memset(execution->left_out, 0,
+           (execution->execution.signal_count + 63) / 64 * sizeof(uint64_t));
     bool node_on =
         halo_hal_cuda_execution_graph_stores(execution, stores, &store_count);
     bool parked = false;

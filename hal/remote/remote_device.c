@@ -882,10 +882,8 @@ static void halo_hal_remote_on_usage(halo_hal_remote_device_t *device,
     device->usage_known = true;
   } else {
     refused = ++device->usage_refused;
-    int64_t now = halo_clock_now_ns();
-    log = device->usage_logged_ns == 0 ||
-          now - device->usage_logged_ns >= 60000000000ll;
-    if (log) device->usage_logged_ns = now;
+    log = halo_clock_due(&device->usage_logged_ns, halo_clock_now_ns(),
+                         60000000000ll);
   }
   char label[sizeof(device->label)];
   memcpy(label, device->label, sizeof(label));

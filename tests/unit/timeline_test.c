@@ -291,6 +291,19 @@ static void test_spin_cap_reaches_the_process(void **state) {
   assert_non_null(strstr(err, "HALO_WAIT_SPIN_MAX_US=2ms"));
 }
 
+// Something done at most once an interval: due the first time, not again
+// within the interval, due again once it passed (halo_clock_due).
+static void test_clock_due_once_an_interval(void **state) {
+  (void)state;
+  int64_t last = 0;
+  assert_true(halo_clock_due(&last, 5000, 1000));
+  assert_int_equal(last, 5000);
+  assert_false(halo_clock_due(&last, 5999, 1000));
+  assert_int_equal(last, 5000);
+  assert_true(halo_clock_due(&last, 6000, 1000));
+  assert_int_equal(last, 6000);
+}
+
 // A serving thread spins its whole window after a gap within it, not at all
 // after a longer one (halo_clock_spin_window_ns).
 static void test_server_spin_follows_the_previous_gap(void **state) {
@@ -926,6 +939,7 @@ int main(int argc, char **argv) {
       T(test_spin_follows_the_previous_wait),
       T(test_spin_cap_from_the_environment),
       T(test_spin_cap_reaches_the_process),
+      T(test_clock_due_once_an_interval),
       T(test_server_spin_follows_the_previous_gap),
       T(test_page_layout),
       T(test_activate_and_read),
