@@ -226,9 +226,11 @@ static const halod_config_entry_t halod_config_entries[] = {
      "recordings share it: past it idle instances of other recordings are "
      "destroyed to make room, an execution waits for an instance of its own "
      "recording to come back (and its queue's later executions behind it), "
-     "and one whose recording has no instance and finds no room fails with "
-     "RESOURCE_EXHAUSTED. The driver keeps what it took for destroyed "
-     "instances and hands it to later ones"},
+     "and one whose recording has none waits while other recordings' "
+     "instances are in use, failing with RESOURCE_EXHAUSTED when nothing it "
+     "could wait for is in use or a try 1 s after its first wait finds no "
+     "room. The driver keeps what it took for destroyed instances and hands "
+     "it to later ones"},
     {"nice", HALOD_NUMBER(HALOD_CONFIG_NICE, nice), "-10", 0, 0, NULL, START,
      "scheduling niceness (-20 to 19) of halod and its device workers, set "
      "at start: their threads issue every tenant's work and see it finish, "

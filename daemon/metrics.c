@@ -242,7 +242,6 @@ typedef struct halod_metrics_worker_totals_t {
   bool known[HALO_HAL_MAX_DEVICES];
   uint64_t bytes[HALO_HAL_MAX_DEVICES];      // all its workers'
   uint64_t bytes_max[HALO_HAL_MAX_DEVICES];  // the most one worker takes
-  uint64_t limit[HALO_HAL_MAX_DEVICES];      // one worker's bound
   uint64_t instances[HALO_HAL_MAX_DEVICES];
 } halod_metrics_worker_totals_t;
 
@@ -260,7 +259,6 @@ static void halod_metrics_worker_add(void *user_data,
   }
   uint32_t d = view->device;
   totals->known[d] = true;
-  totals->limit[d] = totals->bound;
   // Saturating: one report cannot wrap the sums past the others.
   totals->bytes[d] = totals->bytes[d] + usage->graph_bytes < totals->bytes[d]
                          ? UINT64_MAX
@@ -282,38 +280,37 @@ static void halod_metrics_workers(halod_t *daemon, halod_text_t *text) {
   memset(&totals, 0, sizeof(totals));
   totals.bound = daemon->config.cuda_graph_bytes;
   halod_workers_visit(daemon, halod_metrics_worker_add, &totals);
-  static const struct {
+  const struct {
     const char *name;
     const char *help;
-    size_t offset;  // of the device's array in the totals
-  } kFamilies[] = {
+    const uint64_t *values;  // per device (NULL: the bound, every device's)
+  } families[] = {
       {"halo_worker_graph_bytes",
        "Device memory the CUDA graph instances of the device workers' "
        "recordings take, by halo's estimate, all workers of the device "
        "(their last reports, at most about a second old).",
-       offsetof(halod_metrics_worker_totals_t, bytes)},
+       totals.bytes},
       {"halo_worker_graph_bytes_max",
        "The most CUDA graph instance memory one device worker of the device "
        "takes: the one closest to its bound.",
-       offsetof(halod_metrics_worker_totals_t, bytes_max)},
+       totals.bytes_max},
       {"halo_worker_graph_bytes_limit",
        "The bound on one device worker's CUDA graph instance memory "
        "(cuda-graph-bytes): past it idle instances of other recordings are "
        "destroyed, executions wait, or fail RESOURCE_EXHAUSTED.",
-       offsetof(halod_metrics_worker_totals_t, limit)},
+       NULL},
       {"halo_worker_graph_instances",
        "CUDA graph instances the device workers of the device hold (in use "
        "or idle).",
-       offsetof(halod_metrics_worker_totals_t, instances)},
+       totals.instances},
   };
-  for (size_t f = 0; f < sizeof(kFamilies) / sizeof(kFamilies[0]); ++f) {
-    halod_text_header(text, kFamilies[f].name, "gauge", kFamilies[f].help);
-    const uint64_t *values =
-        (const uint64_t *)((const char *)&totals + kFamilies[f].offset);
+  for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); ++f) {
+    halod_text_header(text, families[f].name, "gauge", families[f].help);
     for (uint32_t d = 0; d < HALO_HAL_MAX_DEVICES; ++d) {
       if (!totals.known[d]) continue;
-      halod_text_append(text, "%s{device=\"%u\"} %" PRIu64 "\n",
-                        kFamilies[f].name, d, values[d]);
+      halod_text_append(
+          text, "%s{device=\"%u\"} %" PRIu64 "\n", families[f].name, d,
+          families[f].values ? families[f].values[d] : totals.bound);
     }
   }
 }
