@@ -407,8 +407,7 @@ typedef struct halo_hal_cuda_command_buffer_t {
   uint64_t instance_bytes;
   bool holding;
   halo_list_link_t holder_link;
-  halo_hal_cuda_task_t *parked_head;
-  halo_hal_cuda_task_t *parked_tail;
+  halo_hal_cuda_tasks_t parked;
   // Parked executions woken (posted again) and not yet run: a free
   // instance, or the right to create one, is kept for each.
   uint32_t promised;
@@ -841,8 +840,8 @@ static void halo_hal_cuda_graph_wake_run(halo_hal_cuda_task_t *task) {
                                                          graph_wake_task));
   atomic_store(&device->graph_wake_posted, false);
   pthread_mutex_lock(&device->graph_mutex);
-  halo_hal_cuda_task_t *waiter = device->graph_waiters_head;
-  device->graph_waiters_head = device->graph_waiters_tail = NULL;
+  halo_hal_cuda_task_t *waiter =
+      halo_hal_cuda_tasks_take_all(&device->graph_waiters);
   uint32_t count = 0;
   for (halo_hal_cuda_task_t *w = waiter; w; w = w->next) ++count;
   atomic_fetch_sub(&device->graph_waiter_count, count);
@@ -1728,7 +1727,7 @@ static void halo_hal_cuda_instance_take(
   uint32_t room =
       count + (command_buffer->instance_limit - command_buffer->instance_count);
   bool may = promised ||
-             (!command_buffer->parked_head && room > command_buffer->promised);
+             (!command_buffer->parked.head && room > command_buffer->promised);
   if (may && count > 0) {
     // Without a key (affinity off): the newest, as before there was one.
     uint32_t index = key ? 0 : count - 1;
@@ -1751,13 +1750,7 @@ static void halo_hal_cuda_instance_take(
     ++command_buffer->instance_count;
     *out_create = true;
   } else {
-    waiter->next = NULL;
-    if (command_buffer->parked_tail) {
-      command_buffer->parked_tail->next = waiter;
-    } else {
-      command_buffer->parked_head = waiter;
-    }
-    command_buffer->parked_tail = waiter;
+    halo_hal_cuda_tasks_push(&command_buffer->parked, waiter);
     *out_parked = true;
   }
   pthread_mutex_unlock(&command_buffer->mutex);
@@ -1768,11 +1761,9 @@ static void halo_hal_cuda_instance_take(
 // it, and posts it to the submission thread.
 static void halo_hal_cuda_instance_wake_locked(
     halo_hal_cuda_command_buffer_t *command_buffer) {
-  halo_hal_cuda_task_t *waiter = command_buffer->parked_head;
+  halo_hal_cuda_task_t *waiter =
+      halo_hal_cuda_tasks_pop(&command_buffer->parked);
   if (waiter) {
-    command_buffer->parked_head = waiter->next;
-    if (!command_buffer->parked_head) command_buffer->parked_tail = NULL;
-    waiter->next = NULL;
     waiter->promised = true;
     ++command_buffer->promised;
   }
@@ -1949,7 +1940,7 @@ static void halo_hal_cuda_instance_write_ticket(
 // woken execution, none while one is parked).
 static uint32_t halo_hal_cuda_graph_spare(
     const halo_hal_cuda_command_buffer_t *holder) {
-  return !holder->parked_head && holder->free_count > holder->promised
+  return !holder->parked.head && holder->free_count > holder->promised
              ? holder->free_count - holder->promised
              : 0;
 }
@@ -2072,13 +2063,7 @@ static bool halo_hal_cuda_graph_wait_locked(
                 now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
   if (!busy || *out_waited) return false;
   if (!waiter->room_since_ns) waiter->room_since_ns = now;
-  waiter->next = NULL;
-  if (device->graph_waiters_tail) {
-    device->graph_waiters_tail->next = waiter;
-  } else {
-    device->graph_waiters_head = waiter;
-  }
-  device->graph_waiters_tail = waiter;
+  halo_hal_cuda_tasks_push(&device->graph_waiters, waiter);
   ++device->graph_room_waits;
   return true;
 }
@@ -2159,9 +2144,7 @@ static void halo_hal_cuda_instance_park_first(
     halo_hal_cuda_task_t *waiter) {
   pthread_mutex_lock(&command_buffer->mutex);
   --command_buffer->instance_count;
-  waiter->next = command_buffer->parked_head;
-  command_buffer->parked_head = waiter;
-  if (!command_buffer->parked_tail) command_buffer->parked_tail = waiter;
+  halo_hal_cuda_tasks_push_front(&command_buffer->parked, waiter);
   if (command_buffer->free_count > command_buffer->promised) {
     halo_hal_cuda_instance_wake_locked(command_buffer);
   } else {
@@ -2446,7 +2429,7 @@ bool halo_hal_cuda_command_buffer_issues_at_once(
   if (!command_buffer->use_graph) return true;
   pthread_mutex_lock(&command_buffer->mutex);
   // One not kept for a woken execution, none parked before it.
-  bool free_instance = !command_buffer->parked_head &&
+  bool free_instance = !command_buffer->parked.head &&
                        command_buffer->free_count > command_buffer->promised;
   pthread_mutex_unlock(&command_buffer->mutex);
   return free_instance;

@@ -53,12 +53,56 @@ struct halo_hal_cuda_task_t {
   int64_t room_since_ns;
 };
 
+// A line of tasks, first in first out, linked by their |next|.
+typedef struct halo_hal_cuda_tasks_t {
+  halo_hal_cuda_task_t *head;
+  halo_hal_cuda_task_t *tail;
+} halo_hal_cuda_tasks_t;
+
+static inline void halo_hal_cuda_tasks_push(halo_hal_cuda_tasks_t *tasks,
+                                            halo_hal_cuda_task_t *task) {
+  task->next = NULL;
+  if (tasks->tail) {
+    tasks->tail->next = task;
+  } else {
+    tasks->head = task;
+  }
+  tasks->tail = task;
+}
+
+// First in line (before the others).
+static inline void halo_hal_cuda_tasks_push_front(halo_hal_cuda_tasks_t *tasks,
+                                                  halo_hal_cuda_task_t *task) {
+  task->next = tasks->head;
+  tasks->head = task;
+  if (!tasks->tail) tasks->tail = task;
+}
+
+// The first task (NULL: none), off the line.
+static inline halo_hal_cuda_task_t *halo_hal_cuda_tasks_pop(
+    halo_hal_cuda_tasks_t *tasks) {
+  halo_hal_cuda_task_t *task = tasks->head;
+  if (task) {
+    tasks->head = task->next;
+    if (!tasks->head) tasks->tail = NULL;
+    task->next = NULL;
+  }
+  return task;
+}
+
+// Every task, still linked in order; the line is empty after.
+static inline halo_hal_cuda_task_t *halo_hal_cuda_tasks_take_all(
+    halo_hal_cuda_tasks_t *tasks) {
+  halo_hal_cuda_task_t *head = tasks->head;
+  tasks->head = tasks->tail = NULL;
+  return head;
+}
+
 typedef struct halo_hal_cuda_thread_t {
   pthread_t thread;
   pthread_mutex_t mutex;
   pthread_cond_t cond;
-  halo_hal_cuda_task_t *head;
-  halo_hal_cuda_task_t *tail;
+  halo_hal_cuda_tasks_t tasks;
   bool stopping;
   bool started;
   // With the queue empty the thread spins this long (checking |posted|)
@@ -302,8 +346,7 @@ struct halo_hal_cuda_device_t {
   // thread when an instance is given back or bytes go back), how many
   // waited so far, and their count (with an execution deciding whether to
   // wait), read without the mutex by the gives.
-  halo_hal_cuda_task_t *graph_waiters_head;
-  halo_hal_cuda_task_t *graph_waiters_tail;
+  halo_hal_cuda_tasks_t graph_waiters;
   uint64_t graph_room_waits;
   _Atomic uint32_t graph_waiter_count;
   halo_hal_cuda_task_t graph_wake_task;

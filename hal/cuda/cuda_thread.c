@@ -39,7 +39,7 @@ static void *halo_hal_cuda_thread_main(void *arg) {
     int64_t idle_since_ns = halo_clock_now_ns();
     thread->gaps.done_ns = idle_since_ns;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&thread->gaps, thread->spin_ns);
-    if (!thread->head && !thread->stopping && spin_ns > 0) {
+    if (!thread->tasks.head && !thread->stopping && spin_ns > 0) {
       // Spin a while for the next task before sleeping (see spin_ns).
       uint64_t seen =
           atomic_load_explicit(&thread->posted, memory_order_relaxed);
@@ -53,14 +53,14 @@ static void *halo_hal_cuda_thread_main(void *arg) {
       pthread_mutex_lock(&thread->mutex);
     }
     // A poster running a task for the thread goes first.
-    while ((!thread->head && !thread->stopping) || thread->caller_running) {
+    while ((!thread->tasks.head && !thread->stopping) ||
+           thread->caller_running) {
       thread->sleeping = true;
       atomic_fetch_add_explicit(&thread->sleeps, 1, memory_order_relaxed);
       pthread_cond_wait(&thread->cond, &thread->mutex);
       thread->sleeping = false;
     }
-    halo_hal_cuda_task_t *batch = thread->head;
-    thread->head = thread->tail = NULL;
+    halo_hal_cuda_task_t *batch = halo_hal_cuda_tasks_take_all(&thread->tasks);
     if (!batch && thread->stopping) break;
     pthread_mutex_unlock(&thread->mutex);
     while (batch) {
@@ -103,13 +103,7 @@ static void halo_hal_cuda_thread_enqueue(halo_hal_cuda_thread_t *thread,
                                          halo_hal_cuda_task_t *task,
                                          int64_t now_ns) {
   halo_clock_gaps_arrived(&thread->gaps, now_ns);
-  task->next = NULL;
-  if (thread->tail) {
-    thread->tail->next = task;
-  } else {
-    thread->head = task;
-  }
-  thread->tail = task;
+  halo_hal_cuda_tasks_push(&thread->tasks, task);
   atomic_fetch_add_explicit(&thread->waiting, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&thread->posted, 1, memory_order_release);
   if (thread->sleeping && !thread->caller_running) {
@@ -138,8 +132,9 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
   // between them; tasks run here count as its own).
   halo_clock_gaps_t gaps = thread->gaps;
   halo_clock_gaps_arrived(&gaps, now);
-  bool idle = thread->sleeping && !thread->head && !thread->caller_running &&
-              !thread->stopping && halo__running_for == NULL &&
+  bool idle = thread->sleeping && !thread->tasks.head &&
+              !thread->caller_running && !thread->stopping &&
+              halo__running_for == NULL &&
               halo_clock_gaps_spin_ns(&gaps, thread->spin_ns) == 0;
   if (!idle) {
     halo_hal_cuda_thread_enqueue(thread, task, now);
@@ -165,7 +160,7 @@ bool halo_hal_cuda_thread_run_or_post(halo_hal_cuda_thread_t *thread,
   thread->gaps.done_ns = halo_clock_now_ns();
   // What was posted meanwhile (the task's own posts included) is the
   // thread's now.
-  if (thread->sleeping && (thread->head || thread->stopping)) {
+  if (thread->sleeping && (thread->tasks.head || thread->stopping)) {
     pthread_cond_signal(&thread->cond);
   }
   pthread_mutex_unlock(&thread->mutex);

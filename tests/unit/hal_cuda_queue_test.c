@@ -1686,7 +1686,7 @@ static void submission_wait_idle(void) {
   halo_hal_cuda_thread_t *thread = &state.device->submission;
   for (;;) {
     pthread_mutex_lock(&thread->mutex);
-    bool asleep = thread->sleeping && !thread->head;
+    bool asleep = thread->sleeping && !thread->tasks.head;
     pthread_mutex_unlock(&thread->mutex);
     if (asleep) break;
     usleep(100);
