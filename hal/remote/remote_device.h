@@ -203,7 +203,9 @@ bool halo_hal_remote_device_flight_overdue(halo_hal_device_t *device,
 void halo_hal_remote_device_kill(halo_hal_device_t *device);
 
 // The worker side (`halod --worker`): serves |device| over the link on
-// descriptor |fd| until the supervisor closes it. Returns the exit status.
+// descriptor |fd| until the supervisor closes it. Returns the exit status;
+// once per process, which ends next without tearing the device down (the
+// driver's threads may still be completing work and reporting it).
 // After each message, the worker polls |poll_ns| for the next before it
 // sleeps (where one of the last two came within that long). Completions of ring
 // executions that nothing in the supervisor waits for are held back up to

@@ -775,7 +775,10 @@ void halo_hal_remote_serve_lost(const char *message) {
 
 int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
                           int64_t report_linger_ns) {
-  halo_remote_server_t server;
+  // Not in this frame: the driver's threads (completions, the rings'
+  // reporter) may still use the server after this returns, until the
+  // process ends (once per process: the caller exits next).
+  static halo_remote_server_t server;
   memset(&server, 0, sizeof(server));
   server.device = device;
   halo_remote_link_initialize(&server.link, fd);
@@ -866,7 +869,7 @@ int halo_hal_remote_serve(halo_hal_device_t *device, int fd, int64_t poll_ns,
   // The supervisor closed the link (or it broke): the worker ends. The
   // driver's objects go with the process; the driver is not torn down
   // object by object, since executions may still be in flight. The usage
-  // reporter, which uses this frame's server, stops first.
+  // reporter stops first: it would only find the link shut.
   shutdown(server.link.fd, SHUT_RDWR);
   halo_remote_usage_stop(&server);
   int exit_code = halo_status_code(status) == HALO_STATUS_UNAVAILABLE ? 0 : 1;
