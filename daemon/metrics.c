@@ -385,12 +385,19 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_append(&text,
                     "halo_build_info{version=\"%s\",protocol=\"%d\"} 1\n",
                     HALO_VERSION_STRING, HALO_PROTOCOL_VERSION);
-  struct timespec now_real;
-  clock_gettime(CLOCK_REALTIME, &now_real);
-  double uptime = (double)(halo_clock_now_ns() - daemon->start_ns) / 1e9;
+  if (daemon->metrics.start_time_seconds == 0) {
+    // The wall clock now less the uptime, once: recomputed for every scrape
+    // it would move a little each time (and a whole second where it dropped
+    // the nanoseconds), and changes() of it would report restarts.
+    struct timespec now_real;
+    clock_gettime(CLOCK_REALTIME, &now_real);
+    double uptime = (double)(halo_clock_now_ns() - daemon->start_ns) / 1e9;
+    daemon->metrics.start_time_seconds =
+        (double)now_real.tv_sec + (double)now_real.tv_nsec / 1e9 - uptime;
+  }
   halod_text_sample(&text, "halo_start_time_seconds", "gauge",
                     "When halod started (Unix time).",
-                    (double)now_real.tv_sec - uptime);
+                    daemon->metrics.start_time_seconds);
   halod_text_sample(&text, "halo_draining", "gauge",
                     "1 while halod drains (haloctl drain).",
                     daemon->draining ? 1 : 0);

@@ -32,6 +32,9 @@ typedef struct halod_metrics_t {
   uint64_t interval_ms;
   bool failing;       // the last write failed (logged once until one succeeds)
   char written[512];  // the textfile written last; "" for none
+  // Unix time halod started (halo_start_time_seconds), worked out once at
+  // the first render: the same in every scrape. 0 until then.
+  double start_time_seconds;
 } halod_metrics_t;
 
 // Every metric of |daemon| as exposition text in |format|; the caller

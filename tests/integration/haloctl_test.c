@@ -281,6 +281,41 @@ static void test_metrics(void **state) {
   haloctl_work_release(&work);
 }
 
+// The value of the sample "NAME " (no labels) in `haloctl metrics`.
+static double haloctl_metric_value(const haloctl_fixture_t *fixture,
+                                   const char *name) {
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"metrics", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  char key[96];
+  snprintf(key, sizeof(key), "\n%s ", name);
+  const char *at = strstr(r.out, key);
+  OPS_EXPECT(&r, at);
+  double value = strtod(at + strlen(key), NULL);
+  ops_result_free(&r);
+  return value;
+}
+
+// halo_start_time_seconds is when halod started: the same in every scrape
+// (Prometheus' changes() and resets() of it tell restarts), and within a
+// second of process_start_time_seconds. It was the current second less the
+// uptime, so it moved by up to a second from one scrape to the next.
+static void test_start_time_is_constant(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  double first = haloctl_metric_value(fixture, "halo_start_time_seconds");
+  double process = haloctl_metric_value(fixture, "process_start_time_seconds");
+  for (int i = 0; i < 3; ++i) {
+    ops_sleep_ms(270);
+    double again = haloctl_metric_value(fixture, "halo_start_time_seconds");
+    if (again != first) {
+      print_error("halo_start_time_seconds moved from %.6f to %.6f\n", first,
+                  again);
+      fail();
+    }
+  }
+  assert_true(first - process < 1.0 && process - first < 1.0);
+}
+
 // The pid after |key| ("\"domain\":\"uid:1000\",\"pid\":") in the output of
 // `haloctl --json workers`, if the worker's state is |state|; 0 if none.
 static pid_t haloctl_worker_pid(const char *json, const char *key,
@@ -867,6 +902,7 @@ int main(void) {
       T(test_buffers_and_cache),
       T(test_workers),
       T(test_metrics),
+      T(test_start_time_is_constant),
       T(test_kill_client),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,
