@@ -59,6 +59,14 @@
 // honours every barrier; a BINDING_TABLE then lives in stream-ordered
 // memory allocated and freed on the stream around the commands; their
 // stores follow on the stream (the queue's).
+//
+// This file holds a recording's preparation, its realization (the built-in
+// kernels), the pool of its graph instances (building, taking, giving back,
+// re-pointing them), stream replay, issue and retire. The instances' device
+// memory counts against a bound for the whole device (cuda-graph-bytes):
+// reserving an instance's bytes, trimming other recordings' idle instances
+// and waiting for room are cuda_graph_memory.c's. The command buffer's
+// layout, which that file reads, is in cuda_command_buffer_internal.h.
 #include "hal/cuda/cuda_command_buffer.h"
 
 #include <pthread.h>
@@ -67,10 +75,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "hal/cuda/cuda_command_buffer_internal.h"
+#include "hal/cuda/cuda_graph_memory.h"
 #include "halo/halo.h"
 
 // Each argument value gets its own slot, aligned for any type a kernel may
@@ -308,111 +317,6 @@ void halo_hal_cuda_tickets_free(halo_hal_cuda_device_t *device) {
   }
   device->free_tickets = NULL;
 }
-
-// A free instance in the pool, and a copy of its key (the instance's own:
-// a take compares the keys in one array, not one instance after another).
-typedef struct halo_hal_cuda_free_instance_t {
-  uint64_t key;
-  halo_hal_cuda_graph_instance_t *instance;
-} halo_hal_cuda_free_instance_t;
-
-struct halo_hal_cuda_graph_instance_t {
-  halo_hal_cuda_graph_instance_t *all_next;
-  CUgraph graph;
-  CUgraphExec exec;
-  // Per command: its node (dispatch_indirect: the dispatch's node), the
-  // grid-setting node and the device handle of dispatch_indirects.
-  CUgraphNode *nodes;
-  CUgraphNode *setter_nodes;
-  CUgraphDeviceNode *device_nodes;
-  // binding_capacity addresses the nodes and the device table hold.
-  uint64_t *bound;
-  uint64_t table;     // device binding table (BINDING_TABLE recordings)
-  uint64_t *staging;  // its pinned host copy
-  bool table_valid;   // the device table holds |bound|
-  bool needs_upload;  // cuGraphUpload before the next launch
-  // The store node's ticket (pinned; NULL: the graph has no store node).
-  // Its words are atomics: the device reads them (the host writes them only
-  // while no launch of the instance is pending).
-  _Atomic uint64_t *ticket;
-  // The store node, and whether it is enabled in |exec| (it is after
-  // instantiation): disabled, it costs the launch nothing.
-  CUgraphNode store_node;
-  bool store_enabled;
-  // The key of what |bound| (and a valid table) hold, set when an issue
-  // re-pointed it (halo_hal_cuda_binding_key; 0: none to be found by, or
-  // forgotten): the pool files the instance under it when it comes back.
-  uint64_t key;
-};
-
-typedef struct halo_hal_cuda_command_buffer_t {
-  halo_hal_command_buffer_t base;
-  halo_hal_cuda_device_t *device;
-  // The last execution's duration (halo_hal_cuda_command_buffer_expected_ns).
-  _Atomic int64_t expected_ns;
-  bool use_graph;
-  bool uses_binding_table;
-  bool has_indirect;
-  bool has_update;
-  bool has_patches;  // some command references a binding slot
-  // Per command: dispatch function, first value byte, value bytes.
-  CUfunction *functions;
-  uint32_t *command_values;
-  uint32_t *command_value_sizes;
-  // Per argument (parallel to recording.args): its value's offset.
-  uint32_t *arg_values;
-  uint8_t *values;  // template: constants and direct addresses filled in
-  uint32_t values_size;
-  uint32_t max_arg_count;
-  uint32_t max_command_values;
-  // Commands per binding slot (CSR): slot s is used by
-  // slot_commands[slot_first[s] .. slot_first[s + 1]).
-  uint32_t *slot_first;
-  uint32_t *slot_commands;
-
-  // Submission thread only.
-  bool realized;
-  uint64_t data_device;  // the recording's inline bytes (graph updates)
-  uint32_t stamp;
-  uint32_t *command_stamps;
-  void **scratch_pointers;
-  uint8_t *scratch_values;
-  CUgraphNode *stage_previous;
-  CUgraphNode *stage_current;
-
-  // The instance pool (any thread). The free instances, oldest first, each
-  // with the key of what it is bound to (halo_hal_cuda_binding_key: 0 for
-  // none worth finding again): a take compares keys, not every free
-  // instance's bindings, while the completion path's gives wait for the
-  // mutex (64 tenants of one recording: 64 free instances).
-  pthread_mutex_t mutex;
-  halo_hal_cuda_free_instance_t *free_instances;
-  uint32_t free_count;
-  uint32_t instance_limit;  // the device's graph_instances when prepared
-  halo_hal_cuda_graph_instance_t *all_instances;
-  uint32_t instance_count;  // created or being created
-  // Submission thread (the reaper frees them): the instances' pinned
-  // staging of the binding table, HALO_HAL_CUDA_STAGING_PER_CHUNK tables
-  // per pinned allocation (each pinned allocation costs device memory), and
-  // the slots no instance holds (a new chunk's, a destroyed instance's),
-  // room for every slot of the chunks the pool's bound may need.
-  uint8_t **staging_chunks;
-  uint32_t staging_chunk_count;
-  uint64_t **staging_free;
-  uint32_t staging_free_count;
-  // halo's estimate of one instance's device memory
-  // (halo_hal_cuda_instance_bytes), and the command buffer's place on the
-  // device's |graph_holders| while it has instances (the device's
-  // graph_mutex).
-  uint64_t instance_bytes;
-  bool holding;
-  halo_list_link_t holder_link;
-  halo_hal_cuda_tasks_t parked;
-  // Parked executions woken (posted again) and not yet run: a free
-  // instance, or the right to create one, is kept for each.
-  uint32_t promised;
-  halo_hal_cuda_task_t reap_task;  // destroy on the reaper
-} halo_hal_cuda_command_buffer_t;
 
 static const halo_hal_command_buffer_vtable_t
     halo_hal_cuda_command_buffer_vtable;
@@ -669,64 +573,6 @@ static void halo_hal_cuda_command_buffer_free(
   free(command_buffer);
 }
 
-// What one graph instance takes on the device, by the driver's own
-// allocations for it (not the graph's host objects), measured on an H200
-// (driver 580; bench/probes/graph_memory.cu, docs/performance.md): about
-// 100 KiB an instance, 103-120 KiB a node that shares its stage with others
-// (independent nodes run concurrently), 2.5 KiB a node alone in its stage
-// (a chain), linear in the number of instances; fills and copies as much as
-// dispatches. A dispatch's kernel parameters add to its node: 2 KiB a node
-// with 1 KiB of them, 10 KiB with 4 KiB, 43 KiB with 8 KiB in a chain.
-// halo's estimate rounds up: 5 bytes a parameter byte.
-#define HALO_HAL_CUDA_INSTANCE_BASE_BYTES (128ull << 10)
-#define HALO_HAL_CUDA_CONCURRENT_NODE_BYTES (120ull << 10)
-#define HALO_HAL_CUDA_SERIAL_NODE_BYTES (4ull << 10)
-#define HALO_HAL_CUDA_PARAMETER_BYTE_BYTES 5ull
-// An execution whose recording has no instance waits for room in the bound
-// while other recordings' instances are in use, trying again as each comes
-// back; a try this long after its first wait that finds no room fails it
-// (halo_hal_cuda_graph_wait_locked).
-#define HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS 1000000000ll
-
-static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes,
-                                          uint64_t parameter_bytes) {
-  return nodes * (commands > 1 ? HALO_HAL_CUDA_CONCURRENT_NODE_BYTES
-                               : HALO_HAL_CUDA_SERIAL_NODE_BYTES) +
-         parameter_bytes * HALO_HAL_CUDA_PARAMETER_BYTE_BYTES;
-}
-
-// halo's estimate of one graph instance of |command_buffer| (its argument
-// values laid out): the base, each stage's nodes (a dispatch_indirect's
-// two: its grid setter and the dispatch) and their kernel parameters, the
-// store node and the device binding table.
-static uint64_t halo_hal_cuda_instance_bytes(
-    const halo_hal_cuda_command_buffer_t *command_buffer) {
-  const halo_hal_recording_t *recording = &command_buffer->base.recording;
-  uint64_t bytes =
-      HALO_HAL_CUDA_INSTANCE_BASE_BYTES + HALO_HAL_CUDA_SERIAL_NODE_BYTES;
-  if (command_buffer->uses_binding_table) {
-    bytes += (uint64_t)recording->binding_capacity * sizeof(uint64_t);
-  }
-  uint32_t commands = 0, nodes = 0;
-  uint64_t parameter_bytes = 0;
-  for (uint32_t i = 0; i < recording->command_count; ++i) {
-    uint32_t type = recording->commands[i].type;
-    if (type == HALO_HAL_COMMAND_BARRIER) {
-      bytes += halo_hal_cuda_stage_bytes(commands, nodes, parameter_bytes);
-      commands = nodes = 0;
-      parameter_bytes = 0;
-      continue;
-    }
-    ++commands;
-    nodes += type == HALO_HAL_COMMAND_DISPATCH_INDIRECT ? 2 : 1;
-    if (type == HALO_HAL_COMMAND_DISPATCH ||
-        type == HALO_HAL_COMMAND_DISPATCH_INDIRECT) {
-      parameter_bytes += command_buffer->command_value_sizes[i];
-    }
-  }
-  return bytes + halo_hal_cuda_stage_bytes(commands, nodes, parameter_bytes);
-}
-
 halo_status_t halo_hal_cuda_command_buffer_prepare(
     halo_hal_cuda_device_t *device, halo_hal_recording_t *recording,
     halo_hal_command_buffer_t **out_command_buffer) {
@@ -813,78 +659,10 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
 }
 
 //===----------------------------------------------------------------------===//
-// The graph instances' device memory (the device's graph_mutex)
-//===----------------------------------------------------------------------===//
-
-// |count| of |command_buffer|'s instances are gone (or were never built):
-// their bytes go back, and the command buffer leaves the holders when it
-// has none left (|count| 0: only that).
-static void halo_hal_cuda_graph_release_locked(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint32_t count) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  device->graph_bytes -= count * command_buffer->instance_bytes;
-  device->graph_instance_count -= count;
-  if (!command_buffer->holding || command_buffer->all_instances) return;
-  halo_list_remove(&device->graph_holders, &command_buffer->holder_link);
-  command_buffer->holding = false;
-}
-
-// Submission thread: the device's wake task (halo_hal_cuda_graph_wake)
-// posts again every execution waiting for room in the bound; they try
-// again in the order they came, and those that still find none while
-// others' instances are in use wait again. On the submission thread, like
-// every reserve, so that no reserve is half way when the line is taken.
-static void halo_hal_cuda_graph_wake_run(halo_hal_cuda_task_t *task) {
-  halo_hal_cuda_device_t *device =
-      (halo_hal_cuda_device_t *)((char *)task - offsetof(halo_hal_cuda_device_t,
-                                                         graph_wake_task));
-  atomic_store(&device->graph_wake_posted, false);
-  pthread_mutex_lock(&device->graph_mutex);
-  halo_hal_cuda_task_t *waiter =
-      halo_hal_cuda_tasks_take_all(&device->graph_waiters);
-  uint32_t count = 0;
-  for (halo_hal_cuda_task_t *w = waiter; w; w = w->next) ++count;
-  atomic_fetch_sub(&device->graph_waiter_count, count);
-  pthread_mutex_unlock(&device->graph_mutex);
-  while (waiter) {
-    halo_hal_cuda_task_t *next = waiter->next;
-    waiter->next = NULL;
-    halo_hal_cuda_thread_post(&device->submission, waiter);
-    waiter = next;
-  }
-}
-
-// Any thread, no driver call and no lock taken (a host function gives
-// instances back): where executions wait for room in the bound (or one is
-// deciding whether to), posts the device's wake task, once until it runs.
-static void halo_hal_cuda_graph_wake(halo_hal_cuda_device_t *device) {
-  if (!atomic_load(&device->graph_waiter_count)) return;
-  if (atomic_exchange(&device->graph_wake_posted, true)) return;
-  device->graph_wake_task.run = halo_hal_cuda_graph_wake_run;
-  halo_hal_cuda_thread_post(&device->submission, &device->graph_wake_task);
-}
-
-uint64_t halo_hal_cuda_device_graph_room_waits(halo_hal_cuda_device_t *device) {
-  pthread_mutex_lock(&device->graph_mutex);
-  uint64_t waits = device->graph_room_waits;
-  pthread_mutex_unlock(&device->graph_mutex);
-  return waits;
-}
-
-void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
-                                      uint64_t *out_bytes,
-                                      uint32_t *out_instances) {
-  pthread_mutex_lock(&device->graph_mutex);
-  *out_bytes = device->graph_bytes;
-  *out_instances = device->graph_instance_count;
-  pthread_mutex_unlock(&device->graph_mutex);
-}
-
-//===----------------------------------------------------------------------===//
 // Destroy (loop thread; the driver calls run on the reaper)
 //===----------------------------------------------------------------------===//
 
-static void halo_hal_cuda_instance_destroy(
+void halo_hal_cuda_instance_destroy(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_graph_instance_t *instance) {
   halo_hal_cuda_device_t *device = command_buffer->device;
@@ -1557,8 +1335,8 @@ static halo_status_t halo_hal_cuda_staging_slot(
 }
 
 // A slot |staging| (NULL: none) no instance holds any more.
-static void halo_hal_cuda_staging_give(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t *staging) {
+void halo_hal_cuda_staging_give(halo_hal_cuda_command_buffer_t *command_buffer,
+                                uint64_t *staging) {
   if (!staging) return;
   command_buffer->staging_free[command_buffer->staging_free_count++] = staging;
 }
@@ -1934,205 +1712,6 @@ static void halo_hal_cuda_instance_write_ticket(
   // Released before the launch that makes the GPU read it.
   atomic_store_explicit(&instance->ticket[0], store_count,
                         memory_order_release);
-}
-
-// Under |holder|'s mutex: its free instances that may go (none kept for a
-// woken execution, none while one is parked).
-static uint32_t halo_hal_cuda_graph_spare(
-    const halo_hal_cuda_command_buffer_t *holder) {
-  return !holder->parked.head && holder->free_count > holder->promised
-             ? holder->free_count - holder->promised
-             : 0;
-}
-
-// The device's graph_mutex held: whether |need| more bytes would fit once
-// the spare instances of the device's recordings other than
-// |command_buffer| went; |out_busy|: their instances that may not go (in
-// use, being created, or kept for parked executions).
-static bool halo_hal_cuda_graph_room_after_trim(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need,
-    uint32_t *out_busy) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  uint64_t spare_bytes = 0;
-  uint32_t busy = 0;
-  for (halo_list_link_t *link = device->graph_holders.head; link;
-       link = link->next) {
-    halo_hal_cuda_command_buffer_t *holder =
-        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
-    if (holder == command_buffer) continue;
-    pthread_mutex_lock(&holder->mutex);
-    uint32_t spare = halo_hal_cuda_graph_spare(holder);
-    busy += holder->instance_count - spare;
-    spare_bytes += (uint64_t)spare * holder->instance_bytes;
-    pthread_mutex_unlock(&holder->mutex);
-  }
-  *out_busy = busy;
-  return device->graph_bytes - spare_bytes + need <= device->graph_bytes_limit;
-}
-
-// Submission thread, the device's graph_mutex held: destroys idle
-// instances of the device's other recordings (the holders in the order they
-// first held one, the oldest free ones of each, none kept for a woken
-// execution or wanted by a parked one) until |need| more bytes fit in the
-// bound, and none if that many cannot go. Their staging slots stay with
-// their command buffers. The driver's teardown of them runs here, holding
-// up the device's issues meanwhile (only when the bound is reached), and
-// while the mutex is held: the reaper cannot free their command buffer
-// meanwhile. Returns the other recordings' instances that may not go, as
-// it saw them (in use, being created, or kept for parked executions).
-static uint32_t halo_hal_cuda_graph_trim_locked(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  uint64_t limit = device->graph_bytes_limit;
-  // Nothing goes unless enough can go: destroyed for nothing, an idle
-  // instance would only be built again.
-  uint32_t busy = 0;
-  if (!halo_hal_cuda_graph_room_after_trim(command_buffer, need, &busy)) {
-    return busy;
-  }
-  halo_list_link_t *link = device->graph_holders.head;
-  while (link && device->graph_bytes + need > limit) {
-    halo_hal_cuda_command_buffer_t *holder =
-        HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
-    link = link->next;  // before a release takes |holder| off the list
-    if (holder == command_buffer) continue;
-    halo_hal_cuda_graph_instance_t *gone = NULL;
-    uint32_t count = 0;
-    uint64_t left = device->graph_bytes;
-    pthread_mutex_lock(&holder->mutex);
-    uint32_t spare = halo_hal_cuda_graph_spare(holder);
-    while (spare > 0 && left + need > limit) {
-      halo_hal_cuda_graph_instance_t *instance =
-          holder->free_instances[0].instance;
-      memmove(&holder->free_instances[0], &holder->free_instances[1],
-              (holder->free_count - 1) * sizeof(holder->free_instances[0]));
-      --holder->free_count;
-      --holder->instance_count;
-      --spare;
-      halo_hal_cuda_graph_instance_t **slot = &holder->all_instances;
-      while (*slot != instance) slot = &(*slot)->all_next;
-      *slot = instance->all_next;
-      halo_hal_cuda_staging_give(holder, instance->staging);
-      instance->staging = NULL;
-      instance->all_next = gone;
-      gone = instance;
-      ++count;
-      left -= holder->instance_bytes;
-    }
-    pthread_mutex_unlock(&holder->mutex);
-    halo_hal_cuda_graph_release_locked(holder, count);
-    while (gone) {
-      halo_hal_cuda_graph_instance_t *after = gone->all_next;
-      halo_hal_cuda_instance_destroy(holder, gone);
-      gone = after;
-    }
-  }
-  return busy;
-}
-
-typedef enum halo_hal_cuda_graph_room_e {
-  HALO_HAL_CUDA_GRAPH_ROOM_RESERVED = 0,
-  // No room now; the recording's own instances, all in use, come back.
-  HALO_HAL_CUDA_GRAPH_ROOM_WAIT = 1,
-  // No room now, and the recording has no instance; other recordings'
-  // instances in use come back: the waiter is on the device's waiters.
-  HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS = 2,
-  // No room, and nothing in use to wait for (or it waited long enough).
-  HALO_HAL_CUDA_GRAPH_ROOM_NONE = 3,
-} halo_hal_cuda_graph_room_t;
-
-// Submission thread, the device's graph_mutex held (and the device's
-// waiter count raised before the trim that found no room:
-// halo_hal_cuda_graph_reserve), no room for an instance of
-// |command_buffer|, which has none: whether |waiter| waits for room (put
-// last on the device's waiters). It does while other recordings'
-// instances were |busy| at the trim's look (in use, or kept for their
-// parked executions): each comes back through halo_hal_cuda_instance_give
-// (or is let go by halo_hal_cuda_command_buffer_forgo), which posts the
-// waiters again, as do a failed creation and a reaped recording giving
-// their bytes back; one that came back after the look saw the raised count
-// and posts them once this task is done. Not where nothing was busy, or on
-// a try HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS or more after the first wait
-// (*out_waited).
-static bool halo_hal_cuda_graph_wait_locked(
-    halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_task_t *waiter, uint32_t busy, bool *out_waited) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  int64_t now = halo_clock_now_ns();
-  *out_waited = waiter->room_since_ns &&
-                now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
-  if (!busy || *out_waited) return false;
-  if (!waiter->room_since_ns) waiter->room_since_ns = now;
-  halo_hal_cuda_tasks_push(&device->graph_waiters, waiter);
-  ++device->graph_room_waits;
-  return true;
-}
-
-// Submission thread, with the right to create an instance of
-// |command_buffer| (halo_hal_cuda_instance_take) for |waiter|: reserves its
-// bytes in the device's bound, destroying other recordings' idle instances
-// to make room if need be. |out_used|: the bytes taken, reserved or not;
-// |out_waited|: NONE after waiting for room as long as it may.
-static halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
-    halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_task_t *waiter, uint64_t *out_used, bool *out_waited) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
-  uint64_t need = command_buffer->instance_bytes;
-  uint64_t limit = device->graph_bytes_limit;
-  pthread_mutex_lock(&device->graph_mutex);
-  // One larger than the bound never fits: nothing is destroyed for it.
-  bool reached = need <= limit && device->graph_bytes + need > limit;
-  uint64_t taken = device->graph_bytes;
-  uint32_t instances = device->graph_instance_count;
-  bool log = reached && halo_clock_due(&device->graph_logged_ns,
-                                       halo_clock_now_ns(), 60000000000ll);
-  // Raised before the trim: an instance given back from here on posts the
-  // device's waiters (halo_hal_cuda_graph_wake), this one among them if it
-  // waits (halo_hal_cuda_graph_wait_locked).
-  if (reached) atomic_fetch_add(&device->graph_waiter_count, 1);
-  uint32_t busy =
-      reached ? halo_hal_cuda_graph_trim_locked(command_buffer, need) : 0;
-  halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
-  *out_waited = false;
-  if (need <= limit && device->graph_bytes <= limit - need) {
-    device->graph_bytes += need;
-    ++device->graph_instance_count;
-    if (!command_buffer->holding) {
-      // Last of the holders: trimming takes the oldest holders' first.
-      command_buffer->holding = true;
-      halo_list_push_back(&device->graph_holders, &command_buffer->holder_link);
-    }
-    room = HALO_HAL_CUDA_GRAPH_ROOM_RESERVED;
-  } else {
-    pthread_mutex_lock(&command_buffer->mutex);
-    // Besides the right to create that this execution holds.
-    bool own = command_buffer->instance_count > 1;
-    pthread_mutex_unlock(&command_buffer->mutex);
-    if (own) {
-      room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT;
-    } else if (reached && halo_hal_cuda_graph_wait_locked(
-                              command_buffer, waiter, busy, out_waited)) {
-      room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
-    }
-  }
-  // A waiter stays counted until the wake task takes it off the line.
-  if (reached && room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) {
-    atomic_fetch_sub(&device->graph_waiter_count, 1);
-  }
-  if (room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) waiter->room_since_ns = 0;
-  *out_used = device->graph_bytes;
-  pthread_mutex_unlock(&device->graph_mutex);
-  if (log) {
-    HALO_LOG_INFO(
-        "CUDA device %u: graph instances reached cuda-graph-bytes (%llu of "
-        "%llu KiB in %u instances, one more needs %llu KiB): idle instances "
-        "of other recordings are destroyed to make room, and executions may "
-        "wait for their recording's own (logged at most once a minute)",
-        device->ordinal, (unsigned long long)(taken >> 10),
-        (unsigned long long)(limit >> 10), instances,
-        (unsigned long long)(need >> 10));
-  }
-  return room;
 }
 
 // Gives back the right to create an instance that |waiter| holds and parks

@@ -217,7 +217,7 @@ static halo_status_t halo_hal_cuda_device_create_queue(
 }
 
 // Any thread: the graph instances' memory by halo's estimate and its
-// bound, cuda-graph-bytes (cuda_command_buffer.c).
+// bound, cuda-graph-bytes (cuda_graph_memory.c).
 static bool halo_hal_cuda_device_query_usage(
     halo_hal_device_t *base_device, halo_hal_device_usage_t *out_usage) {
   halo_hal_cuda_device_t *device = (halo_hal_cuda_device_t *)base_device;

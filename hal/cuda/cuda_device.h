@@ -49,7 +49,7 @@ struct halo_hal_cuda_task_t {
   // the right to create one) is kept for it (cuda_command_buffer.c).
   bool promised;
   // When it first waited for room in the device's graph memory bound
-  // (cuda_command_buffer.c; 0: never).
+  // (cuda_graph_memory.c; 0: never).
   int64_t room_since_ns;
 };
 
@@ -191,7 +191,7 @@ typedef struct halo_hal_cuda_device_options_t {
   char cache_directory[256];
   // Device memory the graph instances of the device's recordings may take,
   // by halo's estimate per instance (config key cuda-graph-bytes;
-  // cuda_command_buffer.c); 0: HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES.
+  // cuda_graph_memory.c); 0: HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES.
   uint64_t graph_bytes;
 } halo_hal_cuda_device_options_t;
 
@@ -328,7 +328,7 @@ struct halo_hal_cuda_device_t {
   // HALO_CUDA_GRAPH_INSTANCES=N in halod's environment sets it (1..4096;
   // default HALO_HAL_CUDA_GRAPH_INSTANCES).
   uint32_t graph_instances;
-  // The graph instances' device memory (cuda_command_buffer.c): the bound
+  // The graph instances' device memory (cuda_graph_memory.c): the bound
   // (|options|.graph_bytes), what the instances built take by halo's
   // estimate, and the command buffers that hold instances (their idle ones
   // are destroyed to make room for another recording's), under
@@ -352,16 +352,6 @@ struct halo_hal_cuda_device_t {
   halo_hal_cuda_task_t graph_wake_task;
   atomic_bool graph_wake_posted;  // |graph_wake_task| posted, not yet run
 };
-
-// Any thread: how many times an execution waited for room in the device's
-// graph memory bound while other recordings' instances were in use.
-uint64_t halo_hal_cuda_device_graph_room_waits(halo_hal_cuda_device_t *device);
-
-// Any thread: the device memory the device's graph instances take by
-// halo's estimate, and how many there are.
-void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
-                                      uint64_t *out_bytes,
-                                      uint32_t *out_instances);
 
 // [added] Loads the driver (once) and counts the devices; false with the
 // reason when CUDA is unavailable. Sets CUDA_CACHE_PATH below
@@ -447,6 +437,19 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
 // (warned) where it does not load, or with HALO_CUDA_GRAPH_STORES=0: the
 // stores then follow each graph on the stream.
 CUfunction halo_hal_cuda_store_kernel(halo_hal_cuda_device_t *device);
+
+// ---- cuda_graph_memory.c: the bound on the graph instances' device memory
+// (cuda-graph-bytes; what the command buffers use of it is in
+// cuda_graph_memory.h).
+// Any thread: how many times an execution waited for room in the device's
+// graph memory bound while other recordings' instances were in use.
+uint64_t halo_hal_cuda_device_graph_room_waits(halo_hal_cuda_device_t *device);
+
+// Any thread: the device memory the device's graph instances take by
+// halo's estimate, and how many there are.
+void halo_hal_cuda_device_graph_usage(halo_hal_cuda_device_t *device,
+                                      uint64_t *out_bytes,
+                                      uint32_t *out_instances);
 
 // ---- cuda_queue.c
 halo_status_t halo_hal_cuda_queue_create(halo_hal_cuda_device_t *device,
