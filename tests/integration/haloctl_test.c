@@ -713,6 +713,30 @@ static void test_exit_codes_and_help(void **state) {
   ops_result_free(&r);
 }
 
+// --timeout bounds the connection too: a halod that is stopped (SIGSTOP, a
+// debugger, a frozen host) accepts the connection in the kernel but never
+// completes nng's handshake, which nng itself gives up on only after 10 s.
+static void test_timeout_with_a_stopped_daemon(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  assert_int_equal(kill(fixture->daemon.pid, SIGSTOP), 0);
+  int64_t start = ops_now_ms();
+  ops_result_t r;
+  haloctl_run(fixture,
+              (const char *const[]){"--timeout", "500", "status", NULL}, &r);
+  int64_t took = ops_now_ms() - start;
+  assert_int_equal(kill(fixture->daemon.pid, SIGCONT), 0);
+  OPS_EXPECT(&r, r.exit_code == 3 && strstr(r.err, "cannot reach halod"));
+  if (took > 3000) {
+    print_error("haloctl --timeout 500 took %lld ms\n", (long long)took);
+    fail();
+  }
+  ops_result_free(&r);
+  // Running again, it answers.
+  haloctl_run(fixture, (const char *const[]){"status", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  ops_result_free(&r);
+}
+
 // Options after the command, 64-bit ids as JSON strings, the CSV query, and
 // one-line usage errors.
 static void test_options_anywhere_ids_and_queries(void **state) {
@@ -910,6 +934,7 @@ int main(void) {
       T(test_drain_and_undrain),
       T(test_watch),
       T(test_exit_codes_and_help),
+      T(test_timeout_with_a_stopped_daemon),
       T(test_options_anywhere_ids_and_queries),
       T(test_client_socket_refuses_admin_requests),
       T(test_admin_client_does_not_redial),
