@@ -205,6 +205,91 @@ static void test_example_config_covers_every_setting(void **state) {
   ops_result_free(&r);
 }
 
+// |source|'s "systemd/halod.conf" replaced by |path| (a file of the source
+// tree beside the example configuration).
+static void source_path(const char *path, char *out, size_t capacity) {
+  const char *example = HALO_TEST_EXAMPLE_CONFIG;
+  const char *tail = strstr(example, "systemd/halod.conf");
+  assert_non_null(tail);
+  snprintf(out, capacity, "%.*s%s", (int)(tail - example), example, path);
+}
+
+// The settings halod.conf(5) describes: the names on each ".BR" line that
+// opens an entry (".TP" before it), "\-" read as "-", space-separated.
+static void man_page_settings(const char *page, char *out, size_t capacity) {
+  out[0] = '\0';
+  size_t used = 0;
+  for (const char *at = strstr(page, ".TP\n.BR "); at;
+       at = strstr(at + 1, ".TP\n.BR ")) {
+    const char *c = at + strlen(".TP\n.BR ");
+    bool quoted = false;
+    char name[64];
+    size_t length = 0;
+    for (; *c && *c != '\n'; ++c) {
+      if (*c == '"') {
+        quoted = !quoted;
+        continue;
+      }
+      if (quoted) continue;
+      if (*c == ' ' || *c == ',') {
+        if (length && used + length + 2 < capacity) {
+          used += (size_t)snprintf(out + used, capacity - used, " %.*s",
+                                   (int)length, name);
+        }
+        length = 0;
+        continue;
+      }
+      if (*c == '\\' && c[1] == '-') ++c;
+      if (length + 1 < sizeof(name)) name[length++] = *c;
+    }
+    if (length && used + length + 2 < capacity) {
+      used += (size_t)snprintf(out + used, capacity - used, " %.*s",
+                               (int)length, name);
+    }
+  }
+  if (used + 1 < capacity) strcat(out, " ");
+}
+
+// halod.conf(5) and docs/operations.md's table describe every setting
+// halod has (those halod.8 describes aside).
+static void test_docs_cover_every_setting(void **state) {
+  (void)state;
+  ops_result_t r;
+  const char *argv[] = {HALO_TEST_HALOD, "--print-config", NULL};
+  ops_run(argv, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  char path[512];
+  source_path("docs/man/halod.conf.5", path, sizeof(path));
+  char *page = ops_read_file(path);
+  assert_true(page[0]);
+  static char described[16384];
+  man_page_settings(page, described, sizeof(described));
+  source_path("docs/operations.md", path, sizeof(path));
+  char *operations = ops_read_file(path);
+  assert_true(operations[0]);
+  bool missing = false;
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    char name[64];
+    assert_int_equal(sscanf(line, "%63s =", name), 1);
+    char word[80];
+    snprintf(word, sizeof(word), " %s ", name);
+    if (!strstr(described, word)) {
+      print_error("halod.conf(5) has no entry for '%s'\n", name);
+      missing = true;
+    }
+    snprintf(word, sizeof(word), "| `--%s ", name);
+    if (!strstr(operations, word)) {
+      print_error("docs/operations.md's table has no row for '%s'\n", name);
+      missing = true;
+    }
+  }
+  free(page);
+  free(operations);
+  ops_result_free(&r);
+  assert_false(missing);
+}
+
 static void test_reload(void **state) {
   config_fixture_t *fixture = *state;
   char metrics[220];
@@ -393,9 +478,13 @@ int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
   const struct CMUnitTest tests[] = {
-      T(test_errors_name_file_line_and_setting),       T(test_print_config),
-      T(test_example_config_covers_every_setting),     T(test_reload),
-      T(test_metrics_textfile_failure_is_logged_once), T(test_nice),
+      T(test_errors_name_file_line_and_setting),
+      T(test_print_config),
+      T(test_example_config_covers_every_setting),
+      T(test_docs_cover_every_setting),
+      T(test_reload),
+      T(test_metrics_textfile_failure_is_logged_once),
+      T(test_nice),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
