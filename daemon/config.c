@@ -435,6 +435,12 @@ static halo_status_t halod_config_number(const halod_config_entry_t *entry,
   }
   if (*end) goto bad;
   if (number < entry->min || number > entry->max) {
+    if (base == 8) {  // as it was written
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "%#llo is out of range [%#" PRIo64 ", %#" PRIo64
+                              "]",
+                              number, entry->min, entry->max);
+    }
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "%llu is out of range [%" PRIu64 ", %" PRIu64 "]",
                             number, entry->min, entry->max);

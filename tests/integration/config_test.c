@@ -69,6 +69,9 @@ static void test_errors_name_file_line_and_setting(void **state) {
       {"metrics-textfile = halo.prom\n",
        "1: metrics-textfile: 'halo.prom' is not an absolute path"},
       {"socket-mode = 0999\n", "1: socket-mode: '0999' is not an octal"},
+      // In octal, as it was written (not "1023 is out of range [0, 511]").
+      {"socket-mode = 1777\n",
+       "1: socket-mode: 01777 is out of range [0, 0777]"},
       {"session-host-bytes = 12Q\n",
        "1: session-host-bytes: '12Q' is not a number of bytes"},
       {"session-recording-bytes = -1\n",
