@@ -818,6 +818,16 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                             "client socket (%s)",
                             config->listen);
   }
+  // The fd channel is the client socket's path + ".fd".
+  size_t listen_length = strlen(config->listen);
+  if (strncmp(config->admin, config->listen, listen_length) == 0 &&
+      strcmp(config->admin + listen_length, ".fd") == 0) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "admin: %s is the client socket's fd channel (its "
+                            "path + \".fd\"); the admin socket needs a path of "
+                            "its own",
+                            config->admin);
+  }
   // One connection, and the connections of one user, must leave a context
   // for the others.
   HALO_RETURN_IF_ERROR(halod_config_fit_contexts(

@@ -133,6 +133,19 @@ static void test_errors_name_file_line_and_setting(void **state) {
                                      "--ring-bytes: '100000' (100000) is not "
                                      "a power of two"));
   ops_result_free(&r);
+  // The admin socket at the client socket's fd channel (its path + ".fd"):
+  // a configuration error, not a start that fails "Address in use".
+  const char *fd_channel[] = {HALO_TEST_HALOD,
+                              "--listen",
+                              "ipc:///run/halo/halo.sock",
+                              "--admin",
+                              "ipc:///run/halo/halo.sock.fd",
+                              "--print-config",
+                              NULL};
+  ops_run(fd_channel, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "halod: admin: ") &&
+                     strstr(r.err, "fd channel") && !r.out[0]);
+  ops_result_free(&r);
   const char *unknown[] = {HALO_TEST_HALOD, "--frobnicate", "1", NULL};
   ops_run(unknown, NULL, &r);
   OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "unknown flag"));
