@@ -306,6 +306,58 @@ static void test_docs_cover_every_setting(void **state) {
   assert_false(missing);
 }
 
+// Writes a "metrics-textfile = /aaa..." line of |length| characters (and
+// its newline) to |path| and runs --print-config on it.
+static void config_line_of(const config_fixture_t *fixture, int length,
+                           ops_result_t *out_result) {
+  char line[512];
+  int used = snprintf(line, sizeof(line), "metrics-textfile = /");
+  while (used < length && used < (int)sizeof(line) - 2) line[used++] = 'a';
+  line[used++] = '\n';
+  line[used] = '\0';
+  ops_write_file(fixture->path, line);
+  config_print(fixture, NULL, out_result);
+}
+
+// The longest line halod takes is the one the docs give: a line of that
+// many characters parses, one more is refused saying so.
+static void test_line_limit_as_documented(void **state) {
+  config_fixture_t *fixture = *state;
+  ops_result_t r;
+  config_line_of(fixture, 300, &r);
+  const char *said = strstr(r.err, "line longer than ");
+  OPS_EXPECT(&r, r.exit_code == 2 && said);
+  int limit = atoi(said + strlen("line longer than "));
+  ops_result_free(&r);
+  assert_true(limit > 100);
+  config_line_of(fixture, limit, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  ops_result_free(&r);
+  config_line_of(fixture, limit + 1, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "line longer than"));
+  ops_result_free(&r);
+  char expected[64], path[512];
+  static const char *const kDocs[][2] = {
+      {"docs/operations.md", "lines up to %d characters"},
+      {"docs/man/halod.conf.5", "lines of at most %d characters"},
+  };
+  for (size_t i = 0; i < sizeof(kDocs) / sizeof(kDocs[0]); ++i) {
+    source_path(kDocs[i][0], path, sizeof(path));
+    char *text = ops_read_file(path);
+    // The man page and the markdown wrap lines: compare with single spaces.
+    for (char *c = text; *c; ++c) {
+      if (*c == '\n') *c = ' ';
+    }
+    snprintf(expected, sizeof(expected), kDocs[i][1], limit);
+    if (!strstr(text, expected)) {
+      print_error("%s does not say '%s'\n", kDocs[i][0], expected);
+      free(text);
+      fail();
+    }
+    free(text);
+  }
+}
+
 static void test_reload(void **state) {
   config_fixture_t *fixture = *state;
   char metrics[220];
@@ -498,6 +550,7 @@ int main(void) {
       T(test_print_config),
       T(test_example_config_covers_every_setting),
       T(test_docs_cover_every_setting),
+      T(test_line_limit_as_documented),
       T(test_reload),
       T(test_metrics_textfile_failure_is_logged_once),
       T(test_nice),
