@@ -27,7 +27,9 @@ _SLICE_NS = int(_core.WAIT_SLICE_S * 1e9)
 # between which it takes more waits and drops cancelled ones. At most this
 # many threads (plus one per other daemon with waits): a wait that finds
 # them all busy is taken by a thread of its daemon with room at the end of
-# that thread's slice (within 0.1 s), or by a thread that went idle.
+# that thread's slice (within 0.1 s), or by a thread that went idle. A wait
+# still waiting for room ends on its timeout (or cancellation, or release)
+# all the same: a thread settles it between its slices.
 ASYNC_WAIT_THREADS = 16
 
 
@@ -92,10 +94,12 @@ def _sweep(lib: Any, waits: List[_AsyncWait]) -> List[_AsyncWait]:
     return pending
 
 
-def _serve(batch: List[_AsyncWait]) -> List[_AsyncWait]:
+def _serve(batch: List[_AsyncWait], block: bool = True
+           ) -> List[_AsyncWait]:
     """One slice of a waiter thread: waits until any wait of |batch| (one
     daemon's) is reached or fails, or for at most WAIT_SLICE_S; settles
-    what ended and returns the waits still pending."""
+    what ended and returns the waits still pending. Without |block|, polls
+    each wait once (any number of them, of any daemon) instead."""
     live = []
     for wait in batch:
         if wait.future.done() or wait.loop.is_closed():
@@ -120,8 +124,8 @@ def _serve(batch: List[_AsyncWait]) -> List[_AsyncWait]:
     lib = _lib.load()
     try:
         live = _sweep(lib, live)
-        if not live:
-            return []
+        if not live or not block:
+            return live
         count = len(live)
         pointers = (ctypes.c_void_p * count)(
             *(wait.semaphore._handle.pointer for wait in live))
@@ -227,7 +231,29 @@ class _AsyncWaits:
                     self._leave(key)
                     key = None
                     continue
+                ended = self._ended()
+            while ended:
+                ended = _serve(ended, block=False)
             batch = _serve(batch)
+
+    def _ended(self) -> List[_AsyncWait]:
+        """Takes the waits no thread took yet (every thread of their daemon
+        is full) that ended meanwhile: cancelled, released, or past their
+        deadline (under the lock). A serving thread settles them between
+        its slices, so a wait waiting for room still ends on time."""
+        if not self.pending:
+            return []
+        now = time.monotonic_ns()
+        ended, others = [], []
+        for wait in self.pending:
+            if wait.future.done() or wait.loop.is_closed() or \
+                    wait.semaphore.released or \
+                    (wait.deadline is not None and now >= wait.deadline):
+                ended.append(wait)
+            else:
+                others.append(wait)
+        self.pending = others
+        return ended
 
 
 _async_waits: Optional[_AsyncWaits] = None
@@ -387,7 +413,8 @@ class Semaphore(HaloObject):
         completes if its value was reached meanwhile, within 0.1 s by one
         with room; each holds 64). Cancelling the awaiting task stops the wait within 0.1 s (no
         thread is left blocked for it). Errors as wait(); |timeout| in
-        seconds (None: for ever)."""
+        seconds (None: for ever), kept (within 0.1 s) by a wait still
+        waiting for room too."""
         value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
         timeout_ns = check_timeout(timeout)
         if self._wait_slice(value, 0):

@@ -180,6 +180,39 @@ def test_one_wait_ending_leaves_the_others_waiting(client):
     asyncio.run(main())
 
 
+def test_wait_waiting_for_room_still_times_out(client, monkeypatch):
+    """A wait begun while every waiting thread is full (64 waits each)
+    waits for room, but its timeout and a release still end it on time:
+    the thread that is full settles them between its slices."""
+    monkeypatch.setattr(halogpu.semaphore, "ASYNC_WAIT_THREADS", 1)
+    # Threads of its own (those of earlier tests would take the waits).
+    monkeypatch.setattr(halogpu.semaphore, "_async_waits",
+                        halogpu.semaphore._AsyncWaits())
+    busy = [client.create_semaphore() for _ in range(64)]
+    late, released = client.create_semaphore(), client.create_semaphore()
+
+    async def main():
+        waits = [asyncio.create_task(s.wait_async(1, timeout=30))
+                 for s in busy]
+        await asyncio.sleep(0.3)  # the one thread holds all 64
+        started = time.monotonic()
+        with pytest.raises(halogpu.DeadlineExceededError, match=">= 1"):
+            await asyncio.wait_for(late.wait_async(1, timeout=0.3), 10)
+        took = time.monotonic() - started
+        pending = asyncio.create_task(released.wait_async(1))
+        await asyncio.sleep(0.1)
+        released.release()
+        with pytest.raises(halogpu.ClosedError, match="released"):
+            await asyncio.wait_for(pending, 10)
+        for s in busy:
+            s.signal(1)
+        await asyncio.gather(*waits)
+        return took
+
+    took = asyncio.run(main())
+    assert 0.25 <= took < 2, took
+
+
 def test_daemon_death_ends_pending_waits(fresh_daemon):
     """halod killed under pending waits: each raises UnavailableError."""
     client = halogpu.connect(fresh_daemon.address)
