@@ -24,9 +24,18 @@ freed while C code may still read them.
 import ctypes
 import itertools
 import threading
-from typing import Any, Dict, Tuple
+import types
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 from . import _core
+
+if TYPE_CHECKING:
+    # What numpy's and the array API's stubs say __dlpack__ returns.
+    from typing_extensions import CapsuleType as CapsuleType
+else:
+    # types.CapsuleType is Python 3.13's; typing_extensions is not needed
+    # at run time.
+    CapsuleType = getattr(types, "CapsuleType", object)
 
 KDLCPU = 1  # DLDeviceType
 KDLUINT = 1  # DLDataTypeCode
@@ -133,7 +142,7 @@ _DESTRUCTOR = _CapsuleDestructor(_destroy_capsule)
 
 
 def export(handle: _core.Handle, address: int, size: int,
-           versioned: bool) -> object:
+           versioned: bool) -> CapsuleType:
     """A capsule over |size| bytes at |address| of the buffer of |handle|
     (pinned here, unpinned by the deleter): "dltensor_versioned" (writable)
     if |versioned|, else "dltensor"."""
@@ -167,8 +176,8 @@ def export(handle: _core.Handle, address: int, size: int,
         _core.map_unpin(handle)
         raise
     try:
-        capsule: object = _api.PyCapsule_New(ctypes.addressof(managed), name,
-                                             _DESTRUCTOR)
+        capsule: CapsuleType = _api.PyCapsule_New(
+            ctypes.addressof(managed), name, _DESTRUCTOR)
     except BaseException:
         _delete(ctypes.pointer(managed))
         raise

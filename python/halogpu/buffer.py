@@ -445,7 +445,7 @@ class Buffer(HaloObject):
     def __dlpack__(self, *, stream: Optional[int] = None,
                    max_version: Optional[Tuple[int, int]] = None,
                    dl_device: Optional[Tuple[int, int]] = None,
-                   copy: Optional[bool] = None) -> object:
+                   copy: Optional[bool] = None) -> _dlpack.CapsuleType:
         """The DLPack protocol: a capsule over this host-visible buffer's
         bytes (kDLCPU, uint8, one dimension), no copy; DLPack 1.0
         ("dltensor_versioned", writable) if |max_version| allows it, else
