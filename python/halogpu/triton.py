@@ -79,7 +79,7 @@ from ._object import check_int
 from .buffer import Buffer, BufferRef, slot
 from .client import Client
 from .command_buffer import CommandBuffer
-from .errors import HaloError, UnimplementedError
+from .errors import HaloError, OutOfRangeError, UnimplementedError
 from .executable import Executable, Parameter
 from .queue import Queue
 from .semaphore import Semaphore, wait_any
@@ -364,7 +364,12 @@ class Kernel:
         self.device = check_int(device, "device", 0, 2**32 - 1)
         self.binary = binary
         if arch is None:
-            info = client.devices[self.device]
+            devices = client.devices
+            if self.device >= len(devices):
+                raise OutOfRangeError(
+                    f"device {self.device} does not exist (the daemon has "
+                    f"{len(devices)})")
+            info = devices[self.device]
             major, minor = info.compute_capability
             if info.driver != "cuda" or major == 0:
                 raise ValueError(
@@ -616,7 +621,9 @@ def kernel(client: Client, fn: Any, *, device: int = 0,
     architecture from the device info; |arch| (e.g. 90) overrides it, and
     lets a CPU-driver client compile and prepare). |binary|: load the
     "cubin" (default) or the "ptx" (the driver JIT-compiles it). |queue|:
-    where launches run (None: the client's default queue)."""
+    where launches run (None: the client's default queue).
+    OutOfRangeError for a |device| the daemon does not have (without
+    |arch|)."""
     return Kernel(client, fn, device=device, arch=arch, binary=binary,
                   queue=queue)
 

@@ -208,3 +208,13 @@ def test_non_native_byte_order_is_refused(client, stubbed):
     out = client.empty(N, other)
     with pytest.raises(TypeError, match="not in native byte order"):
         kernel[(N // BLOCK,)](x, y, out, N)
+
+
+def test_kernel_on_a_device_the_daemon_lacks(client, stubbed):
+    """A device ordinal past the daemon's devices is named, as
+    Client.create_buffer names it, not an IndexError of a tuple."""
+    count = len(client.devices)
+    with pytest.raises(halogpu.OutOfRangeError,
+                       match=rf"device {count} does not exist "
+                       rf"\(the daemon has {count}\)"):
+        halotriton.kernel(client, _jit(add), device=count)
