@@ -17,8 +17,11 @@ Each launch ``kernel[grid](*args, **kwargs)``:
    Python ints are ``i32`` (``i64``/``u64`` past that range), floats
    ``fp32``, bools ``i1``, numpy scalars their own type, None and the
    ``tl.constexpr`` parameters compile-time constants (removed from the
-   parameter list); pointers at 16-byte aligned offsets and ints divisible
-   by 16 are specialized as such (``tt.divisibility``), as Triton does;
+   parameter list); a parameter annotated with a type (``n: tl.int64``,
+   ``scale: tl.float16``, ``x_ptr: "*fp32"``) takes that type instead,
+   its value packed as such; pointers at 16-byte aligned offsets and ints
+   divisible by 16 are specialized as such (``tt.divisibility``), as
+   Triton does;
 2. compiles the specialization with Triton's compiler on the client, for
    the device's architecture (``sm_XY`` from ``Device.compute_capability``)
    without a GPU or a CUDA context: ``triton.compile(ASTSource(...),
@@ -68,6 +71,7 @@ and the argument mapping (``kernel.prepare(...)``) need neither.
 
 import collections
 import inspect
+import operator
 import re
 import struct
 import threading
@@ -95,6 +99,15 @@ _NUMPY_TO_TRITON = {
 # The Triton type of a Python int -> struct format of its bytes in the
 # parameter buffer.
 _INT_FORMATS = {"i32": "<i", "i64": "<q", "u64": "<Q"}
+
+# The scalar types a parameter may be annotated with (n: tl.int64,
+# scale: tl.float16, ...) -> struct format of the value's bytes, as
+# Triton's launcher packs them; bf16 is packed apart (fp32 truncated).
+_ANNOTATED_FORMATS = {
+    "i1": "<?", "u1": "<?", "i8": "<b", "i16": "<h", "i32": "<i",
+    "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q",
+    "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d", "bf16": "",
+}
 
 # Bytes of a PTX parameter type (.u64, .b32, .f16, ...).
 _PTX_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
@@ -342,6 +355,51 @@ def _scalar(value: Any, name: str) -> Tuple[str, bytes, bool]:
         f"float, bool, numpy scalar or None, not {type(value).__name__}")
 
 
+def _annotation(param: Any) -> str:
+    """The type a @triton.jit parameter is annotated with ("i64",
+    "*fp32", ...; "" for none), which Triton's launcher passes the
+    argument as instead of the argument's own type."""
+    kind = getattr(param, "annotation_type", None)
+    if kind is None:  # a Triton before annotation_type
+        kind = getattr(param, "annotation", "")
+    if isinstance(kind, str) and (kind.startswith("*")
+                                  or kind in _ANNOTATED_FORMATS):
+        return kind
+    return ""
+
+
+def _annotated_scalar(value: Any, kind: str,
+                      name: str) -> Tuple[bytes, bool]:
+    """(bytes, divisible by 16) of a scalar argument of a parameter
+    annotated with type |kind|, packed as Triton's launcher packs it."""
+    what = f"argument {name}: the kernel annotates it {kind}"
+    if isinstance(value, (Buffer, BufferRef)):
+        raise TypeError(f"{what}, not a pointer: pass a number")
+    if kind[0] in "fb":
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what}: expected a number, not "
+                            f"{type(value).__name__}") from None
+        try:
+            if kind == "bf16":  # the upper half of the fp32
+                bits = struct.unpack("<I", struct.pack("<f", number))[0]
+                return struct.pack("<H", bits >> 16), False
+            return struct.pack(_ANNOTATED_FORMATS[kind], number), False
+        except (OverflowError, struct.error):
+            raise ValueError(f"{what}: {value!r} does not fit") from None
+    try:
+        integer = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what}: expected an int, not "
+                        f"{type(value).__name__}") from None
+    try:
+        data = struct.pack(_ANNOTATED_FORMATS[kind], integer)
+    except struct.error:
+        raise ValueError(f"{what}: {integer} does not fit") from None
+    return data, kind not in ("i1", "u1") and integer % 16 == 0
+
+
 class Kernel:
     """A @triton.jit function bound to a client and device
     (halogpu.triton.kernel). ``kernel[grid](*args, **kwargs)`` launches it;
@@ -421,19 +479,31 @@ class Kernel:
                 signature[name] = "constexpr"
                 constexprs[name] = value
                 continue
+            annotation = _annotation(param)
             if isinstance(value, Buffer):
                 value = value.ref()
-            if isinstance(value, BufferRef):
+            if annotation.startswith("*") and \
+                    not isinstance(value, BufferRef):
+                raise TypeError(
+                    f"argument {name}: the kernel annotates it as a pointer "
+                    f"({annotation}): pass a halo Buffer or buffer.ref(), "
+                    f"not {type(value).__name__}")
+            pointer = annotation.startswith("*") or not annotation
+            if isinstance(value, BufferRef) and pointer:
                 if value.buffer.client is not self.client:
                     raise ValueError(
                         f"argument {name}: the buffer belongs to another "
                         "client")
-                if value.dtype is None:
+                if annotation.startswith("*"):
+                    # As Triton: the annotation, not the buffer's dtype.
+                    signature[name] = annotation
+                elif value.dtype is None:
                     raise TypeError(
                         f"argument {name}: the buffer has no element type; "
                         "make it with Client.from_numpy() or Client.empty(), "
                         "set buffer.dtype, or pass buffer.ref(dtype=...)")
-                signature[name] = "*" + triton_type(value.dtype)
+                else:
+                    signature[name] = "*" + triton_type(value.dtype)
                 if value.offset % DISPATCH_ALIGNMENT == 0:
                     attrs[(index,)] = [["tt.divisibility", 16]]
                 else:
@@ -441,7 +511,11 @@ class Kernel:
                 visible.append(("pointer", slot(len(bindings))))
                 bindings.append(value)
                 continue
-            kind, data, divisible = _scalar(value, name)
+            if annotation:
+                kind = annotation
+                data, divisible = _annotated_scalar(value, kind, name)
+            else:
+                kind, data, divisible = _scalar(value, name)
             signature[name] = kind
             if divisible and not getattr(param, "do_not_specialize", False):
                 attrs[(index,)] = [["tt.divisibility", 16]]
@@ -466,7 +540,7 @@ class Kernel:
                 expected = 8
             else:
                 expected = len(value)
-                if kind == "i1":  # PTX passes i1 as a byte, or wider
+                if kind in ("i1", "u1"):  # PTX passes a byte, or wider
                     value = value + bytes(max(0, size - len(value)))
                     expected = size
             if size != expected:

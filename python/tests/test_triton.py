@@ -40,6 +40,14 @@ def scale_kernel(x_ptr, out_ptr, factor, n, bias: tl.constexpr,
     tl.store(out_ptr + offsets, y, mask=mask)
 
 
+@triton.jit
+def strided_kernel(x_ptr: "*fp32", stride: tl.int64, scale: tl.float16,
+                   BLOCK: tl.constexpr):
+    # 64-bit index arithmetic: the reason to annotate stride as tl.int64.
+    offsets = tl.program_id(0) * stride + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets) * scale)
+
+
 def test_compile_for_sm90_without_a_gpu():
     compiled = halotriton.compile(
         add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
@@ -185,3 +193,18 @@ def test_unaligned_pointer_records_unaligned_bindings(client):
     assert shifted.bindings[1].offset == 4
     # Another specialization: y_ptr without divisibility.
     assert shifted.compiled.metadata.hash != aligned.compiled.metadata.hash
+
+
+def test_annotated_parameters_keep_their_type(client):
+    """A parameter annotated with a type takes it, as Triton's own launcher
+    does: stride: tl.int64 given 1000 is compiled and passed as i64 (not
+    i32: the kernel's index arithmetic stays 64-bit), scale: tl.float16 as
+    fp16, x_ptr: "*fp32" a float pointer whatever the buffer's dtype."""
+    raw = client.create_buffer(4096, memory="host_visible")  # no dtype
+    kernel = halotriton.kernel(client, strided_kernel, arch=90)
+    plan = kernel.prepare(raw, 1000, 0.5, BLOCK=16, grid=(1,))
+    assert plan.signature == {"x_ptr": "*fp32", "stride": "i64",
+                              "scale": "fp16", "BLOCK": "constexpr"}
+    assert plan.compiled.parameters[:3] == [8, 8, 2]
+    assert plan.args[1] == (1000).to_bytes(8, "little")
+    assert plan.args[2] == np.float16(0.5).tobytes()

@@ -218,3 +218,45 @@ def test_kernel_on_a_device_the_daemon_lacks(client, stubbed):
                        match=rf"device {count} does not exist "
                        rf"\(the daemon has {count}\)"):
         halotriton.kernel(client, _jit(add), device=count)
+
+
+def scaled(x_ptr, n, scale, flag):  # annotated as Triton allows below
+    pass
+
+
+def test_annotated_parameters_keep_their_type(client, monkeypatch):
+    """As Triton's launcher does: a parameter annotated with a type
+    (x_ptr: "*fp32", n: tl.int64, scale: tl.float16, flag: tl.int1) is
+    compiled and passed as that type, whatever its value's own type (an
+    int64 count given as 1000 is no i32: its kernel does 64-bit index
+    arithmetic)."""
+    jit = _jit(scaled)
+    for param, kind in zip(jit.params, ["*fp32", "i64", "fp16", "u1"]):
+        param.annotation_type = kind
+    signatures = []
+
+    def compile(fn, signature, *args, **kwargs):
+        signatures.append(dict(signature))
+        return halotriton.Compiled(
+            name="scaled", cubin=b"", ptx="", num_warps=4, shared=0,
+            parameters=[8, 8, 2, 1], global_scratch=0, num_ctas=1,
+            metadata=types.SimpleNamespace(hash="scaled"))
+
+    monkeypatch.setattr(halotriton, "_triton",
+                        lambda: types.ModuleType("triton"))
+    monkeypatch.setattr(halotriton, "compile", compile)
+    kernel = halotriton.kernel(client, jit, arch=90)
+    raw = client.create_buffer(64, memory="host_visible")  # no dtype
+    plan = kernel.prepare(raw, 1000, 0.5, True, grid=(1,))
+    assert signatures[-1] == {"x_ptr": "*fp32", "n": "i64", "scale": "fp16",
+                              "flag": "u1"}
+    assert plan.args[1:] == [(1000).to_bytes(8, "little"),
+                             np.float16(0.5).tobytes(), b"\x01"]
+    with pytest.raises(TypeError, match="argument x_ptr.*\\*fp32"):
+        kernel.prepare(3, 1000, 0.5, True, grid=(1,))
+    with pytest.raises(TypeError, match="argument n.*i64"):
+        kernel.prepare(raw, raw, 0.5, True, grid=(1,))
+    with pytest.raises(TypeError, match="argument n.*i64"):
+        kernel.prepare(raw, 1.5, 0.5, True, grid=(1,))
+    with pytest.raises(ValueError, match="argument n.*i64"):
+        kernel.prepare(raw, 2**63, 0.5, True, grid=(1,))
