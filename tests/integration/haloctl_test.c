@@ -316,6 +316,94 @@ static void test_start_time_is_constant(void **state) {
   assert_true(first - process < 1.0 && process - first < 1.0);
 }
 
+// The row of docs/operations.md's metrics table that names |name| (its
+// first column lists names in backquotes, "`..._misses_total`" standing for
+// the name before it with its last two parts replaced); NULL if none.
+static const char *haloctl_metrics_row(const char *table, const char *name,
+                                       char *out_type, size_t capacity) {
+  for (const char *row = strstr(table, "\n| `"); row;
+       row = strstr(row + 1, "\n| `")) {
+    const char *end = strchr(row + 1, '\n');
+    if (!end) end = row + strlen(row);
+    const char *column_end = strstr(row + 3, " | ");
+    if (!column_end || column_end > end) continue;
+    char previous[128] = "";
+    int index = 0, found = -1;
+    for (const char *c = strchr(row, '`'); c && c < column_end;
+         c = strchr(c + 1, '`')) {
+      const char *close = strchr(c + 1, '`');
+      if (!close || close > column_end) break;
+      char listed[128];
+      snprintf(listed, sizeof(listed), "%.*s", (int)(close - c - 1), c + 1);
+      if (strncmp(listed, "...", 3) == 0) {
+        // "..._a_b": the name before, less its last two parts, then "_a_b".
+        char *cut = strrchr(previous, '_');
+        if (cut) *cut = '\0';
+        cut = strrchr(previous, '_');
+        if (cut) *cut = '\0';
+        char expanded[128];
+        snprintf(expanded, sizeof(expanded), "%s%s", previous, listed + 3);
+        snprintf(listed, sizeof(listed), "%s", expanded);
+      }
+      snprintf(previous, sizeof(previous), "%s", listed);
+      if (strcmp(listed, name) == 0) found = index;
+      ++index;
+      c = close;
+    }
+    if (found < 0) continue;
+    // The type column: "gauge", or "gauge, counter" one per name, the last
+    // for the names after it.
+    const char *types = column_end + 3;
+    const char *types_end = strstr(types, " | ");
+    int count = 0;
+    for (const char *t = types; t && t < types_end && count <= found;) {
+      size_t length = strcspn(t, ", |");
+      snprintf(out_type, capacity, "%.*s", (int)length, t);
+      ++count;
+      t += length;
+      while (*t == ',' || *t == ' ') ++t;
+    }
+    return row;
+  }
+  return NULL;
+}
+
+// Every family `haloctl metrics` prints has a row of its type in
+// docs/operations.md's metrics table.
+static void test_metrics_are_documented(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  char path[512];
+  const char *example = HALO_TEST_EXAMPLE_CONFIG;
+  snprintf(path, sizeof(path), "%.*sdocs/operations.md",
+           (int)(strstr(example, "systemd/halod.conf") - example), example);
+  char *operations = ops_read_file(path);
+  const char *table =
+      strstr(operations, "| metric | type | labels | meaning |");
+  assert_non_null(table);
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"metrics", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  bool missing = false;
+  for (const char *type = strstr(r.out, "# TYPE "); type;
+       type = strstr(type + 1, "# TYPE ")) {
+    char name[128], kind[32];
+    assert_int_equal(sscanf(type, "# TYPE %127s %31s", name, kind), 2);
+    char documented[32] = "";
+    if (!haloctl_metrics_row(table, name, documented, sizeof(documented))) {
+      print_error("docs/operations.md's metrics table has no %s (%s)\n", name,
+                  kind);
+      missing = true;
+    } else if (strcmp(documented, kind) != 0) {
+      print_error("docs/operations.md's metrics table: %s is a %s, not a %s\n",
+                  name, kind, documented);
+      missing = true;
+    }
+  }
+  ops_result_free(&r);
+  free(operations);
+  assert_false(missing);
+}
+
 // The pid after |key| ("\"domain\":\"uid:1000\",\"pid\":") in the output of
 // `haloctl --json workers`, if the worker's state is |state|; 0 if none.
 static pid_t haloctl_worker_pid(const char *json, const char *key,
@@ -927,6 +1015,7 @@ int main(void) {
       T(test_workers),
       T(test_metrics),
       T(test_start_time_is_constant),
+      T(test_metrics_are_documented),
       T(test_kill_client),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,
