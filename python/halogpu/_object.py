@@ -5,7 +5,7 @@ argument checks shared by the modules."""
 
 import operator
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, TypeVar, Union
 
 from . import _core
 from .errors import ClosedError
@@ -27,6 +27,8 @@ class HaloObject:
     """
 
     _kind = "object"
+    # How another process gets one (said when pickling is refused).
+    _share = "load, record or create it again in the other process"
 
     def __init__(self, client: "Client", handle: _core.Handle,
                  ident: Optional[int]) -> None:
@@ -54,6 +56,21 @@ class HaloObject:
 
     def __enter__(self: _Self) -> _Self:
         return self
+
+    def __reduce__(self) -> NoReturn:
+        # multiprocessing (and copy.deepcopy) would otherwise fail on a
+        # ctypes pointer, naming neither the object nor the way to share.
+        raise TypeError(
+            f"a halogpu.{type(self).__name__} cannot be pickled (or "
+            "deep-copied): it belongs to its client's session in this "
+            f"process; {self._share}")
+
+    def __copy__(self: _Self) -> _Self:
+        # copy.copy(): another Python object for the same C object (it
+        # shares the handle and its release).
+        alias = type(self).__new__(type(self))
+        alias.__dict__.update(self.__dict__)
+        return alias
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()

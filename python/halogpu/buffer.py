@@ -230,6 +230,8 @@ class Buffer(HaloObject):
     """
 
     _kind = "buffer"
+    _share = ("share it by token: buffer.export() here (exportable=True), "
+              "client.import_buffer(token) there")
 
     def __init__(self, client: "Client", handle: _core.Handle, ident: int,
                  size: int, memory_type: MemoryType, device: Optional[int],

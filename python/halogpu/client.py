@@ -6,7 +6,8 @@ import ctypes
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import (Any, Iterable, NoReturn, Optional, Sequence, Tuple,
+                    Union)
 
 from . import _core, _lib
 from ._object import check_int, parse_token
@@ -110,7 +111,8 @@ class Client:
     connected cannot connect at all (nng is not fork-safe), so start
     workers with multiprocessing's spawn or forkserver method (or fork
     before the first connect) and share objects with export() /
-    import_*().
+    import_*(). A Client and its objects cannot be pickled (as arguments
+    of another process, say): that raises TypeError saying so.
     """
 
     def __init__(self, session: _core.Session) -> None:
@@ -126,6 +128,19 @@ class Client:
 
     def __enter__(self) -> "Client":
         return self
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "a halogpu.Client cannot be pickled (or deep-copied): its "
+            "session belongs to this process; connect in the other process "
+            "and share buffers and semaphores by token (export(), "
+            "import_buffer(), import_semaphore())")
+
+    def __copy__(self) -> "Client":
+        # copy.copy(): another Python object for the same session.
+        alias = Client.__new__(Client)
+        alias.__dict__.update(self.__dict__)
+        return alias
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -298,6 +298,8 @@ class Semaphore(HaloObject):
     """
 
     _kind = "semaphore"
+    _share = ("share it by token: semaphore.export() here "
+              "(exportable=True), client.import_semaphore(token) there")
 
     @property
     def value(self) -> int:

@@ -169,6 +169,36 @@ def test_memoryview_pins_like_numpy(client, release_first):
     gc.collect()
 
 
+def test_pickling_says_to_share_by_token(client, kernels):
+    """A halo object handed to another process (multiprocessing pickles
+    it) is refused with a TypeError that names it and says how to share
+    it, not a ctypes AttributeError about a _FuncPtr. copy.copy() stays
+    an alias of the same object, as before."""
+    import copy
+    import pickle
+
+    buffer = client.create_buffer(64, memory="host_visible")
+    semaphore = client.create_semaphore()
+    for obj, pattern in [
+            (buffer, r"halogpu\.Buffer cannot be pickled.*export\(\).*"
+                     r"import_buffer\(token\)"),
+            (buffer.ref(16), r"halogpu\.Buffer cannot be pickled"),
+            (semaphore, r"halogpu\.Semaphore cannot be pickled.*export\(\)"
+                        r".*import_semaphore\(token\)"),
+            (kernels, r"halogpu\.Executable cannot be pickled.*again"),
+            (client.create_queue(), r"halogpu\.Queue cannot be pickled"),
+            (client, r"halogpu\.Client cannot be pickled.*connect"),
+    ]:
+        with pytest.raises(TypeError, match=pattern):
+            pickle.dumps(obj)
+    with pytest.raises(TypeError, match=r"halogpu\.Buffer cannot be pickled"):
+        copy.deepcopy(buffer)
+    alias = copy.copy(buffer)
+    alias.write(b"\x07")
+    assert buffer.read(1) == b"\x07"
+    assert copy.copy(client).address == client.address
+
+
 def test_fork_before_the_first_connect_is_fine(address):
     import subprocess
     import sys
