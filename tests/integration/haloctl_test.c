@@ -297,8 +297,8 @@ static double haloctl_metric_value(const haloctl_fixture_t *fixture,
 }
 
 // halo_start_time_seconds is when halod started: the same in every scrape
-// (Prometheus' changes() and resets() of it tell restarts), and within a
-// second of process_start_time_seconds. It was the current second less the
+// (Prometheus' changes() of it tells restarts), and close to
+// process_start_time_seconds. It was the current second less the
 // uptime, so it moved by up to a second from one scrape to the next.
 static void test_start_time_is_constant(void **state) {
   haloctl_fixture_t *fixture = *state;
@@ -313,7 +313,8 @@ static void test_start_time_is_constant(void **state) {
       fail();
     }
   }
-  assert_true(first - process < 1.0 && process - first < 1.0);
+  // Both are taken early in halod's start (loose bounds for sanitizers).
+  assert_true(first - process < 5.0 && process - first < 5.0);
 }
 
 // The row of docs/operations.md's metrics table that names |name| (its
