@@ -253,7 +253,9 @@ class Client:
         host) is converted to the native order (the values are kept;
         kernels read native numbers) and ``dtype`` is the native dtype.
         TypeError for an array of Python objects (dtype object, or a
-        structured dtype with an object field)."""
+        structured dtype with an object field). If the copy fails (or is
+        interrupted) the new buffer is released before the error
+        propagates."""
         np = _numpy()
         data = np.ascontiguousarray(array)
         refuse_objects(data)
@@ -263,7 +265,13 @@ class Client:
             data = data.astype(data.dtype.newbyteorder("="))
         buffer = self.create_buffer(data.nbytes, memory=memory,
                                     device=device)
-        buffer.write(data)
+        try:
+            buffer.write(data)
+        except BaseException:
+            # At once: a traceback kept (a notebook's last one) must not
+            # keep the memory.
+            buffer.release()
+            raise
         buffer.dtype = data.dtype
         return buffer
 

@@ -147,6 +147,24 @@ def test_byte_order(client):
     assert raw.read() == big.tobytes()
 
 
+def test_from_numpy_releases_its_buffer_when_the_copy_fails(client,
+                                                            monkeypatch):
+    """A copy that fails or is interrupted (Ctrl-C during a large copy to
+    device memory, a request timeout) releases the new buffer at once, not
+    when the exception's traceback goes (a notebook keeps the last one,
+    and with it the device memory)."""
+    made = []
+
+    def interrupted(self, data, offset=0):
+        made.append(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(halogpu.Buffer, "write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        client.from_numpy(np.ones(1024, np.float32), memory="device")
+    assert made and made[0].released and made[0]._handle.freed
+
+
 def test_dtype_is_assignable_under_mypy_strict(tmp_path):
     """Buffer.dtype takes a numpy dtype, its name or None in user code
     checked by mypy --strict (numpy is optional: the attribute is Any)."""
