@@ -890,6 +890,27 @@ static void bench_on_complete(void *user_data, halo_status_t status) {
   atomic_store_explicit(&completion.done, value, memory_order_release);
 }
 
+// Spins until |word| shows |value|, the GPU store of the execution that
+// completes with |value|. Its completion seen while the word still shows
+// less means the store was never made (the driver leaves out one that
+// would land below a higher value: the word must only go up): an error,
+// not a wait for ever.
+static void wait_store(volatile uint64_t *word, uint64_t value) {
+  while (atomic_load_explicit((_Atomic uint64_t *)word, memory_order_acquire) <
+         value) {
+    if (atomic_load(&completion.failed)) exit(1);
+    if (atomic_load_explicit(&completion.done, memory_order_acquire) >= value &&
+        atomic_load_explicit((_Atomic uint64_t *)word, memory_order_acquire) <
+            value) {
+      fprintf(stderr,
+              "halo-bench-cuda: execution %llu completed, its GPU store "
+              "never landed (the word shows %llu)\n",
+              (unsigned long long)value, (unsigned long long)*word);
+      exit(1);
+    }
+  }
+}
+
 static void wait_completion(uint64_t value) {
   while (atomic_load_explicit(&completion.done, memory_order_acquire) < value) {
     if (atomic_load(&completion.failed)) exit(1);
@@ -960,10 +981,7 @@ static void halo_small_kernel(bench_device_t *bench, const char *label) {
     };
     int64_t start = now_ns();
     CHECK("execute", halo_hal_queue_execute(queue, &execution));
-    while (atomic_load_explicit((_Atomic uint64_t *)word,
-                                memory_order_acquire) < value) {
-      if (atomic_load(&completion.failed)) exit(1);
-    }
+    wait_store(word, value);
     int64_t seen = now_ns();
     wait_completion(value);
     int64_t done = now_ns();
@@ -1148,18 +1166,23 @@ static void halo_chain(bench_device_t *bench, const char *label) {
   // Each step also signals a word of the page from the GPU (as halod's
   // executions do): the step until its store is seen, then until the
   // completion callback, tell the GPU's end from the completion path's.
+  // The word's values only go up, across both cases: it is one timeline
+  // (a signal without a host view, as this one, has only its GPU store,
+  // which the driver leaves out where it would land below a higher value
+  // stored before: hal/queue.h).
   volatile uint64_t *word = &bench->page[16];
   halo_hal_execution_signal_t signal = {bench->page_address + 128, 0, NULL};
+  word[0] = 0;
+  uint64_t base = 0;
   for (int table = 0; table < 2; ++table) {
     halo_hal_command_buffer_t *command_buffer =
         halo_chain_prepare(bench, table == 1);
     atomic_store(&completion.done, 0);
-    word[0] = 0;
     int warmup = options.steps / 10 + 3;
     samples_t steps = samples_new(options.steps);
     samples_t stored = samples_new(options.steps);
     for (int s = -warmup; s < options.steps; ++s) {
-      uint64_t value = (uint64_t)(s + warmup + 1);
+      uint64_t value = base + (uint64_t)(s + warmup + 1);
       signal.value = value;
       halo_hal_execution_t execution = {
           .command_buffer = command_buffer,
@@ -1172,10 +1195,7 @@ static void halo_chain(bench_device_t *bench, const char *label) {
       };
       int64_t start = now_ns();
       CHECK("execute", halo_hal_queue_execute(queue, &execution));
-      while (atomic_load_explicit((_Atomic uint64_t *)word,
-                                  memory_order_acquire) < value) {
-        if (atomic_load(&completion.failed)) exit(1);
-      }
+      wait_store(word, value);
       int64_t seen = now_ns();
       wait_completion(value);
       if (s >= 0) {
@@ -1189,6 +1209,7 @@ static void halo_chain(bench_device_t *bench, const char *label) {
     samples_report(name, &steps);
     samples_report("  until the GPU store was seen", &stored);
     halo_hal_command_buffer_destroy(command_buffer);
+    base += (uint64_t)(warmup + options.steps);
   }
   halo_hal_queue_destroy(queue);
 }

@@ -38,7 +38,12 @@ typedef void (*halo_hal_completion_fn)(void *user_data, halo_status_t status);
 // the sleepers: halo_hal_semaphore_signal_woken). CUDA: cuStreamWriteValue64 of
 // |value| into the semaphore's slot, registered with the device, so that a
 // waiter spinning on the slot sees it without a host hop. Drivers without
-// device stores (local) ignore it.
+// device stores (local) ignore it. The store is an early sight, not the
+// signal: a store that would land below a higher value stored or issued
+// before at the same address is left out (the host path's signal then
+// covers it), so the values signalled at one address only go up; one
+// used again for a new semaphore needs its |slot|, whose generation tells
+// the two apart.
 //
 // |slot|, the host's view of the same slot (NULL: none), lets a completion
 // path wake the slot's futex sleepers as soon as the device's store has
