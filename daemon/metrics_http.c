@@ -199,6 +199,10 @@ static enum MHD_Result halod_metrics_http_reply(
     return MHD_NO;
   }
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  // A 405 names the methods served (RFC 9110, 15.5.6).
+  if (code == MHD_HTTP_METHOD_NOT_ALLOWED) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  }
   enum MHD_Result result = MHD_queue_response(connection, code, response);
   MHD_destroy_response(response);
   return result;

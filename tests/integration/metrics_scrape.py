@@ -24,6 +24,7 @@ Prometheus client is not installed (the test is skipped).
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 try:
@@ -153,7 +154,28 @@ def timed_fetch(url, accept, results, index):
     results[index] = (content_type, text, time.monotonic() - started)
 
 
+def check_refusals(url):
+    # Another method: 405 with the methods served (HTTP requires Allow).
+    request = urllib.request.Request(url, data=b"x", method="POST")
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        failures.append("POST /metrics was answered, not refused")
+    except urllib.error.HTTPError as error:
+        check(error.code == 405, f"POST /metrics: {error.code}, not 405")
+        allow = {m.strip() for m in (error.headers.get("Allow") or "").split(",")}
+        check({"GET", "HEAD"} <= allow,
+              f"POST /metrics: 405 with Allow {error.headers.get('Allow')!r}")
+    # Another path: 404.
+    other = url.rsplit("/", 1)[0] + "/other"
+    try:
+        urllib.request.urlopen(other, timeout=10)
+        failures.append("GET /other was answered, not refused")
+    except urllib.error.HTTPError as error:
+        check(error.code == 404, f"GET /other: {error.code}, not 404")
+
+
 def scrape_fresh(url):
+    check_refusals(url)
     prometheus = parse_prometheus(*fetch(url, PROMETHEUS_ACCEPT))
     openmetrics = parse_openmetrics(*fetch(url, OPENMETRICS_ACCEPT))
     for families, form in ((prometheus, "0.0.4"), (openmetrics, "OpenMetrics")):
