@@ -1141,12 +1141,23 @@ static void halod_ring_abandon(halod_t *daemon, halod_session_t *session,
     }
   }
   uint64_t rejected = ring->records_rejected;
+  // Only the records published by now, at most a ring's worth: the client
+  // may go on writing its ring (a thread of it publishing record after
+  // record as fast as they are read), which would keep the loop here, every
+  // other session waiting, for as long as it liked. What it publishes
+  // later is never read: the ring ends below.
+  uint64_t published =
+      atomic_load_explicit(&ring->header->tail, memory_order_acquire);
+  uint64_t end =
+      published >= ring->head && published - ring->head <= ring->capacity
+          ? published
+          : ring->head + ring->capacity;
   // An ALLOCA whose allocation is still out is refused with the rest (its
   // verdict, when it comes, finds the ring gone).
   ring->alloca_waiting = false;
   ring->abandon_code = code;
   ring->abandon_reason = reason;
-  while (halod_ring_step(ring) == HALOD_RING_PROGRESS) {
+  while (ring->head < end && halod_ring_step(ring) == HALOD_RING_PROGRESS) {
   }
   ring->abandon_reason = NULL;
   if (ring->records_rejected > rejected) {

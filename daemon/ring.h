@@ -66,7 +66,9 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session);
 // The session is lost (halod_session_lose): the records it published that
 // its consumer (halod, or a device worker) never took are read and refused
 // with |code| and |reason| (an asynchronous execute's or dealloca's
-// signals fail, as its waiting work's do), and the ring ends. Where the
+// signals fail, as its waiting work's do), and the ring ends. Only those
+// published by then, at most a ring's worth: a client that goes on writing
+// its ring does not keep halod reading it. Where the
 // worker draining it lives (a session of several devices, lost with
 // another device's worker), it is asked where it stopped first: a control
 // call off the loop (daemon/device_call.h), after which the records are

@@ -45,6 +45,12 @@
 //   workers-per-domain; the attacker's crash loses its part (both its
 //   sessions) and not the victim's, whose worker stays and whose steps all
 //   complete.
+// - a lost session's ring fed on and on (--trust-domain process): while
+//   its worker is killed, a thread of the attacker keeps its ring full of
+//   well-formed records; halod refuses those it had been given when the
+//   session was lost and reads no further, so its loop keeps serving (the
+//   admin socket answers within a second throughout, the victim completes
+//   its steps), and the ring is marked broken.
 // - a reused pid (--trust-domain process, root only): a session whose
 //   process ended (a forked child holds its connection) keeps its domain
 //   "pid:N"; a later process given the same pid (clone3's set_tid) gets a
@@ -58,7 +64,9 @@
 #include <limits.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +78,9 @@
 #include <unistd.h>
 
 #include "checked_add.h"
+#include "client/admin.h"
+#include "client/client.h"
+#include "common/ring.h"
 #include "tests/support/halo_test.h"
 
 #define MS HALO_TEST_MS
@@ -485,6 +496,90 @@ static pid_t find_attacker_worker(const halo_test_daemon_t *daemon) {
   print_message("the attacker's trust domain %s: worker pid %d\n", domain,
                 (int)worker);
   return worker;
+}
+
+// ---------------------------------------------------------------- ring feeder
+//
+// A thread of the attacker that writes well-formed SIGNAL records (sealed,
+// in sequence) into its session's ring as fast as halod takes them,
+// publishing each batch, for as long as it is let or until halod marks the
+// ring broken. It bypasses libhalo (a hostile client need not use it).
+
+typedef struct ring_feeder_t {
+  halo_client_ring_t *ring;
+  uint64_t semaphore;  // handle the SIGNAL records name
+  int64_t until_ns;
+  atomic_bool stop;
+  uint64_t records;  // written
+  bool broken;       // halod marked the ring broken
+  pthread_t thread;
+} ring_feeder_t;
+
+static void *ring_feeder_main(void *argument) {
+  ring_feeder_t *feeder = argument;
+  halo_client_ring_t *ring = feeder->ring;
+  halo_ring_header_t *header = ring->header;
+  uint64_t tail = ring->tail;
+  uint64_t sequence = ring->sequence;
+  _Alignas(16) uint8_t record[HALO_RING_SIGNAL_LENGTH];
+  while (!atomic_load(&feeder->stop) && halo_test_now_ns() < feeder->until_ns) {
+    if (atomic_load(&header->flags) & HALO_RING_FLAG_BROKEN) {
+      feeder->broken = true;
+      break;
+    }
+    uint64_t head = atomic_load(&header->head);
+    bool wrote = false;
+    // The capacity is a multiple of the record: none straddles the end.
+    while (tail + HALO_RING_SIGNAL_LENGTH - head <= ring->capacity) {
+      halo_ring_record_header_t record_header = {
+          .type = HALO_RING_RECORD_SIGNAL,
+          .length = HALO_RING_SIGNAL_LENGTH,
+          .sequence = (uint32_t)sequence};
+      halo_ring_semaphore_value_t signal = {feeder->semaphore, sequence + 1};
+      memcpy(record, &record_header, sizeof(record_header));
+      memcpy(record + sizeof(record_header), &signal, sizeof(signal));
+      halo_ring_record_seal(ring->key, record);
+      memcpy(ring->records + (tail & (ring->capacity - 1)), record,
+             sizeof(record));
+      tail += sizeof(record);
+      ++sequence;
+      ++feeder->records;
+      wrote = true;
+    }
+    if (!wrote) continue;
+    atomic_store(&header->tail, tail);
+    if (atomic_load(&header->flags) & HALO_RING_FLAG_NEED_WAKEUP) {
+      uint64_t one = 1;
+      if (write(ring->doorbell, &one, sizeof(one)) < 0) break;
+    }
+  }
+  return NULL;
+}
+
+// The longest admin status round trip while polling for |ms| (each bounded
+// by a second: -1 if one failed).
+static int64_t admin_slowest_ms(const halo_test_daemon_t *daemon, int ms) {
+  int64_t slowest = 0;
+  int64_t until = halo_test_now_ns() + ms * MS;
+  while (halo_test_now_ns() < until) {
+    int64_t start = halo_test_now_ns();
+    halo_admin_t *admin = NULL;
+    halo_wire_response_t *response = NULL;
+    halo_status_t status =
+        halo_admin_connect(daemon->admin_address, 1000, &admin);
+    if (!status) status = halo_admin_status(admin, &response);
+    if (admin) halo_admin_close(admin);
+    if (response) halo__wire__response__free_unpacked(response, NULL);
+    if (status) {
+      print_error("halod's admin socket: %s\n", halo_status_message(status));
+      halo_status_free(status);
+      return -1;
+    }
+    int64_t took = (halo_test_now_ns() - start) / MS;
+    if (took > slowest) slowest = took;
+    halo_test_sleep_ms(20);
+  }
+  return slowest;
 }
 
 // ---------------------------------------------------------------- fixtures
@@ -952,6 +1047,56 @@ static uint32_t domain_workers(const halo_test_daemon_t *daemon,
   return count;
 }
 
+// A hostile client whose session is lost (its worker killed) while a
+// thread of it keeps its ring full: halod refuses the records the ring held
+// at the loss and reads no more; it never stays in that ring (before, it
+// read record after record for as long as the client wrote them, and
+// served nobody else meanwhile).
+static void test_lost_ring_fed_on_does_not_stop_halod(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_test_process_t *victim = &fixture->peers[0];
+  victim_start(fixture, victim, "stop");
+  fixture->client = halo_test_connect(&fixture->daemon, 10000);
+  halo_client_t *client = fixture->client;
+  assert_non_null(client->ring.header);
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &semaphore));
+  pid_t worker = find_attacker_worker(&fixture->daemon);
+
+  static ring_feeder_t feeder;
+  memset(&feeder, 0, sizeof(feeder));
+  feeder.ring = &client->ring;
+  feeder.semaphore = halo_semaphore_handle(semaphore);
+  feeder.until_ns = halo_test_now_ns() + 6000 * MS;
+  assert_int_equal(
+      pthread_create(&feeder.thread, NULL, ring_feeder_main, &feeder), 0);
+  halo_test_sleep_ms(200);  // halod drains it meanwhile
+  print_message("SIGKILL to the attacker's worker, pid %d\n", worker);
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  touch(fixture, "crashed");
+  int64_t slowest = admin_slowest_ms(&fixture->daemon, 2000);
+  atomic_store(&feeder.stop, true);
+  pthread_join(feeder.thread, NULL);
+  print_message(
+      "the attacker wrote %llu ring records; its ring %s; halod's slowest "
+      "admin answer meanwhile: %lld ms\n",
+      (unsigned long long)feeder.records,
+      feeder.broken ? "was marked broken" : "was never marked broken",
+      (long long)slowest);
+  if (slowest < 0 || slowest >= 1000) {
+    print_error(
+        "halod stopped serving while it read the lost session's ring, which "
+        "its client kept writing\n");
+    fail();
+  }
+  assert_true(feeder.broken);
+  expect_daemon_alive(&fixture->daemon, "after the attacker's loss");
+  HALO_TEST_EXPECT_STATUS(halo_client_ping(client), HALO_STATUS_SESSION_LOST,
+                          NULL);
+  victim_expect_unaffected(fixture, victim);
+  halo_semaphore_release(semaphore);
+}
+
 // A process domain is its process's, not its pid's: a later process with
 // the pid of one whose session is still open (a forked child holds it)
 // must not join that domain, which would give it the first process's
@@ -1042,6 +1187,9 @@ int main(int argc, char **argv) {
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_parts_of_one_domain_are_contained,
                                       setup_two_parts,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_lost_ring_fed_on_does_not_stop_halod,
+                                      setup_process_domains,
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_reused_pid_gets_its_own_domain,
                                       setup_process_domains,
