@@ -640,11 +640,66 @@ halo_status_t halod_session_add_semaphore(halod_t *daemon,
   return NULL;
 }
 
+// The bytes of |buffer|, which another session created, charged to
+// |session| with its first handle on it (counted in the grants), refused
+// past the session's quota.
+static halo_status_t halod_session_charge_import(halod_t *daemon,
+                                                 halod_session_t *session,
+                                                 const halod_buffer_t *buffer) {
+  if (buffer->owner_session == session->id) return NULL;  // charged already
+  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
+  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  bool host = buffer->arena != NULL;
+  uint64_t *used = host ? &session->host_bytes : &session->device_bytes;
+  uint64_t quota = host ? daemon->config.session_host_bytes
+                        : daemon->config.session_device_bytes;
+  if (!count && (buffer->size > quota || *used > quota - buffer->size)) {
+    return halo_status_make(
+        HALO_STATUS_RESOURCE_EXHAUSTED,
+        "importing %s buffer %llu of %llu bytes would exceed the session's "
+        "quota %s (%llu of %llu bytes in use; an imported buffer counts as "
+        "the importer's own, which keeps it alive)",
+        host ? "host-visible" : "device", (unsigned long long)buffer->id,
+        (unsigned long long)buffer->size,
+        host ? "session-host-bytes" : "session-device-bytes",
+        (unsigned long long)*used, (unsigned long long)quota);
+  }
+  HALO_RETURN_IF_ERROR(
+      halo_u64_map_put(&session->grants, key, (void *)(count + 1)));
+  if (!count) *used += buffer->size;
+  return NULL;
+}
+
+// One handle of |session| on |buffer| went: the last of an imported one
+// gives its bytes back.
+static void halod_session_uncharge_import(halod_session_t *session,
+                                          const halod_buffer_t *buffer) {
+  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
+  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  if (!count) return;  // its own buffer
+  if (count > 1) {
+    // Replacing a present key never allocates.
+    halo_status_free(
+        halo_u64_map_put(&session->grants, key, (void *)(count - 1)));
+    return;
+  }
+  halo_u64_map_remove(&session->grants, key);
+  if (buffer->arena) {
+    session->host_bytes -= buffer->size;
+  } else {
+    session->device_bytes -= buffer->size;
+  }
+}
+
 halo_status_t halod_session_add_buffer(halod_t *daemon,
                                        halod_session_t *session,
                                        halod_buffer_t *buffer,
                                        uint64_t *out_handle) {
-  halo_status_t status = NULL;
+  halo_status_t status = halod_session_charge_import(daemon, session, buffer);
+  if (status) {
+    halod_buffer_release(daemon, buffer);
+    return status;
+  }
   if (buffer->arena) {
     status = halod_session_grant(
         daemon, session, HALOD_GRANT_ARENA, buffer->arena->id,
@@ -658,6 +713,7 @@ halo_status_t halod_session_add_buffer(halod_t *daemon,
     }
   }
   if (status) {
+    halod_session_uncharge_import(session, buffer);
     halod_buffer_release(daemon, buffer);
     return status;
   }
@@ -696,6 +752,7 @@ halo_status_t halod_session_remove_buffer(halod_session_t *session,
   if (buffer->arena) {
     halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);
   }
+  halod_session_uncharge_import(session, buffer);
   --session->buffers;
   *out_buffer = buffer;
   return NULL;

@@ -27,10 +27,13 @@ typedef struct halod_ring_t halod_ring_t;
 typedef struct halod_device_call_t halod_device_call_t;
 
 // What the fd channel may hand a session: pages and arenas it holds objects
-// on. Keys: kind << 56 | id.
+// on. Keys: kind << 56 | id. HALOD_GRANT_BUFFER (never served) counts the
+// session's handles on a buffer another session created, whose bytes it is
+// charged (halod_session_add_buffer).
 typedef enum halod_grant_kind_e {
   HALOD_GRANT_PAGE = 1,
   HALOD_GRANT_ARENA = 2,
+  HALOD_GRANT_BUFFER = 3,
 } halod_grant_kind_t;
 
 struct halod_session_t {
@@ -165,7 +168,12 @@ bool halod_session_is_granted(const halod_session_t *session,
                               halod_grant_kind_t kind, uint64_t id);
 
 // Adds a handle for |semaphore| / |buffer| (taking over one reference) and
-// its grant. On failure the reference is released.
+// its grant. A buffer another session created (an import) charges its
+// bytes to |session| against session-host-bytes or session-device-bytes
+// (once however many handles it holds on it, until the last goes): the
+// importer keeps the memory alive, whether or not its creator stays;
+// RESOURCE_EXHAUSTED naming the setting past the quota. On failure the
+// reference is released.
 halo_status_t halod_session_add_semaphore(halod_t *daemon,
                                           halod_session_t *session,
                                           halod_semaphore_t *semaphore,

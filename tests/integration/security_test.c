@@ -529,6 +529,81 @@ static void test_connect_and_close_leaves_listeners_accepting(void **state) {
   expect_daemon_serves(fixture);
 }
 
+// ---------------------------------------------------------------- quotas
+
+// Byte quotas of one MiB a session.
+static int quota_setup(void **state) {
+  static const char *const args[] = {"--session-device-bytes", "1M",
+                                     "--session-host-bytes", "1M", NULL};
+  return halo_test_fixture_setup_with(state, args, true);
+}
+
+// Rounds of a fresh session creating a buffer of |type| of the whole quota,
+// exportable, exporting it to the fixture's client and leaving. The
+// importer keeps each buffer's memory alive, whoever created it: importing
+// charges it the bytes, so the second import is refused naming |setting|
+// (before, the bytes were charged to nobody once their creator left, and
+// one session held any number of quotas' worth); one released, another
+// fits.
+static void expect_imports_charged(halo_test_fixture_t *fixture,
+                                   halo_memory_type_t type,
+                                   const char *setting) {
+  enum { ROUNDS = 4, SIZE = 1 << 20 };
+  halo_buffer_t *imported[ROUNDS] = {0};
+  uint32_t accepted = 0;
+  for (uint32_t round = 0; round < ROUNDS; ++round) {
+    halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+    halo_buffer_t *buffer = halo_test_create_buffer(
+        creator, type, SIZE, HALO_OBJECT_FLAG_EXPORTABLE);
+    halo_token_t token;
+    HALO_TEST_ASSERT_OK(halo_buffer_export(buffer, &token));
+    halo_status_t status =
+        halo_buffer_import(fixture->client, &token, &imported[round]);
+    if (round == 0) {
+      HALO_TEST_ASSERT_OK(status);
+    } else if (!status) {
+      print_error(
+          "import %u of a %s buffer of %d bytes was accepted with a quota "
+          "of %d bytes (%s)\n",
+          round + 1, type == HALO_MEMORY_DEVICE ? "device" : "host-visible",
+          SIZE, SIZE, setting);
+    } else {
+      halo_test_expect_status(status, HALO_STATUS_RESOURCE_EXHAUSTED, setting,
+                              "import", __FILE__, __LINE__);
+    }
+    accepted += imported[round] != NULL;
+    halo_client_close(creator);  // its buffer lives on in the importer
+  }
+  for (uint32_t round = 0; round < ROUNDS; ++round) {
+    if (imported[round]) halo_buffer_release(imported[round]);
+  }
+  assert_int_equal(accepted, 1);
+  // Released, the bytes are the importer's again.
+  halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer =
+      halo_test_create_buffer(creator, type, SIZE, HALO_OBJECT_FLAG_EXPORTABLE);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_buffer_export(buffer, &token));
+  halo_buffer_t *again = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_import(fixture->client, &token, &again));
+  halo_buffer_t *twice = NULL;  // a second handle: charged once
+  HALO_TEST_ASSERT_OK(halo_buffer_import(fixture->client, &token, &twice));
+  halo_buffer_release(twice);
+  halo_buffer_release(again);
+  halo_client_close(creator);
+  // Its own quota is whole again.
+  halo_buffer_t *own = halo_test_create_buffer(fixture->client, type, SIZE, 0);
+  halo_buffer_release(own);
+}
+
+static void test_imported_buffers_count_against_the_importer(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  expect_imports_charged(fixture, HALO_MEMORY_DEVICE, "session-device-bytes");
+  expect_imports_charged(fixture, HALO_MEMORY_HOST_VISIBLE,
+                         "session-host-bytes");
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
@@ -543,6 +618,9 @@ int main(void) {
       T(test_other_uid_cannot_use_session_token),
       T(test_outsider_is_told_the_socket_group),
       T(test_connect_and_close_leaves_listeners_accepting),
+      cmocka_unit_test_setup_teardown(
+          test_imported_buffers_count_against_the_importer, quota_setup,
+          halo_test_fixture_teardown),
   };
 #undef T
   return cmocka_run_group_tests_name("security", tests, NULL, NULL);
