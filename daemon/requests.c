@@ -51,6 +51,9 @@ void halod_reply_status(halod_server_context_t *context, halo_status_t status) {
   halod_reply_retry(context, status, 0);
 }
 
+// The most of a client's failure message (SemaphoreFail) halod keeps.
+#define HALOD_FAILURE_MESSAGE_BYTES 1024
+
 // A reply under construction: status plus body.
 typedef struct halod_request_t {
   halod_t *daemon;
@@ -739,8 +742,26 @@ static halo_status_t halod_request_semaphore_fail(
                             "status code (1..%d)",
                             fail->code, HALO_STATUS_CODE_COUNT - 1);
   }
-  halod_semaphore_fail(semaphore, (halo_status_code_t)fail->code, "%s",
-                       fail->message ? fail->message : "");
+  // Kept as long as the semaphore lives, and copied to every waiter's
+  // failure: a message of a request's size on each of a session's
+  // semaphores would be gigabytes of halod's charged to no quota. Cut at a
+  // UTF-8 character's start.
+  const char *message = fail->message ? fail->message : "";
+  size_t length = strlen(message);
+  size_t kept = length;
+  if (kept > HALOD_FAILURE_MESSAGE_BYTES) {
+    kept = HALOD_FAILURE_MESSAGE_BYTES;
+    while (kept > 0 && ((unsigned char)message[kept] & 0xc0) == 0x80) --kept;
+  }
+  if (kept < length) {
+    halod_semaphore_fail(semaphore, (halo_status_code_t)fail->code,
+                         "%.*s... (%zu bytes cut; the client's message had "
+                         "%zu)",
+                         (int)kept, message, length - kept, length);
+  } else {
+    halod_semaphore_fail(semaphore, (halo_status_code_t)fail->code, "%s",
+                         message);
+  }
   return NULL;
 }
 

@@ -529,6 +529,63 @@ static void test_connect_and_close_leaves_listeners_accepting(void **state) {
   expect_daemon_serves(fixture);
 }
 
+// ---------------------------------------------------------------- failures
+
+// The resident memory of process |pid| in KiB (VmRSS), -1 if unknown.
+static long resident_kib(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  FILE *file = fopen(path, "r");
+  if (!file) return -1;
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof(line), file)) {
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  }
+  fclose(file);
+  return kib;
+}
+
+// A client's failure message is kept by halod as long as the semaphore
+// lives (SemaphoreQuery and every waiter report it): a message of any
+// length, up to a request's 4 MiB, on each of a session's semaphores would
+// make halod hold gigabytes charged to no quota. It is cut to a bounded
+// length that says so; the semaphore still fails with the code.
+static void test_failure_messages_are_bounded(void **state) {
+  security_fixture_t *fixture = *state;
+  enum { COUNT = 48, LENGTH = 3 << 20 };
+  char *message = malloc(LENGTH + 1);
+  assert_non_null(message);
+  memset(message, 'x', LENGTH);
+  message[LENGTH] = '\0';
+  halo_semaphore_t *semaphores[COUNT];
+  long before = resident_kib(fixture->base.daemon.pid);
+  for (int i = 0; i < COUNT; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_create(fixture->base.client, 0, 0, &semaphores[i]));
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_fail(semaphores[i], HALO_STATUS_INTERNAL, message));
+  }
+  long after = resident_kib(fixture->base.daemon.pid);
+  free(message);
+  uint64_t value = 0;
+  halo_status_t status = halo_semaphore_query(semaphores[0], &value);
+  size_t reported = strlen(halo_status_message(status));
+  print_message(
+      "%d semaphores failed with %d-byte messages: halod's RSS %ld -> %ld "
+      "KiB; the failure reads back with %zu bytes\n",
+      COUNT, LENGTH, before, after, reported);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INTERNAL);
+  assert_non_null(strstr(halo_status_message(status), "xxxx"));
+  assert_non_null(strstr(halo_status_message(status), "bytes cut"));
+  halo_status_free(status);
+  assert_true(reported < 4096);
+  assert_true(before > 0 && after > 0);
+  assert_true(after - before < 32 * 1024);
+  for (int i = 0; i < COUNT; ++i) halo_semaphore_release(semaphores[i]);
+  expect_daemon_serves(fixture);
+}
+
 // ---------------------------------------------------------------- quotas
 
 // Byte quotas of one MiB a session.
@@ -618,6 +675,7 @@ int main(void) {
       T(test_other_uid_cannot_use_session_token),
       T(test_outsider_is_told_the_socket_group),
       T(test_connect_and_close_leaves_listeners_accepting),
+      T(test_failure_messages_are_bounded),
       cmocka_unit_test_setup_teardown(
           test_imported_buffers_count_against_the_importer, quota_setup,
           halo_test_fixture_teardown),
