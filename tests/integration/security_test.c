@@ -581,7 +581,11 @@ static void test_failure_messages_are_bounded(void **state) {
   halo_status_free(status);
   assert_true(reported < 4096);
   assert_true(before > 0 && after > 0);
+  // Under AddressSanitizer the requests' freed buffers stay resident in its
+  // quarantine: only the message's length tells there.
+#if !defined(__SANITIZE_ADDRESS__)
   assert_true(after - before < 32 * 1024);
+#endif
   for (int i = 0; i < COUNT; ++i) halo_semaphore_release(semaphores[i]);
   expect_daemon_serves(fixture);
 }
