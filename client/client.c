@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/bounded_call.h"
@@ -44,13 +45,49 @@ static halo_status_t halo_client_lost_status(const halo_client_t *client) {
                           client->address);
 }
 
+int64_t halo_client_deadline_ns(const halo_client_t *client,
+                                int64_t *deadline_ns) {
+  if (*deadline_ns == 0) {
+    *deadline_ns =
+        halo_clock_deadline_ns((int64_t)client->request_timeout_ms * 1000000);
+  }
+  return *deadline_ns;
+}
+
+bool halo_client_lock_until(const halo_client_t *client, pthread_mutex_t *mutex,
+                            int64_t *deadline_ns) {
+  if (pthread_mutex_trylock(mutex) == 0) return true;
+  int64_t deadline = halo_client_deadline_ns(client, deadline_ns);
+  for (;;) {
+    int64_t remaining = deadline - halo_clock_now_ns();
+    if (remaining <= 0) return false;
+    // pthread_mutex_timedlock's clock is CLOCK_REALTIME: the deadline is
+    // checked again on the monotonic clock after each timed-out try (a step
+    // of the wall clock ends one early).
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct timespec until = halo_clock_timespec(
+        (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + remaining);
+    if (pthread_mutex_timedlock(mutex, &until) == 0) return true;
+  }
+}
+
+halo_status_t halo_client_deadline_status(const halo_client_t *client,
+                                          const char *what) {
+  return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                          "halod at %s did not answer within the request "
+                          "timeout of %d ms (waiting for %s)",
+                          client->address, client->request_timeout_ms, what);
+}
+
 halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response) {
   *out_response = NULL;
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
+  int64_t deadline_ns = 0;
   // Nothing sent on the socket may overtake a record in the ring.
-  HALO_RETURN_IF_ERROR(halo_client_ring_flush(client));
+  HALO_RETURN_IF_ERROR(halo_client_ring_flush(client, &deadline_ns));
   pthread_mutex_lock(&client->call_mutex);
   // A request halod refused for now (an executable load past its bounds on
   // loads waiting) is sent again while the call's timeout has not passed.

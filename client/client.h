@@ -89,8 +89,10 @@ void halo_client_ring_close(halo_client_t *client);
 // Whether the ring carries records now (open and not broken).
 bool halo_client_ring_usable(halo_client_t *client);
 // Waits until the daemon consumed every published record, so a socket
-// request never overtakes a ring record (halo_client_call does this).
-halo_status_t halo_client_ring_flush(halo_client_t *client);
+// request never overtakes a ring record (halo_client_call does this), at
+// most until the call's deadline (halo_client_deadline_ns).
+halo_status_t halo_client_ring_flush(halo_client_t *client,
+                                     int64_t *deadline_ns);
 // A queue operation as libhalo checked it, before a transport carries it:
 // handles and plain values, which the submission ring writes as a record
 // (its layout is the same: one copy) and the socket as a protobuf request
@@ -156,6 +158,23 @@ halo_status_t halo_client_ring_dealloca(halo_client_t *client,
 // returning its status (as the socket's reply would).
 halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
                                       uint64_t value, bool *out_used);
+
+// The end (CLOCK_MONOTONIC) of a call's request timeout: *|deadline_ns|,
+// or, while that is 0, now plus the client's request timeout, which is
+// stored there. A call takes its deadline when it first waits for halod
+// (for room or a verdict in the ring, for the ring to drain, for its reply,
+// for another thread's call to end) and every later wait of the call ends
+// there too: halo.h's request timeout bounds the whole call.
+int64_t halo_client_deadline_ns(const halo_client_t *client,
+                                int64_t *deadline_ns);
+// Locks |mutex| (the ring's, the socket's: held by a thread waiting for
+// halod) unless the call's deadline passes first; false then.
+bool halo_client_lock_until(const halo_client_t *client, pthread_mutex_t *mutex,
+                            int64_t *deadline_ns);
+// DEADLINE_EXCEEDED: halod did not answer within the request timeout while
+// the call waited for |what|.
+halo_status_t halo_client_deadline_status(const halo_client_t *client,
+                                          const char *what);
 
 // One request/response round trip (thread-safe). Frees nothing of
 // |request|; the caller frees |*out_response|.

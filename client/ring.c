@@ -131,9 +131,12 @@ static bool halo_client_daemon_gone(halo_client_t *client) {
 }
 
 // Waits until the daemon's head reaches |target| (or the ring breaks):
-// spins ~20 us, then sleeps in growing slices, watching the daemon.
-static halo_status_t halo_ring_wait_head(halo_client_t *client,
-                                         uint64_t target) {
+// spins ~20 us, then sleeps in growing slices, watching the daemon, until
+// the call's deadline (DEADLINE_EXCEEDED naming |what|: a stopped or hung
+// halod must not hold the call for ever, as it does not over the socket).
+static halo_status_t halo_ring_wait_head(halo_client_t *client, uint64_t target,
+                                         int64_t *deadline_ns,
+                                         const char *what) {
   halo_ring_header_t *header = client->ring.header;
   int64_t start = 0;
   int64_t sleep_ns = 10000;
@@ -149,26 +152,33 @@ static halo_status_t halo_ring_wait_head(halo_client_t *client,
                               "halod went away with records in the "
                               "submission ring; reconnect");
     }
-    struct timespec pause = {.tv_nsec = sleep_ns};
+    int64_t deadline = halo_client_deadline_ns(client, deadline_ns);
+    if (now >= deadline) return halo_client_deadline_status(client, what);
+    struct timespec pause = {
+        .tv_nsec = deadline - now < sleep_ns ? deadline - now : sleep_ns};
     nanosleep(&pause, NULL);
     if (sleep_ns < HALO_RING_SLEEP_MAX_NS) sleep_ns *= 2;
   }
 }
 
-halo_status_t halo_client_ring_flush(halo_client_t *client) {
+halo_status_t halo_client_ring_flush(halo_client_t *client,
+                                     int64_t *deadline_ns) {
   halo_client_ring_t *ring = &client->ring;
   if (!ring->header) return NULL;
   uint64_t tail =
       atomic_load_explicit(&ring->header->tail, memory_order_acquire);
   if (atomic_load_explicit(&ring->header->head, memory_order_acquire) >= tail)
     return NULL;
-  return halo_ring_wait_head(client, tail);
+  return halo_ring_wait_head(client, tail, deadline_ns,
+                             "the submission ring to drain before a request "
+                             "on the socket");
 }
 
 // Makes room for a record of |length| bytes (with a PAD record before it
 // if it would cross the ring's end) and returns where it goes. Ring mutex
 // held.
 static halo_status_t halo_ring_reserve(halo_client_t *client, uint32_t length,
+                                       int64_t *deadline_ns,
                                        uint8_t **out_record) {
   halo_client_ring_t *ring = &client->ring;
   uint32_t offset = (uint32_t)(ring->tail & (ring->capacity - 1));
@@ -178,7 +188,10 @@ static halo_status_t halo_ring_reserve(halo_client_t *client, uint32_t length,
   // Backpressure: wait for the daemon to consume enough.
   uint64_t end = ring->tail + need;
   if (end > ring->capacity) {
-    HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, end - ring->capacity));
+    HALO_RETURN_IF_ERROR(halo_ring_wait_head(
+        client, end - ring->capacity, deadline_ns,
+        "room in the submission ring (halod did not take the records "
+        "before)"));
   }
   if (length > contiguous) {
     // contiguous < length <= HALO_RING_MAX_RECORD_BYTES fits in 16 bits.
@@ -210,18 +223,23 @@ static void halo_ring_publish(halo_client_ring_t *ring) {
 // Locks the ring mutex and reserves |length| bytes for the next record.
 // When the ring takes it, returns NULL with the mutex held and *out_record
 // set. Otherwise returns with the mutex unlocked and *out_record NULL: the
-// status of a failed wait for room, or NULL when the ring is broken (the
-// caller goes over the socket).
+// status of a failed wait for room or for the mutex (held by another
+// thread waiting for halod), or NULL when the ring is broken (the caller
+// goes over the socket).
 static halo_status_t halo_ring_lock_reserve(halo_client_t *client,
                                             uint32_t length,
+                                            int64_t *deadline_ns,
                                             uint8_t **out_record) {
   *out_record = NULL;
   halo_client_ring_t *ring = &client->ring;
-  pthread_mutex_lock(&ring->mutex);
+  if (!halo_client_lock_until(client, &ring->mutex, deadline_ns)) {
+    return halo_client_deadline_status(
+        client, "the submission ring, held by another thread's call");
+  }
   uint8_t *record = NULL;
   halo_status_t status = NULL;
   if (!halo_ring_broken(ring)) {
-    status = halo_ring_reserve(client, length, &record);
+    status = halo_ring_reserve(client, length, deadline_ns, &record);
   }
   if (status || !record || halo_ring_broken(ring)) {
     pthread_mutex_unlock(&ring->mutex);
@@ -268,10 +286,13 @@ static uint8_t *halo_ring_write(uint8_t *cursor, const void *elements,
 
 // Waits until the daemon processed record |sequence| (ending at
 // |ring->tail|) and returns its verdict. Ring mutex held.
-static halo_status_t halo_ring_verdict(halo_client_t *client,
-                                       uint64_t sequence) {
+static halo_status_t halo_ring_verdict(halo_client_t *client, uint64_t sequence,
+                                       int64_t *deadline_ns) {
   halo_client_ring_t *ring = &client->ring;
-  HALO_RETURN_IF_ERROR(halo_ring_wait_head(client, ring->tail));
+  HALO_RETURN_IF_ERROR(halo_ring_wait_head(
+      client, ring->tail, deadline_ns,
+      "halod's verdict on the call's submission ring record; halod may "
+      "still carry it out, as it may a timed-out request"));
   halo_ring_header_t *header = ring->header;
   if (atomic_load_explicit(&header->head, memory_order_acquire) < ring->tail) {
     // Broken before it read the record: a framing error (DATA_LOSS), or
@@ -307,8 +328,10 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
     // Too long for a record: over the socket, after the ring drained.
     return NULL;
   }
+  int64_t deadline_ns = 0;
   uint8_t *record;
-  halo_status_t status = halo_ring_lock_reserve(client, length, &record);
+  halo_status_t status =
+      halo_ring_lock_reserve(client, length, &deadline_ns, &record);
   if (!record) return status;
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {.type = HALO_RING_RECORD_EXECUTE,
@@ -335,7 +358,7 @@ halo_status_t halo_client_ring_execute(halo_client_t *client,
                            sizeof(halo_ring_semaphore_value_t));
   memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
   halo_ring_commit(ring, record, length);
-  if (!ring->async) status = halo_ring_verdict(client, sequence);
+  if (!ring->async) status = halo_ring_verdict(client, sequence, &deadline_ns);
   pthread_mutex_unlock(&ring->mutex);
   *out_used = true;
   return status;
@@ -346,9 +369,10 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
   *out_used = false;
   halo_client_ring_t *ring = &client->ring;
   if (!ring->header) return NULL;
+  int64_t deadline_ns = 0;
   uint8_t *record;
-  halo_status_t status =
-      halo_ring_lock_reserve(client, HALO_RING_SIGNAL_LENGTH, &record);
+  halo_status_t status = halo_ring_lock_reserve(client, HALO_RING_SIGNAL_LENGTH,
+                                                &deadline_ns, &record);
   if (!record) return status;
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {.type = HALO_RING_RECORD_SIGNAL,
@@ -360,7 +384,7 @@ halo_status_t halo_client_ring_signal(halo_client_t *client, uint64_t handle,
   halo_ring_commit(ring, record, HALO_RING_SIGNAL_LENGTH);
   // The signal is synchronous, as over the socket: wait for the daemon to
   // process it and take its verdict from the header.
-  status = halo_ring_verdict(client, sequence);
+  status = halo_ring_verdict(client, sequence, &deadline_ns);
   pthread_mutex_unlock(&ring->mutex);
   *out_used = true;
   return status;
@@ -381,8 +405,10 @@ static halo_status_t halo_ring_submit_values(
   uint32_t length =
       halo_ring_values_length(body_bytes, sync->wait_count, sync->signal_count);
   if (length == 0) return NULL;
+  int64_t deadline_ns = 0;
   uint8_t *record;
-  halo_status_t status = halo_ring_lock_reserve(client, length, &record);
+  halo_status_t status =
+      halo_ring_lock_reserve(client, length, &deadline_ns, &record);
   if (!record) return status;
   uint64_t sequence = ring->sequence++;
   halo_ring_record_header_t header = {
@@ -397,7 +423,7 @@ static halo_status_t halo_ring_submit_values(
                            sizeof(halo_ring_semaphore_value_t));
   memset(cursor, 0, length - (size_t)(cursor - ring->scratch));
   halo_ring_commit(ring, record, length);
-  if (wait_verdict) status = halo_ring_verdict(client, sequence);
+  if (wait_verdict) status = halo_ring_verdict(client, sequence, &deadline_ns);
   if (!status && out_result) {
     // The verdict was OK: the result was stored before |head| passed.
     halo_ring_header_t *shared = ring->header;

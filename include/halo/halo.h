@@ -96,7 +96,11 @@ typedef struct halo_client_options_t {
 // only the daemon checks (slot requirements, handles, signal values, quota,
 // draining) then fails the execution's signal semaphores with the reason
 // instead. A full ring makes the call wait; order is kept across the ring
-// and the socket.
+// and the socket. Over the ring as over the socket, a call that halod does
+// not answer returns DEADLINE_EXCEEDED after the request timeout (waiting
+// for room, for the verdict, or for the ring to drain before a socket
+// request); as with a timed-out request, halod may still carry out a
+// record it takes later.
 HALO_API halo_status_t halo_client_connect(const halo_client_options_t *options,
                                            halo_client_t **out_client);
 
