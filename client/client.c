@@ -88,14 +88,26 @@ halo_status_t halo_client_call(halo_client_t *client,
   int64_t deadline_ns = 0;
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client, &deadline_ns));
-  pthread_mutex_lock(&client->call_mutex);
+  // One request at a time on the socket: the time a call waits here for
+  // other threads' requests counts toward its timeout, as does the ring's
+  // drain, so that no call outlasts its request timeout (with halod stopped,
+  // the 64th of 64 threads would otherwise wait 64 timeouts).
+  if (!halo_client_lock_until(client, &client->call_mutex, &deadline_ns)) {
+    return halo_client_deadline_status(
+        client, "the socket, busy with other threads' requests");
+  }
+  int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
+  int64_t remaining_ms = (deadline - halo_clock_now_ns() + 999999) / 1000000;
+  if (remaining_ms <= 0) {
+    pthread_mutex_unlock(&client->call_mutex);
+    return halo_client_deadline_status(
+        client, "the socket, busy with other threads' requests");
+  }
+  nng_aio_set_timeout(client->aio, (nng_duration)remaining_ms);
   // A request halod refused for now (an executable load past its bounds on
   // loads waiting) is sent again while the call's timeout has not passed.
-  int64_t retry_until_ns =
-      halo_clock_deadline_ns((int64_t)client->request_timeout_ms * 1000000);
-  halo_status_t status =
-      halo_wire_call_retrying(client->ctx, client->aio, &client->lost, request,
-                              retry_until_ns, out_response);
+  halo_status_t status = halo_wire_call_retrying(
+      client->ctx, client->aio, &client->lost, request, deadline, out_response);
   pthread_mutex_unlock(&client->call_mutex);
   if (status && atomic_load(&client->lost) &&
       halo_status_code(status) != HALO_STATUS_UNAVAILABLE) {
@@ -344,7 +356,6 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   }
   if (rv == 0) rv = nng_ctx_open(&client->ctx, client->socket);
   if (rv == 0) {
-    nng_aio_set_timeout(client->aio, timeout_ms);
     rv = halo_wire_dial_once(client->socket, address,
                              halo_client_on_pipe_removed, client);
   }

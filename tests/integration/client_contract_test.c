@@ -2,8 +2,8 @@
 // Copyright 2026 The halo Authors
 // libhalo's contract with a program that embeds it (an inference server:
 // many threads, a long-lived process), as include/halo/halo.h states it:
-// - request timeout: every call that asks halod over the submission ring
-//   (and a socket request waiting for the ring to drain) returns
+// - request timeout: every call that asks halod (over the socket, over the
+//   submission ring, or waiting for either behind other threads) returns
 //   DEADLINE_EXCEEDED within the client's request timeout when halod does
 //   not answer (here: halod stopped with SIGSTOP), and the client works
 //   again once halod does.
@@ -103,6 +103,25 @@ static void resume_daemon(halo_test_daemon_t *daemon) {
   assert_int_equal(kill(daemon->pid, SIGCONT), 0);
 }
 
+// Calls over the socket from several threads: each waits for the call
+// before it, but none longer than its own request timeout.
+static void test_queued_socket_calls_honour_the_request_timeout(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client =
+      halo_test_connect(&fixture->daemon, REQUEST_TIMEOUT_MS);
+  call_t calls[THREADS];
+  memset(calls, 0, sizeof(calls));
+  for (int i = 0; i < THREADS; ++i) {
+    calls[i].client = client;
+    calls[i].kind = CALL_PING;
+  }
+  calls_while_stopped(&fixture->daemon, calls, THREADS);
+  resume_daemon(&fixture->daemon);
+  // halod answers again: so does the client.
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_client_close(client);
+}
+
 // Semaphore signals go through the submission ring and wait for halod's
 // verdict on their records: that wait is bounded by the request timeout as
 // a socket call's is, for the first signal and for those queued behind it.
@@ -146,6 +165,7 @@ int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, setup, halo_test_fixture_teardown)
   const struct CMUnitTest tests[] = {
+      T(test_queued_socket_calls_honour_the_request_timeout),
       T(test_ring_calls_honour_the_request_timeout),
   };
 #undef T
