@@ -324,6 +324,10 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   const char *address = options ? options->address : NULL;
   if (!address || !*address) address = getenv("HALO_ADDRESS");
   if (!address || !*address) address = "ipc:///run/halo/halo.sock";
+  HALO_CHECK_ARG(!options || options->request_timeout_ms >= 0,
+                 "options->request_timeout_ms is %d: a request timeout is "
+                 "a number of milliseconds (0: the default, 30000)",
+                 (int)options->request_timeout_ms);
   HALO_CHECK_ARG(strncmp(address, "ipc://", 6) == 0,
                  "address '%s' is not an ipc:// address (halo clients share "
                  "memory with the daemon)",

@@ -74,7 +74,9 @@ typedef struct halo_client_options_t {
   const char *address;
   // Shown to the operator by haloctl; NULL: the process name.
   const char *client_name;
-  // Limit for each request to the daemon, in milliseconds; 0: 30000.
+  // Limit for each request to the daemon, in milliseconds; 0: 30000;
+  // negative: INVALID_ARGUMENT. It bounds the whole call: the time it waits
+  // for other threads' requests and for the submission ring counts.
   int32_t request_timeout_ms;
 } halo_client_options_t;
 

@@ -6,7 +6,8 @@
 //   submission ring, or waiting for either behind other threads) returns
 //   DEADLINE_EXCEEDED within the client's request timeout when halod does
 //   not answer (here: halod stopped with SIGSTOP), and the client works
-//   again once halod does.
+//   again once halod does;
+// - options: a request timeout out of range is INVALID_ARGUMENT naming it.
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -155,6 +156,18 @@ static void test_ring_calls_honour_the_request_timeout(void **state) {
   halo_client_close(client);
 }
 
+// A negative request timeout is not a timeout: it is refused, not replaced
+// by the default in silence.
+static void test_negative_request_timeout_is_invalid(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_options_t options = {.address = fixture->daemon.listen_address,
+                                   .request_timeout_ms = -1};
+  halo_client_t *client = (halo_client_t *)1;
+  HALO_TEST_EXPECT_STATUS(halo_client_connect(&options, &client),
+                          HALO_STATUS_INVALID_ARGUMENT, "request_timeout_ms");
+  assert_null(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -167,6 +180,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_queued_socket_calls_honour_the_request_timeout),
       T(test_ring_calls_honour_the_request_timeout),
+      T(test_negative_request_timeout_is_invalid),
   };
 #undef T
   return cmocka_run_group_tests_name("client_contract", tests, NULL, NULL);
