@@ -3,7 +3,9 @@
 // libhalo: connection, handshake, fd channel, shared mappings.
 #include "client/client.h"
 
+#include <errno.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +145,46 @@ halo_status_t halo_client_export(halo_client_t *client,
   return status;
 }
 
-// Sends one fd channel request and receives the reply (and its fd).
+// Waits until the fd channel has something to read (a reply, or its
+// end); false if |deadline_ns| passes first.
+static bool halo_client_fd_readable(const halo_client_t *client,
+                                    int64_t deadline_ns) {
+  for (;;) {
+    int64_t remaining = deadline_ns - halo_clock_now_ns();
+    if (remaining <= 0) return false;
+    int64_t ms = (remaining + 999999) / 1000000;
+    struct pollfd fd = {.fd = client->fd_channel, .events = POLLIN};
+    int rv = poll(&fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+    // Readable, hung up or failed: the receive says which.
+    if (rv > 0 || (rv < 0 && errno != EINTR)) return true;
+  }
+}
+
+static const char *halo_client_fd_kind_name(uint32_t kind) {
+  switch (kind) {
+    case HALO_FD_REQUEST_AUTH:
+      return "AUTH";
+    case HALO_FD_REQUEST_SEMAPHORE_PAGE:
+      return "SEMAPHORE_PAGE";
+    case HALO_FD_REQUEST_ARENA:
+      return "ARENA";
+    case HALO_FD_REQUEST_RING:
+      return "RING";
+    case HALO_FD_REQUEST_DOORBELL:
+      return "DOORBELL";
+    case HALO_FD_REQUEST_DAEMON:
+      return "DAEMON";
+    default:
+      return "?";
+  }
+}
+
+// Sends one fd channel request and receives the reply (and its fd), within
+// the request timeout: halod answers the fd channel on its loop, as it does
+// the socket, and a stopped or hung halod must not hold the call (or, at
+// connect, the AUTH) for ever. A reply that comes after its request timed
+// out is read and dropped before the next request, so that each request
+// gets its own reply.
 static halo_status_t halo_client_fd_request(halo_client_t *client,
                                             uint32_t kind, uint64_t id,
                                             int *out_fd, uint64_t *out_size) {
@@ -156,13 +197,40 @@ static halo_status_t halo_client_fd_request(halo_client_t *client,
   if (kind == HALO_FD_REQUEST_AUTH) {
     memcpy(request.token, client->token, sizeof(request.token));
   }
+  int64_t deadline_ns = 0;
+  if (!halo_client_lock_until(client, &client->fd_mutex, &deadline_ns)) {
+    return halo_client_deadline_status(
+        client, "the fd channel, busy with another thread's request");
+  }
+  int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
   halo_fd_reply_t reply;
   int fd = -1;
-  pthread_mutex_lock(&client->fd_mutex);
-  halo_status_t status =
-      halo_fd_send(client->fd_channel, &request, sizeof(request), -1);
-  if (!status)
+  halo_status_t status = NULL;
+  while (!status && client->fd_replies_owed > 0) {
+    if (!halo_client_fd_readable(client, deadline)) {
+      status = halo_client_deadline_status(
+          client, "its reply to an earlier fd channel request that timed out");
+      break;
+    }
     status = halo_fd_recv(client->fd_channel, &reply, sizeof(reply), &fd);
+    if (fd >= 0) close(fd);
+    fd = -1;
+    if (!status) --client->fd_replies_owed;
+  }
+  if (!status) {
+    status = halo_fd_send(client->fd_channel, &request, sizeof(request), -1);
+  }
+  if (!status) {
+    if (halo_client_fd_readable(client, deadline)) {
+      status = halo_fd_recv(client->fd_channel, &reply, sizeof(reply), &fd);
+    } else {
+      ++client->fd_replies_owed;
+      char what[96];
+      snprintf(what, sizeof(what), "its reply to fd channel request %s %llu",
+               halo_client_fd_kind_name(kind), (unsigned long long)id);
+      status = halo_client_deadline_status(client, what);
+    }
+  }
   pthread_mutex_unlock(&client->fd_mutex);
   if (status) return status;
   if (reply.code != HALO_STATUS_OK) {

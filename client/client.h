@@ -71,6 +71,9 @@ struct halo_client_s {
   // The fd channel and the daemon's liveness.
   int fd_channel;
   pthread_mutex_t fd_mutex;
+  // Under |fd_mutex|: replies still to come for requests that timed out;
+  // read (and dropped) before the next request is sent.
+  uint32_t fd_replies_owed;
   int32_t daemon_pid;
   int daemon_pidfd;
   // Mappings and live objects, under |state_mutex|.

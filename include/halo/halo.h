@@ -75,8 +75,11 @@ typedef struct halo_client_options_t {
   // Shown to the operator by haloctl; NULL: the process name.
   const char *client_name;
   // Limit for each request to the daemon, in milliseconds; 0: 30000;
-  // negative: INVALID_ARGUMENT. It bounds the whole call: the time it waits
-  // for other threads' requests and for the submission ring counts.
+  // negative: INVALID_ARGUMENT. The time a request waits for other
+  // threads' requests, for the submission ring and for the fd channel
+  // (mapping shared memory) counts. Most calls make one request; a chunked
+  // read or write of a device buffer, or a create that maps a new page or
+  // arena, makes one per chunk or mapping.
   int32_t request_timeout_ms;
 } halo_client_options_t;
 

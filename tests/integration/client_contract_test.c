@@ -7,7 +7,15 @@
 //   DEADLINE_EXCEEDED within the client's request timeout when halod does
 //   not answer (here: halod stopped with SIGSTOP), and the client works
 //   again once halod does;
+// - the fd channel (mappings, the session's AUTH at connect): a request
+//   halod does not answer ends the same way, and its late reply is not
+//   taken for the next request's (a fake halod: fake_halod_t);
 // - options: a request timeout out of range is INVALID_ARGUMENT naming it.
+// clang-format off
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+// clang-format on
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -15,7 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include "common/fd_channel.h"
+#include "common/timeline.h"
+#include "common/wire.h"
 #include "tests/support/halo_test.h"
 
 #define MS HALO_TEST_MS
@@ -156,6 +171,271 @@ static void test_ring_calls_honour_the_request_timeout(void **state) {
   halo_client_close(client);
 }
 
+// ---------------------------------------------------------------- fake halod
+//
+// The fd channel's requests (a semaphore page's or an arena's mapping, the
+// session's AUTH at connect) are answered by halod's loop, as its socket's
+// are: to stop it between the two, this fake serves the socket (Hello,
+// SemaphoreCreate with each semaphore on a page of its own, OK to the rest)
+// and the fd channel (AUTH; DAEMON and RING refused; SEMAPHORE_PAGE with a
+// memfd holding a timeline page), and leaves every fd request of kind
+// |stall_kind| unanswered while it is set. Cleared, it answers those late,
+// each with a page that is not a timeline page (a client that took one as
+// its reply would fail "has no timeline header").
+
+typedef struct fake_halod_t {
+  char dir[48];
+  char address[160];
+  char fd_path[100];
+  nng_socket socket;
+  int fd_listener;
+  pthread_t socket_thread;
+  pthread_t fd_thread;
+  _Atomic bool stop;
+  _Atomic uint32_t stall_kind;  // halo_fd_request_kind_t; 0: none
+  _Atomic int stalled;          // requests left unanswered so far
+  uint64_t next_page;           // socket thread only
+} fake_halod_t;
+
+static void *fake_socket_main(void *arg) {
+  fake_halod_t *fake = arg;
+  uint8_t token[16];
+  memset(token, 0x42, sizeof(token));
+  while (!atomic_load(&fake->stop)) {
+    nng_msg *message = NULL;
+    if (nng_recvmsg(fake->socket, &message, 0) != 0) continue;  // timeout
+    Halo__Wire__Request *request = halo__wire__request__unpack(
+        NULL, nng_msg_len(message), nng_msg_body(message));
+    nng_msg_free(message);
+    Halo__Wire__Response response = HALO__WIRE__RESPONSE__INIT;
+    Halo__Wire__HelloReply hello = HALO__WIRE__HELLO_REPLY__INIT;
+    Halo__Wire__SemaphoreReply semaphore = HALO__WIRE__SEMAPHORE_REPLY__INIT;
+    if (!request) {
+      response.code = HALO_STATUS_INVALID_ARGUMENT;
+    } else if (request->body_case == HALO__WIRE__REQUEST__BODY_HELLO) {
+      hello.protocol_version = HALO_PROTOCOL_VERSION;
+      hello.daemon_version = "fake";
+      hello.session_id = 1;
+      hello.session_token.data = token;
+      hello.session_token.len = sizeof(token);
+      hello.fd_channel_path = fake->fd_path;
+      hello.incarnation = 1;
+      hello.trust_domain = "fake";
+      hello.max_message_bytes = HALO_WIRE_MAX_MESSAGE_BYTES;
+      response.body_case = HALO__WIRE__RESPONSE__BODY_HELLO;
+      response.hello = &hello;
+    } else if (request->body_case ==
+               HALO__WIRE__REQUEST__BODY_SEMAPHORE_CREATE) {
+      uint64_t page = ++fake->next_page;
+      semaphore.handle = 0x1000 + page;
+      semaphore.page_id = page;
+      response.body_case = HALO__WIRE__RESPONSE__BODY_SEMAPHORE;
+      response.semaphore = &semaphore;
+    }
+    if (request) halo__wire__request__free_unpacked(request, NULL);
+    nng_msg *reply = NULL;
+    halo_status_t status = halo_wire_pack(&response.base, &reply);
+    if (status) {
+      halo_status_free(status);
+      continue;
+    }
+    if (nng_sendmsg(fake->socket, reply, 0) != 0) nng_msg_free(reply);
+  }
+  return NULL;
+}
+
+// A memfd of one page: a timeline page (its magic set) or not.
+static int fake_page(bool timeline) {
+  int fd = memfd_create("fake-page", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, HALO_TIMELINE_PAGE_SIZE) != 0) abort();
+  if (timeline) {
+    uint64_t magic = HALO_TIMELINE_PAGE_MAGIC;
+    if (pwrite(fd, &magic, sizeof(magic), 0) != sizeof(magic)) abort();
+  }
+  return fd;
+}
+
+static void fake_reply(int connection, int32_t code, int fd) {
+  halo_fd_reply_t reply;
+  memset(&reply, 0, sizeof(reply));
+  reply.code = code;
+  reply.size = fd >= 0 ? HALO_TIMELINE_PAGE_SIZE : 0;
+  if (code) snprintf(reply.message, sizeof(reply.message), "fake halod");
+  halo_status_free(halo_fd_send(connection, &reply, sizeof(reply), fd));
+  if (fd >= 0) close(fd);
+}
+
+// Whether |fd| becomes readable within |ms|.
+static bool fake_readable(int fd, int ms) {
+  struct pollfd poll_fd = {.fd = fd, .events = POLLIN};
+  return poll(&poll_fd, 1, ms) > 0;
+}
+
+static void *fake_fd_main(void *arg) {
+  fake_halod_t *fake = arg;
+  int connection = -1;
+  while (!atomic_load(&fake->stop)) {
+    if (connection < 0) {
+      if (fake_readable(fake->fd_listener, 20)) {
+        connection = accept4(fake->fd_listener, NULL, NULL, SOCK_CLOEXEC);
+      }
+      continue;
+    }
+    // Requests left unanswered get their (wrong) replies once the stall
+    // ends, before anything else is read.
+    if (atomic_load(&fake->stall_kind) == 0) {
+      for (; atomic_load(&fake->stalled) > 0;
+           atomic_fetch_sub(&fake->stalled, 1)) {
+        fake_reply(connection, HALO_STATUS_OK, fake_page(false));
+      }
+    }
+    if (!fake_readable(connection, 20)) continue;
+    halo_fd_request_t request;
+    int ignored = -1;
+    halo_status_t status =
+        halo_fd_recv(connection, &request, sizeof(request), &ignored);
+    if (status) {  // the client went away
+      halo_status_free(status);
+      close(connection);
+      connection = -1;
+      continue;
+    }
+    if (request.kind == atomic_load(&fake->stall_kind)) {
+      atomic_fetch_add(&fake->stalled, 1);
+    } else if (request.kind == HALO_FD_REQUEST_AUTH) {
+      fake_reply(connection, HALO_STATUS_OK, -1);
+    } else if (request.kind == HALO_FD_REQUEST_SEMAPHORE_PAGE) {
+      fake_reply(connection, HALO_STATUS_OK, fake_page(true));
+    } else {
+      fake_reply(connection, HALO_STATUS_UNIMPLEMENTED, -1);
+    }
+  }
+  if (connection >= 0) close(connection);
+  return NULL;
+}
+
+static void fake_start(fake_halod_t *fake) {
+  memset(fake, 0, sizeof(*fake));
+  snprintf(fake->dir, sizeof(fake->dir), "/tmp/halo-fake-XXXXXX");
+  assert_non_null(mkdtemp(fake->dir));
+  snprintf(fake->address, sizeof(fake->address), "ipc://%s/halo.sock",
+           fake->dir);
+  snprintf(fake->fd_path, sizeof(fake->fd_path), "%s/halo.sock.fd", fake->dir);
+  assert_int_equal(nng_rep0_open(&fake->socket), 0);
+  assert_int_equal(nng_socket_set_ms(fake->socket, NNG_OPT_RECVTIMEO, 20), 0);
+  assert_int_equal(nng_listen(fake->socket, fake->address, NULL, 0), 0);
+  fake->fd_listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  assert_true(fake->fd_listener >= 0);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  snprintf(address.sun_path, sizeof(address.sun_path), "%s", fake->fd_path);
+  assert_int_equal(
+      bind(fake->fd_listener, (struct sockaddr *)&address, sizeof(address)), 0);
+  assert_int_equal(listen(fake->fd_listener, 4), 0);
+  assert_int_equal(
+      pthread_create(&fake->socket_thread, NULL, fake_socket_main, fake), 0);
+  assert_int_equal(pthread_create(&fake->fd_thread, NULL, fake_fd_main, fake),
+                   0);
+}
+
+static void fake_stop(fake_halod_t *fake) {
+  atomic_store(&fake->stop, true);
+  pthread_join(fake->socket_thread, NULL);
+  pthread_join(fake->fd_thread, NULL);
+  nng_close(fake->socket);
+  close(fake->fd_listener);
+  char path[200];
+  snprintf(path, sizeof(path), "%s/halo.sock", fake->dir);
+  unlink(path);
+  unlink(fake->fd_path);
+  rmdir(fake->dir);
+}
+
+typedef struct create_t {
+  halo_client_t *client;
+  halo_client_options_t options;  // connect (client NULL)
+  halo_semaphore_t *semaphore;    // or create a semaphore on |client|
+  halo_status_code_t code;
+  char message[256];
+  int64_t took_ns;
+  _Atomic bool done;
+} create_t;
+
+static void *create_main(void *arg) {
+  create_t *create = arg;
+  int64_t start = halo_test_now_ns();
+  halo_status_t status =
+      create->client
+          ? halo_semaphore_create(create->client, 0, 0, &create->semaphore)
+          : halo_client_connect(&create->options, &create->client);
+  create->took_ns = halo_test_now_ns() - start;
+  create->code = halo_status_code(status);
+  snprintf(create->message, sizeof(create->message), "%s",
+           halo_status_message(status));
+  halo_status_free(status);
+  atomic_store(&create->done, true);
+  return NULL;
+}
+
+// Runs |create| while |fake| leaves its fd requests of |kind| unanswered;
+// asserts it ends with DEADLINE_EXCEEDED within the request timeout (a
+// call still running after GIVE_UP_MS is let go by ending the stall).
+static void create_while_stalled(fake_halod_t *fake, uint32_t kind,
+                                 create_t *create) {
+  atomic_store(&fake->stall_kind, kind);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, create_main, create), 0);
+  int64_t start = halo_test_now_ns();
+  while (!atomic_load(&create->done) &&
+         halo_test_now_ns() - start < GIVE_UP_MS * MS) {
+    halo_test_sleep_ms(5);
+  }
+  atomic_store(&fake->stall_kind, 0);
+  pthread_join(thread, NULL);
+  print_message("%s: %s after %lld ms: %s\n",
+                create->options.address ? "connect" : "create",
+                halo_status_code_name(create->code),
+                (long long)(create->took_ns / MS), create->message);
+  assert_int_equal(atomic_load(&fake->stalled) > 0, 1);
+  assert_int_equal(create->code, HALO_STATUS_DEADLINE_EXCEEDED);
+  assert_true(create->took_ns <= (REQUEST_TIMEOUT_MS + SLACK_MS) * MS);
+}
+
+// A mapping whose fd channel reply does not come ends with the request
+// timeout, and the late reply is not taken for the next request's.
+static void test_fd_channel_requests_honour_the_request_timeout(void **state) {
+  (void)state;
+  fake_halod_t fake;
+  fake_start(&fake);
+  halo_client_options_t options = {.address = fake.address,
+                                   .request_timeout_ms = REQUEST_TIMEOUT_MS};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  halo_semaphore_t *first = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &first));
+  create_t create = {.client = client};
+  create_while_stalled(&fake, HALO_FD_REQUEST_SEMAPHORE_PAGE, &create);
+  assert_null(create.semaphore);
+  halo_semaphore_t *second = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &second));
+  assert_int_equal(atomic_load(&fake.stalled), 0);
+  halo_semaphore_release(second);
+  halo_semaphore_release(first);
+  halo_client_close(client);
+  fake_stop(&fake);
+}
+
+// The same for the session's AUTH, in halo_client_connect.
+static void test_connect_honours_the_request_timeout(void **state) {
+  (void)state;
+  fake_halod_t fake;
+  fake_start(&fake);
+  create_t create = {.options = {.address = fake.address,
+                                 .request_timeout_ms = REQUEST_TIMEOUT_MS}};
+  create_while_stalled(&fake, HALO_FD_REQUEST_AUTH, &create);
+  assert_null(create.client);
+  fake_stop(&fake);
+}
+
 // A negative request timeout is not a timeout: it is refused, not replaced
 // by the default in silence.
 static void test_negative_request_timeout_is_invalid(void **state) {
@@ -181,6 +461,8 @@ int main(void) {
       T(test_queued_socket_calls_honour_the_request_timeout),
       T(test_ring_calls_honour_the_request_timeout),
       T(test_negative_request_timeout_is_invalid),
+      cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
+      cmocka_unit_test(test_connect_honours_the_request_timeout),
   };
 #undef T
   return cmocka_run_group_tests_name("client_contract", tests, NULL, NULL);
