@@ -6,6 +6,7 @@
 #include "hal/deferred_queue.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -172,6 +173,19 @@ static void halo_hal_action_fail(halo_hal_action_t *action,
   halo_hal_action_retire(action);
 }
 
+// |status| (owned), the failure of a semaphore an action waits on, as the
+// action's own: said once how it arrived. A failure that came along a
+// chain of submissions, each waiting on the one before, carries the words
+// already; a prefix per link would grow the message with the chain, and
+// copying it at each link cost O(links^2).
+static halo_status_t halo_hal_action_wait_failed(halo_status_t status) {
+  static const char kPrefix[] = "a wait of the submission failed";
+  if (strncmp(halo_status_message(status), kPrefix, sizeof(kPrefix) - 1) == 0) {
+    return status;
+  }
+  return halo_status_annotate(status, "%s", kPrefix);
+}
+
 static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
                                     halo_status_t status) {
   halo_hal_action_wait_t *wait = (halo_hal_action_wait_t *)timepoint;
@@ -186,8 +200,7 @@ static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
   if (action->state == HALO_HAL_ACTION_ISSUED) {
     // Released early on this wait's fence: the outcome waits for it.
     if (status && !action->wait_failure) {
-      action->wait_failure =
-          halo_status_annotate(status, "a wait of the submission failed");
+      action->wait_failure = halo_hal_action_wait_failed(status);
     } else {
       halo_status_free(status);
     }
@@ -197,9 +210,7 @@ static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
     return;
   }
   if (status) {
-    halo_hal_action_fail(
-        action,
-        halo_status_annotate(status, "a wait of the submission failed"));
+    halo_hal_action_fail(action, halo_hal_action_wait_failed(status));
     return;
   }
   if (action->uncovered_waits == 0) halo_hal_action_issue(action);

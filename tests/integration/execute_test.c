@@ -846,6 +846,51 @@ static void test_failure_propagates_along_chain_across_processes(void **state) {
   halo_buffer_release(buffer);
 }
 
+// A failure that travels a long chain of submissions (each waits on the
+// semaphore the one before signals) says once how it arrived: the message
+// at the end is the one after the first link, not a prefix per link (which
+// made halod's loop copy O(links^2) bytes: 8,000 links stalled it 16 s).
+static void test_failure_along_a_long_chain_keeps_its_message(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  enum { LINKS = 200 };
+  const char *cause = "the tokenizer's table is corrupt";
+  halo_semaphore_t *chain[LINKS + 1];
+  for (int k = 0; k <= LINKS; ++k) chain[k] = create_semaphore(client, 0);
+  halo_buffer_t *buffer = create_host(client, 64);
+  uint8_t pattern = 0x5a;
+  for (int k = 0; k < LINKS; ++k) {
+    halo_command_buffer_t *cb =
+        halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+    HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+        cb, halo_buffer_ref(buffer, 0, 64), &pattern, 1));
+    HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+    halo_semaphore_value_t wait = {chain[k], 1};
+    halo_semaphore_value_t signal = {chain[k + 1], 1};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, NULL, 0, &wait, 1, &signal, 1));
+    halo_command_buffer_release(cb);
+  }
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_fail(chain[0], HALO_STATUS_DATA_LOSS, cause));
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(chain[LINKS], 1, DEADLINE_NS),
+                          HALO_STATUS_DATA_LOSS, cause);
+  uint64_t value = 9;
+  halo_status_t first = halo_semaphore_query(chain[1], &value);
+  halo_status_t last = halo_semaphore_query(chain[LINKS], &value);
+  assert_int_equal(halo_status_code(last), HALO_STATUS_DATA_LOSS);
+  print_message("after 1 link: %s\nafter %d: %s\n", halo_status_message(first),
+                LINKS, halo_status_message(last));
+  assert_string_equal(halo_status_message(last), halo_status_message(first));
+  assert_non_null(strstr(halo_status_message(last), cause));
+  halo_status_free(first);
+  halo_status_free(last);
+  const uint8_t *bytes = halo_buffer_host_pointer(buffer);
+  for (int i = 0; i < 64; ++i) assert_int_equal(bytes[i], 0);
+  for (int k = 0; k <= LINKS; ++k) halo_semaphore_release(chain[k]);
+  halo_buffer_release(buffer);
+}
+
 // ---------------------------------------------------------------- load
 
 // 8 processes x 1000 executions, in the plain and the ASan build alike:
@@ -978,6 +1023,7 @@ int main(void) {
       TEST(test_waiting_submission_outlives_released_objects),
       TEST(test_diamond_across_two_queues_submitted_in_reverse),
       TEST(test_failure_propagates_along_chain_across_processes),
+      TEST(test_failure_along_a_long_chain_keeps_its_message),
       TEST(test_load_processes_times_executions),
       TEST(test_killed_client_leaves_daemon_clean),
 #undef TEST
