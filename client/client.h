@@ -59,6 +59,7 @@ typedef struct halo_client_ring_t {
 
 struct halo_client_s {
   nng_socket socket;
+  bool socket_closed;  // by a dial that timed out
   nng_ctx ctx;
   nng_aio *aio;
   pthread_mutex_t call_mutex;  // one request at a time on |ctx|

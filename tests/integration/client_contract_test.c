@@ -7,6 +7,7 @@
 //   DEADLINE_EXCEEDED within the client's request timeout when halod does
 //   not answer (here: halod stopped with SIGSTOP), and the client works
 //   again once halod does;
+// - connect: the dial is bounded by the request timeout too;
 // - the fd channel (mappings, the session's AUTH at connect): a request
 //   halod does not answer ends the same way, and its late reply is not
 //   taken for the next request's (a fake halod: fake_halod_t);
@@ -436,6 +437,58 @@ static void test_connect_honours_the_request_timeout(void **state) {
   fake_stop(&fake);
 }
 
+typedef struct connect_t {
+  halo_client_options_t options;
+  halo_client_t *client;
+  halo_status_code_t code;
+  char message[512];
+  int64_t took_ns;
+  _Atomic bool done;
+} connect_t;
+
+static void *connect_main(void *arg) {
+  connect_t *connect = arg;
+  int64_t start = halo_test_now_ns();
+  halo_status_t status =
+      halo_client_connect(&connect->options, &connect->client);
+  connect->took_ns = halo_test_now_ns() - start;
+  connect->code = halo_status_code(status);
+  snprintf(connect->message, sizeof(connect->message), "%s",
+           halo_status_message(status));
+  halo_status_free(status);
+  atomic_store(&connect->done, true);
+  return NULL;
+}
+
+// Connecting to a halod that does not answer (stopped: the kernel accepts
+// the connection, nng's handshake never completes) ends with the request
+// timeout, not after nng's own 10 s.
+static void test_connect_to_stopped_daemon(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  assert_int_equal(kill(fixture->daemon.pid, SIGSTOP), 0);
+  connect_t connect = {.options = {.address = fixture->daemon.listen_address,
+                                   .request_timeout_ms = REQUEST_TIMEOUT_MS}};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, connect_main, &connect), 0);
+  int64_t start = halo_test_now_ns();
+  while (!atomic_load(&connect.done) &&
+         halo_test_now_ns() - start < GIVE_UP_MS * MS) {
+    halo_test_sleep_ms(5);
+  }
+  assert_int_equal(kill(fixture->daemon.pid, SIGCONT), 0);
+  pthread_join(thread, NULL);
+  print_message("connect: %s after %lld ms: %s\n",
+                halo_status_code_name(connect.code),
+                (long long)(connect.took_ns / MS), connect.message);
+  halo_client_close(connect.client);
+  assert_int_equal(connect.code, HALO_STATUS_DEADLINE_EXCEEDED);
+  assert_true(connect.took_ns <= (REQUEST_TIMEOUT_MS + SLACK_MS) * MS);
+  // Continued, halod is reached again.
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_client_close(client);
+}
+
 // A negative request timeout is not a timeout: it is refused, not replaced
 // by the default in silence.
 static void test_negative_request_timeout_is_invalid(void **state) {
@@ -461,6 +514,7 @@ int main(void) {
       T(test_queued_socket_calls_honour_the_request_timeout),
       T(test_ring_calls_honour_the_request_timeout),
       T(test_negative_request_timeout_is_invalid),
+      T(test_connect_to_stopped_daemon),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_connect_honours_the_request_timeout),
   };
