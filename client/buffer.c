@@ -249,8 +249,9 @@ halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,
 
 halo_status_t halo_buffer_export(halo_buffer_t *buffer,
                                  halo_token_t *out_token) {
-  HALO_CHECK_ARG(buffer && out_token, "buffer and out_token must not be NULL");
+  HALO_CHECK_ARG(out_token, "out_token must not be NULL");
   memset(out_token, 0, sizeof(*out_token));
+  HALO_CHECK_ARG(buffer, "buffer must not be NULL");
   HALO_RETURN_IF_ERROR(halo_buffer_check_live(buffer));
   Halo__Wire__Export body = HALO__WIRE__EXPORT__INIT;
   body.handle = buffer->handle;
@@ -265,7 +266,8 @@ halo_status_t halo_buffer_import(halo_client_t *client,
                                  halo_buffer_t **out_buffer) {
   HALO_CHECK_ARG(out_buffer, "out_buffer must not be NULL");
   *out_buffer = NULL;
-  HALO_CHECK_ARG(client && token, "client and token must not be NULL");
+  HALO_CHECK_ARG(client, "client must not be NULL");
+  HALO_CHECK_ARG(token, "token must not be NULL");
   Halo__Wire__Import body = HALO__WIRE__IMPORT__INIT;
   body.token.data = (uint8_t *)token->bytes;
   body.token.len = sizeof(token->bytes);

@@ -627,8 +627,9 @@ static halo_status_t halo_client_devices(halo_client_t *client,
 
 halo_status_t halo_client_device_count(halo_client_t *client,
                                        uint32_t *out_count) {
-  HALO_CHECK_ARG(client && out_count, "client and out_count must not be NULL");
+  HALO_CHECK_ARG(out_count, "out_count must not be NULL");
   *out_count = 0;
+  HALO_CHECK_ARG(client, "client must not be NULL");
   halo_wire_response_t *response;
   HALO_RETURN_IF_ERROR(halo_client_devices(client, &response));
   *out_count = (uint32_t)response->device_list->n_devices;
@@ -638,8 +639,9 @@ halo_status_t halo_client_device_count(halo_client_t *client,
 
 halo_status_t halo_client_device_info(halo_client_t *client, uint32_t ordinal,
                                       halo_device_info_t *out_info) {
-  HALO_CHECK_ARG(client && out_info, "client and out_info must not be NULL");
+  HALO_CHECK_ARG(out_info, "out_info must not be NULL");
   memset(out_info, 0, sizeof(*out_info));
+  HALO_CHECK_ARG(client, "client must not be NULL");
   halo_wire_response_t *response;
   HALO_RETURN_IF_ERROR(halo_client_devices(client, &response));
   const Halo__Wire__DeviceListReply *list = response->device_list;

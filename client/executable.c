@@ -40,7 +40,8 @@ halo_status_t halo_executable_create(halo_client_t *client, uint32_t device,
                                      halo_executable_t **out_executable) {
   HALO_CHECK_ARG(out_executable, "out_executable must not be NULL");
   *out_executable = NULL;
-  HALO_CHECK_ARG(client && params, "client and params must not be NULL");
+  HALO_CHECK_ARG(client, "client must not be NULL");
+  HALO_CHECK_ARG(params, "params must not be NULL");
   HALO_CHECK_ARG(halo_executable_format_is_valid(params->format),
                  "format %d is not a halo_executable_format_t",
                  (int)params->format);
@@ -177,7 +178,8 @@ halo_status_t halo_executable_create_from_file(
     halo_executable_format_t format, halo_executable_t **out_executable) {
   HALO_CHECK_ARG(out_executable, "out_executable must not be NULL");
   *out_executable = NULL;
-  HALO_CHECK_ARG(client && path, "client and path must not be NULL");
+  HALO_CHECK_ARG(client, "client must not be NULL");
+  HALO_CHECK_ARG(path, "path must not be NULL");
   if (format == 0) {
     format = halo_executable_format_from_path(path);
     HALO_CHECK_ARG(format != 0,
@@ -243,7 +245,8 @@ halo_status_t halo_executable_parameters(halo_executable_t *executable,
                                          size_t capacity, size_t *out_count) {
   HALO_CHECK_ARG(out_count, "out_count must not be NULL");
   *out_count = 0;
-  HALO_CHECK_ARG(executable && entry, "executable and entry must not be NULL");
+  HALO_CHECK_ARG(executable, "executable must not be NULL");
+  HALO_CHECK_ARG(entry, "entry must not be NULL");
   HALO_CHECK_ARG(*entry, "entry must not be empty");
   HALO_CHECK_ARG(out_parameters || capacity == 0,
                  "out_parameters is NULL but capacity is %zu", capacity);

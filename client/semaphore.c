@@ -221,8 +221,9 @@ static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
 
 halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
                                    uint64_t *out_value) {
-  HALO_CHECK_ARG(semaphore && out_value,
-                 "semaphore and out_value must not be NULL");
+  HALO_CHECK_ARG(out_value, "out_value must not be NULL");
+  *out_value = 0;
+  HALO_CHECK_ARG(semaphore, "semaphore must not be NULL");
   uint64_t value;
   int32_t failure;
   halo_timeline_wait_result_t result = halo_timeline_slot_read(
@@ -284,8 +285,8 @@ halo_status_t halo_semaphore_wait_list(size_t count,
                  "wait mode %d is neither ALL nor ANY", (int)mode);
   // Nothing to wait for: an empty list is satisfied at once, in either mode.
   if (count == 0) return NULL;
-  HALO_CHECK_ARG(semaphores && values,
-                 "semaphores and values must not be NULL");
+  HALO_CHECK_ARG(semaphores, "semaphores must not be NULL");
+  HALO_CHECK_ARG(values, "values must not be NULL");
   halo_timeline_wait_target_t targets[HALO_WAIT_MAX_COUNT];
   for (size_t i = 0; i < count; ++i) {
     HALO_CHECK_ARG(semaphores[i], "semaphores[%zu] is NULL", i);
@@ -334,9 +335,9 @@ halo_status_t halo_semaphore_wait(halo_semaphore_t *semaphore, uint64_t value,
 
 halo_status_t halo_semaphore_export(halo_semaphore_t *semaphore,
                                     halo_token_t *out_token) {
-  HALO_CHECK_ARG(semaphore && out_token,
-                 "semaphore and out_token must not be NULL");
+  HALO_CHECK_ARG(out_token, "out_token must not be NULL");
   memset(out_token, 0, sizeof(*out_token));
+  HALO_CHECK_ARG(semaphore, "semaphore must not be NULL");
   Halo__Wire__Export body = HALO__WIRE__EXPORT__INIT;
   body.handle = semaphore->handle;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
@@ -350,7 +351,8 @@ halo_status_t halo_semaphore_import(halo_client_t *client,
                                     halo_semaphore_t **out_semaphore) {
   HALO_CHECK_ARG(out_semaphore, "out_semaphore must not be NULL");
   *out_semaphore = NULL;
-  HALO_CHECK_ARG(client && token, "client and token must not be NULL");
+  HALO_CHECK_ARG(client, "client must not be NULL");
+  HALO_CHECK_ARG(token, "token must not be NULL");
   Halo__Wire__Import body = HALO__WIRE__IMPORT__INIT;
   body.token.data = (uint8_t *)token->bytes;
   body.token.len = sizeof(token->bytes);

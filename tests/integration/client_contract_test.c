@@ -11,7 +11,9 @@
 // - the fd channel (mappings, the session's AUTH at connect): a request
 //   halod does not answer ends the same way, and its late reply is not
 //   taken for the next request's (a fake halod: fake_halod_t);
-// - options: a request timeout out of range is INVALID_ARGUMENT naming it.
+// - arguments: a request timeout out of range is INVALID_ARGUMENT naming
+//   it; a NULL argument is INVALID_ARGUMENT naming that one argument, and
+//   the outputs are cleared first, whichever argument was NULL.
 // clang-format off
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -501,6 +503,109 @@ static void test_negative_request_timeout_is_invalid(void **state) {
   assert_null(client);
 }
 
+// Fails unless |status| is INVALID_ARGUMENT saying "|name| must not be
+// NULL" and naming no other argument (no "and"); frees it.
+static void expect_null_named(halo_status_t status, const char *name,
+                              const char *expression) {
+  char expected[64];
+  snprintf(expected, sizeof(expected), "%s must not be NULL", name);
+  const char *message = halo_status_message(status);
+  bool ok = halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT &&
+            strstr(message, expected) && !strstr(message, " and ");
+  print_message("%s: %s: %s\n", expression,
+                halo_status_code_name(halo_status_code(status)), message);
+  halo_status_free(status);
+  if (!ok) {
+    print_error("expected INVALID_ARGUMENT naming only '%s'\n", name);
+    fail();
+  }
+}
+#define EXPECT_NULL_NAMED(expr, name) expect_null_named((expr), (name), #expr)
+
+// A NULL argument is INVALID_ARGUMENT naming that argument alone (not "a or
+// b"), and the outputs are cleared before anything else happens, whichever
+// argument was NULL.
+static void test_null_arguments_are_named_and_outputs_cleared(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &semaphore));
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE,
+                                         64, HALO_OBJECT_FLAG_EXPORTABLE,
+                                         &buffer));
+
+  uint32_t count = 7;
+  EXPECT_NULL_NAMED(halo_client_device_count(NULL, &count), "client");
+  assert_int_equal(count, 0);
+  EXPECT_NULL_NAMED(halo_client_device_count(client, NULL), "out_count");
+  halo_device_info_t info;
+  memset(&info, 0xff, sizeof(info));
+  EXPECT_NULL_NAMED(halo_client_device_info(NULL, 0, &info), "client");
+  assert_int_equal(info.memory_bytes, 0);
+  assert_int_equal(info.name[0], '\0');
+  EXPECT_NULL_NAMED(halo_client_device_info(client, 0, NULL), "out_info");
+
+  uint64_t value = 7;
+  EXPECT_NULL_NAMED(halo_semaphore_query(NULL, &value), "semaphore");
+  assert_int_equal(value, 0);
+  EXPECT_NULL_NAMED(halo_semaphore_query(semaphore, NULL), "out_value");
+
+  halo_token_t token;
+  memset(&token, 0xff, sizeof(token));
+  EXPECT_NULL_NAMED(halo_buffer_export(NULL, &token), "buffer");
+  assert_int_equal(token.bytes[0], 0);
+  EXPECT_NULL_NAMED(halo_buffer_export(buffer, NULL), "out_token");
+  memset(&token, 0xff, sizeof(token));
+  EXPECT_NULL_NAMED(halo_semaphore_export(NULL, &token), "semaphore");
+  assert_int_equal(token.bytes[0], 0);
+  EXPECT_NULL_NAMED(halo_semaphore_export(semaphore, NULL), "out_token");
+
+  HALO_TEST_ASSERT_OK(halo_buffer_export(buffer, &token));
+  halo_buffer_t *imported = (halo_buffer_t *)1;
+  EXPECT_NULL_NAMED(halo_buffer_import(NULL, &token, &imported), "client");
+  assert_null(imported);
+  EXPECT_NULL_NAMED(halo_buffer_import(client, NULL, &imported), "token");
+  halo_semaphore_t *imported_semaphore = (halo_semaphore_t *)1;
+  EXPECT_NULL_NAMED(halo_semaphore_import(NULL, &token, &imported_semaphore),
+                    "client");
+  assert_null(imported_semaphore);
+  EXPECT_NULL_NAMED(halo_semaphore_import(client, NULL, &imported_semaphore),
+                    "token");
+
+  halo_executable_t *executable = (halo_executable_t *)1;
+  halo_executable_params_t params = {
+      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = "x", .size = 1};
+  EXPECT_NULL_NAMED(halo_executable_create(NULL, 0, &params, &executable),
+                    "client");
+  assert_null(executable);
+  EXPECT_NULL_NAMED(halo_executable_create(client, 0, NULL, &executable),
+                    "params");
+  EXPECT_NULL_NAMED(
+      halo_executable_create_from_file(NULL, 0, "kernels.so", 0, &executable),
+      "client");
+  EXPECT_NULL_NAMED(
+      halo_executable_create_from_file(client, 0, NULL, 0, &executable),
+      "path");
+  size_t parameter_count = 7;
+  EXPECT_NULL_NAMED(
+      halo_executable_parameters(NULL, "entry", NULL, 0, &parameter_count),
+      "executable");
+  assert_int_equal(parameter_count, 0);
+
+  uint64_t values[1] = {1};
+  EXPECT_NULL_NAMED(
+      halo_semaphore_wait_list(1, NULL, values, HALO_WAIT_ALL, 0, NULL),
+      "semaphores");
+  EXPECT_NULL_NAMED(
+      halo_semaphore_wait_list(1, &semaphore, NULL, HALO_WAIT_ALL, 0, NULL),
+      "values");
+
+  halo_buffer_release(buffer);
+  halo_semaphore_release(semaphore);
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -515,6 +620,7 @@ int main(void) {
       T(test_ring_calls_honour_the_request_timeout),
       T(test_negative_request_timeout_is_invalid),
       T(test_connect_to_stopped_daemon),
+      T(test_null_arguments_are_named_and_outputs_cleared),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_connect_honours_the_request_timeout),
   };
