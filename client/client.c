@@ -41,7 +41,7 @@ static void halo_client_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
   halo_wire_connection_lost(pipe, &client->lost, client->aio);
 }
 
-static halo_status_t halo_client_lost_status(const halo_client_t *client) {
+halo_status_t halo_client_lost_status(const halo_client_t *client) {
   return halo_status_make(HALO_STATUS_UNAVAILABLE,
                           "the connection to halod at %s is lost; reconnect",
                           client->address);

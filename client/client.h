@@ -180,6 +180,9 @@ bool halo_client_lock_until(const halo_client_t *client, pthread_mutex_t *mutex,
 halo_status_t halo_client_deadline_status(const halo_client_t *client,
                                           const char *what);
 
+// UNAVAILABLE: the connection to halod is lost (|lost|); reconnect.
+halo_status_t halo_client_lost_status(const halo_client_t *client);
+
 // One request/response round trip (thread-safe). Frees nothing of
 // |request|; the caller frees |*out_response|.
 halo_status_t halo_client_call(halo_client_t *client,

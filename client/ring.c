@@ -224,13 +224,17 @@ static void halo_ring_publish(halo_client_ring_t *ring) {
 // When the ring takes it, returns NULL with the mutex held and *out_record
 // set. Otherwise returns with the mutex unlocked and *out_record NULL: the
 // status of a failed wait for room or for the mutex (held by another
-// thread waiting for halod), or NULL when the ring is broken (the caller
-// goes over the socket).
+// thread waiting for halod), UNAVAILABLE once the connection is lost, or
+// NULL when the ring is broken (the caller goes over the socket).
 static halo_status_t halo_ring_lock_reserve(halo_client_t *client,
                                             uint32_t length,
                                             int64_t *deadline_ns,
                                             uint8_t **out_record) {
   *out_record = NULL;
+  // halod is gone (the connection closed): nobody will read the record. A
+  // synchronous call would learn it waiting for the verdict, an
+  // asynchronous one not at all (until the ring is full).
+  if (atomic_load(&client->lost)) return halo_client_lost_status(client);
   halo_client_ring_t *ring = &client->ring;
   if (!halo_client_lock_until(client, &ring->mutex, deadline_ns)) {
     return halo_client_deadline_status(

@@ -97,7 +97,8 @@ typedef struct halo_client_options_t {
 // it. $HALO_RING=0 keeps everything on the socket. $HALO_RING_ASYNC=1 makes
 // halo_queue_execute (and halo_queue_dealloca: see there) return as soon as
 // its record is in the ring: errors it can check locally (NULL arguments,
-// objects of another client, binding ranges, counts) are still returned; what
+// objects of another client, binding ranges, counts) and UNAVAILABLE once
+// the connection to halod is lost are still returned; what
 // only the daemon checks (slot requirements, handles, signal values, quota,
 // draining) then fails the execution's signal semaphores with the reason
 // instead. A full ring makes the call wait; order is kept across the ring

@@ -8,6 +8,8 @@
 //   not answer (here: halod stopped with SIGSTOP), and the client works
 //   again once halod does;
 // - connect: the dial is bounded by the request timeout too;
+// - halod gone: calls over the submission ring return UNAVAILABLE, an
+//   asynchronous execute's too;
 // - the fd channel (mappings, the session's AUTH at connect): a request
 //   halod does not answer ends the same way, and its late reply is not
 //   taken for the next request's (a fake halod: fake_halod_t);
@@ -606,6 +608,50 @@ static void test_null_arguments_are_named_and_outputs_cleared(void **state) {
   halo_client_close(client);
 }
 
+// Once the client knows halod is gone (its connection closed), every call
+// that asks halod returns UNAVAILABLE, a queue_execute with
+// $HALO_RING_ASYNC=1 too: it must not report success for a record that
+// nobody will read (until the ring is full).
+static void test_async_execute_after_daemon_death(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  setenv("HALO_RING_ASYNC", "1", 1);
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  unsetenv("HALO_RING_ASYNC");
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  halo_command_buffer_t *command_buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_REUSABLE, 0, &command_buffer));
+  uint32_t pattern = 7;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      command_buffer, halo_buffer_ref(buffer, 0, HALO_WHOLE_BUFFER), &pattern,
+      sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(command_buffer));
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_semaphore_value_t signal = {done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, command_buffer, NULL, 0, NULL, 0, &signal, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 1, 5000 * MS));
+
+  halo_test_daemon_kill(&fixture->daemon);
+  // The client learns of it from its socket (a call fails UNAVAILABLE).
+  assert_true(HALO_TEST_POLL(halo_status_consume_code(halo_client_ping(
+                                 client)) == HALO_STATUS_UNAVAILABLE,
+                             HALO_TEST_DEADLINE_MS));
+  signal.value = 2;
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, command_buffer, NULL, 0, NULL, 0, &signal, 1),
+      HALO_STATUS_UNAVAILABLE, "reconnect");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_signal(done, 3),
+                          HALO_STATUS_UNAVAILABLE, "reconnect");
+  halo_semaphore_release(done);
+  halo_command_buffer_release(command_buffer);
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -621,6 +667,7 @@ int main(void) {
       T(test_negative_request_timeout_is_invalid),
       T(test_connect_to_stopped_daemon),
       T(test_null_arguments_are_named_and_outputs_cleared),
+      T(test_async_execute_after_daemon_death),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_connect_honours_the_request_timeout),
   };
