@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 // libhalo semaphores: the state is read from the daemon's read-only page;
 // waits never talk to the daemon; signal and fail do.
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +274,20 @@ halo_status_t halo_semaphore_fail(halo_semaphore_t *semaphore,
   return halo_client_call_status(semaphore->client, &request);
 }
 
+// Whether halod has exited (its pidfd is readable).
+static bool halo_semaphore_daemon_exited(const halo_client_t *client) {
+  if (client->daemon_pidfd < 0) return false;
+  struct pollfd fd = {.fd = client->daemon_pidfd, .events = POLLIN};
+  return poll(&fd, 1, 0) > 0;
+}
+
+static halo_status_t halo_semaphore_daemon_exited_status(
+    const halo_client_t *client) {
+  return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                          "halod (pid %d) exited while waiting",
+                          (int)client->daemon_pid);
+}
+
 halo_status_t halo_semaphore_wait_list(size_t count,
                                        halo_semaphore_t *const *semaphores,
                                        const uint64_t *values,
@@ -315,13 +330,17 @@ halo_status_t halo_semaphore_wait_list(size_t count,
                               "waiting",
                               (unsigned long long)semaphores[index]->handle);
     case HALO_TIMELINE_WAIT_TIMEOUT:
+      // A wait that ended within its spin (a poll, a short timeout) never
+      // looked at the daemon: a dead one would give DEADLINE_EXCEEDED to
+      // every such wait for ever.
+      if (halo_semaphore_daemon_exited(client)) {
+        return halo_semaphore_daemon_exited_status(client);
+      }
       return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
                               "wait timed out after %lld ns",
                               (long long)timeout_ns);
     case HALO_TIMELINE_WAIT_OWNER_DEAD:
-      return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                              "halod (pid %d) exited while waiting",
-                              (int)client->daemon_pid);
+      return halo_semaphore_daemon_exited_status(client);
   }
   return halo_status_make(HALO_STATUS_INTERNAL, "unknown wait result");
 }

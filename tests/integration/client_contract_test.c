@@ -9,7 +9,7 @@
 //   again once halod does;
 // - connect: the dial is bounded by the request timeout too;
 // - halod gone: calls over the submission ring return UNAVAILABLE, an
-//   asynchronous execute's too;
+//   asynchronous execute's too, and so do waits too short to sleep;
 // - the fd channel (mappings, the session's AUTH at connect): a request
 //   halod does not answer ends the same way, and its late reply is not
 //   taken for the next request's (a fake halod: fake_halod_t);
@@ -653,6 +653,33 @@ static void test_async_execute_after_daemon_death(void **state) {
   halo_client_close(client);
 }
 
+// A wait that polls (timeout 0) or waits less than its spin learns of
+// halod's death too: UNAVAILABLE, not DEADLINE_EXCEEDED for ever (a
+// consumer that waits in short slices, checking its own flag between them,
+// would never see the daemon gone).
+static void test_short_waits_see_daemon_death(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &semaphore));
+  HALO_TEST_ASSERT_CODE(halo_semaphore_wait(semaphore, 1, 0),
+                        HALO_STATUS_DEADLINE_EXCEEDED);
+  halo_test_daemon_kill(&fixture->daemon);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(semaphore, 1, 0),
+                          HALO_STATUS_UNAVAILABLE, "exited");
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(semaphore, 1, 1000),
+                          HALO_STATUS_UNAVAILABLE, "exited");
+  uint64_t value = 1;
+  size_t index = 7;
+  HALO_TEST_EXPECT_STATUS(
+      halo_semaphore_wait_list(1, &semaphore, &value, HALO_WAIT_ANY, 0, &index),
+      HALO_STATUS_UNAVAILABLE, "exited");
+  // A value reached is still reached.
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(semaphore, 0, 0));
+  halo_semaphore_release(semaphore);
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -669,6 +696,7 @@ int main(void) {
       T(test_connect_to_stopped_daemon),
       T(test_null_arguments_are_named_and_outputs_cleared),
       T(test_async_execute_after_daemon_death),
+      T(test_short_waits_see_daemon_death),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_connect_honours_the_request_timeout),
   };
