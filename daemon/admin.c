@@ -27,19 +27,18 @@
 #include "daemon/submission.h"
 #include "daemon/workers.h"
 
-// Submissions waiting on semaphores and issued to devices, over every live
-// queue.
+// Submissions waiting on semaphores, over every live queue, and executions
+// issued to devices (halod's and what the workers took from rings
+// themselves: halod_work_in_flight, as the metrics count them).
 static void halod_admin_work_totals(halod_t *daemon, uint32_t *out_pending,
                                     uint32_t *out_in_flight) {
-  uint32_t pending = 0, in_flight = 0;
+  uint32_t pending = 0;
   for (halod_queue_t *queue = daemon->stats.queues; queue;
        queue = queue->all_next) {
     pending += queue->waiting;
-    in_flight += queue->in_flight;
   }
   *out_pending = pending;
-  // And what the workers took from rings themselves.
-  *out_in_flight = in_flight + halod_ring_workers_in_flight(daemon);
+  *out_in_flight = halod_work_in_flight(daemon, NULL);
 }
 
 void halod_admin_summary(halod_t *daemon, char *out_text, size_t capacity) {

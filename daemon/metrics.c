@@ -119,11 +119,16 @@ typedef struct halod_device_totals_t {
 
 static void halod_metrics_device_totals(halod_t *daemon,
                                         halod_device_totals_t *totals) {
+  // In flight as haloctl status counts it: with what the workers took from
+  // rings themselves.
+  uint32_t in_flight[HALO_HAL_MAX_DEVICES];
+  halod_work_in_flight(daemon, in_flight);
   for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
     const halod_device_stats_t *stats = &daemon->stats.devices[d];
     totals[d].submitted = stats->retired_submitted;
     totals[d].completed = stats->retired_completed;
     totals[d].failed = stats->retired_failed;
+    totals[d].in_flight = in_flight[d];
   }
   for (halod_queue_t *queue = daemon->stats.queues; queue;
        queue = queue->all_next) {
@@ -132,7 +137,6 @@ static void halod_metrics_device_totals(halod_t *daemon,
     t->completed += queue->completed;
     t->failed += queue->failed;
     t->pending += queue->waiting;
-    t->in_flight += queue->in_flight;
   }
 }
 
@@ -196,7 +200,8 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
        "Submissions waiting on semaphores.",
        offsetof(halod_device_totals_t, pending), true},
       {"halo_in_flight_submissions", "gauge",
-       "Submissions issued to the device and not completed.",
+       "Submissions issued to the device and not completed, with those its "
+       "device workers took from submission rings themselves.",
        offsetof(halod_device_totals_t, in_flight), true},
   };
   for (size_t s = 0; s < sizeof(kSeries) / sizeof(kSeries[0]); ++s) {

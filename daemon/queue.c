@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "common/status.h"
+#include "daemon/ring_worker.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
 
@@ -95,4 +96,14 @@ void halod_queue_record_latency(halod_t *daemon, halod_queue_t *queue,
 
 uint64_t halod_queue_submitted(const halod_queue_t *queue) {
   return queue->completed + queue->failed + queue->waiting + queue->in_flight;
+}
+
+uint32_t halod_work_in_flight(const halod_t *daemon, uint32_t *out_per_device) {
+  uint32_t total = halod_ring_workers_in_flight(daemon, out_per_device);
+  for (const halod_queue_t *queue = daemon->stats.queues; queue;
+       queue = queue->all_next) {
+    total += queue->in_flight;
+    if (out_per_device) out_per_device[queue->device] += queue->in_flight;
+  }
+  return total;
 }

@@ -63,4 +63,12 @@ void halod_queue_record_latency(halod_t *daemon, halod_queue_t *queue,
 // Submissions ever accepted on |queue|.
 uint64_t halod_queue_submitted(const halod_queue_t *queue);
 
+// Executions issued to devices and not completed yet: halod's, on every
+// live queue (halod_queue_t.in_flight), and those device workers took from
+// submission rings themselves (halod_ring_workers_in_flight). Returns them
+// all; |out_per_device| (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by
+// device. What haloctl status and drain report as in flight and the metric
+// halo_in_flight_submissions exports.
+uint32_t halod_work_in_flight(const halod_t *daemon, uint32_t *out_per_device);
+
 #endif  // HALOD_QUEUE_H_

@@ -40,7 +40,8 @@ typedef struct halod_ring_message_t {
 struct halod_ring_workers_t {
   halod_t *daemon;
   halo_u64_map_t grants;  // id -> halod_ring_grant_t
-  // The workers that hold grants: worker (its address) -> how many.
+  // The workers that hold grants: worker (its address) ->
+  // halod_ring_holder_t.
   halo_u64_map_t holders;
   uint64_t next_grant;
   uint64_t executions;  // completed or failed, reported by workers
@@ -57,18 +58,40 @@ static void halod_ring_grant_release(halod_ring_workers_t *workers,
   free(grant);
 }
 
-// Counts one more grant of |worker| (|delta| 1) or one less (-1).
-static halo_status_t halod_ring_holders_count(halod_ring_workers_t *workers,
-                                              const halo_hal_device_t *worker,
-                                              int delta) {
+// A worker that holds grants.
+typedef struct halod_ring_holder_t {
+  uint64_t grants;  // how many
+  uint32_t device;  // the device it serves (halod's index)
+} halod_ring_holder_t;
+
+// Counts one more grant of |worker|, a worker of |device|.
+static halo_status_t halod_ring_holder_add(halod_ring_workers_t *workers,
+                                           const halo_hal_device_t *worker,
+                                           uint32_t device) {
   uint64_t key = (uint64_t)(uintptr_t)worker;
-  uintptr_t count =
-      (uintptr_t)halo_u64_map_get(&workers->holders, key) + (uintptr_t)delta;
-  if (count == 0) {
-    halo_u64_map_remove(&workers->holders, key);
+  halod_ring_holder_t *holder = halo_u64_map_get(&workers->holders, key);
+  if (holder) {
+    ++holder->grants;
     return NULL;
   }
-  return halo_u64_map_put(&workers->holders, key, (void *)count);
+  holder = calloc(1, sizeof(*holder));
+  if (!holder) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  holder->grants = 1;
+  holder->device = device;
+  halo_status_t status = halo_u64_map_put(&workers->holders, key, holder);
+  if (status) free(holder);
+  return status;
+}
+
+// Counts one grant of |worker| less.
+static void halod_ring_holder_remove(halod_ring_workers_t *workers,
+                                     const halo_hal_device_t *worker) {
+  uint64_t key = (uint64_t)(uintptr_t)worker;
+  halod_ring_holder_t *holder = halo_u64_map_get(&workers->holders, key);
+  if (holder && --holder->grants == 0) {
+    halo_u64_map_remove(&workers->holders, key);
+    free(holder);
+  }
 }
 
 // |grant| leaves the table (the worker released it, or is gone): halod's
@@ -76,7 +99,7 @@ static halo_status_t halod_ring_holders_count(halod_ring_workers_t *workers,
 static void halod_ring_grant_drop(halod_ring_workers_t *workers,
                                   halod_ring_grant_t *grant) {
   halo_u64_map_remove(&workers->grants, grant->id);
-  halo_status_free(halod_ring_holders_count(workers, grant->worker, -1));
+  halod_ring_holder_remove(workers, grant->worker);
   halod_ring_grant_release(workers, grant);
 }
 
@@ -140,9 +163,10 @@ void halod_ring_workers_revoke_all(halo_hal_device_t *worker,
 }
 
 // Sends one grant of |handle| (|message| filled but for ids) with |tail|
-// (a command buffer's slots), holding a reference on |object|.
+// (a command buffer's slots) to |worker|, the worker of |device|, holding a
+// reference on |object|.
 static void halod_ring_grant_send(halod_t *daemon, halod_session_t *session,
-                                  halo_hal_device_t *worker,
+                                  halo_hal_device_t *worker, uint32_t device,
                                   halo_u64_map_t *granted, uint32_t type,
                                   void *object,
                                   halo_remote_ring_grant_t *message,
@@ -154,17 +178,17 @@ static void halod_ring_grant_send(halod_t *daemon, halod_session_t *session,
   grant->type = type;
   grant->object = object;
   grant->worker = worker;
-  halo_status_t status = halod_ring_holders_count(workers, worker, 1);
+  halo_status_t status = halod_ring_holder_add(workers, worker, device);
   if (!status) {
     status = halo_u64_map_put(&workers->grants, grant->id, grant);
-    if (status) halo_status_free(halod_ring_holders_count(workers, worker, -1));
+    if (status) halod_ring_holder_remove(workers, worker);
   }
   if (!status) {
     status = halo_u64_map_put(granted, halod_ring_granted_key(message->handle),
                               (void *)(uintptr_t)grant->id);
     if (status) {
       halo_u64_map_remove(&workers->grants, grant->id);
-      halo_status_free(halod_ring_holders_count(workers, worker, -1));
+      halod_ring_holder_remove(workers, worker);
     }
   }
   if (status) {
@@ -219,7 +243,7 @@ static void halod_ring_grant_semaphore(
   }
   message.device_address =
       halod_semaphore_device_address(semaphore, worker, queue->device);
-  halod_ring_grant_send(daemon, session, worker, granted,
+  halod_ring_grant_send(daemon, session, worker, queue->device, granted,
                         HALOD_OBJECT_SEMAPHORE, semaphore, &message, NULL, 0);
 }
 
@@ -255,8 +279,8 @@ void halod_ring_workers_grant(halod_t *daemon, halod_session_t *session,
     halo_remote_ring_grant_t message = {
         .handle = op->queue, .object = halo_hal_remote_queue_id(queue->hal)};
     if (!message.object) return;
-    halod_ring_grant_send(daemon, session, worker, granted, HALOD_OBJECT_QUEUE,
-                          queue, &message, NULL, 0);
+    halod_ring_grant_send(daemon, session, worker, queue->device, granted,
+                          HALOD_OBJECT_QUEUE, queue, &message, NULL, 0);
   }
   if (entry->flags != HALO_HAL_RECORDING_ONE_SHOT &&
       !halod_ring_granted(granted, op->command_buffer)) {
@@ -273,7 +297,7 @@ void halod_ring_workers_grant(halod_t *daemon, halod_session_t *session,
         slots[i].alignment = entry->slots[i].alignment;
         slots[i].used = entry->slots[i].used;
       }
-      halod_ring_grant_send(daemon, session, worker, granted,
+      halod_ring_grant_send(daemon, session, worker, queue->device, granted,
                             HALOD_OBJECT_COMMAND_BUFFER, command_buffer,
                             &message, slots,
                             entry->binding_capacity * sizeof(*slots));
@@ -297,8 +321,8 @@ void halod_ring_workers_grant(halod_t *daemon, halod_session_t *session,
       halo_status_free(status);
       continue;
     }
-    halod_ring_grant_send(daemon, session, worker, granted, HALOD_OBJECT_BUFFER,
-                          buffer, &message, NULL, 0);
+    halod_ring_grant_send(daemon, session, worker, queue->device, granted,
+                          HALOD_OBJECT_BUFFER, buffer, &message, NULL, 0);
   }
   for (uint32_t i = 0; i < op->sync.wait_count; ++i) {
     halod_ring_grant_semaphore(daemon, session, worker, granted, queue,
@@ -698,22 +722,31 @@ static void halod_ring_count_flight(
   if (halo_remote_flight_entry_running(entry)) ++*(uint32_t *)visit_data;
 }
 
-uint32_t halod_ring_workers_in_flight(const halod_t *daemon) {
+uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
+                                      uint32_t *out_per_device) {
+  if (out_per_device) {
+    memset(out_per_device, 0, HALO_HAL_MAX_DEVICES * sizeof(*out_per_device));
+  }
   // The workers that hold grants (a worker that runs a ring execution holds
   // what it uses), whether or not their domains still exist.
   const halod_ring_workers_t *workers = daemon->work.ring_workers;
   if (!workers) return 0;
-  uint32_t count = 0;
+  uint32_t total = 0;
   for (size_t i = 0; i < workers->holders.capacity; ++i) {
     if (!workers->holders.entries[i].key) continue;
     halo_hal_device_t *worker =
         (halo_hal_device_t *)(uintptr_t)workers->holders.entries[i].key;
-    if (halo_hal_remote_device_is(worker)) {
-      halo_hal_remote_device_visit_flight(worker, halod_ring_count_flight,
-                                          &count);
+    const halod_ring_holder_t *holder = workers->holders.entries[i].value;
+    if (!halo_hal_remote_device_is(worker)) continue;
+    uint32_t count = 0;
+    halo_hal_remote_device_visit_flight(worker, halod_ring_count_flight,
+                                        &count);
+    total += count;
+    if (out_per_device && holder->device < HALO_HAL_MAX_DEVICES) {
+      out_per_device[holder->device] += count;
     }
   }
-  return count;
+  return total;
 }
 
 uint64_t halod_ring_workers_executions(const halod_t *daemon) {
@@ -760,6 +793,10 @@ void halod_ring_workers_stop(halod_t *daemon) {
   }
   halo_u64_map_deinitialize(&workers->grants);
   halo_u64_map_initialize(&workers->grants);
+  for (size_t i = 0; i < workers->holders.capacity; ++i) {
+    if (workers->holders.entries[i].key)
+      free(workers->holders.entries[i].value);
+  }
   halo_u64_map_deinitialize(&workers->holders);
   halo_u64_map_initialize(&workers->holders);
   uv_close((uv_handle_t *)&workers->async, halod_ring_workers_on_closed);

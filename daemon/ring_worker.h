@@ -72,9 +72,12 @@ bool halod_ring_workers_hold(const halod_t *daemon,
                              const halo_hal_device_t *worker);
 
 // Executions workers took from rings and have in flight now (the flight
-// tables of the workers that hold grants): haloctl status, drain and stop
-// count them with halod's.
-uint32_t halod_ring_workers_in_flight(const halod_t *daemon);
+// tables of the workers that hold grants), in all; |out_per_device|
+// (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by device. haloctl
+// status, drain, stop and the metric halo_in_flight_submissions count them
+// with halod's (halod_work_in_flight, daemon/queue.h).
+uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
+                                      uint32_t *out_per_device);
 
 // Executions workers took from rings, since start (haloctl, metrics).
 uint64_t halod_ring_workers_executions(const halod_t *daemon);

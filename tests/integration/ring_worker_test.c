@@ -407,6 +407,42 @@ static void test_status_counts_worker_executions(void **state) {
   armed_finish(&armed);
 }
 
+static uint64_t in_flight_metric(const halo_test_daemon_t *daemon) {
+  return halo_test_admin_metric(daemon,
+                                "halo_in_flight_submissions{device=\"0\"} ");
+}
+
+// The metric halo_in_flight_submissions counts what haloctl status counts:
+// an execution the worker took from the ring and still runs, as halod's
+// own (a dashboard or drain alert on it must not read less than status).
+static void test_metric_counts_worker_executions(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  fixture_t *fixture = *state;
+  armed_t armed;
+  armed_start(fixture, 2, &armed);
+  uint32_t *flags = armed.flags;
+  uint64_t taken = worker_executions(&fixture->daemon);
+  assert_int_equal(in_flight(&fixture->daemon), 0);
+  assert_int_equal(in_flight_metric(&fixture->daemon), 0);
+  __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
+  halo_semaphore_value_t signal = {armed.done, 3};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, armed.cb, NULL, 0, NULL, 0, &signal, 1));
+  assert_true(
+      HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000));
+  // It spins until released: both count it, and only it.
+  assert_int_equal(in_flight(&fixture->daemon), 1);
+  assert_int_equal(in_flight_metric(&fixture->daemon), 1);
+  __atomic_store_n(&flags[0], 0, __ATOMIC_RELEASE);
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(armed.done, 3, DEADLINE_NS));
+  assert_true(HALO_TEST_POLL(in_flight(&fixture->daemon) == 0 &&
+                                 in_flight_metric(&fixture->daemon) == 0,
+                             5000));
+  // It was the worker's, not halod's.
+  assert_int_equal(worker_executions(&fixture->daemon), taken + 1);
+  armed_finish(&armed);
+}
+
 // A REUSABLE recording of the test kernels' `armed` entry runs harmlessly
 // (halod takes it and grants it), then, armed with |mode| (1 spin, 2
 // crash), the worker takes it from the ring itself and it never completes:
@@ -790,6 +826,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_work_outlives_the_process, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_status_counts_worker_executions,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_metric_counts_worker_executions,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadline_names_the_ring_execution,
                                       setup_deadline, teardown),
