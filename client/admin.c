@@ -2,13 +2,10 @@
 // Copyright 2026 The halo Authors
 #include "client/admin.h"
 
-#include <errno.h>
 #include <nng/protocol/reqrep0/req.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/clock.h"
 #include "common/status.h"
 
 struct halo_admin_s {
@@ -26,67 +23,6 @@ static void halo_admin_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
   (void)event;
   halo_admin_t *admin = arg;
   halo_wire_connection_lost(pipe, &admin->lost, admin->aio);
-}
-
-// The dial of halo_admin_connect, on a thread of its own. nng's dial returns
-// once halod has completed the connection's handshake, or after nng's own
-// 10 s: a halod that is stopped (SIGSTOP, a debugger, a frozen host) has
-// the kernel accept the connection and never answers, and the caller's
-// timeout must bound that too.
-typedef struct halo_admin_dial_t {
-  halo_admin_t *admin;
-  const char *address;
-  pthread_mutex_t mutex;
-  pthread_cond_t finished;
-  bool done;  // under |mutex|
-  int rv;
-} halo_admin_dial_t;
-
-static void *halo_admin_dial_main(void *arg) {
-  halo_admin_dial_t *dial = arg;
-  int rv = halo_wire_dial_once(dial->admin->socket, dial->address,
-                               halo_admin_on_pipe_removed, dial->admin);
-  pthread_mutex_lock(&dial->mutex);
-  dial->rv = rv;
-  dial->done = true;
-  pthread_cond_signal(&dial->finished);
-  pthread_mutex_unlock(&dial->mutex);
-  return NULL;
-}
-
-// Dials |address| on |admin|'s socket: nng's result, or NNG_ETIMEDOUT and
-// |*out_timed_out| once |timeout_ms| passed (the socket is then closed,
-// which ends the dial).
-static int halo_admin_dial(halo_admin_t *admin, const char *address,
-                           int timeout_ms, bool *out_timed_out) {
-  halo_admin_dial_t dial = {.admin = admin, .address = address};
-  pthread_mutex_init(&dial.mutex, NULL);
-  halo_clock_cond_initialize(&dial.finished);
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, halo_admin_dial_main, &dial) != 0) {
-    // No thread: the dial as nng bounds it.
-    halo_admin_dial_main(&dial);
-  } else {
-    struct timespec deadline = halo_clock_timespec(
-        halo_clock_now_ns() + (int64_t)timeout_ms * 1000000);
-    pthread_mutex_lock(&dial.mutex);
-    int error = 0;
-    while (!dial.done && error != ETIMEDOUT) {
-      error = pthread_cond_timedwait(&dial.finished, &dial.mutex, &deadline);
-    }
-    bool done = dial.done;
-    pthread_mutex_unlock(&dial.mutex);
-    if (!done) {
-      nng_close(admin->socket);  // ends the dial, which then returns
-      admin->closed = true;
-    }
-    pthread_join(thread, NULL);
-    if (!done) dial.rv = NNG_ETIMEDOUT;
-    *out_timed_out = !done;
-  }
-  pthread_cond_destroy(&dial.finished);
-  pthread_mutex_destroy(&dial.mutex);
-  return dial.rv;
 }
 
 const char *halo_admin_default_address(const char *address) {
@@ -114,7 +50,12 @@ halo_status_t halo_admin_connect(const char *address, int timeout_ms,
   if (rv == 0) rv = nng_ctx_open(&admin->ctx, admin->socket);
   int timeout = timeout_ms > 0 ? timeout_ms : 10000;
   bool timed_out = false;
-  if (rv == 0) rv = halo_admin_dial(admin, address, timeout, &timed_out);
+  if (rv == 0) {
+    rv = halo_wire_dial_within(admin->socket, address,
+                               halo_admin_on_pipe_removed, admin,
+                               (int64_t)timeout * 1000000, &timed_out);
+    admin->closed = timed_out;
+  }
   if (timed_out) {
     halo_status_t status = halo_status_make(
         HALO_STATUS_DEADLINE_EXCEEDED,

@@ -385,67 +385,6 @@ static halo_status_t halo_client_hello(halo_client_t *client,
   return status;
 }
 
-// The dial of halo_client_connect, on a thread of its own. nng's dial
-// returns once halod has completed the connection's handshake, or after
-// nng's own 10 s: a halod that is stopped (SIGSTOP, a debugger, a frozen
-// host) has the kernel accept the connection and never answers, and the
-// request timeout must bound that too (as client/admin.c does for haloctl).
-typedef struct halo_client_dial_t {
-  halo_client_t *client;
-  const char *address;
-  pthread_mutex_t mutex;
-  pthread_cond_t finished;  // CLOCK_MONOTONIC
-  bool done;                // under |mutex|
-  int rv;
-} halo_client_dial_t;
-
-static void *halo_client_dial_main(void *arg) {
-  halo_client_dial_t *dial = arg;
-  int rv = halo_wire_dial_once(dial->client->socket, dial->address,
-                               halo_client_on_pipe_removed, dial->client);
-  pthread_mutex_lock(&dial->mutex);
-  dial->rv = rv;
-  dial->done = true;
-  pthread_cond_signal(&dial->finished);
-  pthread_mutex_unlock(&dial->mutex);
-  return NULL;
-}
-
-// Dials |address|: nng's result, or NNG_ETIMEDOUT and *|out_timed_out|
-// once the request timeout passed (the socket is then closed, which ends
-// the dial).
-static int halo_client_dial(halo_client_t *client, const char *address,
-                            bool *out_timed_out) {
-  *out_timed_out = false;
-  halo_client_dial_t dial = {.client = client, .address = address};
-  pthread_mutex_init(&dial.mutex, NULL);
-  halo_clock_cond_initialize(&dial.finished);
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, halo_client_dial_main, &dial) != 0) {
-    halo_client_dial_main(&dial);  // no thread: the dial as nng bounds it
-  } else {
-    struct timespec deadline = halo_clock_timespec(
-        halo_clock_deadline_ns((int64_t)client->request_timeout_ms * 1000000));
-    pthread_mutex_lock(&dial.mutex);
-    int error = 0;
-    while (!dial.done && error != ETIMEDOUT) {
-      error = pthread_cond_timedwait(&dial.finished, &dial.mutex, &deadline);
-    }
-    bool done = dial.done;
-    pthread_mutex_unlock(&dial.mutex);
-    if (!done) {
-      nng_close(client->socket);  // ends the dial, which then returns
-      client->socket_closed = true;
-    }
-    pthread_join(thread, NULL);
-    if (!done) dial.rv = NNG_ETIMEDOUT;
-    *out_timed_out = !done;
-  }
-  pthread_cond_destroy(&dial.finished);
-  pthread_mutex_destroy(&dial.mutex);
-  return dial.rv;
-}
-
 halo_status_t halo_client_connect(const halo_client_options_t *options,
                                   halo_client_t **out_client) {
   HALO_CHECK_ARG(out_client, "out_client must not be NULL");
@@ -489,7 +428,14 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   }
   if (rv == 0) rv = nng_ctx_open(&client->ctx, client->socket);
   bool timed_out = false;
-  if (rv == 0) rv = halo_client_dial(client, address, &timed_out);
+  if (rv == 0) {
+    // Bounded by the request timeout: a stopped halod's kernel accepts the
+    // connection and nng would wait its own 10 s.
+    rv = halo_wire_dial_within(
+        client->socket, address, halo_client_on_pipe_removed, client,
+        (int64_t)client->request_timeout_ms * 1000000, &timed_out);
+    client->socket_closed = timed_out;
+  }
   halo_status_t status = NULL;
   if (timed_out) {
     status = halo_status_make(

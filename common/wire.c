@@ -3,6 +3,7 @@
 #include "common/wire.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -92,6 +93,62 @@ int halo_wire_dial_once(nng_socket socket, const char *address,
                            on_removed ? arg : NULL);
   if (rv == 0) rv = nng_dial(socket, address, NULL, 0);
   return rv;
+}
+
+typedef struct halo_wire_dial_t {
+  nng_socket socket;
+  const char *address;
+  nng_pipe_cb on_removed;
+  void *arg;
+  pthread_mutex_t mutex;
+  pthread_cond_t finished;  // CLOCK_MONOTONIC
+  bool done;                // under |mutex|
+  int rv;
+} halo_wire_dial_t;
+
+static void *halo_wire_dial_main(void *argument) {
+  halo_wire_dial_t *dial = argument;
+  int rv = halo_wire_dial_once(dial->socket, dial->address, dial->on_removed,
+                               dial->arg);
+  pthread_mutex_lock(&dial->mutex);
+  dial->rv = rv;
+  dial->done = true;
+  pthread_cond_signal(&dial->finished);
+  pthread_mutex_unlock(&dial->mutex);
+  return NULL;
+}
+
+int halo_wire_dial_within(nng_socket socket, const char *address,
+                          nng_pipe_cb on_removed, void *arg, int64_t timeout_ns,
+                          bool *out_timed_out) {
+  *out_timed_out = false;
+  halo_wire_dial_t dial = {.socket = socket,
+                           .address = address,
+                           .on_removed = on_removed,
+                           .arg = arg};
+  pthread_mutex_init(&dial.mutex, NULL);
+  halo_clock_cond_initialize(&dial.finished);
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, halo_wire_dial_main, &dial) != 0) {
+    halo_wire_dial_main(&dial);
+  } else {
+    struct timespec deadline =
+        halo_clock_timespec(halo_clock_deadline_ns(timeout_ns));
+    pthread_mutex_lock(&dial.mutex);
+    int error = 0;
+    while (!dial.done && error != ETIMEDOUT) {
+      error = pthread_cond_timedwait(&dial.finished, &dial.mutex, &deadline);
+    }
+    bool done = dial.done;
+    pthread_mutex_unlock(&dial.mutex);
+    if (!done) nng_close(socket);  // ends the dial, which then returns
+    pthread_join(thread, NULL);
+    if (!done) dial.rv = NNG_ETIMEDOUT;
+    *out_timed_out = !done;
+  }
+  pthread_cond_destroy(&dial.finished);
+  pthread_mutex_destroy(&dial.mutex);
+  return dial.rv;
 }
 
 // Waits for the step just started on |aio|; see halo_wire_call for |lost|.

@@ -45,6 +45,17 @@ halo_status_t halo_wire_dial_failed(int nng_error, const char *target,
 // |on_removed| calls halo_wire_connection_lost. Returns nng's error.
 int halo_wire_dial_once(nng_socket socket, const char *address,
                         nng_pipe_cb on_removed, void *arg);
+// halo_wire_dial_once, bounded: nng's dial returns once halod completed
+// the connection's handshake, or after nng's own 10 s, and a halod that is
+// stopped (SIGSTOP, a debugger, a frozen host) has the kernel accept the
+// connection and never answers. The dial runs on a thread of its own;
+// once |timeout_ns| passed, |socket| is closed (which ends the dial),
+// *|out_timed_out| set and NNG_ETIMEDOUT returned: the caller must not
+// close |socket| again. Without a thread, the dial as nng bounds it.
+int halo_wire_dial_within(nng_socket socket, const char *address,
+                          nng_pipe_cb on_removed, void *arg, int64_t timeout_ns,
+                          bool *out_timed_out);
+
 // The work of a removal callback of halo_wire_dial_once, on nng's thread:
 // sets |*lost| and aborts |aio| with NNG_ECONNSHUT (each may be NULL; see
 // halo_wire_call), then closes the pipe's dialer. nng 1.5.2 would dial again
