@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/log.h"
 #include "common/ring.h"
@@ -154,6 +155,18 @@ static const halod_config_entry_t halod_config_entries[] = {
      "exportable or large buffer has one of its own), those of imported "
      "semaphores and buffers counted too (the importer keeps them alive); "
      "past it creating or importing one fails with RESOURCE_EXHAUSTED"},
+    // The default follows halod's open-file limit (halod_config_parse);
+    // this one stands where the limit is unlimited.
+    {"uid-fds", HALOD_NUMBER(HALOD_CONFIG_U32, uid_fds), "16384", 1, 1u << 30,
+     NULL, LIVE,
+     "quota of descriptors halod holds for all sessions of one uid together, "
+     "root included, each counted as session-fds counts it; past it creating "
+     "or importing one fails with RESOURCE_EXHAUSTED, and a new connection "
+     "of a uid holding that many is refused likewise, so that one uid cannot "
+     "take the descriptors others need. Not set: a quarter of halod's "
+     "open-file limit (RLIMIT_NOFILE's hard limit, to which halod raises its "
+     "own; 16384 under the unit's LimitNOFILE=65536), the default below only "
+     "where that limit is unlimited"},
     {"fd-reserve", HALOD_NUMBER(HALOD_CONFIG_U32, fd_reserve), "64", 8,
      1u << 30, NULL, LIVE,
      "descriptors under RLIMIT_NOFILE that semaphore pages and host arenas "
@@ -773,6 +786,26 @@ static halo_status_t halod_config_fit_contexts(halod_config_t *config,
   return NULL;
 }
 
+// uid-fds not set: a quarter of the open-file limit halod raises its own to
+// (the hard limit), so that one uid leaves the rest to others.
+static void halod_config_derive_uid_fds(halod_config_t *config) {
+  const halod_config_entry_t *entry =
+      halod_config_find("uid-fds", strlen("uid-fds"));
+  char *source = config->sources[halod_config_index(entry)];
+  struct rlimit limit;
+  if (source[0] || getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+      limit.rlim_max == RLIM_INFINITY) {
+    return;
+  }
+  uint64_t quarter = (uint64_t)limit.rlim_max / 4;
+  config->uid_fds = (uint32_t)(quarter < 1            ? 1
+                               : quarter > entry->max ? entry->max
+                                                      : quarter);
+  snprintf(source, sizeof(config->sources[0]),
+           "a quarter of RLIMIT_NOFILE (%llu)",
+           (unsigned long long)limit.rlim_max);
+}
+
 halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                                  int *out_exit) {
   *out_exit = 0;
@@ -786,6 +819,7 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
   }
   HALO_RETURN_IF_ERROR(
       halod_config_parse_flags(config, argc, argv, false, out_exit));
+  halod_config_derive_uid_fds(config);
   // Under systemd, CacheDirectory= exports $CACHE_DIRECTORY: the default.
   const char *systemd_cache = getenv("CACHE_DIRECTORY");
   if (!config->cache_directory[0] && systemd_cache && systemd_cache[0] == '/') {

@@ -50,6 +50,7 @@ typedef struct halod_config_t {
   uint64_t session_recording_bytes;  // quota of command buffers' recordings
   uint32_t session_handles;          // quota of live handles per session
   uint32_t session_fds;              // quota of pages + arenas per session
+  uint32_t uid_fds;                  // ... of all sessions of one uid
   uint32_t fd_reserve;               // descriptors kept for connections
   uint32_t uid_connections;          // client-socket sessions per uid
   uint32_t fd_channel_unauthenticated;  // per uid, not yet authenticated

@@ -86,9 +86,10 @@ typedef struct halod_sessions_t {
   // Device faults charged to client processes: those over fault-budget are
   // refused (daemon/fault_budget.h).
   halod_fault_budget_t fault_budget;
-  // Open sessions of each uid (uid + 1 -> count as uintptr_t), refused
-  // ones included: past uid-connections new ones are refused
-  // (daemon/session.h).
+  // Per uid (key uid + 1), as a uintptr_t: its open sessions, refused ones
+  // included, in the low 32 bits (past uid-connections new ones are
+  // refused, daemon/session.h), and in the high 32 the descriptors its
+  // sessions hold against uid-fds (daemon/fd_budget.h).
   halo_u64_map_t by_uid;
   // Closes connections that sent no Hello within hello-timeout-ms
   // (halod_sessions_start).

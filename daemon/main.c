@@ -20,6 +20,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
+#include "daemon/fd_budget.h"
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
 
@@ -129,6 +130,7 @@ int main(int argc, char **argv) {
   halod_apply_cuda_connections(&config);
   halod_apply_loads(&config);
   halod_apply_nice(&config);
+  halod_fd_budget_check_limits(&config);
 
   uv_loop_t loop;
   uv_loop_init(&loop);

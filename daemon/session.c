@@ -56,22 +56,52 @@ static char *halod_session_refusal(halod_t *daemon,
   return reason ? reason : strdup("over the fault budget");
 }
 
-// Open sessions of |uid| (by_uid keys are uid + 1: 0 is not a key).
-static uint32_t halod_uid_sessions(const halod_sessions_t *sessions,
-                                   uint32_t uid) {
-  return (uint32_t)(uintptr_t)halo_u64_map_get(&sessions->by_uid,
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t),
+               "by_uid keeps two 32-bit counts in a map value");
+
+// |uid|'s entry of by_uid (keys are uid + 1: 0 is not a key): its sessions
+// in the low 32 bits, its descriptors in the high 32.
+static uint64_t halod_uid_entry(const halod_sessions_t *sessions,
+                                uint32_t uid) {
+  return (uint64_t)(uintptr_t)halo_u64_map_get(&sessions->by_uid,
                                                (uint64_t)uid + 1);
 }
 
-static halo_status_t halod_uid_sessions_add(halod_sessions_t *sessions,
-                                            uint32_t uid, int32_t delta) {
-  uint32_t count = halod_uid_sessions(sessions, uid) + (uint32_t)delta;
-  if (!count) {
+static halo_status_t halod_uid_entry_set(halod_sessions_t *sessions,
+                                         uint32_t uid, uint64_t entry) {
+  if (!entry) {
     halo_u64_map_remove(&sessions->by_uid, (uint64_t)uid + 1);
     return NULL;
   }
   return halo_u64_map_put(&sessions->by_uid, (uint64_t)uid + 1,
-                          (void *)(uintptr_t)count);
+                          (void *)(uintptr_t)entry);
+}
+
+// Open sessions of |uid|.
+static uint32_t halod_uid_sessions(const halod_sessions_t *sessions,
+                                   uint32_t uid) {
+  return (uint32_t)halod_uid_entry(sessions, uid);
+}
+
+static halo_status_t halod_uid_sessions_add(halod_sessions_t *sessions,
+                                            uint32_t uid, int32_t delta) {
+  uint64_t entry = halod_uid_entry(sessions, uid);
+  uint32_t count = (uint32_t)entry + (uint32_t)delta;
+  return halod_uid_entry_set(sessions, uid, (entry >> 32 << 32) | count);
+}
+
+uint32_t halod_uid_fds(const halod_sessions_t *sessions, uint32_t uid) {
+  return (uint32_t)(halod_uid_entry(sessions, uid) >> 32);
+}
+
+void halod_uid_fds_add(halod_sessions_t *sessions, uint32_t uid,
+                       int32_t delta) {
+  uint64_t entry = halod_uid_entry(sessions, uid);
+  uint32_t fds = (uint32_t)(entry >> 32) + (uint32_t)delta;
+  // The uid has a session (the one charged), so its key is there and
+  // replacing a present key never allocates.
+  halo_status_free(halod_uid_entry_set(
+      sessions, uid, ((uint64_t)fds << 32) | (uint32_t)entry));
 }
 
 // Why a connection of |process| is refused before its trust domain is
@@ -111,7 +141,10 @@ static halo_status_t halod_session_admission(
                             "limit uid-connections",
                             process->uid, uid_sessions);
   }
-  return NULL;
+  // A uid holding all its descriptors would get a session that could not
+  // create even its first semaphore, while the connection itself (its fd
+  // channel connection, its ring) takes descriptors kept for others.
+  return halod_fd_budget_check_uid(daemon, process->uid, uid_sessions);
 }
 
 // Takes |status| (non-NULL) as |session|'s refusal: code and message.
@@ -447,6 +480,10 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
                 (unsigned long long)session->requests);
   halo_u64_map_remove(&daemon->sessions.by_pipe, session->pipe_id);
   halo_u64_map_remove(&daemon->sessions.by_id, session->id);
+  // What it still counts goes back to its uid: its imports went with its
+  // handles, and pages and arenas of its own that others still use are
+  // charged to them (their imports).
+  halod_fd_budget_add(daemon, session, -(int32_t)session->memfds);
   // Lowering a count never allocates.
   halo_status_free(halod_uid_sessions_add(&daemon->sessions, session->uid, -1));
   if (session->domain) halod_domain_release(daemon, session->domain);
@@ -594,20 +631,18 @@ halo_status_t halod_session_grant(halod_t *daemon, halod_session_t *session,
       halod_fd_budget_check_session(daemon, session->id, what));
   HALO_RETURN_IF_ERROR(halo_u64_map_put(&session->grants, key,
                                         (void *)(HALOD_GRANT_CHARGED | 1)));
-  ++session->memfds;
+  halod_fd_budget_add(daemon, session, 1);
   return NULL;
 }
 
-void halod_session_revoke(halod_session_t *session, halod_grant_kind_t kind,
-                          uint64_t id) {
+void halod_session_revoke(halod_t *daemon, halod_session_t *session,
+                          halod_grant_kind_t kind, uint64_t id) {
   uint64_t key = halod_grant_key(kind, id);
   uintptr_t value = (uintptr_t)halo_u64_map_get(&session->grants, key);
   uintptr_t count = value & ~HALOD_GRANT_CHARGED;
   if (count <= 1) {
     halo_u64_map_remove(&session->grants, key);
-    if ((value & HALOD_GRANT_CHARGED) && session->memfds > 0) {
-      --session->memfds;
-    }
+    if (value & HALOD_GRANT_CHARGED) halod_fd_budget_add(daemon, session, -1);
   } else {
     halo_u64_map_put(&session->grants, key, (void *)(value - 1));
   }
@@ -629,7 +664,8 @@ halo_status_t halod_session_add_semaphore(halod_t *daemon,
     status = halod_handle_table_insert(
         &session->handles, HALOD_OBJECT_SEMAPHORE, semaphore, out_handle);
     if (status) {
-      halod_session_revoke(session, HALOD_GRANT_PAGE, semaphore->page->id);
+      halod_session_revoke(daemon, session, HALOD_GRANT_PAGE,
+                           semaphore->page->id);
     }
   }
   if (status) {
@@ -709,7 +745,8 @@ halo_status_t halod_session_add_buffer(halod_t *daemon,
     status = halod_handle_table_insert(&session->handles, HALOD_OBJECT_BUFFER,
                                        buffer, out_handle);
     if (status && buffer->arena) {
-      halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);
+      halod_session_revoke(daemon, session, HALOD_GRANT_ARENA,
+                           buffer->arena->id);
     }
   }
   if (status) {
@@ -729,7 +766,7 @@ halo_status_t halod_session_release_semaphore(halod_t *daemon,
       &session->handles, handle, HALOD_OBJECT_SEMAPHORE, &object));
   halod_ring_revoke(session, handle, HALOD_OBJECT_SEMAPHORE);
   halod_semaphore_t *semaphore = object;
-  halod_session_revoke(session, HALOD_GRANT_PAGE, semaphore->page->id);
+  halod_session_revoke(daemon, session, HALOD_GRANT_PAGE, semaphore->page->id);
   --session->semaphores;
   // An explicit release by the creator is not a crash: importers keep a
   // working semaphore.
@@ -740,7 +777,8 @@ halo_status_t halod_session_release_semaphore(halod_t *daemon,
   return NULL;
 }
 
-halo_status_t halod_session_remove_buffer(halod_session_t *session,
+halo_status_t halod_session_remove_buffer(halod_t *daemon,
+                                          halod_session_t *session,
                                           uint64_t handle,
                                           halod_buffer_t **out_buffer) {
   *out_buffer = NULL;
@@ -750,7 +788,7 @@ halo_status_t halod_session_remove_buffer(halod_session_t *session,
   halod_ring_revoke(session, handle, HALOD_OBJECT_BUFFER);
   halod_buffer_t *buffer = object;
   if (buffer->arena) {
-    halod_session_revoke(session, HALOD_GRANT_ARENA, buffer->arena->id);
+    halod_session_revoke(daemon, session, HALOD_GRANT_ARENA, buffer->arena->id);
   }
   halod_session_uncharge_import(session, buffer);
   --session->buffers;
@@ -762,7 +800,8 @@ halo_status_t halod_session_release_buffer(halod_t *daemon,
                                            halod_session_t *session,
                                            uint64_t handle) {
   halod_buffer_t *buffer;
-  HALO_RETURN_IF_ERROR(halod_session_remove_buffer(session, handle, &buffer));
+  HALO_RETURN_IF_ERROR(
+      halod_session_remove_buffer(daemon, session, handle, &buffer));
   halod_buffer_release(daemon, buffer);
   return NULL;
 }

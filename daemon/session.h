@@ -142,6 +142,13 @@ void halod_session_lose(halod_t *daemon, halod_session_t *session,
 
 void halod_session_destroy(halod_t *daemon, halod_session_t *session);
 
+// The descriptors the sessions of |uid| hold together, each counted as its
+// session counts it (memfds), and a change of that count (daemon/fd_budget.h:
+// only while the uid has a session, which the map's entry needs; never
+// allocates).
+uint32_t halod_uid_fds(const halod_sessions_t *sessions, uint32_t uid);
+void halod_uid_fds_add(halod_sessions_t *sessions, uint32_t uid, int32_t delta);
+
 // Loop thread. Starts closing the connections that complete no Hello within
 // hello-timeout-ms (an idle connection costs halod a descriptor), checked
 // every quarter of it. halod_sessions_stop ends that.
@@ -156,14 +163,15 @@ halo_status_t halod_session_add_arena(halod_session_t *session,
 // Grants count handles: the fd channel serves a page or arena to a session
 // only while it holds an object on it. The first grant of a page or arena
 // another session created (|owner_session|: an imported semaphore's or
-// buffer's) charges the session a descriptor against session-fds until its
-// last grant goes: the session keeps that memfd alive, whoever created it.
-// RESOURCE_EXHAUSTED naming session-fds (and |what|) past the quota.
+// buffer's) charges the session a descriptor against session-fds, and its
+// uid against uid-fds, until its last grant goes: the session keeps that
+// memfd alive, whoever created it. RESOURCE_EXHAUSTED naming session-fds or
+// uid-fds (and |what|) past the quota.
 halo_status_t halod_session_grant(halod_t *daemon, halod_session_t *session,
                                   halod_grant_kind_t kind, uint64_t id,
                                   uint64_t owner_session, const char *what);
-void halod_session_revoke(halod_session_t *session, halod_grant_kind_t kind,
-                          uint64_t id);
+void halod_session_revoke(halod_t *daemon, halod_session_t *session,
+                          halod_grant_kind_t kind, uint64_t id);
 bool halod_session_is_granted(const halod_session_t *session,
                               halod_grant_kind_t kind, uint64_t id);
 
@@ -202,7 +210,8 @@ halo_status_t halod_session_release_buffer(halod_t *daemon,
                                            uint64_t handle);
 // Removes the handle and hands its reference to the caller (a
 // queue_dealloca keeps the buffer until its waits are met).
-halo_status_t halod_session_remove_buffer(halod_session_t *session,
+halo_status_t halod_session_remove_buffer(halod_t *daemon,
+                                          halod_session_t *session,
                                           uint64_t handle,
                                           halod_buffer_t **out_buffer);
 

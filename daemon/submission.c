@@ -666,7 +666,7 @@ halo_status_t halod_submission_create_dealloca(halod_t *daemon,
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   // The handle goes now; its reference is the submission's.
-  status = halod_session_remove_buffer(session, op->buffer, &buffer);
+  status = halod_session_remove_buffer(daemon, session, op->buffer, &buffer);
   if (status) {  // looked up above: cannot fail
     halod_submission_free(submission);
     return status;

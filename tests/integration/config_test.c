@@ -542,6 +542,42 @@ static void test_nice(void **state) {
                 refused ? "not applied (no CAP_SYS_NICE), logged" : "applied");
 }
 
+// uid-fds not set follows the open-file limit halod raises its own to (the
+// hard one): a quarter of it, and --print-config says where it came from;
+// set, it is what was set.
+static void test_uid_fds_follows_the_open_file_limit(void **state) {
+  (void)state;
+  const char *prlimit = access("/usr/bin/prlimit", X_OK) == 0
+                            ? "/usr/bin/prlimit"
+                        : access("/bin/prlimit", X_OK) == 0 ? "/bin/prlimit"
+                                                            : NULL;
+  if (!prlimit) {
+    print_message("prlimit(1) is not installed (util-linux); skipped\n");
+    skip();
+  }
+  ops_result_t r;
+  const char *derived[] = {prlimit, "--nofile=1000:1000", HALO_TEST_HALOD,
+                           "--print-config", NULL};
+  ops_run(derived, NULL, &r);
+  OPS_EXPECT(
+      &r, r.exit_code == 0 && strstr(r.out,
+                                     "\nuid-fds = 250\n#   from a quarter of "
+                                     "RLIMIT_NOFILE (1000); live\n"));
+  ops_result_free(&r);
+  const char *set[] = {prlimit,
+                       "--nofile=1000:1000",
+                       HALO_TEST_HALOD,
+                       "--uid-fds",
+                       "7",
+                       "--print-config",
+                       NULL};
+  ops_run(set, NULL, &r);
+  OPS_EXPECT(&r,
+             r.exit_code == 0 &&
+                 strstr(r.out, "\nuid-fds = 7\n#   from --uid-fds; live\n"));
+  ops_result_free(&r);
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
@@ -554,6 +590,7 @@ int main(void) {
       T(test_reload),
       T(test_metrics_textfile_failure_is_logged_once),
       T(test_nice),
+      T(test_uid_fds_follows_the_open_file_limit),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,8 @@
 // creates exportable semaphores (a memfd page each) until refused gets
 // RESOURCE_EXHAUSTED naming session-fds, or fd-reserve once halod nears
 // RLIMIT_NOFILE, while another client connects and works throughout.
+#include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -585,7 +587,299 @@ static void test_imports_count_against_session_fds(void **state) {
   expect_other_client_works(fixture);
 }
 
-int main(void) {
+// ------------------------------------------------------------------ uid-fds
+
+// The uid budget under a small open-file limit: halod runs under prlimit
+// with UID_FDS_NOFILE descriptors, so uid-fds's default is a quarter of
+// that; each session may hold UID_FDS_SESSION pages, which do not divide
+// it, so the page that crosses the uid's budget is refused naming uid-fds.
+#define UID_FDS_NOFILE 1200
+#define UID_FDS_DEFAULT (UID_FDS_NOFILE / 4)
+#define UID_FDS_SESSION 32
+#define UID_FDS_CONNECTIONS 100
+#define UID_FDS_SESSIONS 120  // bound on the sessions the flood opens
+
+static pid_t g_flood_child;
+
+// Kills the flood's child if a test left it, then the fixture's teardown.
+static int uid_fds_teardown(void **state) {
+  if (g_flood_child > 0) {
+    kill(g_flood_child, SIGKILL);
+    waitpid(g_flood_child, NULL, 0);
+    g_flood_child = 0;
+  }
+  return halo_test_fixture_teardown(state);
+}
+
+// "CODE: message" of |status| into |out|; frees it.
+static void describe_status(halo_status_t status, char *out, size_t capacity) {
+  snprintf(out, capacity, "%s: %s",
+           halo_status_code_name(halo_status_code(status)),
+           halo_status_message(status));
+  for (char *c = out; *c; ++c) {
+    if (*c == '\n') *c = ' ';
+  }
+  halo_status_free(status);
+}
+
+// The flood's process (this program with --uid-flood ADDRESS, run as nobody
+// by test_uid_fds_leaves_room_for_other_uids): opens sessions, each filled
+// with exportable semaphores until refused, until a connect fails; reports
+// on stdout "SESSIONS PAGES", the last refused create and the failed
+// connect, one a line. Then, once a byte arrives on stdin, ends its first
+// session and connects again (retrying while halod has not yet counted the
+// end), creating one exportable semaphore; reports "again: ok" or why not.
+static int uid_flood_main(const char *address) {
+  static halo_client_t *clients[UID_FDS_SESSIONS];
+  static halo_semaphore_t *semaphores[UID_FDS_SESSIONS][UID_FDS_SESSION + 1];
+  static uint32_t counts[UID_FDS_SESSIONS];
+  halo_client_options_t options = {.address = address,
+                                   .client_name = "uid-flood",
+                                   .request_timeout_ms = 3000};
+  char refused_create[1024] = "none", refused_connect[1024] = "none";
+  uint32_t sessions = 0, pages = 0;
+  for (; sessions < UID_FDS_SESSIONS; ++sessions) {
+    halo_status_t status = halo_client_connect(&options, &clients[sessions]);
+    if (status) {
+      describe_status(status, refused_connect, sizeof(refused_connect));
+      break;
+    }
+    for (uint32_t i = 0; i <= UID_FDS_SESSION; ++i) {
+      status = halo_semaphore_create(clients[sessions], 0,
+                                     HALO_OBJECT_FLAG_EXPORTABLE,
+                                     &semaphores[sessions][i]);
+      if (status) {
+        describe_status(status, refused_create, sizeof(refused_create));
+        break;
+      }
+      ++counts[sessions];
+      ++pages;
+    }
+  }
+  printf("%u %u\n%s\n%s\n", sessions, pages, refused_create, refused_connect);
+  fflush(stdout);
+  char go;
+  if (read(STDIN_FILENO, &go, 1) != 1) return 1;
+  if (sessions == 0) return 2;
+  for (uint32_t i = 0; i < counts[0]; ++i)
+    halo_semaphore_release(semaphores[0][i]);
+  halo_client_close(clients[0]);
+  halo_client_t *again = NULL;
+  char why[1024] = "";
+  int64_t deadline = halo_test_now_ns() + 5000 * HALO_TEST_MS;
+  for (;;) {
+    halo_status_t status = halo_client_connect(&options, &again);
+    if (!status) {
+      halo_semaphore_t *semaphore = NULL;
+      status = halo_semaphore_create(again, 0, HALO_OBJECT_FLAG_EXPORTABLE,
+                                     &semaphore);
+      if (!status) {
+        halo_semaphore_release(semaphore);
+        halo_client_close(again);
+        break;
+      }
+      halo_client_close(again);
+    }
+    describe_status(status, why, sizeof(why));
+    if (halo_test_now_ns() > deadline) {
+      printf("again: %s\n", why);
+      return 3;
+    }
+    halo_test_sleep_ms(20);
+  }
+  printf("again: ok\n");
+  fflush(stdout);
+  return 0;
+}
+
+// Reads a line of the flood's report (at most 30 s) into |line|.
+static bool read_report_line(FILE *report, char *line, size_t capacity) {
+  if (!fgets(line, (int)capacity, report)) return false;
+  line[strcspn(line, "\n")] = '\0';
+  return true;
+}
+
+// Before uid-fds, one uid could take every descriptor of halod's: its
+// sessions each filled session-fds, until halod's pages reached
+// fd-reserve, and then its further connections (each an nng connection,
+// an fd channel connection and a ring's two) ate the reserve; another
+// uid's connect then timed out, and so did haloctl's. Now a uid's sessions
+// together hold at most uid-fds pages and arenas (by default a quarter of
+// halod's open-file limit), a uid holding that many gets no new session,
+// and everyone else connects and works. A session that ends gives its
+// pages back to its uid.
+static void test_uid_fds_leaves_room_for_other_uids(void **state) {
+  if (geteuid() != 0) skip();  // the flood runs as another uid
+  const char *prlimit = access("/usr/bin/prlimit", X_OK) == 0
+                            ? "/usr/bin/prlimit"
+                        : access("/bin/prlimit", X_OK) == 0 ? "/bin/prlimit"
+                                                            : NULL;
+  if (!prlimit) {
+    print_message("prlimit(1) is not installed (util-linux); skipped\n");
+    skip();
+  }
+  char nofile[64], session_fds[16], connections[16];
+  snprintf(nofile, sizeof(nofile), "--nofile=%d:%d", UID_FDS_NOFILE,
+           UID_FDS_NOFILE);
+  snprintf(session_fds, sizeof(session_fds), "%d", UID_FDS_SESSION);
+  snprintf(connections, sizeof(connections), "%d", UID_FDS_CONNECTIONS);
+  const char *wrapper[] = {prlimit, nofile, NULL};
+  // With these, one uid's connections are bounded too (3 descriptors each
+  // beside its fd channel connections; halod_fd_budget_check_limits):
+  // 300 + 3 x 100 + 16 + 128 and fd-reserve 64 stay under 1200.
+  const char *args[] = {"--session-fds",
+                        session_fds,
+                        "--uid-connections",
+                        connections,
+                        "--fd-channel-connections",
+                        "128",
+                        NULL};
+  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  halo_test_daemon_start_wrapped(&fixture->daemon, wrapper, args);
+  fixture->client = halo_test_connect(&fixture->daemon, 10000);
+  assert_int_equal(chmod(fixture->daemon.socket_path, 0777), 0);
+  assert_int_equal(chmod(fixture->daemon.fd_channel_path, 0777), 0);
+
+  int to_child[2], from_child[2];
+  assert_int_equal(pipe2(to_child, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(from_child, O_CLOEXEC), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    if (dup2(to_child[0], STDIN_FILENO) < 0 ||
+        dup2(from_child[1], STDOUT_FILENO) < 0) {
+      _exit(125);
+    }
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(124);
+    const char *argv[] = {"fd_budget_test", "--uid-flood",
+                          fixture->daemon.listen_address, NULL};
+    execv("/proc/self/exe", (char *const *)argv);
+    _exit(127);
+  }
+  g_flood_child = child;
+  close(to_child[0]);
+  close(from_child[1]);
+  FILE *report = fdopen(from_child[0], "r");
+  assert_non_null(report);
+  char counts[64] = "", refused_create[1024] = "", refused_connect[1024] = "";
+  int64_t start = halo_test_now_ns();
+  bool reported =
+      read_report_line(report, counts, sizeof(counts)) &&
+      read_report_line(report, refused_create, sizeof(refused_create)) &&
+      read_report_line(report, refused_connect, sizeof(refused_connect));
+  unsigned sessions = 0, pages = 0;
+  if (reported) sscanf(counts, "%u %u", &sessions, &pages);
+  printf(
+      "uid flood (open-file limit %d, session-fds %d): %u sessions, %u "
+      "exportable semaphores in %.0f ms;\n  last create: %s\n  last "
+      "connect: %s\n",
+      UID_FDS_NOFILE, UID_FDS_SESSION, sessions, pages,
+      (double)(halo_test_now_ns() - start) / HALO_TEST_MS, refused_create,
+      refused_connect);
+  fflush(stdout);
+  assert_true(reported);
+
+  // Another uid connects and works, and so does haloctl's admin socket.
+  expect_other_client_works(fixture);
+  halo_wire_response_t *status = halo_test_admin_status(&fixture->daemon);
+  assert_non_null(status);
+  halo__wire__response__free_unpacked(status, NULL);
+
+  // The flood held exactly its uid's budget and was told so.
+  assert_int_equal(pages, UID_FDS_DEFAULT);
+  assert_int_equal(sessions,
+                   (UID_FDS_DEFAULT + UID_FDS_SESSION - 1) / UID_FDS_SESSION);
+  assert_non_null(strstr(refused_create, "RESOURCE_EXHAUSTED"));
+  assert_non_null(strstr(refused_create, "uid-fds"));
+  assert_non_null(strstr(refused_connect, "RESOURCE_EXHAUSTED"));
+  assert_non_null(strstr(refused_connect, "uid-fds"));
+
+  // Its first session ends: its pages go back to the uid, which connects
+  // and creates again.
+  assert_int_equal(write(to_child[1], "g", 1), 1);
+  char again[1024] = "";
+  assert_true(read_report_line(report, again, sizeof(again)));
+  printf("uid flood: after a session ended, %s\n", again);
+  int wait_status = 0;
+  assert_int_equal(waitpid(child, &wait_status, 0), child);
+  g_flood_child = 0;
+  fclose(report);
+  close(to_child[1]);
+  assert_string_equal(again, "again: ok");
+  assert_true(WIFEXITED(wait_status));
+  assert_int_equal(WEXITSTATUS(wait_status), 0);
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  expect_other_client_works(fixture);
+}
+
+// uid-fds counts every session of a uid and what each imported, as
+// session-fds counts a session's: here 10 for the uid, 8 a session. A
+// session at 8 is refused naming session-fds, a second session of the same
+// uid is refused naming uid-fds once the two hold 10, and so is its import;
+// a third connection is refused at Hello while the uid holds them all. A
+// release, or a session's end, gives descriptors back to the uid.
+static void test_uid_fds_counts_sessions_and_imports(void **state) {
+  const char *args[] = {"--uid-fds", "10", "--session-fds", "8", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  halo_semaphore_t *first[9] = {0};
+  for (int i = 0; i < 8; ++i) {
+    HALO_TEST_ASSERT_OK(halo_semaphore_create(
+        fixture->client, i, HALO_OBJECT_FLAG_EXPORTABLE, &first[i]));
+  }
+  HALO_TEST_EXPECT_STATUS(
+      halo_semaphore_create(fixture->client, 0, HALO_OBJECT_FLAG_EXPORTABLE,
+                            &first[8]),
+      HALO_STATUS_RESOURCE_EXHAUSTED, "session-fds");
+  halo_client_t *second = halo_test_connect(&fixture->daemon, 10000);
+  halo_semaphore_t *own[3] = {0};
+  for (int i = 0; i < 2; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_create(second, 0, HALO_OBJECT_FLAG_EXPORTABLE, &own[i]));
+  }
+  HALO_TEST_EXPECT_STATUS(
+      halo_semaphore_create(second, 0, HALO_OBJECT_FLAG_EXPORTABLE, &own[2]),
+      HALO_STATUS_RESOURCE_EXHAUSTED, "uid-fds");
+  // The uid holds all 10: a new connection is refused at Hello.
+  halo_client_options_t options = {.address = fixture->daemon.listen_address,
+                                   .request_timeout_ms = 10000};
+  halo_client_t *third = NULL;
+  HALO_TEST_EXPECT_STATUS(halo_client_connect(&options, &third),
+                          HALO_STATUS_RESOURCE_EXHAUSTED, "uid-fds");
+  assert_null(third);
+  // Imports count: one released makes room for one import, not two.
+  halo_semaphore_release(first[0]);
+  first[0] = NULL;
+  halo_token_t token;
+  halo_semaphore_t *imported[2] = {0};
+  HALO_TEST_ASSERT_OK(halo_semaphore_export(first[1], &token));
+  HALO_TEST_ASSERT_OK(halo_semaphore_import(second, &token, &imported[0]));
+  HALO_TEST_ASSERT_OK(halo_semaphore_export(first[2], &token));
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_import(second, &token, &imported[1]),
+                          HALO_STATUS_RESOURCE_EXHAUSTED, "uid-fds");
+  // The second session ends: its two pages and its import go back to the
+  // uid (7 in use), which connects and creates again.
+  halo_semaphore_release(imported[0]);
+  for (int i = 0; i < 2; ++i) halo_semaphore_release(own[i]);
+  halo_client_close(second);
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &third));
+  for (int i = 0; i < 3; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_create(third, 0, HALO_OBJECT_FLAG_EXPORTABLE, &own[i]));
+  }
+  for (int i = 0; i < 3; ++i) halo_semaphore_release(own[i]);
+  halo_client_close(third);
+  for (int i = 1; i < 8; ++i) halo_semaphore_release(first[i]);
+  expect_other_client_works(fixture);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--uid-flood") == 0)
+    return uid_flood_main(argv[2]);
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) cmocka_unit_test_teardown(name, halo_test_fixture_teardown)
   const struct CMUnitTest tests[] = {
@@ -598,6 +892,9 @@ int main(void) {
       T(test_hello_timeout),
       T(test_connections_limit),
       T(test_imports_count_against_session_fds),
+      T(test_uid_fds_counts_sessions_and_imports),
+      cmocka_unit_test_teardown(test_uid_fds_leaves_room_for_other_uids,
+                                uid_fds_teardown),
   };
 #undef T
   return cmocka_run_group_tests_name("fd_budget", tests, NULL, NULL);
