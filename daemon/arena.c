@@ -29,6 +29,25 @@ static void halod_arena_unregister(halod_arena_t *arena) {
   arena->registered = 0;
 }
 
+// An arena opened and never finished goes (not charged).
+static void halod_arena_discard(halod_arena_t *arena,
+                                halod_host_registration_t *registration) {
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    if (i < registration->registered) {
+      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
+      allocator->vtable->unregister_host(allocator, arena->mapping);
+    }
+    halod_device_release(registration->devices[i]);
+  }
+  registration->count = registration->registered = 0;
+  halo_status_free(registration->status);
+  registration->status = NULL;
+  if (arena->mapping) munmap(arena->mapping, arena->size);
+  if (arena->fd >= 0) close(arena->fd);
+  free(arena->free_ranges);
+  free(arena);
+}
+
 halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
                                uint64_t size, bool exclusive,
                                uint64_t owner_session,
@@ -76,33 +95,24 @@ halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
   }
   if (status) {
     registration->registered = 0;
-    halod_arena_abandon(arena, registration);
+    halod_arena_discard(arena, registration);
     return halo_status_annotate(status, "creating a host arena of %llu bytes",
                                 (unsigned long long)size);
   }
   registration->pointer = arena->mapping;
   registration->size = size;
   registration->fd = arena->fd;
+  // Charged from now, while its registration runs off the loop: others the
+  // session or its uid open meanwhile see it.
+  halod_fd_budget_charge(daemon, owner_session);
   *out_arena = arena;
   return NULL;
 }
 
-void halod_arena_abandon(halod_arena_t *arena,
+void halod_arena_abandon(halod_t *daemon, halod_arena_t *arena,
                          halod_host_registration_t *registration) {
-  for (uint32_t i = 0; i < registration->count; ++i) {
-    if (i < registration->registered) {
-      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
-      allocator->vtable->unregister_host(allocator, arena->mapping);
-    }
-    halod_device_release(registration->devices[i]);
-  }
-  registration->count = registration->registered = 0;
-  halo_status_free(registration->status);
-  registration->status = NULL;
-  if (arena->mapping) munmap(arena->mapping, arena->size);
-  if (arena->fd >= 0) close(arena->fd);
-  free(arena->free_ranges);
-  free(arena);
+  halod_fd_budget_credit(daemon, arena->owner_session);
+  halod_arena_discard(arena, registration);
 }
 
 halo_status_t halod_arena_finish(halod_t *daemon, halod_arena_t *arena,
@@ -114,7 +124,7 @@ halo_status_t halod_arena_finish(halod_t *daemon, halod_arena_t *arena,
     status = halo_u64_map_put(&daemon->shared.arenas, arena->id, arena);
   }
   if (status) {
-    halod_arena_abandon(arena, registration);
+    halod_arena_abandon(daemon, arena, registration);
     return halo_status_annotate(status, "creating a host arena of %llu bytes",
                                 (unsigned long long)size);
   }
@@ -124,7 +134,6 @@ halo_status_t halod_arena_finish(halod_t *daemon, halod_arena_t *arena,
   }
   arena->registered = registration->count;
   registration->count = registration->registered = 0;
-  halod_fd_budget_charge(daemon, arena->owner_session);
   arena->free_capacity = 4;
   arena->free_count = 1;
   arena->free_ranges[0].offset = 0;

@@ -52,7 +52,9 @@ halo_status_t halod_arena_create(halod_t *daemon, halod_domain_t *domain,
 // halod_arena_open makes the arena (a sealed memfd, mapped) and lists the
 // devices in |registration| (held); once halod_host_registration_run ran,
 // halod_arena_finish publishes it (on error it goes), or
-// halod_arena_abandon drops it (what was registered is unregistered).
+// halod_arena_abandon drops it (what was registered is unregistered). Its
+// descriptor counts against its session's session-fds and uid-fds from
+// halod_arena_open on (daemon/fd_budget.h).
 struct halod_host_registration_t;
 halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
                                uint64_t size, bool exclusive,
@@ -62,7 +64,7 @@ halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
 halo_status_t halod_arena_finish(
     halod_t *daemon, halod_arena_t *arena,
     struct halod_host_registration_t *registration);
-void halod_arena_abandon(halod_arena_t *arena,
+void halod_arena_abandon(halod_t *daemon, halod_arena_t *arena,
                          struct halod_host_registration_t *registration);
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena);
 

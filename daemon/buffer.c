@@ -183,10 +183,10 @@ halo_status_t halod_buffer_arena_open(
 }
 
 void halod_buffer_arena_abandon(
-    halod_session_t *session, uint64_t size, halod_arena_t *arena,
-    struct halod_host_registration_t *registration) {
+    halod_t *daemon, halod_session_t *session, uint64_t size,
+    halod_arena_t *arena, struct halod_host_registration_t *registration) {
   if (session) session->host_bytes -= size;
-  halod_arena_abandon(arena, registration);
+  halod_arena_abandon(daemon, arena, registration);
 }
 
 halo_status_t halod_buffer_create_on_arena(

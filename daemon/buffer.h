@@ -80,8 +80,8 @@ halo_status_t halod_buffer_create_on_arena(
     bool exportable, halod_arena_t *arena,
     struct halod_host_registration_t *registration,
     halod_buffer_t **out_buffer);
-void halod_buffer_arena_abandon(halod_session_t *session, uint64_t size,
-                                halod_arena_t *arena,
+void halod_buffer_arena_abandon(halod_t *daemon, halod_session_t *session,
+                                uint64_t size, halod_arena_t *arena,
                                 struct halod_host_registration_t *registration);
 void halod_buffer_retain(halod_buffer_t *buffer);
 // The last release frees the memory (and uncharges the owner), then calls

@@ -382,9 +382,9 @@ static void halod_host_call_done(halod_t *daemon, halod_device_call_t *call,
   halo_status_t status = halod_device_call_session_gone(call, session);
   if (status) {
     if (host->page) {
-      halod_semaphore_page_abandon(host->page, &host->registration);
+      halod_semaphore_page_abandon(daemon, host->page, &host->registration);
     } else {
-      halod_buffer_arena_abandon(session, host->size, host->arena,
+      halod_buffer_arena_abandon(daemon, session, host->size, host->arena,
                                  &host->registration);
     }
     halod_device_call_reply_status(call, status);

@@ -85,14 +85,19 @@ static halo_status_t halod_timeline_page_open(
   registration->pointer = mapping;
   registration->size = HALO_TIMELINE_PAGE_SIZE;
   registration->fd = page->fd;
+  // Charged from now, while its registration runs off the loop: others the
+  // session or its uid open meanwhile see it.
+  halod_fd_budget_charge(daemon, owner_session);
   *out_page = page;
   return NULL;
 }
 
 // A page opened and never finished goes: what |registration| registered
-// is unregistered, its devices dropped.
+// is unregistered, its devices dropped, its descriptor given back.
 static void halod_timeline_page_abandon(
-    halod_timeline_page_t *page, halod_host_registration_t *registration) {
+    halod_t *daemon, halod_timeline_page_t *page,
+    halod_host_registration_t *registration) {
+  halod_fd_budget_credit(daemon, page->owner_session);
   for (uint32_t i = 0; i < registration->count; ++i) {
     if (i < registration->registered) {
       halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
@@ -121,7 +126,7 @@ static halo_status_t halod_timeline_page_finish(
     status = halo_u64_map_put(&daemon->shared.pages, page->id, page);
   }
   if (status) {
-    halod_timeline_page_abandon(page, registration);
+    halod_timeline_page_abandon(daemon, page, registration);
     return halo_status_annotate(status, "creating a semaphore page");
   }
   for (uint32_t i = 0; i < registration->count; ++i) {
@@ -130,7 +135,6 @@ static halo_status_t halod_timeline_page_finish(
   }
   page->registered = registration->count;
   registration->count = registration->registered = 0;
-  halod_fd_budget_charge(daemon, page->owner_session);
   halo_timeline_page_initialize(page->mapping, daemon->incarnation);
   return NULL;
 }
@@ -286,9 +290,9 @@ halo_status_t halod_semaphore_page_open(
                                   session->id, out_page, out_registration);
 }
 
-void halod_semaphore_page_abandon(halod_timeline_page_t *page,
+void halod_semaphore_page_abandon(halod_t *daemon, halod_timeline_page_t *page,
                                   halod_host_registration_t *registration) {
-  halod_timeline_page_abandon(page, registration);
+  halod_timeline_page_abandon(daemon, page, registration);
 }
 
 halo_status_t halod_semaphore_create_on_page(

@@ -76,7 +76,7 @@ halo_status_t halod_semaphore_create_on_page(
     struct halod_host_registration_t *registration, uint64_t initial_value,
     bool exportable, halod_semaphore_t **out_semaphore);
 void halod_semaphore_page_abandon(
-    halod_timeline_page_t *page,
+    halod_t *daemon, halod_timeline_page_t *page,
     struct halod_host_registration_t *registration);
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);

@@ -525,7 +525,7 @@ static void halod_submission_alloca_done(halod_t *daemon,
     // Nothing of it stays: the memory or arena, the bytes charged for it,
     // the submission's reservations.
     if (alloca->arena) {
-      halod_buffer_arena_abandon(session, alloca->size, alloca->arena,
+      halod_buffer_arena_abandon(daemon, session, alloca->size, alloca->arena,
                                  &alloca->registration);
     } else if (alloca->address && !buffer) {
       halo_hal_allocator_t *allocator = call->device->allocator;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -877,6 +878,86 @@ static void test_uid_fds_counts_sessions_and_imports(void **state) {
   expect_other_client_works(fixture);
 }
 
+// A page counts from its creation on, not once its registration with the
+// devices (a control call to the domain's worker, off halod's loop) is
+// done: before, creates of many sessions whose registrations were all
+// waiting each found the uid (and session) under its quota, and all got
+// their pages. Here the uid's worker is stopped while 12 sessions each
+// create an exportable semaphore; with uid-fds 4, 4 get one and 8 are
+// refused naming uid-fds (before: all 12).
+enum { PENDING_SESSIONS = 12, PENDING_QUOTA = 4 };
+
+typedef struct pending_create_t {
+  pthread_t thread;
+  halo_client_t *client;
+  halo_semaphore_t *semaphore;
+  halo_status_t status;
+} pending_create_t;
+
+static void *pending_create(void *arg) {
+  pending_create_t *create = arg;
+  create->status = halo_semaphore_create(
+      create->client, 0, HALO_OBJECT_FLAG_EXPORTABLE, &create->semaphore);
+  return NULL;
+}
+
+static pid_t g_stopped_worker;
+
+static int pending_teardown(void **state) {
+  if (g_stopped_worker > 0) kill(g_stopped_worker, SIGCONT);
+  g_stopped_worker = 0;
+  return halo_test_fixture_teardown(state);
+}
+
+static void test_pages_count_while_registered(void **state) {
+  char quota[16];
+  snprintf(quota, sizeof(quota), "%d", PENDING_QUOTA);
+  const char *args[] = {"--uid-fds", quota, NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  static pending_create_t creates[PENDING_SESSIONS];
+  memset(creates, 0, sizeof(creates));
+  for (int i = 0; i < PENDING_SESSIONS; ++i)
+    creates[i].client = halo_test_connect(&fixture->daemon, 10000);
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%u", (unsigned)geteuid());
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
+  assert_true(worker > 0);
+  assert_int_equal(kill(worker, SIGSTOP), 0);
+  g_stopped_worker = worker;
+  for (int i = 0; i < PENDING_SESSIONS; ++i) {
+    assert_int_equal(
+        pthread_create(&creates[i].thread, NULL, pending_create, &creates[i]),
+        0);
+  }
+  halo_test_sleep_ms(500);  // every create reaches halod meanwhile
+  assert_int_equal(kill(worker, SIGCONT), 0);
+  g_stopped_worker = 0;
+  int created = 0, refused = 0;
+  for (int i = 0; i < PENDING_SESSIONS; ++i) {
+    assert_int_equal(pthread_join(creates[i].thread, NULL), 0);
+    if (!creates[i].status) {
+      ++created;
+      continue;
+    }
+    HALO_TEST_EXPECT_STATUS(creates[i].status, HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "uid-fds");
+    ++refused;
+  }
+  printf(
+      "uid-fds %d, %d creates while the worker was stopped: %d created, %d "
+      "refused\n",
+      PENDING_QUOTA, PENDING_SESSIONS, created, refused);
+  assert_int_equal(created, PENDING_QUOTA);
+  assert_int_equal(refused, PENDING_SESSIONS - PENDING_QUOTA);
+  for (int i = 0; i < PENDING_SESSIONS; ++i) {
+    if (creates[i].semaphore) halo_semaphore_release(creates[i].semaphore);
+    halo_client_close(creates[i].client);
+  }
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  expect_other_client_works(fixture);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--uid-flood") == 0)
     return uid_flood_main(argv[2]);
@@ -893,6 +974,8 @@ int main(int argc, char **argv) {
       T(test_connections_limit),
       T(test_imports_count_against_session_fds),
       T(test_uid_fds_counts_sessions_and_imports),
+      cmocka_unit_test_teardown(test_pages_count_while_registered,
+                                pending_teardown),
       cmocka_unit_test_teardown(test_uid_fds_leaves_room_for_other_uids,
                                 uid_fds_teardown),
   };
