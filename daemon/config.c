@@ -171,11 +171,12 @@ static const halod_config_entry_t halod_config_entries[] = {
      1u << 30, NULL, LIVE,
      "descriptors under RLIMIT_NOFILE that semaphore pages and host arenas "
      "never take, kept for new connections and the admin socket"},
-    {"connections", HALOD_NUMBER(HALOD_CONFIG_U32, connections), "16384", 1,
+    {"connections", HALOD_NUMBER(HALOD_CONFIG_U32, connections), "8192", 1,
      1u << 20, NULL, LIVE,
      "client socket connections (sessions) in all; further ones are closed "
      "as they arrive, so connections of many users cannot use up halod's "
-     "descriptors (keep it below LimitNOFILE minus fd-reserve)"},
+     "descriptors (a session holds up to 4: keep 4 times it below "
+     "LimitNOFILE minus fd-reserve)"},
     {"hello-timeout-ms", HALOD_NUMBER(HALOD_CONFIG_U32, hello_timeout_ms),
      "10000", 100, 3600000, NULL, START,
      "milliseconds a client socket connection may stay open without "
