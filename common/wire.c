@@ -161,11 +161,24 @@ static int halo_wire_wait(nng_aio *aio, const _Atomic bool *lost) {
   return nng_aio_result(aio);
 }
 
-// One round trip of halo_wire_call; *|out_retry_after_ms| is a refusal's
+// Where |deadline_ns| (CLOCK_MONOTONIC; 0: none) is set, the next step on
+// |aio| gets what is left of it as its timeout (nng applies an aio's
+// timeout to each operation anew); false once nothing is left.
+static bool halo_wire_step_within(nng_aio *aio, int64_t deadline_ns) {
+  if (deadline_ns == 0) return true;
+  int64_t left_ms = (deadline_ns - halo_clock_now_ns() + 999999) / 1000000;
+  if (left_ms <= 0) return false;
+  nng_aio_set_timeout(aio, (nng_duration)left_ms);
+  return true;
+}
+
+// One round trip of halo_wire_call, each step within |deadline_ns| where
+// set (halo_wire_step_within); *|out_retry_after_ms| is a refusal's
 // retry_after_ms (0: none).
 static halo_status_t halo_wire_call_once(nng_ctx ctx, nng_aio *aio,
                                          const _Atomic bool *lost,
                                          const halo_wire_request_t *request,
+                                         int64_t deadline_ns,
                                          uint32_t *out_retry_after_ms,
                                          halo_wire_response_t **out_response) {
   *out_response = NULL;
@@ -176,6 +189,9 @@ static halo_status_t halo_wire_call_once(nng_ctx ctx, nng_aio *aio,
                             "request of %zu bytes exceeds the limit of %u",
                             size, HALO_WIRE_MAX_MESSAGE_BYTES);
   }
+  if (!halo_wire_step_within(aio, deadline_ns)) {
+    return halo_wire_status_from_nng(NNG_ETIMEDOUT, "sending request to halod");
+  }
   nng_msg *msg;
   HALO_RETURN_IF_ERROR(halo_wire_pack(&request->base, &msg));
   nng_aio_set_msg(aio, msg);
@@ -184,6 +200,9 @@ static halo_status_t halo_wire_call_once(nng_ctx ctx, nng_aio *aio,
   if (rv != 0) {
     nng_msg_free(nng_aio_get_msg(aio));
     return halo_wire_status_from_nng(rv, "sending request to halod");
+  }
+  if (!halo_wire_step_within(aio, deadline_ns)) {
+    return halo_wire_status_from_nng(NNG_ETIMEDOUT, "waiting for halod");
   }
   nng_ctx_recv(ctx, aio);
   rv = halo_wire_wait(aio, lost);
@@ -216,25 +235,25 @@ halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
                              const halo_wire_request_t *request,
                              halo_wire_response_t **out_response) {
   uint32_t retry_after_ms;
-  return halo_wire_call_once(ctx, aio, lost, request, &retry_after_ms,
+  return halo_wire_call_once(ctx, aio, lost, request, 0, &retry_after_ms,
                              out_response);
 }
 
 halo_status_t halo_wire_call_retrying(nng_ctx ctx, nng_aio *aio,
                                       const _Atomic bool *lost,
                                       const halo_wire_request_t *request,
-                                      int64_t retry_until_ns,
+                                      int64_t deadline_ns,
                                       halo_wire_response_t **out_response) {
   for (;;) {
     uint32_t retry_after_ms = 0;
-    halo_status_t status = halo_wire_call_once(ctx, aio, lost, request,
-                                               &retry_after_ms, out_response);
+    halo_status_t status = halo_wire_call_once(
+        ctx, aio, lost, request, deadline_ns, &retry_after_ms, out_response);
     if (!status || retry_after_ms == 0) return status;
     if (retry_after_ms > HALO_WIRE_RETRY_MAX_MS) {
       retry_after_ms = HALO_WIRE_RETRY_MAX_MS;
     }
     int64_t wait_ns = (int64_t)retry_after_ms * 1000000;
-    if (halo_clock_now_ns() + wait_ns > retry_until_ns) return status;
+    if (halo_clock_now_ns() + wait_ns > deadline_ns) return status;
     halo_status_free(status);
     struct timespec wait = halo_clock_timespec(wait_ns);
     while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {

@@ -79,14 +79,16 @@ halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
                              const halo_wire_request_t *request,
                              halo_wire_response_t **out_response);
 
-// halo_wire_call, and when halod refused the request for now (a response
-// with retry_after_ms), sends it again after that wait (at most
-// HALO_WIRE_RETRY_MAX_MS), as long as |retry_until_ns| (CLOCK_MONOTONIC)
-// is not past; the last refusal is then returned.
+// halo_wire_call within |deadline_ns| (CLOCK_MONOTONIC): each send and
+// receive gets what is left of it as its timeout (not the aio's timeout
+// anew), and when halod refused the request for now (a response with
+// retry_after_ms), it is sent again after that wait (at most
+// HALO_WIRE_RETRY_MAX_MS) if the wait ends before the deadline; the last
+// refusal is then returned.
 halo_status_t halo_wire_call_retrying(nng_ctx ctx, nng_aio *aio,
                                       const _Atomic bool *lost,
                                       const halo_wire_request_t *request,
-                                      int64_t retry_until_ns,
+                                      int64_t deadline_ns,
                                       halo_wire_response_t **out_response);
 
 #define HALO_WIRE_RETRY_MAX_MS 1000

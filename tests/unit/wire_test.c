@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/clock.h"
 #include "tests/support/proto_fill.h"
 
 // ---------------------------------------------------------------- helpers
@@ -782,6 +784,88 @@ static void test_wire_call_refuses_oversized_request(void **state) {
   nng_close(client);
 }
 
+// A server that refuses the first request for now after |refuse_ms|
+// (retry_after_ms 20) and never answers the one sent again.
+typedef struct refusing_server_t {
+  nng_socket socket;
+  pthread_t thread;
+  int refuse_ms;
+  _Atomic int received;
+} refusing_server_t;
+
+static void *refusing_server_main(void *arg) {
+  refusing_server_t *server = arg;
+  void *request = NULL;
+  size_t length = 0;
+  if (nng_recv(server->socket, &request, &length, NNG_FLAG_ALLOC) != 0) {
+    return NULL;
+  }
+  nng_free(request, length);
+  ++server->received;
+  struct timespec pause = {.tv_sec = server->refuse_ms / 1000,
+                           .tv_nsec = (server->refuse_ms % 1000) * 1000000l};
+  nanosleep(&pause, NULL);
+  Halo__Wire__Response refusal = HALO__WIRE__RESPONSE__INIT;
+  refusal.code = HALO_STATUS_UNAVAILABLE;
+  refusal.message = "busy: try again";
+  refusal.has_retry_after_ms = true;
+  refusal.retry_after_ms = 20;
+  size_t refusal_length;
+  uint8_t *refusal_bytes = pack(&refusal.base, &refusal_length);
+  int rv = nng_send(server->socket, refusal_bytes, refusal_length, 0);
+  free(refusal_bytes);
+  if (rv != 0) return NULL;
+  // The request sent again is read, never answered (until the socket
+  // closes).
+  if (nng_recv(server->socket, &request, &length, NNG_FLAG_ALLOC) == 0) {
+    nng_free(request, length);
+    ++server->received;
+  }
+  return NULL;
+}
+
+// halo_wire_call_retrying ends at its deadline, however the time went: a
+// request refused for now late in the call and sent again does not get a
+// whole timeout of its own (nng applies an aio's timeout to each step
+// anew), nor does the receive after a slow send.
+static void test_wire_call_retrying_keeps_its_deadline(void **state) {
+  (void)state;
+  refusing_server_t server = {.refuse_ms = 400};
+  assert_int_equal(nng_rep0_open(&server.socket), 0);
+  assert_int_equal(
+      nng_listen(server.socket, "inproc://wire-retry-test", NULL, 0), 0);
+  assert_int_equal(
+      pthread_create(&server.thread, NULL, refusing_server_main, &server), 0);
+  nng_socket client;
+  assert_int_equal(nng_req0_open(&client), 0);
+  assert_int_equal(nng_dial(client, "inproc://wire-retry-test", NULL, 0), 0);
+  nng_ctx ctx;
+  assert_int_equal(nng_ctx_open(&ctx, client), 0);
+  nng_aio *aio = NULL;
+  assert_int_equal(nng_aio_alloc(&aio, NULL, NULL), 0);
+  nng_aio_set_timeout(aio, 500);  // as a caller sets its request timeout
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
+  request.ping = &ping;
+  halo_wire_response_t *response = NULL;
+  int64_t start = halo_clock_now_ns();
+  halo_status_t status = halo_wire_call_retrying(
+      ctx, aio, NULL, &request, start + 500 * 1000000ll, &response);
+  int64_t took_ms = (halo_clock_now_ns() - start) / 1000000;
+  print_message("the call took %lld ms: %s\n", (long long)took_ms,
+                halo_status_message(status));
+  assert_null(response);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_DEADLINE_EXCEEDED);
+  assert_int_equal(server.received, 2);  // it was sent again
+  assert_true(took_ms < 700);            // was 920: 400 + 20 + 500
+  halo_status_free(status);
+  nng_aio_free(aio);
+  nng_close(client);
+  nng_close(server.socket);
+  assert_int_equal(pthread_join(server.thread, NULL), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_request_body_round_trips),
@@ -796,6 +880,7 @@ int main(void) {
       cmocka_unit_test(test_status_from_nng),
       cmocka_unit_test(test_wire_call_maps_responses),
       cmocka_unit_test(test_wire_call_refuses_oversized_request),
+      cmocka_unit_test(test_wire_call_retrying_keeps_its_deadline),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }
