@@ -274,11 +274,25 @@ halo_status_t halo_semaphore_fail(halo_semaphore_t *semaphore,
   return halo_client_call_status(semaphore->client, &request);
 }
 
-// Whether halod has exited (its pidfd is readable).
-static bool halo_semaphore_daemon_exited(const halo_client_t *client) {
+// Whether halod has exited (its pidfd is readable). A wait that timed out
+// asks (halo_semaphore_wait_list), and a consumer polling with timeout 0
+// in a tight loop would pay a system call per poll (about 0.5 us, three
+// times the poll itself): while the connection stands, a thread asks at
+// most once a millisecond, so a death is seen within a millisecond of
+// polling; once it is lost (nng's pipe removal, or a death seen here,
+// which marks it lost: every later call fails at once), every time.
+static bool halo_semaphore_daemon_exited(halo_client_t *client) {
+  static _Thread_local int64_t asked_ns;
   if (client->daemon_pidfd < 0) return false;
+  if (!atomic_load(&client->lost)) {
+    int64_t now = halo_clock_now_ns();
+    if (asked_ns != 0 && now - asked_ns < 1000000) return false;
+    asked_ns = now;
+  }
   struct pollfd fd = {.fd = client->daemon_pidfd, .events = POLLIN};
-  return poll(&fd, 1, 0) > 0;
+  if (poll(&fd, 1, 0) <= 0) return false;
+  atomic_store(&client->lost, true);
+  return true;
 }
 
 static halo_status_t halo_semaphore_daemon_exited_status(
