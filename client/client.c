@@ -4,6 +4,7 @@
 #include "client/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <poll.h>
 #include <stdio.h>
@@ -275,36 +276,101 @@ static void halo_client_fd_channel_path(const halo_client_t *client, char *out,
   if (length < 0 || (size_t)length >= size) out[0] = '\0';
 }
 
-static halo_status_t halo_client_connect_fd_channel(int fd, const char *path) {
+// Waits until the connect in progress on |fd| is done or |deadline_ns|
+// passes: its error (SO_ERROR; 0 connected), or ETIMEDOUT.
+static int halo_client_await_connect(int fd, int64_t deadline_ns) {
+  for (;;) {
+    int64_t remaining = deadline_ns - halo_clock_now_ns();
+    if (remaining <= 0) return ETIMEDOUT;
+    int64_t ms = (remaining + 999999) / 1000000;
+    struct pollfd poll_fd = {.fd = fd, .events = POLLOUT};
+    int rv = poll(&poll_fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+    if (rv < 0 && errno != EINTR) return errno;
+    if (rv <= 0) continue;
+    int error = 0;
+    socklen_t length = sizeof(error);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+      return errno;
+    }
+    return error;
+  }
+}
+
+// Connects the fd channel socket |fd| (non-blocking) to |path| by
+// |deadline_ns|. A blocking connect() waits for as long as halod's backlog
+// of fd channel connections is full (halod accepts them on its loop: a
+// stopped or overloaded halod leaves them waiting), past the request
+// timeout. On Linux a non-blocking connect to a Unix socket whose backlog
+// is full fails EAGAIN, not EINPROGRESS: it is tried again, after short
+// sleeps, until the deadline.
+static halo_status_t halo_client_connect_fd_channel(const halo_client_t *client,
+                                                    int fd, const char *path,
+                                                    int64_t deadline_ns) {
   struct sockaddr_un address = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof(address.sun_path)) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "fd channel path '%s' is too long", path);
   }
   strcpy(address.sun_path, path);
-  if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
-    return halo_status_from_errno(errno, "connecting the fd channel %s", path);
+  int64_t pause_ns = 1000000;  // doubled to 16 ms
+  for (;;) {
+    int error = 0;
+    if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+      error = errno;
+    }
+    if (error == EINPROGRESS || error == EALREADY) {
+      error = halo_client_await_connect(fd, deadline_ns);
+    }
+    if (error == 0 || error == EISCONN) return NULL;
+    if (error != EAGAIN && error != EINTR && error != ETIMEDOUT) {
+      return halo_status_from_errno(error, "connecting the fd channel %s",
+                                    path);
+    }
+    int64_t remaining = deadline_ns - halo_clock_now_ns();
+    if (error == ETIMEDOUT || remaining <= 0) {
+      return halo_status_make(
+          HALO_STATUS_DEADLINE_EXCEEDED,
+          "halod at %s did not accept the connection to its fd channel %s "
+          "within the request timeout of %d ms (its backlog of connections "
+          "waiting is full: halod is stopped or overloaded)",
+          client->address, path, client->request_timeout_ms);
+    }
+    struct timespec pause =
+        halo_clock_timespec(pause_ns < remaining ? pause_ns : remaining);
+    nanosleep(&pause, NULL);
+    if (pause_ns < 16000000) pause_ns *= 2;
   }
-  return NULL;
 }
 
 static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
                                                  const char *reported_path) {
-  client->fd_channel = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  // Non-blocking for the connect only (bounded by the request timeout); the
+  // requests then send and receive blocking, after poll().
+  client->fd_channel =
+      socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (client->fd_channel < 0) {
     return halo_status_from_errno(errno, "fd channel socket");
   }
+  int64_t deadline_ns = 0;
+  int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
   char path[sizeof(client->address) + 4];
   halo_client_fd_channel_path(client, path, sizeof(path));
   halo_status_t status =
-      path[0] ? halo_client_connect_fd_channel(client->fd_channel, path)
+      path[0] ? halo_client_connect_fd_channel(client, client->fd_channel, path,
+                                               deadline)
               : halo_status_make(HALO_STATUS_NOT_FOUND, "no path");
   if (status && halo_status_code(status) == HALO_STATUS_NOT_FOUND &&
       strcmp(path, reported_path) != 0) {
     halo_status_free(status);
-    status = halo_client_connect_fd_channel(client->fd_channel, reported_path);
+    status = halo_client_connect_fd_channel(client, client->fd_channel,
+                                            reported_path, deadline);
   }
   if (status) return status;
+  int flags = fcntl(client->fd_channel, F_GETFL);
+  if (flags < 0 ||
+      fcntl(client->fd_channel, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return halo_status_from_errno(errno, "fd channel fcntl(O_NONBLOCK)");
+  }
   // The daemon's pid comes from the kernel, not from a message: 0 where
   // halod is outside this process's pid namespace (a container).
   struct ucred credentials;

@@ -12,7 +12,8 @@
 //   asynchronous execute's too, and so do waits too short to sleep;
 // - the fd channel (mappings, the session's AUTH at connect): a request
 //   halod does not answer ends the same way, and its late reply is not
-//   taken for the next request's (a fake halod: fake_halod_t);
+//   taken for the next request's; so does its connect when halod accepts
+//   no more of them (a fake halod: fake_halod_t);
 // - arguments: a request timeout out of range is INVALID_ARGUMENT naming
 //   it; a NULL argument is INVALID_ARGUMENT naming that one argument, and
 //   the outputs are cleared first, whichever argument was NULL.
@@ -201,6 +202,7 @@ typedef struct fake_halod_t {
   _Atomic uint32_t stall_kind;  // halo_fd_request_kind_t; 0: none
   _Atomic int stalled;          // requests left unanswered so far
   _Atomic int stalls;           // requests ever left unanswered
+  _Atomic bool hold_accepts;    // leave the fd channel's backlog alone
   uint64_t next_page;           // socket thread only
 } fake_halod_t;
 
@@ -283,7 +285,9 @@ static void *fake_fd_main(void *arg) {
   int connection = -1;
   while (!atomic_load(&fake->stop)) {
     if (connection < 0) {
-      if (fake_readable(fake->fd_listener, 20)) {
+      if (atomic_load(&fake->hold_accepts)) {
+        halo_test_sleep_ms(5);
+      } else if (fake_readable(fake->fd_listener, 20)) {
         connection = accept4(fake->fd_listener, NULL, NULL, SOCK_CLOEXEC);
       }
       continue;
@@ -443,6 +447,56 @@ static void test_connect_honours_the_request_timeout(void **state) {
                                  .request_timeout_ms = REQUEST_TIMEOUT_MS}};
   create_while_stalled(&fake, HALO_FD_REQUEST_AUTH, &create);
   assert_null(create.client);
+  fake_stop(&fake);
+}
+
+// The same for the fd channel's connect, in halo_client_connect: halod
+// answered Hello, then its loop stopped before it accepted the fd channel
+// connections waiting (more than its listen backlog of them), so the
+// kernel holds a blocking connect() until halod accepts. Here the fake
+// holds its accepts with a backlog of 0 and one connection waiting.
+static void test_fd_channel_connect_honours_the_request_timeout(void **state) {
+  (void)state;
+  fake_halod_t fake;
+  fake_start(&fake);
+  atomic_store(&fake.hold_accepts, true);
+  assert_int_equal(listen(fake.fd_listener, 0), 0);
+  int filler = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  assert_true(filler >= 0);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  snprintf(address.sun_path, sizeof(address.sun_path), "%s", fake.fd_path);
+  assert_int_equal(
+      connect(filler, (struct sockaddr *)&address, sizeof(address)), 0);
+  create_t create = {.options = {.address = fake.address,
+                                 .request_timeout_ms = REQUEST_TIMEOUT_MS}};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, create_main, &create), 0);
+  int64_t start = halo_test_now_ns();
+  while (!atomic_load(&create.done) &&
+         halo_test_now_ns() - start < GIVE_UP_MS * MS) {
+    halo_test_sleep_ms(5);
+  }
+  // Let a connect still waiting go: the fake accepts the filler (gone, so
+  // it moves on), then the client's connection.
+  close(filler);
+  atomic_store(&fake.hold_accepts, false);
+  pthread_join(thread, NULL);
+  print_message("connect: %s after %lld ms: %s\n",
+                halo_status_code_name(create.code),
+                (long long)(create.took_ns / MS), create.message);
+  halo_client_close(create.client);
+  assert_int_equal(create.code, HALO_STATUS_DEADLINE_EXCEEDED);
+  assert_true(create.took_ns <= (REQUEST_TIMEOUT_MS + SLACK_MS) * MS);
+  assert_non_null(strstr(create.message, fake.fd_path));
+  char timeout[32];
+  snprintf(timeout, sizeof(timeout), "%d ms", REQUEST_TIMEOUT_MS);
+  assert_non_null(strstr(create.message, timeout));
+  // Accepting again, halod is reached.
+  halo_client_options_t options = {.address = fake.address,
+                                   .request_timeout_ms = REQUEST_TIMEOUT_MS};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  halo_client_close(client);
   fake_stop(&fake);
 }
 
@@ -703,6 +757,7 @@ int main(void) {
       T(test_short_waits_see_daemon_death),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_connect_honours_the_request_timeout),
+      cmocka_unit_test(test_fd_channel_connect_honours_the_request_timeout),
   };
 #undef T
   return cmocka_run_group_tests_name("client_contract", tests, NULL, NULL);
