@@ -582,9 +582,12 @@ static void test_failure_messages_are_bounded(void **state) {
   assert_true(reported < 4096);
   assert_true(before > 0 && after > 0);
   // Under AddressSanitizer the requests' freed buffers stay resident in its
-  // quarantine: only the message's length tells there.
+  // quarantine: only the message's length tells there. Elsewhere the
+  // allocator may keep some of them too (jemalloc kept 54 MiB of the 144
+  // on a 16-CPU machine, against 166 MiB grown with every message kept
+  // whole), so the bound is two thirds of what the messages would take.
 #if !defined(__SANITIZE_ADDRESS__)
-  assert_true(after - before < 32 * 1024);
+  assert_true(after - before < (long)COUNT * LENGTH / 1024 * 2 / 3);
 #endif
   for (int i = 0; i < COUNT; ++i) halo_semaphore_release(semaphores[i]);
   expect_daemon_serves(fixture);
