@@ -244,17 +244,27 @@ halo_status_t halo_wire_call_retrying(nng_ctx ctx, nng_aio *aio,
                                       const halo_wire_request_t *request,
                                       int64_t deadline_ns,
                                       halo_wire_response_t **out_response) {
+  // The last refusal: what the call returns where the request sent again
+  // runs out of time (it names what halod was short of; a timeout would
+  // not).
+  halo_status_t refusal = NULL;
   for (;;) {
     uint32_t retry_after_ms = 0;
     halo_status_t status = halo_wire_call_once(
         ctx, aio, lost, request, deadline_ns, &retry_after_ms, out_response);
+    if (refusal && halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED) {
+      halo_status_free(status);
+      return refusal;
+    }
+    halo_status_free(refusal);
+    refusal = NULL;
     if (!status || retry_after_ms == 0) return status;
     if (retry_after_ms > HALO_WIRE_RETRY_MAX_MS) {
       retry_after_ms = HALO_WIRE_RETRY_MAX_MS;
     }
     int64_t wait_ns = (int64_t)retry_after_ms * 1000000;
     if (halo_clock_now_ns() + wait_ns > deadline_ns) return status;
-    halo_status_free(status);
+    refusal = status;
     struct timespec wait = halo_clock_timespec(wait_ns);
     while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {
     }

@@ -84,7 +84,8 @@ halo_status_t halo_wire_call(nng_ctx ctx, nng_aio *aio,
 // anew), and when halod refused the request for now (a response with
 // retry_after_ms), it is sent again after that wait (at most
 // HALO_WIRE_RETRY_MAX_MS) if the wait ends before the deadline; the last
-// refusal is then returned.
+// refusal is returned where no time is left for another, or where the
+// request sent again ran out of time.
 halo_status_t halo_wire_call_retrying(nng_ctx ctx, nng_aio *aio,
                                       const _Atomic bool *lost,
                                       const halo_wire_request_t *request,
