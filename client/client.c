@@ -42,6 +42,12 @@ static void halo_client_on_pipe_removed(nng_pipe pipe, nng_pipe_ev event,
   halo_wire_connection_lost(pipe, &client->lost, client->aio);
 }
 
+bool halo_client_daemon_exited(const halo_client_t *client) {
+  if (client->daemon_pidfd < 0) return false;
+  struct pollfd fd = {.fd = client->daemon_pidfd, .events = POLLIN};
+  return poll(&fd, 1, 0) > 0;
+}
+
 halo_status_t halo_client_lost_status(const halo_client_t *client) {
   return halo_status_make(HALO_STATUS_UNAVAILABLE,
                           "the connection to halod at %s is lost; reconnect",

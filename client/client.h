@@ -183,6 +183,10 @@ halo_status_t halo_client_deadline_status(const halo_client_t *client,
 // UNAVAILABLE: the connection to halod is lost (|lost|); reconnect.
 halo_status_t halo_client_lost_status(const halo_client_t *client);
 
+// Whether halod has exited: its pidfd is readable (a poll, a system call;
+// false where the client has no pidfd of it).
+bool halo_client_daemon_exited(const halo_client_t *client);
+
 // One request/response round trip (thread-safe). Frees nothing of
 // |request|; the caller frees |*out_response|.
 halo_status_t halo_client_call(halo_client_t *client,

@@ -6,7 +6,6 @@
 // the ring, publishes it by storing |tail| and rings the doorbell only when
 // the daemon asked for it.
 #include <errno.h>
-#include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,10 +123,7 @@ bool halo_client_ring_usable(halo_client_t *client) {
 }
 
 static bool halo_client_daemon_gone(halo_client_t *client) {
-  if (atomic_load(&client->lost)) return true;
-  if (client->daemon_pidfd < 0) return false;
-  struct pollfd fd = {.fd = client->daemon_pidfd, .events = POLLIN};
-  return poll(&fd, 1, 0) > 0;
+  return atomic_load(&client->lost) || halo_client_daemon_exited(client);
 }
 
 // Waits until the daemon's head reaches |target| (or the ring breaks):

@@ -2,7 +2,6 @@
 // Copyright 2026 The halo Authors
 // libhalo semaphores: the state is read from the daemon's read-only page;
 // waits never talk to the daemon; signal and fail do.
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,8 +288,7 @@ static bool halo_semaphore_daemon_exited(halo_client_t *client) {
     if (asked_ns != 0 && now - asked_ns < 1000000) return false;
     asked_ns = now;
   }
-  struct pollfd fd = {.fd = client->daemon_pidfd, .events = POLLIN};
-  if (poll(&fd, 1, 0) <= 0) return false;
+  if (!halo_client_daemon_exited(client)) return false;
   atomic_store(&client->lost, true);
   return true;
 }
