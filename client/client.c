@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/fd_channel.h"
 #include "common/memfd.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 uint32_t halo_abi_version(void) {
@@ -65,20 +66,10 @@ int64_t halo_client_deadline_ns(const halo_client_t *client,
 
 bool halo_client_lock_until(const halo_client_t *client, pthread_mutex_t *mutex,
                             int64_t *deadline_ns) {
+  // The call takes its deadline only once it has to wait.
   if (pthread_mutex_trylock(mutex) == 0) return true;
-  int64_t deadline = halo_client_deadline_ns(client, deadline_ns);
-  for (;;) {
-    int64_t remaining = deadline - halo_clock_now_ns();
-    if (remaining <= 0) return false;
-    // pthread_mutex_timedlock's clock is CLOCK_REALTIME: the deadline is
-    // checked again on the monotonic clock after each timed-out try (a step
-    // of the wall clock ends one early).
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    struct timespec until = halo_clock_timespec(
-        (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + remaining);
-    if (pthread_mutex_timedlock(mutex, &until) == 0) return true;
-  }
+  return halo_mutex_lock_until(mutex,
+                               halo_client_deadline_ns(client, deadline_ns));
 }
 
 halo_status_t halo_client_deadline_status(const halo_client_t *client,
@@ -89,6 +80,12 @@ halo_status_t halo_client_deadline_status(const halo_client_t *client,
                           client->address, client->request_timeout_ms, what);
 }
 
+// What a socket request waits for before it is sent, besides the ring's
+// drain (HALO_CLIENT_WAIT_RING_DRAIN), named in the DEADLINE_EXCEEDED of a
+// call whose timeout the wait used up.
+#define HALO_CLIENT_WAIT_SOCKET \
+  "other threads' requests on the socket, which halod did not answer"
+
 halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response) {
@@ -97,22 +94,32 @@ halo_status_t halo_client_call(halo_client_t *client,
   int64_t deadline_ns = 0;
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client, &deadline_ns));
+  // The drain took the call's deadline if it had to wait (so its start is
+  // known); where it used up the timeout, it is what the message names.
+  int64_t timeout_ns = (int64_t)client->request_timeout_ms * 1000000;
+  int64_t drained_ns = 0;
+  if (deadline_ns != 0) {
+    int64_t now = halo_clock_now_ns();
+    if (now >= deadline_ns) {
+      return halo_client_deadline_status(client, HALO_CLIENT_WAIT_RING_DRAIN);
+    }
+    drained_ns = now - (deadline_ns - timeout_ns);
+  }
   // One request at a time on the socket: the time a call waits here for
   // other threads' requests counts toward its timeout, as does the ring's
   // drain, so that no call outlasts its request timeout (with halod stopped,
   // the 64th of 64 threads would otherwise wait 64 timeouts).
   if (!halo_client_lock_until(client, &client->call_mutex, &deadline_ns)) {
-    return halo_client_deadline_status(
-        client, "the socket, busy with other threads' requests");
+    return halo_client_deadline_status(client, HALO_CLIENT_WAIT_SOCKET);
   }
   int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
-  int64_t remaining_ms = (deadline - halo_clock_now_ns() + 999999) / 1000000;
-  if (remaining_ms <= 0) {
+  int64_t sent_ns = halo_clock_now_ns();
+  if (sent_ns >= deadline) {
     pthread_mutex_unlock(&client->call_mutex);
-    return halo_client_deadline_status(
-        client, "the socket, busy with other threads' requests");
+    return halo_client_deadline_status(client, HALO_CLIENT_WAIT_SOCKET);
   }
-  nng_aio_set_timeout(client->aio, (nng_duration)remaining_ms);
+  nng_aio_set_timeout(client->aio,
+                      (nng_duration)((deadline - sent_ns + 999999) / 1000000));
   // A request halod refused for now (an executable load past its bounds on
   // loads waiting) is sent again while the call's timeout has not passed.
   halo_status_t status = halo_wire_call_retrying(
@@ -122,6 +129,24 @@ halo_status_t halo_client_call(halo_client_t *client,
       halo_status_code(status) != HALO_STATUS_UNAVAILABLE) {
     halo_status_free(status);
     return halo_client_lost_status(client);
+  }
+  if (halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED &&
+      halo_clock_now_ns() >= deadline) {
+    // The call's own timeout ran out waiting for the reply (not a code
+    // halod answered): say how much of it went before the request was sent.
+    int64_t waited_ns = sent_ns - (deadline - timeout_ns);
+    char what[256] = "its reply to the request";
+    if (waited_ns >= 1000000) {
+      snprintf(what, sizeof(what),
+               "its reply to the request, sent %lld ms into the timeout "
+               "(%lld ms waiting for halod to take the submission ring's "
+               "records, %lld ms for other threads' requests on the socket)",
+               (long long)(waited_ns / 1000000),
+               (long long)(drained_ns / 1000000),
+               (long long)((waited_ns - drained_ns) / 1000000));
+    }
+    halo_status_free(status);
+    status = halo_client_deadline_status(client, what);
   }
   return status;
 }
@@ -152,16 +177,15 @@ halo_status_t halo_client_export(halo_client_t *client,
   return status;
 }
 
-// Waits until the fd channel has something to read (a reply, or its
+// Waits until the fd channel |fd| has something to read (a reply, or its
 // end); false if |deadline_ns| passes first.
-static bool halo_client_fd_readable(const halo_client_t *client,
-                                    int64_t deadline_ns) {
+static bool halo_client_fd_readable(int fd, int64_t deadline_ns) {
   for (;;) {
     int64_t remaining = deadline_ns - halo_clock_now_ns();
     if (remaining <= 0) return false;
     int64_t ms = (remaining + 999999) / 1000000;
-    struct pollfd fd = {.fd = client->fd_channel, .events = POLLIN};
-    int rv = poll(&fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+    struct pollfd poll_fd = {.fd = fd, .events = POLLIN};
+    int rv = poll(&poll_fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
     // Readable, hung up or failed: the receive says which.
     if (rv > 0 || (rv < 0 && errno != EINTR)) return true;
   }
@@ -184,88 +208,6 @@ static const char *halo_client_fd_kind_name(uint32_t kind) {
     default:
       return "?";
   }
-}
-
-// Sends one fd channel request and receives the reply (and its fd), within
-// the request timeout: halod answers the fd channel on its loop, as it does
-// the socket, and a stopped or hung halod must not hold the call (or, at
-// connect, the AUTH) for ever. A reply that comes after its request timed
-// out is read and dropped before the next request, so that each request
-// gets its own reply.
-static halo_status_t halo_client_fd_request(halo_client_t *client,
-                                            uint32_t kind, uint64_t id,
-                                            int *out_fd, uint64_t *out_size) {
-  *out_fd = -1;
-  halo_fd_request_t request;
-  memset(&request, 0, sizeof(request));
-  request.magic = HALO_FD_CHANNEL_MAGIC;
-  request.kind = kind;
-  request.id = id;
-  if (kind == HALO_FD_REQUEST_AUTH) {
-    memcpy(request.token, client->token, sizeof(request.token));
-  }
-  int64_t deadline_ns = 0;
-  if (!halo_client_lock_until(client, &client->fd_mutex, &deadline_ns)) {
-    return halo_client_deadline_status(
-        client, "the fd channel, busy with another thread's request");
-  }
-  int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
-  halo_fd_reply_t reply;
-  int fd = -1;
-  halo_status_t status = NULL;
-  while (!status && client->fd_replies_owed > 0) {
-    if (!halo_client_fd_readable(client, deadline)) {
-      status = halo_client_deadline_status(
-          client, "its reply to an earlier fd channel request that timed out");
-      break;
-    }
-    status = halo_fd_recv(client->fd_channel, &reply, sizeof(reply), &fd);
-    if (fd >= 0) close(fd);
-    fd = -1;
-    if (!status) --client->fd_replies_owed;
-  }
-  if (!status) {
-    status = halo_fd_send(client->fd_channel, &request, sizeof(request), -1);
-  }
-  if (!status) {
-    if (halo_client_fd_readable(client, deadline)) {
-      status = halo_fd_recv(client->fd_channel, &reply, sizeof(reply), &fd);
-    } else {
-      ++client->fd_replies_owed;
-      char what[96];
-      snprintf(what, sizeof(what), "its reply to fd channel request %s %llu",
-               halo_client_fd_kind_name(kind), (unsigned long long)id);
-      status = halo_client_deadline_status(client, what);
-    }
-  }
-  pthread_mutex_unlock(&client->fd_mutex);
-  if (status) return status;
-  if (reply.code != HALO_STATUS_OK) {
-    if (fd >= 0) close(fd);
-    reply.message[sizeof(reply.message) - 1] = '\0';
-    halo_status_code_t code = (unsigned)reply.code < HALO_STATUS_CODE_COUNT
-                                  ? (halo_status_code_t)reply.code
-                                  : HALO_STATUS_UNKNOWN;
-    return halo_status_make(code, "fd channel: %s", reply.message);
-  }
-  if (kind == HALO_FD_REQUEST_AUTH && fd >= 0) {
-    close(fd);  // AUTH passes none
-    fd = -1;
-  }
-  if (kind != HALO_FD_REQUEST_AUTH && fd < 0) {
-    return halo_status_make(HALO_STATUS_INTERNAL,
-                            "fd channel: reply carried no descriptor");
-  }
-  *out_fd = fd;
-  if (out_size) *out_size = reply.size;
-  return NULL;
-}
-
-halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
-                                 uint64_t id, int *out_fd, uint64_t *out_size);
-halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
-                                 uint64_t id, int *out_fd, uint64_t *out_size) {
-  return halo_client_fd_request(client, kind, id, out_fd, out_size);
 }
 
 // The fd channel sits beside the client socket: halod binds it at the
@@ -348,47 +290,200 @@ static halo_status_t halo_client_connect_fd_channel(const halo_client_t *client,
   }
 }
 
-static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
-                                                 const char *reported_path) {
+// Closes the fd channel after a request on it failed; the next request
+// connects a new one (halo_client_fd_request). |fd_mutex| held.
+static void halo_client_fd_break(halo_client_t *client) {
+  if (client->fd_channel < 0) return;
+  close(client->fd_channel);
+  client->fd_channel = -1;
+}
+
+// Sends |request| on the fd channel and receives its reply (and the
+// descriptor passed with it, *|out_fd|; -1 if none) by |deadline_ns|:
+// halod answers the fd channel on its loop, as it does the socket, and a
+// stopped or hung halod must not hold the call (or, at connect, the AUTH)
+// for ever. |fd_mutex| held, the channel open.
+//
+// A request whose reply does not come in time, or whose send or receive
+// fails, breaks the channel: it is closed here, and the next request
+// connects a new one. The protocol numbers no requests, so a reply that
+// came after its request timed out would be read as the next request's;
+// and one may never come (halod drops a reply it fails to send), so
+// waiting for it before the next request would leave the channel unusable
+// for good. On a new connection neither can happen: the late reply, if
+// any, goes to the closed one.
+static halo_status_t halo_client_fd_exchange(halo_client_t *client,
+                                             const halo_fd_request_t *request,
+                                             int64_t deadline_ns,
+                                             halo_fd_reply_t *out_reply,
+                                             int *out_fd) {
+  *out_fd = -1;
+  halo_status_t status =
+      halo_fd_send(client->fd_channel, request, sizeof(*request), -1);
+  if (!status) {
+    if (halo_client_fd_readable(client->fd_channel, deadline_ns)) {
+      status = halo_fd_recv(client->fd_channel, out_reply, sizeof(*out_reply),
+                            out_fd);
+    } else {
+      char what[96];
+      snprintf(what, sizeof(what), "its reply to fd channel request %s %llu",
+               halo_client_fd_kind_name(request->kind),
+               (unsigned long long)request->id);
+      status = halo_client_deadline_status(client, what);
+    }
+  }
+  if (status) halo_client_fd_break(client);
+  return status;
+}
+
+// The result of a request of |kind| that got |reply| and descriptor |fd|
+// (taken): halod's refusal, or the descriptor in *|out_fd| (-1 for AUTH,
+// which passes none) and its size.
+static halo_status_t halo_client_fd_reply_status(uint32_t kind,
+                                                 halo_fd_reply_t *reply, int fd,
+                                                 int *out_fd,
+                                                 uint64_t *out_size) {
+  *out_fd = -1;
+  if (reply->code != HALO_STATUS_OK) {
+    if (fd >= 0) close(fd);
+    reply->message[sizeof(reply->message) - 1] = '\0';
+    halo_status_code_t code = (unsigned)reply->code < HALO_STATUS_CODE_COUNT
+                                  ? (halo_status_code_t)reply->code
+                                  : HALO_STATUS_UNKNOWN;
+    return halo_status_make(code, "fd channel: %s", reply->message);
+  }
+  if (kind == HALO_FD_REQUEST_AUTH && fd >= 0) {
+    close(fd);  // AUTH passes none
+    fd = -1;
+  }
+  if (kind != HALO_FD_REQUEST_AUTH && fd < 0) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "fd channel: reply carried no descriptor");
+  }
+  *out_fd = fd;
+  if (out_size) *out_size = reply->size;
+  return NULL;
+}
+
+// Connects an fd channel to |path| and authenticates it as the session's
+// (AUTH), by |deadline_ns|; it is |client->fd_channel| then. |fd_mutex|
+// held and no channel open.
+static halo_status_t halo_client_fd_attach(halo_client_t *client,
+                                           const char *path,
+                                           int64_t deadline_ns) {
   // Non-blocking for the connect only (bounded by the request timeout); the
   // requests then send and receive blocking, after poll().
-  client->fd_channel =
-      socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (client->fd_channel < 0) {
-    return halo_status_from_errno(errno, "fd channel socket");
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return halo_status_from_errno(errno, "fd channel socket");
+  halo_status_t status =
+      halo_client_connect_fd_channel(client, fd, path, deadline_ns);
+  if (!status) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      status = halo_status_from_errno(errno, "fd channel fcntl(O_NONBLOCK)");
+    }
   }
+  if (status) {
+    close(fd);
+    return status;
+  }
+  client->fd_channel = fd;
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = HALO_FD_REQUEST_AUTH;
+  request.id = client->session_id;
+  memcpy(request.token, client->token, sizeof(request.token));
+  halo_fd_reply_t reply;
+  int passed = -1;
+  status =
+      halo_client_fd_exchange(client, &request, deadline_ns, &reply, &passed);
+  int ignored = -1;
+  if (!status) {
+    status = halo_client_fd_reply_status(HALO_FD_REQUEST_AUTH, &reply, passed,
+                                         &ignored, NULL);
+  }
+  if (status) halo_client_fd_break(client);  // refused: of no use
+  return status;
+}
+
+// Sends one fd channel request and receives the reply (and its fd), within
+// the request timeout (halo_client_fd_exchange). Where an earlier request
+// broke the channel, a new one is connected first, within the same
+// timeout.
+static halo_status_t halo_client_fd_request(halo_client_t *client,
+                                            uint32_t kind, uint64_t id,
+                                            int *out_fd, uint64_t *out_size) {
+  *out_fd = -1;
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = kind;
+  request.id = id;
+  int64_t deadline_ns = 0;
+  if (!halo_client_lock_until(client, &client->fd_mutex, &deadline_ns)) {
+    return halo_client_deadline_status(
+        client,
+        "another thread's fd channel request, which halod did not "
+        "answer");
+  }
+  int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
+  halo_status_t status = NULL;
+  if (client->fd_channel < 0) {
+    status = halo_status_annotate(
+        halo_client_fd_attach(client, client->fd_channel_path, deadline),
+        "connecting the fd channel anew (a request on it failed or timed "
+        "out before)");
+  }
+  halo_fd_reply_t reply;
+  int fd = -1;
+  if (!status) {
+    status = halo_client_fd_exchange(client, &request, deadline, &reply, &fd);
+  }
+  pthread_mutex_unlock(&client->fd_mutex);
+  if (status) return status;
+  return halo_client_fd_reply_status(kind, &reply, fd, out_fd, out_size);
+}
+
+halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
+                                 uint64_t id, int *out_fd, uint64_t *out_size);
+halo_status_t halo_client_fd_get(halo_client_t *client, uint32_t kind,
+                                 uint64_t id, int *out_fd, uint64_t *out_size) {
+  return halo_client_fd_request(client, kind, id, out_fd, out_size);
+}
+
+static halo_status_t halo_client_open_fd_channel(halo_client_t *client,
+                                                 const char *reported_path) {
   int64_t deadline_ns = 0;
   int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
-  char path[sizeof(client->address) + 4];
+  char path[sizeof(client->fd_channel_path)];
   halo_client_fd_channel_path(client, path, sizeof(path));
+  pthread_mutex_lock(&client->fd_mutex);
   halo_status_t status =
-      path[0] ? halo_client_connect_fd_channel(client, client->fd_channel, path,
-                                               deadline)
+      path[0] ? halo_client_fd_attach(client, path, deadline)
               : halo_status_make(HALO_STATUS_NOT_FOUND, "no path");
   if (status && halo_status_code(status) == HALO_STATUS_NOT_FOUND &&
       strcmp(path, reported_path) != 0) {
     halo_status_free(status);
-    status = halo_client_connect_fd_channel(client, client->fd_channel,
-                                            reported_path, deadline);
+    snprintf(path, sizeof(path), "%s", reported_path);
+    status = halo_client_fd_attach(client, path, deadline);
   }
-  if (status) return status;
-  int flags = fcntl(client->fd_channel, F_GETFL);
-  if (flags < 0 ||
-      fcntl(client->fd_channel, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    return halo_status_from_errno(errno, "fd channel fcntl(O_NONBLOCK)");
+  // Where the channel is connected anew after a failed request.
+  if (!status) {
+    snprintf(client->fd_channel_path, sizeof(client->fd_channel_path), "%s",
+             path);
   }
   // The daemon's pid comes from the kernel, not from a message: 0 where
   // halod is outside this process's pid namespace (a container).
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
-  if (getsockopt(client->fd_channel, SOL_SOCKET, SO_PEERCRED, &credentials,
-                 &length) != 0) {
-    return halo_status_from_errno(errno, "fd channel SO_PEERCRED");
+  if (!status && getsockopt(client->fd_channel, SOL_SOCKET, SO_PEERCRED,
+                            &credentials, &length) != 0) {
+    status = halo_status_from_errno(errno, "fd channel SO_PEERCRED");
   }
+  pthread_mutex_unlock(&client->fd_mutex);
+  if (status) return status;
   client->daemon_pid = credentials.pid;
-  int ignored = -1;
-  HALO_RETURN_IF_ERROR(halo_client_fd_request(
-      client, HALO_FD_REQUEST_AUTH, client->session_id, &ignored, NULL));
   // A pidfd of halod tells waiters when the daemon is gone, in any pid
   // namespace. A halod without DAEMON requests refuses it: then the pid.
   int pidfd = -1;

@@ -57,6 +57,8 @@ typedef struct halo_client_ring_t {
   _Alignas(16) uint8_t scratch[HALO_RING_MAX_RECORD_BYTES];
 } halo_client_ring_t;
 
+#define HALO_CLIENT_ADDRESS_BYTES 512
+
 struct halo_client_s {
   nng_socket socket;
   bool socket_closed;  // by a dial that timed out
@@ -68,13 +70,13 @@ struct halo_client_s {
   uint64_t session_id;
   uint8_t token[16];
   uint64_t incarnation;
-  char address[512];
-  // The fd channel and the daemon's liveness.
-  int fd_channel;
+  char address[HALO_CLIENT_ADDRESS_BYTES];
+  // The fd channel and the daemon's liveness. Under |fd_mutex|: the
+  // channel (-1 after a request on it failed or timed out: the next request
+  // connects a new one, to |fd_channel_path|, the path connect reached).
   pthread_mutex_t fd_mutex;
-  // Under |fd_mutex|: replies still to come for requests that timed out;
-  // read (and dropped) before the next request is sent.
-  uint32_t fd_replies_owed;
+  int fd_channel;
+  char fd_channel_path[HALO_CLIENT_ADDRESS_BYTES + 4];  // + ".fd"
   int32_t daemon_pid;
   int daemon_pidfd;
   // Mappings and live objects, under |state_mutex|.
@@ -97,6 +99,11 @@ bool halo_client_ring_usable(halo_client_t *client);
 // most until the call's deadline (halo_client_deadline_ns).
 halo_status_t halo_client_ring_flush(halo_client_t *client,
                                      int64_t *deadline_ns);
+// What the drain waits for, as a DEADLINE_EXCEEDED names it (where the
+// drain used up the call's timeout).
+#define HALO_CLIENT_WAIT_RING_DRAIN                                       \
+  "halod to take the records in the submission ring, which a request on " \
+  "the socket may not overtake"
 // A queue operation as libhalo checked it, before a transport carries it:
 // handles and plain values, which the submission ring writes as a record
 // (its layout is the same: one copy) and the socket as a protobuf request

@@ -166,8 +166,7 @@ halo_status_t halo_client_ring_flush(halo_client_t *client,
   if (atomic_load_explicit(&ring->header->head, memory_order_acquire) >= tail)
     return NULL;
   return halo_ring_wait_head(client, tail, deadline_ns,
-                             "the submission ring to drain before a request "
-                             "on the socket");
+                             HALO_CLIENT_WAIT_RING_DRAIN);
 }
 
 // Makes room for a record of |length| bytes (with a PAD record before it
@@ -234,7 +233,9 @@ static halo_status_t halo_ring_lock_reserve(halo_client_t *client,
   halo_client_ring_t *ring = &client->ring;
   if (!halo_client_lock_until(client, &ring->mutex, deadline_ns)) {
     return halo_client_deadline_status(
-        client, "the submission ring, held by another thread's call");
+        client,
+        "another thread's call on the submission ring, which waits for halod "
+        "to take the records in it or to give its verdict on one");
   }
   uint8_t *record = NULL;
   halo_status_t status = NULL;

@@ -348,9 +348,22 @@ halo_status_t halo_semaphore_wait_list(size_t count,
       if (halo_semaphore_daemon_exited(client)) {
         return halo_semaphore_daemon_exited_status(client);
       }
-      return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
-                              "wait timed out after %lld ns",
-                              (long long)timeout_ns);
+      // The semaphores' signallers (work on a queue, another client), not
+      // halod's answers, are what the wait waited for.
+      if (count == 1) {
+        return halo_status_make(
+            HALO_STATUS_DEADLINE_EXCEEDED,
+            "wait timed out after %lld ns: semaphore handle 0x%llx did not "
+            "reach value %llu",
+            (long long)timeout_ns, (unsigned long long)semaphores[0]->handle,
+            (unsigned long long)values[0]);
+      }
+      return halo_status_make(
+          HALO_STATUS_DEADLINE_EXCEEDED,
+          "wait timed out after %lld ns: %s of the %zu semaphores reached "
+          "its value",
+          (long long)timeout_ns, mode == HALO_WAIT_ANY ? "none" : "not each",
+          count);
     case HALO_TIMELINE_WAIT_OWNER_DEAD:
       return halo_semaphore_daemon_exited_status(client);
   }

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fd_channel.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -93,7 +94,25 @@ static void halod_fd_send_reply(int socket_fd, halo_status_t status, int fd,
   halo_status_t send_status =
       halo_fd_send(socket_fd, &reply, sizeof(reply), fd);
   if (send_status) {
-    HALO_LOG_DEBUG("fd channel: %s", halo_status_message(send_status));
+    // The client closed its end (it exited, or its request timed out and
+    // it connected a new channel): nobody waits for the reply. Otherwise
+    // (its receive queue full, out of memory, descriptors in flight past
+    // the limit) the reply is lost and the client's request times out: a
+    // real failure, warned of at most once a second (a client that floods
+    // the channel without reading must not flood the log).
+    static int64_t warned_ns;
+    static uint64_t unwarned;
+    if (halo_status_code(send_status) == HALO_STATUS_UNAVAILABLE) {
+      HALO_LOG_DEBUG("fd channel: %s", halo_status_message(send_status));
+    } else if (halo_clock_due(&warned_ns, halo_clock_now_ns(), 1000000000)) {
+      HALO_LOG_WARN(
+          "fd channel: a reply was not sent (%s); the client's request "
+          "will time out (%llu more such since the last warning)",
+          halo_status_message(send_status), (unsigned long long)unwarned);
+      unwarned = 0;
+    } else {
+      ++unwarned;
+    }
     halo_status_free(send_status);
   }
 }

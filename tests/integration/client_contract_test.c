@@ -12,8 +12,16 @@
 //   asynchronous execute's too, and so do waits too short to sleep;
 // - the fd channel (mappings, the session's AUTH at connect): a request
 //   halod does not answer ends the same way, and its late reply is not
-//   taken for the next request's; so does its connect when halod accepts
-//   no more of them (a fake halod: fake_halod_t);
+//   taken for the next request's; one halod never answers (it drops a reply
+//   it fails to send) does not leave the channel unusable: the next request
+//   gets a new one; so does its connect when halod accepts no more of them
+//   (a fake halod: fake_halod_t);
+// - the waits behind other threads measure the request timeout on the
+//   monotonic clock (a step of the wall clock changes nothing), and a
+//   DEADLINE_EXCEEDED names what used the time up (the submission ring's
+//   drain, other threads' requests on the socket);
+// - a lost session: the calls that ask halod fail SESSION_LOST, the local
+//   ones (host-visible buffers' contents, recording) still work;
 // - arguments: a request timeout out of range is INVALID_ARGUMENT naming
 //   it; a NULL argument is INVALID_ARGUMENT naming that one argument, and
 //   the outputs are cleared first, whichever argument was NULL.
@@ -31,7 +39,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -51,6 +61,30 @@
 
 enum { THREADS = 4 };
 
+// The clocks as one thread of this process reads them (clock_gettime, which
+// libhalo calls, is this one in the test): |skewed_thread|'s readings of
+// CLOCK_REALTIME and CLOCK_MONOTONIC are ahead by |realtime_skew_ns| and
+// |monotonic_skew_ns|. A wall clock read ahead is a wall clock stepped
+// back right after the reading, as NTP or an operator may step it: the
+// kernel's timed waits on CLOCK_REALTIME still measure the true one. The
+// monotonic clock read ahead is time passing at once, at a point the test
+// chooses.
+static _Atomic unsigned long skewed_thread;
+static _Atomic int64_t realtime_skew_ns;
+static _Atomic int64_t monotonic_skew_ns;
+
+int clock_gettime(clockid_t clock, struct timespec *time) {
+  if (syscall(SYS_clock_gettime, clock, time) != 0) return -1;
+  if (atomic_load(&skewed_thread) != (unsigned long)pthread_self()) return 0;
+  int64_t skew = clock == CLOCK_REALTIME    ? atomic_load(&realtime_skew_ns)
+                 : clock == CLOCK_MONOTONIC ? atomic_load(&monotonic_skew_ns)
+                                            : 0;
+  int64_t ns = (int64_t)time->tv_sec * 1000000000 + time->tv_nsec + skew;
+  time->tv_sec = ns / 1000000000;
+  time->tv_nsec = ns % 1000000000;
+  return 0;
+}
+
 typedef enum call_kind_e {
   CALL_PING = 0,    // over the socket
   CALL_SIGNAL = 1,  // over the submission ring (a synchronous record)
@@ -61,6 +95,7 @@ typedef struct call_t {
   halo_semaphore_t *semaphore;
   call_kind_t kind;
   uint64_t value;
+  bool skewed;  // reads the clocks skewed (skewed_thread)
   halo_status_code_t code;
   char message[256];
   int64_t took_ns;
@@ -69,12 +104,14 @@ typedef struct call_t {
 
 static void *call_main(void *arg) {
   call_t *call = arg;
+  if (call->skewed) atomic_store(&skewed_thread, (unsigned long)pthread_self());
   int64_t start = halo_test_now_ns();
   halo_status_t status =
       call->kind == CALL_PING
           ? halo_client_ping(call->client)
           : halo_semaphore_signal(call->semaphore, call->value);
   call->took_ns = halo_test_now_ns() - start;
+  if (call->skewed) atomic_store(&skewed_thread, 0);
   call->code = halo_status_code(status);
   snprintf(call->message, sizeof(call->message), "%s",
            halo_status_message(status));
@@ -205,7 +242,9 @@ static void test_ring_calls_honour_the_request_timeout(void **state) {
 // memfd holding a timeline page), and leaves every fd request of kind
 // |stall_kind| unanswered while it is set. Cleared, it answers those late,
 // each with a page that is not a timeline page (a client that took one as
-// its reply would fail "has no timeline header").
+// its reply would fail "has no timeline header"), on their connection if
+// it is still open. The next request of kind |drop_kind| is never
+// answered, as halod drops a reply it fails to send.
 
 typedef struct fake_halod_t {
   char dir[48];
@@ -221,6 +260,9 @@ typedef struct fake_halod_t {
   _Atomic int stalls;           // requests ever left unanswered
   _Atomic bool hold_accepts;    // leave the fd channel's backlog alone
   _Atomic bool holding;         // the fd thread saw |hold_accepts|
+  _Atomic uint32_t drop_kind;   // halo_fd_request_kind_t; 0: none
+  _Atomic int drops;            // requests dropped so far
+  _Atomic int connections;      // fd channel connections accepted
   uint64_t next_page;           // socket thread only
 } fake_halod_t;
 
@@ -308,6 +350,7 @@ static void *fake_fd_main(void *arg) {
         halo_test_sleep_ms(5);
       } else if (fake_readable(fake->fd_listener, 20)) {
         connection = accept4(fake->fd_listener, NULL, NULL, SOCK_CLOEXEC);
+        if (connection >= 0) atomic_fetch_add(&fake->connections, 1);
       }
       continue;
     }
@@ -328,9 +371,14 @@ static void *fake_fd_main(void *arg) {
       halo_status_free(status);
       close(connection);
       connection = -1;
+      // The late replies it was owed go nowhere (not to the next one).
+      atomic_store(&fake->stalled, 0);
       continue;
     }
-    if (request.kind == atomic_load(&fake->stall_kind)) {
+    uint32_t drop = request.kind;
+    if (atomic_compare_exchange_strong(&fake->drop_kind, &drop, 0)) {
+      atomic_fetch_add(&fake->drops, 1);
+    } else if (request.kind == atomic_load(&fake->stall_kind)) {
       atomic_fetch_add(&fake->stalls, 1);
       atomic_fetch_add(&fake->stalled, 1);
     } else if (request.kind == HALO_FD_REQUEST_AUTH) {
@@ -453,6 +501,136 @@ static void test_fd_channel_requests_honour_the_request_timeout(void **state) {
   assert_int_equal(atomic_load(&fake.stalled), 0);
   halo_semaphore_release(second);
   halo_semaphore_release(first);
+  halo_client_close(client);
+  fake_stop(&fake);
+}
+
+// A request whose reply halod never sends (it drops a reply it fails to
+// send) ends with the request timeout; the channel is not left waiting for
+// that reply for ever: the next request connects a new one and is
+// answered, and so are those after it.
+static void test_fd_channel_outlives_a_dropped_reply(void **state) {
+  (void)state;
+  fake_halod_t fake;
+  fake_start(&fake);
+  halo_client_options_t options = {.address = fake.address,
+                                   .request_timeout_ms = REQUEST_TIMEOUT_MS};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  halo_semaphore_t *first = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &first));
+  atomic_store(&fake.drop_kind, HALO_FD_REQUEST_SEMAPHORE_PAGE);
+  halo_semaphore_t *dropped = NULL;
+  int64_t start = halo_test_now_ns();
+  halo_status_t status = halo_semaphore_create(client, 0, 0, &dropped);
+  int64_t took_ns = halo_test_now_ns() - start;
+  print_message("create: %s after %lld ms: %s\n",
+                halo_status_code_name(halo_status_code(status)),
+                (long long)(took_ns / MS), halo_status_message(status));
+  assert_int_equal(atomic_load(&fake.drops), 1);
+  assert_true(took_ns <= (REQUEST_TIMEOUT_MS + SLACK_MS) * MS);
+  HALO_TEST_EXPECT_STATUS(status, HALO_STATUS_DEADLINE_EXCEEDED,
+                          "fd channel request SEMAPHORE_PAGE");
+  assert_null(dropped);
+  for (int i = 0; i < 3; ++i) {
+    halo_semaphore_t *next = NULL;
+    HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &next));
+    halo_semaphore_release(next);
+  }
+  // On a new connection (the one at connect, then one).
+  assert_int_equal(atomic_load(&fake.connections), 2);
+  halo_semaphore_release(first);
+  halo_client_close(client);
+  fake_stop(&fake);
+}
+
+// A call waiting for the socket behind another thread's request ends at its
+// request timeout on the monotonic clock: the wall clock stepped back an
+// hour as it began to wait neither holds it an hour longer nor (stepped
+// forward) ends it early, and the message names the wait.
+static void test_socket_wait_ignores_wall_clock_steps(void **state) {
+  (void)state;
+  fake_halod_t fake;
+  fake_start(&fake);
+  halo_client_options_t options = {.address = fake.address,
+                                   .request_timeout_ms = REQUEST_TIMEOUT_MS};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  const int64_t steps_ns[] = {3600 * 1000 * MS, -3600 * 1000 * MS};
+  for (size_t i = 0; i < sizeof(steps_ns) / sizeof(steps_ns[0]); ++i) {
+    // Another thread's request halod does not answer holds the socket.
+    assert_int_equal(pthread_mutex_lock(&client->call_mutex), 0);
+    atomic_store(&realtime_skew_ns, steps_ns[i]);
+    call_t call = {.client = client, .kind = CALL_PING, .skewed = true};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, call_main, &call), 0);
+    int64_t start = halo_test_now_ns();
+    while (!atomic_load(&call.done) &&
+           halo_test_now_ns() - start < GIVE_UP_MS * MS) {
+      halo_test_sleep_ms(5);
+    }
+    assert_int_equal(pthread_mutex_unlock(&client->call_mutex), 0);
+    pthread_join(thread, NULL);
+    atomic_store(&realtime_skew_ns, 0);
+    print_message("ping, wall clock stepped %+lld s: %s after %lld ms: %s\n",
+                  (long long)(-steps_ns[i] / (1000 * MS)),
+                  halo_status_code_name(call.code),
+                  (long long)(call.took_ns / MS), call.message);
+    assert_int_equal(call.code, HALO_STATUS_DEADLINE_EXCEEDED);
+    assert_true(call.took_ns >= (REQUEST_TIMEOUT_MS - 50) * MS);
+    assert_true(call.took_ns <= (REQUEST_TIMEOUT_MS + SLACK_MS) * MS);
+    assert_non_null(
+        strstr(call.message, "other threads' requests on the socket"));
+  }
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_client_close(client);
+  fake_stop(&fake);
+}
+
+// A socket call waits for halod to take the records in the submission ring
+// first. Where that wait uses up the call's timeout, the DEADLINE_EXCEEDED
+// names it, even when the last record is taken just as the timeout ends
+// and the socket itself is free. Here the ring is a header in this
+// process's memory with a record outstanding (the fake has no ring), taken
+// as the call's monotonic clock jumps past its deadline.
+static void test_ring_drain_timeout_names_the_drain(void **state) {
+  (void)state;
+  fake_halod_t fake;
+  fake_start(&fake);
+  halo_client_options_t options = {.address = fake.address,
+                                   .request_timeout_ms = REQUEST_TIMEOUT_MS};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  assert_null(client->ring.header);
+  halo_ring_header_t *header = aligned_alloc(64, HALO_RING_HEADER_BYTES);
+  assert_non_null(header);
+  memset(header, 0, HALO_RING_HEADER_BYTES);
+  atomic_store(&header->tail, 64);
+  client->ring.header = header;
+  call_t call = {.client = client, .kind = CALL_PING, .skewed = true};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, call_main, &call), 0);
+  // The call sleeps in slices of at most a millisecond, waiting for the
+  // record to be taken.
+  halo_test_sleep_ms(REQUEST_TIMEOUT_MS / 2);
+  assert_false(atomic_load(&call.done));
+  atomic_store(&monotonic_skew_ns, 2 * REQUEST_TIMEOUT_MS * MS);
+  atomic_store(&header->head, 64);
+  int64_t start = halo_test_now_ns();
+  while (!atomic_load(&call.done) &&
+         halo_test_now_ns() - start < GIVE_UP_MS * MS) {
+    halo_test_sleep_ms(5);
+  }
+  pthread_join(thread, NULL);
+  atomic_store(&monotonic_skew_ns, 0);
+  client->ring.header = NULL;
+  free(header);
+  print_message("ping: %s: %s\n", halo_status_code_name(call.code),
+                call.message);
+  assert_int_equal(call.code, HALO_STATUS_DEADLINE_EXCEEDED);
+  assert_non_null(strstr(call.message, "submission ring"));
+  assert_null(strstr(call.message, "socket, busy"));
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
   halo_client_close(client);
   fake_stop(&fake);
 }
@@ -772,6 +950,58 @@ static void test_short_waits_see_daemon_death(void **state) {
   halo_client_close(client);
 }
 
+// After its session is lost (its trust domain's device worker killed),
+// the calls that ask halod fail SESSION_LOST, and those libhalo serves
+// locally still work, as include/halo/status.h says: a host-visible
+// buffer's contents (results of work done before the loss) are read back,
+// and a command buffer is recorded, until halo_command_buffer_end asks
+// halod.
+static void test_local_calls_work_after_session_loss(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *results = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0, &results));
+  const char written[] = "computed before the loss";
+  HALO_TEST_ASSERT_OK(halo_buffer_write(results, 0, written, sizeof(written)));
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%u", (unsigned)getuid());
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
+  assert_true(worker > 0);
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  halo_status_t status = NULL;
+  int64_t since = halo_test_now_ns();
+  while ((status = halo_client_ping(client)) == NULL &&
+         halo_test_now_ns() - since < GIVE_UP_MS * MS) {
+    halo_test_sleep_ms(5);
+  }
+  HALO_TEST_EXPECT_STATUS(status, HALO_STATUS_SESSION_LOST, "");
+  halo_buffer_t *more = NULL;
+  HALO_TEST_EXPECT_STATUS(
+      halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0, &more),
+      HALO_STATUS_SESSION_LOST, "");
+  // Local: the shared memory stays mapped until the buffer is released.
+  char read[sizeof(written)] = "";
+  HALO_TEST_ASSERT_OK(halo_buffer_read(results, 0, read, sizeof(read)));
+  assert_string_equal(read, written);
+  assert_memory_equal(halo_buffer_host_pointer(results), written,
+                      sizeof(written));
+  HALO_TEST_ASSERT_OK(halo_buffer_write(results, 0, "x", 1));
+  // Recording is local; its end asks halod.
+  halo_command_buffer_t *command_buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 0, &command_buffer));
+  uint32_t pattern = 7;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(command_buffer,
+                                               halo_buffer_ref(results, 0, 16),
+                                               &pattern, sizeof(pattern)));
+  HALO_TEST_EXPECT_STATUS(halo_command_buffer_end(command_buffer),
+                          HALO_STATUS_SESSION_LOST, "");
+  halo_command_buffer_release(command_buffer);
+  halo_buffer_release(results);
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -789,7 +1019,11 @@ int main(void) {
       T(test_null_arguments_are_named_and_outputs_cleared),
       T(test_async_execute_after_daemon_death),
       T(test_short_waits_see_daemon_death),
+      T(test_local_calls_work_after_session_loss),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
+      cmocka_unit_test(test_fd_channel_outlives_a_dropped_reply),
+      cmocka_unit_test(test_socket_wait_ignores_wall_clock_steps),
+      cmocka_unit_test(test_ring_drain_timeout_names_the_drain),
       cmocka_unit_test(test_connect_honours_the_request_timeout),
       cmocka_unit_test(test_fd_channel_connect_honours_the_request_timeout),
   };
