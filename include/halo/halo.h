@@ -24,7 +24,10 @@
 //   UNAVAILABLE (the daemon is gone or shutting down; reconnect later),
 //   INVALID_ARGUMENT (a NULL pointer or value out of range, named in the
 //   message), DEADLINE_EXCEEDED (the daemon did not answer within the
-//   client's request timeout).
+//   client's request timeout; the message names what the call waited for),
+//   SESSION_LOST (the session was lost with its trust domain's device
+//   worker; calls that libhalo serves without asking the daemon, such as
+//   reading a host-visible buffer, still work: see halo/status.h).
 #ifndef HALO_HALO_H_
 #define HALO_HALO_H_
 

@@ -48,7 +48,16 @@ typedef enum halo_status_code_e {
   // message names the device, the trust domain and the work in flight.
   HALO_STATUS_DEVICE_LOST = 17,
   // The session was lost with its trust domain's device worker: every call
-  // but semaphore queries and releases fails with this code. Rebuild: close
+  // that asks halod fails with this code, except releases (of any object)
+  // and halo_client_close. Calls that libhalo serves in the process, without
+  // asking halod, still work on the session's objects until they are
+  // released: halo_buffer_host_pointer and halo_buffer_read/write of
+  // host-visible buffers (their shared memory stays mapped, so results of
+  // work that completed before the loss can be read back, and inputs kept
+  // for the new session), semaphore queries and waits (the semaphores the
+  // session created read as failed with DEVICE_LOST and the reason),
+  // halo_command_buffer_begin and the recording calls (the end, which asks
+  // halod, fails), and the accessors (sizes, handles, ids). Rebuild: close
   // the client, connect again (a fresh worker serves the new session) and
   // load, allocate and record anew.
   HALO_STATUS_SESSION_LOST = 18,
