@@ -662,17 +662,14 @@ halo_status_t halo_hal_cuda_command_buffer_prepare(
 // Destroy (loop thread; the driver calls run on the reaper)
 //===----------------------------------------------------------------------===//
 
-void halo_hal_cuda_instance_destroy(
-    halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_graph_instance_t *instance) {
-  halo_hal_cuda_device_t *device = command_buffer->device;
+void halo_hal_cuda_instance_destroy(halo_hal_cuda_device_t *device,
+                                    halo_hal_cuda_graph_instance_t *instance) {
   const halo_hal_cuda_symbols_t *cu = device->cu;
   if (instance->exec) cu->cuGraphExecDestroy(instance->exec);
   if (instance->graph) cu->cuGraphDestroy(instance->graph);
   if (instance->table) {
     device->base.allocator->vtable->deallocate(
-        device->base.allocator, instance->table,
-        command_buffer->base.recording.binding_capacity * sizeof(uint64_t));
+        device->base.allocator, instance->table, instance->table_bytes);
   }
   if (instance->ticket) {
     halo_hal_cuda_ticket_give(device, (uint64_t *)instance->ticket);
@@ -708,7 +705,7 @@ static void halo_hal_cuda_command_buffer_reap(halo_hal_cuda_task_t *task) {
   if (built) halo_hal_cuda_graph_wake(device);
   while (instance) {
     halo_hal_cuda_graph_instance_t *next = instance->all_next;
-    halo_hal_cuda_instance_destroy(command_buffer, instance);
+    halo_hal_cuda_instance_destroy(device, instance);
     instance = next;
   }
   if (command_buffer->data_device) {
@@ -729,10 +726,10 @@ static void halo_hal_cuda_command_buffer_destroy(
     halo_hal_command_buffer_t *base_command_buffer) {
   halo_hal_cuda_command_buffer_t *command_buffer =
       (halo_hal_cuda_command_buffer_t *)base_command_buffer;
-  // A graph recording goes through the reaper, whatever it holds now:
-  // trimming (the submission thread) may be destroying its instances right
-  // now, under the device's graph_mutex, which this thread (halod's loop,
-  // the worker's) should not wait for.
+  // A graph recording goes through the reaper, whatever it holds now: its
+  // instances leave the device's bound under the device's graph_mutex,
+  // which trimming (the submission thread) may hold, and this thread
+  // (halod's loop, the worker's) should not wait for.
   if (!command_buffer->use_graph && !command_buffer->data_device &&
       !command_buffer->staging_chunk_count) {
     halo_hal_cuda_command_buffer_free(command_buffer);
@@ -1375,6 +1372,7 @@ static halo_status_t halo_hal_cuda_instance_create(
     status =
         allocator->vtable->allocate(allocator, table_bytes, &instance->table);
     if (!status) {
+      instance->table_bytes = table_bytes;
       status = halo_hal_cuda_staging_slot(command_buffer, table_bytes,
                                           &instance->staging);
     }
@@ -1418,7 +1416,7 @@ static halo_status_t halo_hal_cuda_instance_create(
   }
   if (status) {
     halo_hal_cuda_staging_give(command_buffer, instance->staging);
-    halo_hal_cuda_instance_destroy(command_buffer, instance);
+    halo_hal_cuda_instance_destroy(device, instance);
     return halo_status_annotate(status, "building a CUDA graph of %u commands",
                                 recording->command_count);
   }

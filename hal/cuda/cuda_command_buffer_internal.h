@@ -38,10 +38,11 @@ struct halo_hal_cuda_graph_instance_t {
   CUgraphDeviceNode *device_nodes;
   // binding_capacity addresses the nodes and the device table hold.
   uint64_t *bound;
-  uint64_t table;     // device binding table (BINDING_TABLE recordings)
-  uint64_t *staging;  // its pinned host copy
-  bool table_valid;   // the device table holds |bound|
-  bool needs_upload;  // cuGraphUpload before the next launch
+  uint64_t table;        // device binding table (BINDING_TABLE recordings)
+  uint64_t table_bytes;  // its size (binding_capacity addresses)
+  uint64_t *staging;     // its pinned host copy
+  bool table_valid;      // the device table holds |bound|
+  bool needs_upload;     // cuGraphUpload before the next launch
   // The store node's ticket (pinned; NULL: the graph has no store node).
   // Its words are atomics: the device reads them (the host writes them only
   // while no launch of the instance is pending).
@@ -128,10 +129,11 @@ typedef struct halo_hal_cuda_command_buffer_t {
 // The reaper (a destroyed recording's), or the submission thread (a failed
 // creation, trimming: cuda_graph_memory.c): destroys |instance|, which no
 // pool holds any more (its graph and exec, device binding table and
-// ticket; the driver's teardown may wait for the device).
-void halo_hal_cuda_instance_destroy(
-    halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_graph_instance_t *instance);
+// ticket; the driver's teardown may wait for the device). The instance
+// holds all it needs of its recording: trimming destroys it with no lock
+// held, while the reaper may free its command buffer.
+void halo_hal_cuda_instance_destroy(halo_hal_cuda_device_t *device,
+                                    halo_hal_cuda_graph_instance_t *instance);
 
 // Submission thread: a staging slot back to |command_buffer|'s free ones.
 void halo_hal_cuda_staging_give(halo_hal_cuda_command_buffer_t *command_buffer,

@@ -8,7 +8,10 @@
 // the order they first held one). An execution that needs a new instance
 // reserves its bytes on the submission thread (halo_hal_cuda_graph_reserve);
 // past the bound the idle instances of the device's other recordings are
-// destroyed if enough of them can go; with still no room it waits for its
+// destroyed if enough of them can go (taken out of their pools under the
+// mutex, destroyed with it dropped, their bytes taken off once they are
+// gone: the driver's teardown may wait for the device, and the usage
+// queries and the reaper need the mutex); with still no room it waits for its
 // recording's own instances, or, when its recording has none, on the
 // device's line of executions waiting for room, which the wake task posts
 // again each time an instance is given back or bytes go back. The usage
@@ -197,35 +200,48 @@ static bool halo_hal_cuda_graph_room_after_trim(
   return device->graph_bytes - spare_bytes + need <= device->graph_bytes_limit;
 }
 
-// Submission thread, the device's graph_mutex held: destroys idle
-// instances of the device's other recordings (the holders in the order they
-// first held one, the oldest free ones of each, none kept for a woken
-// execution or wanted by a parked one) until |need| more bytes fit in the
-// bound, and none if that many cannot go. Their staging slots stay with
-// their command buffers. The driver's teardown of them runs here, holding
-// up the device's issues meanwhile (only when the bound is reached), and
-// while the mutex is held: the reaper cannot free their command buffer
-// meanwhile. Returns the other recordings' instances that may not go, as
-// it saw them (in use, being created, or kept for parked executions).
+// The idle instances a trim took from their pools, to be destroyed with no
+// lock held (halo_hal_cuda_graph_trim_finish): linked by all_next, their
+// count and bytes, still counted in the device's bound until they are gone.
+typedef struct halo_hal_cuda_graph_trim_t {
+  halo_hal_cuda_graph_instance_t *gone;
+  uint32_t count;
+  uint64_t bytes;
+} halo_hal_cuda_graph_trim_t;
+
+// Submission thread, the device's graph_mutex held: takes idle instances
+// of the device's other recordings out of their pools (the holders in the
+// order they first held one, the oldest free ones of each, none kept for a
+// woken execution or wanted by a parked one) into |out_trim| until |need|
+// more bytes would fit in the bound once they are gone, and none if that
+// many cannot go. Out of their pools and their recordings' lists, no
+// execution takes them and the reaper does not see them; their staging
+// slots stay with their command buffers, and a holder left with none
+// leaves the holders. Their bytes still count: the caller destroys them
+// with the mutex dropped (the driver's teardown may wait for the device,
+// and the mutex serves the usage queries and the reaper meanwhile), then
+// takes their bytes off. Returns the other recordings' instances that may
+// not go, as it saw them (in use, being created, or kept for parked
+// executions).
 static uint32_t halo_hal_cuda_graph_trim_locked(
-    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need) {
+    halo_hal_cuda_command_buffer_t *command_buffer, uint64_t need,
+    halo_hal_cuda_graph_trim_t *out_trim) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   uint64_t limit = device->graph_bytes_limit;
+  memset(out_trim, 0, sizeof(*out_trim));
   // Nothing goes unless enough can go: destroyed for nothing, an idle
   // instance would only be built again.
   uint32_t busy = 0;
   if (!halo_hal_cuda_graph_room_after_trim(command_buffer, need, &busy)) {
     return busy;
   }
+  uint64_t left = device->graph_bytes;
   halo_list_link_t *link = device->graph_holders.head;
-  while (link && device->graph_bytes + need > limit) {
+  while (link && left + need > limit) {
     halo_hal_cuda_command_buffer_t *holder =
         HALO_LIST_ENTRY(link, halo_hal_cuda_command_buffer_t, holder_link);
-    link = link->next;  // before a release takes |holder| off the list
+    link = link->next;  // before |holder| leaves the list
     if (holder == command_buffer) continue;
-    halo_hal_cuda_graph_instance_t *gone = NULL;
-    uint32_t count = 0;
-    uint64_t left = device->graph_bytes;
     pthread_mutex_lock(&holder->mutex);
     uint32_t spare = halo_hal_cuda_graph_spare(holder);
     while (spare > 0 && left + need > limit) {
@@ -241,20 +257,29 @@ static uint32_t halo_hal_cuda_graph_trim_locked(
       *slot = instance->all_next;
       halo_hal_cuda_staging_give(holder, instance->staging);
       instance->staging = NULL;
-      instance->all_next = gone;
-      gone = instance;
-      ++count;
+      instance->all_next = out_trim->gone;
+      out_trim->gone = instance;
+      ++out_trim->count;
+      out_trim->bytes += holder->instance_bytes;
       left -= holder->instance_bytes;
     }
     pthread_mutex_unlock(&holder->mutex);
-    halo_hal_cuda_graph_release_locked(holder, count);
-    while (gone) {
-      halo_hal_cuda_graph_instance_t *after = gone->all_next;
-      halo_hal_cuda_instance_destroy(holder, gone);
-      gone = after;
-    }
+    halo_hal_cuda_graph_release_locked(holder, 0);
   }
   return busy;
+}
+
+// Submission thread, the device's graph_mutex not held: destroys what
+// |trim| took (no command buffer is read: the reaper may have freed
+// theirs).
+static void halo_hal_cuda_graph_trim_finish(
+    halo_hal_cuda_device_t *device, const halo_hal_cuda_graph_trim_t *trim) {
+  halo_hal_cuda_graph_instance_t *gone = trim->gone;
+  while (gone) {
+    halo_hal_cuda_graph_instance_t *after = gone->all_next;
+    halo_hal_cuda_instance_destroy(device, gone);
+    gone = after;
+  }
 }
 
 // Submission thread, the device's graph_mutex held (and the device's
@@ -306,8 +331,19 @@ halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   // device's waiters (halo_hal_cuda_graph_wake), this one among them if it
   // waits (halo_hal_cuda_graph_wait_locked).
   if (reached) atomic_fetch_add(&device->graph_waiter_count, 1);
+  halo_hal_cuda_graph_trim_t trim = {0};
   uint32_t busy =
-      reached ? halo_hal_cuda_graph_trim_locked(command_buffer, need) : 0;
+      reached ? halo_hal_cuda_graph_trim_locked(command_buffer, need, &trim)
+              : 0;
+  if (trim.count) {
+    // Only this thread adds bytes: the room stays while the mutex is
+    // dropped.
+    pthread_mutex_unlock(&device->graph_mutex);
+    halo_hal_cuda_graph_trim_finish(device, &trim);
+    pthread_mutex_lock(&device->graph_mutex);
+    device->graph_bytes -= trim.bytes;
+    device->graph_instance_count -= trim.count;
+  }
   halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
   *out_waited = false;
   if (need <= limit && device->graph_bytes <= limit - need) {

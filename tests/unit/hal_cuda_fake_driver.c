@@ -151,6 +151,10 @@ static struct {
   // for the next before it sleeps (fake_driver_set_stream_spin).
   _Atomic uint64_t enqueued;
   _Atomic int64_t stream_spin_ns;
+  // cuGraphExecDestroy's time (fake_driver_set_exec_destroy_ns) and the
+  // calls running now (fake_driver_exec_destroys_running).
+  _Atomic int64_t exec_destroy_ns;
+  atomic_int exec_destroys_running;
 } fake = {.mutex = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static halo_hal_cuda_symbols_t fake_symbols;
@@ -408,6 +412,14 @@ static int64_t fake_now_ns(void) {
 
 void fake_driver_set_stream_spin(int64_t ns) {
   atomic_store(&fake.stream_spin_ns, ns);
+}
+
+void fake_driver_set_exec_destroy_ns(int64_t ns) {
+  atomic_store(&fake.exec_destroy_ns, ns);
+}
+
+int fake_driver_exec_destroys_running(void) {
+  return atomic_load(&fake.exec_destroys_running);
 }
 
 // Under fake.mutex: one pending operation of |event| finished (or was
@@ -1049,6 +1061,14 @@ static CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
   pthread_mutex_lock(&fake.mutex);
   if (exec->pending > 0) ++fake.counters.destroyed_pending;
   pthread_mutex_unlock(&fake.mutex);
+  int64_t ns = atomic_load(&fake.exec_destroy_ns);
+  if (ns > 0) {
+    // As a driver's teardown that waits for the device.
+    atomic_fetch_add(&fake.exec_destroys_running, 1);
+    struct timespec pause = {ns / 1000000000, ns % 1000000000};
+    nanosleep(&pause, NULL);
+    atomic_fetch_sub(&fake.exec_destroys_running, 1);
+  }
   for (int i = 0; i < exec->count; ++i) free(exec->nodes[i].blob);
   free(exec->nodes);
   free(exec);

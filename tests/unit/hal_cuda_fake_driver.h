@@ -98,6 +98,12 @@ void fake_driver_reset_counters(void);
 // sleeps (0, the default: it sleeps at once).
 void fake_driver_set_stream_spin(int64_t ns);
 
+// cuGraphExecDestroy takes |ns| (0, the default: returns at once), as a
+// driver's teardown that waits for the device; the calls taking that time
+// now.
+void fake_driver_set_exec_destroy_ns(int64_t ns);
+int fake_driver_exec_destroys_running(void);
+
 // Waits until every destroyed stream's thread has finished (teardown).
 void fake_driver_quiesce(void);
 

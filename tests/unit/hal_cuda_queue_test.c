@@ -1050,6 +1050,79 @@ static void test_graph_bytes_bound(void **unused) {
   device_free(y, N * 4);
 }
 
+// Trimming destroys the idle instances it chose without the device's
+// graph_mutex held (the driver's teardown may wait for the device): the
+// usage query (the daemon's loop thread asks it) and the reaper, which
+// take the mutex, go on meanwhile, even where the reaper frees the
+// recording whose instance is being destroyed; the bytes of the destroyed
+// instance go back once it is gone, and no one runs it meanwhile.
+static void test_graph_trim_outside_the_mutex(void **unused) {
+  (void)unused;
+  halo_hal_cuda_device_t *device = state.device;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint32_t fast_us = 0;
+  halo_hal_command_buffer_t *idle = graph_bytes_recording(1, x, y, &fast_us);
+  halo_hal_command_buffer_t *next = graph_bytes_recording(1, x, y, &fast_us);
+  halo_hal_queue_t *queue = queue_new();
+  char message[512];
+  assert_int_equal(graph_bytes_run(queue, idle, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  uint32_t instances = 0;
+  uint64_t small_bytes = graph_bytes_used(&instances);
+  assert_int_equal(instances, 1);
+  // Room for one: |next|'s first instance takes the room of |idle|'s.
+  device->graph_bytes_limit = small_bytes;
+  enum { DESTROY_MS = 400 };
+  fake_driver_set_exec_destroy_ns(DESTROY_MS * 1000000ll);
+  completion_t done;
+  completion_init(&done);
+  execute(queue, next, NULL, 0, NULL, 0, &done);
+  int64_t deadline = halo_clock_now_ns() + 5000000000ll;
+  while (!fake_driver_exec_destroys_running()) {
+    if (halo_clock_now_ns() > deadline) fail_msg("[%s] no trim", state.mode);
+    usleep(1000);
+  }
+  // While the driver tears |idle|'s instance down: its bytes still count,
+  // the query answers at once, and the reaper frees |idle| meanwhile.
+  int64_t start = halo_clock_now_ns();
+  assert_int_equal(graph_bytes_used(&instances), small_bytes);
+  assert_int_equal(instances, 1);
+  halo_hal_command_buffer_destroy(idle);
+  halo_hal_cuda_thread_flush(&device->reaper);
+  int64_t took_ms = (halo_clock_now_ns() - start) / 1000000;
+  int running = fake_driver_exec_destroys_running();
+  print_message(
+      "[%s] during a trim's teardown (%d ms): the query and the reaper took "
+      "%lld ms\n",
+      state.mode, DESTROY_MS, (long long)took_ms);
+  if (!running) {
+    fail_msg(
+        "[%s] the usage query and the reaper waited %lld ms for a trim's "
+        "teardown (graph_mutex held over cuGraphExecDestroy)",
+        state.mode, (long long)took_ms);
+  }
+  if (completion_wait(&done) != HALO_STATUS_OK) {
+    fail_msg("[%s] after a trim: %s", state.mode, done.message);
+  }
+  fake_driver_set_exec_destroy_ns(0);
+  assert_int_equal(graph_bytes_used(&instances), small_bytes);
+  assert_int_equal(instances, 1);
+  // |next| runs again on its instance; nothing else was built.
+  fake_counters_t before = fake_driver_counters();
+  assert_int_equal(graph_bytes_run(queue, next, message, sizeof(message)),
+                   HALO_STATUS_OK);
+  fake_counters_t after = fake_driver_counters();
+  assert_int_equal(after.instantiations, before.instantiations);
+  device->graph_bytes_limit = HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES;
+  halo_hal_queue_destroy(queue);
+  halo_hal_command_buffer_destroy(next);
+  halo_hal_cuda_thread_flush(&device->reaper);
+  assert_int_equal(graph_bytes_used(&instances), 0);
+  assert_int_equal(instances, 0);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+}
+
 // A page of host memory registered with the device (GPU stores land in
 // it); |out_address| is its device address.
 static void *host_page_register(uint64_t *out_address) {
@@ -3564,6 +3637,7 @@ int main(void) {
       cmocka_unit_test(test_dispatch_indirect),
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_graph_bytes_bound),
+      cmocka_unit_test(test_graph_trim_outside_the_mutex),
       cmocka_unit_test(test_bound_wait_holds_its_queue),
       cmocka_unit_test(test_fence_wait_holds_its_queue),
       cmocka_unit_test(test_store_behind_a_later_signal),
