@@ -145,7 +145,9 @@ static void halod_admin_session_devices(halod_t *daemon,
   info->device_usage = usage->pointers;
 }
 
-// The session's submissions, over its live queues and those it freed.
+// The session's submissions, over its live queues and those it freed
+// (halod_ring_workers_sync ran: with the executions its device workers took
+// from its ring themselves).
 static void halod_admin_session_work(const halod_session_t *session,
                                      Halo__Wire__SessionInfo *info) {
   info->has_queues = info->has_submissions = info->has_pending = true;
@@ -160,7 +162,7 @@ static void halod_admin_session_work(const halod_session_t *session,
     info->completed += queue->completed;
     info->failures += queue->failed;
     info->pending += queue->waiting;
-    info->in_flight += queue->in_flight;
+    info->in_flight += halod_queue_in_flight(queue);
   }
 }
 
@@ -184,6 +186,8 @@ static void halod_admin_sessions(halod_t *daemon,
     return;
   }
   int64_t now = halo_clock_now_ns();
+  // The queues' counts of ring executions, current (as status counts).
+  halod_ring_workers_sync(daemon, NULL);
   size_t n = 0;
   for (size_t i = 0; i < daemon->sessions.by_id.capacity; ++i) {
     if (!daemon->sessions.by_id.entries[i].key) continue;
@@ -711,6 +715,8 @@ static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
 static void halod_admin_queues(halod_t *daemon, const Halo__Wire__Request *wire,
                                halod_server_context_t *context) {
   (void)wire;
+  // The queues' counts of ring executions, current (as status counts).
+  halod_ring_workers_sync(daemon, NULL);
   size_t count = 0;
   for (halod_queue_t *q = daemon->stats.queues; q; q = q->all_next) ++count;
   Halo__Wire__QueueInfo *infos;
@@ -730,7 +736,7 @@ static void halod_admin_queues(halod_t *daemon, const Halo__Wire__Request *wire,
     info->queue_handle = queue->handle;
     info->device = queue->device;
     info->pending = queue->waiting;
-    info->in_flight = queue->in_flight;
+    info->in_flight = halod_queue_in_flight(queue);
     info->completed = queue->completed;
     info->failed = queue->failed;
     info->mean_latency_us =

@@ -120,7 +120,8 @@ typedef struct halod_device_totals_t {
 static void halod_metrics_device_totals(halod_t *daemon,
                                         halod_device_totals_t *totals) {
   // In flight as haloctl status counts it: with what the workers took from
-  // rings themselves.
+  // rings themselves. First: it brings the queues' counts of those up to
+  // date, so that each counts as submitted from when it was taken.
   uint32_t in_flight[HALO_HAL_MAX_DEVICES];
   halod_work_in_flight(daemon, in_flight);
   for (uint32_t d = 0; d < daemon->hal.device_count; ++d) {
@@ -188,7 +189,9 @@ static void halod_metrics_devices(halod_t *daemon, halod_text_t *text) {
     size_t offset;
     bool is_32;
   } kSeries[] = {
-      {"halo_submissions_total", "counter", "Submissions accepted.",
+      {"halo_submissions_total", "counter",
+       "Submissions accepted, with the executions the device's workers "
+       "took from submission rings themselves (counted when taken).",
        offsetof(halod_device_totals_t, submitted), false},
       {"halo_completions_total", "counter",
        "Submissions that completed successfully.",

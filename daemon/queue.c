@@ -95,11 +95,16 @@ void halod_queue_record_latency(halod_t *daemon, halod_queue_t *queue,
 }
 
 uint64_t halod_queue_submitted(const halod_queue_t *queue) {
-  return queue->completed + queue->failed + queue->waiting + queue->in_flight;
+  return queue->completed + queue->failed + queue->waiting + queue->in_flight +
+         queue->ring_taken;
 }
 
-uint32_t halod_work_in_flight(const halod_t *daemon, uint32_t *out_per_device) {
-  uint32_t total = halod_ring_workers_in_flight(daemon, out_per_device);
+uint32_t halod_queue_in_flight(const halod_queue_t *queue) {
+  return queue->in_flight + queue->ring_in_flight;
+}
+
+uint32_t halod_work_in_flight(halod_t *daemon, uint32_t *out_per_device) {
+  uint32_t total = halod_ring_workers_sync(daemon, out_per_device);
   for (const halod_queue_t *queue = daemon->stats.queues; queue;
        queue = queue->all_next) {
     total += queue->in_flight;

@@ -29,6 +29,13 @@ typedef struct halod_queue_t {
   // Statistics.
   uint32_t waiting;
   uint32_t in_flight;
+  // Executions a device worker took from a submission ring itself that
+  // halod saw in the worker's flight table (halod_ring_workers_sync) and
+  // whose completion did not reach it yet: submitted, not yet completed or
+  // failed (each holds a reference on the queue).
+  uint32_t ring_taken;
+  // Of those, the ones running at the last halod_ring_workers_sync.
+  uint32_t ring_in_flight;
   uint64_t completed;
   uint64_t failed;
   int64_t latency_ns_total;            // issue -> completion, completed ones
@@ -60,15 +67,23 @@ void halod_queue_release(halod_t *daemon, halod_queue_t *queue);
 void halod_queue_record_latency(halod_t *daemon, halod_queue_t *queue,
                                 int64_t ns);
 
-// Submissions ever accepted on |queue|.
+// Submissions ever accepted on |queue|: halod's, and the executions device
+// workers took from submission rings themselves, each from when it was
+// taken (seen by halod_ring_workers_sync, or reported) on.
 uint64_t halod_queue_submitted(const halod_queue_t *queue);
+
+// Executions on |queue| issued to its device and not completed: halod's,
+// and those its device worker took from the ring itself as of the last
+// halod_ring_workers_sync.
+uint32_t halod_queue_in_flight(const halod_queue_t *queue);
 
 // Executions issued to devices and not completed yet: halod's, on every
 // live queue (halod_queue_t.in_flight), and those device workers took from
-// submission rings themselves (halod_ring_workers_in_flight). Returns them
-// all; |out_per_device| (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by
+// submission rings themselves (halod_ring_workers_sync, which it runs
+// first, so that the queues' counts are current too). Returns them all;
+// |out_per_device| (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by
 // device. What haloctl status and drain report as in flight and the metric
 // halo_in_flight_submissions exports.
-uint32_t halod_work_in_flight(const halod_t *daemon, uint32_t *out_per_device);
+uint32_t halod_work_in_flight(halod_t *daemon, uint32_t *out_per_device);
 
 #endif  // HALOD_QUEUE_H_

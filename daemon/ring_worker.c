@@ -45,6 +45,9 @@ struct halod_ring_workers_t {
   halo_u64_map_t holders;
   uint64_t next_grant;
   uint64_t executions;  // completed or failed, reported by workers
+  // Executions in the holders' |seen| maps, all of them (0: a report need
+  // not look).
+  uint64_t seen;
   uv_async_t async;
   pthread_mutex_t mutex;  // the inbox
   halod_ring_message_t *inbox_head;
@@ -62,7 +65,42 @@ static void halod_ring_grant_release(halod_ring_workers_t *workers,
 typedef struct halod_ring_holder_t {
   uint64_t grants;  // how many
   uint32_t device;  // the device it serves (halod's index)
+  // The executions it took from rings that halod saw in its flight table
+  // (halod_ring_holder_sync) and whose completion did not reach halod yet:
+  // id -> the queue (held) on which each counts as ring_taken.
+  halo_u64_map_t seen;
 } halod_ring_holder_t;
+
+// Takes the execution |id| out of |holder|'s seen ones and out of its
+// queue's ring_taken; returns the queue (held: the caller counts the
+// execution there, then releases it), or NULL if halod had not seen it.
+static halod_queue_t *halod_ring_seen_take(halod_ring_workers_t *workers,
+                                           halod_ring_holder_t *holder,
+                                           uint64_t id) {
+  if (!holder || holder->seen.count == 0) return NULL;
+  halod_queue_t *queue = halo_u64_map_remove(&holder->seen, id);
+  if (!queue) return NULL;
+  --workers->seen;
+  --queue->ring_taken;
+  return queue;
+}
+
+// Every execution |holder| still has seen counts as failed (none should be
+// left: the worker reports an execution before it releases the grants it
+// used, and a lost worker's are settled from its flight table); frees it.
+static void halod_ring_holder_free(halod_ring_workers_t *workers,
+                                   halod_ring_holder_t *holder) {
+  for (size_t i = 0; i < holder->seen.capacity; ++i) {
+    if (!holder->seen.entries[i].key) continue;
+    halod_queue_t *queue = holder->seen.entries[i].value;
+    --workers->seen;
+    --queue->ring_taken;
+    ++queue->failed;
+    halod_queue_release(workers->daemon, queue);
+  }
+  halo_u64_map_deinitialize(&holder->seen);
+  free(holder);
+}
 
 // Counts one more grant of |worker|, a worker of |device|.
 static halo_status_t halod_ring_holder_add(halod_ring_workers_t *workers,
@@ -78,8 +116,9 @@ static halo_status_t halod_ring_holder_add(halod_ring_workers_t *workers,
   if (!holder) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   holder->grants = 1;
   holder->device = device;
+  halo_u64_map_initialize(&holder->seen);
   halo_status_t status = halo_u64_map_put(&workers->holders, key, holder);
-  if (status) free(holder);
+  if (status) halod_ring_holder_free(workers, holder);
   return status;
 }
 
@@ -90,7 +129,7 @@ static void halod_ring_holder_remove(halod_ring_workers_t *workers,
   halod_ring_holder_t *holder = halo_u64_map_get(&workers->holders, key);
   if (holder && --holder->grants == 0) {
     halo_u64_map_remove(&workers->holders, key);
-    free(holder);
+    halod_ring_holder_free(workers, holder);
   }
 }
 
@@ -355,8 +394,16 @@ static void halod_ring_complete_one(halod_ring_workers_t *workers,
       (uint64_t)complete->signal_count * sizeof(halo_remote_ring_value_t);
   halod_ring_grant_t *queue_grant = halod_ring_grant_of(
       workers, worker, complete->queue_grant, HALOD_OBJECT_QUEUE);
-  if (queue_grant) {
-    halod_queue_t *queue = queue_grant->object;
+  // Counted as submitted since halod saw it taken, if it did: it moves to
+  // completed or failed (the queue's submissions stay).
+  halod_queue_t *seen = NULL;
+  if (workers->seen) {
+    halod_ring_holder_t *holder =
+        halo_u64_map_get(&workers->holders, (uint64_t)(uintptr_t)worker);
+    seen = halod_ring_seen_take(workers, holder, complete->id);
+  }
+  halod_queue_t *queue = queue_grant ? queue_grant->object : seen;
+  if (queue) {
     if (complete->code == 0) {
       ++queue->completed;
       halod_queue_record_latency(workers->daemon, queue,
@@ -365,6 +412,7 @@ static void halod_ring_complete_one(halod_ring_workers_t *workers,
       ++queue->failed;
     }
   }
+  if (seen) halod_queue_release(workers->daemon, seen);
   halod_ring_grant_t *command_buffer_grant =
       halod_ring_grant_of(workers, worker, complete->command_buffer_grant,
                           HALOD_OBJECT_COMMAND_BUFFER);
@@ -557,12 +605,70 @@ void halod_ring_workers_on_message(void *user_data, halo_hal_device_t *device,
   pthread_mutex_unlock(&workers->mutex);
 }
 
+// ---------------------------------------------------------------- flight
+
+typedef struct halod_ring_sync_t {
+  halod_ring_workers_t *workers;
+  halo_hal_device_t *worker;
+  halod_ring_holder_t *holder;
+  bool count_running;  // in the queues' ring_in_flight
+  uint32_t running;
+} halod_ring_sync_t;
+
+static void halod_ring_sync_entry(
+    void *visit_data, uint64_t id,
+    const struct halo_remote_flight_entry_t *entry) {
+  halod_ring_sync_t *sync = visit_data;
+  uint64_t queue_grant = entry->queue_grant;
+  bool running = halo_remote_flight_entry_running(entry);
+  // The worker frees an entry (its id 0) before it fills it again for
+  // another execution (another id): what was read is |id|'s if its id is
+  // still there.
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&entry->id, memory_order_relaxed) != id) return;
+  if (running) ++sync->running;
+  halod_queue_t *queue = halo_u64_map_get(&sync->holder->seen, id);
+  if (!queue) {
+    // Its queue grant is used until the execution is reported, so it is
+    // there (a worker naming another is ignored).
+    halod_ring_grant_t *grant = halod_ring_grant_of(
+        sync->workers, sync->worker, queue_grant, HALOD_OBJECT_QUEUE);
+    if (!grant) return;
+    queue = grant->object;
+    halo_status_t status = halo_u64_map_put(&sync->holder->seen, id, queue);
+    if (status) {
+      halo_status_free(status);  // counted when its report comes
+      return;
+    }
+    halod_queue_retain(queue);
+    ++sync->workers->seen;
+    ++queue->ring_taken;
+  }
+  if (running && sync->count_running) ++queue->ring_in_flight;
+}
+
+// Counts the executions in |worker|'s flight table not seen before as
+// taken on their queues (|holder|: the worker's), and if |count_running|
+// those running in their queues' ring_in_flight; returns how many run.
+static uint32_t halod_ring_holder_sync(halod_ring_workers_t *workers,
+                                       halo_hal_device_t *worker,
+                                       halod_ring_holder_t *holder,
+                                       bool count_running) {
+  halod_ring_sync_t sync = {.workers = workers,
+                            .worker = worker,
+                            .holder = holder,
+                            .count_running = count_running};
+  halo_hal_remote_device_visit_flight(worker, halod_ring_sync_entry, &sync);
+  return sync.running;
+}
+
 // ---------------------------------------------------------------- loss
 
 typedef struct halod_ring_flight_text_t {
   halod_t *daemon;
   halo_hal_device_t *device;
-  const char *reason;  // the worker's end
+  halod_ring_holder_t *holder;  // the device's (NULL: it holds no grants)
+  const char *reason;           // the worker's end
   char *text;
   size_t size;
   size_t used;
@@ -575,8 +681,8 @@ typedef struct halod_ring_flight_text_t {
 // reached, and a semaphore's first failure stands). Otherwise a semaphore
 // no lost session created (an import) would keep a value halod never saw
 // reached (its waits in halod would not fire), or would never fail. The
-// queue's and the workers' execution counts are not moved: the report may
-// have counted it already.
+// workers' execution count is not moved; the queue's counts are the
+// caller's (halod_ring_describe_flight).
 static void halod_ring_complete_unreported(
     halod_ring_workers_t *workers, halo_hal_device_t *device, uint64_t id,
     const struct halo_remote_flight_entry_t *entry, uint32_t completed,
@@ -612,7 +718,10 @@ static void halod_ring_complete_unreported(
 // not stopping) with DEVICE_LOST and the worker's end. The session's loss
 // fails the semaphores its session created too (the first failure wins).
 // One that completed gets its own outcome instead
-// (halod_ring_complete_unreported).
+// (halod_ring_complete_unreported). Either way, one that halod saw taken
+// and whose report did not come (halod_ring_workers_on_lost synced the
+// table before it read the worker's last reports) counts on its queue as
+// completed or failed, as its report would have.
 static void halod_ring_describe_flight(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {
@@ -621,6 +730,16 @@ static void halod_ring_describe_flight(
   halod_ring_workers_t *workers = daemon->work.ring_workers;
   uint32_t completed =
       atomic_load_explicit(&entry->completed, memory_order_acquire);
+  halod_queue_t *seen = halod_ring_seen_take(workers, text->holder, id);
+  if (seen) {
+    // The grant holds the queue too: this release does not free it.
+    if (completed == HALO_REMOTE_FLIGHT_COMPLETED) {
+      ++seen->completed;
+    } else {
+      ++seen->failed;
+    }
+    halod_queue_release(daemon, seen);
+  }
   if (completed & HALO_REMOTE_FLIGHT_COMPLETED) {
     halod_ring_complete_unreported(workers, text->device, id, entry, completed,
                                    text->reason);
@@ -684,11 +803,22 @@ uint32_t halod_ring_workers_on_lost(halod_t *daemon, halo_hal_device_t *device,
                                      .size = size};
   if (size) text[0] = '\0';
   if (!workers) return 0;
+  // Every execution in its flight table counts as taken, so that the
+  // reports below settle those they report and the visit the others
+  // (without it, one the worker completed and had not reported yet would
+  // count nowhere: its entry cannot tell whether its report came before).
+  uint64_t key = (uint64_t)(uintptr_t)device;
+  halod_ring_holder_t *holder = halo_u64_map_get(&workers->holders, key);
+  if (holder && halo_hal_remote_device_is(device)) {
+    halod_ring_holder_sync(workers, device, holder, false);
+  }
   // What the worker reported before it ended comes first: its reader
   // queued those messages before it saw the link close, and the flight
   // table no longer names the executions they complete, nor will their
   // grants be there after this.
   halod_ring_workers_drain(workers);
+  // The reports may have released grants (and the holder with its last).
+  flight.holder = halo_u64_map_get(&workers->holders, key);
   if (halo_hal_remote_device_is(device)) {
     halo_hal_remote_device_visit_flight(device, halod_ring_describe_flight,
                                         &flight);
@@ -720,6 +850,32 @@ static void halod_ring_count_flight(
     const struct halo_remote_flight_entry_t *entry) {
   (void)id;
   if (halo_remote_flight_entry_running(entry)) ++*(uint32_t *)visit_data;
+}
+
+uint32_t halod_ring_workers_sync(halod_t *daemon, uint32_t *out_per_device) {
+  if (out_per_device) {
+    memset(out_per_device, 0, HALO_HAL_MAX_DEVICES * sizeof(*out_per_device));
+  }
+  for (halod_queue_t *queue = daemon->stats.queues; queue;
+       queue = queue->all_next) {
+    queue->ring_in_flight = 0;
+  }
+  halod_ring_workers_t *workers = daemon->work.ring_workers;
+  if (!workers) return 0;
+  uint32_t total = 0;
+  for (size_t i = 0; i < workers->holders.capacity; ++i) {
+    if (!workers->holders.entries[i].key) continue;
+    halo_hal_device_t *worker =
+        (halo_hal_device_t *)(uintptr_t)workers->holders.entries[i].key;
+    halod_ring_holder_t *holder = workers->holders.entries[i].value;
+    if (!halo_hal_remote_device_is(worker)) continue;
+    uint32_t count = halod_ring_holder_sync(workers, worker, holder, true);
+    total += count;
+    if (out_per_device && holder->device < HALO_HAL_MAX_DEVICES) {
+      out_per_device[holder->device] += count;
+    }
+  }
+  return total;
 }
 
 uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
@@ -794,8 +950,9 @@ void halod_ring_workers_stop(halod_t *daemon) {
   halo_u64_map_deinitialize(&workers->grants);
   halo_u64_map_initialize(&workers->grants);
   for (size_t i = 0; i < workers->holders.capacity; ++i) {
-    if (workers->holders.entries[i].key)
-      free(workers->holders.entries[i].value);
+    if (workers->holders.entries[i].key) {
+      halod_ring_holder_free(workers, workers->holders.entries[i].value);
+    }
   }
   halo_u64_map_deinitialize(&workers->holders);
   halo_u64_map_initialize(&workers->holders);

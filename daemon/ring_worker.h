@@ -73,11 +73,21 @@ bool halod_ring_workers_hold(const halod_t *daemon,
 
 // Executions workers took from rings and have in flight now (the flight
 // tables of the workers that hold grants), in all; |out_per_device|
-// (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by device. haloctl
-// status, drain, stop and the metric halo_in_flight_submissions count them
-// with halod's (halod_work_in_flight, daemon/queue.h).
+// (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by device. halod's stop
+// counts them with halod's.
 uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
                                       uint32_t *out_per_device);
+
+// What halod_ring_workers_in_flight returns, and on the way brings the
+// queues' counts of ring executions up to date (daemon/queue.h): an
+// execution in a worker's flight table not seen before counts on its queue
+// as submitted (halod_queue_t.ring_taken) until its completion reaches
+// halod, or its worker is lost; one running counts in
+// halod_queue_t.ring_in_flight (recounted on each call). haloctl status,
+// clients, queues, drain and the metrics call it first
+// (halod_work_in_flight), so that an execution counts as submitted when
+// taken and in flight until completed, whichever consumer took it.
+uint32_t halod_ring_workers_sync(halod_t *daemon, uint32_t *out_per_device);
 
 // Executions workers took from rings, since start (haloctl, metrics).
 uint64_t halod_ring_workers_executions(const halod_t *daemon);

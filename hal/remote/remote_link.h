@@ -273,8 +273,9 @@ halo_status_t halo_remote_usage_decode(const void *payload, uint64_t length,
 // not reported (the supervisor applies the outcome: the values, or the
 // code).
 typedef struct halo_remote_flight_entry_t {
-  _Atomic uint64_t id;  // the execution's id (HALO_REMOTE_RING_ID_BIT set)
-  uint64_t session;     // the supervisor's session id
+  _Atomic uint64_t id;   // the execution's id (HALO_REMOTE_RING_ID_BIT set)
+  uint64_t session;      // the supervisor's session id
+  uint64_t queue_grant;  // the QUEUE grant it runs on
   uint64_t command_buffer_grant;
   int64_t issued_ns;  // CLOCK_MONOTONIC
   // Its signals' SEMAPHORE grants and values (|signal_count| of them: the

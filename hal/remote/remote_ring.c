@@ -677,6 +677,7 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   running->signal_count = execute.signal_count;
   halo_remote_flight_entry_t *entry = &rings->flight->entries[flight_index];
   entry->session = session->id;
+  entry->queue_grant = queue->grant.grant;
   entry->command_buffer_grant = command_buffer->grant.grant;
   entry->issued_ns = running->issued_ns;
   entry->signal_count = execute.signal_count;

@@ -1018,6 +1018,241 @@ static void test_admin_client_does_not_redial(void **state) {
   assert_true(ops_daemon_answers(&fixture->daemon));
 }
 
+// ---------------------------------------------------------------- ring
+
+// The fixture's client running a REUSABLE recording of the test kernels'
+// `armed` entry on a host-visible word (|flags|: [0] the mode, [1] set
+// once an armed run started), signaling |done|: the first execution halod
+// takes from the submission ring and grants to the device worker, which
+// takes the later ones itself.
+typedef struct haloctl_ring_t {
+  halo_executable_t *executable;
+  halo_buffer_t *word;
+  uint32_t *flags;
+  halo_command_buffer_t *cb;
+  halo_semaphore_t *done;
+  uint64_t steps;  // executed so far (the last signal)
+} haloctl_ring_t;
+
+// Executes the recording once more, signaling done |ring->steps|.
+static void haloctl_ring_execute(haloctl_fixture_t *fixture,
+                                 haloctl_ring_t *ring) {
+  (void)fixture;
+  halo_semaphore_value_t signal = {ring->done, ++ring->steps};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, ring->cb, NULL, 0, NULL, 0, &signal, 1));
+}
+
+// Runs the recording harmlessly twice (halod takes the first, the worker
+// the second).
+static void haloctl_ring_start(haloctl_fixture_t *fixture,
+                               haloctl_ring_t *ring) {
+  memset(ring, 0, sizeof(*ring));
+  halo_client_t *client = fixture->client;
+  ring->executable = halo_test_load_kernels(client);
+  ring->word = halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, 8, 0);
+  ring->flags = halo_buffer_host_pointer(ring->word);
+  halo_dispatch_arg_t args[1] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_buffer_ref(ring->word, 0, 8), NULL, 0},
+  };
+  halo_dispatch_params_t params = {.executable = ring->executable,
+                                   .entry = "armed",
+                                   .grid = {1, 1, 1},
+                                   .block = {1, 1, 1},
+                                   .args = args,
+                                   .arg_count = 1};
+  ring->cb = halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(ring->cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(ring->cb));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &ring->done));
+  for (int i = 0; i < 2; ++i) {
+    haloctl_ring_execute(fixture, ring);
+    HALO_TEST_ASSERT_OK(
+        halo_semaphore_wait(ring->done, ring->steps, 10000000000ll));
+  }
+}
+
+// Arms the recording with |mode| (1 spin for ever, 2 crash, 3 spin until
+// disarmed), executes it and waits until it runs.
+static void haloctl_ring_arm(haloctl_fixture_t *fixture, haloctl_ring_t *ring,
+                             uint32_t mode) {
+  (void)fixture;
+  __atomic_store_n(&ring->flags[0], mode, __ATOMIC_RELEASE);
+  halo_semaphore_value_t signal = {ring->done, ++ring->steps};
+  halo_status_t status =
+      halo_queue_execute(NULL, ring->cb, NULL, 0, NULL, 0, &signal, 1);
+  // A crash can be quick enough to fail the call itself (SESSION_LOST).
+  if (mode == 2 && halo_status_code(status) == HALO_STATUS_SESSION_LOST) {
+    halo_status_free(status);
+  } else {
+    HALO_TEST_ASSERT_OK(status);
+  }
+  assert_true(HALO_TEST_POLL(
+      __atomic_load_n(&ring->flags[1], __ATOMIC_ACQUIRE) == 1, 5000));
+}
+
+static void haloctl_ring_release(haloctl_ring_t *ring) {
+  halo_semaphore_release(ring->done);
+  halo_command_buffer_release(ring->cb);
+  halo_buffer_release(ring->word);
+  halo_executable_release(ring->executable);
+}
+
+// What the fixture's one session shows of its work, and device 0.
+typedef struct haloctl_counts_t {
+  uint64_t submissions;
+  uint32_t in_flight;
+  uint64_t completed;
+  uint64_t failures;
+} haloctl_counts_t;
+
+// Whether haloctl (status, clients, and unless |session_only| queues) and
+// the metrics of device 0 show |expected|; |print|: says what differs.
+static bool haloctl_counts_shown(const haloctl_fixture_t *fixture,
+                                 const haloctl_counts_t *expected,
+                                 bool with_queues, bool print) {
+  bool shown = true;
+  char needle[256];
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"--json", "clients", NULL}, &r);
+  snprintf(needle, sizeof(needle),
+           "\"submissions\":%" PRIu64 ",\"pending\":0,\"in_flight\":%" PRIu32
+           ",\"completed\":%" PRIu64 ",\"failures\":%" PRIu64,
+           expected->submissions, expected->in_flight, expected->completed,
+           expected->failures);
+  if (r.exit_code != 0 || !strstr(r.out, needle)) {
+    if (print) print_error("haloctl clients: no %s in\n%s\n", needle, r.out);
+    shown = false;
+  }
+  ops_result_free(&r);
+  if (with_queues) {
+    haloctl_run(fixture, (const char *const[]){"--json", "queues", NULL}, &r);
+    snprintf(needle, sizeof(needle),
+             "\"pending\":0,\"in_flight\":%" PRIu32 ",\"completed\":%" PRIu64
+             ",\"failed\":%" PRIu64 ",",
+             expected->in_flight, expected->completed, expected->failures);
+    if (r.exit_code != 0 || !strstr(r.out, needle)) {
+      if (print) print_error("haloctl queues: no %s in\n%s\n", needle, r.out);
+      shown = false;
+    }
+    ops_result_free(&r);
+  }
+  haloctl_run(fixture, (const char *const[]){"--json", "status", NULL}, &r);
+  snprintf(needle, sizeof(needle), "\"pending\":0,\"in_flight\":%" PRIu32 ",",
+           expected->in_flight);
+  if (r.exit_code != 0 || !strstr(r.out, needle)) {
+    if (print) print_error("haloctl status: no %s in\n%s\n", needle, r.out);
+    shown = false;
+  }
+  ops_result_free(&r);
+  haloctl_run(fixture, (const char *const[]){"metrics", NULL}, &r);
+  const struct {
+    const char *name;
+    uint64_t value;
+  } samples[] = {
+      {"halo_submissions_total", expected->submissions},
+      {"halo_in_flight_submissions", expected->in_flight},
+      {"halo_completions_total", expected->completed},
+      {"halo_failures_total", expected->failures},
+  };
+  for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); ++i) {
+    snprintf(needle, sizeof(needle), "\n%s{device=\"0\"} %" PRIu64 "\n",
+             samples[i].name, samples[i].value);
+    if (r.exit_code != 0 || !strstr(r.out, needle)) {
+      if (print) print_error("haloctl metrics: no %s\n", needle + 1);
+      shown = false;
+    }
+  }
+  if (!shown && print) print_error("haloctl metrics:\n%s\n", r.out);
+  ops_result_free(&r);
+  return shown;
+}
+
+// haloctl and the metrics show |expected| now.
+static void haloctl_expect_counts(const haloctl_fixture_t *fixture,
+                                  haloctl_counts_t expected, bool with_queues) {
+  assert_true(haloctl_counts_shown(fixture, &expected, with_queues, true));
+}
+
+// ... within 10 s (what the worker reports may linger a little).
+static void haloctl_expect_counts_soon(const haloctl_fixture_t *fixture,
+                                       haloctl_counts_t expected,
+                                       bool with_queues) {
+  int64_t deadline = ops_now_ms() + 10000;
+  while (!haloctl_counts_shown(fixture, &expected, with_queues, false)) {
+    if (ops_now_ms() > deadline) {
+      haloctl_expect_counts(fixture, expected, with_queues);
+      return;
+    }
+    ops_sleep_ms(20);
+  }
+}
+
+// An execution the device worker took from the submission ring itself
+// (ring-consumer worker, the default) counts as submitted once taken and
+// as in flight until it completed, in haloctl clients and queues and in
+// halo_submissions_total as in haloctl status and
+// halo_in_flight_submissions. Before, clients and queues showed it in
+// flight nowhere and halo_submissions_total and the clients' submissions
+// counted it only once its completion reached halod, while status and
+// halo_in_flight_submissions counted it in flight.
+static void test_ring_executions_in_flight(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  haloctl_fixture_t *fixture = *state;
+  haloctl_ring_t ring;
+  haloctl_ring_start(fixture, &ring);
+  haloctl_expect_counts_soon(fixture, (haloctl_counts_t){2, 0, 2, 0}, true);
+  assert_true(
+      haloctl_metric_value(fixture, "halo_ring_worker_executions_total") >= 1);
+  double taken =
+      haloctl_metric_value(fixture, "halo_ring_worker_executions_total");
+  haloctl_ring_arm(fixture, &ring, 3);  // spins until disarmed
+  haloctl_expect_counts(fixture, (haloctl_counts_t){3, 1, 2, 0}, true);
+  // Taken by the worker, not by halod.
+  assert_true(haloctl_metric_value(
+                  fixture, "halo_ring_worker_executions_total") == taken);
+  __atomic_store_n(&ring.flags[0], 0, __ATOMIC_RELEASE);
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(ring.done, 3, 10000000000ll));
+  haloctl_expect_counts_soon(fixture, (haloctl_counts_t){3, 0, 3, 0}, true);
+  assert_true(haloctl_metric_value(
+                  fixture, "halo_ring_worker_executions_total") == taken + 1);
+  haloctl_ring_release(&ring);
+}
+
+// A ring execution in flight on a worker that is lost (|mode| 1: it spins
+// and the test kills the worker once haloctl showed it in flight; 2: it
+// crashes the worker before anyone looked) counts as submitted and failed.
+// Before, it counted nowhere: its completion never reached halod.
+static void haloctl_ring_lost(haloctl_fixture_t *fixture, uint32_t mode) {
+  haloctl_ring_t ring;
+  haloctl_ring_start(fixture, &ring);
+  haloctl_expect_counts_soon(fixture, (haloctl_counts_t){2, 0, 2, 0}, true);
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%d", (int)getuid());
+  pid_t worker = haloctl_wait_worker(fixture, domain, "serving");
+  haloctl_ring_arm(fixture, &ring, mode);
+  if (mode == 1) {
+    haloctl_expect_counts(fixture, (haloctl_counts_t){3, 1, 2, 0}, true);
+    assert_int_equal(kill(worker, SIGKILL), 0);
+  }
+  halo_status_t status = halo_semaphore_wait(ring.done, 3, 10000000000ll);
+  assert_int_not_equal(halo_status_consume_code(status), HALO_STATUS_OK);
+  // The session is lost with its worker (its queue may be gone: the
+  // session's and the device's totals keep its counts).
+  haloctl_expect_counts_soon(fixture, (haloctl_counts_t){3, 0, 2, 1}, false);
+  haloctl_ring_release(&ring);
+}
+
+static void test_ring_execution_of_a_killed_worker(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  haloctl_ring_lost(*state, 1);
+}
+
+static void test_ring_execution_of_a_crashed_worker(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  haloctl_ring_lost(*state, 2);
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, haloctl_setup, haloctl_teardown)
@@ -1029,6 +1264,9 @@ int main(void) {
       T(test_metrics),
       T(test_start_time_is_constant),
       T(test_metrics_are_documented),
+      T(test_ring_executions_in_flight),
+      T(test_ring_execution_of_a_killed_worker),
+      T(test_ring_execution_of_a_crashed_worker),
       T(test_kill_client),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,
