@@ -44,6 +44,7 @@ halo_status_t halod_fd_budget_check_uid(halod_t *daemon, uint32_t uid,
                                         uint32_t uid_sessions) {
   uint32_t uid_fds = halod_uid_fds(&daemon->sessions, uid);
   if (uid_fds < daemon->config.uid_fds) return NULL;
+  ++daemon->stats.sessions_uid_fds_limited;
   return halo_status_make(
       HALO_STATUS_RESOURCE_EXHAUSTED,
       "uid %u holds %u descriptors of halod's in its %u sessions (semaphore "

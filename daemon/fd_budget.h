@@ -33,7 +33,9 @@ halo_status_t halod_fd_budget_check_session(halod_t *daemon,
                                             const char *what);
 
 // RESOURCE_EXHAUSTED naming uid-fds when |uid| (with |uid_sessions| open)
-// holds its quota: a new session of it is refused with that.
+// holds its quota: a new session of it is refused with that (counted in
+// halod_stats_t.sessions_uid_fds_limited, the metric
+// halo_sessions_uid_fds_limited_total).
 halo_status_t halod_fd_budget_check_uid(halod_t *daemon, uint32_t uid,
                                         uint32_t uid_sessions);
 

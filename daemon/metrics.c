@@ -425,6 +425,11 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "Connections refused: their uid had uid-connections "
                     "sessions.",
                     (double)daemon->stats.sessions_uid_limited);
+  halod_text_sample(&text, "halo_sessions_uid_fds_limited_total", "counter",
+                    "Connections refused at Hello: their uid held uid-fds "
+                    "of halod's descriptors (semaphore pages, host arenas, "
+                    "imports).",
+                    (double)daemon->stats.sessions_uid_fds_limited);
   halod_text_sample(&text, "halo_connections_limited_total", "counter",
                     "Connections closed on arrival: halod had connections "
                     "sessions.",

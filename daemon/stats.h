@@ -63,7 +63,8 @@ typedef struct halod_stats_t {
   uint64_t client_faults;         // charged to client processes (fault budget)
   uint64_t sessions_refused;      // over the fault budget
   uint64_t sessions_uid_limited;  // over uid-connections
-  uint64_t sessions_limited;      // over connections (closed at once)
+  uint64_t sessions_uid_fds_limited;  // their uid held uid-fds descriptors
+  uint64_t sessions_limited;          // over connections (closed at once)
   uint64_t sessions_hello_timed_out;  // closed: no Hello in hello-timeout-ms
   uint64_t executable_hits;
   uint64_t executable_misses;

@@ -820,8 +820,10 @@ static void test_uid_fds_leaves_room_for_other_uids(void **state) {
 // session-fds counts a session's: here 10 for the uid, 8 a session. A
 // session at 8 is refused naming session-fds, a second session of the same
 // uid is refused naming uid-fds once the two hold 10, and so is its import;
-// a third connection is refused at Hello while the uid holds them all. A
-// release, or a session's end, gives descriptors back to the uid.
+// a third connection is refused at Hello while the uid holds them all,
+// counted in halo_sessions_uid_fds_limited_total (before, no metric
+// counted it). A release, or a session's end, gives descriptors back to the
+// uid.
 static void test_uid_fds_counts_sessions_and_imports(void **state) {
   const char *args[] = {"--uid-fds", "10", "--session-fds", "8", NULL};
   start_daemon(state, args);
@@ -844,13 +846,23 @@ static void test_uid_fds_counts_sessions_and_imports(void **state) {
   HALO_TEST_EXPECT_STATUS(
       halo_semaphore_create(second, 0, HALO_OBJECT_FLAG_EXPORTABLE, &own[2]),
       HALO_STATUS_RESOURCE_EXHAUSTED, "uid-fds");
-  // The uid holds all 10: a new connection is refused at Hello.
+  // The uid holds all 10: a new connection is refused at Hello, and
+  // counted as that refusal only.
+  const char *const kLimited = "halo_sessions_uid_fds_limited_total ";
+  assert_int_equal(halo_test_admin_metric(&fixture->daemon, kLimited), 0);
   halo_client_options_t options = {.address = fixture->daemon.listen_address,
                                    .request_timeout_ms = 10000};
   halo_client_t *third = NULL;
   HALO_TEST_EXPECT_STATUS(halo_client_connect(&options, &third),
                           HALO_STATUS_RESOURCE_EXHAUSTED, "uid-fds");
   assert_null(third);
+  assert_int_equal(halo_test_admin_metric(&fixture->daemon, kLimited), 1);
+  assert_int_equal(halo_test_admin_metric(&fixture->daemon,
+                                          "halo_sessions_uid_limited_total "),
+                   0);
+  assert_int_equal(
+      halo_test_admin_metric(&fixture->daemon, "halo_sessions_refused_total "),
+      0);
   // Imports count: one released makes room for one import, not two.
   halo_semaphore_release(first[0]);
   first[0] = NULL;
@@ -876,6 +888,8 @@ static void test_uid_fds_counts_sessions_and_imports(void **state) {
   halo_client_close(third);
   for (int i = 1; i < 8; ++i) halo_semaphore_release(first[i]);
   expect_other_client_works(fixture);
+  // Refusals of creates and imports are not counted there.
+  assert_int_equal(halo_test_admin_metric(&fixture->daemon, kLimited), 1);
 }
 
 // A page counts from its creation on, not once its registration with the
