@@ -406,7 +406,8 @@ static void test_metrics_are_documented(void **state) {
 }
 
 // The pid after |key| ("\"domain\":\"uid:1000\",\"pid\":") in the output of
-// `haloctl --json workers`, if the worker's state is |state|; 0 if none.
+// `haloctl --json workers`, if the worker's state is |state| (a lost worker
+// is listed with pid 0); -1 if none.
 static pid_t haloctl_worker_pid(const char *json, const char *key,
                                 const char *state) {
   char expected[64];
@@ -418,11 +419,11 @@ static pid_t haloctl_worker_pid(const char *json, const char *key,
       return (pid_t)pid;
     }
   }
-  return 0;
+  return -1;
 }
 
 // Runs `haloctl --json workers` until it lists a worker of |domain| ("" for
-// a spare) in |state| (at most 10 s); returns its pid.
+// a spare) in |state| (at most 10 s); returns its pid (0 for a lost one).
 static pid_t haloctl_wait_worker(const haloctl_fixture_t *fixture,
                                  const char *domain, const char *state) {
   char key[64];
@@ -433,13 +434,13 @@ static pid_t haloctl_wait_worker(const haloctl_fixture_t *fixture,
     haloctl_run(fixture, (const char *const[]){"--json", "workers", NULL}, &r);
     OPS_EXPECT(&r, r.exit_code == 0 && ops_json_valid(r.out));
     pid_t pid = haloctl_worker_pid(r.out, key, state);
-    if (pid || ops_now_ms() > deadline) {
-      if (!pid) {
+    if (pid >= 0 || ops_now_ms() > deadline) {
+      if (pid < 0) {
         print_error("no %s worker of domain \"%s\" listed:\n%s\n", state,
                     domain, r.out);
       }
       ops_result_free(&r);
-      assert_true(pid > 0 || strcmp(state, "lost") == 0);
+      assert_true(strcmp(state, "lost") == 0 ? pid == 0 : pid > 0);
       return pid;
     }
     ops_result_free(&r);
