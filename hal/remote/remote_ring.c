@@ -676,6 +676,12 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   running->command_buffer = command_buffer;
   running->signal_count = execute.signal_count;
   halo_remote_flight_entry_t *entry = &rings->flight->entries[flight_index];
+  // The entry's last id was cleared (0) before it was freed; the supervisor
+  // reads an entry's fields between two looks at its id and keeps them only
+  // if the id held (a sequence lock), so the clear must be seen before any
+  // new field: a release fence orders it before the stores below (a
+  // compiler barrier on x86, a barrier instruction on Arm).
+  atomic_thread_fence(memory_order_release);
   entry->session = session->id;
   entry->queue_grant = queue->grant.grant;
   entry->command_buffer_grant = command_buffer->grant.grant;
