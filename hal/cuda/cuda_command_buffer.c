@@ -1784,7 +1784,9 @@ static halo_status_t halo_hal_cuda_issue_graph(
           device->ordinal, command_buffer->base.recording.command_count,
           (unsigned long long)(need >> 10), (unsigned long long)(limit >> 10),
           (unsigned long long)(used >> 10),
-          waited ? "still in use after this execution waited 1 s for them"
+          waited ? "still in use after this execution waited 1 s for them "
+                   "(executions waiting for room are served in the order they "
+                   "came)"
                  : "none of which can go (idle ones kept for executions "
                    "waiting for them) or comes back");
     }

@@ -11,12 +11,26 @@
 // destroyed if enough of them can go (taken out of their pools under the
 // mutex, destroyed with it dropped, their bytes taken off once they are
 // gone: the driver's teardown may wait for the device, and the usage
-// queries and the reaper need the mutex); with still no room it waits for its
-// recording's own instances, or, when its recording has none, on the
-// device's line of executions waiting for room, which the wake task posts
-// again each time an instance is given back or bytes go back. The usage
-// queries (halo_hal_cuda_device_graph_usage, _room_waits) serve the
-// device's query_usage and the tests.
+// queries and the reaper need the mutex); with still no room it waits for
+// its recording's own instances, or, when its recording has none, on the
+// device's line of executions waiting for room.
+//
+// The line is first come, first served. Each time an instance is given
+// back or bytes go back, the wake task runs its waiters again, one at a
+// time from the first (halo_hal_cuda_graph_wake_run): the one in its turn
+// tries as any reservation does, and the first that finds no room keeps
+// its place, the others waiting behind it for the next wake. While the
+// line holds executions, every other reservation waits behind them, even
+// where it would fit: one whose recording has instances waits for those,
+// one whose recording has none joins the line; none destroys an idle
+// instance for itself. So room that comes back goes to the oldest waiter (else
+// the executions after it, each fitting where it does not, could take it again
+// and again, and it failed after HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS). Executions
+// that reuse their recording's free instances need no room and do not wait: a
+// waiter whose room is held by instances their recordings keep reusing still
+// fails after that long. The usage queries
+// (halo_hal_cuda_device_graph_usage, _room_waits) serve the device's
+// query_usage and the tests.
 //
 // The pool of one recording's instances (take, give, park) is
 // cuda_command_buffer.c's; this file reads the pools of the holders (under
@@ -50,9 +64,9 @@
 #define HALO_HAL_CUDA_SERIAL_NODE_BYTES (4ull << 10)
 #define HALO_HAL_CUDA_PARAMETER_BYTE_BYTES 5ull
 // An execution whose recording has no instance waits for room in the bound
-// while other recordings' instances are in use, trying again as each comes
-// back; a try this long after its first wait that finds no room fails it
-// (halo_hal_cuda_graph_wait_locked).
+// while other recordings' instances are in use (or executions wait before
+// it), trying again as each comes back; a try this long after its first
+// wait that finds no room fails it (halo_hal_cuda_graph_wait_locked).
 #define HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS 1000000000ll
 
 static uint64_t halo_hal_cuda_stage_bytes(uint32_t commands, uint32_t nodes,
@@ -111,28 +125,42 @@ void halo_hal_cuda_graph_release_locked(
   command_buffer->holding = false;
 }
 
+// The submission thread's turn through the device's waiters
+// (halo_hal_cuda_graph_wake_run): the waiter it runs again now, which
+// reserves ahead of those still in line, and whether it went back to the
+// line (first in it).
+static _Thread_local struct {
+  halo_hal_cuda_task_t *turn;
+  bool waits;
+} halo__graph_retry;
+
 // Submission thread: the device's wake task (halo_hal_cuda_graph_wake)
-// posts again every execution waiting for room in the bound; they try
-// again in the order they came, and those that still find none while
-// others' instances are in use wait again. On the submission thread, like
-// every reserve, so that no reserve is half way when the line is taken.
+// runs the executions waiting for room in the bound again, first come
+// first served: each in its turn, here rather than posted, taken off the
+// line while the others stay in it, so that no reservation made meanwhile
+// (its queue's executions held behind it, run after it) goes ahead of
+// them. Until one finds no room: it keeps its place first in line, and
+// the others wait behind it for the next wake. On the submission thread,
+// like every reserve, so that no reserve is half way when the line
+// changes.
 static void halo_hal_cuda_graph_wake_run(halo_hal_cuda_task_t *task) {
   halo_hal_cuda_device_t *device =
       (halo_hal_cuda_device_t *)((char *)task - offsetof(halo_hal_cuda_device_t,
                                                          graph_wake_task));
   atomic_store(&device->graph_wake_posted, false);
-  pthread_mutex_lock(&device->graph_mutex);
-  halo_hal_cuda_task_t *waiter =
-      halo_hal_cuda_tasks_take_all(&device->graph_waiters);
-  uint32_t count = 0;
-  for (halo_hal_cuda_task_t *w = waiter; w; w = w->next) ++count;
-  atomic_fetch_sub(&device->graph_waiter_count, count);
-  pthread_mutex_unlock(&device->graph_mutex);
-  while (waiter) {
-    halo_hal_cuda_task_t *next = waiter->next;
-    waiter->next = NULL;
-    halo_hal_cuda_thread_post(&device->submission, waiter);
-    waiter = next;
+  for (;;) {
+    pthread_mutex_lock(&device->graph_mutex);
+    halo_hal_cuda_task_t *waiter =
+        halo_hal_cuda_tasks_pop(&device->graph_waiters);
+    if (waiter) atomic_fetch_sub(&device->graph_waiter_count, 1);
+    pthread_mutex_unlock(&device->graph_mutex);
+    if (!waiter) break;
+    halo__graph_retry.turn = waiter;
+    halo__graph_retry.waits = false;
+    waiter->run(waiter);  // owns the task from here on
+    bool waits = halo__graph_retry.waits;
+    halo__graph_retry.turn = NULL;
+    if (waits) break;
   }
 }
 
@@ -283,28 +311,36 @@ static void halo_hal_cuda_graph_trim_finish(
 }
 
 // Submission thread, the device's graph_mutex held (and the device's
-// waiter count raised before the trim that found no room:
+// waiter count raised before the look that found no room:
 // halo_hal_cuda_graph_reserve), no room for an instance of
 // |command_buffer|, which has none: whether |waiter| waits for room (put
-// last on the device's waiters). It does while other recordings'
-// instances were |busy| at the trim's look (in use, or kept for their
-// parked executions): each comes back through halo_hal_cuda_instance_give
-// (or is let go by halo_hal_cuda_command_buffer_forgo), which posts the
-// waiters again, as do a failed creation and a reaped recording giving
-// their bytes back; one that came back after the look saw the raised count
-// and posts them once this task is done. Not where nothing was busy, or on
-// a try HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS or more after the first wait
+// last on the device's waiters, or back first where it was run again in
+// its |turn|). It does while there is something to wait for (|wait_for|): other
+// recordings' instances busy at the trim's look (in use, or kept for their
+// parked executions), or executions already in line (each of which waits for
+// such instances). Each comes back through halo_hal_cuda_instance_give (or is
+// let go by halo_hal_cuda_command_buffer_forgo), which posts the wake task, as
+// do a failed creation and a reaped recording giving their bytes back; one that
+// came back after the look saw the raised count and posts it once this
+// task is done. Not where there is nothing to wait for, or on a try
+// HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS or more after the first wait
 // (*out_waited).
 static bool halo_hal_cuda_graph_wait_locked(
     halo_hal_cuda_command_buffer_t *command_buffer,
-    halo_hal_cuda_task_t *waiter, uint32_t busy, bool *out_waited) {
+    halo_hal_cuda_task_t *waiter, bool turn, bool wait_for, bool *out_waited) {
   halo_hal_cuda_device_t *device = command_buffer->device;
   int64_t now = halo_clock_now_ns();
   *out_waited = waiter->room_since_ns &&
                 now - waiter->room_since_ns >= HALO_HAL_CUDA_GRAPH_ROOM_WAIT_NS;
-  if (!busy || *out_waited) return false;
+  if (!wait_for || *out_waited) return false;
   if (!waiter->room_since_ns) waiter->room_since_ns = now;
-  halo_hal_cuda_tasks_push(&device->graph_waiters, waiter);
+  if (turn) {
+    // Its place, before the ones that came after it.
+    halo_hal_cuda_tasks_push_front(&device->graph_waiters, waiter);
+    halo__graph_retry.waits = true;
+  } else {
+    halo_hal_cuda_tasks_push(&device->graph_waiters, waiter);
+  }
   ++device->graph_room_waits;
   return true;
 }
@@ -312,8 +348,11 @@ static bool halo_hal_cuda_graph_wait_locked(
 // Submission thread, with the right to create an instance of
 // |command_buffer| (halo_hal_cuda_instance_take) for |waiter|: reserves its
 // bytes in the device's bound, destroying other recordings' idle instances
-// to make room if need be. |out_used|: the bytes taken, reserved or not;
-// |out_waited|: NONE after waiting for room as long as it may.
+// to make room if need be; while executions wait for room, none is
+// reserved (nor destroyed) for a later one: it waits behind them (for its
+// recording's own instances where it has some). |out_used|: the bytes
+// taken, reserved or not; |out_waited|: NONE after waiting for room as
+// long as it may.
 halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_task_t *waiter, uint64_t *out_used, bool *out_waited) {
@@ -321,8 +360,16 @@ halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   uint64_t need = command_buffer->instance_bytes;
   uint64_t limit = device->graph_bytes_limit;
   pthread_mutex_lock(&device->graph_mutex);
-  // One larger than the bound never fits: nothing is destroyed for it.
-  bool reached = need <= limit && device->graph_bytes + need > limit;
+  // One larger than the bound never fits: nothing is destroyed for it, and
+  // it waits for nothing.
+  bool fits = need <= limit;
+  bool reached = fits && device->graph_bytes + need > limit;
+  // Executions wait for room: they go first, but for the one whose turn it
+  // is (halo_hal_cuda_graph_wake_run), which is first (its turn is taken
+  // here, once).
+  bool turn = waiter == halo__graph_retry.turn;
+  if (turn) halo__graph_retry.turn = NULL;
+  bool line = fits && !turn && device->graph_waiters.head;
   uint64_t taken = device->graph_bytes;
   uint32_t instances = device->graph_instance_count;
   bool log = reached && halo_clock_due(&device->graph_logged_ns,
@@ -330,11 +377,12 @@ halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   // Raised before the trim: an instance given back from here on posts the
   // device's waiters (halo_hal_cuda_graph_wake), this one among them if it
   // waits (halo_hal_cuda_graph_wait_locked).
-  if (reached) atomic_fetch_add(&device->graph_waiter_count, 1);
+  bool counted = reached || line;
+  if (counted) atomic_fetch_add(&device->graph_waiter_count, 1);
   halo_hal_cuda_graph_trim_t trim = {0};
-  uint32_t busy =
-      reached ? halo_hal_cuda_graph_trim_locked(command_buffer, need, &trim)
-              : 0;
+  uint32_t busy = reached && !line ? halo_hal_cuda_graph_trim_locked(
+                                         command_buffer, need, &trim)
+                                   : 0;
   if (trim.count) {
     // Only this thread adds bytes: the room stays while the mutex is
     // dropped.
@@ -346,7 +394,7 @@ halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
   }
   halo_hal_cuda_graph_room_t room = HALO_HAL_CUDA_GRAPH_ROOM_NONE;
   *out_waited = false;
-  if (need <= limit && device->graph_bytes <= limit - need) {
+  if (fits && !line && device->graph_bytes <= limit - need) {
     device->graph_bytes += need;
     ++device->graph_instance_count;
     if (!command_buffer->holding) {
@@ -362,13 +410,14 @@ halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
     pthread_mutex_unlock(&command_buffer->mutex);
     if (own) {
       room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT;
-    } else if (reached && halo_hal_cuda_graph_wait_locked(
-                              command_buffer, waiter, busy, out_waited)) {
+    } else if (counted &&
+               halo_hal_cuda_graph_wait_locked(command_buffer, waiter, turn,
+                                               busy > 0 || line, out_waited)) {
       room = HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS;
     }
   }
   // A waiter stays counted until the wake task takes it off the line.
-  if (reached && room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) {
+  if (counted && room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) {
     atomic_fetch_sub(&device->graph_waiter_count, 1);
   }
   if (room != HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS) waiter->room_since_ns = 0;

@@ -27,10 +27,12 @@ uint64_t halo_hal_cuda_instance_bytes(
 // What halo_hal_cuda_graph_reserve found.
 typedef enum halo_hal_cuda_graph_room_e {
   HALO_HAL_CUDA_GRAPH_ROOM_RESERVED = 0,
-  // No room now; the recording's own instances, all in use, come back.
+  // No room now (or executions wait for room before it); the recording's
+  // own instances, all in use, come back.
   HALO_HAL_CUDA_GRAPH_ROOM_WAIT = 1,
-  // No room now, and the recording has no instance; other recordings'
-  // instances in use come back: the waiter is on the device's waiters.
+  // No room now (or executions wait for room before it), and the recording
+  // has no instance; other recordings' instances in use come back: the
+  // waiter is last on the device's waiters.
   HALO_HAL_CUDA_GRAPH_ROOM_WAIT_OTHERS = 2,
   // No room, and nothing in use to wait for (or it waited long enough).
   HALO_HAL_CUDA_GRAPH_ROOM_NONE = 3,
@@ -38,7 +40,9 @@ typedef enum halo_hal_cuda_graph_room_e {
 
 // Submission thread, with the right to create an instance of
 // |command_buffer| for |waiter|: reserves its bytes in the device's bound,
-// trimming other recordings' idle instances, or says why not.
+// trimming other recordings' idle instances, or says why not (while
+// executions wait for room, it waits behind them: first come, first
+// served).
 halo_hal_cuda_graph_room_t halo_hal_cuda_graph_reserve(
     halo_hal_cuda_command_buffer_t *command_buffer,
     halo_hal_cuda_task_t *waiter, uint64_t *out_used, bool *out_waited);

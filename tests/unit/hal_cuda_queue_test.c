@@ -1050,6 +1050,85 @@ static void test_graph_bytes_bound(void **unused) {
   device_free(y, N * 4);
 }
 
+// Executions waiting for room in the bound are served in the order they
+// came: one that needs its recording's first instance, waiting while other
+// recordings' instances are in use, is not overtaken by executions that
+// came after it, though they fit where it does not. A relay of
+// recordings, each of which needs its first instance while the one before
+// it runs (so one of theirs is always in use, and each one idle after it
+// ran may go): |wide|, waiting for room for its first instance, gets it
+// once the relay's first is idle, the relay's next waiting behind it
+// (before, the relay's recordings kept taking the room the ones before
+// them left, and |wide| failed after 1 s).
+static void test_graph_room_first_come(void **unused) {
+  (void)unused;
+  halo_hal_cuda_device_t *device = state.device;
+  uint64_t x = device_allocate(N * 4), y = device_allocate(N * 4);
+  uint32_t slow_us = 50000, fast_us = 0;
+  halo_hal_queue_t *relay_queue = queue_new(), *wide_queue = queue_new();
+  char message[512];
+  // The estimate of one instance of each shape, by probes gone after.
+  halo_hal_command_buffer_t *probes[2] = {
+      graph_bytes_recording(1, x, y, &fast_us),
+      graph_bytes_recording(8, x, y, &fast_us)};
+  uint64_t probe_bytes[2];
+  for (int p = 0; p < 2; ++p) {
+    assert_int_equal(
+        graph_bytes_run(relay_queue, probes[p], message, sizeof(message)),
+        HALO_STATUS_OK);
+    probe_bytes[p] = graph_bytes_used(NULL);
+  }
+  uint64_t small_bytes = probe_bytes[0];
+  uint64_t wide_bytes = probe_bytes[1] - probe_bytes[0];
+  for (int p = 0; p < 2; ++p) halo_hal_command_buffer_destroy(probes[p]);
+  halo_hal_cuda_thread_flush(&device->reaper);
+  uint32_t instances = 0;
+  assert_int_equal(graph_bytes_used(&instances), 0);
+  // |wide| fits only where none of the relay's instances is left.
+  device->graph_bytes_limit = wide_bytes + small_bytes - 1;
+  enum { RELAY = 26 };  // 1.3 s of 50 ms executions
+  halo_hal_command_buffer_t *relay[RELAY];
+  static completion_t relay_done[RELAY];
+  for (int i = 0; i < RELAY; ++i) {
+    relay[i] = graph_bytes_recording(1, x, y, &slow_us);
+  }
+  halo_hal_command_buffer_t *wide = graph_bytes_recording(8, x, y, &fast_us);
+  uint64_t waits = halo_hal_cuda_device_graph_room_waits(device);
+  completion_init(&relay_done[0]);
+  execute(relay_queue, relay[0], NULL, 0, NULL, 0, &relay_done[0]);
+  completion_t wide_done;
+  completion_init(&wide_done);
+  execute(wide_queue, wide, NULL, 0, NULL, 0, &wide_done);
+  for (int i = 1; i < RELAY; ++i) {
+    completion_init(&relay_done[i]);
+    execute(relay_queue, relay[i], NULL, 0, NULL, 0, &relay_done[i]);
+    if (completion_wait(&relay_done[i - 1]) != HALO_STATUS_OK) {
+      fail_msg("[%s] relay %d: %s", state.mode, i - 1,
+               relay_done[i - 1].message);
+    }
+  }
+  if (completion_wait(&relay_done[RELAY - 1]) != HALO_STATUS_OK) {
+    fail_msg("[%s] relay %d: %s", state.mode, RELAY - 1,
+             relay_done[RELAY - 1].message);
+  }
+  if (completion_wait(&wide_done) != HALO_STATUS_OK) {
+    fail_msg("[%s] a recording waiting for room, overtaken by later ones: %s",
+             state.mode, wide_done.message);
+  }
+  // (It did wait: the relay's first was in use.)
+  assert_true(halo_hal_cuda_device_graph_room_waits(device) > waits);
+  assert_true(graph_bytes_used(&instances) <= device->graph_bytes_limit);
+  device->graph_bytes_limit = HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES;
+  halo_hal_queue_destroy(relay_queue);
+  halo_hal_queue_destroy(wide_queue);
+  for (int i = 0; i < RELAY; ++i) halo_hal_command_buffer_destroy(relay[i]);
+  halo_hal_command_buffer_destroy(wide);
+  halo_hal_cuda_thread_flush(&device->reaper);
+  assert_int_equal(graph_bytes_used(&instances), 0);
+  device_free(x, N * 4);
+  device_free(y, N * 4);
+}
+
 // Trimming destroys the idle instances it chose without the device's
 // graph_mutex held (the driver's teardown may wait for the device): the
 // usage query (the daemon's loop thread asks it) and the reaper, which
@@ -3638,6 +3717,7 @@ int main(void) {
       cmocka_unit_test(test_instance_pool),
       cmocka_unit_test(test_graph_bytes_bound),
       cmocka_unit_test(test_graph_trim_outside_the_mutex),
+      cmocka_unit_test(test_graph_room_first_come),
       cmocka_unit_test(test_bound_wait_holds_its_queue),
       cmocka_unit_test(test_fence_wait_holds_its_queue),
       cmocka_unit_test(test_store_behind_a_later_signal),
