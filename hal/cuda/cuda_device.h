@@ -342,10 +342,12 @@ struct halo_hal_cuda_device_t {
   int64_t graph_logged_ns;    // when the bound was last logged as reached
   // Executions whose recording has no instance and found no room while
   // other recordings' instances were in use, in the order they came
-  // (linked by next; posted again by |graph_wake_task| on the submission
-  // thread when an instance is given back or bytes go back), how many
-  // waited so far, and their count (with an execution deciding whether to
-  // wait), read without the mutex by the gives.
+  // (linked by next; served first come, first served by |graph_wake_task|
+  // on the submission thread when an instance is given back or bytes go
+  // back: the first that still finds no room keeps its place, and other
+  // reservations wait behind the line), how many waited so far, and their
+  // count (with an execution deciding whether to wait), read without the
+  // mutex by the gives.
   halo_hal_cuda_tasks_t graph_waiters;
   uint64_t graph_room_waits;
   _Atomic uint32_t graph_waiter_count;
