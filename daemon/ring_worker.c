@@ -619,7 +619,8 @@ static void halod_ring_sync_entry(
     void *visit_data, uint64_t id,
     const struct halo_remote_flight_entry_t *entry) {
   halod_ring_sync_t *sync = visit_data;
-  uint64_t queue_grant = entry->queue_grant;
+  uint64_t queue_grant =
+      atomic_load_explicit(&entry->queue_grant, memory_order_relaxed);
   bool running = halo_remote_flight_entry_running(entry);
   // The worker frees an entry (its id 0) before it fills it again for
   // another execution (another id): what was read is |id|'s if its id is

@@ -1074,9 +1074,19 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
                        i < HALO_REMOTE_FLIGHT_ENTRIES;
        ++i) {
     halo_remote_flight_entry_t *entry = &flight->entries[i];
-    if (!atomic_load_explicit(&entry->id, memory_order_acquire)) continue;
+    uint64_t id = atomic_load_explicit(&entry->id, memory_order_acquire);
+    if (!id) continue;
     if (!halo_remote_flight_entry_running(entry)) continue;  // its report
-    if (now - entry->issued_ns > device->deadline_ns) fire = true;
+    int64_t issued_ns =
+        atomic_load_explicit(&entry->issued_ns, memory_order_relaxed);
+    // A sequence lock (remote_link.h): the worker may have freed the entry
+    // and be filling it for another execution meanwhile, its |completed| 0
+    // seen before its |issued_ns| (no order between the two stores); the
+    // time is |id|'s only if |id| held. A changed entry is looked at again
+    // at the next check.
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&entry->id, memory_order_relaxed) != id) continue;
+    if (now - issued_ns > device->deadline_ns) fire = true;
   }
   if (fire) {
     device->deadline_fired = true;

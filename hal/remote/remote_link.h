@@ -272,12 +272,23 @@ halo_status_t halo_remote_usage_decode(const void *payload, uint64_t length,
 // either running (its signals fail with the loss) or completed but perhaps
 // not reported (the supervisor applies the outcome: the values, or the
 // code).
+//
+// The supervisor reads an entry while the worker runs as a sequence lock:
+// |id| (acquire), the fields, an acquire fence, |id| again (relaxed); the
+// fields are the execution's only if |id| held. The worker clears |id|
+// (release) before the entry is freed and, taking it again, issues a
+// release fence before it stores the new fields. The fields read while the
+// worker runs (|queue_grant|, |issued_ns|, |completed|) are atomics, stored
+// and loaded relaxed (a plain mov / ldr, str): their loads race with the
+// refill by design (as plain fields they would be a data race, which the
+// compiler may split or re-read). The others are read only once the worker
+// was reaped.
 typedef struct halo_remote_flight_entry_t {
   _Atomic uint64_t id;   // the execution's id (HALO_REMOTE_RING_ID_BIT set)
   uint64_t session;      // the supervisor's session id
-  uint64_t queue_grant;  // the QUEUE grant it runs on
+  _Atomic uint64_t queue_grant;  // the QUEUE grant it runs on
   uint64_t command_buffer_grant;
-  int64_t issued_ns;  // CLOCK_MONOTONIC
+  _Atomic int64_t issued_ns;  // CLOCK_MONOTONIC
   // Its signals' SEMAPHORE grants and values (|signal_count| of them: the
   // worker leaves an execution with more than HALO_REMOTE_FLIGHT_SIGNALS
   // to halod).

@@ -683,9 +683,11 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
   // compiler barrier on x86, a barrier instruction on Arm).
   atomic_thread_fence(memory_order_release);
   entry->session = session->id;
-  entry->queue_grant = queue->grant.grant;
+  atomic_store_explicit(&entry->queue_grant, queue->grant.grant,
+                        memory_order_relaxed);
   entry->command_buffer_grant = command_buffer->grant.grant;
-  entry->issued_ns = running->issued_ns;
+  atomic_store_explicit(&entry->issued_ns, running->issued_ns,
+                        memory_order_relaxed);
   entry->signal_count = execute.signal_count;
   atomic_store_explicit(&entry->completed, 0, memory_order_relaxed);
   for (uint32_t i = 0; i < execute.signal_count; ++i) {
