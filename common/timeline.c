@@ -44,6 +44,15 @@ void halo_timeline_page_initialize(halo_timeline_page_t *page,
 
 uint32_t halo_timeline_slot_activate(halo_timeline_slot_t *slot,
                                      uint64_t initial_value) {
+  // The slot's last semaphore, if any, was retired (its generation bumped):
+  // a waiter still holding that generation reads the slot as a sequence
+  // lock (halo_timeline_slot_read: generation, value and failure, an
+  // acquire fence, generation again) and must see the bump before it sees
+  // any reset below, or it would take the new semaphore's value (or its
+  // cleared failure) for its own. The release fence orders the bump
+  // (before it on this thread, or handed over through halod's loop) before
+  // the relaxed stores below; a compiler barrier on x86, dmb on Arm.
+  atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&slot->value, initial_value, memory_order_relaxed);
   atomic_store_explicit(&slot->pending, initial_value, memory_order_relaxed);
   atomic_store_explicit(&slot->failure, 0, memory_order_relaxed);
