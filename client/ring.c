@@ -298,7 +298,8 @@ static halo_status_t halo_ring_verdict(halo_client_t *client, uint64_t sequence,
   if (atomic_load_explicit(&header->head, memory_order_acquire) < ring->tail) {
     // Broken before it read the record: a framing error (DATA_LOSS), or
     // halod stopped reading (the code a request would get now).
-    int32_t code = header->error_code;
+    int32_t code =
+        atomic_load_explicit(&header->error_code, memory_order_relaxed);
     return halo_status_make(
         code == HALO_STATUS_UNAVAILABLE || code == HALO_STATUS_SESSION_LOST
             ? (halo_status_code_t)code
@@ -309,7 +310,9 @@ static halo_status_t halo_ring_verdict(halo_client_t *client, uint64_t sequence,
       sequence + 1) {
     return NULL;
   }
-  int32_t code = header->error_code;
+  // Read once: halod may store another code meanwhile (the session's end).
+  int32_t code =
+      atomic_load_explicit(&header->error_code, memory_order_relaxed);
   return halo_status_make(
       code > 0 && code < HALO_STATUS_CODE_COUNT ? (halo_status_code_t)code
                                                 : HALO_STATUS_UNKNOWN,

@@ -29,7 +29,8 @@ void halo_ring_key_generate(uint8_t out_key[HALO_RING_KEY_BYTES]) {
 
 void halo_ring_report_error(halo_ring_header_t *header, uint64_t sequence,
                             halo_status_t status) {
-  header->error_code = (int32_t)halo_status_code(status);
+  atomic_store_explicit(&header->error_code, (int32_t)halo_status_code(status),
+                        memory_order_relaxed);
   snprintf(header->error_message, sizeof(header->error_message), "%s",
            halo_status_message(status));
   atomic_store_explicit(&header->error_sequence, sequence + 1,

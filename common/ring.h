@@ -91,7 +91,11 @@ typedef struct halo_ring_header_t {
   uint8_t reserved2[56];
   // Daemon: HALO_RING_FLAG_*.
   _Alignas(64) _Atomic uint32_t flags;
-  int32_t error_code;  // of the last rejected record (halo_status_code_t)
+  // Of the last rejected record (halo_status_code_t). Atomic (relaxed, a
+  // plain mov / ldr, str): halod stores it again when the session ends or
+  // is lost (before BROKEN), which may race with a client reading the
+  // verdict of its last record; |error_message| may then mix the two texts.
+  _Atomic int32_t error_code;
   // Daemon: sequence + 1 of the last rejected record (0: none), stored
   // (release) after |error_code| and |error_message| and before |head|
   // passes the record.

@@ -1259,9 +1259,13 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
   // it waits on ends with the code and reason a request would get now.
   if (!ring->broken) {
     bool stopping = daemon->stopping;
-    ring->header->error_code = stopping || !session->lost_reason
-                                   ? HALO_STATUS_UNAVAILABLE
-                                   : HALO_STATUS_SESSION_LOST;
+    // Relaxed: the fetch_or of BROKEN below publishes it; a client may be
+    // reading the code of its last record's rejection meanwhile.
+    atomic_store_explicit(&ring->header->error_code,
+                          stopping || !session->lost_reason
+                              ? HALO_STATUS_UNAVAILABLE
+                              : HALO_STATUS_SESSION_LOST,
+                          memory_order_relaxed);
     snprintf((char *)ring->header->error_message,
              sizeof(ring->header->error_message),
              "the submission ring is no longer read: %s",
