@@ -69,7 +69,21 @@ typedef struct halod_ring_holder_t {
   // (halod_ring_holder_sync) and whose completion did not reach halod yet:
   // id -> the queue (held) on which each counts as ring_taken.
   halo_u64_map_t seen;
+  // The sequence number of its last RING_COMPLETE report halod applied
+  // (halo_remote_ring_complete_t |report|; 0: none yet). Its flight table
+  // may still name an execution whose report was applied (the worker
+  // clears an entry after the send): one whose entry names a report at or
+  // before this one is not taken again.
+  uint32_t reports_applied;
 } halod_ring_holder_t;
+
+// Whether |holder|'s worker's report |report| (0: none sent yet) was
+// applied; the numbers wrap, and an entry's report is never 2^31 or more
+// behind.
+static bool halod_ring_report_applied(const halod_ring_holder_t *holder,
+                                      uint32_t report) {
+  return report != 0 && (int32_t)(report - holder->reports_applied) <= 0;
+}
 
 // Takes the execution |id| out of |holder|'s seen ones and out of its
 // queue's ring_taken; returns the queue (held: the caller counts the
@@ -473,6 +487,9 @@ static void halod_ring_on_complete(halod_ring_workers_t *workers,
     }
     halod_ring_complete_one(workers, worker, &complete,
                             payload + offset + sizeof(complete));
+    halod_ring_holder_t *holder =
+        halo_u64_map_get(&workers->holders, (uint64_t)(uintptr_t)worker);
+    if (holder) holder->reports_applied = complete.report;
     offset += size;
   } while (offset < length);
 }
@@ -622,6 +639,7 @@ static void halod_ring_sync_entry(
   uint64_t queue_grant =
       atomic_load_explicit(&entry->queue_grant, memory_order_relaxed);
   bool running = halo_remote_flight_entry_running(entry);
+  uint32_t report = atomic_load_explicit(&entry->report, memory_order_relaxed);
   // The worker frees an entry (its id 0) before it fills it again for
   // another execution (another id): what was read is |id|'s if its id is
   // still there.
@@ -629,6 +647,9 @@ static void halod_ring_sync_entry(
   if (atomic_load_explicit(&entry->id, memory_order_relaxed) != id) return;
   if (running) ++sync->running;
   halod_queue_t *queue = halo_u64_map_get(&sync->holder->seen, id);
+  // Its report came already (the worker has not freed the entry yet): it
+  // counted then, as completed or failed.
+  if (!queue && halod_ring_report_applied(sync->holder, report)) return;
   if (!queue) {
     // Its queue grant is used until the execution is reported, so it is
     // there (a worker naming another is ignored).

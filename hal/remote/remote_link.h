@@ -267,8 +267,12 @@ halo_status_t halo_remote_usage_decode(const void *payload, uint64_t length,
 // reported yet, so that a worker that dies still names them. An entry is
 // free while |id| is 0; the worker fills the other fields (|completed| 0),
 // then stores |id| (release). When the execution completes, the worker
-// stores its outcome in |completed| (release); once the RING_COMPLETE that
-// reports it was sent, it stores |id| 0. A lost worker's entry is thus
+// stores its outcome in |completed| (release); just before the
+// RING_COMPLETE that reports it goes, the report's sequence number in
+// |report|; once it was sent, |id| 0. The supervisor, which applies the
+// reports in the order sent, thus tells an entry whose report it applied
+// already (the worker has not freed it yet) from one whose report is still
+// to come or never left. A lost worker's entry is thus
 // either running (its signals fail with the loss) or completed but perhaps
 // not reported (the supervisor applies the outcome: the values, or the
 // code).
@@ -281,11 +285,11 @@ halo_status_t halo_remote_usage_decode(const void *payload, uint64_t length,
 // worker runs (|queue_grant|, |issued_ns|, |completed|) are atomics, stored
 // and loaded relaxed (a plain mov / ldr, str): their loads race with the
 // refill by design (as plain fields they would be a data race, which the
-// compiler may split or re-read). The others are read only once the worker
-// was reaped.
+// compiler may split or re-read); so is |report|. The others are read only
+// once the worker was reaped.
 typedef struct halo_remote_flight_entry_t {
-  _Atomic uint64_t id;   // the execution's id (HALO_REMOTE_RING_ID_BIT set)
-  uint64_t session;      // the supervisor's session id
+  _Atomic uint64_t id;  // the execution's id (HALO_REMOTE_RING_ID_BIT set)
+  uint64_t session;     // the supervisor's session id
   _Atomic uint64_t queue_grant;  // the QUEUE grant it runs on
   uint64_t command_buffer_grant;
   _Atomic int64_t issued_ns;  // CLOCK_MONOTONIC
@@ -296,6 +300,9 @@ typedef struct halo_remote_flight_entry_t {
   // 0 while it runs; HALO_REMOTE_FLIGHT_COMPLETED | its status code
   // (halo_status_code_t, 0: OK) once it completed.
   _Atomic uint32_t completed;
+  // 0 until its RING_COMPLETE is about to be sent; then that report's
+  // sequence number (halo_remote_ring_complete_t |report|).
+  _Atomic uint32_t report;
   uint64_t signal_grants[HALO_REMOTE_FLIGHT_SIGNALS];
   uint64_t signal_values[HALO_REMOTE_FLIGHT_SIGNALS];
 } halo_remote_flight_entry_t;
@@ -412,7 +419,10 @@ typedef struct halo_remote_ring_complete_t {
   // The status's message after the values (its first 4096 bytes at most).
   uint32_t message_length;
   uint32_t signal_count;
-  uint32_t reserved;
+  // The worker's sequence of reports (1, 2, ...; wrapping), in the order it
+  // sends them; the flight entry names it too from just before the send
+  // (halo_remote_flight_entry_t |report|).
+  uint32_t report;
 } halo_remote_ring_complete_t;
 
 typedef struct halo_remote_ring_value_t {

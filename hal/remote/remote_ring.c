@@ -130,6 +130,8 @@ struct halo_remote_rings_t {
   // Main thread only.
   halo_u64_map_t sessions;  // session id -> session state (attached)
   uint64_t next_execution;
+  // Reporter thread only: the last report's sequence number.
+  uint32_t report_sequence;
   // The flight table (RING_FLIGHT); NULL before it came.
   halo_remote_flight_t *flight;
   uint32_t flight_capacity;
@@ -298,6 +300,16 @@ static void halo_remote_rings_send_reports(halo_remote_rings_t *rings,
             (halo_remote_ring_running_t *)report;
         size_t size = halo_remote_ring_complete_size(running);
         if (size > sizeof(rings->report) - used) break;
+        // Numbered in the order sent, in the entry first: halod, reading
+        // the entry before the id is cleared, tells whether it applied
+        // this report already (remote_link.h).
+        running->complete.report = ++rings->report_sequence;
+        if (running->complete.report == 0) {
+          running->complete.report = ++rings->report_sequence;
+        }
+        atomic_store_explicit(
+            &rings->flight->entries[running->flight_index].report,
+            running->complete.report, memory_order_release);
         halo_remote_ring_complete_encode(running, rings->report + used);
         used += size;
       } else {
@@ -690,6 +702,7 @@ static halo_remote_ring_verdict_t halo_remote_ring_execute(
                         memory_order_relaxed);
   entry->signal_count = execute.signal_count;
   atomic_store_explicit(&entry->completed, 0, memory_order_relaxed);
+  atomic_store_explicit(&entry->report, 0, memory_order_relaxed);
   for (uint32_t i = 0; i < execute.signal_count; ++i) {
     entry->signal_grants[i] = running->signal_grants[i]->grant.grant;
     entry->signal_values[i] = running->signals[i].value;

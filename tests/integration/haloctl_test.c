@@ -1254,6 +1254,106 @@ static void test_ring_execution_of_a_crashed_worker(void **state) {
   haloctl_ring_lost(*state, 2);
 }
 
+// A fixture whose device workers hold after each RING_COMPLETE they send,
+// before they free the flight entries of the executions it reports, while
+// the file |hold| exists (worker_report_hold.c, preloaded into halod).
+typedef struct haloctl_hold_fixture_t {
+  haloctl_fixture_t base;  // first: the tests take it as a haloctl_fixture_t
+  char hold[128];
+} haloctl_hold_fixture_t;
+
+static int haloctl_setup_report_hold(void **state) {
+  haloctl_hold_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  ops_daemon_prepare(&fixture->base.daemon);
+  snprintf(fixture->hold, sizeof(fixture->hold), "%s/hold",
+           fixture->base.daemon.dir);
+  // ASan wants its runtime first among the loaded libraries; the preloaded
+  // one comes before it (it is not instrumented).
+  const char *asan = getenv("ASAN_OPTIONS");
+  char asan_options[512], preload[512], hold[160];
+  snprintf(asan_options, sizeof(asan_options),
+           "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
+           asan && *asan ? ":" : "");
+  snprintf(preload, sizeof(preload), "LD_PRELOAD=%s",
+           WORKER_REPORT_HOLD_LIBRARY);
+  snprintf(hold, sizeof(hold), "HALO_TEST_REPORT_HOLD=%s", fixture->hold);
+  const char *const env[] = {asan_options, preload, hold, NULL};
+  ops_daemon_start(&fixture->base.daemon, NULL, env);
+  halo_client_options_t options = {.address = fixture->base.daemon.listen};
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &fixture->base.client));
+  return 0;
+}
+
+static int haloctl_teardown_report_hold(void **state) {
+  haloctl_hold_fixture_t *fixture = *state;
+  unlink(fixture->hold);  // the worker goes on
+  return haloctl_teardown(state);
+}
+
+// Runs the ring recording once more with the worker held after its report
+// (|hold|): halod applied the report (the wait returned, and the counts
+// show it completed) while the worker still names the execution in its
+// flight table.
+static void haloctl_ring_reported_and_held(haloctl_hold_fixture_t *fixture,
+                                           haloctl_ring_t *ring) {
+  haloctl_ring_start(&fixture->base, ring);
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){2, 0, 2, 0},
+                             true);
+  int fd = open(fixture->hold, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  haloctl_ring_execute(&fixture->base, ring);
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(ring->done, ring->steps, 10000000000ll));
+  char held[160];
+  snprintf(held, sizeof(held), "%s.held", fixture->hold);
+  assert_true(HALO_TEST_POLL(access(held, F_OK) == 0, 5000));
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){3, 0, 3, 0},
+                             true);
+}
+
+// A ring execution whose report halod applied while the worker had not
+// freed its flight entry yet (a worker preempted between the send and the
+// free) counts once. Before, every later look at the counts took it from
+// the table as taken again: haloctl and halo_submissions_total showed 4
+// submissions of 3 for good, and the worker's end counted it failed too.
+static void test_ring_execution_reported_before_its_entry_is_freed(
+    void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  haloctl_hold_fixture_t *fixture = *state;
+  haloctl_ring_t ring;
+  haloctl_ring_reported_and_held(fixture, &ring);
+  // Looked at again (each look reads the flight table), still once.
+  haloctl_expect_counts(&fixture->base, (haloctl_counts_t){3, 0, 3, 0}, true);
+  assert_int_equal(unlink(fixture->hold), 0);
+  haloctl_ring_execute(&fixture->base, &ring);
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(ring.done, ring.steps, 10000000000ll));
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){4, 0, 4, 0},
+                             true);
+  haloctl_ring_release(&ring);
+}
+
+// ... and where the worker is lost right then: its flight table, read
+// before its last reports, still names the execution, which counts once,
+// as completed. Before, it counted twice (4 submissions, 4 completed).
+static void test_ring_execution_reported_then_worker_lost(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  haloctl_hold_fixture_t *fixture = *state;
+  haloctl_ring_t ring;
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%d", (int)getuid());
+  haloctl_ring_reported_and_held(fixture, &ring);
+  pid_t worker = haloctl_wait_worker(&fixture->base, domain, "serving");
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  haloctl_wait_worker(&fixture->base, domain, "lost");
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){3, 0, 3, 0},
+                             false);
+  haloctl_ring_release(&ring);
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, haloctl_setup, haloctl_teardown)
@@ -1268,6 +1368,12 @@ int main(void) {
       T(test_ring_executions_in_flight),
       T(test_ring_execution_of_a_killed_worker),
       T(test_ring_execution_of_a_crashed_worker),
+      cmocka_unit_test_setup_teardown(
+          test_ring_execution_reported_before_its_entry_is_freed,
+          haloctl_setup_report_hold, haloctl_teardown_report_hold),
+      cmocka_unit_test_setup_teardown(
+          test_ring_execution_reported_then_worker_lost,
+          haloctl_setup_report_hold, haloctl_teardown_report_hold),
       T(test_kill_client),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,
