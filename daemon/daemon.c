@@ -406,7 +406,7 @@ void halod_stop(halod_t *daemon) {
   // And what workers took from rings themselves: their grants hold what
   // those use until they are done.
   while ((daemon->work.deferred.issued > 0 ||
-          halod_ring_workers_in_flight(daemon, NULL) > 0) &&
+          halod_ring_workers_sync(daemon, NULL) > 0) &&
          halo_clock_now_ns() < daemon->stop_deadline_ns) {
     halo_hal_deferred_queue_drain(&daemon->work.deferred);
     usleep(1000);

@@ -867,13 +867,6 @@ bool halod_ring_workers_hold(const halod_t *daemon,
                                      (uint64_t)(uintptr_t)worker) != NULL;
 }
 
-static void halod_ring_count_flight(
-    void *visit_data, uint64_t id,
-    const struct halo_remote_flight_entry_t *entry) {
-  (void)id;
-  if (halo_remote_flight_entry_running(entry)) ++*(uint32_t *)visit_data;
-}
-
 uint32_t halod_ring_workers_sync(halod_t *daemon, uint32_t *out_per_device) {
   if (out_per_device) {
     memset(out_per_device, 0, HALO_HAL_MAX_DEVICES * sizeof(*out_per_device));
@@ -892,33 +885,6 @@ uint32_t halod_ring_workers_sync(halod_t *daemon, uint32_t *out_per_device) {
     halod_ring_holder_t *holder = workers->holders.entries[i].value;
     if (!halo_hal_remote_device_is(worker)) continue;
     uint32_t count = halod_ring_holder_sync(workers, worker, holder, true);
-    total += count;
-    if (out_per_device && holder->device < HALO_HAL_MAX_DEVICES) {
-      out_per_device[holder->device] += count;
-    }
-  }
-  return total;
-}
-
-uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
-                                      uint32_t *out_per_device) {
-  if (out_per_device) {
-    memset(out_per_device, 0, HALO_HAL_MAX_DEVICES * sizeof(*out_per_device));
-  }
-  // The workers that hold grants (a worker that runs a ring execution holds
-  // what it uses), whether or not their domains still exist.
-  const halod_ring_workers_t *workers = daemon->work.ring_workers;
-  if (!workers) return 0;
-  uint32_t total = 0;
-  for (size_t i = 0; i < workers->holders.capacity; ++i) {
-    if (!workers->holders.entries[i].key) continue;
-    halo_hal_device_t *worker =
-        (halo_hal_device_t *)(uintptr_t)workers->holders.entries[i].key;
-    const halod_ring_holder_t *holder = workers->holders.entries[i].value;
-    if (!halo_hal_remote_device_is(worker)) continue;
-    uint32_t count = 0;
-    halo_hal_remote_device_visit_flight(worker, halod_ring_count_flight,
-                                        &count);
     total += count;
     if (out_per_device && holder->device < HALO_HAL_MAX_DEVICES) {
       out_per_device[holder->device] += count;

@@ -72,13 +72,9 @@ bool halod_ring_workers_hold(const halod_t *daemon,
                              const halo_hal_device_t *worker);
 
 // Executions workers took from rings and have in flight now (the flight
-// tables of the workers that hold grants), in all; |out_per_device|
-// (HALO_HAL_MAX_DEVICES counts, or NULL) gets them by device. halod's stop
-// counts them with halod's.
-uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
-                                      uint32_t *out_per_device);
-
-// What halod_ring_workers_in_flight returns, and on the way brings the
+// tables of the workers that hold grants, whether or not their domains
+// still exist), in all; |out_per_device| (HALO_HAL_MAX_DEVICES counts, or
+// NULL) gets them by device. On the way it brings the
 // queues' counts of ring executions up to date (daemon/queue.h): an
 // execution in a worker's flight table not seen before counts on its queue
 // as submitted (halod_queue_t.ring_taken) until its completion reaches
@@ -86,7 +82,8 @@ uint32_t halod_ring_workers_in_flight(const halod_t *daemon,
 // halod_queue_t.ring_in_flight (recounted on each call). haloctl status,
 // clients, queues, drain and the metrics call it first
 // (halod_work_in_flight), so that an execution counts as submitted when
-// taken and in flight until completed, whichever consumer took it.
+// taken and in flight until completed, whichever consumer took it; halod's
+// stop counts them with halod's.
 uint32_t halod_ring_workers_sync(halod_t *daemon, uint32_t *out_per_device);
 
 // Executions workers took from rings, since start (haloctl, metrics).
