@@ -1151,7 +1151,9 @@ static void test_graph_trim_outside_the_mutex(void **unused) {
   assert_int_equal(instances, 1);
   // Room for one: |next|'s first instance takes the room of |idle|'s.
   device->graph_bytes_limit = small_bytes;
-  enum { DESTROY_MS = 400 };
+  // Long enough that the query and the reaper, which take microseconds,
+  // finish within it even on a loaded machine (a sanitizer build).
+  enum { DESTROY_MS = 1500 };
   fake_driver_set_exec_destroy_ns(DESTROY_MS * 1000000ll);
   completion_t done;
   completion_init(&done);
