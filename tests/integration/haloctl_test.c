@@ -1256,7 +1256,7 @@ static void test_ring_execution_of_a_crashed_worker(void **state) {
 
 // A fixture whose device workers hold after each RING_COMPLETE they send,
 // before they free the flight entries of the executions it reports, while
-// the file |hold| exists (worker_report_hold.c, preloaded into halod).
+// the file |hold| exists (tests/support/worker_gates.c, preloaded into halod).
 typedef struct haloctl_hold_fixture_t {
   haloctl_fixture_t base;  // first: the tests take it as a haloctl_fixture_t
   char hold[128];
@@ -1276,8 +1276,7 @@ static int haloctl_setup_report_hold(void **state) {
   snprintf(asan_options, sizeof(asan_options),
            "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
            asan && *asan ? ":" : "");
-  snprintf(preload, sizeof(preload), "LD_PRELOAD=%s",
-           WORKER_REPORT_HOLD_LIBRARY);
+  snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", WORKER_GATES_LIBRARY);
   snprintf(hold, sizeof(hold), "HALO_TEST_REPORT_HOLD=%s", fixture->hold);
   const char *const env[] = {asan_options, preload, hold, NULL};
   ops_daemon_start(&fixture->base.daemon, NULL, env);

@@ -8,7 +8,7 @@
 // and /metrics waited with it.
 //
 // halod runs with --trust-domain process and --worker-spares 0 (each new
-// domain starts a worker), with tests/support/worker_start_gate.c
+// domain starts a worker), with tests/support/worker_gates.c
 // preloaded: while the gate file exists a worker's start waits, while it
 // says "fail" the worker exits instead.
 // - slow start: the fixture's client (this process: a domain whose worker
@@ -122,7 +122,7 @@ static int setup_with(void **state, const char *calls) {
   snprintf(asan_options, sizeof(asan_options), "%s%sverify_asan_link_order=0",
            asan ? asan : "", asan && *asan ? ":" : "");
   setenv("ASAN_OPTIONS", asan_options, 1);
-  setenv("LD_PRELOAD", WORKER_START_GATE_LIBRARY, 1);
+  setenv("LD_PRELOAD", WORKER_GATES_LIBRARY, 1);
   setenv("HALO_TEST_WORKER_GATE", test->gate, 1);
   const char *const args[] = {"--trust-domain",
                               "process",
