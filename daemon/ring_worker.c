@@ -78,11 +78,15 @@ typedef struct halod_ring_holder_t {
 } halod_ring_holder_t;
 
 // Whether |holder|'s worker's report |report| (0: none sent yet) was
-// applied; the numbers wrap, and an entry's report is never 2^31 or more
-// behind.
+// applied. The numbers wrap (and skip 0), and an entry's report is never
+// 2^31 or more behind the last applied; a holder that applied none yet
+// (made after the worker sent billions, say) has applied none of those its
+// worker's table names (the worker frees an entry before it sends the
+// release of the grants that held the last holder).
 static bool halod_ring_report_applied(const halod_ring_holder_t *holder,
                                       uint32_t report) {
-  return report != 0 && (int32_t)(report - holder->reports_applied) <= 0;
+  return report != 0 && holder->reports_applied != 0 &&
+         (int32_t)(report - holder->reports_applied) <= 0;
 }
 
 // Takes the execution |id| out of |holder|'s seen ones and out of its

@@ -250,12 +250,17 @@ static void halo_remote_ring_complete_encode(
 }
 
 // Reporter thread: frees the executions and grants of |reports| up to
-// |end| (sent). The executions' flight entries are free from here (their
-// RING_COMPLETE is on its way: halod no longer needs the table to learn
-// their outcome), given back to the free list a batch per lock.
-static void halo_remote_rings_free_reports(
-    halo_remote_rings_t *rings, halo_remote_ring_report_t *reports,
-    const halo_remote_ring_report_t *end) {
+// |end|. Where they were |sent|, the executions' flight entries are free
+// from here (their RING_COMPLETE is on its way: halod no longer needs the
+// table to learn their outcome), given back to the free list a batch per
+// lock. Where the send failed (the link failed with it, or, before its
+// first byte, for want of memory), the entries keep naming them, completed
+// with a report halod never applied: halod, once the worker is lost, still
+// applies their outcome from the table and counts each once.
+static void halo_remote_rings_free_reports(halo_remote_rings_t *rings,
+                                           halo_remote_ring_report_t *reports,
+                                           const halo_remote_ring_report_t *end,
+                                           bool sent) {
   uint32_t freed[256];
   uint32_t freed_count = 0;
   while (reports != end) {
@@ -263,9 +268,11 @@ static void halo_remote_rings_free_reports(
     if (reports->type == HALO_REMOTE_RING_COMPLETE) {
       halo_remote_ring_running_t *running =
           (halo_remote_ring_running_t *)reports;
-      atomic_store_explicit(&rings->flight->entries[running->flight_index].id,
-                            0, memory_order_release);
-      freed[freed_count++] = running->flight_index;
+      if (sent) {
+        atomic_store_explicit(&rings->flight->entries[running->flight_index].id,
+                              0, memory_order_release);
+        freed[freed_count++] = running->flight_index;
+      }
       halo_status_free(running->status);
       free(running);
     } else {
@@ -322,9 +329,10 @@ static void halo_remote_rings_send_reports(halo_remote_rings_t *rings,
     }
     // A peer gone ends the worker through the main thread's receive.
     halo_remote_part_t part = {rings->report, used};
-    halo_status_free(
-        halo_remote_link_send(rings->tables.link, type, 0, &part, 1, -1));
-    halo_remote_rings_free_reports(rings, first, report);
+    halo_status_t status =
+        halo_remote_link_send(rings->tables.link, type, 0, &part, 1, -1);
+    halo_remote_rings_free_reports(rings, first, report, status == NULL);
+    halo_status_free(status);
   }
 }
 

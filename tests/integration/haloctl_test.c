@@ -1257,9 +1257,11 @@ static void test_ring_execution_of_a_crashed_worker(void **state) {
 // A fixture whose device workers hold after each RING_COMPLETE they send,
 // before they free the flight entries of the executions it reports, while
 // the file |hold| exists (tests/support/worker_gates.c, preloaded into halod).
+// While the file |fail| exists, their sends of a RING_COMPLETE fail.
 typedef struct haloctl_hold_fixture_t {
   haloctl_fixture_t base;  // first: the tests take it as a haloctl_fixture_t
   char hold[128];
+  char fail[128];
 } haloctl_hold_fixture_t;
 
 static int haloctl_setup_report_hold(void **state) {
@@ -1269,16 +1271,19 @@ static int haloctl_setup_report_hold(void **state) {
   ops_daemon_prepare(&fixture->base.daemon);
   snprintf(fixture->hold, sizeof(fixture->hold), "%s/hold",
            fixture->base.daemon.dir);
+  snprintf(fixture->fail, sizeof(fixture->fail), "%s/fail",
+           fixture->base.daemon.dir);
   // ASan wants its runtime first among the loaded libraries; the preloaded
   // one comes before it (it is not instrumented).
   const char *asan = getenv("ASAN_OPTIONS");
-  char asan_options[512], preload[512], hold[160];
+  char asan_options[512], preload[512], hold[160], fail[160];
   snprintf(asan_options, sizeof(asan_options),
            "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
            asan && *asan ? ":" : "");
   snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", WORKER_GATES_LIBRARY);
   snprintf(hold, sizeof(hold), "HALO_TEST_REPORT_HOLD=%s", fixture->hold);
-  const char *const env[] = {asan_options, preload, hold, NULL};
+  snprintf(fail, sizeof(fail), "HALO_TEST_REPORT_FAIL=%s", fixture->fail);
+  const char *const env[] = {asan_options, preload, hold, fail, NULL};
   ops_daemon_start(&fixture->base.daemon, NULL, env);
   halo_client_options_t options = {.address = fixture->base.daemon.listen};
   HALO_TEST_ASSERT_OK(halo_client_connect(&options, &fixture->base.client));
@@ -1288,6 +1293,7 @@ static int haloctl_setup_report_hold(void **state) {
 static int haloctl_teardown_report_hold(void **state) {
   haloctl_hold_fixture_t *fixture = *state;
   unlink(fixture->hold);  // the worker goes on
+  unlink(fixture->fail);
   return haloctl_teardown(state);
 }
 
@@ -1353,6 +1359,36 @@ static void test_ring_execution_reported_then_worker_lost(void **state) {
   haloctl_ring_release(&ring);
 }
 
+// A ring execution whose report the worker failed to send (before its
+// first byte, so the link stays: as for want of memory) stays in the
+// worker's flight table, completed: it counts as submitted, and once the
+// worker is lost, as completed, its outcome applied from the table. Before,
+// the worker freed its entry as if the report had gone, and the execution
+// counted nowhere (and its outcome was never applied).
+static void test_ring_execution_whose_report_failed(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  haloctl_hold_fixture_t *fixture = *state;
+  haloctl_ring_t ring;
+  char domain[32];
+  snprintf(domain, sizeof(domain), "uid:%d", (int)getuid());
+  haloctl_ring_start(&fixture->base, &ring);
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){2, 0, 2, 0},
+                             true);
+  int fd = open(fixture->fail, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  haloctl_ring_execute(&fixture->base, &ring);
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){3, 0, 2, 0},
+                             true);
+  assert_int_equal(unlink(fixture->fail), 0);
+  pid_t worker = haloctl_wait_worker(&fixture->base, domain, "serving");
+  assert_int_equal(kill(worker, SIGKILL), 0);
+  haloctl_wait_worker(&fixture->base, domain, "lost");
+  haloctl_expect_counts_soon(&fixture->base, (haloctl_counts_t){3, 0, 3, 0},
+                             false);
+  haloctl_ring_release(&ring);
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, haloctl_setup, haloctl_teardown)
@@ -1373,6 +1409,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           test_ring_execution_reported_then_worker_lost,
           haloctl_setup_report_hold, haloctl_teardown_report_hold),
+      cmocka_unit_test_setup_teardown(test_ring_execution_whose_report_failed,
+                                      haloctl_setup_report_hold,
+                                      haloctl_teardown_report_hold),
       T(test_kill_client),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,

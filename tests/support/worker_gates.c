@@ -17,7 +17,12 @@
 //   preempted between the send and the free would show halod, kept for as
 //   long as the test looks. While it holds, the file named with ".held"
 //   after it exists.
+// - $HALO_TEST_REPORT_FAIL (haloctl_test): while the file exists, a
+//   worker's send of a RING_COMPLETE fails before its first byte (EPIPE),
+//   as a send for want of memory would: the report is lost, the link
+//   stays.
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,8 +34,21 @@
 
 #include "hal/remote/remote_link.h"
 
-// $HALO_TEST_REPORT_HOLD in a worker, else NULL.
+// $HALO_TEST_REPORT_HOLD and $HALO_TEST_REPORT_FAIL in a worker, else
+// NULL.
 static const char *worker_gates_report_hold;
+static const char *worker_gates_report_fail;
+
+// Whether |message| is a RING_COMPLETE.
+static bool worker_gates_is_report(const struct msghdr *message) {
+  halo_remote_header_t header;
+  if (message->msg_iovlen == 0 ||
+      message->msg_iov[0].iov_len < sizeof(header)) {
+    return false;
+  }
+  memcpy(&header, message->msg_iov[0].iov_base, sizeof(header));
+  return header.type == HALO_REMOTE_RING_COMPLETE;
+}
 
 // Whether this process's command line has the argument "--worker".
 static bool worker_gates_is_worker(void) {
@@ -50,8 +68,10 @@ static bool worker_gates_is_worker(void) {
 __attribute__((constructor)) static void worker_gates_start(void) {
   const char *path = getenv("HALO_TEST_WORKER_GATE");
   const char *hold = getenv("HALO_TEST_REPORT_HOLD");
-  if ((!path && !hold) || !worker_gates_is_worker()) return;
+  const char *fail = getenv("HALO_TEST_REPORT_FAIL");
+  if ((!path && !hold && !fail) || !worker_gates_is_worker()) return;
   worker_gates_report_hold = hold;
+  worker_gates_report_fail = fail;
   if (!path) return;
   for (;;) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -75,21 +95,24 @@ __attribute__((visibility("default"))) ssize_t sendmsg(
     next = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT,
                                                               "sendmsg");
   }
+  if (worker_gates_report_fail && access(worker_gates_report_fail, F_OK) == 0 &&
+      worker_gates_is_report(message)) {
+    errno = EPIPE;
+    return -1;
+  }
+  // Only a send that began once the file existed holds: one that went
+  // before it (the reporter then descheduled) reports what the test waited
+  // for already.
+  bool hold =
+      worker_gates_report_hold && access(worker_gates_report_hold, F_OK) == 0;
   ssize_t sent = next(fd, message, flags);
-  halo_remote_header_t header;
-  if (sent >= (ssize_t)sizeof(header) && worker_gates_report_hold &&
-      message->msg_iovlen > 0 &&
-      message->msg_iov[0].iov_len >= sizeof(header)) {
-    memcpy(&header, message->msg_iov[0].iov_base, sizeof(header));
-    if (header.type == HALO_REMOTE_RING_COMPLETE &&
-        access(worker_gates_report_hold, F_OK) == 0) {
-      // Says it holds, then holds.
-      char held[4096];
-      snprintf(held, sizeof(held), "%s.held", worker_gates_report_hold);
-      close(open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-      while (access(worker_gates_report_hold, F_OK) == 0) usleep(1000);
-      unlink(held);
-    }
+  if (hold && sent > 0 && worker_gates_is_report(message)) {
+    // Says it holds, then holds.
+    char held[4096];
+    snprintf(held, sizeof(held), "%s.held", worker_gates_report_hold);
+    close(open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    while (access(worker_gates_report_hold, F_OK) == 0) usleep(1000);
+    unlink(held);
   }
   return sent;
 }
