@@ -2,11 +2,44 @@
 // Copyright 2026 The halo Authors
 #include "common/mutex.h"
 
+#include <stdatomic.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/tsan.h"
+
+#if defined(HALO_TSAN)
+#include <dlfcn.h>
+
+// ThreadSanitizer's interface (sanitizer/tsan_interface.h).
+void __tsan_mutex_pre_lock(void *address, unsigned flags);
+void __tsan_mutex_post_lock(void *address, unsigned flags, int recursion);
+#define HALO_TSAN_MUTEX_TRY_LOCK (1u << 4)
+#define HALO_TSAN_MUTEX_TRY_LOCK_FAILED (1u << 5)
+
+// Whether the ThreadSanitizer runtime intercepts pthread_mutex_clocklock:
+// GCC 12's and clang 14's do not (TSan would not see the lock taken, and
+// would report every access it guards), newer ones do (annotations would
+// then count the lock twice). Intercepted, the name resolves into the same
+// object as pthread_mutex_trylock, which every runtime intercepts (the
+// runtime's library, or the program that links it statically).
+static bool halo_mutex_tsan_intercepts_clocklock(void) {
+  static atomic_int known;  // 0: not looked yet; 1: no; 2: yes
+  int value = atomic_load_explicit(&known, memory_order_relaxed);
+  if (value == 0) {
+    void *clock = dlsym(RTLD_DEFAULT, "pthread_mutex_clocklock");
+    void *try_lock = dlsym(RTLD_DEFAULT, "pthread_mutex_trylock");
+    Dl_info clock_info, try_info;
+    value = clock && try_lock && dladdr(clock, &clock_info) &&
+                    dladdr(try_lock, &try_info) &&
+                    clock_info.dli_fbase == try_info.dli_fbase
+                ? 2
+                : 1;
+    atomic_store_explicit(&known, value, memory_order_relaxed);
+  }
+  return value == 2;
+}
+#endif
 
 void halo_mutex_initialize(pthread_mutex_t *mutex) {
   pthread_mutexattr_t attributes;
@@ -21,19 +54,19 @@ void halo_mutex_initialize(pthread_mutex_t *mutex) {
 bool halo_mutex_lock_until(pthread_mutex_t *mutex, int64_t deadline_ns) {
   if (pthread_mutex_trylock(mutex) == 0) return true;
   if (deadline_ns <= halo_clock_now_ns()) return false;
-#if defined(HALO_TSAN)
-  // ThreadSanitizer's runtimes differ: GCC 12's and clang 14's do not
-  // intercept pthread_mutex_clocklock (the lock would go unseen, and every
-  // access it guards be reported), newer ones do (hand annotations would
-  // then count the lock twice). Under TSan the wait is a try every 50 us
-  // until the deadline, which every runtime sees.
-  for (;;) {
-    usleep(50);
-    if (pthread_mutex_trylock(mutex) == 0) return true;
-    if (deadline_ns <= halo_clock_now_ns()) return false;
-  }
-#else
   struct timespec until = halo_clock_timespec(deadline_ns);
+#if defined(HALO_TSAN)
+  bool annotate = !halo_mutex_tsan_intercepts_clocklock();
+  if (annotate) __tsan_mutex_pre_lock(mutex, HALO_TSAN_MUTEX_TRY_LOCK);
+  int rv = pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, &until);
+  if (annotate) {
+    __tsan_mutex_post_lock(
+        mutex,
+        HALO_TSAN_MUTEX_TRY_LOCK | (rv ? HALO_TSAN_MUTEX_TRY_LOCK_FAILED : 0),
+        0);
+  }
+  return rv == 0;
+#else
   return pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, &until) == 0;
 #endif
 }
