@@ -112,6 +112,12 @@ static bool halo_remote_link_fail_and_drop(halo_remote_link_t *link) {
   return first;
 }
 
+void halo_remote_link_shut_down(halo_remote_link_t *link) {
+  pthread_mutex_lock(&link->send_mutex);
+  halo_remote_link_fail_and_drop(link);
+  pthread_mutex_unlock(&link->send_mutex);
+}
+
 static void halo_remote_link_report_hung(halo_remote_link_t *link,
                                          halo_status_t status) {
   if (link->hung_fn) link->hung_fn(link->hung_user_data, status);

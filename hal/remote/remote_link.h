@@ -560,6 +560,12 @@ halo_status_t halo_remote_link_send(halo_remote_link_t *link, uint32_t type,
                                     const halo_remote_part_t *parts,
                                     uint32_t part_count, int fd);
 
+// Shuts the link down, as a failed send that left a partial message does:
+// later sends and posts fail, the outbox is dropped, and the peer's
+// receive sees the end. For a sender that cannot go on without a message
+// the peer never got. Any thread.
+void halo_remote_link_shut_down(halo_remote_link_t *link);
+
 // Posts one message (as halo_remote_link_send's arguments): it goes after
 // every message sent or posted before, without waiting for the peer or for
 // another thread's send. Written at once where the send lock is free, the

@@ -43,6 +43,9 @@
 // sleepers woke). Anything else goes at once, with whatever is queued
 // before it.
 #define HALO_REMOTE_RING_LINGER_REPORTS 512u
+// A report whose send failed before its first byte is tried again this
+// many times, a millisecond apart, before the link goes down.
+#define HALO_REMOTE_RING_REPORT_RETRIES 3
 
 typedef struct halo_remote_ring_session_state_t
     halo_remote_ring_session_state_t;
@@ -253,10 +256,10 @@ static void halo_remote_ring_complete_encode(
 // |end|. Where they were |sent|, the executions' flight entries are free
 // from here (their RING_COMPLETE is on its way: halod no longer needs the
 // table to learn their outcome), given back to the free list a batch per
-// lock. Where the send failed (the link failed with it, or, before its
-// first byte, for want of memory), the entries keep naming them, completed
-// with a report halod never applied: halod, once the worker is lost, still
-// applies their outcome from the table and counts each once.
+// lock. Where the send failed (the link is down then: it failed with the
+// send, or the reporter shut it down), the entries keep naming them,
+// completed with a report halod never applied: halod, once the worker is
+// lost, applies their outcome from the table and counts each once.
 static void halo_remote_rings_free_reports(halo_remote_rings_t *rings,
                                            halo_remote_ring_report_t *reports,
                                            const halo_remote_ring_report_t *end,
@@ -331,6 +334,27 @@ static void halo_remote_rings_send_reports(halo_remote_rings_t *rings,
     halo_remote_part_t part = {rings->report, used};
     halo_status_t status =
         halo_remote_link_send(rings->tables.link, type, 0, &part, 1, -1);
+    // A send that failed before its first byte (no memory, no buffers)
+    // leaves the link up: tried again a few times, the same message (its
+    // reports keep their numbers: nothing went after it).
+    for (int retry = 0; status && retry < HALO_REMOTE_RING_REPORT_RETRIES;
+         ++retry) {
+      halo_status_free(status);
+      usleep(1000);
+      status = halo_remote_link_send(rings->tables.link, type, 0, &part, 1, -1);
+    }
+    if (status && type == HALO_REMOTE_RING_COMPLETE) {
+      // Reports halod will never get: the link goes down, so that the
+      // worker ends (the main thread's receive sees it) and nothing is
+      // sent after them (a RING_RELEASED of the grants they used, later
+      // reports with higher numbers). halod then settles these executions
+      // from the flight table, whose entries stay (free_reports).
+      HALO_LOG_WARN(
+          "worker: a ring completion report could not be sent (%s); ending "
+          "the link",
+          halo_status_message(status));
+      halo_remote_link_shut_down(rings->tables.link);
+    }
     halo_remote_rings_free_reports(rings, first, report, status == NULL);
     halo_status_free(status);
   }
