@@ -20,19 +20,18 @@ void __tsan_mutex_post_lock(void *address, unsigned flags, int recursion);
 // Whether the ThreadSanitizer runtime intercepts pthread_mutex_clocklock:
 // GCC 12's and clang 14's do not (TSan would not see the lock taken, and
 // would report every access it guards), newer ones do (annotations would
-// then count the lock twice). Intercepted, the name resolves into the same
-// object as pthread_mutex_trylock, which every runtime intercepts (the
-// runtime's library, or the program that links it statically).
+// then count the lock twice). Intercepted, the name resolves into the
+// runtime's own object (its library, or the program that links it
+// statically), where __tsan_mutex_pre_lock is.
 static bool halo_mutex_tsan_intercepts_clocklock(void) {
   static atomic_int known;  // 0: not looked yet; 1: no; 2: yes
   int value = atomic_load_explicit(&known, memory_order_relaxed);
   if (value == 0) {
     void *clock = dlsym(RTLD_DEFAULT, "pthread_mutex_clocklock");
-    void *try_lock = dlsym(RTLD_DEFAULT, "pthread_mutex_trylock");
-    Dl_info clock_info, try_info;
-    value = clock && try_lock && dladdr(clock, &clock_info) &&
-                    dladdr(try_lock, &try_info) &&
-                    clock_info.dli_fbase == try_info.dli_fbase
+    Dl_info clock_info, runtime_info;
+    value = clock && dladdr(clock, &clock_info) &&
+                    dladdr((void *)&__tsan_mutex_pre_lock, &runtime_info) &&
+                    clock_info.dli_fbase == runtime_info.dli_fbase
                 ? 2
                 : 1;
     atomic_store_explicit(&known, value, memory_order_relaxed);
