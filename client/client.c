@@ -118,8 +118,7 @@ halo_status_t halo_client_call(halo_client_t *client,
     pthread_mutex_unlock(&client->call_mutex);
     return halo_client_deadline_status(client, HALO_CLIENT_WAIT_SOCKET);
   }
-  nng_aio_set_timeout(client->aio,
-                      (nng_duration)((deadline - sent_ns + 999999) / 1000000));
+  // Each step gets what is left of |deadline| (halo_wire_call_retrying).
   // A request halod refused for now (an executable load past its bounds on
   // loads waiting) is sent again while the call's timeout has not passed.
   halo_status_t status = halo_wire_call_retrying(
@@ -177,18 +176,26 @@ halo_status_t halo_client_export(halo_client_t *client,
   return status;
 }
 
+// Polls |fd| for |events| until one comes or |deadline_ns| passes: 1
+// (an event, or the socket hung up or failed: the next call on it says
+// which), 0 (the deadline passed) or -errno (poll failed).
+static int halo_client_poll_until(int fd, short events, int64_t deadline_ns) {
+  for (;;) {
+    int64_t remaining = deadline_ns - halo_clock_now_ns();
+    if (remaining <= 0) return 0;
+    int64_t ms = (remaining + 999999) / 1000000;
+    struct pollfd poll_fd = {.fd = fd, .events = events};
+    int rv = poll(&poll_fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+    if (rv > 0) return 1;
+    if (rv < 0 && errno != EINTR) return -errno;
+  }
+}
+
 // Waits until the fd channel |fd| has something to read (a reply, or its
 // end); false if |deadline_ns| passes first.
 static bool halo_client_fd_readable(int fd, int64_t deadline_ns) {
-  for (;;) {
-    int64_t remaining = deadline_ns - halo_clock_now_ns();
-    if (remaining <= 0) return false;
-    int64_t ms = (remaining + 999999) / 1000000;
-    struct pollfd poll_fd = {.fd = fd, .events = POLLIN};
-    int rv = poll(&poll_fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
-    // Readable, hung up or failed: the receive says which.
-    if (rv > 0 || (rv < 0 && errno != EINTR)) return true;
-  }
+  // A failed poll: the receive says why.
+  return halo_client_poll_until(fd, POLLIN, deadline_ns) != 0;
 }
 
 static const char *halo_client_fd_kind_name(uint32_t kind) {
@@ -227,21 +234,15 @@ static void halo_client_fd_channel_path(const halo_client_t *client, char *out,
 // Waits until the connect in progress on |fd| is done or |deadline_ns|
 // passes: its error (SO_ERROR; 0 connected), or ETIMEDOUT.
 static int halo_client_await_connect(int fd, int64_t deadline_ns) {
-  for (;;) {
-    int64_t remaining = deadline_ns - halo_clock_now_ns();
-    if (remaining <= 0) return ETIMEDOUT;
-    int64_t ms = (remaining + 999999) / 1000000;
-    struct pollfd poll_fd = {.fd = fd, .events = POLLOUT};
-    int rv = poll(&poll_fd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
-    if (rv < 0 && errno != EINTR) return errno;
-    if (rv <= 0) continue;
-    int error = 0;
-    socklen_t length = sizeof(error);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
-      return errno;
-    }
-    return error;
+  int rv = halo_client_poll_until(fd, POLLOUT, deadline_ns);
+  if (rv == 0) return ETIMEDOUT;
+  if (rv < 0) return -rv;
+  int error = 0;
+  socklen_t length = sizeof(error);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+    return errno;
   }
+  return error;
 }
 
 // Connects the fd channel socket |fd| (non-blocking) to |path| by
