@@ -32,16 +32,7 @@ static void halod_arena_unregister(halod_arena_t *arena) {
 // An arena opened and never finished goes (not charged).
 static void halod_arena_discard(halod_arena_t *arena,
                                 halod_host_registration_t *registration) {
-  for (uint32_t i = 0; i < registration->count; ++i) {
-    if (i < registration->registered) {
-      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
-      allocator->vtable->unregister_host(allocator, arena->mapping);
-    }
-    halod_device_release(registration->devices[i]);
-  }
-  registration->count = registration->registered = 0;
-  halo_status_free(registration->status);
-  registration->status = NULL;
+  halod_host_registration_undo(registration, arena->mapping);
   if (arena->mapping) munmap(arena->mapping, arena->size);
   if (arena->fd >= 0) close(arena->fd);
   free(arena->free_ranges);

@@ -481,6 +481,20 @@ void halod_host_registration_run(halod_host_registration_t *registration) {
   }
 }
 
+void halod_host_registration_undo(halod_host_registration_t *registration,
+                                  void *pointer) {
+  for (uint32_t i = 0; i < registration->count; ++i) {
+    if (i < registration->registered) {
+      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
+      allocator->vtable->unregister_host(allocator, pointer);
+    }
+    halod_device_release(registration->devices[i]);
+  }
+  registration->count = registration->registered = 0;
+  halo_status_free(registration->status);
+  registration->status = NULL;
+}
+
 bool halod_host_registration_remote(
     const halod_host_registration_t *registration) {
   for (uint32_t i = 0; i < registration->count; ++i) {

@@ -113,6 +113,10 @@ typedef struct halod_host_registration_t {
   halo_status_t status;
 } halod_host_registration_t;
 void halod_host_registration_run(halod_host_registration_t *registration);
+// Undoes a registration never finished: unregisters |pointer| from the
+// devices it was registered with, releases its devices, drops its status.
+void halod_host_registration_undo(halod_host_registration_t *registration,
+                                  void *pointer);
 // Whether any of its devices is a worker's (else registering takes no
 // control call: done on the loop).
 bool halod_host_registration_remote(

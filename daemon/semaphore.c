@@ -98,16 +98,7 @@ static void halod_timeline_page_abandon(
     halod_t *daemon, halod_timeline_page_t *page,
     halod_host_registration_t *registration) {
   halod_fd_budget_credit(daemon, page->owner_session);
-  for (uint32_t i = 0; i < registration->count; ++i) {
-    if (i < registration->registered) {
-      halo_hal_allocator_t *allocator = registration->devices[i]->allocator;
-      allocator->vtable->unregister_host(allocator, page->mapping);
-    }
-    halod_device_release(registration->devices[i]);
-  }
-  registration->count = registration->registered = 0;
-  halo_status_free(registration->status);
-  registration->status = NULL;
+  halod_host_registration_undo(registration, page->mapping);
   munmap(page->mapping, HALO_TIMELINE_PAGE_SIZE);
   close(page->fd);
   free(page);
