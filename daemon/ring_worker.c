@@ -471,6 +471,7 @@ static void halod_ring_on_complete(halod_ring_workers_t *workers,
                                    halo_hal_device_t *worker,
                                    const uint8_t *payload, uint64_t length) {
   uint64_t offset = 0;
+  uint32_t applied = 0;  // the last report applied (numbered in order)
   do {
     halo_remote_ring_complete_t complete;
     uint64_t left = length - offset;
@@ -487,15 +488,17 @@ static void halod_ring_on_complete(halod_ring_workers_t *workers,
           "%llu bytes is malformed: %llu bytes past the message's end",
           (unsigned long long)offset, (unsigned long long)length,
           (unsigned long long)(size - left));
-      return;
+      break;
     }
     halod_ring_complete_one(workers, worker, &complete,
                             payload + offset + sizeof(complete));
-    halod_ring_holder_t *holder =
-        halo_u64_map_get(&workers->holders, (uint64_t)(uintptr_t)worker);
-    if (holder) holder->reports_applied = complete.report;
+    applied = complete.report;
     offset += size;
   } while (offset < length);
+  // Once for the message: nothing reads it between its reports.
+  halod_ring_holder_t *holder =
+      halo_u64_map_get(&workers->holders, (uint64_t)(uintptr_t)worker);
+  if (holder && applied) holder->reports_applied = applied;
 }
 
 static void halod_ring_on_released(halod_ring_workers_t *workers,
