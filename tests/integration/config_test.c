@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "tests/integration/ops_support.h"
+#include "tests/support/halo_test.h"
 
 #ifndef HALO_TEST_HALOD
 #error "HALO_TEST_HALOD must name the halod executable"
@@ -547,10 +548,7 @@ static void test_nice(void **state) {
 // set, it is what was set.
 static void test_uid_fds_follows_the_open_file_limit(void **state) {
   (void)state;
-  const char *prlimit = access("/usr/bin/prlimit", X_OK) == 0
-                            ? "/usr/bin/prlimit"
-                        : access("/bin/prlimit", X_OK) == 0 ? "/bin/prlimit"
-                                                            : NULL;
+  const char *prlimit = halo_test_prlimit();
   if (!prlimit) {
     print_message("prlimit(1) is not installed (util-linux); skipped\n");
     skip();

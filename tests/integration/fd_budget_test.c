@@ -711,10 +711,7 @@ static bool read_report_line(FILE *report, char *line, size_t capacity) {
 // pages back to its uid.
 static void test_uid_fds_leaves_room_for_other_uids(void **state) {
   if (geteuid() != 0) skip();  // the flood runs as another uid
-  const char *prlimit = access("/usr/bin/prlimit", X_OK) == 0
-                            ? "/usr/bin/prlimit"
-                        : access("/bin/prlimit", X_OK) == 0 ? "/bin/prlimit"
-                                                            : NULL;
+  const char *prlimit = halo_test_prlimit();
   if (!prlimit) {
     print_message("prlimit(1) is not installed (util-linux); skipped\n");
     skip();

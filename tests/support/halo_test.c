@@ -1588,6 +1588,12 @@ bool halo_test_proc_stat(pid_t pid, char *out_state, pid_t *out_ppid) {
   return true;
 }
 
+const char *halo_test_prlimit(void) {
+  if (access("/usr/bin/prlimit", X_OK) == 0) return "/usr/bin/prlimit";
+  if (access("/bin/prlimit", X_OK) == 0) return "/bin/prlimit";
+  return NULL;
+}
+
 bool halo_test_is_live_child(pid_t pid, pid_t parent) {
   char state = 0;
   pid_t ppid = 0;

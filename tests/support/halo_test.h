@@ -367,6 +367,9 @@ bool halo_test_proc_stat(pid_t pid, char *out_state, pid_t *out_ppid);
 // Whether |pid| is a live (not zombie) child of |parent|.
 bool halo_test_is_live_child(pid_t pid, pid_t parent);
 
+// The path of prlimit(1) (util-linux), or NULL where it is not installed.
+const char *halo_test_prlimit(void);
+
 typedef struct halo_test_process_t {
   pid_t pid;  // 0 once reaped
   int stdout_fd;
