@@ -13,6 +13,11 @@
 
 typedef struct halo_hal_allocator_t halo_hal_allocator_t;
 
+// Every device allocation starts at a multiple of this (cuMemAlloc's
+// alignment), so offset 0 meets any kernel argument's alignment
+// (HALO_DISPATCH_ALIGNMENT).
+#define HALO_HAL_ALLOCATION_ALIGNMENT 256u
+
 typedef struct halo_hal_allocator_vtable_t {
   halo_status_t (*allocate)(halo_hal_allocator_t *allocator, uint64_t size,
                             uint64_t *out_address);

@@ -12,13 +12,18 @@ static halo_status_t halo_hal_local_allocator_allocate(
     halo_hal_allocator_t *allocator, uint64_t size, uint64_t *out_address) {
   (void)allocator;
   *out_address = 0;
-  // Zeroed: one session never sees another's old bytes.
-  void *memory = calloc(1, (size_t)size);
-  if (!memory) {
+  // HALO_HAL_ALLOCATION_ALIGNMENT, as cuMemAlloc gives: malloc's own
+  // alignment is 16 bytes at best (jemalloc, halod's, gives 8 for the
+  // smallest sizes), and a kernel's vectorized load may need more.
+  void *memory = NULL;
+  if (posix_memalign(&memory, HALO_HAL_ALLOCATION_ALIGNMENT,
+                     size ? (size_t)size : 1) != 0) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "local device: cannot allocate %llu bytes",
                             (unsigned long long)size);
   }
+  // Zeroed: one session never sees another's old bytes.
+  memset(memory, 0, (size_t)size);
   *out_address = (uint64_t)(uintptr_t)memory;
   return NULL;
 }

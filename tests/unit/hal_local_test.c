@@ -1065,6 +1065,28 @@ static void test_queue_destroy_waits(void **state) {
 
 // A device with work still queued on a queue that is then destroyed, and
 // the device right after: the pool's threads join cleanly.
+// Every allocation starts HALO_HAL_ALLOCATION_ALIGNMENT-aligned, the
+// smallest included (malloc gives small blocks 16 bytes, jemalloc 8, so a
+// 4-byte result buffer failed a dispatch's 16-byte argument check), and
+// zeroed.
+static void test_allocations_are_aligned(void **state) {
+  (void)state;
+  halo_hal_allocator_t *allocator = fixture.device->allocator;
+  enum { COUNT = 64 };
+  uint64_t addresses[COUNT];
+  for (int i = 0; i < COUNT; ++i) {
+    uint64_t size = (uint64_t)(i % 8) + 1;
+    expect_ok(allocator->vtable->allocate(allocator, size, &addresses[i]));
+    assert_int_equal(addresses[i] % HALO_HAL_ALLOCATION_ALIGNMENT, 0);
+    const uint8_t *bytes = (const uint8_t *)(uintptr_t)addresses[i];
+    for (uint64_t j = 0; j < size; ++j) assert_int_equal(bytes[j], 0);
+  }
+  for (int i = 0; i < COUNT; ++i) {
+    allocator->vtable->deallocate(allocator, addresses[i],
+                                  (uint64_t)(i % 8) + 1);
+  }
+}
+
 static void test_device_lifecycle(void **state) {
   (void)state;
   for (int i = 0; i < 3; ++i) {
@@ -1127,6 +1149,7 @@ int main(void) {
       cmocka_unit_test(test_workgroups_run_in_parallel),
       cmocka_unit_test(test_priority),
       cmocka_unit_test(test_queue_destroy_waits),
+      cmocka_unit_test(test_allocations_are_aligned),
       cmocka_unit_test(test_device_lifecycle),
       cmocka_unit_test(test_registry_device_filter),
   };
