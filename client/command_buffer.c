@@ -354,7 +354,16 @@ halo_status_t halo_command_buffer_copy(halo_command_buffer_t *command_buffer,
   HALO_RETURN_IF_ERROR(
       halo_command_buffer_check_recording(command_buffer, name));
   // HALO_WHOLE_BUFFER on one side takes the other side's length (the wire
-  // form has explicit lengths wherever one side has one).
+  // form has explicit lengths wherever one side has one). Where neither
+  // side has one and only one is a slot, the slot takes the rest of the
+  // direct side's buffer.
+  if (source.length == HALO_WHOLE_BUFFER &&
+      target.length == HALO_WHOLE_BUFFER && !source.buffer != !target.buffer) {
+    halo_buffer_ref_t *direct = source.buffer ? &source : &target;
+    if (direct->offset <= halo_buffer_size(direct->buffer)) {
+      direct->length = halo_buffer_ref_known_length(direct);
+    }
+  }
   if (source.length == HALO_WHOLE_BUFFER) source.length = target.length;
   if (target.length == HALO_WHOLE_BUFFER) target.length = source.length;
   HALO_RETURN_IF_ERROR(halo_command_buffer_check_ref(

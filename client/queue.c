@@ -133,8 +133,17 @@ static halo_status_t halo_queue_check_bindings(halo_client_t *client,
     halo_status_t status = halo_buffer_check_live(buffer);
     if (status) return halo_status_annotate(status, "bindings[%zu]", i);
     uint64_t size = halo_buffer_size(buffer);
-    if (binding->offset > size || (binding->length != HALO_WHOLE_BUFFER &&
-                                   binding->length > size - binding->offset)) {
+    if (binding->offset > size) {
+      return halo_status_make(
+          HALO_STATUS_OUT_OF_RANGE,
+          "bindings[%zu]: offset %llu is past the end of buffer 0x%llx of "
+          "%llu bytes",
+          i, (unsigned long long)binding->offset,
+          (unsigned long long)halo_buffer_handle(buffer),
+          (unsigned long long)size);
+    }
+    if (binding->length != HALO_WHOLE_BUFFER &&
+        binding->length > size - binding->offset) {
       return halo_status_make(
           HALO_STATUS_OUT_OF_RANGE,
           "bindings[%zu]: range [%llu, +%llu) does not fit buffer 0x%llx of "

@@ -377,8 +377,8 @@ typedef struct halo_command_buffer_s halo_command_buffer_t;
 //   so every bound slot of the table is checked at execution.
 // A failure is INVALID_ARGUMENT naming the command and argument (end()) or
 // the binding, its slot and offset (execute; over the submission ring as
-// well). Buffers start 256-byte aligned (CUDA) or 16-byte aligned (local),
-// so offset 0 always passes. Fill, copy, update and the workgroup count of
+// well). Buffers start 256-byte aligned on every driver, so offset 0
+// always passes. Fill, copy, update and the workgroup count of
 // dispatch_indirect need only their own element alignment. Combine this
 // flag with ONE_SHOT or REUSABLE for kernels that take arguments at any
 // address (the old rule: no alignment for kernel arguments).
@@ -462,8 +462,9 @@ typedef struct halo_dispatch_params_t {
 // (dispatch): argument 2: slot 9 out of range (binding capacity 4)"),
 // RESOURCE_EXHAUSTED past HALO_MAX_COMMANDS or HALO_MAX_INLINE_BYTES, and
 // FAILED_PRECONDITION after end(). A failed record call records nothing:
-// recording may go on. An indirect reference of a fill, copy, update or
-// workgroup count needs an explicit length. The executables and buffers a
+// recording may go on. An indirect reference of a fill, update or
+// workgroup count needs an explicit length; one of a copy takes the other
+// side's (halo_command_buffer_copy). The executables and buffers a
 // recording names must stay alive until end() returns (then the daemon
 // holds its own references).
 HALO_API halo_status_t halo_command_buffer_begin(
@@ -475,7 +476,9 @@ HALO_API halo_status_t halo_command_buffer_fill(
     halo_command_buffer_t *command_buffer, halo_buffer_ref_t target,
     const void *pattern, size_t pattern_size);
 // Copies |source| to |target| (equal lengths; HALO_WHOLE_BUFFER takes the
-// other side's length).
+// other side's length, and where both sides have it, a direct reference
+// covers the rest of its buffer and a slot takes that; two slots without a
+// length are refused).
 HALO_API halo_status_t
 halo_command_buffer_copy(halo_command_buffer_t *command_buffer,
                          halo_buffer_ref_t source, halo_buffer_ref_t target);

@@ -129,13 +129,13 @@ static void test_record_errors_name_command_and_argument(void **state) {
                                halo_buffer_ref(buffer, 0, 8)),
       HALO_STATUS_INVALID_ARGUMENT,
       "command 1 (copy): source: slot 4 out of range");
-  // HALO_WHOLE_BUFFER takes the other side's length: 64 bytes do not fit
-  // from offset 8.
-  HALO_TEST_EXPECT_STATUS(halo_command_buffer_copy(
-                              cb, halo_buffer_ref(buffer, 0, HALO_WHOLE_BUFFER),
-                              halo_binding_ref(0, 8, HALO_WHOLE_BUFFER)),
-                          HALO_STATUS_INVALID_ARGUMENT,
-                          "needs an explicit length");
+  // Two slots without a length: neither side's length is known.
+  HALO_TEST_EXPECT_STATUS(
+      halo_command_buffer_copy(cb, halo_binding_ref(0, 0, HALO_WHOLE_BUFFER),
+                               halo_binding_ref(1, 8, HALO_WHOLE_BUFFER)),
+      HALO_STATUS_INVALID_ARGUMENT,
+      "command 1 (copy): source: an indirect reference (slot 0) needs an "
+      "explicit length");
 
   // A buffer of another client means nothing in this session.
   halo_client_t *other = halo_test_connect(&fixture->daemon, 10000);
@@ -500,6 +500,13 @@ static void test_execute_errors(void **state) {
       halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
       HALO_STATUS_OUT_OF_RANGE,
       "bindings[0]: range [32, +64) does not fit buffer");
+  // To the end of the buffer from past its end: the offset is named, not
+  // HALO_WHOLE_BUFFER's value as a length.
+  bindings[0] = (halo_binding_t){large, 128, HALO_WHOLE_BUFFER};
+  HALO_TEST_EXPECT_STATUS(
+      halo_queue_execute(NULL, cb, bindings, 2, NULL, 0, NULL, 0),
+      HALO_STATUS_OUT_OF_RANGE,
+      "bindings[0]: offset 128 is past the end of buffer 0x");
   // Missing or too small for what the recording needs: the daemon says.
   HALO_TEST_EXPECT_STATUS(
       halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, NULL, 0),
@@ -739,6 +746,11 @@ static void test_fill_update_copy(void **state) {
   HALO_TEST_ASSERT_OK(halo_command_buffer_copy(
       cb, halo_buffer_ref(direct, 1, HALO_WHOLE_BUFFER),
       halo_binding_ref(0, 33, 9)));
+  // Neither side with a length: the slot takes the direct side's rest of
+  // its buffer (16 bytes from 48).
+  HALO_TEST_ASSERT_OK(
+      halo_command_buffer_copy(cb, halo_binding_ref(0, 0, HALO_WHOLE_BUFFER),
+                               halo_buffer_ref(direct, 48, HALO_WHOLE_BUFFER)));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
   halo_semaphore_t *done = NULL;
   HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
@@ -753,10 +765,11 @@ static void test_fill_update_copy(void **state) {
   memcpy(expected_direct + 4, &pattern16, 2);
   memcpy(expected_direct + 6, &pattern16, 2);
   memcpy(expected_direct + 11, text, 4);
-  assert_memory_equal(halo_buffer_host_pointer(direct), expected_direct, 64);
   uint8_t expected_bound[64] = {0};
   memset(expected_bound + 4 + 3, 0x5a, 5);
   memcpy(expected_bound + 4 + 33, expected_direct + 1, 9);
+  memcpy(expected_direct + 48, expected_bound + 4, 16);
+  assert_memory_equal(halo_buffer_host_pointer(direct), expected_direct, 64);
   assert_memory_equal(halo_buffer_host_pointer(bound), expected_bound, 64);
   halo_semaphore_release(done);
   halo_command_buffer_release(cb);
