@@ -141,6 +141,16 @@ def refuse_objects(data: Any) -> None:
         "dtype first")
 
 
+def refuse_object_dtype(dtype: Any, what: str) -> None:
+    """TypeError naming |what| if the numpy |dtype| holds Python objects
+    (dtype object, or a structured dtype with an object field): a buffer's
+    bytes read as such would be taken for pointers into this process."""
+    if dtype.hasobject:
+        raise TypeError(
+            f"{what}: dtype {dtype} holds Python objects (pointers into this "
+            "process), not bytes a buffer can hold: use a numeric dtype")
+
+
 def readable(data: Any) -> Tuple[Any, int, Any]:
     """(pointer argument, length, object to keep alive) for bytes-like
     |data|: bytes, bytearray, memoryview, numpy arrays, array.array, ...
@@ -405,10 +415,13 @@ class Buffer(HaloObject):
         from |offset| to the end; an int or a tuple), |offset| in bytes and
         |strides| in bytes (default C order) are numpy's; numpy checks that
         the array fits in the buffer. The array keeps the mapping alive
-        (see the class docstring).
+        (see the class docstring). TypeError for a dtype of Python objects
+        (dtype object, or a structured dtype with an object field): the
+        buffer's bytes are not pointers into this process.
         """
         np = _numpy()
         dtype = np.dtype("uint8" if dtype is None else dtype)
+        refuse_object_dtype(dtype, "Buffer.numpy")
         offset = check_int(offset, "offset")
         if offset > self._size:
             raise ValueError(
@@ -484,11 +497,15 @@ class Buffer(HaloObject):
         """``numpy.asarray(buffer)``: the bytes of a host-visible buffer as
         a uint8 array without a copy (numpy()); a copy if |copy| is True or
         a |dtype| other than uint8 is asked for. TypeError for a device
-        buffer (numpy would otherwise make a 0-d object array)."""
+        buffer (numpy would otherwise make a 0-d object array) and for a
+        |dtype| of Python objects (as numpy() refuses it)."""
         self._host_only("numpy.asarray", TypeError,
                         "or read it: numpy.frombuffer(buffer.read(), dtype)")
+        if dtype is not None:
+            dtype = _numpy().dtype(dtype)
+            refuse_object_dtype(dtype, "numpy.asarray")
         array = self.numpy()
-        if dtype is not None and _numpy().dtype(dtype) != array.dtype:
+        if dtype is not None and dtype != array.dtype:
             if copy is False:
                 raise ValueError(
                     f"numpy.asarray: a {dtype} array of the buffer's bytes "

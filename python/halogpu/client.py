@@ -12,7 +12,7 @@ from typing import (Any, Iterable, NoReturn, Optional, Sequence, Tuple,
 from . import _core, _lib
 from ._object import check_int, parse_token
 from .buffer import (MemoryType, _numpy, make_buffer, memory_type,
-                     refuse_objects)
+                     refuse_object_dtype, refuse_objects)
 from .command_buffer import make_command_buffer
 from .errors import check, take_error
 from .executable import (ExecutableFormat, code_bytes, executable_format,
@@ -278,9 +278,12 @@ class Client:
     def empty(self, count: int, dtype: Any, *, memory: Any = "host_visible",
               device: int = 0) -> Buffer:
         """A new buffer for |count| items of |dtype| (a numpy dtype or its
-        name), its ``dtype`` set; the contents are unspecified."""
+        name), its ``dtype`` set; the contents are unspecified. TypeError
+        for a dtype of Python objects (dtype object, or a structured dtype
+        with an object field), before any buffer is made."""
         np = _numpy()
         dtype = np.dtype(dtype)
+        refuse_object_dtype(dtype, "Client.empty")
         count = check_int(count, "count", 1)
         buffer = self.create_buffer(count * dtype.itemsize, memory=memory,
                                     device=device)

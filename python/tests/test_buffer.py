@@ -129,6 +129,27 @@ def test_object_arrays_are_refused(client):
     assert buffer.read() == bytes(64)
 
 
+def test_object_dtype_views_are_refused(client):
+    """A view (numpy(), numpy.asarray()) or an empty() buffer of a dtype of
+    Python objects would read the buffer's bytes as pointers into this
+    process (and crash on the first element): a TypeError naming the
+    dtype, with no array made and no buffer created."""
+    buffer = client.create_buffer(64, memory="host_visible")
+    buffer.write(np.ones(8))  # bytes that are no object's address
+    record = [("n", "<i4"), ("o", "O")]
+    for dtype in (object, np.dtype(object), record):
+        with pytest.raises(TypeError, match="Buffer.numpy: dtype .*Python "
+                                            "objects"):
+            buffer.numpy(dtype)
+        with pytest.raises(TypeError, match="numpy.asarray: dtype .*Python "
+                                            "objects"):
+            np.asarray(buffer, dtype=dtype)
+        with pytest.raises(TypeError, match="Client.empty: dtype .*Python "
+                                            "objects"):
+            client.empty(4, dtype)
+    assert buffer.numpy(np.float64)[0] == 1.0  # the buffer is unharmed
+
+
 def test_byte_order(client):
     """from_numpy keeps the values: an array in the other byte order is
     converted to the native one (kernels read native numbers), its dtype
