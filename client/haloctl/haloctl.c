@@ -511,54 +511,64 @@ static void haloctl_status_print_text(const Halo__Wire__AdminStatusReply *s) {
 
 // ------------------------------------------------------------------ clients
 
+// One row of clients (--json, --query).
+static json_t *haloctl_clients_row(const Halo__Wire__SessionInfo *s) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "session_id", haloctl_json_id(s->session_id));
+  haloctl_json_set(o, "uid", json_integer(s->uid));
+  haloctl_json_set(o, "pid", json_integer(s->pid));
+  haloctl_json_set(o, "trust_domain", haloctl_json_text(s->trust_domain));
+  haloctl_json_set(o, "client_name",
+                   haloctl_json_nullable(s->client_name, false));
+  haloctl_json_set(o, "age_seconds", haloctl_json_seconds(s->age_seconds));
+  haloctl_json_set(o, "buffers", json_integer(s->buffers));
+  haloctl_json_set(o, "semaphores", json_integer(s->semaphores));
+  haloctl_json_set(o, "arenas", json_integer(s->arenas));
+  haloctl_json_set(o, "host_bytes", haloctl_json_count(s->host_bytes));
+  haloctl_json_set(o, "device_bytes", haloctl_json_count(s->device_bytes));
+  haloctl_json_set(o, "requests", haloctl_json_count(s->requests));
+  haloctl_json_set(o, "executables", json_integer(s->executables));
+  haloctl_json_set(o, "command_buffers", json_integer(s->command_buffers));
+  haloctl_json_set(o, "recording_bytes",
+                   haloctl_json_count(s->recording_bytes));
+  haloctl_json_set(o, "queues", json_integer(s->queues));
+  haloctl_json_set(o, "submissions", haloctl_json_count(s->submissions));
+  haloctl_json_set(o, "pending", json_integer(s->pending));
+  haloctl_json_set(o, "in_flight", json_integer(s->in_flight));
+  haloctl_json_set(o, "completed", haloctl_json_count(s->completed));
+  haloctl_json_set(o, "failures", haloctl_json_count(s->failures));
+  haloctl_json_set(o, "faults", json_integer(s->faults));
+  haloctl_json_set(o, "process_faults", json_integer(s->process_faults));
+  haloctl_json_set(o, "lost", haloctl_json_nullable(s->lost, true));
+  haloctl_json_set(o, "refused", haloctl_json_nullable(s->refused, true));
+  json_t *devices = json_array();
+  for (size_t d = 0; d < s->n_device_usage; ++d) {
+    const Halo__Wire__DeviceUsage *u = s->device_usage[d];
+    json_t *usage = json_object();
+    haloctl_json_set(usage, "device", json_integer(u->device));
+    haloctl_json_set(usage, "buffers", json_integer(u->buffers));
+    haloctl_json_set(usage, "device_bytes",
+                     haloctl_json_count(u->device_bytes));
+    haloctl_json_set(usage, "host_bytes", haloctl_json_count(u->host_bytes));
+    haloctl_json_append(devices, usage);
+  }
+  haloctl_json_set(o, "devices", devices);
+  return o;
+}
+
 static json_t *haloctl_clients_json(
     const Halo__Wire__AdminSessionsReply *reply) {
   json_t *list = json_array();
   for (size_t i = 0; i < reply->n_sessions; ++i) {
-    const Halo__Wire__SessionInfo *s = reply->sessions[i];
-    json_t *o = json_object();
-    haloctl_json_set(o, "session_id", haloctl_json_id(s->session_id));
-    haloctl_json_set(o, "uid", json_integer(s->uid));
-    haloctl_json_set(o, "pid", json_integer(s->pid));
-    haloctl_json_set(o, "trust_domain", haloctl_json_text(s->trust_domain));
-    haloctl_json_set(o, "client_name",
-                     haloctl_json_nullable(s->client_name, false));
-    haloctl_json_set(o, "age_seconds", haloctl_json_seconds(s->age_seconds));
-    haloctl_json_set(o, "buffers", json_integer(s->buffers));
-    haloctl_json_set(o, "semaphores", json_integer(s->semaphores));
-    haloctl_json_set(o, "arenas", json_integer(s->arenas));
-    haloctl_json_set(o, "host_bytes", haloctl_json_count(s->host_bytes));
-    haloctl_json_set(o, "device_bytes", haloctl_json_count(s->device_bytes));
-    haloctl_json_set(o, "requests", haloctl_json_count(s->requests));
-    haloctl_json_set(o, "executables", json_integer(s->executables));
-    haloctl_json_set(o, "command_buffers", json_integer(s->command_buffers));
-    haloctl_json_set(o, "recording_bytes",
-                     haloctl_json_count(s->recording_bytes));
-    haloctl_json_set(o, "queues", json_integer(s->queues));
-    haloctl_json_set(o, "submissions", haloctl_json_count(s->submissions));
-    haloctl_json_set(o, "pending", json_integer(s->pending));
-    haloctl_json_set(o, "in_flight", json_integer(s->in_flight));
-    haloctl_json_set(o, "completed", haloctl_json_count(s->completed));
-    haloctl_json_set(o, "failures", haloctl_json_count(s->failures));
-    haloctl_json_set(o, "faults", json_integer(s->faults));
-    haloctl_json_set(o, "process_faults", json_integer(s->process_faults));
-    haloctl_json_set(o, "lost", haloctl_json_nullable(s->lost, true));
-    haloctl_json_set(o, "refused", haloctl_json_nullable(s->refused, true));
-    json_t *devices = json_array();
-    for (size_t d = 0; d < s->n_device_usage; ++d) {
-      const Halo__Wire__DeviceUsage *u = s->device_usage[d];
-      json_t *usage = json_object();
-      haloctl_json_set(usage, "device", json_integer(u->device));
-      haloctl_json_set(usage, "buffers", json_integer(u->buffers));
-      haloctl_json_set(usage, "device_bytes",
-                       haloctl_json_count(u->device_bytes));
-      haloctl_json_set(usage, "host_bytes", haloctl_json_count(u->host_bytes));
-      haloctl_json_append(devices, usage);
-    }
-    haloctl_json_set(o, "devices", devices);
-    haloctl_json_append(list, o);
+    haloctl_json_append(list, haloctl_clients_row(reply->sessions[i]));
   }
   return list;
+}
+
+// Every field of a row of clients, for --query without rows.
+static json_t *haloctl_clients_schema(void) {
+  Halo__Wire__SessionInfo empty = HALO__WIRE__SESSION_INFO__INIT;
+  return haloctl_clients_row(&empty);
 }
 
 // "0:2/1.0 MiB 1:1/512 B" over the devices where the session owns buffers.
@@ -651,57 +661,66 @@ static void haloctl_clients_print_text(
 
 // ------------------------------------------------------------------ queues
 
+// One row of queues (--json, --query).
+static json_t *haloctl_queues_row(const Halo__Wire__QueueInfo *q) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "session_id", haloctl_json_id(q->session_id));
+  haloctl_json_set(o, "session_live", json_boolean(q->session_live));
+  haloctl_json_set(o, "queue_handle", haloctl_json_id(q->queue_handle));
+  haloctl_json_set(o, "device", json_integer(q->device));
+  haloctl_json_set(o, "priority", json_integer(q->priority));
+  haloctl_json_set(o, "pending", json_integer(q->pending));
+  haloctl_json_set(o, "in_flight", json_integer(q->in_flight));
+  haloctl_json_set(o, "completed", haloctl_json_count(q->completed));
+  haloctl_json_set(o, "failed", haloctl_json_count(q->failed));
+  haloctl_json_set(o, "mean_latency_us",
+                   haloctl_json_seconds(q->mean_latency_us));
+  haloctl_json_set(o, "latency_p50_us",
+                   haloctl_json_seconds(q->latency_p50_us));
+  haloctl_json_set(o, "latency_p99_us",
+                   haloctl_json_seconds(q->latency_p99_us));
+  json_t *actions = json_array();
+  for (size_t a = 0; a < q->n_pending_actions; ++a) {
+    const Halo__Wire__PendingAction *action = q->pending_actions[a];
+    json_t *entry = json_object();
+    haloctl_json_set(entry, "submission_id",
+                     haloctl_json_id(action->submission_id));
+    haloctl_json_set(entry, "kind", haloctl_json_text(action->kind));
+    haloctl_json_set(entry, "age_seconds",
+                     haloctl_json_seconds(action->age_seconds));
+    if (action->has_buffer_id) {
+      haloctl_json_set(entry, "buffer_id", haloctl_json_id(action->buffer_id));
+    }
+    json_t *waits = json_array();
+    for (size_t w = 0; w < action->n_waits; ++w) {
+      const Halo__Wire__PendingWait *wait = action->waits[w];
+      json_t *item = json_object();
+      haloctl_json_set(item, "semaphore_id",
+                       haloctl_json_id(wait->semaphore_id));
+      haloctl_json_set(item, "value", haloctl_json_count(wait->value));
+      haloctl_json_set(item, "current", haloctl_json_count(wait->current));
+      haloctl_json_set(item, "met", json_boolean(wait->met));
+      haloctl_json_append(waits, item);
+    }
+    haloctl_json_set(entry, "waits", waits);
+    haloctl_json_append(actions, entry);
+  }
+  haloctl_json_set(o, "pending_actions", actions);
+  return o;
+}
+
 static json_t *haloctl_queues_json(const Halo__Wire__AdminQueuesReply *r) {
   json_t *list = json_array();
   for (size_t i = 0; i < r->n_queues; ++i) {
-    const Halo__Wire__QueueInfo *q = r->queues[i];
-    json_t *o = json_object();
-    haloctl_json_set(o, "session_id", haloctl_json_id(q->session_id));
-    haloctl_json_set(o, "session_live", json_boolean(q->session_live));
-    haloctl_json_set(o, "queue_handle", haloctl_json_id(q->queue_handle));
-    haloctl_json_set(o, "device", json_integer(q->device));
-    haloctl_json_set(o, "priority", json_integer(q->priority));
-    haloctl_json_set(o, "pending", json_integer(q->pending));
-    haloctl_json_set(o, "in_flight", json_integer(q->in_flight));
-    haloctl_json_set(o, "completed", haloctl_json_count(q->completed));
-    haloctl_json_set(o, "failed", haloctl_json_count(q->failed));
-    haloctl_json_set(o, "mean_latency_us",
-                     haloctl_json_seconds(q->mean_latency_us));
-    haloctl_json_set(o, "latency_p50_us",
-                     haloctl_json_seconds(q->latency_p50_us));
-    haloctl_json_set(o, "latency_p99_us",
-                     haloctl_json_seconds(q->latency_p99_us));
-    json_t *actions = json_array();
-    for (size_t a = 0; a < q->n_pending_actions; ++a) {
-      const Halo__Wire__PendingAction *action = q->pending_actions[a];
-      json_t *entry = json_object();
-      haloctl_json_set(entry, "submission_id",
-                       haloctl_json_id(action->submission_id));
-      haloctl_json_set(entry, "kind", haloctl_json_text(action->kind));
-      haloctl_json_set(entry, "age_seconds",
-                       haloctl_json_seconds(action->age_seconds));
-      if (action->has_buffer_id) {
-        haloctl_json_set(entry, "buffer_id",
-                         haloctl_json_id(action->buffer_id));
-      }
-      json_t *waits = json_array();
-      for (size_t w = 0; w < action->n_waits; ++w) {
-        const Halo__Wire__PendingWait *wait = action->waits[w];
-        json_t *item = json_object();
-        haloctl_json_set(item, "semaphore_id",
-                         haloctl_json_id(wait->semaphore_id));
-        haloctl_json_set(item, "value", haloctl_json_count(wait->value));
-        haloctl_json_set(item, "current", haloctl_json_count(wait->current));
-        haloctl_json_set(item, "met", json_boolean(wait->met));
-        haloctl_json_append(waits, item);
-      }
-      haloctl_json_set(entry, "waits", waits);
-      haloctl_json_append(actions, entry);
-    }
-    haloctl_json_set(o, "pending_actions", actions);
-    haloctl_json_append(list, o);
+    haloctl_json_append(list, haloctl_queues_row(r->queues[i]));
   }
   return list;
+}
+
+// Every field of a row of queues, for --query without rows.
+static json_t *haloctl_queues_schema(void) {
+  Halo__Wire__QueueInfo empty = HALO__WIRE__QUEUE_INFO__INIT;
+  return haloctl_queues_row(&empty);
 }
 
 static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
@@ -764,34 +783,44 @@ static void haloctl_queues_print_text(const Halo__Wire__AdminQueuesReply *r) {
 
 // ------------------------------------------------------------------ workers
 
+// One row of workers (--json, --query).
+static json_t *haloctl_workers_row(const Halo__Wire__WorkerInfo *w) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "device", json_integer(w->device));
+  haloctl_json_set(o, "domain", haloctl_json_text(w->domain));
+  haloctl_json_set(o, "pid", json_integer(w->pid));
+  haloctl_json_set(o, "state", haloctl_json_text(w->state));
+  haloctl_json_set(o, "sessions", json_integer(w->sessions));
+  haloctl_json_set(o, "started", json_integer(w->started));
+  haloctl_json_set(o, "faults", json_integer(w->faults));
+  haloctl_json_set(o, "last_fault", haloctl_json_text(w->last_fault));
+  // null until the worker's first usage report (or for a driver that
+  // reports none).
+  haloctl_json_set(
+      o, "graph_bytes",
+      w->has_graph_bytes ? haloctl_json_count(w->graph_bytes) : json_null());
+  haloctl_json_set(o, "graph_bytes_limit",
+                   w->has_graph_bytes_limit
+                       ? haloctl_json_count(w->graph_bytes_limit)
+                       : json_null());
+  haloctl_json_set(
+      o, "graph_instances",
+      haloctl_json_optional_u32(w->has_graph_instances, w->graph_instances));
+  return o;
+}
+
 static json_t *haloctl_workers_json(const Halo__Wire__AdminWorkersReply *r) {
   json_t *list = json_array();
   for (size_t i = 0; i < r->n_workers; ++i) {
-    const Halo__Wire__WorkerInfo *w = r->workers[i];
-    json_t *o = json_object();
-    haloctl_json_set(o, "device", json_integer(w->device));
-    haloctl_json_set(o, "domain", haloctl_json_text(w->domain));
-    haloctl_json_set(o, "pid", json_integer(w->pid));
-    haloctl_json_set(o, "state", haloctl_json_text(w->state));
-    haloctl_json_set(o, "sessions", json_integer(w->sessions));
-    haloctl_json_set(o, "started", json_integer(w->started));
-    haloctl_json_set(o, "faults", json_integer(w->faults));
-    haloctl_json_set(o, "last_fault", haloctl_json_text(w->last_fault));
-    // null until the worker's first usage report (or for a driver that
-    // reports none).
-    haloctl_json_set(
-        o, "graph_bytes",
-        w->has_graph_bytes ? haloctl_json_count(w->graph_bytes) : json_null());
-    haloctl_json_set(o, "graph_bytes_limit",
-                     w->has_graph_bytes_limit
-                         ? haloctl_json_count(w->graph_bytes_limit)
-                         : json_null());
-    haloctl_json_set(
-        o, "graph_instances",
-        haloctl_json_optional_u32(w->has_graph_instances, w->graph_instances));
-    haloctl_json_append(list, o);
+    haloctl_json_append(list, haloctl_workers_row(r->workers[i]));
   }
   return list;
+}
+
+// Every field of a row of workers, for --query without rows.
+static json_t *haloctl_workers_schema(void) {
+  Halo__Wire__WorkerInfo empty = HALO__WIRE__WORKER_INFO__INIT;
+  return haloctl_workers_row(&empty);
 }
 
 // "3.2 MiB/8.0 MiB (40%)": the worker's graph instances' memory against
@@ -849,33 +878,42 @@ static void haloctl_workers_print_text(const Halo__Wire__AdminWorkersReply *r) {
 
 // ------------------------------------------------------------------ semaphores
 
+// One row of semaphores (--json, --query).
+static json_t *haloctl_semaphores_row(const Halo__Wire__SemaphoreInfo *s) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "semaphore_id", haloctl_json_id(s->semaphore_id));
+  haloctl_json_set(o, "owner_session", haloctl_json_id(s->owner_session));
+  haloctl_json_set(o, "owner_pid",
+                   haloctl_json_optional_u32(s->has_owner_pid, s->owner_pid));
+  haloctl_json_set(o, "value", haloctl_json_count(s->value));
+  haloctl_json_set(o, "pending_value", haloctl_json_count(s->pending_value));
+  haloctl_json_set(o, "failure_code", json_integer(s->failure_code));
+  haloctl_json_set(
+      o, "failure",
+      s->failure_code ? haloctl_json_text(haloctl_failure_name(s->failure_code))
+                      : json_null());
+  haloctl_json_set(o, "failure_message",
+                   haloctl_json_nullable(s->failure_message, false));
+  haloctl_json_set(o, "waiters", json_integer(s->waiters));
+  haloctl_json_set(o, "importers", json_integer(s->importers));
+  haloctl_json_set(o, "holders", json_integer(s->holders));
+  haloctl_json_set(o, "exportable", json_boolean(s->exportable));
+  return o;
+}
+
 static json_t *haloctl_semaphores_json(
     const Halo__Wire__AdminSemaphoresReply *reply) {
   json_t *list = json_array();
   for (size_t i = 0; i < reply->n_semaphores; ++i) {
-    const Halo__Wire__SemaphoreInfo *s = reply->semaphores[i];
-    json_t *o = json_object();
-    haloctl_json_set(o, "semaphore_id", haloctl_json_id(s->semaphore_id));
-    haloctl_json_set(o, "owner_session", haloctl_json_id(s->owner_session));
-    haloctl_json_set(o, "owner_pid",
-                     haloctl_json_optional_u32(s->has_owner_pid, s->owner_pid));
-    haloctl_json_set(o, "value", haloctl_json_count(s->value));
-    haloctl_json_set(o, "pending_value", haloctl_json_count(s->pending_value));
-    haloctl_json_set(o, "failure_code", json_integer(s->failure_code));
-    haloctl_json_set(
-        o, "failure",
-        s->failure_code
-            ? haloctl_json_text(haloctl_failure_name(s->failure_code))
-            : json_null());
-    haloctl_json_set(o, "failure_message",
-                     haloctl_json_nullable(s->failure_message, false));
-    haloctl_json_set(o, "waiters", json_integer(s->waiters));
-    haloctl_json_set(o, "importers", json_integer(s->importers));
-    haloctl_json_set(o, "holders", json_integer(s->holders));
-    haloctl_json_set(o, "exportable", json_boolean(s->exportable));
-    haloctl_json_append(list, o);
+    haloctl_json_append(list, haloctl_semaphores_row(reply->semaphores[i]));
   }
   return list;
+}
+
+// Every field of a row of semaphores, for --query without rows.
+static json_t *haloctl_semaphores_schema(void) {
+  Halo__Wire__SemaphoreInfo empty = HALO__WIRE__SEMAPHORE_INFO__INIT;
+  return haloctl_semaphores_row(&empty);
 }
 
 static void haloctl_semaphores_print_text(
@@ -922,23 +960,33 @@ static void haloctl_semaphores_print_text(
 
 // ------------------------------------------------------------------ buffers
 
+// One row of buffers (--json, --query).
+static json_t *haloctl_buffers_row(const Halo__Wire__BufferInfo *b) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "buffer_id", haloctl_json_id(b->buffer_id));
+  haloctl_json_set(o, "owner_session", haloctl_json_id(b->owner_session));
+  haloctl_json_set(o, "device", json_integer(b->device));
+  haloctl_json_set(o, "memory_type", haloctl_json_text(b->memory_type));
+  haloctl_json_set(o, "size", haloctl_json_count(b->size));
+  haloctl_json_set(o, "holders", json_integer(b->holders));
+  haloctl_json_set(o, "sessions", json_integer(b->sessions));
+  haloctl_json_set(o, "exportable", json_boolean(b->exportable));
+  haloctl_json_set(o, "exported", json_boolean(b->exported));
+  return o;
+}
+
 static json_t *haloctl_buffers_json(const Halo__Wire__AdminBuffersReply *r) {
   json_t *list = json_array();
   for (size_t i = 0; i < r->n_buffers; ++i) {
-    const Halo__Wire__BufferInfo *b = r->buffers[i];
-    json_t *o = json_object();
-    haloctl_json_set(o, "buffer_id", haloctl_json_id(b->buffer_id));
-    haloctl_json_set(o, "owner_session", haloctl_json_id(b->owner_session));
-    haloctl_json_set(o, "device", json_integer(b->device));
-    haloctl_json_set(o, "memory_type", haloctl_json_text(b->memory_type));
-    haloctl_json_set(o, "size", haloctl_json_count(b->size));
-    haloctl_json_set(o, "holders", json_integer(b->holders));
-    haloctl_json_set(o, "sessions", json_integer(b->sessions));
-    haloctl_json_set(o, "exportable", json_boolean(b->exportable));
-    haloctl_json_set(o, "exported", json_boolean(b->exported));
-    haloctl_json_append(list, o);
+    haloctl_json_append(list, haloctl_buffers_row(r->buffers[i]));
   }
   return list;
+}
+
+// Every field of a row of buffers, for --query without rows.
+static json_t *haloctl_buffers_schema(void) {
+  Halo__Wire__BufferInfo empty = HALO__WIRE__BUFFER_INFO__INIT;
+  return haloctl_buffers_row(&empty);
 }
 
 static void haloctl_buffers_print_text(const Halo__Wire__AdminBuffersReply *r) {
@@ -973,24 +1021,34 @@ static void haloctl_buffers_print_text(const Halo__Wire__AdminBuffersReply *r) {
 // ------------------------------------------------------------------
 // executables
 
+// One row of executables (--json, --query).
+static json_t *haloctl_executables_row(const Halo__Wire__ExecutableInfo *e) {
+  json_t *o = json_object();
+  haloctl_json_set(o, "executable_id", haloctl_json_id(e->executable_id));
+  haloctl_json_set(o, "device", json_integer(e->device));
+  haloctl_json_set(o, "format", haloctl_json_text(e->format));
+  haloctl_json_set(o, "hash", haloctl_json_text(e->hash));
+  haloctl_json_set(o, "state", haloctl_json_text(e->state));
+  haloctl_json_set(o, "origin", haloctl_json_text(e->origin));
+  haloctl_json_set(o, "load_ms", haloctl_json_seconds(e->load_ms));
+  haloctl_json_set(o, "users", json_integer(e->users));
+  haloctl_json_set(o, "sessions", json_integer(e->sessions));
+  return o;
+}
+
 static json_t *haloctl_executables_list(
     Halo__Wire__ExecutableInfo *const *items, size_t count) {
   json_t *list = json_array();
   for (size_t i = 0; i < count; ++i) {
-    const Halo__Wire__ExecutableInfo *e = items[i];
-    json_t *o = json_object();
-    haloctl_json_set(o, "executable_id", haloctl_json_id(e->executable_id));
-    haloctl_json_set(o, "device", json_integer(e->device));
-    haloctl_json_set(o, "format", haloctl_json_text(e->format));
-    haloctl_json_set(o, "hash", haloctl_json_text(e->hash));
-    haloctl_json_set(o, "state", haloctl_json_text(e->state));
-    haloctl_json_set(o, "origin", haloctl_json_text(e->origin));
-    haloctl_json_set(o, "load_ms", haloctl_json_seconds(e->load_ms));
-    haloctl_json_set(o, "users", json_integer(e->users));
-    haloctl_json_set(o, "sessions", json_integer(e->sessions));
-    haloctl_json_append(list, o);
+    haloctl_json_append(list, haloctl_executables_row(items[i]));
   }
   return list;
+}
+
+// Every field of a row of executables, for --query without rows.
+static json_t *haloctl_executables_schema(void) {
+  Halo__Wire__ExecutableInfo empty = HALO__WIRE__EXECUTABLE_INFO__INIT;
+  return haloctl_executables_row(&empty);
 }
 
 static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
@@ -1219,6 +1277,11 @@ static json_t *haloctl_metrics_json(const Halo__Wire__AdminMetricsReply *r) {
   return list;
 }
 
+// The fields of a sample: name, labels (an object of any labels), value.
+static json_t *haloctl_metrics_schema(void) {
+  return haloctl_metrics_sample_json("name 0");
+}
+
 static void haloctl_metrics_print_text(const Halo__Wire__AdminMetricsReply *r) {
   fputs(r->text, stdout);
 }
@@ -1232,36 +1295,46 @@ typedef struct haloctl_listing_t {
   size_t body_offset;  // of the reply body's pointer in the response
   json_t *(*to_json)(const void *body);  // --json, --query
   void (*print_text)(const void *body);
+  // A row with every field of the listing's rows (--query checks the
+  // fields against it, rows or none); NULL where the document is one
+  // object (status, cache).
+  json_t *(*schema)(void);
 } haloctl_listing_t;
 
-#define HALOCTL_LISTING(fn, BODY, field, prefix)    \
-  {                                                 \
-    fn, HALO__WIRE__RESPONSE__BODY_##BODY,          \
-        offsetof(halo_wire_response_t, field),      \
-        (json_t * (*)(const void *)) prefix##_json, \
-        (void (*)(const void *))prefix##_print_text \
+#define HALOCTL_LISTING(fn, BODY, field, prefix, schema)    \
+  {                                                         \
+    fn, HALO__WIRE__RESPONSE__BODY_##BODY,                  \
+        offsetof(halo_wire_response_t, field),              \
+        (json_t * (*)(const void *)) prefix##_json,         \
+        (void (*)(const void *))prefix##_print_text, schema \
   }
 
 static const haloctl_listing_t kStatus = HALOCTL_LISTING(
-    halo_admin_status, ADMIN_STATUS, admin_status, haloctl_status);
-static const haloctl_listing_t kClients = HALOCTL_LISTING(
-    halo_admin_sessions, ADMIN_SESSIONS, admin_sessions, haloctl_clients);
-static const haloctl_listing_t kQueues = HALOCTL_LISTING(
-    halo_admin_queues, ADMIN_QUEUES, admin_queues, haloctl_queues);
-static const haloctl_listing_t kWorkers = HALOCTL_LISTING(
-    halo_admin_workers, ADMIN_WORKERS, admin_workers, haloctl_workers);
+    halo_admin_status, ADMIN_STATUS, admin_status, haloctl_status, NULL);
+static const haloctl_listing_t kClients =
+    HALOCTL_LISTING(halo_admin_sessions, ADMIN_SESSIONS, admin_sessions,
+                    haloctl_clients, haloctl_clients_schema);
+static const haloctl_listing_t kQueues =
+    HALOCTL_LISTING(halo_admin_queues, ADMIN_QUEUES, admin_queues,
+                    haloctl_queues, haloctl_queues_schema);
+static const haloctl_listing_t kWorkers =
+    HALOCTL_LISTING(halo_admin_workers, ADMIN_WORKERS, admin_workers,
+                    haloctl_workers, haloctl_workers_schema);
 static const haloctl_listing_t kSemaphores =
     HALOCTL_LISTING(halo_admin_semaphores, ADMIN_SEMAPHORES, admin_semaphores,
-                    haloctl_semaphores);
-static const haloctl_listing_t kBuffers = HALOCTL_LISTING(
-    halo_admin_buffers, ADMIN_BUFFERS, admin_buffers, haloctl_buffers);
-static const haloctl_listing_t kExecutables =
-    HALOCTL_LISTING(halo_admin_executables, ADMIN_EXECUTABLES,
-                    admin_executables, haloctl_executables);
-static const haloctl_listing_t kCache = HALOCTL_LISTING(
-    halo_admin_memo_cache, ADMIN_MEMO_CACHE, admin_memo_cache, haloctl_cache);
-static const haloctl_listing_t kMetrics = HALOCTL_LISTING(
-    halo_admin_metrics, ADMIN_METRICS, admin_metrics, haloctl_metrics);
+                    haloctl_semaphores, haloctl_semaphores_schema);
+static const haloctl_listing_t kBuffers =
+    HALOCTL_LISTING(halo_admin_buffers, ADMIN_BUFFERS, admin_buffers,
+                    haloctl_buffers, haloctl_buffers_schema);
+static const haloctl_listing_t kExecutables = HALOCTL_LISTING(
+    halo_admin_executables, ADMIN_EXECUTABLES, admin_executables,
+    haloctl_executables, haloctl_executables_schema);
+static const haloctl_listing_t kCache =
+    HALOCTL_LISTING(halo_admin_memo_cache, ADMIN_MEMO_CACHE, admin_memo_cache,
+                    haloctl_cache, NULL);
+static const haloctl_listing_t kMetrics =
+    HALOCTL_LISTING(halo_admin_metrics, ADMIN_METRICS, admin_metrics,
+                    haloctl_metrics, haloctl_metrics_schema);
 
 static halo_status_t haloctl_listing_request(halo_admin_t *admin, void *data,
                                              halo_wire_response_t **out) {
@@ -1280,10 +1353,12 @@ static int haloctl_run_listing(const haloctl_options_t *options,
   exit_code = HALOCTL_EXIT_OK;
   if (options->csv) {
     json_t *document = listing->to_json(body);
-    if (!haloctl_query_print(command, document, options->query,
+    json_t *schema = listing->schema ? listing->schema() : NULL;
+    if (!haloctl_query_print(command, document, schema, options->query,
                              options->csv_header, stdout)) {
       exit_code = HALOCTL_EXIT_USAGE;
     }
+    json_decref(schema);
     json_decref(document);
   } else if (options->json) {
     haloctl_json_print(listing->to_json(body));

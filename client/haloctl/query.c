@@ -85,12 +85,16 @@ static char *haloctl_query_all_fields(const json_t *row) {
 }
 
 bool haloctl_query_print(const char *command, const json_t *document,
-                         const char *fields, bool header, FILE *out) {
-  const json_t *single[1] = {document};
+                         const json_t *schema, const char *fields, bool header,
+                         FILE *out) {
   size_t row_count = json_is_array(document) ? json_array_size(document) : 1;
+  // The fields are checked against the schema: not against the first row,
+  // which an empty listing lacks.
   const json_t *first = json_is_array(document)
-                            ? (row_count ? json_array_get(document, 0) : NULL)
-                            : single[0];
+                            ? (schema      ? schema
+                               : row_count ? json_array_get(document, 0)
+                                           : NULL)
+                            : document;
   char *owned = NULL;
   if (!fields) {
     owned = first ? haloctl_query_all_fields(first) : calloc(1, 1);
@@ -112,7 +116,7 @@ bool haloctl_query_print(const char *command, const json_t *document,
     }
     names[count++] = name;
   }
-  // Check every field against the first row before printing anything: its
+  // Check every field against the schema before printing anything: its
   // first name must be a field (a name below it may be absent in a row:
   // labels.device), and it must hold a value.
   bool ok = true;

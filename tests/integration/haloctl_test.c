@@ -920,6 +920,75 @@ static void test_options_anywhere_ids_and_queries(void **state) {
   haloctl_work_release(&work);
 }
 
+// A listing with no rows: --query's fields are checked against the
+// listing's fields all the same, and --format=csv prints its header.
+static void test_queries_of_an_empty_listing(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  halo_client_close(fixture->client);
+  fixture->client = NULL;
+  ops_result_t r;
+  // The closed session may take a moment to go.
+  int64_t deadline = ops_now_ms() + 5000;
+  for (;;) {
+    haloctl_run(fixture,
+                (const char *const[]){"clients", "--query=pid",
+                                      "--format=csv,noheader", NULL},
+                &r);
+    bool empty = r.exit_code == 0 && !r.out[0];
+    if (empty || ops_now_ms() > deadline) {
+      OPS_EXPECT(&r, empty);
+      ops_result_free(&r);
+      break;
+    }
+    ops_result_free(&r);
+    ops_sleep_ms(20);
+  }
+  haloctl_run(fixture,
+              (const char *const[]){"clients", "--query=pid,bogus",
+                                    "--format=csv", NULL},
+              &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && !r.out[0] &&
+                     strstr(r.err, "clients has no field 'bogus'") &&
+                     strstr(r.err, "session_id"));
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"clients", "--query=devices", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "'devices' holds a list"));
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"clients", "--query=pid,client_name",
+                                    "--format=csv", NULL},
+              &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strcmp(r.out, "pid,client_name\n") == 0);
+  ops_result_free(&r);
+  // Without --query: the header of every field that is a value, and no row.
+  haloctl_run(fixture, (const char *const[]){"clients", "--format=csv", NULL},
+              &r);
+  OPS_EXPECT(
+      &r, r.exit_code == 0 && strncmp(r.out, "session_id,uid,pid,", 19) == 0 &&
+              strstr(r.out, ",completed,") && !strstr(r.out, "devices") &&
+              strchr(r.out, '\n') == r.out + strlen(r.out) - 1);
+  ops_result_free(&r);
+  // The fixture's client loaded no executable; metrics has rows.
+  haloctl_run(fixture,
+              (const char *const[]){"executables", "--format=csv", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 &&
+                     strncmp(r.out, "executable_id,device,format,", 28) == 0);
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"executables", "--query=nope", NULL}, &r);
+  OPS_EXPECT(
+      &r, r.exit_code == 2 && strstr(r.err, "executables has no field 'nope'"));
+  ops_result_free(&r);
+  haloctl_run(fixture,
+              (const char *const[]){"metrics", "--query=name,labels.x,value",
+                                    "--format=csv", NULL},
+              &r);
+  OPS_EXPECT(
+      &r, r.exit_code == 0 && strncmp(r.out, "name,labels.x,value\n", 20) == 0);
+  ops_result_free(&r);
+}
+
 static void test_client_socket_refuses_admin_requests(void **state) {
   haloctl_fixture_t *fixture = *state;
   halo_test_raw_t raw;
@@ -1420,6 +1489,7 @@ int main(void) {
       T(test_exit_codes_and_help),
       T(test_timeout_with_a_stopped_daemon),
       T(test_options_anywhere_ids_and_queries),
+      T(test_queries_of_an_empty_listing),
       T(test_client_socket_refuses_admin_requests),
       T(test_admin_client_does_not_redial),
   };
