@@ -26,10 +26,12 @@ _SLICE_NS = int(_core.WAIT_SLICE_S * 1e9)
 # (halo_semaphore_wait_list, WAIT_ANY), in slices of at most WAIT_SLICE_S,
 # between which it takes more waits and drops cancelled ones. At most this
 # many threads (plus one per other daemon with waits): a wait that finds
-# them all busy is taken by a thread of its daemon with room at the end of
-# that thread's slice (within 0.1 s), or by a thread that went idle. A wait
-# still waiting for room ends on its timeout (or cancellation, or release)
-# all the same: a thread settles it between its slices.
+# them all busy waits for room, until a thread of its daemon with room takes
+# it at the end of that thread's slice, or a thread that went idle does.
+# Meanwhile the threads query it every WAIT_SLICE_S (a read of the mapped
+# semaphore page, no message to the daemon): it completes within 0.1 s of
+# its value being reached or its semaphore failing, and ends on its timeout
+# (or cancellation, or release) all the same.
 ASYNC_WAIT_THREADS = 16
 
 
@@ -94,12 +96,54 @@ def _sweep(lib: Any, waits: List[_AsyncWait]) -> List[_AsyncWait]:
     return pending
 
 
-def _serve(batch: List[_AsyncWait], block: bool = True
-           ) -> List[_AsyncWait]:
+def _enter(waits: List[_AsyncWait]) -> List[_core.Call]:
+    """Enters the Calls of the handles of |waits| (one per session);
+    HaloError if one was released or its client closed."""
+    by_session: Dict[int, Tuple[_core.Session, List[_core.Handle]]] = {}
+    for wait in waits:
+        handle = wait.semaphore._handle
+        by_session.setdefault(id(handle.session),
+                              (handle.session, []))[1].append(handle)
+    return _core.calls(list(by_session.values()))
+
+
+def _poll(waits: List[_AsyncWait]) -> List[_AsyncWait]:
+    """Settles the waits of |waits| (waiting for room, any daemon's) whose
+    value was reached or whose semaphore failed or was destroyed; returns
+    those it settled. Each is queried first (a read of the mapped page: no
+    message, nothing allocated while the value is not reached); only
+    those that changed are polled as _sweep() does."""
+    try:
+        entered = _enter(waits)
+    except HaloError:
+        return []  # released meanwhile: the next slice settles it
+    lib = _lib.load()
+    try:
+        value = ctypes.c_uint64()
+        changed = []
+        for wait in waits:
+            status = lib.halo_semaphore_query(wait.semaphore._handle.pointer,
+                                              ctypes.byref(value))
+            if status:
+                lib.halo_status_free(status)
+                changed.append(wait)
+            elif value.value >= wait.value:
+                changed.append(wait)
+        if not changed:
+            return []
+        pending = {id(wait) for wait in _sweep(lib, changed)}
+        return [wait for wait in changed if id(wait) not in pending]
+    finally:
+        _core.leave_all(entered)
+
+
+def _serve(batch: List[_AsyncWait], block: bool = True,
+           until: Optional[int] = None) -> List[_AsyncWait]:
     """One slice of a waiter thread: waits until any wait of |batch| (one
-    daemon's) is reached or fails, or for at most WAIT_SLICE_S; settles
-    what ended and returns the waits still pending. Without |block|, polls
-    each wait once (any number of them, of any daemon) instead."""
+    daemon's) is reached or fails, or for at most WAIT_SLICE_S (and not
+    past |until|, monotonic ns, if given); settles what ended and returns
+    the waits still pending. Without |block|, polls each wait once (any
+    number of them, of any daemon) instead."""
     live = []
     for wait in batch:
         if wait.future.done() or wait.loop.is_closed():
@@ -112,13 +156,8 @@ def _serve(batch: List[_AsyncWait], block: bool = True
         live.append(wait)
     if not live:
         return []
-    by_session: Dict[int, Tuple[_core.Session, List[_core.Handle]]] = {}
-    for wait in live:
-        handle = wait.semaphore._handle
-        by_session.setdefault(id(handle.session),
-                              (handle.session, []))[1].append(handle)
     try:
-        entered = _core.calls(list(by_session.values()))
+        entered = _enter(live)
     except HaloError:
         return live  # released meanwhile: the next slice settles it
     lib = _lib.load()
@@ -132,6 +171,8 @@ def _serve(batch: List[_AsyncWait], block: bool = True
         values = (ctypes.c_uint64 * count)(*(wait.value for wait in live))
         slice_ns = _SLICE_NS
         deadlines = [w.deadline for w in live if w.deadline is not None]
+        if until is not None:
+            deadlines.append(until)
         if deadlines:
             slice_ns = max(0, min(slice_ns,
                                   min(deadlines) - time.monotonic_ns()))
@@ -169,6 +210,10 @@ class _AsyncWaits:
         self.threads = 0
         self.idle = 0  # threads waiting on |ready| that no add() woke yet
         self.keys: Dict[Tuple[str, int], int] = {}  # daemon -> its threads
+        # When the waits of |pending| are next queried (monotonic ns): by
+        # the first thread whose slice ends after it, every WAIT_SLICE_S
+        # while any wait for room (each slice ends by then).
+        self.poll_at = 0
 
     def add(self, wait: _AsyncWait) -> None:
         with self.lock:
@@ -231,19 +276,44 @@ class _AsyncWaits:
                     self._leave(key)
                     key = None
                     continue
-                ended = self._ended()
+                ended, polled = self._due()
+                # While waits wait for room, the slice ends by their next
+                # query.
+                until = self.poll_at if self.pending else None
             while ended:
                 ended = _serve(ended, block=False)
-            batch = _serve(batch)
+            if polled:
+                settled = {id(wait) for wait in _poll(polled)}
+                with self.lock:
+                    if settled:
+                        self.pending = [wait for wait in self.pending
+                                        if id(wait) not in settled]
+                    # The next query a slice after this one ended: however
+                    # long a query of many waits takes, the threads pause.
+                    self.poll_at = time.monotonic_ns() + _SLICE_NS
+                    until = self.poll_at if self.pending else None
+            batch = _serve(batch, until=until)
 
-    def _ended(self) -> List[_AsyncWait]:
-        """Takes the waits no thread took yet (every thread of their daemon
-        is full) that ended meanwhile: cancelled, released, or past their
-        deadline (under the lock). A serving thread settles them between
-        its slices, so a wait waiting for room still ends on time."""
+    def _due(self) -> Tuple[List[_AsyncWait], List[_AsyncWait]]:
+        """Once per WAIT_SLICE_S (of all threads) while waits no thread
+        took yet wait for room (every thread of their daemon is full):
+        takes those that ended (_ended) and lists the others, to query
+        (_poll); else two empty lists (under the lock). The thread settles
+        the first and queries the others between its slices, so a wait
+        waiting for room still ends on time, and completes within
+        WAIT_SLICE_S of its value being reached or its semaphore failing;
+        while nothing changes, that is all the threads do for it."""
         if not self.pending:
-            return []
+            return [], []
         now = time.monotonic_ns()
+        if now < self.poll_at:
+            return [], []
+        self.poll_at = now + _SLICE_NS  # _run() sets it again after _poll
+        return self._ended(now), list(self.pending)
+
+    def _ended(self, now: int) -> List[_AsyncWait]:
+        """Takes the waits of |pending| that ended: cancelled, released, or
+        past their deadline at |now| (under the lock)."""
         ended, others = [], []
         for wait in self.pending:
             if wait.future.done() or wait.loop.is_closed() or \
@@ -410,13 +480,15 @@ class Semaphore(HaloObject):
         to the event loop once, as any await should). Otherwise a few
         threads (ASYNC_WAIT_THREADS) wait for the event loops, each on up
         to 64 semaphores of one daemon at once, with the GIL released: a
-        wait completes as soon as its value is reached, however many are
-        pending (a wait begun while every thread is busy is taken up, and
-        completes if its value was reached meanwhile, within 0.1 s by one
-        with room; each holds 64). Cancelling the awaiting task stops the wait within 0.1 s (no
-        thread is left blocked for it). Errors as wait(); |timeout| in
-        seconds (None: for ever), kept (within 0.1 s) by a wait still
-        waiting for room too."""
+        wait a thread holds completes as soon as its value is reached. A
+        wait begun while every thread is full waits for room (a thread
+        with room takes it up within 0.1 s); meanwhile the threads query
+        it every 0.1 s (a read of the semaphore's mapped page), so it too
+        completes within 0.1 s of its value being reached or its semaphore
+        failing, however many are pending. Cancelling the awaiting task
+        stops the wait within 0.1 s (no thread is left blocked for it).
+        Errors as wait(); |timeout| in seconds (None: for ever), kept
+        (within 0.1 s) by a wait still waiting for room too."""
         value = check_int(value, "value", 0, _lib.SEMAPHORE_MAX_VALUE)
         timeout_ns = check_timeout(timeout)
         if self._wait_slice(value, 0):

@@ -213,6 +213,56 @@ def test_wait_waiting_for_room_still_times_out(client, monkeypatch):
     assert 0.25 <= took < 2, took
 
 
+def test_wait_waiting_for_room_completes_when_reached(client, monkeypatch):
+    """A wait begun while every waiting thread is full completes within
+    0.1 s of its value being reached (or its semaphore failing), without
+    waiting for room: the waits that fill the threads may depend on it (a
+    producer that opens their gate). While nothing changes, no thread
+    polls it in a busy loop."""
+    monkeypatch.setattr(halogpu.semaphore, "ASYNC_WAIT_THREADS", 1)
+    # Threads of its own (those of earlier tests would take the waits).
+    monkeypatch.setattr(halogpu.semaphore, "_async_waits",
+                        halogpu.semaphore._AsyncWaits())
+    gate, done, failing = (client.create_semaphore() for _ in range(3))
+
+    async def producer():
+        await done.wait_async(1)  # no timeout: only its value ends it
+        gate.signal(1)
+
+    async def main():
+        consumers = [asyncio.create_task(gate.wait_async(1))
+                     for _ in range(64)]
+        await asyncio.sleep(0.3)  # the one thread holds all 64
+        task = asyncio.create_task(producer())
+        await asyncio.sleep(0.1)
+        cpu = time.process_time()
+        await asyncio.sleep(0.5)  # nothing changes
+        cpu = time.process_time() - cpu
+        assert not task.done()
+        started = time.monotonic()
+        done.signal(1)
+        await asyncio.wait_for(asyncio.shield(task), 10)
+        took = time.monotonic() - started
+        await asyncio.wait_for(asyncio.gather(*consumers), 10)
+        filler = [asyncio.create_task(done.wait_async(2)) for _ in range(64)]
+        await asyncio.sleep(0.3)  # the thread is full again
+        fail = asyncio.create_task(failing.wait_async(1))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        failing.fail(halogpu.StatusCode.DATA_LOSS, "bad bytes")
+        with pytest.raises(halogpu.DataLossError, match="bad bytes"):
+            await asyncio.wait_for(fail, 10)
+        failed = time.monotonic() - started
+        done.signal(2)
+        await asyncio.gather(*filler)
+        return took, failed, cpu
+
+    took, failed, cpu = asyncio.run(main())
+    assert took < 0.5, took  # within 0.1 s, and a loaded machine's slack
+    assert failed < 0.5, failed
+    assert cpu < 0.25, f"{cpu:.3f} s of CPU in 0.5 s of waiting"
+
+
 def test_daemon_death_ends_pending_waits(fresh_daemon):
     """halod killed under pending waits: each raises UnavailableError."""
     client = halogpu.connect(fresh_daemon.address)
