@@ -6,8 +6,9 @@ Every manifest is validated strictly (unknown fields are errors) with
 kubernetes-validate, which bundles the OpenAPI schemas of each Kubernetes
 release, against the oldest release the docs promise and the newest one
 bundled. Then what the files must agree on: the socket directory, the
-client socket's group, the metrics port, hostPID, the Service's selector,
-the image's paths and the kustomization's files.
+admin socket kept out of every directory a client pod mounts (and named by
+the probes), the client socket's group, the metrics port, hostPID, the
+Service's selector, the image's paths and the kustomization's files.
 
 Usage: kubernetes_manifests_test.py SOURCE_DIR [PYTHON...]
 Exits 77 (skipped) when no Python given (this one, then each PYTHON that
@@ -150,6 +151,23 @@ def main():
         if host_paths(pod).get(volume) != socket_dir:
             errors.append(f"{label}: {socket_dir} (listen = {listen}) is "
                           "not the node's hostPath of the same name")
+    # The admin socket: in a directory halod's pod mounts and no client pod
+    # does (root of a client pod could otherwise run haloctl drain or
+    # kill-client against every tenant), and the one the probes ask.
+    admin = config.get("admin", "")
+    admin_dir = os.path.dirname(admin.removeprefix("ipc://"))
+    halod_volumes = {v["name"]: v for v in halod_pod["spec"].get("volumes", [])}
+    admin_volume = halod_volumes.get(mounts(halod_pod).get(admin_dir))
+    client_dirs = set(mounts(client_pod)) | set(host_paths(client_pod).values())
+    if not admin.startswith("ipc://") or not admin_volume:
+        errors.append(f"DaemonSet: admin = {admin}: its directory is not a "
+                      "volume mounted in halod's pod")
+    elif any(admin_dir == d or admin_dir.startswith(d.rstrip("/") + "/")
+             for d in client_dirs) or (
+                 "hostPath" in admin_volume and
+                 admin_volume["hostPath"]["path"] in client_dirs):
+        errors.append(f"ConfigMap: admin = {admin} is in a directory client "
+                      "pods mount")
     client_env = {e["name"]: e.get("value")
                   for e in client_pod["spec"]["containers"][0].get("env", [])}
     if client_env.get("HALO_ADDRESS") != listen:
@@ -189,6 +207,9 @@ def main():
         if not prefix or not command[0].startswith(prefix.group(1) + "/bin/"):
             errors.append(f"DaemonSet: {probe} runs {command[0]}, not in the "
                           "image's PREFIX/bin")
+        if admin not in [value for flag, value in zip(command, command[1:])
+                         if flag == "--admin"]:
+            errors.append(f"DaemonSet: {probe} does not pass --admin {admin}")
     return fail(errors)
 
 
