@@ -394,6 +394,35 @@ static size_t halod_config_index(const halod_config_entry_t *entry) {
   return (size_t)(entry - halod_config_entries);
 }
 
+// Where setting |name|'s value came from, as an error names it: "FILE:LINE:
+// name", "--name", "name (from $CACHE_DIRECTORY)" for a value halod
+// derived, or "name" for its default.
+static void halod_config_where(const halod_config_t *config, const char *name,
+                               char *out, size_t capacity) {
+  const halod_config_entry_t *entry = halod_config_find(name, strlen(name));
+  const char *source = entry ? config->sources[halod_config_index(entry)] : "";
+  size_t file_length = strlen(config->config_file);
+  if (!source[0]) {
+    snprintf(out, capacity, "%s", name);
+  } else if (strncmp(source, "--", 2) == 0) {
+    snprintf(out, capacity, "%s", source);
+  } else if (file_length &&
+             strncmp(source, config->config_file, file_length) == 0 &&
+             source[file_length] == ':') {
+    snprintf(out, capacity, "%s: %s", source, name);
+  } else {
+    snprintf(out, capacity, "%s (from %s)", name, source);
+  }
+}
+
+halo_status_t halod_config_annotate(const halod_config_t *config,
+                                    const char *name, halo_status_t status) {
+  if (!status) return NULL;
+  char where[160];
+  halod_config_where(config, name, where, sizeof(where));
+  return halo_status_annotate(status, "%s", where);
+}
+
 // Whether |value| is one of the '|'-separated |choices|.
 static bool halod_config_is_choice(const char *choices, const char *value) {
   size_t length = strlen(value);
@@ -778,10 +807,16 @@ static halo_status_t halod_config_fit_contexts(halod_config_t *config,
   if (*value <= most) return NULL;
   const halod_config_entry_t *entry = halod_config_find(name, strlen(name));
   if (config->sources[halod_config_index(entry)][0]) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%s: %u must be less than contexts (%u), or %s "
-                            "could hold every context",
-                            name, *value, config->contexts, who);
+    const halod_config_entry_t *contexts =
+        halod_config_find("contexts", strlen("contexts"));
+    const char *source = config->sources[halod_config_index(contexts)];
+    return halod_config_annotate(
+        config, name,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "%u must be less than contexts (%u, %s%s), or %s "
+                         "could hold every context",
+                         *value, config->contexts,
+                         source[0] ? "from " : "its default", source, who));
   }
   *value = most;
   return NULL;
@@ -835,33 +870,44 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
     }
   }
   if (strncmp(config->listen, "ipc://", 6) != 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "listen: '%s' is not an ipc:// address (clients "
-                            "share memory with the daemon, so they must be "
-                            "local)",
-                            config->listen);
+    return halod_config_annotate(
+        config, "listen",
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "'%s' is not an ipc:// address (clients share "
+                         "memory with the daemon, so they must be local)",
+                         config->listen));
   }
   if (strncmp(config->admin, "ipc://", 6) != 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "admin: '%s' is not an ipc:// address (the admin "
-                            "socket's permissions are its protection)",
-                            config->admin);
+    return halod_config_annotate(
+        config, "admin",
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "'%s' is not an ipc:// address (the admin socket's "
+                         "permissions are its protection)",
+                         config->admin));
   }
+  // Between the two: the admin socket's setting is named, unless only the
+  // client socket's was given.
+  const halod_config_entry_t *admin = halod_config_find("admin", 5);
+  const char *culprit =
+      config->sources[halod_config_index(admin)][0] ? "admin" : "listen";
   if (strcmp(config->listen, config->admin) == 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "admin: the admin socket must differ from the "
-                            "client socket (%s)",
-                            config->listen);
+    return halod_config_annotate(
+        config, culprit,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "the admin socket must differ from the client "
+                         "socket (%s)",
+                         config->listen));
   }
   // The fd channel is the client socket's path + ".fd".
   size_t listen_length = strlen(config->listen);
   if (strncmp(config->admin, config->listen, listen_length) == 0 &&
       strcmp(config->admin + listen_length, ".fd") == 0) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "admin: %s is the client socket's fd channel (its "
-                            "path + \".fd\"); the admin socket needs a path of "
-                            "its own",
-                            config->admin);
+    return halod_config_annotate(
+        config, culprit,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "%s is the client socket's fd channel (its path + "
+                         "\".fd\"); the admin socket needs a path of its own",
+                         config->admin));
   }
   // One connection, and the connections of one user, must leave a context
   // for the others.

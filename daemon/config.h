@@ -108,6 +108,13 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
 halo_status_t halod_config_reload(const halod_config_t *current,
                                   halod_config_t *out_next);
 
+// |status| (may be NULL; taken) annotated with where setting |name| came
+// from, as every configuration error names it: "FILE:LINE: name: ...",
+// "--name: ...", "name (from $CACHE_DIRECTORY): ..." for a value halod
+// derived, or "name: ..." for its default.
+halo_status_t halod_config_annotate(const halod_config_t *config,
+                                    const char *name, halo_status_t status);
+
 // Writes the effective configuration as a config file (every setting,
 // with where non-default values came from).
 void halod_config_print(const halod_config_t *config, FILE *stream);

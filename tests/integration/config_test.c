@@ -94,6 +94,19 @@ static void test_errors_name_file_line_and_setting(void **state) {
       {"log-level = info\n  contexts = 4\n", "2: log-level: an indented line"},
       {"nice = -21\n", "1: nice: '-21' is not a niceness from -20 to 19"},
       {"nice = low\n", "1: nice: 'low' is not a niceness"},
+      // Errors between two settings name the line of the one refused.
+      {"contexts = 4\nsession-requests = 4\n",
+       "2: session-requests: 4 must be less than contexts (4, from "},
+      {"uid-replies = 9\ncontexts = 4\n",
+       "1: uid-replies: 9 must be less than contexts (4, from "},
+      {"log-level = info\nlisten = tcp://127.0.0.1:5555\n",
+       "2: listen: 'tcp://127.0.0.1:5555' is not an ipc:// address"},
+      {"admin = /run/halo/admin.sock\n",
+       "1: admin: '/run/halo/admin.sock' is not an ipc:// address"},
+      {"admin = ipc:///run/halo/halo.sock\n",
+       "1: admin: the admin socket must differ from the client socket"},
+      {"listen = ipc:///run/h.sock\nadmin = ipc:///run/h.sock.fd\n",
+       "2: admin: ipc:///run/h.sock.fd is the client socket's fd channel"},
   };
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
     ops_write_file(fixture->path, kCases[i].text);
@@ -144,8 +157,22 @@ static void test_errors_name_file_line_and_setting(void **state) {
                               "--print-config",
                               NULL};
   ops_run(fd_channel, NULL, &r);
-  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "halod: admin: ") &&
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "halod: --admin: ") &&
                      strstr(r.err, "fd channel") && !r.out[0]);
+  ops_result_free(&r);
+  // A flag against the file: the flag, and where the other came from.
+  ops_write_file(fixture->path, "log-level = info\ncontexts = 2\n");
+  config_print(fixture, (const char *const[]){"--uid-replies", "2", NULL}, &r);
+  char expected[300];
+  snprintf(expected, sizeof(expected),
+           "halod: --uid-replies: 2 must be less than contexts (2, from "
+           "%s:2)",
+           fixture->path);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, expected) && !r.out[0]);
+  ops_result_free(&r);
+  // Not set, session-requests follows a smaller contexts.
+  config_print(fixture, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "session-requests = 1\n"));
   ops_result_free(&r);
   const char *unknown[] = {HALO_TEST_HALOD, "--frobnicate", "1", NULL};
   ops_run(unknown, NULL, &r);
