@@ -109,7 +109,13 @@ def constant_bytes(value: Any, what: str) -> bytes:
     elif getattr(value, "shape", None) == () and hasattr(value, "tobytes") \
             and hasattr(value, "dtype"):
         data = value.tobytes()  # a numpy scalar or 0-d array
-    elif isinstance(value, (bool, int, float)):
+    elif isinstance(value, float):
+        raise TypeError(
+            f"{what}: a plain float has no size; pass "
+            f"numpy.float32({value!r}), ctypes.c_float({value!r}) or "
+            f"halogpu.constant({value!r}, 'float32') (with the kernel's "
+            "type: float64, c_double for a double)")
+    elif isinstance(value, (bool, int)):
         raise TypeError(
             f"{what}: a plain {type(value).__name__} has no size; pass "
             f"numpy.uint32({value!r}), ctypes.c_uint32({value!r}) or "

@@ -294,6 +294,13 @@ def test_python_checks_before_any_call(client, kernels):
     cb = client.record(bindings=2)
     with pytest.raises(TypeError, match="numpy.uint32"):
         cb.dispatch(kernels, "add", grid=1, args=[64])
+    # A float's hint names float types (numpy.uint32(1.5) would truncate,
+    # ctypes.c_uint32(1.5) raise).
+    with pytest.raises(TypeError, match=r"argument 0: a plain float .*"
+                       r"numpy\.float32\(1\.5\), ctypes\.c_float\(1\.5\) "
+                       r"or halogpu\.constant\(1\.5, 'float32'\)") as raised:
+        cb.dispatch(kernels, "add", grid=1, args=[1.5])
+    assert "uint32" not in str(raised.value)
     with pytest.raises(TypeError):
         cb.dispatch(kernels, "add", grid=1, args=["text"])
     with pytest.raises(TypeError):
