@@ -207,9 +207,19 @@ def main():
         if not prefix or not command[0].startswith(prefix.group(1) + "/bin/"):
             errors.append(f"DaemonSet: {probe} runs {command[0]}, not in the "
                           "image's PREFIX/bin")
-        if admin not in [value for flag, value in zip(command, command[1:])
-                         if flag == "--admin"]:
+        flags = dict((flag, value) for flag, value in zip(command, command[1:])
+                     if flag.startswith("--"))
+        if flags.get("--admin") != admin:
             errors.append(f"DaemonSet: {probe} does not pass --admin {admin}")
+        # haloctl must give up before the kubelet does (its default
+        # --timeout is 5000 ms; a probe's timeoutSeconds defaults to 1).
+        timeout_ms = flags.get("--timeout", "5000")
+        probe_s = halod_pod["spec"]["containers"][0][probe].get(
+            "timeoutSeconds", 1)
+        if not timeout_ms.isdigit() or int(timeout_ms) >= probe_s * 1000:
+            errors.append(f"DaemonSet: {probe}: haloctl --timeout "
+                          f"{timeout_ms} ms is not below timeoutSeconds "
+                          f"{probe_s}")
     return fail(errors)
 
 
