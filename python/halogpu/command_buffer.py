@@ -256,12 +256,14 @@ class CommandBuffer(HaloObject):
     def _ref(self, value: Any, what: str,
              handles: List[_core.Handle]) -> _lib.BufferRef:
         """A _lib.BufferRef for |value|; holds and collects the handle of a
-        direct reference."""
+        direct reference. NotFoundError for a buffer Queue.dealloca() took
+        (ClosedError for a released one)."""
         if isinstance(value, Buffer):
             value = BufferRef(value)
         if isinstance(value, BufferRef):
             buffer = value.buffer
             check_client(buffer, self._client, what)
+            buffer._check_allocated()
             self._hold(buffer._handle)
             handles.append(buffer._handle)
             length = _lib.WHOLE_BUFFER if value.length is None else \

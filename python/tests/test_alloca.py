@@ -46,6 +46,18 @@ def test_alloca_execute_dealloca(client, kernels, memory):
         queue.dealloca(c)
     with pytest.raises(halogpu.NotFoundError):
         queue.execute(cb, bindings=[a, b, c])
+    # Recording it is a use too: refused at once, naming the dealloca (not
+    # at end(), as a stale handle).
+    recording = client.record()
+    for record in (lambda: recording.fill(c, np.uint32(1)),
+                   lambda: recording.copy(a, c.ref(0, 16)),
+                   lambda: recording.update(b"x" * 4, c),
+                   lambda: recording.dispatch(kernels, "add", grid=1,
+                                              args=[a, b, c, np.uint32(N)])):
+        with pytest.raises(halogpu.NotFoundError,
+                           match=f"0x{c.handle:x} was deallocated"):
+            record()
+    recording.end()  # nothing of it was recorded
     c.release()  # local: the daemon's handle went with the dealloca
 
 
