@@ -347,8 +347,9 @@ static const halod_config_entry_t halod_config_entries[] = {
      "recording larger than this is not kept); 0: none"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
-     "by clients; CUDA_CACHE_PATH points below it unless set. Default: "
-     "$CACHE_DIRECTORY (systemd's CacheDirectory=), else none"},
+     "by clients; CUDA_CACHE_PATH points below it unless set. Not set: "
+     "$CACHE_DIRECTORY (systemd's CacheDirectory=), else none; set empty: "
+     "none"},
     {"metrics-address", HALOD_HTTP_ADDRESS(metrics_address), "", 0, 0, NULL,
      START,
      "serve the Prometheus metrics over HTTP at http://HOST:PORT/metrics "
@@ -856,17 +857,18 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
   HALO_RETURN_IF_ERROR(
       halod_config_parse_flags(config, argc, argv, false, out_exit));
   halod_config_derive_uid_fds(config);
-  // Under systemd, CacheDirectory= exports $CACHE_DIRECTORY: the default.
+  // Under systemd, CacheDirectory= exports $CACHE_DIRECTORY: the default,
+  // where cache-directory is not given (given empty, the cache is off).
   const char *systemd_cache = getenv("CACHE_DIRECTORY");
-  if (!config->cache_directory[0] && systemd_cache && systemd_cache[0] == '/') {
+  const halod_config_entry_t *cache =
+      halod_config_find("cache-directory", strlen("cache-directory"));
+  char *cache_source = config->sources[halod_config_index(cache)];
+  if (!cache_source[0] && systemd_cache && systemd_cache[0] == '/') {
     size_t length = strcspn(systemd_cache, ":");
     if (length < sizeof(config->cache_directory)) {
       memcpy(config->cache_directory, systemd_cache, length);
       config->cache_directory[length] = '\0';
-      const halod_config_entry_t *entry =
-          halod_config_find("cache-directory", strlen("cache-directory"));
-      snprintf(config->sources[halod_config_index(entry)],
-               sizeof(config->sources[0]), "$CACHE_DIRECTORY");
+      snprintf(cache_source, sizeof(config->sources[0]), "$CACHE_DIRECTORY");
     }
   }
   if (strncmp(config->listen, "ipc://", 6) != 0) {

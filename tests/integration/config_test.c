@@ -225,6 +225,41 @@ static void test_print_config(void **state) {
   ops_result_free(&r);
 }
 
+// $CACHE_DIRECTORY (systemd's CacheDirectory=) is cache-directory's default
+// only: a cache-directory given empty, in the file or as a flag, keeps the
+// disk cache off under the unit.
+static void test_cache_directory_given_empty_is_off(void **state) {
+  config_fixture_t *fixture = *state;
+  const char *const env[] = {"CACHE_DIRECTORY=/var/cache/halo-test", NULL};
+  const char *argv[8] = {HALO_TEST_HALOD, "--config", fixture->path};
+  ops_result_t r;
+  ops_write_file(fixture->path, "log-level = info\n");
+  argv[3] = "--print-config";
+  ops_run(argv, env, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 &&
+                     strstr(r.out,
+                            "\ncache-directory = /var/cache/halo-test\n"
+                            "#   from $CACHE_DIRECTORY\n"));
+  ops_result_free(&r);
+  argv[3] = "--cache-directory";
+  argv[4] = "";
+  argv[5] = "--print-config";
+  ops_run(argv, env, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out,
+                                            "\ncache-directory = \n"
+                                            "#   from --cache-directory\n"));
+  ops_result_free(&r);
+  ops_write_file(fixture->path, "log-level = info\ncache-directory =\n");
+  argv[3] = "--print-config";
+  argv[4] = NULL;
+  ops_run(argv, env, &r);
+  char expected[300];
+  snprintf(expected, sizeof(expected), "\ncache-directory = \n#   from %s:2\n",
+           fixture->path);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, expected));
+  ops_result_free(&r);
+}
+
 static void test_example_config_covers_every_setting(void **state) {
   (void)state;
   ops_result_t r;
@@ -609,6 +644,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_errors_name_file_line_and_setting),
       T(test_print_config),
+      T(test_cache_directory_given_empty_is_off),
       T(test_example_config_covers_every_setting),
       T(test_docs_cover_every_setting),
       T(test_line_limit_as_documented),
