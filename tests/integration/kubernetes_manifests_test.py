@@ -8,7 +8,8 @@ release, against the oldest release the docs promise and the newest one
 bundled. Then what the files must agree on: the socket directory, the
 admin socket kept out of every directory a client pod mounts (and named by
 the probes), the client socket's group, the metrics port, hostPID, the
-Service's selector, the image's paths and the kustomization's files.
+Service's selector, the image's paths and names and the kustomization's
+files.
 
 Usage: kubernetes_manifests_test.py SOURCE_DIR [PYTHON...]
 Exits 77 (skipped) when no Python given (this one, then each PYTHON that
@@ -220,6 +221,19 @@ def main():
             errors.append(f"DaemonSet: {probe}: haloctl --timeout "
                           f"{timeout_ms} ms is not below timeoutSeconds "
                           f"{probe_s}")
+    # The images are the ones the Containerfiles say to build (`-t NAME`),
+    # under some registry, with a tag.
+    for label, pod, file in (("DaemonSet", halod_pod, "halod.Containerfile"),
+                             ("Deployment", client_pod,
+                              "client.Containerfile")):
+        with open(os.path.join(source, "deploy", "container", file)) as f:
+            built = re.search(r"^#\s+podman build .* -t (\S+) \.$", f.read(),
+                              re.M)
+        image = pod["spec"]["containers"][0]["image"]
+        if not built or not re.fullmatch(
+                r"(.+/)?" + re.escape(built.group(1)) + r":[\w.-]+", image):
+            errors.append(f"{label}: image {image} is not the {file} image "
+                          f"({built.group(1) if built else '?'}) with a tag")
     return fail(errors)
 
 
