@@ -4,6 +4,7 @@
 
 import ctypes
 import enum
+import math
 import re
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Type, Union
@@ -413,9 +414,10 @@ class Buffer(HaloObject):
 
         |dtype| (default uint8), |shape| (default: as many items as fit
         from |offset| to the end; an int or a tuple), |offset| in bytes and
-        |strides| in bytes (default C order) are numpy's; numpy checks that
-        the array fits in the buffer. The array keeps the mapping alive
-        (see the class docstring). TypeError for a dtype of Python objects
+        |strides| in bytes (default C order) are numpy's. ValueError if the
+        array does not fit in the buffer, naming the bytes it needs and the
+        buffer's size (numpy checks the extent of an array with |strides|).
+        The array keeps the mapping alive (see the class docstring). TypeError for a dtype of Python objects
         (dtype object, or a structured dtype with an object field): the
         buffer's bytes are not pointers into this process.
         """
@@ -438,6 +440,13 @@ class Buffer(HaloObject):
             shape = tuple(check_int(n, "shape") for n in shape)
         else:
             shape = (check_int(shape, "shape"),)
+        if strides is None:
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes > self._size - offset:
+                raise ValueError(
+                    f"shape {shape} of {dtype} is {nbytes} bytes: [{offset}, "
+                    f"{offset} + {nbytes}) exceeds the buffer's {self._size} "
+                    "bytes")
         exporter = self._exporter(0, self._size)
         return np.ndarray(shape, dtype, buffer=exporter, offset=offset,
                           strides=strides)

@@ -244,8 +244,19 @@ def test_numpy_dtype_shape_strides(client):
         buffer.numpy(np.uint8, shape="12")
     with pytest.raises(ValueError, match="whole number"):
         buffer.numpy(np.float32, offset=2)
-    with pytest.raises((TypeError, ValueError)):
-        buffer.numpy(np.float64, shape=(1000,))  # numpy: too small
+    # A shape past the end: the bytes asked and the buffer's size (numpy
+    # said only "buffer is too small for requested array").
+    with pytest.raises(ValueError, match=r"shape \(1000,\) of float64 is "
+                       r"8000 bytes: \[0, 0 \+ 8000\) exceeds the buffer's "
+                       r"4096 bytes"):
+        buffer.numpy(np.float64, shape=(1000,))
+    with pytest.raises(ValueError, match=r"shape \(2, 255\) of float64 is "
+                       r"4080 bytes: \[64, 64 \+ 4080\) exceeds"):
+        buffer.numpy(np.float64, shape=(2, 255), offset=64)
+    assert buffer.numpy(np.float64, shape=(2, 252), offset=64).shape == \
+        (2, 252)  # exactly to the end
+    with pytest.raises(ValueError):
+        buffer.numpy(np.float64, shape=(8, 16), offset=64, strides=(8, 512))
 
 
 def test_memoryview(client):
