@@ -47,13 +47,17 @@ _NULL_POINTER = bytes(8)
 # libhalo has no public handle accessor for command buffers: number them.
 _numbers = itertools.count(1)
 
-_CONSTANT_FORMATS = {
+# halogpu.constant()'s type names, then their short forms.
+_CONSTANT_NAMES = {
     "int8": "b", "uint8": "B", "int16": "h", "uint16": "H",
     "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q",
     "float16": "e", "float32": "f", "float64": "d", "bool": "?",
+}
+_CONSTANT_SHORT_NAMES = {
     "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i", "u32": "I",
     "i64": "q", "u64": "Q", "f16": "e", "f32": "f", "f64": "d",
 }
+_CONSTANT_FORMATS = {**_CONSTANT_NAMES, **_CONSTANT_SHORT_NAMES}
 
 
 class Constant:
@@ -79,12 +83,21 @@ class Constant:
 def constant(value: Any, dtype: Any) -> Constant:
     """A constant argument: |value| packed as |dtype|, a numpy-style name
     ("uint32", "float32", "int64", ...; "u32", "f32" for short) or a
-    struct format ("<I", "2f", ...)."""
+    struct format ("<I", "2f", ...). ValueError listing the type names for
+    any other |dtype|, and for a |value| that |dtype| cannot hold."""
     if not isinstance(dtype, str):
         dtype = getattr(dtype, "__name__", None) or str(dtype)
     fmt = _CONSTANT_FORMATS.get(dtype.lower(), dtype)
     if fmt[:1] not in "<>=!@":
         fmt = "=" + fmt  # native byte order, no padding
+    try:
+        struct.calcsize(fmt)
+    except struct.error as error:
+        raise ValueError(
+            f"constant type {dtype!r} is neither a type name "
+            f"({', '.join(_CONSTANT_NAMES)}; "
+            f"{', '.join(_CONSTANT_SHORT_NAMES)} for short) nor a struct "
+            f"format ('<I', '2f', ...): {error}") from None
     try:
         if isinstance(value, (tuple, list)):
             data = struct.pack(fmt, *value)

@@ -5,6 +5,7 @@ kernels of tests/kernels.c."""
 
 import ctypes
 import gc
+import struct
 import threading
 
 import numpy as np
@@ -340,6 +341,24 @@ def test_python_checks_before_any_call(client, kernels):
         client.execute(cb, signal=[(client.create_semaphore(), -1)])
     with pytest.raises(TypeError):
         client.execute("cb")
+
+
+def test_constant_types():
+    """halogpu.constant() packs a value as a type name or a struct format;
+    an unknown type is a ValueError listing the names (struct said only
+    "bad char in struct format")."""
+    assert halogpu.constant(1.5, "float32").data == struct.pack("=f", 1.5)
+    assert halogpu.constant(7, "u16").data == struct.pack("=H", 7)
+    assert halogpu.constant(7, np.int64).data == struct.pack("=q", 7)
+    assert halogpu.constant((1, 2), "<2I").data == struct.pack("<2I", 1, 2)
+    for dtype in ("float", float, "uint33"):
+        with pytest.raises(ValueError, match=r"constant type '\w+' is "
+                           r"neither a type name \(int8, uint8, .*float32, "
+                           r"float64, bool; i8, .*f64 for short\) nor a "
+                           r"struct format"):
+            halogpu.constant(1, dtype)
+    with pytest.raises(ValueError, match="cannot pack 300 as 'uint8'"):
+        halogpu.constant(300, "uint8")
 
 
 def test_execute_errors_from_libhalo(client, kernels):
