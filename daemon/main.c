@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 // halod: the halo GPU device server. Runs in the foreground (systemd style).
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -21,8 +23,18 @@
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
 #include "daemon/fd_budget.h"
+#include "daemon/server.h"
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
+
+// Exit statuses (docs/operations.md, "Exit status"): 0 stopped by SIGTERM
+// or SIGINT (or --help, --version, --print-config); 1 a failure at run time
+// or a start that failed for another reason (the socket's directory, an
+// error of the driver); 2 the configuration: a bad value or file, or a start
+// that the configuration makes impossible (a group that does not exist or
+// that halod is not in, driver cuda without CUDA).
+#define HALOD_EXIT_FAILURE 1
+#define HALOD_EXIT_CONFIGURATION 2
 
 // cuda-connections: CUDA_DEVICE_MAX_CONNECTIONS for every context halod
 // and its workers create (they inherit the environment), unless it is set.
@@ -104,6 +116,67 @@ static void halod_log_allocator(void) {
 #endif
 }
 
+// Whether halod may give a socket it owns to group |gid|: it is a member
+// (its effective group or a supplementary one), or it has CAP_CHOWN.
+static bool halod_may_give_to_group(gid_t gid) {
+  if (gid == getegid()) return true;
+  gid_t groups[1024];
+  int count = getgroups((int)(sizeof(groups) / sizeof(groups[0])), groups);
+  for (int i = 0; i < count; ++i) {
+    if (groups[i] == gid) return true;
+  }
+  struct __user_cap_header_struct header = {
+      .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+  memset(data, 0, sizeof(data));
+  // Unknown (more than 1024 groups, no capget): chown says at start.
+  if (count < 0 || syscall(SYS_capget, &header, data) != 0) return true;
+  return (data[CAP_TO_INDEX(CAP_CHOWN)].effective & CAP_TO_MASK(CAP_CHOWN)) !=
+         0;
+}
+
+// Checks that the group of setting |name| (|group|, "" for halod's own)
+// exists and that halod may give |sockets| to it, before anything starts:
+// a configuration error naming the setting.
+static halo_status_t halod_check_group(const halod_config_t *config,
+                                       const char *name, const char *group,
+                                       const char *sockets) {
+  if (!group[0]) return NULL;
+  gid_t gid = 0;
+  halo_status_t status = halod_server_resolve_group(group, &gid);
+  if (!status && !halod_may_give_to_group(gid)) {
+    status = halo_status_make(
+        HALO_STATUS_PERMISSION_DENIED,
+        "halod (uid %u) is not a member of group %s (gid %u), so it cannot "
+        "give %s to it: make it one (SupplementaryGroups=%s in the unit), or "
+        "name a group it is in",
+        (unsigned)geteuid(), group, (unsigned)gid, sockets, group);
+  }
+  return halod_config_annotate(config, name, status);
+}
+
+// Whether |status|, from a check of the configuration at start, is the
+// configuration's fault (a lookup that failed is not: exit 1).
+static bool halod_is_configuration_error(halo_status_t status) {
+  halo_status_code_t code = halo_status_code(status);
+  return code == HALO_STATUS_INVALID_ARGUMENT ||
+         code == HALO_STATUS_PERMISSION_DENIED;
+}
+
+// Whether halod_start failed because the configuration asks for a driver
+// that is unavailable here (driver cuda without CUDA or without a GPU).
+static bool halod_driver_unavailable(const halod_t *daemon,
+                                     const halod_config_t *config) {
+  if (strcmp(config->driver, "auto") == 0) return false;
+  for (int i = 0; i < HALO_HAL_DRIVER_COUNT; ++i) {
+    const halo_hal_driver_info_t *driver = &daemon->hal.drivers[i];
+    if (driver->name && strcmp(driver->name, config->driver) == 0) {
+      return !driver->available;
+    }
+  }
+  return false;
+}
+
 int main(int argc, char **argv) {
   // Not dumpable: another process of halod's uid (a client pod running as
   // root, say) could otherwise ptrace it or take its descriptors with
@@ -122,10 +195,23 @@ int main(int argc, char **argv) {
   if (status) {
     fprintf(stderr, "halod: %s\n", halo_status_message(status));
     halo_status_free(status);
-    return 2;
+    return HALOD_EXIT_CONFIGURATION;
   }
   if (exit_now) return 0;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
+  status = halod_check_group(&config, "socket-group", config.socket_group,
+                             "the client socket and its fd channel");
+  if (!status) {
+    status = halod_check_group(&config, "admin-group", config.admin_group,
+                               "the admin socket");
+  }
+  if (status) {
+    HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
+    int code = halod_is_configuration_error(status) ? HALOD_EXIT_CONFIGURATION
+                                                    : HALOD_EXIT_FAILURE;
+    halo_status_free(status);
+    return code;
+  }
   halod_log_allocator();
   halod_apply_cuda_connections(&config);
   halod_apply_loads(&config);
@@ -137,11 +223,14 @@ int main(int argc, char **argv) {
   static halod_t daemon;
   status = halod_start(&daemon, &loop, &config);
   if (status) {
+    bool configuration = halod_driver_unavailable(&daemon, &config);
+    if (configuration)
+      status = halod_config_annotate(&config, "driver", status);
     HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
     halo_status_free(status);
     uv_run(&loop, UV_RUN_DEFAULT);  // let closing handles finish
     uv_loop_close(&loop);
-    return 1;
+    return configuration ? HALOD_EXIT_CONFIGURATION : HALOD_EXIT_FAILURE;
   }
   uv_run(&loop, UV_RUN_DEFAULT);
   if (halod_executable_inline_loads_running(&daemon)) {

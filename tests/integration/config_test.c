@@ -260,6 +260,96 @@ static void test_cache_directory_given_empty_is_off(void **state) {
   ops_result_free(&r);
 }
 
+// Runs halod (not --print-config: it starts) on the fixture's sockets with
+// |args| after them, through |wrapper| (a command and its arguments,
+// NULL-terminated; NULL: none) and with |env| added.
+static void config_start(const config_fixture_t *fixture,
+                         const char *const *wrapper, const char *const *args,
+                         const char *const *env, ops_result_t *out_result) {
+  const char *argv[32];
+  size_t n = 0;
+  while (wrapper && *wrapper) argv[n++] = *wrapper++;
+  argv[n++] = HALO_TEST_HALOD;
+  argv[n++] = "--listen";
+  argv[n++] = fixture->daemon.listen;
+  argv[n++] = "--admin";
+  argv[n++] = fixture->daemon.admin;
+  while (args && *args && n < 31) argv[n++] = *args++;
+  argv[n] = NULL;
+  ops_run(argv, env, out_result);
+}
+
+// A start that the configuration makes impossible exits 2, as a bad value
+// does, naming the setting: a group that does not exist, a group halod is
+// not in (it could not give its socket to it), and driver cuda without
+// CUDA.
+static void test_start_failures_of_the_configuration_exit_2(void **state) {
+  config_fixture_t *fixture = *state;
+  ops_result_t r;
+  config_start(fixture, NULL,
+               (const char *const[]){"--driver", "local", "--admin-group",
+                                     "halo-no-such-group", NULL},
+               NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err,
+                                            "--admin-group: there is no group "
+                                            "'halo-no-such-group'"));
+  ops_result_free(&r);
+  ops_write_file(fixture->path, "socket-group = halo-no-such-group\n");
+  config_start(fixture, NULL,
+               (const char *const[]){"--driver", "local", "--config",
+                                     fixture->path, NULL},
+               NULL, &r);
+  char expected[300];
+  snprintf(expected, sizeof(expected),
+           "%s:1: socket-group: there is no group 'halo-no-such-group'",
+           fixture->path);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, expected));
+  ops_result_free(&r);
+  // driver cuda where CUDA has no device (none visible, or none at all).
+  config_start(fixture, NULL, (const char *const[]){"--driver", "cuda", NULL},
+               (const char *const[]){"CUDA_VISIBLE_DEVICES=-1", NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "--driver: ") &&
+                     strstr(r.err, "driver cuda unavailable"));
+  ops_result_free(&r);
+  // A group halod is not in, as a user without CAP_CHOWN (root: through
+  // setpriv as nobody, in a directory nobody may write).
+  static const char *const kAsNobody[] = {"/usr/bin/setpriv", "--reuid=65534",
+                                          "--regid=65534",    "--clear-groups",
+                                          "--inh-caps=-all",  NULL};
+  bool root = geteuid() == 0;
+  if (root && access(kAsNobody[0], X_OK) != 0) {
+    print_message(
+        "no setpriv: the check of a group halod is not in is "
+        "skipped\n");
+    return;
+  }
+  gid_t groups[256];
+  int count = getgroups(256, groups);
+  bool member = getegid() == 0;
+  for (int i = 0; i < count; ++i) member |= groups[i] == 0;
+  if (!root && member) return;  // a member of group 0: no group to try
+  char nobody_dir[128];
+  snprintf(nobody_dir, sizeof(nobody_dir), "%s/nobody", fixture->daemon.dir);
+  assert_int_equal(mkdir(nobody_dir, 0777), 0);
+  assert_int_equal(chmod(nobody_dir, 0777), 0);
+  assert_int_equal(chmod(fixture->daemon.dir, 0711), 0);
+  char listen[200], admin[200];
+  snprintf(listen, sizeof(listen), "ipc://%s/halo.sock", nobody_dir);
+  snprintf(admin, sizeof(admin), "ipc://%s/admin.sock", nobody_dir);
+  const char *argv[20];
+  size_t n = 0;
+  for (const char *const *w = kAsNobody; root && *w; ++w) argv[n++] = *w;
+  const char *const tail[] = {
+      HALO_TEST_HALOD, "--listen", listen, "--admin",       admin, "--driver",
+      "local",         "--nice",   "0",    "--admin-group", "0",   NULL};
+  for (const char *const *t = tail; *t; ++t) argv[n++] = *t;
+  argv[n] = NULL;
+  ops_run(argv, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "--admin-group: ") &&
+                     strstr(r.err, "not a member of group 0"));
+  ops_result_free(&r);
+}
+
 static void test_example_config_covers_every_setting(void **state) {
   (void)state;
   ops_result_t r;
@@ -645,6 +735,7 @@ int main(void) {
       T(test_errors_name_file_line_and_setting),
       T(test_print_config),
       T(test_cache_directory_given_empty_is_off),
+      T(test_start_failures_of_the_configuration_exit_2),
       T(test_example_config_covers_every_setting),
       T(test_docs_cover_every_setting),
       T(test_line_limit_as_documented),
