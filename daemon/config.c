@@ -70,7 +70,8 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"config", HALOD_PATH(config_file), "", 0, 0, NULL, START,
      "config file of \"name = value\" lines (same names as the flags)"},
     {"socket-mode", HALOD_NUMBER(HALOD_CONFIG_OCTAL, socket_mode), "0660", 0,
-     0777, NULL, START, "permissions of the client and admin sockets"},
+     0777, NULL, START,
+     "permissions of the client, fd channel and admin sockets"},
     {"socket-group", HALOD_STRING(socket_group), "", 0, 0, NULL, START,
      "group (name or number) of the client socket and fd channel: who may "
      "use the GPUs; default halod's own group"},
@@ -203,7 +204,9 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"native-code", HALOD_CHOICE(native_code), "owner", 0, 0, "owner|any|none",
      LIVE,
      "who may load native code (local-driver ELF executables): owner (the "
-     "daemon's uid and root), any, or none; it runs inside halod"},
+     "daemon's uid and root), any, or none; it runs as halod's user in the "
+     "trust domain's device worker (in halod itself with device-workers "
+     "inline)"},
     {"session-pending", HALOD_NUMBER(HALOD_CONFIG_U32, session_pending),
      "65536", 1, 1u << 24, NULL, LIVE,
      "quota of submissions per session not yet completed"},
@@ -708,18 +711,85 @@ static halo_status_t halod_config_read_file(halod_config_t *config,
 
 // ------------------------------------------------------------------ flags
 
+// |bytes| as --help writes a bound: with the largest K/M/G/T suffix that
+// divides it ("64K", "1T", "4194305").
+static void halod_config_bytes_text(uint64_t bytes, char *out,
+                                    size_t capacity) {
+  static const char kSuffixes[] = "KMGT";
+  int suffix = -1;
+  while (suffix < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++suffix;
+  }
+  snprintf(out, capacity, "%" PRIu64 "%.*s", bytes, suffix >= 0 ? 1 : 0,
+           suffix >= 0 ? &kSuffixes[suffix] : "");
+}
+
+// The type and bounds of |entry|, as --help writes them ("integer, 1 to
+// 1024", "one of auto, local, cuda", "bytes, a power of two, 32K to 16M").
+static void halod_config_type_text(const halod_config_entry_t *entry, char *out,
+                                   size_t capacity) {
+  char low[32], high[32];
+  switch (entry->type) {
+    case HALOD_CONFIG_STRING:
+      snprintf(out, capacity, "text");
+      break;
+    case HALOD_CONFIG_CHOICE: {
+      char choices[128];
+      halod_config_choice_list(entry->choices, choices, sizeof(choices));
+      snprintf(out, capacity, "one of %s", choices);
+      break;
+    }
+    case HALOD_CONFIG_PATH:
+      snprintf(out, capacity, "an absolute path, or empty for none");
+      break;
+    case HALOD_CONFIG_HTTP_ADDRESS:
+      snprintf(out, capacity, "HOST:PORT, or empty for none");
+      break;
+    case HALOD_CONFIG_NICE:
+      snprintf(out, capacity, "integer, -20 to 19");
+      break;
+    case HALOD_CONFIG_OCTAL:
+      snprintf(out, capacity, "octal, %#" PRIo64 " to %#" PRIo64, entry->min,
+               entry->max);
+      break;
+    case HALOD_CONFIG_U32:
+    case HALOD_CONFIG_U64:
+      snprintf(out, capacity, "integer, %" PRIu64 " to %" PRIu64, entry->min,
+               entry->max);
+      break;
+    case HALOD_CONFIG_BYTES:
+    case HALOD_CONFIG_BYTES_POWER_OF_TWO: {
+      const char *kind = entry->type == HALOD_CONFIG_BYTES_POWER_OF_TWO
+                             ? "bytes, a power of two"
+                             : "bytes";
+      halod_config_bytes_text(entry->min, low, sizeof(low));
+      halod_config_bytes_text(entry->max, high, sizeof(high));
+      if (entry->max == UINT64_MAX && entry->min == 0) {
+        snprintf(out, capacity, "%s", kind);
+      } else if (entry->max == UINT64_MAX) {
+        snprintf(out, capacity, "%s, at least %s", kind, low);
+      } else {
+        snprintf(out, capacity, "%s, %s to %s", kind, low, high);
+      }
+      break;
+    }
+  }
+}
+
 void halod_config_print_help(FILE *stream) {
   fprintf(stream,
           "usage: halod [--flag VALUE | --flag=VALUE]...\n"
-          "halo's GPU device server; runs in the foreground.\n\n");
+          "halo's GPU device server; runs in the foreground.\n"
+          "Each setting: its help, then (type and bounds; default; whether "
+          "SIGHUP applies it).\n"
+          "Sizes in bytes take a K, M, G or T suffix (powers of 1024).\n\n");
   for (size_t i = 0; i < HALOD_CONFIG_COUNT; ++i) {
     const halod_config_entry_t *entry = &halod_config_entries[i];
-    char choices[128] = "";
-    if (entry->choices) {
-      halod_config_choice_list(entry->choices, choices, sizeof(choices));
-    }
-    fprintf(stream, "  --%-22s %s%s%s\n  %-24s (default: %s%s)\n", entry->name,
-            entry->help, entry->choices ? "; one of " : "", choices, "",
+    char type[160];
+    halod_config_type_text(entry, type, sizeof(type));
+    fprintf(stream, "  --%-22s %s\n  %-24s (%s; default: %s%s)\n", entry->name,
+            entry->help, "", type,
             entry->default_value[0] ? entry->default_value : "none",
             entry->live ? "; SIGHUP applies it" : "");
   }

@@ -222,6 +222,27 @@ static void test_print_config(void **state) {
   OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "--metrics-textfile") &&
                      strstr(r.out, "SIGHUP applies it") &&
                      strstr(r.out, "--print-config"));
+  // ... and its type and bounds (those of the table in daemon/config.c).
+  static const char *const kTypes[] = {
+      "(integer, 1 to 1024; default: 16)\n",
+      "(one of auto, local, cuda; default: auto)\n",
+      "(bytes, a power of two, 32K to 16M; default: 65536; SIGHUP applies "
+      "it)\n",
+      "(bytes, 4K to 1G; default: 4194304)\n",
+      "(octal, 0 to 0777; default: 0660)\n",
+      "(integer, -20 to 19; default: -10)\n",
+      "(an absolute path, or empty for none; default: none; SIGHUP applies "
+      "it)\n",
+      "(bytes; default: 17179869184; SIGHUP applies it)\n",
+  };
+  for (size_t i = 0; i < sizeof(kTypes) / sizeof(kTypes[0]); ++i) {
+    OPS_EXPECT(&r, strstr(r.out, kTypes[i]));
+  }
+  // The help of native-code says where native code runs, socket-mode
+  // names the fd channel.
+  OPS_EXPECT(&r, !strstr(r.out, "inside halod") &&
+                     strstr(r.out, "trust domain's device worker"));
+  OPS_EXPECT(&r, strstr(r.out, "fd channel and admin sockets"));
   ops_result_free(&r);
 }
 
