@@ -47,9 +47,14 @@ class HaloError(Exception):
 
     ``str(error)`` is ``"CODE_NAME: message"``. Subclasses fix the code;
     HaloError itself is raised only for codes this package does not know.
+
+    ``value`` (an int): on the failure Semaphore.query() (and
+    Semaphore.value) raises, the value the semaphore had reached. Other
+    errors do not have it.
     """
 
     code = StatusCode.UNKNOWN
+    value: int  # set by Semaphore.query() on the failure it raises
 
     def __init__(self, message: str = "",
                  code: Optional["StatusCode"] = None) -> None:

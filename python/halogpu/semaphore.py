@@ -388,7 +388,7 @@ class Semaphore(HaloObject):
                                               ctypes.byref(value))
         if status:
             error = take_error(lib, status)
-            error.value = value.value  # type: ignore[attr-defined]
+            error.value = value.value
             raise error
         return value.value
 
