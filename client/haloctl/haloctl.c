@@ -349,13 +349,12 @@ static int haloctl_call(const haloctl_options_t *options, const char *command,
     }
   }
   if (status) {
-    bool denied = halo_status_code(status) == HALO_STATUS_PERMISSION_DENIED ||
-                  strstr(halo_status_message(status), "ermission") != NULL;
-    fprintf(stderr, "haloctl: cannot reach halod at %s: %s%s\n",
-            options->admin_address, halo_status_message(status),
-            denied ? " (the admin socket admits root and the members of "
-                     "halod's admin group)"
-                   : "");
+    // The admin client's message names the address where it could not dial,
+    // and says who the admin socket admits when it was refused.
+    const char *message = halo_status_message(status);
+    bool named = strstr(message, options->admin_address) != NULL;
+    fprintf(stderr, "haloctl: cannot reach halod%s%s: %s\n",
+            named ? "" : " at ", named ? "" : options->admin_address, message);
     halo_status_free(status);
     return HALOCTL_EXIT_UNREACHABLE;
   }

@@ -803,6 +803,45 @@ static void test_exit_codes_and_help(void **state) {
   ops_result_free(&r);
 }
 
+// Refused by the admin socket's permissions: the hint is given once.
+static void test_permission_denied_hint_once(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  // A directory nobody may search (root: haloctl runs as nobody, through
+  // setpriv, where it cannot search the fixture's directory either).
+  char locked[128], address[200];
+  snprintf(locked, sizeof(locked), "%s/locked", fixture->daemon.dir);
+  assert_int_equal(mkdir(locked, 0), 0);
+  snprintf(address, sizeof(address), "ipc://%s/admin.sock", locked);
+  const char *argv[12];
+  size_t n = 0;
+  if (geteuid() == 0) {
+    if (access("/usr/bin/setpriv", X_OK) != 0) {
+      print_message("no setpriv: the permission hint is not checked\n");
+      return;
+    }
+    static const char *const kAsNobody[] = {
+        "/usr/bin/setpriv", "--reuid=65534",   "--regid=65534",
+        "--clear-groups",   "--inh-caps=-all", NULL};
+    for (const char *const *w = kAsNobody; *w; ++w) argv[n++] = *w;
+  }
+  argv[n++] = HALO_TEST_HALOCTL;
+  argv[n++] = "--admin";
+  argv[n++] = address;
+  argv[n++] = "status";
+  argv[n] = NULL;
+  ops_result_t r;
+  ops_run(argv, NULL, &r);
+  static const char kHint[] = "run haloctl as root or as a member";
+  const char *hint = strstr(r.err, kHint);
+  OPS_EXPECT(&r, r.exit_code == 3 && strstr(r.err, "Permission denied") &&
+                     hint && !strstr(hint + strlen(kHint), "member") &&
+                     !strstr(r.err, "admits root"));
+  // The address once too.
+  const char *named = strstr(r.err, address);
+  OPS_EXPECT(&r, named && !strstr(named + 1, address));
+  ops_result_free(&r);
+}
+
 // --timeout bounds the connection too: a halod that is stopped (SIGSTOP, a
 // debugger, a frozen host) accepts the connection in the kernel but never
 // completes nng's handshake, which nng itself gives up on only after 10 s.
@@ -1487,6 +1526,7 @@ int main(void) {
       T(test_drain_and_undrain),
       T(test_watch),
       T(test_exit_codes_and_help),
+      T(test_permission_denied_hint_once),
       T(test_timeout_with_a_stopped_daemon),
       T(test_options_anywhere_ids_and_queries),
       T(test_queries_of_an_empty_listing),
