@@ -168,7 +168,8 @@ class CommandBuffer(HaloObject):
     barrier, then end(): nothing goes to the daemon until end(), which
     validates and memoizes the recording (errors name the command index and
     argument). Used as ``with client.record(bindings=4) as cb:`` the block's
-    end calls end() (or, if the block raised, releases the recording).
+    end calls end(); if the block raised, or end() failed, it releases the
+    recording (and end()'s error propagates).
 
     Buffer references: a Buffer (all of it), buffer.ref(offset, length)
     (direct) or halogpu.slot(i, offset, length) (entry i of the binding table
@@ -239,10 +240,13 @@ class CommandBuffer(HaloObject):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if exc_info[0] is None:
-            if not self._ended:
+        if exc_info[0] is None and not self._ended:
+            try:
                 self.end()
-        else:
+            except BaseException:
+                self.release()  # a failed end() leaves nothing to use
+                raise
+        elif exc_info[0] is not None:
             self.release()
 
     # ---------------------------------------------------------- helpers

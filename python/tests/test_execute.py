@@ -397,6 +397,11 @@ def test_with_block_that_raises_releases_the_recording(client, kernels):
             cb.barrier()
             raise RuntimeError("abandon")
     assert cb.released and not cb.ended
+    # end() at the block's end fails: released too, not left to the GC.
+    with pytest.raises(halogpu.NotFoundError, match="nope"):
+        with client.record() as failed:
+            failed.dispatch(kernels, "nope", grid=1)
+    assert failed.released and not failed.ended
 
 
 def test_recording_holds_its_buffers(client):
