@@ -1566,9 +1566,10 @@ static void haloctl_usage(FILE *out) {
   fputs(
       "\n"
       "options:\n"
-      "  --admin ADDR       admin socket of halod (default: "
-      "$HALO_ADMIN_ADDRESS,\n"
-      "                     else ipc:///run/halo/admin.sock)\n"
+      "  --admin ADDR       admin socket of halod: ipc://PATH, or the PATH "
+      "(default:\n"
+      "                     $HALO_ADMIN_ADDRESS, else "
+      "ipc:///run/halo/admin.sock)\n"
       "  --json             print JSON instead of tables (every command;\n"
       "                     64-bit ids are strings)\n"
       "  --query F1,F2,...  listings: print those fields of each row as CSV\n"
@@ -1794,6 +1795,25 @@ int main(int argc, char **argv) {
         "--watch works with status, clients and queues, not %s", name);
   }
   options.admin_address = halo_admin_default_address(admin_flag);
+  // halod's admin socket is ipc:// only: a path without a scheme is taken
+  // as that path's ipc:// address.
+  static char admin_address[512];
+  if (!strstr(options.admin_address, "://")) {
+    if (strlen(options.admin_address) + strlen("ipc://") >=
+        sizeof(admin_address)) {
+      return haloctl_usage_error("the admin address '%s' is too long",
+                                 options.admin_address);
+    }
+    snprintf(admin_address, sizeof(admin_address), "ipc://%s",
+             options.admin_address);
+    options.admin_address = admin_address;
+  } else if (strncmp(options.admin_address, "ipc://", 6) != 0) {
+    return haloctl_usage_error(
+        "the admin address '%s' is not an ipc:// address or a path (%s; "
+        "halod's admin socket is ipc:// only)",
+        options.admin_address,
+        admin_flag && *admin_flag ? "--admin" : "$HALO_ADMIN_ADDRESS");
+  }
   int command_argc = argc - optind - 1;
   char **command_argv = argv + optind + 1;
   bool clear = options.watch_seconds && !options.json && isatty(STDOUT_FILENO);

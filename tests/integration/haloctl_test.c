@@ -801,6 +801,23 @@ static void test_exit_codes_and_help(void **state) {
   ops_run(plain, (const char *const[]){env, NULL}, &r);
   OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "halod "));
   ops_result_free(&r);
+  // The admin socket's path without ipc:// (the flag and the variable).
+  const char *path = fixture->daemon.admin + strlen("ipc://");
+  const char *by_path[] = {HALO_TEST_HALOCTL, "--admin", path, "status", NULL};
+  ops_run(by_path, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "halod "));
+  ops_result_free(&r);
+  snprintf(env, sizeof(env), "HALO_ADMIN_ADDRESS=%s", path);
+  ops_run(plain, (const char *const[]){env, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0 && strstr(r.out, "halod "));
+  ops_result_free(&r);
+  // Another scheme: the admin socket is ipc:// only.
+  const char *tcp[] = {HALO_TEST_HALOCTL, "--admin", "tcp://127.0.0.1:1",
+                       "status", NULL};
+  ops_run(tcp, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 &&
+                     strstr(r.err, "'tcp://127.0.0.1:1' is not an ipc://"));
+  ops_result_free(&r);
 }
 
 // Refused by the admin socket's permissions: the hint is given once.
