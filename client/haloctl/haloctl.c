@@ -232,7 +232,7 @@ static char *haloctl_format_duration(double seconds) {
 
 // ------------------------------------------------------------------ tables
 
-#define HALOCTL_TABLE_MAX_COLUMNS 16
+#define HALOCTL_TABLE_MAX_COLUMNS 24
 
 // A table of owned strings printed with aligned columns. Numeric columns
 // (|right| set) are right-aligned.
@@ -597,10 +597,10 @@ static void haloctl_clients_print_text(
     return;
   }
   static const char *const kColumns[] = {
-      ">SESSION",   ">PID",     ">UID",       "NAME",
-      ">AGE",       ">BUFFERS", ">HOST",      ">DEVICE",
-      "PER DEVICE", ">QUEUES",  ">SUBMITTED", ">PENDING",
-      ">IN FLIGHT", ">FAILED",  ">FAULTS",    NULL};
+      ">SESSION",   ">PID",     ">UID",       "NAME",       ">AGE",
+      ">BUFFERS",   ">HOST",    ">DEVICE",    "PER DEVICE", ">QUEUES",
+      ">SUBMITTED", ">PENDING", ">IN FLIGHT", ">COMPLETED", ">FAILED",
+      ">FAULTS",    NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < reply->n_sessions; ++i) {
@@ -620,6 +620,7 @@ static void haloctl_clients_print_text(
     haloctl_table_add(&table, haloctl_format("%" PRIu64, s->submissions));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->pending));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->in_flight));
+    haloctl_table_add(&table, haloctl_format("%" PRIu64, s->completed));
     haloctl_table_add(&table, haloctl_format("%" PRIu64, s->failures));
     // The process's faults in the window, against the budget.
     haloctl_table_add(

@@ -189,6 +189,16 @@ static void test_clients_show_the_work_of_each(void **state) {
                         "\"in_flight\":0,\"completed\":1,"
                         "\"failures\":0"));
   ops_result_free(&r);
+  // The table has the completed submissions too: 1, right-aligned under
+  // COMPLETED in the session's row (the only one).
+  haloctl_run(fixture, (const char *const[]){"clients", NULL}, &r);
+  const char *completed = strstr(r.out, "IN FLIGHT  COMPLETED  FAILED");
+  const char *row = strchr(r.out, '\n');
+  OPS_EXPECT(&r, r.exit_code == 0 && completed && row);
+  size_t end = (size_t)(completed - r.out) + strlen("IN FLIGHT  COMPLETED");
+  OPS_EXPECT(&r, strlen(row + 1) > end && row[end] == '1' &&
+                     row[end - 1] == ' ' && row[end + 1] == ' ');
+  ops_result_free(&r);
   haloctl_run(fixture, (const char *const[]){"--json", "queues", NULL}, &r);
   OPS_EXPECT(&r, strstr(r.out, "\"completed\":1,") &&
                      !strstr(r.out, "\"latency_p50_us\":0.0,"));
