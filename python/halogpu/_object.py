@@ -47,8 +47,11 @@ class HaloObject:
 
     @property
     def released(self) -> bool:
-        """True once this object was released or its client closed."""
-        return self._handle.released or self._handle.session.closing
+        """True once this object was released or its client closed, and in
+        a process forked from the one that made it (where every use raises
+        ClosedError)."""
+        session = self._handle.session
+        return self._handle.released or session.closing or session.foreign()
 
     def release(self) -> None:
         """Drops this client's reference (idempotent)."""

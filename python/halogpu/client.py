@@ -158,8 +158,9 @@ class Client:
     @property
     def closed(self) -> bool:
         """True once close() was called (or the client was garbage
-        collected)."""
-        return self._session.closing
+        collected), and in a process forked from the one that connected
+        (where every use raises ClosedError)."""
+        return self._session.closing or self._session.foreign()
 
     @property
     def address(self) -> str:

@@ -20,7 +20,10 @@ def test_fork_child_cannot_use_the_parents_objects(client, address):
     pid = os.fork()
     if pid == 0:  # the child
         os.close(read_fd)
-        results = []
+        # Released (closed) here: every use raises.
+        states = (semaphore.released, buffer.released, client.closed)
+        results = ["released" if all(states) else
+                   "states " + " ".join(map(str, states))]
         for call in (client.ping, lambda: semaphore.signal(1),
                      lambda: buffer.read(), semaphore.release, client.close):
             try:
@@ -49,8 +52,10 @@ def test_fork_child_cannot_use_the_parents_objects(client, address):
         results = pipe.read().split(",")
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     # ping, signal, read raise; release and close are quiet no-ops.
-    assert results == ["closed", "closed", "closed", "ok", "ok", "refused"]
+    assert results == ["released", "closed", "closed", "closed", "ok", "ok",
+                       "refused"]
     # The parent's objects are untouched by the child.
+    assert not (semaphore.released or buffer.released or client.closed)
     semaphore.signal(7)
     assert semaphore.value == 7
     client.ping()
