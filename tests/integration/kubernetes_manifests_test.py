@@ -23,6 +23,14 @@ import re
 import sys
 
 OLDEST = "1.29.0"  # docs/deployment.md: Kubernetes 1.29 or later
+# APIs newer than OLDEST, allowed under optional/ only (kustomization.yaml
+# stays applicable to OLDEST): each is validated from the release that
+# made it GA.
+NEWER_APIS = {
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): "1.30.0",
+    ("admissionregistration.k8s.io/v1",
+     "ValidatingAdmissionPolicyBinding"): "1.30.0",
+}
 SKIPPED = 77
 
 
@@ -91,7 +99,11 @@ def main():
                                   "Operator; keep it under optional/")
                 print(f"{name}: {kind} ({api}): a CRD, schema not checked")
                 continue
-            for version in (OLDEST, newest):
+            oldest = NEWER_APIS.get((api, kind), OLDEST)
+            if oldest != OLDEST and "/optional/" not in path:
+                errors.append(f"{name}: {kind} ({api}) needs Kubernetes "
+                              f"{oldest}; keep it under optional/")
+            for version in (oldest, newest):
                 try:
                     kubernetes_validate.validate(doc, version, strict=True)
                 except (kubernetes_validate.ValidationError,
@@ -101,7 +113,7 @@ def main():
                                   f"{version}: {error}")
             by_kind.setdefault(kind, []).append(doc)
             print(f"{name}: {kind} {doc['metadata']['name']}: valid "
-                  f"(Kubernetes {OLDEST} and {newest}, strict)")
+                  f"(Kubernetes {oldest} and {newest}, strict)")
 
     def single(kind):
         found = by_kind.get(kind, [])
@@ -221,6 +233,22 @@ def main():
             errors.append(f"DaemonSet: {probe}: haloctl --timeout "
                           f"{timeout_ms} ms is not below timeoutSeconds "
                           f"{probe_s}")
+    # The client namespaces' policy (optional/): its binding names it, and
+    # the one hostPath it lets client pods have is the socket directory.
+    policies = {p["metadata"]["name"]: p
+                for p in by_kind.get("ValidatingAdmissionPolicy", [])}
+    for binding in by_kind.get("ValidatingAdmissionPolicyBinding", []):
+        if binding["spec"].get("policyName") not in policies:
+            errors.append(f"ValidatingAdmissionPolicyBinding "
+                          f"{binding['metadata']['name']}: no policy "
+                          f"{binding['spec'].get('policyName')}")
+    for policy in policies.values():
+        rules = " ".join(v["expression"]
+                         for v in policy["spec"].get("validations", []))
+        if "hostPath" in rules and f"'{socket_dir}'" not in rules:
+            errors.append(f"ValidatingAdmissionPolicy "
+                          f"{policy['metadata']['name']}: its hostPath rule "
+                          f"does not name the socket directory {socket_dir}")
     # The images are the ones the Containerfiles say to build (`-t NAME`),
     # under some registry, with a tag.
     for label, pod, file in (("DaemonSet", halod_pod, "halod.Containerfile"),
