@@ -233,6 +233,26 @@ def main():
             errors.append(f"DaemonSet: {probe}: haloctl --timeout "
                           f"{timeout_ms} ms is not below timeoutSeconds "
                           f"{probe_s}")
+    # system-node-critical outside kube-system: a ResourceQuota in halod's
+    # namespace whose PriorityClass scope covers its class (clusters that
+    # limit the critical classes admit the pods only then).
+    priority = halod_pod["spec"].get("priorityClassName")
+    if priority:
+        covered = False
+        for quota in by_kind.get("ResourceQuota", []):
+            if quota["metadata"].get("namespace") != \
+                    daemonset["metadata"].get("namespace"):
+                continue
+            for match in quota["spec"].get("scopeSelector", {}).get(
+                    "matchExpressions", []):
+                if (match.get("scopeName") == "PriorityClass" and
+                        match.get("operator") == "In" and
+                        priority in match.get("values", [])):
+                    covered = True
+        if not covered:
+            errors.append(f"DaemonSet: priorityClassName {priority} has no "
+                          "ResourceQuota with a PriorityClass scope for it "
+                          "in halod's namespace")
     # The client namespaces' policy (optional/): its binding names it, and
     # the one hostPath it lets client pods have is the socket directory.
     policies = {p["metadata"]["name"]: p
