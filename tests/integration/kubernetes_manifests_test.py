@@ -169,9 +169,11 @@ def main():
     # kill-client against every tenant), and the one the probes ask.
     admin = config.get("admin", "")
     admin_dir = os.path.dirname(admin.removeprefix("ipc://"))
-    halod_volumes = {v["name"]: v for v in halod_pod["spec"].get("volumes", [])}
+    halod_volumes = {v["name"]: v
+                     for v in halod_pod["spec"].get("volumes", [])}
     admin_volume = halod_volumes.get(mounts(halod_pod).get(admin_dir))
-    client_dirs = set(mounts(client_pod)) | set(host_paths(client_pod).values())
+    client_dirs = (set(mounts(client_pod)) |
+                   set(host_paths(client_pod).values()))
     if not admin.startswith("ipc://") or not admin_volume:
         errors.append(f"DaemonSet: admin = {admin}: its directory is not a "
                       "volume mounted in halod's pod")
