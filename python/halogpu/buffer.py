@@ -64,8 +64,10 @@ def _length(length: Optional[int], name: str = "length") -> int:
 
 class BufferRef:
     """A direct reference to bytes of a buffer: ``(buffer, offset,
-    length)``; length None means "to the end of the buffer". Made by
-    Buffer.ref(); a Buffer itself stands for ``buffer.ref()``."""
+    length)``; length None means "to the end of the buffer" (in
+    CommandBuffer.copy() the other side's length if it has one, in
+    update() the data's). Made by Buffer.ref(); a Buffer itself stands for
+    ``buffer.ref()``."""
 
     __slots__ = ("buffer", "offset", "length", "dtype")
 
@@ -88,8 +90,12 @@ class BufferRef:
 
 class SlotRef:
     """An indirect reference: entry |slot| of the binding table given at
-    execution, plus |offset| (added to the entry's offset) and |length|
-    (None: to the end of the bound range). Made by halogpu.slot()."""
+    execution, plus |offset| (added to the entry's offset) and |length|.
+    A length of None is "to the end of the bound range" for a dispatch
+    argument only: CommandBuffer.fill() needs a length, copy() takes the
+    other side's (and refuses two slots without one), update() writes
+    the data's, dispatch_indirect() reads 12 bytes. Made by
+    halogpu.slot()."""
 
     __slots__ = ("slot", "offset", "length")
 
@@ -106,7 +112,8 @@ class SlotRef:
 
 def slot(index: int, offset: int = 0,
          length: Optional[int] = None) -> SlotRef:
-    """An indirect buffer reference to binding-table entry |index|."""
+    """An indirect buffer reference to binding-table entry |index| (see
+    SlotRef for a |length| of None)."""
     return SlotRef(index, offset, length)
 
 

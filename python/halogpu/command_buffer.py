@@ -319,7 +319,10 @@ class CommandBuffer(HaloObject):
     def fill(self, target: Any, pattern: Any) -> None:
         """Fills |target| with a 1-, 2- or 4-byte |pattern| (bytes, a numpy
         scalar, a ctypes value). Target offset and length are multiples of
-        the pattern size."""
+        the pattern size. A slot reference needs a length
+        (``halogpu.slot(i, offset, length)``; InvalidArgumentError
+        without); a direct one without a length fills the rest of its
+        buffer."""
         data = constant_bytes(pattern, "pattern")
         if len(data) not in (1, 2, 4):
             raise ValueError(
@@ -333,8 +336,13 @@ class CommandBuffer(HaloObject):
                      refs=[(ref, handles[0] if handles else None)])
 
     def copy(self, source: Any, target: Any) -> None:
-        """Copies |source| to |target| (equal lengths; a reference without
-        a length takes the other side's)."""
+        """Copies |source| to |target| (equal lengths).
+
+        A reference without a length takes the other side's. Where neither
+        side has one, a direct reference (a Buffer, buffer.ref()) covers
+        the rest of its buffer and a slot reference takes that length; two
+        slot references without a length are refused
+        (InvalidArgumentError)."""
         handles: List[_core.Handle] = []
         source_ref = self._ref(source, "source", handles)
         source_handle = handles[-1] if handles else None
@@ -348,7 +356,8 @@ class CommandBuffer(HaloObject):
 
     def update(self, data: Any, target: Any) -> None:
         """Writes bytes-like |data| (copied now, at most 64 KiB) to
-        |target|."""
+        |target|: all of |data|'s bytes, which a reference's length, if it
+        has one, must equal."""
         pointer, length, keep = readable(data)
         if not 0 < length <= _lib.MAX_UPDATE_BYTES:
             raise ValueError(

@@ -168,6 +168,33 @@ def test_indirect_fill_and_copy(client):
     assert target.read() == b"\x07" * 16 + bytes(range(16))
 
 
+def test_slot_references_without_a_length(client):
+    """A slot without a length (SlotRef): a copy takes the other side's,
+    a direct reference's rest of its buffer where neither has one; two
+    such slots are refused, and so is a fill of one; an update writes the
+    data's length."""
+    source = client.create_buffer(64, memory="host_visible")
+    target = client.create_buffer(64, memory="host_visible")
+    source.write(bytes(range(64)))
+    done = client.create_semaphore()
+    with client.record(bindings=2) as cb:
+        cb.copy(source.ref(48), halogpu.slot(0))  # 16 bytes to slot 0
+        cb.copy(halogpu.slot(1, 0, 8), halogpu.slot(0, 16))  # 8 bytes
+        cb.update(b"halo", halogpu.slot(0, 24))
+    client.execute(cb, bindings=[target, source], signal=[(done, 1)])
+    done.wait(1, timeout=10)
+    assert target.read() == bytes(range(48, 64)) + bytes(range(8)) + \
+        b"halo" + bytes(36)
+    for record, side in (
+            (lambda cb: cb.copy(halogpu.slot(0), halogpu.slot(1)), "source"),
+            (lambda cb: cb.fill(halogpu.slot(0), b"\0"), "target")):
+        with pytest.raises(halogpu.InvalidArgumentError,
+                           match=f"{side}: an indirect reference \\(slot 0\\) "
+                                 "needs an explicit length"):
+            with client.record(bindings=2) as cb:
+                record(cb)
+
+
 def test_dispatch_indirect(client, kernels):
     counts = client.create_buffer(12, memory="host_visible")
     counts.numpy(np.uint32)[:] = (2, 3, 1)
