@@ -136,15 +136,22 @@ static bool halod_may_give_to_group(gid_t gid) {
 }
 
 // Checks that the group of setting |name| (|group|, "" for halod's own)
-// exists and that halod may give |sockets| to it, before anything starts:
-// a configuration error naming the setting.
+// exists and that halod may give |sockets| to it, before anything starts;
+// the error names the setting. |*out_configuration|: the configuration's
+// fault (no such group, or not halod's), not a lookup that failed.
 static halo_status_t halod_check_group(const halod_config_t *config,
                                        const char *name, const char *group,
-                                       const char *sockets) {
+                                       const char *sockets,
+                                       bool *out_configuration) {
+  *out_configuration = false;
   if (!group[0]) return NULL;
   gid_t gid = 0;
   halo_status_t status = halod_server_resolve_group(group, &gid);
+  // INVALID_ARGUMENT: there is no such group.
+  *out_configuration =
+      status && halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT;
   if (!status && !halod_may_give_to_group(gid)) {
+    *out_configuration = true;
     status = halo_status_make(
         HALO_STATUS_PERMISSION_DENIED,
         "halod (uid %u) is not a member of group %s (gid %u), so it cannot "
@@ -153,14 +160,6 @@ static halo_status_t halod_check_group(const halod_config_t *config,
         (unsigned)geteuid(), group, (unsigned)gid, sockets, group);
   }
   return halod_config_annotate(config, name, status);
-}
-
-// Whether |status|, from a check of the configuration at start, is the
-// configuration's fault (a lookup that failed is not: exit 1).
-static bool halod_is_configuration_error(halo_status_t status) {
-  halo_status_code_t code = halo_status_code(status);
-  return code == HALO_STATUS_INVALID_ARGUMENT ||
-         code == HALO_STATUS_PERMISSION_DENIED;
 }
 
 // Whether halod_start failed because the configuration asks for a driver
@@ -199,18 +198,18 @@ int main(int argc, char **argv) {
   }
   if (exit_now) return 0;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(config.log_level));
-  status = halod_check_group(&config, "socket-group", config.socket_group,
-                             "the client socket and its fd channel");
+  bool configuration = false;
+  status =
+      halod_check_group(&config, "socket-group", config.socket_group,
+                        "the client socket and its fd channel", &configuration);
   if (!status) {
     status = halod_check_group(&config, "admin-group", config.admin_group,
-                               "the admin socket");
+                               "the admin socket", &configuration);
   }
   if (status) {
     HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
-    int code = halod_is_configuration_error(status) ? HALOD_EXIT_CONFIGURATION
-                                                    : HALOD_EXIT_FAILURE;
     halo_status_free(status);
-    return code;
+    return configuration ? HALOD_EXIT_CONFIGURATION : HALOD_EXIT_FAILURE;
   }
   halod_log_allocator();
   halod_apply_cuda_connections(&config);
@@ -223,7 +222,7 @@ int main(int argc, char **argv) {
   static halod_t daemon;
   status = halod_start(&daemon, &loop, &config);
   if (status) {
-    bool configuration = halod_driver_unavailable(&daemon, &config);
+    configuration = halod_driver_unavailable(&daemon, &config);
     if (configuration)
       status = halod_config_annotate(&config, "driver", status);
     HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
