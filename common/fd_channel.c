@@ -44,12 +44,12 @@ halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
   return NULL;
 }
 
-halo_status_t halo_fd_recv(int socket_fd, void *data, size_t length,
-                           int *out_fd) {
-  *out_fd = -1;
+halo_status_t halo_fd_recv_all(int socket_fd, void *data, size_t length,
+                               int fds[HALO_FD_MAX_PASSED], size_t *out_count) {
+  *out_count = 0;
   struct iovec iov = {.iov_base = data, .iov_len = length};
   union {
-    char buffer[CMSG_SPACE(sizeof(int) * 4)];
+    char buffer[CMSG_SPACE(sizeof(int) * HALO_FD_MAX_PASSED)];
     struct cmsghdr align;
   } control;
   struct msghdr msg = {.msg_iov = &iov,
@@ -61,34 +61,36 @@ halo_status_t halo_fd_recv(int socket_fd, void *data, size_t length,
     received = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
   } while (received < 0 && errno == EINTR);
   if (received < 0) return halo_status_from_errno(errno, "fd channel recvmsg");
-  int fd = -1;
   for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg;
        cmsg = CMSG_NXTHDR(&msg, cmsg)) {
     if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
       continue;
     }
     size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int passed;
-      memcpy(&passed, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
-      if (fd < 0) {
-        fd = passed;
-      } else {
-        close(passed);
-      }
+    for (size_t i = 0; i < count && *out_count < HALO_FD_MAX_PASSED; ++i) {
+      memcpy(&fds[(*out_count)++], CMSG_DATA(cmsg) + i * sizeof(int),
+             sizeof(int));
     }
   }
   if (received == 0) {
-    if (fd >= 0) close(fd);
     return halo_status_make(HALO_STATUS_UNAVAILABLE,
                             "fd channel closed by peer");
   }
   if ((size_t)received != length || (msg.msg_flags & MSG_TRUNC)) {
-    if (fd >= 0) close(fd);
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "fd channel message of %zd bytes, expected %zu",
                             received, length);
   }
-  *out_fd = fd;
   return NULL;
+}
+
+halo_status_t halo_fd_recv(int socket_fd, void *data, size_t length,
+                           int *out_fd) {
+  *out_fd = -1;
+  int fds[HALO_FD_MAX_PASSED];
+  size_t count = 0;
+  halo_status_t status = halo_fd_recv_all(socket_fd, data, length, fds, &count);
+  for (size_t i = status ? 0 : 1; i < count; ++i) close(fds[i]);
+  if (!status && count > 0) *out_fd = fds[0];
+  return status;
 }

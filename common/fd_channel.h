@@ -61,9 +61,21 @@ ssize_t halo_fd_sendmsg(int socket_fd, struct iovec *iov, int count, int fd,
 halo_status_t halo_fd_send(int socket_fd, const void *data, size_t length,
                            int fd);
 
+// The most descriptors one message can carry (the kernel's SCM_MAX_FD).
+#define HALO_FD_MAX_PASSED 253
+
 // Receives one message of exactly |length| bytes; a descriptor passed with
-// it lands in |out_fd| (-1 if none). Closes any extra descriptors.
+// it lands in |out_fd| (-1 if none). Closes any extra descriptors (for a
+// peer trusted not to pass a descriptor whose close blocks: halod).
 halo_status_t halo_fd_recv(int socket_fd, void *data, size_t length,
                            int *out_fd);
+
+// As halo_fd_recv, but closes nothing: every descriptor passed with the
+// message (up to HALO_FD_MAX_PASSED, all the kernel allows, so that none
+// is closed by the kernel in this thread for want of room) lands in |fds|,
+// their number in |*out_count|, whatever the status. For a peer that may
+// pass descriptors whose last close blocks (daemon/fd_closer.h).
+halo_status_t halo_fd_recv_all(int socket_fd, void *data, size_t length,
+                               int fds[HALO_FD_MAX_PASSED], size_t *out_count);
 
 #endif  // HALO_COMMON_FD_CHANNEL_H_

@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -18,6 +20,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/arena.h"
+#include "daemon/fd_closer.h"
 #include "daemon/ring.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
@@ -25,6 +28,7 @@
 struct halod_fd_connection_t {
   uv_poll_t poll;
   halod_fd_server_t *server;
+  halod_fd_closer_t *closer;  // a reference of its own
   int fd;
   uint32_t peer_uid;
   uint32_t peer_pid;
@@ -51,6 +55,8 @@ struct halod_fd_server_t {
   // A pidfd of halod itself, passed to an authenticated DAEMON request: the
   // client's sign that halod is gone, valid in any pid namespace.
   int pidfd;
+  // Closes what clients control off the loop (daemon/fd_closer.h).
+  halod_fd_closer_t *closer;
   int open_handles;    // poll and timer; freed when both closed
   uint64_t refused;    // connections refused since the last warning
   uint64_t warned_ms;  // uv_now of the last warning
@@ -58,7 +64,10 @@ struct halod_fd_server_t {
 
 static void halod_fd_connection_on_closed(uv_handle_t *handle) {
   halod_fd_connection_t *connection = handle->data;
-  close(connection->fd);
+  // Its own reference: the server may be gone by now.
+  halod_fd_closer_close_connection(connection->closer, connection->fd,
+                                   connection->peer_uid);
+  halod_fd_closer_destroy(connection->closer);
   free(connection);
 }
 
@@ -249,34 +258,6 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
       -1, 0);
 }
 
-static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
-                                            int events) {
-  halod_fd_connection_t *connection = poll->data;
-  if (status < 0 || (events & UV_DISCONNECT)) {
-    halod_fd_connection_close(connection);
-    return;
-  }
-  halo_fd_request_t request;
-  int passed_fd = -1;
-  halo_status_t recv_status =
-      halo_fd_recv(connection->fd, &request, sizeof(request), &passed_fd);
-  if (passed_fd >= 0) close(passed_fd);  // clients pass nothing (yet)
-  if (recv_status) {
-    halo_status_code_t code = halo_status_code(recv_status);
-    if (code == HALO_STATUS_UNAVAILABLE ||
-        code == HALO_STATUS_RESOURCE_EXHAUSTED) {
-      // Closed, or EAGAIN (spurious wake-up).
-      halo_status_free(recv_status);
-      if (code == HALO_STATUS_UNAVAILABLE)
-        halod_fd_connection_close(connection);
-      return;
-    }
-    halod_fd_reply(connection, recv_status, -1, 0);
-    return;
-  }
-  halod_fd_serve(connection, &request);
-}
-
 // Rate-limited to one warning a second: a flood must not flood the log.
 static void halod_fd_server_warn_refused(halod_fd_server_t *server,
                                          const char *reason) {
@@ -291,13 +272,76 @@ static void halod_fd_server_warn_refused(halod_fd_server_t *server,
   server->warned_ms = now;
 }
 
+static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
+                                            int events) {
+  halod_fd_connection_t *connection = poll->data;
+  if (status < 0 || (events & UV_DISCONNECT)) {
+    halod_fd_connection_close(connection);
+    return;
+  }
+  halo_fd_request_t request;
+  int passed[HALO_FD_MAX_PASSED];
+  size_t passed_count = 0;
+  halo_status_t recv_status = halo_fd_recv_all(
+      connection->fd, &request, sizeof(request), passed, &passed_count);
+  if (passed_count > 0) {
+    // Clients pass nothing: such a connection is closed, and what it passed
+    // closed off the loop (a close can block as long as the client likes).
+    for (size_t i = 0; i < passed_count; ++i) {
+      halod_fd_closer_close(connection->server->closer, passed[i],
+                            connection->peer_uid);
+    }
+    halo_status_free(recv_status);
+    halod_fd_server_warn_refused(
+        connection->server,
+        "a client passed descriptors on the fd channel (clients pass none)");
+    halod_fd_send_reply(
+        connection->fd,
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "fd channel: %zu descriptor(s) passed with a "
+                         "request; clients pass none (connection closed)",
+                         passed_count),
+        -1, 0);
+    halod_fd_connection_close(connection);
+    return;
+  }
+  if (recv_status) {
+    halo_status_code_t code = halo_status_code(recv_status);
+    if (code == HALO_STATUS_UNAVAILABLE ||
+        code == HALO_STATUS_RESOURCE_EXHAUSTED) {
+      // Closed, or EAGAIN (spurious wake-up).
+      halo_status_free(recv_status);
+      if (code == HALO_STATUS_UNAVAILABLE)
+        halod_fd_connection_close(connection);
+      return;
+    }
+    halod_fd_reply(connection, recv_status, -1, 0);
+    return;
+  }
+  // A client reads each reply before its next request. One that does not
+  // would have halod queue replies, with their descriptors, without bound:
+  // descriptors in flight count against halod's user's open-file limit
+  // (RLIMIT_NOFILE, without CAP_SYS_RESOURCE), and past it halod could pass
+  // no descriptor to anyone, its device workers included.
+  int unread = 0;
+  if (ioctl(connection->fd, SIOCOUTQ, &unread) == 0 && unread > 0) {
+    halod_fd_server_warn_refused(
+        connection->server,
+        "a client sent a request before reading the reply to its last one "
+        "(connection closed)");
+    halod_fd_connection_close(connection);
+    return;
+  }
+  halod_fd_serve(connection, &request);
+}
+
 // Accepts the pending connection with the spare descriptor and closes it:
 // halod is out of descriptors.
 static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
   if (server->spare_fd >= 0) {
     close(server->spare_fd);
     int fd = accept4(server->fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0) close(fd);
+    if (fd >= 0) halod_fd_closer_close_connection(server->closer, fd, 0);
     server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   halod_fd_server_warn_refused(server, strerror(error));
@@ -329,6 +373,15 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
                             "limit fd-channel-connections",
                             uid, all);
   }
+  uint32_t closing = halod_fd_closer_pending(server->closer, uid);
+  if (closing >= HALOD_FD_CLOSER_UID_LIMIT) {
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "fd channel: halod is still closing %u "
+                            "descriptors of uid %u that did not close at "
+                            "once (passed on the fd channel, or queued on "
+                            "its connections), the limit %u",
+                            closing, uid, HALOD_FD_CLOSER_UID_LIMIT);
+  }
   if (unauthenticated >= config->fd_channel_unauthenticated) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "fd channel: uid %u holds %u connections not yet "
@@ -352,7 +405,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    close(fd);
+    halod_fd_closer_close_connection(server->closer, fd, 0);
     return;
   }
   halo_status_t admit = halod_fd_server_admit(server, credentials.uid);
@@ -360,22 +413,24 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
     // The client reads this as the reply to its AUTH.
     halod_fd_server_warn_refused(server, halo_status_message(admit));
     halod_fd_send_reply(fd, admit, -1, 0);
-    close(fd);
+    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     return;
   }
   halod_fd_connection_t *connection = calloc(1, sizeof(*connection));
   if (!connection) {
-    close(fd);
+    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     return;
   }
   connection->server = server;
+  connection->closer = halod_fd_closer_retain(server->closer);
   connection->fd = fd;
   connection->peer_uid = credentials.uid;
   connection->peer_pid = (uint32_t)credentials.pid;
   connection->accepted_ms = uv_now(server->daemon->loop);
   connection->poll.data = connection;
   if (uv_poll_init(server->daemon->loop, &connection->poll, fd) != 0) {
-    close(fd);
+    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
+    halod_fd_closer_destroy(connection->closer);
     free(connection);
     return;
   }
@@ -426,11 +481,17 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   if (!server) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   server->daemon = daemon;
   server->fd = -1;
+  halo_status_t closer_status = halod_fd_closer_create(&server->closer);
+  if (closer_status) {
+    free(server);
+    return closer_status;
+  }
   server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   server->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
   if (server->pidfd < 0) {
     int error = errno;
     if (server->spare_fd >= 0) close(server->spare_fd);
+    halod_fd_closer_destroy(server->closer);
     free(server);
     return halo_status_from_errno(error,
                                   "pidfd_open of halod itself (for the fd "
@@ -439,6 +500,7 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   if (strlen(path) >= sizeof(server->path)) {
     if (server->spare_fd >= 0) close(server->spare_fd);
     close(server->pidfd);
+    halod_fd_closer_destroy(server->closer);
     free(server);
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "fd channel path '%s' is longer than %zu bytes",
@@ -474,6 +536,7 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
     if (server->fd >= 0) close(server->fd);
     if (server->spare_fd >= 0) close(server->spare_fd);
     close(server->pidfd);
+    halod_fd_closer_destroy(server->closer);
     free(server);
     return status;
   }
@@ -495,6 +558,7 @@ static void halod_fd_server_on_closed(uv_handle_t *handle) {
   if (server->spare_fd >= 0) close(server->spare_fd);
   close(server->pidfd);
   unlink(server->path);
+  halod_fd_closer_destroy(server->closer);
   free(server);
 }
 

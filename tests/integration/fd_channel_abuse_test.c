@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Integration tests of clients misusing the fd channel against halod's
+// loop, which serves every tenant: a descriptor passed for halod to hold
+// the last reference to, whose close blocks (a TCP socket with SO_LINGER
+// and unsent data), and requests sent without reading the replies, which
+// carry descriptors (daemon/fd_closer.h, daemon/fd_server.c).
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/fd_channel.h"
+#include "tests/support/halo_test.h"
+
+typedef struct abuse_fixture_t {
+  halo_test_fixture_t base;  // first: the shared teardown frees it
+  halo_test_raw_t raw;
+} abuse_fixture_t;
+
+static int abuse_setup(void **state) {
+  abuse_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  halo_test_daemon_start(&fixture->base.daemon);
+  // Its calls give up after 5 s: a loop held for the linger time (60 s)
+  // fails them.
+  fixture->base.client = halo_test_connect(&fixture->base.daemon, 5000);
+  halo_test_raw_open(&fixture->raw, fixture->base.daemon.listen_address, 0);
+  halo_test_raw_hello(&fixture->raw);
+  return 0;
+}
+
+static int abuse_teardown(void **state) {
+  abuse_fixture_t *fixture = *state;
+  halo_test_raw_close(&fixture->raw);
+  return halo_test_fixture_teardown(state);
+}
+
+// A TCP socket whose last close waits |linger_s| seconds: connected to a
+// listener that never accepts, its send queue full, SO_LINGER on.
+// |*out_listener|: the listener, to close after.
+static int stuck_socket(int linger_s, int *out_listener) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(listener >= 0);
+  struct sockaddr_in address = {.sin_family = AF_INET};
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int small = 4096;
+  setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  assert_int_equal(listen(listener, 1), 0);
+  socklen_t length = sizeof(address);
+  assert_int_equal(getsockname(listener, (struct sockaddr *)&address, &length),
+                   0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  static char bytes[65536];
+  while (write(fd, bytes, sizeof(bytes)) > 0) {
+  }
+  assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+  fcntl(fd, F_SETFL, flags);
+  struct linger linger = {.l_onoff = 1, .l_linger = linger_s};
+  assert_int_equal(
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
+  *out_listener = listener;
+  return fd;
+}
+
+// A client passes a socket whose close lingers 60 s and closes its own copy
+// while halod is stopped, so halod holds the last reference. halod refuses
+// the request (clients pass no descriptor), closes the connection, and its
+// loop goes on serving: another client's ping answers within its 5 s.
+static void test_passed_descriptor_does_not_block_the_loop(void **state) {
+  abuse_fixture_t *fixture = *state;
+  int listener;
+  int stuck = stuck_socket(60, &listener);
+  pid_t daemon_pid = fixture->base.daemon.pid;
+  assert_int_equal(kill(daemon_pid, SIGSTOP), 0);
+  int channel = halo_test_fd_connect(fixture->raw.fd_channel_path);
+  assert_true(channel >= 0);
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = HALO_FD_REQUEST_AUTH;
+  request.id = fixture->raw.session_id;
+  memcpy(request.token, fixture->raw.session_token, 16);
+  HALO_TEST_ASSERT_OK(halo_fd_send(channel, &request, sizeof(request), stuck));
+  close(stuck);  // halod's copy, in flight, is now the last
+  assert_int_equal(kill(daemon_pid, SIGCONT), 0);
+
+  halo_fd_reply_t reply;
+  int passed = -1;
+  HALO_TEST_ASSERT_OK(halo_fd_recv(channel, &reply, sizeof(reply), &passed));
+  assert_int_equal(passed, -1);
+  assert_int_equal(reply.code, HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(reply.message, "1 descriptor(s) passed"));
+  assert_non_null(strstr(reply.message, "clients pass none"));
+  // The connection is closed.
+  char byte;
+  assert_int_equal(recv(channel, &byte, 1, 0), 0);
+  close(channel);
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
+  halo_semaphore_t *semaphore = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_create(fixture->base.client, 0, 0, &semaphore));
+  halo_semaphore_release(semaphore);
+  close(listener);
+}
+
+// Two requests without reading the first reply (a DAEMON reply carries a
+// pidfd): halod answers the first and closes the connection at the second,
+// rather than queuing replies and their descriptors for a reader that never
+// comes. The session's other connections and clients are served.
+static void test_unread_replies_close_the_connection(void **state) {
+  abuse_fixture_t *fixture = *state;
+  int channel = halo_test_fd_open_session(&fixture->raw);
+  halo_fd_request_t request;
+  memset(&request, 0, sizeof(request));
+  request.magic = HALO_FD_CHANNEL_MAGIC;
+  request.kind = HALO_FD_REQUEST_DAEMON;
+  for (int i = 0; i < 2; ++i) {
+    assert_int_equal(send(channel, &request, sizeof(request), MSG_NOSIGNAL),
+                     (ssize_t)sizeof(request));
+  }
+  // halod closes its end (both replies unread until then).
+  struct pollfd hangup = {.fd = channel, .events = POLLRDHUP};
+  assert_int_equal(poll(&hangup, 1, HALO_TEST_DEADLINE_MS), 1);
+  assert_true(hangup.revents & (POLLRDHUP | POLLHUP));
+  halo_fd_reply_t reply;
+  int passed = -1;
+  HALO_TEST_ASSERT_OK(halo_fd_recv(channel, &reply, sizeof(reply), &passed));
+  assert_int_equal(reply.code, HALO_STATUS_OK);
+  assert_true(passed >= 0);  // the first request's pidfd
+  close(passed);
+  passed = -1;
+  halo_status_t status = halo_fd_recv(channel, &reply, sizeof(reply), &passed);
+  HALO_TEST_ASSERT_CODE(status, HALO_STATUS_UNAVAILABLE);  // no second reply
+  assert_int_equal(passed, -1);
+  close(channel);
+  // A channel that reads its replies is served as before.
+  channel = halo_test_fd_open_session(&fixture->raw);
+  close(channel);
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
+}
+
+int main(void) {
+  halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(
+          test_passed_descriptor_does_not_block_the_loop, abuse_setup,
+          abuse_teardown),
+      cmocka_unit_test_setup_teardown(test_unread_replies_close_the_connection,
+                                      abuse_setup, abuse_teardown),
+  };
+  return cmocka_run_group_tests_name("fd_channel_abuse", tests, NULL, NULL);
+}
