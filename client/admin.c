@@ -29,7 +29,7 @@ const char *halo_admin_default_address(const char *address) {
   if (address && *address) return address;
   const char *env = getenv("HALO_ADMIN_ADDRESS");
   if (env && *env) return env;
-  return "ipc:///run/halo/admin.sock";
+  return "ipc:///run/halo-admin/admin.sock";
 }
 
 halo_status_t halo_admin_connect(const char *address, int timeout_ms,

@@ -16,7 +16,7 @@
 typedef struct halo_admin_s halo_admin_t;
 
 // Address: |address|, else $HALO_ADMIN_ADDRESS, else
-// "ipc:///run/halo/admin.sock".
+// "ipc:///run/halo-admin/admin.sock".
 const char *halo_admin_default_address(const char *address);
 
 halo_status_t halo_admin_connect(const char *address, int timeout_ms,

@@ -61,7 +61,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      START,
      "client socket (ipc:// only: clients share memory with the daemon); "
      "the fd channel is its path + \".fd\""},
-    {"admin", HALOD_STRING(admin), "ipc:///run/halo/admin.sock", 0, 0, NULL,
+    {"admin", HALOD_STRING(admin), "ipc:///run/halo-admin/admin.sock", 0, 0, NULL,
      START, "admin socket (haloctl); ipc:// only"},
     {"driver", HALOD_CHOICE(driver), "auto", 0, 0, "auto|local|cuda", START,
      "auto serves the best available driver"},

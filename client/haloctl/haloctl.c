@@ -1570,7 +1570,7 @@ static void haloctl_usage(FILE *out) {
       "  --admin ADDR       admin socket of halod: ipc://PATH, or the PATH "
       "(default:\n"
       "                     $HALO_ADMIN_ADDRESS, else "
-      "ipc:///run/halo/admin.sock)\n"
+      "ipc:///run/halo-admin/admin.sock)\n"
       "  --json             print JSON instead of tables (every command;\n"
       "                     64-bit ids are strings)\n"
       "  --query F1,F2,...  listings: print those fields of each row as CSV\n"
