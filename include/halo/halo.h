@@ -462,9 +462,10 @@ typedef struct halo_dispatch_params_t {
 // (dispatch): argument 2: slot 9 out of range (binding capacity 4)"),
 // RESOURCE_EXHAUSTED past HALO_MAX_COMMANDS or HALO_MAX_INLINE_BYTES, and
 // FAILED_PRECONDITION after end(). A failed record call records nothing:
-// recording may go on. An indirect reference of a fill, update or
-// workgroup count needs an explicit length; one of a copy takes the other
-// side's (halo_command_buffer_copy). The executables and buffers a
+// recording may go on. An indirect reference of a fill needs an explicit
+// length; one of an update takes the data's size, one of a workgroup count
+// its 12 bytes, and one of a copy the other side's length
+// (halo_command_buffer_copy). The executables and buffers a
 // recording names must stay alive until end() returns (then the daemon
 // holds its own references).
 HALO_API halo_status_t halo_command_buffer_begin(
