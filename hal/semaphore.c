@@ -33,9 +33,148 @@ static halo_hal_timepoint_t *halo_hal_timepoint_of(halo_list_link_t *link) {
   return HALO_LIST_ENTRY(link, halo_hal_timepoint_t, link);
 }
 
-// Takes |timepoint| (linked) out of the list.
+// The timepoints' search tree (halo_hal_semaphore_t): an AVL tree whose
+// nodes are the timepoints themselves, so nothing is allocated. Its order
+// is the list's: a new timepoint goes after every one of equal value in
+// both, and rotations and removals keep the order of the rest.
+
+static uint32_t halo_hal_tree_height(const halo_hal_timepoint_t *node) {
+  return node ? node->height : 0;
+}
+
+static void halo_hal_tree_update(halo_hal_timepoint_t *node) {
+  uint32_t left = halo_hal_tree_height(node->left);
+  uint32_t right = halo_hal_tree_height(node->right);
+  node->height = 1 + (left > right ? left : right);
+}
+
+// Puts |child| (may be NULL) where |old| hangs from |parent| (NULL: the
+// root).
+static void halo_hal_tree_replace(halo_hal_semaphore_t *semaphore,
+                                  halo_hal_timepoint_t *parent,
+                                  halo_hal_timepoint_t *old,
+                                  halo_hal_timepoint_t *child) {
+  if (!parent) {
+    semaphore->timepoint_root = child;
+  } else if (parent->left == old) {
+    parent->left = child;
+  } else {
+    parent->right = child;
+  }
+  if (child) child->parent = parent;
+}
+
+// Rotates |node|'s right child up into its place; returns that child.
+static halo_hal_timepoint_t *halo_hal_tree_rotate_left(
+    halo_hal_semaphore_t *semaphore, halo_hal_timepoint_t *node) {
+  halo_hal_timepoint_t *up = node->right;
+  node->right = up->left;
+  if (up->left) up->left->parent = node;
+  halo_hal_tree_replace(semaphore, node->parent, node, up);
+  up->left = node;
+  node->parent = up;
+  halo_hal_tree_update(node);
+  halo_hal_tree_update(up);
+  return up;
+}
+
+// Rotates |node|'s left child up into its place; returns that child.
+static halo_hal_timepoint_t *halo_hal_tree_rotate_right(
+    halo_hal_semaphore_t *semaphore, halo_hal_timepoint_t *node) {
+  halo_hal_timepoint_t *up = node->left;
+  node->left = up->right;
+  if (up->right) up->right->parent = node;
+  halo_hal_tree_replace(semaphore, node->parent, node, up);
+  up->right = node;
+  node->parent = up;
+  halo_hal_tree_update(node);
+  halo_hal_tree_update(up);
+  return up;
+}
+
+// Restores the heights and the balance from |node| (NULL: nothing) up to
+// the root, after a node was attached below it or taken from below it.
+static void halo_hal_tree_rebalance(halo_hal_semaphore_t *semaphore,
+                                    halo_hal_timepoint_t *node) {
+  while (node) {
+    uint32_t left = halo_hal_tree_height(node->left);
+    uint32_t right = halo_hal_tree_height(node->right);
+    if (left > right + 1) {
+      if (halo_hal_tree_height(node->left->left) <
+          halo_hal_tree_height(node->left->right)) {
+        halo_hal_tree_rotate_left(semaphore, node->left);
+      }
+      node = halo_hal_tree_rotate_right(semaphore, node);
+    } else if (right > left + 1) {
+      if (halo_hal_tree_height(node->right->right) <
+          halo_hal_tree_height(node->right->left)) {
+        halo_hal_tree_rotate_right(semaphore, node->right);
+      }
+      node = halo_hal_tree_rotate_left(semaphore, node);
+    } else {
+      halo_hal_tree_update(node);
+    }
+    node = node->parent;
+  }
+}
+
+// Links |timepoint| (in neither) into the tree and the list, after every
+// timepoint of a value at or below its own.
+static void halo_hal_semaphore_link(halo_hal_semaphore_t *semaphore,
+                                    halo_hal_timepoint_t *timepoint) {
+  halo_hal_timepoint_t *parent = NULL;
+  halo_hal_timepoint_t *before = NULL;  // the last at or below its value
+  halo_hal_timepoint_t **place = &semaphore->timepoint_root;
+  while (*place) {
+    parent = *place;
+    if (timepoint->value < parent->value) {
+      place = &parent->left;
+    } else {
+      before = parent;
+      place = &parent->right;
+    }
+  }
+  timepoint->parent = parent;
+  timepoint->left = timepoint->right = NULL;
+  timepoint->height = 1;
+  *place = timepoint;
+  halo_list_insert_after(&semaphore->timepoints, before ? &before->link : NULL,
+                         &timepoint->link);
+  timepoint->linked = true;
+  halo_hal_tree_rebalance(semaphore, parent);
+}
+
+// Takes |timepoint| (linked) out of the tree and the list.
 static void halo_hal_semaphore_unlink(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint) {
+  halo_hal_timepoint_t *parent = timepoint->parent;
+  halo_hal_timepoint_t *rebalance_from;
+  if (timepoint->left && timepoint->right) {
+    // Its successor (the leftmost of its right subtree, which has no left
+    // child) takes its place: the order of the rest stays.
+    halo_hal_timepoint_t *successor = timepoint->right;
+    while (successor->left) successor = successor->left;
+    if (successor->parent == timepoint) {
+      rebalance_from = successor;
+    } else {
+      rebalance_from = successor->parent;
+      halo_hal_tree_replace(semaphore, successor->parent, successor,
+                            successor->right);
+      successor->right = timepoint->right;
+      successor->right->parent = successor;
+    }
+    successor->left = timepoint->left;
+    successor->left->parent = successor;
+    successor->height = timepoint->height;
+    halo_hal_tree_replace(semaphore, parent, timepoint, successor);
+  } else {
+    halo_hal_tree_replace(semaphore, parent, timepoint,
+                          timepoint->left ? timepoint->left : timepoint->right);
+    rebalance_from = parent;
+  }
+  halo_hal_tree_rebalance(semaphore, rebalance_from);
+  timepoint->parent = timepoint->left = timepoint->right = NULL;
+  timepoint->height = 0;
   halo_list_remove(&semaphore->timepoints, &timepoint->link);
   timepoint->linked = false;
 }
@@ -213,6 +352,8 @@ void halo_hal_semaphore_fail(halo_hal_semaphore_t *semaphore,
 void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint) {
   timepoint->link.prev = timepoint->link.next = NULL;
+  timepoint->parent = timepoint->left = timepoint->right = NULL;
+  timepoint->height = 0;
   timepoint->linked = false;
   timepoint->offered = 0;
   // Announced before the value is read: a device worker whose execution
@@ -229,14 +370,7 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
     halo_hal_semaphore_update_host_waits(semaphore);
     return;
   }
-  // After the last one at or below its value, looked for from the end
-  // (values mostly come in order).
-  halo_list_link_t *before = semaphore->timepoints.tail;
-  while (before && halo_hal_timepoint_of(before)->value > timepoint->value) {
-    before = before->prev;
-  }
-  halo_list_insert_after(&semaphore->timepoints, before, &timepoint->link);
-  timepoint->linked = true;
+  halo_hal_semaphore_link(semaphore, timepoint);
 }
 
 void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,

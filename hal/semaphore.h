@@ -43,6 +43,12 @@ typedef void (*halo_hal_timepoint_covered_fn)(halo_hal_timepoint_t *timepoint,
 
 struct halo_hal_timepoint_t {
   halo_list_link_t link;  // internal: in the semaphore's timepoints
+  // Internal: the semaphore's search tree of its timepoints (see
+  // halo_hal_semaphore_t's |timepoint_root|).
+  halo_hal_timepoint_t *parent;
+  halo_hal_timepoint_t *left;
+  halo_hal_timepoint_t *right;
+  uint32_t height;  // of its subtree: 1 for a leaf
   uint64_t value;
   halo_hal_timepoint_fn callback;
   halo_hal_timepoint_covered_fn covered;  // NULL: not interested
@@ -61,13 +67,20 @@ typedef struct halo_hal_semaphore_fence_t {
 typedef struct halo_hal_semaphore_t {
   halo_timeline_slot_t *slot;
   char *failure_message;  // set by the first failure
-  // Sorted by value (equal values in the order added), linked both ways:
-  // adding a value at or above the last and removing any timepoint cost
-  // O(1), so a session's thousands of waiting executions come and go
-  // without a walk each.
-  halo_list_t timepoints;              // of halo_hal_timepoint_t, by link
-  halo_hal_semaphore_fence_t *fences;  // sorted by value, above the value
-  uint64_t fence_rounds;               // add_fence calls so far
+  // Sorted by value (equal values in the order added), linked both ways,
+  // and the same timepoints, in the same order, as a balanced search tree
+  // (AVL: heights of sibling subtrees differ by at most 1) keyed by value,
+  // where a timepoint goes after every one of equal value. The tree finds
+  // where a new timepoint goes in O(log n) whatever order values come in:
+  // a walk of the list for it, from either end, lets one client that adds
+  // values below (or above) all the others make every add cost as many
+  // steps as timepoints are linked, quadratic in all, on the loop every
+  // tenant shares. Removing a timepoint (it fired, or its owner took it
+  // out) costs O(log n); the list keeps walks in order O(1) per step.
+  halo_list_t timepoints;                // of halo_hal_timepoint_t, by link
+  halo_hal_timepoint_t *timepoint_root;  // the tree; NULL when empty
+  halo_hal_semaphore_fence_t *fences;    // sorted by value, above the value
+  uint64_t fence_rounds;                 // add_fence calls so far
   // The highest value reached, by any signal halod made (a client's host
   // signal, an alloca's, a completion's). Those go above every pending
   // signal, so a GPU store of a lower value still in flight (a plain write
@@ -130,10 +143,10 @@ halo_status_t halo_hal_semaphore_failure_status(
     const halo_hal_semaphore_t *semaphore);
 
 // Registers |timepoint| (its value, callback and user_data set). Fires at
-// once if already reached or failed.
+// once if already reached or failed. O(log n) in the timepoints linked.
 void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
                                       halo_hal_timepoint_t *timepoint);
-// Unlinks a timepoint that has not fired.
+// Unlinks a timepoint that has not fired: O(log n).
 void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
                                          halo_hal_timepoint_t *timepoint);
 

@@ -4,8 +4,10 @@
 // workers read through the shared slot: the slot's host_waits word is 1
 // exactly while timepoints are linked (added, fired by a signal, removed,
 // failed, added again from a callback), so that a worker reports a
-// completion halod waits for at once (hal/remote/remote_ring.c); and a
-// worker's report of a value the device stored wakes nobody again.
+// completion halod waits for at once (hal/remote/remote_ring.c); a
+// worker's report of a value the device stored wakes nobody again; and the
+// timepoints' search tree stays the list's order, balanced, whatever order
+// values are added, removed, reached or failed in.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -305,6 +307,356 @@ static void test_many_equal_timepoints_removed_newest_first(void **state) {
   free(timepoints);
 }
 
+// The timepoints' search tree (halo_hal_semaphore_t): its in-order walk
+// is the list, node by node; every parent pointer, height and balance is
+// right; the list is sorted by value, equal values in the order added
+// (their user_data: increasing indices). Returns how many are linked.
+static int tree_check(const halo_hal_timepoint_t *node,
+                      const halo_hal_timepoint_t *parent,
+                      const halo_list_link_t **next, int *count) {
+  if (!node) return 0;
+  assert_ptr_equal(node->parent, parent);
+  int left = tree_check(node->left, node, next, count);
+  assert_non_null(*next);
+  assert_ptr_equal(*next, &node->link);  // in order: the list's next
+  assert_true(node->linked);
+  *next = (*next)->next;
+  ++*count;
+  int right = tree_check(node->right, node, next, count);
+  assert_true(left - right <= 1 && right - left <= 1);
+  int height = 1 + (left > right ? left : right);
+  assert_int_equal(node->height, height);
+  return height;
+}
+
+static int check_timepoints(fixture_t *fixture) {
+  const halo_hal_semaphore_t *semaphore = &fixture->semaphore;
+  const halo_list_link_t *next = semaphore->timepoints.head;
+  int count = 0;
+  int height = tree_check(semaphore->timepoint_root, NULL, &next, &count);
+  assert_null(next);  // no link outside the tree
+  const halo_hal_timepoint_t *previous = NULL;
+  int listed = 0;
+  for (const halo_list_link_t *link = semaphore->timepoints.head; link;
+       link = link->next) {
+    const halo_hal_timepoint_t *timepoint =
+        (const halo_hal_timepoint_t *)((const char *)link -
+                                       offsetof(halo_hal_timepoint_t, link));
+    assert_ptr_equal(link->prev, previous ? &previous->link : NULL);
+    if (previous) {
+      assert_true(previous->value <= timepoint->value);
+      if (previous->value == timepoint->value) {
+        assert_true((intptr_t)previous->user_data <
+                    (intptr_t)timepoint->user_data);
+      }
+    }
+    previous = timepoint;
+    ++listed;
+  }
+  assert_ptr_equal(semaphore->timepoints.tail,
+                   previous ? &previous->link : NULL);
+  assert_int_equal(listed, count);
+  // AVL: a height within 1.44 log2(n + 2).
+  int bound = 0;
+  for (int n = count + 2; n > 1; n >>= 1) ++bound;
+  assert_true(height * 100 <= 144 * (bound + 1));
+  assert_int_equal(host_waits(fixture), count > 0);
+  return count;
+}
+
+// A deterministic sequence (xorshift64).
+static uint64_t next_random(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *state = x;
+}
+
+enum { kOrderCount = 4096 };
+
+typedef enum order_e {
+  ORDER_ASCENDING,
+  ORDER_DESCENDING,
+  ORDER_RANDOM,
+  ORDER_EQUAL,
+  ORDER_ZIGZAG,  // lowest, highest, next lowest, next highest, ...
+  ORDER_FEW,     // random among 8 values: many equal runs
+} order_t;
+
+static uint64_t order_value(order_t order, int i, uint64_t *random) {
+  switch (order) {
+    case ORDER_ASCENDING:
+      return 10 + (uint64_t)i;
+    case ORDER_DESCENDING:
+      return 10 + (uint64_t)(kOrderCount - i);
+    case ORDER_RANDOM:
+      return 10 + next_random(random) % (4 * kOrderCount);
+    case ORDER_EQUAL:
+      return 10;
+    case ORDER_ZIGZAG:
+      return 10 + (uint64_t)(i % 2 ? kOrderCount - i / 2 : i / 2);
+    case ORDER_FEW:
+      return 10 + next_random(random) % 8;
+  }
+  return 0;
+}
+
+// Fired timepoints (their user_data), with the failure code of each.
+static int *fired_order;
+static halo_status_code_t *fired_codes;
+static int fired_order_count;
+static void on_fire_log(halo_hal_timepoint_t *timepoint, halo_status_t status) {
+  fired_codes[fired_order_count] = halo_status_code(status);
+  fired_order[fired_order_count++] = (int)(intptr_t)timepoint->user_data;
+  halo_status_free(status);
+}
+
+static halo_hal_timepoint_t *add_in_order(fixture_t *fixture, order_t order) {
+  halo_hal_timepoint_t *timepoints = calloc(kOrderCount, sizeof(*timepoints));
+  uint64_t random = 0x9e3779b97f4a7c15ull + (uint64_t)order;
+  // Above what earlier rounds on the semaphore reached.
+  uint64_t base = halo_hal_semaphore_value(&fixture->semaphore);
+  fired_order = calloc(kOrderCount, sizeof(*fired_order));
+  fired_codes = calloc(kOrderCount, sizeof(*fired_codes));
+  fired_order_count = 0;
+  for (int i = 0; i < kOrderCount; ++i) {
+    timepoints[i].value = base + order_value(order, i, &random);
+    timepoints[i].callback = on_fire_log;
+    timepoints[i].user_data = (void *)(intptr_t)i;
+    halo_hal_semaphore_add_timepoint(&fixture->semaphore, &timepoints[i]);
+    if (i % 509 == 0) assert_int_equal(check_timepoints(fixture), i + 1);
+  }
+  assert_int_equal(check_timepoints(fixture), kOrderCount);
+  return timepoints;
+}
+
+static void free_order(halo_hal_timepoint_t *timepoints) {
+  free(timepoints);
+  free(fired_order);
+  free(fired_codes);
+}
+
+// Whether timepoint |a| fires before |b| (value, then the order added).
+static bool fires_before(const halo_hal_timepoint_t *timepoints, int a, int b) {
+  if (timepoints[a].value != timepoints[b].value) {
+    return timepoints[a].value < timepoints[b].value;
+  }
+  return a < b;
+}
+
+// Signals in steps: each fires exactly the timepoints it reaches, in value
+// order (equal values in the order added); the rest stay linked and
+// ordered.
+static void signal_all_in_steps(fixture_t *fixture,
+                                const halo_hal_timepoint_t *timepoints,
+                                int linked) {
+  uint64_t value = halo_hal_semaphore_value(&fixture->semaphore);
+  while (linked > 0) {
+    value += 1 + value % 613;
+    int before = fired_order_count;
+    halo_hal_semaphore_signal(&fixture->semaphore, value);
+    for (int i = before; i < fired_order_count; ++i) {
+      assert_int_equal(fired_codes[i], HALO_STATUS_OK);
+      assert_true(timepoints[fired_order[i]].value <= value);
+      assert_false(timepoints[fired_order[i]].linked);
+      if (i > 0) {
+        assert_true(
+            fires_before(timepoints, fired_order[i - 1], fired_order[i]));
+      }
+    }
+    linked -= fired_order_count - before;
+    assert_int_equal(check_timepoints(fixture), linked);
+    const halo_list_link_t *head = fixture->semaphore.timepoints.head;
+    if (head) {
+      assert_true(
+          ((const halo_hal_timepoint_t *)((const char *)head -
+                                          offsetof(halo_hal_timepoint_t, link)))
+              ->value > value);
+    }
+  }
+  assert_null(fixture->semaphore.timepoint_root);
+}
+
+// Timepoints added in value orders a client may pick (ascending,
+// descending, random, all equal, alternating ends, few distinct values):
+// the list and tree stay one order, balanced, and signals release them in
+// value order, equal values in the order added.
+static void test_timepoint_orders_fire_in_value_order(void **state) {
+  fixture_t *fixture = *state;
+  for (order_t order = ORDER_ASCENDING; order <= ORDER_FEW; ++order) {
+    halo_hal_timepoint_t *timepoints = add_in_order(fixture, order);
+    signal_all_in_steps(fixture, timepoints, kOrderCount);
+    assert_int_equal(fired_order_count, kOrderCount);
+    free_order(timepoints);
+  }
+}
+
+// Removed by their owners (in a random order, from the ends and the
+// middle, twice over, again after they went): the rest keep their order
+// and fire in it; a removed one never fires; one removed can be added
+// again and takes its place among those of its value as a new one.
+static void test_timepoint_removal_keeps_order(void **state) {
+  fixture_t *fixture = *state;
+  for (order_t order = ORDER_ASCENDING; order <= ORDER_FEW; ++order) {
+    halo_hal_timepoint_t *timepoints = add_in_order(fixture, order);
+    uint64_t random = 42 + (uint64_t)order;
+    int linked = kOrderCount;
+    for (int k = 0; k < 2 * kOrderCount / 3; ++k) {
+      int i = (int)(next_random(&random) % kOrderCount);
+      if (timepoints[i].linked) --linked;
+      halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[i]);
+      assert_false(timepoints[i].linked);
+      if (k % 97 == 0) assert_int_equal(check_timepoints(fixture), linked);
+    }
+    assert_int_equal(check_timepoints(fixture), linked);
+    // The first, the last and the root go too.
+    const halo_list_link_t *ends[] = {fixture->semaphore.timepoints.head,
+                                      fixture->semaphore.timepoints.tail,
+                                      &fixture->semaphore.timepoint_root->link};
+    for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); ++e) {
+      halo_hal_timepoint_t *timepoint =
+          (halo_hal_timepoint_t *)((const char *)ends[e] -
+                                   offsetof(halo_hal_timepoint_t, link));
+      if (timepoint->linked) --linked;
+      halo_hal_semaphore_remove_timepoint(&fixture->semaphore, timepoint);
+      assert_int_equal(check_timepoints(fixture), linked);
+    }
+    // Removed ones added again (as new ones: they go after their equals).
+    for (int i = 0; i < kOrderCount; i += 7) {
+      if (timepoints[i].linked) continue;
+      halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[i]);
+      timepoints[i].user_data = (void *)(intptr_t)(kOrderCount + i);
+      halo_hal_semaphore_add_timepoint(&fixture->semaphore, &timepoints[i]);
+      ++linked;
+    }
+    assert_int_equal(check_timepoints(fixture), linked);
+    int removed = kOrderCount - linked;
+    uint64_t value = halo_hal_semaphore_value(&fixture->semaphore);
+    while (fixture->semaphore.timepoints.head) {
+      value += 1 + value % 613;
+      int before = fired_order_count;
+      halo_hal_semaphore_signal(&fixture->semaphore, value);
+      for (int i = before; i < fired_order_count; ++i) {
+        assert_int_equal(fired_codes[i], HALO_STATUS_OK);
+        int index = fired_order[i] % kOrderCount;
+        assert_true(timepoints[index].value <= value);
+        if (i > 0) {
+          const halo_hal_timepoint_t *a =
+              &timepoints[fired_order[i - 1] % kOrderCount];
+          assert_true(a->value < timepoints[index].value ||
+                      (a->value == timepoints[index].value &&
+                       fired_order[i - 1] < fired_order[i]));
+        }
+      }
+      check_timepoints(fixture);
+    }
+    assert_int_equal(fired_order_count, kOrderCount - removed);
+    free_order(timepoints);
+  }
+}
+
+// A failure fails every timepoint still linked, in value order, with its
+// status, and leaves nothing linked; one added after fails at once.
+static void test_timepoint_failure_fails_all(void **state) {
+  fixture_t *fixture = *state;
+  halo_hal_timepoint_t *timepoints = add_in_order(fixture, ORDER_RANDOM);
+  // Some reached first, some removed.
+  halo_hal_semaphore_signal(&fixture->semaphore, 10 + kOrderCount);
+  int reached = fired_order_count;
+  assert_true(reached > 0 && reached < kOrderCount);
+  int removed = 0;
+  for (int i = 0; i < kOrderCount; i += 5) {
+    if (!timepoints[i].linked) continue;
+    halo_hal_semaphore_remove_timepoint(&fixture->semaphore, &timepoints[i]);
+    ++removed;
+  }
+  assert_int_equal(check_timepoints(fixture), kOrderCount - reached - removed);
+  halo_hal_semaphore_fail(&fixture->semaphore,
+                          halo_status_make(HALO_STATUS_DATA_LOSS, "test"));
+  assert_int_equal(fired_order_count, kOrderCount - removed);
+  for (int i = reached; i < fired_order_count; ++i) {
+    assert_int_equal(fired_codes[i], HALO_STATUS_DATA_LOSS);
+    if (i > reached) {
+      assert_true(fires_before(timepoints, fired_order[i - 1], fired_order[i]));
+    }
+  }
+  assert_int_equal(check_timepoints(fixture), 0);
+  assert_null(fixture->semaphore.timepoint_root);
+  timepoints[0].value = 1ull << 40;
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &timepoints[0]);
+  assert_int_equal(fired_order_count, kOrderCount - removed + 1);
+  assert_int_equal(fired_codes[fired_order_count - 1], HALO_STATUS_DATA_LOSS);
+  assert_int_equal(check_timepoints(fixture), 0);
+  free_order(timepoints);
+}
+
+// Callbacks that take other timepoints out (a failed wait cancels its
+// submission's other waits) and add new ones while a signal fires: those
+// removed never fire, those added at or below the value fire at once,
+// those above stay linked in order.
+static halo_hal_timepoint_t *churn_timepoints;
+static fixture_t *churn_fixture;
+static int churn_added;
+static void on_fire_churn(halo_hal_timepoint_t *timepoint,
+                          halo_status_t status) {
+  on_fire_log(timepoint, status);
+  int i = (int)(intptr_t)timepoint->user_data;
+  if (i >= kOrderCount) return;
+  // Takes out one further along (may be gone already).
+  halo_hal_semaphore_remove_timepoint(
+      &churn_fixture->semaphore, &churn_timepoints[(i * 7 + 3) % kOrderCount]);
+  if (i % 4 == 0 && churn_added < kOrderCount / 8) {
+    halo_hal_timepoint_t *added = &churn_timepoints[kOrderCount + churn_added];
+    added->value = timepoint->value + (uint64_t)(i % 3) * 50;
+    added->callback = on_fire_log;
+    added->user_data = (void *)(intptr_t)(kOrderCount + churn_added);
+    ++churn_added;
+    halo_hal_semaphore_add_timepoint(&churn_fixture->semaphore, added);
+  }
+}
+
+static void test_timepoint_callbacks_change_the_tree(void **state) {
+  fixture_t *fixture = *state;
+  churn_fixture = fixture;
+  churn_added = 0;
+  churn_timepoints =
+      calloc(kOrderCount + kOrderCount / 8, sizeof(*churn_timepoints));
+  fired_order = calloc(2 * kOrderCount, sizeof(*fired_order));
+  fired_codes = calloc(2 * kOrderCount, sizeof(*fired_codes));
+  fired_order_count = 0;
+  uint64_t random = 7;
+  for (int i = 0; i < kOrderCount; ++i) {
+    churn_timepoints[i].value = 10 + next_random(&random) % (2 * kOrderCount);
+    churn_timepoints[i].callback = on_fire_churn;
+    churn_timepoints[i].user_data = (void *)(intptr_t)i;
+    halo_hal_semaphore_add_timepoint(&fixture->semaphore, &churn_timepoints[i]);
+  }
+  uint64_t value = 0;
+  while (fixture->semaphore.timepoints.head) {
+    value += 64;
+    int before = fired_order_count;
+    halo_hal_semaphore_signal(&fixture->semaphore, value);
+    for (int i = before; i < fired_order_count; ++i) {
+      const halo_hal_timepoint_t *timepoint = &churn_timepoints[fired_order[i]];
+      assert_true(timepoint->value <= value);
+      assert_false(timepoint->linked);
+    }
+    check_timepoints(fixture);
+  }
+  assert_true(churn_added > 0);
+  // Each fired once at most.
+  char *seen = calloc(kOrderCount + kOrderCount / 8, 1);
+  for (int i = 0; i < fired_order_count; ++i) {
+    assert_int_equal(seen[fired_order[i]], 0);
+    seen[fired_order[i]] = 1;
+  }
+  free(seen);
+  free(churn_timepoints);
+  free(fired_order);
+  free(fired_codes);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -319,6 +671,10 @@ int main(void) {
       T(test_reached_value_outlives_failure),
       T(test_timepoints_fire_in_value_order),
       T(test_many_equal_timepoints_removed_newest_first),
+      T(test_timepoint_orders_fire_in_value_order),
+      T(test_timepoint_removal_keeps_order),
+      T(test_timepoint_failure_fails_all),
+      T(test_timepoint_callbacks_change_the_tree),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
