@@ -24,6 +24,7 @@
 #include "daemon/ring.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
+#include "daemon/socket_rights.h"
 
 struct halod_fd_connection_t {
   uv_poll_t poll;
@@ -528,6 +529,14 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
     }
   } else if (chmod(path, socket_mode) != 0) {
     status = halo_status_from_errno(errno, "fd channel chmod %s", path);
+  }
+  if (!status) {
+    // Clients pass nothing: where the kernel can, they cannot.
+    int rights = halod_socket_refuse_rights(server->fd);
+    if (rights) {
+      HALO_LOG_DEBUG("fd channel: passed descriptors not refused: %s",
+                     strerror(rights));
+    }
   }
   if (!status && listen(server->fd, 128) != 0) {
     status = halo_status_from_errno(errno, "fd channel listen %s", path);

@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "common/u64_map.h"
 #include "common/wire.h"
+#include "daemon/socket_rights.h"
 
 typedef enum halod_server_context_state_e {
   HALOD_CONTEXT_RECEIVING,
@@ -616,6 +617,13 @@ halo_status_t halod_server_create(uv_loop_t *loop,
     status = halo_status_annotate(halo_wire_status_from_nng(rv, "listen"), "%s",
                                   options->address);
     goto fail;
+  }
+  // Before the group lets clients in: their connections inherit it.
+  int rights =
+      halod_socket_refuse_rights_at(options->address + strlen("ipc://"));
+  if (rights) {
+    HALO_LOG_DEBUG("%s: passed descriptors not refused: %s", options->address,
+                   strerror(rights));
   }
   if (grouped) {
     status = halod_server_set_socket_group(options->address + strlen("ipc://"),

@@ -11,10 +11,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/fd_channel.h"
@@ -78,10 +80,23 @@ static int stuck_socket(int linger_s, int *out_listener) {
   return fd;
 }
 
+// Whether this kernel lets a socket refuse passed descriptors
+// (SO_PASSRIGHTS, Linux 6.16): halod's sockets then do.
+static bool kernel_refuses_rights(void) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int off = 0;
+  bool refuses = setsockopt(fd, SOL_SOCKET, 83 /* SO_PASSRIGHTS */, &off,
+                            sizeof(off)) == 0;
+  close(fd);
+  return refuses;
+}
+
 // A client passes a socket whose close lingers 60 s and closes its own copy
-// while halod is stopped, so halod holds the last reference. halod refuses
-// the request (clients pass no descriptor), closes the connection, and its
-// loop goes on serving: another client's ping answers within its 5 s.
+// while halod is stopped, so halod would hold the last reference. Where the
+// kernel can, the fd channel refuses the descriptor at the client's
+// sendmsg (EPERM). Elsewhere halod refuses the request (clients pass no
+// descriptor) and closes the connection. Either way its loop goes on
+// serving: another client's ping answers within its 5 s.
 static void test_passed_descriptor_does_not_block_the_loop(void **state) {
   abuse_fixture_t *fixture = *state;
   int listener;
@@ -96,9 +111,17 @@ static void test_passed_descriptor_does_not_block_the_loop(void **state) {
   request.kind = HALO_FD_REQUEST_AUTH;
   request.id = fixture->raw.session_id;
   memcpy(request.token, fixture->raw.session_token, 16);
-  HALO_TEST_ASSERT_OK(halo_fd_send(channel, &request, sizeof(request), stuck));
+  halo_status_t sent = halo_fd_send(channel, &request, sizeof(request), stuck);
   close(stuck);  // halod's copy, in flight, is now the last
   assert_int_equal(kill(daemon_pid, SIGCONT), 0);
+  if (kernel_refuses_rights()) {
+    HALO_TEST_ASSERT_CODE(sent, HALO_STATUS_PERMISSION_DENIED);
+    close(channel);
+    HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
+    close(listener);
+    return;
+  }
+  HALO_TEST_ASSERT_OK(sent);
 
   halo_fd_reply_t reply;
   int passed = -1;
@@ -155,6 +178,28 @@ static void test_unread_replies_close_the_connection(void **state) {
   HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
 }
 
+// Where the kernel can, halod's client socket (nng's, whose reader would
+// close what a message carries in its own thread) refuses passed
+// descriptors too: a connection's sendmsg with one fails with EPERM.
+static void test_client_socket_refuses_rights(void **state) {
+  abuse_fixture_t *fixture = *state;
+  if (!kernel_refuses_rights()) {
+    print_message("kernel before Linux 6.16: SO_PASSRIGHTS unsupported\n");
+    skip();
+  }
+  const char *address = fixture->base.daemon.listen_address;
+  assert_true(strncmp(address, "ipc://", 6) == 0);
+  int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un path = {.sun_family = AF_UNIX};
+  snprintf(path.sun_path, sizeof(path.sun_path), "%s", address + 6);
+  assert_int_equal(connect(client, (struct sockaddr *)&path, sizeof(path)), 0);
+  char greeting[8] = {0, 'S', 'P', 0, 0, 0, 0, 0};
+  halo_status_t sent = halo_fd_send(client, greeting, sizeof(greeting), client);
+  HALO_TEST_ASSERT_CODE(sent, HALO_STATUS_PERMISSION_DENIED);
+  close(client);
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->base.client));
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
@@ -162,6 +207,8 @@ int main(void) {
           test_passed_descriptor_does_not_block_the_loop, abuse_setup,
           abuse_teardown),
       cmocka_unit_test_setup_teardown(test_unread_replies_close_the_connection,
+                                      abuse_setup, abuse_teardown),
+      cmocka_unit_test_setup_teardown(test_client_socket_refuses_rights,
                                       abuse_setup, abuse_teardown),
   };
   return cmocka_run_group_tests_name("fd_channel_abuse", tests, NULL, NULL);

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Unit tests of daemon/fd_closer.c (closing descriptors a client controls
+// off the caller's thread) and daemon/socket_rights.c (listening sockets
+// that refuse passed descriptors), with real sockets: a TCP socket whose
+// last close lingers, and a Unix socket holding one in flight.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include "daemon/fd_closer.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fd_channel.h"
+#include "daemon/socket_rights.h"
+
+static int64_t now_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+// A TCP socket whose last close waits |linger_s| seconds: connected to a
+// listener that never accepts, its send queue full, SO_LINGER on.
+static int stuck_socket(int linger_s, int *out_listener) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(listener >= 0);
+  struct sockaddr_in address = {.sin_family = AF_INET};
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int small = 4096;
+  setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  assert_int_equal(listen(listener, 1), 0);
+  socklen_t length = sizeof(address);
+  assert_int_equal(getsockname(listener, (struct sockaddr *)&address, &length),
+                   0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  assert_true(fd >= 0);
+  int connected = connect(fd, (struct sockaddr *)&address, sizeof(address));
+  assert_true(connected == 0 || errno == EINPROGRESS);
+  static char bytes[65536];
+  int64_t deadline = now_ms() + 5000;
+  while (now_ms() < deadline) {
+    if (write(fd, bytes, sizeof(bytes)) < 0 && errno == EAGAIN) break;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  struct linger linger = {.l_onoff = 1, .l_linger = linger_s};
+  assert_int_equal(
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
+  *out_listener = listener;
+  return fd;
+}
+
+// Whether the kernel lets a socket refuse passed descriptors (6.16).
+static bool kernel_refuses_rights(void) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  int error = halod_socket_refuse_rights(fd);
+  close(fd);
+  return error == 0;
+}
+
+// A lingering socket handed to the closer: the call returns at once, and
+// the close (its linger off) soon after; nothing stays counted.
+static void test_lingering_socket_closes_at_once(void **state) {
+  (void)state;
+  halod_fd_closer_t *closer = NULL;
+  assert_null(halod_fd_closer_create(&closer));
+  int listener;
+  int stuck = stuck_socket(60, &listener);
+  halod_fd_closer_close(closer, stuck, 1000);
+  int64_t deadline = now_ms() + 10000;
+  while (halod_fd_closer_pending(closer, 1000) > 0 && now_ms() < deadline) {
+    usleep(1000);
+  }
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
+  // The descriptor is closed: its number is free.
+  assert_int_equal(fcntl(stuck, F_GETFD), -1);
+  close(listener);
+  halod_fd_closer_destroy(closer);
+}
+
+// A Unix socket with a lingering socket in flight on it (its close, the
+// last, releases that one, whose linger is not the closer's to switch off):
+// as a connection with messages queued, it closes on a thread that blocks
+// for the linger time, counted for its uid alone, while the caller and
+// another uid's closes go on.
+static void test_blocking_close_is_counted_for_its_uid(void **state) {
+  (void)state;
+  halod_fd_closer_t *closer = NULL;
+  assert_null(halod_fd_closer_create(&closer));
+  int listener;
+  int stuck = stuck_socket(2, &listener);
+  int pair[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
+  char byte = 'x';
+  assert_null(halo_fd_send(pair[0], &byte, 1, stuck));
+  close(stuck);    // in flight only now
+  close(pair[0]);  // the peer, as a client that left
+  halod_fd_closer_close_connection(closer, pair[1], 1000);
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 1);
+  // Another uid's empty connection closes here; nothing counted.
+  int other[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, other), 0);
+  halod_fd_closer_close_connection(closer, other[1], 2000);
+  assert_int_equal(halod_fd_closer_pending(closer, 2000), 0);
+  assert_int_equal(fcntl(other[1], F_GETFD), -1);
+  close(other[0]);
+  // The blocked close ends with its linger.
+  int64_t deadline = now_ms() + 15000;
+  while (halod_fd_closer_pending(closer, 1000) > 0 && now_ms() < deadline) {
+    usleep(10000);
+  }
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
+  close(listener);
+  halod_fd_closer_destroy(closer);
+}
+
+// A listening socket that refuses passed descriptors (where the kernel
+// can): its connections inherit it, and a sender gets EPERM; found by its
+// path too, as halod finds nng's.
+static void test_listening_socket_refuses_rights(void **state) {
+  (void)state;
+  if (!kernel_refuses_rights()) {
+    print_message("kernel before Linux 6.16: SO_PASSRIGHTS unsupported\n");
+    skip();
+  }
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  snprintf(path, sizeof(path), "/tmp/halo-fd-closer-test-%d.sock", getpid());
+  unlink(path);
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  strcpy(address.sun_path, path);
+  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  assert_int_equal(listen(listener, 4), 0);
+  assert_int_equal(halod_socket_refuse_rights_at("/tmp/no-such-socket"),
+                   ENOENT);
+  assert_int_equal(halod_socket_refuse_rights_at(path), 0);
+  int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(
+      connect(client, (struct sockaddr *)&address, sizeof(address)), 0);
+  char byte = 'x';
+  halo_status_t status = halo_fd_send(client, &byte, 1, client);
+  assert_non_null(status);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_PERMISSION_DENIED);
+  halo_status_free(status);
+  // Plain bytes still pass.
+  assert_null(halo_fd_send(client, &byte, 1, -1));
+  close(client);
+  close(listener);
+  unlink(path);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lingering_socket_closes_at_once),
+      cmocka_unit_test(test_blocking_close_is_counted_for_its_uid),
+      cmocka_unit_test(test_listening_socket_refuses_rights),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
