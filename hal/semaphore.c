@@ -92,11 +92,13 @@ static halo_hal_timepoint_t *halo_hal_tree_rotate_right(
   return up;
 }
 
-// Restores the heights and the balance from |node| (NULL: nothing) up to
-// the root, after a node was attached below it or taken from below it.
+// Restores the heights and the balance from |node| (NULL: nothing) up,
+// after a node was attached below it or taken from below it: as far as
+// subtree heights change, O(log n) at most.
 static void halo_hal_tree_rebalance(halo_hal_semaphore_t *semaphore,
                                     halo_hal_timepoint_t *node) {
   while (node) {
+    uint32_t height = node->height;
     uint32_t left = halo_hal_tree_height(node->left);
     uint32_t right = halo_hal_tree_height(node->right);
     if (left > right + 1) {
@@ -114,6 +116,8 @@ static void halo_hal_tree_rebalance(halo_hal_semaphore_t *semaphore,
     } else {
       halo_hal_tree_update(node);
     }
+    // Balanced here, and the same height as before: nothing above changes.
+    if (node->height == height) return;
     node = node->parent;
   }
 }
