@@ -26,6 +26,11 @@ const char *halod_submission_kind_name(halod_submission_kind_t kind) {
 
 static void halod_submission_free(halod_submission_t *submission) {
   halod_t *daemon = submission->daemon;
+  halod_submission_ledger_t *ledger = submission->ledger;
+  if (ledger) {
+    ledger->sync_count -= submission->sync_charged;
+    if (--ledger->submissions == 0) free(ledger);
+  }
   // Refused after it reserved its signal values: give them back (last
   // first, so that each restores what the one before it saw).
   for (uint32_t i = submission->accepted ? 0 : submission->action.signal_count;
@@ -246,16 +251,65 @@ static halo_status_t halod_submission_semaphore(halod_submission_t *submission,
   return NULL;
 }
 
+uint64_t halod_submission_sync_quota(uint32_t session_pending) {
+  uint64_t quota =
+      (uint64_t)session_pending * HALOD_SUBMISSION_SYNC_PER_PENDING;
+  return quota > HALOD_SUBMISSION_MAX_SYNC ? quota : HALOD_SUBMISSION_MAX_SYNC;
+}
+
+// The ledger of |session|'s accepted submissions (its newest one's); NULL
+// while it has none.
+static halod_submission_ledger_t *halod_submission_session_ledger(
+    const halod_session_t *session) {
+  const halod_submission_t *newest = HALO_LIST_ENTRY(
+      session->submissions.head, halod_submission_t, session_link);
+  return newest ? newest->ledger : NULL;
+}
+
+// Checks that |session|'s unfinished submissions with |count| more waits
+// and signals stay within their quota, and holds the session's ledger for
+// the submission (a new one while the session has no submission; the
+// charge waits for its acceptance, halod_submission_accept).
+static halo_status_t halod_submission_check_sync_quota(
+    halod_submission_t *submission, const halod_session_t *session,
+    size_t count) {
+  uint32_t session_pending = submission->daemon->config.session_pending;
+  uint64_t quota = halod_submission_sync_quota(session_pending);
+  halod_submission_ledger_t *ledger = halod_submission_session_ledger(session);
+  uint64_t held = ledger ? ledger->sync_count : 0;
+  if (held + count > quota) {
+    return halo_status_make(
+        HALO_STATUS_RESOURCE_EXHAUSTED,
+        "the waits and signals of this session's unfinished submissions "
+        "(%llu, and this one's %zu) would pass their quota of %llu (%u per "
+        "submission of session-pending, %u, and at least %u); wait for some "
+        "to complete",
+        (unsigned long long)held, count, (unsigned long long)quota,
+        HALOD_SUBMISSION_SYNC_PER_PENDING, session_pending,
+        HALOD_SUBMISSION_MAX_SYNC);
+  }
+  if (!ledger) {
+    ledger = calloc(1, sizeof(*ledger));
+    if (!ledger) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  ++ledger->submissions;
+  submission->ledger = ledger;
+  return NULL;
+}
+
 static halo_status_t halod_submission_sync(halod_submission_t *submission,
                                            halod_session_t *session,
                                            const halod_queue_t *queue,
                                            const halod_op_sync_t *sync) {
   size_t total = (size_t)sync->wait_count + sync->signal_count;
-  if (total > 1024) {
+  if (total > HALOD_SUBMISSION_MAX_SYNC) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%u waits and %u signals (at most 1024 in all)",
-                            sync->wait_count, sync->signal_count);
+                            "%u waits and %u signals (at most %u in all)",
+                            sync->wait_count, sync->signal_count,
+                            HALOD_SUBMISSION_MAX_SYNC);
   }
+  HALO_RETURN_IF_ERROR(
+      halod_submission_check_sync_quota(submission, session, total));
   halo_hal_action_t *action = &submission->action;
   submission->semaphores = calloc(total + 1, sizeof(*submission->semaphores));
   action->waits = calloc(sync->wait_count + 1, sizeof(*action->waits));
@@ -336,6 +390,17 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   submission->queue = queue;
   halo_hal_action_t *action = &submission->action;
   submission->accepted = true;  // its reservations stand
+  // Charged to the ledger of the session's submissions: the one it holds,
+  // unless the session accepted others since it was checked (an alloca
+  // waits for its allocation meanwhile), each of which holds the newest's.
+  halod_submission_ledger_t *ledger = halod_submission_session_ledger(session);
+  if (ledger && ledger != submission->ledger) {
+    if (--submission->ledger->submissions == 0) free(submission->ledger);
+    ++ledger->submissions;
+    submission->ledger = ledger;
+  }
+  submission->sync_charged = action->wait_count + action->signal_count;
+  submission->ledger->sync_count += submission->sync_charged;
   submission->id = halod_next_id(daemon);
   submission->accepted_ns = halo_clock_now_ns();
   action->queue = queue->hal;

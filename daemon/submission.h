@@ -44,6 +44,27 @@ typedef enum halod_submission_kind_e {
 // "execute" | "alloca" | "dealloca".
 const char *halod_submission_kind_name(halod_submission_kind_t kind);
 
+// A session's unfinished submissions may hold at most this many waits and
+// signals together: on average HALOD_SUBMISSION_SYNC_PER_PENDING per
+// submission its session-pending quota allows, and at least
+// HALOD_SUBMISSION_MAX_SYNC (one submission's most). Each is a timepoint
+// or a reservation halod keeps (about 100 bytes) until the submission
+// retires; session-pending alone let one session keep 65536 submissions of
+// 1024 waits each, some 7 GiB of halod's memory. More are refused with
+// RESOURCE_EXHAUSTED naming the quota and session-pending.
+#define HALOD_SUBMISSION_MAX_SYNC 1024u
+#define HALOD_SUBMISSION_SYNC_PER_PENDING 8u
+uint64_t halod_submission_sync_quota(uint32_t session_pending);
+
+// The waits and signals of a session's accepted submissions not yet
+// retired, shared by those submissions (each holds it until it is freed,
+// also after the session ended); every submission in a session's list
+// holds the same one, so its newest tells the session's count.
+typedef struct halod_submission_ledger_t {
+  uint64_t sync_count;   // waits and signals charged
+  uint32_t submissions;  // holders
+} halod_submission_ledger_t;
+
 typedef struct halod_submission_t {
   halo_hal_action_t action;  // first: the retire callback finds us
   halod_t *daemon;
@@ -71,6 +92,10 @@ typedef struct halod_submission_t {
   uint64_t *reserved_previous;
   bool accepted;
   int64_t accepted_ns;
+  // Its session's ledger (held) and what it charged there once accepted
+  // (its waits and signals).
+  halod_submission_ledger_t *ledger;
+  uint32_t sync_charged;
   // In the session's submissions not yet retired (session->submissions).
   halo_list_link_t session_link;
 } halod_submission_t;

@@ -10,7 +10,10 @@
 //   it holds, and a process of another uid cannot use someone else's
 //   session token;
 // - a process that connects to the client or admin socket and closes at once
-//   does not stop halod accepting new connections.
+//   does not stop halod accepting new connections;
+// - a session's unfinished submissions hold at most 8 waits and signals per
+//   submission of session-pending (at least 1024): more are refused with
+//   RESOURCE_EXHAUSTED naming the quota, and other sessions keep working.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -668,6 +671,121 @@ static void test_imported_buffers_count_against_the_importer(void **state) {
   HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
 }
 
+// ---------------------------------------------------------------- waits
+
+// session-pending 256: the waits and signals of a session's unfinished
+// submissions may number 8 x 256 = 2048.
+static int waits_quota_setup(void **state) {
+  static const char *const args[] = {"--session-pending", "256", NULL};
+  return halo_test_fixture_setup_with(state, args, true);
+}
+
+// A fill of a buffer of |client|'s (REUSABLE, ended), whose executions
+// only wait and signal.
+static halo_command_buffer_t *record_fill(halo_client_t *client,
+                                          halo_buffer_t **out_buffer) {
+  *out_buffer = halo_test_create_buffer(client, HALO_MEMORY_DEVICE, 64, 0);
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  uint32_t pattern = 1;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      cb, halo_buffer_ref(*out_buffer, 0, 64), &pattern, sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  return cb;
+}
+
+// Executes |cb| waiting for |count| values of |gate| counting down from
+// |top| and signaling |done| to |value|.
+static halo_status_t execute_waiting(halo_command_buffer_t *cb,
+                                     halo_semaphore_t *gate, uint64_t top,
+                                     uint32_t count, halo_semaphore_t *done,
+                                     uint64_t value) {
+  halo_semaphore_value_t *waits = calloc(count, sizeof(*waits));
+  assert_non_null(waits);
+  for (uint32_t i = 0; i < count; ++i) {
+    waits[i] = (halo_semaphore_value_t){gate, top - i};
+  }
+  halo_semaphore_value_t signal = {done, value};
+  halo_status_t status =
+      halo_queue_execute(NULL, cb, NULL, 0, waits, count, &signal, 1);
+  free(waits);
+  return status;
+}
+
+// One session's executes, each of a submission's most waits (1024 waits
+// and signals in all) on a semaphore nobody signals yet, in ever-lower
+// values: before, session-pending (65536 submissions) was their only
+// bound, some 7 GiB of halod's memory in timepoints. Three submissions
+// hold the session's 2048 waits and signals here, far below its 256
+// submissions: the next wait is refused with RESOURCE_EXHAUSTED naming the
+// quota and session-pending, while another session executes as many of
+// its own; once the waits are met the quota is whole again.
+static void test_pending_waits_are_bounded(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_buffer_t *buffer;
+  halo_command_buffer_t *cb = record_fill(client, &buffer);
+  halo_semaphore_t *gate, *done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &gate));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  HALO_TEST_ASSERT_OK(execute_waiting(cb, gate, 2000, 1000, done, 1));
+  HALO_TEST_ASSERT_OK(execute_waiting(cb, gate, 1000, 1000, done, 2));
+  // 2002 held: 47 waits and a signal pass 2048.
+  static const char *const expected[] = {
+      "waits and signals of this session's unfinished submissions",
+      "(2002, and this one's 48)", "quota of 2048", "session-pending, 256",
+      NULL};
+  halo_test_expect_status_all(execute_waiting(cb, gate, 500, 47, done, 3),
+                              HALO_STATUS_RESOURCE_EXHAUSTED, expected,
+                              "an execute past the waits quota");
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  // Exactly the quota fits (the refused one's signal value is free again).
+  HALO_TEST_ASSERT_OK(execute_waiting(cb, gate, 500, 45, done, 3));
+  HALO_TEST_EXPECT_STATUS(execute_waiting(cb, gate, 500, 1, done, 4),
+                          HALO_STATUS_RESOURCE_EXHAUSTED, "session-pending");
+  // Another session is not held back by it.
+  halo_client_t *other = halo_test_connect(&fixture->daemon, 0);
+  HALO_TEST_ASSERT_OK(halo_client_ping(other));
+  halo_buffer_t *other_buffer;
+  halo_command_buffer_t *other_cb = record_fill(other, &other_buffer);
+  halo_semaphore_t *other_gate, *other_done;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(other, 0, 0, &other_gate));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(other, 0, 0, &other_done));
+  HALO_TEST_ASSERT_OK(
+      execute_waiting(other_cb, other_gate, 2000, 1000, other_done, 1));
+  HALO_TEST_ASSERT_OK(
+      execute_waiting(other_cb, other_gate, 1000, 1000, other_done, 2));
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(other_gate, 2000));
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(other_done, 2, 10 * 1000 * HALO_TEST_MS));
+  // The waits met, the first session's quota is whole again (once halod
+  // retired the submissions: a device's store of the value may wake the
+  // wait before halod hears of the completion).
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 2000));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 3, 10 * 1000 * HALO_TEST_MS));
+  int64_t deadline = halo_test_now_ns() + HALO_TEST_DEADLINE_MS * HALO_TEST_MS;
+  halo_status_t status;
+  while ((status = execute_waiting(cb, gate, 3000, 1000, done, 4)) &&
+         halo_status_code(status) == HALO_STATUS_RESOURCE_EXHAUSTED &&
+         halo_test_now_ns() < deadline) {
+    halo_status_free(status);
+    halo_test_sleep_ms(10);
+  }
+  HALO_TEST_ASSERT_OK(status);
+  HALO_TEST_ASSERT_OK(execute_waiting(cb, gate, 4000, 1000, done, 5));
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 4000));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 5, 10 * 1000 * HALO_TEST_MS));
+  halo_semaphore_release(other_gate);
+  halo_semaphore_release(other_done);
+  halo_command_buffer_release(other_cb);
+  halo_buffer_release(other_buffer);
+  halo_client_close(other);
+  halo_semaphore_release(gate);
+  halo_semaphore_release(done);
+  halo_command_buffer_release(cb);
+  halo_buffer_release(buffer);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
@@ -686,6 +804,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           test_imported_buffers_count_against_the_importer, quota_setup,
           halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_pending_waits_are_bounded,
+                                      waits_quota_setup,
+                                      halo_test_fixture_teardown),
   };
 #undef T
   return cmocka_run_group_tests_name("security", tests, NULL, NULL);
