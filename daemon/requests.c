@@ -16,6 +16,7 @@
 #include "daemon/executable.h"
 #include "daemon/operation.h"
 #include "daemon/queue.h"
+#include "daemon/request_scan.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
 #include "daemon/submission.h"
@@ -1316,18 +1317,24 @@ static halo_status_t halod_dispatch(halod_request_t *request,
 static void halod_requests_serve(halod_t *daemon, halod_session_t *session,
                                  halod_server_event_t *event) {
   ++session->requests;
-  Halo__Wire__Request *wire = halo__wire__request__unpack(
-      NULL, nng_msg_len(event->message), nng_msg_body(event->message));
+  size_t length = nng_msg_len(event->message);
+  const uint8_t *bytes = nng_msg_body(event->message);
+  // What the request may make protobuf-c allocate is bounded first, on its
+  // bytes: past a bound it is refused after a scan that allocates nothing
+  // (daemon/request_scan.h), not decoded whole on the loop.
+  halo_status_t refusal = halod_request_scan(bytes, length);
+  if (refusal) {
+    HALO_LOG_DEBUG("session %llu: request of %zu bytes: %s",
+                   (unsigned long long)session->id, length,
+                   halo_status_message(refusal));
+    halod_reply_status(event->context, refusal);
+    return;
+  }
+  Halo__Wire__Request *wire = halo__wire__request__unpack(NULL, length, bytes);
   if (!wire) {
     HALO_LOG_DEBUG("session %llu: undecodable request of %zu bytes",
-                   (unsigned long long)session->id,
-                   nng_msg_len(event->message));
-    halod_reply_status(
-        event->context,
-        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                         "request of %zu bytes does not decode as a "
-                         "halo.wire.Request (malformed or truncated)",
-                         nng_msg_len(event->message)));
+                   (unsigned long long)session->id, length);
+    halod_reply_status(event->context, halod_request_undecodable(length));
     return;
   }
   halod_request_t request = {.daemon = daemon,

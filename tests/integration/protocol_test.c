@@ -681,6 +681,280 @@ static void test_every_request_type_survives_generic_bad_fields(void **state) {
   expect_daemon_serves(fixture);
 }
 
+// ------------------------------------------------------------ decoding cost
+
+// Packs |request| into a new buffer (free it).
+static uint8_t *pack_request(const Halo__Wire__Request *request,
+                             size_t *out_length) {
+  size_t length = halo__wire__request__get_packed_size(request);
+  uint8_t *bytes = malloc(length ? length : 1);
+  assert_non_null(bytes);
+  halo__wire__request__pack(request, bytes);
+  *out_length = length;
+  return bytes;
+}
+
+// Sends a CommandBufferCreate of |count| copies of |command| and returns
+// the response.
+static halo_wire_response_t *call_command_buffer_create(
+    protocol_fixture_t *fixture, Halo__Wire__Command *command, size_t count) {
+  Halo__Wire__Command **commands = calloc(count, sizeof(*commands));
+  assert_non_null(commands);
+  for (size_t i = 0; i < count; ++i) commands[i] = command;
+  Halo__Wire__CommandBufferCreate create =
+      HALO__WIRE__COMMAND_BUFFER_CREATE__INIT;
+  create.flags = HALO_COMMAND_BUFFER_REUSABLE;
+  create.n_commands = count;
+  create.commands = commands;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_CREATE;
+  request.command_buffer_create = &create;
+  size_t length;
+  uint8_t *bytes = pack_request(&request, &length);
+  free(commands);
+  halo_wire_response_t *response =
+      halo_test_raw_call_bytes(&fixture->raw, bytes, length);
+  free(bytes);
+  return response;
+}
+
+// Sends |count| copies of the |unit_length| bytes at |unit| as one request
+// (a field repeated |count| times) and returns the response.
+static halo_wire_response_t *call_repeated_bytes(protocol_fixture_t *fixture,
+                                                 const uint8_t *unit,
+                                                 size_t unit_length,
+                                                 size_t count) {
+  uint8_t *bytes = malloc(unit_length * count);
+  assert_non_null(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    memcpy(bytes + i * unit_length, unit, unit_length);
+  }
+  halo_wire_response_t *response =
+      halo_test_raw_call_bytes(&fixture->raw, bytes, unit_length * count);
+  free(bytes);
+  return response;
+}
+
+// Sends a QueueExecute of |bindings| bindings, |waits| waits and |signals|
+// signals (of handles that do not exist) and returns the response.
+static halo_wire_response_t *call_queue_execute(protocol_fixture_t *fixture,
+                                                size_t bindings, size_t waits,
+                                                size_t signals) {
+  Halo__Wire__Binding binding = HALO__WIRE__BINDING__INIT;
+  Halo__Wire__SemaphoreValue value = HALO__WIRE__SEMAPHORE_VALUE__INIT;
+  size_t values = waits + signals;
+  Halo__Wire__Binding **binding_list =
+      calloc(bindings + 1, sizeof(*binding_list));
+  Halo__Wire__SemaphoreValue **value_list =
+      calloc(values + 1, sizeof(*value_list));
+  assert_non_null(binding_list);
+  assert_non_null(value_list);
+  for (size_t i = 0; i < bindings; ++i) binding_list[i] = &binding;
+  for (size_t i = 0; i < values; ++i) value_list[i] = &value;
+  Halo__Wire__QueueExecute execute = HALO__WIRE__QUEUE_EXECUTE__INIT;
+  execute.command_buffer = 0x7777;
+  execute.n_bindings = bindings;
+  execute.bindings = binding_list;
+  execute.n_waits = waits;
+  execute.waits = value_list;
+  execute.n_signals = signals;
+  execute.signals = value_list + waits;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_QUEUE_EXECUTE;
+  request.queue_execute = &execute;
+  halo_wire_response_t *response = halo_test_raw_call(&fixture->raw, &request);
+  free(binding_list);
+  free(value_list);
+  return response;
+}
+
+// Sends an ExecutableCreate (of bytes no loader takes) with |count| compiler
+// options and returns the response.
+static halo_wire_response_t *call_executable_create(protocol_fixture_t *fixture,
+                                                    size_t count) {
+  char **options = calloc(count + 1, sizeof(*options));
+  assert_non_null(options);
+  for (size_t i = 0; i < count; ++i) options[i] = "-DX=1";
+  static uint8_t data[4] = {1, 2, 3, 4};
+  Halo__Wire__ExecutableCreate create = HALO__WIRE__EXECUTABLE_CREATE__INIT;
+  create.format = HALO__WIRE__EXECUTABLE_FORMAT__EXECUTABLE_FORMAT_PTX;
+  create.data.data = data;
+  create.data.len = sizeof(data);
+  create.n_options = count;
+  create.options = options;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_EXECUTABLE_CREATE;
+  request.executable_create = &create;
+  halo_wire_response_t *response = halo_test_raw_call(&fixture->raw, &request);
+  free(options);
+  return response;
+}
+
+// Asserts |response| is an error that did not come from the scan before
+// decoding (the request was decoded and refused by what checks it), and
+// frees it.
+static void expect_decoded_error(halo_wire_response_t *response) {
+  assert_non_null(response);
+  assert_int_not_equal(response->code, HALO_STATUS_OK);
+  assert_non_null(response->message);
+  if (strstr(response->message, "before decoding")) {
+    print_error("refused before decoding: %s\n", response->message);
+    fail();
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+}
+
+static void test_costly_decodes_are_refused_before_decoding(void **state) {
+  // protobuf-c allocates a structure for every element of a repeated
+  // field, every sub-message and every unknown field: 4 MB of four-byte
+  // barrier commands decoded to a million structures (some 200 MiB and a
+  // quarter of a second of halod's loop, which every client shares) before
+  // the command count was refused. Requests past the bounds are refused on
+  // their bytes, with an error naming the bound, each time they come, and
+  // the other client is served between them.
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  Halo__Wire__Command barrier = HALO__WIRE__COMMAND__INIT;
+  barrier.type = HALO__WIRE__COMMAND_TYPE__COMMAND_BARRIER;
+  for (int round = 0; round < 3; ++round) {
+    EXPECT(call_command_buffer_create(fixture, &barrier, 1000000),
+           HALO_STATUS_INVALID_ARGUMENT,
+           "before decoding: command_buffer_create.commands: more than "
+           "65536 commands (HALO_MAX_COMMANDS)");
+    expect_daemon_serves(fixture);
+  }
+  EXPECT(call_command_buffer_create(fixture, &barrier, HALO_MAX_COMMANDS + 1),
+         HALO_STATUS_INVALID_ARGUMENT, "more than 65536 commands");
+
+  // A command's arguments, 100000 of them (a barrier's were decoded and
+  // ignored).
+  enum { kArgs = 100000 };
+  Halo__Wire__DispatchArg arg = HALO__WIRE__DISPATCH_ARG__INIT;
+  arg.kind = HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_BINDING_TABLE;
+  Halo__Wire__DispatchArg **args = calloc(kArgs, sizeof(*args));
+  assert_non_null(args);
+  for (size_t i = 0; i < kArgs; ++i) args[i] = &arg;
+  Halo__Wire__Command crowded = barrier;
+  crowded.n_args = kArgs;
+  crowded.args = args;
+  Halo__Wire__Command *mixed[3] = {&barrier, &barrier, &crowded};
+  Halo__Wire__CommandBufferCreate create =
+      HALO__WIRE__COMMAND_BUFFER_CREATE__INIT;
+  create.flags = HALO_COMMAND_BUFFER_REUSABLE;
+  create.n_commands = 3;
+  create.commands = mixed;
+  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
+  request.body_case = HALO__WIRE__REQUEST__BODY_COMMAND_BUFFER_CREATE;
+  request.command_buffer_create = &create;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_INVALID_ARGUMENT,
+         "before decoding: command_buffer_create.commands[2].args: more "
+         "than 64 dispatch arguments (HALO_MAX_DISPATCH_ARGS)");
+  crowded.n_args = HALO_MAX_DISPATCH_ARGS + 1;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_INVALID_ARGUMENT, "more than 64 dispatch arguments");
+  crowded.n_args = 0;
+  uint32_t values[4] = {1, 1, 1, 1};
+  crowded.n_grid = 4;
+  crowded.grid = values;
+  EXPECT(halo_test_raw_call(&fixture->raw, &request),
+         HALO_STATUS_INVALID_ARGUMENT,
+         "commands[2].grid: more than 3 grid values");
+  free(args);
+  expect_daemon_serves(fixture);
+
+  // An execution's bindings, waits and signals; an executable's options.
+  EXPECT(call_queue_execute(fixture, HALO_MAX_BINDINGS + 1, 0, 0),
+         HALO_STATUS_INVALID_ARGUMENT,
+         "before decoding: queue_execute.bindings: more than 4096 bindings "
+         "(HALO_MAX_BINDINGS)");
+  EXPECT(call_queue_execute(fixture, 0, 600, 600), HALO_STATUS_INVALID_ARGUMENT,
+         "queue_execute.signals: more than 1024 waits and signals in all");
+  EXPECT(call_executable_create(fixture, 257), HALO_STATUS_INVALID_ARGUMENT,
+         "executable_create.options: more than 256 compiler options");
+
+  // A field that is not repeated, given 100000 times (protobuf-c decodes
+  // each copy, a sub-message's merged into the last), and 100000 unknown
+  // fields (each copied).
+  static const uint8_t payload[] = {0x12, 0x03, 0x0a, 0x01, 0x5c};
+  EXPECT(call_repeated_bytes(fixture, payload, sizeof(payload), 100000),
+         HALO_STATUS_INVALID_ARGUMENT,
+         "before decoding: ping: given more than once");
+  static const uint8_t inner_payload[] = {0x0a, 0x01, 0x5c};
+  uint8_t *ping = malloc(5 + sizeof(inner_payload) * 100000);
+  assert_non_null(ping);
+  size_t inner = sizeof(inner_payload) * 100000;
+  ping[0] = 0x12;
+  ping[1] = (uint8_t)(0x80 | (inner & 0x7f));
+  ping[2] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+  ping[3] = (uint8_t)((inner >> 14) & 0x7f);
+  for (size_t i = 0; i < 100000; ++i) {
+    memcpy(ping + 4 + i * sizeof(inner_payload), inner_payload,
+           sizeof(inner_payload));
+  }
+  EXPECT(halo_test_raw_call_bytes(&fixture->raw, ping, 4 + inner),
+         HALO_STATUS_INVALID_ARGUMENT,
+         "before decoding: ping.payload: given more than once");
+  free(ping);
+  static const uint8_t unknown[] = {0xf8, 0x07, 0x01};  // field 127, varint
+  EXPECT(call_repeated_bytes(fixture, unknown, sizeof(unknown), 100000),
+         HALO_STATUS_INVALID_ARGUMENT,
+         "before decoding: more than 64 unknown fields");
+  expect_daemon_serves(fixture);
+}
+
+static void test_largest_requests_still_decode(void **state) {
+  // The bounds are those halod enforces after decoding: requests at them
+  // decode and reach their checks as before.
+  protocol_fixture_t *fixture = *state;
+  halo_test_raw_hello(&fixture->raw);
+  Halo__Wire__Command barrier = HALO__WIRE__COMMAND__INIT;
+  barrier.type = HALO__WIRE__COMMAND_TYPE__COMMAND_BARRIER;
+  halo_wire_response_t *response = HALO_TEST_EXPECT_OK(
+      call_command_buffer_create(fixture, &barrier, HALO_MAX_COMMANDS));
+  assert_int_equal(response->body_case,
+                   HALO__WIRE__RESPONSE__BODY_COMMAND_BUFFER);
+  halo__wire__response__free_unpacked(response, NULL);
+
+  // A dispatch of 64 arguments and 3 grid and block values (of an
+  // executable that does not exist).
+  Halo__Wire__DispatchArg arg = HALO__WIRE__DISPATCH_ARG__INIT;
+  arg.kind = HALO__WIRE__DISPATCH_ARG_KIND__DISPATCH_ARG_BINDING_TABLE;
+  Halo__Wire__DispatchArg *args[HALO_MAX_DISPATCH_ARGS];
+  for (size_t i = 0; i < HALO_MAX_DISPATCH_ARGS; ++i) args[i] = &arg;
+  uint32_t values[3] = {1, 1, 1};
+  Halo__Wire__Command dispatch = HALO__WIRE__COMMAND__INIT;
+  dispatch.type = HALO__WIRE__COMMAND_TYPE__COMMAND_DISPATCH;
+  dispatch.has_executable = true;
+  dispatch.executable = 0x7777;
+  dispatch.entry = "main";
+  dispatch.n_grid = dispatch.n_block = 3;
+  dispatch.grid = dispatch.block = values;
+  dispatch.n_args = HALO_MAX_DISPATCH_ARGS;
+  dispatch.args = args;
+  expect_decoded_error(call_command_buffer_create(fixture, &dispatch, 1));
+  expect_decoded_error(call_queue_execute(fixture, HALO_MAX_BINDINGS, 0, 0));
+  expect_decoded_error(call_queue_execute(fixture, 0, 512, 512));
+  expect_decoded_error(call_executable_create(fixture, 256));
+
+  // A Ping with 64 unknown fields (halod's bound) is a Ping.
+  enum { kUnknown = 64 };
+  static const uint8_t unknown[] = {0xf8, 0x07, 0x01};  // field 127, varint
+  uint8_t ping[3 + sizeof(unknown) * kUnknown];
+  size_t inner = sizeof(unknown) * kUnknown;  // 192: a two-byte length
+  ping[0] = 0x12;
+  ping[1] = (uint8_t)(0x80 | (inner & 0x7f));
+  ping[2] = (uint8_t)(inner >> 7);
+  for (size_t i = 0; i < kUnknown; ++i) {
+    memcpy(ping + 3 + i * sizeof(unknown), unknown, sizeof(unknown));
+  }
+  response = HALO_TEST_EXPECT_OK(
+      halo_test_raw_call_bytes(&fixture->raw, ping, sizeof(ping)));
+  assert_int_equal(response->body_case, HALO__WIRE__RESPONSE__BODY_PING);
+  halo__wire__response__free_unpacked(response, NULL);
+  expect_daemon_serves(fixture);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
@@ -700,6 +974,8 @@ int main(void) {
       T(test_client_requests_on_admin_socket),
       T(test_every_request_type_with_bad_fields),
       T(test_every_request_type_survives_generic_bad_fields),
+      T(test_costly_decodes_are_refused_before_decoding),
+      T(test_largest_requests_still_decode),
   };
 #undef T
   return cmocka_run_group_tests_name("protocol", tests, NULL, NULL);
