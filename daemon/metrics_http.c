@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -28,6 +29,25 @@
 // Prometheus' scrape_timeout (10 s by default).
 #define HALOD_METRICS_HTTP_WAIT_NS 1000000000LL
 
+// Connections served at once, and of one client address: past either a
+// connection is closed as it arrives, so one client (an address) holds at
+// most an eighth of them (MHD_OPTION_PER_IP_CONNECTION_LIMIT) and a
+// scraper of another address always finds room.
+#define HALOD_METRICS_HTTP_CONNECTIONS 64u
+#define HALOD_METRICS_HTTP_ADDRESS_CONNECTIONS 8u
+// The time a connection has to complete a request: from its accept, or
+// from the end of its last request. libmicrohttpd's own timeout counts
+// idle time only (a client trickling a header line now and then keeps a
+// connection forever); at this deadline the connection is closed, however
+// much it sent. A scrape is answered within about 1 s
+// (HALOD_METRICS_HTTP_WAIT_NS), so 5 s leaves a slow one room; a
+// keep-alive connection idle that long is closed too (Prometheus connects
+// again).
+#define HALOD_METRICS_HTTP_REQUEST_S 5u
+#define HALOD_METRICS_HTTP_REQUEST_NS \
+  ((int64_t)HALOD_METRICS_HTTP_REQUEST_S * 1000000000LL)
+#define HALOD_METRICS_HTTP_LOG_NS 1000000000LL
+
 #define HALOD_METRICS_FORMAT_COUNT 2
 
 static const char *const kContentTypes[HALOD_METRICS_FORMAT_COUNT] = {
@@ -35,10 +55,24 @@ static const char *const kContentTypes[HALOD_METRICS_FORMAT_COUNT] = {
     "application/openmetrics-text; version=1.0.0; charset=utf-8",
 };
 
+// An open connection (from libmicrohttpd's notification of its start to
+// that of its close, which comes before its socket is closed) and the
+// deadline of its request.
+typedef struct halod_metrics_http_connection_t {
+  struct halod_metrics_http_connection_t *prev;
+  struct halod_metrics_http_connection_t *next;
+  int fd;
+  int64_t deadline_ns;  // monotonic
+  bool shut;            // shut down for its deadline: closing
+  char peer[INET6_ADDRSTRLEN];
+} halod_metrics_http_connection_t;
+
 struct halod_metrics_http_t {
   halod_t *daemon;
   struct MHD_Daemon *server;  // NULL once stopped
   uv_async_t render;          // the HTTP thread asks the loop to render
+  pthread_t reaper;           // closes connections past their deadline
+  bool reaper_started;
 
   // Below: under |mutex|, shared by the loop and the HTTP thread.
   pthread_mutex_t mutex;
@@ -52,6 +86,16 @@ struct halod_metrics_http_t {
   char *texts[HALOD_METRICS_FORMAT_COUNT];  // the latest; NULL: none (OOM)
   int64_t rendered_ns[HALOD_METRICS_FORMAT_COUNT];  // when, monotonic
   bool stopping;
+  // The open connections, newest first, with their deadlines (also the
+  // reaper's); it waits on |deadlines_changed| until the earliest.
+  halod_metrics_http_connection_t *connections;
+  pthread_cond_t deadlines_changed;
+
+  // libmicrohttpd's messages logged at most one per
+  // HALOD_METRICS_HTTP_LOG_NS: when the last was, how many were not since.
+  pthread_mutex_t log_mutex;
+  int64_t logged_ns;
+  uint64_t unlogged;
 };
 
 // ------------------------------------------------------------------ address
@@ -300,22 +344,167 @@ static enum MHD_Result halod_metrics_http_on_request(
                                   kContentTypes[format], text);
 }
 
-// libmicrohttpd's own errors (e.g. a connection it could not accept).
+// ------------------------------------------------------------ deadlines
+
+// HTTP thread: a connection started (tracked with its deadline) or closed
+// (forgotten, before libmicrohttpd closes its socket).
+static void halod_metrics_http_on_connection(
+    void *user_data, struct MHD_Connection *connection, void **socket_context,
+    enum MHD_ConnectionNotificationCode code) {
+  halod_metrics_http_t *http = user_data;
+  halod_metrics_http_connection_t *tracked = *socket_context;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    if (!tracked) return;
+    pthread_mutex_lock(&http->mutex);
+    if (tracked->prev) {
+      tracked->prev->next = tracked->next;
+    } else {
+      http->connections = tracked->next;
+    }
+    if (tracked->next) tracked->next->prev = tracked->prev;
+    pthread_mutex_unlock(&http->mutex);
+    free(tracked);
+    *socket_context = NULL;
+    return;
+  }
+  const union MHD_ConnectionInfo *fd =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!fd) return;
+  tracked = calloc(1, sizeof(*tracked));
+  if (!tracked) {
+    // Without a deadline it could be held for good: closed at once.
+    shutdown(fd->connect_fd, SHUT_RDWR);
+    return;
+  }
+  tracked->fd = fd->connect_fd;
+  const union MHD_ConnectionInfo *address =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *peer = address ? address->client_addr : NULL;
+  if (peer && peer->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr,
+              tracked->peer, sizeof(tracked->peer));
+  } else if (peer && peer->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr,
+              tracked->peer, sizeof(tracked->peer));
+  }
+  pthread_mutex_lock(&http->mutex);
+  tracked->deadline_ns = halo_clock_now_ns() + HALOD_METRICS_HTTP_REQUEST_NS;
+  tracked->next = http->connections;
+  if (tracked->next) tracked->next->prev = tracked;
+  http->connections = tracked;
+  pthread_cond_signal(&http->deadlines_changed);
+  pthread_mutex_unlock(&http->mutex);
+  *socket_context = tracked;
+}
+
+// HTTP thread: a request ended (answered, or its connection failed): the
+// connection's next request has the time from now.
+static void halod_metrics_http_on_completed(
+    void *user_data, struct MHD_Connection *connection, void **request_state,
+    enum MHD_RequestTerminationCode code) {
+  (void)request_state;
+  (void)code;
+  halod_metrics_http_t *http = user_data;
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  halod_metrics_http_connection_t *tracked = info ? info->socket_context : NULL;
+  if (!tracked) return;
+  pthread_mutex_lock(&http->mutex);
+  tracked->deadline_ns = halo_clock_now_ns() + HALOD_METRICS_HTTP_REQUEST_NS;
+  pthread_mutex_unlock(&http->mutex);
+}
+
+// The reaper thread: shuts down each connection past its deadline (under
+// the mutex, so never one whose close was notified, whose descriptor may be
+// another's by then); libmicrohttpd then reads its end and closes it. Runs
+// until halod_metrics_http_stop.
+static void *halod_metrics_http_reap(void *argument) {
+  halod_metrics_http_t *http = argument;
+  pthread_mutex_lock(&http->mutex);
+  while (!http->stopping) {
+    int64_t now = halo_clock_now_ns();
+    int64_t next = 0;
+    for (halod_metrics_http_connection_t *tracked = http->connections; tracked;
+         tracked = tracked->next) {
+      if (tracked->shut) continue;
+      if (tracked->deadline_ns <= now) {
+        shutdown(tracked->fd, SHUT_RDWR);
+        tracked->shut = true;
+        HALO_LOG_DEBUG(
+            "metrics: closed a connection from %s: no request completed "
+            "within %u s",
+            tracked->peer[0] ? tracked->peer : "an unknown address",
+            HALOD_METRICS_HTTP_REQUEST_S);
+      } else if (!next || tracked->deadline_ns < next) {
+        next = tracked->deadline_ns;
+      }
+    }
+    if (next) {
+      struct timespec deadline = halo_clock_timespec(next);
+      pthread_cond_timedwait(&http->deadlines_changed, &http->mutex, &deadline);
+    } else {
+      pthread_cond_wait(&http->deadlines_changed, &http->mutex);
+    }
+  }
+  pthread_mutex_unlock(&http->mutex);
+  return NULL;
+}
+
+// Stops and joins the reaper (HTTP server stopped or never started).
+static void halod_metrics_http_stop_reaper(halod_metrics_http_t *http) {
+  pthread_mutex_lock(&http->mutex);
+  http->stopping = true;
+  pthread_cond_broadcast(&http->published);
+  pthread_cond_broadcast(&http->deadlines_changed);
+  pthread_mutex_unlock(&http->mutex);
+  if (http->reaper_started) pthread_join(http->reaper, NULL);
+  http->reaper_started = false;
+}
+
+// libmicrohttpd's own errors (e.g. a connection it could not accept, or
+// closed as it arrived past a limit): at most one a second, so that a
+// client opening connections in a loop does not flood halod's log; the
+// next one logged says how many were not. Keeps errno (MHD_start_daemon's
+// caller reads bind's).
 static void halod_metrics_http_on_log(void *user_data, const char *format,
                                       va_list args) {
-  (void)user_data;
-  char text[512];
-  vsnprintf(text, sizeof(text), format, args);
-  size_t length = strlen(text);
-  while (length > 0 && text[length - 1] == '\n') text[--length] = '\0';
-  HALO_LOG_WARN("metrics-address: libmicrohttpd: %s", text);
+  halod_metrics_http_t *http = user_data;
+  int saved_errno = errno;
+  pthread_mutex_lock(&http->log_mutex);
+  bool due = halo_clock_due(&http->logged_ns, halo_clock_now_ns(),
+                            HALOD_METRICS_HTTP_LOG_NS);
+  uint64_t unlogged = http->unlogged;
+  http->unlogged = due ? 0 : unlogged + 1;
+  pthread_mutex_unlock(&http->log_mutex);
+  if (due) {
+    char text[512];
+    vsnprintf(text, sizeof(text), format, args);
+    size_t length = strlen(text);
+    while (length > 0 && text[length - 1] == '\n') text[--length] = '\0';
+    if (unlogged) {
+      HALO_LOG_WARN("metrics-address: libmicrohttpd: %s (and %" PRIu64
+                    " messages not logged since the last)",
+                    text, unlogged);
+    } else {
+      HALO_LOG_WARN("metrics-address: libmicrohttpd: %s", text);
+    }
+  }
+  errno = saved_errno;
 }
 
 // ------------------------------------------------------------------ life
 
 static void halod_metrics_http_free(halod_metrics_http_t *http) {
   for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) free(http->texts[f]);
+  // Every connection's close was notified when the server stopped.
+  while (http->connections) {
+    halod_metrics_http_connection_t *next = http->connections->next;
+    free(http->connections);
+    http->connections = next;
+  }
+  pthread_cond_destroy(&http->deadlines_changed);
   pthread_cond_destroy(&http->published);
+  pthread_mutex_destroy(&http->log_mutex);
   pthread_mutex_destroy(&http->mutex);
   free(http);
 }
@@ -341,12 +530,25 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
   }
   http->daemon = daemon;
   pthread_mutex_init(&http->mutex, NULL);
+  pthread_mutex_init(&http->log_mutex, NULL);
   halo_clock_cond_initialize(&http->published);
+  halo_clock_cond_initialize(&http->deadlines_changed);
   // Before the server's thread starts: a scrape sends it at once.
   uv_async_init(loop, &http->render, halod_metrics_http_on_render);
   http->render.data = http;
   // The first snapshot: a scrape that finds the loop blocked gets one.
   halod_metrics_http_publish(http, (1u << HALOD_METRICS_FORMAT_COUNT) - 1, 0);
+
+  int error =
+      pthread_create(&http->reaper, NULL, halod_metrics_http_reap, http);
+  if (error) {
+    uv_close((uv_handle_t *)&http->render, halod_metrics_http_on_closed);
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "metrics-address: cannot start the HTTP "
+                            "connections' deadline thread: %s",
+                            strerror(error));
+  }
+  http->reaper_started = true;
 
   unsigned flags =
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
@@ -355,12 +557,17 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
   errno = 0;
   http->server = MHD_start_daemon(
       flags, 0, NULL, NULL, halod_metrics_http_on_request, http,
-      MHD_OPTION_EXTERNAL_LOGGER, halod_metrics_http_on_log, NULL,
+      MHD_OPTION_EXTERNAL_LOGGER, halod_metrics_http_on_log, http,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&socket_address,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)10, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, HALOD_METRICS_HTTP_CONNECTIONS,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      HALOD_METRICS_HTTP_ADDRESS_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+      HALOD_METRICS_HTTP_REQUEST_S, MHD_OPTION_NOTIFY_CONNECTION,
+      halod_metrics_http_on_connection, http, MHD_OPTION_NOTIFY_COMPLETED,
+      halod_metrics_http_on_completed, http, MHD_OPTION_END);
   if (!http->server) {
-    int error = errno;
+    error = errno;
+    halod_metrics_http_stop_reaper(http);
     uv_close((uv_handle_t *)&http->render, halod_metrics_http_on_closed);
     return halo_status_make(
         HALO_STATUS_UNAVAILABLE, "metrics-address: cannot serve HTTP on %s: %s",
@@ -379,10 +586,8 @@ halo_status_t halod_metrics_http_start(halod_t *daemon, uv_loop_t *loop,
 
 void halod_metrics_http_stop(halod_metrics_http_t *http) {
   if (!http) return;
-  pthread_mutex_lock(&http->mutex);
-  http->stopping = true;
-  pthread_cond_broadcast(&http->published);
-  pthread_mutex_unlock(&http->mutex);
+  // Scrapes waiting for the loop answer 503 at once; the reaper ends.
+  halod_metrics_http_stop_reaper(http);
   // Joins the HTTP thread: no request runs after this.
   MHD_stop_daemon(http->server);
   http->server = NULL;

@@ -15,6 +15,12 @@
 // the snapshot served (about 0 when it answered the scrape), for alerting.
 // Start renders the first snapshot, so there always is one to serve. Start
 // and stop run on the loop thread.
+//
+// Slow or many clients: one client address holds at most 8 of the 64
+// connections served at once, and a connection that has not completed a
+// request 5 s after its accept or its last request is closed (a thread of
+// its own watches the deadlines), so a client trickling its request cannot
+// keep a scraper of another address out (docs/security.md).
 #ifndef HALOD_METRICS_HTTP_H_
 #define HALOD_METRICS_HTTP_H_
 

@@ -16,7 +16,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "halo/halo.h"
 
@@ -247,6 +251,202 @@ static void test_port_in_use_is_refused(void **state) {
   close(fd);
 }
 
+// ------------------------------------------------------- slow and many clients
+
+// A TCP connection from |source| (an address of the loopback network) to
+// 127.0.0.1:|port|; -1 with errno if it cannot be made.
+static int metrics_connect_from(const char *source, uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in local = {.sin_family = AF_INET};
+  assert_int_equal(inet_pton(AF_INET, source, &local.sin_addr), 1);
+  struct sockaddr_in remote = {.sin_family = AF_INET, .sin_port = htons(port)};
+  remote.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, (struct sockaddr *)&local, sizeof(local)) != 0 ||
+      connect(fd, (struct sockaddr *)&remote, sizeof(remote)) != 0) {
+    int error = errno;
+    close(fd);
+    errno = error;
+    return -1;
+  }
+  return fd;
+}
+
+// Whether 127.0.0.2 can be a source address here (Linux routes all of
+// 127.0.0.0/8 to the loopback interface).
+static bool metrics_second_address(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in local = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "127.0.0.2", &local.sin_addr);
+  bool ok = bind(fd, (struct sockaddr *)&local, sizeof(local)) == 0;
+  close(fd);
+  return ok;
+}
+
+// GET /metrics from |source| (the connection closed after it): whether the
+// answer is 200 with metrics; a connection refused or closed without an
+// answer, or none within 10 s, is not.
+static bool metrics_get_from(const char *source, uint16_t port) {
+  int fd = metrics_connect_from(source, port);
+  if (fd < 0) return false;
+  struct timeval timeout = {.tv_sec = 10};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  static const char kRequest[] =
+      "GET /metrics HTTP/1.1\r\nHost: halod\r\nConnection: close\r\n\r\n";
+  bool ok = send(fd, kRequest, sizeof(kRequest) - 1, MSG_NOSIGNAL) ==
+            (ssize_t)(sizeof(kRequest) - 1);
+  char reply[65536];
+  size_t length = 0;
+  while (ok && length < sizeof(reply) - 1) {
+    ssize_t n = recv(fd, reply + length, sizeof(reply) - 1 - length, 0);
+    if (n <= 0) break;
+    length += (size_t)n;
+  }
+  reply[length] = '\0';
+  close(fd);
+  return ok && strncmp(reply, "HTTP/1.1 200", 12) == 0 &&
+         strstr(reply, "halo_metrics_snapshot_age_seconds");
+}
+
+// Whether the server closed |fd| (end of file or a reset), waiting at most
+// |timeout_ms| for it.
+static bool metrics_closed(int fd, int timeout_ms) {
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  if (poll(&pfd, 1, timeout_ms) <= 0) return false;
+  char byte;
+  return recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
+}
+
+// The start of a request whose headers never end.
+static const char kUnfinished[] = "GET /metrics HTTP/1.1\r\nHost: halod\r\n";
+
+// Sends a header line on each of |count| connections every 300 ms (well
+// within any idle timeout) until |*stop|.
+typedef struct metrics_trickle_t {
+  const int *fds;
+  int count;
+  atomic_bool stop;
+} metrics_trickle_t;
+
+static void *metrics_trickle(void *argument) {
+  metrics_trickle_t *trickle = argument;
+  while (!atomic_load(&trickle->stop)) {
+    static const char kLine[] = "X-Trickle: 1\r\n";
+    for (int i = 0; i < trickle->count; ++i) {
+      if (trickle->fds[i] < 0) continue;
+      (void)send(trickle->fds[i], kLine, sizeof(kLine) - 1,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    ops_sleep_ms(300);
+  }
+  return NULL;
+}
+
+// 64 connections of one address, each sending a request a header line at a
+// time (as many as halod serves at once): it keeps at most 8 of them (it
+// closes the others as they arrive), and a scrape from another address
+// succeeds meanwhile. Before, the 64 held every connection /metrics serves
+// and every other scrape timed out.
+static void test_one_address_cannot_hold_every_connection(void **state) {
+  (void)state;
+  if (!metrics_second_address()) {
+    print_message("skipped: 127.0.0.2 is not a local address here\n");
+    skip();
+  }
+  ops_daemon_t daemon;
+  ops_daemon_prepare(&daemon);
+  ops_daemon_start(
+      &daemon, (const char *const[]){"--metrics-address", "127.0.0.1:0", NULL},
+      NULL);
+  char url[128];
+  metrics_url(&daemon, url, sizeof(url));
+  uint16_t port = (uint16_t)atoi(strrchr(url, ':') + 1);
+  enum { kConnections = 64 };
+  int fds[kConnections];
+  for (int i = 0; i < kConnections; ++i) {
+    fds[i] = metrics_connect_from("127.0.0.1", port);
+    if (fds[i] >= 0) {
+      (void)send(fds[i], kUnfinished, sizeof(kUnfinished) - 1, MSG_NOSIGNAL);
+    }
+  }
+  metrics_trickle_t trickle = {.fds = fds, .count = kConnections};
+  pthread_t trickler;
+  assert_int_equal(pthread_create(&trickler, NULL, metrics_trickle, &trickle),
+                   0);
+  bool scraped = metrics_get_from("127.0.0.2", port);
+  atomic_store(&trickle.stop, true);
+  pthread_join(trickler, NULL);
+  assert_true(scraped);
+  // Those closed as they arrived are closed by now, those kept are closed 5 s
+  // after they arrived: at least 56 closed (given 2 s to be seen).
+  bool seen_closed[kConnections] = {false};
+  int closed = 0;
+  for (int64_t give_up = ops_now_ms() + 2000;
+       closed < kConnections - 8 && ops_now_ms() < give_up;) {
+    ops_sleep_ms(20);
+    for (int i = 0; i < kConnections; ++i) {
+      if (!seen_closed[i] && (fds[i] < 0 || metrics_closed(fds[i], 0))) {
+        seen_closed[i] = true;
+        ++closed;
+      }
+    }
+  }
+  for (int i = 0; i < kConnections; ++i) {
+    if (fds[i] >= 0) close(fds[i]);
+  }
+  if (closed < kConnections - 8) {
+    print_error("halod kept %d connections of one address\n",
+                kConnections - closed);
+    fail();
+  }
+  // Its connections gone, the first address is served again (once halod
+  // saw them close).
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    served = metrics_get_from("127.0.0.1", port);
+    if (!served) ops_sleep_ms(100);
+  }
+  assert_true(served);
+  assert_int_equal(ops_daemon_stop(&daemon), 0);
+  ops_daemon_cleanup(&daemon);
+}
+
+// A client that sends its request a header line at a time, each well within
+// libmicrohttpd's idle timeout, is closed once the request has taken 5 s,
+// however long it would go on; a scrape of the same address works after
+// it. Before, such a client held its connection for as long as it sent.
+static void test_slow_request_is_closed(void **state) {
+  (void)state;
+  ops_daemon_t daemon;
+  ops_daemon_prepare(&daemon);
+  ops_daemon_start(
+      &daemon, (const char *const[]){"--metrics-address", "127.0.0.1:0", NULL},
+      NULL);
+  char url[128];
+  metrics_url(&daemon, url, sizeof(url));
+  uint16_t port = (uint16_t)atoi(strrchr(url, ':') + 1);
+  int fd = metrics_connect_from("127.0.0.1", port);
+  assert_true(fd >= 0);
+  assert_int_equal(send(fd, kUnfinished, sizeof(kUnfinished) - 1, MSG_NOSIGNAL),
+                   (ssize_t)(sizeof(kUnfinished) - 1));
+  // A header line every 200 ms for up to 30 s (the test gives up then).
+  bool closed = false;
+  for (int i = 0; i < 150 && !closed; ++i) {
+    static const char kLine[] = "X-Trickle: 1\r\n";
+    closed = send(fd, kLine, sizeof(kLine) - 1, MSG_NOSIGNAL) < 0 ||
+             metrics_closed(fd, 200);
+  }
+  close(fd);
+  if (!closed) {
+    print_error("halod kept a request that went on for 30 s\n");
+    fail();
+  }
+  assert_true(metrics_get_from("127.0.0.1", port));
+  assert_int_equal(ops_daemon_stop(&daemon), 0);
+  ops_daemon_cleanup(&daemon);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scrape_both_formats),
@@ -254,6 +454,8 @@ int main(void) {
       cmocka_unit_test(test_scrape_while_loop_blocked),
       cmocka_unit_test(test_bad_address_names_the_setting),
       cmocka_unit_test(test_port_in_use_is_refused),
+      cmocka_unit_test(test_one_address_cannot_hold_every_connection),
+      cmocka_unit_test(test_slow_request_is_closed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
