@@ -14,8 +14,6 @@
 #include "daemon/workers.h"
 #include "hal/remote/remote_device.h"
 
-#define HALOD_MAX_EXECUTABLE_OPTIONS 256
-
 static const char *halod_executable_format_name(uint32_t format) {
   switch (format) {
     case HALO_HAL_EXECUTABLE_FORMAT_ELF:
@@ -123,7 +121,7 @@ static halo_status_t halod_executable_check(
   }
   if (request->n_options > HALOD_MAX_EXECUTABLE_OPTIONS) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "%zu compiler options (at most %d)",
+                            "%zu compiler options (at most %u)",
                             request->n_options, HALOD_MAX_EXECUTABLE_OPTIONS);
   }
   if (format == HALO_HAL_EXECUTABLE_FORMAT_ELF) {

@@ -22,6 +22,9 @@
 #include "daemon/daemon.h"
 #include "hal/executable.h"
 
+// The compiler options one executable load may carry.
+#define HALOD_MAX_EXECUTABLE_OPTIONS 256u
+
 typedef struct halod_executable_waiter_t halod_executable_waiter_t;
 
 typedef struct halod_executable_t {

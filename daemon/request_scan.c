@@ -14,13 +14,10 @@
 #include <string.h>
 
 #include "common/wire.h"
+#include "daemon/executable.h"
+#include "daemon/submission.h"
 #include "halo/halo.h"
 
-// What halod allows of waits and signals of one submission in all
-// (daemon/submission.c), and of an executable's compiler options
-// (daemon/executable.c); refused there with their own messages too.
-#define HALOD_SCAN_MAX_SYNC 1024u
-#define HALOD_SCAN_MAX_OPTIONS 256u
 // The proto's messages do not nest recursively (a request is at most five
 // deep); a deeper one could only come from a schema change.
 #define HALOD_SCAN_MAX_DEPTH 16
@@ -63,19 +60,19 @@ static const halod_scan_bound_t halod_scan_bounds[] = {
     {&halo__wire__queue_execute__descriptor, "bindings", HALOD_SCAN_BINDINGS,
      HALO_MAX_BINDINGS, "bindings (HALO_MAX_BINDINGS)"},
     {&halo__wire__queue_execute__descriptor, "waits", HALOD_SCAN_SYNC,
-     HALOD_SCAN_MAX_SYNC, "waits and signals in all"},
+     HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__queue_execute__descriptor, "signals", HALOD_SCAN_SYNC,
-     HALOD_SCAN_MAX_SYNC, "waits and signals in all"},
+     HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__queue_alloca__descriptor, "waits", HALOD_SCAN_SYNC,
-     HALOD_SCAN_MAX_SYNC, "waits and signals in all"},
+     HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__queue_alloca__descriptor, "signals", HALOD_SCAN_SYNC,
-     HALOD_SCAN_MAX_SYNC, "waits and signals in all"},
+     HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__queue_dealloca__descriptor, "waits", HALOD_SCAN_SYNC,
-     HALOD_SCAN_MAX_SYNC, "waits and signals in all"},
+     HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__queue_dealloca__descriptor, "signals", HALOD_SCAN_SYNC,
-     HALOD_SCAN_MAX_SYNC, "waits and signals in all"},
+     HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__executable_create__descriptor, "options", HALOD_SCAN_OPTIONS,
-     HALOD_SCAN_MAX_OPTIONS, "compiler options"},
+     HALOD_MAX_EXECUTABLE_OPTIONS, "compiler options"},
 };
 
 #define HALOD_SCAN_BOUND_COUNT \
