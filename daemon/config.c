@@ -209,7 +209,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      "inline)"},
     {"session-pending", HALOD_NUMBER(HALOD_CONFIG_U32, session_pending),
      "65536", 1, 1u << 24, NULL, LIVE,
-     "quota of submissions per session not yet completed"},
+     "quota of submissions per session not yet completed (their waits "
+     "and signals: 8 per submission of it, at least 1024)"},
     {"ring-poll-us", HALOD_NUMBER(HALOD_CONFIG_U32, ring_poll_us), "50", 0,
      1000000, NULL, LIVE,
      "microseconds the loop keeps polling a session's submission ring after "
