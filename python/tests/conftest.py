@@ -196,6 +196,33 @@ KERNELS_C = os.path.join(HERE, "kernels.c")
 KERNELS_CU = os.path.join(HERE, "kernels.cu")
 
 
+
+@pytest.fixture
+def mypy_strict(tmp_path):
+    """A function that checks Python source as user code under mypy
+    --strict, against the halogpu these tests import (a source tree, or an
+    installed one that mypy finds by itself); skips where mypy is not
+    installed."""
+    pytest.importorskip("mypy", reason="mypy is not installed")
+    import halogpu
+
+    def check(name, text):
+        source = tmp_path / name
+        source.write_text(text)
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(halogpu.__file__))
+        if os.path.basename(root) not in ("site-packages", "dist-packages"):
+            env["MYPYPATH"] = root
+        result = subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--cache-dir",
+             str(tmp_path / "cache"), str(source)],
+            capture_output=True, text=True, env=env, cwd=tmp_path,
+            timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    return check
+
+
 def compile_kernel(source_path, output_dir, name="kernels.so"):
     """Compiles a CPU-driver kernel library with cc; the path of the .so."""
     compiler = shutil.which(os.environ.get("CC", "cc"))

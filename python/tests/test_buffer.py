@@ -5,9 +5,6 @@ their lifetime, export/import."""
 
 import array
 import gc
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -186,12 +183,11 @@ def test_from_numpy_releases_its_buffer_when_the_copy_fails(client,
     assert made and made[0].released and made[0]._handle.freed
 
 
-def test_dtype_is_assignable_under_mypy_strict(tmp_path):
+def test_dtype_is_assignable_under_mypy_strict(mypy_strict):
     """Buffer.dtype takes a numpy dtype, its name or None in user code
     checked by mypy --strict (numpy is optional: the attribute is Any)."""
-    pytest.importorskip("mypy", reason="mypy is not installed")
-    source = tmp_path / "uses_dtype.py"
-    source.write_text(
+    mypy_strict(
+        "uses_dtype.py",
         "import numpy as np\n"
         "import halogpu\n\n\n"
         "def typed(client: halogpu.Client) -> None:\n"
@@ -200,17 +196,6 @@ def test_dtype_is_assignable_under_mypy_strict(tmp_path):
         "    buffer.dtype = 'float32'\n"
         "    buffer.dtype = None\n"
         "    buffer.ref(dtype=np.float16).dtype = np.dtype('int8')\n")
-    env = dict(os.environ)
-    # The halogpu these tests import (a source tree, or an installed one
-    # that mypy finds by itself).
-    root = os.path.dirname(os.path.dirname(halogpu.__file__))
-    if os.path.basename(root) not in ("site-packages", "dist-packages"):
-        env["MYPYPATH"] = root
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir",
-         str(tmp_path / "cache"), str(source)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_numpy_view_is_zero_copy(client):

@@ -2,10 +2,7 @@
 # Copyright 2026 The halo Authors
 """Status codes and exception classes (no daemon needed)."""
 
-import os
 import pickle
-import subprocess
-import sys
 
 import pytest
 
@@ -70,13 +67,12 @@ def test_status_code_conversion():
         errors.status_code(True)
 
 
-def test_failure_value_is_typed_under_mypy_strict(tmp_path):
+def test_failure_value_is_typed_under_mypy_strict(mypy_strict):
     """The value a failed semaphore had reached, on the failure
     Semaphore.query() raises (``error.value``), is an int in user code
     checked by mypy --strict (it was set without a declaration)."""
-    pytest.importorskip("mypy", reason="mypy is not installed")
-    source = tmp_path / "uses_value.py"
-    source.write_text(
+    mypy_strict(
+        "uses_value.py",
         "import halogpu\n\n\n"
         "def reached(semaphore: halogpu.Semaphore) -> int:\n"
         "    try:\n"
@@ -84,14 +80,3 @@ def test_failure_value_is_typed_under_mypy_strict(tmp_path):
         "    except halogpu.HaloError as error:\n"
         "        value: int = error.value\n"
         "        return value\n")
-    env = dict(os.environ)
-    # The halogpu these tests import (a source tree, or an installed one
-    # that mypy finds by itself).
-    root = os.path.dirname(os.path.dirname(halogpu.__file__))
-    if os.path.basename(root) not in ("site-packages", "dist-packages"):
-        env["MYPYPATH"] = root
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir",
-         str(tmp_path / "cache"), str(source)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr

@@ -6,9 +6,6 @@ mapping outlives the buffer, the client and the capsule as long as an array
 uses it."""
 
 import gc
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -133,27 +130,17 @@ def test_dlpack_refusals(client):
         host.__dlpack__()
 
 
-def test_from_dlpack_of_a_buffer_passes_mypy_strict(tmp_path):
+def test_from_dlpack_of_a_buffer_passes_mypy_strict(mypy_strict):
     """numpy.from_dlpack(buffer), as the README shows it, type-checks in
     user code under mypy --strict: numpy's stubs take an object whose
     __dlpack__ returns a capsule (CapsuleType), not any object."""
-    pytest.importorskip("mypy", reason="mypy is not installed")
-    source = tmp_path / "uses_dlpack.py"
-    source.write_text(
+    mypy_strict(
+        "uses_dlpack.py",
         "import numpy as np\n"
         "import numpy.typing as npt\n"
         "import halogpu\n\n\n"
         "def typed(buffer: halogpu.Buffer) -> npt.NDArray[np.float32]:\n"
         "    return np.from_dlpack(buffer).view(np.float32)\n")
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(halogpu.__file__))
-    if os.path.basename(root) not in ("site-packages", "dist-packages"):
-        env["MYPYPATH"] = root
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir",
-         str(tmp_path / "cache"), str(source)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_torch_from_dlpack_is_zero_copy(client):
