@@ -5,10 +5,8 @@
 // the last reference to, whose close blocks (a TCP socket with SO_LINGER
 // and unsent data), and requests sent without reading the replies, which
 // carry descriptors (daemon/fd_closer.h, daemon/fd_server.c).
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -21,6 +19,7 @@
 
 #include "common/fd_channel.h"
 #include "tests/support/halo_test.h"
+#include "tests/support/lingering_socket.h"
 
 typedef struct abuse_fixture_t {
   halo_test_fixture_t base;  // first: the shared teardown frees it
@@ -46,40 +45,6 @@ static int abuse_teardown(void **state) {
   return halo_test_fixture_teardown(state);
 }
 
-// A TCP socket whose last close waits |linger_s| seconds: connected to a
-// listener that never accepts, its send queue full, SO_LINGER on.
-// |*out_listener|: the listener, to close after.
-static int stuck_socket(int linger_s, int *out_listener) {
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(listener >= 0);
-  struct sockaddr_in address = {.sin_family = AF_INET};
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int small = 4096;
-  setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
-                   0);
-  assert_int_equal(listen(listener, 1), 0);
-  socklen_t length = sizeof(address);
-  assert_int_equal(getsockname(listener, (struct sockaddr *)&address, &length),
-                   0);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)),
-                   0);
-  int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  static char bytes[65536];
-  while (write(fd, bytes, sizeof(bytes)) > 0) {
-  }
-  assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-  fcntl(fd, F_SETFL, flags);
-  struct linger linger = {.l_onoff = 1, .l_linger = linger_s};
-  assert_int_equal(
-      setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
-  *out_listener = listener;
-  return fd;
-}
-
 // Whether this kernel lets a socket refuse passed descriptors
 // (SO_PASSRIGHTS, Linux 6.16): halod's sockets then do.
 static bool kernel_refuses_rights(void) {
@@ -100,7 +65,7 @@ static bool kernel_refuses_rights(void) {
 static void test_passed_descriptor_does_not_block_the_loop(void **state) {
   abuse_fixture_t *fixture = *state;
   int listener;
-  int stuck = stuck_socket(60, &listener);
+  int stuck = halo_test_lingering_socket(60, &listener);
   pid_t daemon_pid = fixture->base.daemon.pid;
   halo_fd_request_t request;
   memset(&request, 0, sizeof(request));

@@ -14,10 +14,8 @@
 
 #include "daemon/fd_closer.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,44 +26,12 @@
 
 #include "common/fd_channel.h"
 #include "daemon/socket_rights.h"
+#include "tests/support/lingering_socket.h"
 
 static int64_t now_ms(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
-
-// A TCP socket whose last close waits |linger_s| seconds: connected to a
-// listener that never accepts, its send queue full, SO_LINGER on.
-static int stuck_socket(int linger_s, int *out_listener) {
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(listener >= 0);
-  struct sockaddr_in address = {.sin_family = AF_INET};
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int small = 4096;
-  setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
-                   0);
-  assert_int_equal(listen(listener, 1), 0);
-  socklen_t length = sizeof(address);
-  assert_int_equal(getsockname(listener, (struct sockaddr *)&address, &length),
-                   0);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  assert_true(fd >= 0);
-  int connected = connect(fd, (struct sockaddr *)&address, sizeof(address));
-  assert_true(connected == 0 || errno == EINPROGRESS);
-  static char bytes[65536];
-  int64_t deadline = now_ms() + 5000;
-  while (now_ms() < deadline) {
-    if (write(fd, bytes, sizeof(bytes)) < 0 && errno == EAGAIN) break;
-  }
-  int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  struct linger linger = {.l_onoff = 1, .l_linger = linger_s};
-  assert_int_equal(
-      setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger)), 0);
-  *out_listener = listener;
-  return fd;
 }
 
 // Whether the kernel lets a socket refuse passed descriptors (6.16).
@@ -83,7 +49,7 @@ static void test_lingering_socket_closes_at_once(void **state) {
   halod_fd_closer_t *closer = NULL;
   assert_null(halod_fd_closer_create(&closer));
   int listener;
-  int stuck = stuck_socket(60, &listener);
+  int stuck = halo_test_lingering_socket(60, &listener);
   halod_fd_closer_close(closer, stuck, 1000);
   int64_t deadline = now_ms() + 10000;
   while (halod_fd_closer_pending(closer, 1000) > 0 && now_ms() < deadline) {
@@ -106,7 +72,7 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
   halod_fd_closer_t *closer = NULL;
   assert_null(halod_fd_closer_create(&closer));
   int listener;
-  int stuck = stuck_socket(2, &listener);
+  int stuck = halo_test_lingering_socket(2, &listener);
   int pair[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
   char byte = 'x';
