@@ -886,6 +886,10 @@ static void halod_command_buffer_answer(halod_t *daemon,
     halod_command_buffer_reply_status(context, status);
     return;
   }
+  for (uint32_t i = 0; i < entry->buffer_count; ++i) {
+    halod_session_hold_import(session, entry->buffers[i]);
+  }
+  command_buffer->holds_imports = true;
   if (!context) return;
   Halo__Wire__CommandBufferReply reply = HALO__WIRE__COMMAND_BUFFER_REPLY__INIT;
   reply.handle = handle;
@@ -1318,6 +1322,12 @@ void halod_command_buffer_release(halod_t *daemon,
   halod_session_t *owner =
       halo_u64_map_get(&daemon->sessions.by_id, command_buffer->owner_session);
   if (owner) owner->recording_bytes -= entry->lru.bytes;
+  if (command_buffer->holds_imports) {
+    for (uint32_t i = 0; i < entry->buffer_count; ++i) {
+      halod_session_drop_import(daemon, command_buffer->owner_session,
+                                entry->buffers[i]);
+    }
+  }
   if (--entry->sharers == 0) {
     // Kept within memo-cache-entries and memo-cache-bytes; a recording
     // larger than the bytes' bound alone is not kept (0: none is).

@@ -65,6 +65,9 @@ typedef struct halod_command_buffer_t {
   // reference goes (submissions in flight keep the recording); the session
   // may have ended by then.
   uint64_t owner_session;
+  // Holds the imported buffers of its recording charged to the owner
+  // (halod_session_hold_import) from its handle's creation on.
+  bool holds_imports;
 } halod_command_buffer_t;
 
 #define HALOD_MAX_COMMANDS 65536

@@ -706,8 +706,9 @@ static halo_status_t halod_session_charge_import(halod_t *daemon,
   return NULL;
 }
 
-// One handle of |session| on |buffer| went: the last of an imported one
-// gives its bytes back.
+// One reference of |session| to |buffer| went (a handle, or a hold:
+// halod_session_hold_import): the last to an imported one gives its bytes
+// back.
 static void halod_session_uncharge_import(halod_session_t *session,
                                           const halod_buffer_t *buffer) {
   uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
@@ -725,6 +726,34 @@ static void halod_session_uncharge_import(halod_session_t *session,
   } else {
     session->device_bytes -= buffer->size;
   }
+}
+
+void halod_session_hold_import(halod_session_t *session,
+                               const halod_buffer_t *buffer) {
+  if (buffer->owner_session == session->id) return;  // charged as its own
+  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
+  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  halo_status_t status =
+      halo_u64_map_put(&session->grants, key, (void *)(count + 1));
+  if (status) {
+    // Only a new key allocates: nothing of the session held it, and the
+    // drop will find nothing to give back either.
+    halo_status_free(status);
+    return;
+  }
+  if (count) return;
+  if (buffer->arena) {
+    session->host_bytes += buffer->size;
+  } else {
+    session->device_bytes += buffer->size;
+  }
+}
+
+void halod_session_drop_import(halod_t *daemon, uint64_t session_id,
+                               const halod_buffer_t *buffer) {
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_id, session_id);
+  if (session) halod_session_uncharge_import(session, buffer);
 }
 
 halo_status_t halod_session_add_buffer(halod_t *daemon,

@@ -191,6 +191,19 @@ halo_status_t halod_session_add_buffer(halod_t *daemon,
                                        halod_buffer_t *buffer,
                                        uint64_t *out_handle);
 
+// An imported buffer stays charged to |session| while anything of the
+// session holds it, not only a handle: a command buffer's recording (which
+// submissions in flight keep) and an execution's binding each hold it
+// (one more count on the import's grant, charged if it was the first), and
+// drop it when they go (the last gives the bytes back; |session_id|: the
+// session may have ended, its charges with it). Else a session that
+// recorded an imported buffer and released its handle, its creator gone,
+// kept the memory alive charged to nobody. No-op for the session's own.
+void halod_session_hold_import(halod_session_t *session,
+                               const halod_buffer_t *buffer);
+void halod_session_drop_import(halod_t *daemon, uint64_t session_id,
+                               const halod_buffer_t *buffer);
+
 // Adds a handle for an executable, command buffer or queue (taking over one
 // reference; released on failure).
 halo_status_t halod_session_add_object(halod_t *daemon,

@@ -40,6 +40,10 @@ static void halod_submission_free(halod_submission_t *submission) {
                                  submission->reserved_previous[i - 1]);
   }
   for (uint32_t i = 0; i < submission->buffer_count; ++i) {
+    if (i < submission->held_imports) {
+      halod_session_drop_import(daemon, submission->session_id,
+                                submission->buffers[i]);
+    }
     halod_buffer_release(daemon, submission->buffers[i]);
   }
   for (uint32_t i = 0; i < submission->semaphore_count; ++i) {
@@ -232,6 +236,8 @@ static halo_status_t halod_submission_bind(halod_submission_t *submission,
     submission->bindings[i].length = length;
     halod_buffer_retain(buffer);
     submission->buffers[submission->buffer_count++] = buffer;
+    halod_session_hold_import(session, buffer);
+    submission->held_imports = submission->buffer_count;
   }
   return NULL;
 }

@@ -80,6 +80,9 @@ typedef struct halod_submission_t {
   // Bound, retained (a dealloca: its buffer, until its waits are met).
   halod_buffer_t **buffers;
   uint32_t buffer_count;
+  // The first |held_imports| of |buffers| hold their imports' charge on
+  // the session (halod_session_hold_import): the bound ones.
+  uint32_t held_imports;
   // Alloca and dealloca: the buffer's id (haloctl queues).
   uint64_t buffer_id;
   halod_semaphore_t **semaphores;  // waits then signals, retained

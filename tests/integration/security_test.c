@@ -671,6 +671,89 @@ static void test_imported_buffers_count_against_the_importer(void **state) {
   HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
 }
 
+// An imported buffer stays charged to the importer while anything of its
+// holds it: a recording (its command buffer, which submissions in flight
+// keep) or a pending execution's binding, not only a handle. Before, a session
+// that recorded an imported buffer and released its handle, its creator
+// gone, kept the memory alive charged to nobody: one recording (or pending
+// execution) per import, any number of quotas' worth.
+static void expect_recording_keeps_import_charged(halo_test_fixture_t *fixture,
+                                                  halo_memory_type_t type,
+                                                  const char *setting) {
+  enum { SIZE = 1 << 20 };
+  halo_client_t *client = fixture->client;
+  halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer =
+      halo_test_create_buffer(creator, type, SIZE, HALO_OBJECT_FLAG_EXPORTABLE);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_buffer_export(buffer, &token));
+  halo_buffer_t *imported = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &imported));
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 0);
+  uint32_t pattern = 7;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      cb, halo_buffer_ref(imported, 0, 64), &pattern, sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_buffer_release(imported);
+  halo_client_close(creator);  // the recording alone keeps the buffer
+  halo_buffer_t *own = NULL;
+  HALO_TEST_EXPECT_STATUS(halo_buffer_create(client, 0, type, SIZE, 0, &own),
+                          HALO_STATUS_RESOURCE_EXHAUSTED, setting);
+  halo_command_buffer_release(cb);
+  // The recording gone, the buffer went with it, and its bytes.
+  own = halo_test_create_buffer(client, type, SIZE, 0);
+  halo_buffer_release(own);
+
+  // An execution that binds an imported buffer and waits: it holds the
+  // buffer, charged, until it completes.
+  creator = halo_test_connect(&fixture->daemon, 0);
+  buffer =
+      halo_test_create_buffer(creator, type, SIZE, HALO_OBJECT_FLAG_EXPORTABLE);
+  HALO_TEST_ASSERT_OK(halo_buffer_export(buffer, &token));
+  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &imported));
+  cb = halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 1);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(cb, halo_binding_ref(0, 0, 64),
+                                               &pattern, sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_semaphore_t *gate = NULL, *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &gate));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t binding = {imported, 0, HALO_WHOLE_BUFFER};
+  halo_semaphore_value_t wait = {gate, 1}, signal = {done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, &binding, 1, &wait, 1, &signal, 1));
+  halo_command_buffer_release(cb);
+  halo_buffer_release(imported);
+  halo_client_close(creator);
+  HALO_TEST_EXPECT_STATUS(halo_buffer_create(client, 0, type, SIZE, 0, &own),
+                          HALO_STATUS_RESOURCE_EXHAUSTED, setting);
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(done, 1, HALO_TEST_DEADLINE_MS * HALO_TEST_MS));
+  // Completed: halod retires it on its loop, then the bytes come back.
+  halo_status_t created = NULL;
+  for (int i = 0; i < 100; ++i) {
+    halo_status_free(created);
+    created = halo_buffer_create(client, 0, type, SIZE, 0, &own);
+    if (!created) break;
+    halo_test_sleep_ms(10);
+  }
+  HALO_TEST_ASSERT_OK(created);
+  halo_buffer_release(own);
+  halo_semaphore_release(gate);
+  halo_semaphore_release(done);
+}
+
+static void test_recordings_keep_imports_charged(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  expect_recording_keeps_import_charged(fixture, HALO_MEMORY_DEVICE,
+                                        "session-device-bytes");
+  expect_recording_keeps_import_charged(fixture, HALO_MEMORY_HOST_VISIBLE,
+                                        "session-host-bytes");
+  HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
+}
+
 // ---------------------------------------------------------------- waits
 
 // session-pending 256: the waits and signals of a session's unfinished
@@ -804,6 +887,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           test_imported_buffers_count_against_the_importer, quota_setup,
           halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_recordings_keep_imports_charged,
+                                      quota_setup, halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_pending_waits_are_bounded,
                                       waits_quota_setup,
                                       halo_test_fixture_teardown),
