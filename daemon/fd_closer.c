@@ -8,43 +8,41 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/status.h"
 #include "common/u64_map.h"
 
+// One uid's descriptors waiting to be closed, in order, by its one thread.
+typedef struct halod_fd_close_queue_t {
+  uint32_t uid;
+  int *fds;
+  size_t head, count, capacity;  // a ring of |capacity|
+  bool closing;                  // its thread is in a close
+  bool running;                  // it has a thread
+} halod_fd_close_queue_t;
+
 struct halod_fd_closer_t {
   pthread_mutex_t mutex;
-  halo_u64_map_t pending;  // uid -> closes not returned (as uintptr_t)
-  // halod's, each fd channel connection's and each close's under way: the
-  // last frees.
+  halo_u64_map_t queues;    // uid + 1 (the map's keys are never 0) -> queue
+  bool inline_connections;  // halod_fd_closer_set_rights_refused
+  int64_t warned_s;         // when a thread last failed to start
+  // halod's, each fd channel connection's and each uid's thread: the last
+  // frees.
   _Atomic uint32_t references;
 };
-
-typedef struct halod_fd_close_t {
-  halod_fd_closer_t *closer;
-  int fd;
-  uint32_t uid;
-} halod_fd_close_t;
 
 halo_status_t halod_fd_closer_create(halod_fd_closer_t **out_closer) {
   *out_closer = NULL;
   halod_fd_closer_t *closer = calloc(1, sizeof(*closer));
   if (!closer) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   pthread_mutex_init(&closer->mutex, NULL);
-  halo_u64_map_initialize(&closer->pending);
+  halo_u64_map_initialize(&closer->queues);
   atomic_init(&closer->references, 1);
   *out_closer = closer;
   return NULL;
-}
-
-static void halod_fd_closer_release(halod_fd_closer_t *closer) {
-  if (atomic_fetch_sub(&closer->references, 1) != 1) return;
-  halo_u64_map_deinitialize(&closer->pending);
-  pthread_mutex_destroy(&closer->mutex);
-  free(closer);
 }
 
 halod_fd_closer_t *halod_fd_closer_retain(halod_fd_closer_t *closer) {
@@ -53,89 +51,137 @@ halod_fd_closer_t *halod_fd_closer_retain(halod_fd_closer_t *closer) {
 }
 
 void halod_fd_closer_destroy(halod_fd_closer_t *closer) {
-  if (closer) halod_fd_closer_release(closer);
+  if (!closer || atomic_fetch_sub(&closer->references, 1) != 1) return;
+  // No thread holds a reference: every queue has drained and gone, but for
+  // one whose thread never started (its descriptors are halod's to the end).
+  halo_u64_map_deinitialize(&closer->queues);
+  pthread_mutex_destroy(&closer->mutex);
+  free(closer);
 }
 
-// Adds |delta| to |uid|'s closes not returned. Mutex held.
-static halo_status_t halod_fd_closer_count_locked(halod_fd_closer_t *closer,
-                                                  uint32_t uid, int delta) {
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&closer->pending, uid);
-  count = (uintptr_t)((intptr_t)count + delta);
-  if (count == 0) {
-    halo_u64_map_remove(&closer->pending, uid);
-    return NULL;
-  }
-  return halo_u64_map_put(&closer->pending, uid, (void *)count);
+void halod_fd_closer_set_rights_refused(halod_fd_closer_t *closer) {
+  pthread_mutex_lock(&closer->mutex);
+  closer->inline_connections = true;
+  pthread_mutex_unlock(&closer->mutex);
 }
 
 static void *halod_fd_closer_main(void *arg) {
-  halod_fd_close_t *close_task = arg;
-  halod_fd_closer_t *closer = close_task->closer;
-  close(close_task->fd);
+  halod_fd_close_queue_t *queue = arg;
+  halod_fd_closer_t *closer = *(halod_fd_closer_t **)(queue + 1);
   pthread_mutex_lock(&closer->mutex);
-  // Lowering a present count never allocates.
-  halo_status_free(halod_fd_closer_count_locked(closer, close_task->uid, -1));
+  while (queue->count > 0) {
+    int fd = queue->fds[queue->head];
+    queue->head = (queue->head + 1) % queue->capacity;
+    --queue->count;
+    queue->closing = true;
+    pthread_mutex_unlock(&closer->mutex);
+    close(fd);
+    pthread_mutex_lock(&closer->mutex);
+    queue->closing = false;
+  }
+  halo_u64_map_remove(&closer->queues, (uint64_t)queue->uid + 1);
   pthread_mutex_unlock(&closer->mutex);
-  free(close_task);
-  halod_fd_closer_release(closer);
+  free(queue->fds);
+  free(queue);
+  halod_fd_closer_destroy(closer);
   return NULL;
 }
 
+// |uid|'s queue, made if need be. Mutex held; NULL on oom.
+static halod_fd_close_queue_t *halod_fd_closer_queue_locked(
+    halod_fd_closer_t *closer, uint32_t uid) {
+  uint64_t key = (uint64_t)uid + 1;
+  halod_fd_close_queue_t *queue = halo_u64_map_get(&closer->queues, key);
+  if (queue) return queue;
+  // The closer's pointer follows the queue, for its thread.
+  queue = calloc(1, sizeof(*queue) + sizeof(closer));
+  if (!queue) return NULL;
+  queue->uid = uid;
+  *(halod_fd_closer_t **)(queue + 1) = closer;
+  halo_status_t status = halo_u64_map_put(&closer->queues, key, queue);
+  if (status) {
+    halo_status_free(status);
+    free(queue);
+    return NULL;
+  }
+  return queue;
+}
+
+// Appends |fd| to |queue|. Mutex held.
+static bool halod_fd_closer_push_locked(halod_fd_close_queue_t *queue, int fd) {
+  if (queue->count == queue->capacity) {
+    size_t capacity = queue->capacity ? queue->capacity * 2 : 16;
+    int *fds = malloc(capacity * sizeof(*fds));
+    if (!fds) return false;
+    for (size_t i = 0; i < queue->count; ++i) {
+      fds[i] = queue->fds[(queue->head + i) % queue->capacity];
+    }
+    free(queue->fds);
+    queue->fds = fds;
+    queue->head = 0;
+    queue->capacity = capacity;
+  }
+  queue->fds[(queue->head + queue->count) % queue->capacity] = fd;
+  ++queue->count;
+  return true;
+}
+
 void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid) {
-  struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
-    // A socket then closes at once however much it has unsent: what it
-    // has is sent in the background, or dropped with the socket.
-    struct linger off = {.l_onoff = 0, .l_linger = 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
-  }
-  halod_fd_close_t *close_task = malloc(sizeof(*close_task));
-  halo_status_t status =
-      close_task ? NULL
-                 : halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  if (!status) {
-    *close_task = (halod_fd_close_t){.closer = closer, .fd = fd, .uid = uid};
-    pthread_mutex_lock(&closer->mutex);
-    status = halod_fd_closer_count_locked(closer, uid, 1);
-    pthread_mutex_unlock(&closer->mutex);
-  }
-  pthread_attr_t attributes;
-  pthread_attr_init(&attributes);
-  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attributes, 64 * 1024);
-  if (!status) {
+  // A socket then closes at once however much it has unsent (sent in the
+  // background, or dropped with it). No fstat first: that of a FUSE file
+  // asks its daemon, which need not answer; this fails with ENOTSOCK.
+  struct linger off = {.l_onoff = 0, .l_linger = 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+  pthread_mutex_lock(&closer->mutex);
+  halod_fd_close_queue_t *queue = halod_fd_closer_queue_locked(closer, uid);
+  const char *failure = NULL;
+  if (!queue || !halod_fd_closer_push_locked(queue, fd)) {
+    failure = "out of memory";
+  } else if (!queue->running) {
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attributes, 64 * 1024);
     atomic_fetch_add(&closer->references, 1);
     pthread_t thread;
-    int error =
-        pthread_create(&thread, &attributes, halod_fd_closer_main, close_task);
-    if (error) {
+    if (pthread_create(&thread, &attributes, halod_fd_closer_main, queue) ==
+        0) {
+      queue->running = true;
+    } else {
+      // Queued: the next descriptor of the uid tries again.
       atomic_fetch_sub(&closer->references, 1);
-      pthread_mutex_lock(&closer->mutex);
-      halo_status_free(halod_fd_closer_count_locked(closer, uid, -1));
-      pthread_mutex_unlock(&closer->mutex);
-      status = halo_status_from_errno(error, "starting a thread to close it");
+      failure = "no thread could start to close them";
     }
+    pthread_attr_destroy(&attributes);
   }
-  pthread_attr_destroy(&attributes);
-  if (status) {
-    free(close_task);
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  bool warn = failure && now.tv_sec != closer->warned_s;
+  if (warn) closer->warned_s = now.tv_sec;
+  pthread_mutex_unlock(&closer->mutex);
+  if (warn) {
     HALO_LOG_WARN(
-        "left descriptor %d of uid %u open: %s (its close might block "
-        "halod's loop)",
-        fd, uid, halo_status_message(status));
-    halo_status_free(status);
+        "descriptors of uid %u left open for now: %s (they stay queued for "
+        "the uid's next)",
+        uid, failure);
   }
 }
 
 void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
                                       uint32_t uid) {
-  char byte;
-  ssize_t peeked;
-  do {
-    peeked = recv(fd, &byte, sizeof(byte), MSG_PEEK | MSG_DONTWAIT);
-  } while (peeked < 0 && errno == EINTR);
-  if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    close(fd);  // nothing queued: nothing to release but the socket
+  pthread_mutex_lock(&closer->mutex);
+  bool inline_close = closer->inline_connections;
+  pthread_mutex_unlock(&closer->mutex);
+  if (!inline_close) {
+    char byte;
+    ssize_t peeked;
+    do {
+      peeked = recv(fd, &byte, sizeof(byte), MSG_PEEK | MSG_DONTWAIT);
+    } while (peeked < 0 && errno == EINTR);
+    inline_close = peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  if (inline_close) {
+    close(fd);  // nothing queued with descriptors: nothing can block
     return;
   }
   halod_fd_closer_close(closer, fd, uid);
@@ -143,7 +189,9 @@ void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
 
 uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint32_t uid) {
   pthread_mutex_lock(&closer->mutex);
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&closer->pending, uid);
+  halod_fd_close_queue_t *queue =
+      halo_u64_map_get(&closer->queues, (uint64_t)uid + 1);
+  size_t pending = queue ? queue->count + (queue->closing ? 1 : 0) : 0;
   pthread_mutex_unlock(&closer->mutex);
-  return (uint32_t)count;
+  return pending > UINT32_MAX ? UINT32_MAX : (uint32_t)pending;
 }

@@ -12,15 +12,16 @@
 // watchdog would then kill halod).
 //
 // So every descriptor a client passed, and every fd channel connection
-// whose queue still holds messages, is closed on a thread of its own
-// (detached; a socket's linger is switched off first, so that most return
-// at once), counted for the client's uid until its close returns. A uid
-// with HALOD_FD_CLOSER_UID_LIMIT closes not returned gets no new fd channel
-// connection (halod_fd_closer_pending), so one uid cannot make halod hold
-// descriptors or threads without bound, and its closes never hold up
-// another uid's. (A close that does not block returns in microseconds: a
-// uid reaches the limit only with closes that block.) An empty
-// connection's close cannot block and stays on the loop.
+// whose queue may still hold messages, is closed off the loop: a socket's
+// linger is switched off first (most then close at once), and each uid's
+// descriptors are closed in order by a thread of that uid's own, which
+// ends when they are all closed. One uid's close that blocks holds up only
+// that uid's. A uid with HALOD_FD_CLOSER_UID_LIMIT descriptors not yet
+// closed gets no new fd channel connection, and its open ones are closed
+// before anything more is read from them (halod_fd_closer_pending), so one
+// uid cannot make halod hold descriptors without bound. Where the kernel
+// refuses passed descriptors (daemon/socket_rights.h) no connection can
+// hold any, and connections close on the loop.
 //
 // Thread-safe.
 #ifndef HALOD_FD_CLOSER_H_
@@ -31,7 +32,7 @@
 
 #include "halo/status.h"
 
-#define HALOD_FD_CLOSER_UID_LIMIT 64
+#define HALOD_FD_CLOSER_UID_LIMIT 1024
 
 typedef struct halod_fd_closer_t halod_fd_closer_t;
 
@@ -43,17 +44,20 @@ halod_fd_closer_t *halod_fd_closer_retain(halod_fd_closer_t *closer);
 void halod_fd_closer_destroy(halod_fd_closer_t *closer);
 
 // Closes |fd|, which a client of |uid| may control, off the calling
-// thread. If no thread can be started the descriptor is left open (a
-// warning says so) rather than closed here.
+// thread. If no thread can start, it stays queued for the uid's next (a
+// warning says so) rather than closed here. |uid| UINT32_MAX: not known.
 void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid);
 
-// Closes |fd|, a connection socket of |uid|: here if its receive queue is
-// empty (nothing queued whose release could block), else as
-// halod_fd_closer_close.
+// Closes |fd|, a connection socket of |uid|: here if nothing can be
+// queued on it with descriptors (the kernel refuses them, or its queue is
+// empty), else as halod_fd_closer_close.
 void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
                                       uint32_t uid);
 
-// The closes of |uid|'s descriptors that have not returned.
+// The listening socket refuses passed descriptors: connections close here.
+void halod_fd_closer_set_rights_refused(halod_fd_closer_t *closer);
+
+// |uid|'s descriptors not yet closed (queued, or in a close).
 uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint32_t uid);
 
 #endif  // HALOD_FD_CLOSER_H_

@@ -280,6 +280,16 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     halod_fd_connection_close(connection);
     return;
   }
+  if (halod_fd_closer_pending(connection->closer, connection->peer_uid) >=
+      HALOD_FD_CLOSER_UID_LIMIT) {
+    // Its uid's descriptors are not closing: read nothing more of it.
+    halod_fd_server_warn_refused(
+        connection->server,
+        "a connection of a uid whose descriptors halod is still closing "
+        "(connection closed)");
+    halod_fd_connection_close(connection);
+    return;
+  }
   halo_fd_request_t request;
   int passed[HALO_FD_MAX_PASSED];
   size_t passed_count = 0;
@@ -342,7 +352,9 @@ static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
   if (server->spare_fd >= 0) {
     close(server->spare_fd);
     int fd = accept4(server->fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0) halod_fd_closer_close_connection(server->closer, fd, 0);
+    if (fd >= 0) {
+      halod_fd_closer_close_connection(server->closer, fd, UINT32_MAX);
+    }
     server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   halod_fd_server_warn_refused(server, strerror(error));
@@ -406,7 +418,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    halod_fd_closer_close_connection(server->closer, fd, 0);
+    halod_fd_closer_close_connection(server->closer, fd, UINT32_MAX);
     return;
   }
   halo_status_t admit = halod_fd_server_admit(server, credentials.uid);
@@ -536,6 +548,8 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
     if (rights) {
       HALO_LOG_DEBUG("fd channel: passed descriptors not refused: %s",
                      strerror(rights));
+    } else {
+      halod_fd_closer_set_rights_refused(server->closer);
     }
   }
   if (!status && listen(server->fd, 128) != 0) {

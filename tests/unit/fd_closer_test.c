@@ -65,22 +65,33 @@ static void test_lingering_socket_closes_at_once(void **state) {
 // A Unix socket with a lingering socket in flight on it (its close, the
 // last, releases that one, whose linger is not the closer's to switch off):
 // as a connection with messages queued, it closes on a thread that blocks
-// for the linger time, counted for its uid alone, while the caller and
-// another uid's closes go on.
-static void test_blocking_close_is_counted_for_its_uid(void **state) {
-  (void)state;
-  halod_fd_closer_t *closer = NULL;
-  assert_null(halod_fd_closer_create(&closer));
-  int listener;
-  int stuck = halo_test_lingering_socket(2, &listener);
+// for the linger time, counted for its uid alone (root's, whose uid is 0,
+// counted as any other), while the caller and another uid's closes go on.
+// A connection whose queue holds a socket that lingers |linger_s| s: its
+// close, the last of that socket, blocks for as long. |*out_listener| as
+// halo_test_lingering_socket's.
+static int connection_holding_lingerer(int linger_s, int *out_listener) {
+  int stuck = halo_test_lingering_socket(linger_s, out_listener);
   int pair[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
   char byte = 'x';
   assert_null(halo_fd_send(pair[0], &byte, 1, stuck));
   close(stuck);    // in flight only now
   close(pair[0]);  // the peer, as a client that left
-  halod_fd_closer_close_connection(closer, pair[1], 1000);
+  return pair[1];
+}
+
+static void test_blocking_close_is_counted_for_its_uid(void **state) {
+  (void)state;
+  halod_fd_closer_t *closer = NULL;
+  assert_null(halod_fd_closer_create(&closer));
+  int listeners[2];
+  halod_fd_closer_close_connection(
+      closer, connection_holding_lingerer(2, &listeners[0]), 1000);
+  halod_fd_closer_close_connection(
+      closer, connection_holding_lingerer(2, &listeners[1]), 0);
   assert_int_equal(halod_fd_closer_pending(closer, 1000), 1);
+  assert_int_equal(halod_fd_closer_pending(closer, 0), 1);
   // Another uid's empty connection closes here; nothing counted.
   int other[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, other), 0);
@@ -88,13 +99,17 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
   assert_int_equal(halod_fd_closer_pending(closer, 2000), 0);
   assert_int_equal(fcntl(other[1], F_GETFD), -1);
   close(other[0]);
-  // The blocked close ends with its linger.
+  // The blocked closes end with their linger.
   int64_t deadline = now_ms() + 15000;
-  while (halod_fd_closer_pending(closer, 1000) > 0 && now_ms() < deadline) {
+  while ((halod_fd_closer_pending(closer, 0) > 0 ||
+          halod_fd_closer_pending(closer, 1000) > 0) &&
+         now_ms() < deadline) {
     usleep(10000);
   }
+  assert_int_equal(halod_fd_closer_pending(closer, 0), 0);
   assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
-  close(listener);
+  close(listeners[0]);
+  close(listeners[1]);
   halod_fd_closer_destroy(closer);
 }
 
