@@ -1066,9 +1066,9 @@ static void test_queue_destroy_waits(void **state) {
 // A device with work still queued on a queue that is then destroyed, and
 // the device right after: the pool's threads join cleanly.
 // Every allocation starts HALO_HAL_ALLOCATION_ALIGNMENT-aligned, the
-// smallest included (malloc gives small blocks 16 bytes, jemalloc 8, so a
-// 4-byte result buffer failed a dispatch's 16-byte argument check), and
-// zeroed.
+// smallest and the largest included (malloc gives small blocks 16 bytes,
+// jemalloc 8, so a 4-byte result buffer failed a dispatch's 16-byte argument
+// check), and zeroed.
 static void test_allocations_are_aligned(void **state) {
   (void)state;
   halo_hal_allocator_t *allocator = fixture.device->allocator;
@@ -1085,6 +1085,15 @@ static void test_allocations_are_aligned(void **state) {
     allocator->vtable->deallocate(allocator, addresses[i],
                                   (uint64_t)(i % 8) + 1);
   }
+  // A large one (mapped, not memset) too: aligned, zeroed, writable.
+  uint64_t large_size = 3u << 20, large = 0;
+  expect_ok(allocator->vtable->allocate(allocator, large_size, &large));
+  assert_int_equal(large % HALO_HAL_ALLOCATION_ALIGNMENT, 0);
+  uint8_t *bytes = (uint8_t *)(uintptr_t)large;
+  assert_int_equal(bytes[0], 0);
+  assert_int_equal(bytes[large_size - 1], 0);
+  bytes[large_size / 2] = 1;
+  allocator->vtable->deallocate(allocator, large, large_size);
 }
 
 static void test_device_lifecycle(void **state) {
