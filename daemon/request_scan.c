@@ -50,15 +50,15 @@ typedef struct halod_scan_bound_t {
 
 static const halod_scan_bound_t halod_scan_bounds[] = {
     {&halo__wire__command_buffer_create__descriptor, "commands",
-     HALOD_SCAN_COMMANDS, HALO_MAX_COMMANDS, "commands (HALO_MAX_COMMANDS)"},
+     HALOD_SCAN_COMMANDS, HALOD_MAX_COMMANDS, "commands (HALO_MAX_COMMANDS)"},
     {&halo__wire__command__descriptor, "args", HALOD_SCAN_ARGS,
-     HALO_MAX_DISPATCH_ARGS, "dispatch arguments (HALO_MAX_DISPATCH_ARGS)"},
+     HALOD_MAX_DISPATCH_ARGS, "dispatch arguments (HALO_MAX_DISPATCH_ARGS)"},
     {&halo__wire__command__descriptor, "grid", HALOD_SCAN_GRID, 3,
      "grid values"},
     {&halo__wire__command__descriptor, "block", HALOD_SCAN_BLOCK, 3,
      "block values"},
     {&halo__wire__queue_execute__descriptor, "bindings", HALOD_SCAN_BINDINGS,
-     HALO_MAX_BINDINGS, "bindings (HALO_MAX_BINDINGS)"},
+     HALOD_MAX_BINDINGS, "bindings (HALO_MAX_BINDINGS)"},
     {&halo__wire__queue_execute__descriptor, "waits", HALOD_SCAN_SYNC,
      HALOD_SUBMISSION_MAX_SYNC, "waits and signals in all"},
     {&halo__wire__queue_execute__descriptor, "signals", HALOD_SCAN_SYNC,
