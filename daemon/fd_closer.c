@@ -17,6 +17,7 @@
 
 // One uid's descriptors waiting to be closed, in order, by its one thread.
 typedef struct halod_fd_close_queue_t {
+  struct halod_fd_closer_t *closer;
   uint32_t uid;
   int *fds;
   size_t head, count, capacity;  // a ring of |capacity|
@@ -67,7 +68,7 @@ void halod_fd_closer_set_rights_refused(halod_fd_closer_t *closer) {
 
 static void *halod_fd_closer_main(void *arg) {
   halod_fd_close_queue_t *queue = arg;
-  halod_fd_closer_t *closer = *(halod_fd_closer_t **)(queue + 1);
+  halod_fd_closer_t *closer = queue->closer;
   pthread_mutex_lock(&closer->mutex);
   while (queue->count > 0) {
     int fd = queue->fds[queue->head];
@@ -93,11 +94,10 @@ static halod_fd_close_queue_t *halod_fd_closer_queue_locked(
   uint64_t key = (uint64_t)uid + 1;
   halod_fd_close_queue_t *queue = halo_u64_map_get(&closer->queues, key);
   if (queue) return queue;
-  // The closer's pointer follows the queue, for its thread.
-  queue = calloc(1, sizeof(*queue) + sizeof(closer));
+  queue = calloc(1, sizeof(*queue));
   if (!queue) return NULL;
+  queue->closer = closer;
   queue->uid = uid;
-  *(halod_fd_closer_t **)(queue + 1) = closer;
   halo_status_t status = halo_u64_map_put(&closer->queues, key, queue);
   if (status) {
     halo_status_free(status);
@@ -136,7 +136,7 @@ void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid) {
   halod_fd_close_queue_t *queue = halod_fd_closer_queue_locked(closer, uid);
   const char *failure = NULL;
   if (!queue || !halod_fd_closer_push_locked(queue, fd)) {
-    failure = "out of memory";
+    failure = "out of memory (a descriptor left open for good)";
   } else if (!queue->running) {
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);
@@ -150,7 +150,7 @@ void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid) {
     } else {
       // Queued: the next descriptor of the uid tries again.
       atomic_fetch_sub(&closer->references, 1);
-      failure = "no thread could start to close them";
+      failure = "no thread could start (queued for the uid's next)";
     }
     pthread_attr_destroy(&attributes);
   }
@@ -160,28 +160,20 @@ void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid) {
   if (warn) closer->warned_s = now.tv_sec;
   pthread_mutex_unlock(&closer->mutex);
   if (warn) {
-    HALO_LOG_WARN(
-        "descriptors of uid %u left open for now: %s (they stay queued for "
-        "the uid's next)",
-        uid, failure);
+    HALO_LOG_WARN("closing descriptors of uid %u off the loop: %s", uid,
+                  failure);
   }
 }
 
 void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
                                       uint32_t uid) {
+  // Without the kernel's refusal no look at the queue can tell: a peer
+  // may send a descriptor between the look and the close.
   pthread_mutex_lock(&closer->mutex);
   bool inline_close = closer->inline_connections;
   pthread_mutex_unlock(&closer->mutex);
-  if (!inline_close) {
-    char byte;
-    ssize_t peeked;
-    do {
-      peeked = recv(fd, &byte, sizeof(byte), MSG_PEEK | MSG_DONTWAIT);
-    } while (peeked < 0 && errno == EINTR);
-    inline_close = peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-  }
   if (inline_close) {
-    close(fd);  // nothing queued with descriptors: nothing can block
+    close(fd);  // nothing can be queued on it with descriptors
     return;
   }
   halod_fd_closer_close(closer, fd, uid);

@@ -21,7 +21,8 @@
 // before anything more is read from them (halod_fd_closer_pending), so one
 // uid cannot make halod hold descriptors without bound. Where the kernel
 // refuses passed descriptors (daemon/socket_rights.h) no connection can
-// hold any, and connections close on the loop.
+// hold any, and connections close on the loop; elsewhere every connection
+// closes on its uid's thread.
 //
 // Thread-safe.
 #ifndef HALOD_FD_CLOSER_H_
@@ -49,8 +50,8 @@ void halod_fd_closer_destroy(halod_fd_closer_t *closer);
 void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid);
 
 // Closes |fd|, a connection socket of |uid|: here if nothing can be
-// queued on it with descriptors (the kernel refuses them, or its queue is
-// empty), else as halod_fd_closer_close.
+// queued on it with descriptors (the kernel refuses them), else as
+// halod_fd_closer_close.
 void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
                                       uint32_t uid);
 

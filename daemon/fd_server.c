@@ -410,6 +410,10 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   (void)events;
   halod_fd_server_t *server = poll->data;
   if (status < 0) return;
+  if (server->spare_fd < 0) {
+    // Spent by a shed whose close went off the loop: take it again.
+    server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
   int fd = accept4(server->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno == EMFILE || errno == ENFILE) halod_fd_server_shed(server, errno);

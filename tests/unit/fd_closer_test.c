@@ -92,15 +92,20 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
       closer, connection_holding_lingerer(2, &listeners[1]), 0);
   assert_int_equal(halod_fd_closer_pending(closer, 1000), 1);
   assert_int_equal(halod_fd_closer_pending(closer, 0), 1);
-  // Another uid's empty connection closes here; nothing counted.
+  // Another uid's connection closes meanwhile, on a thread of its own.
   int other[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, other), 0);
   halod_fd_closer_close_connection(closer, other[1], 2000);
+  int64_t deadline = now_ms() + 10000;
+  while (halod_fd_closer_pending(closer, 2000) > 0 && now_ms() < deadline) {
+    usleep(1000);
+  }
   assert_int_equal(halod_fd_closer_pending(closer, 2000), 0);
   assert_int_equal(fcntl(other[1], F_GETFD), -1);
+  assert_int_equal(halod_fd_closer_pending(closer, 0), 1);
   close(other[0]);
   // The blocked closes end with their linger.
-  int64_t deadline = now_ms() + 15000;
+  deadline = now_ms() + 15000;
   while ((halod_fd_closer_pending(closer, 0) > 0 ||
           halod_fd_closer_pending(closer, 1000) > 0) &&
          now_ms() < deadline) {
@@ -110,6 +115,22 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
   assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
   close(listeners[0]);
   close(listeners[1]);
+  halod_fd_closer_destroy(closer);
+}
+
+// Where the listening socket refuses passed descriptors nothing can be
+// queued on a connection with one: it closes at once, on the caller.
+static void test_connection_closes_here_where_rights_are_refused(void **state) {
+  (void)state;
+  halod_fd_closer_t *closer = NULL;
+  assert_null(halod_fd_closer_create(&closer));
+  halod_fd_closer_set_rights_refused(closer);
+  int pair[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
+  halod_fd_closer_close_connection(closer, pair[1], 1000);
+  assert_int_equal(fcntl(pair[1], F_GETFD), -1);
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
+  close(pair[0]);
   halod_fd_closer_destroy(closer);
 }
 
@@ -153,6 +174,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lingering_socket_closes_at_once),
       cmocka_unit_test(test_blocking_close_is_counted_for_its_uid),
+      cmocka_unit_test(test_connection_closes_here_where_rights_are_refused),
       cmocka_unit_test(test_listening_socket_refuses_rights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
