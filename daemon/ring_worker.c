@@ -25,6 +25,9 @@ typedef struct halod_ring_grant_t {
   uint64_t id;
   uint32_t type;  // halod_object_type_t
   void *object;
+  // A buffer's: the session whose import charge it holds (0: none;
+  // halod_session_hold_import).
+  uint64_t held_by;
   halo_hal_device_t *worker;  // compared only
 } halod_ring_grant_t;
 
@@ -57,6 +60,9 @@ struct halod_ring_workers_t {
 
 static void halod_ring_grant_release(halod_ring_workers_t *workers,
                                      halod_ring_grant_t *grant) {
+  if (grant->held_by) {
+    halod_session_drop_import(workers->daemon, grant->held_by, grant->object);
+  }
   halod_object_release(workers->daemon, grant->type, grant->object);
   free(grant);
 }
@@ -254,6 +260,12 @@ static void halod_ring_grant_send(halod_t *daemon, halod_session_t *session,
     return;
   }
   halod_ring_object_retain(type, object);
+  if (type == HALOD_OBJECT_BUFFER) {
+    // The worker's executions may use it after the handle goes: it stays
+    // charged to the session until the grant is released.
+    halod_session_hold_import(session, object);
+    grant->held_by = session->id;
+  }
   message->session = session->id;
   message->grant = grant->id;
   message->kind = halod_ring_grant_kind(type);
