@@ -4,15 +4,9 @@
 // host memory needs no registration (its device address is its pointer).
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "common/status.h"
 #include "hal/local/local_device.h"
-
-// From this size on, allocations are fresh anonymous mappings: zero pages
-// the kernel supplies as they are touched, where a memset would touch (and
-// commit) all of them at once, on the caller's thread.
-#define HALO_HAL_LOCAL_MAPPED_BYTES (1u << 20)
 
 static halo_status_t halo_hal_local_allocator_allocate(
     halo_hal_allocator_t *allocator, uint64_t size, uint64_t *out_address) {
@@ -20,24 +14,18 @@ static halo_status_t halo_hal_local_allocator_allocate(
   *out_address = 0;
   // HALO_HAL_ALLOCATION_ALIGNMENT, as cuMemAlloc gives: malloc's own
   // alignment is 16 bytes at best (jemalloc, halod's, gives 8 for the
-  // smallest sizes), and a kernel's vectorized load may need more. Zeroed
-  // either way: one session never sees another's old bytes.
+  // smallest sizes), and a kernel's vectorized load may need more. (Not a
+  // mapping of its own for large ones: a session's thousands of buffers
+  // would then take as many of the process's vm.max_map_count mappings.)
   void *memory = NULL;
-  if (size >= HALO_HAL_LOCAL_MAPPED_BYTES) {
-    memory = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) memory = NULL;
-  } else if (posix_memalign(&memory, HALO_HAL_ALLOCATION_ALIGNMENT,
-                            size ? (size_t)size : 1) == 0) {
-    memset(memory, 0, (size_t)size);
-  } else {
-    memory = NULL;
-  }
-  if (!memory) {
+  if (posix_memalign(&memory, HALO_HAL_ALLOCATION_ALIGNMENT,
+                     size ? (size_t)size : 1) != 0) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                             "local device: cannot allocate %llu bytes",
                             (unsigned long long)size);
   }
+  // Zeroed: one session never sees another's old bytes.
+  memset(memory, 0, (size_t)size);
   *out_address = (uint64_t)(uintptr_t)memory;
   return NULL;
 }
@@ -46,11 +34,8 @@ static void halo_hal_local_allocator_deallocate(halo_hal_allocator_t *allocator,
                                                 uint64_t address,
                                                 uint64_t size) {
   (void)allocator;
-  if (size >= HALO_HAL_LOCAL_MAPPED_BYTES) {
-    munmap((void *)(uintptr_t)address, (size_t)size);
-  } else {
-    free((void *)(uintptr_t)address);
-  }
+  (void)size;
+  free((void *)(uintptr_t)address);
 }
 
 static halo_status_t halo_hal_local_allocator_write(

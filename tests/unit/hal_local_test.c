@@ -1085,7 +1085,7 @@ static void test_allocations_are_aligned(void **state) {
     allocator->vtable->deallocate(allocator, addresses[i],
                                   (uint64_t)(i % 8) + 1);
   }
-  // A large one (mapped, not memset) too: aligned, zeroed, writable.
+  // A large one too: aligned, zeroed, writable.
   uint64_t large_size = 3u << 20, large = 0;
   expect_ok(allocator->vtable->allocate(allocator, large_size, &large));
   assert_int_equal(large % HALO_HAL_ALLOCATION_ALIGNMENT, 0);
