@@ -754,6 +754,80 @@ static void test_recordings_keep_imports_charged(void **state) {
   HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
 }
 
+// A buffer bound in an execution the device worker took from the ring
+// (its grant held until the worker released it) stays charged to the
+// importer too, after its handle and recording went. The creator stays, to
+// stop the kernel, which spins on the buffer's first word.
+static void test_ring_grants_keep_imports_charged(void **state) {
+  HALO_TEST_LOCAL_ONLY("the armed kernel is an ELF for the local driver");
+  halo_test_fixture_t *fixture = *state;
+  enum { SIZE = 1 << 20 };
+  halo_client_t *client = fixture->client;
+  halo_client_t *creator = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *word = halo_test_create_buffer(
+      creator, HALO_MEMORY_HOST_VISIBLE, SIZE, HALO_OBJECT_FLAG_EXPORTABLE);
+  uint32_t *flags = halo_buffer_host_pointer(word);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_buffer_export(word, &token));
+  halo_buffer_t *imported = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &imported));
+  halo_executable_t *executable = halo_test_load_kernels(client);
+  halo_dispatch_arg_t args[1] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, 8), NULL, 0},
+  };
+  halo_dispatch_params_t params = {.executable = executable,
+                                   .entry = "armed",
+                                   .grid = {1, 1, 1},
+                                   .block = {1, 1, 1},
+                                   .args = args,
+                                   .arg_count = 1};
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 1);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_binding_t binding = {imported, 0, HALO_WHOLE_BUFFER};
+  // halod takes the first and grants what it names; the worker the rest.
+  for (uint64_t step = 1; step <= 3; ++step) {
+    if (step == 3) __atomic_store_n(&flags[0], 3, __ATOMIC_RELEASE);
+    halo_semaphore_value_t signal = {done, step};
+    HALO_TEST_ASSERT_OK(
+        halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, &signal, 1));
+    if (step < 3) {
+      HALO_TEST_ASSERT_OK(halo_semaphore_wait(
+          done, step, HALO_TEST_DEADLINE_MS * HALO_TEST_MS));
+    }
+  }
+  assert_true(
+      HALO_TEST_POLL(__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) == 1, 5000));
+  halo_command_buffer_release(cb);
+  halo_buffer_release(imported);
+  halo_buffer_t *own = NULL;
+  halo_status_t created =
+      halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, SIZE, 0, &own);
+  __atomic_store_n(&flags[0], 0, __ATOMIC_RELEASE);  // before any assert
+  HALO_TEST_EXPECT_STATUS(created, HALO_STATUS_RESOURCE_EXHAUSTED,
+                          "session-host-bytes");
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_wait(done, 3, HALO_TEST_DEADLINE_MS * HALO_TEST_MS));
+  // The worker releases the grant after the execution: then the bytes.
+  created = NULL;
+  for (int i = 0; i < 200; ++i) {
+    halo_status_free(created);
+    created =
+        halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, SIZE, 0, &own);
+    if (!created) break;
+    halo_test_sleep_ms(10);
+  }
+  HALO_TEST_ASSERT_OK(created);
+  halo_buffer_release(own);
+  halo_semaphore_release(done);
+  halo_executable_release(executable);
+  halo_buffer_release(word);
+  halo_client_close(creator);
+}
+
 // ---------------------------------------------------------------- waits
 
 // session-pending 256: the waits and signals of a session's unfinished
@@ -888,6 +962,8 @@ int main(void) {
           test_imported_buffers_count_against_the_importer, quota_setup,
           halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_recordings_keep_imports_charged,
+                                      quota_setup, halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_ring_grants_keep_imports_charged,
                                       quota_setup, halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_pending_waits_are_bounded,
                                       waits_quota_setup,
