@@ -61,8 +61,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      START,
      "client socket (ipc:// only: clients share memory with the daemon); "
      "the fd channel is its path + \".fd\""},
-    {"admin", HALOD_STRING(admin), "ipc:///run/halo-admin/admin.sock", 0, 0, NULL,
-     START, "admin socket (haloctl); ipc:// only"},
+    {"admin", HALOD_STRING(admin), "ipc:///run/halo-admin/admin.sock", 0, 0,
+     NULL, START, "admin socket (haloctl); ipc:// only"},
     {"driver", HALOD_CHOICE(driver), "auto", 0, 0, "auto|local|cuda", START,
      "auto serves the best available driver"},
     {"log-level", HALOD_CHOICE(log_level), "info", 0, 0,
