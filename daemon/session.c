@@ -676,6 +676,31 @@ halo_status_t halod_session_add_semaphore(halod_t *daemon,
   return NULL;
 }
 
+// One more reference of |session| to |buffer|, which another session
+// created, counted in the grants; the first charges its bytes. Only a new
+// key allocates, so an error leaves nothing counted.
+static halo_status_t halod_session_count_import(halod_session_t *session,
+                                                const halod_buffer_t *buffer,
+                                                uintptr_t count) {
+  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
+  HALO_RETURN_IF_ERROR(
+      halo_u64_map_put(&session->grants, key, (void *)(count + 1)));
+  if (count) return NULL;
+  if (buffer->arena) {
+    session->host_bytes += buffer->size;
+  } else {
+    session->device_bytes += buffer->size;
+  }
+  return NULL;
+}
+
+// The references |session| holds to |buffer| (0: none, or its own).
+static uintptr_t halod_session_import_count(const halod_session_t *session,
+                                            const halod_buffer_t *buffer) {
+  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
+  return (uintptr_t)halo_u64_map_get(&session->grants, key);
+}
+
 // The bytes of |buffer|, which another session created, charged to
 // |session| with its first handle on it (counted in the grants), refused
 // past the session's quota.
@@ -683,13 +708,12 @@ static halo_status_t halod_session_charge_import(halod_t *daemon,
                                                  halod_session_t *session,
                                                  const halod_buffer_t *buffer) {
   if (buffer->owner_session == session->id) return NULL;  // charged already
-  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  uintptr_t count = halod_session_import_count(session, buffer);
   bool host = buffer->arena != NULL;
-  uint64_t *used = host ? &session->host_bytes : &session->device_bytes;
+  uint64_t used = host ? session->host_bytes : session->device_bytes;
   uint64_t quota = host ? daemon->config.session_host_bytes
                         : daemon->config.session_device_bytes;
-  if (!count && (buffer->size > quota || *used > quota - buffer->size)) {
+  if (!count && (buffer->size > quota || used > quota - buffer->size)) {
     return halo_status_make(
         HALO_STATUS_RESOURCE_EXHAUSTED,
         "importing %s buffer %llu of %llu bytes would exceed the session's "
@@ -698,12 +722,9 @@ static halo_status_t halod_session_charge_import(halod_t *daemon,
         host ? "host-visible" : "device", (unsigned long long)buffer->id,
         (unsigned long long)buffer->size,
         host ? "session-host-bytes" : "session-device-bytes",
-        (unsigned long long)*used, (unsigned long long)quota);
+        (unsigned long long)used, (unsigned long long)quota);
   }
-  HALO_RETURN_IF_ERROR(
-      halo_u64_map_put(&session->grants, key, (void *)(count + 1)));
-  if (!count) *used += buffer->size;
-  return NULL;
+  return halod_session_count_import(session, buffer, count);
 }
 
 // One reference of |session| to |buffer| went (a handle, or a hold:
@@ -712,7 +733,7 @@ static halo_status_t halod_session_charge_import(halod_t *daemon,
 static void halod_session_uncharge_import(halod_session_t *session,
                                           const halod_buffer_t *buffer) {
   uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
+  uintptr_t count = halod_session_import_count(session, buffer);
   if (!count) return;  // its own buffer
   if (count > 1) {
     // Replacing a present key never allocates.
@@ -731,22 +752,10 @@ static void halod_session_uncharge_import(halod_session_t *session,
 void halod_session_hold_import(halod_session_t *session,
                                const halod_buffer_t *buffer) {
   if (buffer->owner_session == session->id) return;  // charged as its own
-  uint64_t key = halod_grant_key(HALOD_GRANT_BUFFER, buffer->id);
-  uintptr_t count = (uintptr_t)halo_u64_map_get(&session->grants, key);
-  halo_status_t status =
-      halo_u64_map_put(&session->grants, key, (void *)(count + 1));
-  if (status) {
-    // Only a new key allocates: nothing of the session held it, and the
-    // drop will find nothing to give back either.
-    halo_status_free(status);
-    return;
-  }
-  if (count) return;
-  if (buffer->arena) {
-    session->host_bytes += buffer->size;
-  } else {
-    session->device_bytes += buffer->size;
-  }
+  // Out of memory only for a new key: nothing counted, and the drop then
+  // finds nothing to give back either.
+  halo_status_free(halod_session_count_import(
+      session, buffer, halod_session_import_count(session, buffer)));
 }
 
 void halod_session_drop_import(halod_t *daemon, uint64_t session_id,
