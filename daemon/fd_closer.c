@@ -27,9 +27,11 @@ typedef struct halod_fd_close_queue_t {
 
 struct halod_fd_closer_t {
   pthread_mutex_t mutex;
-  halo_u64_map_t queues;    // uid + 1 (the map's keys are never 0) -> queue
-  bool inline_connections;  // halod_fd_closer_set_rights_refused
-  int64_t warned_s;         // when a thread last failed to start
+  halo_u64_map_t queues;  // uid + 1 (the map's keys are never 0) -> queue
+  // halod_fd_closer_set_rights_refused; set and read by the caller's
+  // thread (halod's loop) only.
+  bool inline_connections;
+  int64_t warned_s;  // when a thread last failed to start
   // halod's, each fd channel connection's and each uid's thread: the last
   // frees.
   _Atomic uint32_t references;
@@ -61,9 +63,7 @@ void halod_fd_closer_destroy(halod_fd_closer_t *closer) {
 }
 
 void halod_fd_closer_set_rights_refused(halod_fd_closer_t *closer) {
-  pthread_mutex_lock(&closer->mutex);
   closer->inline_connections = true;
-  pthread_mutex_unlock(&closer->mutex);
 }
 
 static void *halod_fd_closer_main(void *arg) {
@@ -169,10 +169,7 @@ void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
                                       uint32_t uid) {
   // Without the kernel's refusal no look at the queue can tell: a peer
   // may send a descriptor between the look and the close.
-  pthread_mutex_lock(&closer->mutex);
-  bool inline_close = closer->inline_connections;
-  pthread_mutex_unlock(&closer->mutex);
-  if (inline_close) {
+  if (closer->inline_connections) {
     close(fd);  // nothing can be queued on it with descriptors
     return;
   }

@@ -24,7 +24,8 @@
 // hold any, and connections close on the loop; elsewhere every connection
 // closes on its uid's thread.
 //
-// Thread-safe.
+// Thread-safe, but for halod_fd_closer_set_rights_refused and
+// halod_fd_closer_close_connection: one thread (halod's loop).
 #ifndef HALOD_FD_CLOSER_H_
 #define HALOD_FD_CLOSER_H_
 
