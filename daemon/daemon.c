@@ -234,6 +234,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
                                   &daemon->fd_server);
   if (!status) status = halod_rings_start(daemon);
   if (!status) status = halod_ring_workers_start(daemon);
+  halod_requests_start(daemon);
   nng_msg *busy = halod_busy_reply(config->session_requests);
   halod_server_options_t options = {
       .address = config->listen,
@@ -291,11 +292,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
 
 // The reply to every request halod does not serve any more.
 static nng_msg *halod_stopping_reply(void) {
-  return halod_packed_status(
-      HALO_STATUS_UNAVAILABLE,
-      "halod is stopping (SIGTERM: a stop or restart); reconnect once it is "
-      "back",
-      "stopping without a reply for requests");
+  return halod_packed_status(HALO_STATUS_UNAVAILABLE, HALOD_STOPPING_MESSAGE,
+                             "stopping without a reply for requests");
 }
 
 // Fails every semaphore with UNAVAILABLE: every waiter, in every process,
@@ -359,6 +357,8 @@ void halod_stop(halod_t *daemon) {
   halod_server_stop(daemon->client_server, refusal);
   halod_server_stop(daemon->admin_server, refusal);
   if (refusal) nng_msg_free(refusal);
+  // And those waiting in their domains' lanes.
+  halod_requests_stop(daemon);
   // Every waiter wakes with UNAVAILABLE.
   halod_stop_fail_semaphores(daemon);
   // The fd channel's requests in flight fail too (it maps pages and

@@ -17,6 +17,7 @@
 #include "daemon/fault_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
+#include "daemon/request_lanes.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
 #include "daemon/stop_watchdog.h"
@@ -97,6 +98,10 @@ typedef struct halod_sessions_t {
   bool hello_timer_active;
 } halod_sessions_t;
 
+// Why a request is refused once halod stops.
+#define HALOD_STOPPING_MESSAGE \
+  "halod is stopping (SIGTERM: a stop or restart); reconnect once it is back"
+
 // Connections of a uid past uid-connections that still get a session
 // answering every request with the setting's name; past them halod's
 // server closes the uid's connections as they arrive, so that one uid holds
@@ -162,6 +167,9 @@ typedef struct halod_t {
   halo_hal_registry_t hal;
   halod_server_t *client_server;
   halod_server_t *admin_server;
+  // The client socket's requests, in their trust domains' lanes
+  // (daemon/request_lanes.h, daemon/requests.h).
+  halod_request_lanes_t request_lanes;
   halod_fd_server_t *fd_server;
   char fd_channel_path[512];
   uv_signal_t sigterm;

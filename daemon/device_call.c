@@ -308,9 +308,8 @@ static void halod_device_calls_cancel(halod_device_calls_t *calls,
 }
 
 static halo_status_t halod_device_calls_stopping(void) {
-  return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                          "halod is stopping (SIGTERM: a stop or restart); "
-                          "reconnect once it is back");
+  return halo_status_make(HALO_STATUS_UNAVAILABLE, "%s",
+                          HALOD_STOPPING_MESSAGE);
 }
 
 void halod_device_call_reply_status(halod_device_call_t *call,
@@ -527,8 +526,7 @@ void halod_device_calls_stop(halod_t *daemon, int64_t deadline_ns) {
     if (!daemon->sessions.by_id.entries[i].key) continue;
     halod_session_t *session = daemon->sessions.by_id.entries[i].value;
     halod_requests_refuse_waiting(daemon, session, HALO_STATUS_UNAVAILABLE,
-                                  "halod is stopping (SIGTERM: a stop or "
-                                  "restart); reconnect once it is back");
+                                  HALOD_STOPPING_MESSAGE);
   }
   // Calls not started never will be; those running are answered now and
   // only released when they return.

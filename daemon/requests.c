@@ -16,6 +16,7 @@
 #include "daemon/executable.h"
 #include "daemon/operation.h"
 #include "daemon/queue.h"
+#include "daemon/request_lanes.h"
 #include "daemon/request_scan.h"
 #include "daemon/semaphore.h"
 #include "daemon/session.h"
@@ -1452,14 +1453,50 @@ static void halod_requests_refused(halod_t *daemon,
   }
 }
 
+// A session's request or the end of its connection, taken from its lane
+// (daemon/request_lanes.h).
+static void halod_requests_on_turn(void *user_data,
+                                   halod_server_event_t *event) {
+  halod_t *daemon = user_data;
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
+  if (session) --session->lane_events;
+  if (event->kind == HALOD_SERVER_EVENT_PIPE_REMOVED) {
+    if (session) halod_session_destroy(daemon, session);
+  } else if (!session) {
+    // It ended while this waited (haloctl kill-client): nobody reads the
+    // reply, but the context serves again once answered.
+    halod_reply_status(event->context,
+                       halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                        "this connection's session ended "
+                                        "before its request was served"));
+  } else if (halod_requests_take(daemon, event)) {
+    return;  // waits for its turn
+  }
+  halod_server_event_free(event);
+}
+
+// Queues |event| in |session|'s lane; false where that needed memory there
+// was not (then it is served now).
+static bool halod_requests_queue(halod_t *daemon, halod_session_t *session,
+                                 halod_server_event_t *event) {
+  if (!halod_request_lanes_push(&daemon->request_lanes, session->lane_key,
+                                event)) {
+    return false;
+  }
+  ++session->lane_events;
+  return true;
+}
+
 void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
   halod_t *daemon = user_data;
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
   switch (event->kind) {
     case HALOD_SERVER_EVENT_PIPE_ADDED: {
       // Every admitted connection gets a session, a refused one included
       // (it answers each request with why): closing the connection here
       // could lose a message arriving on it (halod_server_close_pipe).
-      halod_session_t *session;
       halo_status_t status = halod_session_create(
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
           (uint32_t)event->peer_pid, &session);
@@ -1470,18 +1507,44 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
       }
       break;
     }
-    case HALOD_SERVER_EVENT_PIPE_REMOVED: {
-      halod_session_t *session =
-          halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
+    case HALOD_SERVER_EVENT_PIPE_REMOVED:
+      // After the session's requests still waiting in its lane, if any.
+      if (session && session->lane_events > 0 &&
+          halod_requests_queue(daemon, session, event)) {
+        return;
+      }
       if (session) halod_session_destroy(daemon, session);
       break;
-    }
     case HALOD_SERVER_EVENT_PIPE_REFUSED:
       halod_requests_refused(daemon, event);
       break;
     case HALOD_SERVER_EVENT_REQUEST:
+      if (session && halod_requests_queue(daemon, session, event)) return;
       if (halod_requests_take(daemon, event)) return;  // waits for its turn
       break;
   }
   halod_server_event_free(event);
+}
+
+void halod_requests_start(halod_t *daemon) {
+  halod_request_lanes_start(&daemon->request_lanes, daemon->loop,
+                            halod_requests_on_turn, daemon);
+}
+
+void halod_requests_stop(halod_t *daemon) {
+  halod_request_lanes_stop(&daemon->request_lanes);
+  halod_server_event_t *event;
+  while ((event = halod_request_lanes_pop(&daemon->request_lanes))) {
+    halod_session_t *session =
+        halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
+    if (session) --session->lane_events;
+    if (event->kind == HALOD_SERVER_EVENT_REQUEST) {
+      halod_reply_status(event->context,
+                         halo_status_make(HALO_STATUS_UNAVAILABLE, "%s",
+                                          HALOD_STOPPING_MESSAGE));
+    } else if (session) {
+      halod_session_destroy(daemon, session);
+    }
+    halod_server_event_free(event);
+  }
 }

@@ -12,7 +12,16 @@
 
 // The client server's event handler (daemon/server.h): pipes become
 // sessions, requests are decoded, dispatched and answered.
+// Requests, and a connection's end behind its requests, wait in their
+// trust domain's lane (daemon/request_lanes.h) and are served from there.
 void halod_requests_on_event(void *user_data, halod_server_event_t *event);
+
+// Serving from the lanes starts (before the client socket's first event).
+void halod_requests_start(halod_t *daemon);
+// After halod_server_stop: requests still waiting in lanes are answered
+// UNAVAILABLE (HALOD_STOPPING_MESSAGE), sessions whose connection ended
+// end, and the lanes serve no more.
+void halod_requests_stop(halod_t *daemon);
 
 // A session's requests that arrived while one of its requests waited for a
 // device worker's control call (daemon/device_call.h) wait in order:

@@ -1269,8 +1269,7 @@ void halod_ring_destroy(halod_t *daemon, halod_session_t *session) {
     snprintf((char *)ring->header->error_message,
              sizeof(ring->header->error_message),
              "the submission ring is no longer read: %s",
-             stopping ? "halod is stopping (SIGTERM: a stop or restart); "
-                        "reconnect once it is back"
+             stopping               ? HALOD_STOPPING_MESSAGE
              : session->lost_reason ? session->lost_reason
                                     : "its session ended");
   }

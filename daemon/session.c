@@ -386,6 +386,11 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     }
   }
   free(identity);
+  // Its requests' lane (daemon/request_lanes.h), for good: its domain's, a
+  // refused session's its uid's (the top bit set; a domain key equal to it
+  // by chance would only share the lane).
+  session->lane_key =
+      session->domain ? session->domain->base_key : (UINT64_C(1) << 63) | uid;
   if (!session->refused_reason) {
     // Acquiring the domain handles a loss of its worker that the loop had
     // not handled yet, which may have charged this process.

@@ -77,6 +77,11 @@ struct halod_session_t {
   halod_device_call_t *call;
   halod_server_event_t *waiting_head;
   halod_server_event_t *waiting_tail;
+  // Its lane (daemon/request_lanes.h): its trust domain's base key, fixed
+  // when it starts (a session refused a domain: its uid's), and how many of
+  // its events wait there.
+  uint64_t lane_key;
+  uint32_t lane_events;
 
   halod_handle_table_t handles;
   halo_u64_map_t grants;  // key -> count (as uintptr_t)

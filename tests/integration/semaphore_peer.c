@@ -24,6 +24,10 @@
 //       Creates host-visible and device buffers (one exportable) and
 //       semaphores (one exportable), prints "ready SESSION_ID" and sleeps
 //       until killed.
+//   semaphore_peer ADDRESS ping
+//       Prints "ready", then pings halod once for each line on its stdin and
+//       prints "pinged CODE" when the answer came. Exit 0 at the end of
+//       stdin.
 //
 // Setup failures (connect, import) exit with PEER_EXIT_SETUP + code, usage
 // errors with PEER_EXIT_USAGE; the reason goes to stderr.
@@ -233,6 +237,16 @@ int main(int argc, char **argv) {
     for (;;) pause();
   } else if (strcmp(command, "hold") == 0 && arg_count == 0) {
     peer_hold(client);
+  } else if (strcmp(command, "ping") == 0 && arg_count == 0) {
+    peer_print("ready");
+    char line[64];
+    while (fgets(line, sizeof(line), stdin)) {
+      halo_status_t status = halo_client_ping(client);
+      printf("pinged %d\n", (int)halo_status_code(status));
+      fflush(stdout);
+      halo_status_free(status);
+    }
+    code = 0;
   } else {
     fprintf(stderr, "semaphore_peer: bad command or argument count: %s\n",
             command);
