@@ -4,8 +4,9 @@
 // the list keeps its first and last link. Adding at either end, inserting
 // after a given link and removing any link cost O(1); nothing is allocated.
 // Used for a semaphore's timepoints (hal/semaphore.c), the caches' LRU lists
-// (daemon/cache.c), a session's submissions (daemon/submission.c) and the
-// CUDA driver's watch list (hal/cuda/cuda_queue.c).
+// (daemon/cache.c), a session's submissions (daemon/submission.c), the
+// CUDA driver's watch list (hal/cuda/cuda_queue.c) and the /metrics server's
+// connections (daemon/metrics_http.c).
 //
 // A list zeroed (or halo_list_initialize'd) is empty. A link removed, or
 // never added, has NULL |prev| and |next|; so does the only link of a

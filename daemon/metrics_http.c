@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/list.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/metrics.h"
@@ -59,8 +60,7 @@ static const char *const kContentTypes[HALOD_METRICS_FORMAT_COUNT] = {
 // that of its close, which comes before its socket is closed) and the
 // deadline of its request.
 typedef struct halod_metrics_http_connection_t {
-  struct halod_metrics_http_connection_t *prev;
-  struct halod_metrics_http_connection_t *next;
+  halo_list_link_t link;  // in halod_metrics_http_t.connections
   int fd;
   int64_t deadline_ns;  // monotonic
   bool shut;            // shut down for its deadline: closing
@@ -88,7 +88,7 @@ struct halod_metrics_http_t {
   bool stopping;
   // The open connections, newest first, with their deadlines (also the
   // reaper's); it waits on |deadlines_changed| until the earliest.
-  halod_metrics_http_connection_t *connections;
+  halo_list_t connections;
   pthread_cond_t deadlines_changed;
 
   // libmicrohttpd's messages logged at most one per
@@ -356,12 +356,7 @@ static void halod_metrics_http_on_connection(
   if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
     if (!tracked) return;
     pthread_mutex_lock(&http->mutex);
-    if (tracked->prev) {
-      tracked->prev->next = tracked->next;
-    } else {
-      http->connections = tracked->next;
-    }
-    if (tracked->next) tracked->next->prev = tracked->prev;
+    halo_list_remove(&http->connections, &tracked->link);
     pthread_mutex_unlock(&http->mutex);
     free(tracked);
     *socket_context = NULL;
@@ -389,9 +384,7 @@ static void halod_metrics_http_on_connection(
   }
   pthread_mutex_lock(&http->mutex);
   tracked->deadline_ns = halo_clock_now_ns() + HALOD_METRICS_HTTP_REQUEST_NS;
-  tracked->next = http->connections;
-  if (tracked->next) tracked->next->prev = tracked;
-  http->connections = tracked;
+  halo_list_push_front(&http->connections, &tracked->link);
   pthread_cond_signal(&http->deadlines_changed);
   pthread_mutex_unlock(&http->mutex);
   *socket_context = tracked;
@@ -424,8 +417,10 @@ static void *halod_metrics_http_reap(void *argument) {
   while (!http->stopping) {
     int64_t now = halo_clock_now_ns();
     int64_t next = 0;
-    for (halod_metrics_http_connection_t *tracked = http->connections; tracked;
-         tracked = tracked->next) {
+    for (halo_list_link_t *link = http->connections.head; link;
+         link = link->next) {
+      halod_metrics_http_connection_t *tracked =
+          HALO_LIST_ENTRY(link, halod_metrics_http_connection_t, link);
       if (tracked->shut) continue;
       if (tracked->deadline_ns <= now) {
         shutdown(tracked->fd, SHUT_RDWR);
@@ -497,10 +492,10 @@ static void halod_metrics_http_on_log(void *user_data, const char *format,
 static void halod_metrics_http_free(halod_metrics_http_t *http) {
   for (int f = 0; f < HALOD_METRICS_FORMAT_COUNT; ++f) free(http->texts[f]);
   // Every connection's close was notified when the server stopped.
-  while (http->connections) {
-    halod_metrics_http_connection_t *next = http->connections->next;
-    free(http->connections);
-    http->connections = next;
+  while (!halo_list_empty(&http->connections)) {
+    halo_list_link_t *link = http->connections.head;
+    halo_list_remove(&http->connections, link);
+    free(HALO_LIST_ENTRY(link, halod_metrics_http_connection_t, link));
   }
   pthread_cond_destroy(&http->deadlines_changed);
   pthread_cond_destroy(&http->published);
