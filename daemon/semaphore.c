@@ -302,8 +302,50 @@ void halod_semaphore_retain(halod_semaphore_t *semaphore) {
   ++semaphore->refcount;
 }
 
+// Fails |semaphore| if nothing can advance it any more while waits in
+// halod are pending on it (halod_semaphore_t's |refcount|): called after
+// every release that leaves it alive.
+static void halod_semaphore_check_orphan(halod_t *daemon,
+                                         halod_semaphore_t *semaphore) {
+  uint64_t lowest;
+  uint64_t highest;
+  uint32_t waiting =
+      halo_hal_semaphore_waiting(&semaphore->hal, &lowest, &highest);
+  if (waiting == 0 || waiting != semaphore->refcount || daemon->stopping ||
+      halod_semaphore_failure(semaphore) != 0) {
+    return;
+  }
+  char values[64];
+  if (lowest == highest) {
+    snprintf(values, sizeof(values), "value %llu", (unsigned long long)lowest);
+  } else {
+    snprintf(values, sizeof(values), "values %llu to %llu",
+             (unsigned long long)lowest, (unsigned long long)highest);
+  }
+  HALO_LOG_DEBUG(
+      "semaphore %llu (created by pid %u): no holder can signal it "
+      "any more; failing the %u waits on it",
+      (unsigned long long)semaphore->id, semaphore->creator_pid, waiting);
+  // Failing it retires the waiting submissions, which release their
+  // references: this one keeps it until the failure went round.
+  halod_semaphore_retain(semaphore);
+  halod_semaphore_fail(
+      semaphore, HALO_STATUS_ABORTED,
+      "semaphore %llu (created by pid %u, value %llu) was released by its "
+      "last holder while %u pending submission%s waited for %s: no session "
+      "holds it and no pending submission signals it (an export token does "
+      "not keep it); nothing can signal it any more",
+      (unsigned long long)semaphore->id, semaphore->creator_pid,
+      (unsigned long long)halod_semaphore_value(semaphore), waiting,
+      waiting == 1 ? "" : "s", values);
+  halod_semaphore_release(daemon, semaphore);
+}
+
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {
-  if (--semaphore->refcount > 0) return;
+  if (--semaphore->refcount > 0) {
+    halod_semaphore_check_orphan(daemon, semaphore);
+    return;
+  }
   halo_hal_semaphore_deinitialize(&semaphore->hal);
   // Destroying a semaphore wakes its waiters: the generation moves on and
   // they return ABORTED. At shutdown the slot keeps the failure halod_stop

@@ -33,8 +33,25 @@ typedef struct halod_timeline_page_t {
   uint32_t registered;
 } halod_timeline_page_t;
 
+// What can advance a semaphore (signal or fail it): a session's handle to
+// it (its creator's or an importer's), a pending submission that signals
+// it, or an execution a device worker took from a ring (its grant).
+// Pending submissions that only wait on it cannot. Each holds references:
+// a handle one, a submission one per wait and per signal it names, a grant
+// one, a walk (halod_semaphores_retain_all) one for its duration. Every
+// timepoint linked on the semaphore (hal/semaphore.h) is a wait of a
+// pending submission not met yet, which holds a reference for it. So a
+// release that leaves as many references as linked timepoints (one or
+// more) leaves only waits nothing can meet: the semaphore is failed at once
+// with ABORTED, naming it and the values waited for, which fails those
+// submissions and what they would signal, instead of letting them wait
+// forever. A token of an exported semaphore does not count: it imports the
+// semaphore while someone holds it, and goes with it once the waits are
+// failed. Ring executions a worker took never wait (it takes only those
+// whose waits are reached), so no wait hides behind a grant.
 typedef struct halod_semaphore_t {
-  uint32_t refcount;  // handles in sessions (+ in-flight work, later)
+  // Handles in sessions, submissions' waits and signals, workers' grants.
+  uint32_t refcount;
   uint64_t id;
   halod_timeline_page_t *page;
   uint32_t slot_index;
@@ -79,6 +96,8 @@ void halod_semaphore_page_abandon(
     halod_t *daemon, halod_timeline_page_t *page,
     struct halod_host_registration_t *registration);
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
+// Drops a reference; the last one destroys the semaphore. One that leaves
+// only waits nothing can meet fails it (see halod_semaphore_t).
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 
 // Every semaphore (only those |creator_session| created, unless it is 0),

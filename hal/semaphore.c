@@ -145,6 +145,7 @@ static void halo_hal_semaphore_link(halo_hal_semaphore_t *semaphore,
   halo_list_insert_after(&semaphore->timepoints, before ? &before->link : NULL,
                          &timepoint->link);
   timepoint->linked = true;
+  ++semaphore->timepoint_count;
   halo_hal_tree_rebalance(semaphore, parent);
 }
 
@@ -181,6 +182,7 @@ static void halo_hal_semaphore_unlink(halo_hal_semaphore_t *semaphore,
   timepoint->height = 0;
   halo_list_remove(&semaphore->timepoints, &timepoint->link);
   timepoint->linked = false;
+  --semaphore->timepoint_count;
 }
 
 // Keeps the slot's host_waits word in step with the timepoints list (after
@@ -382,6 +384,18 @@ void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
   if (!timepoint->linked) return;
   halo_hal_semaphore_unlink(semaphore, timepoint);
   halo_hal_semaphore_update_host_waits(semaphore);
+}
+
+uint32_t halo_hal_semaphore_waiting(const halo_hal_semaphore_t *semaphore,
+                                    uint64_t *out_lowest,
+                                    uint64_t *out_highest) {
+  const halo_hal_timepoint_t *lowest =
+      halo_hal_timepoint_of(semaphore->timepoints.head);
+  const halo_hal_timepoint_t *highest =
+      halo_hal_timepoint_of(semaphore->timepoints.tail);
+  *out_lowest = lowest ? lowest->value : 0;
+  *out_highest = highest ? highest->value : 0;
+  return semaphore->timepoint_count;
 }
 
 void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,

@@ -79,6 +79,7 @@ typedef struct halo_hal_semaphore_t {
   // out) costs O(log n); the list keeps walks in order O(1) per step.
   halo_list_t timepoints;                // of halo_hal_timepoint_t, by link
   halo_hal_timepoint_t *timepoint_root;  // the tree; NULL when empty
+  uint32_t timepoint_count;              // linked
   halo_hal_semaphore_fence_t *fences;    // sorted by value, above the value
   uint64_t fence_rounds;                 // add_fence calls so far
   // The highest value reached, by any signal halod made (a client's host
@@ -149,6 +150,13 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
 // Unlinks a timepoint that has not fired: O(log n).
 void halo_hal_semaphore_remove_timepoint(halo_hal_semaphore_t *semaphore,
                                          halo_hal_timepoint_t *timepoint);
+
+// The timepoints linked now (none has fired: each lies above the value)
+// and, when there are any, the lowest and highest value they wait for.
+// O(1).
+uint32_t halo_hal_semaphore_waiting(const halo_hal_semaphore_t *semaphore,
+                                    uint64_t *out_lowest,
+                                    uint64_t *out_highest);
 
 // Records that |value| is reached when |fence| fires (retained until the
 // value is reached or the semaphore fails) and offers it to every linked

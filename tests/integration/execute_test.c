@@ -13,6 +13,11 @@
 //   after its client released the command buffer, executable, queue and
 //   every buffer it binds (the result is read through another client's
 //   import);
+// - a semaphore nobody can signal any more (no session holds it, no pending
+//   submission signals it: its last handle was released, or its last
+//   signaler retired below the value) fails the waits on it with ABORTED
+//   naming it, and so the executions and what they would have signaled;
+//   one an importer or a pending signaler still holds is left alone;
 // - a diamond of dependencies across two queues, submitted in reverse, runs
 //   in dependency order;
 // - a failure travels along a chain of three submissions across two
@@ -595,6 +600,180 @@ static void test_waiting_submission_outlives_released_objects(void **state) {
   halo_client_close(reader);
 }
 
+// ---------------------------------------------------------------- orphans
+
+// A ONE_SHOT fill of |buffer|'s first 4 bytes, executed on the default
+// queue after |wait| (NULL: none), signaling |signal|; released.
+static void execute_fill(halo_client_t *client, halo_buffer_t *buffer,
+                         const halo_semaphore_value_t *wait,
+                         const halo_semaphore_value_t *signal) {
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  uint32_t pattern = 0x5a5a5a5a;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      cb, halo_buffer_ref(buffer, 0, 4), &pattern, sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, NULL, 0, wait, wait ? 1 : 0, signal, 1));
+  halo_command_buffer_release(cb);
+}
+
+// Fails unless a wait on |semaphore| for |value| ends with ABORTED, well
+// within the deadline, saying that a semaphore of this process nobody
+// holds any more left |waited| (e.g. "1 pending submission waited for
+// value 5") unmet; its query says the same.
+static void expect_orphan_failure(halo_semaphore_t *semaphore, uint64_t value,
+                                  const char *waited) {
+  char creator[64];
+  snprintf(creator, sizeof(creator), "(created by pid %d,", (int)getpid());
+  const char *const substrings[] = {"a wait of the submission failed",
+                                    creator,
+                                    "was released by its last holder while",
+                                    waited,
+                                    "no session holds it",
+                                    "nothing can signal it any more",
+                                    NULL};
+  int64_t start_ns = halo_test_now_ns();
+  halo_test_expect_status_all(
+      halo_semaphore_wait(semaphore, value, DEADLINE_NS), HALO_STATUS_ABORTED,
+      substrings, "the wait on the signal semaphore");
+  assert_true(halo_test_now_ns() - start_ns < DEADLINE_NS / 2);
+  uint64_t current = 7;
+  halo_test_expect_status_all(halo_semaphore_query(semaphore, &current),
+                              HALO_STATUS_ABORTED, substrings, "its query");
+  assert_int_equal(current, 0);
+}
+
+// Fails unless |semaphore| stays below |value| and healthy for 100 ms.
+static void expect_still_waiting(halo_semaphore_t *semaphore, uint64_t value) {
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(semaphore, value, 100 * MS),
+                          HALO_STATUS_DEADLINE_EXCEEDED, NULL);
+}
+
+// An execution waits on w, created by its client and never exported; the
+// client releases w, its only handle. Nothing can signal w any more: the
+// waits on it fail (ABORTED, naming w and the value waited for), so the
+// execution fails and so does s, which it would have signaled, and s's
+// waiter wakes at once instead of at its own timeout. The same for an
+// exportable w whose token was never imported: a token does not keep a
+// semaphore nobody holds (it goes with the semaphore). The daemon keeps
+// serving, and the semaphores go.
+static void test_released_semaphore_fails_the_waits_nothing_can_meet(
+    void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  halo_buffer_t *buffer = create_host(client, 64);
+
+  halo_semaphore_t *w = create_semaphore(client, 0);
+  halo_semaphore_t *s = create_semaphore(client, 0);
+  halo_semaphore_value_t wait = {w, 5};
+  halo_semaphore_value_t signal = {s, 1};
+  execute_fill(client, buffer, &wait, &signal);
+  expect_still_waiting(s, 1);
+  halo_semaphore_release(w);
+  expect_orphan_failure(s, 1, "1 pending submission waited for value 5");
+
+  // Exportable and exported, its token never imported; two waiters.
+  halo_semaphore_t *x = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_semaphore_export(x, &token));
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_x = {x, 3};
+  halo_semaphore_value_t signal_t1 = {t, 1};
+  halo_semaphore_value_t signal_t2 = {t, 2};
+  execute_fill(client, buffer, &wait_x, &signal_t1);
+  execute_fill(client, buffer, &wait_x, &signal_t2);
+  expect_still_waiting(t, 1);
+  halo_semaphore_release(x);
+  expect_orphan_failure(t, 2, "2 pending submissions waited for value 3");
+  halo_semaphore_t *late = NULL;
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_import(client, &token, &late),
+                          HALO_STATUS_NOT_FOUND, "no live exported semaphore");
+
+  // The daemon keeps serving.
+  halo_semaphore_t *done = create_semaphore(client, 0);
+  halo_semaphore_value_t signal_done = {done, 1};
+  execute_fill(client, buffer, NULL, &signal_done);
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 1, DEADLINE_NS));
+  halo_semaphore_release(done);
+  halo_semaphore_release(s);
+  halo_semaphore_release(t);
+  halo_buffer_release(buffer);
+  assert_true(HALO_TEST_POLL(
+      halo_test_admin_semaphore_count(&fixture->daemon) == baseline, 1000));
+}
+
+// A semaphore that only pending work still holds stays as long as some of
+// that work will signal it; once the last signaler retired below the value
+// the others wait for, their waits fail the same way.
+static void test_semaphore_orphaned_when_its_last_signaler_retires(
+    void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_buffer_t *buffer = create_host(client, 64);
+  halo_semaphore_t *gate = create_semaphore(client, 0);
+  halo_semaphore_t *w = create_semaphore(client, 0);
+  halo_semaphore_t *s = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_gate = {gate, 1};
+  halo_semaphore_value_t signal_w = {w, 3};
+  halo_semaphore_value_t wait_w = {w, 5};
+  halo_semaphore_value_t signal_s = {s, 1};
+  execute_fill(client, buffer, &wait_w, &signal_s);
+  execute_fill(client, buffer, &wait_gate, &signal_w);
+  halo_semaphore_release(w);
+  expect_still_waiting(s, 1);  // the signaler of w=3 is pending
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
+  expect_orphan_failure(s, 1, "1 pending submission waited for value 5");
+  halo_semaphore_release(s);
+  halo_semaphore_release(gate);
+  halo_buffer_release(buffer);
+}
+
+// Not failed while something could still advance it: a session that
+// imported it, or a pending submission that will signal it (waiting
+// itself, on a semaphore the client signals later).
+static void test_released_semaphore_kept_while_it_can_advance(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_client_t *importer = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer = create_host(client, 64);
+
+  // Held by an importer, which signals it after the creator released it.
+  halo_semaphore_t *w = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  char text[33];
+  export_semaphore(w, text);
+  halo_semaphore_t *w_import = import_semaphore(importer, text);
+  halo_semaphore_t *s = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_w = {w, 1};
+  halo_semaphore_value_t signal_s = {s, 1};
+  execute_fill(client, buffer, &wait_w, &signal_s);
+  halo_semaphore_release(w);
+  expect_still_waiting(s, 1);
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(w_import, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(s, 1, DEADLINE_NS));
+  halo_semaphore_release(w_import);
+
+  // Signaled by a pending submission that waits for the gate.
+  halo_semaphore_t *gate = create_semaphore(client, 0);
+  halo_semaphore_t *v = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_gate = {gate, 1};
+  halo_semaphore_value_t signal_v = {v, 4};
+  halo_semaphore_value_t wait_v = {v, 4};
+  halo_semaphore_value_t signal_s2 = {s, 2};
+  execute_fill(client, buffer, &wait_v, &signal_s2);
+  execute_fill(client, buffer, &wait_gate, &signal_v);
+  halo_semaphore_release(v);
+  expect_still_waiting(s, 2);
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(s, 2, DEADLINE_NS));
+
+  halo_semaphore_release(gate);
+  halo_semaphore_release(s);
+  halo_buffer_release(buffer);
+  halo_client_close(importer);
+}
+
 // ---------------------------------------------------------------- ordering
 
 static void assert_queue_totals(const halo_test_daemon_t *daemon,
@@ -1021,6 +1200,9 @@ int main(void) {
       TEST(test_validation_errors_name_binding_slot_and_command),
       TEST(test_execution_failure_names_command_and_propagates),
       TEST(test_waiting_submission_outlives_released_objects),
+      TEST(test_released_semaphore_fails_the_waits_nothing_can_meet),
+      TEST(test_semaphore_orphaned_when_its_last_signaler_retires),
+      TEST(test_released_semaphore_kept_while_it_can_advance),
       TEST(test_diamond_across_two_queues_submitted_in_reverse),
       TEST(test_failure_propagates_along_chain_across_processes),
       TEST(test_failure_along_a_long_chain_keeps_its_message),
