@@ -191,10 +191,12 @@ halo_status_t halo_buffer_write(halo_buffer_t *buffer, uint64_t offset,
     return NULL;
   }
   const uint8_t *bytes = data;
+  // Each chunk's request fits in a message halod accepts.
+  uint64_t most = halo_client_write_chunk_bytes(buffer->client);
   uint64_t done = 0;
   do {
     uint64_t chunk = length - done;
-    if (chunk > HALO_WIRE_MAX_CHUNK_BYTES) chunk = HALO_WIRE_MAX_CHUNK_BYTES;
+    if (chunk > most) chunk = most;
     Halo__Wire__BufferWrite write = HALO__WIRE__BUFFER_WRITE__INIT;
     write.handle = buffer->handle;
     write.offset = offset + done;
@@ -220,6 +222,8 @@ halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,
   }
   uint8_t *bytes = out_data;
   uint64_t done = 0;
+  // The requests are small whatever the chunk; max-message-bytes bounds
+  // what halod receives, not its replies.
   while (done < length) {
     uint64_t chunk = length - done;
     if (chunk > HALO_WIRE_MAX_CHUNK_BYTES) chunk = HALO_WIRE_MAX_CHUNK_BYTES;

@@ -86,10 +86,45 @@ halo_status_t halo_client_deadline_status(const halo_client_t *client,
 #define HALO_CLIENT_WAIT_SOCKET \
   "other threads' requests on the socket, which halod did not answer"
 
+uint64_t halo_client_write_chunk_bytes(const halo_client_t *client) {
+  uint64_t chunk = HALO_WIRE_MAX_CHUNK_BYTES;
+  // halod's max-message-bytes is at least 4096: room is left either way.
+  if (client->max_message_bytes > HALO_CLIENT_WRITE_FRAMING_BYTES &&
+      client->max_message_bytes - HALO_CLIENT_WRITE_FRAMING_BYTES < chunk) {
+    chunk = client->max_message_bytes - HALO_CLIENT_WRITE_FRAMING_BYTES;
+  }
+  return chunk;
+}
+
+// Refuses |request| where its message would exceed what halod accepts: nng
+// would drop the connection, ending the session and everything it holds,
+// and halod could not say why.
+static halo_status_t halo_client_check_size(
+    const halo_client_t *client, const halo_wire_request_t *request) {
+  if (client->max_message_bytes == 0) return NULL;  // before Hello's reply
+  size_t size = halo__wire__request__get_packed_size(request);
+  if (size + HALO_CLIENT_MESSAGE_HEADER_BYTES <= client->max_message_bytes) {
+    return NULL;
+  }
+  const ProtobufCFieldDescriptor *field =
+      protobuf_c_message_descriptor_get_field(&halo__wire__request__descriptor,
+                                              (unsigned)request->body_case);
+  return halo_status_make(
+      HALO_STATUS_RESOURCE_EXHAUSTED,
+      "request %s of %zu bytes (with nng's header) exceeds the %llu bytes "
+      "halod at %s accepts in one message (its setting max-message-bytes); "
+      "not sent: a larger message would end the session. Send less in one "
+      "request (a smaller recording, fewer bindings) or raise "
+      "max-message-bytes",
+      field ? field->name : "?", size + HALO_CLIENT_MESSAGE_HEADER_BYTES,
+      (unsigned long long)client->max_message_bytes, client->address);
+}
+
 halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response) {
   *out_response = NULL;
+  HALO_RETURN_IF_ERROR(halo_client_check_size(client, request));
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
   int64_t deadline_ns = 0;
   // Nothing sent on the socket may overtake a record in the ring.
@@ -545,6 +580,7 @@ static halo_status_t halo_client_hello(halo_client_t *client,
   } else {
     client->session_id = reply->session_id;
     client->incarnation = reply->incarnation;
+    client->max_message_bytes = reply->max_message_bytes;
     memcpy(client->token, reply->session_token.data, sizeof(client->token));
     status = halo_client_open_fd_channel(client, reply->fd_channel_path);
     if (!status) halo_client_ring_open(client);

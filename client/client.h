@@ -70,6 +70,10 @@ struct halo_client_s {
   uint64_t session_id;
   uint8_t token[16];
   uint64_t incarnation;
+  // The largest message halod accepts (its max-message-bytes, from Hello;
+  // 0 until then): a larger one makes nng drop the connection, and with it
+  // the session, so halo_client_call refuses to send it.
+  uint64_t max_message_bytes;
   char address[HALO_CLIENT_ADDRESS_BYTES];
   // The fd channel and the daemon's liveness. Under |fd_mutex|: the
   // channel (-1 after a request on it failed or timed out: the next request
@@ -194,8 +198,24 @@ halo_status_t halo_client_lost_status(const halo_client_t *client);
 // false where the client has no pidfd of it).
 bool halo_client_daemon_exited(const halo_client_t *client);
 
+// What a message takes besides its packed request: nng's header (req0's
+// 4-byte request id, which halod's max-message-bytes counts too), with room
+// to spare.
+#define HALO_CLIENT_MESSAGE_HEADER_BYTES 16
+// What a BufferWrite request takes besides its data: the Request's tag and
+// length, the handle, the offset and the data's tag and length (each
+// varint at most 10 bytes), and the message header.
+#define HALO_CLIENT_WRITE_FRAMING_BYTES (48 + HALO_CLIENT_MESSAGE_HEADER_BYTES)
+
+// The most data one BufferWrite carries: HALO_WIRE_MAX_CHUNK_BYTES, less
+// where halod's max-message-bytes leaves less room (with the framing).
+uint64_t halo_client_write_chunk_bytes(const halo_client_t *client);
+
 // One request/response round trip (thread-safe). Frees nothing of
-// |request|; the caller frees |*out_response|.
+// |request|; the caller frees |*out_response|. A request that would not fit
+// in a message halod accepts (max_message_bytes) is not sent:
+// RESOURCE_EXHAUSTED naming the request, its size, the limit and halod's
+// setting max-message-bytes, and the session goes on.
 halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response);

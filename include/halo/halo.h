@@ -110,6 +110,12 @@ typedef struct halo_client_options_t {
 // for room, for the verdict, or for the ring to drain before a socket
 // request); as with a timed-out request, halod may still carry out a
 // record it takes later.
+// Each request on the socket is one message of at most halod's
+// max-message-bytes (4 MiB by default), which halod states at connect:
+// nng would drop the connection of a larger one, ending the session.
+// libhalo refuses such a request before sending it: RESOURCE_EXHAUSTED
+// naming the request, its size, the limit and max-message-bytes; the
+// session goes on.
 HALO_API halo_status_t halo_client_connect(const halo_client_options_t *options,
                                            halo_client_t **out_client);
 
@@ -192,7 +198,8 @@ HALO_API void *halo_buffer_host_pointer(const halo_buffer_t *buffer);
 
 // Copies |length| bytes into / out of the buffer at |offset|. Host-visible
 // buffers are copied locally; device buffers go through the daemon in
-// chunks. OUT_OF_RANGE if [offset, offset+length) exceeds the buffer.
+// chunks (of at most 1 MiB, and writes within halod's max-message-bytes).
+// OUT_OF_RANGE if [offset, offset+length) exceeds the buffer.
 HALO_API halo_status_t halo_buffer_write(halo_buffer_t *buffer, uint64_t offset,
                                          const void *data, uint64_t length);
 HALO_API halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,

@@ -1002,9 +1002,65 @@ static void test_local_calls_work_after_session_loss(void **state) {
   halo_client_close(client);
 }
 
+// halod's max-message-bytes (here 1 MiB, a quarter of the default) bounds
+// every request libhalo sends, as halod's Hello states it: a buffer write
+// goes in chunks that fit it, with their framing; a request that cannot fit
+// (a recording's end()) is refused before it is sent, naming the request,
+// its size, the limit and the setting. Either way the session goes on: a
+// request above the limit would make nng drop the connection, and with it
+// the session and everything it holds.
+static void test_requests_fit_the_daemons_message_limit(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  enum { BYTES = 4 << 20 };
+  uint8_t *written = malloc(BYTES);
+  uint8_t *read = malloc(BYTES);
+  assert_non_null(written);
+  assert_non_null(read);
+  for (size_t i = 0; i < BYTES; ++i) written[i] = (uint8_t)(i * 7 + i / 4093);
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, BYTES, 0, &buffer));
+  HALO_TEST_ASSERT_OK(halo_buffer_write(buffer, 0, written, BYTES));
+  HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, 0, read, BYTES));
+  assert_memory_equal(read, written, BYTES);
+
+  // 16 updates of HALO_MAX_UPDATE_BYTES: 1 MiB of inline bytes, within the
+  // recording's own bound, plus the commands' framing.
+  halo_command_buffer_t *command_buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 0, &command_buffer));
+  for (uint64_t i = 0; i < 16; ++i) {
+    HALO_TEST_ASSERT_OK(halo_command_buffer_update(
+        command_buffer, written, HALO_MAX_UPDATE_BYTES,
+        halo_buffer_ref(buffer, i * HALO_MAX_UPDATE_BYTES,
+                        HALO_MAX_UPDATE_BYTES)));
+  }
+  const char *const named[] = {"command_buffer_create", "bytes", "1048576",
+                               "max-message-bytes", NULL};
+  halo_test_expect_status_all(halo_command_buffer_end(command_buffer),
+                              HALO_STATUS_RESOURCE_EXHAUSTED, named,
+                              "end() of a recording above the limit");
+  halo_command_buffer_release(command_buffer);
+
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, BYTES - 64, read, 64));
+  assert_memory_equal(read, written + BYTES - 64, 64);
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+  free(written);
+  free(read);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
+}
+
+// The same, halod accepting messages of at most 1 MiB.
+static int setup_small_messages(void **state) {
+  static const char *const args[] = {"--max-message-bytes", "1M", NULL};
+  return halo_test_fixture_setup_with(state, args, false);
 }
 
 int main(void) {
@@ -1020,6 +1076,9 @@ int main(void) {
       T(test_async_execute_after_daemon_death),
       T(test_short_waits_see_daemon_death),
       T(test_local_calls_work_after_session_loss),
+      cmocka_unit_test_setup_teardown(
+          test_requests_fit_the_daemons_message_limit, setup_small_messages,
+          halo_test_fixture_teardown),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_fd_channel_outlives_a_dropped_reply),
       cmocka_unit_test(test_socket_wait_ignores_wall_clock_steps),
