@@ -219,6 +219,46 @@ static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
   return result;
 }
 
+// Which of |clients|' halods has exited (its pidfd is readable), or NULL.
+// A wait that timed out asks (halo_semaphore_wait_list), as does a query,
+// and a consumer polling with timeout 0 in a tight loop would pay a system
+// call per poll (about 0.5 us, three times the poll itself): while its
+// connection stands, a thread asks of a client at most once a millisecond,
+// so a death is seen within a millisecond of polling; once the connection
+// is lost (nng's pipe removal, or a death seen here, which marks it lost:
+// every later call fails at once), every time.
+static halo_client_t *halo_semaphore_exited_daemon(
+    halo_client_t *const *clients, size_t count) {
+  static _Thread_local int64_t asked_ns;
+  int64_t now = halo_clock_now_ns();
+  bool ask_all = asked_ns == 0 || now - asked_ns >= 1000000;
+  if (ask_all) asked_ns = now;
+  for (size_t i = 0; i < count; ++i) {
+    halo_client_t *client = clients[i];
+    if (client->daemon_pidfd < 0) continue;
+    if (!ask_all && !atomic_load(&client->lost)) continue;
+    if (!halo_client_daemon_exited(client)) continue;
+    atomic_store(&client->lost, true);
+    return client;
+  }
+  return NULL;
+}
+
+// UNAVAILABLE: |client|'s halod exited during a wait on |semaphores|;
+// *|out_index| (may be NULL) is its first semaphore's.
+static halo_status_t halo_semaphore_daemon_exited_status(
+    size_t count, halo_semaphore_t *const *semaphores,
+    const halo_client_t *client, size_t *out_index) {
+  size_t index = 0;
+  while (index + 1 < count && semaphores[index]->client != client) ++index;
+  if (out_index) *out_index = index;
+  return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                          "halod (pid %d) exited while waiting (semaphore "
+                          "handle 0x%llx)",
+                          (int)client->daemon_pid,
+                          (unsigned long long)semaphores[index]->handle);
+}
+
 halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
                                    uint64_t *out_value) {
   HALO_CHECK_ARG(out_value, "out_value must not be NULL");
@@ -273,33 +313,6 @@ halo_status_t halo_semaphore_fail(halo_semaphore_t *semaphore,
   return halo_client_call_status(semaphore->client, &request);
 }
 
-// Whether halod has exited (its pidfd is readable). A wait that timed out
-// asks (halo_semaphore_wait_list), and a consumer polling with timeout 0
-// in a tight loop would pay a system call per poll (about 0.5 us, three
-// times the poll itself): while the connection stands, a thread asks at
-// most once a millisecond, so a death is seen within a millisecond of
-// polling; once it is lost (nng's pipe removal, or a death seen here,
-// which marks it lost: every later call fails at once), every time.
-static bool halo_semaphore_daemon_exited(halo_client_t *client) {
-  static _Thread_local int64_t asked_ns;
-  if (client->daemon_pidfd < 0) return false;
-  if (!atomic_load(&client->lost)) {
-    int64_t now = halo_clock_now_ns();
-    if (asked_ns != 0 && now - asked_ns < 1000000) return false;
-    asked_ns = now;
-  }
-  if (!halo_client_daemon_exited(client)) return false;
-  atomic_store(&client->lost, true);
-  return true;
-}
-
-static halo_status_t halo_semaphore_daemon_exited_status(
-    const halo_client_t *client) {
-  return halo_status_make(HALO_STATUS_UNAVAILABLE,
-                          "halod (pid %d) exited while waiting",
-                          (int)client->daemon_pid);
-}
-
 halo_status_t halo_semaphore_wait_list(size_t count,
                                        halo_semaphore_t *const *semaphores,
                                        const uint64_t *values,
@@ -324,12 +337,42 @@ halo_status_t halo_semaphore_wait_list(size_t count,
     targets[i].generation = semaphores[i]->generation;
     targets[i].value = values[i];
   }
-  halo_client_t *client = semaphores[0]->client;
+  // The clients of the semaphores, each once: a wait watches each one's
+  // halod, whose death ends it with UNAVAILABLE (its semaphores would
+  // never move again), as a wait on one semaphore does.
+  halo_client_t *clients[HALO_WAIT_MAX_COUNT];
+  size_t client_count = 0;
+  for (size_t i = 0; i < count; ++i) {
+    size_t known = 0;
+    while (known < client_count && clients[known] != semaphores[i]->client) {
+      ++known;
+    }
+    if (known == client_count) clients[client_count++] = semaphores[i]->client;
+  }
+  halo_client_t *client = clients[0];
+  int64_t deadline_ns = halo_clock_deadline_ns(timeout_ns);
   size_t index = 0;
   int32_t failure = 0;
-  halo_timeline_wait_result_t result = halo_timeline_wait(
-      targets, count, mode == HALO_WAIT_ANY, halo_clock_deadline_ns(timeout_ns),
-      client->daemon_pidfd, &index, &failure);
+  halo_timeline_wait_result_t result;
+  for (;;) {
+    // The timeline wait polls one pidfd between its sleeps (the first
+    // client's); with several clients it sleeps in slices of the same
+    // length, and the others' halods are looked at between them.
+    int64_t until = deadline_ns;
+    if (client_count > 1) {
+      int64_t slice_end = halo_clock_now_ns() + HALO_TIMELINE_SLICE_NS;
+      if (slice_end < until) until = slice_end;
+    }
+    result = halo_timeline_wait(targets, count, mode == HALO_WAIT_ANY, until,
+                                client->daemon_pidfd, &index, &failure);
+    if (result != HALO_TIMELINE_WAIT_TIMEOUT || until == deadline_ns) break;
+    halo_client_t *exited =
+        halo_semaphore_exited_daemon(clients + 1, client_count - 1);
+    if (exited) {
+      return halo_semaphore_daemon_exited_status(count, semaphores, exited,
+                                                 out_index);
+    }
+  }
   if (out_index) *out_index = index;
   switch (result) {
     case HALO_TIMELINE_WAIT_OK:
@@ -341,12 +384,15 @@ halo_status_t halo_semaphore_wait_list(size_t count,
                               "semaphore handle 0x%llx was destroyed while "
                               "waiting",
                               (unsigned long long)semaphores[index]->handle);
-    case HALO_TIMELINE_WAIT_TIMEOUT:
+    case HALO_TIMELINE_WAIT_TIMEOUT: {
       // A wait that ended within its spin (a poll, a short timeout) never
-      // looked at the daemon: a dead one would give DEADLINE_EXCEEDED to
+      // looked at the daemons: a dead one would give DEADLINE_EXCEEDED to
       // every such wait for ever.
-      if (halo_semaphore_daemon_exited(client)) {
-        return halo_semaphore_daemon_exited_status(client);
+      halo_client_t *exited =
+          halo_semaphore_exited_daemon(clients, client_count);
+      if (exited) {
+        return halo_semaphore_daemon_exited_status(count, semaphores, exited,
+                                                   out_index);
       }
       // The semaphores' signallers (work on a queue, another client), not
       // halod's answers, are what the wait waited for.
@@ -364,8 +410,11 @@ halo_status_t halo_semaphore_wait_list(size_t count,
           "its value",
           (long long)timeout_ns, mode == HALO_WAIT_ANY ? "none" : "not each",
           count);
+    }
     case HALO_TIMELINE_WAIT_OWNER_DEAD:
-      return halo_semaphore_daemon_exited_status(client);
+      atomic_store(&client->lost, true);
+      return halo_semaphore_daemon_exited_status(count, semaphores, client,
+                                                 out_index);
   }
   return halo_status_make(HALO_STATUS_INTERNAL, "unknown wait result");
 }

@@ -273,7 +273,9 @@ typedef enum halo_wait_mode_e {
 // satisfied semaphore. A failure of any semaphore not yet satisfied ends
 // the wait with that failure. A |count| of 0 returns OK at once in either
 // mode (|semaphores| and |values| may then be NULL); |out_index| receives
-// 0, which names no semaphore.
+// 0, which names no semaphore. The wait watches the halod of each client
+// the semaphores belong to: one that dies ends the wait with UNAVAILABLE
+// naming it (|out_index|: its first semaphore) unless the wait is met.
 #define HALO_WAIT_MAX_COUNT 64
 HALO_API halo_status_t halo_semaphore_wait_list(
     size_t count, halo_semaphore_t *const *semaphores, const uint64_t *values,

@@ -510,6 +510,52 @@ static void test_null_arguments(void **state) {
   halo_semaphore_release(NULL);
 }
 
+// ---------------------------------------------------------------- halod gone
+
+// A wait on semaphores of two clients, each of its own halod, ends with
+// UNAVAILABLE when either halod dies, as a wait on one semaphore does: not
+// only the first semaphore's daemon is watched. Here the second one dies
+// under an ALL wait that nothing else would end (it waits for 5 s; the
+// death must end it well before).
+static void test_wait_list_sees_each_daemon_die(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_test_daemon_t second = {0};
+  halo_test_daemon_start(&second);
+  halo_client_t *other = halo_test_connect(&second, 0);
+  blocked_wait_t wait = {.count = 2, .mode = HALO_WAIT_ALL};
+  wait.semaphores[0] = create(fixture->client, 0, 0);
+  wait.semaphores[1] = create(other, 0, 0);
+  wait.values[0] = wait.values[1] = 1;
+  blocked_wait_start(&wait);
+  pid_t pid = second.pid;
+  int64_t killed_ns = halo_test_now_ns();
+  halo_test_daemon_kill(&second);
+  blocked_wait_join(&wait);
+  assert_true(halo_test_now_ns() - killed_ns < 2000 * MS);
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), "pid %d", (int)pid);
+  expect_status(wait.status, HALO_STATUS_UNAVAILABLE, pid_text);
+  assert_int_equal(wait.index, 1);
+  // The same for ANY, and for a wait that only polls.
+  wait =
+      (blocked_wait_t){.count = 2,
+                       .mode = HALO_WAIT_ANY,
+                       .semaphores = {wait.semaphores[0], wait.semaphores[1]},
+                       .values = {1, 1}};
+  blocked_wait_main(&wait);
+  expect_status(wait.status, HALO_STATUS_UNAVAILABLE, pid_text);
+  expect_status(halo_semaphore_wait_list(2, wait.semaphores, wait.values,
+                                         HALO_WAIT_ALL, 0, NULL),
+                HALO_STATUS_UNAVAILABLE, pid_text);
+  // The first daemon's semaphore still works alone.
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(wait.semaphores[0], 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(wait.semaphores[0], 1, 0));
+  halo_semaphore_release(wait.semaphores[1]);
+  halo_semaphore_release(wait.semaphores[0]);
+  halo_client_close(other);
+  halo_test_daemon_cleanup(&second);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name)                                                  \
@@ -533,6 +579,7 @@ int main(void) {
       T(test_creator_closing_aborts_importers),
       T(test_many_semaphores_are_independent),
       T(test_null_arguments),
+      T(test_wait_list_sees_each_daemon_die),
   };
 #undef T
   return cmocka_run_group_tests_name("semaphore", tests, NULL, NULL);
