@@ -277,6 +277,16 @@ halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
   if (result == HALO_TIMELINE_WAIT_FAILED) {
     return halo_semaphore_failure_status(semaphore, failure);
   }
+  // A halod that died (SIGKILL, a crash) failed nothing: the slot keeps
+  // the last value it wrote, which no one will ever change. Say so, as a
+  // wait does, rather than give that value as the current one.
+  if (halo_semaphore_exited_daemon(&semaphore->client, 1)) {
+    return halo_status_make(HALO_STATUS_UNAVAILABLE,
+                            "halod (pid %d) exited; the value %llu is the "
+                            "last it wrote",
+                            (int)semaphore->client->daemon_pid,
+                            (unsigned long long)value);
+  }
   return NULL;
 }
 

@@ -236,7 +236,9 @@ HALO_API halo_status_t halo_semaphore_create(halo_client_t *client,
 HALO_API void halo_semaphore_release(halo_semaphore_t *semaphore);
 
 // Reads the current value without a round trip. If the semaphore failed,
-// returns the failure status (and still sets |out_value|).
+// returns the failure status (and still sets |out_value|). UNAVAILABLE
+// once halod has exited (killed or crashed, it failed nothing: the value
+// set is the last it wrote), as a wait says.
 HALO_API halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
                                             uint64_t *out_value);
 

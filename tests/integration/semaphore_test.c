@@ -556,6 +556,26 @@ static void test_wait_list_sees_each_daemon_die(void **state) {
   halo_test_daemon_cleanup(&second);
 }
 
+// Once halod is gone (SIGKILL: it failed nothing), a query says so, as a
+// wait does: UNAVAILABLE, not the value last written as if it were current.
+static void test_query_sees_daemon_death(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_semaphore_t *semaphore = create(fixture->client, 3, 0);
+  assert_int_equal(query(semaphore), 3);
+  pid_t pid = fixture->daemon.pid;
+  halo_test_daemon_kill(&fixture->daemon);
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(semaphore, 4, 1000 * MS),
+                          HALO_STATUS_UNAVAILABLE, "exited");
+  uint64_t value = 0;
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), "pid %d", (int)pid);
+  expect_status(halo_semaphore_query(semaphore, &value),
+                HALO_STATUS_UNAVAILABLE, pid_text);
+  // The last value seen is still given, for what it is worth.
+  assert_int_equal(value, 3);
+  halo_semaphore_release(semaphore);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name)                                                  \
@@ -580,6 +600,7 @@ int main(void) {
       T(test_many_semaphores_are_independent),
       T(test_null_arguments),
       T(test_wait_list_sees_each_daemon_die),
+      T(test_query_sees_daemon_death),
   };
 #undef T
   return cmocka_run_group_tests_name("semaphore", tests, NULL, NULL);
