@@ -187,7 +187,8 @@ halo_status_t halo_buffer_write(halo_buffer_t *buffer, uint64_t offset,
   HALO_CHECK_ARG(data || length == 0, "data must not be NULL");
   HALO_RETURN_IF_ERROR(halo_buffer_check_range(buffer, offset, length));
   if (buffer->host_pointer) {
-    memcpy(buffer->host_pointer + offset, data, (size_t)length);
+    // |data| may be NULL for 0 bytes, which memcpy does not allow.
+    if (length > 0) memcpy(buffer->host_pointer + offset, data, (size_t)length);
     return NULL;
   }
   const uint8_t *bytes = data;
@@ -217,7 +218,9 @@ halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,
   HALO_CHECK_ARG(out_data || length == 0, "out_data must not be NULL");
   HALO_RETURN_IF_ERROR(halo_buffer_check_range(buffer, offset, length));
   if (buffer->host_pointer) {
-    memcpy(out_data, buffer->host_pointer + offset, (size_t)length);
+    // |out_data| may be NULL for 0 bytes, which memcpy does not allow.
+    if (length > 0)
+      memcpy(out_data, buffer->host_pointer + offset, (size_t)length);
     return NULL;
   }
   uint8_t *bytes = out_data;

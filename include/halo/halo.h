@@ -199,7 +199,8 @@ HALO_API void *halo_buffer_host_pointer(const halo_buffer_t *buffer);
 // Copies |length| bytes into / out of the buffer at |offset|. Host-visible
 // buffers are copied locally; device buffers go through the daemon in
 // chunks (of at most 1 MiB, and writes within halod's max-message-bytes).
-// OUT_OF_RANGE if [offset, offset+length) exceeds the buffer.
+// OUT_OF_RANGE if [offset, offset+length) exceeds the buffer. |data| may be
+// NULL when |length| is 0.
 HALO_API halo_status_t halo_buffer_write(halo_buffer_t *buffer, uint64_t offset,
                                          const void *data, uint64_t length);
 HALO_API halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,

@@ -1052,6 +1052,26 @@ static void test_requests_fit_the_daemons_message_limit(void **state) {
   free(read);
 }
 
+// A write or read of 0 bytes may pass NULL data (halo.h), on either kind of
+// buffer: nothing is copied (memcpy's arguments must not be NULL even for
+// 0 bytes; the ASan/UBSan build fails on it).
+static void test_empty_transfers_take_null_data(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_memory_type_t types[] = {HALO_MEMORY_HOST_VISIBLE, HALO_MEMORY_DEVICE};
+  for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); ++i) {
+    halo_buffer_t *buffer = NULL;
+    HALO_TEST_ASSERT_OK(
+        halo_buffer_create(client, 0, types[i], 64, 0, &buffer));
+    HALO_TEST_ASSERT_OK(halo_buffer_write(buffer, 0, NULL, 0));
+    HALO_TEST_ASSERT_OK(halo_buffer_write(buffer, 64, NULL, 0));
+    HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, 0, NULL, 0));
+    HALO_TEST_ASSERT_OK(halo_buffer_read(buffer, 64, NULL, 0));
+    halo_buffer_release(buffer);
+  }
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -1076,6 +1096,7 @@ int main(void) {
       T(test_async_execute_after_daemon_death),
       T(test_short_waits_see_daemon_death),
       T(test_local_calls_work_after_session_loss),
+      T(test_empty_transfers_take_null_data),
       cmocka_unit_test_setup_teardown(
           test_requests_fit_the_daemons_message_limit, setup_small_messages,
           halo_test_fixture_teardown),
