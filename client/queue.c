@@ -201,18 +201,22 @@ static halo_status_t halo_queue_spans_allocate(halo_queue_spans_t *spans,
 }
 
 // Checks waits and signals into |spans->values| and describes them in
-// |out_sync|. Each entry takes at least 4 bytes on the wire: larger counts
-// can only be wrong, and bounding them keeps the sizes from overflowing.
+// |out_sync|. halod takes at most HALO_MAX_EXECUTE_SEMAPHORES of them in
+// all (it refuses more, on the socket before decoding): refused here, with
+// the counts, which also keeps the sizes below from overflowing.
 static halo_status_t halo_queue_check_sync(
     halo_client_t *client, const char *owner,
     const halo_semaphore_value_t *waits, size_t wait_count,
     const halo_semaphore_value_t *signals, size_t signal_count,
     size_t binding_count, halo_queue_spans_t *spans,
     halo_client_sync_t *out_sync) {
-  const size_t max_values = HALO_WIRE_MAX_MESSAGE_BYTES / 4;
-  HALO_CHECK_ARG(wait_count <= max_values && signal_count <= max_values,
-                 "%zu waits and %zu signals cannot fit in one request",
-                 wait_count, signal_count);
+  HALO_CHECK_ARG(wait_count <= HALO_MAX_EXECUTE_SEMAPHORES &&
+                     signal_count <= HALO_MAX_EXECUTE_SEMAPHORES - wait_count,
+                 "%zu waits and %zu signals: %llu in all, more than "
+                 "HALO_MAX_EXECUTE_SEMAPHORES (%d) per submission",
+                 wait_count, signal_count,
+                 (unsigned long long)wait_count + signal_count,
+                 HALO_MAX_EXECUTE_SEMAPHORES);
   HALO_RETURN_IF_ERROR(halo_queue_spans_allocate(spans, binding_count,
                                                  wait_count + signal_count));
   halo_status_t status = halo_queue_check_values(client, owner, "waits", waits,

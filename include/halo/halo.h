@@ -410,6 +410,12 @@ typedef struct halo_command_buffer_s halo_command_buffer_t;
 // aside gigabytes of device memory per context for them; pass large data in
 // a buffer.
 #define HALO_MAX_CUDA_PARAMETER_BYTES 8192
+// One halo_queue_execute (or halo_queue_alloca, halo_queue_dealloca) waits
+// on and signals at most this many semaphore values, its waits and signals
+// counted together: libhalo refuses more with INVALID_ARGUMENT naming the
+// counts (halod refuses them too, with either transport). Each is a
+// timepoint halod keeps until the work retires.
+#define HALO_MAX_EXECUTE_SEMAPHORES 1024
 
 // Length meaning "from the offset to the end of the buffer".
 #define HALO_WHOLE_BUFFER UINT64_MAX
@@ -565,7 +571,8 @@ typedef struct halo_semaphore_value_t {
 // ran already). Every object must belong to the command buffer's client.
 // A binding entry {NULL, 0, 0} leaves its slot unbound, as do the slots
 // past |binding_count|; the daemon refuses an unbound slot the recording
-// uses.
+// uses. At most HALO_MAX_EXECUTE_SEMAPHORES waits and signals in all
+// (INVALID_ARGUMENT naming the counts).
 HALO_API halo_status_t
 halo_queue_execute(halo_queue_t *queue, halo_command_buffer_t *command_buffer,
                    const halo_binding_t *bindings, size_t binding_count,

@@ -1072,6 +1072,51 @@ static void test_empty_transfers_take_null_data(void **state) {
   halo_client_close(client);
 }
 
+// One execution waits on and signals at most HALO_MAX_EXECUTE_SEMAPHORES
+// semaphore values in all (halod's bound): libhalo refuses more before
+// sending, naming the counts and the limit; the bound itself passes.
+static void test_execute_semaphores_are_bounded(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_ASSERT_OK(
+      halo_buffer_create(client, 0, HALO_MEMORY_DEVICE, 64, 0, &buffer));
+  halo_command_buffer_t *command_buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_REUSABLE, 0, &command_buffer));
+  uint32_t pattern = 7;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
+      command_buffer, halo_buffer_ref(buffer, 0, HALO_WHOLE_BUFFER), &pattern,
+      sizeof(pattern)));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(command_buffer));
+  halo_semaphore_t *ready = NULL;
+  halo_semaphore_t *done[2] = {NULL, NULL};
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 1, 0, &ready));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done[0]));
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done[1]));
+  enum { WAITS = HALO_MAX_EXECUTE_SEMAPHORES - 2 };
+  halo_semaphore_value_t waits[WAITS + 1];
+  for (size_t i = 0; i < WAITS + 1; ++i) {
+    waits[i] = (halo_semaphore_value_t){ready, 1};
+  }
+  halo_semaphore_value_t signals[2] = {{done[0], 1}, {done[1], 1}};
+  const char *const named[] = {"1023 waits", "2 signals", "1025",
+                               "HALO_MAX_EXECUTE_SEMAPHORES (1024)", NULL};
+  halo_test_expect_status_all(halo_queue_execute(NULL, command_buffer, NULL, 0,
+                                                 waits, WAITS + 1, signals, 2),
+                              HALO_STATUS_INVALID_ARGUMENT, named,
+                              "an execute past the bound");
+  HALO_TEST_ASSERT_OK(halo_queue_execute(NULL, command_buffer, NULL, 0, waits,
+                                         WAITS, signals, 2));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done[1], 1, 5000 * MS));
+  halo_semaphore_release(done[1]);
+  halo_semaphore_release(done[0]);
+  halo_semaphore_release(ready);
+  halo_command_buffer_release(command_buffer);
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -1097,6 +1142,7 @@ int main(void) {
       T(test_short_waits_see_daemon_death),
       T(test_local_calls_work_after_session_loss),
       T(test_empty_transfers_take_null_data),
+      T(test_execute_semaphores_are_bounded),
       cmocka_unit_test_setup_teardown(
           test_requests_fit_the_daemons_message_limit, setup_small_messages,
           halo_test_fixture_teardown),
