@@ -330,6 +330,8 @@ HALO_API halo_status_t halo_executable_create(
     const halo_executable_params_t *params, halo_executable_t **out_executable);
 // Reads |path| and loads it; the format is guessed from the extension
 // (.so ELF, .ptx, .cubin, .fatbin, .cu) unless |format| is nonzero.
+// The bytes go in one request, which halod's max-message-bytes bounds (see
+// halo_client_connect), as for halo_executable_create.
 HALO_API halo_status_t halo_executable_create_from_file(
     halo_client_t *client, uint32_t device, const char *path,
     halo_executable_format_t format, halo_executable_t **out_executable);
@@ -527,6 +529,11 @@ halo_command_buffer_barrier(halo_command_buffer_t *command_buffer);
 // Sends the recording; the daemon validates it (errors name the command
 // index and argument) and memoizes it. No command may be added afterwards.
 // After a failed end() the command buffer can only be released.
+// The recording (its commands, their arguments and inline bytes) goes in
+// one request, which halod's max-message-bytes bounds (4 MiB by default;
+// see halo_client_connect): the limits above alone do not keep it below
+// that. A larger one is RESOURCE_EXHAUSTED naming max-message-bytes; split
+// the work into several command buffers, or pass large data in a buffer.
 HALO_API halo_status_t
 halo_command_buffer_end(halo_command_buffer_t *command_buffer);
 // True if the daemon found an identical prepared recording (after end()).
@@ -572,7 +579,10 @@ typedef struct halo_semaphore_value_t {
 // A binding entry {NULL, 0, 0} leaves its slot unbound, as do the slots
 // past |binding_count|; the daemon refuses an unbound slot the recording
 // uses. At most HALO_MAX_EXECUTE_SEMAPHORES waits and signals in all
-// (INVALID_ARGUMENT naming the counts).
+// (INVALID_ARGUMENT naming the counts). Over the socket the execution is
+// one request, which halod's max-message-bytes bounds (see
+// halo_client_connect; 4096 bindings and HALO_MAX_EXECUTE_SEMAPHORES
+// values take well below its default).
 HALO_API halo_status_t
 halo_queue_execute(halo_queue_t *queue, halo_command_buffer_t *command_buffer,
                    const halo_binding_t *bindings, size_t binding_count,
