@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 // libhalo executables: the bytes go to the daemon once; the client keeps
 // the handle and the daemon's content hash.
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,26 @@ static halo_executable_format_t halo_executable_format_from_path(
   return (halo_executable_format_t)0;
 }
 
+// A failure of |what| (opening, reading) on |path| with |error| (an
+// errno): a path that names no file (a directory, a path through a file,
+// one too long or looping) is the caller's mistake, INVALID_ARGUMENT; the
+// rest keep errno's code (NOT_FOUND, PERMISSION_DENIED, ...).
+static halo_status_t halo_executable_file_error(int error, const char *what,
+                                                const char *path) {
+  switch (error) {
+    case EISDIR:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+    case ELOOP:
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "%s %s: %s (the path must name an executable "
+                              "file)",
+                              what, path, strerror(error));
+    default:
+      return halo_status_from_errno(error, "%s %s", what, path);
+  }
+}
+
 // Reads all of |path| into a new heap block (at most the message limit).
 static halo_status_t halo_executable_read_file(const char *path,
                                                void **out_data,
@@ -132,7 +153,7 @@ static halo_status_t halo_executable_read_file(const char *path,
   *out_data = NULL;
   *out_size = 0;
   FILE *file = fopen(path, "rb");
-  if (!file) return halo_status_from_errno(errno, "opening %s", path);
+  if (!file) return halo_executable_file_error(errno, "opening", path);
   halo_status_t status = NULL;
   size_t capacity = 64 * 1024;
   size_t size = 0;
@@ -159,7 +180,7 @@ static halo_status_t halo_executable_read_file(const char *path,
     size += got;
     if (got == 0) {
       if (ferror(file))
-        status = halo_status_from_errno(errno, "reading %s", path);
+        status = halo_executable_file_error(errno, "reading", path);
       break;
     }
   }

@@ -331,7 +331,8 @@ HALO_API halo_status_t halo_executable_create(
 // Reads |path| and loads it; the format is guessed from the extension
 // (.so ELF, .ptx, .cubin, .fatbin, .cu) unless |format| is nonzero.
 // The bytes go in one request, which halod's max-message-bytes bounds (see
-// halo_client_connect), as for halo_executable_create.
+// halo_client_connect), as for halo_executable_create. INVALID_ARGUMENT
+// where |path| names no file (a directory, a path through a file).
 HALO_API halo_status_t halo_executable_create_from_file(
     halo_client_t *client, uint32_t device, const char *path,
     halo_executable_format_t format, halo_executable_t **out_executable);

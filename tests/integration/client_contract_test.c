@@ -1117,6 +1117,27 @@ static void test_execute_semaphores_are_bounded(void **state) {
   halo_client_close(client);
 }
 
+// A path that names no file to load (a directory, or a path through a
+// file) is the caller's mistake: INVALID_ARGUMENT naming the path, not
+// INTERNAL.
+static void test_executable_path_must_name_a_file(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = NULL;
+  HALO_TEST_EXPECT_STATUS(
+      halo_executable_create_from_file(client, 0, fixture->daemon.dir,
+                                       HALO_EXECUTABLE_FORMAT_ELF, &executable),
+      HALO_STATUS_INVALID_ARGUMENT, fixture->daemon.dir);
+  char through_file[192];
+  snprintf(through_file, sizeof(through_file), "%s/x.so",
+           halo_test_kernels_path());
+  HALO_TEST_EXPECT_STATUS(
+      halo_executable_create_from_file(client, 0, through_file, 0, &executable),
+      HALO_STATUS_INVALID_ARGUMENT, through_file);
+  assert_null(executable);
+  halo_client_close(client);
+}
+
 // A daemon without a client of the fixture's: each test connects its own.
 static int setup(void **state) {
   return halo_test_fixture_setup_with(state, NULL, false);
@@ -1143,6 +1164,7 @@ int main(void) {
       T(test_local_calls_work_after_session_loss),
       T(test_empty_transfers_take_null_data),
       T(test_execute_semaphores_are_bounded),
+      T(test_executable_path_must_name_a_file),
       cmocka_unit_test_setup_teardown(
           test_requests_fit_the_daemons_message_limit, setup_small_messages,
           halo_test_fixture_teardown),
