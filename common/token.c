@@ -29,6 +29,12 @@ halo_status_t halo_token_parse(const char *text, halo_token_t *out_token) {
   }
   memset(out_token, 0, sizeof(*out_token));
   for (int i = 0; i < 32; ++i) {
+    // The text ends early: say how many digits it has, not that its
+    // terminator is no hex digit.
+    if (text[i] == '\0') {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "token: too short, %d of 32 hex digits", i);
+    }
     int value = halo__hex_value(text[i]);
     if (value < 0) {
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,

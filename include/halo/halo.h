@@ -62,7 +62,8 @@ typedef struct halo_token_t {
 
 // Formats |token| as 32 lowercase hex digits plus a NUL into |out_text|.
 HALO_API void halo_token_format(const halo_token_t *token, char out_text[33]);
-// Parses 32 hex digits. INVALID_ARGUMENT names the offending character.
+// Parses 32 hex digits. INVALID_ARGUMENT names the offending character, or
+// how many digits a text too short has.
 HALO_API halo_status_t halo_token_parse(const char *text,
                                         halo_token_t *out_token);
 

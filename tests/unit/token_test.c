@@ -71,9 +71,11 @@ static void test_parse_rejects_bad_text(void **state) {
   expect_parse_error("0123g56789abcdef0123456789abcdef", "character 4");
   expect_parse_error("0123456789abcdef0123456789abcde-", "character 31");
   expect_parse_error(" 0123456789abcdef0123456789abcdef", "character 0");
-  // Too short: the terminator is not a hex digit.
-  expect_parse_error("0123456789abcdef0123456789abcde", "character 31");
-  expect_parse_error("", "character 0");
+  // Too short: how many digits of the 32 there are (not the terminator
+  // taken for a character that is no hex digit).
+  expect_parse_error("0123456789abcdef0123456789abcde", "31 of 32 hex digits");
+  expect_parse_error("abc", "3 of 32 hex digits");
+  expect_parse_error("", "0 of 32 hex digits");
   // Too long.
   expect_parse_error("0123456789abcdef0123456789abcdef0", "longer");
 }
