@@ -86,6 +86,11 @@ halo_status_t halo_client_deadline_status(const halo_client_t *client,
 #define HALO_CLIENT_WAIT_SOCKET \
   "other threads' requests on the socket, which halod did not answer"
 
+uint64_t halo_client_max_message_bytes(const halo_client_t *client) {
+  return client->max_message_bytes ? client->max_message_bytes
+                                   : HALO_WIRE_MAX_MESSAGE_BYTES;
+}
+
 uint64_t halo_client_write_chunk_bytes(const halo_client_t *client) {
   uint64_t chunk = HALO_WIRE_MAX_CHUNK_BYTES;
   // halod's max-message-bytes is at least 4096: room is left either way.

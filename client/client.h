@@ -207,6 +207,10 @@ bool halo_client_daemon_exited(const halo_client_t *client);
 // varint at most 10 bytes), and the message header.
 #define HALO_CLIENT_WRITE_FRAMING_BYTES (48 + HALO_CLIENT_MESSAGE_HEADER_BYTES)
 
+// halod's max-message-bytes from Hello (HALO_WIRE_MAX_MESSAGE_BYTES, its
+// default, before the reply).
+uint64_t halo_client_max_message_bytes(const halo_client_t *client);
+
 // The most data one BufferWrite carries: HALO_WIRE_MAX_CHUNK_BYTES, less
 // where halod's max-message-bytes leaves less room (with the framing).
 uint64_t halo_client_write_chunk_bytes(const halo_client_t *client);

@@ -49,9 +49,11 @@ halo_status_t halo_executable_create(halo_client_t *client, uint32_t device,
   HALO_CHECK_ARG(params->data && params->size > 0,
                  "an executable needs data (data %s, size %zu)",
                  params->data ? "set" : "NULL", params->size);
-  HALO_CHECK_ARG(params->size <= HALO_WIRE_MAX_MESSAGE_BYTES,
-                 "executable of %zu bytes exceeds the message limit of %u",
-                 params->size, HALO_WIRE_MAX_MESSAGE_BYTES);
+  uint64_t limit = halo_client_max_message_bytes(client);
+  HALO_CHECK_ARG(params->size <= limit,
+                 "executable of %zu bytes exceeds the %llu bytes halod at %s "
+                 "accepts in one message (its setting max-message-bytes)",
+                 params->size, (unsigned long long)limit, client->address);
   HALO_CHECK_ARG(params->options || params->option_count == 0,
                  "options is NULL but option_count is %zu",
                  params->option_count);
@@ -147,7 +149,9 @@ static halo_status_t halo_executable_file_error(int error, const char *what,
 }
 
 // Reads all of |path| into a new heap block (at most the message limit).
-static halo_status_t halo_executable_read_file(const char *path,
+// Reads |path| whole; past |limit| bytes it is refused, naming halod's
+// max-message-bytes (the bytes go in one request).
+static halo_status_t halo_executable_read_file(const char *path, uint64_t limit,
                                                void **out_data,
                                                size_t *out_size) {
   *out_data = NULL;
@@ -161,11 +165,12 @@ static halo_status_t halo_executable_read_file(const char *path,
   if (!data) status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   while (!status) {
     if (size == capacity) {
-      if (capacity > HALO_WIRE_MAX_MESSAGE_BYTES) {
+      if (capacity > limit) {
         status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                  "%s is larger than the message limit of "
-                                  "%u bytes",
-                                  path, HALO_WIRE_MAX_MESSAGE_BYTES);
+                                  "%s is larger than the %llu bytes halod "
+                                  "accepts in one message (its setting "
+                                  "max-message-bytes)",
+                                  path, (unsigned long long)limit);
         break;
       }
       uint8_t *grown = realloc(data, capacity * 2);
@@ -212,7 +217,8 @@ halo_status_t halo_executable_create_from_file(
                  "format %d is not a halo_executable_format_t", (int)format);
   void *data;
   size_t size;
-  HALO_RETURN_IF_ERROR(halo_executable_read_file(path, &data, &size));
+  HALO_RETURN_IF_ERROR(halo_executable_read_file(
+      path, halo_client_max_message_bytes(client), &data, &size));
   if (size == 0) {
     free(data);
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT, "%s is empty", path);

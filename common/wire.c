@@ -183,12 +183,6 @@ static halo_status_t halo_wire_call_once(nng_ctx ctx, nng_aio *aio,
                                          halo_wire_response_t **out_response) {
   *out_response = NULL;
   *out_retry_after_ms = 0;
-  size_t size = halo__wire__request__get_packed_size(request);
-  if (size > HALO_WIRE_MAX_MESSAGE_BYTES) {
-    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                            "request of %zu bytes exceeds the limit of %u",
-                            size, HALO_WIRE_MAX_MESSAGE_BYTES);
-  }
   if (!halo_wire_step_within(aio, deadline_ns)) {
     return halo_wire_status_from_nng(NNG_ETIMEDOUT, "sending request to halod");
   }

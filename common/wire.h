@@ -15,8 +15,9 @@
 // Protocol version exchanged in Hello; bumped on incompatible changes.
 #define HALO_PROTOCOL_VERSION 1
 
-// Largest message halod accepts (NNG_OPT_RECVMAXSZ); requests above it are
-// refused by the client library before sending.
+// The largest message halod accepts by default (its max-message-bytes,
+// NNG_OPT_RECVMAXSZ). A halod states its own in Hello's reply, and libhalo
+// refuses a request above that before sending (client/client.c).
 #define HALO_WIRE_MAX_MESSAGE_BYTES (4u << 20)
 
 // Largest payload of one BufferWrite/BufferRead chunk.

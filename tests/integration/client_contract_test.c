@@ -1052,6 +1052,43 @@ static void test_requests_fit_the_daemons_message_limit(void **state) {
   free(read);
 }
 
+// Above halod's default of 4 MiB, a halod that accepts more gets more: a
+// recording of some 5 MiB (65,536 no-op dispatches of `add`, whose
+// bindings' offsets and lengths take 5 bytes each) ends. libhalo refused
+// every request above 4 MiB before, whatever halod took.
+static void test_larger_messages_where_halod_takes_them(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *kernels = halo_test_load_kernels(client);
+  halo_command_buffer_t *command_buffer = NULL;
+  HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
+      client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 3, &command_buffer));
+  uint32_t n = 64;
+  halo_dispatch_arg_t args[4];
+  for (uint32_t i = 0; i < 3; ++i) {
+    args[i] = (halo_dispatch_arg_t){
+        .kind = HALO_DISPATCH_ARG_BUFFER,
+        .ref = halo_binding_ref(i, UINT64_C(1) << 30, UINT64_C(1) << 30)};
+  }
+  args[3] = (halo_dispatch_arg_t){
+      .kind = HALO_DISPATCH_ARG_CONSTANT, .data = &n, .size = sizeof(n)};
+  halo_dispatch_params_t dispatch = {.executable = kernels,
+                                     .entry = "add",
+                                     .grid = {0, 1, 1},
+                                     .block = {1, 1, 1},
+                                     .args = args,
+                                     .arg_count = 4};
+  for (int i = 0; i < HALO_MAX_COMMANDS; ++i) {
+    HALO_TEST_ASSERT_OK(
+        halo_command_buffer_dispatch(command_buffer, &dispatch));
+  }
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(command_buffer));
+  halo_command_buffer_release(command_buffer);
+  halo_executable_release(kernels);
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_client_close(client);
+}
+
 // A write or read of 0 bytes may pass NULL data (halo.h), on either kind of
 // buffer: nothing is copied (memcpy's arguments must not be NULL even for
 // 0 bytes; the ASan/UBSan build fails on it).
@@ -1149,6 +1186,11 @@ static int setup_small_messages(void **state) {
   return halo_test_fixture_setup_with(state, args, false);
 }
 
+static int setup_large_messages(void **state) {
+  static const char *const args[] = {"--max-message-bytes", "8M", NULL};
+  return halo_test_fixture_setup_with(state, args, false);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name) \
@@ -1167,6 +1209,9 @@ int main(void) {
       T(test_executable_path_must_name_a_file),
       cmocka_unit_test_setup_teardown(
           test_requests_fit_the_daemons_message_limit, setup_small_messages,
+          halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_larger_messages_where_halod_takes_them, setup_large_messages,
           halo_test_fixture_teardown),
       cmocka_unit_test(test_fd_channel_requests_honour_the_request_timeout),
       cmocka_unit_test(test_fd_channel_outlives_a_dropped_reply),
