@@ -234,7 +234,12 @@ HALO_API halo_status_t halo_semaphore_create(halo_client_t *client,
 // the semaphore over to its importers (it keeps working). When the
 // creator's session ends instead (halo_client_close, exit or crash) while
 // importers still hold it, the daemon fails it with ABORTED (waiters for
-// values already reached still succeed).
+// values already reached still succeed). Once nothing can signal it any
+// more (no client holds it, no pending execution signals it; an export
+// token not yet imported does not count) while executions still wait on
+// it for a value it has not reached, the daemon fails it with ABORTED
+// naming it and the value waited for: those executions fail, and so do
+// the semaphores they would have signaled, instead of waiting for ever.
 HALO_API void halo_semaphore_release(halo_semaphore_t *semaphore);
 
 // Reads the current value without a round trip. If the semaphore failed,
