@@ -3,9 +3,10 @@
 // Unit tests of the wire protocol (proto/halo.proto, common/wire.h):
 // encode/decode round trips of every Request and Response body type (the
 // test fails when the protocol grows a body it does not cover), decoding of
-// malformed and truncated bytes, and halo_wire_call's handling of
-// oversized requests and of error / unknown-code / undecodable responses
-// (against an in-process nng rep socket).
+// malformed and truncated bytes, and halo_wire_call's handling of error /
+// unknown-code / undecodable responses (against an in-process nng rep
+// socket). A request's size is bounded by libhalo against the limit halod
+// states in Hello (client_contract_test), not by the wire layer.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -753,37 +754,6 @@ static void test_wire_call_maps_responses(void **state) {
   free(ok_bytes);
 }
 
-static void test_wire_call_refuses_oversized_request(void **state) {
-  (void)state;
-  // Nobody listens: the request must be refused before anything is sent.
-  nng_socket client;
-  assert_int_equal(nng_req0_open(&client), 0);
-  nng_ctx ctx;
-  assert_int_equal(nng_ctx_open(&ctx, client), 0);
-  nng_aio *aio = NULL;
-  assert_int_equal(nng_aio_alloc(&aio, NULL, NULL), 0);
-  nng_aio_set_timeout(aio, 100);
-  size_t size = HALO_WIRE_MAX_MESSAGE_BYTES + 1;
-  uint8_t *payload = calloc(1, size);
-  assert_non_null(payload);
-  Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
-  Halo__Wire__Ping ping = HALO__WIRE__PING__INIT;
-  ping.has_payload = true;
-  ping.payload.data = payload;
-  ping.payload.len = size;
-  request.body_case = HALO__WIRE__REQUEST__BODY_PING;
-  request.ping = &ping;
-  halo_wire_response_t *response = NULL;
-  halo_status_t status = halo_wire_call(ctx, aio, NULL, &request, &response);
-  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
-  assert_non_null(strstr(halo_status_message(status), "exceeds"));
-  assert_null(response);
-  halo_status_free(status);
-  free(payload);
-  nng_aio_free(aio);
-  nng_close(client);
-}
-
 // A server that refuses the first request for now after |refuse_ms|
 // (retry_after_ms 20) and never answers the one sent again.
 typedef struct refusing_server_t {
@@ -882,7 +852,6 @@ int main(void) {
       cmocka_unit_test(test_pack_into_nng_message),
       cmocka_unit_test(test_status_from_nng),
       cmocka_unit_test(test_wire_call_maps_responses),
-      cmocka_unit_test(test_wire_call_refuses_oversized_request),
       cmocka_unit_test(test_wire_call_retrying_keeps_its_deadline),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
