@@ -288,6 +288,16 @@ static const halod_config_entry_t halod_config_entries[] = {
      "milliseconds an execution may run on a device worker before it fails "
      "with DEADLINE_EXCEEDED and its worker is replaced (0: no deadline; "
      "device-workers process only)"},
+    {"worker-hang-ms", HALOD_NUMBER(HALOD_CONFIG_U32, worker_hang_ms), "20000",
+     2000, 3600000, NULL, START,
+     "milliseconds after which a device worker counts as hung, is killed and "
+     "is replaced (its trust domain's sessions are lost, as for a crash): a "
+     "control call it did not answer (an executable's creation gets 300 s), "
+     "or a silence (a worker sends its liveness message every second, "
+     "whatever it does: one that sends nothing is stopped or wedged). Keep "
+     "it below clients' request timeouts (libhalo's default: 30 s), so that "
+     "a request waiting on a hung worker fails with DEVICE_LOST naming it "
+     "(device-workers process only)"},
     {"worker-spares", HALOD_NUMBER(HALOD_CONFIG_U32, worker_spares), "1", 0, 4,
      NULL, START,
      "device workers per device started ahead of need: a new trust domain "

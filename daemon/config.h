@@ -68,6 +68,7 @@ typedef struct halod_config_t {
   char trust_domain[16];              // uid | process | cgroup
   uint32_t trust_domain_cgroup_trim;  // cgroup path components dropped
   uint32_t submission_deadline_ms;    // 0: none
+  uint32_t worker_hang_ms;            // a worker silent this long is hung
   uint32_t worker_poll_us;            // device link polling window
   uint32_t worker_report_linger_us;   // ring completions held back at most
   uint32_t worker_spares;             // started ahead, per device

@@ -29,10 +29,13 @@
 
 extern char **environ;
 
-// How long a control call may take before the worker counts as hung (an
-// executable's compile gets longer: NVRTC and PTX JIT).
-#define HALO_REMOTE_CALL_TIMEOUT_NS (30ll * 1000000000ll)
+// An executable's compile may take longer than the hang bound (options'
+// hang_ns: a control call's bound, and the longest silence): NVRTC and PTX
+// JIT.
 #define HALO_REMOTE_COMPILE_TIMEOUT_NS (300ll * 1000000000ll)
+// How often an idle reader (no message, no submission deadline to watch)
+// wakes to look at how long the worker has been silent.
+#define HALO_REMOTE_SILENCE_CHECK_MS 250
 
 // A control call waiting for its reply: the reader fills it in.
 typedef struct halo_hal_remote_call_t {
@@ -63,7 +66,14 @@ typedef struct halo_hal_remote_device_t {
   pthread_t reader;
   char label[160];
   int64_t deadline_ns;
+  // The hang bound (options.hang_ns): a control call's, a send's, and the
+  // longest the worker may stay silent.
+  int64_t hang_ns;
   int64_t poll_ns;  // the link's polling window (options.poll_ns)
+  // When the reader last took a message from the worker (the reader only),
+  // and whether it found the worker silent past the bound already.
+  int64_t heard_ns;
+  bool silence_fired;
   halo_hal_remote_lost_fn lost_fn;
   void *lost_user_data;
   halo_hal_remote_ring_fn ring_fn;
@@ -90,6 +100,9 @@ typedef struct halo_hal_remote_device_t {
   bool deadline_fired;
   int64_t deadline_at;  // when it fired
   char lost_reason[1024];
+  // Why halod killed the worker as hung (the first finding; "" if it did
+  // not): the loss's reason names it.
+  char hung_reason[256];
   // The worker's last USAGE (query_usage answers it), whether one came,
   // and the malformed ones refused (logged at most once a minute).
   halo_hal_device_usage_t usage;
@@ -168,18 +181,23 @@ uint64_t halo_hal_remote_control_calls(void) {
                               memory_order_relaxed);
 }
 
-// A worker found hung (|how|: "in a control call", or why the link found
-// it): it is killed, and its reader reports the loss. Any thread, the
-// device's mutex not held.
+// A worker found hung (|why|: it did not answer a control call, it sent
+// nothing for the hang bound, or why the link found it): it is killed, and
+// its reader reports the loss, naming |why|. Any thread, the device's mutex
+// not held.
 static void halo_hal_remote_kill_hung(halo_hal_remote_device_t *device,
-                                      const char *how) {
+                                      const char *why) {
   pthread_mutex_lock(&device->mutex);
   pid_t pid = device->pid;
   char label[sizeof(device->label)];
   memcpy(label, device->label, sizeof(label));
+  if (pid > 0 && !device->lost && !device->hung_reason[0]) {
+    snprintf(device->hung_reason, sizeof(device->hung_reason), "%s", why);
+  }
   pthread_mutex_unlock(&device->mutex);
   if (pid <= 0) return;
-  HALO_LOG_ERROR("%s: worker pid %d hung %s; killing it", label, (int)pid, how);
+  HALO_LOG_ERROR("%s: worker pid %d hung (%s); killing it", label, (int)pid,
+                 why);
   kill(pid, SIGKILL);
 }
 
@@ -233,17 +251,23 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
   if (*link) *link = call.next;
   if (!status && !call.done) {
     timed_out = !device->lost;
-    status = device->lost
-                 ? halo_hal_remote_lost_status(device)
-                 : halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
-                                    "%s: the worker (pid %d) did not "
-                                    "answer within %lld s",
-                                    device->label, (int)device->pid,
-                                    (long long)(timeout_ns / 1000000000));
+    status = device->lost ? halo_hal_remote_lost_status(device)
+                          : halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                                             "%s: the worker (pid %d) did not "
+                                             "answer within %lld ms",
+                                             device->label, (int)device->pid,
+                                             (long long)(timeout_ns / 1000000));
   }
   pthread_mutex_unlock(&device->mutex);
   // A worker that cannot answer a control call is hung: replace it.
-  if (timed_out) halo_hal_remote_kill_hung(device, "in a control call");
+  if (timed_out) {
+    char why[128];
+    snprintf(why, sizeof(why),
+             "it did not answer a control call within %lld ms "
+             "(worker-hang-ms)",
+             (long long)(timeout_ns / 1000000));
+    halo_hal_remote_kill_hung(device, why);
+  }
   if (!status) status = call.status;
   if (!status && out_values) {
     out_values[0] = call.values[0];
@@ -269,9 +293,7 @@ static void halo_hal_remote_send_destroy(halo_hal_remote_device_t *device,
 // down already): kill it, as a control call does. Its reader reports the
 // loss. The thread that found it.
 static void halo_hal_remote_on_hung(void *user_data, halo_status_t status) {
-  char how[512];
-  snprintf(how, sizeof(how), "(%s)", halo_status_message(status));
-  halo_hal_remote_kill_hung(user_data, how);
+  halo_hal_remote_kill_hung(user_data, halo_status_message(status));
 }
 
 // ---------------------------------------------------------------- allocator
@@ -293,8 +315,8 @@ static halo_status_t halo_hal_remote_allocate(halo_hal_allocator_t *allocator,
   halo_remote_part_t part = {&request, sizeof(request)};
   uint64_t values[2];
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_ALLOCATE, &part,
-                                            1, -1, HALO_REMOTE_CALL_TIMEOUT_NS,
-                                            values, NULL, 0));
+                                            1, -1, device->hang_ns, values,
+                                            NULL, 0));
   *out_address = values[0];
   return NULL;
 }
@@ -318,7 +340,7 @@ static halo_status_t halo_hal_remote_write(halo_hal_allocator_t *allocator,
   halo_remote_part_t parts[2] = {{&request, sizeof(request)},
                                  {data, (size_t)length}};
   return halo_hal_remote_call(device, HALO_REMOTE_WRITE, parts, 2, -1,
-                              HALO_REMOTE_CALL_TIMEOUT_NS, NULL, NULL, 0);
+                              device->hang_ns, NULL, NULL, 0);
 }
 
 static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
@@ -329,8 +351,7 @@ static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
   halo_remote_memory_t request = {.address = address, .length = length};
   halo_remote_part_t part = {&request, sizeof(request)};
   return halo_hal_remote_call(device, HALO_REMOTE_READ, &part, 1, -1,
-                              HALO_REMOTE_CALL_TIMEOUT_NS, NULL, out_data,
-                              length);
+                              device->hang_ns, NULL, out_data, length);
 }
 
 static halo_status_t halo_hal_remote_register_host(
@@ -349,9 +370,9 @@ static halo_status_t halo_hal_remote_register_host(
                                     .size = size};
   halo_remote_part_t part = {&request, sizeof(request)};
   uint64_t values[2];
-  HALO_RETURN_IF_ERROR(
-      halo_hal_remote_call(device, HALO_REMOTE_REGISTER_HOST, &part, 1, fd,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0));
+  HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_REGISTER_HOST,
+                                            &part, 1, fd, device->hang_ns,
+                                            values, NULL, 0));
   pthread_mutex_lock(&device->mutex);
   halo_status_t status = halo_u64_map_put(&device->registrations, request.key,
                                           (void *)(uintptr_t)size);
@@ -507,7 +528,7 @@ static halo_status_t halo_hal_remote_executable_lookup_entry(
   halo_remote_part_t parts[2] = {{&object, sizeof(object)}, {name, length + 1}};
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(
       executable->remote.device, HALO_REMOTE_LOOKUP_ENTRY, parts, 2, -1,
-      HALO_REMOTE_CALL_TIMEOUT_NS, NULL, out_info, sizeof(*out_info)));
+      executable->remote.device->hang_ns, NULL, out_info, sizeof(*out_info)));
   // Kept if memory allows (else asked again next time). Another thread may
   // have kept the same name meanwhile: a second copy is harmless.
   halo_hal_remote_entry_t *entry = malloc(sizeof(*entry) + length + 1);
@@ -649,7 +670,7 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
   uint64_t values[2];
   halo_status_t status =
       halo_hal_remote_call(device, HALO_REMOTE_PREPARE, parts, 4, -1,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0);
+                           device->hang_ns, values, NULL, 0);
   free(commands);
   if (status) return status;
   halo_hal_remote_command_buffer_t *command_buffer =
@@ -825,9 +846,9 @@ static halo_status_t halo_hal_remote_device_create_queue(
   halo_remote_queue_t request = {.priority = priority};
   halo_remote_part_t part = {&request, sizeof(request)};
   uint64_t values[2];
-  HALO_RETURN_IF_ERROR(
-      halo_hal_remote_call(device, HALO_REMOTE_CREATE_QUEUE, &part, 1, -1,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0));
+  HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_CREATE_QUEUE,
+                                            &part, 1, -1, device->hang_ns,
+                                            values, NULL, 0));
   halo_hal_remote_queue_t *queue = halo_hal_remote_object_create(
       device, HALO_REMOTE_OBJECT_QUEUE, values[0], sizeof(*queue),
       offsetof(halo_hal_remote_queue_t, remote));
@@ -1104,6 +1125,26 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
   return fire;
 }
 
+// The reader, its wait for the next message over and nothing to read: a
+// worker it has heard nothing from (not even its liveness message, ALIVE or
+// USAGE, which it sends at least once per HALO_REMOTE_USAGE_INTERVAL_NS
+// whatever it does) for the hang bound is stopped or wedged: kill it (once)
+// as hung. Only what the socket held counts: a reader that was itself held
+// up (halod stopped, a callback slow) finds the worker's messages waiting,
+// so it is never the one found silent.
+static void halo_hal_remote_check_silence(halo_hal_remote_device_t *device) {
+  if (device->silence_fired) return;
+  int64_t silent_ns = halo_clock_now_ns() - device->heard_ns;
+  if (silent_ns < device->hang_ns) return;
+  device->silence_fired = true;
+  char why[192];
+  snprintf(why, sizeof(why),
+           "it sent nothing, not even its liveness message, for %lld ms "
+           "(worker-hang-ms): stopped or wedged",
+           (long long)(silent_ns / 1000000));
+  halo_hal_remote_kill_hung(device, why);
+}
+
 static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
   bool counted = device->counted;
   halo_remote_link_stop_counting(&device->link);
@@ -1245,6 +1286,7 @@ static void *halo_hal_remote_reader_main(void *argument) {
     device->ready = true;
     halo_hal_remote_share_flight(device);
   }
+  device->heard_ns = halo_clock_now_ns();
   pthread_cond_broadcast(&device->cond);
   pthread_mutex_unlock(&device->mutex);
   if (started) {
@@ -1262,16 +1304,23 @@ static void *halo_hal_remote_reader_main(void *argument) {
   // where the gap before that message or the one before it (from the end of
   // handling the message before) was within the window
   // (halo_clock_gaps_spin_ns): one completion a millisecond costs a
-  // wake-up each, not a poll window each.
+  // wake-up each, not a poll window each. Idle, it wakes every 20 ms to
+  // watch the submission deadline (where one is set), else every
+  // HALO_REMOTE_SILENCE_CHECK_MS to watch the worker's silence; a message
+  // ends the wait at once either way.
   halo_clock_gaps_t gaps = {0, 0, 0};
   for (;;) {
-    int timeout_ms = device->deadline_ns > 0 ? 20 : -1;
+    int timeout_ms =
+        device->deadline_ns > 0 ? 20 : HALO_REMOTE_SILENCE_CHECK_MS;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, device->poll_ns);
     if (!halo_remote_link_wait(&device->link, spin_ns, timeout_ms)) {
       halo_hal_remote_watchdog(device);
+      halo_hal_remote_check_silence(device);
       continue;
     }
-    halo_clock_gaps_arrived(&gaps, halo_clock_now_ns());
+    int64_t arrived_ns = halo_clock_now_ns();
+    halo_clock_gaps_arrived(&gaps, arrived_ns);
+    device->heard_ns = arrived_ns;
     halo_remote_header_t header;
     void *payload = NULL;
     int fd = -1;
@@ -1297,6 +1346,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
       halo_hal_remote_on_complete(device, &header, payload);
     } else if (header.type == HALO_REMOTE_USAGE) {
       halo_hal_remote_on_usage(device, &header, payload);
+    } else if (header.type == HALO_REMOTE_ALIVE) {
+      // Liveness only: |heard_ns| above.
     } else if (header.type == HALO_REMOTE_LOST) {
       snprintf(lost_message, sizeof(lost_message), "%.*s", (int)header.length,
                payload ? (const char *)payload : "");
@@ -1311,6 +1362,8 @@ static void *halo_hal_remote_reader_main(void *argument) {
   pthread_mutex_lock(&device->mutex);
   bool releasing = device->releasing;
   bool deadline = device->deadline_fired;
+  char hung[sizeof(device->hung_reason)];
+  memcpy(hung, device->hung_reason, sizeof(hung));
   // The reference handed to the lost callback.
   if (!releasing && device->lost_fn) ++device->references;
   pthread_mutex_unlock(&device->mutex);
@@ -1324,6 +1377,9 @@ static void *halo_hal_remote_reader_main(void *argument) {
                "was killed by the watchdog: an execution ran past the "
                "submission deadline of %lld ms",
                (long long)(device->deadline_ns / 1000000));
+    } else if (hung[0]) {
+      snprintf(text, sizeof(text), "%s: halod killed it as hung (%s)", cause,
+               hung);
     } else {
       snprintf(text, sizeof(text), "%s", cause);
     }
@@ -1357,6 +1413,8 @@ halo_status_t halo_hal_remote_device_start(
   snprintf(device->label, sizeof(device->label), "%s",
            options->label ? options->label : "device");
   device->deadline_ns = options->deadline_ns;
+  device->hang_ns =
+      options->hang_ns > 0 ? options->hang_ns : HALO_REMOTE_DEFAULT_HANG_NS;
   device->poll_ns = options->poll_ns;
   device->lost_fn = options->lost;
   device->lost_user_data = options->lost_user_data;
@@ -1375,12 +1433,12 @@ halo_status_t halo_hal_remote_device_start(
     return status;
   }
   halo_remote_link_initialize(&device->link, pair[0]);
-  // A worker that reads nothing for as long as a control call may take is
-  // hung: a send to it fails then (and shuts the link down, so that its
-  // reader reaps it) instead of holding the link, and every thread that
-  // sends to it, for as long as it stays stopped.
+  // A worker that reads nothing for the hang bound (as long as a control
+  // call may take) is hung: a send to it fails then (and shuts the link down,
+  // so that its reader reaps it) instead of holding the link, and every thread
+  // that sends to it, for as long as it stays stopped.
   halo_status_t limited =
-      halo_remote_link_limit_sends(&device->link, HALO_REMOTE_CALL_TIMEOUT_NS);
+      halo_remote_link_limit_sends(&device->link, device->hang_ns);
   if (limited) {
     HALO_LOG_WARN("%s: %s; sends to the worker are not bounded", device->label,
                   halo_status_message(limited));
@@ -1590,9 +1648,9 @@ halo_status_t halo_hal_remote_device_ring_detach(halo_hal_device_t *base_device,
   halo_remote_ring_session_t detach = {.session = session};
   halo_remote_part_t part = {&detach, sizeof(detach)};
   uint64_t values[2] = {0, 0};
-  HALO_RETURN_IF_ERROR(
-      halo_hal_remote_call(device, HALO_REMOTE_RING_DETACH, &part, 1, -1,
-                           HALO_REMOTE_CALL_TIMEOUT_NS, values, NULL, 0));
+  HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_RING_DETACH,
+                                            &part, 1, -1, device->hang_ns,
+                                            values, NULL, 0));
   *out_head = values[0];
   *out_sequence = values[1];
   return NULL;

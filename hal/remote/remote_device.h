@@ -17,11 +17,20 @@
 // gets its worker killed; it fails with DEADLINE_EXCEEDED, the others in
 // flight with DEVICE_LOST.
 //
-// Messages without a reply (an execution, a destroy or deallocation, the
-// ring's messages) are posted: they never wait for the worker, so the
-// daemon's loop can send them (remote_link.h). A worker that reads none of
-// them within a control call's bound (30 s), or leaves the link's outbox
-// full, is killed as hung, as one that does not answer a control call.
+// Hung workers: the hang bound (options' |hang_ns|, halod's worker-hang-ms,
+// 20 s by default) bounds a control call (an executable's creation gets
+// 300 s: compiles) and the worker's silence. The worker sends something at
+// least once a second whatever it does (its liveness message ALIVE, or
+// USAGE; remote_link.h), so a worker the reader has heard nothing from for
+// the bound is stopped (SIGSTOP, a frozen cgroup) or wedged: it is killed as
+// hung, idle or not, and lost as one that crashed (its executions fail with
+// DEVICE_LOST naming why). The reader, idle, wakes every 250 ms to look;
+// with messages flowing it does not. Messages without a reply (an execution,
+// a destroy or deallocation, the ring's messages) are posted: they never
+// wait for the worker, so the daemon's loop can send them (remote_link.h). A
+// worker that reads none of them within the bound, or leaves the link's
+// outbox full, is killed as hung, as one that does not answer a control
+// call.
 //
 // The worker's usage reports (USAGE: its driver's graph memory and bound)
 // are kept as they come: the device's query_usage answers the last one,
@@ -58,6 +67,11 @@ typedef void (*halo_hal_remote_ring_fn)(void *user_data,
                                         uint32_t type, void *payload,
                                         uint64_t length);
 
+// The hang bound where the options give none: below libhalo's default
+// request timeout (30 s), so that a client whose request waits on a hung
+// worker hears DEVICE_LOST naming the worker, not its own timeout.
+#define HALO_REMOTE_DEFAULT_HANG_NS (20ll * 1000000000ll)
+
 typedef struct halo_hal_remote_options_t {
   // The program to run (halod) and its command line, NULL-terminated. The
   // link's socket is passed as descriptor 3.
@@ -65,7 +79,11 @@ typedef struct halo_hal_remote_options_t {
   const char *const *argv;
   // Names the device and domain in messages: "device 0, trust domain uid:7".
   const char *label;
-  int64_t deadline_ns;       // 0: no watchdog
+  int64_t deadline_ns;  // 0: no watchdog
+  // The hang bound: a control call's (but an executable's creation), a
+  // send's to the worker, and the longest the worker may send nothing
+  // (0: HALO_REMOTE_DEFAULT_HANG_NS).
+  int64_t hang_ns;
   int64_t start_timeout_ns;  // 0: 30 s
   // After each message from the worker, how long the reader polls for the
   // next before it sleeps (completions that follow closely are taken at

@@ -41,6 +41,17 @@
 //                   query_usage answers it); a payload of another size, or
 //                   with |reserved| set, is refused
 //                   (halo_remote_usage_decode) and logged.
+//   ALIVE           no payload: the worker's liveness message. The usage
+//                   reporter thread (started in every worker, whether its
+//                   driver reports usage or not) wakes every
+//                   HALO_REMOTE_USAGE_INTERVAL_NS and sends ALIVE on each
+//                   wake-up where it sent no USAGE, whatever the worker's
+//                   other threads do. So the supervisor hears something at
+//                   least once a second from a worker that runs; one it
+//                   hears nothing from for the hang bound (worker-hang-ms)
+//                   is stopped or wedged, and killed as hung
+//                   (remote_device.h). It carries nothing else; the
+//                   supervisor ignores its payload.
 //
 // The session's submission ring, delegated to the worker (hot path without
 // the supervisor; docs/architecture.md "Rings in the worker"). None has a
@@ -113,7 +124,7 @@
 #include "hal/device.h"
 #include "halo/status.h"
 
-#define HALO_REMOTE_LINK_VERSION 10u
+#define HALO_REMOTE_LINK_VERSION 11u
 // Longest payload a link accepts: a binding table, a recording or a buffer
 // read of the daemon's largest message.
 #define HALO_REMOTE_MAX_PAYLOAD (1ull << 31)
@@ -148,10 +159,11 @@ typedef enum halo_remote_message_type_e {
   HALO_REMOTE_RING_RELEASED = 39,
   HALO_REMOTE_RING_REFUSED = 40,
   HALO_REMOTE_USAGE = 41,
+  HALO_REMOTE_ALIVE = 42,
 } halo_remote_message_type_t;
 
 // How often the worker's usage reporter looks at its device's usage (and
-// sends USAGE if it changed).
+// sends USAGE if it changed, else ALIVE).
 #define HALO_REMOTE_USAGE_INTERVAL_NS 1000000000ll
 
 typedef enum halo_remote_object_kind_e {

@@ -8,9 +8,11 @@
 // thread of its own so executions keep flowing, and drains the submission
 // rings the supervisor delegated (hal/remote/remote_ring.h); completions
 // arrive on the driver's threads (the rings' reporter thread sends those of
-// ring executions). Where the driver reports its usage
-// (halo_hal_device_query_usage), a usage reporter thread looks at it every
-// HALO_REMOTE_USAGE_INTERVAL_NS and sends USAGE when it changed. Object
+// ring executions). A usage reporter thread wakes every
+// HALO_REMOTE_USAGE_INTERVAL_NS: where the driver reports its usage
+// (halo_hal_device_query_usage) it sends USAGE when that changed, and ALIVE
+// (the worker's liveness message, remote_link.h) on every wake-up where it
+// sent no USAGE. Object
 // tables are guarded by one mutex; the link's send side by its own.
 #include <errno.h>
 #include <pthread.h>
@@ -42,7 +44,7 @@ typedef struct halo_remote_server_t {
   halo_u64_map_t fences;           // supervisor's id -> halo_hal_fence_t
   halo_u64_map_t registrations;    // key -> halo_remote_mapping_t
   halo_remote_rings_t *rings;      // the sessions' submission rings
-  // The usage reporter (where the driver reports usage): it waits on
+  // The usage reporter (also the liveness message's sender): it waits on
   // |usage_cond| between looks until |usage_stopping| (under
   // |usage_mutex|).
   pthread_t usage_reporter;
@@ -632,7 +634,10 @@ static void halo_remote_on_execute(halo_remote_server_t *server,
 
 // The usage reporter: sends the device's usage once, then again each time
 // it is seen changed, looking every HALO_REMOTE_USAGE_INTERVAL_NS (a look
-// is a short lock in the driver), until the server stops it.
+// is a short lock in the driver), until the server stops it; on each
+// wake-up where it sent no USAGE (none changed, or a driver that reports
+// none), ALIVE: the supervisor hears from a running worker at least once
+// per interval, whatever its other threads do (remote_link.h).
 static void *halo_remote_usage_main(void *argument) {
   halo_remote_server_t *server = argument;
   pthread_setname_np(pthread_self(), "halo-usage");
@@ -642,6 +647,7 @@ static void *halo_remote_usage_main(void *argument) {
   while (!server->usage_stopping) {
     pthread_mutex_unlock(&server->usage_mutex);
     halo_hal_device_usage_t usage;
+    bool usage_sent = false;
     if (halo_hal_device_query_usage(server->device, &usage) &&
         (!any_sent || memcmp(&usage, &sent, sizeof(usage)) != 0)) {
       halo_remote_part_t part = {&usage, sizeof(usage)};
@@ -656,6 +662,17 @@ static void *halo_remote_usage_main(void *argument) {
       } else {
         sent = usage;
         any_sent = true;
+        usage_sent = true;
+      }
+    }
+    if (!usage_sent) {
+      halo_remote_part_t part = {NULL, 0};
+      halo_status_t status = halo_remote_link_send(
+          &server->link, HALO_REMOTE_ALIVE, 0, &part, 0, -1);
+      if (status) {
+        HALO_LOG_DEBUG("worker: sending ALIVE: %s",
+                       halo_status_message(status));
+        halo_status_free(status);
       }
     }
     struct timespec until = halo_clock_timespec(halo_clock_now_ns() +
@@ -670,11 +687,12 @@ static void *halo_remote_usage_main(void *argument) {
   return NULL;
 }
 
-// Main thread, after READY: starts the usage reporter where the driver
-// reports usage. A worker without one serves all the same (the supervisor
-// shows no usage for it).
+// Main thread, after READY: starts the usage reporter, which is also the
+// liveness message's sender (every worker runs it, whether its driver
+// reports usage or not). A worker whose thread cannot start serves all the
+// same, but its supervisor, hearing nothing while it is idle, kills it as
+// hung after the hang bound (and starts another).
 static void halo_remote_usage_start(halo_remote_server_t *server) {
-  if (!server->device->vtable->query_usage) return;
   // The reporter takes no asynchronous signals: they stay with the main
   // thread.
   sigset_t all, previous;

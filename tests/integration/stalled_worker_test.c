@@ -44,8 +44,9 @@
 // - a send to a stopped worker: a 1 MiB write fills its link and the
 //   writer's session ends (its releases are queued for the link, not sent
 //   from the loop); the other domain's allocation is answered within
-//   BOUND_MS, the worker still stopped, and after the control call's bound
-//   (30 s) the write's send fails and the worker is killed as hung.
+//   BOUND_MS, the worker still stopped, and after the hang bound
+//   (worker-hang-ms, 30 s here) the write's send fails (or its silence is
+//   found) and the worker is killed as hung.
 // Local driver (cheap workers).
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +72,11 @@
 #define REQUEST_TIMEOUT_MS 8000
 // Time for a request to reach halod and its call the worker's link.
 #define SETTLE_MS 300
+// halod's worker-hang-ms here: the tests stop workers on purpose for
+// seconds (tens under TSan), and the send's bound is asserted below (about
+// 30 s); halod's default (20 s) would kill a worker stopped that long for
+// its silence (hung_worker_test tests that).
+#define HANG_MS_TEXT "30000"
 
 // HALO_TEST_TIME_SCALE (the TSan tree: 5): calls take that many times as
 // long, so the bounds do too.
@@ -429,7 +435,8 @@ static int setup(void **state) {
   assert_non_null(test);
   test->client.input = test->client.output = -1;
   *state = test;
-  static const char *const args[] = {"--trust-domain", "process", NULL};
+  static const char *const args[] = {"--trust-domain", "process",
+                                     "--worker-hang-ms", HANG_MS_TEXT, NULL};
   return halo_test_fixture_setup_with((void **)&test->fixture, args, false);
 }
 
@@ -440,7 +447,8 @@ static int setup_few_places(void **state) {
   test->client.input = test->client.output = -1;
   *state = test;
   static const char *const args[] = {
-      "--trust-domain", "process", "--calls", "6", "--domain-calls", "8", NULL};
+      "--trust-domain",   "process",    "--calls", "6", "--domain-calls", "8",
+      "--worker-hang-ms", HANG_MS_TEXT, NULL};
   return halo_test_fixture_setup_with((void **)&test->fixture, args, false);
 }
 
@@ -1310,8 +1318,8 @@ static void test_send_to_a_stopped_worker_is_bounded(void **state) {
   assert_true(took_ms < BOUND_MS * time_scale());
   assert_int_equal(kill(worker, 0), 0);  // still there, still stopped
   // The stopped worker is killed as hung once the write's send has waited
-  // the control call's bound (30 s from its start, about when the worker
-  // stopped).
+  // the hang bound (worker-hang-ms, 30 s here, from its start, about when
+  // the worker stopped), or its silence has lasted as long.
   assert_true(HALO_TEST_POLL(kill(worker, 0) != 0, 45000 * time_scale()));
   int64_t killed_ms = (halo_test_now_ns() - stopped_at) / MS;
   print_message("the stopped worker was killed after %lld ms\n",
