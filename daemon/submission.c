@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/trust_domain.h"
 #include "daemon/workers.h"
 #include "hal/remote/remote_device.h"
 
@@ -99,6 +100,9 @@ static void halod_submission_on_retire(halo_hal_action_t *action) {
     --session->pending_submissions;
   }
   halod_submission_free(submission);
+  // Work an ended session left in flight kept its trust domain (and the
+  // domain's worker) alive: it may end now.
+  if (!session) halod_domains_end_idle(daemon);
 }
 
 static void halod_submission_on_issue(halo_hal_action_t *action) {

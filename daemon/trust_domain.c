@@ -13,6 +13,7 @@
 #include "daemon/ring_worker.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
+#include "hal/remote/remote_device.h"
 
 // The uid the kernel reports for a peer whose uid halod's user namespace
 // does not map (/proc/sys/kernel/overflowuid), or UINT32_MAX where halod
@@ -290,22 +291,44 @@ static void halod_domain_free(halod_t *daemon, halod_domain_t *domain) {
   }
 }
 
-// Whether |domain|, without sessions, stays for the cached entries of its
-// workers (daemon/cache.h): a uid comes back. A process does not, and a
-// cgroup names a pod (its id is in the path), which a restart replaces: an
-// idle domain of either would keep a context on every device for nothing.
+static void halod_domain_count_execution(void *visit_data, void *user_data,
+                                         bool overdue) {
+  (void)user_data;
+  (void)overdue;
+  ++*(uint32_t *)visit_data;
+}
+
+// Whether the worker |device| still runs work: executions halod issued to
+// it, or ring executions it took itself (their grants).
+static bool halod_worker_runs_work(const halod_t *daemon,
+                                   halo_hal_device_t *device) {
+  if (halod_ring_workers_hold(daemon, device)) return true;
+  uint32_t executions = 0;
+  halo_hal_remote_device_visit_in_flight(device, halod_domain_count_execution,
+                                         &executions);
+  return executions > 0;
+}
+
+// Whether |domain|, without sessions, stays: while its workers run work its
+// sessions left in flight (an execution runs on after its client ended),
+// so that the worker is still listed (haloctl workers) and ends with the
+// domain once that work is done (halod_domains_end_idle, asked again as it
+// retires), in every trust-domain mode; and under trust-domain uid for the
+// cached entries of its workers (daemon/cache.h): a uid comes back. A
+// process does not, and a cgroup names a pod (its id is in the path), which
+// a restart replaces: an idle domain of either would keep a context on
+// every device for nothing.
 static bool halod_domain_stays_idle(const halod_t *daemon,
                                     const halod_domain_t *domain) {
-  if (daemon->stopping || !halod_workers_enabled(daemon) ||
-      strcmp(daemon->config.trust_domain, "uid") != 0) {
-    return false;
-  }
+  if (daemon->stopping || !halod_workers_enabled(daemon)) return false;
+  bool uid = strcmp(daemon->config.trust_domain, "uid") == 0;
   for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    halo_hal_device_t *device = domain->workers[i].device;
+    if (!device) continue;
     // Entries the worker still holds for a ring's executions reach the
     // caches once it releases them (then this is asked again).
-    if (domain->workers[i].device &&
-        (halod_cache_holds_device(daemon, domain->workers[i].device) ||
-         halod_ring_workers_hold(daemon, domain->workers[i].device))) {
+    if (halod_worker_runs_work(daemon, device) ||
+        (uid && halod_cache_holds_device(daemon, device))) {
       return true;
     }
   }

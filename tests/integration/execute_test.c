@@ -1190,6 +1190,68 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
   assert_daemon_back_to(&fixture->daemon, &baseline);
 }
 
+// Under trust-domain process a client's domain ends with its last session,
+// but work it left running keeps the domain and its worker: the worker
+// stays listed (haloctl workers) while its gate kernel runs, and goes once
+// the kernel returns. Before, the domain ended at once and its worker,
+// still running the kernel, was listed nowhere (a kernel that never ends
+// kept a context and a process that no haloctl command showed).
+static void test_ended_domain_keeps_its_worker_while_work_runs(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_semaphore_t *go = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  halo_semaphore_t *done =
+      create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  char go_text[33];
+  char done_text[33];
+  export_semaphore(go, go_text);
+  export_semaphore(done, done_text);
+  halo_test_process_t *victim = &fixture->peers[0];
+  const char *victim_args[] = {"victim", halo_test_kernels_path(), go_text,
+                               done_text, NULL};
+  spawn_execute_peer(fixture, victim, victim_args);
+  char line[128];
+  halo_test_read_line(victim, line, sizeof(line), 10000);
+  char gate_text[33];
+  assert_int_equal(sscanf(line, "ready %32s", gate_text), 1);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_token_parse(gate_text, &token));
+  halo_buffer_t *gate = NULL;
+  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &gate));
+  uint32_t *words = halo_buffer_host_pointer(gate);
+  char domain[32];
+  snprintf(domain, sizeof(domain), "pid:%d", (int)victim->pid);
+  pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
+  assert_true(worker > 0);
+
+  assert_int_equal(kill(victim->pid, SIGKILL), 0);
+  assert_true(
+      HALO_TEST_POLL(halo_test_process_exited(victim), HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1, 5000));
+  // Its session ended; the gate kernel still runs on its worker, listed.
+  halo_test_sleep_ms(200);
+  assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, domain),
+                   worker);
+  assert_int_equal(kill(worker, 0), 0);
+
+  __atomic_store_n(&words[4], 1, __ATOMIC_RELEASE);  // byte 16: the gate
+  halo_buffer_release(gate);
+  // The kernel returns: the domain ends, and its worker with it.
+  assert_true(
+      HALO_TEST_POLL(halo_test_admin_worker_pid(&fixture->daemon, domain) == 0,
+                     HALO_TEST_DEADLINE_MS));
+  char proc[64];
+  snprintf(proc, sizeof(proc), "/proc/%d", (int)worker);
+  assert_true(HALO_TEST_POLL(access(proc, F_OK) != 0, HALO_TEST_DEADLINE_MS));
+  halo_semaphore_release(go);
+  halo_semaphore_release(done);
+}
+
+static int setup_process_domains(void **state) {
+  static const char *const args[] = {"--trust-domain", "process", NULL};
+  return halo_test_fixture_setup_with(state, args, true);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
   const struct CMUnitTest tests[] = {
@@ -1208,6 +1270,9 @@ int main(void) {
       TEST(test_failure_along_a_long_chain_keeps_its_message),
       TEST(test_load_processes_times_executions),
       TEST(test_killed_client_leaves_daemon_clean),
+      cmocka_unit_test_setup_teardown(
+          test_ended_domain_keeps_its_worker_while_work_runs,
+          setup_process_domains, halo_test_fixture_teardown),
 #undef TEST
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
