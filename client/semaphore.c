@@ -174,6 +174,37 @@ static halo_status_t halo_semaphore_device_lost_status(
       info->device, error, info->count);
 }
 
+// Why a semaphore whose creating session an administrator killed failed.
+static halo_status_t halo_semaphore_killed_status(
+    const halo_timeline_failure_info_t *info) {
+  return halo_status_make(
+      HALO_STATUS_ABORTED,
+      "semaphore failed: the session that created it (pid %d) was killed by "
+      "an administrator (haloctl kill-client)",
+      (int)info->detail);
+}
+
+// A wait or query that found |semaphore|'s slot retired (the semaphore
+// destroyed). haloctl kill-client fails the session's semaphores and ends
+// the session at once, so its own waiters often see the slot retired
+// rather than failed: the slot still says why.
+static halo_status_t halo_semaphore_retired_status(halo_semaphore_t *semaphore,
+                                                   const char *when) {
+  uint64_t value;
+  int32_t failure;
+  halo_timeline_slot_read(semaphore->slot, semaphore->generation, UINT64_MAX,
+                          &value, &failure);
+  halo_timeline_failure_info_t info =
+      halo_timeline_slot_failure_info(semaphore->slot);
+  if (failure == HALO_STATUS_ABORTED &&
+      info.reason == HALO_TIMELINE_FAILURE_SESSION_KILLED) {
+    return halo_semaphore_killed_status(&info);
+  }
+  return halo_status_make(HALO_STATUS_ABORTED,
+                          "semaphore handle 0x%llx was destroyed%s",
+                          (unsigned long long)semaphore->handle, when);
+}
+
 // The failure status of |semaphore|: asks the daemon for the message (one
 // round trip, only on failure); falls back to the code alone. A lost
 // device's failure and halod's stop are told from the slot, without asking
@@ -188,6 +219,10 @@ static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
   if (code == HALO_STATUS_DEVICE_LOST &&
       info.reason == HALO_TIMELINE_FAILURE_DEVICE_LOST) {
     return halo_semaphore_device_lost_status(&info);
+  }
+  if (code == HALO_STATUS_ABORTED &&
+      info.reason == HALO_TIMELINE_FAILURE_SESSION_KILLED) {
+    return halo_semaphore_killed_status(&info);
   }
   if (code == HALO_STATUS_UNAVAILABLE &&
       info.reason == HALO_TIMELINE_FAILURE_DAEMON_STOPPING) {
@@ -270,9 +305,7 @@ halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
       semaphore->slot, semaphore->generation, UINT64_MAX, &value, &failure);
   *out_value = value;
   if (result == HALO_TIMELINE_WAIT_RETIRED) {
-    return halo_status_make(HALO_STATUS_ABORTED,
-                            "semaphore handle 0x%llx was destroyed",
-                            (unsigned long long)semaphore->handle);
+    return halo_semaphore_retired_status(semaphore, "");
   }
   if (result == HALO_TIMELINE_WAIT_FAILED) {
     return halo_semaphore_failure_status(semaphore, failure);
@@ -390,10 +423,7 @@ halo_status_t halo_semaphore_wait_list(size_t count,
     case HALO_TIMELINE_WAIT_FAILED:
       return halo_semaphore_failure_status(semaphores[index], failure);
     case HALO_TIMELINE_WAIT_RETIRED:
-      return halo_status_make(HALO_STATUS_ABORTED,
-                              "semaphore handle 0x%llx was destroyed while "
-                              "waiting",
-                              (unsigned long long)semaphores[index]->handle);
+      return halo_semaphore_retired_status(semaphores[index], " while waiting");
     case HALO_TIMELINE_WAIT_TIMEOUT: {
       // A wait that ended within its spin (a poll, a short timeout) never
       // looked at the daemons: a dead one would give DEADLINE_EXCEEDED to

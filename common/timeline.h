@@ -40,6 +40,11 @@ typedef enum halo_timeline_failure_reason_e {
   // halod is stopping (SIGTERM, SIGINT): every semaphore fails with
   // UNAVAILABLE. No failure_* word is used.
   HALO_TIMELINE_FAILURE_DAEMON_STOPPING = 2,
+  // An administrator ended the session that created the semaphore
+  // (haloctl kill-client), whose connection closes at once: its own
+  // waiters could not ask why. Status ABORTED; failure_detail: the
+  // session's client pid.
+  HALO_TIMELINE_FAILURE_SESSION_KILLED = 3,
 } halo_timeline_failure_reason_t;
 
 // One semaphore: one cache line. The failure_* words were reserved (zero)

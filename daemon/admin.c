@@ -818,8 +818,13 @@ static void halod_admin_kill_client(halod_t *daemon,
         (unsigned long long)session->id, session->pid,
         session->pending_submissions);
     // The client's own waiters wake with the reason, not just a lost
-    // connection: every semaphore it created fails first.
-    halod_session_fail_semaphores(session, HALO_STATUS_ABORTED,
+    // connection: every semaphore it created fails first, its slot saying
+    // why (the connection closes before they could ask).
+    halo_timeline_failure_info_t info = {
+        .reason = HALO_TIMELINE_FAILURE_SESSION_KILLED,
+        .detail = (int32_t)session->pid,
+    };
+    halod_session_fail_semaphores(session, &info, HALO_STATUS_ABORTED,
                                   "session %llu (pid %u) was killed by an "
                                   "administrator (haloctl kill-client)",
                                   (unsigned long long)session->id,

@@ -502,6 +502,7 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
 }
 
 void halod_session_fail_semaphores(halod_session_t *session,
+                                   const halo_timeline_failure_info_t *info,
                                    halo_status_code_t code, const char *format,
                                    ...) {
   char message[1024];
@@ -514,6 +515,10 @@ void halod_session_fail_semaphores(halod_session_t *session,
     if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
     halod_semaphore_t *semaphore = entry->object;
     if (semaphore->creator_session != session->id) continue;
+    // A semaphore failed already keeps its reason (the first failure wins).
+    if (info && halod_semaphore_failure(semaphore) == 0) {
+      halo_timeline_slot_set_failure_info(semaphore->hal.slot, info);
+    }
     halod_semaphore_fail(semaphore, code, "%s", message);
   }
 }
@@ -526,7 +531,8 @@ void halod_session_lose(halod_t *daemon, halod_session_t *session,
   HALO_LOG_WARN("session %llu: lost (pid %u): %s",
                 (unsigned long long)session->id, session->pid, reason);
   // The client's own waiters wake with the reason first.
-  halod_session_fail_semaphores(session, HALO_STATUS_DEVICE_LOST, "%s", reason);
+  halod_session_fail_semaphores(session, NULL, HALO_STATUS_DEVICE_LOST, "%s",
+                                reason);
   // Its ring and the work still waiting go: they could only reach the lost
   // worker. What they would have signaled fails. Handles stay until the client
   // releases them or disconnects (releases and semaphore queries are still

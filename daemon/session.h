@@ -134,10 +134,13 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
 // When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
 // it cannot be read. With the pid it names one process (pids are reused).
 uint64_t halod_session_process_start(uint32_t pid);
-// Fails every semaphore the session created with |code| and the message.
+// Fails every semaphore the session created with |code| and the message;
+// |info| (or NULL) first goes into their slots, for waiters that cannot ask
+// (halo_timeline_failure_reason_t).
 void halod_session_fail_semaphores(halod_session_t *session,
+                                   const halo_timeline_failure_info_t *info,
                                    halo_status_code_t code, const char *format,
-                                   ...) __attribute__((format(printf, 3, 4)));
+                                   ...) __attribute__((format(printf, 4, 5)));
 
 // The session's device worker was lost: its semaphores fail with
 // DEVICE_LOST and |reason|, everything it holds is released, and later

@@ -703,6 +703,36 @@ static void test_kill_client(void **state) {
   HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
 }
 
+// The killed process's own waiter learns why too: its semaphore's slot
+// says so, since its connection closes before it could ask (it got
+// "semaphore failed with ABORTED" alone).
+static void test_kill_client_tells_its_own_waiters(void **state) {
+  haloctl_fixture_t *fixture = *state;
+  char out_path[200];
+  snprintf(out_path, sizeof(out_path), "%s/peer.out", fixture->daemon.dir);
+  const char *argv[] = {HALO_TEST_PEER, fixture->daemon.listen, "own-wait",
+                        NULL};
+  fixture->peer = ops_spawn(argv, NULL, out_path, NULL);
+  free(haloctl_wait_output(out_path, "ready"));
+  char pid[16];
+  snprintf(pid, sizeof(pid), "%d", (int)fixture->peer);
+  ops_result_t r;
+  haloctl_run(fixture, (const char *const[]){"kill-client", pid, NULL}, &r);
+  OPS_EXPECT(&r, r.exit_code == 0);
+  ops_result_free(&r);
+  char *text = haloctl_wait_output(out_path, "done ");
+  char expected[256];
+  snprintf(expected, sizeof(expected),
+           "done %d semaphore failed: the session that created it (pid %s) "
+           "was killed by an administrator (haloctl kill-client)",
+           (int)HALO_STATUS_ABORTED, pid);
+  if (!strstr(text, expected)) {
+    print_error("the peer said: %s\nexpected: %s\n", text, expected);
+    fail();
+  }
+  free(text);
+}
+
 static void test_drain_and_undrain(void **state) {
   haloctl_fixture_t *fixture = *state;
   haloctl_work_t work;
@@ -1547,6 +1577,7 @@ int main(void) {
                                       haloctl_setup_report_hold,
                                       haloctl_teardown_report_hold),
       T(test_kill_client),
+      T(test_kill_client_tells_its_own_waiters),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,
                                       haloctl_teardown),

@@ -24,6 +24,9 @@
 //       Creates host-visible and device buffers (one exportable) and
 //       semaphores (one exportable), prints "ready SESSION_ID" and sleeps
 //       until killed.
+//   semaphore_peer ADDRESS own-wait
+//       Creates a semaphore at 0, prints "ready" and waits for 1 for ever;
+//       prints "done CODE MESSAGE" when the wait returns.
 //   semaphore_peer ADDRESS ping
 //       Prints "ready", then pings halod once for each line on its stdin and
 //       prints "pinged CODE" when the answer came. Exit 0 at the end of
@@ -237,6 +240,17 @@ int main(int argc, char **argv) {
     for (;;) pause();
   } else if (strcmp(command, "hold") == 0 && arg_count == 0) {
     peer_hold(client);
+  } else if (strcmp(command, "own-wait") == 0 && arg_count == 0) {
+    halo_semaphore_t *semaphore = NULL;
+    peer_setup_check(halo_semaphore_create(client, 0, 0, &semaphore), "create");
+    peer_print("ready");
+    halo_status_t status =
+        halo_semaphore_wait(semaphore, 1, HALO_TIMEOUT_INFINITE);
+    code = (int)halo_status_code(status);
+    printf("done %d %s\n", code, status ? halo_status_message(status) : "");
+    fflush(stdout);
+    halo_status_free(status);
+    halo_semaphore_release(semaphore);
   } else if (strcmp(command, "ping") == 0 && arg_count == 0) {
     peer_print("ready");
     char line[64];
