@@ -392,30 +392,17 @@ halo_status_t halo_semaphore_wait_list(size_t count,
     }
     if (known == client_count) clients[client_count++] = semaphores[i]->client;
   }
-  halo_client_t *client = clients[0];
+  int pidfds[HALO_WAIT_MAX_COUNT];
+  for (size_t i = 0; i < client_count; ++i) {
+    pidfds[i] = clients[i]->daemon_pidfd;
+  }
   int64_t deadline_ns = halo_clock_deadline_ns(timeout_ns);
   size_t index = 0;
   int32_t failure = 0;
-  halo_timeline_wait_result_t result;
-  for (;;) {
-    // The timeline wait polls one pidfd between its sleeps (the first
-    // client's); with several clients it sleeps in slices of the same
-    // length, and the others' halods are looked at between them.
-    int64_t until = deadline_ns;
-    if (client_count > 1) {
-      int64_t slice_end = halo_clock_now_ns() + HALO_TIMELINE_SLICE_NS;
-      if (slice_end < until) until = slice_end;
-    }
-    result = halo_timeline_wait(targets, count, mode == HALO_WAIT_ANY, until,
-                                client->daemon_pidfd, &index, &failure);
-    if (result != HALO_TIMELINE_WAIT_TIMEOUT || until == deadline_ns) break;
-    halo_client_t *exited =
-        halo_semaphore_exited_daemon(clients + 1, client_count - 1);
-    if (exited) {
-      return halo_semaphore_daemon_exited_status(count, semaphores, exited,
-                                                 out_index);
-    }
-  }
+  // The wait looks at every client's halod between its sleeps.
+  halo_timeline_wait_result_t result = halo_timeline_wait_owners(
+      targets, count, mode == HALO_WAIT_ANY, deadline_ns, pidfds, client_count,
+      &index, &failure);
   if (out_index) *out_index = index;
   switch (result) {
     case HALO_TIMELINE_WAIT_OK:
@@ -451,10 +438,19 @@ halo_status_t halo_semaphore_wait_list(size_t count,
           (long long)timeout_ns, mode == HALO_WAIT_ANY ? "none" : "not each",
           count);
     }
-    case HALO_TIMELINE_WAIT_OWNER_DEAD:
-      atomic_store(&client->lost, true);
-      return halo_semaphore_daemon_exited_status(count, semaphores, client,
+    case HALO_TIMELINE_WAIT_OWNER_DEAD: {
+      // One of the pidfds was readable: whose.
+      halo_client_t *exited = clients[0];
+      for (size_t i = 0; i < client_count; ++i) {
+        if (halo_client_daemon_exited(clients[i])) {
+          exited = clients[i];
+          break;
+        }
+      }
+      atomic_store(&exited->lost, true);
+      return halo_semaphore_daemon_exited_status(count, semaphores, exited,
                                                  out_index);
+    }
   }
   return halo_status_make(HALO_STATUS_INTERNAL, "unknown wait result");
 }

@@ -187,10 +187,14 @@ halo_timeline_wait_result_t halo_timeline_slot_read(
   return HALO_TIMELINE_WAIT_OK;
 }
 
-static bool halo__owner_dead(int liveness_fd) {
-  if (liveness_fd < 0) return false;
-  struct pollfd pfd = {.fd = liveness_fd, .events = POLLIN};
-  return poll(&pfd, 1, 0) > 0;
+static bool halo__owner_dead(const int *liveness_fds, size_t count) {
+  struct pollfd pfds[128];
+  nfds_t watched = 0;
+  for (size_t i = 0; i < count && watched < 128; ++i) {
+    if (liveness_fds[i] < 0) continue;
+    pfds[watched++] = (struct pollfd){.fd = liveness_fds[i], .events = POLLIN};
+  }
+  return watched > 0 && poll(pfds, watched, 0) > 0;
 }
 
 // Sleeps until one of |words| differs from |seen| or |deadline_ns|.
@@ -272,20 +276,28 @@ static _Thread_local int64_t halo__timeline_previous_wait_ns;
 
 static halo_timeline_wait_result_t halo__timeline_wait(
     const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
-    int64_t deadline_ns, int liveness_fd, int64_t spin_until, size_t *out_index,
-    int32_t *out_failure);
+    int64_t deadline_ns, const int *liveness_fds, size_t liveness_count,
+    int64_t spin_until, size_t *out_index, int32_t *out_failure);
 
 halo_timeline_wait_result_t halo_timeline_wait(
     const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
     int64_t deadline_ns, int liveness_fd, size_t *out_index,
     int32_t *out_failure) {
+  return halo_timeline_wait_owners(targets, count, wait_any, deadline_ns,
+                                   &liveness_fd, 1, out_index, out_failure);
+}
+
+halo_timeline_wait_result_t halo_timeline_wait_owners(
+    const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
+    int64_t deadline_ns, const int *liveness_fds, size_t liveness_count,
+    size_t *out_index, int32_t *out_failure) {
   *out_index = 0;
   *out_failure = 0;
   if (count == 0) return HALO_TIMELINE_WAIT_OK;
   if (count > 128) count = 128;
   int64_t start = halo_clock_now_ns();
   halo_timeline_wait_result_t result = halo__timeline_wait(
-      targets, count, wait_any, deadline_ns, liveness_fd,
+      targets, count, wait_any, deadline_ns, liveness_fds, liveness_count,
       start + halo_timeline_spin_ns(halo__timeline_previous_wait_ns), out_index,
       out_failure);
   if (result == HALO_TIMELINE_WAIT_OK) {
@@ -296,8 +308,8 @@ halo_timeline_wait_result_t halo_timeline_wait(
 
 static halo_timeline_wait_result_t halo__timeline_wait(
     const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
-    int64_t deadline_ns, int liveness_fd, int64_t spin_until, size_t *out_index,
-    int32_t *out_failure) {
+    int64_t deadline_ns, const int *liveness_fds, size_t liveness_count,
+    int64_t spin_until, size_t *out_index, int32_t *out_failure) {
   _Atomic uint32_t *words[128];
   uint32_t seen[128];
   for (;;) {
@@ -339,7 +351,9 @@ static halo_timeline_wait_result_t halo__timeline_wait(
       sched_yield();
       continue;
     }
-    if (halo__owner_dead(liveness_fd)) return HALO_TIMELINE_WAIT_OWNER_DEAD;
+    if (halo__owner_dead(liveness_fds, liveness_count)) {
+      return HALO_TIMELINE_WAIT_OWNER_DEAD;
+    }
     int64_t slice_end = now + HALO_TIMELINE_SLICE_NS;
     if (slice_end > deadline_ns) slice_end = deadline_ns;
     halo__futex_wait_any(words, seen, pending, slice_end);

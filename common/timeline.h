@@ -231,5 +231,13 @@ halo_timeline_wait_result_t halo_timeline_wait(
     const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
     int64_t deadline_ns, int liveness_fd, size_t *out_index,
     int32_t *out_failure);
+// The same, polling each of |liveness_fds| (|liveness_count| of them, at
+// most 128; -1 entries are skipped) between slices: the daemons of
+// semaphores of several clients. OWNER_DEAD where any is readable; the
+// caller tells which.
+halo_timeline_wait_result_t halo_timeline_wait_owners(
+    const halo_timeline_wait_target_t *targets, size_t count, bool wait_any,
+    int64_t deadline_ns, const int *liveness_fds, size_t liveness_count,
+    size_t *out_index, int32_t *out_failure);
 
 #endif  // HALO_COMMON_TIMELINE_H_
