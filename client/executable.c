@@ -49,11 +49,8 @@ halo_status_t halo_executable_create(halo_client_t *client, uint32_t device,
   HALO_CHECK_ARG(params->data && params->size > 0,
                  "an executable needs data (data %s, size %zu)",
                  params->data ? "set" : "NULL", params->size);
-  uint64_t limit = halo_client_max_message_bytes(client);
-  HALO_CHECK_ARG(params->size <= limit,
-                 "executable of %zu bytes exceeds the %llu bytes halod at %s "
-                 "accepts in one message (its setting max-message-bytes)",
-                 params->size, (unsigned long long)limit, client->address);
+  // Its size against halod's max-message-bytes is the request's, checked
+  // with its framing when it is sent (RESOURCE_EXHAUSTED naming the limit).
   HALO_CHECK_ARG(params->options || params->option_count == 0,
                  "options is NULL but option_count is %zu",
                  params->option_count);
@@ -166,7 +163,7 @@ static halo_status_t halo_executable_read_file(const char *path, uint64_t limit,
   while (!status) {
     if (size == capacity) {
       if (capacity > limit) {
-        status = halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+        status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                                   "%s is larger than the %llu bytes halod "
                                   "accepts in one message (its setting "
                                   "max-message-bytes)",

@@ -331,10 +331,11 @@ static void halod_semaphore_check_orphan(halod_t *daemon,
   halod_semaphore_retain(semaphore);
   halod_semaphore_fail(
       semaphore, HALO_STATUS_ABORTED,
-      "semaphore %llu (created by pid %u, value %llu) was released by its "
-      "last holder while %u pending submission%s waited for %s: no session "
-      "holds it and no pending submission signals it (an export token does "
-      "not keep it); nothing can signal it any more",
+      "semaphore %llu (created by pid %u, value %llu) lost the last holder "
+      "or pending signaler that could advance it while %u wait%s of pending "
+      "submissions stood for %s: no session holds it and no pending "
+      "submission signals it (an export token does not keep it); nothing "
+      "can signal it any more",
       (unsigned long long)semaphore->id, semaphore->creator_pid,
       (unsigned long long)halod_semaphore_value(semaphore), waiting,
       waiting == 1 ? "" : "s", values);

@@ -865,9 +865,10 @@ static void halod_sessions_on_hello_timer(uv_timer_t *timer) {
   for (size_t i = 0; i < map->capacity; ++i) {
     halod_session_t *session = map->entries[i].value;
     // A session waiting for its worker's start (its Hello behind it) has
-    // its time from the start's end.
+    // its time from the start's end; one whose requests (its Hello among
+    // them) wait in its domain's lane sent in time.
     if (!map->entries[i].key || !session || session->hello_done ||
-        session->closing || session->call ||
+        session->closing || session->call || session->lane_events > 0 ||
         now - session->hello_since_ns < timeout_ns) {
       continue;
     }

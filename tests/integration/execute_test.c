@@ -620,15 +620,15 @@ static void execute_fill(halo_client_t *client, halo_buffer_t *buffer,
 
 // Fails unless a wait on |semaphore| for |value| ends with ABORTED, well
 // within the deadline, saying that a semaphore of this process nobody
-// holds any more left |waited| (e.g. "1 pending submission waited for
-// value 5") unmet; its query says the same.
+// holds any more left |waited| (e.g. "1 wait of pending submissions stood
+// for value 5") unmet; its query says the same.
 static void expect_orphan_failure(halo_semaphore_t *semaphore, uint64_t value,
                                   const char *waited) {
   char creator[64];
   snprintf(creator, sizeof(creator), "(created by pid %d,", (int)getpid());
   const char *const substrings[] = {"a wait of the submission failed",
                                     creator,
-                                    "was released by its last holder while",
+                                    "lost the last holder or pending signaler",
                                     waited,
                                     "no session holds it",
                                     "nothing can signal it any more",
@@ -672,7 +672,8 @@ static void test_released_semaphore_fails_the_waits_nothing_can_meet(
   execute_fill(client, buffer, &wait, &signal);
   expect_still_waiting(s, 1);
   halo_semaphore_release(w);
-  expect_orphan_failure(s, 1, "1 pending submission waited for value 5");
+  expect_orphan_failure(s, 1,
+                        "1 wait of pending submissions stood for value 5");
 
   // Exportable and exported, its token never imported; two waiters.
   halo_semaphore_t *x = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
@@ -686,7 +687,8 @@ static void test_released_semaphore_fails_the_waits_nothing_can_meet(
   execute_fill(client, buffer, &wait_x, &signal_t2);
   expect_still_waiting(t, 1);
   halo_semaphore_release(x);
-  expect_orphan_failure(t, 2, "2 pending submissions waited for value 3");
+  expect_orphan_failure(t, 2,
+                        "2 waits of pending submissions stood for value 3");
   halo_semaphore_t *late = NULL;
   HALO_TEST_EXPECT_STATUS(halo_semaphore_import(client, &token, &late),
                           HALO_STATUS_NOT_FOUND, "no live exported semaphore");
@@ -724,7 +726,8 @@ static void test_semaphore_orphaned_when_its_last_signaler_retires(
   halo_semaphore_release(w);
   expect_still_waiting(s, 1);  // the signaler of w=3 is pending
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
-  expect_orphan_failure(s, 1, "1 pending submission waited for value 5");
+  expect_orphan_failure(s, 1,
+                        "1 wait of pending submissions stood for value 5");
   halo_semaphore_release(s);
   halo_semaphore_release(gate);
   halo_buffer_release(buffer);
