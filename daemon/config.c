@@ -290,13 +290,14 @@ static const halod_config_entry_t halod_config_entries[] = {
      "device-workers process only)"},
     {"worker-hang-ms", HALOD_NUMBER(HALOD_CONFIG_U32, worker_hang_ms), "20000",
      2000, 3600000, NULL, START,
-     "milliseconds after which a device worker counts as hung, is killed and "
-     "is replaced (its trust domain's sessions are lost, as for a crash): a "
-     "control call it did not answer (an executable's creation gets 300 s), "
-     "or a silence (a worker sends its liveness message every second, "
-     "whatever it does: one that sends nothing is stopped or wedged). Keep "
-     "it below clients' request timeouts (libhalo's default: 30 s), so that "
-     "a request waiting on a hung worker fails with DEVICE_LOST naming it "
+     "milliseconds a device worker may stay silent before it counts as hung, "
+     "is killed and is replaced (its trust domain's sessions are lost, as for "
+     "a crash): a running worker sends its liveness message every second, "
+     "whatever it does, so one that sends nothing is stopped or frozen. A "
+     "control call it does not answer within this or 30 s, whichever is "
+     "longer (an executable's creation: 300 s), makes it hung too. Keep it "
+     "below clients' request timeouts (libhalo's default: 30 s), so that a "
+     "request waiting on a stopped worker fails with DEVICE_LOST naming it "
      "(device-workers process only)"},
     {"worker-spares", HALOD_NUMBER(HALOD_CONFIG_U32, worker_spares), "1", 0, 4,
      NULL, START,

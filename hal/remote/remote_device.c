@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,10 +30,18 @@
 
 extern char **environ;
 
-// An executable's compile may take longer than the hang bound (options'
-// hang_ns: a control call's bound, and the longest silence): NVRTC and PTX
-// JIT.
+// An executable's compile may take longer than a control call's bound:
+// NVRTC and PTX JIT.
 #define HALO_REMOTE_COMPILE_TIMEOUT_NS (300ll * 1000000000ll)
+// The least bound of a control call or a send, whatever the silence bound:
+// a live worker (its liveness message flowing) may answer late behind a
+// long kernel (a synchronous copy) or a large recording's preparation.
+#define HALO_REMOTE_CALL_MIN_NS (30ll * 1000000000ll)
+// A reader whose wait (or turn) ended this much past its timeout was held
+// up itself: this process stopped or frozen (Ctrl-Z, a frozen cgroup,
+// docker pause), most likely with its workers; the worker's silence counts
+// afresh from then.
+#define HALO_REMOTE_HELD_UP_NS (1000ll * 1000000ll)
 // How often an idle reader (no message, no submission deadline to watch)
 // wakes to look at how long the worker has been silent.
 #define HALO_REMOTE_SILENCE_CHECK_MS 250
@@ -66,9 +75,11 @@ typedef struct halo_hal_remote_device_t {
   pthread_t reader;
   char label[160];
   int64_t deadline_ns;
-  // The hang bound (options.hang_ns): a control call's, a send's, and the
-  // longest the worker may stay silent.
+  // The longest the worker may stay silent (options.hang_ns), and the bound
+  // of a control call and a send: the same, and at least
+  // HALO_REMOTE_CALL_MIN_NS.
   int64_t hang_ns;
+  int64_t call_ns;
   int64_t poll_ns;  // the link's polling window (options.poll_ns)
   // When the reader last took a message from the worker (the reader only),
   // and whether it found the worker silent past the bound already.
@@ -264,7 +275,7 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
     char why[128];
     snprintf(why, sizeof(why),
              "it did not answer a control call within %lld ms "
-             "(worker-hang-ms)",
+             "(worker-hang-ms, at least 30 s)",
              (long long)(timeout_ns / 1000000));
     halo_hal_remote_kill_hung(device, why);
   }
@@ -315,7 +326,7 @@ static halo_status_t halo_hal_remote_allocate(halo_hal_allocator_t *allocator,
   halo_remote_part_t part = {&request, sizeof(request)};
   uint64_t values[2];
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_ALLOCATE, &part,
-                                            1, -1, device->hang_ns, values,
+                                            1, -1, device->call_ns, values,
                                             NULL, 0));
   *out_address = values[0];
   return NULL;
@@ -340,7 +351,7 @@ static halo_status_t halo_hal_remote_write(halo_hal_allocator_t *allocator,
   halo_remote_part_t parts[2] = {{&request, sizeof(request)},
                                  {data, (size_t)length}};
   return halo_hal_remote_call(device, HALO_REMOTE_WRITE, parts, 2, -1,
-                              device->hang_ns, NULL, NULL, 0);
+                              device->call_ns, NULL, NULL, 0);
 }
 
 static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
@@ -351,7 +362,7 @@ static halo_status_t halo_hal_remote_read(halo_hal_allocator_t *allocator,
   halo_remote_memory_t request = {.address = address, .length = length};
   halo_remote_part_t part = {&request, sizeof(request)};
   return halo_hal_remote_call(device, HALO_REMOTE_READ, &part, 1, -1,
-                              device->hang_ns, NULL, out_data, length);
+                              device->call_ns, NULL, out_data, length);
 }
 
 static halo_status_t halo_hal_remote_register_host(
@@ -371,7 +382,7 @@ static halo_status_t halo_hal_remote_register_host(
   halo_remote_part_t part = {&request, sizeof(request)};
   uint64_t values[2];
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_REGISTER_HOST,
-                                            &part, 1, fd, device->hang_ns,
+                                            &part, 1, fd, device->call_ns,
                                             values, NULL, 0));
   pthread_mutex_lock(&device->mutex);
   halo_status_t status = halo_u64_map_put(&device->registrations, request.key,
@@ -528,7 +539,7 @@ static halo_status_t halo_hal_remote_executable_lookup_entry(
   halo_remote_part_t parts[2] = {{&object, sizeof(object)}, {name, length + 1}};
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(
       executable->remote.device, HALO_REMOTE_LOOKUP_ENTRY, parts, 2, -1,
-      executable->remote.device->hang_ns, NULL, out_info, sizeof(*out_info)));
+      executable->remote.device->call_ns, NULL, out_info, sizeof(*out_info)));
   // Kept if memory allows (else asked again next time). Another thread may
   // have kept the same name meanwhile: a second copy is harmless.
   halo_hal_remote_entry_t *entry = malloc(sizeof(*entry) + length + 1);
@@ -670,7 +681,7 @@ static halo_status_t halo_hal_remote_device_prepare_command_buffer(
   uint64_t values[2];
   halo_status_t status =
       halo_hal_remote_call(device, HALO_REMOTE_PREPARE, parts, 4, -1,
-                           device->hang_ns, values, NULL, 0);
+                           device->call_ns, values, NULL, 0);
   free(commands);
   if (status) return status;
   halo_hal_remote_command_buffer_t *command_buffer =
@@ -847,7 +858,7 @@ static halo_status_t halo_hal_remote_device_create_queue(
   halo_remote_part_t part = {&request, sizeof(request)};
   uint64_t values[2];
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_CREATE_QUEUE,
-                                            &part, 1, -1, device->hang_ns,
+                                            &part, 1, -1, device->call_ns,
                                             values, NULL, 0));
   halo_hal_remote_queue_t *queue = halo_hal_remote_object_create(
       device, HALO_REMOTE_OBJECT_QUEUE, values[0], sizeof(*queue),
@@ -1127,11 +1138,14 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
 
 // The reader, its wait for the next message over and nothing to read: a
 // worker it has heard nothing from (not even its liveness message, ALIVE or
-// USAGE, which it sends at least once per HALO_REMOTE_USAGE_INTERVAL_NS
-// whatever it does) for the hang bound is stopped or wedged: kill it (once)
-// as hung. Only what the socket held counts: a reader that was itself held
-// up (halod stopped, a callback slow) finds the worker's messages waiting,
-// so it is never the one found silent.
+// USAGE, which its reporter thread sends at least once per
+// HALO_REMOTE_USAGE_INTERVAL_NS whatever the rest of it does) for the hang
+// bound is stopped or frozen: kill it (once) as hung. Only what the socket
+// held counts: a reader held up alone (halod stopped, a callback slow)
+// finds the worker's messages waiting; one held up with its workers (the
+// whole service frozen) restarts the count (HALO_REMOTE_HELD_UP_NS). A
+// worker whose reporter runs while the rest of it is wedged is found by a
+// control call's bound or the submission deadline instead.
 static void halo_hal_remote_check_silence(halo_hal_remote_device_t *device) {
   if (device->silence_fired) return;
   int64_t silent_ns = halo_clock_now_ns() - device->heard_ns;
@@ -1140,7 +1154,7 @@ static void halo_hal_remote_check_silence(halo_hal_remote_device_t *device) {
   char why[192];
   snprintf(why, sizeof(why),
            "it sent nothing, not even its liveness message, for %lld ms "
-           "(worker-hang-ms): stopped or wedged",
+           "(worker-hang-ms): stopped or frozen",
            (long long)(silent_ns / 1000000));
   halo_hal_remote_kill_hung(device, why);
 }
@@ -1308,12 +1322,35 @@ static void *halo_hal_remote_reader_main(void *argument) {
   // watch the submission deadline (where one is set), else every
   // HALO_REMOTE_SILENCE_CHECK_MS to watch the worker's silence; a message
   // ends the wait at once either way.
+  // A worker stopped halfway through a message (a large report whose send
+  // blocked, then SIGSTOP or a freeze) leaves the reader in recvmsg, where
+  // it looks at no silence: a receive waits at most the silence bound.
+  struct timeval receive_timeout = {
+      .tv_sec = (time_t)(device->hang_ns / 1000000000),
+      .tv_usec = (suseconds_t)(device->hang_ns % 1000000000 / 1000)};
+  if (setsockopt(device->link.fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout,
+                 sizeof(receive_timeout)) != 0) {
+    HALO_LOG_WARN("%s: the link's receive timeout: %s", device->label,
+                  strerror(errno));
+  }
   halo_clock_gaps_t gaps = {0, 0, 0};
+  int64_t turn_ns = halo_clock_now_ns();
   for (;;) {
     int timeout_ms =
         device->deadline_ns > 0 ? 20 : HALO_REMOTE_SILENCE_CHECK_MS;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, device->poll_ns);
-    if (!halo_remote_link_wait(&device->link, spin_ns, timeout_ms)) {
+    bool got = halo_remote_link_wait(&device->link, spin_ns, timeout_ms);
+    // A turn (the last message's handling and this wait) that took far
+    // longer than the wait's timeout: this process was stopped or frozen,
+    // its workers most likely with it. Their silence counts from now, so
+    // that one resumed after halod has its whole bound to speak again.
+    int64_t now_ns = halo_clock_now_ns();
+    if (now_ns - turn_ns >
+        (int64_t)timeout_ms * 1000000 + spin_ns + HALO_REMOTE_HELD_UP_NS) {
+      device->heard_ns = now_ns;
+    }
+    turn_ns = now_ns;
+    if (!got) {
       halo_hal_remote_watchdog(device);
       halo_hal_remote_check_silence(device);
       continue;
@@ -1328,6 +1365,17 @@ static void *halo_hal_remote_reader_main(void *argument) {
         halo_remote_link_receive(&device->link, &header, &payload, &fd);
     if (fd >= 0) close(fd);
     if (status) {
+      int64_t receiving_ns = halo_clock_now_ns() - arrived_ns;
+      if (receiving_ns >= device->hang_ns && !device->silence_fired) {
+        // The receive's timeout: the rest of the message never came.
+        device->silence_fired = true;
+        char why[192];
+        snprintf(why, sizeof(why),
+                 "it stopped for %lld ms in the middle of a message "
+                 "(worker-hang-ms): stopped or frozen",
+                 (long long)(receiving_ns / 1000000));
+        halo_hal_remote_kill_hung(device, why);
+      }
       halo_status_free(status);
       break;
     }
@@ -1415,6 +1463,9 @@ halo_status_t halo_hal_remote_device_start(
   device->deadline_ns = options->deadline_ns;
   device->hang_ns =
       options->hang_ns > 0 ? options->hang_ns : HALO_REMOTE_DEFAULT_HANG_NS;
+  device->call_ns = device->hang_ns > HALO_REMOTE_CALL_MIN_NS
+                        ? device->hang_ns
+                        : HALO_REMOTE_CALL_MIN_NS;
   device->poll_ns = options->poll_ns;
   device->lost_fn = options->lost;
   device->lost_user_data = options->lost_user_data;
@@ -1438,7 +1489,7 @@ halo_status_t halo_hal_remote_device_start(
   // so that its reader reaps it) instead of holding the link, and every thread
   // that sends to it, for as long as it stays stopped.
   halo_status_t limited =
-      halo_remote_link_limit_sends(&device->link, device->hang_ns);
+      halo_remote_link_limit_sends(&device->link, device->call_ns);
   if (limited) {
     HALO_LOG_WARN("%s: %s; sends to the worker are not bounded", device->label,
                   halo_status_message(limited));
@@ -1649,7 +1700,7 @@ halo_status_t halo_hal_remote_device_ring_detach(halo_hal_device_t *base_device,
   halo_remote_part_t part = {&detach, sizeof(detach)};
   uint64_t values[2] = {0, 0};
   HALO_RETURN_IF_ERROR(halo_hal_remote_call(device, HALO_REMOTE_RING_DETACH,
-                                            &part, 1, -1, device->hang_ns,
+                                            &part, 1, -1, device->call_ns,
                                             values, NULL, 0));
   *out_head = values[0];
   *out_sequence = values[1];

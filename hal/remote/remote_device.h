@@ -18,19 +18,22 @@
 // flight with DEVICE_LOST.
 //
 // Hung workers: the hang bound (options' |hang_ns|, halod's worker-hang-ms,
-// 20 s by default) bounds a control call (an executable's creation gets
-// 300 s: compiles) and the worker's silence. The worker sends something at
-// least once a second whatever it does (its liveness message ALIVE, or
-// USAGE; remote_link.h), so a worker the reader has heard nothing from for
-// the bound is stopped (SIGSTOP, a frozen cgroup) or wedged: it is killed as
+// 20 s by default) bounds the worker's silence; a control call and a send
+// get it or 30 s, whichever is longer (an executable's creation gets 300 s:
+// compiles; a live worker may answer late behind a long kernel). The worker
+// sends something at least once a second whatever its other threads do (its
+// liveness message ALIVE, or USAGE; remote_link.h), so a worker the reader
+// has heard nothing from for the bound, or that stopped that long halfway
+// through a message, is stopped (SIGSTOP, a frozen cgroup): it is killed as
 // hung, idle or not, and lost as one that crashed (its executions fail with
-// DEVICE_LOST naming why). The reader, idle, wakes every 250 ms to look;
-// with messages flowing it does not. Messages without a reply (an execution,
-// a destroy or deallocation, the ring's messages) are posted: they never
-// wait for the worker, so the daemon's loop can send them (remote_link.h). A
-// worker that reads none of them within the bound, or leaves the link's
-// outbox full, is killed as hung, as one that does not answer a control
-// call.
+// DEVICE_LOST naming why). A reader that was held up itself with its workers
+// (the whole service frozen) counts the silence afresh. The reader, idle,
+// wakes every 250 ms to look; with messages flowing it does not. Messages
+// without a reply (an execution, a destroy or deallocation, the ring's
+// messages) are posted: they never wait for the worker, so the daemon's
+// loop can send them (remote_link.h). A worker that reads none of them
+// within a call's bound, or leaves the link's outbox full, is killed as
+// hung, as one that does not answer a control call.
 //
 // The worker's usage reports (USAGE: its driver's graph memory and bound)
 // are kept as they come: the device's query_usage answers the last one,

@@ -49,7 +49,7 @@
 //                   other threads do. So the supervisor hears something at
 //                   least once a second from a worker that runs; one it
 //                   hears nothing from for the hang bound (worker-hang-ms)
-//                   is stopped or wedged, and killed as hung
+//                   is stopped or frozen, and killed as hung
 //                   (remote_device.h). It carries nothing else; the
 //                   supervisor ignores its payload.
 //

@@ -22,6 +22,9 @@
 //   execution) is killed all the same (it could serve nothing): the
 //   domain's session is lost (SESSION_LOST naming the silence) and a new
 //   one works. So is a stopped spare worker, which halod replaces.
+// - frozen together: halod and its workers stopped together past the bound
+//   (a frozen service) and resumed halod first: no worker is killed, and
+//   the session goes on.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -410,6 +413,44 @@ static void test_stopped_idle_worker_is_replaced(void **state) {
   own_expect_working(test);
 }
 
+// The whole service frozen (halod and its workers stopped together: Ctrl-Z
+// on a foreground halod, a frozen cgroup, docker pause) for longer than
+// the bound, then resumed halod first: the workers' silence was the
+// freeze's, and nothing is killed. Before, halod's reader woke, found no
+// message yet and killed every worker as hung.
+static void test_frozen_service_keeps_its_workers(void **state) {
+  state_t *test = *state;
+  own_t own;
+  own_open(test, &own);
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 1, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 1, 10000 * MS));
+  assert_true(halo_test_admin_wait_spare(&test->daemon, 30000));
+  pid_t worker = own_worker(test);
+  pid_t spare = halo_test_admin_worker_pid(&test->daemon, "");
+  assert_true(worker > 0 && spare > 0);
+  stop_worker(test, worker);
+  assert_int_equal(kill(spare, SIGSTOP), 0);
+  assert_int_equal(kill(test->daemon.pid, SIGSTOP), 0);
+  halo_test_sleep_ms(HANG_MS + 2000);
+  assert_int_equal(kill(test->daemon.pid, SIGCONT), 0);
+  // halod's reader looks (every 250 ms) before the workers speak again.
+  halo_test_sleep_ms(700);
+  assert_int_equal(kill(spare, SIGCONT), 0);
+  assert_int_equal(kill(worker, SIGCONT), 0);
+  test->stopped = 0;
+  halo_test_sleep_ms(1500);
+  assert_int_equal(kill(worker, 0), 0);
+  assert_int_equal(own_worker(test), worker);
+  assert_int_equal(halo_test_admin_worker_pid(&test->daemon, ""), spare);
+  assert_null(strstr(read_log(test), " hung ("));
+  // The same session goes on, on the same worker.
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 2, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 2, 10000 * MS));
+  own_close(&own);
+  print_message("halod and its workers frozen %d ms: none killed\n",
+                HANG_MS + 2000);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--other") == 0) {
     return other_main(argv[2]);
@@ -418,6 +459,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_stopped_worker_fails_its_executions,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_idle_worker_is_replaced,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_frozen_service_keeps_its_workers,
                                       setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
