@@ -112,7 +112,8 @@ static bool answered(halo_test_raw_t *raw, int flags) {
   halo_wire_response_t *response = halo__wire__response__unpack(
       NULL, nng_msg_len(reply), nng_msg_body(reply));
   nng_msg_free(reply);
-  HALO_TEST_EXPECT_ERROR(response, HALO_STATUS_INVALID_ARGUMENT, "handle 0x7777");
+  HALO_TEST_EXPECT_ERROR(response, HALO_STATUS_INVALID_ARGUMENT,
+                         "handle 0x7777");
   return true;
 }
 
