@@ -1136,6 +1136,17 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
   return fire;
 }
 
+// Kills the worker as hung (once) for a silence of |silent_ns|: it |what|.
+static void halo_hal_remote_kill_silent(halo_hal_remote_device_t *device,
+                                        const char *what, int64_t silent_ns) {
+  if (device->silence_fired) return;
+  device->silence_fired = true;
+  char why[192];
+  snprintf(why, sizeof(why), "it %s for %lld ms (worker-hang-ms): %s", what,
+           (long long)(silent_ns / 1000000), "stopped or frozen");
+  halo_hal_remote_kill_hung(device, why);
+}
+
 // The reader, its wait for the next message over and nothing to read: a
 // worker it has heard nothing from (not even its liveness message, ALIVE or
 // USAGE, which its reporter thread sends at least once per
@@ -1147,16 +1158,10 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
 // worker whose reporter runs while the rest of it is wedged is found by a
 // control call's bound or the submission deadline instead.
 static void halo_hal_remote_check_silence(halo_hal_remote_device_t *device) {
-  if (device->silence_fired) return;
   int64_t silent_ns = halo_clock_now_ns() - device->heard_ns;
   if (silent_ns < device->hang_ns) return;
-  device->silence_fired = true;
-  char why[192];
-  snprintf(why, sizeof(why),
-           "it sent nothing, not even its liveness message, for %lld ms "
-           "(worker-hang-ms): stopped or frozen",
-           (long long)(silent_ns / 1000000));
-  halo_hal_remote_kill_hung(device, why);
+  halo_hal_remote_kill_silent(
+      device, "sent nothing, not even its liveness message,", silent_ns);
 }
 
 static void halo_hal_remote_device_free(halo_hal_remote_device_t *device) {
@@ -1365,16 +1370,11 @@ static void *halo_hal_remote_reader_main(void *argument) {
         halo_remote_link_receive(&device->link, &header, &payload, &fd);
     if (fd >= 0) close(fd);
     if (status) {
+      // The receive's timeout: the rest of the message never came.
       int64_t receiving_ns = halo_clock_now_ns() - arrived_ns;
-      if (receiving_ns >= device->hang_ns && !device->silence_fired) {
-        // The receive's timeout: the rest of the message never came.
-        device->silence_fired = true;
-        char why[192];
-        snprintf(why, sizeof(why),
-                 "it stopped for %lld ms in the middle of a message "
-                 "(worker-hang-ms): stopped or frozen",
-                 (long long)(receiving_ns / 1000000));
-        halo_hal_remote_kill_hung(device, why);
+      if (receiving_ns >= device->hang_ns) {
+        halo_hal_remote_kill_silent(
+            device, "stopped in the middle of a message", receiving_ns);
       }
       halo_status_free(status);
       break;

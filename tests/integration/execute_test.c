@@ -1113,6 +1113,39 @@ static void test_load_processes_times_executions(void **state) {
 
 // ---------------------------------------------------------------- kill
 
+// execute_peer's victim in |process|, waiting on |out|->go and signaling
+// |out|->done (this process's, exported), once its gate kernel runs; the
+// gate buffer imported (|out|->words[0]: gate kernels started; words[4],
+// byte 16: the gate, which the test sets).
+typedef struct victim_t {
+  halo_semaphore_t *go;
+  halo_semaphore_t *done;
+  halo_buffer_t *gate;
+  uint32_t *words;
+} victim_t;
+
+static void victim_start(halo_test_fixture_t *fixture,
+                         halo_test_process_t *process, victim_t *out) {
+  halo_client_t *client = fixture->client;
+  out->go = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  out->done = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  char go_text[33];
+  char done_text[33];
+  export_semaphore(out->go, go_text);
+  export_semaphore(out->done, done_text);
+  const char *args[] = {"victim", halo_test_kernels_path(), go_text, done_text,
+                        NULL};
+  spawn_execute_peer(fixture, process, args);
+  char line[128];
+  halo_test_read_line(process, line, sizeof(line), 10000);
+  char gate_text[33];
+  assert_int_equal(sscanf(line, "ready %32s", gate_text), 1);
+  halo_token_t token;
+  HALO_TEST_ASSERT_OK(halo_token_parse(gate_text, &token));
+  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &out->gate));
+  out->words = halo_buffer_host_pointer(out->gate);
+}
+
 // A victim process has chains of submissions waiting on a semaphore nobody
 // signals (each link submitted before the one it waits for), one waiting
 // for this process's go and signaling its done, sleeping kernels and a
@@ -1125,32 +1158,19 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
   halo_client_t *client = fixture->client;
   daemon_usage_t baseline = daemon_usage(&fixture->daemon);
 
-  halo_semaphore_t *go = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
-  halo_semaphore_t *done =
-      create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
   halo_semaphore_t *stop =
       create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
-  char go_text[33];
-  char done_text[33];
   char stop_text[33];
-  export_semaphore(go, go_text);
-  export_semaphore(done, done_text);
   export_semaphore(stop, stop_text);
 
   halo_test_process_t *victim = &fixture->peers[0];
   halo_test_process_t *worker = &fixture->peers[1];
-  const char *victim_args[] = {"victim", halo_test_kernels_path(), go_text,
-                               done_text, NULL};
-  spawn_execute_peer(fixture, victim, victim_args);
+  victim_t started;
+  victim_start(fixture, victim, &started);
+  halo_semaphore_t *go = started.go;
+  halo_semaphore_t *done = started.done;
+  uint32_t *words = started.words;
   char line[128];
-  halo_test_read_line(victim, line, sizeof(line), 10000);
-  char gate_text[33];
-  assert_int_equal(sscanf(line, "ready %32s", gate_text), 1);
-  halo_token_t token;
-  HALO_TEST_ASSERT_OK(halo_token_parse(gate_text, &token));
-  halo_buffer_t *gate = NULL;
-  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &gate));
-  uint32_t *words = halo_buffer_host_pointer(gate);
   assert_int_equal(__atomic_load_n(&words[0], __ATOMIC_ACQUIRE), 1);
   uint32_t pending = 0;
   uint32_t in_flight = 0;
@@ -1178,7 +1198,7 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
   // Its session is gone at once; the gate kernel still runs.
   assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 2, 5000));
   __atomic_store_n(&words[4], 1, __ATOMIC_RELEASE);  // byte 16
-  halo_buffer_release(gate);
+  halo_buffer_release(started.gate);
 
   HALO_TEST_ASSERT_OK(halo_semaphore_signal(stop, 1));
   halo_test_read_line(worker, line, sizeof(line), 10000);
@@ -1201,27 +1221,9 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
 // kept a context and a process that no haloctl command showed).
 static void test_ended_domain_keeps_its_worker_while_work_runs(void **state) {
   halo_test_fixture_t *fixture = *state;
-  halo_client_t *client = fixture->client;
-  halo_semaphore_t *go = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
-  halo_semaphore_t *done =
-      create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
-  char go_text[33];
-  char done_text[33];
-  export_semaphore(go, go_text);
-  export_semaphore(done, done_text);
   halo_test_process_t *victim = &fixture->peers[0];
-  const char *victim_args[] = {"victim", halo_test_kernels_path(), go_text,
-                               done_text, NULL};
-  spawn_execute_peer(fixture, victim, victim_args);
-  char line[128];
-  halo_test_read_line(victim, line, sizeof(line), 10000);
-  char gate_text[33];
-  assert_int_equal(sscanf(line, "ready %32s", gate_text), 1);
-  halo_token_t token;
-  HALO_TEST_ASSERT_OK(halo_token_parse(gate_text, &token));
-  halo_buffer_t *gate = NULL;
-  HALO_TEST_ASSERT_OK(halo_buffer_import(client, &token, &gate));
-  uint32_t *words = halo_buffer_host_pointer(gate);
+  victim_t started;
+  victim_start(fixture, victim, &started);
   char domain[32];
   snprintf(domain, sizeof(domain), "pid:%d", (int)victim->pid);
   pid_t worker = halo_test_admin_worker_pid(&fixture->daemon, domain);
@@ -1237,8 +1239,8 @@ static void test_ended_domain_keeps_its_worker_while_work_runs(void **state) {
                    worker);
   assert_int_equal(kill(worker, 0), 0);
 
-  __atomic_store_n(&words[4], 1, __ATOMIC_RELEASE);  // byte 16: the gate
-  halo_buffer_release(gate);
+  __atomic_store_n(&started.words[4], 1, __ATOMIC_RELEASE);  // the gate
+  halo_buffer_release(started.gate);
   // The kernel returns: the domain ends, and its worker with it.
   assert_true(
       HALO_TEST_POLL(halo_test_admin_worker_pid(&fixture->daemon, domain) == 0,
@@ -1246,8 +1248,8 @@ static void test_ended_domain_keeps_its_worker_while_work_runs(void **state) {
   char proc[64];
   snprintf(proc, sizeof(proc), "/proc/%d", (int)worker);
   assert_true(HALO_TEST_POLL(access(proc, F_OK) != 0, HALO_TEST_DEADLINE_MS));
-  halo_semaphore_release(go);
-  halo_semaphore_release(done);
+  halo_semaphore_release(started.go);
+  halo_semaphore_release(started.done);
 }
 
 static int setup_process_domains(void **state) {
