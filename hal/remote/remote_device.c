@@ -1293,6 +1293,18 @@ static void halo_hal_remote_share_flight(halo_hal_remote_device_t *device) {
 static void *halo_hal_remote_reader_main(void *argument) {
   halo_hal_remote_device_t *device = argument;
   char lost_message[256] = "";
+  // A worker stopped halfway through a message (a large report whose send
+  // blocked, then SIGSTOP or a freeze) leaves the reader in recvmsg, where
+  // it looks at no silence: a receive (READY's too) waits at most the
+  // silence bound.
+  struct timeval receive_timeout = {
+      .tv_sec = (time_t)(device->hang_ns / 1000000000),
+      .tv_usec = (suseconds_t)(device->hang_ns % 1000000000 / 1000)};
+  if (setsockopt(device->link.fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout,
+                 sizeof(receive_timeout)) != 0) {
+    HALO_LOG_WARN("%s: the link's receive timeout: %s", device->label,
+                  strerror(errno));
+  }
   halo_status_t started =
       halo_hal_remote_await_ready(device, device->start_timeout_ns);
   pthread_mutex_lock(&device->mutex);
@@ -1327,17 +1339,6 @@ static void *halo_hal_remote_reader_main(void *argument) {
   // watch the submission deadline (where one is set), else every
   // HALO_REMOTE_SILENCE_CHECK_MS to watch the worker's silence; a message
   // ends the wait at once either way.
-  // A worker stopped halfway through a message (a large report whose send
-  // blocked, then SIGSTOP or a freeze) leaves the reader in recvmsg, where
-  // it looks at no silence: a receive waits at most the silence bound.
-  struct timeval receive_timeout = {
-      .tv_sec = (time_t)(device->hang_ns / 1000000000),
-      .tv_usec = (suseconds_t)(device->hang_ns % 1000000000 / 1000)};
-  if (setsockopt(device->link.fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout,
-                 sizeof(receive_timeout)) != 0) {
-    HALO_LOG_WARN("%s: the link's receive timeout: %s", device->label,
-                  strerror(errno));
-  }
   halo_clock_gaps_t gaps = {0, 0, 0};
   int64_t turn_ns = halo_clock_now_ns();
   for (;;) {
@@ -1347,12 +1348,16 @@ static void *halo_hal_remote_reader_main(void *argument) {
     bool got = halo_remote_link_wait(&device->link, spin_ns, timeout_ms);
     // A turn (the last message's handling and this wait) that took far
     // longer than the wait's timeout: this process was stopped or frozen,
-    // its workers most likely with it. Their silence counts from now, so
-    // that one resumed after halod has its whole bound to speak again.
+    // its workers most likely with it. That time is not their silence, so
+    // that one resumed after halod has its bound to speak again.
     int64_t now_ns = halo_clock_now_ns();
-    if (now_ns - turn_ns >
-        (int64_t)timeout_ms * 1000000 + spin_ns + HALO_REMOTE_HELD_UP_NS) {
-      device->heard_ns = now_ns;
+    int64_t late_ns =
+        now_ns - turn_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
+    if (late_ns > HALO_REMOTE_HELD_UP_NS) {
+      // Only the time it was held up is not the worker's silence: a reader
+      // late on every turn (a swapping host) still finds a stopped worker.
+      device->heard_ns += late_ns;
+      if (device->heard_ns > now_ns) device->heard_ns = now_ns;
     }
     turn_ns = now_ns;
     if (!got) {
@@ -1484,8 +1489,8 @@ halo_status_t halo_hal_remote_device_start(
     return status;
   }
   halo_remote_link_initialize(&device->link, pair[0]);
-  // A worker that reads nothing for the hang bound (as long as a control
-  // call may take) is hung: a send to it fails then (and shuts the link down,
+  // A worker that reads nothing for as long as a control call may take
+  // (call_ns) is hung: a send to it fails then (and shuts the link down,
   // so that its reader reaps it) instead of holding the link, and every thread
   // that sends to it, for as long as it stays stopped.
   halo_status_t limited =

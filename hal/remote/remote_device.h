@@ -83,9 +83,9 @@ typedef struct halo_hal_remote_options_t {
   // Names the device and domain in messages: "device 0, trust domain uid:7".
   const char *label;
   int64_t deadline_ns;  // 0: no watchdog
-  // The hang bound: a control call's (but an executable's creation), a
-  // send's to the worker, and the longest the worker may send nothing
-  // (0: HALO_REMOTE_DEFAULT_HANG_NS).
+  // The hang bound: the longest the worker may send nothing; a control
+  // call (but an executable's creation) and a send to the worker get it or
+  // 30 s, whichever is longer (0: HALO_REMOTE_DEFAULT_HANG_NS).
   int64_t hang_ns;
   int64_t start_timeout_ns;  // 0: 30 s
   // After each message from the worker, how long the reader polls for the
