@@ -1376,10 +1376,10 @@ static void *halo_hal_remote_reader_main(void *argument) {
     if (fd >= 0) close(fd);
     if (status) {
       // The receive's timeout: the rest of the message never came.
-      int64_t receiving_ns = halo_clock_now_ns() - arrived_ns;
-      if (receiving_ns >= device->hang_ns) {
-        halo_hal_remote_kill_silent(
-            device, "stopped in the middle of a message", receiving_ns);
+      if (halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED) {
+        halo_hal_remote_kill_silent(device,
+                                    "stopped in the middle of a message",
+                                    halo_clock_now_ns() - arrived_ns);
       }
       halo_status_free(status);
       break;

@@ -661,6 +661,13 @@ static halo_status_t halo_remote_link_read(halo_remote_link_t *link, void *data,
   do {
     got = recvmsg(link->fd, &message, MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    // The socket's receive timeout (SO_RCVTIMEO, which halod's reader
+    // sets): the peer sent no more of the message.
+    return halo_status_make(HALO_STATUS_DEADLINE_EXCEEDED,
+                            "the device link's peer sent no more of a "
+                            "message within the receive timeout");
+  }
   if (got < 0) {
     return halo_status_from_errno(errno, "receiving from the device link");
   }

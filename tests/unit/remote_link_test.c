@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -380,6 +381,42 @@ static void test_writer_bound(void **state) {
   halo_status_free(status);
 }
 
+// A receive on a socket with a receive timeout (halod's reader sets one)
+// whose peer stopped halfway through a message ends DEADLINE_EXCEEDED
+// after the timeout, not in recvmsg for ever, and is told from the
+// peer's end (UNAVAILABLE).
+static void test_receive_times_out_halfway(void **state) {
+  test_t *test = *state;
+  struct timeval timeout = {.tv_sec = 0, .tv_usec = 200000};
+  assert_int_equal(setsockopt(test->receiver.fd, SOL_SOCKET, SO_RCVTIMEO,
+                              &timeout, sizeof(timeout)),
+                   0);
+  halo_remote_header_t sent = {
+      .type = HALO_REMOTE_ALIVE, .id = 0, .length = 4096};
+  static const uint8_t part[100];
+  assert_int_equal(write(test->sender.fd, &sent, sizeof(sent)),
+                   (ssize_t)sizeof(sent));
+  assert_int_equal(write(test->sender.fd, part, sizeof(part)),
+                   (ssize_t)sizeof(part));
+  halo_remote_header_t header;
+  void *payload = NULL;
+  int fd = -1;
+  int64_t start = halo_clock_now_ns();
+  halo_status_t status =
+      halo_remote_link_receive(&test->receiver, &header, &payload, &fd);
+  int64_t took = halo_clock_now_ns() - start;
+  assert_int_equal(halo_status_code(status), HALO_STATUS_DEADLINE_EXCEEDED);
+  halo_status_free(status);
+  assert_true(took >= 150 * MS);
+  assert_null(payload);
+  assert_int_equal(fd, -1);
+  // The peer's end is another status.
+  shutdown(test->sender.fd, SHUT_WR);
+  status = halo_remote_link_receive(&test->receiver, &header, &payload, &fd);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_UNAVAILABLE);
+  halo_status_free(status);
+}
+
 // A link deinitialized with messages queued (its writer waiting, without
 // a send limit, for a peer that reads nothing) ends at once and closes
 // their descriptors.
@@ -464,6 +501,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_deinitialize_drops_the_outbox, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_usage_decode, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_receive_times_out_halfway, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
