@@ -262,12 +262,13 @@ static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
 // so a death is seen within a millisecond of polling; once the connection
 // is lost (nng's pipe removal, or a death seen here, which marks it lost:
 // every later call fails at once), every time.
+// |now|: ask each client at once (a wait saw a pidfd readable).
 static halo_client_t *halo_semaphore_exited_daemon(
-    halo_client_t *const *clients, size_t count) {
+    halo_client_t *const *clients, size_t count, bool now) {
   static _Thread_local int64_t asked_ns;
-  int64_t now = halo_clock_now_ns();
-  bool ask_all = asked_ns == 0 || now - asked_ns >= 1000000;
-  if (ask_all) asked_ns = now;
+  int64_t now_ns = halo_clock_now_ns();
+  bool ask_all = now || asked_ns == 0 || now_ns - asked_ns >= 1000000;
+  if (ask_all) asked_ns = now_ns;
   for (size_t i = 0; i < count; ++i) {
     halo_client_t *client = clients[i];
     if (client->daemon_pidfd < 0) continue;
@@ -313,7 +314,7 @@ halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
   // A halod that died (SIGKILL, a crash) failed nothing: the slot keeps
   // the last value it wrote, which no one will ever change. Say so, as a
   // wait does, rather than give that value as the current one.
-  if (halo_semaphore_exited_daemon(&semaphore->client, 1)) {
+  if (halo_semaphore_exited_daemon(&semaphore->client, 1, false)) {
     return halo_status_make(HALO_STATUS_UNAVAILABLE,
                             "halod (pid %d) exited; the value %llu is the "
                             "last it wrote",
@@ -416,7 +417,7 @@ halo_status_t halo_semaphore_wait_list(size_t count,
       // looked at the daemons: a dead one would give DEADLINE_EXCEEDED to
       // every such wait for ever.
       halo_client_t *exited =
-          halo_semaphore_exited_daemon(clients, client_count);
+          halo_semaphore_exited_daemon(clients, client_count, false);
       if (exited) {
         return halo_semaphore_daemon_exited_status(count, semaphores, exited,
                                                    out_index);
@@ -440,14 +441,12 @@ halo_status_t halo_semaphore_wait_list(size_t count,
     }
     case HALO_TIMELINE_WAIT_OWNER_DEAD: {
       // One of the pidfds was readable: whose.
-      halo_client_t *exited = clients[0];
-      for (size_t i = 0; i < client_count; ++i) {
-        if (halo_client_daemon_exited(clients[i])) {
-          exited = clients[i];
-          break;
-        }
+      halo_client_t *exited =
+          halo_semaphore_exited_daemon(clients, client_count, true);
+      if (!exited) {
+        exited = clients[0];
+        atomic_store(&exited->lost, true);
       }
-      atomic_store(&exited->lost, true);
       return halo_semaphore_daemon_exited_status(count, semaphores, exited,
                                                  out_index);
     }

@@ -1453,25 +1453,36 @@ static void halod_requests_refused(halod_t *daemon,
   }
 }
 
-// A session's request or the end of its connection, taken from its lane
-// (daemon/request_lanes.h).
+// An event taken from its lane (daemon/request_lanes.h): its session, which
+// has one event fewer waiting there; NULL where the session ended already,
+// or the event is its connection's end (which ends it now).
+static halod_session_t *halod_requests_dequeued(halod_t *daemon,
+                                                halod_server_event_t *event) {
+  halod_session_t *session =
+      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
+  if (!session) return NULL;
+  --session->lane_events;
+  if (event->kind != HALOD_SERVER_EVENT_PIPE_REMOVED) return session;
+  halod_session_destroy(daemon, session);
+  return NULL;
+}
+
+// A session's request or the end of its connection, taken from its lane.
 static void halod_requests_on_turn(void *user_data,
                                    halod_server_event_t *event) {
   halod_t *daemon = user_data;
-  halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
-  if (session) --session->lane_events;
-  if (event->kind == HALOD_SERVER_EVENT_PIPE_REMOVED) {
-    if (session) halod_session_destroy(daemon, session);
-  } else if (!session) {
-    // It ended while this waited (haloctl kill-client): nobody reads the
-    // reply, but the context serves again once answered.
-    halod_reply_status(event->context,
-                       halo_status_make(HALO_STATUS_UNAVAILABLE,
-                                        "this connection's session ended "
-                                        "before its request was served"));
-  } else if (halod_requests_take(daemon, event)) {
-    return;  // waits for its turn
+  halod_session_t *session = halod_requests_dequeued(daemon, event);
+  if (event->kind == HALOD_SERVER_EVENT_REQUEST) {
+    if (!session) {
+      // It ended while this waited (haloctl kill-client): nobody reads the
+      // reply, but the context serves again once answered.
+      halod_reply_status(event->context,
+                         halo_status_make(HALO_STATUS_UNAVAILABLE,
+                                          "this connection's session ended "
+                                          "before its request was served"));
+    } else if (halod_requests_take(daemon, event)) {
+      return;  // waits for its turn
+    }
   }
   halod_server_event_free(event);
 }
@@ -1535,15 +1546,11 @@ void halod_requests_stop(halod_t *daemon) {
   halod_request_lanes_stop(&daemon->request_lanes);
   halod_server_event_t *event;
   while ((event = halod_request_lanes_pop(&daemon->request_lanes))) {
-    halod_session_t *session =
-        halo_u64_map_get(&daemon->sessions.by_pipe, event->pipe_id);
-    if (session) --session->lane_events;
+    halod_requests_dequeued(daemon, event);
     if (event->kind == HALOD_SERVER_EVENT_REQUEST) {
       halod_reply_status(event->context,
                          halo_status_make(HALO_STATUS_UNAVAILABLE, "%s",
                                           HALOD_STOPPING_MESSAGE));
-    } else if (session) {
-      halod_session_destroy(daemon, session);
     }
     halod_server_event_free(event);
   }

@@ -1346,26 +1346,26 @@ static void *halo_hal_remote_reader_main(void *argument) {
         device->deadline_ns > 0 ? 20 : HALO_REMOTE_SILENCE_CHECK_MS;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, device->poll_ns);
     bool got = halo_remote_link_wait(&device->link, spin_ns, timeout_ms);
-    // A turn (the last message's handling and this wait) that took far
-    // longer than the wait's timeout: this process was stopped or frozen,
-    // its workers most likely with it. That time is not their silence, so
-    // that one resumed after halod has its bound to speak again.
-    int64_t now_ns = halo_clock_now_ns();
-    int64_t late_ns =
-        now_ns - turn_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
-    if (late_ns > HALO_REMOTE_HELD_UP_NS) {
-      // Only the time it was held up is not the worker's silence: a reader
-      // late on every turn (a swapping host) still finds a stopped worker.
-      device->heard_ns += late_ns;
-      if (device->heard_ns > now_ns) device->heard_ns = now_ns;
-    }
-    turn_ns = now_ns;
+    int64_t arrived_ns = halo_clock_now_ns();
+    int64_t turn_start_ns = turn_ns;
+    turn_ns = arrived_ns;
     if (!got) {
+      // A turn (the last message's handling and this wait) that took far
+      // longer than the wait's timeout: this process was stopped or
+      // frozen, its workers most likely with it. Only the time it was held
+      // up is not their silence: one resumed after halod has its bound to
+      // speak again, and a reader late on every turn (a swapping host)
+      // still finds a stopped worker.
+      int64_t late_ns =
+          arrived_ns - turn_start_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
+      if (late_ns > HALO_REMOTE_HELD_UP_NS) {
+        device->heard_ns += late_ns;
+        if (device->heard_ns > arrived_ns) device->heard_ns = arrived_ns;
+      }
       halo_hal_remote_watchdog(device);
       halo_hal_remote_check_silence(device);
       continue;
     }
-    int64_t arrived_ns = halo_clock_now_ns();
     halo_clock_gaps_arrived(&gaps, arrived_ns);
     device->heard_ns = arrived_ns;
     halo_remote_header_t header;
