@@ -19,8 +19,10 @@
 int halod_socket_refuse_rights(int fd);
 
 // The same for the listening Unix socket of this process bound to |path|
-// (one nng created: nng does not give out its descriptor). Returns 0, the
-// errno, or ENOENT if no such socket is open.
+// (one nng created: nng does not give out its descriptor). It is found by
+// its inode (/proc/net/unix, /proc/self/fd links) without a call on any
+// other descriptor: nng's threads accept and close connections meanwhile.
+// Returns 0, the errno, or ENOENT if no such socket is open.
 int halod_socket_refuse_rights_at(const char *path);
 
 #endif  // HALOD_SOCKET_RIGHTS_H_

@@ -170,8 +170,63 @@ static void test_listening_socket_refuses_rights(void **state) {
   unlink(path);
 }
 
+// The listener is found by its inode among the process's descriptors, on
+// any kernel: not a connection accepted from it (same path, not listening),
+// not a listener at another path, not a socket that was never bound.
+static void test_listening_socket_is_found_by_path(void **state) {
+  (void)state;
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  char other[sizeof(path)];
+  snprintf(path, sizeof(path), "/tmp/halo-fd-find-test-%d.sock", getpid());
+  snprintf(other, sizeof(other), "/tmp/halo-fd-find-test-%d.other", getpid());
+  unlink(path);
+  unlink(other);
+  int unbound = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int elsewhere = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un other_address = {.sun_family = AF_UNIX};
+  strcpy(other_address.sun_path, other);
+  assert_int_equal(
+      bind(elsewhere, (struct sockaddr *)&other_address, sizeof(other_address)),
+      0);
+  assert_int_equal(listen(elsewhere, 4), 0);
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  strcpy(address.sun_path, path);
+  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  assert_int_equal(listen(listener, 4), 0);
+  int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(
+      connect(client, (struct sockaddr *)&address, sizeof(address)), 0);
+  int accepted = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+  assert_true(accepted >= 0);
+  // Closed: only the connection accepted from it is left at |path|.
+  close(listener);
+  assert_int_equal(halod_socket_refuse_rights_at(path), ENOENT);
+  unlink(path);
+  listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  assert_int_equal(listen(listener, 4), 0);
+  // Found: 0 where the kernel refuses rights, its errno where it cannot.
+  int found = halod_socket_refuse_rights_at(path);
+  if (kernel_refuses_rights()) {
+    assert_int_equal(found, 0);
+  } else {
+    assert_int_equal(found, ENOPROTOOPT);
+  }
+  close(accepted);
+  close(client);
+  close(listener);
+  close(elsewhere);
+  close(unbound);
+  unlink(path);
+  unlink(other);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_listening_socket_is_found_by_path),
       cmocka_unit_test(test_lingering_socket_closes_at_once),
       cmocka_unit_test(test_blocking_close_is_counted_for_its_uid),
       cmocka_unit_test(test_connection_closes_here_where_rights_are_refused),
