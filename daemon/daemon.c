@@ -261,6 +261,9 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     options.socket_group = config->admin_group;
     options.spares = 0;  // the admin socket loads and calls nothing
     options.max_pipes = options.max_uid_pipes = 0;
+    if (options.max_message_bytes > HALOD_ADMIN_MAX_MESSAGE_BYTES) {
+      options.max_message_bytes = HALOD_ADMIN_MAX_MESSAGE_BYTES;
+    }
     options.handler = halod_admin_on_event;
     status = halod_server_create(loop, &options, &daemon->admin_server);
   }

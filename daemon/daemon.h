@@ -248,6 +248,9 @@ void halod_object_release(halod_t *daemon, uint32_t type, void *object);
 
 // Admin socket handler (daemon/admin.c; the client socket's is
 // daemon/requests.h).
+// The admin socket's message bound: its requests name a pid at most, so a
+// larger one is nobody's (nng drops its connection before reading it).
+#define HALOD_ADMIN_MAX_MESSAGE_BYTES 65536
 void halod_admin_on_event(void *user_data, halod_server_event_t *event);
 // One line for systemd's STATUS= and the log: sessions, pending and in-flight
 // work, draining (daemon/admin.c).

@@ -277,6 +277,32 @@ static void test_oversized_message_drops_pipe(void **state) {
   halo_test_raw_hello(&fixture->raw);  // asserts max_message_bytes == 4 MiB
 }
 
+// The admin socket's bound is far below the client socket's: its requests
+// are a few bytes, and a larger message is dropped with its connection
+// before halod reads it, while the admin socket goes on answering.
+static void test_oversized_admin_message_drops_pipe(void **state) {
+  protocol_fixture_t *fixture = *state;
+  const char *path = fixture->base.daemon.admin_address + strlen("ipc://");
+  uint8_t id[4] = {0x80, 0, 0, 3};
+  int fd = halo_test_ipc_connect(path);
+  halo_test_ipc_send_frame(fd, 65536 + 1, id, sizeof(id));
+  bool closed = halo_test_ipc_wait_closed(fd, HALO_TEST_DEADLINE_MS);
+  close(fd);
+  if (!closed) {
+    print_error("halod kept the admin pipe of a 65537-byte message\n");
+    fail();
+  }
+  // One under the client socket's limit too: the admin socket's is lower.
+  fd = halo_test_ipc_connect(path);
+  halo_test_ipc_send_frame(fd, 1u << 20, id, sizeof(id));
+  assert_true(halo_test_ipc_wait_closed(fd, HALO_TEST_DEADLINE_MS));
+  close(fd);
+  halo_wire_response_t *response =
+      halo_test_admin_status(&fixture->base.daemon);
+  halo__wire__response__free_unpacked(response, NULL);
+  expect_daemon_serves(fixture);
+}
+
 static void test_bad_framing_drops_pipe(void **state) {
   protocol_fixture_t *fixture = *state;
   const char *path = fixture->base.daemon.socket_path;
@@ -968,6 +994,7 @@ int main(void) {
       T(test_request_before_hello),
       T(test_bad_hello),
       T(test_oversized_message_drops_pipe),
+      T(test_oversized_admin_message_drops_pipe),
       T(test_bad_framing_drops_pipe),
       T(test_large_write_is_chunked_under_the_limit),
       T(test_admin_requests_on_client_socket),
