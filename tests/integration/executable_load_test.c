@@ -191,7 +191,11 @@ static void test_clients_gone_while_loading(void **state) {
 static void test_daemon_stopped_while_loading(void **state) {
   halo_test_fixture_t *fixture = *state;
   int fd = halo_test_ipc_open_session(fixture->daemon.socket_path);
-  for (int round = 0; round < 8; ++round) {
+  // As many loads as halod admits from one session (session-requests, 4):
+  // a fifth would get the busy refusal, and a reply on its way as the
+  // client closes is leaked by nng 1.5.2 (tests/NOTES-for-daemon.md), which
+  // would make this ASan run flaky.
+  for (int round = 0; round < 4; ++round) {
     size_t size;
     uint8_t *data = read_kernels((size_t)round + 1, &size);
     send_load(fd, 2 + (uint32_t)round, data, size);
