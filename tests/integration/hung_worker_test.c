@@ -22,6 +22,13 @@
 //   execution) is killed all the same (it could serve nothing): the
 //   domain's session is lost (SESSION_LOST naming the silence) and a new
 //   one works. So is a stopped spare worker, which halod replaces.
+// - halfway through a message: this process's worker sends a completion's
+//   header and stops before the rest (the worker_gates library, preloaded
+//   into halod, does it: $HALO_TEST_REPORT_HALF). halod's reader, waiting
+//   in its receive for the rest, gives up after HANG_MS (the link's receive
+//   timeout) and kills the worker as stopped in the middle of a message;
+//   the session is lost naming it, the other domain was served, a new
+//   session works.
 // - frozen together: halod and its workers stopped together past the bound
 //   (a frozen service) and resumed halod first: no worker is killed, and
 //   the session goes on.
@@ -97,11 +104,12 @@ static int other_main(const char *address) {
 
 typedef struct state_t {
   halo_test_daemon_t daemon;
-  char log_path[64];  // halod's stderr
-  pid_t stopped;      // a worker SIGSTOPped (0: none)
-  pid_t other;        // the other domain's client (0: none)
-  int other_input;    // its stdin's write end
-  int other_output;   // its stdout's read end
+  char log_path[64];   // halod's stderr
+  char half_path[80];  // $HALO_TEST_REPORT_HALF: a worker's pid in it
+  pid_t stopped;       // a worker SIGSTOPped (0: none)
+  pid_t other;         // the other domain's client (0: none)
+  int other_input;     // its stdin's write end
+  int other_output;    // its stdout's read end
 } state_t;
 
 // halod's log so far (static; "" if unreadable).
@@ -126,12 +134,21 @@ static int setup(void **state) {
   assert_true(fd >= 0);
   close(fd);
   *state = test;
-  // halod's stderr into the log (exec: the wrapper's pid is halod's).
-  static const char *const wrapper[] = {"/bin/sh", "-c",
-                                        "exec \"$@\" 2>>\"$0\"", NULL, NULL};
-  const char *with_log[5];
-  memcpy(with_log, wrapper, sizeof(wrapper));
-  with_log[3] = test->log_path;
+  snprintf(test->half_path, sizeof(test->half_path), "%s.half", test->log_path);
+  // halod's stderr into the log (exec: the wrapper's pid is halod's), the
+  // worker gates preloaded. ASan wants its runtime first among the loaded
+  // libraries; the preloaded one comes before it (it is not instrumented).
+  static char preload[512], half[128], asan_options[512];
+  snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", WORKER_GATES_LIBRARY);
+  snprintf(half, sizeof(half), "HALO_TEST_REPORT_HALF=%s", test->half_path);
+  const char *asan = getenv("ASAN_OPTIONS");
+  snprintf(asan_options, sizeof(asan_options),
+           "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
+           asan && *asan ? ":" : "");
+  const char *with_log[] = {
+      "/bin/sh",      "-c",         "exec \"$@\" 2>>\"$0\"",
+      test->log_path, "env",        preload,
+      half,           asan_options, NULL};
   static const char *const args[] = {"--trust-domain", "process",
                                      "--worker-hang-ms", HANG_TEXT, NULL};
   halo_test_daemon_start_wrapped(&test->daemon, with_log, args);
@@ -159,6 +176,7 @@ static int teardown(void **state) {
   halo_test_daemon_stop(&test->daemon, SIGTERM);  // asserts it exits 0
   halo_test_daemon_cleanup(&test->daemon);
   unlink(test->log_path);
+  unlink(test->half_path);
   free(test);
   return 0;
 }
@@ -413,6 +431,72 @@ static void test_stopped_idle_worker_is_replaced(void **state) {
   own_expect_working(test);
 }
 
+// A worker stopped halfway through a message: its completion's header sent,
+// the rest never. halod's reader is inside its receive then, not in the
+// wait where it looks at the silence: the receive's own timeout (the hang
+// bound) ends it, and the worker is killed as stopped in the middle of a
+// message. Before the timeout the reader waited there for ever, and with
+// it every session of the domain.
+static void test_worker_stopped_halfway_through_a_message(void **state) {
+  state_t *test = *state;
+  own_t own;
+  own_open(test, &own);
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 1, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 1, 10000 * MS));
+  other_start(test);
+  pid_t worker = own_worker(test);
+  assert_true(worker > 0);
+  char text[32];
+  int length = snprintf(text, sizeof(text), "%d", (int)worker);
+  int fd =
+      open(test->half_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, (size_t)length), length);
+  close(fd);
+  test->stopped = worker;
+  int64_t stopped_ns = halo_test_now_ns();
+  // Its completion is the message it stops in.
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 2, 0));
+  if (!HALO_TEST_POLL(kill(worker, 0) != 0, HANG_MS + SLACK_MS)) {
+    fail_msg("the worker %d stopped halfway was not killed within %d ms",
+             (int)worker, HANG_MS + SLACK_MS);
+  }
+  test->stopped = 0;
+  unlink(test->half_path);
+  int64_t took_ms = (halo_test_now_ns() - stopped_ns) / MS;
+  print_message("worker %d killed %lld ms after its completion's header\n",
+                (int)worker, (long long)took_ms);
+  assert_true(took_ms >= HANG_MS - 500);
+  char logged[160];
+  snprintf(logged, sizeof(logged),
+           "worker pid %d hung (it stopped in the middle of a message",
+           (int)worker);
+  if (!HALO_TEST_POLL(strstr(read_log(test), logged) != NULL, 5000)) {
+    fail_msg("halod's log has no \"%s\"", logged);
+  }
+  // The execution's wait ends (its completion never arrived whole), and the
+  // session shared the lost worker: lost, naming why.
+  halo_status_t status = halo_semaphore_wait(own.done, 2, 10000 * MS);
+  print_message("the wait: %s\n", status ? halo_status_message(status) : "OK");
+  assert_true(!status || halo_status_code(status) == HALO_STATUS_DEVICE_LOST ||
+              halo_status_code(status) == HALO_STATUS_SESSION_LOST);
+  halo_status_free(status);
+  halo_buffer_t *buffer = NULL;
+  status = halo_buffer_create(own.client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0,
+                              &buffer);
+  assert_non_null(status);
+  print_message("the session's next request: %s: %s\n",
+                halo_status_code_name(halo_status_code(status)),
+                halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_SESSION_LOST);
+  assert_non_null(strstr(halo_status_message(status),
+                         "stopped in the middle of a message"));
+  halo_status_free(status);
+  other_expect_served(test);
+  own_close(&own);
+  own_expect_working(test);
+}
+
 // The whole service frozen (halod and its workers stopped together: Ctrl-Z
 // on a foreground halod, a frozen cgroup, docker pause) for longer than
 // the bound, then resumed halod first: the workers' silence was the
@@ -460,6 +544,8 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_idle_worker_is_replaced,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_worker_stopped_halfway_through_a_message, setup, teardown),
       cmocka_unit_test_setup_teardown(test_frozen_service_keeps_its_workers,
                                       setup, teardown),
   };

@@ -21,9 +21,15 @@
 //   worker's send of a RING_COMPLETE fails before its first byte (EPIPE),
 //   as a send for want of memory would: the report is lost, the link
 //   stays.
+// - $HALO_TEST_REPORT_HALF (hung_worker_test): while the file holds this
+//   worker's pid, its next report of completed work (COMPLETE or
+//   RING_COMPLETE, with a payload) sends only the message's header, and
+//   the worker then stops itself (SIGSTOP): a worker stopped halfway
+//   through a message, which halod's reader waits for in its receive.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +44,7 @@
 // NULL.
 static const char *worker_gates_report_hold;
 static const char *worker_gates_report_fail;
+static const char *worker_gates_report_half;
 
 // Whether |message| is a RING_COMPLETE.
 static bool worker_gates_is_report(const struct msghdr *message) {
@@ -48,6 +55,30 @@ static bool worker_gates_is_report(const struct msghdr *message) {
   }
   memcpy(&header, message->msg_iov[0].iov_base, sizeof(header));
   return header.type == HALO_REMOTE_RING_COMPLETE;
+}
+
+// Whether |message| reports completed work and has a payload after its
+// header (iov[0]).
+static bool worker_gates_is_completion(const struct msghdr *message) {
+  halo_remote_header_t header;
+  if (message->msg_iovlen < 2 ||
+      message->msg_iov[0].iov_len != sizeof(header)) {
+    return false;
+  }
+  memcpy(&header, message->msg_iov[0].iov_base, sizeof(header));
+  return (header.type == HALO_REMOTE_COMPLETE ||
+          header.type == HALO_REMOTE_RING_COMPLETE) &&
+         header.length > 0;
+}
+
+// Whether the file |path| holds this process's pid.
+static bool worker_gates_names_me(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[32] = {0};
+  ssize_t length = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  return length > 0 && atoi(text) == (int)getpid();
 }
 
 // Whether this process's command line has the argument "--worker".
@@ -69,9 +100,11 @@ __attribute__((constructor)) static void worker_gates_start(void) {
   const char *path = getenv("HALO_TEST_WORKER_GATE");
   const char *hold = getenv("HALO_TEST_REPORT_HOLD");
   const char *fail = getenv("HALO_TEST_REPORT_FAIL");
-  if ((!path && !hold && !fail) || !worker_gates_is_worker()) return;
+  const char *half = getenv("HALO_TEST_REPORT_HALF");
+  if ((!path && !hold && !fail && !half) || !worker_gates_is_worker()) return;
   worker_gates_report_hold = hold;
   worker_gates_report_fail = fail;
+  worker_gates_report_half = half;
   if (!path) return;
   for (;;) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -99,6 +132,14 @@ __attribute__((visibility("default"))) ssize_t sendmsg(
       worker_gates_is_report(message)) {
     errno = EPIPE;
     return -1;
+  }
+  if (worker_gates_report_half && worker_gates_is_completion(message) &&
+      worker_gates_names_me(worker_gates_report_half)) {
+    struct msghdr header_only = *message;
+    header_only.msg_iovlen = 1;
+    ssize_t sent = next(fd, &header_only, flags);
+    raise(SIGSTOP);  // the rest never comes: halod kills this worker
+    return sent;
   }
   // Only a send that began once the file existed holds: one that went
   // before it (the reporter then descheduled) reports what the test waited
