@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "daemon/device_call.h"
+#include "daemon/domain_quota.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
 
@@ -82,7 +83,10 @@ static halo_status_t halod_buffer_check(halod_t *daemon,
         host ? "session-host-bytes" : "session-device-bytes",
         (unsigned long long)used, (unsigned long long)quota);
   }
-  return NULL;
+  char doing[64];
+  snprintf(doing, sizeof(doing), "a %s buffer of %llu bytes",
+           host ? "host-visible" : "device", (unsigned long long)size);
+  return halod_domain_quota_check(daemon, session, host, size, doing);
 }
 
 static halod_buffer_t *halod_buffer_new(halod_t *daemon,
@@ -107,11 +111,12 @@ static void halod_buffer_count(halod_t *daemon, halod_session_t *session,
                                const halod_buffer_t *buffer, bool charged) {
   halod_device_stats_t *stats = &daemon->stats.devices[buffer->device];
   ++stats->buffers;
+  if (!charged) {
+    halod_domain_quota_charge(session, buffer->arena != NULL, buffer->size);
+  }
   if (buffer->arena) {
-    if (!charged) session->host_bytes += buffer->size;
     stats->host_bytes += buffer->size;
   } else {
-    if (!charged) session->device_bytes += buffer->size;
     stats->device_bytes += buffer->size;
   }
 }
@@ -178,14 +183,14 @@ halo_status_t halod_buffer_arena_open(
   HALO_RETURN_IF_ERROR(halod_arena_open(
       daemon, session->domain, exclusive ? size : daemon->config.arena_bytes,
       exclusive, session->id, out_arena, out_registration));
-  session->host_bytes += size;
+  halod_domain_quota_charge(session, true, size);
   return NULL;
 }
 
 void halod_buffer_arena_abandon(
     halod_t *daemon, halod_session_t *session, uint64_t size,
     halod_arena_t *arena, struct halod_host_registration_t *registration) {
-  if (session) session->host_bytes -= size;
+  if (session) halod_domain_quota_credit(session, true, size);
   halod_arena_abandon(daemon, arena, registration);
 }
 
@@ -210,7 +215,7 @@ halo_status_t halod_buffer_create_on_arena(
     if (arena->exclusive) halod_arena_destroy(daemon, arena);
   }
   if (status) {
-    session->host_bytes -= size;
+    halod_domain_quota_credit(session, true, size);
     return status;
   }
   halod_arena_allocate(arena, size, &buffer->offset);  // fits: fresh arena
@@ -226,12 +231,12 @@ halo_status_t halod_buffer_reserve(halod_t *daemon, halod_session_t *session,
   HALO_RETURN_IF_ERROR(halod_buffer_check(
       daemon, session, device, HALO__WIRE__MEMORY_TYPE__MEMORY_DEVICE, size,
       out_hal_device));
-  session->device_bytes += size;
+  halod_domain_quota_charge(session, false, size);
   return NULL;
 }
 
 void halod_buffer_unreserve(halod_session_t *session, uint64_t size) {
-  session->device_bytes -= size;
+  halod_domain_quota_credit(session, false, size);
 }
 
 halo_status_t halod_buffer_adopt(halod_t *daemon, halod_session_t *session,
@@ -267,11 +272,11 @@ void halod_buffer_release(halod_t *daemon, halod_buffer_t *buffer) {
   --stats->buffers;
   if (buffer->arena) {
     stats->host_bytes -= buffer->size;
-    if (owner) owner->host_bytes -= buffer->size;
+    if (owner) halod_domain_quota_credit(owner, true, buffer->size);
     halod_arena_free(daemon, buffer->arena, buffer->offset, buffer->size);
   } else {
     stats->device_bytes -= buffer->size;
-    if (owner) owner->device_bytes -= buffer->size;
+    if (owner) halod_domain_quota_credit(owner, false, buffer->size);
     halo_hal_allocator_t *allocator = buffer->hal_device->allocator;
     allocator->vtable->deallocate(allocator, buffer->device_address,
                                   buffer->size);

@@ -138,6 +138,18 @@ static const halod_config_entry_t halod_config_entries[] = {
     {"session-device-bytes",
      HALOD_NUMBER(HALOD_CONFIG_BYTES, session_device_bytes), "17179869184", 0,
      UINT64_MAX, NULL, LIVE, "quota of device bytes per session"},
+    {"domain-host-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, domain_host_bytes),
+     "0", 0, UINT64_MAX, NULL, LIVE,
+     "quota of host-visible bytes all sessions of one trust domain (a uid, a "
+     "pod or a process, as trust-domain says) hold together, each counted "
+     "as session-host-bytes counts it; past it creating or importing a "
+     "buffer fails with RESOURCE_EXHAUSTED. 0: no bound"},
+    {"domain-device-bytes",
+     HALOD_NUMBER(HALOD_CONFIG_BYTES, domain_device_bytes), "0", 0, UINT64_MAX,
+     NULL, LIVE,
+     "the same for device bytes: a bound on the GPU memory one trust domain "
+     "takes, so that one tenant's many sessions cannot take what others "
+     "need. 0: no bound"},
     {"session-recording-bytes",
      HALOD_NUMBER(HALOD_CONFIG_BYTES, session_recording_bytes), "268435456", 0,
      UINT64_MAX, NULL, LIVE,

@@ -45,14 +45,16 @@ typedef struct halod_config_t {
   uint32_t connections;       // client socket connections in all
   uint32_t hello_timeout_ms;  // a connection without Hello is closed after
   uint64_t arena_bytes;
-  uint64_t session_host_bytes;       // quota of host-visible bytes per session
-  uint64_t session_device_bytes;     // quota of device bytes per session
-  uint64_t session_recording_bytes;  // quota of command buffers' recordings
-  uint32_t session_handles;          // quota of live handles per session
-  uint32_t session_fds;              // quota of pages + arenas per session
-  uint32_t uid_fds;                  // ... of all sessions of one uid
-  uint32_t fd_reserve;               // descriptors kept for connections
-  uint32_t uid_connections;          // client-socket sessions per uid
+  uint64_t session_host_bytes;    // quota of host-visible bytes per session
+  uint64_t session_device_bytes;  // quota of device bytes per session
+  uint64_t domain_host_bytes;     // of all a trust domain's sessions (0: none)
+  uint64_t domain_device_bytes;   // the same, device bytes
+  uint64_t session_recording_bytes;     // quota of command buffers' recordings
+  uint32_t session_handles;             // quota of live handles per session
+  uint32_t session_fds;                 // quota of pages + arenas per session
+  uint32_t uid_fds;                     // ... of all sessions of one uid
+  uint32_t fd_reserve;                  // descriptors kept for connections
+  uint32_t uid_connections;             // client-socket sessions per uid
   uint32_t fd_channel_unauthenticated;  // per uid, not yet authenticated
   uint32_t fd_channel_connections;      // per uid, all
   uint32_t fd_channel_auth_ms;          // to authenticate, else closed

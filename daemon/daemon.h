@@ -92,6 +92,9 @@ typedef struct halod_sessions_t {
   // refused, daemon/session.h), and in the high 32 the descriptors its
   // sessions hold against uid-fds (daemon/fd_budget.h).
   halo_u64_map_t by_uid;
+  // Per trust domain (a session's lane key): the bytes its sessions hold
+  // together (daemon/domain_quota.h).
+  halo_u64_map_t domain_usage;
   // Closes connections that sent no Hello within hello-timeout-ms
   // (halod_sessions_start).
   uv_timer_t hello_timer;

@@ -14,6 +14,7 @@
 #include "daemon/buffer.h"
 #include "daemon/command_buffer.h"
 #include "daemon/device_call.h"
+#include "daemon/domain_quota.h"
 #include "daemon/executable.h"
 #include "daemon/fd_budget.h"
 #include "daemon/fd_server.h"
@@ -401,6 +402,14 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
       session->domain = NULL;
     }
   }
+  if (!session->refused_reason) {
+    halo_status_t joined = halod_domain_quota_join(daemon, session);
+    if (joined) {
+      halod_session_refuse(session, joined);
+      halod_domain_release(daemon, session->domain);
+      session->domain = NULL;
+    }
+  }
   ++daemon->stats.sessions_total;
   if (session->refused_reason) {
     // At debug: a refused client may retry in a loop (the fault budget is
@@ -489,6 +498,7 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   // handles, and pages and arenas of its own that others still use are
   // charged to them (their imports).
   halod_fd_budget_add(daemon, session, -(int32_t)session->memfds);
+  halod_domain_quota_leave(daemon, session);
   // Lowering a count never allocates.
   halo_status_free(halod_uid_sessions_add(&daemon->sessions, session->uid, -1));
   if (session->domain) halod_domain_release(daemon, session->domain);
@@ -697,11 +707,7 @@ static halo_status_t halod_session_count_import(halod_session_t *session,
   HALO_RETURN_IF_ERROR(
       halo_u64_map_put(&session->grants, key, (void *)(count + 1)));
   if (count) return NULL;
-  if (buffer->arena) {
-    session->host_bytes += buffer->size;
-  } else {
-    session->device_bytes += buffer->size;
-  }
+  halod_domain_quota_charge(session, buffer->arena != NULL, buffer->size);
   return NULL;
 }
 
@@ -735,6 +741,14 @@ static halo_status_t halod_session_charge_import(halod_t *daemon,
         host ? "session-host-bytes" : "session-device-bytes",
         (unsigned long long)used, (unsigned long long)quota);
   }
+  if (!count) {
+    char doing[96];
+    snprintf(doing, sizeof(doing), "importing %s buffer %llu of %llu bytes",
+             host ? "host-visible" : "device", (unsigned long long)buffer->id,
+             (unsigned long long)buffer->size);
+    HALO_RETURN_IF_ERROR(
+        halod_domain_quota_check(daemon, session, host, buffer->size, doing));
+  }
   return halod_session_count_import(session, buffer, count);
 }
 
@@ -753,11 +767,7 @@ static void halod_session_uncharge_import(halod_session_t *session,
     return;
   }
   halo_u64_map_remove(&session->grants, key);
-  if (buffer->arena) {
-    session->host_bytes -= buffer->size;
-  } else {
-    session->device_bytes -= buffer->size;
-  }
+  halod_domain_quota_credit(session, buffer->arena != NULL, buffer->size);
 }
 
 void halod_session_hold_import(halod_session_t *session,
@@ -908,6 +918,7 @@ void halod_sessions_initialize(halod_sessions_t *sessions) {
   halo_u64_map_initialize(&sessions->domains);
   halo_u64_map_initialize(&sessions->killed_processes);
   halo_u64_map_initialize(&sessions->by_uid);
+  halo_u64_map_initialize(&sessions->domain_usage);
   halod_fault_budget_initialize(&sessions->fault_budget);
 }
 
@@ -917,5 +928,6 @@ void halod_sessions_deinitialize(halod_sessions_t *sessions) {
   halo_u64_map_deinitialize(&sessions->domains);
   halo_u64_map_deinitialize(&sessions->killed_processes);
   halo_u64_map_deinitialize(&sessions->by_uid);
+  halo_u64_map_deinitialize(&sessions->domain_usage);
   halod_fault_budget_deinitialize(&sessions->fault_budget);
 }

@@ -89,6 +89,9 @@ struct halod_session_t {
   uint32_t semaphores;
   uint64_t host_bytes;
   uint64_t device_bytes;
+  // Its trust domain's byte count (daemon/domain_quota.h), which
+  // host_bytes and device_bytes are part of; NULL for a refused session.
+  struct halod_domain_usage_t *domain_usage;
   // Semaphore pages and host arenas created for it and still open, each a
   // descriptor of halod's (daemon/fd_budget.h).
   uint32_t memfds;
