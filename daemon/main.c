@@ -23,6 +23,7 @@
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
 #include "daemon/fd_budget.h"
+#include "daemon/instance_lock.h"
 #include "daemon/server.h"
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
@@ -216,6 +217,14 @@ int main(int argc, char **argv) {
   halod_apply_loads(&config);
   halod_apply_nice(&config);
   halod_fd_budget_check_limits(&config);
+  // Before any path is touched: a halod serving this socket already keeps
+  // its sockets.
+  status = halod_instance_lock(config.listen);
+  if (status) {
+    HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
+    halo_status_free(status);
+    return HALOD_EXIT_FAILURE;
+  }
 
   uv_loop_t loop;
   uv_loop_init(&loop);

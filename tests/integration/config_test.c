@@ -749,6 +749,39 @@ static void test_uid_fds_follows_the_open_file_limit(void **state) {
   ops_result_free(&r);
 }
 
+// A second halod started on the socket a halod serves (by hand, a start
+// script run twice, a surge pod) fails at once, naming the first, before
+// it touches a path: before, it removed the first's fd channel (created
+// before nng's listener found the address in use) and the first served no
+// new client until restarted. Once the first stops, the lock file it
+// leaves holds nobody back.
+static void test_second_halod_on_a_served_socket_leaves_it_alone(void **state) {
+  config_fixture_t *fixture = *state;
+  ops_daemon_start(&fixture->daemon, NULL, NULL);
+  char admin[200];
+  snprintf(admin, sizeof(admin), "ipc://%s/admin2.sock", fixture->daemon.dir);
+  const char *second[] = {HALO_TEST_HALOD, "--listen", fixture->daemon.listen,
+                          "--admin",       admin,      "--driver",
+                          "local",         NULL};
+  ops_result_t r;
+  ops_run(second, NULL, &r);
+  char expected[320];
+  snprintf(expected, sizeof(expected),
+           "cannot start: another halod (pid %d) serves %s already",
+           (int)fixture->daemon.pid, fixture->daemon.listen);
+  OPS_EXPECT(&r, r.exit_code == 1 && strstr(r.err, expected));
+  ops_result_free(&r);
+  // The first still takes new clients (their connect opens its fd
+  // channel).
+  halo_client_options_t options = {.address = fixture->daemon.listen};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_client_close(client);
+  assert_int_equal(ops_daemon_stop(&fixture->daemon), 0);
+  ops_daemon_start(&fixture->daemon, NULL, NULL);
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
@@ -764,6 +797,7 @@ int main(void) {
       T(test_metrics_textfile_failure_is_logged_once),
       T(test_nice),
       T(test_uid_fds_follows_the_open_file_limit),
+      T(test_second_halod_on_a_served_socket_leaves_it_alone),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
