@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 #include "common/memfd.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,6 +17,14 @@ halo_status_t halo_memfd_create(const char *name, uint64_t size, int *out_fd) {
   if (ftruncate(fd, (off_t)size) != 0) {
     int error_number = errno;
     close(fd);
+    if (error_number == EFBIG) {
+      // Past RLIMIT_FSIZE (the process ignores SIGXFSZ, or it would end).
+      return halo_status_from_errno(
+          error_number,
+          "ftruncate(%s, %llu): past the process's file size limit "
+          "(RLIMIT_FSIZE: ulimit -f, systemd's LimitFSIZE=)",
+          name, (unsigned long long)size);
+    }
     return halo_status_from_errno(error_number, "ftruncate(%s, %llu)", name,
                                   (unsigned long long)size);
   }

@@ -123,6 +123,7 @@ halo_status_code_t halo_status_code_from_errno(int error_number) {
     case EMFILE:
     case ENFILE:
     case EAGAIN:
+    case EFBIG:
       return HALO_STATUS_RESOURCE_EXHAUSTED;
     case ETIMEDOUT:
       return HALO_STATUS_DEADLINE_EXCEEDED;

@@ -184,6 +184,10 @@ int main(int argc, char **argv) {
   // (their liveness check): other sessions' arenas and semaphore pages, the
   // workers' links. Ptrace then needs CAP_SYS_PTRACE; no core dumps.
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // A file size limit (RLIMIT_FSIZE) would end the process with SIGXFSZ at
+  // the first memfd sized past it, a client's host-visible buffer say:
+  // ignored, the ftruncate fails (EFBIG) and that request with it.
+  signal(SIGXFSZ, SIG_IGN);
   // A device worker process (daemon/workers.h) runs the same binary.
   if (argc > 1 && strcmp(argv[1], "--worker") == 0) {
     return halod_worker_main(argc, argv);
@@ -217,6 +221,17 @@ int main(int argc, char **argv) {
   halod_apply_loads(&config);
   halod_apply_nice(&config);
   halod_fd_budget_check_limits(&config);
+  struct rlimit file_size;
+  if (getrlimit(RLIMIT_FSIZE, &file_size) == 0 &&
+      file_size.rlim_cur != RLIM_INFINITY) {
+    HALO_LOG_WARN(
+        "the file size limit (RLIMIT_FSIZE) is %llu bytes: host-visible "
+        "arenas (arena-bytes %llu) and buffers past it cannot be created, and "
+        "their requests fail with RESOURCE_EXHAUSTED; lift it (ulimit -f "
+        "unlimited, LimitFSIZE=infinity)",
+        (unsigned long long)file_size.rlim_cur,
+        (unsigned long long)config.arena_bytes);
+  }
   // Before any path is touched: a halod serving this socket already keeps
   // its sockets.
   status = halod_instance_lock(config.listen);

@@ -782,6 +782,41 @@ static void test_second_halod_on_a_served_socket_leaves_it_alone(void **state) {
   ops_daemon_start(&fixture->daemon, NULL, NULL);
 }
 
+// A file size limit (RLIMIT_FSIZE) below an arena: halod warns at start,
+// and a client's host-visible buffer fails with RESOURCE_EXHAUSTED naming
+// the limit while halod serves on. Before, the arena's ftruncate raised
+// SIGXFSZ and ended halod, every session with it.
+static void test_file_size_limit_fails_the_buffer_not_halod(void **state) {
+  config_fixture_t *fixture = *state;
+  struct rlimit saved;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit limited = saved;
+  limited.rlim_cur = 1 << 20;
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < limited.rlim_cur) {
+    limited.rlim_cur = saved.rlim_max;
+  }
+  // halod inherits it; this process writes nothing that large meanwhile.
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  ops_daemon_start(&fixture->daemon, NULL, NULL);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  assert_true(ops_daemon_log_has(&fixture->daemon,
+                                 "the file size limit (RLIMIT_FSIZE) is", 0));
+  halo_client_options_t options = {.address = fixture->daemon.listen};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  halo_buffer_t *buffer = NULL;
+  HALO_TEST_EXPECT_STATUS(
+      halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, 4096, 0, &buffer),
+      HALO_STATUS_RESOURCE_EXHAUSTED, "RLIMIT_FSIZE");
+  assert_null(buffer);
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  // Device buffers are not files.
+  buffer = halo_test_create_buffer(client, HALO_MEMORY_DEVICE, 4096, 0);
+  halo_buffer_release(buffer);
+  halo_client_close(client);
+  assert_int_equal(waitpid(fixture->daemon.pid, NULL, WNOHANG), 0);
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
@@ -798,6 +833,7 @@ int main(void) {
       T(test_nice),
       T(test_uid_fds_follows_the_open_file_limit),
       T(test_second_halod_on_a_served_socket_leaves_it_alone),
+      T(test_file_size_limit_fails_the_buffer_not_halod),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
