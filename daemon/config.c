@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include "common/log.h"
 #include "common/ring.h"
@@ -718,10 +720,24 @@ static halo_status_t halod_config_read_file(halod_config_t *config,
   halod_config_file_t file = {.config = config, .path = path};
   file.file = fopen(path, "r");
   if (!file.file) return halo_status_from_errno(errno, "config file %s", path);
+  // A directory opens, and reads as an error, not as an empty file; so does
+  // a read that fails halfway (EIO): neither may apply a part of a file.
+  struct stat st;
+  if (fstat(fileno(file.file), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(file.file);
+    return halo_status_from_errno(EISDIR, "config file %s", path);
+  }
   int rv = ini_parse_stream(halod_config_file_read_line, &file,
                             halod_config_file_on_value, &file);
+  bool failed = ferror(file.file);
+  int read_error = errno;
   fclose(file.file);
   if (file.status) return file.status;
+  if (failed) {
+    return halo_status_from_errno(read_error ? read_error : EIO,
+                                  "config file %s: reading line %d", path,
+                                  file.line + 1);
+  }
   if (rv > 0) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "%s:%d: expected \"name = value\"", path, rv);
@@ -980,6 +996,25 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                          "'%s' is not an ipc:// address (the admin socket's "
                          "permissions are its protection)",
                          config->admin));
+  }
+  // A Unix socket's path fits sun_path (107 bytes and the NUL): the client
+  // socket's with its fd channel's ".fd", and the admin socket's.
+  size_t most = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+  if (strlen(config->listen) - 6 + strlen(".fd") > most) {
+    return halod_config_annotate(
+        config, "listen",
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "the path of '%s' is %zu bytes: with its fd "
+                         "channel's \".fd\" it must fit a Unix socket's %zu",
+                         config->listen, strlen(config->listen) - 6, most));
+  }
+  if (strlen(config->admin) - 6 > most) {
+    return halod_config_annotate(
+        config, "admin",
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                         "the path of '%s' is %zu bytes: it must fit a Unix "
+                         "socket's %zu",
+                         config->admin, strlen(config->admin) - 6, most));
   }
   // Between the two: the admin socket's setting is named, unless only the
   // client socket's was given.

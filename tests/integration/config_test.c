@@ -135,6 +135,23 @@ static void test_errors_name_file_line_and_setting(void **state) {
   OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "/nonexistent/h.conf") &&
                      strstr(r.err, "No such file"));
   ops_result_free(&r);
+  // A directory is not an empty file.
+  const char *directory[] = {HALO_TEST_HALOD, "--config", "/tmp",
+                             "--print-config", NULL};
+  ops_run(directory, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "config file /tmp: ") &&
+                     strstr(r.err, "Is a directory") && !r.out[0]);
+  ops_result_free(&r);
+  // A socket path past a Unix socket's (107 bytes with ".fd"): a
+  // configuration error that --print-config finds, not a failed start.
+  char listen[160];
+  snprintf(listen, sizeof(listen), "ipc:///tmp/%0101d.sock", 0);
+  const char *long_path[] = {HALO_TEST_HALOD, "--listen", listen,
+                             "--print-config", NULL};
+  ops_run(long_path, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err, "--listen: the path of ") &&
+                     strstr(r.err, "must fit a Unix socket's 107"));
+  ops_result_free(&r);
   const char *flag[] = {HALO_TEST_HALOD, "--session-pending", "0", NULL};
   ops_run(flag, NULL, &r);
   OPS_EXPECT(&r, r.exit_code == 2 &&
