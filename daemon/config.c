@@ -953,6 +953,28 @@ static void halod_config_derive_uid_fds(halod_config_t *config) {
            (unsigned long long)limit.rlim_max);
 }
 
+// connections not set: no more than a quarter of what the open-file limit
+// leaves above fd-reserve (a session holds up to 4 descriptors), so that
+// connections alone never take the descriptors kept for the admin socket.
+static void halod_config_derive_connections(halod_config_t *config) {
+  const halod_config_entry_t *entry =
+      halod_config_find("connections", strlen("connections"));
+  char *source = config->sources[halod_config_index(entry)];
+  struct rlimit limit;
+  if (source[0] || getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+      limit.rlim_max == RLIM_INFINITY) {
+    return;
+  }
+  uint64_t room = (uint64_t)limit.rlim_max > config->fd_reserve
+                      ? ((uint64_t)limit.rlim_max - config->fd_reserve) / 4
+                      : 1;
+  if (room >= config->connections) return;
+  config->connections = (uint32_t)(room < 1 ? 1 : room);
+  snprintf(source, sizeof(config->sources[0]),
+           "a quarter of RLIMIT_NOFILE (%llu) less fd-reserve",
+           (unsigned long long)limit.rlim_max);
+}
+
 halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
                                  int *out_exit) {
   *out_exit = 0;
@@ -967,6 +989,7 @@ halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
   HALO_RETURN_IF_ERROR(
       halod_config_parse_flags(config, argc, argv, false, out_exit));
   halod_config_derive_uid_fds(config);
+  halod_config_derive_connections(config);
   // Under systemd, CacheDirectory= exports $CACHE_DIRECTORY: the default,
   // where cache-directory is not given (given empty, the cache is off).
   const char *systemd_cache = getenv("CACHE_DIRECTORY");

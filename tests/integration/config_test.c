@@ -834,6 +834,57 @@ static void test_file_size_limit_fails_the_buffer_not_halod(void **state) {
   assert_int_equal(waitpid(fixture->daemon.pid, NULL, WNOHANG), 0);
 }
 
+// Under a low open-file limit (128) connections follows it (a quarter of
+// what it leaves above fd-reserve: 16), so that many sessions of one
+// client cannot take the descriptors kept for the admin socket: with 32
+// connecting, halod still answers haloctl. Before, connections stayed 8192,
+// the sessions took every descriptor and the admin socket was out of reach
+// (the operator could not even kill-client).
+static void test_connections_leave_the_admin_socket_room(void **state) {
+  config_fixture_t *fixture = *state;
+  const char *prlimit = halo_test_prlimit();
+  if (!prlimit) {
+    print_message("prlimit(1) is not installed (util-linux); skipped\n");
+    skip();
+  }
+  ops_result_t r;
+  const char *print[] = {prlimit, "--nofile=128:128", HALO_TEST_HALOD,
+                         "--print-config", NULL};
+  ops_run(print, NULL, &r);
+  OPS_EXPECT(
+      &r, r.exit_code == 0 && strstr(r.out,
+                                     "\nconnections = 16\n#   from a quarter "
+                                     "of RLIMIT_NOFILE (128) less fd-reserve"));
+  ops_result_free(&r);
+  ops_daemon_t *daemon = &fixture->daemon;
+  const char *argv[] = {prlimit,       "--nofile=128:128", HALO_TEST_HALOD,
+                        "--listen",    daemon->listen,     "--admin",
+                        daemon->admin, "--driver",         "local",
+                        NULL};
+  daemon->pid = ops_spawn(argv, NULL, NULL, daemon->log_path);
+  assert_true(HALO_TEST_POLL(ops_daemon_answers(daemon), 10000));
+  enum { CLIENTS = 32 };
+  halo_client_t *clients[CLIENTS] = {0};
+  int connected = 0;
+  for (int i = 0; i < CLIENTS; ++i) {
+    halo_client_options_t options = {.address = daemon->listen,
+                                     .request_timeout_ms = 1000};
+    halo_status_t status = halo_client_connect(&options, &clients[i]);
+    if (status) {
+      halo_status_free(status);
+      clients[i] = NULL;
+    } else {
+      ++connected;
+    }
+  }
+  print_message("%d of %d clients connected\n", connected, CLIENTS);
+  assert_true(connected > 0 && connected <= 16);
+  assert_true(ops_daemon_answers(daemon));
+  for (int i = 0; i < CLIENTS; ++i) {
+    if (clients[i]) halo_client_close(clients[i]);
+  }
+}
+
 int main(void) {
 #define T(name) \
   cmocka_unit_test_setup_teardown(name, config_setup, config_teardown)
@@ -851,6 +902,7 @@ int main(void) {
       T(test_uid_fds_follows_the_open_file_limit),
       T(test_second_halod_on_a_served_socket_leaves_it_alone),
       T(test_file_size_limit_fails_the_buffer_not_halod),
+      T(test_connections_leave_the_admin_socket_room),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
