@@ -108,6 +108,16 @@ function(check_unit stage unit config)
   message(STATUS "${unit}: ${halod} --config ${named_config}, both installed")
 endfunction()
 
+# check_pc(FILE PREFIX): halo.pc at FILE names PREFIX as its prefix, the
+# prefix of the install that put it there (not the configured one).
+function(check_pc file prefix)
+  file(STRINGS "${file}" named REGEX "^prefix=")
+  if(NOT named STREQUAL "prefix=${prefix}")
+    message(FATAL_ERROR "${file} says '${named}', expected prefix=${prefix}")
+  endif()
+  message(STATUS "${file}: prefix=${prefix}")
+endfunction()
+
 # ---- 1. --prefix PREFIX
 file(REMOVE_RECURSE "${PREFIX}")
 halo_install("" --prefix "${PREFIX}")
@@ -134,6 +144,7 @@ check_files("${PREFIX}"
   ${MANDIR}/man8/halod.8)
 check_unit("" "${PREFIX}/lib/systemd/system/halod.service"
            "${PREFIX}/etc/halo/halod.conf")
+check_pc("${PREFIX}/${LIBDIR}/pkgconfig/halo.pc" "${PREFIX}")
 # An operator's configuration is never overwritten.
 file(WRITE "${PREFIX}/etc/halo/halod.conf" "log-level = debug\n")
 halo_install("" --prefix "${PREFIX}")
@@ -173,6 +184,7 @@ if(EXISTS "${stage}/usr/etc")
 endif()
 check_unit("${stage}" /usr/lib/systemd/system/halod.service
            /etc/halo/halod.conf)
+check_pc("${stage}/usr/${LIBDIR}/pkgconfig/halo.pc" /usr)
 file(REMOVE_RECURSE "${stage}")
 math(EXPR passes "${passes} + 1")
 
