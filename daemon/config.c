@@ -761,8 +761,10 @@ static void halod_config_bytes_text(uint64_t bytes, char *out,
     bytes /= 1024;
     ++suffix;
   }
-  snprintf(out, capacity, "%" PRIu64 "%.*s", bytes, suffix >= 0 ? 1 : 0,
-           suffix >= 0 ? &kSuffixes[suffix] : "");
+  // A suffix as a string of its own: gcc 12.2 at -O0 crashed (an internal
+  // error in its printf warnings) on "%.*s" with a conditional pointer.
+  char suffix_text[2] = {suffix >= 0 ? kSuffixes[suffix] : '\0', '\0'};
+  snprintf(out, capacity, "%" PRIu64 "%s", bytes, suffix_text);
 }
 
 // The type and bounds of |entry|, as --help writes them ("integer, 1 to
