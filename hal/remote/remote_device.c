@@ -1437,7 +1437,9 @@ static void *halo_hal_remote_reader_main(void *argument) {
       snprintf(text, sizeof(text), "%s", cause);
     }
     halo_hal_remote_mark_lost(device, pid, text);
-    HALO_LOG_ERROR("%s", device->lost_reason);
+    // With a lost callback, its owner logs the loss, in one line with what
+    // it knows more (halod: the submissions in flight).
+    if (!device->lost_fn) HALO_LOG_ERROR("%s", device->lost_reason);
     if (device->lost_fn) {
       device->lost_fn(device->lost_user_data, &device->base);
     } else {
