@@ -194,6 +194,23 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   if (getrandom(&daemon->incarnation, sizeof(daemon->incarnation), 0) != 8) {
     return halo_status_from_errno(errno, "getrandom for the incarnation");
   }
+  // Before anything starts or any path is touched: a halod serving this
+  // client socket already keeps its sockets. (Two started at the same
+  // moment can still both pass; systemd starts one.)
+  snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
+           config->listen + strlen("ipc://"));
+  pid_t serving = 0;
+  if (halod_fd_server_in_use(daemon->fd_channel_path, &serving)) {
+    char who[48] = "another halod";
+    if (serving > 0) {
+      snprintf(who, sizeof(who), "another halod (pid %d)", (int)serving);
+    }
+    return halo_status_make(
+        HALO_STATUS_FAILED_PRECONDITION,
+        "%s serves %s already (its fd channel %s answers): stop it first, "
+        "or give this one another --listen",
+        who, config->listen, daemon->fd_channel_path);
+  }
   halod_sessions_initialize(&daemon->sessions);
   halod_shared_initialize(&daemon->shared);
   halod_cache_initialize(&daemon->cache);
@@ -226,9 +243,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     HALO_LOG_INFO("device %u: %s %s", i, info->driver, info->name);
   }
 
-  // The fd channel sits beside the client socket.
-  snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
-           config->listen + strlen("ipc://"));
+  // The fd channel sits beside the client socket (fd_channel_path).
   status = halod_fd_server_create(daemon, daemon->fd_channel_path,
                                   config->socket_mode, config->socket_group,
                                   &daemon->fd_server);

@@ -489,6 +489,27 @@ static void halod_fd_server_arm(halod_fd_server_t *server) {
   uv_timer_start(&server->auth_timer, halod_fd_server_on_auth_timer, period, 0);
 }
 
+bool halod_fd_server_in_use(const char *path, pid_t *out_pid) {
+  *out_pid = 0;
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof(address.sun_path)) return false;
+  strcpy(address.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool served =
+      connect(fd, (struct sockaddr *)&address, sizeof(address)) == 0 ||
+      errno == EAGAIN;  // a full backlog: served all the same
+  if (served) {
+    struct ucred peer;
+    socklen_t length = sizeof(peer);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0) {
+      *out_pid = peer.pid;
+    }
+  }
+  close(fd);
+  return served;
+}
+
 halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
                                      const char *socket_group,

@@ -25,6 +25,13 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
                                      const char *socket_group,
                                      halod_fd_server_t **out_server);
+// Whether a process serves an fd channel at |path|: a halod running on the
+// same client socket, whose sockets a second halod must leave alone (it
+// would remove a live halod's fd channel as a stale one). Connecting tells:
+// a stale socket refuses. Its pid in *|out_pid| (0 where the kernel cannot
+// tell it: another pid namespace). Any thread.
+bool halod_fd_server_in_use(const char *path, pid_t *out_pid);
+
 // Closes the channel and every connection (a request in flight fails at
 // once: the connections are shut down before they close).
 void halod_fd_server_destroy(halod_fd_server_t *server);

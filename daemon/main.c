@@ -23,7 +23,6 @@
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
 #include "daemon/fd_budget.h"
-#include "daemon/instance_lock.h"
 #include "daemon/server.h"
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
@@ -231,14 +230,6 @@ int main(int argc, char **argv) {
         "unlimited, LimitFSIZE=infinity)",
         (unsigned long long)file_size.rlim_cur,
         (unsigned long long)config.arena_bytes);
-  }
-  // Before any path is touched: a halod serving this socket already keeps
-  // its sockets.
-  status = halod_instance_lock(config.listen);
-  if (status) {
-    HALO_LOG_ERROR("cannot start: %s", halo_status_message(status));
-    halo_status_free(status);
-    return HALOD_EXIT_FAILURE;
   }
 
   uv_loop_t loop;

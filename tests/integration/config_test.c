@@ -770,8 +770,8 @@ static void test_uid_fds_follows_the_open_file_limit(void **state) {
 // script run twice, a surge pod) fails at once, naming the first, before
 // it touches a path: before, it removed the first's fd channel (created
 // before nng's listener found the address in use) and the first served no
-// new client until restarted. Once the first stops, the lock file it
-// leaves holds nobody back.
+// new client until restarted. Once the first stops, a new one starts on
+// the socket it left.
 static void test_second_halod_on_a_served_socket_leaves_it_alone(void **state) {
   config_fixture_t *fixture = *state;
   ops_daemon_start(&fixture->daemon, NULL, NULL);
