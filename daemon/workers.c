@@ -92,11 +92,18 @@ static void halod_workers_on_lost(void *user_data, halo_hal_device_t *device) {
     // After halod's stop closed the loop's side (a worker it killed for a
     // load still running, halod_executable_stop_loads), or out of memory:
     // never leave the work in flight hanging.
-    if (!closed) {
+    // The loss is logged here: the loop, which logs the others, does not
+    // see it.
+    char reason[512];
+    halo_hal_remote_device_lost(device, reason, sizeof(reason));
+    if (closed) {
+      HALO_LOG_ERROR("%s (halod stopping)", reason);
+    } else {
       HALO_LOG_ERROR(
-          "out of memory queueing a lost device worker for halod's loop: "
-          "its executions in flight fail, but the loss of its trust "
-          "domain's sessions is not handled");
+          "%s; out of memory queueing it for halod's loop: its executions "
+          "in flight fail, but the loss of its trust domain's sessions is "
+          "not handled",
+          reason);
     }
     halo_hal_remote_device_complete_lost(device);
     device->vtable->destroy(device);
