@@ -13,12 +13,18 @@
 halo_status_t halo_memfd_create(const char *name, uint64_t size, int *out_fd) {
   *out_fd = -1;
   int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+  if (fd < 0 && errno == EMFILE) {
     return halo_status_from_errno(
         errno,
-        "memfd_create(%s): %s open-file limit reached (RLIMIT_NOFILE: "
-        "LimitNOFILE=; see connections, uid-fds and fd-reserve)",
-        name, errno == EMFILE ? "the process's" : "the system's");
+        "memfd_create(%s): the process's open-file limit reached "
+        "(RLIMIT_NOFILE: LimitNOFILE=; see connections, uid-fds and "
+        "fd-reserve)",
+        name);
+  }
+  if (fd < 0 && errno == ENFILE) {
+    return halo_status_from_errno(
+        errno, "memfd_create(%s): the system's open-file limit reached (%s)",
+        name, "fs.file-max");
   }
   if (fd < 0) return halo_status_from_errno(errno, "memfd_create(%s)", name);
   if (ftruncate(fd, (off_t)size) != 0) {

@@ -652,6 +652,16 @@ static char *halod_config_file_read_line(char *line, int capacity,
   char text[2048];
   if (!fgets(text, sizeof(text), file->file)) return NULL;
   ++file->line;
+  if (ferror(file->file)) {
+    // A read that failed halfway through the line (EIO): not a long line;
+    // the end of the file for inih, the error for halod_config_read_file.
+    if (!file->status) {
+      file->status = halo_status_from_errno(errno ? errno : EIO,
+                                            "config file %s: reading line %d",
+                                            file->path, file->line);
+    }
+    return NULL;
+  }
   size_t length = strlen(text);
   bool complete = length > 0 && text[length - 1] == '\n';
   if (!complete && !feof(file->file)) {

@@ -3,6 +3,7 @@
 #include "daemon/domain_quota.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/status.h"
 #include "daemon/session.h"
@@ -50,13 +51,15 @@ halo_status_t halod_domain_quota_check(const halod_t *daemon,
   if (!usage || quota == 0) return NULL;
   uint64_t used = host ? usage->host_bytes : usage->device_bytes;
   if (size <= quota && used <= quota - size) return NULL;
+  // The domain's name without its part ("#1"): the count is every part's.
+  const char *name = session->domain ? session->domain->name : "(none)";
   return halo_status_make(
       HALO_STATUS_RESOURCE_EXHAUSTED,
-      "%s would exceed the quota %s of trust domain %s (%llu of %llu bytes "
-      "in use by its %u sessions together; this session holds %llu)",
+      "%s would exceed the quota %s of trust domain %.*s (%llu of %llu "
+      "bytes in use by its %u sessions together; this session holds %llu)",
       doing, host ? "domain-host-bytes" : "domain-device-bytes",
-      session->domain ? session->domain->name : "(none)",
-      (unsigned long long)used, (unsigned long long)quota, usage->sessions,
+      (int)strcspn(name, "#"), name, (unsigned long long)used,
+      (unsigned long long)quota, usage->sessions,
       (unsigned long long)(host ? session->host_bytes : session->device_bytes));
 }
 
@@ -82,9 +85,4 @@ void halod_domain_quota_credit(halod_session_t *session, bool host,
     session->device_bytes -= size;
     if (usage) usage->device_bytes -= size;
   }
-}
-
-const halod_domain_usage_t *halod_domain_quota_find(const halod_t *daemon,
-                                                    uint64_t key) {
-  return halo_u64_map_get(&daemon->sessions.domain_usage, key);
 }

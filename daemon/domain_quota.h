@@ -50,9 +50,4 @@ void halod_domain_quota_charge(halod_session_t *session, bool host,
 void halod_domain_quota_credit(halod_session_t *session, bool host,
                                uint64_t size);
 
-// The count of the domain with lane key |key|; NULL if none of its
-// sessions is open.
-const halod_domain_usage_t *halod_domain_quota_find(const halod_t *daemon,
-                                                    uint64_t key);
-
 #endif  // HALOD_DOMAIN_QUOTA_H_

@@ -224,10 +224,12 @@ int main(int argc, char **argv) {
   if (getrlimit(RLIMIT_FSIZE, &file_size) == 0 &&
       file_size.rlim_cur != RLIM_INFINITY) {
     HALO_LOG_WARN(
-        "the file size limit (RLIMIT_FSIZE) is %llu bytes: host-visible "
-        "arenas (arena-bytes %llu) and buffers past it cannot be created, and "
-        "their requests fail with RESOURCE_EXHAUSTED; lift it (ulimit -f "
-        "unlimited, LimitFSIZE=infinity)",
+        "the file size limit (RLIMIT_FSIZE) is %llu bytes: halod's memory "
+        "files past it cannot be created (host-visible arenas, arena-bytes "
+        "%llu, and buffers; sessions' submission rings; semaphore pages; "
+        "device workers' flight tables), and what needs them fails with "
+        "RESOURCE_EXHAUSTED; lift it (ulimit -f unlimited, "
+        "LimitFSIZE=infinity)",
         (unsigned long long)file_size.rlim_cur,
         (unsigned long long)config.arena_bytes);
   }

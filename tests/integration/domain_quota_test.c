@@ -115,7 +115,8 @@ static void expect_domain_quota(const halo_test_daemon_t *daemon,
   assert_null(imported);
   // Another domain has a quota of its own.
   assert_true(other_domain_creates(daemon, type));
-  // The first session ends: its bytes are the domain's again.
+  // Released, its bytes are the domain's again (a session that ends with
+  // its buffers held: test_an_ended_session_gives_its_bytes_back).
   halo_buffer_release(held);
   halo_client_close(first);
   buffer = halo_test_create_buffer(second, type, QUOTA, 0);
