@@ -58,7 +58,17 @@ struct CUgraphExec_st {
   bool updatable;
   bool needs_upload;
   int pending;  // launches enqueued and not finished
+  // Destroyed with launches pending (counted: halo must not, but after a
+  // sticky error it may): as the driver, freed after the last of them
+  // (fake_exec_free), not under it.
+  bool destroyed;
 };
+
+static void fake_exec_free(struct CUgraphExec_st *exec) {
+  for (int i = 0; i < exec->count; ++i) free(exec->nodes[i].blob);
+  free(exec->nodes);
+  free(exec);
+}
 
 struct CUevent_st {
   uint64_t recorded;
@@ -467,7 +477,11 @@ static void *fake_stream_main(void *arg) {
     pthread_mutex_unlock(&fake.mutex);
     if (run) fake_run_op(op);
     pthread_mutex_lock(&fake.mutex);
-    if (op->type == FAKE_OP_GRAPH) --op->exec->pending;
+    struct CUgraphExec_st *freed = NULL;
+    if (op->type == FAKE_OP_GRAPH && --op->exec->pending == 0 &&
+        op->exec->destroyed) {
+      freed = op->exec;
+    }
     if (op->type == FAKE_OP_RECORD || op->type == FAKE_OP_WAIT) {
       fake_event_release(op->event);
     }
@@ -475,6 +489,7 @@ static void *fake_stream_main(void *arg) {
     pthread_cond_broadcast(&fake.cond);
     pthread_mutex_unlock(&fake.mutex);
     fake_op_free(op);
+    if (freed) fake_exec_free(freed);
     pthread_mutex_lock(&fake.mutex);
   }
   --fake.live_streams;
@@ -1059,7 +1074,11 @@ static CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *out,
 
 static CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
   pthread_mutex_lock(&fake.mutex);
-  if (exec->pending > 0) ++fake.counters.destroyed_pending;
+  bool pending = exec->pending > 0;
+  if (pending) {
+    ++fake.counters.destroyed_pending;
+    exec->destroyed = true;  // the last launch's end frees it
+  }
   pthread_mutex_unlock(&fake.mutex);
   int64_t ns = atomic_load(&fake.exec_destroy_ns);
   if (ns > 0) {
@@ -1069,9 +1088,7 @@ static CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
     nanosleep(&pause, NULL);
     atomic_fetch_sub(&fake.exec_destroys_running, 1);
   }
-  for (int i = 0; i < exec->count; ++i) free(exec->nodes[i].blob);
-  free(exec->nodes);
-  free(exec);
+  if (!pending) fake_exec_free(exec);
   return CUDA_SUCCESS;
 }
 
