@@ -55,6 +55,7 @@ typedef struct halod_config_t {
   uint32_t uid_fds;                     // ... of all sessions of one uid
   uint32_t fd_reserve;                  // descriptors kept for connections
   uint32_t uid_connections;             // client-socket sessions per uid
+  uint32_t uid_domains;                 // trust domains (parts) per uid
   uint32_t fd_channel_unauthenticated;  // per uid, not yet authenticated
   uint32_t fd_channel_connections;      // per uid, all
   uint32_t fd_channel_auth_ms;          // to authenticate, else closed

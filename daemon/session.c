@@ -379,10 +379,14 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     halo_status_t acquired = halod_domain_acquire(
         daemon, identity, &session->process, &session->domain);
     if (acquired) {
-      // Its trust domain's worker did not start, say: an error of halod's.
-      HALO_LOG_ERROR("session %llu (uid %u, pid %u): %s",
-                     (unsigned long long)session->id, uid, pid,
-                     halo_status_message(acquired));
+      // Its trust domain's worker did not start, say: an error of halod's;
+      // or its uid holds uid-domains (the client's doing: a warning).
+      halo_log(halo_status_code(acquired) == HALO_STATUS_RESOURCE_EXHAUSTED
+                   ? HALO_LOG_WARN
+                   : HALO_LOG_ERROR,
+               "session %llu (uid %u, pid %u): %s",
+               (unsigned long long)session->id, uid, pid,
+               halo_status_message(acquired));
       halod_session_refuse(session, acquired);
     }
   }

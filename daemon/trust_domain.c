@@ -230,6 +230,30 @@ static halo_status_t halod_domain_choose_part(
   return NULL;
 }
 
+// RESOURCE_EXHAUSTED naming uid-domains if |uid| holds that many trust
+// domains (each part counted: each has device workers, a device context
+// each, of its own) and would start |name|. Without device workers
+// domains share halod's devices and cost nothing.
+static halo_status_t halod_domain_check_uid(halod_t *daemon, uint32_t uid,
+                                            const char *name) {
+  if (!halod_workers_enabled(daemon)) return NULL;
+  const halo_u64_map_t *domains = &daemon->sessions.domains;
+  uint32_t held = 0;
+  for (size_t i = 0; i < domains->capacity; ++i) {
+    if (!domains->entries[i].key) continue;
+    const halod_domain_t *domain = domains->entries[i].value;
+    held += domain->uid == uid;
+  }
+  if (held < daemon->config.uid_domains) return NULL;
+  return halo_status_make(
+      HALO_STATUS_RESOURCE_EXHAUSTED,
+      "uid %u holds %u trust domains, the limit uid-domains, and trust "
+      "domain %s would be one more: each has device workers of its own (on "
+      "a GPU a context each, about 560 MiB of its memory); end the sessions "
+      "of another of its domains first",
+      uid, held, name);
+}
+
 halo_status_t halod_domain_acquire(halod_t *daemon,
                                    const halod_domain_identity_t *identity,
                                    const halod_client_process_t *process,
@@ -242,6 +266,11 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   HALO_RETURN_IF_ERROR(halod_domain_choose_part(daemon, identity, process,
                                                 &domain, &part, &name, &key));
   if (!domain) {
+    halo_status_t status = halod_domain_check_uid(daemon, process->uid, name);
+    if (status) {
+      free(name);
+      return status;
+    }
     domain = calloc(1, sizeof(*domain));
     if (!domain) {
       free(name);
@@ -253,8 +282,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
     domain->uid = process->uid;
     domain->process_start = identity->process_start;
     domain->name = name;
-    halo_status_t status =
-        halo_u64_map_put(&daemon->sessions.domains, key, domain);
+    status = halo_u64_map_put(&daemon->sessions.domains, key, domain);
     if (status) {
       free(domain->name);
       free(domain);

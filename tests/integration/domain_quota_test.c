@@ -11,6 +11,9 @@
 //   down to the byte; importing the other's buffer counts it again.
 // - A session that ends gives its bytes back to the domain.
 // - The other domain creates its own MiB meanwhile.
+// - uid-domains: a uid's sessions that would start one trust domain more
+//   than it allows (here 2: one process per domain) are refused naming it;
+//   once one ends, another starts.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,68 @@ static int other_main(const char *address, const char *type) {
   halo_buffer_release(buffer);
   halo_client_close(client);
   return status ? 1 : 0;
+}
+
+// `domain_quota_test --hold ADDRESS`: another domain connects, prints "ok"
+// (or "refused MESSAGE" and exits 1) and holds its session until its stdin
+// closes.
+static int hold_main(const char *address) {
+  halo_client_options_t options = {.address = address};
+  halo_client_t *client = NULL;
+  halo_status_t status = halo_client_connect(&options, &client);
+  if (status) {
+    printf("refused %s\n", halo_status_message(status));
+    halo_status_free(status);
+    return 1;
+  }
+  printf("ok\n");
+  fflush(stdout);
+  char byte;
+  while (read(STDIN_FILENO, &byte, 1) > 0) {
+  }
+  halo_client_close(client);
+  return 0;
+}
+
+typedef struct holder_t {
+  pid_t pid;
+  int input;        // its stdin's write end
+  char line[1024];  // what it printed
+} holder_t;
+
+// Starts a holder (another process: another domain) and reads its line.
+static void holder_start(const halo_test_daemon_t *daemon, holder_t *holder) {
+  int in[2], out[2];
+  assert_int_equal(pipe(in), 0);
+  assert_int_equal(pipe(out), 0);
+  holder->pid = fork();
+  assert_true(holder->pid >= 0);
+  if (holder->pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(in[1]);
+    close(out[0]);
+    execl("/proc/self/exe", "domain_quota_test", "--hold",
+          daemon->listen_address, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  holder->input = in[1];
+  size_t length = 0;
+  char c;
+  while (length + 1 < sizeof(holder->line) && read(out[0], &c, 1) == 1 &&
+         c != '\n') {
+    holder->line[length++] = c;
+  }
+  holder->line[length] = '\0';
+  close(out[0]);
+}
+
+// Ends a holder's session and waits for it.
+static void holder_stop(holder_t *holder) {
+  close(holder->input);
+  assert_int_equal(waitpid(holder->pid, NULL, 0), holder->pid);
 }
 
 static int setup(void **state) {
@@ -132,6 +197,49 @@ static void test_host_bytes_are_bounded_per_domain(void **state) {
   expect_domain_quota(*state, HALO_MEMORY_HOST_VISIBLE, "domain-host-bytes");
 }
 
+static int setup_two_domains(void **state) {
+  halo_test_daemon_t *daemon = calloc(1, sizeof(*daemon));
+  assert_non_null(daemon);
+  static const char *const args[] = {"--trust-domain", "process",
+                                     "--uid-domains", "2", NULL};
+  halo_test_daemon_start_with_args(daemon, args);
+  *state = daemon;
+  return 0;
+}
+
+// uid-domains 2: this process's domain and one other; a third process of
+// the uid is refused naming the setting, and gets in once the other ended.
+static void test_a_uid_starts_at_most_uid_domains(void **state) {
+  halo_test_daemon_t *daemon = *state;
+  halo_client_t *own = halo_test_connect(daemon, 0);
+  holder_t second, third;
+  holder_start(daemon, &second);
+  assert_string_equal(second.line, "ok");
+  holder_start(daemon, &third);
+  print_message("the third domain: %s\n", third.line);
+  assert_non_null(strstr(third.line, "refused "));
+  assert_non_null(strstr(third.line, "uid-domains"));
+  holder_stop(&third);
+  // Its own domain's further sessions are no new domain.
+  halo_client_t *again = halo_test_connect(daemon, 0);
+  halo_client_close(again);
+  holder_stop(&second);
+  // The second's domain ended with its session.
+  holder_t fourth;
+  bool in = false;
+  for (int i = 0; i < 100 && !in; ++i) {
+    holder_start(daemon, &fourth);
+    in = strcmp(fourth.line, "ok") == 0;
+    if (!in) {
+      holder_stop(&fourth);
+      halo_test_sleep_ms(50);
+    }
+  }
+  assert_true(in);
+  holder_stop(&fourth);
+  halo_client_close(own);
+}
+
 // Whether |client| can create a device buffer of the whole quota.
 static bool creates_all(halo_client_t *client) {
   halo_buffer_t *buffer = NULL;
@@ -164,6 +272,7 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--other") == 0) {
     return other_main(argv[2], argv[3]);
   }
+  if (argc == 3 && strcmp(argv[1], "--hold") == 0) return hold_main(argv[2]);
   halo_test_require_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_device_bytes_are_bounded_per_domain,
@@ -172,6 +281,8 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_an_ended_session_gives_its_bytes_back, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_uid_starts_at_most_uid_domains,
+                                      setup_two_domains, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
