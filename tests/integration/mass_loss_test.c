@@ -294,9 +294,10 @@ static int setup(void **state) {
   // loop, which takes a worker for each: under a sanitizer on two cores
   // the last may wait past the default hello-timeout-ms (10 s). Margin on
   // fd-channel-unauthenticated (64 by default; a client opens its channel
-  // after its Hello). The other limits (uid-connections 1024, connections,
-  // fd-channel-connections, fault-budget: nothing is in flight on the
-  // killed workers) are far off.
+  // after its Hello), and uid-domains (64 by default: each client process
+  // is a domain of the same uid). The other limits (uid-connections 1024,
+  // connections, fd-channel-connections, fault-budget: nothing is in flight on
+  // the killed workers) are far off.
   static const char *const args[] = {"--trust-domain",
                                      "process",
                                      "--worker-spares",
@@ -304,6 +305,8 @@ static int setup(void **state) {
                                      "--hello-timeout-ms",
                                      "60000",
                                      "--fd-channel-unauthenticated",
+                                     "256",
+                                     "--uid-domains",
                                      "256",
                                      NULL};
   return halo_test_fixture_setup_with(&mass->fixture, args, false);
