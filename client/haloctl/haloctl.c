@@ -597,10 +597,10 @@ static void haloctl_clients_print_text(
     return;
   }
   static const char *const kColumns[] = {
-      ">SESSION",   ">PID",     ">UID",       "NAME",       ">AGE",
-      ">BUFFERS",   ">HOST",    ">DEVICE",    "PER DEVICE", ">QUEUES",
-      ">SUBMITTED", ">PENDING", ">IN FLIGHT", ">COMPLETED", ">FAILED",
-      ">FAULTS",    NULL};
+      ">SESSION", ">PID",       ">UID",     "NAME",       "DOMAIN",
+      ">AGE",     ">BUFFERS",   ">HOST",    ">DEVICE",    "PER DEVICE",
+      ">QUEUES",  ">SUBMITTED", ">PENDING", ">IN FLIGHT", ">COMPLETED",
+      ">FAILED",  ">FAULTS",    NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
   for (size_t i = 0; i < reply->n_sessions; ++i) {
@@ -611,6 +611,11 @@ static void haloctl_clients_print_text(
     haloctl_table_add(
         &table, haloctl_printable(
                     s->client_name && *s->client_name ? s->client_name : "-"));
+    // A refused session has none.
+    haloctl_table_add(
+        &table,
+        haloctl_printable(s->trust_domain && *s->trust_domain ? s->trust_domain
+                                                              : "-"));
     haloctl_table_add(&table, haloctl_format_duration(s->age_seconds));
     haloctl_table_add(&table, haloctl_format("%" PRIu32, s->buffers));
     haloctl_table_add(&table, haloctl_format_bytes(s->host_bytes));

@@ -160,6 +160,10 @@ static void test_clients_show_the_work_of_each(void **state) {
   snprintf(pid_text, sizeof(pid_text), " %d ", (int)getpid());
   OPS_EXPECT(&r, strstr(r.out, "PER DEVICE") && strstr(r.out, pid_text));
   OPS_EXPECT(&r, strstr(r.out, "0:2/1.0 MiB"));
+  // Its trust domain (the default: its uid's).
+  char domain_text[32];
+  snprintf(domain_text, sizeof(domain_text), " uid:%u ", (unsigned)getuid());
+  OPS_EXPECT(&r, strstr(r.out, "DOMAIN") && strstr(r.out, domain_text));
   ops_result_free(&r);
 
   // The queue: the pending submission waits on the gate for 1.
