@@ -149,6 +149,8 @@ halo_client_t *halo_buffer_client(const halo_buffer_t *buffer) {
 
 void *halo_buffer_host_pointer(const halo_buffer_t *buffer) {
   if (!buffer || atomic_load(&buffer->deallocated)) return NULL;
+  // In a forked child the mapping is the parent session's memory.
+  if (halo_client_inherited(buffer->client)) return NULL;
   return buffer->host_pointer;
 }
 
@@ -185,6 +187,9 @@ halo_status_t halo_buffer_write(halo_buffer_t *buffer, uint64_t offset,
                                 const void *data, uint64_t length) {
   HALO_CHECK_ARG(buffer, "buffer must not be NULL");
   HALO_CHECK_ARG(data || length == 0, "data must not be NULL");
+  // A host-visible buffer's bytes are the parent session's in a forked
+  // child, as a device buffer's requests would be.
+  HALO_RETURN_IF_ERROR(halo_client_check_process(buffer->client));
   HALO_RETURN_IF_ERROR(halo_buffer_check_range(buffer, offset, length));
   if (buffer->host_pointer) {
     // |data| may be NULL for 0 bytes, which memcpy does not allow.
@@ -216,6 +221,7 @@ halo_status_t halo_buffer_read(halo_buffer_t *buffer, uint64_t offset,
                                void *out_data, uint64_t length) {
   HALO_CHECK_ARG(buffer, "buffer must not be NULL");
   HALO_CHECK_ARG(out_data || length == 0, "out_data must not be NULL");
+  HALO_RETURN_IF_ERROR(halo_client_check_process(buffer->client));
   HALO_RETURN_IF_ERROR(halo_buffer_check_range(buffer, offset, length));
   if (buffer->host_pointer) {
     // |out_data| may be NULL for 0 bytes, which memcpy does not allow.

@@ -32,6 +32,97 @@ const char *halo_version_string(void) {
   return HALO_VERSION_STRING;
 }
 
+// ---------------------------------------------------------------- fork
+//
+// A child forked (without exec) by a process that connected a client holds
+// a copy of it: its connection, fd channel and submission ring are the
+// parent's session (the child's records would be the parent's, and its
+// copy of the ring's tail would make the parent's next records overwrite
+// ones halod took). And nng cannot be used at all in a process forked after
+// it was initialized: nng 1.5.2 panics ("nng is not fork-reentrant safe")
+// at its next use, a close or a new socket included, even once every
+// socket is closed.
+//
+// So libhalo records the process that first opens an nng socket
+// (|halo_client_nng_pid|), after registering a pthread_atfork handler that
+// marks every process forked from then on (|halo_client_forked|; a child's
+// children inherit the mark). In a marked process halo_client_connect
+// refuses to start, and every client there is a copy from an ancestor
+// (halo_client_inherited): its calls fail before they touch nng, the fd
+// channel, the ring or the shared memory, and its close is local. The mark
+// makes the check one load on the hot paths, where comparing getpid() with
+// the client's |pid| would cost a system call per record (about 0.5 us).
+// A child made without the atfork handlers (a raw clone(2)) is not seen.
+static _Atomic pid_t halo_client_nng_pid;  // 0: libhalo has not used nng
+static atomic_bool halo_client_forked;
+static pthread_once_t halo_client_fork_watch = PTHREAD_ONCE_INIT;
+static int halo_client_fork_watch_error;  // pthread_atfork's
+
+static void halo_client_on_fork_child(void) {
+  atomic_store_explicit(&halo_client_forked, true, memory_order_relaxed);
+}
+
+static void halo_client_watch_forks(void) {
+  halo_client_fork_watch_error =
+      pthread_atfork(NULL, NULL, halo_client_on_fork_child);
+}
+
+// Before libhalo's first use of nng in a connect: NULL, with this process's
+// pid in *|out_pid|, where this process may use nng (the one that first
+// did, or none did yet, which it then claims); FAILED_PRECONDITION in a
+// process forked after libhalo used nng (in it or in an ancestor).
+static halo_status_t halo_client_claim_nng(pid_t *out_pid) {
+  pid_t self = getpid();
+  *out_pid = self;
+  pid_t owner = atomic_load(&halo_client_nng_pid);
+  if (owner == 0) {
+    // The handler first: a fork between the claim and nng's use is marked.
+    pthread_once(&halo_client_fork_watch, halo_client_watch_forks);
+    if (halo_client_fork_watch_error != 0) {
+      return halo_status_from_errno(halo_client_fork_watch_error,
+                                    "pthread_atfork (libhalo watches for "
+                                    "fork(), after which nng cannot be "
+                                    "used)");
+    }
+    if (atomic_compare_exchange_strong(&halo_client_nng_pid, &owner, self)) {
+      owner = self;
+    }
+  }
+  if (owner == self && !atomic_load(&halo_client_forked)) return NULL;
+  return halo_status_make(
+      HALO_STATUS_FAILED_PRECONDITION,
+      "libhalo cannot connect in process %d: it was forked (fork() without "
+      "exec) after process %d, its parent or an ancestor, used libhalo, and "
+      "nng, the messaging library under libhalo's socket, cannot be used in "
+      "a process forked after it was initialized (it would abort, \"nng is "
+      "not fork-reentrant safe\"), even where the parent closed its clients "
+      "before forking. What works: exec a program in the child (fork then "
+      "exec, or posix_spawn) and connect there, or fork before the parent "
+      "first connects. Clients inherited from the parent cannot be used "
+      "here either; halo_client_close frees this process's copy of one "
+      "without touching the parent's session",
+      (int)self, (int)owner);
+}
+
+bool halo_client_inherited(const halo_client_t *client) {
+  (void)client;  // every client in a marked process is a copy
+  return atomic_load_explicit(&halo_client_forked, memory_order_relaxed);
+}
+
+halo_status_t halo_client_check_process(const halo_client_t *client) {
+  if (!halo_client_inherited(client)) return NULL;
+  return halo_status_make(
+      HALO_STATUS_FAILED_PRECONDITION,
+      "this client was connected by process %d; a forked child (this is "
+      "process %d) cannot use it: its connection, fd channel and submission "
+      "ring are that process's session, and nng cannot be used after a "
+      "fork. Connect a client of its own in a process that has not used "
+      "libhalo (e.g. after exec: fork then exec, or posix_spawn); "
+      "halo_client_close frees this copy without touching the parent's "
+      "session",
+      (int)client->pid, (int)getpid());
+}
+
 // nng thread (its reaper): the pipe to halod went away (daemon exit or
 // crash, or halod refused the connection). Every later call fails fast; a
 // call in flight is aborted instead of waiting for its timeout; the dialer
@@ -129,6 +220,8 @@ halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response) {
   *out_response = NULL;
+  // Before any nng call: a forked child must not reach the parent's session.
+  HALO_RETURN_IF_ERROR(halo_client_check_process(client));
   HALO_RETURN_IF_ERROR(halo_client_check_size(client, request));
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
   int64_t deadline_ns = 0;
@@ -456,6 +549,8 @@ static halo_status_t halo_client_fd_request(halo_client_t *client,
                                             uint32_t kind, uint64_t id,
                                             int *out_fd, uint64_t *out_size) {
   *out_fd = -1;
+  // The channel is the parent's in a forked child.
+  HALO_RETURN_IF_ERROR(halo_client_check_process(client));
   halo_fd_request_t request;
   memset(&request, 0, sizeof(request));
   request.magic = HALO_FD_CHANNEL_MAGIC;
@@ -609,8 +704,12 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
                  "address '%s' is not an ipc:// address (halo clients share "
                  "memory with the daemon)",
                  address);
+  // Not in a child forked after libhalo used nng (nng would abort it).
+  pid_t pid;
+  HALO_RETURN_IF_ERROR(halo_client_claim_nng(&pid));
   halo_client_t *client = calloc(1, sizeof(*client));
   if (!client) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  client->pid = pid;
   snprintf(client->address, sizeof(client->address), "%s", address);
   client->fd_channel = -1;
   client->daemon_pidfd = -1;
@@ -704,6 +803,18 @@ void halo_client_close(halo_client_t *client) {
   // held in one go (and fails semaphores it created that others imported,
   // as for a crash). So no per-object release requests: the objects the
   // caller did not release are only freed and unmapped here.
+  //
+  // In a forked child the client is a copy of the parent's: its session is
+  // the parent's and nng would abort the child. Only the child's memory,
+  // mappings and descriptors go (the release requests fail before nng:
+  // halo_client_call); the socket is left as it is, nothing is sent, and
+  // nng's state in the child (its copy of the socket and aio) is never
+  // touched, nor freed.
+  bool inherited = halo_client_inherited(client);
+  if (inherited) {
+    // A thread of the parent may have held it at the fork; none runs here.
+    pthread_mutex_init(&client->state_mutex, NULL);
+  }
   atomic_store(&client->lost, true);
   for (;;) {
     pthread_mutex_lock(&client->state_mutex);
@@ -728,9 +839,11 @@ void halo_client_close(halo_client_t *client) {
         break;
     }
   }
-  bool abandoned = !halo_bounded_call(
-      halo_client_close_socket, client,
-      halo_clock_now_ns() + HALO_CLIENT_CLOSE_TIMEOUT_MS * 1000000ll);
+  bool abandoned =
+      !inherited &&
+      !halo_bounded_call(
+          halo_client_close_socket, client,
+          halo_clock_now_ns() + HALO_CLIENT_CLOSE_TIMEOUT_MS * 1000000ll);
   halo_client_ring_close(client);
   if (client->fd_channel >= 0) close(client->fd_channel);
   if (client->daemon_pidfd >= 0) close(client->daemon_pidfd);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "common/ring.h"
 #include "common/timeline.h"
@@ -60,6 +61,11 @@ typedef struct halo_client_ring_t {
 #define HALO_CLIENT_ADDRESS_BYTES 512
 
 struct halo_client_s {
+  // The process that connected the client (getpid() at connect). A child
+  // it forks holds a copy of the client, whose connection, fd channel and
+  // submission ring are still this process's session: there every call
+  // fails (halo_client_check_process) and close is local.
+  pid_t pid;
   nng_socket socket;
   bool socket_closed;  // by a dial that timed out
   nng_ctx ctx;
@@ -190,6 +196,19 @@ bool halo_client_lock_until(const halo_client_t *client, pthread_mutex_t *mutex,
 // the call waited for |what|.
 halo_status_t halo_client_deadline_status(const halo_client_t *client,
                                           const char *what);
+
+// Whether this process was forked (fork(2) without exec) after libhalo
+// used nng in its parent or an ancestor: every client here, |client|
+// included, is then a copy of one of theirs (client.c says how this is
+// told without a system call).
+bool halo_client_inherited(const halo_client_t *client);
+// NULL in the process that connected |client|; in a forked child
+// (halo_client_inherited), FAILED_PRECONDITION naming the process that
+// connected it and what to do instead. Every entry point that reaches halod
+// (the socket, the fd channel, the submission ring) or the session's shared
+// memory calls it before anything else: the parent's session must never
+// see the child, and nng aborts the child at its first use.
+halo_status_t halo_client_check_process(const halo_client_t *client);
 
 // UNAVAILABLE: the connection to halod is lost (|lost|); reconnect.
 halo_status_t halo_client_lost_status(const halo_client_t *client);

@@ -297,6 +297,9 @@ halo_status_t halo_command_buffer_begin(
   HALO_CHECK_ARG(binding_capacity <= HALO_MAX_BINDINGS,
                  "binding capacity %u exceeds the limit of %u",
                  binding_capacity, HALO_MAX_BINDINGS);
+  // Recording is local, but its end() could never reach halod from a
+  // forked child: refused at once.
+  HALO_RETURN_IF_ERROR(halo_client_check_process(client));
   halo_command_buffer_t *command_buffer = calloc(1, sizeof(*command_buffer));
   if (!command_buffer) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");

@@ -212,6 +212,9 @@ halo_status_t halo_executable_create_from_file(
   }
   HALO_CHECK_ARG(halo_executable_format_is_valid(format),
                  "format %d is not a halo_executable_format_t", (int)format);
+  // Before reading the file: the load could not reach halod from a forked
+  // child (halo_executable_create's request would be refused).
+  HALO_RETURN_IF_ERROR(halo_client_check_process(client));
   void *data;
   size_t size;
   HALO_RETURN_IF_ERROR(halo_executable_read_file(

@@ -226,6 +226,10 @@ static halo_status_t halo_ring_lock_reserve(halo_client_t *client,
                                             int64_t *deadline_ns,
                                             uint8_t **out_record) {
   *out_record = NULL;
+  // The ring is the parent's session in a forked child (and the child's
+  // copy of |tail| would make the parent's next records overwrite its own):
+  // execute, signal, alloca and dealloca all reserve here first.
+  HALO_RETURN_IF_ERROR(halo_client_check_process(client));
   // halod is gone (the connection closed): nobody will read the record. A
   // synchronous call would learn it waiting for the verdict, an
   // asynchronous one not at all (until the ring is full).

@@ -20,6 +20,23 @@
 //   another thread still uses it is the caller's bug. halo_client_close()
 //   must be the last call on a client; objects not yet released are released
 //   by it (their pointers become invalid).
+// - Fork: a client belongs to the process that connected it. A child that
+//   process forks (fork() without exec) holds a copy of the client, whose
+//   connection, submission ring and shared memory are the parent's session:
+//   every call on it or on its objects returns FAILED_PRECONDITION naming
+//   the process that connected it, and touches nothing of the session
+//   (halo_buffer_host_pointer returns NULL; halo_semaphore_query and the
+//   waits only read the semaphore's page). halo_client_close() on it frees
+//   the child's copy (memory, mappings, descriptors) and sends nothing: the
+//   parent's session goes on unaffected. Nor can such a child connect:
+//   nng, libhalo's transport, cannot be used in a process forked after it
+//   was initialized (it would abort), so halo_client_connect() returns
+//   FAILED_PRECONDITION in every process forked (a child's children too)
+//   after libhalo first connected in its parent or an ancestor, even once
+//   that one closed its clients. What works: exec in the child (fork then
+//   exec, or posix_spawn) and connect in the new program, or fork before
+//   the first connect. libhalo tells a forked child by a pthread_atfork
+//   handler: a raw clone(2) that skips them is not detected.
 // - Status codes every call may return besides the ones listed on it:
 //   UNAVAILABLE (the daemon is gone or shutting down; reconnect later),
 //   INVALID_ARGUMENT (a NULL pointer or value out of range, named in the
@@ -90,9 +107,11 @@ typedef struct halo_client_options_t {
 // Connects to halod: opens the control socket, performs the version
 // handshake, and opens the fd channel. |options| may be NULL.
 // Returns UNAVAILABLE if no daemon listens at the address,
-// FAILED_PRECONDITION on a protocol version mismatch, RESOURCE_EXHAUSTED if
-// this process caused more device faults than halod's fault budget allows
-// (the message says until when; reconnecting sooner does not help).
+// FAILED_PRECONDITION on a protocol version mismatch or in a process forked
+// (without exec) after libhalo connected in its parent or an ancestor (see
+// Fork above), RESOURCE_EXHAUSTED if this process caused more device faults
+// than halod's fault budget allows (the message says until when;
+// reconnecting sooner does not help).
 // The hot path: when halod offers one, the session gets a shared-memory
 // submission ring (docs/architecture.md "Submission ring"), and
 // halo_queue_execute, halo_queue_alloca, halo_queue_dealloca and
@@ -123,6 +142,8 @@ HALO_API halo_status_t halo_client_connect(const halo_client_options_t *options,
 // Ends the session: closes the connection (the daemon then releases
 // everything the session held, exactly as if the process had exited), frees
 // the objects the caller did not release and frees |client|. NULL is fine.
+// In a forked child, on a client inherited from the parent, only frees the
+// child's copy: the parent's session is not touched (see Fork above).
 HALO_API void halo_client_close(halo_client_t *client);
 
 // The session id the daemon gave this client (shown by haloctl).
