@@ -454,6 +454,23 @@ static halo_status_t halo_client_fd_exchange(halo_client_t *client,
   *out_fd = -1;
   halo_status_t status =
       halo_fd_send(client->fd_channel, request, sizeof(*request), -1);
+  if (status && halo_status_code(status) == HALO_STATUS_UNAVAILABLE &&
+      halo_client_fd_readable(client->fd_channel, deadline_ns)) {
+    // halod refused the connection as it arrived (a limit of the fd
+    // channel), before this request reached it, and closed it: its reply
+    // says why, and waits to be read (a closed channel is readable at
+    // once, so this does not wait).
+    halo_status_t refused =
+        halo_fd_recv(client->fd_channel, out_reply, sizeof(*out_reply), out_fd);
+    if (!refused && out_reply->code != HALO_STATUS_OK) {
+      halo_status_free(status);
+      halo_client_fd_break(client);
+      return NULL;
+    }
+    halo_status_free(refused);
+    if (*out_fd >= 0) close(*out_fd);
+    *out_fd = -1;
+  }
   if (!status) {
     if (halo_client_fd_readable(client->fd_channel, deadline_ns)) {
       status = halo_fd_recv(client->fd_channel, out_reply, sizeof(*out_reply),
@@ -484,7 +501,10 @@ static halo_status_t halo_client_fd_reply_status(uint32_t kind,
     halo_status_code_t code = (unsigned)reply->code < HALO_STATUS_CODE_COUNT
                                   ? (halo_status_code_t)reply->code
                                   : HALO_STATUS_UNKNOWN;
-    return halo_status_make(code, "fd channel: %s", reply->message);
+    // halod's refusals at the door name the channel themselves.
+    bool named = strncmp(reply->message, "fd channel", 10) == 0;
+    return halo_status_make(code, "%s%s",
+                            named ? "" : "fd channel: ", reply->message);
   }
   if (kind == HALO_FD_REQUEST_AUTH && fd >= 0) {
     close(fd);  // AUTH passes none

@@ -360,6 +360,40 @@ static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
   halod_fd_server_warn_refused(server, strerror(error));
 }
 
+// Reads what a connection of |uid| about to be closed sent (without
+// waiting); a descriptor it passed is closed off the loop (fd_closer.h).
+static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
+                                  uint32_t uid) {
+  for (int i = 0; i < 16; ++i) {
+    char bytes[256];
+    int fds[HALO_FD_MAX_PASSED];
+    size_t count = 0;
+    struct iovec iov = {.iov_base = bytes, .iov_len = sizeof(bytes)};
+    union {
+      struct cmsghdr header;
+      char buffer[CMSG_SPACE(sizeof(int) * HALO_FD_MAX_PASSED)];
+    } control;
+    struct msghdr message = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control.buffer,
+                             .msg_controllen = sizeof(control.buffer)};
+    if (recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return;
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message); cmsg;
+         cmsg = CMSG_NXTHDR(&message, cmsg)) {
+      if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+        continue;
+      }
+      size_t passed = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t k = 0; k < passed && count < HALO_FD_MAX_PASSED; ++k) {
+        memcpy(&fds[count++], CMSG_DATA(cmsg) + k * sizeof(int), sizeof(int));
+      }
+    }
+    for (size_t k = 0; k < count; ++k) {
+      halod_fd_closer_close(server->closer, fds[k], uid);
+    }
+  }
+}
+
 // The connections of |uid|: all of them, and those not yet authenticated.
 static void halod_fd_server_count(const halod_fd_server_t *server, uint32_t uid,
                                   uint32_t *out_all,
@@ -427,9 +461,12 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   }
   halo_status_t admit = halod_fd_server_admit(server, credentials.uid);
   if (admit) {
-    // The client reads this as the reply to its AUTH.
+    // The client reads this as the reply to its AUTH. What it sent already
+    // is read first: a Unix socket closed with unread messages resets its
+    // peer, which then loses the reply queued for it (ECONNRESET).
     halod_fd_server_warn_refused(server, halo_status_message(admit));
     halod_fd_send_reply(fd, admit, -1, 0);
+    halod_fd_server_drain(server, fd, credentials.uid);
     halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     return;
   }

@@ -207,6 +207,53 @@ static void test_fd_channel_idle_flood(void **state) {
   expect_other_client_works(fixture);
 }
 
+// A client whose fd channel is refused (its uid holds
+// fd-channel-unauthenticated idle connections) learns why: connecting fails
+// with RESOURCE_EXHAUSTED naming the setting. Before, halod closed the
+// refused connection with the client's AUTH unread, which reset it, and the
+// client saw UNAVAILABLE "fd channel recvmsg: Connection reset by peer".
+static void test_fd_channel_refusal_reaches_the_client(void **state) {
+  const char *args[] = {"--fd-channel-unauthenticated", "2",
+                        "--fd-channel-auth-ms", "20000", NULL};
+  start_daemon(state, args);
+  halo_test_fixture_t *fixture = *state;
+  int idle[2];
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  strcpy(address.sun_path, fixture->daemon.fd_channel_path);
+  for (int i = 0; i < 2; ++i) {
+    idle[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    assert_int_equal(
+        connect(idle[i], (struct sockaddr *)&address, sizeof(address)), 0);
+  }
+  halo_test_sleep_ms(200);  // halod accepted them
+  for (int round = 0; round < 8; ++round) {
+    halo_client_options_t options = {.address = fixture->daemon.listen_address,
+                                     .request_timeout_ms = 5000};
+    halo_client_t *client = NULL;
+    halo_status_t status = halo_client_connect(&options, &client);
+    if (round == 0) {
+      print_message("connect: %s\n",
+                    status ? halo_status_message(status) : "OK");
+    }
+    HALO_TEST_EXPECT_STATUS(status, HALO_STATUS_RESOURCE_EXHAUSTED,
+                            "fd-channel-unauthenticated");
+    assert_null(client);
+  }
+  for (int i = 0; i < 2; ++i) close(idle[i]);
+  // Their places free, a client connects.
+  assert_true(HALO_TEST_POLL(({
+                               halo_client_options_t options = {
+                                   .address = fixture->daemon.listen_address};
+                               halo_client_t *client = NULL;
+                               halo_status_t status =
+                                   halo_client_connect(&options, &client);
+                               halo_status_free(status);
+                               if (client) halo_client_close(client);
+                               status == NULL;
+                             }),
+                             HALO_TEST_DEADLINE_MS));
+}
+
 #define UID_LIMIT 20
 #define UID_CONNECTIONS 40
 #define UID_REFUSED_OPEN 16  // HALOD_UID_REFUSED_OPEN (daemon/session.c)
@@ -978,6 +1025,7 @@ int main(int argc, char **argv) {
       T(test_session_fds),
       T(test_fd_reserve),
       T(test_fd_channel_idle_flood),
+      T(test_fd_channel_refusal_reaches_the_client),
       T(test_uid_connections_flood),
       T(test_uid_connections_churn),
       T(test_uid_connections_refusal_message),
