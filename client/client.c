@@ -219,6 +219,13 @@ static halo_status_t halo_client_check_size(
 halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response) {
+  return halo_client_call_until(client, request, 0, out_response);
+}
+
+halo_status_t halo_client_call_until(halo_client_t *client,
+                                     const halo_wire_request_t *request,
+                                     int64_t limit_ns,
+                                     halo_wire_response_t **out_response) {
   *out_response = NULL;
   // Before any nng call: a forked child must not reach the parent's session.
   HALO_RETURN_IF_ERROR(halo_client_check_process(client));
@@ -246,6 +253,7 @@ halo_status_t halo_client_call(halo_client_t *client,
     return halo_client_deadline_status(client, HALO_CLIENT_WAIT_SOCKET);
   }
   int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
+  if (limit_ns > 0 && limit_ns < deadline) deadline = limit_ns;
   int64_t sent_ns = halo_clock_now_ns();
   if (sent_ns >= deadline) {
     pthread_mutex_unlock(&client->call_mutex);

@@ -242,6 +242,12 @@ uint64_t halo_client_write_chunk_bytes(const halo_client_t *client);
 halo_status_t halo_client_call(halo_client_t *client,
                                const halo_wire_request_t *request,
                                halo_wire_response_t **out_response);
+// The same, the reply awaited until |limit_ns| at most (CLOCK_MONOTONIC; 0:
+// the request timeout alone), for a caller with a timeout of its own.
+halo_status_t halo_client_call_until(halo_client_t *client,
+                                     const halo_wire_request_t *request,
+                                     int64_t limit_ns,
+                                     halo_wire_response_t **out_response);
 
 // Sends an export request (body set by the caller) and copies the token.
 halo_status_t halo_client_export(halo_client_t *client,

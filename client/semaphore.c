@@ -2,6 +2,7 @@
 // Copyright 2026 The halo Authors
 // libhalo semaphores: the state is read from the daemon's read-only page;
 // waits never talk to the daemon; signal and fail do.
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,9 @@ struct halo_semaphore_s {
   uint64_t page_id;
   uint32_t generation;
   const halo_timeline_slot_t *slot;
+  // Its failure's message, once read from halod (a failure is for good):
+  // later waits and queries say it without asking again. Set once.
+  _Atomic(char *) failure_message;
 };
 
 static halo_status_t halo_semaphore_from_reply(
@@ -99,6 +103,7 @@ void halo_semaphore_release_link(halo_object_link_t *link) {
   request.semaphore_release = &release;
   halo_status_free(halo_client_call_status(client, &request));
   halo_client_unmap_page(client, semaphore->page_id);
+  free(atomic_load(&semaphore->failure_message));
   free(semaphore);
 }
 
@@ -205,12 +210,22 @@ static halo_status_t halo_semaphore_retired_status(halo_semaphore_t *semaphore,
                           (unsigned long long)semaphore->handle, when);
 }
 
+// How long a wait whose own timeout has run out (a poll), or a query, still
+// gives the lookup of a failure's message: a halod that answers does within
+// a millisecond (a busy loop within this), and one that does not (stopped)
+// costs the poll this, not the request timeout.
+#define HALO_SEMAPHORE_MESSAGE_FLOOR_NS 100000000
+
 // The failure status of |semaphore|: asks the daemon for the message (one
-// round trip, only on failure); falls back to the code alone. A lost
-// device's failure and halod's stop are told from the slot, without asking
-// (the daemon is exiting).
+// round trip, the first time only: it is kept), until |deadline_ns| (a
+// wait's, or now for a query) extended to at least
+// HALO_SEMAPHORE_MESSAGE_FLOOR_NS from now, and within the request timeout;
+// falls back to the code alone.
+// A lost device's failure and halod's stop are told from the slot, without
+// asking (the daemon is exiting).
 static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
-                                                   int32_t failure) {
+                                                   int32_t failure,
+                                                   int64_t deadline_ns) {
   halo_status_code_t code = (unsigned)failure < HALO_STATUS_CODE_COUNT
                                 ? (halo_status_code_t)failure
                                 : HALO_STATUS_UNKNOWN;
@@ -231,20 +246,30 @@ static halo_status_t halo_semaphore_failure_status(halo_semaphore_t *semaphore,
         "semaphore failed: halod is stopping (SIGTERM: a stop or restart); "
         "reconnect once it is back and rebuild your objects");
   }
+  const char *kept = atomic_load(&semaphore->failure_message);
+  if (kept) return halo_status_make(code, "semaphore failed: %s", kept);
   Halo__Wire__SemaphoreQuery query = HALO__WIRE__SEMAPHORE_QUERY__INIT;
   query.handle = semaphore->handle;
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
   request.body_case = HALO__WIRE__REQUEST__BODY_SEMAPHORE_QUERY;
   request.semaphore_query = &query;
   halo_wire_response_t *response = NULL;
-  halo_status_t status =
-      halo_client_call(semaphore->client, &request, &response);
+  int64_t floor_ns = halo_clock_now_ns() + HALO_SEMAPHORE_MESSAGE_FLOOR_NS;
+  if (deadline_ns < floor_ns) deadline_ns = floor_ns;
+  halo_status_t status = halo_client_call_until(semaphore->client, &request,
+                                                deadline_ns, &response);
   halo_status_t result;
   if (!status &&
       response->body_case == HALO__WIRE__RESPONSE__BODY_SEMAPHORE_QUERY &&
       response->semaphore_query->failure_message) {
-    result = halo_status_make(code, "semaphore failed: %s",
-                              response->semaphore_query->failure_message);
+    const char *message = response->semaphore_query->failure_message;
+    result = halo_status_make(code, "semaphore failed: %s", message);
+    char *copy = strdup(message);
+    char *expected = NULL;
+    if (copy && !atomic_compare_exchange_strong(&semaphore->failure_message,
+                                                &expected, copy)) {
+      free(copy);  // another thread kept it first
+    }
   } else {
     result = halo_status_make(code, "semaphore failed with %s",
                               halo_status_code_name(code));
@@ -309,7 +334,8 @@ halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,
     return halo_semaphore_retired_status(semaphore, "");
   }
   if (result == HALO_TIMELINE_WAIT_FAILED) {
-    return halo_semaphore_failure_status(semaphore, failure);
+    return halo_semaphore_failure_status(semaphore, failure,
+                                         halo_clock_now_ns());
   }
   // A halod that died (SIGKILL, a crash) failed nothing: the slot keeps
   // the last value it wrote, which no one will ever change. Say so, as a
@@ -409,7 +435,8 @@ halo_status_t halo_semaphore_wait_list(size_t count,
     case HALO_TIMELINE_WAIT_OK:
       return NULL;
     case HALO_TIMELINE_WAIT_FAILED:
-      return halo_semaphore_failure_status(semaphores[index], failure);
+      return halo_semaphore_failure_status(semaphores[index], failure,
+                                           deadline_ns);
     case HALO_TIMELINE_WAIT_RETIRED:
       return halo_semaphore_retired_status(semaphores[index], " while waiting");
     case HALO_TIMELINE_WAIT_TIMEOUT: {

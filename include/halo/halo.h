@@ -264,7 +264,10 @@ HALO_API halo_status_t halo_semaphore_create(halo_client_t *client,
 HALO_API void halo_semaphore_release(halo_semaphore_t *semaphore);
 
 // Reads the current value without a round trip. If the semaphore failed,
-// returns the failure status (and still sets |out_value|). UNAVAILABLE
+// returns the failure status (and still sets |out_value|): its code from
+// the page, its message asked of halod once (kept then for every later
+// query and wait), for at most 100 ms or a wait's remaining timeout, if
+// longer; where halod does not answer in that time, the code alone. UNAVAILABLE
 // once halod has exited (killed or crashed, it failed nothing: the value
 // set is the last it wrote), as a wait says.
 HALO_API halo_status_t halo_semaphore_query(halo_semaphore_t *semaphore,

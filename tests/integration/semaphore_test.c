@@ -7,6 +7,7 @@
 // values stay reached, timeouts, wait lists with ANY and ALL (an empty one
 // is satisfied at once), export and import, and what the admin API shows.
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -576,6 +577,49 @@ static void test_query_sees_daemon_death(void **state) {
   halo_semaphore_release(semaphore);
 }
 
+// A failed semaphore's wait and query keep to their own time, halod stopped
+// (SIGSTOP) as it is asked for the message: a poll (timeout 0) and a query
+// return within a fraction of a second with the code alone, not after the
+// request timeout (5 s here). Once halod answered, the message is kept:
+// later queries say it without asking, halod stopped again.
+static void test_failed_semaphore_keeps_the_wait_timeout(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_options_t options = {.address = fixture->daemon.listen_address,
+                                   .request_timeout_ms = 5000};
+  halo_client_t *client = NULL;
+  HALO_TEST_ASSERT_OK(halo_client_connect(&options, &client));
+  halo_semaphore_t *semaphore = create(client, 0, 0);
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_fail(semaphore, HALO_STATUS_INTERNAL, "the test's cause"));
+  assert_int_equal(kill(fixture->daemon.pid, SIGSTOP), 0);
+  int64_t start = halo_test_now_ns();
+  expect_status(halo_semaphore_wait(semaphore, 1, 0), HALO_STATUS_INTERNAL,
+                "semaphore failed");
+  int64_t polled_ms = (halo_test_now_ns() - start) / MS;
+  start = halo_test_now_ns();
+  uint64_t value = 0;
+  expect_status(halo_semaphore_query(semaphore, &value), HALO_STATUS_INTERNAL,
+                "semaphore failed");
+  int64_t queried_ms = (halo_test_now_ns() - start) / MS;
+  assert_int_equal(kill(fixture->daemon.pid, SIGCONT), 0);
+  print_message("halod stopped: the poll took %lld ms, the query %lld ms\n",
+                (long long)polled_ms, (long long)queried_ms);
+  assert_true(polled_ms < 2000);
+  assert_true(queried_ms < 2000);
+  // halod back: the message, then kept.
+  expect_status(halo_semaphore_query(semaphore, &value), HALO_STATUS_INTERNAL,
+                "the test's cause");
+  assert_int_equal(kill(fixture->daemon.pid, SIGSTOP), 0);
+  start = halo_test_now_ns();
+  expect_status(halo_semaphore_wait(semaphore, 1, 0), HALO_STATUS_INTERNAL,
+                "the test's cause");
+  int64_t kept_ms = (halo_test_now_ns() - start) / MS;
+  assert_int_equal(kill(fixture->daemon.pid, SIGCONT), 0);
+  assert_true(kept_ms < 50);
+  halo_semaphore_release(semaphore);
+  halo_client_close(client);
+}
+
 int main(void) {
   halo_test_require_driver();  // HALO_TEST_DRIVER; exits 77 if unavailable
 #define T(name)                                                  \
@@ -598,6 +642,7 @@ int main(void) {
       T(test_creator_release_keeps_importer_working),
       T(test_creator_closing_aborts_importers),
       T(test_many_semaphores_are_independent),
+      T(test_failed_semaphore_keeps_the_wait_timeout),
       T(test_null_arguments),
       T(test_wait_list_sees_each_daemon_die),
       T(test_query_sees_daemon_death),
