@@ -231,7 +231,13 @@ halo_status_t halo_client_call_until(halo_client_t *client,
   HALO_RETURN_IF_ERROR(halo_client_check_process(client));
   HALO_RETURN_IF_ERROR(halo_client_check_size(client, request));
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
+  // A call with a limit of its own takes its deadline at once, so that the
+  // ring's drain and other threads' requests wait no longer than it either.
   int64_t deadline_ns = 0;
+  if (limit_ns > 0) {
+    int64_t own = halo_client_deadline_ns(client, &deadline_ns);
+    if (limit_ns < own) deadline_ns = limit_ns;
+  }
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client, &deadline_ns));
   // The drain took the call's deadline if it had to wait (so its start is

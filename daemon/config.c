@@ -203,8 +203,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      "this setting, and past 16 such, further connections are closed"},
     {"uid-domains", HALOD_NUMBER(HALOD_CONFIG_U32, uid_domains), "64", 1,
      1u << 20, NULL, LIVE,
-     "trust domains of one uid at once, root included, each part counted "
-     "(workers-per-domain), with device workers: each has workers of its "
+     "trust domains of one uid at once, root included, with device workers "
+     "(a domain counts once, whatever its parts): each has workers of its "
      "own, on a GPU a context each (about 560 MiB of its memory), and a uid "
      "starts one per process (trust-domain process) or per cgroup it "
      "creates (trust-domain cgroup, with a delegated cgroup tree). A "

@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "daemon/session.h"
+#include "daemon/trust_domain.h"
 
 halo_status_t halod_domain_quota_join(halod_t *daemon,
                                       halod_session_t *session) {
@@ -51,15 +52,17 @@ halo_status_t halod_domain_quota_check(const halod_t *daemon,
   if (!usage || quota == 0) return NULL;
   uint64_t used = host ? usage->host_bytes : usage->device_bytes;
   if (size <= quota && used <= quota - size) return NULL;
-  // The domain's name without its part ("#1"): the count is every part's.
+  // The domain's name without its part ("#1", where it has parts): the
+  // count is every part's.
   const char *name = session->domain ? session->domain->name : "(none)";
+  const char *part = halod_domain_parts(daemon) > 1 ? strrchr(name, '#') : NULL;
+  int length = part ? (int)(part - name) : (int)strlen(name);
   return halo_status_make(
       HALO_STATUS_RESOURCE_EXHAUSTED,
       "%s would exceed the quota %s of trust domain %.*s (%llu of %llu "
       "bytes in use by its %u sessions together; this session holds %llu)",
-      doing, host ? "domain-host-bytes" : "domain-device-bytes",
-      (int)strcspn(name, "#"), name, (unsigned long long)used,
-      (unsigned long long)quota, usage->sessions,
+      doing, host ? "domain-host-bytes" : "domain-device-bytes", length, name,
+      (unsigned long long)used, (unsigned long long)quota, usage->sessions,
       (unsigned long long)(host ? session->host_bytes : session->device_bytes));
 }
 

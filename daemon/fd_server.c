@@ -466,6 +466,9 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
     // peer, which then loses the reply queued for it (ECONNRESET).
     halod_fd_server_warn_refused(server, halo_status_message(admit));
     halod_fd_send_reply(fd, admit, -1, 0);
+    // Nothing more may arrive (the client's send then fails, EPIPE, and it
+    // reads the reply waiting for it), and what did is read.
+    shutdown(fd, SHUT_RD);
     halod_fd_server_drain(server, fd, credentials.uid);
     halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     return;
@@ -526,8 +529,12 @@ static void halod_fd_server_arm(halod_fd_server_t *server) {
   uv_timer_start(&server->auth_timer, halod_fd_server_on_auth_timer, period, 0);
 }
 
-bool halod_fd_server_in_use(const char *path, pid_t *out_pid) {
+// halod_fd_server_in_use, and the connect's errno in *|out_error| where
+// nobody serves it (0 if it could not even try).
+static bool halod_fd_server_probe(const char *path, pid_t *out_pid,
+                                  int *out_error) {
   *out_pid = 0;
+  *out_error = 0;
   struct sockaddr_un address = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof(address.sun_path)) return false;
   strcpy(address.sun_path, path);
@@ -536,6 +543,7 @@ bool halod_fd_server_in_use(const char *path, pid_t *out_pid) {
   bool served =
       connect(fd, (struct sockaddr *)&address, sizeof(address)) == 0 ||
       errno == EAGAIN;  // a full backlog: served all the same
+  if (!served) *out_error = errno;
   if (served) {
     struct ucred peer;
     socklen_t length = sizeof(peer);
@@ -545,6 +553,11 @@ bool halod_fd_server_in_use(const char *path, pid_t *out_pid) {
   }
   close(fd);
   return served;
+}
+
+bool halod_fd_server_in_use(const char *path, pid_t *out_pid) {
+  int error;
+  return halod_fd_server_probe(path, out_pid, &error);
 }
 
 halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
@@ -584,13 +597,38 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   strcpy(server->path, path);
   struct sockaddr_un address = {.sun_family = AF_UNIX};
   strcpy(address.sun_path, path);
-  // A stale socket of a previous run: only a socket is removed.
-  struct stat st;
-  if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
-  server->fd =
-      socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  // A stale socket of a previous run: only a socket is removed, and only
+  // one nobody serves. halod_start looked before anything started; this
+  // looks again, as another halod may have bound it while this one started
+  // its workers.
   halo_status_t status = NULL;
-  if (server->fd < 0) {
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+    pid_t serving = 0;
+    int error = 0;
+    if (halod_fd_server_probe(path, &serving, &error)) {
+      status = halo_status_make(
+          HALO_STATUS_FAILED_PRECONDITION,
+          "another halod (pid %d) serves the fd channel %s: stop it first, "
+          "or give this one another --listen",
+          (int)serving, path);
+    } else if (error != ECONNREFUSED && error != ENOENT) {
+      status = halo_status_from_errno(
+          error,
+          "fd channel %s: a socket is there, and connecting to it cannot tell "
+          "whether a halod serves it; remove it if it is stale",
+          path);
+    } else {
+      unlink(path);
+    }
+  }
+  server->fd =
+      status
+          ? -1
+          : socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (status) {
+    // Refused above: nothing bound, nothing of the other's removed.
+  } else if (server->fd < 0) {
     status = halo_status_from_errno(errno, "fd channel socket");
   } else if (bind(server->fd, (struct sockaddr *)&address, sizeof(address))) {
     status = halo_status_from_errno(errno, "fd channel bind %s", path);

@@ -380,10 +380,11 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
         daemon, identity, &session->process, &session->domain);
     if (acquired) {
       // Its trust domain's worker did not start, say: an error of halod's;
-      // or its uid holds uid-domains (the client's doing: a warning).
-      halo_log(halo_status_code(acquired) == HALO_STATUS_RESOURCE_EXHAUSTED
-                   ? HALO_LOG_WARN
-                   : HALO_LOG_ERROR,
+      // or its uid holds uid-domains (the client's doing, which it may
+      // retry in a loop: at debug, counted as refused).
+      bool limited = strstr(halo_status_message(acquired), "uid-domains");
+      if (limited) ++daemon->stats.sessions_refused;
+      halo_log(limited ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
                "session %llu (uid %u, pid %u): %s",
                (unsigned long long)session->id, uid, pid,
                halo_status_message(acquired));

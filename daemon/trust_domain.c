@@ -231,18 +231,29 @@ static halo_status_t halod_domain_choose_part(
 }
 
 // RESOURCE_EXHAUSTED naming uid-domains if |uid| holds that many trust
-// domains (each part counted: each has device workers, a device context
-// each, of its own) and would start |name|. Without device workers
-// domains share halod's devices and cost nothing.
-static halo_status_t halod_domain_check_uid(halod_t *daemon, uint32_t uid,
-                                            const char *name) {
+// domains and |identity| would be one more (a new part of a domain that
+// has one is not: its parts are bounded by workers-per-domain). Each has
+// device workers, a device context each, of its own; without device
+// workers domains share halod's devices and cost nothing. Connecting is
+// rare: walks over the domains are fine.
+static halo_status_t halod_domain_check_uid(
+    halod_t *daemon, uint32_t uid, const halod_domain_identity_t *identity) {
   if (!halod_workers_enabled(daemon)) return NULL;
   const halo_u64_map_t *domains = &daemon->sessions.domains;
   uint32_t held = 0;
   for (size_t i = 0; i < domains->capacity; ++i) {
     if (!domains->entries[i].key) continue;
     const halod_domain_t *domain = domains->entries[i].value;
-    held += domain->uid == uid;
+    if (domain->base_key == identity->key) return NULL;  // it has a part
+    if (domain->uid != uid) continue;
+    // Counted at the first of its parts in the map.
+    bool first = true;
+    for (size_t k = 0; k < i && first; ++k) {
+      if (!domains->entries[k].key) continue;
+      const halod_domain_t *other = domains->entries[k].value;
+      first = other->base_key != domain->base_key;
+    }
+    held += first;
   }
   if (held < daemon->config.uid_domains) return NULL;
   return halo_status_make(
@@ -251,7 +262,7 @@ static halo_status_t halod_domain_check_uid(halod_t *daemon, uint32_t uid,
       "domain %s would be one more: each has device workers of its own (on "
       "a GPU a context each, about 560 MiB of its memory); end the sessions "
       "of another of its domains first",
-      uid, held, name);
+      uid, held, identity->name);
 }
 
 halo_status_t halod_domain_acquire(halod_t *daemon,
@@ -266,7 +277,8 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   HALO_RETURN_IF_ERROR(halod_domain_choose_part(daemon, identity, process,
                                                 &domain, &part, &name, &key));
   if (!domain) {
-    halo_status_t status = halod_domain_check_uid(daemon, process->uid, name);
+    halo_status_t status =
+        halod_domain_check_uid(daemon, process->uid, identity);
     if (status) {
       free(name);
       return status;

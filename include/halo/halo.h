@@ -23,12 +23,17 @@
 // - Fork: a client belongs to the process that connected it. A child that
 //   process forks (fork() without exec) holds a copy of the client, whose
 //   connection, submission ring and shared memory are the parent's session:
-//   every call on it or on its objects returns FAILED_PRECONDITION naming
-//   the process that connected it, and touches nothing of the session
+//   every call on it or on its objects that would reach halod or the
+//   session's memory returns FAILED_PRECONDITION naming the process that
+//   connected it, and touches nothing of the session
 //   (halo_buffer_host_pointer returns NULL; halo_semaphore_query and the
-//   waits only read the semaphore's page). halo_client_close() on it frees
-//   the child's copy (memory, mappings, descriptors) and sends nothing: the
-//   parent's session goes on unaffected. Nor can such a child connect:
+//   waits only read the semaphore's page; recording into a command buffer
+//   begun before the fork stays local until halo_command_buffer_end, which
+//   is refused). halo_client_close() on it frees the child's copy (memory,
+//   mappings, descriptors) and sends nothing: the parent's session goes on
+//   unaffected. Free the copy with halo_client_close() alone, not object by
+//   object: a release could wait for a lock another thread of the parent
+//   held at the fork. Nor can such a child connect:
 //   nng, libhalo's transport, cannot be used in a process forked after it
 //   was initialized (it would abort), so halo_client_connect() returns
 //   FAILED_PRECONDITION in every process forked (a child's children too)
