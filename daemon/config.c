@@ -954,46 +954,55 @@ static halo_status_t halod_config_fit_contexts(halod_config_t *config,
   return NULL;
 }
 
-// uid-fds not set: a quarter of the open-file limit halod raises its own to
-// (the hard limit), so that one uid leaves the rest to others.
-static void halod_config_derive_uid_fds(halod_config_t *config) {
-  const halod_config_entry_t *entry =
-      halod_config_find("uid-fds", strlen("uid-fds"));
-  char *source = config->sources[halod_config_index(entry)];
+// Where setting |name| was not set and halod's open-file limit is finite:
+// its entry, its source (to fill) and that limit (the hard one, to which
+// halod raises its own). NULL otherwise.
+static const halod_config_entry_t *halod_config_follows_nofile(
+    halod_config_t *config, const char *name, char **out_source,
+    uint64_t *out_limit) {
+  const halod_config_entry_t *entry = halod_config_find(name, strlen(name));
+  *out_source = config->sources[halod_config_index(entry)];
   struct rlimit limit;
-  if (source[0] || getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+  if ((*out_source)[0] || getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
       limit.rlim_max == RLIM_INFINITY) {
-    return;
+    return NULL;
   }
-  uint64_t quarter = (uint64_t)limit.rlim_max / 4;
+  *out_limit = (uint64_t)limit.rlim_max;
+  return entry;
+}
+
+// uid-fds not set: a quarter of the open-file limit, so that one uid leaves
+// the rest to others.
+static void halod_config_derive_uid_fds(halod_config_t *config) {
+  char *source;
+  uint64_t limit;
+  const halod_config_entry_t *entry =
+      halod_config_follows_nofile(config, "uid-fds", &source, &limit);
+  if (!entry) return;
+  uint64_t quarter = limit / 4;
   config->uid_fds = (uint32_t)(quarter < 1            ? 1
                                : quarter > entry->max ? entry->max
                                                       : quarter);
   snprintf(source, sizeof(config->sources[0]),
-           "a quarter of RLIMIT_NOFILE (%llu)",
-           (unsigned long long)limit.rlim_max);
+           "a quarter of RLIMIT_NOFILE (%llu)", (unsigned long long)limit);
 }
 
 // connections not set: no more than a quarter of what the open-file limit
 // leaves above fd-reserve (a session holds up to 4 descriptors), so that
 // connections alone never take the descriptors kept for the admin socket.
 static void halod_config_derive_connections(halod_config_t *config) {
-  const halod_config_entry_t *entry =
-      halod_config_find("connections", strlen("connections"));
-  char *source = config->sources[halod_config_index(entry)];
-  struct rlimit limit;
-  if (source[0] || getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
-      limit.rlim_max == RLIM_INFINITY) {
+  char *source;
+  uint64_t limit;
+  if (!halod_config_follows_nofile(config, "connections", &source, &limit)) {
     return;
   }
-  uint64_t room = (uint64_t)limit.rlim_max > config->fd_reserve
-                      ? ((uint64_t)limit.rlim_max - config->fd_reserve) / 4
-                      : 1;
+  uint64_t room =
+      limit > config->fd_reserve ? (limit - config->fd_reserve) / 4 : 1;
   if (room >= config->connections) return;
   config->connections = (uint32_t)(room < 1 ? 1 : room);
   snprintf(source, sizeof(config->sources[0]),
            "a quarter of RLIMIT_NOFILE (%llu) less fd-reserve",
-           (unsigned long long)limit.rlim_max);
+           (unsigned long long)limit);
 }
 
 halo_status_t halod_config_parse(halod_config_t *config, int argc, char **argv,
