@@ -233,23 +233,26 @@ halo_status_t halo_client_call_until(halo_client_t *client,
   if (atomic_load(&client->lost)) return halo_client_lost_status(client);
   // A call with a limit of its own takes its deadline at once, so that the
   // ring's drain and other threads' requests wait no longer than it either.
+  int64_t timeout_ns = (int64_t)client->request_timeout_ms * 1000000;
   int64_t deadline_ns = 0;
+  int64_t start_ns = 0;  // known now where limited, else from the deadline
   if (limit_ns > 0) {
     int64_t own = halo_client_deadline_ns(client, &deadline_ns);
+    start_ns = own - timeout_ns;
     if (limit_ns < own) deadline_ns = limit_ns;
   }
   // Nothing sent on the socket may overtake a record in the ring.
   HALO_RETURN_IF_ERROR(halo_client_ring_flush(client, &deadline_ns));
   // The drain took the call's deadline if it had to wait (so its start is
   // known); where it used up the timeout, it is what the message names.
-  int64_t timeout_ns = (int64_t)client->request_timeout_ms * 1000000;
   int64_t drained_ns = 0;
   if (deadline_ns != 0) {
     int64_t now = halo_clock_now_ns();
     if (now >= deadline_ns) {
       return halo_client_deadline_status(client, HALO_CLIENT_WAIT_RING_DRAIN);
     }
-    drained_ns = now - (deadline_ns - timeout_ns);
+    if (!start_ns) start_ns = deadline_ns - timeout_ns;
+    drained_ns = now - start_ns;
   }
   // One request at a time on the socket: the time a call waits here for
   // other threads' requests counts toward its timeout, as does the ring's
@@ -259,7 +262,7 @@ halo_status_t halo_client_call_until(halo_client_t *client,
     return halo_client_deadline_status(client, HALO_CLIENT_WAIT_SOCKET);
   }
   int64_t deadline = halo_client_deadline_ns(client, &deadline_ns);
-  if (limit_ns > 0 && limit_ns < deadline) deadline = limit_ns;
+  if (!start_ns) start_ns = deadline - timeout_ns;
   int64_t sent_ns = halo_clock_now_ns();
   if (sent_ns >= deadline) {
     pthread_mutex_unlock(&client->call_mutex);
@@ -280,7 +283,7 @@ halo_status_t halo_client_call_until(halo_client_t *client,
       halo_clock_now_ns() >= deadline) {
     // The call's own timeout ran out waiting for the reply (not a code
     // halod answered): say how much of it went before the request was sent.
-    int64_t waited_ns = sent_ns - (deadline - timeout_ns);
+    int64_t waited_ns = sent_ns - start_ns;
     char what[256] = "its reply to the request";
     if (waited_ns >= 1000000) {
       snprintf(what, sizeof(what),

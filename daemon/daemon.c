@@ -199,18 +199,9 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   // moment can still both pass; systemd starts one.)
   snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
            config->listen + strlen("ipc://"));
-  pid_t serving = 0;
-  if (halod_fd_server_in_use(daemon->fd_channel_path, &serving)) {
-    char who[48] = "another halod";
-    if (serving > 0) {
-      snprintf(who, sizeof(who), "another halod (pid %d)", (int)serving);
-    }
-    return halo_status_make(
-        HALO_STATUS_FAILED_PRECONDITION,
-        "%s serves %s already (its fd channel %s answers): stop it first, "
-        "or give this one another --listen",
-        who, config->listen, daemon->fd_channel_path);
-  }
+  bool stale = false;  // removed when the fd channel is created
+  HALO_RETURN_IF_ERROR(halod_fd_server_check_free(daemon->fd_channel_path,
+                                                  config->listen, &stale));
   halod_sessions_initialize(&daemon->sessions);
   halod_shared_initialize(&daemon->shared);
   halod_cache_initialize(&daemon->cache);

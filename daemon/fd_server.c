@@ -46,6 +46,10 @@ struct halod_fd_server_t {
   uv_poll_t poll;
   int fd;
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  // The socket file it bound (device and inode): removed at the end only
+  // if still there, not one another halod put in its place meanwhile.
+  dev_t bound_dev;
+  ino_t bound_ino;
   halod_fd_connection_t *connections;
   // Closes connections not authenticated within fd-channel-auth-ms.
   uv_timer_t auth_timer;
@@ -529,35 +533,51 @@ static void halod_fd_server_arm(halod_fd_server_t *server) {
   uv_timer_start(&server->auth_timer, halod_fd_server_on_auth_timer, period, 0);
 }
 
-// halod_fd_server_in_use, and the connect's errno in *|out_error| where
-// nobody serves it (0 if it could not even try).
-static bool halod_fd_server_probe(const char *path, pid_t *out_pid,
-                                  int *out_error) {
-  *out_pid = 0;
-  *out_error = 0;
+halo_status_t halod_fd_server_check_free(const char *path, const char *listen,
+                                         bool *out_stale) {
+  *out_stale = false;
+  struct stat st;
+  if (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode)) return NULL;
   struct sockaddr_un address = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof(address.sun_path)) return false;
+  if (strlen(path) >= sizeof(address.sun_path)) return NULL;  // bind says
   strcpy(address.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool served =
-      connect(fd, (struct sockaddr *)&address, sizeof(address)) == 0 ||
-      errno == EAGAIN;  // a full backlog: served all the same
-  if (!served) *out_error = errno;
-  if (served) {
+  if (fd < 0) {
+    return halo_status_from_errno(errno, "fd channel %s: a probe socket", path);
+  }
+  int error = 0;
+  if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+    error = errno;
+  }
+  pid_t serving = 0;
+  if (error == 0 || error == EAGAIN) {  // EAGAIN: a full backlog, served
     struct ucred peer;
     socklen_t length = sizeof(peer);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0) {
-      *out_pid = peer.pid;
+      serving = peer.pid;
     }
   }
   close(fd);
-  return served;
-}
-
-bool halod_fd_server_in_use(const char *path, pid_t *out_pid) {
-  int error;
-  return halod_fd_server_probe(path, out_pid, &error);
+  if (error == ECONNREFUSED) {
+    *out_stale = true;
+    return NULL;
+  }
+  if (error == ENOENT) return NULL;  // gone meanwhile: nothing to remove
+  if (error != 0 && error != EAGAIN) {
+    return halo_status_from_errno(
+        error,
+        "fd channel %s: a socket is there, and connecting to it cannot tell "
+        "whether a halod serves it; remove it if it is stale",
+        path);
+  }
+  char who[48] = "another halod";
+  if (serving > 0) {
+    snprintf(who, sizeof(who), "another halod (pid %d)", (int)serving);
+  }
+  return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                          "%s serves %s already (its fd channel %s answers): "
+                          "stop it first, or give this one another --listen",
+                          who, listen ? listen : path, path);
 }
 
 halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
@@ -601,27 +621,9 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   // one nobody serves. halod_start looked before anything started; this
   // looks again, as another halod may have bound it while this one started
   // its workers.
-  halo_status_t status = NULL;
-  struct stat st;
-  if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-    pid_t serving = 0;
-    int error = 0;
-    if (halod_fd_server_probe(path, &serving, &error)) {
-      status = halo_status_make(
-          HALO_STATUS_FAILED_PRECONDITION,
-          "another halod (pid %d) serves the fd channel %s: stop it first, "
-          "or give this one another --listen",
-          (int)serving, path);
-    } else if (error != ECONNREFUSED && error != ENOENT) {
-      status = halo_status_from_errno(
-          error,
-          "fd channel %s: a socket is there, and connecting to it cannot tell "
-          "whether a halod serves it; remove it if it is stale",
-          path);
-    } else {
-      unlink(path);
-    }
-  }
+  bool stale = false;
+  halo_status_t status = halod_fd_server_check_free(path, NULL, &stale);
+  if (stale) unlink(path);
   server->fd =
       status
           ? -1
@@ -655,6 +657,11 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   if (!status && listen(server->fd, 128) != 0) {
     status = halo_status_from_errno(errno, "fd channel listen %s", path);
   }
+  struct stat bound;
+  if (!status && lstat(path, &bound) == 0) {
+    server->bound_dev = bound.st_dev;
+    server->bound_ino = bound.st_ino;
+  }
   if (status) {
     if (server->fd >= 0) close(server->fd);
     if (server->spare_fd >= 0) close(server->spare_fd);
@@ -677,10 +684,16 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
 static void halod_fd_server_on_closed(uv_handle_t *handle) {
   halod_fd_server_t *server = handle->data;
   if (--server->open_handles > 0) return;
+  // Its own socket file only, before the socket closes (a halod starting
+  // then finds it served, not stale).
+  struct stat st;
+  if (server->bound_ino && lstat(server->path, &st) == 0 &&
+      st.st_dev == server->bound_dev && st.st_ino == server->bound_ino) {
+    unlink(server->path);
+  }
   close(server->fd);
   if (server->spare_fd >= 0) close(server->spare_fd);
   close(server->pidfd);
-  unlink(server->path);
   halod_fd_closer_destroy(server->closer);
   free(server);
 }

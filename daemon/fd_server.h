@@ -25,12 +25,16 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
                                      uint32_t socket_mode,
                                      const char *socket_group,
                                      halod_fd_server_t **out_server);
-// Whether a process serves an fd channel at |path|: a halod running on the
-// same client socket, whose sockets a second halod must leave alone (it
-// would remove a live halod's fd channel as a stale one). Connecting tells:
-// a stale socket refuses. Its pid in *|out_pid| (0 where the kernel cannot
-// tell it: another pid namespace). Any thread.
-bool halod_fd_server_in_use(const char *path, pid_t *out_pid);
+// Whether the fd channel's |path| is free for this halod: NULL where no
+// socket is there (*|out_stale| false) or a stale one (true: connecting is
+// refused, nobody serves it; the caller removes it).
+// FAILED_PRECONDITION naming the halod that serves it (its pid where the
+// kernel tells it), which a second halod must leave alone: it would remove
+// a live halod's fd channel as a stale one; |listen| (may be NULL) names
+// that halod's client socket in the message. The errno where connecting
+// cannot tell (Permission denied). Any thread.
+halo_status_t halod_fd_server_check_free(const char *path, const char *listen,
+                                         bool *out_stale);
 
 // Closes the channel and every connection (a request in flight fails at
 // once: the connections are shut down before they close).

@@ -419,7 +419,9 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "Sessions ended by haloctl kill-client.",
                     (double)daemon->stats.sessions_killed);
   halod_text_sample(&text, "halo_sessions_refused_total", "counter",
-                    "Sessions refused: their process was over fault-budget.",
+                    "Sessions refused: their process was over fault-budget, "
+                    "halod could not identify it, or its uid held "
+                    "uid-domains trust domains.",
                     (double)daemon->stats.sessions_refused);
   halod_text_sample(&text, "halo_sessions_uid_limited_total", "counter",
                     "Connections refused: their uid had uid-connections "

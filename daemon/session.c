@@ -383,11 +383,13 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
       // or its uid holds uid-domains (the client's doing, which it may
       // retry in a loop: at debug, counted as refused).
       bool limited = strstr(halo_status_message(acquired), "uid-domains");
-      if (limited) ++daemon->stats.sessions_refused;
-      halo_log(limited ? HALO_LOG_DEBUG : HALO_LOG_ERROR,
-               "session %llu (uid %u, pid %u): %s",
-               (unsigned long long)session->id, uid, pid,
-               halo_status_message(acquired));
+      if (limited) {
+        ++daemon->stats.sessions_refused;  // logged below, at debug
+      } else {
+        HALO_LOG_ERROR("session %llu (uid %u, pid %u): %s",
+                       (unsigned long long)session->id, uid, pid,
+                       halo_status_message(acquired));
+      }
       halod_session_refuse(session, acquired);
     }
   }

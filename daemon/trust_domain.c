@@ -244,8 +244,8 @@ static halo_status_t halod_domain_check_uid(
   for (size_t i = 0; i < domains->capacity; ++i) {
     if (!domains->entries[i].key) continue;
     const halod_domain_t *domain = domains->entries[i].value;
-    if (domain->base_key == identity->key) return NULL;  // it has a part
     if (domain->uid != uid) continue;
+    if (domain->base_key == identity->key) return NULL;  // it has a part
     // Counted at the first of its parts in the map.
     bool first = true;
     for (size_t k = 0; k < i && first; ++k) {
