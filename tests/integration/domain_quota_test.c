@@ -240,6 +240,30 @@ static void test_a_uid_starts_at_most_uid_domains(void **state) {
   halo_client_close(own);
 }
 
+static int setup_one_domain_two_parts(void **state) {
+  halo_test_daemon_t *daemon = calloc(1, sizeof(*daemon));
+  assert_non_null(daemon);
+  static const char *const args[] = {"--workers-per-domain", "2",
+                                     "--uid-domains", "1", NULL};
+  halo_test_daemon_start_with_args(daemon, args);
+  *state = daemon;
+  return 0;
+}
+
+// uid-domains counts a domain once, whatever its parts: with one allowed
+// and two parts (trust-domain uid), this process takes one part and
+// another process of the uid the other, both in the uid's one domain.
+static void test_parts_of_a_domain_are_one_domain(void **state) {
+  halo_test_daemon_t *daemon = *state;
+  halo_client_t *own = halo_test_connect(daemon, 0);
+  holder_t other;
+  holder_start(daemon, &other);
+  print_message("another process of the uid: %s\n", other.line);
+  assert_string_equal(other.line, "ok");
+  holder_stop(&other);
+  halo_client_close(own);
+}
+
 // Whether |client| can create a device buffer of the whole quota.
 static bool creates_all(halo_client_t *client) {
   halo_buffer_t *buffer = NULL;
@@ -283,6 +307,8 @@ int main(int argc, char **argv) {
           test_an_ended_session_gives_its_bytes_back, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_uid_starts_at_most_uid_domains,
                                       setup_two_domains, teardown),
+      cmocka_unit_test_setup_teardown(test_parts_of_a_domain_are_one_domain,
+                                      setup_one_domain_two_parts, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
