@@ -518,10 +518,7 @@ static halo_status_t halo_client_fd_reply_status(uint32_t kind,
     halo_status_code_t code = (unsigned)reply->code < HALO_STATUS_CODE_COUNT
                                   ? (halo_status_code_t)reply->code
                                   : HALO_STATUS_UNKNOWN;
-    // halod's refusals at the door name the channel themselves.
-    bool named = strncmp(reply->message, "fd channel", 10) == 0;
-    return halo_status_make(code, "%s%s",
-                            named ? "" : "fd channel: ", reply->message);
+    return halo_status_make(code, "fd channel: %s", reply->message);
   }
   if (kind == HALO_FD_REQUEST_AUTH && fd >= 0) {
     close(fd);  // AUTH passes none

@@ -180,11 +180,10 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
                            const halo_fd_request_t *request) {
   halod_t *daemon = connection->server->daemon;
   if (request->magic != HALO_FD_CHANNEL_MAGIC) {
-    halod_fd_reply(
-        connection,
-        halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                         "fd channel: bad magic 0x%x", request->magic),
-        -1, 0);
+    halod_fd_reply(connection,
+                   halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                    "bad magic 0x%x", request->magic),
+                   -1, 0);
     return;
   }
   if (request->kind == HALO_FD_REQUEST_AUTH) {
@@ -194,10 +193,10 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
   }
   halod_session_t *session = connection->session;
   if (!session) {
-    halod_fd_reply(connection,
-                   halo_status_make(HALO_STATUS_UNAUTHENTICATED,
-                                    "fd channel: authenticate first"),
-                   -1, 0);
+    halod_fd_reply(
+        connection,
+        halo_status_make(HALO_STATUS_UNAUTHENTICATED, "authenticate first"), -1,
+        0);
     return;
   }
   if (request->kind == HALO_FD_REQUEST_SEMAPHORE_PAGE) {
@@ -250,17 +249,16 @@ static void halod_fd_serve(halod_fd_connection_t *connection,
     halod_fd_reply(connection,
                    doorbell < 0
                        ? halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
-                                          "fd channel: the session "
+                                          "the session "
                                           "has no submission ring")
                        : NULL,
                    doorbell, 0);
     return;
   }
-  halod_fd_reply(
-      connection,
-      halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                       "fd channel: unknown request kind %u", request->kind),
-      -1, 0);
+  halod_fd_reply(connection,
+                 halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                  "unknown request kind %u", request->kind),
+                 -1, 0);
 }
 
 // Rate-limited to one warning a second: a flood must not flood the log.
@@ -313,7 +311,7 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     halod_fd_send_reply(
         connection->fd,
         halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                         "fd channel: %zu descriptor(s) passed with a "
+                         "%zu descriptor(s) passed with a "
                          "request; clients pass none (connection closed)",
                          passed_count),
         -1, 0);
@@ -364,37 +362,25 @@ static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
   halod_fd_server_warn_refused(server, strerror(error));
 }
 
-// Reads what a connection of |uid| about to be closed sent (without
-// waiting); a descriptor it passed is closed off the loop (fd_closer.h).
+// Reads what a connection of |uid| about to be closed sent (it does not
+// wait: the connection is non-blocking); a descriptor it passed is closed
+// off the loop (fd_closer.h).
 static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
                                   uint32_t uid) {
   for (int i = 0; i < 16; ++i) {
-    char bytes[256];
-    int fds[HALO_FD_MAX_PASSED];
+    halo_fd_request_t request;
+    int passed[HALO_FD_MAX_PASSED];
     size_t count = 0;
-    struct iovec iov = {.iov_base = bytes, .iov_len = sizeof(bytes)};
-    union {
-      struct cmsghdr header;
-      char buffer[CMSG_SPACE(sizeof(int) * HALO_FD_MAX_PASSED)];
-    } control;
-    struct msghdr message = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = control.buffer,
-                             .msg_controllen = sizeof(control.buffer)};
-    if (recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return;
-    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message); cmsg;
-         cmsg = CMSG_NXTHDR(&message, cmsg)) {
-      if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
-        continue;
-      }
-      size_t passed = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t k = 0; k < passed && count < HALO_FD_MAX_PASSED; ++k) {
-        memcpy(&fds[count++], CMSG_DATA(cmsg) + k * sizeof(int), sizeof(int));
-      }
-    }
+    halo_status_t status =
+        halo_fd_recv_all(fd, &request, sizeof(request), passed, &count);
     for (size_t k = 0; k < count; ++k) {
-      halod_fd_closer_close(server->closer, fds[k], uid);
+      halod_fd_closer_close(server->closer, passed[k], uid);
     }
+    // A message of another size was read all the same; nothing more to
+    // read (EAGAIN), or the end, stops.
+    halo_status_code_t code = halo_status_code(status);
+    halo_status_free(status);
+    if (code != HALO_STATUS_OK && code != HALO_STATUS_INVALID_ARGUMENT) return;
   }
 }
 
@@ -420,14 +406,14 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
   halod_fd_server_count(server, uid, &all, &unauthenticated);
   if (all >= config->fd_channel_connections) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "fd channel: uid %u holds %u connections, the "
+                            "uid %u holds %u connections, the "
                             "limit fd-channel-connections",
                             uid, all);
   }
   uint32_t closing = halod_fd_closer_pending(server->closer, uid);
   if (closing >= HALOD_FD_CLOSER_UID_LIMIT) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "fd channel: halod is still closing %u "
+                            "halod is still closing %u "
                             "descriptors of uid %u that did not close at "
                             "once (passed on the fd channel, or queued on "
                             "its connections), the limit %u",
@@ -435,7 +421,7 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
   }
   if (unauthenticated >= config->fd_channel_unauthenticated) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "fd channel: uid %u holds %u connections not yet "
+                            "uid %u holds %u connections not yet "
                             "authenticated, the limit "
                             "fd-channel-unauthenticated",
                             uid, unauthenticated);
