@@ -337,7 +337,8 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   // client, and closing it could lose a message arriving on it
   // (halod_server_close_pipe). In order: a killed process or a limit, a
   // peer halod cannot identify (another pid or user namespace than halod
-  // can see: warned, a deployment mistake), the fault budget.
+  // can see: warned, a deployment mistake), the fault budget, a domain past
+  // its uid's uid-domains.
   uint32_t uid_sessions = halod_uid_sessions(&daemon->sessions, uid);
   halo_log_level_t refused_level = HALO_LOG_DEBUG;
   session->refused_code = HALO_STATUS_RESOURCE_EXHAUSTED;
@@ -353,6 +354,9 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   } else if ((session->refused_reason =
                   halod_session_refusal(daemon, session))) {
     ++daemon->stats.sessions_refused;
+  } else if ((refusal = halod_domain_admit(daemon, identity, uid))) {
+    ++daemon->stats.sessions_refused;
+    halod_session_refuse(session, refusal);
   }
   halo_status_t status =
       halo_u64_map_put(&daemon->sessions.by_pipe, pipe_id, session);
@@ -379,17 +383,10 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     halo_status_t acquired = halod_domain_acquire(
         daemon, identity, &session->process, &session->domain);
     if (acquired) {
-      // Its trust domain's worker did not start, say: an error of halod's;
-      // or its uid holds uid-domains (the client's doing, which it may
-      // retry in a loop: at debug, counted as refused).
-      bool limited = strstr(halo_status_message(acquired), "uid-domains");
-      if (limited) {
-        ++daemon->stats.sessions_refused;  // logged below, at debug
-      } else {
-        HALO_LOG_ERROR("session %llu (uid %u, pid %u): %s",
-                       (unsigned long long)session->id, uid, pid,
-                       halo_status_message(acquired));
-      }
+      // Its trust domain's worker did not start, say: an error of halod's.
+      HALO_LOG_ERROR("session %llu (uid %u, pid %u): %s",
+                     (unsigned long long)session->id, uid, pid,
+                     halo_status_message(acquired));
       halod_session_refuse(session, acquired);
     }
   }

@@ -230,14 +230,9 @@ static halo_status_t halod_domain_choose_part(
   return NULL;
 }
 
-// RESOURCE_EXHAUSTED naming uid-domains if |uid| holds that many trust
-// domains and |identity| would be one more (a new part of a domain that
-// has one is not: its parts are bounded by workers-per-domain). Each has
-// device workers, a device context each, of its own; without device
-// workers domains share halod's devices and cost nothing. Connecting is
-// rare: walks over the domains are fine.
-static halo_status_t halod_domain_check_uid(
-    halod_t *daemon, uint32_t uid, const halod_domain_identity_t *identity) {
+halo_status_t halod_domain_admit(const halod_t *daemon,
+                                 const halod_domain_identity_t *identity,
+                                 uint32_t uid) {
   if (!halod_workers_enabled(daemon)) return NULL;
   const halo_u64_map_t *domains = &daemon->sessions.domains;
   uint32_t held = 0;
@@ -277,12 +272,6 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   HALO_RETURN_IF_ERROR(halod_domain_choose_part(daemon, identity, process,
                                                 &domain, &part, &name, &key));
   if (!domain) {
-    halo_status_t status =
-        halod_domain_check_uid(daemon, process->uid, identity);
-    if (status) {
-      free(name);
-      return status;
-    }
     domain = calloc(1, sizeof(*domain));
     if (!domain) {
       free(name);
@@ -294,7 +283,8 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
     domain->uid = process->uid;
     domain->process_start = identity->process_start;
     domain->name = name;
-    status = halo_u64_map_put(&daemon->sessions.domains, key, domain);
+    halo_status_t status =
+        halo_u64_map_put(&daemon->sessions.domains, key, domain);
     if (status) {
       free(domain->name);
       free(domain);

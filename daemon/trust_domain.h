@@ -45,6 +45,16 @@ halo_status_t halod_domain_identify(const halod_t *daemon,
                                     const halod_client_process_t *process,
                                     halod_domain_identity_t *out_identity);
 
+// RESOURCE_EXHAUSTED naming uid-domains if |uid| holds that many trust
+// domains and |identity| would be one more: each has device workers, a
+// device context each, of its own (a new part of a domain that has one is
+// no new domain: workers-per-domain bounds its parts). Without device
+// workers domains share halod's devices and cost nothing. A session so
+// refused gets no domain (daemon/session.h).
+halo_status_t halod_domain_admit(const halod_t *daemon,
+                                 const halod_domain_identity_t *identity,
+                                 uint32_t uid);
+
 // How many parts each trust domain has: workers-per-domain with device
 // workers and trust-domain uid or cgroup, else 1.
 uint32_t halod_domain_parts(const halod_t *daemon);
