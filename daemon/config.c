@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "common/log.h"
@@ -661,16 +660,6 @@ static char *halod_config_file_read_line(char *line, int capacity,
   char text[2048];
   if (!fgets(text, sizeof(text), file->file)) return NULL;
   ++file->line;
-  if (ferror(file->file)) {
-    // A read that failed halfway through the line (EIO): not a long line;
-    // the end of the file for inih, the error for halod_config_read_file.
-    if (!file->status) {
-      file->status = halo_status_from_errno(errno ? errno : EIO,
-                                            "config file %s: reading line %d",
-                                            file->path, file->line);
-    }
-    return NULL;
-  }
   size_t length = strlen(text);
   bool complete = length > 0 && text[length - 1] == '\n';
   if (!complete && !feof(file->file)) {
@@ -739,24 +728,19 @@ static halo_status_t halod_config_read_file(halod_config_t *config,
   halod_config_file_t file = {.config = config, .path = path};
   file.file = fopen(path, "r");
   if (!file.file) return halo_status_from_errno(errno, "config file %s", path);
-  // A directory opens, and reads as an error, not as an empty file; so does
-  // a read that fails halfway (EIO): neither may apply a part of a file.
-  struct stat st;
-  if (fstat(fileno(file.file), &st) == 0 && S_ISDIR(st.st_mode)) {
-    fclose(file.file);
-    return halo_status_from_errno(EISDIR, "config file %s", path);
-  }
   int rv = ini_parse_stream(halod_config_file_read_line, &file,
                             halod_config_file_on_value, &file);
-  bool failed = ferror(file.file);
-  int read_error = errno;
+  // A read that failed (a directory: EISDIR, at once; EIO, halfway) ended
+  // the parse as an end of file would: an error, before what the lines read
+  // said, and nothing of the file is applied.
+  int read_error = ferror(file.file) ? (errno ? errno : EIO) : 0;
   fclose(file.file);
-  if (file.status) return file.status;
-  if (failed) {
-    return halo_status_from_errno(read_error ? read_error : EIO,
-                                  "config file %s: reading line %d", path,
-                                  file.line + 1);
+  if (read_error) {
+    halo_status_free(file.status);
+    return halo_status_from_errno(read_error, "config file %s: reading line %d",
+                                  path, file.line + 1);
   }
+  if (file.status) return file.status;
   if (rv > 0) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "%s:%d: expected \"name = value\"", path, rv);

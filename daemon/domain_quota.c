@@ -66,26 +66,21 @@ halo_status_t halod_domain_quota_check(const halod_t *daemon,
       (unsigned long long)(host ? session->host_bytes : session->device_bytes));
 }
 
+// Adds |delta| (wrapping: a credit is the charge's negation) to |session|'s
+// bytes of the kind and to its domain's.
+static void halod_domain_quota_add(halod_session_t *session, bool host,
+                                   uint64_t delta) {
+  halod_domain_usage_t *usage = session->domain_usage;
+  *(host ? &session->host_bytes : &session->device_bytes) += delta;
+  if (usage) *(host ? &usage->host_bytes : &usage->device_bytes) += delta;
+}
+
 void halod_domain_quota_charge(halod_session_t *session, bool host,
                                uint64_t size) {
-  halod_domain_usage_t *usage = session->domain_usage;
-  if (host) {
-    session->host_bytes += size;
-    if (usage) usage->host_bytes += size;
-  } else {
-    session->device_bytes += size;
-    if (usage) usage->device_bytes += size;
-  }
+  halod_domain_quota_add(session, host, size);
 }
 
 void halod_domain_quota_credit(halod_session_t *session, bool host,
                                uint64_t size) {
-  halod_domain_usage_t *usage = session->domain_usage;
-  if (host) {
-    session->host_bytes -= size;
-    if (usage) usage->host_bytes -= size;
-  } else {
-    session->device_bytes -= size;
-    if (usage) usage->device_bytes -= size;
-  }
+  halod_domain_quota_add(session, host, -size);
 }

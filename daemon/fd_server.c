@@ -610,24 +610,26 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   bool stale = false;
   halo_status_t status = halod_fd_server_check_free(path, NULL, &stale);
   if (stale) unlink(path);
-  server->fd =
-      status
-          ? -1
-          : socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (status) {
-    // Refused above: nothing bound, nothing of the other's removed.
-  } else if (server->fd < 0) {
-    status = halo_status_from_errno(errno, "fd channel socket");
-  } else if (bind(server->fd, (struct sockaddr *)&address, sizeof(address))) {
+  server->fd = -1;  // refused above: nothing bound, nothing of theirs removed
+  if (!status) {
+    server->fd =
+        socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (server->fd < 0) {
+      status = halo_status_from_errno(errno, "fd channel socket");
+    }
+  }
+  if (!status &&
+      bind(server->fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
     status = halo_status_from_errno(errno, "fd channel bind %s", path);
-  } else if (socket_group && socket_group[0]) {
+  }
+  if (!status && socket_group && socket_group[0]) {
     // Owner only until the group is set (see halod_server_set_socket_group).
     if (chmod(path, socket_mode & 0700) != 0) {
       status = halo_status_from_errno(errno, "fd channel chmod %s", path);
     } else {
       status = halod_server_set_socket_group(path, socket_group, socket_mode);
     }
-  } else if (chmod(path, socket_mode) != 0) {
+  } else if (!status && chmod(path, socket_mode) != 0) {
     status = halo_status_from_errno(errno, "fd channel chmod %s", path);
   }
   if (!status) {
