@@ -53,6 +53,7 @@
 // loop.
 #define SLACK_MS 4000
 #define SILENCE "it sent nothing, not even its liveness message"
+#define HALFWAY "it stopped in the middle of a message"
 
 // ---------------------------------------------------------------- other
 
@@ -267,9 +268,11 @@ static void stop_worker(state_t *test, pid_t worker) {
 }
 
 // Waits until halod killed and reaped |worker| (stopped at |stopped_ns|)
-// for its silence, and logged it; returns after how long.
-static int64_t expect_killed_for_silence(state_t *test, pid_t worker,
-                                         int64_t stopped_ns) {
+// as hung because |why| (SILENCE, or why its receive gave up), and logged
+// it, no sooner than |least_ms| after the stop; returns after how long.
+static int64_t expect_killed_as_hung(state_t *test, pid_t worker,
+                                     int64_t stopped_ns, const char *why,
+                                     int64_t least_ms) {
   if (!HALO_TEST_POLL(kill(worker, 0) != 0, HANG_MS + SLACK_MS)) {
     fail_msg("the stopped worker %d was not killed within %d ms", (int)worker,
              HANG_MS + SLACK_MS);
@@ -277,17 +280,37 @@ static int64_t expect_killed_for_silence(state_t *test, pid_t worker,
   int64_t took_ms = (halo_test_now_ns() - stopped_ns) / MS;
   test->stopped = 0;
   char logged[160];
-  snprintf(logged, sizeof(logged), "worker pid %d hung (%s", (int)worker,
-           SILENCE);
+  snprintf(logged, sizeof(logged), "worker pid %d hung (%s", (int)worker, why);
   if (!HALO_TEST_POLL(strstr(read_log(test), logged) != NULL, 5000)) {
     fail_msg("halod's log has no \"%s\"", logged);
   }
   print_message("worker %d killed %lld ms after it was stopped\n", (int)worker,
                 (long long)took_ms);
-  // Silence is counted from the worker's last message, up to a second
-  // (its liveness interval) before the stop.
-  assert_true(took_ms >= HANG_MS - 1500);
+  assert_true(took_ms >= least_ms);
   return took_ms;
+}
+
+// The same for a worker stopped whole: its silence is counted from its last
+// message, up to a second (its liveness interval) before the stop.
+static int64_t expect_killed_for_silence(state_t *test, pid_t worker,
+                                         int64_t stopped_ns) {
+  return expect_killed_as_hung(test, worker, stopped_ns, SILENCE,
+                               HANG_MS - 1500);
+}
+
+// The next request of |client|, whose session shared a worker killed as
+// hung because |why|: SESSION_LOST naming it.
+static void expect_session_lost(halo_client_t *client, const char *why) {
+  halo_buffer_t *buffer = NULL;
+  halo_status_t status =
+      halo_buffer_create(client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0, &buffer);
+  assert_non_null(status);
+  print_message("the session's next request: %s: %s\n",
+                halo_status_code_name(halo_status_code(status)),
+                halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_SESSION_LOST);
+  assert_non_null(strstr(halo_status_message(status), why));
+  halo_status_free(status);
 }
 
 // A client of this domain executes `sleepy` for |microseconds|, signaling
@@ -401,16 +424,7 @@ static void test_stopped_idle_worker_is_replaced(void **state) {
   stop_worker(test, worker);
   expect_killed_for_silence(test, worker, stopped_ns);
   // The session shared the lost worker: lost, naming the silence.
-  halo_buffer_t *buffer = NULL;
-  halo_status_t status = halo_buffer_create(
-      own.client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0, &buffer);
-  assert_non_null(status);
-  print_message("the idle session's next request: %s: %s\n",
-                halo_status_code_name(halo_status_code(status)),
-                halo_status_message(status));
-  assert_int_equal(halo_status_code(status), HALO_STATUS_SESSION_LOST);
-  assert_non_null(strstr(halo_status_message(status), SILENCE));
-  halo_status_free(status);
+  expect_session_lost(own.client, SILENCE);
   own_close(&own);
   own_expect_working(test);
 
@@ -455,25 +469,11 @@ static void test_worker_stopped_halfway_through_a_message(void **state) {
   close(fd);
   test->stopped = worker;
   int64_t stopped_ns = halo_test_now_ns();
-  // Its completion is the message it stops in.
+  // Its completion is the message it stops in; the receive waits the
+  // whole bound from its header on.
   HALO_TEST_ASSERT_OK(own_sleepy(&own, 2, 0));
-  if (!HALO_TEST_POLL(kill(worker, 0) != 0, HANG_MS + SLACK_MS)) {
-    fail_msg("the worker %d stopped halfway was not killed within %d ms",
-             (int)worker, HANG_MS + SLACK_MS);
-  }
-  test->stopped = 0;
+  expect_killed_as_hung(test, worker, stopped_ns, HALFWAY, HANG_MS - 500);
   unlink(test->half_path);
-  int64_t took_ms = (halo_test_now_ns() - stopped_ns) / MS;
-  print_message("worker %d killed %lld ms after its completion's header\n",
-                (int)worker, (long long)took_ms);
-  assert_true(took_ms >= HANG_MS - 500);
-  char logged[160];
-  snprintf(logged, sizeof(logged),
-           "worker pid %d hung (it stopped in the middle of a message",
-           (int)worker);
-  if (!HALO_TEST_POLL(strstr(read_log(test), logged) != NULL, 5000)) {
-    fail_msg("halod's log has no \"%s\"", logged);
-  }
   // The execution's wait ends (its completion never arrived whole), and the
   // session shared the lost worker: lost, naming why.
   halo_status_t status = halo_semaphore_wait(own.done, 2, 10000 * MS);
@@ -481,17 +481,7 @@ static void test_worker_stopped_halfway_through_a_message(void **state) {
   assert_true(!status || halo_status_code(status) == HALO_STATUS_DEVICE_LOST ||
               halo_status_code(status) == HALO_STATUS_SESSION_LOST);
   halo_status_free(status);
-  halo_buffer_t *buffer = NULL;
-  status = halo_buffer_create(own.client, 0, HALO_MEMORY_HOST_VISIBLE, 64, 0,
-                              &buffer);
-  assert_non_null(status);
-  print_message("the session's next request: %s: %s\n",
-                halo_status_code_name(halo_status_code(status)),
-                halo_status_message(status));
-  assert_int_equal(halo_status_code(status), HALO_STATUS_SESSION_LOST);
-  assert_non_null(strstr(halo_status_message(status),
-                         "stopped in the middle of a message"));
-  halo_status_free(status);
+  expect_session_lost(own.client, HALFWAY);
   other_expect_served(test);
   own_close(&own);
   own_expect_working(test);
