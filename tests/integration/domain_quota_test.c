@@ -106,9 +106,16 @@ static void holder_stop(holder_t *holder) {
   assert_int_equal(waitpid(holder->pid, NULL, 0), holder->pid);
 }
 
-static int setup(void **state) {
+// A halod started with |args|, as the test's state.
+static int start_with(void **state, const char *const *args) {
   halo_test_daemon_t *daemon = calloc(1, sizeof(*daemon));
   assert_non_null(daemon);
+  halo_test_daemon_start_with_args(daemon, args);
+  *state = daemon;
+  return 0;
+}
+
+static int setup(void **state) {
   static const char *const args[] = {"--trust-domain",
                                      "process",
                                      "--domain-device-bytes",
@@ -116,11 +123,8 @@ static int setup(void **state) {
                                      "--domain-host-bytes",
                                      "1M",
                                      NULL};
-  halo_test_daemon_start_with_args(daemon, args);
-  *state = daemon;
-  return 0;
+  return start_with(state, args);
 }
-
 static int teardown(void **state) {
   halo_test_daemon_t *daemon = *state;
   halo_test_daemon_stop(daemon, SIGTERM);
@@ -198,13 +202,9 @@ static void test_host_bytes_are_bounded_per_domain(void **state) {
 }
 
 static int setup_two_domains(void **state) {
-  halo_test_daemon_t *daemon = calloc(1, sizeof(*daemon));
-  assert_non_null(daemon);
   static const char *const args[] = {"--trust-domain", "process",
                                      "--uid-domains", "2", NULL};
-  halo_test_daemon_start_with_args(daemon, args);
-  *state = daemon;
-  return 0;
+  return start_with(state, args);
 }
 
 // uid-domains 2: this process's domain and one other; a third process of
@@ -241,13 +241,9 @@ static void test_a_uid_starts_at_most_uid_domains(void **state) {
 }
 
 static int setup_one_domain_two_parts(void **state) {
-  halo_test_daemon_t *daemon = calloc(1, sizeof(*daemon));
-  assert_non_null(daemon);
   static const char *const args[] = {"--workers-per-domain", "2",
                                      "--uid-domains", "1", NULL};
-  halo_test_daemon_start_with_args(daemon, args);
-  *state = daemon;
-  return 0;
+  return start_with(state, args);
 }
 
 // uid-domains counts a domain once, whatever its parts: with one allowed

@@ -137,6 +137,28 @@ static void test_connection_closes_here_where_rights_are_refused(void **state) {
 // A listening socket that refuses passed descriptors (where the kernel
 // can): its connections inherit it, and a sender gets EPERM; found by its
 // path too, as halod finds nng's.
+// A Unix stream socket listening at |path| (removed first); asserts.
+static int listen_at(const char *path) {
+  unlink(path);
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  strcpy(address.sun_path, path);
+  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
+                   0);
+  assert_int_equal(listen(listener, 4), 0);
+  return listener;
+}
+
+// A Unix stream socket connected to |path|; asserts.
+static int connect_to(const char *path) {
+  int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  strcpy(address.sun_path, path);
+  assert_int_equal(
+      connect(client, (struct sockaddr *)&address, sizeof(address)), 0);
+  return client;
+}
+
 static void test_listening_socket_refuses_rights(void **state) {
   (void)state;
   if (!kernel_refuses_rights()) {
@@ -145,19 +167,11 @@ static void test_listening_socket_refuses_rights(void **state) {
   }
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
   snprintf(path, sizeof(path), "/tmp/halo-fd-closer-test-%d.sock", getpid());
-  unlink(path);
-  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un address = {.sun_family = AF_UNIX};
-  strcpy(address.sun_path, path);
-  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
-                   0);
-  assert_int_equal(listen(listener, 4), 0);
+  int listener = listen_at(path);
   assert_int_equal(halod_socket_refuse_rights_at("/tmp/no-such-socket"),
                    ENOENT);
   assert_int_equal(halod_socket_refuse_rights_at(path), 0);
-  int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_int_equal(
-      connect(client, (struct sockaddr *)&address, sizeof(address)), 0);
+  int client = connect_to(path);
   char byte = 'x';
   halo_status_t status = halo_fd_send(client, &byte, 1, client);
   assert_non_null(status);
@@ -179,35 +193,16 @@ static void test_listening_socket_is_found_by_path(void **state) {
   char other[sizeof(path)];
   snprintf(path, sizeof(path), "/tmp/halo-fd-find-test-%d.sock", getpid());
   snprintf(other, sizeof(other), "/tmp/halo-fd-find-test-%d.other", getpid());
-  unlink(path);
-  unlink(other);
   int unbound = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int elsewhere = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un other_address = {.sun_family = AF_UNIX};
-  strcpy(other_address.sun_path, other);
-  assert_int_equal(
-      bind(elsewhere, (struct sockaddr *)&other_address, sizeof(other_address)),
-      0);
-  assert_int_equal(listen(elsewhere, 4), 0);
-  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un address = {.sun_family = AF_UNIX};
-  strcpy(address.sun_path, path);
-  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
-                   0);
-  assert_int_equal(listen(listener, 4), 0);
-  int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_int_equal(
-      connect(client, (struct sockaddr *)&address, sizeof(address)), 0);
+  int elsewhere = listen_at(other);
+  int listener = listen_at(path);
+  int client = connect_to(path);
   int accepted = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
   assert_true(accepted >= 0);
   // Closed: only the connection accepted from it is left at |path|.
   close(listener);
   assert_int_equal(halod_socket_refuse_rights_at(path), ENOENT);
-  unlink(path);
-  listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)),
-                   0);
-  assert_int_equal(listen(listener, 4), 0);
+  listener = listen_at(path);
   // Found: 0 where the kernel refuses rights, its errno where it cannot.
   int found = halod_socket_refuse_rights_at(path);
   if (kernel_refuses_rights()) {
