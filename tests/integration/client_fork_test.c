@@ -315,14 +315,20 @@ static void child_ring_calls(child_t *child, void *argument) {
   child_check(child, "the value is the parent's", value == 1);
 }
 
-static void test_ring_calls_in_a_child_fail(void **state) {
-  halo_test_fixture_t *fixture = *state;
+// Builds the fixture's client's objects, runs |child_main| on them in a
+// forked child, and checks that the parent's session is intact after it.
+static void run_child_on_objects(halo_test_fixture_t *fixture,
+                                 void (*child_main)(child_t *, void *)) {
   objects_t objects;
   objects_build(fixture->client, &objects);
-  bool child_ok = run_in_child(child_ring_calls, &objects);
+  bool child_ok = run_in_child(child_main, &objects);
   objects_check_intact(&objects);
   objects_release(&objects);
   assert_child_ok(child_ok);
+}
+
+static void test_ring_calls_in_a_child_fail(void **state) {
+  run_child_on_objects(*state, child_ring_calls);
 }
 
 // One signal on the ring, of a semaphore the parent does not touch: the
@@ -335,13 +341,7 @@ static void child_one_signal(child_t *child, void *argument) {
 }
 
 static void test_parent_ring_outlives_a_child_signal(void **state) {
-  halo_test_fixture_t *fixture = *state;
-  objects_t objects;
-  objects_build(fixture->client, &objects);
-  bool child_ok = run_in_child(child_one_signal, &objects);
-  objects_check_intact(&objects);
-  objects_release(&objects);
-  assert_child_ok(child_ok);
+  run_child_on_objects(*state, child_one_signal);
 }
 
 // The calls that ask halod over the socket: nng would have aborted the
@@ -383,13 +383,7 @@ static void child_socket_calls(child_t *child, void *argument) {
 }
 
 static void test_socket_calls_in_a_child_fail(void **state) {
-  halo_test_fixture_t *fixture = *state;
-  objects_t objects;
-  objects_build(fixture->client, &objects);
-  bool child_ok = run_in_child(child_socket_calls, &objects);
-  objects_check_intact(&objects);
-  objects_release(&objects);
-  assert_child_ok(child_ok);
+  run_child_on_objects(*state, child_socket_calls);
 }
 
 // With $HALO_RING=0 the ring's calls go over the socket: refused the same.
