@@ -46,27 +46,32 @@ static const char *worker_gates_report_hold;
 static const char *worker_gates_report_fail;
 static const char *worker_gates_report_half;
 
+// The link header |message| starts with (its first part); false if none.
+static bool worker_gates_header(const struct msghdr *message,
+                                halo_remote_header_t *out_header) {
+  if (message->msg_iovlen == 0 ||
+      message->msg_iov[0].iov_len < sizeof(*out_header)) {
+    return false;
+  }
+  memcpy(out_header, message->msg_iov[0].iov_base, sizeof(*out_header));
+  return true;
+}
+
 // Whether |message| is a RING_COMPLETE.
 static bool worker_gates_is_report(const struct msghdr *message) {
   halo_remote_header_t header;
-  if (message->msg_iovlen == 0 ||
-      message->msg_iov[0].iov_len < sizeof(header)) {
-    return false;
-  }
-  memcpy(&header, message->msg_iov[0].iov_base, sizeof(header));
-  return header.type == HALO_REMOTE_RING_COMPLETE;
+  return worker_gates_header(message, &header) &&
+         header.type == HALO_REMOTE_RING_COMPLETE;
 }
 
 // Whether |message| reports completed work and has a payload after its
-// header (iov[0]).
+// header, in parts of its own (iov[0] the header alone).
 static bool worker_gates_is_completion(const struct msghdr *message) {
   halo_remote_header_t header;
-  if (message->msg_iovlen < 2 ||
-      message->msg_iov[0].iov_len != sizeof(header)) {
-    return false;
-  }
-  memcpy(&header, message->msg_iov[0].iov_base, sizeof(header));
-  return (header.type == HALO_REMOTE_COMPLETE ||
+  return message->msg_iovlen >= 2 &&
+         message->msg_iov[0].iov_len == sizeof(header) &&
+         worker_gates_header(message, &header) &&
+         (header.type == HALO_REMOTE_COMPLETE ||
           header.type == HALO_REMOTE_RING_COMPLETE) &&
          header.length > 0;
 }
