@@ -125,7 +125,8 @@ static void halod_on_reload(uv_signal_t *handle, int signum) {
     daemon->config = *next;
     halod_server_set_pipe_limits(
         daemon->client_server, daemon->config.connections,
-        daemon->config.uid_connections + HALOD_UID_REFUSED_OPEN);
+        daemon->config.uid_connections + HALOD_UID_REFUSED_OPEN,
+        daemon->config.uid_domains);
     halo_log_set_level(
         (halo_log_level_t)halo_log_level_parse(daemon->config.log_level));
     halod_metrics_configure(daemon);
@@ -250,12 +251,15 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
       .contexts = config->contexts,
       .reply_timeout_ms = config->reply_timeout_ms,
       .pipe_requests = config->session_requests,
-      .uid_replies = config->uid_replies,
+      .tenant_replies = config->uid_replies,
       // calls twice: requests waiting for calls, and for workers' starts.
       .spares = config->loads + 2 * config->calls,
       .busy = busy,
       .max_pipes = config->connections,
-      .max_uid_pipes = config->uid_connections + HALOD_UID_REFUSED_OPEN,
+      .max_tenant_pipes = config->uid_connections + HALOD_UID_REFUSED_OPEN,
+      .tenancy = halod_tenancy_make(config->trust_domain,
+                                    config->trust_domain_cgroup_trim),
+      .max_uid_tenants = config->uid_domains,
       .handler = halod_requests_on_event,
       .user_data = daemon,
   };
@@ -266,7 +270,8 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     options.address = config->admin;
     options.socket_group = config->admin_group;
     options.spares = 0;  // the admin socket loads and calls nothing
-    options.max_pipes = options.max_uid_pipes = 0;
+    options.max_pipes = options.max_tenant_pipes = 0;
+    options.tenancy.by_cgroup = false;  // no per-tenant bound to count
     if (options.max_message_bytes > HALOD_ADMIN_MAX_MESSAGE_BYTES) {
       options.max_message_bytes = HALOD_ADMIN_MAX_MESSAGE_BYTES;
     }

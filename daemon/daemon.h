@@ -87,11 +87,11 @@ typedef struct halod_sessions_t {
   // Device faults charged to client processes: those over fault-budget are
   // refused (daemon/fault_budget.h).
   halod_fault_budget_t fault_budget;
-  // Per uid (key uid + 1), as a uintptr_t: its open sessions, refused ones
-  // included, in the low 32 bits (past uid-connections new ones are
-  // refused, daemon/session.h), and in the high 32 the descriptors its
+  // Per tenant (daemon/tenant.h), as a uintptr_t: its open sessions,
+  // refused ones included, in the low 32 bits (past uid-connections new ones
+  // are refused, daemon/session.h), and in the high 32 the descriptors its
   // sessions hold against uid-fds (daemon/fd_budget.h).
-  halo_u64_map_t by_uid;
+  halo_u64_map_t by_tenant;
   // Per trust domain (a session's lane key): the bytes its sessions hold
   // together (daemon/domain_quota.h).
   halo_u64_map_t domain_usage;
@@ -105,10 +105,10 @@ typedef struct halod_sessions_t {
 #define HALOD_STOPPING_MESSAGE \
   "halod is stopping (SIGTERM: a stop or restart); reconnect once it is back"
 
-// Connections of a uid past uid-connections that still get a session
-// answering every request with the setting's name; past them halod's
-// server closes the uid's connections as they arrive, so that one uid holds
-// a bounded number of descriptors.
+// Connections of a tenant (daemon/tenant.h) past uid-connections that
+// still get a session answering every request with the setting's name;
+// past them halod's server closes the tenant's connections as they arrive,
+// so that one tenant holds a bounded number of descriptors.
 #define HALOD_UID_REFUSED_OPEN 16
 
 void halod_sessions_initialize(halod_sessions_t *sessions);
@@ -202,6 +202,12 @@ typedef struct halod_t {
   // Control calls to devices, made off the loop (daemon/device_call.h).
   struct halod_device_calls_t *calls;
 } halod_t;
+
+// How halod tells tenants apart (daemon/tenant.h), from its configuration.
+static inline halod_tenancy_t halod_tenancy(const halod_t *daemon) {
+  return halod_tenancy_make(daemon->config.trust_domain,
+                            daemon->config.trust_domain_cgroup_trim);
+}
 
 // Starts everything: devices, sockets, signal handlers.
 halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,

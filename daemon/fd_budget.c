@@ -29,29 +29,36 @@ halo_status_t halod_fd_budget_check_session(halod_t *daemon,
         "release semaphores or buffers first)",
         what, session->memfds, daemon->config.session_fds);
   }
-  uint32_t uid_fds = halod_uid_fds(&daemon->sessions, session->uid);
-  if (uid_fds < daemon->config.uid_fds) return NULL;
+  uint32_t tenant_fds = halod_tenant_fds(&daemon->sessions, session->tenant);
+  if (tenant_fds < daemon->config.uid_fds) return NULL;
+  char tenant[HALOD_TENANT_WORDS_BYTES];
+  halod_tenant_describe(halod_tenancy(daemon), session->tenant, session->pid,
+                        tenant, sizeof(tenant));
   return halo_status_make(
       HALO_STATUS_RESOURCE_EXHAUSTED,
-      "%s would exceed the quota uid-fds of uid %u (%u of %u descriptors "
+      "%s would exceed the quota uid-fds of %s (%u of %u descriptors "
       "in use by all its sessions together, each counted as session-fds "
       "counts it; this session holds %u; release semaphores or buffers, or "
       "end other sessions, first)",
-      what, session->uid, uid_fds, daemon->config.uid_fds, session->memfds);
+      what, tenant, tenant_fds, daemon->config.uid_fds, session->memfds);
 }
 
-halo_status_t halod_fd_budget_check_uid(halod_t *daemon, uint32_t uid,
-                                        uint32_t uid_sessions) {
-  uint32_t uid_fds = halod_uid_fds(&daemon->sessions, uid);
-  if (uid_fds < daemon->config.uid_fds) return NULL;
+halo_status_t halod_fd_budget_check_tenant(halod_t *daemon,
+                                           const halod_session_t *session,
+                                           uint32_t tenant_sessions) {
+  uint32_t tenant_fds = halod_tenant_fds(&daemon->sessions, session->tenant);
+  if (tenant_fds < daemon->config.uid_fds) return NULL;
   ++daemon->stats.sessions_uid_fds_limited;
+  char tenant[HALOD_TENANT_WORDS_BYTES];
+  halod_tenant_describe(halod_tenancy(daemon), session->tenant, session->pid,
+                        tenant, sizeof(tenant));
   return halo_status_make(
       HALO_STATUS_RESOURCE_EXHAUSTED,
-      "uid %u holds %u descriptors of halod's in its %u sessions (semaphore "
+      "%s holds %u descriptors of halod's in its %u sessions (semaphore "
       "pages, host arenas, imports), the quota uid-fds (%u): a new session "
       "could create nothing; release semaphores or buffers, or end sessions, "
       "first",
-      uid, uid_fds, uid_sessions, daemon->config.uid_fds);
+      tenant, tenant_fds, tenant_sessions, daemon->config.uid_fds);
 }
 
 halo_status_t halod_fd_budget_check_descriptor(halod_t *daemon, int fd,
@@ -82,7 +89,7 @@ void halod_fd_budget_add(halod_t *daemon, halod_session_t *session,
   }
   if (!delta) return;
   session->memfds += (uint32_t)delta;
-  halod_uid_fds_add(&daemon->sessions, session->uid, delta);
+  halod_tenant_fds_add(&daemon->sessions, session->tenant, delta);
 }
 
 void halod_fd_budget_charge(halod_t *daemon, uint64_t owner_session) {
@@ -99,20 +106,21 @@ void halod_fd_budget_check_limits(const halod_config_t *config) {
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_max == RLIM_INFINITY)
     return;
-  // One uid's descriptors: its pages and arenas; per session past the
+  // One tenant's descriptors: its pages and arenas; per session past the
   // nng connection, a ring's memfd and doorbell; the refused connections
   // still open; its fd channel connections.
   uint64_t connections = (uint64_t)config->uid_connections;
-  uint64_t one_uid = (uint64_t)config->uid_fds + 3 * connections +
-                     HALOD_UID_REFUSED_OPEN + config->fd_channel_connections;
-  if (one_uid + config->fd_reserve < (uint64_t)limit.rlim_max) return;
+  uint64_t one_tenant = (uint64_t)config->uid_fds + 3 * connections +
+                        HALOD_UID_REFUSED_OPEN + config->fd_channel_connections;
+  if (one_tenant + config->fd_reserve < (uint64_t)limit.rlim_max) return;
   HALO_LOG_WARN(
-      "one uid may hold up to %llu descriptors (uid-fds %u; 3 for each of "
-      "uid-connections %u and 1 for 16 more; fd-channel-connections %u), "
-      "which with fd-reserve (%u) is all of halod's open-file limit (%llu): "
-      "one user could keep every other out. Lower uid-fds or "
-      "uid-connections, or raise the limit (LimitNOFILE=)",
-      (unsigned long long)one_uid, config->uid_fds, config->uid_connections,
+      "one uid (under trust-domain cgroup, one uid in one cgroup) may hold "
+      "up to %llu descriptors (uid-fds %u; 3 for each of uid-connections %u "
+      "and 1 for 16 more; fd-channel-connections %u), which with fd-reserve "
+      "(%u) is all of halod's open-file limit (%llu): one user could keep "
+      "every other out. Lower uid-fds or uid-connections, or raise the "
+      "limit (LimitNOFILE=)",
+      (unsigned long long)one_tenant, config->uid_fds, config->uid_connections,
       config->fd_channel_connections, config->fd_reserve,
       (unsigned long long)limit.rlim_max);
 }

@@ -33,6 +33,7 @@ struct halod_fd_connection_t {
   int fd;
   uint32_t peer_uid;
   uint32_t peer_pid;
+  uint64_t tenant;           // what it counts against (daemon/tenant.h)
   uint64_t accepted_ms;      // uv_now: closed unless AUTH comes in time
   halod_session_t *session;  // NULL until AUTH succeeds
   // Links: all connections of the server; connections of one session.
@@ -71,7 +72,7 @@ static void halod_fd_connection_on_closed(uv_handle_t *handle) {
   halod_fd_connection_t *connection = handle->data;
   // Its own reference: the server may be gone by now.
   halod_fd_closer_close_connection(connection->closer, connection->fd,
-                                   connection->peer_uid);
+                                   connection->tenant);
   halod_fd_closer_destroy(connection->closer);
   free(connection);
 }
@@ -282,12 +283,12 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     halod_fd_connection_close(connection);
     return;
   }
-  if (halod_fd_closer_pending(connection->closer, connection->peer_uid) >=
+  if (halod_fd_closer_pending(connection->closer, connection->tenant) >=
       HALOD_FD_CLOSER_UID_LIMIT) {
-    // Its uid's descriptors are not closing: read nothing more of it.
+    // Its tenant's descriptors are not closing: read nothing more of it.
     halod_fd_server_warn_refused(
         connection->server,
-        "a connection of a uid whose descriptors halod is still closing "
+        "a connection of a tenant whose descriptors halod is still closing "
         "(connection closed)");
     halod_fd_connection_close(connection);
     return;
@@ -302,7 +303,7 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     // closed off the loop (a close can block as long as the client likes).
     for (size_t i = 0; i < passed_count; ++i) {
       halod_fd_closer_close(connection->server->closer, passed[i],
-                            connection->peer_uid);
+                            connection->tenant);
     }
     halo_status_free(recv_status);
     halod_fd_server_warn_refused(
@@ -355,18 +356,19 @@ static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
     close(server->spare_fd);
     int fd = accept4(server->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd >= 0) {
-      halod_fd_closer_close_connection(server->closer, fd, UINT32_MAX);
+      halod_fd_closer_close_connection(server->closer, fd,
+                                       HALOD_TENANT_UNKNOWN);
     }
     server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   halod_fd_server_warn_refused(server, strerror(error));
 }
 
-// Reads what a connection of |uid| about to be closed sent (it does not
+// Reads what a connection of |tenant| about to be closed sent (it does not
 // wait: the connection is non-blocking); a descriptor it passed is closed
 // off the loop (fd_closer.h).
 static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
-                                  uint32_t uid) {
+                                  uint64_t tenant) {
   for (int i = 0; i < 16; ++i) {
     halo_fd_request_t request;
     int passed[HALO_FD_MAX_PASSED];
@@ -374,7 +376,7 @@ static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
     halo_status_t status =
         halo_fd_recv_all(fd, &request, sizeof(request), passed, &count);
     for (size_t k = 0; k < count; ++k) {
-      halod_fd_closer_close(server->closer, passed[k], uid);
+      halod_fd_closer_close(server->closer, passed[k], tenant);
     }
     // A message of another size was read all the same; nothing more to
     // read (EAGAIN), or the end, stops.
@@ -384,49 +386,55 @@ static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
   }
 }
 
-// The connections of |uid|: all of them, and those not yet authenticated.
-static void halod_fd_server_count(const halod_fd_server_t *server, uint32_t uid,
-                                  uint32_t *out_all,
+// The connections of |tenant|: all of them, and those not yet
+// authenticated.
+static void halod_fd_server_count(const halod_fd_server_t *server,
+                                  uint64_t tenant, uint32_t *out_all,
                                   uint32_t *out_unauthenticated) {
   *out_all = 0;
   *out_unauthenticated = 0;
   for (const halod_fd_connection_t *connection = server->connections;
        connection; connection = connection->next) {
-    if (connection->peer_uid != uid) continue;
+    if (connection->tenant != tenant) continue;
     ++*out_all;
     if (!connection->session) ++*out_unauthenticated;
   }
 }
 
-// RESOURCE_EXHAUSTED naming the setting if |uid| holds its limit.
+// RESOURCE_EXHAUSTED naming the setting if |tenant| (of process |pid|)
+// holds its limit.
 static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
-                                           uint32_t uid) {
+                                           uint64_t tenant, uint32_t pid) {
   const halod_config_t *config = &server->daemon->config;
   uint32_t all, unauthenticated;
-  halod_fd_server_count(server, uid, &all, &unauthenticated);
+  halod_fd_server_count(server, tenant, &all, &unauthenticated);
+  uint32_t closing = halod_fd_closer_pending(server->closer, tenant);
+  if (all < config->fd_channel_connections &&
+      closing < HALOD_FD_CLOSER_UID_LIMIT &&
+      unauthenticated < config->fd_channel_unauthenticated) {
+    return NULL;
+  }
+  char words[HALOD_TENANT_WORDS_BYTES];
+  halod_tenant_describe(halod_tenancy(server->daemon), tenant, pid, words,
+                        sizeof(words));
   if (all >= config->fd_channel_connections) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "uid %u holds %u connections, the "
-                            "limit fd-channel-connections",
-                            uid, all);
+                            "%s holds %u connections, the limit "
+                            "fd-channel-connections",
+                            words, all);
   }
-  uint32_t closing = halod_fd_closer_pending(server->closer, uid);
   if (closing >= HALOD_FD_CLOSER_UID_LIMIT) {
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "halod is still closing %u "
-                            "descriptors of uid %u that did not close at "
-                            "once (passed on the fd channel, or queued on "
-                            "its connections), the limit %u",
-                            closing, uid, HALOD_FD_CLOSER_UID_LIMIT);
+                            "halod is still closing %u descriptors of %s "
+                            "that did not close at once (passed on the fd "
+                            "channel, or queued on its connections), the "
+                            "limit %u",
+                            closing, words, HALOD_FD_CLOSER_UID_LIMIT);
   }
-  if (unauthenticated >= config->fd_channel_unauthenticated) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "uid %u holds %u connections not yet "
-                            "authenticated, the limit "
-                            "fd-channel-unauthenticated",
-                            uid, unauthenticated);
-  }
-  return NULL;
+  return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                          "%s holds %u connections not yet authenticated, "
+                          "the limit fd-channel-unauthenticated",
+                          words, unauthenticated);
 }
 
 static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
@@ -446,10 +454,22 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    halod_fd_closer_close_connection(server->closer, fd, UINT32_MAX);
+    halod_fd_closer_close_connection(server->closer, fd, HALOD_TENANT_UNKNOWN);
     return;
   }
-  halo_status_t admit = halod_fd_server_admit(server, credentials.uid);
+  // Under trust-domain cgroup this reads the peer's /proc/PID/cgroup. A
+  // cgroup's connections count apart only while it has a session, whose
+  // connection kept the client socket's bounds (uid-domains cgroup tenants
+  // per uid among them; libhalo says Hello before it opens the fd
+  // channel): others count as their uid's.
+  uint64_t tenant = halod_tenant_of(halod_tenancy(server->daemon),
+                                    credentials.uid, (uint32_t)credentials.pid);
+  if (!halod_tenant_is_uid(tenant) &&
+      halod_tenant_sessions(&server->daemon->sessions, tenant) == 0) {
+    tenant = halod_tenant_of_uid(credentials.uid);
+  }
+  halo_status_t admit =
+      halod_fd_server_admit(server, tenant, (uint32_t)credentials.pid);
   if (admit) {
     // The client reads this as the reply to its AUTH. What it sent already
     // is read first: a Unix socket closed with unread messages resets its
@@ -459,13 +479,13 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
     // Nothing more may arrive (the client's send then fails, EPIPE, and it
     // reads the reply waiting for it), and what did is read.
     shutdown(fd, SHUT_RD);
-    halod_fd_server_drain(server, fd, credentials.uid);
-    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
+    halod_fd_server_drain(server, fd, tenant);
+    halod_fd_closer_close_connection(server->closer, fd, tenant);
     return;
   }
   halod_fd_connection_t *connection = calloc(1, sizeof(*connection));
   if (!connection) {
-    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
+    halod_fd_closer_close_connection(server->closer, fd, tenant);
     return;
   }
   connection->server = server;
@@ -473,10 +493,11 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   connection->fd = fd;
   connection->peer_uid = credentials.uid;
   connection->peer_pid = (uint32_t)credentials.pid;
+  connection->tenant = tenant;
   connection->accepted_ms = uv_now(server->daemon->loop);
   connection->poll.data = connection;
   if (uv_poll_init(server->daemon->loop, &connection->poll, fd) != 0) {
-    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
+    halod_fd_closer_close_connection(server->closer, fd, tenant);
     halod_fd_closer_destroy(connection->closer);
     free(connection);
     return;

@@ -1438,11 +1438,12 @@ static void halod_requests_refused(halod_t *daemon,
           event->pipe_id, uid, (unsigned long long)event->peer_pid,
           event->pipes, daemon->config.connections);
       break;
-    case HALOD_SERVER_REFUSED_UID_PIPES:
+    case HALOD_SERVER_REFUSED_TENANT_PIPES:
       ++daemon->stats.sessions_uid_limited;
       HALO_LOG_DEBUG(
-          "pipe %u (uid %u, pid %llu): the uid already has %u connections, "
-          "uid-connections (%u) and %u refused by name; closed as it arrived",
+          "pipe %u (uid %u, pid %llu): its tenant already has %u "
+          "connections, uid-connections (%u) and %u refused by name; closed "
+          "as it arrived",
           event->pipe_id, uid, (unsigned long long)event->peer_pid,
           event->pipes, daemon->config.uid_connections, HALOD_UID_REFUSED_OPEN);
       break;
@@ -1510,7 +1511,7 @@ void halod_requests_on_event(void *user_data, halod_server_event_t *event) {
       // could lose a message arriving on it (halod_server_close_pipe).
       halo_status_t status = halod_session_create(
           daemon, event->pipe_id, (uint32_t)event->peer_uid,
-          (uint32_t)event->peer_pid, &session);
+          (uint32_t)event->peer_pid, event->tenant, &session);
       if (status) {
         HALO_LOG_ERROR("pipe %u: %s; its requests fail", event->pipe_id,
                        halo_status_message(status));

@@ -38,8 +38,9 @@ struct halod_server_context_t {
   nng_aio *aio;
   halod_server_context_state_t state;  // under the server's |mutex|
   uint32_t pipe_id;                    // of the request it serves or answers
-  uint64_t uid;                        // its peer's (UINT64_MAX: unknown)
-  bool hurried;  // its reply may not wait on its client (uid_replies)
+  // Its pipe's tenant (daemon/tenant.h; UINT64_MAX: the pipe is gone).
+  uint64_t tenant;
+  bool hurried;  // its reply may not wait on its client (tenant_replies)
   // Its request is answered late (halod_server_hold): a spare receives in
   // its place, and it parks once its reply is sent.
   bool held;
@@ -67,11 +68,12 @@ struct halod_server_t {
   // the next request is answered with |busy| (a copy), or dropped when one
   // of its replies already waits on the client.
   uint32_t pipe_requests;
-  // Replies of one uid's connections that may wait on their clients at
-  // once; a further one of that uid that does not go out within
-  // HALOD_SERVER_HURRIED_REPLY_MS is dropped. Several connections of one user
-  // can then hold at most this many contexts, not |pipe_requests| each.
-  uint32_t uid_replies;
+  // Replies of one tenant's connections that may wait on their clients at
+  // once; a further one of that tenant that does not go out within
+  // HALOD_SERVER_HURRIED_REPLY_MS is dropped. Several connections of one
+  // tenant can then hold at most this many contexts, not |pipe_requests|
+  // each.
+  uint32_t tenant_replies;
   nng_msg *busy;
   _Atomic uint64_t replies_dropped;
   _Atomic uint64_t requests_refused;
@@ -80,14 +82,21 @@ struct halod_server_t {
   pthread_mutex_t mutex;
   halod_server_event_t *head;
   halod_server_event_t *tail;
-  // Under |mutex|: the pipes admitted and not yet removed (pipe id -> uid +
-  // 1), and how many of them each uid holds (uid + 1 -> count). A pipe's
+  // Under |mutex|: the pipes admitted and not yet removed (pipe id ->
+  // tenant, never 0), and how many of them each tenant holds (tenant ->
+  // count). A pipe's
   // PIPE_ADDED, its requests and its PIPE_REMOVED are queued under the same
   // lock as the changes to |pipes|, so the loop sees them in that order.
   halo_u64_map_t pipes;
-  halo_u64_map_t uid_pipes;
-  uint32_t max_pipes;      // 0: no limit
-  uint32_t max_uid_pipes;  // 0: no limit
+  halo_u64_map_t tenant_pipes;
+  // Under |mutex|: how many cgroup tenants with pipes each uid has (uid + 1
+  // -> count). Past |max_uid_tenants| a new cgroup's pipes count against
+  // the uid's own tenant.
+  halo_u64_map_t uid_tenants;
+  uint32_t max_pipes;         // 0: no limit
+  uint32_t max_tenant_pipes;  // 0: no limit
+  uint32_t max_uid_tenants;   // 0: no limit
+  halod_tenancy_t tenancy;
   // Stopped (halod_server_stop): requests are answered with |refusal| (a
   // copy each) from nng's threads, nothing reaches the loop.
   bool closing;
@@ -123,36 +132,77 @@ static bool halod_server_enqueue_locked(halod_server_t *server,
   return true;
 }
 
-// Under |server|'s mutex: the pipes |uid| holds.
-static uint32_t halod_server_uid_pipes_locked(const halod_server_t *server,
-                                              uint64_t uid) {
-  return (uint32_t)(uintptr_t)halo_u64_map_get(&server->uid_pipes, uid + 1);
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t),
+               "|pipes| keeps a tenant key in a map value");
+
+// Under |server|'s mutex: the pipes |tenant| holds.
+static uint32_t halod_server_tenant_pipes_locked(const halod_server_t *server,
+                                                 uint64_t tenant) {
+  return (uint32_t)(uintptr_t)halo_u64_map_get(&server->tenant_pipes, tenant);
 }
 
-// Under |server|'s mutex: counts |pipe_id| as one of |uid|'s.
+// Under |server|'s mutex: the cgroup tenants with pipes |uid| has.
+static uint32_t halod_server_uid_tenants_locked(const halod_server_t *server,
+                                                uint32_t uid) {
+  return (uint32_t)(uintptr_t)halo_u64_map_get(&server->uid_tenants,
+                                               (uint64_t)uid + 1);
+}
+
+// Under |server|'s mutex: one cgroup tenant more or fewer for |uid|
+// (adding may fail, out of memory; removing never allocates).
+static halo_status_t halod_server_uid_tenants_add_locked(halod_server_t *server,
+                                                         uint32_t uid,
+                                                         int32_t delta) {
+  uint32_t count =
+      halod_server_uid_tenants_locked(server, uid) + (uint32_t)delta;
+  if (!count) {
+    halo_u64_map_remove(&server->uid_tenants, (uint64_t)uid + 1);
+    return NULL;
+  }
+  return halo_u64_map_put(&server->uid_tenants, (uint64_t)uid + 1,
+                          (void *)(uintptr_t)count);
+}
+
+// Under |server|'s mutex: counts |pipe_id| as one of |tenant|'s.
 static halo_status_t halod_server_pipe_add_locked(halod_server_t *server,
                                                   uint32_t pipe_id,
-                                                  uint64_t uid) {
-  uint32_t count = halod_server_uid_pipes_locked(server, uid);
-  HALO_RETURN_IF_ERROR(
-      halo_u64_map_put(&server->pipes, pipe_id, (void *)(uintptr_t)(uid + 1)));
-  halo_status_t status = halo_u64_map_put(&server->uid_pipes, uid + 1,
-                                          (void *)(uintptr_t)(count + 1));
-  if (status) halo_u64_map_remove(&server->pipes, pipe_id);
+                                                  uint64_t tenant) {
+  uint32_t count = halod_server_tenant_pipes_locked(server, tenant);
+  bool new_cgroup = count == 0 && !halod_tenant_is_uid(tenant);
+  if (new_cgroup) {
+    HALO_RETURN_IF_ERROR(halod_server_uid_tenants_add_locked(
+        server, halod_tenant_uid(tenant), 1));
+  }
+  halo_status_t status =
+      halo_u64_map_put(&server->pipes, pipe_id, (void *)(uintptr_t)tenant);
+  if (!status) {
+    status = halo_u64_map_put(&server->tenant_pipes, tenant,
+                              (void *)(uintptr_t)(count + 1));
+    if (status) halo_u64_map_remove(&server->pipes, pipe_id);
+  }
+  if (status && new_cgroup) {
+    halo_status_free(halod_server_uid_tenants_add_locked(
+        server, halod_tenant_uid(tenant), -1));
+  }
   return status;
 }
 
 // Under |server|'s mutex: forgets |pipe_id|; false if it was not admitted.
 static bool halod_server_pipe_remove_locked(halod_server_t *server,
                                             uint32_t pipe_id) {
-  uintptr_t key = (uintptr_t)halo_u64_map_remove(&server->pipes, pipe_id);
-  if (!key) return false;
-  uint32_t count = halod_server_uid_pipes_locked(server, key - 1);
+  uint64_t tenant =
+      (uint64_t)(uintptr_t)halo_u64_map_remove(&server->pipes, pipe_id);
+  if (!tenant) return false;
+  uint32_t count = halod_server_tenant_pipes_locked(server, tenant);
   if (count <= 1) {
-    halo_u64_map_remove(&server->uid_pipes, key);
+    halo_u64_map_remove(&server->tenant_pipes, tenant);
+    if (!halod_tenant_is_uid(tenant)) {
+      halo_status_free(halod_server_uid_tenants_add_locked(
+          server, halod_tenant_uid(tenant), -1));
+    }
   } else {
     // Replacing a present key never allocates.
-    halo_status_free(halo_u64_map_put(&server->uid_pipes, key,
+    halo_status_free(halo_u64_map_put(&server->tenant_pipes, tenant,
                                       (void *)(uintptr_t)(count - 1)));
   }
   return true;
@@ -228,8 +278,7 @@ static void halod_server_receive(halod_server_context_t *context) {
 // at its limit and a reply of its already waits on the client, so another
 // would only wait too).
 static bool halod_server_admit(halod_server_context_t *context,
-                               uint32_t pipe_id, uint64_t uid,
-                               nng_msg **out_busy) {
+                               uint32_t pipe_id, nng_msg **out_busy) {
   halod_server_t *server = context->server;
   *out_busy = NULL;
   uint32_t held = 0;
@@ -242,7 +291,10 @@ static bool halod_server_admit(halod_server_context_t *context,
     if (other->state == HALOD_CONTEXT_SENDING) ++held, waiting = true;
   }
   context->pipe_id = pipe_id;
-  context->uid = uid;
+  // The pipe may be gone already (then nobody takes the reply).
+  context->tenant =
+      (uint64_t)(uintptr_t)halo_u64_map_get(&server->pipes, pipe_id);
+  if (!context->tenant) context->tenant = UINT64_MAX;
   bool admitted = held < server->pipe_requests;
   if (admitted) {
     context->state = HALOD_CONTEXT_SERVING;
@@ -347,10 +399,10 @@ static void halod_server_on_aio(void *arg) {
         if (context->hurried) {
           HALO_LOG_DEBUG(
               "%s: pipe %u: reply dropped (the client did not take it "
-              "within %d ms and uid %llu has uid-replies %u replies "
+              "within %d ms and its uid %u has uid-replies %u replies "
               "waiting)",
               server->address, context->pipe_id, HALOD_SERVER_HURRIED_REPLY_MS,
-              (unsigned long long)context->uid, server->uid_replies);
+              halod_tenant_uid(context->tenant), server->tenant_replies);
         } else {
           HALO_LOG_DEBUG(
               "%s: pipe %u: reply dropped (the client took none "
@@ -372,13 +424,8 @@ static void halod_server_on_aio(void *arg) {
       nng_msg *message = nng_aio_get_msg(context->aio);
       nng_pipe pipe = nng_msg_get_pipe(message);
       uint32_t pipe_id = (uint32_t)nng_pipe_id(pipe);
-      // SO_PEERCRED of the connection (the pipe may be gone already).
-      uint64_t uid = UINT64_MAX;
-      if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0) {
-        uid = UINT64_MAX;
-      }
       nng_msg *busy = NULL;
-      if (!halod_server_admit(context, pipe_id, uid, &busy)) {
+      if (!halod_server_admit(context, pipe_id, &busy)) {
         nng_msg_free(message);
         nng_ctx_recv(context->ctx, context->aio);
         return;
@@ -418,8 +465,8 @@ static void halod_server_on_aio(void *arg) {
 
 // nng thread, at NNG_PIPE_EV_ADD_PRE: |pipe| connected and has not received
 // anything yet. Admitted, it is counted and PIPE_ADDED queued (before any of
-// its requests can be); past |max_pipes| in all or |max_uid_pipes| of its
-// uid it is closed here, before anything arrives on it: nng before 1.9
+// its requests can be); past |max_pipes| in all or |max_tenant_pipes| of
+// its tenant it is closed here, before anything arrives on it: nng before 1.9
 // lost a message arriving on a pipe that another thread closes, and then
 // no pipe of the process ever finished closing (halod_server_close_pipe,
 // daemon/nng_fixes.c).
@@ -440,18 +487,32 @@ static void halod_server_on_pipe_arrived(halod_server_t *server,
     nng_pipe_close(pipe);
     return;
   }
+  // Under trust-domain cgroup this reads the peer's /proc/PID/cgroup: on
+  // nng's thread, before the lock.
+  uint64_t tenant = halod_tenant_of(server->tenancy, (uint32_t)event->peer_uid,
+                                    (uint32_t)event->peer_pid);
   event->kind = HALOD_SERVER_EVENT_PIPE_REFUSED;
   pthread_mutex_lock(&server->mutex);
-  uint32_t uid_pipes = halod_server_uid_pipes_locked(server, event->peer_uid);
+  if (!halod_tenant_is_uid(tenant) && server->max_uid_tenants &&
+      halod_server_tenant_pipes_locked(server, tenant) == 0 &&
+      halod_server_uid_tenants_locked(server, halod_tenant_uid(tenant)) >=
+          server->max_uid_tenants) {
+    // A cgroup more than its uid may have tenants: counted as the uid's.
+    tenant = halod_tenant_of_uid(halod_tenant_uid(tenant));
+  }
+  event->tenant = tenant;
+  uint32_t tenant_pipes =
+      halod_server_tenant_pipes_locked(server, event->tenant);
   if (server->max_pipes && server->pipes.count >= server->max_pipes) {
     event->refusal = HALOD_SERVER_REFUSED_PIPES;
     event->pipes = (uint32_t)server->pipes.count;
-  } else if (server->max_uid_pipes && uid_pipes >= server->max_uid_pipes) {
-    event->refusal = HALOD_SERVER_REFUSED_UID_PIPES;
-    event->pipes = uid_pipes;
+  } else if (server->max_tenant_pipes &&
+             tenant_pipes >= server->max_tenant_pipes) {
+    event->refusal = HALOD_SERVER_REFUSED_TENANT_PIPES;
+    event->pipes = tenant_pipes;
   } else {
     halo_status_t status =
-        halod_server_pipe_add_locked(server, event->pipe_id, event->peer_uid);
+        halod_server_pipe_add_locked(server, event->pipe_id, event->tenant);
     if (status) {
       event->refusal = HALOD_SERVER_REFUSED_NO_MEMORY;
       halo_status_free(status);
@@ -508,24 +569,25 @@ static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
 }
 
 // Any thread. Makes |context| SENDING and sends |reply|, hurried when its
-// uid has uid_replies other replies being sent (a served request's reply
-// and a busy refusal alike).
+// tenant has tenant_replies other replies being sent (a served request's
+// reply and a busy refusal alike).
 static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
   halod_server_t *server = context->server;
   uint32_t waiting = 0;
   pthread_mutex_lock(&server->mutex);
-  if (server->uid_replies && context->uid != UINT64_MAX) {
+  if (server->tenant_replies && context->tenant != UINT64_MAX) {
     for (uint32_t i = 0; i < server->context_count; ++i) {
       const halod_server_context_t *other = &server->contexts[i];
       if (other != context && other->state == HALOD_CONTEXT_SENDING &&
-          other->uid == context->uid) {
+          other->tenant == context->tenant) {
         ++waiting;
       }
     }
   }
   context->state = HALOD_CONTEXT_SENDING;
   pthread_mutex_unlock(&server->mutex);
-  context->hurried = server->uid_replies && waiting >= server->uid_replies;
+  context->hurried =
+      server->tenant_replies && waiting >= server->tenant_replies;
   nng_aio_set_timeout(context->aio, context->hurried
                                         ? HALOD_SERVER_HURRIED_REPLY_MS
                                         : server->reply_timeout_ms);
@@ -559,11 +621,13 @@ void halod_server_context_destroy_detached(halod_server_context_t *context) {
 }
 
 void halod_server_set_pipe_limits(halod_server_t *server, uint32_t max_pipes,
-                                  uint32_t max_uid_pipes) {
+                                  uint32_t max_tenant_pipes,
+                                  uint32_t max_uid_tenants) {
   if (!server) return;
   pthread_mutex_lock(&server->mutex);
   server->max_pipes = max_pipes;
-  server->max_uid_pipes = max_uid_pipes;
+  server->max_tenant_pipes = max_tenant_pipes;
+  server->max_uid_tenants = max_uid_tenants;
   pthread_mutex_unlock(&server->mutex);
 }
 
@@ -584,9 +648,12 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   server->user_data = options->user_data;
   pthread_mutex_init(&server->mutex, NULL);
   halo_u64_map_initialize(&server->pipes);
-  halo_u64_map_initialize(&server->uid_pipes);
+  halo_u64_map_initialize(&server->tenant_pipes);
+  halo_u64_map_initialize(&server->uid_tenants);
   server->max_pipes = options->max_pipes;
-  server->max_uid_pipes = options->max_uid_pipes;
+  server->max_tenant_pipes = options->max_tenant_pipes;
+  server->max_uid_tenants = options->max_uid_tenants;
+  server->tenancy = options->tenancy;
   server->async.data = server;
   uv_async_init(loop, &server->async, halod_server_on_async);
 
@@ -635,7 +702,7 @@ halo_status_t halod_server_create(uv_loop_t *loop,
       options->reply_timeout_ms ? (int32_t)options->reply_timeout_ms : 2000;
   server->pipe_requests =
       options->pipe_requests ? options->pipe_requests : options->contexts;
-  server->uid_replies = options->uid_replies;
+  server->tenant_replies = options->tenant_replies;
   if (options->busy && nng_msg_dup(&server->busy, options->busy) != 0) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     goto fail;
@@ -677,7 +744,8 @@ static void halod_server_on_async_closed(uv_handle_t *handle) {
   halod_server_t *server = handle->data;
   pthread_mutex_destroy(&server->mutex);
   halo_u64_map_deinitialize(&server->pipes);
-  halo_u64_map_deinitialize(&server->uid_pipes);
+  halo_u64_map_deinitialize(&server->tenant_pipes);
+  halo_u64_map_deinitialize(&server->uid_tenants);
   if (server->refusal) nng_msg_free(server->refusal);
   if (server->busy) nng_msg_free(server->busy);
   free(server);

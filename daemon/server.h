@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "daemon/tenant.h"
 #include "halo/status.h"
 
 typedef struct halod_server_t halod_server_t;
@@ -31,8 +32,9 @@ typedef enum halod_server_event_kind_e {
 } halod_server_event_kind_t;
 
 typedef enum halod_server_refusal_e {
-  HALOD_SERVER_REFUSED_PIPES,      // max_pipes in all were open
-  HALOD_SERVER_REFUSED_UID_PIPES,  // max_uid_pipes of its uid were open
+  HALOD_SERVER_REFUSED_PIPES,         // max_pipes in all were open
+  HALOD_SERVER_REFUSED_TENANT_PIPES,  // max_tenant_pipes of its tenant were
+                                      // open
   HALOD_SERVER_REFUSED_NO_MEMORY,
 } halod_server_refusal_t;
 
@@ -44,8 +46,9 @@ typedef struct halod_server_event_t {
   uint32_t pipe_id;
   uint64_t peer_uid;  // PIPE_ADDED and PIPE_REFUSED (peer credentials)
   uint64_t peer_pid;
+  uint64_t tenant;  // PIPE_ADDED and PIPE_REFUSED (daemon/tenant.h)
   halod_server_refusal_t refusal;  // PIPE_REFUSED only
-  uint32_t pipes;  // PIPE_REFUSED: the pipes open (in all, or of the uid)
+  uint32_t pipes;  // PIPE_REFUSED: the pipes open (in all, or the tenant's)
   halod_server_context_t *context;  // requests only
   nng_msg *message;                 // requests only
 } halod_server_event_t;
@@ -69,33 +72,40 @@ typedef struct halod_server_options_t {
   // |contexts|); the next is answered with a copy of |busy| (a packed
   // response), or dropped when one of its replies waits on the client.
   uint32_t pipe_requests;
-  // Replies of one uid's connections that may wait on their clients at
-  // once (0: no limit). With that many being sent, a further reply of the
-  // uid that cannot go out within HALOD_SERVER_HURRIED_REPLY_MS is dropped,
-  // so connections of one user that do not read together hold hardly more
-  // contexts than this. A client that reads is hardly ever hurt: its reply
-  // goes out at once, unless its connection is still writing the previous
-  // one (a client that got that reply and sent its next request before
-  // nng's thread noticed the write's end). Only if its uid has uid_replies
-  // replies being sent at that moment (a user's non-reader, or many busy
-  // connections whose sends nng has not completed yet) and nng's thread
-  // lags HALOD_SERVER_HURRIED_REPLY_MS is its reply dropped; its call then
-  // times out. nng's rep contexts cannot send a reply twice, so a dropped
-  // reply cannot be retried.
-  uint32_t uid_replies;
+  // Replies of one tenant's connections (daemon/tenant.h) that may wait on
+  // their clients at once (0: no limit). With that many being sent, a
+  // further reply of the tenant that cannot go out within
+  // HALOD_SERVER_HURRIED_REPLY_MS is dropped, so connections of one tenant
+  // that do not read together hold hardly more contexts than this. A client
+  // that reads is hardly ever hurt: its reply goes out at once, unless its
+  // connection is still writing the previous one (a client that got that reply
+  // and sent its next request before nng's thread noticed the write's end).
+  // Only if its tenant has tenant_replies replies being sent at that moment (a
+  // tenant's non-reader, or many busy connections whose sends nng has not
+  // completed yet) and nng's thread lags HALOD_SERVER_HURRIED_REPLY_MS is its
+  // reply dropped; its call then times out. nng's rep contexts cannot send a
+  // reply twice, so a dropped reply cannot be retried.
+  uint32_t tenant_replies;
   // Contexts kept parked beside |contexts|, for requests answered late
   // (halod_server_hold).
   uint32_t spares;
   const nng_msg *busy;
-  // Pipes open at once in all, and of one uid (0: no limit); a further one
-  // is closed as it arrives (PIPE_REFUSED).
+  // Pipes open at once in all, and of one tenant (0: no limit); a further
+  // one is closed as it arrives (PIPE_REFUSED).
   uint32_t max_pipes;
-  uint32_t max_uid_pipes;
+  uint32_t max_tenant_pipes;
+  // How a pipe's peer credentials make its tenant, and how many cgroup
+  // tenants with pipes one uid may have (0: no limit); a pipe of a further
+  // cgroup of the uid counts against the uid's own tenant
+  // (halod_tenant_of_uid), so that a uid making cgroups cannot multiply
+  // its bounds without end.
+  halod_tenancy_t tenancy;
+  uint32_t max_uid_tenants;
   halod_server_handler_fn handler;
   void *user_data;
 } halod_server_options_t;
 
-// How long a reply past uid_replies may wait for its client.
+// How long a reply past tenant_replies may wait for its client.
 #define HALOD_SERVER_HURRIED_REPLY_MS 50
 
 // Loop thread. Binds and starts listening.
@@ -165,7 +175,8 @@ halo_status_t halod_server_set_socket_group(const char *path, const char *group,
 
 // Any thread: new limits for pipes arriving from now on (those open stay).
 void halod_server_set_pipe_limits(halod_server_t *server, uint32_t max_pipes,
-                                  uint32_t max_uid_pipes);
+                                  uint32_t max_tenant_pipes,
+                                  uint32_t max_uid_tenants);
 
 // Closes an admitted client's pipe. nng before 1.9 lost a message arriving
 // on the pipe at that moment, and from then on no pipe of the process

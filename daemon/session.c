@@ -58,62 +58,62 @@ static char *halod_session_refusal(halod_t *daemon,
 }
 
 _Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t),
-               "by_uid keeps two 32-bit counts in a map value");
+               "by_tenant keeps two 32-bit counts in a map value");
 
-// |uid|'s entry of by_uid (keys are uid + 1: 0 is not a key): its sessions
-// in the low 32 bits, its descriptors in the high 32.
-static uint64_t halod_uid_entry(const halod_sessions_t *sessions,
-                                uint32_t uid) {
-  return (uint64_t)(uintptr_t)halo_u64_map_get(&sessions->by_uid,
-                                               (uint64_t)uid + 1);
+// |tenant|'s entry of by_tenant (a tenant is never 0): its sessions in the
+// low 32 bits, its descriptors in the high 32.
+static uint64_t halod_tenant_entry(const halod_sessions_t *sessions,
+                                   uint64_t tenant) {
+  return (uint64_t)(uintptr_t)halo_u64_map_get(&sessions->by_tenant, tenant);
 }
 
-static halo_status_t halod_uid_entry_set(halod_sessions_t *sessions,
-                                         uint32_t uid, uint64_t entry) {
+static halo_status_t halod_tenant_entry_set(halod_sessions_t *sessions,
+                                            uint64_t tenant, uint64_t entry) {
   if (!entry) {
-    halo_u64_map_remove(&sessions->by_uid, (uint64_t)uid + 1);
+    halo_u64_map_remove(&sessions->by_tenant, tenant);
     return NULL;
   }
-  return halo_u64_map_put(&sessions->by_uid, (uint64_t)uid + 1,
+  return halo_u64_map_put(&sessions->by_tenant, tenant,
                           (void *)(uintptr_t)entry);
 }
 
-// Open sessions of |uid|.
-static uint32_t halod_uid_sessions(const halod_sessions_t *sessions,
-                                   uint32_t uid) {
-  return (uint32_t)halod_uid_entry(sessions, uid);
+uint32_t halod_tenant_sessions(const halod_sessions_t *sessions,
+                               uint64_t tenant) {
+  return (uint32_t)halod_tenant_entry(sessions, tenant);
 }
 
-static halo_status_t halod_uid_sessions_add(halod_sessions_t *sessions,
-                                            uint32_t uid, int32_t delta) {
-  uint64_t entry = halod_uid_entry(sessions, uid);
+static halo_status_t halod_tenant_sessions_add(halod_sessions_t *sessions,
+                                               uint64_t tenant, int32_t delta) {
+  uint64_t entry = halod_tenant_entry(sessions, tenant);
   uint32_t count = (uint32_t)entry + (uint32_t)delta;
-  return halod_uid_entry_set(sessions, uid, (entry >> 32 << 32) | count);
+  return halod_tenant_entry_set(sessions, tenant, (entry >> 32 << 32) | count);
 }
 
-uint32_t halod_uid_fds(const halod_sessions_t *sessions, uint32_t uid) {
-  return (uint32_t)(halod_uid_entry(sessions, uid) >> 32);
+uint32_t halod_tenant_fds(const halod_sessions_t *sessions, uint64_t tenant) {
+  return (uint32_t)(halod_tenant_entry(sessions, tenant) >> 32);
 }
 
-void halod_uid_fds_add(halod_sessions_t *sessions, uint32_t uid,
-                       int32_t delta) {
-  uint64_t entry = halod_uid_entry(sessions, uid);
+void halod_tenant_fds_add(halod_sessions_t *sessions, uint64_t tenant,
+                          int32_t delta) {
+  uint64_t entry = halod_tenant_entry(sessions, tenant);
   uint32_t fds = (uint32_t)(entry >> 32) + (uint32_t)delta;
-  // The uid has a session (the one charged), so its key is there and
+  // The tenant has a session (the one charged), so its key is there and
   // replacing a present key never allocates.
-  halo_status_free(halod_uid_entry_set(
-      sessions, uid, ((uint64_t)fds << 32) | (uint32_t)entry));
+  halo_status_free(halod_tenant_entry_set(
+      sessions, tenant, ((uint64_t)fds << 32) | (uint32_t)entry));
 }
 
 // Why a connection of |process| is refused before its trust domain is
-// looked at, or NULL: its process was killed, or halod (or its uid) has as
-// many connections as the limits allow. halod's server closes connections
-// past connections, and past uid-connections + HALOD_UID_REFUSED_OPEN of a
-// uid, as they arrive: the last two are reached here only when a reload
-// lowered the limits below the connections open.
-static halo_status_t halod_session_admission(
-    halod_t *daemon, const halod_client_process_t *process,
-    uint32_t uid_sessions) {
+// looked at, or NULL: its process was killed, or halod (or its tenant) has
+// as many connections as the limits allow. halod's server closes
+// connections past connections, and past uid-connections +
+// HALOD_UID_REFUSED_OPEN of a tenant, as they arrive: the last two are
+// reached here only when a reload lowered the limits below the connections
+// open.
+static halo_status_t halod_session_admission(halod_t *daemon,
+                                             const halod_session_t *session,
+                                             uint32_t tenant_sessions) {
+  const halod_client_process_t *process = &session->process;
   uintptr_t killed = (uintptr_t)halo_u64_map_get(
       &daemon->sessions.killed_processes, process->pid);
   if (killed) {
@@ -135,17 +135,20 @@ static halo_status_t halod_session_admission(
                             daemon->sessions.by_pipe.count,
                             daemon->config.connections);
   }
-  if (uid_sessions >= daemon->config.uid_connections) {
+  if (tenant_sessions >= daemon->config.uid_connections) {
     ++daemon->stats.sessions_uid_limited;
+    char tenant[HALOD_TENANT_WORDS_BYTES];
+    halod_tenant_describe(halod_tenancy(daemon), session->tenant, process->pid,
+                          tenant, sizeof(tenant));
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "uid %u already has %u connections to halod, the "
+                            "%s already has %u connections to halod, the "
                             "limit uid-connections",
-                            process->uid, uid_sessions);
+                            tenant, tenant_sessions);
   }
-  // A uid holding all its descriptors would get a session that could not
-  // create even its first semaphore, while the connection itself (its fd
-  // channel connection, its ring) takes descriptors kept for others.
-  return halod_fd_budget_check_uid(daemon, process->uid, uid_sessions);
+  // A tenant holding all its descriptors would get a session that could
+  // not create even its first semaphore, while the connection itself (its
+  // fd channel connection, its ring) takes descriptors kept for others.
+  return halod_fd_budget_check_tenant(daemon, session, tenant_sessions);
 }
 
 // Takes |status| (non-NULL) as |session|'s refusal: code and message.
@@ -302,7 +305,7 @@ static void halod_session_await_workers(halod_t *daemon,
 }
 
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
-                                   uint32_t uid, uint32_t pid,
+                                   uint32_t uid, uint32_t pid, uint64_t tenant,
                                    halod_session_t **out_session) {
   *out_session = NULL;
   halod_session_t *session = calloc(1, sizeof(*session));
@@ -316,6 +319,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   session->pipe_id = pipe_id;
   session->uid = uid;
   session->pid = pid;
+  session->tenant = tenant;
   session->process = (halod_client_process_t){
       .pid = pid, .uid = uid, .start = halod_session_process_start(pid)};
   session->created_ns = halo_clock_now_ns();
@@ -339,11 +343,11 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   // peer halod cannot identify (another pid or user namespace than halod
   // can see: warned, a deployment mistake), the fault budget, a domain past
   // its uid's uid-domains.
-  uint32_t uid_sessions = halod_uid_sessions(&daemon->sessions, uid);
+  uint32_t tenant_sessions = halod_tenant_sessions(&daemon->sessions, tenant);
   halo_log_level_t refused_level = HALO_LOG_DEBUG;
   session->refused_code = HALO_STATUS_RESOURCE_EXHAUSTED;
   halo_status_t refusal =
-      halod_session_admission(daemon, &session->process, uid_sessions);
+      halod_session_admission(daemon, session, tenant_sessions);
   if (refusal) {
     halod_session_refuse(session, refusal);
   } else if ((refusal =
@@ -365,7 +369,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     if (status) halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
   }
   if (!status) {
-    status = halod_uid_sessions_add(&daemon->sessions, uid, 1);
+    status = halod_tenant_sessions_add(&daemon->sessions, tenant, 1);
     if (status) {
       halo_u64_map_remove(&daemon->sessions.by_pipe, pipe_id);
       halo_u64_map_remove(&daemon->sessions.by_id, session->id);
@@ -392,10 +396,9 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
   }
   free(identity);
   // Its requests' lane (daemon/request_lanes.h), for good: its domain's, a
-  // refused session's its uid's (the top bit set; a domain key equal to it
-  // by chance would only share the lane).
-  session->lane_key =
-      session->domain ? session->domain->base_key : (UINT64_C(1) << 63) | uid;
+  // refused session's its tenant's (a domain key equal to it by chance
+  // would only share the lane).
+  session->lane_key = session->domain ? session->domain->base_key : tenant;
   if (!session->refused_reason) {
     // Acquiring the domain handles a loss of its worker that the loop had
     // not handled yet, which may have charged this process.
@@ -498,13 +501,14 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
                 (unsigned long long)session->requests);
   halo_u64_map_remove(&daemon->sessions.by_pipe, session->pipe_id);
   halo_u64_map_remove(&daemon->sessions.by_id, session->id);
-  // What it still counts goes back to its uid: its imports went with its
+  // What it still counts goes back to its tenant: its imports went with its
   // handles, and pages and arenas of its own that others still use are
   // charged to them (their imports).
   halod_fd_budget_add(daemon, session, -(int32_t)session->memfds);
   halod_domain_quota_leave(daemon, session);
   // Lowering a count never allocates.
-  halo_status_free(halod_uid_sessions_add(&daemon->sessions, session->uid, -1));
+  halo_status_free(
+      halod_tenant_sessions_add(&daemon->sessions, session->tenant, -1));
   if (session->domain) halod_domain_release(daemon, session->domain);
   free(session->lost_reason);
   free(session->refused_reason);
@@ -921,7 +925,7 @@ void halod_sessions_initialize(halod_sessions_t *sessions) {
   halo_u64_map_initialize(&sessions->by_id);
   halo_u64_map_initialize(&sessions->domains);
   halo_u64_map_initialize(&sessions->killed_processes);
-  halo_u64_map_initialize(&sessions->by_uid);
+  halo_u64_map_initialize(&sessions->by_tenant);
   halo_u64_map_initialize(&sessions->domain_usage);
   halod_fault_budget_initialize(&sessions->fault_budget);
 }
@@ -931,7 +935,7 @@ void halod_sessions_deinitialize(halod_sessions_t *sessions) {
   halo_u64_map_deinitialize(&sessions->by_id);
   halo_u64_map_deinitialize(&sessions->domains);
   halo_u64_map_deinitialize(&sessions->killed_processes);
-  halo_u64_map_deinitialize(&sessions->by_uid);
+  halo_u64_map_deinitialize(&sessions->by_tenant);
   halo_u64_map_deinitialize(&sessions->domain_usage);
   halod_fault_budget_deinitialize(&sessions->fault_budget);
 }

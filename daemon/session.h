@@ -41,6 +41,10 @@ struct halod_session_t {
   uint32_t pipe_id;
   uint32_t uid;
   uint32_t pid;
+  // What its connection counts against uid-connections, uid-fds and the
+  // fd channel's bounds (daemon/tenant.h): its uid, or its uid in its
+  // cgroup.
+  uint64_t tenant;
   halod_client_process_t process;  // pid, uid and the process's start time
   // NULL for a session refused over the fault budget (it has no devices).
   halod_domain_t *domain;
@@ -125,13 +129,14 @@ struct halod_session_t {
 // The session of a connection halod's server admitted (every one gets
 // one). A refused one has no trust domain and answers every request with
 // why (refused_reason): PERMISSION_DENIED for a process haloctl
-// kill-client ended, RESOURCE_EXHAUSTED naming uid-connections once its uid
-// has that many sessions (the server closes the uid's connections past
+// kill-client ended, RESOURCE_EXHAUSTED naming uid-connections once its
+// tenant (|tenant|, daemon/tenant.h, as the server counted its connection)
+// has that many sessions (the server closes the tenant's connections past
 // HALOD_UID_REFUSED_OPEN more as they arrive) or naming connections, the
 // reason a peer halod cannot identify or a trust domain that cannot start
 // is refused, the fault budget. Fails only when out of memory.
 halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
-                                   uint32_t uid, uint32_t pid,
+                                   uint32_t uid, uint32_t pid, uint64_t tenant,
                                    halod_session_t **out_session);
 
 // When process |pid| started (/proc/PID/stat, clock ticks since boot); 0 if
@@ -153,12 +158,17 @@ void halod_session_lose(halod_t *daemon, halod_session_t *session,
 
 void halod_session_destroy(halod_t *daemon, halod_session_t *session);
 
-// The descriptors the sessions of |uid| hold together, each counted as its
-// session counts it (memfds), and a change of that count (daemon/fd_budget.h:
-// only while the uid has a session, which the map's entry needs; never
-// allocates).
-uint32_t halod_uid_fds(const halod_sessions_t *sessions, uint32_t uid);
-void halod_uid_fds_add(halod_sessions_t *sessions, uint32_t uid, int32_t delta);
+// Open sessions of |tenant|, refused ones included.
+uint32_t halod_tenant_sessions(const halod_sessions_t *sessions,
+                               uint64_t tenant);
+
+// The descriptors the sessions of |tenant| hold together, each counted as
+// its session counts it (memfds), and a change of that count
+// (daemon/fd_budget.h: only while the tenant has a session, which the map's
+// entry needs; never allocates).
+uint32_t halod_tenant_fds(const halod_sessions_t *sessions, uint64_t tenant);
+void halod_tenant_fds_add(halod_sessions_t *sessions, uint64_t tenant,
+                          int32_t delta);
 
 // Loop thread. Starts closing the connections that complete no Hello within
 // hello-timeout-ms (an idle connection costs halod a descriptor), checked
@@ -175,7 +185,7 @@ halo_status_t halod_session_add_arena(halod_session_t *session,
 // only while it holds an object on it. The first grant of a page or arena
 // another session created (|owner_session|: an imported semaphore's or
 // buffer's) charges the session a descriptor against session-fds, and its
-// uid against uid-fds, until its last grant goes: the session keeps that
+// tenant against uid-fds, until its last grant goes: the session keeps that
 // memfd alive, whoever created it. RESOURCE_EXHAUSTED naming session-fds or
 // uid-fds (and |what|) past the quota.
 halo_status_t halod_session_grant(halod_t *daemon, halod_session_t *session,

@@ -14,6 +14,10 @@
 //   and trust-domain-cgroup-trim 1, pod-a's clients share one trust domain
 //   and pod-b's gets another. Skipped (the case) where cgroup v2 is not
 //   mounted or not writable here.
+// - The same pods at their per-tenant bounds: pod-a holding all its
+//   unauthenticated fd channel connections, then all its uid-connections,
+//   is refused naming the setting and its cgroup, while pod-b (same uid)
+//   connects and works; and a cgroup past uid-domains counts as its uid.
 // - halod in a pid namespace of its own: a client outside it has pid 0 in
 //   halod's view and is refused with PERMISSION_DENIED saying why.
 // - halod in a user namespace that maps only root: a client of uid 1000 is
@@ -33,12 +37,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -130,6 +138,57 @@ static int client_main(uint32_t pattern) {
   halo_buffer_release(host);
   halo_buffer_release(device);
   halo_client_close(client);
+  return 0;
+}
+
+// Connects a client (HALO_ADDRESS), then |count| times to the fd channel at
+// |path| sending nothing (connections not yet authenticated); prints "held
+// COUNT", then waits for stdin to close.
+static int hold_main(const char *path, int count) {
+  halo_client_t *client = NULL;
+  halo_client_options_t options = {.client_name = "namespace-test-holder"};
+  CLIENT_CHECK("connect", halo_client_connect(&options, &client));
+  struct sockaddr_un address = {.sun_family = AF_UNIX};
+  snprintf(address.sun_path, sizeof(address.sun_path), "%s", path);
+  for (int i = 0; i < count; ++i) {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 ||
+        connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+      printf("error connect: %s: %s\n", path, strerror(errno));
+      halo_client_close(client);
+      return 3;
+    }
+  }
+  printf("held %d\n", count);
+  fflush(stdout);
+  char byte;
+  while (read(STDIN_FILENO, &byte, 1) > 0) {
+  }
+  halo_client_close(client);
+  return 0;
+}
+
+// Opens |count| connections to halod's client socket (HALO_ADDRESS) that
+// say nothing (each a session until hello-timeout-ms); prints "raw COUNT",
+// then waits for stdin to close.
+static int raw_main(int count) {
+  const char *address = getenv("HALO_ADDRESS");
+  nng_socket sockets[8];
+  if (!address || count < 0 || count > 8) return 2;
+  for (int i = 0; i < count; ++i) {
+    int rv = nng_req0_open(&sockets[i]);
+    if (rv == 0) rv = nng_dial(sockets[i], address, NULL, 0);
+    if (rv != 0) {
+      printf("error dial: %s: %s\n", address, nng_strerror(rv));
+      return 3;
+    }
+  }
+  printf("raw %d\n", count);
+  fflush(stdout);
+  char byte;
+  while (read(STDIN_FILENO, &byte, 1) > 0) {
+  }
+  for (int i = 0; i < count; ++i) nng_close(sockets[i]);
   return 0;
 }
 
@@ -413,8 +472,10 @@ static bool own_cgroup_v2(char *out, size_t size) {
   return true;
 }
 
-static void test_two_pods_of_one_uid_get_two_trust_domains(void **state) {
-  fixture_t *fixture = *state;
+// Makes pod-a (containers c1, c2) and pod-b (c1) under a cgroup of this
+// test's own (fixture->cgroup_base); skips the test where cgroup v2 is not
+// mounted or not writable here.
+static void make_pods(fixture_t *fixture) {
   char own[2048];
   if (!own_cgroup_v2(own, sizeof(own))) {
     print_message("cgroup v2 is not mounted here; skipped\n");
@@ -436,6 +497,11 @@ static void test_two_pods_of_one_uid_get_two_trust_domains(void **state) {
     snprintf(path, sizeof(path), "%s/%s", fixture->cgroup_base, leaves[i]);
     assert_int_equal(mkdir(path, 0755), 0);
   }
+}
+
+static void test_two_pods_of_one_uid_get_two_trust_domains(void **state) {
+  fixture_t *fixture = *state;
+  make_pods(fixture);
   const char *args[] = {"--trust-domain", "cgroup",
                         "--trust-domain-cgroup-trim", "1", NULL};
   halo_test_daemon_start_with_args(&fixture->daemon, args);
@@ -487,6 +553,123 @@ static void test_two_pods_of_one_uid_get_two_trust_domains(void **state) {
   assert_int_equal(status->admin_status->trust_domains, 2);
   halo__wire__response__free_unpacked(status, NULL);
   for (int i = 0; i < 3; ++i) assert_int_equal(client_finish(&clients[i]), 0);
+}
+
+// Starts this program in |pod| ("pod-a/c1") with |script| (whose $0 is
+// this program and $1 |pattern|) and reads its first line.
+static void pod_start(client_t *client, const fixture_t *fixture,
+                      const char *pod, const char *script, uint32_t pattern) {
+  char dir[PATH_MAX + 16];
+  snprintf(dir, sizeof(dir), "%s/%s", fixture->cgroup_base, pod);
+  client_start(client, NULL, dir, script, fixture->daemon.listen_address,
+               pattern, 0);
+  client_read_line(client);
+}
+
+#define POD_CLIENT "exec \"$0\" --client \"$1\""
+
+// Asserts |client| was refused: its line names |code|, |setting| and its
+// pod's cgroup; it exits 3.
+static void expect_pod_refused(client_t *client, const char *code,
+                               const char *setting, const char *pod) {
+  char prefix[64];
+  snprintf(prefix, sizeof(prefix), "error %s: connect: ", code);
+  if (strncmp(client->line, prefix, strlen(prefix)) != 0 ||
+      !strstr(client->line, setting) || !strstr(client->line, pod)) {
+    print_error("expected a refusal naming %s and %s: '%s'\n", setting, pod,
+                client->line);
+    fail();
+  }
+  assert_int_equal(client_finish(client), 3);
+}
+
+// Asserts |client| works (its report line).
+static void expect_pod_works(const client_t *client) {
+  uint64_t session;
+  int daemon_pid, self_pid;
+  client_report(client, &session, &daemon_pid, &self_pid);
+}
+
+static void test_a_pod_at_its_bounds_leaves_another_pod_of_its_uid_alone(
+    void **state) {
+  fixture_t *fixture = *state;
+  make_pods(fixture);
+  const char *args[] = {"--trust-domain",
+                        "cgroup",
+                        "--trust-domain-cgroup-trim",
+                        "1",
+                        "--uid-connections",
+                        "2",
+                        "--fd-channel-unauthenticated",
+                        "2",
+                        "--fd-channel-auth-ms",
+                        "60000",
+                        NULL};
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  // pod-a holds all the fd channel connections one tenant may leave
+  // unauthenticated: another client of pod-a is refused, pod-b's is not.
+  char hold[PATH_MAX];
+  snprintf(hold, sizeof(hold), "exec \"$0\" --hold-fd %s 2",
+           fixture->daemon.fd_channel_path);
+  client_t holder, refused, b1;
+  pod_start(&holder, fixture, "pod-a/c1", hold, 0);
+  assert_string_equal(holder.line, "held 2");
+  pod_start(&refused, fixture, "pod-a/c2", POD_CLIENT, 0x0a0a0a0au);
+  expect_pod_refused(&refused, "RESOURCE_EXHAUSTED",
+                     "fd-channel-unauthenticated", "/pod-a");
+  pod_start(&b1, fixture, "pod-b/c1", POD_CLIENT, 0x0b0b0b0bu);
+  expect_pod_works(&b1);
+  assert_int_equal(client_finish(&holder), 0);
+  assert_true(halo_test_admin_expect_session_count(&fixture->daemon, 1,
+                                                   HALO_TEST_DEADLINE_MS));
+  // pod-a holds its uid-connections: its next session is refused, pod-b's
+  // second is not (uid 0 then has four sessions, pod-b two).
+  client_t a1, a2, b2;
+  pod_start(&a1, fixture, "pod-a/c1", POD_CLIENT, 0x0a0a0a01u);
+  expect_pod_works(&a1);
+  pod_start(&a2, fixture, "pod-a/c2", POD_CLIENT, 0x0a0a0a02u);
+  expect_pod_works(&a2);
+  pod_start(&refused, fixture, "pod-a/c1", POD_CLIENT, 0x0a0a0a03u);
+  expect_pod_refused(&refused, "RESOURCE_EXHAUSTED", "uid-connections",
+                     "/pod-a");
+  pod_start(&b2, fixture, "pod-b/c1", POD_CLIENT, 0x0b0b0b02u);
+  expect_pod_works(&b2);
+  client_t *working[] = {&b1, &a1, &a2, &b2};
+  for (size_t i = 0; i < 4; ++i) {
+    assert_int_equal(client_finish(working[i]), 0);
+  }
+}
+
+// With uid-domains 1, pod-b is a cgroup more than uid 0 may have tenants
+// once pod-a has a session: pod-b's connections count as the uid's (a
+// connection past uid-connections is refused naming the uid without a
+// cgroup), so that a uid making cgroups cannot multiply its bounds.
+static void test_cgroups_past_uid_domains_share_their_uids_bounds(
+    void **state) {
+  fixture_t *fixture = *state;
+  make_pods(fixture);
+  const char *args[] = {"--trust-domain",
+                        "cgroup",
+                        "--trust-domain-cgroup-trim",
+                        "1",
+                        "--uid-connections",
+                        "2",
+                        "--uid-domains",
+                        "1",
+                        NULL};
+  halo_test_daemon_start_with_args(&fixture->daemon, args);
+  client_t a1, raw, b1;
+  pod_start(&a1, fixture, "pod-a/c1", POD_CLIENT, 0x0a0a0a01u);
+  expect_pod_works(&a1);
+  pod_start(&raw, fixture, "pod-b/c1", "exec \"$0\" --raw 2", 0);
+  assert_string_equal(raw.line, "raw 2");
+  pod_start(&b1, fixture, "pod-b/c1", POD_CLIENT, 0x0b0b0b01u);
+  assert_string_equal(b1.line,
+                      "error RESOURCE_EXHAUSTED: connect: uid 0 already has 2 "
+                      "connections to halod, the limit uid-connections");
+  assert_int_equal(client_finish(&b1), 3);
+  assert_int_equal(client_finish(&raw), 0);
+  assert_int_equal(client_finish(&a1), 0);
 }
 
 static void test_client_outside_halods_pid_namespace_is_refused(void **state) {
@@ -559,6 +742,12 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--client") == 0) {
     return client_main((uint32_t)strtoul(argv[2], NULL, 10));
   }
+  if (argc >= 3 && strcmp(argv[1], "--raw") == 0) {
+    return raw_main(atoi(argv[2]));
+  }
+  if (argc >= 4 && strcmp(argv[1], "--hold-fd") == 0) {
+    return hold_main(argv[2], atoi(argv[3]));
+  }
   ssize_t length = readlink("/proc/self/exe", g_self, sizeof(g_self) - 1);
   if (length <= 0) return 1;
   g_self[length] = '\0';
@@ -568,6 +757,12 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_two_pods_of_one_uid_get_two_trust_domains, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_pod_at_its_bounds_leaves_another_pod_of_its_uid_alone, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_cgroups_past_uid_domains_share_their_uids_bounds, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(
           test_client_outside_halods_pid_namespace_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unmapped_uid_is_refused, setup,

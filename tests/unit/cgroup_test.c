@@ -3,7 +3,9 @@
 // The client cgroup behind trust-domain = cgroup (daemon/cgroup.c): the
 // cgroup v2 line of /proc/PID/cgroup fixtures (a Kubernetes pod under the
 // systemd and cgroupfs drivers, a hybrid host, a v1-only host, malformed
-// lines), trimming to the pod, and this process's own file.
+// lines), trimming to the pod, and this process's own file; and the
+// tenants halod's per-user bounds count under (daemon/tenant.c): a uid, or
+// under trust-domain cgroup a uid in one cgroup.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/status.h"
+#include "daemon/tenant.h"
 
 // A container of a burstable pod, kubelet with the systemd cgroup driver.
 static const char kSystemdPod[] =
@@ -142,6 +145,53 @@ static void test_own_process(void **state) {
   halo_status_free(status);
 }
 
+// A tenant keeps its uid whatever the mode; under trust-domain cgroup two
+// uids in one cgroup, and one uid in two cgroups, are different tenants,
+// and a process whose cgroup cannot be read is its uid's.
+static void test_tenants(void **state) {
+  (void)state;
+  const halod_tenancy_t by_uid = {.by_cgroup = false};
+  uint32_t self = (uint32_t)getpid();
+  uint64_t user = halod_tenant_of(by_uid, 1000, self);
+  assert_int_equal(halod_tenant_uid(user), 1000);
+  assert_true(user != 0);
+  assert_true(halod_tenant_of(by_uid, 1001, self) != user);
+  assert_int_equal(halod_tenant_uid(halod_tenant_of(by_uid, 0, self)), 0);
+  assert_true(halod_tenant_of(by_uid, 0, self) != 0);
+  char words[HALOD_TENANT_WORDS_BYTES];
+  halod_tenant_describe(by_uid, user, self, words, sizeof(words));
+  assert_string_equal(words, "uid 1000");
+
+  const halod_tenancy_t by_cgroup = {.by_cgroup = true};
+  char path[4096];
+  halo_status_t status = halod_cgroup_of_process(self, 0, path, sizeof(path));
+  if (status) {  // a v1-only host: every process is its uid's tenant
+    halo_status_free(status);
+    assert_true(halod_tenant_of(by_cgroup, 1000, self) == user);
+    skip();
+  }
+  uint64_t own = halod_tenant_of(by_cgroup, 1000, self);
+  assert_int_equal(halod_tenant_uid(own), 1000);
+  assert_true(own != user);
+  assert_true(halod_tenant_of(by_cgroup, 1000, self) == own);
+  assert_true(halod_tenant_of(by_cgroup, 1001, self) != own);
+  char expected[4200];
+  snprintf(expected, sizeof(expected), "uid 1000 in cgroup %s", path);
+  halod_tenant_describe(by_cgroup, own, self, words, sizeof(words));
+  assert_string_equal(words, expected);
+  // Trimmed to the root, another cgroup (unless this one is the root).
+  const halod_tenancy_t by_root = {.by_cgroup = true, .cgroup_trim = 64};
+  uint64_t root = halod_tenant_of(by_root, 1000, self);
+  assert_int_equal(halod_tenant_uid(root), 1000);
+  if (strcmp(path, "/") != 0) assert_true(root != own);
+  // No such process: the uid's tenant.
+  assert_true(halod_tenant_of(by_cgroup, 1000, 0x7ffffffe) == user);
+  halod_tenant_describe(by_cgroup, user, 0x7ffffffe, words, sizeof(words));
+  assert_string_equal(words, "uid 1000");
+  halod_tenant_describe(by_cgroup, own, 0x7ffffffe, words, sizeof(words));
+  assert_string_equal(words, "uid 1000 in its cgroup");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parses_the_v2_line),
@@ -150,6 +200,7 @@ int main(void) {
       cmocka_unit_test(test_malformed_lines_are_refused),
       cmocka_unit_test(test_trim_keys_the_pod),
       cmocka_unit_test(test_own_process),
+      cmocka_unit_test(test_tenants),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

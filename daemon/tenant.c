@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+#include "daemon/tenant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/status.h"
+#include "daemon/cgroup.h"
+
+#define HALOD_TENANT_PATH_BYTES 4096
+
+uint64_t halod_tenant_of(halod_tenancy_t tenancy, uint32_t uid, uint32_t pid) {
+  uint64_t tenant = halod_tenant_of_uid(uid);
+  if (!tenancy.by_cgroup || pid == 0) return tenant;
+  char path[HALOD_TENANT_PATH_BYTES];
+  halo_status_t status =
+      halod_cgroup_of_process(pid, tenancy.cgroup_trim, path, sizeof(path));
+  if (status) {
+    halo_status_free(status);
+    return tenant;
+  }
+  halo_hasher_t hasher;
+  halo_hasher_initialize(&hasher);
+  halo_hasher_update_bytes(&hasher, path, strlen(path));
+  halo_hash_t hash;
+  halo_hasher_finalize(&hasher, &hash);
+  // 31 bits of the path's hash; 0 is kept for "no cgroup" (the uid alone).
+  uint64_t bits = halo_hash_key(&hash) & 0x7fffffffu;
+  if (bits == 0) bits = 1;
+  return tenant | bits << 32;
+}
+
+void halod_tenant_describe(halod_tenancy_t tenancy, uint64_t tenant,
+                           uint32_t pid, char *out, size_t size) {
+  uint32_t uid = halod_tenant_uid(tenant);
+  if (!tenancy.by_cgroup || halod_tenant_is_uid(tenant)) {
+    snprintf(out, size, "uid %u", uid);
+    return;
+  }
+  char path[HALOD_TENANT_PATH_BYTES];
+  halo_status_t status =
+      pid ? halod_cgroup_of_process(pid, tenancy.cgroup_trim, path,
+                                    sizeof(path))
+          : halo_status_make(HALO_STATUS_NOT_FOUND, "no pid");
+  if (status) {
+    halo_status_free(status);
+    snprintf(out, size, "uid %u in its cgroup", uid);
+    return;
+  }
+  snprintf(out, size, "uid %u in cgroup %s", uid, path);
+}
