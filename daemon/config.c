@@ -97,8 +97,9 @@ static const halod_config_entry_t halod_config_entries[] = {
      "contexts"},
     {"uid-replies", HALOD_NUMBER(HALOD_CONFIG_U32, uid_replies), "4", 1, 1023,
      NULL, START,
-     "replies that the connections of one uid may have waiting on their "
-     "clients at once; a further reply of that uid that its client does not "
+     "replies that the connections of one uid (under trust-domain cgroup, "
+     "of one uid in one cgroup) may have waiting on their "
+     "clients at once; a further reply of theirs that its client does not "
      "take within 50 ms is dropped, so clients that do not read cannot hold "
      "more "
      "contexts together than this. Must be less than contexts"},
@@ -173,8 +174,9 @@ static const halod_config_entry_t halod_config_entries[] = {
     // this one stands where the limit is unlimited.
     {"uid-fds", HALOD_NUMBER(HALOD_CONFIG_U32, uid_fds), "16384", 1, 1u << 30,
      NULL, LIVE,
-     "quota of descriptors halod holds for all sessions of one uid together, "
-     "root included, each counted as session-fds counts it; past it creating "
+     "quota of descriptors halod holds for all sessions of one uid together "
+     "(under trust-domain cgroup, of one uid in one cgroup), root included, "
+     "each counted as session-fds counts it; past it creating "
      "or importing one fails with RESOURCE_EXHAUSTED, and a new connection "
      "of a uid holding that many is refused likewise, so that one uid cannot "
      "take the descriptors others need. Not set: a quarter of halod's "
@@ -197,7 +199,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      "completing Hello; then halod closes it"},
     {"uid-connections", HALOD_NUMBER(HALOD_CONFIG_U32, uid_connections), "1024",
      1, 1u << 20, NULL, LIVE,
-     "client socket connections (sessions) of one uid, root included; more "
+     "client socket connections (sessions) of one uid (under trust-domain "
+     "cgroup, of one uid in one cgroup: a pod), root included; more "
      "get a session whose every request fails with RESOURCE_EXHAUSTED naming "
      "this setting, and past 16 such, further connections are closed"},
     {"uid-domains", HALOD_NUMBER(HALOD_CONFIG_U32, uid_domains), "64", 1,
@@ -208,16 +211,20 @@ static const halod_config_entry_t halod_config_entries[] = {
      "starts one per process (trust-domain process) or per cgroup it "
      "creates (trust-domain cgroup, with a delegated cgroup tree). A "
      "session that would start one more is refused with "
-     "RESOURCE_EXHAUSTED naming this setting"},
+     "RESOURCE_EXHAUSTED naming this setting. Under trust-domain cgroup also "
+     "the cgroups of one uid whose connections count apart against the "
+     "per-uid bounds; further ones share the uid's"},
     {"fd-channel-unauthenticated",
      HALOD_NUMBER(HALOD_CONFIG_U32, fd_channel_unauthenticated), "64", 1,
      1u << 20, NULL, LIVE,
-     "fd channel connections of one uid not yet authenticated; more are "
+     "fd channel connections of one uid (under trust-domain cgroup, of one "
+     "uid in one cgroup) not yet authenticated; more are "
      "refused with RESOURCE_EXHAUSTED and closed"},
     {"fd-channel-connections",
      HALOD_NUMBER(HALOD_CONFIG_U32, fd_channel_connections), "1024", 1,
      1u << 20, NULL, LIVE,
-     "fd channel connections of one uid (a session holds one); more are "
+     "fd channel connections of one uid (under trust-domain cgroup, of one "
+     "uid in one cgroup; a session holds one); more are "
      "refused with RESOURCE_EXHAUSTED and closed"},
     {"fd-channel-auth-ms", HALOD_NUMBER(HALOD_CONFIG_U32, fd_channel_auth_ms),
      "5000", 10, 3600000, NULL, LIVE,
