@@ -640,8 +640,9 @@ static void test_a_pod_at_its_bounds_leaves_another_pod_of_its_uid_alone(
   }
 }
 
-// With uid-domains 1, pod-b is a cgroup more than uid 0 may have tenants
-// once pod-a has a session: pod-b's connections count as the uid's (a
+// With uid-domains 1, pod-b's session is refused naming uid-domains, and
+// pod-b is a cgroup more than uid 0 may have tenants once pod-a has a
+// session: pod-b's connections count as the uid's (a
 // connection past uid-connections is refused naming the uid without a
 // cgroup), so that a uid making cgroups cannot multiply its bounds.
 static void test_cgroups_past_uid_domains_share_their_uids_bounds(
@@ -661,6 +662,10 @@ static void test_cgroups_past_uid_domains_share_their_uids_bounds(
   client_t a1, raw, b1;
   pod_start(&a1, fixture, "pod-a/c1", POD_CLIENT, 0x0a0a0a01u);
   expect_pod_works(&a1);
+  // pod-b would be a second trust domain of uid 0.
+  pod_start(&b1, fixture, "pod-b/c1", POD_CLIENT, 0x0b0b0b01u);
+  expect_pod_refused(&b1, "RESOURCE_EXHAUSTED", "the limit uid-domains",
+                     "/pod-b would be one more");
   pod_start(&raw, fixture, "pod-b/c1", "exec \"$0\" --raw 2", 0);
   assert_string_equal(raw.line, "raw 2");
   pod_start(&b1, fixture, "pod-b/c1", POD_CLIENT, 0x0b0b0b01u);
