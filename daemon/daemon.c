@@ -21,6 +21,7 @@
 #include "daemon/device_lost.h"
 #include "daemon/executable.h"
 #include "daemon/fd_server.h"
+#include "daemon/instance_lock.h"
 #include "daemon/requests.h"
 #include "daemon/ring.h"
 #include "daemon/ring_worker.h"
@@ -195,11 +196,13 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   if (getrandom(&daemon->incarnation, sizeof(daemon->incarnation), 0) != 8) {
     return halo_status_from_errno(errno, "getrandom for the incarnation");
   }
-  // Before anything starts or any path is touched: a halod serving this
-  // client socket already keeps its sockets. (Two started at the same
-  // moment can still both pass; systemd starts one.)
+  // Before anything starts or any path is touched: one halod per client
+  // socket (daemon/instance_lock.h). A halod serving it without the lock
+  // (an older one) still keeps its sockets: its fd channel answers.
   snprintf(daemon->fd_channel_path, sizeof(daemon->fd_channel_path), "%s.fd",
            config->listen + strlen("ipc://"));
+  HALO_RETURN_IF_ERROR(
+      halod_instance_lock_take(config->listen, daemon->fd_channel_path));
   bool stale = false;  // removed when the fd channel is created
   HALO_RETURN_IF_ERROR(halod_fd_server_check_free(daemon->fd_channel_path,
                                                   config->listen, &stale));
