@@ -90,7 +90,8 @@ static void halo_fuzz_stop(void) {
   uv_loop_close(&state->loop);
   halod_server_context_destroy_detached(state->context);
   free(state->kernels);
-  const char *names[] = {"halo.sock", "halo.sock.fd", "admin.sock"};
+  const char *names[] = {"halo.sock", "halo.sock.fd", "halo.sock.lock",
+                         "admin.sock"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     char path[192];
     snprintf(path, sizeof(path), "%.64s/%s", state->directory, names[i]);
