@@ -44,27 +44,92 @@ const char *halo_version_string(void) {
 // socket is closed.
 //
 // So libhalo records the process that first opens an nng socket
-// (|halo_client_nng_pid|), after registering a pthread_atfork handler that
-// marks every process forked from then on (|halo_client_forked|; a child's
-// children inherit the mark). In a marked process halo_client_connect
-// refuses to start, and every client there is a copy from an ancestor
-// (halo_client_inherited): its calls fail before they touch nng, the fd
-// channel, the ring or the shared memory, and its close is local. The mark
-// makes the check one load on the hot paths, where comparing getpid() with
-// the client's |pid| would cost a system call per record (about 0.5 us).
-// A child made without the atfork handlers (a raw clone(2)) is not seen.
+// (|halo_client_nng_pid|), after registering pthread_atfork handlers whose
+// child handler marks every process forked from then on
+// (|halo_client_forked|; a child's children inherit the mark). In a marked
+// process halo_client_connect refuses to start, and every client there is a
+// copy from an ancestor (halo_client_inherited): its calls fail before they
+// touch nng, the fd channel, the ring or the shared memory, and its close is
+// local. The mark makes the check one load on the hot paths, where comparing
+// getpid() with the client's |pid| would cost a system call per record
+// (about 0.5 us). A child made without the atfork handlers (a raw clone(2))
+// is not seen.
+//
+// The child also frees its copies one by one (halo_buffer_release ...),
+// and those take the client's |state_mutex| (its object list and
+// mappings): had another thread of the parent held it at the fork, the
+// child would wait for ever, on a list or map that thread left halfway.
+// So the prepare handler takes |state_mutex| of every live client (the
+// registry below) and the parent and child handlers give them back: fork()
+// waits for those short sections (a list link, a map lookup), and the child
+// gets each client's state whole and its lock free. The locks held across a
+// round trip to halod (|call_mutex|, |fd_mutex|, the ring's, held up to the
+// request timeout) are not taken, or fork() could wait that long: the child
+// never takes them, since every path to them checks halo_client_inherited
+// first (halo_client_check_process), and its close does not destroy them.
 static _Atomic pid_t halo_client_nng_pid;  // 0: libhalo has not used nng
 static atomic_bool halo_client_forked;
 static pthread_once_t halo_client_fork_watch = PTHREAD_ONCE_INIT;
 static int halo_client_fork_watch_error;  // pthread_atfork's
 
+// Every client of this process from its connect to its close, linked
+// through |registry_next|, under |halo_client_registry_mutex|, which is
+// taken before any client's |state_mutex| (the fork handlers), never while
+// one is held.
+static pthread_mutex_t halo_client_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static halo_client_t *halo_client_registry;
+
+static void halo_client_register(halo_client_t *client) {
+  pthread_mutex_lock(&halo_client_registry_mutex);
+  client->registry_next = halo_client_registry;
+  client->registry_prev = NULL;
+  if (halo_client_registry) halo_client_registry->registry_prev = client;
+  halo_client_registry = client;
+  pthread_mutex_unlock(&halo_client_registry_mutex);
+}
+
+static void halo_client_unregister(halo_client_t *client) {
+  pthread_mutex_lock(&halo_client_registry_mutex);
+  if (client->registry_prev) {
+    client->registry_prev->registry_next = client->registry_next;
+  } else if (halo_client_registry == client) {
+    halo_client_registry = client->registry_next;
+  }
+  if (client->registry_next) {
+    client->registry_next->registry_prev = client->registry_prev;
+  }
+  client->registry_prev = client->registry_next = NULL;
+  pthread_mutex_unlock(&halo_client_registry_mutex);
+}
+
+// The forking thread, before fork(): every client's state, whole.
+static void halo_client_on_fork_prepare(void) {
+  pthread_mutex_lock(&halo_client_registry_mutex);
+  for (halo_client_t *client = halo_client_registry; client;
+       client = client->registry_next) {
+    pthread_mutex_lock(&client->state_mutex);
+  }
+}
+
+// After fork(), in the parent and in the child (whose one thread is the
+// copy of the one that took them).
+static void halo_client_on_fork_release(void) {
+  for (halo_client_t *client = halo_client_registry; client;
+       client = client->registry_next) {
+    pthread_mutex_unlock(&client->state_mutex);
+  }
+  pthread_mutex_unlock(&halo_client_registry_mutex);
+}
+
 static void halo_client_on_fork_child(void) {
   atomic_store_explicit(&halo_client_forked, true, memory_order_relaxed);
+  halo_client_on_fork_release();
 }
 
 static void halo_client_watch_forks(void) {
   halo_client_fork_watch_error =
-      pthread_atfork(NULL, NULL, halo_client_on_fork_child);
+      pthread_atfork(halo_client_on_fork_prepare, halo_client_on_fork_release,
+                     halo_client_on_fork_child);
 }
 
 // Before libhalo's first use of nng in a connect: NULL, with this process's
@@ -755,6 +820,8 @@ halo_status_t halo_client_connect(const halo_client_options_t *options,
   halo_u64_map_initialize(&client->pages);
   halo_u64_map_initialize(&client->arenas);
   client->objects.next = client->objects.prev = &client->objects;
+  // From here a fork takes its |state_mutex| (halo_client_on_fork_prepare).
+  halo_client_register(client);
 
   int timeout_ms = options && options->request_timeout_ms > 0
                        ? options->request_timeout_ms
@@ -843,12 +910,11 @@ void halo_client_close(halo_client_t *client) {
   // mappings and descriptors go (the release requests fail before nng:
   // halo_client_call); the socket is left as it is, nothing is sent, and
   // nng's state in the child (its copy of the socket and aio) is never
-  // touched, nor freed.
+  // touched, nor freed. |state_mutex| is free there and the state whole
+  // (the fork handlers above); the locks held across round trips may have
+  // been held by threads of the parent at the fork, and are not touched.
   bool inherited = halo_client_inherited(client);
-  if (inherited) {
-    // A thread of the parent may have held it at the fork; none runs here.
-    pthread_mutex_init(&client->state_mutex, NULL);
-  }
+  halo_client_unregister(client);
   atomic_store(&client->lost, true);
   for (;;) {
     pthread_mutex_lock(&client->state_mutex);
@@ -883,8 +949,11 @@ void halo_client_close(halo_client_t *client) {
   if (client->daemon_pidfd >= 0) close(client->daemon_pidfd);
   halo_u64_map_deinitialize(&client->pages);
   halo_u64_map_deinitialize(&client->arenas);
-  pthread_mutex_destroy(&client->call_mutex);
-  pthread_mutex_destroy(&client->fd_mutex);
+  if (!inherited) {
+    pthread_mutex_destroy(&client->call_mutex);
+    pthread_mutex_destroy(&client->fd_mutex);
+    pthread_mutex_destroy(&client->ring.mutex);
+  }
   pthread_mutex_destroy(&client->state_mutex);
   // Abandoned, the close goes on with the client's socket and aio, and nng
   // may still run the pipe's removal callback, which sets |lost| and aborts

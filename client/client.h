@@ -89,12 +89,19 @@ struct halo_client_s {
   char fd_channel_path[HALO_CLIENT_ADDRESS_BYTES + 4];  // + ".fd"
   int32_t daemon_pid;
   int daemon_pidfd;
-  // Mappings and live objects, under |state_mutex|.
+  // Mappings and live objects, under |state_mutex|. Held only for short
+  // sections that wait for nothing (never across a request): fork() takes
+  // it in every live client (client.c), so that a forked child, whose
+  // releases take it, finds it free and the state whole.
   pthread_mutex_t state_mutex;
   halo_u64_map_t pages;        // page id -> halo_mapping_t
   halo_u64_map_t arenas;       // arena id -> halo_mapping_t
   halo_object_link_t objects;  // sentinel
   halo_client_ring_t ring;
+  // In client.c's registry of live clients, whose |state_mutex| a fork()
+  // takes and gives back (so that a forked child finds it free).
+  struct halo_client_s *registry_prev;
+  struct halo_client_s *registry_next;
 };
 
 // Opens the session's submission ring unless $HALO_RING is "0" (or the

@@ -110,7 +110,6 @@ void halo_client_ring_close(halo_client_t *client) {
   ring->header = NULL;
   if (ring->doorbell >= 0) close(ring->doorbell);
   ring->doorbell = -1;
-  pthread_mutex_destroy(&ring->mutex);
 }
 
 static bool halo_ring_broken(const halo_client_ring_t *ring) {

@@ -29,11 +29,19 @@
 //   (halo_buffer_host_pointer returns NULL; halo_semaphore_query and the
 //   waits only read the semaphore's page; recording into a command buffer
 //   begun before the fork stays local until halo_command_buffer_end, which
-//   is refused). halo_client_close() on it frees the child's copy (memory,
-//   mappings, descriptors) and sends nothing: the parent's session goes on
-//   unaffected. Free the copy with halo_client_close() alone, not object by
-//   object: a release could wait for a lock another thread of the parent
-//   held at the fork. Nor can such a child connect:
+//   is refused). The child frees its copy object by object (each
+//   *_release() frees the child's copy of the object: its memory and
+//   mappings) and then with halo_client_close(), or with
+//   halo_client_close() alone, which frees what is left (memory, mappings,
+//   descriptors); neither sends anything, and the parent's session goes on
+//   unaffected. Either works whatever the parent's other threads were doing
+//   at the fork (creating, releasing, executing, waiting): libhalo's fork
+//   handler makes fork() wait for the short sections in which a thread
+//   updates a client's objects and mappings (never for a request to halod),
+//   so the child finds every client whole and no release in it waits for a
+//   lock (as with malloc's locks, a fork() from a signal handler that
+//   interrupted such a section could wait for ever). Nor can such a child
+//   connect:
 //   nng, libhalo's transport, cannot be used in a process forked after it
 //   was initialized (it would abort), so halo_client_connect() returns
 //   FAILED_PRECONDITION in every process forked (a child's children too)

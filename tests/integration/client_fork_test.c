@@ -15,6 +15,10 @@
 //   in the child's own children;
 // - halo_client_close of the inherited client returns (no abort) and sends
 //   nothing: the parent's session is untouched;
+// - releasing the inherited objects one by one (a clean-up's or
+//   destructors' way) frees the child's copies and sends nothing, and never
+//   hangs, in children forked while other threads of the parent churn
+//   through the client's locks;
 // and the parent is never affected: its semaphores keep their values, its
 // ring keeps working (executes run, signals land) and its session stands.
 // A program exec'd by the child connects as any process does.
@@ -23,7 +27,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/status.h"
 #include "tests/support/halo_test.h"
 
 #define MS HALO_TEST_MS
@@ -493,6 +500,165 @@ static void test_close_in_a_child_leaves_the_parent_session(void **state) {
   assert_child_ok(child_ok);
 }
 
+// Waits for child |pid| until |deadline_ns|: true once it was reaped (its
+// wait status in *|out_status|); false if it was still running then, and
+// is killed (and reaped).
+static bool wait_child_until(pid_t pid, int64_t deadline_ns, int *out_status) {
+  for (;;) {
+    pid_t reaped = waitpid(pid, out_status, WNOHANG);
+    if (reaped == pid) return true;
+    if (reaped < 0 && errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
+    if (halo_test_now_ns() >= deadline_ns) break;
+    halo_test_sleep_ms(1);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, out_status, 0);
+  return false;
+}
+
+// The parent's threads that hold the client's locks while the test forks:
+// |recorder| begins and releases command buffers (locally: the client's
+// object list, under its state lock, and nothing else), |worker| makes
+// round trips that hold the others (semaphore and host buffer creates and
+// releases, their mappings, the ring's executes and their verdicts, waits,
+// pings). The first failure of a thread is kept for the test to report.
+typedef struct churn_t {
+  objects_t *objects;
+  atomic_bool stop;
+  atomic_ullong rounds;
+  halo_status_t failure;  // the worker's first
+} churn_t;
+
+static void *churn_recorder(void *argument) {
+  churn_t *churn = argument;
+  while (!atomic_load(&churn->stop)) {
+    halo_command_buffer_t *command_buffer = NULL;
+    halo_status_t status = halo_command_buffer_begin(
+        churn->objects->client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 0,
+        &command_buffer);
+    if (status) {
+      halo_status_free(status);
+      break;
+    }
+    halo_command_buffer_release(command_buffer);
+    atomic_fetch_add(&churn->rounds, 1);
+  }
+  return NULL;
+}
+
+static halo_status_t churn_work_once(churn_t *churn) {
+  objects_t *objects = churn->objects;
+  halo_semaphore_t *semaphore = NULL;
+  HALO_RETURN_IF_ERROR(
+      halo_semaphore_create(objects->client, 0, 0, &semaphore));
+  halo_semaphore_value_t signal = {semaphore, 1};
+  halo_status_t status = halo_queue_execute(objects->queue, objects->fill, NULL,
+                                            0, NULL, 0, &signal, 1);
+  if (!status) status = halo_semaphore_wait(semaphore, 1, 5000 * MS);
+  halo_semaphore_release(semaphore);
+  halo_buffer_t *buffer = NULL;
+  if (!status) {
+    status = halo_buffer_create(objects->client, 0, HALO_MEMORY_HOST_VISIBLE,
+                                64, 0, &buffer);
+  }
+  halo_buffer_release(buffer);
+  if (!status) status = halo_client_ping(objects->client);
+  return status;
+}
+
+static void *churn_worker(void *argument) {
+  churn_t *churn = argument;
+  while (!atomic_load(&churn->stop)) {
+    halo_status_t status = churn_work_once(churn);
+    if (status) {
+      churn->failure = status;
+      break;
+    }
+    atomic_fetch_add(&churn->rounds, 1);
+  }
+  return NULL;
+}
+
+// The child: every inherited object released one by one, as a program's
+// clean-up (or its objects' destructors) would, then the client closed.
+// Each release frees the child's copy alone and must not wait for a lock
+// the parent's threads held at the fork. SIGALRM ends a child that hangs,
+// should the parent be gone.
+static void child_release_each(objects_t *objects) {
+  signal(SIGALRM, SIG_DFL);
+  alarm(CHILD_DEADLINE_MS / 1000);
+  halo_buffer_release(objects->allocated);
+  halo_queue_release(objects->queue);
+  halo_command_buffer_release(objects->recording);
+  halo_command_buffer_release(objects->fill);
+  halo_buffer_release(objects->host);
+  halo_buffer_release(objects->device);
+  halo_semaphore_release(objects->scratch);
+  halo_semaphore_release(objects->done);
+  halo_semaphore_release(objects->signalled);
+  halo_client_close(objects->client);
+}
+
+// How many children release their objects while the parent's threads
+// churn, and how long each may take.
+#define RELEASE_CHILDREN 200
+#define RELEASE_CHILD_DEADLINE_MS 5000
+
+// Children that release the inherited objects one by one, forked while
+// other threads of the parent hold the client's locks (a server whose
+// worker pool forks helpers): each child finishes at once, and the
+// parent's session is untouched by all of them.
+static void test_release_one_by_one_in_children_of_a_busy_parent(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  objects_t objects;
+  objects_build(fixture->client, &objects);
+  churn_t churn = {.objects = &objects};
+  pthread_t recorder;
+  pthread_t worker;
+  assert_int_equal(pthread_create(&recorder, NULL, churn_recorder, &churn), 0);
+  assert_int_equal(pthread_create(&worker, NULL, churn_worker, &churn), 0);
+  int forked = 0;
+  int failed = 0;
+  bool hung = false;
+  while (forked < RELEASE_CHILDREN && !hung) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      child_release_each(&objects);
+      _exit(0);
+    }
+    ++forked;
+    int wait_status = 0;
+    hung = !wait_child_until(
+        pid, halo_test_now_ns() + RELEASE_CHILD_DEADLINE_MS * MS, &wait_status);
+    if (!hung && (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0)) {
+      ++failed;
+    }
+  }
+  atomic_store(&churn.stop, true);
+  pthread_join(recorder, NULL);
+  pthread_join(worker, NULL);
+  print_message(
+      "%d children forked, %d failed%s; the parent's threads made "
+      "%llu rounds meanwhile\n",
+      forked, failed, hung ? ", the last hung" : "",
+      (unsigned long long)atomic_load(&churn.rounds));
+  HALO_TEST_ASSERT_OK(churn.failure);
+  objects_check_intact(&objects);
+  objects_release(&objects);
+  if (hung) {
+    fail_msg(
+        "child %d did not finish its releases within %d ms (killed): a "
+        "release waited for a lock a thread of the parent held at the "
+        "fork",
+        forked, RELEASE_CHILD_DEADLINE_MS);
+  }
+  assert_int_equal(failed, 0);
+}
+
 // fork then exec: the program exec'd connects as any process does (here
 // this test, re-executed with --exec-child ADDRESS: exec_child below).
 static void test_exec_in_a_child_connects(void **state) {
@@ -568,6 +734,7 @@ int main(int argc, char **argv) {
       T(test_connect_in_a_child_fails),
       T(test_connect_in_a_child_fails_after_the_parent_closed),
       T(test_close_in_a_child_leaves_the_parent_session),
+      T(test_release_one_by_one_in_children_of_a_busy_parent),
       T(test_exec_in_a_child_connects),
   };
 #undef T
