@@ -306,6 +306,12 @@ void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,
   halo_hal_action_fail(action, status);
 }
 
+halo_hal_action_t *halo_hal_deferred_queue_waiter(
+    const halo_hal_timepoint_t *timepoint) {
+  if (timepoint->callback != halo_hal_action_on_wait) return NULL;
+  return ((const halo_hal_action_wait_t *)timepoint)->action;
+}
+
 void halo_hal_deferred_queue_drain(halo_hal_deferred_queue_t *queue) {
   pthread_mutex_lock(&queue->mutex);
   halo_hal_action_t *action = queue->inbox_head;

@@ -147,6 +147,11 @@ void halo_hal_deferred_queue_post_completion(halo_hal_action_t *action,
 void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,
                                     halo_status_t status);
 
+// The action whose wait |timepoint| is, if the deferred queue linked it
+// (halo_hal_semaphore_next_timepoint walks a semaphore's); NULL otherwise.
+halo_hal_action_t *halo_hal_deferred_queue_waiter(
+    const halo_hal_timepoint_t *timepoint);
+
 // Drains completions posted by driver threads (on the loop, after a wake).
 void halo_hal_deferred_queue_drain(halo_hal_deferred_queue_t *queue);
 

@@ -398,6 +398,13 @@ uint32_t halo_hal_semaphore_waiting(const halo_hal_semaphore_t *semaphore,
   return semaphore->timepoint_count;
 }
 
+halo_hal_timepoint_t *halo_hal_semaphore_next_timepoint(
+    const halo_hal_semaphore_t *semaphore,
+    const halo_hal_timepoint_t *previous) {
+  return halo_hal_timepoint_of(previous ? previous->link.next
+                                        : semaphore->timepoints.head);
+}
+
 void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,
                                   uint64_t value, halo_hal_fence_t *fence) {
   if (!fence || halo_hal_semaphore_failure(semaphore) != 0 ||

@@ -158,6 +158,13 @@ uint32_t halo_hal_semaphore_waiting(const halo_hal_semaphore_t *semaphore,
                                     uint64_t *out_lowest,
                                     uint64_t *out_highest);
 
+// The timepoints linked now, in the order of their values: the first
+// (|previous| NULL) or the one after |previous| (linked on |semaphore|);
+// NULL past the last. O(1).
+halo_hal_timepoint_t *halo_hal_semaphore_next_timepoint(
+    const halo_hal_semaphore_t *semaphore,
+    const halo_hal_timepoint_t *previous);
+
 // Records that |value| is reached when |fence| fires (retained until the
 // value is reached or the semaphore fails) and offers it to every linked
 // timepoint at or below |value| that has a |covered| callback. The
