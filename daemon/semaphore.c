@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "daemon/device_call.h"
 #include "daemon/fd_budget.h"
+#include "daemon/semaphore_orphans.h"
 #include "daemon/session.h"
 #include "daemon/workers.h"
 
@@ -302,19 +303,17 @@ void halod_semaphore_retain(halod_semaphore_t *semaphore) {
   ++semaphore->refcount;
 }
 
-// Fails |semaphore| if nothing can advance it any more while waits in
-// halod are pending on it (halod_semaphore_t's |refcount|): called after
-// every release that leaves it alive.
-static void halod_semaphore_check_orphan(halod_t *daemon,
-                                         halod_semaphore_t *semaphore) {
+// Fails |semaphore|, an orphan of a release (daemon/semaphore_orphans.h)
+// with |members| ("semaphores 5 and 7") in the set of |count|, saying why
+// nothing can signal it any more, unless it failed or lost its waits
+// meanwhile (another orphan's failure, failing a waiter of both).
+static void halod_semaphore_fail_orphan(halod_semaphore_t *semaphore,
+                                        uint32_t count, const char *members) {
   uint64_t lowest;
   uint64_t highest;
   uint32_t waiting =
       halo_hal_semaphore_waiting(&semaphore->hal, &lowest, &highest);
-  if (waiting == 0 || waiting != semaphore->refcount || daemon->stopping ||
-      halod_semaphore_failure(semaphore) != 0) {
-    return;
-  }
+  if (waiting == 0 || halod_semaphore_failure(semaphore) != 0) return;
   char values[64];
   if (lowest == highest) {
     snprintf(values, sizeof(values), "value %llu", (unsigned long long)lowest);
@@ -322,24 +321,73 @@ static void halod_semaphore_check_orphan(halod_t *daemon,
     snprintf(values, sizeof(values), "values %llu to %llu",
              (unsigned long long)lowest, (unsigned long long)highest);
   }
+  uint32_t signalers = semaphore->waiting_signals;
+  const char *plural = signalers == 1 ? "" : "s";
+  const char *verb = signalers == 1 ? "s" : "";
+  char why[512];
+  if (signalers == 0) {
+    snprintf(why, sizeof(why),
+             "no pending submission signals it (an export token does not "
+             "keep it)");
+  } else if (count == 1) {
+    snprintf(why, sizeof(why),
+             "its only pending signaler%s wait%s on it (an export token does "
+             "not keep it)",
+             plural, verb);
+  } else {
+    snprintf(why, sizeof(why),
+             "its only pending signaler%s wait%s on it or on semaphores only "
+             "such waiting signalers could advance (%s, none held by a "
+             "session; an export token does not keep them)",
+             plural, verb, members);
+  }
   HALO_LOG_DEBUG(
-      "semaphore %llu (created by pid %u): no holder can signal it "
-      "any more; failing the %u waits on it",
-      (unsigned long long)semaphore->id, semaphore->creator_pid, waiting);
-  // Failing it retires the waiting submissions, which release their
-  // references: this one keeps it until the failure went round.
-  halod_semaphore_retain(semaphore);
+      "semaphore %llu (created by pid %u): nothing can signal it any more "
+      "(%s); failing the %u waits on it",
+      (unsigned long long)semaphore->id, semaphore->creator_pid, members,
+      waiting);
   halod_semaphore_fail(
       semaphore, HALO_STATUS_ABORTED,
       "semaphore %llu (created by pid %u, value %llu) lost the last holder "
       "or pending signaler that could advance it while %u wait%s of pending "
-      "submissions stood for %s: no session holds it and no pending "
-      "submission signals it (an export token does not keep it); nothing "
-      "can signal it any more",
+      "submissions stood for %s: no session holds it and %s; nothing can "
+      "signal it any more",
       (unsigned long long)semaphore->id, semaphore->creator_pid,
       (unsigned long long)halod_semaphore_value(semaphore), waiting,
-      waiting == 1 ? "" : "s", values);
-  halod_semaphore_release(daemon, semaphore);
+      waiting == 1 ? "" : "s", values, why);
+}
+
+// Fails the semaphores nothing can advance any more once |semaphore| lost
+// a reference (daemon/semaphore_orphans.h: what it costs): called after
+// every release that leaves it alive.
+static void halod_semaphore_check_orphan(halod_t *daemon,
+                                         halod_semaphore_t *semaphore) {
+  if (daemon->stopping || halod_semaphore_failure(semaphore) != 0) return;
+  halod_semaphore_orphans_t orphans;
+  halo_status_t status = halod_semaphore_orphans_find(semaphore, &orphans);
+  if (status) {
+    HALO_LOG_ERROR("semaphore %llu: %s; its waits stay until its next release",
+                   (unsigned long long)semaphore->id,
+                   halo_status_message(status));
+    halo_status_free(status);
+    return;
+  }
+  if (orphans.count == 0) return;
+  char members[256];
+  halod_semaphore_orphans_describe(&orphans, members, sizeof(members));
+  // Failing one retires the submissions that wait on it, which release
+  // their references and fail what they signal (other orphans among
+  // them): these keep every orphan until the failures went round.
+  for (uint32_t i = 0; i < orphans.count; ++i) {
+    halod_semaphore_retain(orphans.semaphores[i]);
+  }
+  for (uint32_t i = 0; i < orphans.count; ++i) {
+    halod_semaphore_fail_orphan(orphans.semaphores[i], orphans.count, members);
+  }
+  for (uint32_t i = 0; i < orphans.count; ++i) {
+    halod_semaphore_release(daemon, orphans.semaphores[i]);
+  }
+  halod_semaphore_orphans_free(&orphans);
 }
 
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {

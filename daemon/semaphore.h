@@ -35,20 +35,30 @@ typedef struct halod_timeline_page_t {
 
 // What can advance a semaphore (signal or fail it): a session's handle to
 // it (its creator's or an importer's), a pending submission that signals
-// it, or an execution a device worker took from a ring (its grant).
-// Pending submissions that only wait on it cannot. Each holds references:
-// a handle one, a submission one per wait and per signal it names, a grant
-// one, a walk (halod_semaphores_retain_all) one for its duration. Every
+// it and can still run, or an execution a device worker took from a ring
+// (its grant). Each holds references: a handle one, a submission one per
+// wait and per signal it names, a grant one, a walk
+// (halod_semaphores_retain_all) one for its duration. A submission waiting
+// (accepted, not yet issued) counts its references in
+// |waiting_references| (its signals also in |waiting_signals|); every
 // timepoint linked on the semaphore (hal/semaphore.h) is a wait of a
-// pending submission not met yet, which holds a reference for it. So a
-// release that leaves as many references as linked timepoints (one or
-// more) leaves only waits nothing can meet: the semaphore is failed at once
-// with ABORTED, naming it and the values waited for, which fails those
-// submissions and what they would signal, instead of letting them wait
-// forever. A token of an exported semaphore does not count: it imports the
-// semaphore while someone holds it, and goes with it once the waits are
-// failed. Ring executions a worker took never wait (it takes only those
-// whose waits are reached), so no wait hides behind a grant.
+// pending submission not met yet, which holds a reference for it.
+//
+// A semaphore all of whose references are waiting submissions' can only be
+// advanced by those that signal it, once their own waits are met. After
+// every release that leaves such a semaphore with waits linked, halod
+// looks for the semaphores nothing can advance any more
+// (daemon/semaphore_orphans.h): those that no session (nor grant, nor
+// issued work) holds and whose pending signalers all wait, unmet, on one
+// of them: on the semaphore itself (a submission that waits for 5 and
+// signals 6), or around a cycle (x waits on a and signals b, y waits on b
+// and signals a). Each is failed at once with ABORTED, naming it, the
+// values waited for and why, which fails those submissions and what they
+// would signal, instead of letting them wait forever. A token of an
+// exported semaphore does not count: it imports the semaphore while
+// someone holds it, and goes with it once the waits are failed. Ring
+// executions a worker took never wait (it takes only those whose waits
+// are reached), so no wait hides behind a grant.
 typedef struct halod_semaphore_t {
   // Handles in sessions, submissions' waits and signals, workers' grants.
   uint32_t refcount;
@@ -62,6 +72,12 @@ typedef struct halod_semaphore_t {
   bool exportable;
   bool exported;
   uint8_t token[16];
+  // Of |refcount|: the references of submissions waiting (accepted, not
+  // issued), and how many of those are signals.
+  uint32_t waiting_references;
+  uint32_t waiting_signals;
+  // Its place in a walk of daemon/semaphore_orphans.c plus 1; 0 outside.
+  uint32_t walk_index;
   // Value checks, failure message and the timepoints of deferred work.
   halo_hal_semaphore_t hal;
 } halod_semaphore_t;
@@ -97,7 +113,8 @@ void halod_semaphore_page_abandon(
     struct halod_host_registration_t *registration);
 void halod_semaphore_retain(halod_semaphore_t *semaphore);
 // Drops a reference; the last one destroys the semaphore. One that leaves
-// only waits nothing can meet fails it (see halod_semaphore_t).
+// only waits nothing can meet fails it, and the semaphores nothing can
+// advance with it (see halod_semaphore_t).
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 
 // Every semaphore (only those |creator_session| created, unless it is 0),

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "daemon/semaphore_orphans.h"
 #include "daemon/session.h"
 #include "daemon/trust_domain.h"
 #include "daemon/workers.h"
@@ -68,6 +69,8 @@ static void halod_submission_free(halod_submission_t *submission) {
 static void halod_submission_on_retire(halo_hal_action_t *action) {
   halod_submission_t *submission = (halod_submission_t *)action;
   halod_t *daemon = submission->daemon;
+  // Before its references go: a release looks at what waits.
+  halod_semaphore_orphans_stop_waiting(submission);
   halod_queue_t *queue = submission->queue;
   if (action->issued_ns) {
     --queue->in_flight;
@@ -106,9 +109,11 @@ static void halod_submission_on_retire(halo_hal_action_t *action) {
 }
 
 static void halod_submission_on_issue(halo_hal_action_t *action) {
-  halod_queue_t *queue = ((halod_submission_t *)action)->queue;
-  --queue->waiting;
-  ++queue->in_flight;
+  halod_submission_t *submission = (halod_submission_t *)action;
+  // Issued, it will signal (or fail) its signals whatever they wait for.
+  halod_semaphore_orphans_stop_waiting(submission);
+  --submission->queue->waiting;
+  ++submission->queue->in_flight;
 }
 
 static halo_status_t halod_submission_queue(halod_t *daemon,
@@ -420,6 +425,7 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
   ++session->pending_submissions;
   ++queue->waiting;
   *out_id = submission->id;
+  halod_semaphore_orphans_start_waiting(submission);
   halo_hal_deferred_queue_submit(&daemon->work.deferred, action);
 }
 
@@ -561,6 +567,22 @@ static halo_hal_device_t *halod_submission_alloca_caller(
   return NULL;
 }
 
+// |submission|'s semaphores, each retained, in a new array of
+// |*out_count| (none when out of memory: nothing is retained then).
+static halod_semaphore_t **halod_submission_hold_semaphores(
+    const halod_submission_t *submission, uint32_t *out_count) {
+  *out_count = 0;
+  halod_semaphore_t **held =
+      calloc(submission->semaphore_count + 1, sizeof(*held));
+  if (!held) return NULL;
+  for (uint32_t i = 0; i < submission->semaphore_count; ++i) {
+    halod_semaphore_retain(submission->semaphores[i]);
+    held[i] = submission->semaphores[i];
+  }
+  *out_count = submission->semaphore_count;
+  return held;
+}
+
 // A call thread: the allocation, or the new arena's registration.
 static void halod_submission_alloca_work(halod_device_call_t *call) {
   halod_alloca_call_t *alloca = (halod_alloca_call_t *)call;
@@ -629,8 +651,19 @@ static void halod_submission_alloca_done(halod_t *daemon,
   }
   submission->buffer_id = buffer->id;
   uint64_t id = 0;
+  // The session may have released semaphores the alloca names while the
+  // allocation ran, and only a release looks for semaphores nothing can
+  // advance any more (daemon/semaphore.h): held across the acceptance,
+  // they are looked at once its waits are linked.
+  uint32_t held_count = 0;
+  halod_semaphore_t **held =
+      halod_submission_hold_semaphores(submission, &held_count);
   // May complete (and retire) the submission before returning.
   halod_submission_accept(daemon, session, submission, queue, &id);
+  for (uint32_t i = 0; i < held_count; ++i) {
+    halod_semaphore_release(daemon, held[i]);
+  }
+  free(held);
   halod_queue_release(daemon, queue);
   alloca->finish(daemon, alloca, session, NULL, buffer, handle, id);
   free(alloca);

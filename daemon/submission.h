@@ -101,6 +101,11 @@ typedef struct halod_submission_t {
   uint32_t sync_charged;
   // In the session's submissions not yet retired (session->submissions).
   halo_list_link_t session_link;
+  // Accepted and not yet issued or retired: its references count as a
+  // waiting submission's on its semaphores (daemon/semaphore_orphans.h).
+  bool waiting_counted;
+  // Its place in a walk of daemon/semaphore_orphans.c plus 1; 0 outside.
+  uint32_t walk_index;
 } halod_submission_t;
 
 // Validates and accepts |op|; |out_id| is the submission's id.

@@ -603,27 +603,37 @@ static void test_waiting_submission_outlives_released_objects(void **state) {
 // ---------------------------------------------------------------- orphans
 
 // A ONE_SHOT fill of |buffer|'s first 4 bytes, executed on the default
-// queue after |wait| (NULL: none), signaling |signal|; released.
-static void execute_fill(halo_client_t *client, halo_buffer_t *buffer,
-                         const halo_semaphore_value_t *wait,
-                         const halo_semaphore_value_t *signal) {
+// queue after |waits|, signaling |signals|; released.
+static void execute_fill_sync(halo_client_t *client, halo_buffer_t *buffer,
+                              const halo_semaphore_value_t *waits,
+                              size_t wait_count,
+                              const halo_semaphore_value_t *signals,
+                              size_t signal_count) {
   halo_command_buffer_t *cb =
       halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
   uint32_t pattern = 0x5a5a5a5a;
   HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
       cb, halo_buffer_ref(buffer, 0, 4), &pattern, sizeof(pattern)));
   HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
-  HALO_TEST_ASSERT_OK(
-      halo_queue_execute(NULL, cb, NULL, 0, wait, wait ? 1 : 0, signal, 1));
+  HALO_TEST_ASSERT_OK(halo_queue_execute(NULL, cb, NULL, 0, waits, wait_count,
+                                         signals, signal_count));
   halo_command_buffer_release(cb);
+}
+
+// The same after |wait| (NULL: none), signaling |signal|.
+static void execute_fill(halo_client_t *client, halo_buffer_t *buffer,
+                         const halo_semaphore_value_t *wait,
+                         const halo_semaphore_value_t *signal) {
+  execute_fill_sync(client, buffer, wait, wait ? 1 : 0, signal, 1);
 }
 
 // Fails unless a wait on |semaphore| for |value| ends with ABORTED, well
 // within the deadline, saying that a semaphore of this process nobody
 // holds any more left |waited| (e.g. "1 wait of pending submissions stood
-// for value 5") unmet; its query says the same.
-static void expect_orphan_failure(halo_semaphore_t *semaphore, uint64_t value,
-                                  const char *waited) {
+// for value 5") unmet, and |why| nothing else can advance it; its query
+// says the same.
+static void expect_abandoned(halo_semaphore_t *semaphore, uint64_t value,
+                             const char *waited, const char *why) {
   char creator[64];
   snprintf(creator, sizeof(creator), "(created by pid %d,", (int)getpid());
   const char *const substrings[] = {"a wait of the submission failed",
@@ -631,6 +641,7 @@ static void expect_orphan_failure(halo_semaphore_t *semaphore, uint64_t value,
                                     "lost the last holder or pending signaler",
                                     waited,
                                     "no session holds it",
+                                    why,
                                     "nothing can signal it any more",
                                     NULL};
   int64_t start_ns = halo_test_now_ns();
@@ -642,6 +653,12 @@ static void expect_orphan_failure(halo_semaphore_t *semaphore, uint64_t value,
   halo_test_expect_status_all(halo_semaphore_query(semaphore, &current),
                               HALO_STATUS_ABORTED, substrings, "its query");
   assert_int_equal(current, 0);
+}
+
+// The same for a semaphore that no pending submission signals.
+static void expect_orphan_failure(halo_semaphore_t *semaphore, uint64_t value,
+                                  const char *waited) {
+  expect_abandoned(semaphore, value, waited, "no pending submission signals");
 }
 
 // Fails unless |semaphore| stays below |value| and healthy for 100 ms.
@@ -775,6 +792,213 @@ static void test_released_semaphore_kept_while_it_can_advance(void **state) {
   halo_semaphore_release(s);
   halo_buffer_release(buffer);
   halo_client_close(importer);
+}
+
+// The phrases that say a semaphore's only pending signalers wait on it
+// (SELF), or on it and on one another through semaphores no session holds
+// (CYCLE).
+#define SELF "its only pending signaler waits on it ("
+#define CYCLE "on it or on semaphores only such waiting signalers could advance"
+
+// Polls until the daemon holds |baseline| semaphores again and no
+// submission of a live session is pending.
+static void expect_semaphores_back_to(const halo_test_daemon_t *daemon,
+                                      uint32_t baseline) {
+  uint32_t pending = 1;
+  assert_true(HALO_TEST_POLL(
+      (halo_test_admin_queue_totals(daemon, &pending, NULL),
+       pending == 0 && halo_test_admin_semaphore_count(daemon) == baseline),
+      HALO_TEST_DEADLINE_MS));
+}
+
+// A submission waits on s for 5 and signals s = 6 (and t = 1). Once its
+// client released s, only that submission could advance s, and it waits
+// for s: its wait fails at once, naming s and saying so, and so does t.
+// Before, the submission, s and what the submission held stayed in halod
+// for its life, and t's waiter waited for its own timeout.
+static void test_semaphore_only_its_own_waiter_signals_fails(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  halo_buffer_t *buffer = create_host(client, 64);
+  halo_semaphore_t *s = create_semaphore(client, 0);
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  halo_semaphore_value_t wait = {s, 5};
+  halo_semaphore_value_t signals[] = {{s, 6}, {t, 1}};
+  execute_fill_sync(client, buffer, &wait, 1, signals, 2);
+  expect_still_waiting(t, 1);
+  halo_semaphore_release(s);
+  expect_abandoned(t, 1, "1 wait of pending submissions stood for value 5",
+                   SELF);
+  halo_semaphore_release(t);
+  halo_buffer_release(buffer);
+  expect_semaphores_back_to(&fixture->daemon, baseline);
+}
+
+// Submission x waits on a and signals b (and t), y waits on b and signals
+// a. Once the client released a and b, only x and y could advance them,
+// and each waits for the other: the waits fail at once, naming the cycle,
+// and so does t. The same for a cycle of three (c, d, e) with a branch
+// out of it (f, which only the cycle signals, and which a waiter outside
+// the cycle waits on).
+static void test_cycle_of_waiting_signalers_fails(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  halo_buffer_t *buffer = create_host(client, 64);
+  halo_semaphore_t *a = create_semaphore(client, 0);
+  halo_semaphore_t *b = create_semaphore(client, 0);
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_a = {a, 1};
+  halo_semaphore_value_t wait_b = {b, 1};
+  halo_semaphore_value_t x_signals[] = {{b, 1}, {t, 1}};
+  halo_semaphore_value_t y_signal = {a, 1};
+  execute_fill_sync(client, buffer, &wait_a, 1, x_signals, 2);
+  execute_fill(client, buffer, &wait_b, &y_signal);
+  halo_semaphore_release(a);
+  expect_still_waiting(t, 1);  // the client can still signal b
+  halo_semaphore_release(b);
+  expect_abandoned(t, 1, "1 wait of pending submissions stood for value 1",
+                   CYCLE);
+  halo_semaphore_release(t);
+
+  halo_semaphore_t *c = create_semaphore(client, 0);
+  halo_semaphore_t *d = create_semaphore(client, 0);
+  halo_semaphore_t *e = create_semaphore(client, 0);
+  halo_semaphore_t *f = create_semaphore(client, 0);
+  halo_semaphore_t *u = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_c = {c, 2};
+  halo_semaphore_value_t wait_d = {d, 2};
+  halo_semaphore_value_t wait_e = {e, 2};
+  halo_semaphore_value_t wait_f = {f, 1};
+  halo_semaphore_value_t c_signals[] = {{d, 2}, {f, 1}};
+  halo_semaphore_value_t signal_e = {e, 2};
+  halo_semaphore_value_t signal_c = {c, 2};
+  halo_semaphore_value_t signal_u = {u, 1};
+  execute_fill_sync(client, buffer, &wait_c, 1, c_signals, 2);
+  execute_fill(client, buffer, &wait_d, &signal_e);
+  execute_fill(client, buffer, &wait_e, &signal_c);
+  execute_fill(client, buffer, &wait_f, &signal_u);
+  halo_semaphore_release(f);
+  halo_semaphore_release(c);
+  halo_semaphore_release(e);
+  expect_still_waiting(u, 1);  // the client can still signal d
+  halo_semaphore_release(d);
+  expect_abandoned(u, 1, "stood for value", CYCLE);
+  halo_semaphore_release(u);
+  halo_buffer_release(buffer);
+  expect_semaphores_back_to(&fixture->daemon, baseline);
+}
+
+// A cycle across two sessions of the domain, through exported semaphores:
+// the client's x waits on a (the other session's, imported) and signals b
+// (its own, exported) and t; the other session's y waits on b and signals
+// a. Neither may advance once both sessions released their handles of a
+// and b, though both sessions live on: the waits fail, and t with them.
+static void test_cycle_across_sessions_fails(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_client_t *other = halo_test_connect(&fixture->daemon, 0);
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  halo_buffer_t *buffer = create_host(client, 64);
+  halo_buffer_t *other_buffer = create_host(other, 64);
+  char text[33];
+  halo_semaphore_t *a = create_semaphore(other, HALO_OBJECT_FLAG_EXPORTABLE);
+  export_semaphore(a, text);
+  halo_semaphore_t *a_import = import_semaphore(client, text);
+  halo_semaphore_t *b = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  export_semaphore(b, text);
+  halo_semaphore_t *b_import = import_semaphore(other, text);
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_a = {a_import, 1};
+  halo_semaphore_value_t x_signals[] = {{b, 1}, {t, 1}};
+  halo_semaphore_value_t wait_b = {b_import, 1};
+  halo_semaphore_value_t y_signal = {a, 1};
+  execute_fill_sync(client, buffer, &wait_a, 1, x_signals, 2);
+  execute_fill(other, other_buffer, &wait_b, &y_signal);
+  halo_semaphore_release(a_import);
+  halo_semaphore_release(b);
+  halo_semaphore_release(a);
+  expect_still_waiting(t, 1);  // the other session can still signal b
+  halo_semaphore_release(b_import);
+  expect_abandoned(t, 1, "1 wait of pending submissions stood for value 1",
+                   CYCLE);
+  halo_semaphore_release(t);
+  halo_buffer_release(buffer);
+  halo_buffer_release(other_buffer);
+  expect_semaphores_back_to(&fixture->daemon, baseline);
+  halo_client_close(other);
+}
+
+// The session that holds a cycle's semaphores goes: the client created a
+// and b, exported them to another session, which imported them, put x
+// (waits on a, signals b and t) and y (waits on b, signals a) in its queue
+// and released a and b. While the other session lives it may signal a or
+// b, and the cycle waits; once it disconnected, the waits fail. (Had the
+// creator held them to its end, its end would have failed them.)
+static void test_cycle_fails_when_its_holder_disconnects(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  halo_client_t *other = halo_test_connect(&fixture->daemon, 0);
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  halo_buffer_t *buffer = create_host(client, 64);
+  char text[33];
+  halo_semaphore_t *a = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  export_semaphore(a, text);
+  import_semaphore(other, text);
+  halo_semaphore_t *b = create_semaphore(client, HALO_OBJECT_FLAG_EXPORTABLE);
+  export_semaphore(b, text);
+  import_semaphore(other, text);
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_a = {a, 1};
+  halo_semaphore_value_t x_signals[] = {{b, 1}, {t, 1}};
+  halo_semaphore_value_t wait_b = {b, 1};
+  halo_semaphore_value_t y_signal = {a, 1};
+  execute_fill_sync(client, buffer, &wait_a, 1, x_signals, 2);
+  execute_fill(client, buffer, &wait_b, &y_signal);
+  halo_semaphore_release(a);
+  halo_semaphore_release(b);
+  expect_still_waiting(t, 1);
+  halo_client_close(other);
+  expect_abandoned(t, 1, "1 wait of pending submissions stood for value 1",
+                   CYCLE);
+  halo_semaphore_release(t);
+  halo_buffer_release(buffer);
+  expect_semaphores_back_to(&fixture->daemon, baseline);
+}
+
+// A cycle one of whose semaphores a session still holds is left alone:
+// x waits on a and signals b (and t), y waits on b and signals a = 2, and
+// the client released b but holds a. It can signal a from the host (above
+// y's pending 2), which runs x, then y: the cycle ends as it should.
+static void test_cycle_kept_while_a_session_holds_it(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  halo_buffer_t *buffer = create_host(client, 64);
+  halo_semaphore_t *a = create_semaphore(client, 0);
+  halo_semaphore_t *b = create_semaphore(client, 0);
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  halo_semaphore_value_t wait_a = {a, 1};
+  halo_semaphore_value_t wait_b = {b, 1};
+  halo_semaphore_value_t x_signals[] = {{b, 1}, {t, 1}};
+  halo_semaphore_value_t y_signal = {a, 2};
+  execute_fill_sync(client, buffer, &wait_a, 1, x_signals, 2);
+  execute_fill(client, buffer, &wait_b, &y_signal);
+  halo_semaphore_release(b);
+  expect_still_waiting(t, 1);
+  uint64_t value = 7;
+  HALO_TEST_ASSERT_OK(halo_semaphore_query(a, &value));
+  assert_int_equal(value, 0);
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(a, 3));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(t, 1, DEADLINE_NS));
+  expect_semaphores_back_to(&fixture->daemon, baseline + 2);
+  HALO_TEST_ASSERT_OK(halo_semaphore_query(a, &value));
+  assert_int_equal(value, 3);
+  halo_semaphore_release(a);
+  halo_semaphore_release(t);
+  halo_buffer_release(buffer);
+  expect_semaphores_back_to(&fixture->daemon, baseline);
 }
 
 // ---------------------------------------------------------------- ordering
@@ -1270,6 +1494,11 @@ int main(void) {
       TEST(test_released_semaphore_fails_the_waits_nothing_can_meet),
       TEST(test_semaphore_orphaned_when_its_last_signaler_retires),
       TEST(test_released_semaphore_kept_while_it_can_advance),
+      TEST(test_semaphore_only_its_own_waiter_signals_fails),
+      TEST(test_cycle_of_waiting_signalers_fails),
+      TEST(test_cycle_across_sessions_fails),
+      TEST(test_cycle_fails_when_its_holder_disconnects),
+      TEST(test_cycle_kept_while_a_session_holds_it),
       TEST(test_diamond_across_two_queues_submitted_in_reverse),
       TEST(test_failure_propagates_along_chain_across_processes),
       TEST(test_failure_along_a_long_chain_keeps_its_message),
