@@ -46,12 +46,33 @@ static bool halod_lock_names(int fd, const char *path) {
          opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
 }
 
+// A new lock file of |path| not yet linked there: unnamed (O_TMPFILE), or
+// where the file system has no unnamed files (overlayfs before Linux 6.6),
+// |path|.new.PID, created exclusively (*|out_named| true): a process that
+// may open it could take a read lock in the moment before halod's write
+// lock, and halod then tries again.
+static int halod_lock_new_file(const char *directory, const char *path,
+                               char *out_named, size_t size) {
+  out_named[0] = '\0';
+  int fd = open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR)) return fd;
+  if (snprintf(out_named, size, "%s.new.%d", path, (int)getpid()) >=
+      (int)size) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  unlink(out_named);  // a previous halod of this pid's, killed here
+  return open(out_named, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+}
+
 // A new lock file in |directory|, write-locked before anyone can open it,
 // linked as |path| unless a file is there (EEXIST: *|out_fd| -1).
 static halo_status_t halod_lock_create(const char *directory, const char *path,
                                        int *out_fd) {
   *out_fd = -1;
-  int fd = open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  char named[kHalodLockPathBytes + 32];
+  int fd = halod_lock_new_file(directory, path, named, sizeof(named));
   if (fd < 0) {
     int error = errno;
     return halo_status_from_errno(
@@ -63,9 +84,16 @@ static halo_status_t halod_lock_create(const char *directory, const char *path,
   int error = halod_lock_set(fd, F_WRLCK);  // nobody else can reach it
   char self[32];
   snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-  if (!error &&
-      linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0) {
+  if (!error && named[0] && link(named, path) != 0) {
     error = errno;
+  } else if (!error && !named[0] &&
+             linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0) {
+    error = errno;
+  }
+  if (named[0]) unlink(named);
+  if (error == EAGAIN && named[0]) {  // a reader was quicker: once more
+    close(fd);
+    return NULL;
   }
   if (error == EEXIST) {
     close(fd);

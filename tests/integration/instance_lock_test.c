@@ -5,7 +5,8 @@
 // exits 1 naming the lock file; a client cannot take the lock, not even
 // root with the socket directory mounted read-only and a read lock waiting
 // for each halod's end; the lock file a SIGKILLed halod left (and its
-// device workers, which never hold it) does not block the next start.
+// device workers, which never hold it) does not block the next start; a
+// file system without unnamed files gets the lock all the same.
 #include <dirent.h>
 #include <grp.h>
 #include <sched.h>
@@ -423,6 +424,42 @@ static void test_directory_halod_cannot_write_in_fails_the_start(void **state) {
   ops_result_free(&r);
 }
 
+// A file system without unnamed files (O_TMPFILE; overlayfs before Linux
+// 6.6, here listen_delay.c's HALO_TEST_NO_TMPFILE): halod creates its lock
+// file under a name of its own first, serves, a second halod exits 1
+// naming the lock file, and no such name is left.
+static void test_lock_without_unnamed_files(void **state) {
+  lock_fixture_t *fixture = *state;
+  ops_daemon_t *daemon = &fixture->daemon;
+  const char *asan = getenv("ASAN_OPTIONS");
+  char asan_options[512];
+  snprintf(asan_options, sizeof(asan_options),
+           "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
+           asan && *asan ? ":" : "");
+  const char *const env[] = {"LD_PRELOAD=" LISTEN_DELAY_LIBRARY,
+                             "HALO_TEST_NO_TMPFILE=1", asan_options, NULL};
+  for (int start = 0; start < 2; ++start) {  // a new file, then the one left
+    ops_daemon_start(daemon, NULL, env);
+    assert_true(lock_client_served(daemon->listen));
+    assert_int_equal(lock_count_files(daemon->dir, "halo.sock.lock"), 1);
+    char admin[200];
+    snprintf(admin, sizeof(admin), "ipc://%s/admin-second.sock", daemon->dir);
+    const char *argv[] = {HALO_TEST_HALOD, "--listen", daemon->listen,
+                          "--admin",       admin,      "--driver",
+                          "local",         NULL};
+    ops_result_t r;
+    ops_run(argv, env, &r);
+    OPS_EXPECT(&r, r.exit_code == 1 && strstr(r.err, fixture->lock_path));
+    ops_result_free(&r);
+    if (start == 0) {
+      lock_kill(daemon);
+    } else {
+      assert_int_equal(ops_daemon_stop(daemon), 0);
+    }
+  }
+  assert_int_equal(lock_count_files(daemon->dir, "halo.sock.lock"), 1);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, lock_setup, lock_teardown)
   const struct CMUnitTest tests[] = {
@@ -430,6 +467,7 @@ int main(void) {
       T(test_read_lock_of_a_client_does_not_block_a_start),
       T(test_lock_of_a_killed_halod_does_not_block_a_start),
       T(test_directory_halod_cannot_write_in_fails_the_start),
+      T(test_lock_without_unnamed_files),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,10 +5,16 @@
 // that long first, so that a socket stays bound but not listening (it
 // refuses connects, as a stale one does) for as long as the test likes:
 // the moment in which two halods started together could both take the
-// socket for stale before the lock.
+// socket for stale before the lock. Where $HALO_TEST_NO_TMPFILE is set,
+// open() of an unnamed file (O_TMPFILE) fails with EOPNOTSUPP, as on a file
+// system without them (overlayfs before Linux 6.6).
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 __attribute__((visibility("default"))) int listen(int fd, int backlog) {
@@ -25,4 +31,39 @@ __attribute__((visibility("default"))) int listen(int fd, int backlog) {
     nanosleep(&wait, NULL);
   }
   return next(fd, backlog);
+}
+
+// open() and open64() alike (the same function on 64-bit glibc, either
+// symbol may be called).
+static int open_next(const char *name, const char *path, int flags,
+                     mode_t mode) {
+  int (*next)(const char *, int, ...) =
+      (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
+  if ((flags & O_TMPFILE) == O_TMPFILE && getenv("HALO_TEST_NO_TMPFILE")) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
+  return next(path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int open(const char *path, int flags,
+                                                ...) {
+  va_list arguments;
+  va_start(arguments, flags);
+  mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE
+                    ? (mode_t)va_arg(arguments, int)
+                    : 0;
+  va_end(arguments);
+  return open_next("open", path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int open64(const char *path, int flags,
+                                                  ...) {
+  va_list arguments;
+  va_start(arguments, flags);
+  mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE
+                    ? (mode_t)va_arg(arguments, int)
+                    : 0;
+  va_end(arguments);
+  return open_next("open64", path, flags, mode);
 }
