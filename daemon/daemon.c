@@ -298,6 +298,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
   uv_signal_start(&daemon->sigint, halod_on_signal, SIGINT);
   uv_signal_start(&daemon->sighup, halod_on_reload, SIGHUP);
   halod_sessions_start(daemon);
+  halod_semaphores_start(daemon);
   signal(SIGPIPE, SIG_IGN);
   HALO_LOG_INFO("ready: listening on %s, admin %s, fd channel %s (pid %d)",
                 config->listen, config->admin, daemon->fd_channel_path,
@@ -367,6 +368,7 @@ void halod_stop(halod_t *daemon) {
   daemon->metrics_http = NULL;
   halod_metrics_stop(daemon);
   halod_sessions_stop(daemon);
+  halod_semaphores_stop(daemon);
   // Nothing of what follows touches nng before the clients know: first no
   // request reaches the loop any more, and those not served yet (queued,
   // or arriving from now on) are answered UNAVAILABLE at once.

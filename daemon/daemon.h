@@ -123,6 +123,11 @@ typedef struct halod_shared_t {
   halo_u64_map_t arenas;      // arena id -> halod_arena_t
   halo_u64_map_t semaphores;  // semaphore id -> halod_semaphore_t
   halo_u64_map_t exports;     // first 8 token bytes -> halod_export_t
+  // Looks for semaphores nothing can advance over all of them, after a
+  // release's walk stopped at its budget (daemon/semaphore_orphans.h).
+  uv_timer_t orphan_sweep;
+  bool orphan_sweep_open;   // initialized, not closed
+  bool orphan_sweep_armed;  // started
 } halod_shared_t;
 void halod_shared_initialize(halod_shared_t *shared);
 // Once every object in it was released.

@@ -357,6 +357,53 @@ static void halod_semaphore_fail_orphan(halod_semaphore_t *semaphore,
       waiting == 1 ? "" : "s", values, why);
 }
 
+// Fails |orphans| (and frees the list).
+static void halod_semaphore_fail_orphans(halod_t *daemon,
+                                         halod_semaphore_orphans_t *orphans);
+static void halod_semaphore_on_orphan_sweep(uv_timer_t *timer);
+
+// A walk stopped at its budget: all semaphores are looked at in a second
+// (once, however many walks stop meanwhile).
+static void halod_semaphore_orphans_later(halod_t *daemon) {
+  halod_shared_t *shared = &daemon->shared;
+  if (!shared->orphan_sweep_open || shared->orphan_sweep_armed) return;
+  shared->orphan_sweep_armed = true;
+  uv_timer_start(&shared->orphan_sweep, halod_semaphore_on_orphan_sweep,
+                 HALOD_SEMAPHORE_ORPHAN_SWEEP_MS, 0);
+}
+
+static void halod_semaphore_on_orphan_sweep(uv_timer_t *timer) {
+  halod_t *daemon = timer->data;
+  daemon->shared.orphan_sweep_armed = false;
+  if (daemon->stopping) return;
+  halod_semaphore_orphans_t orphans;
+  halo_status_t status =
+      halod_semaphore_orphans_find_all(&daemon->shared.semaphores, &orphans);
+  if (status) {
+    HALO_LOG_ERROR("%s; looking again in %d ms", halo_status_message(status),
+                   HALOD_SEMAPHORE_ORPHAN_SWEEP_MS);
+    halo_status_free(status);
+    halod_semaphore_orphans_later(daemon);
+    return;
+  }
+  halod_semaphore_fail_orphans(daemon, &orphans);
+}
+
+void halod_semaphores_start(halod_t *daemon) {
+  halod_shared_t *shared = &daemon->shared;
+  uv_timer_init(daemon->loop, &shared->orphan_sweep);
+  shared->orphan_sweep.data = daemon;
+  shared->orphan_sweep_open = true;
+}
+
+void halod_semaphores_stop(halod_t *daemon) {
+  halod_shared_t *shared = &daemon->shared;
+  if (!shared->orphan_sweep_open) return;
+  uv_timer_stop(&shared->orphan_sweep);
+  uv_close((uv_handle_t *)&shared->orphan_sweep, NULL);
+  shared->orphan_sweep_open = shared->orphan_sweep_armed = false;
+}
+
 // Fails the semaphores nothing can advance any more once |semaphore| lost
 // a reference (daemon/semaphore_orphans.h: what it costs): called after
 // every release that leaves it alive.
@@ -372,22 +419,29 @@ static void halod_semaphore_check_orphan(halod_t *daemon,
     halo_status_free(status);
     return;
   }
-  if (orphans.count == 0) return;
+  if (orphans.incomplete) halod_semaphore_orphans_later(daemon);
+  halod_semaphore_fail_orphans(daemon, &orphans);
+}
+
+static void halod_semaphore_fail_orphans(halod_t *daemon,
+                                         halod_semaphore_orphans_t *orphans) {
+  if (orphans->count == 0) return;
   char members[256];
-  halod_semaphore_orphans_describe(&orphans, members, sizeof(members));
+  halod_semaphore_orphans_describe(orphans, members, sizeof(members));
   // Failing one retires the submissions that wait on it, which release
   // their references and fail what they signal (other orphans among
   // them): these keep every orphan until the failures went round.
-  for (uint32_t i = 0; i < orphans.count; ++i) {
-    halod_semaphore_retain(orphans.semaphores[i]);
+  for (uint32_t i = 0; i < orphans->count; ++i) {
+    halod_semaphore_retain(orphans->semaphores[i]);
   }
-  for (uint32_t i = 0; i < orphans.count; ++i) {
-    halod_semaphore_fail_orphan(orphans.semaphores[i], orphans.count, members);
+  for (uint32_t i = 0; i < orphans->count; ++i) {
+    halod_semaphore_fail_orphan(orphans->semaphores[i], orphans->count,
+                                members);
   }
-  for (uint32_t i = 0; i < orphans.count; ++i) {
-    halod_semaphore_release(daemon, orphans.semaphores[i]);
+  for (uint32_t i = 0; i < orphans->count; ++i) {
+    halod_semaphore_release(daemon, orphans->semaphores[i]);
   }
-  halod_semaphore_orphans_free(&orphans);
+  halod_semaphore_orphans_free(orphans);
 }
 
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore) {

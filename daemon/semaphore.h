@@ -117,6 +117,15 @@ void halod_semaphore_retain(halod_semaphore_t *semaphore);
 // advance with it (see halod_semaphore_t).
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 
+// How long after a release's search for semaphores nothing can advance
+// stopped at its budget halod searches all of them
+// (daemon/semaphore_orphans.h).
+#define HALOD_SEMAPHORE_ORPHAN_SWEEP_MS 1000
+
+// Loop thread: the timer of that search, from halod's start to its stop.
+void halod_semaphores_start(halod_t *daemon);
+void halod_semaphores_stop(halod_t *daemon);
+
 // Every semaphore (only those |creator_session| created, unless it is 0),
 // each retained, in an array of |*out_count| (NULL, 0 when out of memory):
 // failing one may retire work that releases others, which moves the

@@ -71,7 +71,18 @@ typedef struct halod_orphans_walk_t {
   uint32_t waiter_capacity;
   uint32_t *removed;  // nodes left the set, their waiters not yet updated
   uint32_t removed_count;
+  uint32_t budget;   // nodes and waiters at most (0: no budget)
+  bool over_budget;  // stopped there
 } halod_orphans_walk_t;
+
+// Whether |walk| may reach one more node or waiter (else it stops).
+static bool halod_orphans_within_budget(halod_orphans_walk_t *walk) {
+  if (!walk->budget || walk->node_count + walk->waiter_count < walk->budget) {
+    return true;
+  }
+  walk->over_budget = true;
+  return false;
+}
 
 // Grows |*items| (of |item_size| bytes, |*capacity| of them) for one more.
 static bool halod_orphans_grow(void **items, uint32_t *capacity,
@@ -86,6 +97,7 @@ static bool halod_orphans_grow(void **items, uint32_t *capacity,
 
 static bool halod_orphans_add_node(halod_orphans_walk_t *walk,
                                    halod_semaphore_t *semaphore) {
+  if (!halod_orphans_within_budget(walk)) return false;
   if (walk->node_count == walk->node_capacity &&
       !halod_orphans_grow((void **)&walk->nodes, &walk->node_capacity,
                           sizeof(*walk->nodes))) {
@@ -101,6 +113,7 @@ static bool halod_orphans_add_node(halod_orphans_walk_t *walk,
 // signals that are not in the walk yet.
 static bool halod_orphans_add_waiter(halod_orphans_walk_t *walk,
                                      halod_submission_t *submission) {
+  if (!halod_orphans_within_budget(walk)) return false;
   if (walk->waiter_count == walk->waiter_capacity &&
       !halod_orphans_grow((void **)&walk->waiters, &walk->waiter_capacity,
                           sizeof(*walk->waiters))) {
@@ -228,33 +241,66 @@ static bool halod_orphans_collect(const halod_orphans_walk_t *walk,
   return true;
 }
 
-halo_status_t halod_semaphore_orphans_find(halod_semaphore_t *released,
-                                           halod_semaphore_orphans_t *out) {
-  out->semaphores = NULL;
-  out->count = 0;
-  if (!halod_orphans_free_semaphore(released) ||
-      released->hal.timepoint_count == 0) {
-    return NULL;
+// Whether the search should start from |semaphore|: free, with waits.
+static bool halod_orphans_root(const halod_semaphore_t *semaphore) {
+  return halod_orphans_free_semaphore(semaphore) &&
+         semaphore->hal.timepoint_count > 0;
+}
+
+// Runs |walk| from its nodes (the roots) and frees it: *|out| the orphans,
+// or incomplete (over budget), or an error naming |what| (out of memory).
+static halo_status_t halod_orphans_run(halod_orphans_walk_t *walk,
+                                       bool roots_added, const char *what,
+                                       halod_semaphore_orphans_t *out) {
+  bool done = roots_added && halod_orphans_reach(walk) &&
+              halod_orphans_settle(walk) && halod_orphans_collect(walk, out);
+  bool over_budget = walk->over_budget;
+  for (uint32_t i = 0; i < walk->node_count; ++i) {
+    walk->nodes[i].semaphore->walk_index = 0;
   }
-  halod_orphans_walk_t walk = {0};
-  bool done = halod_orphans_add_node(&walk, released) &&
-              halod_orphans_reach(&walk) && halod_orphans_settle(&walk) &&
-              halod_orphans_collect(&walk, out);
-  for (uint32_t i = 0; i < walk.node_count; ++i) {
-    walk.nodes[i].semaphore->walk_index = 0;
+  for (uint32_t i = 0; i < walk->waiter_count; ++i) {
+    walk->waiters[i].submission->walk_index = 0;
   }
-  for (uint32_t i = 0; i < walk.waiter_count; ++i) {
-    walk.waiters[i].submission->walk_index = 0;
-  }
-  free(walk.nodes);
-  free(walk.waiters);
-  free(walk.removed);
+  free(walk->nodes);
+  free(walk->waiters);
+  free(walk->removed);
   if (done) return NULL;
   halod_semaphore_orphans_free(out);
+  if (over_budget) {
+    out->incomplete = true;
+    return NULL;
+  }
   return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                           "oom walking the pending submissions that wait on "
-                          "semaphore %llu",
-                          (unsigned long long)released->id);
+                          "%s",
+                          what);
+}
+
+halo_status_t halod_semaphore_orphans_find(halod_semaphore_t *released,
+                                           halod_semaphore_orphans_t *out) {
+  *out = (halod_semaphore_orphans_t){0};
+  if (!halod_orphans_root(released)) return NULL;
+  halod_orphans_walk_t walk = {.budget = HALOD_SEMAPHORE_ORPHANS_BUDGET};
+  char what[48];
+  snprintf(what, sizeof(what), "semaphore %llu",
+           (unsigned long long)released->id);
+  return halod_orphans_run(&walk, halod_orphans_add_node(&walk, released), what,
+                           out);
+}
+
+halo_status_t halod_semaphore_orphans_find_all(const halo_u64_map_t *semaphores,
+                                               halod_semaphore_orphans_t *out) {
+  *out = (halod_semaphore_orphans_t){0};
+  halod_orphans_walk_t walk = {0};
+  bool added = true;
+  for (size_t i = 0; added && i < semaphores->capacity; ++i) {
+    halod_semaphore_t *semaphore = semaphores->entries[i].value;
+    if (semaphores->entries[i].key && !semaphore->walk_index &&
+        halod_orphans_root(semaphore)) {
+      added = halod_orphans_add_node(&walk, semaphore);
+    }
+  }
+  return halod_orphans_run(&walk, added, "the semaphores", out);
 }
 
 void halod_semaphore_orphans_free(halod_semaphore_orphans_t *orphans) {

@@ -799,6 +799,9 @@ static void test_released_semaphore_kept_while_it_can_advance(void **state) {
 // (CYCLE).
 #define SELF "its only pending signaler waits on it ("
 #define CYCLE "on it or on semaphores only such waiting signalers could advance"
+// halod's search over all semaphores after a walk past its budget
+// (HALOD_SEMAPHORE_ORPHAN_SWEEP_MS).
+#define HALOD_TEST_SWEEP_MS 1000
 
 // Polls until the daemon holds |baseline| semaphores again and no
 // submission of a live session is pending.
@@ -886,6 +889,40 @@ static void test_cycle_of_waiting_signalers_fails(void **state) {
   halo_semaphore_release(d);
   expect_abandoned(u, 1, "stood for value", CYCLE);
   halo_semaphore_release(u);
+  halo_buffer_release(buffer);
+  expect_semaphores_back_to(&fixture->daemon, baseline);
+}
+
+// A cycle of 600 semaphores (x_i waits on s_i and signals s_i+1, the last
+// s_0; x_0 signals t too): the walk of the last release stops at its
+// budget (600 semaphores and 600 submissions), and the search over all
+// semaphores a second later fails the cycle and t. Before the budget, a
+// client releasing such a chain from its end made each release walk all
+// released before it, on the loop every tenant shares.
+static void test_cycle_past_the_walks_budget_fails_within_a_second(
+    void **state) {
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = fixture->client;
+  uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
+  enum { kLength = 600 };
+  halo_buffer_t *buffer = create_host(client, 64);
+  halo_semaphore_t *cycle[kLength];
+  for (int i = 0; i < kLength; ++i) cycle[i] = create_semaphore(client, 0);
+  halo_semaphore_t *t = create_semaphore(client, 0);
+  for (int i = 0; i < kLength; ++i) {
+    halo_semaphore_value_t wait = {cycle[i], 1};
+    halo_semaphore_value_t signals[] = {{cycle[(i + 1) % kLength], 1}, {t, 1}};
+    execute_fill_sync(client, buffer, &wait, 1, signals, i == 0 ? 2 : 1);
+  }
+  for (int i = 0; i < kLength; ++i) halo_semaphore_release(cycle[i]);
+  int64_t start_ns = halo_test_now_ns();
+  expect_abandoned(t, 1, "1 wait of pending submissions stood for value 1",
+                   CYCLE);
+  int64_t took_ms = (halo_test_now_ns() - start_ns) / HALO_TEST_MS;
+  print_message("the cycle failed %lld ms after its last release\n",
+                (long long)took_ms);
+  assert_true(took_ms >= HALOD_TEST_SWEEP_MS / 2);  // by the search, later
+  halo_semaphore_release(t);
   halo_buffer_release(buffer);
   expect_semaphores_back_to(&fixture->daemon, baseline);
 }
@@ -1496,6 +1533,7 @@ int main(void) {
       TEST(test_released_semaphore_kept_while_it_can_advance),
       TEST(test_semaphore_only_its_own_waiter_signals_fails),
       TEST(test_cycle_of_waiting_signalers_fails),
+      TEST(test_cycle_past_the_walks_budget_fails_within_a_second),
       TEST(test_cycle_across_sessions_fails),
       TEST(test_cycle_fails_when_its_holder_disconnects),
       TEST(test_cycle_kept_while_a_session_holds_it),

@@ -13,7 +13,9 @@
 //   work (its waits met) will signal one of them;
 // - a semaphore that only a submission blocked on the set signals, nobody
 //   waiting on it, is found with the set;
-// - a cycle of 1000 semaphores is found whole, and the walk leaves no mark;
+// - a cycle of 400 semaphores is found whole by a release's walk, one of
+//   1000 (past the walk's budget) by the search over all semaphores, and
+//   neither walk leaves a mark;
 // - the description lists at most 8 ids.
 // clang-format off
 #include <stdarg.h>
@@ -365,9 +367,11 @@ static void test_met_wait_does_not_block(void **state) {
   expect_none(fixture, h);
 }
 
+// A cycle whose walk stays within HALOD_SEMAPHORE_ORPHANS_BUDGET (400
+// semaphores and 400 waiting submissions) is found by a release's walk.
 static void test_long_cycle(void **state) {
   fixture_t *fixture = *state;
-  enum { kLength = 1000 };
+  enum { kLength = 400 };
   halod_semaphore_t *cycle[kLength];
   for (uint32_t i = 0; i < kLength; ++i) cycle[i] = semaphore_new(fixture);
   for (uint32_t i = 0; i < kLength; ++i) {
@@ -375,17 +379,60 @@ static void test_long_cycle(void **state) {
   }
   halod_semaphore_orphans_t orphans;
   assert_null(halod_semaphore_orphans_find(cycle[kLength / 2], &orphans));
+  assert_false(orphans.incomplete);
   assert_int_equal(orphans.count, kLength);
   assert_ptr_equal(orphans.semaphores[0], cycle[kLength / 2]);
   char text[256];
   halod_semaphore_orphans_describe(&orphans, text, sizeof(text));
   assert_string_equal(text,
-                      "semaphores 600, 601, 602, 603, 604, 605, 606, 607 "
-                      "and 992 more");
+                      "semaphores 300, 301, 302, 303, 304, 305, 306, 307 "
+                      "and 392 more");
   halod_semaphore_orphans_free(&orphans);
   for (uint32_t i = 0; i < kLength; ++i) {
     assert_int_equal(cycle[i]->walk_index, 0);
   }
+}
+
+// A cycle past the budget: a release's walk stops there and finds nothing
+// (incomplete, no walk mark left); the search over all semaphores finds
+// the whole cycle, and nothing of a held semaphore beside it.
+static void test_cycle_past_the_budget(void **state) {
+  fixture_t *fixture = *state;
+  enum { kLength = 1000 };
+  halod_semaphore_t *cycle[kLength];
+  halo_u64_map_t all;
+  halo_u64_map_initialize(&all);
+  for (uint32_t i = 0; i < kLength; ++i) {
+    cycle[i] = semaphore_new(fixture);
+    assert_null(halo_u64_map_put(&all, cycle[i]->id, cycle[i]));
+  }
+  for (uint32_t i = 0; i < kLength; ++i) {
+    submit1(fixture, cycle[i], 1, cycle[(i + 1) % kLength], 1);
+  }
+  halod_semaphore_t *held = semaphore_held(fixture);
+  halod_semaphore_t *gated = semaphore_new(fixture);
+  submit1(fixture, held, 1, gated, 1);
+  assert_null(halo_u64_map_put(&all, held->id, held));
+  assert_null(halo_u64_map_put(&all, gated->id, gated));
+  halod_semaphore_orphans_t orphans;
+  assert_null(halod_semaphore_orphans_find(cycle[0], &orphans));
+  assert_true(orphans.incomplete);
+  assert_int_equal(orphans.count, 0);
+  for (uint32_t i = 0; i < kLength; ++i) {
+    assert_int_equal(cycle[i]->walk_index, 0);
+  }
+  assert_null(halod_semaphore_orphans_find_all(&all, &orphans));
+  assert_false(orphans.incomplete);
+  assert_int_equal(orphans.count, kLength);
+  for (uint32_t i = 0; i < orphans.count; ++i) {
+    assert_int_not_equal(orphans.semaphores[i]->id, gated->id);
+    assert_int_not_equal(orphans.semaphores[i]->id, held->id);
+  }
+  halod_semaphore_orphans_free(&orphans);
+  for (uint32_t i = 0; i < kLength; ++i) {
+    assert_int_equal(cycle[i]->walk_index, 0);
+  }
+  halo_u64_map_deinitialize(&all);
 }
 
 static void test_describe(void **state) {
@@ -418,6 +465,7 @@ int main(void) {
       TEST(test_cycle_kept_by_issued_work),
       TEST(test_met_wait_does_not_block),
       TEST(test_long_cycle),
+      TEST(test_cycle_past_the_budget),
       cmocka_unit_test(test_describe),
 #undef TEST
   };
