@@ -914,7 +914,6 @@ void halo_client_close(halo_client_t *client) {
   // (the fork handlers above); the locks held across round trips may have
   // been held by threads of the parent at the fork, and are not touched.
   bool inherited = halo_client_inherited(client);
-  halo_client_unregister(client);
   atomic_store(&client->lost, true);
   for (;;) {
     pthread_mutex_lock(&client->state_mutex);
@@ -954,6 +953,10 @@ void halo_client_close(halo_client_t *client) {
     pthread_mutex_destroy(&client->fd_mutex);
     pthread_mutex_destroy(&client->ring.mutex);
   }
+  // Registered until its state lock goes: a fork meanwhile (another
+  // thread's) waits for the object list's sections above instead of
+  // leaving the child this client's list half unlinked and its lock held.
+  halo_client_unregister(client);
   pthread_mutex_destroy(&client->state_mutex);
   // Abandoned, the close goes on with the client's socket and aio, and nng
   // may still run the pipe's removal callback, which sets |lost| and aborts
