@@ -123,9 +123,12 @@ typedef struct halod_shared_t {
   halo_u64_map_t arenas;      // arena id -> halod_arena_t
   halo_u64_map_t semaphores;  // semaphore id -> halod_semaphore_t
   halo_u64_map_t exports;     // first 8 token bytes -> halod_export_t
-  // Looks for semaphores nothing can advance over all of them, after a
-  // release's walk stopped at its budget (daemon/semaphore_orphans.h).
+  // Looks again for semaphores nothing can advance from the semaphores
+  // whose release's walk stopped at its budget (|orphan_roots|, ids; or
+  // from all of them: |orphan_sweep_all|), daemon/semaphore_orphans.h.
   uv_timer_t orphan_sweep;
+  halo_u64_map_t orphan_roots;
+  bool orphan_sweep_all;
   bool orphan_sweep_open;   // initialized, not closed
   bool orphan_sweep_armed;  // started
 } halod_shared_t;

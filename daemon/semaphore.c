@@ -362,11 +362,21 @@ static void halod_semaphore_fail_orphans(halod_t *daemon,
                                          halod_semaphore_orphans_t *orphans);
 static void halod_semaphore_on_orphan_sweep(uv_timer_t *timer);
 
-// A walk stopped at its budget: all semaphores are looked at in a second
-// (once, however many walks stop meanwhile).
-static void halod_semaphore_orphans_later(halod_t *daemon) {
+void halod_semaphore_orphans_later(halod_t *daemon,
+                                   const halod_semaphore_t *semaphore) {
   halod_shared_t *shared = &daemon->shared;
-  if (!shared->orphan_sweep_open || shared->orphan_sweep_armed) return;
+  if (!shared->orphan_sweep_open) return;
+  if (!semaphore) {
+    shared->orphan_sweep_all = true;
+  } else if (!shared->orphan_sweep_all) {
+    halo_status_t status =
+        halo_u64_map_put(&shared->orphan_roots, semaphore->id, (void *)1);
+    if (status) {  // out of memory: all of them, then
+      halo_status_free(status);
+      shared->orphan_sweep_all = true;
+    }
+  }
+  if (shared->orphan_sweep_armed) return;
   shared->orphan_sweep_armed = true;
   uv_timer_start(&shared->orphan_sweep, halod_semaphore_on_orphan_sweep,
                  HALOD_SEMAPHORE_ORPHAN_SWEEP_MS, 0);
@@ -374,16 +384,23 @@ static void halod_semaphore_orphans_later(halod_t *daemon) {
 
 static void halod_semaphore_on_orphan_sweep(uv_timer_t *timer) {
   halod_t *daemon = timer->data;
-  daemon->shared.orphan_sweep_armed = false;
-  if (daemon->stopping) return;
+  halod_shared_t *shared = &daemon->shared;
+  shared->orphan_sweep_armed = false;
+  // The roots are taken: releases from now on are roots of the next one.
+  halo_u64_map_t roots = shared->orphan_roots;
+  bool all = shared->orphan_sweep_all;
+  halo_u64_map_initialize(&shared->orphan_roots);
+  shared->orphan_sweep_all = false;
   halod_semaphore_orphans_t orphans;
-  halo_status_t status =
-      halod_semaphore_orphans_find_all(&daemon->shared.semaphores, &orphans);
+  halo_status_t status = halod_semaphore_orphans_find_from(
+      &shared->semaphores, all ? NULL : &roots, &orphans);
+  halo_u64_map_deinitialize(&roots);
   if (status) {
-    HALO_LOG_ERROR("%s; looking again in %d ms", halo_status_message(status),
+    HALO_LOG_ERROR("%s; looking again at all of them in %d ms",
+                   halo_status_message(status),
                    HALOD_SEMAPHORE_ORPHAN_SWEEP_MS);
     halo_status_free(status);
-    halod_semaphore_orphans_later(daemon);
+    halod_semaphore_orphans_later(daemon, NULL);
     return;
   }
   halod_semaphore_fail_orphans(daemon, &orphans);
@@ -394,14 +411,16 @@ void halod_semaphores_start(halod_t *daemon) {
   uv_timer_init(daemon->loop, &shared->orphan_sweep);
   shared->orphan_sweep.data = daemon;
   shared->orphan_sweep_open = true;
+  halo_u64_map_initialize(&shared->orphan_roots);
 }
 
 void halod_semaphores_stop(halod_t *daemon) {
   halod_shared_t *shared = &daemon->shared;
   if (!shared->orphan_sweep_open) return;
-  uv_timer_stop(&shared->orphan_sweep);
   uv_close((uv_handle_t *)&shared->orphan_sweep, NULL);
+  halo_u64_map_deinitialize(&shared->orphan_roots);
   shared->orphan_sweep_open = shared->orphan_sweep_armed = false;
+  shared->orphan_sweep_all = false;
 }
 
 // Fails the semaphores nothing can advance any more once |semaphore| lost
@@ -413,13 +432,15 @@ static void halod_semaphore_check_orphan(halod_t *daemon,
   halod_semaphore_orphans_t orphans;
   halo_status_t status = halod_semaphore_orphans_find(semaphore, &orphans);
   if (status) {
-    HALO_LOG_ERROR("semaphore %llu: %s; its waits stay until its next release",
+    HALO_LOG_ERROR("semaphore %llu: %s; looking again in %d ms",
                    (unsigned long long)semaphore->id,
-                   halo_status_message(status));
+                   halo_status_message(status),
+                   HALOD_SEMAPHORE_ORPHAN_SWEEP_MS);
     halo_status_free(status);
+    halod_semaphore_orphans_later(daemon, semaphore);
     return;
   }
-  if (orphans.incomplete) halod_semaphore_orphans_later(daemon);
+  if (orphans.incomplete) halod_semaphore_orphans_later(daemon, semaphore);
   halod_semaphore_fail_orphans(daemon, &orphans);
 }
 

@@ -126,6 +126,12 @@ void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 void halod_semaphores_start(halod_t *daemon);
 void halod_semaphores_stop(halod_t *daemon);
 
+// Loop thread: searches again from |semaphore| (NULL: from every
+// semaphore) within HALOD_SEMAPHORE_ORPHAN_SWEEP_MS, without a budget: its
+// release's walk stopped at its budget, or failed for want of memory.
+void halod_semaphore_orphans_later(halod_t *daemon,
+                                   const halod_semaphore_t *semaphore);
+
 // Every semaphore (only those |creator_session| created, unless it is 0),
 // each retained, in an array of |*out_count| (NULL, 0 when out of memory):
 // failing one may retire work that releases others, which moves the

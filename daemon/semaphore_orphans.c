@@ -71,13 +71,17 @@ typedef struct halod_orphans_walk_t {
   uint32_t waiter_capacity;
   uint32_t *removed;  // nodes left the set, their waiters not yet updated
   uint32_t removed_count;
-  uint32_t budget;   // nodes and waiters at most (0: no budget)
+  // Steps taken: a node, a waiter and each of its signals, a wait linked
+  // on a node. The settling takes at most as many again.
+  uint32_t steps;
+  uint32_t budget;   // steps at most (0: no budget)
   bool over_budget;  // stopped there
 } halod_orphans_walk_t;
 
-// Whether |walk| may reach one more node or waiter (else it stops).
-static bool halod_orphans_within_budget(halod_orphans_walk_t *walk) {
-  if (!walk->budget || walk->node_count + walk->waiter_count < walk->budget) {
+// Whether |walk| may take |steps| more (else it stops).
+static bool halod_orphans_step(halod_orphans_walk_t *walk, uint32_t steps) {
+  if (!walk->budget || steps <= walk->budget - walk->steps) {
+    walk->steps += steps;
     return true;
   }
   walk->over_budget = true;
@@ -97,7 +101,7 @@ static bool halod_orphans_grow(void **items, uint32_t *capacity,
 
 static bool halod_orphans_add_node(halod_orphans_walk_t *walk,
                                    halod_semaphore_t *semaphore) {
-  if (!halod_orphans_within_budget(walk)) return false;
+  if (!halod_orphans_step(walk, 1)) return false;
   if (walk->node_count == walk->node_capacity &&
       !halod_orphans_grow((void **)&walk->nodes, &walk->node_capacity,
                           sizeof(*walk->nodes))) {
@@ -113,7 +117,9 @@ static bool halod_orphans_add_node(halod_orphans_walk_t *walk,
 // signals that are not in the walk yet.
 static bool halod_orphans_add_waiter(halod_orphans_walk_t *walk,
                                      halod_submission_t *submission) {
-  if (!halod_orphans_within_budget(walk)) return false;
+  if (!halod_orphans_step(walk, 1 + submission->action.signal_count)) {
+    return false;
+  }
   if (walk->waiter_count == walk->waiter_capacity &&
       !halod_orphans_grow((void **)&walk->waiters, &walk->waiter_capacity,
                           sizeof(*walk->waiters))) {
@@ -150,6 +156,7 @@ static bool halod_orphans_reach(halod_orphans_walk_t *walk) {
              halo_hal_semaphore_next_timepoint(hal, NULL);
          timepoint;
          timepoint = halo_hal_semaphore_next_timepoint(hal, timepoint)) {
+      if (!halod_orphans_step(walk, 1)) return false;
       halod_submission_t *submission =
           halod_orphans_waiting_submission(timepoint);
       if (!submission) continue;
@@ -280,6 +287,17 @@ halo_status_t halod_semaphore_orphans_find(halod_semaphore_t *released,
                                            halod_semaphore_orphans_t *out) {
   *out = (halod_semaphore_orphans_t){0};
   if (!halod_orphans_root(released)) return NULL;
+  if (released->waiting_signals == 0) {
+    // Nothing signals it: an orphan alone, however many wait, at once.
+    out->semaphores = calloc(1, sizeof(*out->semaphores));
+    if (!out->semaphores) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "oom listing semaphore %llu",
+                              (unsigned long long)released->id);
+    }
+    out->semaphores[out->count++] = released;
+    return NULL;
+  }
   halod_orphans_walk_t walk = {.budget = HALOD_SEMAPHORE_ORPHANS_BUDGET};
   char what[48];
   snprintf(what, sizeof(what), "semaphore %llu",
@@ -288,15 +306,17 @@ halo_status_t halod_semaphore_orphans_find(halod_semaphore_t *released,
                            out);
 }
 
-halo_status_t halod_semaphore_orphans_find_all(const halo_u64_map_t *semaphores,
-                                               halod_semaphore_orphans_t *out) {
+halo_status_t halod_semaphore_orphans_find_from(
+    const halo_u64_map_t *semaphores, const halo_u64_map_t *roots,
+    halod_semaphore_orphans_t *out) {
   *out = (halod_semaphore_orphans_t){0};
+  const halo_u64_map_t *from = roots ? roots : semaphores;
   halod_orphans_walk_t walk = {0};
   bool added = true;
-  for (size_t i = 0; added && i < semaphores->capacity; ++i) {
-    halod_semaphore_t *semaphore = semaphores->entries[i].value;
-    if (semaphores->entries[i].key && !semaphore->walk_index &&
-        halod_orphans_root(semaphore)) {
+  for (size_t i = 0; added && i < from->capacity; ++i) {
+    uint64_t id = from->entries[i].key;
+    halod_semaphore_t *semaphore = id ? halo_u64_map_get(semaphores, id) : NULL;
+    if (semaphore && !semaphore->walk_index && halod_orphans_root(semaphore)) {
       added = halod_orphans_add_node(&walk, semaphore);
     }
   }

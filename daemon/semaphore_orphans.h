@@ -57,21 +57,24 @@ void halod_semaphore_orphans_stop_waiting(halod_submission_t *submission);
 typedef struct halod_semaphore_orphans_t {
   halod_semaphore_t **semaphores;
   uint32_t count;
-  // The walk reached more than its budget of semaphores and submissions
-  // and stopped, finding none: look again with
-  // halod_semaphore_orphans_find_all.
+  // The walk took its budget of steps and stopped, finding none: look
+  // again with halod_semaphore_orphans_find_from.
   bool incomplete;
 } halod_semaphore_orphans_t;
 
-// The semaphores and waiting submissions one release's walk reaches at
-// most. Each walk is linear in what it reaches, but one client can make
-// every release of a long chain reach the rest of it (free semaphores
-// released from the chain's end, each then reaching all released before
-// it): quadratic in all, on the loop every tenant shares (16,000 such
-// releases took 15 s of it on a 2-CPU VM). Past the budget a walk stops,
-// and halod looks again over all semaphores at once, at most once a
-// second (halod_semaphore_orphans_find_all: linear in all of them).
-#define HALOD_SEMAPHORE_ORPHANS_BUDGET 1024
+// The steps one release's walk takes at most: a semaphore, a waiting
+// submission and each of its signals, a wait linked on a semaphore of the
+// walk, each one (the settling takes at most as many again). Each walk is
+// linear in what it reaches, but one client can make every release of a
+// long chain reach the rest of it (free semaphores released from the
+// chain's end, each then reaching all released before it): quadratic in
+// all, on the loop every tenant shares (16,000 such releases took 15 s of
+// it on a 2-CPU VM), and a semaphore may have hundreds of thousands of
+// waits linked. Past the budget a walk stops, and halod walks again from
+// the semaphores whose walks stopped, without a budget, at most once a
+// second (halod_semaphore_orphans_find_from). A semaphore that no waiting
+// submission signals needs no walk: it is an orphan alone, at once.
+#define HALOD_SEMAPHORE_ORPHANS_BUDGET 4096
 
 // Finds them (RESOURCE_EXHAUSTED, and none, if out of memory for the
 // walk). It changes nothing: it reads the semaphores' references and
@@ -93,12 +96,14 @@ typedef struct halod_semaphore_orphans_t {
 halo_status_t halod_semaphore_orphans_find(halod_semaphore_t *released,
                                            halod_semaphore_orphans_t *out);
 
-// The orphans among all of |semaphores| (semaphore id -> halod_semaphore_t,
-// halod_shared_t's): the same search from every free semaphore with waits
-// at once, without a budget. Cost: O(S + F + W + G), S the semaphores in
-// the map and F, W, G as above over all of them.
-halo_status_t halod_semaphore_orphans_find_all(const halo_u64_map_t *semaphores,
-                                               halod_semaphore_orphans_t *out);
+// The orphans of releases of |roots| (semaphore ids; NULL: every semaphore)
+// among |semaphores| (semaphore id -> halod_semaphore_t, halod_shared_t's;
+// a root no longer there is skipped): the same search from all of them at
+// once, without a budget. Cost: O(R + F + W + G), R the roots and F, W, G
+// as above over all reached from them.
+halo_status_t halod_semaphore_orphans_find_from(
+    const halo_u64_map_t *semaphores, const halo_u64_map_t *roots,
+    halod_semaphore_orphans_t *out);
 void halod_semaphore_orphans_free(halod_semaphore_orphans_t *orphans);
 
 // Writes "semaphore 5", "semaphores 5 and 7", "semaphores 5, 7 and 9" (at

@@ -658,6 +658,10 @@ static void halod_submission_alloca_done(halod_t *daemon,
   uint32_t held_count = 0;
   halod_semaphore_t **held =
       halod_submission_hold_semaphores(submission, &held_count);
+  // Out of memory for that: a search from all of them instead.
+  if (!held && submission->semaphore_count) {
+    halod_semaphore_orphans_later(daemon, NULL);
+  }
   // May complete (and retire) the submission before returning.
   halod_submission_accept(daemon, session, submission, queue, &id);
   for (uint32_t i = 0; i < held_count; ++i) {

@@ -893,18 +893,18 @@ static void test_cycle_of_waiting_signalers_fails(void **state) {
   expect_semaphores_back_to(&fixture->daemon, baseline);
 }
 
-// A cycle of 600 semaphores (x_i waits on s_i and signals s_i+1, the last
-// s_0; x_0 signals t too): the walk of the last release stops at its
-// budget (600 semaphores and 600 submissions), and the search over all
-// semaphores a second later fails the cycle and t. Before the budget, a
-// client releasing such a chain from its end made each release walk all
-// released before it, on the loop every tenant shares.
+// A cycle of 1200 semaphores (x_i waits on s_i and signals s_i+1, the
+// last s_0; x_0 signals t too): the walk of the last release stops at its
+// budget (4,800 steps: each semaphore, submission, signal and wait), and
+// the search from that semaphore a second later fails the cycle and t. Before
+// the budget, a client releasing such a chain from its end made each release
+// walk all released before it, on the loop every tenant shares.
 static void test_cycle_past_the_walks_budget_fails_within_a_second(
     void **state) {
   halo_test_fixture_t *fixture = *state;
   halo_client_t *client = fixture->client;
   uint32_t baseline = halo_test_admin_semaphore_count(&fixture->daemon);
-  enum { kLength = 600 };
+  enum { kLength = 1200 };
   halo_buffer_t *buffer = create_host(client, 64);
   halo_semaphore_t *cycle[kLength];
   for (int i = 0; i < kLength; ++i) cycle[i] = create_semaphore(client, 0);

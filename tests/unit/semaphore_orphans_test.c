@@ -14,8 +14,10 @@
 // - a semaphore that only a submission blocked on the set signals, nobody
 //   waiting on it, is found with the set;
 // - a cycle of 400 semaphores is found whole by a release's walk, one of
-//   1000 (past the walk's budget) by the search over all semaphores, and
-//   neither walk leaves a mark;
+//   1500 (past the walk's budget) by the search without a budget from its
+//   semaphore or from all of them, and no walk leaves a mark;
+// - waits count toward the budget; a semaphore nothing signals needs no
+//   walk however many waits it has;
 // - the description lists at most 8 ids.
 // clang-format off
 #include <stdarg.h>
@@ -33,7 +35,7 @@
 #include "common/timeline.h"
 #include "hal/deferred_queue.h"
 
-enum { kSemaphores = 1024, kSubmissions = 1100 };
+enum { kSemaphores = 2048, kSubmissions = 2200 };
 
 typedef struct fixture_t {
   halo_timeline_page_t *pages[kSemaphores / HALO_TIMELINE_SLOTS_PER_PAGE];
@@ -307,7 +309,9 @@ static void test_cycle_of_three_with_a_branch(void **state) {
 }
 
 // A signaler of the cycle that waits on a held gate keeps it: the gate's
-// handle can run it. Once the gate goes, the gate and the cycle go.
+// handle can run it. Once the gate goes, the gate is an orphan at once
+// (nothing signals it); its failure fails that signaler, and with it the
+// cycle it signals.
 static void test_cycle_kept_by_a_signaler_waiting_on_a_held_gate(void **state) {
   fixture_t *fixture = *state;
   halod_semaphore_t *a = semaphore_new(fixture);
@@ -323,7 +327,7 @@ static void test_cycle_kept_by_a_signaler_waiting_on_a_held_gate(void **state) {
   expect_none(fixture, a);
   expect_none(fixture, b);
   drop_handle(gate);
-  halod_semaphore_t *expected[] = {gate, a, b, NULL};
+  halod_semaphore_t *expected[] = {gate, NULL};
   expect_orphans(fixture, gate, expected);
 }
 
@@ -394,11 +398,12 @@ static void test_long_cycle(void **state) {
 }
 
 // A cycle past the budget: a release's walk stops there and finds nothing
-// (incomplete, no walk mark left); the search over all semaphores finds
-// the whole cycle, and nothing of a held semaphore beside it.
+// (incomplete, no walk mark left); the search from its semaphore without
+// a budget, and the one from all semaphores, find the whole cycle, and
+// nothing of a held semaphore beside it.
 static void test_cycle_past_the_budget(void **state) {
   fixture_t *fixture = *state;
-  enum { kLength = 1000 };
+  enum { kLength = 1500 };
   halod_semaphore_t *cycle[kLength];
   halo_u64_map_t all;
   halo_u64_map_initialize(&all);
@@ -421,7 +426,16 @@ static void test_cycle_past_the_budget(void **state) {
   for (uint32_t i = 0; i < kLength; ++i) {
     assert_int_equal(cycle[i]->walk_index, 0);
   }
-  assert_null(halod_semaphore_orphans_find_all(&all, &orphans));
+  halo_u64_map_t roots;
+  halo_u64_map_initialize(&roots);
+  assert_null(halo_u64_map_put(&roots, cycle[0]->id, (void *)1));
+  assert_null(halo_u64_map_put(&roots, 999999, (void *)1));  // gone
+  assert_null(halod_semaphore_orphans_find_from(&all, &roots, &orphans));
+  halo_u64_map_deinitialize(&roots);
+  assert_false(orphans.incomplete);
+  assert_int_equal(orphans.count, kLength);
+  halod_semaphore_orphans_free(&orphans);
+  assert_null(halod_semaphore_orphans_find_from(&all, NULL, &orphans));
   assert_false(orphans.incomplete);
   assert_int_equal(orphans.count, kLength);
   for (uint32_t i = 0; i < orphans.count; ++i) {
@@ -433,6 +447,37 @@ static void test_cycle_past_the_budget(void **state) {
     assert_int_equal(cycle[i]->walk_index, 0);
   }
   halo_u64_map_deinitialize(&all);
+}
+
+// Waits count toward the walk's budget: a semaphore that a waiting
+// submission signals (gated on a held semaphore) with 5,000 waits linked
+// from 10 submissions stops the walk (before, each release of it walked
+// every wait); one that no waiting submission signals is an orphan at
+// once however many waits it has.
+static void test_many_waits(void **state) {
+  fixture_t *fixture = *state;
+  enum { kSubmitters = 10, kWaitsEach = 500 };
+  halod_semaphore_t *waits[kWaitsEach + 1];
+  uint64_t values[kWaitsEach];
+  halod_semaphore_t *quiet = semaphore_new(fixture);
+  halod_semaphore_t *s = semaphore_new(fixture);
+  for (int round = 0; round < 2; ++round) {
+    halod_semaphore_t *target = round == 0 ? s : quiet;
+    for (int i = 0; i < kWaitsEach; ++i) waits[i] = target, values[i] = 1;
+    waits[kWaitsEach] = NULL;
+    for (int i = 0; i < kSubmitters; ++i) {
+      submit(fixture, waits, values, NULL, NULL);
+    }
+  }
+  halod_semaphore_t *gate = semaphore_held(fixture);
+  submit1(fixture, gate, 1, s, 1);
+  halod_semaphore_orphans_t orphans;
+  assert_null(halod_semaphore_orphans_find(s, &orphans));
+  assert_true(orphans.incomplete);
+  assert_int_equal(orphans.count, 0);
+  assert_int_equal(s->walk_index, 0);
+  halod_semaphore_t *expected[] = {quiet, NULL};
+  expect_orphans(fixture, quiet, expected);
 }
 
 static void test_describe(void **state) {
@@ -466,6 +511,7 @@ int main(void) {
       TEST(test_met_wait_does_not_block),
       TEST(test_long_cycle),
       TEST(test_cycle_past_the_budget),
+      TEST(test_many_waits),
       cmocka_unit_test(test_describe),
 #undef TEST
   };
