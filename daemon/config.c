@@ -97,9 +97,9 @@ static const halod_config_entry_t halod_config_entries[] = {
      "contexts"},
     {"uid-replies", HALOD_NUMBER(HALOD_CONFIG_U32, uid_replies), "4", 1, 1023,
      NULL, START,
-     "replies that the connections of one uid (under trust-domain cgroup, "
-     "of one uid in one cgroup) may have waiting on their "
-     "clients at once; a further reply of theirs that its client does not "
+     "replies that the connections of one uid may have waiting on their "
+     "clients at once (per uid under every trust-domain); a further reply of "
+     "that uid that its client does not "
      "take within 50 ms is dropped, so clients that do not read cannot hold "
      "more "
      "contexts together than this. Must be less than contexts"},

@@ -254,7 +254,7 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
       .contexts = config->contexts,
       .reply_timeout_ms = config->reply_timeout_ms,
       .pipe_requests = config->session_requests,
-      .tenant_replies = config->uid_replies,
+      .uid_replies = config->uid_replies,
       // calls twice: requests waiting for calls, and for workers' starts.
       .spares = config->loads + 2 * config->calls,
       .busy = busy,

@@ -183,3 +183,19 @@ uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint64_t tenant) {
   pthread_mutex_unlock(&closer->mutex);
   return pending > UINT32_MAX ? UINT32_MAX : (uint32_t)pending;
 }
+
+uint32_t halod_fd_closer_pending_uid(halod_fd_closer_t *closer, uint32_t uid) {
+  uint64_t pending = 0;
+  pthread_mutex_lock(&closer->mutex);
+  // One queue per tenant with descriptors not yet closed: a few.
+  for (size_t i = 0; i < closer->queues.capacity; ++i) {
+    const halod_fd_close_queue_t *queue = closer->queues.entries[i].value;
+    if (!closer->queues.entries[i].key ||
+        halod_tenant_uid(queue->tenant) != uid) {
+      continue;
+    }
+    pending += queue->count + (queue->closing ? 1 : 0);
+  }
+  pthread_mutex_unlock(&closer->mutex);
+  return pending > UINT32_MAX ? UINT32_MAX : (uint32_t)pending;
+}

@@ -63,7 +63,11 @@ void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
 // The listening socket refuses passed descriptors: connections close here.
 void halod_fd_closer_set_rights_refused(halod_fd_closer_t *closer);
 
-// |tenant|'s descriptors not yet closed (queued, or in a close).
+// |tenant|'s descriptors not yet closed (queued, or in a close), and those
+// of all tenants of |uid| (a uid whose cgroups are tenants of their own
+// may have that many times HALOD_FD_CLOSER_UID_LIMIT in all:
+// daemon/fd_server.c bounds it by uid-domains + 1 of them).
 uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint64_t tenant);
+uint32_t halod_fd_closer_pending_uid(halod_fd_closer_t *closer, uint32_t uid);
 
 #endif  // HALOD_FD_CLOSER_H_

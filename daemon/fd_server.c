@@ -68,6 +68,10 @@ struct halod_fd_server_t {
   uint64_t warned_ms;  // uv_now of the last warning
 };
 
+static bool halod_fd_server_closing(const halod_fd_server_t *server,
+                                    uint64_t tenant, uint32_t *out_closing,
+                                    uint32_t *out_limit);
+
 static void halod_fd_connection_on_closed(uv_handle_t *handle) {
   halod_fd_connection_t *connection = handle->data;
   // Its own reference: the server may be gone by now.
@@ -283,8 +287,8 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     halod_fd_connection_close(connection);
     return;
   }
-  if (halod_fd_closer_pending(connection->closer, connection->tenant) >=
-      HALOD_FD_CLOSER_UID_LIMIT) {
+  if (halod_fd_server_closing(connection->server, connection->tenant, NULL,
+                              NULL)) {
     // Its tenant's descriptors are not closing: read nothing more of it.
     halod_fd_server_warn_refused(
         connection->server,
@@ -401,6 +405,28 @@ static void halod_fd_server_count(const halod_fd_server_t *server,
   }
 }
 
+// Whether halod is still closing HALOD_FD_CLOSER_UID_LIMIT descriptors of
+// |tenant|, or uid-domains + 1 times that of all tenants of its uid (a uid
+// whose cgroups are tenants of their own: a cgroup's queue outlives its
+// sessions, so the uid-domains cap on its cgroups with connections does
+// not bound them); *|out_closing| and *|out_limit| (or NULL) say which.
+static bool halod_fd_server_closing(const halod_fd_server_t *server,
+                                    uint64_t tenant, uint32_t *out_closing,
+                                    uint32_t *out_limit) {
+  uint32_t closing = halod_fd_closer_pending(server->closer, tenant);
+  uint32_t limit = HALOD_FD_CLOSER_UID_LIMIT;
+  if (closing < limit && !halod_tenant_is_uid(tenant)) {
+    uint64_t uid_limit =
+        (uint64_t)limit * ((uint64_t)server->daemon->config.uid_domains + 1);
+    limit = uid_limit > UINT32_MAX ? UINT32_MAX : (uint32_t)uid_limit;
+    closing =
+        halod_fd_closer_pending_uid(server->closer, halod_tenant_uid(tenant));
+  }
+  if (out_closing) *out_closing = closing;
+  if (out_limit) *out_limit = limit;
+  return closing >= limit;
+}
+
 // RESOURCE_EXHAUSTED naming the setting if |tenant| (of process |pid|)
 // holds its limit.
 static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
@@ -408,9 +434,9 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
   const halod_config_t *config = &server->daemon->config;
   uint32_t all, unauthenticated;
   halod_fd_server_count(server, tenant, &all, &unauthenticated);
-  uint32_t closing = halod_fd_closer_pending(server->closer, tenant);
-  if (all < config->fd_channel_connections &&
-      closing < HALOD_FD_CLOSER_UID_LIMIT &&
+  uint32_t closing = 0, limit = 0;
+  bool full = halod_fd_server_closing(server, tenant, &closing, &limit);
+  if (all < config->fd_channel_connections && !full &&
       unauthenticated < config->fd_channel_unauthenticated) {
     return NULL;
   }
@@ -423,13 +449,14 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
                             "fd-channel-connections",
                             words, all);
   }
-  if (closing >= HALOD_FD_CLOSER_UID_LIMIT) {
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
-                            "halod is still closing %u descriptors of %s "
-                            "that did not close at once (passed on the fd "
-                            "channel, or queued on its connections), the "
-                            "limit %u",
-                            closing, words, HALOD_FD_CLOSER_UID_LIMIT);
+  if (full) {
+    return halo_status_make(
+        HALO_STATUS_RESOURCE_EXHAUSTED,
+        "halod is still closing %u descriptors of %s%s that did not close "
+        "at once (passed on the fd channel, or queued on its connections), "
+        "the limit %u",
+        closing, limit == HALOD_FD_CLOSER_UID_LIMIT ? "" : "all cgroups of ",
+        words, limit);
   }
   return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                           "%s holds %u connections not yet authenticated, "

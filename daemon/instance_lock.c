@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,22 +49,33 @@ static bool halod_lock_names(int fd, const char *path) {
 
 // A new lock file of |path| not yet linked there: unnamed (O_TMPFILE), or
 // where the file system has no unnamed files (overlayfs before Linux 6.6),
-// |path|.new.PID, created exclusively (*|out_named| true): a process that
-// may open it could take a read lock in the moment before halod's write
-// lock, and halod then tries again.
+// |path|.new.RANDOM, created exclusively (*|out_named| its name; a name of
+// another halod's, in another pid namespace too, is never touched): a
+// process that may open it could take a read lock in the moment before
+// halod's write lock, and halod then makes another.
 static int halod_lock_new_file(const char *directory, const char *path,
                                char *out_named, size_t size) {
   out_named[0] = '\0';
   int fd = open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR)) return fd;
-  if (snprintf(out_named, size, "%s.new.%d", path, (int)getpid()) >=
-      (int)size) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  unlink(out_named);  // a previous halod of this pid's, killed here
-  return open(out_named, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
+      nonce = (uint64_t)getpid() << 32 | (uint64_t)attempt;
+    }
+    if (snprintf(out_named, size, "%s.new.%016llx", path,
+                 (unsigned long long)nonce) >= (int)size) {
+      out_named[0] = '\0';
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    fd = open(out_named, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
               0600);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) break;
+  }
+  out_named[0] = '\0';
+  return -1;
 }
 
 // A new lock file in |directory|, write-locked before anyone can open it,
@@ -90,8 +102,12 @@ static halo_status_t halod_lock_create(const char *directory, const char *path,
              linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0) {
     error = errno;
   }
-  if (named[0]) unlink(named);
+  if (named[0]) unlink(named);        // this halod's own name for it
   if (error == EAGAIN && named[0]) {  // a reader was quicker: once more
+    close(fd);
+    return NULL;
+  }
+  if (!error && !halod_lock_names(fd, path)) {  // replaced meanwhile
     close(fd);
     return NULL;
   }

@@ -26,7 +26,11 @@
 //
 // - A new lock file is created unnamed (O_TMPFILE), write-locked, and only
 //   then linked in under its name (EEXIST where a file is there): nobody
-//   can open a lock file before its halod has locked it.
+//   can open a lock file before its halod has locked it. Where the file
+//   system has no unnamed files (overlayfs before Linux 6.6) it is created
+//   under a random name of its own first (PATH.new.RANDOM, exclusively),
+//   locked, linked and unlinked; a reader quick enough to lock that file
+//   first only makes halod try again.
 // - A halod that finds the lock file held by read locks only (F_OFD_GETLK)
 //   knows that no halod holds it (a halod holds a read lock only while it
 //   replaces a file, as follows), and replaces it: it takes a read lock of

@@ -40,7 +40,7 @@ struct halod_server_context_t {
   uint32_t pipe_id;                    // of the request it serves or answers
   // Its pipe's tenant (daemon/tenant.h; UINT64_MAX: the pipe is gone).
   uint64_t tenant;
-  bool hurried;  // its reply may not wait on its client (tenant_replies)
+  bool hurried;  // its reply may not wait on its client (uid_replies)
   // Its request is answered late (halod_server_hold): a spare receives in
   // its place, and it parks once its reply is sent.
   bool held;
@@ -68,12 +68,13 @@ struct halod_server_t {
   // the next request is answered with |busy| (a copy), or dropped when one
   // of its replies already waits on the client.
   uint32_t pipe_requests;
-  // Replies of one tenant's connections that may wait on their clients at
-  // once; a further one of that tenant that does not go out within
+  // Replies of one uid's connections that may wait on their clients at
+  // once; a further one of that uid that does not go out within
   // HALOD_SERVER_HURRIED_REPLY_MS is dropped. Several connections of one
-  // tenant can then hold at most this many contexts, not |pipe_requests|
-  // each.
-  uint32_t tenant_replies;
+  // user can then hold at most this many contexts, not |pipe_requests|
+  // each. Per uid, not per tenant: the contexts are every user's, and the
+  // pods of one uid together must not hold them all.
+  uint32_t uid_replies;
   nng_msg *busy;
   _Atomic uint64_t replies_dropped;
   _Atomic uint64_t requests_refused;
@@ -402,7 +403,7 @@ static void halod_server_on_aio(void *arg) {
               "within %d ms and its uid %u has uid-replies %u replies "
               "waiting)",
               server->address, context->pipe_id, HALOD_SERVER_HURRIED_REPLY_MS,
-              halod_tenant_uid(context->tenant), server->tenant_replies);
+              halod_tenant_uid(context->tenant), server->uid_replies);
         } else {
           HALO_LOG_DEBUG(
               "%s: pipe %u: reply dropped (the client took none "
@@ -569,25 +570,26 @@ static void halod_server_on_pipe(nng_pipe pipe, nng_pipe_ev kind, void *arg) {
 }
 
 // Any thread. Makes |context| SENDING and sends |reply|, hurried when its
-// tenant has tenant_replies other replies being sent (a served request's
-// reply and a busy refusal alike).
+// uid has uid_replies other replies being sent (a served request's reply
+// and a busy refusal alike).
 static void halod_server_send(halod_server_context_t *context, nng_msg *reply) {
   halod_server_t *server = context->server;
   uint32_t waiting = 0;
   pthread_mutex_lock(&server->mutex);
-  if (server->tenant_replies && context->tenant != UINT64_MAX) {
+  if (server->uid_replies && context->tenant != UINT64_MAX) {
+    uint32_t uid = halod_tenant_uid(context->tenant);
     for (uint32_t i = 0; i < server->context_count; ++i) {
       const halod_server_context_t *other = &server->contexts[i];
       if (other != context && other->state == HALOD_CONTEXT_SENDING &&
-          other->tenant == context->tenant) {
+          other->tenant != UINT64_MAX &&
+          halod_tenant_uid(other->tenant) == uid) {
         ++waiting;
       }
     }
   }
   context->state = HALOD_CONTEXT_SENDING;
   pthread_mutex_unlock(&server->mutex);
-  context->hurried =
-      server->tenant_replies && waiting >= server->tenant_replies;
+  context->hurried = server->uid_replies && waiting >= server->uid_replies;
   nng_aio_set_timeout(context->aio, context->hurried
                                         ? HALOD_SERVER_HURRIED_REPLY_MS
                                         : server->reply_timeout_ms);
@@ -702,7 +704,7 @@ halo_status_t halod_server_create(uv_loop_t *loop,
       options->reply_timeout_ms ? (int32_t)options->reply_timeout_ms : 2000;
   server->pipe_requests =
       options->pipe_requests ? options->pipe_requests : options->contexts;
-  server->tenant_replies = options->tenant_replies;
+  server->uid_replies = options->uid_replies;
   if (options->busy && nng_msg_dup(&server->busy, options->busy) != 0) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
     goto fail;

@@ -72,20 +72,21 @@ typedef struct halod_server_options_t {
   // |contexts|); the next is answered with a copy of |busy| (a packed
   // response), or dropped when one of its replies waits on the client.
   uint32_t pipe_requests;
-  // Replies of one tenant's connections (daemon/tenant.h) that may wait on
-  // their clients at once (0: no limit). With that many being sent, a
-  // further reply of the tenant that cannot go out within
-  // HALOD_SERVER_HURRIED_REPLY_MS is dropped, so connections of one tenant
-  // that do not read together hold hardly more contexts than this. A client
-  // that reads is hardly ever hurt: its reply goes out at once, unless its
-  // connection is still writing the previous one (a client that got that reply
-  // and sent its next request before nng's thread noticed the write's end).
-  // Only if its tenant has tenant_replies replies being sent at that moment (a
-  // tenant's non-reader, or many busy connections whose sends nng has not
-  // completed yet) and nng's thread lags HALOD_SERVER_HURRIED_REPLY_MS is its
-  // reply dropped; its call then times out. nng's rep contexts cannot send a
-  // reply twice, so a dropped reply cannot be retried.
-  uint32_t tenant_replies;
+  // Replies of one uid's connections that may wait on their clients at
+  // once (0: no limit); per uid, whatever the tenants (the contexts are
+  // every user's). With that many being sent, a further reply of the uid
+  // that cannot go out within HALOD_SERVER_HURRIED_REPLY_MS is dropped, so
+  // connections of one user that do not read together hold hardly more
+  // contexts than this. A client that reads is hardly ever hurt: its reply
+  // goes out at once, unless its connection is still writing the previous
+  // one (a client that got that reply and sent its next request before
+  // nng's thread noticed the write's end). Only if its uid has uid_replies
+  // replies being sent at that moment (a user's non-reader, or many busy
+  // connections whose sends nng has not completed yet) and nng's thread
+  // lags HALOD_SERVER_HURRIED_REPLY_MS is its reply dropped; its call then
+  // times out. nng's rep contexts cannot send a reply twice, so a dropped
+  // reply cannot be retried.
+  uint32_t uid_replies;
   // Contexts kept parked beside |contexts|, for requests answered late
   // (halod_server_hold).
   uint32_t spares;
@@ -105,7 +106,7 @@ typedef struct halod_server_options_t {
   void *user_data;
 } halod_server_options_t;
 
-// How long a reply past tenant_replies may wait for its client.
+// How long a reply past uid_replies may wait for its client.
 #define HALOD_SERVER_HURRIED_REPLY_MS 50
 
 // Loop thread. Binds and starts listening.

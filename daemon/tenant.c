@@ -2,14 +2,31 @@
 // Copyright 2026 The halo Authors
 #include "daemon/tenant.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/hash.h"
 #include "common/status.h"
 #include "daemon/cgroup.h"
 
 #define HALOD_TENANT_PATH_BYTES 4096
+
+// Hashed before each path: a client that may choose its cgroup's path (a
+// delegated cgroup tree) cannot look offline for one whose 31 bits meet
+// another pod's, and so count against that pod's bounds.
+static uint8_t halod_tenant_secret[32];
+static pthread_once_t halod_tenant_secret_once = PTHREAD_ONCE_INIT;
+
+static void halod_tenant_secret_make(void) {
+  // Without it (no getrandom: Linux before 3.17) the paths' hashes are
+  // unkeyed; tenants are told apart all the same.
+  if (getrandom(halod_tenant_secret, sizeof(halod_tenant_secret), 0) !=
+      (ssize_t)sizeof(halod_tenant_secret)) {
+    memset(halod_tenant_secret, 0, sizeof(halod_tenant_secret));
+  }
+}
 
 uint64_t halod_tenant_of(halod_tenancy_t tenancy, uint32_t uid, uint32_t pid) {
   uint64_t tenant = halod_tenant_of_uid(uid);
@@ -21,8 +38,11 @@ uint64_t halod_tenant_of(halod_tenancy_t tenancy, uint32_t uid, uint32_t pid) {
     halo_status_free(status);
     return tenant;
   }
+  pthread_once(&halod_tenant_secret_once, halod_tenant_secret_make);
   halo_hasher_t hasher;
   halo_hasher_initialize(&hasher);
+  halo_hasher_update_bytes(&hasher, halod_tenant_secret,
+                           sizeof(halod_tenant_secret));
   halo_hasher_update_bytes(&hasher, path, strlen(path));
   halo_hash_t hash;
   halo_hasher_finalize(&hasher, &hash);

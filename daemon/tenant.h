@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // A tenant: what halod's per-user bounds count under. These are
-// uid-connections, uid-fds, uid-replies, fd-channel-connections,
+// uid-connections, uid-fds, fd-channel-connections,
 // fd-channel-unauthenticated and the descriptors halod is still closing
-// for a client (daemon/fd_closer.h).
+// for a client (daemon/fd_closer.h). uid-replies bounds the request
+// contexts every user shares and stays per uid.
 //
 // Under trust-domain uid or process, a tenant is a uid: the processes of
 // one user can signal and trace each other, so they are one party. Under
@@ -14,10 +15,11 @@
 // it bounds the trust domains one user starts.
 //
 // A tenant is a 64-bit key: the uid in the low 32 bits, under trust-domain
-// cgroup 31 bits of a hash of the cgroup path above them, and the top bit
-// set, so that no key is 0. Two cgroups of one uid whose hashes meet (about
-// one pair in 2^31) are one tenant: they then share the bounds, as every
-// cgroup of a uid would without tenants.
+// cgroup 31 bits of a hash of the cgroup path keyed with random bytes of
+// halod's own above them, and the top bit set, so that no key is 0. Two
+// cgroups of one uid whose hashes meet (about one pair in 2^31, by chance:
+// nobody outside halod knows the key) are one tenant: they then share the
+// bounds, as every cgroup of a uid would without tenants.
 //
 // Any thread.
 #ifndef HALOD_TENANT_H_

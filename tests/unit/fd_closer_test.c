@@ -91,12 +91,20 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
   (void)state;
   halod_fd_closer_t *closer = NULL;
   assert_null(halod_fd_closer_create(&closer));
-  int listeners[2];
+  int listeners[3];
   halod_fd_closer_close_connection(
       closer, connection_holding_lingerer(2, &listeners[0]), tenant(1000));
   halod_fd_closer_close_connection(
       closer, connection_holding_lingerer(2, &listeners[1]), tenant(0));
+  // uid 1000 in a cgroup (trust-domain cgroup): a tenant of its own,
+  // counted with the uid's other tenants by halod_fd_closer_pending_uid.
+  uint64_t pod = tenant(1000) | UINT64_C(5) << 32;
+  halod_fd_closer_close_connection(
+      closer, connection_holding_lingerer(2, &listeners[2]), pod);
   assert_int_equal(halod_fd_closer_pending(closer, tenant(1000)), 1);
+  assert_int_equal(halod_fd_closer_pending(closer, pod), 1);
+  assert_int_equal(halod_fd_closer_pending_uid(closer, 1000), 2);
+  assert_int_equal(halod_fd_closer_pending_uid(closer, 2000), 0);
   assert_int_equal(halod_fd_closer_pending(closer, tenant(0)), 1);
   // Another uid's connection closes meanwhile, on a thread of its own.
   int other[2];
@@ -114,14 +122,13 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
   // The blocked closes end with their linger.
   deadline = now_ms() + 15000;
   while ((halod_fd_closer_pending(closer, tenant(0)) > 0 ||
-          halod_fd_closer_pending(closer, tenant(1000)) > 0) &&
+          halod_fd_closer_pending_uid(closer, 1000) > 0) &&
          now_ms() < deadline) {
     usleep(10000);
   }
   assert_int_equal(halod_fd_closer_pending(closer, tenant(0)), 0);
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(1000)), 0);
-  close(listeners[0]);
-  close(listeners[1]);
+  assert_int_equal(halod_fd_closer_pending_uid(closer, 1000), 0);
+  for (int i = 0; i < 3; ++i) close(listeners[i]);
   halod_fd_closer_destroy(closer);
 }
 
