@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,30 +142,37 @@ static int client_main(uint32_t pattern) {
   return 0;
 }
 
-// Connects a client (HALO_ADDRESS), then |count| times to the fd channel at
-// |path| sending nothing (connections not yet authenticated); prints "held
-// COUNT", then waits for stdin to close.
-static int hold_main(const char *path, int count) {
+// Connects a client (HALO_ADDRESS; not with |bare|: no session), then
+// |count| times to the fd channel at |path| sending nothing (connections
+// not yet authenticated); prints "held COUNT refused K", K those halod
+// answered within 300 ms (a refusal: an admitted one gets nothing until
+// it authenticates), then waits for stdin to close.
+static int hold_main(const char *path, int count, bool bare) {
   halo_client_t *client = NULL;
   halo_client_options_t options = {.client_name = "namespace-test-holder"};
-  CLIENT_CHECK("connect", halo_client_connect(&options, &client));
+  if (!bare) CLIENT_CHECK("connect", halo_client_connect(&options, &client));
   struct sockaddr_un address = {.sun_family = AF_UNIX};
   snprintf(address.sun_path, sizeof(address.sun_path), "%s", path);
+  struct pollfd fds[8];
+  if (count < 0 || count > 8) count = 8;
   for (int i = 0; i < count; ++i) {
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 ||
-        connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+    fds[i] = (struct pollfd){.events = POLLIN | POLLRDHUP};
+    fds[i].fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fds[i].fd < 0 ||
+        connect(fds[i].fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
       printf("error connect: %s: %s\n", path, strerror(errno));
-      halo_client_close(client);
+      if (client) halo_client_close(client);
       return 3;
     }
   }
-  printf("held %d\n", count);
+  usleep(300 * 1000);
+  int refused = poll(fds, (nfds_t)count, 0);
+  printf("held %d refused %d\n", count, refused < 0 ? -1 : refused);
   fflush(stdout);
   char byte;
   while (read(STDIN_FILENO, &byte, 1) > 0) {
   }
-  halo_client_close(client);
+  if (client) halo_client_close(client);
   return 0;
 }
 
@@ -613,7 +621,7 @@ static void test_a_pod_at_its_bounds_leaves_another_pod_of_its_uid_alone(
            fixture->daemon.fd_channel_path);
   client_t holder, refused, b1;
   pod_start(&holder, fixture, "pod-a/c1", hold, 0);
-  assert_string_equal(holder.line, "held 2");
+  assert_string_equal(holder.line, "held 2 refused 0");
   pod_start(&refused, fixture, "pod-a/c2", POD_CLIENT, 0x0a0a0a0au);
   expect_pod_refused(&refused, "RESOURCE_EXHAUSTED",
                      "fd-channel-unauthenticated", "/pod-a");
@@ -638,6 +646,20 @@ static void test_a_pod_at_its_bounds_leaves_another_pod_of_its_uid_alone(
   for (size_t i = 0; i < 4; ++i) {
     assert_int_equal(client_finish(working[i]), 0);
   }
+  // fd channel connections from cgroups without a session count as their
+  // uid's, whichever cgroup: pod-b's two fill the uid's allowance, pod-a's
+  // next is refused (a cgroup cannot make tenants of its own this way).
+  client_t bare_b, bare_a;
+  snprintf(hold, sizeof(hold), "exec \"$0\" --hold-fd-bare %s 2",
+           fixture->daemon.fd_channel_path);
+  pod_start(&bare_b, fixture, "pod-b/c1", hold, 0);
+  assert_string_equal(bare_b.line, "held 2 refused 0");
+  snprintf(hold, sizeof(hold), "exec \"$0\" --hold-fd-bare %s 1",
+           fixture->daemon.fd_channel_path);
+  pod_start(&bare_a, fixture, "pod-a/c1", hold, 0);
+  assert_string_equal(bare_a.line, "held 1 refused 1");
+  assert_int_equal(client_finish(&bare_a), 0);
+  assert_int_equal(client_finish(&bare_b), 0);
 }
 
 // With uid-domains 1, pod-b's session is refused naming uid-domains, and
@@ -751,7 +773,10 @@ int main(int argc, char **argv) {
     return raw_main(atoi(argv[2]));
   }
   if (argc >= 4 && strcmp(argv[1], "--hold-fd") == 0) {
-    return hold_main(argv[2], atoi(argv[3]));
+    return hold_main(argv[2], atoi(argv[3]), false);
+  }
+  if (argc >= 4 && strcmp(argv[1], "--hold-fd-bare") == 0) {
+    return hold_main(argv[2], atoi(argv[3]), true);
   }
   ssize_t length = readlink("/proc/self/exe", g_self, sizeof(g_self) - 1);
   if (length <= 0) return 1;
