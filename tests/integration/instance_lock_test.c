@@ -76,6 +76,15 @@ static int lock_count_files(const char *directory, const char *prefix) {
   return count;
 }
 
+// "ASAN_OPTIONS=..." for a halod with listen_delay preloaded (a library
+// built without ASan: ASan would refuse to come after it): the test's own
+// options and verify_asan_link_order=0.
+static void lock_asan_options(char *out, size_t size) {
+  const char *asan = getenv("ASAN_OPTIONS");
+  snprintf(out, size, "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+           asan ? asan : "", asan && *asan ? ":" : "");
+}
+
 // Two halods on one socket, each with its admin socket, exec'd at the same
 // instant (both wait on one pipe until it closes): exactly one serves, the
 // other exits 1 naming the lock file, also where a reader holds the lock
@@ -86,11 +95,8 @@ static int lock_count_files(const char *directory, const char *prefix) {
 // them and bound their own: both ran, on each other's socket files.
 static void test_two_halods_started_at_once_one_serves(void **state) {
   lock_fixture_t *fixture = *state;
-  const char *asan = getenv("ASAN_OPTIONS");
   char asan_options[512];
-  snprintf(asan_options, sizeof(asan_options),
-           "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
-           asan && *asan ? ":" : "");
+  lock_asan_options(asan_options, sizeof(asan_options));
   const char *const slow[] = {"LD_PRELOAD=" LISTEN_DELAY_LIBRARY,
                               "HALO_TEST_LISTEN_DELAY_MS=30", asan_options,
                               NULL};
@@ -431,11 +437,8 @@ static void test_directory_halod_cannot_write_in_fails_the_start(void **state) {
 static void test_lock_without_unnamed_files(void **state) {
   lock_fixture_t *fixture = *state;
   ops_daemon_t *daemon = &fixture->daemon;
-  const char *asan = getenv("ASAN_OPTIONS");
   char asan_options[512];
-  snprintf(asan_options, sizeof(asan_options),
-           "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
-           asan && *asan ? ":" : "");
+  lock_asan_options(asan_options, sizeof(asan_options));
   const char *const env[] = {"LD_PRELOAD=" LISTEN_DELAY_LIBRARY,
                              "HALO_TEST_NO_TMPFILE=1", asan_options, NULL};
   for (int start = 0; start < 2; ++start) {  // a new file, then the one left

@@ -46,24 +46,25 @@ static int open_next(const char *name, const char *path, int flags,
   return next(path, flags, mode);
 }
 
+// The mode argument of an open() with |flags| (read only where there is
+// one), then the call: |name| the symbol called.
+#define LISTEN_DELAY_OPEN(name, path, flags)                            \
+  do {                                                                  \
+    va_list arguments;                                                  \
+    va_start(arguments, flags);                                         \
+    mode_t mode = ((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE \
+                      ? (mode_t)va_arg(arguments, int)                  \
+                      : 0;                                              \
+    va_end(arguments);                                                  \
+    return open_next(name, path, flags, mode);                          \
+  } while (0)
+
 __attribute__((visibility("default"))) int open(const char *path, int flags,
                                                 ...) {
-  va_list arguments;
-  va_start(arguments, flags);
-  mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE
-                    ? (mode_t)va_arg(arguments, int)
-                    : 0;
-  va_end(arguments);
-  return open_next("open", path, flags, mode);
+  LISTEN_DELAY_OPEN("open", path, flags);
 }
 
 __attribute__((visibility("default"))) int open64(const char *path, int flags,
                                                   ...) {
-  va_list arguments;
-  va_start(arguments, flags);
-  mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE
-                    ? (mode_t)va_arg(arguments, int)
-                    : 0;
-  va_end(arguments);
-  return open_next("open64", path, flags, mode);
+  LISTEN_DELAY_OPEN("open64", path, flags);
 }
