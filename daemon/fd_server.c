@@ -450,13 +450,16 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
                             words, all);
   }
   if (full) {
+    if (limit != HALOD_FD_CLOSER_UID_LIMIT) {  // the uid's, over its cgroups
+      snprintf(words, sizeof(words), "uid %u in all its cgroups",
+               halod_tenant_uid(tenant));
+    }
     return halo_status_make(
         HALO_STATUS_RESOURCE_EXHAUSTED,
-        "halod is still closing %u descriptors of %s%s that did not close "
-        "at once (passed on the fd channel, or queued on its connections), "
-        "the limit %u",
-        closing, limit == HALOD_FD_CLOSER_UID_LIMIT ? "" : "all cgroups of ",
-        words, limit);
+        "halod is still closing %u descriptors of %s that did not close at "
+        "once (passed on the fd channel, or queued on its connections), the "
+        "limit %u",
+        closing, words, limit);
   }
   return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                           "%s holds %u connections not yet authenticated, "

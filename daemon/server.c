@@ -85,9 +85,9 @@ struct halod_server_t {
   halod_server_event_t *tail;
   // Under |mutex|: the pipes admitted and not yet removed (pipe id ->
   // tenant, never 0), and how many of them each tenant holds (tenant ->
-  // count). A pipe's
-  // PIPE_ADDED, its requests and its PIPE_REMOVED are queued under the same
-  // lock as the changes to |pipes|, so the loop sees them in that order.
+  // count). A pipe's PIPE_ADDED, its requests and its PIPE_REMOVED are
+  // queued under the same lock as the changes to |pipes|, so the loop sees
+  // them in that order.
   halo_u64_map_t pipes;
   halo_u64_map_t tenant_pipes;
   // Under |mutex|: how many cgroup tenants with pipes each uid has (uid + 1
