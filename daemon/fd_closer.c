@@ -15,11 +15,10 @@
 #include "common/status.h"
 #include "common/u64_map.h"
 
-// One tenant's descriptors waiting to be closed, in order, by its one
-// thread.
+// One uid's descriptors waiting to be closed, in order, by its one thread.
 typedef struct halod_fd_close_queue_t {
   struct halod_fd_closer_t *closer;
-  uint64_t tenant;
+  uint32_t uid;
   int *fds;
   size_t head, count, capacity;  // a ring of |capacity|
   bool closing;                  // its thread is in a close
@@ -28,12 +27,12 @@ typedef struct halod_fd_close_queue_t {
 
 struct halod_fd_closer_t {
   pthread_mutex_t mutex;
-  halo_u64_map_t queues;  // tenant (never 0) -> queue
+  halo_u64_map_t queues;  // uid + 1 (the map's keys are never 0) -> queue
   // halod_fd_closer_set_rights_refused; set and read by the caller's
   // thread (halod's loop) only.
   bool inline_connections;
   int64_t warned_s;  // when a thread last failed to start
-  // halod's, each fd channel connection's and each tenant's thread: the last
+  // halod's, each fd channel connection's and each uid's thread: the last
   // frees.
   _Atomic uint32_t references;
 };
@@ -81,7 +80,7 @@ static void *halod_fd_closer_main(void *arg) {
     pthread_mutex_lock(&closer->mutex);
     queue->closing = false;
   }
-  halo_u64_map_remove(&closer->queues, queue->tenant);
+  halo_u64_map_remove(&closer->queues, (uint64_t)queue->uid + 1);
   pthread_mutex_unlock(&closer->mutex);
   free(queue->fds);
   free(queue);
@@ -89,16 +88,17 @@ static void *halod_fd_closer_main(void *arg) {
   return NULL;
 }
 
-// |tenant|'s queue, made if need be. Mutex held; NULL on oom.
+// |uid|'s queue, made if need be. Mutex held; NULL on oom.
 static halod_fd_close_queue_t *halod_fd_closer_queue_locked(
-    halod_fd_closer_t *closer, uint64_t tenant) {
-  halod_fd_close_queue_t *queue = halo_u64_map_get(&closer->queues, tenant);
+    halod_fd_closer_t *closer, uint32_t uid) {
+  uint64_t key = (uint64_t)uid + 1;
+  halod_fd_close_queue_t *queue = halo_u64_map_get(&closer->queues, key);
   if (queue) return queue;
   queue = calloc(1, sizeof(*queue));
   if (!queue) return NULL;
   queue->closer = closer;
-  queue->tenant = tenant;
-  halo_status_t status = halo_u64_map_put(&closer->queues, tenant, queue);
+  queue->uid = uid;
+  halo_status_t status = halo_u64_map_put(&closer->queues, key, queue);
   if (status) {
     halo_status_free(status);
     free(queue);
@@ -126,14 +126,14 @@ static bool halod_fd_closer_push_locked(halod_fd_close_queue_t *queue, int fd) {
   return true;
 }
 
-void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint64_t tenant) {
+void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid) {
   // A socket then closes at once however much it has unsent (sent in the
   // background, or dropped with it). No fstat first: that of a FUSE file
   // asks its daemon, which need not answer; this fails with ENOTSOCK.
   struct linger off = {.l_onoff = 0, .l_linger = 0};
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
   pthread_mutex_lock(&closer->mutex);
-  halod_fd_close_queue_t *queue = halod_fd_closer_queue_locked(closer, tenant);
+  halod_fd_close_queue_t *queue = halod_fd_closer_queue_locked(closer, uid);
   const char *failure = NULL;
   if (!queue || !halod_fd_closer_push_locked(queue, fd)) {
     failure = "out of memory (a descriptor left open for good)";
@@ -148,9 +148,9 @@ void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint64_t tenant) {
         0) {
       queue->running = true;
     } else {
-      // Queued: the next descriptor of the tenant tries again.
+      // Queued: the next descriptor of the uid tries again.
       atomic_fetch_sub(&closer->references, 1);
-      failure = "no thread could start (queued for its next)";
+      failure = "no thread could start (queued for the uid's next)";
     }
     pthread_attr_destroy(&attributes);
   }
@@ -160,42 +160,27 @@ void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint64_t tenant) {
   if (warn) closer->warned_s = now.tv_sec;
   pthread_mutex_unlock(&closer->mutex);
   if (warn) {
-    HALO_LOG_WARN("closing descriptors of a client of uid %u off the loop: %s",
-                  halod_tenant_uid(tenant), failure);
+    HALO_LOG_WARN("closing descriptors of uid %u off the loop: %s", uid,
+                  failure);
   }
 }
 
 void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
-                                      uint64_t tenant) {
+                                      uint32_t uid) {
   // Without the kernel's refusal no look at the queue can tell: a peer
   // may send a descriptor between the look and the close.
   if (closer->inline_connections) {
     close(fd);  // nothing can be queued on it with descriptors
     return;
   }
-  halod_fd_closer_close(closer, fd, tenant);
+  halod_fd_closer_close(closer, fd, uid);
 }
 
-uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint64_t tenant) {
+uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint32_t uid) {
   pthread_mutex_lock(&closer->mutex);
-  halod_fd_close_queue_t *queue = halo_u64_map_get(&closer->queues, tenant);
+  halod_fd_close_queue_t *queue =
+      halo_u64_map_get(&closer->queues, (uint64_t)uid + 1);
   size_t pending = queue ? queue->count + (queue->closing ? 1 : 0) : 0;
-  pthread_mutex_unlock(&closer->mutex);
-  return pending > UINT32_MAX ? UINT32_MAX : (uint32_t)pending;
-}
-
-uint32_t halod_fd_closer_pending_uid(halod_fd_closer_t *closer, uint32_t uid) {
-  uint64_t pending = 0;
-  pthread_mutex_lock(&closer->mutex);
-  // One queue per tenant with descriptors not yet closed: a few.
-  for (size_t i = 0; i < closer->queues.capacity; ++i) {
-    const halod_fd_close_queue_t *queue = closer->queues.entries[i].value;
-    if (!closer->queues.entries[i].key ||
-        halod_tenant_uid(queue->tenant) != uid) {
-      continue;
-    }
-    pending += queue->count + (queue->closing ? 1 : 0);
-  }
   pthread_mutex_unlock(&closer->mutex);
   return pending > UINT32_MAX ? UINT32_MAX : (uint32_t)pending;
 }

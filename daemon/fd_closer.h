@@ -13,18 +13,16 @@
 //
 // So every descriptor a client passed, and every fd channel connection
 // whose queue may still hold messages, is closed off the loop: a socket's
-// linger is switched off first (most then close at once), and each
-// tenant's descriptors (daemon/tenant.h: a uid, or under trust-domain
-// cgroup a uid in one cgroup) are closed in order by a thread of that
-// tenant's own, which ends when they are all closed. One tenant's close
-// that blocks holds up only that tenant's. A tenant with
-// HALOD_FD_CLOSER_UID_LIMIT descriptors not yet closed gets no new fd
-// channel connection, and its open ones are closed before anything more is
-// read from them (halod_fd_closer_pending), so one tenant cannot make halod
-// hold descriptors without bound. Where the kernel
+// linger is switched off first (most then close at once), and each uid's
+// descriptors are closed in order by a thread of that uid's own, which
+// ends when they are all closed. One uid's close that blocks holds up only
+// that uid's. A uid with HALOD_FD_CLOSER_UID_LIMIT descriptors not yet
+// closed gets no new fd channel connection, and its open ones are closed
+// before anything more is read from them (halod_fd_closer_pending), so one
+// uid cannot make halod hold descriptors without bound. Where the kernel
 // refuses passed descriptors (daemon/socket_rights.h) no connection can
 // hold any, and connections close on the loop; elsewhere every connection
-// closes on its tenant's thread.
+// closes on its uid's thread.
 //
 // Thread-safe, but for halod_fd_closer_set_rights_refused and
 // halod_fd_closer_close_connection: one thread (halod's loop).
@@ -34,7 +32,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/tenant.h"
 #include "halo/status.h"
 
 #define HALOD_FD_CLOSER_UID_LIMIT 1024
@@ -48,26 +45,21 @@ halod_fd_closer_t *halod_fd_closer_retain(halod_fd_closer_t *closer);
 // frees the closer after the last reference went.
 void halod_fd_closer_destroy(halod_fd_closer_t *closer);
 
-// Closes |fd|, which a client of |tenant| may control, off the calling
-// thread. If no thread can start, it stays queued for the tenant's next (a
-// warning says so) rather than closed here. HALOD_TENANT_UNKNOWN: not
-// known.
-void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint64_t tenant);
+// Closes |fd|, which a client of |uid| may control, off the calling
+// thread. If no thread can start, it stays queued for the uid's next (a
+// warning says so) rather than closed here. |uid| UINT32_MAX: not known.
+void halod_fd_closer_close(halod_fd_closer_t *closer, int fd, uint32_t uid);
 
-// Closes |fd|, a connection socket of |tenant|: here if nothing can be
+// Closes |fd|, a connection socket of |uid|: here if nothing can be
 // queued on it with descriptors (the kernel refuses them), else as
 // halod_fd_closer_close.
 void halod_fd_closer_close_connection(halod_fd_closer_t *closer, int fd,
-                                      uint64_t tenant);
+                                      uint32_t uid);
 
 // The listening socket refuses passed descriptors: connections close here.
 void halod_fd_closer_set_rights_refused(halod_fd_closer_t *closer);
 
-// |tenant|'s descriptors not yet closed (queued, or in a close), and those
-// of all tenants of |uid| (a uid whose cgroups are tenants of their own
-// may have that many times HALOD_FD_CLOSER_UID_LIMIT in all:
-// daemon/fd_server.c bounds it by uid-domains + 1 of them).
-uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint64_t tenant);
-uint32_t halod_fd_closer_pending_uid(halod_fd_closer_t *closer, uint32_t uid);
+// |uid|'s descriptors not yet closed (queued, or in a close).
+uint32_t halod_fd_closer_pending(halod_fd_closer_t *closer, uint32_t uid);
 
 #endif  // HALOD_FD_CLOSER_H_

@@ -68,15 +68,11 @@ struct halod_fd_server_t {
   uint64_t warned_ms;  // uv_now of the last warning
 };
 
-static bool halod_fd_server_closing(const halod_fd_server_t *server,
-                                    uint64_t tenant, uint32_t *out_closing,
-                                    uint32_t *out_limit);
-
 static void halod_fd_connection_on_closed(uv_handle_t *handle) {
   halod_fd_connection_t *connection = handle->data;
   // Its own reference: the server may be gone by now.
   halod_fd_closer_close_connection(connection->closer, connection->fd,
-                                   connection->tenant);
+                                   connection->peer_uid);
   halod_fd_closer_destroy(connection->closer);
   free(connection);
 }
@@ -287,12 +283,12 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     halod_fd_connection_close(connection);
     return;
   }
-  if (halod_fd_server_closing(connection->server, connection->tenant, NULL,
-                              NULL)) {
-    // Its tenant's descriptors are not closing: read nothing more of it.
+  if (halod_fd_closer_pending(connection->closer, connection->peer_uid) >=
+      HALOD_FD_CLOSER_UID_LIMIT) {
+    // Its uid's descriptors are not closing: read nothing more of it.
     halod_fd_server_warn_refused(
         connection->server,
-        "a connection of a tenant whose descriptors halod is still closing "
+        "a connection of a uid whose descriptors halod is still closing "
         "(connection closed)");
     halod_fd_connection_close(connection);
     return;
@@ -307,7 +303,7 @@ static void halod_fd_connection_on_readable(uv_poll_t *poll, int status,
     // closed off the loop (a close can block as long as the client likes).
     for (size_t i = 0; i < passed_count; ++i) {
       halod_fd_closer_close(connection->server->closer, passed[i],
-                            connection->tenant);
+                            connection->peer_uid);
     }
     halo_status_free(recv_status);
     halod_fd_server_warn_refused(
@@ -360,19 +356,18 @@ static void halod_fd_server_shed(halod_fd_server_t *server, int error) {
     close(server->spare_fd);
     int fd = accept4(server->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd >= 0) {
-      halod_fd_closer_close_connection(server->closer, fd,
-                                       HALOD_TENANT_UNKNOWN);
+      halod_fd_closer_close_connection(server->closer, fd, UINT32_MAX);
     }
     server->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   halod_fd_server_warn_refused(server, strerror(error));
 }
 
-// Reads what a connection of |tenant| about to be closed sent (it does not
+// Reads what a connection of |uid| about to be closed sent (it does not
 // wait: the connection is non-blocking); a descriptor it passed is closed
 // off the loop (fd_closer.h).
 static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
-                                  uint64_t tenant) {
+                                  uint32_t uid) {
   for (int i = 0; i < 16; ++i) {
     halo_fd_request_t request;
     int passed[HALO_FD_MAX_PASSED];
@@ -380,7 +375,7 @@ static void halod_fd_server_drain(halod_fd_server_t *server, int fd,
     halo_status_t status =
         halo_fd_recv_all(fd, &request, sizeof(request), passed, &count);
     for (size_t k = 0; k < count; ++k) {
-      halod_fd_closer_close(server->closer, passed[k], tenant);
+      halod_fd_closer_close(server->closer, passed[k], uid);
     }
     // A message of another size was read all the same; nothing more to
     // read (EAGAIN), or the end, stops.
@@ -405,28 +400,6 @@ static void halod_fd_server_count(const halod_fd_server_t *server,
   }
 }
 
-// Whether halod is still closing HALOD_FD_CLOSER_UID_LIMIT descriptors of
-// |tenant|, or uid-domains + 1 times that of all tenants of its uid (a uid
-// whose cgroups are tenants of their own: a cgroup's queue outlives its
-// sessions, so the uid-domains cap on its cgroups with connections does
-// not bound them); *|out_closing| and *|out_limit| (or NULL) say which.
-static bool halod_fd_server_closing(const halod_fd_server_t *server,
-                                    uint64_t tenant, uint32_t *out_closing,
-                                    uint32_t *out_limit) {
-  uint32_t closing = halod_fd_closer_pending(server->closer, tenant);
-  uint32_t limit = HALOD_FD_CLOSER_UID_LIMIT;
-  if (closing < limit && !halod_tenant_is_uid(tenant)) {
-    uint64_t uid_limit =
-        (uint64_t)limit * ((uint64_t)server->daemon->config.uid_domains + 1);
-    limit = uid_limit > UINT32_MAX ? UINT32_MAX : (uint32_t)uid_limit;
-    closing =
-        halod_fd_closer_pending_uid(server->closer, halod_tenant_uid(tenant));
-  }
-  if (out_closing) *out_closing = closing;
-  if (out_limit) *out_limit = limit;
-  return closing >= limit;
-}
-
 // RESOURCE_EXHAUSTED naming the setting if |tenant| (of process |pid|)
 // holds its limit.
 static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
@@ -434,8 +407,10 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
   const halod_config_t *config = &server->daemon->config;
   uint32_t all, unauthenticated;
   halod_fd_server_count(server, tenant, &all, &unauthenticated);
-  uint32_t closing = 0, limit = 0;
-  bool full = halod_fd_server_closing(server, tenant, &closing, &limit);
+  // Per uid, whatever the tenants (daemon/fd_closer.h).
+  uint32_t closing =
+      halod_fd_closer_pending(server->closer, halod_tenant_uid(tenant));
+  bool full = closing >= HALOD_FD_CLOSER_UID_LIMIT;
   if (all < config->fd_channel_connections && !full &&
       unauthenticated < config->fd_channel_unauthenticated) {
     return NULL;
@@ -450,16 +425,12 @@ static halo_status_t halod_fd_server_admit(const halod_fd_server_t *server,
                             words, all);
   }
   if (full) {
-    if (limit != HALOD_FD_CLOSER_UID_LIMIT) {  // the uid's, over its cgroups
-      snprintf(words, sizeof(words), "uid %u in all its cgroups",
-               halod_tenant_uid(tenant));
-    }
     return halo_status_make(
         HALO_STATUS_RESOURCE_EXHAUSTED,
-        "halod is still closing %u descriptors of %s that did not close at "
-        "once (passed on the fd channel, or queued on its connections), the "
-        "limit %u",
-        closing, words, limit);
+        "halod is still closing %u descriptors of uid %u that did not close "
+        "at once (passed on the fd channel, or queued on its connections), "
+        "the limit %u",
+        closing, halod_tenant_uid(tenant), HALOD_FD_CLOSER_UID_LIMIT);
   }
   return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                           "%s holds %u connections not yet authenticated, "
@@ -484,7 +455,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   struct ucred credentials;
   socklen_t length = sizeof(credentials);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    halod_fd_closer_close_connection(server->closer, fd, HALOD_TENANT_UNKNOWN);
+    halod_fd_closer_close_connection(server->closer, fd, UINT32_MAX);
     return;
   }
   // Under trust-domain cgroup this reads the peer's /proc/PID/cgroup. A
@@ -509,13 +480,13 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
     // Nothing more may arrive (the client's send then fails, EPIPE, and it
     // reads the reply waiting for it), and what did is read.
     shutdown(fd, SHUT_RD);
-    halod_fd_server_drain(server, fd, tenant);
-    halod_fd_closer_close_connection(server->closer, fd, tenant);
+    halod_fd_server_drain(server, fd, credentials.uid);
+    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     return;
   }
   halod_fd_connection_t *connection = calloc(1, sizeof(*connection));
   if (!connection) {
-    halod_fd_closer_close_connection(server->closer, fd, tenant);
+    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     return;
   }
   connection->server = server;
@@ -527,7 +498,7 @@ static void halod_fd_server_on_connection(uv_poll_t *poll, int status,
   connection->accepted_ms = uv_now(server->daemon->loop);
   connection->poll.data = connection;
   if (uv_poll_init(server->daemon->loop, &connection->poll, fd) != 0) {
-    halod_fd_closer_close_connection(server->closer, fd, tenant);
+    halod_fd_closer_close_connection(server->closer, fd, credentials.uid);
     halod_fd_closer_destroy(connection->closer);
     free(connection);
     return;

@@ -2,12 +2,14 @@
 // Copyright 2026 The halo Authors
 #include "daemon/tenant.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "daemon/cgroup.h"
 
@@ -20,10 +22,18 @@ static uint8_t halod_tenant_secret[32];
 static pthread_once_t halod_tenant_secret_once = PTHREAD_ONCE_INIT;
 
 static void halod_tenant_secret_make(void) {
-  // Without it (no getrandom: Linux before 3.17) the paths' hashes are
-  // unkeyed; tenants are told apart all the same.
-  if (getrandom(halod_tenant_secret, sizeof(halod_tenant_secret), 0) !=
-      (ssize_t)sizeof(halod_tenant_secret)) {
+  ssize_t got;
+  do {  // interrupted by a signal while the kernel gathers entropy at boot
+    got = getrandom(halod_tenant_secret, sizeof(halod_tenant_secret), 0);
+  } while (got < 0 && errno == EINTR);
+  if (got != (ssize_t)sizeof(halod_tenant_secret)) {
+    // No getrandom (Linux before 3.17): the paths' hashes are unkeyed;
+    // tenants are told apart all the same.
+    HALO_LOG_WARN(
+        "tenants: no random key for the cgroup paths' hashes (getrandom: "
+        "%s); a client choosing its cgroup path could aim at another pod's "
+        "tenant",
+        got < 0 ? strerror(errno) : "short read");
     memset(halod_tenant_secret, 0, sizeof(halod_tenant_secret));
   }
 }

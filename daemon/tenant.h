@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // A tenant: what halod's per-user bounds count under. These are
-// uid-connections, uid-fds, fd-channel-connections,
-// fd-channel-unauthenticated and the descriptors halod is still closing
-// for a client (daemon/fd_closer.h). uid-replies bounds the request
-// contexts every user shares and stays per uid.
+// uid-connections, uid-fds, fd-channel-connections and
+// fd-channel-unauthenticated. uid-replies (the request contexts every user
+// shares) and the descriptors halod is still closing for a client
+// (daemon/fd_closer.h: a thread each) stay per uid.
 //
 // Under trust-domain uid or process, a tenant is a uid: the processes of
 // one user can signal and trace each other, so they are one party. Under

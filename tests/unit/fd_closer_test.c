@@ -28,11 +28,6 @@
 #include "daemon/socket_rights.h"
 #include "tests/support/lingering_socket.h"
 
-// |uid|'s tenant where a tenant is a uid (trust-domain uid).
-static uint64_t tenant(uint32_t uid) {
-  return halod_tenant_of((halod_tenancy_t){.by_cgroup = false}, uid, 0);
-}
-
 static int64_t now_ms(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -55,13 +50,12 @@ static void test_lingering_socket_closes_at_once(void **state) {
   assert_null(halod_fd_closer_create(&closer));
   int listener;
   int stuck = halo_test_lingering_socket(60, &listener);
-  halod_fd_closer_close(closer, stuck, tenant(1000));
+  halod_fd_closer_close(closer, stuck, 1000);
   int64_t deadline = now_ms() + 10000;
-  while (halod_fd_closer_pending(closer, tenant(1000)) > 0 &&
-         now_ms() < deadline) {
+  while (halod_fd_closer_pending(closer, 1000) > 0 && now_ms() < deadline) {
     usleep(1000);
   }
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(1000)), 0);
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
   // The descriptor is closed: its number is free.
   assert_int_equal(fcntl(stuck, F_GETFD), -1);
   close(listener);
@@ -71,8 +65,8 @@ static void test_lingering_socket_closes_at_once(void **state) {
 // A Unix socket with a lingering socket in flight on it (its close, the
 // last, releases that one, whose linger is not the closer's to switch off):
 // as a connection with messages queued, it closes on a thread that blocks
-// for the linger time, counted for its uid's tenant alone (root's, whose uid is
-// 0, counted as any other), while the caller and another uid's closes go on.
+// for the linger time, counted for its uid alone (root's, whose uid is 0,
+// counted as any other), while the caller and another uid's closes go on.
 // A connection whose queue holds a socket that lingers |linger_s| s: its
 // close, the last of that socket, blocks for as long. |*out_listener| as
 // halo_test_lingering_socket's.
@@ -91,44 +85,36 @@ static void test_blocking_close_is_counted_for_its_uid(void **state) {
   (void)state;
   halod_fd_closer_t *closer = NULL;
   assert_null(halod_fd_closer_create(&closer));
-  int listeners[3];
+  int listeners[2];
   halod_fd_closer_close_connection(
-      closer, connection_holding_lingerer(2, &listeners[0]), tenant(1000));
+      closer, connection_holding_lingerer(2, &listeners[0]), 1000);
   halod_fd_closer_close_connection(
-      closer, connection_holding_lingerer(2, &listeners[1]), tenant(0));
-  // uid 1000 in a cgroup (trust-domain cgroup): a tenant of its own,
-  // counted with the uid's other tenants by halod_fd_closer_pending_uid.
-  uint64_t pod = tenant(1000) | UINT64_C(5) << 32;
-  halod_fd_closer_close_connection(
-      closer, connection_holding_lingerer(2, &listeners[2]), pod);
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(1000)), 1);
-  assert_int_equal(halod_fd_closer_pending(closer, pod), 1);
-  assert_int_equal(halod_fd_closer_pending_uid(closer, 1000), 2);
-  assert_int_equal(halod_fd_closer_pending_uid(closer, 2000), 0);
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(0)), 1);
+      closer, connection_holding_lingerer(2, &listeners[1]), 0);
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 1);
+  assert_int_equal(halod_fd_closer_pending(closer, 0), 1);
   // Another uid's connection closes meanwhile, on a thread of its own.
   int other[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, other), 0);
-  halod_fd_closer_close_connection(closer, other[1], tenant(2000));
+  halod_fd_closer_close_connection(closer, other[1], 2000);
   int64_t deadline = now_ms() + 10000;
-  while (halod_fd_closer_pending(closer, tenant(2000)) > 0 &&
-         now_ms() < deadline) {
+  while (halod_fd_closer_pending(closer, 2000) > 0 && now_ms() < deadline) {
     usleep(1000);
   }
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(2000)), 0);
+  assert_int_equal(halod_fd_closer_pending(closer, 2000), 0);
   assert_int_equal(fcntl(other[1], F_GETFD), -1);
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(0)), 1);
+  assert_int_equal(halod_fd_closer_pending(closer, 0), 1);
   close(other[0]);
   // The blocked closes end with their linger.
   deadline = now_ms() + 15000;
-  while ((halod_fd_closer_pending(closer, tenant(0)) > 0 ||
-          halod_fd_closer_pending_uid(closer, 1000) > 0) &&
+  while ((halod_fd_closer_pending(closer, 0) > 0 ||
+          halod_fd_closer_pending(closer, 1000) > 0) &&
          now_ms() < deadline) {
     usleep(10000);
   }
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(0)), 0);
-  assert_int_equal(halod_fd_closer_pending_uid(closer, 1000), 0);
-  for (int i = 0; i < 3; ++i) close(listeners[i]);
+  assert_int_equal(halod_fd_closer_pending(closer, 0), 0);
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
+  close(listeners[0]);
+  close(listeners[1]);
   halod_fd_closer_destroy(closer);
 }
 
@@ -141,9 +127,9 @@ static void test_connection_closes_here_where_rights_are_refused(void **state) {
   halod_fd_closer_set_rights_refused(closer);
   int pair[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
-  halod_fd_closer_close_connection(closer, pair[1], tenant(1000));
+  halod_fd_closer_close_connection(closer, pair[1], 1000);
   assert_int_equal(fcntl(pair[1], F_GETFD), -1);
-  assert_int_equal(halod_fd_closer_pending(closer, tenant(1000)), 0);
+  assert_int_equal(halod_fd_closer_pending(closer, 1000), 0);
   close(pair[0]);
   halod_fd_closer_destroy(closer);
 }
