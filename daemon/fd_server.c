@@ -626,9 +626,10 @@ halo_status_t halod_fd_server_create(halod_t *daemon, const char *path,
   struct sockaddr_un address = {.sun_family = AF_UNIX};
   strcpy(address.sun_path, path);
   // A stale socket of a previous run: only a socket is removed, and only
-  // one nobody serves. halod_start looked before anything started; this
-  // looks again, as another halod may have bound it while this one started
-  // its workers.
+  // one nobody serves. halod_start looked before anything started (under
+  // its instance lock); this looks again, as a halod that takes no lock
+  // (an older version) may have bound it while this one started its
+  // workers.
   bool stale = false;
   halo_status_t status = halod_fd_server_check_free(path, NULL, &stale);
   if (stale) unlink(path);

@@ -118,7 +118,7 @@ void halod_semaphore_retain(halod_semaphore_t *semaphore);
 void halod_semaphore_release(halod_t *daemon, halod_semaphore_t *semaphore);
 
 // How long after a release's search for semaphores nothing can advance
-// stopped at its budget halod searches all of them
+// stopped at its budget halod searches again from where it stopped
 // (daemon/semaphore_orphans.h).
 #define HALOD_SEMAPHORE_ORPHAN_SWEEP_MS 1000
 

@@ -316,7 +316,7 @@ halo_status_t halod_semaphore_orphans_find_from(
   for (size_t i = 0; added && i < from->capacity; ++i) {
     uint64_t id = from->entries[i].key;
     halod_semaphore_t *semaphore = id ? halo_u64_map_get(semaphores, id) : NULL;
-    if (semaphore && !semaphore->walk_index && halod_orphans_root(semaphore)) {
+    if (semaphore && halod_orphans_root(semaphore)) {
       added = halod_orphans_add_node(&walk, semaphore);
     }
   }

@@ -568,9 +568,10 @@ static halo_hal_device_t *halod_submission_alloca_caller(
 }
 
 // |submission|'s semaphores, each retained, in a new array of
-// |*out_count| (none when out of memory: nothing is retained then).
+// |*out_count| (none when out of memory: nothing is retained then), for
+// halod_semaphores_release_all.
 static halod_semaphore_t **halod_submission_hold_semaphores(
-    const halod_submission_t *submission, uint32_t *out_count) {
+    const halod_submission_t *submission, size_t *out_count) {
   *out_count = 0;
   halod_semaphore_t **held =
       calloc(submission->semaphore_count + 1, sizeof(*held));
@@ -655,7 +656,7 @@ static void halod_submission_alloca_done(halod_t *daemon,
   // allocation ran, and only a release looks for semaphores nothing can
   // advance any more (daemon/semaphore.h): held across the acceptance,
   // they are looked at once its waits are linked.
-  uint32_t held_count = 0;
+  size_t held_count = 0;
   halod_semaphore_t **held =
       halod_submission_hold_semaphores(submission, &held_count);
   // Out of memory for that: a search from all of them instead.
@@ -664,10 +665,7 @@ static void halod_submission_alloca_done(halod_t *daemon,
   }
   // May complete (and retire) the submission before returning.
   halod_submission_accept(daemon, session, submission, queue, &id);
-  for (uint32_t i = 0; i < held_count; ++i) {
-    halod_semaphore_release(daemon, held[i]);
-  }
-  free(held);
+  halod_semaphores_release_all(daemon, held, held_count);
   halod_queue_release(daemon, queue);
   alloca->finish(daemon, alloca, session, NULL, buffer, handle, id);
   free(alloca);

@@ -234,22 +234,39 @@ halo_status_t halod_domain_admit(const halod_t *daemon,
                                  const halod_domain_identity_t *identity,
                                  uint32_t uid) {
   if (!halod_workers_enabled(daemon)) return NULL;
+  // The uid's domains' keys, each once (a domain counts once whatever its
+  // parts): one walk over the domains, then over the uid's few keys (fewer
+  // than uid-domains, but after a reload that lowered it).
   const halo_u64_map_t *domains = &daemon->sessions.domains;
+  uint64_t *keys = NULL;
   uint32_t held = 0;
+  uint32_t capacity = 0;
   for (size_t i = 0; i < domains->capacity; ++i) {
     if (!domains->entries[i].key) continue;
     const halod_domain_t *domain = domains->entries[i].value;
     if (domain->uid != uid) continue;
-    if (domain->base_key == identity->key) return NULL;  // it has a part
-    // Counted at the first of its parts in the map.
-    bool first = true;
-    for (size_t k = 0; k < i && first; ++k) {
-      if (!domains->entries[k].key) continue;
-      const halod_domain_t *other = domains->entries[k].value;
-      first = other->base_key != domain->base_key;
+    if (domain->base_key == identity->key) {  // it has a part
+      free(keys);
+      return NULL;
     }
-    held += first;
+    bool counted = false;
+    for (uint32_t k = 0; k < held && !counted; ++k) {
+      counted = keys[k] == domain->base_key;
+    }
+    if (counted) continue;
+    if (held == capacity) {
+      capacity = capacity ? capacity * 2 : 16;
+      uint64_t *more = realloc(keys, capacity * sizeof(*keys));
+      if (!more) {
+        free(keys);
+        return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                                "oom counting uid %u's trust domains", uid);
+      }
+      keys = more;
+    }
+    keys[held++] = domain->base_key;
   }
+  free(keys);
   if (held < daemon->config.uid_domains) return NULL;
   return halo_status_make(
       HALO_STATUS_RESOURCE_EXHAUSTED,

@@ -1437,12 +1437,12 @@ static void *halo_hal_remote_reader_main(void *argument) {
       snprintf(text, sizeof(text), "%s", cause);
     }
     halo_hal_remote_mark_lost(device, pid, text);
-    // With a lost callback, its owner logs the loss, in one line with what
-    // it knows more (halod: the submissions in flight).
-    if (!device->lost_fn) HALO_LOG_ERROR("%s", device->lost_reason);
     if (device->lost_fn) {
+      // Its owner logs the loss, in one line with what it knows more
+      // (halod: the submissions in flight).
       device->lost_fn(device->lost_user_data, &device->base);
     } else {
+      HALO_LOG_ERROR("%s", device->lost_reason);
       halo_hal_remote_device_complete_lost(&device->base);
     }
   } else {
