@@ -23,9 +23,11 @@ static void halo_hal_semaphore_drop_fences(halo_hal_semaphore_t *semaphore,
   while (semaphore->fences && semaphore->fences->value <= value) {
     halo_hal_semaphore_fence_t *entry = semaphore->fences;
     semaphore->fences = entry->next;
+    --semaphore->fence_count;
     halo_hal_fence_release(entry->fence);
     free(entry);
   }
+  if (!semaphore->fences) semaphore->fences_tail = NULL;
 }
 
 // The timepoint of |link| (NULL: none).
@@ -180,9 +182,32 @@ static void halo_hal_semaphore_unlink(halo_hal_semaphore_t *semaphore,
   halo_hal_tree_rebalance(semaphore, rebalance_from);
   timepoint->parent = timepoint->left = timepoint->right = NULL;
   timepoint->height = 0;
+  // The add_fence walks under way go on past it.
+  for (halo_hal_fence_walk_t *walk = semaphore->fence_walks; walk;
+       walk = walk->outer) {
+    if (walk->next == timepoint) {
+      walk->next = halo_hal_timepoint_of(timepoint->link.next);
+    }
+  }
   halo_list_remove(&semaphore->timepoints, &timepoint->link);
   timepoint->linked = false;
   --semaphore->timepoint_count;
+}
+
+// The first timepoint (in the list's order) of a value above |value|.
+static halo_hal_timepoint_t *halo_hal_semaphore_first_above(
+    const halo_hal_semaphore_t *semaphore, uint64_t value) {
+  halo_hal_timepoint_t *found = NULL;
+  halo_hal_timepoint_t *node = semaphore->timepoint_root;
+  while (node) {
+    if (node->value > value) {
+      found = node;
+      node = node->left;
+    } else {
+      node = node->right;
+    }
+  }
+  return found;
 }
 
 // Keeps the slot's host_waits word in step with the timepoints list (after
@@ -361,7 +386,6 @@ void halo_hal_semaphore_add_timepoint(halo_hal_semaphore_t *semaphore,
   timepoint->parent = timepoint->left = timepoint->right = NULL;
   timepoint->height = 0;
   timepoint->linked = false;
-  timepoint->offered = 0;
   // Announced before the value is read: a device worker whose execution
   // stores the value after this read sees the word and reports at once.
   halo_timeline_slot_set_host_waits(semaphore->slot, true);
@@ -405,37 +429,77 @@ halo_hal_timepoint_t *halo_hal_semaphore_next_timepoint(
                                         : semaphore->timepoints.head);
 }
 
+// Where the offer of a fence of |domain| at |value| starts: false if a
+// recorded fence of that domain at or above |value| was offered to (or
+// found by) every timepoint it could cover already; else *|out_lowest| the
+// value above which timepoints may still want it (0: from the first).
+static bool halo_hal_semaphore_offer_from(const halo_hal_semaphore_t *semaphore,
+                                          uint64_t value, const void *domain,
+                                          uint64_t *out_lowest) {
+  *out_lowest = 0;
+  const halo_hal_semaphore_fence_t *tail = semaphore->fences_tail;
+  if (tail && tail->value < value && tail->fence->domain == domain) {
+    *out_lowest = tail->value;  // the usual case: the highest, and ours
+    return true;
+  }
+  for (const halo_hal_semaphore_fence_t *entry = semaphore->fences; entry;
+       entry = entry->next) {
+    if (entry->fence->domain != domain) continue;
+    if (entry->value >= value) return false;
+    *out_lowest = entry->value;
+  }
+  return true;
+}
+
 void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,
                                   uint64_t value, halo_hal_fence_t *fence) {
   if (!fence || halo_hal_semaphore_failure(semaphore) != 0 ||
-      halo_hal_semaphore_value(semaphore) >= value) {
+      halo_hal_semaphore_value(semaphore) >= value ||
+      semaphore->fence_count >= HALO_HAL_SEMAPHORE_MAX_FENCES) {
     return;
   }
+  uint64_t lowest;
+  bool offer =
+      halo_hal_semaphore_offer_from(semaphore, value, fence->domain, &lowest);
   halo_hal_semaphore_fence_t *entry = calloc(1, sizeof(*entry));
   if (!entry) return;  // the waits go through the host
   entry->value = value;
   entry->fence = fence;
   halo_hal_fence_retain(fence);
-  halo_hal_semaphore_fence_t **link = &semaphore->fences;
-  while (*link && (*link)->value <= value) link = &(*link)->next;
-  entry->next = *link;
-  *link = entry;
-  // Offer it to the timepoints it reaches. A callback may issue work that
-  // changes this list (fires, removes or adds timepoints, adds fences), so
-  // nothing is kept across a call: the walk restarts, skipping the
-  // timepoints this round offered already.
-  uint64_t round = ++semaphore->fence_rounds;
-  for (;;) {
-    halo_hal_timepoint_t *timepoint =
-        halo_hal_timepoint_of(semaphore->timepoints.head);
-    while (timepoint && timepoint->value <= value &&
-           (!timepoint->covered || timepoint->offered >= round)) {
-      timepoint = halo_hal_timepoint_of(timepoint->link.next);
+  halo_hal_semaphore_fence_t *tail = semaphore->fences_tail;
+  if (!tail || tail->value <= value) {
+    if (tail) {
+      tail->next = entry;
+    } else {
+      semaphore->fences = entry;
     }
-    if (!timepoint || timepoint->value > value) break;
-    timepoint->offered = round;
-    timepoint->covered(timepoint, fence);
+    semaphore->fences_tail = entry;
+  } else {
+    // Below the highest: after every one at or below it (it cannot go last).
+    halo_hal_semaphore_fence_t **link = &semaphore->fences;
+    while ((*link)->value <= value) link = &(*link)->next;
+    entry->next = *link;
+    *link = entry;
   }
+  ++semaphore->fence_count;
+  if (!offer) return;
+  // Offer it to the timepoints above |lowest| up to |value|. A callback may
+  // issue work that changes the list (fires, removes or adds timepoints,
+  // adds fences): the walk's |next| moves past a timepoint taken out
+  // (halo_hal_semaphore_unlink), so no timepoint is touched after its
+  // callback.
+  halo_hal_fence_walk_t walk = {
+      .outer = semaphore->fence_walks,
+      .next = lowest ? halo_hal_semaphore_first_above(semaphore, lowest)
+                     : halo_hal_timepoint_of(semaphore->timepoints.head),
+  };
+  semaphore->fence_walks = &walk;
+  while (walk.next && walk.next->value <= value) {
+    halo_hal_timepoint_t *timepoint = walk.next;
+    walk.next = halo_hal_timepoint_of(timepoint->link.next);
+    if (timepoint->covered) timepoint->covered(timepoint, fence);
+  }
+  semaphore->fence_walks = walk.outer;
 }
 
 halo_hal_fence_t *halo_hal_semaphore_find_fence(

@@ -8,11 +8,24 @@
 // Device fences (hal/fence.h): when an execution that signals value v is
 // handed to a device queue that has fences, the deferred queue records
 // "v is reached when fence F fires" here (add_fence). A timepoint with a
-// |covered| callback is offered every such fence of a value at or above
-// its own, so that device work waiting for it can be released at once and
+// |covered| callback is offered such a fence of a value at or above its
+// own, so that device work waiting for it can be released at once and
 // wait on the device. The fences are dropped when the value reaches them
 // or the semaphore fails: a recorded fence always belongs to work not yet
-// retired.
+// retired. At most HALO_HAL_SEMAPHORE_MAX_FENCES are recorded at a time;
+// past that a fence is not recorded, and what waits for its value waits
+// through the host, as it does when a queue has no fences.
+//
+// Cost, on the loop every tenant shares: recording a fence of a value above
+// every recorded one (signals come in increasing order, so nearly always)
+// is O(1), another O(HALO_HAL_SEMAPHORE_MAX_FENCES) at most; the offer
+// visits only the timepoints above the highest recorded fence of its
+// domain below its value (those at or below it were offered that fence,
+// or found it when they were added), each once, plus O(log n) to find the
+// first. Before, every fence was offered to every timepoint at or below
+// its value and its insert walked the list: a client that kept many
+// signals of one semaphore in flight (up to session-pending) made each
+// submission cost as many steps as it had in flight, quadratic in all.
 //
 // Loop thread only.
 #ifndef HALO_HAL_SEMAPHORE_H_
@@ -54,8 +67,10 @@ struct halo_hal_timepoint_t {
   halo_hal_timepoint_covered_fn covered;  // NULL: not interested
   void *user_data;
   bool linked;
-  uint64_t offered;  // internal: the last add_fence round it was offered
 };
+
+// At most this many fences recorded on one semaphore (see above).
+#define HALO_HAL_SEMAPHORE_MAX_FENCES 1024
 
 // A pending device signal: |value| is reached when |fence| fires.
 typedef struct halo_hal_semaphore_fence_t {
@@ -63,6 +78,15 @@ typedef struct halo_hal_semaphore_fence_t {
   uint64_t value;
   halo_hal_fence_t *fence;  // a reference
 } halo_hal_semaphore_fence_t;
+
+// Internal: an add_fence offer in progress. |next| is the timepoint it
+// offers the fence to next; taking a timepoint out of the semaphore moves
+// every walk's |next| past it, so a callback may remove any timepoint, and
+// a callback's own add_fence on the semaphore runs a walk inside this one.
+typedef struct halo_hal_fence_walk_t {
+  struct halo_hal_fence_walk_t *outer;  // the walk this one runs inside
+  halo_hal_timepoint_t *next;
+} halo_hal_fence_walk_t;
 
 typedef struct halo_hal_semaphore_t {
   halo_timeline_slot_t *slot;
@@ -80,8 +104,11 @@ typedef struct halo_hal_semaphore_t {
   halo_list_t timepoints;                // of halo_hal_timepoint_t, by link
   halo_hal_timepoint_t *timepoint_root;  // the tree; NULL when empty
   uint32_t timepoint_count;              // linked
-  halo_hal_semaphore_fence_t *fences;    // sorted by value, above the value
-  uint64_t fence_rounds;                 // add_fence calls so far
+  // Sorted by value (equal values in the order added), above the value.
+  halo_hal_semaphore_fence_t *fences;
+  halo_hal_semaphore_fence_t *fences_tail;  // the highest; NULL when none
+  uint32_t fence_count;
+  halo_hal_fence_walk_t *fence_walks;  // the innermost walk; NULL when none
   // The highest value reached, by any signal halod made (a client's host
   // signal, an alloca's, a completion's). Those go above every pending
   // signal, so a GPU store of a lower value still in flight (a plain write
@@ -166,11 +193,16 @@ halo_hal_timepoint_t *halo_hal_semaphore_next_timepoint(
     const halo_hal_timepoint_t *previous);
 
 // Records that |value| is reached when |fence| fires (retained until the
-// value is reached or the semaphore fails) and offers it to every linked
-// timepoint at or below |value| that has a |covered| callback. The
-// callbacks may issue work (which may add fences and fire or remove
-// timepoints of this semaphore): the walk restarts after each. Ignored if
-// the semaphore failed or reached |value| already.
+// value is reached or the semaphore fails) and offers it to the linked
+// timepoints at or below |value| that have a |covered| callback and were
+// not offered a recorded fence of its domain at or above their value
+// already (the callback takes the first fence of its domain it is
+// offered). The callbacks may issue work (which may add fences and fire or
+// remove timepoints of this semaphore): the walk goes on past what they
+// removed; one they add is offered only if it lands ahead of the walk (one
+// that wants fences asks halo_hal_semaphore_find_fence when it is added).
+// Ignored if the semaphore failed or reached |value| already, or
+// HALO_HAL_SEMAPHORE_MAX_FENCES are recorded.
 void halo_hal_semaphore_add_fence(halo_hal_semaphore_t *semaphore,
                                   uint64_t value, halo_hal_fence_t *fence);
 

@@ -18,6 +18,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/timeline.h"
 #include "hal/semaphore.h"
@@ -657,6 +658,276 @@ static void test_timepoint_callbacks_change_the_tree(void **state) {
   free(fired_codes);
 }
 
+//===----------------------------------------------------------------------===//
+// Device fences
+//===----------------------------------------------------------------------===//
+
+typedef struct test_fence_t {
+  halo_hal_fence_t base;  // first
+  uint64_t value;
+} test_fence_t;
+
+static int fences_destroyed;
+static void test_fence_destroy(halo_hal_fence_t *fence) {
+  (void)fence;
+  ++fences_destroyed;
+}
+static const halo_hal_fence_vtable_t test_fence_vtable = {test_fence_destroy};
+
+static void test_fence_init(test_fence_t *fence, const void *domain,
+                            uint64_t value) {
+  fence->base.vtable = &test_fence_vtable;
+  atomic_init(&fence->base.references, 1);
+  fence->base.domain = domain;
+  fence->value = value;
+}
+
+// A timepoint that takes the first fence of its domain it is offered, as
+// the deferred queue's waits do (hal/deferred_queue.c).
+typedef struct fence_waiter_t {
+  halo_hal_timepoint_t timepoint;  // first
+  const void *domain;
+  const test_fence_t *fence;  // the fence it took
+  int offers;
+} fence_waiter_t;
+
+static long fence_offers;  // every waiter's, in all
+// Set, each waiter that takes a fence also does this (a callback that
+// changes the semaphore under the walk).
+static void (*fence_waiter_then)(fence_waiter_t *waiter);
+
+static void on_fence_waiter_fire(halo_hal_timepoint_t *timepoint,
+                                 halo_status_t status) {
+  (void)timepoint;
+  halo_status_free(status);
+}
+
+static void on_fence_offered(halo_hal_timepoint_t *timepoint,
+                             halo_hal_fence_t *fence) {
+  fence_waiter_t *waiter = (fence_waiter_t *)timepoint;
+  assert_true(timepoint->linked);  // never one a callback took out
+  ++waiter->offers;
+  ++fence_offers;
+  if (waiter->fence || fence->domain != waiter->domain) return;
+  waiter->fence = (const test_fence_t *)fence;
+  if (fence_waiter_then) fence_waiter_then(waiter);
+}
+
+static void fence_waiter_add(fixture_t *fixture, fence_waiter_t *waiter,
+                             const void *domain, uint64_t value) {
+  memset(waiter, 0, sizeof(*waiter));
+  waiter->domain = domain;
+  waiter->timepoint.value = value;
+  waiter->timepoint.callback = on_fence_waiter_fire;
+  waiter->timepoint.covered = on_fence_offered;
+  halo_hal_semaphore_add_timepoint(&fixture->semaphore, &waiter->timepoint);
+}
+
+static const char kDomainA = 'a';
+static const char kDomainB = 'b';
+
+// Every timepoint gets the soonest fence of its domain, and each is
+// offered a fence of a domain once, not once per fence of a value above
+// its own: N waiters of domain A and N of domain B at values 1..N, fences
+// of A at 1..N, then one of B at N, offer 4N times in all (A's fence at v
+// offers the two waiters at v; B's fence all 2N). Before, each fence was
+// offered to every waiter at or below its value: N * N offers for A's
+// fences alone, as many steps on halod's loop (a client with thousands of
+// signals of one semaphore in flight made every submission cost thousands).
+static void test_fences_offered_once_per_domain(void **state) {
+  fixture_t *fixture = *state;
+  enum { N = 1000 };
+  fence_waiter_t *waiters = calloc(2 * N, sizeof(*waiters));
+  test_fence_t *fences = calloc(N + 1, sizeof(*fences));
+  fence_offers = 0;
+  fence_waiter_then = NULL;
+  fences_destroyed = 0;
+  for (int i = 0; i < N; ++i) {
+    fence_waiter_add(fixture, &waiters[2 * i], &kDomainA, (uint64_t)i + 1);
+    fence_waiter_add(fixture, &waiters[2 * i + 1], &kDomainB, (uint64_t)i + 1);
+  }
+  for (int i = 0; i < N; ++i) {
+    test_fence_init(&fences[i], &kDomainA, (uint64_t)i + 1);
+    halo_hal_semaphore_add_fence(&fixture->semaphore, (uint64_t)i + 1,
+                                 &fences[i].base);
+    halo_hal_fence_release(&fences[i].base);  // the semaphore's stays
+  }
+  test_fence_init(&fences[N], &kDomainB, N);
+  halo_hal_semaphore_add_fence(&fixture->semaphore, N, &fences[N].base);
+  // B's fence at N again (a second execution at the same value) offers
+  // nothing: every waiter it could cover has B's first one.
+  long before = fence_offers;
+  halo_hal_semaphore_add_fence(&fixture->semaphore, N, &fences[N].base);
+  assert_int_equal(fence_offers, before);
+  halo_hal_fence_release(&fences[N].base);
+  assert_int_equal(fixture->semaphore.fence_count, N + 2);
+  assert_true(fence_offers <= 4 * N);
+  for (int i = 0; i < N; ++i) {
+    assert_ptr_equal(waiters[2 * i].fence, &fences[i]);
+    assert_ptr_equal(waiters[2 * i + 1].fence, &fences[N]);
+  }
+  // A waiter added now finds the soonest fence of its domain.
+  assert_ptr_equal(
+      halo_hal_semaphore_find_fence(&fixture->semaphore, 10, &kDomainA),
+      &fences[9].base);
+  assert_ptr_equal(
+      halo_hal_semaphore_find_fence(&fixture->semaphore, 10, &kDomainB),
+      &fences[N].base);
+  // Reaching values drops their fences (the highest one too).
+  halo_hal_semaphore_signal(&fixture->semaphore, N / 2);
+  assert_int_equal(fences_destroyed, N / 2);
+  assert_int_equal(fixture->semaphore.fence_count, N - N / 2 + 2);
+  halo_hal_semaphore_signal(&fixture->semaphore, N);
+  assert_int_equal(fences_destroyed, N + 1);
+  assert_int_equal(fixture->semaphore.fence_count, 0);
+  assert_null(fixture->semaphore.fences);
+  assert_null(fixture->semaphore.fences_tail);
+  free(waiters);
+  free(fences);
+}
+
+// A fence recorded out of order (below the highest) goes in its place and
+// is offered to the waiters above the highest fence of its domain below
+// it; the list stays sorted, and one at the end again goes last.
+static void test_fences_out_of_order(void **state) {
+  fixture_t *fixture = *state;
+  fence_offers = 0;
+  fence_waiter_then = NULL;
+  fences_destroyed = 0;
+  fence_waiter_t waiters[6];
+  for (int i = 0; i < 6; ++i) {
+    fence_waiter_add(fixture, &waiters[i], &kDomainA, (uint64_t)(10 * (i + 1)));
+  }
+  test_fence_t f20, f50, f35, f60;
+  test_fence_init(&f50, &kDomainB, 50);  // another domain's: taken by none
+  halo_hal_semaphore_add_fence(&fixture->semaphore, 50, &f50.base);
+  halo_hal_fence_release(&f50.base);  // the semaphore's stays
+  test_fence_init(&f20, &kDomainA, 20);
+  halo_hal_semaphore_add_fence(&fixture->semaphore, 20, &f20.base);
+  halo_hal_fence_release(&f20.base);  // the semaphore's stays
+  test_fence_init(&f35, &kDomainA, 35);
+  halo_hal_semaphore_add_fence(&fixture->semaphore, 35, &f35.base);
+  halo_hal_fence_release(&f35.base);  // the semaphore's stays
+  test_fence_init(&f60, &kDomainA, 60);
+  halo_hal_semaphore_add_fence(&fixture->semaphore, 60, &f60.base);
+  halo_hal_fence_release(&f60.base);  // the semaphore's stays
+  assert_ptr_equal(waiters[0].fence, &f20);
+  assert_ptr_equal(waiters[1].fence, &f20);
+  assert_ptr_equal(waiters[2].fence, &f35);
+  assert_ptr_equal(waiters[3].fence, &f60);
+  assert_ptr_equal(waiters[4].fence, &f60);
+  assert_ptr_equal(waiters[5].fence, &f60);
+  // 10 and 20 were offered 50 (B's, from the first) and 20; 30: 50 and
+  // 35 (above A's 20); 40 and 50: 50 and 60 (above A's 35); 60: 60 only.
+  static const int kOffers[6] = {2, 2, 2, 2, 2, 1};
+  for (int i = 0; i < 6; ++i) assert_int_equal(waiters[i].offers, kOffers[i]);
+  uint64_t order[4];
+  int count = 0;
+  for (const halo_hal_semaphore_fence_t *entry = fixture->semaphore.fences;
+       entry; entry = entry->next) {
+    order[count++] = entry->value;
+  }
+  assert_int_equal(count, 4);
+  assert_int_equal(order[0], 20);
+  assert_int_equal(order[1], 35);
+  assert_int_equal(order[2], 50);
+  assert_int_equal(order[3], 60);
+  assert_int_equal(fixture->semaphore.fences_tail->value, 60);
+  halo_hal_semaphore_signal(&fixture->semaphore, 60);
+  assert_int_equal(fences_destroyed, 4);  // the semaphore's were the last
+}
+
+// Callbacks that change the semaphore under the walk: the first waiter to
+// take the fence removes the next one (never offered then); a later one
+// adds a fence of another domain on the same semaphore (a walk inside the
+// walk), where a waiter that takes it removes the one the outer walk
+// offers next. Every waiter still there gets its domain's fence, each
+// offered each fence at most once.
+static fixture_t *walk_fixture;
+static fence_waiter_t walk_waiters[8];
+static test_fence_t walk_inner_fence;
+static void walk_waiter_then(fence_waiter_t *waiter) {
+  if (waiter == &walk_waiters[0]) {
+    halo_hal_semaphore_remove_timepoint(&walk_fixture->semaphore,
+                                        &walk_waiters[1].timepoint);
+  } else if (waiter == &walk_waiters[2]) {
+    test_fence_init(&walk_inner_fence, &kDomainB, 8);
+    halo_hal_semaphore_add_fence(&walk_fixture->semaphore, 8,
+                                 &walk_inner_fence.base);
+    halo_hal_fence_release(&walk_inner_fence.base);
+  } else if (waiter == &walk_waiters[6]) {
+    halo_hal_semaphore_remove_timepoint(&walk_fixture->semaphore,
+                                        &walk_waiters[3].timepoint);
+  }
+}
+
+static void test_fence_walk_survives_callbacks(void **state) {
+  fixture_t *fixture = *state;
+  walk_fixture = fixture;
+  fence_offers = 0;
+  fences_destroyed = 0;
+  fence_waiter_then = walk_waiter_then;
+  for (int i = 0; i < 8; ++i) {
+    fence_waiter_add(fixture, &walk_waiters[i], i < 6 ? &kDomainA : &kDomainB,
+                     (uint64_t)i + 1);
+  }
+  test_fence_t outer;
+  test_fence_init(&outer, &kDomainA, 8);
+  halo_hal_semaphore_add_fence(&fixture->semaphore, 8, &outer.base);
+  halo_hal_fence_release(&outer.base);
+  fence_waiter_then = NULL;
+  assert_ptr_equal(walk_waiters[0].fence, &outer);
+  assert_int_equal(walk_waiters[1].offers, 0);  // removed before its turn
+  assert_null(walk_waiters[1].fence);
+  assert_ptr_equal(walk_waiters[2].fence, &outer);
+  // Offered the inner fence (not its domain), then removed under the outer
+  // walk, which went on past it.
+  assert_int_equal(walk_waiters[3].offers, 1);
+  assert_null(walk_waiters[3].fence);
+  assert_ptr_equal(walk_waiters[4].fence, &outer);
+  assert_ptr_equal(walk_waiters[5].fence, &outer);
+  assert_ptr_equal(walk_waiters[6].fence, &walk_inner_fence);
+  assert_ptr_equal(walk_waiters[7].fence, &walk_inner_fence);
+  for (int i = 0; i < 8; ++i) assert_true(walk_waiters[i].offers <= 2);
+  assert_null(fixture->semaphore.fence_walks);
+  halo_hal_semaphore_signal(&fixture->semaphore, 8);
+  assert_int_equal(fences_destroyed, 2);
+}
+
+// At most HALO_HAL_SEMAPHORE_MAX_FENCES are recorded: past that a fence is
+// neither kept nor offered (its waiters wait through the host), and room
+// comes back as values are reached.
+static void test_fences_bounded(void **state) {
+  fixture_t *fixture = *state;
+  enum { MAX = HALO_HAL_SEMAPHORE_MAX_FENCES };
+  fence_offers = 0;
+  fence_waiter_then = NULL;
+  fences_destroyed = 0;
+  test_fence_t *fences = calloc(MAX + 2, sizeof(*fences));
+  for (int i = 0; i < MAX + 1; ++i) {
+    test_fence_init(&fences[i], &kDomainA, (uint64_t)i + 1);
+    halo_hal_semaphore_add_fence(&fixture->semaphore, (uint64_t)i + 1,
+                                 &fences[i].base);
+  }
+  assert_int_equal(fixture->semaphore.fence_count, MAX);
+  assert_int_equal(atomic_load(&fences[MAX].base.references), 1);  // not kept
+  fence_waiter_t late;
+  fence_waiter_add(fixture, &late, &kDomainA, MAX + 1);
+  assert_null(
+      halo_hal_semaphore_find_fence(&fixture->semaphore, MAX + 1, &kDomainA));
+  halo_hal_semaphore_signal(&fixture->semaphore, 1);
+  test_fence_init(&fences[MAX + 1], &kDomainA, MAX + 1);
+  halo_hal_semaphore_add_fence(&fixture->semaphore, MAX + 1,
+                               &fences[MAX + 1].base);
+  assert_ptr_equal(late.fence, &fences[MAX + 1]);
+  halo_hal_semaphore_signal(&fixture->semaphore, MAX + 1);
+  assert_int_equal(fixture->semaphore.fence_count, 0);
+  for (int i = 0; i < MAX + 2; ++i) {
+    assert_int_equal(atomic_load(&fences[i].base.references), 1);
+  }
+  free(fences);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -675,6 +946,10 @@ int main(void) {
       T(test_timepoint_removal_keeps_order),
       T(test_timepoint_failure_fails_all),
       T(test_timepoint_callbacks_change_the_tree),
+      T(test_fences_offered_once_per_domain),
+      T(test_fences_out_of_order),
+      T(test_fence_walk_survives_callbacks),
+      T(test_fences_bounded),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
