@@ -20,6 +20,9 @@ void halo_hal_deferred_queue_initialize(halo_hal_deferred_queue_t *queue,
   queue->wake_data = wake_data;
   queue->waiting = 0;
   queue->issued = 0;
+  queue->depth = 0;
+  halo_list_initialize(&queue->offers);
+  halo_list_initialize(&queue->finishes);
 }
 
 void halo_hal_deferred_queue_deinitialize(halo_hal_deferred_queue_t *queue) {
@@ -43,7 +46,9 @@ static void halo_hal_action_remove_timepoints(halo_hal_action_t *action) {
   }
 }
 
-// Applies the outcome to the signal semaphores and hands the action back.
+// Retires the action: it leaves the waits and the counts now; applying its
+// outcome to its signals and handing it back (halo_hal_action_finish) run
+// once the step under way returned (the header's top).
 static void halo_hal_action_retire(halo_hal_action_t *action) {
   halo_hal_deferred_queue_t *queue = action->deferred_queue;
   if (action->state == HALO_HAL_ACTION_WAITING) {
@@ -63,6 +68,20 @@ static void halo_hal_action_retire(halo_hal_action_t *action) {
   }
   halo_status_free(action->wait_failure);
   action->wait_failure = NULL;
+  if (action->offer_fence) {
+    // Its fence not offered yet: the outcome reaches (or fails) the values
+    // now.
+    halo_list_remove(&queue->offers, &action->offer_link);
+    halo_hal_fence_release(action->offer_fence);
+    action->offer_fence = NULL;
+  }
+  halo_list_push_back(&queue->finishes, &action->finish_link);
+}
+
+// Applies a retired action's outcome to its signal semaphores (which may
+// release or fail the actions waiting on them: their steps queue behind
+// this one) and hands the action back.
+static void halo_hal_action_finish(halo_hal_action_t *action) {
   for (uint32_t i = 0; i < action->signal_count; ++i) {
     halo_hal_action_signal_t *signal = &action->signals[i];
     if (action->failure) {
@@ -74,8 +93,49 @@ static void halo_hal_action_retire(halo_hal_action_t *action) {
       halo_hal_semaphore_signal(signal->semaphore, signal->value);
     }
   }
-  if (action->submitting) return;  // submit hands it back
   action->retire(action);
+}
+
+// Offers an issued action's fence to the waits on the values it signals:
+// device work that waits for them can now be released on the fence (their
+// issues queue their own offers behind this one).
+static void halo_hal_action_offer(halo_hal_action_t *action) {
+  halo_hal_fence_t *fence = action->offer_fence;
+  action->offer_fence = NULL;
+  for (uint32_t i = 0; i < action->signal_count; ++i) {
+    halo_hal_semaphore_add_fence(action->signals[i].semaphore,
+                                 action->signals[i].value, fence);
+  }
+  halo_hal_fence_release(fence);
+}
+
+// Every call into the queue on the loop (the public ones, and the
+// semaphores' callbacks into an action's waits) runs between enter and
+// leave; the outermost leave runs the queued steps in a loop, each inside
+// it, so that what a step sets off queues behind it instead of running
+// within it.
+static void halo_hal_deferred_queue_enter(halo_hal_deferred_queue_t *queue) {
+  ++queue->depth;
+}
+
+static void halo_hal_deferred_queue_leave(halo_hal_deferred_queue_t *queue) {
+  if (queue->depth == 1) {
+    for (;;) {
+      halo_list_link_t *link = queue->offers.head;
+      if (link) {
+        halo_list_remove(&queue->offers, link);
+        halo_hal_action_offer(
+            HALO_LIST_ENTRY(link, halo_hal_action_t, offer_link));
+        continue;
+      }
+      link = queue->finishes.head;
+      if (!link) break;
+      halo_list_remove(&queue->finishes, link);
+      halo_hal_action_finish(
+          HALO_LIST_ENTRY(link, halo_hal_action_t, finish_link));
+    }
+  }
+  --queue->depth;
 }
 
 // The device queue reported the outcome (drained on the loop). An action
@@ -156,14 +216,9 @@ static void halo_hal_action_issue(halo_hal_action_t *action) {
     return;
   }
   if (!fence) return;
-  // Device work that waits for these values can now be released on the
-  // fence. May issue other actions (this one is in flight: no callback
-  // here retires it before its completion is drained).
-  for (uint32_t i = 0; i < action->signal_count; ++i) {
-    halo_hal_semaphore_add_fence(action->signals[i].semaphore,
-                                 action->signals[i].value, fence);
-  }
-  halo_hal_fence_release(fence);
+  // Offered once this step returned (halo_hal_action_offer).
+  action->offer_fence = fence;
+  halo_list_push_back(&queue->offers, &action->offer_link);
 }
 
 static void halo_hal_action_fail(halo_hal_action_t *action,
@@ -186,9 +241,9 @@ static halo_status_t halo_hal_action_wait_failed(halo_status_t status) {
   return halo_status_annotate(status, "%s", kPrefix);
 }
 
-static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
-                                    halo_status_t status) {
-  halo_hal_action_wait_t *wait = (halo_hal_action_wait_t *)timepoint;
+// halo_hal_action_on_wait, inside the queue.
+static void halo_hal_action_wait_fired(halo_hal_action_wait_t *wait,
+                                       halo_status_t status) {
   halo_hal_action_t *action = wait->action;
   if (wait->reached || action->state == HALO_HAL_ACTION_RETIRED) {
     halo_status_free(status);
@@ -216,6 +271,15 @@ static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
   if (action->uncovered_waits == 0) halo_hal_action_issue(action);
 }
 
+static void halo_hal_action_on_wait(halo_hal_timepoint_t *timepoint,
+                                    halo_status_t status) {
+  halo_hal_action_wait_t *wait = (halo_hal_action_wait_t *)timepoint;
+  halo_hal_deferred_queue_t *queue = wait->action->deferred_queue;
+  halo_hal_deferred_queue_enter(queue);
+  halo_hal_action_wait_fired(wait, status);
+  halo_hal_deferred_queue_leave(queue);
+}
+
 // Marks |wait| covered by |fence| (borrowed).
 static void halo_hal_action_cover(halo_hal_action_wait_t *wait,
                                   halo_hal_fence_t *fence) {
@@ -233,8 +297,11 @@ static void halo_hal_action_on_covered(halo_hal_timepoint_t *timepoint,
       wait->covered || fence->domain != action->queue->fence_domain) {
     return;
   }
+  halo_hal_deferred_queue_t *queue = action->deferred_queue;
+  halo_hal_deferred_queue_enter(queue);
   halo_hal_action_cover(wait, fence);
   if (action->uncovered_waits == 0) halo_hal_action_issue(action);
+  halo_hal_deferred_queue_leave(queue);
 }
 
 void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
@@ -244,7 +311,8 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
   action->failure = NULL;
   action->wait_failure = NULL;
   action->completed = false;
-  action->submitting = false;
+  action->offer_fence = NULL;
+  halo_hal_deferred_queue_enter(queue);
   ++queue->waiting;
   // Host actions take no fences: their waits are met on the host.
   const void *domain = action->run_on_host ? NULL : action->queue->fence_domain;
@@ -263,8 +331,7 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
     wait->timepoint.linked = false;
   }
   // A wait that failed already retires the action during registration: its
-  // owner gets it back only after the loop (the retire callback frees it).
-  action->submitting = true;
+  // owner gets it back at the leave below, after the loop.
   for (uint32_t i = 0; i < action->wait_count; ++i) {
     halo_hal_action_wait_t *wait = &action->waits[i];
     halo_hal_semaphore_add_timepoint(wait->semaphore, &wait->timepoint);
@@ -275,21 +342,22 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
       if (fence) halo_hal_action_cover(wait, fence);
     }
   }
-  action->submitting = false;
-  if (action->state == HALO_HAL_ACTION_RETIRED) {
-    action->retire(action);
-    return;
+  if (action->state == HALO_HAL_ACTION_WAITING) {
+    --action->pending_waits;
+    if (--action->uncovered_waits == 0) halo_hal_action_issue(action);
   }
-  --action->pending_waits;
-  if (--action->uncovered_waits == 0) halo_hal_action_issue(action);
+  halo_hal_deferred_queue_leave(queue);
 }
 
 void halo_hal_deferred_queue_complete(halo_hal_action_t *action,
                                       halo_status_t status) {
+  halo_hal_deferred_queue_t *queue = action->deferred_queue;
+  halo_hal_deferred_queue_enter(queue);
   action->completed_ns = halo_clock_now_ns();
   halo_status_free(action->failure);
   action->failure = status;
   halo_hal_action_on_outcome(action);
+  halo_hal_deferred_queue_leave(queue);
 }
 
 void halo_hal_deferred_queue_post_completion(halo_hal_action_t *action,
@@ -303,7 +371,10 @@ void halo_hal_deferred_queue_cancel(halo_hal_action_t *action,
     halo_status_free(status);
     return;
   }
+  halo_hal_deferred_queue_t *queue = action->deferred_queue;
+  halo_hal_deferred_queue_enter(queue);
   halo_hal_action_fail(action, status);
+  halo_hal_deferred_queue_leave(queue);
 }
 
 halo_hal_action_t *halo_hal_deferred_queue_waiter(
@@ -319,7 +390,9 @@ void halo_hal_deferred_queue_drain(halo_hal_deferred_queue_t *queue) {
   pthread_mutex_unlock(&queue->mutex);
   while (action) {
     halo_hal_action_t *next = action->inbox_next;
+    halo_hal_deferred_queue_enter(queue);
     halo_hal_action_on_outcome(action);
+    halo_hal_deferred_queue_leave(queue);
     action = next;
   }
 }

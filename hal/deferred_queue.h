@@ -26,6 +26,18 @@
 // already (its device stores of the values may have landed: a waiter that
 // saw a value before the failure saw work that did run).
 //
+// No recursion through chains: an action's outcome applied to its signals
+// may release (or fail) the actions that wait on them, and theirs the next
+// ones, and a fence offered may release the next device work. Those steps
+// (applying an outcome and handing the action back; offering an issued
+// action's fence) run in a loop once the outermost call into the deferred
+// queue (submit, complete, cancel, drain, or a semaphore firing or offering
+// into an action's wait) is about to return, not inside the step that set
+// them off: a chain of actions, each waiting on the one before, once
+// recursed as deep as it was long, and one client's chain of allocas failed
+// at once overflowed halod's stack (a 1 MiB stack at 10,000 links; 8 MiB
+// held 65,000, and a client may keep session-pending in every session).
+//
 // Loop thread, except halo_hal_deferred_queue_post_completion (any thread).
 #ifndef HALO_HAL_DEFERRED_QUEUE_H_
 #define HALO_HAL_DEFERRED_QUEUE_H_
@@ -34,6 +46,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "hal/queue.h"
 #include "hal/semaphore.h"
 
@@ -96,7 +109,13 @@ struct halo_hal_action_t {
   // then waits for the covered waits to resolve).
   halo_status_t wait_failure;
   bool completed;
-  bool submitting;  // inside halo_hal_deferred_queue_submit
+  // Steps queued to run after the current one (see the top): offering
+  // |offer_fence| (a reference; non-NULL while queued) to the waits of
+  // its signals, and applying its outcome and handing it back (queued
+  // once it retired).
+  halo_list_link_t offer_link;
+  halo_hal_fence_t *offer_fence;
+  halo_list_link_t finish_link;
   halo_hal_action_t *inbox_next;
   int64_t issued_ns;
   int64_t completed_ns;
@@ -113,6 +132,12 @@ struct halo_hal_deferred_queue_t {
   void *wake_data;
   uint32_t waiting;  // actions not yet issued
   uint32_t issued;   // actions on a device queue
+  // Calls into the queue under way on the loop (the outermost runs the
+  // steps queued below), and those steps (of halo_hal_action_t, by
+  // |offer_link| and |finish_link|).
+  uint32_t depth;
+  halo_list_t offers;
+  halo_list_t finishes;
 };
 
 void halo_hal_deferred_queue_initialize(halo_hal_deferred_queue_t *queue,
@@ -129,7 +154,8 @@ void halo_hal_deferred_queue_submit(halo_hal_deferred_queue_t *queue,
 
 // Completes an issued action that runs on the host (|run_on_host|) with
 // |status| (taken; NULL: success): its signals are applied (or failed) and
-// it retires, before this returns. Only from |run_on_host| itself: an
+// it retires before the outermost call into the queue returns (the one
+// that issued it). Only from |run_on_host| itself: an
 // action that retires while its owner walks its own lists (cancelling a
 // session's work) would pull the ground from under the walk.
 void halo_hal_deferred_queue_complete(halo_hal_action_t *action,

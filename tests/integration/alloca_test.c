@@ -691,6 +691,76 @@ static void test_killed_client_leaves_daemon_clean(void **state) {
   HALO_TEST_ASSERT_OK(halo_client_ping(fixture->client));
 }
 
+// ---------------------------------------------------------------- chains
+
+// A chain of allocas, each waiting on the one before, set off at once by
+// its gate: halod retires the links in a loop, not in a recursion as deep
+// as the chain. Here halod runs with a 1 MiB stack (prlimit); before, a
+// chain of 10,000 whose gate failed overflowed it and halod died (at its
+// default 8 MiB, 65,000 came close, and a client may keep session-pending
+// in each of its sessions).
+enum { CHAIN_LINKS = 16000 };
+
+static int setup_small_stack(void **state) {
+  halo_test_fixture_t *fixture = calloc(1, sizeof(*fixture));
+  assert_non_null(fixture);
+  *state = fixture;
+  const char *prlimit = halo_test_prlimit();
+  if (!prlimit) return 0;  // the test skips
+  const char *wrapper[] = {prlimit, "--stack=1048576", NULL};
+  halo_test_daemon_start_wrapped(&fixture->daemon, wrapper, NULL);
+  fixture->client = halo_test_connect(&fixture->daemon, 0);
+  return 0;
+}
+
+// Submits CHAIN_LINKS allocas of |chain|, the first waiting on |gate| 1.
+static void submit_chain(halo_queue_t *queue, halo_semaphore_t *gate,
+                         halo_semaphore_t *chain) {
+  for (uint64_t i = 0; i < CHAIN_LINKS; ++i) {
+    halo_semaphore_value_t after = {i ? chain : gate, i ? i : 1};
+    halo_semaphore_value_t next = {chain, i + 1};
+    halo_buffer_t *buffer = NULL;
+    HALO_TEST_ASSERT_OK(halo_queue_alloca(queue, &after, 1, &next, 1,
+                                          HALO_MEMORY_DEVICE, 64, &buffer));
+    // Kept (no release's round trip): the client's close frees them.
+    (void)buffer;
+  }
+}
+
+static void test_long_chains_retire_in_a_loop(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  if (!halo_test_prlimit()) {
+    print_message("prlimit(1) is not installed (util-linux); skipped\n");
+    skip();
+  }
+  HALO_TEST_LOCAL_ONLY("halod's stack is bounded for the local driver only");
+  halo_client_t *client = fixture->client;
+  halo_queue_t *queue = create_queue(client);
+  // A failed gate fails every link.
+  halo_semaphore_t *gate = create_semaphore(client);
+  halo_semaphore_t *chain = create_semaphore(client);
+  submit_chain(queue, gate, chain);
+  HALO_TEST_ASSERT_OK(
+      halo_semaphore_fail(gate, HALO_STATUS_ABORTED, "the gate failed"));
+  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(chain, CHAIN_LINKS, DEADLINE_NS),
+                          HALO_STATUS_ABORTED, "the gate failed");
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_semaphore_release(gate);
+  halo_semaphore_release(chain);
+  // A gate signaled completes every link in order.
+  gate = create_semaphore(client);
+  chain = create_semaphore(client);
+  submit_chain(queue, gate, chain);
+  HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(chain, CHAIN_LINKS, DEADLINE_NS));
+  assert_int_equal(query(chain), CHAIN_LINKS);
+  HALO_TEST_ASSERT_OK(halo_client_ping(client));
+  halo_semaphore_release(gate);
+  halo_semaphore_release(chain);
+  halo_queue_release(queue);
+  assert_int_equal(waitpid(fixture->daemon.pid, NULL, WNOHANG), 0);
+}
+
 int main(void) {
   // Synchronous verdicts (the default) are what these tests check; the
   // asynchronous dealloca ($HALO_RING_ASYNC=1) is ring_test's.
@@ -711,6 +781,9 @@ int main(void) {
                                       setup_small_quota,
                                       halo_test_fixture_teardown),
       TEST(test_killed_client_leaves_daemon_clean),
+      cmocka_unit_test_setup_teardown(test_long_chains_retire_in_a_loop,
+                                      setup_small_stack,
+                                      halo_test_fixture_teardown),
 #undef TEST
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
