@@ -42,6 +42,12 @@ extern char **environ;
 // docker pause), most likely with its workers; the worker's silence counts
 // afresh from then.
 #define HALO_REMOTE_HELD_UP_NS (1000ll * 1000000ll)
+// How many of the times the reader found this process held up it keeps for
+// the submission deadline (halo_hal_remote_held_up_since).
+#define HALO_REMOTE_HELD_UP_KEPT 8
+// A control call waits for its reply at most this long at a time, to see
+// whether this process was held up (halo_hal_remote_call).
+#define HALO_REMOTE_CALL_SLICE_NS (500ll * 1000000ll)
 // How often an idle reader (no message, no submission deadline to watch)
 // wakes to look at how long the worker has been silent.
 #define HALO_REMOTE_SILENCE_CHECK_MS 250
@@ -85,6 +91,15 @@ typedef struct halo_hal_remote_device_t {
   // and whether it found the worker silent past the bound already.
   int64_t heard_ns;
   bool silence_fired;
+  // The last times the reader found this process held up (stopped or
+  // frozen): when each ended and how long it was (the reader only). The
+  // submission deadline does not count them against an execution in
+  // flight through them.
+  struct {
+    int64_t end_ns;
+    int64_t length_ns;
+  } held_up[HALO_REMOTE_HELD_UP_KEPT];
+  uint32_t held_up_next;
   halo_hal_remote_lost_fn lost_fn;
   void *lost_user_data;
   halo_hal_remote_ring_fn ring_fn;
@@ -244,18 +259,28 @@ static halo_status_t halo_hal_remote_call(halo_hal_remote_device_t *device,
     timed_out = halo_status_code(status) == HALO_STATUS_DEADLINE_EXCEEDED;
     status = halo_hal_remote_send_failed(device, status);
   }
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += timeout_ns / 1000000000;
-  deadline.tv_nsec += timeout_ns % 1000000000;
-  if (deadline.tv_nsec >= 1000000000) {
-    deadline.tv_sec += 1;
-    deadline.tv_nsec -= 1000000000;
-  }
+  // Waited for in slices of at most HALO_REMOTE_CALL_SLICE_NS: a slice
+  // that ended more than HALO_REMOTE_HELD_UP_NS past its end found this
+  // process stopped or frozen (a frozen service: its workers most likely
+  // with it), and the time it was held up does not count against the
+  // worker, as for its silence (halo_hal_remote_reader). Before, a service
+  // frozen for longer than the bound with a call in flight killed a healthy
+  // worker on thaw, and every session of its domain was lost.
+  int64_t deadline_ns = halo_clock_now_ns() + timeout_ns;
   pthread_mutex_lock(&device->mutex);
   while (!status && !call.done && !device->lost && !timed_out) {
-    timed_out = pthread_cond_timedwait(&device->cond, &device->mutex,
-                                       &deadline) == ETIMEDOUT;
+    int64_t now_ns = halo_clock_now_ns();
+    if (now_ns >= deadline_ns) {
+      timed_out = true;
+      break;
+    }
+    int64_t slice_end_ns = deadline_ns - now_ns > HALO_REMOTE_CALL_SLICE_NS
+                               ? now_ns + HALO_REMOTE_CALL_SLICE_NS
+                               : deadline_ns;
+    struct timespec until = halo_clock_timespec(slice_end_ns);
+    pthread_cond_timedwait(&device->cond, &device->mutex, &until);
+    int64_t late_ns = halo_clock_now_ns() - slice_end_ns;
+    if (late_ns > HALO_REMOTE_HELD_UP_NS) deadline_ns += late_ns;
   }
   halo_hal_remote_call_t **link = &device->calls;
   while (*link && *link != &call) link = &(*link)->next;
@@ -1086,6 +1111,28 @@ static void halo_hal_remote_reap(halo_hal_remote_device_t *device,
 
 // The watchdog: marks the executions past the deadline and kills the
 // worker; returns whether it fired.
+// The reader: this process was held up for |length_ns|, until |end_ns|.
+static void halo_hal_remote_held_up(halo_hal_remote_device_t *device,
+                                    int64_t end_ns, int64_t length_ns) {
+  uint32_t slot = device->held_up_next++ % HALO_REMOTE_HELD_UP_KEPT;
+  device->held_up[slot].end_ns = end_ns;
+  device->held_up[slot].length_ns = length_ns;
+}
+
+// How much of the time since |since_ns| this process was held up (of the
+// kept times; the reader only).
+static int64_t halo_hal_remote_held_up_since(
+    const halo_hal_remote_device_t *device, int64_t since_ns) {
+  int64_t total = 0;
+  for (uint32_t i = 0; i < HALO_REMOTE_HELD_UP_KEPT; ++i) {
+    int64_t end_ns = device->held_up[i].end_ns;
+    if (end_ns <= since_ns) continue;
+    int64_t start_ns = end_ns - device->held_up[i].length_ns;
+    total += end_ns - (start_ns > since_ns ? start_ns : since_ns);
+  }
+  return total;
+}
+
 static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
   if (device->deadline_ns <= 0) return false;
   int64_t now = halo_clock_now_ns();
@@ -1095,7 +1142,9 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
        ++i) {
     if (!device->executions.entries[i].key) continue;
     halo_hal_remote_execution_t *record = device->executions.entries[i].value;
-    if (now - record->issued_ns > device->deadline_ns) {
+    if (now - record->issued_ns -
+            halo_hal_remote_held_up_since(device, record->issued_ns) >
+        device->deadline_ns) {
       record->overdue = true;
       fire = true;
     }
@@ -1118,7 +1167,10 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
     // at the next check.
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&entry->id, memory_order_relaxed) != id) continue;
-    if (now - issued_ns > device->deadline_ns) fire = true;
+    if (now - issued_ns - halo_hal_remote_held_up_since(device, issued_ns) >
+        device->deadline_ns) {
+      fire = true;
+    }
   }
   if (fire) {
     device->deadline_fired = true;
@@ -1349,15 +1401,20 @@ static void *halo_hal_remote_reader_main(void *argument) {
     int64_t arrived_ns = halo_clock_now_ns();
     int64_t turn_start_ns = turn_ns;
     turn_ns = arrived_ns;
+    // A turn (the last message's handling and this wait) that took far
+    // longer than the wait's timeout: this process was stopped or frozen,
+    // its workers most likely with it. Only the time it was held up is not
+    // their silence, nor their executions' time against the submission
+    // deadline: one resumed after halod has its bound to speak again (a
+    // message waiting at the thaw ends the wait late just the same), and a
+    // reader late on every turn (a swapping host) still finds a stopped
+    // worker.
+    int64_t late_ns =
+        arrived_ns - turn_start_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
+    if (late_ns > HALO_REMOTE_HELD_UP_NS) {
+      halo_hal_remote_held_up(device, arrived_ns, late_ns);
+    }
     if (!got) {
-      // A turn (the last message's handling and this wait) that took far
-      // longer than the wait's timeout: this process was stopped or
-      // frozen, its workers most likely with it. Only the time it was held
-      // up is not their silence: one resumed after halod has its bound to
-      // speak again, and a reader late on every turn (a swapping host)
-      // still finds a stopped worker.
-      int64_t late_ns =
-          arrived_ns - turn_start_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
       if (late_ns > HALO_REMOTE_HELD_UP_NS) {
         device->heard_ns += late_ns;
         if (device->heard_ns > arrived_ns) device->heard_ns = arrived_ns;

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,7 +126,9 @@ static const char *read_log(state_t *test) {
   return log;
 }
 
-static int setup(void **state) {
+// halod with the flags below and |deadline_ms| (NULL: none) as its
+// submission-deadline-ms.
+static int setup_with_deadline(void **state, const char *deadline_ms) {
   state_t *test = calloc(1, sizeof(*test));
   assert_non_null(test);
   test->other_input = test->other_output = -1;
@@ -150,10 +153,25 @@ static int setup(void **state) {
       "/bin/sh",      "-c",         "exec \"$@\" 2>>\"$0\"",
       test->log_path, "env",        preload,
       half,           asan_options, NULL};
-  static const char *const args[] = {"--trust-domain", "process",
-                                     "--worker-hang-ms", HANG_TEXT, NULL};
+  const char *args[] = {"--trust-domain",
+                        "process",
+                        "--worker-hang-ms",
+                        HANG_TEXT,
+                        deadline_ms ? "--submission-deadline-ms" : NULL,
+                        deadline_ms,
+                        NULL};
   halo_test_daemon_start_wrapped(&test->daemon, with_log, args);
   return 0;
+}
+
+static int setup(void **state) {
+  return setup_with_deadline(state, NULL);
+}
+
+#define DEADLINE_MS 4000
+#define DEADLINE_TEXT "4000"
+static int setup_deadline(void **state) {
+  return setup_with_deadline(state, DEADLINE_TEXT);
 }
 
 static void other_stop(state_t *test) {
@@ -535,6 +553,105 @@ static void test_frozen_service_keeps_its_workers(void **state) {
                 HANG_MS + 2000);
 }
 
+// The same with a control call in flight through the freeze, for longer
+// than a call's bound (30 s at least, whatever worker-hang-ms): halod's call
+// thread finds on thaw that it was held up, and the time does not count
+// against the worker; the call completes once the worker runs again.
+// Before, the call's wait ended at its deadline on thaw, the healthy worker
+// was killed as hung ("did not answer a control call") and every session
+// of its domain was lost.
+#define CALL_BOUND_MS 30000
+
+typedef struct call_in_flight_t {
+  halo_client_t *client;
+  halo_status_t status;
+} call_in_flight_t;
+
+static void *call_in_flight(void *argument) {
+  call_in_flight_t *call = argument;
+  halo_buffer_t *buffer = NULL;
+  // A device allocation: a control call to the domain's worker.
+  call->status =
+      halo_buffer_create(call->client, 0, HALO_MEMORY_DEVICE, 4096, 0, &buffer);
+  halo_buffer_release(buffer);
+  return NULL;
+}
+
+static void test_frozen_service_keeps_a_call_in_flight(void **state) {
+  state_t *test = *state;
+  HALO_TEST_LOCAL_ONLY(
+      "the freeze is halod's to handle, the same for every driver");
+  own_t own;
+  own_open(test, &own);
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 1, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 1, 10000 * MS));
+  pid_t worker = own_worker(test);
+  assert_true(worker > 0);
+  // Another client of the domain (this process), patient enough to wait
+  // through the freeze.
+  call_in_flight_t call = {
+      .client = halo_test_connect(&test->daemon, CALL_BOUND_MS + 30000)};
+  stop_worker(test, worker);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, call_in_flight, &call), 0);
+  halo_test_sleep_ms(300);  // the call reaches the stopped worker's socket
+  assert_int_equal(kill(test->daemon.pid, SIGSTOP), 0);
+  halo_test_sleep_ms(CALL_BOUND_MS + 2000);
+  assert_int_equal(kill(test->daemon.pid, SIGCONT), 0);
+  halo_test_sleep_ms(700);
+  assert_int_equal(kill(worker, SIGCONT), 0);
+  test->stopped = 0;
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  HALO_TEST_ASSERT_OK(call.status);
+  assert_int_equal(kill(worker, 0), 0);
+  assert_int_equal(own_worker(test), worker);
+  assert_null(strstr(read_log(test), " hung ("));
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 2, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 2, 10000 * MS));
+  halo_client_close(call.client);
+  own_close(&own);
+  print_message(
+      "halod frozen %d ms with a control call in flight: the call "
+      "completed, no worker killed\n",
+      CALL_BOUND_MS + 2000);
+}
+
+// Under a submission deadline, an execution in flight through a freeze of
+// the service longer than the deadline: the time halod was held up does not
+// count against it, and it completes. Before, the watchdog found it overdue
+// on thaw and killed the healthy worker.
+static void test_frozen_service_keeps_an_execution_in_flight(void **state) {
+  state_t *test = *state;
+  HALO_TEST_LOCAL_ONLY(
+      "the freeze is halod's to handle, the same for every driver");
+  own_t own;
+  own_open(test, &own);
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 1, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 1, 10000 * MS));
+  pid_t worker = own_worker(test);
+  assert_true(worker > 0);
+  // 1.5 s of the kernel's, well within the deadline.
+  HALO_TEST_ASSERT_OK(own_sleepy(&own, 2, 1500000));
+  halo_test_sleep_ms(200);
+  stop_worker(test, worker);
+  assert_int_equal(kill(test->daemon.pid, SIGSTOP), 0);
+  halo_test_sleep_ms(DEADLINE_MS + 1500);
+  assert_int_equal(kill(test->daemon.pid, SIGCONT), 0);
+  halo_test_sleep_ms(700);
+  assert_int_equal(kill(worker, SIGCONT), 0);
+  test->stopped = 0;
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 2, 10000 * MS));
+  assert_int_equal(kill(worker, 0), 0);
+  assert_int_equal(own_worker(test), worker);
+  assert_null(strstr(read_log(test), "submission deadline"));
+  assert_null(strstr(read_log(test), " hung ("));
+  own_close(&own);
+  print_message(
+      "halod frozen %d ms with an execution in flight under a "
+      "%d ms deadline: it completed, no worker killed\n",
+      DEADLINE_MS + 1500, DEADLINE_MS);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--other") == 0) {
     return other_main(argv[2]);
@@ -548,6 +665,11 @@ int main(int argc, char **argv) {
           test_worker_stopped_halfway_through_a_message, setup, teardown),
       cmocka_unit_test_setup_teardown(test_frozen_service_keeps_its_workers,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_frozen_service_keeps_a_call_in_flight, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_frozen_service_keeps_an_execution_in_flight, setup_deadline,
+          teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
