@@ -172,6 +172,14 @@ static bool halo_wire_step_within(nng_aio *aio, int64_t deadline_ns) {
   return true;
 }
 
+// The request message of halo_wire_call_once, packed in a frame of its own:
+// the ASan tree's LeakSanitizer suppression for nng's defect names this
+// function (tests/lsan.supp), so that no other allocation is covered.
+__attribute__((noinline)) static halo_status_t halo_wire_pack_request(
+    const halo_wire_request_t *request, nng_msg **out_msg) {
+  return halo_wire_pack(&request->base, out_msg);
+}
+
 // One round trip of halo_wire_call, each step within |deadline_ns| where
 // set (halo_wire_step_within); *|out_retry_after_ms| is a refusal's
 // retry_after_ms (0: none).
@@ -187,7 +195,7 @@ static halo_status_t halo_wire_call_once(nng_ctx ctx, nng_aio *aio,
     return halo_wire_status_from_nng(NNG_ETIMEDOUT, "sending request to halod");
   }
   nng_msg *msg;
-  HALO_RETURN_IF_ERROR(halo_wire_pack(&request->base, &msg));
+  HALO_RETURN_IF_ERROR(halo_wire_pack_request(request, &msg));
   nng_aio_set_msg(aio, msg);
   nng_ctx_send(ctx, aio);
   int rv = halo_wire_wait(aio, lost);

@@ -451,7 +451,11 @@ static void halod_semaphore_fail_orphans(halod_t *daemon,
   halod_semaphore_orphans_describe(orphans, members, sizeof(members));
   // Failing one retires the submissions that wait on it, which release
   // their references and fail what they signal (other orphans among
-  // them): these keep every orphan until the failures went round.
+  // them): these keep every orphan until the failures went round. Called
+  // within a retirement (a submission's release of its semaphores), the
+  // failures go round only once that returns (hal/deferred_queue.h): each
+  // orphan is then failed here with the set's message, not by the one
+  // before it.
   for (uint32_t i = 0; i < orphans->count; ++i) {
     halod_semaphore_retain(orphans->semaphores[i]);
   }

@@ -120,19 +120,22 @@ static void halo_hal_deferred_queue_enter(halo_hal_deferred_queue_t *queue) {
 
 static void halo_hal_deferred_queue_leave(halo_hal_deferred_queue_t *queue) {
   if (queue->depth == 1) {
+    // Outcomes first: a failure already known fails the actions waiting on
+    // it before a fence offered meanwhile could release one of them to the
+    // device (as when the failure was applied within its retirement).
     for (;;) {
-      halo_list_link_t *link = queue->offers.head;
+      halo_list_link_t *link = queue->finishes.head;
       if (link) {
-        halo_list_remove(&queue->offers, link);
-        halo_hal_action_offer(
-            HALO_LIST_ENTRY(link, halo_hal_action_t, offer_link));
+        halo_list_remove(&queue->finishes, link);
+        halo_hal_action_finish(
+            HALO_LIST_ENTRY(link, halo_hal_action_t, finish_link));
         continue;
       }
-      link = queue->finishes.head;
+      link = queue->offers.head;
       if (!link) break;
-      halo_list_remove(&queue->finishes, link);
-      halo_hal_action_finish(
-          HALO_LIST_ENTRY(link, halo_hal_action_t, finish_link));
+      halo_list_remove(&queue->offers, link);
+      halo_hal_action_offer(
+          HALO_LIST_ENTRY(link, halo_hal_action_t, offer_link));
     }
   }
   --queue->depth;

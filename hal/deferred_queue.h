@@ -37,6 +37,10 @@
 // recursed as deep as it was long, and one client's chain of allocas failed
 // at once overflowed halod's stack (a 1 MiB stack at 10,000 links; 8 MiB
 // held 65,000, and a client may keep session-pending in every session).
+// The queued outcomes run before the queued offers, each kind in the order
+// queued: an action's outcome reaches its signals, and its owner gets it
+// back, before those of the actions it releases or fails (before, the
+// owner of the last action in a chain got it back first).
 //
 // Loop thread, except halo_hal_deferred_queue_post_completion (any thread).
 #ifndef HALO_HAL_DEFERRED_QUEUE_H_
