@@ -553,6 +553,29 @@ static void test_frozen_service_keeps_its_workers(void **state) {
                 HANG_MS + 2000);
 }
 
+// Opens |own| and runs one execution on its domain's worker; returns the
+// worker's pid.
+static pid_t own_open_running(state_t *test, own_t *own) {
+  own_open(test, own);
+  HALO_TEST_ASSERT_OK(own_sleepy(own, 1, 0));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own->done, 1, 10000 * MS));
+  pid_t worker = own_worker(test);
+  assert_true(worker > 0);
+  return worker;
+}
+
+// With |worker| stopped already: stops halod for |ms| (the service frozen
+// with its worker), resumes it, and the worker 700 ms later (halod's
+// reader looks before the worker speaks again).
+static void freeze_service(state_t *test, pid_t worker, int ms) {
+  assert_int_equal(kill(test->daemon.pid, SIGSTOP), 0);
+  halo_test_sleep_ms(ms);
+  assert_int_equal(kill(test->daemon.pid, SIGCONT), 0);
+  halo_test_sleep_ms(700);
+  assert_int_equal(kill(worker, SIGCONT), 0);
+  test->stopped = 0;
+}
+
 // The same with a control call in flight through the freeze, for longer
 // than a call's bound (30 s at least, whatever worker-hang-ms): halod's call
 // thread finds on thaw that it was held up, and the time does not count
@@ -582,11 +605,7 @@ static void test_frozen_service_keeps_a_call_in_flight(void **state) {
   HALO_TEST_LOCAL_ONLY(
       "the freeze is halod's to handle, the same for every driver");
   own_t own;
-  own_open(test, &own);
-  HALO_TEST_ASSERT_OK(own_sleepy(&own, 1, 0));
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 1, 10000 * MS));
-  pid_t worker = own_worker(test);
-  assert_true(worker > 0);
+  pid_t worker = own_open_running(test, &own);
   // Another client of the domain (this process), patient enough to wait
   // through the freeze.
   call_in_flight_t call = {
@@ -595,12 +614,7 @@ static void test_frozen_service_keeps_a_call_in_flight(void **state) {
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, call_in_flight, &call), 0);
   halo_test_sleep_ms(300);  // the call reaches the stopped worker's socket
-  assert_int_equal(kill(test->daemon.pid, SIGSTOP), 0);
-  halo_test_sleep_ms(CALL_BOUND_MS + 2000);
-  assert_int_equal(kill(test->daemon.pid, SIGCONT), 0);
-  halo_test_sleep_ms(700);
-  assert_int_equal(kill(worker, SIGCONT), 0);
-  test->stopped = 0;
+  freeze_service(test, worker, CALL_BOUND_MS + 2000);
   assert_int_equal(pthread_join(thread, NULL), 0);
   HALO_TEST_ASSERT_OK(call.status);
   assert_int_equal(kill(worker, 0), 0);
@@ -625,21 +639,12 @@ static void test_frozen_service_keeps_an_execution_in_flight(void **state) {
   HALO_TEST_LOCAL_ONLY(
       "the freeze is halod's to handle, the same for every driver");
   own_t own;
-  own_open(test, &own);
-  HALO_TEST_ASSERT_OK(own_sleepy(&own, 1, 0));
-  HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 1, 10000 * MS));
-  pid_t worker = own_worker(test);
-  assert_true(worker > 0);
+  pid_t worker = own_open_running(test, &own);
   // 1.5 s of the kernel's, well within the deadline.
   HALO_TEST_ASSERT_OK(own_sleepy(&own, 2, 1500000));
   halo_test_sleep_ms(200);
   stop_worker(test, worker);
-  assert_int_equal(kill(test->daemon.pid, SIGSTOP), 0);
-  halo_test_sleep_ms(DEADLINE_MS + 1500);
-  assert_int_equal(kill(test->daemon.pid, SIGCONT), 0);
-  halo_test_sleep_ms(700);
-  assert_int_equal(kill(worker, SIGCONT), 0);
-  test->stopped = 0;
+  freeze_service(test, worker, DEADLINE_MS + 1500);
   HALO_TEST_ASSERT_OK(halo_semaphore_wait(own.done, 2, 10000 * MS));
   assert_int_equal(kill(worker, 0), 0);
   assert_int_equal(own_worker(test), worker);
