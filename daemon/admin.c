@@ -643,29 +643,70 @@ static const halod_semaphore_t *halod_admin_semaphore_of(
                                      offsetof(halod_semaphore_t, hal));
 }
 
+// A queue's waiting submissions of a live session, as one walk of its
+// session's list (newest first) meets them: the last
+// HALOD_ADMIN_MAX_PENDING_SHOWN kept, the oldest.
+typedef struct halod_admin_pending_t {
+  const halod_submission_t *shown[HALOD_ADMIN_MAX_PENDING_SHOWN];
+  size_t seen;
+} halod_admin_pending_t;
+
+// Fills |pending| (queue -> halod_admin_pending_t) in one walk of every
+// live session's submissions; false on oom. A walk of the session's list
+// for each of its queues was quadratic on the loop (16,000 queues each with
+// a waiting submission: 2 s).
+static bool halod_admin_collect_pending(halod_t *daemon,
+                                        halo_u64_map_t *pending) {
+  const halo_u64_map_t *sessions = &daemon->sessions.by_id;
+  for (size_t i = 0; i < sessions->capacity; ++i) {
+    if (!sessions->entries[i].key) continue;
+    const halod_session_t *session = sessions->entries[i].value;
+    for (const halo_list_link_t *link = session->submissions.head; link;
+         link = link->next) {
+      const halod_submission_t *submission =
+          HALO_LIST_ENTRY(link, halod_submission_t, session_link);
+      if (!submission->queue ||
+          submission->action.state != HALO_HAL_ACTION_WAITING) {
+        continue;
+      }
+      uint64_t key = (uint64_t)(uintptr_t)submission->queue;
+      halod_admin_pending_t *entry = halo_u64_map_get(pending, key);
+      if (!entry) {
+        entry = calloc(1, sizeof(*entry));
+        halo_status_t status =
+            entry ? halo_u64_map_put(pending, key, entry) : NULL;
+        if (!entry || status) {
+          halo_status_free(status);
+          free(entry);
+          return false;
+        }
+      }
+      entry->shown[entry->seen % HALOD_ADMIN_MAX_PENDING_SHOWN] = submission;
+      ++entry->seen;
+    }
+  }
+  return true;
+}
+
+static void halod_admin_pending_free(halo_u64_map_t *pending) {
+  for (size_t i = 0; i < pending->capacity; ++i) {
+    if (pending->entries[i].key) free(pending->entries[i].value);
+  }
+  halo_u64_map_deinitialize(pending);
+}
+
 // The oldest waiting submissions of |queue| (at most
-// HALOD_ADMIN_MAX_PENDING_SHOWN) with their waits.
-static void halod_admin_queue_pending(halod_t *daemon, halod_queue_t *queue,
-                                      int64_t now, halod_admin_blocks_t *blocks,
+// HALOD_ADMIN_MAX_PENDING_SHOWN) with their waits, from |pending|.
+static void halod_admin_queue_pending(const halo_u64_map_t *pending,
+                                      halod_queue_t *queue, int64_t now,
+                                      halod_admin_blocks_t *blocks,
                                       Halo__Wire__QueueInfo *info) {
   if (!queue->waiting || !queue->session_id) return;
-  const halod_session_t *session =
-      halo_u64_map_get(&daemon->sessions.by_id, queue->session_id);
-  if (!session) return;
-  // The session's list is newest first: keep the last ones seen.
-  const halod_submission_t *shown[HALOD_ADMIN_MAX_PENDING_SHOWN];
-  size_t seen = 0;
-  for (const halo_list_link_t *link = session->submissions.head; link;
-       link = link->next) {
-    const halod_submission_t *submission =
-        HALO_LIST_ENTRY(link, halod_submission_t, session_link);
-    if (submission->queue != queue ||
-        submission->action.state != HALO_HAL_ACTION_WAITING) {
-      continue;
-    }
-    shown[seen % HALOD_ADMIN_MAX_PENDING_SHOWN] = submission;
-    ++seen;
-  }
+  const halod_admin_pending_t *entry =
+      halo_u64_map_get(pending, (uint64_t)(uintptr_t)queue);
+  if (!entry) return;
+  const halod_submission_t *const *shown = entry->shown;
+  size_t seen = entry->seen;
   size_t count = seen < HALOD_ADMIN_MAX_PENDING_SHOWN
                      ? seen
                      : HALOD_ADMIN_MAX_PENDING_SHOWN;
@@ -726,6 +767,9 @@ static void halod_admin_queues(halod_t *daemon, const Halo__Wire__Request *wire,
     return;
   }
   halod_admin_blocks_t blocks = {0};
+  halo_u64_map_t pending;
+  halo_u64_map_initialize(&pending);
+  if (!halod_admin_collect_pending(daemon, &pending)) blocks.failed = true;
   int64_t now = halo_clock_now_ns();
   size_t n = 0;
   for (halod_queue_t *queue = daemon->stats.queues; queue;
@@ -752,7 +796,7 @@ static void halod_admin_queues(halod_t *daemon, const Halo__Wire__Request *wire,
     info->priority = queue->priority;
     info->has_session_live = true;
     info->session_live = queue->session_id != 0;
-    halod_admin_queue_pending(daemon, queue, now, &blocks, info);
+    halod_admin_queue_pending(&pending, queue, now, &blocks, info);
     pointers[n++] = info;
   }
   if (blocks.failed) {
@@ -768,6 +812,7 @@ static void halod_admin_queues(halod_t *daemon, const Halo__Wire__Request *wire,
     halod_reply(context, &response);
   }
   halod_admin_blocks_free(&blocks);
+  halod_admin_pending_free(&pending);
   free(infos);
   free(pointers);
 }

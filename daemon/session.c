@@ -485,7 +485,7 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
   // Queues kept alive by issued work no longer belong to a session.
   for (halod_queue_t *queue = session->queues; queue;) {
     halod_queue_t *next = queue->session_next;
-    queue->session_next = NULL;
+    queue->session_prev = queue->session_next = NULL;
     queue->session_id = 0;
     queue = next;
   }

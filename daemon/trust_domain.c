@@ -338,22 +338,14 @@ static void halod_domain_free(halod_t *daemon, halod_domain_t *domain) {
   }
 }
 
-static void halod_domain_count_execution(void *visit_data, void *user_data,
-                                         bool overdue) {
-  (void)user_data;
-  (void)overdue;
-  ++*(uint32_t *)visit_data;
-}
-
 // Whether the worker |device| still runs work: executions halod issued to
 // it, or ring executions it took itself (their grants).
 static bool halod_worker_runs_work(const halod_t *daemon,
                                    halo_hal_device_t *device) {
   if (halod_ring_workers_hold(daemon, device)) return true;
-  uint32_t executions = 0;
-  halo_hal_remote_device_visit_in_flight(device, halod_domain_count_execution,
-                                         &executions);
-  return executions > 0;
+  // O(1): asked at each retirement of an ended session's work (a walk of
+  // the worker's executions each time was quadratic on the loop).
+  return halo_hal_remote_device_in_flight(device) > 0;
 }
 
 // Whether |domain|, without sessions, stays: while its workers run work its

@@ -190,7 +190,25 @@ typedef struct halod_workers_failure_t {
   halo_hal_device_t *device;
   const char *reason;
   const char *in_flight;
+  // The actions the watchdog found past the submission deadline, looked
+  // up in one walk of the worker's executions (a walk per submission was
+  // quadratic on the loop: 16,000 in flight, 2.3 s); |overdue_complete|
+  // false where the map ran out of memory (then each is asked).
+  halo_u64_map_t overdue;
+  bool overdue_complete;
 } halod_workers_failure_t;
+
+static void halod_workers_note_overdue(void *visit_data, void *user_data,
+                                       bool overdue) {
+  halod_workers_failure_t *failure = visit_data;
+  if (!overdue || !user_data) return;
+  halo_status_t status = halo_u64_map_put(
+      &failure->overdue, (uint64_t)(uintptr_t)user_data, user_data);
+  if (status) {
+    failure->overdue_complete = false;
+    halo_status_free(status);
+  }
+}
 
 // What a client whose work was lost should do, as a suffix of its
 // message: rebuild, or (its process now over its fault budget) nothing,
@@ -216,7 +234,11 @@ static void halod_workers_fail_one(void *user_data, halod_session_t *session,
   const halod_workers_failure_t *failure = user_data;
   halod_t *daemon = failure->daemon;
   bool overdue =
-      halo_hal_remote_device_overdue(failure->device, &submission->action);
+      failure->overdue_complete
+          ? halo_u64_map_get(&failure->overdue,
+                             (uint64_t)(uintptr_t)&submission->action) != NULL
+          : halo_hal_remote_device_overdue(failure->device,
+                                           &submission->action);
   char advice[512];
   halod_workers_reconnect_advice(daemon, &submission->process,
                                  halo_clock_now_ns(), advice, sizeof(advice));
@@ -417,9 +439,17 @@ static void halod_workers_handle_lost_held(halod_t *daemon,
                  in_flight);
   if (!daemon->stopping) {
     halod_workers_charge(daemon, device);
-    halod_workers_failure_t failure = {daemon, device, reason, in_flight};
+    halod_workers_failure_t failure = {.daemon = daemon,
+                                       .device = device,
+                                       .reason = reason,
+                                       .in_flight = in_flight,
+                                       .overdue_complete = true};
+    halo_u64_map_initialize(&failure.overdue);
+    halo_hal_remote_device_visit_in_flight(device, halod_workers_note_overdue,
+                                           &failure);
     halod_submission_for_each_issued(daemon, device, halod_workers_fail_one,
                                      &failure);
+    halo_u64_map_deinitialize(&failure.overdue);
   }
   halo_hal_remote_device_complete_lost(device);
   // Completions were posted; apply them now, while the sessions still hold

@@ -1711,6 +1711,14 @@ bool halo_hal_remote_device_overdue(halo_hal_device_t *base_device,
   return overdue;
 }
 
+uint32_t halo_hal_remote_device_in_flight(halo_hal_device_t *base_device) {
+  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
+  pthread_mutex_lock(&device->mutex);
+  uint32_t count = (uint32_t)device->executions.count;
+  pthread_mutex_unlock(&device->mutex);
+  return count;
+}
+
 void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *base_device,
                                             void (*visit)(void *visit_data,
                                                           void *user_data,

@@ -156,6 +156,9 @@ void halo_hal_remote_device_visit_in_flight(halo_hal_device_t *device,
                                                           bool overdue),
                                             void *visit_data);
 
+// How many executions are in flight on |device|: O(1).
+uint32_t halo_hal_remote_device_in_flight(halo_hal_device_t *device);
+
 // After a loss: completes every execution still in flight (DEADLINE_EXCEEDED
 // for the overdue ones, DEVICE_LOST for the rest), once.
 void halo_hal_remote_device_complete_lost(halo_hal_device_t *device);
