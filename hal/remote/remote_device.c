@@ -43,7 +43,7 @@ extern char **environ;
 // afresh from then.
 #define HALO_REMOTE_HELD_UP_NS (1000ll * 1000000ll)
 // How many of the times the reader found this process held up it keeps for
-// the submission deadline (halo_hal_remote_held_up_since).
+// the submission deadline (halo_hal_remote_held_up_within).
 #define HALO_REMOTE_HELD_UP_KEPT 8
 // A control call waits for its reply at most this long at a time, to see
 // whether this process was held up (halo_hal_remote_call).
@@ -92,9 +92,9 @@ typedef struct halo_hal_remote_device_t {
   int64_t heard_ns;
   bool silence_fired;
   // The last times the reader found this process held up (stopped or
-  // frozen): when each ended and how long it was (the reader only). The
-  // submission deadline does not count them against an execution in
-  // flight through them.
+  // frozen): when each ended and how long it was (written by the reader,
+  // under |mutex|). The submission deadline does not count them against
+  // an execution in flight through them.
   struct {
     int64_t end_ns;
     int64_t length_ns;
@@ -1114,21 +1114,25 @@ static void halo_hal_remote_reap(halo_hal_remote_device_t *device,
 // The reader: this process was held up for |length_ns|, until |end_ns|.
 static void halo_hal_remote_held_up(halo_hal_remote_device_t *device,
                                     int64_t end_ns, int64_t length_ns) {
+  pthread_mutex_lock(&device->mutex);
   uint32_t slot = device->held_up_next++ % HALO_REMOTE_HELD_UP_KEPT;
   device->held_up[slot].end_ns = end_ns;
   device->held_up[slot].length_ns = length_ns;
+  pthread_mutex_unlock(&device->mutex);
 }
 
-// How much of the time since |since_ns| this process was held up (of the
-// kept times; the reader only).
-static int64_t halo_hal_remote_held_up_since(
-    const halo_hal_remote_device_t *device, int64_t since_ns) {
+// How much of [|since_ns|, |until_ns|] this process was held up (of the
+// kept times). Under |mutex|.
+static int64_t halo_hal_remote_held_up_within(
+    const halo_hal_remote_device_t *device, int64_t since_ns,
+    int64_t until_ns) {
   int64_t total = 0;
   for (uint32_t i = 0; i < HALO_REMOTE_HELD_UP_KEPT; ++i) {
     int64_t end_ns = device->held_up[i].end_ns;
-    if (end_ns <= since_ns) continue;
     int64_t start_ns = end_ns - device->held_up[i].length_ns;
-    total += end_ns - (start_ns > since_ns ? start_ns : since_ns);
+    if (end_ns > until_ns) end_ns = until_ns;
+    if (start_ns < since_ns) start_ns = since_ns;
+    if (end_ns > start_ns) total += end_ns - start_ns;
   }
   return total;
 }
@@ -1143,7 +1147,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
     if (!device->executions.entries[i].key) continue;
     halo_hal_remote_execution_t *record = device->executions.entries[i].value;
     if (now - record->issued_ns -
-            halo_hal_remote_held_up_since(device, record->issued_ns) >
+            halo_hal_remote_held_up_within(device, record->issued_ns, now) >
         device->deadline_ns) {
       record->overdue = true;
       fire = true;
@@ -1167,7 +1171,8 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
     // at the next check.
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&entry->id, memory_order_relaxed) != id) continue;
-    if (now - issued_ns - halo_hal_remote_held_up_since(device, issued_ns) >
+    if (now - issued_ns -
+            halo_hal_remote_held_up_within(device, issued_ns, now) >
         device->deadline_ns) {
       fire = true;
     }
@@ -1397,24 +1402,30 @@ static void *halo_hal_remote_reader_main(void *argument) {
     int timeout_ms =
         device->deadline_ns > 0 ? 20 : HALO_REMOTE_SILENCE_CHECK_MS;
     int64_t spin_ns = halo_clock_gaps_spin_ns(&gaps, device->poll_ns);
+    int64_t wait_start_ns = halo_clock_now_ns();
     bool got = halo_remote_link_wait(&device->link, spin_ns, timeout_ms);
     int64_t arrived_ns = halo_clock_now_ns();
     int64_t turn_start_ns = turn_ns;
     turn_ns = arrived_ns;
-    // A turn (the last message's handling and this wait) that took far
-    // longer than the wait's timeout: this process was stopped or frozen,
-    // its workers most likely with it. Only the time it was held up is not
-    // their silence, nor their executions' time against the submission
-    // deadline: one resumed after halod has its bound to speak again (a
-    // message waiting at the thaw ends the wait late just the same), and a
-    // reader late on every turn (a swapping host) still finds a stopped
-    // worker.
-    int64_t late_ns =
-        arrived_ns - turn_start_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
-    if (late_ns > HALO_REMOTE_HELD_UP_NS) {
-      halo_hal_remote_held_up(device, arrived_ns, late_ns);
+    // A wait that ended far past its timeout (a message waiting at a thaw
+    // ends it late just the same): this process was stopped or frozen, its
+    // workers most likely with it, and that time does not count against
+    // their executions' submission deadline. The wait alone: a long turn
+    // of the reader's own (a large reply's receive) is not a freeze, and
+    // forgiving it would let a client's large reads put off the deadline.
+    int64_t wait_late_ns =
+        arrived_ns - wait_start_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
+    if (wait_late_ns > HALO_REMOTE_HELD_UP_NS) {
+      halo_hal_remote_held_up(device, arrived_ns, wait_late_ns);
     }
     if (!got) {
+      // A turn (the last message's handling and this wait) that took far
+      // longer than the wait's timeout: held up as above. Only the time it
+      // was held up is not the worker's silence: one resumed after halod
+      // has its bound to speak again, and a reader late on every turn (a
+      // swapping host) still finds a stopped worker.
+      int64_t late_ns =
+          arrived_ns - turn_start_ns - (int64_t)timeout_ms * 1000000 - spin_ns;
       if (late_ns > HALO_REMOTE_HELD_UP_NS) {
         device->heard_ns += late_ns;
         if (device->heard_ns > arrived_ns) device->heard_ns = arrived_ns;
@@ -1810,7 +1821,10 @@ bool halo_hal_remote_device_flight_overdue(halo_hal_device_t *base_device,
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
   pthread_mutex_lock(&device->mutex);
   bool overdue = device->deadline_fired && device->deadline_ns > 0 &&
-                 device->deadline_at - issued_ns > device->deadline_ns;
+                 device->deadline_at - issued_ns -
+                         halo_hal_remote_held_up_within(device, issued_ns,
+                                                        device->deadline_at) >
+                     device->deadline_ns;
   pthread_mutex_unlock(&device->mutex);
   return overdue;
 }
