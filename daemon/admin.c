@@ -155,8 +155,10 @@ static void halod_admin_session_work(const halod_session_t *session,
   info->submissions = session->retired_submitted;
   info->completed = session->retired_completed;
   info->failures = session->retired_failed;
-  for (const halod_queue_t *queue = session->queues; queue;
-       queue = queue->session_next) {
+  for (const halo_list_link_t *link = session->queues.head; link;
+       link = link->next) {
+    const halod_queue_t *queue =
+        HALO_LIST_ENTRY(link, halod_queue_t, session_link);
     ++info->queues;
     info->submissions += halod_queue_submitted(queue);
     info->completed += queue->completed;

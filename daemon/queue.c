@@ -28,10 +28,7 @@ halo_status_t halod_queue_adopt(halod_t *daemon, halod_session_t *session,
   halod_device_retain(hal_device);
   queue->hal_device = hal_device;
   queue->priority = priority;
-  queue->session_prev = NULL;
-  queue->session_next = session->queues;
-  if (session->queues) session->queues->session_prev = queue;
-  session->queues = queue;
+  halo_list_push_front(&session->queues, &queue->session_link);
   queue->all_next = daemon->stats.queues;
   if (queue->all_next) queue->all_next->all_prev = queue;
   daemon->stats.queues = queue;
@@ -66,14 +63,7 @@ void halod_queue_release(halod_t *daemon, halod_queue_t *queue) {
   halod_session_t *session =
       halo_u64_map_get(&daemon->sessions.by_id, queue->session_id);
   if (session) {
-    if (queue->session_prev) {
-      queue->session_prev->session_next = queue->session_next;
-    } else {
-      session->queues = queue->session_next;
-    }
-    if (queue->session_next) {
-      queue->session_next->session_prev = queue->session_prev;
-    }
+    halo_list_remove(&session->queues, &queue->session_link);
     session->retired_submitted += halod_queue_submitted(queue);
     session->retired_completed += queue->completed;
     session->retired_failed += queue->failed;

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "common/list.h"
 #include "daemon/daemon.h"
 #include "daemon/stats.h"
 #include "hal/queue.h"
@@ -40,11 +41,8 @@ typedef struct halod_queue_t {
   uint64_t failed;
   int64_t latency_ns_total;  // issue -> completion, completed ones
   halod_latency_t latency;   // the same, as a histogram
-  // The session's queues, linked both ways: a session's end releases each
-  // of its queues, and unlinking one by a walk of the list made that
-  // quadratic on the loop (65,000 queues: 80 s).
-  struct halod_queue_t *session_prev;
-  struct halod_queue_t *session_next;
+  // In its session's |queues| while |session_id| names a live session.
+  halo_list_link_t session_link;
   // Every live queue (daemon->stats.queues), sessions ended or not.
   struct halod_queue_t *all_prev;
   struct halod_queue_t *all_next;

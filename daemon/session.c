@@ -483,13 +483,13 @@ void halod_session_destroy(halod_t *daemon, halod_session_t *session) {
     }
   }
   // Queues kept alive by issued work no longer belong to a session.
-  for (halod_queue_t *queue = session->queues; queue;) {
-    halod_queue_t *next = queue->session_next;
-    queue->session_prev = queue->session_next = NULL;
-    queue->session_id = 0;
-    queue = next;
+  halo_list_t queues = halo_list_take_all(&session->queues);
+  for (halo_list_link_t *link = queues.head; link;) {
+    halo_list_link_t *next = link->next;
+    link->prev = link->next = NULL;
+    HALO_LIST_ENTRY(link, halod_queue_t, session_link)->session_id = 0;
+    link = next;
   }
-  session->queues = NULL;
   for (uint32_t i = 0; i < session->page_count; ++i) {
     halod_timeline_page_orphan(daemon, session->pages[i]);
   }

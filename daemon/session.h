@@ -114,7 +114,9 @@ struct halod_session_t {
   // The recordings of its command buffers, charged against
   // session-recording-bytes (daemon/command_buffer.h).
   uint64_t recording_bytes;
-  halod_queue_t *queues;  // every queue of the session (list)
+  // Every queue of the session, by halod_queue_t's |session_link|: a
+  // session's end releases each of its queues, each unlinked in O(1).
+  halo_list_t queues;
   halod_queue_t *default_queues[HALO_HAL_MAX_DEVICES];
   // Its submissions not yet retired, newest first (halod_submission_t, by
   // session_link).

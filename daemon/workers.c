@@ -190,24 +190,19 @@ typedef struct halod_workers_failure_t {
   halo_hal_device_t *device;
   const char *reason;
   const char *in_flight;
-  // The actions the watchdog found past the submission deadline, looked
-  // up in one walk of the worker's executions (a walk per submission was
-  // quadratic on the loop: 16,000 in flight, 2.3 s); |overdue_complete|
-  // false where the map ran out of memory (then each is asked).
+  // The actions the watchdog found past the submission deadline, gathered
+  // in one walk of the worker's executions (a walk per submission was
+  // quadratic on the loop: 16,000 in flight, 2.3 s). Out of memory for
+  // one, it fails as lost, without the deadline's words.
   halo_u64_map_t overdue;
-  bool overdue_complete;
 } halod_workers_failure_t;
 
 static void halod_workers_note_overdue(void *visit_data, void *user_data,
                                        bool overdue) {
   halod_workers_failure_t *failure = visit_data;
   if (!overdue || !user_data) return;
-  halo_status_t status = halo_u64_map_put(
-      &failure->overdue, (uint64_t)(uintptr_t)user_data, user_data);
-  if (status) {
-    failure->overdue_complete = false;
-    halo_status_free(status);
-  }
+  halo_status_free(halo_u64_map_put(&failure->overdue,
+                                    (uint64_t)(uintptr_t)user_data, user_data));
 }
 
 // What a client whose work was lost should do, as a suffix of its
@@ -234,11 +229,8 @@ static void halod_workers_fail_one(void *user_data, halod_session_t *session,
   const halod_workers_failure_t *failure = user_data;
   halod_t *daemon = failure->daemon;
   bool overdue =
-      failure->overdue_complete
-          ? halo_u64_map_get(&failure->overdue,
-                             (uint64_t)(uintptr_t)&submission->action) != NULL
-          : halo_hal_remote_device_overdue(failure->device,
-                                           &submission->action);
+      halo_u64_map_get(&failure->overdue,
+                       (uint64_t)(uintptr_t)&submission->action) != NULL;
   char advice[512];
   halod_workers_reconnect_advice(daemon, &submission->process,
                                  halo_clock_now_ns(), advice, sizeof(advice));
@@ -442,8 +434,7 @@ static void halod_workers_handle_lost_held(halod_t *daemon,
     halod_workers_failure_t failure = {.daemon = daemon,
                                        .device = device,
                                        .reason = reason,
-                                       .in_flight = in_flight,
-                                       .overdue_complete = true};
+                                       .in_flight = in_flight};
     halo_u64_map_initialize(&failure.overdue);
     halo_hal_remote_device_visit_in_flight(device, halod_workers_note_overdue,
                                            &failure);

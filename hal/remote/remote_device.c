@@ -1707,21 +1707,6 @@ bool halo_hal_remote_device_lost(halo_hal_device_t *base_device,
   return lost;
 }
 
-bool halo_hal_remote_device_overdue(halo_hal_device_t *base_device,
-                                    const void *user_data) {
-  halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
-  bool overdue = false;
-  pthread_mutex_lock(&device->mutex);
-  for (size_t i = 0; !overdue && i < device->executions.capacity; ++i) {
-    if (!device->executions.entries[i].key) continue;
-    const halo_hal_remote_execution_t *record =
-        device->executions.entries[i].value;
-    overdue = record->user_data == user_data && record->overdue;
-  }
-  pthread_mutex_unlock(&device->mutex);
-  return overdue;
-}
-
 uint32_t halo_hal_remote_device_in_flight(halo_hal_device_t *base_device) {
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
   pthread_mutex_lock(&device->mutex);

@@ -141,11 +141,6 @@ uint64_t halo_hal_remote_control_calls(void);
 bool halo_hal_remote_device_lost(halo_hal_device_t *device, char *out_reason,
                                  size_t capacity);
 
-// Whether the execution whose completion |user_data| is |user_data| is in
-// flight and ran past the deadline (the watchdog's culprit).
-bool halo_hal_remote_device_overdue(halo_hal_device_t *device,
-                                    const void *user_data);
-
 // Visits the executions still in flight on |device| (after a loss: until
 // halo_hal_remote_device_complete_lost): each one's completion |user_data|
 // and whether it ran past the deadline. |visit| runs under the device's
