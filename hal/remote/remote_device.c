@@ -1109,8 +1109,6 @@ static void halo_hal_remote_reap(halo_hal_remote_device_t *device,
   pthread_mutex_unlock(&device->mutex);
 }
 
-// The watchdog: marks the executions past the deadline and kills the
-// worker; returns whether it fired.
 // The reader: this process was held up for |length_ns|, until |end_ns|.
 static void halo_hal_remote_held_up(halo_hal_remote_device_t *device,
                                     int64_t end_ns, int64_t length_ns) {
@@ -1127,7 +1125,10 @@ static int64_t halo_hal_remote_held_up_within(
     const halo_hal_remote_device_t *device, int64_t since_ns,
     int64_t until_ns) {
   int64_t total = 0;
-  for (uint32_t i = 0; i < HALO_REMOTE_HELD_UP_KEPT; ++i) {
+  uint32_t kept = device->held_up_next < HALO_REMOTE_HELD_UP_KEPT
+                      ? device->held_up_next
+                      : HALO_REMOTE_HELD_UP_KEPT;
+  for (uint32_t i = 0; i < kept; ++i) {
     int64_t end_ns = device->held_up[i].end_ns;
     int64_t start_ns = end_ns - device->held_up[i].length_ns;
     if (end_ns > until_ns) end_ns = until_ns;
@@ -1137,6 +1138,18 @@ static int64_t halo_hal_remote_held_up_within(
   return total;
 }
 
+// Whether an execution issued at |issued_ns| had run past the submission
+// deadline at |at_ns|, the times this process was held up left out. Under
+// |mutex|.
+static bool halo_hal_remote_past_deadline(
+    const halo_hal_remote_device_t *device, int64_t issued_ns, int64_t at_ns) {
+  return at_ns - issued_ns -
+             halo_hal_remote_held_up_within(device, issued_ns, at_ns) >
+         device->deadline_ns;
+}
+
+// The watchdog: marks the executions past the deadline and kills the
+// worker; returns whether it fired.
 static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
   if (device->deadline_ns <= 0) return false;
   int64_t now = halo_clock_now_ns();
@@ -1146,9 +1159,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
        ++i) {
     if (!device->executions.entries[i].key) continue;
     halo_hal_remote_execution_t *record = device->executions.entries[i].value;
-    if (now - record->issued_ns -
-            halo_hal_remote_held_up_within(device, record->issued_ns, now) >
-        device->deadline_ns) {
+    if (halo_hal_remote_past_deadline(device, record->issued_ns, now)) {
       record->overdue = true;
       fire = true;
     }
@@ -1171,11 +1182,7 @@ static bool halo_hal_remote_watchdog(halo_hal_remote_device_t *device) {
     // at the next check.
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&entry->id, memory_order_relaxed) != id) continue;
-    if (now - issued_ns -
-            halo_hal_remote_held_up_within(device, issued_ns, now) >
-        device->deadline_ns) {
-      fire = true;
-    }
+    if (halo_hal_remote_past_deadline(device, issued_ns, now)) fire = true;
   }
   if (fire) {
     device->deadline_fired = true;
@@ -1805,11 +1812,9 @@ bool halo_hal_remote_device_flight_overdue(halo_hal_device_t *base_device,
                                            int64_t issued_ns) {
   halo_hal_remote_device_t *device = halo_hal_remote_device_cast(base_device);
   pthread_mutex_lock(&device->mutex);
-  bool overdue = device->deadline_fired && device->deadline_ns > 0 &&
-                 device->deadline_at - issued_ns -
-                         halo_hal_remote_held_up_within(device, issued_ns,
-                                                        device->deadline_at) >
-                     device->deadline_ns;
+  bool overdue =
+      device->deadline_fired && device->deadline_ns > 0 &&
+      halo_hal_remote_past_deadline(device, issued_ns, device->deadline_at);
   pthread_mutex_unlock(&device->mutex);
   return overdue;
 }
