@@ -2,9 +2,9 @@
 // Copyright 2026 The halo Authors
 // libhalo: the client library of halo, a GPU device server.
 //
-// A client connects to halod, allocates buffers and timeline semaphores and
-// (in later versions) loads executables and submits command buffers. The
-// client never creates a CUDA context: the daemon owns the devices.
+// A client connects to halod, allocates buffers and timeline semaphores,
+// loads executables, records command buffers and submits them to queues.
+// The client never creates a CUDA context: the daemon owns the devices.
 //
 // Conventions
 // - Every fallible call returns a halo_status_t (see halo/status.h): NULL on
@@ -257,7 +257,7 @@ HALO_API halo_status_t halo_buffer_import(halo_client_t *client,
 // and wait read it directly; signal and fail ask the daemon.
 typedef struct halo_semaphore_s halo_semaphore_t;
 
-#define HALO_SEMAPHORE_MAX_VALUE ((uint64_t)INT64_MAX)
+#define HALO_SEMAPHORE_MAX_VALUE UINT64_C(0x7fffffffffffffff)  // INT64_MAX
 
 HALO_API halo_status_t halo_semaphore_create(halo_client_t *client,
                                              uint64_t initial_value,
@@ -485,7 +485,11 @@ static inline halo_buffer_ref_t halo_buffer_ref(halo_buffer_t *buffer,
 
 static inline halo_buffer_ref_t halo_binding_ref(uint32_t slot, uint64_t offset,
                                                  uint64_t length) {
+#ifdef __cplusplus
+  halo_buffer_ref_t ref = {nullptr, slot, offset, length};
+#else
   halo_buffer_ref_t ref = {NULL, slot, offset, length};
+#endif
   return ref;
 }
 

@@ -49,8 +49,17 @@ typedef struct halo_dispatch_state_t {
   uint32_t shared_memory_bytes;
 } halo_dispatch_state_t;
 
-#define HALO_LOCAL_KERNEL(name)                     \
-  __attribute__((visibility("default"))) void name( \
+// C linkage in C++ too, so that halod finds each symbol by its plain name.
+#ifdef __cplusplus
+#define HALO_LOCAL_LINKAGE extern "C"
+#else
+#define HALO_LOCAL_LINKAGE
+#endif
+// The earlier name of HALO_LOCAL_LINKAGE.
+#define HALO_LOCAL_PARAMS_LINKAGE HALO_LOCAL_LINKAGE
+
+#define HALO_LOCAL_KERNEL(name)                                        \
+  HALO_LOCAL_LINKAGE __attribute__((visibility("default"))) void name( \
       const halo_dispatch_state_t *state)
 
 // A kernel's declared parameters (HALO_LOCAL_KERNEL_PARAMS).
@@ -60,24 +69,37 @@ typedef struct halo_local_kernel_params_t {
   uint32_t sizes[HALO_LOCAL_MAX_PARAMS];
 } halo_local_kernel_params_t;
 
+// How many sizes a HALO_LOCAL_KERNEL_PARAMS lists: C counts a compound
+// literal's elements, which ISO C++ has not; C++ counts the arguments of a
+// function template (halo_local_param_count, below the C block).
 #ifdef __cplusplus
-#define HALO_LOCAL_PARAMS_LINKAGE extern "C"
+#define HALO_LOCAL_PARAM_COUNT(...) halo_local_param_count(__VA_ARGS__)
 #else
-#define HALO_LOCAL_PARAMS_LINKAGE
+#define HALO_LOCAL_PARAM_COUNT(...) \
+  (sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
 #endif
-#define HALO_LOCAL_KERNEL_PARAMS(name, ...)                        \
-  HALO_LOCAL_PARAMS_LINKAGE __attribute__((visibility("default"))) \
-  const halo_local_kernel_params_t halo_local_params_##name = {    \
-      sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t),  \
-      {__VA_ARGS__}}
-#define HALO_LOCAL_KERNEL_NO_PARAMS(name)                          \
-  HALO_LOCAL_PARAMS_LINKAGE __attribute__((visibility("default"))) \
+#define HALO_LOCAL_KERNEL_PARAMS(name, ...)                     \
+  HALO_LOCAL_LINKAGE __attribute__((visibility("default")))     \
+  const halo_local_kernel_params_t halo_local_params_##name = { \
+      HALO_LOCAL_PARAM_COUNT(__VA_ARGS__), {__VA_ARGS__}}
+#define HALO_LOCAL_KERNEL_NO_PARAMS(name)                   \
+  HALO_LOCAL_LINKAGE __attribute__((visibility("default"))) \
   const halo_local_kernel_params_t halo_local_params_##name = {0, {0}}
 
 // The value of argument |index| as |type|.
+#ifdef __cplusplus
+#define HALO_ARG(state, index, type) \
+  (*static_cast<type const *>((state)->args[index]))
+#else
 #define HALO_ARG(state, index, type) (*(type const *)(state)->args[index])
+#endif
 
 #ifdef __cplusplus
+}
+
+template <typename... T>
+constexpr uint32_t halo_local_param_count(T...) {
+  return static_cast<uint32_t>(sizeof...(T));
 }
 #endif
 

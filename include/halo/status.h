@@ -67,7 +67,11 @@ typedef enum halo_status_code_e {
 
 typedef struct halo_status_s *halo_status_t;
 
+#ifdef __cplusplus
+#define halo_ok_status() (static_cast<halo_status_t>(nullptr))
+#else
 #define halo_ok_status() ((halo_status_t)0)
+#endif
 
 // Returns a new status with |code| and a printf-style message. |code| OK
 // returns NULL. Never fails: on allocation failure it returns a static

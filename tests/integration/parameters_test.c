@@ -7,6 +7,7 @@
 // short capacity, an unknown entry (NOT_FOUND naming it), an undeclared
 // local kernel (UNIMPLEMENTED) and a declared kernel of no parameters. The
 // declaration also makes halod check dispatches of `add` at record time.
+// A local kernel written in C++ loads and runs (its symbols have C names).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,66 @@ static void test_declared_parameters_check_dispatches(void **state) {
   halo_client_close(client);
 }
 
+// A local kernel written in C++ (tests/kernels/cxx_kernel.cpp): halod finds
+// its entry and its declaration by their C names, and runs it. Before
+// HALO_LOCAL_KERNEL gave the entry C linkage, its symbol was C++'s mangled
+// name and the dispatch failed NOT_FOUND ("no entry point 'add'").
+static void test_cxx_local_kernel(void **state) {
+  HALO_TEST_LOCAL_ONLY("a C++ kernel is an ELF shared object");
+  halo_test_fixture_t *fixture = *state;
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *executable = NULL;
+  HALO_TEST_ASSERT_OK(halo_executable_create_from_file(
+      client, 0, HALO_TEST_KERNELS_CXX, 0, &executable));
+  halo_parameter_t parameters[8];
+  size_t count = 99;
+  HALO_TEST_ASSERT_OK(
+      halo_executable_parameters(executable, "add", parameters, 8, &count));
+  assert_int_equal(count, 4);
+  assert_int_equal(parameters[3].size, 4);
+  assert_int_equal(parameters[3].offset, 24);
+  HALO_TEST_ASSERT_OK(
+      halo_executable_parameters(executable, "nothing", parameters, 8, &count));
+  assert_int_equal(count, 0);
+
+  enum { N = 1000 };
+  uint32_t n = N;
+  halo_command_buffer_t *cb =
+      halo_test_record_vector_add(client, executable, &n);
+  halo_buffer_t *buffers[3];
+  float *host[3];
+  for (int k = 0; k < 3; ++k) {
+    buffers[k] = halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE,
+                                         N * sizeof(float), 0);
+    host[k] = halo_buffer_host_pointer(buffers[k]);
+  }
+  for (int i = 0; i < N; ++i) {
+    host[0][i] = (float)i;
+    host[1][i] = 0.5f;
+    host[2][i] = -1.0f;
+  }
+  halo_binding_t bindings[3];
+  for (int k = 0; k < 3; ++k) {
+    bindings[k] = (halo_binding_t){buffers[k], 0, HALO_WHOLE_BUFFER};
+  }
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_semaphore_value_t signal = {done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, bindings, 3, NULL, 0, &signal, 1));
+  HALO_TEST_ASSERT_OK(halo_semaphore_wait(done, 1, 10ll * 1000000000));
+  for (int i = 0; i < N; ++i) {
+    if (host[2][i] != (float)i + 0.5f) {
+      fail_msg("c[%d] = %g, expected %g", i, host[2][i], (float)i + 0.5f);
+    }
+  }
+  halo_semaphore_release(done);
+  for (int k = 0; k < 3; ++k) halo_buffer_release(buffers[k]);
+  halo_command_buffer_release(cb);
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
 int main(void) {
   halo_test_require_driver();
   const struct CMUnitTest tests[] = {
@@ -138,6 +199,7 @@ int main(void) {
       TEST(test_add_has_four_parameters),
       TEST(test_local_declarations),
       TEST(test_declared_parameters_check_dispatches),
+      TEST(test_cxx_local_kernel),
 #undef TEST
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
