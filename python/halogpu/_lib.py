@@ -28,6 +28,7 @@ structure layouts below against the header.
 import ctypes
 import ctypes.util
 import os
+import stat
 import sys
 import threading
 from typing import Any, Dict, List, Optional, Tuple
@@ -283,9 +284,36 @@ def _candidates() -> List[Tuple[str, str]]:
         if parent == folder:
             break
         folder = parent
-        found.append((os.path.join(folder, "build", "lib", "libhalo.so"),
-                      "the build tree"))
+        if _trusted_source_tree(folder):
+            found.append((os.path.join(folder, "build", "lib", "libhalo.so"),
+                          "the build tree"))
     return found
+
+
+def _trusted_source_tree(folder: str) -> bool:
+    """Whether |folder| is a halo source tree that only its owner can change.
+
+    The walk up from the module passes folders such as /tmp, where any user
+    could leave a build/lib/libhalo.so for the next one to load: a folder
+    counts only if it holds halo's sources (CMakeLists.txt and
+    include/halo/halo.h) and it, build and build/lib belong to this user or
+    root and are not writable by others.
+    """
+    if not (os.path.isfile(os.path.join(folder, "CMakeLists.txt")) and
+            os.path.isfile(os.path.join(folder, "include", "halo",
+                                        "halo.h"))):
+        return False
+    for path in (folder, os.path.join(folder, "build"),
+                 os.path.join(folder, "build", "lib")):
+        try:
+            status = os.stat(path)
+        except OSError:
+            return False
+        if status.st_uid not in (0, os.getuid()):
+            return False
+        if status.st_mode & stat.S_IWOTH:
+            return False
+    return True
 
 
 def _declare(lib: ctypes.CDLL) -> None:

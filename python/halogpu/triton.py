@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright 2026 The halo Authors
-"""Triton kernels on halo devices (the optional extra ``halogpu[triton]``).
+"""Triton kernels on halo devices (the optional extra ``triton``: ``pip install
+'./python[triton]'`` in halo's source tree, or ``pip install triton``).
 
 ::
 
@@ -132,8 +133,9 @@ def _triton() -> Any:
         import triton
     except ImportError:
         raise ImportError(
-            "halogpu.triton needs Triton: pip install 'halogpu[triton]' "
-            "(or pip install triton)") from None
+            "halogpu.triton needs Triton 3.6 or newer: pip install triton "
+            "(or, in halo's source tree, pip install './python[triton]')"
+        ) from None
     return triton
 
 

@@ -110,6 +110,44 @@ def test_build_tree_is_found_without_the_variable():
     assert installed or os.path.samefile(found, build_lib)
 
 
+def test_build_tree_walk_skips_untrusted_folders(tmp_path):
+    # The walk up from the module takes a folder's build/lib/libhalo.so
+    # only where the folder is a halo source tree that no other user can
+    # write to: a package below /tmp must not load what anyone left in
+    # /tmp/build/lib.
+    tree = tmp_path / "tree"
+    package = tree / "python" / "halogpu"
+    shutil.copytree(os.path.dirname(os.path.abspath(halogpu.__file__)),
+                    package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "build" / "lib").mkdir(parents=True)
+    (tree / "build" / "lib" / "libhalo.so").write_bytes(b"")
+    library = str(tree / "build" / "lib" / "libhalo.so")
+
+    def listed():
+        result = run_python(
+            "from halogpu import _lib\n"
+            "for path, _ in _lib._candidates(): print(path)\n",
+            {"HALO_LIBRARY": None, "PYTHONPATH": str(tree / "python")})
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split()
+
+    # Not a source tree: only a build/lib/libhalo.so.
+    assert library not in listed()
+    (tree / "CMakeLists.txt").write_text("project(halo)\n")
+    (tree / "include" / "halo").mkdir(parents=True)
+    (tree / "include" / "halo" / "halo.h").write_text("\n")
+    assert library in listed()
+    # A source tree anyone may write to (as /tmp is).
+    os.chmod(tree, 0o777)
+    try:
+        assert library not in listed()
+    finally:
+        os.chmod(tree, 0o755)
+    os.chmod(tree / "build" / "lib", 0o777)
+    assert library not in listed()
+
+
 def test_without_numpy(daemon):
     # numpy is optional: block its import and use buffers through bytes.
     result = run_python(f"""
