@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include <cstring>
-
 #include <map>
 #include <string>
 
@@ -107,8 +106,7 @@ void neighbour() {
   u64 argument = 0;
   void *arguments[] = {&argument};
   for (;;) {
-    CD(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, stream, arguments,
-                      NULL));
+    CD(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, stream, arguments, NULL));
     CD(cuEventRecord(event, stream));
     CD(cuEventSynchronize(event));
     usleep(1000);
