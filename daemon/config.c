@@ -847,7 +847,7 @@ void halod_config_print_help(FILE *stream) {
   }
   fprintf(stream, "  --%-22s %s\n  --%-22s %s\n  --%-22s %s\n", "print-config",
           "print the effective configuration and exit", "help", "this text",
-          "version", "print the version");
+          "version", "print the version (also -V)");
 }
 
 void halod_config_print(const halod_config_t *config, FILE *stream) {
@@ -881,7 +881,7 @@ static halo_status_t halod_config_parse_flags(halod_config_t *config, int argc,
       *out_exit = 1;
       return NULL;
     }
-    if (strcmp(arg, "--version") == 0) {
+    if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
       if (config_pass) printf("halod %s\n", HALO_VERSION_STRING);
       *out_exit = 1;
       return NULL;

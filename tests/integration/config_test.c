@@ -261,6 +261,17 @@ static void test_print_config(void **state) {
                      strstr(r.out, "trust domain's device worker"));
   OPS_EXPECT(&r, strstr(r.out, "fd channel and admin sockets"));
   ops_result_free(&r);
+  // --version and -V (as haloctl's) print the version and exit 0.
+  const char *version[] = {HALO_TEST_HALOD, "--version", NULL};
+  const char *short_version[] = {HALO_TEST_HALOD, "-V", NULL};
+  ops_run(version, NULL, &r);
+  OPS_EXPECT(&r,
+             r.exit_code == 0 && strstr(r.out, "halod " HALO_VERSION_STRING));
+  ops_result_free(&r);
+  ops_run(short_version, NULL, &r);
+  OPS_EXPECT(&r,
+             r.exit_code == 0 && strstr(r.out, "halod " HALO_VERSION_STRING));
+  ops_result_free(&r);
 }
 
 // $CACHE_DIRECTORY (systemd's CacheDirectory=) is cache-directory's default
