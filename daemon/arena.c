@@ -7,7 +7,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
 #include "daemon/device_call.h"
@@ -35,7 +34,7 @@ static void halod_arena_discard(halod_arena_t *arena,
   halod_host_registration_undo(registration, arena->mapping);
   if (arena->mapping) munmap(arena->mapping, arena->size);
   if (arena->fd >= 0) close(arena->fd);
-  free(arena->free_ranges);
+  halod_free_ranges_deinitialize(&arena->free_ranges);
   free(arena);
 }
 
@@ -78,12 +77,7 @@ halo_status_t halod_arena_open(halod_t *daemon, halod_domain_t *domain,
     halod_device_retain(device);
     registration->devices[registration->count++] = device;
   }
-  if (!status) {
-    arena->free_ranges = malloc(sizeof(*arena->free_ranges) * 4);
-    if (!arena->free_ranges) {
-      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-    }
-  }
+  if (!status) status = halod_free_ranges_initialize(&arena->free_ranges, size);
   if (status) {
     registration->registered = 0;
     halod_arena_discard(arena, registration);
@@ -125,10 +119,6 @@ halo_status_t halod_arena_finish(halod_t *daemon, halod_arena_t *arena,
   }
   arena->registered = registration->count;
   registration->count = registration->registered = 0;
-  arena->free_capacity = 4;
-  arena->free_count = 1;
-  arena->free_ranges[0].offset = 0;
-  arena->free_ranges[0].size = arena->size;
   return NULL;
 }
 
@@ -152,75 +142,38 @@ void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena) {
   halod_arena_unregister(arena);
   munmap(arena->mapping, arena->size);
   close(arena->fd);
-  free(arena->free_ranges);
+  halod_free_ranges_deinitialize(&arena->free_ranges);
   free(arena);
 }
 
-bool halod_arena_allocate(halod_arena_t *arena, uint64_t size,
-                          uint64_t *out_offset) {
-  *out_offset = 0;
+halo_status_t halod_arena_allocate(halod_arena_t *arena, uint64_t size,
+                                   bool *out_placed, uint64_t *out_offset) {
   size = halod_align_up(size, HALOD_ARENA_ALIGNMENT);
-  for (uint32_t i = 0; i < arena->free_count; ++i) {
-    halod_arena_range_t *range = &arena->free_ranges[i];
-    if (range->size < size) continue;
-    *out_offset = range->offset;
-    range->offset += size;
-    range->size -= size;
-    if (range->size == 0) {
-      memmove(range, range + 1, (arena->free_count - i - 1) * sizeof(*range));
-      --arena->free_count;
-    }
-    ++arena->live;
-    return true;
+  halo_status_t status =
+      halod_free_ranges_take(&arena->free_ranges, size, out_placed, out_offset);
+  if (status) {
+    return halo_status_annotate(status, "placing %llu bytes on arena %llu",
+                                (unsigned long long)size,
+                                (unsigned long long)arena->id);
   }
-  return false;
+  if (*out_placed) ++arena->live;
+  return NULL;
+}
+
+bool halod_arena_fits(const halod_arena_t *arena, uint64_t size) {
+  return halod_free_ranges_fits(&arena->free_ranges,
+                                halod_align_up(size, HALOD_ARENA_ALIGNMENT));
 }
 
 void halod_arena_free(halod_t *daemon, halod_arena_t *arena, uint64_t offset,
                       uint64_t size) {
-  size = halod_align_up(size, HALOD_ARENA_ALIGNMENT);
   --arena->live;
   if (arena->live == 0 && (arena->exclusive || arena->owner_session == 0)) {
     halod_arena_destroy(daemon, arena);
     return;
   }
-  // Insert sorted, then coalesce with the neighbours.
-  uint32_t i = 0;
-  while (i < arena->free_count && arena->free_ranges[i].offset < offset) ++i;
-  if (arena->free_count == arena->free_capacity) {
-    uint32_t capacity = arena->free_capacity * 2;
-    halod_arena_range_t *ranges =
-        realloc(arena->free_ranges, capacity * sizeof(*ranges));
-    if (!ranges) {
-      // Leaks the range (the arena stays usable); logged, not fatal.
-      HALO_LOG_WARN("arena %llu: out of memory returning a range",
-                    (unsigned long long)arena->id);
-      return;
-    }
-    arena->free_ranges = ranges;
-    arena->free_capacity = capacity;
-  }
-  memmove(&arena->free_ranges[i + 1], &arena->free_ranges[i],
-          (arena->free_count - i) * sizeof(halod_arena_range_t));
-  arena->free_ranges[i].offset = offset;
-  arena->free_ranges[i].size = size;
-  ++arena->free_count;
-  if (i + 1 < arena->free_count &&
-      arena->free_ranges[i].offset + arena->free_ranges[i].size ==
-          arena->free_ranges[i + 1].offset) {
-    arena->free_ranges[i].size += arena->free_ranges[i + 1].size;
-    memmove(&arena->free_ranges[i + 1], &arena->free_ranges[i + 2],
-            (arena->free_count - i - 2) * sizeof(halod_arena_range_t));
-    --arena->free_count;
-  }
-  if (i > 0 &&
-      arena->free_ranges[i - 1].offset + arena->free_ranges[i - 1].size ==
-          arena->free_ranges[i].offset) {
-    arena->free_ranges[i - 1].size += arena->free_ranges[i].size;
-    memmove(&arena->free_ranges[i], &arena->free_ranges[i + 1],
-            (arena->free_count - i - 1) * sizeof(halod_arena_range_t));
-    --arena->free_count;
-  }
+  halod_free_ranges_give(&arena->free_ranges, offset,
+                         halod_align_up(size, HALOD_ARENA_ALIGNMENT));
 }
 
 void halod_arena_orphan(halod_t *daemon, halod_arena_t *arena) {

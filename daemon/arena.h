@@ -15,13 +15,9 @@
 #include <stdint.h>
 
 #include "daemon/daemon.h"
+#include "daemon/free_ranges.h"
 
 #define HALOD_ARENA_ALIGNMENT 256
-
-typedef struct halod_arena_range_t {
-  uint64_t offset;
-  uint64_t size;
-} halod_arena_range_t;
 
 typedef struct halod_arena_t {
   uint64_t id;
@@ -36,10 +32,9 @@ typedef struct halod_arena_t {
   uint64_t device_addresses[HALO_HAL_MAX_DEVICES];
   halo_hal_device_t *devices[HALO_HAL_MAX_DEVICES];
   uint32_t registered;
-  // Free ranges sorted by offset, coalesced.
-  halod_arena_range_t *free_ranges;
-  uint32_t free_count;
-  uint32_t free_capacity;
+  // Coalesced, in a tree by offset (daemon/free_ranges.h); offsets and
+  // sizes are multiples of HALOD_ARENA_ALIGNMENT.
+  halod_free_ranges_t free_ranges;
 } halod_arena_t;
 
 // Registered with every device of |domain| (its sessions' devices).
@@ -68,11 +63,19 @@ void halod_arena_abandon(halod_t *daemon, halod_arena_t *arena,
                          struct halod_host_registration_t *registration);
 void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena);
 
-// First fit, HALOD_ARENA_ALIGNMENT-aligned. Returns false if no range fits.
-bool halod_arena_allocate(halod_arena_t *arena, uint64_t size,
-                          uint64_t *out_offset);
-// Returns the range; destroys the arena when it is empty and exclusive or
-// orphaned.
+// First fit: |size| rounded up to HALOD_ARENA_ALIGNMENT, from the start of
+// the free range of the lowest offset that holds it, O(log n) for n free
+// ranges; |*out_placed| false if none does. RESOURCE_EXHAUSTED, nothing
+// placed, only without memory for the node the buffer's free may need
+// (halod_arena_free never fails); never while nothing is placed on it, so
+// a fresh arena's first buffer need not check.
+halo_status_t halod_arena_allocate(halod_arena_t *arena, uint64_t size,
+                                   bool *out_placed, uint64_t *out_offset);
+// Whether halod_arena_allocate would place |size| (the memory aside): O(1).
+bool halod_arena_fits(const halod_arena_t *arena, uint64_t size);
+// Returns the range (as allocated), coalesced with the free ranges on
+// either side, O(log n); destroys the arena when it is empty and exclusive
+// or orphaned.
 void halod_arena_free(halod_t *daemon, halod_arena_t *arena, uint64_t offset,
                       uint64_t size);
 

@@ -29,7 +29,10 @@ static halo_status_t halod_buffer_place(halod_t *daemon,
   bool exclusive = halod_buffer_exclusive(daemon, size, exportable);
   if (!exclusive) {
     for (uint32_t i = 0; i < session->arena_count; ++i) {
-      if (halod_arena_allocate(session->arenas[i], size, out_offset)) {
+      bool placed = false;
+      HALO_RETURN_IF_ERROR(
+          halod_arena_allocate(session->arenas[i], size, &placed, out_offset));
+      if (placed) {
         *out_arena = session->arenas[i];
         return NULL;
       }
@@ -46,7 +49,9 @@ static halo_status_t halod_buffer_place(halod_t *daemon,
       return status;
     }
   }
-  halod_arena_allocate(arena, size, out_offset);  // fits: fresh arena
+  // Fits, and cannot fail: a fresh arena.
+  bool placed;
+  halod_arena_allocate(arena, size, &placed, out_offset);
   *out_arena = arena;
   return NULL;
 }
@@ -159,13 +164,8 @@ bool halod_buffer_needs_arena(const halod_t *daemon,
                               const halod_session_t *session, uint64_t size,
                               bool exportable) {
   if (halod_buffer_exclusive(daemon, size, exportable)) return true;
-  uint64_t aligned = (size + HALOD_ARENA_ALIGNMENT - 1) &
-                     ~(uint64_t)(HALOD_ARENA_ALIGNMENT - 1);
   for (uint32_t i = 0; i < session->arena_count; ++i) {
-    const halod_arena_t *arena = session->arenas[i];
-    for (uint32_t r = 0; r < arena->free_count; ++r) {
-      if (arena->free_ranges[r].size >= aligned) return false;
-    }
+    if (halod_arena_fits(session->arenas[i], size)) return false;
   }
   return true;
 }
@@ -218,7 +218,9 @@ halo_status_t halod_buffer_create_on_arena(
     halod_domain_quota_credit(session, true, size);
     return status;
   }
-  halod_arena_allocate(arena, size, &buffer->offset);  // fits: fresh arena
+  // Fits, and cannot fail: a fresh arena.
+  bool placed;
+  halod_arena_allocate(arena, size, &placed, &buffer->offset);
   buffer->arena = arena;
   halod_buffer_count(daemon, session, buffer, true);
   *out_buffer = buffer;
