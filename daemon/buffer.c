@@ -2,8 +2,10 @@
 // Copyright 2026 The halo Authors
 #include "daemon/buffer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/status.h"
 #include "daemon/device_call.h"
@@ -321,9 +323,23 @@ halo_status_t halod_buffer_read(halod_buffer_t *buffer, uint64_t offset,
                                 void *out_data, uint64_t length) {
   HALO_RETURN_IF_ERROR(halod_buffer_check_range(buffer, offset, length));
   if (buffer->arena) {
-    memcpy(out_data,
-           (const char *)buffer->arena->mapping + buffer->offset + offset,
-           (size_t)length);
+    // From the memfd, not the mapping: a read through the mapping faults in
+    // every page it touches, a page nobody wrote too, each charged to
+    // halod's memory (its cgroup, its RSS) for the arena's life; pread
+    // copies a hole as zeros and allocates nothing.
+    uint64_t position = buffer->offset + offset;
+    uint64_t done = 0;
+    while (done < length) {
+      ssize_t got = pread(buffer->arena->fd, (char *)out_data + done,
+                          (size_t)(length - done), (off_t)(position + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        return halo_status_from_errno(got < 0 ? errno : EIO,
+                                      "reading buffer %llu from its arena",
+                                      (unsigned long long)buffer->id);
+      }
+      done += (uint64_t)got;
+    }
     return NULL;
   }
   halo_hal_allocator_t *allocator = buffer->hal_device->allocator;

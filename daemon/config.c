@@ -28,7 +28,7 @@ typedef enum halod_config_type_e {
   HALOD_CONFIG_BYTES_POWER_OF_TWO,  // BYTES, and a power of two
   HALOD_CONFIG_OCTAL,
   HALOD_CONFIG_HTTP_ADDRESS,  // "HOST:PORT" (daemon/metrics_http.h), or ""
-  HALOD_CONFIG_NICE,          // a niceness, -20 to 19 (int32_t)
+  HALOD_CONFIG_I32,  // int32_t, |min| to |max| read as int64_t (HALOD_I64)
 } halod_config_type_t;
 
 typedef struct halod_config_entry_t {
@@ -51,6 +51,9 @@ typedef struct halod_config_entry_t {
 #define HALOD_CHOICE(field) HALOD_CONFIG_CHOICE, HALOD_FIELD(field)
 #define HALOD_HTTP_ADDRESS(field) HALOD_CONFIG_HTTP_ADDRESS, HALOD_FIELD(field)
 #define HALOD_NUMBER(type, field) type, HALOD_FIELD(field)
+
+// A signed bound of an I32 entry, kept in the table's uint64_t fields.
+#define HALOD_I64(value) ((uint64_t)(int64_t)(value))
 
 #define LIVE true
 #define START false
@@ -278,13 +281,25 @@ static const halod_config_entry_t halod_config_entries[] = {
      "could wait for is in use or a try 1 s after its first wait finds no "
      "room. The driver keeps what it took for destroyed instances and hands "
      "it to later ones"},
-    {"nice", HALOD_NUMBER(HALOD_CONFIG_NICE, nice), "-10", 0, 0, NULL, START,
+    {"nice", HALOD_NUMBER(HALOD_CONFIG_I32, nice), "-10", HALOD_I64(-20),
+     HALOD_I64(19), NULL, START,
      "scheduling niceness (-20 to 19) of halod and its device workers, set "
      "at start: their threads issue every tenant's work and see it finish, "
      "so they should not wait for CPU behind clients that spin while they "
      "wait for the GPU. Lowering it takes CAP_SYS_NICE (or systemd's Nice=, "
      "Kubernetes' SYS_NICE capability); without, halod warns and runs at the "
      "niceness it was started with"},
+    {"oom-score-adj", HALOD_NUMBER(HALOD_CONFIG_I32, oom_score_adj), "-900",
+     HALOD_I64(-1000), HALOD_I64(1000), NULL, START,
+     "halod's oom_score_adj (-1000 to 1000), set at start: under memory "
+     "pressure the kernel kills the process of the highest score, and every "
+     "tenant's sessions end with halod. Each device worker raises its own "
+     "to 500 above halod's (at least 500, at most 1000), so a domain's "
+     "worker, whose tenants' buffers and work its memory mostly is, goes "
+     "first. Lowering it takes CAP_SYS_RESOURCE (or systemd's "
+     "OOMScoreAdjust=, which the unit sets, or Kubernetes' SYS_RESOURCE "
+     "capability); without, halod warns and keeps the score it was started "
+     "with"},
     {"cuda-connections", HALOD_NUMBER(HALOD_CONFIG_U32, cuda_connections), "0",
      0, 32, NULL, START,
      "hardware work queues each device context asks for "
@@ -570,14 +585,17 @@ static halo_status_t halod_config_set(halod_config_t *config,
       break;
     case HALOD_CONFIG_STRING:
       break;
-    case HALOD_CONFIG_NICE: {
+    case HALOD_CONFIG_I32: {
       errno = 0;
       char *end = NULL;
-      long number = strtol(value, &end, 10);
-      if (errno || end == value || *end || value[0] == ' ' || number < -20 ||
-          number > 19) {
+      long long number = strtoll(value, &end, 10);
+      int64_t min = (int64_t)entry->min;
+      int64_t max = (int64_t)entry->max;
+      if (errno || end == value || *end || value[0] == ' ' || number < min ||
+          number > max) {
         return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                                "'%s' is not a niceness from -20 to 19", value);
+                                "'%s' is not an integer from %lld to %lld",
+                                value, (long long)min, (long long)max);
       }
       *(int32_t *)field = (int32_t)number;
       return NULL;
@@ -623,7 +641,7 @@ static void halod_config_format(const halod_config_t *config,
     case HALOD_CONFIG_OCTAL:
       snprintf(out, capacity, "0%" PRIo32, *(const uint32_t *)field);
       break;
-    case HALOD_CONFIG_NICE:
+    case HALOD_CONFIG_I32:
       snprintf(out, capacity, "%" PRId32, *(const int32_t *)field);
       break;
     case HALOD_CONFIG_U64:
@@ -798,8 +816,9 @@ static void halod_config_type_text(const halod_config_entry_t *entry, char *out,
     case HALOD_CONFIG_HTTP_ADDRESS:
       snprintf(out, capacity, "HOST:PORT, or empty for none");
       break;
-    case HALOD_CONFIG_NICE:
-      snprintf(out, capacity, "integer, -20 to 19");
+    case HALOD_CONFIG_I32:
+      snprintf(out, capacity, "integer, %lld to %lld", (long long)entry->min,
+               (long long)entry->max);
       break;
     case HALOD_CONFIG_OCTAL:
       snprintf(out, capacity, "octal, %#" PRIo64 " to %#" PRIo64, entry->min,

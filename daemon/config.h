@@ -78,6 +78,7 @@ typedef struct halod_config_t {
   uint32_t workers_per_domain;        // worker processes per (device, domain)
   uint32_t cuda_connections;          // CUDA_DEVICE_MAX_CONNECTIONS; 0: unset
   int32_t nice;                       // halod's and its workers' niceness
+  int32_t oom_score_adj;              // halod's; its workers' 500 above
   char ring_consumer[16];             // worker | halod
   uint32_t fault_budget;              // faults per client process; 0: no limit
   uint32_t fault_budget_window_s;     // ... within this many seconds

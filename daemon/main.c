@@ -23,6 +23,7 @@
 #include "daemon/daemon.h"
 #include "daemon/executable.h"
 #include "daemon/fd_budget.h"
+#include "daemon/oom_score.h"
 #include "daemon/server.h"
 #include "daemon/worker_process.h"
 #include "daemon/workers.h"
@@ -83,6 +84,25 @@ static void halod_apply_nice(const halod_config_t *config) {
       "capability); halod and its workers run at %s niceness, so clients "
       "that spin on a busy CPU can delay their issue and completion threads",
       config->nice, strerror(error), running);
+}
+
+// oom-score-adj: halod's score for the kernel's choice of a process to
+// kill under memory pressure, set before it spawns a device worker (each
+// worker raises its own above it: halod_worker_raise_oom_score).
+static void halod_apply_oom_score_adj(const halod_config_t *config) {
+  int current = 0;
+  bool known = halod_oom_score_read(&current);
+  if (known && current == config->oom_score_adj) return;
+  if (halod_oom_score_write(config->oom_score_adj)) return;
+  int error = errno;
+  char running[16] = "its own";
+  if (known) snprintf(running, sizeof(running), "%d", current);
+  HALO_LOG_WARN(
+      "oom-score-adj %d not applied (%s): lowering it takes CAP_SYS_RESOURCE "
+      "(systemd: OOMScoreAdjust= in the unit; Kubernetes: the SYS_RESOURCE "
+      "capability); halod keeps %s, and under memory pressure the kernel may "
+      "kill it, ending every tenant's sessions, before a device worker",
+      config->oom_score_adj, strerror(error), running);
 }
 
 // The allocator halod and its device workers run on (the same binary), for
@@ -219,6 +239,7 @@ int main(int argc, char **argv) {
   halod_apply_cuda_connections(&config);
   halod_apply_loads(&config);
   halod_apply_nice(&config);
+  halod_apply_oom_score_adj(&config);
   halod_fd_budget_check_limits(&config);
   struct rlimit file_size;
   if (getrlimit(RLIMIT_FSIZE, &file_size) == 0 &&

@@ -92,8 +92,10 @@ static void test_errors_name_file_line_and_setting(void **state) {
       {"log-level = info\njust words\n", "2: expected \"name = value\""},
       {"config = /etc/other.conf\n", "1: unknown setting 'config'"},
       {"log-level = info\n  contexts = 4\n", "2: log-level: an indented line"},
-      {"nice = -21\n", "1: nice: '-21' is not a niceness from -20 to 19"},
-      {"nice = low\n", "1: nice: 'low' is not a niceness"},
+      {"nice = -21\n", "1: nice: '-21' is not an integer from -20 to 19"},
+      {"oom-score-adj = 1001\n",
+       "1: oom-score-adj: '1001' is not an integer from -1000 to 1000"},
+      {"nice = low\n", "1: nice: 'low' is not an integer"},
       // Errors between two settings name the line of the one refused.
       {"contexts = 4\nsession-requests = 4\n",
        "2: session-requests: 4 must be less than contexts (4, from "},

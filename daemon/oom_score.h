@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// Which process the kernel kills first under memory pressure: halod's
+// oom_score_adj (the setting oom-score-adj, -900 by default) and its device
+// workers', 500 above it. A worker's memory is mostly its trust domain's
+// tenants' buffers and work; halod's, every tenant's sessions. Without the
+// difference the largest process goes, which can be halod (recordings, a
+// host-visible buffer it read) or another domain's worker, and the memory
+// one domain pushed into halod's cgroup then ends other domains' sessions.
+//
+// The kernel adds oom_score_adj / 1000 of the memory the choice is made in
+// (the machine's, or the cgroup's memory.max) to each process's own pages:
+// 500 above makes a worker go before halod unless halod holds half of that
+// memory more than it. Raising a score needs no privilege; lowering one
+// needs CAP_SYS_RESOURCE (systemd's OOMScoreAdjust= sets it before halod
+// starts).
+//
+// Any thread.
+#ifndef HALOD_OOM_SCORE_H_
+#define HALOD_OOM_SCORE_H_
+
+#include <stdbool.h>
+
+// How far above halod's score a device worker puts its own.
+#define HALOD_OOM_SCORE_WORKER_ABOVE 500
+
+// This process's /proc/self/oom_score_adj; false (errno set) if unreadable.
+bool halod_oom_score_read(int *out_score);
+// Writes it; false (errno set: EACCES to lower it without CAP_SYS_RESOURCE)
+// on failure.
+bool halod_oom_score_write(int score);
+
+// The score a device worker takes when halod's (inherited) is |inherited|:
+// HALOD_OOM_SCORE_WORKER_ABOVE above it, at least that much above 0 (a
+// halod that could not lower its own still has workers go first), at most
+// 1000.
+int halod_oom_score_for_worker(int inherited);
+
+// In a device worker at its start: raises its score to
+// halod_oom_score_for_worker of the one it inherited (logs a warning if it
+// cannot; never lowers it).
+void halod_oom_score_raise_worker(void);
+
+#endif  // HALOD_OOM_SCORE_H_
