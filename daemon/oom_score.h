@@ -10,8 +10,9 @@
 //
 // The kernel adds oom_score_adj / 1000 of the memory the choice is made in
 // (the machine's, or the cgroup's memory.max) to each process's own pages:
-// 500 above makes a worker go before halod unless halod holds half of that
-// memory more than it. Raising a score needs no privilege; lowering one
+// at -900 and 500 a worker always goes before halod; at 0 and 500 (a halod
+// that could not lower its own) unless halod holds half of that memory more
+// than the worker. Raising a score needs no privilege; lowering one
 // needs CAP_SYS_RESOURCE (systemd's OOMScoreAdjust= sets it before halod
 // starts).
 //
