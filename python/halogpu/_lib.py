@@ -296,22 +296,23 @@ def _trusted_source_tree(folder: str) -> bool:
     The walk up from the module passes folders such as /tmp, where any user
     could leave a build/lib/libhalo.so for the next one to load: a folder
     counts only if it holds halo's sources (CMakeLists.txt and
-    include/halo/halo.h) and it, build and build/lib belong to this user or
-    root and are not writable by others.
+    include/halo/halo.h) and it, build, build/lib and the library belong to
+    this user or root and are writable by neither their group nor others.
     """
     if not (os.path.isfile(os.path.join(folder, "CMakeLists.txt")) and
             os.path.isfile(os.path.join(folder, "include", "halo",
                                         "halo.h"))):
         return False
+    library = os.path.join(folder, "build", "lib", "libhalo.so")
     for path in (folder, os.path.join(folder, "build"),
-                 os.path.join(folder, "build", "lib")):
+                 os.path.join(folder, "build", "lib"), library):
         try:
             status = os.stat(path)
         except OSError:
             return False
         if status.st_uid not in (0, os.getuid()):
             return False
-        if status.st_mode & stat.S_IWOTH:
+        if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return False
     return True
 

@@ -146,6 +146,12 @@ def test_build_tree_walk_skips_untrusted_folders(tmp_path):
         os.chmod(tree, 0o755)
     os.chmod(tree / "build" / "lib", 0o777)
     assert library not in listed()
+    os.chmod(tree / "build" / "lib", 0o755)
+    assert library in listed()
+    # ... or its group (a shared project folder: the group's members could
+    # plant the library too).
+    os.chmod(tree / "build" / "lib" / "libhalo.so", 0o664)
+    assert library not in listed()
 
 
 def test_without_numpy(daemon):
