@@ -324,9 +324,10 @@ halo_status_t halod_buffer_read(halod_buffer_t *buffer, uint64_t offset,
   HALO_RETURN_IF_ERROR(halod_buffer_check_range(buffer, offset, length));
   if (buffer->arena) {
     // From the memfd, not the mapping: a read through the mapping faults in
-    // every page it touches, a page nobody wrote too, each charged to
-    // halod's memory (its cgroup, its RSS) for the arena's life; pread
-    // copies a hole as zeros and allocates nothing.
+    // every page it touches, a page nobody wrote too, into halod's RSS (which
+    // the kernel's choice of a process to kill counts) and, where no device
+    // pinned the arena yet (the local driver), charged to halod's cgroup;
+    // pread copies a hole as zeros and allocates nothing.
     uint64_t position = buffer->offset + offset;
     uint64_t done = 0;
     while (done < length) {

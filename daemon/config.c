@@ -294,7 +294,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      "halod's oom_score_adj (-1000 to 1000), set at start: under memory "
      "pressure the kernel kills the process of the highest score, and every "
      "tenant's sessions end with halod. Each device worker raises its own "
-     "to 500 above halod's (at least 500, at most 1000), so a domain's "
+     "to 500 above halod's (at most 1000), so a domain's "
      "worker, whose tenants' buffers and work its memory mostly is, goes "
      "first. Lowering it takes CAP_SYS_RESOURCE (or systemd's "
      "OOMScoreAdjust=, which the unit sets, or Kubernetes' SYS_RESOURCE "

@@ -88,7 +88,7 @@ static void halod_apply_nice(const halod_config_t *config) {
 
 // oom-score-adj: halod's score for the kernel's choice of a process to
 // kill under memory pressure, set before it spawns a device worker (each
-// worker raises its own above it: halod_worker_raise_oom_score).
+// worker raises its own above it: halod_oom_score_raise_worker).
 static void halod_apply_oom_score_adj(const halod_config_t *config) {
   int current = 0;
   bool known = halod_oom_score_read(&current);

@@ -53,8 +53,7 @@ bool halod_oom_score_write(int score) {
 }
 
 int halod_oom_score_for_worker(int inherited) {
-  int base = inherited > 0 ? inherited : 0;
-  int score = base + HALOD_OOM_SCORE_WORKER_ABOVE;
+  int score = inherited + HALOD_OOM_SCORE_WORKER_ABOVE;
   return score > 1000 ? 1000 : score;
 }
 

@@ -10,11 +10,13 @@
 //
 // The kernel adds oom_score_adj / 1000 of the memory the choice is made in
 // (the machine's, or the cgroup's memory.max) to each process's own pages:
-// at -900 and 500 a worker always goes before halod; at 0 and 500 (a halod
-// that could not lower its own) unless halod holds half of that memory more
-// than the worker. Raising a score needs no privilege; lowering one
-// needs CAP_SYS_RESOURCE (systemd's OOMScoreAdjust= sets it before halod
-// starts).
+// 500 apart, a worker goes before halod unless halod holds half of that
+// memory more than the worker. At -900 and -400 (the defaults) the rest of
+// the machine, at 0, still goes before either in a machine-wide shortage
+// unless they are large. Raising a score needs no privilege; lowering one
+// below the lowest a privileged writer set for the process
+// (oom_score_adj_min; systemd's OOMScoreAdjust= sets it before halod
+// starts) needs CAP_SYS_RESOURCE.
 //
 // Any thread.
 #ifndef HALOD_OOM_SCORE_H_
@@ -32,9 +34,7 @@ bool halod_oom_score_read(int *out_score);
 bool halod_oom_score_write(int score);
 
 // The score a device worker takes when halod's (inherited) is |inherited|:
-// HALOD_OOM_SCORE_WORKER_ABOVE above it, at least that much above 0 (a
-// halod that could not lower its own still has workers go first), at most
-// 1000.
+// HALOD_OOM_SCORE_WORKER_ABOVE above it, at most 1000.
 int halod_oom_score_for_worker(int inherited);
 
 // In a device worker at its start: raises its score to
