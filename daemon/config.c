@@ -404,6 +404,14 @@ static const halod_config_entry_t halod_config_entries[] = {
      "may cost halod and the device workers in all, counted as "
      "session-recording-bytes counts them (least recently used first out; a "
      "recording larger than this is not kept); 0: none"},
+    {"idle-domains", HALOD_NUMBER(HALOD_CONFIG_U32, idle_domains), "4", 0,
+     1u << 20, NULL, LIVE,
+     "trust domains without sessions kept, with their device workers (on a "
+     "GPU a context each, about 560 MiB of its memory), for the entries the "
+     "caches hold of them (trust-domain uid: the uid's next client finds its "
+     "executables and recordings). Past it the domain whose last session "
+     "ended longest ago loses its entries and ends; 0: a domain ends with "
+     "its last session"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Not set: "

@@ -85,6 +85,7 @@ typedef struct halod_config_t {
   uint32_t executable_cache_entries;  // released executables kept (LRU)
   uint32_t memo_cache_entries;        // released recordings kept (LRU)
   uint64_t memo_cache_bytes;          // ... and their bytes, at most
+  uint32_t idle_domains;              // idle domains kept for those entries
   char metrics_address[80];           // HTTP /metrics "HOST:PORT"; "" for off
   char metrics_textfile[512];         // node-exporter textfile; "" for none
   uint32_t metrics_interval;          // seconds between textfile writes

@@ -62,6 +62,10 @@ typedef struct halod_domain_t {
   // "#PART" follows (owned)
   char *name;
   uint32_t sessions;
+  // While it has no sessions: when its last one ended, as the count of
+  // such endings (halod_sessions_t.idle_endings); 0 while it has sessions.
+  // The lowest goes first past idle-domains.
+  uint64_t idle_since;
   halod_worker_t workers[HALO_HAL_MAX_DEVICES];
 } halod_domain_t;
 
@@ -81,6 +85,7 @@ typedef struct halod_sessions_t {
   // release (a caller still looks at one).
   uint32_t end_idle_held;
   bool end_idle_wanted;
+  uint64_t idle_endings;  // last sessions of domains ended (idle_since)
   // Processes haloctl kill-client ended: pid -> start time + 1. Their new
   // connections are refused (nng would dial again on its own).
   halo_u64_map_t killed_processes;

@@ -24,6 +24,7 @@
 #include "daemon/queue.h"
 #include "daemon/ring_worker.h"
 #include "daemon/session.h"
+#include "daemon/trust_domain.h"
 #include "daemon/workers.h"
 #include "hal/remote/remote_device.h"
 
@@ -485,6 +486,15 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
                     "above 1): with sessions, or kept for the cached "
                     "entries of their workers.",
                     (double)daemon->sessions.domains.count);
+  halod_text_sample(&text, "halo_trust_domains_idle", "gauge",
+                    "Trust domains without sessions: kept for the cached "
+                    "entries of their workers (at most idle-domains), or "
+                    "until work their sessions left in flight is done.",
+                    (double)halod_domains_idle(daemon));
+  halod_text_sample(&text, "halo_idle_domains_ended_total", "counter",
+                    "Trust domains without sessions ended past idle-domains, "
+                    "their cached entries dropped.",
+                    (double)daemon->stats.idle_domains_ended);
   halod_text_sample(&text, "halo_semaphores", "gauge", "Live semaphores.",
                     (double)daemon->shared.semaphores.count);
   halod_text_sample(&text, "halo_executables", "gauge",

@@ -71,6 +71,9 @@ typedef struct halod_stats_t {
   uint64_t loads_refused;  // past loads or domain-loads, for now
   // Requests refused for now past calls or domain-calls (waiting places).
   uint64_t calls_refused;
+  // Idle trust domains ended past idle-domains, their cached entries
+  // dropped (daemon/trust_domain.h).
+  uint64_t idle_domains_ended;
   halod_queue_t *queues;  // every live queue (halod_queue_t.all_next)
   halod_device_stats_t devices[HALO_HAL_MAX_DEVICES];
 } halod_stats_t;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "daemon/cache.h"
 #include "daemon/cgroup.h"
@@ -312,6 +313,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   // that its semaphore pages and arenas are registered with them.
   // Counted first: handling a lost worker ends idle domains, not this one.
   ++domain->sessions;
+  domain->idle_since = 0;
   halo_status_t status = halod_domain_start_devices(daemon, domain);
   if (status) {
     halod_domain_release(daemon, domain);
@@ -376,8 +378,69 @@ static bool halod_domain_stays_idle(const halod_t *daemon,
 
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
   if (--domain->sessions > 0) return;
-  if (halod_domain_stays_idle(daemon, domain)) return;
-  halod_domain_free(daemon, domain);
+  if (!halod_domain_stays_idle(daemon, domain)) {
+    halod_domain_free(daemon, domain);
+    return;
+  }
+  domain->idle_since = ++daemon->sessions.idle_endings;
+  halod_domains_bound_idle(daemon);
+}
+
+// Whether the caches hold an entry of a worker of |domain|.
+static bool halod_domain_cached(const halod_t *daemon,
+                                const halod_domain_t *domain) {
+  for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+    const halo_hal_device_t *device = domain->workers[i].device;
+    if (device && halod_cache_holds_device(daemon, device)) return true;
+  }
+  return false;
+}
+
+// The domain without sessions, kept for cached entries, whose last session
+// ended longest ago, if more than idle-domains such are kept; else NULL.
+static halod_domain_t *halod_domain_idle_past_bound(const halod_t *daemon) {
+  const halo_u64_map_t *domains = &daemon->sessions.domains;
+  halod_domain_t *oldest = NULL;
+  uint32_t kept = 0;
+  for (size_t i = 0; i < domains->capacity; ++i) {
+    if (!domains->entries[i].key) continue;
+    halod_domain_t *domain = domains->entries[i].value;
+    if (domain->sessions > 0 || !halod_domain_cached(daemon, domain)) continue;
+    ++kept;
+    if (!oldest || domain->idle_since < oldest->idle_since) oldest = domain;
+  }
+  return kept > daemon->config.idle_domains ? oldest : NULL;
+}
+
+void halod_domains_bound_idle(halod_t *daemon) {
+  // Held: dropping a recording releases executables into their list, which
+  // may evict entries and end domains, |oldest| among them.
+  halod_domains_hold_idle(daemon);
+  halod_domain_t *oldest;
+  while ((oldest = halod_domain_idle_past_bound(daemon))) {
+    HALO_LOG_DEBUG("trust domain %s: idle, past idle-domains %u kept; its "
+                   "cached entries are dropped and it ends",
+                   oldest->name, daemon->config.idle_domains);
+    for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
+      if (oldest->workers[i].device) {
+        halod_cache_drop_device(daemon, oldest->workers[i].device);
+      }
+    }
+    ++daemon->stats.idle_domains_ended;
+  }
+  halod_domains_release_idle(daemon);
+  halod_domains_end_idle(daemon);
+}
+
+uint32_t halod_domains_idle(const halod_t *daemon) {
+  const halo_u64_map_t *domains = &daemon->sessions.domains;
+  uint32_t idle = 0;
+  for (size_t i = 0; i < domains->capacity; ++i) {
+    if (!domains->entries[i].key) continue;
+    const halod_domain_t *domain = domains->entries[i].value;
+    if (domain->sessions == 0) ++idle;
+  }
+  return idle;
 }
 
 void halod_domains_hold_idle(halod_t *daemon) {

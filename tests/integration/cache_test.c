@@ -9,15 +9,27 @@
 // least recently used entry goes first; 0 keeps nothing; a recording that
 // names a buffer directly is never kept; a lost worker takes its entries
 // with it. haloctl cache's summary (entries, held, cached, hits, misses,
-// evictions) is checked through the admin socket.
+// evictions) is checked through the admin socket. idle-domains bounds the
+// domains kept without sessions: past it the one idle longest ends, its
+// entries dropped (a client of another uid, execute_peer run after setuid,
+// makes the second domain: needs root, skipped otherwise); 0 ends a domain
+// with its last session, and a reload that lowers it ends them at once.
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/admin.h"
 #include "tests/support/halo_test.h"
+
+#ifndef EXECUTE_TEST_PEER
+#error "EXECUTE_TEST_PEER must name the execute_peer executable"
+#endif
 
 // The daemon with |extra| arguments and no client of the fixture's own (a
 // trust domain must be able to lose its last session).
@@ -53,13 +65,34 @@ static void write_config(const char *text) {
   assert_int_equal(fclose(file), 0);
 }
 
-static int setup_reload(void **state) {
+static int setup_reload_from(void **state, const char *text) {
   snprintf(reload_config, sizeof(reload_config), "/tmp/halo-cache-XXXXXX");
   int fd = mkstemp(reload_config);
   assert_true(fd >= 0);
   close(fd);
-  write_config("executable-cache-entries = 8\nmemo-cache-entries = 8\n");
+  write_config(text);
   static const char *const extra[] = {"--config", reload_config, NULL};
+  return setup_with(state, extra);
+}
+
+static int setup_reload(void **state) {
+  return setup_reload_from(
+      state, "executable-cache-entries = 8\nmemo-cache-entries = 8\n");
+}
+
+static int setup_reload_idle(void **state) {
+  return setup_reload_from(state, "idle-domains = 1\n");
+}
+
+static int setup_no_idle(void **state) {
+  static const char *const extra[] = {"--idle-domains", "0", NULL};
+  return setup_with(state, extra);
+}
+
+// One idle domain kept; clients of another uid may load native code.
+static int setup_one_idle(void **state) {
+  static const char *const extra[] = {"--idle-domains", "1", "--native-code",
+                                      "any", NULL};
   return setup_with(state, extra);
 }
 
@@ -392,6 +425,118 @@ static void test_lost_worker_drops_its_entries(void **state) {
   halo_client_close(client);
 }
 
+// Loads an executable in a session of the test's own domain, releases it
+// and ends the session: the domain is idle, the executable cached. Returns
+// whether the load was a cache hit.
+static bool load_and_leave(const halo_test_daemon_t *daemon) {
+  halo_client_t *client = halo_test_connect(daemon, 0);
+  halo_executable_t *executable = load(client, 0);
+  bool hit = halo_executable_cache_hit(executable);
+  halo_executable_release(executable);
+  halo_client_close(client);
+  assert_true(HALO_TEST_POLL(no_sessions(daemon), HALO_TEST_DEADLINE_MS));
+  return hit;
+}
+
+static bool no_worker(const halo_test_daemon_t *daemon, const char *domain) {
+  return halo_test_admin_worker_pid(daemon, domain) == 0;
+}
+
+// idle-domains 0: the domain ends with its last session, its cached
+// entries with it, and its next client starts afresh.
+static void test_no_idle_domain_kept(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  assert_false(load_and_leave(&fixture->daemon));
+  assert_true(HALO_TEST_POLL(no_worker(&fixture->daemon, domain_name()),
+                             HALO_TEST_DEADLINE_MS));
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.entries, 0);
+  assert_int_equal(summary.executable.evictions, 0);  // dropped, not evicted
+  assert_false(load_and_leave(&fixture->daemon));
+}
+
+// A reload lowering idle-domains to 0 ends the idle domain at once.
+static void test_reload_ends_idle_domains(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  assert_false(load_and_leave(&fixture->daemon));
+  assert_true(halo_test_admin_worker_pid(&fixture->daemon, domain_name()) > 0);
+  assert_int_equal(cache_summary(&fixture->daemon).executable.cached, 1);
+  write_config("idle-domains = 0\n");
+  assert_int_equal(kill(fixture->daemon.pid, SIGHUP), 0);
+  assert_true(HALO_TEST_POLL(no_worker(&fixture->daemon, domain_name()),
+                             HALO_TEST_DEADLINE_MS));
+  assert_int_equal(cache_summary(&fixture->daemon).executable.entries, 0);
+  unlink(reload_config);
+}
+
+// Runs execute_peer's "load" of |kernels| as uid and gid 65534 (a trust
+// domain of its own) and waits for it to succeed.
+static void run_other_uid_client(const halo_test_daemon_t *daemon,
+                                 const char *kernels) {
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+      _exit(10);
+    }
+    execl(EXECUTE_TEST_PEER, EXECUTE_TEST_PEER, daemon->listen_address, "load",
+          kernels, "1", (char *)NULL);
+    _exit(127);
+  }
+  halo_test_process_t process = {.pid = child, .stdout_fd = -1};
+  assert_int_equal(halo_test_process_wait(&process, HALO_TEST_DEADLINE_MS), 0);
+}
+
+// A copy of the test kernels that uid 65534 can read (the build tree's
+// folders may not let it), with their extension (execute_peer takes the
+// format from it).
+static void copy_kernels(char *out_path, size_t capacity) {
+  const char *dot = strrchr(halo_test_kernels_path(), '.');
+  const char *extension = dot ? dot : "";
+  snprintf(out_path, capacity, "/tmp/halo-idle-XXXXXX%s", extension);
+  int fd = mkstemps(out_path, (int)strlen(extension));
+  assert_true(fd >= 0);
+  size_t size;
+  uint8_t *data = read_kernels(0, &size);
+  assert_int_equal(write(fd, data, size), (ssize_t)size);
+  free(data);
+  assert_int_equal(fchmod(fd, 0644), 0);
+  close(fd);
+}
+
+// idle-domains 1: the test's domain idles, then a client of another uid
+// leaves its own idle; the test's, idle longer, ends (its next load
+// misses). Then the test's domain idles again and the other uid's ends.
+static void test_longest_idle_domain_ends_first(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root (setuid to another uid)\n");
+    skip();
+  }
+  const halo_test_daemon_t *daemon = &fixture->daemon;
+  // The other uid reaches the client socket and its fd channel.
+  assert_int_equal(chmod(daemon->socket_path, 0666), 0);
+  assert_int_equal(chmod(daemon->fd_channel_path, 0666), 0);
+  char kernels[64];
+  copy_kernels(kernels, sizeof(kernels));
+
+  assert_false(load_and_leave(daemon));
+  assert_true(halo_test_admin_worker_pid(daemon, domain_name()) > 0);
+  run_other_uid_client(daemon, kernels);
+  assert_true(HALO_TEST_POLL(no_worker(daemon, domain_name()),
+                             HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_worker_pid(daemon, "uid:65534") > 0);
+
+  // Its entries went with it; the other uid's stayed.
+  assert_false(load_and_leave(daemon));
+  assert_true(
+      HALO_TEST_POLL(no_worker(daemon, "uid:65534"), HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_worker_pid(daemon, domain_name()) > 0);
+  // Kept for its entries: the next load is a hit.
+  assert_true(load_and_leave(daemon));
+  unlink(kernels);
+}
+
 int main(void) {
   halo_test_require_driver();
   const struct CMUnitTest tests[] = {
@@ -407,6 +552,14 @@ int main(void) {
                                       setup_reload, halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_lost_worker_drops_its_entries,
                                       setup_default,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_no_idle_domain_kept, setup_no_idle,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_reload_ends_idle_domains,
+                                      setup_reload_idle,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_longest_idle_domain_ends_first,
+                                      setup_one_idle,
                                       halo_test_fixture_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
