@@ -126,6 +126,7 @@ check_files("${PREFIX}"
   bin/haloctl
   ${LIBDIR}/libhalo.so
   ${LIBDIR}/libhalo.so.1
+  ${LIBDIR}/libhalo.so.1.0.0
   ${LIBDIR}/libhalo.a
   ${LIBDIR}/pkgconfig/halo.pc
   ${LIBDIR}/cmake/halo/haloConfig.cmake
@@ -139,6 +140,7 @@ check_files("${PREFIX}"
   lib/tmpfiles.d/halo.conf
   etc/halo/halod.conf
   ${DATAROOTDIR}/doc/halo/examples/halod.conf
+  ${DATAROOTDIR}/doc/halo/LICENSE
   ${MANDIR}/man1/haloctl.1
   ${MANDIR}/man5/halod.conf.5
   ${MANDIR}/man8/halod.8)
