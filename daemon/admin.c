@@ -570,6 +570,10 @@ static void halod_admin_memo_cache(halod_t *daemon,
       daemon->cache.executables.count, &daemon->cache.executable_lru,
       daemon->config.executable_cache_entries, daemon->stats.executable_hits,
       daemon->stats.executable_misses);
+  // Those kept, and those only kept recordings hold.
+  executable.has_cached_bytes = executable.has_capacity_bytes = true;
+  executable.cached_bytes = daemon->cache.unheld_executable_bytes;
+  executable.capacity_bytes = daemon->config.executable_cache_bytes;
   Halo__Wire__AdminMemoCacheReply reply =
       HALO__WIRE__ADMIN_MEMO_CACHE_REPLY__INIT;
   reply.n_entries = n;

@@ -83,6 +83,30 @@ void halod_cache_trim(halod_t *daemon) {
                                    daemon->config.executable_cache_entries,
                                    UINT64_MAX);
   if (evicted) halod_domains_end_idle(daemon);
+  halod_cache_bound_executable_bytes(daemon);
+}
+
+void halod_cache_bound_executable_bytes(halod_t *daemon) {
+  halod_cache_t *cache = &daemon->cache;
+  if (cache->bounding_executable_bytes) return;
+  cache->bounding_executable_bytes = true;
+  bool evicted = false;
+  while (cache->unheld_executable_bytes >
+         daemon->config.executable_cache_bytes) {
+    // Executables nothing holds first; then a recording, which releases
+    // its executables (into their list, where the next turns find them).
+    halod_cache_lru_t *lru = cache->executable_lru.list.tail
+                                 ? &cache->executable_lru
+                                 : &cache->memo_lru;
+    if (!lru->list.tail) break;
+    halod_cache_link_t *victim = halod_cache_link_of(lru->list.tail);
+    halod_cache_lru_take(lru, victim);
+    ++lru->evictions;
+    lru->destroy(daemon, victim);
+    evicted = true;
+  }
+  cache->bounding_executable_bytes = false;
+  if (evicted) halod_domains_end_idle(daemon);
 }
 
 static bool halod_cache_lru_holds(const halod_cache_lru_t *lru,

@@ -13,7 +13,10 @@
 // recording costs halod and its worker up to some 20 MiB each, charged to no
 // session once released): past either bound the least recently used go,
 // and a recording larger than the bytes' bound is not kept at all.
-// Executables count 0 bytes (their bound is a count only).
+// Executables count 0 bytes in their list (its bound is a count); their
+// images are bounded apart, with those that only kept recordings hold
+// (executable-cache-bytes: a recording kept holds its executables loaded,
+// and 256 of them held 990 MB where the list's bytes showed 0.5 MB).
 //
 // Entries belong to a device of a trust domain (a domain's worker, or with
 // device-workers=inline the shared device): a worker that is lost takes its
@@ -78,8 +81,18 @@ void halod_cache_lru_add(halod_t *daemon, halod_cache_lru_t *lru,
 
 // Destroys the least recently used entries of both lists past their
 // bounds (a reload lowered them: memo-cache-entries, memo-cache-bytes,
-// executable-cache-entries); domains left idle without entries then end.
+// executable-cache-entries, executable-cache-bytes); domains left idle
+// without entries then end.
 void halod_cache_trim(halod_t *daemon);
+
+// While the executables no session holds (daemon->cache.
+// unheld_executable_bytes: those listed, and those only listed recordings
+// hold) pass executable-cache-bytes, destroys the least recently used
+// listed executable, else the least recently used listed recording (its
+// executables then go to their list, or go); domains left idle without
+// entries then end. A call while one runs returns at once (the one
+// running goes on until the bytes fit).
+void halod_cache_bound_executable_bytes(halod_t *daemon);
 
 // Takes |link| out of the list (its entry is used again).
 void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link);

@@ -178,7 +178,7 @@ static halo_status_t halod_recorder_keep_executable(
     recorder->executables = grown;
     recorder->executable_capacity = capacity;
   }
-  halod_executable_retain(executable);
+  halod_executable_retain(recorder->daemon, executable);
   recorder->executables[recorder->executable_count++] = executable;
   return NULL;
 }
@@ -323,7 +323,8 @@ static const halod_entry_lookup_t *halod_entry_lookups_find(
 }
 
 // Adds |executable|'s entry |name| (once).
-static halo_status_t halod_entry_lookups_add(halod_entry_lookups_t *lookups,
+static halo_status_t halod_entry_lookups_add(halod_t *daemon,
+                                             halod_entry_lookups_t *lookups,
                                              halod_executable_t *executable,
                                              const char *name) {
   if (halod_entry_lookups_find(lookups, executable, name)) return NULL;
@@ -342,7 +343,7 @@ static halo_status_t halod_entry_lookups_add(halod_entry_lookups_t *lookups,
   }
   halod_entry_lookup_t *lookup = &lookups->items[lookups->count++];
   memset(lookup, 0, sizeof(*lookup));
-  halod_executable_retain(executable);
+  halod_executable_retain(daemon, executable);
   lookup->executable = executable;
   lookup->name = name;
   return NULL;
@@ -642,6 +643,17 @@ static void halod_recorder_release(halod_recorder_t *recorder) {
   halo_u64_map_deinitialize(&recorder->kept);
   free(recorder->slots);
   halo_hal_recording_deinitialize(&recorder->recording);
+}
+
+// |entry|'s executables are held by a recording kept in the memo cache's
+// list (|kept|), or no longer (executable-cache-bytes counts those that
+// only kept recordings hold).
+static void halod_memo_entry_keep_executables(halod_t *daemon,
+                                              halod_memo_entry_t *entry,
+                                              bool kept) {
+  for (uint32_t i = 0; i < entry->executable_count; ++i) {
+    halod_executable_kept(daemon, entry->executables[i], kept);
+  }
 }
 
 static void halod_memo_entry_destroy(halod_t *daemon,
@@ -1197,7 +1209,10 @@ static void halod_command_buffer_place(halod_t *daemon,
       halod_command_buffer_call_free(daemon, create);
       return;
     }
-    halod_cache_lru_take(&daemon->cache.memo_lru, &entry->lru);
+    if (entry->lru.listed) {
+      halod_cache_lru_take(&daemon->cache.memo_lru, &entry->lru);
+      halod_memo_entry_keep_executables(daemon, entry, false);
+    }
     ++entry->sharers;
     ++entry->hits;
     ++daemon->cache.memo_hits;
@@ -1274,7 +1289,7 @@ static halo_status_t halod_command_buffer_find_lookups(
     }
     if (halod_entry_known(executable, wire->entry)) continue;
     HALO_RETURN_IF_ERROR(
-        halod_entry_lookups_add(lookups, executable, wire->entry));
+        halod_entry_lookups_add(daemon, lookups, executable, wire->entry));
   }
   return NULL;
 }
@@ -1336,8 +1351,13 @@ void halod_command_buffer_release(halod_t *daemon,
     if (entry->in_cache && entry->buffer_count == 0 &&
         entry->lru.bytes <= byte_bound && byte_bound > 0 &&
         halod_cache_keeps(daemon, entry->lru.device, bound)) {
+      // Listed first (it fits, so the addition does not evict it), then
+      // its executables count as kept and the bound may evict it too, the
+      // least recently used first.
       halod_cache_lru_add(daemon, &daemon->cache.memo_lru, &entry->lru, bound,
                           byte_bound);
+      halod_memo_entry_keep_executables(daemon, entry, true);
+      halod_cache_bound_executable_bytes(daemon);
     } else {
       halod_memo_entry_destroy(daemon, entry);
     }
@@ -1346,7 +1366,8 @@ void halod_command_buffer_release(halod_t *daemon,
 }
 
 void halod_memo_entry_evict(halod_t *daemon, halod_cache_link_t *link) {
-  halod_memo_entry_destroy(
-      daemon,
-      (halod_memo_entry_t *)((char *)link - offsetof(halod_memo_entry_t, lru)));
+  halod_memo_entry_t *entry =
+      (halod_memo_entry_t *)((char *)link - offsetof(halod_memo_entry_t, lru));
+  halod_memo_entry_keep_executables(daemon, entry, false);
+  halod_memo_entry_destroy(daemon, entry);
 }

@@ -404,6 +404,15 @@ static const halod_config_entry_t halod_config_entries[] = {
      "may cost halod and the device workers in all, counted as "
      "session-recording-bytes counts them (least recently used first out; a "
      "recording larger than this is not kept); 0: none"},
+    {"executable-cache-bytes",
+     HALOD_NUMBER(HALOD_CONFIG_BYTES, executable_cache_bytes), "512M", 0,
+     UINT64_MAX, NULL, LIVE,
+     "bytes of the executables no session holds, each counted as the "
+     "image its client sent: those kept after their last release "
+     "(executable-cache-entries) and those only kept recordings hold "
+     "(memo-cache-entries). Past it the least recently used executables go "
+     "first, then the least recently used recordings (which release "
+     "theirs); 0: none kept"},
     {"idle-domains", HALOD_NUMBER(HALOD_CONFIG_U32, idle_domains), "4", 0,
      1u << 20, NULL, LIVE,
      "trust domains without sessions kept, with their device workers (on a "

@@ -19,7 +19,7 @@
 
 #include "halo/status.h"
 
-#define HALOD_CONFIG_MAX_ENTRIES 64
+#define HALOD_CONFIG_MAX_ENTRIES 80
 
 // Most worker processes per (device, trust domain) (workers-per-domain).
 #define HALOD_WORKERS_PER_DOMAIN_MAX 8
@@ -85,6 +85,7 @@ typedef struct halod_config_t {
   uint32_t executable_cache_entries;  // released executables kept (LRU)
   uint32_t memo_cache_entries;        // released recordings kept (LRU)
   uint64_t memo_cache_bytes;          // ... and their bytes, at most
+  uint64_t executable_cache_bytes;    // executables no session holds, bytes
   uint32_t idle_domains;              // idle domains kept for those entries
   char metrics_address[80];           // HTTP /metrics "HOST:PORT"; "" for off
   char metrics_textfile[512];         // node-exporter textfile; "" for none

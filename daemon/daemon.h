@@ -157,6 +157,10 @@ typedef struct halod_cache_t {
   // Released entries kept for later clients (daemon/cache.h).
   halod_cache_lru_t executable_lru;
   halod_cache_lru_t memo_lru;
+  // The bytes of the executables no session holds: in executable_lru, or
+  // held only by recordings in memo_lru (executable-cache-bytes).
+  uint64_t unheld_executable_bytes;
+  bool bounding_executable_bytes;  // halod_cache_bound_executable_bytes runs
 } halod_cache_t;
 void halod_cache_initialize(halod_cache_t *cache);
 // Once loads have stopped and every entry was released.

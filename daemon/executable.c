@@ -221,6 +221,10 @@ static void halod_executable_load_done(uv_work_t *work, int uv_status) {
                                     "stopping)");
   }
   const char *format_name = halod_executable_format_name(executable->format);
+  // A reference of our own while answering, so that a failed handle does
+  // not free the executable under the next waiter; taken while it still
+  // loads (no accounting: halod_executable_unheld).
+  ++executable->refcount;
   executable->loading = false;
   halod_executable_waiter_t *waiter = executable->waiters;
   executable->waiters = NULL;
@@ -253,15 +257,12 @@ static void halod_executable_load_done(uv_work_t *work, int uv_status) {
       "%.3f ms",
       executable->hash_text, format_name, load->size, executable->device,
       (double)executable->load_ns / 1e6);
-  // A reference of our own while answering, so that a failed handle does
-  // not free the executable under the next waiter.
-  ++executable->refcount;
   while (waiter) {
     halod_executable_waiter_t *next = waiter->next;
     halod_session_t *session =
         halo_u64_map_get(&daemon->sessions.by_id, waiter->session_id);
     if (session) {
-      ++executable->refcount;
+      halod_executable_retain(daemon, executable);
       halod_executable_reply(daemon, session, executable, waiter->context,
                              waiter->cached);
     } else {
@@ -320,6 +321,7 @@ static halo_status_t halod_executable_start_load(
     executable->hash = *hash;
     halo_hash_format(hash, executable->hash_text);
     executable->loading = true;
+    executable->bytes = request->data.len;
     executable->lru.device = session->domain->workers[request->device].device;
     status = halod_executable_add_waiter(executable, session, context, false);
   }
@@ -475,7 +477,7 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
   if (existing) {
     // Held by others, or kept after its last release: in use again.
     halod_cache_lru_take(&daemon->cache.executable_lru, &existing->lru);
-    ++existing->refcount;
+    halod_executable_retain(daemon, existing);
     halod_executable_reply(daemon, session, existing, context, true);
     return;
   }
@@ -557,12 +559,42 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
   }
 }
 
-void halod_executable_retain(halod_executable_t *executable) {
-  ++executable->refcount;
+// Whether no session holds |executable| (loaded: one still loading is held
+// by its waiters' requests).
+static bool halod_executable_unheld(const halod_executable_t *executable) {
+  return !executable->loading &&
+         executable->refcount == executable->kept_holders;
+}
+
+// Changes |executable|'s references by |references| and its kept holders
+// by |kept|, counting its bytes in or out of the unheld executables'.
+static void halod_executable_count(halod_t *daemon,
+                                   halod_executable_t *executable,
+                                   int32_t references, int32_t kept) {
+  bool was_unheld = halod_executable_unheld(executable);
+  executable->refcount += (uint32_t)references;
+  executable->kept_holders += (uint32_t)kept;
+  bool unheld = halod_executable_unheld(executable);
+  if (was_unheld && !unheld) {
+    daemon->cache.unheld_executable_bytes -= executable->bytes;
+  } else if (!was_unheld && unheld) {
+    daemon->cache.unheld_executable_bytes += executable->bytes;
+  }
+}
+
+void halod_executable_retain(halod_t *daemon, halod_executable_t *executable) {
+  halod_executable_count(daemon, executable, 1, 0);
+}
+
+void halod_executable_kept(halod_t *daemon, halod_executable_t *executable,
+                           bool kept) {
+  halod_executable_count(daemon, executable, 0, kept ? 1 : -1);
 }
 
 static void halod_executable_destroy(halod_t *daemon,
                                      halod_executable_t *executable) {
+  // Released by every holder: counted as unheld until now.
+  daemon->cache.unheld_executable_bytes -= executable->bytes;
   uint64_t key = halo_hash_key(&executable->hash);
   if (halo_u64_map_get(&daemon->cache.executables, key) == executable) {
     halo_u64_map_remove(&daemon->cache.executables, key);
@@ -572,11 +604,20 @@ static void halod_executable_destroy(halod_t *daemon,
 }
 
 void halod_executable_release(halod_t *daemon, halod_executable_t *executable) {
-  if (--executable->refcount > 0) return;
+  halod_executable_count(daemon, executable, -1, 0);
+  if (executable->refcount > 0) {
+    // Held by kept recordings alone now, perhaps.
+    if (halod_executable_unheld(executable)) {
+      halod_cache_bound_executable_bytes(daemon);
+    }
+    return;
+  }
   uint32_t bound = daemon->config.executable_cache_entries;
-  if (halod_cache_keeps(daemon, executable->lru.device, bound)) {
+  if (halod_cache_keeps(daemon, executable->lru.device, bound) &&
+      daemon->config.executable_cache_bytes > 0) {
     halod_cache_lru_add(daemon, &daemon->cache.executable_lru, &executable->lru,
                         bound, UINT64_MAX);
+    halod_cache_bound_executable_bytes(daemon);
     return;
   }
   halod_executable_destroy(daemon, executable);

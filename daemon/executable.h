@@ -29,6 +29,12 @@ typedef struct halod_executable_waiter_t halod_executable_waiter_t;
 
 typedef struct halod_executable_t {
   uint32_t refcount;  // handles + command buffers using it
+  // Of |refcount|: the recordings kept in the memo cache's list that hold
+  // it (daemon/command_buffer.h). Loaded, with every reference theirs (or
+  // none, kept in the executable list), no session holds it: its |bytes|
+  // count in daemon->cache.unheld_executable_bytes.
+  uint32_t kept_holders;
+  uint64_t bytes;  // its image as the client sent it
   uint64_t id;
   uint32_t device;
   uint32_t format;
@@ -51,10 +57,18 @@ typedef struct halod_executable_t {
 void halod_executable_load(halod_t *daemon, halod_session_t *session,
                            const Halo__Wire__ExecutableCreate *request,
                            halod_server_context_t *context);
-void halod_executable_retain(halod_executable_t *executable);
+void halod_executable_retain(halod_t *daemon, halod_executable_t *executable);
 // The last release keeps the executable in the cache's LRU list
 // (executable-cache-entries) where it may be found again; else it goes.
+// One that no session holds any more counts against
+// executable-cache-bytes.
 void halod_executable_release(halod_t *daemon, halod_executable_t *executable);
+// A recording holding |executable| (once per reference) joins the memo
+// cache's list (|kept| true) or leaves it (found again, or evicted before
+// its release). The caller bounds the bytes then
+// (halod_cache_bound_executable_bytes), once its loop is done.
+void halod_executable_kept(halod_t *daemon, halod_executable_t *executable,
+                           bool kept);
 // The executable cache's destroy function (daemon/cache.h).
 void halod_executable_evict(halod_t *daemon, halod_cache_link_t *link);
 

@@ -524,6 +524,11 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_sample(&text, "halo_memo_cache_cached", "gauge",
                     "Recordings kept after their last release (LRU).",
                     (double)daemon->cache.memo_lru.count);
+  halod_text_sample(&text, "halo_executable_cache_bytes", "gauge",
+                    "Bytes of the executables no session holds: kept after "
+                    "their last release, or held only by kept recordings "
+                    "(at most executable-cache-bytes).",
+                    (double)daemon->cache.unheld_executable_bytes);
   halod_text_sample(&text, "halo_memo_cache_bytes", "gauge",
                     "Bytes the recordings kept after their last release cost "
                     "halod and the workers (at most memo-cache-bytes).",

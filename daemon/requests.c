@@ -959,7 +959,7 @@ static halo_status_t halod_request_executable_parameters(
     lookup->call.work = halod_lookup_call_work;
     lookup->call.done = halod_lookup_call_done;
     lookup->call.what = "an entry point's lookup";
-    halod_executable_retain(executable);
+    halod_executable_retain(request->daemon, executable);
     lookup->executable = executable;
     request->wire_taken = true;
     lookup->wire = request->wire;

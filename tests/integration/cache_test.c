@@ -9,7 +9,10 @@
 // least recently used entry goes first; 0 keeps nothing; a recording that
 // names a buffer directly is never kept; a lost worker takes its entries
 // with it. haloctl cache's summary (entries, held, cached, hits, misses,
-// evictions) is checked through the admin socket. idle-domains bounds the
+// evictions, bytes) is checked through the admin socket.
+// executable-cache-bytes bounds the bytes of the executables no session
+// holds, those only kept recordings hold included: the listed executables
+// go first, then kept recordings. idle-domains bounds the
 // domains kept without sessions: past it the one idle longest ends, its
 // entries dropped (a client of another uid, execute_peer run after setuid,
 // makes the second domain: needs root, skipped otherwise); 0 ends a domain
@@ -122,6 +125,33 @@ static halo_executable_t *load(halo_client_t *client, size_t extra) {
   HALO_TEST_ASSERT_OK(halo_executable_create(client, 0, &params, &executable));
   free(data);
   return executable;
+}
+
+// The test kernels' size: what one executable (of extra 0) counts.
+static size_t kernels_size(void) {
+  FILE *file = fopen(halo_test_kernels_path(), "rb");
+  assert_non_null(file);
+  fseek(file, 0, SEEK_END);
+  size_t size = (size_t)ftell(file);
+  fclose(file);
+  return size;
+}
+
+// executable-cache-bytes: room for two executables of a few extra bytes,
+// not three.
+static int setup_two_executables(void **state) {
+  static char bound[32];
+  snprintf(bound, sizeof(bound), "%zu", 2 * kernels_size() + 10);
+  static const char *extra[] = {"--executable-cache-bytes", bound, NULL};
+  return setup_with(state, extra);
+}
+
+// executable-cache-bytes: room for one.
+static int setup_one_executable(void **state) {
+  static char bound[32];
+  snprintf(bound, sizeof(bound), "%zu", kernels_size() + 10);
+  static const char *extra[] = {"--executable-cache-bytes", bound, NULL};
+  return setup_with(state, extra);
 }
 
 typedef struct summary_t {
@@ -425,6 +455,84 @@ static void test_lost_worker_drops_its_entries(void **state) {
   halo_client_close(client);
 }
 
+// executable-cache-bytes: three released executables of K + 1, K + 2 and
+// K + 3 bytes within 2K + 10: the least recently used goes, the bytes show.
+static void test_executable_bytes_bound(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  uint64_t k = kernels_size();
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *held = load(client, 1);
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.cached_bytes, 0);  // a session holds it
+  assert_int_equal(summary.executable.capacity_bytes, 2 * k + 10);
+  halo_executable_release(held);
+  halo_executable_release(load(client, 2));
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.cached, 2);
+  assert_int_equal(summary.executable.cached_bytes, 2 * k + 3);
+  halo_executable_release(load(client, 3));
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.cached, 2);
+  assert_int_equal(summary.executable.evictions, 1);
+  assert_int_equal(summary.executable.cached_bytes, 2 * k + 5);
+  // The first went; the last is there.
+  halo_executable_t *executable = load(client, 3);
+  assert_true(halo_executable_cache_hit(executable));
+  assert_int_equal(cache_summary(&fixture->daemon).executable.cached_bytes,
+                   k + 2);
+  halo_executable_release(executable);
+  executable = load(client, 1);
+  assert_false(halo_executable_cache_hit(executable));
+  halo_executable_release(executable);
+  halo_client_close(client);
+}
+
+// executable-cache-bytes counts an executable that only a kept recording
+// holds; past the bound a listed executable goes first, then a kept
+// recording (its executable joins the list, then goes).
+static void test_kept_recordings_executables_count(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  static const uint32_t n = N;
+  uint64_t k = kernels_size();
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *x = load(client, 0);
+  halo_command_buffer_release(record(client, x, &n));
+  halo_executable_release(x);
+  // X is held by the kept recording alone: it counts, and is not listed.
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.cached, 1);
+  assert_int_equal(summary.executable.cached, 0);
+  assert_int_equal(summary.executable.cached_bytes, k);
+
+  // Y (K + 1) released: past the bound, and listed: it goes, not X.
+  halo_executable_release(load(client, 1));
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.evictions, 1);
+  assert_int_equal(summary.executable.cached, 0);
+  assert_int_equal(summary.memo.cached, 1);
+  assert_int_equal(summary.executable.cached_bytes, k);
+
+  // A second recording kept, of Z (K + 2): the first recording goes (the
+  // list is empty), then X from the list.
+  halo_executable_t *z = load(client, 2);
+  halo_command_buffer_release(record(client, z, &n));
+  halo_executable_release(z);
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.cached, 1);
+  assert_int_equal(summary.memo.evictions, 1);
+  assert_int_equal(summary.executable.evictions, 2);
+  assert_int_equal(summary.executable.cached_bytes, k + 2);
+  // Z's recording is the one kept.
+  z = load(client, 2);
+  assert_true(halo_executable_cache_hit(z));
+  halo_command_buffer_t *cb = record(client, z, &n);
+  assert_true(halo_command_buffer_memo_hit(cb));
+  assert_int_equal(cache_summary(&fixture->daemon).executable.cached_bytes, 0);
+  halo_command_buffer_release(cb);
+  halo_executable_release(z);
+  halo_client_close(client);
+}
+
 // Loads an executable in a session of the test's own domain, releases it
 // and ends the session: the domain is idle, the executable cached. Returns
 // whether the load was a cache hit.
@@ -552,6 +660,12 @@ int main(void) {
                                       setup_reload, halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_lost_worker_drops_its_entries,
                                       setup_default,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_executable_bytes_bound,
+                                      setup_two_executables,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_kept_recordings_executables_count,
+                                      setup_one_executable,
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_no_idle_domain_kept, setup_no_idle,
                                       halo_test_fixture_teardown),

@@ -249,6 +249,9 @@ static void test_buffers_and_cache(void **state) {
                         "memo cache: 1 entries (1 held, 0 cached of at most "
                         "256, 0 bytes of at most 268435456); hits 0, misses "
                         "1, evictions 0"));
+  OPS_EXPECT(&r, strstr(r.out,
+                        "executable cache: 0 entries (0 held, 0 cached of at "
+                        "most 64, 0 bytes of at most 536870912)"));
   ops_result_free(&r);
   haloctl_work_finish(&work);
   haloctl_work_release(&work);
