@@ -418,9 +418,10 @@ void halod_domains_bound_idle(halod_t *daemon) {
   halod_domains_hold_idle(daemon);
   halod_domain_t *oldest;
   while ((oldest = halod_domain_idle_past_bound(daemon))) {
-    HALO_LOG_DEBUG("trust domain %s: idle, past idle-domains %u kept; its "
-                   "cached entries are dropped and it ends",
-                   oldest->name, daemon->config.idle_domains);
+    HALO_LOG_DEBUG(
+        "trust domain %s: idle, past idle-domains %u kept; its "
+        "cached entries are dropped and it ends",
+        oldest->name, daemon->config.idle_domains);
     for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
       if (oldest->workers[i].device) {
         halod_cache_drop_device(daemon, oldest->workers[i].device);
