@@ -631,8 +631,8 @@ static void test_longest_idle_domain_ends_first(void **state) {
   assert_false(load_and_leave(daemon));
   assert_true(halo_test_admin_worker_pid(daemon, domain_name()) > 0);
   run_other_uid_client(daemon, kernels);
-  assert_true(HALO_TEST_POLL(no_worker(daemon, domain_name()),
-                             HALO_TEST_DEADLINE_MS));
+  assert_true(
+      HALO_TEST_POLL(no_worker(daemon, domain_name()), HALO_TEST_DEADLINE_MS));
   assert_true(halo_test_admin_worker_pid(daemon, "uid:65534") > 0);
 
   // Its entries went with it; the other uid's stayed.
