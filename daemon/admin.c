@@ -419,6 +419,8 @@ static halo_status_t halod_admin_executable_list(
                      ? halod_admin_origin_name(executable->hal->origin)
                      : "");
     info->load_ms = (double)executable->load_ns / 1e6;
+    info->has_bytes = true;
+    info->bytes = executable->bytes;
     out_list->pointers[n++] = info;
   }
   out_list->count = n;

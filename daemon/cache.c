@@ -86,10 +86,20 @@ void halod_cache_trim(halod_t *daemon) {
   halod_cache_bound_executable_bytes(daemon);
 }
 
+void halod_cache_hold_bound(halod_t *daemon) {
+  ++daemon->cache.bound_held;
+}
+
+void halod_cache_release_bound(halod_t *daemon) {
+  if (--daemon->cache.bound_held == 0) {
+    halod_cache_bound_executable_bytes(daemon);
+  }
+}
+
 void halod_cache_bound_executable_bytes(halod_t *daemon) {
   halod_cache_t *cache = &daemon->cache;
-  if (cache->bounding_executable_bytes) return;
-  cache->bounding_executable_bytes = true;
+  if (cache->bound_held) return;
+  ++cache->bound_held;
   bool evicted = false;
   while (cache->unheld_executable_bytes >
          daemon->config.executable_cache_bytes) {
@@ -105,7 +115,7 @@ void halod_cache_bound_executable_bytes(halod_t *daemon) {
     lru->destroy(daemon, victim);
     evicted = true;
   }
-  cache->bounding_executable_bytes = false;
+  --cache->bound_held;
   if (evicted) halod_domains_end_idle(daemon);
 }
 
@@ -134,21 +144,30 @@ static void halod_cache_lru_drop(halod_t *daemon, halod_cache_lru_t *lru,
     if (!device || link->device == device) {
       halod_cache_lru_take(lru, link);
       // A recording releases its executables: they may join the executable
-      // list, after |next| (which stays valid: only the front grows).
+      // list, after |next| (which stays valid: only the front grows, and
+      // no bound evicts meanwhile: halod_cache_drop).
       lru->destroy(daemon, link);
     }
     link = next;
   }
 }
 
-void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device) {
+// Destroys the entries of |device| (NULL: every entry), recordings first
+// (they hold executables). The bytes' bound waits until both walks are
+// done: run within one, it could destroy the entry the walk goes to next.
+static void halod_cache_drop(halod_t *daemon, const halo_hal_device_t *device) {
+  halod_cache_hold_bound(daemon);
   halod_cache_lru_drop(daemon, &daemon->cache.memo_lru, device);
   halod_cache_lru_drop(daemon, &daemon->cache.executable_lru, device);
+  halod_cache_release_bound(daemon);
+}
+
+void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device) {
+  halod_cache_drop(daemon, device);
 }
 
 void halod_cache_clear(halod_t *daemon) {
-  halod_cache_lru_drop(daemon, &daemon->cache.memo_lru, NULL);
-  halod_cache_lru_drop(daemon, &daemon->cache.executable_lru, NULL);
+  halod_cache_drop(daemon, NULL);
 }
 
 void halod_cache_initialize(halod_cache_t *cache) {
@@ -157,6 +176,8 @@ void halod_cache_initialize(halod_cache_t *cache) {
   halo_u64_map_initialize(&cache->preparing);
   cache->loads = NULL;
   cache->memo_hits = cache->memo_misses = 0;
+  cache->unheld_executable_bytes = 0;
+  cache->bound_held = 0;
   halod_cache_lru_initialize(&cache->executable_lru, halod_executable_evict);
   halod_cache_lru_initialize(&cache->memo_lru, halod_memo_entry_evict);
 }

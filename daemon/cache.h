@@ -90,9 +90,14 @@ void halod_cache_trim(halod_t *daemon);
 // hold) pass executable-cache-bytes, destroys the least recently used
 // listed executable, else the least recently used listed recording (its
 // executables then go to their list, or go); domains left idle without
-// entries then end. A call while one runs returns at once (the one
-// running goes on until the bytes fit).
+// entries then end. A call while one runs, or while held, returns at once
+// (the one running goes on until the bytes fit; the last release runs it).
 void halod_cache_bound_executable_bytes(halod_t *daemon);
+// Holds that bound, so that a caller walking a list, or keeping a pointer
+// to a listed entry, sees no entry evicted for bytes meanwhile; the last
+// release applies it.
+void halod_cache_hold_bound(halod_t *daemon);
+void halod_cache_release_bound(halod_t *daemon);
 
 // Takes |link| out of the list (its entry is used again).
 void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link);

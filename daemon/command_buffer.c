@@ -1352,12 +1352,13 @@ void halod_command_buffer_release(halod_t *daemon,
         entry->lru.bytes <= byte_bound && byte_bound > 0 &&
         halod_cache_keeps(daemon, entry->lru.device, bound)) {
       // Listed first (it fits, so the addition does not evict it), then
-      // its executables count as kept and the bound may evict it too, the
-      // least recently used first.
+      // its executables count as kept; the bytes' bound waits until then
+      // (it may evict this one too, the least recently used first).
+      halod_cache_hold_bound(daemon);
       halod_cache_lru_add(daemon, &daemon->cache.memo_lru, &entry->lru, bound,
                           byte_bound);
       halod_memo_entry_keep_executables(daemon, entry, true);
-      halod_cache_bound_executable_bytes(daemon);
+      halod_cache_release_bound(daemon);
     } else {
       halod_memo_entry_destroy(daemon, entry);
     }

@@ -160,7 +160,8 @@ typedef struct halod_cache_t {
   // The bytes of the executables no session holds: in executable_lru, or
   // held only by recordings in memo_lru (executable-cache-bytes).
   uint64_t unheld_executable_bytes;
-  bool bounding_executable_bytes;  // halod_cache_bound_executable_bytes runs
+  // halod_cache_hold_bound's holds, and one while the bound evicts.
+  uint32_t bound_held;
 } halod_cache_t;
 void halod_cache_initialize(halod_cache_t *cache);
 // Once loads have stopped and every entry was released.

@@ -1034,6 +1034,7 @@ static json_t *haloctl_executables_row(const Halo__Wire__ExecutableInfo *e) {
   haloctl_json_set(o, "format", haloctl_json_text(e->format));
   haloctl_json_set(o, "hash", haloctl_json_text(e->hash));
   haloctl_json_set(o, "state", haloctl_json_text(e->state));
+  haloctl_json_set(o, "bytes", haloctl_json_count(e->bytes));
   haloctl_json_set(o, "origin", haloctl_json_text(e->origin));
   haloctl_json_set(o, "load_ms", haloctl_json_seconds(e->load_ms));
   haloctl_json_set(o, "users", json_integer(e->users));
@@ -1059,7 +1060,7 @@ static json_t *haloctl_executables_schema(void) {
 static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
                                       size_t count, const char *indent) {
   static const char *const kColumns[] = {
-      ">EXECUTABLE", ">DEVICE", "FORMAT", "HASH",      "STATE",
+      ">EXECUTABLE", ">DEVICE", "FORMAT", "HASH",      "STATE", ">BYTES",
       "ORIGIN",      ">LOAD",   ">USERS", ">SESSIONS", NULL};
   haloctl_table_t table;
   haloctl_table_initialize(&table, kColumns);
@@ -1070,6 +1071,7 @@ static void haloctl_executables_table(Halo__Wire__ExecutableInfo *const *items,
     haloctl_table_add(&table, haloctl_printable(e->format));
     haloctl_table_add(&table, haloctl_format("%.16s", e->hash));
     haloctl_table_add(&table, haloctl_printable(e->state));
+    haloctl_table_add(&table, haloctl_format_bytes(e->bytes));
     haloctl_table_add(
         &table, haloctl_printable(e->origin && *e->origin ? e->origin : "-"));
     haloctl_table_add(&table, haloctl_format_us(e->load_ms * 1e3));

@@ -154,6 +154,14 @@ static int setup_one_executable(void **state) {
   return setup_with(state, extra);
 }
 
+// executable-cache-bytes: room for three.
+static int setup_three_executables(void **state) {
+  static char bound[32];
+  snprintf(bound, sizeof(bound), "%zu", 3 * kernels_size() + 10);
+  static const char *extra[] = {"--executable-cache-bytes", bound, NULL};
+  return setup_with(state, extra);
+}
+
 typedef struct summary_t {
   Halo__Wire__CacheSummary executable;
   Halo__Wire__CacheSummary memo;
@@ -533,6 +541,88 @@ static void test_kept_recordings_executables_count(void **state) {
   halo_client_close(client);
 }
 
+// The bytes of every executable the daemon has (haloctl executables).
+static uint64_t executables_bytes(const halo_test_daemon_t *daemon) {
+  halo_admin_t *admin = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_connect(daemon->admin_address, 5000, &admin));
+  halo_wire_response_t *response = NULL;
+  HALO_TEST_ASSERT_OK(halo_admin_executables(admin, &response));
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < response->admin_executables->n_executables; ++i) {
+    assert_true(response->admin_executables->executables[i]->has_bytes);
+    bytes += response->admin_executables->executables[i]->bytes;
+  }
+  halo__wire__response__free_unpacked(response, NULL);
+  halo_admin_close(admin);
+  return bytes;
+}
+
+#define RANDOM_EXECUTABLES 6
+#define RANDOM_RECORDINGS 4
+
+// Random loads, recordings and releases of six executables of K .. K + 5
+// bytes within 3K + 10: after every step the bytes no session holds are
+// within the bound, and whenever the client holds nothing they are the
+// bytes of every executable the daemon kept (each counted once, whether
+// listed or held by kept recordings alone).
+static void test_unheld_bytes_follow_random_use(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  static const uint32_t n = N;
+  const halo_test_daemon_t *daemon = &fixture->daemon;
+  uint64_t bound = 3 * kernels_size() + 10;
+  halo_client_t *client = halo_test_connect(daemon, 0);
+  halo_executable_t *held[RANDOM_EXECUTABLES] = {0};
+  halo_command_buffer_t *recordings[RANDOM_RECORDINGS] = {0};
+  uint32_t seed = 20261201;
+  uint32_t checks = 0;
+  for (uint32_t step = 0; step < 400; ++step) {
+    seed = seed * 1664525u + 1013904223u;
+    uint32_t r = seed >> 8;
+    uint32_t e = (r >> 2) % RANDOM_EXECUTABLES;
+    uint32_t c = (r >> 6) % RANDOM_RECORDINGS;
+    switch (r % 4) {
+      case 0:
+        if (!held[e]) held[e] = load(client, e);
+        break;
+      case 1:
+        if (held[e]) halo_executable_release(held[e]);
+        held[e] = NULL;
+        break;
+      case 2:
+        if (!held[e]) break;
+        if (recordings[c]) halo_command_buffer_release(recordings[c]);
+        recordings[c] = record(client, held[e], &n);
+        break;
+      default:
+        if (recordings[c]) halo_command_buffer_release(recordings[c]);
+        recordings[c] = NULL;
+        break;
+    }
+    summary_t summary = cache_summary(daemon);
+    assert_true(summary.executable.cached_bytes <= bound);
+    if (step % 50 != 49) continue;
+    for (uint32_t i = 0; i < RANDOM_EXECUTABLES; ++i) {
+      if (held[i]) halo_executable_release(held[i]);
+      held[i] = NULL;
+    }
+    for (uint32_t i = 0; i < RANDOM_RECORDINGS; ++i) {
+      if (recordings[i]) halo_command_buffer_release(recordings[i]);
+      recordings[i] = NULL;
+    }
+    summary = cache_summary(daemon);
+    assert_true(summary.executable.cached_bytes <= bound);
+    assert_int_equal(summary.executable.cached_bytes,
+                     executables_bytes(daemon));
+    ++checks;
+  }
+  assert_int_equal(checks, 8);
+  // Evicted on the way (six of K + i bytes do not fit in 3K + 10).
+  summary_t summary = cache_summary(daemon);
+  assert_true(summary.executable.evictions > 0);
+  assert_true(summary.memo.evictions > 0);
+  halo_client_close(client);
+}
+
 // Loads an executable in a session of the test's own domain, releases it
 // and ends the session: the domain is idle, the executable cached. Returns
 // whether the load was a cache hit.
@@ -666,6 +756,9 @@ int main(void) {
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_kept_recordings_executables_count,
                                       setup_one_executable,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_unheld_bytes_follow_random_use,
+                                      setup_three_executables,
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_no_idle_domain_kept, setup_no_idle,
                                       halo_test_fixture_teardown),
