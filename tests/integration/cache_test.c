@@ -137,29 +137,25 @@ static size_t kernels_size(void) {
   return size;
 }
 
-// executable-cache-bytes: room for two executables of a few extra bytes,
-// not three.
-static int setup_two_executables(void **state) {
+// executable-cache-bytes: room for |count| executables of a few extra
+// bytes, not one more.
+static int setup_room_for_executables(void **state, size_t count) {
   static char bound[32];
-  snprintf(bound, sizeof(bound), "%zu", 2 * kernels_size() + 10);
+  snprintf(bound, sizeof(bound), "%zu", count * kernels_size() + 10);
   static const char *extra[] = {"--executable-cache-bytes", bound, NULL};
   return setup_with(state, extra);
 }
 
-// executable-cache-bytes: room for one.
 static int setup_one_executable(void **state) {
-  static char bound[32];
-  snprintf(bound, sizeof(bound), "%zu", kernels_size() + 10);
-  static const char *extra[] = {"--executable-cache-bytes", bound, NULL};
-  return setup_with(state, extra);
+  return setup_room_for_executables(state, 1);
 }
 
-// executable-cache-bytes: room for three.
+static int setup_two_executables(void **state) {
+  return setup_room_for_executables(state, 2);
+}
+
 static int setup_three_executables(void **state) {
-  static char bound[32];
-  snprintf(bound, sizeof(bound), "%zu", 3 * kernels_size() + 10);
-  static const char *extra[] = {"--executable-cache-bytes", bound, NULL};
-  return setup_with(state, extra);
+  return setup_room_for_executables(state, 3);
 }
 
 typedef struct summary_t {
