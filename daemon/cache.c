@@ -103,13 +103,19 @@ void halod_cache_bound_executable_bytes(halod_t *daemon) {
   bool evicted = false;
   while (cache->unheld_executable_bytes >
          daemon->config.executable_cache_bytes) {
-    // Executables nothing holds first; then a recording, which releases
-    // its executables (into their list, where the next turns find them).
-    halod_cache_lru_t *lru = cache->executable_lru.list.tail
-                                 ? &cache->executable_lru
-                                 : &cache->memo_lru;
-    if (!lru->list.tail) break;
+    // Executables nothing holds first; then the least recently used
+    // recording holding an executable no session holds, which releases its
+    // executables (into their list, where the next turns find them).
+    halod_cache_lru_t *lru = &cache->executable_lru;
     halod_cache_link_t *victim = halod_cache_link_of(lru->list.tail);
+    if (!victim) {
+      lru = &cache->memo_lru;
+      for (victim = halod_cache_link_of(lru->list.tail); victim;
+           victim = halod_cache_link_of(victim->link.prev)) {
+        if (halod_memo_entry_holds_unheld(victim)) break;
+      }
+    }
+    if (!victim) break;
     halod_cache_lru_take(lru, victim);
     ++lru->evictions;
     lru->destroy(daemon, victim);
@@ -153,13 +159,17 @@ static void halod_cache_lru_drop(halod_t *daemon, halod_cache_lru_t *lru,
 }
 
 // Destroys the entries of |device| (NULL: every entry), recordings first
-// (they hold executables). The bytes' bound waits until both walks are
-// done: run within one, it could destroy the entry the walk goes to next.
+// (they hold executables). The bytes' bound and idle domains' ends wait
+// until both walks are done: run within one, they could destroy the entry
+// the walk goes to next.
 static void halod_cache_drop(halod_t *daemon, const halo_hal_device_t *device) {
+  // Nor does a domain end (its entries dropped) or idle-domains drop any.
+  halod_domains_hold_idle(daemon);
   halod_cache_hold_bound(daemon);
   halod_cache_lru_drop(daemon, &daemon->cache.memo_lru, device);
   halod_cache_lru_drop(daemon, &daemon->cache.executable_lru, device);
   halod_cache_release_bound(daemon);
+  halod_domains_release_idle(daemon);
 }
 
 void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device) {

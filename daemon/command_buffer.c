@@ -656,6 +656,20 @@ static void halod_memo_entry_keep_executables(halod_t *daemon,
   }
 }
 
+// The bytes of |entry|'s executables that no session would hold once it is
+// kept (it holds each once).
+static uint64_t halod_memo_entry_own_executable_bytes(
+    const halod_memo_entry_t *entry) {
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < entry->executable_count; ++i) {
+    const halod_executable_t *executable = entry->executables[i];
+    if (executable->refcount == executable->kept_holders + 1) {
+      bytes += executable->bytes;
+    }
+  }
+  return bytes;
+}
+
 static void halod_memo_entry_destroy(halod_t *daemon,
                                      halod_memo_entry_t *entry) {
   if (entry->in_cache) {
@@ -1345,25 +1359,40 @@ void halod_command_buffer_release(halod_t *daemon,
   }
   if (--entry->sharers == 0) {
     // Kept within memo-cache-entries and memo-cache-bytes; a recording
-    // larger than the bytes' bound alone is not kept (0: none is).
+    // larger than the bytes' bound alone is not kept (0: none is), nor one
+    // whose executables no session else holds are past
+    // executable-cache-bytes alone (it would evict every other first).
     uint32_t bound = daemon->config.memo_cache_entries;
     uint64_t byte_bound = daemon->config.memo_cache_bytes;
     if (entry->in_cache && entry->buffer_count == 0 &&
         entry->lru.bytes <= byte_bound && byte_bound > 0 &&
+        halod_memo_entry_own_executable_bytes(entry) <=
+            daemon->config.executable_cache_bytes &&
         halod_cache_keeps(daemon, entry->lru.device, bound)) {
-      // Listed first (it fits, so the addition does not evict it), then
-      // its executables count as kept; the bytes' bound waits until then
-      // (it may evict this one too, the least recently used first).
+      // Its executables count as kept, then it is listed; the bytes' bound
+      // waits until both are done (it may evict this one too, the least
+      // recently used first). |entry| is not used after the addition: an
+      // eviction there may end an idle domain, this one's, and drop it.
       halod_cache_hold_bound(daemon);
+      halod_memo_entry_keep_executables(daemon, entry, true);
       halod_cache_lru_add(daemon, &daemon->cache.memo_lru, &entry->lru, bound,
                           byte_bound);
-      halod_memo_entry_keep_executables(daemon, entry, true);
       halod_cache_release_bound(daemon);
     } else {
       halod_memo_entry_destroy(daemon, entry);
     }
   }
   free(command_buffer);
+}
+
+bool halod_memo_entry_holds_unheld(const halod_cache_link_t *link) {
+  const halod_memo_entry_t *entry =
+      (const halod_memo_entry_t *)((const char *)link -
+                                   offsetof(halod_memo_entry_t, lru));
+  for (uint32_t i = 0; i < entry->executable_count; ++i) {
+    if (halod_executable_unheld(entry->executables[i])) return true;
+  }
+  return false;
 }
 
 void halod_memo_entry_evict(halod_t *daemon, halod_cache_link_t *link) {

@@ -105,5 +105,8 @@ void halod_command_buffer_release(halod_t *daemon,
                                   halod_command_buffer_t *command_buffer);
 // The memo cache's destroy function (daemon/cache.h).
 void halod_memo_entry_evict(halod_t *daemon, halod_cache_link_t *link);
+// Whether the kept recording around |link| holds an executable that no
+// session holds (its eviction may free executable-cache-bytes).
+bool halod_memo_entry_holds_unheld(const halod_cache_link_t *link);
 
 #endif  // HALOD_COMMAND_BUFFER_H_

@@ -411,16 +411,19 @@ static const halod_config_entry_t halod_config_entries[] = {
      "image its client sent: those kept after their last release "
      "(executable-cache-entries) and those only kept recordings hold "
      "(memo-cache-entries). Past it the least recently used executables go "
-     "first, then the least recently used recordings (which release "
-     "theirs); 0: none kept"},
+     "first, then the least recently used recordings holding one no session "
+     "holds (which release theirs); one larger than this alone, or a "
+     "recording whose executables no session else holds are, is not kept; "
+     "0: none kept"},
     {"idle-domains", HALOD_NUMBER(HALOD_CONFIG_U32, idle_domains), "4", 0,
      1u << 20, NULL, LIVE,
      "trust domains without sessions kept, with their device workers (on a "
      "GPU a context each, about 560 MiB of its memory), for the entries the "
      "caches hold of them (trust-domain uid: the uid's next client finds its "
      "executables and recordings). Past it the domain whose last session "
-     "ended longest ago loses its entries and ends; 0: a domain ends with "
-     "its last session"},
+     "ended longest ago loses its entries and ends (once work its sessions "
+     "left is done); 0: a domain ends with its last session, or when the "
+     "work that session left is done"},
     {"cache-directory", HALOD_PATH(cache_directory), "", 0, 0, NULL, START,
      "compiled GPU code (NVRTC, PTX JIT) kept across restarts and shared "
      "by clients; CUDA_CACHE_PATH points below it unless set. Not set: "

@@ -132,7 +132,7 @@ static void halod_on_reload(uv_signal_t *handle, int signum) {
         (halo_log_level_t)halo_log_level_parse(daemon->config.log_level));
     halod_metrics_configure(daemon);
     halod_cache_trim(daemon);
-    halod_domains_bound_idle(daemon);
+    halod_domains_end_idle(daemon);  // idle-domains
     HALO_LOG_INFO("reload: done (%s)", daemon->config.config_file[0]
                                            ? daemon->config.config_file
                                            : "no config file; flags only");

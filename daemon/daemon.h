@@ -66,6 +66,9 @@ typedef struct halod_domain_t {
   // such endings (halod_sessions_t.idle_endings); 0 while it has sessions.
   // The lowest goes first past idle-domains.
   uint64_t idle_since;
+  // Its cached entries were dropped past idle-domains: counted
+  // (halo_idle_domains_ended_total) when it ends.
+  bool past_idle_bound;
   halod_worker_t workers[HALO_HAL_MAX_DEVICES];
 } halod_domain_t;
 

@@ -559,9 +559,7 @@ void halod_executable_stop_loads(halod_t *daemon, int64_t deadline_ns) {
   }
 }
 
-// Whether no session holds |executable| (loaded: one still loading is held
-// by its waiters' requests).
-static bool halod_executable_unheld(const halod_executable_t *executable) {
+bool halod_executable_unheld(const halod_executable_t *executable) {
   return !executable->loading &&
          executable->refcount == executable->kept_holders;
 }
@@ -612,9 +610,12 @@ void halod_executable_release(halod_t *daemon, halod_executable_t *executable) {
     }
     return;
   }
+  // Not kept where it alone is past executable-cache-bytes (it would evict
+  // every other first).
   uint32_t bound = daemon->config.executable_cache_entries;
   if (halod_cache_keeps(daemon, executable->lru.device, bound) &&
-      daemon->config.executable_cache_bytes > 0) {
+      daemon->config.executable_cache_bytes > 0 &&
+      executable->bytes <= daemon->config.executable_cache_bytes) {
     halod_cache_lru_add(daemon, &daemon->cache.executable_lru, &executable->lru,
                         bound, UINT64_MAX);
     halod_cache_bound_executable_bytes(daemon);

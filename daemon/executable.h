@@ -58,6 +58,9 @@ void halod_executable_load(halod_t *daemon, halod_session_t *session,
                            const Halo__Wire__ExecutableCreate *request,
                            halod_server_context_t *context);
 void halod_executable_retain(halod_t *daemon, halod_executable_t *executable);
+// Whether no session holds |executable|: loaded (one still loading is held
+// by its waiters' requests), with every reference a kept recording's.
+bool halod_executable_unheld(const halod_executable_t *executable);
 // The last release keeps the executable in the cache's LRU list
 // (executable-cache-entries) where it may be found again; else it goes.
 // One that no session holds any more counts against

@@ -314,6 +314,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   // Counted first: handling a lost worker ends idle domains, not this one.
   ++domain->sessions;
   domain->idle_since = 0;
+  domain->past_idle_bound = false;
   halo_status_t status = halod_domain_start_devices(daemon, domain);
   if (status) {
     halod_domain_release(daemon, domain);
@@ -330,6 +331,7 @@ static void halod_domain_free(halod_t *daemon, halod_domain_t *domain) {
     devices[i] = domain->workers[i].device;
   }
   halod_domain_stop_devices(daemon, domain);
+  if (domain->past_idle_bound) ++daemon->stats.idle_domains_ended;
   halo_u64_map_remove(&daemon->sessions.domains, domain->key);
   free(domain->name);
   free(domain);
@@ -383,7 +385,7 @@ void halod_domain_release(halod_t *daemon, halod_domain_t *domain) {
     return;
   }
   domain->idle_since = ++daemon->sessions.idle_endings;
-  halod_domains_bound_idle(daemon);
+  halod_domains_end_idle(daemon);  // idle-domains
 }
 
 // Whether the caches hold an entry of a worker of |domain|.
@@ -412,25 +414,24 @@ static halod_domain_t *halod_domain_idle_past_bound(const halod_t *daemon) {
   return kept > daemon->config.idle_domains ? oldest : NULL;
 }
 
-void halod_domains_bound_idle(halod_t *daemon) {
-  // Held: dropping a recording releases executables into their list, which
-  // may evict entries and end domains, |oldest| among them.
-  halod_domains_hold_idle(daemon);
+// Drops the cached entries of the domains idle longest while more than
+// idle-domains are kept for theirs: each then ends (halod_domains_end_idle)
+// once no work of its sessions runs. Called held (a drop may end domains
+// from within, |oldest| among them).
+static void halod_domains_drop_past_bound(halod_t *daemon) {
   halod_domain_t *oldest;
   while ((oldest = halod_domain_idle_past_bound(daemon))) {
     HALO_LOG_DEBUG(
         "trust domain %s: idle, past idle-domains %u kept; its "
         "cached entries are dropped and it ends",
         oldest->name, daemon->config.idle_domains);
+    oldest->past_idle_bound = true;
     for (uint32_t i = 0; i < HALO_HAL_MAX_DEVICES; ++i) {
       if (oldest->workers[i].device) {
         halod_cache_drop_device(daemon, oldest->workers[i].device);
       }
     }
-    ++daemon->stats.idle_domains_ended;
   }
-  halod_domains_release_idle(daemon);
-  halod_domains_end_idle(daemon);
 }
 
 uint32_t halod_domains_idle(const halod_t *daemon) {
@@ -460,6 +461,12 @@ void halod_domains_end_idle(halod_t *daemon) {
     daemon->sessions.end_idle_wanted = true;
     return;
   }
+  // Asked wherever a domain may have lost its last session or entries, or
+  // (its work retiring, a ring's grants released) gained entries after it.
+  ++daemon->sessions.end_idle_held;
+  halod_domains_drop_past_bound(daemon);
+  --daemon->sessions.end_idle_held;
+  daemon->sessions.end_idle_wanted = false;  // done below
   bool ended = true;
   while (ended) {
     ended = false;

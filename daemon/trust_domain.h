@@ -71,18 +71,16 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
 // unless the caches hold entries of its workers (daemon/cache.h) and it is
 // a uid domain (its clients come back): then it stays until they
 // are evicted, or until it is more than idle-domains such domains kept
-// (halod_domains_bound_idle).
+// (halod_domains_end_idle). Other idle domains may end too.
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
-// Bounds the domains without sessions kept for cached entries to
-// idle-domains (each keeps its workers, on a GPU a context each): while
-// more are kept, the one whose last session ended longest ago loses its
-// entries and ends. At each last session's end and at a reload.
-void halod_domains_bound_idle(halod_t *daemon);
 // The domains without sessions (kept for cached entries, or for work their
 // sessions left in flight).
 uint32_t halod_domains_idle(const halod_t *daemon);
 // Ends the domains without sessions that no cached entry keeps (while
-// held, at the last release instead).
+// held, at the last release instead). First bounds those kept for cached
+// entries to idle-domains (each keeps its workers, on a GPU a context
+// each): while more are kept, the one whose last session ended longest ago
+// loses its entries, and ends here unless work its sessions left runs.
 void halod_domains_end_idle(halod_t *daemon);
 // Holds idle domains, so that a caller can keep a domain pointer across
 // handlers that may end one (halod_domains_end_idle); the last release

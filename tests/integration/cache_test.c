@@ -158,6 +158,13 @@ static int setup_three_executables(void **state) {
   return setup_room_for_executables(state, 3);
 }
 
+// One recording kept, of trust domains of a process each.
+static int setup_process_domains(void **state) {
+  static const char *const extra[] = {"--trust-domain", "process",
+                                      "--memo-cache-entries", "1", NULL};
+  return setup_with(state, extra);
+}
+
 typedef struct summary_t {
   Halo__Wire__CacheSummary executable;
   Halo__Wire__CacheSummary memo;
@@ -619,6 +626,146 @@ static void test_unheld_bytes_follow_random_use(void **state) {
   halo_client_close(client);
 }
 
+static bool no_worker(const halo_test_daemon_t *daemon, const char *domain) {
+  return halo_test_admin_worker_pid(daemon, domain) == 0;
+}
+
+// An executable alone past executable-cache-bytes is not kept, and evicts
+// nothing; nor is a recording whose executables no session else holds are.
+static void test_larger_than_the_bound_is_not_kept(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  static const uint32_t n = N;
+  uint64_t k = kernels_size();
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_release(load(client, 1));
+  halo_executable_release(load(client, 2));
+  halo_executable_release(load(client, 2 * k));  // 3K bytes
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.cached, 2);
+  assert_int_equal(summary.executable.evictions, 0);
+  assert_int_equal(summary.executable.entries, 2);
+  assert_int_equal(summary.executable.cached_bytes, 2 * k + 3);
+  // The recording's executable released first: neither is kept.
+  halo_executable_t *large = load(client, 2 * k);
+  halo_command_buffer_t *cb = record(client, large, &n);
+  halo_executable_release(large);
+  halo_command_buffer_release(cb);
+  summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.entries, 0);
+  assert_int_equal(summary.executable.entries, 2);
+  assert_int_equal(summary.executable.evictions, 0);
+  halo_client_close(client);
+}
+
+// Past executable-cache-bytes, a kept recording whose executables a
+// session holds frees nothing: the least recently used one that holds an
+// executable no session holds goes instead.
+static void test_recordings_that_free_nothing_stay(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  static const uint32_t n = N;
+  uint64_t k = kernels_size();
+  halo_client_t *client = halo_test_connect(&fixture->daemon, 0);
+  halo_executable_t *x = load(client, 0);  // held throughout
+  halo_command_buffer_release(record(client, x, &n));
+  halo_executable_t *w = load(client, 3);
+  halo_command_buffer_release(record(client, w, &n));
+  halo_executable_release(w);
+  assert_int_equal(cache_summary(&fixture->daemon).executable.cached_bytes,
+                   k + 3);
+  // U's recording kept: past the bound; X's is the least recently used but
+  // frees nothing, W's goes (then W from the list).
+  halo_executable_t *u = load(client, 4);
+  halo_command_buffer_release(record(client, u, &n));
+  halo_executable_release(u);
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.memo.cached, 2);
+  assert_int_equal(summary.memo.evictions, 1);
+  assert_int_equal(summary.executable.cached_bytes, k + 4);
+  halo_command_buffer_t *cb = record(client, x, &n);
+  assert_true(halo_command_buffer_memo_hit(cb));
+  halo_command_buffer_release(cb);
+  halo_executable_release(x);
+  halo_client_close(client);
+}
+
+// A REUSABLE recording of the test kernels' `sleepy` (|us| microseconds;
+// slot 0 its counter).
+static halo_command_buffer_t *record_sleepy(halo_client_t *client,
+                                            halo_executable_t *executable,
+                                            const uint32_t *us) {
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_REUSABLE, 1);
+  halo_dispatch_arg_t args[2] = {
+      {HALO_DISPATCH_ARG_BUFFER, halo_binding_ref(0, 0, sizeof(uint32_t)), NULL,
+       0},
+      {HALO_DISPATCH_ARG_CONSTANT, {0}, us, sizeof(*us)},
+  };
+  halo_dispatch_params_t params = {.executable = executable,
+                                   .entry = "sleepy",
+                                   .grid = {1, 1, 1},
+                                   .block = {1, 1, 1},
+                                   .args = args,
+                                   .arg_count = 2};
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  return cb;
+}
+
+// A session that keeps a recording of c = a + b (with |other|), executes
+// one of `sleepy` for 0.5 s, releases everything and ends with it still
+// running: the recording is kept only when that execution retires.
+static void end_with_work_in_flight(const halo_test_daemon_t *daemon,
+                                    bool other) {
+  static const uint32_t n = N;
+  static const uint32_t us = 500000;
+  halo_client_t *client = halo_test_connect(daemon, 0);
+  halo_executable_t *executable = load(client, 0);
+  if (other) halo_command_buffer_release(record(client, executable, &n));
+  halo_command_buffer_t *cb = record_sleepy(client, executable, &us);
+  halo_buffer_t *counter = halo_test_create_buffer(
+      client, HALO_MEMORY_HOST_VISIBLE, sizeof(uint32_t), 0);
+  halo_binding_t binding = {counter, 0, sizeof(uint32_t)};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, &binding, 1, NULL, 0, NULL, 0));
+  halo_command_buffer_release(cb);
+  halo_buffer_release(counter);
+  halo_executable_release(executable);
+  halo_client_close(client);
+  assert_true(HALO_TEST_POLL(no_sessions(daemon), HALO_TEST_DEADLINE_MS));
+}
+
+static bool nothing_cached(const halo_test_daemon_t *daemon) {
+  summary_t summary = cache_summary(daemon);
+  return summary.memo.entries == 0 && summary.executable.entries == 0;
+}
+
+// trust-domain process: the ended session's execution retires and its
+// recording is kept, evicting the other (memo-cache-entries 1); the domain
+// then ends (a process does not come back) with the recording just kept,
+// and the bytes no session holds are 0 again (halod once read the freed
+// recording here).
+static void test_work_retiring_after_a_process_domain(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  end_with_work_in_flight(&fixture->daemon, true);
+  assert_true(
+      HALO_TEST_POLL(nothing_cached(&fixture->daemon), HALO_TEST_DEADLINE_MS));
+  summary_t summary = cache_summary(&fixture->daemon);
+  assert_int_equal(summary.executable.cached_bytes, 0);
+  assert_int_equal(summary.memo.evictions, 1);
+  assert_int_equal(halo_test_admin_session_count(&fixture->daemon), 0);
+}
+
+// idle-domains 0: a domain whose session ended with work in flight gains
+// its recording when the work retires, and ends then.
+static void test_no_idle_domain_after_work(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  end_with_work_in_flight(&fixture->daemon, false);
+  assert_true(
+      HALO_TEST_POLL(nothing_cached(&fixture->daemon), HALO_TEST_DEADLINE_MS));
+  assert_true(HALO_TEST_POLL(no_worker(&fixture->daemon, domain_name()),
+                             HALO_TEST_DEADLINE_MS));
+}
+
 // Loads an executable in a session of the test's own domain, releases it
 // and ends the session: the domain is idle, the executable cached. Returns
 // whether the load was a cache hit.
@@ -630,10 +777,6 @@ static bool load_and_leave(const halo_test_daemon_t *daemon) {
   halo_client_close(client);
   assert_true(HALO_TEST_POLL(no_sessions(daemon), HALO_TEST_DEADLINE_MS));
   return hit;
-}
-
-static bool no_worker(const halo_test_daemon_t *daemon, const char *domain) {
-  return halo_test_admin_worker_pid(daemon, domain) == 0;
 }
 
 // idle-domains 0: the domain ends with its last session, its cached
@@ -755,6 +898,18 @@ int main(void) {
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_unheld_bytes_follow_random_use,
                                       setup_three_executables,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_larger_than_the_bound_is_not_kept,
+                                      setup_two_executables,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_recordings_that_free_nothing_stay,
+                                      setup_one_executable,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_work_retiring_after_a_process_domain,
+                                      setup_process_domains,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_no_idle_domain_after_work,
+                                      setup_no_idle,
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_no_idle_domain_kept, setup_no_idle,
                                       halo_test_fixture_teardown),

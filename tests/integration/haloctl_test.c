@@ -1076,7 +1076,9 @@ static void test_queries_of_an_empty_listing(void **state) {
   haloctl_run(fixture,
               (const char *const[]){"executables", "--format=csv", NULL}, &r);
   OPS_EXPECT(&r, r.exit_code == 0 &&
-                     strncmp(r.out, "executable_id,device,format,", 28) == 0);
+                     strncmp(r.out, "executable_id,device,format,hash,state,"
+                                    "bytes,origin,",
+                             52) == 0);
   ops_result_free(&r);
   haloctl_run(fixture,
               (const char *const[]){"executables", "--query=nope", NULL}, &r);
