@@ -1075,10 +1075,11 @@ static void test_queries_of_an_empty_listing(void **state) {
   // The fixture's client loaded no executable; metrics has rows.
   haloctl_run(fixture,
               (const char *const[]){"executables", "--format=csv", NULL}, &r);
-  OPS_EXPECT(&r, r.exit_code == 0 &&
-                     strncmp(r.out, "executable_id,device,format,hash,state,"
-                                    "bytes,origin,",
-                             52) == 0);
+  OPS_EXPECT(
+      &r, r.exit_code == 0 && strncmp(r.out,
+                                      "executable_id,device,format,hash,state,"
+                                      "bytes,origin,",
+                                      52) == 0);
   ops_result_free(&r);
   haloctl_run(fixture,
               (const char *const[]){"executables", "--query=nope", NULL}, &r);
