@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/memfd.h"
 #include "common/status.h"
 #include "daemon/device_call.h"
@@ -158,6 +159,19 @@ halo_status_t halod_arena_allocate(halod_arena_t *arena, uint64_t size,
   }
   if (*out_placed) ++arena->live;
   return NULL;
+}
+
+uint64_t halod_arena_place_first(halod_arena_t *arena, uint64_t size) {
+  bool placed = false;
+  uint64_t offset = 0;
+  halo_status_t status = halod_arena_allocate(arena, size, &placed, &offset);
+  if (status || !placed) {  // one free range, the whole arena: never
+    HALO_LOG_ERROR("arena %llu: its first %llu bytes not placed: %s",
+                   (unsigned long long)arena->id, (unsigned long long)size,
+                   status ? halo_status_message(status) : "no room");
+    abort();
+  }
+  return offset;
 }
 
 bool halod_arena_fits(const halod_arena_t *arena, uint64_t size) {

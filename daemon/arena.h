@@ -71,6 +71,9 @@ void halod_arena_destroy(halod_t *daemon, halod_arena_t *arena);
 // a fresh arena's first buffer need not check.
 halo_status_t halod_arena_allocate(halod_arena_t *arena, uint64_t size,
                                    bool *out_placed, uint64_t *out_offset);
+// The first buffer of a fresh arena, created to hold |size|: at offset 0,
+// and it cannot fail (nothing was placed on it). Returns the offset.
+uint64_t halod_arena_place_first(halod_arena_t *arena, uint64_t size);
 // Whether halod_arena_allocate would place |size| (the memory aside): O(1).
 bool halod_arena_fits(const halod_arena_t *arena, uint64_t size);
 // Returns the range (as allocated), coalesced with the free ranges on

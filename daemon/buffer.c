@@ -51,9 +51,7 @@ static halo_status_t halod_buffer_place(halod_t *daemon,
       return status;
     }
   }
-  // Fits, and cannot fail: a fresh arena.
-  bool placed;
-  halod_arena_allocate(arena, size, &placed, out_offset);
+  *out_offset = halod_arena_place_first(arena, size);
   *out_arena = arena;
   return NULL;
 }
@@ -220,9 +218,7 @@ halo_status_t halod_buffer_create_on_arena(
     halod_domain_quota_credit(session, true, size);
     return status;
   }
-  // Fits, and cannot fail: a fresh arena.
-  bool placed;
-  halod_arena_allocate(arena, size, &placed, &buffer->offset);
+  buffer->offset = halod_arena_place_first(arena, size);
   buffer->arena = arena;
   halod_buffer_count(daemon, session, buffer, true);
   *out_buffer = buffer;
