@@ -66,6 +66,7 @@ typedef struct halod_domain_t {
   // such endings (halod_sessions_t.idle_endings); 0 while it has sessions.
   // The lowest goes first past idle-domains.
   uint64_t idle_since;
+  uint64_t last_idle_since;  // its last idle_since but 0 (refused sessions)
   // Its cached entries were dropped past idle-domains: counted
   // (halo_idle_domains_ended_total) when it ends.
   bool past_idle_bound;

@@ -260,7 +260,7 @@ static void halod_session_start_done(halod_t *daemon, halod_device_call_t *call,
                    session->domain->name, halo_status_message(status));
     halod_session_refuse(session, status);
     status = NULL;
-    halod_domain_release(daemon, session->domain);
+    halod_domain_release_refused(daemon, session->domain);
     session->domain = NULL;
   }
   halo_status_free(status);
@@ -405,7 +405,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     session->refused_reason = halod_session_refusal(daemon, session);
     if (session->refused_reason) {
       ++daemon->stats.sessions_refused;
-      halod_domain_release(daemon, session->domain);
+      halod_domain_release_refused(daemon, session->domain);
       session->domain = NULL;
     }
   }
@@ -413,7 +413,7 @@ halo_status_t halod_session_create(halod_t *daemon, uint32_t pipe_id,
     halo_status_t joined = halod_domain_quota_join(daemon, session);
     if (joined) {
       halod_session_refuse(session, joined);
-      halod_domain_release(daemon, session->domain);
+      halod_domain_release_refused(daemon, session->domain);
       session->domain = NULL;
     }
   }

@@ -73,6 +73,11 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
 // are evicted, or until it is more than idle-domains such domains kept
 // (halod_domains_end_idle). Other idle domains may end too.
 void halod_domain_release(halod_t *daemon, halod_domain_t *domain);
+// The same for a session refused after it acquired the domain (its worker
+// did not start, its process is over fault-budget, its domain over a
+// quota): an idle domain keeps its place among the idle ones, so that
+// refused connections do not keep it from being the first to end.
+void halod_domain_release_refused(halod_t *daemon, halod_domain_t *domain);
 // The domains without sessions (kept for cached entries, or for work their
 // sessions left in flight).
 uint32_t halod_domains_idle(const halod_t *daemon);
