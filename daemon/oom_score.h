@@ -37,7 +37,10 @@ bool halod_oom_score_write(int score);
 // HALOD_OOM_SCORE_WORKER_ABOVE above it, at most 1000.
 int halod_oom_score_for_worker(int inherited);
 
-// In a device worker at its start: raises its score to
+// In a device worker first of all, before the device's memory and before
+// it makes itself not dumpable (main.c: the /proc/self files of a process
+// that is not dumpable belong to root, so a worker of a halod that is not
+// root could not write its score then): raises its score to
 // halod_oom_score_for_worker of the one it inherited (logs a warning if it
 // cannot; never lowers it).
 void halod_oom_score_raise_worker(void);

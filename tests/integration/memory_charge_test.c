@@ -7,7 +7,10 @@
 //   started with) and its device worker raises its own 500
 //   above (at most 1000), so the kernel kills a trust
 //   domain's worker before halod and every tenant's sessions; a setting of
-//   100 gives 100 and 600.
+//   100 gives 100 and 600; so does a halod that is not root (as nobody,
+//   through setpriv, when the test runs as root: the systemd unit's
+//   User=halo), whose processes are not dumpable (their /proc/self files
+//   then belong to root).
 // - a BufferRead of host-visible memory nobody wrote faults nothing into
 //   halod: it reads the arena's memfd (a hole reads as zeros) instead of
 //   touching its mapping, which charged every page read to halod (its RSS
@@ -113,6 +116,44 @@ static void test_oom_score_adj_setting(void **state) {
   halo_test_daemon_cleanup(&daemon);
 }
 
+// halod as nobody (setpriv, no capabilities) with --oom-score-adj 100: it
+// takes 100 (a raise needs no privilege) where this process's score is at
+// most that, and its worker 500 above. Before, both writes failed with
+// EACCES: each process had made itself not dumpable first.
+static void test_oom_score_of_a_halod_not_root(void **state) {
+  (void)state;
+  static const char kSetpriv[] = "/usr/bin/setpriv";
+  if (geteuid() != 0 || access(kSetpriv, X_OK) != 0) {
+    print_message("skipped: needs root and setpriv (halod as nobody)\n");
+    skip();
+  }
+  // The wrapper gives nobody the private directory ($3 is --listen's
+  // ipc://DIR/halo.sock), then runs halod as nobody.
+  static const char *const wrapper[] = {
+      "/bin/sh", "-c",
+      "d=${3#ipc://}; chown 65534:65534 \"${d%/*}\" && exec /usr/bin/setpriv "
+      "--reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \"$@\"",
+      "sh", NULL};
+  const char *args[] = {"--oom-score-adj", "100", NULL};
+  halo_test_daemon_t daemon;
+  halo_test_daemon_start_wrapped(&daemon, wrapper, args);
+  halo_client_t *client = halo_test_connect(&daemon, 0);
+  assert_null(halo_client_ping(client));
+  int inherited = read_oom_score(getpid());
+  int halod_score = read_oom_score(daemon.pid);
+  int worker_score = read_oom_score(own_domain_worker(&daemon));
+  print_message(
+      "halod as nobody: this process's oom_score_adj %d, halod's %d "
+      "(setting 100), its worker's %d\n",
+      inherited, halod_score, worker_score);
+  assert_int_equal(halod_score, inherited <= 100 ? 100 : inherited);
+  assert_int_equal(worker_score,
+                   halod_score + 500 > 1000 ? 1000 : halod_score + 500);
+  halo_client_close(client);
+  halo_test_daemon_stop(&daemon, SIGTERM);
+  halo_test_daemon_cleanup(&daemon);
+}
+
 static void buffer_read(halo_test_raw_t *raw, uint64_t handle, uint64_t offset,
                         uint8_t *out, uint64_t length) {
   Halo__Wire__Request request = HALO__WIRE__REQUEST__INIT;
@@ -184,6 +225,7 @@ int main(void) {
                                       halo_test_fixture_setup,
                                       halo_test_fixture_teardown),
       cmocka_unit_test(test_oom_score_adj_setting),
+      cmocka_unit_test(test_oom_score_of_a_halod_not_root),
       cmocka_unit_test_setup_teardown(
           test_read_of_untouched_memory_faults_nothing, halo_test_fixture_setup,
           halo_test_fixture_teardown),
