@@ -170,7 +170,7 @@ class Handle:
     """One C object: its pointer, its release function and its uses."""
 
     __slots__ = ("session", "pointer", "release_function", "kind", "name",
-                 "uses", "released", "freed", "__weakref__")
+                 "uses", "maps", "released", "freed", "__weakref__")
 
     def __init__(self, session: Session, pointer: Optional[int],
                  release_function: Callable[[Optional[int]], None],
@@ -181,6 +181,7 @@ class Handle:
         self.kind = kind  # "buffer", "semaphore", ...
         self.name = name  # shown in errors: "buffer 0x12"
         self.uses = 0
+        self.maps = 0  # of |uses|: views and exports of its memory
         self.released = False
         self.freed = False
 
@@ -203,6 +204,8 @@ def _acquire(session: Session, handles: Sequence[Handle], what: int) -> None:
                     raise handle.released_error()
             for handle in handles:
                 handle.uses += 1
+                if what == _MAP:
+                    handle.maps += 1
             if what == _MAP:
                 session.maps += 1
         except BaseException as raised:
@@ -230,6 +233,8 @@ def _release_uses(session: Session, handles: Sequence[Handle],
         to_free = None
         for handle in handles:
             handle.uses -= 1
+            if what == _MAP:
+                handle.maps -= 1
             if handle.uses == 0 and handle.released and not handle.freed:
                 handle.freed = True
                 if not session.closing:

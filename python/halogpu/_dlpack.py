@@ -13,8 +13,9 @@ cannot say the memory is writable). The consumer renames the capsule
 ``"used_..."``; a capsule never consumed calls the deleter itself when it
 is destroyed.
 
-Here the tensor is the buffer's bytes (kDLCPU, uint8, one dimension) in
-the client's mapping. Each export pins the mapping (like a numpy view):
+Here the tensor is the buffer's array (kDLCPU, compact, row-major: its
+dtype and shape, else its bytes as uint8 in one dimension) in the
+client's mapping. Each export pins the mapping (like a numpy view):
 releasing the buffer or closing the client invalidates the Python objects,
 but the memory stays mapped until the deleter ran. The structures live in
 a table keyed by the export's number (its manager_ctx), so nothing is
@@ -25,7 +26,7 @@ import ctypes
 import itertools
 import threading
 import types
-from typing import TYPE_CHECKING, Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _core
 
@@ -38,7 +39,25 @@ else:
     CapsuleType = getattr(types, "CapsuleType", object)
 
 KDLCPU = 1  # DLDeviceType
-KDLUINT = 1  # DLDataTypeCode
+# DLDataTypeCode
+KDLINT = 0
+KDLUINT = 1
+KDLFLOAT = 2
+KDLCOMPLEX = 5
+KDLBOOL = 6
+
+# numpy's dtype kinds and the codes of their DLPack types.
+_KIND_CODES = {"i": KDLINT, "u": KDLUINT, "f": KDLFLOAT, "c": KDLCOMPLEX,
+               "b": KDLBOOL}
+
+
+def type_code(dtype: Any) -> Optional[Tuple[int, int]]:
+    """The DLPack (code, bits) of the numpy |dtype|, or None where DLPack
+    has none (structured, strings, object) or the byte order is not native."""
+    code = _KIND_CODES.get(dtype.kind)
+    if code is None or not dtype.isnative or dtype.fields is not None:
+        return None
+    return code, dtype.itemsize * 8
 
 
 class DLDevice(ctypes.Structure):
@@ -141,16 +160,17 @@ _DELETER_VERSIONED = _DeleterVersioned(_delete)
 _DESTRUCTOR = _CapsuleDestructor(_destroy_capsule)
 
 
-def export(handle: _core.Handle, address: int, size: int,
-           versioned: bool) -> CapsuleType:
-    """A capsule over |size| bytes at |address| of the buffer of |handle|
-    (pinned here, unpinned by the deleter): "dltensor_versioned" (writable)
-    if |versioned|, else "dltensor"."""
+def export(handle: _core.Handle, address: int, versioned: bool,
+           dltype: Tuple[int, int], shape: Tuple[int, ...]) -> CapsuleType:
+    """A capsule over the compact array of DLPack type |dltype| (code,
+    bits) and |shape| at |address| of the buffer of |handle| (pinned here,
+    unpinned by the deleter): "dltensor_versioned" (writable) if
+    |versioned|, else "dltensor"."""
     managed: Any
     _core.map_pin(handle)
     try:
         number = next(_numbers)
-        shape = (ctypes.c_int64 * 1)(size)
+        dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         if versioned:
             managed = DLManagedTensorVersioned()
             managed.version = DLPackVersion(*VERSION)
@@ -164,14 +184,14 @@ def export(handle: _core.Handle, address: int, size: int,
         tensor = managed.dl_tensor
         tensor.data = address
         tensor.device = DLDevice(KDLCPU, 0)
-        tensor.ndim = 1
-        tensor.dtype = DLDataType(KDLUINT, 8, 1)
-        tensor.shape = shape
+        tensor.ndim = len(shape)
+        tensor.dtype = DLDataType(dltype[0], dltype[1], 1)
+        tensor.shape = dims
         tensor.strides = None  # compact, row-major
         tensor.byte_offset = 0
         managed.manager_ctx = number
         with _exports_lock:
-            _exports[number] = (managed, shape, handle)
+            _exports[number] = (managed, dims, handle)
     except BaseException:
         _core.map_unpin(handle)
         raise

@@ -143,8 +143,9 @@ def check_client(obj: "HaloObject", client: "Client", what: str) -> None:
 
 
 def parse_token(token: Union[str, bytes, bytearray, memoryview]) -> Any:
-    """An import token (32 hex digits, as export() returns, or its 16 raw
-    bytes) as a _lib.Token; TypeError / ValueError before any C call."""
+    """An import token (32 hex digits, as export() returns, as text or as
+    ASCII bytes, or its 16 raw bytes) as a _lib.Token; TypeError /
+    ValueError before any C call."""
     from ._lib import Token
 
     if isinstance(token, str):
@@ -158,8 +159,17 @@ def parse_token(token: Union[str, bytes, bytearray, memoryview]) -> Any:
             raise ValueError(f"token {token!r} is not hex") from None
     elif isinstance(token, (bytes, bytearray, memoryview)):
         raw = bytes(token)
-        if len(raw) != 16:
-            raise ValueError(f"a raw token is 16 bytes, not {len(raw)}")
+        if len(raw) == 32:  # the hex digits, as read from a pipe or a file
+            try:
+                raw = bytes.fromhex(raw.decode("ascii"))
+            except ValueError:
+                raise ValueError(
+                    "a token of 32 bytes is 32 hex digits, and these are "
+                    "not") from None
+        elif len(raw) != 16:
+            raise ValueError(
+                f"a token is 32 hex digits (as text or bytes) or its 16 raw "
+                f"bytes, not {len(raw)} bytes")
     else:
         raise TypeError(
             f"a token is a hex string (or 16 bytes), not "

@@ -241,10 +241,14 @@ class Buffer(HaloObject):
     give their bytes to another buffer once the dealloca completed.
 
     ``dtype`` (an attribute, typed ``Any``): the element type the buffer
-    holds, a numpy dtype or its name, or None. halo itself moves bytes;
-    typed consumers read it (halogpu.triton passes the buffer as a pointer
-    to this type). Client.from_numpy() and Client.empty() set it; assign
-    it freely.
+    holds, a numpy dtype or its name, or None; ``shape`` (an attribute): the
+    shape of the array it holds, a tuple of ints, or None. halo itself
+    moves bytes; typed consumers read them: numpy(), numpy.asarray() and
+    DLPack (numpy.from_dlpack, torch.from_dlpack) give an array of that
+    dtype and shape (of uint8, one dimension, where dtype is None; of as
+    many items as fit where shape is None), and halogpu.triton passes the
+    buffer as a pointer to that type. Client.from_numpy() and
+    Client.empty() set both; assign them freely.
     """
 
     _kind = "buffer"
@@ -268,6 +272,9 @@ class Buffer(HaloObject):
         # Client.from_numpy() and Client.empty() set it; assign it freely.
         # Any: numpy is optional, and a name is fine too.
         self.dtype: Any = None
+        # shape: the array's shape (a tuple of ints), or None: numpy(),
+        # numpy.asarray() and DLPack use it with dtype.
+        self.shape: Optional[Tuple[int, ...]] = None
 
     @property
     def deallocated(self) -> bool:
@@ -419,9 +426,11 @@ class Buffer(HaloObject):
               strides: Optional[Sequence[int]] = None) -> Any:
         """A numpy array over a host-visible buffer, without a copy.
 
-        |dtype| (default uint8), |shape| (default: as many items as fit
-        from |offset| to the end; an int or a tuple), |offset| in bytes and
-        |strides| in bytes (default C order) are numpy's. ValueError if the
+        |dtype| (default: the buffer's ``dtype``, else uint8), |shape|
+        (default: the buffer's ``shape`` for an array of its dtype from
+        offset 0 in C order, else as many items as fit from |offset| to the
+        end; an int or a tuple), |offset| in bytes and |strides| in bytes
+        (default C order) are numpy's. ValueError if the
         array does not fit in the buffer, naming the bytes it needs and the
         buffer's size (numpy checks the extent of an array with |strides|).
         The array keeps the mapping alive (see the class docstring). TypeError for a dtype of Python objects
@@ -429,9 +438,14 @@ class Buffer(HaloObject):
         buffer's bytes are not pointers into this process.
         """
         np = _numpy()
-        dtype = np.dtype("uint8" if dtype is None else dtype)
+        own = None if self.dtype is None else np.dtype(self.dtype)
+        dtype = np.dtype(dtype) if dtype is not None else \
+            own if own is not None else np.dtype("uint8")
         refuse_object_dtype(dtype, "Buffer.numpy")
         offset = check_int(offset, "offset")
+        if shape is None and offset == 0 and strides is None and \
+                self.shape is not None and dtype == own:
+            shape = self.shape
         if offset > self._size:
             raise ValueError(
                 f"offset {offset} is past the buffer's {self._size} bytes")
@@ -477,8 +491,10 @@ class Buffer(HaloObject):
                    max_version: Optional[Tuple[int, int]] = None,
                    dl_device: Optional[Tuple[int, int]] = None,
                    copy: Optional[bool] = None) -> _dlpack.CapsuleType:
-        """The DLPack protocol: a capsule over this host-visible buffer's
-        bytes (kDLCPU, uint8, one dimension), no copy; DLPack 1.0
+        """The DLPack protocol: a capsule over this host-visible buffer,
+        no copy, on kDLCPU: an array of its ``dtype`` and ``shape`` as
+        numpy() makes it (of uint8, one dimension, without a dtype, or
+        with one DLPack has no code for, or without numpy); DLPack 1.0
         ("dltensor_versioned", writable) if |max_version| allows it, else
         the unversioned capsule. numpy.from_dlpack()
         and torch.from_dlpack() consume it; the consumer's array keeps the
@@ -500,8 +516,24 @@ class Buffer(HaloObject):
                 "with the consumer (numpy.array(...))")
         versioned = max_version is not None and \
             tuple(max_version)[0] >= _dlpack.VERSION[0]
-        return _dlpack.export(self._handle, address, self._size,
-                              versioned)
+        return _dlpack.export(self._handle, address, versioned,
+                              *self._dlpack_layout())
+
+    def _dlpack_layout(self) -> Tuple[Tuple[int, int], Tuple[int, ...]]:
+        """The DLPack type (code, bits) and shape of the buffer's array:
+        its dtype's and shape's (numpy() from offset 0), else its bytes."""
+        raw = ((_dlpack.KDLUINT, 8), (self._size,))
+        if self.dtype is None:
+            return raw
+        try:
+            np = _numpy()
+        except ImportError:
+            return raw
+        dtype = np.dtype(self.dtype)
+        code = _dlpack.type_code(dtype)
+        if code is None:
+            return raw
+        return code, tuple(self.numpy(dtype).shape)
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         """(kDLCPU, 0) for a host-visible buffer; BufferError for a device
@@ -510,9 +542,10 @@ class Buffer(HaloObject):
         return (_dlpack.KDLCPU, 0)
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
-        """``numpy.asarray(buffer)``: the bytes of a host-visible buffer as
-        a uint8 array without a copy (numpy()); a copy if |copy| is True or
-        a |dtype| other than uint8 is asked for. TypeError for a device
+        """``numpy.asarray(buffer)``: a host-visible buffer's array as
+        numpy() makes it (its dtype and shape, else its bytes as uint8),
+        without a copy; a copy if |copy| is True or another |dtype| is
+        asked for. TypeError for a device
         buffer (numpy would otherwise make a 0-d object array) and for a
         |dtype| of Python objects (as numpy() refuses it)."""
         self._host_only("numpy.asarray", TypeError,

@@ -3,6 +3,7 @@
 """The connection to halod."""
 
 import ctypes
+import math
 import os
 import weakref
 from dataclasses import dataclass
@@ -246,9 +247,10 @@ class Client:
     def from_numpy(self, array: Any, *, memory: Any = "host_visible",
                    device: int = 0) -> Buffer:
         """A new buffer holding a copy of |array| (any numpy array or
-        array-like; made C-contiguous), its ``dtype`` set to the array's.
-        A host-visible buffer (the default) is then viewable with
-        ``buffer.numpy(buffer.dtype)``.
+        array-like; made C-contiguous), its ``dtype`` and ``shape`` set to
+        the array's. A host-visible buffer (the default) then gives that
+        array back without a copy: ``buffer.numpy()``,
+        ``numpy.asarray(buffer)``, ``torch.from_dlpack(buffer)``.
 
         An array in non-native byte order (``>f4`` on a little-endian
         host) is converted to the native order (the values are kept;
@@ -274,21 +276,31 @@ class Client:
             buffer.release()
             raise
         buffer.dtype = data.dtype
+        buffer.shape = tuple(data.shape)
         return buffer
 
-    def empty(self, count: int, dtype: Any, *, memory: Any = "host_visible",
-              device: int = 0) -> Buffer:
-        """A new buffer for |count| items of |dtype| (a numpy dtype or its
-        name), its ``dtype`` set; the contents are unspecified. TypeError
-        for a dtype of Python objects (dtype object, or a structured dtype
-        with an object field), before any buffer is made."""
+    def empty(self, shape: Union[int, Sequence[int]], dtype: Any, *,
+              memory: Any = "host_visible", device: int = 0) -> Buffer:
+        """A new buffer for an array of |shape| (a count of items, or a
+        tuple of them, as numpy.empty takes it) of |dtype| (a numpy dtype or
+        its name), its ``dtype`` and ``shape`` set; the contents are
+        unspecified. ValueError for a shape of no items; TypeError for a
+        dtype of Python objects (dtype object, or a structured dtype with an
+        object field), before any buffer is made."""
         np = _numpy()
         dtype = np.dtype(dtype)
         refuse_object_dtype(dtype, "Client.empty")
-        count = check_int(count, "count", 1)
+        if isinstance(shape, (tuple, list)):
+            dims = tuple(check_int(n, "shape") for n in shape)
+        else:
+            dims = (check_int(shape, "shape"),)
+        count = math.prod(dims)
+        if count == 0:
+            raise ValueError(f"Client.empty: shape {dims} holds no items")
         buffer = self.create_buffer(count * dtype.itemsize, memory=memory,
                                     device=device)
         buffer.dtype = dtype
+        buffer.shape = dims
         return buffer
 
     def import_buffer(self, token: Union[str, bytes]) -> Buffer:

@@ -48,13 +48,14 @@ class HaloError(Exception):
     ``str(error)`` is ``"CODE_NAME: message"``. Subclasses fix the code;
     HaloError itself is raised only for codes this package does not know.
 
-    ``value`` (an int): on the failure Semaphore.query() (and
-    Semaphore.value) raises, the value the semaphore had reached. Other
-    errors do not have it.
+    ``value`` (an int or None): on the failure Semaphore.query() (and
+    Semaphore.value) raises, the value the semaphore had reached; None on
+    every other error.
     """
 
     code = StatusCode.UNKNOWN
-    value: int  # set by Semaphore.query() on the failure it raises
+    # Set by Semaphore.query() on the failure it raises.
+    value: Optional[int] = None
 
     def __init__(self, message: str = "",
                  code: Optional["StatusCode"] = None) -> None:
@@ -173,11 +174,14 @@ _BY_CODE = {
 
 
 def error_class(code: Any) -> Type[HaloError]:
-    """The HaloError subclass for |code| (HaloError for unknown codes)."""
-    try:
-        return _BY_CODE[StatusCode(code)]
-    except ValueError:
+    """The HaloError subclass for |code|: a StatusCode or its number, its
+    name ("NOT_FOUND", any case) or a HaloError subclass (as
+    Semaphore.fail() takes them); HaloError for a number this package does
+    not know. ValueError for a name that is no status code's."""
+    if isinstance(code, int) and not isinstance(code, bool) and \
+            code not in StatusCode._value2member_map_:
         return HaloError
+    return _BY_CODE.get(status_code(code), HaloError)
 
 
 def make_error(code: Any, message: str) -> HaloError:

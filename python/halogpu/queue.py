@@ -4,6 +4,7 @@
 halo_queue_dealloca)."""
 
 import ctypes
+import warnings
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
 
 from . import _core, _lib
@@ -87,7 +88,10 @@ class Queue(HaloObject):
         NotFoundError; release() stays local), the memory is freed once
         |wait| is met and every execution that bound it is done, and then
         |signal| is signaled. Work waiting on |signal| must not use the
-        buffer."""
+        buffer. A RuntimeWarning where views of it (numpy(),
+        memoryview(), DLPack) are still alive: they stay mapped, but once
+        the dealloca completes the daemon may give their bytes to another
+        buffer (release() instead keeps the memory for them)."""
         if not isinstance(buffer, Buffer):
             raise TypeError(f"expected a Buffer, not {type(buffer).__name__}")
         check_client(buffer, self._client, "buffer")
@@ -106,6 +110,14 @@ class Queue(HaloObject):
             if not status:
                 buffer._deallocated = True
         check(lib, status)
+        views = buffer._handle.maps
+        if views:
+            warnings.warn(
+                f"Queue.dealloca: {views} view(s) of {buffer._handle.name} "
+                "(numpy, memoryview, DLPack) are still alive; once the "
+                "dealloca completes the daemon may give their bytes to "
+                "another buffer: drop them first, or release() the buffer "
+                "instead", RuntimeWarning, stacklevel=2)
 
 
 def _binding(value: Any, i: int, client: "Client"

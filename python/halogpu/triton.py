@@ -200,8 +200,8 @@ class Compiled:
     """One compiled specialization of a Triton function."""
 
     name: str  # the kernel's entry point
-    cubin: bytes
-    ptx: str
+    cubin: bytes = field(repr=False)  # tens of KiB: not in repr()
+    ptx: str = field(repr=False)
     num_warps: int
     shared: int  # dynamic shared memory in bytes
     parameters: List[int]  # byte sizes of every parameter of the entry

@@ -105,3 +105,30 @@ def test_alloca_errors(client, other_client):
     assert plain.read(4) == b"\x01" * 4
     queue.dealloca(plain)
     assert plain.deallocated
+
+
+def test_dealloca_warns_of_live_views(client):
+    """A view made before Queue.dealloca() would show the bytes of whatever
+    buffer the daemon places there next: dealloca warns while views are
+    alive (and not when they are gone)."""
+    import gc
+    import warnings
+
+    queue = client.create_queue()
+    s = client.create_semaphore()
+    b = queue.alloca(4096, memory="host_visible", signal=[(s, 1)])
+    s.wait(1, timeout=10)
+    view = b.numpy()
+    with pytest.warns(RuntimeWarning,
+                      match=r"1 view\(s\) of buffer 0x[0-9a-f]+ .*release\(\)"):
+        queue.dealloca(b, signal=[(s, 2)])
+    s.wait(2, timeout=10)
+    del view
+    c = queue.alloca(4096, memory="host_visible", signal=[(s, 3)])
+    s.wait(3, timeout=10)
+    c.numpy()[:] = 1  # a view made and dropped
+    gc.collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        queue.dealloca(c, signal=[(s, 4)])
+    s.wait(4, timeout=10)

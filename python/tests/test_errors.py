@@ -69,8 +69,9 @@ def test_status_code_conversion():
 
 def test_failure_value_is_typed_under_mypy_strict(mypy_strict):
     """The value a failed semaphore had reached, on the failure
-    Semaphore.query() raises (``error.value``), is an int in user code
-    checked by mypy --strict (it was set without a declaration)."""
+    Semaphore.query() raises (``error.value``), is an Optional[int] in user
+    code checked by mypy --strict: None on every other error (it was an
+    int that other errors did not have at all: AttributeError)."""
     mypy_strict(
         "uses_value.py",
         "import halogpu\n\n\n"
@@ -78,5 +79,26 @@ def test_failure_value_is_typed_under_mypy_strict(mypy_strict):
         "    try:\n"
         "        return semaphore.query()\n"
         "    except halogpu.HaloError as error:\n"
+        "        if error.value is None:\n"
+        "            raise\n"
         "        value: int = error.value\n"
         "        return value\n")
+
+
+def test_value_is_none_on_other_errors():
+    assert halogpu.NotFoundError("x").value is None
+    assert halogpu.HaloError("x").value is None
+
+
+def test_error_class_takes_names_and_classes():
+    """error_class takes what Semaphore.fail() takes: a code, its number,
+    its name or a HaloError subclass (a name gave the base class)."""
+    assert halogpu.error_class("NOT_FOUND") is halogpu.NotFoundError
+    assert halogpu.error_class("unavailable") is halogpu.UnavailableError
+    assert halogpu.error_class(halogpu.NotFoundError) is halogpu.NotFoundError
+    assert halogpu.error_class(halogpu.StatusCode.ABORTED) is \
+        halogpu.AbortedError
+    assert halogpu.error_class(5) is halogpu.NotFoundError
+    assert halogpu.error_class(999) is halogpu.HaloError
+    with pytest.raises(ValueError, match="no status code named 'NOPE'"):
+        halogpu.error_class("NOPE")

@@ -151,3 +151,38 @@ def test_torch_from_dlpack_is_zero_copy(client):
     tensor.fill_(3.0)
     assert np.frombuffer(buffer.read(), np.float32).tolist() == [3.0] * N
     del tensor
+
+
+def test_typed_buffers_give_their_array_back(client):
+    """A buffer with a dtype and shape (from_numpy, empty) gives an array of
+    them back, without a copy, through numpy(), numpy.asarray() and
+    DLPack (it gave a 4x longer uint8 array of its bytes)."""
+    source = np.arange(6, dtype=np.float32).reshape(2, 3)
+    buffer = client.from_numpy(source)
+    assert buffer.shape == (2, 3) and buffer.dtype == np.float32
+    for array in (buffer.numpy(), np.asarray(buffer), np.from_dlpack(buffer)):
+        assert array.dtype == np.float32 and array.shape == (2, 3)
+        assert array.ctypes.data == buffer.host_pointer
+        assert np.array_equal(array, source)
+        del array
+    np.from_dlpack(buffer)[1, 2] = 42.0  # written through DLPack
+    assert buffer.numpy()[1, 2] == 42.0
+    # The bytes when asked for; another dtype: as many items as fit.
+    assert buffer.numpy(np.uint8).shape == (24,)
+    assert buffer.numpy(np.int16).shape == (12,)
+    # A shape assigned (or none) and empty() with a shape.
+    buffer.shape = None
+    assert buffer.numpy().shape == (6,) and np.from_dlpack(buffer).shape == (6,)
+    made = client.empty((4, 2), "int64")
+    assert made.shape == (4, 2) and np.asarray(made).shape == (4, 2)
+    assert np.from_dlpack(made).dtype == np.int64
+    assert client.empty(5, np.float16).numpy().shape == (5,)
+    with pytest.raises(ValueError, match=r"shape \(0, 3\) holds no items"):
+        client.empty((0, 3), np.float32)
+    flags = client.from_numpy(np.array([True, False]))
+    assert np.from_dlpack(flags).dtype == np.bool_
+    # A dtype DLPack has no code for: its bytes.
+    record = client.from_numpy(np.zeros(2, dtype=[("a", "<i4"), ("b", "<f4")]))
+    assert record.numpy().shape == (2,)
+    capsule_array = np.from_dlpack(record)
+    assert capsule_array.dtype == np.uint8 and capsule_array.shape == (16,)

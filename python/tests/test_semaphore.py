@@ -186,6 +186,14 @@ def test_export_import(client, other_client):
     semaphore.wait(3, timeout=5)
     semaphore.signal(4)
     imported.wait(4, timeout=5)
+    # The token as bytes: its hex digits (read from a pipe, a file) or its
+    # 16 raw bytes.
+    assert other_client.import_semaphore(token.encode()).value == 4
+    assert other_client.import_semaphore(bytes.fromhex(token)).value == 4
+    with pytest.raises(ValueError, match="32 hex digits, and these are not"):
+        other_client.import_semaphore(b"z" * 32)
+    with pytest.raises(ValueError, match="or its 16 raw bytes, not 5 bytes"):
+        other_client.import_semaphore(b"short")
 
 
 def test_export_needs_exportable(client):
