@@ -180,6 +180,13 @@ static halo_status_t halod_check_group(const halod_config_t *config,
   // INVALID_ARGUMENT: there is no such group.
   *out_configuration =
       status && halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT;
+  if (*out_configuration) {  // say what it was for
+    halo_status_t named =
+        halo_status_make(HALO_STATUS_INVALID_ARGUMENT, "%s, to give %s to",
+                         halo_status_message(status), sockets);
+    halo_status_free(status);
+    status = named;
+  }
   if (!status && !halod_may_give_to_group(gid)) {
     *out_configuration = true;
     status = halo_status_make(

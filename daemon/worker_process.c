@@ -57,6 +57,9 @@ int halod_worker_main(int argc, char **argv) {
   // worker. Terminal signals go to the whole process group; the worker ends
   // when the supervisor closes the link, not before.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Named as halod: started through /proc/self/exe its name would be "exe"
+  // (ps -C halod, pgrep -x halod and top would not list it).
+  prctl(PR_SET_NAME, "halod", 0, 0, 0);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGTERM, SIG_IGN);

@@ -341,9 +341,11 @@ static void test_start_failures_of_the_configuration_exit_2(void **state) {
                (const char *const[]){"--driver", "local", "--admin-group",
                                      "halo-no-such-group", NULL},
                NULL, &r);
-  OPS_EXPECT(&r, r.exit_code == 2 && strstr(r.err,
-                                            "--admin-group: there is no group "
-                                            "'halo-no-such-group'"));
+  OPS_EXPECT(&r, r.exit_code == 2 &&
+                     strstr(r.err,
+                            "--admin-group: there is no group "
+                            "'halo-no-such-group'") &&
+                     strstr(r.err, "to give the admin socket to"));
   ops_result_free(&r);
   ops_write_file(fixture->path, "socket-group = halo-no-such-group\n");
   config_start(fixture, NULL,
