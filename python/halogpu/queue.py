@@ -155,8 +155,13 @@ def _values(pairs: Any, what: str, client: "Client"
         try:
             semaphore, value = pair
         except (TypeError, ValueError):
+            hint = ""
+            if i == 0 and isinstance(pair, Semaphore):
+                hint = (f": a list of pairs, {what}=[(semaphore, value)], "
+                        "not one pair")
             raise TypeError(
-                f"{what}[{i}] must be a (Semaphore, value) pair") from None
+                f"{what}[{i}] must be a (Semaphore, value) pair{hint}") \
+                from None
         if not isinstance(semaphore, Semaphore):
             raise TypeError(
                 f"{what}[{i}]: expected a Semaphore, not "

@@ -132,3 +132,12 @@ def test_dealloca_warns_of_live_views(client):
         warnings.simplefilter("error")
         queue.dealloca(c, signal=[(s, 4)])
     s.wait(4, timeout=10)
+
+
+def test_one_pair_instead_of_a_list_says_so(client):
+    queue = client.create_queue()
+    s = client.create_semaphore()
+    with pytest.raises(TypeError, match=r"signal\[0\] must be a \(Semaphore, "
+                       r"value\) pair: a list of pairs, "
+                       r"signal=\[\(semaphore, value\)\], not one pair"):
+        queue.alloca(256, signal=(s, 1))
