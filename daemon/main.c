@@ -95,16 +95,6 @@ static void halod_apply_oom_score_adj(const halod_config_t *config) {
   if (known && current == config->oom_score_adj) return;
   if (halod_oom_score_write(config->oom_score_adj)) return;
   int error = errno;
-  if (error == EACCES && geteuid() != 0) {
-    // halod is not dumpable (main): its /proc/self files belong to root.
-    // Dumpable for the write, before any socket is open; a raise then
-    // needs no privilege, a lowering still CAP_SYS_RESOURCE.
-    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-    bool written = halod_oom_score_write(config->oom_score_adj);
-    error = errno;
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (written) return;
-  }
   char running[16] = "its own";
   if (known) snprintf(running, sizeof(running), "%d", current);
   HALO_LOG_WARN(
@@ -215,10 +205,10 @@ static bool halod_driver_unavailable(const halod_t *daemon,
 
 int main(int argc, char **argv) {
   bool worker = argc > 1 && strcmp(argv[1], "--worker") == 0;
-  // A device worker raises its oom_score_adj above halod's first: once it
-  // is not dumpable its /proc/self files belong to root, and a worker of a
-  // halod that is not root (the unit's User=halo) could not write it.
-  if (worker) halod_oom_score_raise_worker();
+  // oom_score_adj opened for writing first: once the process is not
+  // dumpable its /proc/self files belong to root, and halod or a worker
+  // that is not root (the unit's User=halo) could not open it.
+  halod_oom_score_prepare();
   // Not dumpable: another process of halod's uid (a client pod running as
   // root, say) could otherwise ptrace it or take its descriptors with
   // pidfd_getfd through the pidfd halod hands to authenticated clients

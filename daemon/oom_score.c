@@ -13,6 +13,14 @@
 
 static const char kOomScorePath[] = "/proc/self/oom_score_adj";
 
+// Opened for writing by halod_oom_score_prepare, while the process was
+// still dumpable; -1 if not (then halod_oom_score_write opens it).
+static int g_write_fd = -1;
+
+void halod_oom_score_prepare(void) {
+  if (g_write_fd < 0) g_write_fd = open(kOomScorePath, O_WRONLY | O_CLOEXEC);
+}
+
 bool halod_oom_score_read(int *out_score) {
   *out_score = 0;
   int fd = open(kOomScorePath, O_RDONLY | O_CLOEXEC);
@@ -38,13 +46,14 @@ bool halod_oom_score_read(int *out_score) {
 }
 
 bool halod_oom_score_write(int score) {
-  int fd = open(kOomScorePath, O_WRONLY | O_CLOEXEC);
+  int fd =
+      g_write_fd >= 0 ? g_write_fd : open(kOomScorePath, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char text[16];
   int length = snprintf(text, sizeof(text), "%d", score);
-  ssize_t written = write(fd, text, (size_t)length);
+  ssize_t written = pwrite(fd, text, (size_t)length, 0);
   int error = errno;
-  close(fd);
+  if (fd != g_write_fd) close(fd);
   if (written != length) {
     errno = written < 0 ? error : EIO;
     return false;

@@ -27,6 +27,13 @@
 // How far above halod's score a device worker puts its own.
 #define HALOD_OOM_SCORE_WORKER_ABOVE 500
 
+// Opens /proc/self/oom_score_adj for writing and keeps it for
+// halod_oom_score_write: called before the process makes itself not
+// dumpable (main.c), after which its /proc/self files belong to root and a
+// process that is not root could not open it (the kernel checks at open,
+// not at each write).
+void halod_oom_score_prepare(void);
+
 // This process's /proc/self/oom_score_adj; false (errno set) if unreadable.
 bool halod_oom_score_read(int *out_score);
 // Writes it; false (errno set: EACCES to lower it without CAP_SYS_RESOURCE)
@@ -37,10 +44,8 @@ bool halod_oom_score_write(int score);
 // HALOD_OOM_SCORE_WORKER_ABOVE above it, at most 1000.
 int halod_oom_score_for_worker(int inherited);
 
-// In a device worker first of all, before the device's memory and before
-// it makes itself not dumpable (main.c: the /proc/self files of a process
-// that is not dumpable belong to root, so a worker of a halod that is not
-// root could not write its score then): raises its score to
+// In a device worker at its start, before the device's memory (through
+// the descriptor halod_oom_score_prepare opened): raises its score to
 // halod_oom_score_for_worker of the one it inherited (logs a warning if it
 // cannot; never lowers it).
 void halod_oom_score_raise_worker(void);

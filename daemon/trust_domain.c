@@ -313,9 +313,7 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   // that its semaphore pages and arenas are registered with them.
   // Counted first: handling a lost worker ends idle domains, not this one.
   ++domain->sessions;
-  if (domain->idle_since) domain->last_idle_since = domain->idle_since;
   domain->idle_since = 0;
-  domain->past_idle_bound = false;
   halo_status_t status = halod_domain_start_devices(daemon, domain);
   if (status) {
     halod_domain_release_refused(daemon, domain);
@@ -383,14 +381,17 @@ static bool halod_domain_stays_idle(const halod_t *daemon,
 // domain keeps its place among the idle ones).
 static void halod_domain_count_out(halod_t *daemon, halod_domain_t *domain,
                                    bool served) {
+  if (served) {
+    domain->last_served = ++daemon->sessions.idle_endings;
+    domain->past_idle_bound = false;  // in use again since
+  }
   if (--domain->sessions > 0) return;
   if (!halod_domain_stays_idle(daemon, domain)) {
     halod_domain_free(daemon, domain);
     return;
   }
-  domain->idle_since = served || !domain->last_idle_since
-                           ? ++daemon->sessions.idle_endings
-                           : domain->last_idle_since;
+  domain->idle_since = domain->last_served ? domain->last_served
+                                           : ++daemon->sessions.idle_endings;
   halod_domains_end_idle(daemon);  // idle-domains
 }
 

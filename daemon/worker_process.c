@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/oom_score.h"
 #include "hal/registry.h"
 #include "hal/remote/remote_device.h"
 #include "hal/remote/remote_link.h"
@@ -110,6 +111,9 @@ int halod_worker_main(int argc, char **argv) {
   // container halod itself may be pid 1.
   if (getppid() != (pid_t)supervisor) return 1;
   halo_log_set_level((halo_log_level_t)halo_log_level_parse(log_level));
+  // Before the device's memory: under memory pressure, this worker before
+  // halod (daemon/oom_score.h).
+  halod_oom_score_raise_worker();
   halo_hal_registry_options_t options = {
       .driver = driver,
       .cuda_completion = completion,

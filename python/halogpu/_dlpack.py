@@ -46,18 +46,24 @@ KDLFLOAT = 2
 KDLCOMPLEX = 5
 KDLBOOL = 6
 
-# numpy's dtype kinds and the codes of their DLPack types.
-_KIND_CODES = {"i": KDLINT, "u": KDLUINT, "f": KDLFLOAT, "c": KDLCOMPLEX,
-               "b": KDLBOOL}
+# numpy's dtype kinds, the codes of their DLPack types and the sizes (bits)
+# consumers take (numpy refuses long double, float128, and a capsule it
+# refuses is never deleted: the export would pin the buffer for good).
+_KIND_CODES = {"i": (KDLINT, (8, 16, 32, 64)), "u": (KDLUINT, (8, 16, 32, 64)),
+               "f": (KDLFLOAT, (16, 32, 64)), "c": (KDLCOMPLEX, (64, 128)),
+               "b": (KDLBOOL, (8,))}
 
 
 def type_code(dtype: Any) -> Optional[Tuple[int, int]]:
     """The DLPack (code, bits) of the numpy |dtype|, or None where DLPack
-    has none (structured, strings, object) or the byte order is not native."""
-    code = _KIND_CODES.get(dtype.kind)
-    if code is None or not dtype.isnative or dtype.fields is not None:
+    has none its consumers take (structured, strings, object, long double)
+    or the byte order is not native."""
+    kind = _KIND_CODES.get(dtype.kind)
+    bits = dtype.itemsize * 8
+    if kind is None or bits not in kind[1] or not dtype.isnative or \
+            dtype.fields is not None:
         return None
-    return code, dtype.itemsize * 8
+    return kind[0], bits
 
 
 class DLDevice(ctypes.Structure):

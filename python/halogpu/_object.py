@@ -159,7 +159,9 @@ def parse_token(token: Union[str, bytes, bytearray, memoryview]) -> Any:
             raise ValueError(f"token {token!r} is not hex") from None
     elif isinstance(token, (bytes, bytearray, memoryview)):
         raw = bytes(token)
-        if len(raw) == 32:  # the hex digits, as read from a pipe or a file
+        if len(raw) != 16:  # the hex digits, read from a pipe or a file
+            raw = raw.strip()
+        if len(raw) == 32:
             try:
                 raw = bytes.fromhex(raw.decode("ascii"))
             except ValueError:

@@ -438,13 +438,13 @@ class Buffer(HaloObject):
         buffer's bytes are not pointers into this process.
         """
         np = _numpy()
-        own = None if self.dtype is None else np.dtype(self.dtype)
+        own = self._numpy_dtype()
         dtype = np.dtype(dtype) if dtype is not None else \
             own if own is not None else np.dtype("uint8")
         refuse_object_dtype(dtype, "Buffer.numpy")
         offset = check_int(offset, "offset")
         if shape is None and offset == 0 and strides is None and \
-                self.shape is not None and dtype == own:
+                self.shape is not None and own is not None and dtype == own:
             shape = self.shape
         if offset > self._size:
             raise ValueError(
@@ -494,7 +494,8 @@ class Buffer(HaloObject):
         """The DLPack protocol: a capsule over this host-visible buffer,
         no copy, on kDLCPU: an array of its ``dtype`` and ``shape`` as
         numpy() makes it (of uint8, one dimension, without a dtype, or
-        with one DLPack has no code for, or without numpy); DLPack 1.0
+        with one DLPack has no code for, or without numpy; BufferError if
+        its dtype and shape do not fit the buffer); DLPack 1.0
         ("dltensor_versioned", writable) if |max_version| allows it, else
         the unversioned capsule. numpy.from_dlpack()
         and torch.from_dlpack() consume it; the consumer's array keeps the
@@ -519,21 +520,33 @@ class Buffer(HaloObject):
         return _dlpack.export(self._handle, address, versioned,
                               *self._dlpack_layout())
 
+    def _numpy_dtype(self) -> Any:
+        """The buffer's ``dtype`` as a numpy dtype; None without one, or
+        for a name numpy does not know ("bfloat16" for halogpu.triton):
+        numpy(), numpy.asarray() and DLPack then give its bytes."""
+        if self.dtype is None:
+            return None
+        try:
+            return _numpy().dtype(self.dtype)
+        except TypeError:
+            return None
+
     def _dlpack_layout(self) -> Tuple[Tuple[int, int], Tuple[int, ...]]:
         """The DLPack type (code, bits) and shape of the buffer's array:
-        its dtype's and shape's (numpy() from offset 0), else its bytes."""
+        its dtype's and shape's (numpy() from offset 0), else its bytes.
+        BufferError if they do not fit the buffer."""
         raw = ((_dlpack.KDLUINT, 8), (self._size,))
-        if self.dtype is None:
-            return raw
         try:
-            np = _numpy()
+            dtype = self._numpy_dtype()
         except ImportError:
             return raw
-        dtype = np.dtype(self.dtype)
-        code = _dlpack.type_code(dtype)
+        code = None if dtype is None else _dlpack.type_code(dtype)
         if code is None:
             return raw
-        return code, tuple(self.numpy(dtype).shape)
+        try:
+            return code, tuple(self.numpy(dtype).shape)
+        except ValueError as error:
+            raise BufferError(f"__dlpack__: {error}") from None
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         """(kDLCPU, 0) for a host-visible buffer; BufferError for a device

@@ -4,6 +4,7 @@
 
 import ctypes
 import math
+import operator
 import os
 import weakref
 from dataclasses import dataclass
@@ -260,6 +261,7 @@ class Client:
         interrupted) the new buffer is released before the error
         propagates."""
         np = _numpy()
+        shape = tuple(np.shape(array))  # () for a 0-d array: kept
         data = np.ascontiguousarray(array)
         refuse_objects(data)
         if data.nbytes == 0:
@@ -276,24 +278,35 @@ class Client:
             buffer.release()
             raise
         buffer.dtype = data.dtype
-        buffer.shape = tuple(data.shape)
+        buffer.shape = shape
         return buffer
 
-    def empty(self, shape: Union[int, Sequence[int]], dtype: Any, *,
-              memory: Any = "host_visible", device: int = 0) -> Buffer:
+    def empty(self, shape: Union[int, Sequence[int], None] = None,
+              dtype: Any = None, *, memory: Any = "host_visible",
+              device: int = 0, count: Optional[int] = None) -> Buffer:
         """A new buffer for an array of |shape| (a count of items, or a
-        tuple of them, as numpy.empty takes it) of |dtype| (a numpy dtype or
-        its name), its ``dtype`` and ``shape`` set; the contents are
-        unspecified. ValueError for a shape of no items; TypeError for a
-        dtype of Python objects (dtype object, or a structured dtype with an
-        object field), before any buffer is made."""
+        sequence of them, as numpy.empty takes it) of |dtype| (a numpy dtype
+        or its name), its ``dtype`` and ``shape`` set; the contents are
+        unspecified. |count| is the older name of a one-dimensional shape.
+        ValueError for a shape of no items; TypeError for a dtype of Python
+        objects (dtype object, or a structured dtype with an object field),
+        before any buffer is made."""
         np = _numpy()
+        if count is not None:
+            if shape is not None:
+                raise TypeError("Client.empty: shape or count, not both")
+            shape = count
+        if shape is None or dtype is None:
+            raise TypeError("Client.empty needs a shape (or count) and a dtype")
         dtype = np.dtype(dtype)
         refuse_object_dtype(dtype, "Client.empty")
-        if isinstance(shape, (tuple, list)):
-            dims = tuple(check_int(n, "shape") for n in shape)
-        else:
-            dims = (check_int(shape, "shape"),)
+        if isinstance(shape, bool):
+            raise TypeError("shape must be an int or a sequence of ints")
+        try:
+            items: Sequence[Any] = (operator.index(shape),)  # type: ignore[arg-type]
+        except TypeError:  # a sequence (a tuple, a list, an array)
+            items = list(shape)  # type: ignore[arg-type]
+        dims = tuple(check_int(n, "shape") for n in items)
         count = math.prod(dims)
         if count == 0:
             raise ValueError(f"Client.empty: shape {dims} holds no items")

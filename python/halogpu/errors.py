@@ -15,6 +15,7 @@ that cannot fit) are TypeError and ValueError, never HaloError.
 """
 
 import enum
+import operator
 from typing import Any, Dict, Optional, Type
 
 
@@ -175,12 +176,22 @@ _BY_CODE = {
 
 def error_class(code: Any) -> Type[HaloError]:
     """The HaloError subclass for |code|: a StatusCode or its number, its
-    name ("NOT_FOUND", any case) or a HaloError subclass (as
-    Semaphore.fail() takes them); HaloError for a number this package does
-    not know. ValueError for a name that is no status code's."""
-    if isinstance(code, int) and not isinstance(code, bool) and \
-            code not in StatusCode._value2member_map_:
+    name ("NOT_FOUND", any case; as Semaphore.fail() takes them), or a
+    HaloError subclass (itself); HaloError for None or a number this
+    package does not know. ValueError for a name that is no status
+    code's."""
+    if isinstance(code, type) and issubclass(code, HaloError):
+        return code
+    if code is None:
         return HaloError
+    if not isinstance(code, (str, bool)):
+        try:
+            code = operator.index(code)  # numpy integers too
+        except TypeError:
+            pass
+        else:
+            if code not in StatusCode._value2member_map_:
+                return HaloError
     return _BY_CODE.get(status_code(code), HaloError)
 
 

@@ -100,5 +100,10 @@ def test_error_class_takes_names_and_classes():
         halogpu.AbortedError
     assert halogpu.error_class(5) is halogpu.NotFoundError
     assert halogpu.error_class(999) is halogpu.HaloError
+    assert halogpu.error_class(None) is halogpu.HaloError
+    assert halogpu.error_class(halogpu.ClosedError) is halogpu.ClosedError
+    assert halogpu.error_class(halogpu.HaloError) is halogpu.HaloError
+    np = pytest.importorskip("numpy")
+    assert halogpu.error_class(np.int64(5)) is halogpu.NotFoundError
     with pytest.raises(ValueError, match="no status code named 'NOPE'"):
         halogpu.error_class("NOPE")

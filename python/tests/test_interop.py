@@ -186,3 +186,33 @@ def test_typed_buffers_give_their_array_back(client):
     assert record.numpy().shape == (2,)
     capsule_array = np.from_dlpack(record)
     assert capsule_array.dtype == np.uint8 and capsule_array.shape == (16,)
+
+
+def test_typed_buffers_at_the_edges(client):
+    """Long double (no consumer takes its DLPack type) and a dtype name
+    numpy does not know give the bytes; a 0-d array keeps its shape; a
+    shape that does not fit is BufferError for DLPack, ValueError for
+    numpy; empty() takes count= (its older name) and any sequence."""
+    longdouble = client.from_numpy(np.ones(3, np.longdouble))
+    assert np.from_dlpack(longdouble).dtype == np.uint8
+    assert longdouble.numpy().dtype == np.longdouble  # numpy takes it
+    scalar = client.from_numpy(np.array(3.5, np.float32))
+    assert scalar.shape == () and np.from_dlpack(scalar).shape == ()
+    assert float(scalar.numpy()) == 3.5
+    named = client.empty(8, np.uint16)
+    named.dtype = "bfloat16"  # for halogpu.triton; numpy has no such type
+    assert np.asarray(named).dtype == np.uint8
+    assert np.from_dlpack(named).shape == (16,)
+    assert named.numpy(np.uint16).shape == (8,)
+    wrong = client.empty(3, np.float32)
+    wrong.shape = (4,)  # 16 bytes in 12
+    with pytest.raises(BufferError, match="__dlpack__: shape"):
+        np.from_dlpack(wrong)
+    with pytest.raises(ValueError, match="exceeds the buffer's 12 bytes"):
+        np.asarray(wrong)
+    assert client.empty(count=3, dtype=np.float32).shape == (3,)
+    assert client.empty(np.array([2, 3]), np.int8).shape == (2, 3)
+    with pytest.raises(TypeError, match="shape or count, not both"):
+        client.empty(3, np.int8, count=3)
+    gc.collect()
+    assert _dlpack.live_exports() == 0

@@ -190,6 +190,7 @@ def test_export_import(client, other_client):
     # 16 raw bytes.
     assert other_client.import_semaphore(token.encode()).value == 4
     assert other_client.import_semaphore(bytes.fromhex(token)).value == 4
+    assert other_client.import_semaphore(token.encode() + b"\n").value == 4
     with pytest.raises(ValueError, match="32 hex digits, and these are not"):
         other_client.import_semaphore(b"z" * 32)
     with pytest.raises(ValueError, match="or its 16 raw bytes, not 5 bytes"):

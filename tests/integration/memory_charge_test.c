@@ -119,14 +119,14 @@ static void test_oom_score_adj_setting(void **state) {
 // halod as nobody (setpriv, no capabilities) with --oom-score-adj 100: it
 // takes 100 (a raise needs no privilege) where this process's score is at
 // most that, and its worker 500 above. Before, both writes failed with
-// EACCES: each process had made itself not dumpable first.
-static void test_oom_score_of_a_halod_not_root(void **state) {
+// EACCES: each process had made itself not dumpable first. Started in the
+// setup, so that the teardown stops it whatever the test asserted.
+static halo_test_daemon_t nobody_daemon;
+
+static int setup_halod_as_nobody(void **state) {
   (void)state;
-  static const char kSetpriv[] = "/usr/bin/setpriv";
-  if (geteuid() != 0 || access(kSetpriv, X_OK) != 0) {
-    print_message("skipped: needs root and setpriv (halod as nobody)\n");
-    skip();
-  }
+  memset(&nobody_daemon, 0, sizeof(nobody_daemon));
+  if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) return 0;
   // The wrapper gives nobody the private directory ($3 is --listen's
   // ipc://DIR/halo.sock), then runs halod as nobody.
   static const char *const wrapper[] = {
@@ -135,13 +135,29 @@ static void test_oom_score_of_a_halod_not_root(void **state) {
       "--reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \"$@\"",
       "sh", NULL};
   const char *args[] = {"--oom-score-adj", "100", NULL};
-  halo_test_daemon_t daemon;
-  halo_test_daemon_start_wrapped(&daemon, wrapper, args);
-  halo_client_t *client = halo_test_connect(&daemon, 0);
+  halo_test_daemon_start_wrapped(&nobody_daemon, wrapper, args);
+  return 0;
+}
+
+static int teardown_halod_as_nobody(void **state) {
+  (void)state;
+  if (nobody_daemon.pid) halo_test_daemon_stop(&nobody_daemon, SIGTERM);
+  if (nobody_daemon.dir[0]) halo_test_daemon_cleanup(&nobody_daemon);
+  return 0;
+}
+
+static void test_oom_score_of_a_halod_not_root(void **state) {
+  (void)state;
+  if (!nobody_daemon.pid) {
+    print_message("skipped: needs root and setpriv (halod as nobody)\n");
+    skip();
+  }
+  halo_client_t *client = halo_test_connect(&nobody_daemon, 0);
   assert_null(halo_client_ping(client));
   int inherited = read_oom_score(getpid());
-  int halod_score = read_oom_score(daemon.pid);
-  int worker_score = read_oom_score(own_domain_worker(&daemon));
+  int halod_score = read_oom_score(nobody_daemon.pid);
+  int worker_score = read_oom_score(own_domain_worker(&nobody_daemon));
+  halo_client_close(client);
   print_message(
       "halod as nobody: this process's oom_score_adj %d, halod's %d "
       "(setting 100), its worker's %d\n",
@@ -149,9 +165,6 @@ static void test_oom_score_of_a_halod_not_root(void **state) {
   assert_int_equal(halod_score, inherited <= 100 ? 100 : inherited);
   assert_int_equal(worker_score,
                    halod_score + 500 > 1000 ? 1000 : halod_score + 500);
-  halo_client_close(client);
-  halo_test_daemon_stop(&daemon, SIGTERM);
-  halo_test_daemon_cleanup(&daemon);
 }
 
 static void buffer_read(halo_test_raw_t *raw, uint64_t handle, uint64_t offset,
@@ -225,7 +238,9 @@ int main(void) {
                                       halo_test_fixture_setup,
                                       halo_test_fixture_teardown),
       cmocka_unit_test(test_oom_score_adj_setting),
-      cmocka_unit_test(test_oom_score_of_a_halod_not_root),
+      cmocka_unit_test_setup_teardown(test_oom_score_of_a_halod_not_root,
+                                      setup_halod_as_nobody,
+                                      teardown_halod_as_nobody),
       cmocka_unit_test_setup_teardown(
           test_read_of_untouched_memory_faults_nothing, halo_test_fixture_setup,
           halo_test_fixture_teardown),
