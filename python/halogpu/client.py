@@ -16,7 +16,7 @@ from ._object import check_int, parse_token
 from .buffer import (MemoryType, _numpy, make_buffer, memory_type,
                      refuse_object_dtype, refuse_objects)
 from .command_buffer import make_command_buffer
-from .errors import check, take_error
+from .errors import OutOfRangeError, check, take_error
 from .executable import (ExecutableFormat, code_bytes, executable_format,
                          format_from_path, make_executable, options_array)
 from .queue import execute, make_queue
@@ -475,8 +475,9 @@ class Client:
     def record(self, bindings: int = 0, *, device: int = 0,
                one_shot: bool = False,
                unaligned_bindings: bool = False) -> CommandBuffer:
-        """Begins a CommandBuffer on |device| with a binding table of
-        |bindings| slots (0 .. 4096). |one_shot|: executed at most once
+        """Begins a CommandBuffer on |device| (OutOfRangeError at once for
+        one the daemon does not have) with a binding table of |bindings|
+        slots (0 .. 4096). |one_shot|: executed at most once
         (else reusable). Use it as ``with client.record(bindings=4) as cb:``
         (end() at the end of the block) or call end() yourself.
 
@@ -493,6 +494,12 @@ class Client:
         alignment either way."""
         bindings = check_int(bindings, "bindings", 0, _lib.MAX_BINDINGS)
         device = check_int(device, "device", 0, 2**32 - 1)
+        # At once, as create_queue() does (the recording is made here and
+        # reaches the daemon at end()).
+        if device >= len(self.devices):
+            raise OutOfRangeError(
+                f"device {device} does not exist (the daemon has "
+                f"{len(self.devices)})")
         flags = _lib.COMMAND_BUFFER_ONE_SHOT if one_shot else \
             _lib.COMMAND_BUFFER_REUSABLE
         if unaligned_bindings:

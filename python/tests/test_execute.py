@@ -573,3 +573,13 @@ def test_none_is_a_null_pointer(client, kernels):
     client.execute(cb, signal=[(done, 1)])
     done.wait(1, timeout=10)
     assert np.array_equal(vc, np.arange(N, dtype=np.float32) + 6)
+
+
+def test_record_on_a_device_the_daemon_lacks(client):
+    """record() names a device the daemon does not have at once, as
+    create_queue() does (it failed only at end())."""
+    count = len(client.devices)
+    with pytest.raises(halogpu.OutOfRangeError,
+                       match=rf"device {count} does not exist "
+                       rf"\(the daemon has {count}\)"):
+        client.record(device=count)
