@@ -16,7 +16,7 @@ from ._object import check_int, parse_token
 from .buffer import (MemoryType, _numpy, make_buffer, memory_type,
                      refuse_object_dtype, refuse_objects)
 from .command_buffer import make_command_buffer
-from .errors import OutOfRangeError, check, take_error
+from .errors import ClosedError, OutOfRangeError, check, take_error
 from .executable import (ExecutableFormat, code_bytes, executable_format,
                          format_from_path, make_executable, options_array)
 from .queue import execute, make_queue
@@ -129,6 +129,12 @@ class Client:
         self._finalizer.atexit = False
 
     def __enter__(self) -> "Client":
+        """ClosedError for a closed client (and in a forked child), as
+        its first use in the block would raise."""
+        if self._session.foreign():
+            raise self._session.foreign_error()
+        if self._session.closing:
+            raise ClosedError(self._session.reason)
         return self
 
     def __reduce__(self) -> NoReturn:

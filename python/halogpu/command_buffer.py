@@ -58,6 +58,17 @@ _CONSTANT_SHORT_NAMES = {
     "i64": "q", "u64": "Q", "f16": "e", "f32": "f", "f64": "d",
 }
 _CONSTANT_FORMATS = {**_CONSTANT_NAMES, **_CONSTANT_SHORT_NAMES}
+# bfloat16 (struct has no such format): float32's upper half, rounded.
+_BFLOAT16_NAMES = ("bfloat16", "bf16")
+
+
+def _bfloat16_bits(value: Any) -> int:
+    """|value| as bfloat16's 16 bits: float32's, rounded to nearest even
+    (a NaN stays a quiet NaN)."""
+    bits: int = struct.unpack("=I", struct.pack("=f", value))[0]
+    if bits & 0x7F800000 == 0x7F800000 and bits & 0x7FFFFF:
+        return (bits >> 16) | 0x40
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
 
 
 class Constant:
@@ -82,11 +93,20 @@ class Constant:
 
 def constant(value: Any, dtype: Any) -> Constant:
     """A constant argument: |value| packed as |dtype|, a numpy-style name
-    ("uint32", "float32", "int64", ...; "u32", "f32" for short) or a
-    struct format ("<I", "2f", ...). ValueError listing the type names for
-    any other |dtype|, and for a |value| that |dtype| cannot hold."""
+    ("uint32", "float32", "int64", ..., "bfloat16"; "u32", "f32", "bf16"
+    for short) or a struct format ("<I", "2f", ...). ValueError listing the
+    type names for any other |dtype|, and for a |value| that |dtype|
+    cannot hold."""
     if not isinstance(dtype, str):
         dtype = getattr(dtype, "__name__", None) or str(dtype)
+    if dtype.lower() in _BFLOAT16_NAMES:
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        try:
+            return Constant(b"".join(
+                struct.pack("=H", _bfloat16_bits(v)) for v in values))
+        except (struct.error, OverflowError) as error:
+            raise ValueError(f"cannot pack {value!r} as {dtype!r}: {error}") \
+                from None
     fmt = _CONSTANT_FORMATS.get(dtype.lower(), dtype)
     if fmt[:1] not in "<>=!@":
         fmt = "=" + fmt  # native byte order, no padding
@@ -95,8 +115,8 @@ def constant(value: Any, dtype: Any) -> Constant:
     except struct.error as error:
         raise ValueError(
             f"constant type {dtype!r} is neither a type name "
-            f"({', '.join(_CONSTANT_NAMES)}; "
-            f"{', '.join(_CONSTANT_SHORT_NAMES)} for short) nor a struct "
+            f"({', '.join(_CONSTANT_NAMES)}, bfloat16; "
+            f"{', '.join(_CONSTANT_SHORT_NAMES)}, bf16 for short) nor a struct "
             f"format ('<I', '2f', ...): {error}") from None
     try:
         if isinstance(value, (tuple, list)):

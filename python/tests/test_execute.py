@@ -381,7 +381,8 @@ def test_constant_types():
     for dtype in ("float", float, "uint33"):
         with pytest.raises(ValueError, match=r"constant type '\w+' is "
                            r"neither a type name \(int8, uint8, .*float32, "
-                           r"float64, bool; i8, .*f64 for short\) nor a "
+                           r"float64, bool, bfloat16; i8, .*f64, bf16 for "
+                           r"short\) nor a "
                            r"struct format"):
             halogpu.constant(1, dtype)
     with pytest.raises(ValueError, match="cannot pack 300 as 'uint8'"):
@@ -583,3 +584,29 @@ def test_record_on_a_device_the_daemon_lacks(client):
                        match=rf"device {count} does not exist "
                        rf"\(the daemon has {count}\)"):
         client.record(device=count)
+
+
+def test_bfloat16_constants():
+    """bfloat16 (struct has no format for it): float32's upper half,
+    rounded to nearest even; a NaN stays a NaN."""
+    assert halogpu.constant(1.0, "bfloat16").data == struct.pack("=H", 0x3F80)
+    assert halogpu.constant(3.14159, "bf16").data == struct.pack("=H", 0x4049)
+    # 1 + 2**-8 is halfway between 1 and the next bfloat16: to even (1).
+    assert halogpu.constant(1 + 2**-8, "bf16").data == \
+        struct.pack("=H", 0x3F80)
+    assert halogpu.constant(1 + 3 * 2**-8, "bf16").data == \
+        struct.pack("=H", 0x3F82)
+    nan = struct.unpack("=H", halogpu.constant(float("nan"), "bf16").data)[0]
+    assert nan & 0x7F80 == 0x7F80 and nan & 0x7F
+    assert halogpu.constant([1.0, -2.0], "bfloat16").data == \
+        struct.pack("=2H", 0x3F80, 0xC000)
+    with pytest.raises(ValueError, match="cannot pack 'x' as 'bf16'"):
+        halogpu.constant("x", "bf16")
+
+
+def test_with_a_closed_client_raises(address):
+    client = halogpu.connect(address)
+    client.close()
+    with pytest.raises(halogpu.ClosedError, match="closed"):
+        with client:
+            pass
