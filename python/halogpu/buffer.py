@@ -368,6 +368,13 @@ class Buffer(HaloObject):
             else:
                 length = self._size - offset
         length = check_int(length, "length")
+        if self._host_pointer is not None and offset <= self._size and \
+                length <= self._size - offset:
+            # One copy, from the mapping (as libhalo reads host-visible
+            # memory), not three (zeroing, reading, converting to bytes).
+            self._check_allocated()
+            with self._call():
+                return ctypes.string_at(self._host_pointer + offset, length)
         out = bytearray(length)
         self.readinto(out, offset)
         return bytes(out)
