@@ -204,6 +204,24 @@ def make_error(code: Any, message: str) -> HaloError:
     return error_class(code)(message)
 
 
+# Names of the C API in libhalo's and halod's messages, and what a Python
+# caller writes instead (the C name follows in parentheses).
+_PYTHON_NAMES = (
+    ("HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS",
+     "record(unaligned_bindings=True) (HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS)"),
+    ("halo_command_buffer_end", "CommandBuffer.end() (halo_command_buffer_end)"),
+    ("halo_buffer_release", "Buffer.release() (halo_buffer_release)"),
+)
+
+
+def python_message(message: str) -> str:
+    """|message| with the C API's names it holds given their Python
+    spelling."""
+    for c_name, python_name in _PYTHON_NAMES:
+        message = message.replace(c_name, python_name)
+    return message
+
+
 def take_error(lib: Any, status: int) -> HaloError:
     """Turns a non-NULL halo_status_t into an exception and frees it."""
     try:
@@ -212,7 +230,7 @@ def take_error(lib: Any, status: int) -> HaloError:
         message = raw.decode("utf-8", "replace") if raw else ""
     finally:
         lib.halo_status_free(status)
-    return make_error(code, message)
+    return make_error(code, python_message(message))
 
 
 def check(lib: Any, status: Optional[int]) -> None:

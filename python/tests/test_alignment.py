@@ -40,7 +40,8 @@ def test_unaligned_binding_refused_naming_the_slot(client, kernels):
     # Offset 4 into a: slot 0 bound at an address 4 past a 16-byte one.
     with pytest.raises(halogpu.InvalidArgumentError,
                        match=r"binding 0: offset 4 is not 16-byte aligned, "
-                       r"as slot 0 needs.*UNALIGNED_BINDINGS"):
+                       r"as slot 0 needs.*record\(unaligned_bindings=True\) "
+                       r"\(HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS\)"):
         client.execute(cb, bindings=[(a, 4), b, c], signal=[(done, 1)])
     # Nothing ran; an aligned offset runs.
     assert done.value == 0

@@ -107,3 +107,16 @@ def test_error_class_takes_names_and_classes():
     assert halogpu.error_class(np.int64(5)) is halogpu.NotFoundError
     with pytest.raises(ValueError, match="no status code named 'NOPE'"):
         halogpu.error_class("NOPE")
+
+
+def test_messages_name_the_python_api(client):
+    """A message of libhalo's or halod's that names a C function or flag
+    names the Python spelling too (python_message)."""
+    recording = client.record()
+    with pytest.raises(halogpu.FailedPreconditionError,
+                       match=r"still recording; call CommandBuffer.end\(\) "
+                       r"\(halo_command_buffer_end\) first"):
+        client.execute(recording)
+    recording.end()
+    assert errors.python_message("only halo_buffer_release may follow") == \
+        "only Buffer.release() (halo_buffer_release) may follow"
