@@ -806,14 +806,14 @@ static void test_reload_ends_idle_domains(void **state) {
   unlink(reload_config);
 }
 
-// Runs execute_peer's "load" of |kernels| as uid and gid 65534 (a trust
-// domain of its own) and waits for it to succeed.
-static void run_other_uid_client(const halo_test_daemon_t *daemon,
-                                 const char *kernels) {
+// Runs execute_peer's "load" of |kernels| as uid and gid |uid| (65534:
+// a trust domain of its own) and waits for it to succeed.
+static void run_client_as(const halo_test_daemon_t *daemon, const char *kernels,
+                          uid_t uid) {
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
-    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+    if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0) {
       _exit(10);
     }
     execl(EXECUTE_TEST_PEER, EXECUTE_TEST_PEER, daemon->listen_address, "load",
@@ -822,6 +822,11 @@ static void run_other_uid_client(const halo_test_daemon_t *daemon,
   }
   halo_test_process_t process = {.pid = child, .stdout_fd = -1};
   assert_int_equal(halo_test_process_wait(&process, HALO_TEST_DEADLINE_MS), 0);
+}
+
+static void run_other_uid_client(const halo_test_daemon_t *daemon,
+                                 const char *kernels) {
+  run_client_as(daemon, kernels, 65534);
 }
 
 // A copy of the test kernels that uid 65534 can read (the build tree's
@@ -874,6 +879,90 @@ static void test_longest_idle_domain_ends_first(void **state) {
   unlink(kernels);
 }
 
+// Two idle domains kept; one device fault makes a process refused; clients
+// of other uids may load native code.
+static int setup_two_idle_one_fault(void **state) {
+  static const char *const extra[] = {"--idle-domains",
+                                      "2",
+                                      "--fault-budget",
+                                      "1",
+                                      "--native-code",
+                                      "any",
+                                      NULL};
+  return setup_with(state, extra);
+}
+
+// This process crashes its domain's worker (the test kernels' `crash`): a
+// device fault charged to it, so that its next connection is refused.
+static void crash_own_worker(const halo_test_daemon_t *daemon) {
+  halo_client_t *client = halo_test_connect(daemon, 0);
+  halo_executable_t *executable = load(client, 0);
+  halo_dispatch_params_t params = {.executable = executable,
+                                   .entry = "crash",
+                                   .grid = {1, 1, 1},
+                                   .block = {1, 1, 1}};
+  halo_command_buffer_t *cb =
+      halo_test_begin(client, HALO_COMMAND_BUFFER_ONE_SHOT, 0);
+  HALO_TEST_ASSERT_OK(halo_command_buffer_dispatch(cb, &params));
+  HALO_TEST_ASSERT_OK(halo_command_buffer_end(cb));
+  halo_semaphore_t *done = NULL;
+  HALO_TEST_ASSERT_OK(halo_semaphore_create(client, 0, 0, &done));
+  halo_semaphore_value_t signal = {done, 1};
+  HALO_TEST_ASSERT_OK(
+      halo_queue_execute(NULL, cb, NULL, 0, NULL, 0, &signal, 1));
+  halo_status_t status =
+      halo_semaphore_wait(done, 1, HALO_TEST_DEADLINE_MS * HALO_TEST_MS);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_DEVICE_LOST);
+  halo_status_free(status);
+  halo_client_close(client);  // its objects went with the session
+}
+
+// idle-domains 2: this uid's domain idles (a root client of its own loads
+// and leaves), then uid 65534's; this process, over fault-budget, connects
+// and is refused, which leaves its domain's place in the idle order (its
+// refusal comes before the domain is acquired; one that comes after, when
+// the loop had not handled the worker's loss yet, goes through
+// halod_domain_release_refused); a third uid's domain idling then ends
+// this uid's, idle longest, not 65534's.
+static void test_refused_session_keeps_the_idle_order(void **state) {
+  halo_test_fixture_t *fixture = *state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root (setuid to other uids)\n");
+    skip();
+  }
+  HALO_TEST_LOCAL_ONLY("the crash kernel is an ELF for the local driver");
+  const halo_test_daemon_t *daemon = &fixture->daemon;
+  assert_int_equal(chmod(daemon->socket_path, 0666), 0);
+  assert_int_equal(chmod(daemon->fd_channel_path, 0666), 0);
+  char kernels[64];
+  copy_kernels(kernels, sizeof(kernels));
+  crash_own_worker(daemon);
+  assert_true(HALO_TEST_POLL(no_sessions(daemon), HALO_TEST_DEADLINE_MS));
+
+  run_client_as(daemon, kernels, 0);  // this uid's domain idles first
+  run_client_as(daemon, kernels, 65534);
+  assert_true(halo_test_admin_worker_pid(daemon, domain_name()) > 0);
+  assert_true(halo_test_admin_worker_pid(daemon, "uid:65534") > 0);
+
+  // Refused (its fault): at Hello, or its first request.
+  halo_client_options_t options = {.address = daemon->listen_address};
+  halo_client_t *refused = NULL;
+  halo_status_t status = halo_client_connect(&options, &refused);
+  if (!status) status = halo_client_ping(refused);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(halo_status_message(status), "device fault"));
+  halo_status_free(status);
+  halo_client_close(refused);
+  assert_true(HALO_TEST_POLL(no_sessions(daemon), HALO_TEST_DEADLINE_MS));
+
+  run_client_as(daemon, kernels, 65533);
+  assert_true(
+      HALO_TEST_POLL(no_worker(daemon, domain_name()), HALO_TEST_DEADLINE_MS));
+  assert_true(halo_test_admin_worker_pid(daemon, "uid:65534") > 0);
+  assert_true(halo_test_admin_worker_pid(daemon, "uid:65533") > 0);
+  unlink(kernels);
+}
+
 int main(void) {
   halo_test_require_driver();
   const struct CMUnitTest tests[] = {
@@ -915,6 +1004,9 @@ int main(void) {
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_reload_ends_idle_domains,
                                       setup_reload_idle,
+                                      halo_test_fixture_teardown),
+      cmocka_unit_test_setup_teardown(test_refused_session_keeps_the_idle_order,
+                                      setup_two_idle_one_fault,
                                       halo_test_fixture_teardown),
       cmocka_unit_test_setup_teardown(test_longest_idle_domain_ends_first,
                                       setup_one_idle,
