@@ -143,7 +143,22 @@ static void calls_while_stopped(halo_test_daemon_t *daemon, call_t *calls,
     hung = hung || !atomic_load(&calls[i].done);
   }
   if (hung) assert_int_equal(kill(daemon->pid, SIGCONT), 0);
-  for (int i = 0; i < count; ++i) pthread_join(threads[i], NULL);
+  // A call that does not end even with halod running fails the test naming
+  // it (its thread is left behind) instead of hanging it until ctest's
+  // timeout, which told nothing.
+  for (int i = 0; i < count; ++i) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += GIVE_UP_MS / 1000;
+    if (pthread_timedjoin_np(threads[i], NULL, &deadline) != 0) {
+      kill(daemon->pid, SIGCONT);
+      fail_msg(
+          "call %d (%s) still runs %d ms after halod was continued "
+          "(hung: %d)",
+          i, calls[i].kind == CALL_PING ? "ping" : "signal", GIVE_UP_MS,
+          (int)hung);
+    }
+  }
   bool ok = true;
   for (int i = 0; i < count; ++i) {
     print_message("call %d (%s): %s after %lld ms: %s\n", i,

@@ -385,6 +385,9 @@ int halo_test_fixture_teardown(void **state) {
   bool stopped = true;
   char why[256] = "";
   if (fixture->daemon.pid > 0) {
+    // A test that failed while it held halod stopped (SIGSTOP) left it so:
+    // SIGTERM would wait behind the stop until the deadline.
+    kill(fixture->daemon.pid, SIGCONT);
     stopped = halo__daemon_stop(&fixture->daemon, SIGTERM, why, sizeof(why));
   }
   halo_test_daemon_cleanup(&fixture->daemon);
