@@ -47,16 +47,21 @@ void halod_cache_lru_take(halod_cache_lru_t *lru, halod_cache_link_t *link) {
   lru->bytes -= link->bytes;
 }
 
+// Destroys |victim|, listed in |lru|, as an eviction.
+static void halod_cache_lru_evict_one(halod_t *daemon, halod_cache_lru_t *lru,
+                                      halod_cache_link_t *victim) {
+  halod_cache_lru_take(lru, victim);
+  ++lru->evictions;
+  lru->destroy(daemon, victim);
+}
+
 // Destroys the least recently used entries of |lru| past |bound| entries or
 // |byte_bound| bytes; whether it destroyed any.
 static bool halod_cache_lru_evict(halod_t *daemon, halod_cache_lru_t *lru,
                                   uint32_t bound, uint64_t byte_bound) {
   bool evicted = false;
   while ((lru->count > bound || lru->bytes > byte_bound) && lru->list.tail) {
-    halod_cache_link_t *victim = halod_cache_link_of(lru->list.tail);
-    halod_cache_lru_take(lru, victim);
-    ++lru->evictions;
-    lru->destroy(daemon, victim);
+    halod_cache_lru_evict_one(daemon, lru, halod_cache_link_of(lru->list.tail));
     evicted = true;
   }
   return evicted;
@@ -116,9 +121,7 @@ void halod_cache_bound_executable_bytes(halod_t *daemon) {
       }
     }
     if (!victim) break;
-    halod_cache_lru_take(lru, victim);
-    ++lru->evictions;
-    lru->destroy(daemon, victim);
+    halod_cache_lru_evict_one(daemon, lru, victim);
     evicted = true;
   }
   --cache->bound_held;
@@ -151,7 +154,7 @@ static void halod_cache_lru_drop(halod_t *daemon, halod_cache_lru_t *lru,
       halod_cache_lru_take(lru, link);
       // A recording releases its executables: they may join the executable
       // list, after |next| (which stays valid: only the front grows, and
-      // no bound evicts meanwhile: halod_cache_drop).
+      // no bound evicts meanwhile: halod_cache_drop_device).
       lru->destroy(daemon, link);
     }
     link = next;
@@ -162,7 +165,7 @@ static void halod_cache_lru_drop(halod_t *daemon, halod_cache_lru_t *lru,
 // (they hold executables). The bytes' bound and idle domains' ends wait
 // until both walks are done: run within one, they could destroy the entry
 // the walk goes to next.
-static void halod_cache_drop(halod_t *daemon, const halo_hal_device_t *device) {
+void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device) {
   // Nor does a domain end (its entries dropped) or idle-domains drop any.
   halod_domains_hold_idle(daemon);
   halod_cache_hold_bound(daemon);
@@ -172,12 +175,8 @@ static void halod_cache_drop(halod_t *daemon, const halo_hal_device_t *device) {
   halod_domains_release_idle(daemon);
 }
 
-void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device) {
-  halod_cache_drop(daemon, device);
-}
-
 void halod_cache_clear(halod_t *daemon) {
-  halod_cache_drop(daemon, NULL);
+  halod_cache_drop_device(daemon, NULL);
 }
 
 void halod_cache_initialize(halod_cache_t *cache) {

@@ -107,7 +107,7 @@ bool halod_cache_holds_device(const halod_t *daemon,
                               const halo_hal_device_t *device);
 
 // Destroys every listed entry of |device| (its worker is lost or its domain
-// ends), recordings first (they hold executables).
+// ends; NULL: every entry), recordings first (they hold executables).
 void halod_cache_drop_device(halod_t *daemon, const halo_hal_device_t *device);
 
 // Destroys every listed entry (halod_stop).

@@ -1385,10 +1385,14 @@ void halod_command_buffer_release(halod_t *daemon,
   free(command_buffer);
 }
 
+// The memo entry around the cache link |link|.
+static halod_memo_entry_t *halod_memo_entry_of(const halod_cache_link_t *link) {
+  return (halod_memo_entry_t *)((char *)link -
+                                offsetof(halod_memo_entry_t, lru));
+}
+
 bool halod_memo_entry_holds_unheld(const halod_cache_link_t *link) {
-  const halod_memo_entry_t *entry =
-      (const halod_memo_entry_t *)((const char *)link -
-                                   offsetof(halod_memo_entry_t, lru));
+  const halod_memo_entry_t *entry = halod_memo_entry_of(link);
   for (uint32_t i = 0; i < entry->executable_count; ++i) {
     if (halod_executable_unheld(entry->executables[i])) return true;
   }
@@ -1396,8 +1400,7 @@ bool halod_memo_entry_holds_unheld(const halod_cache_link_t *link) {
 }
 
 void halod_memo_entry_evict(halod_t *daemon, halod_cache_link_t *link) {
-  halod_memo_entry_t *entry =
-      (halod_memo_entry_t *)((char *)link - offsetof(halod_memo_entry_t, lru));
+  halod_memo_entry_t *entry = halod_memo_entry_of(link);
   halod_memo_entry_keep_executables(daemon, entry, false);
   halod_memo_entry_destroy(daemon, entry);
 }

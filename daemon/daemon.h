@@ -62,13 +62,11 @@ typedef struct halod_domain_t {
   // "#PART" follows (owned)
   char *name;
   uint32_t sessions;
-  // While it has no sessions: when its last served one ended (last_served;
-  // halod_sessions_t.idle_endings counts the ends); 0 while it has
-  // sessions. The lowest goes first past idle-domains.
+  // When its last served session ended, as halod_sessions_t.idle_endings
+  // counted it then (a refused session's end leaves it; one never served
+  // takes its refused one's). Of the domains without sessions, the lowest
+  // goes first past idle-domains.
   uint64_t idle_since;
-  // When its last served session ended (idle_endings' count then), 0
-  // before: a refused session's end leaves it.
-  uint64_t last_served;
   // Its cached entries were dropped past idle-domains: counted
   // (halo_idle_domains_ended_total) when it ends.
   bool past_idle_bound;
@@ -91,7 +89,7 @@ typedef struct halod_sessions_t {
   // release (a caller still looks at one).
   uint32_t end_idle_held;
   bool end_idle_wanted;
-  uint64_t idle_endings;  // sessions of domains ended (idle_since)
+  uint64_t idle_endings;  // served sessions of domains ended (idle_since)
   // Processes haloctl kill-client ended: pid -> start time + 1. Their new
   // connections are refused (nng would dial again on its own).
   halo_u64_map_t killed_processes;

@@ -204,7 +204,6 @@ static bool halod_driver_unavailable(const halod_t *daemon,
 }
 
 int main(int argc, char **argv) {
-  bool worker = argc > 1 && strcmp(argv[1], "--worker") == 0;
   // oom_score_adj opened for writing first: once the process is not
   // dumpable its /proc/self files belong to root, and halod or a worker
   // that is not root (the unit's User=halo) could not open it.
@@ -220,7 +219,9 @@ int main(int argc, char **argv) {
   // ignored, the ftruncate fails (EFBIG) and that request with it.
   signal(SIGXFSZ, SIG_IGN);
   // A device worker process (daemon/workers.h) runs the same binary.
-  if (worker) return halod_worker_main(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "--worker") == 0) {
+    return halod_worker_main(argc, argv);
+  }
   halod_config_t config;
   halod_config_initialize(&config);
   int exit_now = 0;

@@ -313,7 +313,6 @@ halo_status_t halod_domain_acquire(halod_t *daemon,
   // that its semaphore pages and arenas are registered with them.
   // Counted first: handling a lost worker ends idle domains, not this one.
   ++domain->sessions;
-  domain->idle_since = 0;
   halo_status_t status = halod_domain_start_devices(daemon, domain);
   if (status) {
     halod_domain_release_refused(daemon, domain);
@@ -381,17 +380,15 @@ static bool halod_domain_stays_idle(const halod_t *daemon,
 // domain keeps its place among the idle ones).
 static void halod_domain_count_out(halod_t *daemon, halod_domain_t *domain,
                                    bool served) {
-  if (served) {
-    domain->last_served = ++daemon->sessions.idle_endings;
-    domain->past_idle_bound = false;  // in use again since
+  if (served || !domain->idle_since) {
+    domain->idle_since = ++daemon->sessions.idle_endings;
   }
+  if (served) domain->past_idle_bound = false;  // in use again since
   if (--domain->sessions > 0) return;
   if (!halod_domain_stays_idle(daemon, domain)) {
     halod_domain_free(daemon, domain);
     return;
   }
-  domain->idle_since = domain->last_served ? domain->last_served
-                                           : ++daemon->sessions.idle_endings;
   halod_domains_end_idle(daemon);  // idle-domains
 }
 
@@ -417,6 +414,9 @@ static bool halod_domain_cached(const halod_t *daemon,
 // ended longest ago, if more than idle-domains such are kept; else NULL.
 static halod_domain_t *halod_domain_idle_past_bound(const halod_t *daemon) {
   const halo_u64_map_t *domains = &daemon->sessions.domains;
+  // Asked at each retirement of an ended session's work: no walk while
+  // the domains, idle or not, are no more than the bound.
+  if (domains->count <= daemon->config.idle_domains) return NULL;
   halod_domain_t *oldest = NULL;
   uint32_t kept = 0;
   for (size_t i = 0; i < domains->capacity; ++i) {
