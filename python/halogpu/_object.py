@@ -5,7 +5,8 @@ argument checks shared by the modules."""
 
 import operator
 import weakref
-from typing import TYPE_CHECKING, Any, NoReturn, Optional, TypeVar, Union
+from typing import (TYPE_CHECKING, Any, NoReturn, Optional, Tuple, TypeVar,
+                    Union)
 
 from . import _core
 from .errors import ClosedError
@@ -140,6 +141,22 @@ def check_client(obj: "HaloObject", client: "Client", what: str) -> None:
     if obj._client is not client:
         raise ValueError(
             f"{what} ({obj._handle.name}) belongs to another client")
+
+
+def check_shape(shape: Any, name: str = "shape") -> Tuple[int, ...]:
+    """|shape| (an int, or a sequence of them: a tuple, a list, an array)
+    as a tuple of ints; TypeError / ValueError naming |name| otherwise."""
+    try:
+        return (check_int(shape, name),)
+    except TypeError:  # not an int (a bool is not one either)
+        pass
+    try:
+        items = list(shape)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an int or a sequence of ints, not "
+            f"{type(shape).__name__}") from None
+    return tuple(check_int(n, name) for n in items)
 
 
 def parse_token(token: Union[str, bytes, bytearray, memoryview]) -> Any:

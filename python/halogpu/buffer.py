@@ -10,7 +10,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Type, Union
 
 from . import _core, _dlpack, _lib
-from ._object import HaloObject, check_int, format_token
+from ._object import HaloObject, check_int, check_shape, format_token
 from .errors import NotFoundError, check
 
 if TYPE_CHECKING:
@@ -445,6 +445,17 @@ class Buffer(HaloObject):
         buffer's bytes are not pointers into this process.
         """
         np = _numpy()
+        dtype, shape, offset = self._layout(dtype, shape, offset, strides)
+        exporter = self._exporter(0, self._size)
+        return np.ndarray(shape, dtype, buffer=exporter, offset=offset,
+                          strides=strides)
+
+    def _layout(self, dtype: Any, shape: Any, offset: int,
+                strides: Optional[Sequence[int]]
+                ) -> Tuple[Any, Tuple[int, ...], int]:
+        """numpy()'s dtype, shape and offset for its arguments (defaults
+        resolved, checked against the buffer), without making the array."""
+        np = _numpy()
         own = self._numpy_dtype()
         dtype = np.dtype(dtype) if dtype is not None else \
             own if own is not None else np.dtype("uint8")
@@ -464,10 +475,8 @@ class Buffer(HaloObject):
                     f"number of {dtype} items ({dtype.itemsize} bytes); pass "
                     "a shape")
             shape = (available // dtype.itemsize,)
-        elif isinstance(shape, (tuple, list)):
-            shape = tuple(check_int(n, "shape") for n in shape)
         else:
-            shape = (check_int(shape, "shape"),)
+            shape = check_shape(shape)
         if strides is None:
             nbytes = math.prod(shape) * dtype.itemsize
             if nbytes > self._size - offset:
@@ -475,9 +484,7 @@ class Buffer(HaloObject):
                     f"shape {shape} of {dtype} is {nbytes} bytes: [{offset}, "
                     f"{offset} + {nbytes}) exceeds the buffer's {self._size} "
                     "bytes")
-        exporter = self._exporter(0, self._size)
-        return np.ndarray(shape, dtype, buffer=exporter, offset=offset,
-                          strides=strides)
+        return dtype, shape, offset
 
     # ---------------------------------------------------------- protocols
 
@@ -551,7 +558,7 @@ class Buffer(HaloObject):
         if code is None:
             return raw
         try:
-            return code, tuple(self.numpy(dtype).shape)
+            return code, self._layout(dtype, None, 0, None)[1]
         except ValueError as error:
             raise BufferError(f"__dlpack__: {error}") from None
 

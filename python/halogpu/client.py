@@ -4,7 +4,6 @@
 
 import ctypes
 import math
-import operator
 import os
 import weakref
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import (Any, Iterable, NoReturn, Optional, Sequence, Tuple,
                     Union)
 
 from . import _core, _lib
-from ._object import check_int, parse_token
+from ._object import check_int, check_shape, parse_token
 from .buffer import (MemoryType, _numpy, make_buffer, memory_type,
                      refuse_object_dtype, refuse_objects)
 from .command_buffer import make_command_buffer
@@ -306,13 +305,7 @@ class Client:
             raise TypeError("Client.empty needs a shape (or count) and a dtype")
         dtype = np.dtype(dtype)
         refuse_object_dtype(dtype, "Client.empty")
-        if isinstance(shape, bool):
-            raise TypeError("shape must be an int or a sequence of ints")
-        try:
-            items: Sequence[Any] = (operator.index(shape),)  # type: ignore[arg-type]
-        except TypeError:  # a sequence (a tuple, a list, an array)
-            items = list(shape)  # type: ignore[arg-type]
-        dims = tuple(check_int(n, "shape") for n in items)
+        dims = check_shape(shape)
         count = math.prod(dims)
         if count == 0:
             raise ValueError(f"Client.empty: shape {dims} holds no items")
