@@ -824,11 +824,6 @@ static void run_client_as(const halo_test_daemon_t *daemon, const char *kernels,
   assert_int_equal(halo_test_process_wait(&process, HALO_TEST_DEADLINE_MS), 0);
 }
 
-static void run_other_uid_client(const halo_test_daemon_t *daemon,
-                                 const char *kernels) {
-  run_client_as(daemon, kernels, 65534);
-}
-
 // A copy of the test kernels that uid 65534 can read (the build tree's
 // folders may not let it), with their extension (execute_peer takes the
 // format from it).
@@ -864,7 +859,7 @@ static void test_longest_idle_domain_ends_first(void **state) {
 
   assert_false(load_and_leave(daemon));
   assert_true(halo_test_admin_worker_pid(daemon, domain_name()) > 0);
-  run_other_uid_client(daemon, kernels);
+  run_client_as(daemon, kernels, 65534);
   assert_true(
       HALO_TEST_POLL(no_worker(daemon, domain_name()), HALO_TEST_DEADLINE_MS));
   assert_true(halo_test_admin_worker_pid(daemon, "uid:65534") > 0);
