@@ -528,16 +528,23 @@ void halod_session_fail_semaphores(halod_session_t *session,
   va_start(args, format);
   vsnprintf(message, sizeof(message), format, args);
   va_end(args);
-  for (uint32_t h = 0; h < session->handles.capacity; ++h) {
-    halod_handle_entry_t *entry = &session->handles.entries[h];
-    if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
-    halod_semaphore_t *semaphore = entry->object;
-    if (semaphore->creator_session != session->id) continue;
-    // A semaphore failed already keeps its reason (the first failure wins).
-    if (info && halod_semaphore_failure(semaphore) == 0) {
-      halo_timeline_slot_set_failure_info(semaphore->hal.slot, info);
+  // Two passes: failing one semaphore fails the work waiting on it, and so
+  // what that work would have signaled, which may be another of the
+  // session's semaphores, failed before this loop reaches it. Each carries
+  // the reason before any fails (a semaphore failed already keeps its own:
+  // the first failure wins).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t h = 0; h < session->handles.capacity; ++h) {
+      halod_handle_entry_t *entry = &session->handles.entries[h];
+      if (!entry->object || entry->type != HALOD_OBJECT_SEMAPHORE) continue;
+      halod_semaphore_t *semaphore = entry->object;
+      if (semaphore->creator_session != session->id) continue;
+      if (pass == 1) {
+        halod_semaphore_fail(semaphore, code, "%s", message);
+      } else if (info && halod_semaphore_failure(semaphore) == 0) {
+        halo_timeline_slot_set_failure_info(semaphore->hal.slot, info);
+      }
     }
-    halod_semaphore_fail(semaphore, code, "%s", message);
   }
 }
 

@@ -712,13 +712,12 @@ static void test_kill_client(void **state) {
 
 // The killed process's own waiter learns why too: its semaphore's slot
 // says so, since its connection closes before it could ask (it got
-// "semaphore failed with ABORTED" alone).
-static void test_kill_client_tells_its_own_waiters(void **state) {
-  haloctl_fixture_t *fixture = *state;
+// "semaphore failed with ABORTED" alone). |mode|: the peer's command.
+static void haloctl_kill_client_waiter(haloctl_fixture_t *fixture,
+                                       const char *mode) {
   char out_path[200];
   snprintf(out_path, sizeof(out_path), "%s/peer.out", fixture->daemon.dir);
-  const char *argv[] = {HALO_TEST_PEER, fixture->daemon.listen, "own-wait",
-                        NULL};
+  const char *argv[] = {HALO_TEST_PEER, fixture->daemon.listen, mode, NULL};
   fixture->peer = ops_spawn(argv, NULL, out_path, NULL);
   free(haloctl_wait_output(out_path, "ready"));
   char pid[16];
@@ -738,6 +737,18 @@ static void test_kill_client_tells_its_own_waiters(void **state) {
     fail();
   }
   free(text);
+}
+
+static void test_kill_client_tells_its_own_waiters(void **state) {
+  haloctl_kill_client_waiter(*state, "own-wait");
+}
+
+// The same when the semaphore waited for is the signal of the peer's
+// queued work: failing the semaphore that work waits on fails the work, and
+// so this one, before the kill reaches it (it got "semaphore failed with
+// ABORTED": the kill's reason was set only on a semaphore not failed yet).
+static void test_kill_client_tells_waiters_of_queued_work(void **state) {
+  haloctl_kill_client_waiter(*state, "queued-wait");
 }
 
 static void test_drain_and_undrain(void **state) {
@@ -1588,6 +1599,7 @@ int main(void) {
                                       haloctl_teardown_report_hold),
       T(test_kill_client),
       T(test_kill_client_tells_its_own_waiters),
+      T(test_kill_client_tells_waiters_of_queued_work),
       cmocka_unit_test_setup_teardown(test_faults_and_forgive_client,
                                       haloctl_setup_budget_one,
                                       haloctl_teardown),

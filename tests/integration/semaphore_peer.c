@@ -27,6 +27,9 @@
 //   semaphore_peer ADDRESS own-wait
 //       Creates a semaphore at 0, prints "ready" and waits for 1 for ever;
 //       prints "done CODE MESSAGE" when the wait returns.
+//   semaphore_peer ADDRESS queued-wait
+//       As own-wait, but the semaphore waited for is the signal of queued
+//       work (an alloca) that waits on another semaphore of the peer.
 //   semaphore_peer ADDRESS ping
 //       Prints "ready", then pings halod once for each line on its stdin and
 //       prints "pinged CODE" when the answer came. Exit 0 at the end of
@@ -240,9 +243,27 @@ int main(int argc, char **argv) {
     for (;;) pause();
   } else if (strcmp(command, "hold") == 0 && arg_count == 0) {
     peer_hold(client);
-  } else if (strcmp(command, "own-wait") == 0 && arg_count == 0) {
+  } else if ((strcmp(command, "own-wait") == 0 ||
+              strcmp(command, "queued-wait") == 0) &&
+             arg_count == 0) {
+    // The gate first: halod fails a killed session's semaphores in the
+    // order of their handles.
+    halo_semaphore_t *gate = NULL;
+    if (command[0] == 'q') {
+      peer_setup_check(halo_semaphore_create(client, 0, 0, &gate), "create");
+    }
     halo_semaphore_t *semaphore = NULL;
     peer_setup_check(halo_semaphore_create(client, 0, 0, &semaphore), "create");
+    halo_queue_t *queue = NULL;
+    halo_buffer_t *buffer = NULL;
+    if (gate) {
+      peer_setup_check(halo_queue_create(client, 0, 0, &queue), "queue");
+      halo_semaphore_value_t wait = {gate, 1};
+      halo_semaphore_value_t signal = {semaphore, 1};
+      peer_setup_check(halo_queue_alloca(queue, &wait, 1, &signal, 1,
+                                         HALO_MEMORY_DEVICE, 256, &buffer),
+                       "alloca");
+    }
     peer_print("ready");
     halo_status_t status =
         halo_semaphore_wait(semaphore, 1, HALO_TIMEOUT_INFINITE);
@@ -250,6 +271,9 @@ int main(int argc, char **argv) {
     printf("done %d %s\n", code, status ? halo_status_message(status) : "");
     fflush(stdout);
     halo_status_free(status);
+    if (buffer) halo_buffer_release(buffer);
+    if (queue) halo_queue_release(queue);
+    if (gate) halo_semaphore_release(gate);
     halo_semaphore_release(semaphore);
   } else if (strcmp(command, "ping") == 0 && arg_count == 0) {
     peer_print("ready");
