@@ -200,6 +200,12 @@ def main():
     if config.get("trust-domain") != "cgroup":
         errors.append("ConfigMap: trust-domain should be cgroup (pods of one "
                       "uid would share a device context)")
+    # halod's pod runs as root, and a client pod's uid 0 is halod's uid to
+    # native-code = owner: native code would run as root in halod's pod.
+    if config.get("native-code") != "none":
+        errors.append("ConfigMap: native-code should be none (a client pod "
+                      "running as uid 0 could run native code as root in "
+                      "halod's pod)")
     port = re.fullmatch(r".*:(\d+)", config.get("metrics-address", ""))
     ports = {p["name"]: p["containerPort"]
              for p in halod_pod["spec"]["containers"][0].get("ports", [])}
@@ -217,6 +223,11 @@ def main():
                            "halod.Containerfile")) as file:
         containerfile = file.read()
     prefix = re.search(r"^ARG PREFIX=(\S+)", containerfile, re.M)
+    command = re.search(r"^CMD \[(.*?)\]", containerfile, re.M | re.S)
+    if not command or not re.search(r'"--native-code",\s*"none"',
+                                    command.group(1)):
+        errors.append("halod.Containerfile: its CMD should pass "
+                      "--native-code none (halod runs as root there)")
     for probe in ("startupProbe", "livenessProbe"):
         command = halod_pod["spec"]["containers"][0][probe]["exec"]["command"]
         if not prefix or not command[0].startswith(prefix.group(1) + "/bin/"):
