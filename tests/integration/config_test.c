@@ -6,7 +6,9 @@
 // every setting; SIGHUP applies live settings, names those it ignores and
 // keeps the running configuration when the file is wrong; the metrics
 // textfile.
+#include <ctype.h>
 #include <dirent.h>
+#include <strings.h>
 #include <sys/resource.h>
 
 #include "tests/integration/ops_support.h"
@@ -403,6 +405,54 @@ static void test_start_failures_of_the_configuration_exit_2(void **state) {
   ops_result_free(&r);
 }
 
+// Whether line |line| of |text| (NUL-terminated, |end| its end) is a
+// setting's: "name = " or "# name = " (a name of lowercase letters, digits
+// and dashes).
+static bool config_setting_line(const char *line, const char *end) {
+  if (line + 2 <= end && line[0] == '#' && line[1] == ' ') line += 2;
+  const char *name = line;
+  while (line < end && ((*line >= 'a' && *line <= 'z') ||
+                        (*line >= '0' && *line <= '9') || *line == '-')) {
+    ++line;
+  }
+  return line > name && end - line >= 3 && strncmp(line, " = ", 3) == 0;
+}
+
+// The start of the line before |line| in |text|, or NULL at the first.
+static const char *config_previous_line(const char *text, const char *line) {
+  if (line == text) return NULL;
+  const char *start = line - 1;
+  while (start > text && start[-1] != '\n') --start;
+  return start;
+}
+
+// Whether the comment above the setting at |line| of the example says
+// "live" (any case, as a word): the comment lines right above it, or,
+// where it follows other settings, those above the first of them.
+static bool config_example_says_live(const char *example, const char *line) {
+  const char *top = line;
+  for (const char *up = config_previous_line(example, top);
+       up && config_setting_line(up, top - 1);
+       up = config_previous_line(example, up)) {
+    top = up;
+  }
+  const char *from = top;
+  for (const char *up = config_previous_line(example, from);
+       up && up[0] == '#' && !config_setting_line(up, from - 1);
+       up = config_previous_line(example, up)) {
+    from = up;
+  }
+  for (const char *at = from; at < top; ++at) {
+    if (strncasecmp(at, "live", 4) != 0) continue;
+    bool starts = at == example || !isalpha((unsigned char)at[-1]);
+    if (starts && !isalpha((unsigned char)at[4])) return true;
+  }
+  return false;
+}
+
+// The example mentions every setting, set or commented out, and says
+// "live" above exactly those SIGHUP applies (its header: the others apply
+// at the next start).
 static void test_example_config_covers_every_setting(void **state) {
   (void)state;
   ops_result_t r;
@@ -411,20 +461,42 @@ static void test_example_config_covers_every_setting(void **state) {
   ops_run(argv, NULL, &r);
   OPS_EXPECT(&r, r.exit_code == 0);
   char *example = ops_read_file(HALO_TEST_EXAMPLE_CONFIG);
-  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
-    if (line[0] == '#') continue;
+  int wrong = 0;
+  for (char *line = r.out; *line;) {
+    char *end = strchr(line, '\n');
+    if (!end) end = line + strlen(line);
+    char *next = *end ? end + 1 : end;
+    if (line[0] == '#') {
+      line = next;
+      continue;
+    }
     char name[64];
     assert_int_equal(sscanf(line, "%63s =", name), 1);
+    // --print-config's note under a setting ends in "live" for those
+    // SIGHUP applies ("#   from FILE:LINE; live", "#   live").
+    const char *note_end = strchr(next, '\n');
+    if (!note_end) note_end = next + strlen(next);
+    bool live = next[0] == '#' && note_end - next >= 4 &&
+                strncmp(note_end - 4, "live", 4) == 0;
     char set[80], commented[80];
     snprintf(set, sizeof(set), "\n%s = ", name);
     snprintf(commented, sizeof(commented), "\n# %s = ", name);
-    if (!strstr(example, set) && !strstr(example, commented)) {
+    const char *found = strstr(example, set);
+    if (!found) found = strstr(example, commented);
+    if (!found) {
       print_error("%s does not mention '%s'\n", HALO_TEST_EXAMPLE_CONFIG, name);
-      fail();
+      ++wrong;
+    } else if (config_example_says_live(example, found + 1) != live) {
+      print_error("%s: the comment above '%s' %s \"live\", but SIGHUP %s\n",
+                  HALO_TEST_EXAMPLE_CONFIG, name, live ? "lacks" : "says",
+                  live ? "applies it" : "does not apply it");
+      ++wrong;
     }
+    line = next;
   }
   free(example);
   ops_result_free(&r);
+  assert_int_equal(wrong, 0);
 }
 
 // |source|'s "systemd/halod.conf" replaced by |path| (a file of the source
