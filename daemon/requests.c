@@ -1300,6 +1300,15 @@ static halo_status_t halod_dispatch(halod_request_t *request,
       body < HALOD_REQUEST_HANDLER_COUNT && halod_request_handlers[body].serve
           ? &halod_request_handlers[body]
           : NULL;
+  // Body numbers 100 and up are admin requests (proto/halo.proto): said
+  // first, so that haloctl pointed at the client socket learns why.
+  if (!handler && body >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
+    return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
+                            "admin requests are served on the admin socket "
+                            "only (this is halod's client socket; haloctl "
+                            "takes the admin socket's address as --admin or "
+                            "$HALO_ADMIN_ADDRESS)");
+  }
   uint32_t flags = handler ? handler->flags : 0;
   if (!session->hello_done && !(flags & HALOD_REQUEST_BEFORE_HELLO)) {
     return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
@@ -1314,12 +1323,6 @@ static halo_status_t halod_dispatch(halod_request_t *request,
   if (body == HALO__WIRE__REQUEST__BODY__NOT_SET) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "request has no body (unknown request type?)");
-  }
-  // Body numbers 100 and up are admin requests (proto/halo.proto).
-  if (body >= HALO__WIRE__REQUEST__BODY_ADMIN_STATUS) {
-    return halo_status_make(HALO_STATUS_PERMISSION_DENIED,
-                            "admin requests are served on the admin socket "
-                            "only");
   }
   return halo_status_make(HALO_STATUS_UNIMPLEMENTED,
                           "request type %u is not known to this halod", body);

@@ -1132,8 +1132,16 @@ static void test_client_socket_refuses_admin_requests(void **state) {
   }
   assert_true(admin_types >= 10);
   halo_test_raw_close(&raw);
-  // Still there.
+  // haloctl pointed at the client socket (no Hello: it is no client) is
+  // told it is the wrong one, not that Hello must come first.
+  const char *wrong[] = {HALO_TEST_HALOCTL, "--admin", fixture->daemon.listen,
+                         "status", NULL};
   ops_result_t r;
+  ops_run(wrong, NULL, &r);
+  OPS_EXPECT(&r, r.exit_code != 0 && strstr(r.err, "PERMISSION_DENIED") &&
+                     strstr(r.err, "client socket") && !strstr(r.err, "Hello"));
+  ops_result_free(&r);
+  // Still there.
   haloctl_run(fixture, (const char *const[]){"status", NULL}, &r);
   OPS_EXPECT(&r, r.exit_code == 0);
   ops_result_free(&r);
