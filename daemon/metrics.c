@@ -456,6 +456,16 @@ char *halod_metrics_render(halod_t *daemon, halod_metrics_format_t format) {
   halod_text_sample(&text, "halo_client_faults_total", "counter",
                     "Device faults charged to client processes (fault-budget).",
                     (double)daemon->stats.client_faults);
+  halod_text_sample(&text, "halo_workers_started_total", "counter",
+                    "Device worker processes started for trust domains "
+                    "(spares counted when a domain takes one).",
+                    (double)daemon->stats.workers_started);
+  halod_text_sample(
+      &text, "halo_workers_lost_total", "counter",
+      "Trust domains' device worker processes that died (crashed, "
+      "killed, past submission-deadline-ms or worker-hang-ms) or "
+      "were replaced.",
+      (double)daemon->stats.workers_lost);
   halod_text_sample(&text, "halo_ring_worker_executions_total", "counter",
                     "Executions device workers took from submission rings "
                     "themselves (ring-consumer worker), without halod.",

@@ -630,12 +630,17 @@ static void test_crash_is_contained_in_its_domain(void **state) {
   victim_start(fixture, victim, "stop");
   attacker_t attacker;
   attacker_open(fixture, &attacker);
+  uint64_t started =
+      halo_test_admin_metric(&fixture->daemon, "halo_workers_started_total ");
+  assert_true(started >= 2);  // the victim's domain and the attacker's
 
   attacker_crash(fixture, &attacker);
   // The fault is charged to the attacker (its execution was in flight),
   // never to the victim (another domain, another worker).
   expect_faults(&fixture->daemon, getpid(), 1, 1, "the attacker");
   expect_faults(&fixture->daemon, victim->pid, 0, 0, "the victim");
+  assert_int_equal(
+      halo_test_admin_metric(&fixture->daemon, "halo_workers_lost_total "), 1);
   attacker_rebuild(fixture, &attacker, true);
   victim_expect_unaffected(fixture, victim);
   expect_daemon_alive(&fixture->daemon, "at the end");

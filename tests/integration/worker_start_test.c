@@ -287,6 +287,9 @@ static void expect_client_served(halo_test_process_t *process) {
 
 static void test_failed_start_fails_only_its_session(void **state) {
   state_t *test = *state;
+  const char *domains = "halo_trust_domains ";
+  uint64_t domains_before =
+      halo_test_admin_metric(&test->fixture->daemon, domains);
   gate_set(test, "fail");
   halo_test_process_t *other = &test->fixture->peers[0];
   client_spawn(test, other, true);
@@ -299,6 +302,11 @@ static void test_failed_start_fails_only_its_session(void **state) {
   assert_int_not_equal(code, HALO_STATUS_OK);
   assert_non_null(strstr(message, "starting the worker of device 0"));
   expect_served(test);
+  // The refused session's domain (it has no session and nothing cached)
+  // ended with the refusal; it did not stay.
+  assert_true(HALO_TEST_POLL(
+      halo_test_admin_metric(&test->fixture->daemon, domains) == domains_before,
+      HALO_TEST_DEADLINE_MS));
   // The same process (its domain) connects again once workers start; a
   // start that failed was no fault of the client's.
   gate_open(test);
