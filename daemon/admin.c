@@ -576,6 +576,13 @@ static void halod_admin_memo_cache(halod_t *daemon,
   executable.has_cached_bytes = executable.has_capacity_bytes = true;
   executable.cached_bytes = daemon->cache.unheld_executable_bytes;
   executable.capacity_bytes = daemon->config.executable_cache_bytes;
+  executable.has_held_by_cached = true;
+  for (size_t i = 0; i < daemon->cache.executables.capacity; ++i) {
+    if (!daemon->cache.executables.entries[i].key) continue;
+    const halod_executable_t *held = daemon->cache.executables.entries[i].value;
+    executable.held_by_cached += !held->lru.listed && held->refcount > 0 &&
+                                 halod_executable_unheld(held);
+  }
   Halo__Wire__AdminMemoCacheReply reply =
       HALO__WIRE__ADMIN_MEMO_CACHE_REPLY__INIT;
   reply.n_entries = n;

@@ -1109,6 +1109,9 @@ static json_t *haloctl_cache_summary_json(const Halo__Wire__CacheSummary *c) {
   haloctl_json_set(o, "hits", haloctl_json_count(c->hits));
   haloctl_json_set(o, "misses", haloctl_json_count(c->misses));
   haloctl_json_set(o, "evictions", haloctl_json_count(c->evictions));
+  if (c->has_held_by_cached) {
+    haloctl_json_set(o, "held_by_cached", json_integer(c->held_by_cached));
+  }
   if (c->has_cached_bytes) {
     haloctl_json_set(o, "cached_bytes", haloctl_json_count(c->cached_bytes));
   }
@@ -1121,20 +1124,26 @@ static json_t *haloctl_cache_summary_json(const Halo__Wire__CacheSummary *c) {
 
 // "memo cache: 3 entries (1 held, 2 cached of at most 256, 4096 bytes of
 // at most 268435456); hits 4, misses 3, evictions 0" (the bytes: where the
-// daemon sent them).
+// daemon sent them; "2 held (1 by cached recordings only)" for the
+// executables cached recordings alone hold).
 static void haloctl_cache_summary_text(const char *name,
                                        const Halo__Wire__CacheSummary *c) {
   if (!c) return;
+  char by_cached[48] = "";
+  if (c->has_held_by_cached && c->held_by_cached > 0) {
+    snprintf(by_cached, sizeof(by_cached),
+             " (%" PRIu32 " by cached recordings only)", c->held_by_cached);
+  }
   char bytes[64] = "";
   if (c->has_cached_bytes && c->has_capacity_bytes) {
     snprintf(bytes, sizeof(bytes), ", %" PRIu64 " bytes of at most %" PRIu64,
              c->cached_bytes, c->capacity_bytes);
   }
-  printf("%s cache: %" PRIu32 " entries (%" PRIu32 " held, %" PRIu32
+  printf("%s cache: %" PRIu32 " entries (%" PRIu32 " held%s, %" PRIu32
          " cached of at most %" PRIu32 "%s); hits %" PRIu64 ", misses %" PRIu64
          ", evictions %" PRIu64 "\n",
-         name, c->entries, c->held, c->cached, c->capacity, bytes, c->hits,
-         c->misses, c->evictions);
+         name, c->entries, c->held, by_cached, c->cached, c->capacity, bytes,
+         c->hits, c->misses, c->evictions);
 }
 
 static json_t *haloctl_cache_json(const Halo__Wire__AdminMemoCacheReply *r) {

@@ -282,6 +282,10 @@ static void test_next_session_hits(void **state) {
   assert_int_equal(summary.executable.misses, 1);
   assert_int_equal(summary.executable.capacity, 64);
   assert_int_equal(summary.memo.capacity, 256);
+  // Held, by the cached recording only (no session holds it).
+  assert_int_equal(summary.executable.held, 1);
+  assert_true(summary.executable.has_held_by_cached);
+  assert_int_equal(summary.executable.held_by_cached, 1);
   // The domain's worker stayed for them.
   assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, domain_name()),
                    worker);
@@ -297,6 +301,7 @@ static void test_next_session_hits(void **state) {
   assert_int_equal(summary.memo.cached, 0);
   assert_int_equal(summary.memo.hits, 1);
   assert_int_equal(summary.executable.hits, 1);
+  assert_int_equal(summary.executable.held_by_cached, 0);  // a session's
   assert_int_equal(halo_test_admin_worker_pid(&fixture->daemon, domain_name()),
                    worker);
   halo_command_buffer_release(cb);
