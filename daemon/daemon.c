@@ -229,6 +229,14 @@ halo_status_t halod_start(halod_t *daemon, uv_loop_t *loop,
     const halo_hal_driver_info_t *driver = &daemon->hal.drivers[i];
     if (driver->available) {
       HALO_LOG_INFO("driver %s: available", driver->name);
+    } else if (strcmp(driver->name, "cuda") == 0 &&
+               access("/dev/nvidiactl", F_OK) == 0) {
+      // A GPU host serving the CPU driver (driver auto) is worth a warning:
+      // journalctl -p warning shows it.
+      HALO_LOG_WARN(
+          "driver cuda: unavailable (%s), although this host has NVIDIA's "
+          "device nodes (/dev/nvidiactl): serving the devices listed below",
+          driver->reason);
     } else {
       HALO_LOG_INFO("driver %s: unavailable (%s)", driver->name,
                     driver->reason);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/transport/ipc/ipc.h>
 #include <pthread.h>
@@ -639,6 +640,29 @@ void halod_server_close_pipe(uint32_t pipe_id) {
   nng_pipe_close(pipe);
 }
 
+// A listen that failed because the socket's directory is missing says so
+// (nng says "Entry not found"): halod does not make it (the unit's
+// RuntimeDirectory= does, or the operator).
+static void halod_server_name_missing_directory(const char *address,
+                                                halo_status_t *status) {
+  if (strncmp(address, "ipc://", 6) != 0) return;
+  char directory[PATH_MAX];
+  snprintf(directory, sizeof(directory), "%s", address + 6);
+  char *slash = strrchr(directory, '/');
+  if (!slash || slash == directory) return;
+  *slash = '\0';
+  struct stat st;
+  if (stat(directory, &st) == 0) return;
+  int error = errno;
+  halo_status_t named = halo_status_make(
+      halo_status_code(*status),
+      "%s: listen: the socket's directory %s: %s (halod does not create "
+      "it; halod.service's RuntimeDirectory= does)",
+      address, directory, strerror(error));
+  halo_status_free(*status);
+  *status = named;
+}
+
 halo_status_t halod_server_create(uv_loop_t *loop,
                                   const halod_server_options_t *options,
                                   halod_server_t **out_server) {
@@ -685,6 +709,7 @@ halo_status_t halod_server_create(uv_loop_t *loop,
   if (rv != 0) {
     status = halo_status_annotate(halo_wire_status_from_nng(rv, "listen"), "%s",
                                   options->address);
+    halod_server_name_missing_directory(options->address, &status);
     goto fail;
   }
   // Before the group lets clients in: their connections inherit it.

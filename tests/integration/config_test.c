@@ -886,6 +886,27 @@ static void test_second_halod_on_a_served_socket_leaves_it_alone(void **state) {
   ops_daemon_start(&fixture->daemon, NULL, NULL);
 }
 
+// An admin socket whose directory is missing: halod names the directory
+// (nng alone said "listen: Entry not found").
+static void test_missing_admin_directory_is_named(void **state) {
+  config_fixture_t *fixture = *state;
+  char admin[200], listen[200];
+  snprintf(admin, sizeof(admin), "ipc://%s/missing/admin.sock",
+           fixture->daemon.dir);
+  snprintf(listen, sizeof(listen), "ipc://%s/halo.sock", fixture->daemon.dir);
+  const char *argv[] = {HALO_TEST_HALOD, "--listen", listen,  "--admin",
+                        admin,           "--driver", "local", NULL};
+  ops_result_t r;
+  ops_run(argv, NULL, &r);
+  char expected[600];
+  snprintf(expected, sizeof(expected),
+           "%s: listen: the socket's directory %s/missing: No such file or "
+           "directory",
+           admin, fixture->daemon.dir);
+  OPS_EXPECT(&r, r.exit_code == 1 && strstr(r.err, expected));
+  ops_result_free(&r);
+}
+
 // A file size limit (RLIMIT_FSIZE) below an arena: halod warns at start,
 // and a client's host-visible buffer fails with RESOURCE_EXHAUSTED naming
 // the limit while halod serves on. Before, the arena's ftruncate raised
@@ -988,6 +1009,7 @@ int main(void) {
       T(test_nice),
       T(test_uid_fds_follows_the_open_file_limit),
       T(test_second_halod_on_a_served_socket_leaves_it_alone),
+      T(test_missing_admin_directory_is_named),
       T(test_file_size_limit_fails_the_buffer_not_halod),
       T(test_connections_leave_the_admin_socket_room),
   };
