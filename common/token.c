@@ -23,11 +23,12 @@ static int halo__hex_value(char c) {
 }
 
 halo_status_t halo_token_parse(const char *text, halo_token_t *out_token) {
+  if (out_token) memset(out_token, 0, sizeof(*out_token));
   if (!text || !out_token) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "token text and out_token must not be NULL");
   }
-  memset(out_token, 0, sizeof(*out_token));
+  halo_token_t token = {{0}};
   for (int i = 0; i < 32; ++i) {
     // The text ends early: say how many digits it has, not that its
     // terminator is no hex digit.
@@ -37,16 +38,24 @@ halo_status_t halo_token_parse(const char *text, halo_token_t *out_token) {
     }
     int value = halo__hex_value(text[i]);
     if (value < 0) {
+      unsigned char c = (unsigned char)text[i];
+      if (c >= 0x20 && c < 0x7f) {
+        return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                                "token: character %d ('%c') is not a hex "
+                                "digit (a token is 32 hex digits)",
+                                i, (char)c);
+      }
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
-                              "token: character %d is not a hex digit "
-                              "(a token is 32 hex digits)",
-                              i);
+                              "token: character %d (byte 0x%02x) is not a "
+                              "hex digit (a token is 32 hex digits)",
+                              i, c);
     }
-    out_token->bytes[i / 2] |= (uint8_t)(value << ((i % 2) ? 0 : 4));
+    token.bytes[i / 2] |= (uint8_t)(value << ((i % 2) ? 0 : 4));
   }
   if (text[32] != '\0') {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "token: longer than 32 hex digits");
   }
+  *out_token = token;  // only a whole token: on an error it stays zero
   return NULL;
 }

@@ -33,23 +33,25 @@
 //   *_release() frees the child's copy of the object: its memory and
 //   mappings) and then with halo_client_close(), or with
 //   halo_client_close() alone, which frees what is left (memory, mappings,
-//   descriptors); neither sends anything, and the parent's session goes on
-//   unaffected. Either works whatever the parent's other threads were doing
-//   at the fork (creating, releasing, executing, waiting): libhalo's fork
-//   handler makes fork() wait for the short sections in which a thread
-//   updates a client's objects and mappings (never for a request to halod),
-//   so the child finds every client whole and no release in it waits for a
-//   lock (as with malloc's locks, a fork() from a signal handler that
-//   interrupted such a section could wait for ever). Nor can such a child
-//   connect:
-//   nng, libhalo's transport, cannot be used in a process forked after it
-//   was initialized (it would abort), so halo_client_connect() returns
-//   FAILED_PRECONDITION in every process forked (a child's children too)
-//   after libhalo first connected in its parent or an ancestor, even once
-//   that one closed its clients. What works: exec in the child (fork then
-//   exec, or posix_spawn) and connect in the new program, or fork before
-//   the first connect. libhalo tells a forked child by a pthread_atfork
-//   handler: a raw clone(2) that skips them is not detected.
+//   descriptors) but for nng's own: the connection's socket and nng's
+//   event descriptors (about three) stay open in the child until it exits
+//   or execs, since nng cannot be called in a forked child (they are
+//   duplicates: the connection stays the parent's, and ends with it);
+//   neither sends anything, and the parent's session goes on unaffected. Either
+//   works whatever the parent's other threads were doing at the fork (creating,
+//   releasing, executing, waiting): libhalo's fork handler makes fork() wait
+//   for the short sections in which a thread updates a client's objects and
+//   mappings (never for a request to halod), so the child finds every client
+//   whole and no release in it waits for a lock (as with malloc's locks, a
+//   fork() from a signal handler that interrupted such a section could wait for
+//   ever). Nor can such a child connect: nng, libhalo's transport, cannot be
+//   used in a process forked after it was initialized (it would abort), so
+//   halo_client_connect() returns FAILED_PRECONDITION in every process forked
+//   (a child's children too) after libhalo first connected in its parent or an
+//   ancestor, even once that one closed its clients. What works: exec in the
+//   child (fork then exec, or posix_spawn) and connect in the new program, or
+//   fork before the first connect. libhalo tells a forked child by a
+//   pthread_atfork handler: a raw clone(2) that skips them is not detected.
 // - Status codes every call may return besides the ones listed on it:
 //   UNAVAILABLE (the daemon is gone or shutting down; reconnect later),
 //   INVALID_ARGUMENT (a NULL pointer or value out of range, named in the
@@ -92,8 +94,9 @@ typedef struct halo_token_t {
 
 // Formats |token| as 32 lowercase hex digits plus a NUL into |out_text|.
 HALO_API void halo_token_format(const halo_token_t *token, char out_text[33]);
-// Parses 32 hex digits. INVALID_ARGUMENT names the offending character, or
-// how many digits a text too short has.
+// Parses 32 hex digits. INVALID_ARGUMENT names the offending character
+// (its index and the character), or how many digits a text too short has;
+// |out_token| (if not NULL) is all zeros on any error.
 HALO_API halo_status_t halo_token_parse(const char *text,
                                         halo_token_t *out_token);
 

@@ -53,8 +53,12 @@ static void test_round_trip(void **state) {
 
 static void expect_parse_error(const char *text, const char *fragment) {
   halo_token_t token;
+  memset(&token, 0xab, sizeof(token));
   halo_status_t status = halo_token_parse(text, &token);
   assert_non_null(status);
+  // Nothing of a partly parsed text is left in the token.
+  static const halo_token_t kZero;
+  assert_memory_equal(token.bytes, kZero.bytes, sizeof(token.bytes));
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
   if (!strstr(halo_status_message(status), fragment)) {
     print_error("message \"%s\" lacks \"%s\"\n", halo_status_message(status),
@@ -68,9 +72,11 @@ static void expect_parse_error(const char *text, const char *fragment) {
 static void test_parse_rejects_bad_text(void **state) {
   (void)state;
   // The message names the offending character's position.
-  expect_parse_error("0123g56789abcdef0123456789abcdef", "character 4");
-  expect_parse_error("0123456789abcdef0123456789abcde-", "character 31");
-  expect_parse_error(" 0123456789abcdef0123456789abcdef", "character 0");
+  expect_parse_error("0123g56789abcdef0123456789abcdef", "character 4 ('g')");
+  expect_parse_error("0123456789abcdef0123456789abcde-", "character 31 ('-')");
+  expect_parse_error(" 0123456789abcdef0123456789abcdef", "character 0 (' ')");
+  expect_parse_error("0123456789abcdef0123456789abcd\n0",
+                     "character 30 (byte 0x0a)");
   // Too short: how many digits of the 32 there are (not the terminator
   // taken for a character that is no hex digit).
   expect_parse_error("0123456789abcdef0123456789abcde", "31 of 32 hex digits");
@@ -83,8 +89,11 @@ static void test_parse_rejects_bad_text(void **state) {
 static void test_parse_rejects_null(void **state) {
   (void)state;
   halo_token_t token;
+  memset(&token, 0xab, sizeof(token));
   halo_status_t status = halo_token_parse(NULL, &token);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  static const halo_token_t kZero;
+  assert_memory_equal(token.bytes, kZero.bytes, sizeof(token.bytes));
   halo_status_free(status);
   status = halo_token_parse("00112233445566778899aabbccddeeff", NULL);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
