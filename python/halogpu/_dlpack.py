@@ -120,7 +120,13 @@ DLManagedTensorVersioned._fields_ = [
 # The DLPack version written into versioned capsules.
 VERSION = (1, 0)
 
-_api = ctypes.pythonapi
+# A private instance of the Python C API (what ctypes.pythonapi is, on
+# POSIX): its function objects, and the prototypes set on them, are this
+# module's. ctypes.pythonapi is the process's: prototypes set there would
+# break other libraries calling it with other arguments (py_object), and
+# theirs would break the capsule destructor here (which would then leave
+# the export pinned for good).
+_api = ctypes.PyDLL(None)
 _CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _api.PyCapsule_New.restype = ctypes.py_object
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p,

@@ -5,8 +5,8 @@ argument checks shared by the modules."""
 
 import operator
 import weakref
-from typing import (TYPE_CHECKING, Any, NoReturn, Optional, Tuple, TypeVar,
-                    Union)
+from typing import (TYPE_CHECKING, Any, NoReturn, Optional, Sequence,
+                    SupportsIndex, Tuple, TypeVar, Union)
 
 from . import _core
 from .errors import ClosedError
@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from .client import Client
 
 _Self = TypeVar("_Self", bound="HaloObject")
+
+# An int argument: an int, a numpy integer or anything else with __index__
+# (every int is a SupportsIndex: int is named for the signatures' readers,
+# which would show a bare SupportsIndex as "<class 'SupportsIndex'>").
+Index = Union[int, SupportsIndex]
+# A shape argument: a count of items or a sequence of them.
+Shape = Union[int, SupportsIndex, Sequence[SupportsIndex]]
 
 
 class HaloObject:

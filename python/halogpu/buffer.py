@@ -7,11 +7,13 @@ import enum
 import math
 import re
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Type, Union
+from typing import (TYPE_CHECKING, Any, Optional, Sequence, SupportsIndex,
+                    Tuple, Type, Union)
 
 from . import _core, _dlpack, _lib
-from ._object import HaloObject, check_int, check_shape, format_token
-from .errors import NotFoundError, check
+from ._object import (HaloObject, Index, Shape, check_int, check_shape,
+                      format_token)
+from .errors import NotFoundError, OutOfRangeError, check
 
 if TYPE_CHECKING:
     from .client import Client
@@ -56,7 +58,7 @@ def memory_type(value: Union["MemoryType", str, int]) -> "MemoryType":
         f"{type(value).__name__}")
 
 
-def _length(length: Optional[int], name: str = "length") -> int:
+def _length(length: Optional[Index], name: str = "length") -> int:
     if length is None:
         return _lib.WHOLE_BUFFER
     return check_int(length, name)
@@ -71,8 +73,9 @@ class BufferRef:
 
     __slots__ = ("buffer", "offset", "length", "dtype")
 
-    def __init__(self, buffer: "Buffer", offset: int = 0,
-                 length: Optional[int] = None, dtype: Any = None) -> None:
+    def __init__(self, buffer: "Buffer", offset: Index = 0,
+                 length: Optional[Index] = None,
+                 dtype: Any = None) -> None:
         if not isinstance(buffer, Buffer):
             raise TypeError(
                 f"BufferRef needs a Buffer, not {type(buffer).__name__}")
@@ -99,8 +102,8 @@ class SlotRef:
 
     __slots__ = ("slot", "offset", "length")
 
-    def __init__(self, slot: int, offset: int = 0,
-                 length: Optional[int] = None) -> None:
+    def __init__(self, slot: Index, offset: Index = 0,
+                 length: Optional[Index] = None) -> None:
         self.slot = check_int(slot, "slot", 0, _lib.MAX_BINDINGS - 1)
         self.offset = check_int(offset, "offset")
         self.length = None if length is None else check_int(length, "length")
@@ -110,8 +113,8 @@ class SlotRef:
                 f"length={self.length})")
 
 
-def slot(index: int, offset: int = 0,
-         length: Optional[int] = None) -> SlotRef:
+def slot(index: Index, offset: Index = 0,
+         length: Optional[Index] = None) -> SlotRef:
     """An indirect buffer reference to binding-table entry |index| (see
     SlotRef for a |length| of None)."""
     return SlotRef(index, offset, length)
@@ -125,6 +128,45 @@ def _numpy() -> Any:
             "numpy is not installed: Buffer.numpy() needs it (install numpy, "
             "or use Buffer.memoryview(), read() and write())") from None
     return numpy
+
+
+# Element types numpy has no dtype for, by the names Buffer.dtype and
+# Client.empty() take them, and their sizes in bytes. halogpu.triton passes
+# a buffer of one as a pointer to that type; numpy(), numpy.asarray() and
+# DLPack give its bytes.
+NAMED_DTYPES = {"bfloat16": 2}
+
+
+def is_named_dtype(dtype: Any) -> bool:
+    """True if |dtype| is a name of NAMED_DTYPES ("bfloat16")."""
+    return isinstance(dtype, str) and dtype in NAMED_DTYPES
+
+
+def check_dtype(dtype: Any, what: str) -> Any:
+    """|dtype| unchanged if it is None, a name of NAMED_DTYPES or anything
+    numpy.dtype() takes; ValueError naming |what| and a name numpy does not
+    know (a typo: "flaot32"), TypeError for another object numpy cannot
+    read as a dtype. Without numpy nothing but None and those names can be
+    checked: the rest is taken as it is."""
+    if dtype is None or is_named_dtype(dtype):
+        return dtype
+    try:
+        import numpy
+    except ImportError:
+        return dtype
+    if isinstance(dtype, numpy.dtype):
+        return dtype
+    try:
+        numpy.dtype(dtype)
+    except (TypeError, ValueError) as error:
+        if isinstance(dtype, str):
+            raise ValueError(
+                f"{what}: {dtype!r} is not a dtype numpy knows ({error}) "
+                f"nor one of {', '.join(map(repr, NAMED_DTYPES))}") from None
+        raise TypeError(
+            f"{what}: {dtype!r} ({type(dtype).__name__}) is not a dtype: "
+            f"{error}") from None
+    return dtype
 
 
 # A struct format's field names (":name:"), which may contain any letter.
@@ -240,15 +282,17 @@ class Buffer(HaloObject):
     release() is local. Views made before stay mapped, but the daemon may
     give their bytes to another buffer once the dealloca completed.
 
-    ``dtype`` (an attribute, typed ``Any``): the element type the buffer
-    holds, a numpy dtype or its name, or None; ``shape`` (an attribute): the
+    ``dtype`` (typed ``Any``): the element type the buffer holds, a numpy
+    dtype or its name, "bfloat16", or None; ``shape`` (an attribute): the
     shape of the array it holds, a tuple of ints, or None. halo itself
     moves bytes; typed consumers read them: numpy(), numpy.asarray() and
     DLPack (numpy.from_dlpack, torch.from_dlpack) give an array of that
-    dtype and shape (of uint8, one dimension, where dtype is None; of as
-    many items as fit where shape is None), and halogpu.triton passes the
-    buffer as a pointer to that type. Client.from_numpy() and
-    Client.empty() set both; assign them freely.
+    dtype and shape (of uint8, one dimension, where dtype is None or
+    "bfloat16"; of as many items as fit where shape is None), and
+    halogpu.triton passes the buffer as a pointer to that type.
+    Client.from_numpy() and Client.empty() set both; assign them freely.
+    The buffer of an importer (Client.import_buffer) has neither: the
+    daemon shares bytes, not types.
     """
 
     _kind = "buffer"
@@ -266,15 +310,35 @@ class Buffer(HaloObject):
         self._host_pointer = host_pointer
         self._exportable = exportable
         self._deallocated = False
-        # dtype: an element type (a numpy dtype or its name) the buffer
-        # holds, or None. halo itself moves bytes; typed consumers read it:
-        # halogpu.triton passes a buffer as a pointer to this type.
-        # Client.from_numpy() and Client.empty() set it; assign it freely.
-        # Any: numpy is optional, and a name is fine too.
-        self.dtype: Any = None
+        # Any: numpy is optional, and a name is fine too (see dtype).
+        self._dtype: Any = None
         # shape: the array's shape (a tuple of ints), or None: numpy(),
         # numpy.asarray() and DLPack use it with dtype.
         self.shape: Optional[Tuple[int, ...]] = None
+
+    @property
+    def dtype(self) -> Any:
+        """The element type the buffer holds (see the class docstring): a
+        numpy dtype or anything numpy.dtype() takes (np.float32, "int64",
+        a structured dtype), "bfloat16", or None. halo itself moves bytes;
+        typed consumers read it: halogpu.triton passes the buffer as a
+        pointer to this type, numpy(), numpy.asarray() and DLPack view
+        the buffer as an array of it.
+
+        Assigned values are kept as given (a name stays a name), after a
+        check where numpy is installed: ValueError for a name numpy does
+        not know (a typo such as "flaot32"; "bfloat16" is taken, and
+        numpy(), numpy.asarray() and DLPack give the bytes of a buffer of
+        it, as numpy has no bfloat16: view them with a dtype of your own,
+        buffer.numpy(ml_dtypes.bfloat16)), TypeError for another object
+        numpy cannot read as a dtype. A dtype in non-native byte order is
+        kept as it is (halogpu.triton refuses it; Client.from_numpy() and
+        Client.empty() make it native)."""
+        return self._dtype
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        self._dtype = check_dtype(value, "Buffer.dtype")
 
     @property
     def deallocated(self) -> bool:
@@ -331,7 +395,8 @@ class Buffer(HaloObject):
         self._check_allocated()
         return self._host_pointer
 
-    def ref(self, offset: int = 0, length: Optional[int] = None,
+    def ref(self, offset: Index = 0,
+            length: Optional[Index] = None,
             dtype: Any = None) -> BufferRef:
         """A direct reference to [offset, offset + length) of this buffer
         (length None: to the end), with element type |dtype| for typed
@@ -340,7 +405,7 @@ class Buffer(HaloObject):
 
     # ---------------------------------------------------------- copies
 
-    def write(self, data: Any, offset: int = 0) -> None:
+    def write(self, data: Any, offset: Index = 0) -> None:
         """Copies bytes-like |data| into the buffer at |offset|.
 
         Host-visible buffers are copied locally; device buffers go through
@@ -358,28 +423,32 @@ class Buffer(HaloObject):
         del keep
         check(lib, status)
 
-    def read(self, length: Optional[int] = None, offset: int = 0) -> bytes:
+    def read(self, length: Optional[Index] = None,
+             offset: Index = 0) -> bytes:
         """Returns |length| bytes (None: to the end) from |offset| as
-        bytes."""
+        bytes. OutOfRangeError, naming the range and the buffer's size,
+        if [offset, offset + length) is not inside the buffer (before
+        any memory is allocated for the result)."""
         offset = check_int(offset, "offset")
         if length is None:
-            if offset > self._size:
-                length = 0  # libhalo reports the bad offset
-            else:
-                length = self._size - offset
+            length = max(self._size - offset, 0)
         length = check_int(length, "length")
-        if self._host_pointer is not None and offset <= self._size and \
-                length <= self._size - offset:
+        self._check_allocated()
+        if offset > self._size or length > self._size - offset:
+            # As libhalo says it, but before allocating |length| bytes.
+            raise OutOfRangeError(
+                f"range [{offset}, {offset} + {length}) exceeds the "
+                f"buffer's {self._size} bytes")
+        if self._host_pointer is not None:
             # One copy, from the mapping (as libhalo reads host-visible
             # memory), not three (zeroing, reading, converting to bytes).
-            self._check_allocated()
             with self._call():
                 return ctypes.string_at(self._host_pointer + offset, length)
         out = bytearray(length)
         self.readinto(out, offset)
         return bytes(out)
 
-    def readinto(self, out: Any, offset: int = 0) -> int:
+    def readinto(self, out: Any, offset: Index = 0) -> int:
         """Fills the writable bytes-like |out| (bytearray, memoryview,
         C-contiguous numpy array) from |offset|; returns the byte count."""
         offset = check_int(offset, "offset")
@@ -411,8 +480,8 @@ class Buffer(HaloObject):
             raise
         return array
 
-    def memoryview(self, offset: int = 0,
-                   length: Optional[int] = None) -> memoryview:
+    def memoryview(self, offset: Index = 0,
+                   length: Optional[Index] = None) -> memoryview:
         """A writable memoryview (format 'B') of a host-visible buffer's
         bytes [offset, offset + length), without a copy. It keeps the
         mapping alive (see the class docstring)."""
@@ -428,12 +497,13 @@ class Buffer(HaloObject):
                 f"{self._size} bytes")
         return memoryview(self._exporter(offset, length)).cast("B")
 
-    def numpy(self, dtype: Any = None,
-              shape: Union[int, Sequence[int], None] = None, offset: int = 0,
-              strides: Optional[Sequence[int]] = None) -> Any:
+    def numpy(self, dtype: Any = None, shape: Optional[Shape] = None,
+              offset: Index = 0,
+              strides: Optional[Sequence[SupportsIndex]] = None) -> Any:
         """A numpy array over a host-visible buffer, without a copy.
 
-        |dtype| (default: the buffer's ``dtype``, else uint8), |shape|
+        |dtype| (default: the buffer's ``dtype``, else uint8; the bytes as
+        uint8 for a "bfloat16" buffer, which numpy has no dtype for), |shape|
         (default: the buffer's ``shape`` for an array of its dtype from
         offset 0 in C order, else as many items as fit from |offset| to the
         end; an int or a tuple), |offset| in bytes and |strides| in bytes
@@ -450,8 +520,8 @@ class Buffer(HaloObject):
         return np.ndarray(shape, dtype, buffer=exporter, offset=offset,
                           strides=strides)
 
-    def _layout(self, dtype: Any, shape: Any, offset: int,
-                strides: Optional[Sequence[int]]
+    def _layout(self, dtype: Any, shape: Any, offset: Index,
+                strides: Optional[Sequence[SupportsIndex]]
                 ) -> Tuple[Any, Tuple[int, ...], int]:
         """numpy()'s dtype, shape and offset for its arguments (defaults
         resolved, checked against the buffer), without making the array."""
@@ -536,14 +606,12 @@ class Buffer(HaloObject):
 
     def _numpy_dtype(self) -> Any:
         """The buffer's ``dtype`` as a numpy dtype; None without one, or
-        for a name numpy does not know ("bfloat16" for halogpu.triton):
-        numpy(), numpy.asarray() and DLPack then give its bytes."""
-        if self.dtype is None:
+        for a name numpy has no dtype for (NAMED_DTYPES: "bfloat16" for
+        halogpu.triton): numpy(), numpy.asarray() and DLPack then give its
+        bytes. Any other dtype was checked when assigned."""
+        if self._dtype is None or is_named_dtype(self._dtype):
             return None
-        try:
-            return _numpy().dtype(self.dtype)
-        except TypeError:
-            return None
+        return _numpy().dtype(self._dtype)
 
     def _dlpack_layout(self) -> Tuple[Tuple[int, int], Tuple[int, ...]]:
         """The DLPack type (code, bits) and shape of the buffer's array:

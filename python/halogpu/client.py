@@ -11,8 +11,9 @@ from typing import (Any, Iterable, NoReturn, Optional, Sequence, Tuple,
                     Union)
 
 from . import _core, _lib
-from ._object import check_int, check_shape, parse_token
-from .buffer import (MemoryType, _numpy, make_buffer, memory_type,
+from ._object import Index, Shape, check_int, check_shape, parse_token
+from .buffer import (NAMED_DTYPES, MemoryType, _numpy, check_dtype,
+                     is_named_dtype, make_buffer, memory_type,
                      refuse_object_dtype, refuse_objects)
 from .command_buffer import make_command_buffer
 from .errors import ClosedError, OutOfRangeError, check, take_error
@@ -25,6 +26,10 @@ from .command_buffer import CommandBuffer
 from .executable import Executable
 from .queue import Queue
 from .semaphore import Semaphore
+
+
+# The largest buffer (bytes) create_buffer() takes.
+MAX_BUFFER_SIZE = 2**40
 
 
 @dataclass(frozen=True)
@@ -226,8 +231,9 @@ class Client:
 
     # ---------------------------------------------------------- buffers
 
-    def create_buffer(self, size: int, *, memory: Any = "device",
-                      device: int = 0, exportable: bool = False) -> Buffer:
+    def create_buffer(self, size: Index, *, memory: Any = "device",
+                      device: Index = 0,
+                      exportable: bool = False) -> Buffer:
         """Allocates |size| bytes (1 .. 2**40) on |device|.
 
         |memory|: "device" (MemoryType.DEVICE, reached with read/write) or
@@ -235,7 +241,7 @@ class Client:
         with numpy() / memoryview()). |exportable|: may be exported to
         other clients (export()). ResourceExhaustedError past the
         session's quota; OutOfRangeError for an unknown device."""
-        size = check_int(size, "size", 1, 2**40)
+        size = check_int(size, "size", 1, MAX_BUFFER_SIZE)
         kind = memory_type(memory)
         device = check_int(device, "device", 0, 2**32 - 1)
         flags = _lib.OBJECT_FLAG_EXPORTABLE if exportable else 0
@@ -251,12 +257,16 @@ class Client:
         raise take_error(lib, status)
 
     def from_numpy(self, array: Any, *, memory: Any = "host_visible",
-                   device: int = 0) -> Buffer:
+                   device: Index = 0,
+                   exportable: bool = False) -> Buffer:
         """A new buffer holding a copy of |array| (any numpy array or
         array-like; made C-contiguous), its ``dtype`` and ``shape`` set to
         the array's. A host-visible buffer (the default) then gives that
         array back without a copy: ``buffer.numpy()``,
         ``numpy.asarray(buffer)``, ``torch.from_dlpack(buffer)``.
+        |memory|, |device| and |exportable| are create_buffer()'s. An
+        importer of an exported buffer (Client.import_buffer) gets its
+        bytes, not its ``dtype`` and ``shape``: it sets them itself.
 
         An array in non-native byte order (``>f4`` on a little-endian
         host) is converted to the native order (the values are kept;
@@ -274,7 +284,7 @@ class Client:
         if not data.dtype.isnative:
             data = data.astype(data.dtype.newbyteorder("="))
         buffer = self.create_buffer(data.nbytes, memory=memory,
-                                    device=device)
+                                    device=device, exportable=exportable)
         try:
             buffer.write(data)
         except BaseException:
@@ -286,16 +296,25 @@ class Client:
         buffer.shape = shape
         return buffer
 
-    def empty(self, shape: Union[int, Sequence[int], None] = None,
-              dtype: Any = None, *, memory: Any = "host_visible",
-              device: int = 0, count: Optional[int] = None) -> Buffer:
+    def empty(self, shape: Optional[Shape] = None, dtype: Any = None, *,
+              memory: Any = "host_visible", device: Index = 0,
+              count: Optional[Index] = None,
+              exportable: bool = False) -> Buffer:
         """A new buffer for an array of |shape| (a count of items, or a
         sequence of them, as numpy.empty takes it) of |dtype| (a numpy dtype
-        or its name), its ``dtype`` and ``shape`` set; the contents are
-        unspecified. |count| is the older name of a one-dimensional shape.
-        ValueError for a shape of no items; TypeError for a dtype of Python
-        objects (dtype object, or a structured dtype with an object field),
-        before any buffer is made."""
+        or its name, or "bfloat16": 2 bytes an item, which numpy has no
+        dtype for; see Buffer.dtype), its ``dtype`` and ``shape`` set; the
+        contents are unspecified. |count| is the older name of a
+        one-dimensional shape. |memory|, |device| and |exportable| are
+        create_buffer()'s.
+
+        A dtype in non-native byte order (``>f4`` on a little-endian host)
+        gives the native dtype, as Client.from_numpy() makes it (kernels
+        read native numbers). Before any buffer is made: ValueError for a
+        shape of no items, for one past a buffer's 2**40 bytes (naming the
+        shape), and for a dtype name numpy does not know (a typo such as
+        "flaot32"); TypeError for a dtype of Python objects (dtype object,
+        or a structured dtype with an object field)."""
         np = _numpy()
         if count is not None:
             if shape is not None:
@@ -303,21 +322,42 @@ class Client:
             shape = count
         if shape is None or dtype is None:
             raise TypeError("Client.empty needs a shape (or count) and a dtype")
-        dtype = np.dtype(dtype)
-        refuse_object_dtype(dtype, "Client.empty")
+        dtype = check_dtype(dtype, "Client.empty")
+        if is_named_dtype(dtype):
+            itemsize = NAMED_DTYPES[dtype]
+        else:
+            dtype = np.dtype(dtype)
+            refuse_object_dtype(dtype, "Client.empty")
+            if not dtype.isnative:
+                dtype = dtype.newbyteorder("=")
+            itemsize = dtype.itemsize
         dims = check_shape(shape)
-        count = math.prod(dims)
-        if count == 0:
+        items = math.prod(dims)
+        if items == 0:
             raise ValueError(f"Client.empty: shape {dims} holds no items")
-        buffer = self.create_buffer(count * dtype.itemsize, memory=memory,
-                                    device=device)
+        nbytes = items * itemsize
+        if nbytes > MAX_BUFFER_SIZE:
+            raise ValueError(
+                f"Client.empty: shape {dims} of {dtype} is {nbytes} bytes, "
+                f"past a buffer's {MAX_BUFFER_SIZE} (2**40)")
+        buffer = self.create_buffer(nbytes, memory=memory, device=device,
+                                    exportable=exportable)
         buffer.dtype = dtype
         buffer.shape = dims
         return buffer
 
-    def import_buffer(self, token: Union[str, bytes]) -> Buffer:
+    def import_buffer(self, token: Union[str, bytes, bytearray, memoryview]
+                      ) -> Buffer:
         """Imports a buffer another client exported (its token: 32 hex
-        digits). NotFoundError if no live exported buffer has it."""
+        digits, as text or ASCII bytes, or its 16 raw bytes). NotFoundError
+        if no live exported buffer has it.
+
+        The daemon shares the bytes, not the exporter's ``dtype`` and
+        ``shape`` (Client.from_numpy(), Client.empty()): the imported
+        buffer has neither (None; numpy() gives its bytes) until the
+        importer sets them (``buffer.dtype = "float32"``,
+        ``buffer.shape = (4, 4)``). ``device`` and ``exportable`` are None
+        too."""
         c_token = parse_token(token)
         lib = self._session.lib
         pointer = ctypes.c_void_p()
@@ -332,7 +372,7 @@ class Client:
 
     # ---------------------------------------------------------- semaphores
 
-    def create_semaphore(self, initial_value: int = 0, *,
+    def create_semaphore(self, initial_value: Index = 0, *,
                          exportable: bool = False) -> Semaphore:
         """A timeline semaphore starting at |initial_value| (< 2**63)."""
         initial_value = check_int(initial_value, "initial_value", 0,
@@ -348,8 +388,10 @@ class Client:
                 return make_semaphore(self, self._session, pointer.value)
         raise take_error(lib, status)
 
-    def import_semaphore(self, token: Union[str, bytes]) -> Semaphore:
-        """Imports a semaphore another client exported (its token)."""
+    def import_semaphore(self, token: Union[str, bytes, bytearray,
+                                            memoryview]) -> Semaphore:
+        """Imports a semaphore another client exported (its token: 32 hex
+        digits, as text or ASCII bytes, or its 16 raw bytes)."""
         c_token = parse_token(token)
         lib = self._session.lib
         pointer = ctypes.c_void_p()

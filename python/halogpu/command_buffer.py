@@ -91,14 +91,33 @@ class Constant:
         return f"halogpu.Constant({self.data!r})"
 
 
+def _refuse_arrays(value: Any, dtype: str) -> None:
+    """TypeError if |value| (a scalar, or a tuple or list of them) is or
+    holds an array of one or more dimensions: a constant packs scalars."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    for item in values:
+        shape = getattr(item, "shape", None)
+        if isinstance(shape, tuple) and shape != ():
+            items = getattr(item, "size", "n")
+            raise TypeError(
+                f"halogpu.constant(..., {dtype!r}) packs scalars (numbers, "
+                f"numpy scalars, 0-d arrays), not an array of shape {shape}: "
+                "pass array.item() for one value, or tuple(array.tolist()) "
+                f"with a format of as many items ('{items}I', '{items}f')")
+
+
 def constant(value: Any, dtype: Any) -> Constant:
-    """A constant argument: |value| packed as |dtype|, a numpy-style name
-    ("uint32", "float32", "int64", ..., "bfloat16"; "u32", "f32", "bf16"
-    for short) or a struct format ("<I", "2f", ...). ValueError listing the
-    type names for any other |dtype|, and for a |value| that |dtype|
-    cannot hold."""
+    """A constant argument: |value| (a scalar: a number, a numpy scalar or
+    0-d array; or a tuple or list of them for a format of several items)
+    packed as |dtype|, a numpy-style name ("uint32", "float32", "int64",
+    ..., "bfloat16"; "u32", "f32", "bf16" for short) or a struct format
+    ("<I", "2f", ...). ValueError listing the type names for any other
+    |dtype|, and for a |value| that |dtype| cannot hold (1e6 as float16,
+    -1 as uint32, a string); TypeError for an array of one or more
+    dimensions (a numpy array, not a scalar)."""
     if not isinstance(dtype, str):
         dtype = getattr(dtype, "__name__", None) or str(dtype)
+    _refuse_arrays(value, dtype)
     if dtype.lower() in _BFLOAT16_NAMES:
         values = value if isinstance(value, (tuple, list)) else (value,)
         try:
@@ -123,7 +142,7 @@ def constant(value: Any, dtype: Any) -> Constant:
             data = struct.pack(fmt, *value)
         else:
             data = struct.pack(fmt, value)
-    except struct.error as error:
+    except (struct.error, OverflowError) as error:  # 1e6 as float16
         raise ValueError(f"cannot pack {value!r} as {dtype!r}: {error}") \
             from None
     return Constant(data)

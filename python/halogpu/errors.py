@@ -211,6 +211,10 @@ _PYTHON_NAMES = (
      "record(unaligned_bindings=True) (HALO_COMMAND_BUFFER_UNALIGNED_BINDINGS)"),
     ("halo_command_buffer_end", "CommandBuffer.end() (halo_command_buffer_end)"),
     ("halo_buffer_release", "Buffer.release() (halo_buffer_release)"),
+    # Inside the C message's parentheses: "not created exportable
+    # (exportable=True, HALO_OBJECT_FLAG_EXPORTABLE)".
+    ("HALO_OBJECT_FLAG_EXPORTABLE",
+     "exportable=True, HALO_OBJECT_FLAG_EXPORTABLE"),
 )
 
 

@@ -140,9 +140,12 @@ def _triton() -> Any:
 
 
 def triton_type(dtype: Any) -> str:
-    """Triton's name ("fp32", "i64", ...) for a numpy dtype (or its name).
-    TypeError for a dtype in non-native byte order (``>f4`` on a
-    little-endian host): kernels read native numbers."""
+    """Triton's name ("fp32", "i64", ...) for a numpy dtype (or its name;
+    "bfloat16" too, which numpy has no dtype for: "bf16"). TypeError for
+    a dtype in non-native byte order (``>f4`` on a little-endian host):
+    kernels read native numbers."""
+    if isinstance(dtype, str) and dtype in _NUMPY_TO_TRITON:
+        return _NUMPY_TO_TRITON[dtype]
     name = getattr(dtype, "name", None)
     if name is None:
         import numpy

@@ -5,6 +5,7 @@ their lifetime, export/import."""
 
 import array
 import gc
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -78,6 +79,38 @@ def test_out_of_range_is_the_daemons_error(client, memory):
         buffer.write(b"x" * 17)
     with pytest.raises(halogpu.OutOfRangeError):
         buffer.read(4, offset=14)
+
+
+def test_read_past_the_end_allocates_nothing(client, memory):
+    """read() checks the range before it allocates the result: a length
+    past the end is OutOfRangeError naming the range and the buffer's
+    size (it was a MemoryError for 2**32 bytes, an OverflowError for
+    2**63, and 64 MiB zero-filled before the error)."""
+    buffer = client.create_buffer(16, memory=memory)
+    for length in (2**32, 2**63, 64 << 20, 17):
+        with pytest.raises(halogpu.OutOfRangeError,
+                           match=rf"range \[0, 0 \+ {length}\) exceeds the "
+                           r"buffer's 16 bytes"):
+            buffer.read(length)
+    with pytest.raises(halogpu.OutOfRangeError,
+                       match=r"range \[20, 20 \+ 0\) exceeds"):
+        buffer.read(offset=20)  # to the end, from past it
+    with pytest.raises(halogpu.OutOfRangeError,
+                       match=r"range \[12, 12 \+ 8\) exceeds"):
+        buffer.read(8, offset=12)
+    tracemalloc.start()
+    try:
+        with pytest.raises(halogpu.OutOfRangeError):
+            buffer.read(64 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    assert buffer.read(4, offset=12) == bytes(4)  # exactly to the end
+    assert buffer.read(0, offset=16) == b""
+    buffer.release()
+    with pytest.raises(halogpu.ClosedError):  # before the range
+        buffer.read(2**32)
 
 
 def test_wrong_types_before_any_call(client):
@@ -196,6 +229,99 @@ def test_dtype_is_assignable_under_mypy_strict(mypy_strict):
         "    buffer.dtype = 'float32'\n"
         "    buffer.dtype = None\n"
         "    buffer.ref(dtype=np.float16).dtype = np.dtype('int8')\n")
+
+
+def test_dtype_typos_are_refused(client):
+    """A dtype name numpy does not know is a ValueError naming it, when
+    assigned or given to empty() (it gave the buffer's bytes as uint8,
+    silently); "bfloat16", which numpy lacks, is taken on purpose."""
+    buffer = client.create_buffer(16, memory="host_visible")
+    buffer.dtype = "float32"
+    for typo in ("flaot32", "int33", "bfloat"):
+        with pytest.raises(ValueError, match=rf"Buffer.dtype: '{typo}' is "
+                           r"not a dtype numpy knows .* nor one of "
+                           r"'bfloat16'"):
+            buffer.dtype = typo
+        with pytest.raises(ValueError, match=rf"Client.empty: '{typo}'"):
+            client.empty(4, typo)
+    assert buffer.dtype == "float32"  # unchanged by the refusals
+    assert buffer.numpy().dtype == np.float32
+    with pytest.raises(TypeError, match=r"Buffer.dtype: 12 \(int\) is not a "
+                       r"dtype"):
+        buffer.dtype = 12
+    for dtype in (np.float64, np.dtype("int8"), "<u2", [("a", "<i4")],
+                  "bfloat16", None):
+        buffer.dtype = dtype
+        assert buffer.dtype is dtype  # kept as given
+
+
+def test_bfloat16_by_name(client):
+    """empty(n, "bfloat16") needs no ml_dtypes: 2 bytes an item, dtype
+    "bfloat16"; numpy(), numpy.asarray() and DLPack give its bytes (numpy
+    has no bfloat16), numpy(dtype) views it as another type."""
+    buffer = client.empty((2, 3), "bfloat16")
+    assert buffer.size == 12
+    assert buffer.dtype == "bfloat16" and buffer.shape == (2, 3)
+    buffer.write(np.full(6, 0x3F80, np.uint16))  # 1.0 in bfloat16
+    for view in (buffer.numpy(), np.asarray(buffer), np.from_dlpack(buffer)):
+        assert view.dtype == np.uint8 and view.shape == (12,)
+        del view
+    assert (buffer.numpy(np.uint16) == 0x3F80).all()
+    device = client.empty(5, "bfloat16", memory="device")
+    assert device.size == 10 and device.dtype == "bfloat16"
+
+
+def test_empty_makes_the_byte_order_native(client):
+    """empty() of a dtype in non-native byte order makes the native dtype,
+    as from_numpy() does (kernels read native numbers)."""
+    other = ">f4" if np.little_endian else "<f4"
+    buffer = client.empty(4, other)
+    assert buffer.dtype == np.dtype("=f4") and buffer.dtype.isnative
+    assert buffer.numpy().dtype.isnative
+    fields = client.empty(2, [("n", ">i4"), ("x", ">f8")])
+    assert fields.dtype.isnative and fields.size == 24
+    # Assigned: kept as it is (halogpu.triton refuses it).
+    buffer.dtype = other
+    assert buffer.dtype == other and not buffer.numpy().dtype.isnative
+
+
+def test_empty_of_too_large_a_shape_names_the_shape(client):
+    """A shape past a buffer's 2**40 bytes is named (it was "size = ... is
+    out of range", a parameter empty() does not have)."""
+    with pytest.raises(ValueError, match=r"Client.empty: shape \(1048576, "
+                       r"1048576\) of float32 is 4398046511104 bytes, past "
+                       r"a buffer's 1099511627776 \(2\*\*40\)"):
+        client.empty((2**20, 2**20), np.float32)
+    with pytest.raises(ValueError, match=r"shape \(2199023255552,\) of "
+                       r"bfloat16"):
+        client.empty(2**41, "bfloat16")
+
+
+def test_integer_like_arguments_under_mypy_strict(mypy_strict):
+    """numpy integers (SupportsIndex) where an int is taken, sequences of
+    them for shapes, and tokens as bytearray or memoryview, type-check in
+    user code under mypy --strict, as they work at run time."""
+    mypy_strict(
+        "uses_indices.py",
+        "import numpy as np\n"
+        "import halogpu\n\n\n"
+        "def typed(client: halogpu.Client, token: bytearray) -> None:\n"
+        "    n = np.int64(4)\n"
+        "    buffer = client.create_buffer(n * 4, memory='host_visible',\n"
+        "                                  device=np.uint32(0))\n"
+        "    client.empty(n, np.float32)\n"
+        "    client.empty((n, np.int32(2)), 'bfloat16', exportable=True)\n"
+        "    client.empty([2, n], 'int8', count=None)\n"
+        "    client.from_numpy(np.zeros(3), exportable=True)\n"
+        "    buffer.numpy(np.float32, shape=(n,), offset=np.int8(0))\n"
+        "    buffer.numpy(shape=n)\n"
+        "    buffer.read(n, offset=np.int64(0))\n"
+        "    buffer.ref(np.int64(0), n)\n"
+        "    halogpu.slot(np.int64(1), length=n)\n"
+        "    client.import_buffer(token)\n"
+        "    client.import_buffer(memoryview(token))\n"
+        "    client.import_semaphore(bytes(token))\n"
+        "    client.import_semaphore(memoryview(token))\n")
 
 
 def test_numpy_view_is_zero_copy(client):
@@ -323,8 +449,38 @@ def test_export_import(client, other_client, memory):
 
 def test_export_needs_exportable(client):
     buffer = client.create_buffer(16)
-    with pytest.raises(halogpu.FailedPreconditionError):
+    with pytest.raises(halogpu.FailedPreconditionError,
+                       match=r"exportable=True"):
         buffer.export()
+
+
+def test_typed_buffers_are_exportable(client, other_client, memory):
+    """from_numpy() and empty() take exportable= as create_buffer() does.
+    The importer gets the bytes, not the dtype and shape (the daemon does
+    not carry them): it sets them itself."""
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    made = client.from_numpy(source, memory=memory, exportable=True)
+    empty = client.empty((2, 2), np.int16, memory=memory, exportable=True)
+    assert made.exportable and empty.exportable
+    assert client.from_numpy(source).exportable is False
+    assert client.empty(4, np.int8).exportable is False
+    empty.write(np.array([1, -2, 3, -4], np.int16))
+    for buffer, dtype, shape in ((made, np.float32, (3, 4)),
+                                 (empty, np.int16, (2, 2))):
+        imported = other_client.import_buffer(buffer.export())
+        assert imported.dtype is None and imported.shape is None
+        assert imported.size == buffer.size
+        expected = np.frombuffer(buffer.read(), dtype).reshape(shape)
+        if memory == "host_visible":
+            assert imported.numpy().dtype == np.uint8
+            imported.dtype, imported.shape = dtype, shape
+            assert np.array_equal(imported.numpy(), expected)
+        else:
+            assert np.array_equal(np.frombuffer(imported.read(), dtype)
+                                  .reshape(shape), expected)
+    with pytest.raises(halogpu.FailedPreconditionError,
+                       match=r"exportable=True"):
+        client.empty(4, np.int8).export()
 
 
 def test_import_errors(client):

@@ -120,3 +120,11 @@ def test_messages_name_the_python_api(client):
     recording.end()
     assert errors.python_message("only halo_buffer_release may follow") == \
         "only Buffer.release() (halo_buffer_release) may follow"
+    # Export of an object not created exportable: the keyword to pass.
+    with pytest.raises(halogpu.FailedPreconditionError,
+                       match=r"not created exportable \(exportable=True, "
+                       r"HALO_OBJECT_FLAG_EXPORTABLE\)"):
+        client.create_buffer(16).export()
+    with pytest.raises(halogpu.FailedPreconditionError,
+                       match=r"exportable=True"):
+        client.create_semaphore().export()

@@ -389,6 +389,32 @@ def test_constant_types():
         halogpu.constant(300, "uint8")
 
 
+def test_constant_value_errors():
+    """A value its type cannot hold is a ValueError, as documented (a float
+    too large for float16 was struct's OverflowError); an array (not a
+    scalar) is a TypeError saying that a constant packs scalars (it was
+    numpy's "only integer scalar arrays can be converted to a scalar
+    index")."""
+    for dtype in ("float16", "f32", "bf16"):
+        with pytest.raises(ValueError, match=rf"cannot pack 1e\+?0?39 as "
+                           rf"'{dtype}'.*too large"):
+            halogpu.constant(1e39, dtype)
+    with pytest.raises(ValueError, match=r"cannot pack 1000000.0 as "
+                       r"'float16'"):
+        halogpu.constant(1e6, "float16")
+    for value, dtype in ((np.arange(3), "uint32"), (np.arange(3), "bf16"),
+                         (np.arange(3), "3I"), ((np.arange(2), 1), "3I"),
+                         ([np.ones(1)], "float32")):
+        with pytest.raises(TypeError, match=r"packs scalars .* not an array "
+                           r"of shape \(\d,\): pass array.item\(\)"):
+            halogpu.constant(value, dtype)
+    # Scalars of numpy (0-d arrays too) are scalars.
+    assert halogpu.constant(np.array(5), "uint32").data == \
+        struct.pack("=I", 5)
+    assert halogpu.constant((np.uint8(1), np.float32(2)), "Bf").data == \
+        struct.pack("=Bf", 1, 2)
+
+
 def test_execute_errors_from_libhalo(client, kernels):
     small = client.create_buffer(16)
     with client.record(bindings=3) as cb:

@@ -5,6 +5,7 @@ when torch is installed) over host-visible buffers: zero copy, and the
 mapping outlives the buffer, the client and the capsule as long as an array
 uses it."""
 
+import ctypes
 import gc
 
 import numpy as np
@@ -108,6 +109,42 @@ def test_unconsumed_capsule_unpins(client):
     del capsule
     gc.collect()
     assert _dlpack.live_exports() == 0
+    buffer.release()
+    assert buffer._handle.freed
+
+
+def test_dlpack_leaves_ctypes_pythonapi_alone(client, monkeypatch):
+    """halogpu calls the capsule API through a ctypes.PyDLL of its own:
+    ctypes.pythonapi, which every library of the process shares, keeps its
+    prototypes (another library's PyCapsule_IsValid(py_object(capsule),
+    name) was an ArgumentError), and prototypes another library sets there
+    do not touch halogpu's capsule destructor (it did nothing then, and
+    the unconsumed export pinned the buffer for good)."""
+    api = ctypes.pythonapi
+    for name in ("PyCapsule_New", "PyCapsule_IsValid",
+                 "PyCapsule_GetPointer"):
+        function = getattr(api, name)
+        assert function.argtypes is None, name
+        assert function.restype is ctypes.c_int, name  # ctypes' default
+    buffer = client.create_buffer(64, memory="host_visible")
+    capsule = buffer.__dlpack__()
+    # As another library calls it, with ctypes.pythonapi's defaults.
+    assert api.PyCapsule_IsValid(ctypes.py_object(capsule), b"dltensor") == 1
+    del capsule
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+    # Another library's prototypes, unlike the ones halogpu would need.
+    monkeypatch.setattr(api.PyCapsule_IsValid, "argtypes",
+                        [ctypes.py_object, ctypes.c_char_p])
+    monkeypatch.setattr(api.PyCapsule_GetPointer, "argtypes",
+                        [ctypes.py_object, ctypes.c_char_p])
+    monkeypatch.setattr(api.PyCapsule_GetPointer, "restype", ctypes.c_size_t)
+    for versioned in (None, (1, 0)):
+        capsule = buffer.__dlpack__(max_version=versioned)
+        assert _dlpack.live_exports() == 1
+        del capsule  # never consumed: its destructor calls the deleter
+        gc.collect()
+        assert _dlpack.live_exports() == 0
     buffer.release()
     assert buffer._handle.freed
 

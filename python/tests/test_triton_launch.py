@@ -205,9 +205,26 @@ def test_non_native_byte_order_is_refused(client, stubbed):
     assert halotriton.triton_type(np.dtype("=f4")) == "fp32"
     kernel = stubbed(client, add)
     x, y = _operands(client)
-    out = client.empty(N, other)
+    out = client.empty(N, np.float32)
+    out.dtype = other  # kept as assigned (empty() would make it native)
     with pytest.raises(TypeError, match="not in native byte order"):
         kernel[(N // BLOCK,)](x, y, out, N)
+
+
+def test_bfloat16_buffers_by_name(client, stubbed):
+    """numpy has no bfloat16: a buffer made with Client.empty(n,
+    "bfloat16") (no ml_dtypes needed) is a pointer to bf16, as
+    triton_type() names the type by its name."""
+    assert halotriton.triton_type("bfloat16") == "bf16"
+    assert halotriton.triton_type("float32") == "fp32"
+    with pytest.raises(TypeError, match="no Triton equivalent"):
+        halotriton.triton_type("complex64")
+    kernel = stubbed(client, add)
+    x, y, out = (client.empty(N, "bfloat16") for _ in range(3))
+    assert x.dtype == "bfloat16" and x.size == 2 * N
+    plan = kernel.prepare(x, y, out, N, grid=(N // BLOCK,))
+    assert [plan.signature[name] for name in ("x_ptr", "y_ptr", "out_ptr")] \
+        == ["*bf16"] * 3
 
 
 def test_kernel_on_a_device_the_daemon_lacks(client, stubbed):
