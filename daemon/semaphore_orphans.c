@@ -114,13 +114,10 @@ static bool halod_orphans_add_node(halod_orphans_walk_t *walk,
 }
 
 // Adds |submission| (waiting, first reached) and the free semaphores it
-// signals that are not in the walk yet; and the deallocas waiting for a
-// buffer it binds, each blocked while some blocked waiter binds its buffer
-// (it waits for every reference to go).
+// signals that are not in the walk yet.
 static bool halod_orphans_add_waiter(halod_orphans_walk_t *walk,
                                      halod_submission_t *submission) {
-  uint32_t kept = halod_submission_kept_buffer_count(submission);
-  if (!halod_orphans_step(walk, 1 + submission->action.signal_count + kept)) {
+  if (!halod_orphans_step(walk, 1 + submission->action.signal_count)) {
     return false;
   }
   if (walk->waiter_count == walk->waiter_capacity &&
@@ -137,17 +134,6 @@ static bool halod_orphans_add_waiter(halod_orphans_walk_t *walk,
         !halod_orphans_add_node(walk, signaled)) {
       return false;
     }
-  }
-  for (uint32_t i = 0; i < kept; ++i) {
-    halod_submission_t *freeing =
-        halod_submission_freeing(halod_submission_kept_buffer(submission, i));
-    if (!freeing || !freeing->waiting_counted) continue;
-    // A dealloca binds no buffer (its own went when its waits were met):
-    // this goes one level deep.
-    if (!freeing->walk_index && !halod_orphans_add_waiter(walk, freeing)) {
-      return false;
-    }
-    ++walk->waiters[freeing->walk_index - 1].blocking;
   }
   return true;
 }
@@ -202,33 +188,11 @@ static void halod_orphans_unblock_signal(halod_orphans_walk_t *walk,
   }
 }
 
-// |submission|, a waiter of the walk, is blocked no more: its signals
-// count no more, and a dealloca waiting for a buffer it binds is blocked by
-// one waiter fewer.
-static void halod_orphans_unblock_waiter(halod_orphans_walk_t *walk,
-                                         const halod_submission_t *submission) {
-  for (uint32_t j = 0; j < submission->action.signal_count; ++j) {
-    uint32_t signaled = halod_orphans_signal(submission, j)->walk_index;
-    if (signaled) halod_orphans_unblock_signal(walk, signaled - 1);
-  }
-  uint32_t kept = halod_submission_kept_buffer_count(submission);
-  for (uint32_t j = 0; j < kept; ++j) {
-    const halod_submission_t *freeing =
-        halod_submission_freeing(halod_submission_kept_buffer(submission, j));
-    if (freeing && freeing->walk_index && freeing->waiting_counted &&
-        --walk->waiters[freeing->walk_index - 1].blocking == 0) {
-      halod_orphans_unblock_waiter(walk, freeing);  // binds none: no deeper
-    }
-  }
-}
-
 // The greatest fixed point: every member starts in the set, every waiter
-// blocked (it was reached through a linked wait on a member, or, a
-// dealloca, through a waiter that binds its buffer); a member some of
-// whose waiting signalers were not reached, or are not blocked any more,
-// leaves the set, which unblocks the waiters whose last wait on the set
-// was on it (the deallocas whose last blocked waiter binding their buffer
-// it was), whose signals then count no more; until nothing leaves.
+// blocked (it was reached through a linked wait on a member); a member
+// some of whose waiting signalers were not reached, or are not blocked any
+// more, leaves the set, which unblocks the waiters whose last wait on the
+// set was on it, whose signals then count no more; until nothing leaves.
 static bool halod_orphans_settle(halod_orphans_walk_t *walk) {
   walk->removed = calloc(walk->node_count, sizeof(*walk->removed));
   if (!walk->removed) return false;
@@ -257,7 +221,10 @@ static bool halod_orphans_settle(halod_orphans_walk_t *walk) {
       if (!submission || --walk->waiters[submission->walk_index - 1].blocking) {
         continue;
       }
-      halod_orphans_unblock_waiter(walk, submission);
+      for (uint32_t j = 0; j < submission->action.signal_count; ++j) {
+        uint32_t signaled = halod_orphans_signal(submission, j)->walk_index;
+        if (signaled) halod_orphans_unblock_signal(walk, signaled - 1);
+      }
     }
   }
   return true;

@@ -21,25 +21,15 @@
 // exported (a token imports a semaphore only while someone holds it: it
 // keeps nothing).
 //
-// A dealloca whose waits were met and that waits for its buffer's last
-// reference counts as a waiting submission too (halod_submission_freeing):
-// it waits on the submissions that keep the buffer (bind it, or run a
-// recording that names it), and is blocked while any one of them is, since
-// it needs every reference gone. Work that keeps the buffer and waits on
-// what the dealloca signals (misuse halo.h warns of) is such a cycle.
-//
 // Reachable: from a free semaphore to the signals of the waiting
 // submissions linked on it (their waits not met), as long as those are
-// free, and through a waiting submission to the dealloca waiting for a
-// buffer it keeps. Only a release can make a set orphaned (a submission's
-// waits only ever get met, and only a release turns a reference into
-// nothing or leaves only waiting submissions'), and only one that leaves S
-// free with waits linked: a set orphaned by S's release holds S, and every
-// member of it that has waits is reachable from S (the rest was orphaned
-// before and found then). So looking from S after each of its releases
-// finds every orphan. The one exception: a dealloca starting to wait for
-// its buffer adds a waiting signaler without a release; the loop's next
-// sweep looks from its signals then (daemon/submission.c).
+// free. Only a release can make a set orphaned (a submission's waits only
+// ever get met, and only a release turns a reference into nothing or
+// leaves only waiting submissions'), and only one that leaves S free with
+// waits linked: a set orphaned by S's release holds S, and every member
+// of it that has waits is reachable from S (the rest was orphaned before
+// and found then). So looking from S after each of its releases finds
+// every orphan.
 //
 // Loop thread only.
 #ifndef HALOD_SEMAPHORE_ORPHANS_H_

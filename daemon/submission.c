@@ -436,28 +436,7 @@ static void halod_submission_accept(halod_t *daemon, halod_session_t *session,
 // (halod_submission_cancel_session's cursor).
 static void halod_submission_on_buffer_freed(void *user_data) {
   halod_submission_t *submission = user_data;
-  halod_semaphore_orphans_stop_waiting(submission);
   halo_hal_deferred_queue_post_completion(&submission->action, NULL);
-}
-
-halod_submission_t *halod_submission_freeing(const halod_buffer_t *buffer) {
-  return buffer->on_freed == halod_submission_on_buffer_freed
-             ? buffer->on_freed_data
-             : NULL;
-}
-
-uint32_t halod_submission_kept_buffer_count(
-    const halod_submission_t *submission) {
-  const halod_command_buffer_t *command_buffer = submission->command_buffer;
-  return submission->buffer_count +
-         (command_buffer ? command_buffer->entry->buffer_count : 0);
-}
-
-halod_buffer_t *halod_submission_kept_buffer(
-    const halod_submission_t *submission, uint32_t index) {
-  if (index < submission->buffer_count) return submission->buffers[index];
-  return submission->command_buffer->entry
-      ->buffers[index - submission->buffer_count];
 }
 
 // Loop thread: the waits of an alloca or dealloca are met. An alloca's
@@ -476,21 +455,7 @@ static void halod_submission_run_on_host(halo_hal_action_t *action) {
   if (buffer->refcount > 1) {
     buffer->on_freed = halod_submission_on_buffer_freed;
     buffer->on_freed_data = submission;
-    // It waits again, on the work that holds the buffer: its signals count
-    // as a waiting signaler's until the buffer is freed.
-    halod_semaphore_orphans_start_waiting(submission);
     halod_buffer_release(submission->daemon, buffer);
-    // Work that keeps the buffer may wait, directly or through others, on
-    // what this signals, and no session hold those semaphores any more: a
-    // cycle nothing can advance, closed now, not by a release. The walk
-    // from the signals (daemon/semaphore_orphans.h) finds it on the loop's
-    // next sweep (not here: failing waits fails and frees submissions
-    // within this call).
-    for (uint32_t i = 0; i < submission->action.signal_count; ++i) {
-      halod_semaphore_orphans_later(
-          submission->daemon,
-          submission->semaphores[submission->action.wait_count + i]);
-    }
     return;
   }
   halod_buffer_release(submission->daemon, buffer);

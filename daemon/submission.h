@@ -101,23 +101,12 @@ typedef struct halod_submission_t {
   uint32_t sync_charged;
   // In the session's submissions not yet retired (session->submissions).
   halo_list_link_t session_link;
-  // Accepted and not yet issued or retired, or a dealloca waiting for its
-  // buffer's last reference: its references count as a waiting
-  // submission's on its semaphores (daemon/semaphore_orphans.h).
+  // Accepted and not yet issued or retired: its references count as a
+  // waiting submission's on its semaphores (daemon/semaphore_orphans.h).
   bool waiting_counted;
   // Its place in a walk of daemon/semaphore_orphans.c plus 1; 0 outside.
   uint32_t walk_index;
 } halod_submission_t;
-
-// The dealloca whose waits were met and that waits for |buffer|'s last
-// reference to go (the executions that bound it), or NULL.
-halod_submission_t *halod_submission_freeing(const halod_buffer_t *buffer);
-// The buffers |submission| keeps alive until it retires: those it binds,
-// then those its command buffer's recording names directly.
-uint32_t halod_submission_kept_buffer_count(
-    const halod_submission_t *submission);
-halod_buffer_t *halod_submission_kept_buffer(
-    const halod_submission_t *submission, uint32_t index);
 
 // Validates and accepts |op|; |out_id| is the submission's id.
 halo_status_t halod_submission_create(halod_t *daemon, halod_session_t *session,

@@ -671,9 +671,7 @@ HALO_API halo_status_t halo_queue_alloca(
 // the buffer (or a command buffer that names it directly) is done with
 // it; then |signals| are signaled. A failed wait fails |signals| (the
 // memory is still freed once nothing uses it). Work that waits on
-// |signals| must not use the buffer: it would wait for itself (once no
-// session holds the semaphores between them, halod fails those waits with
-// ABORTED, "nothing can signal it any more", within about a second).
+// |signals| must not use the buffer: it would wait for itself.
 // With $HALO_RING_ASYNC=1 the call returns once its record is in the ring;
 // a rejection then fails |signals| with the reason (the handle is dropped
 // all the same).

@@ -445,90 +445,6 @@ static void test_failed_waits_fail_signals(void **state) {
   expect_usage(&fixture->daemon, &baseline);
 }
 
-// Work that keeps a buffer and waits on what the buffer's dealloca
-// signals waits for itself (the dealloca waits for that work to let the
-// buffer go): misuse halo.h warns of. Once no session holds the semaphore
-// between them, nothing can advance it, and the waits fail at once with
-// ABORTED naming it, as for a cycle of submissions across semaphores; the
-// buffer's memory goes. Before, both stayed until the session ended and a
-// waiter on the work's signal timed out. The work binds the buffer, or
-// (CYCLE_NAMED) runs a command buffer whose recording names it directly;
-// with CYCLE_GATED the dealloca waits on a gate, so that the cycle closes
-// when the gate opens after the release, not at the release.
-typedef enum cycle_e { CYCLE_BOUND, CYCLE_GATED, CYCLE_NAMED } cycle_t;
-
-static void expect_dealloca_cycle_fails(halo_test_fixture_t *fixture,
-                                        cycle_t cycle) {
-  halo_client_t *client = fixture->client;
-  alloca_usage_t baseline = usage_now(&fixture->daemon);
-  halo_executable_t *executable = halo_test_load_kernels(client);
-  uint32_t n = N;
-  halo_queue_t *queue = create_queue(client);
-  const uint64_t bytes = N * sizeof(float);
-  halo_buffer_t *a =
-      halo_test_create_buffer(client, HALO_MEMORY_HOST_VISIBLE, bytes, 0);
-  halo_buffer_t *c =
-      alloca_buffer(queue, NULL, NULL, HALO_MEMORY_DEVICE, bytes);
-  halo_semaphore_t *t = create_semaphore(client);
-  halo_semaphore_t *u = create_semaphore(client);
-  halo_semaphore_t *gate = create_semaphore(client);
-  halo_command_buffer_t *work = NULL;
-  halo_binding_t bindings[3] = {{a, 0, HALO_WHOLE_BUFFER},
-                                {a, 0, HALO_WHOLE_BUFFER},
-                                {c, 0, HALO_WHOLE_BUFFER}};
-  size_t binding_count = 3;
-  if (cycle == CYCLE_NAMED) {
-    HALO_TEST_ASSERT_OK(halo_command_buffer_begin(
-        client, 0, HALO_COMMAND_BUFFER_ONE_SHOT, 0, &work));
-    const uint32_t pattern = 7;
-    HALO_TEST_ASSERT_OK(halo_command_buffer_fill(
-        work, halo_buffer_ref(c, 0, bytes), &pattern, sizeof(pattern)));
-    HALO_TEST_ASSERT_OK(halo_command_buffer_end(work));
-    binding_count = 0;
-  } else {
-    work = halo_test_record_vector_add(client, executable, &n);
-  }
-  // The work keeps c, waits for t and signals u.
-  halo_semaphore_value_t wait_t = {t, 1};
-  halo_semaphore_value_t signal_u = {u, 1};
-  HALO_TEST_ASSERT_OK(halo_queue_execute(queue, work, bindings, binding_count,
-                                         &wait_t, 1, &signal_u, 1));
-  halo_command_buffer_release(work);
-  // c's dealloca signals t: it waits for the work, which waits for it.
-  bool gated = cycle == CYCLE_GATED;
-  halo_semaphore_value_t gate_open = {gate, 1};
-  HALO_TEST_ASSERT_OK(halo_queue_dealloca(queue, gated ? &gate_open : NULL,
-                                          gated ? 1 : 0, &wait_t, 1, c));
-  halo_buffer_release(c);
-  halo_semaphore_release(t);
-  if (gated) {
-    halo_test_sleep_ms(50);
-    assert_int_equal(query(u), 0);  // the gate still holds the dealloca
-    HALO_TEST_ASSERT_OK(halo_semaphore_signal(gate, 1));
-  }
-  HALO_TEST_EXPECT_STATUS(halo_semaphore_wait(u, 1, DEADLINE_NS),
-                          HALO_STATUS_ABORTED,
-                          "nothing can signal it any more");
-  halo_buffer_release(a);
-  halo_semaphore_release(u);
-  halo_semaphore_release(gate);
-  halo_executable_release(executable);
-  halo_queue_release(queue);
-  expect_usage(&fixture->daemon, &baseline);
-}
-
-static void test_dealloca_cycle_through_its_buffer_fails(void **state) {
-  expect_dealloca_cycle_fails(*state, CYCLE_BOUND);
-}
-
-static void test_dealloca_cycle_closed_by_its_gate_fails(void **state) {
-  expect_dealloca_cycle_fails(*state, CYCLE_GATED);
-}
-
-static void test_dealloca_cycle_through_a_recording_fails(void **state) {
-  expect_dealloca_cycle_fails(*state, CYCLE_NAMED);
-}
-
 // Errors through libhalo (over the ring unless HALO_RING=0: the same
 // results either way).
 static void test_errors_name_what_was_wrong(void **state) {
@@ -859,9 +775,6 @@ int main(void) {
       TEST(test_alloca_waits_in_queue_order),
       TEST(test_dealloca_waits_for_executions),
       TEST(test_failed_waits_fail_signals),
-      TEST(test_dealloca_cycle_through_its_buffer_fails),
-      TEST(test_dealloca_cycle_closed_by_its_gate_fails),
-      TEST(test_dealloca_cycle_through_a_recording_fails),
       TEST(test_errors_name_what_was_wrong),
       TEST(test_raw_requests_are_validated),
       cmocka_unit_test_setup_teardown(test_quota_is_charged_at_alloca,
