@@ -655,10 +655,11 @@ static void halod_server_name_missing_directory(const char *address,
   if (stat(directory, &st) == 0) return;
   int error = errno;
   halo_status_t named = halo_status_make(
-      halo_status_code(*status),
-      "%s: listen: the socket's directory %s: %s (halod does not create "
-      "it; halod.service's RuntimeDirectory= does)",
-      address, directory, strerror(error));
+      halo_status_code(*status), "%s: listen: the socket's directory %s: %s%s",
+      address, directory, strerror(error),
+      error == ENOENT ? " (halod does not create it; halod.service's "
+                        "RuntimeDirectory= does)"
+                      : "");
   halo_status_free(*status);
   *status = named;
 }

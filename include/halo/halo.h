@@ -671,7 +671,11 @@ HALO_API halo_status_t halo_queue_alloca(
 // the buffer (or a command buffer that names it directly) is done with
 // it; then |signals| are signaled. A failed wait fails |signals| (the
 // memory is still freed once nothing uses it). Work that waits on
-// |signals| must not use the buffer: it would wait for itself.
+// |signals| must not use the buffer (bind it, or run a recording that
+// names it): it would wait for itself, and halod does not detect it (as it
+// does cycles of submissions through semaphores alone): both wait until
+// the session ends (which cancels them) and a waiter on what the work
+// signals until its own timeout.
 // With $HALO_RING_ASYNC=1 the call returns once its record is in the ring;
 // a rejection then fails |signals| with the reason (the handle is dropped
 // all the same).

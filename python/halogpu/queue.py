@@ -88,7 +88,8 @@ class Queue(HaloObject):
         NotFoundError; release() stays local), the memory is freed once
         |wait| is met and every execution that bound it is done, and then
         |signal| is signaled. Work waiting on |signal| must not use the
-        buffer. A RuntimeWarning where views of it (numpy(),
+        buffer: it would wait for itself, undetected, until the client
+        closes (or a wait on what it signals times out). A RuntimeWarning where views of it (numpy(),
         memoryview(), DLPack) are still alive: they stay mapped, but once
         the dealloca completes the daemon may give their bytes to another
         buffer (release() instead keeps the memory for them)."""
