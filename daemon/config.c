@@ -3,6 +3,7 @@
 #include "daemon/config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -10,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/ring.h"
@@ -771,13 +774,40 @@ static int halod_config_file_on_value(void *user, const char *section,
 static halo_status_t halod_config_read_file(halod_config_t *config,
                                             const char *path) {
   halod_config_file_t file = {.config = config, .path = path};
-  file.file = fopen(path, "r");
-  if (!file.file) return halo_status_from_errno(errno, "config file %s", path);
+  // Non-blocking: a FIFO (or a device) in the file's place must not hold
+  // halod's loop in open() at a reload (SIGHUP), nor its start; only a
+  // regular file is read.
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return halo_status_from_errno(errno, "config file %s", path);
+  struct stat info;
+  if (fstat(fd, &info) != 0) {
+    int error = errno;
+    close(fd);
+    return halo_status_from_errno(error, "config file %s", path);
+  }
+  if (!S_ISREG(info.st_mode)) {
+    close(fd);
+    if (S_ISDIR(info.st_mode)) {
+      return halo_status_from_errno(EISDIR, "config file %s", path);
+    }
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "config file %s: not a regular file (a FIFO, "
+                            "socket or device)",
+                            path);
+  }
+  int blocking = fcntl(fd, F_GETFL);
+  if (blocking >= 0) fcntl(fd, F_SETFL, blocking & ~O_NONBLOCK);
+  file.file = fdopen(fd, "r");
+  if (!file.file) {
+    int error = errno;
+    close(fd);
+    return halo_status_from_errno(error, "config file %s", path);
+  }
   int rv = ini_parse_stream(halod_config_file_read_line, &file,
                             halod_config_file_on_value, &file);
-  // A read that failed (a directory: EISDIR, at once; EIO, halfway) ended
-  // the parse as an end of file would: an error, before what the lines read
-  // said, and nothing of the file is applied.
+  // A read that failed (EIO, halfway) ended the parse as an end of file
+  // would: an error, before what the lines read said, and nothing of the
+  // file is applied.
   int read_error = ferror(file.file) ? (errno ? errno : EIO) : 0;
   fclose(file.file);
   if (read_error) {

@@ -31,8 +31,12 @@
 #include "common/status.h"
 #include "hal/cuda/cuda_device.h"
 
-#define HALO_HAL_CUDA_CACHE_MAGIC "halo-cubin-v1\n\0\0"  // 16 bytes
-#define HALO_HAL_CUDA_CACHE_HEADER_BYTES (16 + HALO_HASH_BYTES)
+// A cache file: the magic, the key it was stored under (a file copied or
+// renamed onto another key's name is no hit there), the payload's hash,
+// the payload. v1 files (no key) are replaced as they are met.
+#define HALO_HAL_CUDA_CACHE_MAGIC "halo-cubin-v2\n\0\0"  // 16 bytes
+#define HALO_HAL_CUDA_CACHE_MAGIC_V1 "halo-cubin-v1\n\0\0"
+#define HALO_HAL_CUDA_CACHE_HEADER_BYTES (16 + 2 * HALO_HASH_BYTES)
 // Compiler logs come back whole; this only bounds a runaway one.
 #define HALO_HAL_CUDA_MAX_LOG_BYTES (1u << 20)
 #define HALO_HAL_CUDA_JIT_LOG_BYTES (64u * 1024)
@@ -118,7 +122,8 @@ static halo_status_t halo_hal_cuda_check_binary_header(
 //===----------------------------------------------------------------------===//
 
 typedef struct halo_hal_cuda_cache_key_t {
-  char path[1024];  // "" when there is no cache directory
+  char path[1024];   // "" when there is no cache directory
+  halo_hash_t hash;  // the path's name
 } halo_hal_cuda_cache_key_t;
 
 static void halo_hal_cuda_cache_key(halo_hal_cuda_device_t *device,
@@ -144,10 +149,9 @@ static void halo_hal_cuda_cache_key(halo_hal_cuda_device_t *device,
     halo_hasher_update_u64(&hasher, (uint64_t)device->nvrtc->major);
     halo_hasher_update_u64(&hasher, (uint64_t)device->nvrtc->minor);
   }
-  halo_hash_t hash;
-  halo_hasher_finalize(&hasher, &hash);
+  halo_hasher_finalize(&hasher, &out_key->hash);
   char text[65];
-  halo_hash_format(&hash, text);
+  halo_hash_format(&out_key->hash, text);
   snprintf(out_key->path, sizeof(out_key->path), "%s/kernels/%s.cubin",
            device->options.cache_directory, text);
 }
@@ -165,13 +169,21 @@ static void halo_hal_cuda_payload_hash(const void *data, size_t size,
 static void halo_hal_cuda_cache_read(const halo_hal_cuda_cache_key_t *key,
                                      halo_hal_cuda_image_t *out_image) {
   if (!key->path[0]) return;
-  int fd = open(key->path, O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO in the file's place must not hold the load.
+  int fd = open(key->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;
   struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    HALO_LOG_WARN(
+        "cuda cache: %s is not a regular file; compiling instead "
+        "(remove it)",
+        key->path);
+    return;
+  }
   uint8_t *bytes = NULL;
-  size_t size = 0;
-  bool good = fstat(fd, &info) == 0 &&
-              info.st_size > HALO_HAL_CUDA_CACHE_HEADER_BYTES &&
+  size_t size = (size_t)info.st_size;
+  bool good = info.st_size > HALO_HAL_CUDA_CACHE_HEADER_BYTES &&
               info.st_size < (1ll << 31);
   if (good) {
     size = (size_t)info.st_size;
@@ -189,19 +201,28 @@ static void halo_hal_cuda_cache_read(const halo_hal_cuda_cache_key_t *key,
     done += (size_t)n;
   }
   close(fd);
+  const char *why = "damaged";
+  if (good && memcmp(bytes, HALO_HAL_CUDA_CACHE_MAGIC, 16) != 0) {
+    good = false;
+    if (memcmp(bytes, HALO_HAL_CUDA_CACHE_MAGIC_V1, 16) == 0) {
+      why = "of an older halo (v1)";
+    }
+  }
+  if (good && memcmp(bytes + 16, key->hash.bytes, HALO_HASH_BYTES) != 0) {
+    good = false;
+    why = "another key's (copied or renamed there)";
+  }
   if (good) {
     halo_hash_t hash;
     halo_hal_cuda_payload_hash(bytes + HALO_HAL_CUDA_CACHE_HEADER_BYTES,
                                size - HALO_HAL_CUDA_CACHE_HEADER_BYTES, &hash);
-    good = memcmp(bytes, HALO_HAL_CUDA_CACHE_MAGIC, 16) == 0 &&
-           memcmp(bytes + 16, hash.bytes, HALO_HASH_BYTES) == 0;
+    good =
+        memcmp(bytes + 16 + HALO_HASH_BYTES, hash.bytes, HALO_HASH_BYTES) == 0;
   }
   if (!good) {
     free(bytes);
-    if (bytes || size) {
-      HALO_LOG_WARN("cuda cache: %s is damaged; removing it", key->path);
-      unlink(key->path);
-    }
+    HALO_LOG_WARN("cuda cache: %s is %s; removing it", key->path, why);
+    unlink(key->path);
     return;
   }
   out_image->owned = bytes;
@@ -243,9 +264,10 @@ static void halo_hal_cuda_cache_write(const halo_hal_cuda_cache_key_t *key,
   if (!status) {
     uint8_t header[HALO_HAL_CUDA_CACHE_HEADER_BYTES];
     memcpy(header, HALO_HAL_CUDA_CACHE_MAGIC, 16);
+    memcpy(header + 16, key->hash.bytes, HALO_HASH_BYTES);
     halo_hash_t hash;
     halo_hal_cuda_payload_hash(data, size, &hash);
-    memcpy(header + 16, hash.bytes, HALO_HASH_BYTES);
+    memcpy(header + 16 + HALO_HASH_BYTES, hash.bytes, HALO_HASH_BYTES);
     if (!halo_hal_cuda_write_all(fd, header, sizeof(header)) ||
         !halo_hal_cuda_write_all(fd, data, size)) {
       status =

@@ -280,6 +280,9 @@ bool halo_hal_cuda_result_is_sticky(CUresult result) {
     case CUDA_ERROR_TENSOR_MEMORY_LEAK:
     case CUDA_ERROR_EXTERNAL_DEVICE:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    // The MPS server ended this client ("the process must be terminated
+    // and relaunched"): every later call fails the same.
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
       return true;
     default:
       return false;
@@ -335,7 +338,6 @@ static halo_status_code_t halo_hal_cuda_result_code(CUresult result) {
     case CUDA_ERROR_MPS_CONNECTION_FAILED:
     case CUDA_ERROR_MPS_RPC_FAILURE:
     case CUDA_ERROR_MPS_SERVER_NOT_READY:
-    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
     case CUDA_ERROR_NOT_READY:
       return HALO_STATUS_UNAVAILABLE;
     case CUDA_ERROR_TIMEOUT:

@@ -705,6 +705,20 @@ static void test_reload(void **state) {
   assert_int_equal(stat(metrics, &after), 0);
   assert_true(after.st_mtim.tv_sec > before.st_mtim.tv_sec ||
               after.st_mtim.tv_nsec != before.st_mtim.tv_nsec);
+
+  // A FIFO in the file's place: refused at once, not waited on (its open
+  // held halod's loop, every client's requests with it, until something
+  // wrote to the FIFO).
+  assert_int_equal(unlink(fixture->path), 0);
+  assert_int_equal(mkfifo(fixture->path, 0600), 0);
+  kill(fixture->daemon.pid, SIGHUP);
+  snprintf(expected, sizeof(expected),
+           "reload: keeping the running configuration: config file %s: not "
+           "a regular file",
+           fixture->path);
+  assert_true(ops_daemon_log_has(&fixture->daemon, expected, 5000));
+  assert_true(ops_daemon_answers(&fixture->daemon));
+  assert_int_equal(unlink(fixture->path), 0);
 }
 
 static void test_metrics_textfile_failure_is_logged_once(void **state) {

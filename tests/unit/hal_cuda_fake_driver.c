@@ -551,6 +551,9 @@ static CUresult fake_cuGetErrorName(CUresult error, const char **name) {
     case CUDA_ERROR_ILLEGAL_ADDRESS:
       *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
       break;
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+      *name = "CUDA_ERROR_MPS_CLIENT_TERMINATED";
+      break;
     case CUDA_ERROR_NOT_READY:
       *name = "CUDA_ERROR_NOT_READY";
       break;

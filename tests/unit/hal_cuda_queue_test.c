@@ -98,10 +98,18 @@ static void kernel_slow(void **args, uint64_t threads) {
   for (uint64_t i = 0; i < threads && i < n; ++i) y[i] = x[i] + 1.0f;
 }
 
+// The sticky error the fault kernel leaves, and its name: a kernel's
+// illegal address under the completion thread, the MPS server ending the
+// client under host functions (a context as dead).
+static struct {
+  CUresult result;
+  const char *name;
+} fault_kind = {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"};
+
 static void kernel_fault(void **args, uint64_t threads) {
   (void)args;
   (void)threads;
-  fake_driver_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+  fake_driver_set_sticky(fault_kind.result);
 }
 
 // log[1 + log[0]++] = value: the order in which a stream ran the appends.
@@ -244,12 +252,16 @@ static int device_open(halo_hal_cuda_completion_mode_t mode) {
 static int setup_thread(void **unused) {
   (void)unused;
   state.mode = "thread";
+  fault_kind.result = CUDA_ERROR_ILLEGAL_ADDRESS;
+  fault_kind.name = "CUDA_ERROR_ILLEGAL_ADDRESS";
   return device_open(HALO_HAL_CUDA_COMPLETION_THREAD);
 }
 
 static int setup_host_func(void **unused) {
   (void)unused;
   state.mode = "host_func";
+  fault_kind.result = CUDA_ERROR_MPS_CLIENT_TERMINATED;
+  fault_kind.name = "CUDA_ERROR_MPS_CLIENT_TERMINATED";
   return device_open(HALO_HAL_CUDA_COMPLETION_HOST_FUNC);
 }
 
@@ -3584,9 +3596,10 @@ static void test_sticky_queries_per_device(void **unused) {
   host_page_unregister(page);
 }
 
-// A kernel faults: its execution and the slow one pending on another queue
-// fail with DEVICE_LOST, the device is reported lost once, and a later
-// execution fails at once. Last in its group (the context stays lost).
+// A kernel faults (or the MPS server ends the client: fault): its
+// execution and the slow one pending on another queue fail with
+// DEVICE_LOST, the device is reported lost once, and a later execution
+// fails at once. Last in its group (the context stays lost).
 static void test_sticky_error(void **unused) {
   (void)unused;
   uint32_t n = N, us = 50000;
@@ -3614,7 +3627,7 @@ static void test_sticky_error(void **unused) {
   assert_int_equal(completion_wait(&faulting), HALO_STATUS_DEVICE_LOST);
   assert_int_equal(completion_wait(&pending), HALO_STATUS_DEVICE_LOST);
   print_message("[%s] fault: %s\n", state.mode, faulting.message);
-  assert_non_null(strstr(faulting.message, "CUDA_ERROR_ILLEGAL_ADDRESS"));
+  assert_non_null(strstr(faulting.message, fault_kind.name));
   execute(first, slow, NULL, 0, NULL, 0, &later);
   assert_int_equal(completion_wait(&later), HALO_STATUS_DEVICE_LOST);
   assert_int_equal(atomic_load(&state.lost_reports), 1);

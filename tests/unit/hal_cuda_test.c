@@ -472,6 +472,33 @@ static void test_ptx_error_log(void **state) {
   halo_status_free(status);
 }
 
+// The path of the .cubin in |kernels| written last.
+static void newest_cubin(const char *kernels, char *out, size_t capacity) {
+  DIR *dir = opendir(kernels);
+  assert_non_null(dir);
+  struct dirent *entry;
+  struct timespec newest = {0, 0};
+  out[0] = '\0';
+  while ((entry = readdir(dir))) {
+    size_t length = strlen(entry->d_name);
+    if (length < 6 || strcmp(entry->d_name + length - 6, ".cubin") != 0) {
+      continue;
+    }
+    char candidate[512];
+    snprintf(candidate, sizeof(candidate), "%s/%s", kernels, entry->d_name);
+    struct stat at;
+    assert_int_equal(stat(candidate, &at), 0);
+    if (!out[0] || at.st_mtim.tv_sec > newest.tv_sec ||
+        (at.st_mtim.tv_sec == newest.tv_sec &&
+         at.st_mtim.tv_nsec > newest.tv_nsec)) {
+      snprintf(out, capacity, "%s", candidate);
+      newest = at.st_mtim;
+    }
+  }
+  closedir(dir);
+  assert_true(out[0] != '\0');
+}
+
 static void test_disk_cache_hit(void **state) {
   (void)state;
   // Unique source text: a fresh key, whatever ran before.
@@ -526,6 +553,35 @@ static void test_disk_cache_hit(void **state) {
   expect_ok(halo_hal_cuda_executable_query(fourth, &info));
   assert_true(info.from_disk_cache);
   halo_hal_executable_destroy(fourth);
+
+  // Another key's file copied onto this key's name is no hit here (it would
+  // be other code): a miss, removed and rewritten. And a FIFO in a file's
+  // place is not waited on. This key's file is the newest (the third load
+  // wrote it), the other key's the newest after its load.
+  char path[512], other_path[512];
+  newest_cubin(kernels, path, sizeof(path));
+  char other_define[80];
+  snprintf(other_define, sizeof(other_define), "%s1", define);
+  const char *other_options[] = {other_define};
+  halo_hal_executable_t *other = load_source(other_options, 1);
+  halo_hal_executable_destroy(other);
+  newest_cubin(kernels, other_path, sizeof(other_path));
+  assert_string_not_equal(path, other_path);
+  char command[1200];
+  snprintf(command, sizeof(command), "cp '%s' '%s'", other_path, path);
+  assert_int_equal(system(command), 0);
+  halo_hal_executable_t *fifth = load_source(options, 1);
+  expect_ok(halo_hal_cuda_executable_query(fifth, &info));
+  assert_false(info.from_disk_cache);
+  check_add(fifth);
+  halo_hal_executable_destroy(fifth);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  halo_hal_executable_t *sixth = load_source(options, 1);
+  expect_ok(halo_hal_cuda_executable_query(sixth, &info));
+  assert_false(info.from_disk_cache);
+  check_add(sixth);
+  halo_hal_executable_destroy(sixth);
 }
 
 static void test_format_rejections(void **state) {
