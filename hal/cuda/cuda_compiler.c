@@ -173,12 +173,16 @@ static void halo_hal_cuda_cache_read(const halo_hal_cuda_cache_key_t *key,
   int fd = open(key->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;
   struct stat info;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  if (fstat(fd, &info) != 0) {
     close(fd);
-    HALO_LOG_WARN(
-        "cuda cache: %s is not a regular file; compiling instead "
-        "(remove it)",
-        key->path);
+    return;  // a miss
+  }
+  if (!S_ISREG(info.st_mode)) {
+    close(fd);
+    // The compile's write replaces a FIFO or socket; not a directory.
+    HALO_LOG_WARN("cuda cache: %s is not a regular file; compiling instead%s",
+                  key->path,
+                  S_ISDIR(info.st_mode) ? " (a directory: remove it)" : "");
     return;
   }
   uint8_t *bytes = NULL;
@@ -186,9 +190,11 @@ static void halo_hal_cuda_cache_read(const halo_hal_cuda_cache_key_t *key,
   bool good = info.st_size > HALO_HAL_CUDA_CACHE_HEADER_BYTES &&
               info.st_size < (1ll << 31);
   if (good) {
-    size = (size_t)info.st_size;
     bytes = malloc(size);
-    good = bytes != NULL;
+    if (!bytes) {  // out of memory: a miss, the file is not to blame
+      close(fd);
+      return;
+    }
   }
   size_t done = 0;
   while (good && done < size) {
