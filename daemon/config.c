@@ -795,8 +795,7 @@ static halo_status_t halod_config_read_file(halod_config_t *config,
                             "socket or device)",
                             path);
   }
-  int blocking = fcntl(fd, F_GETFL);
-  if (blocking >= 0) fcntl(fd, F_SETFL, blocking & ~O_NONBLOCK);
+  // O_NONBLOCK stays: it changes nothing in reads of a regular file.
   file.file = fdopen(fd, "r");
   if (!file.file) {
     int error = errno;
