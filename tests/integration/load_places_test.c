@@ -258,33 +258,34 @@ static void test_many_domains_loads_wait_beside_contexts(void **state) {
   halo_test_daemon_cleanup(&daemon);
 }
 
+// One client's load on a thread of its own. The thread calls no cmocka
+// assertion (a failed one would jump to the main thread's test from
+// another thread, and the loaders still at the barrier would wait for the
+// failed one forever): the client and the bytes are ready before it starts,
+// and the main thread checks what it stored.
 typedef struct loader_t {
-  const halo_test_daemon_t *daemon;
+  halo_client_t *client;
   pthread_barrier_t *barrier;
-  uint32_t tag;
-  int32_t timeout_ms;
+  uint8_t *data;
+  size_t size;
   halo_status_code_t code;
   char message[256];
 } loader_t;
 
 static void *loader_main(void *arg) {
   loader_t *loader = arg;
-  halo_client_t *client = halo_test_connect(loader->daemon, loader->timeout_ms);
-  size_t size;
-  uint8_t *data = read_elf(LOAD_PLACES_TEST_SLOW, loader->tag, &size);
-  halo_executable_params_t params = {
-      .format = HALO_EXECUTABLE_FORMAT_ELF, .data = data, .size = size};
+  halo_executable_params_t params = {.format = HALO_EXECUTABLE_FORMAT_ELF,
+                                     .data = loader->data,
+                                     .size = loader->size};
   halo_executable_t *executable = NULL;
   pthread_barrier_wait(loader->barrier);
   halo_status_t status =
-      halo_executable_create(client, 0, &params, &executable);
+      halo_executable_create(loader->client, 0, &params, &executable);
   loader->code = halo_status_code(status);
   snprintf(loader->message, sizeof(loader->message), "%s",
            halo_status_message(status));
   halo_status_free(status);
   if (executable) halo_executable_release(executable);
-  free(data);
-  halo_client_close(client);
   return NULL;
 }
 
@@ -294,16 +295,22 @@ static void run_loaders(const halo_test_daemon_t *daemon, int32_t timeout_ms,
                         loader_t *loaders) {
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, LOADERS);
+  for (uint32_t i = 0; i < LOADERS; ++i) {
+    loaders[i] = (loader_t){.client = halo_test_connect(daemon, timeout_ms),
+                            .barrier = &barrier};
+    loaders[i].data =
+        read_elf(LOAD_PLACES_TEST_SLOW, 2000 + i, &loaders[i].size);
+  }
   pthread_t threads[LOADERS];
   for (uint32_t i = 0; i < LOADERS; ++i) {
-    loaders[i] = (loader_t){.daemon = daemon,
-                            .barrier = &barrier,
-                            .tag = 2000 + i,
-                            .timeout_ms = timeout_ms};
     assert_int_equal(
         pthread_create(&threads[i], NULL, loader_main, &loaders[i]), 0);
   }
-  for (uint32_t i = 0; i < LOADERS; ++i) pthread_join(threads[i], NULL);
+  for (uint32_t i = 0; i < LOADERS; ++i) {
+    pthread_join(threads[i], NULL);
+    halo_client_close(loaders[i].client);
+    free(loaders[i].data);
+  }
   pthread_barrier_destroy(&barrier);
 }
 
