@@ -429,6 +429,16 @@ halo_status_t halo_hal_cuda_compiler_build(
     halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
     halo_hal_cuda_image_t *out_image);
 
+// ---- cuda_nvrtc.c
+// Compiles the CUDA C source of |params| with NVRTC to a CUBIN for the
+// device's architecture, in a read-only sandbox that lets it read only the
+// CUDA toolkit's headers (FAILED_PRECONDITION where the host cannot make
+// one). INVALID_ARGUMENT with the whole compile log when it does not
+// compile; UNIMPLEMENTED without NVRTC.
+halo_status_t halo_hal_cuda_nvrtc_compile(
+    halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
+    halo_hal_cuda_image_t *out_image);
+
 // ---- cuda_command_buffer.c
 halo_status_t halo_hal_cuda_command_buffer_prepare(
     halo_hal_cuda_device_t *device, halo_hal_recording_t *recording,

@@ -455,6 +455,28 @@ static void test_nvrtc_error_log(void **state) {
                 fixture.source_size, options, 1, &executable);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
   halo_status_free(status);
+  // The compile reads no file outside the CUDA toolkit's headers (its
+  // sandbox), with a CUDA context current in the process.
+  char path[] = "/tmp/halo-secret-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  static const char secret[] = "__device__ int halo_secret = 1;\n";
+  assert_int_equal(write(fd, secret, sizeof(secret) - 1), sizeof(secret) - 1);
+  close(fd);
+  char including[256];
+  snprintf(including, sizeof(including),
+           "#include \"%s\"\n"
+           "extern \"C\" __global__ void k(int *x) { x[0] = halo_secret; }\n",
+           path);
+  status = load(HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE, including,
+                strlen(including), NULL, 0, &executable);
+  unlink(path);
+  assert_null(executable);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  print_message("an include outside the toolkit: %s\n",
+                halo_status_message(status));
+  assert_non_null(strstr(halo_status_message(status), "Permission denied"));
+  halo_status_free(status);
 }
 
 static void test_ptx_error_log(void **state) {

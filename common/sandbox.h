@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// A read-only sandbox for one call: the call runs on a thread of its own
+// that Landlock (Linux 5.13 and later) lets read only beneath the paths it
+// is given, and write, create, remove or execute nothing on the file
+// system, connect or bind no TCP port, and (where the kernel has scopes)
+// signal no process and reach no abstract unix socket outside it. The rest
+// of the process keeps its access: Landlock restricts the thread that asks,
+// and the threads it starts, not the others.
+//
+// halod compiles a client's CUDA C source this way: NVRTC opens whatever
+// an #include names, so without it a tenant could read any file halod's
+// user can read (another tenant's cached code, a service account's token)
+// into a compile error's log.
+#ifndef HALO_COMMON_SANDBOX_H_
+#define HALO_COMMON_SANDBOX_H_
+
+#include <stddef.h>
+
+#include "halo/status.h"
+
+typedef void (*halo_sandbox_fn_t)(void *arg);
+
+// Runs |fn|(|arg|) on a new thread (a stack of |stack_bytes|; 0: 8 MiB)
+// that may read only the files beneath the |count| |paths| (a directory's
+// whole tree, or one file); a path that does not exist is skipped. Returns
+// once |fn| returned. Returns FAILED_PRECONDITION, naming why, without
+// running |fn| where the kernel has no Landlock (too old, not enabled at
+// boot, or a seccomp filter refuses it); other errors (a path that cannot
+// be opened, no thread) also without running it.
+halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
+                               size_t stack_bytes, halo_sandbox_fn_t fn,
+                               void *arg);
+
+// The Landlock ABI version this kernel offers; 0 (none) fills |out_reason|
+// with why.
+int halo_sandbox_abi(char *out_reason, size_t reason_size);
+
+#endif  // HALO_COMMON_SANDBOX_H_

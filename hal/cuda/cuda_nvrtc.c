@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// CUDA C through NVRTC (halo_hal_cuda_nvrtc_compile), in a read-only
+// sandbox. NVRTC opens whatever file an #include or a -I option names, with
+// the rights of the process that compiles: without a sandbox a tenant's
+// source could read any file halod's user can read (another tenant's cached
+// code, a Kubernetes service account's token) into the compile log it gets
+// back. So each compile runs on a thread of its own that Landlock lets read
+// only the CUDA toolkit's headers (common/sandbox.h); an #include of
+// anything else fails with "cannot open source file ...: Permission
+// denied". The toolkit's include directories are passed as -I, so that
+// <cuda_fp16.h> and (CUDA 13) <cuda/std/...> need no option of the
+// client's.
+//
+// NVRTC loads libnvrtc-builtins.so.<major>.<minor> (and with it libstdc++)
+// at each compile; the sandbox could not open them, so they are loaded
+// once, before the first compile, and stay loaded. A host without Landlock
+// (Linux before 5.13, not enabled at boot, a seccomp filter that refuses
+// it) compiles no CUDA C: FAILED_PRECONDITION says why, and PTX, CUBIN and
+// FATBIN still load.
+//
+// Thread-safety: thread-safe.
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/sandbox.h"
+#include "common/status.h"
+#include "hal/cuda/cuda_device.h"
+
+// Compiler logs come back whole; this only bounds a runaway one.
+#define HALO_HAL_CUDA_NVRTC_MAX_LOG_BYTES (1u << 20)
+// NVRTC's front end recurses deeply on heavy templates (CCCL).
+#define HALO_HAL_CUDA_NVRTC_STACK_BYTES ((size_t)64 << 20)
+// Toolkit include directories: the one beside NVRTC's library, and
+// /usr/local/cuda's.
+#define HALO_HAL_CUDA_NVRTC_MAX_INCLUDES 2
+
+// What every compile of the process shares, made once.
+typedef struct halo_hal_cuda_nvrtc_setup_t {
+  pthread_once_t once;
+  halo_status_t failure;  // why no compile can run (NULL: none)
+  uint32_t include_count;
+  char includes[HALO_HAL_CUDA_NVRTC_MAX_INCLUDES][PATH_MAX];
+  // -I options: each include directory, and its cccl/ where it has one.
+  uint32_t option_count;
+  char options[2 * HALO_HAL_CUDA_NVRTC_MAX_INCLUDES][PATH_MAX + 16];
+} halo_hal_cuda_nvrtc_setup_t;
+
+static halo_hal_cuda_nvrtc_setup_t halo_hal_cuda_nvrtc_setup = {
+    .once = PTHREAD_ONCE_INIT};
+
+static bool halo_hal_cuda_is_directory(const char *path) {
+  struct stat info;
+  return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// Adds the include directory |path| (resolved; skipped where it is not a
+// directory or is already there).
+static void halo_hal_cuda_nvrtc_add_include(const char *path) {
+  char resolved[PATH_MAX];
+  if (!realpath(path, resolved) || !halo_hal_cuda_is_directory(resolved)) {
+    return;
+  }
+  halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
+  for (uint32_t i = 0; i < setup->include_count; ++i) {
+    if (strcmp(setup->includes[i], resolved) == 0) return;
+  }
+  if (setup->include_count == HALO_HAL_CUDA_NVRTC_MAX_INCLUDES) return;
+  memcpy(setup->includes[setup->include_count++], resolved,
+         strlen(resolved) + 1);
+  snprintf(setup->options[setup->option_count++], sizeof(setup->options[0]),
+           "-I%s", resolved);
+  char cccl[PATH_MAX + 8];
+  snprintf(cccl, sizeof(cccl), "%s/cccl", resolved);
+  if (halo_hal_cuda_is_directory(cccl)) {
+    snprintf(setup->options[setup->option_count++], sizeof(setup->options[0]),
+             "-I%s", cccl);
+  }
+}
+
+static void halo_hal_cuda_nvrtc_setup_once(void) {
+  halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
+  char reason[160];
+  if (halo_sandbox_abi(reason, sizeof(reason)) == 0) {
+    setup->failure = halo_status_make(
+        HALO_STATUS_FAILED_PRECONDITION,
+        "halod compiles CUDA C only in a read-only sandbox (Landlock), and "
+        "this host cannot make one: %s; load PTX, CUBIN or FATBIN compiled "
+        "on the client instead",
+        reason);
+    return;
+  }
+  const halo_hal_cuda_nvrtc_symbols_t *nvrtc = NULL;
+  halo_status_t status = halo_hal_cuda_nvrtc_load(&nvrtc);
+  if (status) {
+    setup->failure = status;
+    return;
+  }
+  char builtins[64];
+  snprintf(builtins, sizeof(builtins), "libnvrtc-builtins.so.%d.%d",
+           nvrtc->major, nvrtc->minor);
+  // Never closed: NVRTC's own dlopen of it, in the sandbox, then finds it
+  // loaded and opens no file.
+  if (!dlopen(builtins, RTLD_NOW | RTLD_LOCAL)) {
+    const char *error = dlerror();
+    setup->failure = halo_status_make(
+        HALO_STATUS_FAILED_PRECONDITION,
+        "NVRTC %d.%d (%s) cannot compile: its %s could not be loaded: %s",
+        nvrtc->major, nvrtc->minor, nvrtc->soname, builtins,
+        error ? error : "unknown error");
+    return;
+  }
+  Dl_info info;
+  char library[PATH_MAX];
+  if (dladdr(*(void **)&nvrtc->nvrtcCompileProgram, &info) && info.dli_fname &&
+      realpath(info.dli_fname, library)) {
+    char *slash = strrchr(library, '/');
+    if (slash) {
+      snprintf(slash, sizeof(library) - (size_t)(slash - library),
+               "/../include");
+      halo_hal_cuda_nvrtc_add_include(library);
+    }
+  }
+  halo_hal_cuda_nvrtc_add_include("/usr/local/cuda/include");
+  HALO_LOG_INFO(
+      "CUDA C: NVRTC %d.%d compiles in a read-only sandbox; "
+      "include directories: %s%s%s",
+      nvrtc->major, nvrtc->minor,
+      setup->include_count > 0 ? setup->includes[0] : "none",
+      setup->include_count > 1 ? ", " : "",
+      setup->include_count > 1 ? setup->includes[1] : "");
+}
+
+static halo_status_t halo_hal_cuda_nvrtc_status(
+    const halo_hal_cuda_nvrtc_symbols_t *nvrtc, nvrtcResult result,
+    const char *call) {
+  return halo_status_make(result == NVRTC_ERROR_OUT_OF_MEMORY
+                              ? HALO_STATUS_RESOURCE_EXHAUSTED
+                              : HALO_STATUS_INVALID_ARGUMENT,
+                          "%s: %s", call, nvrtc->nvrtcGetErrorString(result));
+}
+
+// One compile, on the sandbox's thread.
+typedef struct halo_hal_cuda_nvrtc_job_t {
+  const halo_hal_cuda_nvrtc_symbols_t *nvrtc;
+  const char *source;
+  const char *const *options;
+  int option_count;
+  int arch;
+  halo_status_t status;
+  void *cubin;
+  size_t cubin_size;
+} halo_hal_cuda_nvrtc_job_t;
+
+static void halo_hal_cuda_nvrtc_run(void *arg) {
+  halo_hal_cuda_nvrtc_job_t *job = arg;
+  const halo_hal_cuda_nvrtc_symbols_t *nvrtc = job->nvrtc;
+  nvrtcProgram program = NULL;
+  halo_status_t status = NULL;
+  nvrtcResult result = nvrtc->nvrtcCreateProgram(&program, job->source,
+                                                 "halo.cu", 0, NULL, NULL);
+  if (result != NVRTC_SUCCESS) {
+    status = halo_hal_cuda_nvrtc_status(nvrtc, result, "nvrtcCreateProgram");
+  }
+  if (!status) {
+    result =
+        nvrtc->nvrtcCompileProgram(program, job->option_count, job->options);
+    if (result != NVRTC_SUCCESS) {
+      // The whole log goes back to the client (bounded only against a
+      // runaway one).
+      size_t log_size = 0;
+      char *log = NULL;
+      if (nvrtc->nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS &&
+          log_size > 0) {
+        log = calloc(1, log_size + 1);
+        if (log && nvrtc->nvrtcGetProgramLog(program, log) != NVRTC_SUCCESS) {
+          log[0] = '\0';
+        }
+        if (log && log_size > HALO_HAL_CUDA_NVRTC_MAX_LOG_BYTES) {
+          log[HALO_HAL_CUDA_NVRTC_MAX_LOG_BYTES] = '\0';
+        }
+      }
+      status = halo_status_make(
+          HALO_STATUS_INVALID_ARGUMENT,
+          "NVRTC %d.%d could not compile the CUDA source for sm_%d (%s); the "
+          "compile log:\n%s",
+          nvrtc->major, nvrtc->minor, job->arch,
+          nvrtc->nvrtcGetErrorString(result), log && log[0] ? log : "(empty)");
+      free(log);
+    }
+  }
+  size_t size = 0;
+  if (!status) {
+    result = nvrtc->nvrtcGetCUBINSize(program, &size);
+    if (result != NVRTC_SUCCESS || size == 0) {
+      status =
+          result != NVRTC_SUCCESS
+              ? halo_hal_cuda_nvrtc_status(nvrtc, result, "nvrtcGetCUBINSize")
+              : halo_status_make(HALO_STATUS_INTERNAL,
+                                 "NVRTC produced no CUBIN");
+    }
+  }
+  if (!status) {
+    void *cubin = malloc(size);
+    if (!cubin) {
+      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+    } else if ((result = nvrtc->nvrtcGetCUBIN(program, cubin)) !=
+               NVRTC_SUCCESS) {
+      free(cubin);
+      status = halo_hal_cuda_nvrtc_status(nvrtc, result, "nvrtcGetCUBIN");
+    } else {
+      job->cubin = cubin;
+      job->cubin_size = size;
+    }
+  }
+  if (program) nvrtc->nvrtcDestroyProgram(&program);
+  job->status = status;
+}
+
+halo_status_t halo_hal_cuda_nvrtc_compile(
+    halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
+    halo_hal_cuda_image_t *out_image) {
+  const halo_hal_cuda_nvrtc_symbols_t *nvrtc = device->nvrtc;
+  if (!nvrtc) {
+    const halo_hal_cuda_nvrtc_symbols_t *unused = NULL;
+    halo_status_t reason = halo_hal_cuda_nvrtc_load(&unused);
+    halo_status_t status = halo_status_make(
+        HALO_STATUS_UNIMPLEMENTED, "CUDA C sources need NVRTC in halod: %s",
+        halo_status_message(reason));
+    halo_status_free(reason);
+    return status;
+  }
+  if (memchr(params->data, '\0', (size_t)params->size)) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "the CUDA source contains a NUL byte");
+  }
+  for (uint32_t i = 0; i < params->option_count; ++i) {
+    const char *option = params->options[i];
+    if (strncmp(option, "-arch", 5) == 0 ||
+        strncmp(option, "--gpu-architecture", 18) == 0 ||
+        strncmp(option, "-gencode", 8) == 0 || strcmp(option, "-dlto") == 0 ||
+        strncmp(option, "--dlink-time-opt", 16) == 0 ||
+        strcmp(option, "-ptx") == 0) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "NVRTC option '%s' is not allowed: halod "
+                              "compiles for the device's architecture "
+                              "(sm_%d) to a CUBIN",
+                              option, device->arch);
+    }
+  }
+  halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
+  pthread_once(&setup->once, halo_hal_cuda_nvrtc_setup_once);
+  if (setup->failure) {
+    return halo_status_make(halo_status_code(setup->failure), "%s",
+                            halo_status_message(setup->failure));
+  }
+  // The client's options, the architecture, the toolkit's includes.
+  uint32_t count = params->option_count + 1 + setup->option_count;
+  char *source = malloc((size_t)params->size + 1);
+  const char **options = calloc(count, sizeof(char *));
+  if (!source || !options) {
+    free(source);
+    free(options);
+    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  memcpy(source, params->data, (size_t)params->size);
+  source[params->size] = '\0';
+  char arch[32];
+  snprintf(arch, sizeof(arch), "--gpu-architecture=sm_%d", device->arch);
+  uint32_t next = 0;
+  for (uint32_t i = 0; i < params->option_count; ++i) {
+    options[next++] = params->options[i];
+  }
+  options[next++] = arch;
+  for (uint32_t i = 0; i < setup->option_count; ++i) {
+    options[next++] = setup->options[i];
+  }
+  const char *paths[HALO_HAL_CUDA_NVRTC_MAX_INCLUDES];
+  for (uint32_t i = 0; i < setup->include_count; ++i) {
+    paths[i] = setup->includes[i];
+  }
+  halo_hal_cuda_nvrtc_job_t job = {
+      .nvrtc = nvrtc,
+      .source = source,
+      .options = options,
+      .option_count = (int)count,
+      .arch = device->arch,
+  };
+  halo_status_t status = halo_sandbox_run(paths, setup->include_count,
+                                          HALO_HAL_CUDA_NVRTC_STACK_BYTES,
+                                          halo_hal_cuda_nvrtc_run, &job);
+  if (status) {
+    status = halo_status_annotate(status, "compiling CUDA C in its sandbox");
+  } else {
+    status = job.status;
+  }
+  if (!status) {
+    out_image->owned = job.cubin;
+    out_image->data = job.cubin;
+    out_image->size = job.cubin_size;
+    out_image->compiled = true;
+  }
+  free(options);
+  free(source);
+  return status;
+}

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// CUDA C compiles in their read-only sandbox (hal/cuda/cuda_nvrtc.c), with
+// the real NVRTC and no GPU (NVRTC needs none: the device here is only an
+// architecture). A source compiles, <cuda_fp16.h> is found without an
+// option, and an #include of a file outside the CUDA toolkit's headers is
+// refused whether it names the file or a -I option leads to it, while the
+// rest of the process still reads the file. Skipped where NVRTC is not
+// installed.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/sandbox.h"
+#include "hal/cuda/cuda_device.h"
+
+static const char kKernel[] =
+    "extern \"C\" __global__ void scale(float *x, float a) {\n"
+    "  x[threadIdx.x] *= a;\n"
+    "}\n";
+
+// A header that compiles, with a marker that must not reach the log.
+static const char kSecret[] =
+    "__device__ int halo_secret_value = 271828;  // SECRET-MARKER\n";
+
+static halo_hal_cuda_device_t device;
+static char directory[64];
+static char secret_path[96];
+
+static int setup(void **state) {
+  (void)state;
+  const halo_hal_cuda_nvrtc_symbols_t *nvrtc = NULL;
+  halo_status_t status = halo_hal_cuda_nvrtc_load(&nvrtc);
+  if (status) {
+    print_message("no NVRTC here: %s\n", halo_status_message(status));
+    halo_status_free(status);
+  }
+  device.nvrtc = nvrtc;
+  device.arch = 80;
+  snprintf(directory, sizeof(directory), "/tmp/halo-nvrtc-XXXXXX");
+  assert_non_null(mkdtemp(directory));
+  snprintf(secret_path, sizeof(secret_path), "%s/secret.h", directory);
+  FILE *file = fopen(secret_path, "w");
+  assert_non_null(file);
+  assert_true(fputs(kSecret, file) >= 0);
+  assert_int_equal(fclose(file), 0);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  unlink(secret_path);
+  rmdir(directory);
+  return 0;
+}
+
+static halo_status_t compile(const char *source, const char *const *options,
+                             uint32_t option_count,
+                             halo_hal_cuda_image_t *out_image) {
+  halo_hal_executable_params_t params = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = source,
+      .size = strlen(source),
+      .options = options,
+      .option_count = option_count,
+  };
+  memset(out_image, 0, sizeof(*out_image));
+  return halo_hal_cuda_nvrtc_compile(&device, &params, out_image);
+}
+
+// NVRTC installed and a sandbox possible, else skipped (and where NVRTC is
+// there but the sandbox is not, a compile says why).
+static void require_sandboxed_nvrtc(void) {
+  if (!device.nvrtc) skip();
+  char reason[160];
+  if (halo_sandbox_abi(reason, sizeof(reason)) != 0) return;
+  halo_hal_cuda_image_t image;
+  halo_status_t status = compile(kKernel, NULL, 0, &image);
+  print_message("%s\n", halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(halo_status_message(status), "Landlock"));
+  halo_status_free(status);
+  skip();
+}
+
+static void test_source_compiles(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  halo_status_t status = compile(kKernel, NULL, 0, &image);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
+  assert_true(image.compiled);
+  assert_true(image.size > 0);
+  assert_ptr_equal(image.data, image.owned);
+  free(image.owned);
+}
+
+// The toolkit's headers are readable and on the include path.
+static void test_toolkit_header_is_found(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  struct stat info;
+  if (stat("/usr/local/cuda/include/cuda_fp16.h", &info) != 0) {
+    print_message("no /usr/local/cuda/include/cuda_fp16.h here\n");
+    skip();
+  }
+  static const char source[] =
+      "#include <cuda_fp16.h>\n"
+      "extern \"C\" __global__ void half_one(__half *x) {\n"
+      "  x[0] = __float2half(1.0f);\n"
+      "}\n";
+  halo_hal_cuda_image_t image;
+  halo_status_t status = compile(source, NULL, 0, &image);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
+  assert_true(image.size > 0);
+  free(image.owned);
+}
+
+// |why|: what NVRTC adds where it names the file (a search of the include
+// path names none).
+static void expect_refused(halo_status_t status, const char *why) {
+  assert_non_null(status);
+  const char *message = halo_status_message(status);
+  print_message("%s\n", message);
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(message, "cannot open source file"));
+  if (why) assert_non_null(strstr(message, why));
+  assert_null(strstr(message, "SECRET-MARKER"));
+  halo_status_free(status);
+}
+
+static void test_include_outside_the_toolkit_is_refused(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  // Unsandboxed, this source compiles (the header is valid CUDA C).
+  char source[512];
+  snprintf(source, sizeof(source),
+           "#include \"%s\"\n"
+           "extern \"C\" __global__ void leak(int *x) {\n"
+           "  x[0] = halo_secret_value;\n"
+           "}\n",
+           secret_path);
+  halo_hal_cuda_image_t image;
+  expect_refused(compile(source, NULL, 0, &image), "Permission denied");
+  assert_null(image.owned);
+  // Through an include directory of the client's own.
+  char option[96];
+  snprintf(option, sizeof(option), "-I%s", directory);
+  const char *options[] = {option};
+  static const char by_option[] =
+      "#include \"secret.h\"\n"
+      "extern \"C\" __global__ void leak(int *x) {\n"
+      "  x[0] = halo_secret_value;\n"
+      "}\n";
+  expect_refused(compile(by_option, options, 1, &image), NULL);
+  // The sandbox was the compile's thread's alone: this one still reads it.
+  FILE *file = fopen(secret_path, "r");
+  assert_non_null(file);
+  char text[sizeof(kSecret)] = {0};
+  assert_int_equal(fread(text, 1, sizeof(text) - 1, file), sizeof(text) - 1);
+  fclose(file);
+  assert_string_equal(text, kSecret);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_source_compiles),
+      cmocka_unit_test(test_toolkit_header_is_found),
+      cmocka_unit_test(test_include_outside_the_toolkit_is_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

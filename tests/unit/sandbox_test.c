@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The read-only sandbox of a call (common/sandbox.h), against the real
+// kernel: the call reads beneath the paths it was given and nothing else,
+// writes, creates and removes nothing, connects to no TCP port; the rest of
+// the process keeps its access; a kernel whose Landlock is refused (a
+// seccomp filter, in a child process) runs nothing and says why.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include "common/sandbox.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/status.h"
+
+typedef struct tree_t {
+  char root[64];
+  char allowed[96];     // a directory the sandbox may read
+  char allowed_h[128];  // allowed/a.h
+  char nested_h[160];   // allowed/sub/b.h
+  char one[96];         // a file the sandbox may read, outside allowed/
+  char secret[96];      // a file it may not
+} tree_t;
+
+static void write_file(const char *path, const char *text) {
+  FILE *file = fopen(path, "w");
+  assert_non_null(file);
+  assert_int_equal(fputs(text, file) >= 0, 1);
+  assert_int_equal(fclose(file), 0);
+}
+
+static void tree_make(tree_t *tree) {
+  snprintf(tree->root, sizeof(tree->root), "/tmp/halo-sandbox-XXXXXX");
+  assert_non_null(mkdtemp(tree->root));
+  snprintf(tree->allowed, sizeof(tree->allowed), "%s/allowed", tree->root);
+  assert_int_equal(mkdir(tree->allowed, 0700), 0);
+  char sub[128];
+  snprintf(sub, sizeof(sub), "%s/sub", tree->allowed);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  snprintf(tree->allowed_h, sizeof(tree->allowed_h), "%s/a.h", tree->allowed);
+  snprintf(tree->nested_h, sizeof(tree->nested_h), "%s/b.h", sub);
+  snprintf(tree->one, sizeof(tree->one), "%s/one.txt", tree->root);
+  snprintf(tree->secret, sizeof(tree->secret), "%s/secret.txt", tree->root);
+  write_file(tree->allowed_h, "allowed");
+  write_file(tree->nested_h, "nested");
+  write_file(tree->one, "one");
+  write_file(tree->secret, "secret");
+}
+
+static void tree_remove(const tree_t *tree) {
+  char command[160];
+  snprintf(command, sizeof(command), "rm -rf %s", tree->root);
+  assert_int_equal(system(command), 0);
+}
+
+// 0 where |path| opens with |flags| (and reads |expect| where set), else
+// the errno.
+static int try_open(const char *path, int flags, const char *expect) {
+  int fd = open(path, flags | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  int result = 0;
+  if (expect) {
+    char text[32] = {0};
+    ssize_t got = read(fd, text, sizeof(text) - 1);
+    result = got >= 0 && strcmp(text, expect) == 0 ? 0 : -1;
+  }
+  close(fd);
+  return result;
+}
+
+// What the sandboxed call saw: 0 or an errno each.
+typedef struct seen_t {
+  const tree_t *tree;
+  uint16_t port;  // a TCP port listening on 127.0.0.1 (0: none)
+  bool ran;
+  int read_allowed, read_nested, list_allowed, read_one;
+  int read_secret, list_root, write_allowed, create_in_allowed;
+  int remove_in_allowed, connect_tcp;
+} seen_t;
+
+static int try_connect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  struct sockaddr_in address = {.sin_family = AF_INET,
+                                .sin_port = htons(port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int result = connect(fd, (struct sockaddr *)&address, sizeof(address)) == 0
+                   ? 0
+                   : errno;
+  close(fd);
+  return result;
+}
+
+static void look(void *arg) {
+  seen_t *seen = arg;
+  const tree_t *tree = seen->tree;
+  seen->ran = true;
+  seen->read_allowed = try_open(tree->allowed_h, O_RDONLY, "allowed");
+  seen->read_nested = try_open(tree->nested_h, O_RDONLY, "nested");
+  seen->list_allowed = try_open(tree->allowed, O_RDONLY | O_DIRECTORY, NULL);
+  seen->read_one = try_open(tree->one, O_RDONLY, "one");
+  seen->read_secret = try_open(tree->secret, O_RDONLY, NULL);
+  seen->list_root = try_open(tree->root, O_RDONLY | O_DIRECTORY, NULL);
+  seen->write_allowed = try_open(tree->allowed_h, O_WRONLY, NULL);
+  char path[160];
+  snprintf(path, sizeof(path), "%s/new.h", tree->allowed);
+  seen->create_in_allowed = try_open(path, O_WRONLY | O_CREAT, NULL);
+  seen->remove_in_allowed = unlink(tree->nested_h) == 0 ? 0 : errno;
+  if (seen->port) seen->connect_tcp = try_connect(seen->port);
+}
+
+// A TCP socket listening on 127.0.0.1; its port in |out_port|.
+static int listen_tcp(uint16_t *out_port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in address = {.sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+  assert_int_equal(listen(fd, 4), 0);
+  socklen_t size = sizeof(address);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&address, &size), 0);
+  *out_port = ntohs(address.sin_port);
+  return fd;
+}
+
+static void test_reads_only_beneath_its_paths(void **state) {
+  (void)state;
+  tree_t tree;
+  tree_make(&tree);
+  char missing[128];
+  snprintf(missing, sizeof(missing), "%s/missing", tree.root);
+  const char *paths[] = {tree.allowed, tree.one, missing};
+  seen_t seen = {.tree = &tree};
+  char reason[160];
+  int abi = halo_sandbox_abi(reason, sizeof(reason));
+  int listener = -1;
+  if (abi >= 4) listener = listen_tcp(&seen.port);
+  halo_status_t status = halo_sandbox_run(paths, 3, 0, look, &seen);
+  if (abi == 0) {
+    // A kernel without Landlock: nothing ran, and the error says why.
+    print_message("no Landlock here: %s\n", reason);
+    assert_int_equal(halo_status_code(status), HALO_STATUS_FAILED_PRECONDITION);
+    assert_non_null(strstr(halo_status_message(status), reason));
+    assert_false(seen.ran);
+    halo_status_free(status);
+    tree_remove(&tree);
+    return;
+  }
+  print_message("Landlock ABI %d\n", abi);
+  assert_null(status);
+  assert_true(seen.ran);
+  assert_int_equal(seen.read_allowed, 0);
+  assert_int_equal(seen.read_nested, 0);
+  assert_int_equal(seen.list_allowed, 0);
+  assert_int_equal(seen.read_one, 0);
+  assert_int_equal(seen.read_secret, EACCES);
+  assert_int_equal(seen.list_root, EACCES);
+  assert_int_equal(seen.write_allowed, EACCES);
+  assert_int_equal(seen.create_in_allowed, EACCES);
+  assert_int_equal(seen.remove_in_allowed, EACCES);
+  if (abi >= 4) assert_int_equal(seen.connect_tcp, EACCES);
+  // The test's own thread kept its access.
+  assert_int_equal(try_open(tree.secret, O_RDONLY, "secret"), 0);
+  assert_int_equal(try_open(tree.allowed_h, O_WRONLY, NULL), 0);
+  if (listener >= 0) {
+    assert_int_equal(try_connect(seen.port), 0);
+    close(listener);
+  }
+  // A second call in the same process is sandboxed the same (the first
+  // call's thread took its restriction with it).
+  seen_t again = {.tree = &tree};
+  assert_null(halo_sandbox_run(paths, 2, 0, look, &again));
+  assert_int_equal(again.read_allowed, 0);
+  assert_int_equal(again.read_secret, EACCES);
+  tree_remove(&tree);
+}
+
+// A path that exists but cannot be opened is an error naming it, and
+// nothing runs.
+static void test_unopenable_path_is_named(void **state) {
+  (void)state;
+  char reason[160];
+  if (halo_sandbox_abi(reason, sizeof(reason)) == 0) {
+    print_message("no Landlock here: %s\n", reason);
+    skip();
+  }
+  tree_t tree;
+  tree_make(&tree);
+  char below_file[128];
+  snprintf(below_file, sizeof(below_file), "%s/below", tree.one);
+  const char *paths[] = {below_file};
+  seen_t seen = {.tree = &tree};
+  halo_status_t status = halo_sandbox_run(paths, 1, 0, look, &seen);
+  assert_non_null(status);
+  print_message("%s\n", halo_status_message(status));
+  assert_non_null(strstr(halo_status_message(status), below_file));
+  assert_non_null(strstr(halo_status_message(status), strerror(ENOTDIR)));
+  assert_false(seen.ran);
+  halo_status_free(status);
+  tree_remove(&tree);
+}
+
+static void mark_ran(void *arg) {
+  *(bool *)arg = true;
+}
+
+// In a child process whose seccomp filter answers Landlock's calls ENOSYS
+// (as some container runtimes' filters do): the call does not run, and the
+// error names Landlock and the filter. Exit status 0: as expected.
+static int refused_child(void) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SYS_landlock_create_ruleset, 0, 2),
+      BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, SYS_landlock_restrict_self, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {.len = sizeof(filter) / sizeof(filter[0]),
+                               .filter = filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 10;
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) return 11;
+  bool ran = false;
+  const char *paths[] = {"/tmp"};
+  halo_status_t status = halo_sandbox_run(paths, 1, 0, mark_ran, &ran);
+  if (!status || ran) return 12;
+  fprintf(stderr, "refused: %s\n", halo_status_message(status));
+  if (halo_status_code(status) != HALO_STATUS_FAILED_PRECONDITION) return 13;
+  if (!strstr(halo_status_message(status), "Landlock") ||
+      !strstr(halo_status_message(status), "seccomp")) {
+    return 14;
+  }
+  halo_status_free(status);
+  return 0;
+}
+
+static void test_refused_landlock_runs_nothing(void **state) {
+  (void)state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(refused_child());
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reads_only_beneath_its_paths),
+      cmocka_unit_test(test_unopenable_path_is_named),
+      cmocka_unit_test(test_refused_landlock_runs_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
