@@ -3,10 +3,14 @@
 // A read-only sandbox for one call: the call runs on a thread of its own
 // that Landlock (Linux 5.13 and later) lets read only beneath the paths it
 // is given, and write, create, remove or execute nothing on the file
-// system, connect or bind no TCP port, and (where the kernel has scopes)
-// signal no process and reach no abstract unix socket outside it. The rest
-// of the process keeps its access: Landlock restricts the thread that asks,
-// and the threads it starts, not the others.
+// system; where the kernel's Landlock is new enough, also connect or bind
+// no TCP port (ABI 4, Linux 6.7) and signal no process and reach no
+// abstract unix socket outside it (ABI 6, Linux 6.12). UDP and named unix
+// sockets stay open. The rest of the process keeps its access: Landlock
+// restricts the thread that asks, and the threads it starts, not the
+// others. What it does not cover: files the process already has open on
+// Landlock's internal mounts (memfds, pipes), which stay reachable as
+// /proc/self/fd/N.
 //
 // halod compiles a client's CUDA C source this way: NVRTC opens whatever
 // an #include names, so without it a tenant could read any file halod's
@@ -18,6 +22,10 @@
 #include <stddef.h>
 
 #include "halo/status.h"
+
+// The newest Landlock ABI whose rights this code knows (7, Linux 6.15):
+// rights a newer kernel adds are not taken from the sandbox.
+#define HALO_SANDBOX_KNOWN_ABI 7
 
 typedef void (*halo_sandbox_fn_t)(void *arg);
 

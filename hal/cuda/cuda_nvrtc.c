@@ -44,7 +44,13 @@
 // What every compile of the process shares, made once.
 typedef struct halo_hal_cuda_nvrtc_setup_t {
   pthread_once_t once;
-  halo_status_t failure;  // why no compile can run (NULL: none)
+  halo_status_t failure;             // why no compile can run (NULL: none)
+  char library_directory[PATH_MAX];  // NVRTC's, resolved ("" unknown)
+  // The builtins library, loaded before the first compile; a failure is
+  // tried again at the next compile (it may have been a passing one: no
+  // descriptor or memory left).
+  pthread_mutex_t builtins_mutex;
+  bool builtins_loaded;
   uint32_t include_count;
   char includes[HALO_HAL_CUDA_NVRTC_MAX_INCLUDES][PATH_MAX];
   // -I options: each include directory, and its cccl/ where it has one.
@@ -53,7 +59,7 @@ typedef struct halo_hal_cuda_nvrtc_setup_t {
 } halo_hal_cuda_nvrtc_setup_t;
 
 static halo_hal_cuda_nvrtc_setup_t halo_hal_cuda_nvrtc_setup = {
-    .once = PTHREAD_ONCE_INIT};
+    .once = PTHREAD_ONCE_INIT, .builtins_mutex = PTHREAD_MUTEX_INITIALIZER};
 
 static bool halo_hal_cuda_is_directory(const char *path) {
   struct stat info;
@@ -84,10 +90,13 @@ static void halo_hal_cuda_nvrtc_add_include(const char *path) {
   }
 }
 
+// What does not change from one compile to the next: whether a sandbox
+// can be made, and the toolkit's include directories.
 static void halo_hal_cuda_nvrtc_setup_once(void) {
   halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
   char reason[160];
-  if (halo_sandbox_abi(reason, sizeof(reason)) == 0) {
+  int abi = halo_sandbox_abi(reason, sizeof(reason));
+  if (abi == 0) {
     setup->failure = halo_status_make(
         HALO_STATUS_FAILED_PRECONDITION,
         "halod compiles CUDA C only in a read-only sandbox (Landlock), and "
@@ -96,24 +105,16 @@ static void halo_hal_cuda_nvrtc_setup_once(void) {
         reason);
     return;
   }
+  if (abi > HALO_SANDBOX_KNOWN_ABI) {
+    HALO_LOG_WARN(
+        "Landlock ABI %d is newer than halo knows (%d): rights it "
+        "adds are not taken from NVRTC's sandbox",
+        abi, HALO_SANDBOX_KNOWN_ABI);
+  }
   const halo_hal_cuda_nvrtc_symbols_t *nvrtc = NULL;
   halo_status_t status = halo_hal_cuda_nvrtc_load(&nvrtc);
   if (status) {
     setup->failure = status;
-    return;
-  }
-  char builtins[64];
-  snprintf(builtins, sizeof(builtins), "libnvrtc-builtins.so.%d.%d",
-           nvrtc->major, nvrtc->minor);
-  // Never closed: NVRTC's own dlopen of it, in the sandbox, then finds it
-  // loaded and opens no file.
-  if (!dlopen(builtins, RTLD_NOW | RTLD_LOCAL)) {
-    const char *error = dlerror();
-    setup->failure = halo_status_make(
-        HALO_STATUS_FAILED_PRECONDITION,
-        "NVRTC %d.%d (%s) cannot compile: its %s could not be loaded: %s",
-        nvrtc->major, nvrtc->minor, nvrtc->soname, builtins,
-        error ? error : "unknown error");
     return;
   }
   Dl_info info;
@@ -122,6 +123,8 @@ static void halo_hal_cuda_nvrtc_setup_once(void) {
       realpath(info.dli_fname, library)) {
     char *slash = strrchr(library, '/');
     if (slash) {
+      *slash = '\0';
+      memcpy(setup->library_directory, library, strlen(library) + 1);
       snprintf(slash, sizeof(library) - (size_t)(slash - library),
                "/../include");
       halo_hal_cuda_nvrtc_add_include(library);
@@ -129,12 +132,117 @@ static void halo_hal_cuda_nvrtc_setup_once(void) {
   }
   halo_hal_cuda_nvrtc_add_include("/usr/local/cuda/include");
   HALO_LOG_INFO(
-      "CUDA C: NVRTC %d.%d compiles in a read-only sandbox; "
-      "include directories: %s%s%s",
-      nvrtc->major, nvrtc->minor,
+      "CUDA C: NVRTC %d.%d compiles in a read-only sandbox "
+      "(Landlock ABI %d); include directories: %s%s%s",
+      nvrtc->major, nvrtc->minor, abi,
       setup->include_count > 0 ? setup->includes[0] : "none",
       setup->include_count > 1 ? ", " : "",
       setup->include_count > 1 ? setup->includes[1] : "");
+}
+
+// NVRTC loads libnvrtc-builtins.so.<major>.<minor> (and libstdc++ with it)
+// at each compile: loaded here first, outside the sandbox, and never
+// closed, NVRTC's own dlopen finds it loaded and opens no file.
+static halo_status_t halo_hal_cuda_nvrtc_load_builtins(
+    const halo_hal_cuda_nvrtc_symbols_t *nvrtc) {
+  halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
+  pthread_mutex_lock(&setup->builtins_mutex);
+  halo_status_t status = NULL;
+  if (!setup->builtins_loaded) {
+    char name[64];
+    snprintf(name, sizeof(name), "libnvrtc-builtins.so.%d.%d", nvrtc->major,
+             nvrtc->minor);
+    // By name (as NVRTC looks it up), else beside NVRTC's library.
+    void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    const char *error = library ? NULL : dlerror();
+    size_t directory = strlen(setup->library_directory);
+    char path[PATH_MAX + 64];
+    if (!library && directory > 0 &&
+        directory + 1 + strlen(name) < sizeof(path)) {
+      memcpy(path, setup->library_directory, directory);
+      path[directory] = '/';
+      memcpy(path + directory + 1, name, strlen(name) + 1);
+      library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (library) {
+      setup->builtins_loaded = true;
+    } else {
+      status = halo_status_make(
+          HALO_STATUS_FAILED_PRECONDITION,
+          "NVRTC %d.%d (%s) cannot compile: its %s could not be loaded: %s",
+          nvrtc->major, nvrtc->minor, nvrtc->soname, name,
+          error ? error : "unknown error");
+    }
+  }
+  pthread_mutex_unlock(&setup->builtins_mutex);
+  return status;
+}
+
+// The client's NVRTC options halod passes on: those that shape the code,
+// none that reads or writes a file of its own (-time, --fdevice-time-trace,
+// --pre-include, --create-pch: NVRTC aborts the process where it cannot
+// write, and reading is the sandbox's to refuse) or picks the target.
+static const struct {
+  const char *name;
+  bool value;  // a prefix that takes a non-empty value
+} halo_hal_cuda_nvrtc_options[] = {
+    {"-D", true},
+    {"--define-macro=", true},
+    {"-U", true},
+    {"--undefine-macro=", true},
+    {"-I", true},
+    {"--include-path=", true},
+    {"-std=", true},
+    {"--std=", true},
+    {"-use_fast_math", false},
+    {"--use_fast_math", false},
+    {"-ftz=", true},
+    {"--ftz=", true},
+    {"-prec-div=", true},
+    {"--prec-div=", true},
+    {"-prec-sqrt=", true},
+    {"--prec-sqrt=", true},
+    {"-fmad=", true},
+    {"--fmad=", true},
+    {"-maxrregcount=", true},
+    {"--maxrregcount=", true},
+    {"-dopt=", true},
+    {"--dopt=", true},
+    {"-lineinfo", false},
+    {"--generate-line-info", false},
+    {"-G", false},
+    {"--device-debug", false},
+    {"-default-device", false},
+    {"--device-as-default-execution-space", false},
+    {"-restrict", false},
+    {"--restrict", false},
+    {"-extra-device-vectorization", false},
+    {"--extra-device-vectorization", false},
+    {"-device-int128", false},
+    {"--device-int128", false},
+    {"-w", false},
+    {"--disable-warnings", false},
+    {"-diag-suppress=", true},
+    {"--diag-suppress=", true},
+    {"-diag-error=", true},
+    {"--diag-error=", true},
+    {"-diag-warn=", true},
+    {"--diag-warn=", true},
+};
+
+static bool halo_hal_cuda_nvrtc_option_allowed(const char *option) {
+  for (size_t i = 0; i < sizeof(halo_hal_cuda_nvrtc_options) /
+                             sizeof(halo_hal_cuda_nvrtc_options[0]);
+       ++i) {
+    const char *name = halo_hal_cuda_nvrtc_options[i].name;
+    size_t length = strlen(name);
+    if (halo_hal_cuda_nvrtc_options[i].value
+            ? strncmp(option, name, length) == 0 && option[length] != '\0'
+            : strcmp(option, name) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 static halo_status_t halo_hal_cuda_nvrtc_status(
@@ -253,6 +361,17 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
                               "(sm_%d) to a CUBIN",
                               option, device->arch);
     }
+    if (!halo_hal_cuda_nvrtc_option_allowed(option)) {
+      return halo_status_make(
+          HALO_STATUS_INVALID_ARGUMENT,
+          "NVRTC option '%s' is not one halod passes on: it takes -D, -U, "
+          "-I, -std=, --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, "
+          "-fmad=, -maxrregcount=, -dopt=, -lineinfo, -G, -default-device, "
+          "-restrict, -extra-device-vectorization, -device-int128, -w and "
+          "-diag-suppress/error/warn= (each also in its -- form), none that "
+          "reads or writes a file",
+          option);
+    }
   }
   halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
   pthread_once(&setup->once, halo_hal_cuda_nvrtc_setup_once);
@@ -260,7 +379,8 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
     return halo_status_make(halo_status_code(setup->failure), "%s",
                             halo_status_message(setup->failure));
   }
-  // The client's options, the architecture, the toolkit's includes.
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_nvrtc_load_builtins(nvrtc));
+  // The architecture, the toolkit's includes, the client's options.
   uint32_t count = params->option_count + 1 + setup->option_count;
   char *source = malloc((size_t)params->size + 1);
   const char **options = calloc(count, sizeof(char *));
@@ -273,13 +393,14 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
   source[params->size] = '\0';
   char arch[32];
   snprintf(arch, sizeof(arch), "--gpu-architecture=sm_%d", device->arch);
+  // halod's first: a client's option cannot take one of them as its value.
   uint32_t next = 0;
-  for (uint32_t i = 0; i < params->option_count; ++i) {
-    options[next++] = params->options[i];
-  }
   options[next++] = arch;
   for (uint32_t i = 0; i < setup->option_count; ++i) {
     options[next++] = setup->options[i];
+  }
+  for (uint32_t i = 0; i < params->option_count; ++i) {
+    options[next++] = params->options[i];
   }
   const char *paths[HALO_HAL_CUDA_NVRTC_MAX_INCLUDES];
   for (uint32_t i = 0; i < setup->include_count; ++i) {

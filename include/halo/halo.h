@@ -361,7 +361,13 @@ typedef struct halo_executable_params_t {
   halo_executable_format_t format;
   const void *data;
   size_t size;
-  // Compiler options (CUDA source); may be NULL.
+  // Compiler options; may be NULL. CUDA source takes those that shape the
+  // code (-D, -U, -I, -std=, --use_fast_math, -lineinfo and the others the
+  // architecture guide's CUDA driver section lists); PTX takes -O<n>,
+  // --maxrregcount=N and -lineinfo. Others are INVALID_ARGUMENT naming
+  // the option. A CUDA source's #include reads only the CUDA toolkit's
+  // headers (<cuda_fp16.h> needs no -I); FAILED_PRECONDITION where the
+  // host cannot sandbox the compile (no Landlock).
   const char *const *options;
   size_t option_count;
 } halo_executable_params_t;

@@ -496,8 +496,11 @@ class Client:
                          options: Optional[Sequence[str]] = None
                          ) -> Executable:
         """Compiles CUDA C++ |source| in the daemon (NVRTC) with |options|
-        (e.g. ["-DN=4", "--use_fast_math"]); the whole compiler log comes
-        back in the InvalidArgumentError on failure."""
+        (e.g. ["-DN=4", "--use_fast_math"]: those that shape the code; one
+        that reads or writes a file is refused); the whole compiler log
+        comes back in the InvalidArgumentError on failure. An #include
+        reads only the CUDA toolkit's headers (<cuda_fp16.h> needs no
+        -I)."""
         return self.load_executable(source, ExecutableFormat.CUDA_SOURCE,
                                     device=device, options=options)
 

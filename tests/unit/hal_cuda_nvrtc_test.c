@@ -6,7 +6,8 @@
 // option, and an #include of a file outside the CUDA toolkit's headers is
 // refused whether it names the file or a -I option leads to it, while the
 // rest of the process still reads the file. Skipped where NVRTC is not
-// installed.
+// installed. The client's options are those that shape the code, none that
+// reads or writes a file.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,11 +175,64 @@ static void test_include_outside_the_toolkit_is_refused(void **state) {
   assert_string_equal(text, kSecret);
 }
 
+// The options halod passes on compile; one that reads or writes a file of
+// its own is refused naming it, before NVRTC sees it (NVRTC aborted the
+// worker on --fdevice-time-trace it could not write), and nothing is
+// written.
+static void test_options(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  static const char scaled[] =
+      "extern \"C\" __global__ void scale(float *x) {\n"
+      "  x[threadIdx.x] *= SCALE;\n"
+      "}\n";
+  const char *allowed[] = {"-DSCALE=2.0f", "--use_fast_math", "-std=c++17",
+                           "-lineinfo", "--fmad=true"};
+  halo_hal_cuda_image_t image;
+  halo_status_t status = compile(scaled, allowed, 5, &image);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
+  free(image.owned);
+  char trace[128], timing[128], pch[128], pre_include[160];
+  snprintf(trace, sizeof(trace), "--fdevice-time-trace=%s/trace", directory);
+  snprintf(timing, sizeof(timing), "-time=%s/time.csv", directory);
+  snprintf(pch, sizeof(pch), "--create-pch=%s/p.pch", directory);
+  snprintf(pre_include, sizeof(pre_include), "--pre-include=%s", secret_path);
+  const char *refused[] = {trace,
+                           timing,
+                           pch,
+                           pre_include,
+                           "-I",
+                           "-D",
+                           "-optf=options",
+                           "-split-compile=4"};
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
+    const char *options[] = {"-DSCALE=2.0f", refused[i]};
+    status = compile(scaled, options, 2, &image);
+    assert_non_null(status);
+    print_message("%s\n", halo_status_message(status));
+    assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+    char quoted[200];
+    snprintf(quoted, sizeof(quoted), "'%s' is not one halod passes on",
+             refused[i]);
+    assert_non_null(strstr(halo_status_message(status), quoted));
+    halo_status_free(status);
+    assert_null(image.owned);
+  }
+  // Nothing was written beside the secret.
+  char path[160];
+  snprintf(path, sizeof(path), "%s/trace.json", directory);
+  assert_int_equal(access(path, F_OK), -1);
+  snprintf(path, sizeof(path), "%s/time.csv", directory);
+  assert_int_equal(access(path, F_OK), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_source_compiles),
       cmocka_unit_test(test_toolkit_header_is_found),
       cmocka_unit_test(test_include_outside_the_toolkit_is_refused),
+      cmocka_unit_test(test_options),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
