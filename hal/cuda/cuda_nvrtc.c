@@ -152,9 +152,16 @@ static halo_status_t halo_hal_cuda_nvrtc_load_builtins(
     char name[64];
     snprintf(name, sizeof(name), "libnvrtc-builtins.so.%d.%d", nvrtc->major,
              nvrtc->minor);
-    // By name (as NVRTC looks it up), else beside NVRTC's library.
+    // By name (as NVRTC looks it up), else beside NVRTC's library. Each
+    // failure's text is copied at once: the next dlopen frees it.
+    char by_name[256] = "", by_path[256] =
+                                "not tried (NVRTC's directory "
+                                "unknown)";
     void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    const char *error = library ? NULL : dlerror();
+    if (!library) {
+      const char *error = dlerror();
+      snprintf(by_name, sizeof(by_name), "%s", error ? error : "failed");
+    }
     size_t directory = strlen(setup->library_directory);
     char path[PATH_MAX + 64];
     if (!library && directory > 0 &&
@@ -163,15 +170,19 @@ static halo_status_t halo_hal_cuda_nvrtc_load_builtins(
       path[directory] = '/';
       memcpy(path + directory + 1, name, strlen(name) + 1);
       library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+      if (!library) {
+        const char *error = dlerror();
+        snprintf(by_path, sizeof(by_path), "%s", error ? error : "failed");
+      }
     }
     if (library) {
       setup->builtins_loaded = true;
     } else {
       status = halo_status_make(
           HALO_STATUS_FAILED_PRECONDITION,
-          "NVRTC %d.%d (%s) cannot compile: its %s could not be loaded: %s",
-          nvrtc->major, nvrtc->minor, nvrtc->soname, name,
-          error ? error : "unknown error");
+          "NVRTC %d.%d (%s) cannot compile: its %s could not be loaded: by "
+          "name: %s; beside NVRTC: %s",
+          nvrtc->major, nvrtc->minor, nvrtc->soname, name, by_name, by_path);
     }
   }
   pthread_mutex_unlock(&setup->builtins_mutex);
@@ -184,7 +195,9 @@ static halo_status_t halo_hal_cuda_nvrtc_load_builtins(
 // write, and reading is the sandbox's to refuse) or picks the target.
 static const struct {
   const char *name;
-  bool value;  // a prefix that takes a non-empty value
+  // A prefix whose value follows in the same string (NVRTC would take the
+  // next string as the value of a bare -D or one ending in a space).
+  bool value;
 } halo_hal_cuda_nvrtc_options[] = {
     {"-D", true},
     {"--define-macro=", true},
@@ -228,21 +241,52 @@ static const struct {
     {"--diag-error=", true},
     {"-diag-warn=", true},
     {"--diag-warn=", true},
+    {"-Ofc=", true},
+    {"--Ofast-compile=", true},
+    {"-no-source-include", false},
+    {"--no-source-include", false},
+    {"-minimal", false},
+    {"--minimal", false},
+    {"-builtin-move-forward=", true},
+    {"--builtin-move-forward=", true},
+    {"-builtin-initializer-list=", true},
+    {"--builtin-initializer-list=", true},
 };
 
-static bool halo_hal_cuda_nvrtc_option_allowed(const char *option) {
-  for (size_t i = 0; i < sizeof(halo_hal_cuda_nvrtc_options) /
-                             sizeof(halo_hal_cuda_nvrtc_options[0]);
-       ++i) {
+#define HALO_HAL_CUDA_NVRTC_OPTION_COUNT \
+  (sizeof(halo_hal_cuda_nvrtc_options) / sizeof(halo_hal_cuda_nvrtc_options[0]))
+
+// NULL where halod passes |option| on, else why not (INVALID_ARGUMENT
+// naming it and what halod takes).
+static halo_status_t halo_hal_cuda_nvrtc_check_option(const char *option) {
+  for (size_t i = 0; i < HALO_HAL_CUDA_NVRTC_OPTION_COUNT; ++i) {
     const char *name = halo_hal_cuda_nvrtc_options[i].name;
     size_t length = strlen(name);
-    if (halo_hal_cuda_nvrtc_options[i].value
-            ? strncmp(option, name, length) == 0 && option[length] != '\0'
-            : strcmp(option, name) == 0) {
-      return true;
+    if (!halo_hal_cuda_nvrtc_options[i].value) {
+      if (strcmp(option, name) == 0) return NULL;
+      continue;
     }
+    if (strncmp(option, name, length) != 0) continue;
+    char first = option[length];
+    if (first != '\0' && first != ' ' && first != '\t') return NULL;
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "NVRTC option '%s' needs its value in the same "
+                            "string, right after %s (as in -DNAME=1 or "
+                            "-std=c++17)",
+                            option, name);
   }
-  return false;
+  char names[1024];
+  size_t used = 0;
+  for (size_t i = 0;
+       i < HALO_HAL_CUDA_NVRTC_OPTION_COUNT && used < sizeof(names); ++i) {
+    int written = snprintf(names + used, sizeof(names) - used, "%s%s",
+                           i ? ", " : "", halo_hal_cuda_nvrtc_options[i].name);
+    if (written > 0) used += (size_t)written;
+  }
+  return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                          "NVRTC option '%s' is not one halod passes on (none "
+                          "that reads or writes a file); it takes: %s",
+                          option, names);
 }
 
 static halo_status_t halo_hal_cuda_nvrtc_status(
@@ -361,17 +405,7 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
                               "(sm_%d) to a CUBIN",
                               option, device->arch);
     }
-    if (!halo_hal_cuda_nvrtc_option_allowed(option)) {
-      return halo_status_make(
-          HALO_STATUS_INVALID_ARGUMENT,
-          "NVRTC option '%s' is not one halod passes on: it takes -D, -U, "
-          "-I, -std=, --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, "
-          "-fmad=, -maxrregcount=, -dopt=, -lineinfo, -G, -default-device, "
-          "-restrict, -extra-device-vectorization, -device-int128, -w and "
-          "-diag-suppress/error/warn= (each also in its -- form), none that "
-          "reads or writes a file",
-          option);
-    }
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_nvrtc_check_option(option));
   }
   halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
   pthread_once(&setup->once, halo_hal_cuda_nvrtc_setup_once);

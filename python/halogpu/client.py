@@ -496,8 +496,9 @@ class Client:
                          options: Optional[Sequence[str]] = None
                          ) -> Executable:
         """Compiles CUDA C++ |source| in the daemon (NVRTC) with |options|
-        (e.g. ["-DN=4", "--use_fast_math"]: those that shape the code; one
-        that reads or writes a file is refused); the whole compiler log
+        (e.g. ["-DN=4", "--use_fast_math"]: those that shape the code; any
+        other, such as one that reads or writes a file, is refused naming
+        it); the whole compiler log
         comes back in the InvalidArgumentError on failure. An #include
         reads only the CUDA toolkit's headers (<cuda_fp16.h> needs no
         -I)."""

@@ -175,10 +175,10 @@ static void test_include_outside_the_toolkit_is_refused(void **state) {
   assert_string_equal(text, kSecret);
 }
 
-// The options halod passes on compile; one that reads or writes a file of
-// its own is refused naming it, before NVRTC sees it (NVRTC aborted the
-// worker on --fdevice-time-trace it could not write), and nothing is
-// written.
+// Each option halod passes on compiles (NVRTC takes it); one that reads or
+// writes a file of its own is refused naming it, before NVRTC sees it
+// (NVRTC aborted the worker on a --fdevice-time-trace it could not write),
+// as is one whose value is missing or would be the next string's.
 static void test_options(void **state) {
   (void)state;
   require_sandboxed_nvrtc();
@@ -186,45 +186,107 @@ static void test_options(void **state) {
       "extern \"C\" __global__ void scale(float *x) {\n"
       "  x[threadIdx.x] *= SCALE;\n"
       "}\n";
-  const char *allowed[] = {"-DSCALE=2.0f", "--use_fast_math", "-std=c++17",
-                           "-lineinfo", "--fmad=true"};
-  halo_hal_cuda_image_t image;
-  halo_status_t status = compile(scaled, allowed, 5, &image);
-  if (status) print_message("%s\n", halo_status_message(status));
-  assert_null(status);
-  free(image.owned);
+  char include[128];
+  snprintf(include, sizeof(include), "--include-path=%s", directory);
+  const char *allowed[] = {"-DUNUSED=1",
+                           "--define-macro=UNUSED=1",
+                           "-UUNUSED",
+                           "--undefine-macro=UNUSED",
+                           include,
+                           "-std=c++17",
+                           "--std=c++17",
+                           "-use_fast_math",
+                           "--use_fast_math",
+                           "-ftz=true",
+                           "--ftz=true",
+                           "-prec-div=false",
+                           "--prec-div=false",
+                           "-prec-sqrt=false",
+                           "--prec-sqrt=false",
+                           "-fmad=false",
+                           "--fmad=false",
+                           "-maxrregcount=64",
+                           "--maxrregcount=64",
+                           "-lineinfo",
+                           "--generate-line-info",
+                           "-G",
+                           "--device-debug",
+                           "-default-device",
+                           "--device-as-default-execution-space",
+                           "-restrict",
+                           "--restrict",
+                           "-extra-device-vectorization",
+                           "--extra-device-vectorization",
+                           "-device-int128",
+                           "--device-int128",
+                           "-w",
+                           "--disable-warnings",
+                           "-diag-suppress=177",
+                           "--diag-suppress=177",
+                           "-diag-warn=177",
+                           "--diag-warn=177",
+                           "-diag-error=177",
+                           "--diag-error=177",
+                           "-no-source-include",
+                           "--no-source-include",
+                           "-minimal",
+                           "--minimal",
+                           "-builtin-move-forward=true",
+                           "--builtin-move-forward=true",
+                           "-builtin-initializer-list=true",
+                           "--builtin-initializer-list=true"};
+  for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); ++i) {
+    const char *options[] = {"-DSCALE=2.0f", allowed[i]};
+    halo_hal_cuda_image_t image;
+    halo_status_t status = compile(scaled, options, 2, &image);
+    if (status) {
+      print_message("%s: %s\n", allowed[i], halo_status_message(status));
+    }
+    assert_null(status);
+    assert_true(image.size > 0);
+    free(image.owned);
+  }
   char trace[128], timing[128], pch[128], pre_include[160];
   snprintf(trace, sizeof(trace), "--fdevice-time-trace=%s/trace", directory);
   snprintf(timing, sizeof(timing), "-time=%s/time.csv", directory);
   snprintf(pch, sizeof(pch), "--create-pch=%s/p.pch", directory);
   snprintf(pre_include, sizeof(pre_include), "--pre-include=%s", secret_path);
-  const char *refused[] = {trace,
-                           timing,
-                           pch,
-                           pre_include,
-                           "-I",
-                           "-D",
-                           "-optf=options",
-                           "-split-compile=4"};
+  const char *refused[] = {trace,        timing,          pch,
+                           pre_include,  "-optf=options", "-split-compile=4",
+                           "-Xptxas=-v", "--lineinfo"};
   for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
     const char *options[] = {"-DSCALE=2.0f", refused[i]};
-    status = compile(scaled, options, 2, &image);
+    halo_hal_cuda_image_t image;
+    halo_status_t status = compile(scaled, options, 2, &image);
     assert_non_null(status);
-    print_message("%s\n", halo_status_message(status));
     assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
     char quoted[200];
     snprintf(quoted, sizeof(quoted), "'%s' is not one halod passes on",
              refused[i]);
     assert_non_null(strstr(halo_status_message(status), quoted));
+    // It lists what halod takes.
+    assert_non_null(strstr(halo_status_message(status), "-use_fast_math"));
     halo_status_free(status);
-    assert_null(image.owned);
   }
-  // Nothing was written beside the secret.
-  char path[160];
-  snprintf(path, sizeof(path), "%s/trace.json", directory);
-  assert_int_equal(access(path, F_OK), -1);
-  snprintf(path, sizeof(path), "%s/time.csv", directory);
-  assert_int_equal(access(path, F_OK), -1);
+  {
+    const char *options[] = {refused[0]};
+    halo_hal_cuda_image_t image;
+    halo_status_t status = compile(scaled, options, 1, &image);
+    print_message("%s\n", halo_status_message(status));
+    halo_status_free(status);
+  }
+  // A value NVRTC would take from the next string.
+  const char *valueless[] = {"-I", "-D", "-I ", "-D\tX", "-std="};
+  for (size_t i = 0; i < sizeof(valueless) / sizeof(valueless[0]); ++i) {
+    const char *options[] = {valueless[i], "-DSCALE=2.0f"};
+    halo_hal_cuda_image_t image;
+    halo_status_t status = compile(scaled, options, 2, &image);
+    assert_non_null(status);
+    print_message("%s\n", halo_status_message(status));
+    assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(halo_status_message(status), "in the same string"));
+    halo_status_free(status);
+  }
 }
 
 int main(void) {
