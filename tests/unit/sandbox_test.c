@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // The read-only sandbox of a call (common/sandbox.h), against the real
-// kernel: the call reads beneath the paths it was given and nothing else,
-// writes, creates and removes nothing, connects to no TCP port; the rest of
-// the process keeps its access; a kernel whose Landlock is refused (a
-// seccomp filter, in a child process) runs nothing and says why.
+// kernel: the call reads beneath the paths it was given and nothing else;
+// writes, creates, truncates and removes nothing; connects to no TCP port
+// and signals no process outside it (where the kernel's Landlock has those
+// rights); the rest of the process keeps its access; a kernel whose
+// Landlock is refused (a seccomp filter, in a child process) runs nothing
+// and says why.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +43,7 @@ typedef struct tree_t {
   char allowed[96];     // a directory the sandbox may read
   char allowed_h[128];  // allowed/a.h
   char nested_h[160];   // allowed/sub/b.h
+  char truncated[128];  // allowed/t.h, for truncate(2)
   char one[96];         // a file the sandbox may read, outside allowed/
   char secret[96];      // a file it may not
 } tree_t;
@@ -61,10 +65,12 @@ static void tree_make(tree_t *tree) {
   assert_int_equal(mkdir(sub, 0700), 0);
   snprintf(tree->allowed_h, sizeof(tree->allowed_h), "%s/a.h", tree->allowed);
   snprintf(tree->nested_h, sizeof(tree->nested_h), "%s/b.h", sub);
+  snprintf(tree->truncated, sizeof(tree->truncated), "%s/t.h", tree->allowed);
   snprintf(tree->one, sizeof(tree->one), "%s/one.txt", tree->root);
   snprintf(tree->secret, sizeof(tree->secret), "%s/secret.txt", tree->root);
   write_file(tree->allowed_h, "allowed");
   write_file(tree->nested_h, "nested");
+  write_file(tree->truncated, "truncated");
   write_file(tree->one, "one");
   write_file(tree->secret, "secret");
 }
@@ -98,6 +104,9 @@ typedef struct seen_t {
   int read_allowed, read_nested, list_allowed, read_one;
   int read_secret, list_root, write_allowed, create_in_allowed;
   int remove_in_allowed, connect_tcp;
+  int truncate_allowed;  // truncate(2): its own right from ABI 3
+  pid_t outsider;        // a process outside the sandbox (0: none)
+  int signal_outsider;   // kill(outsider, 0): scoped from ABI 6
 } seen_t;
 
 static int try_connect(uint16_t port) {
@@ -129,6 +138,10 @@ static void look(void *arg) {
   seen->create_in_allowed = try_open(path, O_WRONLY | O_CREAT, NULL);
   seen->remove_in_allowed = unlink(tree->nested_h) == 0 ? 0 : errno;
   if (seen->port) seen->connect_tcp = try_connect(seen->port);
+  seen->truncate_allowed = truncate(tree->truncated, 1) == 0 ? 0 : errno;
+  if (seen->outsider > 0) {
+    seen->signal_outsider = kill(seen->outsider, 0) == 0 ? 0 : errno;
+  }
 }
 
 // A TCP socket listening on 127.0.0.1; its port in |out_port|.
@@ -157,7 +170,17 @@ static void test_reads_only_beneath_its_paths(void **state) {
   int abi = halo_sandbox_abi(reason, sizeof(reason));
   int listener = -1;
   if (abi >= 4) listener = listen_tcp(&seen.port);
+  // A child of the test's, outside the sandbox, for the signal scope.
+  pid_t outsider = fork();
+  assert_true(outsider >= 0);
+  if (outsider == 0) {
+    pause();
+    _exit(0);
+  }
+  seen.outsider = outsider;
   halo_status_t status = halo_sandbox_run(paths, 3, 0, look, &seen);
+  kill(outsider, SIGKILL);
+  assert_int_equal(waitpid(outsider, NULL, 0), outsider);
   if (abi == 0) {
     // A kernel without Landlock: nothing ran, and the error says why.
     print_message("no Landlock here: %s\n", reason);
@@ -180,7 +203,9 @@ static void test_reads_only_beneath_its_paths(void **state) {
   assert_int_equal(seen.write_allowed, EACCES);
   assert_int_equal(seen.create_in_allowed, EACCES);
   assert_int_equal(seen.remove_in_allowed, EACCES);
+  if (abi >= 3) assert_int_equal(seen.truncate_allowed, EACCES);
   if (abi >= 4) assert_int_equal(seen.connect_tcp, EACCES);
+  if (abi >= 6) assert_int_equal(seen.signal_outsider, EPERM);
   // The test's own thread kept its access.
   assert_int_equal(try_open(tree.secret, O_RDONLY, "secret"), 0);
   assert_int_equal(try_open(tree.allowed_h, O_WRONLY, NULL), 0);
