@@ -16,7 +16,10 @@
 // metrics). Each group runs against a halod of its own, with the
 // completion thread and with cuLaunchHostFunc.
 //
-// The kernels are CUDA C compiled by halod's NVRTC path. With
+// The kernels are CUDA C compiled by halod's NVRTC path; where the host
+// has no Landlock (halod then refuses CUDA C;
+// integration.cuda_execute_without_landlock_test runs it so), PTX
+// compiled from them in this process. With
 // HALO_TEST_FAKE_CUDA=1 and the fake libcuda.so.1 on LD_LIBRARY_PATH
 // (ctest integration.cuda_execute_fake_test) everything but the GPU runs:
 // halod, its CUDA driver, the daemon's paths, on host versions of the
@@ -45,10 +48,12 @@
 
 #include "client/admin.h"
 #include "client/client.h"
+#include "common/sandbox.h"
 #include "common/timeline.h"
 #include "hal/device.h"
 #include "hal/registry.h"
 #include "halo/halo.h"
+#include "tests/support/nvrtc_ptx.h"
 
 static const char kKernels[] =
     "extern \"C\" __global__ void axpy(const float *x, float *y, float a,\n"
@@ -244,9 +249,15 @@ static int teardown(void **state) {
   return 0;
 }
 
-// The kernels: CUDA C for NVRTC, or with HALO_TEST_FAKE_CUDA=1 (halod on
-// the fake libcuda.so.1 of tests/unit/hal_cuda_fake_driver.c, no GPU) the
-// fake's library, which holds host versions of the same kernels.
+// The kernels as PTX, compiled here by main where this host has no
+// Landlock (halod then refuses CUDA C); NULL elsewhere.
+static char *kernels_ptx;
+static size_t kernels_ptx_size;
+
+// The kernels: CUDA C for NVRTC (or its PTX, kernels_ptx), or with
+// HALO_TEST_FAKE_CUDA=1 (halod on the fake libcuda.so.1 of
+// tests/unit/hal_cuda_fake_driver.c, no GPU) the fake's library, which
+// holds host versions of the same kernels.
 static halo_executable_params_t kernel_params(void) {
   // What tests/unit/hal_cuda_fake_driver.c loads its library from: a 64-bit
   // EM_CUDA ELF header, then its name at byte 64. Constant: the client
@@ -264,6 +275,10 @@ static halo_executable_params_t kernel_params(void) {
     params.format = HALO_EXECUTABLE_FORMAT_CUBIN;
     params.data = fake_image;
     params.size = sizeof(fake_image);
+  } else if (kernels_ptx) {
+    params.format = HALO_EXECUTABLE_FORMAT_PTX;
+    params.data = kernels_ptx;
+    params.size = kernels_ptx_size;
   }
   return params;
 }
@@ -1669,6 +1684,22 @@ int main(int argc, char **argv) {
     printf("SKIP: the CUDA driver is unavailable: %s\n", reason);
     return 77;
   }
+  const char *fake = getenv("HALO_TEST_FAKE_CUDA");
+  if (!(fake && strcmp(fake, "1") == 0) &&
+      halo_sandbox_abi(reason, sizeof(reason)) == 0) {
+    halo_status_t status = halo_test_nvrtc_ptx(kKernels, sizeof(kKernels) - 1,
+                                               &kernels_ptx, &kernels_ptx_size);
+    if (status) {
+      printf("FAIL: compiling the kernels to PTX: %s\n",
+             halo_status_message(status));
+      halo_status_free(status);
+      return 1;
+    }
+    printf(
+        "no Landlock here (%s): halod refuses CUDA C, the kernels load "
+        "as PTX (%zu bytes)\n",
+        reason, kernels_ptx_size);
+  }
   const struct CMUnitTest work[] = {
       cmocka_unit_test(test_parameters_and_cache_hit),
       cmocka_unit_test(test_two_clients_share_a_recording),
@@ -1705,5 +1736,6 @@ int main(int argc, char **argv) {
   failed += _cmocka_run_group_tests("cuda_fault (cuLaunchHostFunc)", fault,
                                     sizeof(fault) / sizeof(fault[0]),
                                     setup_host_func, teardown);
+  free(kernels_ptx);
   return failed ? 1 : 0;
 }

@@ -80,7 +80,8 @@ static halo_status_t compile(const char *source, const char *const *options,
 }
 
 // NVRTC installed and a sandbox possible, else skipped (and where NVRTC is
-// there but the sandbox is not, a compile says why).
+// there but the sandbox is not, a compile says why: run so as
+// unit.hal_cuda_nvrtc_without_landlock_test and _landlock_disabled_test).
 static void require_sandboxed_nvrtc(void) {
   if (!device.nvrtc) skip();
   char reason[160];
@@ -90,6 +91,7 @@ static void require_sandboxed_nvrtc(void) {
   print_message("%s\n", halo_status_message(status));
   assert_int_equal(halo_status_code(status), HALO_STATUS_FAILED_PRECONDITION);
   assert_non_null(strstr(halo_status_message(status), "Landlock"));
+  assert_non_null(strstr(halo_status_message(status), reason));
   halo_status_free(status);
   skip();
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/sandbox.h"
 #include "hal/cuda/cuda_device.h"
 #include "hal/device.h"
 #include "hal/registry.h"
@@ -156,6 +157,25 @@ static halo_hal_executable_t *load_source(const char *const *options,
   expect_ok(load(HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE, fixture.source,
                  fixture.source_size, options, option_count, &executable));
   return executable;
+}
+
+// CUDA C compiles only in a Landlock sandbox: on a host without Landlock
+// (unit.hal_cuda_without_landlock_test runs this program so) a load of CUDA
+// source is refused, naming Landlock and why, and the case is skipped.
+static void require_cuda_c(void) {
+  char reason[160];
+  if (halo_sandbox_abi(reason, sizeof(reason)) != 0) return;
+  halo_hal_executable_t *executable = NULL;
+  halo_status_t status =
+      load(HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE, fixture.source,
+           fixture.source_size, NULL, 0, &executable);
+  assert_null(executable);
+  print_message("CUDA C without Landlock: %s\n", halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_FAILED_PRECONDITION);
+  assert_non_null(strstr(halo_status_message(status), "Landlock"));
+  assert_non_null(strstr(halo_status_message(status), reason));
+  halo_status_free(status);
+  skip();
 }
 
 // Runs halo_test_add of |executable| on the GPU and checks c = a + b.
@@ -337,6 +357,7 @@ static void test_host_registration(void **state) {
 
 static void test_cuda_source_executable(void **state) {
   (void)state;
+  require_cuda_c();
   const char *options[] = {"-DHALO_TEST_SCALE=3.0f", "--use_fast_math"};
   halo_hal_executable_t *executable = load_source(options, 2);
   check_add(executable);
@@ -432,6 +453,7 @@ static void test_cubin_and_fatbin_executables(void **state) {
 
 static void test_nvrtc_error_log(void **state) {
   (void)state;
+  require_cuda_c();
   static const char source[] =
       "extern \"C\" __global__ void broken(float *x) {\n"
       "  x[0] = undefined_thing;\n"
@@ -523,6 +545,7 @@ static void newest_cubin(const char *kernels, char *out, size_t capacity) {
 
 static void test_disk_cache_hit(void **state) {
   (void)state;
+  require_cuda_c();
   // Unique source text: a fresh key, whatever ran before.
   char define[64];
   snprintf(define, sizeof(define), "-DHALO_TEST_UNIQUE=%d%ld", (int)getpid(),
