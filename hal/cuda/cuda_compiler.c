@@ -223,6 +223,20 @@ static void halo_hal_cuda_cache_read(const halo_hal_cuda_cache_key_t *key,
     good =
         memcmp(bytes + 16 + HALO_HASH_BYTES, hash.bytes, HALO_HASH_BYTES) == 0;
   }
+  if (good) {
+    // The loader takes no size: what it is given must be a CUBIN by its
+    // header (bytes it took for PTX text would be read to a NUL).
+    halo_hal_executable_params_t payload = {
+        .format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN,
+        .data = bytes + HALO_HAL_CUDA_CACHE_HEADER_BYTES,
+        .size = size - HALO_HAL_CUDA_CACHE_HEADER_BYTES};
+    halo_status_t status = halo_hal_cuda_check_binary_header(&payload);
+    if (status) {
+      halo_status_free(status);
+      good = false;
+      why = "no CUBIN";
+    }
+  }
   if (!good) {
     free(bytes);
     HALO_LOG_WARN("cuda cache: %s is %s; removing it", key->path, why);
@@ -454,4 +468,14 @@ halo_status_t halo_hal_cuda_compiler_build(
   }
   halo_hal_cuda_cache_write(&key, out_image->data, out_image->size);
   return NULL;
+}
+
+void halo_hal_cuda_compiler_forget(halo_hal_cuda_device_t *device,
+                                   const halo_hal_executable_params_t *params) {
+  halo_hal_cuda_cache_key_t key;
+  halo_hal_cuda_cache_key(device, params, &key);
+  if (!key.path[0]) return;
+  if (unlink(key.path) != 0 && errno != ENOENT) {
+    HALO_LOG_WARN("cuda cache: removing %s: %s", key.path, strerror(errno));
+  }
 }

@@ -428,6 +428,10 @@ halo_status_t halo_hal_cuda_make_directory(const char *path);
 halo_status_t halo_hal_cuda_compiler_build(
     halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
     halo_hal_cuda_image_t *out_image);
+// Removes the disk cache's compiled code of |params| (a build's next
+// lookup misses and compiles): for code the driver refused to load.
+void halo_hal_cuda_compiler_forget(halo_hal_cuda_device_t *device,
+                                   const halo_hal_executable_params_t *params);
 
 // ---- cuda_nvrtc.c
 // Compiles the CUDA C source of |params| with NVRTC to a CUBIN for the

@@ -225,22 +225,17 @@ static halo_status_t halo_hal_cuda_executable_load_module(
   return status;
 }
 
-halo_status_t halo_hal_cuda_executable_create(
-    halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
-    halo_hal_executable_t **out_executable) {
+// Loads |image| into a new |executable| of |device|; on failure frees
+// it, with the loader's log in the error.
+static halo_status_t halo_hal_cuda_executable_load(
+    halo_hal_cuda_device_t *device, const halo_hal_cuda_image_t *image,
+    halo_hal_cuda_executable_t **out_executable) {
   *out_executable = NULL;
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_device_make_current(device));
-  int64_t start = halo_clock_now_ns();
-  halo_hal_cuda_image_t image;
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_compiler_build(device, params, &image));
-  int64_t built = halo_clock_now_ns();
-
   halo_hal_cuda_executable_t *executable = calloc(1, sizeof(*executable));
   char *log = calloc(1, HALO_HAL_CUDA_LOAD_LOG_BYTES);
   if (!executable || !log) {
     free(executable);
     free(log);
-    free(image.owned);
     return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   executable->base.vtable = &halo_hal_cuda_executable_vtable;
@@ -253,10 +248,9 @@ halo_status_t halo_hal_cuda_executable_create(
   void *values[2] = {log, (void *)(uintptr_t)HALO_HAL_CUDA_LOAD_LOG_BYTES};
   halo_status_t status = device->loader == HALO_HAL_CUDA_LOADER_MODULE
                              ? halo_hal_cuda_executable_load_module(
-                                   executable, image.data, options, values, 2)
+                                   executable, image->data, options, values, 2)
                              : halo_hal_cuda_executable_load_library(
-                                   executable, image.data, options, values, 2);
-  int64_t loaded = halo_clock_now_ns();
+                                   executable, image->data, options, values, 2);
   if (status) {
     if (log[0]) {
       status = halo_status_annotate(status, "the loader's log:\n%s\n", log);
@@ -270,9 +264,47 @@ halo_status_t halo_hal_cuda_executable_create(
     // Nothing of it ran; unloading here waits at most for running kernels.
     halo_hal_cuda_executable_unload(&executable->unload_task);
     free(log);
-    free(image.owned);
     return halo_status_annotate(status, "CUDA device %u: loading %zu bytes",
-                                device->ordinal, image.size);
+                                device->ordinal, image->size);
+  }
+  free(log);
+  *out_executable = executable;
+  return NULL;
+}
+
+halo_status_t halo_hal_cuda_executable_create(
+    halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
+    halo_hal_executable_t **out_executable) {
+  *out_executable = NULL;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_device_make_current(device));
+  int64_t start = halo_clock_now_ns();
+  halo_hal_cuda_image_t image;
+  HALO_RETURN_IF_ERROR(halo_hal_cuda_compiler_build(device, params, &image));
+  int64_t built = halo_clock_now_ns();
+  halo_hal_cuda_executable_t *executable = NULL;
+  halo_status_t status =
+      halo_hal_cuda_executable_load(device, &image, &executable);
+  if (status && image.from_disk_cache &&
+      halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT) {
+    // The cache's code, intact by its hashes, that the driver refuses (a
+    // file halod's user wrote there, a driver that changed under one
+    // version number): removed, and compiled again.
+    HALO_LOG_WARN(
+        "CUDA device %u: the driver refused cached compiled code; removing "
+        "it and compiling again: %s",
+        device->ordinal, halo_status_message(status));
+    halo_status_free(status);
+    free(image.owned);
+    halo_hal_cuda_compiler_forget(device, params);
+    start = halo_clock_now_ns();
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_compiler_build(device, params, &image));
+    built = halo_clock_now_ns();
+    status = halo_hal_cuda_executable_load(device, &image, &executable);
+  }
+  int64_t loaded = halo_clock_now_ns();
+  if (status) {
+    free(image.owned);
+    return status;
   }
   executable->info.from_disk_cache = image.from_disk_cache;
   executable->base.origin =
@@ -283,7 +315,6 @@ halo_status_t halo_hal_cuda_executable_create(
   executable->info.compile_ns = built - start;
   executable->info.load_ns = loaded - built;
   executable->info.entry_count = executable->entry_count;
-  free(log);
   free(image.owned);
   HALO_LOG_DEBUG(
       "CUDA device %u: executable with %u kernels: %s %.3f ms, load %.3f ms",

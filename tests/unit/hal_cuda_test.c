@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/sandbox.h"
 #include "hal/cuda/cuda_device.h"
 #include "hal/device.h"
@@ -543,6 +544,43 @@ static void newest_cubin(const char *kernels, char *out, size_t capacity) {
   assert_true(out[0] != '\0');
 }
 
+// Rewrites byte |offset| of the compiled code in the disk cache's file
+// |path| to |value| and recomputes the code's hash, so that the file is
+// intact by its hashes. The file: 16 bytes of magic, the key's hash, the
+// code's hash, the code (a CUBIN).
+static void forge_cache_file(const char *path, size_t offset, uint8_t value) {
+  size_t size = 0;
+  char *bytes = read_file(path, &size);
+  assert_non_null(bytes);
+  enum { kHeader = 16 + 2 * HALO_HASH_BYTES };
+  assert_true(size > kHeader + 64);
+  uint8_t *code = (uint8_t *)bytes + kHeader;
+  code[offset] = value;
+  halo_hasher_t hasher;
+  halo_hasher_initialize(&hasher);
+  halo_hasher_update_bytes(&hasher, code, size - kHeader);
+  halo_hash_t hash;
+  halo_hasher_finalize(&hasher, &hash);
+  memcpy(bytes + 16 + HALO_HASH_BYTES, hash.bytes, HALO_HASH_BYTES);
+  FILE *file = fopen(path, "wb");
+  assert_non_null(file);
+  assert_int_equal(fwrite(bytes, 1, size, file), size);
+  fclose(file);
+  free(bytes);
+}
+
+// Loads |options|'s source and checks where its code came from.
+static void expect_load_from_disk(const char *const *options,
+                                  bool from_disk_cache) {
+  halo_hal_executable_t *executable = load_source(options, 1);
+  halo_hal_cuda_executable_info_t info;
+  expect_ok(halo_hal_cuda_executable_query(executable, &info));
+  assert_int_equal(info.from_disk_cache, from_disk_cache);
+  assert_true(info.compiled);
+  check_add(executable);
+  halo_hal_executable_destroy(executable);
+}
+
 static void test_disk_cache_hit(void **state) {
   (void)state;
   require_cuda_c();
@@ -627,6 +665,21 @@ static void test_disk_cache_hit(void **state) {
   assert_false(info.from_disk_cache);
   check_add(sixth);
   halo_hal_executable_destroy(sixth);
+
+  // Code that is no CUBIN by its header, intact by its hashes (the loader,
+  // which takes no size, would read it as PTX text to a NUL): a miss,
+  // removed and rewritten (the next load is a hit).
+  forge_cache_file(path, 0, 'X');
+  expect_load_from_disk(options, false);
+  expect_load_from_disk(options, true);
+
+  // A CUBIN the driver refuses, intact by its hashes (a file halod's user
+  // wrote, a driver changed under one version number): its architecture,
+  // e_flags bits 8-15 (90 for sm_90), set to one of another major. The
+  // load still succeeds, compiled again, and the file is rewritten.
+  forge_cache_file(path, 49, fixture.device->arch / 10 == 5 ? 70 : 50);
+  expect_load_from_disk(options, false);
+  expect_load_from_disk(options, true);
 }
 
 static void test_format_rejections(void **state) {
