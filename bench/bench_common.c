@@ -336,6 +336,10 @@ void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
          4);
   out_image[4] = 2;     // ELFCLASS64
   out_image[18] = 190;  // EM_CUDA
+  out_image[40] = 96;   // e_shoff: one empty section's header, at byte 96
+  out_image[52] = 64;   // e_ehsize
+  out_image[58] = 64;   // e_shentsize
+  out_image[60] = 1;    // e_shnum
   memcpy(out_image + 64, "halo-fake-library", 17);
   out_image[90] = variant;
 }

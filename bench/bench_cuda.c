@@ -118,7 +118,7 @@ static const char kKernels[] =
 // from the fake's library instead: a smoke test without a GPU, whose
 // figures mean nothing.
 static halo_hal_executable_params_t bench_kernel_params(void) {
-  static uint8_t fake_image[96] = {0x7f, 'E', 'L', 'F', 2};
+  static uint8_t fake_image[BENCH_FAKE_IMAGE_SIZE];
   halo_hal_executable_params_t params = {
       .format = HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
       .data = kKernels,
@@ -126,8 +126,7 @@ static halo_hal_executable_params_t bench_kernel_params(void) {
   };
   const char *fake = getenv("HALO_TEST_FAKE_CUDA");
   if (fake && strcmp(fake, "1") == 0) {
-    fake_image[18] = 190;  // EM_CUDA
-    memcpy(fake_image + 64, "halo-fake-library", 17);
+    bench_fake_image(fake_image, 0);
     params.format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN;
     params.data = fake_image;
     params.size = sizeof(fake_image);

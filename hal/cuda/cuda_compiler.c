@@ -16,6 +16,7 @@
 // threads) compiling the same key both write and the last rename wins.
 //
 // Thread-safety: thread-safe; the caller has the device's context current.
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -76,6 +77,60 @@ static const char *halo_hal_cuda_format_name(uint32_t format) {
   }
 }
 
+// What is wrong with the ELF tables of the CUBIN of |size| bytes at
+// |bytes|, or NULL: the driver reads them without knowing the size, and
+// tables that point outside the image crashed it (libcuda 580 segfaulted
+// in cuModuleLoadData on an e_shentsize of 0 and on an e_shstrndx of
+// 0xffff), so the header, the section and program tables, and what each
+// entry points at must lie within the bytes.
+static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
+                                             uint64_t size) {
+  Elf64_Ehdr header;
+  if (size < sizeof(header)) return "it is shorter than an ELF header";
+  memcpy(&header, bytes, sizeof(header));
+  if (header.e_ehsize != sizeof(Elf64_Ehdr)) {
+    return "its ELF header's size (e_ehsize) is not 64";
+  }
+  if (header.e_shnum == 0) return "it has no section table";
+  if (header.e_shentsize != sizeof(Elf64_Shdr)) {
+    return "its section header size (e_shentsize) is not 64";
+  }
+  if (header.e_shoff > size ||
+      (size - header.e_shoff) / sizeof(Elf64_Shdr) < header.e_shnum) {
+    return "its section table (e_shoff, e_shnum) lies past its end";
+  }
+  if (header.e_shstrndx >= header.e_shnum) {
+    return "its section name table (e_shstrndx) is not one of its sections";
+  }
+  for (uint64_t i = 0; i < header.e_shnum; ++i) {
+    Elf64_Shdr section;
+    memcpy(&section, bytes + header.e_shoff + i * sizeof(section),
+           sizeof(section));
+    if (section.sh_type != SHT_NOBITS &&
+        (section.sh_offset > size ||
+         section.sh_size > size - section.sh_offset)) {
+      return "a section's contents lie past its end";
+    }
+  }
+  if (header.e_phnum == 0) return NULL;
+  if (header.e_phentsize != sizeof(Elf64_Phdr)) {
+    return "its program header size (e_phentsize) is not 56";
+  }
+  if (header.e_phoff > size ||
+      (size - header.e_phoff) / sizeof(Elf64_Phdr) < header.e_phnum) {
+    return "its program header table (e_phoff, e_phnum) lies past its end";
+  }
+  for (uint64_t i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment;
+    memcpy(&segment, bytes + header.e_phoff + i * sizeof(segment),
+           sizeof(segment));
+    if (segment.p_offset > size || segment.p_filesz > size - segment.p_offset) {
+      return "a segment's contents lie past its end";
+    }
+  }
+  return NULL;
+}
+
 // The driver takes anything that parses as PTX text in place of a CUBIN
 // (and has loaded arbitrary bytes as an empty image), so a client's
 // mislabelled or damaged binary is refused here by its header: a CUBIN is
@@ -100,6 +155,13 @@ static halo_status_t halo_hal_cuda_check_binary_header(
                               "64-bit CUDA ELF image (wrong header); pass "
                               "PTX text as format PTX",
                               (unsigned long long)params->size);
+    }
+    const char *problem = halo_hal_cuda_elf_problem(bytes, params->size);
+    if (problem) {
+      return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                              "the CUBIN executable (%llu bytes) is a damaged "
+                              "ELF image: %s",
+                              (unsigned long long)params->size, problem);
     }
     return NULL;
   }

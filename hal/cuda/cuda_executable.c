@@ -156,6 +156,12 @@ static halo_status_t halo_hal_cuda_executable_load_library(
   const halo_hal_cuda_symbols_t *cu = executable->device->cu;
   HALO_CUDA_RETURN_IF_ERROR(cu, cuLibraryLoadData, &executable->library, image,
                             options, values, option_count, NULL, NULL, 0);
+  // A CUBIN of another architecture loads with no error and no kernels;
+  // loading its module into the context fails as the module loader does
+  // (CUDA_ERROR_NO_BINARY_FOR_GPU), naming why.
+  CUmodule module = NULL;
+  HALO_CUDA_RETURN_IF_ERROR(cu, cuLibraryGetModule, &module,
+                            executable->library);
   unsigned count = 0;
   HALO_CUDA_RETURN_IF_ERROR(cu, cuLibraryGetKernelCount, &count,
                             executable->library);

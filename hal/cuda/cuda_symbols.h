@@ -136,6 +136,7 @@
   X(cuFuncGetName, 12030, 0)                                                 \
   X(cuLibraryLoadData, 12000, 0)                                             \
   X(cuLibraryUnload, 12000, 0)                                               \
+  X(cuLibraryGetModule, 12000, 0)                                            \
   X(cuLibraryGetKernelCount, 12040, 0)                                       \
   X(cuLibraryEnumerateKernels, 12040, 0)                                     \
   X(cuKernelGetName, 12030, 0)                                               \

@@ -260,11 +260,14 @@ static size_t kernels_ptx_size;
 // holds host versions of the same kernels.
 static halo_executable_params_t kernel_params(void) {
   // What tests/unit/hal_cuda_fake_driver.c loads its library from: a 64-bit
-  // EM_CUDA ELF header, then its name at byte 64. Constant: the client
-  // threads of test_two_clients_share_a_recording call this at once.
-  static const uint8_t fake_image[96] = {
-      0x7f, 'E', 'L', 'F', 2,   [18] = 190, [64] = 'h', 'a', 'l', 'o', '-', 'f',
-      'a',  'k', 'e', '-', 'l', 'i',        'b',        'r', 'a', 'r', 'y'};
+  // EM_CUDA ELF header whose section table (one empty section, at byte 96)
+  // lies within it, then its name at byte 64. Constant: the client threads
+  // of test_two_clients_share_a_recording call this at once.
+  static const uint8_t fake_image[160] = {
+      0x7f,      'E',       'L',      'F',        2,   [18] = 190, [40] = 96,
+      [52] = 64, [58] = 64, [60] = 1, [64] = 'h', 'a', 'l',        'o',
+      '-',       'f',       'a',      'k',        'e', '-',        'l',
+      'i',       'b',       'r',      'a',        'r', 'y'};
   const char *fake = getenv("HALO_TEST_FAKE_CUDA");
   halo_executable_params_t params = {
       .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,

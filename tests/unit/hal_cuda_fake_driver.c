@@ -1262,6 +1262,10 @@ void fake_driver_image(uint8_t out_image[FAKE_CUDA_IMAGE_SIZE]) {
          4);
   out_image[4] = 2;     // ELFCLASS64
   out_image[18] = 190;  // EM_CUDA, little-endian
+  out_image[40] = 96;   // e_shoff: one empty section's header, at byte 96
+  out_image[52] = 64;   // e_ehsize
+  out_image[58] = 64;   // e_shentsize
+  out_image[60] = 1;    // e_shnum
   memcpy(out_image + 64, "halo-fake-library", 17);
 }
 
@@ -1286,6 +1290,12 @@ static CUresult fake_cuLibraryLoadData(CUlibrary *out, const void *code,
 
 static CUresult fake_cuLibraryUnload(CUlibrary library) {
   (void)library;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuLibraryGetModule(CUmodule *module, CUlibrary library) {
+  (void)library;
+  *module = (CUmodule)(void *)&fake.library;
   return CUDA_SUCCESS;
 }
 
@@ -1396,6 +1406,7 @@ const halo_hal_cuda_symbols_t *fake_driver_initialize(
   s->cuFuncSetAttribute = fake_cuFuncSetAttribute;
   s->cuLibraryLoadData = fake_cuLibraryLoadData;
   s->cuLibraryUnload = fake_cuLibraryUnload;
+  s->cuLibraryGetModule = fake_cuLibraryGetModule;
   s->cuLibraryGetKernelCount = fake_cuLibraryGetKernelCount;
   s->cuLibraryEnumerateKernels = fake_cuLibraryEnumerateKernels;
   s->cuKernelGetName = fake_cuKernelGetName;

@@ -75,9 +75,10 @@ typedef struct fake_counters_t {
 } fake_counters_t;
 
 // The image the fake loads its library from: a 64-bit ELF header for
-// EM_CUDA (what halo checks a CUBIN for), then the text
-// "halo-fake-library" at byte 64.
-#define FAKE_CUDA_IMAGE_SIZE 96
+// EM_CUDA whose section table (one empty section, at byte 96) lies within
+// it (what halo checks a CUBIN for), and the text "halo-fake-library" at
+// byte 64.
+#define FAKE_CUDA_IMAGE_SIZE 160
 void fake_driver_image(uint8_t out_image[FAKE_CUDA_IMAGE_SIZE]);
 
 // Installs |kernels| (the fake library loaded from a fake_driver_image)

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 // clang-format on
 
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,12 +292,85 @@ static void test_options(void **state) {
   }
 }
 
+// A CUBIN's ELF tables must lie within it (the driver reads them without a
+// size, and crashed on tables that point outside): NVRTC's CUBIN passes,
+// each damaged copy is refused naming what is wrong, before the driver.
+static halo_status_t check_cubin(const uint8_t *bytes, size_t size) {
+  halo_hal_executable_params_t params = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN, .data = bytes, .size = size};
+  halo_hal_cuda_image_t image;
+  halo_status_t status = halo_hal_cuda_compiler_build(&device, &params, &image);
+  if (!status) assert_ptr_equal(image.data, bytes);
+  return status;
+}
+
+static void expect_damaged(const uint8_t *cubin, size_t size, size_t offset,
+                           uint64_t value, size_t width, size_t damaged_size,
+                           const char *named) {
+  uint8_t *copy = malloc(size);
+  assert_non_null(copy);
+  memcpy(copy, cubin, size);
+  memcpy(copy + offset, &value, width);  // little-endian, as ELF's fields
+  halo_status_t status = check_cubin(copy, damaged_size);
+  assert_non_null(status);
+  print_message("%s\n", halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(halo_status_message(status), "damaged ELF image"));
+  assert_non_null(strstr(halo_status_message(status), named));
+  halo_status_free(status);
+  free(copy);
+}
+
+static void test_cubin_elf_tables_are_checked(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  halo_status_t status = compile(kKernel, NULL, 0, &image);
+  assert_null(status);
+  const uint8_t *cubin = image.data;
+  size_t size = image.size;
+  assert_null(check_cubin(cubin, size));
+  Elf64_Ehdr header;
+  memcpy(&header, cubin, sizeof(header));
+  assert_true(header.e_shnum > 1);
+  // The two fields that crashed libcuda 580.
+  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_shentsize), 0, 2, size,
+                 "e_shentsize");
+  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_shstrndx), 0xffff, 2, size,
+                 "e_shstrndx");
+  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_ehsize), 0, 2, size,
+                 "e_ehsize");
+  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_shoff), size, 8, size,
+                 "section table");
+  // The last section that has contents, pointed past the end.
+  size_t last = 0;
+  for (size_t i = 1; i < header.e_shnum; ++i) {
+    Elf64_Shdr section;
+    memcpy(&section, cubin + header.e_shoff + i * sizeof(section),
+           sizeof(section));
+    if (section.sh_type != SHT_NOBITS && section.sh_size > 0) last = i;
+  }
+  assert_true(last > 0);
+  expect_damaged(cubin, size,
+                 header.e_shoff + last * sizeof(Elf64_Shdr) +
+                     offsetof(Elf64_Shdr, sh_offset),
+                 size, 8, size, "section's contents");
+  if (header.e_phnum > 0) {
+    expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_phentsize), 0, 2, size,
+                   "e_phentsize");
+  }
+  // Cut short: its tables (at the end, as NVRTC writes them) lie past it.
+  expect_damaged(cubin, size, 0, 0x464c457f, 4, size / 2, "past its end");
+  free(image.owned);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_source_compiles),
       cmocka_unit_test(test_toolkit_header_is_found),
       cmocka_unit_test(test_include_outside_the_toolkit_is_refused),
       cmocka_unit_test(test_options),
+      cmocka_unit_test(test_cubin_elf_tables_are_checked),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -441,6 +441,19 @@ static void test_cubin_and_fatbin_executables(void **state) {
                               options, 1, &executable);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
   halo_status_free(status);
+  // A CUBIN of another architecture (e_flags bits 8-15, 90 for sm_90): the
+  // library loader takes it with no kernels; the load fails naming why.
+  assert_int_equal(cubin[49], fixture.device->arch);
+  cubin[49] = (char)(fixture.device->arch / 10 == 5 ? 70 : 50);
+  status =
+      load(HALO_HAL_EXECUTABLE_FORMAT_CUBIN, cubin, size, NULL, 0, &executable);
+  assert_null(executable);
+  print_message("another architecture's CUBIN: %s\n",
+                halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(
+      strstr(halo_status_message(status), "CUDA_ERROR_NO_BINARY_FOR_GPU"));
+  halo_status_free(status);
   free(cubin);
 
   char *fatbin = nvcc_kernels("fatbin", &size);
