@@ -131,6 +131,73 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
   return NULL;
 }
 
+// A FATBIN, as nvcc and fatbinary write it (NVIDIA does not document the
+// layout): a 16-byte header (the magic, a version, the header's size, the
+// size of the entries after it), then entries, each a header (its
+// kind, 1 PTX or 2 ELF, a version, the header's size, the contents' size,
+// then fields halo does not read) and its contents. What is wrong with the
+// FATBIN of |size| bytes at |bytes| (written to |out_problem|), or false:
+// the driver reads it without knowing the size, so every entry must lie
+// within the bytes, and each uncompressed ELF image inside must pass
+// halo_hal_cuda_elf_problem. Compressed images are the driver's to read.
+static bool halo_hal_cuda_fatbin_problem(const uint8_t *bytes, uint64_t size,
+                                         char *out_problem, size_t capacity) {
+  uint16_t header_size = 0;
+  uint64_t entries_size = 0;
+  memcpy(&header_size, bytes + 6, sizeof(header_size));
+  memcpy(&entries_size, bytes + 8, sizeof(entries_size));
+  if (header_size < 16 || header_size > size) {
+    snprintf(out_problem, capacity, "its header's size (%u) is not within it",
+             header_size);
+    return true;
+  }
+  if (entries_size > size - header_size) {
+    snprintf(out_problem, capacity, "its entries (%llu bytes) lie past its end",
+             (unsigned long long)entries_size);
+    return true;
+  }
+  uint64_t end = header_size + entries_size;
+  uint64_t offset = header_size;
+  for (unsigned index = 0; offset < end; ++index) {
+    uint16_t kind = 0;
+    uint32_t entry_header_size = 0;
+    uint64_t contents_size = 0;
+    if (end - offset >= 16) {
+      memcpy(&kind, bytes + offset, sizeof(kind));
+      memcpy(&entry_header_size, bytes + offset + 4, sizeof(entry_header_size));
+      memcpy(&contents_size, bytes + offset + 8, sizeof(contents_size));
+    }
+    if (end - offset < 16 || entry_header_size < 16 ||
+        entry_header_size > end - offset) {
+      snprintf(out_problem, capacity,
+               "entry %u's header (%u bytes) is not within its entries", index,
+               entry_header_size);
+      return true;
+    }
+    if (contents_size > end - offset - entry_header_size) {
+      snprintf(out_problem, capacity,
+               "entry %u's contents (%llu bytes) lie past its entries' end",
+               index, (unsigned long long)contents_size);
+      return true;
+    }
+    const uint8_t *contents = bytes + offset + entry_header_size;
+    if (kind == 2 && contents_size >= 4 &&
+        memcmp(contents,
+               "\x7f"
+               "ELF",
+               4) == 0) {
+      const char *problem = halo_hal_cuda_elf_problem(contents, contents_size);
+      if (problem) {
+        snprintf(out_problem, capacity, "entry %u's ELF image: %s", index,
+                 problem);
+        return true;
+      }
+    }
+    offset += entry_header_size + contents_size;
+  }
+  return false;
+}
+
 // The driver takes anything that parses as PTX text in place of a CUBIN
 // (and has loaded arbitrary bytes as an empty image), so a client's
 // mislabelled or damaged binary is refused here by its header: a CUBIN is
@@ -173,6 +240,13 @@ static halo_status_t halo_hal_cuda_check_binary_header(
                             "with the fatbin magic 0x%08x",
                             (unsigned long long)params->size,
                             HALO_HAL_CUDA_FATBIN_MAGIC);
+  }
+  char problem[160];
+  if (halo_hal_cuda_fatbin_problem(bytes, params->size, problem,
+                                   sizeof(problem))) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "the FATBIN executable (%llu bytes) is damaged: %s",
+                            (unsigned long long)params->size, problem);
   }
   return NULL;
 }

@@ -364,6 +364,69 @@ static void test_cubin_elf_tables_are_checked(void **state) {
   free(image.owned);
 }
 
+// A FATBIN's entries must lie within it, and an ELF image in it must pass
+// the CUBIN's checks: NVRTC's CUBIN wrapped as a FATBIN (a 16-byte header,
+// one entry: a 64-byte header of kind 2, ELF, then the image) passes; each
+// damaged copy is refused naming what is wrong.
+static halo_status_t check_fatbin(const uint8_t *bytes, size_t size) {
+  halo_hal_executable_params_t params = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_FATBIN, .data = bytes, .size = size};
+  halo_hal_cuda_image_t image;
+  return halo_hal_cuda_compiler_build(&device, &params, &image);
+}
+
+static void expect_damaged_fatbin(const uint8_t *fatbin, size_t size,
+                                  size_t offset, uint64_t value, size_t width,
+                                  const char *named) {
+  uint8_t *copy = malloc(size);
+  assert_non_null(copy);
+  memcpy(copy, fatbin, size);
+  memcpy(copy + offset, &value, width);
+  halo_status_t status = check_fatbin(copy, size);
+  assert_non_null(status);
+  print_message("%s\n", halo_status_message(status));
+  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(halo_status_message(status), "FATBIN"));
+  assert_non_null(strstr(halo_status_message(status), named));
+  halo_status_free(status);
+  free(copy);
+}
+
+static void test_fatbin_entries_are_checked(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  assert_null(compile(kKernel, NULL, 0, &image));
+  size_t size = 16 + 64 + image.size;
+  uint8_t *fatbin = calloc(1, size);
+  assert_non_null(fatbin);
+  uint32_t magic = 0xBA55ED50u;
+  uint16_t version = 1, header_size = 16, kind = 2, entry_version = 0x101;
+  uint32_t entry_header_size = 64;
+  uint64_t entries_size = 64 + image.size, contents_size = image.size;
+  memcpy(fatbin, &magic, 4);
+  memcpy(fatbin + 4, &version, 2);
+  memcpy(fatbin + 6, &header_size, 2);
+  memcpy(fatbin + 8, &entries_size, 8);
+  memcpy(fatbin + 16, &kind, 2);
+  memcpy(fatbin + 18, &entry_version, 2);
+  memcpy(fatbin + 20, &entry_header_size, 4);
+  memcpy(fatbin + 24, &contents_size, 8);
+  memcpy(fatbin + 80, image.data, image.size);
+  assert_null(check_fatbin(fatbin, size));
+  expect_damaged_fatbin(fatbin, size, 8, entries_size + 1, 8,
+                        "lie past its end");
+  expect_damaged_fatbin(fatbin, size, 6, 0, 2, "header's size");
+  expect_damaged_fatbin(fatbin, size, 20, 8, 4, "entry 0's header");
+  expect_damaged_fatbin(fatbin, size, 24, contents_size + 1, 8,
+                        "entry 0's contents");
+  // The image inside: the field that crashed libcuda 580 in a CUBIN.
+  expect_damaged_fatbin(fatbin, size, 80 + offsetof(Elf64_Ehdr, e_shentsize), 0,
+                        2, "entry 0's ELF image: its section header size");
+  free(fatbin);
+  free(image.owned);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_source_compiles),
@@ -371,6 +434,7 @@ int main(void) {
       cmocka_unit_test(test_include_outside_the_toolkit_is_refused),
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_cubin_elf_tables_are_checked),
+      cmocka_unit_test(test_fatbin_entries_are_checked),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
