@@ -128,11 +128,11 @@ void bench_csv_close(void);
 
 // HALO_TEST_FAKE_CUDA=1: the kernels come from the fake driver of
 // tests/unit/hal_cuda_fake_driver.c (a smoke test without a GPU; the
-// figures mean nothing). Its CUBIN is 160 bytes (an ELF header, the
-// fake's name, one empty section); |variant| changes a byte the fake
-// ignores (distinct content hashes).
+// figures mean nothing). Its CUBIN is 240 bytes (an ELF header, the
+// fake's name, a section name table and two sections); |variant| changes a
+// byte the fake ignores (distinct content hashes).
 bool bench_fake_cuda(void);
-#define BENCH_FAKE_IMAGE_SIZE 160
+#define BENCH_FAKE_IMAGE_SIZE 240
 void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
                       uint8_t variant);
 

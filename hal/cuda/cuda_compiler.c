@@ -77,12 +77,44 @@ static const char *halo_hal_cuda_format_name(uint32_t format) {
   }
 }
 
-// What is wrong with the ELF tables of the CUBIN of |size| bytes at
-// |bytes|, or NULL: the driver reads them without knowing the size, and
+// Section |index|'s header of the ELF image at |bytes| (its section table
+// already checked to lie within the image).
+static Elf64_Shdr halo_hal_cuda_elf_section(const uint8_t *bytes,
+                                            const Elf64_Ehdr *header,
+                                            uint64_t index) {
+  Elf64_Shdr section;
+  memcpy(&section, bytes + header->e_shoff + index * sizeof(section),
+         sizeof(section));
+  return section;
+}
+
+// Whether section |index| of |count| is a string table that lies within
+// the |size| bytes and ends in a NUL (so that every name in it does).
+static bool halo_hal_cuda_elf_string_table(const uint8_t *bytes, uint64_t size,
+                                           const Elf64_Ehdr *header,
+                                           uint64_t count, uint64_t index,
+                                           uint64_t *out_size) {
+  if (index >= count) return false;
+  Elf64_Shdr table = halo_hal_cuda_elf_section(bytes, header, index);
+  if (table.sh_type != SHT_STRTAB || table.sh_size == 0 ||
+      table.sh_offset > size || table.sh_size > size - table.sh_offset) {
+    return false;
+  }
+  *out_size = table.sh_size;
+  return bytes[table.sh_offset + table.sh_size - 1] == '\0';
+}
+
+// What is wrong with the ELF structure of the CUBIN of |size| bytes at
+// |bytes|, or NULL. The driver reads it without knowing the size, and
 // tables that point outside the image crashed it (libcuda 580 segfaulted
 // in cuModuleLoadData on an e_shentsize of 0 and on an e_shstrndx of
-// 0xffff), so the header, the section and program tables, and what each
-// entry points at must lie within the bytes.
+// 0xffff), so: an executable image (ET_EXEC: what nvcc, ptxas and NVRTC
+// write) whose header, section and program tables, and every section's
+// and segment's contents lie within the bytes; a section name table and
+// the string tables of its symbol tables that are string tables within
+// the bytes, ending in a NUL, with every name in them; symbol and
+// relocation tables of whole entries whose links are in range. The rest
+// (relocations' targets, NVIDIA's own sections) is the driver's to read.
 static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
                                              uint64_t size) {
   Elf64_Ehdr header;
@@ -91,28 +123,91 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
   if (header.e_ehsize != sizeof(Elf64_Ehdr)) {
     return "its ELF header's size (e_ehsize) is not 64";
   }
-  if (header.e_shnum == 0) return "it has no section table";
+  if (header.e_type != ET_EXEC) {
+    return "it is not an executable image (e_type is not ET_EXEC: "
+           "relocatable device code must be linked first)";
+  }
+  if (header.e_shoff == 0) return "it has no section table";
   if (header.e_shentsize != sizeof(Elf64_Shdr)) {
     return "its section header size (e_shentsize) is not 64";
   }
-  if (header.e_shoff > size ||
-      (size - header.e_shoff) / sizeof(Elf64_Shdr) < header.e_shnum) {
+  if (header.e_shoff > size || size - header.e_shoff < sizeof(Elf64_Shdr)) {
+    return "its section table (e_shoff) lies past its end";
+  }
+  // Past 0xff00 sections the count, and the name table's index, are in
+  // section 0 (ELF's extended numbering).
+  Elf64_Shdr first = halo_hal_cuda_elf_section(bytes, &header, 0);
+  uint64_t count = header.e_shnum ? header.e_shnum : first.sh_size;
+  uint64_t names_index =
+      header.e_shstrndx == SHN_XINDEX ? first.sh_link : header.e_shstrndx;
+  if (count == 0 || (size - header.e_shoff) / sizeof(Elf64_Shdr) < count) {
     return "its section table (e_shoff, e_shnum) lies past its end";
   }
-  if (header.e_shstrndx >= header.e_shnum) {
-    return "its section name table (e_shstrndx) is not one of its sections";
+  uint64_t names_size = 0;
+  if (!halo_hal_cuda_elf_string_table(bytes, size, &header, count, names_index,
+                                      &names_size)) {
+    return "its section name table (e_shstrndx) is not a string table "
+           "within it that ends in a NUL";
   }
-  for (uint64_t i = 0; i < header.e_shnum; ++i) {
-    Elf64_Shdr section;
-    memcpy(&section, bytes + header.e_shoff + i * sizeof(section),
-           sizeof(section));
-    if (section.sh_type != SHT_NOBITS &&
-        (section.sh_offset > size ||
-         section.sh_size > size - section.sh_offset)) {
+  for (uint64_t i = 0; i < count; ++i) {
+    Elf64_Shdr section = halo_hal_cuda_elf_section(bytes, &header, i);
+    // Sections that take no bytes of the file still start within it.
+    uint64_t file_size = section.sh_type == SHT_NOBITS ? 0 : section.sh_size;
+    if (section.sh_offset > size || file_size > size - section.sh_offset) {
       return "a section's contents lie past its end";
+    }
+    if (section.sh_name >= names_size) {
+      return "a section's name (sh_name) lies past its section name table";
+    }
+    if (section.sh_type == SHT_SYMTAB || section.sh_type == SHT_DYNSYM) {
+      uint64_t strings_size = 0;
+      if (section.sh_entsize != sizeof(Elf64_Sym) ||
+          section.sh_size % sizeof(Elf64_Sym) != 0) {
+        return "a symbol table's entries (sh_entsize) are not 24 bytes";
+      }
+      if (!halo_hal_cuda_elf_string_table(bytes, size, &header, count,
+                                          section.sh_link, &strings_size)) {
+        return "a symbol table's names (sh_link) are not a string table "
+               "within it that ends in a NUL";
+      }
+      for (uint64_t at = 0; at < section.sh_size; at += sizeof(Elf64_Sym)) {
+        Elf64_Sym symbol;
+        memcpy(&symbol, bytes + section.sh_offset + at, sizeof(symbol));
+        if (symbol.st_name >= strings_size) {
+          return "a symbol's name (st_name) lies past its string table";
+        }
+      }
+    }
+    if (section.sh_type == SHT_REL || section.sh_type == SHT_RELA) {
+      uint64_t entry =
+          section.sh_type == SHT_REL ? sizeof(Elf64_Rel) : sizeof(Elf64_Rela);
+      if (section.sh_entsize != entry || section.sh_size % entry != 0) {
+        return "a relocation table's entries (sh_entsize) are not whole";
+      }
+      if (section.sh_link >= count || section.sh_info >= count) {
+        return "a relocation table's links (sh_link, sh_info) are not its "
+               "sections";
+      }
+      Elf64_Shdr symbols =
+          halo_hal_cuda_elf_section(bytes, &header, section.sh_link);
+      if (symbols.sh_type != SHT_SYMTAB && symbols.sh_type != SHT_DYNSYM) {
+        return "a relocation table's symbols (sh_link) are not a symbol table";
+      }
+      uint64_t symbol_count = symbols.sh_size / sizeof(Elf64_Sym);
+      for (uint64_t at = 0; at < section.sh_size; at += entry) {
+        Elf64_Rel relocation;  // r_info is where Elf64_Rela has it too
+        memcpy(&relocation, bytes + section.sh_offset + at, sizeof(relocation));
+        if (ELF64_R_SYM(relocation.r_info) >= symbol_count) {
+          return "a relocation's symbol is not in its symbol table";
+        }
+      }
     }
   }
   if (header.e_phnum == 0) return NULL;
+  if (header.e_phnum == PN_XNUM) {
+    return "its program header count (e_phnum) is extended, which halo does "
+           "not read";
+  }
   if (header.e_phentsize != sizeof(Elf64_Phdr)) {
     return "its program header size (e_phentsize) is not 56";
   }

@@ -43,9 +43,12 @@ halo_status_t halo_test_nvrtc_ptx(const char *source, size_t size,
   size_t ptx_size = 0;
   if (!status) {
     result = nvrtc->nvrtcGetPTXSize(program, &ptx_size);
-    if (result != NVRTC_SUCCESS || ptx_size == 0) {
+    if (result != NVRTC_SUCCESS) {
       status = halo_status_make(HALO_STATUS_INTERNAL, "nvrtcGetPTXSize: %s",
                                 nvrtc->nvrtcGetErrorString(result));
+    } else if (ptx_size == 0) {
+      status = halo_status_make(HALO_STATUS_INTERNAL,
+                                "nvrtcGetPTXSize: NVRTC made no PTX");
     }
   }
   char *ptx = NULL;

@@ -74,11 +74,11 @@ typedef struct fake_counters_t {
   int streams_used;
 } fake_counters_t;
 
-// The image the fake loads its library from: a 64-bit ELF header for
-// EM_CUDA whose section table (one empty section, at byte 96) lies within
-// it (what halo checks a CUBIN for), and the text "halo-fake-library" at
-// byte 64.
-#define FAKE_CUDA_IMAGE_SIZE 160
+// The image the fake loads its library from: a 64-bit executable ELF
+// image for EM_CUDA whose tables lie within it (what halo checks a CUBIN
+// for: a section table at byte 112, an empty section and the section name
+// table at byte 96), and the text "halo-fake-library" at byte 64.
+#define FAKE_CUDA_IMAGE_SIZE 240
 void fake_driver_image(uint8_t out_image[FAKE_CUDA_IMAGE_SIZE]);
 
 // Installs |kernels| (the fake library loaded from a fake_driver_image)

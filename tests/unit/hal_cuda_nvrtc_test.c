@@ -361,6 +361,48 @@ static void test_cubin_elf_tables_are_checked(void **state) {
   }
   // Cut short: its tables (at the end, as NVRTC writes them) lie past it.
   expect_damaged(cubin, size, 0, 0x464c457f, 4, size / 2, "past its end");
+  // Relocatable device code (ET_REL), which the driver does not load.
+  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_type), ET_REL, 2, size,
+                 "ET_EXEC");
+  // The names: the section name table made a NOBITS section (no bytes), a
+  // section's name past it, a symbol's name past its string table.
+  size_t names = header.e_shoff + header.e_shstrndx * sizeof(Elf64_Shdr);
+  expect_damaged(cubin, size, names + offsetof(Elf64_Shdr, sh_type), SHT_NOBITS,
+                 4, size, "e_shstrndx");
+  expect_damaged(cubin, size,
+                 header.e_shoff + last * sizeof(Elf64_Shdr) +
+                     offsetof(Elf64_Shdr, sh_name),
+                 0xfffffff0u, 4, size, "sh_name");
+  bool symbols = false, relocations = false;
+  for (size_t i = 1; i < header.e_shnum; ++i) {
+    size_t at = header.e_shoff + i * sizeof(Elf64_Shdr);
+    Elf64_Shdr section;
+    memcpy(&section, cubin + at, sizeof(section));
+    if (section.sh_type == SHT_SYMTAB && section.sh_size >= 48) {
+      // Symbol 1's name; then the table's entry size.
+      expect_damaged(
+          cubin, size,
+          section.sh_offset + sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_name),
+          0xfffffff0u, 4, size, "st_name");
+      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_entsize), 16, 8,
+                     size, "sh_entsize");
+      symbols = true;
+    }
+    if (section.sh_type == SHT_RELA && section.sh_size >= sizeof(Elf64_Rela)) {
+      expect_damaged(
+          cubin, size, section.sh_offset + offsetof(Elf64_Rela, r_info),
+          ELF64_R_INFO(0xffffffu, 1), 8, size, "relocation's symbol");
+      relocations = true;
+    }
+    if (section.sh_type == SHT_NOBITS) {
+      // Taking no bytes of the file, it still starts within it.
+      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_offset),
+                     size + 1, 8, size, "section's contents");
+    }
+  }
+  assert_true(symbols);
+  print_message("relocations in NVRTC's CUBIN: %s\n",
+                relocations ? "checked" : "none");
   free(image.owned);
 }
 

@@ -15,6 +15,7 @@
 // clang-format on
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,6 +421,18 @@ static void test_ptx_executable(void **state) {
   free(ptx);
 }
 
+// Where a CUBIN's ELF header names its architecture (90 for sm_90): in
+// e_flags, bits 8-15 from ELF ABI version 8 (CUDA 13's), bits 0-7 before.
+static size_t cubin_architecture_offset(const uint8_t *cubin) {
+  return cubin[EI_ABIVERSION] >= 8 ? 49 : 48;
+}
+
+// An architecture of another major than the device's, whose code it cannot
+// run.
+static uint8_t other_architecture(void) {
+  return fixture.device->arch / 10 == 5 ? 70 : 50;
+}
+
 static void test_cubin_and_fatbin_executables(void **state) {
   (void)state;
   size_t size = 0;
@@ -441,10 +454,11 @@ static void test_cubin_and_fatbin_executables(void **state) {
                               options, 1, &executable);
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
   halo_status_free(status);
-  // A CUBIN of another architecture (e_flags bits 8-15, 90 for sm_90): the
-  // library loader takes it with no kernels; the load fails naming why.
-  assert_int_equal(cubin[49], fixture.device->arch);
-  cubin[49] = (char)(fixture.device->arch / 10 == 5 ? 70 : 50);
+  // A CUBIN of another architecture: the library loader takes it with no
+  // kernels; the load fails naming why.
+  size_t architecture = cubin_architecture_offset((uint8_t *)cubin);
+  assert_int_equal(cubin[architecture], fixture.device->arch);
+  cubin[architecture] = (char)other_architecture();
   status =
       load(HALO_HAL_EXECUTABLE_FORMAT_CUBIN, cubin, size, NULL, 0, &executable);
   assert_null(executable);
@@ -687,10 +701,16 @@ static void test_disk_cache_hit(void **state) {
   expect_load_from_disk(options, true);
 
   // A CUBIN the driver refuses, intact by its hashes (a file halod's user
-  // wrote, a driver changed under one version number): its architecture,
-  // e_flags bits 8-15 (90 for sm_90), set to one of another major. The
+  // wrote, a driver changed under one version number): its architecture
+  // set to one of another major. The
   // load still succeeds, compiled again, and the file is rewritten.
-  forge_cache_file(path, 49, fixture.device->arch / 10 == 5 ? 70 : 50);
+  size_t cached_size = 0;
+  char *cached = read_file(path, &cached_size);
+  assert_non_null(cached);
+  size_t architecture =
+      cubin_architecture_offset((uint8_t *)cached + 16 + 2 * HALO_HASH_BYTES);
+  free(cached);
+  forge_cache_file(path, architecture, other_architecture());
   expect_load_from_disk(options, false);
   expect_load_from_disk(options, true);
 }
