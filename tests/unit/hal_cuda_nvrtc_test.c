@@ -401,6 +401,21 @@ static void test_cubin_elf_tables_are_checked(void **state) {
     }
   }
   assert_true(symbols);
+  // ELF's extended numbering (past 0xff00 sections): the count and the
+  // name table's index in section 0. The same image so is accepted.
+  uint8_t *extended = malloc(size);
+  assert_non_null(extended);
+  memcpy(extended, cubin, size);
+  uint16_t zero = 0, xindex = SHN_XINDEX;
+  uint64_t count = header.e_shnum;
+  uint32_t names_index = header.e_shstrndx;
+  memcpy(extended + offsetof(Elf64_Ehdr, e_shnum), &zero, 2);
+  memcpy(extended + offsetof(Elf64_Ehdr, e_shstrndx), &xindex, 2);
+  memcpy(extended + header.e_shoff + offsetof(Elf64_Shdr, sh_size), &count, 8);
+  memcpy(extended + header.e_shoff + offsetof(Elf64_Shdr, sh_link),
+         &names_index, 4);
+  assert_null(check_cubin(extended, size));
+  free(extended);
   print_message("relocations in NVRTC's CUBIN: %s\n",
                 relocations ? "checked" : "none");
   free(image.owned);
