@@ -13,6 +13,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "tests/support/fake_cuda_image.h"
+
 int64_t bench_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -329,27 +331,7 @@ bool bench_fake_cuda(void) {
 
 void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
                       uint8_t variant) {
-  memset(out_image, 0, BENCH_FAKE_IMAGE_SIZE);
-  memcpy(out_image,
-         "\x7f"
-         "ELF",
-         4);
-  out_image[4] = 2;     // ELFCLASS64
-  out_image[18] = 190;  // EM_CUDA
-  out_image[16] = 2;    // e_type: ET_EXEC
-  out_image[40] = 112;  // e_shoff: the section table, at byte 112
-  out_image[52] = 64;   // e_ehsize
-  out_image[58] = 64;   // e_shentsize
-  out_image[60] = 2;    // e_shnum: an empty section and the name table
-  out_image[62] = 1;    // e_shstrndx
-  memcpy(out_image + 64, "halo-fake-library", 17);
-  // The section name table, at byte 96, and its header.
-  memcpy(out_image + 96, "\0.shstrtab", 11);
-  out_image[176] = 1;   // sh_name
-  out_image[180] = 3;   // sh_type: SHT_STRTAB
-  out_image[200] = 96;  // sh_offset
-  out_image[208] = 11;  // sh_size
-  out_image[90] = variant;
+  halo_fake_cuda_image(out_image, variant);
 }
 
 void bench_print_header(FILE *out, const char *program, const char *version,

@@ -128,9 +128,9 @@ void bench_csv_close(void);
 
 // HALO_TEST_FAKE_CUDA=1: the kernels come from the fake driver of
 // tests/unit/hal_cuda_fake_driver.c (a smoke test without a GPU; the
-// figures mean nothing). Its CUBIN is 240 bytes (an ELF header, the
-// fake's name, a section name table and two sections); |variant| changes a
-// byte the fake ignores (distinct content hashes).
+// figures mean nothing). Its CUBIN (tests/support/fake_cuda_image.h) is
+// 240 bytes; |variant| changes a byte the fake ignores (distinct content
+// hashes).
 bool bench_fake_cuda(void);
 #define BENCH_FAKE_IMAGE_SIZE 240
 void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],

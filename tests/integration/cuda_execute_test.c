@@ -53,6 +53,7 @@
 #include "hal/device.h"
 #include "hal/registry.h"
 #include "halo/halo.h"
+#include "tests/support/fake_cuda_image.h"
 #include "tests/support/nvrtc_ptx.h"
 
 static const char kKernels[] =
@@ -249,6 +250,10 @@ static int teardown(void **state) {
   return 0;
 }
 
+// The fake driver's CUBIN (HALO_TEST_FAKE_CUDA=1), made by main before
+// any client thread reads it.
+static uint8_t fake_image[HALO_FAKE_CUDA_IMAGE_SIZE];
+
 // The kernels as PTX, compiled here by main where this host has no
 // Landlock (halod then refuses CUDA C); NULL elsewhere.
 static char *kernels_ptx;
@@ -259,24 +264,6 @@ static size_t kernels_ptx_size;
 // tests/unit/hal_cuda_fake_driver.c, no GPU) the fake's library, which
 // holds host versions of the same kernels.
 static halo_executable_params_t kernel_params(void) {
-  // What tests/unit/hal_cuda_fake_driver.c loads its library from (its
-  // fake_driver_image): a 64-bit executable ELF image for EM_CUDA whose
-  // tables lie within it, its name at byte 64. Constant: the client
-  // threads of test_two_clients_share_a_recording call this at once.
-  // clang-format off
-  static const uint8_t fake_image[240] = {
-      0x7f, 'E', 'L', 'F', 2,
-      [16] = 2,                       // e_type: ET_EXEC
-      [18] = 190,                     // e_machine: EM_CUDA
-      [40] = 112,                     // e_shoff
-      [52] = 64, [58] = 64,           // e_ehsize, e_shentsize
-      [60] = 2, [62] = 1,             // e_shnum, e_shstrndx
-      [64] = 'h', 'a', 'l', 'o', '-', 'f', 'a', 'k', 'e', '-', 'l', 'i', 'b',
-      'r', 'a', 'r', 'y',
-      [97] = '.', 's', 'h', 's', 't', 'r', 't', 'a', 'b',  // the names
-      [176] = 1, [180] = 3,           // section 1: sh_name, SHT_STRTAB
-      [200] = 96, [208] = 11};        // sh_offset, sh_size
-  // clang-format on
   const char *fake = getenv("HALO_TEST_FAKE_CUDA");
   halo_executable_params_t params = {
       .format = HALO_EXECUTABLE_FORMAT_CUDA_SOURCE,
@@ -1697,6 +1684,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   const char *fake = getenv("HALO_TEST_FAKE_CUDA");
+  halo_fake_cuda_image(fake_image, 0);
   if (!(fake && strcmp(fake, "1") == 0) &&
       halo_sandbox_abi(reason, sizeof(reason)) == 0) {
     halo_status_t status = halo_test_nvrtc_ptx(kKernels, sizeof(kKernels) - 1,

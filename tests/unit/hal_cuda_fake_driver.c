@@ -1255,26 +1255,7 @@ static CUresult fake_cuFuncSetAttribute(CUfunction function,
 }
 
 void fake_driver_image(uint8_t out_image[FAKE_CUDA_IMAGE_SIZE]) {
-  memset(out_image, 0, FAKE_CUDA_IMAGE_SIZE);
-  memcpy(out_image,
-         "\x7f"
-         "ELF",
-         4);
-  out_image[4] = 2;     // ELFCLASS64
-  out_image[18] = 190;  // EM_CUDA, little-endian
-  out_image[16] = 2;    // e_type: ET_EXEC
-  out_image[40] = 112;  // e_shoff: the section table, at byte 112
-  out_image[52] = 64;   // e_ehsize
-  out_image[58] = 64;   // e_shentsize
-  out_image[60] = 2;    // e_shnum: an empty section and the name table
-  out_image[62] = 1;    // e_shstrndx
-  memcpy(out_image + 64, "halo-fake-library", 17);
-  // The section name table, at byte 96, and its header.
-  memcpy(out_image + 96, "\0.shstrtab", 11);
-  out_image[176] = 1;   // sh_name
-  out_image[180] = 3;   // sh_type: SHT_STRTAB
-  out_image[200] = 96;  // sh_offset
-  out_image[208] = 11;  // sh_size
+  halo_fake_cuda_image(out_image, 0);
 }
 
 static CUresult fake_cuLibraryLoadData(CUlibrary *out, const void *code,

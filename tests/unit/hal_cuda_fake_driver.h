@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "hal/cuda/cuda_symbols.h"
+#include "tests/support/fake_cuda_image.h"
 
 // A kernel of the fake: |args| point at the parameter values, |threads| is
 // grid x block (every kernel of the tests is one-dimensional).
@@ -74,11 +75,9 @@ typedef struct fake_counters_t {
   int streams_used;
 } fake_counters_t;
 
-// The image the fake loads its library from: a 64-bit executable ELF
-// image for EM_CUDA whose tables lie within it (what halo checks a CUBIN
-// for: a section table at byte 112, an empty section and the section name
-// table at byte 96), and the text "halo-fake-library" at byte 64.
-#define FAKE_CUDA_IMAGE_SIZE 240
+// The image the fake loads its library from
+// (tests/support/fake_cuda_image.h).
+#define FAKE_CUDA_IMAGE_SIZE HALO_FAKE_CUDA_IMAGE_SIZE
 void fake_driver_image(uint8_t out_image[FAKE_CUDA_IMAGE_SIZE]);
 
 // Installs |kernels| (the fake library loaded from a fake_driver_image)
