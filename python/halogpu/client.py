@@ -483,12 +483,19 @@ class Client:
         return self.load_executable(ptx, ExecutableFormat.PTX, device=device)
 
     def load_cubin(self, cubin: bytes, *, device: int = 0) -> Executable:
-        """Loads a CUBIN (bytes)."""
+        """Loads a CUBIN (bytes): a linked CUDA ELF image for the device's
+        architecture (``nvcc -cubin``, ptxas, Triton's ``asm["cubin"]``).
+
+        Raises InvalidArgumentError naming the field when its ELF tables do
+        not lie within the bytes, and with CUDA_ERROR_NO_BINARY_FOR_GPU when
+        it is for another architecture."""
         return self.load_executable(cubin, ExecutableFormat.CUBIN,
                                     device=device)
 
     def load_fatbin(self, fatbin: bytes, *, device: int = 0) -> Executable:
-        """Loads a fat binary (bytes)."""
+        """Loads a fat binary (bytes, ``nvcc -fatbin``); its entries must lie
+        within the bytes and each uncompressed ELF image in it passes
+        load_cubin's checks (else InvalidArgumentError)."""
         return self.load_executable(fatbin, ExecutableFormat.FATBIN,
                                     device=device)
 
