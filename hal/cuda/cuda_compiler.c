@@ -77,6 +77,9 @@ static const char *halo_hal_cuda_format_name(uint32_t format) {
   }
 }
 
+// e_machine of a CUDA ELF image.
+#define HALO_HAL_CUDA_ELF_MACHINE_CUDA 190
+
 // Section |index|'s header of the ELF image at |bytes| (its section table
 // already checked to lie within the image).
 static Elf64_Shdr halo_hal_cuda_elf_section(const uint8_t *bytes,
@@ -106,26 +109,36 @@ static bool halo_hal_cuda_elf_string_table(const uint8_t *bytes, uint64_t size,
 
 // What is wrong with the ELF structure of the CUBIN of |size| bytes at
 // |bytes|, or NULL. The driver reads it without knowing the size, and
-// tables that point outside the image crashed it (libcuda 580 segfaulted
-// in cuModuleLoadData on an e_shentsize of 0 and on an e_shstrndx of
-// 0xffff), so: an executable image (ET_EXEC: what nvcc, ptxas and NVRTC
-// write) whose header, section and program tables, and every section's
-// and segment's contents lie within the bytes; a section name table and
-// the string tables of its symbol tables that are string tables within
-// the bytes, ending in a NUL, with every name in them; symbol and
-// relocation tables of whole entries whose links are in range. The rest
-// (relocations' targets, NVIDIA's own sections) is the driver's to read.
+// indices and offsets that point outside the image crashed it (libcuda 580
+// segfaulted in cuModuleLoadData on an e_shentsize of 0, an e_shstrndx of
+// 0xffff, a symbol's st_shndx or an sh_info of 0xfeff, and a relocation's
+// offset past its section). So: a 64-bit little-endian image for EM_CUDA,
+// executable or relocatable (both load), whose header, section and program
+// tables, and every section's and segment's contents lie within the bytes;
+// a section name table and the string tables of its symbol tables that are
+// string tables within the bytes, ending in a NUL, with every name in
+// them; symbols in sections that exist; sh_info links (SHF_INFO_LINK) to
+// sections that exist; relocation tables that name symbols that exist and
+// places within their sections (8 bytes, or an instruction's 16 in code).
+// Symbol and relocation tables are read once over (their bytes together no
+// more than the image's), so a check takes time linear in the size. What
+// the sections hold beyond that (NVIDIA's own sections) is the driver's to
+// read.
 static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
                                              uint64_t size) {
   Elf64_Ehdr header;
   if (size < sizeof(header)) return "it is shorter than an ELF header";
   memcpy(&header, bytes, sizeof(header));
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 ||
+      header.e_ident[EI_DATA] != ELFDATA2LSB ||
+      header.e_machine != HALO_HAL_CUDA_ELF_MACHINE_CUDA) {
+    return "it is not a 64-bit little-endian CUDA ELF image";
+  }
   if (header.e_ehsize != sizeof(Elf64_Ehdr)) {
     return "its ELF header's size (e_ehsize) is not 64";
   }
-  if (header.e_type != ET_EXEC) {
-    return "it is not an executable image (e_type is not ET_EXEC: "
-           "relocatable device code must be linked first)";
+  if (header.e_type != ET_EXEC && header.e_type != ET_REL) {
+    return "it is neither an executable nor a relocatable image (e_type)";
   }
   if (header.e_shoff == 0) return "it has no section table";
   if (header.e_shentsize != sizeof(Elf64_Shdr)) {
@@ -149,6 +162,7 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
     return "its section name table (e_shstrndx) is not a string table "
            "within it that ends in a NUL";
   }
+  uint64_t scanned = 0;  // bytes of symbol and relocation tables read
   for (uint64_t i = 0; i < count; ++i) {
     Elf64_Shdr section = halo_hal_cuda_elf_section(bytes, &header, i);
     // Sections that take no bytes of the file still start within it.
@@ -159,7 +173,19 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
     if (section.sh_name >= names_size) {
       return "a section's name (sh_name) lies past its section name table";
     }
-    if (section.sh_type == SHT_SYMTAB || section.sh_type == SHT_DYNSYM) {
+    if ((section.sh_flags & SHF_INFO_LINK) && section.sh_info >= count) {
+      return "a section's link (sh_info) is not one of its sections";
+    }
+    bool symbols =
+        section.sh_type == SHT_SYMTAB || section.sh_type == SHT_DYNSYM;
+    bool relocations =
+        section.sh_type == SHT_REL || section.sh_type == SHT_RELA;
+    if (!symbols && !relocations) continue;
+    scanned += section.sh_size;  // no overflow: each is within |size|
+    if (scanned > size) {
+      return "its symbol and relocation tables overlap";
+    }
+    if (symbols) {
       uint64_t strings_size = 0;
       if (section.sh_entsize != sizeof(Elf64_Sym) ||
           section.sh_size % sizeof(Elf64_Sym) != 0) {
@@ -176,30 +202,40 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
         if (symbol.st_name >= strings_size) {
           return "a symbol's name (st_name) lies past its string table";
         }
-      }
-    }
-    if (section.sh_type == SHT_REL || section.sh_type == SHT_RELA) {
-      uint64_t entry =
-          section.sh_type == SHT_REL ? sizeof(Elf64_Rel) : sizeof(Elf64_Rela);
-      if (section.sh_entsize != entry || section.sh_size % entry != 0) {
-        return "a relocation table's entries (sh_entsize) are not whole";
-      }
-      if (section.sh_link >= count || section.sh_info >= count) {
-        return "a relocation table's links (sh_link, sh_info) are not its "
-               "sections";
-      }
-      Elf64_Shdr symbols =
-          halo_hal_cuda_elf_section(bytes, &header, section.sh_link);
-      if (symbols.sh_type != SHT_SYMTAB && symbols.sh_type != SHT_DYNSYM) {
-        return "a relocation table's symbols (sh_link) are not a symbol table";
-      }
-      uint64_t symbol_count = symbols.sh_size / sizeof(Elf64_Sym);
-      for (uint64_t at = 0; at < section.sh_size; at += entry) {
-        Elf64_Rel relocation;  // r_info is where Elf64_Rela has it too
-        memcpy(&relocation, bytes + section.sh_offset + at, sizeof(relocation));
-        if (ELF64_R_SYM(relocation.r_info) >= symbol_count) {
-          return "a relocation's symbol is not in its symbol table";
+        if (symbol.st_shndx >= count && symbol.st_shndx != SHN_ABS &&
+            symbol.st_shndx != SHN_COMMON) {
+          return "a symbol's section (st_shndx) is not one of its sections";
         }
+      }
+      continue;
+    }
+    uint64_t entry =
+        section.sh_type == SHT_REL ? sizeof(Elf64_Rel) : sizeof(Elf64_Rela);
+    if (section.sh_entsize != entry || section.sh_size % entry != 0) {
+      return "a relocation table's entries (sh_entsize) are not whole";
+    }
+    if (section.sh_link >= count || section.sh_info >= count) {
+      return "a relocation table's links (sh_link, sh_info) are not its "
+             "sections";
+    }
+    Elf64_Shdr table =
+        halo_hal_cuda_elf_section(bytes, &header, section.sh_link);
+    if (table.sh_type != SHT_SYMTAB && table.sh_type != SHT_DYNSYM) {
+      return "a relocation table's symbols (sh_link) are not a symbol table";
+    }
+    Elf64_Shdr target =
+        halo_hal_cuda_elf_section(bytes, &header, section.sh_info);
+    uint64_t reach = target.sh_flags & SHF_EXECINSTR ? 16 : 8;
+    uint64_t symbol_count = table.sh_size / sizeof(Elf64_Sym);
+    for (uint64_t at = 0; at < section.sh_size; at += entry) {
+      Elf64_Rel relocation;  // where Elf64_Rela has the same fields
+      memcpy(&relocation, bytes + section.sh_offset + at, sizeof(relocation));
+      if (ELF64_R_SYM(relocation.r_info) >= symbol_count) {
+        return "a relocation's symbol is not in its symbol table";
+      }
+      if (target.sh_size < reach ||
+          relocation.r_offset > target.sh_size - reach) {
+        return "a relocation's place (r_offset) lies past its section";
       }
     }
   }
@@ -297,7 +333,6 @@ static bool halo_hal_cuda_fatbin_problem(const uint8_t *bytes, uint64_t size,
 // (and has loaded arbitrary bytes as an empty image), so a client's
 // mislabelled or damaged binary is refused here by its header: a CUBIN is
 // a 64-bit ELF file for EM_CUDA, a FATBIN starts with the fatbin magic.
-#define HALO_HAL_CUDA_ELF_MACHINE_CUDA 190
 #define HALO_HAL_CUDA_FATBIN_MAGIC 0xBA55ED50u
 static halo_status_t halo_hal_cuda_check_binary_header(
     const halo_hal_executable_params_t *params) {

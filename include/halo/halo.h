@@ -350,9 +350,9 @@ typedef enum halo_executable_format_e {
   // (config key native-code); others get PERMISSION_DENIED.
   HALO_EXECUTABLE_FORMAT_ELF = 1,
   HALO_EXECUTABLE_FORMAT_PTX = 2,
-  // A linked (ET_EXEC) CUDA ELF image for the device's architecture, as
-  // nvcc -cubin, ptxas and Triton write it. halod checks its ELF tables lie
-  // within |size| before the driver reads it: a damaged image is
+  // A CUDA ELF image for the device's architecture, as nvcc -cubin, ptxas
+  // and Triton write it. halod checks its ELF tables, indices and offsets
+  // lie within |size| before the driver reads it: a damaged image is
   // INVALID_ARGUMENT naming the field; another architecture's is
   // INVALID_ARGUMENT with CUDA_ERROR_NO_BINARY_FOR_GPU.
   HALO_EXECUTABLE_FORMAT_CUBIN = 3,

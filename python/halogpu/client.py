@@ -483,7 +483,7 @@ class Client:
         return self.load_executable(ptx, ExecutableFormat.PTX, device=device)
 
     def load_cubin(self, cubin: bytes, *, device: int = 0) -> Executable:
-        """Loads a CUBIN (bytes): a linked CUDA ELF image for the device's
+        """Loads a CUBIN (bytes): a CUDA ELF image for the device's
         architecture (``nvcc -cubin``, ptxas, Triton's ``asm["cubin"]``).
 
         Raises InvalidArgumentError naming the field when its ELF tables do

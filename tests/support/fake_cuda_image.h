@@ -24,6 +24,7 @@ static inline void halo_fake_cuda_image(
          "ELF",
          4);
   out_image[4] = 2;     // ELFCLASS64
+  out_image[5] = 1;     // ELFDATA2LSB
   out_image[16] = 2;    // e_type: ET_EXEC
   out_image[18] = 190;  // e_machine: EM_CUDA, little-endian
   out_image[40] = 112;  // e_shoff: the section table, at byte 112

@@ -321,6 +321,116 @@ static void expect_damaged(const uint8_t *cubin, size_t size, size_t offset,
   free(copy);
 }
 
+// Damages, one at a time, the symbol tables, the sh_info links and (where
+// |with_relocations|, which it must have) the relocation tables of the
+// CUBIN |cubin| of |size| bytes, and the NOBITS sections' offsets; each
+// copy must be refused naming what is wrong.
+static void expect_damaged_tables(const uint8_t *cubin, size_t size,
+                                  bool with_relocations) {
+  Elf64_Ehdr header;
+  memcpy(&header, cubin, sizeof(header));
+  bool symbols = false, info_links = false, relocations = false;
+  for (size_t i = 1; i < header.e_shnum; ++i) {
+    size_t at = header.e_shoff + i * sizeof(Elf64_Shdr);
+    Elf64_Shdr section;
+    memcpy(&section, cubin + at, sizeof(section));
+    if (section.sh_type == SHT_SYMTAB && section.sh_size >= 48) {
+      // Symbol 1's name, its section (an index past them crashed libcuda
+      // 580), then the table's entry size.
+      size_t symbol = section.sh_offset + sizeof(Elf64_Sym);
+      expect_damaged(cubin, size, symbol + offsetof(Elf64_Sym, st_name),
+                     0xfffffff0u, 4, size, "st_name");
+      expect_damaged(cubin, size, symbol + offsetof(Elf64_Sym, st_shndx),
+                     0xfeff, 2, size, "st_shndx");
+      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_entsize), 16, 8,
+                     size, "sh_entsize");
+      symbols = true;
+    }
+    if (section.sh_flags & SHF_INFO_LINK) {
+      // A link to a section past them (crashed libcuda 580).
+      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_info), 0xfeff, 4,
+                     size, "sh_info");
+      info_links = true;
+    }
+    if (section.sh_type == SHT_RELA && section.sh_size >= sizeof(Elf64_Rela)) {
+      expect_damaged(
+          cubin, size, section.sh_offset + offsetof(Elf64_Rela, r_info),
+          ELF64_R_INFO(0xffffffu, 1), 8, size, "relocation's symbol");
+      // A place past its section (crashed libcuda 580).
+      expect_damaged(cubin, size,
+                     section.sh_offset + offsetof(Elf64_Rela, r_offset),
+                     0x40000000u, 8, size, "r_offset");
+      relocations = true;
+    }
+    if (section.sh_type == SHT_NOBITS) {
+      // Taking no bytes of the file, it still starts within it.
+      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_offset),
+                     size + 1, 8, size, "section's contents");
+    }
+  }
+  assert_true(symbols);
+  assert_true(info_links);
+  assert_int_equal(relocations, with_relocations);
+}
+
+// Symbol tables that overlap, each read whole, would make a check's time
+// grow with their count times their size: refused once the tables read
+// pass the image's size. A made image: header, names, strings, a
+// table of 42 empty symbols, and eight symbol tables over it.
+static void test_overlapping_tables_are_refused(void **state) {
+  (void)state;
+  enum {
+    kNames = 64,
+    kStrings = 80,
+    kTable = 96,
+    kTableBytes = 42 * 24,
+    kSections = 96 + 42 * 24,
+    kCount = 11
+  };
+  size_t size = kSections + kCount * sizeof(Elf64_Shdr);
+  uint8_t *image = calloc(1, size);
+  assert_non_null(image);
+  Elf64_Ehdr header = {.e_type = ET_EXEC,
+                       .e_machine = 190,
+                       .e_shoff = kSections,
+                       .e_ehsize = sizeof(Elf64_Ehdr),
+                       .e_shentsize = sizeof(Elf64_Shdr),
+                       .e_shnum = kCount,
+                       .e_shstrndx = 1};
+  memcpy(header.e_ident, ELFMAG, SELFMAG);
+  header.e_ident[EI_CLASS] = ELFCLASS64;
+  header.e_ident[EI_DATA] = ELFDATA2LSB;
+  memcpy(image, &header, sizeof(header));
+  memcpy(image + kNames, "\0.n\0.s\0.t", 10);
+  Elf64_Shdr sections[kCount] = {[1] = {.sh_name = 1,
+                                        .sh_type = SHT_STRTAB,
+                                        .sh_offset = kNames,
+                                        .sh_size = 10},
+                                 [2] = {.sh_name = 4,
+                                        .sh_type = SHT_STRTAB,
+                                        .sh_offset = kStrings,
+                                        .sh_size = 1}};
+  for (int i = 3; i < kCount; ++i) {
+    sections[i] = (Elf64_Shdr){.sh_name = 7,
+                               .sh_type = SHT_SYMTAB,
+                               .sh_offset = kTable,
+                               .sh_size = kTableBytes,
+                               .sh_link = 2,
+                               .sh_entsize = sizeof(Elf64_Sym)};
+  }
+  memcpy(image + kSections, sections, sizeof(sections));
+  halo_status_t status = check_cubin(image, size);
+  assert_non_null(status);
+  print_message("%s\n", halo_status_message(status));
+  assert_non_null(strstr(halo_status_message(status), "overlap"));
+  halo_status_free(status);
+  // One table over them is an image like any other.
+  header.e_shnum = 4;
+  memcpy(image, &header, sizeof(header));
+  assert_null(check_cubin(image, size));
+  free(image);
+}
+
 static void test_cubin_elf_tables_are_checked(void **state) {
   (void)state;
   require_sandboxed_nvrtc();
@@ -361,9 +471,17 @@ static void test_cubin_elf_tables_are_checked(void **state) {
   }
   // Cut short: its tables (at the end, as NVRTC writes them) lie past it.
   expect_damaged(cubin, size, 0, 0x464c457f, 4, size / 2, "past its end");
-  // Relocatable device code (ET_REL), which the driver does not load.
-  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_type), ET_REL, 2, size,
-                 "ET_EXEC");
+  // A shared object (ET_DYN): neither executable nor relocatable.
+  expect_damaged(cubin, size, offsetof(Elf64_Ehdr, e_type), ET_DYN, 2, size,
+                 "e_type");
+  // A relocatable image (ET_REL, nvcc -rdc) loads: accepted.
+  uint8_t *relocatable = malloc(size);
+  assert_non_null(relocatable);
+  memcpy(relocatable, cubin, size);
+  uint16_t type = ET_REL;
+  memcpy(relocatable + offsetof(Elf64_Ehdr, e_type), &type, 2);
+  assert_null(check_cubin(relocatable, size));
+  free(relocatable);
   // The names: the section name table made a NOBITS section (no bytes), a
   // section's name past it, a symbol's name past its string table.
   size_t names = header.e_shoff + header.e_shstrndx * sizeof(Elf64_Shdr);
@@ -373,34 +491,7 @@ static void test_cubin_elf_tables_are_checked(void **state) {
                  header.e_shoff + last * sizeof(Elf64_Shdr) +
                      offsetof(Elf64_Shdr, sh_name),
                  0xfffffff0u, 4, size, "sh_name");
-  bool symbols = false, relocations = false;
-  for (size_t i = 1; i < header.e_shnum; ++i) {
-    size_t at = header.e_shoff + i * sizeof(Elf64_Shdr);
-    Elf64_Shdr section;
-    memcpy(&section, cubin + at, sizeof(section));
-    if (section.sh_type == SHT_SYMTAB && section.sh_size >= 48) {
-      // Symbol 1's name; then the table's entry size.
-      expect_damaged(
-          cubin, size,
-          section.sh_offset + sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_name),
-          0xfffffff0u, 4, size, "st_name");
-      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_entsize), 16, 8,
-                     size, "sh_entsize");
-      symbols = true;
-    }
-    if (section.sh_type == SHT_RELA && section.sh_size >= sizeof(Elf64_Rela)) {
-      expect_damaged(
-          cubin, size, section.sh_offset + offsetof(Elf64_Rela, r_info),
-          ELF64_R_INFO(0xffffffu, 1), 8, size, "relocation's symbol");
-      relocations = true;
-    }
-    if (section.sh_type == SHT_NOBITS) {
-      // Taking no bytes of the file, it still starts within it.
-      expect_damaged(cubin, size, at + offsetof(Elf64_Shdr, sh_offset),
-                     size + 1, 8, size, "section's contents");
-    }
-  }
-  assert_true(symbols);
+  expect_damaged_tables(cubin, size, false);
   // ELF's extended numbering (past 0xff00 sections): the count and the
   // name table's index in section 0. The same image so is accepted.
   uint8_t *extended = malloc(size);
@@ -416,8 +507,12 @@ static void test_cubin_elf_tables_are_checked(void **state) {
          &names_index, 4);
   assert_null(check_cubin(extended, size));
   free(extended);
-  print_message("relocations in NVRTC's CUBIN: %s\n",
-                relocations ? "checked" : "none");
+  free(image.owned);
+  // With -G, NVRTC's CUBIN has relocations (of its debug frames).
+  const char *debug[] = {"-G"};
+  assert_null(compile(kKernel, debug, 1, &image));
+  assert_null(check_cubin(image.data, image.size));
+  expect_damaged_tables(image.data, image.size, true);
   free(image.owned);
 }
 
@@ -492,6 +587,7 @@ int main(void) {
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_cubin_elf_tables_are_checked),
       cmocka_unit_test(test_fatbin_entries_are_checked),
+      cmocka_unit_test(test_overlapping_tables_are_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
