@@ -295,30 +295,52 @@ static void test_options(void **state) {
 // A CUBIN's ELF tables must lie within it (the driver reads them without a
 // size, and crashed on tables that point outside): NVRTC's CUBIN passes,
 // each damaged copy is refused naming what is wrong, before the driver.
-static halo_status_t check_cubin(const uint8_t *bytes, size_t size) {
+static halo_status_t check_image(uint32_t format, const uint8_t *bytes,
+                                 size_t size) {
   halo_hal_executable_params_t params = {
-      .format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN, .data = bytes, .size = size};
+      .format = format, .data = bytes, .size = size};
   halo_hal_cuda_image_t image;
   halo_status_t status = halo_hal_cuda_compiler_build(&device, &params, &image);
   if (!status) assert_ptr_equal(image.data, bytes);
   return status;
 }
 
-static void expect_damaged(const uint8_t *cubin, size_t size, size_t offset,
-                           uint64_t value, size_t width, size_t damaged_size,
-                           const char *named) {
+static halo_status_t check_cubin(const uint8_t *bytes, size_t size) {
+  return check_image(HALO_HAL_EXECUTABLE_FORMAT_CUBIN, bytes, size);
+}
+
+// A copy of the |format| image |original| of |size| bytes with the |width|
+// bytes at |offset| set to |value| (little-endian, as ELF's and the
+// FATBIN's fields), checked as |damaged_size| bytes: refused, naming the
+// format and |named|.
+static void expect_image_refused(uint32_t format, const uint8_t *original,
+                                 size_t size, size_t offset, uint64_t value,
+                                 size_t width, size_t damaged_size,
+                                 const char *named) {
   uint8_t *copy = malloc(size);
   assert_non_null(copy);
-  memcpy(copy, cubin, size);
-  memcpy(copy + offset, &value, width);  // little-endian, as ELF's fields
-  halo_status_t status = check_cubin(copy, damaged_size);
+  memcpy(copy, original, size);
+  memcpy(copy + offset, &value, width);
+  halo_status_t status = check_image(format, copy, damaged_size);
   assert_non_null(status);
   print_message("%s\n", halo_status_message(status));
   assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
-  assert_non_null(strstr(halo_status_message(status), "damaged ELF image"));
-  assert_non_null(strstr(halo_status_message(status), named));
+  const char *message = halo_status_message(status);
+  assert_non_null(strstr(message, format == HALO_HAL_EXECUTABLE_FORMAT_CUBIN
+                                      ? "CUBIN executable"
+                                      : "FATBIN executable"));
+  assert_true(strstr(message, "is damaged") ||
+              strstr(message, "is a damaged ELF image"));
+  assert_non_null(strstr(message, named));
   halo_status_free(status);
   free(copy);
+}
+
+static void expect_damaged(const uint8_t *cubin, size_t size, size_t offset,
+                           uint64_t value, size_t width, size_t damaged_size,
+                           const char *named) {
+  expect_image_refused(HALO_HAL_EXECUTABLE_FORMAT_CUBIN, cubin, size, offset,
+                       value, width, damaged_size, named);
 }
 
 // Damages, one at a time, the symbol tables, the sh_info links and (where
@@ -520,28 +542,11 @@ static void test_cubin_elf_tables_are_checked(void **state) {
 // the CUBIN's checks: NVRTC's CUBIN wrapped as a FATBIN (a 16-byte header,
 // one entry: a 64-byte header of kind 2, ELF, then the image) passes; each
 // damaged copy is refused naming what is wrong.
-static halo_status_t check_fatbin(const uint8_t *bytes, size_t size) {
-  halo_hal_executable_params_t params = {
-      .format = HALO_HAL_EXECUTABLE_FORMAT_FATBIN, .data = bytes, .size = size};
-  halo_hal_cuda_image_t image;
-  return halo_hal_cuda_compiler_build(&device, &params, &image);
-}
-
 static void expect_damaged_fatbin(const uint8_t *fatbin, size_t size,
                                   size_t offset, uint64_t value, size_t width,
                                   const char *named) {
-  uint8_t *copy = malloc(size);
-  assert_non_null(copy);
-  memcpy(copy, fatbin, size);
-  memcpy(copy + offset, &value, width);
-  halo_status_t status = check_fatbin(copy, size);
-  assert_non_null(status);
-  print_message("%s\n", halo_status_message(status));
-  assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
-  assert_non_null(strstr(halo_status_message(status), "FATBIN"));
-  assert_non_null(strstr(halo_status_message(status), named));
-  halo_status_free(status);
-  free(copy);
+  expect_image_refused(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size, offset,
+                       value, width, size, named);
 }
 
 static void test_fatbin_entries_are_checked(void **state) {
@@ -565,7 +570,7 @@ static void test_fatbin_entries_are_checked(void **state) {
   memcpy(fatbin + 20, &entry_header_size, 4);
   memcpy(fatbin + 24, &contents_size, 8);
   memcpy(fatbin + 80, image.data, image.size);
-  assert_null(check_fatbin(fatbin, size));
+  assert_null(check_image(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size));
   expect_damaged_fatbin(fatbin, size, 8, entries_size + 1, 8,
                         "lie past its end");
   expect_damaged_fatbin(fatbin, size, 6, 0, 2, "header's size");
