@@ -283,18 +283,22 @@ halo_status_t halo_hal_cuda_executable_create(
     halo_hal_executable_t **out_executable) {
   *out_executable = NULL;
   HALO_RETURN_IF_ERROR(halo_hal_cuda_device_make_current(device));
-  int64_t start = halo_clock_now_ns();
+  int64_t start = 0, built = 0;
   halo_hal_cuda_image_t image;
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_compiler_build(device, params, &image));
-  int64_t built = halo_clock_now_ns();
   halo_hal_cuda_executable_t *executable = NULL;
-  halo_status_t status =
-      halo_hal_cuda_executable_load(device, &image, &executable);
-  if (status && image.from_disk_cache &&
-      halo_status_code(status) == HALO_STATUS_INVALID_ARGUMENT) {
+  halo_status_t status = NULL;
+  for (int attempt = 0;; ++attempt) {
+    start = halo_clock_now_ns();
+    HALO_RETURN_IF_ERROR(halo_hal_cuda_compiler_build(device, params, &image));
+    built = halo_clock_now_ns();
+    status = halo_hal_cuda_executable_load(device, &image, &executable);
+    if (!status || attempt > 0 || !image.from_disk_cache ||
+        halo_status_code(status) != HALO_STATUS_INVALID_ARGUMENT) {
+      break;
+    }
     // The cache's code, intact by its hashes, that the driver refuses (a
     // file halod's user wrote there, a driver that changed under one
-    // version number): removed, and compiled again.
+    // version number): removed, and compiled once more.
     HALO_LOG_WARN(
         "CUDA device %u: the driver refused cached compiled code; removing "
         "it and compiling again: %s",
@@ -302,10 +306,6 @@ halo_status_t halo_hal_cuda_executable_create(
     halo_status_free(status);
     free(image.owned);
     halo_hal_cuda_compiler_forget(device, params);
-    start = halo_clock_now_ns();
-    HALO_RETURN_IF_ERROR(halo_hal_cuda_compiler_build(device, params, &image));
-    built = halo_clock_now_ns();
-    status = halo_hal_cuda_executable_load(device, &image, &executable);
   }
   int64_t loaded = halo_clock_now_ns();
   if (status) {
