@@ -17,6 +17,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "tests/support/fake_cuda_image.h"
+
 // The first lines of a benchmark's report: "PROGRAM VERSION, DATE UTC:
 // halod pid PID at ADDRESS" and "host: N online CPUs, CPU model, Linux
 // RELEASE".
@@ -128,11 +130,10 @@ void bench_csv_close(void);
 
 // HALO_TEST_FAKE_CUDA=1: the kernels come from the fake driver of
 // tests/unit/hal_cuda_fake_driver.c (a smoke test without a GPU; the
-// figures mean nothing). Its CUBIN (tests/support/fake_cuda_image.h) is
-// 240 bytes; |variant| changes a byte the fake ignores (distinct content
-// hashes).
+// figures mean nothing). Its CUBIN is tests/support/fake_cuda_image.h's;
+// |variant| changes a byte the fake ignores (distinct content hashes).
 bool bench_fake_cuda(void);
-#define BENCH_FAKE_IMAGE_SIZE 240
+#define BENCH_FAKE_IMAGE_SIZE HALO_FAKE_CUDA_IMAGE_SIZE
 void bench_fake_image(uint8_t out_image[BENCH_FAKE_IMAGE_SIZE],
                       uint8_t variant);
 

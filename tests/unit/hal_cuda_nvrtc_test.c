@@ -25,6 +25,7 @@
 
 #include "common/sandbox.h"
 #include "hal/cuda/cuda_device.h"
+#include "tests/support/landlock_refusal.h"
 
 static const char kKernel[] =
     "extern \"C\" __global__ void scale(float *x, float a) {\n"
@@ -88,12 +89,7 @@ static void require_sandboxed_nvrtc(void) {
   char reason[160];
   if (halo_sandbox_abi(reason, sizeof(reason)) != 0) return;
   halo_hal_cuda_image_t image;
-  halo_status_t status = compile(kKernel, NULL, 0, &image);
-  print_message("%s\n", halo_status_message(status));
-  assert_int_equal(halo_status_code(status), HALO_STATUS_FAILED_PRECONDITION);
-  assert_non_null(strstr(halo_status_message(status), "Landlock"));
-  assert_non_null(strstr(halo_status_message(status), reason));
-  halo_status_free(status);
+  halo_test_expect_landlock_refusal(compile(kKernel, NULL, 0, &image), reason);
   skip();
 }
 

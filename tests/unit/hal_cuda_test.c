@@ -30,6 +30,7 @@
 #include "hal/cuda/cuda_device.h"
 #include "hal/device.h"
 #include "hal/registry.h"
+#include "tests/support/landlock_refusal.h"
 
 //===----------------------------------------------------------------------===//
 // Fixture
@@ -168,15 +169,11 @@ static void require_cuda_c(void) {
   char reason[160];
   if (halo_sandbox_abi(reason, sizeof(reason)) != 0) return;
   halo_hal_executable_t *executable = NULL;
-  halo_status_t status =
+  halo_test_expect_landlock_refusal(
       load(HALO_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE, fixture.source,
-           fixture.source_size, NULL, 0, &executable);
+           fixture.source_size, NULL, 0, &executable),
+      reason);
   assert_null(executable);
-  print_message("CUDA C without Landlock: %s\n", halo_status_message(status));
-  assert_int_equal(halo_status_code(status), HALO_STATUS_FAILED_PRECONDITION);
-  assert_non_null(strstr(halo_status_message(status), "Landlock"));
-  assert_non_null(strstr(halo_status_message(status), reason));
-  halo_status_free(status);
   skip();
 }
 
@@ -421,16 +418,14 @@ static void test_ptx_executable(void **state) {
   free(ptx);
 }
 
-// Where a CUBIN's ELF header names its architecture (90 for sm_90): in
-// e_flags, bits 8-15 from ELF ABI version 8 (CUDA 13's), bits 0-7 before.
-static size_t cubin_architecture_offset(const uint8_t *cubin) {
-  return cubin[EI_ABIVERSION] >= 8 ? 49 : 48;
-}
-
-// An architecture of another major than the device's, whose code it cannot
-// run.
-static uint8_t other_architecture(void) {
-  return fixture.device->arch / 10 == 5 ? 70 : 50;
+// Makes |cubin|, built for the device, a CUBIN of an architecture of
+// another major, which the device cannot run. The architecture (90 for
+// sm_90) is in e_flags: bits 8-15 from ELF ABI version 8 (CUDA 13's), bits
+// 0-7 before.
+static void set_other_architecture(uint8_t *cubin) {
+  size_t offset = cubin[EI_ABIVERSION] >= 8 ? 49 : 48;
+  assert_int_equal(cubin[offset], fixture.device->arch);
+  cubin[offset] = fixture.device->arch / 10 == 5 ? 70 : 50;
 }
 
 static void test_cubin_and_fatbin_executables(void **state) {
@@ -456,9 +451,7 @@ static void test_cubin_and_fatbin_executables(void **state) {
   halo_status_free(status);
   // A CUBIN of another architecture: the library loader takes it with no
   // kernels; the load fails naming why.
-  size_t architecture = cubin_architecture_offset((uint8_t *)cubin);
-  assert_int_equal(cubin[architecture], fixture.device->arch);
-  cubin[architecture] = (char)other_architecture();
+  set_other_architecture((uint8_t *)cubin);
   status =
       load(HALO_HAL_EXECUTABLE_FORMAT_CUBIN, cubin, size, NULL, 0, &executable);
   assert_null(executable);
@@ -571,18 +564,23 @@ static void newest_cubin(const char *kernels, char *out, size_t capacity) {
   assert_true(out[0] != '\0');
 }
 
-// Rewrites byte |offset| of the compiled code in the disk cache's file
-// |path| to |value| and recomputes the code's hash, so that the file is
-// intact by its hashes. The file: 16 bytes of magic, the key's hash, the
-// code's hash, the code (a CUBIN).
-static void forge_cache_file(const char *path, size_t offset, uint8_t value) {
+// Makes the compiled code no CUBIN by its header.
+static void set_not_elf(uint8_t *code) {
+  code[0] = 'X';
+}
+
+// Changes the compiled code in the disk cache's file |path| with |change|
+// and recomputes the code's hash, so that the file is intact by its
+// hashes. The file: 16 bytes of magic, the key's hash, the code's hash,
+// the code (a CUBIN).
+static void forge_cache_file(const char *path, void (*change)(uint8_t *)) {
   size_t size = 0;
   char *bytes = read_file(path, &size);
   assert_non_null(bytes);
   enum { kHeader = 16 + 2 * HALO_HASH_BYTES };
   assert_true(size > kHeader + 64);
   uint8_t *code = (uint8_t *)bytes + kHeader;
-  code[offset] = value;
+  change(code);
   halo_hasher_t hasher;
   halo_hasher_initialize(&hasher);
   halo_hasher_update_bytes(&hasher, code, size - kHeader);
@@ -696,21 +694,15 @@ static void test_disk_cache_hit(void **state) {
   // Code that is no CUBIN by its header, intact by its hashes (the loader,
   // which takes no size, would read it as PTX text to a NUL): a miss,
   // removed and rewritten (the next load is a hit).
-  forge_cache_file(path, 0, 'X');
+  forge_cache_file(path, set_not_elf);
   expect_load_from_disk(options, false);
   expect_load_from_disk(options, true);
 
   // A CUBIN the driver refuses, intact by its hashes (a file halod's user
-  // wrote, a driver changed under one version number): its architecture
-  // set to one of another major. The
-  // load still succeeds, compiled again, and the file is rewritten.
-  size_t cached_size = 0;
-  char *cached = read_file(path, &cached_size);
-  assert_non_null(cached);
-  size_t architecture =
-      cubin_architecture_offset((uint8_t *)cached + 16 + 2 * HALO_HASH_BYTES);
-  free(cached);
-  forge_cache_file(path, architecture, other_architecture());
+  // wrote, a driver changed under one version number): another
+  // architecture's. The load still succeeds, compiled once more, and the
+  // file is rewritten.
+  forge_cache_file(path, set_other_architecture);
   expect_load_from_disk(options, false);
   expect_load_from_disk(options, true);
 }
