@@ -126,8 +126,30 @@ static halo_status_t halo_sandbox_ruleset(int abi, const char *const *paths,
   return NULL;
 }
 
+halo_status_t halo_sandbox_enter(const char *const *paths, size_t count) {
+  char reason[160];
+  int abi = halo_sandbox_abi(reason, sizeof(reason));
+  if (abi == 0) {
+    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
+                            "no Landlock sandbox: %s", reason);
+  }
+  int ruleset = -1;
+  HALO_RETURN_IF_ERROR(halo_sandbox_ruleset(abi, paths, count, &ruleset));
+  // Both apply to this thread alone (and threads it starts): no_new_privs
+  // lets a thread without CAP_SYS_ADMIN restrict itself.
+  halo_status_t status = NULL;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    status = halo_status_from_errno(errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+  } else if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) {
+    status = halo_status_from_errno(errno, "landlock_restrict_self");
+  }
+  close(ruleset);
+  return status;
+}
+
 typedef struct halo_sandbox_call_t {
-  int ruleset;
+  const char *const *paths;
+  size_t count;
   halo_sandbox_fn_t fn;
   void *arg;
   halo_status_t status;  // why |fn| did not run
@@ -135,31 +157,16 @@ typedef struct halo_sandbox_call_t {
 
 static void *halo_sandbox_main(void *arg) {
   halo_sandbox_call_t *call = arg;
-  // Both apply to this thread alone (and threads it starts): no_new_privs
-  // lets a thread without CAP_SYS_ADMIN restrict itself.
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    call->status = halo_status_from_errno(errno, "prctl(PR_SET_NO_NEW_PRIVS)");
-    return NULL;
-  }
-  if (syscall(SYS_landlock_restrict_self, call->ruleset, 0) != 0) {
-    call->status = halo_status_from_errno(errno, "landlock_restrict_self");
-    return NULL;
-  }
-  call->fn(call->arg);
+  call->status = halo_sandbox_enter(call->paths, call->count);
+  if (!call->status) call->fn(call->arg);
   return NULL;
 }
 
 halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
                                size_t stack_bytes, halo_sandbox_fn_t fn,
                                void *arg) {
-  char reason[160];
-  int abi = halo_sandbox_abi(reason, sizeof(reason));
-  if (abi == 0) {
-    return halo_status_make(HALO_STATUS_FAILED_PRECONDITION,
-                            "no Landlock sandbox: %s", reason);
-  }
-  halo_sandbox_call_t call = {.fn = fn, .arg = arg};
-  HALO_RETURN_IF_ERROR(halo_sandbox_ruleset(abi, paths, count, &call.ruleset));
+  halo_sandbox_call_t call = {
+      .paths = paths, .count = count, .fn = fn, .arg = arg};
   pthread_attr_t attr;
   int error = pthread_attr_init(&attr);
   if (!error) {
@@ -172,7 +179,6 @@ halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
     if (!error) pthread_join(thread, NULL);
     pthread_attr_destroy(&attr);
   }
-  close(call.ruleset);
   if (error) return halo_status_from_errno(error, "starting a sandbox thread");
   return call.status;
 }

@@ -12,10 +12,12 @@
 // Landlock's internal mounts (memfds, pipes), which stay reachable as
 // /proc/self/fd/N.
 //
-// halod compiles a client's CUDA C source this way: NVRTC opens whatever
-// an #include names, so without it a tenant could read any file halod's
-// user can read (another tenant's cached code, a service account's token)
-// into a compile error's log.
+// halod compiles a client's CUDA C source this way, in a process of its
+// own (halo-nvrtc, which enters before it starts any thread and holds no
+// descriptor but its request and its reply): NVRTC opens whatever an
+// #include names, so without it a tenant could read any file halod's user
+// can read (another tenant's cached code, a service account's token) into
+// a compile error's log.
 #ifndef HALO_COMMON_SANDBOX_H_
 #define HALO_COMMON_SANDBOX_H_
 
@@ -39,6 +41,12 @@ typedef void (*halo_sandbox_fn_t)(void *arg);
 halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
                                size_t stack_bytes, halo_sandbox_fn_t fn,
                                void *arg);
+
+// Restricts the calling thread, and the threads it starts from then on, as
+// halo_sandbox_run's thread is. A process of its own (halo-nvrtc) enters
+// before it starts any thread, so that all of it is inside. The same errors
+// as halo_sandbox_run; where it fails the thread is as it was.
+halo_status_t halo_sandbox_enter(const char *const *paths, size_t count);
 
 // The Landlock ABI version this kernel offers; 0 (none) fills |out_reason|
 // with why.

@@ -193,7 +193,19 @@ typedef struct halo_hal_cuda_device_options_t {
   // by halo's estimate per instance (config key cuda-graph-bytes;
   // cuda_graph_memory.c); 0: HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES.
   uint64_t graph_bytes;
+  // The program that compiles CUDA C, one process per compile (cuda_nvrtc.c;
+  // "": halo-nvrtc beside the running program, else where halo installs
+  // it).
+  char compiler[256];
+  // How long one CUDA C compile may run before its process is killed and
+  // the load fails DEADLINE_EXCEEDED; 0:
+  // HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS.
+  uint32_t compile_timeout_ms;
 } halo_hal_cuda_device_options_t;
+
+// The default bound of one CUDA C compile (240 s: within the 300 s halod
+// gives a worker's executable load before it counts the worker as hung).
+#define HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS 240000u
 
 // The default bound of the graph instances' device memory (4 GiB).
 #define HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES (4ull << 30)
@@ -435,10 +447,12 @@ void halo_hal_cuda_compiler_forget(halo_hal_cuda_device_t *device,
 
 // ---- cuda_nvrtc.c
 // Compiles the CUDA C source of |params| with NVRTC to a CUBIN for the
-// device's architecture, in a read-only sandbox that lets it read only the
-// CUDA toolkit's headers (FAILED_PRECONDITION where the host cannot make
-// one). INVALID_ARGUMENT with the whole compile log when it does not
-// compile; UNIMPLEMENTED without NVRTC.
+// device's architecture, in a process of its own (halo-nvrtc), in a
+// read-only sandbox that lets it read only the CUDA toolkit's headers
+// (FAILED_PRECONDITION where the host cannot make one, or halo-nvrtc is
+// missing). INVALID_ARGUMENT with the whole compile log when it does not
+// compile; DEADLINE_EXCEEDED past the device's compile timeout; INTERNAL
+// naming the signal where NVRTC crashed; UNIMPLEMENTED without NVRTC.
 halo_status_t halo_hal_cuda_nvrtc_compile(
     halo_hal_cuda_device_t *device, const halo_hal_executable_params_t *params,
     halo_hal_cuda_image_t *out_image);

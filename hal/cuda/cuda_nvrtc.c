@@ -1,56 +1,68 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// CUDA C through NVRTC (halo_hal_cuda_nvrtc_compile), in a read-only
-// sandbox. NVRTC opens whatever file an #include or a -I option names, with
-// the rights of the process that compiles: without a sandbox a tenant's
-// source could read any file halod's user can read (another tenant's cached
-// code, a Kubernetes service account's token) into the compile log it gets
-// back. So each compile runs on a thread of its own that Landlock lets read
-// only the CUDA toolkit's headers (common/sandbox.h); an #include of
-// anything else fails with "cannot open source file ...: Permission
-// denied". The toolkit's include directories are passed as -I, so that
-// <cuda_fp16.h> and (CUDA 13) <cuda/std/...> need no option of the
-// client's.
+// CUDA C through NVRTC (halo_hal_cuda_nvrtc_compile), in a process of its
+// own, in a read-only sandbox.
 //
-// NVRTC loads libnvrtc-builtins.so.<major>.<minor> (and with it libstdc++)
-// at each compile; the sandbox could not open them, so they are loaded
-// once, before the first compile, and stay loaded. A host without Landlock
-// (Linux before 5.13, not enabled at boot, a seccomp filter that refuses
-// it) compiles no CUDA C: FAILED_PRECONDITION says why, and PTX, CUBIN and
-// FATBIN still load.
+// Each compile runs in halo-nvrtc (nvrtc_helper/halo_nvrtc.c), started for
+// it: a crash or an abort in NVRTC ends that process, not the one that
+// serves the device, and the compile fails naming the signal; a compile
+// that runs past the device's compile timeout (compile_timeout_ms) is
+// killed and fails DEADLINE_EXCEEDED; and the process has none of this
+// one's descriptors (its trust domain's shared memory) or memory to read.
+//
+// The sandbox: NVRTC opens whatever file an #include or a -I option names,
+// with the rights of the process that compiles; without one a tenant's
+// source could read any file halod's user can read (another tenant's
+// cached code, a Kubernetes service account's token) into the compile log
+// it gets back. So halo-nvrtc enters Landlock (common/sandbox.h) before
+// NVRTC sees the source, allowed to read only the CUDA toolkit's headers;
+// an #include of anything else fails with "cannot open source file ...:
+// Permission denied". The toolkit's include directories are passed as -I,
+// so that <cuda_fp16.h> and (CUDA 13) <cuda/std/...> need no option of the
+// client's. A host without Landlock (Linux before 5.13, not enabled at
+// boot, a seccomp filter that refuses it) compiles no CUDA C:
+// FAILED_PRECONDITION says why, and PTX, CUBIN and FATBIN still load.
 //
 // Thread-safety: thread-safe.
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/memfd.h"
 #include "common/sandbox.h"
 #include "common/status.h"
 #include "hal/cuda/cuda_device.h"
+#include "hal/cuda/cuda_nvrtc_protocol.h"
 
-// Compiler logs come back whole; this only bounds a runaway one.
-#define HALO_HAL_CUDA_NVRTC_MAX_LOG_BYTES (1u << 20)
-// NVRTC's front end recurses deeply on heavy templates (CCCL).
-#define HALO_HAL_CUDA_NVRTC_STACK_BYTES ((size_t)64 << 20)
+#ifndef HALO_NVRTC_INSTALLED_PATH
+#define HALO_NVRTC_INSTALLED_PATH "/usr/libexec/halo/halo-nvrtc"
+#endif
+
 // Toolkit include directories: the one beside NVRTC's library, and
 // /usr/local/cuda's.
 #define HALO_HAL_CUDA_NVRTC_MAX_INCLUDES 2
+// What of the compiler's standard error an error quotes (a crash's last
+// words).
+#define HALO_HAL_CUDA_NVRTC_MAX_STDERR_BYTES 2048
 
 // What every compile of the process shares, made once.
 typedef struct halo_hal_cuda_nvrtc_setup_t {
   pthread_once_t once;
   halo_status_t failure;             // why no compile can run (NULL: none)
   char library_directory[PATH_MAX];  // NVRTC's, resolved ("" unknown)
-  // The builtins library, loaded before the first compile; a failure is
-  // tried again at the next compile (it may have been a passing one: no
-  // descriptor or memory left).
-  pthread_mutex_t builtins_mutex;
-  bool builtins_loaded;
   uint32_t include_count;
   char includes[HALO_HAL_CUDA_NVRTC_MAX_INCLUDES][PATH_MAX];
   // -I options: each include directory, and its cccl/ where it has one.
@@ -59,7 +71,7 @@ typedef struct halo_hal_cuda_nvrtc_setup_t {
 } halo_hal_cuda_nvrtc_setup_t;
 
 static halo_hal_cuda_nvrtc_setup_t halo_hal_cuda_nvrtc_setup = {
-    .once = PTHREAD_ONCE_INIT, .builtins_mutex = PTHREAD_MUTEX_INITIALIZER};
+    .once = PTHREAD_ONCE_INIT};
 
 static bool halo_hal_cuda_is_directory(const char *path) {
   struct stat info;
@@ -132,61 +144,12 @@ static void halo_hal_cuda_nvrtc_setup_once(void) {
   }
   halo_hal_cuda_nvrtc_add_include("/usr/local/cuda/include");
   HALO_LOG_INFO(
-      "CUDA C: NVRTC %d.%d compiles in a read-only sandbox "
-      "(Landlock ABI %d); include directories: %s%s%s",
+      "CUDA C: NVRTC %d.%d compiles in a process of its own (halo-nvrtc), in "
+      "a read-only sandbox (Landlock ABI %d); include directories: %s%s%s",
       nvrtc->major, nvrtc->minor, abi,
       setup->include_count > 0 ? setup->includes[0] : "none",
       setup->include_count > 1 ? ", " : "",
       setup->include_count > 1 ? setup->includes[1] : "");
-}
-
-// NVRTC loads libnvrtc-builtins.so.<major>.<minor> (and libstdc++ with it)
-// at each compile: loaded here first, outside the sandbox, and never
-// closed, NVRTC's own dlopen finds it loaded and opens no file.
-static halo_status_t halo_hal_cuda_nvrtc_load_builtins(
-    const halo_hal_cuda_nvrtc_symbols_t *nvrtc) {
-  halo_hal_cuda_nvrtc_setup_t *setup = &halo_hal_cuda_nvrtc_setup;
-  pthread_mutex_lock(&setup->builtins_mutex);
-  halo_status_t status = NULL;
-  if (!setup->builtins_loaded) {
-    char name[64];
-    snprintf(name, sizeof(name), "libnvrtc-builtins.so.%d.%d", nvrtc->major,
-             nvrtc->minor);
-    // By name (as NVRTC looks it up), else beside NVRTC's library. Each
-    // failure's text is copied at once: the next dlopen frees it.
-    char by_name[256] = "", by_path[256] =
-                                "not tried (NVRTC's directory "
-                                "unknown)";
-    void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!library) {
-      const char *error = dlerror();
-      snprintf(by_name, sizeof(by_name), "%s", error ? error : "failed");
-    }
-    size_t directory = strlen(setup->library_directory);
-    char path[PATH_MAX + 64];
-    if (!library && directory > 0 &&
-        directory + 1 + strlen(name) < sizeof(path)) {
-      memcpy(path, setup->library_directory, directory);
-      path[directory] = '/';
-      memcpy(path + directory + 1, name, strlen(name) + 1);
-      library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (!library) {
-        const char *error = dlerror();
-        snprintf(by_path, sizeof(by_path), "%s", error ? error : "failed");
-      }
-    }
-    if (library) {
-      setup->builtins_loaded = true;
-    } else {
-      status = halo_status_make(
-          HALO_STATUS_FAILED_PRECONDITION,
-          "NVRTC %d.%d (%s) cannot compile: its %s could not be loaded: by "
-          "name: %s; beside NVRTC: %s",
-          nvrtc->major, nvrtc->minor, nvrtc->soname, name, by_name, by_path);
-    }
-  }
-  pthread_mutex_unlock(&setup->builtins_mutex);
-  return status;
 }
 
 // The client's NVRTC options halod passes on: those that shape the code,
@@ -289,90 +252,260 @@ static halo_status_t halo_hal_cuda_nvrtc_check_option(const char *option) {
                           option, names);
 }
 
-static halo_status_t halo_hal_cuda_nvrtc_status(
-    const halo_hal_cuda_nvrtc_symbols_t *nvrtc, nvrtcResult result,
-    const char *call) {
-  return halo_status_make(result == NVRTC_ERROR_OUT_OF_MEMORY
-                              ? HALO_STATUS_RESOURCE_EXHAUSTED
-                              : HALO_STATUS_INVALID_ARGUMENT,
-                          "%s: %s", call, nvrtc->nvrtcGetErrorString(result));
+// The compiler program: the device's option, else halo-nvrtc beside the
+// running program (a build tree), else where halo installs it.
+static halo_status_t halo_hal_cuda_nvrtc_find_compiler(
+    const halo_hal_cuda_device_t *device, char *out_path, size_t path_size) {
+  if (device->options.compiler[0]) {
+    snprintf(out_path, path_size, "%s", device->options.compiler);
+    if (access(out_path, X_OK) == 0) return NULL;
+    return halo_status_from_errno(errno,
+                                  "halod compiles CUDA C in the program %s, "
+                                  "which it cannot run",
+                                  out_path);
+  }
+  char self[PATH_MAX] = "";
+  ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  char *slash = length > 0 ? memrchr(self, '/', (size_t)length) : NULL;
+  if (slash) {
+    *slash = '\0';
+    snprintf(out_path, path_size, "%s/halo-nvrtc", self);
+    if (access(out_path, X_OK) == 0) return NULL;
+  }
+  snprintf(out_path, path_size, "%s", HALO_NVRTC_INSTALLED_PATH);
+  if (access(out_path, X_OK) == 0) return NULL;
+  return halo_status_make(
+      HALO_STATUS_FAILED_PRECONDITION,
+      "halod compiles CUDA C in a process of its own, and its program "
+      "halo-nvrtc is neither beside %s nor at %s (install halo whole); PTX, "
+      "CUBIN and FATBIN still load",
+      slash ? self : "the running program", HALO_NVRTC_INSTALLED_PATH);
 }
 
-// One compile, on the sandbox's thread.
-typedef struct halo_hal_cuda_nvrtc_job_t {
-  const halo_hal_cuda_nvrtc_symbols_t *nvrtc;
-  const char *source;
-  const char *const *options;
-  int option_count;
-  int arch;
-  halo_status_t status;
-  void *cubin;
-  size_t cubin_size;
-} halo_hal_cuda_nvrtc_job_t;
+// What the compiler wrote to one of its pipes.
+typedef struct halo_hal_cuda_nvrtc_output_t {
+  int fd;  // -1 once it ended
+  char *data;
+  size_t size;
+  size_t capacity;
+  size_t limit;  // past it: dropped (standard error) or an error (reply)
+  bool over;     // more came than |limit|
+} halo_hal_cuda_nvrtc_output_t;
 
-static void halo_hal_cuda_nvrtc_run(void *arg) {
-  halo_hal_cuda_nvrtc_job_t *job = arg;
-  const halo_hal_cuda_nvrtc_symbols_t *nvrtc = job->nvrtc;
-  nvrtcProgram program = NULL;
-  halo_status_t status = NULL;
-  nvrtcResult result = nvrtc->nvrtcCreateProgram(&program, job->source,
-                                                 "halo.cu", 0, NULL, NULL);
-  if (result != NVRTC_SUCCESS) {
-    status = halo_hal_cuda_nvrtc_status(nvrtc, result, "nvrtcCreateProgram");
-  }
-  if (!status) {
-    result =
-        nvrtc->nvrtcCompileProgram(program, job->option_count, job->options);
-    if (result != NVRTC_SUCCESS) {
-      // The whole log goes back to the client (bounded only against a
-      // runaway one).
-      size_t log_size = 0;
-      char *log = NULL;
-      if (nvrtc->nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS &&
-          log_size > 0) {
-        log = calloc(1, log_size + 1);
-        if (log && nvrtc->nvrtcGetProgramLog(program, log) != NVRTC_SUCCESS) {
-          log[0] = '\0';
-        }
-        if (log && log_size > HALO_HAL_CUDA_NVRTC_MAX_LOG_BYTES) {
-          log[HALO_HAL_CUDA_NVRTC_MAX_LOG_BYTES] = '\0';
-        }
+// Reads what |output|'s pipe has now. False on memory exhaustion.
+static bool halo_hal_cuda_nvrtc_output_read(
+    halo_hal_cuda_nvrtc_output_t *output) {
+  for (;;) {
+    if (output->size == output->capacity) {
+      if (output->size >= output->limit) {
+        char sink[4096];
+        ssize_t got = read(output->fd, sink, sizeof(sink));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        output->over = true;
+        continue;
       }
-      status = halo_status_make(
-          HALO_STATUS_INVALID_ARGUMENT,
-          "NVRTC %d.%d could not compile the CUDA source for sm_%d (%s); the "
-          "compile log:\n%s",
-          nvrtc->major, nvrtc->minor, job->arch,
-          nvrtc->nvrtcGetErrorString(result), log && log[0] ? log : "(empty)");
-      free(log);
+      size_t capacity = output->capacity ? output->capacity * 2 : 4096;
+      if (capacity > output->limit) capacity = output->limit;
+      char *grown = realloc(output->data, capacity);
+      if (!grown) return false;
+      output->data = grown;
+      output->capacity = capacity;
     }
+    ssize_t got = read(output->fd, output->data + output->size,
+                       output->capacity - output->size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EAGAIN) return true;
+    if (got <= 0) break;
+    output->size += (size_t)got;
   }
-  size_t size = 0;
+  close(output->fd);
+  output->fd = -1;
+  return true;
+}
+
+// Starts |program| with |request_fd| as its standard input and the write
+// ends of |out_pipe| and |err_pipe| as its output and error, and nothing
+// else of this process's descriptors; signals at their defaults.
+static halo_status_t halo_hal_cuda_nvrtc_spawn(const char *program,
+                                               int request_fd, int out_pipe,
+                                               int err_pipe, pid_t *out_pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, request_fd, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe, STDERR_FILENO);
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  char parent[24];
+  snprintf(parent, sizeof(parent), "%ld", (long)getpid());
+  char *const argv[] = {"halo-nvrtc", parent, NULL};
+  extern char **environ;
+  int error = posix_spawn(out_pid, program, &actions, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (error) return halo_status_from_errno(error, "starting %s", program);
+  return NULL;
+}
+
+// The compile's outcome from what the compiler wrote and how it ended.
+static halo_status_t halo_hal_cuda_nvrtc_outcome(
+    const halo_hal_cuda_device_t *device, const char *program, int wstatus,
+    halo_hal_cuda_nvrtc_output_t *reply, halo_hal_cuda_nvrtc_output_t *err,
+    halo_hal_cuda_image_t *out_image) {
+  const halo_hal_cuda_nvrtc_symbols_t *nvrtc = device->nvrtc;
+  // Its last words, on one line each, for an error.
+  char words[HALO_HAL_CUDA_NVRTC_MAX_STDERR_BYTES + 16] = "";
+  if (err->size > 0) {
+    int length = (int)err->size;
+    while (length > 0 && (err->data[length - 1] == '\n')) --length;
+    snprintf(words, sizeof(words), "; it wrote: %.*s%s", length, err->data,
+             err->over ? " ..." : "");
+  }
+  halo_hal_cuda_nvrtc_reply_t header;
+  bool whole = reply->size >= sizeof(header);
+  if (whole) {
+    memcpy(&header, reply->data, sizeof(header));
+    whole = header.magic == HALO_HAL_CUDA_NVRTC_REPLY_MAGIC &&
+            header.size == reply->size - sizeof(header);
+  }
+  if (WIFSIGNALED(wstatus)) {
+    int signal_number = WTERMSIG(wstatus);
+    return halo_status_make(
+        HALO_STATUS_INTERNAL,
+        "NVRTC %d.%d crashed compiling the CUDA source for sm_%d: its "
+        "process (%s) ended on signal %d (%s)%s",
+        nvrtc->major, nvrtc->minor, device->arch, program, signal_number,
+        strsignal(signal_number), words);
+  }
+  if (!whole || WEXITSTATUS(wstatus) != 0) {
+    return halo_status_make(
+        HALO_STATUS_INTERNAL,
+        "the CUDA C compiler %s exited with status %d after %s%s", program,
+        WEXITSTATUS(wstatus), whole ? "its reply" : "no whole reply", words);
+  }
+  const char *payload = reply->data + sizeof(header);
+  if (header.code != HALO_STATUS_OK) {
+    halo_status_code_t code =
+        header.code > HALO_STATUS_OK && header.code <= HALO_STATUS_DEVICE_LOST
+            ? (halo_status_code_t)header.code
+            : HALO_STATUS_INTERNAL;
+    return halo_status_make(code, "%.*s", (int)header.size, payload);
+  }
+  if (header.size == 0) {
+    return halo_status_make(HALO_STATUS_INTERNAL, "NVRTC produced no CUBIN");
+  }
+  // The CUBIN, moved to the front of the reply's buffer, which the image
+  // then owns.
+  memmove(reply->data, payload, (size_t)header.size);
+  out_image->owned = reply->data;
+  out_image->data = reply->data;
+  out_image->size = (size_t)header.size;
+  out_image->compiled = true;
+  reply->data = NULL;
+  return NULL;
+}
+
+// Runs |request| in the compiler |program|, for at most the device's
+// compile timeout.
+static halo_status_t halo_hal_cuda_nvrtc_run(
+    const halo_hal_cuda_device_t *device, const char *program,
+    const halo_hal_cuda_nvrtc_request_t *request,
+    halo_hal_cuda_image_t *out_image) {
+  int request_fd = -1;
+  HALO_RETURN_IF_ERROR(halo_memfd_create("halo-nvrtc-request", 0, &request_fd));
+  halo_status_t status = halo_hal_cuda_nvrtc_request_write(request_fd, request);
+  if (!status && lseek(request_fd, 0, SEEK_SET) != 0) {
+    status = halo_status_from_errno(errno, "rewinding a compile's request");
+  }
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  if (!status && (pipe2(out_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+                  pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK) != 0)) {
+    status = halo_status_from_errno(errno, "pipes for a compile");
+  }
+  pid_t pid = -1;
   if (!status) {
-    result = nvrtc->nvrtcGetCUBINSize(program, &size);
-    if (result != NVRTC_SUCCESS || size == 0) {
-      status =
-          result != NVRTC_SUCCESS
-              ? halo_hal_cuda_nvrtc_status(nvrtc, result, "nvrtcGetCUBINSize")
-              : halo_status_make(HALO_STATUS_INTERNAL,
-                                 "NVRTC produced no CUBIN");
+    status = halo_hal_cuda_nvrtc_spawn(program, request_fd, out_pipe[1],
+                                       err_pipe[1], &pid);
+  }
+  close(request_fd);
+  if (out_pipe[1] >= 0) close(out_pipe[1]);
+  if (err_pipe[1] >= 0) close(err_pipe[1]);
+  halo_hal_cuda_nvrtc_output_t reply = {
+      .fd = out_pipe[0],
+      .limit = sizeof(halo_hal_cuda_nvrtc_reply_t) +
+               HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES};
+  halo_hal_cuda_nvrtc_output_t err = {
+      .fd = err_pipe[0], .limit = HALO_HAL_CUDA_NVRTC_MAX_STDERR_BYTES};
+  if (status) {
+    if (reply.fd >= 0) close(reply.fd);
+    if (err.fd >= 0) close(err.fd);
+    return status;
+  }
+  uint32_t timeout_ms = device->options.compile_timeout_ms
+                            ? device->options.compile_timeout_ms
+                            : HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS;
+  int64_t deadline_ns = halo_clock_now_ns() + (int64_t)timeout_ms * 1000000;
+  bool late = false, oom = false;
+  while ((reply.fd >= 0 || err.fd >= 0) && !late && !oom && !reply.over) {
+    struct pollfd fds[2] = {{.fd = reply.fd, .events = POLLIN},
+                            {.fd = err.fd, .events = POLLIN}};
+    int64_t left_ns = deadline_ns - halo_clock_now_ns();
+    if (left_ns <= 0) {
+      late = true;
+      break;
+    }
+    int ready = poll(fds, 2, (int)((left_ns + 999999) / 1000000));
+    if (ready < 0 && errno != EINTR) {
+      status = halo_status_from_errno(errno, "waiting for a compile");
+      break;
+    }
+    if (ready <= 0) continue;
+    if (fds[0].revents && !halo_hal_cuda_nvrtc_output_read(&reply)) oom = true;
+    if (fds[1].revents && !halo_hal_cuda_nvrtc_output_read(&err)) oom = true;
+    // A reply that says it is over the bound is not read to its end.
+    halo_hal_cuda_nvrtc_reply_t header;
+    if (reply.size >= sizeof(header)) {
+      memcpy(&header, reply.data, sizeof(header));
+      if (header.size > HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES) reply.over = true;
     }
   }
-  if (!status) {
-    void *cubin = malloc(size);
-    if (!cubin) {
-      status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-    } else if ((result = nvrtc->nvrtcGetCUBIN(program, cubin)) !=
-               NVRTC_SUCCESS) {
-      free(cubin);
-      status = halo_hal_cuda_nvrtc_status(nvrtc, result, "nvrtcGetCUBIN");
-    } else {
-      job->cubin = cubin;
-      job->cubin_size = size;
-    }
+  if (late || oom || status || reply.over) kill(pid, SIGKILL);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  if (program) nvrtc->nvrtcDestroyProgram(&program);
-  job->status = status;
+  if (reply.fd >= 0) close(reply.fd);
+  if (err.fd >= 0) close(err.fd);
+  if (!status && late) {
+    status = halo_status_make(
+        HALO_STATUS_DEADLINE_EXCEEDED,
+        "NVRTC %d.%d compiling the CUDA source for sm_%d ran past the "
+        "compile timeout (%u ms) and was stopped",
+        device->nvrtc->major, device->nvrtc->minor, device->arch, timeout_ms);
+  } else if (!status && reply.over) {
+    status = halo_status_make(
+        HALO_STATUS_INTERNAL,
+        "the CUDA C compiler %s sent a reply over its bound (%llu bytes) and "
+        "was stopped",
+        program, (unsigned long long)HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES);
+  } else if (!status && oom) {
+    status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "oom reading a compile's reply");
+  } else if (!status) {
+    status = halo_hal_cuda_nvrtc_outcome(device, program, wstatus, &reply, &err,
+                                         out_image);
+  }
+  free(reply.data);
+  free(err.data);
+  return status;
 }
 
 halo_status_t halo_hal_cuda_nvrtc_compile(
@@ -413,18 +546,13 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
     return halo_status_make(halo_status_code(setup->failure), "%s",
                             halo_status_message(setup->failure));
   }
-  HALO_RETURN_IF_ERROR(halo_hal_cuda_nvrtc_load_builtins(nvrtc));
+  char program[PATH_MAX];
+  HALO_RETURN_IF_ERROR(
+      halo_hal_cuda_nvrtc_find_compiler(device, program, sizeof(program)));
   // The architecture, the toolkit's includes, the client's options.
   uint32_t count = params->option_count + 1 + setup->option_count;
-  char *source = malloc((size_t)params->size + 1);
   const char **options = calloc(count, sizeof(char *));
-  if (!source || !options) {
-    free(source);
-    free(options);
-    return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
-  }
-  memcpy(source, params->data, (size_t)params->size);
-  source[params->size] = '\0';
+  if (!options) return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED, "oom");
   char arch[32];
   snprintf(arch, sizeof(arch), "--gpu-architecture=sm_%d", device->arch);
   // halod's first: a client's option cannot take one of them as its value.
@@ -440,28 +568,19 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
   for (uint32_t i = 0; i < setup->include_count; ++i) {
     paths[i] = setup->includes[i];
   }
-  halo_hal_cuda_nvrtc_job_t job = {
-      .nvrtc = nvrtc,
-      .source = source,
-      .options = options,
-      .option_count = (int)count,
+  halo_hal_cuda_nvrtc_request_t request = {
+      .soname = nvrtc->soname,
+      .directory = setup->library_directory,
       .arch = device->arch,
+      .path_count = setup->include_count,
+      .paths = paths,
+      .option_count = count,
+      .options = options,
+      .source = params->data,
+      .source_size = (size_t)params->size,
   };
-  halo_status_t status = halo_sandbox_run(paths, setup->include_count,
-                                          HALO_HAL_CUDA_NVRTC_STACK_BYTES,
-                                          halo_hal_cuda_nvrtc_run, &job);
-  if (status) {
-    status = halo_status_annotate(status, "compiling CUDA C in its sandbox");
-  } else {
-    status = job.status;
-  }
-  if (!status) {
-    out_image->owned = job.cubin;
-    out_image->data = job.cubin;
-    out_image->size = job.cubin_size;
-    out_image->compiled = true;
-  }
+  halo_status_t status =
+      halo_hal_cuda_nvrtc_run(device, program, &request, out_image);
   free(options);
-  free(source);
   return status;
 }

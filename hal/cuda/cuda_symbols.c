@@ -203,42 +203,30 @@ static void halo_hal_cuda_nvrtc_load_once(void) {
   int driver_version = halo_hal_cuda_driver_version();
   const char *names[4];
   size_t count = halo_hal_cuda_nvrtc_sonames(driver_version, names, 4);
-  void *library = NULL;
   char tried[256] = "";
   size_t used = 0;
-  for (size_t i = 0; i < count && !library; ++i) {
-    dlerror();
-    library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (library) {
-      snprintf(nvrtc->soname, sizeof(nvrtc->soname), "%s", names[i]);
-    } else if (used < sizeof(tried)) {
-      const char *error = dlerror();
+  halo_status_t status = NULL;
+  for (size_t i = 0; i < count; ++i) {
+    halo_status_free(status);
+    status = halo_hal_cuda_nvrtc_open(names[i], nvrtc);
+    if (!status || halo_status_code(status) != HALO_STATUS_NOT_FOUND) break;
+    if (used < sizeof(tried)) {
       int written = snprintf(tried + used, sizeof(tried) - used, "%s%s",
-                             used ? "; " : "", error ? error : names[i]);
+                             used ? "; " : "", halo_status_message(status));
       if (written > 0) used += (size_t)written;
     }
   }
-  if (!library) {
+  if (status && halo_status_code(status) == HALO_STATUS_NOT_FOUND) {
+    halo_status_free(status);
     halo_hal_cuda_load_fail(result,
                             "no NVRTC (CUDA C sources cannot be compiled): "
                             "dlopen: %s",
                             tried);
     return;
   }
-#define HALO_HAL_CUDA_NVRTC_RESOLVE(name)                                 \
-  {                                                                       \
-    dlerror();                                                            \
-    void *pointer = dlsym(library, #name);                                \
-    if (!pointer) {                                                       \
-      halo_hal_cuda_load_fail(result, "%s has no " #name, nvrtc->soname); \
-      return;                                                             \
-    }                                                                     \
-    *(void **)&nvrtc->name = pointer;                                     \
-  }
-  HALO_HAL_CUDA_NVRTC_SYMBOLS(HALO_HAL_CUDA_NVRTC_RESOLVE)
-#undef HALO_HAL_CUDA_NVRTC_RESOLVE
-  if (nvrtc->nvrtcVersion(&nvrtc->major, &nvrtc->minor) != NVRTC_SUCCESS) {
-    halo_hal_cuda_load_fail(result, "%s: nvrtcVersion failed", nvrtc->soname);
+  if (status) {
+    halo_hal_cuda_load_fail(result, "%s", halo_status_message(status));
+    halo_status_free(status);
     return;
   }
   // The unversioned name may be any major: code from a newer NVRTC than the

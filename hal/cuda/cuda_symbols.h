@@ -208,6 +208,13 @@ size_t halo_hal_cuda_nvrtc_sonames(int driver_version, const char **out_names,
 halo_status_t halo_hal_cuda_nvrtc_load(
     const halo_hal_cuda_nvrtc_symbols_t **out_symbols);
 
+// Opens NVRTC's library |soname| (dlopen, never closed) and resolves its
+// symbols and version into |out_symbols|: NOT_FOUND with dlopen's reason
+// where it does not load, UNAVAILABLE where a symbol is missing or
+// nvrtcVersion fails (cuda_nvrtc_library.c). Loads no CUDA driver.
+halo_status_t halo_hal_cuda_nvrtc_open(
+    const char *soname, halo_hal_cuda_nvrtc_symbols_t *out_symbols);
+
 // A status for a failed driver call: the code mapped from |result|
 // (CUDA_ERROR_OUT_OF_MEMORY -> RESOURCE_EXHAUSTED, invalid values ->
 // INVALID_ARGUMENT, sticky errors -> DEVICE_LOST, ...), the message

@@ -17,10 +17,13 @@
 // clang-format on
 
 #include <elf.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/sandbox.h"
@@ -165,13 +168,153 @@ static void test_include_outside_the_toolkit_is_refused(void **state) {
       "  x[0] = halo_secret_value;\n"
       "}\n";
   expect_refused(compile(by_option, options, 1, &image), NULL);
-  // The sandbox was the compile's thread's alone: this one still reads it.
+  // The sandbox was the compile's process's alone: this one still reads it.
   FILE *file = fopen(secret_path, "r");
   assert_non_null(file);
   char text[sizeof(kSecret)] = {0};
   assert_int_equal(fread(text, 1, sizeof(text) - 1, file), sizeof(text) - 1);
   fclose(file);
   assert_string_equal(text, kSecret);
+}
+
+// The compile runs in a process of its own, which has none of this one's
+// descriptors: a memfd this process holds (inheritable, as a worker's
+// trust-domain memory could be) is not there to include as
+// /proc/self/fd/N, and the sandbox keeps the compiler out of this
+// process's /proc/<pid>/fd, while this process reads the memfd through
+// either path.
+static void test_descriptors_stay_out(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  int fd = memfd_create("halo-test-secret", 0);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, kSecret, strlen(kSecret)),
+                   (ssize_t)strlen(kSecret));
+  char paths[2][64];
+  snprintf(paths[0], sizeof(paths[0]), "/proc/self/fd/%d", fd);
+  snprintf(paths[1], sizeof(paths[1]), "/proc/%ld/fd/%d", (long)getpid(), fd);
+  for (int i = 0; i < 2; ++i) {
+    FILE *file = fopen(paths[i], "r");
+    assert_non_null(file);
+    char text[sizeof(kSecret)] = {0};
+    assert_int_equal(fread(text, 1, sizeof(text) - 1, file), sizeof(text) - 1);
+    fclose(file);
+    assert_string_equal(text, kSecret);
+    char source[512];
+    snprintf(source, sizeof(source),
+             "#include \"%s\"\n"
+             "extern \"C\" __global__ void leak(int *x) {\n"
+             "  x[0] = halo_secret_value;\n"
+             "}\n",
+             paths[i]);
+    halo_hal_cuda_image_t image;
+    expect_refused(compile(source, NULL, 0, &image), NULL);
+    assert_null(image.owned);
+  }
+  close(fd);
+}
+
+// A compile in |compiler| (a path), for at most |timeout_ms| (0: the
+// default).
+static halo_status_t compile_in(const char *compiler, uint32_t timeout_ms,
+                                const char *source,
+                                halo_hal_cuda_image_t *out_image) {
+  snprintf(device.options.compiler, sizeof(device.options.compiler), "%s",
+           compiler);
+  device.options.compile_timeout_ms = timeout_ms;
+  halo_status_t status = compile(source, NULL, 0, out_image);
+  device.options.compiler[0] = '\0';
+  device.options.compile_timeout_ms = 0;
+  return status;
+}
+
+static void expect_error(halo_status_t status, halo_status_code_t code,
+                         const char *part, const char *other_part) {
+  assert_non_null(status);
+  const char *message = halo_status_message(status);
+  print_message("%s\n", message);
+  assert_int_equal(halo_status_code(status), code);
+  assert_non_null(strstr(message, part));
+  if (other_part) assert_non_null(strstr(message, other_part));
+  halo_status_free(status);
+}
+
+// No compiler process is left behind: this process has no child.
+static void expect_no_child(void) {
+  errno = 0;
+  assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+  assert_int_equal(errno, ECHILD);
+}
+
+// A compiler that crashes ends its compile, which fails naming the signal
+// and what it wrote; this process goes on compiling.
+static void test_compiler_crash_ends_only_its_compile(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: crash\n", &image),
+      HALO_STATUS_INTERNAL, "ended on signal 11",
+      "fake NVRTC: crashing as asked");
+  assert_null(image.owned);
+  expect_no_child();
+  assert_null(compile(kKernel, NULL, 0, &image));
+  assert_true(image.size > 0);
+  free(image.owned);
+}
+
+// A compile past the device's compile timeout is killed, and fails
+// DEADLINE_EXCEEDED naming the timeout.
+static void test_compile_past_its_timeout_is_killed(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 300, "// halo-test: hang\n", &image),
+      HALO_STATUS_DEADLINE_EXCEEDED, "compile timeout (300 ms)", NULL);
+  assert_null(image.owned);
+  expect_no_child();
+}
+
+// What is not a whole reply is an error naming what came, and a reply that
+// says it is over the bound is not read to its end.
+static void test_bad_replies_are_refused(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: garbage\n", &image),
+      HALO_STATUS_INTERNAL, "no whole reply", NULL);
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: exit\n", &image),
+      HALO_STATUS_INTERNAL, "exited with status 7", NULL);
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: huge\n", &image),
+      HALO_STATUS_INTERNAL, "a reply over its bound", "was stopped");
+  assert_null(image.owned);
+  expect_no_child();
+  // A compiler that is not there names where it was looked for.
+  expect_error(compile_in("/nonexistent/halo-nvrtc", 0, kKernel, &image),
+               HALO_STATUS_NOT_FOUND, "/nonexistent/halo-nvrtc", NULL);
+}
+
+// The compiler has its request, its reply's pipe and its standard error
+// open, and none of this process's other descriptors (the fake lists
+// them: the three, and the one it reads /proc/self/fd with).
+static void test_compiler_gets_no_other_descriptor(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  int inheritable = memfd_create("halo-test-inheritable", 0);
+  assert_true(inheritable >= 0);
+  halo_hal_cuda_image_t image;
+  halo_status_t status =
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: fds\n", &image);
+  close(inheritable);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
+  assert_int_equal(image.size, strlen("0 1 2 3 "));
+  assert_memory_equal(image.data, "0 1 2 3 ", image.size);
+  free(image.owned);
 }
 
 // Each option halod passes on compiles (NVRTC takes it); one that reads or
@@ -585,6 +728,11 @@ int main(void) {
       cmocka_unit_test(test_source_compiles),
       cmocka_unit_test(test_toolkit_header_is_found),
       cmocka_unit_test(test_include_outside_the_toolkit_is_refused),
+      cmocka_unit_test(test_descriptors_stay_out),
+      cmocka_unit_test(test_compiler_crash_ends_only_its_compile),
+      cmocka_unit_test(test_compile_past_its_timeout_is_killed),
+      cmocka_unit_test(test_bad_replies_are_refused),
+      cmocka_unit_test(test_compiler_gets_no_other_descriptor),
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_cubin_elf_tables_are_checked),
       cmocka_unit_test(test_fatbin_entries_are_checked),

@@ -217,6 +217,38 @@ static void test_reads_only_beneath_its_paths(void **state) {
   tree_remove(&tree);
 }
 
+// halo_sandbox_enter restricts the thread that calls it, here a child
+// process's only thread (as halo-nvrtc enters): after it, the child reads
+// beneath its paths and nothing else.
+static void test_a_process_enters_whole(void **state) {
+  (void)state;
+  char reason[160];
+  if (halo_sandbox_abi(reason, sizeof(reason)) == 0) {
+    halo_test_expect_landlock_refusal(halo_sandbox_enter(NULL, 0), reason);
+    return;
+  }
+  tree_t tree;
+  tree_make(&tree);
+  const char *paths[] = {tree.allowed};
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    halo_status_t status = halo_sandbox_enter(paths, 1);
+    if (status) _exit(1);
+    if (try_open(tree.allowed_h, O_RDONLY, "allowed") != 0) _exit(2);
+    if (try_open(tree.secret, O_RDONLY, NULL) != EACCES) _exit(3);
+    if (try_open(tree.allowed_h, O_WRONLY, NULL) != EACCES) _exit(4);
+    _exit(0);
+  }
+  int wstatus = 0;
+  assert_int_equal(waitpid(child, &wstatus, 0), child);
+  assert_true(WIFEXITED(wstatus));
+  assert_int_equal(WEXITSTATUS(wstatus), 0);
+  // The parent was never inside.
+  assert_int_equal(try_open(tree.secret, O_RDONLY, "secret"), 0);
+  tree_remove(&tree);
+}
+
 // A path that exists but cannot be opened is an error naming it, and
 // nothing runs.
 static void test_unopenable_path_is_named(void **state) {
@@ -245,6 +277,7 @@ static void test_unopenable_path_is_named(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_only_beneath_its_paths),
+      cmocka_unit_test(test_a_process_enters_whole),
       cmocka_unit_test(test_unopenable_path_is_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

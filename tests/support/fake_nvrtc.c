@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// halo-test-fake-nvrtc: a CUDA C compiler process that misbehaves as its
+// source asks, started by the CUDA driver in halo-nvrtc's place
+// (hal_cuda_nvrtc_test sets the device's compiler to it). It reads the
+// request as halo-nvrtc does (hal/cuda/cuda_nvrtc_protocol.h), then:
+//   "halo-test: crash"    writes a line to standard error and dies of SIGSEGV
+//   "halo-test: hang"     never answers (the driver's timeout must end it)
+//   "halo-test: garbage"  writes what is not a reply and exits 0
+//   "halo-test: exit"     writes nothing and exits 7
+//   "halo-test: huge"     claims a reply of 2^40 bytes
+//   "halo-test: fds"      answers OK with a CUBIN-sized text listing the
+//                         descriptors it has open (/proc/self/fd)
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hal/cuda/cuda_nvrtc_protocol.h"
+
+static void write_all(const void *data, size_t size) {
+  const char *next = data;
+  while (size > 0) {
+    ssize_t wrote = write(STDOUT_FILENO, next, size);
+    if (wrote <= 0) exit(3);
+    next += wrote;
+    size -= (size_t)wrote;
+  }
+}
+
+int main(void) {
+  static char data[1 << 20];
+  size_t size = 0;
+  ssize_t got;
+  while (size < sizeof(data) - 1 &&
+         (got = read(STDIN_FILENO, data + size, sizeof(data) - 1 - size)) > 0) {
+    size += (size_t)got;
+  }
+  halo_hal_cuda_nvrtc_request_t request;
+  halo_status_t status =
+      halo_hal_cuda_nvrtc_request_parse(data, size, &request);
+  if (status) {
+    fprintf(stderr, "fake NVRTC: %s\n", halo_status_message(status));
+    return 4;
+  }
+  const char *source = request.source;
+  if (strstr(source, "halo-test: crash")) {
+    fprintf(stderr, "fake NVRTC: crashing as asked\n");
+    raise(SIGSEGV);
+  }
+  if (strstr(source, "halo-test: hang")) {
+    for (;;) pause();
+  }
+  if (strstr(source, "halo-test: garbage")) {
+    write_all("not a reply", 11);
+    return 0;
+  }
+  if (strstr(source, "halo-test: exit")) return 7;
+  halo_hal_cuda_nvrtc_reply_t reply = {.magic =
+                                           HALO_HAL_CUDA_NVRTC_REPLY_MAGIC};
+  if (strstr(source, "halo-test: huge")) {
+    reply.size = (uint64_t)1 << 40;
+    write_all(&reply, sizeof(reply));
+    static char chunk[1 << 16];
+    for (;;) write_all(chunk, sizeof(chunk));
+  }
+  // "halo-test: fds", and anything else.
+  char text[1024] = "";
+  size_t used = 0;
+  DIR *directory = opendir("/proc/self/fd");
+  struct dirent *entry;
+  while (directory && (entry = readdir(directory)) && used < sizeof(text)) {
+    if (entry->d_name[0] == '.') continue;
+    int written =
+        snprintf(text + used, sizeof(text) - used, "%s ", entry->d_name);
+    if (written > 0) used += (size_t)written;
+  }
+  if (directory) closedir(directory);
+  if (used >= sizeof(text)) used = sizeof(text) - 1;
+  reply.size = used;
+  write_all(&reply, sizeof(reply));
+  write_all(text, used);
+  halo_hal_cuda_nvrtc_request_free(&request);
+  return 0;
+}
