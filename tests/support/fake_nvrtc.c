@@ -4,7 +4,8 @@
 // source asks, started by the CUDA driver in halo-nvrtc's place
 // (hal_cuda_nvrtc_test sets the device's compiler to it). It reads the
 // request as halo-nvrtc does (hal/cuda/cuda_nvrtc_protocol.h), then:
-//   "halo-test: crash"    writes a line to standard error and dies of SIGSEGV
+//   "halo-test: crash"    writes a line to standard error and aborts
+//                         (SIGABRT, as NVRTC does on some options)
 //   "halo-test: hang"     never answers (the driver's timeout must end it)
 //   "halo-test: garbage"  writes what is not a reply and exits 0
 //   "halo-test: exit"     writes nothing and exits 7
@@ -45,10 +46,12 @@ int main(void) {
     fprintf(stderr, "fake NVRTC: %s\n", halo_status_message(status));
     return 4;
   }
+  // The source stays in |data|.
   const char *source = request.source;
+  halo_hal_cuda_nvrtc_request_free(&request);
   if (strstr(source, "halo-test: crash")) {
     fprintf(stderr, "fake NVRTC: crashing as asked\n");
-    raise(SIGSEGV);
+    abort();
   }
   if (strstr(source, "halo-test: hang")) {
     for (;;) pause();
@@ -82,6 +85,5 @@ int main(void) {
   reply.size = used;
   write_all(&reply, sizeof(reply));
   write_all(text, used);
-  halo_hal_cuda_nvrtc_request_free(&request);
   return 0;
 }
