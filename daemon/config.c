@@ -269,6 +269,16 @@ static const halod_config_entry_t halod_config_entries[] = {
      "queues, so queues share a stream only when there are more queues than "
      "this, and a queue on a shared stream can wait behind the other queues' "
      "work there"},
+    // The default is the CUDA driver's
+    // HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS.
+    {"cuda-compile-deadline-ms",
+     HALOD_NUMBER(HALOD_CONFIG_U32, cuda_compile_deadline_ms), "240000", 1000,
+     3600000, NULL, START,
+     "milliseconds one CUDA C compile may run (NVRTC, in a process of its "
+     "own, halo-nvrtc) before that process is killed and the load fails with "
+     "DEADLINE_EXCEEDED; the worker and its other sessions go on. halod "
+     "waits for a worker's executable load this long and 60 s more (at "
+     "least 300 s) before it counts the worker as hung"},
     // The default is the CUDA driver's HALO_HAL_CUDA_DEFAULT_GRAPH_BYTES.
     {"cuda-graph-bytes", HALOD_NUMBER(HALOD_CONFIG_BYTES, cuda_graph_bytes),
      "4294967296", 1048576, UINT64_MAX, NULL, START,
@@ -342,7 +352,8 @@ static const halod_config_entry_t halod_config_entries[] = {
      "a crash): a running worker sends its liveness message every second, "
      "whatever it does, so one that sends nothing is stopped or frozen. A "
      "control call it does not answer within this or 30 s, whichever is "
-     "longer (an executable's creation: 300 s), makes it hung too. Keep it "
+     "longer (an executable's creation: cuda-compile-deadline-ms and 60 s more, "
+     "at least 300 s), makes it hung too. Keep it "
      "below clients' request timeouts (libhalo's default: 30 s), so that a "
      "request waiting on a stopped worker fails with DEVICE_LOST naming it "
      "(device-workers process only)"},

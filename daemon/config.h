@@ -66,6 +66,7 @@ typedef struct halod_config_t {
   char cuda_completion[16];           // thread | host_func
   uint32_t cuda_streams;              // streams per priority per device
   uint64_t cuda_graph_bytes;          // graph instances' memory per worker
+  uint32_t cuda_compile_deadline_ms;  // one CUDA C compile, then killed
   char cache_directory[256];          // compiled GPU code; "" for none
   char device_workers[16];            // process | inline
   char trust_domain[16];              // uid | process | cgroup

@@ -72,6 +72,7 @@ int halod_worker_main(int argc, char **argv) {
   long device_index = 0;
   long streams = 0;
   unsigned long long graph_bytes = 0;
+  long compile_deadline_ms = 0;
   long poll_us = 0;
   long linger_us = 0;
   long supervisor = 0;
@@ -89,6 +90,8 @@ int halod_worker_main(int argc, char **argv) {
       streams = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--cuda-graph-bytes") == 0) {
       graph_bytes = strtoull(value, NULL, 10);
+    } else if (strcmp(argv[i], "--cuda-compile-deadline-ms") == 0) {
+      compile_deadline_ms = strtol(value, NULL, 10);
     } else if (strcmp(argv[i], "--cache-directory") == 0) {
       cache_directory = value;
     } else if (strcmp(argv[i], "--poll-us") == 0) {
@@ -119,6 +122,7 @@ int halod_worker_main(int argc, char **argv) {
       .cuda_completion = completion,
       .cuda_streams = (uint32_t)streams,
       .cuda_graph_bytes = graph_bytes,
+      .cuda_compile_deadline_ms = (uint32_t)compile_deadline_ms,
       .cache_directory = cache_directory,
       .has_device_filter = true,
       .device_filter = (uint32_t)device_index,

@@ -156,6 +156,11 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
            (unsigned long long)daemon->config.cuda_graph_bytes);
   argv[argc++] = "--cuda-graph-bytes";
   argv[argc++] = graph_bytes_text;
+  char compile_text[16];
+  snprintf(compile_text, sizeof(compile_text), "%u",
+           daemon->config.cuda_compile_deadline_ms);
+  argv[argc++] = "--cuda-compile-deadline-ms";
+  argv[argc++] = compile_text;
   if (daemon->config.cache_directory[0]) {
     argv[argc++] = "--cache-directory";
     argv[argc++] = daemon->config.cache_directory;
@@ -174,6 +179,8 @@ static halo_status_t halod_worker_spawn(halod_t *daemon, uint32_t index,
       .label = label,
       .deadline_ns = (int64_t)daemon->config.submission_deadline_ms * 1000000ll,
       .hang_ns = (int64_t)daemon->config.worker_hang_ms * 1000000ll,
+      .compile_ns =
+          (int64_t)daemon->config.cuda_compile_deadline_ms * 1000000ll,
       .start_timeout_ns = start_timeout_ns,
       .poll_ns = (int64_t)daemon->config.worker_poll_us * 1000,
       .lost = halod_workers_on_lost,
@@ -635,6 +642,7 @@ halo_status_t halod_workers_start(halod_t *daemon) {
       .cuda_completion = daemon->config.cuda_completion,
       .cuda_streams = daemon->config.cuda_streams,
       .cuda_graph_bytes = daemon->config.cuda_graph_bytes,
+      .cuda_compile_deadline_ms = daemon->config.cuda_compile_deadline_ms,
       .cache_directory = daemon->config.cache_directory,
   };
   HALO_RETURN_IF_ERROR(

@@ -61,6 +61,7 @@ static halo_status_t halo_hal_registry_create_cuda_devices(
   }
   cuda_options.stream_count = options->cuda_streams;
   cuda_options.graph_bytes = options->cuda_graph_bytes;
+  cuda_options.compile_timeout_ms = options->cuda_compile_deadline_ms;
   if (options->cache_directory) {
     snprintf(cuda_options.cache_directory, sizeof(cuda_options.cache_directory),
              "%s", options->cache_directory);

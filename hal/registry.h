@@ -43,6 +43,8 @@ typedef struct halo_hal_registry_options_t {
   // CUDA: device memory a device's graph instances may take (halo's
   // estimate); 0 for the default (4 GiB).
   uint64_t cuda_graph_bytes;
+  // How long one CUDA C compile may run (0: the driver's default).
+  uint32_t cuda_compile_deadline_ms;
   // Compiled code on disk (CUDA: NVRTC and PTX JIT results; the driver's
   // CUDA_CACHE_PATH below it). NULL or "" for none.
   const char *cache_directory;

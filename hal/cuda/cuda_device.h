@@ -203,8 +203,9 @@ typedef struct halo_hal_cuda_device_options_t {
   uint32_t compile_timeout_ms;
 } halo_hal_cuda_device_options_t;
 
-// The default bound of one CUDA C compile (240 s: within the 300 s halod
-// gives a worker's executable load before it counts the worker as hung).
+// The default bound of one CUDA C compile (240 s; halod's
+// cuda-compile-deadline-ms, whose wait for a worker's executable load is
+// this and 60 s more).
 #define HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS 240000u
 
 // The default bound of the graph instances' device memory (4 GiB).

@@ -31,8 +31,10 @@
 extern char **environ;
 
 // An executable's compile may take longer than a control call's bound:
-// NVRTC and PTX JIT.
+// NVRTC and PTX JIT. The worker's own bound of a CUDA C compile
+// (options.compile_ns) and this margin, at least the timeout.
 #define HALO_REMOTE_COMPILE_TIMEOUT_NS (300ll * 1000000000ll)
+#define HALO_REMOTE_COMPILE_MARGIN_NS (60ll * 1000000000ll)
 // The least bound of a control call or a send, whatever the silence bound:
 // a live worker (its liveness message flowing) may answer late behind a
 // long kernel (a synchronous copy) or a large recording's preparation.
@@ -86,6 +88,8 @@ typedef struct halo_hal_remote_device_t {
   // HALO_REMOTE_CALL_MIN_NS.
   int64_t hang_ns;
   int64_t call_ns;
+  // The bound of an executable's creation (NVRTC, PTX JIT).
+  int64_t create_executable_ns;
   int64_t poll_ns;  // the link's polling window (options.poll_ns)
   // When the reader last took a message from the worker (the reader only),
   // and whether it found the worker silent past the bound already.
@@ -627,7 +631,7 @@ static halo_status_t halo_hal_remote_device_create_executable(
   uint64_t values[2];
   halo_status_t status =
       halo_hal_remote_call(device, HALO_REMOTE_CREATE_EXECUTABLE, parts, 3, -1,
-                           HALO_REMOTE_COMPILE_TIMEOUT_NS, values, NULL, 0);
+                           device->create_executable_ns, values, NULL, 0);
   free(options);
   if (status) return status;
   halo_hal_remote_executable_t *executable = halo_hal_remote_object_create(
@@ -1548,6 +1552,11 @@ halo_status_t halo_hal_remote_device_start(
   device->call_ns = device->hang_ns > HALO_REMOTE_CALL_MIN_NS
                         ? device->hang_ns
                         : HALO_REMOTE_CALL_MIN_NS;
+  device->create_executable_ns =
+      options->compile_ns + HALO_REMOTE_COMPILE_MARGIN_NS >
+              HALO_REMOTE_COMPILE_TIMEOUT_NS
+          ? options->compile_ns + HALO_REMOTE_COMPILE_MARGIN_NS
+          : HALO_REMOTE_COMPILE_TIMEOUT_NS;
   device->poll_ns = options->poll_ns;
   device->lost_fn = options->lost;
   device->lost_user_data = options->lost_user_data;

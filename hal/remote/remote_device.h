@@ -87,6 +87,10 @@ typedef struct halo_hal_remote_options_t {
   // call (but an executable's creation) and a send to the worker get it or
   // 30 s, whichever is longer (0: HALO_REMOTE_DEFAULT_HANG_NS).
   int64_t hang_ns;
+  // The worker's bound of one CUDA C compile (halod's
+  // cuda-compile-deadline-ms): an executable's creation gets it and 60 s
+  // more, at least HALO_REMOTE_COMPILE_TIMEOUT_NS (0: that).
+  int64_t compile_ns;
   int64_t start_timeout_ns;  // 0: 30 s
   // After each message from the worker, how long the reader polls for the
   // next before it sleeps (completions that follow closely are taken at

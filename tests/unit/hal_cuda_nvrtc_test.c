@@ -144,20 +144,36 @@ static void expect_refused(halo_status_t status, const char *why) {
   halo_status_free(status);
 }
 
-static void test_include_outside_the_toolkit_is_refused(void **state) {
-  (void)state;
-  require_sandboxed_nvrtc();
-  // Unsandboxed, this source compiles (the header is valid CUDA C).
+// A source that includes |path| and uses what the secret header declares
+// (unsandboxed, it compiles: the header is valid CUDA C) is refused.
+static void expect_include_refused(const char *path, const char *why) {
   char source[512];
   snprintf(source, sizeof(source),
            "#include \"%s\"\n"
            "extern \"C\" __global__ void leak(int *x) {\n"
            "  x[0] = halo_secret_value;\n"
            "}\n",
-           secret_path);
+           path);
   halo_hal_cuda_image_t image;
-  expect_refused(compile(source, NULL, 0, &image), "Permission denied");
+  expect_refused(compile(source, NULL, 0, &image), why);
   assert_null(image.owned);
+}
+
+// This process reads the secret header at |path|.
+static void expect_secret_readable(const char *path) {
+  FILE *file = fopen(path, "r");
+  assert_non_null(file);
+  char text[sizeof(kSecret)] = {0};
+  assert_int_equal(fread(text, 1, sizeof(text) - 1, file), sizeof(text) - 1);
+  fclose(file);
+  assert_string_equal(text, kSecret);
+}
+
+static void test_include_outside_the_toolkit_is_refused(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  expect_include_refused(secret_path, "Permission denied");
+  halo_hal_cuda_image_t image;
   // Through an include directory of the client's own.
   char option[96];
   snprintf(option, sizeof(option), "-I%s", directory);
@@ -169,12 +185,7 @@ static void test_include_outside_the_toolkit_is_refused(void **state) {
       "}\n";
   expect_refused(compile(by_option, options, 1, &image), NULL);
   // The sandbox was the compile's process's alone: this one still reads it.
-  FILE *file = fopen(secret_path, "r");
-  assert_non_null(file);
-  char text[sizeof(kSecret)] = {0};
-  assert_int_equal(fread(text, 1, sizeof(text) - 1, file), sizeof(text) - 1);
-  fclose(file);
-  assert_string_equal(text, kSecret);
+  expect_secret_readable(secret_path);
 }
 
 // The compile runs in a process of its own, which has none of this one's
@@ -194,22 +205,8 @@ static void test_descriptors_stay_out(void **state) {
   snprintf(paths[0], sizeof(paths[0]), "/proc/self/fd/%d", fd);
   snprintf(paths[1], sizeof(paths[1]), "/proc/%ld/fd/%d", (long)getpid(), fd);
   for (int i = 0; i < 2; ++i) {
-    FILE *file = fopen(paths[i], "r");
-    assert_non_null(file);
-    char text[sizeof(kSecret)] = {0};
-    assert_int_equal(fread(text, 1, sizeof(text) - 1, file), sizeof(text) - 1);
-    fclose(file);
-    assert_string_equal(text, kSecret);
-    char source[512];
-    snprintf(source, sizeof(source),
-             "#include \"%s\"\n"
-             "extern \"C\" __global__ void leak(int *x) {\n"
-             "  x[0] = halo_secret_value;\n"
-             "}\n",
-             paths[i]);
-    halo_hal_cuda_image_t image;
-    expect_refused(compile(source, NULL, 0, &image), NULL);
-    assert_null(image.owned);
+    expect_secret_readable(paths[i]);
+    expect_include_refused(paths[i], NULL);
   }
   close(fd);
 }
