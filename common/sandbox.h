@@ -14,7 +14,8 @@
 //
 // halod compiles a client's CUDA C source this way, in a process of its
 // own (halo-nvrtc, which enters before it starts any thread and holds no
-// descriptor but its request and its reply): NVRTC opens whatever an
+// descriptor but its request, its reply and its standard error): NVRTC
+// opens whatever an
 // #include names, so without it a tenant could read any file halod's user
 // can read (another tenant's cached code, a service account's token) into
 // a compile error's log.
@@ -45,7 +46,8 @@ halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
 // Restricts the calling thread, and the threads it starts from then on, as
 // halo_sandbox_run's thread is. A process of its own (halo-nvrtc) enters
 // before it starts any thread, so that all of it is inside. The same errors
-// as halo_sandbox_run; where it fails the thread is as it was.
+// as halo_sandbox_run; where it fails the thread's file access is as it
+// was (no_new_privs may have been set).
 halo_status_t halo_sandbox_enter(const char *const *paths, size_t count);
 
 // The Landlock ABI version this kernel offers; 0 (none) fills |out_reason|

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,8 +56,9 @@
 // /usr/local/cuda's.
 #define HALO_HAL_CUDA_NVRTC_MAX_INCLUDES 2
 // What of the compiler's standard error an error quotes (a crash's last
-// words).
+// words), and of its error's message (a compile log is at most 1 MiB).
 #define HALO_HAL_CUDA_NVRTC_MAX_STDERR_BYTES 2048
+#define HALO_HAL_CUDA_NVRTC_MAX_MESSAGE_BYTES ((uint64_t)2 << 20)
 
 // What every compile of the process shares, made once.
 typedef struct halo_hal_cuda_nvrtc_setup_t {
@@ -292,19 +294,12 @@ typedef struct halo_hal_cuda_nvrtc_output_t {
   bool over;     // more came than |limit|
 } halo_hal_cuda_nvrtc_output_t;
 
-// Reads what |output|'s pipe has now. False on memory exhaustion.
+// Reads what |output|'s pipe has now; closes it at its end. False on
+// memory exhaustion.
 static bool halo_hal_cuda_nvrtc_output_read(
     halo_hal_cuda_nvrtc_output_t *output) {
   for (;;) {
-    if (output->size == output->capacity) {
-      if (output->size >= output->limit) {
-        char sink[4096];
-        ssize_t got = read(output->fd, sink, sizeof(sink));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        output->over = true;
-        continue;
-      }
+    if (output->size == output->capacity && output->size < output->limit) {
       size_t capacity = output->capacity ? output->capacity * 2 : 4096;
       if (capacity > output->limit) capacity = output->limit;
       char *grown = realloc(output->data, capacity);
@@ -312,48 +307,107 @@ static bool halo_hal_cuda_nvrtc_output_read(
       output->data = grown;
       output->capacity = capacity;
     }
-    ssize_t got = read(output->fd, output->data + output->size,
-                       output->capacity - output->size);
+    // Past the limit what comes is read and dropped: the pipe stays open,
+    // so that the writer is not killed by SIGPIPE for what it says.
+    char sink[4096];
+    bool full = output->size == output->capacity;
+    ssize_t got = full ? read(output->fd, sink, sizeof(sink))
+                       : read(output->fd, output->data + output->size,
+                              output->capacity - output->size);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && errno == EAGAIN) return true;
     if (got <= 0) break;
-    output->size += (size_t)got;
+    if (full) {
+      output->over = true;
+    } else {
+      output->size += (size_t)got;
+    }
   }
   close(output->fd);
   output->fd = -1;
   return true;
 }
 
+// Moves |*fd| above the standard descriptors (where this process had one of
+// them closed, a pipe may have taken its number, and the child's dup2 of
+// one onto another would mix them up).
+static halo_status_t halo_hal_cuda_nvrtc_above_stdio(int *fd) {
+  if (*fd > STDERR_FILENO) return NULL;
+  int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  if (moved < 0) return halo_status_from_errno(errno, "a compile's pipe");
+  close(*fd);
+  *fd = moved;
+  return NULL;
+}
+
 // Starts |program| with |request_fd| as its standard input and the write
 // ends of |out_pipe| and |err_pipe| as its output and error, and nothing
-// else of this process's descriptors; signals at their defaults.
+// else of this process's descriptors, in a process group of its own;
+// signals at their defaults. Its parent-death signal (halo-nvrtc sets it)
+// is tied to the thread that spawns it: that thread waits for it.
 static halo_status_t halo_hal_cuda_nvrtc_spawn(const char *program,
                                                int request_fd, int out_pipe,
                                                int err_pipe, pid_t *out_pid) {
   posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, request_fd, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe, STDERR_FILENO);
-  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
+  int error = posix_spawn_file_actions_init(&actions);
+  if (error) return halo_status_from_errno(error, "starting %s", program);
+  if (!error) {
+    error =
+        posix_spawn_file_actions_adddup2(&actions, request_fd, STDIN_FILENO);
+  }
+  if (!error) {
+    error = posix_spawn_file_actions_adddup2(&actions, out_pipe, STDOUT_FILENO);
+  }
+  if (!error) {
+    error = posix_spawn_file_actions_adddup2(&actions, err_pipe, STDERR_FILENO);
+  }
+  if (!error) {
+    error =
+        posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
+  }
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  bool attr_made = false;
+  if (!error) {
+    error = posix_spawnattr_init(&attr);
+    attr_made = !error;
+  }
+  if (!error) {
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setpgroup(&attr, 0);
+    error = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF |
+                                                POSIX_SPAWN_SETSIGMASK |
+                                                POSIX_SPAWN_SETPGROUP);
+  }
   char parent[24];
   snprintf(parent, sizeof(parent), "%ld", (long)getpid());
   char *const argv[] = {"halo-nvrtc", parent, NULL};
   extern char **environ;
-  int error = posix_spawn(out_pid, program, &actions, &attr, argv, environ);
+  if (!error) {
+    error = posix_spawn(out_pid, program, &actions, &attr, argv, environ);
+  }
   posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  if (attr_made) posix_spawnattr_destroy(&attr);
   if (error) return halo_status_from_errno(error, "starting %s", program);
   return NULL;
+}
+
+// The codes halo-nvrtc answers with; any other is the compiler's fault.
+static bool halo_hal_cuda_nvrtc_known_code(int32_t code) {
+  switch (code) {
+    case HALO_STATUS_INVALID_ARGUMENT:
+    case HALO_STATUS_RESOURCE_EXHAUSTED:
+    case HALO_STATUS_FAILED_PRECONDITION:
+    case HALO_STATUS_NOT_FOUND:
+    case HALO_STATUS_UNAVAILABLE:
+    case HALO_STATUS_INTERNAL:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // The compile's outcome from what the compiler wrote and how it ended.
@@ -362,7 +416,8 @@ static halo_status_t halo_hal_cuda_nvrtc_outcome(
     halo_hal_cuda_nvrtc_output_t *reply, halo_hal_cuda_nvrtc_output_t *err,
     halo_hal_cuda_image_t *out_image) {
   const halo_hal_cuda_nvrtc_symbols_t *nvrtc = device->nvrtc;
-  // Its last words, on one line each, for an error.
+  // What it wrote to its standard error, for an error's message (trailing
+  // newlines dropped).
   char words[HALO_HAL_CUDA_NVRTC_MAX_STDERR_BYTES + 16] = "";
   if (err->size > 0) {
     int length = (int)err->size;
@@ -379,12 +434,13 @@ static halo_status_t halo_hal_cuda_nvrtc_outcome(
   }
   if (WIFSIGNALED(wstatus)) {
     int signal_number = WTERMSIG(wstatus);
+    const char *name = sigabbrev_np(signal_number);
     return halo_status_make(
         HALO_STATUS_INTERNAL,
         "NVRTC %d.%d crashed compiling the CUDA source for sm_%d: its "
-        "process (%s) ended on signal %d (%s)%s",
+        "process (%s) ended on signal %d (SIG%s)%s",
         nvrtc->major, nvrtc->minor, device->arch, program, signal_number,
-        strsignal(signal_number), words);
+        name ? name : "?", words);
   }
   if (!whole || WEXITSTATUS(wstatus) != 0) {
     return halo_status_make(
@@ -394,11 +450,15 @@ static halo_status_t halo_hal_cuda_nvrtc_outcome(
   }
   const char *payload = reply->data + sizeof(header);
   if (header.code != HALO_STATUS_OK) {
-    halo_status_code_t code =
-        header.code > HALO_STATUS_OK && header.code <= HALO_STATUS_DEVICE_LOST
-            ? (halo_status_code_t)header.code
-            : HALO_STATUS_INTERNAL;
-    return halo_status_make(code, "%.*s", (int)header.size, payload);
+    bool known = halo_hal_cuda_nvrtc_known_code(header.code);
+    return halo_status_make(
+        known ? (halo_status_code_t)header.code : HALO_STATUS_INTERNAL,
+        "%s%.*s%s", known ? "" : "the CUDA C compiler answered: ",
+        (int)(header.size < HALO_HAL_CUDA_NVRTC_MAX_MESSAGE_BYTES
+                  ? header.size
+                  : HALO_HAL_CUDA_NVRTC_MAX_MESSAGE_BYTES),
+        payload,
+        header.size > HALO_HAL_CUDA_NVRTC_MAX_MESSAGE_BYTES ? " ..." : "");
   }
   if (header.size == 0) {
     return halo_status_make(HALO_STATUS_INTERNAL, "NVRTC produced no CUBIN");
@@ -414,6 +474,64 @@ static halo_status_t halo_hal_cuda_nvrtc_outcome(
   return NULL;
 }
 
+// True once |reply| holds more than it may: past the bound its header
+// names, or past what its header says follows.
+static bool halo_hal_cuda_nvrtc_reply_over(
+    const halo_hal_cuda_nvrtc_output_t *reply) {
+  halo_hal_cuda_nvrtc_reply_t header;
+  if (reply->over) return true;
+  if (reply->size < sizeof(header)) return false;
+  memcpy(&header, reply->data, sizeof(header));
+  return header.size > HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES ||
+         reply->size - sizeof(header) > header.size;
+}
+
+// The compiler's process while it runs: its pipes, and how it ended.
+typedef struct halo_hal_cuda_nvrtc_child_t {
+  pid_t pid;
+  int pidfd;  // readable once it ended (-1: none; polled instead)
+  bool reaped;
+  int wstatus;
+} halo_hal_cuda_nvrtc_child_t;
+
+// Reaps |child| if it ended (without waiting), ending first what it left
+// in its process group: while it is a zombie its pid, the group's id, is
+// still its own.
+static void halo_hal_cuda_nvrtc_child_check(
+    halo_hal_cuda_nvrtc_child_t *child) {
+  if (child->reaped) return;
+  siginfo_t info;
+  memset(&info, 0, sizeof(info));
+  int waited;
+  while ((waited = waitid(P_PID, (id_t)child->pid, &info,
+                          WEXITED | WNOHANG | WNOWAIT)) < 0 &&
+         errno == EINTR) {
+  }
+  if (waited < 0) {
+    // ECHILD: someone else reaped it (SIGCHLD ignored): it ended.
+    child->reaped = errno == ECHILD;
+    return;
+  }
+  if (info.si_pid != child->pid) return;
+  kill(-child->pid, SIGKILL);
+  while (waitpid(child->pid, &child->wstatus, 0) < 0 && errno == EINTR) {
+  }
+  child->reaped = true;
+}
+
+// Ends |child| and whatever it started in its process group, and reaps it.
+static void halo_hal_cuda_nvrtc_child_end(halo_hal_cuda_nvrtc_child_t *child) {
+  if (!child->reaped) {
+    kill(-child->pid, SIGKILL);
+    kill(child->pid, SIGKILL);
+    while (waitpid(child->pid, &child->wstatus, 0) < 0 && errno == EINTR) {
+    }
+    child->reaped = true;
+  }
+  if (child->pidfd >= 0) close(child->pidfd);
+  child->pidfd = -1;
+}
+
 // Runs |request| in the compiler |program|, for at most the device's
 // compile timeout.
 static halo_status_t halo_hal_cuda_nvrtc_run(
@@ -426,15 +544,24 @@ static halo_status_t halo_hal_cuda_nvrtc_run(
   if (!status && lseek(request_fd, 0, SEEK_SET) != 0) {
     status = halo_status_from_errno(errno, "rewinding a compile's request");
   }
+  if (!status) {
+    status = halo_memfd_seal(
+        request_fd, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  }
+  if (!status) status = halo_hal_cuda_nvrtc_above_stdio(&request_fd);
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   if (!status && (pipe2(out_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
                   pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK) != 0)) {
     status = halo_status_from_errno(errno, "pipes for a compile");
   }
-  pid_t pid = -1;
+  for (int i = 0; i < 2 && !status; ++i) {
+    status = halo_hal_cuda_nvrtc_above_stdio(&out_pipe[i]);
+    if (!status) status = halo_hal_cuda_nvrtc_above_stdio(&err_pipe[i]);
+  }
+  halo_hal_cuda_nvrtc_child_t child = {.pid = -1, .pidfd = -1};
   if (!status) {
     status = halo_hal_cuda_nvrtc_spawn(program, request_fd, out_pipe[1],
-                                       err_pipe[1], &pid);
+                                       err_pipe[1], &child.pid);
   }
   close(request_fd);
   if (out_pipe[1] >= 0) close(out_pipe[1]);
@@ -450,20 +577,32 @@ static halo_status_t halo_hal_cuda_nvrtc_run(
     if (err.fd >= 0) close(err.fd);
     return status;
   }
+  // Its end wakes the wait below (where there is no pidfd, the wait looks
+  // every 10 ms once its pipes are closed).
+  child.pidfd = pidfd_open(child.pid, 0);
   uint32_t timeout_ms = device->options.compile_timeout_ms
                             ? device->options.compile_timeout_ms
                             : HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS;
   int64_t deadline_ns = halo_clock_now_ns() + (int64_t)timeout_ms * 1000000;
-  bool late = false, oom = false;
-  while ((reply.fd >= 0 || err.fd >= 0) && !late && !oom && !reply.over) {
-    struct pollfd fds[2] = {{.fd = reply.fd, .events = POLLIN},
-                            {.fd = err.fd, .events = POLLIN}};
+  bool late = false, oom = false, over = false;
+  // Until the process ended and its pipes are read to their end (what it
+  // left running in its group is ended with it), or the deadline.
+  for (;;) {
+    halo_hal_cuda_nvrtc_child_check(&child);
+    if (child.reaped && reply.fd < 0 && err.fd < 0) break;
     int64_t left_ns = deadline_ns - halo_clock_now_ns();
     if (left_ns <= 0) {
       late = true;
       break;
     }
-    int ready = poll(fds, 2, (int)((left_ns + 999999) / 1000000));
+    struct pollfd fds[3] = {
+        {.fd = reply.fd, .events = POLLIN},
+        {.fd = err.fd, .events = POLLIN},
+        {.fd = child.reaped ? -1 : child.pidfd, .events = POLLIN}};
+    int64_t wait_ms = (left_ns + 999999) / 1000000;
+    if (child.pidfd < 0 && wait_ms > 10) wait_ms = 10;
+    if (wait_ms > INT32_MAX) wait_ms = INT32_MAX;
+    int ready = poll(fds, 3, (int)wait_ms);
     if (ready < 0 && errno != EINTR) {
       status = halo_status_from_errno(errno, "waiting for a compile");
       break;
@@ -471,17 +610,10 @@ static halo_status_t halo_hal_cuda_nvrtc_run(
     if (ready <= 0) continue;
     if (fds[0].revents && !halo_hal_cuda_nvrtc_output_read(&reply)) oom = true;
     if (fds[1].revents && !halo_hal_cuda_nvrtc_output_read(&err)) oom = true;
-    // A reply that says it is over the bound is not read to its end.
-    halo_hal_cuda_nvrtc_reply_t header;
-    if (reply.size >= sizeof(header)) {
-      memcpy(&header, reply.data, sizeof(header));
-      if (header.size > HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES) reply.over = true;
-    }
+    over = halo_hal_cuda_nvrtc_reply_over(&reply);
+    if (oom || over) break;
   }
-  if (late || oom || status || reply.over) kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
+  halo_hal_cuda_nvrtc_child_end(&child);
   if (reply.fd >= 0) close(reply.fd);
   if (err.fd >= 0) close(err.fd);
   if (!status && late) {
@@ -490,18 +622,18 @@ static halo_status_t halo_hal_cuda_nvrtc_run(
         "NVRTC %d.%d compiling the CUDA source for sm_%d ran past the "
         "compile timeout (%u ms) and was stopped",
         device->nvrtc->major, device->nvrtc->minor, device->arch, timeout_ms);
-  } else if (!status && reply.over) {
+  } else if (!status && over) {
     status = halo_status_make(
         HALO_STATUS_INTERNAL,
-        "the CUDA C compiler %s sent a reply over its bound (%llu bytes) and "
-        "was stopped",
+        "the CUDA C compiler %s sent a reply over its bound (%llu bytes) or "
+        "longer than its header says, and was stopped",
         program, (unsigned long long)HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES);
   } else if (!status && oom) {
     status = halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "oom reading a compile's reply");
   } else if (!status) {
-    status = halo_hal_cuda_nvrtc_outcome(device, program, wstatus, &reply, &err,
-                                         out_image);
+    status = halo_hal_cuda_nvrtc_outcome(device, program, child.wstatus, &reply,
+                                         &err, out_image);
   }
   free(reply.data);
   free(err.data);
@@ -549,6 +681,13 @@ halo_status_t halo_hal_cuda_nvrtc_compile(
   char program[PATH_MAX];
   HALO_RETURN_IF_ERROR(
       halo_hal_cuda_nvrtc_find_compiler(device, program, sizeof(program)));
+  if (params->option_count >
+      HALO_HAL_CUDA_NVRTC_MAX_STRINGS - 1 - setup->option_count) {
+    return halo_status_make(
+        HALO_STATUS_INVALID_ARGUMENT, "%u NVRTC options: at most %u",
+        params->option_count,
+        HALO_HAL_CUDA_NVRTC_MAX_STRINGS - 1 - setup->option_count);
+  }
   // The architecture, the toolkit's includes, the client's options.
   uint32_t count = params->option_count + 1 + setup->option_count;
   const char **options = calloc(count, sizeof(char *));

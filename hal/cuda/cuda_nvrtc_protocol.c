@@ -90,7 +90,7 @@ static halo_status_t halo_hal_cuda_nvrtc_read_strings(
   char *end = NULL;
   errno = 0;
   unsigned long count = strtoul(text, &end, 10);
-  if (errno || end == text || *end != '\0' ||
+  if (text[0] < '0' || text[0] > '9' || errno || *end != '\0' ||
       count > HALO_HAL_CUDA_NVRTC_MAX_STRINGS) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "the compile's request has '%.32s' as its count "
@@ -113,8 +113,14 @@ static halo_status_t halo_hal_cuda_nvrtc_read_strings(
 }
 
 halo_status_t halo_hal_cuda_nvrtc_request_parse(
-    char *data, size_t size, halo_hal_cuda_nvrtc_request_t *out_request) {
+    char *data, size_t size, size_t capacity,
+    halo_hal_cuda_nvrtc_request_t *out_request) {
   memset(out_request, 0, sizeof(*out_request));
+  if (capacity <= size) {
+    return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
+                            "the compile's request has no room for its "
+                            "source's NUL");
+  }
   halo_hal_cuda_nvrtc_reader_t reader = {data, data + size};
   char *protocol = NULL, *soname = NULL, *directory = NULL, *arch = NULL;
   HALO_RETURN_IF_ERROR(
@@ -132,7 +138,8 @@ halo_status_t halo_hal_cuda_nvrtc_request_parse(
       halo_hal_cuda_nvrtc_read_string(&reader, "architecture", &arch));
   char *end = NULL;
   long value = strtol(arch, &end, 10);
-  if (end == arch || *end != '\0' || value <= 0 || value > 10000) {
+  if (arch[0] < '0' || arch[0] > '9' || *end != '\0' || value <= 0 ||
+      value > 10000) {
     return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                             "the compile's request has '%.32s' as its "
                             "architecture",

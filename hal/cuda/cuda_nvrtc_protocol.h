@@ -50,13 +50,14 @@ typedef struct halo_hal_cuda_nvrtc_reply_t {
 halo_status_t halo_hal_cuda_nvrtc_request_write(
     int fd, const halo_hal_cuda_nvrtc_request_t *request);
 
-// Parses the |size| bytes of |data| (which must have one more byte after
-// them, for the source's NUL) into |out_request|, whose strings point into
+// Parses the |size| bytes of |data| (|capacity| bytes long: at least one
+// more, for the source's NUL) into |out_request|, whose strings point into
 // |data| and whose |paths| and |options| arrays are allocated (free them
 // with halo_hal_cuda_nvrtc_request_free). INVALID_ARGUMENT naming the part
 // that is wrong.
 halo_status_t halo_hal_cuda_nvrtc_request_parse(
-    char *data, size_t size, halo_hal_cuda_nvrtc_request_t *out_request);
+    char *data, size_t size, size_t capacity,
+    halo_hal_cuda_nvrtc_request_t *out_request);
 void halo_hal_cuda_nvrtc_request_free(halo_hal_cuda_nvrtc_request_t *request);
 
 #endif  // HALO_HAL_CUDA_CUDA_NVRTC_PROTOCOL_H_

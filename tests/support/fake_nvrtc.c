@@ -10,6 +10,10 @@
 //   "halo-test: garbage"  writes what is not a reply and exits 0
 //   "halo-test: exit"     writes nothing and exits 7
 //   "halo-test: huge"     claims a reply of 2^40 bytes
+//   "halo-test: chatty"   writes 6000 bytes to standard error in two
+//                         parts (past what the driver keeps), then answers
+//                         as for "fds"
+//   "halo-test: vanish"   closes its output and error and never ends
 //   "halo-test: fds"      answers OK with a CUBIN-sized text listing the
 //                         descriptors it has open (/proc/self/fd)
 #include <dirent.h>
@@ -41,7 +45,7 @@ int main(void) {
   }
   halo_hal_cuda_nvrtc_request_t request;
   halo_status_t status =
-      halo_hal_cuda_nvrtc_request_parse(data, size, &request);
+      halo_hal_cuda_nvrtc_request_parse(data, size, sizeof(data), &request);
   if (status) {
     fprintf(stderr, "fake NVRTC: %s\n", halo_status_message(status));
     return 4;
@@ -61,6 +65,21 @@ int main(void) {
     return 0;
   }
   if (strstr(source, "halo-test: exit")) return 7;
+  if (strstr(source, "halo-test: vanish")) {
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
+    for (;;) pause();
+  }
+  if (strstr(source, "halo-test: chatty")) {
+    static char words[3000];
+    memset(words, 'w', sizeof(words));
+    for (int part = 0; part < 2; ++part) {
+      if (write(STDERR_FILENO, words, sizeof(words)) != sizeof(words)) {
+        return 5;
+      }
+      usleep(100000);  // the driver reads the first part meanwhile
+    }
+  }
   halo_hal_cuda_nvrtc_reply_t reply = {.magic =
                                            HALO_HAL_CUDA_NVRTC_REPLY_MAGIC};
   if (strstr(source, "halo-test: huge")) {

@@ -290,6 +290,12 @@ static void test_bad_replies_are_refused(void **state) {
       HALO_STATUS_INTERNAL, "a reply over its bound", "was stopped");
   assert_null(image.owned);
   expect_no_child();
+  // One that closes its output and error and goes on is still ended at the
+  // timeout.
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 300, "// halo-test: vanish\n", &image),
+      HALO_STATUS_DEADLINE_EXCEEDED, "compile timeout (300 ms)", NULL);
+  expect_no_child();
   // A compiler that is not there names where it was looked for.
   expect_error(compile_in("/nonexistent/halo-nvrtc", 0, kKernel, &image),
                HALO_STATUS_NOT_FOUND, "/nonexistent/halo-nvrtc", NULL);
@@ -310,6 +316,14 @@ static void test_compiler_gets_no_other_descriptor(void **state) {
   if (status) print_message("%s\n", halo_status_message(status));
   assert_null(status);
   assert_int_equal(image.size, strlen("0 1 2 3 "));
+  assert_memory_equal(image.data, "0 1 2 3 ", image.size);
+  free(image.owned);
+  // More on its standard error than the driver keeps is read and dropped,
+  // not cut off (which would kill the compiler with SIGPIPE).
+  status =
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: chatty\n", &image);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
   assert_memory_equal(image.data, "0 1 2 3 ", image.size);
   free(image.owned);
 }

@@ -144,6 +144,30 @@ static halo_status_t halo_nvrtc_load_builtins(
       nvrtc->major, nvrtc->minor, nvrtc->soname, name, by_name, by_path);
 }
 
+// NVRTC's library (or one it loads) could start a thread when it is
+// loaded: that thread would be outside the sandbox entered after, so the
+// compile is refused. (ThreadSanitizer's runtime has a thread of its own.)
+static halo_status_t halo_nvrtc_check_one_thread(void) {
+#if defined(__SANITIZE_THREAD__)
+  return NULL;
+#else
+  FILE *file = fopen("/proc/self/status", "r");
+  if (!file) return halo_status_from_errno(errno, "reading /proc/self/status");
+  char line[128];
+  long threads = -1;
+  while (fgets(line, sizeof(line), file)) {
+    if (sscanf(line, "Threads: %ld", &threads) == 1) break;
+  }
+  fclose(file);
+  if (threads == 1) return NULL;
+  return halo_status_make(HALO_STATUS_INTERNAL,
+                          "halo-nvrtc has %ld threads after loading NVRTC, "
+                          "before its sandbox: it compiles nothing with a "
+                          "thread outside the sandbox",
+                          threads);
+#endif
+}
+
 static halo_status_t halo_nvrtc_status(
     const halo_hal_cuda_nvrtc_symbols_t *nvrtc, nvrtcResult result,
     const char *call) {
@@ -258,11 +282,12 @@ int main(int argc, char **argv) {
   halo_status_t status = halo_nvrtc_read_request(&data, &size);
   halo_hal_cuda_nvrtc_request_t request = {0};
   if (!status) {
-    status = halo_hal_cuda_nvrtc_request_parse(data, size, &request);
+    status = halo_hal_cuda_nvrtc_request_parse(data, size, size + 1, &request);
   }
   halo_hal_cuda_nvrtc_symbols_t nvrtc;
   if (!status) status = halo_hal_cuda_nvrtc_open(request.soname, &nvrtc);
   if (!status) status = halo_nvrtc_load_builtins(&nvrtc, request.directory);
+  if (!status) status = halo_nvrtc_check_one_thread();
   if (!status) status = halo_sandbox_enter(request.paths, request.path_count);
   halo_nvrtc_job_t job = {.nvrtc = &nvrtc, .request = &request};
   if (!status) status = halo_nvrtc_run(&job);
