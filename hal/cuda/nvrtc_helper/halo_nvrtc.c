@@ -16,9 +16,11 @@
 //
 // The whole process is in the read-only sandbox (common/sandbox.h) before
 // NVRTC sees the source: it may read only the paths the request names (the
-// CUDA toolkit's headers) and write nothing. NVRTC's library and its
-// builtins (libnvrtc-builtins.so.<major>.<minor>, which NVRTC loads at each
-// compile) are loaded before it enters.
+// CUDA toolkit's headers) and write nothing; and behind a system call
+// filter (syscall_filter.h): no socket, no signal to another process, no
+// new process. NVRTC's library and its builtins
+// (libnvrtc-builtins.so.<major>.<minor>, which NVRTC loads at each compile)
+// are loaded before, with one thread in the process.
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -34,6 +36,7 @@
 #include "common/status.h"
 #include "hal/cuda/cuda_nvrtc_protocol.h"
 #include "hal/cuda/cuda_symbols.h"
+#include "hal/cuda/nvrtc_helper/syscall_filter.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // Under AddressSanitizer (a test build): LeakSanitizer's check at exit reads
@@ -289,6 +292,7 @@ int main(int argc, char **argv) {
   if (!status) status = halo_nvrtc_load_builtins(&nvrtc, request.directory);
   if (!status) status = halo_nvrtc_check_one_thread();
   if (!status) status = halo_sandbox_enter(request.paths, request.path_count);
+  if (!status) status = halo_nvrtc_syscall_filter_install();
   halo_nvrtc_job_t job = {.nvrtc = &nvrtc, .request = &request};
   if (!status) status = halo_nvrtc_run(&job);
   halo_nvrtc_reply(status, job.cubin, job.cubin_size);

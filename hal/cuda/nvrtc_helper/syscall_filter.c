@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// halo-nvrtc's seccomp filter (syscall_filter.h), a classic BPF program
+// built at run time: it compares a signal's target with this process's
+// pid.
+#include "hal/cuda/nvrtc_helper/syscall_filter.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/status.h"
+
+#if defined(__x86_64__)
+#define HALO_NVRTC_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define HALO_NVRTC_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "halo-nvrtc's system call filter knows x86-64 and arm64"
+#endif
+
+// The low 32 bits of a system call's first argument (little-endian).
+#define HALO_NVRTC_ARG0 offsetof(struct seccomp_data, args[0])
+
+#define HALO_NVRTC_MAX_FILTER 96
+
+typedef struct halo_nvrtc_filter_t {
+  struct sock_filter code[HALO_NVRTC_MAX_FILTER];
+  unsigned short length;
+} halo_nvrtc_filter_t;
+
+static void halo_nvrtc_emit(halo_nvrtc_filter_t *filter,
+                            struct sock_filter instruction) {
+  if (filter->length < HALO_NVRTC_MAX_FILTER) {
+    filter->code[filter->length] = instruction;
+  }
+  ++filter->length;  // past the end: refused at install
+}
+
+// The accumulator holds the system call's number here, and after each
+// check.
+static void halo_nvrtc_refuse(halo_nvrtc_filter_t *filter, long number,
+                              int error) {
+  halo_nvrtc_emit(filter,
+                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                                               (uint32_t)number, 0, 1));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
+                              BPF_RET | BPF_K, SECCOMP_RET_ERRNO | error));
+}
+
+// |number| with a first argument other than |self| is refused; with it,
+// allowed.
+static void halo_nvrtc_only_self(halo_nvrtc_filter_t *filter, long number,
+                                 pid_t self) {
+  halo_nvrtc_emit(filter,
+                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                                               (uint32_t)number, 0, 4));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                                       HALO_NVRTC_ARG0));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_JUMP(
+                              BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self, 1, 0));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
+                              BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  halo_nvrtc_emit(
+      filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+}
+
+halo_status_t halo_nvrtc_syscall_filter_install(void) {
+  halo_nvrtc_filter_t filter = {.length = 0};
+  pid_t self = getpid();
+  // Another architecture's system calls (a 32-bit ABI) end the process.
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_LD | BPF_W | BPF_ABS,
+                               offsetof(struct seccomp_data, arch)));
+  halo_nvrtc_emit(&filter,
+                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                                               HALO_NVRTC_AUDIT_ARCH, 1, 0));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+  halo_nvrtc_emit(
+      &filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                            offsetof(struct seccomp_data, nr)));
+#if defined(__x86_64__)
+  // x32's numbers carry this bit.
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
+                               BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  halo_nvrtc_refuse(&filter, __NR_fork, EPERM);
+  halo_nvrtc_refuse(&filter, __NR_vfork, EPERM);
+#endif
+  static const long refused[] = {
+      __NR_socket,      __NR_socketpair,       __NR_io_uring_setup,
+      __NR_tkill,       __NR_pidfd_open,       __NR_pidfd_send_signal,
+      __NR_pidfd_getfd, __NR_execve,           __NR_execveat,
+      __NR_ptrace,      __NR_process_vm_readv, __NR_process_vm_writev,
+  };
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
+    halo_nvrtc_refuse(&filter, refused[i], EPERM);
+  }
+  halo_nvrtc_refuse(&filter, __NR_clone3, ENOSYS);
+  static const long signals[] = {__NR_kill, __NR_tgkill, __NR_rt_sigqueueinfo,
+                                 __NR_rt_tgsigqueueinfo};
+  for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); ++i) {
+    halo_nvrtc_only_self(&filter, signals[i], self);
+  }
+  // clone: threads only.
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
+                               BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_LD | BPF_W | BPF_ABS, HALO_NVRTC_ARG0));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
+                               BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+                                                        SECCOMP_RET_ALLOW));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+                                                        SECCOMP_RET_ALLOW));
+  if (filter.length > HALO_NVRTC_MAX_FILTER) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "halo-nvrtc's system call filter is %u "
+                            "instructions, over its %d",
+                            filter.length, HALO_NVRTC_MAX_FILTER);
+  }
+  struct sock_fprog program = {.len = filter.length, .filter = filter.code};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    return halo_status_from_errno(errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+  }
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    int error = errno;
+    return halo_status_make(
+        error == EINVAL || error == ENOSYS ? HALO_STATUS_FAILED_PRECONDITION
+                                           : HALO_STATUS_INTERNAL,
+        "halo-nvrtc's system call filter (seccomp): %s", strerror(error));
+  }
+  return NULL;
+}

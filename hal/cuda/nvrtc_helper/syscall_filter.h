@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// The system calls halo-nvrtc gives up before NVRTC sees a source: a
+// seccomp filter for what Landlock leaves open to a compiler that a source
+// took over. Landlock keeps it from reading, writing or executing files
+// and (from Linux 6.7) from TCP; it does not keep it from a named unix
+// socket (halod's admin socket, whose group halod's user is in), from UDP,
+// or before Linux 6.12 from signalling halod or another domain's worker,
+// which run as the same user. So the filter refuses, with EPERM:
+//   - sockets (socket, socketpair) and io_uring (whose operations seccomp
+//     does not see);
+//   - signals to any process but itself (kill, tgkill, rt_sigqueueinfo,
+//     rt_tgsigqueueinfo with another pid; tkill; pidfd_open,
+//     pidfd_send_signal, pidfd_getfd);
+//   - new processes (fork, vfork, clone without CLONE_THREAD; clone3, which
+//     gets ENOSYS so that threads are made with clone) and execve;
+//   - ptrace and process_vm_readv/writev.
+// Everything else is allowed: NVRTC's own system calls are not listed
+// anywhere to allow them by. A system call of another architecture's ABI
+// (x32) is refused.
+#ifndef HALO_HAL_CUDA_NVRTC_HELPER_SYSCALL_FILTER_H_
+#define HALO_HAL_CUDA_NVRTC_HELPER_SYSCALL_FILTER_H_
+
+#include "halo/status.h"
+
+// Installs the filter on the calling thread, and the threads it starts
+// from then on (sets no_new_privs). FAILED_PRECONDITION where the kernel
+// takes no seccomp filter.
+halo_status_t halo_nvrtc_syscall_filter_install(void);
+
+#endif  // HALO_HAL_CUDA_NVRTC_HELPER_SYSCALL_FILTER_H_

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright 2026 The halo Authors
+// halo-nvrtc's system call filter (hal/cuda/nvrtc_helper/syscall_filter.h)
+// against the real kernel, in a child process that installs it: sockets,
+// io_uring, signals to another process, new processes, execve and ptrace
+// are refused; signals to itself, threads and ordinary calls go on.
+// clang-format off
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/status.h"
+#include "hal/cuda/nvrtc_helper/syscall_filter.h"
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int signal_number) {
+  (void)signal_number;
+  got_signal = 1;
+}
+
+static void *thread_main(void *arg) {
+  return arg;
+}
+
+// -1 with errno |error|, else false.
+static bool refused(long result, int error) {
+  return result == -1 && errno == error;
+}
+
+// The checks, in the filtered child: 0 when all hold, else the number of
+// the first that did not.
+static int child_checks(pid_t parent) {
+  halo_status_t status = halo_nvrtc_syscall_filter_install();
+  if (status) {
+    fprintf(stderr, "%s\n", halo_status_message(status));
+    return 1;
+  }
+  if (!refused(socket(AF_UNIX, SOCK_STREAM, 0), EPERM)) return 2;
+  if (!refused(socket(AF_INET, SOCK_DGRAM, 0), EPERM)) return 3;
+  int pair[2];
+  if (!refused(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), EPERM)) return 4;
+  if (!refused(kill(parent, 0), EPERM)) return 5;
+  if (!refused(kill(0, 0), EPERM)) return 6;  // the process group
+  if (!refused(syscall(SYS_tgkill, parent, parent, 0), EPERM)) return 7;
+  if (!refused(fork(), EPERM)) return 8;
+  char *const argv[] = {"true", NULL};
+  if (!refused(execv("/bin/true", argv), EPERM)) return 9;
+  if (!refused(ptrace(PTRACE_TRACEME, 0, NULL, NULL), EPERM)) return 10;
+  if (!refused(syscall(SYS_io_uring_setup, 1, NULL), EPERM)) return 11;
+  if (!refused(syscall(SYS_clone3, NULL, 0), ENOSYS)) return 12;
+  if (!refused(syscall(SYS_pidfd_open, parent, 0), EPERM)) return 13;
+  // What goes on: a signal to itself, a thread, an ordinary call.
+  signal(SIGUSR1, on_signal);
+  if (kill(getpid(), SIGUSR1) != 0 || !got_signal) return 14;
+  got_signal = 0;
+  if (raise(SIGUSR1) != 0 || !got_signal) return 15;
+  pthread_t thread;
+  static int token;
+  void *result = NULL;
+  if (pthread_create(&thread, NULL, thread_main, &token) != 0 ||
+      pthread_join(thread, &result) != 0 || result != &token) {
+    return 16;
+  }
+  if (getppid() != parent) return 17;
+  return 0;
+}
+
+static void test_filter_refuses_what_it_lists(void **state) {
+  (void)state;
+  pid_t parent = getpid();
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) _exit(child_checks(parent));
+  int wstatus = 0;
+  assert_int_equal(waitpid(child, &wstatus, 0), child);
+  assert_true(WIFEXITED(wstatus));
+  print_message("the filtered child exited with %d\n", WEXITSTATUS(wstatus));
+  assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_filter_refuses_what_it_lists),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
