@@ -35,8 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -294,11 +294,12 @@ typedef struct halo_hal_cuda_nvrtc_output_t {
   bool over;     // more came than |limit|
 } halo_hal_cuda_nvrtc_output_t;
 
-// Reads what |output|'s pipe has now; closes it at its end. False on
-// memory exhaustion.
+// Reads what |output|'s pipe has now, in at most 1024 reads (a pipe's read
+// gives at most 64 KiB; the wait's deadline is looked at between); closes
+// it at its end. False on memory exhaustion.
 static bool halo_hal_cuda_nvrtc_output_read(
     halo_hal_cuda_nvrtc_output_t *output) {
-  for (;;) {
+  for (int turn = 0; turn < 1024; ++turn) {
     if (output->size == output->capacity && output->size < output->limit) {
       size_t capacity = output->capacity ? output->capacity * 2 : 4096;
       if (capacity > output->limit) capacity = output->limit;
@@ -311,20 +312,21 @@ static bool halo_hal_cuda_nvrtc_output_read(
     // so that the writer is not killed by SIGPIPE for what it says.
     char sink[4096];
     bool full = output->size == output->capacity;
-    ssize_t got = full ? read(output->fd, sink, sizeof(sink))
-                       : read(output->fd, output->data + output->size,
-                              output->capacity - output->size);
+    ssize_t got = read(output->fd, full ? sink : output->data + output->size,
+                       full ? sizeof(sink) : output->capacity - output->size);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && errno == EAGAIN) return true;
-    if (got <= 0) break;
+    if (got <= 0) {
+      close(output->fd);
+      output->fd = -1;
+      return true;
+    }
     if (full) {
       output->over = true;
     } else {
       output->size += (size_t)got;
     }
   }
-  close(output->fd);
-  output->fd = -1;
   return true;
 }
 
@@ -519,7 +521,9 @@ static void halo_hal_cuda_nvrtc_child_check(
   child->reaped = true;
 }
 
-// Ends |child| and whatever it started in its process group, and reaps it.
+// Ends |child| and whatever it started in its process group, and reaps it
+// (a process in an uninterruptible sleep, a toolkit header on a hung network
+// mount, holds this until the kernel lets it go: SIGKILL is all there is).
 static void halo_hal_cuda_nvrtc_child_end(halo_hal_cuda_nvrtc_child_t *child) {
   if (!child->reaped) {
     kill(-child->pid, SIGKILL);
@@ -550,8 +554,12 @@ static halo_status_t halo_hal_cuda_nvrtc_run(
   }
   if (!status) status = halo_hal_cuda_nvrtc_above_stdio(&request_fd);
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  if (!status && (pipe2(out_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
-                  pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK) != 0)) {
+  // The compiler's ends block (it writes its reply whole); this process's
+  // do not.
+  if (!status &&
+      (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+       fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+       fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0)) {
     status = halo_status_from_errno(errno, "pipes for a compile");
   }
   for (int i = 0; i < 2 && !status; ++i) {
@@ -577,9 +585,9 @@ static halo_status_t halo_hal_cuda_nvrtc_run(
     if (err.fd >= 0) close(err.fd);
     return status;
   }
-  // Its end wakes the wait below (where there is no pidfd, the wait looks
-  // every 10 ms once its pipes are closed).
-  child.pidfd = pidfd_open(child.pid, 0);
+  // Its end wakes the wait below (where there is no pidfd, a kernel before
+  // 5.3 or a seccomp filter that refuses it, the wait looks every 10 ms).
+  child.pidfd = (int)syscall(SYS_pidfd_open, child.pid, 0);
   uint32_t timeout_ms = device->options.compile_timeout_ms
                             ? device->options.compile_timeout_ms
                             : HALO_HAL_CUDA_DEFAULT_COMPILE_TIMEOUT_MS;

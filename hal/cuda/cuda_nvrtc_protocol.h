@@ -23,9 +23,10 @@
 // The reply's |magic|.
 #define HALO_HAL_CUDA_NVRTC_REPLY_MAGIC 0x31524e48u  // "HNR1"
 // Bounds of what either end reads (a request holds at most a wire
-// message's source; a CUBIN of a whole library is tens of MiB).
+// message's source; a CUBIN of a whole library is tens of MiB, and the
+// worker holds a reply whole while it reads it).
 #define HALO_HAL_CUDA_NVRTC_MAX_REQUEST_BYTES ((size_t)256 << 20)
-#define HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES ((uint64_t)1 << 30)
+#define HALO_HAL_CUDA_NVRTC_MAX_REPLY_BYTES ((uint64_t)256 << 20)
 #define HALO_HAL_CUDA_NVRTC_MAX_STRINGS 4096
 
 typedef struct halo_hal_cuda_nvrtc_request_t {

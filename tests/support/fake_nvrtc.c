@@ -14,9 +14,16 @@
 //                         parts (past what the driver keeps), then answers
 //                         as for "fds"
 //   "halo-test: vanish"   closes its output and error and never ends
+//   "halo-test: big"      answers OK with 3 MiB of 'b'
+//   "halo-test: code"     answers DEVICE_LOST (a code halo-nvrtc never
+//                         sends)
+//   "halo-test: long"     sends more than its reply's header says
+//   "halo-test: seals"    answers OK with its request's seals (F_GET_SEALS
+//                         of standard input), in decimal
 //   "halo-test: fds"      answers OK with a CUBIN-sized text listing the
 //                         descriptors it has open (/proc/self/fd)
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +94,36 @@ int main(void) {
     write_all(&reply, sizeof(reply));
     static char chunk[1 << 16];
     for (;;) write_all(chunk, sizeof(chunk));
+  }
+  if (strstr(source, "halo-test: big")) {
+    static char cubin[3 << 20];
+    memset(cubin, 'b', sizeof(cubin));
+    reply.size = sizeof(cubin);
+    write_all(&reply, sizeof(reply));
+    write_all(cubin, sizeof(cubin));
+    return 0;
+  }
+  if (strstr(source, "halo-test: code")) {
+    reply.code = HALO_STATUS_DEVICE_LOST;
+    reply.size = 4;
+    write_all(&reply, sizeof(reply));
+    write_all("lost", 4);
+    return 0;
+  }
+  if (strstr(source, "halo-test: long")) {
+    reply.size = 4;
+    write_all(&reply, sizeof(reply));
+    write_all("longer", 6);
+    return 0;
+  }
+  if (strstr(source, "halo-test: seals")) {
+    char text[32];
+    int length =
+        snprintf(text, sizeof(text), "%d", fcntl(STDIN_FILENO, F_GET_SEALS));
+    reply.size = (uint64_t)length;
+    write_all(&reply, sizeof(reply));
+    write_all(text, (size_t)length);
+    return 0;
   }
   // "halo-test: fds", and anything else.
   char text[1024] = "";

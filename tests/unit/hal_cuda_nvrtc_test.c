@@ -18,6 +18,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,26 @@ static void test_source_compiles(void **state) {
   assert_true(image.compiled);
   assert_true(image.size > 0);
   assert_ptr_equal(image.data, image.owned);
+  free(image.owned);
+  // Many kernels: a CUBIN larger than a pipe holds (64 KiB) comes whole.
+  size_t capacity = 256 * 1024, used = 0;
+  char *many = malloc(capacity);
+  assert_non_null(many);
+  for (int i = 0; i < 200; ++i) {
+    used += (size_t)snprintf(
+        many + used, capacity - used,
+        "extern \"C\" __global__ void k%d(float *x, float a) {\n"
+        "#pragma unroll\n"
+        "  for (int j = 0; j < 16; ++j) x[threadIdx.x * 16 + j] *= a + j;\n"
+        "}\n",
+        i);
+  }
+  status = compile(many, NULL, 0, &image);
+  free(many);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
+  print_message("200 kernels: a CUBIN of %zu bytes\n", image.size);
+  assert_true(image.size > 64 * 1024);
   free(image.owned);
 }
 
@@ -288,6 +309,13 @@ static void test_bad_replies_are_refused(void **state) {
   expect_error(
       compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: huge\n", &image),
       HALO_STATUS_INTERNAL, "a reply over its bound", "was stopped");
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: long\n", &image),
+      HALO_STATUS_INTERNAL, "longer than its header says", NULL);
+  // A code halo-nvrtc never answers with is the compiler's fault.
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: code\n", &image),
+      HALO_STATUS_INTERNAL, "the CUDA C compiler answered: lost", NULL);
   assert_null(image.owned);
   expect_no_child();
   // One that closes its output and error and goes on is still ended at the
@@ -309,9 +337,16 @@ static void test_compiler_gets_no_other_descriptor(void **state) {
   require_sandboxed_nvrtc();
   int inheritable = memfd_create("halo-test-inheritable", 0);
   assert_true(inheritable >= 0);
+  // With this process's standard input closed, so that the request or a
+  // pipe could take descriptor 0.
+  int saved_stdin = dup(STDIN_FILENO);
+  assert_true(saved_stdin >= 0);
+  close(STDIN_FILENO);
   halo_hal_cuda_image_t image;
   halo_status_t status =
       compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: fds\n", &image);
+  assert_int_equal(dup2(saved_stdin, STDIN_FILENO), STDIN_FILENO);
+  close(saved_stdin);
   close(inheritable);
   if (status) print_message("%s\n", halo_status_message(status));
   assert_null(status);
@@ -325,6 +360,24 @@ static void test_compiler_gets_no_other_descriptor(void **state) {
   if (status) print_message("%s\n", halo_status_message(status));
   assert_null(status);
   assert_memory_equal(image.data, "0 1 2 3 ", image.size);
+  free(image.owned);
+  // A reply far larger than a pipe holds comes whole.
+  status = compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: big\n", &image);
+  if (status) print_message("%s\n", halo_status_message(status));
+  assert_null(status);
+  assert_int_equal(image.size, 3 << 20);
+  assert_int_equal(((const char *)image.data)[(3 << 20) - 1], 'b');
+  free(image.owned);
+  // The request comes sealed: nothing can change or resize it.
+  status = compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: seals\n", &image);
+  assert_null(status);
+  char seals_text[32] = {0};
+  memcpy(seals_text, image.data,
+         image.size < sizeof(seals_text) - 1 ? image.size
+                                             : sizeof(seals_text) - 1);
+  int seals = atoi(seals_text);
+  int expected = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+  assert_int_equal(seals & expected, expected);
   free(image.owned);
 }
 

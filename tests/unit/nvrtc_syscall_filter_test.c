@@ -3,7 +3,9 @@
 // halo-nvrtc's system call filter (hal/cuda/nvrtc_helper/syscall_filter.h)
 // against the real kernel, in a child process that installs it: sockets,
 // io_uring, signals to another process, new processes, execve and ptrace
-// are refused; signals to itself, threads and ordinary calls go on.
+// are refused (fcntl's F_SETOWN, SysV IPC, keyrings, unshare, other
+// processes' memory, bpf, userfaultfd and unknown calls too); signals to
+// itself, threads and ordinary calls go on.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,15 +15,19 @@
 // clang-format on
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +72,46 @@ static int child_checks(pid_t parent) {
   if (!refused(syscall(SYS_io_uring_setup, 1, NULL), EPERM)) return 11;
   if (!refused(syscall(SYS_clone3, NULL, 0), ENOSYS)) return 12;
   if (!refused(syscall(SYS_pidfd_open, parent, 0), EPERM)) return 13;
+  // A descriptor's owner gets its signals (F_SETSIG, O_ASYNC): no owner.
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return 20;
+  if (!refused(fcntl(pipe_fds[0], F_SETOWN, parent), EPERM)) return 21;
+  struct f_owner_ex owner = {.type = F_OWNER_PID, .pid = parent};
+  if (!refused(fcntl(pipe_fds[0], F_SETOWN_EX, &owner), EPERM)) return 22;
+  if (fcntl(pipe_fds[0], F_GETFL) < 0) return 23;  // other commands go on
+  if (!refused(syscall(SYS_shmget, IPC_PRIVATE, 4096, IPC_CREAT | 0600),
+               EPERM)) {
+    return 24;
+  }
+  if (!refused(syscall(SYS_msgget, IPC_PRIVATE, IPC_CREAT | 0600), EPERM)) {
+    return 25;
+  }
+  if (!refused(syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0),
+               EPERM)) {
+    return 26;
+  }
+  if (!refused(unshare(CLONE_NEWUSER), EPERM)) return 27;
+  siginfo_t info;
+  memset(&info, 0, sizeof(info));
+  info.si_code = SI_QUEUE;
+  if (!refused(syscall(SYS_rt_sigqueueinfo, parent, SIGUSR1, &info), EPERM)) {
+    return 28;
+  }
+  if (!refused(syscall(SYS_tkill, parent, 0), EPERM)) return 29;
+  if (!refused(syscall(SYS_execveat, AT_FDCWD, "/bin/true", argv, NULL, 0),
+               EPERM)) {
+    return 30;
+  }
+  char byte = 0;
+  struct iovec local = {&byte, 1}, remote = {&byte, 1};
+  if (!refused(syscall(SYS_process_vm_readv, parent, &local, 1, &remote, 1, 0),
+               EPERM)) {
+    return 31;
+  }
+  if (!refused(syscall(SYS_bpf, 0, NULL, 0), EPERM)) return 32;
+  if (!refused(syscall(SYS_userfaultfd, 0), EPERM)) return 33;
+  // A system call number past those it knows.
+  if (!refused(syscall(500), ENOSYS)) return 34;
   // What goes on: a signal to itself, a thread, an ordinary call.
   signal(SIGUSR1, on_signal);
   if (kill(getpid(), SIGUSR1) != 0 || !got_signal) return 14;

@@ -6,6 +6,7 @@
 #include "hal/cuda/nvrtc_helper/syscall_filter.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -27,10 +28,15 @@
 #error "halo-nvrtc's system call filter knows x86-64 and arm64"
 #endif
 
-// The low 32 bits of a system call's first argument (little-endian).
+// The low 32 bits of a system call's first and second arguments
+// (little-endian).
 #define HALO_NVRTC_ARG0 offsetof(struct seccomp_data, args[0])
+#define HALO_NVRTC_ARG1 offsetof(struct seccomp_data, args[1])
+// The first system call number Linux 6.15 does not have (x86-64 and arm64
+// share the numbers from 424 on).
+#define HALO_NVRTC_FIRST_UNKNOWN 467
 
-#define HALO_NVRTC_MAX_FILTER 96
+#define HALO_NVRTC_MAX_FILTER 160
 
 typedef struct halo_nvrtc_filter_t {
   struct sock_filter code[HALO_NVRTC_MAX_FILTER];
@@ -97,11 +103,58 @@ halo_status_t halo_nvrtc_syscall_filter_install(void) {
   halo_nvrtc_refuse(&filter, __NR_fork, EPERM);
   halo_nvrtc_refuse(&filter, __NR_vfork, EPERM);
 #endif
+  // What no compile needs: system calls of later kernels, whatever they
+  // may reach (glibc falls back from ENOSYS where it tries a new one).
+  halo_nvrtc_emit(&filter,
+                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K,
+                                               HALO_NVRTC_FIRST_UNKNOWN, 0, 1));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
   static const long refused[] = {
-      __NR_socket,      __NR_socketpair,       __NR_io_uring_setup,
-      __NR_tkill,       __NR_pidfd_open,       __NR_pidfd_send_signal,
-      __NR_pidfd_getfd, __NR_execve,           __NR_execveat,
-      __NR_ptrace,      __NR_process_vm_readv, __NR_process_vm_writev,
+      // Other processes: sockets, io_uring, SysV IPC, POSIX message
+      // queues, keyrings.
+      __NR_socket,
+      __NR_socketpair,
+      __NR_io_uring_setup,
+      __NR_shmget,
+      __NR_shmat,
+      __NR_shmctl,
+      __NR_msgget,
+      __NR_msgsnd,
+      __NR_msgrcv,
+      __NR_msgctl,
+      __NR_semget,
+      __NR_semop,
+      __NR_semtimedop,
+      __NR_semctl,
+      __NR_mq_open,
+      __NR_mq_unlink,
+      __NR_mq_timedsend,
+      __NR_mq_timedreceive,
+      __NR_mq_notify,
+      __NR_mq_getsetattr,
+      __NR_add_key,
+      __NR_request_key,
+      __NR_keyctl,
+      // Signals but to itself (below), and other processes' pidfds.
+      __NR_tkill,
+      __NR_pidfd_open,
+      __NR_pidfd_send_signal,
+      __NR_pidfd_getfd,
+      // New processes and programs, namespaces.
+      __NR_execve,
+      __NR_execveat,
+      __NR_unshare,
+      __NR_setns,
+      // Other processes' memory and the kernel's own machinery.
+      __NR_ptrace,
+      __NR_process_vm_readv,
+      __NR_process_vm_writev,
+      __NR_process_madvise,
+      __NR_kcmp,
+      __NR_bpf,
+      __NR_userfaultfd,
+      __NR_perf_event_open,
   };
   for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
     halo_nvrtc_refuse(&filter, refused[i], EPERM);
@@ -112,6 +165,20 @@ halo_status_t halo_nvrtc_syscall_filter_install(void) {
   for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); ++i) {
     halo_nvrtc_only_self(&filter, signals[i], self);
   }
+  // fcntl: no F_SETOWN or F_SETOWN_EX (a descriptor's owner gets its
+  // signals, SIGKILL included, with F_SETSIG and O_ASYNC).
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
+                               BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_LD | BPF_W | BPF_ABS, HALO_NVRTC_ARG1));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
+                               BPF_JMP | BPF_JEQ | BPF_K, F_SETOWN, 2, 0));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
+                               BPF_JMP | BPF_JEQ | BPF_K, F_SETOWN_EX, 1, 0));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+                                                        SECCOMP_RET_ALLOW));
+  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
+                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
   // clone: threads only.
   halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
                                BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4));
@@ -135,7 +202,16 @@ halo_status_t halo_nvrtc_syscall_filter_install(void) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return halo_status_from_errno(errno, "prctl(PR_SET_NO_NEW_PRIVS)");
   }
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+  // Every thread of the process at once (TSYNC), should there be others.
+  long installed = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                           SECCOMP_FILTER_FLAG_TSYNC, &program);
+  if (installed > 0) {
+    return halo_status_make(HALO_STATUS_INTERNAL,
+                            "halo-nvrtc's system call filter: thread %ld "
+                            "could not take it",
+                            installed);
+  }
+  if (installed != 0) {
     int error = errno;
     return halo_status_make(
         error == EINVAL || error == ENOSYS ? HALO_STATUS_FAILED_PRECONDITION

@@ -7,17 +7,22 @@
 // socket (halod's admin socket, whose group halod's user is in), from UDP,
 // or before Linux 6.12 from signalling halod or another domain's worker,
 // which run as the same user. So the filter refuses, with EPERM:
-//   - sockets (socket, socketpair) and io_uring (whose operations seccomp
-//     does not see);
+//   - sockets (socket, socketpair), io_uring (whose operations seccomp does
+//     not see), SysV IPC, POSIX message queues and keyrings;
 //   - signals to any process but itself (kill, tgkill, rt_sigqueueinfo,
 //     rt_tgsigqueueinfo with another pid; tkill; pidfd_open,
-//     pidfd_send_signal, pidfd_getfd);
+//     pidfd_send_signal, pidfd_getfd; fcntl's F_SETOWN and F_SETOWN_EX,
+//     whose owner gets a descriptor's signals);
 //   - new processes (fork, vfork, clone without CLONE_THREAD; clone3, which
-//     gets ENOSYS so that threads are made with clone) and execve;
-//   - ptrace and process_vm_readv/writev.
+//     gets ENOSYS so that threads are made with clone), execve, unshare and
+//     setns;
+//   - ptrace, process_vm_readv/writev, process_madvise, kcmp, bpf,
+//     userfaultfd and perf_event_open;
+//   - with ENOSYS, the system calls of kernels newer than it knows.
 // Everything else is allowed: NVRTC's own system calls are not listed
-// anywhere to allow them by. A system call of another architecture's ABI
-// (x32) is refused.
+// anywhere to allow them by. A system call of another ABI ends the process
+// (int 0x80) or is refused (x32). Under a sanitizer, a report's symbols
+// are lost (its symbolizer is a new process).
 #ifndef HALO_HAL_CUDA_NVRTC_HELPER_SYSCALL_FILTER_H_
 #define HALO_HAL_CUDA_NVRTC_HELPER_SYSCALL_FILTER_H_
 
