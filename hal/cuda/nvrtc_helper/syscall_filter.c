@@ -32,7 +32,7 @@
 // (little-endian).
 #define HALO_NVRTC_ARG0 offsetof(struct seccomp_data, args[0])
 #define HALO_NVRTC_ARG1 offsetof(struct seccomp_data, args[1])
-// The first system call number Linux 6.15 does not have (x86-64 and arm64
+// The first system call number Linux 6.14 does not have (x86-64 and arm64
 // share the numbers from 424 on).
 #define HALO_NVRTC_FIRST_UNKNOWN 467
 
@@ -71,6 +71,25 @@ static void halo_nvrtc_only_self(halo_nvrtc_filter_t *filter, long number,
                                                (uint32_t)number, 0, 4));
   halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
                                                        HALO_NVRTC_ARG0));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_JUMP(
+                              BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self, 1, 0));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
+                              BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  halo_nvrtc_emit(
+      filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+}
+
+// |number| with a first argument of 0 (itself) or |self| is allowed; with
+// another, refused.
+static void halo_nvrtc_only_self_or_zero(halo_nvrtc_filter_t *filter,
+                                         long number, pid_t self) {
+  halo_nvrtc_emit(filter,
+                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                                               (uint32_t)number, 0, 5));
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                                       HALO_NVRTC_ARG0));
+  halo_nvrtc_emit(
+      filter, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 2, 0));
   halo_nvrtc_emit(filter, (struct sock_filter)BPF_JUMP(
                               BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self, 1, 0));
   halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
@@ -155,6 +174,14 @@ halo_status_t halo_nvrtc_syscall_filter_install(void) {
       __NR_bpf,
       __NR_userfaultfd,
       __NR_perf_event_open,
+      __NR_migrate_pages,
+      __NR_move_pages,
+      // Other processes' scheduling (halod's, another worker's).
+      __NR_setpriority,
+      __NR_sched_setscheduler,
+      __NR_sched_setparam,
+      __NR_sched_setattr,
+      __NR_ioprio_set,
   };
   for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
     halo_nvrtc_refuse(&filter, refused[i], EPERM);
@@ -165,6 +192,9 @@ halo_status_t halo_nvrtc_syscall_filter_install(void) {
   for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); ++i) {
     halo_nvrtc_only_self(&filter, signals[i], self);
   }
+  // Limits and CPUs: its own only (glibc's getrlimit is prlimit64 of 0).
+  halo_nvrtc_only_self_or_zero(&filter, __NR_prlimit64, self);
+  halo_nvrtc_only_self_or_zero(&filter, __NR_sched_setaffinity, self);
   // fcntl: no F_SETOWN or F_SETOWN_EX (a descriptor's owner gets its
   // signals, SIGKILL included, with F_SETSIG and O_ASYNC).
   halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(

@@ -17,7 +17,10 @@
 //     gets ENOSYS so that threads are made with clone), execve, unshare and
 //     setns;
 //   - ptrace, process_vm_readv/writev, process_madvise, kcmp, bpf,
-//     userfaultfd and perf_event_open;
+//     userfaultfd, perf_event_open, migrate_pages and move_pages;
+//   - another process's limits, CPUs or scheduling (prlimit64 and
+//     sched_setaffinity but of itself; setpriority, sched_setscheduler,
+//     sched_setparam, sched_setattr, ioprio_set);
 //   - with ENOSYS, the system calls of kernels newer than it knows.
 // Everything else is allowed: NVRTC's own system calls are not listed
 // anywhere to allow them by. A system call of another ABI ends the process
