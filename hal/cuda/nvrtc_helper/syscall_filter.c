@@ -51,84 +51,72 @@ static void halo_nvrtc_emit(halo_nvrtc_filter_t *filter,
   ++filter->length;  // past the end: refused at install
 }
 
+static void halo_nvrtc_jump(halo_nvrtc_filter_t *filter, uint16_t condition,
+                            uint32_t value, uint8_t if_true, uint8_t if_false) {
+  halo_nvrtc_emit(
+      filter, (struct sock_filter)BPF_JUMP(BPF_JMP | condition | BPF_K, value,
+                                           if_true, if_false));
+}
+
+static void halo_nvrtc_load(halo_nvrtc_filter_t *filter, uint32_t offset) {
+  halo_nvrtc_emit(
+      filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offset));
+}
+
+static void halo_nvrtc_return(halo_nvrtc_filter_t *filter, uint32_t value) {
+  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, value));
+}
+
 // The accumulator holds the system call's number here, and after each
 // check.
 static void halo_nvrtc_refuse(halo_nvrtc_filter_t *filter, long number,
                               int error) {
-  halo_nvrtc_emit(filter,
-                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                               (uint32_t)number, 0, 1));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
-                              BPF_RET | BPF_K, SECCOMP_RET_ERRNO | error));
+  halo_nvrtc_jump(filter, BPF_JEQ, (uint32_t)number, 0, 1);
+  halo_nvrtc_return(filter, SECCOMP_RET_ERRNO | error);
 }
 
 // |number| with a first argument other than |self| is refused; with it,
 // allowed.
 static void halo_nvrtc_only_self(halo_nvrtc_filter_t *filter, long number,
                                  pid_t self) {
-  halo_nvrtc_emit(filter,
-                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                               (uint32_t)number, 0, 4));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                                       HALO_NVRTC_ARG0));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_JUMP(
-                              BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self, 1, 0));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
-                              BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
-  halo_nvrtc_emit(
-      filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  halo_nvrtc_jump(filter, BPF_JEQ, (uint32_t)number, 0, 4);
+  halo_nvrtc_load(filter, HALO_NVRTC_ARG0);
+  halo_nvrtc_jump(filter, BPF_JEQ, (uint32_t)self, 1, 0);
+  halo_nvrtc_return(filter, SECCOMP_RET_ERRNO | EPERM);
+  halo_nvrtc_return(filter, SECCOMP_RET_ALLOW);
 }
 
 // |number| with a first argument of 0 (itself) or |self| is allowed; with
 // another, refused.
 static void halo_nvrtc_only_self_or_zero(halo_nvrtc_filter_t *filter,
                                          long number, pid_t self) {
-  halo_nvrtc_emit(filter,
-                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                               (uint32_t)number, 0, 5));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                                       HALO_NVRTC_ARG0));
-  halo_nvrtc_emit(
-      filter, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 2, 0));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_JUMP(
-                              BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self, 1, 0));
-  halo_nvrtc_emit(filter, (struct sock_filter)BPF_STMT(
-                              BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
-  halo_nvrtc_emit(
-      filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  halo_nvrtc_jump(filter, BPF_JEQ, (uint32_t)number, 0, 5);
+  halo_nvrtc_load(filter, HALO_NVRTC_ARG0);
+  halo_nvrtc_jump(filter, BPF_JEQ, 0, 2, 0);
+  halo_nvrtc_jump(filter, BPF_JEQ, (uint32_t)self, 1, 0);
+  halo_nvrtc_return(filter, SECCOMP_RET_ERRNO | EPERM);
+  halo_nvrtc_return(filter, SECCOMP_RET_ALLOW);
 }
 
 halo_status_t halo_nvrtc_syscall_filter_install(void) {
   halo_nvrtc_filter_t filter = {.length = 0};
   pid_t self = getpid();
   // Another architecture's system calls (a 32-bit ABI) end the process.
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_LD | BPF_W | BPF_ABS,
-                               offsetof(struct seccomp_data, arch)));
-  halo_nvrtc_emit(&filter,
-                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                               HALO_NVRTC_AUDIT_ARCH, 1, 0));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
-  halo_nvrtc_emit(
-      &filter, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                            offsetof(struct seccomp_data, nr)));
+  halo_nvrtc_load(&filter, offsetof(struct seccomp_data, arch));
+  halo_nvrtc_jump(&filter, BPF_JEQ, HALO_NVRTC_AUDIT_ARCH, 1, 0);
+  halo_nvrtc_return(&filter, SECCOMP_RET_KILL_PROCESS);
+  halo_nvrtc_load(&filter, offsetof(struct seccomp_data, nr));
 #if defined(__x86_64__)
   // x32's numbers carry this bit.
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
-                               BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  halo_nvrtc_jump(&filter, BPF_JGE, 0x40000000u, 0, 1);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ERRNO | EPERM);
   halo_nvrtc_refuse(&filter, __NR_fork, EPERM);
   halo_nvrtc_refuse(&filter, __NR_vfork, EPERM);
 #endif
   // What no compile needs: system calls of later kernels, whatever they
   // may reach (glibc falls back from ENOSYS where it tries a new one).
-  halo_nvrtc_emit(&filter,
-                  (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K,
-                                               HALO_NVRTC_FIRST_UNKNOWN, 0, 1));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+  halo_nvrtc_jump(&filter, BPF_JGE, HALO_NVRTC_FIRST_UNKNOWN, 0, 1);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ERRNO | ENOSYS);
   static const long refused[] = {
       // Other processes: sockets, io_uring, SysV IPC, POSIX message
       // queues, keyrings.
@@ -197,31 +185,19 @@ halo_status_t halo_nvrtc_syscall_filter_install(void) {
   halo_nvrtc_only_self_or_zero(&filter, __NR_sched_setaffinity, self);
   // fcntl: no F_SETOWN or F_SETOWN_EX (a descriptor's owner gets its
   // signals, SIGKILL included, with F_SETSIG and O_ASYNC).
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
-                               BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_LD | BPF_W | BPF_ABS, HALO_NVRTC_ARG1));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
-                               BPF_JMP | BPF_JEQ | BPF_K, F_SETOWN, 2, 0));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
-                               BPF_JMP | BPF_JEQ | BPF_K, F_SETOWN_EX, 1, 0));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-                                                        SECCOMP_RET_ALLOW));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  halo_nvrtc_jump(&filter, BPF_JEQ, __NR_fcntl, 0, 5);
+  halo_nvrtc_load(&filter, HALO_NVRTC_ARG1);
+  halo_nvrtc_jump(&filter, BPF_JEQ, F_SETOWN, 2, 0);
+  halo_nvrtc_jump(&filter, BPF_JEQ, F_SETOWN_EX, 1, 0);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ALLOW);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ERRNO | EPERM);
   // clone: threads only.
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
-                               BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_LD | BPF_W | BPF_ABS, HALO_NVRTC_ARG0));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_JUMP(
-                               BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(
-                               BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-                                                        SECCOMP_RET_ALLOW));
-  halo_nvrtc_emit(&filter, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-                                                        SECCOMP_RET_ALLOW));
+  halo_nvrtc_jump(&filter, BPF_JEQ, __NR_clone, 0, 4);
+  halo_nvrtc_load(&filter, HALO_NVRTC_ARG0);
+  halo_nvrtc_jump(&filter, BPF_JSET, CLONE_THREAD, 1, 0);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ERRNO | EPERM);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ALLOW);
+  halo_nvrtc_return(&filter, SECCOMP_RET_ALLOW);
   if (filter.length > HALO_NVRTC_MAX_FILTER) {
     return halo_status_make(HALO_STATUS_INTERNAL,
                             "halo-nvrtc's system call filter is %u "
