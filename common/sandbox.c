@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// A read-only Landlock sandbox for one call on a thread of its own
-// (sandbox.h). The kernel ABI's constants and structures are written out
-// here rather than taken from <linux/landlock.h>: the build machine's
-// headers may predate the kernel that runs halod (Debian 12's know ABI 2),
-// and every right the running kernel knows must be handled, or it stays
-// allowed.
+// A read-only Landlock sandbox for the thread that enters it (sandbox.h).
+// The kernel ABI's constants and structures are written out here rather
+// than taken from <linux/landlock.h>: the build machine's headers may
+// predate the kernel that runs halod (Debian 12's know ABI 2), and every
+// right the running kernel knows must be handled, or it stays allowed.
 #include "common/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,40 +143,4 @@ halo_status_t halo_sandbox_enter(const char *const *paths, size_t count) {
   }
   close(ruleset);
   return status;
-}
-
-typedef struct halo_sandbox_call_t {
-  const char *const *paths;
-  size_t count;
-  halo_sandbox_fn_t fn;
-  void *arg;
-  halo_status_t status;  // why |fn| did not run
-} halo_sandbox_call_t;
-
-static void *halo_sandbox_main(void *arg) {
-  halo_sandbox_call_t *call = arg;
-  call->status = halo_sandbox_enter(call->paths, call->count);
-  if (!call->status) call->fn(call->arg);
-  return NULL;
-}
-
-halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
-                               size_t stack_bytes, halo_sandbox_fn_t fn,
-                               void *arg) {
-  halo_sandbox_call_t call = {
-      .paths = paths, .count = count, .fn = fn, .arg = arg};
-  pthread_attr_t attr;
-  int error = pthread_attr_init(&attr);
-  if (!error) {
-    error = pthread_attr_setstacksize(
-        &attr, stack_bytes ? stack_bytes : (size_t)8 << 20);
-    pthread_t thread;
-    if (!error) {
-      error = pthread_create(&thread, &attr, halo_sandbox_main, &call);
-    }
-    if (!error) pthread_join(thread, NULL);
-    pthread_attr_destroy(&attr);
-  }
-  if (error) return halo_status_from_errno(error, "starting a sandbox thread");
-  return call.status;
 }

@@ -1,24 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// A read-only sandbox for one call: the call runs on a thread of its own
-// that Landlock (Linux 5.13 and later) lets read only beneath the paths it
-// is given, and write, create, remove or execute nothing on the file
-// system; where the kernel's Landlock is new enough, also connect or bind
-// no TCP port (ABI 4, Linux 6.7) and signal no process and reach no
+// A read-only sandbox: a thread that enters it (and every thread it starts
+// from then on) may, by Landlock (Linux 5.13 and later), read only beneath
+// the paths it was given, and write, create, remove or execute nothing on
+// the file system; where the kernel's Landlock is new enough, also connect
+// or bind no TCP port (ABI 4, Linux 6.7) and signal no process and reach no
 // abstract unix socket outside it (ABI 6, Linux 6.12). UDP and named unix
-// sockets stay open. The rest of the process keeps its access: Landlock
-// restricts the thread that asks, and the threads it starts, not the
-// others. What it does not cover: files the process already has open on
-// Landlock's internal mounts (memfds, pipes), which stay reachable as
-// /proc/self/fd/N.
+// sockets stay open. The process's other threads keep their access. What
+// it does not cover: files the process already has open on Landlock's
+// internal mounts (memfds, pipes), which stay reachable as /proc/self/fd/N.
 //
 // halod compiles a client's CUDA C source this way, in a process of its
 // own (halo-nvrtc, which enters before it starts any thread and holds no
 // descriptor but its request, its reply and its standard error): NVRTC
-// opens whatever an
-// #include names, so without it a tenant could read any file halod's user
-// can read (another tenant's cached code, a service account's token) into
-// a compile error's log.
+// opens whatever an #include names, so without it a tenant could read any
+// file halod's user can read (another tenant's cached code, a service
+// account's token) into a compile error's log.
 #ifndef HALO_COMMON_SANDBOX_H_
 #define HALO_COMMON_SANDBOX_H_
 
@@ -30,24 +27,13 @@
 // rights a newer kernel adds are not taken from the sandbox.
 #define HALO_SANDBOX_KNOWN_ABI 7
 
-typedef void (*halo_sandbox_fn_t)(void *arg);
-
-// Runs |fn|(|arg|) on a new thread (a stack of |stack_bytes|; 0: 8 MiB)
-// that may read only the files beneath the |count| |paths| (a directory's
-// whole tree, or one file); a path that does not exist is skipped. Returns
-// once |fn| returned. Returns FAILED_PRECONDITION, naming why, without
-// running |fn| where the kernel has no Landlock (too old, not enabled at
-// boot, or a seccomp filter refuses it); other errors (a path that cannot
-// be opened, no thread) also without running it.
-halo_status_t halo_sandbox_run(const char *const *paths, size_t count,
-                               size_t stack_bytes, halo_sandbox_fn_t fn,
-                               void *arg);
-
-// Restricts the calling thread, and the threads it starts from then on, as
-// halo_sandbox_run's thread is. A process of its own (halo-nvrtc) enters
-// before it starts any thread, so that all of it is inside. The same errors
-// as halo_sandbox_run; where it fails the thread's file access is as it
-// was (no_new_privs may have been set).
+// Restricts the calling thread, and the threads it starts from then on, to
+// reading the files beneath the |count| |paths| (a directory's whole tree,
+// or one file); a path that does not exist is skipped. FAILED_PRECONDITION,
+// naming why, where the kernel has no Landlock (too old, not enabled at
+// boot, or a seccomp filter refuses it); other errors name what failed (a
+// path that cannot be opened). Where it fails the thread's file access is
+// as it was (no_new_privs may have been set).
 halo_status_t halo_sandbox_enter(const char *const *paths, size_t count);
 
 // The Landlock ABI version this kernel offers; 0 (none) fills |out_reason|

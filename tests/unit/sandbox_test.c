@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
-// The read-only sandbox of a call (common/sandbox.h), against the real
-// kernel: the call reads beneath the paths it was given and nothing else;
-// writes, creates, truncates and removes nothing; connects to no TCP port
-// and signals no process outside it (where the kernel's Landlock has those
-// rights); the rest of the process keeps its access. On a kernel without
-// Landlock (unit.sandbox_without_landlock_test and
+// The read-only sandbox (common/sandbox.h), against the real kernel: a
+// thread that entered it reads beneath the paths it was given and nothing
+// else; writes, creates, truncates and removes nothing; connects to no TCP
+// port and signals no process outside it (where the kernel's Landlock has
+// those rights); the rest of the process keeps its access. On a kernel
+// without Landlock (unit.sandbox_without_landlock_test and
 // unit.sandbox_landlock_disabled_test run it so, under the seccomp filter
-// of tests/support/without_landlock.c) the call runs nothing and says why.
+// of tests/support/without_landlock.c) entering fails and says why, and
+// nothing runs inside.
 // clang-format off
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,6 +144,32 @@ static void look(void *arg) {
   }
 }
 
+// Runs |fn|(|arg|) on a thread of its own that enters the sandbox of
+// |paths| first (not at all where entering fails: that status).
+typedef struct sandboxed_call_t {
+  const char *const *paths;
+  size_t count;
+  void (*fn)(void *arg);
+  void *arg;
+  halo_status_t status;
+} sandboxed_call_t;
+
+static void *sandboxed_main(void *arg) {
+  sandboxed_call_t *call = arg;
+  call->status = halo_sandbox_enter(call->paths, call->count);
+  if (!call->status) call->fn(call->arg);
+  return NULL;
+}
+
+static halo_status_t run_sandboxed(const char *const *paths, size_t count,
+                                   void (*fn)(void *arg), void *arg) {
+  sandboxed_call_t call = {paths, count, fn, arg, NULL};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, sandboxed_main, &call), 0);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  return call.status;
+}
+
 // A TCP socket listening on 127.0.0.1; its port in |out_port|.
 static int listen_tcp(uint16_t *out_port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -177,7 +204,7 @@ static void test_reads_only_beneath_its_paths(void **state) {
     _exit(0);
   }
   seen.outsider = outsider;
-  halo_status_t status = halo_sandbox_run(paths, 3, 0, look, &seen);
+  halo_status_t status = run_sandboxed(paths, 3, look, &seen);
   kill(outsider, SIGKILL);
   assert_int_equal(waitpid(outsider, NULL, 0), outsider);
   if (abi == 0) {
@@ -212,7 +239,7 @@ static void test_reads_only_beneath_its_paths(void **state) {
   // A second call in the same process is sandboxed the same (the first
   // call's thread took its restriction with it).
   seen_t again = {.tree = &tree};
-  assert_null(halo_sandbox_run(paths, 2, 0, look, &again));
+  assert_null(run_sandboxed(paths, 2, look, &again));
   assert_int_equal(again.read_allowed, 0);
   assert_int_equal(again.read_secret, EACCES);
   tree_remove(&tree);
@@ -276,7 +303,7 @@ static void test_unopenable_path_is_named(void **state) {
   snprintf(below_file, sizeof(below_file), "%s/below", tree.one);
   const char *paths[] = {below_file};
   seen_t seen = {.tree = &tree};
-  halo_status_t status = halo_sandbox_run(paths, 1, 0, look, &seen);
+  halo_status_t status = run_sandboxed(paths, 1, look, &seen);
   assert_non_null(status);
   print_message("%s\n", halo_status_message(status));
   assert_non_null(strstr(halo_status_message(status), below_file));
