@@ -353,8 +353,7 @@ static const halod_config_entry_t halod_config_entries[] = {
      "whatever it does, so one that sends nothing is stopped or frozen. A "
      "control call it does not answer within this or 30 s, whichever is "
      "longer (an executable's creation: cuda-compile-deadline-ms and 60 s "
-     "more, "
-     "at least 300 s), makes it hung too. Keep it "
+     "more, at least 300 s), makes it hung too. Keep it "
      "below clients' request timeouts (libhalo's default: 30 s), so that a "
      "request waiting on a stopped worker fails with DEVICE_LOST naming it "
      "(device-workers process only)"},

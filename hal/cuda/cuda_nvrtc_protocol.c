@@ -12,15 +12,15 @@
 
 #include "common/status.h"
 
-static halo_status_t halo_hal_cuda_nvrtc_write_all(int fd, const void *data,
-                                                   size_t size) {
+halo_status_t halo_hal_cuda_nvrtc_write_all(int fd, const void *data,
+                                            size_t size) {
   const char *next = data;
   while (size > 0) {
     ssize_t wrote = write(fd, next, size);
     if (wrote < 0 && errno == EINTR) continue;
     if (wrote <= 0) {
       return halo_status_from_errno(wrote < 0 ? errno : EIO,
-                                    "writing a compile's request");
+                                    "writing a compile's request or reply");
     }
     next += wrote;
     size -= (size_t)wrote;
@@ -62,6 +62,16 @@ halo_status_t halo_hal_cuda_nvrtc_request_write(
   }
   return halo_hal_cuda_nvrtc_write_all(fd, request->source,
                                        request->source_size);
+}
+
+halo_status_t halo_hal_cuda_nvrtc_reply_write(int fd, int32_t code,
+                                              const void *payload,
+                                              uint64_t size) {
+  halo_hal_cuda_nvrtc_reply_t reply = {
+      .magic = HALO_HAL_CUDA_NVRTC_REPLY_MAGIC, .code = code, .size = size};
+  HALO_RETURN_IF_ERROR(
+      halo_hal_cuda_nvrtc_write_all(fd, &reply, sizeof(reply)));
+  return halo_hal_cuda_nvrtc_write_all(fd, payload, (size_t)size);
 }
 
 // Reads the parse's next NUL-ended string.

@@ -47,6 +47,17 @@ typedef struct halo_hal_cuda_nvrtc_reply_t {
   uint64_t size;   // the bytes that follow
 } halo_hal_cuda_nvrtc_reply_t;
 
+// Writes the |size| bytes of |data| to |fd|, all of them (a blocking
+// descriptor), or an error naming what failed.
+halo_status_t halo_hal_cuda_nvrtc_write_all(int fd, const void *data,
+                                            size_t size);
+
+// Writes a reply: |code| (a halo_status_code_t) and the |size| bytes of
+// |payload| (the CUBIN, or the error's message).
+halo_status_t halo_hal_cuda_nvrtc_reply_write(int fd, int32_t code,
+                                              const void *payload,
+                                              uint64_t size);
+
 // Writes |request| to |fd| (all of it, or an error naming what failed).
 halo_status_t halo_hal_cuda_nvrtc_request_write(
     int fd, const halo_hal_cuda_nvrtc_request_t *request);

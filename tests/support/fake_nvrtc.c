@@ -32,14 +32,17 @@
 
 #include "hal/cuda/cuda_nvrtc_protocol.h"
 
+// What is not a reply, or not a whole one.
 static void write_all(const void *data, size_t size) {
-  const char *next = data;
-  while (size > 0) {
-    ssize_t wrote = write(STDOUT_FILENO, next, size);
-    if (wrote <= 0) exit(3);
-    next += wrote;
-    size -= (size_t)wrote;
-  }
+  halo_status_t status =
+      halo_hal_cuda_nvrtc_write_all(STDOUT_FILENO, data, size);
+  if (status) exit(3);
+}
+
+static void reply(int32_t code, const void *payload, size_t size) {
+  halo_status_t status =
+      halo_hal_cuda_nvrtc_reply_write(STDOUT_FILENO, code, payload, size);
+  if (status) exit(3);
 }
 
 int main(void) {
@@ -87,32 +90,27 @@ int main(void) {
       usleep(100000);  // the driver reads the first part meanwhile
     }
   }
-  halo_hal_cuda_nvrtc_reply_t reply = {.magic =
-                                           HALO_HAL_CUDA_NVRTC_REPLY_MAGIC};
   if (strstr(source, "halo-test: huge")) {
-    reply.size = (uint64_t)1 << 40;
-    write_all(&reply, sizeof(reply));
+    halo_hal_cuda_nvrtc_reply_t header = {
+        .magic = HALO_HAL_CUDA_NVRTC_REPLY_MAGIC, .size = (uint64_t)1 << 40};
+    write_all(&header, sizeof(header));
     static char chunk[1 << 16];
     for (;;) write_all(chunk, sizeof(chunk));
   }
   if (strstr(source, "halo-test: big")) {
     static char cubin[3 << 20];
     memset(cubin, 'b', sizeof(cubin));
-    reply.size = sizeof(cubin);
-    write_all(&reply, sizeof(reply));
-    write_all(cubin, sizeof(cubin));
+    reply(HALO_STATUS_OK, cubin, sizeof(cubin));
     return 0;
   }
   if (strstr(source, "halo-test: code")) {
-    reply.code = HALO_STATUS_DEVICE_LOST;
-    reply.size = 4;
-    write_all(&reply, sizeof(reply));
-    write_all("lost", 4);
+    reply(HALO_STATUS_DEVICE_LOST, "lost", 4);
     return 0;
   }
   if (strstr(source, "halo-test: long")) {
-    reply.size = 4;
-    write_all(&reply, sizeof(reply));
+    halo_hal_cuda_nvrtc_reply_t header = {
+        .magic = HALO_HAL_CUDA_NVRTC_REPLY_MAGIC, .size = 4};
+    write_all(&header, sizeof(header));
     write_all("longer", 6);
     return 0;
   }
@@ -120,9 +118,7 @@ int main(void) {
     char text[32];
     int length =
         snprintf(text, sizeof(text), "%d", fcntl(STDIN_FILENO, F_GET_SEALS));
-    reply.size = (uint64_t)length;
-    write_all(&reply, sizeof(reply));
-    write_all(text, (size_t)length);
+    reply(HALO_STATUS_OK, text, (size_t)length);
     return 0;
   }
   // "halo-test: fds", and anything else.
@@ -138,8 +134,6 @@ int main(void) {
   }
   if (directory) closedir(directory);
   if (used >= sizeof(text)) used = sizeof(text) - 1;
-  reply.size = used;
-  write_all(&reply, sizeof(reply));
-  write_all(text, used);
+  reply(HALO_STATUS_OK, text, used);
   return 0;
 }

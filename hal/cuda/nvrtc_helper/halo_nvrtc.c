@@ -55,30 +55,17 @@ __attribute__((visibility("default"))) const char *__asan_default_options(
 // NVRTC's front end recurses deeply on heavy templates (CCCL).
 #define HALO_NVRTC_STACK_BYTES ((size_t)64 << 20)
 
-static void halo_nvrtc_write_all(const void *data, size_t size) {
-  const char *next = data;
-  while (size > 0) {
-    ssize_t wrote = write(STDOUT_FILENO, next, size);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) exit(3);  // the driver is gone or stopped reading
-    next += wrote;
-    size -= (size_t)wrote;
-  }
-}
-
-// Writes the reply: |status| (freed), else the CUBIN.
+// Writes the reply: |status| (freed), else the CUBIN. A driver that is gone
+// or stopped reading ends the process.
 static void halo_nvrtc_reply(halo_status_t status, const void *cubin,
                              size_t cubin_size) {
   const char *payload = status ? halo_status_message(status) : cubin;
-  size_t size = status ? strlen(payload) : cubin_size;
-  halo_hal_cuda_nvrtc_reply_t reply = {
-      .magic = HALO_HAL_CUDA_NVRTC_REPLY_MAGIC,
-      .code = status ? (int32_t)halo_status_code(status) : HALO_STATUS_OK,
-      .size = size,
-  };
-  halo_nvrtc_write_all(&reply, sizeof(reply));
-  halo_nvrtc_write_all(payload, size);
+  halo_status_t wrote = halo_hal_cuda_nvrtc_reply_write(
+      STDOUT_FILENO,
+      status ? (int32_t)halo_status_code(status) : HALO_STATUS_OK, payload,
+      status ? strlen(payload) : cubin_size);
   halo_status_free(status);
+  if (wrote) exit(3);
 }
 
 // The request, whole (standard input is a memfd: it ends).
