@@ -446,6 +446,16 @@ halo_status_t halo_hal_cuda_compiler_build(
 void halo_hal_cuda_compiler_forget(halo_hal_cuda_device_t *device,
                                    const halo_hal_executable_params_t *params);
 
+// ---- cuda_image_check.c
+// Checks the CUBIN or FATBIN |params| (format CUBIN or FATBIN) before the
+// driver's loader, which takes no size, reads it: INVALID_ARGUMENT naming
+// the format and what is wrong where a table, an entry or a compressed
+// stream the driver would follow lies outside the bytes, or an ELF image
+// (a FATBIN's compressed ones decompressed first) is damaged;
+// RESOURCE_EXHAUSTED where there is no memory to decompress one.
+halo_status_t halo_hal_cuda_image_check(
+    const halo_hal_executable_params_t *params);
+
 // ---- cuda_nvrtc.c
 // Compiles the CUDA C source of |params| with NVRTC to a CUBIN for the
 // device's architecture, in a process of its own (halo-nvrtc), in a

@@ -465,6 +465,23 @@ static halo_status_t halo_hal_cuda_nvrtc_outcome(
   if (header.size == 0) {
     return halo_status_make(HALO_STATUS_INTERNAL, "NVRTC produced no CUBIN");
   }
+  // The compiler's process is one a crafted source might have taken over:
+  // what it sends passes the checks a client's CUBIN does before the
+  // driver reads it.
+  halo_hal_executable_params_t cubin = {
+      .format = HALO_HAL_EXECUTABLE_FORMAT_CUBIN,
+      .data = payload,
+      .size = header.size};
+  halo_status_t damage = halo_hal_cuda_image_check(&cubin);
+  if (damage) {
+    halo_status_t status = halo_status_make(
+        HALO_STATUS_INTERNAL,
+        "the CUDA C compiler %s replied with a CUBIN the driver must not "
+        "read: %s",
+        program, halo_status_message(damage));
+    halo_status_free(damage);
+    return status;
+  }
   // The CUBIN, moved to the front of the reply's buffer, which the image
   // then owns.
   memmove(reply->data, payload, (size_t)header.size);

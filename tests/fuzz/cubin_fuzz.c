@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright 2026 The halo Authors
 // Fuzzes the checks halod makes on a client's CUBIN and FATBIN before the
-// CUDA driver reads them (hal/cuda/cuda_compiler.c): the driver takes no
-// size, and ELF tables that point outside the image crashed it, so the
-// checks must read nothing outside the bytes sent, whatever they are, and
-// let through only images whose tables lie within them.
+// CUDA driver reads them (hal/cuda/cuda_image_check.c): the driver takes
+// no size, and ELF tables that point outside the image crashed it, so the
+// checks must read nothing outside the bytes sent (nor outside what a
+// FATBIN's compressed entry decompresses to), whatever they are, and let
+// through only images whose tables lie within them.
 //
 // Input: one byte, whose lowest bit picks the format (0: CUBIN, 1:
 // FATBIN), then the image. The image is copied into a buffer of its exact

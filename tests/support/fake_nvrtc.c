@@ -15,13 +15,18 @@
 //                         as for "fds"
 //   "halo-test: vanish"   closes its output and error and never ends
 //   "halo-test: big"      answers OK with 3 MiB of 'b'
+//   "halo-test: damaged"  answers OK with a CUBIN whose section table lies
+//                         past its end (halod must refuse it)
 //   "halo-test: code"     answers DEVICE_LOST (a code halo-nvrtc never
 //                         sends)
 //   "halo-test: long"     sends more than its reply's header says
 //   "halo-test: seals"    answers OK with its request's seals (F_GET_SEALS
 //                         of standard input), in decimal
-//   "halo-test: fds"      answers OK with a CUBIN-sized text listing the
-//                         descriptors it has open (/proc/self/fd)
+//   "halo-test: fds"      answers OK with a text listing the descriptors
+//                         it has open (/proc/self/fd)
+// An OK answer's text is carried in a CUBIN that passes halod's checks
+// (tests/support/fake_cuda_image.h: halo_fake_cuda_wrap), which the tests
+// unwrap.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -31,6 +36,7 @@
 #include <unistd.h>
 
 #include "hal/cuda/cuda_nvrtc_protocol.h"
+#include "tests/support/fake_cuda_image.h"
 
 // What is not a reply, or not a whole one.
 static void write_all(const void *data, size_t size) {
@@ -43,6 +49,15 @@ static void reply(int32_t code, const void *payload, size_t size) {
   halo_status_t status =
       halo_hal_cuda_nvrtc_reply_write(STDOUT_FILENO, code, payload, size);
   if (status) exit(3);
+}
+
+// An OK reply whose CUBIN carries |payload| (the tests unwrap it).
+static void reply_wrapped(const void *payload, size_t size) {
+  uint8_t *cubin = malloc(halo_fake_cuda_wrapped_size(size));
+  if (!cubin) exit(3);
+  halo_fake_cuda_wrap(cubin, payload, size);
+  reply(HALO_STATUS_OK, cubin, halo_fake_cuda_wrapped_size(size));
+  free(cubin);
 }
 
 int main(void) {
@@ -98,8 +113,16 @@ int main(void) {
     for (;;) write_all(chunk, sizeof(chunk));
   }
   if (strstr(source, "halo-test: big")) {
-    static char cubin[3 << 20];
-    memset(cubin, 'b', sizeof(cubin));
+    static char payload[3 << 20];
+    memset(payload, 'b', sizeof(payload));
+    reply_wrapped(payload, sizeof(payload));
+    return 0;
+  }
+  if (strstr(source, "halo-test: damaged")) {
+    // An OK reply whose CUBIN's section table lies past its end.
+    uint8_t cubin[HALO_FAKE_CUDA_IMAGE_SIZE];
+    halo_fake_cuda_image(cubin, 0);
+    cubin[40] = 0xf0;
     reply(HALO_STATUS_OK, cubin, sizeof(cubin));
     return 0;
   }
@@ -118,7 +141,7 @@ int main(void) {
     char text[32];
     int length =
         snprintf(text, sizeof(text), "%d", fcntl(STDIN_FILENO, F_GET_SEALS));
-    reply(HALO_STATUS_OK, text, (size_t)length);
+    reply_wrapped(text, (size_t)length);
     return 0;
   }
   // "halo-test: fds", and anything else.
@@ -134,6 +157,6 @@ int main(void) {
   }
   if (directory) closedir(directory);
   if (used >= sizeof(text)) used = sizeof(text) - 1;
-  reply(HALO_STATUS_OK, text, used);
+  reply_wrapped(text, used);
   return 0;
 }

@@ -19,6 +19,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <lz4.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "common/sandbox.h"
 #include "hal/cuda/cuda_device.h"
+#include "tests/support/fake_cuda_image.h"
 #include "tests/support/landlock_refusal.h"
 
 static const char kKernel[] =
@@ -312,6 +315,15 @@ static void test_bad_replies_are_refused(void **state) {
   expect_error(
       compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: long\n", &image),
       HALO_STATUS_INTERNAL, "longer than its header says", NULL);
+  // A CUBIN the driver's loader would read past the end of, sent by a
+  // compiler a crafted source took over, never reaches the loader.
+  expect_error(
+      compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: damaged\n", &image),
+      HALO_STATUS_INTERNAL,
+      "replied with a CUBIN the driver must not read: the CUBIN "
+      "executable (240 bytes) is a damaged ELF image",
+      "its section table (e_shoff) lies past its end");
+  assert_null(image.owned);
   // A code halo-nvrtc never answers with is the compiler's fault.
   expect_error(
       compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: code\n", &image),
@@ -350,8 +362,12 @@ static void test_compiler_gets_no_other_descriptor(void **state) {
   close(inheritable);
   if (status) print_message("%s\n", halo_status_message(status));
   assert_null(status);
-  assert_int_equal(image.size, strlen("0 1 2 3 "));
-  assert_memory_equal(image.data, "0 1 2 3 ", image.size);
+  size_t text_size = 0;
+  const uint8_t *text =
+      halo_fake_cuda_unwrap(image.data, image.size, &text_size);
+  assert_non_null(text);
+  assert_int_equal(text_size, strlen("0 1 2 3 "));
+  assert_memory_equal(text, "0 1 2 3 ", text_size);
   free(image.owned);
   // More on its standard error than the driver keeps is read and dropped,
   // not cut off (which would kill the compiler with SIGPIPE).
@@ -359,22 +375,30 @@ static void test_compiler_gets_no_other_descriptor(void **state) {
       compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: chatty\n", &image);
   if (status) print_message("%s\n", halo_status_message(status));
   assert_null(status);
-  assert_memory_equal(image.data, "0 1 2 3 ", image.size);
+  text = halo_fake_cuda_unwrap(image.data, image.size, &text_size);
+  assert_non_null(text);
+  assert_int_equal(text_size, strlen("0 1 2 3 "));
+  assert_memory_equal(text, "0 1 2 3 ", text_size);
   free(image.owned);
   // A reply far larger than a pipe holds comes whole.
   status = compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: big\n", &image);
   if (status) print_message("%s\n", halo_status_message(status));
   assert_null(status);
-  assert_int_equal(image.size, 3 << 20);
-  assert_int_equal(((const char *)image.data)[(3 << 20) - 1], 'b');
+  text = halo_fake_cuda_unwrap(image.data, image.size, &text_size);
+  assert_non_null(text);
+  assert_int_equal(text_size, 3 << 20);
+  assert_int_equal(text[0], 'b');
+  assert_int_equal(text[(3 << 20) - 1], 'b');
   free(image.owned);
   // The request comes sealed: nothing can change or resize it.
   status = compile_in(HALO_TEST_FAKE_NVRTC, 0, "// halo-test: seals\n", &image);
   assert_null(status);
   char seals_text[32] = {0};
-  memcpy(seals_text, image.data,
-         image.size < sizeof(seals_text) - 1 ? image.size
-                                             : sizeof(seals_text) - 1);
+  text = halo_fake_cuda_unwrap(image.data, image.size, &text_size);
+  assert_non_null(text);
+  memcpy(
+      seals_text, text,
+      text_size < sizeof(seals_text) - 1 ? text_size : sizeof(seals_text) - 1);
   int seals = atoi(seals_text);
   assert_true(seals >= 0);  // F_GET_SEALS answered
   int expected = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
@@ -753,38 +777,149 @@ static void expect_damaged_fatbin(const uint8_t *fatbin, size_t size,
                        value, width, size, named);
 }
 
+// A FATBIN of one entry of |kind| (a 16-byte header, the entry's 64-byte
+// header, then |contents|, padded to 8 bytes), whose header says
+// |compressed|, |flags| and |expanded| as nvcc writes them (bytes 16, 40
+// and 56 of the entry's header). Its size in *out_size; free() it.
+static uint8_t *make_fatbin(uint16_t kind, const void *contents,
+                            size_t contents_size, uint32_t compressed,
+                            uint64_t flags, uint64_t expanded,
+                            size_t *out_size) {
+  uint64_t padded = (contents_size + 7) & ~(uint64_t)7;
+  size_t size = 16 + 64 + padded;
+  uint8_t *fatbin = calloc(1, size);
+  assert_non_null(fatbin);
+  uint32_t magic = 0xBA55ED50u, entry_header_size = 64;
+  uint16_t version = 1, header_size = 16, entry_version = 0x101;
+  uint64_t entries_size = 64 + padded;
+  memcpy(fatbin, &magic, 4);
+  memcpy(fatbin + 4, &version, 2);
+  memcpy(fatbin + 6, &header_size, 2);
+  memcpy(fatbin + 8, &entries_size, 8);
+  uint8_t *entry = fatbin + 16;
+  memcpy(entry, &kind, 2);
+  memcpy(entry + 2, &entry_version, 2);
+  memcpy(entry + 4, &entry_header_size, 4);
+  memcpy(entry + 8, &padded, 8);
+  memcpy(entry + 16, &compressed, 4);
+  memcpy(entry + 40, &flags, 8);
+  memcpy(entry + 56, &expanded, 8);
+  memcpy(entry + 64, contents, contents_size);
+  *out_size = size;
+  return fatbin;
+}
+
 static void test_fatbin_entries_are_checked(void **state) {
   (void)state;
   require_sandboxed_nvrtc();
   halo_hal_cuda_image_t image;
   assert_null(compile(kKernel, NULL, 0, &image));
-  size_t size = 16 + 64 + image.size;
-  uint8_t *fatbin = calloc(1, size);
-  assert_non_null(fatbin);
-  uint32_t magic = 0xBA55ED50u;
-  uint16_t version = 1, header_size = 16, kind = 2, entry_version = 0x101;
-  uint32_t entry_header_size = 64;
-  uint64_t entries_size = 64 + image.size, contents_size = image.size;
-  memcpy(fatbin, &magic, 4);
-  memcpy(fatbin + 4, &version, 2);
-  memcpy(fatbin + 6, &header_size, 2);
-  memcpy(fatbin + 8, &entries_size, 8);
-  memcpy(fatbin + 16, &kind, 2);
-  memcpy(fatbin + 18, &entry_version, 2);
-  memcpy(fatbin + 20, &entry_header_size, 4);
-  memcpy(fatbin + 24, &contents_size, 8);
-  memcpy(fatbin + 80, image.data, image.size);
+  size_t size = 0;
+  uint8_t *fatbin = make_fatbin(2, image.data, image.size, 0, 0x11, 0, &size);
+  uint64_t entries_size = size - 16, contents_size = size - 80;
   assert_null(check_image(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size));
   expect_damaged_fatbin(fatbin, size, 8, entries_size + 1, 8,
                         "lie past its end");
   expect_damaged_fatbin(fatbin, size, 6, 0, 2, "header's size");
   expect_damaged_fatbin(fatbin, size, 20, 8, 4, "entry 0's header");
+  // Under 64 bytes, the driver would read the entry's flags and sizes from
+  // its contents.
+  expect_damaged_fatbin(fatbin, size, 20, 40, 4, "entry 0's header (40 bytes)");
   expect_damaged_fatbin(fatbin, size, 24, contents_size + 1, 8,
                         "entry 0's contents");
   // The image inside: the field that crashed libcuda 580 in a CUBIN.
   expect_damaged_fatbin(fatbin, size, 80 + offsetof(Elf64_Ehdr, e_shentsize), 0,
                         2, "entry 0's ELF image: its section header size");
   free(fatbin);
+  free(image.owned);
+}
+
+// |image| of |size| bytes compressed as nvcc compresses a FATBIN's entry
+// (|flags| 0x8000: a Zstandard frame; 0x2000: an LZ4 block) into a
+// FATBIN of one ELF entry declaring |expanded| bytes uncompressed.
+static uint8_t *make_compressed_fatbin(const void *image, size_t image_size,
+                                       uint64_t flags, uint64_t expanded,
+                                       size_t *out_size) {
+  size_t capacity = ZSTD_compressBound(image_size) + image_size / 255 + 16;
+  char *stream = malloc(capacity);
+  assert_non_null(stream);
+  size_t compressed = 0;
+  if (flags & 0x8000) {
+    compressed = ZSTD_compress(stream, capacity, image, image_size, 3);
+    assert_false(ZSTD_isError(compressed));
+  } else {
+    int got =
+        LZ4_compress_default(image, stream, (int)image_size, (int)capacity);
+    assert_true(got > 0);
+    compressed = (size_t)got;
+  }
+  assert_true(compressed < image_size);
+  uint8_t *fatbin = make_fatbin(2, stream, compressed, (uint32_t)compressed,
+                                flags | 0x11, expanded, out_size);
+  free(stream);
+  return fatbin;
+}
+
+// A compressed entry (nvcc's -Xfatbin -compress-all: Zstandard, or LZ4
+// under --compress-mode speed and before nvcc 13) is decompressed and its
+// ELF image checked as an uncompressed one is: the driver decompresses it
+// into the size its header declares and reads it as it reads a CUBIN.
+static void test_compressed_fatbin_entries_are_checked(void **state) {
+  (void)state;
+  require_sandboxed_nvrtc();
+  halo_hal_cuda_image_t image;
+  assert_null(compile(kKernel, NULL, 0, &image));
+  uint8_t *damaged = malloc(image.size);
+  assert_non_null(damaged);
+  memcpy(damaged, image.data, image.size);
+  memset(damaged + offsetof(Elf64_Ehdr, e_shentsize), 0, 2);
+  static const struct {
+    uint64_t flags;
+    const char *name;
+  } kMethods[] = {{0x8000, "Zstandard"}, {0x2000, "LZ4"}};
+  for (size_t m = 0; m < sizeof(kMethods) / sizeof(kMethods[0]); ++m) {
+    uint64_t flags = kMethods[m].flags;
+    print_message("%s\n", kMethods[m].name);
+    size_t size = 0;
+    uint8_t *fatbin = make_compressed_fatbin(image.data, image.size, flags,
+                                             image.size, &size);
+    assert_null(check_image(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size));
+    uint32_t compressed = 0;
+    uint64_t contents_size = 0;
+    memcpy(&compressed, fatbin + 16 + 16, 4);
+    memcpy(&contents_size, fatbin + 16 + 8, 8);
+    // A stream that decompresses past the size its entry declares.
+    char declared[160];
+    snprintf(declared, sizeof(declared),
+             "entry 0's %s stream (%u bytes) does not decompress within its "
+             "declared size (%zu bytes)",
+             kMethods[m].name, compressed, image.size - 1);
+    expect_damaged_fatbin(fatbin, size, 16 + 56, image.size - 1, 8, declared);
+    // A stream past its entry's contents.
+    expect_damaged_fatbin(fatbin, size, 16 + 16, contents_size + 1, 4,
+                          "entry 0's compressed stream");
+    // Flagged compressed both ways.
+    expect_damaged_fatbin(fatbin, size, 16 + 40, 0x8000 | 0x2000 | 0x11, 8,
+                          "both as LZ4 and Zstandard");
+    // Declaring more than all compressed entries may decompress to.
+    expect_damaged_fatbin(fatbin, size, 16 + 56, (1ull << 30) + 1, 8,
+                          "past 1073741824 bytes");
+    free(fatbin);
+    // The field that crashed libcuda 580, inside a compressed image.
+    fatbin =
+        make_compressed_fatbin(damaged, image.size, flags, image.size, &size);
+    halo_status_t status =
+        check_image(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size);
+    assert_non_null(status);
+    print_message("%s\n", halo_status_message(status));
+    assert_int_equal(halo_status_code(status), HALO_STATUS_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(halo_status_message(status),
+               "entry 0's compressed ELF image: its section header size"));
+    halo_status_free(status);
+    free(fatbin);
+  }
+  free(damaged);
   free(image.owned);
 }
 
@@ -801,6 +936,7 @@ int main(void) {
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_cubin_elf_tables_are_checked),
       cmocka_unit_test(test_fatbin_entries_are_checked),
+      cmocka_unit_test(test_compressed_fatbin_entries_are_checked),
       cmocka_unit_test(test_overlapping_tables_are_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -463,13 +463,26 @@ static void test_cubin_and_fatbin_executables(void **state) {
   halo_status_free(status);
   free(cubin);
 
-  char *fatbin = nvcc_kernels("fatbin", &size);
-  assert_non_null(fatbin);
-  expect_ok(load(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size, NULL, 0,
-                 &executable));
-  check_add(executable);
-  halo_hal_executable_destroy(executable);
-  free(fatbin);
+  // FATBINs: plain, every entry compressed as nvcc 13 compresses
+  // (Zstandard), and as for --compress-mode speed (LZ4): halod checks each
+  // decompressed ELF image before the driver reads it.
+  static const char *const kFatbins[] = {"fatbin", "compressed.fatbin",
+                                         "speed.fatbin"};
+  for (size_t i = 0; i < sizeof(kFatbins) / sizeof(kFatbins[0]); ++i) {
+    char *fatbin = nvcc_kernels(kFatbins[i], &size);
+    assert_non_null(fatbin);
+    uint64_t flags = 0;
+    assert_true(size > 16 + 48);
+    memcpy(&flags, fatbin + 16 + 40, sizeof(flags));  // the first entry's
+    print_message("%s: %zu bytes, first entry's flags 0x%llx\n", kFatbins[i],
+                  size, (unsigned long long)flags);
+    if (i > 0) assert_true(flags & (0x8000 | 0x2000));
+    expect_ok(load(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size, NULL, 0,
+                   &executable));
+    check_add(executable);
+    halo_hal_executable_destroy(executable);
+    free(fatbin);
+  }
 }
 
 static void test_nvrtc_error_log(void **state) {
