@@ -12,41 +12,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#define HALO_FAKE_CUDA_IMAGE_SIZE 240
-
-// Fills |out_image|; |variant| sets byte 90, which the fake ignores
-// (distinct content hashes for one library).
-static inline void halo_fake_cuda_image(
-    uint8_t out_image[HALO_FAKE_CUDA_IMAGE_SIZE], uint8_t variant) {
-  memset(out_image, 0, HALO_FAKE_CUDA_IMAGE_SIZE);
-  memcpy(out_image,
-         "\x7f"
-         "ELF",
-         4);
-  out_image[4] = 2;     // ELFCLASS64
-  out_image[5] = 1;     // ELFDATA2LSB
-  out_image[16] = 2;    // e_type: ET_EXEC
-  out_image[18] = 190;  // e_machine: EM_CUDA, little-endian
-  out_image[40] = 112;  // e_shoff: the section table, at byte 112
-  out_image[52] = 64;   // e_ehsize
-  out_image[58] = 64;   // e_shentsize
-  out_image[60] = 2;    // e_shnum: an empty section and the name table
-  out_image[62] = 1;    // e_shstrndx
-  memcpy(out_image + 64, "halo-fake-library", 17);
-  out_image[90] = variant;
-  // The section name table, at byte 96, and its header (section 1).
-  memcpy(out_image + 96, "\0.shstrtab", 11);
-  out_image[176] = 1;   // sh_name
-  out_image[180] = 3;   // sh_type: SHT_STRTAB
-  out_image[200] = 96;  // sh_offset
-  out_image[208] = 11;  // sh_size
-}
-
-// A CUBIN of the same shape that carries |payload_size| bytes between its
-// ELF header and its section name table, for a test's fake CUDA C
-// compiler (halod checks what the compiler sends as it checks a client's
-// CUBIN): the payload at byte 64, the name table after it, the section
-// table after that at a multiple of 8.
+// A 64-bit executable ELF image for EM_CUDA whose tables lie within it
+// that carries |payload_size| bytes between its ELF header and its
+// section name table: the payload at byte 64, the name table after it,
+// the section table (an empty section and the name table) after that at a
+// multiple of 8. Also what a test's fake CUDA C compiler answers with
+// (halod checks what the compiler sends as it checks a client's CUBIN).
 static inline size_t halo_fake_cuda_wrapped_size(size_t payload_size) {
   return ((64 + payload_size + 11 + 7) & ~(size_t)7) + 128;
 }
@@ -80,6 +51,19 @@ static inline void halo_fake_cuda_wrap(uint8_t *out_image, const void *payload,
   memcpy(section + 4, &strtab, 4);            // sh_type: SHT_STRTAB
   memcpy(section + 24, &names, 8);            // sh_offset
   memcpy(section + 32, &names_size, 8);       // sh_size
+}
+
+#define HALO_FAKE_CUDA_IMAGE_SIZE 240
+
+// Fills |out_image|: the wrapped image of 32 bytes holding
+// "halo-fake-library" (so the section table is at byte 112, the name
+// table at byte 96); |variant| sets byte 90, which the fake ignores
+// (distinct content hashes for one library).
+static inline void halo_fake_cuda_image(
+    uint8_t out_image[HALO_FAKE_CUDA_IMAGE_SIZE], uint8_t variant) {
+  uint8_t payload[32] = "halo-fake-library";
+  payload[90 - 64] = variant;
+  halo_fake_cuda_wrap(out_image, payload, sizeof(payload));
 }
 
 // The payload of the wrapped image |image| of |size| bytes (its size in
