@@ -6,10 +6,11 @@
 // offsets point, and a FATBIN's entries wherever their sizes say, and
 // decompresses a compressed entry into the size its header declares. A
 // client's damaged image crashed libcuda 580 in the device worker, so
-// every table, entry and compressed stream the driver would follow must
-// lie within the bytes sent, and every ELF image (a FATBIN's compressed
-// ones decompressed here first) must pass the ELF checks. What NVIDIA's own
-// sections hold is the driver's to read.
+// every table, entry, offset in an entry's header and compressed stream
+// the driver is known to follow must lie within the bytes sent, and every
+// ELF image (a FATBIN's compressed ones decompressed here first) must pass
+// the ELF checks. What NVIDIA's own sections hold, and what a PTX entry's
+// text says, is the driver's to read.
 //
 // Thread-safety: thread-safe (no state).
 #include <elf.h>
@@ -212,21 +213,31 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
 // layout; read off nvcc 13's output, all compress modes): a 16-byte header
 // (the magic, a version, the header's size, the size of the entries after
 // it), then entries, each a header and its contents. An entry's header, of
-// at least 64 bytes: its kind (16 bits at 0: 1 PTX, 2 ELF, 0x10 another
-// ELF), the header's size (32 bits at 4), the contents' size (64 bits at
-// 8, padded to 8 bytes), the compressed stream's size (32 bits at 16),
-// flags (64 bits at 40) and the size the stream decompresses to (64 bits
-// at 56). The flags say whether the contents are compressed, and how:
-// LZ4 blocks (nvcc 11 and 12, and nvcc 13's --compress-mode speed) or a
-// Zstandard frame (nvcc 13's other modes).
+// at least 64 bytes (nvcc writes 64 to 168): its kind (16 bits at 0: 1
+// PTX, 2 ELF, 0x10 another ELF), the header's size (32 bits at 4), the
+// contents' size (64 bits at 8, padded to 8 bytes), the compressed
+// stream's size (32 bits at 16), where in the header the place of the
+// JIT's options is (32 bits at 20; there an offset and a size, 32 bits
+// each), the object's name's offset and length in the header (32 bits
+// each at 32 and 36), flags (64 bits at 40) and the size the stream
+// decompresses to (64 bits at 56). Offsets count from the entry's start.
+// The flags say whether the contents are compressed, and how: LZ4 blocks
+// (nvcc 11 and 12, and nvcc 13's --compress-mode speed) or a Zstandard
+// frame (nvcc 13's other modes).
 #define HALO_HAL_CUDA_FATBIN_MAGIC 0xBA55ED50u
 #define HALO_HAL_CUDA_FATBIN_ENTRY_MIN_HEADER 64u
+#define HALO_HAL_CUDA_FATBIN_KIND_PTX 1u
 #define HALO_HAL_CUDA_FATBIN_KIND_ELF 2u
 #define HALO_HAL_CUDA_FATBIN_KIND_ELF_OTHER 0x10u
 #define HALO_HAL_CUDA_FATBIN_LZ4 0x2000u
 #define HALO_HAL_CUDA_FATBIN_ZSTD 0x8000u
-// What a FATBIN's compressed entries may decompress to, all together: the
-// largest message halod takes (max-message-bytes' bound).
+// What a FATBIN's compressed entries may decompress to, all together: 64
+// times the FATBIN's size (nvcc's entries compress 3-20 times), at least
+// 64 MiB (an image of zeros compresses further), at most 1 GiB (the
+// largest message halod takes), so that a small FATBIN cannot make the
+// worker decompress a gigabyte.
+#define HALO_HAL_CUDA_FATBIN_EXPANSION 64u
+#define HALO_HAL_CUDA_FATBIN_MIN_EXPANDED_BYTES (64ull << 20)
 #define HALO_HAL_CUDA_FATBIN_MAX_EXPANDED_BYTES (1ull << 30)
 
 // INVALID_ARGUMENT naming the FATBIN of |size| bytes and what is wrong.
@@ -235,16 +246,52 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
                    "the FATBIN executable (%llu bytes) is damaged: " format, \
                    (unsigned long long)(size), __VA_ARGS__)
 
+// What a FATBIN's entries are checked with: the decompressed contents
+// (reused entry by entry) and the Zstandard context.
+typedef struct halo_hal_cuda_fatbin_scratch_t {
+  uint8_t *buffer;
+  uint64_t capacity;
+  ZSTD_DCtx *zstd;
+} halo_hal_cuda_fatbin_scratch_t;
+
+// What is wrong with the places entry |entry|'s header (|header_size|
+// bytes) gives within itself, or NULL: the JIT's options (the driver
+// follows both offsets: wild ones segfaulted libcuda 580) and the
+// object's name must lie within the header.
+static const char *halo_hal_cuda_fatbin_header_problem(const uint8_t *entry,
+                                                       uint32_t header_size) {
+  uint32_t options_at = 0, name_at = 0, name_length = 0;
+  memcpy(&options_at, entry + 20, sizeof(options_at));
+  memcpy(&name_at, entry + 32, sizeof(name_at));
+  memcpy(&name_length, entry + 36, sizeof(name_length));
+  if (options_at != 0) {
+    uint32_t place[2];  // the options' offset and size
+    if (options_at > header_size - sizeof(place)) {
+      return "the place of its JIT options (at 20) lies past its header";
+    }
+    memcpy(place, entry + options_at, sizeof(place));
+    if (place[0] > header_size || place[1] > header_size - place[0]) {
+      return "its JIT options lie past its header";
+    }
+  }
+  if (name_length != 0 &&
+      (name_at > header_size || name_length > header_size - name_at)) {
+    return "its object's name (at 32, 36) lies past its header";
+  }
+  return NULL;
+}
+
 // Decompresses entry |index|'s |compressed| bytes at |stream| (|method|,
-// one of the flags) into |*buffer| (grown to |expanded| bytes, the size
-// the entry declares, which its stream must not pass). On success
-// *out_size is what it decompressed to.
+// one of the flags) into |scratch|'s buffer, which must then hold exactly
+// |expanded| bytes, the size the entry declares (the driver decompresses
+// into that size: a stream that ends short made libcuda 580 fail the load
+// with CUDA_ERROR_UNKNOWN). Zstandard: one frame, the whole stream.
 static halo_status_t halo_hal_cuda_fatbin_expand(
     uint64_t size, unsigned index, uint64_t method, const uint8_t *stream,
-    uint32_t compressed, uint64_t expanded, uint8_t **buffer,
-    uint64_t *buffer_capacity, uint64_t *out_size) {
-  if (expanded > *buffer_capacity || !*buffer) {
-    uint8_t *grown = realloc(*buffer, expanded ? expanded : 1);
+    uint32_t compressed, uint64_t expanded,
+    halo_hal_cuda_fatbin_scratch_t *scratch) {
+  if (expanded > scratch->capacity || !scratch->buffer) {
+    uint8_t *grown = realloc(scratch->buffer, expanded ? expanded : 1);
     if (!grown) {
       return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
                               "the FATBIN executable (%llu bytes): no memory "
@@ -253,43 +300,59 @@ static halo_status_t halo_hal_cuda_fatbin_expand(
                               (unsigned long long)size, index,
                               (unsigned long long)expanded);
     }
-    *buffer = grown;
-    *buffer_capacity = expanded;
+    scratch->buffer = grown;
+    scratch->capacity = expanded;
   }
+  const char *name = method == HALO_HAL_CUDA_FATBIN_ZSTD ? "Zstandard" : "LZ4";
+  const char *why = "";
+  uint64_t got = 0;
   if (method == HALO_HAL_CUDA_FATBIN_ZSTD) {
-    size_t got = ZSTD_decompress(*buffer, expanded, stream, compressed);
-    if (ZSTD_isError(got)) {
-      return HALO_HAL_CUDA_FATBIN_DAMAGED(
-          size,
-          "entry %u's Zstandard stream (%u bytes) does not decompress "
-          "within its declared size (%llu bytes): %s",
-          index, compressed, (unsigned long long)expanded,
-          ZSTD_getErrorName(got));
+    if (!scratch->zstd && !(scratch->zstd = ZSTD_createDCtx())) {
+      return halo_status_make(HALO_STATUS_RESOURCE_EXHAUSTED,
+                              "the FATBIN executable (%llu bytes): no memory "
+                              "for a Zstandard context",
+                              (unsigned long long)size);
     }
-    *out_size = got;
-    return NULL;
+    size_t frame = ZSTD_findFrameCompressedSize(stream, compressed);
+    size_t result = ZSTD_isError(frame)
+                        ? frame
+                        : ZSTD_decompressDCtx(scratch->zstd, scratch->buffer,
+                                              expanded, stream, compressed);
+    if (ZSTD_isError(result)) {
+      why = ZSTD_getErrorName(result);
+    } else if (frame != compressed) {
+      why = "more than one frame";
+    }
+    got = ZSTD_isError(result) ? 0 : result;
+  } else {
+    // LZ4 takes int sizes; the total's bound keeps |expanded| below
+    // INT_MAX.
+    int result =
+        compressed > INT_MAX
+            ? -1
+            : LZ4_decompress_safe((const char *)stream, (char *)scratch->buffer,
+                                  (int)compressed, (int)expanded);
+    if (result < 0) why = "not a whole LZ4 block that fits";
+    got = result < 0 ? 0 : (uint64_t)result;
   }
-  // LZ4 takes int sizes; the total's bound keeps |expanded| below INT_MAX.
-  int got = compressed > INT_MAX
-                ? -1
-                : LZ4_decompress_safe((const char *)stream, (char *)*buffer,
-                                      (int)compressed, (int)expanded);
-  if (got < 0) {
+  if (!why[0] && got != expanded) why = "it decompresses to fewer bytes";
+  if (why[0]) {
     return HALO_HAL_CUDA_FATBIN_DAMAGED(
         size,
-        "entry %u's LZ4 stream (%u bytes) does not decompress within its "
-        "declared size (%llu bytes)",
-        index, compressed, (unsigned long long)expanded);
+        "entry %u's %s stream (%u bytes) does not decompress to its "
+        "declared size (%llu bytes): %s",
+        index, name, compressed, (unsigned long long)expanded, why);
   }
-  *out_size = (uint64_t)got;
   return NULL;
 }
 
 // Checks the entries of the FATBIN of |size| bytes at |bytes|: every entry
-// lies within the bytes; a compressed one's stream lies within its contents
-// and decompresses within its declared size (all of them together at most
-// HALO_HAL_CUDA_FATBIN_MAX_EXPANDED_BYTES); each ELF image, compressed or
-// not, passes halo_hal_cuda_elf_problem.
+// lies within the bytes, and the places its header gives within itself
+// within the header; a compressed one's stream lies within its contents
+// and decompresses to its declared size (all of them together within the
+// expansion's bound); each ELF entry, compressed or not, is an ELF image
+// that passes halo_hal_cuda_elf_problem; each PTX entry's text ends within
+// it (a NUL).
 static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
                                                 uint64_t size) {
   uint16_t header_size = 0;
@@ -306,11 +369,17 @@ static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
                                         "its end",
                                         (unsigned long long)entries_size);
   }
+  uint64_t expansion_bound = HALO_HAL_CUDA_FATBIN_MAX_EXPANDED_BYTES;
+  if (size < expansion_bound / HALO_HAL_CUDA_FATBIN_EXPANSION) {
+    expansion_bound = size * HALO_HAL_CUDA_FATBIN_EXPANSION;
+    if (expansion_bound < HALO_HAL_CUDA_FATBIN_MIN_EXPANDED_BYTES) {
+      expansion_bound = HALO_HAL_CUDA_FATBIN_MIN_EXPANDED_BYTES;
+    }
+  }
   uint64_t end = header_size + entries_size;
   uint64_t offset = header_size;
   uint64_t expanded_total = 0;
-  uint8_t *buffer = NULL;  // decompressed contents, reused entry by entry
-  uint64_t buffer_capacity = 0;
+  halo_hal_cuda_fatbin_scratch_t scratch = {0};
   halo_status_t status = NULL;
   for (unsigned index = 0; offset < end && !status; ++index) {
     if (end - offset < HALO_HAL_CUDA_FATBIN_ENTRY_MIN_HEADER) {
@@ -333,6 +402,13 @@ static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
       status = HALO_HAL_CUDA_FATBIN_DAMAGED(
           size, "entry %u's header (%u bytes) is not within its entries", index,
           entry_header_size);
+      break;
+    }
+    const char *problem =
+        halo_hal_cuda_fatbin_header_problem(entry, entry_header_size);
+    if (problem) {
+      status = HALO_HAL_CUDA_FATBIN_DAMAGED(size, "entry %u's header: %s",
+                                            index, problem);
       break;
     }
     if (contents_size > end - offset - entry_header_size) {
@@ -361,39 +437,47 @@ static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
             index, compressed, (unsigned long long)contents_size);
         break;
       }
-      if (expanded > HALO_HAL_CUDA_FATBIN_MAX_EXPANDED_BYTES - expanded_total) {
+      if (expanded > expansion_bound - expanded_total) {
         status = HALO_HAL_CUDA_FATBIN_DAMAGED(
             size,
             "entry %u's declared uncompressed size (%llu bytes) takes its "
-            "compressed entries past %llu bytes",
+            "compressed entries past %llu bytes (64 times its size, at "
+            "least 64 MiB, at most 1 GiB)",
             index, (unsigned long long)expanded,
-            HALO_HAL_CUDA_FATBIN_MAX_EXPANDED_BYTES);
+            (unsigned long long)expansion_bound);
         break;
       }
       expanded_total += expanded;
       status = halo_hal_cuda_fatbin_expand(size, index, method, contents,
-                                           compressed, expanded, &buffer,
-                                           &buffer_capacity, &image_size);
+                                           compressed, expanded, &scratch);
       if (status) break;
-      image = buffer;
+      image = scratch.buffer;
+      image_size = expanded;
     }
-    if ((kind == HALO_HAL_CUDA_FATBIN_KIND_ELF ||
-         kind == HALO_HAL_CUDA_FATBIN_KIND_ELF_OTHER) &&
-        image_size >= 4 &&
-        memcmp(image,
-               "\x7f"
-               "ELF",
-               4) == 0) {
-      const char *problem = halo_hal_cuda_elf_problem(image, image_size);
+    const char *compressed_word = method ? "compressed " : "";
+    if (kind == HALO_HAL_CUDA_FATBIN_KIND_ELF ||
+        kind == HALO_HAL_CUDA_FATBIN_KIND_ELF_OTHER) {
+      problem = image_size < 4 || memcmp(image,
+                                         "\x7f"
+                                         "ELF",
+                                         4) != 0
+                    ? "it has no ELF magic"
+                    : halo_hal_cuda_elf_problem(image, image_size);
       if (problem) {
-        status = HALO_HAL_CUDA_FATBIN_DAMAGED(
-            size, "entry %u's %sELF image: %s", index,
-            method ? "compressed " : "", problem);
+        status =
+            HALO_HAL_CUDA_FATBIN_DAMAGED(size, "entry %u's %sELF image: %s",
+                                         index, compressed_word, problem);
       }
+    } else if (kind == HALO_HAL_CUDA_FATBIN_KIND_PTX &&
+               !memchr(image, '\0', image_size)) {
+      status = HALO_HAL_CUDA_FATBIN_DAMAGED(
+          size, "entry %u's %sPTX text does not end within it (no NUL)", index,
+          compressed_word);
     }
     offset += entry_header_size + contents_size;
   }
-  free(buffer);
+  free(scratch.buffer);
+  ZSTD_freeDCtx(scratch.zstd);
   return status;
 }
 

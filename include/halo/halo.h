@@ -357,8 +357,8 @@ typedef enum halo_executable_format_e {
   // INVALID_ARGUMENT with CUDA_ERROR_NO_BINARY_FOR_GPU.
   HALO_EXECUTABLE_FORMAT_CUBIN = 3,
   // A fat binary (nvcc -fatbin): its entries must lie within |size|, a
-  // compressed entry (Zstandard or LZ4) must decompress within the size
-  // its header declares, and each ELF image in it, compressed or not,
+  // compressed entry (Zstandard or LZ4) must decompress to the size its
+  // header declares, and each ELF image in it, compressed or not,
   // passes the CUBIN's checks.
   HALO_EXECUTABLE_FORMAT_FATBIN = 4,
   HALO_EXECUTABLE_FORMAT_CUDA_SOURCE = 5,

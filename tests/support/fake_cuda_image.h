@@ -32,7 +32,7 @@ static inline void halo_fake_cuda_wrap(uint8_t *out_image, const void *payload,
   uint32_t name = 1, strtab = 3;
   memset(out_image, 0, size);
   memcpy(out_image,
-         ""
+         "\x7f"
          "ELF",
          4);
   out_image[4] = 2;                   // ELFCLASS64

@@ -477,6 +477,7 @@ static void test_cubin_and_fatbin_executables(void **state) {
     print_message("%s: %zu bytes, first entry's flags 0x%llx\n", kFatbins[i],
                   size, (unsigned long long)flags);
     if (i > 0) assert_true(flags & (0x8000 | 0x2000));
+    if (strcmp(kFatbins[i], "speed.fatbin") == 0) assert_true(flags & 0x2000);
     expect_ok(load(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size, NULL, 0,
                    &executable));
     check_add(executable);
