@@ -231,12 +231,12 @@ static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
 #define HALO_HAL_CUDA_FATBIN_KIND_ELF_OTHER 0x10u
 #define HALO_HAL_CUDA_FATBIN_LZ4 0x2000u
 #define HALO_HAL_CUDA_FATBIN_ZSTD 0x8000u
-// What a FATBIN's compressed entries may decompress to, all together: 64
-// times the FATBIN's size (nvcc's entries compress 3-20 times), at least
-// 64 MiB (an image of zeros compresses further), at most 1 GiB (the
-// largest message halod takes), so that a small FATBIN cannot make the
-// worker decompress a gigabyte.
-#define HALO_HAL_CUDA_FATBIN_EXPANSION 64u
+// What a FATBIN's compressed entries may decompress to, all together: 128
+// times the FATBIN's size (nvcc 13's entries compress 3-20 times, -G's
+// debug images 34 times), at least 64 MiB (an image of zeros compresses
+// further), at most 1 GiB (the largest message halod takes), so that a
+// small FATBIN cannot make the worker decompress a gigabyte.
+#define HALO_HAL_CUDA_FATBIN_EXPANSION 128u
 #define HALO_HAL_CUDA_FATBIN_MIN_EXPANDED_BYTES (64ull << 20)
 #define HALO_HAL_CUDA_FATBIN_MAX_EXPANDED_BYTES (1ull << 30)
 
@@ -441,7 +441,7 @@ static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
         status = HALO_HAL_CUDA_FATBIN_DAMAGED(
             size,
             "entry %u's declared uncompressed size (%llu bytes) takes its "
-            "compressed entries past %llu bytes (64 times its size, at "
+            "compressed entries past %llu bytes (128 times its size, at "
             "least 64 MiB, at most 1 GiB)",
             index, (unsigned long long)expanded,
             (unsigned long long)expansion_bound);

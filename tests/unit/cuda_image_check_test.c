@@ -477,7 +477,7 @@ static void test_compressed_fatbin_entries_are_checked(void **state) {
     expect_damaged_fatbin(fatbin, size, 16 + 56, image.size + 1, 8,
                           "it decompresses to fewer bytes");
     // Declaring more than all compressed entries of a FATBIN of this size
-    // may decompress to: 64 MiB (64 times its size, at least 64 MiB).
+    // may decompress to: 64 MiB (128 times its size, at least 64 MiB).
     expect_damaged_fatbin(fatbin, size, 16 + 56, (64ull << 20) + 1, 8,
                           "past 67108864 bytes");
     // The same stream, not flagged compressed: no ELF image.
@@ -497,6 +497,26 @@ static void test_compressed_fatbin_entries_are_checked(void **state) {
                "entry 0's compressed ELF image: its section header size"));
     halo_status_free(status);
     free(fatbin);
+  }
+  // A FATBIN of 1 MiB's contents (its stream, then padding): its entries
+  // may declare 128 times its size, not more.
+  {
+    size_t capacity = ZSTD_compressBound(image.size);
+    uint8_t *contents = calloc(1, 1u << 20);
+    assert_non_null(contents);
+    size_t compressed =
+        ZSTD_compress(contents, capacity, image.data, image.size, 3);
+    assert_false(ZSTD_isError(compressed));
+    size_t size = 0;
+    uint8_t *fatbin = make_fatbin(2, contents, 1u << 20, (uint32_t)compressed,
+                                  0x8011, image.size, &size);
+    assert_null(check_image(HALO_HAL_EXECUTABLE_FORMAT_FATBIN, fatbin, size));
+    char bound[64];
+    snprintf(bound, sizeof(bound), "past %zu bytes (128 times its size",
+             128 * size);
+    expect_damaged_fatbin(fatbin, size, 16 + 56, 128 * size + 1, 8, bound);
+    free(fatbin);
+    free(contents);
   }
   // Zstandard: two frames where nvcc writes one.
   size_t capacity = 2 * ZSTD_compressBound(image.size);
