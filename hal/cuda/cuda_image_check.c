@@ -55,25 +55,28 @@ static bool halo_hal_cuda_elf_string_table(const uint8_t *bytes, uint64_t size,
 }
 
 // What is wrong with the ELF structure of the CUBIN of |size| bytes at
-// |bytes|, or NULL. The driver reads it without knowing the size, and
-// indices and offsets that point outside the image crashed it (libcuda 580
-// segfaulted in cuModuleLoadData on an e_shentsize of 0, an e_shstrndx of
-// 0xffff, a symbol's st_shndx or an sh_info of 0xfeff, and a relocation's
-// offset past its section). So: a 64-bit little-endian image for EM_CUDA,
-// executable or relocatable (both load), whose header, section and program
-// tables, and every section's and segment's contents lie within the bytes;
-// a section name table and the string tables of its symbol tables that are
-// string tables within the bytes, ending in a NUL, with every name in
-// them; symbols in sections that exist; sh_info links (SHF_INFO_LINK) to
-// sections that exist; relocation tables that name symbols that exist and
-// places within their sections (8 bytes, or an instruction's 16 in code).
-// Symbol and relocation tables are read once over (their bytes together no
-// more than the image's), so a check takes time linear in the size. What
-// the sections hold beyond that (NVIDIA's own sections) is the driver's to
+// |bytes| (first: whether it is one, by its magic), or NULL. The driver reads
+// it without knowing the size, and indices and offsets that point outside the
+// image crashed it (libcuda 580 segfaulted in cuModuleLoadData on an
+// e_shentsize of 0, an e_shstrndx of 0xffff, a symbol's st_shndx or an sh_info
+// of 0xfeff, and a relocation's offset past its section). So: a 64-bit
+// little-endian image for EM_CUDA, executable or relocatable (both load), whose
+// header, section and program tables, and every section's and segment's
+// contents lie within the bytes; a section name table and the string tables of
+// its symbol tables that are string tables within the bytes, ending in a NUL,
+// with every name in them; symbols in sections that exist; sh_info links
+// (SHF_INFO_LINK) to sections that exist; relocation tables that name symbols
+// that exist and places within their sections (8 bytes, or an instruction's 16
+// in code). Symbol and relocation tables are read once over (their bytes
+// together no more than the image's), so a check takes time linear in the size.
+// What the sections hold beyond that (NVIDIA's own sections) is the driver's to
 // read.
 static const char *halo_hal_cuda_elf_problem(const uint8_t *bytes,
                                              uint64_t size) {
   Elf64_Ehdr header;
+  if (size < SELFMAG || memcmp(bytes, ELFMAG, SELFMAG) != 0) {
+    return "it has no ELF magic";
+  }
   if (size < sizeof(header)) return "it is shorter than an ELF header";
   memcpy(&header, bytes, sizeof(header));
   if (header.e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -381,7 +384,7 @@ static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
   uint64_t expanded_total = 0;
   halo_hal_cuda_fatbin_scratch_t scratch = {0};
   halo_status_t status = NULL;
-  for (unsigned index = 0; offset < end && !status; ++index) {
+  for (unsigned index = 0; offset < end; ++index) {
     if (end - offset < HALO_HAL_CUDA_FATBIN_ENTRY_MIN_HEADER) {
       status = HALO_HAL_CUDA_FATBIN_DAMAGED(
           size, "entry %u's header lies past its entries' end", index);
@@ -457,22 +460,19 @@ static halo_status_t halo_hal_cuda_fatbin_check(const uint8_t *bytes,
     const char *compressed_word = method ? "compressed " : "";
     if (kind == HALO_HAL_CUDA_FATBIN_KIND_ELF ||
         kind == HALO_HAL_CUDA_FATBIN_KIND_ELF_OTHER) {
-      problem = image_size < 4 || memcmp(image,
-                                         "\x7f"
-                                         "ELF",
-                                         4) != 0
-                    ? "it has no ELF magic"
-                    : halo_hal_cuda_elf_problem(image, image_size);
+      problem = halo_hal_cuda_elf_problem(image, image_size);
       if (problem) {
         status =
             HALO_HAL_CUDA_FATBIN_DAMAGED(size, "entry %u's %sELF image: %s",
                                          index, compressed_word, problem);
+        break;
       }
     } else if (kind == HALO_HAL_CUDA_FATBIN_KIND_PTX &&
                !memchr(image, '\0', image_size)) {
       status = HALO_HAL_CUDA_FATBIN_DAMAGED(
           size, "entry %u's %sPTX text does not end within it (no NUL)", index,
           compressed_word);
+      break;
     }
     offset += entry_header_size + contents_size;
   }
@@ -490,10 +490,7 @@ halo_status_t halo_hal_cuda_image_check(
     const halo_hal_executable_params_t *params) {
   const uint8_t *bytes = params->data;
   if (params->format == HALO_HAL_EXECUTABLE_FORMAT_CUBIN) {
-    if (params->size < 4 || memcmp(bytes,
-                                   "\x7f"
-                                   "ELF",
-                                   4) != 0) {
+    if (params->size < SELFMAG || memcmp(bytes, ELFMAG, SELFMAG) != 0) {
       return halo_status_make(HALO_STATUS_INVALID_ARGUMENT,
                               "the CUBIN executable (%llu bytes) is not an "
                               "ELF image (no ELF magic); pass PTX text as "
